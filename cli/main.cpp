@@ -1,0 +1,47 @@
+// Entry point of `tessel`: dispatches subcommands; exit 2 on bad input (every problem listed), 1 on runtime faults.
+#include "commands.hpp"
+
+#include "tessel/cost/errors.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <vector>
+
+int main(int argc, char** argv) {
+    CLI::App app{"tessel: plan, predict and run parallel LLM training"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "tessel 0.1.0");
+    std::vector<std::function<int()>> commands;
+    commands.push_back(tessel::cli::addPredictCommand(app));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app.exit(e);
+        return 2;
+    }
+    try {
+        for (auto& run : commands) {
+            int rc = run();
+            if (rc >= 0) return rc;
+        }
+        return 2;
+    } catch (const tessel::InputError& e) {
+        std::cerr << "tessel: invalid input (" << e.problems().size() << " problem"
+                  << (e.problems().size() == 1 ? "" : "s") << "):\n";
+        for (const auto& p : e.problems()) std::cerr << "  " << (p.where.empty() ? "(input)" : p.where) << ": " << p.message << "\n";
+        return 2;
+    } catch (const tessel::RuntimeError& e) {
+        std::cerr << "tessel: " << e.what() << "\n";
+        return 1;
+    } catch (const std::exception& e) {
+        std::cerr << "tessel: internal error: " << e.what() << "\n";
+        return 1;
+    }
+}

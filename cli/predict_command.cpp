@@ -1,0 +1,101 @@
+// `tessel predict`: memory per pipeline stage with the OOM verdict, and per-layer compute/communication cost.
+#include "commands.hpp"
+#include "scenario_flags.hpp"
+#include "table.hpp"
+
+#include "tessel/cost/report.hpp"
+
+#include <iostream>
+#include <memory>
+
+namespace tessel::cli {
+
+namespace {
+void printHuman(const Scenario& s, const CostPrediction& p, std::ostream& out) {
+    const auto& m = s.model;
+    const auto& c = s.cluster;
+    const auto& pl = s.plan;
+    out << "tessel predict: " << (s.name.empty() ? "scenario" : s.name) << "\n";
+    out << "  model    " << m.name << ": " << human(static_cast<double>(p.parameters)) << " parameters"
+        << (m.moe ? " (" + human(static_cast<double>(p.activeParameters)) + " active)" : std::string())
+        << ", " << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads / " << m.kvHeads
+        << " kv, ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen << "\n";
+    out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
+        << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
+        << "\n";
+    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << ", dp " << pl.dp << ", cp " << pl.cp << ", ep " << pl.ep
+        << ", vpp " << pl.vpp << " | micro-batch " << pl.microBatch << ", global batch " << pl.globalBatch << " ("
+        << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage << " | recompute "
+        << toString(pl.recompute) << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
+        << (pl.flashAttention ? "on" : "off") << " | " << toString(pl.schedule) << " | " << pl.precision
+        << " | " << pl.rankOrderString() << "\n\n";
+
+    out << "Memory per GPU, GiB (one rank of each pipeline stage)\n";
+    Table mem({"stage", "layers", "in-flight", "weights", "grads", "optimizer", "activations", "other", "total",
+               "headroom", "verdict"});
+    for (const auto& st : p.memory.stages) {
+        mem.addRow({std::to_string(st.stage), std::to_string(st.layers), fixed(st.inFlight, 2), gib(st.weightsBytes),
+                    gib(st.gradsBytes), gib(st.optimizerBytes), gib(st.activationsBytes), gib(st.otherBytes()),
+                    gib(st.totalBytes()), gib(st.headroomBytes), st.fits ? "fits" : "OOM"});
+    }
+    out << mem.render();
+    const auto& peak = p.memory.stages[static_cast<size_t>(p.memory.peakStage)];
+    out << "  other = ZeRO-3 gather " << gib(peak.other.zero3GatherBytes) << " + comm buffers "
+        << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes) << " + reserved "
+        << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
+    out << "  peak " << gib(p.memory.peakBytes) << " GiB on stage " << p.memory.peakStage << " of "
+        << gib(p.memory.capacityBytes) << " GiB: " << (p.memory.fits ? "FITS" : "OUT OF MEMORY") << "\n\n";
+
+    out << "Compute per transformer layer, one micro-batch, one rank\n";
+    Table ops({"op", "m x n x k", "GFLOP", "MB", "forward ms"});
+    for (const auto& op : p.layer.forwardOps) {
+        const std::string shape = op.opClass == OpClass::Memory
+                                      ? "-"
+                                      : std::to_string(op.m) + " x " + std::to_string(op.n) + " x " + std::to_string(op.k);
+        ops.addRow({op.name, shape, fixed(op.flops / 1e9, 2), fixed(op.bytes / 1e6, 1), milliseconds(op.seconds)});
+    }
+    out << ops.render();
+    out << "  forward " << milliseconds(p.layer.forward.seconds) << " ms, backward "
+        << milliseconds(p.layer.backward().seconds) << " ms (input " << milliseconds(p.layer.backwardInput.seconds)
+        << " + weight " << milliseconds(p.layer.backwardWeight.seconds) << "), recompute "
+        << milliseconds(p.layer.recompute.seconds) << " ms; LM head + loss forward "
+        << milliseconds(p.head.forward.seconds) << " ms; optimizer step (stage 0) "
+        << milliseconds(p.optimizerPerStage.front().seconds) << " ms\n\n";
+
+    out << "Communication\n";
+    Table comm({"collective", "group", "ranks", "nodes", "primitive", "when", "MiB", "ms", "tier"});
+    auto addOps = [&](const std::vector<CommOp>& list, const std::string& suffix) {
+        for (const auto& op : list) {
+            comm.addRow({op.name + suffix, toString(op.group), std::to_string(op.placement.size),
+                         std::to_string(op.placement.nodes), toString(op.primitive), toString(op.phase),
+                         fixed(op.bytes / (1024.0 * 1024.0), 2), milliseconds(op.cost.seconds), op.cost.tier});
+        }
+    };
+    addOps(p.layerComm, "");
+    addOps(p.pipelineComm, "");
+    if (!p.dpComm.empty()) addOps(p.dpComm.front(), " (stage 0)");
+    if (p.layerComm.empty() && p.pipelineComm.empty() && (p.dpComm.empty() || p.dpComm.front().empty()))
+        out << "  (none: a single rank)\n";
+    else out << comm.render();
+    out << "  per-layer collectives repeat for every layer and micro-batch; pipeline sends per micro-batch and "
+           "stage boundary\n";
+}
+} // namespace
+
+std::function<int()> addPredictCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand("predict", "Predict memory per pipeline stage and per-layer costs of a plan");
+    auto flags = std::make_shared<ScenarioFlags>();
+    auto json = std::make_shared<bool>(false);
+    flags->addTo(*cmd);
+    cmd->add_flag("--json", *json, "Print one JSON object instead of tables");
+    return [cmd, flags, json]() {
+        if (!cmd->parsed()) return -1;
+        Scenario s = flags->resolve();
+        CostPrediction p = predictCosts(s);
+        if (*json) std::cout << predictionToJson(s, p).dump(2) << "\n";
+        else printHuman(s, p, std::cout);
+        return 0;
+    };
+}
+
+} // namespace tessel::cli

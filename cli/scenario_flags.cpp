@@ -1,0 +1,115 @@
+// Scenario selection and override flags: load, override, validate, and name the flag in every problem.
+#include "scenario_flags.hpp"
+
+#include <map>
+
+namespace tessel::cli {
+
+void ScenarioFlags::addTo(CLI::App& app) {
+    app.add_option("scenario", scenario,
+                   "Scenario file or preset name (default: gpt3-175b-megatron, GPT-3 175B on 128 DGX A100 nodes)");
+    app.add_option("--model", model, "Model preset name, model JSON file, HuggingFace config.json or checkpoint folder");
+    app.add_option("--cluster", cluster, "Cluster preset name or cluster JSON file");
+    // Ranges are checked by validation so every problem is reported together, not by CLI11 one at a time.
+    app.add_option("--nodes", nodes, "Number of nodes (overrides the cluster's)");
+    app.add_option("--tp", tp, "Tensor-parallel degree");
+    app.add_option("--pp", pp, "Pipeline-parallel degree");
+    app.add_option("--dp", dp, "Data-parallel degree");
+    app.add_option("--cp", cp, "Context-parallel degree");
+    app.add_option("--ep", ep, "Expert-parallel degree (carved out of dp)");
+    app.add_option("--vpp", vpp, "Virtual pipeline stages per rank (interleaved_1f1b)");
+    app.add_option("--micro-batch", microBatch, "Micro-batch size (sequences)");
+    app.add_option("--global-batch", globalBatch, "Global batch size (sequences per step)");
+    app.add_option("--zero", zero, "ZeRO stage 0-3");
+    app.add_option("--recompute", recompute, "Activation recompute: none|selective|full");
+    app.add_option("--sequence-parallel", sequenceParallel, "Sequence parallelism: on|off");
+    app.add_option("--flash-attention", flashAttention, "Flash attention: on|off");
+    app.add_option("--schedule", schedule, "Pipeline schedule: gpipe|1f1b|interleaved_1f1b|zero_bubble");
+    app.add_option("--precision", precision,
+                   "Precision recipe: megatron|mixed|bf16_no_master|fp32|cpu_fp64|cpu_fp32");
+    app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
+}
+
+Scenario ScenarioFlags::resolve() const {
+    ProblemList problems;
+    Scenario s;
+    try {
+        s = scenario.empty() ? defaultScenario() : loadScenarioFile(resolveScenarioPath(scenario, "SCENARIO"));
+    } catch (const InputError& e) {
+        problems.append(e.problems());
+    }
+    if (!model.empty()) {
+        try {
+            s.model = loadModelRef(model, "--model");
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+    }
+    if (!cluster.empty()) {
+        try {
+            s.cluster = loadClusterRef(cluster, "--cluster"); // brings its own node count unless --nodes
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+    }
+    problems.throwIfAny();
+
+    // Overrides go through the same plan parser as files, so ranges and enums are checked identically.
+    nlohmann::json overrides = nlohmann::json::object();
+    std::map<std::string, std::string> flagOf; // plan key -> flag
+    auto setInt = [&](const std::optional<int>& v, const char* key, const char* flag) {
+        if (v) {
+            overrides[key] = *v;
+            flagOf[key] = flag;
+        }
+    };
+    auto setStr = [&](const std::optional<std::string>& v, const char* key, const char* flag) {
+        if (v) {
+            overrides[key] = *v;
+            flagOf[key] = flag;
+        }
+    };
+    auto setOnOff = [&](const std::optional<std::string>& v, const char* key, const char* flag) {
+        if (!v) return;
+        flagOf[key] = flag;
+        if (*v == "on" || *v == "true") overrides[key] = true;
+        else if (*v == "off" || *v == "false") overrides[key] = false;
+        else problems.add(flag, "must be on or off, got \"" + *v + "\"");
+    };
+    setInt(tp, "tp", "--tp");
+    setInt(pp, "pp", "--pp");
+    setInt(dp, "dp", "--dp");
+    setInt(cp, "cp", "--cp");
+    setInt(ep, "ep", "--ep");
+    setInt(vpp, "vpp", "--vpp");
+    setInt(microBatch, "micro_batch", "--micro-batch");
+    setInt(globalBatch, "global_batch", "--global-batch");
+    setInt(zero, "zero_stage", "--zero");
+    setStr(recompute, "recompute", "--recompute");
+    setStr(schedule, "schedule", "--schedule");
+    setStr(precision, "precision", "--precision");
+    setStr(rankOrder, "rank_order", "--rank-order");
+    setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");
+    setOnOff(flashAttention, "flash_attention", "--flash-attention");
+
+    nlohmann::json merged = planToJson(s.plan);
+    merged.erase("dtype"); // derived from the precision recipe; an override of precision must not conflict
+    for (auto it = overrides.begin(); it != overrides.end(); ++it) merged[it.key()] = it.value();
+    if (nodes) {
+        if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
+        else s.cluster.nodes = *nodes;
+    }
+    ProblemList planProblems;
+    s.plan = parsePlan(merged, "/plan", planProblems);
+    if (planProblems.empty()) validatePlan(s.model, s.cluster, s.plan, "/plan", planProblems);
+    for (auto p : planProblems.items()) {
+        for (const auto& [key, flag] : flagOf) {
+            if (p.where == "/plan/" + key) p.where = flag + " (" + p.where + ")";
+        }
+        problems.add(p.where, p.message);
+    }
+    problems.throwIfAny();
+    return s;
+}
+
+} // namespace tessel::cli

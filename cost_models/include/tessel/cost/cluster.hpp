@@ -1,0 +1,74 @@
+// GPU cluster description: the GPU (memory, peak flops per dtype, HBM, GEMM efficiency) and its network tiers.
+#pragma once
+
+#include "tessel/cost/errors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+enum class Dtype { Fp64, Fp32, Tf32, Bf16, Fp16, Fp8 };
+std::string toString(Dtype d);
+int bytesPerElement(Dtype d);
+
+// Collective and point-to-point primitives, named as in nccl-tests.
+enum class Primitive { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv };
+std::string toString(Primitive p);
+const std::vector<Primitive>& allPrimitives();
+
+// One point of the GEMM efficiency table: achieved / peak flops for GEMMs whose smallest dimension
+// (min of m, n, k) is `minDim`. Between points the efficiency is interpolated in log2(minDim).
+struct GemmEfficiencyPoint {
+    int64_t minDim = 0;
+    double efficiency = 0.0;
+};
+
+struct GpuSpec {
+    std::string name;
+    int64_t memoryBytes = 0;
+    int64_t reservedBytes = 0;                 // CUDA context + allocator slack, never usable by tensors
+    double hbmBytesPerSecond = 0.0;
+    double memoryEfficiency = 0.8;             // achieved / peak HBM bandwidth for elementwise kernels
+    double kernelOverheadSeconds = 0.0;        // launch + tail per kernel
+    std::map<Dtype, double> peakFlopsPerSecond; // dense, no sparsity
+    std::vector<GemmEfficiencyPoint> gemmEfficiency; // sorted by minDim
+};
+
+// A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
+struct LinkTier {
+    std::string name;
+    double bandwidthBytesPerSecond = 0.0;
+    double latencySeconds = 0.0;
+    double efficiency = 1.0;                                // achieved bus bandwidth / link bandwidth
+    std::map<Primitive, double> primitiveEfficiency;        // overrides `efficiency` where measured
+    double efficiencyFor(Primitive p) const;
+};
+
+struct ClusterConfig {
+    std::string name;
+    int gpusPerNode = 0;
+    int nodes = 0;
+    GpuSpec gpu;
+    LinkTier intraNode;
+    LinkTier interNode;
+    double pricePerGpuHour = 0.0;                           // USD; 0 = unknown
+    std::map<std::string, std::string> sources;             // JSON pointer -> citation
+    std::optional<nlohmann::json> calibration;              // kept verbatim; written by `tessel calibrate`
+    int totalGpus() const { return gpusPerNode * nodes; }
+    double peakFlops(Dtype d) const;                        // throws InputError when the GPU has no figure
+};
+
+ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer = "");
+ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
+nlohmann::json clusterToJson(const ClusterConfig& c);
+
+// GEMM efficiency for a GEMM whose smallest dimension is `minDim`, from the table (clamped at the ends).
+double gemmEfficiency(const GpuSpec& gpu, int64_t minDim);
+
+} // namespace tessel

@@ -1,0 +1,37 @@
+// Communication cost: latency + bytes x bus factor / (bandwidth x efficiency), ring/tree/hierarchical.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/topology.hpp"
+
+#include <string>
+
+namespace tessel {
+
+enum class CommAlgorithm { Auto, Ring, Tree };
+std::string toString(CommAlgorithm a);
+
+// nccl-tests bus bandwidth factor for a group of n ranks (PERFORMANCE.md of nccl-tests):
+// all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; broadcast, reduce, send/recv 1.
+// busbw = algbw x factor, with algbw = bytes / seconds and `bytes` the nccl-tests size
+// (all-reduce: the buffer; all-gather: the gathered output; reduce-scatter: the input; all-to-all: the
+// whole send buffer of one rank).
+double busFactor(Primitive p, int n);
+
+struct CommCost {
+    double seconds = 0.0;
+    double latencySeconds = 0.0;    // the latency part of `seconds`
+    double bandwidthSeconds = 0.0;  // the bandwidth part
+    CommAlgorithm algorithm = CommAlgorithm::Ring;
+    bool hierarchical = false;      // the group spans nodes and was costed as intra + inter phases
+    std::string tier;               // name of the slowest tier used
+};
+
+// Time of one primitive moving `bytes` (nccl-tests size convention, see busFactor) over a group placed
+// as `placement`. A group of size 1 costs 0. Groups inside one node use the intra-node tier; groups that
+// span nodes are costed hierarchically (intra-node reduce-scatter, inter-node phase on 1/k of the data,
+// intra-node all-gather; see FORMULAS.md §4). Auto picks the faster of ring and tree.
+CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, const ClusterConfig& cluster,
+                  CommAlgorithm algorithm = CommAlgorithm::Auto);
+
+} // namespace tessel

@@ -1,0 +1,80 @@
+// Memory per GPU for every pipeline stage: weights, grads, optimizer state, activations and other buffers.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessel {
+
+// Parameters held by one rank of a pipeline stage before ZeRO sharding, split by how they are sharded:
+// dense parameters shard over dp (or dp x cp); expert parameters over dp/ep (or dp/ep x cp).
+struct StageParameters {
+    double dense = 0.0;
+    double expert = 0.0;
+    double largestLayer = 0.0;   // parameters of the largest layer on the stage (ZeRO-3 gather granularity)
+    double total() const { return dense + expert; }
+};
+
+// Parameters of one rank of pipeline stage `stage` (0-based) under TP/PP/EP: its layers (vpp chunks
+// included), the embedding on stage 0, the LM head and final norm on the last stage (with tied embeddings
+// and pp > 1 the last stage keeps its own copy of the word embedding, as Megatron-LM does).
+StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage);
+
+// Activation bytes one transformer layer keeps for backward, for one micro-batch on one rank
+// (Korthikanti et al. 2022, Table 2, generalised to GQA, SwiGLU, MoE, flash attention and any dtype;
+// FORMULAS.md §2). Under full recompute only the layer's input is kept.
+double layerActivationBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+// The same layer's activations with no recompute (the working set rebuilt during full recompute).
+double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+
+// Micro-batches whose activations stage `stage` holds at its peak, in units of one micro-batch through
+// all the stage's layers. GPipe: m; 1F1B and ZB-H1: min(m, p - stage); interleaved: Megatron-LM's warm-up
+// count (p - stage - 1) x 2 + (v - 1) x p + 1, capped at m x v, in chunk units divided by v.
+double inFlightMicroBatches(const Plan& plan, int stage);
+
+// Where "other" memory goes.
+struct OtherMemory {
+    double zero3GatherBytes = 0.0;    // full parameters of the current and the prefetched layer
+    double commBufferBytes = 0.0;     // PP send/recv, SP all-gather, CP KV, EP all-to-all, ZeRO-2/3 buckets
+    double logitsLossBytes = 0.0;     // last stage: fp32 softmax kept by the fused cross-entropy
+    double reservedBytes = 0.0;       // the cluster's reserved bytes (CUDA context, allocator slack)
+    double total() const { return zero3GatherBytes + commBufferBytes + logitsLossBytes + reservedBytes; }
+};
+
+struct StageMemory {
+    int stage = 0;
+    int layers = 0;                   // transformer layers held by one rank of this stage
+    double parameters = 0.0;          // before ZeRO sharding
+    double inFlight = 0.0;            // micro-batches in flight (see inFlightMicroBatches)
+    double weightsBytes = 0.0;
+    double gradsBytes = 0.0;
+    double optimizerBytes = 0.0;
+    double activationsBytes = 0.0;
+    OtherMemory other;
+    double otherBytes() const { return other.total(); }
+    double totalBytes() const { return weightsBytes + gradsBytes + optimizerBytes + activationsBytes + otherBytes(); }
+    bool fits = true;
+    double headroomBytes = 0.0;       // capacity - total; negative when it does not fit
+};
+
+struct MemoryReport {
+    std::vector<StageMemory> stages;  // one per pipeline stage
+    double capacityBytes = 0.0;
+    double peakBytes = 0.0;
+    int peakStage = 0;
+    bool fits = true;
+};
+
+// The memory model. The verdict is data (fits, headroom), never an exception; the plan must already be
+// valid (validatePlan).
+MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+
+// Model-state bytes (weights + grads + optimizer) per parameter under a recipe and ZeRO stage over N ranks
+// (Rajbhandari et al. 2020, Figure 1): for checks and quick estimates.
+double modelStateBytesPerParameter(const PrecisionRecipe& recipe, int zeroStage, int shards);
+
+} // namespace tessel

@@ -1,0 +1,75 @@
+// Transformer model description (tessel model JSON or HuggingFace config.json) and its exact parameter counts.
+#pragma once
+
+#include "tessel/cost/errors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+enum class Activation { Gelu, Swiglu };
+enum class NormKind { LayerNorm, RmsNorm };
+enum class PositionEmbedding { Learned, Rope };
+
+struct MoeConfig {
+    int experts = 0;               // routed experts per MoE layer
+    int topK = 0;                  // experts each token is sent to
+    int64_t expertFfnHidden = 0;   // hidden width of one expert's MLP
+};
+
+struct ModelConfig {
+    std::string name;
+    int layers = 0;
+    int64_t hidden = 0;
+    int heads = 0;
+    int kvHeads = 0;               // == heads for MHA, < heads for GQA, 1 for MQA
+    int64_t headDim = 0;           // defaults to hidden / heads
+    int64_t ffnHidden = 0;         // dense MLP width (SwiGLU: width of each of gate and up)
+    int64_t vocab = 0;
+    int64_t seqLen = 0;            // training sequence length
+    Activation activation = Activation::Gelu;
+    NormKind norm = NormKind::LayerNorm;
+    PositionEmbedding position = PositionEmbedding::Learned;
+    bool tiedEmbeddings = false;
+    bool linearBias = false;       // biases on QKV/proj/MLP linears (GPT-2/3: yes, Llama: no)
+    bool qkvBias = false;          // bias on QKV only (Qwen2); implied by linearBias
+    double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
+    std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
+    std::vector<std::string> sources;
+};
+
+// Parameter counts of the full (unsharded) model, in elements. Formulas in cost_models/FORMULAS.md §1.
+struct ParameterCounts {
+    int64_t embedding = 0;         // word embedding V*h (+ learned positions s*h)
+    int64_t positionEmbedding = 0; // learned positions only (part of `embedding`)
+    int64_t perLayerAttention = 0; // QKV + output projection (+ biases)
+    int64_t perLayerMlp = 0;       // dense MLP, or all experts + router for MoE
+    int64_t perLayerNorms = 0;     // the two pre-norms
+    int64_t finalNorm = 0;
+    int64_t lmHead = 0;            // 0 when tied
+    int64_t perLayer() const { return perLayerAttention + perLayerMlp + perLayerNorms; }
+    int64_t total(int layers) const { return embedding + layers * perLayer() + finalNorm + lmHead; }
+};
+
+ParameterCounts countParameters(const ModelConfig& m);
+// Parameters a token actually uses (MoE: top_k of the experts), for MFU and 6*N*T estimates.
+int64_t activeParameters(const ModelConfig& m);
+
+// Loads a tessel model document (schema_version, snake_case keys; see scenarios/schema/model.schema.json)
+// or a HuggingFace config.json (detected by "model_type"). `pointer` locates `doc` inside a larger file.
+ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer = "");
+// Same, collecting problems instead of throwing.
+ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
+// Writes the tessel form of a model (round-trips through parseModel).
+nlohmann::json modelToJson(const ModelConfig& m);
+
+std::string toString(Activation a);
+std::string toString(NormKind n);
+std::string toString(PositionEmbedding p);
+
+} // namespace tessel

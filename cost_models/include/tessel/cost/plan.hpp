@@ -1,0 +1,79 @@
+// Parallelism plan (TP/PP/DP/CP/EP, ZeRO, micro-batching, recompute, schedule) and precision recipes.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/model.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+enum class Recompute { None, Selective, Full };
+enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble };
+// The process-group dimensions of a plan; rank_order lists them fastest first.
+enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
+
+std::string toString(Recompute r);
+std::string toString(Schedule s);
+std::string toString(ParallelDim d);
+
+// What a training recipe keeps per parameter. Bytes per element; 0 = not kept.
+struct PrecisionRecipe {
+    std::string name;
+    Dtype computeDtype = Dtype::Bf16;   // weights as used by GEMMs, activations
+    int weightBytes = 2;
+    int gradBytes = 2;                  // gradient buffer the backward accumulates into
+    int masterBytes = 4;                // fp32 master copy (0 when the weights are the master)
+    int momentBytes = 4;                // each of Adam's two moments
+    int bytesPerParameter() const { return weightBytes + gradBytes + masterBytes + 2 * momentBytes; }
+    int optimizerBytesPerParameter() const { return masterBytes + 2 * momentBytes; }
+};
+
+// The named recipes: megatron (18 B), mixed (16 B), bf16_no_master (12 B), fp32 (16 B),
+// cpu_fp64 (32 B) and cpu_fp32 (16 B), the last two being what the CPU executor allocates.
+const std::vector<PrecisionRecipe>& precisionRecipes();
+const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
+
+struct Plan {
+    int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+    int vpp = 1;                        // virtual pipeline stages (model chunks) per pipeline rank
+    int microBatch = 1;
+    int globalBatch = 1;
+    int zeroStage = 0;                  // 0-3, over dp (or dp x cp with zeroOverCp)
+    bool zeroOverCp = false;
+    Recompute recompute = Recompute::None;
+    bool sequenceParallel = false;
+    bool flashAttention = true;
+    Schedule schedule = Schedule::OneFOneB;
+    std::string precision = "megatron";
+    std::array<ParallelDim, 5> rankOrder{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp,
+                                         ParallelDim::Pp};
+    int vocabDivisibleBy = 128;         // Megatron pads the vocabulary to a multiple of this x tp
+
+    int worldSize() const { return tp * pp * dp * cp; }
+    int microBatchesPerStep() const { return globalBatch / (microBatch * dp); }
+    int zeroShardSize() const { return zeroOverCp ? dp * cp : dp; }
+    std::string rankOrderString() const;
+};
+
+// Parses a plan object (keys in scenarios/schema/plan.schema.json); absent keys take the defaults above.
+Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
+nlohmann::json planToJson(const Plan& p);
+// Parses "tp-cp-ep-dp-pp"; records a problem at `where` unless it is a permutation of the five dims.
+std::array<ParallelDim, 5> parseRankOrder(const std::string& text, const std::string& where, ProblemList& problems);
+
+// Checks the plan against the model and cluster: divisibility (heads, kv heads, layers, vocab, batch,
+// experts), world size = GPUs, schedule vs vpp, recipe vs GPU dtype. `pointer` prefixes the plan's
+// fields (e.g. "/plan"); problems about the model or cluster name those pointers.
+void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
+                  const std::string& pointer, ProblemList& problems);
+
+// The vocabulary after Megatron's padding to a multiple of vocabDivisibleBy * tp.
+int64_t paddedVocab(const ModelConfig& model, const Plan& plan);
+
+} // namespace tessel

@@ -1,0 +1,37 @@
+// Per-rank tensor sizes of one micro-batch under a plan (tokens, heads, widths after TP/SP/CP/EP splits).
+#pragma once
+
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+
+#include <cstdint>
+
+namespace tessel {
+
+// Every quantity is what ONE rank holds or computes for ONE micro-batch, in elements.
+// Shared by the compute, communication-volume and memory models so they agree on the same shapes.
+struct LocalShapes {
+    int64_t microBatch = 0;     // b
+    int64_t seqLocal = 0;       // s / cp: query positions on this rank
+    int64_t seqFull = 0;        // s: key positions attention sees (all of them, over the CP ring)
+    int64_t tokens = 0;         // T = b * s / cp
+    int64_t tokensSp = 0;       // T / tp with sequence parallelism, T without (norms, dropout, residual)
+    int64_t hidden = 0;         // h
+    int64_t headsLocal = 0;     // a / tp
+    int64_t kvHeadsLocal = 0;   // g / tp
+    int64_t headDim = 0;
+    int64_t qDimLocal = 0;      // a / tp * head_dim
+    int64_t kvDimLocal = 0;     // g / tp * head_dim
+    int64_t ffnLocal = 0;       // f / tp (dense MLP)
+    int64_t expertFfnLocal = 0; // expert f / tp (MoE)
+    int64_t expertsLocal = 0;   // E / ep
+    int64_t topK = 0;
+    int64_t vocabLocal = 0;     // padded V / tp
+    int64_t vocabPadded = 0;
+    int activationBytes = 2;    // bytes per activation element (the recipe's compute dtype)
+    int maskBytes = 0;          // 1 when the model uses dropout (a byte mask per element), else 0
+};
+
+LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+
+} // namespace tessel

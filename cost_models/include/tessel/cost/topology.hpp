@@ -1,0 +1,42 @@
+// Process groups of a plan laid out by rank_order on the cluster, and which network tier each group uses.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/plan.hpp"
+
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+// The groups a plan communicates over. Dp is the dense-parameter data-parallel group (ep x dp/ep ranks);
+// ExpertDp is the data-parallel group of expert parameters (dp/ep ranks); DpCp is dp x cp (ZeRO over CP);
+// PpPair is two ranks of adjacent pipeline stages (stage s and s+1).
+enum class GroupKind { Tp, Cp, Ep, Dp, ExpertDp, DpCp, Pp, PpPair };
+std::string toString(GroupKind g);
+
+// Rank coordinates. The world is laid out as the five dims of rank_order, fastest first, with sizes
+// tp, cp, ep, dp/ep, pp (EP is carved out of DP, as in Megatron-core). `dpIndex` is ep_index + ep * edp_index.
+struct RankCoords {
+    int tp = 0, cp = 0, ep = 0, edp = 0, pp = 0;
+    int dpIndex(const Plan& p) const { return ep + p.ep * edp; }
+};
+RankCoords rankCoords(const Plan& plan, int rank);
+int rankOf(const Plan& plan, const RankCoords& c);
+
+// Ranks of the group of `kind` that contains `rank`, ascending by the group's own index.
+// For PpPair: {rank, rank of the next stage} (empty on the last stage).
+std::vector<int> groupRanks(const Plan& plan, GroupKind kind, int rank);
+
+// Where a group's ranks sit: how many nodes it spans and the most ranks it has on one node.
+struct GroupPlacement {
+    int size = 1;
+    int nodes = 1;
+    int ranksPerNode = 1;   // max over the nodes it touches; == size when it stays in one node
+    bool spansNodes() const { return nodes > 1; }
+};
+GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode);
+// Placement of the group of `kind`; the worst case (most nodes spanned) over all groups of that kind.
+GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind);
+
+} // namespace tessel

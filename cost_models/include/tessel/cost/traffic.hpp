@@ -1,0 +1,40 @@
+// What each process group moves: TP/SP, CP, EP collectives per layer, PP sends per micro-batch, DP/ZeRO per step.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/comm.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/cost/topology.hpp"
+
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+// When a communication happens: inside a layer's forward or backward (per micro-batch), between stages
+// (per micro-batch and chunk boundary), or once per micro-batch / per step for data parallelism.
+enum class CommPhase { Forward, Backward, PerMicroBatch, PerStep };
+std::string toString(CommPhase p);
+
+struct CommOp {
+    std::string name;        // e.g. "tp_all_reduce_attn", "dp_reduce_scatter_grads"
+    GroupKind group = GroupKind::Tp;
+    Primitive primitive = Primitive::AllReduce;
+    double bytes = 0.0;      // nccl-tests size convention (see comm.hpp)
+    CommPhase phase = CommPhase::Forward;
+    GroupPlacement placement;
+    CommCost cost;
+};
+
+// Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
+// all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
+std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// Pipeline sends of one micro-batch across one stage boundary (activation forward, gradient backward).
+std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// Data-parallel traffic of pipeline stage `stage`: gradient reduction and ZeRO gathers, with phase
+// PerStep (once per step) or PerMicroBatch (ZeRO-2 reduce-scatter and ZeRO-3 gathers repeat per micro-batch).
+std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
+                                        int stage);
+
+} // namespace tessel

@@ -1,0 +1,207 @@
+// Cluster JSON loading/validation, dtype helpers and the GEMM efficiency table lookup.
+#include "tessel/cost/cluster.hpp"
+
+#include "tessel/cost/json_reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessel {
+
+std::string toString(Dtype d) {
+    switch (d) {
+    case Dtype::Fp64: return "fp64";
+    case Dtype::Fp32: return "fp32";
+    case Dtype::Tf32: return "tf32";
+    case Dtype::Bf16: return "bf16";
+    case Dtype::Fp16: return "fp16";
+    case Dtype::Fp8: return "fp8";
+    }
+    return "?";
+}
+
+int bytesPerElement(Dtype d) {
+    switch (d) {
+    case Dtype::Fp64: return 8;
+    case Dtype::Fp32:
+    case Dtype::Tf32: return 4;
+    case Dtype::Bf16:
+    case Dtype::Fp16: return 2;
+    case Dtype::Fp8: return 1;
+    }
+    return 0;
+}
+
+namespace {
+const std::vector<Dtype>& allDtypes() {
+    static const std::vector<Dtype> v{Dtype::Fp64, Dtype::Fp32, Dtype::Tf32, Dtype::Bf16, Dtype::Fp16, Dtype::Fp8};
+    return v;
+}
+
+LinkTier parseTier(const nlohmann::json& doc, const std::string& ptr, ProblemList& problems) {
+    LinkTier t;
+    ObjectReader r(doc, ptr, problems);
+    if (!r.isObject()) return t;
+    t.name = r.requireString("name");
+    t.bandwidthBytesPerSecond = r.requireNumber("bandwidth_bytes_per_second", 1e3, 1e15);
+    t.latencySeconds = r.requireNumber("latency_seconds", 0.0, 1.0);
+    t.efficiency = r.optNumber("efficiency", 1.0, 0.01, 1.0);
+    if (const auto* pe = r.child("primitive_efficiency")) {
+        ObjectReader pr(*pe, r.pointer("primitive_efficiency"), problems);
+        for (Primitive p : allPrimitives()) {
+            if (pr.has(toString(p))) t.primitiveEfficiency[p] = pr.requireNumber(toString(p), 0.01, 1.0);
+        }
+        pr.finish();
+    }
+    r.finish();
+    return t;
+}
+
+nlohmann::json tierToJson(const LinkTier& t) {
+    nlohmann::json j{{"name", t.name},
+                     {"bandwidth_bytes_per_second", t.bandwidthBytesPerSecond},
+                     {"latency_seconds", t.latencySeconds},
+                     {"efficiency", t.efficiency}};
+    if (!t.primitiveEfficiency.empty()) {
+        nlohmann::json pe = nlohmann::json::object();
+        for (const auto& [p, e] : t.primitiveEfficiency) pe[toString(p)] = e;
+        j["primitive_efficiency"] = pe;
+    }
+    return j;
+}
+} // namespace
+
+double ClusterConfig::peakFlops(Dtype d) const {
+    auto it = gpu.peakFlopsPerSecond.find(d);
+    if (it != gpu.peakFlopsPerSecond.end()) return it->second;
+    throw InputError("/gpu/peak_flops_per_second/" + toString(d),
+                     "cluster '" + name + "' gives no peak for dtype " + toString(d));
+}
+
+double gemmEfficiency(const GpuSpec& gpu, int64_t minDim) {
+    const auto& t = gpu.gemmEfficiency;
+    if (t.empty()) return 1.0;
+    if (minDim <= t.front().minDim) return t.front().efficiency;
+    if (minDim >= t.back().minDim) return t.back().efficiency;
+    auto hi = std::upper_bound(t.begin(), t.end(), minDim,
+                               [](int64_t v, const GemmEfficiencyPoint& p) { return v < p.minDim; });
+    auto lo = hi - 1;
+    // Linear in log2(minDim) between table points: GEMM efficiency grows roughly with the log of tile
+    // occupancy (NVIDIA Matrix Multiplication Background guide, wave quantisation); calibration refines it.
+    const double x = std::log2(static_cast<double>(minDim));
+    const double x0 = std::log2(static_cast<double>(lo->minDim));
+    const double x1 = std::log2(static_cast<double>(hi->minDim));
+    const double f = (x - x0) / (x1 - x0);
+    return lo->efficiency + f * (hi->efficiency - lo->efficiency);
+}
+
+ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
+    ClusterConfig c;
+    ObjectReader r(doc, pointer, problems);
+    if (!r.isObject()) return c;
+    checkSchemaVersion(r);
+    c.name = r.requireString("name");
+    c.gpusPerNode = static_cast<int>(r.requireInt("gpus_per_node", 1, 1024));
+    c.nodes = static_cast<int>(r.requireInt("nodes", 1, 1 << 20));
+    c.pricePerGpuHour = r.optNumber("price_per_gpu_hour", 0.0, 0.0, 1e4);
+    if (const auto* g = r.child("gpu")) {
+        ObjectReader gr(*g, r.pointer("gpu"), problems);
+        c.gpu.name = gr.requireString("name");
+        c.gpu.memoryBytes = gr.requireInt("memory_bytes", 1 << 20, int64_t{1} << 50);
+        c.gpu.reservedBytes = gr.optInt("reserved_bytes", 0, 0, int64_t{1} << 50);
+        if (c.gpu.reservedBytes >= c.gpu.memoryBytes && c.gpu.memoryBytes > 0)
+            problems.add(gr.pointer("reserved_bytes"), "must be less than memory_bytes");
+        c.gpu.hbmBytesPerSecond = gr.requireNumber("hbm_bytes_per_second", 1e6, 1e15);
+        c.gpu.memoryEfficiency = gr.optNumber("memory_efficiency", 0.8, 0.01, 1.0);
+        c.gpu.kernelOverheadSeconds = gr.optNumber("kernel_overhead_seconds", 0.0, 0.0, 1.0);
+        if (const auto* pf = gr.child("peak_flops_per_second")) {
+            ObjectReader pr(*pf, gr.pointer("peak_flops_per_second"), problems);
+            for (Dtype d : allDtypes())
+                if (pr.has(toString(d))) c.gpu.peakFlopsPerSecond[d] = pr.requireNumber(toString(d), 1e6, 1e18);
+            pr.finish();
+            if (pr.isObject() && c.gpu.peakFlopsPerSecond.empty())
+                problems.add(gr.pointer("peak_flops_per_second"), "needs at least one dtype");
+        } else {
+            problems.add(gr.pointer("peak_flops_per_second"), "required field is missing");
+        }
+        if (const auto* ge = gr.child("gemm_efficiency")) {
+            const std::string gp = gr.pointer("gemm_efficiency");
+            if (!ge->is_array() || ge->empty()) {
+                problems.add(gp, "expected a non-empty array of {min_dim, efficiency}");
+            } else {
+                for (size_t i = 0; i < ge->size(); ++i) {
+                    ObjectReader er((*ge)[i], gp + "/" + std::to_string(i), problems);
+                    GemmEfficiencyPoint p;
+                    p.minDim = er.requireInt("min_dim", 1, int64_t{1} << 32);
+                    p.efficiency = er.requireNumber("efficiency", 0.001, 1.0);
+                    er.finish();
+                    if (!c.gpu.gemmEfficiency.empty() && p.minDim <= c.gpu.gemmEfficiency.back().minDim)
+                        problems.add(gp + "/" + std::to_string(i) + "/min_dim", "must increase along the table");
+                    c.gpu.gemmEfficiency.push_back(p);
+                }
+            }
+        }
+        gr.finish();
+    } else {
+        problems.add(r.pointer("gpu"), "required field is missing");
+    }
+    if (const auto* n = r.child("network")) {
+        ObjectReader nr(*n, r.pointer("network"), problems);
+        if (const auto* t = nr.child("intra_node")) c.intraNode = parseTier(*t, nr.pointer("intra_node"), problems);
+        else problems.add(nr.pointer("intra_node"), "required field is missing");
+        if (const auto* t = nr.child("inter_node")) c.interNode = parseTier(*t, nr.pointer("inter_node"), problems);
+        else problems.add(nr.pointer("inter_node"), "required field is missing");
+        nr.finish();
+    } else {
+        problems.add(r.pointer("network"), "required field is missing");
+    }
+    if (const auto* s = r.child("sources")) {
+        ObjectReader sr(*s, r.pointer("sources"), problems);
+        if (sr.isObject()) {
+            for (auto it = s->begin(); it != s->end(); ++it) {
+                if (it.value().is_string()) c.sources[it.key()] = it.value().get<std::string>();
+                else problems.add(sr.pointer(it.key()), "expected a citation string");
+            }
+        }
+    }
+    if (const auto* cal = r.child("calibration")) {
+        if (!cal->is_object()) problems.add(r.pointer("calibration"), "expected an object");
+        else c.calibration = *cal;
+    }
+    r.finish();
+    return c;
+}
+
+ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer) {
+    ProblemList problems;
+    ClusterConfig c = parseCluster(doc, pointer, problems);
+    problems.throwIfAny();
+    return c;
+}
+
+nlohmann::json clusterToJson(const ClusterConfig& c) {
+    nlohmann::json peak = nlohmann::json::object();
+    for (const auto& [d, f] : c.gpu.peakFlopsPerSecond) peak[toString(d)] = f;
+    nlohmann::json gemm = nlohmann::json::array();
+    for (const auto& p : c.gpu.gemmEfficiency) gemm.push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
+    nlohmann::json j{{"schema_version", 1},
+                     {"name", c.name},
+                     {"gpus_per_node", c.gpusPerNode},
+                     {"nodes", c.nodes},
+                     {"gpu",
+                      {{"name", c.gpu.name},
+                       {"memory_bytes", c.gpu.memoryBytes},
+                       {"reserved_bytes", c.gpu.reservedBytes},
+                       {"hbm_bytes_per_second", c.gpu.hbmBytesPerSecond},
+                       {"memory_efficiency", c.gpu.memoryEfficiency},
+                       {"kernel_overhead_seconds", c.gpu.kernelOverheadSeconds},
+                       {"peak_flops_per_second", peak},
+                       {"gemm_efficiency", gemm}}},
+                     {"network", {{"intra_node", tierToJson(c.intraNode)}, {"inter_node", tierToJson(c.interNode)}}}};
+    if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
+    if (!c.sources.empty()) j["sources"] = c.sources;
+    if (c.calibration) j["calibration"] = *c.calibration;
+    return j;
+}
+
+} // namespace tessel

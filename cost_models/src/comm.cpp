@@ -1,0 +1,271 @@
+// Communication cost model: nccl-tests bus factors, ring/tree latency terms, hierarchical groups over nodes.
+#include "tessel/cost/comm.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+std::string toString(Primitive p) {
+    switch (p) {
+    case Primitive::AllReduce:
+        return "all_reduce";
+    case Primitive::AllGather:
+        return "all_gather";
+    case Primitive::ReduceScatter:
+        return "reduce_scatter";
+    case Primitive::Broadcast:
+        return "broadcast";
+    case Primitive::Reduce:
+        return "reduce";
+    case Primitive::AllToAll:
+        return "all_to_all";
+    case Primitive::SendRecv:
+        return "send_recv";
+    }
+    return "unknown";
+}
+
+const std::vector<Primitive>& allPrimitives() {
+    static const std::vector<Primitive> all{
+        Primitive::AllReduce, Primitive::AllGather, Primitive::ReduceScatter, Primitive::Broadcast,
+        Primitive::Reduce,    Primitive::AllToAll,  Primitive::SendRecv};
+    return all;
+}
+
+double LinkTier::efficiencyFor(Primitive p) const {
+    const auto it = primitiveEfficiency.find(p);
+    return it != primitiveEfficiency.end() ? it->second : efficiency;
+}
+
+std::string toString(CommAlgorithm a) {
+    switch (a) {
+    case CommAlgorithm::Auto:
+        return "auto";
+    case CommAlgorithm::Ring:
+        return "ring";
+    case CommAlgorithm::Tree:
+        return "tree";
+    }
+    return "unknown";
+}
+
+double busFactor(Primitive p, int n) {
+    if (n < 1)
+        throw InputError("group size",
+                         "a communication group needs at least 1 rank, got " + std::to_string(n));
+    // A point-to-point transfer moves the whole message whatever the group (nccl-tests sendrecv: busbw =
+    // algbw).
+    if (p == Primitive::SendRecv) return 1.0;
+    // One rank moves nothing over the network; nccl-tests reports busbw 0 there for the collectives.
+    if (n == 1) return 0.0;
+    const double ranks = n;
+    switch (p) {
+    // nccl-tests PERFORMANCE.md: all-reduce busbw = algbw x 2(n-1)/n (reduce-scatter then all-gather).
+    case Primitive::AllReduce:
+        return 2.0 * (ranks - 1.0) / ranks;
+    // nccl-tests PERFORMANCE.md: all-gather / reduce-scatter busbw = algbw x (n-1)/n (size = full buffer).
+    case Primitive::AllGather:
+    case Primitive::ReduceScatter:
+        return (ranks - 1.0) / ranks;
+    // nccl-tests PERFORMANCE.md: all-to-all busbw = algbw x (n-1)/n (1/n of the send buffer stays local).
+    case Primitive::AllToAll:
+        return (ranks - 1.0) / ranks;
+    // nccl-tests PERFORMANCE.md: broadcast / reduce busbw = algbw (pipelined ring: each link carries S once).
+    case Primitive::Broadcast:
+    case Primitive::Reduce:
+        return 1.0;
+    case Primitive::SendRecv:
+        return 1.0;
+    }
+    return 1.0;
+}
+
+namespace {
+
+// A cost split into its latency and bandwidth parts.
+struct CostParts {
+    double latencySeconds = 0.0;
+    double bandwidthSeconds = 0.0;
+    double total() const { return latencySeconds + bandwidthSeconds; }
+    CostParts& operator+=(const CostParts& o) {
+        latencySeconds += o.latencySeconds;
+        bandwidthSeconds += o.bandwidthSeconds;
+        return *this;
+    }
+};
+
+// ceil(log2 n) for n >= 1: the depth of a binary tree over n ranks.
+int ceilLog2(int n) {
+    int levels = 0;
+    while ((int64_t{1} << levels) < n)
+        ++levels;
+    return levels;
+}
+
+// Achieved bus bandwidth of `tier` for `p`; rejects tiers that would divide by zero.
+double busBytesPerSecond(const LinkTier& tier, Primitive p) {
+    const double rate = tier.bandwidthBytesPerSecond * tier.efficiencyFor(p);
+    if (!(rate > 0.0))
+        throw InputError(tier.name.empty() ? std::string("network tier") : "network tier " + tier.name,
+                         "bandwidth x efficiency for " + toString(p) + " must be > 0 to cost communication");
+    return rate;
+}
+
+// Latency term of one primitive over n ranks of one tier, in units of the tier's alpha.
+double latencySteps(Primitive p, int n, CommAlgorithm algorithm) {
+    if (n <= 1) return 0.0;
+    const double ring = n - 1.0;
+    const double depth = ceilLog2(n);
+    switch (p) {
+    // Ring all-reduce = reduce-scatter + all-gather, n-1 steps each (Thakur, Rabenseifner & Gropp 2005 §4).
+    // Tree all-reduce = reduce up + broadcast down a binary tree, log2 n steps each (Thakur et al. 2005;
+    // NCCL's double binary tree has the same depth).
+    case Primitive::AllReduce:
+        return algorithm == CommAlgorithm::Tree ? 2.0 * depth : 2.0 * ring;
+    // Ring all-gather / reduce-scatter: n-1 steps (Thakur et al. 2005); NCCL has no tree for them.
+    case Primitive::AllGather:
+    case Primitive::ReduceScatter:
+        return ring;
+    // Pipelined ring (chain) broadcast / reduce, as NCCL runs them: n-1 hops to fill the chain; binomial
+    // tree: ceil(log2 n) rounds (Thakur et al. 2005 §3).
+    case Primitive::Broadcast:
+    case Primitive::Reduce:
+        return algorithm == CommAlgorithm::Tree ? depth : ring;
+    // Pairwise-exchange all-to-all: n-1 rounds, one per peer (Thakur et al. 2005 §3); no tree variant.
+    case Primitive::AllToAll:
+        return ring;
+    // One point-to-point message: one alpha.
+    case Primitive::SendRecv:
+        return 1.0;
+    }
+    return ring;
+}
+
+// One primitive on one tier: alpha x steps + bytes x busFactor / (bw x eff). Tree and ring share the
+// bandwidth term: NCCL's double binary tree reaches full bus bandwidth (Sanders, Speck & Traeff 2009;
+// NCCL 2.4).
+CostParts flatCost(Primitive p, double bytes, int n, const LinkTier& tier, CommAlgorithm algorithm) {
+    CostParts c;
+    if (n <= 1 || bytes <= 0.0) return c; // a phase over one rank vanishes (e.g. intra phases when k == 1)
+    c.latencySeconds = latencySteps(p, n, algorithm) * tier.latencySeconds;
+    c.bandwidthSeconds = bytes * busFactor(p, n) / busBytesPerSecond(tier, p);
+    return c;
+}
+
+// A group spanning N nodes with at most k ranks per node, costed as intra-node and inter-node phases
+// (NCCL's hierarchical / 2D collectives; Horovod's hierarchical all-reduce; BlueConnect, Cho et al. 2019).
+// Each phase uses its own primitive's efficiency on its tier; phases run one after another.
+CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& placement,
+                           const ClusterConfig& cluster, CommAlgorithm algorithm) {
+    const int n = placement.size;
+    const int nodes = placement.nodes;
+    const int k = placement.ranksPerNode;
+    const LinkTier& intra = cluster.intraNode;
+    const LinkTier& inter = cluster.interNode;
+    CostParts c;
+    switch (p) {
+    case Primitive::AllReduce:
+        // Reduce-scatter S in the node, all-reduce the S/k shard across nodes, all-gather S in the node;
+        // with equal tiers the bandwidth term equals the flat 2(n-1)/n (hierarchical all-reduce, Jia et al.
+        // 2018).
+        c += flatCost(Primitive::ReduceScatter, bytes, k, intra, algorithm);
+        c += flatCost(Primitive::AllReduce, bytes / k, nodes, inter, algorithm);
+        c += flatCost(Primitive::AllGather, bytes, k, intra, algorithm);
+        return c;
+    case Primitive::AllGather:
+        // Gather the node's S/k across nodes (one rank per node per ring), then all-gather S in the node.
+        c += flatCost(Primitive::AllGather, bytes / k, nodes, inter, algorithm);
+        c += flatCost(Primitive::AllGather, bytes, k, intra, algorithm);
+        return c;
+    case Primitive::ReduceScatter:
+        // Mirror of all-gather: reduce-scatter S in the node, then reduce-scatter the S/k shard across nodes.
+        c += flatCost(Primitive::ReduceScatter, bytes, k, intra, algorithm);
+        c += flatCost(Primitive::ReduceScatter, bytes / k, nodes, inter, algorithm);
+        return c;
+    case Primitive::Broadcast:
+    case Primitive::Reduce:
+        // Whole message across nodes (one rank per node), then within each node; phases assumed not
+        // overlapped.
+        c += flatCost(p, bytes, nodes, inter, algorithm);
+        c += flatCost(p, bytes, k, intra, algorithm);
+        return c;
+    case Primitive::AllToAll: {
+        // Each rank sends S/n to every peer: (n-k) peers off-node over the inter tier and (k-1) on-node over
+        // the intra tier, concurrently, so the slower side bounds the time; one alpha_inter per peer round.
+        c.latencySeconds = (n - 1.0) * inter.latencySeconds;
+        const double interSeconds = bytes * (n - k) / n / busBytesPerSecond(inter, p);
+        const double intraSeconds = k > 1 ? bytes * (k - 1.0) / n / busBytesPerSecond(intra, p) : 0.0;
+        c.bandwidthSeconds = std::max(interSeconds, intraSeconds);
+        return c;
+    }
+    case Primitive::SendRecv:
+        // A pair on two nodes: one message over the inter-node tier.
+        return flatCost(p, bytes, 2, inter, algorithm);
+    }
+    return c;
+}
+
+// Which tiers a spanning group's primitive touches; the report names the slower (lower bus bandwidth) one.
+std::string slowestTierName(Primitive p, const GroupPlacement& placement, const ClusterConfig& cluster) {
+    const bool usesIntra = placement.ranksPerNode > 1 && p != Primitive::SendRecv;
+    if (!usesIntra) return cluster.interNode.name;
+    const double intraRate = cluster.intraNode.bandwidthBytesPerSecond * cluster.intraNode.efficiencyFor(p);
+    const double interRate = cluster.interNode.bandwidthBytesPerSecond * cluster.interNode.efficiencyFor(p);
+    return intraRate < interRate ? cluster.intraNode.name : cluster.interNode.name;
+}
+
+CostParts costWith(Primitive p, double bytes, const GroupPlacement& placement, const ClusterConfig& cluster,
+                   CommAlgorithm algorithm) {
+    if (placement.spansNodes()) return hierarchicalCost(p, bytes, placement, cluster, algorithm);
+    return flatCost(p, bytes, placement.size, cluster.intraNode, algorithm);
+}
+
+// Tree differs from ring only for these; elsewhere NCCL runs a ring (or p2p) whatever is asked.
+bool hasTree(Primitive p) {
+    return p == Primitive::AllReduce || p == Primitive::Broadcast || p == Primitive::Reduce;
+}
+
+} // namespace
+
+CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, const ClusterConfig& cluster,
+                  CommAlgorithm algorithm) {
+    if (bytes < 0.0) throw InputError("bytes", "message size must be >= 0, got " + std::to_string(bytes));
+    if (placement.size > 1 && (placement.nodes < 1 || placement.ranksPerNode < 1))
+        throw InputError("placement", "a group of " + std::to_string(placement.size) +
+                                          " ranks must sit on at least one node");
+
+    CommCost result;
+    result.algorithm =
+        algorithm == CommAlgorithm::Tree && hasTree(p) ? CommAlgorithm::Tree : CommAlgorithm::Ring;
+    // A group of one rank, or an empty message, moves nothing (NCCL returns at once for count 0).
+    if (placement.size <= 1 || bytes == 0.0) return result;
+
+    result.hierarchical = placement.spansNodes();
+    result.tier = result.hierarchical ? slowestTierName(p, placement, cluster) : cluster.intraNode.name;
+
+    CostParts parts;
+    if (algorithm == CommAlgorithm::Auto) {
+        // NCCL's tuner picks per call the algorithm with the lower predicted time; ties go to ring.
+        const CostParts ring = costWith(p, bytes, placement, cluster, CommAlgorithm::Ring);
+        parts = ring;
+        result.algorithm = CommAlgorithm::Ring;
+        if (hasTree(p)) {
+            const CostParts tree = costWith(p, bytes, placement, cluster, CommAlgorithm::Tree);
+            if (tree.total() < ring.total()) {
+                parts = tree;
+                result.algorithm = CommAlgorithm::Tree;
+            }
+        }
+    } else {
+        parts = costWith(p, bytes, placement, cluster, result.algorithm);
+    }
+    result.latencySeconds = parts.latencySeconds;
+    result.bandwidthSeconds = parts.bandwidthSeconds;
+    result.seconds = parts.total();
+    return result;
+}
+
+} // namespace tessel

@@ -1,0 +1,169 @@
+// Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, gpt2) into tessel ModelConfigs.
+#include "tessel/cost/hf_config.hpp"
+
+#include "tessel/cost/json_reader.hpp"
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+namespace {
+
+// The two architecture families tessel maps. Llama-like: pre-RMSNorm, RoPE, SwiGLU MLP, no biases
+// (llama, mistral, mixtral; qwen2 adds a QKV bias). GPT-2: pre-LayerNorm, learned positions, GELU MLP,
+// biases everywhere, tied embeddings.
+enum class Family { LlamaLike, Gpt2 };
+
+struct SupportedType {
+    const char* modelType;
+    Family family;
+};
+
+// qwen2_moe is left out on purpose: its shared expert (shared_expert_intermediate_size) and per-layer
+// dense/sparse mix (decoder_sparse_step, mlp_only_layers) have no counterpart in ModelConfig, and an
+// approximate mapping would give wrong parameter counts.
+constexpr SupportedType kSupported[] = {
+    {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
+    {"qwen2", Family::LlamaLike}, {"gpt2", Family::Gpt2},
+};
+
+constexpr int64_t kMaxWidth = int64_t{1} << 26;
+constexpr int64_t kMaxSeqLen = int64_t{1} << 40;
+
+std::string supportedList() {
+    std::string s;
+    for (const auto& t : kSupported) s += (s.empty() ? "" : ", ") + std::string(t.modelType);
+    return s;
+}
+
+// HF configs name a field differently per family (GPT2Config's attribute_map makes hidden_size an alias of
+// n_embd, and so on). Returns the first of `names` present in the config; when none is, the first name,
+// so that a "required field is missing" problem points at the family's canonical key.
+std::string firstPresent(const ObjectReader& r, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+        if (r.has(n)) return n;
+    return *names.begin();
+}
+
+bool isNull(const nlohmann::json& doc, const std::string& key) {
+    auto it = doc.find(key);
+    return it != doc.end() && it->is_null();
+}
+
+// An optional integer that HF configs may also write as null (meaning "use the default").
+int64_t optIntOrNull(ObjectReader& r, const nlohmann::json& doc, const std::string& key, int64_t fallback,
+                     int64_t lo, int64_t hi) {
+    if (isNull(doc, key)) {
+        r.accept(key);
+        return fallback;
+    }
+    return r.optInt(key, fallback, lo, hi);
+}
+
+} // namespace
+
+bool isHuggingFaceConfig(const nlohmann::json& doc) {
+    return doc.is_object() && doc.contains("model_type") && !doc.contains("schema_version");
+}
+
+ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
+    ModelConfig m;
+    ObjectReader r(doc, pointer, problems);
+    if (!r.isObject()) return m;
+
+    const std::string modelType = r.requireString("model_type");
+    const auto* type = std::find_if(std::begin(kSupported), std::end(kSupported),
+                                    [&](const SupportedType& t) { return modelType == t.modelType; });
+    if (type == std::end(kSupported)) {
+        if (doc.contains("model_type") && doc["model_type"].is_string())
+            problems.add(r.pointer("model_type"), "unsupported model_type \"" + modelType +
+                                                      "\" (tessel reads HuggingFace configs of: " + supportedList() +
+                                                      "); write a tessel model file instead");
+        return m;
+    }
+    const bool gpt2 = type->family == Family::Gpt2;
+
+    // Shapes. GPT-2 spells them n_layer/n_embd/n_head/n_positions; the aliases are accepted in both families.
+    const std::string layersKey = gpt2 ? firstPresent(r, {"n_layer", "num_hidden_layers"})
+                                       : firstPresent(r, {"num_hidden_layers", "n_layer"});
+    const std::string hiddenKey = gpt2 ? firstPresent(r, {"n_embd", "hidden_size"})
+                                       : firstPresent(r, {"hidden_size", "n_embd"});
+    const std::string headsKey = gpt2 ? firstPresent(r, {"n_head", "num_attention_heads"})
+                                      : firstPresent(r, {"num_attention_heads", "n_head"});
+    const std::string seqKey = gpt2 ? firstPresent(r, {"n_positions", "n_ctx", "max_position_embeddings"})
+                                    : firstPresent(r, {"max_position_embeddings", "n_positions"});
+    m.layers = static_cast<int>(r.requireInt(layersKey, 1, 100000));
+    m.hidden = r.requireInt(hiddenKey, 1, int64_t{1} << 24);
+    m.heads = static_cast<int>(r.requireInt(headsKey, 1, 1 << 16));
+    // The position table size stands in for the training sequence length (Llama 3: 8192); a user who
+    // trains shorter or longer overrides seq_len in a tessel model file.
+    m.seqLen = r.requireInt(seqKey, 1, kMaxSeqLen);
+    m.vocab = r.requireInt("vocab_size", 1, kMaxWidth);
+
+    // kv heads default to heads (MHA), as in LlamaConfig when num_key_value_heads is absent or null.
+    m.kvHeads = gpt2 ? m.heads
+                     : static_cast<int>(optIntOrNull(r, doc, "num_key_value_heads", m.heads, 1, 1 << 16));
+    const int64_t headDim = gpt2 ? 0 : optIntOrNull(r, doc, "head_dim", 0, 1, 1 << 16);
+    if (headDim > 0) m.headDim = headDim;
+    else if (m.heads > 0 && m.hidden % m.heads == 0) m.headDim = m.hidden / m.heads;
+    // else: left 0, and parseModel's model check reports that heads must divide hidden.
+
+    if (gpt2) {
+        // n_inner null (the released GPT-2 configs) means 4 x n_embd (GPT2MLP in transformers).
+        m.ffnHidden = optIntOrNull(r, doc, "n_inner", 4 * m.hidden, 1, kMaxWidth);
+        const std::string act = r.optString("activation_function", "gelu_new");
+        if (act.rfind("gelu", 0) == 0) {
+            m.activation = Activation::Gelu; // gelu, gelu_new, gelu_fast, gelu_pytorch_tanh: same cost
+        } else {
+            problems.add(r.pointer("activation_function"),
+                         "unsupported activation \"" + act + "\" for gpt2 (tessel models GELU MLPs)");
+        }
+        m.norm = NormKind::LayerNorm;
+        m.position = PositionEmbedding::Learned;
+        m.tiedEmbeddings = r.optBool("tie_word_embeddings", true); // GPT-2 ties wte and lm_head
+        m.linearBias = true;                                       // Conv1D layers all carry biases
+        m.dropout = r.optNumber("resid_pdrop", 0.1, 0.0, 0.99);
+    } else {
+        m.ffnHidden = r.requireInt("intermediate_size", 1, kMaxWidth);
+        const std::string act = r.optString("hidden_act", "silu");
+        if (act == "silu" || act == "swish") {
+            m.activation = Activation::Swiglu; // gate_proj * silu, up_proj, down_proj
+        } else {
+            problems.add(r.pointer("hidden_act"), "unsupported hidden_act \"" + act + "\" for model_type " +
+                                                      modelType + " (tessel models the SwiGLU MLP, hidden_act silu)");
+        }
+        m.norm = NormKind::RmsNorm;
+        m.position = PositionEmbedding::Rope;
+        m.tiedEmbeddings = r.optBool("tie_word_embeddings", false);
+        // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has
+        // "all linears" or "QKV only": attention_bias alone maps to QKV bias, leaving out o_proj's `hidden`
+        // bias elements per layer (no released llama/mistral/mixtral checkpoint sets it).
+        const bool attentionBias = r.optBool("attention_bias", false);
+        const bool mlpBias = r.optBool("mlp_bias", false);
+        m.linearBias = attentionBias && mlpBias;
+        m.qkvBias = attentionBias || modelType == "qwen2"; // Qwen2 always has q/k/v biases (modeling_qwen2.py)
+        // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint).
+        m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
+        if (modelType == "mixtral") {
+            MoeConfig moe;
+            moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, 1 << 16));
+            moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, 1 << 16));
+            moe.expertFfnHidden = m.ffnHidden; // each expert is a SwiGLU MLP of intermediate_size
+            m.moe = moe;
+        }
+    }
+
+    const auto nameIt = doc.find("_name_or_path");
+    if (nameIt != doc.end() && nameIt->is_string() && !nameIt->get<std::string>().empty())
+        m.name = nameIt->get<std::string>();
+    else
+        m.name = modelType;
+    m.sources.push_back("HuggingFace config.json (model_type " + modelType + ")");
+    // No finish(): keys tessel does not read (rope_theta, torch_dtype, ...) are fine in a foreign format.
+    return m;
+}
+
+} // namespace tessel

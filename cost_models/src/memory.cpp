@@ -1,0 +1,212 @@
+// Memory model per pipeline stage: model states under recipe + ZeRO, activations after Korthikanti et al.
+// 2022, in-flight micro-batches per schedule, and other buffers (FORMULAS.md §2).
+#include "tessel/cost/memory.hpp"
+
+#include "tessel/cost/shapes.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessel {
+
+namespace {
+double d(int64_t v) { return static_cast<double>(v); }
+
+double normParams(const ModelConfig& m) { return m.norm == NormKind::LayerNorm ? 2.0 * d(m.hidden) : d(m.hidden); }
+
+// One MLP of width `ffn` split over tp (column-parallel fc1/gate/up, row-parallel fc2; fc2 bias replicated).
+double mlpParamsLocal(const ModelConfig& m, int64_t ffn, int tp) {
+    const double h = d(m.hidden);
+    const double inWidth = (m.activation == Activation::Swiglu ? 2.0 : 1.0) * d(ffn);
+    double n = (h * inWidth + d(ffn) * h) / tp;
+    if (m.linearBias) n += inWidth / tp + h;
+    return n;
+}
+
+struct LayerParamsLocal {
+    double dense = 0.0;
+    double expert = 0.0;
+};
+
+LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
+    LayerParamsLocal l;
+    const double h = d(m.hidden);
+    const double q = d(m.heads) * d(m.headDim);
+    const double kv = d(m.kvHeads) * d(m.headDim);
+    l.dense = (h * (q + 2.0 * kv) + q * h) / p.tp;              // QKV column-, projection row-parallel
+    if (m.linearBias || m.qkvBias) l.dense += (q + 2.0 * kv) / p.tp;
+    if (m.linearBias) l.dense += h;                              // projection bias is replicated
+    l.dense += 2.0 * normParams(m);                              // the two pre-norms, replicated over TP
+    if (m.moe) {
+        l.dense += h * m.moe->experts;                           // router, replicated
+        l.expert = d(m.moe->experts / p.ep) * mlpParamsLocal(m, m.moe->expertFfnHidden, p.tp);
+    } else {
+        l.dense += mlpParamsLocal(m, m.ffnHidden, p.tp);
+    }
+    return l;
+}
+
+double shardDivisor(bool sharded, double shards) { return sharded ? shards : 1.0; }
+} // namespace
+
+StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage) {
+    StageParameters sp;
+    const int layers = model.layers / plan.pp;
+    const LayerParamsLocal layer = layerParamsLocal(model, plan);
+    sp.dense = layers * layer.dense;
+    sp.expert = layers * layer.expert;
+    sp.largestLayer = layer.dense + layer.expert;
+    const double wordEmbedding = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp; // vocab-parallel
+    if (stage == 0) {
+        double emb = wordEmbedding;
+        if (model.position == PositionEmbedding::Learned) emb += d(model.seqLen) * d(model.hidden);
+        sp.dense += emb;
+        sp.largestLayer = std::max(sp.largestLayer, emb);
+    }
+    if (stage == plan.pp - 1) {
+        double head = normParams(model);
+        if (!model.tiedEmbeddings || plan.pp > 1) head += wordEmbedding;
+        sp.dense += head;
+        sp.largestLayer = std::max(sp.largestLayer, head);
+    }
+    return sp;
+}
+
+double layerActivationBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    if (plan.recompute == Recompute::Full) {
+        // Full recompute keeps only each layer's input (Korthikanti et al. 2022 §4: 2sbh per layer, /t with SP).
+        const LocalShapes s = localShapes(model, plan, recipe);
+        return d(s.activationBytes) * d(s.tokensSp) * d(s.hidden);
+    }
+    return layerActivationBytesNoRecompute(model, plan, recipe) -
+           (plan.recompute == Recompute::Selective && !plan.flashAttention
+                ? [&] {
+                      const LocalShapes s = localShapes(model, plan, recipe);
+                      const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
+                      return (s.activationBytes + (s.maskBytes ? 1.0 + s.activationBytes : 0.0)) * scores;
+                  }()
+                : 0.0);
+}
+
+double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    const LocalShapes s = localShapes(model, plan, recipe);
+    const double e = s.activationBytes, mask = s.maskBytes;
+    const double T = d(s.tokens), Tsp = d(s.tokensSp), h = d(s.hidden);
+    double a = 0.0;
+    // Attention block (Korthikanti et al. 2022 §4.1: 11sbh + 5as^2b for MHA, 16-bit, with dropout).
+    a += e * Tsp * h;                                   // norm input
+    a += e * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
+    a += e * T * d(s.qDimLocal + 2 * s.kvDimLocal);     // Q, K, V (GQA: K and V have kv_heads heads)
+    if (plan.flashAttention) {
+        a += 4.0 * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal); // fp32 log-sum-exp per query and head
+    } else {
+        const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
+        a += (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
+    }
+    a += e * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
+    a += mask * Tsp * h;                                // dropout mask after the projection
+    // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
+    a += e * Tsp * h;                                   // norm input
+    a += e * Tsp * h;                                   // fc1 input (norm output)
+    const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
+    if (model.moe) {
+        const double routed = T * d(s.topK);
+        a += 4.0 * T * d(model.moe->experts);           // router probabilities (fp32)
+        a += e * routed * h;                            // permuted tokens: expert fc1 input
+        a += e * routed * d(s.expertFfnLocal) * (gated + 1.0); // fc1 output (gate+up) and fc2 input
+        a += e * routed * h;                            // expert outputs, kept for the weighted combine
+    } else {
+        a += e * T * d(s.ffnLocal) * gated;             // fc1 output = activation input (gate and up)
+        a += e * T * d(s.ffnLocal);                     // activation output = fc2 input
+    }
+    a += mask * Tsp * h;                                // dropout mask after fc2
+    return a;
+}
+
+double inFlightMicroBatches(const Plan& plan, int stage) {
+    const double m = plan.microBatchesPerStep();
+    const double p = plan.pp;
+    switch (plan.schedule) {
+    case Schedule::Gpipe: return m;
+    case Schedule::OneFOneB:
+    case Schedule::ZeroBubble: return std::min(m, p - stage);
+    case Schedule::Interleaved1F1B: {
+        const double v = plan.vpp;
+        // Megatron-LM schedules.py: num_warmup_microbatches = (p - rank - 1) * 2 + (v - 1) * p, then one
+        // more enters before the first backward frees one; counted in model chunks of L/(p v) layers.
+        const double chunks = std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
+        return chunks / v;
+    }
+    }
+    return m;
+}
+
+double modelStateBytesPerParameter(const PrecisionRecipe& recipe, int zeroStage, int shards) {
+    const double n = shards;
+    return recipe.weightBytes / shardDivisor(zeroStage >= 3, n) + recipe.gradBytes / shardDivisor(zeroStage >= 2, n) +
+           recipe.optimizerBytesPerParameter() / shardDivisor(zeroStage >= 1, n);
+}
+
+MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const LocalShapes s = localShapes(model, plan, recipe);
+    const double e = s.activationBytes;
+    const double T = d(s.tokens), Tsp = d(s.tokensSp), h = d(s.hidden);
+    const double denseShards = plan.zeroShardSize();
+    const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
+    const int z = plan.zeroStage;
+    const double layerAct = layerActivationBytes(model, plan, recipe);
+    const double layerActFull = layerActivationBytesNoRecompute(model, plan, recipe);
+    const int layersPerStage = model.layers / plan.pp;
+    const double m = plan.microBatchesPerStep();
+
+    MemoryReport report;
+    report.capacityBytes = d(cluster.gpu.memoryBytes);
+    for (int stage = 0; stage < plan.pp; ++stage) {
+        StageMemory st;
+        st.stage = stage;
+        st.layers = layersPerStage;
+        const StageParameters params = stageParameters(model, plan, stage);
+        st.parameters = params.total();
+        auto states = [&](int bytes, bool sharded) {
+            return bytes * (params.dense / shardDivisor(sharded, denseShards) +
+                            params.expert / shardDivisor(sharded, expertShards));
+        };
+        st.weightsBytes = states(recipe.weightBytes, z >= 3);
+        st.gradsBytes = states(recipe.gradBytes, z >= 2);
+        st.optimizerBytes = states(recipe.optimizerBytesPerParameter(), z >= 1);
+
+        st.inFlight = inFlightMicroBatches(plan, stage);
+        st.activationsBytes = st.inFlight * layersPerStage * layerAct;
+        if (plan.recompute == Recompute::Full) st.activationsBytes += layerActFull; // one layer rebuilt in backward
+        if (stage == 0) {
+            // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
+            st.activationsBytes += st.inFlight * (8.0 * T + s.maskBytes * Tsp * h);
+        }
+        const bool last = stage == plan.pp - 1;
+        const double headInFlight = plan.schedule == Schedule::Gpipe ? m : 1.0;
+        if (last) st.activationsBytes += headInFlight * 2.0 * e * Tsp * h; // final norm input and LM head input
+
+        OtherMemory& o = st.other;
+        if (z >= 3) o.zero3GatherBytes = 2.0 * params.largestLayer * recipe.weightBytes; // current + prefetched
+        if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
+        if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
+        if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * d(s.kvDimLocal); // K/V of the next ring step
+        if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * d(s.topK) * h; // dispatch + combine
+        if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradBytes; // reduce bucket
+        if (last) o.logitsLossBytes = headInFlight * 4.0 * T * d(s.vocabLocal) + e * T * d(s.vocabLocal);
+        o.reservedBytes = d(cluster.gpu.reservedBytes);
+
+        st.headroomBytes = report.capacityBytes - st.totalBytes();
+        st.fits = st.headroomBytes >= 0.0;
+        if (st.totalBytes() > report.peakBytes) {
+            report.peakBytes = st.totalBytes();
+            report.peakStage = stage;
+        }
+        report.fits = report.fits && st.fits;
+        report.stages.push_back(st);
+    }
+    return report;
+}
+
+} // namespace tessel

@@ -1,0 +1,156 @@
+// Model JSON loading/validation and exact parameter counts (formulas in FORMULAS.md §1).
+#include "tessel/cost/model.hpp"
+
+#include "tessel/cost/hf_config.hpp"
+#include "tessel/cost/json_reader.hpp"
+
+namespace tessel {
+
+std::string toString(Activation a) { return a == Activation::Gelu ? "gelu" : "swiglu"; }
+std::string toString(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+std::string toString(PositionEmbedding p) { return p == PositionEmbedding::Learned ? "learned" : "rope"; }
+
+namespace {
+// Elements of one MLP of width `ffn`: GELU has fc1 (h x f) and fc2 (f x h); SwiGLU has gate, up (h x f)
+// and down (f x h). Biases: f (or 2f) + h.
+int64_t mlpParameters(const ModelConfig& m, int64_t ffn) {
+    const int64_t h = m.hidden;
+    const int64_t inWidth = m.activation == Activation::Swiglu ? 2 * ffn : ffn;
+    int64_t n = h * inWidth + ffn * h;
+    if (m.linearBias) n += inWidth + h;
+    return n;
+}
+
+int64_t normParameters(const ModelConfig& m) { return m.norm == NormKind::LayerNorm ? 2 * m.hidden : m.hidden; }
+
+// Cross-field checks. `hf` selects the HuggingFace key names so pointers name keys the file really has.
+void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& problems, bool hf) {
+    const std::string kvKey = hf ? "/num_key_value_heads" : "/kv_heads";
+    const std::string headsKey = hf ? "/num_attention_heads" : "/heads";
+    const std::string topKKey = hf ? "/num_experts_per_tok" : "/moe/top_k";
+    if (m.heads > 0 && m.kvHeads > 0 && m.heads % m.kvHeads != 0)
+        problems.add(ptr + kvKey, "must divide the number of attention heads (" + std::to_string(m.heads) +
+                                      "), got " + std::to_string(m.kvHeads));
+    if (m.heads > 0 && m.hidden > 0 && m.headDim == 0 && m.hidden % m.heads != 0)
+        problems.add(ptr + headsKey, "must divide hidden (" + std::to_string(m.hidden) + ") unless head_dim is given");
+    if (m.moe && m.moe->topK > m.moe->experts)
+        problems.add(ptr + topKKey, "must not exceed the number of experts (" + std::to_string(m.moe->experts) + ")");
+}
+} // namespace
+
+ParameterCounts countParameters(const ModelConfig& m) {
+    ParameterCounts c;
+    const int64_t h = m.hidden;
+    const int64_t qDim = static_cast<int64_t>(m.heads) * m.headDim;
+    const int64_t kvDim = static_cast<int64_t>(m.kvHeads) * m.headDim;
+    c.positionEmbedding = m.position == PositionEmbedding::Learned ? m.seqLen * h : 0;
+    c.embedding = m.vocab * h + c.positionEmbedding;
+    // QKV: h x (q + 2 kv); output projection: q x h.
+    c.perLayerAttention = h * (qDim + 2 * kvDim) + qDim * h;
+    if (m.linearBias || m.qkvBias) c.perLayerAttention += qDim + 2 * kvDim;
+    if (m.linearBias) c.perLayerAttention += h;
+    if (m.moe) {
+        c.perLayerMlp = m.moe->experts * mlpParameters(m, m.moe->expertFfnHidden) + h * m.moe->experts; // + router
+    } else {
+        c.perLayerMlp = mlpParameters(m, m.ffnHidden);
+    }
+    c.perLayerNorms = 2 * normParameters(m);
+    c.finalNorm = normParameters(m);
+    c.lmHead = m.tiedEmbeddings ? 0 : m.vocab * h;
+    return c;
+}
+
+int64_t activeParameters(const ModelConfig& m) {
+    auto c = countParameters(m);
+    if (!m.moe) return c.total(m.layers);
+    const int64_t activeMlp = m.moe->topK * mlpParameters(m, m.moe->expertFfnHidden) + m.hidden * m.moe->experts;
+    return c.total(m.layers) - static_cast<int64_t>(m.layers) * (c.perLayerMlp - activeMlp);
+}
+
+ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
+    if (isHuggingFaceConfig(doc)) {
+        ModelConfig m = parseHuggingFaceConfig(doc, pointer, problems);
+        checkModel(m, pointer, problems, true);
+        return m;
+    }
+    ModelConfig m;
+    ObjectReader r(doc, pointer, problems);
+    if (!r.isObject()) return m;
+    checkSchemaVersion(r);
+    constexpr int64_t kBig = int64_t{1} << 40;
+    m.name = r.requireString("name");
+    m.layers = static_cast<int>(r.requireInt("layers", 1, 100000));
+    m.hidden = r.requireInt("hidden", 1, 1 << 24);
+    m.heads = static_cast<int>(r.requireInt("heads", 1, 1 << 16));
+    m.kvHeads = static_cast<int>(r.optInt("kv_heads", m.heads, 1, 1 << 16));
+    m.headDim = r.optInt("head_dim", 0, 1, 1 << 16);
+    m.ffnHidden = r.requireInt("ffn_hidden", 1, 1 << 26);
+    m.vocab = r.requireInt("vocab", 1, 1 << 26);
+    m.seqLen = r.requireInt("seq_len", 1, kBig);
+    m.activation = r.requireEnum("activation", {"gelu", "swiglu"}) == "gelu" ? Activation::Gelu : Activation::Swiglu;
+    m.norm = r.optEnum("norm", "layernorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::LayerNorm
+                                                                                        : NormKind::RmsNorm;
+    m.position = r.optEnum("position_embedding", "learned", {"learned", "rope"}) == "learned"
+                     ? PositionEmbedding::Learned
+                     : PositionEmbedding::Rope;
+    m.tiedEmbeddings = r.requireBool("tied_embeddings");
+    m.linearBias = r.optBool("linear_bias", false);
+    m.qkvBias = r.optBool("qkv_bias", false);
+    m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
+    if (const auto* moe = r.child("moe")) {
+        ObjectReader mr(*moe, r.pointer("moe"), problems);
+        MoeConfig cfg;
+        cfg.experts = static_cast<int>(mr.requireInt("experts", 1, 1 << 16));
+        cfg.topK = static_cast<int>(mr.requireInt("top_k", 1, 1 << 16));
+        cfg.expertFfnHidden = mr.requireInt("expert_ffn_hidden", 1, 1 << 26);
+        mr.finish();
+        m.moe = cfg;
+    }
+    if (const auto* src = r.child("sources")) {
+        if (!src->is_array()) {
+            problems.add(r.pointer("sources"), "expected an array of strings");
+        } else {
+            for (size_t i = 0; i < src->size(); ++i) {
+                if ((*src)[i].is_string()) m.sources.push_back((*src)[i].get<std::string>());
+                else problems.add(r.pointer("sources") + "/" + std::to_string(i), "expected a string");
+            }
+        }
+    }
+    r.finish();
+    if (m.headDim == 0 && m.heads > 0) m.headDim = m.hidden / m.heads;
+    checkModel(m, pointer, problems, false);
+    return m;
+}
+
+ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer) {
+    ProblemList problems;
+    ModelConfig m = parseModel(doc, pointer, problems);
+    problems.throwIfAny();
+    return m;
+}
+
+nlohmann::json modelToJson(const ModelConfig& m) {
+    nlohmann::json j{{"schema_version", 1},
+                     {"name", m.name},
+                     {"layers", m.layers},
+                     {"hidden", m.hidden},
+                     {"heads", m.heads},
+                     {"kv_heads", m.kvHeads},
+                     {"ffn_hidden", m.ffnHidden},
+                     {"vocab", m.vocab},
+                     {"seq_len", m.seqLen},
+                     {"activation", toString(m.activation)},
+                     {"norm", toString(m.norm)},
+                     {"position_embedding", toString(m.position)},
+                     {"tied_embeddings", m.tiedEmbeddings},
+                     {"linear_bias", m.linearBias},
+                     {"qkv_bias", m.qkvBias},
+                     {"dropout", m.dropout}};
+    if (m.heads > 0 && m.headDim != m.hidden / m.heads) j["head_dim"] = m.headDim;
+    if (m.moe)
+        j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
+    if (!m.sources.empty()) j["sources"] = m.sources;
+    return j;
+}
+
+} // namespace tessel

@@ -1,0 +1,230 @@
+// Plan JSON loading, precision recipes, and validation of a plan against its model and cluster.
+#include "tessel/cost/plan.hpp"
+
+#include "tessel/cost/json_reader.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace tessel {
+
+std::string toString(Recompute r) {
+    switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+    }
+    return "?";
+}
+
+std::string toString(Schedule s) {
+    switch (s) {
+    case Schedule::Gpipe: return "gpipe";
+    case Schedule::OneFOneB: return "1f1b";
+    case Schedule::Interleaved1F1B: return "interleaved_1f1b";
+    case Schedule::ZeroBubble: return "zero_bubble";
+    }
+    return "?";
+}
+
+std::string toString(ParallelDim d) {
+    switch (d) {
+    case ParallelDim::Tp: return "tp";
+    case ParallelDim::Cp: return "cp";
+    case ParallelDim::Ep: return "ep";
+    case ParallelDim::Dp: return "dp";
+    case ParallelDim::Pp: return "pp";
+    }
+    return "?";
+}
+
+const std::vector<PrecisionRecipe>& precisionRecipes() {
+    // Bytes per parameter: weights + grads + fp32 master + two Adam moments.
+    // megatron: bf16 weights, fp32 main grads (Megatron-LM --accumulate-allreduce-grads-in-fp32), 2+4+4+4+4 = 18.
+    // mixed: fp16/bf16 weights and grads, fp32 master and moments (Micikevicius et al. 2018; ZeRO paper's
+    //        "16 bytes per parameter", Rajbhandari et al. 2020 §3.1): 2+2+4+4+4 = 16.
+    // bf16_no_master: bf16 weights and grads, fp32 moments, no master copy: 2+2+4+4 = 12.
+    // fp32: everything fp32, weights are the master: 4+4+4+4 = 16.
+    // cpu_fp64 / cpu_fp32: the CPU executor keeps weights, grads and both moments in its dtype: 32 / 16.
+    static const std::vector<PrecisionRecipe> recipes{
+        {"megatron", Dtype::Bf16, 2, 4, 4, 4},    {"mixed", Dtype::Bf16, 2, 2, 4, 4},
+        {"bf16_no_master", Dtype::Bf16, 2, 2, 0, 4}, {"fp32", Dtype::Fp32, 4, 4, 0, 4},
+        {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8},    {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4},
+    };
+    return recipes;
+}
+
+const PrecisionRecipe* findPrecisionRecipe(const std::string& name) {
+    for (const auto& r : precisionRecipes())
+        if (r.name == name) return &r;
+    return nullptr;
+}
+
+std::string Plan::rankOrderString() const {
+    std::string s;
+    for (auto d : rankOrder) s += (s.empty() ? "" : "-") + toString(d);
+    return s;
+}
+
+std::array<ParallelDim, 5> parseRankOrder(const std::string& text, const std::string& where, ProblemList& problems) {
+    std::array<ParallelDim, 5> order{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp,
+                                     ParallelDim::Pp};
+    std::vector<std::string> parts;
+    std::stringstream ss(text);
+    for (std::string part; std::getline(ss, part, '-');) parts.push_back(part);
+    const std::vector<std::pair<std::string, ParallelDim>> names{{"tp", ParallelDim::Tp}, {"cp", ParallelDim::Cp},
+                                                                 {"ep", ParallelDim::Ep}, {"dp", ParallelDim::Dp},
+                                                                 {"pp", ParallelDim::Pp}};
+    std::array<ParallelDim, 5> parsed = order;
+    bool ok = parts.size() == 5;
+    std::vector<bool> used(5, false);
+    for (size_t i = 0; ok && i < 5; ++i) {
+        auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == parts[i]; });
+        if (it == names.end() || used[static_cast<size_t>(it - names.begin())]) {
+            ok = false;
+            break;
+        }
+        used[static_cast<size_t>(it - names.begin())] = true;
+        parsed[i] = it->second;
+    }
+    if (!ok) {
+        problems.add(where, "must list tp, cp, ep, dp and pp once each, fastest first, joined by '-' (e.g. "
+                            "tp-cp-ep-dp-pp), got \"" + text + "\"");
+        return order;
+    }
+    return parsed;
+}
+
+Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
+    Plan p;
+    ObjectReader r(doc, pointer, problems);
+    if (!r.isObject()) return p;
+    constexpr int64_t kMaxDegree = 1 << 20;
+    p.tp = static_cast<int>(r.optInt("tp", 1, 1, kMaxDegree));
+    p.pp = static_cast<int>(r.optInt("pp", 1, 1, kMaxDegree));
+    p.dp = static_cast<int>(r.optInt("dp", 1, 1, kMaxDegree));
+    p.cp = static_cast<int>(r.optInt("cp", 1, 1, kMaxDegree));
+    p.ep = static_cast<int>(r.optInt("ep", 1, 1, kMaxDegree));
+    p.vpp = static_cast<int>(r.optInt("vpp", 1, 1, 1024));
+    p.microBatch = static_cast<int>(r.optInt("micro_batch", 1, 1, 1 << 20));
+    p.globalBatch = static_cast<int>(r.optInt("global_batch", p.microBatch * p.dp, 1, 1 << 30));
+    p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
+    p.zeroOverCp = r.optBool("zero_over_cp", false);
+    auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
+    p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
+    p.sequenceParallel = r.optBool("sequence_parallel", false);
+    p.flashAttention = r.optBool("flash_attention", true);
+    auto sc = r.optEnum("schedule", "1f1b", {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"});
+    p.schedule = sc == "gpipe" ? Schedule::Gpipe
+                 : sc == "1f1b" ? Schedule::OneFOneB
+                 : sc == "interleaved_1f1b" ? Schedule::Interleaved1F1B
+                                            : Schedule::ZeroBubble;
+    std::vector<std::string> recipeNames;
+    for (const auto& rec : precisionRecipes()) recipeNames.push_back(rec.name);
+    p.precision = r.optEnum("precision", "megatron", recipeNames);
+    if (r.has("dtype")) {
+        auto dt = r.optEnum("dtype", "bf16", {"bf16", "fp16", "fp32", "fp64"});
+        const auto* rec = findPrecisionRecipe(p.precision);
+        const bool half = dt == "bf16" || dt == "fp16";
+        const bool matches = rec && ((half && rec->computeDtype == Dtype::Bf16) || dt == toString(rec->computeDtype));
+        if (rec && !matches)
+            problems.add(r.pointer("dtype"), "\"" + dt + "\" does not match precision \"" + p.precision +
+                                                 "\", which computes in " + toString(rec->computeDtype));
+    }
+    if (r.has("rank_order")) p.rankOrder = parseRankOrder(r.requireString("rank_order"), r.pointer("rank_order"), problems);
+    else r.accept("rank_order");
+    p.vocabDivisibleBy = static_cast<int>(r.optInt("vocab_divisible_by", 128, 1, 1 << 20));
+    r.finish();
+    return p;
+}
+
+nlohmann::json planToJson(const Plan& p) {
+    const auto* rec = findPrecisionRecipe(p.precision);
+    return {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"cp", p.cp},
+            {"ep", p.ep},
+            {"vpp", p.vpp},
+            {"micro_batch", p.microBatch},
+            {"global_batch", p.globalBatch},
+            {"zero_stage", p.zeroStage},
+            {"zero_over_cp", p.zeroOverCp},
+            {"recompute", toString(p.recompute)},
+            {"sequence_parallel", p.sequenceParallel},
+            {"flash_attention", p.flashAttention},
+            {"schedule", toString(p.schedule)},
+            {"precision", p.precision},
+            {"dtype", rec ? toString(rec->computeDtype) : "bf16"},
+            {"rank_order", p.rankOrderString()},
+            {"vocab_divisible_by", p.vocabDivisibleBy}};
+}
+
+int64_t paddedVocab(const ModelConfig& model, const Plan& plan) {
+    const int64_t multiple = static_cast<int64_t>(plan.vocabDivisibleBy) * plan.tp;
+    return (model.vocab + multiple - 1) / multiple * multiple;
+}
+
+void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, const std::string& ptr,
+                  ProblemList& problems) {
+    auto field = [&](const char* key) { return ptr + "/" + key; };
+    auto n = [](int64_t v) { return std::to_string(v); };
+    if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.cp < 1 || plan.ep < 1 || plan.vpp < 1 ||
+        plan.microBatch < 1 || plan.globalBatch < 1) {
+        problems.add(ptr, "parallel degrees and batch sizes must be at least 1");
+        return;
+    }
+    if (model.heads % plan.tp != 0)
+        problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide the model's " + n(model.heads) + " attention heads");
+    else if (model.kvHeads % plan.tp != 0)
+        problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide the model's " + n(model.kvHeads) +
+                                      " key/value heads (Megatron needs num_query_groups % tp == 0)");
+    if (model.ffnHidden % plan.tp != 0)
+        problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide ffn_hidden=" + n(model.ffnHidden));
+    if (model.moe && model.moe->expertFfnHidden % plan.tp != 0)
+        problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.expert_ffn_hidden=" +
+                                      n(model.moe->expertFfnHidden));
+    if (model.layers % (plan.pp * plan.vpp) != 0)
+        problems.add(plan.vpp > 1 ? field("vpp") : field("pp"),
+                     "pp x vpp = " + n(plan.pp * plan.vpp) + " does not divide the model's " + n(model.layers) + " layers");
+    if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B)
+        problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b, got " + toString(plan.schedule));
+    if (plan.schedule == Schedule::Interleaved1F1B && plan.vpp < 2)
+        problems.add(field("schedule"), "interleaved_1f1b needs vpp >= 2 (with vpp = 1 it is plain 1f1b)");
+    if (plan.schedule == Schedule::Interleaved1F1B && plan.pp < 2)
+        problems.add(field("schedule"), "interleaved_1f1b needs pp >= 2");
+    const int world = plan.worldSize();
+    if (world != cluster.totalGpus())
+        problems.add(ptr, "tp x pp x dp x cp = " + n(plan.tp) + " x " + n(plan.pp) + " x " + n(plan.dp) + " x " +
+                              n(plan.cp) + " = " + n(world) + " ranks, but the cluster has " + n(cluster.gpusPerNode) +
+                              " x " + n(cluster.nodes) + " = " + n(cluster.totalGpus()) + " GPUs");
+    if (plan.globalBatch % (plan.microBatch * plan.dp) != 0)
+        problems.add(field("global_batch"), "global_batch=" + n(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +
+                                                n(plan.microBatch * plan.dp));
+    else if (plan.schedule == Schedule::Interleaved1F1B && plan.microBatchesPerStep() % plan.pp != 0)
+        problems.add(field("global_batch"), "interleaved_1f1b needs the micro-batches per step (" +
+                                                n(plan.microBatchesPerStep()) + ") to be a multiple of pp=" + n(plan.pp) +
+                                                " (Megatron-LM's constraint)");
+    if (plan.ep > 1 && !model.moe)
+        problems.add(field("ep"), "ep=" + n(plan.ep) + " needs a model with a moe block");
+    if (plan.dp % plan.ep != 0)
+        problems.add(field("ep"), "ep=" + n(plan.ep) + " must divide dp=" + n(plan.dp) + " (experts are sharded inside the data-parallel group)");
+    if (model.moe && model.moe->experts % plan.ep != 0)
+        problems.add(field("ep"), "ep=" + n(plan.ep) + " does not divide the model's " + n(model.moe->experts) + " experts");
+    if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
+        problems.add(field("cp"), "cp=" + n(plan.cp) + " needs seq_len (" + n(model.seqLen) +
+                                      ") divisible by 2 x cp for load-balanced causal attention");
+    if (plan.sequenceParallel && plan.tp == 1)
+        problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");
+    if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)
+        problems.add(field("sequence_parallel"), "seq_len / cp must be divisible by tp=" + n(plan.tp));
+    if (const auto* rec = findPrecisionRecipe(plan.precision)) {
+        if (!cluster.gpu.peakFlopsPerSecond.count(rec->computeDtype))
+            problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(rec->computeDtype) +
+                                                 ", for which cluster '" + cluster.name + "' gives no peak flops");
+    } else {
+        problems.add(field("precision"), "unknown precision recipe \"" + plan.precision + "\"");
+    }
+}
+
+} // namespace tessel

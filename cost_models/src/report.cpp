@@ -1,0 +1,120 @@
+// Assembles the cost-model prediction of a scenario and serialises it for `tessel predict --json`.
+#include "tessel/cost/report.hpp"
+
+namespace tessel {
+
+CostPrediction predictCosts(const Scenario& s) {
+    CostPrediction p;
+    const PrecisionRecipe& recipe = s.recipe();
+    p.memory = predictMemory(s.model, s.cluster, s.plan);
+    p.layer = layerCompute(s.model, s.cluster, s.plan, recipe);
+    p.embedding = embeddingCompute(s.model, s.cluster, s.plan, recipe);
+    p.head = headCompute(s.model, s.cluster, s.plan, recipe);
+    p.layerComm = layerCommOps(s.model, s.cluster, s.plan);
+    p.pipelineComm = pipelineCommOps(s.model, s.cluster, s.plan);
+    const double denseShards = s.plan.zeroStage >= 1 ? s.plan.zeroShardSize() : 1.0;
+    const double expertShards =
+        s.plan.zeroStage >= 1 ? static_cast<double>(s.plan.dp / s.plan.ep) * (s.plan.zeroOverCp ? s.plan.cp : 1) : 1.0;
+    for (int stage = 0; stage < s.plan.pp; ++stage) {
+        const StageParameters params = stageParameters(s.model, s.plan, stage);
+        p.optimizerPerStage.push_back(
+            optimizerCompute(params.dense / denseShards + params.expert / expertShards, s.cluster, recipe));
+        p.dpComm.push_back(dataParallelCommOps(s.model, s.cluster, s.plan, stage));
+    }
+    const auto counts = countParameters(s.model);
+    p.parameters = counts.total(s.model.layers);
+    p.activeParameters = activeParameters(s.model);
+    p.modelFlopsPerStep = modelFlopsPerStep(s.model, s.plan);
+    return p;
+}
+
+nlohmann::json memoryToJson(const MemoryReport& m) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& st : m.stages) {
+        stages.push_back({{"stage", st.stage},
+                          {"layers", st.layers},
+                          {"parameters", st.parameters},
+                          {"in_flight_micro_batches", st.inFlight},
+                          {"weights_bytes", st.weightsBytes},
+                          {"grads_bytes", st.gradsBytes},
+                          {"optimizer_bytes", st.optimizerBytes},
+                          {"activations_bytes", st.activationsBytes},
+                          {"other_bytes", st.otherBytes()},
+                          {"other",
+                           {{"zero3_gather_bytes", st.other.zero3GatherBytes},
+                            {"comm_buffer_bytes", st.other.commBufferBytes},
+                            {"logits_loss_bytes", st.other.logitsLossBytes},
+                            {"reserved_bytes", st.other.reservedBytes}}},
+                          {"total_bytes", st.totalBytes()},
+                          {"fits", st.fits},
+                          {"headroom_bytes", st.headroomBytes}});
+    }
+    return {{"stages", stages},
+            {"peak_bytes", m.peakBytes},
+            {"peak_stage", m.peakStage},
+            {"capacity_bytes", m.capacityBytes},
+            {"fits", m.fits}};
+}
+
+nlohmann::json opToJson(const OpCost& op) {
+    nlohmann::json j{{"name", op.name}, {"flops", op.flops}, {"bytes", op.bytes}, {"seconds", op.seconds}};
+    if (op.opClass != OpClass::Memory) j["shape"] = {op.m, op.n, op.k};
+    return j;
+}
+
+namespace {
+nlohmann::json phaseToJson(const PhaseCost& p) {
+    return {{"seconds", p.seconds}, {"flops", p.flops}, {"model_flops", p.modelFlops}};
+}
+} // namespace
+
+nlohmann::json blockToJson(const BlockCompute& b) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& op : b.forwardOps) ops.push_back(opToJson(op));
+    return {{"forward", phaseToJson(b.forward)},
+            {"backward_input", phaseToJson(b.backwardInput)},
+            {"backward_weight", phaseToJson(b.backwardWeight)},
+            {"recompute", phaseToJson(b.recompute)},
+            {"forward_ops", ops}};
+}
+
+nlohmann::json commOpToJson(const CommOp& op) {
+    return {{"name", op.name},
+            {"group", toString(op.group)},
+            {"group_size", op.placement.size},
+            {"group_nodes", op.placement.nodes},
+            {"primitive", toString(op.primitive)},
+            {"phase", toString(op.phase)},
+            {"bytes", op.bytes},
+            {"seconds", op.cost.seconds},
+            {"latency_seconds", op.cost.latencySeconds},
+            {"bandwidth_seconds", op.cost.bandwidthSeconds},
+            {"algorithm", toString(op.cost.algorithm)},
+            {"hierarchical", op.cost.hierarchical},
+            {"tier", op.cost.tier}};
+}
+
+nlohmann::json predictionToJson(const Scenario& s, const CostPrediction& p) {
+    auto list = [](const std::vector<CommOp>& ops) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& op : ops) a.push_back(commOpToJson(op));
+        return a;
+    };
+    nlohmann::json dp = nlohmann::json::array();
+    for (size_t i = 0; i < p.dpComm.size(); ++i) dp.push_back({{"stage", i}, {"ops", list(p.dpComm[i])}});
+    nlohmann::json opt = nlohmann::json::array();
+    for (size_t i = 0; i < p.optimizerPerStage.size(); ++i)
+        opt.push_back({{"stage", i}, {"seconds", p.optimizerPerStage[i].seconds}, {"bytes", p.optimizerPerStage[i].bytes}});
+    return {{"schema_version", 1},
+            {"scenario", {{"name", s.name}, {"model", s.model.name}, {"cluster", s.cluster.name},
+                          {"gpus", s.cluster.totalGpus()}, {"plan", planToJson(s.plan)}}},
+            {"model", {{"parameters", p.parameters}, {"active_parameters", p.activeParameters},
+                       {"model_flops_per_step", p.modelFlopsPerStep}}},
+            {"memory", memoryToJson(p.memory)},
+            {"compute", {{"per_layer", blockToJson(p.layer)}, {"embedding", blockToJson(p.embedding)},
+                         {"head", blockToJson(p.head)}, {"optimizer", opt}}},
+            {"communication", {{"per_layer", list(p.layerComm)}, {"pipeline", list(p.pipelineComm)},
+                               {"data_parallel", dp}}}};
+}
+
+} // namespace tessel

@@ -1,0 +1,33 @@
+// Per-rank tensor sizes of one micro-batch under a plan.
+#include "tessel/cost/shapes.hpp"
+
+namespace tessel {
+
+LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    LocalShapes s;
+    const int64_t t = plan.tp;
+    s.microBatch = plan.microBatch;
+    s.seqFull = model.seqLen;
+    s.seqLocal = model.seqLen / plan.cp;
+    s.tokens = s.microBatch * s.seqLocal;
+    s.tokensSp = plan.sequenceParallel ? s.tokens / t : s.tokens;
+    s.hidden = model.hidden;
+    s.headsLocal = model.heads / t;
+    s.kvHeadsLocal = model.kvHeads / t;
+    s.headDim = model.headDim;
+    s.qDimLocal = s.headsLocal * s.headDim;
+    s.kvDimLocal = s.kvHeadsLocal * s.headDim;
+    s.ffnLocal = model.ffnHidden / t;
+    if (model.moe) {
+        s.expertFfnLocal = model.moe->expertFfnHidden / t;
+        s.expertsLocal = model.moe->experts / plan.ep;
+        s.topK = model.moe->topK;
+    }
+    s.vocabPadded = paddedVocab(model, plan);
+    s.vocabLocal = s.vocabPadded / t;
+    s.activationBytes = bytesPerElement(recipe.computeDtype);
+    s.maskBytes = model.dropout > 0.0 ? 1 : 0;
+    return s;
+}
+
+} // namespace tessel

@@ -1,0 +1,251 @@
+// Process groups of a plan: rank <-> coordinates by rank_order, group membership and node placement.
+#include "tessel/cost/topology.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+namespace tessel {
+namespace {
+
+// Size of one layout dimension. "dp" in rank_order is the expert-data-parallel part (dp/ep ranks):
+// EP is carved out of DP as in Megatron-core, so ep x (dp/ep) = dp. dp % ep == 0 is checked by validatePlan.
+int dimSize(const Plan& plan, ParallelDim d) {
+    switch (d) {
+    case ParallelDim::Tp:
+        return plan.tp;
+    case ParallelDim::Cp:
+        return plan.cp;
+    case ParallelDim::Ep:
+        return plan.ep;
+    case ParallelDim::Dp:
+        return plan.ep > 0 ? plan.dp / plan.ep : 0;
+    case ParallelDim::Pp:
+        return plan.pp;
+    }
+    return 0;
+}
+
+int& coordRef(RankCoords& c, ParallelDim d) {
+    switch (d) {
+    case ParallelDim::Tp:
+        return c.tp;
+    case ParallelDim::Cp:
+        return c.cp;
+    case ParallelDim::Ep:
+        return c.ep;
+    case ParallelDim::Dp:
+        return c.edp;
+    case ParallelDim::Pp:
+        return c.pp;
+    }
+    return c.tp;
+}
+
+int coordOf(const RankCoords& c, ParallelDim d) { return coordRef(const_cast<RankCoords&>(c), d); }
+
+// rank_order spelling of a dim, for error messages (kept local so topology does not need plan.cpp).
+const char* dimName(ParallelDim d) {
+    switch (d) {
+    case ParallelDim::Tp:
+        return "tp";
+    case ParallelDim::Cp:
+        return "cp";
+    case ParallelDim::Ep:
+        return "ep";
+    case ParallelDim::Dp:
+        return "dp";
+    case ParallelDim::Pp:
+        return "pp";
+    }
+    return "?";
+}
+
+void checkLayout(const Plan& plan) {
+    for (ParallelDim d :
+         {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp, ParallelDim::Pp}) {
+        if (dimSize(plan, d) < 1)
+            throw InputError("/plan", std::string("cannot lay out ranks: dim ") + dimName(d) +
+                                          " has size < 1 (every degree must be >= 1 and ep must divide dp)");
+    }
+    if (plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp to lay out ranks");
+}
+
+// The dims a group of `kind` varies, in the order of the group's own index (fastest first).
+// Dp: ep then edp, so the position in the group is dpIndex = ep + ep * edp (see RankCoords::dpIndex).
+// DpCp: cp, then ep, then edp (position = cp + cp * dpIndex), matching ascending ranks in the default order.
+std::vector<ParallelDim> variedDims(GroupKind kind) {
+    switch (kind) {
+    case GroupKind::Tp:
+        return {ParallelDim::Tp};
+    case GroupKind::Cp:
+        return {ParallelDim::Cp};
+    case GroupKind::Ep:
+        return {ParallelDim::Ep};
+    case GroupKind::Dp:
+        return {ParallelDim::Ep, ParallelDim::Dp};
+    case GroupKind::ExpertDp:
+        return {ParallelDim::Dp};
+    case GroupKind::DpCp:
+        return {ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp};
+    case GroupKind::Pp:
+        return {ParallelDim::Pp};
+    case GroupKind::PpPair:
+        return {};
+    }
+    return {};
+}
+
+// Members of the group that varies `dims` around `base`, in group-index order (mixed radix, first dim
+// fastest).
+std::vector<int> enumerateGroup(const Plan& plan, const std::vector<ParallelDim>& dims, RankCoords base) {
+    int size = 1;
+    for (ParallelDim d : dims)
+        size *= dimSize(plan, d);
+    std::vector<int> ranks;
+    ranks.reserve(static_cast<size_t>(size));
+    for (int index = 0; index < size; ++index) {
+        int rest = index;
+        for (ParallelDim d : dims) {
+            const int n = dimSize(plan, d);
+            coordRef(base, d) = rest % n;
+            rest /= n;
+        }
+        ranks.push_back(rankOf(plan, base));
+    }
+    return ranks;
+}
+
+// Worse placement first: more nodes spanned, then fewer ranks sharing a node (more traffic leaves the node).
+bool worsePlacement(const GroupPlacement& a, const GroupPlacement& b) {
+    if (a.nodes != b.nodes) return a.nodes > b.nodes;
+    return a.ranksPerNode < b.ranksPerNode;
+}
+
+} // namespace
+
+std::string toString(GroupKind g) {
+    switch (g) {
+    case GroupKind::Tp:
+        return "tp";
+    case GroupKind::Cp:
+        return "cp";
+    case GroupKind::Ep:
+        return "ep";
+    case GroupKind::Dp:
+        return "dp";
+    case GroupKind::ExpertDp:
+        return "expert_dp";
+    case GroupKind::DpCp:
+        return "dp_cp";
+    case GroupKind::Pp:
+        return "pp";
+    case GroupKind::PpPair:
+        return "pp_pair";
+    }
+    return "unknown";
+}
+
+RankCoords rankCoords(const Plan& plan, int rank) {
+    checkLayout(plan);
+    const int world = plan.worldSize();
+    if (rank < 0 || rank >= world)
+        throw InputError("rank", "rank " + std::to_string(rank) + " is outside the world of " +
+                                     std::to_string(world) + " ranks");
+    // world rank = sum over rank_order (fastest first) of coord x stride; peel the fastest dim first.
+    RankCoords c;
+    int rest = rank;
+    for (ParallelDim d : plan.rankOrder) {
+        const int n = dimSize(plan, d);
+        coordRef(c, d) = rest % n;
+        rest /= n;
+    }
+    return c;
+}
+
+int rankOf(const Plan& plan, const RankCoords& c) {
+    checkLayout(plan);
+    int rank = 0;
+    int stride = 1;
+    for (ParallelDim d : plan.rankOrder) {
+        const int n = dimSize(plan, d);
+        const int x = coordOf(c, d);
+        if (x < 0 || x >= n)
+            throw InputError("rank", "coordinate " + std::to_string(x) + " is outside dim " +
+                                         std::string(dimName(d)) + " of size " + std::to_string(n));
+        rank += x * stride;
+        stride *= n;
+    }
+    return rank;
+}
+
+std::vector<int> groupRanks(const Plan& plan, GroupKind kind, int rank) {
+    const RankCoords c = rankCoords(plan, rank);
+    if (kind == GroupKind::PpPair) {
+        if (c.pp + 1 >= plan.pp) return {};
+        RankCoords next = c;
+        next.pp += 1;
+        return {rank, rankOf(plan, next)};
+    }
+    return enumerateGroup(plan, variedDims(kind), c);
+}
+
+GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode) {
+    if (gpusPerNode < 1) throw InputError("gpus_per_node", "must be >= 1 to place ranks on nodes");
+    GroupPlacement placement;
+    placement.size = static_cast<int>(ranks.size());
+    if (ranks.empty()) {
+        placement.nodes = 0;
+        placement.ranksPerNode = 0;
+        return placement;
+    }
+    std::vector<int> nodes;
+    nodes.reserve(ranks.size());
+    for (int r : ranks)
+        nodes.push_back(r / gpusPerNode);
+    std::sort(nodes.begin(), nodes.end());
+    placement.nodes = 0;
+    placement.ranksPerNode = 0;
+    for (size_t i = 0; i < nodes.size();) {
+        size_t j = i;
+        while (j < nodes.size() && nodes[j] == nodes[i])
+            ++j;
+        placement.nodes += 1;
+        placement.ranksPerNode = std::max(placement.ranksPerNode, static_cast<int>(j - i));
+        i = j;
+    }
+    return placement;
+}
+
+GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
+    checkLayout(plan);
+    const int world = plan.worldSize();
+    GroupPlacement worst;
+    bool any = false;
+    if (kind == GroupKind::PpPair) {
+        // One pair per rank of stages 0..pp-2; with pp == 1 there is no pair and nothing to send.
+        for (int r = 0; r < world; ++r) {
+            const std::vector<int> pair = groupRanks(plan, kind, r);
+            if (pair.empty()) continue;
+            const GroupPlacement p = placeRanks(pair, cluster.gpusPerNode);
+            if (!any || worsePlacement(p, worst)) worst = p;
+            any = true;
+        }
+        return any ? worst : GroupPlacement{};
+    }
+    // Visit each group once, from its leader (the member whose varied coords are all 0): O(world log) total.
+    const std::vector<ParallelDim> dims = variedDims(kind);
+    for (int r = 0; r < world; ++r) {
+        const RankCoords c = rankCoords(plan, r);
+        const bool leader =
+            std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; });
+        if (!leader) continue;
+        const GroupPlacement p = placeRanks(enumerateGroup(plan, dims, c), cluster.gpusPerNode);
+        if (!any || worsePlacement(p, worst)) worst = p;
+        any = true;
+    }
+    return worst;
+}
+
+} // namespace tessel

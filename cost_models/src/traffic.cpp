@@ -1,0 +1,141 @@
+// Communication volumes per group for a plan (FORMULAS.md §4.3), costed with the comm model.
+#include "tessel/cost/traffic.hpp"
+
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/shapes.hpp"
+
+namespace tessel {
+
+std::string toString(CommPhase p) {
+    switch (p) {
+    case CommPhase::Forward: return "forward";
+    case CommPhase::Backward: return "backward";
+    case CommPhase::PerMicroBatch: return "per_micro_batch";
+    case CommPhase::PerStep: return "per_step";
+    }
+    return "?";
+}
+
+namespace {
+double d(int64_t v) { return static_cast<double>(v); }
+
+struct OpBuilder {
+    const ClusterConfig& cluster;
+    const Plan& plan;
+    std::vector<CommOp> ops;
+    void add(std::string name, GroupKind g, Primitive p, double bytes, CommPhase phase) {
+        CommOp op;
+        op.name = std::move(name);
+        op.group = g;
+        op.primitive = p;
+        op.bytes = bytes;
+        op.phase = phase;
+        op.placement = placeGroup(plan, cluster, g);
+        if (op.placement.size <= 1 && p != Primitive::SendRecv) return;
+        op.cost = commCost(p, bytes, op.placement, cluster);
+        ops.push_back(std::move(op));
+    }
+};
+} // namespace
+
+std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const LocalShapes s = localShapes(model, plan, recipe);
+    const double e = s.activationBytes;
+    const double act = e * d(s.tokens) * d(s.hidden); // one full (un-split) hidden-state tensor on this rank
+    OpBuilder b{cluster, plan, {}};
+    if (plan.tp > 1) {
+        if (plan.sequenceParallel) {
+            // Korthikanti et al. 2022 §4.2.2: each all-reduce becomes an all-gather + reduce-scatter pair;
+            // backward also re-gathers the saved sharded inputs of the QKV and fc1 GEMMs for dW.
+            for (const char* blk : {"attn", "mlp"}) {
+                b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, act, CommPhase::Forward);
+                b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
+                b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
+                b.add(std::string("tp_reduce_scatter_") + blk + "_grad", GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Backward);
+                b.add(std::string("tp_all_gather_") + blk + "_input_regather", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
+            }
+        } else {
+            // Megatron-LM (Shoeybi et al. 2019, §3): one all-reduce per block forward (g) and backward (f).
+            for (const char* blk : {"attn", "mlp"}) {
+                b.add(std::string("tp_all_reduce_") + blk, GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Forward);
+                b.add(std::string("tp_all_reduce_") + blk + "_grad", GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Backward);
+            }
+        }
+    }
+    if (plan.cp > 1) {
+        // Ring attention: every rank's K and V travel around the CP ring (an all-gather's volume); backward
+        // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism).
+        const double kv = e * d(s.microBatch) * d(s.seqFull) * 2.0 * d(s.kvDimLocal);
+        b.add("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward);
+        b.add("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward);
+        b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward);
+    }
+    if (model.moe && plan.ep > 1) {
+        // Token dispatch and combine (GShard, Lepikhin et al. 2020): top_k copies of every token.
+        const double routed = e * d(s.tokens) * d(s.topK) * d(s.hidden);
+        b.add("ep_all_to_all_dispatch", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Forward);
+        b.add("ep_all_to_all_combine", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Forward);
+        b.add("ep_all_to_all_dispatch_grad", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Backward);
+        b.add("ep_all_to_all_combine_grad", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Backward);
+    }
+    return b.ops;
+}
+
+std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    OpBuilder b{cluster, plan, {}};
+    if (plan.pp < 2) return b.ops;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const LocalShapes s = localShapes(model, plan, recipe);
+    // Megatron sends the (sequence-parallel sharded) hidden state between stages: b * s/cp * h (/tp with SP).
+    const double bytes = s.activationBytes * d(s.tokensSp) * d(s.hidden);
+    b.add("pp_send_activation", GroupKind::PpPair, Primitive::SendRecv, bytes, CommPhase::Forward);
+    b.add("pp_send_grad", GroupKind::PpPair, Primitive::SendRecv, bytes, CommPhase::Backward);
+    return b.ops;
+}
+
+std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
+                                        int stage) {
+    OpBuilder b{cluster, plan, {}};
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const StageParameters params = stageParameters(model, plan, stage);
+    // Gradients are summed over every rank holding the same weights: dp x cp (CP ranks see other tokens).
+    const GroupKind denseGroup = plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
+    struct Part {
+        const char* tag;
+        double params;
+        GroupKind group;
+    };
+    std::vector<Part> parts{{"dense", params.dense, denseGroup}};
+    if (params.expert > 0.0) parts.push_back({"expert", params.expert, GroupKind::ExpertDp});
+    for (const auto& part : parts) {
+        const std::string tag = part.tag;
+        const double grads = part.params * recipe.gradBytes;
+        const double weights = part.params * recipe.weightBytes;
+        switch (plan.zeroStage) {
+        case 0:
+            // Plain data parallelism: one all-reduce of the gradients per step.
+            b.add("dp_all_reduce_grads_" + tag, part.group, Primitive::AllReduce, grads, CommPhase::PerStep);
+            break;
+        case 1:
+            // ZeRO-1 / Megatron distributed optimizer: reduce-scatter grads, all-gather updated params.
+            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerStep);
+            b.add("dp_all_gather_params_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerStep);
+            break;
+        case 2:
+            // ZeRO-2: gradients are partitioned, so each micro-batch's gradients are reduce-scattered.
+            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerMicroBatch);
+            b.add("dp_all_gather_params_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerStep);
+            break;
+        default:
+            // ZeRO-3: parameters gathered for forward and again for backward, every micro-batch.
+            b.add("zero3_all_gather_params_fwd_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerMicroBatch);
+            b.add("zero3_all_gather_params_bwd_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerMicroBatch);
+            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerMicroBatch);
+            break;
+        }
+    }
+    return b.ops;
+}
+
+} // namespace tessel

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# End-to-end checks of `tessel predict`: exit codes, JSON shape, every bad-input problem listed by pointer/flag.
+set -u
+: "${TESSEL:?set TESSEL to the tessel binary}"
+fail=0
+passed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() { # name, condition (0 = pass)
+    if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL: $1"; fail=$((fail + 1)); fi
+}
+contains() { grep -q -- "$2" "$1"; echo $?; }
+
+# 1. The default scenario: JSON with the promised keys, 8 stages, fits.
+"$TESSEL" predict --json >"$tmp/default.json" 2>"$tmp/err"; rc=$?
+check "default exits 0" $rc
+python3 - "$tmp/default.json" <<'PY'; check "default JSON shape" $?
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["memory"]
+assert len(m["stages"]) == 8, len(m["stages"])
+for s in m["stages"]:
+    for k in ("stage", "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes", "total_bytes", "fits", "headroom_bytes"):
+        assert k in s, k
+    parts = s["weights_bytes"] + s["grads_bytes"] + s["optimizer_bytes"] + s["activations_bytes"] + s["other_bytes"]
+    assert abs(parts - s["total_bytes"]) <= 1e-6 * parts
+assert m["fits"] is True and m["capacity_bytes"] == 85899345920
+assert m["peak_bytes"] == max(s["total_bytes"] for s in m["stages"])
+assert d["scenario"]["plan"]["tp"] == 8 and d["scenario"]["plan"]["pp"] == 8 and d["scenario"]["plan"]["dp"] == 16
+assert any(c["group"] == "tp" for c in d["communication"]["per_layer"])
+PY
+
+# 2. Flags override the scenario.
+"$TESSEL" predict --json --tp 4 --pp 16 --zero 1 >"$tmp/o.json"; check "override exits 0" $?
+python3 -c "
+import json,sys; d=json.load(open('$tmp/o.json')); p=d['scenario']['plan']
+assert p['tp']==4 and p['pp']==16 and p['zero_stage']==1 and len(d['memory']['stages'])==16" ; check "overrides applied" $?
+
+# 3. Bad flags: every problem listed, exit 2, named by flag.
+"$TESSEL" predict --tp 7 --pp 5 --global-batch 100 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad plan exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --tp" "$(contains "$tmp/err" '--tp (/plan/tp)')"
+check "names --pp" "$(contains "$tmp/err" '--pp (/plan/pp)')"
+check "names world size" "$(contains "$tmp/err" 'ranks, but the cluster has')"
+check "names --global-batch" "$(contains "$tmp/err" '--global-batch')"
+
+# 4. A scenario file with an unknown key, a negative number and a bad enum: all three listed with pointers.
+cat >"$tmp/bad.json" <<'JSON'
+{"schema_version": 1, "model": "gpt3-175b", "cluster": "dgx-a100-80g", "nodes": 128,
+ "plan": {"tp": -8, "pp": 8, "dp": 16, "schedule": "2f2b", "micro_batchs": 1}}
+JSON
+"$TESSEL" predict "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad file exits 2" $([ $rc -eq 2 ]; echo $?)
+check "pointer tp" "$(contains "$tmp/err" '#/plan/tp')"
+check "pointer schedule" "$(contains "$tmp/err" '#/plan/schedule')"
+check "pointer unknown key" "$(contains "$tmp/err" '#/plan/micro_batchs: unknown key')"
+
+# 5. Malformed JSON and a missing file.
+printf '{"schema_version": 1, "model": ' >"$tmp/broken.json"
+"$TESSEL" predict "$tmp/broken.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "malformed exits 2" $([ $rc -eq 2 ]; echo $?)
+check "malformed says so" "$(contains "$tmp/err" 'malformed JSON')"
+"$TESSEL" predict /nonexistent/scenario.json >/dev/null 2>"$tmp/err"; rc=$?
+check "missing file exits 2" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" predict --model no-such-model >/dev/null 2>"$tmp/err"; rc=$?
+check "unknown preset exits 2" $([ $rc -eq 2 ]; echo $?)
+check "unknown preset lists presets" "$(contains "$tmp/err" 'llama3-8b')"
+
+# 6. An OOM plan is a verdict, not an error.
+"$TESSEL" predict --json --tp 1 --pp 1 --dp 1024 --global-batch 1024 --sequence-parallel off >"$tmp/oom.json" 2>"$tmp/err"; rc=$?
+check "oom exits 0" $rc
+python3 -c "import json; d=json.load(open('$tmp/oom.json')); assert d['memory']['fits'] is False and d['memory']['stages'][0]['headroom_bytes'] < 0"; check "oom verdict" $?
+
+# 7. A HuggingFace checkpoint folder is accepted as a model.
+if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; then
+  "$TESSEL" predict --json --model "$TESSEL_TEST_DATA/hf/llama3-8b" --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/hf.json" 2>"$tmp/err"; rc=$?
+  check "hf folder exits 0" $rc
+fi
+
+echo "$passed passed, $fail failed"
+[ $fail -eq 0 ]

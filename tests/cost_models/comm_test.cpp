@@ -1,0 +1,380 @@
+// Tests of the communication cost model: bus factors, ring/tree terms, hierarchical groups, tier choice.
+#include "tessel/cost/comm.hpp"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <set>
+#include <vector>
+
+namespace tessel {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// An 8-GPU node with NVLink-like intra tier and an InfiniBand-like inter tier, built by hand.
+ClusterConfig makeCluster() {
+    ClusterConfig c;
+    c.name = "test";
+    c.gpusPerNode = 8;
+    c.nodes = 16;
+    c.intraNode.name = "nvlink";
+    c.intraNode.bandwidthBytesPerSecond = 150e9;
+    c.intraNode.latencySeconds = 3e-6;
+    c.intraNode.efficiency = 0.8;
+    c.interNode.name = "infiniband";
+    c.interNode.bandwidthBytesPerSecond = 25e9;
+    c.interNode.latencySeconds = 10e-6;
+    c.interNode.efficiency = 0.9;
+    return c;
+}
+
+GroupPlacement placement(int size, int nodes, int ranksPerNode) {
+    GroupPlacement g;
+    g.size = size;
+    g.nodes = nodes;
+    g.ranksPerNode = ranksPerNode;
+    return g;
+}
+
+GroupPlacement inNode(int size) {
+    return placement(size, 1, size);
+}
+
+// nccl-tests PERFORMANCE.md, written out independently of the implementation.
+double ncclTestsFactor(Primitive p, int n) {
+    if (p == Primitive::SendRecv) return 1.0;
+    if (n == 1) return 0.0;
+    switch (p) {
+    case Primitive::AllReduce:
+        return 2.0 * (n - 1) / n;
+    case Primitive::AllGather:
+    case Primitive::ReduceScatter:
+    case Primitive::AllToAll:
+        return static_cast<double>(n - 1) / n;
+    default:
+        return 1.0;
+    }
+}
+
+TEST(Comm, Names) {
+    EXPECT_EQ(toString(Primitive::AllReduce), "all_reduce");
+    EXPECT_EQ(toString(Primitive::AllGather), "all_gather");
+    EXPECT_EQ(toString(Primitive::ReduceScatter), "reduce_scatter");
+    EXPECT_EQ(toString(Primitive::Broadcast), "broadcast");
+    EXPECT_EQ(toString(Primitive::Reduce), "reduce");
+    EXPECT_EQ(toString(Primitive::AllToAll), "all_to_all");
+    EXPECT_EQ(toString(Primitive::SendRecv), "send_recv");
+    EXPECT_EQ(toString(CommAlgorithm::Auto), "auto");
+    EXPECT_EQ(toString(CommAlgorithm::Ring), "ring");
+    EXPECT_EQ(toString(CommAlgorithm::Tree), "tree");
+    const auto& all = allPrimitives();
+    EXPECT_EQ(all.size(), 7u);
+    EXPECT_EQ(std::set<Primitive>(all.begin(), all.end()).size(), 7u);
+}
+
+TEST(Comm, EfficiencyOverridePerPrimitive) {
+    LinkTier tier;
+    tier.efficiency = 0.8;
+    tier.primitiveEfficiency[Primitive::AllToAll] = 0.5;
+    EXPECT_DOUBLE_EQ(tier.efficiencyFor(Primitive::AllReduce), 0.8);
+    EXPECT_DOUBLE_EQ(tier.efficiencyFor(Primitive::AllToAll), 0.5);
+}
+
+TEST(Comm, BusFactorsMatchNcclTests) {
+    for (Primitive p : allPrimitives())
+        for (int n = 1; n <= 64; ++n)
+            EXPECT_DOUBLE_EQ(busFactor(p, n), ncclTestsFactor(p, n)) << toString(p) << n;
+    EXPECT_DOUBLE_EQ(busFactor(Primitive::AllReduce, 8), 1.75);
+    EXPECT_DOUBLE_EQ(busFactor(Primitive::AllGather, 4), 0.75);
+    EXPECT_THROW(busFactor(Primitive::AllReduce, 0), InputError);
+}
+
+// Hand-computed: 2 x 7/8 x 2^30 / (150e9 x 0.8) + 14 x 3 us.
+TEST(Comm, AllReduceOneGiBOnOneNodeByHand) {
+    const ClusterConfig c = makeCluster();
+    const CommCost ring = commCost(Primitive::AllReduce, kGiB, inNode(8), c, CommAlgorithm::Ring);
+    const double bandwidthSeconds = 2.0 * 7.0 / 8.0 * kGiB / (150e9 * 0.8);
+    EXPECT_DOUBLE_EQ(ring.bandwidthSeconds, bandwidthSeconds);
+    EXPECT_DOUBLE_EQ(ring.latencySeconds, 14 * 3e-6);
+    EXPECT_DOUBLE_EQ(ring.seconds, bandwidthSeconds + 14 * 3e-6);
+    EXPECT_NEAR(ring.seconds, 0.015700, 1e-6);
+    EXPECT_EQ(ring.algorithm, CommAlgorithm::Ring);
+    EXPECT_FALSE(ring.hierarchical);
+    EXPECT_EQ(ring.tier, "nvlink");
+
+    // Tree: 2 x ceil(log2 8) = 6 alphas, same bandwidth term.
+    const CommCost tree = commCost(Primitive::AllReduce, kGiB, inNode(8), c, CommAlgorithm::Tree);
+    EXPECT_DOUBLE_EQ(tree.latencySeconds, 6 * 3e-6);
+    EXPECT_DOUBLE_EQ(tree.bandwidthSeconds, bandwidthSeconds);
+    EXPECT_EQ(tree.algorithm, CommAlgorithm::Tree);
+}
+
+TEST(Comm, PerPrimitiveEfficiencyIsUsed) {
+    ClusterConfig c = makeCluster();
+    c.intraNode.primitiveEfficiency[Primitive::AllGather] = 0.4;
+    const CommCost ag = commCost(Primitive::AllGather, kGiB, inNode(8), c, CommAlgorithm::Ring);
+    EXPECT_DOUBLE_EQ(ag.bandwidthSeconds, 7.0 / 8.0 * kGiB / (150e9 * 0.4));
+    EXPECT_DOUBLE_EQ(ag.latencySeconds, 7 * 3e-6);
+}
+
+TEST(Comm, RingLatencyTermsByPrimitive) {
+    const ClusterConfig c = makeCluster();
+    const double alpha = c.intraNode.latencySeconds;
+    const auto lat = [&](Primitive p, CommAlgorithm a) {
+        return commCost(p, 1.0, inNode(8), c, a).latencySeconds;
+    };
+    EXPECT_DOUBLE_EQ(lat(Primitive::AllReduce, CommAlgorithm::Ring), 14 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::AllGather, CommAlgorithm::Ring), 7 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::ReduceScatter, CommAlgorithm::Ring), 7 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::Broadcast, CommAlgorithm::Ring), 7 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::Reduce, CommAlgorithm::Ring), 7 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::AllToAll, CommAlgorithm::Ring), 7 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::Broadcast, CommAlgorithm::Tree), 3 * alpha);
+    EXPECT_DOUBLE_EQ(lat(Primitive::Reduce, CommAlgorithm::Tree), 3 * alpha);
+    // ceil(log2 6) = 3.
+    EXPECT_DOUBLE_EQ(commCost(Primitive::AllReduce, 1.0, inNode(6), c, CommAlgorithm::Tree).latencySeconds,
+                     6 * alpha);
+    EXPECT_DOUBLE_EQ(commCost(Primitive::SendRecv, 1.0, inNode(2), c, CommAlgorithm::Ring).latencySeconds,
+                     alpha);
+}
+
+TEST(Comm, TreeWinsForTinyMessagesOnLargeGroups) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : {Primitive::AllReduce, Primitive::Broadcast, Primitive::Reduce}) {
+        const CommCost ring = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Ring);
+        const CommCost tree = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Tree);
+        EXPECT_LT(tree.seconds, ring.seconds) << toString(p);
+        const CommCost best = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Auto);
+        EXPECT_EQ(best.algorithm, CommAlgorithm::Tree) << toString(p);
+        EXPECT_DOUBLE_EQ(best.seconds, tree.seconds);
+    }
+}
+
+TEST(Comm, RingMatchesTreeBandwidthForLargeMessages) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : {Primitive::AllReduce, Primitive::Broadcast, Primitive::Reduce}) {
+        const CommCost ring = commCost(p, 4 * kGiB, inNode(64), c, CommAlgorithm::Ring);
+        const CommCost tree = commCost(p, 4 * kGiB, inNode(64), c, CommAlgorithm::Tree);
+        EXPECT_DOUBLE_EQ(ring.bandwidthSeconds, tree.bandwidthSeconds) << toString(p);
+        EXPECT_NEAR(ring.seconds / tree.seconds, 1.0, 1e-2) << toString(p);
+    }
+}
+
+TEST(Comm, TreeIsRingForPrimitivesWithoutTree) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : {Primitive::AllGather, Primitive::ReduceScatter, Primitive::AllToAll}) {
+        const CommCost ring = commCost(p, kMiB, inNode(8), c, CommAlgorithm::Ring);
+        const CommCost tree = commCost(p, kMiB, inNode(8), c, CommAlgorithm::Tree);
+        EXPECT_DOUBLE_EQ(ring.seconds, tree.seconds) << toString(p);
+        EXPECT_EQ(tree.algorithm, CommAlgorithm::Ring) << toString(p);
+        EXPECT_EQ(commCost(p, kMiB, inNode(8), c).algorithm, CommAlgorithm::Ring) << toString(p);
+    }
+}
+
+TEST(Comm, AutoIsTheMinimumOfRingAndTree) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : allPrimitives())
+        for (double bytes : {8.0, 64 * 1024.0, kGiB})
+            for (const GroupPlacement& g :
+                 {inNode(2), inNode(8), placement(32, 4, 8), placement(16, 16, 1)}) {
+                const GroupPlacement& where = p == Primitive::SendRecv ? placement(2, 2, 1) : g;
+                const double ring = commCost(p, bytes, where, c, CommAlgorithm::Ring).seconds;
+                const double tree = commCost(p, bytes, where, c, CommAlgorithm::Tree).seconds;
+                EXPECT_DOUBLE_EQ(commCost(p, bytes, where, c).seconds, std::min(ring, tree)) << toString(p);
+            }
+}
+
+TEST(Comm, SizeOneOrEmptyMessageCostsNothing) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : allPrimitives()) {
+        for (CommAlgorithm a : {CommAlgorithm::Auto, CommAlgorithm::Ring, CommAlgorithm::Tree}) {
+            const CommCost one = commCost(p, kGiB, inNode(1), c, a);
+            EXPECT_EQ(one.seconds, 0.0) << toString(p);
+            EXPECT_EQ(one.latencySeconds, 0.0);
+            EXPECT_EQ(one.bandwidthSeconds, 0.0);
+            EXPECT_EQ(commCost(p, 0.0, inNode(8), c, a).seconds, 0.0) << toString(p);
+        }
+    }
+}
+
+TEST(Comm, SendRecvUsesTheTierBetweenThePair) {
+    const ClusterConfig c = makeCluster();
+    const CommCost near = commCost(Primitive::SendRecv, 64 * kMiB, inNode(2), c);
+    EXPECT_DOUBLE_EQ(near.seconds, 3e-6 + 64 * kMiB / (150e9 * 0.8));
+    EXPECT_EQ(near.tier, "nvlink");
+    const CommCost far = commCost(Primitive::SendRecv, 64 * kMiB, placement(2, 2, 1), c);
+    EXPECT_DOUBLE_EQ(far.seconds, 10e-6 + 64 * kMiB / (25e9 * 0.9));
+    EXPECT_EQ(far.tier, "infiniband");
+    EXPECT_TRUE(far.hierarchical);
+}
+
+// 16 ranks on 2 nodes of 8: RS(8) of S + AR(2) of S/8 over IB + AG(8) of S, all by hand.
+TEST(Comm, HierarchicalAllReduceByHand) {
+    const ClusterConfig c = makeCluster();
+    const double s = kGiB;
+    const CommCost cost = commCost(Primitive::AllReduce, s, placement(16, 2, 8), c, CommAlgorithm::Ring);
+    const double intraRate = 150e9 * 0.8;
+    const double interRate = 25e9 * 0.9;
+    const double bandwidthSeconds =
+        7.0 / 8.0 * s / intraRate + 2.0 * 1.0 / 2.0 * (s / 8.0) / interRate + 7.0 / 8.0 * s / intraRate;
+    const double latencySeconds = 7 * 3e-6 + 2 * 10e-6 + 7 * 3e-6;
+    EXPECT_DOUBLE_EQ(cost.bandwidthSeconds, bandwidthSeconds);
+    EXPECT_DOUBLE_EQ(cost.latencySeconds, latencySeconds);
+    EXPECT_DOUBLE_EQ(cost.seconds, bandwidthSeconds + latencySeconds);
+    EXPECT_TRUE(cost.hierarchical);
+    EXPECT_EQ(cost.tier, "infiniband");
+}
+
+TEST(Comm, HierarchicalAllGatherAndReduceScatterByHand) {
+    const ClusterConfig c = makeCluster();
+    const double s = kGiB;
+    const double intraRate = 150e9 * 0.8;
+    const double interRate = 25e9 * 0.9;
+    // 32 ranks on 4 nodes of 8: inter AG(4) of S/8, intra AG(8) of S.
+    const double expectedBw = 3.0 / 4.0 * (s / 8.0) / interRate + 7.0 / 8.0 * s / intraRate;
+    const double expectedLat = 3 * 10e-6 + 7 * 3e-6;
+    const CommCost ag = commCost(Primitive::AllGather, s, placement(32, 4, 8), c);
+    EXPECT_DOUBLE_EQ(ag.bandwidthSeconds, expectedBw);
+    EXPECT_DOUBLE_EQ(ag.latencySeconds, expectedLat);
+    const CommCost rs = commCost(Primitive::ReduceScatter, s, placement(32, 4, 8), c);
+    EXPECT_DOUBLE_EQ(rs.seconds, ag.seconds);
+}
+
+TEST(Comm, HierarchicalBroadcastAndAllToAllByHand) {
+    const ClusterConfig c = makeCluster();
+    const double s = kGiB;
+    const double intraRate = 150e9 * 0.8;
+    const double interRate = 25e9 * 0.9;
+    const CommCost bc = commCost(Primitive::Broadcast, s, placement(32, 4, 8), c, CommAlgorithm::Ring);
+    EXPECT_DOUBLE_EQ(bc.bandwidthSeconds, s / interRate + s / intraRate);
+    EXPECT_DOUBLE_EQ(bc.latencySeconds, 3 * 10e-6 + 7 * 3e-6);
+    const CommCost bcTree = commCost(Primitive::Broadcast, s, placement(32, 4, 8), c, CommAlgorithm::Tree);
+    EXPECT_DOUBLE_EQ(bcTree.latencySeconds, 2 * 10e-6 + 3 * 3e-6);
+
+    // All-to-all: 24 of 32 peers off-node, 7 on-node; the slower side bounds; 31 inter alphas.
+    const CommCost a2a = commCost(Primitive::AllToAll, s, placement(32, 4, 8), c);
+    EXPECT_DOUBLE_EQ(a2a.bandwidthSeconds, std::max(s * 24.0 / 32.0 / interRate, s * 7.0 / 32.0 / intraRate));
+    EXPECT_DOUBLE_EQ(a2a.latencySeconds, 31 * 10e-6);
+    // With a very slow intra tier, the on-node side is the bound.
+    ClusterConfig slowIntra = c;
+    slowIntra.intraNode.bandwidthBytesPerSecond = 1e9;
+    const CommCost a2aSlow = commCost(Primitive::AllToAll, s, placement(32, 4, 8), slowIntra);
+    EXPECT_DOUBLE_EQ(a2aSlow.bandwidthSeconds, s * 7.0 / 32.0 / (1e9 * 0.8));
+    EXPECT_EQ(a2aSlow.tier, "nvlink"); // the slowest tier used
+}
+
+// One rank per node (a DP group in the default order): the intra phases vanish and it is a flat IB ring.
+TEST(Comm, OneRankPerNodeIsAFlatInterNodeCollective) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : {Primitive::AllReduce, Primitive::AllGather, Primitive::ReduceScatter,
+                        Primitive::Broadcast, Primitive::Reduce, Primitive::AllToAll}) {
+        const CommCost cost = commCost(p, kGiB, placement(16, 16, 1), c, CommAlgorithm::Ring);
+        const double rate = c.interNode.bandwidthBytesPerSecond * c.interNode.efficiencyFor(p);
+        EXPECT_DOUBLE_EQ(cost.bandwidthSeconds, kGiB * busFactor(p, 16) / rate) << toString(p);
+        const double steps = p == Primitive::AllReduce ? 30.0 : 15.0;
+        EXPECT_DOUBLE_EQ(cost.latencySeconds, steps * c.interNode.latencySeconds) << toString(p);
+        EXPECT_EQ(cost.tier, "infiniband");
+    }
+}
+
+// With identical tiers the hierarchical decomposition moves exactly the flat ring's bytes per rank.
+TEST(Comm, HierarchicalConservesBandwidthWithEqualTiers) {
+    ClusterConfig c = makeCluster();
+    c.interNode = c.intraNode;
+    c.interNode.name = "same";
+    for (Primitive p : {Primitive::AllReduce, Primitive::AllGather, Primitive::ReduceScatter}) {
+        const CommCost hier = commCost(p, kGiB, placement(32, 4, 8), c, CommAlgorithm::Ring);
+        const CommCost flat = commCost(p, kGiB, inNode(32), c, CommAlgorithm::Ring);
+        EXPECT_NEAR(hier.bandwidthSeconds, flat.bandwidthSeconds, 1e-12 * flat.bandwidthSeconds)
+            << toString(p);
+        EXPECT_LT(hier.latencySeconds, flat.latencySeconds) << toString(p); // fewer steps: its point
+    }
+}
+
+// A group spread over nodes never beats the same group on the (faster) intra tier once bandwidth dominates.
+// Below a few MiB a hierarchical ring can win on latency (2(k-1)+2(N-1) steps against 2(n-1)), so total
+// seconds are compared from 64 MiB; the bandwidth part is compared at every size.
+TEST(Comm, HierarchicalIsNoFasterThanIntraOnly) {
+    const ClusterConfig c = makeCluster();
+    for (Primitive p : allPrimitives()) {
+        const GroupPlacement spread = p == Primitive::SendRecv ? placement(2, 2, 1) : placement(16, 2, 8);
+        const GroupPlacement packed = p == Primitive::SendRecv ? inNode(2) : inNode(16);
+        for (double bytes = 1.0; bytes <= 8 * kGiB; bytes *= 4.0) {
+            for (CommAlgorithm a : {CommAlgorithm::Auto, CommAlgorithm::Ring, CommAlgorithm::Tree}) {
+                const CommCost hier = commCost(p, bytes, spread, c, a);
+                const CommCost intra = commCost(p, bytes, packed, c, a);
+                EXPECT_GE(hier.bandwidthSeconds, intra.bandwidthSeconds) << toString(p) << " " << bytes;
+                if (bytes >= 64 * kMiB) {
+                    EXPECT_GE(hier.seconds, intra.seconds) << toString(p) << " " << bytes;
+                }
+            }
+        }
+    }
+}
+
+TEST(Comm, MonotonicInBytes) {
+    const ClusterConfig c = makeCluster();
+    const std::vector<GroupPlacement> groups{
+        inNode(2),          inNode(8), placement(16, 2, 8), placement(64, 8, 8), placement(16, 16, 1),
+        placement(12, 2, 8)};
+    for (Primitive p : allPrimitives()) {
+        for (const GroupPlacement& g : groups) {
+            const GroupPlacement& where =
+                p == Primitive::SendRecv ? (g.nodes > 1 ? placement(2, 2, 1) : inNode(2)) : g;
+            for (CommAlgorithm a : {CommAlgorithm::Auto, CommAlgorithm::Ring, CommAlgorithm::Tree}) {
+                double previous = 0.0;
+                for (double bytes = 0.0; bytes <= 16 * kGiB; bytes = bytes == 0.0 ? 1.0 : bytes * 2.0) {
+                    const double seconds = commCost(p, bytes, where, c, a).seconds;
+                    EXPECT_GE(seconds, previous) << toString(p) << " " << bytes;
+                    previous = seconds;
+                }
+                EXPECT_GT(previous, 0.0);
+            }
+        }
+    }
+}
+
+TEST(Comm, LargerGroupsCostMoreForAllReduce) {
+    const ClusterConfig c = makeCluster();
+    double previous = 0.0;
+    for (int n = 2; n <= 8; ++n) {
+        const double seconds = commCost(Primitive::AllReduce, kGiB, inNode(n), c).seconds;
+        EXPECT_GT(seconds, previous);
+        previous = seconds;
+    }
+}
+
+// Which tier a group uses follows from rank_order and the node size (DESIGN.md §4), end to end.
+TEST(Comm, TierFollowsRankOrder) {
+    const ClusterConfig c = makeCluster();
+    Plan p;
+    p.tp = 8;
+    p.pp = 8;
+    p.dp = 16;
+    const CommCost tp = commCost(Primitive::AllReduce, kGiB, placeGroup(p, c, GroupKind::Tp), c);
+    EXPECT_EQ(tp.tier, "nvlink");
+    EXPECT_FALSE(tp.hierarchical);
+    const CommCost dp = commCost(Primitive::AllReduce, kGiB, placeGroup(p, c, GroupKind::Dp), c);
+    EXPECT_EQ(dp.tier, "infiniband");
+    EXPECT_TRUE(dp.hierarchical);
+    EXPECT_GT(dp.seconds, tp.seconds);
+
+    p.dp = 8;
+    p.rankOrder = {ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Pp};
+    const CommCost dpNear = commCost(Primitive::AllReduce, kGiB, placeGroup(p, c, GroupKind::Dp), c);
+    EXPECT_EQ(dpNear.tier, "nvlink");
+    EXPECT_FALSE(dpNear.hierarchical);
+    EXPECT_EQ(commCost(Primitive::AllReduce, kGiB, placeGroup(p, c, GroupKind::Tp), c).tier, "infiniband");
+}
+
+TEST(Comm, BadInputThrows) {
+    ClusterConfig c = makeCluster();
+    EXPECT_THROW(commCost(Primitive::AllReduce, -1.0, inNode(8), c), InputError);
+    EXPECT_THROW(commCost(Primitive::AllReduce, 1.0, placement(8, 0, 0), c), InputError);
+    c.intraNode.bandwidthBytesPerSecond = 0.0;
+    EXPECT_THROW(commCost(Primitive::AllReduce, 1.0, inNode(8), c), InputError);
+}
+
+} // namespace
+} // namespace tessel

@@ -1,0 +1,117 @@
+// Tests of the compute model: hand-checkable FLOPs, the roofline, backward/recompute rules, MFU numerator.
+#include "test_support.hpp"
+
+#include "tessel/cost/compute.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel {
+namespace {
+
+const OpCost& findOp(const BlockCompute& b, const std::string& name) {
+    for (const auto& op : b.forwardOps)
+        if (op.name == name) return op;
+    throw std::runtime_error("no op " + name);
+}
+
+TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
+    ModelConfig m = test::megatronStyleModel(4, 1024, 16, 51200, 2048);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.tp = 4;
+    p.dp = 2;
+    p.microBatch = 2;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    auto layer = layerCompute(m, c, p, recipe);
+    const double T = 2.0 * 2048;
+    EXPECT_DOUBLE_EQ(findOp(layer, "qkv").flops, 2.0 * T * (3.0 * 1024 / 4) * 1024);
+    EXPECT_DOUBLE_EQ(findOp(layer, "attn_proj").flops, 2.0 * T * 1024 * (1024.0 / 4));
+    EXPECT_DOUBLE_EQ(findOp(layer, "fc1").flops, 2.0 * T * (4096.0 / 4) * 1024);
+    EXPECT_DOUBLE_EQ(findOp(layer, "fc2").flops, 2.0 * T * 1024 * (4096.0 / 4));
+    // Attention core: 4 b a s^2 d / tp, half executed by causal flash attention.
+    const double full = 4.0 * 2 * (16.0 / 4) * 2048.0 * 2048.0 * 64;
+    EXPECT_DOUBLE_EQ(findOp(layer, "attention_core_flash").modelFlops, full);
+    EXPECT_DOUBLE_EQ(findOp(layer, "attention_core_flash").flops, full / 2);
+}
+
+TEST(Compute, RooflineTakesTheSlowerBound) {
+    ClusterConfig c = test::roundCluster(8, 1);
+    c.gpu.gemmEfficiency = {{64, 0.25}, {1024, 0.75}};
+    OpCost mem;
+    mem.opClass = OpClass::Memory;
+    mem.bytes = 4e9;
+    EXPECT_DOUBLE_EQ(opSeconds(mem, c, Dtype::Bf16), 4e9 / 2e12);
+    OpCost g;
+    g.opClass = OpClass::Gemm;
+    g.m = g.n = g.k = 1024;
+    g.flops = 2.0 * 1024 * 1024 * 1024;
+    g.bytes = 1.0;
+    EXPECT_DOUBLE_EQ(opSeconds(g, c, Dtype::Bf16), g.flops / (1e15 * 0.75));
+    g.m = 256; // halfway between 64 and 1024 in log2: efficiency 0.5
+    EXPECT_DOUBLE_EQ(opSeconds(g, c, Dtype::Bf16), g.flops / (1e15 * 0.5));
+    c.gpu.kernelOverheadSeconds = 1e-5;
+    EXPECT_DOUBLE_EQ(opSeconds(mem, c, Dtype::Bf16), 4e9 / 2e12 + 1e-5);
+}
+
+TEST(Compute, BackwardIsTwiceForwardForGemmsAndRecomputeAddsWhatItRedoes) {
+    ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 8;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    auto none = layerCompute(m, c, p, recipe);
+    double gemmForward = 0.0;
+    for (const auto& op : none.forwardOps)
+        if (op.opClass == OpClass::Gemm) gemmForward += op.flops;
+    EXPECT_NEAR(none.backwardWeight.flops, gemmForward, 1e-6 * gemmForward);
+    EXPECT_DOUBLE_EQ(none.backward().modelFlops, 2.0 * none.forward.modelFlops);
+    EXPECT_DOUBLE_EQ(none.recompute.seconds, 0.0);
+
+    p.recompute = Recompute::Selective;
+    auto sel = layerCompute(m, c, p, recipe);
+    EXPECT_DOUBLE_EQ(sel.recompute.flops, findOp(sel, "attention_core_flash").flops);
+    EXPECT_DOUBLE_EQ(sel.recompute.modelFlops, 0.0);
+
+    p.recompute = Recompute::Full;
+    auto full = layerCompute(m, c, p, recipe);
+    EXPECT_DOUBLE_EQ(full.recompute.seconds, full.forward.seconds);
+}
+
+TEST(Compute, TensorParallelismDividesGemmWork) {
+    ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    ClusterConfig c = test::roundCluster(8, 1);
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    Plan p1;
+    p1.dp = 8;
+    p1.globalBatch = 8;
+    Plan p8 = p1;
+    p8.tp = 8;
+    p8.dp = 1;
+    p8.globalBatch = 1;
+    auto a = layerCompute(m, c, p1, recipe);
+    auto b = layerCompute(m, c, p8, recipe);
+    EXPECT_NEAR(a.forward.modelFlops / b.forward.modelFlops, 8.0, 1e-9);
+}
+
+TEST(Compute, ModelFlopsMatchNarayananFormula) {
+    // Narayanan et al. 2021, eq. (3): F = 72 B s L h^2 (1 + s/(6h) + V/(12 h L)) for GPT with ffn = 4h.
+    ModelConfig m = test::megatronStyleModel(96, 12288, 96, 51200, 2048);
+    Plan p;
+    p.globalBatch = 1536;
+    const double B = 1536, s = 2048, L = 96, h = 12288, V = 51200;
+    const double expected = 72.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * L));
+    EXPECT_NEAR(modelFlopsPerStep(m, p) / expected, 1.0, 1e-12);
+}
+
+TEST(Compute, OptimizerIsMemoryBoundOverLocalParameters) {
+    ClusterConfig c = test::roundCluster(8, 1);
+    const auto& megatron = *findPrecisionRecipe("megatron");
+    OpCost op = optimizerCompute(1e9, c, megatron);
+    // grad 4 + master r/w 8 + moments r/w 16 + bf16 weight write 2 = 30 bytes per parameter.
+    EXPECT_DOUBLE_EQ(op.bytes, 30e9);
+    EXPECT_DOUBLE_EQ(op.seconds, 30e9 / 2e12);
+}
+
+} // namespace
+} // namespace tessel

@@ -1,0 +1,170 @@
+// Hand-checkable memory cases: model-state bytes, ZeRO division, stage differences, in-flight micro-batches.
+#include "test_support.hpp"
+
+#include "tessel/cost/memory.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel {
+namespace {
+
+TEST(MemoryHand, TenBillionFp16WithFp32AdamIs120GB) {
+    // fp16 weights 20 GB + fp16 grads 20 GB + two fp32 Adam moments 80 GB.
+    const auto& r = *findPrecisionRecipe("bf16_no_master");
+    EXPECT_DOUBLE_EQ(10e9 * modelStateBytesPerParameter(r, 0, 1), 120e9);
+}
+
+TEST(MemoryHand, SeventyBillionAtSixteenBytesIs1120GBAndZero3DividesBy32) {
+    const auto& r = *findPrecisionRecipe("mixed");
+    EXPECT_DOUBLE_EQ(70e9 * modelStateBytesPerParameter(r, 0, 1), 1120e9);
+    EXPECT_DOUBLE_EQ(70e9 * modelStateBytesPerParameter(r, 3, 32), 1120e9 / 32);
+}
+
+TEST(MemoryHand, ZeroPaperStages) {
+    // Rajbhandari et al. 2020, Figure 1, K = 12, Psi = 7.5B, N_d = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+    const auto& r = *findPrecisionRecipe("mixed");
+    const double psi = 7.5e9;
+    EXPECT_NEAR(psi * modelStateBytesPerParameter(r, 0, 64) / 1e9, 120.0, 0.05);
+    EXPECT_NEAR(psi * modelStateBytesPerParameter(r, 1, 64) / 1e9, 31.4, 0.05);
+    EXPECT_NEAR(psi * modelStateBytesPerParameter(r, 2, 64) / 1e9, 16.6, 0.05);
+    EXPECT_NEAR(psi * modelStateBytesPerParameter(r, 3, 64) / 1e9, 1.875, 0.001);
+}
+
+TEST(MemoryHand, SevenBillionMixedNeedsAbout112GB) {
+    ModelConfig m = test::preset("llama2-7b");
+    ClusterConfig c = test::roundCluster(8, 1);
+    c.gpu.memoryBytes = int64_t{1} << 40;
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 8;
+    p.precision = "mixed";
+    auto mem = predictMemory(m, c, p);
+    ASSERT_EQ(mem.stages.size(), 1u);
+    const auto& st = mem.stages[0];
+    const double states = st.weightsBytes + st.gradsBytes + st.optimizerBytes;
+    // 6.74B parameters (32000-token vocab padded to 32000) x 16 B = 107.8 GB, i.e. "~112 GB" for "7B".
+    EXPECT_NEAR(states / 1e9, 107.8, 0.1);
+    EXPECT_NEAR(states / 112e9, 1.0, 0.05);
+}
+
+TEST(MemoryHand, Llama70bZero3Over32Gpus) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    Plan p;
+    p.dp = 32;
+    p.globalBatch = 32;
+    p.zeroStage = 3;
+    p.precision = "mixed";
+    auto mem = predictMemory(m, c, p);
+    const auto& st = mem.stages[0];
+    EXPECT_NEAR(st.weightsBytes + st.gradsBytes + st.optimizerBytes, st.parameters * 16.0 / 32.0, 1.0);
+    EXPECT_NEAR(st.parameters, 68.98e9, 0.01e9);
+    // The gather buffers hold two layers' full parameters (current + prefetch) in bf16; a transformer layer
+    // (856M parameters) is larger than the embedding (262M).
+    const auto counts = countParameters(m);
+    EXPECT_DOUBLE_EQ(st.other.zero3GatherBytes, 2.0 * 2.0 * static_cast<double>(counts.perLayer()));
+}
+
+TEST(MemoryStages, FirstHasEmbeddingLastHasHeadAndLogits) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 1024);
+    m.tiedEmbeddings = false;
+    ClusterConfig c = test::roundCluster(4, 1);
+    Plan p;
+    p.pp = 4;
+    p.globalBatch = 8;
+    auto mem = predictMemory(m, c, p);
+    ASSERT_EQ(mem.stages.size(), 4u);
+    const double emb = 51200.0 * 1024;
+    const double head = 51200.0 * 1024 + 2 * 1024; // LM head + final LayerNorm
+    EXPECT_DOUBLE_EQ(mem.stages[0].parameters - mem.stages[1].parameters, emb);
+    EXPECT_DOUBLE_EQ(mem.stages[3].parameters - mem.stages[2].parameters, head);
+    EXPECT_DOUBLE_EQ(mem.stages[1].parameters, mem.stages[2].parameters);
+    EXPECT_EQ(mem.stages[0].other.logitsLossBytes, 0.0);
+    EXPECT_GT(mem.stages[3].other.logitsLossBytes, 0.0);
+    // 1F1B: stage s holds min(m, p - s) micro-batches.
+    for (int s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(mem.stages[s].inFlight, 4 - s);
+}
+
+TEST(MemoryStages, InFlightPerSchedule) {
+    Plan p;
+    p.pp = 4;
+    p.globalBatch = 16;
+    p.schedule = Schedule::Gpipe;
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 0), 16);
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 3), 16);
+    p.schedule = Schedule::OneFOneB;
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 0), 4);
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 3), 1);
+    p.globalBatch = 2;
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 0), 2);
+    p.globalBatch = 16;
+    p.schedule = Schedule::Interleaved1F1B;
+    p.vpp = 2;
+    // Megatron: warm-up (4-0-1)*2 + (2-1)*4 = 10 chunks, +1 = 11 chunks of half a stage = 5.5 micro-batches,
+    // which is Megatron's penalty 1 + (p-1)/(p v) = 1.375 times p = 5.5.
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 0), 5.5);
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 0), 4 * (1.0 + 3.0 / 8.0));
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 3), 2.5);
+}
+
+TEST(MemoryActivations, KorthikantiTable2ForMhaWithDropout) {
+    // Korthikanti et al. 2022 Table 2, 16-bit activations, per layer:
+    //   no parallelism: sbh (34 + 5as/h); TP: sbh (10 + 24/t + 5as/(ht)); TP+SP: sbh/t (34 + 5as/h);
+    //   TP + selective: sbh (10 + 24/t); TP+SP+selective: 34 sbh/t; full: 2sbh (here /t with SP).
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 2048);
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double s = 2048, b = 1, h = 1024, a = 16, t = 4;
+    Plan p;
+    p.flashAttention = false;
+    auto act = [&](int tp, bool sp, Recompute rc) {
+        Plan q = p;
+        q.tp = tp;
+        q.sequenceParallel = sp;
+        q.recompute = rc;
+        return layerActivationBytes(m, q, recipe);
+    };
+    EXPECT_DOUBLE_EQ(act(1, false, Recompute::None), s * b * h * (34 + 5 * a * s / h));
+    EXPECT_DOUBLE_EQ(act(4, false, Recompute::None), s * b * h * (10 + 24 / t + 5 * a * s / (h * t)));
+    EXPECT_DOUBLE_EQ(act(4, true, Recompute::None), s * b * h / t * (34 + 5 * a * s / h));
+    EXPECT_DOUBLE_EQ(act(4, false, Recompute::Selective), s * b * h * (10 + 24 / t));
+    EXPECT_DOUBLE_EQ(act(4, true, Recompute::Selective), 34 * s * b * h / t);
+    EXPECT_DOUBLE_EQ(act(1, false, Recompute::Full), 2 * s * b * h);
+    EXPECT_DOUBLE_EQ(act(4, true, Recompute::Full), 2 * s * b * h / t);
+}
+
+TEST(MemoryActivations, FlashAttentionRemovesTheQuadraticTerm) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 4096);
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    Plan p;
+    p.flashAttention = true;
+    const double s = 4096, h = 1024, a = 16;
+    // 34 sbh plus the fp32 log-sum-exp (4 bytes per query and head); no 5as^2b.
+    EXPECT_DOUBLE_EQ(layerActivationBytes(m, p, recipe), 34 * s * h + 4 * a * s);
+}
+
+TEST(MemoryVerdict, OversizedPlanIsOomWithNegativeHeadroomNotAnException) {
+    ModelConfig m = test::preset("gpt3-175b");
+    ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    c.nodes = 1;
+    Plan p;
+    p.tp = 8;
+    p.globalBatch = 8;
+    auto mem = predictMemory(m, c, p);
+    EXPECT_FALSE(mem.fits);
+    EXPECT_FALSE(mem.stages[0].fits);
+    EXPECT_LT(mem.stages[0].headroomBytes, 0.0);
+    EXPECT_DOUBLE_EQ(mem.stages[0].headroomBytes, mem.capacityBytes - mem.stages[0].totalBytes());
+}
+
+TEST(MemoryDefault, Gpt3OnMegatronPlanFitsOnA100) {
+    Scenario s = defaultScenario();
+    finishScenario(s);
+    auto mem = predictMemory(s.model, s.cluster, s.plan);
+    ASSERT_EQ(mem.stages.size(), 8u);
+    EXPECT_TRUE(mem.fits);
+    EXPECT_EQ(mem.peakStage, 0); // the first stage holds p micro-batches and the embedding
+    EXPECT_GT(mem.peakBytes, 40e9);
+}
+
+} // namespace
+} // namespace tessel

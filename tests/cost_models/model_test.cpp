@@ -1,0 +1,103 @@
+// Tests of model loading and exact parameter counts on models small enough to count by hand.
+#include "test_support.hpp"
+
+#include "tessel/cost/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace tessel {
+namespace {
+
+ModelConfig handModel() {
+    // h=4, 2 heads of 2, 1 kv head, ffn 8, vocab 10, seq 3, SwiGLU, RMSNorm, RoPE, untied, no bias.
+    ModelConfig m;
+    m.name = "hand";
+    m.layers = 2;
+    m.hidden = 4;
+    m.heads = 2;
+    m.kvHeads = 1;
+    m.headDim = 2;
+    m.ffnHidden = 8;
+    m.vocab = 10;
+    m.seqLen = 3;
+    m.activation = Activation::Swiglu;
+    m.norm = NormKind::RmsNorm;
+    m.position = PositionEmbedding::Rope;
+    return m;
+}
+
+TEST(ModelParameters, HandCountedSwigluGqa) {
+    auto c = countParameters(handModel());
+    EXPECT_EQ(c.embedding, 40);             // 10 x 4
+    EXPECT_EQ(c.perLayerAttention, 48);     // QKV 4 x (4 + 2 + 2) = 32, projection 4 x 4 = 16
+    EXPECT_EQ(c.perLayerMlp, 96);           // gate + up 4 x 16 = 64, down 8 x 4 = 32
+    EXPECT_EQ(c.perLayerNorms, 8);          // two RMSNorm weights of 4
+    EXPECT_EQ(c.finalNorm, 4);
+    EXPECT_EQ(c.lmHead, 40);
+    EXPECT_EQ(c.total(2), 40 + 2 * 152 + 4 + 40);
+}
+
+TEST(ModelParameters, HandCountedGeluWithBiasLearnedTied) {
+    ModelConfig m = handModel();
+    m.kvHeads = 2;
+    m.activation = Activation::Gelu;
+    m.norm = NormKind::LayerNorm;
+    m.position = PositionEmbedding::Learned;
+    m.tiedEmbeddings = true;
+    m.linearBias = true;
+    auto c = countParameters(m);
+    EXPECT_EQ(c.embedding, 40 + 12);                  // + 3 positions x 4
+    EXPECT_EQ(c.perLayerAttention, 4 * 12 + 16 + 12 + 4);
+    EXPECT_EQ(c.perLayerMlp, 4 * 8 + 8 * 4 + 8 + 4);
+    EXPECT_EQ(c.perLayerNorms, 16);                   // two LayerNorms with weight and bias
+    EXPECT_EQ(c.lmHead, 0);
+}
+
+TEST(ModelParameters, MoeCountsAllExpertsButActivatesTopK) {
+    ModelConfig m = handModel();
+    m.moe = MoeConfig{4, 2, 8};
+    auto c = countParameters(m);
+    EXPECT_EQ(c.perLayerMlp, 4 * 96 + 4 * 4);        // four experts + router 4 x 4
+    EXPECT_EQ(activeParameters(m), c.total(2) - 2 * (2 * 96));
+}
+
+TEST(ModelJson, RoundTripsAndRejectsUnknownKeys) {
+    ModelConfig m = handModel();
+    m.moe = MoeConfig{4, 2, 8};
+    auto j = modelToJson(m);
+    ModelConfig back = parseModel(j);
+    EXPECT_EQ(modelToJson(back), j);
+    j["hiden"] = 5;
+    j["moe"]["experts"] = 0;
+    try {
+        parseModel(j);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        std::set<std::string> where;
+        for (const auto& p : e.problems()) where.insert(p.where);
+        EXPECT_TRUE(where.count("/moe/experts"));
+        EXPECT_TRUE(where.count("/hiden"));
+    }
+}
+
+TEST(ModelJson, InconsistentHeadsAreReported) {
+    auto j = modelToJson(handModel());
+    j["kv_heads"] = 3;     // does not divide 2 heads... and exceeds them
+    j["top_level_typo"] = true;
+    j.erase("schema_version");
+    try {
+        parseModel(j);
+        FAIL();
+    } catch (const InputError& e) {
+        std::set<std::string> where;
+        for (const auto& p : e.problems()) where.insert(p.where);
+        EXPECT_TRUE(where.count("/kv_heads"));
+        EXPECT_TRUE(where.count("/schema_version"));
+        EXPECT_TRUE(where.count("/top_level_typo"));
+    }
+}
+
+} // namespace
+} // namespace tessel

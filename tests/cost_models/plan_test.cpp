@@ -1,0 +1,108 @@
+// Tests of plan parsing, precision recipes and validation against model and cluster.
+#include "test_support.hpp"
+
+#include "tessel/cost/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace tessel {
+namespace {
+
+TEST(PrecisionRecipes, BytesPerParameterAreTheNamedOnes) {
+    EXPECT_EQ(findPrecisionRecipe("megatron")->bytesPerParameter(), 18);
+    EXPECT_EQ(findPrecisionRecipe("mixed")->bytesPerParameter(), 16);
+    EXPECT_EQ(findPrecisionRecipe("bf16_no_master")->bytesPerParameter(), 12);
+    EXPECT_EQ(findPrecisionRecipe("fp32")->bytesPerParameter(), 16);
+    EXPECT_EQ(findPrecisionRecipe("cpu_fp64")->bytesPerParameter(), 32);
+    EXPECT_EQ(findPrecisionRecipe("cpu_fp32")->bytesPerParameter(), 16);
+    EXPECT_EQ(findPrecisionRecipe("nope"), nullptr);
+}
+
+TEST(PlanJson, RoundTripsEveryField) {
+    Plan p;
+    p.tp = 2;
+    p.pp = 4;
+    p.dp = 8;
+    p.cp = 2;
+    p.ep = 2;
+    p.vpp = 3;
+    p.microBatch = 2;
+    p.globalBatch = 256;
+    p.zeroStage = 3;
+    p.zeroOverCp = true;
+    p.recompute = Recompute::Full;
+    p.sequenceParallel = true;
+    p.flashAttention = false;
+    p.schedule = Schedule::Interleaved1F1B;
+    p.precision = "mixed";
+    p.rankOrder = {ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Pp};
+    ProblemList problems;
+    Plan back = parsePlan(planToJson(p), "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(planToJson(back), planToJson(p));
+    EXPECT_EQ(back.rankOrderString(), "dp-tp-cp-ep-pp");
+}
+
+TEST(PlanJson, BadValuesNameTheirPointers) {
+    auto j = nlohmann::json::parse(R"({"tp": 0, "zero_stage": 4, "recompute": "some", "rank_order": "tp-dp-pp",
+                                       "dtype": "fp32", "tensor_parallel": 2})");
+    ProblemList problems;
+    parsePlan(j, "/plan", problems);
+    std::set<std::string> where;
+    for (const auto& p : problems.items()) where.insert(p.where);
+    EXPECT_EQ(where, (std::set<std::string>{"/plan/tp", "/plan/zero_stage", "/plan/recompute", "/plan/rank_order",
+                                            "/plan/dtype", "/plan/tensor_parallel"}));
+}
+
+TEST(PlanValidation, ListsEveryProblemAtOnce) {
+    ModelConfig m = test::megatronStyleModel(10, 1024, 16, 50000, 2048);
+    ClusterConfig c = test::roundCluster(8, 2); // 16 GPUs
+    Plan p;
+    p.tp = 3;           // does not divide 16 heads (nor ffn 4096)
+    p.pp = 4;           // does not divide 10 layers
+    p.dp = 2;           // 3 x 4 x 2 = 24 != 16
+    p.microBatch = 3;
+    p.globalBatch = 16; // not a multiple of 3 x 2
+    p.ep = 2;           // no MoE block
+    ProblemList problems;
+    validatePlan(m, c, p, "/plan", problems);
+    std::multiset<std::string> where;
+    for (const auto& pr : problems.items()) where.insert(pr.where);
+    EXPECT_EQ(where.count("/plan/tp"), 2u);
+    EXPECT_EQ(where.count("/plan/pp"), 1u);
+    EXPECT_EQ(where.count("/plan"), 1u);
+    EXPECT_EQ(where.count("/plan/global_batch"), 1u);
+    EXPECT_EQ(where.count("/plan/ep"), 1u);
+}
+
+TEST(PlanValidation, ScheduleAndVppMustAgree) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50000, 2048);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.pp = 2;
+    p.dp = 4;
+    p.globalBatch = 16;
+    p.vpp = 2; // but schedule stays 1f1b
+    ProblemList problems;
+    validatePlan(m, c, p, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/vpp");
+    p.schedule = Schedule::Interleaved1F1B;
+    ProblemList ok;
+    validatePlan(m, c, p, "/plan", ok);
+    EXPECT_TRUE(ok.empty()) << ok.items().front().message;
+}
+
+TEST(PlanValidation, PaddedVocabFollowsMegatron) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50257, 2048);
+    Plan p;
+    p.tp = 8;
+    EXPECT_EQ(paddedVocab(m, p), 51200); // multiple of 128 x 8 = 1024
+    p.tp = 1;
+    EXPECT_EQ(paddedVocab(m, p), 50304); // multiple of 128
+}
+
+} // namespace
+} // namespace tessel

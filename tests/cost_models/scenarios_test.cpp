@@ -1,0 +1,303 @@
+// Loads every shipped model, cluster and plan file, checks citations and parameter counts, and keeps the
+// JSON schemas in step with what the C++ writers emit.
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/json_reader.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/cost/scenario.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kScenarioDir = TESSEL_SCENARIO_DIR;
+
+// The *.json files of one scenarios/ subfolder, sorted, found at test time so a new preset is tested
+// without touching this file.
+std::vector<fs::path> jsonFilesIn(const std::string& kind) {
+    std::vector<fs::path> files;
+    const fs::path dir = kScenarioDir / kind;
+    if (!fs::is_directory(dir)) return files;
+    for (const auto& entry : fs::directory_iterator(dir))
+        if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+std::string problemsText(const InputError& e) {
+    std::string s;
+    for (const auto& p : e.problems()) s += "  " + p.where + ": " + p.message + "\n";
+    return s;
+}
+
+std::string testName(const ::testing::TestParamInfo<fs::path>& info) {
+    std::string n = info.param.stem().string();
+    std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+    return n;
+}
+
+TEST(ScenarioFiles, EveryKindHasFiles) {
+    EXPECT_GE(jsonFilesIn("models").size(), 16u);
+    EXPECT_GE(jsonFilesIn("clusters").size(), 4u);
+    EXPECT_GE(jsonFilesIn("plans").size(), 5u);
+    EXPECT_EQ(jsonFilesIn("schema").size(), 4u);
+}
+
+// ---------------------------------------------------------------- models
+
+class ModelFile : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(ModelFile, LoadsWithSourcesAndItsOwnName) {
+    const fs::path path = GetParam();
+    const nlohmann::json doc = readJsonFile(path.string());
+    ModelConfig m;
+    try {
+        m = parseModel(doc);
+    } catch (const InputError& e) {
+        FAIL() << path << " does not load:\n" << problemsText(e);
+    }
+    EXPECT_EQ(m.name, path.stem().string()) << "a preset is found by file name, so the two must agree";
+    EXPECT_FALSE(m.sources.empty()) << path << " cites no source for its shapes";
+    for (const auto& s : m.sources) EXPECT_FALSE(s.empty());
+    EXPECT_GT(countParameters(m).total(m.layers), 0);
+    // Reachable as a preset by name.
+    const auto names = presetNames("models");
+    EXPECT_NE(std::find(names.begin(), names.end(), m.name), names.end());
+    EXPECT_EQ(loadModelRef(m.name, "--model").hidden, m.hidden);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, ModelFile, ::testing::ValuesIn(jsonFilesIn("models")), testName);
+
+// ---------------------------------------------------------------- clusters
+
+// True when `prefix` is `pointer` or a parent of it (whole reference tokens only: "/gpu/name" does not
+// cover "/gpu/name_extra").
+bool pointerCovers(const std::string& prefix, const std::string& pointer) {
+    if (pointer.compare(0, prefix.size(), prefix) != 0) return false;
+    return pointer.size() == prefix.size() || pointer[prefix.size()] == '/';
+}
+
+// JSON pointers of every number in `doc` (the figures a cluster file must cite).
+void numericLeaves(const nlohmann::json& doc, const std::string& pointer, std::vector<std::string>& out) {
+    if (doc.is_object()) {
+        for (auto it = doc.begin(); it != doc.end(); ++it)
+            numericLeaves(it.value(), pointer + "/" + jsonPointerEscape(it.key()), out);
+    } else if (doc.is_array()) {
+        for (size_t i = 0; i < doc.size(); ++i) numericLeaves(doc[i], pointer + "/" + std::to_string(i), out);
+    } else if (doc.is_number()) {
+        out.push_back(pointer);
+    }
+}
+
+class ClusterFile : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(ClusterFile, LoadsAndNamesItself) {
+    const fs::path path = GetParam();
+    const nlohmann::json doc = readJsonFile(path.string());
+    ClusterConfig c;
+    try {
+        c = parseCluster(doc);
+    } catch (const InputError& e) {
+        FAIL() << path << " does not load:\n" << problemsText(e);
+    }
+    EXPECT_EQ(c.name, path.stem().string());
+    EXPECT_GT(c.gpu.memoryBytes, c.gpu.reservedBytes);
+    EXPECT_FALSE(c.gpu.gemmEfficiency.empty());
+    EXPECT_EQ(loadClusterRef(c.name, "--cluster").gpu.memoryBytes, c.gpu.memoryBytes);
+}
+
+TEST_P(ClusterFile, EverySourcePointerResolves) {
+    const nlohmann::json doc = readJsonFile(GetParam().string());
+    ASSERT_TRUE(doc.contains("sources") && doc["sources"].is_object()) << "a cluster file must cite its figures";
+    for (auto it = doc["sources"].begin(); it != doc["sources"].end(); ++it) {
+        SCOPED_TRACE(it.key());
+        nlohmann::json::json_pointer ptr;
+        ASSERT_NO_THROW(ptr = nlohmann::json::json_pointer(it.key())) << "not a JSON pointer";
+        EXPECT_TRUE(doc.contains(ptr)) << "points at nothing in this file";
+        ASSERT_TRUE(it.value().is_string());
+        EXPECT_FALSE(it.value().get<std::string>().empty());
+    }
+}
+
+TEST_P(ClusterFile, EveryFigureIsCited) {
+    const nlohmann::json doc = readJsonFile(GetParam().string());
+    std::vector<std::string> leaves;
+    numericLeaves(doc, "", leaves);
+    // Counts that describe the shape rather than measure hardware need no citation.
+    const std::set<std::string> exempt{"/schema_version", "/gpus_per_node", "/nodes"};
+    for (const auto& leaf : leaves) {
+        if (exempt.count(leaf) || leaf.rfind("/calibration", 0) == 0) continue;
+        bool cited = false;
+        for (auto it = doc["sources"].begin(); it != doc["sources"].end() && !cited; ++it)
+            cited = pointerCovers(it.key(), leaf);
+        EXPECT_TRUE(cited) << leaf << " has no entry in \"sources\" (nor does any parent)";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, ClusterFile, ::testing::ValuesIn(jsonFilesIn("clusters")), testName);
+
+TEST(ClusterSources, PointerCoverIsByWholeTokens) {
+    EXPECT_TRUE(pointerCovers("/gpu", "/gpu/name"));
+    EXPECT_TRUE(pointerCovers("/gpu/name", "/gpu/name"));
+    EXPECT_FALSE(pointerCovers("/gpu/name", "/gpu/name_extra"));
+    EXPECT_FALSE(pointerCovers("/network/intra_node", "/network/inter_node/efficiency"));
+}
+
+// ---------------------------------------------------------------- plans
+
+class PlanFile : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(PlanFile, LoadsAndValidates) {
+    const fs::path path = GetParam();
+    const nlohmann::json doc = readJsonFile(path.string());
+    Scenario s;
+    try {
+        s = loadScenarioFile(path);
+        finishScenario(s);
+    } catch (const InputError& e) {
+        FAIL() << path << " is not a valid scenario:\n" << problemsText(e);
+    }
+    EXPECT_EQ(s.name, path.stem().string());
+    EXPECT_FALSE(s.description.empty());
+    if (doc.contains("model") && doc["model"].is_string()) {
+        EXPECT_EQ(s.model.name, doc["model"].get<std::string>());
+    }
+    if (doc.contains("cluster") && doc["cluster"].is_string()) {
+        EXPECT_EQ(s.cluster.name, doc["cluster"].get<std::string>());
+    }
+    if (doc.contains("nodes")) {
+        EXPECT_EQ(s.cluster.nodes, doc["nodes"].get<int>());
+    }
+    EXPECT_EQ(s.plan.worldSize(), s.cluster.totalGpus());
+    const auto names = presetNames("plans");
+    EXPECT_NE(std::find(names.begin(), names.end(), s.name), names.end());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, PlanFile, ::testing::ValuesIn(jsonFilesIn("plans")), testName);
+
+TEST(PlanFiles, DefaultScenarioIsTheShippedMegatronPlan) {
+    const Scenario shipped = loadScenarioFile(kScenarioDir / "plans" / "gpt3-175b-megatron.json");
+    const Scenario builtIn = defaultScenario();
+    EXPECT_EQ(builtIn.model.name, shipped.model.name);
+    EXPECT_EQ(builtIn.cluster.name, shipped.cluster.name);
+    EXPECT_EQ(builtIn.cluster.nodes, shipped.cluster.nodes);
+    EXPECT_EQ(planToJson(builtIn.plan), planToJson(shipped.plan));
+}
+
+// ---------------------------------------------------------------- parameter counts
+
+struct ParameterSpot {
+    const char* model;
+    int64_t expected;
+    double relativeTolerance; // 0 = exact
+};
+
+class PresetParameters : public ::testing::TestWithParam<ParameterSpot> {};
+
+TEST_P(PresetParameters, MatchPublishedCounts) {
+    const auto& spot = GetParam();
+    const ModelConfig m = parseModel(readJsonFile((kScenarioDir / "models" / (std::string(spot.model) + ".json")).string()));
+    const int64_t total = countParameters(m).total(m.layers);
+    if (spot.relativeTolerance == 0.0) {
+        EXPECT_EQ(total, spot.expected);
+    } else {
+        EXPECT_NEAR(static_cast<double>(total), static_cast<double>(spot.expected),
+                    spot.relativeTolerance * static_cast<double>(spot.expected));
+    }
+}
+
+// Exact counts of the released checkpoints (tied GPT-2 embeddings with 1024 learned positions; Mixtral
+// including its routers); GPT-3 175B as the ~174.6B implied by Brown et al. 2020 Table 2.1.
+INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
+                         ::testing::Values(ParameterSpot{"gpt2-124m", 124'439'808, 0.0},
+                                           ParameterSpot{"llama2-7b", 6'738'415'616, 0.0},
+                                           ParameterSpot{"llama3-8b", 8'030'261'248, 0.0},
+                                           ParameterSpot{"llama3-70b", 70'553'706'496, 0.0},
+                                           ParameterSpot{"mixtral-8x7b", 46'702'792'704, 0.0},
+                                           ParameterSpot{"gpt3-175b", 174'600'000'000, 0.005}),
+                         [](const ::testing::TestParamInfo<ParameterSpot>& param) {
+                             std::string n = param.param.model;
+                             std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+                             return n;
+                         });
+
+// ---------------------------------------------------------------- schemas
+
+nlohmann::json schema(const std::string& name) {
+    return readJsonFile((kScenarioDir / "schema" / (name + ".schema.json")).string());
+}
+
+// Every key the writer emits in `written` is a property of `schemaObject` (the schema may describe more:
+// optional keys the writer leaves out when they hold their default).
+void expectKeysDescribed(const nlohmann::json& schemaObject, const nlohmann::json& written, const std::string& where) {
+    ASSERT_TRUE(schemaObject.contains("properties")) << where << " has no properties in the schema";
+    const auto& props = schemaObject["properties"];
+    EXPECT_EQ(schemaObject.value("additionalProperties", true), false) << where << " must reject unknown keys";
+    for (auto it = written.begin(); it != written.end(); ++it)
+        EXPECT_TRUE(props.contains(it.key())) << where << ": the writer emits \"" << it.key()
+                                              << "\" but the schema does not describe it";
+}
+
+TEST(Schemas, AllParseAsDraft2020_12) {
+    for (const auto& path : jsonFilesIn("schema")) {
+        SCOPED_TRACE(path.string());
+        nlohmann::json s;
+        ASSERT_NO_THROW(s = readJsonFile(path.string()));
+        EXPECT_EQ(s.value("$schema", ""), "https://json-schema.org/draft/2020-12/schema");
+        EXPECT_EQ(s.value("type", ""), "object");
+        EXPECT_TRUE(s.contains("properties"));
+    }
+}
+
+TEST(Schemas, ModelSchemaDescribesModelToJson) {
+    // A model that makes the writer emit every optional key: head_dim != hidden / heads, moe, sources.
+    ModelConfig m = parseModel(readJsonFile((kScenarioDir / "models" / "tiny-moe.json").string()));
+    m.headDim = 32;
+    const nlohmann::json written = modelToJson(m);
+    ASSERT_TRUE(written.contains("head_dim") && written.contains("moe") && written.contains("sources"));
+    const nlohmann::json s = schema("model");
+    expectKeysDescribed(s, written, "model");
+    expectKeysDescribed(s["properties"]["moe"], written["moe"], "model/moe");
+    // Round trip: what the writer emits loads again.
+    EXPECT_NO_THROW(parseModel(written));
+}
+
+TEST(Schemas, ClusterSchemaDescribesClusterToJson) {
+    const ClusterConfig c = parseCluster(readJsonFile((kScenarioDir / "clusters" / "dgx-a100-80g.json").string()));
+    const nlohmann::json written = clusterToJson(c);
+    const nlohmann::json s = schema("cluster");
+    expectKeysDescribed(s, written, "cluster");
+    expectKeysDescribed(s["properties"]["gpu"], written["gpu"], "cluster/gpu");
+    expectKeysDescribed(s["properties"]["network"], written["network"], "cluster/network");
+    for (const char* tier : {"intra_node", "inter_node"})
+        expectKeysDescribed(s["properties"]["network"]["properties"][tier], written["network"][tier],
+                            std::string("cluster/network/") + tier);
+    EXPECT_NO_THROW(parseCluster(written));
+}
+
+TEST(Schemas, PlanSchemaDescribesPlanToJson) {
+    const nlohmann::json s = schema("plan");
+    expectKeysDescribed(s, planToJson(Plan{}), "plan");
+    expectKeysDescribed(s, planToJson(defaultScenario().plan), "plan (default scenario)");
+}
+
+TEST(Schemas, ScenarioSchemaDescribesScenarioToJson) {
+    const nlohmann::json s = schema("scenario");
+    expectKeysDescribed(s, scenarioToJson(defaultScenario()), "scenario");
+    for (const char* required : {"schema_version", "model", "cluster"})
+        EXPECT_NE(std::find(s["required"].begin(), s["required"].end(), required), s["required"].end()) << required;
+}
+
+} // namespace
+} // namespace tessel

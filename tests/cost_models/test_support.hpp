@@ -1,0 +1,57 @@
+// Shared helpers for cost-model tests: small hand-made models and clusters, preset loading.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/cost/scenario.hpp"
+
+namespace tessel::test {
+
+// A GPT-style model matching the assumptions of Megatron-LM's theoretical memory formula: MHA, GELU,
+// ffn = 4h, LayerNorm, dropout masks, no linear biases, no learned positions (so the parameter count is
+// exactly the formula's).
+inline ModelConfig megatronStyleModel(int layers, int64_t hidden, int heads, int64_t vocab, int64_t seq) {
+    ModelConfig m;
+    m.name = "megatron-style";
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kvHeads = heads;
+    m.headDim = hidden / heads;
+    m.ffnHidden = 4 * hidden;
+    m.vocab = vocab;
+    m.seqLen = seq;
+    m.activation = Activation::Gelu;
+    m.norm = NormKind::LayerNorm;
+    m.position = PositionEmbedding::Rope;
+    m.tiedEmbeddings = true;
+    m.linearBias = false;
+    m.dropout = 0.1;
+    return m;
+}
+
+// A cluster with round numbers: 80 GiB GPUs, 1e15 FLOP/s bf16, 2e12 B/s HBM, perfect efficiency.
+inline ClusterConfig roundCluster(int gpusPerNode, int nodes) {
+    ClusterConfig c;
+    c.name = "round";
+    c.gpusPerNode = gpusPerNode;
+    c.nodes = nodes;
+    c.gpu.name = "round-gpu";
+    c.gpu.memoryBytes = int64_t{80} << 30;
+    c.gpu.reservedBytes = int64_t{1} << 30;
+    c.gpu.hbmBytesPerSecond = 2e12;
+    c.gpu.memoryEfficiency = 1.0;
+    c.gpu.kernelOverheadSeconds = 0.0;
+    c.gpu.peakFlopsPerSecond = {{Dtype::Bf16, 1e15}, {Dtype::Fp16, 1e15}, {Dtype::Fp32, 1e14}, {Dtype::Fp64, 5e13}};
+    c.intraNode = {"nvlink", 4e11, 2e-6, 1.0, {}};
+    c.interNode = {"ib", 5e10, 5e-6, 1.0, {}};
+    return c;
+}
+
+inline ModelConfig preset(const std::string& name) { return loadModelRef(name, "test"); }
+inline ClusterConfig clusterPreset(const std::string& name) { return loadClusterRef(name, "test"); }
+
+inline double relDiff(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), std::abs(b)); }
+
+} // namespace tessel::test

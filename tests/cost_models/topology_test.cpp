@@ -1,0 +1,368 @@
+// Tests of the rank layout by rank_order, process-group membership and placement of groups on nodes.
+#include "tessel/cost/topology.hpp"
+
+#include <algorithm>
+#include <array>
+#include <gtest/gtest.h>
+#include <map>
+#include <numeric>
+#include <set>
+#include <vector>
+
+namespace tessel {
+namespace {
+
+Plan makePlan(int tp, int pp, int dp, int cp = 1, int ep = 1,
+              std::array<ParallelDim, 5> order = {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep,
+                                                  ParallelDim::Dp, ParallelDim::Pp}) {
+    Plan p;
+    p.tp = tp;
+    p.pp = pp;
+    p.dp = dp;
+    p.cp = cp;
+    p.ep = ep;
+    p.rankOrder = order;
+    return p;
+}
+
+ClusterConfig makeCluster(int gpusPerNode, int nodes) {
+    ClusterConfig c;
+    c.name = "test";
+    c.gpusPerNode = gpusPerNode;
+    c.nodes = nodes;
+    c.intraNode.name = "nvlink";
+    c.intraNode.bandwidthBytesPerSecond = 150e9;
+    c.interNode.name = "infiniband";
+    c.interNode.bandwidthBytesPerSecond = 25e9;
+    return c;
+}
+
+std::vector<int> iota(int first, int count, int step = 1) {
+    std::vector<int> v;
+    for (int i = 0; i < count; ++i)
+        v.push_back(first + i * step);
+    return v;
+}
+
+const std::vector<GroupKind> kAllKinds{GroupKind::Tp, GroupKind::Cp,       GroupKind::Ep,
+                                       GroupKind::Dp, GroupKind::ExpertDp, GroupKind::DpCp,
+                                       GroupKind::Pp, GroupKind::PpPair};
+
+int expectedGroupSize(const Plan& p, GroupKind kind) {
+    switch (kind) {
+    case GroupKind::Tp:
+        return p.tp;
+    case GroupKind::Cp:
+        return p.cp;
+    case GroupKind::Ep:
+        return p.ep;
+    case GroupKind::Dp:
+        return p.dp;
+    case GroupKind::ExpertDp:
+        return p.dp / p.ep;
+    case GroupKind::DpCp:
+        return p.dp * p.cp;
+    case GroupKind::Pp:
+        return p.pp;
+    case GroupKind::PpPair:
+        return 2;
+    }
+    return 0;
+}
+
+// All 120 orders of the five dims.
+std::vector<std::array<ParallelDim, 5>> allOrders() {
+    std::array<ParallelDim, 5> order{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp,
+                                     ParallelDim::Pp};
+    std::sort(order.begin(), order.end());
+    std::vector<std::array<ParallelDim, 5>> out;
+    do
+        out.push_back(order);
+    while (std::next_permutation(order.begin(), order.end()));
+    return out;
+}
+
+// A grid of small plans (ep divides dp) to run the property tests over.
+std::vector<Plan> planGrid() {
+    std::vector<Plan> plans;
+    for (int tp : {1, 2, 4})
+        for (int cp : {1, 2})
+            for (int ep : {1, 2})
+                for (int dp : {2, 4})
+                    for (int pp : {1, 3})
+                        plans.push_back(makePlan(tp, pp, dp, cp, ep));
+    return plans;
+}
+
+TEST(Topology, GroupKindNames) {
+    const std::vector<std::string> names{"tp", "cp", "ep", "dp", "expert_dp", "dp_cp", "pp", "pp_pair"};
+    ASSERT_EQ(kAllKinds.size(), names.size());
+    for (size_t i = 0; i < names.size(); ++i)
+        EXPECT_EQ(toString(kAllKinds[i]), names[i]);
+}
+
+// tp=8, pp=8, dp=16 on 8-GPU nodes with the default order tp-cp-ep-dp-pp: strides tp 1, dp 8, pp 128.
+TEST(Topology, DefaultOrderCoordinatesByHand) {
+    const Plan p = makePlan(8, 8, 16);
+    const RankCoords c = rankCoords(p, 3 + 8 * 5 + 128 * 2);
+    EXPECT_EQ(c.tp, 3);
+    EXPECT_EQ(c.edp, 5);
+    EXPECT_EQ(c.ep, 0);
+    EXPECT_EQ(c.cp, 0);
+    EXPECT_EQ(c.pp, 2);
+    EXPECT_EQ(c.dpIndex(p), 5);
+    EXPECT_EQ(rankOf(p, c), 3 + 8 * 5 + 128 * 2);
+}
+
+TEST(Topology, DefaultOrderTpGroupIsOneNode) {
+    const Plan p = makePlan(8, 8, 16);
+    const ClusterConfig cluster = makeCluster(8, 128);
+    EXPECT_EQ(groupRanks(p, GroupKind::Tp, 0), iota(0, 8));
+    EXPECT_EQ(groupRanks(p, GroupKind::Tp, 13), iota(8, 8));
+    EXPECT_EQ(groupRanks(p, GroupKind::Tp, 1023), iota(1016, 8));
+    const GroupPlacement tp = placeGroup(p, cluster, GroupKind::Tp);
+    EXPECT_EQ(tp.size, 8);
+    EXPECT_EQ(tp.nodes, 1);
+    EXPECT_EQ(tp.ranksPerNode, 8);
+    EXPECT_FALSE(tp.spansNodes());
+}
+
+TEST(Topology, DefaultOrderDpGroupSpansSixteenNodes) {
+    const Plan p = makePlan(8, 8, 16);
+    const ClusterConfig cluster = makeCluster(8, 128);
+    EXPECT_EQ(groupRanks(p, GroupKind::Dp, 0), iota(0, 16, 8));     // {0, 8, ..., 120}
+    EXPECT_EQ(groupRanks(p, GroupKind::Dp, 130), iota(130, 16, 8)); // tp 2, stage 1
+    const GroupPlacement dp = placeGroup(p, cluster, GroupKind::Dp);
+    EXPECT_EQ(dp.size, 16);
+    EXPECT_EQ(dp.nodes, 16);
+    EXPECT_EQ(dp.ranksPerNode, 1);
+    EXPECT_TRUE(dp.spansNodes());
+}
+
+TEST(Topology, DefaultOrderPpGroupStridesOverStages) {
+    const Plan p = makePlan(8, 8, 16);
+    const ClusterConfig cluster = makeCluster(8, 128);
+    EXPECT_EQ(groupRanks(p, GroupKind::Pp, 0), iota(0, 8, 128)); // {0, 128, ..., 896}
+    EXPECT_EQ(groupRanks(p, GroupKind::Pp, 300), iota(300 % 128, 8, 128));
+    const GroupPlacement pp = placeGroup(p, cluster, GroupKind::Pp);
+    EXPECT_EQ(pp.size, 8);
+    EXPECT_EQ(pp.nodes, 8);
+    EXPECT_EQ(pp.ranksPerNode, 1);
+}
+
+TEST(Topology, DpFirstOrderMakesDpIntraNode) {
+    const std::array<ParallelDim, 5> dpFirst{ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp,
+                                             ParallelDim::Ep, ParallelDim::Pp};
+    const ClusterConfig cluster = makeCluster(8, 64);
+    const Plan p = makePlan(8, 8, 8, 1, 1, dpFirst);
+    EXPECT_EQ(groupRanks(p, GroupKind::Dp, 0), iota(0, 8));
+    EXPECT_EQ(groupRanks(p, GroupKind::Tp, 0), iota(0, 8, 8));
+    const GroupPlacement dp = placeGroup(p, cluster, GroupKind::Dp);
+    EXPECT_EQ(dp.nodes, 1);
+    EXPECT_EQ(dp.ranksPerNode, 8);
+    const GroupPlacement tp = placeGroup(p, cluster, GroupKind::Tp);
+    EXPECT_EQ(tp.nodes, 8);
+    EXPECT_EQ(tp.ranksPerNode, 1);
+
+    // dp=16 no longer fits a node: two full nodes of 8.
+    const Plan p16 = makePlan(8, 8, 16, 1, 1, dpFirst);
+    const GroupPlacement dp16 = placeGroup(p16, makeCluster(8, 128), GroupKind::Dp);
+    EXPECT_EQ(groupRanks(p16, GroupKind::Dp, 0), iota(0, 16));
+    EXPECT_EQ(dp16.nodes, 2);
+    EXPECT_EQ(dp16.ranksPerNode, 8);
+}
+
+// EP is carved out of DP: with tp=1, dp=8, ep=4 the dense DP group is ep x dp/ep = 8 ranks.
+TEST(Topology, ExpertParallelCarvedOutOfDataParallel) {
+    const Plan p = makePlan(1, 1, 8, 1, 4);
+    EXPECT_EQ(groupRanks(p, GroupKind::Ep, 0), iota(0, 4));
+    EXPECT_EQ(groupRanks(p, GroupKind::Ep, 5), iota(4, 4));
+    EXPECT_EQ(groupRanks(p, GroupKind::ExpertDp, 0), (std::vector<int>{0, 4}));
+    EXPECT_EQ(groupRanks(p, GroupKind::ExpertDp, 6), (std::vector<int>{2, 6}));
+    EXPECT_EQ(groupRanks(p, GroupKind::Dp, 3), iota(0, 8));
+    const RankCoords c = rankCoords(p, 6);
+    EXPECT_EQ(c.ep, 2);
+    EXPECT_EQ(c.edp, 1);
+    EXPECT_EQ(c.dpIndex(p), 6);
+}
+
+// Position i of a Dp group is the rank with dpIndex i, whatever the rank order.
+TEST(Topology, DpGroupOrderedByDpIndex) {
+    const std::array<ParallelDim, 5> order{ParallelDim::Dp, ParallelDim::Pp, ParallelDim::Tp, ParallelDim::Ep,
+                                           ParallelDim::Cp};
+    const Plan p = makePlan(2, 2, 6, 2, 3, order);
+    for (int r = 0; r < p.worldSize(); ++r) {
+        const std::vector<int> group = groupRanks(p, GroupKind::Dp, r);
+        ASSERT_EQ(group.size(), 6u);
+        for (size_t i = 0; i < group.size(); ++i)
+            EXPECT_EQ(rankCoords(p, group[i]).dpIndex(p), static_cast<int>(i));
+    }
+}
+
+TEST(Topology, DpCpGroupCoversDpTimesCp) {
+    const Plan p = makePlan(2, 1, 4, 2, 2);
+    // Default order: tp stride 1, cp stride 2, ep stride 4, edp stride 8; tp=0 ranks are the even ones.
+    EXPECT_EQ(groupRanks(p, GroupKind::DpCp, 0), iota(0, 8, 2));
+    EXPECT_EQ(groupRanks(p, GroupKind::Cp, 0), (std::vector<int>{0, 2}));
+    EXPECT_EQ(groupRanks(p, GroupKind::Dp, 0), (std::vector<int>{0, 4, 8, 12}));
+}
+
+TEST(Topology, PpPairIsNextStageAndEmptyOnLastStage) {
+    const Plan p = makePlan(8, 4, 2);
+    EXPECT_EQ(groupRanks(p, GroupKind::PpPair, 3), (std::vector<int>{3, 19}));
+    EXPECT_EQ(groupRanks(p, GroupKind::PpPair, 19), (std::vector<int>{19, 35}));
+    EXPECT_TRUE(groupRanks(p, GroupKind::PpPair, 48 + 3).empty());
+    const GroupPlacement pair = placeGroup(p, makeCluster(8, 8), GroupKind::PpPair);
+    EXPECT_EQ(pair.size, 2);
+    EXPECT_EQ(pair.nodes, 2);
+    EXPECT_EQ(pair.ranksPerNode, 1);
+
+    // pp first in the order: the pair is two adjacent ranks on one node.
+    const Plan ppFirst = makePlan(
+        8, 4, 2, 1, 1, {ParallelDim::Pp, ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp});
+    const GroupPlacement near = placeGroup(ppFirst, makeCluster(8, 8), GroupKind::PpPair);
+    EXPECT_EQ(near.size, 2);
+    EXPECT_EQ(near.nodes, 1);
+    EXPECT_EQ(near.ranksPerNode, 2);
+}
+
+TEST(Topology, PpPairWithOneStageHasNoPair) {
+    const Plan p = makePlan(4, 1, 2);
+    EXPECT_TRUE(groupRanks(p, GroupKind::PpPair, 0).empty());
+    const GroupPlacement none = placeGroup(p, makeCluster(8, 1), GroupKind::PpPair);
+    EXPECT_EQ(none.size, 1);
+    EXPECT_FALSE(none.spansNodes());
+}
+
+TEST(Topology, PlaceRanksCountsNodesAndBusiestNode) {
+    const GroupPlacement g = placeRanks({0, 1, 9, 17, 23, 22}, 8);
+    EXPECT_EQ(g.size, 6);
+    EXPECT_EQ(g.nodes, 3);
+    EXPECT_EQ(g.ranksPerNode, 3); // node 2 holds 17, 22, 23
+    const GroupPlacement empty = placeRanks({}, 8);
+    EXPECT_EQ(empty.size, 0);
+    EXPECT_EQ(empty.nodes, 0);
+    EXPECT_THROW(placeRanks({0}, 0), InputError);
+}
+
+// Groups that straddle node boundaries unevenly: the worst one (most nodes, then fewest per node) wins.
+TEST(Topology, PlaceGroupTakesWorstGroup) {
+    // 6 GPUs per node, tp=4: {0-3} on node 0; {4,5 | 6,7} on two nodes; {8-11} on node 1.
+    const GroupPlacement six = placeGroup(makePlan(4, 1, 3), makeCluster(6, 2), GroupKind::Tp);
+    EXPECT_EQ(six.size, 4);
+    EXPECT_EQ(six.nodes, 2);
+    EXPECT_EQ(six.ranksPerNode, 2);
+    // 3 GPUs per node: {0,1,2|3}, {4,5|6,7}, {8|9,10,11}: all span 2 nodes; the 2+2 split is the worst.
+    const GroupPlacement three = placeGroup(makePlan(4, 1, 3), makeCluster(3, 4), GroupKind::Tp);
+    EXPECT_EQ(three.nodes, 2);
+    EXPECT_EQ(three.ranksPerNode, 2);
+    // tp=5 on 3-GPU nodes: {0,1,2|3,4}, {5|6,7,8|9}, {10,11|12,13,14}: the middle group spans 3 nodes.
+    const GroupPlacement five = placeGroup(makePlan(5, 1, 3), makeCluster(3, 5), GroupKind::Tp);
+    EXPECT_EQ(five.size, 5);
+    EXPECT_EQ(five.nodes, 3);
+    EXPECT_EQ(five.ranksPerNode, 3);
+}
+
+TEST(Topology, RankCoordsRoundTripOverGridAndAllOrders) {
+    const auto orders = allOrders();
+    ASSERT_EQ(orders.size(), 120u);
+    for (Plan p : planGrid()) {
+        for (const auto& order : orders) {
+            p.rankOrder = order;
+            std::set<std::array<int, 5>> seen;
+            for (int r = 0; r < p.worldSize(); ++r) {
+                const RankCoords c = rankCoords(p, r);
+                ASSERT_EQ(rankOf(p, c), r) << p.tp << p.pp << p.dp << p.cp << p.ep;
+                EXPECT_TRUE(c.tp >= 0 && c.tp < p.tp && c.cp >= 0 && c.cp < p.cp && c.ep >= 0 &&
+                            c.ep < p.ep && c.edp >= 0 && c.edp < p.dp / p.ep && c.pp >= 0 && c.pp < p.pp);
+                seen.insert({c.tp, c.cp, c.ep, c.edp, c.pp});
+            }
+            EXPECT_EQ(static_cast<int>(seen.size()), p.worldSize()); // a bijection
+        }
+    }
+}
+
+// Every kind (but PpPair) partitions the world; members agree on every coordinate the kind does not vary.
+TEST(Topology, GroupsPartitionTheWorld) {
+    const auto orders = allOrders();
+    for (Plan p : planGrid()) {
+        for (size_t o = 0; o < orders.size(); o += 7) { // a spread of orders keeps the test quick
+            p.rankOrder = orders[o];
+            for (GroupKind kind : kAllKinds) {
+                if (kind == GroupKind::PpPair) continue;
+                std::vector<int> timesSeen(static_cast<size_t>(p.worldSize()), 0);
+                std::set<std::vector<int>> groups;
+                for (int r = 0; r < p.worldSize(); ++r) {
+                    const std::vector<int> g = groupRanks(p, kind, r);
+                    ASSERT_EQ(static_cast<int>(g.size()), expectedGroupSize(p, kind)) << toString(kind);
+                    EXPECT_NE(std::find(g.begin(), g.end(), r), g.end()) << toString(kind);
+                    // Every member names the same group.
+                    for (int m : g)
+                        EXPECT_EQ(groupRanks(p, kind, m), g) << toString(kind);
+                    groups.insert(g);
+                }
+                for (const auto& g : groups)
+                    for (int m : g)
+                        timesSeen[static_cast<size_t>(m)] += 1;
+                for (int t : timesSeen)
+                    EXPECT_EQ(t, 1) << toString(kind);
+                EXPECT_EQ(static_cast<int>(groups.size()) * expectedGroupSize(p, kind), p.worldSize());
+            }
+        }
+    }
+}
+
+TEST(Topology, GroupMembersDifferOnlyInVariedDims) {
+    const Plan p = makePlan(
+        2, 3, 4, 2, 2, {ParallelDim::Cp, ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Pp, ParallelDim::Ep});
+    for (int r = 0; r < p.worldSize(); ++r) {
+        const RankCoords c = rankCoords(p, r);
+        for (int m : groupRanks(p, GroupKind::Tp, r)) {
+            const RankCoords d = rankCoords(p, m);
+            EXPECT_TRUE(d.cp == c.cp && d.ep == c.ep && d.edp == c.edp && d.pp == c.pp);
+        }
+        for (int m : groupRanks(p, GroupKind::Dp, r)) {
+            const RankCoords d = rankCoords(p, m);
+            EXPECT_TRUE(d.tp == c.tp && d.cp == c.cp && d.pp == c.pp);
+        }
+        for (int m : groupRanks(p, GroupKind::ExpertDp, r)) {
+            const RankCoords d = rankCoords(p, m);
+            EXPECT_TRUE(d.tp == c.tp && d.cp == c.cp && d.ep == c.ep && d.pp == c.pp);
+        }
+        for (int m : groupRanks(p, GroupKind::DpCp, r)) {
+            const RankCoords d = rankCoords(p, m);
+            EXPECT_TRUE(d.tp == c.tp && d.pp == c.pp);
+        }
+    }
+}
+
+// A 8192-rank world: placeGroup visits each group once, so every kind is placed quickly.
+TEST(Topology, PlaceGroupOnLargeWorld) {
+    const Plan p = makePlan(8, 16, 64, 1, 8);
+    const ClusterConfig cluster = makeCluster(8, 1024);
+    ASSERT_EQ(p.worldSize(), 8192);
+    EXPECT_EQ(placeGroup(p, cluster, GroupKind::Tp).nodes, 1);
+    const GroupPlacement dp = placeGroup(p, cluster, GroupKind::Dp);
+    EXPECT_EQ(dp.size, 64);
+    EXPECT_EQ(dp.nodes, 64);
+    EXPECT_EQ(dp.ranksPerNode, 1);
+    EXPECT_EQ(placeGroup(p, cluster, GroupKind::Ep).nodes, 8);
+    EXPECT_EQ(placeGroup(p, cluster, GroupKind::ExpertDp).size, 8);
+    EXPECT_EQ(placeGroup(p, cluster, GroupKind::Pp).nodes, 16);
+    EXPECT_EQ(placeGroup(p, cluster, GroupKind::PpPair).nodes, 2);
+    EXPECT_EQ(placeGroup(p, cluster, GroupKind::DpCp).size, 64);
+}
+
+TEST(Topology, BadRanksAndLayoutsThrow) {
+    const Plan p = makePlan(2, 2, 2);
+    EXPECT_THROW(rankCoords(p, -1), InputError);
+    EXPECT_THROW(rankCoords(p, 8), InputError);
+    RankCoords c;
+    c.tp = 2;
+    EXPECT_THROW(rankOf(p, c), InputError);
+    EXPECT_THROW(rankCoords(makePlan(1, 1, 6, 1, 4), 0), InputError); // ep does not divide dp
+    EXPECT_THROW(rankCoords(makePlan(0, 1, 1), 0), InputError);
+}
+
+} // namespace
+} // namespace tessel
