@@ -9,5 +9,8 @@ namespace tessel::cli {
 
 // Registers `predict` on `app`; the returned function runs it after parsing.
 std::function<int()> addPredictCommand(CLI::App& app);
+std::function<int()> addTraceCommand(CLI::App& app);
+// Registers `export` (plan -> Megatron-LM / DeepSpeed / torchtitan launch settings).
+std::function<int()> addExportCommand(CLI::App& app);
 
 } // namespace tessel::cli

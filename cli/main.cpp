@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "tessel 0.1.0");
     std::vector<std::function<int()>> commands;
     commands.push_back(tessel::cli::addPredictCommand(app));
+    commands.push_back(tessel::cli::addTraceCommand(app));
+    commands.push_back(tessel::cli::addExportCommand(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

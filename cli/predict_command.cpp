@@ -4,6 +4,8 @@
 #include "table.hpp"
 
 #include "tessel/cost/report.hpp"
+#include "tessel/sim/report.hpp"
+#include "tessel/sim/simulate.hpp"
 
 #include <iostream>
 #include <memory>
@@ -11,13 +13,13 @@
 namespace tessel::cli {
 
 namespace {
-void printHuman(const Scenario& s, const CostPrediction& p, std::ostream& out) {
+void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimulation& simulation, std::ostream& out) {
     const auto& m = s.model;
     const auto& c = s.cluster;
     const auto& pl = s.plan;
     out << "tessel predict: " << (s.name.empty() ? "scenario" : s.name) << "\n";
-    out << "  model    " << m.name << ": " << human(static_cast<double>(p.parameters)) << " parameters"
-        << (m.moe ? " (" + human(static_cast<double>(p.activeParameters)) + " active)" : std::string())
+    out << "  model    " << m.name << ": " << fixed(static_cast<double>(p.parameters) / 1e9, 2) << " B parameters"
+        << (m.moe ? " (" + fixed(static_cast<double>(p.activeParameters) / 1e9, 2) + " B active)" : std::string())
         << ", " << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads / " << m.kvHeads
         << " kv, ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen << "\n";
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
@@ -78,7 +80,24 @@ void printHuman(const Scenario& s, const CostPrediction& p, std::ostream& out) {
         out << "  (none: a single rank)\n";
     else out << comm.render();
     out << "  per-layer collectives repeat for every layer and micro-batch; pipeline sends per micro-batch and "
-           "stage boundary\n";
+           "stage boundary\n\n";
+
+    const auto& mt = simulation.metrics;
+    out << "Step time (simulated schedule: " << simulation.schedule.actionCount() << " actions on "
+        << pl.pp << " stage" << (pl.pp == 1 ? "" : "s") << ")\n";
+    out << "  step " << fixed(mt.stepSeconds, 3) << " s, " << human(mt.tokensPerSecond) << " tokens/s, MFU "
+        << fixed(100.0 * mt.mfu, 1) << "%, HFU " << fixed(100.0 * mt.hfu, 1) << "%, bubble "
+        << fixed(100.0 * mt.bubbleFraction, 1) << "% (mean over stages)\n";
+    Table br({"stage", "compute", "TP", "CP", "EP", "PP", "DP", "optimizer", "bubble", "step s"});
+    auto pct = [&](double v) { return fixed(100.0 * v / mt.stepSeconds, 1) + "%"; };
+    for (size_t st = 0; st < simulation.timeline.perStage.size(); ++st) {
+        const auto& b = simulation.timeline.perStage[st];
+        br.addRow({std::to_string(st) + (static_cast<int>(st) == mt.bottleneckStage ? "*" : ""), pct(b.computeSeconds),
+                   pct(b.tpSeconds), pct(b.cpSeconds), pct(b.epSeconds), pct(b.ppSeconds), pct(b.dpSeconds),
+                   pct(b.optimizerSeconds), pct(b.bubbleSeconds), fixed(b.total(), 3)});
+    }
+    out << br.render();
+    out << "  * bottleneck stage (most compute); TP/CP/EP/PP/DP are exposed (not overlapped) communication\n";
 }
 } // namespace
 
@@ -92,8 +111,14 @@ std::function<int()> addPredictCommand(CLI::App& app) {
         if (!cmd->parsed()) return -1;
         Scenario s = flags->resolve();
         CostPrediction p = predictCosts(s);
-        if (*json) std::cout << predictionToJson(s, p).dump(2) << "\n";
-        else printHuman(s, p, std::cout);
+        const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
+        if (*json) {
+            nlohmann::json j = predictionToJson(s, p);
+            j["time"] = sim::timeToJson(simulation.metrics, simulation.timeline);
+            std::cout << j.dump(2) << "\n";
+        } else {
+            printHuman(s, p, simulation, std::cout);
+        }
         return 0;
     };
 }

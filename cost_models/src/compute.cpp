@@ -59,9 +59,8 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
         const bool redo = recompute == Recompute::Full ||
                           (recompute == Recompute::Selective && op.opClass == OpClass::Attention);
         if (redo) {
-            OpCost again = op;
-            again.modelFlops = 0.0; // recompute is hardware work, not model work
-            b.recompute.add(again);
+            b.recompute.add(op);
+            b.recompute.modelFlops -= op.modelFlops; // recompute is hardware work, not model work
         }
     }
     // GEMM backward model FLOPs were added once for dX and once for dW: 2 x forward in total.
@@ -162,7 +161,10 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
     back.bytes = 3.0 * e * d(s.tokens) * d(s.hidden);
     back.seconds = opSeconds(back, cluster, recipe.computeDtype);
     b.backwardWeight.add(back);
-    if (plan.recompute == Recompute::Full) b.recompute.add(op);
+    if (plan.recompute == Recompute::Full) {
+        b.recompute.add(op);
+        b.recompute.modelFlops -= op.modelFlops;
+    }
     return b;
 }
 

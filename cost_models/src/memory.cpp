@@ -49,23 +49,41 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
 double shardDivisor(bool sharded, double shards) { return sharded ? shards : 1.0; }
 } // namespace
 
-StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage) {
-    StageParameters sp;
-    const int layers = model.layers / plan.pp;
+StageParameters layerParameters(const ModelConfig& model, const Plan& plan) {
     const LayerParamsLocal layer = layerParamsLocal(model, plan);
+    StageParameters sp;
+    sp.dense = layer.dense;
+    sp.expert = layer.expert;
+    sp.largestLayer = layer.dense + layer.expert;
+    return sp;
+}
+
+double embeddingParameters(const ModelConfig& model, const Plan& plan) {
+    double emb = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp; // vocab-parallel word embedding
+    if (model.position == PositionEmbedding::Learned) emb += d(model.seqLen) * d(model.hidden);
+    return emb;
+}
+
+double headParameters(const ModelConfig& model, const Plan& plan) {
+    double head = normParams(model);
+    if (!model.tiedEmbeddings || plan.pp > 1) head += d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp;
+    return head;
+}
+
+StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage) {
+    const int layers = model.layers / plan.pp;
+    const StageParameters layer = layerParameters(model, plan);
+    StageParameters sp;
     sp.dense = layers * layer.dense;
     sp.expert = layers * layer.expert;
-    sp.largestLayer = layer.dense + layer.expert;
-    const double wordEmbedding = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp; // vocab-parallel
+    sp.largestLayer = layer.largestLayer;
     if (stage == 0) {
-        double emb = wordEmbedding;
-        if (model.position == PositionEmbedding::Learned) emb += d(model.seqLen) * d(model.hidden);
+        const double emb = embeddingParameters(model, plan);
         sp.dense += emb;
         sp.largestLayer = std::max(sp.largestLayer, emb);
     }
     if (stage == plan.pp - 1) {
-        double head = normParams(model);
-        if (!model.tiedEmbeddings || plan.pp > 1) head += wordEmbedding;
+        const double head = headParameters(model, plan);
         sp.dense += head;
         sp.largestLayer = std::max(sp.largestLayer, head);
     }
@@ -134,7 +152,9 @@ double inFlightMicroBatches(const Plan& plan, int stage) {
         const double v = plan.vpp;
         // Megatron-LM schedules.py: num_warmup_microbatches = (p - rank - 1) * 2 + (v - 1) * p, then one
         // more enters before the first backward frees one; counted in model chunks of L/(p v) layers.
-        const double chunks = std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
+        // With m == p Megatron runs every forward first (all_warmup_microbatches).
+        const double chunks =
+            m == p ? m * v : std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
         return chunks / v;
     }
     }

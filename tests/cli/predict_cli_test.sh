@@ -29,6 +29,13 @@ assert m["fits"] is True and m["capacity_bytes"] == 85899345920
 assert m["peak_bytes"] == max(s["total_bytes"] for s in m["stages"])
 assert d["scenario"]["plan"]["tp"] == 8 and d["scenario"]["plan"]["pp"] == 8 and d["scenario"]["plan"]["dp"] == 16
 assert any(c["group"] == "tp" for c in d["communication"]["per_layer"])
+t = d["time"]
+for k in ("step_seconds", "bubble_fraction", "mfu", "hfu", "tokens_per_second", "breakdown", "stages"):
+    assert k in t, k
+assert 0 < t["mfu"] <= t["hfu"] < 1 and 0 <= t["bubble_fraction"] < 1
+b = t["breakdown"]
+assert abs(sum(b.values()) - t["step_seconds"]) < 1e-9 * t["step_seconds"]
+assert abs(t["tokens_per_second"] - 1536 * 2048 / t["step_seconds"]) < 1e-6 * t["tokens_per_second"]
 PY
 
 # 2. Flags override the scenario.
@@ -77,6 +84,23 @@ if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; th
   "$TESSEL" predict --json --model "$TESSEL_TEST_DATA/hf/llama3-8b" --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/hf.json" 2>"$tmp/err"; rc=$?
   check "hf folder exits 0" $rc
 fi
+
+# 8. trace: a Chrome trace with one process per stage; never overwrites without --force.
+"$TESSEL" trace --tp 8 --pp 4 --dp 32 -o "$tmp/trace.json" 2>/dev/null; check "trace exits 0" $?
+python3 - "$tmp/trace.json" <<'PY'; check "trace shape" $?
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+assert len({e["pid"] for e in ev}) == 4
+names = {e["name"] for e in ev}
+assert {"forward", "backward", "send_activation", "recv_activation", "optimizer_step"} <= names, names
+assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ev)
+PY
+echo keep >"$tmp/mine.json"
+"$TESSEL" trace -o "$tmp/mine.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "trace refuses to overwrite" $([ $rc -eq 2 ]; echo $?)
+check "user file kept" "$([ "$(cat "$tmp/mine.json")" = keep ]; echo $?)"
+"$TESSEL" trace -o "$tmp/mine.json" --force --check >/dev/null 2>&1; check "trace --force --check" $?
 
 echo "$passed passed, $fail failed"
 [ $fail -eq 0 ]

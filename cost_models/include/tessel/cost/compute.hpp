@@ -26,19 +26,25 @@ struct OpCost {
 };
 
 // The three compute phases the schedules use. backward = backwardInput + backwardWeight.
+// `flops` are what the kernels execute (causal flash attention at half) and set the time; `modelFlops` follow
+// the MFU convention; `hardwareFlops` are model-convention FLOPs of everything executed, recompute included
+// (HFU's numerator, Korthikanti et al. 2022 §5), so hardwareFlops >= modelFlops.
 struct PhaseCost {
     double seconds = 0.0;
     double flops = 0.0;
     double modelFlops = 0.0;
+    double hardwareFlops = 0.0;
     void add(const OpCost& op, double factor = 1.0) {
         seconds += op.seconds * factor;
         flops += op.flops * factor;
         modelFlops += op.modelFlops * factor;
+        hardwareFlops += op.modelFlops * factor;
     }
     PhaseCost& operator+=(const PhaseCost& o) {
         seconds += o.seconds;
         flops += o.flops;
         modelFlops += o.modelFlops;
+        hardwareFlops += o.hardwareFlops;
         return *this;
     }
 };

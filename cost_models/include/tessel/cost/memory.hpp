@@ -19,6 +19,12 @@ struct StageParameters {
     double total() const { return dense + expert; }
 };
 
+// Parameters one rank holds for one transformer layer (after TP/EP splits), for the word embedding (+ learned
+// positions) and for the LM head + final norm (the head counts the word embedding only when untied or pp > 1).
+StageParameters layerParameters(const ModelConfig& model, const Plan& plan);
+double embeddingParameters(const ModelConfig& model, const Plan& plan);
+double headParameters(const ModelConfig& model, const Plan& plan);
+
 // Parameters of one rank of pipeline stage `stage` (0-based) under TP/PP/EP: its layers (vpp chunks
 // included), the embedding on stage 0, the LM head and final norm on the last stage (with tied embeddings
 // and pp > 1 the last stage keeps its own copy of the word embedding, as Megatron-LM does).

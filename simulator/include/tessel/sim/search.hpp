@@ -1,0 +1,139 @@
+// Exhaustive plan search: enumerate every valid plan of a declared space, reject with counted reasons,
+// prune with an admissible lower bound, and rank the survivors by full simulation.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+
+enum class Objective { Time, Memory, TokensPerDollar };
+std::string toString(Objective o);
+// Parses "time", "memory" or "tokens_per_dollar"; nullopt otherwise.
+std::optional<Objective> parseObjective(const std::string& text);
+
+// The declared space (docs/search.md). A non-empty list is used as given (values that make a plan invalid
+// are enumerated and rejected with a reason); an empty list means every candidate value:
+//   tp, pp, cp: every divisor of the GPU count (with tp x pp x cp dividing it; dp = gpus / (tp pp cp));
+//   dp: not enumerated (it follows), a list or a fixed value filters;
+//   ep: divisors of dp for MoE models, 1 otherwise;
+//   vpp: 1 for gpipe / 1f1b / zero_bubble; for interleaved_1f1b every v in 2..maxVpp with pp x v dividing
+//        the layers (a vpp list gives 1 to the non-interleaved schedules only if it holds 1, and its values
+//        >= 2 to interleaved_1f1b);
+//   micro_batch: divisors of global_batch / dp (when dp does not divide the global batch, the one plan
+//        with micro_batch 1 stands for that shape and is rejected);
+//   ZeRO 0-3; recompute none/selective/full; SP off, and on when tp > 1; all four schedules;
+//   rank orders: of all 120 permutations of tp-cp-ep-dp-pp (or of `rankOrders`), the first of each class
+//        with the same sequence of dims of size > 1 (only those place ranks differently).
+// `fixed` pins fields by plan key (tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage) as from
+// `--fix tp=8,pp=4`; a fixed key replaces that key's list.
+struct SearchSpace {
+    int gpus = 0;
+    int globalBatch = 0;
+    std::vector<int> tp, pp, dp, cp, ep, vpp, microBatch, zeroStage;
+    std::vector<Recompute> recompute;
+    std::vector<Schedule> schedules;
+    std::vector<bool> sequenceParallel;
+    std::vector<std::array<ParallelDim, 5>> rankOrders;  // empty = every order distinct in effect
+    std::map<std::string, int> fixed;
+    int maxVpp = 8;
+    std::string precision = "megatron";
+    bool flashAttention = true;
+};
+
+struct SearchOptions {
+    int topK = 10;
+    Objective objective = Objective::Time;
+    int threads = 0;                                   // 0 = every core
+    std::function<void(double fraction)> progress;     // called from the searching thread(s), may be empty
+    const std::atomic<bool>* cancel = nullptr;         // set to true to stop early (result.cancelled)
+};
+
+struct RankedPlan {
+    Plan plan;
+    StepMetrics metrics;
+    double peakBytes = 0.0;
+    int peakStage = 0;
+    double lowerBoundSeconds = 0.0;
+    double tokensPerDollar = 0.0;                      // 0 when the cluster has no price
+    std::string why;                                   // one sentence on why it ranks where it does
+    double headroomBytes = 0.0;                        // GPU memory - peak
+};
+
+struct SearchResult {
+    std::vector<RankedPlan> top;                       // best first, by the objective, ties broken deterministically
+    uint64_t considered = 0;                           // plans enumerated
+    uint64_t feasible = 0;                             // valid and fitting in memory
+    uint64_t simulated = 0;                            // fully simulated
+    std::map<std::string, uint64_t> rejected;          // reason -> count (e.g. "tp does not divide heads", "OOM (stage 0)")
+    double wallSeconds = 0.0;
+    bool cancelled = false;
+    double pruningSeconds = 0.0;                       // enumeration + validity + memory + lower bound
+    double simulationSeconds = 0.0;                    // sorting the candidates and simulating them
+    int threads = 1;                                   // threads used
+};
+
+// Throws InputError when the space itself is wrong (gpus < 1, global batch < 1, a fixed key unknown, a
+// value out of range, GPUs that do not fill whole nodes of the cluster, an unknown or unsupported
+// precision, top < 1, objective tokens_per_dollar on a cluster without a price). When the cluster's GPU
+// count differs from space.gpus, its node count is set to gpus / gpus_per_node.
+SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
+                         const SearchOptions& options);
+
+// The admissible lower bound on the simulated step time used for pruning: never above simulatePlan's
+// stepSeconds for the same plan (tested over grids).
+double stepLowerBoundSeconds(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+
+// --- The pieces of the pruning stage, exposed for tests and benchmarks ---
+
+// The search's fast validity check: "" for a valid plan, else the category of the first problem
+// validatePlan would report (problemCategory of it). Same verdicts as validatePlan (tested).
+std::string rejectionReason(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// A short, stable category for a validatePlan problem: "tp does not divide heads", "tp does not divide
+// kv heads", "tp does not divide ffn_hidden", "tp does not divide expert ffn_hidden", "pp x vpp does not
+// divide layers", "vpp > 1 needs interleaved_1f1b", "interleaved_1f1b needs vpp >= 2", "interleaved_1f1b
+// needs pp >= 2", "world size differs from GPUs", "global batch not divisible", "interleaved needs
+// micro-batches divisible by pp", "ep needs a MoE model", "ep does not divide dp", "ep does not divide
+// experts", "cp needs seq_len divisible by 2 x cp", "sequence parallelism needs tp > 1", "seq_len / cp not
+// divisible by tp", "precision not supported", "invalid degrees".
+std::string problemCategory(const Problem& problem);
+
+// Peak memory per GPU of a valid plan by the search's fast path (only stages 0 and pp - 1 can peak):
+// equal to predictMemory's peakBytes / peakStage / fits (tested).
+struct PeakMemory {
+    double bytes = 0.0;
+    int stage = 0;
+    bool fits = true;
+};
+PeakMemory fastPeakMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+
+// The rank orders of `candidates` (empty = all 120 permutations, tp-cp-ep-dp-pp first) that are distinct in
+// effect for the plan's degrees: the first of each class with the same sequence of dims of size > 1.
+std::vector<std::array<ParallelDim, 5>> distinctRankOrders(const Plan& plan,
+                                                           const std::vector<std::array<ParallelDim, 5>>& candidates = {});
+
+// The pruning stage alone (enumeration, validity, memory, lower bound) over the whole space, on
+// options.threads threads: counts and the number of candidates that would go on to simulation.
+struct PruningResult {
+    uint64_t considered = 0;
+    uint64_t feasible = 0;
+    std::map<std::string, uint64_t> rejected;
+    double bestLowerBoundSeconds = 0.0;                // smallest bound among the feasible plans (0 if none)
+    double wallSeconds = 0.0;
+    bool cancelled = false;
+};
+PruningResult prunePlans(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
+                         const SearchOptions& options);
+
+} // namespace tessel::sim

@@ -1,0 +1,94 @@
+// Event simulation of a schedule on per-rank compute and communication streams, and the step metrics
+// (step time, bubble, exposed communication per group, MFU/HFU, tokens per second) read off the timeline.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/sim/schedule.hpp"
+
+#include <array>
+#include <vector>
+
+namespace tessel::sim {
+
+// Predicted cost of one action. For compute actions, `seconds` = computeSeconds + the blocking TP/CP/EP
+// collectives inside its layers (tpSeconds, cpSeconds, epSeconds).
+struct ActionCost {
+    double seconds = 0.0;
+    double computeSeconds = 0.0;
+    double tpSeconds = 0.0;
+    double cpSeconds = 0.0;
+    double epSeconds = 0.0;
+    double flops = 0.0;       // hardware FLOPs: model-convention FLOPs executed, recompute included
+    double modelFlops = 0.0;  // MFU convention (FORMULAS.md §3)
+};
+
+// One cost per action, parallel to Schedule::stages[s].actions.
+struct CostTable {
+    std::vector<std::vector<ActionCost>> perAction;
+};
+
+// Costs every action of `schedule` with the cost model (compute roofline, collectives, p2p).
+CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster);
+
+struct TimedAction {
+    double startSeconds = 0.0;
+    double endSeconds = 0.0;
+};
+
+// Where each rank's step goes; the parts sum to the step time.
+struct StepBreakdown {
+    double computeSeconds = 0.0;     // forward/backward math (recompute included)
+    double tpSeconds = 0.0;          // exposed (blocking) TP/SP collectives
+    double cpSeconds = 0.0;
+    double epSeconds = 0.0;
+    double ppSeconds = 0.0;          // compute idle while a pipeline transfer it waits for is in flight
+    double dpSeconds = 0.0;          // compute idle while waiting for a DP/ZeRO collective
+    double optimizerSeconds = 0.0;
+    double bubbleSeconds = 0.0;      // compute idle for any other reason (pipeline fill/drain, imbalance)
+    double total() const {
+        return computeSeconds + tpSeconds + cpSeconds + epSeconds + ppSeconds + dpSeconds + optimizerSeconds +
+               bubbleSeconds;
+    }
+};
+
+struct Timeline {
+    std::vector<std::vector<TimedAction>> perAction;  // parallel to the schedule
+    double stepSeconds = 0.0;
+    std::vector<StepBreakdown> perStage;
+};
+
+// Simulates the schedule with the given costs: every action starts when the previous action on its stream
+// has finished and its dependencies are met (a send and its receive form one transfer that needs the
+// sender's send stream and the receiver's receive stream). Throws RuntimeError naming the stuck actions
+// if the dependencies form a cycle (a schedule that would deadlock).
+Timeline simulate(const ActionSchedule& schedule, const CostTable& costs);
+
+struct StepMetrics {
+    double stepSeconds = 0.0;
+    double bubbleFraction = 0.0;            // mean over stages of bubble / step
+    std::vector<double> bubbleFractionPerStage;
+    StepBreakdown breakdown;                // of the bottleneck stage (most compute)
+    int bottleneckStage = 0;
+    double modelFlopsPerStep = 0.0;
+    double hardwareFlopsPerStep = 0.0;
+    double mfu = 0.0;                       // model FLOPs / (step x GPUs x peak)
+    double hfu = 0.0;                       // hardware FLOPs / (step x GPUs x peak)
+    double tokensPerSecond = 0.0;
+};
+StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline,
+                        const ModelConfig& model, const ClusterConfig& cluster);
+
+// Everything for one plan: schedule, costs, timeline, metrics and the memory report.
+struct PlanSimulation {
+    ActionSchedule schedule;
+    CostTable costs;
+    Timeline timeline;
+    StepMetrics metrics;
+    MemoryReport memory;
+};
+PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+
+} // namespace tessel::sim

@@ -1,0 +1,457 @@
+// Schedule generators (GPipe, 1F1B, Megatron interleaved 1F1B, ZB-H1) and the complete per-stage action lists
+// with pipeline transfers, data-parallel/ZeRO collectives and the optimizer step; invariant checks.
+#include "tessel/sim/schedule.hpp"
+
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/memory.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace tessel::sim {
+
+std::string toString(ActionKind k) {
+    switch (k) {
+    case ActionKind::Forward: return "forward";
+    case ActionKind::Backward: return "backward";
+    case ActionKind::BackwardInput: return "backward_input";
+    case ActionKind::BackwardWeight: return "backward_weight";
+    case ActionKind::SendActivation: return "send_activation";
+    case ActionKind::RecvActivation: return "recv_activation";
+    case ActionKind::SendGrad: return "send_grad";
+    case ActionKind::RecvGrad: return "recv_grad";
+    case ActionKind::Collective: return "collective";
+    case ActionKind::OptimizerStep: return "optimizer_step";
+    }
+    return "?";
+}
+
+bool isCompute(ActionKind k) {
+    return k == ActionKind::Forward || k == ActionKind::Backward || k == ActionKind::BackwardInput ||
+           k == ActionKind::BackwardWeight || k == ActionKind::OptimizerStep;
+}
+
+std::string toString(Stream s) {
+    switch (s) {
+    case Stream::Compute: return "compute";
+    case Stream::PipelineSend: return "pp_send";
+    case Stream::PipelineRecv: return "pp_recv";
+    case Stream::DataParallel: return "dp";
+    }
+    return "?";
+}
+
+Stream streamOf(ActionKind k) {
+    switch (k) {
+    case ActionKind::SendActivation:
+    case ActionKind::SendGrad: return Stream::PipelineSend;
+    case ActionKind::RecvActivation:
+    case ActionKind::RecvGrad: return Stream::PipelineRecv;
+    case ActionKind::Collective: return Stream::DataParallel;
+    default: return Stream::Compute;
+    }
+}
+
+std::string Action::traceName() const { return kind == ActionKind::Collective ? name : toString(kind); }
+
+const StageSchedule& ActionSchedule::forRank(int rank) const {
+    return stages.at(static_cast<size_t>(rankCoords(plan, rank).pp));
+}
+
+size_t ActionSchedule::actionCount() const {
+    size_t n = 0;
+    for (const auto& s : stages) n += s.actions.size();
+    return n;
+}
+
+namespace {
+Action compute(ActionKind kind, int mb, int chunk) {
+    Action a;
+    a.kind = kind;
+    a.microBatch = mb;
+    a.chunk = chunk;
+    return a;
+}
+
+void gpipe(int m, std::vector<Action>& out) {
+    // Huang et al. 2019: all forwards, then all backwards.
+    for (int mb = 0; mb < m; ++mb) out.push_back(compute(ActionKind::Forward, mb, 0));
+    for (int mb = 0; mb < m; ++mb) out.push_back(compute(ActionKind::Backward, mb, 0));
+}
+
+void oneFOneB(int m, int p, int s, std::vector<Action>& out) {
+    // Narayanan et al. 2021 (PipeDream-Flush): p - s - 1 warm-up forwards, then one forward one backward.
+    const int warmup = std::min(p - s - 1, m);
+    for (int mb = 0; mb < warmup; ++mb) out.push_back(compute(ActionKind::Forward, mb, 0));
+    for (int j = 0; j < m - warmup; ++j) {
+        out.push_back(compute(ActionKind::Forward, warmup + j, 0));
+        out.push_back(compute(ActionKind::Backward, j, 0));
+    }
+    for (int mb = m - warmup; mb < m; ++mb) out.push_back(compute(ActionKind::Backward, mb, 0));
+}
+
+void interleaved(int m, int p, int v, int s, std::vector<Action>& out) {
+    // Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving: virtual micro-batch k runs
+    // chunk (k / p) % v (backward: v - 1 - that) of micro-batch (k / (p v)) p + k % p.
+    const int total = m * v;
+    auto mbOf = [&](int k) { return (k / (p * v)) * p + k % p; };
+    auto fwdChunk = [&](int k) { return (k / p) % v; };
+    auto bwdChunk = [&](int k) { return v - 1 - (k / p) % v; };
+    int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+    for (int k = 0; k < warmup; ++k) out.push_back(compute(ActionKind::Forward, mbOf(k), fwdChunk(k)));
+    const int remaining = total - warmup;
+    for (int j = 0; j < remaining; ++j) {
+        out.push_back(compute(ActionKind::Forward, mbOf(warmup + j), fwdChunk(warmup + j)));
+        out.push_back(compute(ActionKind::Backward, mbOf(j), bwdChunk(j)));
+    }
+    for (int k = remaining; k < total; ++k) out.push_back(compute(ActionKind::Backward, mbOf(k), bwdChunk(k)));
+}
+
+void zeroBubbleH1(int m, int p, int s, std::vector<Action>& out) {
+    // ZB-H1 (Qi et al. 2024, §2.1): 1F1B with the backward split into B (input grad, on the critical path)
+    // and W (weight grad); stage s delays its W passes by s, so every stage keeps p micro-batches between
+    // F and W, B passes start earlier, and the delayed W passes fill the tail bubble.
+    const int warmup = std::min(p - s - 1, m);
+    const int delay = s;
+    std::deque<int> pendingW;
+    auto backward = [&](int mb) {
+        out.push_back(compute(ActionKind::BackwardInput, mb, 0));
+        pendingW.push_back(mb);
+        if (static_cast<int>(pendingW.size()) > delay) {
+            out.push_back(compute(ActionKind::BackwardWeight, pendingW.front(), 0));
+            pendingW.pop_front();
+        }
+    };
+    for (int mb = 0; mb < warmup; ++mb) out.push_back(compute(ActionKind::Forward, mb, 0));
+    for (int j = 0; j < m - warmup; ++j) {
+        out.push_back(compute(ActionKind::Forward, warmup + j, 0));
+        backward(j);
+    }
+    for (int mb = m - warmup; mb < m; ++mb) backward(mb);
+    for (int mb : pendingW) out.push_back(compute(ActionKind::BackwardWeight, mb, 0));
+}
+
+// Parameters of one model chunk of a stage, split dense/expert (for bucket sizes and ZeRO-3 gathers).
+struct ChunkParams {
+    double dense = 0.0;
+    double expert = 0.0;
+};
+
+// Calls fn(parameters, group, name suffix) for the dense and the expert parameters of a chunk that have a
+// data-parallel group to talk to (dense: dp [x cp]; expert: dp/ep [x cp]).
+template <typename Fn>
+void forEachShardedPart(const ChunkParams& c, const Plan& plan, Fn&& fn) {
+    const GroupKind dense = plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
+    if (c.dense > 0.0 && plan.dp * plan.cp > 1) fn(c.dense, dense, "");
+    if (c.expert > 0.0 && plan.dp / plan.ep * plan.cp > 1) fn(c.expert, GroupKind::ExpertDp, "_expert");
+}
+
+Action transfer(ActionKind kind, int mb, int chunk, int peer) {
+    Action a;
+    a.kind = kind;
+    a.microBatch = mb;
+    a.chunk = chunk;
+    a.peerStage = peer;
+    return a;
+}
+
+ChunkParams chunkParams(const ModelConfig& model, const Plan& plan, int stage, int chunk, int layersPerChunk) {
+    const StageParameters layer = layerParameters(model, plan);
+    ChunkParams c{layer.dense * layersPerChunk, layer.expert * layersPerChunk};
+    const int u = chunk * plan.pp + stage;
+    if (u == 0) c.dense += embeddingParameters(model, plan);
+    if (u == plan.pp * plan.vpp - 1) c.dense += headParameters(model, plan);
+    return c;
+}
+
+struct Builder {
+    const ModelConfig& model;
+    const Plan& plan;
+    const PrecisionRecipe& recipe;
+    int layersPerChunk;
+    std::vector<Action>& out;
+    int stage;
+
+    int add(Action a) {
+        out.push_back(std::move(a));
+        return static_cast<int>(out.size()) - 1;
+    }
+    Action collective(std::string name, GroupKind g, Primitive p, double bytes, int mb, int chunk, int bucket) const {
+        Action a;
+        a.kind = ActionKind::Collective;
+        a.name = std::move(name);
+        a.group = g;
+        a.primitive = p;
+        a.bytes = bytes;
+        a.microBatch = mb;
+        a.chunk = chunk;
+        a.bucket = bucket;
+        return a;
+    }
+};
+} // namespace
+
+std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage) {
+    std::vector<Action> out;
+    switch (plan.schedule) {
+    case Schedule::Gpipe: gpipe(microBatches, out); break;
+    case Schedule::OneFOneB: oneFOneB(microBatches, plan.pp, stage, out); break;
+    case Schedule::Interleaved1F1B: interleaved(microBatches, plan.pp, plan.vpp, stage, out); break;
+    case Schedule::ZeroBubble: zeroBubbleH1(microBatches, plan.pp, stage, out); break;
+    }
+    return out;
+}
+
+ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
+    ActionSchedule sched;
+    sched.plan = plan;
+    sched.microBatches = plan.microBatchesPerStep();
+    sched.layersPerChunk = model.layers / (plan.pp * plan.vpp);
+    const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
+    const int lastVirtual = p * v - 1;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const int n = sched.layersPerChunk; // gradient buckets per chunk: one per layer
+    sched.stages.resize(static_cast<size_t>(p));
+
+    // Index of send actions, to let receivers depend on them: key (kind, mb, virtual stage of the data).
+    std::map<std::tuple<int, int, int>, std::pair<int, int>> sends;   // -> (stage, index)
+    std::vector<std::vector<std::pair<int, std::tuple<int, int, int>>>> pendingRecvs(static_cast<size_t>(p));
+    // Index of the last weight-gradient action of virtual stages 0 and last (tied-embedding sync).
+    std::pair<int, int> embeddingLast{-1, -1}, headLast{-1, -1};
+
+    for (int s = 0; s < p; ++s) {
+        auto& list = sched.stages[static_cast<size_t>(s)];
+        list.stage = s;
+        Builder b{model, plan, recipe, n, list.actions, s};
+        const std::vector<Action> order = computeOrder(plan, m, s);
+        // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
+        std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
+        for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+            const auto k = order[static_cast<size_t>(i)].kind;
+            if (k == ActionKind::Backward || k == ActionKind::BackwardWeight)
+                lastGradOfChunk[order[static_cast<size_t>(i)].chunk] = i;
+        }
+        std::vector<int> gradCollectives;   // indices the optimizer waits for
+        int previousCompute = -1;
+        auto zero3Gather = [&](const Action& c, const char* name) {
+            if (plan.zeroStage < 3) return -1;
+            int last = -1;
+            forEachShardedPart(chunkParams(model, plan, s, c.chunk, n), plan,
+                               [&](double params, GroupKind group, const char* suffix) {
+                                   Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
+                                                           params * recipe.weightBytes, c.microBatch, c.chunk, -1);
+                                   // Prefetch: the gather may start as soon as the previous compute starts.
+                                   if (previousCompute >= 0)
+                                       g.deps.push_back({s, previousCompute, Dependency::When::StartPlus, 0.0});
+                                   last = b.add(std::move(g));
+                               });
+            return last;
+        };
+        auto gradReduce = [&](int anchor, const Action& c, bool perMicroBatch) {
+            const char* name = plan.zeroStage == 0 ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
+            const Primitive prim = plan.zeroStage == 0 ? Primitive::AllReduce : Primitive::ReduceScatter;
+            const int buckets = plan.zeroStage >= 3 ? 1 : n;
+            forEachShardedPart(chunkParams(model, plan, s, c.chunk, n), plan,
+                               [&](double params, GroupKind group, const char* suffix) {
+                                   for (int j = 0; j < buckets; ++j) {
+                                       Action r = b.collective(std::string(name) + suffix, group, prim,
+                                                               params * recipe.gradBytes / buckets,
+                                                               perMicroBatch ? c.microBatch : -1, c.chunk, j);
+                                       // Backward runs the chunk's layers last to first: bucket j is ready
+                                       // after (j+1)/buckets of it.
+                                       r.deps.push_back({s, anchor, Dependency::When::StartPlus,
+                                                         static_cast<double>(j + 1) / buckets});
+                                       gradCollectives.push_back(b.add(std::move(r)));
+                                   }
+                               });
+        };
+
+        for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+            Action c = order[static_cast<size_t>(i)];
+            const int u = c.chunk * p + s;
+            const bool fwd = c.kind == ActionKind::Forward;
+            const bool bwdInput = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardInput;
+            int recv = -1;
+            if (fwd && u > 0) {
+                recv = b.add(transfer(ActionKind::RecvActivation, c.microBatch, c.chunk, (u - 1) % p));
+                pendingRecvs[static_cast<size_t>(s)].push_back({recv, {0, c.microBatch, u - 1}});
+            } else if (bwdInput && u < lastVirtual) {
+                recv = b.add(transfer(ActionKind::RecvGrad, c.microBatch, c.chunk, (u + 1) % p));
+                pendingRecvs[static_cast<size_t>(s)].push_back({recv, {1, c.microBatch, u + 1}});
+            }
+            int gather = -1;
+            if (fwd) gather = zero3Gather(c, "zero3_all_gather_params_fwd");
+            else if (bwdInput) gather = zero3Gather(c, "zero3_all_gather_params_bwd");
+            if (recv >= 0) c.deps.push_back({s, recv, Dependency::When::End, 1.0});
+            if (gather >= 0) c.deps.push_back({s, gather, Dependency::When::End, 1.0});
+            const int idx = b.add(c);
+            previousCompute = idx;
+            if (fwd && u < lastVirtual) {
+                Action snd = transfer(ActionKind::SendActivation, c.microBatch, c.chunk, (u + 1) % p);
+                snd.deps.push_back({s, idx, Dependency::When::End, 1.0});
+                sends[{0, c.microBatch, u}] = {s, b.add(std::move(snd))};
+            }
+            if (bwdInput && u > 0) {
+                Action snd = transfer(ActionKind::SendGrad, c.microBatch, c.chunk, (u - 1) % p);
+                snd.deps.push_back({s, idx, Dependency::When::End, 1.0});
+                sends[{1, c.microBatch, u}] = {s, b.add(std::move(snd))};
+            }
+            const bool producesGrads = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
+            if (producesGrads) {
+                if (plan.zeroStage >= 2) gradReduce(idx, c, true);
+                else if (lastGradOfChunk[c.chunk] == i) gradReduce(idx, c, false);
+                if (lastGradOfChunk[c.chunk] == i) {
+                    if (u == 0) embeddingLast = {s, idx};
+                    if (u == lastVirtual) headLast = {s, idx};
+                }
+            }
+        }
+        // The optimizer waits for every gradient collective of its stage; the tied-embedding sync and the
+        // ZeRO parameter all-gathers are added after all stages exist.
+        Action opt;
+        opt.kind = ActionKind::OptimizerStep;
+        for (int g : gradCollectives) opt.deps.push_back({s, g, Dependency::When::End, 1.0});
+        b.add(std::move(opt));
+    }
+
+    // Embedding-gradient sync for tied embeddings with the embedding and head on different stages.
+    if (model.tiedEmbeddings && p > 1 && embeddingLast.first >= 0 && headLast.first >= 0) {
+        const double bytes = static_cast<double>(paddedVocab(model, plan)) * static_cast<double>(model.hidden) /
+                             plan.tp * recipe.gradBytes;
+        for (const auto& [mine, other] : {std::pair{embeddingLast, headLast}, std::pair{headLast, embeddingLast}}) {
+            auto& acts = sched.stages[static_cast<size_t>(mine.first)].actions;
+            Action sync;
+            sync.kind = ActionKind::Collective;
+            sync.name = "embedding_grad_all_reduce";
+            sync.group = GroupKind::Pp;
+            sync.primitive = Primitive::AllReduce;
+            sync.bytes = bytes;
+            sync.deps.push_back({mine.first, mine.second, Dependency::When::End, 1.0});
+            sync.deps.push_back({other.first, other.second, Dependency::When::End, 1.0});
+            // Insert before the optimizer step (the list's last action), which waits for it.
+            Action opt = std::move(acts.back());
+            acts.pop_back();
+            acts.push_back(std::move(sync));
+            opt.deps.push_back({mine.first, static_cast<int>(acts.size()) - 1, Dependency::When::End, 1.0});
+            acts.push_back(std::move(opt));
+        }
+    }
+
+    // ZeRO-1/2: updated parameter shards are all-gathered after the optimizer step.
+    if (plan.zeroStage == 1 || plan.zeroStage == 2) {
+        for (int s = 0; s < p; ++s) {
+            auto& acts = sched.stages[static_cast<size_t>(s)].actions;
+            const int opt = static_cast<int>(acts.size()) - 1;
+            for (int c = 0; c < v; ++c) {
+                forEachShardedPart(chunkParams(model, plan, s, c, sched.layersPerChunk), plan,
+                                   [&](double params, GroupKind group, const char* suffix) {
+                                       Action g;
+                                       g.kind = ActionKind::Collective;
+                                       g.name = std::string("dp_all_gather_params") + suffix;
+                                       g.group = group;
+                                       g.primitive = Primitive::AllGather;
+                                       g.bytes = params * recipe.weightBytes;
+                                       g.chunk = c;
+                                       g.deps.push_back({s, opt, Dependency::When::End, 1.0});
+                                       acts.push_back(std::move(g));
+                                   });
+            }
+        }
+    }
+
+    // Receivers depend on the matching send (the two form one transfer).
+    for (int s = 0; s < p; ++s) {
+        auto& acts = sched.stages[static_cast<size_t>(s)].actions;
+        for (const auto& [idx, key] : pendingRecvs[static_cast<size_t>(s)]) {
+            auto it = sends.find(key);
+            if (it == sends.end())
+                throw RuntimeError("schedule: stage " + std::to_string(s) + " receives micro-batch " +
+                                   std::to_string(std::get<1>(key)) + " that no stage sends");
+            acts[static_cast<size_t>(idx)].deps.insert(acts[static_cast<size_t>(idx)].deps.begin(),
+                                                       {it->second.first, it->second.second, Dependency::When::StartPlus, 0.0});
+        }
+    }
+    return sched;
+}
+
+double peakInFlight(const StageSchedule& stage, int vpp) {
+    // Units forwarded but not yet through their input-gradient backward (ZB-H1's W only needs the
+    // smaller inputs of the linear layers, which the memory model does not count separately).
+    int live = 0, peak = 0;
+    for (const auto& a : stage.actions) {
+        if (a.kind == ActionKind::Forward) peak = std::max(peak, ++live);
+        else if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) --live;
+    }
+    return static_cast<double>(peak) / vpp;
+}
+
+std::vector<std::string> checkSchedule(const ActionSchedule& sched) {
+    std::vector<std::string> problems;
+    const Plan& plan = sched.plan;
+    const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
+    const bool split = plan.schedule == Schedule::ZeroBubble;
+    auto where = [](int s, int i) { return "stage " + std::to_string(s) + " action " + std::to_string(i); };
+    std::map<std::tuple<int, int, int, int>, int> transfers; // (dir, mb, from virtual, to virtual) -> +1 send -1 recv
+    for (int s = 0; s < p; ++s) {
+        const auto& acts = sched.stages[static_cast<size_t>(s)].actions;
+        std::map<std::tuple<int, int, int>, int> counts; // (kind, mb, chunk)
+        std::set<std::pair<int, int>> forwarded;
+        for (int i = 0; i < static_cast<int>(acts.size()); ++i) {
+            const Action& a = acts[static_cast<size_t>(i)];
+            const int u = a.chunk * p + s;
+            if (isCompute(a.kind) && a.kind != ActionKind::OptimizerStep) {
+                ++counts[{static_cast<int>(a.kind), a.microBatch, a.chunk}];
+                if (a.kind == ActionKind::Forward) forwarded.insert({a.microBatch, a.chunk});
+                else if (!forwarded.count({a.microBatch, a.chunk}))
+                    problems.push_back(where(s, i) + ": " + toString(a.kind) + " of micro-batch " +
+                                       std::to_string(a.microBatch) + " before its forward");
+            }
+            if (a.kind == ActionKind::SendActivation) ++transfers[{0, a.microBatch, u, u + 1}];
+            if (a.kind == ActionKind::RecvActivation) --transfers[{0, a.microBatch, u - 1, u}];
+            if (a.kind == ActionKind::SendGrad) ++transfers[{1, a.microBatch, u, u - 1}];
+            if (a.kind == ActionKind::RecvGrad) --transfers[{1, a.microBatch, u + 1, u}];
+            for (const auto& d : a.deps) {
+                if (d.stage == s && d.index == i) problems.push_back(where(s, i) + ": depends on itself");
+                if (d.stage < 0 || d.stage >= p || d.index < 0 ||
+                    d.index >= static_cast<int>(sched.stages[static_cast<size_t>(d.stage)].actions.size()))
+                    problems.push_back(where(s, i) + ": dependency out of range");
+                else if (d.stage == s && d.index > i &&
+                         streamOf(acts[static_cast<size_t>(d.index)].kind) == streamOf(a.kind))
+                    problems.push_back(where(s, i) + ": waits on a later action of its own stream");
+            }
+        }
+        for (int mb = 0; mb < m; ++mb)
+            for (int c = 0; c < v; ++c) {
+                auto expect = [&](ActionKind k) {
+                    const int got = counts[{static_cast<int>(k), mb, c}];
+                    if (got != 1)
+                        problems.push_back("stage " + std::to_string(s) + ": " + toString(k) + " of micro-batch " +
+                                           std::to_string(mb) + " chunk " + std::to_string(c) + " runs " +
+                                           std::to_string(got) + " times");
+                };
+                expect(ActionKind::Forward);
+                if (split) {
+                    expect(ActionKind::BackwardInput);
+                    expect(ActionKind::BackwardWeight);
+                } else {
+                    expect(ActionKind::Backward);
+                }
+            }
+        const double inFlight = peakInFlight(sched.stages[static_cast<size_t>(s)], v);
+        const double model = inFlightMicroBatches(plan, s);
+        if (std::abs(inFlight - model) > 1e-9)
+            problems.push_back("stage " + std::to_string(s) + ": " + std::to_string(inFlight) +
+                               " micro-batches in flight, the memory model counts " + std::to_string(model));
+    }
+    for (const auto& [key, balance] : transfers)
+        if (balance != 0)
+            problems.push_back(std::string(std::get<0>(key) == 0 ? "activation" : "gradient") + " of micro-batch " +
+                               std::to_string(std::get<1>(key)) + " from virtual stage " + std::to_string(std::get<2>(key)) +
+                               (balance > 0 ? " is sent but never received" : " is received but never sent"));
+    return problems;
+}
+
+} // namespace tessel::sim

@@ -1,0 +1,363 @@
+// Costs every action of a schedule, simulates the per-rank streams as a dependency graph, and reads the
+// step metrics (step time, bubble, exposed communication, MFU/HFU) off the resulting timeline.
+#include "tessel/sim/simulate.hpp"
+
+#include "tessel/cost/comm.hpp"
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/shapes.hpp"
+#include "tessel/cost/traffic.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace tessel::sim {
+
+namespace {
+// Blocking collectives inside one layer (or the embedding / head), split by group and direction.
+struct InnerComm {
+    double tp = 0.0, cp = 0.0, ep = 0.0;
+    double total() const { return tp + cp + ep; }
+    void add(GroupKind g, double seconds) {
+        if (g == GroupKind::Tp) tp += seconds;
+        else if (g == GroupKind::Cp) cp += seconds;
+        else ep += seconds;
+    }
+};
+
+ActionCost phase(const PhaseCost& p, double layers, const InnerComm& comm, double commLayers) {
+    ActionCost c;
+    c.computeSeconds = p.seconds * layers;
+    c.flops = p.hardwareFlops * layers;
+    c.modelFlops = p.modelFlops * layers;
+    c.tpSeconds = comm.tp * commLayers;
+    c.cpSeconds = comm.cp * commLayers;
+    c.epSeconds = comm.ep * commLayers;
+    return c;
+}
+
+void accumulate(ActionCost& into, const ActionCost& more) {
+    into.computeSeconds += more.computeSeconds;
+    into.flops += more.flops;
+    into.modelFlops += more.modelFlops;
+    into.tpSeconds += more.tpSeconds;
+    into.cpSeconds += more.cpSeconds;
+    into.epSeconds += more.epSeconds;
+}
+
+void finish(ActionCost& c) { c.seconds = c.computeSeconds + c.tpSeconds + c.cpSeconds + c.epSeconds; }
+} // namespace
+
+CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
+    const Plan& plan = schedule.plan;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
+    const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
+    const BlockCompute head = headCompute(model, cluster, plan, recipe);
+    const double L = schedule.layersPerChunk;
+    const int lastVirtual = plan.pp * plan.vpp - 1;
+
+    InnerComm fwdComm, bwdComm;
+    for (const auto& op : layerCommOps(model, cluster, plan))
+        (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, op.cost.seconds);
+    // Full recompute replays the forward, collectives included; selective replays attention (CP exchange).
+    InnerComm recomputeComm;
+    if (plan.recompute == Recompute::Full) recomputeComm = fwdComm;
+    else if (plan.recompute == Recompute::Selective) recomputeComm.cp = fwdComm.cp;
+
+    // Vocab-parallel embedding and head need TP collectives of one hidden state (Megatron-LM): the embedding
+    // output is all-reduced (reduce-scattered with SP); with SP the head's input is all-gathered; the fused
+    // cross-entropy all-reduces max, sum and target logit per token (3 x 4 bytes x T).
+    InnerComm embComm, headFwdComm, headBwdComm;
+    if (plan.tp > 1) {
+        const LocalShapes s = localShapes(model, plan, recipe);
+        const double hidden = s.activationBytes * static_cast<double>(s.tokens) * static_cast<double>(s.hidden);
+        const GroupPlacement tp = placeGroup(plan, cluster, GroupKind::Tp);
+        embComm.tp = commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
+        const double ce = commCost(Primitive::AllReduce, 4.0 * static_cast<double>(s.tokens), tp, cluster).seconds;
+        headFwdComm.tp = 3.0 * ce + (plan.sequenceParallel ? commCost(Primitive::AllGather, hidden, tp, cluster).seconds : 0.0);
+        headBwdComm.tp = commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
+    }
+
+    double p2pActivation = 0.0, p2pGrad = 0.0;
+    for (const auto& op : pipelineCommOps(model, cluster, plan))
+        (op.phase == CommPhase::Forward ? p2pActivation : p2pGrad) = op.cost.seconds;
+
+    std::map<std::tuple<int, int, double>, double> collectiveCache;
+    auto collectiveSeconds = [&](const Action& a) {
+        auto key = std::make_tuple(static_cast<int>(a.group), static_cast<int>(a.primitive), a.bytes);
+        auto it = collectiveCache.find(key);
+        if (it != collectiveCache.end()) return it->second;
+        GroupPlacement place;
+        if (a.name == "embedding_grad_all_reduce") {
+            // Only the first and last stage of a pipeline group take part.
+            std::vector<int> pipe = groupRanks(plan, GroupKind::Pp, 0);
+            place = placeRanks({pipe.front(), pipe.back()}, cluster.gpusPerNode);
+        } else {
+            place = placeGroup(plan, cluster, a.group);
+        }
+        const double t = commCost(a.primitive, a.bytes, place, cluster).seconds;
+        collectiveCache.emplace(key, t);
+        return t;
+    };
+
+    const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
+    const double expertShards = plan.zeroStage >= 1 ? static_cast<double>(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
+
+    CostTable table;
+    table.perAction.resize(schedule.stages.size());
+    for (size_t s = 0; s < schedule.stages.size(); ++s) {
+        const auto& acts = schedule.stages[s].actions;
+        auto& costs = table.perAction[s];
+        costs.resize(acts.size());
+        const StageParameters params = stageParameters(model, plan, static_cast<int>(s));
+        const OpCost optimizer = optimizerCompute(params.dense / denseShards + params.expert / expertShards, cluster, recipe);
+        for (size_t i = 0; i < acts.size(); ++i) {
+            const Action& a = acts[i];
+            ActionCost& c = costs[i];
+            const int u = a.chunk * plan.pp + static_cast<int>(s);
+            const bool first = u == 0, last = u == lastVirtual;
+            switch (a.kind) {
+            case ActionKind::Forward:
+                c = phase(layer.forward, L, fwdComm, L);
+                if (first) accumulate(c, phase(emb.forward, 1, embComm, 1));
+                if (last) accumulate(c, phase(head.forward, 1, headFwdComm, 1));
+                break;
+            case ActionKind::Backward:
+            case ActionKind::BackwardInput: {
+                const bool whole = a.kind == ActionKind::Backward;
+                c = phase(layer.backwardInput, L, bwdComm, L);
+                accumulate(c, phase(layer.recompute, L, recomputeComm, L));
+                if (whole) accumulate(c, phase(layer.backwardWeight, L, InnerComm{}, 0));
+                if (last) {
+                    accumulate(c, phase(head.backwardInput, 1, headBwdComm, 1));
+                    if (whole) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
+                }
+                if (first && whole) accumulate(c, phase(emb.backwardWeight, 1, InnerComm{}, 0));
+                break;
+            }
+            case ActionKind::BackwardWeight:
+                c = phase(layer.backwardWeight, L, InnerComm{}, 0);
+                if (last) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
+                if (first) accumulate(c, phase(emb.backwardWeight, 1, InnerComm{}, 0));
+                break;
+            case ActionKind::OptimizerStep:
+                c.computeSeconds = optimizer.seconds;
+                c.flops = optimizer.flops;
+                break;
+            case ActionKind::SendActivation:
+            case ActionKind::RecvActivation: c.computeSeconds = p2pActivation; break;
+            case ActionKind::SendGrad:
+            case ActionKind::RecvGrad: c.computeSeconds = p2pGrad; break;
+            case ActionKind::Collective: c.computeSeconds = collectiveSeconds(a); break;
+            }
+            finish(c);
+        }
+    }
+    return table;
+}
+
+Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
+    const size_t stages = schedule.stages.size();
+    // Flatten (stage, index) into node ids.
+    std::vector<size_t> offset(stages + 1, 0);
+    for (size_t s = 0; s < stages; ++s) offset[s + 1] = offset[s] + schedule.stages[s].actions.size();
+    const size_t total = offset[stages];
+    auto id = [&](int s, int i) { return offset[static_cast<size_t>(s)] + static_cast<size_t>(i); };
+
+    std::vector<std::vector<size_t>> successors(total);
+    std::vector<int> indegree(total, 0);
+    std::vector<long> streamPrev(total, -1);
+    for (size_t s = 0; s < stages; ++s) {
+        std::array<long, kStreamCount> last;
+        last.fill(-1);
+        const auto& acts = schedule.stages[s].actions;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            const size_t me = id(static_cast<int>(s), static_cast<int>(i));
+            const int st = static_cast<int>(streamOf(acts[i].kind));
+            if (last[static_cast<size_t>(st)] >= 0) {
+                streamPrev[me] = last[static_cast<size_t>(st)];
+                successors[static_cast<size_t>(last[static_cast<size_t>(st)])].push_back(me);
+                ++indegree[me];
+            }
+            last[static_cast<size_t>(st)] = static_cast<long>(me);
+            for (const auto& d : acts[i].deps) {
+                successors[id(d.stage, d.index)].push_back(me);
+                ++indegree[me];
+            }
+        }
+    }
+
+    Timeline t;
+    t.perAction.resize(stages);
+    for (size_t s = 0; s < stages; ++s) t.perAction[s].resize(schedule.stages[s].actions.size());
+    std::vector<double> start(total, 0.0), end(total, 0.0);
+    std::vector<size_t> ready;
+    ready.reserve(total);
+    for (size_t n = 0; n < total; ++n)
+        if (indegree[n] == 0) ready.push_back(n);
+    std::vector<int> stageOf(total);
+    for (size_t s = 0; s < stages; ++s)
+        for (size_t n = offset[s]; n < offset[s + 1]; ++n) stageOf[n] = static_cast<int>(s);
+
+    size_t done = 0;
+    while (!ready.empty()) {
+        const size_t n = ready.back();
+        ready.pop_back();
+        ++done;
+        const int s = stageOf[n];
+        const size_t i = n - offset[static_cast<size_t>(s)];
+        const Action& a = schedule.stages[static_cast<size_t>(s)].actions[i];
+        double begin = streamPrev[n] >= 0 ? end[static_cast<size_t>(streamPrev[n])] : 0.0;
+        for (const auto& d : a.deps) {
+            const size_t o = id(d.stage, d.index);
+            const double when =
+                d.when == Dependency::When::End ? end[o] : start[o] + d.fraction * (end[o] - start[o]);
+            begin = std::max(begin, when);
+        }
+        start[n] = begin;
+        end[n] = begin + costs.perAction[static_cast<size_t>(s)][i].seconds;
+        const bool recv = a.kind == ActionKind::RecvActivation || a.kind == ActionKind::RecvGrad;
+        if (recv && !a.deps.empty()) end[n] = std::max(end[n], end[id(a.deps.front().stage, a.deps.front().index)]);
+        t.perAction[static_cast<size_t>(s)][i] = {start[n], end[n]};
+        t.stepSeconds = std::max(t.stepSeconds, end[n]);
+        for (size_t succ : successors[n])
+            if (--indegree[succ] == 0) ready.push_back(succ);
+    }
+    if (done != total) {
+        std::string stuck;
+        int shown = 0;
+        for (size_t n = 0; n < total && shown < 4; ++n) {
+            if (indegree[n] <= 0) continue;
+            const int s = stageOf[n];
+            const Action& a = schedule.stages[static_cast<size_t>(s)].actions[n - offset[static_cast<size_t>(s)]];
+            stuck += (shown ? "; " : "") + std::string("stage ") + std::to_string(s) + " " + a.traceName() +
+                     " micro-batch " + std::to_string(a.microBatch) + " chunk " + std::to_string(a.chunk);
+            ++shown;
+        }
+        throw RuntimeError("schedule deadlocks: " + std::to_string(total - done) + " actions can never start (" +
+                           stuck + ")");
+    }
+
+    // Attribute every second of each stage's compute stream (FORMULAS.md §6).
+    t.perStage.resize(stages);
+    for (size_t s = 0; s < stages; ++s) {
+        const auto& acts = schedule.stages[s].actions;
+        StepBreakdown& b = t.perStage[s];
+        std::vector<std::pair<double, double>> dpBusy; // intervals of the data-parallel stream
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (streamOf(acts[i].kind) == Stream::DataParallel)
+                dpBusy.emplace_back(t.perAction[s][i].startSeconds, t.perAction[s][i].endSeconds);
+        double prevEnd = 0.0;
+        double lastEnd = 0.0;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            const Action& a = acts[i];
+            const TimedAction& ta = t.perAction[s][i];
+            if (streamOf(a.kind) != Stream::Compute) {
+                lastEnd = std::max(lastEnd, ta.endSeconds);
+                continue;
+            }
+            const double gap = ta.startSeconds - prevEnd;
+            if (gap > 0.0) {
+                // The dependency that was met last decides what the compute stream waited for.
+                double latest = -1.0;
+                const Action* binding = nullptr;
+                TimedAction bindingTime{};
+                for (const auto& d : a.deps) {
+                    const TimedAction& dt = t.perAction[static_cast<size_t>(d.stage)][static_cast<size_t>(d.index)];
+                    const double when = d.when == Dependency::When::End ? dt.endSeconds
+                                                                        : dt.startSeconds + d.fraction * (dt.endSeconds - dt.startSeconds);
+                    if (when > latest) {
+                        latest = when;
+                        binding = &schedule.stages[static_cast<size_t>(d.stage)].actions[static_cast<size_t>(d.index)];
+                        bindingTime = dt;
+                    }
+                }
+                // A transfer the stage waits for: time before it began was the sender still computing
+                // (bubble), the transfer itself is exposed PP. A collective: the data-parallel stream was
+                // busy with it or with the collectives queued before it, all exposed DP.
+                double comm = 0.0;
+                if (binding) {
+                    if (binding->kind == ActionKind::RecvActivation || binding->kind == ActionKind::RecvGrad) {
+                        const double overlap = std::max(0.0, std::min(ta.startSeconds, bindingTime.endSeconds) -
+                                                                 std::max(prevEnd, bindingTime.startSeconds));
+                        comm = std::min(gap, overlap);
+                        b.ppSeconds += comm;
+                    } else if (binding->kind == ActionKind::Collective) {
+                        // Count the part of the gap during which this stage's data-parallel stream was busy.
+                        for (const auto& [cs, ce] : dpBusy)
+                            comm += std::max(0.0, std::min(ta.startSeconds, ce) - std::max(prevEnd, cs));
+                        comm = std::min(gap, comm);
+                        b.dpSeconds += comm;
+                    }
+                }
+                b.bubbleSeconds += gap - comm;
+            }
+            const ActionCost& c = costs.perAction[s][i];
+            if (a.kind == ActionKind::OptimizerStep) {
+                b.optimizerSeconds += c.seconds;
+            } else {
+                b.computeSeconds += c.computeSeconds;
+                b.tpSeconds += c.tpSeconds;
+                b.cpSeconds += c.cpSeconds;
+                b.epSeconds += c.epSeconds;
+            }
+            prevEnd = ta.endSeconds;
+        }
+        // After its last compute, a stage waits for its own trailing collectives (exposed DP), then for
+        // the slowest stage (bubble).
+        const double tail = t.stepSeconds - prevEnd;
+        const double dpTail = std::max(0.0, std::min(lastEnd, t.stepSeconds) - prevEnd);
+        b.dpSeconds += dpTail;
+        b.bubbleSeconds += tail - dpTail;
+    }
+    return t;
+}
+
+StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline,
+                        const ModelConfig& model, const ClusterConfig& cluster) {
+    const Plan& plan = schedule.plan;
+    StepMetrics m;
+    m.stepSeconds = timeline.stepSeconds;
+    const size_t stages = schedule.stages.size();
+    double busiest = -1.0;
+    double perStageFlops = 0.0;
+    for (size_t s = 0; s < stages; ++s) {
+        const StepBreakdown& b = timeline.perStage[s];
+        const double frac = m.stepSeconds > 0.0 ? b.bubbleSeconds / m.stepSeconds : 0.0;
+        m.bubbleFractionPerStage.push_back(frac);
+        m.bubbleFraction += frac / static_cast<double>(stages);
+        const double busy = b.computeSeconds + b.tpSeconds + b.cpSeconds + b.epSeconds;
+        if (busy > busiest) {
+            busiest = busy;
+            m.bottleneckStage = static_cast<int>(s);
+        }
+        for (const auto& c : costs.perAction[s]) perStageFlops += c.flops;
+    }
+    m.breakdown = timeline.perStage[static_cast<size_t>(m.bottleneckStage)];
+    const double ranksPerStage = static_cast<double>(plan.worldSize()) / plan.pp;
+    m.hardwareFlopsPerStep = perStageFlops * ranksPerStage;
+    m.modelFlopsPerStep = modelFlopsPerStep(model, plan);
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const double peak = cluster.peakFlops(recipe.computeDtype) * plan.worldSize();
+    if (m.stepSeconds > 0.0) {
+        // MFU / HFU as defined by Chowdhery et al. 2022 (PaLM, appendix B) and Korthikanti et al. 2022.
+        m.mfu = m.modelFlopsPerStep / (m.stepSeconds * peak);
+        m.hfu = m.hardwareFlopsPerStep / (m.stepSeconds * peak);
+        m.tokensPerSecond = static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen) / m.stepSeconds;
+    }
+    return m;
+}
+
+PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    PlanSimulation r;
+    r.schedule = buildSchedule(model, plan);
+    r.costs = costSchedule(r.schedule, model, cluster);
+    r.timeline = simulate(r.schedule, r.costs);
+    r.metrics = stepMetrics(r.schedule, r.costs, r.timeline, model, cluster);
+    r.memory = predictMemory(model, cluster, plan);
+    return r;
+}
+
+} // namespace tessel::sim

@@ -1,0 +1,170 @@
+// Schedule generators: hand-checked orders and invariants over a grid of pipeline shapes and plans.
+#include "../cost_models/test_support.hpp"
+
+#include "tessel/cost/memory.hpp"
+#include "tessel/sim/schedule.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel::sim {
+namespace {
+
+std::string orderText(const std::vector<Action>& order) {
+    std::string s;
+    for (const auto& a : order) {
+        if (!s.empty()) s += ' ';
+        const char* k = a.kind == ActionKind::Forward ? "F"
+                        : a.kind == ActionKind::Backward ? "B"
+                        : a.kind == ActionKind::BackwardInput ? "b"
+                                                              : "W";
+        s += k + std::to_string(a.microBatch);
+        if (a.chunk > 0) s += "." + std::to_string(a.chunk);
+    }
+    return s;
+}
+
+Plan pipelinePlan(int pp, int m, Schedule schedule, int vpp = 1) {
+    Plan p;
+    p.pp = pp;
+    p.vpp = vpp;
+    p.globalBatch = m;
+    p.schedule = schedule;
+    return p;
+}
+
+TEST(ScheduleOrder, OneFOneBByHand) {
+    Plan p = pipelinePlan(4, 6, Schedule::OneFOneB);
+    EXPECT_EQ(orderText(computeOrder(p, 6, 0)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+    EXPECT_EQ(orderText(computeOrder(p, 6, 2)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+    EXPECT_EQ(orderText(computeOrder(p, 6, 3)), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+}
+
+TEST(ScheduleOrder, GpipeByHand) {
+    Plan p = pipelinePlan(2, 3, Schedule::Gpipe);
+    EXPECT_EQ(orderText(computeOrder(p, 3, 1)), "F0 F1 F2 B0 B1 B2");
+}
+
+TEST(ScheduleOrder, InterleavedFollowsMegatron) {
+    // p = 2, v = 2, m = 4, stage 0: warm-up (2-0-1)*2 + (2-1)*2 = 4 virtual micro-batches.
+    Plan p = pipelinePlan(2, 4, Schedule::Interleaved1F1B, 2);
+    EXPECT_EQ(orderText(computeOrder(p, 4, 0)),
+              "F0 F1 F0.1 F1.1 F2 B0.1 F3 B1.1 F2.1 B0 F3.1 B1 B2.1 B3.1 B2 B3");
+    // Stage 1: warm-up 2.
+    EXPECT_EQ(orderText(computeOrder(p, 4, 1)),
+              "F0 F1 F0.1 B0.1 F1.1 B1.1 F2 B0 F3 B1 F2.1 B2.1 F3.1 B3.1 B2 B3");
+}
+
+TEST(ScheduleOrder, ZeroBubbleDelaysWeightGradientsByStage) {
+    Plan p = pipelinePlan(3, 4, Schedule::ZeroBubble);
+    EXPECT_EQ(orderText(computeOrder(p, 4, 0)), "F0 F1 F2 b0 W0 F3 b1 W1 b2 W2 b3 W3");
+    EXPECT_EQ(orderText(computeOrder(p, 4, 1)), "F0 F1 b0 F2 b1 W0 F3 b2 W1 b3 W2 W3");
+    EXPECT_EQ(orderText(computeOrder(p, 4, 2)), "F0 b0 F1 b1 F2 b2 W0 F3 b3 W1 W2 W3");
+}
+
+struct GridCase {
+    int pp, m, vpp;
+    Schedule schedule;
+    int zero, dp, tp;
+    bool tied;
+};
+
+std::vector<GridCase> gridCases() {
+    std::vector<GridCase> cases;
+    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble})
+        for (int pp : {1, 2, 3, 4, 8})
+            for (int m : {1, 2, 4, 8, 16, 24})
+                for (int vpp : {1, 2, 3})
+                    for (int zero : {0, 1, 2, 3}) {
+                        if ((sch == Schedule::Interleaved1F1B) != (vpp > 1)) continue;
+                        if (sch == Schedule::Interleaved1F1B && (pp < 2 || m % pp != 0)) continue;
+                        if (24 % (pp * vpp) != 0) continue;
+                        cases.push_back({pp, m, vpp, sch, zero, zero == 0 ? 1 : 2, 1, (m + pp) % 2 == 0});
+                    }
+    return cases;
+}
+
+TEST(ScheduleInvariants, HoldOverAGridOfShapesAndZeroStages) {
+    int checked = 0;
+    for (const auto& g : gridCases()) {
+        ModelConfig model = test::megatronStyleModel(24, 256, 4, 1000, 128);
+        model.tiedEmbeddings = g.tied;
+        Plan p = pipelinePlan(g.pp, g.m * g.dp, g.schedule, g.vpp);
+        p.dp = g.dp;
+        p.zeroStage = g.zero;
+        ProblemList problems;
+        validatePlan(model, test::roundCluster(g.pp * g.dp, 1), p, "/plan", problems);
+        ASSERT_TRUE(problems.empty()) << problems.items().front().message;
+        const ActionSchedule s = buildSchedule(model, p);
+        const auto violations = checkSchedule(s);
+        ASSERT_TRUE(violations.empty()) << toString(g.schedule) << " pp=" << g.pp << " m=" << g.m << " vpp=" << g.vpp
+                                        << " zero=" << g.zero << ": " << violations.front();
+        // Every stage ends with its optimizer step (ZeRO-1/2 then all-gather the updated shards).
+        for (const auto& st : s.stages) {
+            int optimizers = 0;
+            for (const auto& a : st.actions) optimizers += a.kind == ActionKind::OptimizerStep;
+            ASSERT_EQ(optimizers, 1);
+        }
+        ++checked;
+    }
+    EXPECT_GT(checked, 300);
+}
+
+TEST(ScheduleInvariants, DetectsAMissingReceive) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    Plan p = pipelinePlan(2, 4, Schedule::OneFOneB);
+    ActionSchedule s = buildSchedule(model, p);
+    auto& acts = s.stages[1].actions;
+    auto it = std::find_if(acts.begin(), acts.end(), [](const Action& a) { return a.kind == ActionKind::RecvActivation; });
+    ASSERT_NE(it, acts.end());
+    it->kind = ActionKind::SendGrad; // corrupt: one receive fewer, one unmatched send more
+    const auto v = checkSchedule(s);
+    ASSERT_FALSE(v.empty());
+    bool mentions = false;
+    for (const auto& msg : v) mentions = mentions || msg.find("never received") != std::string::npos;
+    EXPECT_TRUE(mentions);
+}
+
+TEST(ScheduleInvariants, InFlightMatchesTheMemoryModel) {
+    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B}) {
+        const int v = sch == Schedule::Interleaved1F1B ? 2 : 1;
+        Plan p = pipelinePlan(4, 8, sch, v);
+        ModelConfig model = test::megatronStyleModel(16, 256, 4, 1000, 128);
+        ActionSchedule s = buildSchedule(model, p);
+        for (int st = 0; st < 4; ++st)
+            EXPECT_DOUBLE_EQ(peakInFlight(s.stages[st], v), inFlightMicroBatches(p, st)) << toString(sch) << " stage " << st;
+    }
+}
+
+TEST(ScheduleContent, DataParallelCollectivesPerZeroStage) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    auto count = [&](int zero, const std::string& name) {
+        Plan p = pipelinePlan(2, 8, Schedule::OneFOneB);
+        p.dp = 2;
+        p.zeroStage = zero;
+        ActionSchedule s = buildSchedule(model, p);
+        int n = 0;
+        for (const auto& a : s.stages[0].actions) n += a.kind == ActionKind::Collective && a.name == name;
+        return n;
+    };
+    // 4 micro-batches per DP rank, 4 layers per stage = 4 gradient buckets.
+    EXPECT_EQ(count(0, "dp_all_reduce_grads"), 4);
+    EXPECT_EQ(count(1, "dp_reduce_scatter_grads"), 4);
+    EXPECT_EQ(count(1, "dp_all_gather_params"), 1);
+    EXPECT_EQ(count(2, "dp_reduce_scatter_grads"), 16);
+    EXPECT_EQ(count(3, "zero3_all_gather_params_fwd"), 4);
+    EXPECT_EQ(count(3, "zero3_all_gather_params_bwd"), 4);
+    EXPECT_EQ(count(3, "dp_reduce_scatter_grads"), 4);
+    EXPECT_EQ(count(0, "embedding_grad_all_reduce"), 1); // tied embeddings on stages 0 and 1
+}
+
+TEST(ScheduleContent, EveryRankMapsToItsStage) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    Plan p = pipelinePlan(2, 8, Schedule::OneFOneB);
+    p.tp = 2;
+    p.dp = 2;
+    ActionSchedule s = buildSchedule(model, p);
+    for (int r = 0; r < p.worldSize(); ++r) EXPECT_EQ(s.forRank(r).stage, rankCoords(p, r).pp);
+}
+
+} // namespace
+} // namespace tessel::sim

@@ -1,0 +1,172 @@
+// The event simulation against closed forms (bubble fractions), overlap, breakdowns and real plans.
+#include "../cost_models/test_support.hpp"
+
+#include "tessel/sim/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel::sim {
+namespace {
+
+// Uniform stages and free communication: F = 1, B = 2 (ZB-H1: b = W = 1) per micro-batch through a stage,
+// each chunk 1/v of that; the optimizer and every transfer and collective cost nothing.
+CostTable uniformCosts(const ActionSchedule& s) {
+    CostTable t;
+    const double v = s.plan.vpp;
+    for (const auto& st : s.stages) {
+        std::vector<ActionCost> costs;
+        for (const auto& a : st.actions) {
+            ActionCost c;
+            if (a.kind == ActionKind::Forward) c.computeSeconds = 1.0 / v;
+            if (a.kind == ActionKind::Backward) c.computeSeconds = 2.0 / v;
+            if (a.kind == ActionKind::BackwardInput || a.kind == ActionKind::BackwardWeight) c.computeSeconds = 1.0 / v;
+            c.seconds = c.computeSeconds;
+            costs.push_back(c);
+        }
+        t.perAction.push_back(costs);
+    }
+    return t;
+}
+
+ActionSchedule pipeline(int pp, int m, Schedule schedule, int vpp = 1) {
+    ModelConfig model = test::megatronStyleModel(48, 256, 4, 1000, 128);
+    Plan p;
+    p.pp = pp;
+    p.vpp = vpp;
+    p.globalBatch = m;
+    p.schedule = schedule;
+    return buildSchedule(model, p);
+}
+
+TEST(ClosedForm, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+    for (int p : {2, 3, 4, 8})
+        for (int m : {1, 2, 4, 8, 16, 32}) {
+            ActionSchedule s = pipeline(p, m, Schedule::OneFOneB);
+            Timeline t = simulate(s, uniformCosts(s));
+            EXPECT_NEAR(t.stepSeconds, 3.0 * (m + p - 1), 1e-9) << "p=" << p << " m=" << m;
+            for (const auto& b : t.perStage) {
+                EXPECT_NEAR(b.bubbleSeconds / t.stepSeconds, (p - 1.0) / (m + p - 1.0), 1e-9);
+                EXPECT_NEAR(b.total(), t.stepSeconds, 1e-9);
+            }
+        }
+}
+
+TEST(ClosedForm, GpipeTakesAsLongAs1F1BButHoldsEveryMicroBatch) {
+    for (int p : {2, 4, 8})
+        for (int m : {4, 8, 16}) {
+            ActionSchedule g = pipeline(p, m, Schedule::Gpipe);
+            ActionSchedule f = pipeline(p, m, Schedule::OneFOneB);
+            EXPECT_NEAR(simulate(g, uniformCosts(g)).stepSeconds, simulate(f, uniformCosts(f)).stepSeconds, 1e-9);
+            EXPECT_DOUBLE_EQ(peakInFlight(g.stages[0], 1), m);
+            EXPECT_DOUBLE_EQ(peakInFlight(f.stages[0], 1), std::min(m, p));
+        }
+}
+
+TEST(ClosedForm, InterleavingDividesTheBubbleByV) {
+    for (int p : {2, 4})
+        for (int v : {2, 3, 4})
+            for (int m : {p, 2 * p, 4 * p}) {
+                if (48 % (p * v) != 0) continue;
+                ActionSchedule s = pipeline(p, m, Schedule::Interleaved1F1B, v);
+                Timeline t = simulate(s, uniformCosts(s));
+                // Narayanan et al. 2021 §2.2.2: bubble time (p - 1)(t_f + t_b) / v.
+                EXPECT_NEAR(t.stepSeconds - 3.0 * m, 3.0 * (p - 1) / v, 1e-9) << "p=" << p << " v=" << v << " m=" << m;
+            }
+}
+
+TEST(ClosedForm, ZeroBubbleH1HasASmallerBubbleAtEqualMemory) {
+    for (int p : {2, 4, 8})
+        for (int m : {8, 16, 32}) {
+            ActionSchedule zb = pipeline(p, m, Schedule::ZeroBubble);
+            ActionSchedule f = pipeline(p, m, Schedule::OneFOneB);
+            const double tz = simulate(zb, uniformCosts(zb)).stepSeconds;
+            const double tf = simulate(f, uniformCosts(f)).stepSeconds;
+            EXPECT_LT(tz, tf) << "p=" << p << " m=" << m;
+            // With F = B = W, ZB-H1's bubble is about a third of 1F1B's (Qi et al. 2024, Table 2).
+            EXPECT_LE(tz - 3.0 * m, (tf - 3.0 * m) / 3.0 + 1.0 + 1e-9);
+            for (int st = 0; st < p; ++st) EXPECT_DOUBLE_EQ(peakInFlight(zb.stages[st], 1), peakInFlight(f.stages[st], 1));
+        }
+}
+
+TEST(Simulation, ACyclicScheduleIsReportedNotHung) {
+    ActionSchedule s = pipeline(2, 2, Schedule::OneFOneB);
+    // Make stage 0's first forward wait for stage 1's first backward: a cycle through the pipeline.
+    int backward = -1;
+    for (int i = 0; i < static_cast<int>(s.stages[1].actions.size()); ++i)
+        if (s.stages[1].actions[i].kind == ActionKind::Backward) backward = i;
+    s.stages[0].actions[0].deps.push_back({1, backward, Dependency::When::End, 1.0});
+    try {
+        simulate(s, uniformCosts(s));
+        FAIL() << "expected a deadlock error";
+    } catch (const RuntimeError& e) {
+        EXPECT_NE(std::string(e.what()).find("deadlocks"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("stage 0"), std::string::npos);
+    }
+}
+
+TEST(Simulation, DataParallelReductionOverlapsTheLastBackward) {
+    ModelConfig model = test::preset("gpt3-1.3b");
+    ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    cluster.nodes = 2;
+    Plan p;
+    p.dp = 16;
+    p.globalBatch = 64;
+    p.zeroStage = 0;
+    PlanSimulation sim = simulatePlan(model, cluster, p);
+    double collectives = 0.0, compute = 0.0;
+    const auto& acts = sim.schedule.stages[0].actions;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        if (acts[i].kind == ActionKind::Collective) collectives += sim.costs.perAction[0][i].seconds;
+        else if (isCompute(acts[i].kind)) compute += sim.costs.perAction[0][i].seconds;
+    }
+    ASSERT_GT(collectives, 0.0);
+    EXPECT_LT(sim.metrics.stepSeconds, compute + collectives - 1e-6); // part of the reduction is hidden
+    EXPECT_GE(sim.metrics.stepSeconds, compute);
+    EXPECT_NEAR(sim.metrics.breakdown.dpSeconds, sim.metrics.stepSeconds - compute, 1e-9);
+}
+
+TEST(Simulation, BreakdownSumsToTheStepOverAGridOfRealPlans) {
+    ModelConfig model = test::preset("llama3-8b");
+    ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");
+    cluster.nodes = 2;
+    int n = 0;
+    for (int tp : {1, 2, 8})
+        for (int pp : {1, 2, 4})
+            for (int zero : {0, 1, 3})
+                for (Schedule sch : {Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B}) {
+                    Plan p;
+                    p.tp = tp;
+                    p.pp = pp;
+                    p.dp = 16 / (tp * pp);
+                    p.zeroStage = zero;
+                    p.schedule = sch;
+                    p.vpp = sch == Schedule::Interleaved1F1B ? 2 : 1;
+                    p.sequenceParallel = tp > 1;
+                    p.globalBatch = p.dp * 8;
+                    ProblemList problems;
+                    validatePlan(model, cluster, p, "/plan", problems);
+                    if (!problems.empty()) continue;
+                    PlanSimulation sim = simulatePlan(model, cluster, p);
+                    for (const auto& b : sim.timeline.perStage) ASSERT_NEAR(b.total(), sim.metrics.stepSeconds, 1e-9 * sim.metrics.stepSeconds);
+                    ASSERT_GT(sim.metrics.mfu, 0.05);
+                    ASSERT_LT(sim.metrics.mfu, sim.metrics.hfu + 1e-12);
+                    ASSERT_LT(sim.metrics.hfu, 1.0);
+                    ASSERT_TRUE(checkSchedule(sim.schedule).empty());
+                    ++n;
+                }
+    EXPECT_GT(n, 30);
+}
+
+TEST(Simulation, DefaultScenarioIsPlausible) {
+    Scenario s = defaultScenario();
+    PlanSimulation sim = simulatePlan(s.model, s.cluster, s.plan);
+    // Megatron-LM reports ~52% MFU for GPT-3 175B on A100 with this plan family (Korthikanti et al. 2022 Table 4).
+    EXPECT_GT(sim.metrics.mfu, 0.30);
+    EXPECT_LT(sim.metrics.mfu, 0.70);
+    EXPECT_NEAR(sim.metrics.tokensPerSecond, 1536.0 * 2048 / sim.metrics.stepSeconds, 1e-6);
+    // 1F1B with p = 8, m = 96: the bubble is close to (p-1)/(m+p-1) = 6.8%.
+    EXPECT_NEAR(sim.metrics.bubbleFraction, 7.0 / 103.0, 0.03);
+}
+
+} // namespace
+} // namespace tessel::sim
