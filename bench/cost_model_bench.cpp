@@ -4,6 +4,7 @@
 #include "tessel/cost/report.hpp"
 #include "tessel/cost/scenario.hpp"
 #include "tessel/cost/traffic.hpp"
+#include "tessel/sim/simulate.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -45,6 +46,13 @@ void BM_FullPrediction(benchmark::State& state) {
     state.counters["plans_per_second"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_FullPrediction);
+
+void BM_SimulatePlanGpt3_1F1B(benchmark::State& state) {
+    const auto& s = gpt3();
+    for (auto _ : state) benchmark::DoNotOptimize(tessel::sim::simulatePlan(s.model, s.cluster, s.plan));
+    state.counters["plans_per_second"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SimulatePlanGpt3_1F1B)->Unit(benchmark::kMillisecond);
 
 } // namespace
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -218,7 +219,29 @@ GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode) {
     return placement;
 }
 
+namespace {
+GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, GroupKind kind);
+} // namespace
+
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
+    // Placement depends only on the degrees, the rank order, the node size and the kind; a search asks for
+    // the same few thousand combinations millions of times, so remember them (per thread, bounded).
+    using Key = std::array<int, 12>;
+    thread_local std::map<Key, GroupPlacement> cache;
+    Key key{plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, static_cast<int>(plan.rankOrder[0]),
+            static_cast<int>(plan.rankOrder[1]), static_cast<int>(plan.rankOrder[2]),
+            static_cast<int>(plan.rankOrder[3]), static_cast<int>(plan.rankOrder[4]), cluster.gpusPerNode,
+            static_cast<int>(kind)};
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    const GroupPlacement placement = computePlacement(plan, cluster, kind);
+    if (cache.size() > 65536) cache.clear();
+    cache.emplace(key, placement);
+    return placement;
+}
+
+namespace {
+GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
     checkLayout(plan);
     const int world = plan.worldSize();
     GroupPlacement worst;
@@ -247,5 +270,7 @@ GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupK
     }
     return worst;
 }
+
+} // namespace
 
 } // namespace tessel
