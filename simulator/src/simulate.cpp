@@ -166,25 +166,40 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
     const size_t total = offset[stages];
     auto id = [&](int s, int i) { return offset[static_cast<size_t>(s)] + static_cast<size_t>(i); };
 
-    std::vector<std::vector<size_t>> successors(total);
+    // Dependency graph in compressed-sparse-row form (one allocation, not one per action): edges from each
+    // action's stream predecessor and from each of its dependencies.
     std::vector<int> indegree(total, 0);
     std::vector<long> streamPrev(total, -1);
+    std::vector<size_t> edgeCount(total + 1, 0);
     for (size_t s = 0; s < stages; ++s) {
         std::array<long, kStreamCount> last;
         last.fill(-1);
         const auto& acts = schedule.stages[s].actions;
         for (size_t i = 0; i < acts.size(); ++i) {
             const size_t me = id(static_cast<int>(s), static_cast<int>(i));
-            const int st = static_cast<int>(streamOf(acts[i].kind));
-            if (last[static_cast<size_t>(st)] >= 0) {
-                streamPrev[me] = last[static_cast<size_t>(st)];
-                successors[static_cast<size_t>(last[static_cast<size_t>(st)])].push_back(me);
+            const auto st = static_cast<size_t>(streamOf(acts[i].kind));
+            if (last[st] >= 0) {
+                streamPrev[me] = last[st];
+                ++edgeCount[static_cast<size_t>(last[st]) + 1];
                 ++indegree[me];
             }
-            last[static_cast<size_t>(st)] = static_cast<long>(me);
+            last[st] = static_cast<long>(me);
             for (const auto& d : acts[i].deps) {
-                successors[id(d.stage, d.index)].push_back(me);
+                ++edgeCount[id(d.stage, d.index) + 1];
                 ++indegree[me];
+            }
+        }
+    }
+    for (size_t n = 0; n < total; ++n) edgeCount[n + 1] += edgeCount[n];
+    std::vector<size_t> successors(edgeCount[total]);
+    {
+        std::vector<size_t> fill(edgeCount.begin(), edgeCount.end() - 1);
+        for (size_t s = 0; s < stages; ++s) {
+            const auto& acts = schedule.stages[s].actions;
+            for (size_t i = 0; i < acts.size(); ++i) {
+                const size_t me = id(static_cast<int>(s), static_cast<int>(i));
+                if (streamPrev[me] >= 0) successors[fill[static_cast<size_t>(streamPrev[me])]++] = me;
+                for (const auto& d : acts[i].deps) successors[fill[id(d.stage, d.index)]++] = me;
             }
         }
     }
@@ -222,8 +237,8 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
         if (recv && !a.deps.empty()) end[n] = std::max(end[n], end[id(a.deps.front().stage, a.deps.front().index)]);
         t.perAction[static_cast<size_t>(s)][i] = {start[n], end[n]};
         t.stepSeconds = std::max(t.stepSeconds, end[n]);
-        for (size_t succ : successors[n])
-            if (--indegree[succ] == 0) ready.push_back(succ);
+        for (size_t e = edgeCount[n]; e < edgeCount[n + 1]; ++e)
+            if (--indegree[successors[e]] == 0) ready.push_back(successors[e]);
     }
     if (done != total) {
         std::string stuck;
