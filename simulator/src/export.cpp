@@ -1,4 +1,4 @@
-// Export of a plan as Megatron-LM pretrain_gpt.py arguments, a DeepSpeed ds_config.json or a torchtitan TOML job.
+// Export of a plan as Megatron-LM arguments, a DeepSpeed ds_config.json or a torchtitan TOML job config.
 //
 // Each exporter writes only what the framework really reads, and refuses (InputError, every problem at once,
 // each at its plan pointer) where the framework cannot run the plan tessel predicted. Flag and key spellings
@@ -7,8 +7,8 @@
 //   DeepSpeed    deepspeed/runtime/config.py, zero/config.py, precision_config.py, constants.py,
 //                activation_checkpointing/config.py, tensor_parallel/config.py (AutoTP training, >= 0.16.4),
 //                engine.py (_do_optimizer_sanity_check), bf16_optimizer.py, pipe/engine.py,
-//   torchtitan   torchtitan/config/job_config.py (TOML job config with [parallelism] pipeline_parallel_degree),
-//                torchtitan/distributed/pipeline_parallel.py, torch.distributed.pipelining get_schedule_class.
+//   torchtitan   torchtitan/config/job_config.py (TOML job config, [parallelism] pipeline_parallel_degree),
+//                torchtitan/distributed/pipeline_parallel.py, torch pipelining's get_schedule_class.
 // The reasons behind every refusal are in the messages; docs/decisions.md should carry the summary.
 #include "tessel/sim/export.hpp"
 
@@ -29,7 +29,9 @@ namespace tessel::sim {
 
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+    return std::to_string(v);
+}
 
 // Shortest round-trip-ish text of a probability such as a dropout rate ("0.1", "0").
 std::string decimal(double v) {
@@ -38,9 +40,13 @@ std::string decimal(double v) {
     return out.str();
 }
 
-std::string displayName(const Scenario& s) { return s.name.empty() ? std::string("(unnamed scenario)") : s.name; }
+std::string displayName(const Scenario& s) {
+    return s.name.empty() ? std::string("(unnamed scenario)") : s.name;
+}
 
-bool isHalfRecipe(const std::string& precision) { return precision == "megatron" || precision == "mixed"; }
+bool isHalfRecipe(const std::string& precision) {
+    return precision == "megatron" || precision == "mixed";
+}
 
 // The rank order restricted to dimensions that have more than one rank: two orders that differ only in where
 // a size-1 dimension sits build the same process groups. tessel's `dp` entry is the expert-data part, dp/ep.
@@ -59,20 +65,23 @@ std::vector<ParallelDim> activeOrder(const std::array<ParallelDim, 5>& order, co
 
 std::string orderText(const std::array<ParallelDim, 5>& order) {
     std::string s;
-    for (auto d : order) s += (s.empty() ? "" : "-") + toString(d);
+    for (auto d : order)
+        s += (s.empty() ? "" : "-") + toString(d);
     return s;
 }
 
 // Records a problem unless the plan's rank order builds the same groups as one the framework can lay out.
-void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>& layouts, const std::string& framework,
-                    const std::string& how, ProblemList& problems) {
+void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>& layouts,
+                    const std::string& framework, const std::string& how, ProblemList& problems) {
     const auto mine = activeOrder(p.rankOrder, p);
     for (const auto& layout : layouts)
         if (activeOrder(layout, p) == mine) return;
     std::string accepted;
-    for (const auto& layout : layouts) accepted += (accepted.empty() ? "" : " or ") + orderText(layout);
-    problems.add("/plan/rank_order", framework + " lays out ranks " + how + " (" + accepted + ", fastest first); \"" +
-                                         p.rankOrderString() + "\" builds different process groups");
+    for (const auto& layout : layouts)
+        accepted += (accepted.empty() ? "" : " or ") + orderText(layout);
+    problems.add("/plan/rank_order", framework + " lays out ranks " + how + " (" + accepted +
+                                         ", fastest first); \"" + p.rankOrderString() +
+                                         "\" builds different process groups");
 }
 
 using O = std::array<ParallelDim, 5>;
@@ -89,35 +98,42 @@ int64_t largestGatherElements(const ModelConfig& m) {
     return std::max({c.perLayer(), c.embedding, c.lmHead});
 }
 
-// ------------------------------------------------------------------------------------------------ Megatron-LM
+// ------------------------------------------------------------------------------------------------
+// Megatron-LM
 
 std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     const auto& m = s.model;
     const auto& p = s.plan;
 
-    // ZeRO: Megatron-LM's distributed optimizer shards the fp32 master weights and Adam state (ZeRO-1) over the
-    // data-parallel x context-parallel group (DDP buffers use intra_dp_cp_group).
+    // ZeRO: Megatron-LM's distributed optimizer shards the fp32 master weights and Adam state (ZeRO-1) over
+    // the data-parallel x context-parallel group (DDP buffers use intra_dp_cp_group).
     if (p.zeroStage >= 2)
-        problems.add("/plan/zero_stage",
-                     "Megatron-LM cannot express ZeRO-" + str(p.zeroStage) +
-                         ": its distributed optimizer (--use-distributed-optimizer) is ZeRO-1, and its FSDP paths "
-                         "(--use-megatron-fsdp, --use-torch-fsdp2) shard differently from what tessel predicted; "
-                         "use zero_stage 0 or 1, or export --format deepspeed or torchtitan (FSDP) for ZeRO-2/3");
+        problems.add(
+            "/plan/zero_stage",
+            "Megatron-LM cannot express ZeRO-" + str(p.zeroStage) +
+                ": its distributed optimizer (--use-distributed-optimizer) is ZeRO-1, and its FSDP paths "
+                "(--use-megatron-fsdp, --use-torch-fsdp2) shard differently from what tessel predicted; "
+                "use zero_stage 0 or 1, or export --format deepspeed or torchtitan (FSDP) for ZeRO-2/3");
     if (p.zeroStage == 1 && p.cp > 1 && !p.zeroOverCp)
-        problems.add("/plan/zero_over_cp", "Megatron-LM's distributed optimizer shards over data x context parallel "
-                                           "ranks (dp x cp = " + str(p.dp * p.cp) +
-                                               "), not over dp alone; set zero_over_cp to true");
+        problems.add("/plan/zero_over_cp",
+                     "Megatron-LM's distributed optimizer shards over data x context parallel "
+                     "ranks (dp x cp = " +
+                         str(p.dp * p.cp) + "), not over dp alone; set zero_over_cp to true");
     if (p.schedule == Schedule::Gpipe)
-        problems.add("/plan/schedule", "Megatron-LM has no GPipe schedule (it runs 1F1B, or interleaved 1F1B with "
-                                       "virtual stages); use schedule 1f1b or interleaved_1f1b");
+        problems.add("/plan/schedule",
+                     "Megatron-LM has no GPipe schedule (it runs 1F1B, or interleaved 1F1B with "
+                     "virtual stages); use schedule 1f1b or interleaved_1f1b");
     if (p.schedule == Schedule::ZeroBubble)
-        problems.add("/plan/schedule", "mainline Megatron-LM has no zero-bubble (ZB-H1) schedule; use schedule 1f1b or "
-                                       "interleaved_1f1b");
+        problems.add("/plan/schedule",
+                     "mainline Megatron-LM has no zero-bubble (ZB-H1) schedule; use schedule 1f1b or "
+                     "interleaved_1f1b");
     if (p.precision == "bf16_no_master")
-        problems.add("/plan/precision", "Megatron-LM always keeps a separate master copy of the weights (fp32, or fp16 "
-                                        "with --use-precision-aware-optimizer); use precision mixed or megatron");
+        problems.add("/plan/precision",
+                     "Megatron-LM always keeps a separate master copy of the weights (fp32, or fp16 "
+                     "with --use-precision-aware-optimizer); use precision mixed or megatron");
     if (p.precision == "cpu_fp64")
-        problems.add("/plan/precision", "Megatron-LM does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+        problems.add("/plan/precision",
+                     "Megatron-LM does not train in fp64; cpu_fp64 is the CPU executor's recipe");
     // Megatron-core's default order is tp-cp-ep-dp-pp; --use-tp-pp-dp-mapping makes it tp-cp-ep-pp-dp.
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}, O{Tp, Cp, Ep, Pp, Dp}}, "Megatron-LM",
                    "by its default order or with --use-tp-pp-dp-mapping", problems);
@@ -131,7 +147,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     arg("--num-layers", str(m.layers));
     arg("--hidden-size", str(m.hidden));
     arg("--num-attention-heads", str(m.heads));
-    if (m.headDim * m.heads != m.hidden) arg("--kv-channels", str(m.headDim));
+    if (m.headDim > 0 && m.headDim * m.heads != m.hidden) arg("--kv-channels", str(m.headDim));
     if (m.kvHeads < m.heads) {
         arg("--group-query-attention");
         arg("--num-query-groups", str(m.kvHeads));
@@ -194,20 +210,29 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
 
     const int64_t padded = paddedVocab(m, p);
     std::ostringstream out;
-    out << "# tessel export: " << displayName(s) << " as Megatron-LM (megatron-core) pretrain_gpt.py arguments\n";
+    out << "# tessel export: " << displayName(s)
+        << " as Megatron-LM (megatron-core) pretrain_gpt.py arguments\n";
     out << "# model " << m.name << " on " << s.cluster.nodes << " x " << s.cluster.gpusPerNode << " GPUs ("
-        << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp << ", ep "
-        << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch << " per step\n";
-    out << "# Run on every node with NODE_RANK and MASTER_ADDR set. Arguments given to this script are appended:\n";
+        << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp
+        << ", ep " << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch
+        << " per step\n";
+    if (s.cluster.nodes > 1)
+        out << "# Run on every node with NODE_RANK and MASTER_ADDR set. ";
+    else
+        out << "# ";
+    out << "Arguments given to this script are appended:\n";
     out << "# data, tokenizer (vocabulary " << m.vocab;
     if (padded != m.vocab) out << ", padded to " << padded;
-    out << "), optimizer, learning-rate schedule, checkpointing.\n";
+    out << "), optimizer, learning-rate schedule, checkpointing"
+        << (m.position == PositionEmbedding::Rope ? ", rotary base (--rotary-base)" : "") << ".\n";
     if (p.tp > 1 || p.cp > 1) out << "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
     out << "torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes " << s.cluster.nodes;
     if (s.cluster.nodes > 1)
-        out << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port \"${MASTER_PORT:-6000}\"";
+        out << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port "
+               "\"${MASTER_PORT:-6000}\"";
     out << " pretrain_gpt.py \\\n";
-    for (const auto& a : args) out << "    " << a << " \\\n";
+    for (const auto& a : args)
+        out << "    " << a << " \\\n";
     out << "    \"$@\"\n";
     return out.str();
 }
@@ -229,57 +254,71 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
 
     if (p.tp > 1) {
         if (p.pp > 1)
-            problems.add("/plan/tp", "DeepSpeed's config expresses tensor parallelism only as AutoTP training "
-                                     "(tensor_parallel.autotp_size), which does not combine with PipelineModule; run "
-                                     "Megatron-DeepSpeed (--tensor-model-parallel-size " + str(p.tp) +
-                                         ") with this config, or export --format megatron");
+            problems.add("/plan/tp",
+                         "DeepSpeed's config expresses tensor parallelism only as AutoTP training "
+                         "(tensor_parallel.autotp_size), which does not combine with PipelineModule; run "
+                         "Megatron-DeepSpeed (--tensor-model-parallel-size " +
+                             str(p.tp) + ") with this config, or export --format megatron");
         if (p.zeroStage == 3)
-            problems.add("/plan/zero_stage", "DeepSpeed's AutoTP training (tensor_parallel.autotp_size) supports ZeRO "
-                                             "stages 0-2 only; use zero_stage 1 or 2, or tp 1");
+            problems.add("/plan/zero_stage",
+                         "DeepSpeed's AutoTP training (tensor_parallel.autotp_size) supports ZeRO "
+                         "stages 0-2 only; use zero_stage 1 or 2, or tp 1");
     }
     if (p.sequenceParallel)
-        problems.add("/plan/sequence_parallel",
-                     "DeepSpeed's config has no Megatron-style sequence parallelism (its \"sequence parallelism\" is "
-                     "Ulysses, a form of context parallelism); set sequence_parallel off or export --format megatron");
+        problems.add(
+            "/plan/sequence_parallel",
+            "DeepSpeed's config has no Megatron-style sequence parallelism (its \"sequence parallelism\" is "
+            "Ulysses, a form of context parallelism); set sequence_parallel off or export --format megatron");
     if (p.cp > 1)
-        problems.add("/plan/cp", "DeepSpeed's context parallelism is Ulysses (all-to-all over attention heads), not "
-                                 "the ring attention tessel predicted; use cp 1 or export --format megatron or "
-                                 "torchtitan");
+        problems.add("/plan/cp",
+                     "DeepSpeed's context parallelism is Ulysses (all-to-all over attention heads), not "
+                     "the ring attention tessel predicted; use cp 1 or export --format megatron or "
+                     "torchtitan");
     if (p.ep > 1)
-        problems.add("/plan/ep", "DeepSpeed sets expert parallelism in model code (deepspeed.moe.layer.MoE(ep_size=" +
-                                     str(p.ep) + ")), not in ds_config.json; use ep 1 or export --format megatron");
+        problems.add("/plan/ep",
+                     "DeepSpeed sets expert parallelism in model code (deepspeed.moe.layer.MoE(ep_size=" +
+                         str(p.ep) + ")), not in ds_config.json; use ep 1 or export --format megatron");
     if (p.schedule != Schedule::OneFOneB)
-        problems.add("/plan/schedule", "DeepSpeed runs one schedule: 1F1B in PipelineEngine (TrainSchedule), and one "
-                                       "forward and backward per micro-batch without pipelining; \"" +
-                                           toString(p.schedule) + "\" is not expressible, use schedule 1f1b");
+        problems.add("/plan/schedule",
+                     "DeepSpeed runs one schedule: 1F1B in PipelineEngine (TrainSchedule), and one "
+                     "forward and backward per micro-batch without pipelining; \"" +
+                         toString(p.schedule) + "\" is not expressible, use schedule 1f1b");
     if (p.pp > 1 && p.zeroStage >= 2)
-        problems.add("/plan/zero_stage", "DeepSpeed forbids ZeRO-2 and ZeRO-3 with pipeline parallelism "
-                                         "(PipelineEngine asserts stage < 2); use zero_stage 0 or 1, or pp 1");
-    if (half && stage == 0)
         problems.add("/plan/zero_stage",
-                     "DeepSpeed has no replicated-optimizer bf16 mode: without ZeRO its BF16_Optimizer shards the fp32 "
-                     "master weights and Adam state over the " + str(p.dp) +
-                         " data-parallel ranks (that is ZeRO-1), and bf16 gradient accumulation needs ZeRO; use "
-                         "zero_stage 1");
+                     "DeepSpeed forbids ZeRO-2 and ZeRO-3 with pipeline parallelism "
+                     "(PipelineEngine asserts stage < 2); use zero_stage 0 or 1, or pp 1");
+    if (half && stage == 0)
+        problems.add(
+            "/plan/zero_stage",
+            "DeepSpeed has no replicated-optimizer bf16 mode: without ZeRO its BF16_Optimizer shards the "
+            "fp32 "
+            "master weights and Adam state over the " +
+                str(p.dp) +
+                " data-parallel ranks (that is ZeRO-1), and bf16 gradient accumulation needs ZeRO; use "
+                "zero_stage 1");
     if (p.precision == "megatron" && p.zeroStage >= 2)
-        problems.add("/plan/precision", "tessel exports DeepSpeed ZeRO-" + str(p.zeroStage) +
-                                            " with DeepSpeed's bf16 gradients (fp32 gradients are BF16_Optimizer, "
-                                            "ZeRO-1 only); use precision mixed");
+        problems.add("/plan/precision",
+                     "tessel exports DeepSpeed ZeRO-" + str(p.zeroStage) +
+                         " with DeepSpeed's bf16 gradients (fp32 gradients are BF16_Optimizer, "
+                         "ZeRO-1 only); use precision mixed");
     if (p.precision == "bf16_no_master")
-        problems.add("/plan/precision", "DeepSpeed keeps a separate master copy of the weights in its optimizer; use "
-                                        "precision mixed");
+        problems.add("/plan/precision",
+                     "DeepSpeed keeps a separate master copy of the weights in its optimizer; use "
+                     "precision mixed");
     if (p.precision == "cpu_fp64")
-        problems.add("/plan/precision", "DeepSpeed does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+        problems.add("/plan/precision",
+                     "DeepSpeed does not train in fp64; cpu_fp64 is the CPU executor's recipe");
     // With flash attention, Megatron-style selective recompute stores exactly what no recompute stores (the
     // s x s scores it drops are never kept), so it is written as no checkpointing; without flash it is not
     // expressible in DeepSpeed's config.
     if (p.recompute == Recompute::Selective && !p.flashAttention)
-        problems.add("/plan/recompute", "DeepSpeed's config has no selective (attention-only) recompute; use "
-                                        "recompute full, or flash_attention on (then selective stores no more "
-                                        "than none)");
+        problems.add("/plan/recompute",
+                     "DeepSpeed's config has no selective (attention-only) recompute; use "
+                     "recompute full, or flash_attention on (then selective stores no more "
+                     "than none)");
     // PipeModelDataParallelTopology: model (tp) fastest, then data, then pipe.
-    checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "DeepSpeed", "as PipeModelDataParallelTopology does (tp, dp, pp)",
-                   problems);
+    checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "DeepSpeed",
+                   "as PipeModelDataParallelTopology does (tp, dp, pp)", problems);
     if (!problems.empty()) return {};
 
     nlohmann::ordered_json ds;
@@ -299,8 +338,8 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         zero["overlap_comm"] = true;
         zero["contiguous_gradients"] = true;
         zero["reduce_scatter"] = true;
-        // tessel's memory model keeps one 40M-element reduce bucket (FORMULAS.md "Other"); DeepSpeed's default
-        // is 5e8.
+        // tessel's memory model keeps one 40M-element reduce bucket (FORMULAS.md "Other"); DeepSpeed's
+        // default is 5e8.
         zero["reduce_bucket_size"] = 40000000;
         zero["allgather_bucket_size"] = 40000000;
     }
@@ -347,8 +386,8 @@ std::string tomlString(const std::string& text) {
     return out + "\"";
 }
 
-// torchtitan's llama3 flavors (torchtitan/models/llama3): dim, layers, heads, kv heads, and the FFN width their
-// ffn_dim_multiplier / multiple_of produce.
+// torchtitan's llama3 flavors (torchtitan/models/llama3): dim, layers, heads, kv heads, and the FFN width
+// their ffn_dim_multiplier / multiple_of produce.
 struct TitanFlavor {
     const char* name;
     int layers;
@@ -364,8 +403,9 @@ constexpr TitanFlavor kLlama3Flavors[] = {
 };
 
 bool llamaArchitecture(const ModelConfig& m) {
-    return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm && m.position == PositionEmbedding::Rope &&
-           !m.tiedEmbeddings && !m.linearBias && !m.qkvBias && !m.moe;
+    return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm &&
+           m.position == PositionEmbedding::Rope && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias &&
+           !m.moe;
 }
 
 std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
@@ -375,78 +415,93 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
     // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.
     if (p.zeroStage == 1 || p.zeroStage == 2)
-        problems.add("/plan/zero_stage", "torchtitan's FSDP2 shards weights, gradients and optimizer state together; "
-                                         "ZeRO-" + str(p.zeroStage) +
-                                             " is not expressible: use zero_stage 0 (replicate) or 3 (shard)");
+        problems.add("/plan/zero_stage",
+                     "torchtitan's FSDP2 shards weights, gradients and optimizer state together; "
+                     "ZeRO-" +
+                         str(p.zeroStage) + " is not expressible: use zero_stage 0 (replicate) or 3 (shard)");
     if (p.cp > 1 && p.zeroStage == 0)
-        problems.add("/plan/zero_stage", "torchtitan shards parameters over the context-parallel ranks (FSDP over "
-                                         "dp_shard x cp) whenever cp > 1; use zero_stage 3 with zero_over_cp");
+        problems.add("/plan/zero_stage",
+                     "torchtitan shards parameters over the context-parallel ranks (FSDP over "
+                     "dp_shard x cp) whenever cp > 1; use zero_stage 3 with zero_over_cp");
     if (p.cp > 1 && p.zeroStage == 3 && !p.zeroOverCp)
-        problems.add("/plan/zero_over_cp", "torchtitan shards over data x context parallel ranks (dp_shard x cp = " +
-                                               str(p.dp * p.cp) + "); set zero_over_cp to true");
+        problems.add("/plan/zero_over_cp",
+                     "torchtitan shards over data x context parallel ranks (dp_shard x cp = " +
+                         str(p.dp * p.cp) + "); set zero_over_cp to true");
     if (p.tp > 1 && !p.sequenceParallel)
-        problems.add("/plan/sequence_parallel", "torchtitan's tensor parallelism always shards norms and dropout "
-                                                "along the sequence (SequenceParallel); set sequence_parallel on");
+        problems.add("/plan/sequence_parallel",
+                     "torchtitan's tensor parallelism always shards norms and dropout "
+                     "along the sequence (SequenceParallel); set sequence_parallel on");
     if (p.ep > 1) {
         // torchtitan's "dp2ep": expert groups are borrowed from dp_shard (x cp), cp <= ep <= dp_shard x cp.
         if (p.zeroStage != 3)
-            problems.add("/plan/ep", "torchtitan borrows expert-parallel ranks from the FSDP shard dimension "
-                                     "(ep <= data_parallel_shard_degree x cp); expert parallelism needs zero_stage 3");
+            problems.add("/plan/ep",
+                         "torchtitan borrows expert-parallel ranks from the FSDP shard dimension "
+                         "(ep <= data_parallel_shard_degree x cp); expert parallelism needs zero_stage 3");
         if (p.cp > 1)
-            problems.add("/plan/ep", "torchtitan's expert groups include the context-parallel ranks (cp <= ep <= "
-                                     "dp_shard x cp); tessel carves ep out of dp alone, so ep > 1 needs cp 1");
+            problems.add("/plan/ep",
+                         "torchtitan's expert groups include the context-parallel ranks (cp <= ep <= "
+                         "dp_shard x cp); tessel carves ep out of dp alone, so ep > 1 needs cp 1");
     }
     if (p.schedule == Schedule::ZeroBubble)
-        problems.add("/plan/schedule",
-                     "torch.distributed.pipelining's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) "
-                     "need two or more stages per rank; tessel's zero_bubble is ZB-H1 with one; use 1f1b or "
-                     "interleaved_1f1b");
+        problems.add(
+            "/plan/schedule",
+            "torch.distributed.pipelining's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) "
+            "need two or more stages per rank; tessel's zero_bubble is ZB-H1 with one; use 1f1b or "
+            "interleaved_1f1b");
     if (p.pp == 1 && p.schedule == Schedule::Gpipe)
-        problems.add("/plan/schedule", "without pipeline parallelism torchtitan runs one forward and backward per "
-                                       "micro-batch (gradient accumulation), not GPipe's all-forwards-first; use "
-                                       "schedule 1f1b");
+        problems.add("/plan/schedule",
+                     "without pipeline parallelism torchtitan runs one forward and backward per "
+                     "micro-batch (gradient accumulation), not GPipe's all-forwards-first; use "
+                     "schedule 1f1b");
     if (!p.flashAttention)
-        problems.add("/plan/flash_attention", "torchtitan's attention (SDPA or FlexAttention) never stores the s x s "
-                                              "scores; set flash_attention on");
+        problems.add("/plan/flash_attention",
+                     "torchtitan's attention (SDPA or FlexAttention) never stores the s x s "
+                     "scores; set flash_attention on");
     if (p.precision == "bf16_no_master")
-        problems.add("/plan/precision", "torchtitan keeps fp32 parameters as the master copy; use precision mixed");
+        problems.add("/plan/precision",
+                     "torchtitan keeps fp32 parameters as the master copy; use precision mixed");
     if (p.precision == "cpu_fp64")
-        problems.add("/plan/precision", "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+        problems.add("/plan/precision",
+                     "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
     // torchtitan's device mesh, slowest first: pp, dp_replicate, dp_shard, cp, tp.
-    checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "torchtitan", "by its device mesh (pp, dp, cp, tp; slowest first)",
-                   problems);
+    checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "torchtitan",
+                   "by its device mesh (pp, dp, cp, tp; slowest first)", problems);
     if (!problems.empty()) return {};
 
     const bool pipelined = p.pp > 1;
     const char* flavor = nullptr;
     if (llamaArchitecture(m))
         for (const auto& f : kLlama3Flavors)
-            if (f.layers == m.layers && f.hidden == m.hidden && f.heads == m.heads && f.kvHeads == m.kvHeads &&
-                f.ffn == m.ffnHidden)
+            if (f.layers == m.layers && f.hidden == m.hidden && f.heads == m.heads &&
+                f.kvHeads == m.kvHeads && f.ffn == m.ffnHidden)
                 flavor = f.name;
 
     std::ostringstream out;
     out << "# tessel export: " << displayName(s) << " as a torchtitan job config (TOML)\n";
     out << "# model " << m.name << " on " << s.cluster.nodes << " x " << s.cluster.gpusPerNode << " GPUs ("
-        << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp << ", ep "
-        << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch << " per step\n";
+        << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp
+        << ", ep " << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch
+        << " per step\n";
     out << "# launch on every node: torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes "
         << s.cluster.nodes << " -m torchtitan.train --job.config_file THIS_FILE\n";
     if (!flavor) {
         out << "# torchtitan builds models from registered flavors; register \"" << m.name << "\" with dim "
-            << m.hidden << ", n_layers " << m.layers << ", n_heads " << m.heads << ", n_kv_heads " << m.kvHeads
-            << ", FFN width " << m.ffnHidden << ", vocab " << m.vocab;
+            << m.hidden << ", n_layers " << m.layers << ", n_heads " << m.heads << ", n_kv_heads "
+            << m.kvHeads << ", FFN width " << m.ffnHidden << ", vocab " << m.vocab;
         if (m.moe) out << ", " << m.moe->experts << " experts (top " << m.moe->topK << ")";
         out << "\n";
         if (!llamaArchitecture(m))
-            out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE, untied, without biases or experts; "
+            out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE, untied, without biases or "
+                   "experts; "
                 << m.name << " differs, so it needs its own model\n";
     }
     if (p.zeroStage == 0 && (p.tp > 1 || p.pp > 1))
-        out << "# note: torchtitan releases before its late-2025 parallel_dims rework run DDP only as the sole "
+        out << "# note: torchtitan releases before its late-2025 parallel_dims rework run DDP only as the "
+               "sole "
                "parallelism (\"DDP has not supported > 1D parallelism\"); use a recent torchtitan\n";
     if (p.recompute == Recompute::Selective)
-        out << "# recompute: tessel's selective (core attention) recompute stores nothing more than none under "
+        out << "# recompute: tessel's selective (core attention) recompute stores nothing more than none "
+               "under "
                "flash attention, so it is written as mode \"none\"\n";
 
     out << "\n[job]\n";
@@ -463,7 +518,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "local_batch_size = " << local << "\n";
     out << "global_batch_size = " << p.globalBatch << "\n";
     out << "seq_len = " << m.seqLen << "\n";
-    out << "mixed_precision_param = " << tomlString(isHalfRecipe(p.precision) ? "bfloat16" : "float32") << "\n";
+    out << "mixed_precision_param = " << tomlString(isHalfRecipe(p.precision) ? "bfloat16" : "float32")
+        << "\n";
     out << "mixed_precision_reduce = \"float32\"\n";
 
     out << "\n[parallelism]\n";
@@ -478,7 +534,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     if (pipelined) {
         const char* schedule = p.schedule == Schedule::Gpipe             ? "GPipe"
                                : p.schedule == Schedule::Interleaved1F1B ? "Interleaved1F1B"
-                                                                          : "1F1B";
+                                                                         : "1F1B";
         out << "pipeline_parallel_schedule = " << tomlString(schedule) << "\n";
         out << "pipeline_parallel_microbatch_size = " << p.microBatch << "\n";
         // Even split, embedding on the first and LM head on the last stage, as tessel models it: torchtitan
@@ -504,9 +560,15 @@ std::string exportPlan(const Scenario& scenario, ExportFormat format) {
     problems.throwIfAny();
     std::string text;
     switch (format) {
-    case ExportFormat::Megatron: text = exportMegatron(scenario, problems); break;
-    case ExportFormat::DeepSpeed: text = exportDeepSpeed(scenario, problems); break;
-    case ExportFormat::Torchtitan: text = exportTorchtitan(scenario, problems); break;
+    case ExportFormat::Megatron:
+        text = exportMegatron(scenario, problems);
+        break;
+    case ExportFormat::DeepSpeed:
+        text = exportDeepSpeed(scenario, problems);
+        break;
+    case ExportFormat::Torchtitan:
+        text = exportTorchtitan(scenario, problems);
+        break;
     }
     problems.throwIfAny();
     return text;

@@ -1,0 +1,334 @@
+// `tessel search`: exhaustive plan search for a model on N GPUs, printed as a ranked table, JSON or CSV.
+#include "commands.hpp"
+#include "table.hpp"
+
+#include "tessel/cost/scenario.hpp"
+#include "tessel/sim/search.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+namespace tessel::cli {
+
+namespace {
+struct SearchFlags {
+    std::string scenario, model, cluster;
+    std::optional<int> gpus, globalBatch, maxVpp;
+    int top = 10;
+    int threads = 0;
+    std::vector<std::string> fix;
+    std::string objective = "time";
+    std::optional<std::string> precision, flashAttention;
+    bool json = false, csv = false, noProgress = false;
+};
+
+std::atomic<bool> gInterrupted{false};
+extern "C" void onInterrupt(int) { gInterrupted = true; }
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// Parses the --fix entries ("key=value", comma-separated or repeated) into the space.
+void applyFixes(const std::vector<std::string>& entries, sim::SearchSpace& space, ProblemList& problems) {
+    const std::map<std::string, std::string> intKeys{{"tp", "tp"},       {"pp", "pp"},
+                                                     {"dp", "dp"},       {"cp", "cp"},
+                                                     {"ep", "ep"},       {"vpp", "vpp"},
+                                                     {"micro_batch", "micro_batch"}, {"mb", "micro_batch"},
+                                                     {"micro-batch", "micro_batch"}, {"zero_stage", "zero_stage"},
+                                                     {"zero", "zero_stage"}};
+    for (const auto& entry : entries) {
+        if (entry.empty()) continue;
+        const auto eq = entry.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+            problems.add("--fix", "expected key=value, got \"" + entry + "\"");
+            continue;
+        }
+        const std::string key = lower(entry.substr(0, eq));
+        const std::string value = entry.substr(eq + 1);
+        const std::string where = "--fix " + key;
+        if (auto it = intKeys.find(key); it != intKeys.end()) {
+            try {
+                size_t used = 0;
+                const int v = std::stoi(value, &used);
+                if (used != value.size()) throw std::invalid_argument(value);
+                space.fixed[it->second] = v;
+            } catch (const std::exception&) {
+                problems.add(where, "expected an integer, got \"" + value + "\"");
+            }
+        } else if (key == "recompute") {
+            if (value == "none") space.recompute = {Recompute::None};
+            else if (value == "selective") space.recompute = {Recompute::Selective};
+            else if (value == "full") space.recompute = {Recompute::Full};
+            else problems.add(where, "must be none, selective or full, got \"" + value + "\"");
+        } else if (key == "schedule") {
+            if (value == "gpipe") space.schedules = {Schedule::Gpipe};
+            else if (value == "1f1b") space.schedules = {Schedule::OneFOneB};
+            else if (value == "interleaved_1f1b") space.schedules = {Schedule::Interleaved1F1B};
+            else if (value == "zero_bubble") space.schedules = {Schedule::ZeroBubble};
+            else problems.add(where, "must be gpipe, 1f1b, interleaved_1f1b or zero_bubble, got \"" + value + "\"");
+        } else if (key == "sp" || key == "sequence_parallel") {
+            if (value == "on" || value == "true") space.sequenceParallel = {true};
+            else if (value == "off" || value == "false") space.sequenceParallel = {false};
+            else problems.add(where, "must be on or off, got \"" + value + "\"");
+        } else if (key == "rank_order") {
+            space.rankOrders = {parseRankOrder(value, where, problems)};
+        } else {
+            problems.add(where, "unknown key; known keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, recompute, "
+                                "schedule, sp, rank_order");
+        }
+    }
+}
+
+std::string withCommas(uint64_t n) {
+    std::string s = std::to_string(n);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+    return s;
+}
+
+nlohmann::json breakdownToJson(const sim::StepBreakdown& b) {
+    return {{"compute_seconds", b.computeSeconds},   {"tp_seconds", b.tpSeconds},   {"cp_seconds", b.cpSeconds},
+            {"ep_seconds", b.epSeconds},             {"pp_seconds", b.ppSeconds},   {"dp_seconds", b.dpSeconds},
+            {"optimizer_seconds", b.optimizerSeconds}, {"bubble_seconds", b.bubbleSeconds}};
+}
+
+nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, const sim::SearchOptions& options,
+                            const sim::SearchResult& r) {
+    nlohmann::json top = nlohmann::json::array();
+    for (size_t i = 0; i < r.top.size(); ++i) {
+        const auto& t = r.top[i];
+        top.push_back({{"rank", i + 1},
+                       {"plan", planToJson(t.plan)},
+                       {"peak_bytes", t.peakBytes},
+                       {"peak_stage", t.peakStage},
+                       {"headroom_bytes", t.headroomBytes},
+                       {"step_seconds", t.metrics.stepSeconds},
+                       {"lower_bound_seconds", t.lowerBoundSeconds},
+                       {"bubble_fraction", t.metrics.bubbleFraction},
+                       {"mfu", t.metrics.mfu},
+                       {"hfu", t.metrics.hfu},
+                       {"tokens_per_second", t.metrics.tokensPerSecond},
+                       {"tokens_per_dollar", t.tokensPerDollar},
+                       {"bottleneck_stage", t.metrics.bottleneckStage},
+                       {"breakdown", breakdownToJson(t.metrics.breakdown)},
+                       {"why", t.why}});
+    }
+    return {{"model", s.model.name},
+            {"cluster", s.cluster.name},
+            {"gpus", space.gpus},
+            {"global_batch", space.globalBatch},
+            {"objective", sim::toString(options.objective)},
+            {"considered", r.considered},
+            {"feasible", r.feasible},
+            {"simulated", r.simulated},
+            {"rejected", r.rejected},
+            {"cancelled", r.cancelled},
+            {"threads", r.threads},
+            {"wall_seconds", r.wallSeconds},
+            {"pruning_seconds", r.pruningSeconds},
+            {"simulation_seconds", r.simulationSeconds},
+            {"top", top}};
+}
+
+std::string csvQuote(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+void printCsv(const sim::SearchResult& r, std::ostream& out) {
+    out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
+           "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,why\n";
+    char buf[512];
+    for (size_t i = 0; i < r.top.size(); ++i) {
+        const auto& t = r.top[i];
+        const Plan& p = t.plan;
+        std::snprintf(buf, sizeof buf, "%zu,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%.0f,%.9g,%.6g,%.6g,%.9g,%.9g,", i + 1, p.tp,
+                      p.pp, p.dp, p.cp, p.ep, p.vpp, p.microBatch, p.zeroStage, toString(p.recompute).c_str(),
+                      p.sequenceParallel ? "on" : "off", toString(p.schedule).c_str(), p.rankOrderString().c_str(),
+                      t.peakBytes, t.metrics.stepSeconds, t.metrics.bubbleFraction, t.metrics.mfu,
+                      t.metrics.tokensPerSecond, t.tokensPerDollar);
+        out << buf << csvQuote(t.why) << "\n";
+    }
+}
+
+void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::SearchOptions& options,
+                const sim::SearchResult& r, std::ostream& out) {
+    const int nodes = space.gpus / std::max(1, s.cluster.gpusPerNode);
+    out << "tessel search: " << s.model.name << " on " << space.gpus << " x " << s.cluster.gpu.name << " ("
+        << s.cluster.name << ", " << std::max(1, nodes) << " node" << (nodes == 1 ? "" : "s") << "), global batch "
+        << space.globalBatch << ", objective " << sim::toString(options.objective) << "\n\n";
+    const bool dollars = options.objective == sim::Objective::TokensPerDollar;
+    std::vector<std::string> header{"rank", "tp", "pp", "dp", "cp", "ep", "vpp", "mb", "zero", "recompute", "sp",
+                                    "schedule", "rank order", "peak GiB", "step s", "bubble %", "MFU %", "tokens/s"};
+    if (dollars) header.push_back("tokens/$");
+    size_t whyWidth = 3;
+    for (const auto& t : r.top) whyWidth = std::max(whyWidth, t.why.size());
+    header.push_back("why" + std::string(whyWidth - 3, ' '));
+    Table table(header);
+    for (size_t i = 0; i < r.top.size(); ++i) {
+        const auto& t = r.top[i];
+        const Plan& p = t.plan;
+        std::vector<std::string> row{"#" + std::to_string(i + 1), std::to_string(p.tp), std::to_string(p.pp),
+                                     std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
+                                     std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage),
+                                     toString(p.recompute), p.sequenceParallel ? "on" : "off", toString(p.schedule),
+                                     p.rankOrderString(), gib(t.peakBytes, 1), fixed(t.metrics.stepSeconds, 3),
+                                     fixed(t.metrics.bubbleFraction * 100.0, 1), fixed(t.metrics.mfu * 100.0, 1),
+                                     fixed(t.metrics.tokensPerSecond, 0)};
+        if (dollars) row.push_back(fixed(t.tokensPerDollar, 0));
+        // Left-align the sentence: pad it to the column width (the table right-aligns cells).
+        row.push_back(t.why + std::string(whyWidth - t.why.size(), ' '));
+        table.addRow(row);
+    }
+    if (r.top.empty()) out << "no feasible plan: every plan of the space is invalid or runs out of memory\n";
+    else out << table.render();
+    out << "\n" << (r.cancelled ? "cancelled after considering " : "considered ") << withCommas(r.considered)
+        << " plans, feasible " << withCommas(r.feasible) << ", simulated " << withCommas(r.simulated);
+    uint64_t rejected = 0;
+    for (const auto& [reason, n] : r.rejected) rejected += n;
+    out << ", rejected " << withCommas(rejected) << (r.rejected.empty() ? "" : ":") << "\n";
+    std::vector<std::pair<std::string, uint64_t>> reasons(r.rejected.begin(), r.rejected.end());
+    std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& [reason, n] : reasons) out << "  " << reason << ": " << withCommas(n) << "\n";
+    out << "wall " << fixed(r.wallSeconds, 2) << " s (pruning " << fixed(r.pruningSeconds, 2) << " s, simulation "
+        << fixed(r.simulationSeconds, 2) << " s) on " << r.threads << " thread" << (r.threads == 1 ? "" : "s") << "\n";
+}
+
+// Progress on stderr once the search has run for a second: a \r-updated line on a terminal, otherwise one
+// line at most every 5 seconds (so logs stay short). Cleared or ended with a newline when done.
+class ProgressPrinter {
+public:
+    explicit ProgressPrinter(bool enabled) : enabled_(enabled), tty_(isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
+    void update(double fraction) {
+        if (!enabled_) return;
+        const auto now = Clock::now();
+        if (now - start_ < std::chrono::seconds(1)) return;
+        if (!tty_ && printed_ && now - last_ < std::chrono::seconds(5) && fraction < 1.0) return;
+        last_ = now;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "tessel search: %3.0f%% (%.1f s)", fraction * 100.0,
+                      std::chrono::duration<double>(now - start_).count());
+        if (tty_) std::cerr << "\r" << buf << std::flush;
+        else std::cerr << buf << "\n";
+        printed_ = true;
+    }
+    void finish() {
+        if (enabled_ && tty_ && printed_) std::cerr << "\r" << std::string(40, ' ') << "\r" << std::flush;
+    }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    bool enabled_, tty_, printed_ = false;
+    Clock::time_point start_, last_{};
+};
+
+int runSearch(const SearchFlags& f) {
+    ProblemList problems;
+    Scenario s;
+    try {
+        s = f.scenario.empty() ? defaultScenario() : loadScenarioFile(resolveScenarioPath(f.scenario, "SCENARIO"));
+    } catch (const InputError& e) {
+        problems.append(e.problems());
+    }
+    if (!f.model.empty()) {
+        try {
+            s.model = loadModelRef(f.model, "--model");
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+    }
+    if (!f.cluster.empty()) {
+        try {
+            s.cluster = loadClusterRef(f.cluster, "--cluster");
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+    }
+    problems.throwIfAny();
+
+    sim::SearchSpace space;
+    space.gpus = f.gpus.value_or(s.cluster.totalGpus());
+    space.globalBatch = f.globalBatch.value_or(s.plan.globalBatch);
+    space.precision = f.precision.value_or(s.plan.precision);
+    space.flashAttention = s.plan.flashAttention;
+    if (f.maxVpp) space.maxVpp = *f.maxVpp;
+    if (f.flashAttention) {
+        if (*f.flashAttention == "on") space.flashAttention = true;
+        else if (*f.flashAttention == "off") space.flashAttention = false;
+        else problems.add("--flash-attention", "must be on or off, got \"" + *f.flashAttention + "\"");
+    }
+    applyFixes(f.fix, space, problems);
+    sim::SearchOptions options;
+    options.topK = f.top;
+    options.threads = f.threads;
+    if (auto o = sim::parseObjective(f.objective)) options.objective = *o;
+    else problems.add("--objective", "must be time, memory or tokens_per_dollar, got \"" + f.objective + "\"");
+    if (f.json && f.csv) problems.add("--csv", "choose one of --json and --csv");
+    problems.append(sim::searchProblems(s.model, s.cluster, space, options));
+    problems.throwIfAny();
+
+    ProgressPrinter printer(!f.noProgress);
+    options.progress = [&printer](double fraction) { printer.update(fraction); };
+    options.cancel = &gInterrupted;
+    auto previous = std::signal(SIGINT, onInterrupt);
+    sim::SearchResult result;
+    try {
+        result = sim::searchPlans(s.model, s.cluster, space, options);
+    } catch (...) {
+        std::signal(SIGINT, previous);
+        printer.finish();
+        throw;
+    }
+    std::signal(SIGINT, previous);
+    printer.finish();
+    s.cluster.nodes = std::max(1, space.gpus / std::max(1, s.cluster.gpusPerNode));
+
+    if (f.json) std::cout << resultToJson(s, space, options, result).dump(2) << "\n";
+    else if (f.csv) printCsv(result, std::cout);
+    else printTable(s, space, options, result, std::cout);
+    return result.cancelled ? 130 : 0;
+}
+} // namespace
+
+std::function<int()> addSearchCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand("search", "Search every parallelism plan for a model on N GPUs and rank the best");
+    auto f = std::make_shared<SearchFlags>();
+    cmd->add_option("scenario", f->scenario,
+                    "Scenario file or preset name giving model, cluster and defaults (default: gpt3-175b-megatron)");
+    cmd->add_option("--model", f->model, "Model preset name, model JSON file, HuggingFace config.json or checkpoint folder");
+    cmd->add_option("--cluster", f->cluster, "Cluster preset name or cluster JSON file");
+    cmd->add_option("--gpus", f->gpus, "Number of GPUs (whole nodes of the cluster; default: the scenario's)");
+    cmd->add_option("--global-batch", f->globalBatch, "Global batch in sequences (default: the scenario's)");
+    cmd->add_option("--top", f->top, "How many plans to show (default 10)");
+    cmd->add_option("--fix", f->fix,
+                    "Pin plan fields, e.g. tp=8,pp=4 (keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, "
+                    "recompute=none|selective|full, schedule=..., sp=on|off, rank_order=tp-cp-ep-dp-pp)")
+        ->delimiter(',')
+        ->allow_extra_args(false); // one KEY=VALUE[,...] per --fix, so a SCENARIO after it stays positional
+    cmd->add_option("--objective", f->objective, "Rank by time (default), memory or tokens_per_dollar");
+    cmd->add_option("--precision", f->precision, "Precision recipe (default: the scenario's)");
+    cmd->add_option("--flash-attention", f->flashAttention, "Flash attention on|off (default: the scenario's)");
+    cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
+    cmd->add_option("--threads", f->threads, "Worker threads (default 0 = every core)");
+    cmd->add_flag("--json", f->json, "Print one JSON object");
+    cmd->add_flag("--csv", f->csv, "Print the ranked plans as CSV");
+    cmd->add_flag("--no-progress", f->noProgress, "Never print progress on stderr");
+    return [cmd, f]() {
+        if (!cmd->parsed()) return -1;
+        return runSearch(*f);
+    };
+}
+
+} // namespace tessel::cli
