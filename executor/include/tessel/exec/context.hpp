@@ -1,0 +1,27 @@
+// Where one rank sits in a plan: its coordinates and the process groups it talks to, built from the plan's
+// rank_order exactly as the cost model lays them out (tessel::groupRanks).
+#pragma once
+
+#include "tessel/cost/plan.hpp"
+#include "tessel/cost/topology.hpp"
+#include "tessel/exec/comm.hpp"
+
+namespace tessel::exec {
+
+struct ParallelContext {
+    Plan plan;
+    int rank = 0;
+    RankCoords coords;
+    Comm* comm = nullptr;
+    Group tp, cp, ep, dp, expertDp, dpCp, pp;
+    Group embedding;        // first and last stage of this pipeline (tied embeddings, pp > 1); empty otherwise
+    Group world;
+    int stage() const { return coords.pp; }
+    // World rank of the rank with my coordinates but pipeline stage `stage`.
+    int stageRank(int stage) const;
+};
+
+// Builds every group and creates its communicator. Every rank must call it (collective on the world).
+ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmbeddings);
+
+} // namespace tessel::exec

@@ -1,0 +1,70 @@
+// The GPT model of the executor, written once against Backend and Comm: token + position embedding or RoPE,
+// pre-norm LayerNorm/RMSNorm, causal GQA attention, GELU or SwiGLU MLP, tied or untied LM head, vocab-parallel
+// cross-entropy; Megatron-style tensor parallelism (column/row pairs) with optional sequence parallelism;
+// the layers of this rank's pipeline chunks; full recompute; ZB-H1's split backward.
+#pragma once
+
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/exec/backend.hpp"
+#include "tessel/exec/context.hpp"
+#include "tessel/exec/params.hpp"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace tessel::exec {
+
+// One micro-batch of training data as every rank sees it: `sequences` rows of `seqLen` tokens and the
+// next-token targets, sequence-major.
+struct MicroBatchData {
+    int64_t sequences = 0;
+    int64_t seqLen = 0;
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> targets;
+};
+
+class GptModel {
+public:
+    GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend& backend, uint64_t seed);
+    ~GptModel();
+    GptModel(const GptModel&) = delete;
+    GptModel& operator=(const GptModel&) = delete;
+
+    std::vector<Parameter>& parameters() { return params_; }
+    int chunks() const;
+    // Global layer indices [first, last) of chunk `chunk` on this rank.
+    std::pair<int, int> chunkLayers(int chunk) const;
+    bool chunkHasEmbedding(int chunk) const;
+    bool chunkHasHead(int chunk) const;
+    // Indices into parameters() of the parameters whose gradients are ready after (bucket+1)/buckets of
+    // chunk `chunk`'s backward: bucket j holds the chunk's (n-1-j)-th layer (backward runs layers in
+    // reverse), the head joins bucket 0 and the embedding the last bucket. Matches the schedule's buckets.
+    std::vector<int> bucketParameters(int chunk, int bucket, bool expert) const;
+    int bucketsPerChunk() const;
+    // Rows of the hidden state one rank exchanges between stages: b*s (/tp with sequence parallelism).
+    int64_t hiddenRows() const;
+
+    // Forward of `chunk` for micro-batch `mb`; `input` [hiddenRows, h] from the previous virtual stage
+    // (ignored on virtual stage 0, which embeds data.tokens). Returns the output hidden state, or an undefined
+    // tensor on the last virtual stage, where the micro-batch's token losses are added to the loss sum.
+    Tensor forward(int mb, int chunk, const Tensor& input, const MicroBatchData& data);
+    // Backward; `gradOutput` is ignored on the last virtual stage. Returns the gradient of the input
+    // (undefined on virtual stage 0). With deferWeights (ZB-H1's B pass) the GEMM weight gradients wait for
+    // backwardWeight (the W pass). Gradients accumulate; the loss is scaled by 1 / (global batch x seq).
+    Tensor backward(int mb, int chunk, const Tensor& gradOutput, bool deferWeights);
+    void backwardWeight(int mb, int chunk);
+
+    // Sum of the token losses this rank computed since the last call (last stage; 0 elsewhere).
+    double takeLossSum();
+    // Micro-batch activations still held (for tests of the schedules' in-flight counts).
+    size_t liveActivationSets() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    std::vector<Parameter> params_;
+};
+
+} // namespace tessel::exec

@@ -1,0 +1,78 @@
+// The training runtime of one rank: walks the simulator's action list for its stage (the same list the
+// prediction timed), running compute, pipeline transfers, data-parallel/ZeRO collectives and AdamW with
+// global-norm clipping, and times every action.
+#pragma once
+
+#include "tessel/cost/model.hpp"
+#include "tessel/exec/backend.hpp"
+#include "tessel/exec/context.hpp"
+#include "tessel/exec/gpt.hpp"
+#include "tessel/sim/schedule.hpp"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::exec {
+
+struct TrainHyper {
+    double learningRate = 3e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double eps = 1e-8;
+    double weightDecay = 0.1;
+    double clipNorm = 1.0;          // <= 0 disables clipping
+    uint64_t seed = 1234;
+};
+
+// One executed action, timed with the host clock around synchronised work (the CPU backend is synchronous).
+struct ActionRecord {
+    int step = 0;
+    int rank = 0;
+    int stage = 0;
+    int index = 0;                   // position in the stage's action list
+    std::string name;                // the schedule's trace name ("forward", "dp_all_reduce_grads", ...)
+    std::string kind;
+    int microBatch = -1;
+    int chunk = 0;
+    int bucket = -1;
+    std::string group;               // collectives and transfers: group name
+    int groupSize = 0;
+    int peerRank = -1;
+    double bytes = 0.0;
+    double startSeconds = 0.0;       // since the step began on this rank
+    double durationSeconds = 0.0;
+};
+
+// Gives the micro-batch `mb` of step `step` for data-parallel index `dpIndex` (each DP rank its own slice).
+using DataSource = std::function<MicroBatchData(int step, int dpIndex, int mb)>;
+
+struct StepStats {
+    double loss = 0.0;               // mean token loss over the global batch (every rank gets it)
+    double gradNorm = 0.0;           // global gradient norm before clipping
+};
+
+class Trainer {
+public:
+    Trainer(const ModelConfig& model, const ParallelContext& ctx, Backend& backend, const TrainHyper& hyper,
+            DataSource data);
+    ~Trainer();
+    StepStats step(int stepIndex);
+    GptModel& model();
+    const sim::StageSchedule& actions() const;
+    const std::vector<ActionRecord>& records() const { return records_; }
+    void clearRecords() { records_.clear(); }
+
+    // The full (unsharded) value of every parameter this rank holds a piece of, gathered over TP, keyed by
+    // full name (for tests that compare against one rank). Collective over the TP group.
+    std::map<std::string, std::vector<double>> gatherFullParameters();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    std::vector<ActionRecord> records_;
+};
+
+} // namespace tessel::exec

@@ -1,0 +1,55 @@
+// Process groups of one rank, from the plan's rank order (the same layout the cost model costs).
+#include "tessel/exec/context.hpp"
+
+#include <numeric>
+
+namespace tessel::exec {
+
+namespace {
+Group makeGroup(const std::string& name, std::vector<int> ranks, int me) {
+    Group g;
+    g.name = name;
+    g.ranks = std::move(ranks);
+    for (int i = 0; i < g.size(); ++i)
+        if (g.ranks[static_cast<size_t>(i)] == me) g.myIndex = i;
+    return g;
+}
+} // namespace
+
+int ParallelContext::stageRank(int s) const {
+    RankCoords c = coords;
+    c.pp = s;
+    return rankOf(plan, c);
+}
+
+ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmbeddings) {
+    ParallelContext ctx;
+    ctx.plan = plan;
+    ctx.rank = rank;
+    ctx.coords = rankCoords(plan, rank);
+    ctx.comm = &comm;
+    ctx.tp = makeGroup("tp", groupRanks(plan, GroupKind::Tp, rank), rank);
+    ctx.cp = makeGroup("cp", groupRanks(plan, GroupKind::Cp, rank), rank);
+    ctx.ep = makeGroup("ep", groupRanks(plan, GroupKind::Ep, rank), rank);
+    ctx.dp = makeGroup("dp", groupRanks(plan, GroupKind::Dp, rank), rank);
+    ctx.expertDp = makeGroup("expert_dp", groupRanks(plan, GroupKind::ExpertDp, rank), rank);
+    ctx.dpCp = makeGroup("dp_cp", groupRanks(plan, GroupKind::DpCp, rank), rank);
+    ctx.pp = makeGroup("pp", groupRanks(plan, GroupKind::Pp, rank), rank);
+    std::vector<int> all(static_cast<size_t>(plan.worldSize()));
+    std::iota(all.begin(), all.end(), 0);
+    ctx.world = makeGroup("world", all, rank);
+    // Every rank creates every kind of group in the same order, so collective creation lines up.
+    for (const Group* g : {&ctx.tp, &ctx.cp, &ctx.ep, &ctx.dp, &ctx.expertDp, &ctx.dpCp, &ctx.pp, &ctx.world})
+        comm.createGroup(*g);
+    // The embedding group pairs the first and last stage; ranks on middle stages form singleton groups so
+    // that the collective creation still lines up.
+    const int last = plan.pp - 1;
+    if (tiedEmbeddings && plan.pp > 1 && (ctx.coords.pp == 0 || ctx.coords.pp == last))
+        ctx.embedding = makeGroup("embedding", {ctx.stageRank(0), ctx.stageRank(last)}, rank);
+    else
+        ctx.embedding = makeGroup("embedding", {rank}, rank);
+    comm.createGroup(ctx.embedding);
+    return ctx;
+}
+
+} // namespace tessel::exec

@@ -1,0 +1,608 @@
+// The executor's GPT model: forward and backward of this rank's pipeline chunks with Megatron-style tensor
+// and sequence parallelism, vocab-parallel embedding and cross-entropy, full recompute and deferred weight
+// gradients (ZB-H1). Every tensor carries a shape comment; T = tokens of the micro-batch, Tl = T/tp with
+// sequence parallelism (else T), h hidden, qL/kvL local query/key-value width, fL local ffn width.
+#include "tessel/exec/gpt.hpp"
+
+#include "tessel/cost/errors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace tessel::exec {
+
+namespace {
+constexpr double kNormEps = 1e-5;
+constexpr double kRopeBase = 10000.0;
+constexpr MemoryCategory kAct = MemoryCategory::Activations;
+constexpr MemoryCategory kBuf = MemoryCategory::Buffers;
+
+ParamPiece piece(const std::string& full, int64_t fullRows, int64_t fullCols, int64_t r0, int64_t r1, int64_t c0,
+                 int64_t c1, int64_t localRow = 0, int64_t localCol = 0) {
+    return {full, fullRows, fullCols, r0, r1, c0, c1, localRow, localCol};
+}
+
+// Indices of one layer's parameters in the model's list (-1 when the layer has none of that kind).
+struct LayerParams {
+    int layer = -1;
+    int ln1w = -1, ln1b = -1, q = -1, k = -1, v = -1, qb = -1, kb = -1, vb = -1, proj = -1, projb = -1;
+    int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
+};
+
+struct ChunkParams {
+    int chunk = 0;
+    int firstLayer = 0, lastLayer = 0; // [first, last)
+    bool embedding = false, head = false;
+    int wte = -1, wpe = -1, lnfw = -1, lnfb = -1, lmHead = -1;
+    std::vector<LayerParams> layers;
+};
+
+// What one layer keeps from forward for backward.
+struct LayerActs {
+    Tensor x;                 // [Tl, h] layer input
+    Tensor n1, mean1, rstd1;  // [Tl, h], [Tl], [Tl]
+    Tensor q, k, v;           // [T, qL], [T, kvL], [T, kvL] (q, k after RoPE)
+    Tensor o, lse;            // [T, qL], [T, aL]
+    Tensor x2;                // [Tl, h] after the attention residual
+    Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
+    Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
+    Tensor a;                 // [T, fL] activation output
+};
+
+// A GEMM weight gradient dW += X^T dY whose computation ZB-H1 defers to the W pass.
+struct PendingWeightGrad {
+    Tensor x;   // [T, in]
+    Tensor dy;  // [T, out]
+    int param;  // weight [in, out]; or, with transposedWeight, [out, in] (LM head / tied embedding)
+    bool transposedWeight = false;
+};
+
+struct ChunkActs {
+    std::vector<LayerActs> layers;
+    // Embedding (virtual stage 0).
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> positions;     // per local row
+    // Head (last virtual stage).
+    Tensor headX, nf, meanf, rstdf;     // [Tl, h] x3, [Tl] x2
+    Tensor logits;                      // [T, Vl] overwritten by its gradient in backward
+    std::vector<double> max, sumExp;    // [T]
+    std::vector<int32_t> targets;
+    std::vector<PendingWeightGrad> pending;
+};
+} // namespace
+
+struct GptModel::Impl {
+    ModelConfig model;
+    ParallelContext ctx;
+    Backend& be;
+    std::vector<Parameter>& params;
+    std::vector<ChunkParams> chunks;
+    int64_t T = 0, Tl = 0, h = 0, qL = 0, kvL = 0, aL = 0, kvhL = 0, d = 0, fL = 0, vocabLocal = 0, vocabBegin = 0;
+    int64_t seqLen = 0, sequences = 0;
+    double lossScale = 1.0;
+    bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
+    bool fullRecompute = false;
+    std::map<std::pair<int, int>, ChunkActs> live; // (mb, chunk) -> activations
+    double lossSum = 0.0;
+
+    Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, std::vector<Parameter>& p)
+        : model(m), ctx(c), be(b), params(p) {}
+
+    Tensor& W(int i) { return params[static_cast<size_t>(i)].value; }
+    Tensor& G(int i) { return params[static_cast<size_t>(i)].grad; }
+
+    // ---- tensor-parallel communication (Megatron's f and g operators; Korthikanti's SP variants) ----
+    // [Tl, h] -> [T, h]: all-gather over TP with SP; identity without (every TP rank holds all tokens).
+    Tensor gatherSeq(const Tensor& x, MemoryCategory cat) {
+        if (!sp) return x;
+        Tensor out = be.empty({T, x.dim(1)}, cat);
+        ctx.comm->allGather(x, out, ctx.tp);
+        return out;
+    }
+    // [T, h] partial sums -> [Tl, h]: reduce-scatter over TP with SP; all-reduce without.
+    Tensor reduceSeq(Tensor& partial) {
+        if (ctx.tp.size() == 1) return partial;
+        if (!sp) {
+            ctx.comm->allReduce(partial, ctx.tp);
+            return partial;
+        }
+        Tensor out = be.empty({Tl, partial.dim(1)}, kBuf);
+        ctx.comm->reduceScatter(partial, out, ctx.tp);
+        return out;
+    }
+    // Gradient of a parameter replicated over TP but fed by sequence-sharded tokens: sum the partial over TP.
+    void addReplicatedGrad(int param, Tensor& partial) {
+        if (sp && ctx.tp.size() > 1) ctx.comm->allReduce(partial, ctx.tp);
+        be.add(partial, G(param));
+    }
+    Tensor zerosLike(const Tensor& t, MemoryCategory cat) { return be.zeros(t.shape(), cat); }
+
+    // dW += X^T dY now, or later in the W pass.
+    void weightGrad(ChunkActs& acts, const Tensor& x, const Tensor& dy, int param, bool transposed, bool defer) {
+        if (defer) {
+            acts.pending.push_back({x, dy, param, transposed});
+            return;
+        }
+        if (transposed) be.gemm(true, false, 1.0, dy, x, 1.0, G(param)); // W [out, in]: dW += dY^T X
+        else be.gemm(true, false, 1.0, x, dy, 1.0, G(param));             // W [in, out]: dW += X^T dY
+    }
+    void biasGrad(int param, const Tensor& dy) {
+        if (param < 0) return;
+        Tensor db = be.zeros({1, dy.dim(1)}, kBuf);
+        be.biasGrad(dy, db);
+        be.add(db, G(param));
+    }
+    void replicatedBiasGrad(int param, const Tensor& dy) {
+        if (param < 0) return;
+        Tensor db = be.zeros({1, dy.dim(1)}, kBuf);
+        be.biasGrad(dy, db);
+        addReplicatedGrad(param, db);
+    }
+
+    Tensor linear(const Tensor& x, int w, int b, MemoryCategory cat) {
+        Tensor y = be.empty({x.dim(0), W(w).dim(1)}, cat); // y [n, out] = x [n, in] W [in, out]
+        be.gemm(false, false, 1.0, x, W(w), 0.0, y);
+        if (b >= 0) be.addBias(y, W(b).view({W(b).numel()}));
+        return y;
+    }
+
+    std::vector<int64_t> tokenPositions(int64_t rows, int64_t firstRow) const {
+        std::vector<int64_t> pos(static_cast<size_t>(rows));
+        for (int64_t i = 0; i < rows; ++i) pos[static_cast<size_t>(i)] = (firstRow + i) % seqLen;
+        return pos;
+    }
+
+    void normForward(const Tensor& x, int w, int b, Tensor& y, Tensor& mean, Tensor& rstd, MemoryCategory cat) {
+        y = be.empty(x.shape(), cat);
+        mean = be.empty({x.dim(0)}, cat);
+        rstd = be.empty({x.dim(0)}, cat);
+        be.normForward(x, W(w).view({h}), b >= 0 ? W(b).view({h}) : Tensor(), rms, kNormEps, y, mean, rstd);
+    }
+    // dx = norm backward; the norm's weight/bias gradients are replicated over TP.
+    Tensor normBackward(const Tensor& dy, const Tensor& x, int w, int b, const Tensor& mean, const Tensor& rstd) {
+        Tensor dx = be.empty(x.shape(), kBuf);
+        Tensor dg = be.zeros({h}, kBuf);
+        Tensor db = b >= 0 ? be.zeros({h}, kBuf) : Tensor();
+        be.normBackward(dy, x, W(w).view({h}), mean, rstd, rms, dx, dg, db);
+        Tensor dg2 = dg.view({1, h});
+        addReplicatedGrad(w, dg2);
+        if (b >= 0) {
+            Tensor db2 = db.view({1, h});
+            addReplicatedGrad(b, db2);
+        }
+        return dx;
+    }
+
+    // ---- one transformer layer ----
+    Tensor layerForward(const LayerParams& L, const Tensor& x, LayerActs& a, MemoryCategory cat) {
+        a.x = x;                                                                  // [Tl, h]
+        normForward(x, L.ln1w, L.ln1b, a.n1, a.mean1, a.rstd1, cat);              // [Tl, h]
+        Tensor n1f = gatherSeq(a.n1, kBuf);                                       // [T, h]
+        a.q = linear(n1f, L.q, L.qb, cat);                                        // [T, qL]
+        a.k = linear(n1f, L.k, L.kb, cat);                                        // [T, kvL]
+        a.v = linear(n1f, L.v, L.vb, cat);                                        // [T, kvL]
+        const std::vector<int64_t> pos = tokenPositions(T, 0);
+        if (rope) {
+            Tensor qv = a.q.view({T, aL, d}), kv = a.k.view({T, kvhL, d});
+            be.rope(qv, pos, kRopeBase, false);
+            be.rope(kv, pos, kRopeBase, false);
+        }
+        a.o = be.empty({T, qL}, cat);                                             // [T, qL]
+        a.lse = be.empty({T, aL}, cat);                                           // [T, aL]
+        const std::vector<int64_t> seqPos = tokenPositions(seqLen, 0);
+        Tensor ov = a.o.view({T, aL, d});
+        be.attentionForward(a.q.view({T, aL, d}), a.k.view({T, kvhL, d}), a.v.view({T, kvhL, d}), sequences, seqPos,
+                            seqPos, ov, a.lse);
+        Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
+        Tensor y = reduceSeq(partial);                                            // [Tl, h]
+        if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
+        a.x2 = be.empty({Tl, h}, cat);                                            // [Tl, h] x + attention
+        be.copy(x, a.x2);
+        be.add(y, a.x2);
+        normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);           // [Tl, h]
+        Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h]
+        a.h1 = linear(n2f, L.fc1, L.fc1b, cat);                                   // [T, fL or 2 fL]
+        a.a = be.empty({T, fL}, cat);                                             // [T, fL]
+        if (swiglu) be.swigluForward(a.h1, a.a);
+        else be.geluForward(a.h1, a.a);
+        Tensor partial2 = linear(a.a, L.fc2, -1, kBuf);                           // [T, h] partial over TP
+        Tensor y2 = reduceSeq(partial2);                                          // [Tl, h]
+        if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
+        Tensor out = be.empty({Tl, h}, cat);                                      // [Tl, h]
+        be.copy(a.x2, out);
+        be.add(y2, out);
+        return out;
+    }
+
+    Tensor layerBackward(const LayerParams& L, const Tensor& dout, LayerActs& a, ChunkActs& acts, bool defer) {
+        // MLP block: out = x2 + g(act(f(n2) W1) W2).
+        replicatedBiasGrad(L.fc2b, dout);
+        Tensor dp2 = gatherSeq(dout, kBuf);                                       // [T, h]
+        Tensor da = be.empty({T, fL}, kBuf);                                      // [T, fL] = dp2 W2^T
+        be.gemm(false, true, 1.0, dp2, W(L.fc2), 0.0, da);
+        weightGrad(acts, a.a, dp2, L.fc2, false, defer);
+        Tensor dh1 = be.empty(a.h1.shape(), kBuf);                                // [T, fL or 2 fL]
+        if (swiglu) be.swigluBackward(da, a.h1, dh1);
+        else be.geluBackward(da, a.h1, dh1);
+        biasGrad(L.fc1b, dh1);
+        Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h] re-gathered for dW
+        Tensor dn2f = be.empty({T, h}, kBuf);                                     // [T, h] partial
+        be.gemm(false, true, 1.0, dh1, W(L.fc1), 0.0, dn2f);
+        weightGrad(acts, n2f, dh1, L.fc1, false, defer);
+        Tensor dn2 = reduceSeq(dn2f);                                             // [Tl, h]
+        Tensor dx2 = normBackward(dn2, a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2);   // [Tl, h]
+        be.add(dout, dx2);                                                        // residual
+        // Attention block: x2 = x + g(attn(f(n1)) Wproj).
+        replicatedBiasGrad(L.projb, dx2);
+        Tensor dpp = gatherSeq(dx2, kBuf);                                        // [T, h]
+        Tensor dO = be.empty({T, qL}, kBuf);                                      // [T, qL]
+        be.gemm(false, true, 1.0, dpp, W(L.proj), 0.0, dO);
+        weightGrad(acts, a.o, dpp, L.proj, false, defer);
+        Tensor dq = be.empty({T, qL}, kBuf);                                      // [T, qL]
+        Tensor dk = be.zeros({T, kvL}, kBuf);                                     // [T, kvL] accumulated
+        Tensor dv = be.zeros({T, kvL}, kBuf);                                     // [T, kvL] accumulated
+        const std::vector<int64_t> seqPos = tokenPositions(seqLen, 0);
+        Tensor dqv = dq.view({T, aL, d}), dkv = dk.view({T, kvhL, d}), dvv = dv.view({T, kvhL, d});
+        be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), a.k.view({T, kvhL, d}),
+                             a.v.view({T, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, seqPos, dqv,
+                             dkv, dvv);
+        if (rope) {
+            const std::vector<int64_t> pos = tokenPositions(T, 0);
+            be.rope(dqv, pos, kRopeBase, true);
+            be.rope(dkv, pos, kRopeBase, true);
+        }
+        biasGrad(L.qb, dq);
+        biasGrad(L.kb, dk);
+        biasGrad(L.vb, dv);
+        Tensor n1f = gatherSeq(a.n1, kBuf);                                       // [T, h] re-gathered for dW
+        Tensor dn1f = be.empty({T, h}, kBuf);                                     // [T, h] partial
+        be.gemm(false, true, 1.0, dq, W(L.q), 0.0, dn1f);
+        be.gemm(false, true, 1.0, dk, W(L.k), 1.0, dn1f);
+        be.gemm(false, true, 1.0, dv, W(L.v), 1.0, dn1f);
+        weightGrad(acts, n1f, dq, L.q, false, defer);
+        weightGrad(acts, n1f, dk, L.k, false, defer);
+        weightGrad(acts, n1f, dv, L.v, false, defer);
+        Tensor dn1 = reduceSeq(dn1f);                                             // [Tl, h]
+        Tensor dx = normBackward(dn1, a.x, L.ln1w, L.ln1b, a.mean1, a.rstd1);     // [Tl, h]
+        be.add(dx2, dx);                                                          // residual
+        return dx;
+    }
+
+    // ---- embedding (virtual stage 0) ----
+    Tensor embed(const ChunkParams& c, ChunkActs& acts, const MicroBatchData& data) {
+        acts.tokens = data.tokens;
+        Tensor partial = be.empty({T, h}, kBuf);                                  // [T, h] this vocab shard's rows
+        be.embeddingForward(data.tokens, W(c.wte), vocabBegin, partial);
+        Tensor x = reduceSeq(partial);                                            // [Tl, h]
+        Tensor out = be.empty({Tl, h}, kAct);
+        be.copy(x, out);
+        if (c.wpe >= 0) {
+            const int64_t firstRow = sp ? ctx.tp.myIndex * Tl : 0;
+            acts.positions = tokenPositions(Tl, firstRow);
+            std::vector<int32_t> pos(acts.positions.begin(), acts.positions.end());
+            Tensor pe = be.empty({Tl, h}, kBuf);
+            be.embeddingForward(pos, W(c.wpe), 0, pe);
+            be.add(pe, out);
+        }
+        return out;
+    }
+    void embedBackward(const ChunkParams& c, ChunkActs& acts, const Tensor& dx) {
+        if (c.wpe >= 0) {
+            std::vector<int32_t> pos(acts.positions.begin(), acts.positions.end());
+            Tensor dpe = be.zeros(W(c.wpe).shape(), kBuf);
+            be.embeddingBackward(pos, dx, 0, dpe);
+            addReplicatedGrad(c.wpe, dpe);
+        }
+        Tensor dfull = gatherSeq(dx, kBuf);                                       // [T, h]
+        be.embeddingBackward(acts.tokens, dfull, vocabBegin, G(c.wte));
+    }
+
+    // ---- LM head and vocab-parallel cross-entropy (last virtual stage) ----
+    void head(const ChunkParams& c, ChunkActs& acts, const Tensor& x, const MicroBatchData& data) {
+        acts.headX = x;                                                           // [Tl, h]
+        normForward(x, c.lnfw, c.lnfb, acts.nf, acts.meanf, acts.rstdf, kAct);
+        Tensor nff = gatherSeq(acts.nf, kBuf);                                    // [T, h]
+        acts.logits = be.empty({T, vocabLocal}, kAct);                            // [T, Vl] = nff W^T, W [Vl, h]
+        be.gemm(false, true, 1.0, nff, W(c.lmHead), 0.0, acts.logits);
+        // Padding rows of the vocabulary (Megatron pads to a multiple of 128 x tp) are masked out of the
+        // softmax so the model does not depend on the padding, and so on tp.
+        const int64_t validLocal = std::clamp<int64_t>(model.vocab - vocabBegin, 0, vocabLocal);
+        if (validLocal < vocabLocal) {
+            Tensor mask = be.empty({T, vocabLocal - validLocal}, kBuf);
+            be.fill(mask, -1e30);
+            be.addColumnsInto(mask, acts.logits, validLocal);
+        }
+        acts.targets = data.targets;
+        // Max over the whole vocabulary: every TP rank contributes its row maxima to its own slot of a
+        // tp x T vector, summed over TP (a gather), then each rank takes the max (exact and identical bits).
+        const std::vector<double> localMax = be.rowMax(acts.logits);
+        std::vector<double> slots(static_cast<size_t>(T * ctx.tp.size()), 0.0);
+        std::copy(localMax.begin(), localMax.end(), slots.begin() + ctx.tp.myIndex * T);
+        const std::vector<double> all = ctx.tp.size() > 1 ? ctx.comm->allReduceHost(slots, ctx.tp) : slots;
+        acts.max.assign(static_cast<size_t>(T), -std::numeric_limits<double>::infinity());
+        for (int r = 0; r < ctx.tp.size(); ++r)
+            for (int64_t i = 0; i < T; ++i)
+                acts.max[static_cast<size_t>(i)] = std::max(acts.max[static_cast<size_t>(i)], all[static_cast<size_t>(r * T + i)]);
+        acts.sumExp = be.rowSumExp(acts.logits, acts.max);
+        std::vector<double> target = be.targetLogits(acts.logits, data.targets, vocabBegin);
+        if (ctx.tp.size() > 1) {
+            acts.sumExp = ctx.comm->allReduceHost(acts.sumExp, ctx.tp);
+            target = ctx.comm->allReduceHost(target, ctx.tp);
+        }
+        // loss_i = log sum_j exp(l_ij) - l_i,target = log(sumExp_i) + max_i - target_i.
+        for (int64_t i = 0; i < T; ++i)
+            lossSum += std::log(acts.sumExp[static_cast<size_t>(i)]) + acts.max[static_cast<size_t>(i)] -
+                       target[static_cast<size_t>(i)];
+    }
+    Tensor headBackward(const ChunkParams& c, ChunkActs& acts, bool defer) {
+        be.crossEntropyBackward(acts.logits, acts.max, acts.sumExp, acts.targets, vocabBegin, lossScale); // [T, Vl]
+        Tensor nff = gatherSeq(acts.nf, kBuf);                                    // [T, h]
+        Tensor dnff = be.empty({T, h}, kBuf);                                     // [T, h] partial = dlogits W
+        be.gemm(false, false, 1.0, acts.logits, W(c.lmHead), 0.0, dnff);
+        weightGrad(acts, nff, acts.logits, c.lmHead, true, defer);
+        Tensor dnf = reduceSeq(dnff);                                             // [Tl, h]
+        return normBackward(dnf, acts.headX, c.lnfw, c.lnfb, acts.meanf, acts.rstdf);
+    }
+};
+
+GptModel::~GptModel() = default;
+
+GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend& backend, uint64_t seed)
+    : impl_(std::make_unique<Impl>(model, ctx, backend, params_)) {
+    Impl& m = *impl_;
+    const Plan& plan = ctx.plan;
+    if (model.moe) throw InputError("/model/moe", "the executor does not run mixture-of-experts layers yet");
+    if (plan.cp > 1) throw InputError("/plan/cp", "the executor does not run context parallelism yet");
+    if (model.dropout > 0.0)
+        throw InputError("/model/dropout", "the executor trains without dropout; set dropout to 0");
+    if (!plan.flashAttention)
+        throw InputError("/plan/flash_attention",
+                         "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");
+    const int64_t tp = plan.tp;
+    m.h = model.hidden;
+    m.d = model.headDim;
+    m.aL = model.heads / tp;
+    m.kvhL = model.kvHeads / tp;
+    m.qL = m.aL * m.d;
+    m.kvL = m.kvhL * m.d;
+    m.fL = model.ffnHidden / tp;
+    m.seqLen = model.seqLen;
+    m.sequences = plan.microBatch;
+    m.T = m.sequences * m.seqLen;
+    m.sp = plan.sequenceParallel && tp > 1;
+    m.Tl = m.sp ? m.T / tp : m.T;
+    if (m.sp && m.T % tp != 0) throw InputError("/plan/sequence_parallel", "micro_batch x seq_len must divide by tp");
+    const int64_t vPad = paddedVocab(model, plan);
+    m.vocabLocal = vPad / tp;
+    m.vocabBegin = ctx.tp.myIndex * m.vocabLocal;
+    m.rms = model.norm == NormKind::RmsNorm;
+    m.swiglu = model.activation == Activation::Swiglu;
+    m.rope = model.position == PositionEmbedding::Rope;
+    m.bias = model.linearBias;
+    m.qkvBias = model.linearBias || model.qkvBias;
+    m.fullRecompute = plan.recompute == Recompute::Full;
+    m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
+
+    const int64_t t = ctx.tp.myIndex;
+    const int64_t h = m.h, q = static_cast<int64_t>(model.heads) * m.d, kv = static_cast<int64_t>(model.kvHeads) * m.d;
+    const int64_t f = model.ffnHidden;
+    const double outStd = 0.02 / std::sqrt(2.0 * model.layers); // GPT-2's scaled init of residual projections
+    auto add = [&](ParamInfo info) {
+        params_.push_back({std::move(info), {}, {}});
+        return static_cast<int>(params_.size()) - 1;
+    };
+    auto vec = [&](const std::string& name, int64_t n, InitKind init, bool replicated, int layer, int chunk,
+                   int64_t begin = 0, int64_t end = -1) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, 1, n, 0, 1, begin, end < 0 ? n : end)};
+        p.init = init;
+        p.replicatedOverTp = replicated;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+    auto colSplit = [&](const std::string& name, int64_t rows, int64_t cols, int64_t colsLocal, double stdDev,
+                        int layer, int chunk) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, rows, cols, 0, rows, t * colsLocal, (t + 1) * colsLocal)};
+        p.initStd = stdDev;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+    auto rowSplit = [&](const std::string& name, int64_t rows, int64_t cols, int64_t rowsLocal, double stdDev,
+                        int layer, int chunk) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, rows, cols, t * rowsLocal, (t + 1) * rowsLocal, 0, cols)};
+        p.initStd = stdDev;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+
+    const int p = plan.pp, v = plan.vpp, stage = ctx.coords.pp;
+    const int perChunk = model.layers / (p * v);
+    for (int c = 0; c < v; ++c) {
+        ChunkParams cp;
+        cp.chunk = c;
+        const int virt = c * p + stage;
+        cp.firstLayer = virt * perChunk;
+        cp.lastLayer = cp.firstLayer + perChunk;
+        cp.embedding = virt == 0;
+        cp.head = virt == p * v - 1;
+        if (cp.embedding) {
+            cp.wte = rowSplit("wte", vPad, h, m.vocabLocal, 0.02, -1, c);
+            if (model.position == PositionEmbedding::Learned) {
+                ParamInfo pe;
+                pe.name = "wpe";
+                pe.pieces = {piece("wpe", model.seqLen, h, 0, model.seqLen, 0, h)};
+                pe.initStd = 0.01;
+                pe.replicatedOverTp = true;
+                pe.chunk = c;
+                cp.wpe = add(pe);
+            }
+        }
+        for (int layer = cp.firstLayer; layer < cp.lastLayer; ++layer) {
+            const std::string pre = "layer." + std::to_string(layer) + ".";
+            LayerParams L;
+            L.layer = layer;
+            L.ln1w = vec(pre + "ln1.weight", h, InitKind::Ones, true, layer, c);
+            if (!m.rms) L.ln1b = vec(pre + "ln1.bias", h, InitKind::Zeros, true, layer, c);
+            L.q = colSplit(pre + "attn.q.weight", h, q, m.qL, 0.02, layer, c);
+            L.k = colSplit(pre + "attn.k.weight", h, kv, m.kvL, 0.02, layer, c);
+            L.v = colSplit(pre + "attn.v.weight", h, kv, m.kvL, 0.02, layer, c);
+            if (m.qkvBias) {
+                L.qb = vec(pre + "attn.q.bias", q, InitKind::Zeros, false, layer, c, t * m.qL, (t + 1) * m.qL);
+                L.kb = vec(pre + "attn.k.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
+                L.vb = vec(pre + "attn.v.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
+            }
+            L.proj = rowSplit(pre + "attn.proj.weight", q, h, m.qL, outStd, layer, c);
+            if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);
+            L.ln2w = vec(pre + "ln2.weight", h, InitKind::Ones, true, layer, c);
+            if (!m.rms) L.ln2b = vec(pre + "ln2.bias", h, InitKind::Zeros, true, layer, c);
+            if (m.swiglu) {
+                // One local [h, 2 fL] weight = [gate columns | up columns] of this TP rank (Megatron's fused fc1).
+                ParamInfo fc1;
+                fc1.name = pre + "mlp.fc1.weight";
+                fc1.pieces = {piece(pre + "mlp.gate.weight", h, f, 0, h, t * m.fL, (t + 1) * m.fL, 0, 0),
+                              piece(pre + "mlp.up.weight", h, f, 0, h, t * m.fL, (t + 1) * m.fL, 0, m.fL)};
+                fc1.layer = layer;
+                fc1.chunk = c;
+                L.fc1 = add(fc1);
+            } else {
+                L.fc1 = colSplit(pre + "mlp.fc1.weight", h, f, m.fL, 0.02, layer, c);
+                if (m.bias) L.fc1b = vec(pre + "mlp.fc1.bias", f, InitKind::Zeros, false, layer, c, t * m.fL, (t + 1) * m.fL);
+            }
+            L.fc2 = rowSplit(pre + "mlp.fc2.weight", f, h, m.fL, outStd, layer, c);
+            if (m.bias) L.fc2b = vec(pre + "mlp.fc2.bias", h, InitKind::Zeros, true, layer, c);
+            cp.layers.push_back(L);
+        }
+        if (cp.head) {
+            cp.lnfw = vec("lnf.weight", h, InitKind::Ones, true, -1, c);
+            if (!m.rms) cp.lnfb = vec("lnf.bias", h, InitKind::Zeros, true, -1, c);
+            if (model.tiedEmbeddings && cp.embedding) {
+                cp.lmHead = cp.wte; // one rank holds both ends: literally the same tensor
+            } else {
+                // Untied: its own matrix; tied across stages: a copy of wte (same name, same values),
+                // kept equal by the embedding-gradient all-reduce.
+                const std::string name = model.tiedEmbeddings ? "wte" : "lm_head";
+                cp.lmHead = rowSplit(name, vPad, h, m.vocabLocal, 0.02, -1, c);
+                params_[static_cast<size_t>(cp.lmHead)].info.tiedEmbeddingCopy = model.tiedEmbeddings;
+            }
+        }
+        m.chunks.push_back(std::move(cp));
+    }
+    initialiseParameters(backend, params_, seed, true);
+}
+
+int GptModel::chunks() const { return static_cast<int>(impl_->chunks.size()); }
+
+std::pair<int, int> GptModel::chunkLayers(int chunk) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    return {c.firstLayer, c.lastLayer};
+}
+bool GptModel::chunkHasEmbedding(int chunk) const { return impl_->chunks.at(static_cast<size_t>(chunk)).embedding; }
+bool GptModel::chunkHasHead(int chunk) const { return impl_->chunks.at(static_cast<size_t>(chunk)).head; }
+int64_t GptModel::hiddenRows() const { return impl_->Tl; }
+double GptModel::takeLossSum() {
+    const double s = impl_->lossSum;
+    impl_->lossSum = 0.0;
+    return s;
+}
+size_t GptModel::liveActivationSets() const { return impl_->live.size(); }
+
+int GptModel::bucketsPerChunk() const {
+    const auto& c = impl_->chunks.front();
+    return c.lastLayer - c.firstLayer;
+}
+
+std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    const int n = c.lastLayer - c.firstLayer;
+    std::vector<int> out;
+    if (expert) return out; // no expert parameters yet
+    const int layer = c.lastLayer - 1 - bucket;
+    for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
+        const ParamInfo& info = params_[static_cast<size_t>(i)].info;
+        if (info.chunk != chunk) continue;
+        const bool inLayer = info.layer == layer;
+        const bool isHead = info.layer < 0 && bucket == 0 && c.head && i != c.wte && i != c.wpe;
+        const bool isEmbedding = info.layer < 0 && bucket == n - 1 && c.embedding && (i == c.wte || i == c.wpe);
+        if (inLayer || isHead || isEmbedding) out.push_back(i);
+    }
+    return out;
+}
+
+Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatchData& data) {
+    Impl& m = *impl_;
+    const ChunkParams& c = m.chunks.at(static_cast<size_t>(chunk));
+    if (data.sequences != m.sequences || data.seqLen != m.seqLen || static_cast<int64_t>(data.tokens.size()) != m.T)
+        throw RuntimeError("micro-batch " + std::to_string(mb) + " has the wrong shape");
+    auto [it, fresh] = m.live.try_emplace({mb, chunk});
+    if (!fresh) throw RuntimeError("forward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " twice");
+    ChunkActs& acts = it->second;
+    Tensor x = c.embedding ? m.embed(c, acts, data) : input;                      // [Tl, h]
+    if (!c.embedding && (x.dim(0) != m.Tl || x.dim(1) != m.h))
+        throw RuntimeError("forward input " + x.shapeString() + " is not [" + std::to_string(m.Tl) + ", " + std::to_string(m.h) + "]");
+    acts.layers.resize(c.layers.size());
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+        if (m.fullRecompute) {
+            // Keep only the layer's input; everything else is rebuilt in backward (Korthikanti et al. §4).
+            LayerActs scratch;
+            acts.layers[l].x = x;
+            x = m.layerForward(c.layers[l], x, scratch, kBuf);
+        } else {
+            x = m.layerForward(c.layers[l], x, acts.layers[l], kAct);
+        }
+    }
+    if (c.head) {
+        m.head(c, acts, x, data);
+        return {};
+    }
+    return x;
+}
+
+Tensor GptModel::backward(int mb, int chunk, const Tensor& gradOutput, bool deferWeights) {
+    Impl& m = *impl_;
+    const ChunkParams& c = m.chunks.at(static_cast<size_t>(chunk));
+    auto it = m.live.find({mb, chunk});
+    if (it == m.live.end())
+        throw RuntimeError("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " before its forward");
+    ChunkActs& acts = it->second;
+    Tensor dx = c.head ? m.headBackward(c, acts, deferWeights) : gradOutput;      // [Tl, h]
+    for (size_t l = c.layers.size(); l-- > 0;) {
+        if (m.fullRecompute) {
+            LayerActs rebuilt;
+            m.layerForward(c.layers[l], acts.layers[l].x, rebuilt, kAct);
+            dx = m.layerBackward(c.layers[l], dx, rebuilt, acts, deferWeights);
+        } else {
+            dx = m.layerBackward(c.layers[l], dx, acts.layers[l], acts, deferWeights);
+        }
+        acts.layers[l] = LayerActs{}; // free what this layer kept
+    }
+    if (c.embedding) {
+        m.embedBackward(c, acts, dx);
+        dx = Tensor();
+    }
+    if (acts.pending.empty()) m.live.erase(it);
+    else acts.layers.clear();
+    return dx;
+}
+
+void GptModel::backwardWeight(int mb, int chunk) {
+    Impl& m = *impl_;
+    auto it = m.live.find({mb, chunk});
+    if (it == m.live.end()) return; // nothing deferred (no GEMM weights on this chunk)
+    for (const auto& pw : it->second.pending) {
+        if (pw.transposedWeight) m.be.gemm(true, false, 1.0, pw.dy, pw.x, 1.0, m.G(pw.param));
+        else m.be.gemm(true, false, 1.0, pw.x, pw.dy, 1.0, m.G(pw.param));
+    }
+    m.live.erase(it);
+}
+
+} // namespace tessel::exec

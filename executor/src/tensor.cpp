@@ -1,0 +1,88 @@
+// Tensors, storage and the per-category memory accounting every backend shares.
+#include "tessel/exec/backend.hpp"
+#include "tessel/exec/tensor.hpp"
+
+#include "tessel/cost/errors.hpp"
+
+#include <algorithm>
+
+namespace tessel::exec {
+
+std::string toString(MemoryCategory c) {
+    switch (c) {
+    case MemoryCategory::Weights: return "weights";
+    case MemoryCategory::Grads: return "grads";
+    case MemoryCategory::Optimizer: return "optimizer";
+    case MemoryCategory::Activations: return "activations";
+    case MemoryCategory::Buffers: return "buffers";
+    }
+    return "?";
+}
+
+int elementBytes(ElementType t) { return t == ElementType::F64 ? 8 : 4; }
+
+void MemoryStats::allocate(MemoryCategory c, int64_t bytes) {
+    auto& cur = currentBytes[static_cast<size_t>(c)];
+    cur += bytes;
+    peakBytes[static_cast<size_t>(c)] = std::max(peakBytes[static_cast<size_t>(c)], cur);
+    currentTotalBytes += bytes;
+    peakTotalBytes = std::max(peakTotalBytes, currentTotalBytes);
+}
+
+void MemoryStats::release(MemoryCategory c, int64_t bytes) {
+    currentBytes[static_cast<size_t>(c)] -= bytes;
+    currentTotalBytes -= bytes;
+}
+
+Storage::~Storage() {
+    if (backend_ && data_) backend_->release(data_, bytes_, category_);
+}
+
+int64_t Tensor::numel() const {
+    int64_t n = 1;
+    for (auto d : shape_) n *= d;
+    return n;
+}
+
+Tensor Tensor::view(std::vector<int64_t> shape) const {
+    Tensor t(storage_, std::move(shape), type_);
+    if (t.numel() != numel())
+        throw RuntimeError("view " + t.shapeString() + " of a tensor " + shapeString() + " changes its size");
+    return t;
+}
+
+std::string Tensor::shapeString() const {
+    std::string s = "[";
+    for (size_t i = 0; i < shape_.size(); ++i) s += (i ? ", " : "") + std::to_string(shape_[i]);
+    return s + "]";
+}
+
+Tensor Backend::empty(std::vector<int64_t> shape, MemoryCategory category) {
+    int64_t n = 1;
+    for (auto d : shape) {
+        if (d < 0) throw RuntimeError("negative tensor dimension");
+        n *= d;
+    }
+    const int64_t bytes = n * elementBytes(elementType());
+    void* p = allocateBytes(std::max<int64_t>(bytes, 1));
+    memory_.allocate(category, bytes);
+    return Tensor(std::make_shared<Storage>(this, p, bytes, category), std::move(shape), elementType());
+}
+
+Tensor Backend::zeros(std::vector<int64_t> shape, MemoryCategory category) {
+    Tensor t = empty(std::move(shape), category);
+    fill(t, 0.0);
+    return t;
+}
+
+void Backend::resetPeaks() {
+    memory_.peakBytes = memory_.currentBytes;
+    memory_.peakTotalBytes = memory_.currentTotalBytes;
+}
+
+void Backend::release(void* p, int64_t bytes, MemoryCategory c) {
+    memory_.release(c, bytes);
+    freeBytes(p, std::max<int64_t>(bytes, 1));
+}
+
+} // namespace tessel::exec
