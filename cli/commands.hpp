@@ -10,7 +10,11 @@ namespace tessel::cli {
 // Registers `predict` on `app`; the returned function runs it after parsing.
 std::function<int()> addPredictCommand(CLI::App& app);
 std::function<int()> addTraceCommand(CLI::App& app);
+// Registers `run` (executes a plan under mpirun with tessel-worker ranks).
+std::function<int()> addRunCommand(CLI::App& app);
 // Registers `export` (plan -> Megatron-LM / DeepSpeed / torchtitan launch settings).
 std::function<int()> addExportCommand(CLI::App& app);
+// Registers `search` (exhaustive plan search ranked by simulated step time, memory or tokens per dollar).
+std::function<int()> addSearchCommand(CLI::App& app);
 
 } // namespace tessel::cli

@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
     std::vector<std::function<int()>> commands;
     commands.push_back(tessel::cli::addPredictCommand(app));
     commands.push_back(tessel::cli::addTraceCommand(app));
+    commands.push_back(tessel::cli::addRunCommand(app));
     commands.push_back(tessel::cli::addExportCommand(app));
+    commands.push_back(tessel::cli::addSearchCommand(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

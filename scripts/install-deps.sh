@@ -6,6 +6,9 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   nlohmann-json3-dev libeigen3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  # tessel-gui: Qt 6 Widgets and Test (libgl-dev because Qt6Gui's CMake config needs the OpenGL headers),
+  # QtSvg for SVG chart export, and a font so headless (offscreen) screenshots have legible text.
+  qt6-base-dev libgl-dev qt6-svg-dev fonts-dejavu-core
 )
 
 missing=()

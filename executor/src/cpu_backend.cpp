@@ -1,8 +1,6 @@
 // The CPU reference backend: every Backend op for float64 and float32, naive loops plus Eigen GEMM.
-// Ranks are processes, so Eigen runs single-threaded; with fixed loop orders every result is bitwise
-// reproducible run to run. Element-wise math and reductions are carried in float64 (long double for
-// sumSquares) whatever the element type, so the float32 backend differs from float64 only by storage rounding
-// and its GEMM.
+
+// Ranks are processes, so Eigen must not start threads of its own (and one thread keeps sums in a fixed order).
 #define EIGEN_DONT_PARALLELIZE
 #include "tessel/exec/cpu_backend.hpp"
 
@@ -49,6 +47,9 @@ int64_t rowWidth(const Tensor& t) {
     return w;
 }
 
+// Every loop runs in a fixed order, so results are bitwise reproducible run to run. Element-wise math and
+// reductions are carried in float64 (long double for sumSquares) whatever T is, so float32 differs from
+// float64 by storage rounding and its GEMM only.
 template <typename T>
 class CpuBackend final : public Backend {
 public:
@@ -600,7 +601,8 @@ public:
             const auto rr = static_cast<size_t>(r);
             const int64_t col = localIndex("crossEntropyBackward", targets[rr], vocabBegin, vl);
             for (int64_t j = 0; j < vl; ++j) {
-                // d/dl of (log sum exp(l) - l_target) = softmax(l) - onehot(target)
+                // d/dl of (log sum exp(l) - l_target) = softmax(l) - onehot(target) (Megatron-LM
+                // _VocabParallelCrossEntropy.backward), softmax from the global max and sum
                 const double softmax = std::exp(static_cast<double>(p[r * vl + j]) - max[rr]) / sumExp[rr];
                 p[r * vl + j] = static_cast<T>(scale * (softmax - (j == col ? 1.0 : 0.0)));
             }

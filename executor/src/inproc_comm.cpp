@@ -256,6 +256,8 @@ public:
         }
         Message m = std::move(box.front());
         box.pop_front();
+        // Only this rank receives on this (source, destination, tag), so nobody else holds the box.
+        if (box.empty()) world_->mailboxes.erase({peerRank, rank_, tag});
         lock.unlock();
         if (m.type != t.type() || static_cast<int64_t>(m.bytes.size()) != byteCount(t))
             throw CommError(where + ": rank " + std::to_string(peerRank) + " sent " + std::to_string(m.bytes.size()) +

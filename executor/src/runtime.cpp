@@ -47,6 +47,7 @@ struct Trainer::Impl {
     std::map<std::pair<int, int>, std::vector<Bucket>> buckets;
     std::map<int, std::pair<Tensor, Tensor>> moments;       // ZeRO-0: parameter -> (m, v)
     int64_t adamStep = 0;
+    Clock::time_point runStart = Clock::now(); // records are timed from here, so steps follow each other
     std::array<int, 3> embeddingBucket{-1, -1, -1}; // (chunk, schedule bucket, index) of the tied embedding
 
     Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, const TrainHyper& hp, DataSource d)
@@ -281,7 +282,6 @@ StepStats Trainer::step(int stepIndex) {
         return it->second;
     };
     double gradNorm = 0.0;
-    const auto stepStart = Clock::now();
     const auto& acts = m.mine->actions;
     for (size_t i = 0; i < acts.size(); ++i) {
         const sim::Action& a = acts[i];
@@ -393,7 +393,7 @@ StepStats Trainer::step(int stepIndex) {
         case sim::ActionKind::OptimizerStep: gradNorm = m.optimizerStep(); break;
         }
         const auto t1 = Clock::now();
-        rec.startSeconds = std::chrono::duration<double>(t0 - stepStart).count();
+        rec.startSeconds = std::chrono::duration<double>(t0 - m.runStart).count();
         rec.durationSeconds = std::chrono::duration<double>(t1 - t0).count();
         records_.push_back(std::move(rec));
     }

@@ -1,16 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `tessel export`: each format's content, exit 2 when inexpressible, -o never clobbers.
-set -u
-: "${TESSEL:?set TESSEL to the tessel binary}"
-fail=0
-passed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib.sh"
 
-check() { # name, condition (0 = pass)
-    if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL: $1"; fail=$((fail + 1)); fi
-}
-contains() { grep -q -- "$2" "$1"; echo $?; }
 exits() { [ "$1" -eq "$2" ]; echo $?; } # actual, expected
 
 # 1. Megatron-LM: the default scenario is GPT-3 175B, TP8 PP8 DP16, as a torchrun launch of pretrain_gpt.py.
@@ -95,5 +86,4 @@ printf 'keep me\n' >"$tmp/mine.txt"
 check "refused export with --force exits 2" "$(exits $rc 2)"
 check "refused export leaves the file" "$(contains "$tmp/mine.txt" '^keep me$')"
 
-echo "$passed passed, $fail failed"
-[ $fail -eq 0 ]
+finish

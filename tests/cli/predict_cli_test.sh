@@ -1,16 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of `tessel predict`: exit codes, JSON shape, every bad-input problem listed by pointer/flag.
-set -u
-: "${TESSEL:?set TESSEL to the tessel binary}"
-fail=0
-passed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # name, condition (0 = pass)
-    if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else echo "FAIL: $1"; fail=$((fail + 1)); fi
-}
-contains() { grep -q -- "$2" "$1"; echo $?; }
+source "$(dirname "$0")/lib.sh"
 
 # 1. The default scenario: JSON with the promised keys, 8 stages, fits.
 "$TESSEL" predict --json >"$tmp/default.json" 2>"$tmp/err"; rc=$?
@@ -102,5 +92,4 @@ check "trace refuses to overwrite" $([ $rc -eq 2 ]; echo $?)
 check "user file kept" "$([ "$(cat "$tmp/mine.json")" = keep ]; echo $?)"
 "$TESSEL" trace -o "$tmp/mine.json" --force --check >/dev/null 2>&1; check "trace --force --check" $?
 
-echo "$passed passed, $fail failed"
-[ $fail -eq 0 ]
+finish

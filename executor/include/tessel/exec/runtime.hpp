@@ -42,7 +42,7 @@ struct ActionRecord {
     int groupSize = 0;
     int peerRank = -1;
     double bytes = 0.0;
-    double startSeconds = 0.0;       // since the step began on this rank
+    double startSeconds = 0.0;       // since this rank's trainer was created
     double durationSeconds = 0.0;
 };
 

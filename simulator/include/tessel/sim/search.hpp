@@ -34,8 +34,8 @@ std::optional<Objective> parseObjective(const std::string& text);
 //   micro_batch: divisors of global_batch / dp (when dp does not divide the global batch, the one plan
 //        with micro_batch 1 stands for that shape and is rejected);
 //   ZeRO 0-3; recompute none/selective/full; SP off, and on when tp > 1; all four schedules;
-//   rank orders: of all 120 permutations of tp-cp-ep-dp-pp (or of `rankOrders`), the first of each class
-//        with the same sequence of dims of size > 1 (only those place ranks differently).
+//   rank orders: of all 120 permutations of tp-cp-ep-dp-pp (or of `rankOrders`), those distinct in effect
+//        (distinctRankOrders: the first of each class with the same placement of every group).
 // `fixed` pins fields by plan key (tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage) as from
 // `--fix tp=8,pp=4`; a fixed key replaces that key's list.
 struct SearchSpace {
@@ -90,6 +90,9 @@ struct SearchResult {
 // count differs from space.gpus, its node count is set to gpus / gpus_per_node.
 SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                          const SearchOptions& options);
+// The problems searchPlans would throw for, without searching (empty = the search can run).
+std::vector<Problem> searchProblems(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
+                                    const SearchOptions& options);
 
 // The admissible lower bound on the simulated step time used for pruning: never above simulatePlan's
 // stepSeconds for the same plan (tested over grids).
@@ -118,9 +121,11 @@ struct PeakMemory {
 };
 PeakMemory fastPeakMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
 
-// The rank orders of `candidates` (empty = all 120 permutations, tp-cp-ep-dp-pp first) that are distinct in
-// effect for the plan's degrees: the first of each class with the same sequence of dims of size > 1.
-std::vector<std::array<ParallelDim, 5>> distinctRankOrders(const Plan& plan,
+// The rank orders of `candidates` (empty = all 120 permutations in std::next_permutation order from
+// tp-cp-ep-dp-pp) that are distinct in effect for the plan's degrees on nodes of `gpusPerNode` GPUs: the
+// first of each class that places every group the simulator costs (TP, CP, EP, PP pairs, DP or DP x CP,
+// expert DP, the tied-embedding pair) on the same number of nodes with the same ranks per node.
+std::vector<std::array<ParallelDim, 5>> distinctRankOrders(const Plan& plan, int gpusPerNode,
                                                            const std::vector<std::array<ParallelDim, 5>>& candidates = {});
 
 // The pruning stage alone (enumeration, validity, memory, lower bound) over the whole space, on

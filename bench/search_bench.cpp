@@ -1,0 +1,69 @@
+// Benchmarks of `tessel search` on GPT-3 175B over 1024 A100 GPUs (global batch 1536, the whole declared space):
+// plans per second through the pruning stage (validity + memory + lower bound) and the full search's wall time.
+#include "tessel/cost/scenario.hpp"
+#include "tessel/sim/search.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <thread>
+
+namespace {
+
+// The gpt3-175b-megatron preset: GPT-3 175B on 128 DGX A100 80GB nodes, global batch 1536.
+const tessel::Scenario& gpt3() {
+    static const tessel::Scenario s = [] {
+        tessel::Scenario sc = tessel::loadScenarioFile(tessel::resolveScenarioPath("gpt3-175b-megatron", "bench"));
+        sc.cluster.nodes = 128;
+        return sc;
+    }();
+    return s;
+}
+
+tessel::sim::SearchSpace gpt3Space() {
+    tessel::sim::SearchSpace space;
+    space.gpus = 1024;
+    space.globalBatch = 1536;
+    return space; // every other list empty: the whole declared space
+}
+
+// Arg: worker threads (0 = every core).
+void BM_PruningStage(benchmark::State& state) {
+    const auto& s = gpt3();
+    tessel::sim::SearchOptions options;
+    options.threads = static_cast<int>(state.range(0));
+    tessel::sim::PruningResult r;
+    double plans = 0.0;
+    for (auto _ : state) {
+        r = tessel::sim::prunePlans(s.model, s.cluster, gpt3Space(), options);
+        plans += static_cast<double>(r.considered);
+    }
+    state.counters["plans_per_second"] = benchmark::Counter(plans, benchmark::Counter::kIsRate);
+    state.counters["considered"] = static_cast<double>(r.considered);
+    state.counters["feasible"] = static_cast<double>(r.feasible);
+    state.counters["threads"] = options.threads > 0 ? options.threads : static_cast<double>(std::thread::hardware_concurrency());
+}
+BENCHMARK(BM_PruningStage)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+void BM_FullSearch(benchmark::State& state) {
+    const auto& s = gpt3();
+    tessel::sim::SearchOptions options;
+    options.threads = static_cast<int>(state.range(0));
+    tessel::sim::SearchResult r;
+    double plans = 0.0;
+    for (auto _ : state) {
+        r = tessel::sim::searchPlans(s.model, s.cluster, gpt3Space(), options);
+        plans += static_cast<double>(r.considered);
+    }
+    state.counters["plans_per_second"] = benchmark::Counter(plans, benchmark::Counter::kIsRate);
+    state.counters["considered"] = static_cast<double>(r.considered);
+    state.counters["feasible"] = static_cast<double>(r.feasible);
+    state.counters["simulated"] = static_cast<double>(r.simulated);
+    state.counters["pruning_s"] = r.pruningSeconds;
+    state.counters["simulation_s"] = r.simulationSeconds;
+    state.counters["best_step_s"] = r.top.empty() ? 0.0 : r.top.front().metrics.stepSeconds;
+}
+BENCHMARK(BM_FullSearch)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+} // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,168 @@
+// `tessel run`: validates the plan, then launches mpirun with one tessel-worker per rank, and merges what the
+// ranks measured into the run folder (losses, measurements.jsonl, trace.json, memory.json, scenario.json).
+#include "commands.hpp"
+#include "scenario_flags.hpp"
+#include "table.hpp"
+
+#include "tessel/exec/run_output.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+#ifndef TESSEL_WORKER_PATH
+#define TESSEL_WORKER_PATH ""
+#endif
+#ifndef TESSEL_DATA_PATH
+#define TESSEL_DATA_PATH ""
+#endif
+
+namespace tessel::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+std::string findOnPath(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    if (!path) return {};
+    std::stringstream ss(path);
+    for (std::string dir; std::getline(ss, dir, ':');) {
+        fs::path candidate = fs::path(dir) / name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+    return {};
+}
+
+std::string findWorker() {
+    if (const char* env = std::getenv("TESSEL_WORKER")) return env;
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        for (const fs::path& candidate : {self.parent_path() / "tessel-worker", self.parent_path().parent_path() / "executor" / "tessel-worker"})
+            if (fs::exists(candidate)) return candidate.string();
+    }
+    if (fs::exists(TESSEL_WORKER_PATH)) return TESSEL_WORKER_PATH;
+    return findOnPath("tessel-worker");
+}
+
+int runAndWait(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0)
+        throw RuntimeError("cannot start " + argv[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw RuntimeError("lost track of " + argv[0]);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+} // namespace
+
+std::function<int()> addRunCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand("run", "Run a plan for real on CPU ranks under mpirun, measuring every action");
+    auto flags = std::make_shared<ScenarioFlags>();
+    flags->addTo(*cmd);
+    struct Options {
+        int ranks = 0;
+        int steps = 10;
+        std::string out;
+        std::string data = TESSEL_DATA_PATH;
+        double timeoutSeconds = 60.0;
+        bool force = false;
+        int failRank = -1, failAtStep = -1;
+    };
+    auto o = std::make_shared<Options>();
+    cmd->add_option("--ranks", o->ranks, "Number of ranks to start (must equal tp x pp x dp x cp)")->required();
+    cmd->add_option("--steps", o->steps, "Training steps");
+    cmd->add_option("--out", o->out, "Run folder to write")->required();
+    cmd->add_option("--data", o->data, "Training text (default: the shipped public-domain text)");
+    cmd->add_option("--timeout", o->timeoutSeconds, "Seconds a collective or transfer may wait before the run fails");
+    cmd->add_flag("--force", o->force, "Reuse a non-empty run folder (its previous files are replaced)");
+    cmd->add_option("--fail-rank", o->failRank, "Testing: make this rank die abruptly")->group("");
+    cmd->add_option("--fail-at-step", o->failAtStep, "Testing: step at which --fail-rank dies")->group("");
+    return [cmd, flags, o]() {
+        if (!cmd->parsed()) return -1;
+        // Everything that can be checked is checked before any rank starts.
+        ProblemList problems;
+        Scenario s;
+        try {
+            s = flags->resolve();
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+        if (problems.empty()) {
+            exec::validateExecutable(s.model, s.plan, "/plan", problems);
+            if (o->ranks != s.plan.worldSize())
+                problems.add("--ranks", std::to_string(o->ranks) + " ranks, but the plan (tp x pp x dp x cp) needs " +
+                                            std::to_string(s.plan.worldSize()));
+        }
+        if (o->steps < 1) problems.add("--steps", "must be at least 1");
+        if (o->timeoutSeconds <= 0) problems.add("--timeout", "must be positive");
+        std::error_code ec;
+        if (o->data.empty() || !fs::is_regular_file(o->data, ec)) problems.add("--data", "no training text at \"" + o->data + "\"");
+        if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec) && !o->force)
+            problems.add("--out", "\"" + o->out + "\" is not empty; pass --force to reuse it");
+        const std::string mpirun = findOnPath("mpirun");
+        const std::string worker = findWorker();
+        if (mpirun.empty()) problems.add("mpirun", "not found on PATH (install openmpi-bin)");
+        if (worker.empty()) problems.add("tessel-worker", "not found next to tessel, in TESSEL_WORKER or on PATH");
+        problems.throwIfAny();
+
+        fs::create_directories(o->out);
+        for (const auto& entry : fs::directory_iterator(o->out))
+            if (entry.path().filename().string().rfind("rank-", 0) == 0) fs::remove_all(entry.path());
+        exec::writeFileAtomically((fs::path(o->out) / "scenario.json").string(), scenarioToJson(s).dump(2) + "\n");
+
+        std::vector<std::string> argv{mpirun, "-np", std::to_string(o->ranks), "--oversubscribe", "--bind-to", "none"};
+        if (::geteuid() == 0) argv.push_back("--allow-run-as-root"); // OpenMPI refuses root without it
+        for (const std::string& a : {worker, std::string("--run-dir"), o->out, std::string("--data"), o->data,
+                                     std::string("--steps"), std::to_string(o->steps), std::string("--timeout"),
+                                     std::to_string(o->timeoutSeconds)})
+            argv.push_back(a);
+        if (o->failRank >= 0) {
+            argv.insert(argv.end(), {"--fail-rank", std::to_string(o->failRank), "--fail-at-step", std::to_string(o->failAtStep)});
+        }
+        std::cerr << "tessel run: " << o->ranks << " ranks, " << o->steps << " steps -> " << o->out << "\n";
+        const int rc = runAndWait(argv);
+        if (rc != 0) {
+            // Name the ranks: those that reported an error, and those that died without a word.
+            std::string detail;
+            for (int r = 0; r < o->ranks; ++r) {
+                std::ifstream st(fs::path(o->out) / ("rank-" + std::to_string(r)) / "status");
+                std::string line;
+                std::getline(st, line);
+                if (line == "running" || line.empty())
+                    detail += "\n  rank " + std::to_string(r) + ": died without reporting an error";
+                else if (line.rfind("error", 0) == 0 || line.rfind("terminated", 0) == 0)
+                    detail += "\n  rank " + std::to_string(r) + ": " + line;
+            }
+            throw RuntimeError("the run failed (mpirun exit status " + std::to_string(rc) + ")" + detail);
+        }
+        const size_t records = exec::mergeRunOutputs(o->out, o->ranks);
+        std::ifstream losses(fs::path(o->out) / "losses.jsonl");
+        Table t({"step", "loss", "grad norm"});
+        for (std::string line; std::getline(losses, line);) {
+            const auto j = nlohmann::json::parse(line);
+            t.addRow({std::to_string(j["step"].get<int>()), fixed(j["loss"].get<double>(), 4), fixed(j["grad_norm"].get<double>(), 4)});
+        }
+        std::cout << t.render();
+        std::cout << "wrote " << records << " measurements, trace.json, memory.json, losses.jsonl and scenario.json to "
+                  << o->out << "\n";
+        return 0;
+    };
+}
+
+} // namespace tessel::cli

@@ -1,0 +1,33 @@
+// What a run leaves on disk: per-rank measurements (JSON lines), memory peaks and losses, and the merged
+// measurements, Chrome trace (the simulator's action names), memory and loss files in the run folder.
+#pragma once
+
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/exec/backend.hpp"
+#include "tessel/exec/runtime.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tessel::exec {
+
+// Checks that the executor can run `plan` for `model` (beyond validatePlan): features it does not run yet,
+// dropout, non-memory-efficient attention, a precision recipe it does not implement.
+void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems);
+
+// One measurement record (DESIGN.md §3): rank, action, shapes/bytes, group, timing, device and versions.
+nlohmann::json measurementToJson(const ActionRecord& r, const std::string& device);
+// The software this run used, for provenance.
+nlohmann::json softwareVersions();
+
+// Writes `text` to `path` through `path.tmp` and a rename, so a reader never sees half a file.
+void writeFileAtomically(const std::string& path, const std::string& text);
+
+// Merges the rank files under `dir` (rank-R/measurements.jsonl, rank-R/memory.json) into
+// dir/measurements.jsonl, dir/trace.json and dir/memory.json. Returns the number of records.
+size_t mergeRunOutputs(const std::string& dir, int worldSize);
+
+} // namespace tessel::exec

@@ -1,0 +1,129 @@
+// Run outputs: executor feasibility checks, measurement records, atomic files, and the merge of per-rank
+// files into the run folder's measurements, Chrome trace and memory report.
+#include "tessel/exec/run_output.hpp"
+
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/json_reader.hpp"
+
+#include <Eigen/Core>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace tessel::exec {
+
+void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
+    if (model.moe) problems.add("/model/moe", "the executor does not run mixture-of-experts layers yet");
+    if (plan.cp > 1) problems.add(pointer + "/cp", "the executor does not run context parallelism yet");
+    if (plan.ep > 1) problems.add(pointer + "/ep", "the executor does not run expert parallelism yet");
+    if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
+    if (!plan.flashAttention)
+        problems.add(pointer + "/flash_attention",
+                     "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");
+    if (plan.precision != "cpu_fp64" && plan.precision != "cpu_fp32")
+        problems.add(pointer + "/precision", "the CPU executor runs the cpu_fp64 or cpu_fp32 recipe, not \"" +
+                                                 plan.precision + "\"");
+}
+
+nlohmann::json softwareVersions() {
+    return {{"tessel", "0.1.0"},
+            {"compiler", __VERSION__},
+            {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                          std::to_string(EIGEN_MINOR_VERSION)}};
+}
+
+nlohmann::json measurementToJson(const ActionRecord& r, const std::string& device) {
+    nlohmann::json j{{"schema_version", 1},
+                     {"step", r.step},
+                     {"rank", r.rank},
+                     {"stage", r.stage},
+                     {"index", r.index},
+                     {"action", r.name},
+                     {"kind", r.kind},
+                     {"micro_batch", r.microBatch},
+                     {"chunk", r.chunk},
+                     {"start_seconds", r.startSeconds},
+                     {"duration_seconds", r.durationSeconds},
+                     {"device", device}};
+    if (r.bucket >= 0) j["bucket"] = r.bucket;
+    if (!r.group.empty()) {
+        j["group"] = r.group;
+        j["group_size"] = r.groupSize;
+    }
+    if (r.peerRank >= 0) j["peer_rank"] = r.peerRank;
+    if (r.bytes > 0) j["bytes"] = r.bytes;
+    return j;
+}
+
+void writeFileAtomically(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw RuntimeError("cannot write \"" + tmp + "\"");
+        out << text;
+        out.flush();
+        if (!out) throw RuntimeError("cannot write \"" + tmp + "\"");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw RuntimeError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + ec.message());
+}
+
+namespace {
+int streamOfKind(const std::string& kind) {
+    if (kind == "send_activation" || kind == "send_grad") return 1;
+    if (kind == "recv_activation" || kind == "recv_grad") return 2;
+    if (kind == "collective") return 3;
+    return 0;
+}
+} // namespace
+
+size_t mergeRunOutputs(const std::string& dir, int worldSize) {
+    namespace fs = std::filesystem;
+    std::string lines;
+    nlohmann::json events = nlohmann::json::array();
+    nlohmann::json memory = nlohmann::json::array();
+    size_t records = 0;
+    const char* streams[] = {"compute", "pp_send", "pp_recv", "dp"};
+    for (int r = 0; r < worldSize; ++r) {
+        const fs::path rankDir = fs::path(dir) / ("rank-" + std::to_string(r));
+        std::ifstream in(rankDir / "measurements.jsonl");
+        if (!in) throw RuntimeError("rank " + std::to_string(r) + " left no measurements in " + rankDir.string());
+        events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+        for (int s = 0; s < 4; ++s)
+            events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", s}, {"args", {{"name", streams[s]}}}});
+        for (std::string line; std::getline(in, line);) {
+            if (line.empty()) continue;
+            lines += line + "\n";
+            ++records;
+            const nlohmann::json m = nlohmann::json::parse(line);
+            nlohmann::json args{{"stage", m["stage"]}, {"chunk", m["chunk"]}, {"index", m["index"]}, {"step", m["step"]}};
+            if (m["micro_batch"].get<int>() >= 0) args["micro_batch"] = m["micro_batch"];
+            for (const char* k : {"bucket", "group", "group_size", "peer_rank", "bytes"})
+                if (m.contains(k)) args[k] = m[k];
+            events.push_back({{"ph", "X"},
+                              {"name", m["action"]},
+                              {"cat", m["kind"]},
+                              {"pid", r},
+                              {"tid", streamOfKind(m["kind"].get<std::string>())},
+                              {"ts", m["start_seconds"].get<double>() * 1e6},
+                              {"dur", m["duration_seconds"].get<double>() * 1e6},
+                              {"args", args}});
+        }
+        memory.push_back(readJsonFile((rankDir / "memory.json").string()));
+    }
+    writeFileAtomically((fs::path(dir) / "measurements.jsonl").string(), lines);
+    writeFileAtomically((fs::path(dir) / "trace.json").string(),
+                        nlohmann::json{{"traceEvents", events},
+                                       {"displayTimeUnit", "ms"},
+                                       {"otherData", {{"source", "tessel measured"}}}}
+                                .dump() +
+                            "\n");
+    writeFileAtomically((fs::path(dir) / "memory.json").string(),
+                        nlohmann::json{{"schema_version", 1}, {"ranks", memory}}.dump(2) + "\n");
+    return records;
+}
+
+} // namespace tessel::exec

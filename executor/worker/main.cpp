@@ -1,0 +1,130 @@
+// tessel-worker: one rank of `tessel run`, started by mpirun; trains the run folder's scenario for some steps
+// and writes its measurements, memory peaks and (rank 0) losses. Any error takes every rank down (MPI_Abort).
+#include "tessel/cost/scenario.hpp"
+#include "tessel/exec/context.hpp"
+#include "tessel/exec/cpu_backend.hpp"
+#include "tessel/exec/data.hpp"
+#include "tessel/exec/mpi_comm.hpp"
+#include "tessel/exec/run_output.hpp"
+#include "tessel/exec/runtime.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <filesystem>
+#include <iostream>
+
+namespace {
+// Written by the SIGTERM handler (async-signal-safe: open/write/_exit only): mpirun terminates the other ranks
+// after one fails, and `tessel run` must not blame them.
+char gStatusPath[4096];
+
+extern "C" void onTerminate(int) {
+    const int fd = ::open(gStatusPath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        static const char text[] = "terminated: stopped by mpirun after another rank failed\n";
+        [[maybe_unused]] ssize_t n = ::write(fd, text, sizeof text - 1);
+        ::close(fd);
+    }
+    ::_exit(143);
+}
+
+struct Options {
+    std::string runDir;
+    std::string dataPath;
+    int steps = 1;
+    double timeoutSeconds = 60.0;
+    int failRank = -1;     // test hook: this rank dies abruptly...
+    int failAtStep = -1;   // ...when this step starts
+};
+
+nlohmann::json memoryJson(int rank, int stage, const tessel::exec::MemoryStats& m) {
+    nlohmann::json peak = nlohmann::json::object();
+    for (int c = 0; c < tessel::exec::kMemoryCategories; ++c)
+        peak[tessel::exec::toString(static_cast<tessel::exec::MemoryCategory>(c)) + "_bytes"] = m.peakBytes[static_cast<size_t>(c)];
+    return {{"rank", rank}, {"stage", stage}, {"peak_bytes", peak}, {"peak_total_bytes", m.peakTotalBytes}};
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    using namespace tessel;
+    using namespace tessel::exec;
+    CLI::App app{"tessel-worker: one rank of tessel run (started by mpirun)"};
+    Options o;
+    app.add_option("--run-dir", o.runDir, "Run folder holding scenario.json")->required();
+    app.add_option("--data", o.dataPath, "Training text (bytes are tokens)")->required();
+    app.add_option("--steps", o.steps, "Training steps")->check(CLI::PositiveNumber);
+    app.add_option("--timeout", o.timeoutSeconds, "Seconds any collective or transfer may wait");
+    app.add_option("--fail-rank", o.failRank, "Test hook: rank that dies abruptly");
+    app.add_option("--fail-at-step", o.failAtStep, "Test hook: step at which it dies");
+    CLI11_PARSE(app, argc, argv);
+
+    std::unique_ptr<Comm> comm;
+    try {
+        comm = makeMpiComm();
+    } catch (const std::exception& e) {
+        std::cerr << "tessel-worker: cannot start MPI: " << e.what() << "\n";
+        return 1;
+    }
+    const int rank = comm->rank();
+    namespace fs = std::filesystem;
+    // A status file per rank lets `tessel run` name the rank that failed: "running" until it finishes
+    // ("done") or reports an error; a rank that dies abruptly leaves "running" behind.
+    const fs::path rankDir = fs::path(o.runDir) / ("rank-" + std::to_string(rank));
+    auto status = [&](const std::string& text) {
+        std::error_code ec;
+        fs::create_directories(rankDir, ec);
+        try {
+            writeFileAtomically((rankDir / "status").string(), text + "\n");
+        } catch (const std::exception&) {
+        }
+    };
+    status("running");
+    std::strncpy(gStatusPath, (rankDir / "status").c_str(), sizeof gStatusPath - 1);
+    std::signal(SIGTERM, onTerminate);
+    try {
+        comm->setTimeoutSeconds(o.timeoutSeconds);
+        Scenario s = loadScenarioFile(fs::path(o.runDir) / "scenario.json");
+        finishScenario(s);
+        ProblemList problems;
+        validateExecutable(s.model, s.plan, "/plan", problems);
+        problems.throwIfAny();
+        if (comm->worldSize() != s.plan.worldSize())
+            throw InputError("--ranks", "the plan needs " + std::to_string(s.plan.worldSize()) + " ranks, mpirun started " +
+                                            std::to_string(comm->worldSize()));
+        auto backend = makeCpuBackend(s.plan.precision == "cpu_fp32" ? ElementType::F32 : ElementType::F64);
+        ParallelContext ctx = makeContext(s.plan, rank, *comm, s.model.tiedEmbeddings);
+        TrainHyper hyper;
+        Trainer trainer(s.model, ctx, *backend, hyper,
+                        textDataSource(readTextFile(o.dataPath), s.model.seqLen, s.plan.microBatch, s.plan.globalBatch,
+                                       s.plan.dp, hyper.seed));
+        std::string losses;
+        for (int step = 0; step < o.steps; ++step) {
+            if (rank == o.failRank && step == o.failAtStep) std::_Exit(3); // a crash: no cleanup, no MPI_Finalize
+            const StepStats st = trainer.step(step);
+            losses += nlohmann::json{{"step", step}, {"loss", st.loss}, {"grad_norm", st.gradNorm}}.dump() + "\n";
+        }
+        std::string lines;
+        const std::string device = backend->name();
+        for (const auto& r : trainer.records()) lines += measurementToJson(r, device).dump() + "\n";
+        writeFileAtomically((rankDir / "measurements.jsonl").string(), lines);
+        writeFileAtomically((rankDir / "memory.json").string(),
+                            memoryJson(rank, ctx.stage(), backend->memory()).dump(2) + "\n");
+        if (rank == 0) {
+            writeFileAtomically((fs::path(o.runDir) / "losses.jsonl").string(), losses);
+            writeFileAtomically((fs::path(o.runDir) / "versions.json").string(), softwareVersions().dump(2) + "\n");
+        }
+        comm->barrier(ctx.world);
+        status("done");
+    } catch (const std::exception& e) {
+        status(std::string("error: ") + e.what());
+        std::cerr << "tessel-worker rank " << rank << ": error: " << e.what() << "\n" << std::flush;
+        abortMpi(1);
+    }
+    return 0;
+}

@@ -1,0 +1,586 @@
+// The search's fast paths: validity verdicts, exact peak memory and the admissible lower bound on the step
+// time, each computed from cached per-shape and per-placement terms (the same cost-model calls the
+// simulator makes, see simulate.cpp / schedule.cpp) so that millions of plans can be screened per second.
+#include "search_estimate.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/shapes.hpp"
+#include "tessel/sim/schedule.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace tessel::sim::detail {
+
+namespace {
+double d(int64_t v) { return static_cast<double>(v); }
+
+// Size of a layout dim: "dp" in rank_order is the expert-data-parallel part dp/ep (topology.cpp).
+int dimSize(const Plan& plan, ParallelDim dim) {
+    switch (dim) {
+    case ParallelDim::Tp: return plan.tp;
+    case ParallelDim::Cp: return plan.cp;
+    case ParallelDim::Ep: return plan.ep;
+    case ParallelDim::Dp: return plan.ep > 0 ? plan.dp / plan.ep : 0;
+    case ParallelDim::Pp: return plan.pp;
+    }
+    return 1;
+}
+
+// Dims a group of `kind` varies (topology.cpp's variedDims), as a bit mask over ParallelDim values.
+unsigned variedMask(GroupKind kind) {
+    auto bit = [](ParallelDim dim) { return 1u << static_cast<unsigned>(dim); };
+    switch (kind) {
+    case GroupKind::Tp: return bit(ParallelDim::Tp);
+    case GroupKind::Cp: return bit(ParallelDim::Cp);
+    case GroupKind::Ep: return bit(ParallelDim::Ep);
+    case GroupKind::Dp: return bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
+    case GroupKind::ExpertDp: return bit(ParallelDim::Dp);
+    case GroupKind::DpCp: return bit(ParallelDim::Cp) | bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
+    case GroupKind::Pp: return bit(ParallelDim::Pp);
+    case GroupKind::PpPair: return 0;
+    }
+    return 0;
+}
+
+// topology.cpp's order of badness: more nodes spanned, then fewer ranks sharing the busiest node.
+bool worse(const GroupPlacement& a, const GroupPlacement& b) {
+    if (a.nodes != b.nodes) return a.nodes > b.nodes;
+    return a.ranksPerNode < b.ranksPerNode;
+}
+
+GroupPlacement pairPlacement(int a, int b, int gpusPerNode) {
+    const bool same = a / gpusPerNode == b / gpusPerNode;
+    return GroupPlacement{2, same ? 1 : 2, same ? 2 : 1};
+}
+} // namespace
+
+const char* reasonText(Reason r) {
+    switch (r) {
+    case Reason::None: return "";
+    case Reason::InvalidDegrees: return "invalid degrees";
+    case Reason::TpHeads: return "tp does not divide heads";
+    case Reason::TpKvHeads: return "tp does not divide kv heads";
+    case Reason::TpFfn: return "tp does not divide ffn_hidden";
+    case Reason::TpExpertFfn: return "tp does not divide expert ffn_hidden";
+    case Reason::Layers: return "pp x vpp does not divide layers";
+    case Reason::VppNeedsInterleaved: return "vpp > 1 needs interleaved_1f1b";
+    case Reason::InterleavedVpp: return "interleaved_1f1b needs vpp >= 2";
+    case Reason::InterleavedPp: return "interleaved_1f1b needs pp >= 2";
+    case Reason::World: return "world size differs from GPUs";
+    case Reason::GlobalBatch: return "global batch not divisible";
+    case Reason::InterleavedMicroBatches: return "interleaved needs micro-batches divisible by pp";
+    case Reason::EpNeedsMoe: return "ep needs a MoE model";
+    case Reason::EpDp: return "ep does not divide dp";
+    case Reason::EpExperts: return "ep does not divide experts";
+    case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
+    case Reason::SpTp: return "sequence parallelism needs tp > 1";
+    case Reason::SpSeq: return "seq_len / cp not divisible by tp";
+    case Reason::Precision: return "precision not supported";
+    case Reason::Count: break;
+    }
+    return "?";
+}
+
+bool precisionSupported(const ClusterConfig& cluster, const std::string& precision) {
+    const PrecisionRecipe* recipe = findPrecisionRecipe(precision);
+    return recipe && cluster.gpu.peakFlopsPerSecond.count(recipe->computeDtype) > 0;
+}
+
+Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk) {
+    // The same checks, in the same order, as tessel::validatePlan (plan.cpp); the first failing one wins.
+    if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.cp < 1 || plan.ep < 1 || plan.vpp < 1 ||
+        plan.microBatch < 1 || plan.globalBatch < 1)
+        return Reason::InvalidDegrees;
+    if (model.heads % plan.tp != 0) return Reason::TpHeads;
+    if (model.kvHeads % plan.tp != 0) return Reason::TpKvHeads;
+    if (model.ffnHidden % plan.tp != 0) return Reason::TpFfn;
+    if (model.moe && model.moe->expertFfnHidden % plan.tp != 0) return Reason::TpExpertFfn;
+    if (model.layers % (plan.pp * plan.vpp) != 0) return Reason::Layers;
+    const bool interleaved = plan.schedule == Schedule::Interleaved1F1B;
+    if (plan.vpp > 1 && !interleaved) return Reason::VppNeedsInterleaved;
+    if (interleaved && plan.vpp < 2) return Reason::InterleavedVpp;
+    if (interleaved && plan.pp < 2) return Reason::InterleavedPp;
+    if (plan.worldSize() != gpus) return Reason::World;
+    if (plan.globalBatch % (plan.microBatch * plan.dp) != 0) return Reason::GlobalBatch;
+    if (interleaved && plan.microBatchesPerStep() % plan.pp != 0) return Reason::InterleavedMicroBatches;
+    if (plan.ep > 1 && !model.moe) return Reason::EpNeedsMoe;
+    if (plan.dp % plan.ep != 0) return Reason::EpDp;
+    if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
+    if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0) return Reason::CpSeq;
+    if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;
+    if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0) return Reason::SpSeq;
+    if (!precisionOk) return Reason::Precision;
+    return Reason::None;
+}
+
+const std::vector<std::array<ParallelDim, 5>>& allRankOrders() {
+    static const std::vector<std::array<ParallelDim, 5>> orders = [] {
+        std::vector<std::array<ParallelDim, 5>> out;
+        std::array<ParallelDim, 5> o{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp, ParallelDim::Pp};
+        do {
+            out.push_back(o);
+        } while (std::next_permutation(o.begin(), o.end()));
+        return out;
+    }();
+    return orders;
+}
+
+int rankOrderIndex(const std::array<ParallelDim, 5>& order) {
+    const auto& all = allRankOrders();
+    return static_cast<int>(std::find(all.begin(), all.end(), order) - all.begin());
+}
+
+uint32_t orderSignature(const Plan& plan, const std::array<ParallelDim, 5>& order) {
+    uint32_t sig = 0;
+    for (ParallelDim dim : order)
+        if (dimSize(plan, dim) > 1) sig = (sig << 3) | (static_cast<uint32_t>(dim) + 1u);
+    return sig;
+}
+
+std::vector<int> distinctOrderIndices(const Plan& plan, const std::vector<int>& candidates) {
+    std::vector<int> out;
+    std::vector<uint32_t> seen;
+    for (int idx : candidates) {
+        const uint32_t sig = orderSignature(plan, allRankOrders()[static_cast<size_t>(idx)]);
+        if (std::find(seen.begin(), seen.end(), sig) != seen.end()) continue;
+        seen.push_back(sig);
+        out.push_back(idx);
+    }
+    return out;
+}
+
+GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind) {
+    // Layout (topology.cpp): rank = sum over rank_order dims (fastest first) of coord x stride.
+    std::array<int, 5> size{}, stride{};
+    int world = 1;
+    for (size_t i = 0; i < 5; ++i) {
+        size[i] = dimSize(plan, plan.rankOrder[i]);
+        stride[i] = world;
+        world *= size[i];
+    }
+    if (kind == GroupKind::PpPair) {
+        size_t ppPos = 0;
+        while (plan.rankOrder[ppPos] != ParallelDim::Pp) ++ppPos;
+        if (plan.pp < 2) return GroupPlacement{};
+        GroupPlacement worst{};
+        bool any = false;
+        for (int r = 0; r < world; ++r) {
+            if ((r / stride[ppPos]) % plan.pp == plan.pp - 1) continue;
+            const GroupPlacement p = pairPlacement(r, r + stride[ppPos], gpusPerNode);
+            if (!any || worse(p, worst)) worst = p;
+            any = true;
+            if (worst.nodes == 2) break; // cannot get worse than spanning two nodes
+        }
+        return worst;
+    }
+    // Varied dims in ascending stride order: members enumerated this way have increasing ranks, so ranks on
+    // one node form one run and no sort is needed.
+    const unsigned mask = variedMask(kind);
+    std::array<int, 5> vpos{}, fpos{};
+    int nv = 0, nf = 0, groupSize = 1;
+    for (int i = 0; i < 5; ++i) {
+        if (mask & (1u << static_cast<unsigned>(plan.rankOrder[static_cast<size_t>(i)]))) {
+            vpos[static_cast<size_t>(nv++)] = i;
+            groupSize *= size[static_cast<size_t>(i)];
+        } else {
+            fpos[static_cast<size_t>(nf++)] = i;
+        }
+    }
+    if (groupSize == 1) return GroupPlacement{1, 1, 1};
+    if (world <= gpusPerNode) return GroupPlacement{groupSize, 1, groupSize}; // the whole world is one node
+    const int groups = world / groupSize;
+    GroupPlacement worst{};
+    bool any = false;
+    std::array<int, 5> fc{};
+    for (int g = 0; g < groups; ++g) {
+        int base = 0;
+        for (int j = 0; j < nf; ++j) base += fc[static_cast<size_t>(j)] * stride[static_cast<size_t>(fpos[static_cast<size_t>(j)])];
+        std::array<int, 5> vc{};
+        int nodes = 0, maxRun = 0, run = 0, prevNode = -1;
+        for (int k = 0; k < groupSize; ++k) {
+            int r = base;
+            for (int j = 0; j < nv; ++j) r += vc[static_cast<size_t>(j)] * stride[static_cast<size_t>(vpos[static_cast<size_t>(j)])];
+            const int node = r / gpusPerNode;
+            if (node != prevNode) {
+                ++nodes;
+                run = 1;
+                prevNode = node;
+            } else {
+                ++run;
+            }
+            maxRun = std::max(maxRun, run);
+            for (int j = 0; j < nv; ++j) {
+                if (++vc[static_cast<size_t>(j)] < size[static_cast<size_t>(vpos[static_cast<size_t>(j)])]) break;
+                vc[static_cast<size_t>(j)] = 0;
+            }
+        }
+        const GroupPlacement p{groupSize, nodes, maxRun};
+        if (!any || worse(p, worst)) worst = p;
+        any = true;
+        if (worst.nodes == groupSize) break; // one rank per node: no group can be worse
+        for (int j = 0; j < nf; ++j) {
+            if (++fc[static_cast<size_t>(j)] < size[static_cast<size_t>(fpos[static_cast<size_t>(j)])]) break;
+            fc[static_cast<size_t>(j)] = 0;
+        }
+    }
+    return worst;
+}
+
+GroupPlacement embeddingSyncPlacement(const Plan& plan, int gpusPerNode) {
+    // simulate.cpp: the first and last member of rank 0's pipeline group.
+    int stridePp = 1;
+    for (ParallelDim dim : plan.rankOrder) {
+        if (dim == ParallelDim::Pp) break;
+        stridePp *= dimSize(plan, dim);
+    }
+    return pairPlacement(0, (plan.pp - 1) * stridePp, gpusPerNode);
+}
+
+SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision) {
+    SearchContext ctx;
+    ctx.model = &model;
+    ctx.cluster = &cluster;
+    ctx.recipe = findPrecisionRecipe(precision);
+    ctx.gpus = cluster.totalGpus();
+    ctx.precisionOk = precisionSupported(cluster, precision);
+    ctx.capacityBytes = d(cluster.gpu.memoryBytes);
+    ctx.reservedBytes = d(cluster.gpu.reservedBytes);
+    return ctx;
+}
+
+ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
+    const ModelConfig& model = *ctx.model;
+    const ClusterConfig& cluster = *ctx.cluster;
+    const PrecisionRecipe& recipe = *ctx.recipe;
+    const LocalShapes s = localShapes(model, plan, recipe);
+    ShapeCosts c;
+    c.layerAct = layerActivationBytes(model, plan, recipe);
+    c.layerActFull = layerActivationBytesNoRecompute(model, plan, recipe);
+    c.tokens = d(s.tokens);
+    c.tokensSp = d(s.tokensSp);
+    c.hidden = d(s.hidden);
+    c.elemBytes = s.activationBytes;
+    c.maskBytes = s.maskBytes;
+    c.kvDimLocal = d(s.kvDimLocal);
+    c.topK = d(s.topK);
+    c.vocabLocal = d(s.vocabLocal);
+    c.vocabPadded = d(s.vocabPadded);
+    c.actBytes = c.elemBytes * c.tokens * c.hidden;
+    c.kvBytes = c.elemBytes * d(s.microBatch) * d(s.seqFull) * 2.0 * c.kvDimLocal;
+    c.routedBytes = c.elemBytes * c.tokens * c.topK * c.hidden;
+    c.p2pBytes = s.activationBytes * c.tokensSp * c.hidden;
+    const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
+    const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
+    const BlockCompute head = headCompute(model, cluster, plan, recipe);
+    c.layerFwd = layer.forward.seconds;
+    c.layerBwdInput = layer.backwardInput.seconds;
+    c.layerBwdWeight = layer.backwardWeight.seconds;
+    c.layerRecompute = layer.recompute.seconds;
+    c.embFwd = emb.forward.seconds;
+    c.embBwdWeight = emb.backwardWeight.seconds;
+    c.headFwd = head.forward.seconds;
+    c.headBwdInput = head.backwardInput.seconds;
+    c.headBwdWeight = head.backwardWeight.seconds;
+    return c;
+}
+
+bool samePlacement(const GroupPlacement& a, const GroupPlacement& b) {
+    return a.size == b.size && a.nodes == b.nodes && a.ranksPerNode == b.ranksPerNode;
+}
+bool sameInner(const InnerPlacements& a, const InnerPlacements& b) {
+    return samePlacement(a.tp, b.tp) && samePlacement(a.cp, b.cp) && samePlacement(a.ep, b.ep) &&
+           samePlacement(a.ppPair, b.ppPair);
+}
+bool sameDp(const DpPlacements& a, const DpPlacements& b) {
+    return samePlacement(a.dense, b.dense) && samePlacement(a.expert, b.expert) && samePlacement(a.embSync, b.embSync);
+}
+
+InnerPlacements innerPlacements(const Plan& plan, int gpusPerNode) {
+    InnerPlacements p;
+    if (plan.tp > 1) p.tp = fastPlaceGroup(plan, gpusPerNode, GroupKind::Tp);
+    if (plan.cp > 1) p.cp = fastPlaceGroup(plan, gpusPerNode, GroupKind::Cp);
+    if (plan.ep > 1) p.ep = fastPlaceGroup(plan, gpusPerNode, GroupKind::Ep);
+    if (plan.pp > 1) p.ppPair = fastPlaceGroup(plan, gpusPerNode, GroupKind::PpPair);
+    return p;
+}
+
+DpPlacements dpPlacements(const Plan& plan, int gpusPerNode) {
+    DpPlacements p;
+    p.dense = fastPlaceGroup(plan, gpusPerNode, plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
+    p.expert = fastPlaceGroup(plan, gpusPerNode, GroupKind::ExpertDp);
+    if (plan.pp > 1) p.embSync = embeddingSyncPlacement(plan, gpusPerNode);
+    return p;
+}
+
+OrderClasses effectiveOrders(const Plan& planIn, int gpusPerNode, const std::vector<int>& candidates) {
+    Plan plan = planIn;
+    OrderClasses oc;
+    std::vector<std::pair<int, int>> seen;
+    for (int idx : distinctOrderIndices(plan, candidates)) {
+        plan.rankOrder = allRankOrders()[static_cast<size_t>(idx)];
+        const InnerPlacements ip = innerPlacements(plan, gpusPerNode);
+        const DpPlacements dpp = dpPlacements(plan, gpusPerNode);
+        auto ii = std::find_if(oc.inner.begin(), oc.inner.end(), [&](const auto& x) { return sameInner(x, ip); });
+        const int ic = static_cast<int>(ii - oc.inner.begin());
+        if (ii == oc.inner.end()) oc.inner.push_back(ip);
+        auto di = std::find_if(oc.dp.begin(), oc.dp.end(), [&](const auto& x) { return sameDp(x, dpp); });
+        const int dc = static_cast<int>(di - oc.dp.begin());
+        if (di == oc.dp.end()) oc.dp.push_back(dpp);
+        if (std::find(seen.begin(), seen.end(), std::make_pair(ic, dc)) != seen.end()) continue;
+        seen.push_back({ic, dc});
+        oc.orders.push_back(idx);
+        oc.innerOf.push_back(ic);
+        oc.dpOf.push_back(dc);
+    }
+    return oc;
+}
+
+InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const InnerPlacements& place) {
+    const ClusterConfig& cluster = *ctx.cluster;
+    auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commCost(p, bytes, g, cluster).seconds; };
+    InnerComm c;
+    // traffic.cpp layerCommOps: what each group moves per layer and micro-batch.
+    double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0;
+    if (plan.tp > 1) {
+        if (plan.sequenceParallel) {
+            const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
+            const double rs = cost(Primitive::ReduceScatter, s.actBytes, place.tp);
+            fwdTp = 2.0 * (ag + rs);
+            c.bwd += 2.0 * (ag + rs + ag); // grads, plus the re-gathered GEMM inputs for dW
+        } else {
+            const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
+            fwdTp = 2.0 * ar;
+            c.bwd += 2.0 * ar;
+        }
+    }
+    if (plan.cp > 1) {
+        const double ag = cost(Primitive::AllGather, s.kvBytes, place.cp);
+        fwdCp = ag;
+        c.bwd += ag + cost(Primitive::ReduceScatter, s.kvBytes, place.cp);
+    }
+    if (ctx.model->moe && plan.ep > 1) {
+        const double a2a = cost(Primitive::AllToAll, s.routedBytes, place.ep);
+        fwdEp = 2.0 * a2a;
+        c.bwd += 2.0 * a2a;
+    }
+    c.fwd = fwdTp + fwdCp + fwdEp;
+    // simulate.cpp: full recompute replays the forward's collectives, selective only the CP exchange.
+    if (plan.recompute == Recompute::Full) c.recompute = c.fwd;
+    else if (plan.recompute == Recompute::Selective) c.recompute = fwdCp;
+    // simulate.cpp: vocab-parallel embedding and head collectives.
+    if (plan.tp > 1) {
+        const Primitive reduce = plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce;
+        c.emb = cost(reduce, s.actBytes, place.tp);
+        const double ce = cost(Primitive::AllReduce, 4.0 * s.tokens, place.tp);
+        c.headFwd = 3.0 * ce + (plan.sequenceParallel ? cost(Primitive::AllGather, s.actBytes, place.tp) : 0.0);
+        c.headBwd = cost(reduce, s.actBytes, place.tp);
+    }
+    if (plan.pp > 1) {
+        c.p2pActivation = cost(Primitive::SendRecv, s.p2pBytes, place.ppPair);
+        c.p2pGrad = c.p2pActivation;
+    }
+    return c;
+}
+
+DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& place) {
+    const ModelConfig& model = *ctx.model;
+    const ClusterConfig& cluster = *ctx.cluster;
+    const PrecisionRecipe& recipe = *ctx.recipe;
+    auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commCost(p, bytes, g, cluster).seconds; };
+    const StageParameters layer = layerParameters(model, plan);
+    const double emb = embeddingParameters(model, plan);
+    const double head = headParameters(model, plan);
+    const int p = plan.pp, v = plan.vpp;
+    const int layersPerChunk = model.layers / (p * v);
+    const int lastVirtual = p * v - 1;
+    const bool dataParallel = plan.dp * plan.cp > 1;
+    const bool expertDataParallel = plan.dp / plan.ep * plan.cp > 1;
+    const int z = plan.zeroStage;
+    DpCosts out;
+    for (int slot = 0; slot < 2; ++slot) {
+        const int stage = slot == 0 ? 0 : p - 1;
+        double minLastBucket = std::numeric_limits<double>::infinity();
+        for (int chunk = 0; chunk < v; ++chunk) {
+            const int u = chunk * p + stage;
+            // schedule.cpp chunkParams: the chunk's layers, the embedding on virtual stage 0, the head on the last.
+            double dense = layer.dense * layersPerChunk;
+            if (u == 0) dense += emb;
+            if (u == lastVirtual) dense += head;
+            const double expert = layer.expert * layersPerChunk;
+            double lastBucket = 0.0;
+            for (int part = 0; part < 2; ++part) {
+                const double params = part == 0 ? dense : expert;
+                const bool ok = part == 0 ? dataParallel : expertDataParallel;
+                const GroupPlacement& g = part == 0 ? place.dense : place.expert;
+                if (params <= 0.0 || !ok) continue;
+                // ZeRO-3 gathers the chunk's weights before every forward and backward.
+                if (z >= 3) out.perMicroBatch[static_cast<size_t>(slot)] += 2.0 * cost(Primitive::AllGather, params * recipe.weightBytes, g);
+                const int buckets = z >= 3 ? 1 : layersPerChunk;
+                const double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
+                                           params * recipe.gradBytes / buckets, g);
+                (z >= 2 ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
+                lastBucket += bucket;
+                if (z == 1 || z == 2) {
+                    const double gather = cost(Primitive::AllGather, params * recipe.weightBytes, g);
+                    out.perStep[static_cast<size_t>(slot)] += gather;
+                    out.afterOptimizer[static_cast<size_t>(slot)] += gather;
+                }
+            }
+            minLastBucket = std::min(minLastBucket, lastBucket);
+        }
+        out.tail[static_cast<size_t>(slot)] = minLastBucket;
+        if (model.tiedEmbeddings && p > 1) {
+            const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradBytes;
+            const double sync = cost(Primitive::AllReduce, bytes, place.embSync);
+            out.perStep[static_cast<size_t>(slot)] += sync;
+            out.tail[static_cast<size_t>(slot)] += sync;
+        }
+    }
+    return out;
+}
+
+LastStageTail lastStageTail(const Plan& plan, int microBatches) {
+    const std::vector<Action> order = computeOrder(plan, microBatches, plan.pp - 1);
+    size_t lastInput = 0;
+    for (size_t i = 0; i < order.size(); ++i)
+        if (order[i].kind == ActionKind::Backward || order[i].kind == ActionKind::BackwardInput) lastInput = i;
+    LastStageTail t;
+    for (size_t i = lastInput + 1; i < order.size(); ++i) {
+        if (order[i].kind == ActionKind::Forward) ++t.forwards;
+        if (order[i].kind == ActionKind::BackwardWeight) ++t.weightGrads;
+    }
+    return t;
+}
+
+namespace {
+// One stage's total, term for term as predictMemory (memory.cpp) computes it.
+double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
+                       int stage) {
+    const PrecisionRecipe& recipe = *ctx.recipe;
+    const double denseShards = plan.zeroShardSize();
+    const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
+    const int z = plan.zeroStage;
+    auto states = [&](int bytes, bool sharded) {
+        return bytes * (params.dense / (sharded ? denseShards : 1.0) + params.expert / (sharded ? expertShards : 1.0));
+    };
+    const double weights = states(recipe.weightBytes, z >= 3);
+    const double grads = states(recipe.gradBytes, z >= 2);
+    const double optimizer = states(recipe.optimizerBytesPerParameter(), z >= 1);
+    const double e = s.elemBytes, T = s.tokens, Tsp = s.tokensSp, h = s.hidden;
+    const int layersPerStage = ctx.model->layers / plan.pp;
+    const double m = plan.microBatchesPerStep();
+    const double inFlight = inFlightMicroBatches(plan, stage);
+    double act = inFlight * layersPerStage * s.layerAct;
+    if (plan.recompute == Recompute::Full) act += s.layerActFull;
+    if (stage == 0) act += inFlight * (8.0 * T + s.maskBytes * Tsp * h);
+    const bool last = stage == plan.pp - 1;
+    const double headInFlight = plan.schedule == Schedule::Gpipe ? m : 1.0;
+    if (last) act += headInFlight * 2.0 * e * Tsp * h;
+    double zero3 = 0.0, comm = 0.0, logits = 0.0;
+    if (z >= 3) zero3 = 2.0 * params.largestLayer * recipe.weightBytes;
+    if (plan.pp > 1) comm += 2.0 * e * Tsp * h;
+    if (plan.sequenceParallel) comm += e * T * h;
+    if (plan.cp > 1) comm += 2.0 * e * T * 2.0 * s.kvDimLocal;
+    if (ctx.model->moe && plan.ep > 1) comm += 2.0 * e * T * s.topK * h;
+    if (z >= 2) comm += std::min(params.total(), 4.0e7) * recipe.gradBytes;
+    if (last) logits = headInFlight * 4.0 * T * s.vocabLocal + e * T * s.vocabLocal;
+    const double other = zero3 + comm + logits + ctx.reservedBytes;
+    return weights + grads + optimizer + act + other;
+}
+} // namespace
+
+PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape, const StageParameters& first,
+                      const StageParameters& last) {
+    // Stage 0 holds at least every term of a middle stage (more in-flight micro-batches, the embedding, the
+    // larger ZeRO-3 gather and bucket), so only stages 0 and pp-1 can peak; like predictMemory, a tie goes
+    // to the lower stage.
+    PeakMemory pm;
+    pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0);
+    pm.stage = 0;
+    bool fits = ctx.capacityBytes - pm.bytes >= 0.0;
+    if (plan.pp > 1) {
+        const double lastBytes = stageTotalBytes(ctx, plan, shape, last, plan.pp - 1);
+        fits = fits && ctx.capacityBytes - lastBytes >= 0.0;
+        if (lastBytes > pm.bytes) {
+            pm.bytes = lastBytes;
+            pm.stage = plan.pp - 1;
+        }
+    }
+    pm.fits = fits;
+    return pm;
+}
+
+double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageParameters& params) {
+    // simulate.cpp: AdamW over the stage's parameters after ZeRO sharding of the optimizer state.
+    const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
+    const double expertShards =
+        plan.zeroStage >= 1 ? d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
+    return optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, *ctx.recipe).seconds;
+}
+
+double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
+    // Each term is a chain of work that the simulator must run one piece after another (same stream, or a
+    // dependency), so the step can be no shorter than any of them. Costs are the simulator's own (per-layer
+    // compute + blocking TP/CP/EP collectives, p2p transfers, DP collectives, optimizer).
+    const ShapeCosts& s = *in.shape;
+    const InnerComm& c = *in.comm;
+    const DpCosts& dp = *in.dp;
+    const double m = plan.microBatchesPerStep();
+    const int p = plan.pp, v = plan.vpp;
+    const double chunkLayers = layers / (p * v);
+    const double stageLayers = chunkLayers * v;
+    const double fwdLayer = s.layerFwd + c.fwd;
+    const double bwdInputLayer = s.layerBwdInput + c.bwd + s.layerRecompute + c.recompute;
+    const double bwdWeightLayer = s.layerBwdWeight;
+    const double embWork = s.embFwd + c.emb + s.embBwdWeight;
+    const double headFwd = s.headFwd + c.headFwd;
+    const double headWork = headFwd + s.headBwdInput + c.headBwd + s.headBwdWeight;
+    const double layerWork = stageLayers * (fwdLayer + bwdInputLayer + bwdWeightLayer);
+
+    // Compute stream of stage 0: every compute action, then (after its last gradient action) the last
+    // gradient bucket's reduction and the embedding sync before the optimizer, then ZeRO-1/2 all-gathers.
+    const double busyFirst = m * (layerWork + embWork) + (p == 1 ? m * headWork : 0.0) + in.optimizerFirst;
+    double bound = busyFirst + dp.tail[0] + dp.afterOptimizer[0];
+    // Data-parallel stream of stage 0: its collectives run one after another.
+    bound = std::max(bound, m * dp.perMicroBatch[0] + dp.perStep[0]);
+    if (p == 1) return bound;
+
+    // The last stage starts only after micro-batch 0's first chunk crossed stages 0..p-2 (with transfers).
+    const double fill = (p - 1) * c.p2pActivation + (p - 1) * chunkLayers * fwdLayer + s.embFwd + c.emb;
+    const double busyLast = m * (layerWork + headWork) + in.optimizerLast;
+    bound = std::max(bound, fill + busyLast + dp.tail[1] + dp.afterOptimizer[1]);
+    bound = std::max(bound, m * dp.perMicroBatch[1] + dp.perStep[1]);
+    // Drain: the last stage's last input-gradient backward ends no earlier than fill + its work minus what
+    // may follow it (optimizer, deferred ZB W passes); that gradient then crosses stages p-2..0, after
+    // which stage 0 runs the optimizer and its ZeRO-1/2 all-gathers.
+    const double post = in.optimizerLast + in.tail.weightGrads * (chunkLayers * bwdWeightLayer + s.headBwdWeight) +
+                        in.tail.forwards * (chunkLayers * fwdLayer + headFwd);
+    const double drain = (p - 1) * c.p2pGrad + (p - 2) * chunkLayers * bwdInputLayer +
+                         chunkLayers * (bwdInputLayer + bwdWeightLayer) + in.optimizerFirst + dp.afterOptimizer[0];
+    bound = std::max(bound, fill + busyLast - post + drain);
+    return bound;
+}
+
+SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    const SearchContext ctx = makeContext(model, cluster, plan.precision);
+    const ShapeCosts shape = makeShapeCosts(ctx, plan);
+    const StageParameters first = stageParameters(model, plan, 0);
+    const StageParameters last = stageParameters(model, plan, plan.pp - 1);
+    SinglePlanEstimate e;
+    e.memory = peakMemory(ctx, plan, shape, first, last);
+    const InnerComm comm = innerComm(ctx, plan, shape, innerPlacements(plan, cluster.gpusPerNode));
+    const DpCosts dp = dpCosts(ctx, plan, dpPlacements(plan, cluster.gpusPerNode));
+    BoundInputs in;
+    in.shape = &shape;
+    in.comm = &comm;
+    in.dp = &dp;
+    in.optimizerFirst = optimizerSeconds(ctx, plan, first);
+    in.optimizerLast = optimizerSeconds(ctx, plan, last);
+    in.tail = lastStageTail(plan, plan.microBatchesPerStep());
+    e.boundSeconds = lowerBoundSeconds(plan, model.layers, in);
+    return e;
+}
+
+} // namespace tessel::sim::detail

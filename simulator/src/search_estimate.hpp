@@ -1,0 +1,168 @@
+// Internal to libtessel_sim: the search's fast paths (validity, peak memory, lower bound on step time) and the
+// caches that make them cheap enough to run on every plan of a space.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/comm.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/cost/topology.hpp"
+#include "tessel/sim/search.hpp"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tessel::sim::detail {
+
+// Why a plan is invalid: one value per validatePlan problem category, in validatePlan's order.
+enum class Reason : uint8_t {
+    None,
+    InvalidDegrees,
+    TpHeads,
+    TpKvHeads,
+    TpFfn,
+    TpExpertFfn,
+    Layers,
+    VppNeedsInterleaved,
+    InterleavedVpp,
+    InterleavedPp,
+    World,
+    GlobalBatch,
+    InterleavedMicroBatches,
+    EpNeedsMoe,
+    EpDp,
+    EpExperts,
+    CpSeq,
+    SpTp,
+    SpSeq,
+    Precision,
+    Count
+};
+constexpr int kReasonCount = static_cast<int>(Reason::Count);
+const char* reasonText(Reason r);
+constexpr const char* kOomFirst = "OOM (stage 0)";
+constexpr const char* kOomLast = "OOM (last stage)";
+
+// The first problem validatePlan would report, as a category; `precisionOk` = the recipe exists and the GPU
+// has peak flops for its dtype (a property of the whole space).
+Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk);
+bool precisionSupported(const ClusterConfig& cluster, const std::string& precision);
+
+// All 120 rank orders, in std::next_permutation order starting from tp-cp-ep-dp-pp.
+const std::vector<std::array<ParallelDim, 5>>& allRankOrders();
+int rankOrderIndex(const std::array<ParallelDim, 5>& order);
+// Sequence of the dims of size > 1 in `order`, packed 3 bits per dim (the class of orders with equal effect).
+uint32_t orderSignature(const Plan& plan, const std::array<ParallelDim, 5>& order);
+// Indices (into allRankOrders) of the orders of `candidates` distinct in effect for the plan's degrees.
+std::vector<int> distinctOrderIndices(const Plan& plan, const std::vector<int>& candidates);
+
+// Placement of a group kind computed in O(world) without allocation; equal to tessel::placeGroup (tested).
+GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind);
+// Placement of {first rank, last rank} of rank 0's pipeline group (the tied-embedding all-reduce).
+GroupPlacement embeddingSyncPlacement(const Plan& plan, int gpusPerNode);
+
+// Constant over a search.
+struct SearchContext {
+    const ModelConfig* model = nullptr;
+    const ClusterConfig* cluster = nullptr;
+    const PrecisionRecipe* recipe = nullptr;
+    int gpus = 0;
+    bool precisionOk = true;
+    double capacityBytes = 0.0;
+    double reservedBytes = 0.0;
+};
+SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision);
+
+// Per (tp, cp, ep, micro_batch, sp, recompute): memory and compute of one micro-batch on one rank.
+struct ShapeCosts {
+    // memory (predictMemory's terms)
+    double layerAct = 0.0, layerActFull = 0.0;
+    double tokens = 0.0, tokensSp = 0.0, hidden = 0.0, elemBytes = 2.0, maskBytes = 0.0;
+    double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, vocabPadded = 0.0;
+    // bytes moved per micro-batch (traffic.cpp): a hidden state, CP K/V, EP routed tokens, a p2p message
+    double actBytes = 0.0, kvBytes = 0.0, routedBytes = 0.0, p2pBytes = 0.0;
+    // compute seconds of one layer / the embedding / the head (costSchedule's phases)
+    double layerFwd = 0.0, layerBwdInput = 0.0, layerBwdWeight = 0.0, layerRecompute = 0.0;
+    double embFwd = 0.0, embBwdWeight = 0.0;
+    double headFwd = 0.0, headBwdInput = 0.0, headBwdWeight = 0.0;
+};
+ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan);
+
+// Placements that decide communication costs, grouped by what they affect.
+struct InnerPlacements {
+    GroupPlacement tp, cp, ep, ppPair;
+};
+struct DpPlacements {
+    GroupPlacement dense, expert, embSync;
+};
+bool samePlacement(const GroupPlacement& a, const GroupPlacement& b);
+bool sameInner(const InnerPlacements& a, const InnerPlacements& b);
+bool sameDp(const DpPlacements& a, const DpPlacements& b);
+InnerPlacements innerPlacements(const Plan& plan, int gpusPerNode);
+DpPlacements dpPlacements(const Plan& plan, int gpusPerNode);
+
+// The rank orders of `candidates` (indices into allRankOrders) distinct in effect for the plan's degrees:
+// the first of each class with equal placements of every group the simulator costs (TP, CP, EP, PP pairs,
+// dense DP or DP x CP, expert DP, embedding sync). Orders with the same sequence of dims of size > 1 always
+// share a class, so only the first of each sequence is placed.
+struct OrderClasses {
+    std::vector<int> orders;                // kept orders
+    std::vector<int> innerOf, dpOf;         // per kept order: its inner / DP placement class
+    std::vector<InnerPlacements> inner;
+    std::vector<DpPlacements> dp;
+};
+OrderClasses effectiveOrders(const Plan& plan, int gpusPerNode, const std::vector<int>& candidates);
+
+// Blocking collectives of one layer / embedding / head for one micro-batch (seconds), and the p2p transfer.
+struct InnerComm {
+    double fwd = 0.0, bwd = 0.0, recompute = 0.0;
+    double emb = 0.0, headFwd = 0.0, headBwd = 0.0;
+    double p2pActivation = 0.0, p2pGrad = 0.0;
+};
+InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape, const InnerPlacements& place);
+
+// Data-parallel stream of stages 0 and pp-1 (index 0 = first, 1 = last) for a (vpp, zero, placement).
+struct DpCosts {
+    std::array<double, 2> perMicroBatch{};   // DP-stream seconds repeated every micro-batch (ZeRO-2/3)
+    std::array<double, 2> perStep{};         // once per step (ZeRO-0/1 reductions, ZeRO-1/2 gathers, embedding sync)
+    std::array<double, 2> tail{};            // after the stage's last gradient action: last bucket + embedding sync
+    std::array<double, 2> afterOptimizer{};  // ZeRO-1/2 parameter all-gathers after the optimizer step
+};
+DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& place);
+
+// Compute actions that run after the last input-gradient backward on the last stage (ZB-H1's deferred W).
+struct LastStageTail {
+    int forwards = 0;
+    int weightGrads = 0;
+};
+LastStageTail lastStageTail(const Plan& plan, int microBatches);
+
+// Exact peak memory of a valid plan from the cached terms (stages 0 and pp-1; see fastPeakMemory).
+PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape,
+                      const StageParameters& first, const StageParameters& last);
+double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageParameters& params);
+
+// The admissible lower bound (search.cpp documents each term).
+struct BoundInputs {
+    const ShapeCosts* shape = nullptr;
+    const InnerComm* comm = nullptr;
+    const DpCosts* dp = nullptr;
+    double optimizerFirst = 0.0, optimizerLast = 0.0;
+    LastStageTail tail;
+};
+double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in);
+
+// Everything the bound and memory need for one plan, computed from scratch (the single-plan entry points).
+struct SinglePlanEstimate {
+    PeakMemory memory;
+    double boundSeconds = 0.0;
+};
+SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+
+} // namespace tessel::sim::detail

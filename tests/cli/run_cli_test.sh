@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End-to-end checks of `tessel run` under mpirun: outputs, predicted vs measured actions, bad plans rejected
+# before any rank starts, and a rank that dies ending the whole run with its rank named.
+source "$(dirname "$0")/lib.sh"
+
+# 1. A 2-stage pipeline on 2 ranks: every output is there and the loss falls.
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --out "$tmp/run" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "run exits 0" $rc
+for f in losses.jsonl measurements.jsonl trace.json memory.json scenario.json versions.json; do
+  check "run wrote $f" "$([ -s "$tmp/run/$f" ]; echo $?)"
+done
+python3 - "$tmp/run" <<'PY'; check "losses fall, records complete" $?
+import json, sys
+d = sys.argv[1]
+losses = [json.loads(l)["loss"] for l in open(d + "/losses.jsonl")]
+assert len(losses) == 4 and losses[-1] < losses[0], losses
+recs = [json.loads(l) for l in open(d + "/measurements.jsonl")]
+for r in recs:
+    for k in ("rank", "action", "micro_batch", "chunk", "start_seconds", "duration_seconds", "device"):
+        assert k in r, k
+assert {r["rank"] for r in recs} == {0, 1}
+mem = json.load(open(d + "/memory.json"))
+assert len(mem["ranks"]) == 2 and all(r["peak_total_bytes"] > 0 for r in mem["ranks"])
+PY
+
+# 2. The measured trace holds exactly the predicted actions (step 0), rank by rank.
+"$TESSEL" trace tiny-cpu --ranks 0,1 -o "$tmp/predicted.json" 2>/dev/null; check "trace exits 0" $?
+python3 - "$tmp/predicted.json" "$tmp/run/trace.json" <<'PY'; check "predicted == measured actions" $?
+import json, sys
+from collections import Counter
+def actions(path, step_filter):
+    c = Counter()
+    for e in json.load(open(path))["traceEvents"]:
+        if e["ph"] != "X": continue
+        a = e["args"]
+        if step_filter and a.get("step", 0) != 0: continue
+        c[(e["pid"], e["name"], a.get("micro_batch", -1), a["chunk"], a["index"])] += 1
+    return c
+p, m = actions(sys.argv[1], False), actions(sys.argv[2], True)
+assert p == m, (p - m, m - p)
+assert len(p) > 20
+PY
+
+# 3. Bad plans exit 2 with every problem listed, before any rank starts (no run folder is made).
+"$TESSEL" run tiny-cpu --ranks 3 --tp 3 --steps 1 --out "$tmp/bad" >/dev/null 2>"$tmp/err"; rc=$?
+check "bad plan exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --tp" "$(contains "$tmp/err" '--tp (/plan/tp)')"
+check "no folder made" "$([ ! -e "$tmp/bad" ]; echo $?)"
+"$TESSEL" run tiny-cpu --ranks 4 --steps 1 --out "$tmp/bad2" >/dev/null 2>"$tmp/err"; rc=$?
+check "rank mismatch exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --ranks" "$(contains "$tmp/err" '--ranks')"
+"$TESSEL" run /nonexistent/plan.json --ranks 2 --out "$tmp/bad3" >/dev/null 2>"$tmp/err"; rc=$?
+check "missing scenario exits 2" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" run tiny-cpu --ranks 2 --steps 1 --out "$tmp/run" >/dev/null 2>"$tmp/err"; rc=$?
+check "non-empty --out refused" $([ $rc -eq 2 ]; echo $?)
+
+# 4. A rank that dies mid-run ends the whole run with an error naming it, within the timeout.
+start=$(date +%s)
+"$TESSEL" run tiny-cpu --ranks 2 --steps 3 --timeout 5 --fail-rank 1 --fail-at-step 1 --out "$tmp/crash" >/dev/null 2>"$tmp/err"; rc=$?
+end=$(date +%s)
+check "crash exits 1" $([ $rc -eq 1 ]; echo $?)
+check "crash names rank 1" "$(grep -q -E 'rank 1|rank: 1|process rank 1' "$tmp/err"; echo $?)"
+check "crash ends in time" $([ $((end - start)) -lt 60 ]; echo $?)
+check "nothing left running" "$(! pgrep -f "tessel-worker --run-dir $tmp/crash" >/dev/null; echo $?)"
+
+finish

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# End-to-end checks of `tessel search`: exit codes, JSON / CSV shape, --fix honoured, objectives, bad input listed.
+source "$(dirname "$0")/lib.sh"
+
+small="--model tiny --cluster dgx-a100-80g --gpus 8 --global-batch 16 --no-progress"
+
+# 1. JSON: the promised keys, counts that add up, plans ranked by simulated step time.
+"$TESSEL" search $small --top 4 --json >"$tmp/s.json" 2>"$tmp/err"; rc=$?
+check "json exits 0" $rc
+python3 - "$tmp/s.json" <<'PY'; check "json shape" $?
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("considered", "feasible", "simulated", "rejected", "top", "wall_seconds", "objective", "gpus", "global_batch"):
+    assert k in d, k
+assert d["gpus"] == 8 and d["global_batch"] == 16 and d["objective"] == "time"
+assert d["considered"] == d["feasible"] + sum(d["rejected"].values()), "counts add up"
+assert 0 < d["simulated"] <= d["feasible"]
+assert "tp does not divide heads" in d["rejected"]
+assert len(d["top"]) == 4
+steps = [t["step_seconds"] for t in d["top"]]
+assert steps == sorted(steps), steps
+for i, t in enumerate(d["top"]):
+    assert t["rank"] == i + 1
+    for k in ("plan", "peak_bytes", "step_seconds", "bubble_fraction", "mfu", "tokens_per_second", "why", "breakdown", "lower_bound_seconds"):
+        assert k in t, k
+    assert t["why"], "why is filled"
+    assert t["lower_bound_seconds"] <= t["step_seconds"] * (1 + 1e-9)
+    p = t["plan"]
+    assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == 8
+    assert 16 % (p["micro_batch"] * p["dp"]) == 0
+assert d["top"][0]["why"].startswith("fastest")
+PY
+
+# 2. --fix pins fields (comma-separated and repeated), and the space shrinks.
+"$TESSEL" search $small --top 3 --json --fix tp=2,pp=2 --fix schedule=1f1b,recompute=full,sp=on,zero_stage=1 >"$tmp/f.json"; check "fix exits 0" $?
+python3 - "$tmp/s.json" "$tmp/f.json" <<'PY'; check "fix honoured" $?
+import json, sys
+full, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert 0 < d["considered"] < full["considered"]
+assert d["top"], "some plan fits"
+for t in d["top"]:
+    p = t["plan"]
+    assert (p["tp"], p["pp"], p["schedule"], p["recompute"], p["sequence_parallel"], p["zero_stage"]) == (2, 2, "1f1b", "full", True, 1), p
+PY
+
+# 3. Bad --fix key, bad value and other bad flags: exit 2, every problem listed.
+"$TESSEL" search $small --fix foo=3 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad fix key exits 2" $([ $rc -eq 2 ]; echo $?)
+check "bad fix key named" "$(contains "$tmp/err" '--fix foo')"
+"$TESSEL" search --model tiny --cluster dgx-a100-80g --gpus 12 --fix tp=x --objective speed --top 0 --no-progress >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "many problems exit 2" $([ $rc -eq 2 ]; echo $?)
+check "lists --gpus" "$(contains "$tmp/err" '--gpus')"
+check "lists --fix tp" "$(contains "$tmp/err" '--fix tp')"
+check "lists --objective" "$(contains "$tmp/err" '--objective')"
+check "lists --top" "$(contains "$tmp/err" '--top')"
+check "counts problems" "$(contains "$tmp/err" '4 problems')"
+"$TESSEL" search $small --json --csv >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "json+csv exits 2" $([ $rc -eq 2 ]; echo $?)
+
+# 4. Objectives: memory ranks by peak; tokens_per_dollar needs a priced cluster.
+"$TESSEL" search $small --top 3 --json --objective memory >"$tmp/m.json"; check "memory exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/m.json')); peaks=[t['peak_bytes'] for t in d['top']]
+assert peaks == sorted(peaks) and d['objective'] == 'memory' and d['top'][0]['why'].startswith('least memory')" ; check "memory ranking" $?
+"$TESSEL" search $small --top 2 --json --objective tokens_per_dollar >"$tmp/d.json"; check "dollars exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/d.json')); v=[t['tokens_per_dollar'] for t in d['top']]
+assert v[0] > 0 and v == sorted(v, reverse=True)"; check "dollars ranking" $?
+"$TESSEL" search --model tiny --cluster cpu-host --gpus 2 --global-batch 8 --precision cpu_fp64 --objective tokens_per_dollar --no-progress >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "no price exits 2" $([ $rc -eq 2 ]; echo $?)
+check "no price names --objective" "$(contains "$tmp/err" '--objective')"
+
+# 5. CSV: a header and one row per plan.
+"$TESSEL" search $small --top 3 --csv >"$tmp/c.csv"; check "csv exits 0" $?
+check "csv rows" $([ "$(wc -l <"$tmp/c.csv")" -eq 4 ]; echo $?)
+check "csv header" "$(contains "$tmp/c.csv" '^rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage')"
+
+# 6. The table: ranked rows, the counts and the reasons; a scenario preset with --gpus.
+"$TESSEL" search $small --top 2 >"$tmp/t.txt"; check "table exits 0" $?
+check "table rank" "$(contains "$tmp/t.txt" '^#1 ')"
+check "table counts" "$(contains "$tmp/t.txt" 'considered .* plans, feasible')"
+check "table reasons" "$(contains "$tmp/t.txt" 'tp does not divide heads')"
+"$TESSEL" search llama3-8b-h100 --gpus 8 --top 1 --no-progress >"$tmp/l.txt"; check "preset exits 0" $?
+check "preset model" "$(contains "$tmp/l.txt" 'llama3-8b on 8 x')"
+
+finish

@@ -1,0 +1,656 @@
+// The plan search against brute force: exhaustive counts, verdicts equal to validatePlan / predictMemory,
+// top plans equal to the argmin of simulatePlan over every feasible plan, determinism, admissible bounds.
+#include "../cost_models/test_support.hpp"
+
+#include "../../simulator/src/search_estimate.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/topology.hpp"
+#include "tessel/sim/search.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+namespace tessel::sim {
+namespace {
+
+std::vector<int> divisors(int n) {
+    std::vector<int> out;
+    for (int i = 1; i <= n; ++i)
+        if (n % i == 0) out.push_back(i);
+    return out;
+}
+
+std::vector<std::array<ParallelDim, 5>> permutations() {
+    std::vector<std::array<ParallelDim, 5>> out;
+    std::array<ParallelDim, 5> o{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp, ParallelDim::Pp};
+    do {
+        out.push_back(o);
+    } while (std::next_permutation(o.begin(), o.end()));
+    return out;
+}
+
+// Independent of the search: dedupe rank orders by the placement (tessel::placeGroup) of every group the
+// simulator costs, keeping the first permutation of each class.
+std::vector<std::array<ParallelDim, 5>> ordersByPlacement(Plan plan, const ClusterConfig& cluster) {
+    std::vector<std::array<ParallelDim, 5>> out;
+    std::vector<std::vector<int>> seen;
+    for (const auto& o : permutations()) {
+        plan.rankOrder = o;
+        std::vector<int> key;
+        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
+                            GroupKind::DpCp, GroupKind::PpPair}) {
+            const GroupPlacement p = placeGroup(plan, cluster, g);
+            key.insert(key.end(), {p.size, p.nodes, p.ranksPerNode});
+        }
+        const std::vector<int> pipe = groupRanks(plan, GroupKind::Pp, 0);
+        const GroupPlacement sync = placeRanks({pipe.front(), pipe.back()}, cluster.gpusPerNode);
+        key.insert(key.end(), {sync.size, sync.nodes, sync.ranksPerNode});
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        seen.push_back(key);
+        out.push_back(o);
+    }
+    return out;
+}
+
+// The declared space of docs/search.md, by nested loops, with every plan's verdict from validatePlan and
+// predictMemory.
+struct BruteForce {
+    uint64_t considered = 0;
+    uint64_t feasible = 0;
+    std::map<std::string, uint64_t> rejected;
+    std::vector<Plan> feasiblePlans;
+};
+
+BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, int gpus, int globalBatch,
+                      std::map<std::string, int> fixed = {}, const std::string& precision = "megatron") {
+    BruteForce bf;
+    auto pick = [&](const char* key, std::vector<int> all) {
+        auto it = fixed.find(key);
+        return it == fixed.end() ? all : std::vector<int>{it->second};
+    };
+    for (int tp : pick("tp", divisors(gpus)))
+        for (int pp : pick("pp", divisors(gpus)))
+            for (int cp : pick("cp", divisors(gpus))) {
+                if (gpus % (tp * pp * cp) != 0) continue;
+                const int dp = gpus / (tp * pp * cp);
+                if (fixed.count("dp") && fixed["dp"] != dp) continue;
+                for (int ep : pick("ep", model.moe ? divisors(dp) : std::vector<int>{1}))
+                    for (int mb : pick("micro_batch", globalBatch % dp == 0 ? divisors(globalBatch / dp) : std::vector<int>{1}))
+                        for (bool sp : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
+                            for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
+                                for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
+                                                     Schedule::ZeroBubble}) {
+                                    std::vector<int> vpps;
+                                    if (sch != Schedule::Interleaved1F1B) vpps = {1};
+                                    else
+                                        for (int v = 2; v <= 8; ++v)
+                                            if (model.layers % (pp * v) == 0) vpps.push_back(v);
+                                    if (fixed.count("vpp")) {
+                                        const int v = fixed["vpp"];
+                                        vpps.erase(std::remove_if(vpps.begin(), vpps.end(), [&](int x) { return x != v; }), vpps.end());
+                                    }
+                                    for (int vpp : vpps)
+                                        for (int zero : pick("zero_stage", {0, 1, 2, 3})) {
+                                            Plan p;
+                                            p.tp = tp;
+                                            p.pp = pp;
+                                            p.cp = cp;
+                                            p.dp = dp;
+                                            p.ep = ep;
+                                            p.microBatch = mb;
+                                            p.globalBatch = globalBatch;
+                                            p.sequenceParallel = sp;
+                                            p.recompute = rc;
+                                            p.schedule = sch;
+                                            p.vpp = vpp;
+                                            p.zeroStage = zero;
+                                            p.precision = precision;
+                                            const auto orders = dp % ep == 0 ? ordersByPlacement(p, cluster)
+                                                                             : std::vector<std::array<ParallelDim, 5>>{p.rankOrder};
+                                            for (const auto& o : orders) {
+                                                p.rankOrder = o;
+                                                ++bf.considered;
+                                                ProblemList problems;
+                                                validatePlan(model, cluster, p, "/plan", problems);
+                                                if (!problems.empty()) {
+                                                    ++bf.rejected[problemCategory(problems.items().front())];
+                                                    continue;
+                                                }
+                                                const MemoryReport mem = predictMemory(model, cluster, p);
+                                                if (!mem.fits) {
+                                                    ++bf.rejected[mem.peakStage == 0 ? "OOM (stage 0)" : "OOM (last stage)"];
+                                                    continue;
+                                                }
+                                                ++bf.feasible;
+                                                bf.feasiblePlans.push_back(p);
+                                            }
+                                        }
+                                }
+            }
+    return bf;
+}
+
+ClusterConfig smallNodes(int gpusPerNode, int nodes, double memoryGiB) {
+    ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    c.gpusPerNode = gpusPerNode;
+    c.nodes = nodes;
+    c.gpu.memoryBytes = static_cast<int64_t>(memoryGiB * 1024 * 1024 * 1024);
+    c.gpu.reservedBytes = 0;
+    return c;
+}
+
+SearchSpace spaceFor(int gpus, int globalBatch, std::map<std::string, int> fixed = {}) {
+    SearchSpace s;
+    s.gpus = gpus;
+    s.globalBatch = globalBatch;
+    s.fixed = std::move(fixed);
+    return s;
+}
+
+void expectSameCounts(const SearchResult& r, const BruteForce& bf) {
+    EXPECT_EQ(r.considered, bf.considered);
+    EXPECT_EQ(r.feasible, bf.feasible);
+    EXPECT_EQ(r.rejected, bf.rejected);
+    uint64_t rejected = 0;
+    for (const auto& [reason, n] : r.rejected) rejected += n;
+    EXPECT_EQ(r.feasible + rejected, r.considered);
+}
+
+// (a) Exhaustiveness: counts and every verdict agree with nested loops over validatePlan and predictMemory.
+TEST(Search, CountsEqualBruteForceOnOneNode) {
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(8, 1, 80);
+    const SearchResult r = searchPlans(model, cluster, spaceFor(8, 16), {});
+    const BruteForce bf = bruteForce(model, cluster, 8, 16);
+    EXPECT_GT(bf.considered, 1000u);
+    EXPECT_GT(bf.rejected.size(), 3u); // several reasons occur, not just one
+    expectSameCounts(r, bf);
+}
+
+TEST(Search, CountsEqualBruteForceAcrossNodesWithOom) {
+    // 16 GPUs on 4-GPU nodes: rank orders matter; 6 GiB GPUs make gpt3-1.3b run out of memory on some stages.
+    const ModelConfig model = test::preset("gpt3-1.3b");
+    const ClusterConfig cluster = smallNodes(4, 4, 6);
+    const SearchSpace space = spaceFor(16, 32, {{"micro_batch", 1}});
+    const SearchResult r = searchPlans(model, cluster, space, {});
+    const BruteForce bf = bruteForce(model, cluster, 16, 32, {{"micro_batch", 1}});
+    EXPECT_GT(bf.rejected.count("OOM (stage 0)"), 0u);
+    EXPECT_GT(bf.rejected.count("OOM (last stage)"), 0u);
+    EXPECT_GT(bf.feasible, 0u);
+    expectSameCounts(r, bf);
+}
+
+TEST(Search, CountsEqualBruteForceForMoe) {
+    const ModelConfig model = test::preset("tiny-moe");
+    const ClusterConfig cluster = smallNodes(4, 2, 80);
+    const SearchResult r = searchPlans(model, cluster, spaceFor(8, 8), {});
+    const BruteForce bf = bruteForce(model, cluster, 8, 8);
+    EXPECT_GT(r.feasible, 0u);
+    // ep > 1 plans exist among the feasible ones
+    EXPECT_TRUE(std::any_of(bf.feasiblePlans.begin(), bf.feasiblePlans.end(), [](const Plan& p) { return p.ep > 1; }));
+    expectSameCounts(r, bf);
+}
+
+TEST(Search, FixingAKeyPartitionsTheSpace) {
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(4, 2, 80);
+    const SearchResult all = searchPlans(model, cluster, spaceFor(8, 16), {});
+    uint64_t considered = 0, feasible = 0;
+    for (int tp : divisors(8)) {
+        SearchOptions o;
+        o.topK = 3;
+        const SearchResult part = searchPlans(model, cluster, spaceFor(8, 16, {{"tp", tp}}), o);
+        considered += part.considered;
+        feasible += part.feasible;
+        for (const auto& r : part.top) EXPECT_EQ(r.plan.tp, tp);
+    }
+    EXPECT_EQ(considered, all.considered);
+    EXPECT_EQ(feasible, all.feasible);
+}
+
+// (b) Pruning never changes the answer: the top K equal the K best simulated plans over every feasible plan.
+struct Simulated {
+    Plan plan;
+    double step = 0.0;
+    double peak = 0.0;
+};
+
+std::vector<Simulated> simulateAll(const ModelConfig& model, const ClusterConfig& cluster, const BruteForce& bf) {
+    std::vector<Simulated> out;
+    for (const Plan& p : bf.feasiblePlans) {
+        const PlanSimulation sim = simulatePlan(model, cluster, p);
+        out.push_back({p, sim.metrics.stepSeconds, sim.memory.peakBytes});
+    }
+    return out;
+}
+
+void expectTopMatches(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
+                      const std::map<std::string, int>& fixed) {
+    const BruteForce bf = bruteForce(model, cluster, space.gpus, space.globalBatch, fixed);
+    ASSERT_GT(bf.feasible, 10u);
+    std::vector<Simulated> all = simulateAll(model, cluster, bf);
+    for (Objective objective : {Objective::Time, Objective::Memory, Objective::TokensPerDollar}) {
+        SCOPED_TRACE(toString(objective));
+        SearchOptions o;
+        o.topK = 5;
+        o.objective = objective;
+        const SearchResult r = searchPlans(model, cluster, space, o);
+        ASSERT_EQ(r.top.size(), 5u);
+        EXPECT_LE(r.simulated, r.feasible);
+        std::vector<double> want;
+        for (const auto& s : all) want.push_back(objective == Objective::Memory ? s.peak : s.step);
+        std::sort(want.begin(), want.end());
+        for (size_t i = 0; i < r.top.size(); ++i) {
+            const double got = objective == Objective::Memory ? r.top[i].peakBytes : r.top[i].metrics.stepSeconds;
+            EXPECT_NEAR(got, want[i], 1e-12 * want[i]) << "rank " << i + 1;
+        }
+        // The winner is an argmin of the brute force, and its metrics are simulatePlan's.
+        const Plan& best = r.top[0].plan;
+        const PlanSimulation sim = simulatePlan(model, cluster, best);
+        EXPECT_DOUBLE_EQ(sim.metrics.stepSeconds, r.top[0].metrics.stepSeconds);
+        EXPECT_DOUBLE_EQ(sim.memory.peakBytes, r.top[0].peakBytes);
+        if (objective == Objective::TokensPerDollar) {
+            EXPECT_GT(r.top[0].tokensPerDollar, 0.0);
+            for (size_t i = 1; i < r.top.size(); ++i) EXPECT_GE(r.top[i - 1].tokensPerDollar, r.top[i].tokensPerDollar);
+        }
+        for (const auto& t : r.top) {
+            EXPECT_FALSE(t.why.empty());
+            EXPECT_LE(t.lowerBoundSeconds, t.metrics.stepSeconds * (1.0 + 1e-9));
+        }
+        if (objective == Objective::Time) {
+            EXPECT_LT(r.simulated, r.feasible); // the bound pruned something
+        }
+    }
+}
+
+TEST(Search, TopPlansEqualBruteForceArgminOnOneNode) {
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(8, 1, 80);
+    expectTopMatches(model, cluster, spaceFor(8, 16), {});
+}
+
+TEST(Search, TopPlansEqualBruteForceArgminAcrossNodes) {
+    const ModelConfig model = test::preset("gpt3-1.3b");
+    const ClusterConfig cluster = smallNodes(4, 4, 16);
+    const std::map<std::string, int> fixed{{"micro_batch", 1}};
+    expectTopMatches(model, cluster, spaceFor(16, 32, fixed), fixed);
+}
+
+TEST(Search, TopPlansEqualBruteForceArgminForMoe) {
+    const ModelConfig model = test::preset("tiny-moe");
+    const ClusterConfig cluster = smallNodes(4, 2, 80);
+    expectTopMatches(model, cluster, spaceFor(8, 8), {});
+}
+
+TEST(Search, AskingForEveryPlanSimulatesEveryFeasiblePlan) {
+    // K above the feasible count: the candidates within the first bound band run out before K plans are
+    // ranked, so further pruning passes collect the next bands; the ranking must still be the brute force's.
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(4, 2, 80);
+    const std::map<std::string, int> fixed{{"zero_stage", 1}};
+    const BruteForce bf = bruteForce(model, cluster, 8, 16, fixed);
+    std::vector<double> want;
+    for (const auto& s : simulateAll(model, cluster, bf)) want.push_back(s.step);
+    std::sort(want.begin(), want.end());
+    std::vector<double> bounds;
+    for (const Plan& p : bf.feasiblePlans) bounds.push_back(stepLowerBoundSeconds(model, cluster, p));
+    std::sort(bounds.begin(), bounds.end());
+    ASSERT_GT(bounds.back(), 4.0 * bounds.front()) << "the bounds span several bands";
+    SearchOptions o;
+    o.topK = static_cast<int>(bf.feasible) + 10;
+    const SearchResult r = searchPlans(model, cluster, spaceFor(8, 16, fixed), o);
+    EXPECT_EQ(r.simulated, bf.feasible);
+    ASSERT_EQ(r.top.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(r.top[i].metrics.stepSeconds, want[i], 1e-12 * want[i]);
+}
+
+// (c) Determinism: the same answer on one thread and on several.
+TEST(Search, SameResultOnOneAndSeveralThreads) {
+    const ModelConfig model = test::preset("gpt3-1.3b");
+    const ClusterConfig cluster = smallNodes(4, 4, 16);
+    std::vector<SearchResult> results;
+    for (int threads : {1, 2, 3}) {
+        SearchOptions o;
+        o.threads = threads;
+        o.topK = 8;
+        results.push_back(searchPlans(model, cluster, spaceFor(16, 64), o));
+    }
+    for (size_t k = 1; k < results.size(); ++k) {
+        const SearchResult& a = results[0];
+        const SearchResult& b = results[k];
+        EXPECT_EQ(a.considered, b.considered);
+        EXPECT_EQ(a.feasible, b.feasible);
+        EXPECT_EQ(a.simulated, b.simulated);
+        EXPECT_EQ(a.rejected, b.rejected);
+        ASSERT_EQ(a.top.size(), b.top.size());
+        for (size_t i = 0; i < a.top.size(); ++i) {
+            EXPECT_EQ(planToJson(a.top[i].plan), planToJson(b.top[i].plan));
+            EXPECT_EQ(a.top[i].metrics.stepSeconds, b.top[i].metrics.stepSeconds);
+            EXPECT_EQ(a.top[i].why, b.top[i].why);
+        }
+    }
+}
+
+// (d) The lower bound never exceeds the simulated step, over a grid of models and plans.
+struct GridCase {
+    ModelConfig model;
+    ClusterConfig cluster;
+    Plan plan;
+};
+
+std::vector<GridCase> boundGrid() {
+    std::vector<GridCase> cases;
+    const std::vector<std::pair<std::string, int>> models{{"tiny", 1}, {"tiny-moe", 1}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
+    for (const auto& [name, stride] : models) {
+        const ModelConfig m = test::preset(name);
+        for (int gpn : {4, 8})
+            for (int tp : {1, 2, 4})
+                for (int pp : {1, 2, 4})
+                    for (int cp : {1, 2})
+                        for (int dp : {1, 2, 4})
+                            for (int zero : {0, 1, 2, 3})
+                                for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
+                                    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
+                                                         Schedule::ZeroBubble}) {
+                                        const int world = tp * pp * cp * dp;
+                                        if (world < gpn || world % gpn != 0) continue;
+                                        if ((tp + pp + dp + zero + static_cast<int>(rc)) % stride != 0) continue;
+                                        Plan p;
+                                        p.tp = tp;
+                                        p.pp = pp;
+                                        p.cp = cp;
+                                        p.dp = dp;
+                                        p.ep = m.moe && dp % 2 == 0 ? 2 : 1;
+                                        p.zeroStage = zero;
+                                        p.recompute = rc;
+                                        p.schedule = sch;
+                                        p.vpp = sch == Schedule::Interleaved1F1B ? 2 : 1;
+                                        p.sequenceParallel = tp > 1 && (zero % 2 == 0);
+                                        p.microBatch = 1 + (zero % 2);
+                                        p.globalBatch = dp * p.microBatch * pp * 2;
+                                        p.rankOrder = (tp + dp) % 2 == 0 ? p.rankOrder
+                                                                          : std::array<ParallelDim, 5>{ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp,
+                                                                                                       ParallelDim::Pp, ParallelDim::Ep};
+                                        ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+                                        c.gpusPerNode = gpn;
+                                        c.nodes = world / gpn;
+                                        ProblemList problems;
+                                        validatePlan(m, c, p, "/plan", problems);
+                                        if (problems.empty()) cases.push_back({m, c, p});
+                                    }
+    }
+    return cases;
+}
+
+TEST(SearchBound, NeverAboveTheSimulatedStep) {
+    const std::vector<GridCase> cases = boundGrid();
+    ASSERT_GT(cases.size(), 1000u);
+    std::vector<double> ratios;
+    for (const auto& c : cases) {
+        const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+        const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+        ASSERT_LE(bound, step * (1.0 + 1e-9)) << c.model.name << " " << planToJson(c.plan).dump();
+        ASSERT_GT(bound, 0.0);
+        ratios.push_back(bound / step);
+    }
+    // Not trivially admissible: on most plans the bound is close to the simulated step.
+    std::sort(ratios.begin(), ratios.end());
+    EXPECT_GT(ratios[ratios.size() / 2], 0.8);
+}
+
+TEST(SearchBound, TightForGpt3Megatron) {
+    Scenario s = defaultScenario();
+    const double bound = stepLowerBoundSeconds(s.model, s.cluster, s.plan);
+    const double step = simulatePlan(s.model, s.cluster, s.plan).metrics.stepSeconds;
+    EXPECT_LE(bound, step * (1.0 + 1e-9));
+    EXPECT_GT(bound, 0.9 * step);
+}
+
+// (e) The fast memory path equals predictMemory; the fast verdict equals validatePlan's first problem.
+TEST(SearchMemory, FastPeakEqualsPredictMemory) {
+    int checked = 0;
+    for (const auto& c : boundGrid()) {
+        for (int gpn : {c.cluster.gpusPerNode}) {
+            (void)gpn;
+            const MemoryReport full = predictMemory(c.model, c.cluster, c.plan);
+            const PeakMemory fast = fastPeakMemory(c.model, c.cluster, c.plan);
+            ASSERT_NEAR(fast.bytes, full.peakBytes, 1e-9 * full.peakBytes) << planToJson(c.plan).dump();
+            ASSERT_EQ(fast.stage, full.peakStage);
+            ASSERT_EQ(fast.fits, full.fits);
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 1000);
+}
+
+TEST(SearchMemory, VerdictFollowsCapacity) {
+    // Shrinking the GPU until the plan no longer fits flips the fast verdict exactly where predictMemory does.
+    Scenario s = defaultScenario();
+    const double peak = predictMemory(s.model, s.cluster, s.plan).peakBytes;
+    s.cluster.gpu.memoryBytes = static_cast<int64_t>(peak) + 1;
+    EXPECT_TRUE(fastPeakMemory(s.model, s.cluster, s.plan).fits);
+    s.cluster.gpu.memoryBytes = static_cast<int64_t>(peak) - 1;
+    EXPECT_FALSE(fastPeakMemory(s.model, s.cluster, s.plan).fits);
+    EXPECT_FALSE(predictMemory(s.model, s.cluster, s.plan).fits);
+}
+
+// A model whose sizes make each divisibility rule fail somewhere: heads 8 but ffn 12, experts 6 of width 12,
+// 12 layers, sequence 40 (cp 16 breaks the 2 x cp rule, cp 4 with tp 4 the SP rule).
+ModelConfig oddModel(bool moe) {
+    ModelConfig m = test::megatronStyleModel(12, 64, 8, 100, 40);
+    m.name = moe ? "odd-moe" : "odd";
+    m.ffnHidden = moe ? 64 : 12;
+    if (moe) m.moe = MoeConfig{6, 2, 12};
+    return m;
+}
+
+TEST(SearchValidity, FastReasonEqualsValidatePlan) {
+    const ClusterConfig cluster = smallNodes(8, 2, 80);
+    std::vector<ModelConfig> models{test::preset("tiny"), test::preset("tiny-moe"), test::preset("gpt3-1.3b"),
+                                    oddModel(false), oddModel(true)};
+    int invalid = 0;
+    std::map<std::string, int> seen;
+    for (const ModelConfig& model : models)
+        for (int tp : {1, 2, 3, 4, 8, 16})
+            for (int pp : {1, 2, 3, 4})
+                for (int cp : {1, 2, 4, 16, 64})
+                    for (int ep : {1, 2, 3, 4})
+                        for (int vpp : {1, 2, 3})
+                            for (Schedule sch : {Schedule::OneFOneB, Schedule::Interleaved1F1B})
+                                for (int mb : {1, 3})
+                                    for (int gb : {24, 7})
+                                        for (bool sp : {false, true}) {
+                                            Plan p;
+                                            p.tp = tp;
+                                            p.pp = pp;
+                                            p.cp = cp;
+                                            // Mostly plans that fill the 16 GPUs, so later rules get their turn.
+                                            p.dp = 16 % (tp * pp * cp) == 0 ? 16 / (tp * pp * cp) : 1;
+                                            p.ep = ep;
+                                            p.vpp = vpp;
+                                            p.schedule = sch;
+                                            p.microBatch = mb;
+                                            p.globalBatch = gb;
+                                            p.sequenceParallel = sp;
+                                            if (tp == 1 && pp == 1 && mb == 1) p.precision = "no-such-recipe";
+                                            ProblemList problems;
+                                            validatePlan(model, cluster, p, "/plan", problems);
+                                            const std::string want =
+                                                problems.empty() ? "" : problemCategory(problems.items().front());
+                                            ASSERT_EQ(rejectionReason(model, cluster, p), want)
+                                                << model.name << " " << planToJson(p).dump();
+                                            if (!want.empty()) {
+                                                ++invalid;
+                                                ++seen[want];
+                                            }
+                                        }
+    EXPECT_GT(invalid, 10000);
+    // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
+    EXPECT_EQ(seen.size(), 18u);
+    for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
+}
+
+TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
+    const ModelConfig model = test::preset("tiny");
+    ClusterConfig cluster = smallNodes(8, 1, 80);
+    cluster.gpu.peakFlopsPerSecond.erase(Dtype::Fp64);
+    SearchSpace space = spaceFor(8, 16);
+    space.precision = "cpu_fp64";
+    try {
+        searchPlans(model, cluster, space, {});
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "--precision");
+    }
+}
+
+// Placement and rank orders.
+TEST(SearchPlacement, FastPlacementEqualsPlaceGroup) {
+    int checked = 0;
+    for (int gpn : {2, 4, 8})
+        for (int tp : {1, 2, 4})
+            for (int pp : {1, 2, 4})
+                for (int cp : {1, 2})
+                    for (int dp : {1, 2, 4})
+                        for (int ep : {1, 2}) {
+                            if (dp % ep != 0) continue;
+                            Plan p;
+                            p.tp = tp;
+                            p.pp = pp;
+                            p.cp = cp;
+                            p.dp = dp;
+                            p.ep = ep;
+                            const int world = p.worldSize();
+                            if (world % gpn != 0) continue;
+                            ClusterConfig c = smallNodes(gpn, world / gpn, 80);
+                            for (const auto& o : permutations()) {
+                                p.rankOrder = o;
+                                for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
+                                                    GroupKind::DpCp, GroupKind::Pp, GroupKind::PpPair}) {
+                                    const GroupPlacement want = placeGroup(p, c, g);
+                                    const GroupPlacement got = detail::fastPlaceGroup(p, gpn, g);
+                                    ASSERT_TRUE(detail::samePlacement(want, got))
+                                        << toString(g) << " " << p.rankOrderString() << " tp" << tp << " pp" << pp << " cp" << cp
+                                        << " dp" << dp << " ep" << ep << " gpn" << gpn;
+                                    ++checked;
+                                }
+                            }
+                        }
+    EXPECT_GT(checked, 10000);
+}
+
+TEST(SearchPlacement, DistinctRankOrders) {
+    Plan p;
+    p.tp = 8;
+    p.pp = 8;
+    p.dp = 16;
+    // Every dim of size 1 is irrelevant: at most 3! orders of tp, dp, pp.
+    const auto orders = distinctRankOrders(p, 8);
+    EXPECT_GE(orders.size(), 2u);
+    EXPECT_LE(orders.size(), 6u);
+    EXPECT_EQ(orders.front(), p.rankOrder); // the default order comes first
+    // On one huge node every order is equivalent.
+    EXPECT_EQ(distinctRankOrders(p, 1024).size(), 1u);
+    // Orders the caller lists are kept in its order, minus duplicates in effect.
+    const std::array<ParallelDim, 5> dpFirst{ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Pp};
+    const auto listed = distinctRankOrders(p, 8, {dpFirst, p.rankOrder, dpFirst});
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_EQ(listed[0], dpFirst);
+}
+
+// Options, errors, progress and cancellation.
+TEST(SearchInput, BadSpacesListEveryProblem) {
+    const ModelConfig model = test::preset("tiny");
+    ClusterConfig cluster = smallNodes(8, 1, 80);
+    cluster.pricePerGpuHour = 0.0;
+    SearchSpace space = spaceFor(12, 0, {{"tq", 2}, {"zero_stage", 5}});
+    SearchOptions o;
+    o.objective = Objective::TokensPerDollar;
+    o.topK = 0;
+    try {
+        searchPlans(model, cluster, space, o);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        std::set<std::string> where;
+        for (const auto& p : e.problems()) where.insert(p.where);
+        for (const char* w : {"--gpus", "--global-batch", "--fix tq", "--fix zero_stage", "--top", "--objective"})
+            EXPECT_TRUE(where.count(w)) << w;
+    }
+}
+
+TEST(SearchInput, GpusResizeTheCluster) {
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(8, 1, 80);
+    SearchOptions o;
+    o.topK = 1;
+    const SearchResult r = searchPlans(model, cluster, spaceFor(16, 16), o);
+    ASSERT_EQ(r.top.size(), 1u);
+    EXPECT_EQ(r.top[0].plan.worldSize(), 16);
+    const SearchResult part = searchPlans(model, cluster, spaceFor(4, 16), o); // half a node
+    ASSERT_EQ(part.top.size(), 1u);
+    EXPECT_EQ(part.top[0].plan.worldSize(), 4);
+    EXPECT_THROW(searchPlans(model, cluster, spaceFor(12, 16), o), InputError);
+}
+
+TEST(SearchOptions, ProgressIsMonotoneAndEndsAtOne) {
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(8, 1, 80);
+    std::vector<double> seen;
+    std::mutex m;
+    SearchOptions o;
+    o.progress = [&](double f) {
+        std::lock_guard<std::mutex> lock(m);
+        seen.push_back(f);
+    };
+    searchPlans(model, cluster, spaceFor(8, 16), o);
+    ASSERT_FALSE(seen.empty());
+    EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end(), std::greater_equal<double>()) == seen.end())
+        << "strictly increasing";
+    EXPECT_DOUBLE_EQ(seen.back(), 1.0);
+}
+
+TEST(SearchOptions, CancelStopsEarly) {
+    const ModelConfig model = test::preset("tiny");
+    const ClusterConfig cluster = smallNodes(8, 1, 80);
+    std::atomic<bool> cancel{true};
+    SearchOptions o;
+    o.cancel = &cancel;
+    const SearchResult r = searchPlans(model, cluster, spaceFor(8, 16), o);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_EQ(r.considered, 0u);
+    EXPECT_TRUE(r.top.empty());
+}
+
+TEST(SearchOptions, WhyNamesTheComparison) {
+    const ModelConfig model = test::preset("gpt3-1.3b");
+    const ClusterConfig cluster = smallNodes(4, 4, 16);
+    SearchOptions o;
+    o.topK = 3;
+    const SearchResult r = searchPlans(model, cluster, spaceFor(16, 32, {{"micro_batch", 1}}), o);
+    ASSERT_EQ(r.top.size(), 3u);
+    EXPECT_EQ(r.top[0].why.rfind("fastest: ", 0), 0u) << r.top[0].why;
+    EXPECT_NE(r.top[0].why.find("#2"), std::string::npos) << r.top[0].why;
+    EXPECT_NE(r.top[1].why.find("slower than #1"), std::string::npos) << r.top[1].why;
+    EXPECT_NE(r.top[2].why.find("#2"), std::string::npos) << r.top[2].why;
+    o.objective = Objective::Memory;
+    const SearchResult mem = searchPlans(model, cluster, spaceFor(16, 32, {{"micro_batch", 1}}), o);
+    EXPECT_EQ(mem.top[0].why.rfind("least memory: ", 0), 0u) << mem.top[0].why;
+}
+
+TEST(SearchOptions, ObjectiveNamesRoundTrip) {
+    for (Objective o : {Objective::Time, Objective::Memory, Objective::TokensPerDollar})
+        EXPECT_EQ(parseObjective(toString(o)), o);
+    EXPECT_FALSE(parseObjective("speed").has_value());
+}
+
+} // namespace
+} // namespace tessel::sim
