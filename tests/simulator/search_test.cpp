@@ -89,6 +89,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
                                 for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
                                                      Schedule::ZeroBubble}) {
+                                    if (sch == Schedule::ZeroBubble && pp == 1) continue; // is 1F1B with one stage
                                     std::vector<int> vpps;
                                     if (sch != Schedule::Interleaved1F1B) vpps = {1};
                                     else
