@@ -1,10 +1,12 @@
 // `tessel run`: validates the plan, then launches mpirun with one tessel-worker per rank, and merges what the
-// ranks measured into the run folder (losses, measurements.jsonl, trace.json, memory.json, scenario.json).
+// ranks measured into the run folder (losses, measurements.jsonl, trace.json, memory.json, scenario.json,
+// checkpoints/); `--resume` continues a run folder from its newest complete checkpoint.
 #include "commands.hpp"
 #include "scenario_flags.hpp"
 #include "table.hpp"
 
 #include "tessel/exec/run_output.hpp"
+#include "tessel/exec/runtime.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -82,15 +84,23 @@ std::function<int()> addRunCommand(CLI::App& app) {
         std::string data = TESSEL_DATA_PATH;
         double timeoutSeconds = 60.0;
         bool force = false;
+        bool resume = false;
+        int checkpointEvery = 0;
         int failRank = -1, failAtStep = -1;
     };
     auto o = std::make_shared<Options>();
     cmd->add_option("--ranks", o->ranks, "Number of ranks to start (must equal tp x pp x dp x cp)")->required();
-    cmd->add_option("--steps", o->steps, "Training steps");
+    cmd->add_option("--steps", o->steps, "Training steps in all (with --resume, counting those already done)");
     cmd->add_option("--out", o->out, "Run folder to write")->required();
     cmd->add_option("--data", o->data, "Training text (default: the shipped public-domain text)");
     cmd->add_option("--timeout", o->timeoutSeconds, "Seconds a collective or transfer may wait before the run fails");
-    cmd->add_flag("--force", o->force, "Reuse a non-empty run folder (its previous files are replaced)");
+    cmd->add_flag("--force", o->force,
+                  "Reuse a non-empty run folder (its previous files, checkpoints included, are replaced)");
+    cmd->add_flag("--resume", o->resume,
+                  "Continue the run in --out from its newest complete checkpoint (same scenario and plan), "
+                  "keeping its earlier losses");
+    cmd->add_option("--checkpoint-every", o->checkpointEvery,
+                    "Also save a checkpoint every K steps (default 0: only at the end; the last 2 are kept)");
     cmd->add_option("--fail-rank", o->failRank, "Testing: make this rank die abruptly")->group("");
     cmd->add_option("--fail-at-step", o->failAtStep, "Testing: step at which --fail-rank dies")->group("");
     return [cmd, flags, o]() {
@@ -113,8 +123,29 @@ std::function<int()> addRunCommand(CLI::App& app) {
         if (o->timeoutSeconds <= 0) problems.add("--timeout", "must be positive");
         std::error_code ec;
         if (o->data.empty() || !fs::is_regular_file(o->data, ec)) problems.add("--data", "no training text at \"" + o->data + "\"");
-        if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec) && !o->force)
-            problems.add("--out", "\"" + o->out + "\" is not empty; pass --force to reuse it");
+        if (o->checkpointEvery < 0) problems.add("--checkpoint-every", "must be 0 or more");
+        const std::string checkpointDir = (fs::path(o->out) / "checkpoints").string();
+        if (o->resume) {
+            // Resuming reuses the folder by design; check here that there is something to resume from.
+            const int found = exec::newestCheckpointStep(checkpointDir);
+            if (found < 0) {
+                problems.add("--resume", "no complete checkpoint in \"" + checkpointDir +
+                                             "\" to resume from (a run saves one at its end, and every "
+                                             "--checkpoint-every steps)");
+            } else if (problems.empty()) {
+                try {
+                    exec::checkCheckpointMatches(checkpointDir, found, s.model, s.plan, exec::TrainHyper{});
+                } catch (const InputError& e) {
+                    problems.append(e.problems());
+                }
+                if (found >= o->steps)
+                    problems.add("--steps", "the newest checkpoint is at step " + std::to_string(found) + ", so --steps " +
+                                                std::to_string(o->steps) + " leaves nothing to train (--steps counts "
+                                                "every step, those already done included)");
+            }
+        } else if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec) && !o->force) {
+            problems.add("--out", "\"" + o->out + "\" is not empty; pass --force to reuse it, or --resume to continue it");
+        }
         const std::string mpirun = findOnPath("mpirun");
         const std::string worker = findWorker();
         if (mpirun.empty()) problems.add("mpirun", "not found on PATH (install openmpi-bin)");
@@ -122,6 +153,8 @@ std::function<int()> addRunCommand(CLI::App& app) {
         problems.throwIfAny();
 
         fs::create_directories(o->out);
+        // A fresh run in a reused folder must not pick up, or be mixed with, the earlier run's checkpoints.
+        if (!o->resume) fs::remove_all(checkpointDir);
         for (const auto& entry : fs::directory_iterator(o->out))
             if (entry.path().filename().string().rfind("rank-", 0) == 0) fs::remove_all(entry.path());
         exec::writeFileAtomically((fs::path(o->out) / "scenario.json").string(), scenarioToJson(s).dump(2) + "\n");
@@ -132,10 +165,14 @@ std::function<int()> addRunCommand(CLI::App& app) {
                                      std::string("--steps"), std::to_string(o->steps), std::string("--timeout"),
                                      std::to_string(o->timeoutSeconds)})
             argv.push_back(a);
+        if (o->resume) argv.push_back("--resume");
+        if (o->checkpointEvery > 0) argv.insert(argv.end(), {"--checkpoint-every", std::to_string(o->checkpointEvery)});
         if (o->failRank >= 0) {
             argv.insert(argv.end(), {"--fail-rank", std::to_string(o->failRank), "--fail-at-step", std::to_string(o->failAtStep)});
         }
-        std::cerr << "tessel run: " << o->ranks << " ranks, " << o->steps << " steps -> " << o->out << "\n";
+        std::cerr << "tessel run: " << o->ranks << " ranks, " << o->steps << " steps -> " << o->out;
+        if (o->resume) std::cerr << " (resuming from " << exec::checkpointStepDir(checkpointDir, exec::newestCheckpointStep(checkpointDir)) << ")";
+        std::cerr << "\n";
         const int rc = runAndWait(argv);
         if (rc != 0) {
             // Name the ranks: those that reported an error, and those that died without a word.
@@ -159,8 +196,8 @@ std::function<int()> addRunCommand(CLI::App& app) {
             t.addRow({std::to_string(j["step"].get<int>()), fixed(j["loss"].get<double>(), 4), fixed(j["grad_norm"].get<double>(), 4)});
         }
         std::cout << t.render();
-        std::cout << "wrote " << records << " measurements, trace.json, memory.json, losses.jsonl and scenario.json to "
-                  << o->out << "\n";
+        std::cout << "wrote " << records << " measurements, trace.json, memory.json, losses.jsonl, scenario.json and "
+                  << "checkpoints/step-" << o->steps << " to " << o->out << "\n";
         return 0;
     };
 }

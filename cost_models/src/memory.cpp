@@ -116,7 +116,8 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     a += e * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
     a += e * T * d(s.qDimLocal + 2 * s.kvDimLocal);     // Q, K, V (GQA: K and V have kv_heads heads)
     if (plan.flashAttention) {
-        a += 4.0 * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal); // fp32 log-sum-exp per query and head
+        // Log-sum-exp per query and head: fp32 for 16-bit recipes, the compute dtype when it is wider.
+        a += std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);
     } else {
         const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
         a += (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
@@ -139,6 +140,26 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     }
     a += mask * Tsp * h;                                // dropout mask after fc2
     return a;
+}
+
+double layerNormStatisticsBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    (void)model;
+    if (plan.recompute == Recompute::Full) return 0.0; // rebuilt with the layer in backward
+    const LocalShapes s = localShapes(model, plan, recipe);
+    // Two norms per layer, each keeping mean and 1/std per token (fp32, or the compute dtype when wider).
+    return 2.0 * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
+}
+
+double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    const LocalShapes s = localShapes(model, plan, recipe);
+    const double e = s.activationBytes, T = d(s.tokens), h = d(s.hidden);
+    const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
+    const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) : d(s.ffnLocal);
+    // dW = X^T dY for QKV, projection, fc1, fc2: inputs X (norm outputs gathered to T rows, attention output,
+    // activation output) and output gradients dY (QKV, projection output, fc1 output, fc2 output).
+    const double inputs = 2.0 * T * h + T * d(s.qDimLocal) + T * f;
+    const double outputGrads = T * (d(s.qDimLocal) + 2.0 * d(s.kvDimLocal)) + 2.0 * T * h + T * f * gated;
+    return e * (inputs + outputGrads);
 }
 
 double inFlightMicroBatches(const Plan& plan, int stage) {
@@ -167,58 +188,106 @@ double modelStateBytesPerParameter(const PrecisionRecipe& recipe, int zeroStage,
            recipe.optimizerBytesPerParameter() / shardDivisor(zeroStage >= 1, n);
 }
 
-MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
-    const double e = s.activationBytes;
-    const double T = d(s.tokens), Tsp = d(s.tokensSp), h = d(s.hidden);
+    MemoryShapeTerms t;
+    t.layerActivations = layerActivationBytes(model, plan, recipe);
+    t.layerFullActivations = layerActivationBytesNoRecompute(model, plan, recipe);
+    t.normStatistics = layerNormStatisticsBytes(model, plan, recipe);
+    t.elementBytes = s.activationBytes;
+    t.tokens = d(s.tokens);
+    t.tokensSp = d(s.tokensSp);
+    t.hidden = d(s.hidden);
+    t.maskBytes = s.maskBytes;
+    t.kvDimLocal = d(s.kvDimLocal);
+    t.topK = d(s.topK);
+    t.vocabLocal = d(s.vocabLocal);
+    {
+        // Used only by ZB-H1 plans, but computed for every shape so the terms do not depend on the schedule.
+        t.weightGradientSet = weightGradientPendingBytes(model, plan, recipe);
+        // During a B pass the layer being processed holds both its activations and the new parts of its W
+        // set (the output gradients, and the gathered inputs with sequence parallelism).
+        const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) : d(s.ffnLocal);
+        const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
+        const double grads = t.elementBytes * t.tokens *
+                             (d(s.qDimLocal) + 2.0 * d(s.kvDimLocal) + 2.0 * t.hidden + gated * f);
+        t.duringBackwardInput = grads + (plan.sequenceParallel ? 2.0 * t.elementBytes * t.tokens * t.hidden : 0.0);
+    }
+    return t;
+}
+
+StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
+                        const MemoryShapeTerms& t, const StageParameters& params, int stage, double reservedBytes,
+                        double capacityBytes) {
+    const double e = t.elementBytes, T = t.tokens, Tsp = t.tokensSp, h = t.hidden;
     const double denseShards = plan.zeroShardSize();
     const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
     const int z = plan.zeroStage;
-    const double layerAct = layerActivationBytes(model, plan, recipe);
-    const double layerActFull = layerActivationBytesNoRecompute(model, plan, recipe);
+    const double statBytes = std::max(4.0, e);
     const int layersPerStage = model.layers / plan.pp;
     const double m = plan.microBatchesPerStep();
+    StageMemory st;
+    st.stage = stage;
+    st.layers = layersPerStage;
+    st.parameters = params.total();
+    auto states = [&](int bytes, bool sharded) {
+        return bytes * (params.dense / shardDivisor(sharded, denseShards) + params.expert / shardDivisor(sharded, expertShards));
+    };
+    st.weightsBytes = states(recipe.weightBytes, z >= 3);
+    st.gradsBytes = states(recipe.gradBytes, z >= 2);
+    st.optimizerBytes = states(recipe.optimizerBytesPerParameter(), z >= 1);
 
+    st.inFlight = inFlightMicroBatches(plan, stage);
+    const bool last = stage == plan.pp - 1;
+    const double perMicroBatch = layersPerStage * (t.layerActivations + t.normStatistics);
+    // ZB-H1 delays stage s's weight-gradient passes by s, so besides the forwards in flight the stage holds
+    // up to s sets of what the W pass needs; the peak is right after a forward, right after a B pass (before
+    // the oldest W runs), or inside a B pass.
+    const bool zeroBubble = plan.schedule == Schedule::ZeroBubble;
+    const double pendingW = zeroBubble ? std::min<double>(stage, m) : 0.0;
+    if (zeroBubble) {
+        const double wSet = layersPerStage * t.weightGradientSet + (last ? e * T * h : 0.0);
+        st.activationsBytes = std::max({st.inFlight * perMicroBatch + pendingW * wSet,
+                                        std::max(st.inFlight - 1.0, 0.0) * perMicroBatch + std::min(pendingW + 1.0, m) * wSet,
+                                        st.inFlight * perMicroBatch + pendingW * wSet + t.duringBackwardInput});
+    } else {
+        st.activationsBytes = st.inFlight * perMicroBatch;
+    }
+    if (plan.recompute == Recompute::Full) st.activationsBytes += t.layerFullActivations; // one layer rebuilt
+    // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
+    if (stage == 0) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
+    // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.
+    const double headInFlight = plan.schedule == Schedule::Gpipe ? m : zeroBubble ? std::min(pendingW + 1.0, m) : 1.0;
+    if (last) st.activationsBytes += headInFlight * (2.0 * e * Tsp * h + 2.0 * statBytes * Tsp);
+
+    OtherMemory& o = st.other;
+    if (z >= 3) o.zero3GatherBytes = 2.0 * params.largestLayer * recipe.weightBytes; // current + prefetched
+    if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
+    if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
+    if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step
+    if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * t.topK * h; // dispatch + combine
+    if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradBytes; // reduce bucket
+    if (last) {
+        // 16-bit recipes: the fused cross-entropy keeps an fp32 softmax per micro-batch in flight while the
+        // 16-bit logits of the current one exist. Recipes computing in fp32/fp64 keep the logits themselves
+        // and overwrite them with their gradient (what the CPU executor does).
+        o.logitsLossBytes = e >= 4.0 ? headInFlight * e * T * t.vocabLocal
+                                     : headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
+    }
+    o.reservedBytes = reservedBytes;
+    st.headroomBytes = capacityBytes - st.totalBytes();
+    st.fits = st.headroomBytes >= 0.0;
+    return st;
+}
+
+MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const MemoryShapeTerms terms = memoryShapeTerms(model, plan, recipe);
     MemoryReport report;
     report.capacityBytes = d(cluster.gpu.memoryBytes);
     for (int stage = 0; stage < plan.pp; ++stage) {
-        StageMemory st;
-        st.stage = stage;
-        st.layers = layersPerStage;
-        const StageParameters params = stageParameters(model, plan, stage);
-        st.parameters = params.total();
-        auto states = [&](int bytes, bool sharded) {
-            return bytes * (params.dense / shardDivisor(sharded, denseShards) +
-                            params.expert / shardDivisor(sharded, expertShards));
-        };
-        st.weightsBytes = states(recipe.weightBytes, z >= 3);
-        st.gradsBytes = states(recipe.gradBytes, z >= 2);
-        st.optimizerBytes = states(recipe.optimizerBytesPerParameter(), z >= 1);
-
-        st.inFlight = inFlightMicroBatches(plan, stage);
-        st.activationsBytes = st.inFlight * layersPerStage * layerAct;
-        if (plan.recompute == Recompute::Full) st.activationsBytes += layerActFull; // one layer rebuilt in backward
-        if (stage == 0) {
-            // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
-            st.activationsBytes += st.inFlight * (8.0 * T + s.maskBytes * Tsp * h);
-        }
-        const bool last = stage == plan.pp - 1;
-        const double headInFlight = plan.schedule == Schedule::Gpipe ? m : 1.0;
-        if (last) st.activationsBytes += headInFlight * 2.0 * e * Tsp * h; // final norm input and LM head input
-
-        OtherMemory& o = st.other;
-        if (z >= 3) o.zero3GatherBytes = 2.0 * params.largestLayer * recipe.weightBytes; // current + prefetched
-        if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
-        if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
-        if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * d(s.kvDimLocal); // K/V of the next ring step
-        if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * d(s.topK) * h; // dispatch + combine
-        if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradBytes; // reduce bucket
-        if (last) o.logitsLossBytes = headInFlight * 4.0 * T * d(s.vocabLocal) + e * T * d(s.vocabLocal);
-        o.reservedBytes = d(cluster.gpu.reservedBytes);
-
-        st.headroomBytes = report.capacityBytes - st.totalBytes();
-        st.fits = st.headroomBytes >= 0.0;
+        StageMemory st = stageMemory(model, plan, recipe, terms, stageParameters(model, plan, stage), stage,
+                                     d(cluster.gpu.reservedBytes), report.capacityBytes);
         if (st.totalBytes() > report.peakBytes) {
             report.peakBytes = st.totalBytes();
             report.peakStage = stage;
@@ -228,5 +297,4 @@ MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluste
     }
     return report;
 }
-
 } // namespace tessel

@@ -120,9 +120,17 @@ struct GptModel::Impl {
     Tensor zerosLike(const Tensor& t, MemoryCategory cat) { return be.zeros(t.shape(), cat); }
 
     // dW += X^T dY now, or later in the W pass.
+    // What the W pass keeps is stored for backward: an activation. Tensors that are transient buffers
+    // (gathered inputs, output gradients) are copied into activation memory so the accounting says so.
+    Tensor retain(const Tensor& t) {
+        if (t.category() == kAct) return t;
+        Tensor kept = be.empty(t.shape(), kAct);
+        be.copy(t, kept);
+        return kept;
+    }
     void weightGrad(ChunkActs& acts, const Tensor& x, const Tensor& dy, int param, bool transposed, bool defer) {
         if (defer) {
-            acts.pending.push_back({x, dy, param, transposed});
+            acts.pending.push_back({retain(x), retain(dy), param, transposed});
             return;
         }
         if (transposed) be.gemm(true, false, 1.0, dy, x, 1.0, G(param)); // W [out, in]: dW += dY^T X
@@ -210,7 +218,9 @@ struct GptModel::Impl {
         Tensor partial2 = linear(a.a, L.fc2, -1, kBuf);                           // [T, h] partial over TP
         Tensor y2 = reduceSeq(partial2);                                          // [Tl, h]
         if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
-        Tensor out = be.empty({Tl, h}, cat);                                      // [Tl, h]
+        // The output is the next layer's input (kept for backward, also under full recompute) or the stage's
+        // output: an activation either way.
+        Tensor out = be.empty({Tl, h}, kAct);                                     // [Tl, h]
         be.copy(a.x2, out);
         be.add(y2, out);
         return out;

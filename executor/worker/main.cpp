@@ -1,5 +1,6 @@
 // tessel-worker: one rank of `tessel run`, started by mpirun; trains the run folder's scenario for some steps
-// and writes its measurements, memory peaks and (rank 0) losses. Any error takes every rank down (MPI_Abort).
+// (or resumes from its newest checkpoint), saves sharded checkpoints and writes its measurements, memory peaks
+// and (rank 0) losses. Any error takes every rank down (MPI_Abort).
 #include "tessel/cost/scenario.hpp"
 #include "tessel/exec/context.hpp"
 #include "tessel/exec/cpu_backend.hpp"
@@ -10,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 namespace {
@@ -41,7 +44,28 @@ struct Options {
     double timeoutSeconds = 60.0;
     int failRank = -1;     // test hook: this rank dies abruptly...
     int failAtStep = -1;   // ...when this step starts
+    std::string checkpointDir;   // default <run-dir>/checkpoints
+    int checkpointEvery = 0;     // also save after every this many steps (0: only at the end)
+    bool resume = false;
 };
+
+// The lines of an earlier run's losses.jsonl for steps before `step` (unchanged, so a resumed run's file is
+// byte for byte what an uninterrupted run writes); `missing` gets how many of steps 0..step-1 it lacked.
+std::string lossesBefore(const std::filesystem::path& path, int step, int& missing) {
+    std::ifstream in(path);
+    std::string kept;
+    std::vector<bool> seen(static_cast<size_t>(step), false);
+    for (std::string line; std::getline(in, line);) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+        const int s = j["step"].get<int>();
+        if (s < 0 || s >= step || seen[static_cast<size_t>(s)]) continue;
+        seen[static_cast<size_t>(s)] = true;
+        kept += line + "\n";
+    }
+    missing = static_cast<int>(std::count(seen.begin(), seen.end(), false));
+    return kept;
+}
 
 nlohmann::json memoryJson(int rank, int stage, const tessel::exec::MemoryStats& m) {
     nlohmann::json peak = nlohmann::json::object();
@@ -62,6 +86,10 @@ int main(int argc, char** argv) {
     app.add_option("--timeout", o.timeoutSeconds, "Seconds any collective or transfer may wait");
     app.add_option("--fail-rank", o.failRank, "Test hook: rank that dies abruptly");
     app.add_option("--fail-at-step", o.failAtStep, "Test hook: step at which it dies");
+    app.add_option("--checkpoint-dir", o.checkpointDir, "Checkpoint folder (default: <run-dir>/checkpoints)");
+    app.add_option("--checkpoint-every", o.checkpointEvery, "Also save a checkpoint every K steps (0: only at the end)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint up to --steps in all");
     CLI11_PARSE(app, argc, argv);
 
     std::unique_ptr<Comm> comm;
@@ -103,12 +131,42 @@ int main(int argc, char** argv) {
         Trainer trainer(s.model, ctx, *backend, hyper,
                         textDataSource(readTextFile(o.dataPath), s.model.seqLen, s.plan.microBatch, s.plan.globalBatch,
                                        s.plan.dp, hyper.seed));
+        const std::string checkpointDir =
+            o.checkpointDir.empty() ? (fs::path(o.runDir) / "checkpoints").string() : o.checkpointDir;
+        const fs::path lossesPath = fs::path(o.runDir) / "losses.jsonl";
         std::string losses;
-        for (int step = 0; step < o.steps; ++step) {
+        int first = 0;
+        if (o.resume) {
+            first = trainer.loadCheckpoint(checkpointDir);
+            if (first >= o.steps)
+                throw InputError("--steps", "the newest checkpoint is at step " + std::to_string(first) + ", so --steps " +
+                                                std::to_string(o.steps) + " leaves nothing to train");
+            if (rank == 0) {
+                // Keep the earlier run's losses before the resumed step; drop any it logged past its checkpoint.
+                int missing = 0;
+                losses = lossesBefore(lossesPath, first, missing);
+                if (missing > 0)
+                    std::cerr << "tessel-worker: warning: " << lossesPath.string() << " lacks " << missing << " of the "
+                              << first << " steps before the checkpoint; the resumed file will too\n";
+            }
+        } else if (const int found = newestCheckpointStep(checkpointDir); found >= 0) {
+            // Never mix a fresh run's checkpoints with an earlier run's.
+            throw InputError("--checkpoint-dir", "\"" + checkpointDir + "\" already holds a checkpoint (step " +
+                                                     std::to_string(found) + "); resume from it or remove it");
+        }
+        // Rank 0 writes the losses before each checkpoint, so a complete checkpoint of step N always has the
+        // losses of steps 0..N-1 on disk next to it.
+        auto checkpoint = [&](int nextStep) {
+            if (rank == 0) writeFileAtomically(lossesPath.string(), losses);
+            trainer.saveCheckpoint(checkpointDir, nextStep);
+        };
+        for (int step = first; step < o.steps; ++step) {
             if (rank == o.failRank && step == o.failAtStep) std::_Exit(3); // a crash: no cleanup, no MPI_Finalize
             const StepStats st = trainer.step(step);
             losses += nlohmann::json{{"step", step}, {"loss", st.loss}, {"grad_norm", st.gradNorm}}.dump() + "\n";
+            if (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0 && step + 1 < o.steps) checkpoint(step + 1);
         }
+        checkpoint(o.steps);
         std::string lines;
         const std::string device = backend->name();
         for (const auto& r : trainer.records()) lines += measurementToJson(r, device).dump() + "\n";
@@ -116,7 +174,6 @@ int main(int argc, char** argv) {
         writeFileAtomically((rankDir / "memory.json").string(),
                             memoryJson(rank, ctx.stage(), backend->memory()).dump(2) + "\n");
         if (rank == 0) {
-            writeFileAtomically((fs::path(o.runDir) / "losses.jsonl").string(), losses);
             writeFileAtomically((fs::path(o.runDir) / "versions.json").string(), softwareVersions().dump(2) + "\n");
         }
         comm->barrier(ctx.world);

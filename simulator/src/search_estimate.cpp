@@ -256,8 +256,7 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     const PrecisionRecipe& recipe = *ctx.recipe;
     const LocalShapes s = localShapes(model, plan, recipe);
     ShapeCosts c;
-    c.layerAct = layerActivationBytes(model, plan, recipe);
-    c.layerActFull = layerActivationBytesNoRecompute(model, plan, recipe);
+    c.memory = memoryShapeTerms(model, plan, recipe);
     c.tokens = d(s.tokens);
     c.tokensSp = d(s.tokensSp);
     c.hidden = d(s.hidden);
@@ -455,39 +454,11 @@ LastStageTail lastStageTail(const Plan& plan, int microBatches) {
 }
 
 namespace {
-// One stage's total, term for term as predictMemory (memory.cpp) computes it.
+// One stage's total: the memory model's own stage formula, on shape terms cached per shape.
 double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
                        int stage) {
-    const PrecisionRecipe& recipe = *ctx.recipe;
-    const double denseShards = plan.zeroShardSize();
-    const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
-    const int z = plan.zeroStage;
-    auto states = [&](int bytes, bool sharded) {
-        return bytes * (params.dense / (sharded ? denseShards : 1.0) + params.expert / (sharded ? expertShards : 1.0));
-    };
-    const double weights = states(recipe.weightBytes, z >= 3);
-    const double grads = states(recipe.gradBytes, z >= 2);
-    const double optimizer = states(recipe.optimizerBytesPerParameter(), z >= 1);
-    const double e = s.elemBytes, T = s.tokens, Tsp = s.tokensSp, h = s.hidden;
-    const int layersPerStage = ctx.model->layers / plan.pp;
-    const double m = plan.microBatchesPerStep();
-    const double inFlight = inFlightMicroBatches(plan, stage);
-    double act = inFlight * layersPerStage * s.layerAct;
-    if (plan.recompute == Recompute::Full) act += s.layerActFull;
-    if (stage == 0) act += inFlight * (8.0 * T + s.maskBytes * Tsp * h);
-    const bool last = stage == plan.pp - 1;
-    const double headInFlight = plan.schedule == Schedule::Gpipe ? m : 1.0;
-    if (last) act += headInFlight * 2.0 * e * Tsp * h;
-    double zero3 = 0.0, comm = 0.0, logits = 0.0;
-    if (z >= 3) zero3 = 2.0 * params.largestLayer * recipe.weightBytes;
-    if (plan.pp > 1) comm += 2.0 * e * Tsp * h;
-    if (plan.sequenceParallel) comm += e * T * h;
-    if (plan.cp > 1) comm += 2.0 * e * T * 2.0 * s.kvDimLocal;
-    if (ctx.model->moe && plan.ep > 1) comm += 2.0 * e * T * s.topK * h;
-    if (z >= 2) comm += std::min(params.total(), 4.0e7) * recipe.gradBytes;
-    if (last) logits = headInFlight * 4.0 * T * s.vocabLocal + e * T * s.vocabLocal;
-    const double other = zero3 + comm + logits + ctx.reservedBytes;
-    return weights + grads + optimizer + act + other;
+    return stageMemory(*ctx.model, plan, *ctx.recipe, s.memory, params, stage, ctx.reservedBytes, ctx.capacityBytes)
+        .totalBytes();
 }
 } // namespace
 

@@ -82,7 +82,7 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
 // Per (tp, cp, ep, micro_batch, sp, recompute): memory and compute of one micro-batch on one rank.
 struct ShapeCosts {
     // memory (predictMemory's terms)
-    double layerAct = 0.0, layerActFull = 0.0;
+    MemoryShapeTerms memory;                 // the memory model's per-shape terms
     double tokens = 0.0, tokensSp = 0.0, hidden = 0.0, elemBytes = 2.0, maskBytes = 0.0;
     double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, vocabPadded = 0.0;
     // bytes moved per micro-batch (traffic.cpp): a hidden state, CP K/V, EP routed tokens, a p2p message

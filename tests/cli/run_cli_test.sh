@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of `tessel run` under mpirun: outputs, predicted vs measured actions, bad plans rejected
-# before any rank starts, and a rank that dies ending the whole run with its rank named.
+# before any rank starts, a rank that dies ending the whole run with its rank named, and checkpoints/--resume.
 source "$(dirname "$0")/lib.sh"
 
 # 1. A 2-stage pipeline on 2 ranks: every output is there and the loss falls.
@@ -62,5 +62,55 @@ check "crash exits 1" $([ $rc -eq 1 ]; echo $?)
 check "crash names rank 1" "$(grep -q -E 'rank 1|rank: 1|process rank 1' "$tmp/err"; echo $?)"
 check "crash ends in time" $([ $((end - start)) -lt 60 ]; echo $?)
 check "nothing left running" "$(! pgrep -f "tessel-worker --run-dir $tmp/crash" >/dev/null; echo $?)"
+
+# 5. Checkpoints: 2 steps, then --resume up to 4 in the same folder, gives byte for byte the losses of 4 steps
+# in one go (which also saves every step, keeping the last 2 checkpoints); --resume needs a checkpoint.
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --checkpoint-every 1 --out "$tmp/whole" >/dev/null 2>"$tmp/err"; rc=$?
+check "uninterrupted run exits 0" $rc
+check "keeps the last 2 checkpoints" "$([ -f "$tmp/whole/checkpoints/step-4/manifest.json" ] &&
+  [ -f "$tmp/whole/checkpoints/step-3/manifest.json" ] && [ ! -e "$tmp/whole/checkpoints/step-2" ] &&
+  [ -f "$tmp/whole/checkpoints/step-4/rank-1.bin" ]; echo $?)"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 2 --out "$tmp/split" >/dev/null 2>"$tmp/err"; rc=$?
+check "first half exits 0" $rc
+check "first half saved step 2" "$([ -f "$tmp/split/checkpoints/step-2/manifest.json" ]; echo $?)"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --out "$tmp/split" >/dev/null 2>"$tmp/err"; rc=$?
+check "no --resume: non-empty --out still refused" $([ $rc -eq 2 ]; echo $?)
+check "refusal mentions --resume" "$(contains "$tmp/err" '--resume')"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --resume --out "$tmp/split" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "resume exits 0" $rc
+check "resume says where it starts" "$(contains "$tmp/err" 'resuming from .*step-2')"
+check "losses identical byte for byte" "$(cmp -s "$tmp/whole/losses.jsonl" "$tmp/split/losses.jsonl"; echo $?)"
+check "resumed run saved step 4" "$([ -f "$tmp/split/checkpoints/step-4/manifest.json" ]; echo $?)"
+python3 - "$tmp/split" <<'PY'; check "resumed measurements hold the resumed steps" $?
+import json, sys
+steps = {json.loads(l)["step"] for l in open(sys.argv[1] + "/measurements.jsonl")}
+assert steps == {2, 3}, steps
+PY
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --resume --out "$tmp/split" >/dev/null 2>"$tmp/err"; rc=$?
+check "nothing left to train exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --steps" "$(contains "$tmp/err" '--steps')"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 6 --pp 1 --dp 2 --resume --out "$tmp/split" >/dev/null 2>"$tmp/err"; rc=$?
+check "resume with another plan exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names the plans" "$(contains "$tmp/err" 'written by tp=1 pp=2 dp=1.*this run is tp=1 pp=1 dp=2')"
+# A run that dies after its step-3 checkpoint resumes from it, to the same losses.
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --checkpoint-every 1 --timeout 5 --fail-rank 1 --fail-at-step 3 \
+  --out "$tmp/died" >/dev/null 2>"$tmp/err"; rc=$?
+check "dying run exits 1" $([ $rc -eq 1 ]; echo $?)
+check "dying run left step 3" "$([ -f "$tmp/died/checkpoints/step-3/manifest.json" ] &&
+  [ "$(wc -l <"$tmp/died/losses.jsonl")" -eq 3 ]; echo $?)"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --resume --out "$tmp/died" >/dev/null 2>"$tmp/err"; rc=$?
+check "resume after a crash exits 0" $rc
+check "losses after a crash identical" "$(cmp -s "$tmp/whole/losses.jsonl" "$tmp/died/losses.jsonl"; echo $?)"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --resume --out "$tmp/nockpt" >/dev/null 2>"$tmp/err"; rc=$?
+check "resume without a checkpoint exits 2" $([ $rc -eq 2 ]; echo $?)
+check "says there is no checkpoint" "$(contains "$tmp/err" 'no complete checkpoint')"
+check "no folder made" "$([ ! -e "$tmp/nockpt" ]; echo $?)"
+mkdir -p "$tmp/incomplete/checkpoints/step-2"; touch "$tmp/incomplete/checkpoints/step-2/rank-0.bin"
+"$TESSEL" run tiny-cpu --ranks 2 --steps 4 --resume --out "$tmp/incomplete" >/dev/null 2>"$tmp/err"; rc=$?
+check "resume from an incomplete checkpoint exits 2" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" run tiny-cpu --ranks 2 --steps 1 --force --out "$tmp/split" >/dev/null 2>"$tmp/err"; rc=$?
+check "--force starts afresh" $rc
+check "--force replaced the checkpoints" "$([ -f "$tmp/split/checkpoints/step-1/manifest.json" ] &&
+  [ ! -e "$tmp/split/checkpoints/step-4" ]; echo $?)"
 
 finish

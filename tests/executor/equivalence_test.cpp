@@ -7,22 +7,8 @@
 namespace tessel::exec {
 namespace {
 
-ModelConfig tinyModel(bool swiglu) {
-    ModelConfig m = loadModelRef(swiglu ? "tiny-moe" : "tiny", "test");
-    m.moe.reset();          // the dense variant of each
-    m.ffnHidden = swiglu ? 128 : 256;
-    m.seqLen = 16;
-    return m;
-}
-
-Plan basePlan() {
-    Plan p;
-    p.precision = "cpu_fp64";
-    p.globalBatch = 8;
-    p.microBatch = 2;
-    p.flashAttention = true;
-    return p;
-}
+using test::basePlan;
+using test::tinyModel;
 
 struct Case {
     std::string name;

@@ -40,6 +40,26 @@ inline std::string testText() {
     return text;
 }
 
+// The tiny test model (scenarios/models/tiny.json, or the SwiGLU/RMSNorm/RoPE variant tiny-moe without its MoE
+// block), with short sequences so a step takes milliseconds.
+inline ModelConfig tinyModel(bool swiglu = false) {
+    ModelConfig m = loadModelRef(swiglu ? "tiny-moe" : "tiny", "test");
+    m.moe.reset();
+    m.ffnHidden = swiglu ? 128 : 256;
+    m.seqLen = 16;
+    return m;
+}
+
+// The executor's reference recipe on a global batch of 8 sequences in micro-batches of 2.
+inline Plan basePlan() {
+    Plan p;
+    p.precision = "cpu_fp64";
+    p.globalBatch = 8;
+    p.microBatch = 2;
+    p.flashAttention = true;
+    return p;
+}
+
 inline RunResult runPlan(const ModelConfig& model, const Plan& plan, int steps, TrainHyper hyper = {}) {
     const int world = plan.worldSize();
     auto w = makeInProcessWorld(world);

@@ -37,6 +37,14 @@ double layerActivationBytes(const ModelConfig& model, const Plan& plan, const Pr
 // The same layer's activations with no recompute (the working set rebuilt during full recompute).
 double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
 
+// Mean and 1/std kept by the two norms of a layer for backward (not part of Korthikanti's Table 2, which
+// omits them; fp32, or the compute dtype when wider). Zero under full recompute.
+double layerNormStatisticsBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+
+// What ZB-H1's deferred weight-gradient (W) pass keeps per layer and micro-batch: the inputs and output
+// gradients of the layer's GEMMs.
+double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+
 // Micro-batches whose activations stage `stage` holds at its peak, in units of one micro-batch through
 // all the stage's layers. GPipe: m; 1F1B and ZB-H1: min(m, p - stage); interleaved: Megatron-LM's warm-up
 // count (p - stage - 1) x 2 + (v - 1) x p + 1, capped at m x v, in chunk units divided by v.
@@ -78,6 +86,24 @@ struct MemoryReport {
 // The memory model. The verdict is data (fits, headroom), never an exception; the plan must already be
 // valid (validatePlan).
 MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+
+// The parts of the memory model that depend only on the plan's shapes (degrees, micro-batch, recompute,
+// SP, recipe), not on the stage: computed once per shape and reused for every stage (and, in the search,
+// for every plan of the same shape).
+struct MemoryShapeTerms {
+    double layerActivations = 0.0;     // layerActivationBytes
+    double layerFullActivations = 0.0; // layerActivationBytesNoRecompute
+    double normStatistics = 0.0;       // layerNormStatisticsBytes
+    double weightGradientSet = 0.0;    // weightGradientPendingBytes (ZB-H1)
+    double duringBackwardInput = 0.0;  // ZB-H1: what one layer's B pass adds before it frees the layer
+    double elementBytes = 2.0, tokens = 0.0, tokensSp = 0.0, hidden = 0.0, maskBytes = 0.0;
+    double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0;
+};
+MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+// One stage of predictMemory, from the shape terms and that stage's parameters.
+StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
+                        const MemoryShapeTerms& terms, const StageParameters& params, int stage,
+                        double reservedBytes, double capacityBytes);
 
 // Model-state bytes (weights + grads + optimizer) per parameter under a recipe and ZeRO stage over N ranks
 // (Rajbhandari et al. 2020, Figure 1): for checks and quick estimates.

@@ -69,10 +69,31 @@ public:
     // full name (for tests that compare against one rank). Collective over the TP group.
     std::map<std::string, std::vector<double>> gatherFullParameters();
 
+    // Sharded checkpoint of the state after `nextStep` steps, in dir/step-<nextStep>/: this rank writes only
+    // rank-<R>.bin (its parameter values, Adam moments or ZeRO shards, and Adam's step counter) through a temp
+    // file, fsync and rename; once every rank has written, rank 0 writes manifest.json (sizes and checksums),
+    // which marks the checkpoint complete, then deletes complete checkpoints older than the previous one.
+    // Call between steps. Collective over the world; a failure on any rank throws on every rank.
+    void saveCheckpoint(const std::string& dir, int nextStep);
+    // Restores the newest complete checkpoint under `dir` and returns its step, the next step to run.
+    // InputError when there is none, or when it was written by another world size, plan, model, element type
+    // or hyper-parameters (naming what differs); RuntimeError naming the file when a shard fails its checksum
+    // or header. Nothing is restored unless every rank's shard verifies. Collective over the world.
+    int loadCheckpoint(const std::string& dir);
+
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
     std::vector<ActionRecord> records_;
 };
+
+// dir/step-<step>: the folder of one checkpoint.
+std::string checkpointStepDir(const std::string& dir, int step);
+// The step of the newest complete checkpoint (a step-<N> folder holding manifest.json) under `dir`, or -1.
+int newestCheckpointStep(const std::string& dir);
+// Throws InputError naming what differs when the checkpoint of `step` under `dir` was not written by a run
+// of this world size, plan, model and hyper-parameters (its manifest is read; no shard is opened).
+void checkCheckpointMatches(const std::string& dir, int step, const ModelConfig& model, const Plan& plan,
+                            const TrainHyper& hyper);
 
 } // namespace tessel::exec
