@@ -1,0 +1,119 @@
+// The knobs of the selected plan, wired to PlanSession.
+#include "app/knob_panel.hpp"
+
+#include "core/format.hpp"
+#include "core/plan_session.hpp"
+#include "core/search_controller.hpp"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace tessel::gui {
+
+namespace {
+constexpr Schedule kSchedules[] = {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble};
+constexpr Recompute kRecomputes[] = {Recompute::None, Recompute::Selective, Recompute::Full};
+} // namespace
+
+KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), session_(session) {
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(4, 2, 4, 2);
+    outer->setSpacing(2);
+    auto* row = new QHBoxLayout;
+    row->setSpacing(6);
+    row->addWidget(new QLabel(QStringLiteral("<b>Knobs</b>"), this));
+
+    auto label = [&](const QString& text) { row->addWidget(new QLabel(text, this)); };
+    microBatch_ = new QSpinBox(this);
+    microBatch_->setRange(1, 4096);
+    microBatch_->setKeyboardTracking(false);
+    microBatch_->setToolTip(QStringLiteral("Micro-batch size in sequences"));
+    label(QStringLiteral("mb"));
+    row->addWidget(microBatch_);
+    recompute_ = new QComboBox(this);
+    for (Recompute r : kRecomputes) recompute_->addItem(QString::fromStdString(toString(r)));
+    recompute_->setToolTip(QStringLiteral("Activation recomputation"));
+    label(QStringLiteral("recompute"));
+    row->addWidget(recompute_);
+    zero_ = new QComboBox(this);
+    zero_->addItems({QStringLiteral("0"), QStringLiteral("1"), QStringLiteral("2"), QStringLiteral("3")});
+    zero_->setToolTip(QStringLiteral("ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also weights"));
+    label(QStringLiteral("ZeRO"));
+    row->addWidget(zero_);
+    vpp_ = new QSpinBox(this);
+    vpp_->setRange(1, 64);
+    vpp_->setKeyboardTracking(false);
+    vpp_->setToolTip(QStringLiteral("Virtual pipeline stages per rank (interleaved_1f1b needs >= 2)"));
+    label(QStringLiteral("vpp"));
+    row->addWidget(vpp_);
+    schedule_ = new QComboBox(this);
+    for (Schedule s : kSchedules) schedule_->addItem(QString::fromStdString(toString(s)));
+    schedule_->setToolTip(QStringLiteral("Pipeline schedule"));
+    row->addWidget(schedule_);
+    reset_ = new QPushButton(QStringLiteral("Reset"), this);
+    reset_->setToolTip(QStringLiteral("Back to the selected plan's knobs"));
+    pinA_ = new QPushButton(QStringLiteral("Pin A"), this);
+    pinB_ = new QPushButton(QStringLiteral("Pin B"), this);
+    pinA_->setToolTip(QStringLiteral("Keep this plan as A in the Compare tab"));
+    pinB_->setToolTip(QStringLiteral("Keep this plan as B in the Compare tab"));
+    row->addStretch(1);
+    row->addWidget(reset_);
+    row->addWidget(pinA_);
+    row->addWidget(pinB_);
+    outer->addLayout(row);
+    // Second line: what is on screen (the plan, marked when a knob changed it) and why it is not simulated.
+    summary_ = new QLabel(this);
+    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summary_->setWordWrap(true);
+    outer->addWidget(summary_);
+    problems_ = new QLabel(this);
+    problems_->setWordWrap(true);
+    problems_->setStyleSheet(QStringLiteral("color: #c62828;"));
+    problems_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    problems_->hide();
+    outer->addWidget(problems_);
+
+    connect(microBatch_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) session_->setMicroBatch(v);
+    });
+    connect(recompute_, &QComboBox::activated, this, [this](int i) { session_->setRecompute(kRecomputes[i]); });
+    connect(zero_, &QComboBox::activated, this, [this](int i) { session_->setZeroStage(i); });
+    connect(vpp_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) session_->setVpp(v);
+    });
+    connect(schedule_, &QComboBox::activated, this, [this](int i) { session_->setSchedule(kSchedules[i]); });
+    connect(reset_, &QPushButton::clicked, session_, &PlanSession::resetKnobs);
+    connect(pinA_, &QPushButton::clicked, this, [this]() { session_->pin(0); });
+    connect(pinB_, &QPushButton::clicked, this, [this]() { session_->pin(1); });
+    connect(session_, &PlanSession::evaluationChanged, this, &KnobPanel::refresh);
+    refresh();
+}
+
+void KnobPanel::refresh() {
+    updating_ = true;
+    const PlanEvaluation& e = session_->evaluation();
+    const Plan& p = e.plan;
+    microBatch_->setValue(p.microBatch);
+    recompute_->setCurrentIndex(static_cast<int>(p.recompute));
+    zero_->setCurrentIndex(p.zeroStage);
+    vpp_->setValue(p.vpp);
+    schedule_->setCurrentIndex(static_cast<int>(p.schedule));
+    QString text = QStringLiteral("<b>%1</b>").arg(planSummary(p).toHtmlEscaped());
+    if (session_->isEdited()) text += QStringLiteral(" <i>(edited)</i>");
+    summary_->setText(text);
+    reset_->setEnabled(session_->isEdited());
+    pinA_->setEnabled(e.ok());
+    pinB_->setEnabled(e.ok());
+    QString problems;
+    if (!e.problems.empty()) problems = QStringLiteral("Not simulated - fix the plan: ") + problemsText(e.problems).replace(QLatin1Char('\n'), QStringLiteral("; "));
+    else if (!e.error.isEmpty()) problems = QStringLiteral("Simulation failed: ") + e.error;
+    problems_->setText(problems);
+    problems_->setVisible(!problems.isEmpty());
+    updating_ = false;
+}
+
+} // namespace tessel::gui

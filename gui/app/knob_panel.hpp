@@ -1,0 +1,46 @@
+// The knobs of the selected plan (micro-batch, recompute, ZeRO, vpp, schedule): turning one re-validates
+// and re-simulates the plan at once through PlanSession; problems show inline, in red.
+#pragma once
+
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+
+namespace tessel::gui {
+
+class PlanSession;
+
+class KnobPanel : public QWidget {
+    Q_OBJECT
+public:
+    KnobPanel(PlanSession* session, QWidget* parent = nullptr);
+
+    QSpinBox* microBatch() const { return microBatch_; }
+    QComboBox* recompute() const { return recompute_; }
+    QComboBox* zero() const { return zero_; }
+    QSpinBox* vpp() const { return vpp_; }
+    QComboBox* schedule() const { return schedule_; }
+    QPushButton* pinA() const { return pinA_; }
+    QPushButton* pinB() const { return pinB_; }
+
+private:
+    void refresh();
+
+    PlanSession* session_;
+    bool updating_ = false;
+    QLabel* summary_;
+    QSpinBox* microBatch_;
+    QComboBox* recompute_;
+    QComboBox* zero_;
+    QSpinBox* vpp_;
+    QComboBox* schedule_;
+    QPushButton* reset_;
+    QPushButton* pinA_;
+    QPushButton* pinB_;
+    QLabel* problems_;
+};
+
+} // namespace tessel::gui

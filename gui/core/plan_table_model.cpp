@@ -1,0 +1,122 @@
+// The ranked plans of a search as a table model.
+#include "core/plan_table_model.hpp"
+
+#include "core/format.hpp"
+
+#include <array>
+
+namespace tessel::gui {
+
+namespace {
+struct ColumnInfo {
+    const char* key;
+    const char* title;
+    const char* tip;
+};
+// Keys double as filter names; titles stay short so all columns fit a 1280-pixel window.
+constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
+    {"rank", "#", "Rank by the search objective"},
+    {"step", "step", "Simulated step time"},
+    {"mfu", "MFU", "Model FLOPs utilisation"},
+    {"bubble", "bubble", "Pipeline bubble (mean over stages, share of the step)"},
+    {"peak", "peak GiB", "Peak memory per GPU over the pipeline stages"},
+    {"tp", "tp", "Tensor-parallel degree"},
+    {"pp", "pp", "Pipeline-parallel stages"},
+    {"dp", "dp", "Data-parallel degree"},
+    {"cp", "cp", "Context-parallel degree"},
+    {"ep", "ep", "Expert-parallel degree"},
+    {"vpp", "vpp", "Virtual pipeline stages (model chunks) per rank"},
+    {"mb", "mb", "Micro-batch size in sequences"},
+    {"zero", "ZeRO", "ZeRO stage (0-3)"},
+    {"recompute", "recompute", "Activation recomputation"},
+    {"sp", "SP", "Sequence parallelism"},
+    {"schedule", "schedule", "Pipeline schedule"},
+    {"tokens", "tokens/s", "Training throughput"},
+    {"order", "rank order", "Process-group rank order, fastest dimension first"},
+}};
+} // namespace
+
+PlanTableModel::PlanTableModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void PlanTableModel::setPlans(std::vector<sim::RankedPlan> plans, double capacityBytes) {
+    beginResetModel();
+    plans_ = std::move(plans);
+    capacityBytes_ = capacityBytes;
+    endResetModel();
+}
+
+void PlanTableModel::clear() { setPlans({}, 0.0); }
+
+int PlanTableModel::columnForKey(const QString& key) {
+    const QString k = key.trimmed().toLower();
+    if (k == QLatin1String("micro_batch") || k == QLatin1String("micro-batch")) return MicroBatch;
+    if (k == QLatin1String("zero_stage")) return Zero;
+    if (k == QLatin1String("mem") || k == QLatin1String("memory")) return PeakGiB;
+    for (int c = 0; c < ColumnCount; ++c)
+        if (k == QLatin1String(kColumns[static_cast<size_t>(c)].key)) return c;
+    return -1;
+}
+
+QString PlanTableModel::columnKey(int column) {
+    if (column < 0 || column >= ColumnCount) return {};
+    return QLatin1String(kColumns[static_cast<size_t>(column)].key);
+}
+
+int PlanTableModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(plans_.size());
+}
+
+int PlanTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() < 0 || index.row() >= rowCount() || index.column() < 0 ||
+        index.column() >= ColumnCount)
+        return {};
+    const sim::RankedPlan& r = plans_[static_cast<size_t>(index.row())];
+    const Plan& p = r.plan;
+    const bool fits = capacityBytes_ <= 0.0 || r.peakBytes <= capacityBytes_;
+    if (role == FitsRole) return fits;
+    if (role == Qt::ToolTipRole) return QString::fromStdString(r.why);
+    if (role == Qt::TextAlignmentRole) {
+        const int c = index.column();
+        const bool words = c == Recompute || c == Schedule || c == RankOrder || c == SequenceParallel;
+        return QVariant::fromValue(Qt::Alignment(words ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter));
+    }
+    if (role != Qt::DisplayRole && role != SortRole) return {};
+    const bool display = role == Qt::DisplayRole;
+    auto number = [&](double v, const QString& text) { return display ? QVariant(text) : QVariant(v); };
+    auto integer = [&](int v) { return display ? QVariant(QString::number(v)) : QVariant(static_cast<double>(v)); };
+    switch (index.column()) {
+    case Rank: return integer(index.row() + 1);
+    case Tp: return integer(p.tp);
+    case Pp: return integer(p.pp);
+    case Dp: return integer(p.dp);
+    case Cp: return integer(p.cp);
+    case Ep: return integer(p.ep);
+    case Vpp: return integer(p.vpp);
+    case MicroBatch: return integer(p.microBatch);
+    case Zero: return integer(p.zeroStage);
+    case Recompute: return QString::fromStdString(toString(p.recompute));
+    case SequenceParallel: return p.sequenceParallel ? QStringLiteral("on") : QStringLiteral("off");
+    case Schedule: return QString::fromStdString(toString(p.schedule));
+    case PeakGiB: return number(toGiB(r.peakBytes), QString::number(toGiB(r.peakBytes), 'f', 1));
+    case StepSeconds: return number(r.metrics.stepSeconds, secondsText(r.metrics.stepSeconds));
+    case Bubble: return number(r.metrics.bubbleFraction * 100.0, percentText(r.metrics.bubbleFraction));
+    case Mfu: return number(r.metrics.mfu * 100.0, percentText(r.metrics.mfu));
+    case TokensPerSecond:
+        return number(r.metrics.tokensPerSecond, QString::number(r.metrics.tokensPerSecond, 'f', 0));
+    case RankOrder: return QString::fromStdString(p.rankOrderString());
+    default: return {};
+    }
+}
+
+QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
+    const ColumnInfo& c = kColumns[static_cast<size_t>(section)];
+    if (role == Qt::DisplayRole) return QString::fromLatin1(c.title);
+    if (role == Qt::ToolTipRole)
+        return QString::fromLatin1(c.tip) + QStringLiteral(" (filter key: ") + QLatin1String(c.key) + QLatin1Char(')');
+    return {};
+}
+
+} // namespace tessel::gui

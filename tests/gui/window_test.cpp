@@ -1,0 +1,283 @@
+// The main window under the offscreen platform: a search started and cancelled from the panel with the
+// event loop still turning, a searched GPT-3 175B plan selected with the charts' data checked against the
+// cost model and simulator, an OOM plan, two pinned plans, a measured run; PNG screenshots of each state
+// at 1280x800 go to $TESSEL_SCREENSHOT_DIR (default: <build>/screenshots) for a person to look at.
+#include "gui_test_support.hpp"
+
+#include "app/chart_widgets.hpp"
+#include "app/knob_panel.hpp"
+#include "app/main_window.hpp"
+#include "app/scenario_panel.hpp"
+#include "core/chart_export.hpp"
+
+#include "tessel/cost/memory.hpp"
+#include "tessel/sim/trace.hpp"
+
+#include <QDir>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include <fstream>
+
+namespace tessel::gui::test {
+
+namespace {
+QString screenshotDir() {
+    const QByteArray env = qgetenv("TESSEL_SCREENSHOT_DIR");
+    return env.isEmpty() ? QStringLiteral(TESSEL_DEFAULT_SCREENSHOT_DIR) : QString::fromLocal8Bit(env);
+}
+} // namespace
+
+class WindowTest : public QObject {
+    Q_OBJECT
+private:
+    std::unique_ptr<MainWindow> window_;
+    QString dir_;
+
+    void shoot(const QString& name) {
+        QApplication::processEvents();
+        QTest::qWait(30);
+        const QImage image = window_->grab().toImage();
+        QCOMPARE(image.size(), QSize(1280, 800));
+        const QString path = QDir(dir_).filePath(name);
+        QVERIFY2(image.save(path, "PNG"), qPrintable(path));
+        qInfo("screenshot: %s", qPrintable(path));
+    }
+
+private slots:
+    void initTestCase() {
+        dir_ = screenshotDir();
+        QVERIFY(QDir().mkpath(dir_));
+        window_ = std::make_unique<MainWindow>();
+        window_->resize(1280, 800);
+        window_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+        // The default scenario (GPT-3 175B, Megatron's TP8 PP8 DP16 plan) is shown before any search.
+        QVERIFY(window_->session()->evaluation().ok());
+        QCOMPARE(window_->session()->scenario().model.name, std::string("gpt3-175b"));
+    }
+
+    void cancelFromThePanelKeepsTheWindowResponsive() {
+        ScenarioPanel* panel = window_->scenarioPanel();
+        panel->setFixText(QString());   // the whole GPT-3 space: far longer than 100 ms
+        QSignalSpy finished(window_->searchController(), &SearchController::finished);
+        int ticks = 0, ticksAtFinish = -1;
+        QTimer ticker;
+        ticker.setInterval(5);
+        QObject scope;   // the connections below capture locals: they must end with this function
+        connect(&ticker, &QTimer::timeout, &scope, [&]() { ++ticks; });
+        connect(window_->searchController(), &SearchController::finished, &scope, [&]() { ticksAtFinish = ticks; });
+        ticker.start();
+        QTest::mouseClick(panel->searchButton(), Qt::LeftButton);
+        QVERIFY(window_->searchController()->isRunning());
+        QVERIFY(!panel->searchButton()->isEnabled());
+        QVERIFY(panel->cancelButton()->isEnabled());
+        QTimer::singleShot(50, this, [panel]() { QTest::mouseClick(panel->cancelButton(), Qt::LeftButton); });
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.first().first().toBool(), true);
+        QVERIFY2(ticksAtFinish >= 3, qPrintable(QString::number(ticksAtFinish)));
+        QVERIFY(panel->searchButton()->isEnabled());
+        QVERIFY(!panel->cancelButton()->isEnabled());
+    }
+
+    void searchedPlanChartsMatchTheLibraries() {
+        ScenarioPanel* panel = window_->scenarioPanel();
+        panel->setFixText(QStringLiteral("tp=8"));
+        QSignalSpy finished(window_->searchController(), &SearchController::finished);
+        QVERIFY(window_->startSearch());
+        QVERIFY(finished.wait(120000));
+        QCOMPARE(finished.first().first().toBool(), false);
+        QVERIFY(window_->planProxy()->rowCount() > 0);
+        QVERIFY(window_->rejectionModel()->rowCount() > 0);
+        QCOMPARE(panel->progressBar()->value(), panel->progressBar()->maximum());
+        // The best plan is selected: the charts show its memory and timeline.
+        const sim::RankedPlan& best = window_->planModel()->plan(0);
+        QCOMPARE(best.plan.tp, 8);
+        QVERIFY(planToJson(window_->session()->currentPlan()) == planToJson(best.plan));
+        const Scenario& s = window_->session()->scenario();
+        const MemoryReport expected = predictMemory(s.model, s.cluster, best.plan);
+        const MemoryChartData& memory = window_->memoryChart()->data();
+        QCOMPARE(memory.stages.size(), expected.stages.size());
+        for (size_t i = 0; i < expected.stages.size(); ++i)
+            QCOMPARE(memory.stages[i].totalGib, expected.stages[i].totalBytes() / (1024.0 * 1024.0 * 1024.0));
+        QCOMPARE(window_->breakdownChart()->data().stepSeconds, best.metrics.stepSeconds);
+        QCOMPARE(window_->timeline()->geometry().totalSeconds(), best.metrics.stepSeconds);
+        // Selecting another row shows that plan.
+        if (window_->planProxy()->rowCount() > 1) {
+            window_->selectPlanRow(1);
+            const QModelIndex source = window_->planProxy()->mapToSource(window_->planProxy()->index(1, 0));
+            QCOMPARE(window_->breakdownChart()->data().stepSeconds, window_->planModel()->plan(source.row()).metrics.stepSeconds);
+            window_->selectPlanRow(0);
+        }
+        shoot(QStringLiteral("main-search.png"));
+    }
+
+    void oomPlanTurnsRed() {
+        // Megatron's GPT-3 plan without recompute at micro-batch 4: the first stages hold too many activations.
+        window_->session()->selectPlan(defaultScenario().plan);
+        window_->session()->setRecompute(Recompute::None);
+        window_->knobPanel()->microBatch()->setValue(4);   // through the knob, as a user would
+        QCOMPARE(window_->session()->currentPlan().microBatch, 4);
+        const MemoryChartData& memory = window_->memoryChart()->data();
+        QVERIFY(!memory.fits);
+        QVERIFY(memory.oomStageCount() > 0);
+        QVERIFY(!memory.stages.front().fits);
+        QVERIFY(memory.stages.back().fits);
+        shoot(QStringLiteral("main-oom.png"));
+    }
+
+    void pinnedPlansCompare() {
+        window_->session()->resetKnobs();
+        QTest::mouseClick(window_->knobPanel()->pinA(), Qt::LeftButton);
+        window_->knobPanel()->microBatch()->setValue(2);
+        QTest::mouseClick(window_->knobPanel()->pinB(), Qt::LeftButton);
+        QCOMPARE(window_->detailTabs()->currentIndex(), 1);
+        const CompareModel* compare = window_->compareModel();
+        const int step = compare->rowForMetric(QStringLiteral("step time"));
+        QCOMPARE(*compare->value(step, CompareModel::A), window_->session()->pinned(0)->metrics.stepSeconds);
+        QCOMPARE(*compare->value(step, CompareModel::B), window_->session()->evaluation().simulation->metrics.stepSeconds);
+        shoot(QStringLiteral("main-compare.png"));
+    }
+
+    void measuredRunOverlay() {
+        // A "run" of the plan on screen, 10% slower than predicted everywhere, with memory 3% above.
+        const sim::PlanSimulation& sim = *window_->session()->evaluation().simulation;
+        nlohmann::json trace = sim::chromeTrace(sim);
+        for (auto& ev : trace["traceEvents"])
+            if (ev.value("ph", "") == "X") {
+                ev["ts"] = ev["ts"].get<double>() * 1.1;
+                ev["dur"] = ev["dur"].get<double>() * 1.1;
+            }
+        trace["otherData"].erase("step_seconds");
+        nlohmann::json stages = nlohmann::json::array();
+        for (const auto& st : sim.memory.stages) stages.push_back({{"stage", st.stage}, {"peak_bytes", st.totalBytes() * 1.03}});
+        QTemporaryDir tmp;
+        const QString tracePath = tmp.filePath(QStringLiteral("run-trace.json"));
+        const QString memoryPath = tmp.filePath(QStringLiteral("memory.json"));
+        std::ofstream(tracePath.toStdString()) << trace.dump();
+        std::ofstream(memoryPath.toStdString()) << nlohmann::json{{"stages", stages}}.dump();
+        QVERIFY(window_->openMeasuredRunFiles(tracePath, memoryPath));
+        QCOMPARE(window_->detailTabs()->currentIndex(), 2);
+        QVERIFY(window_->measuredModel()->rowCount() > 0);
+        QVERIFY(std::abs(window_->measuredModel()->comparison().stepError() - 0.1) < 1e-6);
+        QVERIFY(window_->timeline()->geometry().hasLane(TimelineLane::Measured));
+        QVERIFY(window_->memoryChart()->data().stages.front().measuredGib.has_value());
+        QVERIFY(window_->breakdownChart()->data().measuredStepSeconds.has_value());
+        shoot(QStringLiteral("main-measured.png"));
+        // With the measured lane, show the timeline too.
+        window_->detailTabs()->setCurrentIndex(0);
+        shoot(QStringLiteral("main-measured-timeline.png"));
+
+        // The exported charts of the same state, as File > Export charts writes them.
+        ChartSet set{window_->memoryChart()->data(), window_->breakdownChart()->data(), window_->timeline()->geometry(),
+                     QStringLiteral("GPT-3 175B, measured vs predicted")};
+        QCOMPARE(exportCharts(QDir(dir_).filePath(QStringLiteral("charts.png")), set), QString());
+        if (svgExportAvailable()) QCOMPARE(exportCharts(QDir(dir_).filePath(QStringLiteral("charts.svg")), set), QString());
+        window_->clearMeasuredRun();
+        QVERIFY(!window_->timeline()->geometry().hasLane(TimelineLane::Measured));
+    }
+
+    void scenarioFilesRoundTripThroughTheCliFormat() {
+        QTemporaryDir tmp;
+        const QString path = tmp.filePath(QStringLiteral("my-plan.json"));
+        window_->session()->setMicroBatch(3);   // 1536 / (3 x 16) = 32 micro-batches
+        QVERIFY(window_->session()->evaluation().ok());
+        const Plan saved = window_->session()->currentPlan();
+        QVERIFY(window_->saveScenarioFile(path));
+        // The file is what `tessel predict FILE` reads.
+        const Scenario loaded = loadScenarioFile(path.toStdString());
+        QVERIFY(planToJson(loaded.plan) == planToJson(saved));
+        QCOMPARE(loaded.model.layers, 96);
+        finishScenario(loaded);
+        window_->session()->resetKnobs();
+        QVERIFY(window_->openScenarioFile(path));
+        QVERIFY(planToJson(window_->session()->currentPlan()) == planToJson(saved));
+        QVERIFY(window_->session()->evaluation().ok());
+        QCOMPARE(window_->planModel()->rowCount(), 0);   // a new scenario clears the old search
+    }
+
+    void traceExportAndFrameworkSettings() {
+        QTemporaryDir tmp;
+        const QString path = tmp.filePath(QStringLiteral("trace.json"));
+        QString error;
+        QVERIFY2(window_->writeTraceFile(path, &error), qPrintable(error));
+        std::ifstream in(path.toStdString());
+        const nlohmann::json trace = nlohmann::json::parse(in);
+        QCOMPARE(trace["traceEvents"].size(), sim::chromeTrace(*window_->session()->evaluation().simulation)["traceEvents"].size());
+        // Megatron-LM takes this plan; it refuses ZeRO-3, and says why.
+        QString problems;
+        const QString megatron = window_->frameworkSettings(0, &problems);
+        QVERIFY2(megatron.contains(QStringLiteral("--tensor-model-parallel-size 8")), qPrintable(megatron.left(400)));
+        window_->session()->setZeroStage(3);
+        QVERIFY(window_->frameworkSettings(0, &problems).isEmpty());
+        QVERIFY(problems.contains(QStringLiteral("/plan/zero_stage")));
+        window_->session()->setZeroStage(0);
+    }
+
+    void editingTheClusterByHandReevaluates() {
+        auto* nodes = window_->scenarioPanel()->findChild<QSpinBox*>(QStringLiteral("nodes"));
+        QVERIFY(nodes);
+        nodes->setValue(64);   // 512 GPUs: tp8 pp8 dp16 no longer fills the cluster
+        QCOMPARE(window_->session()->scenario().cluster.nodes, 64);
+        QVERIFY(!window_->session()->evaluation().ok());
+        QVERIFY(!window_->memoryChart()->data().message.isEmpty());
+        nodes->setValue(128);
+        QVERIFY(window_->session()->evaluation().ok());
+        auto* batch = window_->scenarioPanel()->findChild<QSpinBox*>(QStringLiteral("globalBatch"));
+        batch->setValue(768);
+        QCOMPARE(window_->session()->currentPlan().globalBatch, 768);
+        QVERIFY(window_->session()->evaluation().ok());
+        QCOMPARE(window_->session()->evaluation().simulation->schedule.microBatches, 768 / (16 * window_->session()->currentPlan().microBatch));
+        auto* layers = window_->scenarioPanel()->findChild<QSpinBox*>(QStringLiteral("layers"));
+        layers->setValue(48);
+        QCOMPARE(window_->session()->scenario().model.layers, 48);
+        QVERIFY(window_->session()->evaluation().ok());
+        QCOMPARE(window_->session()->evaluation().simulation->memory.stages.front().layers, 6);
+    }
+
+    void runFolderBringsItsScenario() {
+        // A run folder as the executor leaves it: scenario.json, trace.json (two steps), memory.json.
+        const Scenario s = llamaScenario();
+        const sim::PlanSimulation sim = sim::simulatePlan(s.model, s.cluster, s.plan);
+        nlohmann::json trace = sim::chromeTrace(sim);
+        nlohmann::json events = nlohmann::json::array();
+        for (int step = 0; step < 2; ++step)
+            for (auto ev : trace["traceEvents"]) {
+                if (ev.value("ph", "") != "X") continue;
+                const double factor = step == 0 ? 1.5 : 1.2;
+                ev["ts"] = ev["ts"].get<double>() * factor + step * 1.5 * sim.metrics.stepSeconds * 1e6;
+                ev["dur"] = ev["dur"].get<double>() * factor;
+                ev["args"]["step"] = step;
+                events.push_back(ev);
+            }
+        nlohmann::json ranks = nlohmann::json::array();
+        ranks.push_back({{"rank", 0}, {"stage", 0}, {"peak_total_bytes", sim.memory.stages[0].totalBytes() * 0.9}});
+        QTemporaryDir tmp;
+        std::ofstream(tmp.filePath(QStringLiteral("scenario.json")).toStdString()) << scenarioToJson(s).dump(2);
+        std::ofstream(tmp.filePath(QStringLiteral("trace.json")).toStdString())
+            << nlohmann::json{{"traceEvents", events}, {"otherData", {{"source", "tessel measured"}}}}.dump();
+        std::ofstream(tmp.filePath(QStringLiteral("memory.json")).toStdString())
+            << nlohmann::json{{"schema_version", 1}, {"ranks", ranks}}.dump();
+        QVERIFY(window_->openMeasuredRunWithSiblings(tmp.filePath(QStringLiteral("trace.json"))));
+        QCOMPARE(window_->session()->scenario().model.name, s.model.name);
+        QVERIFY(planToJson(window_->session()->currentPlan()) == planToJson(s.plan));
+        const MeasuredComparison& c = window_->measuredModel()->comparison();
+        QVERIFY(std::abs(c.stepError() - 0.2) < 1e-6);   // the warm-up step is left out
+        QVERIFY(std::abs(*c.memory[0].error() + 0.1) < 1e-9);
+        QVERIFY(window_->memoryChart()->data().stages[0].measuredGib.has_value());
+    }
+
+    void cleanupTestCase() { window_.reset(); }
+};
+
+std::unique_ptr<QObject> makeWindowTest() { return std::make_unique<WindowTest>(); }
+
+} // namespace tessel::gui::test
+
+#include "window_test.moc"
