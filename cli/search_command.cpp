@@ -3,6 +3,7 @@
 #include "table.hpp"
 
 #include "tessel/cost/scenario.hpp"
+#include "tessel/sim/report.hpp"
 #include "tessel/sim/search.hpp"
 
 #include <unistd.h>
@@ -35,61 +36,6 @@ struct SearchFlags {
 std::atomic<bool> gInterrupted{false};
 extern "C" void onInterrupt(int) { gInterrupted = true; }
 
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
-// Parses the --fix entries ("key=value", comma-separated or repeated) into the space.
-void applyFixes(const std::vector<std::string>& entries, sim::SearchSpace& space, ProblemList& problems) {
-    const std::map<std::string, std::string> intKeys{{"tp", "tp"},       {"pp", "pp"},
-                                                     {"dp", "dp"},       {"cp", "cp"},
-                                                     {"ep", "ep"},       {"vpp", "vpp"},
-                                                     {"micro_batch", "micro_batch"}, {"mb", "micro_batch"},
-                                                     {"micro-batch", "micro_batch"}, {"zero_stage", "zero_stage"},
-                                                     {"zero", "zero_stage"}};
-    for (const auto& entry : entries) {
-        if (entry.empty()) continue;
-        const auto eq = entry.find('=');
-        if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
-            problems.add("--fix", "expected key=value, got \"" + entry + "\"");
-            continue;
-        }
-        const std::string key = lower(entry.substr(0, eq));
-        const std::string value = entry.substr(eq + 1);
-        const std::string where = "--fix " + key;
-        if (auto it = intKeys.find(key); it != intKeys.end()) {
-            try {
-                size_t used = 0;
-                const int v = std::stoi(value, &used);
-                if (used != value.size()) throw std::invalid_argument(value);
-                space.fixed[it->second] = v;
-            } catch (const std::exception&) {
-                problems.add(where, "expected an integer, got \"" + value + "\"");
-            }
-        } else if (key == "recompute") {
-            if (value == "none") space.recompute = {Recompute::None};
-            else if (value == "selective") space.recompute = {Recompute::Selective};
-            else if (value == "full") space.recompute = {Recompute::Full};
-            else problems.add(where, "must be none, selective or full, got \"" + value + "\"");
-        } else if (key == "schedule") {
-            if (value == "gpipe") space.schedules = {Schedule::Gpipe};
-            else if (value == "1f1b") space.schedules = {Schedule::OneFOneB};
-            else if (value == "interleaved_1f1b") space.schedules = {Schedule::Interleaved1F1B};
-            else if (value == "zero_bubble") space.schedules = {Schedule::ZeroBubble};
-            else problems.add(where, "must be gpipe, 1f1b, interleaved_1f1b or zero_bubble, got \"" + value + "\"");
-        } else if (key == "sp" || key == "sequence_parallel") {
-            if (value == "on" || value == "true") space.sequenceParallel = {true};
-            else if (value == "off" || value == "false") space.sequenceParallel = {false};
-            else problems.add(where, "must be on or off, got \"" + value + "\"");
-        } else if (key == "rank_order") {
-            space.rankOrders = {parseRankOrder(value, where, problems)};
-        } else {
-            problems.add(where, "unknown key; known keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, recompute, "
-                                "schedule, sp, rank_order");
-        }
-    }
-}
 
 std::string withCommas(uint64_t n) {
     std::string s = std::to_string(n);
@@ -97,11 +43,6 @@ std::string withCommas(uint64_t n) {
     return s;
 }
 
-nlohmann::json breakdownToJson(const sim::StepBreakdown& b) {
-    return {{"compute_seconds", b.computeSeconds},   {"tp_seconds", b.tpSeconds},   {"cp_seconds", b.cpSeconds},
-            {"ep_seconds", b.epSeconds},             {"pp_seconds", b.ppSeconds},   {"dp_seconds", b.dpSeconds},
-            {"optimizer_seconds", b.optimizerSeconds}, {"bubble_seconds", b.bubbleSeconds}};
-}
 
 nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, const sim::SearchOptions& options,
                             const sim::SearchResult& r) {
@@ -121,7 +62,7 @@ nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, co
                        {"tokens_per_second", t.metrics.tokensPerSecond},
                        {"tokens_per_dollar", t.tokensPerDollar},
                        {"bottleneck_stage", t.metrics.bottleneckStage},
-                       {"breakdown", breakdownToJson(t.metrics.breakdown)},
+                       {"breakdown", sim::breakdownToJson(t.metrics.breakdown)},
                        {"why", t.why}});
     }
     return {{"model", s.model.name},
@@ -269,7 +210,7 @@ int runSearch(const SearchFlags& f) {
         else if (*f.flashAttention == "off") space.flashAttention = false;
         else problems.add("--flash-attention", "must be on or off, got \"" + *f.flashAttention + "\"");
     }
-    applyFixes(f.fix, space, problems);
+    sim::applySearchFixes(f.fix, space, problems);
     sim::SearchOptions options;
     options.topK = f.top;
     options.threads = f.threads;

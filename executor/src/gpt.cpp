@@ -81,6 +81,12 @@ struct GptModel::Impl {
     std::vector<ChunkParams> chunks;
     int64_t T = 0, Tl = 0, h = 0, qL = 0, kvL = 0, aL = 0, kvhL = 0, d = 0, fL = 0, vocabLocal = 0, vocabBegin = 0;
     int64_t seqLen = 0, sequences = 0;
+    // Context parallelism: each sequence is cut into 2 cp chunks; CP rank r holds chunks r and 2cp-1-r
+    // (the load-balanced zig-zag split), sLocal = s/cp tokens per sequence at global positions localPos.
+    int cp = 1;
+    int64_t sLocal = 0;
+    std::vector<int64_t> localPos;      // [sLocal] this rank's global positions within a sequence
+    std::vector<std::vector<int64_t>> rankPos; // [cp][sLocal] every CP rank's positions
     double lossScale = 1.0;
     bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
     bool fullRecompute = false;
@@ -156,10 +162,58 @@ struct GptModel::Impl {
         return y;
     }
 
+    std::vector<int64_t> allPositions() const {
+        std::vector<int64_t> pos(static_cast<size_t>(seqLen));
+        for (int64_t i = 0; i < seqLen; ++i) pos[static_cast<size_t>(i)] = i;
+        return pos;
+    }
     std::vector<int64_t> tokenPositions(int64_t rows, int64_t firstRow) const {
         std::vector<int64_t> pos(static_cast<size_t>(rows));
-        for (int64_t i = 0; i < rows; ++i) pos[static_cast<size_t>(i)] = (firstRow + i) % seqLen;
+        for (int64_t i = 0; i < rows; ++i) pos[static_cast<size_t>(i)] = localPos[static_cast<size_t>((firstRow + i) % sLocal)];
         return pos;
+    }
+
+    // ---- context parallelism: K/V all-gather over CP and the reduce-scatter of their gradients ----
+    // Rank-major rows [cp][sequences][sLocal] <-> sequence-major, position-ordered rows [sequences][seqLen].
+    // Each half-chunk of s/(2cp) rows is contiguous on both sides.
+    void cpReorder(const Tensor& src, Tensor& dst, bool toPositionOrder) {
+        const int64_t c = seqLen / (2 * cp), cols = src.dim(1);
+        Tensor tmp = be.empty({c, cols}, kBuf);
+        for (int r = 0; r < cp; ++r)
+            for (int64_t i = 0; i < sequences; ++i)
+                for (int half = 0; half < 2; ++half) {
+                    const int64_t rankRow = (r * sequences + i) * sLocal + half * c;
+                    const int64_t posRow = i * seqLen + rankPos[static_cast<size_t>(r)][static_cast<size_t>(half * c)];
+                    be.copyRows(src, toPositionOrder ? rankRow : posRow, tmp);
+                    be.copyRowsInto(tmp, dst, toPositionOrder ? posRow : rankRow);
+                }
+    }
+    // [T, kvL] local -> [sequences * seqLen, kvL] every position's rows (identity without CP).
+    Tensor cpGather(const Tensor& x) {
+        if (cp == 1) return x;
+        Tensor all = be.empty({T * cp, x.dim(1)}, kBuf);
+        ctx.comm->allGather(x, all, ctx.cp);
+        Tensor full = be.empty({sequences * seqLen, x.dim(1)}, kBuf);
+        cpReorder(all, full, true);
+        return full;
+    }
+    // [sequences * seqLen, kvL] partial gradients -> [T, kvL] this rank's rows, summed over CP.
+    Tensor cpReduce(const Tensor& full) {
+        if (cp == 1) return full;
+        Tensor all = be.empty({T * cp, full.dim(1)}, kBuf);
+        cpReorder(full, all, false);
+        Tensor mine = be.empty({T, full.dim(1)}, kBuf);
+        ctx.comm->reduceScatter(all, mine, ctx.cp);
+        return mine;
+    }
+    // This rank's tokens (or targets) of the full micro-batch.
+    std::vector<int32_t> localRows(const std::vector<int32_t>& full) const {
+        if (cp == 1) return full;
+        std::vector<int32_t> out;
+        out.reserve(static_cast<size_t>(T));
+        for (int64_t i = 0; i < sequences; ++i)
+            for (int64_t p : localPos) out.push_back(full[static_cast<size_t>(i * seqLen + p)]);
+        return out;
     }
 
     void normForward(const Tensor& x, int w, int b, Tensor& y, Tensor& mean, Tensor& rstd, MemoryCategory cat) {
@@ -199,10 +253,13 @@ struct GptModel::Impl {
         }
         a.o = be.empty({T, qL}, cat);                                             // [T, qL]
         a.lse = be.empty({T, aL}, cat);                                           // [T, aL]
-        const std::vector<int64_t> seqPos = tokenPositions(seqLen, 0);
+        const std::vector<int64_t> seqPos = tokenPositions(sLocal, 0);            // queries: this rank's positions
+        const std::vector<int64_t> keyPos = allPositions();                       // keys: every position
+        const int64_t S = sequences * seqLen;
+        Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                        // [b s, kvL] with CP
         Tensor ov = a.o.view({T, aL, d});
-        be.attentionForward(a.q.view({T, aL, d}), a.k.view({T, kvhL, d}), a.v.view({T, kvhL, d}), sequences, seqPos,
-                            seqPos, ov, a.lse);
+        be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
+                            seqPos, keyPos, ov, a.lse);
         Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
         Tensor y = reduceSeq(partial);                                            // [Tl, h]
         if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
@@ -250,14 +307,23 @@ struct GptModel::Impl {
         Tensor dO = be.empty({T, qL}, kBuf);                                      // [T, qL]
         be.gemm(false, true, 1.0, dpp, W(L.proj), 0.0, dO);
         weightGrad(acts, a.o, dpp, L.proj, false, defer);
+        const int64_t S = sequences * seqLen;                                     // keys: T without CP
         Tensor dq = be.empty({T, qL}, kBuf);                                      // [T, qL]
-        Tensor dk = be.zeros({T, kvL}, kBuf);                                     // [T, kvL] accumulated
-        Tensor dv = be.zeros({T, kvL}, kBuf);                                     // [T, kvL] accumulated
-        const std::vector<int64_t> seqPos = tokenPositions(seqLen, 0);
-        Tensor dqv = dq.view({T, aL, d}), dkv = dk.view({T, kvhL, d}), dvv = dv.view({T, kvhL, d});
-        be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), a.k.view({T, kvhL, d}),
-                             a.v.view({T, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, seqPos, dqv,
-                             dkv, dvv);
+        Tensor dkAll = be.zeros({S, kvL}, kBuf);                                  // [S, kvL] accumulated
+        Tensor dvAll = be.zeros({S, kvL}, kBuf);                                  // [S, kvL] accumulated
+        const std::vector<int64_t> seqPos = tokenPositions(sLocal, 0);
+        const std::vector<int64_t> keyPos = allPositions();
+        Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                        // re-gathered over CP
+        Tensor dqv = dq.view({T, aL, d});
+        {
+            Tensor dkv0 = dkAll.view({S, kvhL, d}), dvv0 = dvAll.view({S, kvhL, d});
+            be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, kvhL, d}),
+                                 vAll.view({S, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, keyPos, dqv,
+                                 dkv0, dvv0);
+        }
+        Tensor dk = cpReduce(dkAll);                                              // [T, kvL] this rank's keys
+        Tensor dv = cpReduce(dvAll);                                              // [T, kvL]
+        Tensor dkv = dk.view({T, kvhL, d});
         if (rope) {
             const std::vector<int64_t> pos = tokenPositions(T, 0);
             be.rope(dqv, pos, kRopeBase, true);
@@ -282,9 +348,9 @@ struct GptModel::Impl {
 
     // ---- embedding (virtual stage 0) ----
     Tensor embed(const ChunkParams& c, ChunkActs& acts, const MicroBatchData& data) {
-        acts.tokens = data.tokens;
+        acts.tokens = localRows(data.tokens);
         Tensor partial = be.empty({T, h}, kBuf);                                  // [T, h] this vocab shard's rows
-        be.embeddingForward(data.tokens, W(c.wte), vocabBegin, partial);
+        be.embeddingForward(acts.tokens, W(c.wte), vocabBegin, partial);
         Tensor x = reduceSeq(partial);                                            // [Tl, h]
         Tensor out = be.empty({Tl, h}, kAct);
         be.copy(x, out);
@@ -324,7 +390,7 @@ struct GptModel::Impl {
             be.fill(mask, -1e30);
             be.addColumnsInto(mask, acts.logits, validLocal);
         }
-        acts.targets = data.targets;
+        acts.targets = localRows(data.targets);
         // Max over the whole vocabulary: every TP rank contributes its row maxima to its own slot of a
         // tp x T vector, summed over TP (a gather), then each rank takes the max (exact and identical bits).
         const std::vector<double> localMax = be.rowMax(acts.logits);
@@ -336,7 +402,7 @@ struct GptModel::Impl {
             for (int64_t i = 0; i < T; ++i)
                 acts.max[static_cast<size_t>(i)] = std::max(acts.max[static_cast<size_t>(i)], all[static_cast<size_t>(r * T + i)]);
         acts.sumExp = be.rowSumExp(acts.logits, acts.max);
-        std::vector<double> target = be.targetLogits(acts.logits, data.targets, vocabBegin);
+        std::vector<double> target = be.targetLogits(acts.logits, acts.targets, vocabBegin);
         if (ctx.tp.size() > 1) {
             acts.sumExp = ctx.comm->allReduceHost(acts.sumExp, ctx.tp);
             target = ctx.comm->allReduceHost(target, ctx.tp);
@@ -364,7 +430,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     Impl& m = *impl_;
     const Plan& plan = ctx.plan;
     if (model.moe) throw InputError("/model/moe", "the executor does not run mixture-of-experts layers yet");
-    if (plan.cp > 1) throw InputError("/plan/cp", "the executor does not run context parallelism yet");
+    if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
+        throw InputError("/plan/cp", "seq_len must divide by 2 cp (the load-balanced context-parallel split)");
     if (model.dropout > 0.0)
         throw InputError("/model/dropout", "the executor trains without dropout; set dropout to 0");
     if (!plan.flashAttention)
@@ -380,7 +447,21 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.fL = model.ffnHidden / tp;
     m.seqLen = model.seqLen;
     m.sequences = plan.microBatch;
-    m.T = m.sequences * m.seqLen;
+    m.cp = plan.cp;
+    m.sLocal = m.seqLen / m.cp;
+    m.rankPos.resize(static_cast<size_t>(m.cp));
+    for (int r = 0; r < m.cp; ++r) {
+        const int64_t c = m.seqLen / (2 * m.cp);
+        auto& pos = m.rankPos[static_cast<size_t>(r)];
+        if (m.cp == 1) {
+            for (int64_t i = 0; i < m.seqLen; ++i) pos.push_back(i);
+            continue;
+        }
+        for (int64_t i = 0; i < c; ++i) pos.push_back(r * c + i);
+        for (int64_t i = 0; i < c; ++i) pos.push_back((2 * m.cp - 1 - r) * c + i);
+    }
+    m.localPos = m.rankPos[static_cast<size_t>(ctx.cp.myIndex)];
+    m.T = m.sequences * m.sLocal;
     m.sp = plan.sequenceParallel && tp > 1;
     m.Tl = m.sp ? m.T / tp : m.T;
     if (m.sp && m.T % tp != 0) throw InputError("/plan/sequence_parallel", "micro_batch x seq_len must divide by tp");
@@ -551,7 +632,9 @@ std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) 
 Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatchData& data) {
     Impl& m = *impl_;
     const ChunkParams& c = m.chunks.at(static_cast<size_t>(chunk));
-    if (data.sequences != m.sequences || data.seqLen != m.seqLen || static_cast<int64_t>(data.tokens.size()) != m.T)
+    if (data.sequences != m.sequences || data.seqLen != m.seqLen ||
+        static_cast<int64_t>(data.tokens.size()) != m.sequences * m.seqLen ||
+        static_cast<int64_t>(data.targets.size()) != m.sequences * m.seqLen)
         throw RuntimeError("micro-batch " + std::to_string(mb) + " has the wrong shape");
     auto [it, fresh] = m.live.try_emplace({mb, chunk});
     if (!fresh) throw RuntimeError("forward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " twice");

@@ -16,7 +16,6 @@ namespace tessel::exec {
 
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
     if (model.moe) problems.add("/model/moe", "the executor does not run mixture-of-experts layers yet");
-    if (plan.cp > 1) problems.add(pointer + "/cp", "the executor does not run context parallelism yet");
     if (plan.ep > 1) problems.add(pointer + "/ep", "the executor does not run expert parallelism yet");
     if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
     if (!plan.flashAttention)

@@ -68,7 +68,7 @@ struct Trainer::Impl {
         : model(m), ctx(c), be(b), hyper(hp), data(std::move(d)), gpt(m, c, b, hp.seed) {
         schedule = sim::buildSchedule(model, ctx.plan);
         mine = &schedule.forRank(ctx.rank);
-        const int dpSize = ctx.dp.size();
+        const int dpSize = shardGroup().size();
         auto makeBucket = [&](std::vector<int> params) {
             Bucket bk;
             bk.params = std::move(params);
@@ -111,7 +111,7 @@ struct Trainer::Impl {
 
     // Flat [padded, 1] copy of the bucket's gradients (or values).
     Tensor flatten(const Bucket& bk, bool values, MemoryCategory cat) {
-        Tensor flat = be.zeros({bk.shard * ctx.dp.size(), 1}, cat);
+        Tensor flat = be.zeros({bk.shard * shardGroup().size(), 1}, cat);
         int64_t at = 0;
         for (int p : bk.params) {
             const Tensor& t = values ? param(p).value : param(p).grad;
@@ -130,7 +130,13 @@ struct Trainer::Impl {
         }
     }
 
-    const Group& denseGroup() const { return ctx.dp; }
+    // Gradients are summed over every rank holding the same weights: dp x cp (CP ranks see other tokens).
+    // ZeRO shards over dp x cp with zero_over_cp (one collective over dp_cp); otherwise over dp only, after
+    // an all-reduce over cp (so every CP rank of a replica holds the same reduced gradients and shards).
+    bool shardOverCp() const { return ctx.plan.cp > 1 && ctx.plan.zeroOverCp; }
+    bool preReduceCp() const { return ctx.plan.cp > 1 && !ctx.plan.zeroOverCp; }
+    const Group& shardGroup() const { return shardOverCp() ? ctx.dpCp : ctx.dp; }
+    const Group& denseGroup() const { return shardGroup(); }
 
     void reduceBucket(const sim::Action& a, ActionRecord& rec) {
         for (Bucket& bk : buckets.at({a.chunk, a.bucket})) reduceOne(bk, rec);
@@ -138,10 +144,21 @@ struct Trainer::Impl {
 
     void reduceOne(Bucket& bk, ActionRecord& rec) {
         const Group& g = denseGroup();
-        rec.group = g.name;
-        rec.groupSize = g.size();
+        rec.group = ctx.plan.cp > 1 ? ctx.dpCp.name : g.name;
+        rec.groupSize = ctx.plan.cp > 1 ? ctx.dpCp.size() : g.size();
         Tensor flat = flatten(bk, false, MemoryCategory::Buffers);
         rec.bytes += static_cast<double>(flat.numel() * elementBytes(be.elementType()));
+        if (preReduceCp()) ctx.comm->allReduce(flat, ctx.cp);
+        if (g.size() == 1) {
+            // No data-parallel peers: the cp all-reduce was the whole reduction.
+            if (ctx.plan.zeroStage == 0) {
+                unflatten(flat, bk, false);
+            } else {
+                be.add(flat, bk.gradShard);
+                for (int p : bk.params) be.fill(param(p).grad, 0.0);
+            }
+            return;
+        }
         if (ctx.plan.zeroStage == 0) {
             ctx.comm->allReduce(flat, g);
             unflatten(flat, bk, false);
@@ -192,18 +209,20 @@ struct Trainer::Impl {
         double sum = 0.0;
         const bool tpLead = ctx.tp.myIndex == 0;
         if (ctx.plan.zeroStage == 0) {
-            if (ctx.dp.myIndex != 0) return 0.0;
+            if (ctx.dp.myIndex != 0 || ctx.cp.myIndex != 0) return 0.0;
             for (auto& p : gpt.parameters()) {
                 if ((p.info.replicatedOverTp && !tpLead) || p.info.tiedEmbeddingCopy) continue;
                 sum += be.sumSquares(p.grad);
             }
             return sum;
         }
+        // Without zero_over_cp the CP ranks of a replica hold identical shards: count them on cp index 0.
+        if (preReduceCp() && ctx.cp.myIndex != 0) return 0.0;
         for (auto& [key, list] : buckets)
             for (Bucket& bk : list) {
             // A bucket mixes kinds of parameters; count the shard's element ranges parameter by parameter.
             int64_t at = 0;
-            const int64_t lo = static_cast<int64_t>(ctx.dp.myIndex) * bk.shard, hi = lo + bk.shard;
+            const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard, hi = lo + bk.shard;
             std::vector<double> shard = be.download(bk.gradShard);
             for (int p : bk.params) {
                 const int64_t n = param(p).value.numel();
@@ -238,7 +257,7 @@ struct Trainer::Impl {
             // Values of this rank's shard, updated element-wise; weight decay only on matrices, so update the
             // shard parameter by parameter over the ranges it covers.
             Tensor flatValues = flatten(bk, true, MemoryCategory::Buffers);
-            const int64_t lo = static_cast<int64_t>(ctx.dp.myIndex) * bk.shard;
+            const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard;
             be.copyRows(flatValues, lo, bk.valueShard);
             if (clip < 1.0) be.scale(bk.gradShard, clip);
             int64_t at = 0;

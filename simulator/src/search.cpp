@@ -7,6 +7,7 @@
 #include "tessel/cost/errors.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -1000,5 +1001,58 @@ std::vector<std::array<ParallelDim, 5>> distinctRankOrders(const Plan& plan, int
     for (int i : effectiveOrders(plan, gpusPerNode, idx).orders) out.push_back(allRankOrders()[static_cast<size_t>(i)]);
     return out;
 }
+
+void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& space, ProblemList& problems,
+                      const std::string& flag) {
+    const std::map<std::string, std::string> intKeys{{"tp", "tp"},       {"pp", "pp"},
+                                                     {"dp", "dp"},       {"cp", "cp"},
+                                                     {"ep", "ep"},       {"vpp", "vpp"},
+                                                     {"micro_batch", "micro_batch"}, {"mb", "micro_batch"},
+                                                     {"micro-batch", "micro_batch"}, {"zero_stage", "zero_stage"},
+                                                     {"zero", "zero_stage"}};
+    for (const auto& entry : entries) {
+        if (entry.empty()) continue;
+        const auto eq = entry.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+            problems.add(flag, "expected key=value, got \"" + entry + "\"");
+            continue;
+        }
+        std::string key = entry.substr(0, eq);
+        for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        const std::string value = entry.substr(eq + 1);
+        const std::string where = flag + " " + key;
+        if (auto it = intKeys.find(key); it != intKeys.end()) {
+            try {
+                size_t used = 0;
+                const int v = std::stoi(value, &used);
+                if (used != value.size()) throw std::invalid_argument(value);
+                space.fixed[it->second] = v;
+            } catch (const std::exception&) {
+                problems.add(where, "expected an integer, got \"" + value + "\"");
+            }
+        } else if (key == "recompute") {
+            if (value == "none") space.recompute = {Recompute::None};
+            else if (value == "selective") space.recompute = {Recompute::Selective};
+            else if (value == "full") space.recompute = {Recompute::Full};
+            else problems.add(where, "must be none, selective or full, got \"" + value + "\"");
+        } else if (key == "schedule") {
+            if (value == "gpipe") space.schedules = {Schedule::Gpipe};
+            else if (value == "1f1b") space.schedules = {Schedule::OneFOneB};
+            else if (value == "interleaved_1f1b") space.schedules = {Schedule::Interleaved1F1B};
+            else if (value == "zero_bubble") space.schedules = {Schedule::ZeroBubble};
+            else problems.add(where, "must be gpipe, 1f1b, interleaved_1f1b or zero_bubble, got \"" + value + "\"");
+        } else if (key == "sp" || key == "sequence_parallel") {
+            if (value == "on" || value == "true") space.sequenceParallel = {true};
+            else if (value == "off" || value == "false") space.sequenceParallel = {false};
+            else problems.add(where, "must be on or off, got \"" + value + "\"");
+        } else if (key == "rank_order") {
+            space.rankOrders = {parseRankOrder(value, where, problems)};
+        } else {
+            problems.add(where, "unknown key; known keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, recompute, "
+                                "schedule, sp, rank_order");
+        }
+    }
+}
+
 
 } // namespace tessel::sim

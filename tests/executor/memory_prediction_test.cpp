@@ -37,6 +37,11 @@ std::vector<MemCase> memoryCases() {
     add("pp2_recompute_selective", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Selective; });
     add("pp2_recompute_full", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
     add("tp2_pp2_dp2", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; });
+    add("cp2", [](Plan& p) { p.cp = 2; });
+    add("cp2_tp2_pp2", [](Plan& p) { p.cp = 2; p.tp = 2; p.pp = 2; });
+    add("cp2_tp2_sp", [](Plan& p) { p.cp = 2; p.tp = 2; p.sequenceParallel = true; });
+    add("cp2_dp2_zero0", [](Plan& p) { p.cp = 2; p.dp = 2; });
+    add("cp2_swiglu_rope", [](Plan& p) { p.cp = 2; }, true);
     return cases;
 }
 

@@ -1,5 +1,6 @@
 // Training data: byte-level tokens of a text, cut into sequences deterministically so that every plan sees
-// the same global batch (data-parallel rank d of D takes sequences [d B/D, (d+1) B/D) of each step).
+// the same global batch (data-parallel rank d of D takes sequences [d B/D, (d+1) B/D) of each step). Every
+// context-parallel rank of a replica gets the same full micro-batch; the model picks its own positions.
 #pragma once
 
 #include "tessel/exec/runtime.hpp"

@@ -84,6 +84,12 @@ struct SearchResult {
     int threads = 1;                                   // threads used
 };
 
+// Applies pinned fields written as `key=value` (the `--fix` syntax: tp, pp, dp, cp, ep, vpp, micro_batch or
+// mb, zero_stage or zero, recompute, schedule, sp, rank_order) to the space. Problems are recorded at
+// "<where> <key>" (e.g. "--fix tp"), or at `where` for an entry that is not key=value.
+void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& space, ProblemList& problems,
+                      const std::string& where = "--fix");
+
 // Throws InputError when the space itself is wrong (gpus < 1, global batch < 1, a fixed key unknown, a
 // value out of range, GPUs that do not fill whole nodes of the cluster, an unknown or unsupported
 // precision, top < 1, objective tokens_per_dollar on a cluster without a price). When the cluster's GPU
