@@ -29,6 +29,21 @@ struct LayerParams {
     int layer = -1;
     int ln1w = -1, ln1b = -1, q = -1, k = -1, v = -1, qb = -1, kb = -1, vb = -1, proj = -1, projb = -1;
     int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
+    // Mixture of experts: the router [h, E] and this EP rank's experts (fc1 [h, F or 2F], fc2 [F, h]).
+    int router = -1;
+    std::vector<int> expertFc1, expertFc2;
+};
+
+// What an MoE layer keeps from forward for backward (host-side routing and the dispatch layout).
+struct MoeActs {
+    std::vector<double> probs;                  // [T, E] router softmax
+    std::vector<int> sel;                       // [T, K] chosen experts, in selection order
+    std::vector<double> gates;                  // [T, K] renormalised top-k probabilities
+    std::vector<int64_t> sendRow;               // [T, K] row of each (token, k) copy in the dispatch buffer
+    int64_t cap = 0;                            // rows per all-to-all block (padded)
+    std::vector<std::vector<int64_t>> recvRows; // per local expert: its rows in the received buffer
+    std::vector<Tensor> xe, h1e, ae;            // per local expert: [n_e, h], [n_e, F or 2F], [n_e, F]
+    std::vector<double> out;                    // [ep * cap, h] expert outputs as returned by the combine
 };
 
 struct ChunkParams {
@@ -49,6 +64,7 @@ struct LayerActs {
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
     Tensor a;                 // [T, fL] activation output
+    MoeActs moe;              // MoE layers only
 };
 
 // A GEMM weight gradient dW += X^T dY whose computation ZB-H1 defers to the W pass.
@@ -90,6 +106,9 @@ struct GptModel::Impl {
     double lossScale = 1.0;
     bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
     bool fullRecompute = false;
+    bool moe = false;
+    int experts = 0, topK = 0;
+    int64_t expertF = 0;
     std::map<std::pair<int, int>, ChunkActs> live; // (mb, chunk) -> activations
     double lossSum = 0.0;
 
@@ -237,8 +256,212 @@ struct GptModel::Impl {
         return dx;
     }
 
+    // ---- mixture of experts (GShard-style dispatch/combine over the EP group; no capacity dropping) ----
+    // Expert e lives on EP member e / (E/ep). Every rank routes its own tokens; the dispatch buffer has one
+    // block of `cap` rows per EP member (padded to the largest block of the call), rows ordered by expert,
+    // then by (token, k). Padding rows are zeros and never read.
+    Tensor epExchange(const std::vector<double>& host, int64_t rows) {
+        Tensor t = be.empty({rows, h}, kBuf);
+        be.upload(host, t);
+        if (ctx.ep.size() == 1) return t;
+        Tensor out = be.empty({rows, h}, kBuf);
+        ctx.comm->allToAll(t, out, ctx.ep);
+        return out;
+    }
+    Tensor gatherHostRows(const std::vector<double>& src, const std::vector<int64_t>& rows, MemoryCategory cat) {
+        std::vector<double> buf(rows.size() * static_cast<size_t>(h));
+        for (size_t i = 0; i < rows.size(); ++i)
+            std::copy_n(src.begin() + rows[i] * h, h, buf.begin() + static_cast<int64_t>(i) * h);
+        Tensor t = be.empty({static_cast<int64_t>(rows.size()), h}, cat);
+        be.upload(buf, t);
+        return t;
+    }
+    void scatterHostRows(const Tensor& t, const std::vector<int64_t>& rows, std::vector<double>& dst) {
+        const std::vector<double> v = be.download(t);
+        for (size_t i = 0; i < rows.size(); ++i)
+            std::copy_n(v.begin() + static_cast<int64_t>(i) * h, h, dst.begin() + rows[i] * h);
+    }
+
+    // y [T, h] = sum_k gate_tk expert_{sel_tk}(x_t) for x = n2f [T, h].
+    Tensor moeForward(const LayerParams& L, const Tensor& xf, LayerActs& la, ChunkActs& acts, MemoryCategory cat) {
+        (void)acts;
+        MoeActs& a = la.moe;
+        const int E = experts, K = topK, ep = ctx.ep.size(), me = ctx.ep.myIndex, El = E / ep;
+        Tensor logits = be.empty({T, E}, kBuf);                                   // [T, E]
+        be.gemm(false, false, 1.0, xf, W(L.router), 0.0, logits);
+        const std::vector<double> lg = be.download(logits);
+        a.probs.assign(static_cast<size_t>(T * E), 0.0);
+        a.sel.assign(static_cast<size_t>(T * K), 0);
+        a.gates.assign(static_cast<size_t>(T * K), 0.0);
+        std::vector<double> cnt(static_cast<size_t>(ep * E), 0.0);                // [src EP member, expert]
+        for (int64_t t = 0; t < T; ++t) {
+            const double* l = &lg[static_cast<size_t>(t * E)];
+            double* p = &a.probs[static_cast<size_t>(t * E)];
+            const double mx = *std::max_element(l, l + E);
+            double sum = 0.0;
+            for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(l[e] - mx));
+            for (int e = 0; e < E; ++e) p[e] /= sum;
+            std::vector<bool> taken(static_cast<size_t>(E), false);
+            double s = 0.0;
+            for (int k = 0; k < K; ++k) {
+                int best = -1;
+                for (int e = 0; e < E; ++e)
+                    if (!taken[static_cast<size_t>(e)] && (best < 0 || p[e] > p[best])) best = e; // ties: lower index
+                taken[static_cast<size_t>(best)] = true;
+                a.sel[static_cast<size_t>(t * K + k)] = best;
+                s += p[best];
+                cnt[static_cast<size_t>(me * E + best)] += 1.0;
+            }
+            for (int k = 0; k < K; ++k)
+                a.gates[static_cast<size_t>(t * K + k)] = p[a.sel[static_cast<size_t>(t * K + k)]] / s;
+        }
+        if (ep > 1) cnt = ctx.comm->allReduceHost(cnt, ctx.ep);
+        auto count = [&](int src, int e) { return static_cast<int64_t>(cnt[static_cast<size_t>(src * E + e)]); };
+        a.cap = 1;
+        for (int s = 0; s < ep; ++s)
+            for (int j = 0; j < ep; ++j) {
+                int64_t n = 0;
+                for (int e = j * El; e < (j + 1) * El; ++e) n += count(s, e);
+                a.cap = std::max(a.cap, n);
+            }
+        // Dispatch layout of my copies: block j = destination, ordered by expert then (token, k).
+        std::vector<int64_t> next(static_cast<size_t>(E));
+        for (int j = 0; j < ep; ++j) {
+            int64_t at = j * a.cap;
+            for (int e = j * El; e < (j + 1) * El; ++e) {
+                next[static_cast<size_t>(e)] = at;
+                at += count(me, e);
+            }
+        }
+        a.sendRow.assign(static_cast<size_t>(T * K), 0);
+        const std::vector<double> x = be.download(xf);
+        const int64_t rows = ep * a.cap;
+        std::vector<double> send(static_cast<size_t>(rows * h), 0.0);
+        for (int64_t t = 0; t < T; ++t)
+            for (int k = 0; k < K; ++k) {
+                const int64_t r = next[static_cast<size_t>(a.sel[static_cast<size_t>(t * K + k)])]++;
+                a.sendRow[static_cast<size_t>(t * K + k)] = r;
+                std::copy_n(x.begin() + t * h, h, send.begin() + r * h);
+            }
+        const std::vector<double> recv = be.download(epExchange(send, rows));
+        // Rows of my experts in the received blocks: block s holds my experts' rows from member s, by expert.
+        a.recvRows.assign(static_cast<size_t>(El), {});
+        for (int s = 0; s < ep; ++s) {
+            int64_t at = s * a.cap;
+            for (int le = 0; le < El; ++le) {
+                const int e = me * El + le;
+                for (int64_t i = 0; i < count(s, e); ++i) a.recvRows[static_cast<size_t>(le)].push_back(at++);
+            }
+        }
+        a.xe.assign(static_cast<size_t>(El), {});
+        a.h1e.assign(static_cast<size_t>(El), {});
+        a.ae.assign(static_cast<size_t>(El), {});
+        std::vector<double> outHost(static_cast<size_t>(rows * h), 0.0);
+        for (int le = 0; le < El; ++le) {
+            const auto& rr = a.recvRows[static_cast<size_t>(le)];
+            if (rr.empty()) continue;
+            const int64_t n = static_cast<int64_t>(rr.size());
+            Tensor xe = gatherHostRows(recv, rr, cat);                            // [n_e, h]
+            Tensor h1 = linear(xe, L.expertFc1[static_cast<size_t>(le)], -1, cat); // [n_e, F or 2F]
+            Tensor act = be.empty({n, expertF}, cat);                             // [n_e, F]
+            if (swiglu) be.swigluForward(h1, act);
+            else be.geluForward(h1, act);
+            Tensor ye = linear(act, L.expertFc2[static_cast<size_t>(le)], -1, kBuf); // [n_e, h]
+            scatterHostRows(ye, rr, outHost);
+            a.xe[static_cast<size_t>(le)] = xe;
+            a.h1e[static_cast<size_t>(le)] = h1;
+            a.ae[static_cast<size_t>(le)] = act;
+        }
+        a.out = be.download(epExchange(outHost, rows));                          // combine: my copies' outputs
+        std::vector<double> y(static_cast<size_t>(T * h), 0.0);
+        for (int64_t t = 0; t < T; ++t)
+            for (int k = 0; k < K; ++k) {
+                const double g = a.gates[static_cast<size_t>(t * K + k)];
+                const int64_t r = a.sendRow[static_cast<size_t>(t * K + k)];
+                for (int64_t c = 0; c < h; ++c)
+                    y[static_cast<size_t>(t * h + c)] += g * a.out[static_cast<size_t>(r * h + c)];
+            }
+        Tensor out = be.empty({T, h}, kBuf);
+        be.upload(y, out);
+        return out;
+    }
+
+    // dx [T, h] of the MoE block for dy [T, h]; router and expert weight gradients accumulate.
+    Tensor moeBackward(const LayerParams& L, const Tensor& dy, const Tensor& xf, LayerActs& la, ChunkActs& acts,
+                       bool defer) {
+        MoeActs& a = la.moe;
+        const int E = experts, K = topK, ep = ctx.ep.size(), El = E / ep;
+        const int64_t rows = ep * a.cap;
+        const std::vector<double> g = be.download(dy);
+        std::vector<double> dgate(static_cast<size_t>(T * K), 0.0);
+        std::vector<double> send(static_cast<size_t>(rows * h), 0.0);
+        for (int64_t t = 0; t < T; ++t)
+            for (int k = 0; k < K; ++k) {
+                const int64_t r = a.sendRow[static_cast<size_t>(t * K + k)];
+                const double gate = a.gates[static_cast<size_t>(t * K + k)];
+                double dot = 0.0;
+                for (int64_t c = 0; c < h; ++c) {
+                    const double gv = g[static_cast<size_t>(t * h + c)];
+                    dot += gv * a.out[static_cast<size_t>(r * h + c)];
+                    send[static_cast<size_t>(r * h + c)] = gate * gv;
+                }
+                dgate[static_cast<size_t>(t * K + k)] = dot;
+            }
+        const std::vector<double> recv = be.download(epExchange(send, rows));
+        std::vector<double> dxHost(static_cast<size_t>(rows * h), 0.0);
+        for (int le = 0; le < El; ++le) {
+            const auto& rr = a.recvRows[static_cast<size_t>(le)];
+            if (rr.empty()) continue;
+            const int64_t n = static_cast<int64_t>(rr.size());
+            const int fc1 = L.expertFc1[static_cast<size_t>(le)], fc2 = L.expertFc2[static_cast<size_t>(le)];
+            Tensor dye = gatherHostRows(recv, rr, kBuf);                          // [n_e, h]
+            Tensor da = be.empty({n, expertF}, kBuf);                             // [n_e, F] = dye W2^T
+            be.gemm(false, true, 1.0, dye, W(fc2), 0.0, da);
+            weightGrad(acts, a.ae[static_cast<size_t>(le)], dye, fc2, false, defer);
+            Tensor dh1 = be.empty(a.h1e[static_cast<size_t>(le)].shape(), kBuf);
+            if (swiglu) be.swigluBackward(da, a.h1e[static_cast<size_t>(le)], dh1);
+            else be.geluBackward(da, a.h1e[static_cast<size_t>(le)], dh1);
+            Tensor dxe = be.empty({n, h}, kBuf);                                  // [n_e, h] = dh1 W1^T
+            be.gemm(false, true, 1.0, dh1, W(fc1), 0.0, dxe);
+            weightGrad(acts, a.xe[static_cast<size_t>(le)], dh1, fc1, false, defer);
+            scatterHostRows(dxe, rr, dxHost);
+        }
+        const std::vector<double> back = be.download(epExchange(dxHost, rows));
+        std::vector<double> dx(static_cast<size_t>(T * h), 0.0);
+        std::vector<double> dlogits(static_cast<size_t>(T * E), 0.0);
+        for (int64_t t = 0; t < T; ++t) {
+            double S = 0.0, gd = 0.0;
+            for (int k = 0; k < K; ++k) {
+                const int64_t r = a.sendRow[static_cast<size_t>(t * K + k)];
+                for (int64_t c = 0; c < h; ++c)
+                    dx[static_cast<size_t>(t * h + c)] += back[static_cast<size_t>(r * h + c)];
+                S += a.probs[static_cast<size_t>(t * E + a.sel[static_cast<size_t>(t * K + k)])];
+                gd += dgate[static_cast<size_t>(t * K + k)] * a.gates[static_cast<size_t>(t * K + k)];
+            }
+            // gate_k = p_k / S: dp_j = (dgate_j - sum_k dgate_k gate_k) / S on the selected j, 0 elsewhere;
+            // softmax: dlogit_i = p_i (dp_i - sum_j dp_j p_j).
+            std::vector<double> dp(static_cast<size_t>(E), 0.0);
+            double pdp = 0.0;
+            for (int k = 0; k < K; ++k) {
+                const int e = a.sel[static_cast<size_t>(t * K + k)];
+                dp[static_cast<size_t>(e)] = (dgate[static_cast<size_t>(t * K + k)] - gd) / S;
+                pdp += dp[static_cast<size_t>(e)] * a.probs[static_cast<size_t>(t * E + e)];
+            }
+            for (int e = 0; e < E; ++e)
+                dlogits[static_cast<size_t>(t * E + e)] =
+                    a.probs[static_cast<size_t>(t * E + e)] * (dp[static_cast<size_t>(e)] - pdp);
+        }
+        Tensor dl = be.empty({T, E}, kBuf);
+        be.upload(dlogits, dl);
+        Tensor dxf = be.empty({T, h}, kBuf);
+        be.upload(dx, dxf);
+        be.gemm(false, true, 1.0, dl, W(L.router), 1.0, dxf);                    // += dlogits Wr^T
+        weightGrad(acts, xf, dl, L.router, false, defer);
+        return dxf;
+    }
+
     // ---- one transformer layer ----
-    Tensor layerForward(const LayerParams& L, const Tensor& x, LayerActs& a, MemoryCategory cat) {
+    Tensor layerForward(const LayerParams& L, const Tensor& x, LayerActs& a, ChunkActs& acts, MemoryCategory cat) {
         a.x = x;                                                                  // [Tl, h]
         normForward(x, L.ln1w, L.ln1b, a.n1, a.mean1, a.rstd1, cat);              // [Tl, h]
         Tensor n1f = gatherSeq(a.n1, kBuf);                                       // [T, h]
@@ -268,12 +491,17 @@ struct GptModel::Impl {
         be.add(y, a.x2);
         normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);           // [Tl, h]
         Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h]
-        a.h1 = linear(n2f, L.fc1, L.fc1b, cat);                                   // [T, fL or 2 fL]
-        a.a = be.empty({T, fL}, cat);                                             // [T, fL]
-        if (swiglu) be.swigluForward(a.h1, a.a);
-        else be.geluForward(a.h1, a.a);
-        Tensor partial2 = linear(a.a, L.fc2, -1, kBuf);                           // [T, h] partial over TP
-        Tensor y2 = reduceSeq(partial2);                                          // [Tl, h]
+        Tensor y2;
+        if (moe) {
+            y2 = moeForward(L, n2f, a, acts, cat);                                // [T, h] (tp == 1)
+        } else {
+            a.h1 = linear(n2f, L.fc1, L.fc1b, cat);                               // [T, fL or 2 fL]
+            a.a = be.empty({T, fL}, cat);                                         // [T, fL]
+            if (swiglu) be.swigluForward(a.h1, a.a);
+            else be.geluForward(a.h1, a.a);
+            Tensor partial2 = linear(a.a, L.fc2, -1, kBuf);                       // [T, h] partial over TP
+            y2 = reduceSeq(partial2);                                             // [Tl, h]
+        }
         if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
         // The output is the next layer's input (kept for backward, also under full recompute) or the stage's
         // output: an activation either way.
@@ -287,18 +515,23 @@ struct GptModel::Impl {
         // MLP block: out = x2 + g(act(f(n2) W1) W2).
         replicatedBiasGrad(L.fc2b, dout);
         Tensor dp2 = gatherSeq(dout, kBuf);                                       // [T, h]
-        Tensor da = be.empty({T, fL}, kBuf);                                      // [T, fL] = dp2 W2^T
-        be.gemm(false, true, 1.0, dp2, W(L.fc2), 0.0, da);
-        weightGrad(acts, a.a, dp2, L.fc2, false, defer);
-        Tensor dh1 = be.empty(a.h1.shape(), kBuf);                                // [T, fL or 2 fL]
-        if (swiglu) be.swigluBackward(da, a.h1, dh1);
-        else be.geluBackward(da, a.h1, dh1);
-        biasGrad(L.fc1b, dh1);
-        Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h] re-gathered for dW
-        Tensor dn2f = be.empty({T, h}, kBuf);                                     // [T, h] partial
-        be.gemm(false, true, 1.0, dh1, W(L.fc1), 0.0, dn2f);
-        weightGrad(acts, n2f, dh1, L.fc1, false, defer);
-        Tensor dn2 = reduceSeq(dn2f);                                             // [Tl, h]
+        Tensor dn2;
+        if (moe) {
+            dn2 = moeBackward(L, dp2, gatherSeq(a.n2, kBuf), a, acts, defer);      // [T, h] (tp == 1)
+        } else {
+            Tensor da = be.empty({T, fL}, kBuf);                                      // [T, fL] = dp2 W2^T
+            be.gemm(false, true, 1.0, dp2, W(L.fc2), 0.0, da);
+            weightGrad(acts, a.a, dp2, L.fc2, false, defer);
+            Tensor dh1 = be.empty(a.h1.shape(), kBuf);                                // [T, fL or 2 fL]
+            if (swiglu) be.swigluBackward(da, a.h1, dh1);
+            else be.geluBackward(da, a.h1, dh1);
+            biasGrad(L.fc1b, dh1);
+            Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h] re-gathered for dW
+            Tensor dn2f = be.empty({T, h}, kBuf);                                     // [T, h] partial
+            be.gemm(false, true, 1.0, dh1, W(L.fc1), 0.0, dn2f);
+            weightGrad(acts, n2f, dh1, L.fc1, false, defer);
+            dn2 = reduceSeq(dn2f);                                                    // [Tl, h]
+        }
         Tensor dx2 = normBackward(dn2, a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2);   // [Tl, h]
         be.add(dout, dx2);                                                        // residual
         // Attention block: x2 = x + g(attn(f(n1)) Wproj).
@@ -429,7 +662,26 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     : impl_(std::make_unique<Impl>(model, ctx, backend, params_)) {
     Impl& m = *impl_;
     const Plan& plan = ctx.plan;
-    if (model.moe) throw InputError("/model/moe", "the executor does not run mixture-of-experts layers yet");
+    if (model.moe) {
+        // Expert TP, CP and ZeRO >= 1 for expert buckets are not implemented yet.
+        if (plan.tp > 1)
+            throw InputError("/plan/tp", "the executor runs mixture-of-experts layers with tp 1 only (no expert tensor parallelism yet)");
+        if (plan.cp > 1)
+            throw InputError("/plan/cp", "the executor runs mixture-of-experts layers with cp 1 only");
+        if (plan.zeroStage > 0)
+            throw InputError("/plan/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
+        if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
+            throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
+        if (model.moe->experts % plan.ep != 0)
+            throw InputError("/plan/ep", "ep must divide the model's experts");
+        if (plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
+        m.moe = true;
+        m.experts = model.moe->experts;
+        m.topK = model.moe->topK;
+        m.expertF = model.moe->expertFfnHidden;
+    } else if (plan.ep > 1) {
+        throw InputError("/plan/ep", "ep > 1 needs a model with a moe block");
+    }
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
         throw InputError("/plan/cp", "seq_len must divide by 2 cp (the load-balanced context-parallel split)");
     if (model.dropout > 0.0)
@@ -556,6 +808,42 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);
             L.ln2w = vec(pre + "ln2.weight", h, InitKind::Ones, true, layer, c);
             if (!m.rms) L.ln2b = vec(pre + "ln2.bias", h, InitKind::Zeros, true, layer, c);
+            if (m.moe) {
+                const int E = m.experts, El = E / plan.ep;
+                const int64_t F = m.expertF;
+                ParamInfo r;
+                r.name = pre + "mlp.router.weight";
+                r.pieces = {piece(r.name, h, E, 0, h, 0, E)};
+                r.replicatedOverTp = true;
+                r.layer = layer;
+                r.chunk = c;
+                L.router = add(r);
+                for (int le = 0; le < El; ++le) {
+                    const int e = ctx.ep.myIndex * El + le;
+                    const std::string epre = pre + "mlp.expert." + std::to_string(e) + ".";
+                    ParamInfo fc1;
+                    fc1.name = epre + "fc1.weight";
+                    if (m.swiglu)
+                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, 0, F, 0, 0),
+                                      piece(epre + "up.weight", h, F, 0, h, 0, F, 0, F)};
+                    else
+                        fc1.pieces = {piece(fc1.name, h, F, 0, h, 0, F)};
+                    fc1.expert = true;
+                    fc1.layer = layer;
+                    fc1.chunk = c;
+                    L.expertFc1.push_back(add(fc1));
+                    ParamInfo fc2;
+                    fc2.name = epre + "fc2.weight";
+                    fc2.pieces = {piece(fc2.name, F, h, 0, F, 0, h)};
+                    fc2.initStd = outStd;
+                    fc2.expert = true;
+                    fc2.layer = layer;
+                    fc2.chunk = c;
+                    L.expertFc2.push_back(add(fc2));
+                }
+                cp.layers.push_back(L);
+                continue;
+            }
             if (m.swiglu) {
                 // One local [h, 2 fL] weight = [gate columns | up columns] of this TP rank (Megatron's fused fc1).
                 ParamInfo fc1;
@@ -616,14 +904,13 @@ std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) 
     const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
     const int n = c.lastLayer - c.firstLayer;
     std::vector<int> out;
-    if (expert) return out; // no expert parameters yet
     const int layer = c.lastLayer - 1 - bucket;
     for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
         const ParamInfo& info = params_[static_cast<size_t>(i)].info;
-        if (info.chunk != chunk) continue;
+        if (info.chunk != chunk || info.expert != expert) continue;
         const bool inLayer = info.layer == layer;
-        const bool isHead = info.layer < 0 && bucket == 0 && c.head && i != c.wte && i != c.wpe;
-        const bool isEmbedding = info.layer < 0 && bucket == n - 1 && c.embedding && (i == c.wte || i == c.wpe);
+        const bool isHead = !expert && info.layer < 0 && bucket == 0 && c.head && i != c.wte && i != c.wpe;
+        const bool isEmbedding = !expert && info.layer < 0 && bucket == n - 1 && c.embedding && (i == c.wte || i == c.wpe);
         if (inLayer || isHead || isEmbedding) out.push_back(i);
     }
     return out;
@@ -648,9 +935,9 @@ Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatc
             // Keep only the layer's input; everything else is rebuilt in backward (Korthikanti et al. §4).
             LayerActs scratch;
             acts.layers[l].x = x;
-            x = m.layerForward(c.layers[l], x, scratch, kBuf);
+            x = m.layerForward(c.layers[l], x, scratch, acts, kBuf);
         } else {
-            x = m.layerForward(c.layers[l], x, acts.layers[l], kAct);
+            x = m.layerForward(c.layers[l], x, acts.layers[l], acts, kAct);
         }
     }
     if (c.head) {
@@ -671,7 +958,7 @@ Tensor GptModel::backward(int mb, int chunk, const Tensor& gradOutput, bool defe
     for (size_t l = c.layers.size(); l-- > 0;) {
         if (m.fullRecompute) {
             LayerActs rebuilt;
-            m.layerForward(c.layers[l], acts.layers[l].x, rebuilt, kAct);
+            m.layerForward(c.layers[l], acts.layers[l].x, rebuilt, acts, kAct);
             dx = m.layerBackward(c.layers[l], dx, rebuilt, acts, deferWeights);
         } else {
             dx = m.layerBackward(c.layers[l], dx, acts.layers[l], acts, deferWeights);

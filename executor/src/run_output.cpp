@@ -15,8 +15,13 @@
 namespace tessel::exec {
 
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
-    if (model.moe) problems.add("/model/moe", "the executor does not run mixture-of-experts layers yet");
-    if (plan.ep > 1) problems.add(pointer + "/ep", "the executor does not run expert parallelism yet");
+    if (model.moe) {
+        // Expert tensor parallelism, CP and ZeRO >= 1 with MoE layers are not implemented yet.
+        if (plan.tp > 1) problems.add(pointer + "/tp", "the executor runs mixture-of-experts layers with tp 1 only");
+        if (plan.cp > 1) problems.add(pointer + "/cp", "the executor runs mixture-of-experts layers with cp 1 only");
+        if (plan.zeroStage > 0)
+            problems.add(pointer + "/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
+    }
     if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",

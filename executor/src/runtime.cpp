@@ -172,6 +172,21 @@ struct Trainer::Impl {
         for (int p : bk.params) be.fill(param(p).grad, 0.0);
     }
 
+    // Expert parameters are sharded over EP and replicated over the expert data-parallel group (dp/ep ranks):
+    // their gradients are summed there. ZeRO-0 only (the model rejects MoE with ZeRO >= 1 for now).
+    void reduceExpertBucket(const sim::Action& a, ActionRecord& rec) {
+        if (ctx.plan.zeroStage != 0)
+            throw RuntimeError("expert-parallel gradient buckets run under ZeRO-0 only");
+        const Group& g = ctx.expertDp;
+        rec.group = g.name;
+        rec.groupSize = g.size();
+        for (int p : gpt.bucketParameters(a.chunk, a.bucket, true)) {
+            Tensor& grad = param(p).grad;
+            rec.bytes += static_cast<double>(grad.numel() * elementBytes(be.elementType()));
+            if (g.size() > 1) ctx.comm->allReduce(grad, g);
+        }
+    }
+
     void gatherParams(const sim::Action& a, ActionRecord& rec) {
         const Group& g = denseGroup();
         rec.group = g.name;
@@ -209,9 +224,11 @@ struct Trainer::Impl {
         double sum = 0.0;
         const bool tpLead = ctx.tp.myIndex == 0;
         if (ctx.plan.zeroStage == 0) {
-            if (ctx.dp.myIndex != 0 || ctx.cp.myIndex != 0) return 0.0;
+            // Expert gradients are identical over the expert data-parallel group: count them on its index 0.
+            if (ctx.cp.myIndex != 0) return 0.0;
             for (auto& p : gpt.parameters()) {
                 if ((p.info.replicatedOverTp && !tpLead) || p.info.tiedEmbeddingCopy) continue;
+                if ((p.info.expert ? ctx.expertDp.myIndex : ctx.dp.myIndex) != 0) continue;
                 sum += be.sumSquares(p.grad);
             }
             return sum;
@@ -388,9 +405,9 @@ StepStats Trainer::step(int stepIndex) {
         }
         case sim::ActionKind::Collective: {
             if (a.name.rfind("dp_all_reduce_grads", 0) == 0 || a.name.rfind("dp_reduce_scatter_grads", 0) == 0) {
-                if (a.name.find("_expert") != std::string::npos)
-                    throw RuntimeError("expert-parallel gradient buckets are not executed yet");
-                if (plan.zeroStage >= 3) {
+                if (a.name.find("_expert") != std::string::npos) {
+                    m.reduceExpertBucket(a, rec);
+                } else if (plan.zeroStage >= 3) {
                     // ZeRO-3 reduces a chunk's gradients as one bucket per micro-batch.
                     for (int j = 0; j < m.gpt.bucketsPerChunk(); ++j) {
                         sim::Action each = a;

@@ -2,6 +2,8 @@
 // parameters as on one rank (float64, relative difference under 1e-10), plan by plan.
 #include "executor_support.hpp"
 
+#include "tessel/exec/gpt.hpp"
+
 #include <gtest/gtest.h>
 
 namespace tessel::exec {
@@ -49,16 +51,11 @@ std::vector<Case> grid() {
     return cases;
 }
 
-class Equivalence : public ::testing::TestWithParam<Case> {};
-
-TEST_P(Equivalence, MatchesOneRank) {
-    const Case& c = GetParam();
-    ModelConfig model = tinyModel(c.swiglu);
-    if (c.name.find("tied") != std::string::npos) model.tiedEmbeddings = true;
-    Plan one = basePlan();
-    one.precision = c.plan.precision;
-    const test::RunResult ref = test::runPlan(model, one, 3);
-    const test::RunResult got = test::runPlan(model, c.plan, 3);
+// Trains `model` for 3 steps on `plan` and on `oneRank`: same losses and updated parameters to 1e-10, and
+// the loss falls.
+void expectMatchesOneRank(const ModelConfig& model, const Plan& plan, const Plan& oneRank, const TrainHyper& hyper = {}) {
+    const test::RunResult ref = test::runPlan(model, oneRank, 3, hyper);
+    const test::RunResult got = test::runPlan(model, plan, 3, hyper);
     ASSERT_EQ(ref.losses.size(), got.losses.size());
     for (size_t i = 0; i < ref.losses.size(); ++i)
         EXPECT_LT(std::abs(ref.losses[i] - got.losses[i]) / ref.losses[i], 1e-10) << "step " << i;
@@ -69,6 +66,17 @@ TEST_P(Equivalence, MatchesOneRank) {
         EXPECT_LT(test::maxRelDiff(values, it->second), 1e-10) << name;
     }
     EXPECT_LT(got.losses.back(), got.losses.front()); // it trains
+}
+
+class Equivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Equivalence, MatchesOneRank) {
+    const Case& c = GetParam();
+    ModelConfig model = tinyModel(c.swiglu);
+    if (c.name.find("tied") != std::string::npos) model.tiedEmbeddings = true;
+    Plan one = basePlan();
+    one.precision = c.plan.precision;
+    expectMatchesOneRank(model, c.plan, one);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, Equivalence, ::testing::ValuesIn(grid()),
@@ -96,6 +104,117 @@ TEST(ContextParallel, ClippedStepsMatchOneRank) {
         for (const auto& [name, values] : ref.params)
             EXPECT_LT(test::maxRelDiff(values, got.params.at(name)), 1e-10) << c.name << " " << name;
     }
+}
+
+// Mixture of experts: the tiny-moe model (4 experts, top 2, SwiGLU/RMSNorm/RoPE) with its MoE block kept,
+// short sequences; N ranks with expert parallelism against one rank running all experts locally.
+ModelConfig tinyMoeModel() {
+    ModelConfig m = loadModelRef("tiny-moe", "test");
+    m.ffnHidden = 128;
+    m.moe->expertFfnHidden = 64;
+    m.seqLen = 16;
+    return m;
+}
+
+void expectMoeMatchesOneRank(const ModelConfig& model, const Plan& plan, const TrainHyper& hyper = {}) {
+    expectMatchesOneRank(model, plan, basePlan(), hyper);
+}
+
+TEST(ExpertParallel, OneRankHasEveryExpertAndTrains) {
+    const ModelConfig model = tinyMoeModel();
+    const test::RunResult r = test::runPlan(model, basePlan(), 3);
+    EXPECT_TRUE(r.params.count("layer.0.mlp.router.weight"));
+    for (int e = 0; e < 4; ++e) {
+        EXPECT_TRUE(r.params.count("layer.3.mlp.expert." + std::to_string(e) + ".gate.weight")) << e;
+        EXPECT_TRUE(r.params.count("layer.3.mlp.expert." + std::to_string(e) + ".fc2.weight")) << e;
+    }
+    EXPECT_LT(r.losses.back(), r.losses.front());
+}
+
+Plan expertPlan(int dp, int ep, int pp = 1) {
+    Plan p = basePlan();
+    p.dp = dp;
+    p.ep = ep;
+    p.pp = pp;
+    return p;
+}
+
+TEST(ExpertParallel, Ep2Dp2MatchesOneRank) { expectMoeMatchesOneRank(tinyMoeModel(), expertPlan(2, 2)); }
+TEST(ExpertParallel, Ep2Dp2Pp2MatchesOneRank) { expectMoeMatchesOneRank(tinyMoeModel(), expertPlan(2, 2, 2)); }
+TEST(ExpertParallel, Ep4Dp4MatchesOneRank) { expectMoeMatchesOneRank(tinyMoeModel(), expertPlan(4, 4)); }
+
+// ep 2 of dp 4: expert gradients are reduced over the expert data-parallel group (2 ranks); clipped steps
+// check that the gradient norm counts each expert gradient element once.
+TEST(ExpertParallel, Ep2Dp4ClippedMatchesOneRank) {
+    TrainHyper hyper;
+    hyper.clipNorm = 1e-3;
+    expectMoeMatchesOneRank(tinyMoeModel(), expertPlan(4, 2), hyper);
+}
+
+TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {
+    Plan p = basePlan();
+    p.dp = 2;
+    expectMoeMatchesOneRank(tinyMoeModel(), p);
+    Plan q = basePlan();
+    q.dp = 2;
+    q.ep = 2;
+    q.pp = 2;
+    q.schedule = Schedule::ZeroBubble;
+    q.recompute = Recompute::Full;
+    expectMoeMatchesOneRank(tinyMoeModel(), q);
+}
+
+// The MoE backward (experts, top-k renormalised gates, router softmax) against central differences of the
+// loss on one rank, for elements of the router and of an expert of the first layer.
+TEST(ExpertParallel, GradientsMatchFiniteDifferences) {
+    const ModelConfig model = tinyMoeModel();
+    const Plan plan = basePlan();
+    auto w = makeInProcessWorld(1);
+    auto comm = makeInProcessComm(w, 0);
+    auto backend = makeCpuBackend(ElementType::F64);
+    ParallelContext ctx = makeContext(plan, 0, *comm, model.tiedEmbeddings);
+    GptModel gpt(model, ctx, *backend, 99);
+    const MicroBatchData data =
+        textDataSource(test::testText(), model.seqLen, plan.microBatch, plan.globalBatch, 1, 7)(0, 0, 0);
+    const double scale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
+    auto loss = [&] {
+        gpt.forward(0, 0, Tensor(), data);
+        gpt.backward(0, 0, Tensor(), false);
+        return gpt.takeLossSum() * scale;
+    };
+    loss(); // gradients of the unperturbed parameters (read before the perturbed passes accumulate more)
+    std::vector<std::vector<double>> grads;
+    for (auto& p : gpt.parameters()) grads.push_back(backend->download(p.grad));
+    int checked = 0;
+    size_t index = 0;
+    for (auto& p : gpt.parameters()) {
+        const std::vector<double>& grad = grads[index++];
+        const bool router = p.info.name == "layer.0.mlp.router.weight";
+        const bool expert = p.info.name == "layer.0.mlp.expert.1.fc1.weight" || p.info.name == "layer.0.mlp.expert.2.fc2.weight";
+        if (!router && !expert) continue;
+        std::vector<double> value = backend->download(p.value);
+        for (size_t i = 0; i < value.size(); i += value.size() / 5 + 1) {
+            const double v0 = value[i], eps = 1e-5;
+            value[i] = v0 + eps;
+            backend->upload(value, p.value);
+            const double up = loss();
+            value[i] = v0 - eps;
+            backend->upload(value, p.value);
+            const double down = loss();
+            value[i] = v0;
+            backend->upload(value, p.value);
+            const double fd = (up - down) / (2 * eps);
+            EXPECT_NEAR(grad[i], fd, 1e-4 * std::abs(fd) + 1e-10) << p.info.name << " " << i;
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 10);
+}
+
+TEST(ExpertParallel, RejectsExpertTensorParallelism) {
+    Plan p = basePlan();
+    p.tp = 2;
+    EXPECT_THROW(test::runPlan(tinyMoeModel(), p, 1), InputError);
 }
 
 TEST(Recompute, SelectiveAndFullAreBitwiseEqualToNone) {

@@ -2,6 +2,7 @@
 // pre-norm LayerNorm/RMSNorm, causal GQA attention, GELU or SwiGLU MLP, tied or untied LM head, vocab-parallel
 // cross-entropy; Megatron-style tensor parallelism (column/row pairs) with optional sequence parallelism;
 // the layers of this rank's pipeline chunks; full recompute; ZB-H1's split backward.
+// Mixture-of-experts MLPs (top-k routing, experts sharded over EP, dispatch/combine all-to-all; tp 1 only).
 #pragma once
 
 #include "tessel/cost/model.hpp"
@@ -41,6 +42,8 @@ public:
     // Indices into parameters() of the parameters whose gradients are ready after (bucket+1)/buckets of
     // chunk `chunk`'s backward: bucket j holds the chunk's (n-1-j)-th layer (backward runs layers in
     // reverse), the head joins bucket 0 and the embedding the last bucket. Matches the schedule's buckets.
+    // `expert` selects the layer's expert parameters (reduced over the expert data-parallel group) instead of
+    // the dense ones (the router is dense); head and embedding are dense.
     std::vector<int> bucketParameters(int chunk, int bucket, bool expert) const;
     int bucketsPerChunk() const;
     // Rows of the hidden state one rank exchanges between stages: b*s (/tp with sequence parallelism).
