@@ -40,8 +40,8 @@ struct Bucket {
     std::vector<int> params;
     int64_t flat = 0;
     int64_t shard = 0;
-    Tensor gradShard;   // [shard, 1] Grads: reduced gradient shard (ZeRO >= 1)
-    Tensor valueShard;  // [shard, 1] Optimizer-owned updated values before the all-gather (ZeRO >= 1)
+    Tensor gradShard;   // [shard, 1] reduced gradient shard (ZeRO >= 1): Buffers under ZeRO-1, Grads above
+    Tensor valueShard;  // [shard, 1] updated values before the all-gather (ZeRO >= 1): the send buffer
     Tensor m, v;        // [shard, 1] Adam moments of the shard (ZeRO >= 1)
 };
 } // namespace
@@ -75,10 +75,14 @@ struct Trainer::Impl {
             for (int p : bk.params) bk.flat += gpt.parameters()[static_cast<size_t>(p)].value.numel();
             bk.shard = (bk.flat + dpSize - 1) / dpSize;
             if (ctx.plan.zeroStage >= 1) {
-                bk.gradShard = be.zeros({bk.shard, 1}, MemoryCategory::Grads);
+                // Under ZeRO-1 the full gradients are the gradient storage and the reduce-scatter output is a
+                // communication buffer (Megatron keeps it inside the grad buffer); under ZeRO-2/3 the shard is
+                // where gradients accumulate. The updated-value shard is the all-gather's send buffer.
+                bk.gradShard = be.zeros({bk.shard, 1},
+                                        ctx.plan.zeroStage == 1 ? MemoryCategory::Buffers : MemoryCategory::Grads);
                 bk.m = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
                 bk.v = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
-                bk.valueShard = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
+                bk.valueShard = be.zeros({bk.shard, 1}, MemoryCategory::Buffers);
             }
             return bk;
         };
@@ -98,6 +102,11 @@ struct Trainer::Impl {
                     embeddingBucket = {chunk, j, static_cast<int>(list.size()) - 1};
                 }
             }
+        if (ctx.plan.zeroStage >= 2) {
+            // Gradients are sharded: the full ones exist only from a backward to its reduce-scatter.
+            for (auto& p : gpt.parameters()) p.grad = Tensor();
+            be.resetPeaks();
+        }
         if (ctx.plan.zeroStage == 0) {
             for (size_t i = 0; i < gpt.parameters().size(); ++i) {
                 const Tensor& value = gpt.parameters()[i].value;
@@ -155,7 +164,7 @@ struct Trainer::Impl {
                 unflatten(flat, bk, false);
             } else {
                 be.add(flat, bk.gradShard);
-                for (int p : bk.params) be.fill(param(p).grad, 0.0);
+                releaseGrads(bk);
             }
             return;
         }
@@ -169,7 +178,22 @@ struct Trainer::Impl {
         Tensor shard = be.empty({bk.shard, 1}, MemoryCategory::Buffers);
         ctx.comm->reduceScatter(flat, shard, g);
         be.add(shard, bk.gradShard);
-        for (int p : bk.params) be.fill(param(p).grad, 0.0);
+        releaseGrads(bk);
+    }
+
+    // After a reduce-scatter the full gradients are spent: cleared for the next micro-batch under ZeRO-1,
+    // freed under ZeRO-2/3, where only the shard is kept (ensureGrads brings them back, zeroed, for the next
+    // backward: a transient buffer, as in DeepSpeed's stage 2).
+    void releaseGrads(const Bucket& bk) {
+        for (int p : bk.params) {
+            if (ctx.plan.zeroStage >= 2) param(p).grad = Tensor();
+            else be.fill(param(p).grad, 0.0);
+        }
+    }
+    void ensureGrads(int chunk) {
+        if (ctx.plan.zeroStage < 2) return;
+        for (auto& p : gpt.parameters())
+            if (p.info.chunk == chunk && !p.grad.defined()) p.grad = be.zeros(p.value.shape(), MemoryCategory::Buffers);
     }
 
     // Expert parameters are sharded over EP and replicated over the expert data-parallel group (dp/ep ranks):
@@ -299,7 +323,8 @@ struct Trainer::Impl {
                 at += n;
             }
             be.fill(bk.gradShard, 0.0);
-            for (int p : bk.params) be.fill(param(p).grad, 0.0);
+            for (int p : bk.params)
+                if (param(p).grad.defined()) be.fill(param(p).grad, 0.0);
             if (ctx.plan.zeroStage >= 3) {
                 // No all-gather follows the optimizer under ZeRO-3: write this rank's updated shard into its
                 // range of the resident values, which the next gather collects from every member.
@@ -365,12 +390,16 @@ StepStats Trainer::step(int stepIndex) {
                 grad = it->second;
                 received.erase(it);
             }
+            m.ensureGrads(a.chunk);
             Tensor dx = m.gpt.backward(a.microBatch, a.chunk, grad, a.kind == sim::ActionKind::BackwardInput);
             if (dx.defined()) toSend[key] = dx;
             if (m.gpt.chunkHasEmbedding(a.chunk) && a.kind == sim::ActionKind::Backward) batches.erase(a.microBatch);
             break;
         }
-        case sim::ActionKind::BackwardWeight: m.gpt.backwardWeight(a.microBatch, a.chunk); break;
+        case sim::ActionKind::BackwardWeight:
+            m.ensureGrads(a.chunk);
+            m.gpt.backwardWeight(a.microBatch, a.chunk);
+            break;
         case sim::ActionKind::SendActivation:
         case sim::ActionKind::SendGrad: {
             auto it = toSend.find(key);

@@ -34,6 +34,10 @@ std::vector<MemCase> memoryCases() {
     }
     add("pp2_interleaved_vpp2", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
     add("dp2_zero0", [](Plan& p) { p.dp = 2; });
+    add("dp2_zero1", [](Plan& p) { p.dp = 2; p.zeroStage = 1; });
+    add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
+    add("dp2_zero2", [](Plan& p) { p.dp = 2; p.zeroStage = 2; });
+    add("pp2_dp2_zero2", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; });
     add("pp2_recompute_selective", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Selective; });
     add("pp2_recompute_full", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
     add("tp2_pp2_dp2", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; });
