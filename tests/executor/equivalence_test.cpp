@@ -33,6 +33,14 @@ std::vector<Case> grid() {
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
     }
     add("pp2_interleaved_vpp2", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
+    // pp4 x vpp2 needs 8 layers: the "8layers" cases run the tiny model twice as deep.
+    add("pp4_interleaved_vpp2_8layers", [](Plan& p) { p.pp = 4; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
+    add("pp4_interleaved_vpp2_8layers_m8", [](Plan& p) {
+        p.pp = 4;
+        p.vpp = 2;
+        p.globalBatch = 16;
+        p.schedule = Schedule::Interleaved1F1B;
+    });
     for (int z = 0; z <= 3; ++z) add("dp2_zero" + std::to_string(z), [z](Plan& p) { p.dp = 2; p.zeroStage = z; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
     add("pp2_dp2_zero2_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; });
@@ -74,8 +82,10 @@ TEST_P(Equivalence, MatchesOneRank) {
     const Case& c = GetParam();
     ModelConfig model = tinyModel(c.swiglu);
     if (c.name.find("tied") != std::string::npos) model.tiedEmbeddings = true;
+    if (c.name.find("8layers") != std::string::npos) model.layers = 8;
     Plan one = basePlan();
     one.precision = c.plan.precision;
+    one.globalBatch = c.plan.globalBatch;
     expectMatchesOneRank(model, c.plan, one);
 }
 
