@@ -107,6 +107,7 @@ ClusterConfig loadClusterRef(const std::string& ref, const std::string& where) {
 fs::path resolveScenarioPath(const std::string& ref, const std::string& where) {
     std::error_code ec;
     if (fs::is_regular_file(ref, ec)) return fs::path(ref);
+    if (fs::is_directory(ref, ec)) throw InputError(where, "\"" + ref + "\" is a folder, expected a scenario file");
     if (looksLikePath(ref)) throw InputError(where, "file \"" + ref + "\" does not exist");
     auto p = findPreset("plans", ref);
     if (p.empty())

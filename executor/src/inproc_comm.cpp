@@ -1,6 +1,8 @@
 // In-process Comm for tests: N threads act as N ranks, meeting at rendezvous slots in shared host memory.
 #include "tessel/exec/inproc_comm.hpp"
 
+#include "comm_text.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -18,24 +20,9 @@ namespace tessel::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string rankList(const std::vector<int>& ranks) {
-    std::string s = "[";
-    for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-    return s + "]";
-}
-
-std::string secondsText(double seconds) {
-    std::ostringstream out;
-    out << seconds << " s";
-    return out.str();
-}
-
-// A deadline `seconds` from now; huge timeouts are clamped so the time point cannot overflow.
-Clock::time_point deadlineAfter(double seconds) {
-    const double clamped = std::clamp(seconds, 0.0, 1e8);
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(clamped));
-}
+using detail::deadlineAfter;
+using detail::rankList;
+using detail::secondsText;
 
 std::string typeName(ElementType t) { return t == ElementType::F64 ? "f64" : "f32"; }
 

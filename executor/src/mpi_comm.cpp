@@ -21,6 +21,8 @@
 // - Threads: MPI is initialised with MPI_THREAD_FUNNELED; call the comm from one thread only.
 #include "tessel/exec/mpi_comm.hpp"
 
+#include "comm_text.hpp"
+
 // Only the C API is used; skip the deprecated C++ bindings (and their warnings).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -44,25 +46,11 @@ namespace tessel::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::deadlineAfter;
+using detail::rankList;
+using detail::secondsText;
 
 constexpr int kNoticeTag = 1;   // on the notice communicator: "I timed out at (group id, sequence number)"
-
-std::string rankList(const std::vector<int>& ranks) {
-    std::string s = "[";
-    for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-    return s + "]";
-}
-
-std::string secondsText(double seconds) {
-    std::ostringstream out;
-    out << seconds << " s";
-    return out.str();
-}
-
-Clock::time_point deadlineAfter(double seconds) {
-    const double clamped = std::clamp(seconds, 0.0, 1e8);
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(clamped));
-}
 
 std::string mpiErrorText(int code) {
     char text[MPI_MAX_ERROR_STRING];

@@ -72,7 +72,11 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
-    if (ec) throw RuntimeError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + ec.message());
+    if (ec) {
+        std::error_code ignored;
+        std::filesystem::remove(tmp, ignored); // leave no half-named file behind
+        throw RuntimeError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + ec.message());
+    }
 }
 
 namespace {
