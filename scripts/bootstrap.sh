@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode="${1:-predict}"
-preset="${TESSEL_PRESET:-dev}"
+# The ci preset (warnings as errors) where CI=true is set, as CI does; dev elsewhere; TESSEL_PRESET overrides.
+if [ "${CI:-}" = "true" ]; then default_preset=ci; else default_preset=dev; fi
+preset="${TESSEL_PRESET:-$default_preset}"
 case "$mode" in
   predict|test) ;;
   *) echo "usage: scripts/bootstrap.sh predict|test" >&2; exit 2 ;;
