@@ -16,5 +16,12 @@ std::function<int()> addRunCommand(CLI::App& app);
 std::function<int()> addExportCommand(CLI::App& app);
 // Registers `search` (exhaustive plan search ranked by simulated step time, memory or tokens per dollar).
 std::function<int()> addSearchCommand(CLI::App& app);
+// Registers `compare` (a prediction against a measured run: per action, rank, step and stage).
+std::function<int()> addCompareCommand(CLI::App& app);
+
+// Registers `bench` (microbenchmarks for calibration, run under mpirun).
+std::function<int()> addBenchCommand(CLI::App& app);
+// Registers `calibrate` (fits a cluster file to microbenchmarks and training runs).
+std::function<int()> addCalibrateCommand(CLI::App& app);
 
 } // namespace tessel::cli

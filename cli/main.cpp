@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
     commands.push_back(tessel::cli::addRunCommand(app));
     commands.push_back(tessel::cli::addExportCommand(app));
     commands.push_back(tessel::cli::addSearchCommand(app));
+    commands.push_back(tessel::cli::addCompareCommand(app));
+    commands.push_back(tessel::cli::addBenchCommand(app));
+    commands.push_back(tessel::cli::addCalibrateCommand(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -2,6 +2,7 @@
 // ranks measured into the run folder (losses, measurements.jsonl, trace.json, memory.json, scenario.json,
 // checkpoints/); `--resume` continues a run folder from its newest complete checkpoint.
 #include "commands.hpp"
+#include "launch.hpp"
 #include "scenario_flags.hpp"
 #include "table.hpp"
 
@@ -16,62 +17,13 @@
 #include <string>
 #include <vector>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;
-
-#ifndef TESSEL_WORKER_PATH
-#define TESSEL_WORKER_PATH ""
-#endif
 #ifndef TESSEL_DATA_PATH
 #define TESSEL_DATA_PATH ""
 #endif
 
 namespace tessel::cli {
 
-namespace {
 namespace fs = std::filesystem;
-
-std::string findOnPath(const std::string& name) {
-    const char* path = std::getenv("PATH");
-    if (!path) return {};
-    std::stringstream ss(path);
-    for (std::string dir; std::getline(ss, dir, ':');) {
-        fs::path candidate = fs::path(dir) / name;
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    }
-    return {};
-}
-
-std::string findWorker() {
-    if (const char* env = std::getenv("TESSEL_WORKER")) return env;
-    std::error_code ec;
-    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        for (const fs::path& candidate : {self.parent_path() / "tessel-worker", self.parent_path().parent_path() / "executor" / "tessel-worker"})
-            if (fs::exists(candidate)) return candidate.string();
-    }
-    if (fs::exists(TESSEL_WORKER_PATH)) return TESSEL_WORKER_PATH;
-    return findOnPath("tessel-worker");
-}
-
-int runAndWait(const std::vector<std::string>& argv) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0)
-        throw RuntimeError("cannot start " + argv[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) throw RuntimeError("lost track of " + argv[0]);
-    }
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-} // namespace
 
 std::function<int()> addRunCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand("run", "Run a plan for real on CPU ranks under mpirun, measuring every action");
@@ -146,10 +98,7 @@ std::function<int()> addRunCommand(CLI::App& app) {
         } else if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec) && !o->force) {
             problems.add("--out", "\"" + o->out + "\" is not empty; pass --force to reuse it, or --resume to continue it");
         }
-        const std::string mpirun = findOnPath("mpirun");
-        const std::string worker = findWorker();
-        if (mpirun.empty()) problems.add("mpirun", "not found on PATH (install openmpi-bin)");
-        if (worker.empty()) problems.add("tessel-worker", "not found next to tessel, in TESSEL_WORKER or on PATH");
+        const auto [mpirun, worker] = findLaunchTools(problems);
         problems.throwIfAny();
 
         fs::create_directories(o->out);
@@ -159,8 +108,7 @@ std::function<int()> addRunCommand(CLI::App& app) {
             if (entry.path().filename().string().rfind("rank-", 0) == 0) fs::remove_all(entry.path());
         exec::writeFileAtomically((fs::path(o->out) / "scenario.json").string(), scenarioToJson(s).dump(2) + "\n");
 
-        std::vector<std::string> argv{mpirun, "-np", std::to_string(o->ranks), "--oversubscribe", "--bind-to", "none"};
-        if (::geteuid() == 0) argv.push_back("--allow-run-as-root"); // OpenMPI refuses root without it
+        std::vector<std::string> argv = mpirunCommand(mpirun, o->ranks);
         for (const std::string& a : {worker, std::string("--run-dir"), o->out, std::string("--data"), o->data,
                                      std::string("--steps"), std::to_string(o->steps), std::string("--timeout"),
                                      std::to_string(o->timeoutSeconds)})
@@ -175,17 +123,7 @@ std::function<int()> addRunCommand(CLI::App& app) {
         std::cerr << "\n";
         const int rc = runAndWait(argv);
         if (rc != 0) {
-            // Name the ranks: those that reported an error, and those that died without a word.
-            std::string detail;
-            for (int r = 0; r < o->ranks; ++r) {
-                std::ifstream st(fs::path(o->out) / ("rank-" + std::to_string(r)) / "status");
-                std::string line;
-                std::getline(st, line);
-                if (line == "running" || line.empty())
-                    detail += "\n  rank " + std::to_string(r) + ": died without reporting an error";
-                else if (line.rfind("error", 0) == 0 || line.rfind("terminated", 0) == 0)
-                    detail += "\n  rank " + std::to_string(r) + ": " + line;
-            }
+            const std::string detail = describeFailedRanks(o->out, o->ranks);
             throw RuntimeError("the run failed (mpirun exit status " + std::to_string(rc) + ")" + detail);
         }
         const size_t records = exec::mergeRunOutputs(o->out, o->ranks);

@@ -35,6 +35,32 @@ if(NOT TESSEL_CUDA STREQUAL "OFF")
   endif()
 endif()
 tessel_resolve_option(TESSEL_CUDA TESSEL_CUDA_FOUND "a CUDA toolkit (nvcc + CUDAToolkit)")
+if(TESSEL_CUDA_ENABLED)
+  # H100/H200 only (sm_90): one architecture keeps nvcc time in CI small. Override with -DCMAKE_CUDA_ARCHITECTURES.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  # CMake 3.25 predates nvcc 13 and does not know its C++20 flag; nvcc has taken -std=c++20 since CUDA 12.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  # NCCL: the toolkit's copy here; on a lent GPU machine the pip wheel nvidia-nccl-cu13 (point
+  # TESSEL_NCCL_ROOT at its site-packages/nvidia/nccl folder, which holds include/ and lib/).
+  set(TESSEL_NCCL_ROOT "" CACHE PATH "Folder holding include/nccl.h and lib/libnccl.so (default: the CUDA toolkit)")
+  find_path(TESSEL_NCCL_INCLUDE_DIR nccl.h
+    HINTS ${TESSEL_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  find_path(TESSEL_NCCL_INCLUDE_DIR nccl.h)
+  find_library(TESSEL_NCCL_LIBRARY NAMES nccl libnccl.so.2
+    HINTS ${TESSEL_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} NO_DEFAULT_PATH)
+  find_library(TESSEL_NCCL_LIBRARY NAMES nccl libnccl.so.2)
+  if(NOT TESSEL_NCCL_INCLUDE_DIR OR NOT TESSEL_NCCL_LIBRARY)
+    message(FATAL_ERROR "TESSEL_CUDA is enabled but NCCL was not found: set TESSEL_NCCL_ROOT to a folder with "
+                        "include/nccl.h and lib/libnccl.so (pip install nvidia-nccl-cu13 provides one)")
+  endif()
+endif()
 
 set(TESSEL_GUI_FOUND OFF)
 if(NOT TESSEL_GUI STREQUAL "OFF")

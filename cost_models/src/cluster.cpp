@@ -1,5 +1,6 @@
 // Cluster JSON loading/validation, dtype helpers and the GEMM efficiency table lookup.
 #include "tessel/cost/cluster.hpp"
+#include "tessel/cost/compute.hpp"
 
 #include "tessel/cost/json_reader.hpp"
 
@@ -53,6 +54,13 @@ LinkTier parseTier(const nlohmann::json& doc, const std::string& ptr, ProblemLis
         }
         pr.finish();
     }
+    if (const auto* pl = r.child("primitive_latency_seconds")) {
+        ObjectReader pr(*pl, r.pointer("primitive_latency_seconds"), problems);
+        for (Primitive p : allPrimitives()) {
+            if (pr.has(toString(p))) t.primitiveLatencySeconds[p] = pr.requireNumber(toString(p), 0.0, 1.0);
+        }
+        pr.finish();
+    }
     r.finish();
     return t;
 }
@@ -67,9 +75,52 @@ nlohmann::json tierToJson(const LinkTier& t) {
         for (const auto& [p, e] : t.primitiveEfficiency) pe[toString(p)] = e;
         j["primitive_efficiency"] = pe;
     }
+    if (!t.primitiveLatencySeconds.empty()) {
+        nlohmann::json pl = nlohmann::json::object();
+        for (const auto& [p, l] : t.primitiveLatencySeconds) pl[toString(p)] = l;
+        j["primitive_latency_seconds"] = pl;
+    }
     return j;
 }
+
+// gpu.kernels: {"norm_forward": {"overhead_seconds": s, "bytes_per_second": r}, "attention_forward":
+// {"overhead_seconds": s, "flops_per_second": r}, "gemm": {"overhead_seconds": s}}.
+std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const std::string& ptr, ProblemList& problems) {
+    std::map<std::string, KernelFit> out;
+    ObjectReader r(doc, ptr, problems);
+    if (!r.isObject()) return out;
+    const auto& known = kernel_cost::kernelNames();
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
+            std::string list;
+            for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+            problems.add(r.pointer(it.key()), "unknown kernel; expected one of " + list);
+            continue;
+        }
+        ObjectReader kr(it.value(), r.pointer(it.key()), problems);
+        KernelFit f;
+        f.overheadSeconds = kr.requireNumber("overhead_seconds", 0.0, 1.0);
+        f.bytesPerSecond = kr.optNumber("bytes_per_second", 0.0, 1.0, 1e16);
+        f.flopsPerSecond = kr.optNumber("flops_per_second", 0.0, 1.0, 1e19);
+        if (f.bytesPerSecond > 0.0 && f.flopsPerSecond > 0.0)
+            problems.add(r.pointer(it.key()), "give bytes_per_second or flops_per_second, not both");
+        kr.finish();
+        out[it.key()] = f;
+    }
+    return out;
+}
 } // namespace
+
+const PhaseFit& GpuSpec::phaseFit(const std::string& phase) const {
+    static const PhaseFit identity;
+    const auto it = phaseFits.find(phase);
+    return it != phaseFits.end() ? it->second : identity;
+}
+
+double LinkTier::latencyFor(Primitive p) const {
+    const auto it = primitiveLatencySeconds.find(p);
+    return it != primitiveLatencySeconds.end() ? it->second : latencySeconds;
+}
 
 double ClusterConfig::peakFlops(Dtype d) const {
     auto it = gpu.peakFlopsPerSecond.find(d);
@@ -141,6 +192,22 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                 }
             }
         }
+        if (const auto* k = gr.child("kernels")) c.gpu.kernels = parseKernels(*k, gr.pointer("kernels"), problems);
+        if (const auto* pf = gr.child("phase_fits")) {
+            ObjectReader pr(*pf, gr.pointer("phase_fits"), problems);
+            for (const char* phase : {"forward", "backward", "optimizer"}) {
+                const auto* one = pr.child(phase);
+                if (!one) continue;
+                ObjectReader fr(*one, pr.pointer(phase), problems);
+                PhaseFit f;
+                f.overheadSeconds = fr.requireNumber("overhead_seconds", 0.0, 10.0);
+                f.timeScale = fr.requireNumber("time_scale", 0.01, 100.0);
+                fr.finish();
+                c.gpu.phaseFits[phase] = f;
+            }
+            pr.finish();
+        }
+        c.gpu.overlapsCommunication = gr.optBool("overlaps_communication", true);
         gr.finish();
     } else {
         problems.add(r.pointer("gpu"), "required field is missing");
@@ -198,6 +265,23 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
                        {"peak_flops_per_second", peak},
                        {"gemm_efficiency", gemm}}},
                      {"network", {{"intra_node", tierToJson(c.intraNode)}, {"inter_node", tierToJson(c.interNode)}}}};
+    if (!c.gpu.kernels.empty()) {
+        nlohmann::json k = nlohmann::json::object();
+        for (const auto& [name, f] : c.gpu.kernels) {
+            nlohmann::json e{{"overhead_seconds", f.overheadSeconds}};
+            if (f.bytesPerSecond > 0.0) e["bytes_per_second"] = f.bytesPerSecond;
+            if (f.flopsPerSecond > 0.0) e["flops_per_second"] = f.flopsPerSecond;
+            k[name] = e;
+        }
+        j["gpu"]["kernels"] = k;
+    }
+    if (!c.gpu.phaseFits.empty()) {
+        nlohmann::json pf = nlohmann::json::object();
+        for (const auto& [phase, f] : c.gpu.phaseFits)
+            pf[phase] = {{"overhead_seconds", f.overheadSeconds}, {"time_scale", f.timeScale}};
+        j["gpu"]["phase_fits"] = pf;
+    }
+    if (!c.gpu.overlapsCommunication) j["gpu"]["overlaps_communication"] = false;
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
     if (!c.sources.empty()) j["sources"] = c.sources;
     if (c.calibration) j["calibration"] = *c.calibration;

@@ -84,19 +84,6 @@ double busFactor(Primitive p, int n) {
 }
 
 namespace {
-
-// A cost split into its latency and bandwidth parts.
-struct CostParts {
-    double latencySeconds = 0.0;
-    double bandwidthSeconds = 0.0;
-    double total() const { return latencySeconds + bandwidthSeconds; }
-    CostParts& operator+=(const CostParts& o) {
-        latencySeconds += o.latencySeconds;
-        bandwidthSeconds += o.bandwidthSeconds;
-        return *this;
-    }
-};
-
 // ceil(log2 n) for n >= 1: the depth of a binary tree over n ranks.
 int ceilLog2(int n) {
     int levels = 0;
@@ -104,15 +91,7 @@ int ceilLog2(int n) {
         ++levels;
     return levels;
 }
-
-// Achieved bus bandwidth of `tier` for `p`; rejects tiers that would divide by zero.
-double busBytesPerSecond(const LinkTier& tier, Primitive p) {
-    const double rate = tier.bandwidthBytesPerSecond * tier.efficiencyFor(p);
-    if (!(rate > 0.0))
-        throw InputError(tier.name.empty() ? std::string("network tier") : "network tier " + tier.name,
-                         "bandwidth x efficiency for " + toString(p) + " must be > 0 to cost communication");
-    return rate;
-}
+} // namespace
 
 // Latency term of one primitive over n ranks of one tier, in units of the tier's alpha.
 double latencySteps(Primitive p, int n, CommAlgorithm algorithm) {
@@ -144,13 +123,37 @@ double latencySteps(Primitive p, int n, CommAlgorithm algorithm) {
     return ring;
 }
 
+namespace {
+
+// A cost split into its latency and bandwidth parts.
+struct CostParts {
+    double latencySeconds = 0.0;
+    double bandwidthSeconds = 0.0;
+    double total() const { return latencySeconds + bandwidthSeconds; }
+    CostParts& operator+=(const CostParts& o) {
+        latencySeconds += o.latencySeconds;
+        bandwidthSeconds += o.bandwidthSeconds;
+        return *this;
+    }
+};
+
+
+// Achieved bus bandwidth of `tier` for `p`; rejects tiers that would divide by zero.
+double busBytesPerSecond(const LinkTier& tier, Primitive p) {
+    const double rate = tier.bandwidthBytesPerSecond * tier.efficiencyFor(p);
+    if (!(rate > 0.0))
+        throw InputError(tier.name.empty() ? std::string("network tier") : "network tier " + tier.name,
+                         "bandwidth x efficiency for " + toString(p) + " must be > 0 to cost communication");
+    return rate;
+}
+
 // One primitive on one tier: alpha x steps + bytes x busFactor / (bw x eff). Tree and ring share the
 // bandwidth term: NCCL's double binary tree reaches full bus bandwidth (Sanders, Speck & Traeff 2009;
 // NCCL 2.4).
 CostParts flatCost(Primitive p, double bytes, int n, const LinkTier& tier, CommAlgorithm algorithm) {
     CostParts c;
     if (n <= 1 || bytes <= 0.0) return c; // a phase over one rank vanishes (e.g. intra phases when k == 1)
-    c.latencySeconds = latencySteps(p, n, algorithm) * tier.latencySeconds;
+    c.latencySeconds = latencySteps(p, n, algorithm) * tier.latencyFor(p);
     c.bandwidthSeconds = bytes * busFactor(p, n) / busBytesPerSecond(tier, p);
     return c;
 }
@@ -195,7 +198,7 @@ CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& plac
     case Primitive::AllToAll: {
         // Each rank sends S/n to every peer: (n-k) peers off-node over the inter tier and (k-1) on-node over
         // the intra tier, concurrently, so the slower side bounds the time; one alpha_inter per peer round.
-        c.latencySeconds = (n - 1.0) * inter.latencySeconds;
+        c.latencySeconds = (n - 1.0) * inter.latencyFor(p);
         const double interSeconds = bytes * (n - k) / n / busBytesPerSecond(inter, p);
         const double intraSeconds = k > 1 ? bytes * (k - 1.0) / n / busBytesPerSecond(intra, p) : 0.0;
         c.bandwidthSeconds = std::max(interSeconds, intraSeconds);

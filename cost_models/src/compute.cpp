@@ -12,19 +12,22 @@ double d(int64_t v) { return static_cast<double>(v); }
 OpCost gemm(std::string name, int64_t m, int64_t n, int64_t k, int bytesPerElem, double count = 1.0) {
     OpCost op;
     op.name = std::move(name);
+    op.kernel = "gemm";
     op.opClass = OpClass::Gemm;
     op.m = m;
     op.n = n;
     op.k = k;
-    op.flops = 2.0 * d(m) * d(n) * d(k) * count;
+    op.flops = kernel_cost::gemmFlops(m, n, k) * count;
     op.modelFlops = op.flops;
-    op.bytes = bytesPerElem * (d(m) * d(k) + d(k) * d(n) + d(m) * d(n)) * count;
+    op.bytes = kernel_cost::gemmBytes(m, n, k, bytesPerElem) * count;
     return op;
 }
 
-OpCost memoryOp(std::string name, double bytes) {
+// A memory-bound op; `kernel` names its kernel without the phase ("norm" -> "norm_forward"/"norm_backward").
+OpCost memoryOp(std::string name, std::string kernel, double bytes) {
     OpCost op;
     op.name = std::move(name);
+    op.kernel = std::move(kernel);
     op.opClass = OpClass::Memory;
     op.bytes = bytes;
     return op;
@@ -32,6 +35,8 @@ OpCost memoryOp(std::string name, double bytes) {
 
 void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
     for (auto& op : b.forwardOps) {
+        const std::string kernel = op.kernel;
+        if (op.opClass != OpClass::Gemm) op.kernel = kernel + "_forward";
         op.seconds = opSeconds(op, cluster, dtype);
         b.forward.add(op);
         // Convention: backward = 2 x forward model FLOPs (Narayanan et al. 2021, §5.1).
@@ -42,17 +47,19 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
         } else if (op.opClass == OpClass::Attention) {
             // FlashAttention-2 backward: 5 matmuls against the forward's 2 (Dao 2023, §3.2) -> 2.5x;
             // unfused attention: dV, dP, dQ, dK -> 2x.
-            const double f = op.name == "attention_core_flash" ? 2.5 : 2.0;
+            const double f = op.name == "attention_core_flash" ? kernel_cost::kFlashBackwardFlopFactor : 2.0;
             OpCost scaled = op;
+            scaled.kernel = kernel + "_backward";
             scaled.flops *= f;
-            scaled.bytes *= 2.0;
+            scaled.bytes *= kernel_cost::kBackwardByteFactor;
             scaled.seconds = opSeconds(scaled, cluster, dtype);
             scaled.modelFlops = 2.0 * op.modelFlops;
             b.backwardInput.add(scaled);
         } else {
             // Elementwise/norm backward reads the saved input and the output grad, writes the input grad.
             OpCost scaled = op;
-            scaled.bytes *= 2.0;
+            scaled.kernel = kernel + "_backward";
+            scaled.bytes *= kernel_cost::kBackwardByteFactor;
             scaled.seconds = opSeconds(scaled, cluster, dtype);
             b.backwardInput.add(scaled);
         }
@@ -67,8 +74,20 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
 }
 } // namespace
 
-double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) {
+namespace {
+double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) {
     const auto& gpu = cluster.gpu;
+    double overheadSeconds = gpu.kernelOverheadSeconds;
+    if (!op.kernel.empty()) {
+        const auto it = gpu.kernels.find(op.kernel);
+        if (it != gpu.kernels.end()) {
+            // Calibrated (FORMULAS.md §7): a straight line in the quantity the kernel was benchmarked against.
+            const KernelFit& f = it->second;
+            if (f.bytesPerSecond > 0.0 && op.opClass != OpClass::Gemm) return f.overheadSeconds + op.bytes / f.bytesPerSecond;
+            if (f.flopsPerSecond > 0.0 && op.opClass != OpClass::Gemm) return f.overheadSeconds + op.flops / f.flopsPerSecond;
+            overheadSeconds = f.overheadSeconds;
+        }
+    }
     double computeSeconds = 0.0;
     if (op.flops > 0.0) {
         const double peak = cluster.peakFlops(dtype);
@@ -80,24 +99,28 @@ double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) {
     }
     const double memorySeconds = op.bytes / (gpu.hbmBytesPerSecond * gpu.memoryEfficiency);
     // Roofline (Williams, Waterman & Patterson 2009): an op is bound by the slower of compute and memory.
-    return std::max(computeSeconds, memorySeconds) + gpu.kernelOverheadSeconds;
+    return std::max(computeSeconds, memorySeconds) + overheadSeconds;
 }
+} // namespace
+
+double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { return kernelSeconds(op, cluster, dtype); }
 
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
     const int e = s.activationBytes;
-    const double T = d(s.tokens), Tsp = d(s.tokensSp), h = d(s.hidden);
+    const double T = d(s.tokens), h = d(s.hidden);
     BlockCompute b;
     auto& ops = b.forwardOps;
-    ops.push_back(memoryOp("norm_attn", 2.0 * e * Tsp * h));
+    ops.push_back(memoryOp("norm_attn", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
     ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
     if (model.position == PositionEmbedding::Rope)
-        ops.push_back(memoryOp("rope", 2.0 * e * T * d(s.qDimLocal + s.kvDimLocal)));
+        ops.push_back(memoryOp("rope", "rope", kernel_cost::ropeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e)));
     {
         // Attention core per rank: QK^T and PV over a/tp heads, s/cp queries against s keys:
         // 4 * b * heads * s_q * s_kv * head_dim FLOPs (Narayanan et al. 2021, eq. 2 terms).
         OpCost att;
+        att.kernel = "attention";
         att.opClass = OpClass::Attention;
         att.m = s.seqLocal;
         att.n = s.seqFull;
@@ -105,11 +128,11 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         const double full = 4.0 * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull) * d(s.headDim);
         att.modelFlops = full;
         const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
-        const double qkvo = e * T * d(2 * s.qDimLocal + 2 * s.kvDimLocal);
+        const double qkvo = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e);
         if (plan.flashAttention) {
             // Causal FlashAttention skips the masked upper triangle: about half the products.
             att.name = "attention_core_flash";
-            att.flops = 0.5 * full;
+            att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
             att.bytes = qkvo;
         } else {
             // Unfused: scores written and read, softmax written and read (+ dropout mask and output).
@@ -120,26 +143,26 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         ops.push_back(att);
     }
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.qDimLocal, e));
-    ops.push_back(memoryOp("residual_attn", (3.0 * e + s.maskBytes) * Tsp * h));
-    ops.push_back(memoryOp("norm_mlp", 2.0 * e * Tsp * h));
+    ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
+    ops.push_back(memoryOp("norm_mlp", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
     const bool swiglu = model.activation == Activation::Swiglu;
     if (model.moe) {
         const double routed = T * d(s.topK);
         ops.push_back(gemm("router", s.tokens, model.moe->experts, s.hidden, e));
-        ops.push_back(memoryOp("moe_permute", 2.0 * e * routed * h));
+        ops.push_back(memoryOp("moe_permute", "permute", 2.0 * e * routed * h));
         const int64_t perExpert = std::max<int64_t>(1, static_cast<int64_t>(routed / d(std::max<int64_t>(1, s.expertsLocal))));
         const double nExp = d(s.expertsLocal);
         ops.push_back(gemm("expert_fc1", perExpert, (swiglu ? 2 : 1) * s.expertFfnLocal, s.hidden, e, nExp));
-        ops.push_back(memoryOp(swiglu ? "expert_swiglu" : "expert_gelu",
+        ops.push_back(memoryOp(swiglu ? "expert_swiglu" : "expert_gelu", swiglu ? "swiglu" : "gelu",
                                (swiglu ? 3.0 : 2.0) * e * routed * d(s.expertFfnLocal)));
         ops.push_back(gemm("expert_fc2", perExpert, s.hidden, s.expertFfnLocal, e, nExp));
-        ops.push_back(memoryOp("moe_unpermute", 3.0 * e * routed * h));
+        ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * routed * h));
     } else {
         ops.push_back(gemm("fc1", s.tokens, (swiglu ? 2 : 1) * s.ffnLocal, s.hidden, e));
-        ops.push_back(memoryOp(swiglu ? "swiglu" : "gelu", (swiglu ? 3.0 : 2.0) * e * T * d(s.ffnLocal)));
+        ops.push_back(memoryOp(swiglu ? "swiglu" : "gelu", swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)));
         ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
     }
-    ops.push_back(memoryOp("residual_mlp", (3.0 * e + s.maskBytes) * Tsp * h));
+    ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
     finishBlock(b, cluster, recipe.computeDtype, plan.recompute);
     return b;
 }
@@ -149,16 +172,18 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
     const LocalShapes s = localShapes(model, plan, recipe);
     const int e = s.activationBytes;
     BlockCompute b;
-    // Vocab-parallel lookup: read token ids, read/write one row per token (rows outside the shard are zeros).
-    double bytes = 8.0 * d(s.tokens) + 2.0 * e * d(s.tokens) * d(s.hidden);
+    // Vocab-parallel lookup: read token ids, read/write one row per token (rows outside the shard are zeros);
+    // a learned position embedding is a second row read and written.
+    double bytes = kernel_cost::embeddingForwardBytes(s.tokens, s.hidden, e);
     if (model.position == PositionEmbedding::Learned) bytes += 2.0 * e * d(s.tokens) * d(s.hidden);
-    OpCost op = memoryOp("embedding", bytes);
+    OpCost op = memoryOp("embedding", "embedding_forward", bytes);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);
     b.forwardOps.push_back(op);
     b.forward.add(op);
     // Backward scatter-adds the output grad into the embedding grad: a weight gradient.
     OpCost back = op;
-    back.bytes = 3.0 * e * d(s.tokens) * d(s.hidden);
+    back.kernel = "embedding_backward";
+    back.bytes = kernel_cost::embeddingBackwardBytes(s.tokens, s.hidden, e);
     back.seconds = opSeconds(back, cluster, recipe.computeDtype);
     b.backwardWeight.add(back);
     if (plan.recompute == Recompute::Full) {
@@ -173,25 +198,60 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     const LocalShapes s = localShapes(model, plan, recipe);
     const int e = s.activationBytes;
     BlockCompute b;
-    b.forwardOps.push_back(memoryOp("norm_final", 2.0 * e * d(s.tokensSp) * d(s.hidden)));
+    b.forwardOps.push_back(memoryOp("norm_final", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
     b.forwardOps.push_back(gemm("lm_head", s.tokens, s.vocabLocal, s.hidden, e));
     // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
-    b.forwardOps.push_back(memoryOp("cross_entropy", (e + 4.0 + 4.0) * d(s.tokens) * d(s.vocabLocal)));
+    b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
     finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
     return b;
 }
 
 OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe) {
-    // AdamW reads the grad, reads and writes the master (or the weights) and both moments, and writes the
-    // low-precision weights when a master copy exists. ~12 FLOPs per parameter, memory bound.
-    const double master = recipe.masterBytes > 0 ? recipe.masterBytes : recipe.weightBytes;
-    double perParam = recipe.gradBytes + 2.0 * master + 4.0 * recipe.momentBytes;
-    if (recipe.masterBytes > 0) perParam += recipe.weightBytes;
-    OpCost op = memoryOp("optimizer_step", perParam * localParameters);
-    op.flops = 12.0 * localParameters;
+    OpCost op = memoryOp("optimizer_step", "adamw", kernel_cost::optimizerBytes(localParameters, recipe));
+    op.flops = kernel_cost::optimizerFlops(localParameters);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);
     return op;
 }
+
+namespace kernel_cost {
+double gemmFlops(int64_t m, int64_t n, int64_t k) { return 2.0 * d(m) * d(n) * d(k); }
+double gemmBytes(int64_t m, int64_t n, int64_t k, int e) { return e * (d(m) * d(k) + d(k) * d(n) + d(m) * d(n)); }
+double normBytes(int64_t rows, int64_t cols, int e) { return 2.0 * e * d(rows) * d(cols); }
+double activationBytes(bool swiglu, int64_t rows, int64_t outCols, int e) {
+    return (swiglu ? 3.0 : 2.0) * e * d(rows) * d(outCols);
+}
+double ropeBytes(int64_t tokens, int64_t rotatedCols, int e) { return 2.0 * e * d(tokens) * d(rotatedCols); }
+double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes) {
+    return (3.0 * e + maskBytes) * d(rows) * d(cols);
+}
+double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0 * d(tokens) + 2.0 * e * d(tokens) * d(hidden); }
+double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
+double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }
+double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim) {
+    return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
+}
+double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return e * d(tokens) * d(2 * qCols + 2 * kvCols); }
+double optimizerFlops(double parameters) { return 12.0 * parameters; }
+double optimizerBytes(double parameters, const PrecisionRecipe& recipe) {
+    // AdamW reads the grad, reads and writes the master (or the weights) and both moments, and writes the
+    // low-precision weights when a master copy exists; memory bound.
+    const double master = recipe.masterBytes > 0 ? recipe.masterBytes : recipe.weightBytes;
+    double perParam = recipe.gradBytes + 2.0 * master + 4.0 * recipe.momentBytes;
+    if (recipe.masterBytes > 0) perParam += recipe.weightBytes;
+    return perParam * parameters;
+}
+const std::vector<std::string>& kernelNames() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> n{"gemm", "adamw", "embedding_forward", "embedding_backward"};
+        for (const char* k : {"attention", "norm", "gelu", "swiglu", "rope", "residual", "cross_entropy", "permute"}) {
+            n.push_back(std::string(k) + "_forward");
+            n.push_back(std::string(k) + "_backward");
+        }
+        return n;
+    }();
+    return names;
+}
+} // namespace kernel_cost
 
 double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {
     // Evaluate on one rank with no model-parallel split, one sequence, then scale by the global batch.

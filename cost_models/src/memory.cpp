@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace tessel {
 
@@ -47,6 +49,42 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
 }
 
 double shardDivisor(bool sharded, double shards) { return sharded ? shards : 1.0; }
+
+// ZeRO-3 gather buffers, in parameters: a stage gathers its chunks unit by unit (the embedding, each layer, the
+// head) and holds the unit in use plus the next one prefetched (DeepSpeed's stage 3 and FSDP's one-deep
+// prefetch; DeepSpeed's estimator bounds it by 2 x the largest layer). The next unit follows in the pass or,
+// between passes, is another pass's first: the peak is the largest sum of two consecutive units of a chunk or
+// of two distinct chunk ends; a stage whose only unit is one layer holds just that layer.
+double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int stage) {
+    const StageParameters perLayer = layerParameters(model, plan);
+    const double layer = perLayer.dense + perLayer.expert;
+    const int layersPerChunk = model.layers / (plan.pp * plan.vpp);
+    double peak = 0.0;
+    std::vector<std::pair<double, int>> ends; // (parameters, unit id) of every chunk's first and last unit
+    int id = 0;
+    for (int c = 0; c < plan.vpp; ++c) {
+        const int virtualStage = c * plan.pp + stage;
+        std::vector<double> units;
+        if (virtualStage == 0) units.push_back(embeddingParameters(model, plan));
+        units.insert(units.end(), static_cast<size_t>(layersPerChunk), layer);
+        if (virtualStage == plan.pp * plan.vpp - 1) {
+            double head = headParameters(model, plan);
+            // A tied LM head on the embedding's own stage is the word embedding: gathered again for the head.
+            if (model.tiedEmbeddings && plan.pp * plan.vpp == 1) head += d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp;
+            units.push_back(head);
+        }
+        if (units.empty()) continue;
+        peak = std::max(peak, units.front());
+        for (size_t i = 0; i + 1 < units.size(); ++i) peak = std::max(peak, units[i] + units[i + 1]);
+        ends.emplace_back(units.front(), id);
+        ends.emplace_back(units.back(), id + static_cast<int>(units.size()) - 1);
+        id += static_cast<int>(units.size());
+    }
+    for (const auto& a : ends)
+        for (const auto& b : ends)
+            if (a.second != b.second) peak = std::max(peak, a.first + b.first);
+    return peak;
+}
 } // namespace
 
 StageParameters layerParameters(const ModelConfig& model, const Plan& plan) {
@@ -130,7 +168,10 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
     if (model.moe) {
         const double routed = T * d(s.topK);
-        a += 4.0 * T * d(model.moe->experts);           // router probabilities (fp32)
+        // Router probabilities (softmax kept for the router's backward) and the renormalised top-k gate
+        // weights (kept for the weighted combine's backward): fp32, or the compute dtype when wider.
+        a += std::max(4.0, e) * T * d(model.moe->experts);
+        a += std::max(4.0, e) * T * d(s.topK);
         a += e * routed * h;                            // permuted tokens: expert fc1 input
         a += e * routed * d(s.expertFfnLocal) * (gated + 1.0); // fc1 output (gate+up) and fc2 input
         a += e * routed * h;                            // expert outputs, kept for the weighted combine
@@ -261,7 +302,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (last) st.activationsBytes += headInFlight * (2.0 * e * Tsp * h + 2.0 * statBytes * Tsp);
 
     OtherMemory& o = st.other;
-    if (z >= 3) o.zero3GatherBytes = 2.0 * params.largestLayer * recipe.weightBytes; // current + prefetched
+    if (z >= 3) o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.weightBytes; // in use + prefetched
     if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step

@@ -34,16 +34,17 @@ struct LayerParams {
     std::vector<int> expertFc1, expertFc2;
 };
 
-// What an MoE layer keeps from forward for backward (host-side routing and the dispatch layout).
+// What an MoE layer keeps from forward for backward. The tensors a GPU implementation keeps on the device are
+// backend tensors, counted as activations (FORMULAS.md §2); the integer routing layout stays on the host.
 struct MoeActs {
-    std::vector<double> probs;                  // [T, E] router softmax
+    Tensor probs;                               // [T, E] router softmax (the router's backward)
+    Tensor gates;                               // [T, K] renormalised top-k probabilities
     std::vector<int> sel;                       // [T, K] chosen experts, in selection order
-    std::vector<double> gates;                  // [T, K] renormalised top-k probabilities
     std::vector<int64_t> sendRow;               // [T, K] row of each (token, k) copy in the dispatch buffer
     int64_t cap = 0;                            // rows per all-to-all block (padded)
     std::vector<std::vector<int64_t>> recvRows; // per local expert: its rows in the received buffer
     std::vector<Tensor> xe, h1e, ae;            // per local expert: [n_e, h], [n_e, F or 2F], [n_e, F]
-    std::vector<double> out;                    // [ep * cap, h] expert outputs as returned by the combine
+    Tensor out;                                 // [T K, h] expert output of each (token, k) copy, after the combine
 };
 
 struct ChunkParams {
@@ -111,6 +112,15 @@ struct GptModel::Impl {
     int64_t expertF = 0;
     std::map<std::pair<int, int>, ChunkActs> live; // (mb, chunk) -> activations
     double lossSum = 0.0;
+    ParameterResidency* residency = nullptr;       // ZeRO-3: gathers units' values around their use
+
+    // Runs `work` with unit `unit` of `chunk` resident (units numbered as parameterUnits()).
+    template <typename Work>
+    void withUnit(int chunk, int unit, bool backward, Work&& work) {
+        if (residency) residency->beforeUnit(chunk, unit, backward);
+        work();
+        if (residency) residency->afterUnit(chunk, unit, backward);
+    }
 
     Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, std::vector<Parameter>& p)
         : model(m), ctx(c), be(b), params(p) {}
@@ -290,13 +300,13 @@ struct GptModel::Impl {
         Tensor logits = be.empty({T, E}, kBuf);                                   // [T, E]
         be.gemm(false, false, 1.0, xf, W(L.router), 0.0, logits);
         const std::vector<double> lg = be.download(logits);
-        a.probs.assign(static_cast<size_t>(T * E), 0.0);
+        std::vector<double> probs(static_cast<size_t>(T * E), 0.0);              // [T, E]
+        std::vector<double> gates(static_cast<size_t>(T * K), 0.0);              // [T, K]
         a.sel.assign(static_cast<size_t>(T * K), 0);
-        a.gates.assign(static_cast<size_t>(T * K), 0.0);
         std::vector<double> cnt(static_cast<size_t>(ep * E), 0.0);                // [src EP member, expert]
         for (int64_t t = 0; t < T; ++t) {
             const double* l = &lg[static_cast<size_t>(t * E)];
-            double* p = &a.probs[static_cast<size_t>(t * E)];
+            double* p = &probs[static_cast<size_t>(t * E)];
             const double mx = *std::max_element(l, l + E);
             double sum = 0.0;
             for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(l[e] - mx));
@@ -313,8 +323,13 @@ struct GptModel::Impl {
                 cnt[static_cast<size_t>(me * E + best)] += 1.0;
             }
             for (int k = 0; k < K; ++k)
-                a.gates[static_cast<size_t>(t * K + k)] = p[a.sel[static_cast<size_t>(t * K + k)]] / s;
+                gates[static_cast<size_t>(t * K + k)] = p[a.sel[static_cast<size_t>(t * K + k)]] / s;
         }
+        a.probs = be.empty({T, E}, cat);
+        be.upload(probs, a.probs);
+        a.gates = be.empty({T, K}, cat);
+        be.upload(gates, a.gates);
+        gates = be.download(a.gates); // what backward sees (rounded to the element type)
         if (ep > 1) cnt = ctx.comm->allReduceHost(cnt, ctx.ep);
         auto count = [&](int src, int e) { return static_cast<int64_t>(cnt[static_cast<size_t>(src * E + e)]); };
         a.cap = 1;
@@ -372,14 +387,16 @@ struct GptModel::Impl {
             a.h1e[static_cast<size_t>(le)] = h1;
             a.ae[static_cast<size_t>(le)] = act;
         }
-        a.out = be.download(epExchange(outHost, rows));                          // combine: my copies' outputs
+        const std::vector<double> combined = be.download(epExchange(outHost, rows)); // my copies' outputs
+        a.out = gatherHostRows(combined, a.sendRow, cat);                        // [T K, h] in (token, k) order
+        const std::vector<double> copies = be.download(a.out);
         std::vector<double> y(static_cast<size_t>(T * h), 0.0);
         for (int64_t t = 0; t < T; ++t)
             for (int k = 0; k < K; ++k) {
-                const double g = a.gates[static_cast<size_t>(t * K + k)];
-                const int64_t r = a.sendRow[static_cast<size_t>(t * K + k)];
+                const double g = gates[static_cast<size_t>(t * K + k)];
+                const int64_t r = t * K + k;
                 for (int64_t c = 0; c < h; ++c)
-                    y[static_cast<size_t>(t * h + c)] += g * a.out[static_cast<size_t>(r * h + c)];
+                    y[static_cast<size_t>(t * h + c)] += g * copies[static_cast<size_t>(r * h + c)];
             }
         Tensor out = be.empty({T, h}, kBuf);
         be.upload(y, out);
@@ -393,16 +410,19 @@ struct GptModel::Impl {
         const int E = experts, K = topK, ep = ctx.ep.size(), El = E / ep;
         const int64_t rows = ep * a.cap;
         const std::vector<double> g = be.download(dy);
+        const std::vector<double> probs = be.download(a.probs);                  // [T, E]
+        const std::vector<double> gates = be.download(a.gates);                  // [T, K]
+        const std::vector<double> out = be.download(a.out);                      // [T K, h]
         std::vector<double> dgate(static_cast<size_t>(T * K), 0.0);
         std::vector<double> send(static_cast<size_t>(rows * h), 0.0);
         for (int64_t t = 0; t < T; ++t)
             for (int k = 0; k < K; ++k) {
                 const int64_t r = a.sendRow[static_cast<size_t>(t * K + k)];
-                const double gate = a.gates[static_cast<size_t>(t * K + k)];
+                const double gate = gates[static_cast<size_t>(t * K + k)];
                 double dot = 0.0;
                 for (int64_t c = 0; c < h; ++c) {
                     const double gv = g[static_cast<size_t>(t * h + c)];
-                    dot += gv * a.out[static_cast<size_t>(r * h + c)];
+                    dot += gv * out[static_cast<size_t>((t * K + k) * h + c)];
                     send[static_cast<size_t>(r * h + c)] = gate * gv;
                 }
                 dgate[static_cast<size_t>(t * K + k)] = dot;
@@ -435,8 +455,8 @@ struct GptModel::Impl {
                 const int64_t r = a.sendRow[static_cast<size_t>(t * K + k)];
                 for (int64_t c = 0; c < h; ++c)
                     dx[static_cast<size_t>(t * h + c)] += back[static_cast<size_t>(r * h + c)];
-                S += a.probs[static_cast<size_t>(t * E + a.sel[static_cast<size_t>(t * K + k)])];
-                gd += dgate[static_cast<size_t>(t * K + k)] * a.gates[static_cast<size_t>(t * K + k)];
+                S += probs[static_cast<size_t>(t * E + a.sel[static_cast<size_t>(t * K + k)])];
+                gd += dgate[static_cast<size_t>(t * K + k)] * gates[static_cast<size_t>(t * K + k)];
             }
             // gate_k = p_k / S: dp_j = (dgate_j - sum_k dgate_k gate_k) / S on the selected j, 0 elsewhere;
             // softmax: dlogit_i = p_i (dp_i - sum_j dp_j p_j).
@@ -445,11 +465,11 @@ struct GptModel::Impl {
             for (int k = 0; k < K; ++k) {
                 const int e = a.sel[static_cast<size_t>(t * K + k)];
                 dp[static_cast<size_t>(e)] = (dgate[static_cast<size_t>(t * K + k)] - gd) / S;
-                pdp += dp[static_cast<size_t>(e)] * a.probs[static_cast<size_t>(t * E + e)];
+                pdp += dp[static_cast<size_t>(e)] * probs[static_cast<size_t>(t * E + e)];
             }
             for (int e = 0; e < E; ++e)
                 dlogits[static_cast<size_t>(t * E + e)] =
-                    a.probs[static_cast<size_t>(t * E + e)] * (dp[static_cast<size_t>(e)] - pdp);
+                    probs[static_cast<size_t>(t * E + e)] * (dp[static_cast<size_t>(e)] - pdp);
         }
         Tensor dl = be.empty({T, E}, kBuf);
         be.upload(dlogits, dl);
@@ -916,6 +936,30 @@ std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) 
     return out;
 }
 
+std::vector<std::vector<int>> GptModel::parameterUnits(int chunk) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    std::vector<std::vector<int>> units;
+    if (c.embedding) {
+        units.push_back({c.wte});
+        if (c.wpe >= 0) units.back().push_back(c.wpe);
+    }
+    for (const LayerParams& L : c.layers) {
+        std::vector<int> unit;
+        for (int i = 0; i < static_cast<int>(params_.size()); ++i)
+            if (params_[static_cast<size_t>(i)].info.chunk == chunk && params_[static_cast<size_t>(i)].info.layer == L.layer)
+                unit.push_back(i);
+        units.push_back(std::move(unit));
+    }
+    if (c.head) {
+        units.push_back({c.lnfw});
+        if (c.lnfb >= 0) units.back().push_back(c.lnfb);
+        units.back().push_back(c.lmHead);
+    }
+    return units;
+}
+
+void GptModel::setParameterResidency(ParameterResidency* residency) { impl_->residency = residency; }
+
 Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatchData& data) {
     Impl& m = *impl_;
     const ChunkParams& c = m.chunks.at(static_cast<size_t>(chunk));
@@ -926,22 +970,26 @@ Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatc
     auto [it, fresh] = m.live.try_emplace({mb, chunk});
     if (!fresh) throw RuntimeError("forward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " twice");
     ChunkActs& acts = it->second;
-    Tensor x = c.embedding ? m.embed(c, acts, data) : input;                      // [Tl, h]
+    Tensor x = input;                                                             // [Tl, h]
+    if (c.embedding) m.withUnit(chunk, 0, false, [&] { x = m.embed(c, acts, data); });
     if (!c.embedding && (x.dim(0) != m.Tl || x.dim(1) != m.h))
         throw RuntimeError("forward input " + x.shapeString() + " is not [" + std::to_string(m.Tl) + ", " + std::to_string(m.h) + "]");
     acts.layers.resize(c.layers.size());
+    const int firstLayerUnit = c.embedding ? 1 : 0;
     for (size_t l = 0; l < c.layers.size(); ++l) {
-        if (m.fullRecompute) {
-            // Keep only the layer's input; everything else is rebuilt in backward (Korthikanti et al. §4).
-            LayerActs scratch;
-            acts.layers[l].x = x;
-            x = m.layerForward(c.layers[l], x, scratch, acts, kBuf);
-        } else {
-            x = m.layerForward(c.layers[l], x, acts.layers[l], acts, kAct);
-        }
+        m.withUnit(chunk, firstLayerUnit + static_cast<int>(l), false, [&] {
+            if (m.fullRecompute) {
+                // Keep only the layer's input; everything else is rebuilt in backward (Korthikanti et al. §4).
+                LayerActs scratch;
+                acts.layers[l].x = x;
+                x = m.layerForward(c.layers[l], x, scratch, acts, kBuf);
+            } else {
+                x = m.layerForward(c.layers[l], x, acts.layers[l], acts, kAct);
+            }
+        });
     }
     if (c.head) {
-        m.head(c, acts, x, data);
+        m.withUnit(chunk, firstLayerUnit + static_cast<int>(c.layers.size()), false, [&] { m.head(c, acts, x, data); });
         return {};
     }
     return x;
@@ -954,19 +1002,27 @@ Tensor GptModel::backward(int mb, int chunk, const Tensor& gradOutput, bool defe
     if (it == m.live.end())
         throw RuntimeError("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " before its forward");
     ChunkActs& acts = it->second;
-    Tensor dx = c.head ? m.headBackward(c, acts, deferWeights) : gradOutput;      // [Tl, h]
+    const int firstLayerUnit = c.embedding ? 1 : 0;
+    Tensor dx = gradOutput;                                                       // [Tl, h]
+    if (c.head)
+        m.withUnit(chunk, firstLayerUnit + static_cast<int>(c.layers.size()), true,
+                   [&] { dx = m.headBackward(c, acts, deferWeights); });
     for (size_t l = c.layers.size(); l-- > 0;) {
-        if (m.fullRecompute) {
-            LayerActs rebuilt;
-            m.layerForward(c.layers[l], acts.layers[l].x, rebuilt, acts, kAct);
-            dx = m.layerBackward(c.layers[l], dx, rebuilt, acts, deferWeights);
-        } else {
-            dx = m.layerBackward(c.layers[l], dx, acts.layers[l], acts, deferWeights);
-        }
+        m.withUnit(chunk, firstLayerUnit + static_cast<int>(l), true, [&] {
+            if (m.fullRecompute) {
+                LayerActs rebuilt;
+                m.layerForward(c.layers[l], acts.layers[l].x, rebuilt, acts, kAct);
+                dx = m.layerBackward(c.layers[l], dx, rebuilt, acts, deferWeights);
+            } else {
+                dx = m.layerBackward(c.layers[l], dx, acts.layers[l], acts, deferWeights);
+            }
+        });
         acts.layers[l] = LayerActs{}; // free what this layer kept
     }
     if (c.embedding) {
-        m.embedBackward(c, acts, dx);
+        // The embedding's backward reads no weights, but ZeRO-3 gathers every unit of the chunk, as the
+        // schedule's gather action (the chunk's parameters) and DeepSpeed's pre-backward hooks do.
+        m.withUnit(chunk, 0, true, [&] { m.embedBackward(c, acts, dx); });
         dx = Tensor();
     }
     if (acts.pending.empty()) m.live.erase(it);

@@ -31,6 +31,18 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
                                                  plan.precision + "\"");
 }
 
+int64_t processPeakResidentBytes() {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+        if (line.rfind("VmHWM:", 0) != 0) continue;
+        std::istringstream in(line.substr(6));
+        int64_t kib = 0;
+        in >> kib;
+        return kib * 1024;
+    }
+    return 0;
+}
+
 nlohmann::json softwareVersions() {
     return {{"tessel", "0.1.0"},
             {"compiler", __VERSION__},

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <list>
 #include <map>
 #include <set>
 #include <sstream>
@@ -41,12 +42,34 @@ struct Bucket {
     int64_t flat = 0;
     int64_t shard = 0;
     Tensor gradShard;   // [shard, 1] reduced gradient shard (ZeRO >= 1): Buffers under ZeRO-1, Grads above
-    Tensor valueShard;  // [shard, 1] updated values before the all-gather (ZeRO >= 1): the send buffer
+    Tensor valueShard;  // [shard, 1] updated values: under ZeRO-1/2 the all-gather's send buffer (Buffers); under
+                        // ZeRO-3 the only persistent copy of the parameters (Weights)
     Tensor m, v;        // [shard, 1] Adam moments of the shard (ZeRO >= 1)
 };
+
+// Storage inside another tensor's: a parameter's full value as a piece of the flat buffer its bucket was
+// gathered into (DeepSpeed's ZeRO-3 parameters are likewise narrow views of the gathered flat buffer). It
+// counts no bytes of its own and keeps the flat buffer alive.
+struct AliasStorage : Storage {
+    AliasStorage(const Tensor& whole, void* data, int64_t bytes)
+        : Storage(nullptr, data, bytes, whole.category()), owner(whole) {}
+    Tensor owner;
+};
+
+// Elements [offset, offset + numel(shape)) of `flat` seen as a tensor of `shape`.
+Tensor aliasElements(const Tensor& flat, int64_t offset, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    if (offset < 0 || offset + n > flat.numel())
+        throw RuntimeError("alias of elements [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                           ") outside a tensor " + flat.shapeString());
+    const int64_t width = elementBytes(flat.type());
+    auto storage = std::make_shared<AliasStorage>(flat, flat.data<char>() + offset * width, n * width);
+    return Tensor(std::move(storage), std::move(shape), flat.type());
+}
 } // namespace
 
-struct Trainer::Impl {
+struct Trainer::Impl : ParameterResidency {
     ModelConfig model;
     ParallelContext ctx;
     Backend& be;
@@ -63,6 +86,19 @@ struct Trainer::Impl {
     int64_t adamStep = 0;
     Clock::time_point runStart = Clock::now(); // records are timed from here, so steps follow each other
     std::array<int, 3> embeddingBucket{-1, -1, -1}; // (chunk, schedule bucket, index) of the tied embedding
+
+    // ZeRO-3: buckets are the model's units (embedding, layer, head; ParameterResidency), keyed (chunk, unit);
+    // a unit's full values exist only from the gather before its use to its release after it, one unit ahead
+    // prefetched. `unitBuckets` gives the buckets holding a unit's parameters (a tied embedding on a rank
+    // holding both ends lies in the embedding's bucket and is gathered with the head too).
+    struct Resident {
+        int chunk = 0, unit = 0;
+        std::vector<std::pair<Bucket*, Tensor>> flats; // bucket -> its gathered [shard x members, 1] values
+    };
+    std::map<std::pair<int, int>, std::vector<Bucket*>> unitBuckets;
+    std::map<int, int> unitCount;                   // chunk -> units
+    std::list<Resident> resident;                   // oldest first; at most the unit in use and the next
+    int64_t gatheredBytes = 0, gatheredPeakBytes = 0; // bytes of the resident gathered buffers (Buffers)
 
     Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, const TrainHyper& hp, DataSource d)
         : model(m), ctx(c), be(b), hyper(hp), data(std::move(d)), gpt(m, c, b, hp.seed) {
@@ -82,26 +118,62 @@ struct Trainer::Impl {
                                         ctx.plan.zeroStage == 1 ? MemoryCategory::Buffers : MemoryCategory::Grads);
                 bk.m = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
                 bk.v = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
-                bk.valueShard = be.zeros({bk.shard, 1}, MemoryCategory::Buffers);
+                bk.valueShard = be.zeros({bk.shard, 1}, ctx.plan.zeroStage >= 3 ? MemoryCategory::Weights
+                                                                                 : MemoryCategory::Buffers);
             }
             return bk;
         };
-        for (int chunk = 0; chunk < gpt.chunks(); ++chunk)
-            for (int j = 0; j < gpt.bucketsPerChunk(); ++j) {
-                std::vector<int> plain, shared;
-                for (int p : gpt.bucketParameters(chunk, j, false)) {
-                    const ParamInfo& info = gpt.parameters()[static_cast<size_t>(p)].info;
-                    const bool tiedShared = ctx.embedding.size() > 1 && !info.pieces.empty() &&
-                                            info.pieces.front().fullName == "wte";
-                    (tiedShared ? shared : plain).push_back(p);
-                }
-                auto& list = buckets[{chunk, j}];
-                if (!plain.empty()) list.push_back(makeBucket(plain));
-                if (!shared.empty()) {
-                    list.push_back(makeBucket(shared));
-                    embeddingBucket = {chunk, j, static_cast<int>(list.size()) - 1};
-                }
+        auto addBuckets = [&](int chunk, int j, const std::vector<int>& params) {
+            std::vector<int> plain, shared;
+            for (int p : params) {
+                const ParamInfo& info = gpt.parameters()[static_cast<size_t>(p)].info;
+                const bool tiedShared = ctx.embedding.size() > 1 && !info.pieces.empty() &&
+                                        info.pieces.front().fullName == "wte";
+                (tiedShared ? shared : plain).push_back(p);
             }
+            if (plain.empty() && shared.empty()) return;
+            auto& list = buckets[{chunk, j}];
+            if (!plain.empty()) list.push_back(makeBucket(plain));
+            if (!shared.empty()) {
+                list.push_back(makeBucket(shared));
+                embeddingBucket = {chunk, j, static_cast<int>(list.size()) - 1};
+            }
+        };
+        for (int chunk = 0; chunk < gpt.chunks(); ++chunk) {
+            if (ctx.plan.zeroStage >= 3) {
+                const std::vector<std::vector<int>> units = gpt.parameterUnits(chunk);
+                std::set<int> placed;
+                for (int k = 0; k < static_cast<int>(units.size()); ++k) {
+                    std::vector<int> fresh;
+                    for (int p : units[static_cast<size_t>(k)])
+                        if (placed.insert(p).second) fresh.push_back(p);
+                    addBuckets(chunk, k, fresh);
+                }
+                unitCount[chunk] = static_cast<int>(units.size());
+                for (int k = 0; k < static_cast<int>(units.size()); ++k) {
+                    auto& holders = unitBuckets[{chunk, k}];
+                    for (int p : units[static_cast<size_t>(k)])
+                        for (auto& [key, list] : buckets)
+                            for (Bucket& bk : list)
+                                if (key.first == chunk && std::count(bk.params.begin(), bk.params.end(), p) != 0 &&
+                                    std::find(holders.begin(), holders.end(), &bk) == holders.end())
+                                    holders.push_back(&bk);
+                }
+            } else {
+                for (int j = 0; j < gpt.bucketsPerChunk(); ++j) addBuckets(chunk, j, gpt.bucketParameters(chunk, j, false));
+            }
+        }
+        if (ctx.plan.zeroStage >= 3) {
+            // Only this rank's shard of the values persists; the full values are gathered around their use.
+            const int64_t lo0 = static_cast<int64_t>(shardGroup().myIndex);
+            for (auto& [key, list] : buckets)
+                for (Bucket& bk : list) {
+                    Tensor flatValues = flatten(bk, true, MemoryCategory::Buffers);
+                    be.copyRows(flatValues, lo0 * bk.shard, bk.valueShard);
+                }
+            for (auto& p : gpt.parameters()) p.value = Tensor();
+            gpt.setParameterResidency(this);
+        }
         if (ctx.plan.zeroStage >= 2) {
             // Gradients are sharded: the full ones exist only from a backward to its reduce-scatter.
             for (auto& p : gpt.parameters()) p.grad = Tensor();
@@ -117,6 +189,10 @@ struct Trainer::Impl {
     }
 
     Parameter& param(int i) { return gpt.parameters()[static_cast<size_t>(i)]; }
+    // Elements of a parameter (its value may not be resident under ZeRO-3).
+    int64_t paramElements(int i) { return localRows(param(i).info) * localCols(param(i).info); }
+    // Vectors (norm weights, biases) get no weight decay.
+    bool isVector(int i) { return localRows(param(i).info) == 1; }
 
     // Flat [padded, 1] copy of the bucket's gradients (or values).
     Tensor flatten(const Bucket& bk, bool values, MemoryCategory cat) {
@@ -124,6 +200,9 @@ struct Trainer::Impl {
         int64_t at = 0;
         for (int p : bk.params) {
             const Tensor& t = values ? param(p).value : param(p).grad;
+            if (!t.defined())
+                throw RuntimeError("rank " + std::to_string(ctx.rank) + ": " + param(p).info.name + "'s " +
+                                   (values ? "value" : "gradient") + " is not resident");
             be.copyRowsInto(t.view({t.numel(), 1}), flat, at);
             at += t.numel();
         }
@@ -193,7 +272,8 @@ struct Trainer::Impl {
     void ensureGrads(int chunk) {
         if (ctx.plan.zeroStage < 2) return;
         for (auto& p : gpt.parameters())
-            if (p.info.chunk == chunk && !p.grad.defined()) p.grad = be.zeros(p.value.shape(), MemoryCategory::Buffers);
+            if (p.info.chunk == chunk && !p.grad.defined())
+                p.grad = be.zeros({localRows(p.info), localCols(p.info)}, MemoryCategory::Buffers);
     }
 
     // Expert parameters are sharded over EP and replicated over the expert data-parallel group (dp/ep ranks):
@@ -211,34 +291,103 @@ struct Trainer::Impl {
         }
     }
 
+    // ZeRO-1/2: the updated shards are all-gathered into the resident full values after the optimizer.
     void gatherParams(const sim::Action& a, ActionRecord& rec) {
         const Group& g = denseGroup();
         rec.group = g.name;
         rec.groupSize = g.size();
         for (auto& [key, list] : buckets) {
             if (key.first != a.chunk) continue;
-            for (Bucket& bk : list) gatherOne(a, bk, rec);
+            for (Bucket& bk : list) {
+                Tensor flat = be.empty({bk.shard * g.size(), 1}, MemoryCategory::Buffers);
+                ctx.comm->allGather(bk.valueShard, flat, g);
+                rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
+                unflatten(flat, bk, true);
+            }
         }
     }
 
-    void gatherOne(const sim::Action& a, Bucket& bk, ActionRecord& rec) {
-        const Group& g = denseGroup();
-        {
-            Tensor flat = be.empty({bk.shard * g.size(), 1}, MemoryCategory::Buffers);
-            if (a.name.rfind("zero3_", 0) == 0) {
-                // ZeRO-3 gathers the current parameters before forward/backward. The CPU executor keeps the
-                // full values resident (they are rebuilt here from the shards every time, so a shard that
-                // diverged would show), so the gather's traffic is real while its memory saving is not.
-                Tensor mineFlat = flatten(bk, true, MemoryCategory::Buffers);
-                Tensor myShard = be.empty({bk.shard, 1}, MemoryCategory::Buffers);
-                be.copyRows(mineFlat, static_cast<int64_t>(g.myIndex) * bk.shard, myShard);
-                ctx.comm->allGather(myShard, flat, g);
-            } else {
-                ctx.comm->allGather(bk.valueShard, flat, g);
+    // ---- ZeRO-3 parameter residency ----
+    Resident* findResident(int chunk, int unit) {
+        for (auto it = resident.rbegin(); it != resident.rend(); ++it)
+            if (it->chunk == chunk && it->unit == unit) return &*it;
+        return nullptr;
+    }
+    // Points every parameter of the resident units at its piece of the newest gathered copy; the others have
+    // no value.
+    void aliasResident() {
+        if (ctx.plan.zeroStage < 3) return; // values are always resident below ZeRO-3
+        for (auto& p : gpt.parameters()) p.value = Tensor();
+        gatheredBytes = 0;
+        for (Resident& r : resident)
+            for (auto& [bk, flat] : r.flats) {
+                gatheredBytes += flat.numel() * elementBytes(flat.type());
+                int64_t at = 0;
+                for (int p : bk->params) {
+                    param(p).value = aliasElements(flat, at, {localRows(param(p).info), localCols(param(p).info)});
+                    at += paramElements(p);
+                }
             }
-            rec.bytes += static_cast<double>(flat.numel() * elementBytes(be.elementType()));
-            unflatten(flat, bk, true);
+        gatheredPeakBytes = std::max(gatheredPeakBytes, gatheredBytes);
+    }
+    // All-gathers the full values of a unit from every member's shard (again, in place, when it is resident).
+    Resident& gatherUnit(int chunk, int unit, ActionRecord* rec) {
+        const Group& g = denseGroup();
+        Resident* r = findResident(chunk, unit);
+        if (!r) {
+            auto it = unitBuckets.find({chunk, unit});
+            if (it == unitBuckets.end())
+                throw RuntimeError("rank " + std::to_string(ctx.rank) + ": chunk " + std::to_string(chunk) +
+                                   " has no parameter unit " + std::to_string(unit));
+            resident.push_back({chunk, unit, {}});
+            r = &resident.back();
+            for (Bucket* bk : it->second)
+                r->flats.emplace_back(bk, be.empty({bk->shard * g.size(), 1}, MemoryCategory::Buffers));
         }
+        for (auto& [bk, flat] : r->flats) {
+            ctx.comm->allGather(bk->valueShard, flat, g);
+            if (rec) rec->bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
+        }
+        aliasResident();
+        return *r;
+    }
+    // Frees every gathered unit but `keep` (nullptr: all of them).
+    void releaseResidentBut(const Resident* keep) {
+        if (ctx.plan.zeroStage < 3) return;
+        resident.remove_if([&](const Resident& r) { return &r != keep; });
+        aliasResident();
+    }
+
+    // The schedule's zero3_all_gather_params_{fwd,bwd}: prefetches the first unit the next compute uses (the
+    // embedding or first layer forward, the head or last layer backward). It may start with the previous
+    // compute (simulator/src/schedule.cpp), so the previous compute's last unit is released only after it.
+    void zero3GatherAction(const sim::Action& a, ActionRecord& rec) {
+        if (a.name.find("_expert") != std::string::npos)
+            throw RuntimeError("expert-parallel ZeRO-3 gathers are not implemented (the executor runs MoE under ZeRO-0)");
+        const Group& g = denseGroup();
+        rec.group = g.name;
+        rec.groupSize = g.size();
+        const bool backward = a.name.find("_bwd") != std::string::npos;
+        const Resident& gathered = gatherUnit(a.chunk, backward ? unitCount.at(a.chunk) - 1 : 0, &rec);
+        releaseResidentBut(&gathered);
+    }
+
+    // Inside a compute: the unit in use and, one ahead in the pass's direction, the next (DeepSpeed's and
+    // FSDP's one-deep prefetch); anything else gathered earlier is done.
+    void beforeUnit(int chunk, int unit, bool backward) override {
+        Resident* cur = findResident(chunk, unit);
+        releaseResidentBut(cur);
+        if (!cur) cur = &gatherUnit(chunk, unit, nullptr);
+        const int next = backward ? unit - 1 : unit + 1;
+        if (next >= 0 && next < unitCount.at(chunk) && !findResident(chunk, next)) gatherUnit(chunk, next, nullptr);
+    }
+    // A unit is released when it is done, except the pass's last one, which stays until the next compute's
+    // first unit is gathered (its prefetch overlaps this unit's compute in the schedule).
+    void afterUnit(int chunk, int unit, bool backward) override {
+        const bool last = backward ? unit == 0 : unit == unitCount.at(chunk) - 1;
+        if (last) return;
+        resident.remove_if([&](const Resident& r) { return r.chunk == chunk && r.unit == unit; });
+        aliasResident();
     }
 
     // Squared norm of this rank's gradients, counting each distinct gradient element once over the world:
@@ -266,7 +415,7 @@ struct Trainer::Impl {
             const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard, hi = lo + bk.shard;
             std::vector<double> shard = be.download(bk.gradShard);
             for (int p : bk.params) {
-                const int64_t n = param(p).value.numel();
+                const int64_t n = paramElements(p);
                 const bool skip = (param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy;
                 for (int64_t e = std::max(at, lo); e < std::min(at + n, hi); ++e)
                     if (!skip) sum += shard[static_cast<size_t>(e - lo)] * shard[static_cast<size_t>(e - lo)];
@@ -282,11 +431,13 @@ struct Trainer::Impl {
         // Global-norm clipping (Pascanu et al. 2013), as torch.nn.utils.clip_grad_norm_ (eps 1e-6).
         const double clip = hyper.clipNorm > 0.0 ? std::min(1.0, hyper.clipNorm / (norm + 1e-6)) : 1.0;
         ++adamStep;
+        // Gathered ZeRO-3 values would be stale after the update: the next gather collects the new shards.
+        releaseResidentBut(nullptr);
         if (ctx.plan.zeroStage == 0) {
             for (auto& [i, mv] : moments) {
                 Parameter& p = param(i);
                 if (clip < 1.0) be.scale(p.grad, clip);
-                const double wd = p.value.dim(0) == 1 ? 0.0 : hyper.weightDecay; // no decay on vectors
+                const double wd = isVector(i) ? 0.0 : hyper.weightDecay; // no decay on vectors
                 be.adamw(p.value, p.grad, mv.first, mv.second, hyper.learningRate, hyper.beta1, hyper.beta2, hyper.eps,
                          wd, adamStep);
                 be.fill(p.grad, 0.0);
@@ -297,16 +448,16 @@ struct Trainer::Impl {
             for (Bucket& bk : list) {
             // Values of this rank's shard, updated element-wise; weight decay only on matrices, so update the
             // shard parameter by parameter over the ranges it covers.
-            Tensor flatValues = flatten(bk, true, MemoryCategory::Buffers);
+            // Under ZeRO-3 the value shard is the parameters' only copy.
             const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard;
-            be.copyRows(flatValues, lo, bk.valueShard);
+            if (ctx.plan.zeroStage < 3) be.copyRows(flatten(bk, true, MemoryCategory::Buffers), lo, bk.valueShard);
             if (clip < 1.0) be.scale(bk.gradShard, clip);
             int64_t at = 0;
             for (int p : bk.params) {
-                const int64_t n = param(p).value.numel();
+                const int64_t n = paramElements(p);
                 const int64_t b0 = std::max(at, lo), b1 = std::min(at + n, lo + bk.shard);
                 if (b1 > b0) {
-                    const double wd = param(p).value.dim(0) == 1 ? 0.0 : hyper.weightDecay;
+                    const double wd = isVector(p) ? 0.0 : hyper.weightDecay;
                     Tensor val = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
                     Tensor grad = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
                     Tensor m1 = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
@@ -325,12 +476,6 @@ struct Trainer::Impl {
             be.fill(bk.gradShard, 0.0);
             for (int p : bk.params)
                 if (param(p).grad.defined()) be.fill(param(p).grad, 0.0);
-            if (ctx.plan.zeroStage >= 3) {
-                // No all-gather follows the optimizer under ZeRO-3: write this rank's updated shard into its
-                // range of the resident values, which the next gather collects from every member.
-                be.copyRowsInto(bk.valueShard, flatValues, lo);
-                unflatten(flatValues, bk, true);
-            }
         }
         return norm;
     }
@@ -343,6 +488,7 @@ Trainer::Trainer(const ModelConfig& model, const ParallelContext& ctx, Backend& 
 Trainer::~Trainer() = default;
 GptModel& Trainer::model() { return impl_->gpt; }
 const sim::StageSchedule& Trainer::actions() const { return *impl_->mine; }
+double Trainer::zero3GatherPeakBytes() const { return static_cast<double>(impl_->gatheredPeakBytes); }
 
 StepStats Trainer::step(int stepIndex) {
     Impl& m = *impl_;
@@ -437,17 +583,17 @@ StepStats Trainer::step(int stepIndex) {
                 if (a.name.find("_expert") != std::string::npos) {
                     m.reduceExpertBucket(a, rec);
                 } else if (plan.zeroStage >= 3) {
-                    // ZeRO-3 reduces a chunk's gradients as one bucket per micro-batch.
-                    for (int j = 0; j < m.gpt.bucketsPerChunk(); ++j) {
-                        sim::Action each = a;
-                        each.bucket = j;
-                        m.reduceBucket(each, rec);
-                    }
+                    // ZeRO-3 reduces a chunk's gradients, all its unit buckets, once per micro-batch.
+                    for (auto& [bucketKey, list] : m.buckets)
+                        if (bucketKey.first == a.chunk)
+                            for (Bucket& bk : list) m.reduceOne(bk, rec);
                 } else {
                     m.reduceBucket(a, rec);
                 }
-            } else if (a.name.rfind("dp_all_gather_params", 0) == 0 || a.name.rfind("zero3_all_gather_params", 0) == 0) {
+            } else if (a.name.rfind("dp_all_gather_params", 0) == 0) {
                 m.gatherParams(a, rec);
+            } else if (a.name.rfind("zero3_all_gather_params", 0) == 0) {
+                m.zero3GatherAction(a, rec);
             } else if (a.name == "embedding_grad_all_reduce") {
                 rec.group = m.ctx.embedding.name;
                 rec.groupSize = m.ctx.embedding.size();
@@ -490,16 +636,12 @@ StepStats Trainer::step(int stepIndex) {
 
 std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
     Impl& m = *impl_;
+    const int64_t trainingPeak = m.gatheredPeakBytes; // this copy is no part of training
     if (m.ctx.plan.zeroStage >= 3) {
-        // Resident values hold only this rank's updated shard after the optimizer; gather the rest.
-        ActionRecord unused;
-        for (int chunk = 0; chunk < m.gpt.chunks(); ++chunk) {
-            sim::Action a;
-            a.kind = sim::ActionKind::Collective;
-            a.name = "zero3_all_gather_params_fwd";
-            a.chunk = chunk;
-            m.gatherParams(a, unused);
-        }
+        // Only the shards persist: gather every unit for the copy, and release them all after it.
+        for (auto& [chunk, units] : m.unitCount)
+            for (int unit = 0; unit < units; ++unit)
+                if (!m.findResident(chunk, unit)) m.gatherUnit(chunk, unit, nullptr);
     }
     std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sums; // name -> (values, counts)
     std::map<std::string, std::pair<int64_t, int64_t>> shapes;
@@ -526,6 +668,8 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
                 }
         }
     }
+    if (m.ctx.plan.zeroStage >= 3) m.releaseResidentBut(nullptr);
+    m.gatheredPeakBytes = trainingPeak;
     std::map<std::string, std::vector<double>> out;
     for (auto& [name, vc] : sums) {
         std::vector<double> values = vc.first, counts = vc.second;
@@ -547,8 +691,9 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
 //   u64 fingerprint (FNV-1a 64 of the plan, model and hyper-parameter JSON and the element type),
 //   i64 step (the next step to run), i64 Adam step counter, string model name (u32 length + bytes),
 //   u64 tensor count, then per tensor: string name, u64 element count, the raw elements.
-// The tensors, in order: every parameter's value ("param.<i>.<name>"); under ZeRO-0 each parameter's Adam
-// moments ("adam_m.<i>", "adam_v.<i>"); under ZeRO >= 1 each bucket's "bucket.<chunk>.<j>.<k>.{m,v,value_shard}".
+// The tensors, in order: every parameter's value ("param.<i>.<name>"; not under ZeRO-3, where only the
+// shards persist); under ZeRO-0 each parameter's Adam moments ("adam_m.<i>", "adam_v.<i>"); under ZeRO >= 1
+// each bucket's "bucket.<chunk>.<j>.<k>.{m,v,value_shard}" (j: the schedule's bucket, or the unit under ZeRO-3).
 // Gradients (and ZeRO gradient shards) are zero between steps: saving checks that and stores none of them.
 // dir/step-<N>/manifest.json, written by rank 0 once every shard is on disk, marks the checkpoint complete.
 namespace {
@@ -800,8 +945,9 @@ std::vector<std::pair<std::string, Tensor*>> stateTensors(GptModel& gpt, int zer
                                                           std::map<std::pair<int, int>, std::vector<Bucket>>& buckets) {
     std::vector<std::pair<std::string, Tensor*>> out;
     auto& params = gpt.parameters();
-    for (size_t i = 0; i < params.size(); ++i)
-        out.emplace_back("param." + std::to_string(i) + "." + params[i].info.name, &params[i].value);
+    if (zeroStage < 3) // under ZeRO-3 the value shards are the only copy of the parameters
+        for (size_t i = 0; i < params.size(); ++i)
+            out.emplace_back("param." + std::to_string(i) + "." + params[i].info.name, &params[i].value);
     if (zeroStage == 0) {
         for (auto& [i, mv] : moments) {
             out.emplace_back("adam_m." + std::to_string(i), &mv.first);

@@ -19,7 +19,14 @@ std::string toString(MemoryCategory c) {
     return "?";
 }
 
-int elementBytes(ElementType t) { return t == ElementType::F64 ? 8 : 4; }
+int elementBytes(ElementType t) {
+    switch (t) {
+    case ElementType::F64: return 8;
+    case ElementType::F32: return 4;
+    case ElementType::Bf16: return 2;
+    }
+    return 0;
+}
 
 void MemoryStats::allocate(MemoryCategory c, int64_t bytes) {
     auto& cur = currentBytes[static_cast<size_t>(c)];
@@ -63,10 +70,11 @@ Tensor Backend::empty(std::vector<int64_t> shape, MemoryCategory category) {
         if (d < 0) throw RuntimeError("negative tensor dimension");
         n *= d;
     }
-    const int64_t bytes = n * elementBytes(elementType());
+    const ElementType type = elementTypeFor(category);
+    const int64_t bytes = n * elementBytes(type);
     void* p = allocateBytes(std::max<int64_t>(bytes, 1));
     memory_.allocate(category, bytes);
-    return Tensor(std::make_shared<Storage>(this, p, bytes, category), std::move(shape), elementType());
+    return Tensor(std::make_shared<Storage>(this, p, bytes, category), std::move(shape), type);
 }
 
 Tensor Backend::zeros(std::vector<int64_t> shape, MemoryCategory category) {

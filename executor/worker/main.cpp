@@ -9,6 +9,10 @@
 #include "tessel/exec/run_output.hpp"
 #include "tessel/exec/runtime.hpp"
 
+#include "bench_worker.hpp"
+#include "cuda_backend.hpp"
+#include "nccl_comm.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -47,6 +51,7 @@ struct Options {
     std::string checkpointDir;   // default <run-dir>/checkpoints
     int checkpointEvery = 0;     // also save after every this many steps (0: only at the end)
     bool resume = false;
+    std::string backend = "cpu";   // cpu (MPI) or cuda (NCCL)
 };
 
 // The lines of an earlier run's losses.jsonl for steps before `step` (unchanged, so a resumed run's file is
@@ -71,13 +76,18 @@ nlohmann::json memoryJson(int rank, int stage, const tessel::exec::MemoryStats& 
     nlohmann::json peak = nlohmann::json::object();
     for (int c = 0; c < tessel::exec::kMemoryCategories; ++c)
         peak[tessel::exec::toString(static_cast<tessel::exec::MemoryCategory>(c)) + "_bytes"] = m.peakBytes[static_cast<size_t>(c)];
-    return {{"rank", rank}, {"stage", stage}, {"peak_bytes", peak}, {"peak_total_bytes", m.peakTotalBytes}};
+    return {{"rank", rank},
+            {"stage", stage},
+            {"peak_bytes", peak},
+            {"peak_total_bytes", m.peakTotalBytes},
+            {"process_peak_resident_bytes", tessel::exec::processPeakResidentBytes()}};
 }
 } // namespace
 
 int main(int argc, char** argv) {
     using namespace tessel;
     using namespace tessel::exec;
+    if (argc > 1 && std::string(argv[1]) == "bench") return runBenchWorker(argc - 1, argv + 1);
     CLI::App app{"tessel-worker: one rank of tessel run (started by mpirun)"};
     Options o;
     app.add_option("--run-dir", o.runDir, "Run folder holding scenario.json")->required();
@@ -90,6 +100,8 @@ int main(int argc, char** argv) {
     app.add_option("--checkpoint-every", o.checkpointEvery, "Also save a checkpoint every K steps (0: only at the end)")
         ->check(CLI::NonNegativeNumber);
     app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint up to --steps in all");
+    app.add_option("--backend", o.backend, "cpu (float64/float32, MPI) or cuda (bf16 mixed or fp32, NCCL)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
     CLI11_PARSE(app, argc, argv);
 
     std::unique_ptr<Comm> comm;
@@ -120,12 +132,28 @@ int main(int argc, char** argv) {
         Scenario s = loadScenarioFile(fs::path(o.runDir) / "scenario.json");
         finishScenario(s);
         ProblemList problems;
-        validateExecutable(s.model, s.plan, "/plan", problems);
+        {
+            // The CPU executor's checks, except its precision rule when the cuda backend (which runs the
+            // mixed and fp32 recipes) is asked for: cudaPrecisionOf checks that one below.
+            ProblemList all;
+            validateExecutable(s.model, s.plan, "/plan", all);
+            for (const Problem& p : all.items())
+                if (o.backend != "cuda" || p.where != "/plan/precision") problems.add(p.where, p.message);
+        }
         problems.throwIfAny();
         if (comm->worldSize() != s.plan.worldSize())
             throw InputError("--ranks", "the plan needs " + std::to_string(s.plan.worldSize()) + " ranks, mpirun started " +
                                             std::to_string(comm->worldSize()));
-        auto backend = makeCpuBackend(s.plan.precision == "cpu_fp32" ? ElementType::F32 : ElementType::F64);
+        std::unique_ptr<Backend> backend;
+        if (o.backend == "cuda") {
+            // DeviceError (exit 1) when this build has no CUDA backend or no GPU answers.
+            const CudaPrecision precision = cudaPrecisionOf(s.plan.precision, "/plan/precision");
+            backend = makeCudaBackend(precision, cudaDeviceForThisProcess());
+            comm = makeNcclComm(std::move(comm), *backend);   // MPI stays underneath for the bootstrap
+            comm->setTimeoutSeconds(o.timeoutSeconds);
+        } else {
+            backend = makeCpuBackend(s.plan.precision == "cpu_fp32" ? ElementType::F32 : ElementType::F64);
+        }
         ParallelContext ctx = makeContext(s.plan, rank, *comm, s.model.tiedEmbeddings);
         TrainHyper hyper;
         Trainer trainer(s.model, ctx, *backend, hyper,
@@ -174,10 +202,13 @@ int main(int argc, char** argv) {
         writeFileAtomically((rankDir / "memory.json").string(),
                             memoryJson(rank, ctx.stage(), backend->memory()).dump(2) + "\n");
         if (rank == 0) {
-            writeFileAtomically((fs::path(o.runDir) / "versions.json").string(), softwareVersions().dump(2) + "\n");
+            nlohmann::json versions = softwareVersions();
+            for (const auto& [key, value] : backend->provenance()) versions[key] = value;   // cuda: device, driver, ...
+            writeFileAtomically((fs::path(o.runDir) / "versions.json").string(), versions.dump(2) + "\n");
         }
         comm->barrier(ctx.world);
         status("done");
+        if (o.backend == "cuda") comm.reset();   // the NCCL comm holds buffers of the backend: it goes first
     } catch (const std::exception& e) {
         status(std::string("error: ") + e.what());
         std::cerr << "tessel-worker rank " << rank << ": error: " << e.what() << "\n" << std::flush;

@@ -43,7 +43,7 @@ QVariant MeasuredModel::data(const QModelIndex& index, int role) const {
                        : QVariant(static_cast<double>(a.microBatch));
     case Chunk: return display ? QVariant(QString::number(a.chunk)) : QVariant(static_cast<double>(a.chunk));
     case Predicted: return display ? QVariant(secondsText(a.predictedSeconds)) : QVariant(a.predictedSeconds);
-    case Measured: return display ? QVariant(secondsText(a.measuredSeconds)) : QVariant(a.measuredSeconds);
+    case Measured: return display ? QVariant(secondsText(a.measuredMeanSeconds)) : QVariant(a.measuredMeanSeconds);
     case Error: return display ? QVariant(signedPercentText(a.error())) : QVariant(a.error());
     default: return {};
     }

@@ -340,6 +340,36 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         }
     }
 
+    // Gradient clipping by the global norm (Megatron-LM clip_grad_norm_fp32; the executor's Trainer): the norm
+    // is all-reduced over every rank, so no stage's optimizer starts before every stage's gradients are
+    // complete. Each optimizer also waits for what the other stages' optimizers wait for (their gradient
+    // collectives and their last gradient-producing compute).
+    if (p > 1) {
+        std::vector<std::vector<Dependency>> ready(static_cast<size_t>(p));
+        std::vector<int> optIndex(static_cast<size_t>(p), -1);
+        for (int s = 0; s < p; ++s) {
+            const auto& acts = sched.stages[static_cast<size_t>(s)].actions;
+            int lastGrad = -1;
+            for (int i = 0; i < static_cast<int>(acts.size()); ++i) {
+                const ActionKind k = acts[static_cast<size_t>(i)].kind;
+                if (k == ActionKind::Backward || k == ActionKind::BackwardWeight) lastGrad = i;
+                if (k == ActionKind::OptimizerStep) optIndex[static_cast<size_t>(s)] = i;
+            }
+            const int opt = optIndex[static_cast<size_t>(s)];
+            if (opt < 0) continue;
+            for (const Dependency& d : acts[static_cast<size_t>(opt)].deps)
+                if (d.stage == s) ready[static_cast<size_t>(s)].push_back(d);
+            if (lastGrad >= 0) ready[static_cast<size_t>(s)].push_back({s, lastGrad, Dependency::When::End, 1.0});
+        }
+        for (int s = 0; s < p; ++s) {
+            const int opt = optIndex[static_cast<size_t>(s)];
+            if (opt < 0) continue;
+            auto& deps = sched.stages[static_cast<size_t>(s)].actions[static_cast<size_t>(opt)].deps;
+            for (int t = 0; t < p; ++t)
+                if (t != s) deps.insert(deps.end(), ready[static_cast<size_t>(t)].begin(), ready[static_cast<size_t>(t)].end());
+        }
+    }
+
     // ZeRO-1/2: updated parameter shards are all-gathered after the optimizer step.
     if (plan.zeroStage == 1 || plan.zeroStage == 2) {
         for (int s = 0; s < p; ++s) {

@@ -273,15 +273,18 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
-    c.layerFwd = layer.forward.seconds;
-    c.layerBwdInput = layer.backwardInput.seconds;
-    c.layerBwdWeight = layer.backwardWeight.seconds;
-    c.layerRecompute = layer.recompute.seconds;
-    c.embFwd = emb.forward.seconds;
-    c.embBwdWeight = emb.backwardWeight.seconds;
-    c.headFwd = head.forward.seconds;
-    c.headBwdInput = head.backwardInput.seconds;
-    c.headBwdWeight = head.backwardWeight.seconds;
+    // Calibrated phase scales apply as in costSchedule; their per-action overheads (>= 0) are left out, which
+    // keeps the bound a lower bound.
+    const double fwd = cluster.gpu.phaseFit("forward").timeScale, bwd = cluster.gpu.phaseFit("backward").timeScale;
+    c.layerFwd = fwd * layer.forward.seconds;
+    c.layerBwdInput = bwd * layer.backwardInput.seconds;
+    c.layerBwdWeight = bwd * layer.backwardWeight.seconds;
+    c.layerRecompute = bwd * layer.recompute.seconds;
+    c.embFwd = fwd * emb.forward.seconds;
+    c.embBwdWeight = bwd * emb.backwardWeight.seconds;
+    c.headFwd = fwd * head.forward.seconds;
+    c.headBwdInput = bwd * head.backwardInput.seconds;
+    c.headBwdWeight = bwd * head.backwardWeight.seconds;
     return c;
 }
 
@@ -488,7 +491,8 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
     const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
     const double expertShards =
         plan.zeroStage >= 1 ? d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
-    return optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, *ctx.recipe).seconds;
+    return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
+           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, *ctx.recipe).seconds;
 }
 
 double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {

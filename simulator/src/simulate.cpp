@@ -106,6 +106,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const double expertShards = plan.zeroStage >= 1 ? static_cast<double>(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
 
     CostTable table;
+    table.serialStreams = !cluster.gpu.overlapsCommunication;
     table.perAction.resize(schedule.stages.size());
     for (size_t s = 0; s < schedule.stages.size(); ++s) {
         const auto& acts = schedule.stages[s].actions;
@@ -152,6 +153,14 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             case ActionKind::RecvGrad: c.computeSeconds = p2pGrad; break;
             case ActionKind::Collective: c.computeSeconds = collectiveSeconds(a); break;
             }
+            // Calibrated per phase (FORMULAS.md §7.5): the work around the kernels; identity when uncalibrated.
+            if (a.kind != ActionKind::SendActivation && a.kind != ActionKind::RecvActivation &&
+                a.kind != ActionKind::SendGrad && a.kind != ActionKind::RecvGrad && a.kind != ActionKind::Collective) {
+                const PhaseFit& f = cluster.gpu.phaseFit(a.kind == ActionKind::Forward         ? "forward"
+                                                         : a.kind == ActionKind::OptimizerStep ? "optimizer"
+                                                                                               : "backward");
+                c.computeSeconds = f.overheadSeconds + f.timeScale * c.computeSeconds;
+            }
             finish(c);
         }
     }
@@ -177,7 +186,9 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
         const auto& acts = schedule.stages[s].actions;
         for (size_t i = 0; i < acts.size(); ++i) {
             const size_t me = id(static_cast<int>(s), static_cast<int>(i));
-            const auto st = static_cast<size_t>(streamOf(acts[i].kind));
+            // A device that cannot overlap communication with compute runs each rank's list in order on one
+            // stream (the CPU executor's single thread).
+            const auto st = costs.serialStreams ? size_t{0} : static_cast<size_t>(streamOf(acts[i].kind));
             if (last[st] >= 0) {
                 streamPrev[me] = last[st];
                 ++edgeCount[static_cast<size_t>(last[st]) + 1];

@@ -56,6 +56,22 @@ std::vector<Case> grid() {
     add("cp2_zero3_over_cp", [](Plan& p) { p.cp = 2; p.zeroStage = 3; p.zeroOverCp = true; });
     add("cp2_swiglu_rope", [](Plan& p) { p.cp = 2; }, true);
     add("cp2_pp2_tied", [](Plan& p) { p.cp = 2; p.pp = 2; });
+    // ZeRO-3 gathers unit by unit (embedding, layers, head) around their use: a tied embedding on one stage
+    // (gathered again for the head) and across stages (its own bucket on both), one layer per stage and per
+    // chunk (re-gathered in place between passes), ZB-H1's split backward, and a shard group of one (cp2 without
+    // zero_over_cp: the gathers only copy the shard).
+    add("dp2_zero3_tied", [](Plan& p) { p.dp = 2; p.zeroStage = 3; });
+    add("pp2_dp2_zero3_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
+    add("pp4_dp2_zero3", [](Plan& p) { p.pp = 4; p.dp = 2; p.zeroStage = 3; });
+    add("pp2_vpp2_dp2_zero3", [](Plan& p) {
+        p.pp = 2;
+        p.vpp = 2;
+        p.dp = 2;
+        p.zeroStage = 3;
+        p.schedule = Schedule::Interleaved1F1B;
+    });
+    add("pp2_dp2_zero3_zero_bubble", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.schedule = Schedule::ZeroBubble; });
+    add("cp2_zero3", [](Plan& p) { p.cp = 2; p.zeroStage = 3; });
     return cases;
 }
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <exception>
+#include <thread>
 
 namespace tessel::exec {
 namespace {
@@ -15,7 +17,15 @@ struct MemCase {
     std::string name;
     Plan plan;
     bool swiglu = false;
+    bool moe = false;   // scenarios/models/tiny-moe.json with its MoE block (short sequences)
 };
+
+ModelConfig caseModel(const MemCase& c) {
+    if (!c.moe) return test::tinyModel(c.swiglu);
+    ModelConfig m = loadModelRef("tiny-moe", "test");
+    m.seqLen = 16;
+    return m;
+}
 
 std::vector<MemCase> memoryCases() {
     std::vector<MemCase> cases;
@@ -46,6 +56,11 @@ std::vector<MemCase> memoryCases() {
     add("cp2_tp2_sp", [](Plan& p) { p.cp = 2; p.tp = 2; p.sequenceParallel = true; });
     add("cp2_dp2_zero0", [](Plan& p) { p.cp = 2; p.dp = 2; });
     add("cp2_swiglu_rope", [](Plan& p) { p.cp = 2; }, true);
+    add("dp2_zero3", [](Plan& p) { p.dp = 2; p.zeroStage = 3; });
+    add("pp2_dp2_zero3", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
+    add("pp4_dp2_zero3", [](Plan& p) { p.pp = 4; p.dp = 2; p.zeroStage = 3; });
+    add("moe_ep2_dp2", [](Plan& p) { p.dp = 2; p.ep = 2; });
+    cases.back().moe = true;
     return cases;
 }
 
@@ -53,7 +68,7 @@ class MemoryPrediction : public ::testing::TestWithParam<MemCase> {};
 
 TEST_P(MemoryPrediction, WithinFivePercentPerCategory) {
     const MemCase& c = GetParam();
-    const ModelConfig model = test::tinyModel(c.swiglu);
+    const ModelConfig model = caseModel(c);
     const test::RunResult run = test::runPlan(model, c.plan, 1);
     ClusterConfig cluster = loadClusterRef("cpu-host", "test");
     cluster.gpusPerNode = c.plan.worldSize();
@@ -84,6 +99,61 @@ TEST_P(MemoryPrediction, WithinFivePercentPerCategory) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, MemoryPrediction, ::testing::ValuesIn(memoryCases()),
                          [](const ::testing::TestParamInfo<MemCase>& i) { return i.param.name; });
+
+// ZeRO-3 gather buffers: the executor's buffers category also holds every other transient (activation
+// gradients, flattened buckets), so the gathered parameter values are measured on their own: the peak bytes of
+// gathered buffers the trainer held during two steps, per rank, against the model's zero3_gather_bytes
+// (2 x the largest layer: the unit in use and the prefetched one). Also checks that they are buffers.
+std::vector<std::pair<double, MemoryStats>> zero3GatherPeaks(const ModelConfig& model, const Plan& plan) {
+    const int world = plan.worldSize();
+    auto w = makeInProcessWorld(world);
+    std::vector<std::pair<double, MemoryStats>> peaks(static_cast<size_t>(world));
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+    const std::string text = test::testText();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                auto comm = makeInProcessComm(w, r);
+                comm->setTimeoutSeconds(60.0);
+                auto backend = makeCpuBackend(ElementType::F64);
+                ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
+                Trainer trainer(model, ctx, *backend, {},
+                                textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
+                for (int s = 0; s < 2; ++s) trainer.step(s);
+                peaks[static_cast<size_t>(r)] = {trainer.zero3GatherPeakBytes(), backend->memory()};
+            } catch (...) {
+                errors[static_cast<size_t>(r)] = std::current_exception();
+                failRank(*w, r, "threw");
+            }
+        });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+    return peaks;
+}
+
+TEST(MemoryPredictionZero3, GatherBuffersWithinFivePercent) {
+    for (const MemCase& c : memoryCases()) {
+        if (c.plan.zeroStage < 3) continue;
+        const ModelConfig model = caseModel(c);
+        ClusterConfig cluster = loadClusterRef("cpu-host", "test");
+        cluster.gpusPerNode = c.plan.worldSize();
+        cluster.nodes = 1;
+        const MemoryReport predicted = predictMemory(model, cluster, c.plan);
+        const auto peaks = zero3GatherPeaks(model, c.plan);
+        for (int r = 0; r < c.plan.worldSize(); ++r) {
+            const StageMemory& st = predicted.stages[static_cast<size_t>(rankCoords(c.plan, r).pp)];
+            const auto& [gathered, stats] = peaks[static_cast<size_t>(r)];
+            const double err = (st.other.zero3GatherBytes - gathered) / gathered;
+            std::printf("memory %-24s rank %d %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n", c.name.c_str(), r,
+                        "gather", st.other.zero3GatherBytes, gathered, 100.0 * err);
+            EXPECT_LT(std::abs(err), 0.05) << c.name << " rank " << r;
+            EXPECT_GE(static_cast<double>(stats.peakBytes[static_cast<size_t>(MemoryCategory::Buffers)]), gathered)
+                << c.name << " rank " << r << ": gathered values are buffers";
+        }
+    }
+}
 
 } // namespace
 } // namespace tessel::exec

@@ -29,6 +29,22 @@ struct GemmEfficiencyPoint {
     double efficiency = 0.0;
 };
 
+// A kernel's time as fitted by `tessel calibrate`: overheadSeconds + quantity / rate, where the quantity is
+// the bytes (memory kernels) or FLOPs (attention) the cost model counts for it (compute.hpp kernel_cost).
+// For "gemm" only the overhead is used; the efficiency table carries the shape dependence.
+struct KernelFit {
+    double overheadSeconds = 0.0;
+    double bytesPerSecond = 0.0;  // 0 = not a bytes fit
+    double flopsPerSecond = 0.0;  // 0 = not a FLOPs fit
+};
+
+// The work around a phase's kernels that no kernel names (dispatch, bias adds, copies, allocation, the
+// optimizer's norm and shard copies), fitted from training runs (FORMULAS.md §7.5).
+struct PhaseFit {
+    double overheadSeconds = 0.0;
+    double timeScale = 1.0;
+};
+
 struct GpuSpec {
     std::string name;
     int64_t memoryBytes = 0;
@@ -38,6 +54,14 @@ struct GpuSpec {
     double kernelOverheadSeconds = 0.0;        // launch + tail per kernel
     std::map<Dtype, double> peakFlopsPerSecond; // dense, no sparsity
     std::vector<GemmEfficiencyPoint> gemmEfficiency; // sorted by minDim
+    std::map<std::string, KernelFit> kernels;        // calibrated kernels by name ("norm_forward", ...)
+    // Calibrated from training runs, per phase ("forward", "backward", "optimizer"): a compute action of that
+    // phase takes overheadSeconds + timeScale x (the sum of its kernels' times). Absent = 0 and 1.
+    std::map<std::string, PhaseFit> phaseFits;
+    const PhaseFit& phaseFit(const std::string& phase) const;
+    // Whether collectives and transfers run concurrently with compute (GPUs: NCCL on its own streams). False for
+    // the CPU executor, whose one thread runs a rank's actions in order: the simulator then serialises them.
+    bool overlapsCommunication = true;
 };
 
 // A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
@@ -47,6 +71,8 @@ struct LinkTier {
     double latencySeconds = 0.0;
     double efficiency = 1.0;                                // achieved bus bandwidth / link bandwidth
     std::map<Primitive, double> primitiveEfficiency;        // overrides `efficiency` where measured
+    std::map<Primitive, double> primitiveLatencySeconds;    // overrides `latencySeconds` where measured
+    double latencyFor(Primitive p) const;
     double efficiencyFor(Primitive p) const;
 };
 

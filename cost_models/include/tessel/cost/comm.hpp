@@ -18,6 +18,10 @@ std::string toString(CommAlgorithm a);
 // whole send buffer of one rank).
 double busFactor(Primitive p, int n);
 
+// Latency term of one primitive over n ranks of one tier, in units of the tier's per-step alpha (ring:
+// n-1 steps per phase; tree: log2 n levels; send/recv: 1). Calibration divides a fitted latency by it.
+double latencySteps(Primitive p, int n, CommAlgorithm algorithm);
+
 struct CommCost {
     double seconds = 0.0;
     double latencySeconds = 0.0;    // the latency part of `seconds`

@@ -14,6 +14,33 @@ namespace tessel {
 
 enum class OpClass { Gemm, Attention, Memory };
 
+// FLOPs and HBM bytes the model counts for each kernel (FORMULAS.md §3). compute.cpp builds its ops from
+// these, and the executor's microbenchmarks (`tessel bench`) report their points with them, so a calibration
+// fit of seconds against flops or bytes lands on exactly the model's terms. e = bytes per element.
+namespace kernel_cost {
+// A backward element-wise/norm kernel reads the saved input and the output gradient and writes the input
+// gradient: twice the forward's traffic.
+constexpr double kBackwardByteFactor = 2.0;
+// FlashAttention-2 backward: 5 matmuls against the forward's 2 (Dao 2023, §3.2).
+constexpr double kFlashBackwardFlopFactor = 2.5;
+double gemmFlops(int64_t m, int64_t n, int64_t k);                  // 2 m n k
+double gemmBytes(int64_t m, int64_t n, int64_t k, int e);          // e (mk + kn + mn): each operand once
+double normBytes(int64_t rows, int64_t cols, int e);               // read x, write y: 2 e n c
+double activationBytes(bool swiglu, int64_t rows, int64_t outCols, int e); // GELU 2 e n f, SwiGLU 3 e n f
+double ropeBytes(int64_t tokens, int64_t rotatedCols, int e);      // 2 e T d
+double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes); // (3 e + mask) n c
+double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e);    // ids 8 T + one row read and written
+double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e);   // scatter-add 3 e T h
+double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits read + fp32 max/sum: (e + 8) T V
+// Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
+double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
+double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
+double optimizerFlops(double parameters);                           // ~12 per parameter (AdamW)
+double optimizerBytes(double parameters, const PrecisionRecipe& recipe);
+// The kernel names a cluster file's gpu.kernels may calibrate ("gemm", "attention_forward", "norm_backward", ...).
+const std::vector<std::string>& kernelNames();
+} // namespace kernel_cost
+
 // One operation on one rank for one micro-batch. A GEMM is (m x k) @ (k x n).
 struct OpCost {
     std::string name;
@@ -22,6 +49,7 @@ struct OpCost {
     double modelFlops = 0.0;     // operations counted for MFU (attention as full, non-causal; see FORMULAS.md §3)
     double bytes = 0.0;          // HBM traffic
     int64_t m = 0, n = 0, k = 0; // GEMM shape; for attention (s_q, s_kv, head_dim)
+    std::string kernel;          // the kernel a calibration may have timed: "gemm", "norm_forward", ...
     double seconds = 0.0;        // roofline time, filled by costOps
 };
 
@@ -63,7 +91,10 @@ struct BlockCompute {
     }
 };
 
-// Roofline time of one op: max(flops / (peak x efficiency), bytes / (HBM x memory efficiency)) + overhead.
+// Time of one op. Uncalibrated: the roofline max(flops / (peak x efficiency), bytes / (HBM x memory
+// efficiency)) + kernel overhead. Where the cluster has a calibrated fit for op.kernel (GpuSpec::kernels),
+// memory and attention kernels take overhead + bytes (or flops) / fitted rate, and GEMMs the fitted overhead
+// with the (calibrated) efficiency table.
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype);
 
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::exec {
@@ -18,6 +19,9 @@ public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
     virtual ElementType elementType() const = 0;
+    // The element type of a new tensor of `category` (mixed precision: fp32 optimizer state beside bf16
+    // weights, grads and activations). Default: elementType() for every category.
+    virtual ElementType elementTypeFor(MemoryCategory /*category*/) const { return elementType(); }
 
     Tensor empty(std::vector<int64_t> shape, MemoryCategory category);
     Tensor zeros(std::vector<int64_t> shape, MemoryCategory category);
@@ -96,6 +100,26 @@ public:
     virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
                        double beta2, double eps, double weightDecay, int64_t step) = 0;
     virtual double sumSquares(const Tensor& t) = 0;
+
+    // ---- asynchronous backends (CUDA); the defaults suit a synchronous backend such as cpu ----
+    // Waits until every operation issued so far has finished.
+    virtual void synchronize() {}
+    // Device timing of one action: beginTimedRegion marks its start on the stream that runs it and returns a
+    // handle, endTimedRegion its end; nothing waits. collectTimedRegions waits for the regions recorded since
+    // the last collection and returns, by handle order, {start since the backend's first region, duration}
+    // in seconds. A backend that returns false from timesOnDevice() records nothing (the host clock around
+    // synchronous work is exact there).
+    struct TimedRegion {
+        int64_t handle = 0;
+        double startSeconds = 0.0;
+        double durationSeconds = 0.0;
+    };
+    virtual bool timesOnDevice() const { return false; }
+    virtual int64_t beginTimedRegion() { return -1; }
+    virtual void endTimedRegion(int64_t /*handle*/) {}
+    virtual std::vector<TimedRegion> collectTimedRegions() { return {}; }
+    // Device and library versions (device, driver, cuda, cublas, nccl, ...), empty for the CPU backend.
+    virtual std::vector<std::pair<std::string, std::string>> provenance() const { return {}; }
 
 protected:
     virtual void* allocateBytes(int64_t bytes) = 0;

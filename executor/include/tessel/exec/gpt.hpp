@@ -17,6 +17,17 @@
 
 namespace tessel::exec {
 
+// Under ZeRO-3 a parameter's full value is resident only while it is used: the model announces each unit of
+// a chunk before and after it runs, and the runtime gathers the unit's values (prefetching the next) and
+// releases them. Units, in forward order: the embedding (where the chunk has it), each layer, the head (final
+// norm and LM head, where it has it); a backward pass visits them in reverse.
+class ParameterResidency {
+public:
+    virtual ~ParameterResidency() = default;
+    virtual void beforeUnit(int chunk, int unit, bool backward) = 0;
+    virtual void afterUnit(int chunk, int unit, bool backward) = 0;
+};
+
 // One micro-batch of training data as every rank sees it: `sequences` rows of `seqLen` tokens and the
 // next-token targets, sequence-major.
 struct MicroBatchData {
@@ -46,6 +57,11 @@ public:
     // the dense ones (the router is dense); head and embedding are dense.
     std::vector<int> bucketParameters(int chunk, int bucket, bool expert) const;
     int bucketsPerChunk() const;
+    // Indices into parameters() of the parameters each unit of chunk `chunk` uses, units in forward order
+    // (see ParameterResidency). A tied word embedding on a rank holding both ends is in two units.
+    std::vector<std::vector<int>> parameterUnits(int chunk) const;
+    // Announce every unit's use to `residency` (nullptr: the values are always resident). Not owned.
+    void setParameterResidency(ParameterResidency* residency);
     // Rows of the hidden state one rank exchanges between stages: b*s (/tp with sequence parallelism).
     int64_t hiddenRows() const;
 

@@ -23,6 +23,11 @@ nlohmann::json measurementToJson(const ActionRecord& r, const std::string& devic
 // The software this run used, for provenance.
 nlohmann::json softwareVersions();
 
+// The process's peak resident set (VmHWM of /proc/self/status) in bytes; 0 where the kernel does not say.
+// On the CPU backend this is the rank's "device" memory: tensors plus runtime, MPI buffers and allocator slack,
+// the counterpart of a GPU's reserved bytes that `tessel calibrate` fits.
+int64_t processPeakResidentBytes();
+
 // Writes `text` to `path` through `path.tmp` and a rename, so a reader never sees half a file.
 void writeFileAtomically(const std::string& path, const std::string& text);
 

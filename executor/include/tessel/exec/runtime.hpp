@@ -63,6 +63,9 @@ public:
     GptModel& model();
     const sim::StageSchedule& actions() const;
     const std::vector<ActionRecord>& records() const { return records_; }
+    // ZeRO-3: the peak bytes of gathered full parameter values held at once (the unit in use, the prefetched
+    // one; allocated as Buffers), the cost model's zero3_gather_bytes. 0 below ZeRO-3.
+    double zero3GatherPeakBytes() const;
     void clearRecords() { records_.clear(); }
 
     // The full (unsharded) value of every parameter this rank holds a piece of, gathered over TP, keyed by

@@ -14,7 +14,8 @@ enum class MemoryCategory { Weights = 0, Grads = 1, Optimizer = 2, Activations =
 constexpr int kMemoryCategories = 5;
 std::string toString(MemoryCategory c);
 
-enum class ElementType { F64, F32 };
+// Bf16: bfloat16 (1 sign, 8 exponent, 7 mantissa bits), the CUDA backend's weights, activations and grads.
+enum class ElementType { F64, F32, Bf16 };
 int elementBytes(ElementType t);
 
 // Current and peak bytes per category, as allocated through a backend.

@@ -28,6 +28,7 @@ struct ActionCost {
 // One cost per action, parallel to Schedule::stages[s].actions.
 struct CostTable {
     std::vector<std::vector<ActionCost>> perAction;
+    bool serialStreams = false;   // the cluster cannot overlap communication with compute (GpuSpec)
 };
 
 // Costs every action of `schedule` with the cost model (compute roofline, collectives, p2p).

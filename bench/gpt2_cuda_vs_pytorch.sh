@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# GPT-2 124M (seq 1024, bf16 with fp32 master weights) on one GPU: tessel's cuda backend (tessel-worker under
+# mpirun, one rank) against plain PyTorch eager and torch.compile (bench/gpt2_pytorch.py), same micro-batch,
+# global batch and steps; prints tokens/s and MFU side by side. Needs a GPU, a CUDA build of tessel
+# (TESSEL_CUDA=ON) and PyTorch with CUDA.
+#
+#   bench/gpt2_cuda_vs_pytorch.sh [BUILD_DIR] [--micro-batch 8] [--global-batch 8] [--steps 20] [--warmup 5]
+#                                 [--peak-tflops 989]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+build="$root/build/cuda"
+if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
+micro=8 global=8 steps=20 warmup=5 peak=989
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --micro-batch) micro="$2"; shift 2 ;;
+    --global-batch) global="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --peak-tflops) peak="$2"; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+worker="$build/executor/tessel-worker"
+[[ -x "$worker" ]] || { echo "no tessel-worker at $worker (build with -DTESSEL_CUDA=ON)" >&2; exit 2; }
+
+run="$(mktemp -d)"
+trap 'rm -rf "$run"' EXIT
+# The gpt2-124m shape with dropout 0 (the executor does not run dropout), the "mixed" recipe on one GPU.
+cat > "$run/scenario.json" <<JSON
+{
+  "schema_version": 1,
+  "name": "gpt2-124m-cuda-bench",
+  "model": {
+    "schema_version": 1, "name": "gpt2-124m-nodrop", "layers": 12, "hidden": 768, "heads": 12, "kv_heads": 12,
+    "ffn_hidden": 3072, "vocab": 50257, "seq_len": 1024, "activation": "gelu", "norm": "layernorm",
+    "position_embedding": "learned", "tied_embeddings": true, "linear_bias": true, "dropout": 0.0
+  },
+  "cluster": "h200-single",
+  "nodes": 1,
+  "plan": {
+    "tp": 1, "pp": 1, "dp": 1, "micro_batch": $micro, "global_batch": $global, "zero_stage": 0,
+    "recompute": "none", "sequence_parallel": false, "flash_attention": true, "schedule": "1f1b",
+    "precision": "mixed", "dtype": "bf16"
+  }
+}
+JSON
+mpi_flags=(-np 1)
+[[ "$(id -u)" == 0 ]] && mpi_flags+=(--allow-run-as-root)
+mpirun "${mpi_flags[@]}" "$worker" --backend cuda --run-dir "$run" --data "$root/data/us-founding-documents.txt" \
+  --steps "$steps" --timeout 600 >&2
+
+# tessel: the median span of a step's actions (steps after the warm-up), from the rank's measurements.
+tessel_json="$(python3 - "$run/rank-0/measurements.jsonl" "$warmup" "$global" "$peak" <<'PY'
+import json, statistics, sys
+path, warmup, global_batch, peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+spans = {}
+for line in open(path):
+    r = json.loads(line)
+    lo, hi = spans.get(r["step"], (float("inf"), 0.0))
+    spans[r["step"]] = (min(lo, r["start_seconds"]), max(hi, r["start_seconds"] + r["duration_seconds"]))
+steps = sorted(spans)[warmup:]
+step_seconds = statistics.median(spans[s][1] - spans[s][0] for s in steps)
+seq, layers, hidden, params = 1024, 12, 768, 124439808
+n_flops = params - seq * hidden                                  # without the position embedding
+flops_per_token = 6 * n_flops + 12 * layers * hidden * seq       # PaLM appendix B, as gpt2_pytorch.py
+tps = global_batch * seq / step_seconds
+print(json.dumps({"side": "tessel-cuda", "step_seconds": step_seconds, "tokens_per_second": tps,
+                  "mfu": tps * flops_per_token / (peak * 1e12)}))
+PY
+)"
+eager_json="$(python3 "$here/gpt2_pytorch.py" --mode eager --micro-batch "$micro" --global-batch "$global" \
+  --steps "$steps" --warmup "$warmup" --peak-tflops "$peak")"
+compile_json="$(python3 "$here/gpt2_pytorch.py" --mode compile --micro-batch "$micro" --global-batch "$global" \
+  --steps "$steps" --warmup "$warmup" --peak-tflops "$peak")"
+
+python3 - "$tessel_json" "$eager_json" "$compile_json" "$run/versions.json" <<'PY'
+import json, sys
+rows = [json.loads(a) for a in sys.argv[1:4]]
+try:
+    versions = json.load(open(sys.argv[4]))
+except OSError:
+    versions = {}
+print(f"device: {rows[1].get('device', versions.get('device', '?'))}   tessel cuda {versions.get('cuda', '?')}, "
+      f"cuBLAS {versions.get('cublas', '?')}, driver {versions.get('driver', '?')}; torch {rows[1].get('torch', '?')}")
+print(f"{'side':<18}{'step s':>10}{'tokens/s':>14}{'MFU':>8}")
+for r in rows:
+    print(f"{r['side']:<18}{r['step_seconds']:>10.4f}{r['tokens_per_second']:>14.0f}{100 * r['mfu']:>7.1f}%")
+t, e, c = (r["tokens_per_second"] for r in rows)
+print(f"tessel / eager {t / e:.2f}x, tessel / compile {t / c:.2f}x (target: >= 1.00x and >= 0.90x)")
+PY

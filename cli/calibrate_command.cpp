@@ -1,0 +1,212 @@
+// `tessel calibrate MEASUREMENTS... --cluster BASE -o OUT.json`: fits the cost model's terms to microbenchmarks
+// (`tessel bench` folders or bench.jsonl files) and training runs (`tessel run` folders), and writes a cluster
+// file of the same format with a `calibration` block.
+#include "commands.hpp"
+#include "output_file.hpp"
+#include "table.hpp"
+
+#include "tessel/cost/calibration.hpp"
+#include "tessel/cost/scenario.hpp"
+#include "tessel/sim/schedule.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace tessel::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string readText(const fs::path& p) {
+    std::ifstream in(p);
+    if (!in) throw InputError(p.string(), "cannot read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+nlohmann::json readJson(const fs::path& p) {
+    const nlohmann::json j = nlohmann::json::parse(readText(p), nullptr, false);
+    if (j.is_discarded()) throw InputError(p.string(), "not valid JSON");
+    return j;
+}
+
+std::string utcNow() {
+    const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A training run folder as `tessel run` leaves it.
+struct RunFolder {
+    fs::path dir;
+    Scenario scenario;
+    nlohmann::json memory;                      // memory.json
+    // Per (stage, action index): per rank, the measured durations of the steps after the first.
+    std::map<std::pair<int, int>, std::map<int, std::vector<double>>> durations;
+    std::map<std::pair<int, int>, std::string> kinds;
+};
+
+RunFolder loadRunFolder(const fs::path& dir) {
+    RunFolder r;
+    r.dir = dir;
+    r.scenario = loadScenarioFile(dir / "scenario.json");
+    finishScenario(r.scenario);
+    r.memory = readJson(dir / "memory.json");
+    std::istringstream in(readText(dir / "measurements.jsonl"));
+    int lineNo = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++lineNo;
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        const std::string where = (dir / "measurements.jsonl").string() + ":" + std::to_string(lineNo);
+        if (j.is_discarded() || !j.is_object()) throw InputError(where, "not a JSON object");
+        for (const char* key : {"stage", "index", "step", "rank", "duration_seconds", "kind"})
+            if (!j.contains(key)) throw InputError(where + "#/" + key, "required field is missing");
+        if (j["step"].get<int>() == 0) continue; // the first step pays for allocation and warm-up
+        const std::pair<int, int> key{j["stage"].get<int>(), j["index"].get<int>()};
+        r.durations[key][j["rank"].get<int>()].push_back(j["duration_seconds"].get<double>());
+        r.kinds[key] = j["kind"].get<std::string>();
+    }
+    if (r.durations.empty())
+        throw InputError((dir / "measurements.jsonl").string(), "no measurements after the first step (run 2 steps or more)");
+    return r;
+}
+
+bool isComputeKind(const std::string& k) {
+    return k == "forward" || k == "backward" || k == "backward_input" || k == "backward_weight" || k == "optimizer_step";
+}
+} // namespace
+
+std::function<int()> addCalibrateCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand("calibrate", "Fit the cost model to microbenchmarks and training runs; write a calibrated cluster file");
+    struct Options {
+        std::vector<std::string> inputs;
+        std::string cluster;
+        std::string out;
+        bool force = false;
+        bool json = false;
+    };
+    auto o = std::make_shared<Options>();
+    cmd->add_option("measurements", o->inputs, "tessel bench folders, bench.jsonl files and tessel run folders")->required();
+    cmd->add_option("--cluster", o->cluster, "Base cluster (preset name or file) whose terms are refitted")->required();
+    cmd->add_option("-o,--output", o->out, "Calibrated cluster file to write")->required();
+    cmd->add_flag("--force", o->force, "Overwrite the output file");
+    cmd->add_flag("--json", o->json, "Print the calibration block as JSON instead of a table");
+    return [cmd, o]() {
+        if (!cmd->parsed()) return -1;
+        ProblemList problems;
+        ClusterConfig base;
+        try {
+            base = loadClusterRef(o->cluster, "--cluster");
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+        CalibrationInputs in;
+        CalibrationOptions options;
+        options.createdUtc = utcNow();
+        std::vector<RunFolder> runs;
+        for (const std::string& path : o->inputs) {
+            try {
+                const fs::path p(path);
+                if (fs::is_directory(p) && fs::exists(p / "bench.jsonl")) {
+                    auto samples = parseBenchSamples(readText(p / "bench.jsonl"), (p / "bench.jsonl").string());
+                    in.bench.insert(in.bench.end(), samples.begin(), samples.end());
+                    if (fs::exists(p / "provenance.json")) options.provenance = readJson(p / "provenance.json");
+                    in.sources.push_back((p / "bench.jsonl").string());
+                } else if (fs::is_directory(p) && fs::exists(p / "measurements.jsonl")) {
+                    runs.push_back(loadRunFolder(p));
+                    in.sources.push_back(p.string());
+                } else if (fs::is_regular_file(p)) {
+                    auto samples = parseBenchSamples(readText(p), p.string());
+                    if (samples.empty()) throw InputError(path, "holds no microbenchmark records");
+                    in.bench.insert(in.bench.end(), samples.begin(), samples.end());
+                    in.sources.push_back(p.string());
+                } else {
+                    problems.add(path, "not a tessel bench folder (bench.jsonl), a bench.jsonl file or a tessel run "
+                                       "folder (measurements.jsonl, scenario.json, memory.json)");
+                }
+            } catch (const InputError& e) {
+                problems.append(e.problems());
+            }
+        }
+        if (in.bench.empty() && problems.empty())
+            problems.add("measurements", "no microbenchmark points: give at least one `tessel bench` folder");
+        std::error_code ec;
+        if (fs::exists(o->out, ec) && !o->force) problems.add("--output", "\"" + o->out + "\" exists; pass --force to overwrite it");
+        problems.throwIfAny();
+        if (!options.provenance.contains("dtype")) options.provenance["dtype"] = "fp64";
+
+        // 1. Kernels, GEMMs and collectives from the microbenchmarks.
+        CalibrationResult result = calibrateFromBench(base, in, options);
+        // 2. Memory and per-action residuals from the runs, predicted with the kernel-calibrated cluster.
+        for (const RunFolder& run : runs) {
+            for (const auto& rank : run.memory.at("ranks")) {
+                MemorySample m;
+                m.processPeakBytes = rank.value("process_peak_resident_bytes", 0.0);
+                m.tensorPeakBytes = rank.value("peak_total_bytes", 0.0);
+                m.where = run.dir.string() + "/memory.json rank " + std::to_string(rank.value("rank", -1));
+                in.memory.push_back(m);
+            }
+            const sim::ActionSchedule schedule = sim::buildSchedule(run.scenario.model, run.scenario.plan);
+            const sim::CostTable costs = sim::costSchedule(schedule, run.scenario.model, result.cluster);
+            for (const auto& [key, perRank] : run.durations) {
+                const auto& [stage, index] = key;
+                if (!isComputeKind(run.kinds.at(key))) continue;
+                // On a pipeline the optimizer step also waits for the other stages' gradient norms: its
+                // measured duration is not its own work, so only single-stage runs inform the optimizer fit.
+                if (run.kinds.at(key) == "optimizer_step" && run.scenario.plan.pp > 1) continue;
+                if (stage >= static_cast<int>(costs.perAction.size()) ||
+                    index >= static_cast<int>(costs.perAction[static_cast<size_t>(stage)].size()))
+                    throw InputError(run.dir.string() + "/measurements.jsonl",
+                                     "action " + std::to_string(index) + " of stage " + std::to_string(stage) +
+                                         " is not in the schedule of the run's scenario");
+                const sim::ActionCost& c = costs.perAction[static_cast<size_t>(stage)][static_cast<size_t>(index)];
+                ActionSample a;
+                a.action = run.kinds.at(key);
+                // Communication inside the action (TP/CP/EP) is a network term: leave its predicted share out.
+                a.predictedSeconds = c.computeSeconds;
+                // Synchronous training moves at its slowest rank (every collective waits for it), so the fit
+                // takes the slowest rank's median over steps (FORMULAS.md §7.5).
+                double slowest = 0.0;
+                for (const auto& [rank, samples] : perRank) slowest = std::max(slowest, median(samples));
+                a.measuredSeconds = std::max(1e-9, slowest - (c.seconds - c.computeSeconds));
+                a.where = run.dir.string() + " stage " + std::to_string(stage) + " action " + std::to_string(index);
+                in.actions.push_back(a);
+            }
+        }
+        calibrateFromRuns(result, in, options);
+        nlohmann::json doc = clusterToJson(result.cluster);
+        doc["name"] = base.name + "-calibrated";
+        doc["calibration"] = calibrationBlock(result, in, options);
+        writeOutputFile(o->out, doc.dump(2) + "\n", o->force, "--output");
+        if (o->json) {
+            std::cout << doc["calibration"].dump(2) << "\n";
+            return 0;
+        }
+        Table t({"term", "points", "outliers", "rms resid %", "max resid %"});
+        for (const TermReport& r : result.terms)
+            t.addRow({r.term, std::to_string(r.points), std::to_string(r.rejected), fixed(100.0 * r.rmsRelativeResidual, 1),
+                      fixed(100.0 * r.maxAbsRelativeResidual, 1)});
+        std::cout << t.render();
+        std::cout << result.uncalibrated.size() << " terms left uncalibrated (listed in the file's calibration block)\n";
+        std::cout << "wrote " << o->out << "\n";
+        return 0;
+    };
+}
+
+} // namespace tessel::cli

@@ -1,0 +1,242 @@
+// `tessel compare PREDICTED MEASURED`: a prediction (a scenario, simulated here, or a `tessel trace` file) against
+// a measured run (a `tessel run --out` folder or its trace.json): step, memory, most-wrong actions, categories.
+#include "commands.hpp"
+#include "output_file.hpp"
+#include "scenario_flags.hpp"
+#include "table.hpp"
+
+#include "tessel/sim/compare.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace tessel::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+// A JSON file that is a Chrome trace ({"traceEvents": ...} or a bare event array), or nothing.
+std::optional<nlohmann::json> readTraceFile(const std::string& path) {
+    std::error_code ec;
+    if (path.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
+    std::ifstream in(path, std::ios::binary);
+    const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return std::nullopt;   // not JSON: let the scenario loader say what is wrong
+    if (doc.is_array() || (doc.is_object() && doc.contains("traceEvents"))) return doc;
+    return std::nullopt;
+}
+
+nlohmann::json readJson(const std::string& path, const std::string& flag) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(flag, "cannot open \"" + path + "\"");
+    const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+    if (doc.is_discarded()) throw InputError(path, "not JSON");
+    return doc;
+}
+
+bool anyScenarioFlag(const ScenarioFlags& f) {
+    return !f.model.empty() || !f.cluster.empty() || f.nodes || f.tp || f.pp || f.dp || f.cp || f.ep || f.vpp ||
+           f.microBatch || f.globalBatch || f.zero || f.recompute || f.sequenceParallel || f.schedule || f.precision ||
+           f.rankOrder || f.flashAttention;
+}
+
+std::string percent(const std::optional<double>& fraction) {
+    if (!fraction) return "-";
+    return (*fraction >= 0 ? "+" : "") + fixed(100.0 * *fraction, 1) + "%";
+}
+
+// Bytes in GiB, or MiB below 0.1 GiB so small CPU runs do not read as zero.
+std::string bytesText(double bytes) {
+    const double mib = bytes / (1024.0 * 1024.0);
+    return mib < 102.4 ? fixed(mib, 3) + " MiB" : gib(bytes, 3) + " GiB";
+}
+std::string bytesText(const std::optional<double>& bytes) { return bytes ? bytesText(*bytes) : "-"; }
+
+std::string renderTables(const sim::RunComparison& c, size_t top, const std::string& planNote) {
+    std::ostringstream out;
+    out << "predicted: " << c.predictedSource << "\nmeasured:  " << c.measuredSource << "\n" << planNote << "\n";
+
+    std::string compared;
+    for (int s : c.comparedSteps) compared += (compared.empty() ? "" : ",") + std::to_string(s);
+    out << "Step time (ms): predicted " << milliseconds(c.predictedStepSeconds) << ", measured "
+        << milliseconds(c.measuredStepSeconds) << " (median of steps " << compared << "), error " << percent(c.stepError())
+        << "\n";
+    Table steps({"step", "measured ms", "error", "compared"});
+    for (const auto& s : c.steps)
+        steps.addRow({std::to_string(s.step), milliseconds(s.measuredSeconds),
+                      percent(c.predictedStepSeconds > 0 ? std::optional<double>(s.measuredSeconds / c.predictedStepSeconds - 1.0)
+                                                         : std::nullopt),
+                      s.compared ? "yes" : "no (warm-up)"});
+    out << steps.render() << "\n";
+
+    out << "Peak memory per stage (the executor counts its own allocations, so the reserved bytes are "
+           "left out of the comparison)\n";
+    Table mem({"stage", "category", "predicted", "measured", "error"});
+    for (const auto& m : c.memory) {
+        for (const auto& x : m.categories)
+            mem.addRow({std::to_string(m.stage), x.category, bytesText(x.predictedBytes), bytesText(x.measuredBytes), percent(x.error())});
+        mem.addRow({std::to_string(m.stage), "total allocated", bytesText(m.predictedAllocatedBytes()),
+                    bytesText(m.measuredPeakBytes), percent(m.error())});
+        mem.addRow({std::to_string(m.stage), "reserved (not measured)", bytesText(m.predictedReservedBytes), "-", "-"});
+        if (m.measuredProcessPeakBytes)
+            mem.addRow({std::to_string(m.stage), "total vs process peak RSS", bytesText(m.predictedTotalBytes),
+                        bytesText(m.measuredProcessPeakBytes), percent(m.processError())});
+    }
+    out << (c.memory.empty() ? std::string("(no memory on either side)\n") : mem.render()) << "\n";
+
+    out << "Most wrong actions (by |measured - predicted|, their share of the step error)\n";
+    Table wrong({"stage", "action", "mb", "chunk", "predicted ms", "measured ms", "min ms", "max ms", "ranks", "off ms", "error"});
+    for (size_t i : c.mostWrong(top)) {
+        const auto& a = c.actions[i];
+        wrong.addRow({std::to_string(a.stage), a.name, a.microBatch < 0 ? "-" : std::to_string(a.microBatch),
+                      std::to_string(a.chunk), milliseconds(a.predictedSeconds), milliseconds(a.measuredMeanSeconds),
+                      milliseconds(a.measuredMinSeconds), milliseconds(a.measuredMaxSeconds), std::to_string(a.ranks),
+                      milliseconds(a.errorSeconds()), percent(a.error())});
+    }
+    out << wrong.render() << "\n";
+
+    out << "Per stage and category (matched actions, ms per step)\n";
+    Table cats({"stage", "category", "actions", "predicted ms", "measured ms", "error"});
+    for (const auto& k : c.categories)
+        cats.addRow({std::to_string(k.stage), k.category, std::to_string(k.actions), milliseconds(k.predictedSeconds),
+                     milliseconds(k.measuredSeconds),
+                     percent(k.predictedSeconds > 0 ? std::optional<double>(k.measuredSeconds / k.predictedSeconds - 1.0) : std::nullopt)});
+    out << cats.render() << "\n";
+
+    out << "Per rank (busy ms per step; step = the rank's own span, median)\n";
+    Table ranks({"rank", "stage", "category", "predicted ms", "measured ms"});
+    for (const auto& r : c.ranks) {
+        ranks.addRow({std::to_string(r.rank), std::to_string(r.stage), "step", milliseconds(r.predictedStepSeconds),
+                      milliseconds(r.measuredStepSeconds)});
+        std::map<std::string, std::pair<double, double>> busy;
+        for (const auto& [k, v] : r.predictedBusySeconds) busy[k].first = v;
+        for (const auto& [k, v] : r.measuredBusySeconds) busy[k].second = v;
+        for (const auto& [k, v] : busy)
+            ranks.addRow({std::to_string(r.rank), std::to_string(r.stage), k, milliseconds(v.first), milliseconds(v.second)});
+    }
+    out << ranks.render() << "\n";
+
+    out << c.actions.size() << " actions matched, mean |error| " << fixed(100.0 * c.meanAbsoluteError(), 1) << "%; unmatched: "
+        << c.unmatchedPredicted.size() << " predicted actions, " << c.unmatchedMeasuredEvents << " measured events\n";
+    const size_t shown = 10;
+    for (size_t i = 0; i < c.unmatchedPredicted.size() && i < shown; ++i) {
+        const auto& a = c.unmatchedPredicted[i];
+        out << "  predicted, never measured: stage " << a.stage << " #" << a.index << " " << a.name << " mb " << a.microBatch
+            << " chunk " << a.chunk << "\n";
+    }
+    for (size_t i = 0; i < c.unmatchedMeasured.size() && i < shown; ++i) {
+        const auto& u = c.unmatchedMeasured[i];
+        out << "  measured, not predicted: stage " << u.stage << " " << u.name << " mb " << u.microBatch << " chunk "
+            << u.chunk << " (" << u.events << " events)\n";
+    }
+    if (c.unmatchedPredicted.size() > shown || c.unmatchedMeasured.size() > shown) out << "  ... (--json lists them all)\n";
+    return out.str();
+}
+} // namespace
+
+std::function<int()> addCompareCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand("compare",
+                                   "Compare a prediction (scenario or predicted trace) with a measured run, per action, rank, "
+                                   "step and stage");
+    auto flags = std::make_shared<ScenarioFlags>();
+    flags->addTo(*cmd);   // its positional SCENARIO is PREDICTED
+    cmd->get_option("scenario")->description(
+        "PREDICTED: a scenario file or preset name (simulated here, with the flags below), or a `tessel trace` .json");
+    struct Options {
+        std::string measured;
+        std::string predictedMemory;
+        bool json = false;
+        int top = 10;
+        std::string output;
+        bool force = false;
+    };
+    auto o = std::make_shared<Options>();
+    cmd->add_option("measured", o->measured, "MEASURED: a run folder written by `tessel run --out`, or its trace.json");
+    cmd->add_option("--predicted-memory", o->predictedMemory,
+                    "With a predicted trace as PREDICTED: `tessel predict --json` output for the memory comparison");
+    cmd->add_flag("--json", o->json, "Print everything as one JSON object");
+    cmd->add_option("--top", o->top, "How many most-wrong actions to show (default 10)");
+    cmd->add_option("-o,--output", o->output, "Write the report to this file instead of standard output");
+    cmd->add_flag("--force", o->force, "Overwrite the output file if it exists");
+    return [cmd, flags, o]() {
+        if (!cmd->parsed()) return -1;
+        ProblemList problems;
+        if (flags->scenario.empty()) problems.add("PREDICTED", "required: a scenario (file or preset) or a predicted trace .json");
+        if (o->measured.empty()) problems.add("MEASURED", "required: a run folder (tessel run --out) or its trace.json");
+        if (o->top < 1) problems.add("--top", "must be at least 1");
+        std::error_code ec;
+        if (!o->output.empty() && o->output != "-" && fs::exists(o->output, ec) && !o->force)
+            problems.add("--output", "\"" + o->output + "\" exists; pass --force to overwrite it");
+        problems.throwIfAny();
+
+        // The prediction: a predicted trace file, or a scenario simulated here.
+        sim::Prediction prediction;
+        if (const auto trace = readTraceFile(flags->scenario)) {
+            if (anyScenarioFlag(*flags))
+                problems.add("PREDICTED", "\"" + flags->scenario + "\" is a trace: the scenario flags apply to a scenario only");
+            try {
+                prediction = sim::predictionFromTrace(*trace, flags->scenario);
+                if (!o->predictedMemory.empty())
+                    sim::setPredictedMemory(prediction, readJson(o->predictedMemory, "--predicted-memory"), o->predictedMemory);
+            } catch (const InputError& e) {
+                problems.append(e.problems());
+            }
+        } else {
+            if (!o->predictedMemory.empty())
+                problems.add("--predicted-memory", "only with a predicted trace; a scenario's memory is predicted here");
+            try {
+                const Scenario s = flags->resolve();
+                const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
+                prediction = sim::predictionFromSimulation(simulation, flags->scenario);
+                prediction.modelJson = modelToJson(s.model);
+            } catch (const InputError& e) {
+                problems.append(e.problems());
+            }
+        }
+        sim::MeasuredRun run;
+        try {
+            run = sim::MeasuredRun::load(o->measured);
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+        problems.throwIfAny();
+
+        // A run of another plan (or model) cannot be compared action by action: name every field that differs.
+        std::string planNote;
+        if (!run.planJson())
+            planNote = "plan: the run names no plan (no scenario.json beside its trace), so it was not checked";
+        else if (!prediction.planJson)
+            planNote = "plan: the predicted trace names no plan (otherData.plan), so it was not checked";
+        else {
+            problems.append(sim::jsonDifferences(*prediction.planJson, *run.planJson(), run.planSource(), "the prediction"));
+            planNote = "plan: the same as the run's (" + run.planSource() + ")";
+        }
+        if (run.modelJson() && prediction.modelJson) {
+            // What the model is called and where its figures come from does not change what runs.
+            nlohmann::json predictedModel = *prediction.modelJson, measuredModel = *run.modelJson();
+            for (const char* key : {"name", "description", "sources"}) {
+                predictedModel.erase(key);
+                measuredModel.erase(key);
+            }
+            problems.append(sim::jsonDifferences(predictedModel, measuredModel, run.modelSource(), "the prediction"));
+        }
+        problems.throwIfAny();
+
+        const sim::RunComparison c = sim::compareRun(prediction, run);
+        const size_t top = static_cast<size_t>(o->top);
+        const std::string text = o->json ? sim::comparisonToJson(c, top).dump(2) + "\n" : renderTables(c, top, planNote);
+        if (o->output.empty() || o->output == "-") {
+            std::cout << text;
+        } else {
+            writeOutputFile(o->output, text, o->force, "--output");
+            std::cerr << "tessel compare: wrote " << o->output << "\n";
+        }
+        return 0;
+    };
+}
+
+} // namespace tessel::cli

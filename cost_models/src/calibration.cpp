@@ -1,0 +1,447 @@
+// Calibration fits (FORMULAS.md §7): robust relative least squares with Eigen over microbenchmark points and
+// training-run measurements, written back into a cluster description with a `calibration` block.
+#include "tessel/cost/calibration.hpp"
+
+#include "tessel/cost/comm.hpp"
+#include "tessel/cost/compute.hpp"
+
+#include <Eigen/QR>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace tessel {
+
+namespace {
+double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Least squares of rows `keep` with coefficients `active`, weights 1 / seconds; inactive coefficients are 0.
+Eigen::VectorXd solveWeighted(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const std::vector<bool>& keep,
+                              const std::vector<bool>& active) {
+    std::vector<Eigen::Index> rows, cols;
+    for (Eigen::Index i = 0; i < x.rows(); ++i)
+        if (keep[static_cast<size_t>(i)]) rows.push_back(i);
+    for (Eigen::Index j = 0; j < x.cols(); ++j)
+        if (active[static_cast<size_t>(j)]) cols.push_back(j);
+    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols.size()));
+    Eigen::VectorXd b = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
+    for (size_t r = 0; r < rows.size(); ++r)
+        for (size_t c = 0; c < cols.size(); ++c)
+            a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = x(rows[r], cols[c]) / t(rows[r]);
+    // Column scaling keeps the QR well conditioned when one column holds seconds-per-FLOP (~1e-11) and
+    // another a constant.
+    Eigen::VectorXd scale(a.cols());
+    for (Eigen::Index c = 0; c < a.cols(); ++c) {
+        scale(c) = a.col(c).norm();
+        if (scale(c) > 0.0) a.col(c) /= scale(c);
+    }
+    const Eigen::VectorXd z = a.colPivHouseholderQr().solve(b);
+    Eigen::VectorXd beta = Eigen::VectorXd::Zero(x.cols());
+    for (size_t c = 0; c < cols.size(); ++c) {
+        const Eigen::Index ci = static_cast<Eigen::Index>(c);
+        beta(cols[c]) = scale(ci) > 0.0 ? z(ci) / scale(ci) : 0.0;
+    }
+    return beta;
+}
+
+// Knot of the GEMM efficiency table for a GEMM whose smallest dimension is `minDim`: the nearest power of 2.
+int64_t gemmKnot(int64_t minDim) {
+    const double l = std::round(std::log2(static_cast<double>(std::max<int64_t>(1, minDim))));
+    return int64_t{1} << static_cast<int>(l);
+}
+
+TermReport report(std::string term, const LinearFit& f, nlohmann::json values) {
+    TermReport r;
+    r.term = std::move(term);
+    r.points = static_cast<int>(f.kept.size());
+    r.rejected = f.rejected();
+    r.rmsRelativeResidual = f.rmsRelativeResidual();
+    r.maxAbsRelativeResidual = f.maxAbsRelativeResidual();
+    r.values = std::move(values);
+    return r;
+}
+
+std::optional<Primitive> primitiveNamed(const std::string& name) {
+    for (Primitive p : allPrimitives())
+        if (toString(p) == name) return p;
+    return std::nullopt;
+}
+
+// The dtype whose peak a benchmark's GEMM efficiency is relative to: `tessel bench --dtype`.
+Dtype benchDtype(const std::string& name) {
+    if (name == "fp64") return Dtype::Fp64;
+    if (name == "fp32") return Dtype::Fp32;
+    if (name == "mixed" || name == "bf16") return Dtype::Bf16;
+    throw InputError("provenance/dtype", "unknown benchmark dtype \"" + name + "\" (fp64, fp32 or mixed)");
+}
+
+bool isComputeKernel(const std::string& k) {
+    const auto& names = kernel_cost::kernelNames();
+    return std::find(names.begin(), names.end(), k) != names.end();
+}
+} // namespace
+
+int LinearFit::rejected() const { return static_cast<int>(std::count(kept.begin(), kept.end(), false)); }
+
+double LinearFit::rmsRelativeResidual() const {
+    double s = 0.0;
+    int n = 0;
+    for (size_t i = 0; i < kept.size(); ++i)
+        if (kept[i]) {
+            s += relativeResiduals[i] * relativeResiduals[i];
+            ++n;
+        }
+    return n ? std::sqrt(s / n) : 0.0;
+}
+
+double LinearFit::maxAbsRelativeResidual() const {
+    double m = 0.0;
+    for (size_t i = 0; i < kept.size(); ++i)
+        if (kept[i]) m = std::max(m, std::abs(relativeResiduals[i]));
+    return m;
+}
+
+LinearFit fitRelativeLeastSquares(const Eigen::MatrixXd& x, const Eigen::VectorXd& seconds, double madLimit) {
+    const size_t n = static_cast<size_t>(x.rows());
+    const size_t p = static_cast<size_t>(x.cols());
+    for (size_t i = 0; i < n; ++i)
+        if (!(seconds(static_cast<Eigen::Index>(i)) > 0.0))
+            throw RuntimeError("calibration: a measured duration is not positive (row " + std::to_string(i) + ")");
+    LinearFit f;
+    f.kept.assign(n, true);
+    for (int round = 0; round < 8; ++round) {
+        if (static_cast<size_t>(std::count(f.kept.begin(), f.kept.end(), true)) < p)
+            throw RuntimeError("calibration: " + std::to_string(n) + " points, fewer than the " + std::to_string(p) +
+                               " coefficients to fit once outliers are left out");
+        // Active set for beta >= 0 (Lawson & Hanson 1974, ch. 23, in its simplest form): pin the most negative
+        // coefficient at 0 and refit until none is negative.
+        std::vector<bool> active(p, true);
+        Eigen::VectorXd beta;
+        for (;;) {
+            beta = solveWeighted(x, seconds, f.kept, active);
+            Eigen::Index worst = -1;
+            for (Eigen::Index j = 0; j < beta.size(); ++j)
+                if (active[static_cast<size_t>(j)] && beta(j) < 0.0 && (worst < 0 || beta(j) < beta(worst))) worst = j;
+            if (worst < 0) break;
+            active[static_cast<size_t>(worst)] = false;
+        }
+        f.beta = beta;
+        const Eigen::VectorXd pred = x * beta;
+        f.relativeResiduals.assign(n, 0.0);
+        std::vector<double> keptResiduals;
+        for (size_t i = 0; i < n; ++i) {
+            const Eigen::Index ii = static_cast<Eigen::Index>(i);
+            f.relativeResiduals[i] = (pred(ii) - seconds(ii)) / seconds(ii);
+            if (f.kept[i]) keptResiduals.push_back(f.relativeResiduals[i]);
+        }
+        // Outliers: |r - median| > madLimit x 1.4826 MAD (the MAD scaled to a normal sigma; Rousseeuw & Croux
+        // 1993), with a floor of 2% so that a near-perfect fit does not reject ordinary timer noise.
+        const double med = median(keptResiduals);
+        std::vector<double> dev;
+        for (double r : keptResiduals) dev.push_back(std::abs(r - med));
+        const double limit = std::max(0.02, madLimit * 1.4826 * median(dev));
+        std::vector<bool> keep(n);
+        for (size_t i = 0; i < n; ++i) keep[i] = std::abs(f.relativeResiduals[i] - med) <= limit;
+        // Outliers are the exception: when the rule would drop more than a fifth of the rows, the model does
+        // not fit the data (rather than the data being noisy), so keep the 80% closest to the median instead.
+        const size_t minKept = n - n / 5;
+        if (static_cast<size_t>(std::count(keep.begin(), keep.end(), true)) < minKept) {
+            std::vector<size_t> order(n);
+            for (size_t i = 0; i < n; ++i) order[i] = i;
+            std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+                return std::abs(f.relativeResiduals[a] - med) < std::abs(f.relativeResiduals[b] - med);
+            });
+            keep.assign(n, false);
+            for (size_t i = 0; i < minKept; ++i) keep[order[i]] = true;
+        }
+        if (keep == f.kept) break;
+        f.kept = keep;
+    }
+    return f;
+}
+
+std::vector<BenchSample> parseBenchSamples(const std::string& text, const std::string& source) {
+    std::vector<BenchSample> out;
+    std::istringstream in(text);
+    int lineNo = 0;
+    ProblemList problems;
+    for (std::string line; std::getline(in, line);) {
+        ++lineNo;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = source + ":" + std::to_string(lineNo);
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+            problems.add(where, "not a JSON object");
+            continue;
+        }
+        if (j.value("kind", "") != "microbenchmark") continue;
+        BenchSample s;
+        s.where = where;
+        auto number = [&](const char* key, double& dst, bool required) {
+            if (!j.contains(key)) {
+                if (required) problems.add(where + "#/" + key, "required field is missing");
+                return;
+            }
+            if (!j[key].is_number()) problems.add(where + "#/" + key, "expected a number");
+            else dst = j[key].get<double>();
+        };
+        if (!j.contains("kernel") || !j["kernel"].is_string()) {
+            problems.add(where + "#/kernel", "expected the kernel's name");
+            continue;
+        }
+        s.kernel = j["kernel"].get<std::string>();
+        if (!isComputeKernel(s.kernel) && !primitiveNamed(s.kernel))
+            problems.add(where + "#/kernel", "unknown kernel or primitive \"" + s.kernel + "\"");
+        number("median_seconds", s.seconds, true);
+        number("flops", s.flops, false);
+        number("bytes", s.bytes, false);
+        double group = 1.0, rank = 0.0;
+        number("group_size", group, false);
+        number("rank", rank, false);
+        s.groupSize = static_cast<int>(group);
+        s.rank = static_cast<int>(rank);
+        s.tier = j.value("tier", "");
+        s.device = j.value("device", "");
+        if (j.contains("shape") && j["shape"].is_object())
+            for (auto it = j["shape"].begin(); it != j["shape"].end(); ++it)
+                if (it.value().is_number()) s.shape[it.key()] = it.value().get<int64_t>();
+        if (!(s.seconds > 0.0)) problems.add(where + "#/median_seconds", "must be positive");
+        out.push_back(std::move(s));
+    }
+    problems.throwIfAny();
+    return out;
+}
+
+CalibrationResult calibrateFromBench(const ClusterConfig& base, const CalibrationInputs& in, const CalibrationOptions& o) {
+    CalibrationResult result;
+    result.cluster = base;
+    GpuSpec& gpu = result.cluster.gpu;
+    std::map<std::string, std::vector<const BenchSample*>> byKernel;
+    for (const BenchSample& s : in.bench) byKernel[s.kernel].push_back(&s);
+
+    // GEMMs: t = overhead + flops x c_knot, c_knot = 1 / (peak x efficiency(knot)) (FORMULAS.md §7.1).
+    if (const auto it = byKernel.find("gemm"); it != byKernel.end() && it->second.size() >= 3) {
+        std::set<int64_t> knots;
+        for (const BenchSample* s : it->second)
+            knots.insert(gemmKnot(std::min({s->shape.at("m"), s->shape.at("n"), s->shape.at("k")})));
+        const std::vector<int64_t> knotList(knots.begin(), knots.end());
+        Eigen::MatrixXd x = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(it->second.size()),
+                                                  static_cast<Eigen::Index>(knotList.size() + 1));
+        Eigen::VectorXd t(x.rows());
+        for (size_t i = 0; i < it->second.size(); ++i) {
+            const BenchSample& s = *it->second[i];
+            const int64_t knot = gemmKnot(std::min({s.shape.at("m"), s.shape.at("n"), s.shape.at("k")}));
+            const auto col = std::find(knotList.begin(), knotList.end(), knot) - knotList.begin();
+            const Eigen::Index row = static_cast<Eigen::Index>(i);
+            x(row, 0) = 1.0;
+            x(row, col + 1) = s.flops;
+            t(row) = s.seconds;
+        }
+        const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+        nlohmann::json values{{"overhead_seconds", f.beta(0)}, {"before", nlohmann::json::array()}, {"after", nlohmann::json::array()}};
+        for (const auto& p : gpu.gemmEfficiency) values["before"].push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
+        // Efficiency is relative to the cluster's peak for the dtype the points were measured in.
+        const double peak = base.peakFlops(benchDtype(o.provenance.value("dtype", "fp64")));
+        std::vector<GemmEfficiencyPoint> table;
+        for (size_t j = 0; j < knotList.size(); ++j) {
+            const double c = f.beta(static_cast<Eigen::Index>(j + 1));
+            if (!(c > 0.0)) continue; // no rate: leave the knot out, the table interpolates over it
+            GemmEfficiencyPoint p;
+            p.minDim = knotList[j];
+            p.efficiency = std::clamp(1.0 / (peak * c), 0.001, 1.0);
+            table.push_back(p);
+            values["after"].push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
+        }
+        if (!table.empty()) gpu.gemmEfficiency = table;
+        gpu.kernels["gemm"] = KernelFit{f.beta(0), 0.0, 0.0};
+        result.terms.push_back(report("gpu/gemm_efficiency", f, values));
+    } else {
+        result.uncalibrated.push_back("gpu/gemm_efficiency: fewer than 3 GEMM points");
+    }
+
+    // Other compute kernels: t = overhead + quantity / rate, quantity = bytes (memory kernels) or FLOPs
+    // (attention), as the cost model counts them (FORMULAS.md §7.2).
+    for (const std::string& name : kernel_cost::kernelNames()) {
+        if (name == "gemm") continue;
+        const auto it = byKernel.find(name);
+        std::set<double> sizes;
+        if (it != byKernel.end())
+            for (const BenchSample* s : it->second) sizes.insert(name.rfind("attention", 0) == 0 ? s->flops : s->bytes);
+        if (it == byKernel.end() || sizes.size() < 2) {
+            result.uncalibrated.push_back("gpu/kernels/" + name + ": no benchmark points at two or more sizes");
+            continue;
+        }
+        const bool byFlops = name.rfind("attention", 0) == 0;
+        Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()), 2);
+        Eigen::VectorXd t(x.rows());
+        for (size_t i = 0; i < it->second.size(); ++i) {
+            const Eigen::Index r = static_cast<Eigen::Index>(i);
+            x(r, 0) = 1.0;
+            x(r, 1) = byFlops ? it->second[i]->flops : it->second[i]->bytes;
+            t(r) = it->second[i]->seconds;
+        }
+        const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+        if (!(f.beta(1) > 0.0)) {
+            result.uncalibrated.push_back("gpu/kernels/" + name + ": time does not grow with size in the points");
+            continue;
+        }
+        KernelFit k;
+        k.overheadSeconds = f.beta(0);
+        (byFlops ? k.flopsPerSecond : k.bytesPerSecond) = 1.0 / f.beta(1);
+        gpu.kernels[name] = k;
+        result.terms.push_back(report("gpu/kernels/" + name, f,
+                                      {{"overhead_seconds", k.overheadSeconds},
+                                       {byFlops ? "flops_per_second" : "bytes_per_second", 1.0 / f.beta(1)}}));
+    }
+
+    // Collectives per tier and primitive: t = alpha + bytes x busFactor / rate (nccl-tests convention,
+    // FORMULAS.md §4 and §7.3); alpha is stored per latency step of the ring algorithm.
+    for (const char* tierName : {"intra_node", "inter_node"}) {
+        LinkTier& tier = std::string(tierName) == "intra_node" ? result.cluster.intraNode : result.cluster.interNode;
+        std::map<Primitive, double> rates;
+        std::map<Primitive, LinearFit> fits;
+        for (Primitive p : allPrimitives()) {
+            std::vector<const BenchSample*> pts;
+            if (const auto it = byKernel.find(toString(p)); it != byKernel.end())
+                for (const BenchSample* s : it->second)
+                    if (s->tier == tierName && s->groupSize >= 2) pts.push_back(s);
+            std::set<double> sizes;
+            for (const BenchSample* s : pts) sizes.insert(s->bytes);
+            if (sizes.size() < 2) continue;
+            Eigen::MatrixXd x(static_cast<Eigen::Index>(pts.size()), 2);
+            Eigen::VectorXd t(x.rows());
+            for (size_t i = 0; i < pts.size(); ++i) {
+                const Eigen::Index r = static_cast<Eigen::Index>(i);
+                // One latency column scaled by the ring's step count, so groups of several sizes share alpha.
+                x(r, 0) = latencySteps(p, pts[i]->groupSize, CommAlgorithm::Ring);
+                x(r, 1) = pts[i]->bytes * busFactor(p, pts[i]->groupSize);
+                t(r) = pts[i]->seconds;
+            }
+            const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+            if (!(f.beta(1) > 0.0)) continue;
+            rates[p] = 1.0 / f.beta(1);
+            fits.emplace(p, f);
+            tier.primitiveLatencySeconds[p] = f.beta(0);
+        }
+        if (rates.empty()) {
+            result.uncalibrated.push_back(std::string("network/") + tierName +
+                                          ": no collective benchmarks over groups on this tier");
+            continue;
+        }
+        // The tier's bandwidth becomes the fastest achieved bus bandwidth; each primitive's efficiency is its
+        // own rate against it, so every primitive's fitted rate is reproduced exactly.
+        double best = 0.0;
+        for (const auto& [p, r] : rates) best = std::max(best, r);
+        const double before = tier.bandwidthBytesPerSecond;
+        tier.bandwidthBytesPerSecond = best;
+        tier.efficiency = 1.0;
+        for (const auto& [p, r] : rates) {
+            tier.primitiveEfficiency[p] = std::clamp(r / best, 0.01, 1.0);
+            result.terms.push_back(report(std::string("network/") + tierName + "/" + toString(p), fits.at(p),
+                                          {{"latency_seconds_per_step", tier.primitiveLatencySeconds[p]},
+                                           {"bus_bytes_per_second", r},
+                                           {"efficiency", tier.primitiveEfficiency[p]},
+                                           {"tier_bandwidth_before", before}}));
+        }
+        for (Primitive p : allPrimitives())
+            if (!rates.count(p))
+                result.uncalibrated.push_back(std::string("network/") + tierName + "/" + toString(p) +
+                                              ": not benchmarked (efficiency 1 of the fitted tier bandwidth assumed)");
+    }
+    return result;
+}
+
+void calibrateFromRuns(CalibrationResult& result, const CalibrationInputs& in, const CalibrationOptions& o) {
+    GpuSpec& gpu = result.cluster.gpu;
+    // Reserved bytes: what a rank holds beyond its tensors (runtime, communication library, allocator slack):
+    // the median over ranks and runs of process peak - tensor peak (FORMULAS.md §7.4).
+    std::vector<double> extra;
+    for (const MemorySample& m : in.memory)
+        if (m.processPeakBytes > 0.0) extra.push_back(m.processPeakBytes - m.tensorPeakBytes);
+    if (!extra.empty()) {
+        const double reserved = std::max(0.0, median(extra));
+        TermReport r;
+        r.term = "gpu/reserved_bytes";
+        r.points = static_cast<int>(extra.size());
+        double rms = 0.0, worst = 0.0;
+        for (const MemorySample& m : in.memory) {
+            if (!(m.processPeakBytes > 0.0)) continue;
+            const double rel = (m.tensorPeakBytes + reserved - m.processPeakBytes) / m.processPeakBytes;
+            rms += rel * rel;
+            worst = std::max(worst, std::abs(rel));
+        }
+        r.rmsRelativeResidual = std::sqrt(rms / static_cast<double>(extra.size()));
+        r.maxAbsRelativeResidual = worst;
+        r.values = {{"before", gpu.reservedBytes}, {"after", static_cast<int64_t>(reserved)}};
+        gpu.reservedBytes = static_cast<int64_t>(reserved);
+        result.terms.push_back(r);
+    } else {
+        result.uncalibrated.push_back("gpu/reserved_bytes: no training run with process_peak_resident_bytes");
+    }
+    // Per phase: host work around the kernels that no kernel accounts for (dispatch, bias adds, copies,
+    // allocation; the optimizer's norm, clipping and shard copies), fitted as measured = overhead + scale x
+    // predicted over the phase's actions (FORMULAS.md §7.5).
+    std::map<std::string, std::vector<const ActionSample*>> byPhase;
+    for (const ActionSample& a : in.actions) {
+        const std::string phase = a.action == "forward" ? "forward" : a.action == "optimizer_step" ? "optimizer" : "backward";
+        byPhase[phase].push_back(&a);
+    }
+    for (const char* phase : {"forward", "backward", "optimizer"}) {
+        const auto& pts = byPhase[phase];
+        std::set<double> sizes;
+        for (const ActionSample* a : pts) sizes.insert(a->predictedSeconds);
+        if (pts.empty()) {
+            result.uncalibrated.push_back(std::string("gpu/phase_fits/") + phase + ": no actions of this phase in the runs");
+            continue;
+        }
+        // Overhead and scale need 3 actions of 2 sizes; with fewer, the scale alone (overhead 0).
+        const bool both = pts.size() >= 3 && sizes.size() >= 2;
+        Eigen::MatrixXd x(static_cast<Eigen::Index>(pts.size()), both ? 2 : 1);
+        Eigen::VectorXd t(x.rows());
+        for (size_t i = 0; i < pts.size(); ++i) {
+            const Eigen::Index r = static_cast<Eigen::Index>(i);
+            if (both) x(r, 0) = 1.0;
+            x(r, both ? 1 : 0) = pts[i]->predictedSeconds;
+            t(r) = pts[i]->measuredSeconds;
+        }
+        const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+        PhaseFit fit;
+        fit.overheadSeconds = both ? f.beta(0) : 0.0;
+        const double scale = f.beta(both ? 1 : 0);
+        fit.timeScale = scale > 0.0 ? scale : 1.0;
+        gpu.phaseFits[phase] = fit;
+        result.terms.push_back(report(std::string("gpu/phase_fits/") + phase, f,
+                                      {{"overhead_seconds", fit.overheadSeconds}, {"time_scale", fit.timeScale}}));
+    }
+}
+
+nlohmann::json calibrationBlock(const CalibrationResult& result, const CalibrationInputs& in, const CalibrationOptions& o) {
+    nlohmann::json terms = nlohmann::json::array();
+    for (const TermReport& t : result.terms)
+        terms.push_back({{"term", t.term},
+                         {"points", t.points},
+                         {"rejected_outliers", t.rejected},
+                         {"rms_relative_residual", t.rmsRelativeResidual},
+                         {"max_abs_relative_residual", t.maxAbsRelativeResidual},
+                         {"values", t.values}});
+    return {{"schema_version", 1},
+            {"created_utc", o.createdUtc},
+            {"method", "relative least squares (Eigen ColPivHouseholderQR), coefficients >= 0, outliers beyond 3.5 "
+                       "scaled MADs rejected; see cost_models/FORMULAS.md §7"},
+            {"provenance", o.provenance},
+            {"inputs", in.sources},
+            {"microbenchmark_points", in.bench.size()},
+            {"memory_samples", in.memory.size()},
+            {"action_samples", in.actions.size()},
+            {"terms", terms},
+            {"uncalibrated", result.uncalibrated}};
+}
+
+} // namespace tessel

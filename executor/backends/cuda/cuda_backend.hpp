@@ -1,0 +1,51 @@
+// The CUDA backend (bf16 weights, activations and grads with fp32 master weights and Adam moments, or fp32
+// throughout for checking): what the rest of tessel sees of it. Declared in every build; without the CUDA
+// toolkit the functions throw tessel::DeviceError saying so.
+#pragma once
+
+#include "device_info.hpp"
+
+#include "tessel/exec/backend.hpp"
+
+#include <memory>
+#include <string>
+
+namespace tessel::exec {
+
+class DeviceStaging;
+
+enum class CudaPrecision {
+    Mixed,   // recipe "mixed": bf16 weights/grads/activations, fp32 master + Adam moments (16 B/param)
+    Fp32,    // recipe "fp32": everything fp32 (GEMMs without TF32), for checking against the CPU backend
+};
+
+// The recipe a plan's `precision` names: "mixed" or "fp32"; anything else is an InputError at `pointer`.
+CudaPrecision cudaPrecisionOf(const std::string& recipe, const std::string& pointer);
+
+// Number of CUDA devices that answer; 0 when there is no driver, no device, or any CUDA error at discovery.
+int cudaDeviceCount();
+// True when this build has the CUDA backend (TESSEL_CUDA found a toolkit).
+bool cudaBackendBuilt();
+
+// A backend on `device` (a CUDA ordinal). tessel::DeviceError when no GPU answers or the device is invalid.
+// Tensors follow their category: Optimizer tensors are fp32; the others bf16 in Mixed mode. adamw on a bf16
+// parameter keeps its fp32 master copy inside the backend (counted under Optimizer), made at the first step.
+std::unique_ptr<Backend> makeCudaBackend(CudaPrecision precision, int device = 0);
+
+// The device for a process: its node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, else MPI_LOCALRANKID, else 0)
+// modulo the number of devices; tessel::DeviceError when no GPU answers.
+int cudaDeviceForThisProcess();
+
+// Provenance of the device a CUDA backend runs on (DeviceError for a backend that is not a CUDA backend).
+cuda::DeviceProvenance cudaProvenance(const Backend& backend);
+
+// For the communicators: the CUDA backend's compute stream (a cudaStream_t), its device, and a staging of its
+// tensors through fp32 host buffers (for the staged comm). DeviceError for a backend that is not CUDA.
+void* cudaComputeStream(Backend& backend);
+int cudaDeviceOf(const Backend& backend);
+std::shared_ptr<DeviceStaging> cudaStagingFor(Backend& backend);
+// Peak bytes the backend's caching allocator held from the device (tensors, scratch, cuBLASLt workspace,
+// rounding and cached blocks): the device footprint beyond the per-category tensor bytes.
+int64_t cudaPeakReservedBytes(const Backend& backend);
+
+} // namespace tessel::exec

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# End-to-end checks of `tessel compare`: a real 2-step, 2-rank run of tiny-cpu compared with its scenario and
+# with its predicted trace (every predicted action matched, the JSON's shape), the table, and bad input
+# (missing folder, a file that is not a trace, a run of another plan, -o without --force) exiting 2.
+source "$(dirname "$0")/lib.sh"
+
+"$TESSEL" run tiny-cpu --ranks 2 --steps 2 --out "$tmp/run" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "run exits 0" $rc
+
+# 1. Scenario against the run folder, as JSON.
+"$TESSEL" compare tiny-cpu "$tmp/run" --json --top 5 >"$tmp/c.json" 2>"$tmp/err"; rc=$?
+check "compare --json exits 0" $rc
+"$TESSEL" trace tiny-cpu --ranks 0,1 -o "$tmp/predicted.json" 2>/dev/null; check "trace exits 0" $?
+python3 - "$tmp/c.json" "$tmp/predicted.json" <<'PY'; check "JSON shape, every predicted action matched" $?
+import json, sys
+c = json.load(open(sys.argv[1]))
+for k in ("schema_version", "step", "summary", "actions", "most_wrong", "unmatched", "ranks", "categories", "memory"):
+    assert k in c, k
+step = c["step"]
+assert step["compared_steps"] == [1], step                 # two steps: the first is the warm-up
+assert [s["step"] for s in step["per_step"]] == [0, 1] and step["per_step"][0]["compared"] is False
+assert step["predicted_seconds"] > 0 and step["measured_seconds"] > 0 and step["error"] is not None
+# Every predicted action (one list per stage) was measured, and nothing measured is left over.
+predicted = [e for e in json.load(open(sys.argv[2]))["traceEvents"] if e["ph"] == "X"]
+assert c["unmatched"]["predicted"] == [] and c["unmatched"]["measured"] == [], c["unmatched"]
+assert c["summary"]["unmatched_measured_events"] == 0
+assert len(c["actions"]) == len(predicted) == c["summary"]["matched_actions"], (len(c["actions"]), len(predicted))
+for a in c["actions"]:
+    for k in ("stage", "index", "name", "category", "micro_batch", "chunk", "predicted_seconds",
+              "measured_mean_seconds", "measured_min_seconds", "measured_max_seconds", "ranks", "error_seconds", "error"):
+        assert k in a, k
+    assert a["ranks"] == 1 and a["measured_min_seconds"] <= a["measured_mean_seconds"] <= a["measured_max_seconds"]
+    assert a["measured_mean_seconds"] > 0
+# The most wrong come first by absolute seconds.
+mw = c["most_wrong"]
+assert len(mw) == 5 and all(abs(mw[i]["error_seconds"]) >= abs(mw[i + 1]["error_seconds"]) for i in range(4))
+assert {r["rank"] for r in c["ranks"]} == {0, 1} and {r["stage"] for r in c["ranks"]} == {0, 1}
+assert "compute" in c["ranks"][0]["busy_seconds_per_step"]
+mem = c["memory"]["stages"]
+assert [m["stage"] for m in mem] == [0, 1]
+for m in mem:
+    assert m["measured_peak_bytes"] > 0 and m["predicted_allocated_bytes"] > 0 and m["error"] is not None
+    cats = {x["category"]: x for x in m["categories"]}
+    assert set(cats) == {"weights", "grads", "optimizer", "activations", "other"}
+    assert cats["weights"]["measured_bytes"] > 0 and abs(cats["weights"]["error"]) < 0.05, cats["weights"]
+PY
+
+# 2. The table, and the predicted trace with predicted memory from `tessel predict --json`.
+"$TESSEL" compare tiny-cpu "$tmp/run" --top 3 >"$tmp/table" 2>"$tmp/err"; rc=$?
+check "compare table exits 0" $rc
+for word in "Step time" "Peak memory per stage" "Most wrong actions" "Per stage and category" "Per rank" "actions matched"; do
+  check "table has '$word'" "$(contains "$tmp/table" "$word")"
+done
+check "table names the checked plan" "$(contains "$tmp/table" 'plan: the same as the run')"
+"$TESSEL" predict tiny-cpu --json >"$tmp/predict.json" 2>/dev/null; check "predict exits 0" $?
+"$TESSEL" compare "$tmp/predicted.json" "$tmp/run" --predicted-memory "$tmp/predict.json" --json >"$tmp/t.json" 2>"$tmp/err"; rc=$?
+check "compare a predicted trace exits 0" $rc
+python3 - "$tmp/c.json" "$tmp/t.json" <<'PY'; check "trace and scenario predictions agree" $?
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert b["unmatched"]["predicted"] == [] and b["summary"]["matched_actions"] == a["summary"]["matched_actions"]
+for x, y in zip(a["actions"], b["actions"]):
+    assert (x["stage"], x["index"], x["name"]) == (y["stage"], y["index"], y["name"])
+    assert abs(x["predicted_seconds"] - y["predicted_seconds"]) <= 1e-9 * max(1.0, x["predicted_seconds"])
+for x, y in zip(a["memory"]["stages"], b["memory"]["stages"]):
+    assert abs(x["predicted_allocated_bytes"] - y["predicted_allocated_bytes"]) < 1e-6 * x["predicted_allocated_bytes"]
+PY
+"$TESSEL" compare tiny-cpu "$tmp/run/trace.json" --json >"$tmp/bytrace.json" 2>"$tmp/err"; rc=$?
+check "MEASURED may be the run's trace.json" $rc
+check "same result through trace.json" "$(python3 -c "
+import json,sys; a=json.load(open('$tmp/c.json')); b=json.load(open('$tmp/bytrace.json'))
+sys.exit(0 if a['actions']==b['actions'] and a['memory']==b['memory'] else 1)"; echo $?)"
+
+# 3. -o writes the report and never overwrites without --force.
+"$TESSEL" compare tiny-cpu "$tmp/run" --json -o "$tmp/report.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "-o exits 0" $rc
+check "-o wrote JSON" "$(python3 -c "import json; json.load(open('$tmp/report.json'))"; echo $?)"
+"$TESSEL" compare tiny-cpu "$tmp/run" -o "$tmp/report.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "-o over an existing file exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --output" "$(contains "$tmp/err" '--output')"
+check "file untouched" "$(python3 -c "import json; json.load(open('$tmp/report.json'))"; echo $?)"
+"$TESSEL" compare tiny-cpu "$tmp/run" -o "$tmp/report.json" --force >/dev/null 2>"$tmp/err"; rc=$?
+check "--force overwrites" $rc
+check "now the table" "$(contains "$tmp/report.json" 'Most wrong actions')"
+
+# 4. Bad input exits 2 with the problem and its pointer.
+"$TESSEL" compare tiny-cpu "$tmp/nothing-here" >/dev/null 2>"$tmp/err"; rc=$?
+check "missing folder exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names the missing folder" "$(contains "$tmp/err" "$tmp/nothing-here: no such run folder")"
+mkdir -p "$tmp/notrace"; echo '{"foo": 1}' >"$tmp/notrace/trace.json"
+"$TESSEL" compare tiny-cpu "$tmp/notrace" >/dev/null 2>"$tmp/err"; rc=$?
+check "not a trace exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names #/traceEvents" "$(contains "$tmp/err" 'notrace/trace.json#/traceEvents')"
+"$TESSEL" compare tiny-cpu "$tmp/run" --pp 1 --dp 2 >/dev/null 2>"$tmp/err"; rc=$?
+check "a run of another plan exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names /plan/pp" "$(contains "$tmp/err" 'scenario.json#/plan/pp: the run has 2, the prediction has 1')"
+check "names /plan/dp" "$(contains "$tmp/err" 'scenario.json#/plan/dp: the run has 1, the prediction has 2')"
+"$TESSEL" compare tiny-cpu "$tmp/run" --model tiny-moe >/dev/null 2>"$tmp/err"; rc=$?
+check "a run of another model exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names /model/activation" "$(contains "$tmp/err" 'scenario.json#/model/activation: the run has "gelu"')"
+python3 -c "
+import json; m = json.load(open('$tmp/run/scenario.json'))['model']; m['name'] = 'renamed'; m['sources'] = ['elsewhere']
+json.dump(m, open('$tmp/renamed.json', 'w'))"
+"$TESSEL" compare tiny-cpu "$tmp/run" --model "$tmp/renamed.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "a renamed but identical model is the same model" $rc
+"$TESSEL" compare "$tmp/predicted.json" "$tmp/run" --tp 2 >/dev/null 2>"$tmp/err"; rc=$?
+check "scenario flags with a trace exit 2" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" compare tiny-cpu "$tmp/run" --top 0 >/dev/null 2>"$tmp/err"; rc=$?
+check "--top 0 exits 2" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" compare tiny-cpu >/dev/null 2>"$tmp/err"; rc=$?
+check "no MEASURED exits 2" $([ $rc -eq 2 ]; echo $?)
+
+finish

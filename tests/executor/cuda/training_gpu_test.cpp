@@ -1,0 +1,155 @@
+// Training on the GPU: the tiny model for a few steps against the CPU float64 run, measured peak memory
+// against the cost model's "mixed" recipe, and multi-rank plans (tp, pp, dp with ZeRO-1/3) on one GPU through
+// the staged in-process device communicator (NCCL refuses several ranks on one device) matching one rank.
+// Skips where no GPU answers.
+#include "gpu_test_support.hpp"
+
+#include "executor_support.hpp"
+#include "staged_comm.hpp"
+
+#include "tessel/cost/memory.hpp"
+
+namespace tessel::exec {
+namespace {
+
+// Runs `plan` on world-size threads, each with its own CUDA backend on device 0 and a staged comm.
+test::RunResult runOnGpu(const ModelConfig& model, const Plan& plan, int steps, CudaPrecision precision) {
+    const int world = plan.worldSize();
+    auto w = makeInProcessWorld(world);
+    test::RunResult result;
+    result.losses.assign(static_cast<size_t>(steps), 0.0);
+    result.memory.resize(static_cast<size_t>(world));
+    std::mutex mu;
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+    const std::string text = test::testText();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                auto backend = makeCudaBackend(precision, 0);
+                auto comm = makeStagedComm(makeInProcessComm(w, r), cudaStagingFor(*backend));
+                comm->setTimeoutSeconds(120.0);
+                ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
+                TrainHyper hyper;
+                Trainer trainer(model, ctx, *backend, hyper,
+                                textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
+                std::vector<double> losses;
+                for (int s = 0; s < steps; ++s) losses.push_back(trainer.step(s).loss);
+                backend->synchronize();
+                std::lock_guard<std::mutex> lock(mu);
+                if (r == 0) result.losses = losses;
+                result.memory[static_cast<size_t>(r)] = backend->memory();
+            } catch (...) {
+                errors[static_cast<size_t>(r)] = std::current_exception();
+                failRank(*w, r, "threw");
+            }
+        });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+    return result;
+}
+
+Plan withPrecision(Plan p, CudaPrecision precision) {
+    p.precision = precision == CudaPrecision::Mixed ? "mixed" : "fp32";
+    return p;
+}
+
+// Loss of every step against the reference, relative.
+void expectLossesNear(const std::vector<double>& got, const std::vector<double>& want, double band, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        std::printf("%-30s step %zu loss %.6f reference %.6f\n", what, i, got[i], want[i]);
+        EXPECT_NEAR(got[i], want[i], band * std::abs(want[i])) << what << " step " << i;
+    }
+}
+
+TEST(GpuTraining, TinyModelMatchesTheCpuFloat64Run) {
+    TESSEL_REQUIRE_GPU();
+    for (bool swiglu : {false, true}) {
+        const ModelConfig model = test::tinyModel(swiglu);
+        const test::RunResult cpu = test::runPlan(model, test::basePlan(), 4);
+        // fp32 differs from float64 by fp32 rounding only; bf16 by 8-bit mantissas in every stored tensor.
+        const test::RunResult fp32 = runOnGpu(model, withPrecision(test::basePlan(), CudaPrecision::Fp32), 4,
+                                              CudaPrecision::Fp32);
+        expectLossesNear(fp32.losses, cpu.losses, 1e-4, swiglu ? "fp32 swiglu" : "fp32 gelu");
+        const test::RunResult mixed = runOnGpu(model, withPrecision(test::basePlan(), CudaPrecision::Mixed), 4,
+                                               CudaPrecision::Mixed);
+        expectLossesNear(mixed.losses, cpu.losses, 2e-2, swiglu ? "bf16 swiglu" : "bf16 gelu");
+    }
+}
+
+TEST(GpuTraining, PeakMemoryWithinFivePercentOfTheMixedRecipe) {
+    TESSEL_REQUIRE_GPU();
+    const ModelConfig model = test::tinyModel();
+    for (int pp : {1, 2}) {
+        Plan plan = withPrecision(test::basePlan(), CudaPrecision::Mixed);
+        plan.pp = pp;
+        const test::RunResult run = runOnGpu(model, plan, 2, CudaPrecision::Mixed);   // masters exist after step 1
+        ClusterConfig cluster = loadClusterRef("h200-single", "test");
+        cluster.gpusPerNode = plan.worldSize();
+        cluster.nodes = 1;
+        const MemoryReport predicted = predictMemory(model, cluster, plan);
+        for (int r = 0; r < plan.worldSize(); ++r) {
+            const StageMemory& st = predicted.stages[static_cast<size_t>(rankCoords(plan, r).pp)];
+            const MemoryStats& m = run.memory[static_cast<size_t>(r)];
+            auto measured = [&](MemoryCategory k) { return static_cast<double>(m.peakBytes[static_cast<size_t>(k)]); };
+            const struct {
+                const char* name;
+                double predictedBytes, measuredBytes;
+            } rows[] = {
+                {"weights", st.weightsBytes, measured(MemoryCategory::Weights)},
+                {"grads", st.gradsBytes, measured(MemoryCategory::Grads)},
+                {"optimizer", st.optimizerBytes, measured(MemoryCategory::Optimizer)},
+                {"activations", st.activationsBytes + st.other.logitsLossBytes, measured(MemoryCategory::Activations)},
+            };
+            for (const auto& row : rows) {
+                const double err = (row.predictedBytes - row.measuredBytes) / row.measuredBytes;
+                std::printf("memory mixed pp%d rank %d %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n", pp, r,
+                            row.name, row.predictedBytes, row.measuredBytes, 100.0 * err);
+                EXPECT_LT(std::abs(err), 0.05) << "pp" << pp << " rank " << r << " " << row.name;
+            }
+        }
+    }
+}
+
+struct MultiRankCase {
+    std::string name;
+    Plan plan;
+};
+
+class GpuMultiRank : public ::testing::TestWithParam<MultiRankCase> {};
+
+TEST_P(GpuMultiRank, MatchesOneRank) {
+    TESSEL_REQUIRE_GPU();
+    const ModelConfig model = test::tinyModel();
+    for (CudaPrecision precision : {CudaPrecision::Fp32, CudaPrecision::Mixed}) {
+        const test::RunResult one = runOnGpu(model, withPrecision(test::basePlan(), precision), 3, precision);
+        const test::RunResult many = runOnGpu(model, withPrecision(GetParam().plan, precision), 3, precision);
+        // fp32: sums in another order only; bf16: also roundings at different points (partial sums over TP,
+        // gradient shards under ZeRO) at 2^-9 each.
+        expectLossesNear(many.losses, one.losses, precision == CudaPrecision::Fp32 ? 1e-4 : 2e-2,
+                         (GetParam().name + (precision == CudaPrecision::Fp32 ? " fp32" : " bf16")).c_str());
+    }
+}
+
+std::vector<MultiRankCase> multiRankCases() {
+    std::vector<MultiRankCase> cases;
+    auto add = [&](std::string name, auto edit) {
+        Plan p = test::basePlan();
+        edit(p);
+        cases.push_back({std::move(name), p});
+    };
+    add("tp2", [](Plan& p) { p.tp = 2; });
+    add("pp2_1f1b", [](Plan& p) { p.pp = 2; p.schedule = Schedule::OneFOneB; });
+    add("dp2_zero1", [](Plan& p) { p.dp = 2; p.zeroStage = 1; });
+    add("dp2_zero3", [](Plan& p) { p.dp = 2; p.zeroStage = 3; });
+    add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, GpuMultiRank, ::testing::ValuesIn(multiRankCases()),
+                         [](const ::testing::TestParamInfo<MultiRankCase>& i) { return i.param.name; });
+
+} // namespace
+} // namespace tessel::exec
