@@ -43,7 +43,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << mem.render();
     const auto& peak = p.memory.stages[static_cast<size_t>(p.memory.peakStage)];
     out << "  other = ZeRO-3 gather " << gib(peak.other.zero3GatherBytes) << " + comm buffers "
-        << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes) << " + reserved "
+        << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes)
+        << " + backward working set " << gib(peak.other.backwardWorkingBytes) << " + reserved "
         << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
     out << "  peak " << gib(p.memory.peakBytes) << " GiB on stage " << p.memory.peakStage << " of "
         << gib(p.memory.capacityBytes) << " GiB: " << (p.memory.fits ? "FITS" : "OUT OF MEMORY") << "\n\n";

@@ -26,7 +26,7 @@ namespace tessel::cli {
 namespace fs = std::filesystem;
 
 std::function<int()> addRunCommand(CLI::App& app) {
-    auto* cmd = app.add_subcommand("run", "Run a plan for real on CPU ranks under mpirun, measuring every action");
+    auto* cmd = app.add_subcommand("run", "Run a plan for real on CPU (or GPU) ranks under mpirun, measuring every action");
     auto flags = std::make_shared<ScenarioFlags>();
     flags->addTo(*cmd);
     struct Options {
@@ -39,6 +39,7 @@ std::function<int()> addRunCommand(CLI::App& app) {
         bool resume = false;
         int checkpointEvery = 0;
         int failRank = -1, failAtStep = -1;
+        std::string backend = "cpu";
     };
     auto o = std::make_shared<Options>();
     cmd->add_option("--ranks", o->ranks, "Number of ranks to start (must equal tp x pp x dp x cp)")->required();
@@ -53,6 +54,9 @@ std::function<int()> addRunCommand(CLI::App& app) {
                   "keeping its earlier losses");
     cmd->add_option("--checkpoint-every", o->checkpointEvery,
                     "Also save a checkpoint every K steps (default 0: only at the end; the last 2 are kept)");
+    // Checked in the command (not by CLI11's IsMember) so a wrong name is listed with every other problem.
+    cmd->add_option("--backend", o->backend,
+                    "cpu (float64/float32 recipes, MPI) or cuda (mixed/fp32 recipes, NCCL; one GPU per rank)");
     cmd->add_option("--fail-rank", o->failRank, "Testing: make this rank die abruptly")->group("");
     cmd->add_option("--fail-at-step", o->failAtStep, "Testing: step at which --fail-rank dies")->group("");
     return [cmd, flags, o]() {
@@ -65,8 +69,11 @@ std::function<int()> addRunCommand(CLI::App& app) {
         } catch (const InputError& e) {
             problems.append(e.problems());
         }
+        // validateExecutable names an unknown backend too; this reports it when the scenario did not resolve.
+        if (!problems.empty() && o->backend != "cpu" && o->backend != "cuda")
+            problems.add("--backend", "unknown backend \"" + o->backend + "\"; the executor has cpu and cuda");
         if (problems.empty()) {
-            exec::validateExecutable(s.model, s.plan, "/plan", problems);
+            exec::validateExecutable(s.model, s.plan, "/plan", problems, o->backend);
             if (o->ranks != s.plan.worldSize())
                 problems.add("--ranks", std::to_string(o->ranks) + " ranks, but the plan (tp x pp x dp x cp) needs " +
                                             std::to_string(s.plan.worldSize()));
@@ -111,14 +118,14 @@ std::function<int()> addRunCommand(CLI::App& app) {
         std::vector<std::string> argv = mpirunCommand(mpirun, o->ranks);
         for (const std::string& a : {worker, std::string("--run-dir"), o->out, std::string("--data"), o->data,
                                      std::string("--steps"), std::to_string(o->steps), std::string("--timeout"),
-                                     std::to_string(o->timeoutSeconds)})
+                                     std::to_string(o->timeoutSeconds), std::string("--backend"), o->backend})
             argv.push_back(a);
         if (o->resume) argv.push_back("--resume");
         if (o->checkpointEvery > 0) argv.insert(argv.end(), {"--checkpoint-every", std::to_string(o->checkpointEvery)});
         if (o->failRank >= 0) {
             argv.insert(argv.end(), {"--fail-rank", std::to_string(o->failRank), "--fail-at-step", std::to_string(o->failAtStep)});
         }
-        std::cerr << "tessel run: " << o->ranks << " ranks, " << o->steps << " steps -> " << o->out;
+        std::cerr << "tessel run: " << o->ranks << " " << o->backend << " ranks, " << o->steps << " steps -> " << o->out;
         if (o->resume) std::cerr << " (resuming from " << exec::checkpointStepDir(checkpointDir, exec::newestCheckpointStep(checkpointDir)) << ")";
         std::cerr << "\n";
         const int rc = runAndWait(argv);

@@ -241,6 +241,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.hidden = d(s.hidden);
     t.maskBytes = s.maskBytes;
     t.kvDimLocal = d(s.kvDimLocal);
+    t.ffnLocal = d(s.ffnLocal);
     t.topK = d(s.topK);
     t.vocabLocal = d(s.vocabLocal);
     {
@@ -315,6 +316,14 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         o.logitsLossBytes = e >= 4.0 ? headInFlight * e * T * t.vocabLocal
                                      : headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
     }
+    // The backward of one layer holds its own transient gradients on top of the stored activations: in the
+    // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),
+    // plus three [T, h] (the all-gathered output gradient, the re-gathered norm input for dW and the partial
+    // input gradient before its TP reduction). The attention backward's set (dO, dQ, dK, dV, the gathered
+    // gradient) is smaller for every dense model here (q and kv widths <= h, f >= 2h). Measured on the CPU
+    // executor's Buffers peak; PyTorch autograd keeps the same tensors alive at that point.
+    if (!model.moe && st.layers > 0)
+        o.backwardWorkingBytes = e * T * ((model.activation == Activation::Swiglu ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
     o.reservedBytes = reservedBytes;
     st.headroomBytes = capacityBytes - st.totalBytes();
     st.fits = st.headroomBytes >= 0.0;

@@ -43,6 +43,7 @@ nlohmann::json memoryToJson(const MemoryReport& m) {
                           {"other",
                            {{"zero3_gather_bytes", st.other.zero3GatherBytes},
                             {"comm_buffer_bytes", st.other.commBufferBytes},
+                            {"backward_working_bytes", st.other.backwardWorkingBytes},
                             {"logits_loss_bytes", st.other.logitsLossBytes},
                             {"reserved_bytes", st.other.reservedBytes}}},
                           {"total_bytes", st.totalBytes()},

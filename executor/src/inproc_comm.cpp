@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -24,13 +25,13 @@ using detail::deadlineAfter;
 using detail::rankList;
 using detail::secondsText;
 
-std::string typeName(ElementType t) { return t == ElementType::F64 ? "f64" : "f32"; }
+std::string typeName(ElementType t) { return toString(t); }
 
 // What one member asked for at a sequence number; every member of a collective must ask the same.
 struct Signature {
     std::string call;
     int64_t bytes = 0;
-    std::string type;       // "f64", "f32"
+    std::string type;       // "f64", "f32", "bf16"
     int root = -1;          // broadcast only
     bool operator==(const Signature&) const = default;
 };
@@ -79,12 +80,28 @@ void sumInGroupOrder(const std::vector<const void*>& inputs, int64_t offset, int
     }
 }
 
+
+// bf16 sums accumulate in fp32 in group order and are rounded to bf16 once, as the staged GPU comm and the
+// MPI comm do (summing in bf16 would round after every member and make the result depend on the group size
+// more than it must).
+void sumBf16InGroupOrder(const std::vector<const void*>& inputs, int64_t offset, int64_t count, uint16_t* out) {
+    std::vector<float> sum(static_cast<size_t>(count));
+    const uint16_t* first = static_cast<const uint16_t*>(inputs[0]) + offset;
+    for (int64_t i = 0; i < count; ++i) sum[static_cast<size_t>(i)] = widenBf16(first[i]);
+    for (size_t j = 1; j < inputs.size(); ++j) {
+        const uint16_t* in = static_cast<const uint16_t*>(inputs[j]) + offset;
+        for (int64_t i = 0; i < count; ++i) sum[static_cast<size_t>(i)] += widenBf16(in[i]);
+    }
+    for (int64_t i = 0; i < count; ++i) out[i] = narrowToBf16(sum[static_cast<size_t>(i)]);
+}
+
 void sumInGroupOrder(ElementType type, const std::vector<const void*>& inputs, int64_t offset, int64_t count,
                      void* out) {
-    if (type == ElementType::F64)
-        sumInGroupOrder(inputs, offset, count, static_cast<double*>(out));
-    else
-        sumInGroupOrder(inputs, offset, count, static_cast<float*>(out));
+    switch (type) {
+    case ElementType::F64: sumInGroupOrder(inputs, offset, count, static_cast<double*>(out)); return;
+    case ElementType::F32: sumInGroupOrder(inputs, offset, count, static_cast<float*>(out)); return;
+    case ElementType::Bf16: sumBf16InGroupOrder(inputs, offset, count, static_cast<uint16_t*>(out)); return;
+    }
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 //   that send to each other before receiving cannot deadlock on large messages. A send not received within
 //   the timeout is reported by the next call on this rank (or waited for when the comm is destroyed).
 // - Threads: MPI is initialised with MPI_THREAD_FUNNELED; call the comm from one thread only.
+// - bf16: moved as 2-byte units; all-reduce and reduce-scatter widen to fp32, sum, and round once to bf16.
 #include "tessel/exec/mpi_comm.hpp"
 
 #include "comm_text.hpp"
@@ -32,6 +33,7 @@
 #include <array>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -63,8 +65,29 @@ void check(int code, const std::string& where, const char* what) {
     if (code != MPI_SUCCESS) throw CommError(where + ": " + what + " failed: " + mpiErrorText(code));
 }
 
-MPI_Datatype mpiType(ElementType t) { return t == ElementType::F64 ? MPI_DOUBLE : MPI_FLOAT; }
-std::string typeName(ElementType t) { return t == ElementType::F64 ? "f64" : "f32"; }
+// MPI has no bfloat16: bf16 tensors travel as 2-byte units wherever values are only moved (all-gather,
+// broadcast, all-to-all, send/recv). Sums widen to fp32 (see sumAsFloat) instead of refusing, because the
+// cuda backend's data-parallel gradient reductions are bf16 all-reduces and reduce-scatters.
+MPI_Datatype mpiType(ElementType t) {
+    switch (t) {
+    case ElementType::F64: return MPI_DOUBLE;
+    case ElementType::F32: return MPI_FLOAT;
+    case ElementType::Bf16: return MPI_UINT16_T;
+    }
+    return MPI_DATATYPE_NULL;
+}
+std::string typeName(ElementType t) { return toString(t); }
+
+std::vector<float> widenTensor(const Tensor& t) {
+    const auto* h = t.data<const uint16_t>();
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = widenBf16(h[i]);
+    return out;
+}
+void narrowInto(const std::vector<float>& values, Tensor& t) {
+    auto* h = t.data<uint16_t>();
+    for (size_t i = 0; i < values.size(); ++i) h[i] = narrowToBf16(values[i]);
+}
 
 int64_t byteCount(const Tensor& t) { return t.numel() * elementBytes(t.type()); }
 
@@ -207,6 +230,15 @@ public:
         const std::string where = prefix(g, "allReduce", peekCalls(g));
         checkDefined(inout, where, "inout");
         const int count = mpiCount(inout.numel(), where);
+        if (inout.type() == ElementType::Bf16) {
+            // Summed as fp32 and rounded once (MPI_SUM has no bf16), as the staged GPU comm does.
+            std::vector<float> sum = widenTensor(inout);
+            collective(g, "allReduce", [&](MPI_Comm comm, MPI_Request* request) {
+                return MPI_Iallreduce(MPI_IN_PLACE, sum.data(), count, MPI_FLOAT, MPI_SUM, comm, request);
+            });
+            narrowInto(sum, inout);
+            return;
+        }
         collective(g, "allReduce", [&](MPI_Comm comm, MPI_Request* request) {
             return MPI_Iallreduce(MPI_IN_PLACE, inout.data<void>(), count, mpiType(inout.type()), MPI_SUM, comm,
                                   request);
@@ -236,6 +268,16 @@ public:
                             " times the output " + out.shapeString());
         mpiCount(in.numel(), where);
         const int count = mpiCount(out.numel(), where);
+        if (in.type() == ElementType::Bf16) {
+            // Summed as fp32 and rounded once, as allReduce (the widened copy is also the staging).
+            const std::vector<float> send = widenTensor(in);
+            std::vector<float> sum(static_cast<size_t>(out.numel()));
+            collective(g, "reduceScatter", [&](MPI_Comm comm, MPI_Request* request) {
+                return MPI_Ireduce_scatter_block(send.data(), sum.data(), count, MPI_FLOAT, MPI_SUM, comm, request);
+            });
+            narrowInto(sum, out);
+            return;
+        }
         std::vector<unsigned char> staged = stageIfOverlapping(in, out);
         const void* send = staged.empty() ? in.data<void>() : staged.data();
         collective(g, "reduceScatter", [&](MPI_Comm comm, MPI_Request* request) {

@@ -14,7 +14,8 @@
 
 namespace tessel::exec {
 
-void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
+void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
+                        const std::string& backend) {
     if (model.moe) {
         // Expert tensor parallelism, CP and ZeRO >= 1 with MoE layers are not implemented yet.
         if (plan.tp > 1) problems.add(pointer + "/tp", "the executor runs mixture-of-experts layers with tp 1 only");
@@ -26,9 +27,24 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",
                      "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");
-    if (plan.precision != "cpu_fp64" && plan.precision != "cpu_fp32")
-        problems.add(pointer + "/precision", "the CPU executor runs the cpu_fp64 or cpu_fp32 recipe, not \"" +
-                                                 plan.precision + "\"");
+    // Each backend runs its own recipes: the CPU one float64 or float32 throughout, the CUDA one bf16 with fp32
+    // master weights and moments ("mixed") or fp32 throughout (the same rule as cudaPrecisionOf, kept here so
+    // that `tessel run` can check it without linking the CUDA libraries).
+    const bool cpuRecipe = plan.precision == "cpu_fp64" || plan.precision == "cpu_fp32";
+    const bool cudaRecipe = plan.precision == "mixed" || plan.precision == "fp32";
+    if (backend == "cpu") {
+        if (!cpuRecipe)
+            problems.add(pointer + "/precision", "the cpu backend runs the cpu_fp64 or cpu_fp32 recipe, not \"" +
+                                                     plan.precision + "\"" +
+                                                     (cudaRecipe ? " (run that recipe with --backend cuda)" : ""));
+    } else if (backend == "cuda") {
+        if (!cudaRecipe)
+            problems.add(pointer + "/precision", "the cuda backend runs the mixed (bf16 with fp32 master weights and "
+                                                 "Adam moments) or fp32 recipe, not \"" + plan.precision + "\"" +
+                                                     (cpuRecipe ? " (run that recipe with --backend cpu)" : ""));
+    } else {
+        problems.add("--backend", "unknown backend \"" + backend + "\"; the executor has cpu and cuda");
+    }
 }
 
 int64_t processPeakResidentBytes() {

@@ -45,6 +45,7 @@ struct Bucket {
     Tensor valueShard;  // [shard, 1] updated values: under ZeRO-1/2 the all-gather's send buffer (Buffers); under
                         // ZeRO-3 the only persistent copy of the parameters (Weights)
     Tensor m, v;        // [shard, 1] Adam moments of the shard (ZeRO >= 1)
+    Tensor master;      // [shard, 1] fp32 master values of the shard (ZeRO >= 1, mixed precision only; Optimizer)
 };
 
 // Storage inside another tensor's: a parameter's full value as a piece of the flat buffer its bucket was
@@ -85,6 +86,9 @@ struct Trainer::Impl : ParameterResidency {
     std::map<int, std::pair<Tensor, Tensor>> moments;       // ZeRO-0: parameter -> (m, v)
     int64_t adamStep = 0;
     Clock::time_point runStart = Clock::now(); // records are timed from here, so steps follow each other
+    // A device-timed backend's region starts count from its first region; that region's launch, on the host
+    // clock since runStart, places them on the records' time axis (-1 until the first region).
+    double deviceOriginSeconds = -1.0;
     std::array<int, 3> embeddingBucket{-1, -1, -1}; // (chunk, schedule bucket, index) of the tied embedding
 
     // ZeRO-3: buckets are the model's units (embedding, layer, head; ParameterResidency), keyed (chunk, unit);
@@ -163,6 +167,20 @@ struct Trainer::Impl : ParameterResidency {
                 for (int j = 0; j < gpt.bucketsPerChunk(); ++j) addBuckets(chunk, j, gpt.bucketParameters(chunk, j, false));
             }
         }
+        if (ctx.plan.zeroStage >= 1 && mixedPrecision()) {
+            // Mixed precision (Micikevicius et al. 2018): the weights are bf16, so the optimizer updates an fp32
+            // master copy of this rank's shard and rounds the result into the bf16 value shard. Under ZeRO-0 the
+            // backend keeps a master per parameter itself (adamw on a bf16 parameter with fp32 moments), but
+            // here adamw sees only transient row temporaries, so the master must persist here. It is made from
+            // the initial values (still resident: ZeRO-3 drops them just below) and counted under Optimizer,
+            // which gives the mixed recipe's 4 B/param of master weights.
+            const int64_t lo0 = static_cast<int64_t>(shardGroup().myIndex);
+            for (auto& [key, list] : buckets)
+                for (Bucket& bk : list) {
+                    bk.master = be.empty({bk.shard, 1}, MemoryCategory::Optimizer);
+                    be.copyRows(flatten(bk, true, MemoryCategory::Buffers), lo0 * bk.shard, bk.master);
+                }
+        }
         if (ctx.plan.zeroStage >= 3) {
             // Only this rank's shard of the values persists; the full values are gathered around their use.
             const int64_t lo0 = static_cast<int64_t>(shardGroup().myIndex);
@@ -186,6 +204,20 @@ struct Trainer::Impl : ParameterResidency {
                                                                      be.zeros(value.shape(), MemoryCategory::Optimizer)));
             }
         }
+    }
+
+    // Whether the backend keeps optimizer state in another element type than the weights (cuda's mixed recipe:
+    // fp32 moments and master values beside bf16 weights, gradients and buffers).
+    bool mixedPrecision() const {
+        return be.elementTypeFor(MemoryCategory::Optimizer) != be.elementTypeFor(MemoryCategory::Weights) ||
+               be.elementTypeFor(MemoryCategory::Optimizer) != be.elementTypeFor(MemoryCategory::Buffers);
+    }
+    // Category of the ZeRO optimizer's row temporaries that hold values and moments (`val`, `m1`, `v1`). A
+    // tensor's element type follows its category, so in mixed precision they must be Optimizer tensors to be
+    // fp32 (as Buffers they would be bf16, rounding the moments to bf16 every step); they then count, briefly,
+    // under Optimizer. A backend with one element type keeps them transient Buffers, as they always were.
+    MemoryCategory optimizerTemporaryCategory() const {
+        return mixedPrecision() ? MemoryCategory::Optimizer : MemoryCategory::Buffers;
     }
 
     Parameter& param(int i) { return gpt.parameters()[static_cast<size_t>(i)]; }
@@ -235,7 +267,7 @@ struct Trainer::Impl : ParameterResidency {
         rec.group = ctx.plan.cp > 1 ? ctx.dpCp.name : g.name;
         rec.groupSize = ctx.plan.cp > 1 ? ctx.dpCp.size() : g.size();
         Tensor flat = flatten(bk, false, MemoryCategory::Buffers);
-        rec.bytes += static_cast<double>(flat.numel() * elementBytes(be.elementType()));
+        rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
         if (preReduceCp()) ctx.comm->allReduce(flat, ctx.cp);
         if (g.size() == 1) {
             // No data-parallel peers: the cp all-reduce was the whole reduction.
@@ -286,7 +318,7 @@ struct Trainer::Impl : ParameterResidency {
         rec.groupSize = g.size();
         for (int p : gpt.bucketParameters(a.chunk, a.bucket, true)) {
             Tensor& grad = param(p).grad;
-            rec.bytes += static_cast<double>(grad.numel() * elementBytes(be.elementType()));
+            rec.bytes += static_cast<double>(grad.numel() * elementBytes(grad.type()));
             if (g.size() > 1) ctx.comm->allReduce(grad, g);
         }
     }
@@ -458,16 +490,21 @@ struct Trainer::Impl : ParameterResidency {
                 const int64_t b0 = std::max(at, lo), b1 = std::min(at + n, lo + bk.shard);
                 if (b1 > b0) {
                     const double wd = isVector(p) ? 0.0 : hyper.weightDecay;
-                    Tensor val = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
+                    // Values and moments in the optimizer's element type (fp32 in mixed precision, see
+                    // optimizerTemporaryCategory); the gradient stays in the gradients' type.
+                    const MemoryCategory stateCategory = optimizerTemporaryCategory();
+                    Tensor val = be.empty({b1 - b0, 1}, stateCategory);
                     Tensor grad = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
-                    Tensor m1 = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
-                    Tensor v1 = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
-                    be.copyRows(bk.valueShard, b0 - lo, val);
+                    Tensor m1 = be.empty({b1 - b0, 1}, stateCategory);
+                    Tensor v1 = be.empty({b1 - b0, 1}, stateCategory);
+                    // With a master shard the update starts from the fp32 master, not the rounded values.
+                    be.copyRows(bk.master.defined() ? bk.master : bk.valueShard, b0 - lo, val);
                     be.copyRows(bk.gradShard, b0 - lo, grad);
                     be.copyRows(bk.m, b0 - lo, m1);
                     be.copyRows(bk.v, b0 - lo, v1);
                     be.adamw(val, grad, m1, v1, hyper.learningRate, hyper.beta1, hyper.beta2, hyper.eps, wd, adamStep);
-                    be.copyRowsInto(val, bk.valueShard, b0 - lo);
+                    if (bk.master.defined()) be.copyRowsInto(val, bk.master, b0 - lo);
+                    be.copyRowsInto(val, bk.valueShard, b0 - lo); // rounded to bf16 in mixed precision
                     be.copyRowsInto(m1, bk.m, b0 - lo);
                     be.copyRowsInto(v1, bk.v, b0 - lo);
                 }
@@ -503,6 +540,12 @@ StepStats Trainer::step(int stepIndex) {
         return it->second;
     };
     double gradNorm = 0.0;
+    // On an asynchronous backend (CUDA) the host clock around an action measures only its launches: each action
+    // is also a timed region on the device, whose times replace the host ones once the step is collected. The
+    // CPU backend times nothing on a device (timesOnDevice() is false) and keeps the host clock, which is exact
+    // around its synchronous work.
+    const bool deviceTimed = m.be.timesOnDevice();
+    std::map<int64_t, size_t> regionRecords; // region handle -> index in records_
     const auto& acts = m.mine->actions;
     for (size_t i = 0; i < acts.size(); ++i) {
         const sim::Action& a = acts[i];
@@ -517,6 +560,9 @@ StepStats Trainer::step(int stepIndex) {
         rec.chunk = a.chunk;
         rec.bucket = a.bucket;
         const auto t0 = Clock::now();
+        if (deviceTimed && m.deviceOriginSeconds < 0.0)
+            m.deviceOriginSeconds = std::chrono::duration<double>(t0 - m.runStart).count();
+        const int64_t region = deviceTimed ? m.be.beginTimedRegion() : -1;
         const std::pair<int, int> key{a.microBatch, a.chunk};
         switch (a.kind) {
         case sim::ActionKind::Forward: {
@@ -556,7 +602,7 @@ StepStats Trainer::step(int stepIndex) {
             rec.peerRank = m.ctx.stageRank(a.peerStage);
             rec.group = "pp";
             rec.groupSize = 2;
-            rec.bytes = static_cast<double>(it->second.numel() * elementBytes(m.be.elementType()));
+            rec.bytes = static_cast<double>(it->second.numel() * elementBytes(it->second.type()));
             m.ctx.comm->send(it->second, rec.peerRank, transferTag(grad, a.microBatch, a.chunk, plan.vpp));
             toSend.erase(it);
             break;
@@ -570,7 +616,7 @@ StepStats Trainer::step(int stepIndex) {
             rec.peerRank = m.ctx.stageRank(a.peerStage);
             rec.group = "pp";
             rec.groupSize = 2;
-            rec.bytes = static_cast<double>(t.numel() * elementBytes(m.be.elementType()));
+            rec.bytes = static_cast<double>(t.numel() * elementBytes(t.type()));
             // The sender's chunk: activations come from virtual stage u-1, gradients from u+1.
             const int u = a.chunk * plan.pp + m.ctx.stage();
             const int peerVirtual = grad ? u + 1 : u - 1;
@@ -600,14 +646,14 @@ StepStats Trainer::step(int stepIndex) {
                 if (plan.zeroStage == 0) {
                     for (auto& p : m.gpt.parameters()) {
                         if (p.info.pieces.empty() || p.info.pieces.front().fullName != "wte") continue;
-                        rec.bytes = static_cast<double>(p.grad.numel() * elementBytes(m.be.elementType()));
+                        rec.bytes = static_cast<double>(p.grad.numel() * elementBytes(p.grad.type()));
                         m.ctx.comm->allReduce(p.grad, m.ctx.embedding);
                     }
                 } else {
                     // The embedding's own bucket has the same layout on both stages: sum the reduced shards.
                     const auto& eb = m.embeddingBucket;
                     Bucket& bk = m.buckets.at({eb[0], eb[1]}).at(static_cast<size_t>(eb[2]));
-                    rec.bytes = static_cast<double>(bk.gradShard.numel() * elementBytes(m.be.elementType()));
+                    rec.bytes = static_cast<double>(bk.gradShard.numel() * elementBytes(bk.gradShard.type()));
                     m.ctx.comm->allReduce(bk.gradShard, m.ctx.embedding);
                 }
             } else {
@@ -617,10 +663,23 @@ StepStats Trainer::step(int stepIndex) {
         }
         case sim::ActionKind::OptimizerStep: gradNorm = m.optimizerStep(); break;
         }
+        if (deviceTimed) m.be.endTimedRegion(region);
         const auto t1 = Clock::now();
         rec.startSeconds = std::chrono::duration<double>(t0 - m.runStart).count();
         rec.durationSeconds = std::chrono::duration<double>(t1 - t0).count();
+        if (deviceTimed) regionRecords[region] = records_.size();
         records_.push_back(std::move(rec));
+    }
+    if (deviceTimed) {
+        // Waits for the step's device work once, at its end (no device-wide sync inside the step). Regions of an
+        // earlier step that threw before its collection are not in regionRecords and are dropped.
+        for (const Backend::TimedRegion& r : m.be.collectTimedRegions()) {
+            const auto it = regionRecords.find(r.handle);
+            if (it == regionRecords.end()) continue;
+            ActionRecord& rec = records_[it->second];
+            rec.startSeconds = m.deviceOriginSeconds + r.startSeconds;
+            rec.durationSeconds = r.durationSeconds;
+        }
     }
     if (!received.empty() || !toSend.empty())
         throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": step ended with transfers left over");
@@ -687,13 +746,17 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
 // ---- Checkpoints ----
 //
 // dir/step-<N>/rank-<R>.bin, one per rank, little-endian:
-//   "TESSELCK", u32 format version (1), u32 rank, u32 world size, u32 bytes per element (8 or 4),
+//   "TESSELCK", u32 format version (1), u32 rank, u32 world size, u32 bytes per element of the backend's
+//   element type (8 f64, 4 f32, 2 bf16),
 //   u64 fingerprint (FNV-1a 64 of the plan, model and hyper-parameter JSON and the element type),
 //   i64 step (the next step to run), i64 Adam step counter, string model name (u32 length + bytes),
-//   u64 tensor count, then per tensor: string name, u64 element count, the raw elements.
+//   u64 tensor count, then per tensor: string name, u64 element count, the raw elements at the tensor's own
+//   width (in mixed precision the bf16 values and the fp32 moments and master shards differ; the element type
+//   is in the fingerprint, so both sides agree on every tensor's type).
 // The tensors, in order: every parameter's value ("param.<i>.<name>"; not under ZeRO-3, where only the
 // shards persist); under ZeRO-0 each parameter's Adam moments ("adam_m.<i>", "adam_v.<i>"); under ZeRO >= 1
-// each bucket's "bucket.<chunk>.<j>.<k>.{m,v,value_shard}" (j: the schedule's bucket, or the unit under ZeRO-3).
+// each bucket's "bucket.<chunk>.<j>.<k>.{m,v,value_shard}" (j: the schedule's bucket, or the unit under ZeRO-3),
+// and in mixed precision its fp32 master shard "bucket.<chunk>.<j>.<k>.master" after them.
 // Gradients (and ZeRO gradient shards) are zero between steps: saving checks that and stores none of them.
 // dir/step-<N>/manifest.json, written by rank 0 once every shard is on disk, marks the checkpoint complete.
 namespace {
@@ -819,7 +882,45 @@ nlohmann::json hyperToJson(const TrainHyper& h) {
             {"seed", h.seed}};
 }
 
-std::string elementName(ElementType t) { return t == ElementType::F64 ? "f64" : "f32"; }
+std::string elementName(ElementType t) { return toString(t); }
+
+// A tensor's values (as downloaded, float64) at the width of its element type.
+void writeValues(ByteWriter& w, const std::vector<double>& values, ElementType type) {
+    switch (type) {
+    case ElementType::F64: w.raw(values.data(), values.size() * sizeof(double)); return;
+    case ElementType::F32: {
+        const std::vector<float> narrow(values.begin(), values.end()); // exact: the values are floats
+        w.raw(narrow.data(), narrow.size() * sizeof(float));
+        return;
+    }
+    case ElementType::Bf16: {
+        std::vector<uint16_t> narrow(values.size());
+        for (size_t i = 0; i < values.size(); ++i) narrow[i] = narrowToBf16(static_cast<float>(values[i]));
+        w.raw(narrow.data(), narrow.size() * sizeof(uint16_t));
+        return;
+    }
+    }
+}
+
+std::vector<double> readValues(ByteReader& r, uint64_t n, ElementType type) {
+    std::vector<double> v(n);
+    switch (type) {
+    case ElementType::F64: r.raw(v.data(), n * sizeof(double)); break;
+    case ElementType::F32: {
+        std::vector<float> narrow(n);
+        r.raw(narrow.data(), n * sizeof(float));
+        v.assign(narrow.begin(), narrow.end());
+        break;
+    }
+    case ElementType::Bf16: {
+        std::vector<uint16_t> narrow(n);
+        r.raw(narrow.data(), n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; ++i) v[i] = widenBf16(narrow[i]);
+        break;
+    }
+    }
+    return v;
+}
 
 uint64_t fingerprint(const ModelConfig& model, const Plan& plan, const TrainHyper& hyper, ElementType type) {
     return fnv1a64(planToJson(plan).dump() + "\n" + modelToJson(model).dump() + "\n" + hyperToJson(hyper).dump() +
@@ -961,6 +1062,7 @@ std::vector<std::pair<std::string, Tensor*>> stateTensors(GptModel& gpt, int zer
                 out.emplace_back(prefix + "m", &list[k].m);
                 out.emplace_back(prefix + "v", &list[k].v);
                 out.emplace_back(prefix + "value_shard", &list[k].valueShard);
+                if (list[k].master.defined()) out.emplace_back(prefix + "master", &list[k].master);
             }
     }
     return out;
@@ -1051,12 +1153,7 @@ void Trainer::saveCheckpoint(const std::string& dir, int nextStep) {
             w.str(name);
             const std::vector<double> values = m.be.download(*t);
             w.u64(values.size());
-            if (m.be.elementType() == ElementType::F64) {
-                w.raw(values.data(), values.size() * sizeof(double));
-            } else {
-                const std::vector<float> narrow(values.begin(), values.end()); // exact: the values are floats
-                w.raw(narrow.data(), narrow.size() * sizeof(float));
-            }
+            writeValues(w, values, t->type());
         }
         writeDurably(stepDir / rankFileName(m.ctx.rank), w.bytes());
         const uint64_t sum = fnv1a64(w.bytes());
@@ -1163,15 +1260,7 @@ int Trainer::loadCheckpoint(const std::string& dir) {
             if (n != static_cast<uint64_t>(tensors[i].second->numel()))
                 r.fail("\"" + name + "\" has " + std::to_string(n) + " values, expected " +
                        std::to_string(tensors[i].second->numel()));
-            std::vector<double>& v = values[i];
-            v.resize(n);
-            if (width == sizeof(double)) {
-                r.raw(v.data(), n * sizeof(double));
-            } else {
-                std::vector<float> narrow(n);
-                r.raw(narrow.data(), n * sizeof(float));
-                v.assign(narrow.begin(), narrow.end());
-            }
+            values[i] = readValues(r, n, tensors[i].second->type());
         }
         if (!r.atEnd()) r.fail("it has bytes after its last tensor");
     }, [&](const std::vector<int>& ranks) {

@@ -2,6 +2,8 @@
 #include "tessel/exec/backend.hpp"
 #include "tessel/exec/tensor.hpp"
 
+#include <cstring>
+
 #include "tessel/cost/errors.hpp"
 
 #include <algorithm>
@@ -17,6 +19,29 @@ std::string toString(MemoryCategory c) {
     case MemoryCategory::Buffers: return "buffers";
     }
     return "?";
+}
+
+std::string toString(ElementType t) {
+    switch (t) {
+    case ElementType::F64: return "f64";
+    case ElementType::F32: return "f32";
+    case ElementType::Bf16: return "bf16";
+    }
+    return "?";
+}
+
+float widenBf16(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+uint16_t narrowToBf16(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return static_cast<uint16_t>(bits >> 16);
 }
 
 int elementBytes(ElementType t) {

@@ -132,14 +132,7 @@ int main(int argc, char** argv) {
         Scenario s = loadScenarioFile(fs::path(o.runDir) / "scenario.json");
         finishScenario(s);
         ProblemList problems;
-        {
-            // The CPU executor's checks, except its precision rule when the cuda backend (which runs the
-            // mixed and fp32 recipes) is asked for: cudaPrecisionOf checks that one below.
-            ProblemList all;
-            validateExecutable(s.model, s.plan, "/plan", all);
-            for (const Problem& p : all.items())
-                if (o.backend != "cuda" || p.where != "/plan/precision") problems.add(p.where, p.message);
-        }
+        validateExecutable(s.model, s.plan, "/plan", problems, o.backend);
         problems.throwIfAny();
         if (comm->worldSize() != s.plan.worldSize())
             throw InputError("--ranks", "the plan needs " + std::to_string(s.plan.worldSize()) + " ranks, mpirun started " +

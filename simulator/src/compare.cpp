@@ -323,7 +323,7 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
                            {"grads", st.gradsBytes},
                            {"optimizer", st.optimizerBytes},
                            {"activations", st.activationsBytes + st.other.logitsLossBytes},
-                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes}};
+                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes}};
         m.reservedBytes = st.other.reservedBytes;
         m.totalBytes = st.totalBytes();
         p.memory.push_back(std::move(m));
@@ -404,7 +404,8 @@ void setPredictedMemory(Prediction& prediction, const nlohmann::json& predictJso
         if (const nlohmann::json* other = r.child("other")) {
             ObjectReader o(*other, r.pointer("other"), problems);
             m.categoryBytes["activations"] += o.optNumber("logits_loss_bytes", 0, 0, kMax);
-            m.categoryBytes["other"] = o.optNumber("zero3_gather_bytes", 0, 0, kMax) + o.optNumber("comm_buffer_bytes", 0, 0, kMax);
+            m.categoryBytes["other"] = o.optNumber("zero3_gather_bytes", 0, 0, kMax) + o.optNumber("comm_buffer_bytes", 0, 0, kMax) +
+                                       o.optNumber("backward_working_bytes", 0, 0, kMax);
             m.reservedBytes = o.optNumber("reserved_bytes", 0, 0, kMax);
         } else {
             m.categoryBytes["other"] = r.requireNumber("other_bytes", 0, kMax);

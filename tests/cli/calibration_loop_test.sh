@@ -82,12 +82,12 @@ for r in rows:
 mb, ma, mm = statistics.median(before), statistics.median(after), statistics.median(mem)
 print(f"median |step error|: before {mb*100:.1f}%, after {ma*100:.1f}%; median memory error {mm*100:.1f}%")
 ok = True
-# Calibration must at least halve the median step-time error and bring it under 40%; the memory model (not
-# timed, so not noisy) must stay within 6% of the backend's peak. These are what holds on a shared 2-core VM
-# today, not the 10% / 5%: docs/calibration.md gives the spread measured and what is missing.
+# Memory (not timed, so not noisy) has the bound: median under 5% of the backend's per-rank peak.
+# Step time: calibration must at least halve the median error and bring it under 40%, which is what holds on
+# a shared 2-core VM today, not the 10%: docs/calibration.md gives the spread measured and why.
 if not (ma < 0.40 and ma * 2 < mb):
     print("FAIL: calibrated step-time error too large"); ok = False
-if not mm < 0.06:
+if not mm < 0.05:
     print("FAIL: memory error too large"); ok = False
 sys.exit(0 if ok else 1)
 PY

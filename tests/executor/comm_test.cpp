@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -188,6 +189,108 @@ void expectIdenticalBits(ElementType type) {
 
 TEST(InProcessComm, AllReduceGivesIdenticalBitsInGroupOrderF64) { expectIdenticalBits<double>(ElementType::F64); }
 TEST(InProcessComm, AllReduceGivesIdenticalBitsInGroupOrderF32) { expectIdenticalBits<float>(ElementType::F32); }
+
+// ---- bf16 (the cuda backend's element type): moved bit for bit, summed in fp32 and rounded once ----
+
+std::vector<uint16_t> bitsOf(const Tensor& t) {
+    return std::vector<uint16_t>(t.data<uint16_t>(), t.data<uint16_t>() + t.numel());
+}
+
+TEST(InProcessComm, Bf16SumsAccumulateInFp32InGroupOrderAndRoundOnce) {
+    const int n = 3;
+    const double q = 1.0 / 256, e = 1.0 / 512;   // 2^-8 and 2^-9: half and a quarter of bf16's ulp at 1
+    // Per element, what ranks 0, 1, 2 hold, and the sum rounded once to bf16 (to nearest, ties to even):
+    // 1 + 2^-8 + 2^-8 is 1 + 2^-7 exactly (rounding after each addition would give 1, two ties to even);
+    // 1 + 3 * 2^-9 rounds up to 1 + 2^-7; 256 + 1 is a tie between 256 and 258 and goes to even 256.
+    const std::vector<std::vector<double>> held{{1.0, 1.0, -3.0, 256.0}, {q, q, 0.5, 1.0}, {q, e, 0.25, 0.0}};
+    const std::vector<double> expected{1.0078125, 1.0078125, -2.25, 256.0};
+    std::vector<std::vector<uint16_t>> reducedBits(n), scatteredBits(n);
+    std::vector<std::vector<double>> scattered(n);
+    expectNoErrors(runRanks(n, [&](int r, Comm& comm) {
+        HostBackend backend(ElementType::Bf16);
+        const Group world = worldGroup(n, r);
+        Tensor x = backend.make(held[static_cast<size_t>(r)]);
+        ASSERT_EQ(x.type(), ElementType::Bf16);
+        comm.allReduce(x, world);
+        EXPECT_EQ(backend.download(x), expected) << "rank " << r;
+        reducedBits[static_cast<size_t>(r)] = bitsOf(x);
+
+        // reduceScatter of 6 = 3 x 2 values: member r's input is held[r] followed by {1, -1} (rank 0) or
+        // {2^-8, -2^-8}; member i keeps the sums of elements 2i and 2i + 1.
+        std::vector<double> in = held[static_cast<size_t>(r)];
+        in.push_back(r == 0 ? 1.0 : q);
+        in.push_back(r == 0 ? -1.0 : -q);
+        Tensor big = backend.make(in, {6, 1});
+        Tensor mine = backend.empty({2, 1}, MemoryCategory::Buffers);
+        comm.reduceScatter(big, mine, world);
+        scattered[static_cast<size_t>(r)] = backend.download(mine);
+        scatteredBits[static_cast<size_t>(r)] = bitsOf(mine);
+    }));
+    for (int r = 1; r < n; ++r) EXPECT_EQ(reducedBits[static_cast<size_t>(r)], reducedBits[0]) << "rank " << r;
+    EXPECT_EQ(scattered[0], (std::vector<double>{1.0078125, 1.0078125}));
+    EXPECT_EQ(scattered[1], (std::vector<double>{-2.25, 256.0}));
+    EXPECT_EQ(scattered[2], (std::vector<double>{1.0078125, -1.0078125}));
+}
+
+TEST(InProcessComm, Bf16CopiesMoveEveryBit) {
+    const int n = 3;
+    // Raw bf16 patterns, NaN and infinity included: copies must not go through arithmetic.
+    auto pattern = [](int r, int i) { return static_cast<uint16_t>(r == 1 && i == 0 ? 0x7fc1 : 0x3f80 + 37 * r + i); };
+    expectNoErrors(runRanks(n, [&](int r, Comm& comm) {
+        HostBackend backend(ElementType::Bf16);
+        const Group world = worldGroup(n, r);
+        Tensor part = backend.empty({2, 1}, MemoryCategory::Buffers);
+        for (int i = 0; i < 2; ++i) part.data<uint16_t>()[i] = pattern(r, i);
+        Tensor all = backend.empty({2 * n, 1}, MemoryCategory::Buffers);
+        comm.allGather(part, all, world);
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < 2; ++i) EXPECT_EQ(all.data<uint16_t>()[2 * j + i], pattern(j, i)) << "rank " << r;
+
+        Tensor b = backend.empty({2}, MemoryCategory::Buffers);
+        for (int i = 0; i < 2; ++i) b.data<uint16_t>()[i] = r == 2 ? static_cast<uint16_t>(0x7f80 + i) : 0;
+        comm.broadcast(b, 2, world);
+        EXPECT_EQ(bitsOf(b), (std::vector<uint16_t>{0x7f80, 0x7f81})) << "rank " << r;
+
+        // allToAll: block i of the output is member i's block r.
+        Tensor a2a = backend.empty({n, 1}, MemoryCategory::Buffers);
+        for (int j = 0; j < n; ++j) a2a.data<uint16_t>()[j] = static_cast<uint16_t>(0x4000 + 16 * r + j);
+        Tensor a2aOut = backend.empty({n, 1}, MemoryCategory::Buffers);
+        comm.allToAll(a2a, a2aOut, world);
+        for (int i = 0; i < n; ++i) EXPECT_EQ(a2aOut.data<uint16_t>()[i], 0x4000 + 16 * i + r) << "rank " << r;
+
+        // send/recv around the ring.
+        comm.send(all, (r + 1) % n, 7);
+        Tensor got = backend.empty({2 * n, 1}, MemoryCategory::Buffers);
+        comm.recv(got, (r + n - 1) % n, 7);
+        EXPECT_EQ(bitsOf(got), bitsOf(all)) << "rank " << r;
+    }));
+}
+
+TEST(InProcessComm, Bf16AgainstF32IsATypeMismatchNamingBoth) {
+    // Two bf16 values and one f32 are both 4 bytes: only the type tells them apart.
+    auto errors = runRanks(2, [&](int r, Comm& comm) {
+        HostBackend backend(r == 0 ? ElementType::Bf16 : ElementType::F32);
+        Tensor x = backend.make(std::vector<double>(r == 0 ? 2 : 1, 1.0));
+        comm.allReduce(x, worldGroup(2, r));
+    });
+    for (const auto& e : errors) {
+        EXPECT_NE(e.find("allReduce of 4 bytes (bf16)"), std::string::npos) << e;
+        EXPECT_NE(e.find("allReduce of 4 bytes (f32)"), std::string::npos) << e;
+    }
+    errors = runRanks(2, [&](int r, Comm& comm) {
+        if (r == 0) {
+            HostBackend backend(ElementType::Bf16);
+            comm.send(backend.make({1.0, 2.0}), 1, 0);
+        } else {
+            HostBackend backend(ElementType::F32);
+            Tensor t = backend.empty({1}, MemoryCategory::Buffers);
+            comm.recv(t, 0, 0);
+        }
+    });
+    EXPECT_EQ(errors[0], "");
+    EXPECT_NE(errors[1].find("rank 0 sent 4 bytes (bf16)"), std::string::npos) << errors[1];
+    EXPECT_NE(errors[1].find("holds 4 bytes (f32)"), std::string::npos) << errors[1];
+}
 
 // ---- strided groups used concurrently ----
 

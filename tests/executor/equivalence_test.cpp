@@ -3,6 +3,7 @@
 #include "executor_support.hpp"
 
 #include "tessel/exec/gpt.hpp"
+#include "tessel/exec/run_output.hpp"
 
 #include <gtest/gtest.h>
 
@@ -263,6 +264,46 @@ TEST(Training, LossFallsOnTheTinyModel) {
     const test::RunResult r = test::runPlan(model, p, 12);
     EXPECT_LT(r.losses.back(), r.losses.front() - 0.5);
     EXPECT_NEAR(r.losses.front(), std::log(256.0), 0.3); // starts near uniform over bytes
+}
+
+// validateExecutable: each backend accepts its own precision recipes and refuses the others at
+// /plan/precision, naming the backend that does run them; an unknown backend is a problem at --backend.
+TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {
+    const ModelConfig model = tinyModel();
+    auto problemsFor = [&](const std::string& precision, const std::string& backend) {
+        Plan plan = basePlan();
+        plan.precision = precision;
+        ProblemList problems;
+        validateExecutable(model, plan, "/plan", problems, backend);
+        return problems.items();
+    };
+    for (const char* recipe : {"cpu_fp64", "cpu_fp32"}) {
+        EXPECT_TRUE(problemsFor(recipe, "cpu").empty()) << recipe;
+        const auto refused = problemsFor(recipe, "cuda");
+        ASSERT_EQ(refused.size(), 1u) << recipe;
+        EXPECT_EQ(refused[0].where, "/plan/precision");
+        EXPECT_NE(refused[0].message.find("--backend cpu"), std::string::npos) << refused[0].message;
+    }
+    for (const char* recipe : {"mixed", "fp32"}) {
+        EXPECT_TRUE(problemsFor(recipe, "cuda").empty()) << recipe;
+        const auto refused = problemsFor(recipe, "cpu");
+        ASSERT_EQ(refused.size(), 1u) << recipe;
+        EXPECT_EQ(refused[0].where, "/plan/precision");
+        EXPECT_NE(refused[0].message.find("--backend cuda"), std::string::npos) << refused[0].message;
+    }
+    const auto neither = problemsFor("bf16_no_master", "cuda");
+    ASSERT_EQ(neither.size(), 1u);
+    EXPECT_NE(neither[0].message.find("\"bf16_no_master\""), std::string::npos) << neither[0].message;
+    // The default backend is cpu, as before the argument existed.
+    Plan mixedPlan = basePlan();
+    mixedPlan.precision = "mixed";
+    ProblemList byDefault;
+    validateExecutable(model, mixedPlan, "/plan", byDefault);
+    ASSERT_EQ(byDefault.items().size(), 1u);
+    EXPECT_EQ(byDefault.items()[0].where, "/plan/precision");
+    const auto unknown = problemsFor("cpu_fp64", "rocm");
+    ASSERT_EQ(unknown.size(), 1u);
+    EXPECT_EQ(unknown[0].where, "--backend");
 }
 
 } // namespace

@@ -1,11 +1,12 @@
 // Test-only Backend that allocates plain host memory and implements only upload/download/copy/fill, so the
-// communicator tests make Tensors without depending on the CPU backend.
+// communicator tests make Tensors (f64, f32 or bf16) without depending on the CPU backend or a GPU.
 #pragma once
 
 #include "tessel/exec/backend.hpp"
 
 #include "tessel/cost/errors.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -25,19 +26,29 @@ public:
     }
     Tensor make(const std::vector<double>& values) { return make(values, {static_cast<int64_t>(values.size())}); }
 
+    // bfloat16 is the upper half of an IEEE float: widening is exact, narrowing rounds to nearest even.
+
     void upload(const std::vector<double>& host, Tensor& dst) override {
         if (static_cast<int64_t>(host.size()) != dst.numel()) throw RuntimeError("upload: size mismatch");
         for (size_t i = 0; i < host.size(); ++i) {
             if (dst.type() == ElementType::F64)
                 dst.data<double>()[i] = host[i];
+            else if (dst.type() == ElementType::Bf16)
+                dst.data<uint16_t>()[i] = narrowToBf16(static_cast<float>(host[i]));
             else
                 dst.data<float>()[i] = static_cast<float>(host[i]);
         }
     }
     std::vector<double> download(const Tensor& src) override {
         std::vector<double> host(static_cast<size_t>(src.numel()));
-        for (size_t i = 0; i < host.size(); ++i)
-            host[i] = src.type() == ElementType::F64 ? src.data<double>()[i] : double(src.data<float>()[i]);
+        for (size_t i = 0; i < host.size(); ++i) {
+            if (src.type() == ElementType::F64)
+                host[i] = src.data<double>()[i];
+            else if (src.type() == ElementType::Bf16)
+                host[i] = widenBf16(src.data<uint16_t>()[i]);
+            else
+                host[i] = double(src.data<float>()[i]);
+        }
         return host;
     }
     void copy(const Tensor& src, Tensor& dst) override {

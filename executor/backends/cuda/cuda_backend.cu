@@ -51,14 +51,7 @@ void checkLt(cublasStatus_t s, const std::string& what) {
     throw RuntimeError(std::string("cuda backend ") + op + ": " + message);
 }
 
-std::string typeName(ElementType t) {
-    switch (t) {
-    case ElementType::F64: return "f64";
-    case ElementType::F32: return "f32";
-    case ElementType::Bf16: return "bf16";
-    }
-    return "?";
-}
+std::string typeName(ElementType t) { return toString(t); }
 
 int64_t rowWidth(const Tensor& t) {
     int64_t w = 1;

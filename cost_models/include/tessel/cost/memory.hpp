@@ -55,8 +55,9 @@ struct OtherMemory {
     double zero3GatherBytes = 0.0;    // full parameters of the current and the prefetched layer
     double commBufferBytes = 0.0;     // PP send/recv, SP all-gather, CP KV, EP all-to-all, ZeRO-2/3 buckets
     double logitsLossBytes = 0.0;     // last stage: fp32 softmax kept by the fused cross-entropy
+    double backwardWorkingBytes = 0.0; // one layer's transient backward gradients (MLP [T, f] and [T, h] sets)
     double reservedBytes = 0.0;       // the cluster's reserved bytes (CUDA context, allocator slack)
-    double total() const { return zero3GatherBytes + commBufferBytes + logitsLossBytes + reservedBytes; }
+    double total() const { return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + reservedBytes; }
 };
 
 struct StageMemory {
@@ -97,7 +98,7 @@ struct MemoryShapeTerms {
     double weightGradientSet = 0.0;    // weightGradientPendingBytes (ZB-H1)
     double duringBackwardInput = 0.0;  // ZB-H1: what one layer's B pass adds before it frees the layer
     double elementBytes = 2.0, tokens = 0.0, tokensSp = 0.0, hidden = 0.0, maskBytes = 0.0;
-    double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0;
+    double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, ffnLocal = 0.0;
 };
 MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
 // One stage of predictMemory, from the shape terms and that stage's parameters.

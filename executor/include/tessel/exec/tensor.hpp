@@ -17,6 +17,11 @@ std::string toString(MemoryCategory c);
 // Bf16: bfloat16 (1 sign, 8 exponent, 7 mantissa bits), the CUDA backend's weights, activations and grads.
 enum class ElementType { F64, F32, Bf16 };
 int elementBytes(ElementType t);
+std::string toString(ElementType t);   // "f64", "f32", "bf16"
+// bfloat16 is the upper half of an IEEE float: widening is exact; narrowing rounds to nearest even (NaN stays
+// a quiet NaN), as CUDA's __float2bfloat16_rn. One pair for the comms, the runtime and the tests.
+float widenBf16(uint16_t h);
+uint16_t narrowToBf16(float f);
 
 // Current and peak bytes per category, as allocated through a backend.
 struct MemoryStats {
