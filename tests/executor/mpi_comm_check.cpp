@@ -58,20 +58,26 @@ void expectCommError(F body, const std::string& needle, const std::string& what)
     }
 }
 
-// Every collective on group g, against hand-computed results (the values are small integers, exact in f32).
+// Every collective on group g, against hand-computed results. The values are small integers, exact in f32;
+// in bf16 the sums stay exact (at most 9 significant bits) and the copied values are compared as stored
+// (rounded to bf16 on upload), so a copy that changed any bit, or a sum rounded twice, would show.
 void checkCollectives(Comm& comm, const Group& g, ElementType type) {
     HostBackend backend(type);
     const int n = g.size();
     const double me = g.myIndex;
     const double nd = n;
-    const std::string tag = g.name + "/" + (type == ElementType::F64 ? "f64" : "f32") + " rank " +
-                            std::to_string(comm.rank());
+    const std::string tag = g.name + "/" + toString(type) + " rank " + std::to_string(comm.rank());
+    auto stored = [&](std::vector<double> v) {
+        if (type == ElementType::Bf16)
+            for (double& x : v) x = widenBf16(narrowToBf16(static_cast<float>(x)));
+        return v;
+    };
 
     Tensor x = backend.make({10 * (me + 1), 10 * (me + 1) + 1, 10 * (me + 1) + 2, 10 * (me + 1) + 3}, {2, 2});
     comm.allReduce(x, g);
     std::vector<double> want;
     for (int i = 0; i < 4; ++i) want.push_back(10 * nd * (nd + 1) / 2 + nd * i);
-    expectEqual(backend.download(x), want, tag + " allReduce");
+    expectEqual(backend.download(x), stored(want), tag + " allReduce");
 
     Tensor part = backend.make({100 * me, 100 * me + 1}, {1, 2});
     Tensor all = backend.empty({static_cast<int64_t>(n), 2}, MemoryCategory::Buffers);
@@ -81,7 +87,7 @@ void checkCollectives(Comm& comm, const Group& g, ElementType type) {
         want.push_back(100.0 * j);
         want.push_back(100.0 * j + 1);
     }
-    expectEqual(backend.download(all), want, tag + " allGather");
+    expectEqual(backend.download(all), stored(want), tag + " allGather");
 
     std::vector<double> big;
     for (int k = 0; k < 2 * n; ++k) big.push_back(me + 10 * k);
@@ -90,12 +96,12 @@ void checkCollectives(Comm& comm, const Group& g, ElementType type) {
     comm.reduceScatter(in, mine, g);
     want.clear();
     for (int k = 0; k < 2; ++k) want.push_back(nd * (nd - 1) / 2 + 10 * (2 * me + k) * nd);
-    expectEqual(backend.download(mine), want, tag + " reduceScatter");
+    expectEqual(backend.download(mine), stored(want), tag + " reduceScatter");
 
     for (int root = 0; root < n; ++root) {
         Tensor b = g.myIndex == root ? backend.make({1000.0 * root, 1000.0 * root + 1}) : backend.make({-1, -1});
         comm.broadcast(b, root, g);
-        expectEqual(backend.download(b), {1000.0 * root, 1000.0 * root + 1}, tag + " broadcast from " + std::to_string(root));
+        expectEqual(backend.download(b), stored({1000.0 * root, 1000.0 * root + 1}), tag + " broadcast from " + std::to_string(root));
     }
 
     std::vector<double> a2a;
@@ -107,7 +113,7 @@ void checkCollectives(Comm& comm, const Group& g, ElementType type) {
     want.clear();
     for (int i = 0; i < n; ++i)
         for (int e = 0; e < 2; ++e) want.push_back(100.0 * i + 10 * me + e);
-    expectEqual(backend.download(a2aOut), want, tag + " allToAll");
+    expectEqual(backend.download(a2aOut), stored(want), tag + " allToAll");
 
     expectEqual(comm.allReduceHost({1.0, me}, g), {nd, nd * (nd - 1) / 2}, tag + " allReduceHost");
     comm.barrier(g);
@@ -209,7 +215,7 @@ int runChecks(Comm& comm) {
     comm.createGroup(tp);
     comm.createGroup(dp);
 
-    for (ElementType type : {ElementType::F64, ElementType::F32})
+    for (ElementType type : {ElementType::F64, ElementType::F32, ElementType::Bf16})
         for (const Group* g : {&world, &tp, &dp}) checkCollectives(comm, *g, type);
     // Interleave the groups: tp and dp calls alternate, each group in its own order.
     for (int round = 0; round < 20; ++round) {
