@@ -68,20 +68,51 @@ RunFolder loadRunFolder(const fs::path& dir) {
     r.scenario = loadScenarioFile(dir / "scenario.json");
     finishScenario(r.scenario);
     r.memory = readJson(dir / "memory.json");
+    const std::string memoryWhere = (dir / "memory.json").string();
+    ProblemList problems;
+    if (!r.memory.is_object() || !r.memory.contains("ranks") || !r.memory["ranks"].is_array()) {
+        problems.add(memoryWhere + "#/ranks", "expected the array of ranks `tessel run` writes");
+    } else {
+        for (size_t i = 0; i < r.memory["ranks"].size(); ++i) {
+            const nlohmann::json& rank = r.memory["ranks"][i];
+            const std::string at = memoryWhere + "#/ranks/" + std::to_string(i);
+            if (!rank.is_object()) problems.add(at, "expected an object");
+            else
+                for (const char* key : {"rank", "stage", "peak_total_bytes"})
+                    if (!rank.contains(key) || !rank[key].is_number()) problems.add(at + "/" + key, "expected a number");
+        }
+    }
     std::istringstream in(readText(dir / "measurements.jsonl"));
     int lineNo = 0;
     for (std::string line; std::getline(in, line);) {
         ++lineNo;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
         const std::string where = (dir / "measurements.jsonl").string() + ":" + std::to_string(lineNo);
-        if (j.is_discarded() || !j.is_object()) throw InputError(where, "not a JSON object");
-        for (const char* key : {"stage", "index", "step", "rank", "duration_seconds", "kind"})
-            if (!j.contains(key)) throw InputError(where + "#/" + key, "required field is missing");
-        if (j["step"].get<int>() == 0) continue; // the first step pays for allocation and warm-up
+        if (j.is_discarded() || !j.is_object()) {
+            problems.add(where, "not a JSON object");
+            continue;
+        }
+        bool ok = true;
+        for (const char* key : {"stage", "index", "step", "rank"})
+            if (!j.contains(key) || !j[key].is_number_integer()) {
+                problems.add(where + "#/" + key, "expected an integer");
+                ok = false;
+            }
+        if (!j.contains("duration_seconds") || !j["duration_seconds"].is_number()) {
+            problems.add(where + "#/duration_seconds", "expected a number");
+            ok = false;
+        }
+        if (!j.contains("kind") || !j["kind"].is_string()) {
+            problems.add(where + "#/kind", "expected the action kind");
+            ok = false;
+        }
+        if (!ok || j["step"].get<int>() == 0) continue; // the first step pays for allocation and warm-up
         const std::pair<int, int> key{j["stage"].get<int>(), j["index"].get<int>()};
         r.durations[key][j["rank"].get<int>()].push_back(j["duration_seconds"].get<double>());
         r.kinds[key] = j["kind"].get<std::string>();
     }
+    problems.throwIfAny();
     if (r.durations.empty())
         throw InputError((dir / "measurements.jsonl").string(), "no measurements after the first step (run 2 steps or more)");
     return r;

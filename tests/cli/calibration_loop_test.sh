@@ -19,6 +19,15 @@ printf '{"kind":"microbenchmark","kernel":"gemm","median_seconds":-1}\n' >"$tmp/
 check "calibrate: a bad point exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
 check "calibrate: names file, line and field" $(contains "$tmp/err3" "bad.jsonl:1#/median_seconds")
 
+mkdir -p "$tmp/badrun"
+cp "$data/seen-pp2.json" "$tmp/badrun/scenario.json"
+echo '{"ranks": [{"rank": 0, "stage": "zero"}]}' >"$tmp/badrun/memory.json"
+printf '{"stage":0,"index":0,"step":1,"rank":0,"kind":"forward","duration_seconds":"slow"}\n' >"$tmp/badrun/measurements.jsonl"
+"$TESSEL" calibrate "$tmp/bad.jsonl" "$tmp/badrun" --cluster cpu-host -o "$tmp/x.json" >"$tmp/err5" 2>&1
+check "calibrate: a bad run folder exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
+check "calibrate: lists the bad memory field" $(contains "$tmp/err5" "memory.json#/ranks/0/stage")
+check "calibrate: lists the bad measurement field" $(contains "$tmp/err5" "measurements.jsonl:1#/duration_seconds")
+
 # Microbenchmarks (quick: the layer shapes of tiny plus a sweep; collectives up to 8 MiB over 2 ranks).
 "$TESSEL" bench --out "$tmp/bench" --quick >"$tmp/bench.log" 2>&1
 check "bench runs" $?
