@@ -92,6 +92,28 @@ int elemBytes(const Backend& be) { return elementBytes(be.elementType()); }
 const PrecisionRecipe& recipeFor(const Backend& be) {
     return *findPrecisionRecipe(be.elementType() == ElementType::F32 ? "cpu_fp32" : "cpu_fp64");
 }
+
+// In training a kernel's operands were last touched by other work, so they come from memory, not cache; timing
+// one buffer over and over would measure the cache instead (a 2 MiB reduce-scatter read 3x too fast on the CPU
+// host). Each call takes the next of enough buffer sets to span 64 MiB (at most 16).
+constexpr int64_t kColdSpanBytes = int64_t{64} << 20;
+int coldSets(int64_t bytesPerSet) {
+    return static_cast<int>(std::clamp<int64_t>(kColdSpanBytes / std::max<int64_t>(1, bytesPerSet), 1, 16));
+}
+
+template <class Bufs>
+struct Rotating {
+    std::vector<Bufs> sets;
+    size_t next = 0;
+    Bufs& operator()() { return sets[next++ % sets.size()]; }
+};
+
+template <class Make>
+auto rotating(int64_t bytesPerSet, Make make) {
+    Rotating<decltype(make())> r;
+    for (int i = coldSets(bytesPerSet); i > 0; --i) r.sets.push_back(make());
+    return r;
+}
 } // namespace
 
 BenchPoint summarize(std::string kernel, std::vector<double> samples) {
@@ -147,12 +169,18 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
     };
 
     for (const GemmShape& g : gemmShapes(o)) {
-        Tensor a = randomTensor(be, g.transA ? std::vector<int64_t>{g.k, g.m} : std::vector<int64_t>{g.m, g.k},
-                                MemoryCategory::Buffers, 1);
-        Tensor b = randomTensor(be, g.transB ? std::vector<int64_t>{g.n, g.k} : std::vector<int64_t>{g.k, g.n},
-                                MemoryCategory::Buffers, 2);
-        Tensor c = be.zeros({g.m, g.n}, MemoryCategory::Buffers);
-        BenchPoint p = measure("gemm", [&] { be.gemm(g.transA, g.transB, 1.0, a, b, 0.0, c); });
+        struct Bufs { Tensor a, b, c; };
+        auto bufs = rotating((g.m * g.k + g.k * g.n + g.m * g.n) * e, [&] {
+            return Bufs{randomTensor(be, g.transA ? std::vector<int64_t>{g.k, g.m} : std::vector<int64_t>{g.m, g.k},
+                                     MemoryCategory::Buffers, 1),
+                        randomTensor(be, g.transB ? std::vector<int64_t>{g.n, g.k} : std::vector<int64_t>{g.k, g.n},
+                                     MemoryCategory::Buffers, 2),
+                        be.zeros({g.m, g.n}, MemoryCategory::Buffers)};
+        });
+        BenchPoint p = measure("gemm", [&] {
+            Bufs& t = bufs();
+            be.gemm(g.transA, g.transB, 1.0, t.a, t.b, 0.0, t.c);
+        });
         record(p, {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.transA}, {"trans_b", g.transB}},
                kernel_cost::gemmFlops(g.m, g.n, g.k), kernel_cost::gemmBytes(g.m, g.n, g.k, e));
     }
@@ -161,79 +189,95 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
     std::set<std::pair<int64_t, int64_t>> rowShapes;
     std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> attentionShapes; // sequences, seq, heads, kv heads x d
     std::set<std::pair<int64_t, int64_t>> vocabShapes;
-    std::set<int64_t> hidden;
+    std::map<int64_t, int64_t> hidden; // hidden width -> the model's head dimension (RoPE rotates per head)
     for (const ModelConfig& m : o.models) {
         for (int64_t mb : o.quick ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1, 2, 4}) {
             const int64_t T = mb * m.seqLen;
             rowShapes.insert({T, m.hidden});
             rowShapes.insert({T, m.ffnHidden});
             vocabShapes.insert({T, m.vocab});
-            attentionShapes.insert({mb, m.seqLen, m.heads, m.kvHeads * 1000 + m.hidden / m.heads});
-            hidden.insert(m.hidden);
+            // Attention at half, once and twice the model's sequence: its FLOPs grow with s^2 and its bytes
+            // with s, and calibration needs both to tell them apart (FORMULAS.md §7.2).
+            for (int64_t seq : {std::max<int64_t>(1, m.seqLen / 2), m.seqLen, 2 * m.seqLen})
+                attentionShapes.insert({mb, seq, m.heads, m.kvHeads * 1000 + m.hidden / m.heads});
+            hidden.emplace(m.hidden, m.hidden / m.heads);
         }
     }
     for (const auto& [n, c] : rowShapes) {
-        Tensor x = randomTensor(be, {n, c}, MemoryCategory::Buffers, 3);
-        Tensor dy = randomTensor(be, {n, c}, MemoryCategory::Buffers, 4);
-        Tensor gamma = randomTensor(be, {c}, MemoryCategory::Buffers, 5);
-        Tensor beta = randomTensor(be, {c}, MemoryCategory::Buffers, 6);
-        Tensor y = be.zeros({n, c}, MemoryCategory::Buffers), dx = be.zeros({n, c}, MemoryCategory::Buffers);
-        Tensor mean = be.zeros({n}, MemoryCategory::Buffers), rstd = be.zeros({n}, MemoryCategory::Buffers);
-        Tensor dgamma = be.zeros({c}, MemoryCategory::Buffers), dbeta = be.zeros({c}, MemoryCategory::Buffers);
+        struct Bufs { Tensor x, dy, gamma, beta, y, dx, mean, rstd, dgamma, dbeta, h, dh; };
+        auto bufs = rotating((6 * n * c + 2 * n + 4 * c) * e, [&] {
+            Bufs t{randomTensor(be, {n, c}, MemoryCategory::Buffers, 3), randomTensor(be, {n, c}, MemoryCategory::Buffers, 4),
+                   randomTensor(be, {c}, MemoryCategory::Buffers, 5), randomTensor(be, {c}, MemoryCategory::Buffers, 6),
+                   be.zeros({n, c}, MemoryCategory::Buffers), be.zeros({n, c}, MemoryCategory::Buffers),
+                   be.zeros({n}, MemoryCategory::Buffers), be.zeros({n}, MemoryCategory::Buffers),
+                   be.zeros({c}, MemoryCategory::Buffers), be.zeros({c}, MemoryCategory::Buffers), Tensor{}, Tensor{}};
+            if (c % 2 == 0) {
+                t.h = be.zeros({n, c / 2}, MemoryCategory::Buffers);
+                t.dh = randomTensor(be, {n, c / 2}, MemoryCategory::Buffers, 7);
+            }
+            return t;
+        });
         Tensor noBeta;
         const std::map<std::string, int64_t> shape{{"rows", n}, {"cols", c}};
         const double normBytes = kernel_cost::normBytes(n, c, e);
         for (bool rms : {false, true}) {
             auto s = shape;
             s["rms"] = rms;
-            record(measure("norm_forward", [&] { be.normForward(x, gamma, beta, rms, 1e-5, y, mean, rstd); }), s, 0.0,
-                   normBytes);
+            record(measure("norm_forward",
+                           [&] {
+                               Bufs& t = bufs();
+                               be.normForward(t.x, t.gamma, t.beta, rms, 1e-5, t.y, t.mean, t.rstd);
+                           }),
+                   s, 0.0, normBytes);
             record(measure("norm_backward",
-                           [&] { be.normBackward(dy, x, gamma, mean, rstd, rms, dx, dgamma, rms ? noBeta : dbeta); }),
+                           [&] {
+                               Bufs& t = bufs();
+                               be.normBackward(t.dy, t.x, t.gamma, t.mean, t.rstd, rms, t.dx, t.dgamma, rms ? noBeta : t.dbeta);
+                           }),
                    s, 0.0, kernel_cost::kBackwardByteFactor * normBytes);
         }
         const double geluBytes = kernel_cost::activationBytes(false, n, c, e);
-        record(measure("gelu_forward", [&] { be.geluForward(x, y); }), shape, 0.0, geluBytes);
-        record(measure("gelu_backward", [&] { be.geluBackward(dy, x, dx); }), shape, 0.0,
+        record(measure("gelu_forward", [&] { Bufs& t = bufs(); be.geluForward(t.x, t.y); }), shape, 0.0, geluBytes);
+        record(measure("gelu_backward", [&] { Bufs& t = bufs(); be.geluBackward(t.dy, t.x, t.dx); }), shape, 0.0,
                kernel_cost::kBackwardByteFactor * geluBytes);
         if (c % 2 == 0) {
-            Tensor h = be.zeros({n, c / 2}, MemoryCategory::Buffers);
-            Tensor dh = randomTensor(be, {n, c / 2}, MemoryCategory::Buffers, 7);
             const double swigluBytes = kernel_cost::activationBytes(true, n, c / 2, e);
             auto s = shape;
             s["cols"] = c / 2;
-            record(measure("swiglu_forward", [&] { be.swigluForward(x, h); }), s, 0.0, swigluBytes);
-            record(measure("swiglu_backward", [&] { be.swigluBackward(dh, x, dx); }), s, 0.0,
+            record(measure("swiglu_forward", [&] { Bufs& t = bufs(); be.swigluForward(t.x, t.h); }), s, 0.0, swigluBytes);
+            record(measure("swiglu_backward", [&] { Bufs& t = bufs(); be.swigluBackward(t.dh, t.x, t.dx); }), s, 0.0,
                    kernel_cost::kBackwardByteFactor * swigluBytes);
         }
         const double residual = kernel_cost::residualBytes(n, c, e, 0);
-        record(measure("residual_forward", [&] { be.add(dy, y); }), shape, 0.0, residual);
-        record(measure("residual_backward", [&] { be.add(dy, dx); }), shape, 0.0,
+        record(measure("residual_forward", [&] { Bufs& t = bufs(); be.add(t.dy, t.y); }), shape, 0.0, residual);
+        record(measure("residual_backward", [&] { Bufs& t = bufs(); be.add(t.dy, t.dx); }), shape, 0.0,
                kernel_cost::kBackwardByteFactor * residual);
         if (hidden.count(c)) {
-            // RoPE over the hidden width seen as heads of 64 (or the whole row when narrower).
-            const int64_t d = std::min<int64_t>(64, c);
-            Tensor r = x.view({n, c / d, d});
+            // RoPE over the hidden width as the model's heads.
+            const int64_t d = hidden.at(c);
             std::vector<int64_t> positions(static_cast<size_t>(n));
             for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i % 1024;
             const double ropeBytes = kernel_cost::ropeBytes(n, c, e);
-            record(measure("rope_forward", [&] { be.rope(r, positions, 10000.0, false); }), shape, 0.0, ropeBytes);
-            record(measure("rope_backward", [&] { be.rope(r, positions, 10000.0, true); }), shape, 0.0,
-                   kernel_cost::kBackwardByteFactor * ropeBytes);
+            record(measure("rope_forward", [&] { Tensor r = bufs().x.view({n, c / d, d}); be.rope(r, positions, 10000.0, false); }),
+                   shape, 0.0, ropeBytes);
+            record(measure("rope_backward", [&] { Tensor r = bufs().x.view({n, c / d, d}); be.rope(r, positions, 10000.0, true); }),
+                   shape, 0.0, kernel_cost::kBackwardByteFactor * ropeBytes);
             // Embedding lookup over a vocabulary of 256 byte tokens (the executor's tokenizer).
             const int64_t vocab = 256;
-            Tensor table = randomTensor(be, {vocab, c}, MemoryCategory::Buffers, 8);
-            Tensor dtable = be.zeros({vocab, c}, MemoryCategory::Buffers);
+            struct Tables { Tensor table, dtable; };
+            auto tables = rotating(2 * vocab * c * e, [&] {
+                return Tables{randomTensor(be, {vocab, c}, MemoryCategory::Buffers, 8), be.zeros({vocab, c}, MemoryCategory::Buffers)};
+            });
             std::vector<int32_t> tokens(static_cast<size_t>(n));
             for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37) % vocab);
-            record(measure("embedding_forward", [&] { be.embeddingForward(tokens, table, 0, y); }), shape, 0.0,
-                   kernel_cost::embeddingForwardBytes(n, c, e));
-            record(measure("embedding_backward", [&] { be.embeddingBackward(tokens, dy, 0, dtable); }), shape, 0.0,
-                   kernel_cost::embeddingBackwardBytes(n, c, e));
+            record(measure("embedding_forward", [&] { be.embeddingForward(tokens, tables().table, 0, bufs().y); }), shape,
+                   0.0, kernel_cost::embeddingForwardBytes(n, c, e));
+            record(measure("embedding_backward", [&] { be.embeddingBackward(tokens, bufs().dy, 0, tables().dtable); }),
+                   shape, 0.0, kernel_cost::embeddingBackwardBytes(n, c, e));
         }
     }
     for (const auto& [n, v] : vocabShapes) {
-        Tensor logits = randomTensor(be, {n, v}, MemoryCategory::Buffers, 9, 4.0);
+        auto logits = rotating(n * v * e, [&] { return randomTensor(be, {n, v}, MemoryCategory::Buffers, 9, 4.0); });
         std::vector<int32_t> targets(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) targets[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % v);
         std::vector<double> mx, se;
@@ -241,34 +285,46 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
         const std::map<std::string, int64_t> shape{{"rows", n}, {"cols", v}};
         record(measure("cross_entropy_forward",
                        [&] {
-                           mx = be.rowMax(logits);
-                           se = be.rowSumExp(logits, mx);
-                           (void)be.targetLogits(logits, targets, 0);
+                           Tensor& l = logits();
+                           mx = be.rowMax(l);
+                           se = be.rowSumExp(l, mx);
+                           (void)be.targetLogits(l, targets, 0);
                        }),
                shape, 0.0, bytes);
-        record(measure("cross_entropy_backward", [&] { be.crossEntropyBackward(logits, mx, se, targets, 0, 1.0 / static_cast<double>(n)); }),
+        record(measure("cross_entropy_backward",
+                       [&] { be.crossEntropyBackward(logits(), mx, se, targets, 0, 1.0 / static_cast<double>(n)); }),
                shape, 0.0, kernel_cost::kBackwardByteFactor * bytes);
     }
     for (const auto& [sequences, seq, heads, kvd] : attentionShapes) {
         const int64_t kvHeads = kvd / 1000, d = kvd % 1000;
         const int64_t T = sequences * seq;
-        Tensor q = randomTensor(be, {T, heads, d}, MemoryCategory::Buffers, 10);
-        Tensor k = randomTensor(be, {T, kvHeads, d}, MemoryCategory::Buffers, 11);
-        Tensor v = randomTensor(be, {T, kvHeads, d}, MemoryCategory::Buffers, 12);
-        Tensor dout = randomTensor(be, {T, heads, d}, MemoryCategory::Buffers, 13);
-        Tensor o2 = be.zeros({T, heads, d}, MemoryCategory::Buffers), lse = be.zeros({T, heads}, MemoryCategory::Buffers);
-        Tensor dq = be.zeros({T, heads, d}, MemoryCategory::Buffers);
-        Tensor dk = be.zeros({T, kvHeads, d}, MemoryCategory::Buffers), dv = be.zeros({T, kvHeads, d}, MemoryCategory::Buffers);
+        struct Bufs { Tensor q, k, v, dout, o, lse, dq, dk, dv; };
+        auto bufs = rotating((5 * T * heads * d + 4 * T * kvHeads * d + T * heads) * e, [&] {
+            return Bufs{randomTensor(be, {T, heads, d}, MemoryCategory::Buffers, 10),
+                        randomTensor(be, {T, kvHeads, d}, MemoryCategory::Buffers, 11),
+                        randomTensor(be, {T, kvHeads, d}, MemoryCategory::Buffers, 12),
+                        randomTensor(be, {T, heads, d}, MemoryCategory::Buffers, 13),
+                        be.zeros({T, heads, d}, MemoryCategory::Buffers), be.zeros({T, heads}, MemoryCategory::Buffers),
+                        be.zeros({T, heads, d}, MemoryCategory::Buffers), be.zeros({T, kvHeads, d}, MemoryCategory::Buffers),
+                        be.zeros({T, kvHeads, d}, MemoryCategory::Buffers)};
+        });
         std::vector<int64_t> pos(static_cast<size_t>(seq));
         std::iota(pos.begin(), pos.end(), 0);
         const std::map<std::string, int64_t> shape{
             {"sequences", sequences}, {"seq", seq}, {"heads", heads}, {"kv_heads", kvHeads}, {"head_dim", d}};
         const double flops = kernel_cost::flashAttentionFlops(sequences, heads, seq, seq, d);
         const double bytes = kernel_cost::attentionBytes(T, heads * d, kvHeads * d, e);
-        record(measure("attention_forward", [&] { be.attentionForward(q, k, v, sequences, pos, pos, o2, lse); }), shape,
-               flops, bytes);
+        record(measure("attention_forward",
+                       [&] {
+                           Bufs& t = bufs();
+                           be.attentionForward(t.q, t.k, t.v, sequences, pos, pos, t.o, t.lse);
+                       }),
+               shape, flops, bytes);
         record(measure("attention_backward",
-                       [&] { be.attentionBackward(dout, q, k, v, o2, lse, sequences, pos, pos, dq, dk, dv); }),
+                       [&] {
+                           Bufs& t = bufs();
+                           be.attentionBackward(t.dout, t.q, t.k, t.v, t.o, t.lse, sequences, pos, pos, t.dq, t.dk, t.dv);
+                       }),
                shape, kernel_cost::kFlashBackwardFlopFactor * flops, kernel_cost::kBackwardByteFactor * bytes);
     }
     // AdamW over parameter counts around a layer's share.
@@ -276,11 +332,18 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
     for (const ModelConfig& m : o.models) paramCounts.insert(12 * m.hidden * m.hidden);
     if (!o.quick) paramCounts.insert(1 << 20);
     for (int64_t n : paramCounts) {
-        Tensor w = randomTensor(be, {n}, MemoryCategory::Buffers, 14), g = randomTensor(be, {n}, MemoryCategory::Buffers, 15);
-        Tensor m1 = be.zeros({n}, MemoryCategory::Buffers), v1 = be.zeros({n}, MemoryCategory::Buffers);
+        struct Bufs { Tensor w, g, m, v; };
+        auto bufs = rotating(4 * n * e, [&] {
+            return Bufs{randomTensor(be, {n}, MemoryCategory::Buffers, 14), randomTensor(be, {n}, MemoryCategory::Buffers, 15),
+                        be.zeros({n}, MemoryCategory::Buffers), be.zeros({n}, MemoryCategory::Buffers)};
+        });
         int64_t step = 0;
         const auto& recipe = recipeFor(be);
-        record(measure("adamw", [&] { be.adamw(w, g, m1, v1, 1e-4, 0.9, 0.95, 1e-8, 0.1, ++step); }),
+        record(measure("adamw",
+                       [&] {
+                           Bufs& t = bufs();
+                           be.adamw(t.w, t.g, t.m, t.v, 1e-4, 0.9, 0.95, 1e-8, 0.1, ++step);
+                       }),
                {{"parameters", n}}, kernel_cost::optimizerFlops(static_cast<double>(n)),
                kernel_cost::optimizerBytes(static_cast<double>(n), recipe));
     }
@@ -309,18 +372,27 @@ std::vector<BenchPoint> runCommBenchmarks(Backend& be, Comm& comm, const Group& 
             p.shape = {{"elements", elems}};
             out.push_back(std::move(p));
         };
-        Tensor full = randomTensor(be, {elems}, MemoryCategory::Buffers, 20);
-        Tensor full2 = be.zeros({elems}, MemoryCategory::Buffers);
-        Tensor part = randomTensor(be, {per}, MemoryCategory::Buffers, 21);
-        add("all_reduce", [&] { comm.allReduce(full, g); });
-        add("all_gather", [&] { comm.allGather(part, full2, g); });
-        add("reduce_scatter", [&] { comm.reduceScatter(full, part, g); });
-        add("broadcast", [&] { comm.broadcast(full, 0, g); });
-        add("all_to_all", [&] { comm.allToAll(full, full2, g); });
+        // Cold buffers, as in training (coldSets above): gradients were written by the backward, parameters read
+        // by the optimizer.
+        const int sets = coldSets(3 * elems * e);
+        std::vector<Tensor> full, full2, part;
+        for (int i = 0; i < sets; ++i) {
+            full.push_back(randomTensor(be, {elems}, MemoryCategory::Buffers, 20));
+            full2.push_back(be.zeros({elems}, MemoryCategory::Buffers));
+            part.push_back(randomTensor(be, {per}, MemoryCategory::Buffers, 21));
+        }
+        int next = 0;
+        auto set = [&] { return static_cast<size_t>(next++ % sets); };
+        add("all_reduce", [&] { comm.allReduce(full[set()], g); });
+        add("all_gather", [&] { const size_t i = set(); comm.allGather(part[i], full2[i], g); });
+        add("reduce_scatter", [&] { const size_t i = set(); comm.reduceScatter(full[i], part[i], g); });
+        add("broadcast", [&] { comm.broadcast(full[set()], 0, g); });
+        add("all_to_all", [&] { const size_t i = set(); comm.allToAll(full[i], full2[i], g); });
         if (n >= 2) {
             add("send_recv", [&] {
-                if (g.myIndex == 0) comm.send(full, g.ranks[1], 7);
-                else if (g.myIndex == 1) comm.recv(full2, g.ranks[0], 7);
+                const size_t i = set();
+                if (g.myIndex == 0) comm.send(full[i], g.ranks[1], 7);
+                else if (g.myIndex == 1) comm.recv(full2[i], g.ranks[0], 7);
             });
         }
     }
