@@ -46,10 +46,15 @@ std::string utcNow() {
     return buf;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+// The mean over ranks of each rank's mean duration over steps.
+double meanOverRanks(const std::map<int, std::vector<double>>& perRank) {
+    double sum = 0.0;
+    for (const auto& [rank, samples] : perRank) {
+        double s = 0.0;
+        for (double v : samples) s += v;
+        sum += s / static_cast<double>(samples.size());
+    }
+    return sum / static_cast<double>(perRank.size());
 }
 
 // A training run folder as `tessel run` leaves it.
@@ -211,16 +216,39 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 a.action = run.kinds.at(key);
                 // Communication inside the action (TP/CP/EP) is a network term: leave its predicted share out.
                 a.predictedSeconds = c.computeSeconds;
-                // Synchronous training moves at its slowest rank (every collective waits for it), so the fit
-                // takes the slowest rank's median over steps (FORMULAS.md §7.5).
-                double slowest = 0.0;
-                for (const auto& [rank, samples] : perRank) slowest = std::max(slowest, median(samples));
-                a.measuredSeconds = std::max(1e-9, slowest - (c.seconds - c.computeSeconds));
+                // The mean over steps and ranks: a step pays the sum of its actions' expected times (a median
+                // would leave out the right tail a noisy machine adds); what the slowest rank adds on top is
+                // the wait at the next synchronisation, fitted in step 3 (FORMULAS.md §7.5, §7.6).
+                a.measuredSeconds = std::max(1e-9, meanOverRanks(perRank) - (c.seconds - c.computeSeconds));
                 a.where = run.dir.string() + " stage " + std::to_string(stage) + " action " + std::to_string(index);
+                a.run = run.dir.string();
                 in.actions.push_back(a);
             }
         }
         calibrateFromRuns(result, in, options);
+        // 3. Waits at synchronising collectives, against the work the phase-calibrated model now predicts.
+        for (const RunFolder& run : runs) {
+            const sim::ActionSchedule schedule = sim::buildSchedule(run.scenario.model, run.scenario.plan);
+            const sim::CostTable costs = sim::costSchedule(schedule, run.scenario.model, result.cluster);
+            for (const auto& [key, perRank] : run.durations) {
+                const auto& [stage, index] = key;
+                if (stage >= static_cast<int>(costs.perAction.size()) ||
+                    index >= static_cast<int>(costs.perAction[static_cast<size_t>(stage)].size()))
+                    continue; // reported in step 2
+                const sim::Action& action = schedule.stages[static_cast<size_t>(stage)].actions[static_cast<size_t>(index)];
+                const sim::ActionCost& c = costs.perAction[static_cast<size_t>(stage)][static_cast<size_t>(index)];
+                if (action.kind != sim::ActionKind::Collective || c.syncGroupSize < 2) continue;
+                // The early ranks wait inside the call for the last: the mean over ranks is transfer + the mean wait.
+                SyncSample y;
+                y.groupSize = c.syncGroupSize;
+                y.workSeconds = c.syncWorkSeconds;
+                y.transferSeconds = c.computeSeconds;
+                y.measuredSeconds = meanOverRanks(perRank);
+                y.where = run.dir.string() + " stage " + std::to_string(stage) + " action " + std::to_string(index);
+                in.syncs.push_back(y);
+            }
+        }
+        calibrateSyncJitter(result, in);
         nlohmann::json doc = clusterToJson(result.cluster);
         doc["name"] = base.name + "-calibrated";
         doc["calibration"] = calibrationBlock(result, in, options);

@@ -24,7 +24,7 @@ double median(std::vector<double> v) {
 
 // Least squares of rows `keep` with coefficients `active`, weights 1 / seconds; inactive coefficients are 0.
 Eigen::VectorXd solveWeighted(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const std::vector<bool>& keep,
-                              const std::vector<bool>& active) {
+                              const std::vector<bool>& active, const Eigen::VectorXd* rowWeights) {
     std::vector<Eigen::Index> rows, cols;
     for (Eigen::Index i = 0; i < x.rows(); ++i)
         if (keep[static_cast<size_t>(i)]) rows.push_back(i);
@@ -32,9 +32,12 @@ Eigen::VectorXd solveWeighted(const Eigen::MatrixXd& x, const Eigen::VectorXd& t
         if (active[static_cast<size_t>(j)]) cols.push_back(j);
     Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols.size()));
     Eigen::VectorXd b = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
-    for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const double w = rowWeights ? std::sqrt((*rowWeights)(rows[r])) : 1.0;
+        b(static_cast<Eigen::Index>(r)) = w;
         for (size_t c = 0; c < cols.size(); ++c)
-            a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = x(rows[r], cols[c]) / t(rows[r]);
+            a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = w * x(rows[r], cols[c]) / t(rows[r]);
+    }
     // Column scaling keeps the QR well conditioned when one column holds seconds-per-FLOP (~1e-11) and
     // another a constant.
     Eigen::VectorXd scale(a.cols());
@@ -108,7 +111,8 @@ double LinearFit::maxAbsRelativeResidual() const {
     return m;
 }
 
-LinearFit fitRelativeLeastSquares(const Eigen::MatrixXd& x, const Eigen::VectorXd& seconds, double madLimit) {
+LinearFit fitRelativeLeastSquares(const Eigen::MatrixXd& x, const Eigen::VectorXd& seconds, double madLimit,
+                                  const Eigen::VectorXd* rowWeights) {
     const size_t n = static_cast<size_t>(x.rows());
     const size_t p = static_cast<size_t>(x.cols());
     for (size_t i = 0; i < n; ++i)
@@ -125,7 +129,7 @@ LinearFit fitRelativeLeastSquares(const Eigen::MatrixXd& x, const Eigen::VectorX
         std::vector<bool> active(p, true);
         Eigen::VectorXd beta;
         for (;;) {
-            beta = solveWeighted(x, seconds, f.kept, active);
+            beta = solveWeighted(x, seconds, f.kept, active, rowWeights);
             Eigen::Index worst = -1;
             for (Eigen::Index j = 0; j < beta.size(); ++j)
                 if (active[static_cast<size_t>(j)] && beta(j) < 0.0 && (worst < 0 || beta(j) < beta(worst))) worst = j;
@@ -266,39 +270,56 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         result.uncalibrated.push_back("gpu/gemm_efficiency: fewer than 3 GEMM points");
     }
 
-    // Other compute kernels: t = overhead + quantity / rate, quantity = bytes (memory kernels) or FLOPs
-    // (attention), as the cost model counts them (FORMULAS.md §7.2).
+    // Other compute kernels: t = overhead + quantity / rate, quantity = bytes as the cost model counts them
+    // (memory kernels). Attention's FLOPs grow with s^2 and its bytes with s, so with points at several sequence
+    // lengths it gets both terms, t = overhead + flops / F + bytes / B (FORMULAS.md §7.2); at one length the
+    // two are proportional and only FLOPs are fitted.
     for (const std::string& name : kernel_cost::kernelNames()) {
         if (name == "gemm") continue;
         const auto it = byKernel.find(name);
-        std::set<double> sizes;
+        const bool attention = name.rfind("attention", 0) == 0;
+        std::set<double> sizes, ratios;
         if (it != byKernel.end())
-            for (const BenchSample* s : it->second) sizes.insert(name.rfind("attention", 0) == 0 ? s->flops : s->bytes);
+            for (const BenchSample* s : it->second) {
+                sizes.insert(attention ? s->flops : s->bytes);
+                if (attention && s->bytes > 0.0) ratios.insert(std::round(1e6 * s->flops / s->bytes));
+            }
         if (it == byKernel.end() || sizes.size() < 2) {
             result.uncalibrated.push_back("gpu/kernels/" + name + ": no benchmark points at two or more sizes");
             continue;
         }
-        const bool byFlops = name.rfind("attention", 0) == 0;
-        Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()), 2);
+        const bool flopsTerm = attention, bytesTerm = !attention || (ratios.size() >= 2 && it->second.size() >= 4);
+        Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()), 1 + int{flopsTerm} + int{bytesTerm});
         Eigen::VectorXd t(x.rows());
         for (size_t i = 0; i < it->second.size(); ++i) {
             const Eigen::Index r = static_cast<Eigen::Index>(i);
-            x(r, 0) = 1.0;
-            x(r, 1) = byFlops ? it->second[i]->flops : it->second[i]->bytes;
+            Eigen::Index c = 0;
+            x(r, c++) = 1.0;
+            if (flopsTerm) x(r, c++) = it->second[i]->flops;
+            if (bytesTerm) x(r, c++) = it->second[i]->bytes;
             t(r) = it->second[i]->seconds;
         }
         const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
-        if (!(f.beta(1) > 0.0)) {
+        KernelFit k;
+        k.overheadSeconds = f.beta(0);
+        Eigen::Index c = 1;
+        if (flopsTerm) {
+            const double secondsPerFlop = f.beta(c++);
+            if (secondsPerFlop > 0.0) k.flopsPerSecond = 1.0 / secondsPerFlop;
+        }
+        if (bytesTerm) {
+            const double secondsPerByte = f.beta(c++);
+            if (secondsPerByte > 0.0) k.bytesPerSecond = 1.0 / secondsPerByte;
+        }
+        if (!(k.flopsPerSecond > 0.0 || k.bytesPerSecond > 0.0)) {
             result.uncalibrated.push_back("gpu/kernels/" + name + ": time does not grow with size in the points");
             continue;
         }
-        KernelFit k;
-        k.overheadSeconds = f.beta(0);
-        (byFlops ? k.flopsPerSecond : k.bytesPerSecond) = 1.0 / f.beta(1);
         gpu.kernels[name] = k;
-        result.terms.push_back(report("gpu/kernels/" + name, f,
-                                      {{"overhead_seconds", k.overheadSeconds},
-                                       {byFlops ? "flops_per_second" : "bytes_per_second", 1.0 / f.beta(1)}}));
+        nlohmann::json values{{"overhead_seconds", k.overheadSeconds}};
+        if (k.flopsPerSecond > 0.0) values["flops_per_second"] = k.flopsPerSecond;
+        if (k.bytesPerSecond > 0.0) values["bytes_per_second"] = k.bytesPerSecond;
+        result.terms.push_back(report("gpu/kernels/" + name, f, values));
     }
 
     // Collectives per tier and primitive: t = alpha + bytes x busFactor / rate (nccl-tests convention,
@@ -411,7 +432,13 @@ void calibrateFromRuns(CalibrationResult& result, const CalibrationInputs& in, c
             x(r, both ? 1 : 0) = pts[i]->predictedSeconds;
             t(r) = pts[i]->measuredSeconds;
         }
-        const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+        // Each run weighs the same in a phase, however many actions its schedule has (a pipeline of 4 micro-batches
+        // would otherwise outvote a data-parallel run of 2), so the fit spans the runs' action sizes evenly.
+        std::map<std::string, int> perRun;
+        for (const ActionSample* a : pts) ++perRun[a->run];
+        Eigen::VectorXd w(x.rows());
+        for (size_t i = 0; i < pts.size(); ++i) w(static_cast<Eigen::Index>(i)) = 1.0 / perRun[pts[i]->run];
+        const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit, &w);
         PhaseFit fit;
         fit.overheadSeconds = both ? f.beta(0) : 0.0;
         const double scale = f.beta(both ? 1 : 0);
@@ -420,6 +447,65 @@ void calibrateFromRuns(CalibrationResult& result, const CalibrationInputs& in, c
         result.terms.push_back(report(std::string("gpu/phase_fits/") + phase, f,
                                       {{"overhead_seconds", fit.overheadSeconds}, {"time_scale", fit.timeScale}}));
     }
+}
+
+void calibrateSyncJitter(CalibrationResult& result, const CalibrationInputs& in) {
+    std::vector<const SyncSample*> pts;
+    bool anyWork = false;
+    for (const SyncSample& s : in.syncs)
+        if (s.measuredSeconds > 0.0 && s.transferSeconds > 0.0) {
+            pts.push_back(&s);
+            anyWork = anyWork || s.workSeconds > 0.0;
+        }
+    if (pts.size() < 3 || !anyWork) {
+        result.uncalibrated.push_back("gpu/sync_jitter_fraction and gpu/phase_fits/communication: fewer than 3 "
+                                      "collectives of a group of 2 or more ranks after compute in the runs");
+        return;
+    }
+    Eigen::MatrixXd x(static_cast<Eigen::Index>(pts.size()), 2);
+    Eigen::VectorXd t(x.rows());
+    for (size_t i = 0; i < pts.size(); ++i) {
+        const Eigen::Index r = static_cast<Eigen::Index>(i);
+        x(r, 0) = pts[i]->transferSeconds;
+        x(r, 1) = expectedMaxOfNormals(pts[i]->groupSize) * pts[i]->workSeconds;
+        t(r) = pts[i]->measuredSeconds;
+    }
+    // Ordinary least squares on seconds, not relative error and no outlier rejection: waits are a skewed,
+    // additive noise whose mean is what a step pays, and a relative fit would chase the short ones.
+    Eigen::Vector2d beta = x.colPivHouseholderQr().solve(t);
+    for (Eigen::Index c = 0; c < 2; ++c)
+        if (beta(c) < 0.0) { // pin it at 0 and refit the other column alone (Lawson & Hanson, as above)
+            const Eigen::Index other = 1 - c;
+            beta(c) = 0.0;
+            beta(other) = std::max(0.0, x.col(other).dot(t) / x.col(other).squaredNorm());
+        }
+    GpuSpec& gpu = result.cluster.gpu;
+    const double scale = beta(0) > 0.0 ? std::clamp(beta(0), 0.01, 100.0) : 1.0;
+    const double sigma = std::clamp(beta(1), 0.0, 1.0);
+    TermReport r;
+    r.points = static_cast<int>(pts.size());
+    double rms = 0.0, worst = 0.0, meanMeasured = 0.0, meanPredicted = 0.0;
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        const double predicted = scale * x(i, 0) + sigma * x(i, 1);
+        const double rel = (predicted - t(i)) / t(i);
+        rms += rel * rel;
+        worst = std::max(worst, std::abs(rel));
+        meanMeasured += t(i);
+        meanPredicted += predicted;
+    }
+    r.rmsRelativeResidual = std::sqrt(rms / static_cast<double>(x.rows()));
+    r.maxAbsRelativeResidual = worst;
+    r.values = {{"time_scale", scale},
+                {"sync_jitter_fraction", sigma},
+                {"sync_jitter_fraction_before", gpu.syncJitterFraction},
+                {"mean_measured_seconds", meanMeasured / static_cast<double>(x.rows())},
+                {"mean_predicted_seconds", meanPredicted / static_cast<double>(x.rows())}};
+    gpu.phaseFits["communication"] = PhaseFit{0.0, scale};
+    gpu.syncJitterFraction = sigma;
+    r.term = "gpu/phase_fits/communication";
+    result.terms.push_back(r);
+    r.term = "gpu/sync_jitter_fraction";
+    result.terms.push_back(r);
 }
 
 nlohmann::json calibrationBlock(const CalibrationResult& result, const CalibrationInputs& in, const CalibrationOptions& o) {
@@ -440,6 +526,7 @@ nlohmann::json calibrationBlock(const CalibrationResult& result, const Calibrati
             {"microbenchmark_points", in.bench.size()},
             {"memory_samples", in.memory.size()},
             {"action_samples", in.actions.size()},
+            {"sync_samples", in.syncs.size()},
             {"terms", terms},
             {"uncalibrated", result.uncalibrated}};
 }

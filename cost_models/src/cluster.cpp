@@ -84,7 +84,7 @@ nlohmann::json tierToJson(const LinkTier& t) {
 }
 
 // gpu.kernels: {"norm_forward": {"overhead_seconds": s, "bytes_per_second": r}, "attention_forward":
-// {"overhead_seconds": s, "flops_per_second": r}, "gemm": {"overhead_seconds": s}}.
+// {"overhead_seconds": s, "flops_per_second": r, "bytes_per_second": b}, "gemm": {"overhead_seconds": s}}.
 std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const std::string& ptr, ProblemList& problems) {
     std::map<std::string, KernelFit> out;
     ObjectReader r(doc, ptr, problems);
@@ -102,8 +102,6 @@ std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const s
         f.overheadSeconds = kr.requireNumber("overhead_seconds", 0.0, 1.0);
         f.bytesPerSecond = kr.optNumber("bytes_per_second", 0.0, 1.0, 1e16);
         f.flopsPerSecond = kr.optNumber("flops_per_second", 0.0, 1.0, 1e19);
-        if (f.bytesPerSecond > 0.0 && f.flopsPerSecond > 0.0)
-            problems.add(r.pointer(it.key()), "give bytes_per_second or flops_per_second, not both");
         kr.finish();
         out[it.key()] = f;
     }
@@ -195,7 +193,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         if (const auto* k = gr.child("kernels")) c.gpu.kernels = parseKernels(*k, gr.pointer("kernels"), problems);
         if (const auto* pf = gr.child("phase_fits")) {
             ObjectReader pr(*pf, gr.pointer("phase_fits"), problems);
-            for (const char* phase : {"forward", "backward", "optimizer"}) {
+            for (const char* phase : {"forward", "backward", "optimizer", "communication"}) {
                 const auto* one = pr.child(phase);
                 if (!one) continue;
                 ObjectReader fr(*one, pr.pointer(phase), problems);
@@ -208,6 +206,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
             pr.finish();
         }
         c.gpu.overlapsCommunication = gr.optBool("overlaps_communication", true);
+        c.gpu.syncJitterFraction = gr.optNumber("sync_jitter_fraction", 0.0, 0.0, 1.0);
         gr.finish();
     } else {
         problems.add(r.pointer("gpu"), "required field is missing");
@@ -282,6 +281,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
         j["gpu"]["phase_fits"] = pf;
     }
     if (!c.gpu.overlapsCommunication) j["gpu"]["overlaps_communication"] = false;
+    if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
     if (!c.sources.empty()) j["sources"] = c.sources;
     if (c.calibration) j["calibration"] = *c.calibration;

@@ -83,8 +83,9 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
         if (it != gpu.kernels.end()) {
             // Calibrated (FORMULAS.md §7): a straight line in the quantity the kernel was benchmarked against.
             const KernelFit& f = it->second;
-            if (f.bytesPerSecond > 0.0 && op.opClass != OpClass::Gemm) return f.overheadSeconds + op.bytes / f.bytesPerSecond;
-            if (f.flopsPerSecond > 0.0 && op.opClass != OpClass::Gemm) return f.overheadSeconds + op.flops / f.flopsPerSecond;
+            if ((f.bytesPerSecond > 0.0 || f.flopsPerSecond > 0.0) && op.opClass != OpClass::Gemm)
+                return f.overheadSeconds + (f.bytesPerSecond > 0.0 ? op.bytes / f.bytesPerSecond : 0.0) +
+                       (f.flopsPerSecond > 0.0 ? op.flops / f.flopsPerSecond : 0.0);
             overheadSeconds = f.overheadSeconds;
         }
     }

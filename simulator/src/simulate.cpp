@@ -10,6 +10,7 @@
 #include "tessel/cost/traffic.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 namespace tessel::sim {
@@ -46,7 +47,7 @@ void accumulate(ActionCost& into, const ActionCost& more) {
     into.epSeconds += more.epSeconds;
 }
 
-void finish(ActionCost& c) { c.seconds = c.computeSeconds + c.tpSeconds + c.cpSeconds + c.epSeconds; }
+void finish(ActionCost& c) { c.seconds = c.computeSeconds + c.tpSeconds + c.cpSeconds + c.epSeconds + c.waitSeconds; }
 } // namespace
 
 CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
@@ -58,9 +59,11 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const double L = schedule.layersPerChunk;
     const int lastVirtual = plan.pp * plan.vpp - 1;
 
+    // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
+    const double commScale = cluster.gpu.phaseFit("communication").timeScale;
     InnerComm fwdComm, bwdComm;
     for (const auto& op : layerCommOps(model, cluster, plan))
-        (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, op.cost.seconds);
+        (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
     // Full recompute replays the forward, collectives included; selective replays attention (CP exchange).
     InnerComm recomputeComm;
     if (plan.recompute == Recompute::Full) recomputeComm = fwdComm;
@@ -74,17 +77,18 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         const LocalShapes s = localShapes(model, plan, recipe);
         const double hidden = s.activationBytes * static_cast<double>(s.tokens) * static_cast<double>(s.hidden);
         const GroupPlacement tp = placeGroup(plan, cluster, GroupKind::Tp);
-        embComm.tp = commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
+        embComm.tp = commScale * commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
         const double ce = commCost(Primitive::AllReduce, 4.0 * static_cast<double>(s.tokens), tp, cluster).seconds;
-        headFwdComm.tp = 3.0 * ce + (plan.sequenceParallel ? commCost(Primitive::AllGather, hidden, tp, cluster).seconds : 0.0);
-        headBwdComm.tp = commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
+        headFwdComm.tp = commScale * (3.0 * ce + (plan.sequenceParallel ? commCost(Primitive::AllGather, hidden, tp, cluster).seconds : 0.0));
+        headBwdComm.tp = commScale * commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
     }
 
     double p2pActivation = 0.0, p2pGrad = 0.0;
     for (const auto& op : pipelineCommOps(model, cluster, plan))
         (op.phase == CommPhase::Forward ? p2pActivation : p2pGrad) = op.cost.seconds;
 
-    std::map<std::tuple<int, int, double>, double> collectiveCache;
+    static_assert(static_cast<int>(GroupKind::PpPair) == 7, "workSinceSync below has one slot per GroupKind");
+    std::map<std::tuple<int, int, double>, std::pair<double, int>> collectiveCache; // seconds, group size
     auto collectiveSeconds = [&](const Action& a) {
         auto key = std::make_tuple(static_cast<int>(a.group), static_cast<int>(a.primitive), a.bytes);
         auto it = collectiveCache.find(key);
@@ -97,10 +101,17 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         } else {
             place = placeGroup(plan, cluster, a.group);
         }
-        const double t = commCost(a.primitive, a.bytes, place, cluster).seconds;
+        const std::pair<double, int> t{commScale * commCost(a.primitive, a.bytes, place, cluster).seconds, place.size};
         collectiveCache.emplace(key, t);
         return t;
     };
+    // Synchronisation waits (FORMULAS.md §6): compute actions with TP/CP/EP collectives inside wait on the
+    // largest of those groups; a collective waits on its group for the work since that group last met.
+    const double jitter = cluster.gpu.syncJitterFraction;
+    int innerSyncRanks = 1;
+    if (fwdComm.tp > 0.0 || bwdComm.tp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.tp);
+    if (fwdComm.cp > 0.0 || bwdComm.cp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.cp);
+    if (fwdComm.ep > 0.0 || bwdComm.ep > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.ep);
 
     const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
     const double expertShards = plan.zeroStage >= 1 ? static_cast<double>(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
@@ -114,6 +125,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         costs.resize(acts.size());
         const StageParameters params = stageParameters(model, plan, static_cast<int>(s));
         const OpCost optimizer = optimizerCompute(params.dense / denseShards + params.expert / expertShards, cluster, recipe);
+        std::array<double, 8> workSinceSync{}; // per GroupKind: compute seconds since that group last synchronised
         for (size_t i = 0; i < acts.size(); ++i) {
             const Action& a = acts[i];
             ActionCost& c = costs[i];
@@ -151,7 +163,14 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             case ActionKind::RecvActivation: c.computeSeconds = p2pActivation; break;
             case ActionKind::SendGrad:
             case ActionKind::RecvGrad: c.computeSeconds = p2pGrad; break;
-            case ActionKind::Collective: c.computeSeconds = collectiveSeconds(a); break;
+            case ActionKind::Collective: {
+                const auto [seconds, ranks] = collectiveSeconds(a);
+                c.computeSeconds = seconds;
+                c.syncGroupSize = ranks;
+                c.syncWorkSeconds = workSinceSync.at(static_cast<size_t>(a.group));
+                workSinceSync.at(static_cast<size_t>(a.group)) = 0.0;
+                break;
+            }
             }
             // Calibrated per phase (FORMULAS.md §7.5): the work around the kernels; identity when uncalibrated.
             if (a.kind != ActionKind::SendActivation && a.kind != ActionKind::RecvActivation &&
@@ -160,7 +179,13 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                                                          : a.kind == ActionKind::OptimizerStep ? "optimizer"
                                                                                                : "backward");
                 c.computeSeconds = f.overheadSeconds + f.timeScale * c.computeSeconds;
+                for (double& work : workSinceSync) work += c.computeSeconds;
+                if (innerSyncRanks > 1 && c.tpSeconds + c.cpSeconds + c.epSeconds > 0.0) {
+                    c.syncGroupSize = innerSyncRanks;
+                    c.syncWorkSeconds = c.computeSeconds;
+                }
             }
+            if (jitter > 0.0 && c.syncGroupSize > 1) c.waitSeconds = jitter * expectedMaxOfNormals(c.syncGroupSize) * c.syncWorkSeconds;
             finish(c);
         }
     }
@@ -325,9 +350,12 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
                 b.optimizerSeconds += c.seconds;
             } else {
                 b.computeSeconds += c.computeSeconds;
-                b.tpSeconds += c.tpSeconds;
-                b.cpSeconds += c.cpSeconds;
-                b.epSeconds += c.epSeconds;
+                // A wait inside a compute action is for its TP/CP/EP collectives: shared out in their proportion.
+                const double inner = c.tpSeconds + c.cpSeconds + c.epSeconds;
+                const double waitShare = inner > 0.0 ? c.waitSeconds / inner : 0.0;
+                b.tpSeconds += c.tpSeconds * (1.0 + waitShare);
+                b.cpSeconds += c.cpSeconds * (1.0 + waitShare);
+                b.epSeconds += c.epSeconds * (1.0 + waitShare);
             }
             prevEnd = ta.endSeconds;
         }

@@ -28,36 +28,33 @@ check "calibrate: a bad run folder exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
 check "calibrate: lists the bad memory field" $(contains "$tmp/err5" "memory.json#/ranks/0/stage")
 check "calibrate: lists the bad measurement field" $(contains "$tmp/err5" "measurements.jsonl:1#/duration_seconds")
 
-# Microbenchmarks (quick: the layer shapes of tiny plus a sweep; collectives up to 8 MiB over 2 ranks).
-"$TESSEL" bench --out "$tmp/bench" --quick >"$tmp/bench.log" 2>&1
+# Microbenchmarks at the layer shapes of the models the calibration runs train (tiny and the mid-size model of
+# seen-dp2-full), plus a sweep around them; quick: collectives up to 8 MiB over 2 ranks.
+python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['model'], open(sys.argv[2], 'w'))" \
+    "$data/seen-dp2-full.json" "$tmp/mid-model.json"
+"$TESSEL" bench --out "$tmp/bench" --quick --model tiny --model "$tmp/mid-model.json" >"$tmp/bench.log" 2>&1
 check "bench runs" $?
 check "bench wrote points" $([ -s "$tmp/bench/bench.jsonl" ] && echo 0 || echo 1)
 check "bench covers the collectives" $(contains "$tmp/bench/bench.jsonl" '"kernel":"reduce_scatter"')
 
-# Every plan runs twice, in two passes over all plans (the second in reverse order, so a slow spell cannot hit
-# the same group of plans twice), and the faster run is kept: a VM's neighbours only ever slow a run down.
+# Every plan runs five times, in five passes over all plans (alternate passes in reverse order), so a slow spell
+# on a shared machine lands on different plans each pass and the seen and held-out plans share it. A plan's
+# measured step is the median over the compared steps of all five runs; calibration reads all five runs.
 plans="seen-pp2 seen-dp2 seen-dp2-full unseen-wide-dp2 unseen-llama-dp2 unseen-tiny-tp2 unseen-deep-gpipe
        unseen-tiny-interleaved unseen-wide-pp2-full"
 reversed=$(echo $plans | tr ' ' '\n' | tac | tr '\n' ' ')
-for pass in a b; do
+passes="a b c d e"
+for pass in $passes; do
     order=$plans
-    [ $pass = b ] && order=$reversed
+    case $pass in b|d) order=$reversed ;; esac
     for name in $order; do
         "$TESSEL" run "$data/$name.json" --ranks 2 --steps $steps --out "$tmp/run-$name-$pass" >"$tmp/run.log" 2>&1
         check "run $name ($pass)" $?
     done
 done
-for name in $plans; do
-    for pass in a b; do
-        "$TESSEL" compare "$data/$name.json" "$tmp/run-$name-$pass" --json >"$tmp/step-$pass.json" 2>/dev/null
-    done
-    faster=$(python3 -c "import json,sys; s=[json.load(open(f))['step']['measured_seconds'] for f in sys.argv[1:]]; print('a' if s[0] <= s[1] else 'b')" \
-             "$tmp/step-a.json" "$tmp/step-b.json")
-    mv "$tmp/run-$name-$faster" "$tmp/run-$name"
-done
+seen_runs=$(for name in seen-pp2 seen-dp2 seen-dp2-full; do for pass in $passes; do echo "$tmp/run-$name-$pass"; done; done)
 
-"$TESSEL" calibrate "$tmp/bench" "$tmp/run-seen-pp2" "$tmp/run-seen-dp2" "$tmp/run-seen-dp2-full" --cluster cpu-host \
-    -o "$tmp/calibrated.json" >"$tmp/cal.log" 2>&1
+"$TESSEL" calibrate "$tmp/bench" $seen_runs --cluster cpu-host -o "$tmp/calibrated.json" >"$tmp/cal.log" 2>&1
 check "calibrate runs" $?
 cat "$tmp/cal.log"
 "$TESSEL" calibrate "$tmp/bench" --cluster cpu-host -o "$tmp/calibrated.json" >"$tmp/err4" 2>&1
@@ -66,10 +63,12 @@ check "calibrate: an existing output needs --force" $([ $? -eq 2 ] && echo 0 || 
 check "the calibrated cluster file loads" $?
 
 for name in unseen-wide-dp2 unseen-llama-dp2 unseen-tiny-tp2 unseen-deep-gpipe unseen-tiny-interleaved unseen-wide-pp2-full; do
-    "$TESSEL" compare "$data/$name.json" "$tmp/run-$name" --cluster cpu-host --json >"$tmp/before-$name.json" 2>"$tmp/cmp.err"
-    check "compare before: $name" $?
-    "$TESSEL" compare "$data/$name.json" "$tmp/run-$name" --cluster "$tmp/calibrated.json" --json >"$tmp/after-$name.json" 2>>"$tmp/cmp.err"
-    check "compare after: $name" $?
+    for pass in $passes; do
+        "$TESSEL" compare "$data/$name.json" "$tmp/run-$name-$pass" --cluster cpu-host --json >"$tmp/before-$name-$pass.json" 2>>"$tmp/cmp.err"
+        check "compare before: $name ($pass)" $?
+        "$TESSEL" compare "$data/$name.json" "$tmp/run-$name-$pass" --cluster "$tmp/calibrated.json" --json >"$tmp/after-$name-$pass.json" 2>>"$tmp/cmp.err"
+        check "compare after: $name ($pass)" $?
+    done
 done
 cat "$tmp/cmp.err"
 
@@ -78,16 +77,19 @@ import json, statistics, sys
 tmp = sys.argv[1]
 names = ["unseen-wide-dp2", "unseen-llama-dp2", "unseen-tiny-tp2", "unseen-deep-gpipe", "unseen-tiny-interleaved",
          "unseen-wide-pp2-full"]
+passes = ["a", "b", "c", "d", "e"]
 rows, before, after, mem = [], [], [], []
 for n in names:
-    b = json.load(open(f"{tmp}/before-{n}.json"))
-    a = json.load(open(f"{tmp}/after-{n}.json"))
-    eb = b["step"]["predicted_seconds"] / b["step"]["measured_seconds"] - 1
-    ea = a["step"]["predicted_seconds"] / a["step"]["measured_seconds"] - 1
-    m = max(abs(s["error"]) for s in a["memory"]["stages"])   # tensor peak per rank vs the memory model
+    b = [json.load(open(f"{tmp}/before-{n}-{p}.json")) for p in passes]
+    a = [json.load(open(f"{tmp}/after-{n}-{p}.json")) for p in passes]
+    # The plan's step: the median over the compared steps of all its runs.
+    measured = statistics.median(s["measured_seconds"] for r in a for s in r["step"]["per_step"] if s["compared"])
+    eb = b[0]["step"]["predicted_seconds"] / measured - 1
+    ea = a[0]["step"]["predicted_seconds"] / measured - 1
+    m = max(abs(s["error"]) for s in a[0]["memory"]["stages"])   # tensor peak per rank vs the memory model
     before.append(abs(eb)); after.append(abs(ea)); mem.append(m)
-    rows.append((n, a["step"]["measured_seconds"] * 1e3, b["step"]["predicted_seconds"] * 1e3, eb,
-                 a["step"]["predicted_seconds"] * 1e3, ea, m))
+    rows.append((n, measured * 1e3, b[0]["step"]["predicted_seconds"] * 1e3, eb,
+                 a[0]["step"]["predicted_seconds"] * 1e3, ea, m))
 print(f"{'held-out plan':26s} {'measured ms':>11s} {'before ms':>10s} {'err':>7s} {'after ms':>9s} {'err':>7s} {'memory err':>10s}")
 for r in rows:
     print(f"{r[0]:26s} {r[1]:11.1f} {r[2]:10.1f} {r[3]*100:+6.1f}% {r[4]:9.1f} {r[5]*100:+6.1f}% {r[6]*100:9.1f}%")
@@ -95,9 +97,12 @@ mb, ma, mm = statistics.median(before), statistics.median(after), statistics.med
 print(f"median |step error|: before {mb*100:.1f}%, after {ma*100:.1f}%; median memory error {mm*100:.1f}%")
 ok = True
 # Memory (not timed, so not noisy) has the issue's bound: median under 5% of the backend's per-rank peak.
-# Step time: calibration must at least halve the median error and bring it under 40%, which is what holds on
-# a shared 2-core VM today, not the issue's 10%: docs/calibration.md gives the spread measured and why.
-if not (ma < 0.40 and ma * 2 < mb):
+# Step time: the issue asks for a median under 10%. On the shared 2-core VM this test was built on, one plan's run
+# median moves by +-13-17% between passes a minute apart, and the calibrated median error over held-out plans
+# lands between 3% and 13% from one loop to the next (docs/calibration.md). So the test prints whether the
+# 10% held, and fails past what holds every time: 20%, and at most a quarter of the error before calibration.
+print(f"issue bound (median step error under 10%): {'met' if ma < 0.10 else 'NOT met'} on this run")
+if not (ma < 0.20 and ma * 4 < mb):
     print("FAIL: calibrated step-time error too large"); ok = False
 if not mm < 0.05:
     print("FAIL: memory error too large"); ok = False

@@ -150,6 +150,47 @@ TEST(CalibrateFromBench, RecoversTheGemmTableKernelLinesAndCollectives) {
     EXPECT_NEAR(commCost(Primitive::AllGather, 1e5, two, r.cluster).seconds, 5e-6 + 1e5 * 0.5 / 4e9, 1e-9);
 }
 
+// Attention points as `tessel bench` counts them: FLOPs grow with s^2, bytes with s.
+BenchSample attentionPoint(int64_t sequences, int64_t seq, double overhead, double flopRate, double byteRate) {
+    BenchSample s;
+    s.kernel = "attention_forward";
+    s.shape = {{"sequences", sequences}, {"seq", seq}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 16}};
+    s.flops = kernel_cost::flashAttentionFlops(sequences, 4, seq, seq, 16);
+    s.bytes = kernel_cost::attentionBytes(sequences * seq, 64, 32, 8);
+    s.seconds = overhead + s.flops / flopRate + s.bytes / byteRate;
+    return s;
+}
+
+TEST(CalibrateFromBench, AttentionOverASequenceSweepSeparatesFlopsFromBytes) {
+    const ClusterConfig base = loadClusterRef("cpu-host", "test");
+    CalibrationOptions o;
+    o.provenance = {{"dtype", "fp64"}};
+    // 2 us + FLOPs / 4 GFLOP/s + bytes / 1 GB/s, at half, once and twice s = 64, one and two sequences.
+    CalibrationInputs in;
+    for (int64_t sequences : {1, 2})
+        for (int64_t seq : {32, 64, 128}) in.bench.push_back(attentionPoint(sequences, seq, 2e-6, 4e9, 1e9));
+    const KernelFit f = calibrateFromBench(base, in, o).cluster.gpu.kernels.at("attention_forward");
+    EXPECT_NEAR(f.overheadSeconds, 2e-6, 1e-9);
+    EXPECT_NEAR(f.flopsPerSecond, 4e9, 1e-4 * 4e9);
+    EXPECT_NEAR(f.bytesPerSecond, 1e9, 1e-4 * 1e9);
+    // The model then extrapolates to a longer sequence the bench never ran: 1 sequence of 512.
+    const BenchSample far = attentionPoint(1, 512, 2e-6, 4e9, 1e9);
+    OpCost op;
+    op.kernel = "attention_forward";
+    op.opClass = OpClass::Attention;
+    op.flops = far.flops;
+    op.bytes = far.bytes;
+    EXPECT_NEAR(opSeconds(op, calibrateFromBench(base, in, o).cluster, Dtype::Fp64), far.seconds, 1e-4 * far.seconds);
+
+    // At one sequence length FLOPs and bytes are proportional: only the FLOP rate is fitted, and it carries both.
+    CalibrationInputs one;
+    for (int64_t sequences : {1, 2, 4}) one.bench.push_back(attentionPoint(sequences, 64, 2e-6, 4e9, 1e9));
+    const KernelFit g = calibrateFromBench(base, one, o).cluster.gpu.kernels.at("attention_forward");
+    EXPECT_EQ(g.bytesPerSecond, 0.0);
+    const BenchSample p = one.bench[1];
+    EXPECT_NEAR(g.overheadSeconds + p.flops / g.flopsPerSecond, p.seconds, 1e-6 * p.seconds);
+}
+
 TEST(CalibrateFromRuns, FitsReservedBytesAndPhaseLines) {
     CalibrationResult r;
     r.cluster = loadClusterRef("cpu-host", "test");
@@ -167,16 +208,59 @@ TEST(CalibrateFromRuns, FitsReservedBytesAndPhaseLines) {
     EXPECT_EQ(r.cluster.gpu.phaseFit("backward").timeScale, 1.0); // no backward actions: identity, listed
 }
 
+TEST(CalibrateSyncJitter, RecoversTheCommunicationScaleAndTheJitter) {
+    CalibrationResult r;
+    r.cluster = loadClusterRef("cpu-host", "test");
+    CalibrationInputs in;
+    // Collectives 1.8x slower than the benchmark, plus waits with σ = 0.08 over groups of 2 and 4; some right
+    // after a long backward, some right after another collective (W = 0, no wait).
+    for (int n : {2, 4})
+        for (double transfer : {2e-4, 1e-3, 3e-3})
+            for (double work : {0.0, 0.02, 0.06})
+                in.syncs.push_back({n, work, transfer, 1.8 * transfer + 0.08 * expectedMaxOfNormals(n) * work, "s"});
+    calibrateSyncJitter(r, in);
+    EXPECT_NEAR(r.cluster.gpu.phaseFit("communication").timeScale, 1.8, 1e-9);
+    EXPECT_NEAR(r.cluster.gpu.syncJitterFraction, 0.08, 1e-9);
+    EXPECT_EQ(r.cluster.gpu.phaseFit("communication").overheadSeconds, 0.0);
+    ASSERT_EQ(r.terms.size(), 2u);
+    EXPECT_LT(r.terms[0].rmsRelativeResidual, 1e-9);
+
+    // Waits of ranks that are sometimes faster than the model (negative residual) pin σ at 0, never below.
+    CalibrationResult q;
+    q.cluster = r.cluster;
+    q.cluster.gpu.syncJitterFraction = 0.0;
+    CalibrationInputs none;
+    for (double transfer : {1e-3, 2e-3, 4e-3}) none.syncs.push_back({2, 0.05, transfer, transfer - 1e-4, "s"});
+    calibrateSyncJitter(q, none);
+    EXPECT_EQ(q.cluster.gpu.syncJitterFraction, 0.0);
+    EXPECT_GT(q.cluster.gpu.phaseFit("communication").timeScale, 0.9);
+
+    // Fewer than 3 collectives: nothing fitted, both terms listed.
+    CalibrationResult few;
+    few.cluster = loadClusterRef("cpu-host", "test");
+    CalibrationInputs two;
+    two.syncs = {in.syncs[0], in.syncs[1]};
+    calibrateSyncJitter(few, two);
+    EXPECT_EQ(few.cluster.gpu.syncJitterFraction, 0.0);
+    ASSERT_EQ(few.uncalibrated.size(), 1u);
+    EXPECT_NE(few.uncalibrated[0].find("sync_jitter_fraction"), std::string::npos);
+}
+
 TEST(CalibratedCluster, RoundTripsThroughJsonAndRejectsUnknownKernels) {
     ClusterConfig c = loadClusterRef("cpu-host", "test");
     c.gpu.kernels["norm_backward"] = KernelFit{2e-6, 3e9, 0.0};
-    c.gpu.kernels["attention_forward"] = KernelFit{1e-6, 0.0, 5e9};
+    c.gpu.kernels["attention_forward"] = KernelFit{1e-6, 2e9, 5e9}; // both terms: a sequence sweep
     c.gpu.phaseFits["backward"] = PhaseFit{1e-4, 1.3};
+    c.gpu.phaseFits["communication"] = PhaseFit{0.0, 1.9};
+    c.gpu.syncJitterFraction = 0.07;
     c.intraNode.primitiveLatencySeconds[Primitive::AllReduce] = 4e-6;
     const ClusterConfig back = parseCluster(clusterToJson(c));
     EXPECT_EQ(back.gpu.kernels.at("norm_backward").bytesPerSecond, 3e9);
     EXPECT_EQ(back.gpu.kernels.at("attention_forward").flopsPerSecond, 5e9);
+    EXPECT_EQ(back.gpu.kernels.at("attention_forward").bytesPerSecond, 2e9);
     EXPECT_EQ(back.gpu.phaseFit("backward").timeScale, 1.3);
+    EXPECT_EQ(back.gpu.phaseFit("communication").timeScale, 1.9);
+    EXPECT_EQ(back.gpu.syncJitterFraction, 0.07);
     EXPECT_EQ(back.intraNode.latencyFor(Primitive::AllReduce), 4e-6);
     EXPECT_FALSE(back.gpu.overlapsCommunication); // cpu-host: one thread per rank
     nlohmann::json j = clusterToJson(c);

@@ -57,6 +57,26 @@ double ncclTestsFactor(Primitive p, int n) {
     }
 }
 
+// e(n), the expected maximum of n standard normals: closed forms for n <= 3 (1/sqrt(pi), 3/(2 sqrt(pi))) and
+// tabulated values for larger n (Harter 1961; David & Nagaraja 2003, table of normal order statistics).
+TEST(Comm, ExpectedMaxOfNormalsMatchesTables) {
+    const double pi = std::acos(-1.0);
+    EXPECT_EQ(expectedMaxOfNormals(1), 0.0);
+    EXPECT_NEAR(expectedMaxOfNormals(2), 1.0 / std::sqrt(pi), 1e-6);
+    EXPECT_NEAR(expectedMaxOfNormals(3), 1.5 / std::sqrt(pi), 1e-6);
+    EXPECT_NEAR(expectedMaxOfNormals(4), 1.02938, 1e-5);
+    EXPECT_NEAR(expectedMaxOfNormals(8), 1.42360, 1e-5);
+    EXPECT_NEAR(expectedMaxOfNormals(100), 2.50759, 1e-5);
+    // More ranks wait longer, ever more slowly (about sqrt(2 ln n)).
+    double last = 0.0;
+    for (int n : {2, 3, 4, 8, 16, 64, 256, 1024, 4096, 16384}) {
+        const double e = expectedMaxOfNormals(n);
+        EXPECT_GT(e, last) << n;
+        EXPECT_LT(e, std::sqrt(2.0 * std::log(static_cast<double>(n))) + 1e-9) << n;
+        last = e;
+    }
+}
+
 TEST(Comm, Names) {
     EXPECT_EQ(toString(Primitive::AllReduce), "all_reduce");
     EXPECT_EQ(toString(Primitive::AllGather), "all_gather");

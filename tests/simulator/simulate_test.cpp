@@ -1,6 +1,7 @@
 // The event simulation against closed forms (bubble fractions), overlap, breakdowns and real plans.
 #include "../cost_models/test_support.hpp"
 
+#include "tessel/cost/comm.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <gtest/gtest.h>
@@ -123,6 +124,56 @@ TEST(Simulation, DataParallelReductionOverlapsTheLastBackward) {
     EXPECT_LT(sim.metrics.stepSeconds, compute + collectives - 1e-6); // part of the reduction is hidden
     EXPECT_GE(sim.metrics.stepSeconds, compute);
     EXPECT_NEAR(sim.metrics.breakdown.dpSeconds, sim.metrics.stepSeconds - compute, 1e-9);
+}
+
+// Synchronisation waits (FORMULAS.md §6) by hand: a DP collective waits σ e(dp) x the compute since the DP
+// group last met; a compute action with TP collectives inside waits σ e(tp) x its compute; the communication
+// scale multiplies every collective; σ = 0 and scale 1 change nothing.
+TEST(Simulation, SynchronisationWaitsAndCommunicationScaleByHand) {
+    ModelConfig model = test::preset("gpt3-1.3b");
+    ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    cluster.nodes = 2;
+    Plan p;
+    p.tp = 2;
+    p.dp = 8;
+    p.globalBatch = 32;
+    p.zeroStage = 2; // a reduce-scatter after every micro-batch's backward
+    const ActionSchedule schedule = buildSchedule(model, p);
+    const CostTable plain = costSchedule(schedule, model, cluster);
+    ClusterConfig noisy = cluster;
+    noisy.gpu.syncJitterFraction = 0.1;
+    noisy.gpu.phaseFits["communication"] = PhaseFit{0.0, 2.0};
+    const CostTable costs = costSchedule(schedule, model, noisy);
+    const auto& acts = schedule.stages[0].actions;
+    double work = 0.0;
+    int collectivesAfterWork = 0, computeWithTp = 0;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        const ActionCost& c0 = plain.perAction[0][i];
+        const ActionCost& c = costs.perAction[0][i];
+        EXPECT_EQ(c0.waitSeconds, 0.0);
+        if (acts[i].kind == ActionKind::Collective && acts[i].group == GroupKind::Dp) {
+            EXPECT_NEAR(c.computeSeconds, 2.0 * c0.computeSeconds, 1e-12 * c0.computeSeconds);
+            EXPECT_EQ(c.syncGroupSize, 8);
+            EXPECT_NEAR(c.waitSeconds, 0.1 * expectedMaxOfNormals(8) * work, 1e-12);
+            if (work > 0.0) ++collectivesAfterWork;
+            work = 0.0;
+        } else if (isCompute(acts[i].kind)) {
+            EXPECT_NEAR(c.computeSeconds, c0.computeSeconds, 1e-15); // compute is not communication
+            work += c.computeSeconds;
+            if (c0.tpSeconds > 0.0) {
+                EXPECT_NEAR(c.tpSeconds, 2.0 * c0.tpSeconds, 1e-12 * c0.tpSeconds);
+                EXPECT_NEAR(c.waitSeconds, 0.1 * expectedMaxOfNormals(2) * c.computeSeconds, 1e-12);
+                EXPECT_NEAR(c.seconds, c.computeSeconds + c.tpSeconds + c.waitSeconds, 1e-12);
+                ++computeWithTp;
+            }
+        }
+    }
+    EXPECT_GE(collectivesAfterWork, 4); // one per micro-batch under ZeRO-2
+    EXPECT_GT(computeWithTp, 0);
+    // The breakdown still sums to the step with the waits attributed, and the step grew.
+    const Timeline t0 = simulate(schedule, plain), t = simulate(schedule, costs);
+    EXPECT_GT(t.stepSeconds, t0.stepSeconds);
+    for (const auto& b : t.perStage) EXPECT_NEAR(b.total(), t.stepSeconds, 1e-9 * t.stepSeconds);
 }
 
 TEST(Simulation, BreakdownSumsToTheStepOverAGridOfRealPlans) {

@@ -47,6 +47,18 @@ struct ActionSample {
     double predictedSeconds = 0.0;
     double measuredSeconds = 0.0;
     std::string where;
+    std::string run;                  // the run it came from: each run weighs the same in its phase's fit
+};
+
+// A synchronising collective of a training run (DP gradients, ZeRO gathers): its group size, the predicted work
+// of a rank since the group last met, its predicted transfer time, and the measured duration averaged over the
+// group's ranks (the early ones wait for the last one inside the call).
+struct SyncSample {
+    int groupSize = 2;
+    double workSeconds = 0.0;
+    double transferSeconds = 0.0;
+    double measuredSeconds = 0.0;
+    std::string where;
 };
 
 // Result of one robust linear fit seconds ~ X beta.
@@ -63,7 +75,9 @@ struct LinearFit {
 // set: a negative coefficient is pinned at 0 and the rest refitted), then rows whose relative residual lies more
 // than `madLimit` scaled median absolute deviations from the median are rejected and the fit repeated, until
 // the kept set is stable. Throws RuntimeError when fewer rows than coefficients remain.
-LinearFit fitRelativeLeastSquares(const Eigen::MatrixXd& x, const Eigen::VectorXd& seconds, double madLimit = 3.5);
+// `rowWeights` (optional, > 0) weighs each row's squared relative residual.
+LinearFit fitRelativeLeastSquares(const Eigen::MatrixXd& x, const Eigen::VectorXd& seconds, double madLimit = 3.5,
+                                  const Eigen::VectorXd* rowWeights = nullptr);
 
 // What one fitted term of the calibration came from and how well it fits.
 struct TermReport {
@@ -79,6 +93,7 @@ struct CalibrationInputs {
     std::vector<BenchSample> bench;
     std::vector<MemorySample> memory;
     std::vector<ActionSample> actions;
+    std::vector<SyncSample> syncs;
     std::vector<std::string> sources; // the files read, for the calibration block
 };
 
@@ -102,6 +117,12 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
 // Fits from training runs on top of `result`: reserved bytes (median of process peak - tensor peak) and per
 // phase the overhead and time scale of compute actions.
 void calibrateFromRuns(CalibrationResult& result, const CalibrationInputs& in, const CalibrationOptions& o);
+
+// Fits, from `in.syncs` (after calibrateFromRuns, with work predicted by the phase-calibrated model and transfer
+// by the benchmark-calibrated network): measured = s_comm x transfer + σ e(n) W by least squares on seconds
+// (waits are additive noise whose mean a step pays); s_comm becomes phase_fits.communication, σ
+// gpu.sync_jitter_fraction (FORMULAS.md §7.6).
+void calibrateSyncJitter(CalibrationResult& result, const CalibrationInputs& in);
 
 // The cluster file's `calibration` block: inputs, when, provenance, per-term fit and residuals, uncalibrated.
 nlohmann::json calibrationBlock(const CalibrationResult& result, const CalibrationInputs& in, const CalibrationOptions& o);

@@ -32,10 +32,11 @@ struct GemmEfficiencyPoint {
 // A kernel's time as fitted by `tessel calibrate`: overheadSeconds + quantity / rate, where the quantity is
 // the bytes (memory kernels) or FLOPs (attention) the cost model counts for it (compute.hpp kernel_cost).
 // For "gemm" only the overhead is used; the efficiency table carries the shape dependence.
+// A calibrated kernel: t = overheadSeconds + bytes / bytesPerSecond + flops / flopsPerSecond (FORMULAS.md §7.2).
 struct KernelFit {
     double overheadSeconds = 0.0;
-    double bytesPerSecond = 0.0;  // 0 = not a bytes fit
-    double flopsPerSecond = 0.0;  // 0 = not a FLOPs fit
+    double bytesPerSecond = 0.0;  // 0 = bytes are not a term of the fit
+    double flopsPerSecond = 0.0;  // 0 = FLOPs are not a term of the fit
 };
 
 // The work around a phase's kernels that no kernel names (dispatch, bias adds, copies, allocation, the
@@ -56,12 +57,17 @@ struct GpuSpec {
     std::vector<GemmEfficiencyPoint> gemmEfficiency; // sorted by minDim
     std::map<std::string, KernelFit> kernels;        // calibrated kernels by name ("norm_forward", ...)
     // Calibrated from training runs, per phase ("forward", "backward", "optimizer"): a compute action of that
-    // phase takes overheadSeconds + timeScale x (the sum of its kernels' times). Absent = 0 and 1.
+    // phase takes overheadSeconds + timeScale x (the sum of its kernels' times). "communication": collectives
+    // (DP actions and the TP/CP/EP ones inside compute) take timeScale x the benchmark-fitted time. Absent = 0, 1.
     std::map<std::string, PhaseFit> phaseFits;
     const PhaseFit& phaseFit(const std::string& phase) const;
     // Whether collectives and transfers run concurrently with compute (GPUs: NCCL on its own streams). False for
     // the CPU executor, whose one thread runs a rank's actions in order: the simulator then serialises them.
     bool overlapsCommunication = true;
+    // Relative standard deviation of a rank's work between two synchronisations of its group (noise, clocks,
+    // neighbours): a collective over n ranks waits for the slowest, E[max] - E[mean] = σ e(n) W for W seconds
+    // of work since the last synchronisation (FORMULAS.md §6). 0 = ranks run like clockwork.
+    double syncJitterFraction = 0.0;
 };
 
 // A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.

@@ -22,6 +22,11 @@ double busFactor(Primitive p, int n);
 // n-1 steps per phase; tree: log2 n levels; send/recv: 1). Calibration divides a fitted latency by it.
 double latencySteps(Primitive p, int n, CommAlgorithm algorithm);
 
+// e(n): the expected maximum of n independent standard normal variables (e(1) = 0, e(2) = 1/sqrt(pi) = 0.5642,
+// e(8) = 1.4236): how far, in standard deviations, a synchronising collective over n ranks waits beyond the
+// mean rank (FORMULAS.md §6). Computed by quadrature of n x phi(x) Phi(x)^(n-1) x.
+double expectedMaxOfNormals(int n);
+
 struct CommCost {
     double seconds = 0.0;
     double latencySeconds = 0.0;    // the latency part of `seconds`

@@ -21,6 +21,11 @@ struct ActionCost {
     double tpSeconds = 0.0;
     double cpSeconds = 0.0;
     double epSeconds = 0.0;
+    // Waiting for the slowest rank of a synchronising group (FORMULAS.md §6): σ e(n) W, with W the work since
+    // the group's last synchronisation (collectives) or the action's own work (TP/CP/EP inside it).
+    double waitSeconds = 0.0;
+    int syncGroupSize = 1;
+    double syncWorkSeconds = 0.0;
     double flops = 0.0;       // hardware FLOPs: model-convention FLOPs executed, recompute included
     double modelFlops = 0.0;  // MFU convention (FORMULAS.md §3)
 };
