@@ -341,7 +341,10 @@ OrderClasses effectiveOrders(const Plan& planIn, int gpusPerNode, const std::vec
 
 InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const InnerPlacements& place) {
     const ClusterConfig& cluster = *ctx.cluster;
-    auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commCost(p, bytes, g, cluster).seconds; };
+    // The calibrated communication scale applies as in costSchedule; synchronisation waits (>= 0) are left out,
+    // which keeps the bound a lower bound.
+    const double commScale = cluster.gpu.phaseFit("communication").timeScale;
+    auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commScale * commCost(p, bytes, g, cluster).seconds; };
     InnerComm c;
     // traffic.cpp layerCommOps: what each group moves per layer and micro-batch.
     double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0;
@@ -380,7 +383,8 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.headBwd = cost(reduce, s.actBytes, place.tp);
     }
     if (plan.pp > 1) {
-        c.p2pActivation = cost(Primitive::SendRecv, s.p2pBytes, place.ppPair);
+        // Pipeline transfers are not collectives: no communication scale, as in costSchedule.
+        c.p2pActivation = commCost(Primitive::SendRecv, s.p2pBytes, place.ppPair, cluster).seconds;
         c.p2pGrad = c.p2pActivation;
     }
     return c;
@@ -390,7 +394,8 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const ModelConfig& model = *ctx.model;
     const ClusterConfig& cluster = *ctx.cluster;
     const PrecisionRecipe& recipe = *ctx.recipe;
-    auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commCost(p, bytes, g, cluster).seconds; };
+    const double commScale = cluster.gpu.phaseFit("communication").timeScale; // as in innerComm above
+    auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commScale * commCost(p, bytes, g, cluster).seconds; };
     const StageParameters layer = layerParameters(model, plan);
     const double emb = embeddingParameters(model, plan);
     const double head = headParameters(model, plan);

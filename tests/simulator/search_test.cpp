@@ -408,6 +408,26 @@ TEST(SearchBound, NeverAboveTheSimulatedStep) {
     EXPECT_GT(ratios[ratios.size() / 2], 0.8);
 }
 
+// The same on calibrated clusters: phase scales, a communication scale above and below 1 and synchronisation
+// waits (which the bound leaves out, so it stays below).
+TEST(SearchBound, NeverAboveTheSimulatedStepOnACalibratedCluster) {
+    const std::vector<GridCase> cases = boundGrid();
+    int checked = 0;
+    for (size_t i = 0; i < cases.size(); i += 7)
+        for (double commScale : {0.5, 2.0}) {
+            GridCase c = cases[i];
+            c.cluster.gpu.phaseFits["forward"] = PhaseFit{1e-4, 1.2};
+            c.cluster.gpu.phaseFits["backward"] = PhaseFit{2e-4, 0.9};
+            c.cluster.gpu.phaseFits["communication"] = PhaseFit{0.0, commScale};
+            c.cluster.gpu.syncJitterFraction = 0.1;
+            const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+            const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+            ASSERT_LE(bound, step * (1.0 + 1e-9)) << c.model.name << " scale " << commScale << " " << planToJson(c.plan).dump();
+            ++checked;
+        }
+    EXPECT_GT(checked, 200);
+}
+
 TEST(SearchBound, TightForGpt3Megatron) {
     Scenario s = defaultScenario();
     const double bound = stepLowerBoundSeconds(s.model, s.cluster, s.plan);
