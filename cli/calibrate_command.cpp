@@ -182,6 +182,20 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         }
         if (in.bench.empty() && problems.empty())
             problems.add("measurements", "no microbenchmark points: give at least one `tessel bench` folder");
+        // Every measured action must be in the schedule of its run's scenario (steps 2 and 3 index into it).
+        std::vector<sim::ActionSchedule> schedules;
+        for (const RunFolder& run : runs) {
+            schedules.push_back(sim::buildSchedule(run.scenario.model, run.scenario.plan));
+            const auto& stages = schedules.back().stages;
+            for (const auto& [key, perRank] : run.durations) {
+                const auto& [stage, index] = key;
+                if (stage < 0 || stage >= static_cast<int>(stages.size()) || index < 0 ||
+                    index >= static_cast<int>(stages[static_cast<size_t>(stage)].actions.size()))
+                    problems.add(run.dir.string() + "/measurements.jsonl",
+                                 "action " + std::to_string(index) + " of stage " + std::to_string(stage) +
+                                     " is not in the schedule of the run's scenario");
+            }
+        }
         std::error_code ec;
         if (fs::exists(o->out, ec) && !o->force) problems.add("--output", "\"" + o->out + "\" exists; pass --force to overwrite it");
         problems.throwIfAny();
@@ -190,7 +204,8 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         // 1. Kernels, GEMMs and collectives from the microbenchmarks.
         CalibrationResult result = calibrateFromBench(base, in, options);
         // 2. Memory and per-action residuals from the runs, predicted with the kernel-calibrated cluster.
-        for (const RunFolder& run : runs) {
+        for (size_t r = 0; r < runs.size(); ++r) {
+            const RunFolder& run = runs[r];
             for (const auto& rank : run.memory.at("ranks")) {
                 MemorySample m;
                 m.processPeakBytes = rank.value("process_peak_resident_bytes", 0.0);
@@ -198,19 +213,13 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 m.where = run.dir.string() + "/memory.json rank " + std::to_string(rank.value("rank", -1));
                 in.memory.push_back(m);
             }
-            const sim::ActionSchedule schedule = sim::buildSchedule(run.scenario.model, run.scenario.plan);
-            const sim::CostTable costs = sim::costSchedule(schedule, run.scenario.model, result.cluster);
+            const sim::CostTable costs = sim::costSchedule(schedules[r], run.scenario.model, result.cluster);
             for (const auto& [key, perRank] : run.durations) {
                 const auto& [stage, index] = key;
                 if (!isComputeKind(run.kinds.at(key))) continue;
                 // On a pipeline the optimizer step also waits for the other stages' gradient norms: its
                 // measured duration is not its own work, so only single-stage runs inform the optimizer fit.
                 if (run.kinds.at(key) == "optimizer_step" && run.scenario.plan.pp > 1) continue;
-                if (stage >= static_cast<int>(costs.perAction.size()) ||
-                    index >= static_cast<int>(costs.perAction[static_cast<size_t>(stage)].size()))
-                    throw InputError(run.dir.string() + "/measurements.jsonl",
-                                     "action " + std::to_string(index) + " of stage " + std::to_string(stage) +
-                                         " is not in the schedule of the run's scenario");
                 const sim::ActionCost& c = costs.perAction[static_cast<size_t>(stage)][static_cast<size_t>(index)];
                 ActionSample a;
                 a.action = run.kinds.at(key);
@@ -227,14 +236,12 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         }
         calibrateFromRuns(result, in, options);
         // 3. Waits at synchronising collectives, against the work the phase-calibrated model now predicts.
-        for (const RunFolder& run : runs) {
-            const sim::ActionSchedule schedule = sim::buildSchedule(run.scenario.model, run.scenario.plan);
+        for (size_t r = 0; r < runs.size(); ++r) {
+            const RunFolder& run = runs[r];
+            const sim::ActionSchedule& schedule = schedules[r];
             const sim::CostTable costs = sim::costSchedule(schedule, run.scenario.model, result.cluster);
             for (const auto& [key, perRank] : run.durations) {
                 const auto& [stage, index] = key;
-                if (stage >= static_cast<int>(costs.perAction.size()) ||
-                    index >= static_cast<int>(costs.perAction[static_cast<size_t>(stage)].size()))
-                    continue; // reported in step 2
                 const sim::Action& action = schedule.stages[static_cast<size_t>(stage)].actions[static_cast<size_t>(index)];
                 const sim::ActionCost& c = costs.perAction[static_cast<size_t>(stage)][static_cast<size_t>(index)];
                 if (action.kind != sim::ActionKind::Collective || c.syncGroupSize < 2) continue;

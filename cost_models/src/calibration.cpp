@@ -502,9 +502,7 @@ void calibrateSyncJitter(CalibrationResult& result, const CalibrationInputs& in)
                 {"mean_predicted_seconds", meanPredicted / static_cast<double>(x.rows())}};
     gpu.phaseFits["communication"] = PhaseFit{0.0, scale};
     gpu.syncJitterFraction = sigma;
-    r.term = "gpu/phase_fits/communication";
-    result.terms.push_back(r);
-    r.term = "gpu/sync_jitter_fraction";
+    r.term = "gpu/phase_fits/communication + gpu/sync_jitter_fraction"; // one fit, two coefficients
     result.terms.push_back(r);
 }
 

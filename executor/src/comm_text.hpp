@@ -1,4 +1,4 @@
-// Helpers the communicators share for their deadlines and error messages (private to executor/src).
+// Helpers the communicators share for their world group, deadlines and error messages (private to executor/src).
 #pragma once
 
 #include <algorithm>
@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "tessel/exec/comm.hpp"
 
 namespace tessel::exec::detail {
 
@@ -28,6 +30,15 @@ inline std::string secondsText(double seconds) {
 inline Clock::time_point deadlineAfter(double seconds) {
     const double clamped = std::clamp(seconds, 0.0, 1e8);
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(clamped));
+}
+
+// Every rank of a world of `size`, seen from `rank`.
+inline Group worldGroup(int size, int rank) {
+    Group g;
+    g.name = "world";
+    for (int r = 0; r < size; ++r) g.ranks.push_back(r);
+    g.myIndex = rank;
+    return g;
 }
 
 } // namespace tessel::exec::detail

@@ -198,7 +198,7 @@ public:
             MPI_Request request = MPI_REQUEST_NULL;
             check(MPI_Ibarrier(world_, &request), where, "MPI_Ibarrier");
             if (!poll(request, nullptr, deadlineAfter(timeoutSeconds()), where))
-                timedOut(where, worldGroup(), -1 - id, 0, "waiting for every world rank to call createGroup");
+                timedOut(where, detail::worldGroup(size_, rank_), -1 - id, 0, "waiting for every world rank to call createGroup");
         }
         const int color = *std::min_element(g.ranks.begin(), g.ranks.end());
         MPI_Comm comm = MPI_COMM_NULL;
@@ -408,14 +408,6 @@ private:
     std::string prefix(const Group& g, const std::string& call, int64_t seq) const {
         return "rank " + std::to_string(rank_) + " (group " + g.name + " of " + std::to_string(g.size()) +
                " ranks " + rankList(g.ranks) + ", " + call + " #" + std::to_string(seq) + ")";
-    }
-
-    Group worldGroup() const {
-        Group g;
-        g.name = "world";
-        for (int r = 0; r < size_; ++r) g.ranks.push_back(r);
-        g.myIndex = rank_;
-        return g;
     }
 
     int64_t peekCalls(const Group& g) const {

@@ -28,6 +28,17 @@ check "calibrate: a bad run folder exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
 check "calibrate: lists the bad memory field" $(contains "$tmp/err5" "memory.json#/ranks/0/stage")
 check "calibrate: lists the bad measurement field" $(contains "$tmp/err5" "measurements.jsonl:1#/duration_seconds")
 
+mkdir -p "$tmp/badrun2"
+cp "$data/seen-pp2.json" "$tmp/badrun2/scenario.json"
+echo '{"ranks": [{"rank": 0, "stage": 0, "peak_total_bytes": 1000}]}' >"$tmp/badrun2/memory.json"
+printf '{"stage":7,"index":0,"step":1,"rank":0,"kind":"forward","duration_seconds":0.01}\n{"stage":0,"index":999,"step":1,"rank":0,"kind":"dp_all_reduce_grads","duration_seconds":0.01}\n' \
+    >"$tmp/badrun2/measurements.jsonl"
+"$TESSEL" calibrate "$tmp/bad.jsonl" "$tmp/badrun2" --cluster cpu-host -o "$tmp/x.json" >"$tmp/err6" 2>&1
+check "calibrate: actions outside the run's schedule exit 2" $([ $? -eq 2 ] && echo 0 || echo 1)
+check "calibrate: names a compute action outside the schedule" $(contains "$tmp/err6" "action 0 of stage 7")
+check "calibrate: names a collective outside the schedule" $(contains "$tmp/err6" "action 999 of stage 0")
+check "calibrate: lists the bad point in the same report" $(contains "$tmp/err6" "bad.jsonl:1#/median_seconds")
+
 # Microbenchmarks at the layer shapes of the models the calibration runs train (tiny and the mid-size model of
 # seen-dp2-full), plus a sweep around them; quick: collectives up to 8 MiB over 2 ranks.
 python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['model'], open(sys.argv[2], 'w'))" \
@@ -99,7 +110,7 @@ ok = True
 # Memory (not timed, so not noisy) has the issue's bound: median under 5% of the backend's per-rank peak.
 # Step time: the issue asks for a median under 10%. On the shared 2-core VM this test was built on, one plan's run
 # median moves by +-13-17% between passes a minute apart, and the calibrated median error over held-out plans
-# lands between 3% and 13% from one loop to the next (docs/calibration.md). So the test prints whether the
+# lands between 3% and 14% from one loop to the next (docs/calibration.md). So the test prints whether the
 # 10% held, and fails past what holds every time: 20%, and at most a quarter of the error before calibration.
 print(f"issue bound (median step error under 10%): {'met' if ma < 0.10 else 'NOT met'} on this run")
 if not (ma < 0.20 and ma * 4 < mb):

@@ -425,7 +425,8 @@ TEST(SearchBound, NeverAboveTheSimulatedStepOnACalibratedCluster) {
             ASSERT_LE(bound, step * (1.0 + 1e-9)) << c.model.name << " scale " << commScale << " " << planToJson(c.plan).dump();
             ++checked;
         }
-    EXPECT_GT(checked, 200);
+    RecordProperty("plans_checked", checked);
+    EXPECT_GT(checked, 2000); // 2954 when written
 }
 
 TEST(SearchBound, TightForGpt3Megatron) {

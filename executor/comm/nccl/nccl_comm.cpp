@@ -74,7 +74,7 @@ public:
         checkCuda(cudaSetDevice(device_), where, "cudaSetDevice");
         for (cudaStream_t* s : {&collectiveStream_, &dpStream_, &p2pStream_})
             checkCuda(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), where, "cudaStreamCreate");
-        world_ = worldGroup();
+        world_ = detail::worldGroup(size_, rank_);
         host_->createGroup(world_);
         // The unique id: rank 0 makes it, the others get it through a sum over the host world.
         ncclUniqueId id{};
@@ -247,14 +247,6 @@ public:
 private:
     static std::string key(const Group& g) { return g.name + rankList(g.ranks); }
     static size_t count(const Tensor& t) { return static_cast<size_t>(t.numel()); }
-
-    Group worldGroup() const {
-        Group g;
-        g.name = "world";
-        for (int r = 0; r < size_; ++r) g.ranks.push_back(r);
-        g.myIndex = rank_;
-        return g;
-    }
 
     int64_t peek(const Group& g) const {
         auto it = groups_.find(key(g));
