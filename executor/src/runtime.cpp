@@ -41,9 +41,10 @@ struct Bucket {
     std::vector<int> params;
     int64_t flat = 0;
     int64_t shard = 0;
-    Tensor gradShard;   // [shard, 1] reduced gradient shard (ZeRO >= 1): Buffers under ZeRO-1, Grads above
-    Tensor valueShard;  // [shard, 1] updated values: under ZeRO-1/2 the all-gather's send buffer (Buffers); under
-                        // ZeRO-3 the only persistent copy of the parameters (Weights)
+    Tensor gradShard;   // [shard, 1] reduced gradient shard where gradients accumulate (ZeRO-2/3, Grads). Under
+                        // ZeRO-1 the reduced shard is written back into the full gradients' own elements.
+    Tensor valueShard;  // [shard, 1] the parameters' only persistent copy (ZeRO-3, Weights). Under ZeRO-1/2 the
+                        // optimizer updates the full values' own elements of the shard in place.
     Tensor m, v;        // [shard, 1] Adam moments of the shard (ZeRO >= 1)
     Tensor master;      // [shard, 1] fp32 master values of the shard (ZeRO >= 1, mixed precision only; Optimizer)
 };
@@ -115,15 +116,15 @@ struct Trainer::Impl : ParameterResidency {
             for (int p : bk.params) bk.flat += gpt.parameters()[static_cast<size_t>(p)].value.numel();
             bk.shard = (bk.flat + dpSize - 1) / dpSize;
             if (ctx.plan.zeroStage >= 1) {
-                // Under ZeRO-1 the full gradients are the gradient storage and the reduce-scatter output is a
-                // communication buffer (Megatron keeps it inside the grad buffer); under ZeRO-2/3 the shard is
-                // where gradients accumulate. The updated-value shard is the all-gather's send buffer.
-                bk.gradShard = be.zeros({bk.shard, 1},
-                                        ctx.plan.zeroStage == 1 ? MemoryCategory::Buffers : MemoryCategory::Grads);
+                // Under ZeRO-2/3 the gradient shard is where gradients accumulate, and under ZeRO-3 the value
+                // shard is the parameters' only copy: both persist. Under ZeRO-1 the full gradients and under
+                // ZeRO-1/2 the full values hold the shard in place (their elements [lo, lo + shard) of the
+                // bucket's flat order), as Megatron's distributed optimizer keeps shards as views of its grad
+                // and param buffers: no shard-sized copy persists (readShard/writeShard, optimizerStep).
+                if (ctx.plan.zeroStage >= 2) bk.gradShard = be.zeros({bk.shard, 1}, MemoryCategory::Grads);
                 bk.m = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
                 bk.v = be.zeros({bk.shard, 1}, MemoryCategory::Optimizer);
-                bk.valueShard = be.zeros({bk.shard, 1}, ctx.plan.zeroStage >= 3 ? MemoryCategory::Weights
-                                                                                 : MemoryCategory::Buffers);
+                if (ctx.plan.zeroStage >= 3) bk.valueShard = be.zeros({bk.shard, 1}, MemoryCategory::Weights);
             }
             return bk;
         };
@@ -212,13 +213,6 @@ struct Trainer::Impl : ParameterResidency {
         return be.elementTypeFor(MemoryCategory::Optimizer) != be.elementTypeFor(MemoryCategory::Weights) ||
                be.elementTypeFor(MemoryCategory::Optimizer) != be.elementTypeFor(MemoryCategory::Buffers);
     }
-    // Category of the ZeRO optimizer's row temporaries that hold values and moments (`val`, `m1`, `v1`). A
-    // tensor's element type follows its category, so in mixed precision they must be Optimizer tensors to be
-    // fp32 (as Buffers they would be bf16, rounding the moments to bf16 every step); they then count, briefly,
-    // under Optimizer. A backend with one element type keeps them transient Buffers, as they always were.
-    MemoryCategory optimizerTemporaryCategory() const {
-        return mixedPrecision() ? MemoryCategory::Optimizer : MemoryCategory::Buffers;
-    }
 
     Parameter& param(int i) { return gpt.parameters()[static_cast<size_t>(i)]; }
     // Elements of a parameter (its value may not be resident under ZeRO-3).
@@ -226,17 +220,20 @@ struct Trainer::Impl : ParameterResidency {
     // Vectors (norm weights, biases) get no weight decay.
     bool isVector(int i) { return localRows(param(i).info) == 1; }
 
-    // Flat [padded, 1] copy of the bucket's gradients (or values).
-    Tensor flatten(const Bucket& bk, bool values, MemoryCategory cat) {
+    // Flat [padded, 1] copy of the bucket's gradients (or values). With `release`, each gradient is freed once
+    // copied, as DeepSpeed frees a parameter's .grad once it is in the reduce bucket: the bucket's gradients
+    // never exist twice.
+    Tensor flatten(const Bucket& bk, bool values, MemoryCategory cat, bool release = false) {
         Tensor flat = be.zeros({bk.shard * shardGroup().size(), 1}, cat);
         int64_t at = 0;
         for (int p : bk.params) {
-            const Tensor& t = values ? param(p).value : param(p).grad;
+            Tensor& t = values ? param(p).value : param(p).grad;
             if (!t.defined())
                 throw RuntimeError("rank " + std::to_string(ctx.rank) + ": " + param(p).info.name + "'s " +
                                    (values ? "value" : "gradient") + " is not resident");
             be.copyRowsInto(t.view({t.numel(), 1}), flat, at);
             at += t.numel();
+            if (release) t = Tensor();
         }
         return flat;
     }
@@ -258,6 +255,37 @@ struct Trainer::Impl : ParameterResidency {
     const Group& shardGroup() const { return shardOverCp() ? ctx.dpCp : ctx.dp; }
     const Group& denseGroup() const { return shardGroup(); }
 
+    // Elements [offset, offset + length) of a parameter's tensor as a [length, 1] view.
+    Tensor elementRange(const Tensor& t, int64_t offset, int64_t length) { return aliasElements(t, offset, {length, 1}); }
+    // Calls f(parameter, offset in it, offset in this rank's shard, length) for every piece of the bucket's
+    // flat order [lo, lo + shard) that this rank's shard covers.
+    template <class F>
+    void forShardPieces(const Bucket& bk, F f) {
+        const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard;
+        int64_t at = 0;
+        for (int p : bk.params) {
+            const int64_t n = paramElements(p);
+            const int64_t b0 = std::max(at, lo), b1 = std::min(at + n, lo + bk.shard);
+            if (b1 > b0) f(p, b0 - at, b0 - lo, b1 - b0);
+            at += n;
+        }
+    }
+    // This rank's shard of the bucket's full gradients or values ([shard, 1], zero past the bucket's end), a
+    // transient copy: the ZeRO-1 reduced gradients and the ZeRO-1/2 updated values live in the full tensors.
+    Tensor readShard(const Bucket& bk, bool values) {
+        Tensor shard = be.zeros({bk.shard, 1}, MemoryCategory::Buffers);
+        forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
+            be.copyRowsInto(elementRange(values ? param(p).value : param(p).grad, inParam, length), shard, inShard);
+        });
+        return shard;
+    }
+    void writeShard(const Bucket& bk, const Tensor& shard, bool values) {
+        forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
+            Tensor piece = elementRange(values ? param(p).value : param(p).grad, inParam, length);
+            be.copyRows(shard, inShard, piece);
+        });
+    }
+
     void reduceBucket(const sim::Action& a, ActionRecord& rec) {
         for (Bucket& bk : buckets.at({a.chunk, a.bucket})) reduceOne(bk, rec);
     }
@@ -266,16 +294,16 @@ struct Trainer::Impl : ParameterResidency {
         const Group& g = denseGroup();
         rec.group = ctx.plan.cp > 1 ? ctx.dpCp.name : g.name;
         rec.groupSize = ctx.plan.cp > 1 ? ctx.dpCp.size() : g.size();
-        Tensor flat = flatten(bk, false, MemoryCategory::Buffers);
+        // Under ZeRO-2/3 the full gradients are spent once flattened (only the shard is kept).
+        Tensor flat = flatten(bk, false, MemoryCategory::Buffers, ctx.plan.zeroStage >= 2);
         rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
         if (preReduceCp()) ctx.comm->allReduce(flat, ctx.cp);
         if (g.size() == 1) {
             // No data-parallel peers: the cp all-reduce was the whole reduction.
-            if (ctx.plan.zeroStage == 0) {
+            if (ctx.plan.zeroStage <= 1) {
                 unflatten(flat, bk, false);
             } else {
                 be.add(flat, bk.gradShard);
-                releaseGrads(bk);
             }
             return;
         }
@@ -284,23 +312,22 @@ struct Trainer::Impl : ParameterResidency {
             unflatten(flat, bk, false);
             return;
         }
-        // ZeRO >= 1: reduce-scatter; this rank keeps its shard. Under ZeRO-2/3 this runs per micro-batch, so
-        // the shard accumulates and the full gradients are cleared for the next micro-batch.
+        // ZeRO >= 1: reduce-scatter; this rank keeps its shard. Under ZeRO-1 (once per step) the shard goes
+        // back into the full gradients' own elements; the others keep unreduced values nothing reads and are
+        // cleared after the optimizer. Under ZeRO-2/3 this runs per micro-batch, so the shard accumulates and
+        // the full gradients are freed for the next micro-batch.
         Tensor shard = be.empty({bk.shard, 1}, MemoryCategory::Buffers);
         ctx.comm->reduceScatter(flat, shard, g);
+        if (ctx.plan.zeroStage == 1) {
+            writeShard(bk, shard, false);
+            return;
+        }
         be.add(shard, bk.gradShard);
-        releaseGrads(bk);
     }
 
-    // After a reduce-scatter the full gradients are spent: cleared for the next micro-batch under ZeRO-1,
-    // freed under ZeRO-2/3, where only the shard is kept (ensureGrads brings them back, zeroed, for the next
-    // backward: a transient buffer, as in DeepSpeed's stage 2).
-    void releaseGrads(const Bucket& bk) {
-        for (int p : bk.params) {
-            if (ctx.plan.zeroStage >= 2) param(p).grad = Tensor();
-            else be.fill(param(p).grad, 0.0);
-        }
-    }
+    // Under ZeRO-2/3 the full gradients exist from a backward to their bucket's reduction (flatten frees
+    // them); ensureGrads brings them back, zeroed, for the next backward: a transient buffer, as in DeepSpeed's
+    // stage 2.
     void ensureGrads(int chunk) {
         if (ctx.plan.zeroStage < 2) return;
         for (auto& p : gpt.parameters())
@@ -332,7 +359,7 @@ struct Trainer::Impl : ParameterResidency {
             if (key.first != a.chunk) continue;
             for (Bucket& bk : list) {
                 Tensor flat = be.empty({bk.shard * g.size(), 1}, MemoryCategory::Buffers);
-                ctx.comm->allGather(bk.valueShard, flat, g);
+                ctx.comm->allGather(readShard(bk, true), flat, g);
                 rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
                 unflatten(flat, bk, true);
             }
@@ -445,7 +472,7 @@ struct Trainer::Impl : ParameterResidency {
             // A bucket mixes kinds of parameters; count the shard's element ranges parameter by parameter.
             int64_t at = 0;
             const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard, hi = lo + bk.shard;
-            std::vector<double> shard = be.download(bk.gradShard);
+            std::vector<double> shard = be.download(ctx.plan.zeroStage == 1 ? readShard(bk, false) : bk.gradShard);
             for (int p : bk.params) {
                 const int64_t n = paramElements(p);
                 const bool skip = (param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy;
@@ -478,39 +505,28 @@ struct Trainer::Impl : ParameterResidency {
         }
         for (auto& [key, list] : buckets)
             for (Bucket& bk : list) {
-            // Values of this rank's shard, updated element-wise; weight decay only on matrices, so update the
-            // shard parameter by parameter over the ranges it covers.
-            // Under ZeRO-3 the value shard is the parameters' only copy.
-            const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard;
-            if (ctx.plan.zeroStage < 3) be.copyRows(flatten(bk, true, MemoryCategory::Buffers), lo, bk.valueShard);
-            if (clip < 1.0) be.scale(bk.gradShard, clip);
-            int64_t at = 0;
-            for (int p : bk.params) {
-                const int64_t n = paramElements(p);
-                const int64_t b0 = std::max(at, lo), b1 = std::min(at + n, lo + bk.shard);
-                if (b1 > b0) {
-                    const double wd = isVector(p) ? 0.0 : hyper.weightDecay;
-                    // Values and moments in the optimizer's element type (fp32 in mixed precision, see
-                    // optimizerTemporaryCategory); the gradient stays in the gradients' type.
-                    const MemoryCategory stateCategory = optimizerTemporaryCategory();
-                    Tensor val = be.empty({b1 - b0, 1}, stateCategory);
-                    Tensor grad = be.empty({b1 - b0, 1}, MemoryCategory::Buffers);
-                    Tensor m1 = be.empty({b1 - b0, 1}, stateCategory);
-                    Tensor v1 = be.empty({b1 - b0, 1}, stateCategory);
-                    // With a master shard the update starts from the fp32 master, not the rounded values.
-                    be.copyRows(bk.master.defined() ? bk.master : bk.valueShard, b0 - lo, val);
-                    be.copyRows(bk.gradShard, b0 - lo, grad);
-                    be.copyRows(bk.m, b0 - lo, m1);
-                    be.copyRows(bk.v, b0 - lo, v1);
-                    be.adamw(val, grad, m1, v1, hyper.learningRate, hyper.beta1, hyper.beta2, hyper.eps, wd, adamStep);
-                    if (bk.master.defined()) be.copyRowsInto(val, bk.master, b0 - lo);
-                    be.copyRowsInto(val, bk.valueShard, b0 - lo); // rounded to bf16 in mixed precision
-                    be.copyRowsInto(m1, bk.m, b0 - lo);
-                    be.copyRowsInto(v1, bk.v, b0 - lo);
+            // This rank's shard, updated element-wise in place, parameter by parameter over the pieces it covers
+            // (weight decay only on matrices): the values are the full values' own elements under ZeRO-1/2, the
+            // value shard under ZeRO-3, or the fp32 master shard in mixed precision (then rounded into the
+            // values); the gradients are the full gradients' own elements under ZeRO-1, the shard above.
+            const bool zero1 = ctx.plan.zeroStage == 1, zero3 = ctx.plan.zeroStage >= 3;
+            forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
+                const double wd = isVector(p) ? 0.0 : hyper.weightDecay;
+                Tensor values = zero3 ? elementRange(bk.valueShard, inShard, length)
+                                      : elementRange(param(p).value, inParam, length);
+                Tensor grad = zero1 ? elementRange(param(p).grad, inParam, length)
+                                    : elementRange(bk.gradShard, inShard, length);
+                Tensor m1 = elementRange(bk.m, inShard, length), v1 = elementRange(bk.v, inShard, length);
+                if (clip < 1.0) be.scale(grad, clip);
+                if (bk.master.defined()) {
+                    Tensor master = elementRange(bk.master, inShard, length);
+                    be.adamw(master, grad, m1, v1, hyper.learningRate, hyper.beta1, hyper.beta2, hyper.eps, wd, adamStep);
+                    be.copy(master, values); // rounded to bf16
+                } else {
+                    be.adamw(values, grad, m1, v1, hyper.learningRate, hyper.beta1, hyper.beta2, hyper.eps, wd, adamStep);
                 }
-                at += n;
-            }
-            be.fill(bk.gradShard, 0.0);
+            });
+            if (!zero1) be.fill(bk.gradShard, 0.0);
             for (int p : bk.params)
                 if (param(p).grad.defined()) be.fill(param(p).grad, 0.0);
         }
@@ -653,8 +669,11 @@ StepStats Trainer::step(int stepIndex) {
                     // The embedding's own bucket has the same layout on both stages: sum the reduced shards.
                     const auto& eb = m.embeddingBucket;
                     Bucket& bk = m.buckets.at({eb[0], eb[1]}).at(static_cast<size_t>(eb[2]));
-                    rec.bytes = static_cast<double>(bk.gradShard.numel() * elementBytes(bk.gradShard.type()));
-                    m.ctx.comm->allReduce(bk.gradShard, m.ctx.embedding);
+                    // Under ZeRO-1 the reduced shard lives in the full gradients: sum a copy, write it back.
+                    Tensor shard = plan.zeroStage == 1 ? m.readShard(bk, false) : bk.gradShard;
+                    rec.bytes = static_cast<double>(shard.numel() * elementBytes(shard.type()));
+                    m.ctx.comm->allReduce(shard, m.ctx.embedding);
+                    if (plan.zeroStage == 1) m.writeShard(bk, shard, false);
                 }
             } else {
                 throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": unknown collective " + a.name);
@@ -755,8 +774,10 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
 //   is in the fingerprint, so both sides agree on every tensor's type).
 // The tensors, in order: every parameter's value ("param.<i>.<name>"; not under ZeRO-3, where only the
 // shards persist); under ZeRO-0 each parameter's Adam moments ("adam_m.<i>", "adam_v.<i>"); under ZeRO >= 1
-// each bucket's "bucket.<chunk>.<j>.<k>.{m,v,value_shard}" (j: the schedule's bucket, or the unit under ZeRO-3),
-// and in mixed precision its fp32 master shard "bucket.<chunk>.<j>.<k>.master" after them.
+// each bucket's "bucket.<chunk>.<j>.<k>.{m,v}" and under ZeRO-3 its "...value_shard" (j: the schedule's bucket,
+// or the unit under ZeRO-3), and in mixed precision its fp32 master shard "bucket.<chunk>.<j>.<k>.master" after
+// them. Checkpoints written before the ZeRO-1/2 value shard became transient also hold a "...value_shard" under
+// ZeRO-1/2 (a copy of the parameters' values): loading reads and ignores it.
 // Gradients (and ZeRO gradient shards) are zero between steps: saving checks that and stores none of them.
 // dir/step-<N>/manifest.json, written by rank 0 once every shard is on disk, marks the checkpoint complete.
 namespace {
@@ -1061,7 +1082,7 @@ std::vector<std::pair<std::string, Tensor*>> stateTensors(GptModel& gpt, int zer
                     "bucket." + std::to_string(key.first) + "." + std::to_string(key.second) + "." + std::to_string(k) + ".";
                 out.emplace_back(prefix + "m", &list[k].m);
                 out.emplace_back(prefix + "v", &list[k].v);
-                out.emplace_back(prefix + "value_shard", &list[k].valueShard);
+                if (zeroStage >= 3) out.emplace_back(prefix + "value_shard", &list[k].valueShard);
                 if (list[k].master.defined()) out.emplace_back(prefix + "master", &list[k].master);
             }
     }
@@ -1250,18 +1271,30 @@ int Trainer::loadCheckpoint(const std::string& dir) {
         if (adamStep < 0) r.fail("negative Adam step " + std::to_string(adamStep));
         if (const std::string name = r.str(); name != m.model.name)
             r.fail("it holds model \"" + name + "\", this run trains \"" + m.model.name + "\"");
-        if (const uint64_t n = r.u64(); n != tensors.size())
-            r.fail("it holds " + std::to_string(n) + " tensors, this rank has " + std::to_string(tensors.size()));
+        const uint64_t count = r.u64();
         values.resize(tensors.size());
-        for (size_t i = 0; i < tensors.size(); ++i) {
+        size_t i = 0; // the next expected tensor
+        for (uint64_t k = 0; k < count; ++k) {
             const std::string name = r.str();
-            if (name != tensors[i].first) r.fail("tensor " + std::to_string(i) + " is \"" + name + "\", expected \"" + tensors[i].first + "\"");
+            const bool legacyValueShard = m.ctx.plan.zeroStage < 3 && name.size() > 12 &&
+                                          name.compare(name.size() - 12, 12, ".value_shard") == 0;
+            if (legacyValueShard && (i == tensors.size() || name != tensors[i].first)) {
+                (void)readValues(r, r.u64(), m.be.elementTypeFor(MemoryCategory::Buffers)); // see the format note
+                continue;
+            }
+            if (i == tensors.size())
+                r.fail("it holds " + std::to_string(count) + " tensors, more than the " + std::to_string(tensors.size()) +
+                       " this rank has");
+            if (name != tensors[i].first) r.fail("tensor " + std::to_string(k) + " is \"" + name + "\", expected \"" + tensors[i].first + "\"");
             const uint64_t n = r.u64();
             if (n != static_cast<uint64_t>(tensors[i].second->numel()))
                 r.fail("\"" + name + "\" has " + std::to_string(n) + " values, expected " +
                        std::to_string(tensors[i].second->numel()));
             values[i] = readValues(r, n, tensors[i].second->type());
+            ++i;
         }
+        if (i != tensors.size())
+            r.fail("it holds " + std::to_string(i) + " of the " + std::to_string(tensors.size()) + " tensors this rank has");
         if (!r.atEnd()) r.fail("it has bytes after its last tensor");
     }, [&](const std::vector<int>& ranks) {
         std::string files;

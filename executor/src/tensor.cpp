@@ -58,7 +58,10 @@ void MemoryStats::allocate(MemoryCategory c, int64_t bytes) {
     cur += bytes;
     peakBytes[static_cast<size_t>(c)] = std::max(peakBytes[static_cast<size_t>(c)], cur);
     currentTotalBytes += bytes;
-    peakTotalBytes = std::max(peakTotalBytes, currentTotalBytes);
+    if (currentTotalBytes > peakTotalBytes) {
+        peakTotalBytes = currentTotalBytes;
+        atPeakBytes = currentBytes;
+    }
 }
 
 void MemoryStats::release(MemoryCategory c, int64_t bytes) {
@@ -111,6 +114,7 @@ Tensor Backend::zeros(std::vector<int64_t> shape, MemoryCategory category) {
 void Backend::resetPeaks() {
     memory_.peakBytes = memory_.currentBytes;
     memory_.peakTotalBytes = memory_.currentTotalBytes;
+    memory_.atPeakBytes = memory_.currentBytes;
 }
 
 void Backend::release(void* p, int64_t bytes, MemoryCategory c) {

@@ -73,12 +73,16 @@ std::string lossesBefore(const std::filesystem::path& path, int step, int& missi
 }
 
 nlohmann::json memoryJson(int rank, int stage, const tessel::exec::MemoryStats& m) {
-    nlohmann::json peak = nlohmann::json::object();
-    for (int c = 0; c < tessel::exec::kMemoryCategories; ++c)
-        peak[tessel::exec::toString(static_cast<tessel::exec::MemoryCategory>(c)) + "_bytes"] = m.peakBytes[static_cast<size_t>(c)];
+    nlohmann::json peak = nlohmann::json::object(), atPeak = nlohmann::json::object();
+    for (int c = 0; c < tessel::exec::kMemoryCategories; ++c) {
+        const std::string key = tessel::exec::toString(static_cast<tessel::exec::MemoryCategory>(c)) + "_bytes";
+        peak[key] = m.peakBytes[static_cast<size_t>(c)];
+        atPeak[key] = m.atPeakBytes[static_cast<size_t>(c)];
+    }
     return {{"rank", rank},
             {"stage", stage},
             {"peak_bytes", peak},
+            {"at_peak_total_bytes", atPeak},
             {"peak_total_bytes", m.peakTotalBytes},
             {"process_peak_resident_bytes", tessel::exec::processPeakResidentBytes()}};
 }

@@ -207,8 +207,13 @@ void MeasuredRun::setMemory(const nlohmann::json& memory, const std::string& sou
         m.peakBytes = *total;
         if (e.contains("process_peak_resident_bytes") && e["process_peak_resident_bytes"].is_number())
             m.processPeakBytes = e["process_peak_resident_bytes"].get<double>();
-        // Per category: the executor nests them under peak_bytes; flat "*_bytes" keys are read otherwise.
-        const nlohmann::json& parts = e.contains("peak_bytes") && e["peak_bytes"].is_object() ? e["peak_bytes"] : e;
+        // Per category: what each held when the total peaked (at_peak_total_bytes), which is what the model's
+        // categories add up to; else each category's own peak (peak_bytes, older runs; categories that peak at
+        // other moments, such as buffers in the optimizer step, then read high); else flat "*_bytes" keys.
+        const nlohmann::json& parts = e.contains("at_peak_total_bytes") && e["at_peak_total_bytes"].is_object()
+                                          ? e["at_peak_total_bytes"]
+                                      : e.contains("peak_bytes") && e["peak_bytes"].is_object() ? e["peak_bytes"]
+                                                                                                 : e;
         for (auto it = parts.begin(); it != parts.end(); ++it)
             if (const auto cat = measuredCategory(it.key()); cat && it->is_number()) m.categoryPeakBytes[*cat] += it->get<double>();
         // Several ranks of one stage: the stage needs as much as its hungriest rank.

@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 
@@ -348,6 +351,85 @@ TEST(Checkpoint, APlanMismatchIsAnInputErrorNamingTheDifference) {
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("ffn_hidden=256"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("ffn_hidden=512"), std::string::npos) << e.what();
+    }
+}
+
+// Rewrites a checkpoint shard in the layout written before the ZeRO-1/2 value shard became transient: after
+// each bucket's "...v" a "...value_shard" of as many values (a copy of v's bytes: the loader must ignore them).
+// Updates the manifest's byte count and FNV-1a 64 checksum (Fowler-Noll-Vo, 64-bit offset basis and prime).
+void addLegacyValueShards(const fs::path& stepDir, int rank) {
+    const fs::path file = stepDir / ("rank-" + std::to_string(rank) + ".bin");
+    std::string in;
+    {
+        std::ifstream f(file, std::ios::binary);
+        in.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    size_t at = 0;
+    auto take = [&](size_t n) { std::string s = in.substr(at, n); at += n; return s; };
+    auto u32 = [](const std::string& b) { uint32_t v; std::memcpy(&v, b.data(), 4); return v; };
+    auto u64 = [](const std::string& b) { uint64_t v; std::memcpy(&v, b.data(), 8); return v; };
+    std::string out = take(8 + 4 * 4); // magic, version, rank, world, width
+    const uint32_t width = u32(out.substr(out.size() - 4));
+    out += take(8 + 8 + 8);            // fingerprint, step, Adam step
+    const std::string nameLength = take(4);
+    out += nameLength + take(u32(nameLength));
+    const uint64_t count = u64(take(8));
+    std::string body;
+    uint64_t added = 0;
+    for (uint64_t k = 0; k < count; ++k) {
+        const std::string length = take(4);
+        const std::string name = take(u32(length));
+        const std::string n = take(8);
+        const std::string values = take(u64(n) * width);
+        body += length + name + n + values;
+        if (name.size() > 2 && name.compare(name.size() - 2, 2, ".v") == 0 && name.rfind("bucket.", 0) == 0) {
+            const std::string legacy = name.substr(0, name.size() - 1) + "value_shard";
+            const uint32_t legacyLength = static_cast<uint32_t>(legacy.size());
+            body += std::string(reinterpret_cast<const char*>(&legacyLength), 4) + legacy + n + values;
+            ++added;
+        }
+    }
+    ASSERT_EQ(at, in.size());
+    ASSERT_GT(added, 0u);
+    const uint64_t total = count + added;
+    out += std::string(reinterpret_cast<const char*>(&total), 8) + body;
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << out;
+    uint64_t hash = 14695981039346656037ull;
+    for (unsigned char c : out) hash = (hash ^ c) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    nlohmann::json man;
+    {
+        std::ifstream f(stepDir / "manifest.json");
+        man = nlohmann::json::parse(f);
+    }
+    for (auto& f : man["files"])
+        if (f["rank"] == rank) {
+            f["bytes"] = out.size();
+            f["fnv1a64"] = std::string(hex);
+        }
+    std::ofstream(stepDir / "manifest.json", std::ios::trunc) << man.dump(2);
+}
+
+// Checkpoints of ZeRO-1/2 runs written before the value shard became a transient send buffer held a copy of
+// every bucket's values as "...value_shard": they still resume, bitwise equal to an uninterrupted run.
+TEST(Checkpoint, ALegacyZeroValueShardIsReadAndIgnored) {
+    const ModelConfig model = tinyModel();
+    for (int z : {1, 2}) {
+        Plan plan = basePlan();
+        plan.dp = 2;
+        plan.zeroStage = z;
+        CheckpointDir dir;
+        const std::string sub = dir.str() + "/zero" + std::to_string(z);
+        const Segment whole = runSegment(model, plan, sub + "/whole", false, 3, {});
+        ASSERT_FALSE(whole.failed()) << errorsOf(whole);
+        ASSERT_FALSE(runSegment(model, plan, sub + "/split", false, 1, {1}).failed());
+        for (int r = 0; r < 2; ++r) addLegacyValueShards(fs::path(sub) / "split" / "step-1", r);
+        const Segment after = runSegment(model, plan, sub + "/split", true, 3, {});
+        ASSERT_FALSE(after.failed()) << "ZeRO-" << z << ": " << errorsOf(after);
+        EXPECT_EQ(after.first, 1);
+        EXPECT_EQ(after.losses, std::vector<double>(whole.losses.begin() + 1, whole.losses.end())) << "ZeRO-" << z;
+        EXPECT_EQ(after.params, whole.params) << "ZeRO-" << z;
     }
 }
 

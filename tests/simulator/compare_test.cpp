@@ -271,6 +271,18 @@ TEST(CompareMemory, PerCategoryAgainstTheHungriestRankWithoutReserved) {
         EXPECT_EQ(e.problems()[0].where, "mem.json#/ranks/0");
     }
     EXPECT_THROW(run.setMemory(nlohmann::json::array()), InputError);
+    // A run that recorded what each category held when the total peaked is compared on that, not on each
+    // category's own peak (buffers peak in the optimizer step, after the activations are gone).
+    nlohmann::json atPeak = nlohmann::json::array();
+    atPeak.push_back({{"rank", 0}, {"stage", 0}, {"peak_total_bytes", 1000},
+                      {"peak_bytes", {{"weights_bytes", 100}, {"grads_bytes", 100}, {"optimizer_bytes", 200},
+                                      {"activations_bytes", 400}, {"buffers_bytes", 600}}},
+                      {"at_peak_total_bytes", {{"weights_bytes", 100}, {"grads_bytes", 100}, {"optimizer_bytes", 200},
+                                               {"activations_bytes", 400}, {"buffers_bytes", 200}}}});
+    run.setMemory({{"schema_version", 1}, {"ranks", atPeak}});
+    const RunComparison c2 = compareRun(p, run);
+    for (const auto& x : c2.memory[0].categories)
+        EXPECT_NEAR(*x.error(), 0.0, 1e-12) << x.category; // 200 buffers at the peak, not their own 600 peak
 }
 
 sim::PlanSimulation tinySimulation() {

@@ -27,6 +27,7 @@ uint16_t narrowToBf16(float f);
 struct MemoryStats {
     std::array<int64_t, kMemoryCategories> currentBytes{};
     std::array<int64_t, kMemoryCategories> peakBytes{};
+    std::array<int64_t, kMemoryCategories> atPeakBytes{}; // per category at the moment of peakTotalBytes
     int64_t currentTotalBytes = 0;
     int64_t peakTotalBytes = 0;
     void allocate(MemoryCategory c, int64_t bytes);

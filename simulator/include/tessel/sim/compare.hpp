@@ -50,7 +50,9 @@ struct MeasuredMemory {
     int rank = -1;              // -1 when the file gives a stage rather than a rank
     int stage = 0;
     double peakBytes = 0.0;     // the peak of the total, not the sum of the per-category peaks
-    std::map<std::string, double> categoryPeakBytes;   // keys from memoryCategories(), where the file says
+    // Keys from memoryCategories(), where the file says: at the total's peak (at_peak_total_bytes) when the
+    // run recorded it, else each category's own peak.
+    std::map<std::string, double> categoryPeakBytes;
     // The process's peak resident set (process_peak_resident_bytes), where the run recorded it: everything
     // the rank held, runtime and allocator slack included, so it is set against the predicted total.
     std::optional<double> processPeakBytes;
@@ -62,7 +64,7 @@ public:
     // counted; a document that is not a trace throws InputError naming `source#/traceEvents`.
     static MeasuredRun fromTrace(const nlohmann::json& trace, const std::string& source = "trace");
     // Accepts the shapes a run may write: {"ranks": [{"rank", "stage", "peak_total_bytes", "peak_bytes":
-    // {"weights_bytes", ...}}]} as the executor writes it; {"stages": [...]} or {"memory": {"stages": [...]}}
+    // {"weights_bytes", ...}, "at_peak_total_bytes": {...}}]} as the executor writes it; {"stages": [...]} or {"memory": {"stages": [...]}}
     // with "stage" and one of "peak_bytes", "measured_bytes", "total_bytes" (and per-category "*_bytes").
     // Throws InputError listing every entry it cannot read.
     void setMemory(const nlohmann::json& memory, const std::string& source = "memory");
