@@ -85,6 +85,7 @@ struct Trainer::Impl : ParameterResidency {
     // element and the embedding-gradient all-reduce can sum them under any ZeRO stage.
     std::map<std::pair<int, int>, std::vector<Bucket>> buckets;
     std::map<int, std::pair<Tensor, Tensor>> moments;       // ZeRO-0: parameter -> (m, v)
+    std::map<int, Tensor> masters;                          // ZeRO-0 in mixed precision: parameter -> fp32 master
     int64_t adamStep = 0;
     Clock::time_point runStart = Clock::now(); // records are timed from here, so steps follow each other
     // A device-timed backend's region starts count from its first region; that region's launch, on the host
@@ -203,6 +204,13 @@ struct Trainer::Impl : ParameterResidency {
                 const Tensor& value = gpt.parameters()[i].value;
                 moments.emplace(static_cast<int>(i), std::make_pair(be.zeros(value.shape(), MemoryCategory::Optimizer),
                                                                      be.zeros(value.shape(), MemoryCategory::Optimizer)));
+                // Mixed precision: the fp32 master of every parameter, kept here (not inside the backend) so
+                // that checkpoints hold it, as the ZeRO >= 1 master shards above; counted under Optimizer.
+                if (mixedPrecision()) {
+                    Tensor master = be.empty(value.shape(), MemoryCategory::Optimizer);
+                    be.copy(value, master);
+                    masters.emplace(static_cast<int>(i), std::move(master));
+                }
             }
         }
     }
@@ -497,8 +505,14 @@ struct Trainer::Impl : ParameterResidency {
                 Parameter& p = param(i);
                 if (clip < 1.0) be.scale(p.grad, clip);
                 const double wd = isVector(i) ? 0.0 : hyper.weightDecay; // no decay on vectors
-                be.adamw(p.value, p.grad, mv.first, mv.second, hyper.learningRate, hyper.beta1, hyper.beta2, hyper.eps,
-                         wd, adamStep);
+                if (auto master = masters.find(i); master != masters.end()) {
+                    be.adamw(master->second, p.grad, mv.first, mv.second, hyper.learningRate, hyper.beta1, hyper.beta2,
+                             hyper.eps, wd, adamStep);
+                    be.copy(master->second, p.value); // rounded to bf16
+                } else {
+                    be.adamw(p.value, p.grad, mv.first, mv.second, hyper.learningRate, hyper.beta1, hyper.beta2,
+                             hyper.eps, wd, adamStep);
+                }
                 be.fill(p.grad, 0.0);
             }
             return norm;
@@ -773,7 +787,8 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
 //   width (in mixed precision the bf16 values and the fp32 moments and master shards differ; the element type
 //   is in the fingerprint, so both sides agree on every tensor's type).
 // The tensors, in order: every parameter's value ("param.<i>.<name>"; not under ZeRO-3, where only the
-// shards persist); under ZeRO-0 each parameter's Adam moments ("adam_m.<i>", "adam_v.<i>"); under ZeRO >= 1
+// shards persist); under ZeRO-0 each parameter's Adam moments ("adam_m.<i>", "adam_v.<i>", and in mixed
+// precision its fp32 master "master.<i>" after them); under ZeRO >= 1
 // each bucket's "bucket.<chunk>.<j>.<k>.{m,v}" and under ZeRO-3 its "...value_shard" (j: the schedule's bucket,
 // or the unit under ZeRO-3), and in mixed precision its fp32 master shard "bucket.<chunk>.<j>.<k>.master" after
 // them. Checkpoints written before the ZeRO-1/2 value shard became transient also hold a "...value_shard" under
@@ -1064,6 +1079,7 @@ namespace {
 // Every tensor of one rank's training state that a checkpoint holds, in file order, with its name.
 std::vector<std::pair<std::string, Tensor*>> stateTensors(GptModel& gpt, int zeroStage,
                                                           std::map<int, std::pair<Tensor, Tensor>>& moments,
+                                                          std::map<int, Tensor>& masters,
                                                           std::map<std::pair<int, int>, std::vector<Bucket>>& buckets) {
     std::vector<std::pair<std::string, Tensor*>> out;
     auto& params = gpt.parameters();
@@ -1074,6 +1090,7 @@ std::vector<std::pair<std::string, Tensor*>> stateTensors(GptModel& gpt, int zer
         for (auto& [i, mv] : moments) {
             out.emplace_back("adam_m." + std::to_string(i), &mv.first);
             out.emplace_back("adam_v." + std::to_string(i), &mv.second);
+            if (auto it = masters.find(i); it != masters.end()) out.emplace_back("master." + std::to_string(i), &it->second);
         }
     } else {
         for (auto& [key, list] : buckets)
@@ -1168,7 +1185,7 @@ void Trainer::saveCheckpoint(const std::string& dir, int nextStep) {
         w.i64(nextStep);
         w.i64(m.adamStep);
         w.str(m.model.name);
-        const auto tensors = stateTensors(m.gpt, m.ctx.plan.zeroStage, m.moments, m.buckets);
+        const auto tensors = stateTensors(m.gpt, m.ctx.plan.zeroStage, m.moments, m.masters, m.buckets);
         w.u64(tensors.size());
         for (const auto& [name, t] : tensors) {
             w.str(name);
@@ -1222,7 +1239,7 @@ int Trainer::loadCheckpoint(const std::string& dir) {
     if (step < 0)
         throw InputError(dir, "no complete checkpoint here (a step-<N> folder holding manifest.json) to resume from");
     const fs::path stepDir = checkpointStepDir(dir, step);
-    const auto tensors = stateTensors(m.gpt, m.ctx.plan.zeroStage, m.moments, m.buckets);
+    const auto tensors = stateTensors(m.gpt, m.ctx.plan.zeroStage, m.moments, m.masters, m.buckets);
     std::vector<std::vector<double>> values;
     int64_t adamStep = 0;
     // Every rank verifies and parses its shard before any rank restores anything.

@@ -9,11 +9,25 @@
 
 #include "tessel/cost/memory.hpp"
 
+#include <algorithm>
+#include <filesystem>
+
+#include <unistd.h>
+
 namespace tessel::exec {
 namespace {
 
-// Runs `plan` on world-size threads, each with its own CUDA backend on device 0 and a staged comm.
-test::RunResult runOnGpu(const ModelConfig& model, const Plan& plan, int steps, CudaPrecision precision) {
+// Checkpointing of a run: resume from the newest checkpoint under `dir` first, save after the steps in saveAt.
+struct Checkpointing {
+    std::string dir;
+    bool resume = false;
+    std::vector<int> saveAt;
+};
+
+// Runs `plan` on world-size threads, each with its own CUDA backend on device 0 and a staged comm, up to step
+// `steps` (from 0, or from the checkpoint it resumed); `losses` holds the steps it ran.
+test::RunResult runOnGpu(const ModelConfig& model, const Plan& plan, int steps, CudaPrecision precision,
+                         const Checkpointing& ck = {}) {
     const int world = plan.worldSize();
     auto w = makeInProcessWorld(world);
     test::RunResult result;
@@ -34,7 +48,11 @@ test::RunResult runOnGpu(const ModelConfig& model, const Plan& plan, int steps, 
                 Trainer trainer(model, ctx, *backend, hyper,
                                 textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
                 std::vector<double> losses;
-                for (int s = 0; s < steps; ++s) losses.push_back(trainer.step(s).loss);
+                for (int s = ck.resume ? trainer.loadCheckpoint(ck.dir) : 0; s < steps; ++s) {
+                    losses.push_back(trainer.step(s).loss);
+                    if (std::find(ck.saveAt.begin(), ck.saveAt.end(), s + 1) != ck.saveAt.end())
+                        trainer.saveCheckpoint(ck.dir, s + 1);
+                }
                 backend->synchronize();
                 std::lock_guard<std::mutex> lock(mu);
                 if (r == 0) result.losses = losses;
@@ -110,6 +128,33 @@ TEST(GpuTraining, PeakMemoryWithinFivePercentOfTheMixedRecipe) {
                 EXPECT_LT(std::abs(err), 0.05) << "pp" << pp << " rank " << r << " " << row.name;
             }
         }
+    }
+}
+
+// Mixed precision keeps fp32 masters (ZeRO-0: per parameter, ZeRO >= 1: per shard) and checkpoints hold them:
+// a run stopped after step 2 and resumed gives bitwise the losses of an uninterrupted run. Without the masters
+// in the checkpoint the resumed run would restart them from the bf16 values and drift by sub-ulp updates.
+TEST(GpuTraining, MixedPrecisionResumeIsBitwiseEqual) {
+    TESSEL_REQUIRE_GPU();
+    const ModelConfig model = test::tinyModel();
+    for (int zero : {0, 1}) {
+        Plan plan = withPrecision(test::basePlan(), CudaPrecision::Mixed);
+        if (zero > 0) {
+            plan.dp = 2;
+            plan.zeroStage = zero;
+        }
+        const std::string dir = (std::filesystem::temp_directory_path() /
+                                 ("tessel-gpu-resume-" + std::to_string(::getpid()) + "-zero" + std::to_string(zero)))
+                                    .string();
+        std::filesystem::remove_all(dir);
+        const test::RunResult whole = runOnGpu(model, plan, 4, CudaPrecision::Mixed);
+        const test::RunResult before = runOnGpu(model, plan, 2, CudaPrecision::Mixed, {dir, false, {2}});
+        const test::RunResult after = runOnGpu(model, plan, 4, CudaPrecision::Mixed, {dir, true, {}});
+        std::filesystem::remove_all(dir);
+        ASSERT_EQ(whole.losses.size(), 4u);
+        ASSERT_EQ(after.losses.size(), 2u) << "ZeRO-" << zero;
+        EXPECT_EQ(before.losses, std::vector<double>(whole.losses.begin(), whole.losses.begin() + 2)) << "ZeRO-" << zero;
+        EXPECT_EQ(after.losses, std::vector<double>(whole.losses.begin() + 2, whole.losses.end())) << "ZeRO-" << zero;
     }
 }
 
