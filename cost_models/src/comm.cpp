@@ -119,6 +119,14 @@ double expectedMaxOfNormals(int n) {
     return e;
 }
 
+double expectedMaxExcess(double gapSeconds, double spreadSeconds) {
+    if (!(spreadSeconds > 0.0)) return 0.0;
+    const double z = std::abs(gapSeconds) / spreadSeconds;
+    const double pdf = 0.3989422804014327 * std::exp(-0.5 * z * z); // phi(z)
+    const double tail = 0.5 * std::erfc(z / std::sqrt(2.0));        // Phi(-z)
+    return spreadSeconds * (pdf - z * tail);
+}
+
 double latencySteps(Primitive p, int n, CommAlgorithm algorithm) {
     if (n <= 1) return 0.0;
     const double ring = n - 1.0;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 
 namespace tessel::sim {
@@ -118,6 +119,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
 
     CostTable table;
     table.serialStreams = !cluster.gpu.overlapsCommunication;
+    table.syncJitterFraction = jitter;
     table.perAction.resize(schedule.stages.size());
     for (size_t s = 0; s < schedule.stages.size(); ++s) {
         const auto& acts = schedule.stages[s].actions;
@@ -160,9 +162,16 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 c.flops = optimizer.flops;
                 break;
             case ActionKind::SendActivation:
-            case ActionKind::RecvActivation: c.computeSeconds = p2pActivation; break;
+            case ActionKind::RecvActivation:
             case ActionKind::SendGrad:
-            case ActionKind::RecvGrad: c.computeSeconds = p2pGrad; break;
+            case ActionKind::RecvGrad: {
+                const bool activation = a.kind == ActionKind::SendActivation || a.kind == ActionKind::RecvActivation;
+                c.computeSeconds = activation ? p2pActivation : p2pGrad;
+                auto& work = workSinceSync.at(static_cast<size_t>(GroupKind::PpPair));
+                c.syncWorkSeconds = work; // the receive's wait is added by simulate (both sides' spreads)
+                work = 0.0;
+                break;
+            }
             case ActionKind::Collective: {
                 const auto [seconds, ranks] = collectiveSeconds(a);
                 c.computeSeconds = seconds;
@@ -270,7 +279,20 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
         start[n] = begin;
         end[n] = begin + costs.perAction[static_cast<size_t>(s)][i].seconds;
         const bool recv = a.kind == ActionKind::RecvActivation || a.kind == ActionKind::RecvGrad;
-        if (recv && !a.deps.empty()) end[n] = std::max(end[n], end[id(a.deps.front().stage, a.deps.front().index)]);
+        if (recv && !a.deps.empty()) {
+            // The receive ends when both the data and the receiver are there. With jittered work on both sides
+            // (σ W each, FORMULAS.md §6) that is the expected maximum of the two arrivals: the receiver's (its
+            // stream free, plus the transfer) and the data's (the send's end), s² = (σ W_recv)² + (σ W_send)².
+            const size_t sendId = id(a.deps.front().stage, a.deps.front().index);
+            const double streamFree = streamPrev[n] >= 0 ? end[static_cast<size_t>(streamPrev[n])] : 0.0;
+            const double own = streamFree + costs.perAction[static_cast<size_t>(s)][i].seconds, arrival = end[sendId];
+            end[n] = std::max(end[n], arrival);
+            const ActionCost& sendCost =
+                costs.perAction[static_cast<size_t>(a.deps.front().stage)][static_cast<size_t>(a.deps.front().index)];
+            end[n] += expectedMaxExcess(own - arrival,
+                                        costs.syncJitterFraction * std::hypot(costs.perAction[static_cast<size_t>(s)][i].syncWorkSeconds,
+                                                                              sendCost.syncWorkSeconds));
+        }
         t.perAction[static_cast<size_t>(s)][i] = {start[n], end[n]};
         t.stepSeconds = std::max(t.stepSeconds, end[n]);
         for (size_t e = edgeCount[n]; e < edgeCount[n + 1]; ++e)

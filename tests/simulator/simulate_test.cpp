@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <stdexcept>
+
 namespace tessel::sim {
 namespace {
 
@@ -174,6 +177,48 @@ TEST(Simulation, SynchronisationWaitsAndCommunicationScaleByHand) {
     const Timeline t0 = simulate(schedule, plain), t = simulate(schedule, costs);
     EXPECT_GT(t.stepSeconds, t0.stepSeconds);
     for (const auto& b : t.perStage) EXPECT_NEAR(b.total(), t.stepSeconds, 1e-9 * t.stepSeconds);
+}
+
+// A pipeline receive with jittered work on both sides (FORMULAS.md §6) ends at the expected maximum of the two
+// arrivals, the receiver's (its stream free + the transfer) and the data's (the send's end). pp 2, one
+// micro-batch, F = 1, B = 2: step 6 without waits.
+TEST(Simulation, PipelineReceiveWaitsForTheLaterOfTwoJitteredArrivals) {
+    const ActionSchedule s = pipeline(2, 1, Schedule::OneFOneB);
+    auto find = [&](int stage, ActionKind kind) {
+        const auto& acts = s.stages[static_cast<size_t>(stage)].actions;
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (acts[i].kind == kind) return i;
+        throw std::runtime_error("no such action");
+    };
+    const size_t recv = find(1, ActionKind::RecvActivation), send = find(0, ActionKind::SendActivation);
+    CostTable costs = uniformCosts(s);
+    EXPECT_NEAR(simulate(s, costs).stepSeconds, 6.0, 1e-12);
+    costs.syncJitterFraction = 0.1;
+    costs.perAction[1][recv].syncWorkSeconds = 1.0;
+    costs.perAction[0][send].syncWorkSeconds = 1.0;
+    // Stage 1 is ready at 0, the activation arrives at 1: 7 spreads apart (s = 0.1 sqrt 2), nothing to add.
+    EXPECT_NEAR(simulate(s, costs).stepSeconds, 6.0, 1e-9);
+    // A 1 s receive: the receiver's side arrives at 0 + 1, the data at 1. Both at once: the receive (1 to 2)
+    // ends s / sqrt(2 pi) later, and everything after it on both stages moves by as much.
+    costs.perAction[1][recv].seconds = 1.0;
+    CostTable calm = costs;
+    calm.syncJitterFraction = 0.0;
+    EXPECT_NEAR(simulate(s, calm).stepSeconds, 7.0, 1e-12);
+    const double wait = 0.1 * std::sqrt(2.0) / std::sqrt(2.0 * 3.14159265358979323846);
+    const Timeline t = simulate(s, costs);
+    EXPECT_NEAR(t.perAction[1][recv].endSeconds, 2.0 + wait, 1e-12);
+    EXPECT_NEAR(t.stepSeconds, 7.0 + wait, 1e-12);
+    for (const auto& b : t.perStage) EXPECT_NEAR(b.total(), t.stepSeconds, 1e-12);
+    // costSchedule gives each transfer the stage's compute since its previous transfer, and the table σ.
+    const ModelConfig model = test::megatronStyleModel(48, 256, 4, 1000, 128);
+    ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    cluster.gpu.syncJitterFraction = 0.1;
+    const CostTable real = costSchedule(s, model, cluster);
+    EXPECT_EQ(real.syncJitterFraction, 0.1);
+    EXPECT_EQ(real.perAction[1][recv].syncWorkSeconds, 0.0); // nothing computed on stage 1 before it
+    EXPECT_NEAR(real.perAction[0][send].syncWorkSeconds, real.perAction[0][find(0, ActionKind::Forward)].computeSeconds,
+                1e-15);
+    EXPECT_EQ(real.perAction[0][send].waitSeconds, 0.0); // transfers carry W; simulate adds the wait
 }
 
 TEST(Simulation, BreakdownSumsToTheStepOverAGridOfRealPlans) {

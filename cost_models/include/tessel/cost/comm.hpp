@@ -27,6 +27,12 @@ double latencySteps(Primitive p, int n, CommAlgorithm algorithm);
 // mean rank (FORMULAS.md §6). Computed by quadrature of n x phi(x) Phi(x)^(n-1) x.
 double expectedMaxOfNormals(int n);
 
+// E[max(X, Y)] - max(E X, E Y) for independent normals whose means are `gapSeconds` apart and whose difference
+// has standard deviation `spreadSeconds` (Clark 1961): s phi(d/s) - d Phi(-d/s), s/sqrt(2 pi) when they
+// coincide, vanishing as the gap grows. How much later a pipeline receive ends than the later of its two
+// sides' expected arrivals (FORMULAS.md §6). 0 when spreadSeconds is 0.
+double expectedMaxExcess(double gapSeconds, double spreadSeconds);
+
 struct CommCost {
     double seconds = 0.0;
     double latencySeconds = 0.0;    // the latency part of `seconds`

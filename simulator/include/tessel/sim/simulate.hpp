@@ -22,7 +22,9 @@ struct ActionCost {
     double cpSeconds = 0.0;
     double epSeconds = 0.0;
     // Waiting for the slowest rank of a synchronising group (FORMULAS.md §6): σ e(n) W, with W the work since
-    // the group's last synchronisation (collectives) or the action's own work (TP/CP/EP inside it).
+    // the group's last synchronisation (collectives) or the action's own work (TP/CP/EP inside it). Pipeline
+    // sends and receives carry W (the stage's compute since its last transfer) with syncGroupSize 1: their
+    // wait depends on both sides' times and is added by `simulate` (CostTable::syncJitterFraction).
     double waitSeconds = 0.0;
     int syncGroupSize = 1;
     double syncWorkSeconds = 0.0;
@@ -34,6 +36,7 @@ struct ActionCost {
 struct CostTable {
     std::vector<std::vector<ActionCost>> perAction;
     bool serialStreams = false;   // the cluster cannot overlap communication with compute (GpuSpec)
+    double syncJitterFraction = 0.0; // σ (GpuSpec::syncJitterFraction), for the pipeline receives' waits
 };
 
 // Costs every action of `schedule` with the cost model (compute roofline, collectives, p2p).
