@@ -4,6 +4,8 @@
 #define EIGEN_DONT_PARALLELIZE
 #include "tessel/exec/cpu_backend.hpp"
 
+#include "backend_checks.hpp"
+
 #include "tessel/cost/errors.hpp"
 
 #include <Eigen/Core>
@@ -30,29 +32,30 @@ constexpr ElementType elementTypeOf<float>() { return ElementType::F32; }
 
 std::string typeName(ElementType t) { return t == ElementType::F64 ? "f64" : "f32"; }
 
-std::string shapeString(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
+using detail::rowWidth;
 
 [[noreturn]] void fail(const char* op, const std::string& message) {
     throw RuntimeError(std::string("cpu backend ") + op + ": " + message);
-}
-
-// Product of all dimensions after the first (the row width of a tensor seen as [dim 0, rest]).
-int64_t rowWidth(const Tensor& t) {
-    int64_t w = 1;
-    for (size_t i = 1; i < t.shape().size(); ++i) w *= t.shape()[i];
-    return w;
 }
 
 // Every loop runs in a fixed order, so results are bitwise reproducible run to run. Element-wise math and
 // reductions are carried in float64 (long double for sumSquares) whatever T is, so float32 differs from
 // float64 by storage rounding and its GEMM only.
 template <typename T>
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public detail::BackendChecks<CpuBackend<T>> {
+    using Checks = detail::BackendChecks<CpuBackend<T>>;
+    using Checks::check;
+    using Checks::checkBias;
+    using Checks::checkShape;
+    using Checks::columnBlock;
+    using Checks::logitShape;
+    using Checks::matrixShape;
+    using Checks::rowBlock;
+    using Checks::rowVector;
+    using Checks::sameNumel;
+
 public:
+    static constexpr const char* kCheckName = "cpu backend";
     using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using MatrixMap = Eigen::Map<Matrix>;
     using ConstMatrixMap = Eigen::Map<const Matrix>;
@@ -141,21 +144,8 @@ public:
     // C = alpha op(A) op(B) + beta C (BLAS xGEMM semantics, row-major; beta == 0 ignores C's contents).
     void gemm(bool transA, bool transB, double alpha, const Tensor& a, const Tensor& b, double beta,
               Tensor& c) override {
-        check("gemm", "a", a);
-        check("gemm", "b", b);
-        check("gemm", "c", c);
-        if (a.shape().size() != 2 || b.shape().size() != 2 || c.shape().size() != 2)
-            fail("gemm", "needs 2-D tensors, got a " + a.shapeString() + ", b " + b.shapeString() + ", c " +
-                             c.shapeString());
         // op(A) [m, k], op(B) [k, n], C [m, n]
-        const int64_t m = transA ? a.dim(1) : a.dim(0);
-        const int64_t k = transA ? a.dim(0) : a.dim(1);
-        const int64_t kb = transB ? b.dim(1) : b.dim(0);
-        const int64_t n = transB ? b.dim(0) : b.dim(1);
-        if (k != kb || c.dim(0) != m || c.dim(1) != n)
-            fail("gemm", std::string("shapes do not match: a ") + a.shapeString() + (transA ? "^T" : "") + ", b " +
-                             b.shapeString() + (transB ? "^T" : "") + ", c " + c.shapeString());
-        if (c.data<T>() == a.data<T>() || c.data<T>() == b.data<T>()) fail("gemm", "c aliases an input");
+        const auto [m, n, k] = Checks::gemmShape(transA, transB, a, b, c);
         ConstMatrixMap ma(a.data<T>(), a.dim(0), a.dim(1));
         ConstMatrixMap mb(b.data<T>(), b.dim(0), b.dim(1));
         MatrixMap mc(c.data<T>(), m, n);
@@ -367,12 +357,7 @@ public:
 
     void rope(Tensor& x, const std::vector<int64_t>& positions, double base, bool inverse) override {
         // x [tokens, heads, d], positions [tokens]
-        check("rope", "x", x);
-        if (x.shape().size() != 3) fail("rope", "x must be [tokens, heads, d], got " + x.shapeString());
-        const int64_t tokens = x.dim(0), heads = x.dim(1), d = x.dim(2);
-        if (d % 2 != 0) fail("rope", "head dim of x " + x.shapeString() + " is odd");
-        if (static_cast<int64_t>(positions.size()) != tokens)
-            fail("rope", std::to_string(positions.size()) + " positions for x " + x.shapeString());
+        const auto [tokens, heads, d] = Checks::ropeShape(x, positions);
         const int64_t half = d / 2;
         T* px = x.data<T>();
         for (int64_t t = 0; t < tokens; ++t) {
@@ -678,75 +663,12 @@ private:
         return s;
     }
 
-    // The tensor exists and holds this backend's element type.
-    void check(const char* op, const char* what, const Tensor& t) const {
-        if (!t.defined()) fail(op, std::string(what) + " is undefined");
+    // The backend computes in one element type (the shared checks of backend_checks.hpp call this).
+    friend class detail::BackendChecks<CpuBackend<T>>;
+    void checkType(const char* op, const char* what, const Tensor& t) const {
         if (t.type() != elementType())
             fail(op, std::string(what) + " is " + typeName(t.type()) + ", the backend computes in " +
                          typeName(elementType()));
-    }
-
-    void checkShape(const char* op, const char* what, const Tensor& t, const std::vector<int64_t>& shape) const {
-        check(op, what, t);
-        if (t.shape() != shape)
-            fail(op, std::string(what) + " has shape " + t.shapeString() + ", expected " + shapeString(shape));
-    }
-
-    // A bias of c values: [c] or [1, c] (a one-row parameter).
-    void checkBias(const char* op, const char* what, const Tensor& t, int64_t c) const {
-        check(op, what, t);
-        if (t.shape() != std::vector<int64_t>{c} && t.shape() != std::vector<int64_t>{1, c})
-            fail(op, std::string(what) + " has shape " + t.shapeString() + ", expected [" + std::to_string(c) +
-                         "] or [1, " + std::to_string(c) + "]");
-    }
-
-    std::pair<int64_t, int64_t> matrixShape(const char* op, const char* what, const Tensor& t) const {
-        check(op, what, t);
-        if (t.shape().size() != 2) fail(op, std::string(what) + " must be 2-D, got " + t.shapeString());
-        return {t.dim(0), t.dim(1)};
-    }
-
-    std::pair<int64_t, int64_t> logitShape(const char* op, const Tensor& logits) const {
-        const auto shape = matrixShape(op, "logits", logits);
-        if (shape.second == 0) fail(op, "logits " + logits.shapeString() + " have no vocabulary columns");
-        return shape;
-    }
-
-    static void rowVector(const char* op, const char* what, const std::vector<double>& values, int64_t n) {
-        if (static_cast<int64_t>(values.size()) != n)
-            fail(op, std::string(what) + " has " + std::to_string(values.size()) + " values for " +
-                         std::to_string(n) + " rows");
-    }
-
-    void sameNumel(const char* op, const Tensor& a, const Tensor& b) const {
-        if (a.numel() != b.numel())
-            fail(op, "sizes differ: " + a.shapeString() + " and " + b.shapeString());
-    }
-
-    // whole [n, w] and block [r, w] (rank >= 1, seen as [dim 0, rest]) with rows [rowBegin, rowBegin + r) in range.
-    void rowBlock(const char* op, const char* wholeName, const Tensor& whole, const char* blockName,
-                  const Tensor& block, int64_t rowBegin) const {
-        check(op, wholeName, whole);
-        check(op, blockName, block);
-        if (whole.shape().empty() || block.shape().empty())
-            fail(op, "needs tensors with rows, got " + whole.shapeString() + " and " + block.shapeString());
-        if (rowWidth(whole) != rowWidth(block))
-            fail(op, "row widths differ: " + whole.shapeString() + " and " + block.shapeString());
-        if (rowBegin < 0 || rowBegin + block.dim(0) > whole.dim(0))
-            fail(op, "rows [" + std::to_string(rowBegin) + ", " + std::to_string(rowBegin + block.dim(0)) +
-                         ") outside " + whole.shapeString());
-    }
-
-    // whole [n, c] and block [n, w] (seen as [dim 0, rest]) with columns [colBegin, colBegin + w) in range.
-    void columnBlock(const char* op, const char* wholeName, const Tensor& whole, const char* blockName,
-                     const Tensor& block, int64_t colBegin) const {
-        check(op, wholeName, whole);
-        check(op, blockName, block);
-        if (whole.shape().empty() || block.shape().empty() || whole.dim(0) != block.dim(0))
-            fail(op, "row counts differ: " + whole.shapeString() + " and " + block.shapeString());
-        if (colBegin < 0 || colBegin + rowWidth(block) > rowWidth(whole))
-            fail(op, "columns [" + std::to_string(colBegin) + ", " + std::to_string(colBegin + rowWidth(block)) +
-                         ") outside " + whole.shapeString());
     }
 
     // Row of `token` in a vocab shard [vocabBegin, vocabBegin + vocabLocal), or -1 when another shard holds it.

@@ -13,6 +13,8 @@
 #include "kernels.cuh"
 #include "launch_plan.hpp"
 
+#include "../../src/backend_checks.hpp"
+
 #include "../../comm/nccl/staged_comm.hpp"
 
 #include "tessel/cost/errors.hpp"
@@ -47,23 +49,12 @@ void checkLt(cublasStatus_t s, const std::string& what) {
         throw DeviceError("cuda backend: " + what + ": cuBLASLt status " + std::to_string(static_cast<int>(s)));
 }
 
-[[noreturn]] void fail(const char* op, const std::string& message) {
-    throw RuntimeError(std::string("cuda backend ") + op + ": " + message);
-}
 
 std::string typeName(ElementType t) { return toString(t); }
 
-int64_t rowWidth(const Tensor& t) {
-    int64_t w = 1;
-    for (size_t i = 1; i < t.shape().size(); ++i) w *= t.shape()[i];
-    return w;
-}
+using detail::rowWidth;
 
-std::string shapeText(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
+using detail::shapeText;
 
 class CudaRawAllocator final : public cuda::RawAllocator {
 public:
@@ -125,8 +116,11 @@ private:
     CudaBackend& be_;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public detail::BackendChecks<CudaBackend> {
+    using Checks = detail::BackendChecks<CudaBackend>;
+
 public:
+    static constexpr const char* kCheckName = "cuda backend";
     CudaBackend(CudaPrecision precision, int device) : precision_(precision), device_(device), allocator_(raw_) {
         const int count = cudaDeviceCount();
         if (count == 0) throw DeviceError("cuda backend: no CUDA device answers on this machine");
@@ -283,23 +277,10 @@ public:
     // ---- GEMM (cuBLASLt) ----
     void gemm(bool transA, bool transB, double alpha, const Tensor& a, const Tensor& b, double beta,
               Tensor& c) override {
-        check("gemm", "a", a);
-        check("gemm", "b", b);
-        check("gemm", "c", c);
-        if (a.shape().size() != 2 || b.shape().size() != 2 || c.shape().size() != 2)
-            fail("gemm", "needs 2-D tensors, got a " + a.shapeString() + ", b " + b.shapeString() + ", c " +
-                             c.shapeString());
+        const auto [m, n, k] = gemmShape(transA, transB, a, b, c);
         if (a.type() != b.type() || a.type() != c.type())
             fail("gemm", "element types differ: a " + typeName(a.type()) + ", b " + typeName(b.type()) + ", c " +
                              typeName(c.type()));
-        const int64_t m = transA ? a.dim(1) : a.dim(0);
-        const int64_t k = transA ? a.dim(0) : a.dim(1);
-        const int64_t kb = transB ? b.dim(1) : b.dim(0);
-        const int64_t n = transB ? b.dim(0) : b.dim(1);
-        if (k != kb || c.dim(0) != m || c.dim(1) != n)
-            fail("gemm", std::string("shapes do not match: a ") + a.shapeString() + (transA ? "^T" : "") + ", b " +
-                             b.shapeString() + (transB ? "^T" : "") + ", c " + c.shapeString());
-        if (c.data<void>() == a.data<void>() || c.data<void>() == b.data<void>()) fail("gemm", "c aliases an input");
         touched(c);
         if (m == 0 || n == 0) return;
         if (k == 0) {
@@ -409,12 +390,7 @@ public:
     }
 
     void rope(Tensor& x, const std::vector<int64_t>& positions, double base, bool inverse) override {
-        check("rope", "x", x);
-        if (x.shape().size() != 3) fail("rope", "x must be [tokens, heads, d], got " + x.shapeString());
-        const int64_t tokens = x.dim(0), heads = x.dim(1), d = x.dim(2);
-        if (d % 2 != 0) fail("rope", "head dim of x " + x.shapeString() + " is odd");
-        if (static_cast<int64_t>(positions.size()) != tokens)
-            fail("rope", std::to_string(positions.size()) + " positions for x " + x.shapeString());
+        const auto [tokens, heads, d] = ropeShape(x, positions);
         touched(x);
         // theta_i = base^(-2i/d) (RoFormer eq. 15), in fp64 on the host
         std::vector<double> invFreq(static_cast<size_t>(d / 2));
@@ -848,68 +824,19 @@ private:
         return rows;
     }
 
-    void check(const char* op, const char* what, const Tensor& t) const {
-        if (!t.defined()) fail(op, std::string(what) + " is undefined");
+    // The backend holds f32 and bf16 tensors (the shared checks of backend_checks.hpp call this).
+    friend class detail::BackendChecks<CudaBackend>;
+    void checkType(const char* op, const char* what, const Tensor& t) const {
         if (t.type() != ElementType::F32 && t.type() != ElementType::Bf16)
             fail(op, std::string(what) + " is " + typeName(t.type()) + "; the cuda backend holds f32 and bf16 tensors");
     }
 
+    // A shape and an element type.
     void checkShape(const char* op, const char* what, const Tensor& t, const std::vector<int64_t>& shape,
                     ElementType type) const {
-        check(op, what, t);
-        if (t.shape() != shape)
-            fail(op, std::string(what) + " has shape " + t.shapeString() + ", expected " + shapeText(shape));
+        Checks::checkShape(op, what, t, shape);
         if (t.type() != type)
             fail(op, std::string(what) + " is " + typeName(t.type()) + ", expected " + typeName(type));
-    }
-
-    void checkBias(const char* op, const char* what, const Tensor& t, int64_t c) const {
-        check(op, what, t);
-        if (t.shape() != std::vector<int64_t>{c} && t.shape() != std::vector<int64_t>{1, c})
-            fail(op, std::string(what) + " has shape " + t.shapeString() + ", expected [" + std::to_string(c) +
-                         "] or [1, " + std::to_string(c) + "]");
-    }
-
-    std::pair<int64_t, int64_t> matrixShape(const char* op, const char* what, const Tensor& t) const {
-        check(op, what, t);
-        if (t.shape().size() != 2) fail(op, std::string(what) + " must be 2-D, got " + t.shapeString());
-        return {t.dim(0), t.dim(1)};
-    }
-
-    std::pair<int64_t, int64_t> logitShape(const char* op, const Tensor& logits) const {
-        const auto shape = matrixShape(op, "logits", logits);
-        if (shape.second == 0) fail(op, "logits " + logits.shapeString() + " have no vocabulary columns");
-        return shape;
-    }
-
-    static void rowVector(const char* op, const char* what, const std::vector<double>& values, int64_t n) {
-        if (static_cast<int64_t>(values.size()) != n)
-            fail(op, std::string(what) + " has " + std::to_string(values.size()) + " values for " + std::to_string(n) +
-                         " rows");
-    }
-
-    void rowBlock(const char* op, const char* wholeName, const Tensor& whole, const char* blockName,
-                  const Tensor& block, int64_t rowBegin) const {
-        check(op, wholeName, whole);
-        check(op, blockName, block);
-        if (whole.shape().empty() || block.shape().empty())
-            fail(op, "needs tensors with rows, got " + whole.shapeString() + " and " + block.shapeString());
-        if (rowWidth(whole) != rowWidth(block))
-            fail(op, "row widths differ: " + whole.shapeString() + " and " + block.shapeString());
-        if (rowBegin < 0 || rowBegin + block.dim(0) > whole.dim(0))
-            fail(op, "rows [" + std::to_string(rowBegin) + ", " + std::to_string(rowBegin + block.dim(0)) +
-                         ") outside " + whole.shapeString());
-    }
-
-    void columnBlock(const char* op, const char* wholeName, const Tensor& whole, const char* blockName,
-                     const Tensor& block, int64_t colBegin) const {
-        check(op, wholeName, whole);
-        check(op, blockName, block);
-        if (whole.shape().empty() || block.shape().empty() || whole.dim(0) != block.dim(0))
-            fail(op, "row counts differ: " + whole.shapeString() + " and " + block.shapeString());
-        if (colBegin < 0 || colBegin + rowWidth(block) > rowWidth(whole))
-            fail(op, "columns [" + std::to_string(colBegin) + ", " + std::to_string(colBegin + rowWidth(block)) +
-                         ") outside " + whole.shapeString());
     }
 
     CudaPrecision precision_;
