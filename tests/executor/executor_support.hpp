@@ -2,6 +2,7 @@
 // full parameters, so N-rank runs can be compared with one rank.
 #pragma once
 
+#include "tessel/cost/memory.hpp"
 #include "tessel/cost/scenario.hpp"
 #include "tessel/exec/context.hpp"
 #include "tessel/exec/cpu_backend.hpp"
@@ -9,6 +10,10 @@
 #include "tessel/exec/inproc_comm.hpp"
 #include "tessel/exec/runtime.hpp"
 
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -17,6 +22,28 @@
 #include <vector>
 
 namespace tessel::exec::test {
+
+// Runs body(rank, world) on `size` threads of one in-process world. A rank that throws is failed in the world,
+// so the others stop waiting on it within their timeouts; after every thread has joined, the first rank's
+// exception is rethrown.
+template <class Body>
+void onInProcessRanks(int size, Body&& body) {
+    auto w = makeInProcessWorld(size);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                body(r, w);
+            } catch (...) {
+                errors[static_cast<size_t>(r)] = std::current_exception();
+                failRank(*w, r, "threw");
+            }
+        });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
 
 struct RunResult {
     std::vector<double> losses;
@@ -62,42 +89,51 @@ inline Plan basePlan() {
 
 inline RunResult runPlan(const ModelConfig& model, const Plan& plan, int steps, TrainHyper hyper = {}) {
     const int world = plan.worldSize();
-    auto w = makeInProcessWorld(world);
     RunResult result;
     result.losses.assign(static_cast<size_t>(steps), 0.0);
     result.memory.resize(static_cast<size_t>(world));
     result.records.resize(static_cast<size_t>(world));
     std::mutex mu;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
     const std::string text = testText();
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-        threads.emplace_back([&, r] {
-            try {
-                auto comm = makeInProcessComm(w, r);
-                comm->setTimeoutSeconds(60.0);
-                auto backend = makeCpuBackend(ElementType::F64);
-                ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
-                Trainer trainer(model, ctx, *backend,  hyper,
-                                textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
-                std::vector<double> losses;
-                for (int s = 0; s < steps; ++s) losses.push_back(trainer.step(s).loss);
-                auto params = trainer.gatherFullParameters();
-                std::lock_guard<std::mutex> lock(mu);
-                if (r == 0) result.losses = losses;
-                for (auto& [name, values] : params) result.params[name] = values;
-                result.memory[static_cast<size_t>(r)] = backend->memory();
-                result.records[static_cast<size_t>(r)] = trainer.records();
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-                failRank(*w, r, "threw");
-            }
-        });
-    }
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    onInProcessRanks(world, [&](int r, const std::shared_ptr<InProcessWorld>& w) {
+        auto comm = makeInProcessComm(w, r);
+        comm->setTimeoutSeconds(60.0);
+        auto backend = makeCpuBackend(ElementType::F64);
+        ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
+        Trainer trainer(model, ctx, *backend, hyper,
+                        textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
+        std::vector<double> losses;
+        for (int s = 0; s < steps; ++s) losses.push_back(trainer.step(s).loss);
+        auto params = trainer.gatherFullParameters();
+        std::lock_guard<std::mutex> lock(mu);
+        if (r == 0) result.losses = losses;
+        for (auto& [name, values] : params) result.params[name] = values;
+        result.memory[static_cast<size_t>(r)] = backend->memory();
+        result.records[static_cast<size_t>(r)] = trainer.records();
+    });
     return result;
+}
+
+// The backend's peak per category against the model's stage, one printed row each, expected within `bound`
+// relative: weights, grads, optimizer and activations (the executor keeps the logits among its activations;
+// the model files them under "other").
+inline void expectCategoryPeaksNear(const StageMemory& st, const MemoryStats& m, double bound, const std::string& label) {
+    auto measured = [&](MemoryCategory k) { return static_cast<double>(m.peakBytes[static_cast<size_t>(k)]); };
+    const struct {
+        const char* name;
+        double predictedBytes, measuredBytes;
+    } rows[] = {
+        {"weights", st.weightsBytes, measured(MemoryCategory::Weights)},
+        {"grads", st.gradsBytes, measured(MemoryCategory::Grads)},
+        {"optimizer", st.optimizerBytes, measured(MemoryCategory::Optimizer)},
+        {"activations", st.activationsBytes + st.other.logitsLossBytes, measured(MemoryCategory::Activations)},
+    };
+    for (const auto& row : rows) {
+        const double err = (row.predictedBytes - row.measuredBytes) / row.measuredBytes;
+        std::printf("memory %-32s %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n", label.c_str(), row.name,
+                    row.predictedBytes, row.measuredBytes, 100.0 * err);
+        EXPECT_LT(std::abs(err), bound) << label << " " << row.name;
+    }
 }
 
 inline double maxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {

@@ -77,23 +77,7 @@ TEST_P(MemoryPrediction, WithinFivePercentPerCategory) {
     for (int r = 0; r < c.plan.worldSize(); ++r) {
         const StageMemory& st = predicted.stages[static_cast<size_t>(rankCoords(c.plan, r).pp)];
         const MemoryStats& m = run.memory[static_cast<size_t>(r)];
-        auto measured = [&](MemoryCategory k) { return static_cast<double>(m.peakBytes[static_cast<size_t>(k)]); };
-        const struct {
-            const char* name;
-            double predictedBytes, measuredBytes;
-        } rows[] = {
-            {"weights", st.weightsBytes, measured(MemoryCategory::Weights)},
-            {"grads", st.gradsBytes, measured(MemoryCategory::Grads)},
-            {"optimizer", st.optimizerBytes, measured(MemoryCategory::Optimizer)},
-            // The executor keeps the logits among its activations; the model files them under "other".
-            {"activations", st.activationsBytes + st.other.logitsLossBytes, measured(MemoryCategory::Activations)},
-        };
-        for (const auto& row : rows) {
-            const double err = (row.predictedBytes - row.measuredBytes) / row.measuredBytes;
-            std::printf("memory %-24s rank %d %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n", c.name.c_str(), r,
-                        row.name, row.predictedBytes, row.measuredBytes, 100.0 * err);
-            EXPECT_LT(std::abs(err), 0.05) << c.name << " rank " << r << " " << row.name;
-        }
+        test::expectCategoryPeaksNear(st, m, 0.05, c.name + " rank " + std::to_string(r));
         // The peak of the total against the model's allocated bytes (all but the reserved term): buffers peak
         // at other moments than the activations, so only the total tells whether the categories the model adds
         // up are the ones alive together. The model adds each category's peak, so it may read high where they
@@ -102,8 +86,8 @@ TEST_P(MemoryPrediction, WithinFivePercentPerCategory) {
         const double allocated = st.totalBytes() - st.other.reservedBytes;
         const double total = static_cast<double>(m.peakTotalBytes);
         const double err = (allocated - total) / total;
-        std::printf("memory %-24s rank %d %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n", c.name.c_str(), r,
-                    "total", allocated, total, 100.0 * err);
+        std::printf("memory %-32s %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n",
+                    (c.name + " rank " + std::to_string(r)).c_str(), "total", allocated, total, 100.0 * err);
         EXPECT_GT(err, -0.05) << c.name << " rank " << r << " total";
         EXPECT_LT(err, 0.10) << c.name << " rank " << r << " total";
     }
@@ -117,31 +101,18 @@ INSTANTIATE_TEST_SUITE_P(Grid, MemoryPrediction, ::testing::ValuesIn(memoryCases
 // gathered buffers the trainer held during two steps, per rank, against the model's zero3_gather_bytes
 // (2 x the largest layer: the unit in use and the prefetched one). Also checks that they are buffers.
 std::vector<std::pair<double, MemoryStats>> zero3GatherPeaks(const ModelConfig& model, const Plan& plan) {
-    const int world = plan.worldSize();
-    auto w = makeInProcessWorld(world);
-    std::vector<std::pair<double, MemoryStats>> peaks(static_cast<size_t>(world));
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+    std::vector<std::pair<double, MemoryStats>> peaks(static_cast<size_t>(plan.worldSize()));
     const std::string text = test::testText();
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                auto comm = makeInProcessComm(w, r);
-                comm->setTimeoutSeconds(60.0);
-                auto backend = makeCpuBackend(ElementType::F64);
-                ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
-                Trainer trainer(model, ctx, *backend, {},
-                                textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
-                for (int s = 0; s < 2; ++s) trainer.step(s);
-                peaks[static_cast<size_t>(r)] = {trainer.zero3GatherPeakBytes(), backend->memory()};
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-                failRank(*w, r, "threw");
-            }
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    test::onInProcessRanks(plan.worldSize(), [&](int r, const std::shared_ptr<InProcessWorld>& w) {
+        auto comm = makeInProcessComm(w, r);
+        comm->setTimeoutSeconds(60.0);
+        auto backend = makeCpuBackend(ElementType::F64);
+        ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
+        Trainer trainer(model, ctx, *backend, {},
+                        textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
+        for (int s = 0; s < 2; ++s) trainer.step(s);
+        peaks[static_cast<size_t>(r)] = {trainer.zero3GatherPeakBytes(), backend->memory()};
+    });
     return peaks;
 }
 

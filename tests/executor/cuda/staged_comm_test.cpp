@@ -2,6 +2,8 @@
 // collective and transfer gives what the in-process comm gives, through fp32 buffers.
 #include "staged_comm.hpp"
 
+#include "executor_support.hpp"
+
 #include "tessel/exec/cpu_backend.hpp"
 #include "tessel/exec/inproc_comm.hpp"
 
@@ -37,26 +39,14 @@ Group worldOf(int size, int rank) {
 }
 
 void onRanks(int world, const std::function<void(Comm&, Backend&, HostStaging&, int)>& body) {
-    auto w = makeInProcessWorld(world);
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                auto staging = std::make_shared<HostStaging>();
-                auto comm = makeStagedComm(makeInProcessComm(w, r), staging);
-                comm->setTimeoutSeconds(20.0);
-                auto be = makeCpuBackend(ElementType::F64);
-                comm->createGroup(worldOf(world, r));
-                body(*comm, *be, *staging, r);
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-                failRank(*w, r, "threw");
-            }
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    test::onInProcessRanks(world, [&](int r, const std::shared_ptr<InProcessWorld>& w) {
+        auto staging = std::make_shared<HostStaging>();
+        auto comm = makeStagedComm(makeInProcessComm(w, r), staging);
+        comm->setTimeoutSeconds(20.0);
+        auto be = makeCpuBackend(ElementType::F64);
+        comm->createGroup(worldOf(world, r));
+        body(*comm, *be, *staging, r);
+    });
 }
 
 Tensor tensorOf(Backend& be, const std::vector<double>& v) {

@@ -29,42 +29,29 @@ struct Checkpointing {
 test::RunResult runOnGpu(const ModelConfig& model, const Plan& plan, int steps, CudaPrecision precision,
                          const Checkpointing& ck = {}) {
     const int world = plan.worldSize();
-    auto w = makeInProcessWorld(world);
     test::RunResult result;
     result.losses.assign(static_cast<size_t>(steps), 0.0);
     result.memory.resize(static_cast<size_t>(world));
     std::mutex mu;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
     const std::string text = test::testText();
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                auto backend = makeCudaBackend(precision, 0);
-                auto comm = makeStagedComm(makeInProcessComm(w, r), cudaStagingFor(*backend));
-                comm->setTimeoutSeconds(120.0);
-                ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
-                TrainHyper hyper;
-                Trainer trainer(model, ctx, *backend, hyper,
-                                textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
-                std::vector<double> losses;
-                for (int s = ck.resume ? trainer.loadCheckpoint(ck.dir) : 0; s < steps; ++s) {
-                    losses.push_back(trainer.step(s).loss);
-                    if (std::find(ck.saveAt.begin(), ck.saveAt.end(), s + 1) != ck.saveAt.end())
-                        trainer.saveCheckpoint(ck.dir, s + 1);
-                }
-                backend->synchronize();
-                std::lock_guard<std::mutex> lock(mu);
-                if (r == 0) result.losses = losses;
-                result.memory[static_cast<size_t>(r)] = backend->memory();
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-                failRank(*w, r, "threw");
-            }
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    test::onInProcessRanks(world, [&](int r, const std::shared_ptr<InProcessWorld>& w) {
+        auto backend = makeCudaBackend(precision, 0);
+        auto comm = makeStagedComm(makeInProcessComm(w, r), cudaStagingFor(*backend));
+        comm->setTimeoutSeconds(120.0);
+        ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
+        TrainHyper hyper;
+        Trainer trainer(model, ctx, *backend, hyper,
+                        textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
+        std::vector<double> losses;
+        for (int s = ck.resume ? trainer.loadCheckpoint(ck.dir) : 0; s < steps; ++s) {
+            losses.push_back(trainer.step(s).loss);
+            if (std::find(ck.saveAt.begin(), ck.saveAt.end(), s + 1) != ck.saveAt.end()) trainer.saveCheckpoint(ck.dir, s + 1);
+        }
+        backend->synchronize();
+        std::lock_guard<std::mutex> lock(mu);
+        if (r == 0) result.losses = losses;
+        result.memory[static_cast<size_t>(r)] = backend->memory();
+    });
     return result;
 }
 
@@ -110,23 +97,8 @@ TEST(GpuTraining, PeakMemoryWithinFivePercentOfTheMixedRecipe) {
         const MemoryReport predicted = predictMemory(model, cluster, plan);
         for (int r = 0; r < plan.worldSize(); ++r) {
             const StageMemory& st = predicted.stages[static_cast<size_t>(rankCoords(plan, r).pp)];
-            const MemoryStats& m = run.memory[static_cast<size_t>(r)];
-            auto measured = [&](MemoryCategory k) { return static_cast<double>(m.peakBytes[static_cast<size_t>(k)]); };
-            const struct {
-                const char* name;
-                double predictedBytes, measuredBytes;
-            } rows[] = {
-                {"weights", st.weightsBytes, measured(MemoryCategory::Weights)},
-                {"grads", st.gradsBytes, measured(MemoryCategory::Grads)},
-                {"optimizer", st.optimizerBytes, measured(MemoryCategory::Optimizer)},
-                {"activations", st.activationsBytes + st.other.logitsLossBytes, measured(MemoryCategory::Activations)},
-            };
-            for (const auto& row : rows) {
-                const double err = (row.predictedBytes - row.measuredBytes) / row.measuredBytes;
-                std::printf("memory mixed pp%d rank %d %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n", pp, r,
-                            row.name, row.predictedBytes, row.measuredBytes, 100.0 * err);
-                EXPECT_LT(std::abs(err), 0.05) << "pp" << pp << " rank " << r << " " << row.name;
-            }
+            test::expectCategoryPeaksNear(st, run.memory[static_cast<size_t>(r)], 0.05,
+                                          "mixed pp" + std::to_string(pp) + " rank " + std::to_string(r));
         }
     }
 }
