@@ -1289,6 +1289,9 @@ int Trainer::loadCheckpoint(const std::string& dir) {
         if (const std::string name = r.str(); name != m.model.name)
             r.fail("it holds model \"" + name + "\", this run trains \"" + m.model.name + "\"");
         const uint64_t count = r.u64();
+        int64_t largestShard = 0;
+        for (const auto& [key, list] : m.buckets)
+            for (const Bucket& bk : list) largestShard = std::max(largestShard, bk.shard);
         values.resize(tensors.size());
         size_t i = 0; // the next expected tensor
         for (uint64_t k = 0; k < count; ++k) {
@@ -1296,7 +1299,12 @@ int Trainer::loadCheckpoint(const std::string& dir) {
             const bool legacyValueShard = m.ctx.plan.zeroStage < 3 && name.size() > 12 &&
                                           name.compare(name.size() - 12, 12, ".value_shard") == 0;
             if (legacyValueShard && (i == tensors.size() || name != tensors[i].first)) {
-                (void)readValues(r, r.u64(), m.be.elementTypeFor(MemoryCategory::Buffers)); // see the format note
+                // See the format note. It held one bucket's shard: no more values than the largest shard.
+                const uint64_t n = r.u64();
+                if (n > static_cast<uint64_t>(largestShard))
+                    r.fail("\"" + name + "\" has " + std::to_string(n) + " values, more than any bucket shard (" +
+                           std::to_string(largestShard) + ")");
+                (void)readValues(r, n, m.be.elementTypeFor(MemoryCategory::Buffers));
                 continue;
             }
             if (i == tensors.size())

@@ -210,12 +210,26 @@ void MeasuredRun::setMemory(const nlohmann::json& memory, const std::string& sou
         // Per category: what each held when the total peaked (at_peak_total_bytes), which is what the model's
         // categories add up to; else each category's own peak (peak_bytes, older runs; categories that peak at
         // other moments, such as buffers in the optimizer step, then read high); else flat "*_bytes" keys.
-        const nlohmann::json& parts = e.contains("at_peak_total_bytes") && e["at_peak_total_bytes"].is_object()
-                                          ? e["at_peak_total_bytes"]
-                                      : e.contains("peak_bytes") && e["peak_bytes"].is_object() ? e["peak_bytes"]
-                                                                                                 : e;
-        for (auto it = parts.begin(); it != parts.end(); ++it)
-            if (const auto cat = measuredCategory(it.key()); cat && it->is_number()) m.categoryPeakBytes[*cat] += it->get<double>();
+        if (e.contains("at_peak_total_bytes") && !e["at_peak_total_bytes"].is_object()) {
+            problems.add(where + "/at_peak_total_bytes", "expected an object of per-category bytes");
+            continue;
+        }
+        const char* nested = e.contains("at_peak_total_bytes")                       ? "at_peak_total_bytes"
+                             : e.contains("peak_bytes") && e["peak_bytes"].is_object() ? "peak_bytes"
+                                                                                      : nullptr;
+        const nlohmann::json& parts = nested ? e[nested] : e;
+        bool partsOk = true;
+        for (auto it = parts.begin(); it != parts.end(); ++it) {
+            const auto cat = measuredCategory(it.key());
+            if (!cat) continue;
+            if (!it->is_number()) {
+                problems.add(where + (nested ? "/" + std::string(nested) : std::string()) + "/" + it.key(), "expected a number");
+                partsOk = false;
+                continue;
+            }
+            m.categoryPeakBytes[*cat] += it->get<double>();
+        }
+        if (!partsOk) continue;
         // Several ranks of one stage: the stage needs as much as its hungriest rank.
         auto [it, inserted] = stagePeakBytes_.emplace(m.stage, m.peakBytes);
         if (!inserted) it->second = std::max(it->second, m.peakBytes);

@@ -357,7 +357,8 @@ TEST(Checkpoint, APlanMismatchIsAnInputErrorNamingTheDifference) {
 // Rewrites a checkpoint shard in the layout written before the ZeRO-1/2 value shard became transient: after
 // each bucket's "...v" a "...value_shard" of as many values (a copy of v's bytes: the loader must ignore them).
 // Updates the manifest's byte count and FNV-1a 64 checksum (Fowler-Noll-Vo, 64-bit offset basis and prime).
-void addLegacyValueShards(const fs::path& stepDir, int rank) {
+// With `claimedCount`, the legacy entries claim that many values instead (a corrupt count).
+void addLegacyValueShards(const fs::path& stepDir, int rank, uint64_t claimedCount = 0) {
     const fs::path file = stepDir / ("rank-" + std::to_string(rank) + ".bin");
     std::string in;
     {
@@ -385,7 +386,8 @@ void addLegacyValueShards(const fs::path& stepDir, int rank) {
         if (name.size() > 2 && name.compare(name.size() - 2, 2, ".v") == 0 && name.rfind("bucket.", 0) == 0) {
             const std::string legacy = name.substr(0, name.size() - 1) + "value_shard";
             const uint32_t legacyLength = static_cast<uint32_t>(legacy.size());
-            body += std::string(reinterpret_cast<const char*>(&legacyLength), 4) + legacy + n + values;
+            const std::string count = claimedCount ? std::string(reinterpret_cast<const char*>(&claimedCount), 8) : n;
+            body += std::string(reinterpret_cast<const char*>(&legacyLength), 4) + legacy + count + values;
             ++added;
         }
     }
@@ -431,6 +433,18 @@ TEST(Checkpoint, ALegacyZeroValueShardIsReadAndIgnored) {
         EXPECT_EQ(after.losses, std::vector<double>(whole.losses.begin() + 1, whole.losses.end())) << "ZeRO-" << z;
         EXPECT_EQ(after.params, whole.params) << "ZeRO-" << z;
     }
+    // A legacy entry claiming more values than any shard is an error naming it, not an allocation of 2^60.
+    Plan plan = basePlan();
+    plan.dp = 2;
+    plan.zeroStage = 1;
+    CheckpointDir dir;
+    ASSERT_FALSE(runSegment(model, plan, dir.str(), false, 1, {1}).failed());
+    addLegacyValueShards(dir.path() / "step-1", 0, uint64_t{1} << 60);
+    const Segment bad = runSegment(model, plan, dir.str(), true, 2, {});
+    ASSERT_TRUE(bad.failed());
+    EXPECT_NE(bad.errors[0].find("value_shard\" has 1152921504606846976 values, more than any bucket shard"),
+              std::string::npos)
+        << bad.errors[0];
 }
 
 TEST(Checkpoint, NoCheckpointIsAnInputError) {

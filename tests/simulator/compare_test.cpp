@@ -283,6 +283,19 @@ TEST(CompareMemory, PerCategoryAgainstTheHungriestRankWithoutReserved) {
     const RunComparison c2 = compareRun(p, run);
     for (const auto& x : c2.memory[0].categories)
         EXPECT_NEAR(*x.error(), 0.0, 1e-12) << x.category; // 200 buffers at the peak, not their own 600 peak
+    // A composition that is not an object, or a category that is not a number, is named, not skipped.
+    for (const auto& [entry, where] : std::vector<std::pair<nlohmann::json, std::string>>{
+             {{{"rank", 0}, {"stage", 0}, {"peak_total_bytes", 10}, {"at_peak_total_bytes", 5}}, "m.json#/ranks/0/at_peak_total_bytes"},
+             {{{"rank", 0}, {"stage", 0}, {"peak_total_bytes", 10}, {"at_peak_total_bytes", {{"buffers_bytes", "x"}}}},
+              "m.json#/ranks/0/at_peak_total_bytes/buffers_bytes"}}) {
+        try {
+            run.setMemory({{"ranks", {entry}}}, "m.json");
+            ADD_FAILURE() << where << " accepted";
+        } catch (const InputError& e) {
+            ASSERT_EQ(e.problems().size(), 1u);
+            EXPECT_EQ(e.problems()[0].where, where);
+        }
+    }
 }
 
 sim::PlanSimulation tinySimulation() {
