@@ -23,5 +23,7 @@ std::function<int()> addCompareCommand(CLI::App& app);
 std::function<int()> addBenchCommand(CLI::App& app);
 // Registers `calibrate` (fits a cluster file to microbenchmarks and training runs).
 std::function<int()> addCalibrateCommand(CLI::App& app);
+// Registers `validate` (predicts published training runs and reports the error per record and group).
+std::function<int()> addValidateCommand(CLI::App& app);
 
 } // namespace tessel::cli

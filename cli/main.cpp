@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     commands.push_back(tessel::cli::addCompareCommand(app));
     commands.push_back(tessel::cli::addBenchCommand(app));
     commands.push_back(tessel::cli::addCalibrateCommand(app));
+    commands.push_back(tessel::cli::addValidateCommand(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,175 @@
+// `tessel validate`: predicts published training runs and prints the error per record, per group and overall.
+#include "commands.hpp"
+#include "table.hpp"
+
+#include "tessel/cost/errors.hpp"
+#include "tessel/sim/validation.hpp"
+
+#include "output_file.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace tessel::cli {
+
+namespace {
+struct ValidateOptions {
+    std::vector<std::string> files;
+    bool json = false;
+    bool leaveOneGroupOut = false;
+    bool assumptions = false;
+    bool quiet = false;
+    std::string scenariosDir;
+    bool force = false;
+};
+
+std::string percent(const std::optional<double>& v) {
+    if (!v) return "-";
+    return (*v >= 0 ? "+" : "") + fixed(100.0 * *v, 1) + "%";
+}
+
+void printHuman(const sim::ValidationReport& report, const ValidateOptions& o, const std::vector<std::string>& fitted,
+                std::ostream& out) {
+    if (!o.quiet) {
+        Table t({"record", "plan", "measured s", "predicted s", "error", "dominant", "MFU"});
+        for (const auto& r : report.results) {
+            if (!r.predicted) {
+                t.addRow({r.id, r.plan, r.measuredStepSeconds ? fixed(*r.measuredStepSeconds, 3) : "-", "-", "-",
+                          "not predicted", "-"});
+                continue;
+            }
+            t.addRow({r.id, r.plan, r.measuredStepSeconds ? fixed(*r.measuredStepSeconds, 3) : "-",
+                      fixed(r.predictedStepSeconds, 3), percent(r.stepError), r.terms.dominant(),
+                      fixed(100.0 * r.predictedMfu, 1) + "%"});
+        }
+        out << t.render();
+        for (const auto& r : report.results) {
+            if (!r.reason.empty()) out << "  " << r.id << ": " << r.reason << "\n";
+            if (r.memoryError)
+                out << "  " << r.id << ": peak memory predicted " << gib(r.predictedPeakMemoryBytes) << " GiB, measured "
+                    << gib(*r.measuredMemoryBytes) << " GiB (" << percent(r.memoryError) << ")\n";
+            if (r.measuredOutOfMemory && r.predicted)
+                out << "  " << r.id << ": source says " << (*r.measuredOutOfMemory ? "out of memory" : "fits")
+                    << ", predicted " << (r.predictedFits ? "fits" : "out of memory") << "\n";
+            if (o.assumptions)
+                for (const auto& a : r.assumptions) out << "  " << r.id << ": assumes " << a << "\n";
+        }
+        out << "\n";
+    }
+    Table g({"group", "records", "predicted", "median |err|", "max |err|", "mean err", "worst"});
+    auto row = [&](const sim::ErrorSummary& s) {
+        g.addRow({s.group.empty() ? "all" : s.group, std::to_string(s.records), std::to_string(s.predicted),
+                  fixed(100.0 * s.medianAbsError, 1) + "%", fixed(100.0 * s.maxAbsError, 1) + "%",
+                  (s.meanSignedError >= 0 ? "+" : "") + fixed(100.0 * s.meanSignedError, 1) + "%", s.worst});
+    };
+    for (const auto& s : report.groups) row(s);
+    row(report.overall);
+    out << (o.leaveOneGroupOut ? "Step time, each group predicted with constants fitted on the other groups\n"
+                               : "Step time error per group\n");
+    out << g.render();
+    const int refused = report.overall.records - [&] {
+        int n = 0;
+        for (const auto& r : report.results) n += r.predicted ? 1 : 0;
+        return n;
+    }();
+    out << "  " << report.overall.records << " records, " << report.overall.predicted << " with a step-time comparison, "
+        << refused << " not predicted\n";
+    if (report.overall.memoryCompared > 0)
+        out << "  peak memory: " << report.overall.memoryCompared << " records, median |error| "
+            << fixed(100.0 * report.overall.memoryMedianAbsError, 1) << "%\n";
+    if (report.overall.oomCompared > 0)
+        out << "  out-of-memory verdicts: " << report.overall.oomAgreed << " of " << report.overall.oomCompared << " agree\n";
+    if (o.leaveOneGroupOut) {
+        if (fitted.empty())
+            out << "  no constant of the model is fitted to published runs (every figure is a datasheet value or a\n"
+                   "  published microbenchmark), so the out-of-sample figures equal the in-sample ones\n";
+        else {
+            out << "  refitted per held-out group:";
+            for (const auto& f : fitted) out << " " << f;
+            out << "\n";
+        }
+    }
+}
+// One scenario file per predicted record; existing files are kept unless --force (nothing a user wrote is
+// overwritten without asking), and every clash is listed before anything is written.
+void writeScenarios(const std::vector<sim::LoadedRecord>& records, const std::string& dir, bool force) {
+    namespace fs = std::filesystem;
+    ProblemList clashes;
+    for (const auto& r : records) {
+        if (!r.validationCase) continue;
+        const fs::path file = fs::path(dir) / (r.id + ".json");
+        std::error_code ec;
+        if (!force && fs::exists(file, ec)) clashes.add("--scenarios", file.string() + " exists (use --force to replace it)");
+    }
+    clashes.throwIfAny();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw RuntimeError("cannot create " + dir + ": " + ec.message());
+    for (const auto& r : records) {
+        if (!r.validationCase) continue;
+        nlohmann::json j = scenarioToJson(r.validationCase->scenario);
+        std::string description = "Published run " + r.id + " (" + r.pointer + ")";
+        for (const auto& a : r.validationCase->assumptions) description += "; assumes " + a;
+        j["description"] = description;
+        writeOutputFile((fs::path(dir) / (r.id + ".json")).string(), j.dump(2) + "\n", true, "--scenarios");
+    }
+}
+} // namespace
+
+std::function<int()> addValidateCommand(CLI::App& app) {
+    auto opts = std::make_shared<ValidateOptions>();
+    auto* cmd = app.add_subcommand("validate", "Predict published training runs and report the error per record and group");
+    cmd->add_option("files", opts->files, "Files of records in the runs.json schema (default: the shipped data/validation/runs.json)");
+    cmd->add_flag("--json", opts->json, "Print one JSON object: results, groups, overall");
+    cmd->add_flag("--leave-one-group-out", opts->leaveOneGroupOut,
+                  "Predict each group with the constants fitted on all other groups");
+    cmd->add_flag("--assumptions", opts->assumptions, "List what each prediction assumed beyond its record");
+    cmd->add_flag("--summary", opts->quiet, "Only the per-group summary");
+    cmd->add_option("--scenarios", opts->scenariosDir,
+                    "Write each record's scenario to DIR/<id>.json, for `tessel predict`, `trace` and `search`");
+    cmd->add_flag("--force", opts->force, "With --scenarios: replace existing files");
+    return [cmd, opts]() -> int {
+        if (!cmd->parsed()) return -1;
+        std::vector<std::string> files = opts->files;
+        if (files.empty()) {
+            const std::string shipped = sim::defaultValidationFile();
+            if (shipped.empty())
+                throw InputError("files", "no file given and the shipped data/validation/runs.json was not found");
+            files.push_back(shipped);
+        }
+        std::vector<sim::LoadedRecord> records;
+        ProblemList problems;
+        for (const auto& f : files) {
+            try {
+                auto more = sim::loadValidationFile(f);
+                records.insert(records.end(), more.begin(), more.end());
+            } catch (const InputError& e) {
+                problems.append(e.problems());
+            }
+        }
+        problems.throwIfAny();
+        if (!opts->scenariosDir.empty()) writeScenarios(records, opts->scenariosDir, opts->force);
+        std::vector<std::string> fitted;
+        sim::ValidationReport report;
+        if (opts->leaveOneGroupOut) {
+            auto logo = sim::leaveOneGroupOut(records);
+            report = std::move(logo.report);
+            fitted = std::move(logo.fittedConstants);
+        } else {
+            report = sim::validateRecords(records);
+        }
+        if (opts->json) {
+            nlohmann::json j = sim::toJson(report);
+            j["files"] = files;
+            j["leave_one_group_out"] = opts->leaveOneGroupOut;
+            j["fitted_constants"] = fitted;
+            std::cout << j.dump(2) << "\n";
+        } else {
+            printHuman(report, *opts, fitted, std::cout);
+        }
+        return 0;
+    };
+}
+
+} // namespace tessel::cli

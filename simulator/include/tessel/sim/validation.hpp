@@ -1,0 +1,122 @@
+// Published training runs (the runs.json schema of data/validation/) read as tessel scenarios, predicted, and
+// compared with what was measured: per record, per group and overall, and out of sample (leave one group out).
+#pragma once
+
+#include "tessel/cost/scenario.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+
+// What a record says was measured. Step time is the figure predicted; where a source published only a
+// throughput, the step time it implies (global batch tokens / tokens per second, or the source's own FLOP
+// formula / TFLOP/s) is used and `stepSource` names the field.
+struct MeasuredRun {
+    std::optional<double> stepSeconds;
+    std::string stepSource;              // JSON pointer of the field the step time came from
+    std::optional<double> memoryBytes;   // peak memory per GPU the source reports (measured.memory_gb)
+    std::string memorySource;
+    std::optional<bool> outOfMemory;     // the source says the plan ran out of memory (true) or fit (false)
+};
+
+// One record made into a scenario. Every value that was not read from the record (a framework default, a
+// field the source left null, a GPU the source only names by family) is listed in `assumptions`, so a reader
+// sees what the prediction rests on.
+struct ValidationCase {
+    std::string id;
+    std::string group;
+    std::string kind;
+    std::string source;
+    std::string pointer;                 // of the record in its file, e.g. "runs.json#/12"
+    Scenario scenario;
+    MeasuredRun measured;
+    std::vector<std::string> assumptions;
+    std::optional<double> publishedParameters; // model.params, compared with tessel's count
+};
+
+// A record that could not be made into a case keeps its id and group and the reason, so nothing is dropped.
+struct LoadedRecord {
+    std::string id;
+    std::string group;
+    std::string pointer;
+    std::optional<ValidationCase> validationCase;
+    std::string refusal;                 // why not, when validationCase is empty
+};
+
+// Reads an array of records (or an object with a "runs" array). `source` names the file in pointers.
+// Throws InputError only when the document is not an array of objects; a record that cannot be read is
+// returned with its reason.
+std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const std::string& source);
+std::vector<LoadedRecord> loadValidationFile(const std::string& path);
+// The shipped copy of the published runs (data/validation/runs.json), found next to the scenarios.
+std::string defaultValidationFile();
+
+// Terms of the step a record's prediction is made of, for naming the one that dominates.
+struct StepTerms {
+    double computeSeconds = 0.0, tpSeconds = 0.0, cpSeconds = 0.0, epSeconds = 0.0, ppSeconds = 0.0,
+           dpSeconds = 0.0, optimizerSeconds = 0.0, bubbleSeconds = 0.0;
+    std::string dominant() const;        // "compute", "tp", ... the largest term
+};
+
+struct CaseResult {
+    std::string id;
+    std::string group;
+    std::string pointer;
+    bool predicted = false;
+    std::string reason;                  // why there is no prediction (refused record, OOM verdict, ...)
+    std::optional<double> measuredStepSeconds;
+    double predictedStepSeconds = 0.0;
+    std::optional<double> stepError;     // (predicted - measured) / measured
+    std::optional<double> measuredMemoryBytes;
+    double predictedPeakMemoryBytes = 0.0;
+    std::optional<double> memoryError;
+    std::optional<bool> measuredOutOfMemory;
+    bool predictedFits = true;
+    double predictedMfu = 0.0;
+    StepTerms terms;                     // of the bottleneck stage
+    std::vector<std::string> assumptions;
+    std::string plan;                    // the plan as a short string
+};
+
+struct ErrorSummary {
+    std::string group;                   // "" for all records
+    int records = 0;
+    int predicted = 0;                   // with a step-time prediction and a measurement
+    double medianAbsError = 0.0;
+    double maxAbsError = 0.0;
+    double meanSignedError = 0.0;
+    std::string worst;                   // id of the record with the largest |error|
+    int memoryCompared = 0;
+    double memoryMedianAbsError = 0.0;
+    int oomCompared = 0;
+    int oomAgreed = 0;
+};
+
+struct ValidationReport {
+    std::vector<CaseResult> results;
+    std::vector<ErrorSummary> groups;    // in order of first appearance
+    ErrorSummary overall;
+};
+
+// Predicts every record with the cluster and plan it resolves to.
+ValidationReport validateRecords(const std::vector<LoadedRecord>& records);
+// Summaries of a set of results (groups in order of first appearance, and overall).
+void summarize(ValidationReport& report);
+
+// Leave one group out: for each group, the constants the model fits to published runs are fitted on the
+// other groups only and the left-out group is predicted with them. The report holds the out-of-sample
+// result of every record. `fittedConstants` lists what was refitted (empty: nothing in the model is fitted
+// to runs, so the out-of-sample figures equal the in-sample ones; stated, not hidden).
+struct LeaveOneGroupOut {
+    ValidationReport report;
+    std::vector<std::string> fittedConstants;
+};
+LeaveOneGroupOut leaveOneGroupOut(const std::vector<LoadedRecord>& records);
+
+nlohmann::json toJson(const ValidationReport& report);
+
+} // namespace tessel::sim

@@ -1,0 +1,199 @@
+// Predicts published training runs and summarises the error per group and overall (`tessel validate`).
+#include "tessel/sim/validation.hpp"
+
+#include "tessel/cost/errors.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace tessel::sim {
+
+std::string StepTerms::dominant() const {
+    const std::pair<const char*, double> terms[] = {{"compute", computeSeconds}, {"tp", tpSeconds},
+                                                    {"cp", cpSeconds},           {"ep", epSeconds},
+                                                    {"pp", ppSeconds},           {"dp", dpSeconds},
+                                                    {"optimizer", optimizerSeconds}, {"bubble", bubbleSeconds}};
+    const auto* best = &terms[0];
+    for (const auto& t : terms)
+        if (t.second > best->second) best = &t;
+    return best->first;
+}
+
+namespace {
+std::string planString(const Plan& p) {
+    std::string s = "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " dp" + std::to_string(p.dp);
+    if (p.cp > 1) s += " cp" + std::to_string(p.cp);
+    if (p.ep > 1) s += " ep" + std::to_string(p.ep);
+    if (p.vpp > 1) s += " vpp" + std::to_string(p.vpp);
+    s += " mb" + std::to_string(p.microBatch) + " gb" + std::to_string(p.globalBatch);
+    if (p.zeroStage > 0) s += " zero" + std::to_string(p.zeroStage);
+    if (p.recompute != Recompute::None) s += " rc:" + toString(p.recompute);
+    if (p.sequenceParallel) s += " sp";
+    if (!p.flashAttention) s += " no-flash";
+    return s;
+}
+
+CaseResult predictCase(const ValidationCase& c) {
+    CaseResult r;
+    r.id = c.id;
+    r.group = c.group;
+    r.pointer = c.pointer;
+    r.assumptions = c.assumptions;
+    r.plan = planString(c.scenario.plan);
+    r.measuredStepSeconds = c.measured.stepSeconds;
+    r.measuredMemoryBytes = c.measured.memoryBytes;
+    r.measuredOutOfMemory = c.measured.outOfMemory;
+    try {
+        const PlanSimulation sim = simulatePlan(c.scenario.model, c.scenario.cluster, c.scenario.plan);
+        r.predicted = true;
+        r.predictedStepSeconds = sim.metrics.stepSeconds;
+        r.predictedMfu = sim.metrics.mfu;
+        r.predictedPeakMemoryBytes = sim.memory.peakBytes;
+        r.predictedFits = sim.memory.fits;
+        const StepBreakdown& b = sim.metrics.breakdown;
+        r.terms = {b.computeSeconds, b.tpSeconds,        b.cpSeconds,    b.epSeconds,
+                   b.ppSeconds,      b.dpSeconds,        b.optimizerSeconds, b.bubbleSeconds};
+        if (r.measuredStepSeconds) r.stepError = (r.predictedStepSeconds - *r.measuredStepSeconds) / *r.measuredStepSeconds;
+        if (r.measuredMemoryBytes) r.memoryError = (r.predictedPeakMemoryBytes - *r.measuredMemoryBytes) / *r.measuredMemoryBytes;
+        if (!r.measuredStepSeconds && !r.measuredMemoryBytes && !r.measuredOutOfMemory)
+            r.reason = "the record states no step time, throughput, memory or out-of-memory outcome to compare with";
+    } catch (const InputError& e) {
+        r.reason = e.problems().empty() ? e.what() : e.problems().front().where + ": " + e.problems().front().message;
+    } catch (const std::exception& e) {
+        r.reason = e.what();
+    }
+    return r;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+ErrorSummary summarizeSet(const std::string& group, const std::vector<const CaseResult*>& rs) {
+    ErrorSummary s;
+    s.group = group;
+    std::vector<double> abs, mem;
+    double signedSum = 0.0;
+    for (const CaseResult* r : rs) {
+        ++s.records;
+        if (r->stepError) {
+            ++s.predicted;
+            const double a = std::fabs(*r->stepError);
+            abs.push_back(a);
+            signedSum += *r->stepError;
+            if (a >= s.maxAbsError) {
+                s.maxAbsError = a;
+                s.worst = r->id;
+            }
+        }
+        if (r->memoryError) mem.push_back(std::fabs(*r->memoryError));
+        if (r->measuredOutOfMemory && r->predicted) {
+            ++s.oomCompared;
+            if (*r->measuredOutOfMemory == !r->predictedFits) ++s.oomAgreed;
+        }
+    }
+    s.medianAbsError = median(abs);
+    s.meanSignedError = abs.empty() ? 0.0 : signedSum / static_cast<double>(abs.size());
+    s.memoryCompared = static_cast<int>(mem.size());
+    s.memoryMedianAbsError = median(mem);
+    return s;
+}
+} // namespace
+
+void summarize(ValidationReport& report) {
+    report.groups.clear();
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<const CaseResult*>> byGroup;
+    std::vector<const CaseResult*> all;
+    for (const auto& r : report.results) {
+        if (!byGroup.count(r.group)) order.push_back(r.group);
+        byGroup[r.group].push_back(&r);
+        all.push_back(&r);
+    }
+    for (const auto& g : order) report.groups.push_back(summarizeSet(g, byGroup[g]));
+    report.overall = summarizeSet("", all);
+}
+
+ValidationReport validateRecords(const std::vector<LoadedRecord>& records) {
+    ValidationReport report;
+    for (const auto& rec : records) {
+        if (rec.validationCase) {
+            report.results.push_back(predictCase(*rec.validationCase));
+        } else {
+            CaseResult r;
+            r.id = rec.id;
+            r.group = rec.group;
+            r.pointer = rec.pointer;
+            r.reason = rec.refusal;
+            report.results.push_back(std::move(r));
+        }
+    }
+    summarize(report);
+    return report;
+}
+
+LeaveOneGroupOut leaveOneGroupOut(const std::vector<LoadedRecord>& records) {
+    // No constant of the cost model is fitted to published runs: every parameter is a datasheet figure or a
+    // published microbenchmark (scenarios/clusters/*.json `sources`). Holding a group out therefore changes
+    // nothing, and the out-of-sample figures are the in-sample ones.
+    LeaveOneGroupOut out;
+    out.report = validateRecords(records);
+    return out;
+}
+
+nlohmann::json toJson(const ValidationReport& report) {
+    auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& r : report.results) {
+        nlohmann::json j{{"id", r.id},
+                         {"group", r.group},
+                         {"record", r.pointer},
+                         {"predicted", r.predicted},
+                         {"plan", r.plan},
+                         {"measured_step_seconds", opt(r.measuredStepSeconds)},
+                         {"predicted_step_seconds", r.predicted ? nlohmann::json(r.predictedStepSeconds) : nlohmann::json(nullptr)},
+                         {"step_error", opt(r.stepError)},
+                         {"measured_memory_bytes", opt(r.measuredMemoryBytes)},
+                         {"predicted_peak_memory_bytes", r.predicted ? nlohmann::json(r.predictedPeakMemoryBytes) : nlohmann::json(nullptr)},
+                         {"memory_error", opt(r.memoryError)},
+                         {"measured_out_of_memory", r.measuredOutOfMemory ? nlohmann::json(*r.measuredOutOfMemory) : nlohmann::json(nullptr)},
+                         {"predicted_fits", r.predictedFits},
+                         {"predicted_mfu", r.predictedMfu},
+                         {"dominant_term", r.predicted ? r.terms.dominant() : ""},
+                         {"terms_seconds",
+                          {{"compute", r.terms.computeSeconds},
+                           {"tp", r.terms.tpSeconds},
+                           {"cp", r.terms.cpSeconds},
+                           {"ep", r.terms.epSeconds},
+                           {"pp", r.terms.ppSeconds},
+                           {"dp", r.terms.dpSeconds},
+                           {"optimizer", r.terms.optimizerSeconds},
+                           {"bubble", r.terms.bubbleSeconds}}},
+                         {"assumptions", r.assumptions}};
+        if (!r.reason.empty()) j["reason"] = r.reason;
+        results.push_back(std::move(j));
+    }
+    auto summary = [](const ErrorSummary& s) {
+        return nlohmann::json{{"group", s.group},
+                              {"records", s.records},
+                              {"predicted", s.predicted},
+                              {"median_abs_step_error", s.medianAbsError},
+                              {"max_abs_step_error", s.maxAbsError},
+                              {"mean_signed_step_error", s.meanSignedError},
+                              {"worst", s.worst},
+                              {"memory_compared", s.memoryCompared},
+                              {"median_abs_memory_error", s.memoryMedianAbsError},
+                              {"oom_compared", s.oomCompared},
+                              {"oom_agreed", s.oomAgreed}};
+    };
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : report.groups) groups.push_back(summary(g));
+    return {{"results", results}, {"groups", groups}, {"overall", summary(report.overall)}};
+}
+
+} // namespace tessel::sim

@@ -1,0 +1,553 @@
+// Reads a published training run (runs.json schema) into a tessel scenario: model, cluster and plan, with every
+// value the record does not state listed as an assumption (framework defaults, GPU family, memory-driven choices).
+#include "tessel/sim/validation.hpp"
+
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/json_reader.hpp"
+#include "tessel/cost/memory.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <system_error>
+
+namespace tessel::sim {
+
+namespace {
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+const nlohmann::json* member(const nlohmann::json& obj, const char* key) {
+    if (!obj.is_object()) return nullptr;
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+std::string text(const nlohmann::json& obj, const char* key) {
+    const nlohmann::json* v = member(obj, key);
+    if (!v) return "";
+    if (v->is_string()) return v->get<std::string>();
+    return v->dump();
+}
+std::optional<double> number(const nlohmann::json& obj, const char* key) {
+    const nlohmann::json* v = member(obj, key);
+    if (v && v->is_number()) return v->get<double>();
+    if (v && v->is_string()) {
+        // "8" or "8 (inferred)": a leading number.
+        std::smatch m;
+        const std::string s = v->get<std::string>();
+        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?))"))) return std::stod(m[1]);
+    }
+    return std::nullopt;
+}
+std::optional<int64_t> integer(const nlohmann::json& obj, const char* key) {
+    auto v = number(obj, key);
+    if (!v || *v < 0 || std::floor(*v) != *v) return std::nullopt;
+    return static_cast<int64_t>(*v);
+}
+std::optional<bool> boolean(const nlohmann::json& obj, const char* key) {
+    const nlohmann::json* v = member(obj, key);
+    if (!v) return std::nullopt;
+    if (v->is_boolean()) return v->get<bool>();
+    if (v->is_string()) {
+        const std::string s = lower(v->get<std::string>());
+        if (s.starts_with("true") || s.starts_with("yes") || s.starts_with("on")) return true;
+        if (s.starts_with("false") || s.starts_with("no") || s.starts_with("off")) return false;
+    }
+    if (v->is_number()) return v->get<double>() != 0.0;
+    return std::nullopt;
+}
+
+// The year a source was published, from its citation ("SC'21", "NSDI'24", "(arXiv:2205.05198, MLSys'23)",
+// "2022"): the earliest year named. 0 when none is found.
+int sourceYear(const std::string& source) {
+    int year = 0;
+    auto consider = [&](int y) {
+        if (y >= 2015 && y <= 2100 && (year == 0 || y < year)) year = y;
+    };
+    std::smatch m;
+    std::string s = source;
+    const std::regex full(R"((?:^|[^0-9])(20[0-9]{2})(?:[^0-9]|$))");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), full); it != std::sregex_iterator(); ++it)
+        consider(std::stoi((*it)[1]));
+    const std::regex apostrophe(R"('([0-9]{2})(?:[^0-9]|$))");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), apostrophe); it != std::sregex_iterator(); ++it)
+        consider(2000 + std::stoi((*it)[1]));
+    const std::regex arxiv(R"(arXiv:([0-9]{2})([0-9]{2})\.)");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), arxiv); it != std::sregex_iterator(); ++it)
+        consider(2000 + std::stoi((*it)[1]));
+    return year;
+}
+
+// The framework a record ran, in the plan's vocabulary.
+std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
+    const std::string f = lower(text(plan, "framework") + " " + text(plan, "ddp_impl") + " " + text(plan, "fsdp_sharding"));
+    const std::string src = lower(source);
+    if (contains(f, "megascale")) return "megascale";
+    if (contains(f, "torchtitan")) return "torchtitan";
+    if (contains(f, "nemo")) return "nemo";
+    if (contains(f, "deepspeed")) return "deepspeed";
+    if (contains(f, "fsdp") || contains(f, "composer") || contains(f, "full_shard") || contains(f, "shard_grad_op"))
+        return "fsdp";
+    if (contains(f, "megatron")) return "megatron";
+    if (contains(src, "megatron") || contains(src, "narayanan") || contains(src, "korthikanti")) return "megatron";
+    if (contains(src, "llm-foundry") || contains(src, "mosaicml")) return "fsdp";
+    if (contains(src, "deepspeed") || contains(src, "zero")) return "deepspeed";
+    if (contains(src, "torchtitan")) return "torchtitan";
+    return "";
+}
+
+struct GpuChoice {
+    std::string preset;
+    std::string note;     // assumption text, empty when the record names the GPU exactly
+};
+
+// The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
+GpuChoice gpuPreset(const std::string& gpuText) {
+    const std::string g = lower(gpuText);
+    auto has = [&](const char* s) { return contains(g, s); };
+    if (has("h200") || has("gh200")) return {"h200-single", ""};
+    if (has("h100") || has("h800")) {
+        if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
+        return {"dgx-h100-80g", has("h800") ? "H800 taken as an H100 SXM (same SM and HBM; NVLink 400 GB/s, not 900)" : ""};
+    }
+    if (has("a100")) {
+        if (has("40")) return {"dgx-a100-40g", ""};
+        if (has("80")) return {"dgx-a100-80g", ""};
+        return {"dgx-a100-80g", "A100 memory size not stated: the 80 GB SXM part assumed"};
+    }
+    if (has("ampere")) return {"dgx-a100-80g", "'Ampere' GPU taken as an A100-SXM4-80GB"};
+    return {"", ""};
+}
+
+// Inter-node bandwidth per GPU, per direction, from prose such as "8x 200Gb/s HDR InfiniBand HCAs per node",
+// "8x 200G NICs per server", "1600 Gbps node-node interconnect", "400 Gbps per GPU". 0 when not stated.
+double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
+    const std::string t = lower(linkText);
+    std::smatch m;
+    // "N x M Gb/s" (N NICs of M Gb/s per node).
+    if (std::regex_search(t, m, std::regex(R"(([0-9]+)\s*x\s*[^0-9]{0,40}?([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|b\b|\b))"))) {
+        const double nics = std::stod(m[1]);
+        double gbits = std::stod(m[2]) * (m[3] == "t" ? 1000.0 : 1.0);
+        how = m.str(0) + " per node";
+        return nics * gbits * 1e9 / 8.0 / gpusPerNode;
+    }
+    // "M Gbps per GPU" or "M Gbps" per node.
+    if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s))"))) {
+        double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0);
+        const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
+        how = m.str(0) + (perGpu ? " per GPU" : " per node");
+        return gbits * 1e9 / 8.0 / (perGpu ? 1 : gpusPerNode);
+    }
+    return 0.0;
+}
+
+Recompute parseRecompute(const std::string& s, bool& known) {
+    const std::string r = lower(s);
+    known = true;
+    if (r.empty()) {
+        known = false;
+        return Recompute::None;
+    }
+    if (contains(r, "selective")) return Recompute::Selective;
+    if (contains(r, "full") || contains(r, "every layer") || contains(r, "activation checkpointing") ||
+        contains(r, "uniform") || contains(r, "block"))
+        return Recompute::Full;
+    if (contains(r, "none") || r == "no" || r == "false" || contains(r, "off") || contains(r, "disabled")) return Recompute::None;
+    known = false;
+    return Recompute::None;
+}
+
+// ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
+int parseZero(const nlohmann::json& plan) {
+    if (auto z = integer(plan, "zero")) return *z <= 3 ? static_cast<int>(*z) : -1;
+    const std::string z = lower(text(plan, "zero") + " " + text(plan, "fsdp_sharding"));
+    if (contains(z, "full_shard") || contains(z, "zero-3") || contains(z, "zero3") || contains(z, "zero 3")) return 3;
+    if (contains(z, "shard_grad_op") || contains(z, "zero-2") || contains(z, "zero2") || contains(z, "zero 2")) return 2;
+    if (contains(z, "zero-1") || contains(z, "zero1") || contains(z, "zero 1")) return 1;
+    if (contains(z, "no_shard") || contains(z, "zero-0")) return 0;
+    return -1;
+}
+
+struct Family {
+    Activation activation = Activation::Gelu;
+    NormKind norm = NormKind::LayerNorm;
+    PositionEmbedding position = PositionEmbedding::Learned;
+    bool bias = true;
+    bool tied = true;
+    std::string name;
+};
+
+// Architecture conventions of a model family, from the record's name (and explicit fields where present).
+Family familyOf(const nlohmann::json& model) {
+    const std::string n = lower(text(model, "name") + " " + text(model, "family") + " " + text(model, "architecture"));
+    Family f;
+    if (contains(n, "llama") || contains(n, "mistral") || contains(n, "mixtral") || contains(n, "qwen") ||
+        contains(n, "deepseek")) {
+        f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false, "Llama-style"};
+    } else if (contains(n, "mpt")) {
+        // MPT: no biases, LayerNorm without bias, ALiBi (no position parameters), tied embeddings.
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, false, true, "MPT"};
+    } else if (contains(n, "bloom")) {
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, true, "BLOOM"};
+    } else if (contains(n, "nemotron") || contains(n, "gpt") || contains(n, "megatron") || contains(n, "opt")) {
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, true, true, "GPT"};
+    } else {
+        f.name = "GPT (default)";
+    }
+    const std::string act = lower(text(model, "activation"));
+    if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) f.activation = Activation::Swiglu;
+    else if (!act.empty()) f.activation = Activation::Gelu;
+    const std::string norm = lower(text(model, "norm"));
+    if (contains(norm, "rms")) f.norm = NormKind::RmsNorm;
+    else if (contains(norm, "layer")) f.norm = NormKind::LayerNorm;
+    const std::string pos = lower(text(model, "position_embedding") + text(model, "positional_embedding"));
+    if (contains(pos, "rope") || contains(pos, "rotary") || contains(pos, "alibi")) f.position = PositionEmbedding::Rope;
+    else if (contains(pos, "learned") || contains(pos, "absolute")) f.position = PositionEmbedding::Learned;
+    if (auto t = boolean(model, "tied_embeddings")) f.tied = *t;
+    if (auto b = boolean(model, "bias")) f.bias = *b;
+    return f;
+}
+
+void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
+    const nlohmann::json& m = rec.value("model", nlohmann::json::object());
+    ModelConfig& model = c.scenario.model;
+    model.name = text(m, "name");
+    auto need = [&](const char* key) -> int64_t {
+        auto v = integer(m, key);
+        if (!v || *v <= 0) {
+            if (refusal.empty()) refusal = ptr + "/model/" + key + ": missing or not a positive integer";
+            return 0;
+        }
+        return *v;
+    };
+    model.layers = static_cast<int>(need("layers"));
+    model.hidden = need("hidden");
+    model.heads = static_cast<int>(need("heads"));
+    model.vocab = need("vocab");
+    auto seq = integer(m, "seq");
+    if (!seq) seq = integer(m, "seq_len");
+    if (!seq || *seq <= 0) {
+        if (refusal.empty()) refusal = ptr + "/model/seq: missing or not a positive integer";
+    } else {
+        model.seqLen = *seq;
+    }
+    if (!refusal.empty()) return;
+    const Family f = familyOf(m);
+    model.activation = f.activation;
+    model.norm = f.norm;
+    model.position = f.position;
+    model.tiedEmbeddings = f.tied;
+    model.linearBias = f.bias;
+    c.assumptions.push_back("architecture: " + f.name + " conventions (" + toString(f.activation) + ", " +
+                            toString(f.norm) + ", " + (f.bias ? "biases" : "no biases") + ", " +
+                            (f.tied ? "tied" : "untied") + " embeddings)");
+    if (auto kv = integer(m, "kv_heads"); kv && *kv > 0) {
+        model.kvHeads = static_cast<int>(*kv);
+    } else {
+        model.kvHeads = model.heads;
+        c.assumptions.push_back("kv_heads not stated: multi-head attention (kv_heads = heads)");
+    }
+    if (auto hd = integer(m, "head_dim"); hd && *hd > 0) model.headDim = *hd;
+    else model.headDim = model.hidden / model.heads;
+    if (auto ffn = integer(m, "ffn_hidden"); ffn && *ffn > 0) {
+        model.ffnHidden = *ffn;
+    } else {
+        model.ffnHidden = 4 * model.hidden;
+        c.assumptions.push_back("ffn_hidden not stated: 4 x hidden");
+    }
+    if (auto experts = integer(m, "experts"); experts && *experts > 1) {
+        MoeConfig moe;
+        moe.experts = static_cast<int>(*experts);
+        moe.topK = static_cast<int>(integer(m, "top_k").value_or(2));
+        moe.expertFfnHidden = integer(m, "expert_ffn_hidden").value_or(integer(m, "moe_ffn_hidden").value_or(model.ffnHidden));
+        model.moe = moe;
+    }
+    if (auto p = number(m, "params")) c.publishedParameters = *p;
+}
+
+} // namespace
+
+namespace detail {
+// Declared here, defined below: fills the cluster and plan of a case.
+void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal);
+} // namespace detail
+
+namespace {
+void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c) {
+    const nlohmann::json& meas = rec.value("measured", nlohmann::json::object());
+    const nlohmann::json& der = rec.value("derived", nlohmann::json::object());
+    const Plan& plan = c.scenario.plan;
+    const double tokens = static_cast<double>(plan.globalBatch) * static_cast<double>(c.scenario.model.seqLen);
+    if (auto t = number(meas, "iteration_time_s"); t && *t > 0) {
+        c.measured.stepSeconds = *t;
+        c.measured.stepSource = ptr + "/measured/iteration_time_s";
+    } else if (auto tps = number(meas, "tokens_per_s"); tps && *tps > 0) {
+        c.measured.stepSeconds = tokens / *tps;
+        c.measured.stepSource = ptr + "/measured/tokens_per_s";
+    } else if (auto tpg = number(meas, "tokens_per_s_per_gpu"); tpg && *tpg > 0) {
+        c.measured.stepSeconds = tokens / (*tpg * plan.worldSize());
+        c.measured.stepSource = ptr + "/measured/tokens_per_s_per_gpu";
+    } else if (auto dt = number(der, "iteration_time_s"); dt && *dt > 0) {
+        c.measured.stepSeconds = *dt;
+        c.measured.stepSource = ptr + "/derived/iteration_time_s";
+    }
+    if (auto gb = number(meas, "memory_gb"); gb && *gb > 0) {
+        // Sources print memory in GB of 1e9 bytes or GiB; torch.cuda.max_memory_allocated()/1e9 and nvidia-smi
+        // GiB both appear. The record's unit note decides; GB (1e9) otherwise.
+        const std::string unit = lower(text(meas, "memory_unit"));
+        c.measured.memoryBytes = *gb * (contains(unit, "gib") ? 1073741824.0 : 1e9);
+        c.measured.memorySource = ptr + "/measured/memory_gb";
+    }
+    if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
+    else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;
+    else if (auto fits = boolean(meas, "fits")) c.measured.outOfMemory = !*fits;
+}
+} // namespace
+
+std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const std::string& source) {
+    const nlohmann::json* arr = &doc;
+    std::string base = source + "#";
+    if (doc.is_object() && doc.contains("runs")) {
+        arr = &doc["runs"];
+        base += "/runs";
+    }
+    if (!arr->is_array()) throw InputError(source + "#", "expected an array of training-run records (or an object with a \"runs\" array)");
+    std::vector<LoadedRecord> out;
+    for (size_t i = 0; i < arr->size(); ++i) {
+        const nlohmann::json& rec = (*arr)[i];
+        const std::string ptr = base + "/" + std::to_string(i);
+        LoadedRecord lr;
+        lr.pointer = ptr;
+        if (!rec.is_object()) {
+            lr.id = "#" + std::to_string(i);
+            lr.refusal = ptr + ": not an object";
+            out.push_back(std::move(lr));
+            continue;
+        }
+        lr.id = text(rec, "id");
+        if (lr.id.empty()) lr.id = "#" + std::to_string(i);
+        lr.group = text(rec, "group");
+        if (lr.group.empty()) lr.group = "(no group)";
+        ValidationCase c;
+        c.id = lr.id;
+        c.group = lr.group;
+        c.kind = text(rec, "kind");
+        c.source = text(rec, "source");
+        c.pointer = ptr;
+        std::string refusal;
+        readModel(rec, ptr, c, refusal);
+        if (refusal.empty()) detail::readSystemAndPlan(rec, ptr, c, refusal);
+        if (refusal.empty()) readMeasured(rec, ptr, c);
+        if (refusal.empty()) lr.validationCase = std::move(c);
+        else lr.refusal = refusal;
+        out.push_back(std::move(lr));
+    }
+    return out;
+}
+
+namespace detail {
+
+void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
+    const nlohmann::json& sys = rec.value("system", nlohmann::json::object());
+    const nlohmann::json& pl = rec.value("plan", nlohmann::json::object());
+    const std::string source = text(rec, "source") + " " + text(rec, "source_url");
+    const int year = sourceYear(source);
+    const std::string framework = frameworkOf(pl, source);
+    auto assume = [&](std::string s) { c.assumptions.push_back(std::move(s)); };
+
+    // Cluster: the GPU's preset (its figures and their sources live in scenarios/clusters), the record's shape.
+    const GpuChoice gpu = gpuPreset(text(sys, "gpu"));
+    if (gpu.preset.empty()) {
+        refusal = ptr + "/system/gpu: \"" + text(sys, "gpu") + "\" is not a GPU tessel has figures for" +
+                  (gpu.note.empty() ? "" : " (" + gpu.note + ")");
+        return;
+    }
+    if (!gpu.note.empty()) assume(gpu.note);
+    ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
+    const int64_t total = integer(sys, "total_gpus").value_or(0);
+    int64_t perNode = integer(sys, "gpus_per_node").value_or(0);
+    if (perNode <= 0) {
+        perNode = cluster.gpusPerNode;
+        assume("gpus_per_node not stated: " + std::to_string(perNode) + " (" + gpu.preset + ")");
+    }
+    int64_t nodes = integer(sys, "nodes").value_or(0);
+    int64_t world = total > 0 ? total : nodes * perNode;
+    if (world <= 0) {
+        refusal = ptr + "/system/total_gpus: neither total_gpus nor nodes is stated";
+        return;
+    }
+    if (perNode > world) perNode = world;
+    nodes = (world + perNode - 1) / perNode;
+    if (nodes * perNode != world) {
+        refusal = ptr + "/system/total_gpus: " + std::to_string(world) + " GPUs do not fill nodes of " + std::to_string(perNode);
+        return;
+    }
+    cluster.gpusPerNode = static_cast<int>(perNode);
+    cluster.nodes = static_cast<int>(nodes);
+    std::string how;
+    const double inter = interNodeBytesPerSecond(text(sys, "inter_node_link"), cluster.gpusPerNode, how);
+    if (inter > 0.0) {
+        cluster.interNode.bandwidthBytesPerSecond = inter;
+    } else if (nodes > 1) {
+        assume("inter-node link not stated: " + cluster.interNode.name + " (" + gpu.preset + ")");
+    }
+    c.scenario.cluster = cluster;
+    c.scenario.name = c.id;
+
+    // Plan.
+    Plan& plan = c.scenario.plan;
+    ModelConfig& model = c.scenario.model;
+    plan.tp = static_cast<int>(integer(pl, "tp").value_or(1));
+    plan.pp = static_cast<int>(integer(pl, "pp").value_or(1));
+    plan.cp = static_cast<int>(integer(pl, "cp").value_or(1));
+    plan.ep = static_cast<int>(integer(pl, "ep").value_or(1));
+    plan.vpp = static_cast<int>(integer(pl, "vpp").value_or(1));
+    if (plan.tp < 1 || plan.pp < 1 || plan.cp < 1 || plan.ep < 1 || plan.vpp < 1) {
+        refusal = ptr + "/plan: parallel degrees must be at least 1";
+        return;
+    }
+    const int64_t modelRanks = static_cast<int64_t>(plan.tp) * plan.pp * plan.cp;
+    if (world % modelRanks != 0) {
+        refusal = ptr + "/plan: tp x pp x cp = " + std::to_string(modelRanks) + " does not divide the " +
+                  std::to_string(world) + " GPUs";
+        return;
+    }
+    const int impliedDp = static_cast<int>(world / modelRanks);
+    auto dp = integer(pl, "dp");
+    if (!dp || *dp != impliedDp) {
+        if (dp) assume("dp " + std::to_string(*dp) + " does not fill the " + std::to_string(world) + " GPUs with tp x pp x cp; dp = " + std::to_string(impliedDp));
+        else assume("dp = GPUs / (tp x pp x cp) = " + std::to_string(impliedDp));
+    }
+    plan.dp = impliedDp;
+    auto gb = integer(pl, "global_batch");
+    if (!gb || *gb <= 0) {
+        refusal = ptr + "/plan/global_batch: missing";
+        return;
+    }
+    plan.globalBatch = static_cast<int>(*gb);
+    if (auto mb = integer(pl, "micro_batch"); mb && *mb > 0) {
+        plan.microBatch = static_cast<int>(*mb);
+    } else if (auto ga = integer(pl, "grad_accum"); ga && *ga > 0 && plan.globalBatch % (*ga * plan.dp) == 0) {
+        plan.microBatch = static_cast<int>(plan.globalBatch / (*ga * plan.dp));
+        assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
+    } else {
+        plan.microBatch = 1;
+        assume("micro_batch not stated: 1 (the Megatron-LM default)");
+    }
+    if (plan.globalBatch % (plan.microBatch * plan.dp) != 0) {
+        refusal = ptr + "/plan/global_batch: " + std::to_string(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +
+                  std::to_string(plan.microBatch * plan.dp);
+        return;
+    }
+    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
+
+    // Precision.
+    const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
+    plan.precision = "megatron";
+    if (contains(prec, "fp8")) assume("FP8 training read as BF16 (FP8 is not modelled yet)");
+    else if (prec.empty() || contains(prec, "not stated")) assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
+
+    // ZeRO / distributed optimizer.
+    int zero = parseZero(pl);
+    const auto distOpt = boolean(pl, "distributed_optimizer");
+    if (zero < 0) {
+        if (distOpt && *distOpt) zero = 1;
+        else if (framework == "fsdp") zero = 3;
+        else {
+            zero = 0;
+            if (!distOpt) assume("ZeRO stage / distributed optimizer not stated: none (framework default)");
+        }
+    }
+    if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
+    plan.zeroStage = zero;
+
+    // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
+    // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24).
+    const std::string attn =
+        lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention"));
+    if (contains(attn, "flash") || contains(attn, "triton") || contains(attn, "sdpa") || contains(attn, "fused attention")) {
+        plan.flashAttention = true;
+    } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax")) {
+        plan.flashAttention = false;
+    } else if (framework == "megatron" && year > 0 && year <= 2023) {
+        plan.flashAttention = false;
+        assume("attention kernel not stated: Megatron-LM of " + std::to_string(year) +
+               " without FlashAttention (fused softmax, s^2 scores in HBM)");
+    } else if (year > 0 && year <= 2022) {
+        plan.flashAttention = false;
+        assume("attention kernel not stated: a " + std::to_string(year) + " run predates FlashAttention's adoption");
+    } else {
+        plan.flashAttention = true;
+        assume("attention kernel not stated: FlashAttention");
+    }
+
+    // Recompute and sequence parallelism: stated, or the framework default; a default that would not fit in
+    // memory is raised step by step (a published run ran, so it fit).
+    bool recomputeKnown = false;
+    plan.recompute = parseRecompute(text(pl, "recompute"), recomputeKnown);
+    const auto sp = boolean(pl, "sequence_parallel");
+    plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
+    if (!model.moe) plan.ep = 1;
+    auto fits = [&] {
+        ProblemList problems;
+        validatePlan(model, c.scenario.cluster, plan, "/plan", problems);
+        return problems.empty() && predictMemory(model, c.scenario.cluster, plan).fits;
+    };
+    if (!recomputeKnown || !sp) {
+        std::vector<std::string> raised;
+        if (!sp && plan.tp > 1 && !fits()) {
+            plan.sequenceParallel = true;
+            raised.push_back("sequence parallelism on");
+        }
+        if (!recomputeKnown && !fits()) {
+            plan.recompute = Recompute::Selective;
+            raised.push_back("selective recompute");
+            if (!fits()) {
+                plan.recompute = Recompute::Full;
+                raised.back() = "full recompute";
+            }
+        }
+        std::string what = std::string(!recomputeKnown ? "recompute" : "") + (!recomputeKnown && !sp ? " and " : "") +
+                           (!sp ? "sequence parallelism" : "");
+        assume(what + " not stated: " +
+               (raised.empty() ? std::string("framework default (") + toString(plan.recompute) +
+                                     (sp ? "" : plan.sequenceParallel ? ", SP on" : ", SP off") + ")"
+                               : "raised until the plan fits in memory: " + [&] {
+                                     std::string s;
+                                     for (const auto& r : raised) s += (s.empty() ? "" : ", ") + r;
+                                     return s;
+                                 }()));
+    }
+    if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
+    ProblemList problems;
+    validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
+    if (!problems.empty()) {
+        refusal = problems.items().front().where + ": " + problems.items().front().message;
+        return;
+    }
+}
+
+} // namespace detail
+
+std::string defaultValidationFile() {
+    for (const auto& dir : scenarioSearchPath()) {
+        for (const auto& candidate : {dir.parent_path() / "data" / "validation" / "runs.json",
+                                      dir.parent_path() / "validation" / "runs.json"}) {
+            std::error_code ec;
+            if (std::filesystem::is_regular_file(candidate, ec)) return candidate.string();
+        }
+    }
+    return "";
+}
+
+std::vector<LoadedRecord> loadValidationFile(const std::string& path) {
+    return loadValidationRecords(readJsonFile(path), path);
+}
+
+} // namespace tessel::sim
