@@ -263,7 +263,12 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
             table.push_back(p);
             values["after"].push_back({{"min_dim", p.minDim}, {"efficiency", p.efficiency}});
         }
-        if (!table.empty()) gpu.gemmEfficiency = table;
+        if (!table.empty()) {
+            gpu.gemmEfficiency = table;
+            // The measured table replaces the shape model (it carries this machine's shape dependence).
+            if (gpu.gemmModel) values["replaced"] = "gpu/gemm_model";
+            gpu.gemmModel.reset();
+        }
         gpu.kernels["gemm"] = KernelFit{f.beta(0), 0.0, 0.0};
         result.terms.push_back(report("gpu/gemm_efficiency", f, values));
     } else {

@@ -144,6 +144,38 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t minDim) {
     return lo->efficiency + f * (hi->efficiency - lo->efficiency);
 }
 
+double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch) {
+    if (!gpu.gemmModel) return gemmEfficiency(gpu, std::min({m, n, k}));
+    const GemmShapeModel& g = *gpu.gemmModel;
+    // FP16 runs on the same tensor-core paths as BF16; a dtype the model does not list takes BF16's figures.
+    auto lookup = [&](const std::map<Dtype, double>& table, double fallback) {
+        auto it = table.find(dtype);
+        if (it == table.end()) it = table.find(Dtype::Bf16);
+        return it != table.end() ? it->second : fallback;
+    };
+    const double plateau = lookup(g.maxEfficiency, 1.0);
+    const double k0 = lookup(g.kOverhead, 0.0);
+    const double kd = static_cast<double>(std::max<int64_t>(k, 1));
+    const int64_t mm = std::max<int64_t>(m, 1), nn = std::max<int64_t>(n, 1), bb = std::max<int64_t>(batch, 1);
+    // Each output tile pays a fixed prologue/epilogue worth k0 elements of its main loop (fitted to the DeepGEMM
+    // FP8 k sweep); the tiles run in waves of one per SM, and a GEMM pays for every slot of its last wave and
+    // for the padding of its edge tiles. cuBLAS picks the orientation of the tile that quantizes better.
+    auto quantization = [&](int64_t tm, int64_t tn) {
+        const int64_t tiles = bb * ((mm + tm - 1) / tm) * ((nn + tn - 1) / tn);
+        const int64_t slots = g.smCount > 0 ? (tiles + g.smCount - 1) / g.smCount * g.smCount : tiles;
+        return static_cast<double>(bb) * static_cast<double>(mm) * static_cast<double>(nn) /
+               (static_cast<double>(slots) * static_cast<double>(tm) * static_cast<double>(tn));
+    };
+    const double q = std::max(quantization(g.tileM, g.tileN), quantization(g.tileN, g.tileM));
+    const double e = plateau * kd / (kd + k0) * q;
+    return std::clamp(e, 1e-4, 1.0);
+}
+
+std::string resolveAttentionKernel(const GpuSpec& gpu, const std::string& requested) {
+    if (requested.empty() || requested == "auto") return gpu.defaultAttentionKernel;
+    return requested;
+}
+
 ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
     ClusterConfig c;
     ObjectReader r(doc, pointer, problems);
@@ -190,6 +222,49 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                 }
             }
         }
+        if (const auto* gm = gr.child("gemm_model")) {
+            ObjectReader mr(*gm, gr.pointer("gemm_model"), problems);
+            GemmShapeModel model;
+            auto perDtype = [&](const char* key, double lo, double hi, std::map<Dtype, double>& into) {
+                const auto* v = mr.child(key);
+                if (!v) {
+                    problems.add(mr.pointer(key), "required field is missing");
+                    return;
+                }
+                ObjectReader dr(*v, mr.pointer(key), problems);
+                for (Dtype d : allDtypes())
+                    if (dr.has(toString(d))) into[d] = dr.requireNumber(toString(d), lo, hi);
+                dr.finish();
+            };
+            perDtype("max_efficiency", 0.01, 1.0, model.maxEfficiency);
+            perDtype("k_overhead", 0.0, 1e6, model.kOverhead);
+            model.tileM = mr.optInt("tile_m", 256, 1, 4096);
+            model.tileN = mr.optInt("tile_n", 128, 1, 4096);
+            model.smCount = mr.optInt("sm_count", 0, 0, 100000);
+            mr.finish();
+            if (model.maxEfficiency.empty()) problems.add(gr.pointer("gemm_model") + "/max_efficiency", "needs at least one dtype");
+            c.gpu.gemmModel = model;
+        }
+        if (const auto* ak = gr.child("attention_kernels")) {
+            ObjectReader ar(*ak, gr.pointer("attention_kernels"), problems);
+            if (ar.isObject()) {
+                for (auto it = ak->begin(); it != ak->end(); ++it) {
+                    ObjectReader kr(it.value(), ar.pointer(it.key()), problems);
+                    ar.accept(it.key());
+                    AttentionKernelSpec spec;
+                    spec.forwardEfficiency = kr.requireNumber("forward_efficiency", 0.001, 1.0);
+                    spec.backwardEfficiency = kr.requireNumber("backward_efficiency", 0.001, 1.0);
+                    spec.seqHalf = kr.optNumber("seq_half", 0.0, 0.0, 1e7);
+                    kr.finish();
+                    c.gpu.attentionKernels[it.key()] = spec;
+                }
+            }
+            ar.finish();
+        }
+        c.gpu.defaultAttentionKernel = gr.optString("default_attention_kernel", "");
+        if (!c.gpu.defaultAttentionKernel.empty() && !c.gpu.attentionKernels.count(c.gpu.defaultAttentionKernel))
+            problems.add(gr.pointer("default_attention_kernel"),
+                         "\"" + c.gpu.defaultAttentionKernel + "\" is not one of gpu/attention_kernels");
         if (const auto* k = gr.child("kernels")) c.gpu.kernels = parseKernels(*k, gr.pointer("kernels"), problems);
         if (const auto* pf = gr.child("phase_fits")) {
             ObjectReader pr(*pf, gr.pointer("phase_fits"), problems);
@@ -207,6 +282,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         }
         c.gpu.overlapsCommunication = gr.optBool("overlaps_communication", true);
         c.gpu.syncJitterFraction = gr.optNumber("sync_jitter_fraction", 0.0, 0.0, 1.0);
+        c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
         gr.finish();
     } else {
         problems.add(r.pointer("gpu"), "required field is missing");
@@ -261,8 +337,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
                        {"hbm_bytes_per_second", c.gpu.hbmBytesPerSecond},
                        {"memory_efficiency", c.gpu.memoryEfficiency},
                        {"kernel_overhead_seconds", c.gpu.kernelOverheadSeconds},
-                       {"peak_flops_per_second", peak},
-                       {"gemm_efficiency", gemm}}},
+                       {"peak_flops_per_second", peak}}},
                      {"network", {{"intra_node", tierToJson(c.intraNode)}, {"inter_node", tierToJson(c.interNode)}}}};
     if (!c.gpu.kernels.empty()) {
         nlohmann::json k = nlohmann::json::object();
@@ -280,8 +355,29 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
             pf[phase] = {{"overhead_seconds", f.overheadSeconds}, {"time_scale", f.timeScale}};
         j["gpu"]["phase_fits"] = pf;
     }
+    if (!gemm.empty()) j["gpu"]["gemm_efficiency"] = gemm;
+    if (c.gpu.gemmModel) {
+        nlohmann::json eff = nlohmann::json::object(), k0 = nlohmann::json::object();
+        for (const auto& [d, v] : c.gpu.gemmModel->maxEfficiency) eff[toString(d)] = v;
+        for (const auto& [d, v] : c.gpu.gemmModel->kOverhead) k0[toString(d)] = v;
+        j["gpu"]["gemm_model"] = {{"max_efficiency", eff},
+                                  {"k_overhead", k0},
+                                  {"tile_m", c.gpu.gemmModel->tileM},
+                                  {"tile_n", c.gpu.gemmModel->tileN},
+                                  {"sm_count", c.gpu.gemmModel->smCount}};
+    }
+    if (!c.gpu.attentionKernels.empty()) {
+        nlohmann::json ak = nlohmann::json::object();
+        for (const auto& [name, spec] : c.gpu.attentionKernels)
+            ak[name] = {{"forward_efficiency", spec.forwardEfficiency},
+                        {"backward_efficiency", spec.backwardEfficiency},
+                        {"seq_half", spec.seqHalf}};
+        j["gpu"]["attention_kernels"] = ak;
+    }
+    if (!c.gpu.defaultAttentionKernel.empty()) j["gpu"]["default_attention_kernel"] = c.gpu.defaultAttentionKernel;
     if (!c.gpu.overlapsCommunication) j["gpu"]["overlaps_communication"] = false;
     if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
+    if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
     if (!c.sources.empty()) j["sources"] = c.sources;
     if (c.calibration) j["calibration"] = *c.calibration;

@@ -284,11 +284,12 @@ CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, co
 
     CostParts parts;
     if (algorithm == CommAlgorithm::Auto) {
-        // NCCL's tuner picks per call the algorithm with the lower predicted time; ties go to ring.
+        // NCCL's tuner picks per call the algorithm with the lower predicted time; ties go to ring. Its trees
+        // span nodes: inside one node NCCL runs rings (tuning.cc disables Tree when nNodes == 1).
         const CostParts ring = costWith(p, bytes, placement, cluster, CommAlgorithm::Ring);
         parts = ring;
         result.algorithm = CommAlgorithm::Ring;
-        if (hasTree(p)) {
+        if (hasTree(p) && placement.spansNodes()) {
             const CostParts tree = costWith(p, bytes, placement, cluster, CommAlgorithm::Tree);
             if (tree.total() < ring.total()) {
                 parts = tree;

@@ -17,6 +17,7 @@ OpCost gemm(std::string name, int64_t m, int64_t n, int64_t k, int bytesPerElem,
     op.m = m;
     op.n = n;
     op.k = k;
+    op.batch = std::max<int64_t>(1, static_cast<int64_t>(count));
     op.flops = kernel_cost::gemmFlops(m, n, k) * count;
     op.modelFlops = op.flops;
     op.bytes = kernel_cost::gemmBytes(m, n, k, bytesPerElem) * count;
@@ -41,15 +42,18 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
         b.forward.add(op);
         // Convention: backward = 2 x forward model FLOPs (Narayanan et al. 2021, §5.1).
         if (op.opClass == OpClass::Gemm) {
-            // dX and dW are each one GEMM of the forward's size.
+            // dX and dW are each one GEMM of the forward's size (for attention's batched GEMMs both gradients
+            // are input gradients: no weights).
             b.backwardInput.add(op);
-            b.backwardWeight.add(op);
+            if (op.hasWeights) b.backwardWeight.add(op);
+            else b.backwardInput.add(op);
         } else if (op.opClass == OpClass::Attention) {
             // FlashAttention-2 backward: 5 matmuls against the forward's 2 (Dao 2023, §3.2) -> 2.5x;
             // unfused attention: dV, dP, dQ, dK -> 2x.
             const double f = op.name == "attention_core_flash" ? kernel_cost::kFlashBackwardFlopFactor : 2.0;
             OpCost scaled = op;
             scaled.kernel = kernel + "_backward";
+            scaled.backward = true;
             scaled.flops *= f;
             scaled.bytes *= kernel_cost::kBackwardByteFactor;
             scaled.seconds = opSeconds(scaled, cluster, dtype);
@@ -59,12 +63,13 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
             // Elementwise/norm backward reads the saved input and the output grad, writes the input grad.
             OpCost scaled = op;
             scaled.kernel = kernel + "_backward";
-            scaled.bytes *= kernel_cost::kBackwardByteFactor;
+            scaled.bytes *= op.backwardByteFactor;
             scaled.seconds = opSeconds(scaled, cluster, dtype);
             b.backwardInput.add(scaled);
         }
-        const bool redo = recompute == Recompute::Full ||
-                          (recompute == Recompute::Selective && op.opClass == OpClass::Attention);
+        const bool attentionCore = op.opClass == OpClass::Attention || !op.hasWeights || op.kernel == "softmax_forward" ||
+                                   op.kernel == "dropout_forward";
+        const bool redo = recompute == Recompute::Full || (recompute == Recompute::Selective && attentionCore);
         if (redo) {
             b.recompute.add(op);
             b.recompute.modelFlops -= op.modelFlops; // recompute is hardware work, not model work
@@ -93,9 +98,19 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
     if (op.flops > 0.0) {
         const double peak = cluster.peakFlops(dtype);
         double eff = 1.0;
-        if (op.opClass == OpClass::Gemm) eff = gemmEfficiency(gpu, std::min({op.m, op.n, op.k}));
-        else if (op.opClass == OpClass::Attention) eff = gemmEfficiency(gpu, op.k); // head_dim bounds the tiles
-        else eff = 1.0;
+        if (op.opClass == OpClass::Gemm) {
+            eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype, op.batch);
+        } else if (op.opClass == OpClass::Attention) {
+            const auto spec = gpu.attentionKernels.find(resolveAttentionKernel(gpu, op.variant));
+            if (spec != gpu.attentionKernels.end()) {
+                // A fused attention kernel's measured efficiency, lower for short key ranges (FORMULAS.md §3.2).
+                const double keys = static_cast<double>(op.n);
+                eff = (op.backward ? spec->second.backwardEfficiency : spec->second.forwardEfficiency) * keys /
+                      (keys + spec->second.seqHalf);
+            } else {
+                eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype); // tiles of (queries x keys x head_dim)
+            }
+        }
         computeSeconds = op.flops / (peak * eff);
     }
     const double memorySeconds = op.bytes / (gpu.hbmBytesPerSecond * gpu.memoryEfficiency);
@@ -120,28 +135,42 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
     {
         // Attention core per rank: QK^T and PV over a/tp heads, s/cp queries against s keys:
         // 4 * b * heads * s_q * s_kv * head_dim FLOPs (Narayanan et al. 2021, eq. 2 terms).
-        OpCost att;
-        att.kernel = "attention";
-        att.opClass = OpClass::Attention;
-        att.m = s.seqLocal;
-        att.n = s.seqFull;
-        att.k = s.headDim;
         const double full = 4.0 * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull) * d(s.headDim);
-        att.modelFlops = full;
-        const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
-        const double qkvo = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e);
         if (plan.flashAttention) {
-            // Causal FlashAttention skips the masked upper triangle: about half the products.
+            // Causal FlashAttention skips the masked upper triangle: about half the products; Q, K, V, O move once.
+            OpCost att;
+            att.kernel = "attention";
+            att.variant = plan.attentionKernel;
+            att.opClass = OpClass::Attention;
+            att.m = s.seqLocal;
+            att.n = s.seqFull;
+            att.k = s.headDim;
+            att.modelFlops = full;
             att.name = "attention_core_flash";
             att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
-            att.bytes = qkvo;
+            att.bytes = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e);
+            ops.push_back(att);
         } else {
-            // Unfused: scores written and read, softmax written and read (+ dropout mask and output).
-            att.name = "attention_core";
-            att.flops = full;
-            att.bytes = qkvo + scores * (4.0 * e + (s.maskBytes ? (1.0 + 2.0 * e) : 0.0));
+            // Unfused (Megatron-LM before FlashAttention): batched QK^T writes the b (a/t) s_q s_kv scores to HBM,
+            // the fused scale-mask-softmax rewrites them, dropout (when the model has it) reads them and writes
+            // its output and mask, and a batched PV reads them again. Each is its own kernel, so the times add.
+            const int64_t batch = s.microBatch * s.headsLocal;
+            const double scores = d(batch) * d(s.seqLocal) * d(s.seqFull);
+            OpCost qk = gemm("attention_scores", s.seqLocal, s.seqFull, s.headDim, e, d(batch));
+            qk.hasWeights = false;
+            qk.modelFlops = full / 2.0;
+            ops.push_back(qk);
+            ops.push_back(memoryOp("attention_softmax", "softmax", kernel_cost::softmaxBytes(scores, e)));
+            if (s.maskBytes) {
+                OpCost drop = memoryOp("attention_dropout", "dropout", kernel_cost::dropoutBytes(scores, e));
+                drop.backwardByteFactor = 1.0; // backward reads the gradient and mask, writes one gradient
+                ops.push_back(drop);
+            }
+            OpCost pv = gemm("attention_context", s.seqLocal, s.headDim, s.seqFull, e, d(batch));
+            pv.hasWeights = false;
+            pv.modelFlops = full / 2.0;
+            ops.push_back(pv);
         }
-        ops.push_back(att);
     }
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.qDimLocal, e));
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
@@ -228,6 +257,8 @@ double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes) {
 double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0 * d(tokens) + 2.0 * e * d(tokens) * d(hidden); }
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }
+double softmaxBytes(double elements, int e) { return 2.0 * e * elements; }
+double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim) {
     return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
 }

@@ -114,6 +114,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
     p.sequenceParallel = r.optBool("sequence_parallel", false);
     p.flashAttention = r.optBool("flash_attention", true);
+    p.attentionKernel = r.optString("attention_kernel", "auto");
     auto sc = r.optEnum("schedule", "1f1b", {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"});
     p.schedule = sc == "gpipe" ? Schedule::Gpipe
                  : sc == "1f1b" ? Schedule::OneFOneB
@@ -134,13 +135,14 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     if (r.has("rank_order")) p.rankOrder = parseRankOrder(r.requireString("rank_order"), r.pointer("rank_order"), problems);
     else r.accept("rank_order");
     p.vocabDivisibleBy = static_cast<int>(r.optInt("vocab_divisible_by", 128, 1, 1 << 20));
+    p.framework = parseFrameworkSettings(r);
     r.finish();
     return p;
 }
 
 nlohmann::json planToJson(const Plan& p) {
     const auto* rec = findPrecisionRecipe(p.precision);
-    return {{"tp", p.tp},
+    nlohmann::json j{{"tp", p.tp},
             {"pp", p.pp},
             {"dp", p.dp},
             {"cp", p.cp},
@@ -153,11 +155,14 @@ nlohmann::json planToJson(const Plan& p) {
             {"recompute", toString(p.recompute)},
             {"sequence_parallel", p.sequenceParallel},
             {"flash_attention", p.flashAttention},
+            {"attention_kernel", p.attentionKernel},
             {"schedule", toString(p.schedule)},
             {"precision", p.precision},
             {"dtype", rec ? toString(rec->computeDtype) : "bf16"},
             {"rank_order", p.rankOrderString()},
             {"vocab_divisible_by", p.vocabDivisibleBy}};
+    frameworkToJson(p.framework, j);
+    return j;
 }
 
 int64_t paddedVocab(const ModelConfig& model, const Plan& plan) {
@@ -218,6 +223,13 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)
         problems.add(field("sequence_parallel"), "seq_len / cp must be divisible by tp=" + n(plan.tp));
+    if (plan.flashAttention && plan.attentionKernel != "auto" && !cluster.gpu.attentionKernels.empty() &&
+        !cluster.gpu.attentionKernels.count(plan.attentionKernel)) {
+        std::string names;
+        for (const auto& [name, spec] : cluster.gpu.attentionKernels) names += (names.empty() ? "" : ", ") + name;
+        problems.add(field("attention_kernel"), "\"" + plan.attentionKernel + "\" is not an attention kernel of " +
+                                                    cluster.gpu.name + " (it has: " + names + ", or \"auto\")");
+    }
     if (const auto* rec = findPrecisionRecipe(plan.precision)) {
         if (!cluster.gpu.peakFlopsPerSecond.count(rec->computeDtype))
             problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(rec->computeDtype) +

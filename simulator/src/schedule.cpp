@@ -55,6 +55,11 @@ Stream streamOf(ActionKind k) {
     }
 }
 
+bool isTransfer(ActionKind k) {
+    return k == ActionKind::SendActivation || k == ActionKind::RecvActivation || k == ActionKind::SendGrad ||
+           k == ActionKind::RecvGrad;
+}
+
 std::string Action::traceName() const { return kind == ActionKind::Collective ? name : toString(kind); }
 
 const StageSchedule& ActionSchedule::forRank(int rank) const {
@@ -208,9 +213,12 @@ std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage) 
 ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     ActionSchedule sched;
     sched.plan = plan;
+    sched.overlap = resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage);
+    const OverlapSettings& ov = sched.overlap;
     sched.microBatches = plan.microBatchesPerStep();
     sched.layersPerChunk = model.layers / (plan.pp * plan.vpp);
     const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
+    sched.p2pBlocksCompute = p > 1 && !ov.overlapP2pComm;
     const int lastVirtual = p * v - 1;
     const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
     const int n = sched.layersPerChunk; // gradient buckets per chunk: one per layer
@@ -236,7 +244,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         }
         std::vector<int> gradCollectives;   // indices the optimizer waits for
         int previousCompute = -1;
-        auto zero3Gather = [&](const Action& c, const char* name) {
+        auto zero3Gather = [&](const Action& c, const char* name, bool prefetch) {
             if (plan.zeroStage < 3) return -1;
             int last = -1;
             forEachShardedPart(chunkParams(model, plan, s, c.chunk, n), plan,
@@ -244,13 +252,25 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                    Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
                                                            params * recipe.weightBytes, c.microBatch, c.chunk, -1);
                                    // Prefetch: the gather may start as soon as the previous compute starts.
-                                   if (previousCompute >= 0)
+                                   if (prefetch && previousCompute >= 0)
                                        g.deps.push_back({s, previousCompute, Dependency::When::StartPlus, 0.0});
                                    last = b.add(std::move(g));
                                });
             return last;
         };
-        auto gradReduce = [&](int anchor, const Action& c, bool perMicroBatch) {
+        // A compute action that uses parameters gathered layer by layer starts once the first layer is there
+        // and cannot end before the last layer is, plus that layer's share of the compute.
+        auto streamedFrom = [&](int gather) {
+            const double unit = 1.0 / std::max(1, n);
+            return Dependency{s, gather, Dependency::When::StartPlus, unit, unit};
+        };
+        // Gradient reduction, one bucket per layer. With overlap (DDP hooks, --overlap-grad-reduce, FSDP), bucket j
+        // of a backward is ready after (j+1)/buckets of it (layers run last to first); without, every bucket waits
+        // for the end of `anchor`.
+        // Under ZeRO-3 the executor reduces a chunk's gradients as one flat bucket; FSDP reduce-scatters unit by
+        // unit as the backward produces them, so that one action streams behind the backward (it starts after the
+        // first layer's gradients and ends no sooner than one layer's share of it after the backward).
+        auto gradReduce = [&](int anchor, const Action& c, bool perMicroBatch, bool overlapped) {
             const char* name = plan.zeroStage == 0 ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
             const Primitive prim = plan.zeroStage == 0 ? Primitive::AllReduce : Primitive::ReduceScatter;
             const int buckets = plan.zeroStage >= 3 ? 1 : n;
@@ -260,14 +280,27 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                        Action r = b.collective(std::string(name) + suffix, group, prim,
                                                                params * recipe.gradBytes / buckets,
                                                                perMicroBatch ? c.microBatch : -1, c.chunk, j);
-                                       // Backward runs the chunk's layers last to first: bucket j is ready
-                                       // after (j+1)/buckets of it.
-                                       r.deps.push_back({s, anchor, Dependency::When::StartPlus,
-                                                         static_cast<double>(j + 1) / buckets});
+                                       if (buckets == 1 && overlapped && n > 1)
+                                           r.deps.push_back(streamedFrom(anchor));
+                                       else
+                                           r.deps.push_back({s, anchor, Dependency::When::StartPlus,
+                                                             overlapped ? static_cast<double>(j + 1) / buckets : 1.0});
                                        gradCollectives.push_back(b.add(std::move(r)));
                                    }
                                });
         };
+        // ZeRO-1/2 with overlap_param_gather: the updated parameters of the previous step are gathered while
+        // this step's first forwards run (Megatron-LM --overlap-param-gather), bucket by bucket.
+        std::map<int, int> paramGatherOfChunk;
+        if ((plan.zeroStage == 1 || plan.zeroStage == 2) && ov.overlapParamGather) {
+            for (int c = 0; c < v; ++c)
+                forEachShardedPart(chunkParams(model, plan, s, c, n), plan, [&](double params, GroupKind group, const char* suffix) {
+                    Action g = b.collective(std::string("dp_all_gather_params") + suffix, group, Primitive::AllGather,
+                                            params * recipe.weightBytes, -1, c, -1);
+                    paramGatherOfChunk[c] = b.add(std::move(g));
+                });
+        }
+        std::vector<int> deferredChunks;   // chunks whose reduction waits for the stage's last compute
 
         for (int i = 0; i < static_cast<int>(order.size()); ++i) {
             Action c = order[static_cast<size_t>(i)];
@@ -282,11 +315,24 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                 recv = b.add(transfer(ActionKind::RecvGrad, c.microBatch, c.chunk, (u + 1) % p));
                 pendingRecvs[static_cast<size_t>(s)].push_back({recv, {1, c.microBatch, u + 1}});
             }
+            // Blocking p2p posts the receive with the send that follows the previous compute action.
+            if (recv >= 0 && sched.p2pBlocksCompute && previousCompute >= 0)
+                list.actions[static_cast<size_t>(recv)].deps.push_back({s, previousCompute, Dependency::When::End, 1.0});
             int gather = -1;
-            if (fwd) gather = zero3Gather(c, "zero3_all_gather_params_fwd");
-            else if (bwdInput) gather = zero3Gather(c, "zero3_all_gather_params_bwd");
+            // FSDP and ZeRO-3 gather forward parameters ahead of use (the next unit's all-gather is issued while
+            // the current one computes); backward gathers are prefetched with backward_prefetch, and skipped
+            // when parameters stay gathered from the forward (reshard_after_forward off: SHARD_GRAD_OP).
+            if (fwd) gather = zero3Gather(c, "zero3_all_gather_params_fwd", true);
+            else if (bwdInput && ov.reshardAfterForward) gather = zero3Gather(c, "zero3_all_gather_params_bwd", ov.backwardPrefetch);
             if (recv >= 0) c.deps.push_back({s, recv, Dependency::When::End, 1.0});
-            if (gather >= 0) c.deps.push_back({s, gather, Dependency::When::End, 1.0});
+            if (gather >= 0) c.deps.push_back(streamedFrom(gather));
+            if (fwd) {
+                auto pg = paramGatherOfChunk.find(c.chunk);
+                if (pg != paramGatherOfChunk.end()) {
+                    c.deps.push_back(streamedFrom(pg->second));
+                    paramGatherOfChunk.erase(pg); // only the chunk's first forward waits for it
+                }
+            }
             const int idx = b.add(c);
             previousCompute = idx;
             if (fwd && u < lastVirtual) {
@@ -301,13 +347,23 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             }
             const bool producesGrads = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
             if (producesGrads) {
-                if (plan.zeroStage >= 2) gradReduce(idx, c, true);
-                else if (lastGradOfChunk[c.chunk] == i) gradReduce(idx, c, false);
+                if (plan.zeroStage >= 2) gradReduce(idx, c, true, ov.overlapGradReduce);
+                else if (lastGradOfChunk[c.chunk] == i) {
+                    if (ov.overlapGradReduce) gradReduce(idx, c, false, true);
+                    else deferredChunks.push_back(c.chunk);
+                }
                 if (lastGradOfChunk[c.chunk] == i) {
                     if (u == 0) embeddingLast = {s, idx};
                     if (u == lastVirtual) headLast = {s, idx};
                 }
             }
+        }
+        // Without overlap the reduction runs once the stage's whole backward is done (Megatron-LM's
+        // finalize_model_grads after the pipeline schedule).
+        for (int chunk : deferredChunks) {
+            Action c;
+            c.chunk = chunk;
+            gradReduce(previousCompute, c, false, false);
         }
         // The optimizer waits for every gradient collective of its stage; the tied-embedding sync and the
         // ZeRO parameter all-gathers are added after all stages exist.
@@ -370,8 +426,9 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         }
     }
 
-    // ZeRO-1/2: updated parameter shards are all-gathered after the optimizer step.
-    if (plan.zeroStage == 1 || plan.zeroStage == 2) {
+    // ZeRO-1/2: updated parameter shards are all-gathered after the optimizer step (unless overlapped with
+    // the next step's forward, above).
+    if ((plan.zeroStage == 1 || plan.zeroStage == 2) && !ov.overlapParamGather) {
         for (int s = 0; s < p; ++s) {
             auto& acts = sched.stages[static_cast<size_t>(s)].actions;
             const int opt = static_cast<int>(acts.size()) - 1;

@@ -48,7 +48,10 @@ void accumulate(ActionCost& into, const ActionCost& more) {
     into.epSeconds += more.epSeconds;
 }
 
-void finish(ActionCost& c) { c.seconds = c.computeSeconds + c.tpSeconds + c.cpSeconds + c.epSeconds + c.waitSeconds; }
+void finish(ActionCost& c) {
+    c.seconds = c.computeSeconds + c.tpSeconds + c.cpSeconds + c.epSeconds + c.waitSeconds + c.contentionDpSeconds +
+                c.contentionPpSeconds;
+}
 } // namespace
 
 CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
@@ -65,6 +68,23 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     InnerComm fwdComm, bwdComm;
     for (const auto& op : layerCommOps(model, cluster, plan))
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
+    // What the framework hides (FORMULAS.md §6.1). Transformer Engine's TP overlap splits each collective into
+    // tp chunks pipelined with its GEMM, so one chunk stays exposed. Megatron-LM's asynchronous TP all-reduce
+    // (and, with SP, reduce-scatter) of the column-parallel layers' input gradients runs under their
+    // weight-gradient GEMMs; with SP the re-gather of their inputs runs under the input-gradient GEMMs.
+    const OverlapSettings& ov = schedule.overlap;
+    if (plan.tp > 1 && ov.tpCommOverlap) {
+        fwdComm.tp /= plan.tp;
+        bwdComm.tp /= plan.tp;
+    } else if (plan.tp > 1 && ov.asyncTpGradReduce) {
+        double budget = 0.0;
+        for (const auto& op : layer.forwardOps)
+            if (op.name == "qkv" || op.name == "fc1" || op.name == "expert_fc1")
+                budget += op.seconds * (plan.sequenceParallel ? 2.0 : 1.0);
+        // What runs under the GEMMs still costs them the contention share of its own time (FORMULAS.md §6.2).
+        const double hidden = std::min(bwdComm.tp, budget);
+        bwdComm.tp = bwdComm.tp - hidden + cluster.gpu.commContention * hidden;
+    }
     // Full recompute replays the forward, collectives included; selective replays attention (CP exchange).
     InnerComm recomputeComm;
     if (plan.recompute == Recompute::Full) recomputeComm = fwdComm;
@@ -120,6 +140,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     CostTable table;
     table.serialStreams = !cluster.gpu.overlapsCommunication;
     table.syncJitterFraction = jitter;
+    table.commContention = cluster.gpu.commContention;
     table.perAction.resize(schedule.stages.size());
     for (size_t s = 0; s < schedule.stages.size(); ++s) {
         const auto& acts = schedule.stages[s].actions;
@@ -222,7 +243,9 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
             const size_t me = id(static_cast<int>(s), static_cast<int>(i));
             // A device that cannot overlap communication with compute runs each rank's list in order on one
             // stream (the CPU executor's single thread).
-            const auto st = costs.serialStreams ? size_t{0} : static_cast<size_t>(streamOf(acts[i].kind));
+            const bool blocking = schedule.p2pBlocksCompute &&
+                                  (acts[i].kind == ActionKind::SendActivation || acts[i].kind == ActionKind::SendGrad);
+            const auto st = costs.serialStreams || blocking ? size_t{0} : static_cast<size_t>(streamOf(acts[i].kind));
             if (last[st] >= 0) {
                 streamPrev[me] = last[st];
                 ++edgeCount[static_cast<size_t>(last[st]) + 1];
@@ -278,6 +301,10 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
         }
         start[n] = begin;
         end[n] = begin + costs.perAction[static_cast<size_t>(s)][i].seconds;
+        for (const auto& d : a.deps)
+            if (d.tailFraction > 0.0)
+                end[n] = std::max(end[n], end[id(d.stage, d.index)] +
+                                              d.tailFraction * costs.perAction[static_cast<size_t>(s)][i].seconds);
         const bool recv = a.kind == ActionKind::RecvActivation || a.kind == ActionKind::RecvGrad;
         if (recv && !a.deps.empty()) {
             // The receive ends when both the data and the receiver are there. With jittered work on both sides
@@ -327,8 +354,24 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
         for (size_t i = 0; i < acts.size(); ++i) {
             const Action& a = acts[i];
             const TimedAction& ta = t.perAction[s][i];
-            if (streamOf(a.kind) != Stream::Compute) {
+            const bool blockingTransfer = schedule.p2pBlocksCompute &&
+                                          (a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad);
+            if (streamOf(a.kind) != Stream::Compute && !blockingTransfer) {
                 lastEnd = std::max(lastEnd, ta.endSeconds);
+                continue;
+            }
+            if (blockingTransfer) {
+                // A send or receive that holds the compute stream: while the peer is still computing it is bubble,
+                // from the matching send's start on it is exposed PP.
+                double dataFrom = prevEnd;
+                const bool recv = a.kind == ActionKind::RecvActivation || a.kind == ActionKind::RecvGrad;
+                if (recv && !a.deps.empty())
+                    dataFrom = std::max(prevEnd, t.perAction[static_cast<size_t>(a.deps.front().stage)]
+                                                            [static_cast<size_t>(a.deps.front().index)].startSeconds);
+                const double until = std::max(prevEnd, ta.endSeconds);
+                b.bubbleSeconds += std::max(0.0, std::min(dataFrom, until) - prevEnd);
+                b.ppSeconds += std::max(0.0, until - std::max(dataFrom, prevEnd));
+                prevEnd = until;
                 continue;
             }
             const double gap = ta.startSeconds - prevEnd;
@@ -372,6 +415,8 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
                 b.optimizerSeconds += c.seconds;
             } else {
                 b.computeSeconds += c.computeSeconds;
+                b.dpSeconds += c.contentionDpSeconds;
+                b.ppSeconds += c.contentionPpSeconds;
                 // A wait inside a compute action is for its TP/CP/EP collectives: shared out in their proportion.
                 const double inner = c.tpSeconds + c.cpSeconds + c.epSeconds;
                 const double waitShare = inner > 0.0 ? c.waitSeconds / inner : 0.0;
@@ -426,11 +471,62 @@ StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, 
     return m;
 }
 
+CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline) {
+    CostTable out = costs;
+    if (!(costs.commContention > 0.0) || costs.serialStreams) return out;
+    for (size_t s = 0; s < schedule.stages.size(); ++s) {
+        const auto& acts = schedule.stages[s].actions;
+        // Busy intervals of this rank's communication streams with the rate at which each moves its own
+        // (isolated) work: a collective that streams behind its producer is spread over its whole interval, a
+        // receive that waited for its sender moved data only at its end.
+        struct Busy {
+            double from, to, rate;
+        };
+        std::vector<Busy> dp, pp;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            const ActionKind k = acts[i].kind;
+            const TimedAction& ta = timeline.perAction[s][i];
+            const double own = costs.perAction[s][i].computeSeconds;
+            const double span = ta.endSeconds - ta.startSeconds;
+            if (!(own > 0.0) || !(span > 0.0)) continue;
+            if (k == ActionKind::Collective) {
+                dp.push_back({ta.startSeconds, ta.endSeconds, std::min(1.0, own / span)});
+            } else if (isTransfer(k) && !(schedule.p2pBlocksCompute && (k == ActionKind::SendActivation || k == ActionKind::SendGrad))) {
+                pp.push_back({ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0});
+            }
+        }
+        auto overlap = [](const std::vector<Busy>& busy, double a, double b) {
+            double sum = 0.0;
+            for (const Busy& x : busy) sum += x.rate * std::max(0.0, std::min(b, x.to) - std::max(a, x.from));
+            return sum;
+        };
+        for (size_t i = 0; i < acts.size(); ++i) {
+            if (!isCompute(acts[i].kind)) continue;
+            ActionCost& c = out.perAction[s][i];
+            const TimedAction& ta = timeline.perAction[s][i];
+            // The action ran [start, end]; what it would take without contention is its uncontended cost, so the
+            // comm overlapping its first that-long stretch is what slowed it.
+            const double base = c.seconds - c.contentionDpSeconds - c.contentionPpSeconds;
+            const double until = ta.startSeconds + base;
+            c.contentionDpSeconds = costs.commContention * overlap(dp, ta.startSeconds, until);
+            c.contentionPpSeconds = costs.commContention * overlap(pp, ta.startSeconds, until);
+            finish(c);
+        }
+    }
+    return out;
+}
+
 PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
     PlanSimulation r;
     r.schedule = buildSchedule(model, plan);
     r.costs = costSchedule(r.schedule, model, cluster);
     r.timeline = simulate(r.schedule, r.costs);
+    // Communication that overlaps compute slows it (FORMULAS.md §6.2): cost the overlap seen in the timeline,
+    // simulate again; a second pass settles the overlap the slower compute itself changes.
+    for (int pass = 0; pass < 2 && cluster.gpu.commContention > 0.0 && !r.costs.serialStreams; ++pass) {
+        r.costs = withContention(r.schedule, r.costs, r.timeline);
+        r.timeline = simulate(r.schedule, r.costs);
+    }
     r.metrics = stepMetrics(r.schedule, r.costs, r.timeline, model, cluster);
     r.memory = predictMemory(model, cluster, plan);
     return r;

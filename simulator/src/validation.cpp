@@ -32,6 +32,7 @@ std::string planString(const Plan& p) {
     if (p.recompute != Recompute::None) s += " rc:" + toString(p.recompute);
     if (p.sequenceParallel) s += " sp";
     if (!p.flashAttention) s += " no-flash";
+    else if (p.attentionKernel != "auto") s += " " + p.attentionKernel;
     return s;
 }
 

@@ -84,6 +84,17 @@ int sourceYear(const std::string& source) {
     return year;
 }
 
+// The year of the software a run used: a paper's arXiv number gives its month, and work submitted in the first
+// quarter was done the year before; otherwise the earliest year the citation names.
+int softwareYear(const std::string& source) {
+    std::smatch m;
+    if (std::regex_search(source, m, std::regex(R"(arXiv:([0-9]{2})([0-9]{2})\.)"))) {
+        const int year = 2000 + std::stoi(m[1]), month = std::stoi(m[2]);
+        return month <= 3 ? year - 1 : year;
+    }
+    return sourceYear(source);
+}
+
 // The framework a record ran, in the plan's vocabulary.
 std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
     const std::string f = lower(text(plan, "framework") + " " + text(plan, "ddp_impl") + " " + text(plan, "fsdp_sharding"));
@@ -181,6 +192,7 @@ struct Family {
     bool bias = true;
     bool tied = true;
     std::string name;
+    double dropout = 0.0;
 };
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
@@ -196,9 +208,11 @@ Family familyOf(const nlohmann::json& model) {
     } else if (contains(n, "bloom")) {
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, true, "BLOOM"};
     } else if (contains(n, "nemotron") || contains(n, "gpt") || contains(n, "megatron") || contains(n, "opt")) {
-        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, true, true, "GPT"};
+        // Megatron-LM's GPT defaults: --attention-dropout 0.1 --hidden-dropout 0.1 (arguments.py).
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, true, true, "GPT", 0.1};
     } else {
         f.name = "GPT (default)";
+        f.dropout = 0.1;
     }
     const std::string act = lower(text(model, "activation"));
     if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) f.activation = Activation::Swiglu;
@@ -211,6 +225,7 @@ Family familyOf(const nlohmann::json& model) {
     else if (contains(pos, "learned") || contains(pos, "absolute")) f.position = PositionEmbedding::Learned;
     if (auto t = boolean(model, "tied_embeddings")) f.tied = *t;
     if (auto b = boolean(model, "bias")) f.bias = *b;
+    if (auto dr = number(model, "dropout")) f.dropout = *dr;
     return f;
 }
 
@@ -244,9 +259,11 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.position = f.position;
     model.tiedEmbeddings = f.tied;
     model.linearBias = f.bias;
+    model.dropout = f.dropout;
     c.assumptions.push_back("architecture: " + f.name + " conventions (" + toString(f.activation) + ", " +
                             toString(f.norm) + ", " + (f.bias ? "biases" : "no biases") + ", " +
-                            (f.tied ? "tied" : "untied") + " embeddings)");
+                            (f.tied ? "tied" : "untied") + " embeddings" +
+                            (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");
     if (auto kv = integer(m, "kv_heads"); kv && *kv > 0) {
         model.kvHeads = static_cast<int>(*kv);
     } else {
@@ -447,6 +464,24 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     }
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
 
+    // Framework and the settings that decide overlap: stated in the record, else the framework's defaults for
+    // the year of its software (docs/frameworks.md).
+    if (!framework.empty()) {
+        plan.framework.name = framework;
+        const std::string stated = text(pl, "framework_version");
+        const int swYear = softwareYear(source);
+        plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
+        if (stated.empty() && swYear > 0) assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
+    } else {
+        assume("framework not stated: every overlap tessel models (generic)");
+    }
+    const std::string ddp = lower(text(pl, "ddp_impl"));
+    if (contains(ddp, "torch")) plan.framework.ddpImpl = "torch";
+    else if (contains(ddp, "local")) plan.framework.ddpImpl = "local";
+    for (const FrameworkFlag& flag : frameworkFlags())
+        if (auto v = boolean(pl, flag.key)) plan.framework.*flag.member = *v;
+    if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
+
     // Precision.
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
     plan.precision = "megatron";
@@ -468,13 +503,36 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     plan.zeroStage = zero;
 
     // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
-    // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24).
+    // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24). Which fused
+    // kernel follows the record's words, else its year: FlashAttention-2 from July 2023, -3 (and cuDNN's fused
+    // attention on Hopper) from 2024.
     const std::string attn =
         lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention"));
-    if (contains(attn, "flash") || contains(attn, "triton") || contains(attn, "sdpa") || contains(attn, "fused attention")) {
-        plan.flashAttention = true;
-    } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax")) {
+    auto kernelFor = [&](const std::string& wanted) {
+        const auto& kernels = c.scenario.cluster.gpu.attentionKernels;
+        if (kernels.count(wanted)) return wanted;
+        if (wanted == "flash3" && kernels.count("flash2")) return std::string("flash2");
+        return std::string("auto");
+    };
+    plan.flashAttention = true;
+    if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
+        contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
+        plan.attentionKernel = kernelFor("flash1");
+        if (contains(attn, "triton"))
+            assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
+    } else if (contains(attn, "flash3") || contains(attn, "flashattention-3") || contains(attn, "cudnn") ||
+               contains(attn, "fused attention") || contains(attn, "fused_attn")) {
+        plan.attentionKernel = kernelFor("flash3");
+    } else if (contains(attn, "flash2") || contains(attn, "flashattention-2") || contains(attn, "flash-attn 2") ||
+               contains(attn, "flash_attn_2") || contains(attn, "flash attention 2") || contains(attn, "flash-attention-2")) {
+        plan.attentionKernel = kernelFor("flash2");
+    } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax") ||
+               contains(attn, "eager") || contains(attn, "standard")) {
         plan.flashAttention = false;
+    } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
+        plan.attentionKernel = year >= 2024 ? kernelFor("flash3") : year == 2023 ? kernelFor("flash2") : year == 2022 ? kernelFor("flash1") : "auto";
+        assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
+               (year > 0 ? " (published " + std::to_string(year) + ")" : " (the GPU's default)"));
     } else if (framework == "megatron" && year > 0 && year <= 2023) {
         plan.flashAttention = false;
         assume("attention kernel not stated: Megatron-LM of " + std::to_string(year) +
@@ -483,8 +541,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         plan.flashAttention = false;
         assume("attention kernel not stated: a " + std::to_string(year) + " run predates FlashAttention's adoption");
     } else {
-        plan.flashAttention = true;
-        assume("attention kernel not stated: FlashAttention");
+        plan.attentionKernel = year == 2023 ? kernelFor("flash2") : "auto";
+        assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
     }
 
     // Recompute and sequence parallelism: stated, or the framework default; a default that would not fit in
@@ -525,6 +583,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                                  }()));
     }
     if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
+    for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted)
+        assume(d);
     ProblemList problems;
     validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
     if (!problems.empty()) {

@@ -193,12 +193,18 @@ TEST(Comm, RingLatencyTermsByPrimitive) {
 TEST(Comm, TreeWinsForTinyMessagesOnLargeGroups) {
     const ClusterConfig c = makeCluster();
     for (Primitive p : {Primitive::AllReduce, Primitive::Broadcast, Primitive::Reduce}) {
-        const CommCost ring = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Ring);
-        const CommCost tree = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Tree);
+        // 64 ranks over 64 nodes: NCCL's trees span nodes.
+        const GroupPlacement g = placement(64, 64, 1);
+        const CommCost ring = commCost(p, 8.0, g, c, CommAlgorithm::Ring);
+        const CommCost tree = commCost(p, 8.0, g, c, CommAlgorithm::Tree);
         EXPECT_LT(tree.seconds, ring.seconds) << toString(p);
-        const CommCost best = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Auto);
+        const CommCost best = commCost(p, 8.0, g, c, CommAlgorithm::Auto);
         EXPECT_EQ(best.algorithm, CommAlgorithm::Tree) << toString(p);
         EXPECT_DOUBLE_EQ(best.seconds, tree.seconds);
+        // Inside one node NCCL runs rings whatever the size (tuning.cc disables Tree when nNodes == 1).
+        const CommCost inside = commCost(p, 8.0, inNode(64), c, CommAlgorithm::Auto);
+        EXPECT_EQ(inside.algorithm, CommAlgorithm::Ring) << toString(p);
+        EXPECT_DOUBLE_EQ(inside.seconds, commCost(p, 8.0, inNode(64), c, CommAlgorithm::Ring).seconds);
     }
 }
 
@@ -223,7 +229,7 @@ TEST(Comm, TreeIsRingForPrimitivesWithoutTree) {
     }
 }
 
-TEST(Comm, AutoIsTheMinimumOfRingAndTree) {
+TEST(Comm, AutoIsTheMinimumOfRingAndTreeAcrossNodesAndRingInside) {
     const ClusterConfig c = makeCluster();
     for (Primitive p : allPrimitives())
         for (double bytes : {8.0, 64 * 1024.0, kGiB})
@@ -232,7 +238,8 @@ TEST(Comm, AutoIsTheMinimumOfRingAndTree) {
                 const GroupPlacement& where = p == Primitive::SendRecv ? placement(2, 2, 1) : g;
                 const double ring = commCost(p, bytes, where, c, CommAlgorithm::Ring).seconds;
                 const double tree = commCost(p, bytes, where, c, CommAlgorithm::Tree).seconds;
-                EXPECT_DOUBLE_EQ(commCost(p, bytes, where, c).seconds, std::min(ring, tree)) << toString(p);
+                EXPECT_DOUBLE_EQ(commCost(p, bytes, where, c).seconds, where.spansNodes() ? std::min(ring, tree) : ring)
+                    << toString(p);
             }
 }
 

@@ -46,6 +46,28 @@ struct PhaseFit {
     double timeScale = 1.0;
 };
 
+// GEMM efficiency from the GEMM's shape (FORMULAS.md §3.1): achieved / peak =
+//   maxEfficiency(dtype) x k / (k + kOverhead(dtype)) x (batch m n) / (waves x smCount x tileM x tileN),
+// tiles = batch ceil(m / tileM) ceil(n / tileN), waves = ceil(tiles / smCount), the better of the two tile
+// orientations. maxEfficiency is the plateau of a GEMM with full waves and long k (derived from the measured
+// maximum achievable matmul FLOPs), kOverhead the per-output-tile fixed cost (prologue, epilogue) in k
+// elements; the last factor is tile and wave quantization (NVIDIA, Matrix Multiplication Background guide).
+struct GemmShapeModel {
+    std::map<Dtype, double> maxEfficiency;
+    std::map<Dtype, double> kOverhead;
+    int64_t tileM = 256;
+    int64_t tileN = 128;
+    int64_t smCount = 0;       // 0: no wave quantization (only the tiles' edges)
+};
+
+// A fused attention kernel (FlashAttention and its kin): achieved / peak for the FLOPs it executes (causal:
+// half the square), rising with the keys each query sees: efficiency x s_kv / (s_kv + seqHalf) (FORMULAS.md §3.2).
+struct AttentionKernelSpec {
+    double forwardEfficiency = 0.0;
+    double backwardEfficiency = 0.0;
+    double seqHalf = 0.0;
+};
+
 struct GpuSpec {
     std::string name;
     int64_t memoryBytes = 0;
@@ -54,7 +76,10 @@ struct GpuSpec {
     double memoryEfficiency = 0.8;             // achieved / peak HBM bandwidth for elementwise kernels
     double kernelOverheadSeconds = 0.0;        // launch + tail per kernel
     std::map<Dtype, double> peakFlopsPerSecond; // dense, no sparsity
-    std::vector<GemmEfficiencyPoint> gemmEfficiency; // sorted by minDim
+    std::vector<GemmEfficiencyPoint> gemmEfficiency; // sorted by minDim; used when gemmModel is absent
+    std::optional<GemmShapeModel> gemmModel;          // the shape model; a calibrated table replaces it
+    std::map<std::string, AttentionKernelSpec> attentionKernels; // "flash2", "flash3", ... by name
+    std::string defaultAttentionKernel;               // what plans with attention_kernel "auto" use
     std::map<std::string, KernelFit> kernels;        // calibrated kernels by name ("norm_forward", ...)
     // Calibrated from training runs, per phase ("forward", "backward", "optimizer"): a compute action of that
     // phase takes overheadSeconds + timeScale x (the sum of its kernels' times). "communication": collectives
@@ -68,6 +93,10 @@ struct GpuSpec {
     // neighbours): a collective over n ranks waits for the slowest, E[max] - E[mean] = σ e(n) W for W seconds
     // of work since the last synchronisation (FORMULAS.md §6). 0 = ranks run like clockwork.
     double syncJitterFraction = 0.0;
+    // Compute lost to a collective or transfer that runs concurrently with it, per second of the transfer's own
+    // (isolated) time: NCCL kernels take SMs and HBM bandwidth from the overlapped kernels and are slowed by them
+    // in turn (FORMULAS.md §6.2). 0 = overlap is free.
+    double commContention = 0.0;
 };
 
 // A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
@@ -102,5 +131,10 @@ nlohmann::json clusterToJson(const ClusterConfig& c);
 
 // GEMM efficiency for a GEMM whose smallest dimension is `minDim`, from the table (clamped at the ends).
 double gemmEfficiency(const GpuSpec& gpu, int64_t minDim);
+// GEMM efficiency of `batch` (m x k) @ (k x n) GEMMs in `dtype` (one batched kernel): the shape model where the GPU
+// has one, else the table.
+double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch = 1);
+// The attention kernel a plan's "auto" resolves to, or `requested` itself; "" when the GPU describes none.
+std::string resolveAttentionKernel(const GpuSpec& gpu, const std::string& requested);
 
 } // namespace tessel

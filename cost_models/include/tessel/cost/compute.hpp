@@ -32,6 +32,10 @@ double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes); // (3 e 
 double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e);    // ids 8 T + one row read and written
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e);   // scatter-add 3 e T h
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits read + fp32 max/sum: (e + 8) T V
+// Unfused attention (no FlashAttention): the fused scale-mask-softmax reads the scores and writes the
+// probabilities, e per element each; attention dropout reads them and writes its output and a byte mask.
+double softmaxBytes(double elements, int e);                       // 2 e x elements
+double dropoutBytes(double elements, int e);                       // (2 e + 1) x elements
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
@@ -49,7 +53,12 @@ struct OpCost {
     double modelFlops = 0.0;     // operations counted for MFU (attention as full, non-causal; see FORMULAS.md §3)
     double bytes = 0.0;          // HBM traffic
     int64_t m = 0, n = 0, k = 0; // GEMM shape; for attention (s_q, s_kv, head_dim)
+    int64_t batch = 1;           // GEMMs in one batched kernel (attention's per-head GEMMs)
     std::string kernel;          // the kernel a calibration may have timed: "gemm", "norm_forward", ...
+    std::string variant;         // attention: the fused kernel's name ("flash2", ...), "" for the GPU's default
+    bool backward = false;       // attention: the backward kernel (its own efficiency)
+    bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
+    double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
     double seconds = 0.0;        // roofline time, filled by costOps
 };
 

@@ -3,6 +3,7 @@
 
 #include "tessel/cost/cluster.hpp"
 #include "tessel/cost/errors.hpp"
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/model.hpp"
 
 #include <nlohmann/json.hpp>
@@ -49,11 +50,13 @@ struct Plan {
     Recompute recompute = Recompute::None;
     bool sequenceParallel = false;
     bool flashAttention = true;
+    std::string attentionKernel = "auto"; // fused attention kernel ("flash2", "flash3", ...); "auto": the GPU's default
     Schedule schedule = Schedule::OneFOneB;
     std::string precision = "megatron";
     std::array<ParallelDim, 5> rankOrder{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp,
                                          ParallelDim::Pp};
     int vocabDivisibleBy = 128;         // Megatron pads the vocabulary to a multiple of this x tp
+    FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
     int worldSize() const { return tp * pp * dp * cp; }
     int microBatchesPerStep() const { return globalBatch / (microBatch * dp); }

@@ -34,6 +34,7 @@ enum class Stream { Compute = 0, PipelineSend = 1, PipelineRecv = 2, DataParalle
 constexpr int kStreamCount = 4;
 std::string toString(Stream s);
 Stream streamOf(ActionKind k);
+bool isTransfer(ActionKind k);        // SendActivation, RecvActivation, SendGrad, RecvGrad
 
 // An action may start only after each dependency is satisfied: `End` = the other action has finished;
 // `StartPlus` = the other action has run for `fraction` of its duration (gradients of the last layers of a
@@ -44,6 +45,10 @@ struct Dependency {
     int index = 0;      // index in that list
     When when = When::End;
     double fraction = 1.0;
+    // Streaming: the action consumes what the other produces unit by unit (a layer's parameters as they are
+    // gathered), so it cannot end before the other ends plus `tailFraction` of its own duration (the last
+    // unit's work). 0 = no such bound.
+    double tailFraction = 0.0;
 };
 
 struct Action {
@@ -71,6 +76,11 @@ struct StageSchedule {
 // holds one list per stage; forRank maps any rank to its stage's list through the plan's rank order.
 struct ActionSchedule {
     Plan plan;
+    OverlapSettings overlap;      // the plan's framework settings, resolved (resolveOverlap)
+    // Pipeline transfers block the compute stream (overlap_p2p_comm off), as Megatron-LM's batched
+    // isend/irecv followed by a wait does: sends run on the compute stream, and each receive is posted only after
+    // the compute action before it, so a send and the next receive overlap each other but not compute.
+    bool p2pBlocksCompute = false;
     int microBatches = 0;
     int layersPerChunk = 0;
     std::vector<StageSchedule> stages;

@@ -26,6 +26,10 @@ struct ActionCost {
     // sends and receives carry W (the stage's compute since its last transfer) with syncGroupSize 1: their
     // wait depends on both sides' times and is added by `simulate` (CostTable::syncJitterFraction).
     double waitSeconds = 0.0;
+    // Compute lost to communication that ran concurrently on the rank's other streams (GpuSpec::commContention),
+    // by what caused it: data-parallel collectives, pipeline transfers. Part of `seconds`.
+    double contentionDpSeconds = 0.0;
+    double contentionPpSeconds = 0.0;
     int syncGroupSize = 1;
     double syncWorkSeconds = 0.0;
     double flops = 0.0;       // hardware FLOPs: model-convention FLOPs executed, recompute included
@@ -36,6 +40,7 @@ struct ActionCost {
 struct CostTable {
     std::vector<std::vector<ActionCost>> perAction;
     bool serialStreams = false;   // the cluster cannot overlap communication with compute (GpuSpec)
+    double commContention = 0.0;  // GpuSpec::commContention
     double syncJitterFraction = 0.0; // σ (GpuSpec::syncJitterFraction), for the pipeline receives' waits
 };
 
@@ -68,6 +73,11 @@ struct Timeline {
     double stepSeconds = 0.0;
     std::vector<StepBreakdown> perStage;
 };
+
+// Adds to every compute action the compute it loses to communication that `timeline` shows running concurrently on
+// the rank's other streams (commContention x the overlapped seconds of the communication's own time), and returns
+// the adjusted table; simulate again to see the effect. Identity when commContention is 0.
+CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline);
 
 // Simulates the schedule with the given costs: every action starts when the previous action on its stream
 // has finished and its dependencies are met (a send and its receive form one transfer that needs the

@@ -1,0 +1,63 @@
+// The training framework a plan runs on and the settings that decide what overlaps what (Megatron-LM's DDP and
+// overlap flags, FSDP's prefetch and resharding), with each framework's defaults by version.
+#pragma once
+
+#include "tessel/cost/errors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+// What the plan states. An unset knob takes the framework's default for its version (resolveOverlap).
+struct FrameworkSettings {
+    std::string name = "generic";  // megatron | nemo | megascale | deepspeed | fsdp | torchtitan | generic
+    std::string version;           // free text: a year ("2023"), a Megatron-core version ("core_r0.9.0"), ...
+    std::optional<std::string> ddpImpl;          // Megatron: "local" (bucketed after backward) | "torch" (DDP hooks)
+    std::optional<bool> overlapGradReduce;       // gradient reduction runs during backward (per bucket)
+    std::optional<bool> overlapParamGather;      // ZeRO-1/2: updated-parameter all-gather overlaps the next forward
+    std::optional<bool> tpCommOverlap;           // TP collectives pipelined with their GEMMs (TE userbuffers)
+    std::optional<bool> asyncTpGradReduce;       // Megatron: backward TP input-gradient collective overlaps dW
+    std::optional<bool> overlapP2pComm;          // pipeline sends/receives on their own stream, not blocking compute
+    std::optional<bool> reshardAfterForward;     // ZeRO-3/FSDP: free gathered parameters after forward
+    std::optional<bool> backwardPrefetch;        // ZeRO-3/FSDP: gather the next unit's parameters ahead
+};
+
+// The resolved settings the simulator uses, with what was taken from defaults (for reports).
+struct OverlapSettings {
+    bool overlapGradReduce = true;
+    bool overlapParamGather = false;
+    bool tpCommOverlap = false;
+    bool asyncTpGradReduce = false;
+    bool overlapP2pComm = true;
+    bool reshardAfterForward = true;
+    bool backwardPrefetch = true;
+    std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
+};
+
+const std::vector<std::string>& frameworkNames();
+// The plan keys of the stated overlap settings and the member each fills, in one place for parsing, writing
+// and reading published runs.
+struct FrameworkFlag {
+    const char* key;
+    std::optional<bool> FrameworkSettings::*member;
+};
+const std::vector<FrameworkFlag>& frameworkFlags();
+// The year a version string stands for: a year itself, a Megatron-core or NeMo version mapped to its release
+// year, 0 when unknown (= the framework's current defaults).
+int frameworkYear(const FrameworkSettings& f);
+// Resolves every knob: stated values win, the rest are the framework's defaults for its version
+// (docs/frameworks.md lists them with their sources). `interleaved`: the plan uses the interleaved schedule.
+OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage);
+
+// Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
+// "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
+// "backward_prefetch"); problems carry their JSON pointers.
+class ObjectReader;
+FrameworkSettings parseFrameworkSettings(ObjectReader& r);
+void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan);
+
+} // namespace tessel

@@ -1,0 +1,116 @@
+// Framework defaults for the settings that decide overlap (docs/frameworks.md), and their JSON form in a plan.
+#include "tessel/cost/framework.hpp"
+
+#include "tessel/cost/json_reader.hpp"
+
+#include <regex>
+
+namespace tessel {
+
+const std::vector<std::string>& frameworkNames() {
+    static const std::vector<std::string> names{"generic", "megatron", "nemo", "megascale", "deepspeed", "fsdp", "torchtitan"};
+    return names;
+}
+
+const std::vector<FrameworkFlag>& frameworkFlags() {
+    static const std::vector<FrameworkFlag> flags{{"overlap_grad_reduce", &FrameworkSettings::overlapGradReduce},
+                                                  {"overlap_param_gather", &FrameworkSettings::overlapParamGather},
+                                                  {"tp_comm_overlap", &FrameworkSettings::tpCommOverlap},
+                                                  {"async_tp_grad_reduce", &FrameworkSettings::asyncTpGradReduce},
+                                                  {"overlap_p2p_comm", &FrameworkSettings::overlapP2pComm},
+                                                  {"reshard_after_forward", &FrameworkSettings::reshardAfterForward},
+                                                  {"backward_prefetch", &FrameworkSettings::backwardPrefetch}};
+    return flags;
+}
+
+int frameworkYear(const FrameworkSettings& f) {
+    const std::string& v = f.version;
+    if (v.empty()) return 0;
+    std::smatch m;
+    if (std::regex_search(v, m, std::regex(R"((20[1-3][0-9]))"))) return std::stoi(m[1]);
+    // NeMo / NGC containers are named YY.MM (e.g. 23.11).
+    if (std::regex_search(v, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)"))) return 2000 + std::stoi(m[1]);
+    // Megatron-core releases: 0.1-0.4 in 2023, 0.5-0.9 in 2024, 0.10 and later from 2025 (GitHub release dates).
+    if (std::regex_search(v, m, std::regex(R"((?:core[_ r]*|^\s*v?)0\.([0-9]+))"))) {
+        const int minor = std::stoi(m[1]);
+        return minor <= 4 ? 2023 : minor <= 9 ? 2024 : 2025;
+    }
+    // Megatron-LM v2.x (2020-21), v3.x (2022).
+    if (std::regex_search(v, m, std::regex(R"(^\s*v?([23])\.[0-9])"))) return m[1] == "2" ? 2021 : 2022;
+    return 0;
+}
+
+OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage) {
+    OverlapSettings o;
+    const int year = frameworkYear(f);
+    const bool current = year == 0;
+    const std::string who = f.name + (year ? " " + std::to_string(year) : std::string(" (current)"));
+    // Defaults, then the plan's stated values.
+    if (f.name == "megatron" || f.name == "nemo" || f.name == "megascale") {
+        // Megatron-LM: gradients are reduced after the backward unless DDP hooks (ddp_impl torch) or
+        // --overlap-grad-reduce (megatron-core DDP, 2023-24, default off) say otherwise; the distributed
+        // optimizer's parameter all-gather runs after the step unless --overlap-param-gather; TP collectives
+        // block their GEMMs unless --tp-comm-overlap (Transformer Engine userbuffers); since v2.6 (2021) the
+        // backward TP input-gradient collective runs asynchronously under the weight-gradient GEMM
+        // (--async-tensor-model-parallel-allreduce, later always on); pipeline sends and receives block the
+        // compute stream except in the interleaved schedule with --overlap-p2p-communication (store_true until
+        // 2024, then on by default: --no-overlap-p2p-communication).
+        const std::string ddp = f.ddpImpl.value_or("local");
+        o.overlapGradReduce = ddp == "torch";
+        o.overlapParamGather = false;
+        o.tpCommOverlap = false;
+        o.asyncTpGradReduce = current || year >= 2022;
+        o.overlapP2pComm = interleaved && (current || year >= 2024);
+        if (f.name == "nemo") {
+            // NeMo's pre-training recipes switch the overlaps on (overlap_grad_reduce, overlap_param_gather,
+            // tp_comm_overlap on Hopper, overlap_p2p_comm with the interleaved schedule).
+            o.overlapGradReduce = o.overlapParamGather = o.tpCommOverlap = true;
+            o.overlapP2pComm = interleaved;
+        } else if (f.name == "megascale") {
+            // MegaScale (Jiang et al. 2024, section 3.2): TP, PP and DP communication overlapped with compute.
+            o.overlapGradReduce = o.overlapParamGather = o.tpCommOverlap = o.asyncTpGradReduce = o.overlapP2pComm = true;
+        }
+    } else if (f.name == "deepspeed") {
+        // DeepSpeed ZeRO: overlap_comm defaults to true for stage 3 and false below; the pipeline engine's
+        // sends and receives are blocking; stage 3 prefetches (stage3_prefetch_bucket_size).
+        o.overlapGradReduce = zeroStage >= 3;
+        o.overlapParamGather = false;
+        o.overlapP2pComm = false;
+    } else if (f.name == "fsdp" || f.name == "torchtitan") {
+        // PyTorch FSDP (1 and 2): each wrapped unit's gradients are reduce-scattered during backward, the
+        // next unit's parameters gathered ahead (BACKWARD_PRE by default), resharded after forward for
+        // FULL_SHARD; torch.distributed.pipelining posts its sends and receives asynchronously.
+        o.overlapGradReduce = true;
+        o.overlapP2pComm = true;
+    }
+    bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap, &o.asyncTpGradReduce,
+                        &o.overlapP2pComm,    &o.reshardAfterForward, &o.backwardPrefetch};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 7, "one resolved value per framework flag");
+    for (size_t i = 0; i < frameworkFlags().size(); ++i) {
+        const FrameworkFlag& flag = frameworkFlags()[i];
+        if (f.*flag.member) *resolved[i] = *(f.*flag.member);
+        else if (f.name != "generic")
+            o.defaulted.push_back(std::string(flag.key) + " = " + (*resolved[i] ? "true" : "false") + " (" + who + " default)");
+    }
+    return o;
+}
+
+FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
+    FrameworkSettings f;
+    f.name = r.optEnum("framework", "generic", frameworkNames());
+    f.version = r.optString("framework_version", "");
+    if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
+    for (const FrameworkFlag& flag : frameworkFlags())
+        if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
+    return f;
+}
+
+void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
+    plan["framework"] = f.name;
+    if (!f.version.empty()) plan["framework_version"] = f.version;
+    if (f.ddpImpl) plan["ddp_impl"] = *f.ddpImpl;
+    for (const FrameworkFlag& flag : frameworkFlags())
+        if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
+}
+
+} // namespace tessel
