@@ -240,6 +240,12 @@ OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, co
     OpCost op = memoryOp("optimizer_step", "adamw", kernel_cost::optimizerBytes(localParameters, recipe));
     op.flops = kernel_cost::optimizerFlops(localParameters);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);
+    // The passes around AdamW (FORMULAS.md §3): the global gradient norm for clipping, the copy of the updated
+    // master into the low-precision weights, and zeroing the gradient buffer for the next step.
+    OpCost aux = memoryOp("optimizer_aux", "", kernel_cost::optimizerAuxBytes(localParameters, recipe));
+    aux.seconds = opSeconds(aux, cluster, recipe.computeDtype);
+    op.bytes += aux.bytes;
+    op.seconds += aux.seconds;
     return op;
 }
 
@@ -264,6 +270,14 @@ double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64
 }
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return e * d(tokens) * d(2 * qCols + 2 * kvCols); }
 double optimizerFlops(double parameters) { return 12.0 * parameters; }
+double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe) {
+    // Megatron-LM's optimizer step (optimizer.py: get_grad_norm_fp32 reads every main gradient;
+    // _copy_main_params_to_model_params reads the fp32 master and writes the model weights; zero_grad_buffer
+    // clears the gradient buffer) and PyTorch's clip_grad_norm_ + zero_grad: memory-bound passes.
+    double perParam = 2.0 * recipe.gradBytes;                                    // norm read + zeroing write
+    if (recipe.masterBytes > 0) perParam += recipe.masterBytes + recipe.weightBytes; // master -> weights copy
+    return perParam * parameters;
+}
 double optimizerBytes(double parameters, const PrecisionRecipe& recipe) {
     // AdamW reads the grad, reads and writes the master (or the weights) and both moments, and writes the
     // low-precision weights when a master copy exists; memory bound.

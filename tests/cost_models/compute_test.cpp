@@ -108,9 +108,14 @@ TEST(Compute, OptimizerIsMemoryBoundOverLocalParameters) {
     ClusterConfig c = test::roundCluster(8, 1);
     const auto& megatron = *findPrecisionRecipe("megatron");
     OpCost op = optimizerCompute(1e9, c, megatron);
-    // grad 4 + master r/w 8 + moments r/w 16 + bf16 weight write 2 = 30 bytes per parameter.
-    EXPECT_DOUBLE_EQ(op.bytes, 30e9);
-    EXPECT_DOUBLE_EQ(op.seconds, 30e9 / 2e12);
+    // AdamW: grad 4 + master r/w 8 + moments r/w 16 + bf16 weight write 2 = 30 bytes per parameter; around it
+    // the norm reads the grads (4), zeroing writes them (4), the master is copied into the weights (4 + 2): 14.
+    EXPECT_DOUBLE_EQ(kernel_cost::optimizerBytes(1e9, megatron), 30e9);
+    EXPECT_DOUBLE_EQ(kernel_cost::optimizerAuxBytes(1e9, megatron), 14e9);
+    EXPECT_DOUBLE_EQ(op.bytes, 44e9);
+    EXPECT_DOUBLE_EQ(op.seconds, 44e9 / 2e12);
+    // Without a master copy (the weights are the master) there is nothing to copy.
+    EXPECT_DOUBLE_EQ(kernel_cost::optimizerAuxBytes(1e9, *findPrecisionRecipe("cpu_fp32")), 8e9);
 }
 
 } // namespace

@@ -40,7 +40,9 @@ double dropoutBytes(double elements, int e);                       // (2 e + 1) 
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
 double optimizerFlops(double parameters);                           // ~12 per parameter (AdamW)
-double optimizerBytes(double parameters, const PrecisionRecipe& recipe);
+double optimizerBytes(double parameters, const PrecisionRecipe& recipe);    // the AdamW kernel itself
+// Around AdamW: gradient-norm read and buffer zeroing (2 g) and, with a master copy, master -> weights (master + w).
+double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe);
 // The kernel names a cluster file's gpu.kernels may calibrate ("gemm", "attention_forward", "norm_backward", ...).
 const std::vector<std::string>& kernelNames();
 } // namespace kernel_cost
