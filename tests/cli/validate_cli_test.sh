@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End-to-end checks of `tessel validate`: every shipped published run predicted, today's error as a regression
+# guard (bounds = the figures of the last accepted change plus a margin; tighten them as the model improves),
+# leave-one-group-out, refused records listed, bad files exit 2 with the pointer.
+source "$(dirname "$0")/lib.sh"
+
+# 1. The shipped set: 85 runs, none refused, error within the guard.
+"$TESSEL" validate --json >"$tmp/v.json" 2>"$tmp/err"; check "validate exits 0" $?
+python3 - "$tmp/v.json" <<'PY'; check "shipped set within the regression guard" $?
+import json, sys
+d = json.load(open(sys.argv[1]))
+o = d["overall"]
+assert o["records"] == 85 and o["predicted"] == 85, o
+# Guard: median and max |step error| over all records and per group (measured 2026-11-24: 7.3% / 25.9%).
+assert o["median_abs_step_error"] <= 0.09, o["median_abs_step_error"]
+assert o["max_abs_step_error"] <= 0.29, o["max_abs_step_error"]
+bounds = {"megatron_sc21_table1": 0.11, "korthikanti_table5": 0.07,
+          "megascale_table2_175B_strong_scaling": 0.12, "mosaicml_llm_foundry_mpt_benchmarks": 0.10}
+for g in d["groups"]:
+    assert g["median_abs_step_error"] <= bounds[g["group"]], (g["group"], g["median_abs_step_error"])
+for r in d["results"]:
+    assert r["predicted"] and r["dominant_term"] and r["assumptions"], r["id"]
+    assert abs(r["predicted_step_seconds"] / r["measured_step_seconds"] - 1 - r["step_error"]) < 1e-9
+PY
+
+# 2. The table: every record, the per-group summary, the worst record named.
+"$TESSEL" validate >"$tmp/table" 2>&1; check "table exits 0" $?
+check "table lists a record" "$(contains "$tmp/table" 'megatron-sc21-t1-1.7B')"
+check "table has the group summary" "$(contains "$tmp/table" 'mosaicml_llm_foundry_mpt_benchmarks')"
+"$TESSEL" validate --summary --assumptions >"$tmp/summary" 2>&1; check "summary exits 0" $?
+
+# 3. Leave one group out: states what was refitted.
+"$TESSEL" validate --leave-one-group-out --summary >"$tmp/logo" 2>&1; check "leave-one-group-out exits 0" $?
+check "says what is refitted" "$(contains "$tmp/logo" 'fitted')"
+
+# 4. A record that cannot be read is listed with its reason; a file that is not records is exit 2.
+cat >"$tmp/runs.json" <<'J'
+[{"id": "tpu-run", "group": "mine", "model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 100, "seq": 32},
+  "system": {"gpu": "TPU v4", "total_gpus": 8}, "plan": {"global_batch": 8}, "measured": {"iteration_time_s": 1.0}}]
+J
+"$TESSEL" validate "$tmp/runs.json" >"$tmp/one" 2>&1; check "a refused record is not an error" $?
+check "names the refused record and field" "$(contains "$tmp/one" 'tpu-run: .*runs.json#/0/system/gpu')"
+echo '{"not": "records"}' >"$tmp/bad.json"
+"$TESSEL" validate "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "not records exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names the file" "$(contains "$tmp/err" 'bad.json#')"
+"$TESSEL" validate "$tmp/missing.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "missing file exits 2" $([ $rc -eq 2 ]; echo $?)
+
+# 5. Scenarios written for predict, never over a user's file without --force.
+"$TESSEL" validate --summary --scenarios "$tmp/sc" >/dev/null 2>&1; check "scenarios written" $?
+"$TESSEL" predict "$tmp/sc/korthikanti-t5-22B-full_recompute.json" >"$tmp/p" 2>&1; check "a written scenario predicts" $?
+"$TESSEL" validate --summary --scenarios "$tmp/sc" >/dev/null 2>"$tmp/err"; rc=$?
+check "existing scenarios kept without --force" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" validate --summary --scenarios "$tmp/sc" --force >/dev/null 2>&1; check "--force replaces" $?
+finish

@@ -1,0 +1,233 @@
+// Tests of the physics added for published runs: the GEMM shape model, fused and unfused attention, framework
+// defaults for overlap, and the plan's framework keys (hand-checkable numbers; FORMULAS.md §3.1, §3.2, §6.1).
+#include "test_support.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/framework.hpp"
+#include "tessel/cost/json_reader.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel {
+namespace {
+
+GpuSpec shapeGpu() {
+    GpuSpec g;
+    GemmShapeModel m;
+    m.maxEfficiency = {{Dtype::Bf16, 0.9}, {Dtype::Fp8, 0.8}};
+    m.kOverhead = {{Dtype::Bf16, 100.0}, {Dtype::Fp8, 200.0}};
+    m.tileM = 256;
+    m.tileN = 128;
+    m.smCount = 108;
+    g.gemmModel = m;
+    return g;
+}
+
+TEST(GemmShapeModel, KOverheadAndFullWavesByHand) {
+    const GpuSpec g = shapeGpu();
+    // 27 x 4 = 108 tiles of 256 x 128 fill exactly one wave of 108 SMs: only the k factor is lost.
+    EXPECT_NEAR(gemmEfficiency(g, 27 * 256, 4 * 128, 900, Dtype::Bf16), 0.9 * 900.0 / 1000.0, 1e-12);
+    // FP8 has its own plateau and k overhead.
+    EXPECT_NEAR(gemmEfficiency(g, 27 * 256, 4 * 128, 800, Dtype::Fp8), 0.8 * 0.8, 1e-12);
+    // FP16 takes BF16's figures.
+    EXPECT_NEAR(gemmEfficiency(g, 27 * 256, 4 * 128, 900, Dtype::Fp16), 0.81, 1e-12);
+}
+
+TEST(GemmShapeModel, PartialWaveAndEdgeTilesArePaidFor) {
+    const GpuSpec g = shapeGpu();
+    // 109 tiles (one more than the SMs): two waves, 109/216 of the slots used. 109 = 109 x 1 in the 256 x 128
+    // orientation (m = 109 x 256, n = 128); the 128 x 256 orientation has 218 x 1 = 218 tiles of half-filled
+    // width: 128/256 useful, worse. k = 100 halves the plateau.
+    const double e = gemmEfficiency(g, 109 * 256, 128, 100, Dtype::Bf16);
+    EXPECT_NEAR(e, 0.9 * 0.5 * 109.0 / 216.0, 1e-12);
+    // An edge: m = 256 + 1 needs two tile rows for 257 rows of work.
+    GpuSpec noWaves = g;
+    noWaves.gemmModel->smCount = 0;
+    EXPECT_NEAR(gemmEfficiency(noWaves, 257, 128, 1e9, Dtype::Bf16), 0.9 * 257.0 / 512.0, 1e-6);
+    // A batch of GEMMs shares the waves: 108 GEMMs of one tile each fill one wave.
+    EXPECT_NEAR(gemmEfficiency(g, 256, 128, 900, Dtype::Bf16, 108), 0.81, 1e-12);
+    EXPECT_NEAR(gemmEfficiency(g, 256, 128, 900, Dtype::Bf16, 1), 0.81 / 108.0, 1e-12);
+}
+
+TEST(GemmShapeModel, TheTableStillServesGpusWithoutAModel) {
+    GpuSpec g;
+    g.gemmEfficiency = {{64, 0.25}, {1024, 0.75}};
+    EXPECT_DOUBLE_EQ(gemmEfficiency(g, 4096, 4096, 1024, Dtype::Bf16), 0.75);
+    EXPECT_DOUBLE_EQ(gemmEfficiency(g, 4096, 256, 4096, Dtype::Bf16), 0.5);
+}
+
+TEST(GemmShapeModel, ShippedPresetsReproduceTheirMeasuredMaximum) {
+    // The plateau was derived so that the MAMF shape gives back the measured MAMF efficiency.
+    const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
+    EXPECT_NEAR(gemmEfficiency(a100.gpu, 1024, 10240, 5120, Dtype::Bf16), 271.2 / 312.0, 0.003);
+    const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g");
+    EXPECT_NEAR(gemmEfficiency(h100.gpu, 2048, 2048, 13312, Dtype::Bf16), 794.5 / 989.0, 0.003);
+    EXPECT_NEAR(gemmEfficiency(h100.gpu, 1024, 9216, 14336, Dtype::Fp8), 1402.6 / 1979.0, 0.003);
+    // A small-m GEMM of an mb1 x 2048 run on A100 loses a ninth to its last wave (2.7 waves of 108).
+    EXPECT_NEAR(gemmEfficiency(a100.gpu, 2048, 4608, 12288, Dtype::Bf16) /
+                    gemmEfficiency(a100.gpu, 12288, 4608, 12288, Dtype::Bf16),
+                288.0 / 324.0, 1e-9);
+}
+
+const OpCost* find(const BlockCompute& b, const std::string& name) {
+    for (const auto& op : b.forwardOps)
+        if (op.name == name) return &op;
+    return nullptr;
+}
+
+TEST(Attention, FusedKernelEfficiencyRisesWithTheKeysEachQuerySees) {
+    ClusterConfig c = test::roundCluster(8, 1);
+    c.gpu.attentionKernels["flashX"] = {0.5, 0.25, 2048.0};
+    c.gpu.attentionKernels["flashY"] = {0.8, 0.8, 0.0};
+    c.gpu.defaultAttentionKernel = "flashX";
+    OpCost att;
+    att.opClass = OpClass::Attention;
+    att.m = att.n = 2048;
+    att.k = 128;
+    att.flops = 1e12;
+    // s_kv = seq_half: half the kernel's efficiency; "" and "auto" resolve to the GPU's default.
+    EXPECT_NEAR(opSeconds(att, c, Dtype::Bf16), 1e12 / (1e15 * 0.5 * 0.5), 1e-15);
+    att.variant = "auto";
+    EXPECT_NEAR(opSeconds(att, c, Dtype::Bf16), 1e12 / (1e15 * 0.25), 1e-15);
+    att.backward = true;
+    EXPECT_NEAR(opSeconds(att, c, Dtype::Bf16), 1e12 / (1e15 * 0.125), 1e-15);
+    att.n = 3 * 2048; // three times the keys: 3/4 of the kernel's efficiency
+    EXPECT_NEAR(opSeconds(att, c, Dtype::Bf16), 1e12 / (1e15 * 0.25 * 0.75), 1e-15);
+    att.variant = "flashY";
+    att.backward = false;
+    EXPECT_NEAR(opSeconds(att, c, Dtype::Bf16), 1e12 / (1e15 * 0.8), 1e-15);
+    // The plan's kernel reaches the op.
+    ModelConfig m = test::megatronStyleModel(2, 2048, 16, 51200, 2048);
+    Plan p;
+    p.dp = 8;
+    p.attentionKernel = "flashY";
+    const OpCost* op = find(layerCompute(m, c, p, *findPrecisionRecipe("megatron")), "attention_core_flash");
+    ASSERT_NE(op, nullptr);
+    EXPECT_EQ(op->variant, "flashY");
+    EXPECT_NEAR(op->seconds, op->flops / (1e15 * 0.8), 1e-15);
+}
+
+TEST(Attention, UnfusedAttentionIsFourKernelsWhoseTimesAdd) {
+    ModelConfig m = test::megatronStyleModel(2, 2048, 16, 51200, 2048); // dropout 0.1
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.dp = 8;
+    p.flashAttention = false;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute layer = layerCompute(m, c, p, recipe);
+    const OpCost* qk = find(layer, "attention_scores");
+    const OpCost* sm = find(layer, "attention_softmax");
+    const OpCost* dr = find(layer, "attention_dropout");
+    const OpCost* pv = find(layer, "attention_context");
+    ASSERT_TRUE(qk && sm && dr && pv);
+    const double scores = 1.0 * 16 * 2048.0 * 2048.0; // b a s^2 on one rank
+    EXPECT_DOUBLE_EQ(sm->bytes, 2.0 * 2 * scores);           // read scores, write probabilities
+    EXPECT_DOUBLE_EQ(dr->bytes, (2.0 * 2 + 1.0) * scores);   // read, write, byte mask
+    EXPECT_EQ(qk->batch, 16);
+    EXPECT_FALSE(qk->hasWeights);
+    // Model FLOPs are the full (non-causal) attention, split between the two batched GEMMs.
+    EXPECT_DOUBLE_EQ(qk->modelFlops + pv->modelFlops, 4.0 * 16 * 2048.0 * 2048.0 * 128);
+    // Without dropout there is no dropout kernel.
+    m.dropout = 0.0;
+    EXPECT_EQ(find(layerCompute(m, c, p, recipe), "attention_dropout"), nullptr);
+    // Selective recompute redoes exactly the four attention kernels.
+    p.recompute = Recompute::Selective;
+    m.dropout = 0.1;
+    const BlockCompute sel = layerCompute(m, c, p, recipe);
+    EXPECT_NEAR(sel.recompute.seconds, qk->seconds + sm->seconds + dr->seconds + pv->seconds, 1e-15);
+}
+
+TEST(Attention, AnUnknownKernelIsAPlanErrorNamingTheField) {
+    ModelConfig m = test::megatronStyleModel(2, 2048, 16, 51200, 2048);
+    ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 8;
+    p.attentionKernel = "flash3"; // A100 has flash1 and flash2
+    ProblemList problems;
+    validatePlan(m, c, p, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems.items().front().where, "/plan/attention_kernel");
+    EXPECT_NE(problems.items().front().message.find("flash2"), std::string::npos);
+}
+
+TEST(Framework, VersionsMapToYears) {
+    auto year = [](const std::string& v) {
+        FrameworkSettings f;
+        f.version = v;
+        return frameworkYear(f);
+    };
+    EXPECT_EQ(year(""), 0);
+    EXPECT_EQ(year("2021"), 2021);
+    EXPECT_EQ(year("core_r0.9.0"), 2024);
+    EXPECT_EQ(year("core_r0.3.0"), 2023);
+    EXPECT_EQ(year("0.12"), 2025);
+    EXPECT_EQ(year("24.05"), 2024);
+    EXPECT_EQ(year("v2.5"), 2021);
+    EXPECT_EQ(year("something"), 0);
+}
+
+TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
+    FrameworkSettings f;
+    f.name = "megatron";
+    f.version = "2021";
+    OverlapSettings o = resolveOverlap(f, true, 0);
+    EXPECT_FALSE(o.overlapGradReduce);  // local DDP
+    EXPECT_FALSE(o.asyncTpGradReduce);  // before v2.6
+    EXPECT_FALSE(o.overlapP2pComm);     // store_true until 2024
+    EXPECT_EQ(o.defaulted.size(), 7u);
+    f.ddpImpl = "torch";
+    f.version = "2022";
+    o = resolveOverlap(f, true, 0);
+    EXPECT_TRUE(o.overlapGradReduce);
+    EXPECT_TRUE(o.asyncTpGradReduce);
+    f.version = "2024";
+    EXPECT_TRUE(resolveOverlap(f, true, 0).overlapP2pComm);
+    EXPECT_FALSE(resolveOverlap(f, false, 0).overlapP2pComm); // 1F1B waits on its batched p2p
+    // A stated value wins and is not listed as a default.
+    f.overlapP2pComm = true;
+    o = resolveOverlap(f, false, 0);
+    EXPECT_TRUE(o.overlapP2pComm);
+    EXPECT_EQ(o.defaulted.size(), 6u);
+
+    FrameworkSettings ds;
+    ds.name = "deepspeed";
+    EXPECT_TRUE(resolveOverlap(ds, false, 3).overlapGradReduce);
+    EXPECT_FALSE(resolveOverlap(ds, false, 2).overlapGradReduce);
+    FrameworkSettings nemo;
+    nemo.name = "nemo";
+    o = resolveOverlap(nemo, true, 1);
+    EXPECT_TRUE(o.overlapGradReduce && o.overlapParamGather && o.tpCommOverlap && o.overlapP2pComm);
+    // generic keeps tessel's idealised settings and lists nothing as defaulted.
+    EXPECT_TRUE(resolveOverlap(FrameworkSettings{}, false, 0).defaulted.empty());
+}
+
+TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
+    nlohmann::json doc{{"framework", "megatron"}, {"framework_version", "core_r0.8.0"}, {"ddp_impl", "torch"},
+                       {"overlap_param_gather", true}, {"tp_comm_overlap", false}};
+    ProblemList problems;
+    Plan p = parsePlan(doc, "/plan", problems);
+    ASSERT_TRUE(problems.empty());
+    EXPECT_EQ(p.framework.name, "megatron");
+    EXPECT_EQ(*p.framework.ddpImpl, "torch");
+    EXPECT_TRUE(*p.framework.overlapParamGather);
+    EXPECT_FALSE(*p.framework.tpCommOverlap);
+    EXPECT_FALSE(p.framework.overlapGradReduce.has_value());
+    const nlohmann::json back = planToJson(p);
+    EXPECT_EQ(back["framework_version"], "core_r0.8.0");
+    EXPECT_EQ(back["overlap_param_gather"], true);
+    EXPECT_FALSE(back.contains("overlap_grad_reduce"));
+    ProblemList again;
+    EXPECT_EQ(planToJson(parsePlan(back, "/plan", again)), back);
+
+    ProblemList bad;
+    parsePlan(nlohmann::json{{"framework", "jax"}, {"ddp_impl", "apex"}, {"overlap_grad_reduce", "yes"}}, "/plan", bad);
+    std::vector<std::string> where;
+    for (const auto& pr : bad.items()) where.push_back(pr.where);
+    EXPECT_NE(std::find(where.begin(), where.end(), "/plan/framework"), where.end());
+    EXPECT_NE(std::find(where.begin(), where.end(), "/plan/ddp_impl"), where.end());
+    EXPECT_NE(std::find(where.begin(), where.end(), "/plan/overlap_grad_reduce"), where.end());
+}
+
+} // namespace
+} // namespace tessel

@@ -1,0 +1,245 @@
+// What the framework overlaps and what overlap costs (FORMULAS.md §6.1, §6.2): streamed dependencies by hand,
+// gradient reduction after or during the backward, blocking pipeline transfers, TP overlap, parameter gathers
+// and compute lost to concurrent communication.
+#include "../cost_models/test_support.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/traffic.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel::sim {
+namespace {
+
+// One stage: a gather on the data-parallel stream and a forward that consumes it layer by layer.
+TEST(Streamed, AConsumerStartsAfterTheFirstUnitAndEndsAfterTheLast) {
+    ActionSchedule s;
+    s.plan = Plan{};
+    s.microBatches = 1;
+    s.stages.resize(1);
+    Action gather;
+    gather.kind = ActionKind::Collective;
+    gather.name = "gather";
+    Action fwd;
+    fwd.kind = ActionKind::Forward;
+    fwd.microBatch = 0;
+    fwd.deps.push_back({0, 0, Dependency::When::StartPlus, 0.25, 0.25});
+    s.stages[0].actions = {gather, fwd};
+    CostTable costs;
+    costs.perAction = {{ActionCost{}, ActionCost{}}};
+    auto run = [&](double p, double c) {
+        costs.perAction[0][0].computeSeconds = costs.perAction[0][0].seconds = p;
+        costs.perAction[0][1].computeSeconds = costs.perAction[0][1].seconds = c;
+        return simulate(s, costs).perAction[0][1];
+    };
+    // Gather of 4 s in 4 units, compute of 2 s: starts at 1, and the last unit (arriving at 4) still needs
+    // 0.5 s of compute: ends at 4.5, not at 1 + 2.
+    TimedAction t = run(4.0, 2.0);
+    EXPECT_DOUBLE_EQ(t.startSeconds, 1.0);
+    EXPECT_DOUBLE_EQ(t.endSeconds, 4.5);
+    // Compute-bound: gather of 1 s, compute of 8 s: starts at 0.25, ends at 8.25.
+    t = run(1.0, 8.0);
+    EXPECT_DOUBLE_EQ(t.startSeconds, 0.25);
+    EXPECT_DOUBLE_EQ(t.endSeconds, 8.25);
+}
+
+struct Case {
+    ModelConfig model = test::megatronStyleModel(8, 1024, 16, 32000, 1024);
+    ClusterConfig cluster = test::roundCluster(8, 2);
+    Plan plan;
+    Case() {
+        plan.dp = 16;
+        plan.globalBatch = 64;
+        plan.microBatch = 1;
+    }
+};
+
+double lastComputeEnd(const PlanSimulation& sim, int stage) {
+    double end = 0.0;
+    const auto& acts = sim.schedule.stages[static_cast<size_t>(stage)].actions;
+    for (size_t i = 0; i < acts.size(); ++i)
+        if (acts[i].kind == ActionKind::Backward) end = std::max(end, sim.timeline.perAction[static_cast<size_t>(stage)][i].endSeconds);
+    return end;
+}
+
+TEST(FrameworkOverlap, WithoutOverlapEveryBucketWaitsForTheWholeBackward) {
+    Case c;
+    c.plan.framework.name = "megatron"; // ddp_impl local: reduce after the backward
+    c.plan.framework.version = "2023";
+    const PlanSimulation local = simulatePlan(c.model, c.cluster, c.plan);
+    const double backwardEnd = lastComputeEnd(local, 0);
+    const auto& acts = local.schedule.stages[0].actions;
+    int collectives = 0;
+    for (size_t i = 0; i < acts.size(); ++i)
+        if (acts[i].kind == ActionKind::Collective) {
+            ++collectives;
+            EXPECT_GE(local.timeline.perAction[0][i].startSeconds, backwardEnd - 1e-12) << acts[i].name;
+        }
+    EXPECT_EQ(collectives, 8); // one bucket per layer
+    c.plan.framework.ddpImpl = "torch";
+    const PlanSimulation hooks = simulatePlan(c.model, c.cluster, c.plan);
+    EXPECT_LT(hooks.metrics.stepSeconds, local.metrics.stepSeconds);
+    for (const auto& b : local.timeline.perStage) EXPECT_NEAR(b.total(), local.metrics.stepSeconds, 1e-9 * local.metrics.stepSeconds);
+}
+
+TEST(FrameworkOverlap, BlockingPipelineSendsHoldTheComputeStream) {
+    Case c;
+    c.plan.dp = 8;
+    c.plan.pp = 2;
+    c.plan.globalBatch = 32;
+    c.plan.framework.name = "megatron";
+    c.plan.framework.version = "2022";
+    const PlanSimulation blocking = simulatePlan(c.model, c.cluster, c.plan);
+    ASSERT_TRUE(blocking.schedule.p2pBlocksCompute);
+    // Every send starts after the compute before it and the next compute starts after the send.
+    for (size_t s = 0; s < 2; ++s) {
+        const auto& acts = blocking.schedule.stages[s].actions;
+        const auto& tl = blocking.timeline.perAction[s];
+        double computeEnd = 0.0;
+        double sendEnd = 0.0;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            if (acts[i].kind == ActionKind::SendActivation || acts[i].kind == ActionKind::SendGrad) {
+                EXPECT_GE(tl[i].startSeconds, computeEnd - 1e-12);
+                sendEnd = tl[i].endSeconds;
+            } else if (isCompute(acts[i].kind)) {
+                EXPECT_GE(tl[i].startSeconds, sendEnd - 1e-12);
+                computeEnd = tl[i].endSeconds;
+            }
+        }
+        EXPECT_NEAR(blocking.timeline.perStage[s].total(), blocking.metrics.stepSeconds, 1e-9 * blocking.metrics.stepSeconds);
+        EXPECT_GT(blocking.timeline.perStage[s].ppSeconds, 0.0);
+    }
+    c.plan.framework.overlapP2pComm = true;
+    const PlanSimulation overlapped = simulatePlan(c.model, c.cluster, c.plan);
+    EXPECT_FALSE(overlapped.schedule.p2pBlocksCompute);
+    EXPECT_LT(overlapped.metrics.stepSeconds, blocking.metrics.stepSeconds);
+}
+
+TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
+    Case c;
+    c.plan.tp = 8;
+    c.plan.dp = 2;
+    c.plan.globalBatch = 8;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(c.plan.precision);
+    double fwdTp = 0.0, bwdTp = 0.0;
+    for (const auto& op : layerCommOps(c.model, c.cluster, c.plan))
+        (op.phase == CommPhase::Forward ? fwdTp : bwdTp) += op.cost.seconds;
+    const BlockCompute layer = layerCompute(c.model, c.cluster, c.plan, recipe);
+    double budget = 0.0;
+    for (const auto& op : layer.forwardOps)
+        if (op.name == "qkv" || op.name == "fc1") budget += op.seconds;
+    auto forwardTp = [&](const Plan& p) {
+        const ActionSchedule s = buildSchedule(c.model, p);
+        const CostTable t = costSchedule(s, c.model, c.cluster);
+        double fwd = -1.0, bwd = -1.0;
+        for (size_t i = 0; i < s.stages[0].actions.size(); ++i) {
+            if (s.stages[0].actions[i].kind == ActionKind::Forward && fwd < 0) fwd = t.perAction[0][i].tpSeconds;
+            if (s.stages[0].actions[i].kind == ActionKind::Backward && bwd < 0) bwd = t.perAction[0][i].tpSeconds;
+        }
+        return std::pair{fwd, bwd};
+    };
+    const double layers = 8.0;
+    // generic: every TP collective exposed. With pp = 1 the forward and backward also hold the embedding's and
+    // the head's TP collectives, which no overlap setting touches.
+    auto [f0, b0] = forwardTp(c.plan);
+    const double headFwd = f0 - layers * fwdTp, headBwd = b0 - layers * bwdTp;
+    EXPECT_GT(headFwd, 0.0);
+    // Megatron's asynchronous backward all-reduce runs under the QKV and fc1 weight gradients; what it hides
+    // still costs κ of its time.
+    c.cluster.gpu.commContention = 0.5;
+    Plan asyncTp = c.plan;
+    asyncTp.framework.asyncTpGradReduce = true;
+    auto [f1, b1] = forwardTp(asyncTp);
+    EXPECT_NEAR(f1, f0, 1e-12);
+    const double hidden = std::min(bwdTp, budget);
+    EXPECT_GT(hidden, 0.0);
+    EXPECT_NEAR(b1, headBwd + layers * (bwdTp - hidden + 0.5 * hidden), 1e-12);
+    // Transformer Engine's overlap leaves one of tp chunks exposed, both ways.
+    Plan te = c.plan;
+    te.framework.tpCommOverlap = true;
+    auto [f2, b2] = forwardTp(te);
+    EXPECT_NEAR(f2, headFwd + layers * fwdTp / 8.0, 1e-12);
+    EXPECT_NEAR(b2, headBwd + layers * bwdTp / 8.0, 1e-12);
+}
+
+TEST(FrameworkOverlap, ParameterGatherMovesIntoTheNextForward) {
+    Case c;
+    c.plan.zeroStage = 1;
+    const PlanSimulation after = simulatePlan(c.model, c.cluster, c.plan);
+    auto gathers = [](const PlanSimulation& sim) {
+        std::vector<size_t> at;
+        const auto& acts = sim.schedule.stages[0].actions;
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (acts[i].name.rfind("dp_all_gather_params", 0) == 0) at.push_back(i);
+        return at;
+    };
+    const auto& acts = after.schedule.stages[0].actions;
+    size_t optimizer = 0;
+    for (size_t i = 0; i < acts.size(); ++i)
+        if (acts[i].kind == ActionKind::OptimizerStep) optimizer = i;
+    for (size_t i : gathers(after)) EXPECT_GT(i, optimizer);
+    c.plan.framework.overlapParamGather = true;
+    const PlanSimulation overlapped = simulatePlan(c.model, c.cluster, c.plan);
+    const auto g = gathers(overlapped);
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_EQ(g.front(), 0u); // at the start of the list
+    // The first forward streams behind it.
+    const auto& first = overlapped.schedule.stages[0].actions;
+    for (size_t i = 0; i < first.size(); ++i)
+        if (first[i].kind == ActionKind::Forward) {
+            ASSERT_FALSE(first[i].deps.empty());
+            EXPECT_EQ(first[i].deps.back().index, 0);
+            EXPECT_GT(first[i].deps.back().tailFraction, 0.0);
+            break;
+        }
+    EXPECT_LT(overlapped.metrics.stepSeconds, after.metrics.stepSeconds);
+}
+
+TEST(FrameworkOverlap, ShardGradOpKeepsParametersForTheBackward) {
+    Case c;
+    c.plan.zeroStage = 3;
+    auto count = [](const PlanSimulation& sim, const std::string& prefix) {
+        int n = 0;
+        for (const auto& a : sim.schedule.stages[0].actions) n += a.name.rfind(prefix, 0) == 0 ? 1 : 0;
+        return n;
+    };
+    const PlanSimulation full = simulatePlan(c.model, c.cluster, c.plan);
+    EXPECT_EQ(count(full, "zero3_all_gather_params_bwd"), 4); // one per micro-batch
+    c.plan.framework.reshardAfterForward = false;
+    const PlanSimulation kept = simulatePlan(c.model, c.cluster, c.plan);
+    EXPECT_EQ(count(kept, "zero3_all_gather_params_bwd"), 0);
+    EXPECT_EQ(count(kept, "zero3_all_gather_params_fwd"), 4);
+    EXPECT_LE(kept.metrics.stepSeconds, full.metrics.stepSeconds);
+}
+
+TEST(Contention, OverlappedCommunicationSlowsComputeByKappaOfItsTime) {
+    Case c;
+    c.plan.framework.ddpImpl = "torch";
+    c.plan.framework.name = "megatron";
+    const PlanSimulation free = simulatePlan(c.model, c.cluster, c.plan);
+    double dpSeconds = 0.0;
+    const auto& acts = free.schedule.stages[0].actions;
+    for (size_t i = 0; i < acts.size(); ++i)
+        if (acts[i].kind == ActionKind::Collective) dpSeconds += free.costs.perAction[0][i].computeSeconds;
+    ASSERT_GT(dpSeconds, 0.0);
+    c.cluster.gpu.commContention = 0.6;
+    const PlanSimulation slowed = simulatePlan(c.model, c.cluster, c.plan);
+    double lost = 0.0;
+    for (size_t i = 0; i < acts.size(); ++i) lost += slowed.costs.perAction[0][i].contentionDpSeconds;
+    // Some of the reduction overlapped the last backward; at most all of it, at κ per second.
+    EXPECT_GT(lost, 0.0);
+    EXPECT_LE(lost, 0.6 * dpSeconds + 1e-12);
+    EXPECT_GT(slowed.metrics.stepSeconds, free.metrics.stepSeconds);
+    EXPECT_LE(slowed.metrics.stepSeconds, free.metrics.stepSeconds + lost + 1e-12);
+    for (const auto& b : slowed.timeline.perStage) EXPECT_NEAR(b.total(), slowed.metrics.stepSeconds, 1e-9 * slowed.metrics.stepSeconds);
+    // Communication that does not overlap (local DDP) costs no compute.
+    c.plan.framework.ddpImpl = "local";
+    const PlanSimulation local = simulatePlan(c.model, c.cluster, c.plan);
+    double none = 0.0;
+    for (const auto& cost : local.costs.perAction[0]) none += cost.contentionDpSeconds;
+    EXPECT_DOUBLE_EQ(none, 0.0);
+}
+
+} // namespace
+} // namespace tessel::sim

@@ -1,0 +1,192 @@
+// Published training runs read as scenarios: prose fields parsed, unstated values listed as assumptions,
+// unreadable records refused with their reason, errors summarised per group (`tessel validate`).
+#include "../cost_models/test_support.hpp"
+
+#include "tessel/sim/validation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace tessel::sim {
+namespace {
+
+nlohmann::json record() {
+    return nlohmann::json::parse(R"json({
+      "id": "test-run", "group": "g1", "kind": "training_throughput",
+      "source": "Someone et al., 'A paper' (arXiv:2205.01234)",
+      "model": {"name": "GPT 7B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": null, "ffn_hidden": null,
+                "vocab": 51200, "seq": 2048, "params": null},
+      "system": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 8, "nodes": 4, "total_gpus": 32,
+                 "intra_node_link": "NVLink", "inter_node_link": "8x NVIDIA Mellanox 200Gb/s HDR InfiniBand HCAs per node",
+                 "precision": "bf16"},
+      "plan": {"tp": 4, "pp": 2, "dp": 4, "cp": 1, "ep": 1, "vpp": 1, "micro_batch": 2, "global_batch": 64,
+               "recompute": "full (every layer)", "sequence_parallel": true, "zero": 0,
+               "distributed_optimizer": true, "framework": "Megatron-LM"},
+      "measured": {"iteration_time_s": null, "tokens_per_s": 65536.0, "mfu": null, "memory_gb": null},
+      "derived": {}
+    })json");
+}
+
+ValidationCase load(const nlohmann::json& rec) {
+    auto loaded = loadValidationRecords(nlohmann::json::array({rec}), "runs.json");
+    EXPECT_EQ(loaded.size(), 1u);
+    EXPECT_TRUE(loaded[0].validationCase.has_value()) << loaded[0].refusal;
+    return *loaded[0].validationCase;
+}
+
+bool mentions(const std::vector<std::string>& assumptions, const std::string& what) {
+    return std::any_of(assumptions.begin(), assumptions.end(),
+                       [&](const std::string& a) { return a.find(what) != std::string::npos; });
+}
+
+TEST(ValidationRecord, ProseBecomesAScenarioAndEveryGuessIsListed) {
+    const ValidationCase c = load(record());
+    const Scenario& s = c.scenario;
+    EXPECT_EQ(s.cluster.name, "dgx-a100-80g");
+    EXPECT_EQ(s.cluster.nodes, 4);
+    EXPECT_DOUBLE_EQ(s.cluster.interNode.bandwidthBytesPerSecond, 8 * 200e9 / 8 / 8); // 8 NICs of 200 Gb/s, 8 GPUs
+    EXPECT_EQ(s.model.kvHeads, 32);
+    EXPECT_EQ(s.model.ffnHidden, 4 * 4096);
+    EXPECT_TRUE(mentions(c.assumptions, "kv_heads not stated"));
+    EXPECT_TRUE(mentions(c.assumptions, "ffn_hidden not stated"));
+    EXPECT_EQ(s.plan.recompute, Recompute::Full);
+    EXPECT_TRUE(s.plan.sequenceParallel);
+    EXPECT_EQ(s.plan.zeroStage, 1); // the distributed optimizer
+    EXPECT_EQ(s.plan.framework.name, "megatron");
+    EXPECT_EQ(s.plan.framework.version, "2022"); // arXiv 2205: software of 2022
+    // Step time from the throughput: 64 x 2048 tokens at 65536 tokens/s.
+    ASSERT_TRUE(c.measured.stepSeconds.has_value());
+    EXPECT_DOUBLE_EQ(*c.measured.stepSeconds, 2.0);
+    EXPECT_EQ(c.measured.stepSource, "runs.json#/0/measured/tokens_per_s");
+}
+
+TEST(ValidationRecord, LinksGpusAndShardingInOtherWords) {
+    nlohmann::json r = record();
+    r["system"]["inter_node_link"] = "1600 Gbps node-node interconnect (RoCE)";
+    EXPECT_DOUBLE_EQ(load(r).scenario.cluster.interNode.bandwidthBytesPerSecond, 1600e9 / 8 / 8);
+    r["system"]["inter_node_link"] = "400 Gbps per GPU";
+    EXPECT_DOUBLE_EQ(load(r).scenario.cluster.interNode.bandwidthBytesPerSecond, 400e9 / 8);
+    r["system"]["gpu"] = "A100 40GB";
+    EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-40g");
+    r["system"]["gpu"] = "NVIDIA H800";
+    ValidationCase h = load(r);
+    EXPECT_EQ(h.scenario.cluster.name, "dgx-h100-80g");
+    EXPECT_TRUE(mentions(h.assumptions, "H800"));
+    r["system"]["gpu"] = "A100-SXM4-80GB";
+    r["plan"]["zero"] = nullptr;
+    r["plan"]["distributed_optimizer"] = nullptr;
+    r["plan"]["fsdp_sharding"] = "FULL_SHARD";
+    r["plan"]["framework"] = "Composer + PyTorch FSDP";
+    r["plan"]["tp"] = 1;
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 32;
+    r["plan"]["sequence_parallel"] = false;
+    const ValidationCase f = load(r);
+    EXPECT_EQ(f.scenario.plan.zeroStage, 3);
+    EXPECT_EQ(f.scenario.plan.framework.name, "fsdp");
+}
+
+TEST(ValidationRecord, InconsistentOrMissingDegreesAreInferredAndSaid) {
+    nlohmann::json r = record();
+    r["plan"]["dp"] = 3; // 4 x 2 x 3 = 24 of 32 GPUs
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.dp, 4);
+    EXPECT_TRUE(mentions(c.assumptions, "does not fill"));
+    r = record();
+    r["plan"]["micro_batch"] = nullptr;
+    r["plan"]["grad_accum"] = 8;
+    EXPECT_EQ(load(r).scenario.plan.microBatch, 2); // 64 / (8 x 4)
+}
+
+TEST(ValidationRecord, UnstatedRecomputeIsRaisedUntilThePlanFits) {
+    nlohmann::json r = record();
+    // 175B on 64 GPUs at tp 8 pp 8 and no recompute does not fit in 80 GB.
+    r["model"] = {{"name", "GPT 175B"}, {"layers", 96}, {"hidden", 12288}, {"heads", 96}, {"kv_heads", 96},
+                  {"ffn_hidden", 49152}, {"vocab", 51200}, {"seq", 2048}};
+    r["system"]["nodes"] = 8;
+    r["system"]["total_gpus"] = 64;
+    r["plan"]["tp"] = 8;
+    r["plan"]["pp"] = 8;
+    r["plan"]["dp"] = 1;
+    r["plan"]["micro_batch"] = 1;
+    r["plan"]["recompute"] = nullptr;
+    r["plan"]["sequence_parallel"] = nullptr;
+    const ValidationCase c = load(r);
+    EXPECT_NE(c.scenario.plan.recompute, Recompute::None);
+    EXPECT_TRUE(mentions(c.assumptions, "raised until the plan fits"));
+}
+
+TEST(ValidationRecord, AttentionFollowsTheRecordThenItsYear) {
+    nlohmann::json r = record();
+    EXPECT_FALSE(load(r).scenario.plan.flashAttention); // Megatron-LM of 2022: no FlashAttention
+    r["model"]["attention"] = "flash or triton per yaml";
+    ValidationCase c = load(r);
+    EXPECT_TRUE(c.scenario.plan.flashAttention);
+    EXPECT_EQ(c.scenario.plan.attentionKernel, "flash1");
+    r["model"]["attention"] = "FlashAttention-3";
+    EXPECT_EQ(load(r).scenario.plan.attentionKernel, "flash2"); // A100 has no FA3: the best it has
+}
+
+TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
+    nlohmann::json bad = record();
+    bad["id"] = "no-batch";
+    bad["plan"].erase("global_batch");
+    nlohmann::json tpu = record();
+    tpu["id"] = "tpu";
+    tpu["system"]["gpu"] = "TPU v4";
+    auto loaded = loadValidationRecords(nlohmann::json::array({record(), bad, tpu, 7}), "runs.json");
+    ASSERT_EQ(loaded.size(), 4u);
+    EXPECT_TRUE(loaded[0].validationCase.has_value());
+    EXPECT_EQ(loaded[1].refusal, "runs.json#/1/plan/global_batch: missing");
+    EXPECT_NE(loaded[2].refusal.find("runs.json#/2/system/gpu"), std::string::npos);
+    EXPECT_NE(loaded[3].refusal.find("not an object"), std::string::npos);
+    const ValidationReport report = validateRecords(loaded);
+    ASSERT_EQ(report.results.size(), 4u);
+    EXPECT_TRUE(report.results[0].predicted);
+    EXPECT_FALSE(report.results[1].predicted);
+    EXPECT_EQ(report.results[1].reason, loaded[1].refusal);
+    EXPECT_EQ(report.overall.records, 4);
+    EXPECT_EQ(report.overall.predicted, 1);
+    EXPECT_THROW(loadValidationRecords(nlohmann::json::object(), "x.json"), InputError);
+}
+
+TEST(ValidationReport, SummariesByHand) {
+    ValidationReport r;
+    auto result = [](const char* id, const char* group, double err) {
+        CaseResult c;
+        c.id = id;
+        c.group = group;
+        c.predicted = true;
+        c.stepError = err;
+        return c;
+    };
+    r.results = {result("a", "x", 0.10), result("b", "x", -0.02), result("c", "x", 0.04), result("d", "y", -0.30)};
+    summarize(r);
+    ASSERT_EQ(r.groups.size(), 2u);
+    EXPECT_EQ(r.groups[0].group, "x");
+    EXPECT_DOUBLE_EQ(r.groups[0].medianAbsError, 0.04);
+    EXPECT_DOUBLE_EQ(r.groups[0].maxAbsError, 0.10);
+    EXPECT_EQ(r.groups[0].worst, "a");
+    EXPECT_NEAR(r.groups[0].meanSignedError, 0.04, 1e-12);
+    EXPECT_DOUBLE_EQ(r.overall.medianAbsError, 0.07);
+    EXPECT_EQ(r.overall.worst, "d");
+}
+
+TEST(ValidationShipped, EveryPublishedRunIsReadAndPredicted) {
+    const std::string file = defaultValidationFile();
+    ASSERT_FALSE(file.empty());
+    const auto records = loadValidationFile(file);
+    ASSERT_EQ(records.size(), 85u);
+    for (const auto& r : records) EXPECT_TRUE(r.validationCase.has_value()) << r.id << ": " << r.refusal;
+    const ValidationReport report = validateRecords(records);
+    EXPECT_EQ(report.overall.predicted, 85);
+    EXPECT_EQ(report.groups.size(), 4u);
+    for (const auto& res : report.results) {
+        EXPECT_TRUE(res.predicted) << res.id << ": " << res.reason;
+        EXPECT_FALSE(res.assumptions.empty()) << res.id;
+    }
+}
+
+} // namespace
+} // namespace tessel::sim
