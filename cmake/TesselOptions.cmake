@@ -1,4 +1,4 @@
-# Resolves TESSEL_CUDA / TESSEL_GUI (AUTO|ON|OFF) against what this machine has, and prints a summary.
+# Resolves TESSEL_CUDA / TESSEL_GUI / TESSEL_MPI (AUTO|ON|OFF) against what this machine has, and prints a summary.
 include(CheckLanguage)
 
 function(tessel_resolve_option name found what)
@@ -19,6 +19,9 @@ if(NOT TESSEL_CUDA MATCHES "^(AUTO|ON|OFF)$")
 endif()
 if(NOT TESSEL_GUI MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TESSEL_GUI must be AUTO, ON or OFF, not '${TESSEL_GUI}'")
+endif()
+if(NOT TESSEL_MPI MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "TESSEL_MPI must be AUTO, ON or OFF, not '${TESSEL_MPI}'")
 endif()
 
 set(TESSEL_CUDA_FOUND OFF)
@@ -71,6 +74,17 @@ if(NOT TESSEL_GUI STREQUAL "OFF")
 endif()
 tessel_resolve_option(TESSEL_GUI TESSEL_GUI_FOUND "Qt 6 Widgets")
 
+# MPI: without it the executor runs every rank of a plan as threads of one process (in-process comm, or on
+# CUDA one NCCL rank per GPU / the staged comm); tessel_exec itself never needs MPI (executor/CMakeLists.txt).
+set(TESSEL_MPI_FOUND OFF)
+if(NOT TESSEL_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(TESSEL_MPI_FOUND ON)
+  endif()
+endif()
+tessel_resolve_option(TESSEL_MPI TESSEL_MPI_FOUND "MPI for C++ (OpenMPI: libopenmpi-dev)")
+
 function(tessel_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
   # GCC 12 reports false -Wrestrict positives inside libstdc++ string concatenation at -O3 (GCC bug 105329).
@@ -96,6 +110,7 @@ function(tessel_feature_summary)
   endforeach()
   message(STATUS "  TESSEL_CUDA=${TESSEL_CUDA}  -> CUDA code ${TESSEL_CUDA_ENABLED} (toolkit found: ${TESSEL_CUDA_FOUND}; built with executor/)")
   message(STATUS "  TESSEL_GUI=${TESSEL_GUI}   -> tessel-gui ${TESSEL_GUI_ENABLED} (Qt 6 found: ${TESSEL_GUI_FOUND}; built with gui/)")
+  message(STATUS "  TESSEL_MPI=${TESSEL_MPI}   -> ranks under mpirun ${TESSEL_MPI_ENABLED} (MPI found: ${TESSEL_MPI_FOUND}; without it, ranks run as threads of one process)")
   message(STATUS "  tests             : ${TESSEL_TESTS}")
   message(STATUS "  benchmarks        : ${TESSEL_BENCH}")
   message(STATUS "")
