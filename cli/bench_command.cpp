@@ -52,7 +52,7 @@ std::string hostName() {
 } // namespace
 
 std::function<int()> addBenchCommand(CLI::App& app) {
-    auto* cmd = app.add_subcommand("bench", "Microbenchmarks for `tessel calibrate`: kernels and collectives");
+    auto* cmd = app.add_subcommand("bench", "Microbenchmarks for `tessel calibrate`: kernels, copies and collectives");
     struct Options {
         std::string backend = "cpu";
         std::string out;
@@ -139,6 +139,15 @@ std::function<int()> addBenchCommand(CLI::App& app) {
         if (rc != 0)
             throw RuntimeError("the benchmark failed (" + std::string(launch.launcher == "mpirun" ? "mpirun" : "tessel-worker") +
                                " exit status " + std::to_string(rc) + ")");
+        // On CUDA rank 0 names the device and the library versions it ran with.
+        nlohmann::json provenanceOut = provenance;
+        if (std::ifstream dev(fs::path(o->out) / "rank-0" / "device.json"); dev) {
+            const nlohmann::json d = nlohmann::json::parse(dev, nullptr, false);
+            if (d.is_object()) {
+                if (d.contains("device")) provenanceOut["device"] = d["device"];
+                for (auto it = d.begin(); it != d.end(); ++it) provenanceOut["software"][it.key()] = it.value();
+            }
+        }
 
         // Merge the ranks' points into one file, with the provenance on every line.
         std::string merged;
@@ -150,7 +159,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
                 nlohmann::json j = nlohmann::json::parse(line);
                 j["created_utc"] = provenance["created_utc"];
                 j["host"] = provenance["host"];
-                j["software"] = provenance["software"];
+                j["software"] = provenanceOut["software"];
                 merged += j.dump() + "\n";
                 if (r == 0) {
                     auto& k = perKernel[j["kernel"].get<std::string>()];
@@ -160,7 +169,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
             }
         }
         exec::writeFileAtomically((fs::path(o->out) / "bench.jsonl").string(), merged);
-        exec::writeFileAtomically((fs::path(o->out) / "provenance.json").string(), provenance.dump(2) + "\n");
+        exec::writeFileAtomically((fs::path(o->out) / "provenance.json").string(), provenanceOut.dump(2) + "\n");
         Table t({"kernel", "points (rank 0)", "mean median us"});
         for (const auto& [k, v] : perKernel)
             t.addRow({k, std::to_string(v.first), fixed(v.second / v.first * 1e6, 1)});

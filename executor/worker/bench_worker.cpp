@@ -56,7 +56,14 @@ void benchRank(const std::string& outDir, std::unique_ptr<Comm> comm, const Rank
     } else {
         backend = makeCpuBackend(dtype == "fp32" ? ElementType::F32 : ElementType::F64);
     }
-    const std::string device = spec.value("device", backend->name());
+    // The device the points ran on: the GPU's name on CUDA (rank 0 also leaves the versions for provenance.json).
+    const std::string device = backendName == "cuda" ? cudaProvenance(*backend).deviceName : spec.value("device", backend->name());
+    if (backendName == "cuda" && rank == 0) {
+        nlohmann::json versions = nlohmann::json::object();
+        for (const auto& [key, value] : backend->provenance()) versions[key] = value;
+        fs::create_directories(fs::path(outDir) / "rank-0");
+        writeFileAtomically((fs::path(outDir) / "rank-0" / "device.json").string(), versions.dump(2) + "\n");
+    }
     const int gpusPerNode = spec.value("gpus_per_node", comm->worldSize());
 
     Group world{"world", {}, rank};
@@ -73,6 +80,8 @@ void benchRank(const std::string& outDir, std::unique_ptr<Comm> comm, const Rank
         lines += j.dump() + "\n";
     };
     for (const BenchPoint& p : runComputeBenchmarks(*backend, options, worldSync)) emit(p, "");
+    if (backendName == "cuda")
+        for (const BenchPoint& p : cudaHostTransferBenchmarks(*backend, options, worldSync)) emit(p, "");
     // Collectives over groups of n = 2, 4, ... ranks: the world split into consecutive blocks of n (every
     // world rank must create a group at each call under MPI), all blocks measuring at once as the
     // concurrent groups of a plan do. Ranks fill a node first, so a block within gpus_per_node is intra-node.
