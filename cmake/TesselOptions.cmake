@@ -1,4 +1,5 @@
-# Resolves TESSEL_CUDA / TESSEL_GUI / TESSEL_MPI (AUTO|ON|OFF) against what this machine has, and prints a summary.
+# Resolves TESSEL_CUDA / TESSEL_GUI / TESSEL_MPI (AUTO|ON|OFF) against what this machine has, finds the
+# dependency kit (TESSEL_KIT), and prints a summary.
 include(CheckLanguage)
 
 function(tessel_resolve_option name found what)
@@ -24,6 +25,18 @@ if(NOT TESSEL_MPI MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TESSEL_MPI must be AUTO, ON or OFF, not '${TESSEL_MPI}'")
 endif()
 
+# A dependency kit (scripts/gpu-kit.sh): the Debian packages' files under KIT/usr, for a machine that has none
+# of them (the lent GPU machine). Its prefix is searched first; GoogleTest is built from its sources there.
+if(TESSEL_KIT)
+  get_filename_component(TESSEL_KIT "${TESSEL_KIT}" ABSOLUTE)
+  if(NOT EXISTS "${TESSEL_KIT}/kit.json")
+    message(FATAL_ERROR "TESSEL_KIT=${TESSEL_KIT} is not a dependency kit (no kit.json): make one with "
+                        "`bash scripts/gpu-kit.sh` on a machine with the Debian packages")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH "${TESSEL_KIT}/usr")
+  message(STATUS "dependency kit: ${TESSEL_KIT}")
+endif()
+
 set(TESSEL_CUDA_FOUND OFF)
 if(NOT TESSEL_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS "/usr/local/cuda/bin/nvcc")
@@ -45,6 +58,26 @@ if(TESSEL_CUDA_ENABLED)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  # cuBLASLt: the toolkit's, else a folder with include/cublasLt.h and lib/libcublasLt.so* (the pip wheel
+  # nvidia-cublas on a machine whose toolkit has no cuBLAS).
+  set(TESSEL_CUBLAS_ROOT "" CACHE PATH "Folder holding include/cublasLt.h and lib/libcublasLt.so* (default: the CUDA toolkit)")
+  if(TESSEL_CUBLAS_ROOT OR NOT TARGET CUDA::cublasLt)
+    find_path(TESSEL_CUBLAS_INCLUDE_DIR cublasLt.h HINTS ${TESSEL_CUBLAS_ROOT}/include NO_DEFAULT_PATH)
+    find_library(TESSEL_CUBLASLT_LIBRARY NAMES cublasLt libcublasLt.so.13 HINTS ${TESSEL_CUBLAS_ROOT}/lib NO_DEFAULT_PATH)
+    if(NOT TESSEL_CUBLAS_INCLUDE_DIR OR NOT TESSEL_CUBLASLT_LIBRARY)
+      message(FATAL_ERROR "TESSEL_CUDA is enabled but cuBLASLt was not found in the CUDA toolkit or in "
+                          "TESSEL_CUBLAS_ROOT='${TESSEL_CUBLAS_ROOT}': set TESSEL_CUBLAS_ROOT to a folder with "
+                          "include/cublasLt.h and lib/libcublasLt.so* (pip install nvidia-cublas provides one)")
+    endif()
+    if(TARGET CUDA::cublasLt)
+      set_target_properties(CUDA::cublasLt PROPERTIES IMPORTED_LOCATION "${TESSEL_CUBLASLT_LIBRARY}"
+                            INTERFACE_INCLUDE_DIRECTORIES "${TESSEL_CUBLAS_INCLUDE_DIR}")
+    else()
+      add_library(CUDA::cublasLt SHARED IMPORTED)
+      set_target_properties(CUDA::cublasLt PROPERTIES IMPORTED_LOCATION "${TESSEL_CUBLASLT_LIBRARY}"
+                            INTERFACE_INCLUDE_DIRECTORIES "${TESSEL_CUBLAS_INCLUDE_DIR}")
+    endif()
+  endif()
   # CMake 3.25 predates nvcc 13 and does not know its C++20 flag; nvcc has taken -std=c++20 since CUDA 12.
   if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
