@@ -4,7 +4,7 @@
 # Python with the NCCL and cuBLAS wheels, nothing else). Run it on a Debian machine; copy the folder along
 # (the device tool's `carry`) and configure with -DTESSEL_KIT=<folder> (scripts/gpu-checks.sh does).
 #
-#   bash scripts/gpu-kit.sh [KIT_DIR]
+#   bash scripts/gpu-kit.sh [KIT_DIR]          (GPU_KIT_FROM=apt: download every package, installed or not)
 #
 # Each package's files come from the installed package (the paths `dpkg -L` lists) or, where it is not
 # installed, from `apt-get download` + `dpkg -x`; either way they keep their Debian paths under KIT_DIR/usr, so
@@ -49,7 +49,7 @@ manifest="$work/packages.json"
 echo "[" >"$manifest"
 first=1
 for p in "${packages[@]}"; do
-  if installed "$p"; then
+  if installed "$p" && [ "${GPU_KIT_FROM:-}" != apt ]; then
     version="$(dpkg-query -W -f='${Version}' "$p")"
     how="installed"
     # Regular files and symbolic links listed by the package, copied with their paths.
@@ -62,7 +62,7 @@ for p in "${packages[@]}"; do
   else
     command -v apt-get >/dev/null || die "$p is not installed and apt-get is missing"
     how="apt-get download"
-    (cd "$work" && apt-get download "$p" >/dev/null) || die "apt-get download $p failed (run apt-get update first?)"
+    (cd "$work" && apt-get -o APT::Sandbox::User=root download "$p" >/dev/null) || die "apt-get download $p failed (run apt-get update first?)"
     deb="$(ls "$work"/"${p}"_*.deb | head -n 1)"
     version="$(dpkg-deb -f "$deb" Version)"
     mkdir -p "$work/x-$p"
