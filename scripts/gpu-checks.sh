@@ -16,8 +16,10 @@
 # Settings (environment): TESSEL_KIT (default .gpukit), TESSEL_NCCL_ROOT / TESSEL_CUBLAS_ROOT (default: the
 # CUDA toolkit's, else the pip wheels nvidia-nccl-cu13 / nvidia-cublas found by python3), CUDA_ARCHITECTURES
 # (90), GPU_CHECKS_BUILD_DIR (build/gpu), GPT2_MICRO_BATCH / GPT2_GLOBAL_BATCH / GPT2_STEPS (8 / 8 / 20),
-# GPU_CHECKS_BUDGET_SECONDS (540: a stage that would start later is left for the next call, so one call fits
-# the lent machine's 10-minute command limit).
+# GPU_CHECKS_BUDGET_SECONDS (540: a stage that would start later is left for the next call) and
+# GPU_CHECKS_LIMIT_SECONDS (585: no step runs past it, so one call fits the lent machine's 10-minute command
+# limit; a check with too little time left is reported "not run", and the report is rewritten after every
+# check, so a call stopped from outside still leaves one).
 #
 # Exit status: 0 every check run passed; 1 a check failed; 2 a piece is missing (named on the last lines);
 # 3 no GPU answers (the GPU stages need one; the build stage needs none).
@@ -44,6 +46,7 @@ work="$build-checks"   # one result file per check, and the artifacts (build/gpu
 out="${out:-$work/out}"
 kit="${TESSEL_KIT:-$root/.gpukit}"
 budget="${GPU_CHECKS_BUDGET_SECONDS:-540}"
+limit="${GPU_CHECKS_LIMIT_SECONDS:-585}"
 py="${PYTHON:-python3}"
 results="$work/results"
 art="$work/artifacts"
@@ -58,6 +61,25 @@ missing=()
 notes=()
 # A missing piece: named now, in the report and on the last lines, and the call exits 2.
 miss() { say "MISSING: $*"; missing+=("$*"); notes+=("missing: $*"); }
+
+# Seconds a step may run: its own bound ($1), cut to what is left of the call; fails with under 20 s left.
+allow() {
+  local left=$((limit - $(elapsed)))
+  [ $left -ge 20 ] || return 1
+  echo $(($1 < left ? $1 : left))
+}
+# The report as it stands, rewritten after every check.
+progress() {
+  local args=()
+  for n in "${notes[@]}"; do args+=(--note "$n"); done
+  report summary --results "$results" --env "$work/env.json" --out "$out" --quiet "${args[@]}" || true
+}
+# A check left out for want of time in this call.
+not_run() { # id, name
+  report skip --id "$1" --name "$2" --reason "not run: $(elapsed) s of this call's $limit s were used; run 'bash scripts/gpu-checks.sh check' again" \
+    --out "$results/$1.json"
+  progress
+}
 
 finish() {
   local rc=$1
@@ -216,13 +238,16 @@ require_gpu() {
 }
 
 gtest_check() { # id, name, filter
-  local t0=$(date +%s)
+  local t0=$(date +%s) t
+  t=$(allow 300) || { not_run "$1" "$2"; return; }
   say "check $1: $2"
-  timeout 300 "$build/tests/executor/cuda/tessel_cuda_gpu_tests" --gtest_filter="$3" \
+  rm -f "$art/check$1.json"
+  timeout "$t" "$build/tests/executor/cuda/tessel_cuda_gpu_tests" --gtest_filter="$3" \
     --gtest_output="json:$art/check$1.json" >"$art/check$1.log" 2>&1
   local rc=$?
-  report gtest --id "$1" --name "$2" --json "$art/check$1.json" --log "$art/check$1.log" --rc $rc \
+  report gtest --id "$1" --name "$2" --json "$art/check$1.json" --log "$art/check$1.log" --rc $rc --limit "$t" \
     --seconds $(($(date +%s) - t0)) --out "$results/$1.json"
+  progress
 }
 
 stage_check() {
@@ -236,7 +261,9 @@ stage_check() {
 
   # 8a: tessel run --backend cuda end to end (one rank: NCCL over the in-process comm; two ranks on one GPU:
   # the staged comm), measured actions in a Chrome trace.
-  local t0=$(date +%s) rc1 rc2
+  local t0=$(date +%s) rc1 rc2 t
+  local name8a="tessel run --backend cuda end to end, Chrome trace of measured actions"
+  t=$(allow 300) || { not_run 8a "$name8a"; not_run 8b "GPT-2 124M against PyTorch eager and torch.compile"; return; }
   say "check 8a: tessel run --backend cuda, 1 rank (NCCL) and pp 2 (staged comm)"
   rm -rf "$art/run-cuda-1" "$art/run-cuda-pp2"
   # The plans are checked against a cluster of as many GPUs as ranks: two ranks share the one GPU here.
@@ -248,28 +275,32 @@ c["gpus_per_node"] = 2
 c["sources"]["/gpus_per_node"] = "two ranks sharing the one lent GPU through the staged comm (gpu-checks.sh check 8a)"
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
-  timeout 300 "$build/cli/tessel" run tiny-cpu --cluster h200-single --nodes 1 --backend cuda --precision mixed \
+  timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster h200-single --nodes 1 --backend cuda --precision mixed \
     --ranks 1 --pp 1 --steps 6 --timeout 120 --out "$art/run-cuda-1" >"$art/check8a.log" 2>&1
   rc1=$?
-  timeout 300 "$build/cli/tessel" run tiny-cpu --cluster "$art/two-ranks-one-gpu.json" --nodes 1 --backend cuda \
+  timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster "$art/two-ranks-one-gpu.json" --nodes 1 --backend cuda \
     --precision mixed --ranks 2 --pp 2 --steps 6 --timeout 120 --out "$art/run-cuda-pp2" >>"$art/check8a.log" 2>&1
   rc2=$?
-  report run --id 8a --name "tessel run --backend cuda end to end, Chrome trace of measured actions" \
+  report run --id 8a --name "$name8a" \
     --runs "$art/run-cuda-1" "$art/run-cuda-pp2" --rcs $rc1 $rc2 --log "$art/check8a.log" \
     --seconds $(($(date +%s) - t0)) --out "$results/8a.json"
+  progress
 
   # 8b: GPT-2 124M against PyTorch eager and torch.compile, same GPU, same call.
   t0=$(date +%s)
+  local name8b="GPT-2 124M tokens/s and MFU against PyTorch eager and torch.compile"
+  t=$(allow 480) || { not_run 8b "$name8b"; return; }
   say "check 8b: GPT-2 124M, tessel against PyTorch eager and torch.compile"
   local peak
   peak="$(report peak --cluster "$(base_cluster)")"
   rm -rf "$art/run-gpt2"
-  timeout 480 bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "${GPT2_MICRO_BATCH:-8}" \
+  timeout "$t" bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "${GPT2_MICRO_BATCH:-8}" \
     --global-batch "${GPT2_GLOBAL_BATCH:-8}" --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" \
     --keep "$art/run-gpt2" --json "$art/gpt2.json" >"$art/check8b.log" 2>&1
   local rc=$?
-  report gpt2 --id 8b --name "GPT-2 124M tokens/s and MFU against PyTorch eager and torch.compile" \
-    --json "$art/gpt2.json" --log "$art/check8b.log" --rc $rc --seconds $(($(date +%s) - t0)) --out "$results/8b.json"
+  report gpt2 --id 8b --name "$name8b" --json "$art/gpt2.json" --log "$art/check8b.log" --rc $rc --limit "$t" \
+    --seconds $(($(date +%s) - t0)) --out "$results/8b.json"
+  progress
 }
 
 # The built-in cluster the calibration starts from: the GPU's own where tessel has one.
@@ -288,15 +319,30 @@ bench_ran=0
 stage_bench() {
   bench_ran=1
   require_gpu bench || return $?
-  local t0=$(date +%s) cluster
+  local t0=$(date +%s) cluster t rc
   cluster="$(base_cluster)"
+  # The sweep the calibration fits: bf16 with fp32 master weights, as training runs.
+  t=$(allow 420) || { not_run bench "calibration sweep (tessel bench --backend cuda --dtype mixed)"; return 1; }
   say "bench: tessel bench --backend cuda (GEMMs, attention, memory-bound kernels, copies) at gpt2-124m and gpt3-1.3b shapes"
   rm -rf "$art/bench"
-  timeout 420 "$build/cli/tessel" bench --backend cuda --dtype mixed --ranks 1 --cluster "$cluster" \
+  timeout "$t" "$build/cli/tessel" bench --backend cuda --dtype mixed --ranks 1 --cluster "$cluster" \
     --model gpt2-124m --model gpt3-1.3b --out "$art/bench" >"$art/bench.log" 2>&1
-  local rc=$?
-  report bench --id bench --name "calibration sweep (tessel bench --backend cuda)" --dir "$art/bench" \
-    --log "$art/bench.log" --rc $rc --seconds $(($(date +%s) - t0)) --out "$results/bench.json"
+  rc=$?
+  report bench --id bench --name "calibration sweep (tessel bench --backend cuda --dtype mixed)" --dir "$art/bench" \
+    --log "$art/bench.log" --rc $rc --limit "$t" --seconds $(($(date +%s) - t0)) --out "$results/bench.json"
+  progress
+  # The same kernels in fp32 (GEMMs without TF32), quick: measured against the fp32 peak, not fitted (a
+  # calibration fits one dtype).
+  t0=$(date +%s)
+  t=$(allow 180) || { not_run bench-fp32 "fp32 sweep (tessel bench --backend cuda --dtype fp32 --quick)"; return $rc; }
+  rm -rf "$art/bench-fp32"
+  timeout "$t" "$build/cli/tessel" bench --backend cuda --dtype fp32 --quick --ranks 1 --cluster "$cluster" \
+    --model gpt2-124m --out "$art/bench-fp32" >"$art/bench-fp32.log" 2>&1
+  report bench --id bench-fp32 --name "fp32 sweep (tessel bench --backend cuda --dtype fp32 --quick)" \
+    --dir "$art/bench-fp32" --log "$art/bench-fp32.log" --rc $? --limit "$t" --seconds $(($(date +%s) - t0)) \
+    --out "$results/bench-fp32.json"
+  progress
+  return $rc
 }
 
 stage_calibrate() {
@@ -313,18 +359,21 @@ stage_calibrate() {
   cluster="$(base_cluster)"
   for r in "$art/run-gpt2" "$art/run-cuda-1"; do [ -s "$r/measurements.jsonl" ] && runs+=("$r"); done
   say "calibrate: $cluster from the sweep${runs:+ and ${#runs[@]} training run(s)}"
-  "$build/cli/tessel" calibrate "$art/bench" "${runs[@]}" --cluster "$cluster" \
+  local t
+  t=$(allow 120) || { not_run calibrate "tessel calibrate"; return 1; }
+  timeout "$t" "$build/cli/tessel" calibrate "$art/bench" "${runs[@]}" --cluster "$cluster" \
     -o "$out/$cluster-calibrated.json" --force >"$art/calibrate.log" 2>&1
   local rc=$?
   cat "$art/calibrate.log"
   report calibrate --id calibrate --name "tessel calibrate -> $cluster-calibrated.json" \
     --file "$out/$cluster-calibrated.json" --log "$art/calibrate.log" --rc $rc --seconds $(($(date +%s) - t0)) \
     --out "$results/calibrate.json"
+  progress
 }
 
 status=0
 # A stage's earlier results go before it runs, so the report never shows a stale verdict as this call's.
-declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b" [bench]="bench" [calibrate]="calibrate")
+declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b" [bench]="bench bench-fp32" [calibrate]="calibrate")
 for s in "${stages[@]}"; do
   if [ "$(elapsed)" -gt "$budget" ]; then
     say "stopping before '$s': $(elapsed) s of the ${budget} s budget used; run 'bash scripts/gpu-checks.sh $s' next"

@@ -130,4 +130,11 @@ say "GPU_CHECKS_PAST_THE_GATE=1 bash scripts/gpu-checks.sh check bench calibrate
 GPU_CHECKS_PAST_THE_GATE=1 GPU_CHECKS_BUILD_DIR="$rehearsal/build" \
   bash scripts/gpu-checks.sh check bench calibrate --out "$rehearsal/out3" | tail -n 16
 echo "  exit status ${PIPESTATUS[0]}"
+
+# 8. A call with too little time left (GPU_CHECKS_LIMIT_SECONDS=15): every check is reported "not run" with the
+#    command to run next, and the call fails.
+say "GPU_CHECKS_LIMIT_SECONDS=15 GPU_CHECKS_PAST_THE_GATE=1 bash scripts/gpu-checks.sh check --out $rehearsal/out4"
+GPU_CHECKS_LIMIT_SECONDS=15 GPU_CHECKS_PAST_THE_GATE=1 GPU_CHECKS_BUILD_DIR="$rehearsal/build" \
+  bash scripts/gpu-checks.sh check --out "$rehearsal/out4" | tail -n 12
+echo "  exit status ${PIPESTATUS[0]}"
 exit $rc

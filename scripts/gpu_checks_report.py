@@ -3,14 +3,15 @@
 check left (GoogleTest JSON and output, run folders, benchmark points, the calibrated cluster file), and the
 report (report.md and report.json, and a short table printed last).
 
-  gpu_checks_report.py build|gtest|run|gpt2|bench|calibrate --id ID --name TEXT ... --out RESULT.json
+  gpu_checks_report.py build|gtest|run|gpt2|bench|calibrate|skip --id ID --name TEXT ... --out RESULT.json
   gpu_checks_report.py peak --cluster NAME          (the cluster's dense bf16 peak in TFLOP/s)
   gpu_checks_report.py verdicts --results DIR       (exit 1 when a check failed)
   gpu_checks_report.py summary --results DIR --env ENV.json --out DIR [--note TEXT ...]
 
 A verdict is "pass", "fail" (the check ran and found a fault, or did not finish), "skipped" (a GoogleTest
-skipped: no GPU answered, which counts against the run), or "below target" (GPT-2 ran, a speed target was
-missed: a finding to act on, not a failure of the recipe).
+skipped: no GPU answered, which counts against the run), "not run" (no time was left in the call: run it
+again; counts against the call too), or "below target" (GPT-2 ran, a speed target was missed: a finding to
+act on, not a failure of the recipe).
 """
 import argparse
 import json
@@ -91,7 +92,7 @@ def cmd_gtest(a):
         counts["skipped"] = int(m.group(1)) if m else 0
     r["figures"] = dict(counts, **log_figures(a.log))
     if a.rc == 124:
-        r["verdict"], r["detail"] = "fail", "did not finish in 300 s"
+        r["verdict"], r["detail"] = "fail", f"did not finish in {a.limit} s"
     elif counts["tests"] == 0:
         r["verdict"], r["detail"] = "fail", f"no test ran (exit {a.rc})"
     elif counts["failed"] or a.rc != 0:
@@ -169,7 +170,7 @@ def cmd_gpt2(a):
     r = {"id": a.id, "name": a.name, "seconds": a.seconds, "log": os.path.basename(a.log)}
     if a.rc != 0 or not os.path.exists(a.json):
         r["verdict"] = "fail"
-        r["detail"] = "did not finish in 480 s" if a.rc == 124 else f"the comparison exited {a.rc}"
+        r["detail"] = f"did not finish in {a.limit} s" if a.rc == 124 else f"the comparison exited {a.rc}"
         r["log_tail"] = tail(a.log)
         return write(a.out, r)
     doc = json.load(open(a.json))
@@ -202,7 +203,7 @@ def cmd_bench(a):
     path = os.path.join(a.dir, "bench.jsonl")
     if a.rc != 0 or not os.path.exists(path):
         r["verdict"] = "fail"
-        r["detail"] = "did not finish in 420 s" if a.rc == 124 else f"tessel bench exited {a.rc}"
+        r["detail"] = f"did not finish in {a.limit} s" if a.rc == 124 else f"tessel bench exited {a.rc}"
         r["log_tail"] = tail(a.log)
         return write(a.out, r)
     pts = read_lines(path)
@@ -270,6 +271,10 @@ def cmd_calibrate(a):
     write(a.out, r)
 
 
+def cmd_skip(a):
+    write(a.out, {"id": a.id, "name": a.name, "seconds": 0, "verdict": "not run", "detail": a.reason})
+
+
 def cmd_peak(a):
     path = os.path.join(ROOT, "scenarios", "clusters", a.cluster + ".json")
     print(f"{json.load(open(path))['gpu']['peak_flops_per_second']['bf16'] / 1e12:.1f}")
@@ -280,12 +285,12 @@ def load_results(folder):
     for name in os.listdir(folder) if os.path.isdir(folder) else []:
         if name.endswith(".json"):
             out.append(json.load(open(os.path.join(folder, name))))
-    order = ["0", "1", "2", "3", "4", "5", "6", "8a", "8b", "bench", "calibrate"]
+    order = ["0", "1", "2", "3", "4", "5", "6", "8a", "8b", "bench", "bench-fp32", "calibrate"]
     return sorted(out, key=lambda r: order.index(r["id"]) if r["id"] in order else 99)
 
 
 def cmd_verdicts(a):
-    bad = [r for r in load_results(a.results) if r["verdict"] in ("fail", "skipped")]
+    bad = [r for r in load_results(a.results) if r["verdict"] in ("fail", "skipped", "not run")]
     sys.exit(1 if bad else 0)
 
 
@@ -345,6 +350,8 @@ def cmd_summary(a):
             md += ["", "```", r["log_tail"].rstrip(), "```"]
     with open(os.path.join(a.out, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
+    if a.quiet:
+        return
     # The short table, last.
     print("")
     print(f"device: {versions.get('device') or env.get('nvidia_smi') or 'none answered'}; driver {versions.get('driver', '?')}, "
@@ -368,6 +375,7 @@ def main():
         p.add_argument("--name", required=True)
         p.add_argument("--log", default="")
         p.add_argument("--seconds", type=int, default=0)
+        p.add_argument("--limit", type=int, default=0, help="seconds the check was allowed")
         p.add_argument("--out", required=True)
 
     p = sub.add_parser("build"); common(p)
@@ -377,13 +385,15 @@ def main():
     p = sub.add_parser("gpt2"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("bench"); common(p); p.add_argument("--dir", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("calibrate"); common(p); p.add_argument("--file", required=True); p.add_argument("--rc", type=int, required=True)
+    p = sub.add_parser("skip"); common(p); p.add_argument("--reason", required=True)
     p = sub.add_parser("peak"); p.add_argument("--cluster", required=True)
     p = sub.add_parser("verdicts"); p.add_argument("--results", required=True)
     p = sub.add_parser("summary"); p.add_argument("--results", required=True); p.add_argument("--env", required=True)
     p.add_argument("--out", required=True); p.add_argument("--note", action="append", default=[])
+    p.add_argument("--quiet", action="store_true", help="write the report, print nothing")
     a = ap.parse_args()
     {"build": cmd_build, "gtest": cmd_gtest, "run": cmd_run, "gpt2": cmd_gpt2, "bench": cmd_bench, "calibrate": cmd_calibrate,
-     "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
+     "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ check "a skipped test (no GPU): skipped" "$([ "$(verdict "$tmp/res/2.json")" = s
 gtest_json "$tmp/fail.json" FAILED
 python3 "$rep" gtest --id 3 --name three --json "$tmp/fail.json" --log "$tmp/log" --rc 1 --out "$tmp/res/3.json" >/dev/null
 check "a failed test: fail" "$([ "$(verdict "$tmp/res/3.json")" = fail ]; echo $?)"
-python3 "$rep" gtest --id 4 --name four --json "$tmp/absent.json" --log "$tmp/log" --rc 124 --out "$tmp/res/4.json" >/dev/null
-check "timed out: fail" "$([ "$(verdict "$tmp/res/4.json")" = fail ] && grep -q 'did not finish' "$tmp/res/4.json"; echo $?)"
+python3 "$rep" gtest --id 4 --name four --json "$tmp/absent.json" --log "$tmp/log" --rc 124 --limit 300 \
+  --out "$tmp/res/4.json" >/dev/null
+check "timed out: fail" "$([ "$(verdict "$tmp/res/4.json")" = fail ] && grep -q 'did not finish in 300 s' "$tmp/res/4.json"; echo $?)"
 
 # A run folder whose actions were measured on the CPU is not a GPU run.
 mkdir -p "$tmp/run"
@@ -71,6 +72,9 @@ check "GPT-2 on target: pass" "$([ "$(verdict "$tmp/res/8b.json")" = pass ]; ech
 python3 "$rep" verdicts --results "$tmp/res"; check "a failed check fails the call" $([ $? -eq 1 ]; echo $?)
 mkdir -p "$tmp/good" && cp "$tmp/res/1.json" "$tmp/res/8b.json" "$tmp/good/"
 python3 "$rep" verdicts --results "$tmp/good"; check "all passed: the call passes" $?
+mkdir -p "$tmp/late" && cp "$tmp/good/"*.json "$tmp/late/"
+python3 "$rep" skip --id 5 --name five --reason "not run: no time left" --out "$tmp/late/5.json" >/dev/null
+python3 "$rep" verdicts --results "$tmp/late"; check "a check left for want of time fails the call" $([ $? -eq 1 ]; echo $?)
 echo '{"nvidia_smi": ["NVIDIA H100 80GB HBM3, 580.1, 81559 MiB"]}' >"$tmp/env.json"
 python3 "$rep" summary --results "$tmp/res" --env "$tmp/env.json" --out "$tmp/out" --note "stopped before x" >"$tmp/table"
 check "report.md lists every check" "$([ "$(grep -c '^| [0-9]' "$tmp/out/report.md")" -eq 6 ]; echo $?)"
