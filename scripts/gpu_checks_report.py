@@ -356,9 +356,9 @@ def cmd_summary(a):
     print("")
     print(f"device: {versions.get('device') or env.get('nvidia_smi') or 'none answered'}; driver {versions.get('driver', '?')}, "
           f"CUDA {versions.get('cuda', '?')}, cuBLAS {versions.get('cublas', '?')}, NCCL {versions.get('nccl', '?')}")
-    print(f"{'check':<10}{'verdict':<14}detail")
+    print(f"{'check':<12}{'verdict':<14}detail")
     for r in results:
-        print(f"{r['id']:<10}{r['verdict']:<14}{r.get('detail', '')[:90]}")
+        print(f"{r['id']:<12}{r['verdict']:<14}{r.get('detail', '')[:90]}")
     if not results:
         print("(no check ran)")
     for n in a.note:
