@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# GPT-2 124M (seq 1024, bf16 with fp32 master weights) on one GPU: tessel's cuda backend (tessel-worker under
-# mpirun, one rank) against plain PyTorch eager and torch.compile (bench/gpt2_pytorch.py), same micro-batch,
-# global batch and steps; prints tokens/s and MFU side by side. Needs a GPU, a CUDA build of tessel
-# (TESSEL_CUDA=ON) and PyTorch with CUDA.
+# GPT-2 124M (seq 1024, bf16 with fp32 master weights) on one GPU: tessel's cuda backend (`tessel run
+# --backend cuda`, one rank) against plain PyTorch eager and torch.compile (bench/gpt2_pytorch.py),
+# same micro-batch, global batch and steps; prints tokens/s and MFU side by side. Needs a GPU, a CUDA build of
+# tessel (TESSEL_CUDA=ON) and PyTorch with CUDA.
 #
 #   bench/gpt2_cuda_vs_pytorch.sh [BUILD_DIR] [--micro-batch 8] [--global-batch 8] [--steps 20] [--warmup 5]
-#                                 [--peak-tflops 989]
+#                                 [--peak-tflops 989] [--keep RUN_DIR] [--json FILE]
+#
+# --keep leaves tessel's run folder (losses, measurements, trace, memory, versions: a `tessel run` folder that
+# `tessel compare` and `tessel calibrate` read) in RUN_DIR; --json writes the three sides and the ratios as one
+# JSON object.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 build="$root/build/cuda"
 if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
-micro=8 global=8 steps=20 warmup=5 peak=989
+micro=8 global=8 steps=20 warmup=5 peak=989 keep="" json_out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --keep) keep="$2"; shift 2 ;;
+    --json) json_out="$2"; shift 2 ;;
     --micro-batch) micro="$2"; shift 2 ;;
     --global-batch) global="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
@@ -22,13 +28,14 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-worker="$build/executor/tessel-worker"
-[[ -x "$worker" ]] || { echo "no tessel-worker at $worker (build with -DTESSEL_CUDA=ON)" >&2; exit 2; }
+tessel="$build/cli/tessel"
+[[ -x "$tessel" ]] || { echo "no tessel at $tessel (build with -DTESSEL_CUDA=ON)" >&2; exit 2; }
 
-run="$(mktemp -d)"
-trap 'rm -rf "$run"' EXIT
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+run="${keep:-$tmp/run}"
 # The gpt2-124m shape with dropout 0 (the executor does not run dropout), the "mixed" recipe on one GPU.
-cat > "$run/scenario.json" <<JSON
+cat > "$tmp/scenario.json" <<JSON
 {
   "schema_version": 1,
   "name": "gpt2-124m-cuda-bench",
@@ -46,13 +53,10 @@ cat > "$run/scenario.json" <<JSON
   }
 }
 JSON
-mpi_flags=(-np 1)
-[[ "$(id -u)" == 0 ]] && mpi_flags+=(--allow-run-as-root)
-mpirun "${mpi_flags[@]}" "$worker" --backend cuda --run-dir "$run" --data "$root/data/us-founding-documents.txt" \
-  --steps "$steps" --timeout 600 >&2
+"$tessel" run "$tmp/scenario.json" --ranks 1 --backend cuda --steps "$steps" --timeout 600 --out "$run" >&2
 
 # tessel: the median span of a step's actions (steps after the warm-up), from the rank's measurements.
-tessel_json="$(python3 - "$run/rank-0/measurements.jsonl" "$warmup" "$global" "$peak" <<'PY'
+tessel_json="$(python3 - "$run/measurements.jsonl" "$warmup" "$global" "$peak" <<'PY'
 import json, statistics, sys
 path, warmup, global_batch, peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 spans = {}
@@ -75,7 +79,7 @@ eager_json="$(python3 "$here/gpt2_pytorch.py" --mode eager --micro-batch "$micro
 compile_json="$(python3 "$here/gpt2_pytorch.py" --mode compile --micro-batch "$micro" --global-batch "$global" \
   --steps "$steps" --warmup "$warmup" --peak-tflops "$peak")"
 
-python3 - "$tessel_json" "$eager_json" "$compile_json" "$run/versions.json" <<'PY'
+python3 - "$tessel_json" "$eager_json" "$compile_json" "$run/versions.json" "$json_out" <<'PY'
 import json, sys
 rows = [json.loads(a) for a in sys.argv[1:4]]
 try:
@@ -89,4 +93,8 @@ for r in rows:
     print(f"{r['side']:<18}{r['step_seconds']:>10.4f}{r['tokens_per_second']:>14.0f}{100 * r['mfu']:>7.1f}%")
 t, e, c = (r["tokens_per_second"] for r in rows)
 print(f"tessel / eager {t / e:.2f}x, tessel / compile {t / c:.2f}x (target: >= 1.00x and >= 0.90x)")
+if sys.argv[5]:
+    json.dump({"sides": rows, "versions": versions, "tessel_over_eager": t / e, "tessel_over_compile": t / c,
+               "targets": {"tessel_over_eager": 1.0, "tessel_over_compile": 0.9, "mfu": 0.4}},
+              open(sys.argv[5], "w"), indent=2)
 PY

@@ -1,6 +1,7 @@
 // `tessel bench`: microbenchmarks for calibration — GEMMs over the layer shapes of the chosen models and a sweep,
 // attention, element-wise/norm kernels, the optimizer and every collective over message sizes — run by
-// tessel-worker ranks under mpirun; leaves DIR/bench.jsonl (one record per point) and DIR/provenance.json.
+// tessel-worker ranks (under mpirun, or as threads of one worker: --launcher); leaves DIR/bench.jsonl (one
+// record per point) and DIR/provenance.json.
 #include "commands.hpp"
 #include "launch.hpp"
 #include "table.hpp"
@@ -51,7 +52,7 @@ std::string hostName() {
 } // namespace
 
 std::function<int()> addBenchCommand(CLI::App& app) {
-    auto* cmd = app.add_subcommand("bench", "Microbenchmarks for `tessel calibrate`: kernels and collectives, run under mpirun");
+    auto* cmd = app.add_subcommand("bench", "Microbenchmarks for `tessel calibrate`: kernels, copies and collectives");
     struct Options {
         std::string backend = "cpu";
         std::string out;
@@ -63,6 +64,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
         std::string dtype = "fp64";
         double maxMessageMiB = 64.0;
         double timeoutSeconds = 120.0;
+        std::string launcher = "auto";
     };
     auto o = std::make_shared<Options>();
     cmd->add_option("--backend", o->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -73,6 +75,8 @@ std::function<int()> addBenchCommand(CLI::App& app) {
     cmd->add_option("--dtype", o->dtype, "Element type: fp64 or fp32 on cpu; mixed (bf16) or fp32 on cuda");
     cmd->add_option("--max-message-mib", o->maxMessageMiB, "Largest collective message in MiB");
     cmd->add_option("--timeout", o->timeoutSeconds, "Seconds a collective may wait before the bench fails");
+    cmd->add_option("--launcher", o->launcher,
+                    "auto (mpirun where tessel-worker has MPI, else in-process), mpirun or in-process");
     cmd->add_flag("--quick", o->quick, "Fewer shapes and message sizes (up to 8 MiB): for CI");
     cmd->add_flag("--force", o->force, "Reuse a non-empty output folder");
     return [cmd, o]() {
@@ -101,7 +105,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
         std::error_code ec;
         if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec) && !o->force)
             problems.add("--out", "\"" + o->out + "\" is not empty; pass --force to reuse it");
-        const auto [mpirun, worker] = findLaunchTools(problems);
+        const Launch launch = resolveLaunch(o->launcher, problems);
         problems.throwIfAny();
 
         fs::create_directories(o->out);
@@ -114,6 +118,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
                                         {"backend", o->backend},
                                         {"dtype", o->dtype},
                                         {"ranks", o->ranks},
+                                        {"launcher", launch.launcher},
                                         {"cluster", cluster.name},
                                         {"software", exec::softwareVersions()}};
         const nlohmann::json spec{{"schema_version", 1},
@@ -127,11 +132,22 @@ std::function<int()> addBenchCommand(CLI::App& app) {
                                   {"timeout_seconds", o->timeoutSeconds}};
         exec::writeFileAtomically((fs::path(o->out) / "bench-spec.json").string(), spec.dump(2) + "\n");
 
-        std::vector<std::string> argv = mpirunCommand(mpirun, o->ranks);
-        for (const std::string& a : {worker, std::string("bench"), std::string("--out"), o->out}) argv.push_back(a);
-        std::cerr << "tessel bench: " << o->ranks << " ranks, " << o->backend << " " << o->dtype << " -> " << o->out << "\n";
+        const std::vector<std::string> argv = launchCommand(launch, o->ranks, {"bench", "--out", o->out});
+        std::cerr << "tessel bench: " << o->ranks << " ranks (" << launch.launcher << "), " << o->backend << " " << o->dtype
+                  << " -> " << o->out << "\n";
         const int rc = runAndWait(argv);
-        if (rc != 0) throw RuntimeError("the benchmark failed (mpirun exit status " + std::to_string(rc) + ")");
+        if (rc != 0)
+            throw RuntimeError("the benchmark failed (" + std::string(launch.launcher == "mpirun" ? "mpirun" : "tessel-worker") +
+                               " exit status " + std::to_string(rc) + ")");
+        // On CUDA rank 0 names the device and the library versions it ran with.
+        nlohmann::json provenanceOut = provenance;
+        if (std::ifstream dev(fs::path(o->out) / "rank-0" / "device.json"); dev) {
+            const nlohmann::json d = nlohmann::json::parse(dev, nullptr, false);
+            if (d.is_object()) {
+                if (d.contains("device")) provenanceOut["device"] = d["device"];
+                for (auto it = d.begin(); it != d.end(); ++it) provenanceOut["software"][it.key()] = it.value();
+            }
+        }
 
         // Merge the ranks' points into one file, with the provenance on every line.
         std::string merged;
@@ -143,7 +159,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
                 nlohmann::json j = nlohmann::json::parse(line);
                 j["created_utc"] = provenance["created_utc"];
                 j["host"] = provenance["host"];
-                j["software"] = provenance["software"];
+                j["software"] = provenanceOut["software"];
                 merged += j.dump() + "\n";
                 if (r == 0) {
                     auto& k = perKernel[j["kernel"].get<std::string>()];
@@ -153,7 +169,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
             }
         }
         exec::writeFileAtomically((fs::path(o->out) / "bench.jsonl").string(), merged);
-        exec::writeFileAtomically((fs::path(o->out) / "provenance.json").string(), provenance.dump(2) + "\n");
+        exec::writeFileAtomically((fs::path(o->out) / "provenance.json").string(), provenanceOut.dump(2) + "\n");
         Table t({"kernel", "points (rank 0)", "mean median us"});
         for (const auto& [k, v] : perKernel)
             t.addRow({k, std::to_string(v.first), fixed(v.second / v.first * 1e6, 1)});

@@ -269,6 +269,14 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
             t.addRow({r.term, std::to_string(r.points), std::to_string(r.rejected), fixed(100.0 * r.rmsRelativeResidual, 1),
                       fixed(100.0 * r.maxAbsRelativeResidual, 1)});
         std::cout << t.render();
+        if (!result.measured.empty()) {
+            // Bandwidths the model has no term for, or sets beside the datasheet (FORMULAS.md §7.7).
+            Table m({"measured, not applied", "points", "GB/s", "overhead us", "rms resid %"});
+            for (const TermReport& r : result.measured)
+                m.addRow({r.term, std::to_string(r.points), fixed(r.values.value("bytes_per_second", 0.0) / 1e9, 1),
+                          fixed(r.values.value("overhead_seconds", 0.0) * 1e6, 1), fixed(100.0 * r.rmsRelativeResidual, 1)});
+            std::cout << m.render();
+        }
         std::cout << result.uncalibrated.size() << " terms left uncalibrated (listed in the file's calibration block)\n";
         std::cout << "wrote " << o->out << "\n";
         return 0;

@@ -1,5 +1,5 @@
-// `tessel run`: validates the plan, then launches mpirun with one tessel-worker per rank, and merges what the
-// ranks measured into the run folder (losses, measurements.jsonl, trace.json, memory.json, scenario.json,
+// `tessel run`: validates the plan, then starts the ranks (mpirun with one tessel-worker per rank, or one
+// tessel-worker running every rank as a thread: --launcher), and merges what the ranks measured into the run folder (losses, measurements.jsonl, trace.json, memory.json, scenario.json,
 // checkpoints/); `--resume` continues a run folder from its newest complete checkpoint.
 #include "commands.hpp"
 #include "launch.hpp"
@@ -26,7 +26,7 @@ namespace tessel::cli {
 namespace fs = std::filesystem;
 
 std::function<int()> addRunCommand(CLI::App& app) {
-    auto* cmd = app.add_subcommand("run", "Run a plan for real on CPU (or GPU) ranks under mpirun, measuring every action");
+    auto* cmd = app.add_subcommand("run", "Run a plan for real on CPU (or GPU) ranks, measuring every action");
     auto flags = std::make_shared<ScenarioFlags>();
     flags->addTo(*cmd);
     struct Options {
@@ -40,6 +40,7 @@ std::function<int()> addRunCommand(CLI::App& app) {
         int checkpointEvery = 0;
         int failRank = -1, failAtStep = -1;
         std::string backend = "cpu";
+        std::string launcher = "auto";
     };
     auto o = std::make_shared<Options>();
     cmd->add_option("--ranks", o->ranks, "Number of ranks to start (must equal tp x pp x dp x cp)")->required();
@@ -56,7 +57,11 @@ std::function<int()> addRunCommand(CLI::App& app) {
                     "Also save a checkpoint every K steps (default 0: only at the end; the last 2 are kept)");
     // Checked in the command (not by CLI11's IsMember) so a wrong name is listed with every other problem.
     cmd->add_option("--backend", o->backend,
-                    "cpu (float64/float32 recipes, MPI) or cuda (mixed/fp32 recipes, NCCL; one GPU per rank)");
+                    "cpu (float64/float32 recipes) or cuda (mixed/fp32 recipes; NCCL with a GPU per rank, else the "
+                    "staged comm)");
+    cmd->add_option("--launcher", o->launcher,
+                    "auto (mpirun where tessel-worker has MPI, else in-process), mpirun (a process per rank) or "
+                    "in-process (every rank a thread of one tessel-worker)");
     cmd->add_option("--fail-rank", o->failRank, "Testing: make this rank die abruptly")->group("");
     cmd->add_option("--fail-at-step", o->failAtStep, "Testing: step at which --fail-rank dies")->group("");
     return [cmd, flags, o]() {
@@ -105,7 +110,7 @@ std::function<int()> addRunCommand(CLI::App& app) {
         } else if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec) && !o->force) {
             problems.add("--out", "\"" + o->out + "\" is not empty; pass --force to reuse it, or --resume to continue it");
         }
-        const auto [mpirun, worker] = findLaunchTools(problems);
+        const Launch launch = resolveLaunch(o->launcher, problems);
         problems.throwIfAny();
 
         fs::create_directories(o->out);
@@ -115,23 +120,23 @@ std::function<int()> addRunCommand(CLI::App& app) {
             if (entry.path().filename().string().rfind("rank-", 0) == 0) fs::remove_all(entry.path());
         exec::writeFileAtomically((fs::path(o->out) / "scenario.json").string(), scenarioToJson(s).dump(2) + "\n");
 
-        std::vector<std::string> argv = mpirunCommand(mpirun, o->ranks);
-        for (const std::string& a : {worker, std::string("--run-dir"), o->out, std::string("--data"), o->data,
-                                     std::string("--steps"), std::to_string(o->steps), std::string("--timeout"),
-                                     std::to_string(o->timeoutSeconds), std::string("--backend"), o->backend})
-            argv.push_back(a);
-        if (o->resume) argv.push_back("--resume");
-        if (o->checkpointEvery > 0) argv.insert(argv.end(), {"--checkpoint-every", std::to_string(o->checkpointEvery)});
+        std::vector<std::string> args{"--run-dir", o->out, "--data", o->data, "--steps", std::to_string(o->steps),
+                                      "--timeout", std::to_string(o->timeoutSeconds), "--backend", o->backend};
+        if (o->resume) args.push_back("--resume");
+        if (o->checkpointEvery > 0) args.insert(args.end(), {"--checkpoint-every", std::to_string(o->checkpointEvery)});
         if (o->failRank >= 0) {
-            argv.insert(argv.end(), {"--fail-rank", std::to_string(o->failRank), "--fail-at-step", std::to_string(o->failAtStep)});
+            args.insert(args.end(), {"--fail-rank", std::to_string(o->failRank), "--fail-at-step", std::to_string(o->failAtStep)});
         }
-        std::cerr << "tessel run: " << o->ranks << " " << o->backend << " ranks, " << o->steps << " steps -> " << o->out;
+        const std::vector<std::string> argv = launchCommand(launch, o->ranks, args);
+        std::cerr << "tessel run: " << o->ranks << " " << o->backend << " ranks (" << launch.launcher << "), " << o->steps
+                  << " steps -> " << o->out;
         if (o->resume) std::cerr << " (resuming from " << exec::checkpointStepDir(checkpointDir, exec::newestCheckpointStep(checkpointDir)) << ")";
         std::cerr << "\n";
         const int rc = runAndWait(argv);
         if (rc != 0) {
             const std::string detail = describeFailedRanks(o->out, o->ranks);
-            throw RuntimeError("the run failed (mpirun exit status " + std::to_string(rc) + ")" + detail);
+            throw RuntimeError("the run failed (" + std::string(launch.launcher == "mpirun" ? "mpirun" : "tessel-worker") +
+                               " exit status " + std::to_string(rc) + ")" + detail);
         }
         const size_t records = exec::mergeRunOutputs(o->out, o->ranks);
         std::ifstream losses(fs::path(o->out) / "losses.jsonl");

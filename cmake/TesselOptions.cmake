@@ -1,4 +1,5 @@
-# Resolves TESSEL_CUDA / TESSEL_GUI (AUTO|ON|OFF) against what this machine has, and prints a summary.
+# Resolves TESSEL_CUDA / TESSEL_GUI / TESSEL_MPI (AUTO|ON|OFF) against what this machine has, finds the
+# dependency kit (TESSEL_KIT), and prints a summary.
 include(CheckLanguage)
 
 function(tessel_resolve_option name found what)
@@ -19,6 +20,21 @@ if(NOT TESSEL_CUDA MATCHES "^(AUTO|ON|OFF)$")
 endif()
 if(NOT TESSEL_GUI MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TESSEL_GUI must be AUTO, ON or OFF, not '${TESSEL_GUI}'")
+endif()
+if(NOT TESSEL_MPI MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "TESSEL_MPI must be AUTO, ON or OFF, not '${TESSEL_MPI}'")
+endif()
+
+# A dependency kit (scripts/gpu-kit.sh): the Debian packages' files under KIT/usr, for a machine that has none
+# of them (the lent GPU machine). Its prefix is searched first; GoogleTest is built from its sources there.
+if(TESSEL_KIT)
+  get_filename_component(TESSEL_KIT "${TESSEL_KIT}" ABSOLUTE)
+  if(NOT EXISTS "${TESSEL_KIT}/kit.json")
+    message(FATAL_ERROR "TESSEL_KIT=${TESSEL_KIT} is not a dependency kit (no kit.json): make one with "
+                        "`bash scripts/gpu-kit.sh` on a machine with the Debian packages")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH "${TESSEL_KIT}/usr")
+  message(STATUS "dependency kit: ${TESSEL_KIT}")
 endif()
 
 set(TESSEL_CUDA_FOUND OFF)
@@ -42,6 +58,26 @@ if(TESSEL_CUDA_ENABLED)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  # cuBLASLt: the toolkit's, else a folder with include/cublasLt.h and lib/libcublasLt.so* (the pip wheel
+  # nvidia-cublas on a machine whose toolkit has no cuBLAS).
+  set(TESSEL_CUBLAS_ROOT "" CACHE PATH "Folder holding include/cublasLt.h and lib/libcublasLt.so* (default: the CUDA toolkit)")
+  if(TESSEL_CUBLAS_ROOT OR NOT TARGET CUDA::cublasLt)
+    find_path(TESSEL_CUBLAS_INCLUDE_DIR cublasLt.h HINTS ${TESSEL_CUBLAS_ROOT}/include NO_DEFAULT_PATH)
+    find_library(TESSEL_CUBLASLT_LIBRARY NAMES cublasLt libcublasLt.so.13 HINTS ${TESSEL_CUBLAS_ROOT}/lib NO_DEFAULT_PATH)
+    if(NOT TESSEL_CUBLAS_INCLUDE_DIR OR NOT TESSEL_CUBLASLT_LIBRARY)
+      message(FATAL_ERROR "TESSEL_CUDA is enabled but cuBLASLt was not found in the CUDA toolkit or in "
+                          "TESSEL_CUBLAS_ROOT='${TESSEL_CUBLAS_ROOT}': set TESSEL_CUBLAS_ROOT to a folder with "
+                          "include/cublasLt.h and lib/libcublasLt.so* (pip install nvidia-cublas provides one)")
+    endif()
+    if(TARGET CUDA::cublasLt)
+      set_target_properties(CUDA::cublasLt PROPERTIES IMPORTED_LOCATION "${TESSEL_CUBLASLT_LIBRARY}"
+                            INTERFACE_INCLUDE_DIRECTORIES "${TESSEL_CUBLAS_INCLUDE_DIR}")
+    else()
+      add_library(CUDA::cublasLt SHARED IMPORTED)
+      set_target_properties(CUDA::cublasLt PROPERTIES IMPORTED_LOCATION "${TESSEL_CUBLASLT_LIBRARY}"
+                            INTERFACE_INCLUDE_DIRECTORIES "${TESSEL_CUBLAS_INCLUDE_DIR}")
+    endif()
+  endif()
   # CMake 3.25 predates nvcc 13 and does not know its C++20 flag; nvcc has taken -std=c++20 since CUDA 12.
   if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
@@ -71,6 +107,17 @@ if(NOT TESSEL_GUI STREQUAL "OFF")
 endif()
 tessel_resolve_option(TESSEL_GUI TESSEL_GUI_FOUND "Qt 6 Widgets")
 
+# MPI: without it the executor runs every rank of a plan as threads of one process (in-process comm, or on
+# CUDA one NCCL rank per GPU / the staged comm); tessel_exec itself never needs MPI (executor/CMakeLists.txt).
+set(TESSEL_MPI_FOUND OFF)
+if(NOT TESSEL_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(TESSEL_MPI_FOUND ON)
+  endif()
+endif()
+tessel_resolve_option(TESSEL_MPI TESSEL_MPI_FOUND "MPI for C++ (OpenMPI: libopenmpi-dev)")
+
 function(tessel_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
   # GCC 12 reports false -Wrestrict positives inside libstdc++ string concatenation at -O3 (GCC bug 105329).
@@ -96,6 +143,7 @@ function(tessel_feature_summary)
   endforeach()
   message(STATUS "  TESSEL_CUDA=${TESSEL_CUDA}  -> CUDA code ${TESSEL_CUDA_ENABLED} (toolkit found: ${TESSEL_CUDA_FOUND}; built with executor/)")
   message(STATUS "  TESSEL_GUI=${TESSEL_GUI}   -> tessel-gui ${TESSEL_GUI_ENABLED} (Qt 6 found: ${TESSEL_GUI_FOUND}; built with gui/)")
+  message(STATUS "  TESSEL_MPI=${TESSEL_MPI}   -> ranks under mpirun ${TESSEL_MPI_ENABLED} (MPI found: ${TESSEL_MPI_FOUND}; without it, ranks run as threads of one process)")
   message(STATUS "  tests             : ${TESSEL_TESTS}")
   message(STATUS "  benchmarks        : ${TESSEL_BENCH}")
   message(STATUS "")

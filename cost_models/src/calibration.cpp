@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -87,6 +88,11 @@ Dtype benchDtype(const std::string& name) {
 
 bool isComputeKernel(const std::string& k) {
     const auto& names = kernel_cost::kernelNames();
+    return std::find(names.begin(), names.end(), k) != names.end();
+}
+
+bool isTransfer(const std::string& k) {
+    const auto& names = kernel_cost::transferNames();
     return std::find(names.begin(), names.end(), k) != names.end();
 }
 } // namespace
@@ -201,7 +207,7 @@ std::vector<BenchSample> parseBenchSamples(const std::string& text, const std::s
             continue;
         }
         s.kernel = j["kernel"].get<std::string>();
-        if (!isComputeKernel(s.kernel) && !primitiveNamed(s.kernel))
+        if (!isComputeKernel(s.kernel) && !isTransfer(s.kernel) && !primitiveNamed(s.kernel))
             problems.add(where + "#/kernel", "unknown kernel or primitive \"" + s.kernel + "\"");
         number("median_seconds", s.seconds, true);
         number("flops", s.flops, false);
@@ -325,6 +331,37 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         if (k.flopsPerSecond > 0.0) values["flops_per_second"] = k.flopsPerSecond;
         if (k.bytesPerSecond > 0.0) values["bytes_per_second"] = k.bytesPerSecond;
         result.terms.push_back(report("gpu/kernels/" + name, f, values));
+    }
+
+    // Copies: t = overhead + bytes / rate, bytes counting every byte read and written (FORMULAS.md §7.7).
+    // Reported, not applied: the device copy beside the datasheet's HBM bandwidth, the host copies for the
+    // staged comm and checkpoints, which the model does not time.
+    for (const std::string& name : kernel_cost::transferNames()) {
+        const auto it = byKernel.find(name);
+        std::set<double> sizes;
+        if (it != byKernel.end())
+            for (const BenchSample* s : it->second) sizes.insert(s->bytes);
+        if (sizes.size() < 2) continue;
+        // Pinned and pageable host buffers are separate lines (the "pinned" shape key), reported one by one.
+        std::map<int64_t, std::vector<const BenchSample*>> byPinned;
+        for (const BenchSample* s : it->second) byPinned[s->shape.count("pinned") ? s->shape.at("pinned") : -1].push_back(s);
+        for (const auto& [pinned, pts] : byPinned) {
+            Eigen::MatrixXd x(static_cast<Eigen::Index>(pts.size()), 2);
+            Eigen::VectorXd t(x.rows());
+            for (size_t i = 0; i < pts.size(); ++i) {
+                x(static_cast<Eigen::Index>(i), 0) = 1.0;
+                x(static_cast<Eigen::Index>(i), 1) = pts[i]->bytes;
+                t(static_cast<Eigen::Index>(i)) = pts[i]->seconds;
+            }
+            const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+            if (!(f.beta(1) > 0.0)) continue;
+            nlohmann::json values{{"overhead_seconds", f.beta(0)}, {"bytes_per_second", 1.0 / f.beta(1)}};
+            if (name == "copy_device_to_device")
+                values["fraction_of_datasheet_hbm"] = 1.0 / f.beta(1) / base.gpu.hbmBytesPerSecond;
+            std::string term = "measured/" + name;
+            if (pinned >= 0) term += pinned ? "/pinned" : "/pageable";
+            result.measured.push_back(report(term, f, values));
+        }
     }
 
     // Collectives per tier and primitive: t = alpha + bytes x busFactor / rate (nccl-tests convention,
@@ -512,14 +549,18 @@ void calibrateSyncJitter(CalibrationResult& result, const CalibrationInputs& in)
 }
 
 nlohmann::json calibrationBlock(const CalibrationResult& result, const CalibrationInputs& in, const CalibrationOptions& o) {
-    nlohmann::json terms = nlohmann::json::array();
-    for (const TermReport& t : result.terms)
-        terms.push_back({{"term", t.term},
-                         {"points", t.points},
-                         {"rejected_outliers", t.rejected},
-                         {"rms_relative_residual", t.rmsRelativeResidual},
-                         {"max_abs_relative_residual", t.maxAbsRelativeResidual},
-                         {"values", t.values}});
+    auto toJson = [](const std::vector<TermReport>& reports) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const TermReport& t : reports)
+            out.push_back({{"term", t.term},
+                           {"points", t.points},
+                           {"rejected_outliers", t.rejected},
+                           {"rms_relative_residual", t.rmsRelativeResidual},
+                           {"max_abs_relative_residual", t.maxAbsRelativeResidual},
+                           {"values", t.values}});
+        return out;
+    };
+    const nlohmann::json terms = toJson(result.terms), measured = toJson(result.measured);
     return {{"schema_version", 1},
             {"created_utc", o.createdUtc},
             {"method", "relative least squares (Eigen ColPivHouseholderQR), coefficients >= 0, outliers beyond 3.5 "
@@ -531,6 +572,7 @@ nlohmann::json calibrationBlock(const CalibrationResult& result, const Calibrati
             {"action_samples", in.actions.size()},
             {"sync_samples", in.syncs.size()},
             {"terms", terms},
+            {"measured", measured},
             {"uncalibrated", result.uncalibrated}};
 }
 

@@ -297,6 +297,11 @@ const std::vector<std::string>& kernelNames() {
     }();
     return names;
 }
+
+const std::vector<std::string>& transferNames() {
+    static const std::vector<std::string> names{"copy_device_to_device", "copy_host_to_device", "copy_device_to_host"};
+    return names;
+}
 } // namespace kernel_cost
 
 double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {

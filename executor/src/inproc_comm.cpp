@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 namespace tessel::exec {
@@ -452,6 +453,28 @@ void failRank(InProcessWorld& world, int rank, const std::string& why) {
         world.failureOrder[static_cast<size_t>(rank)] = ++world.failureCount;
     }
     world.changed.notify_all();
+}
+
+std::vector<std::exception_ptr> runInProcessRanks(
+    int size, const std::function<void(int, const std::shared_ptr<InProcessWorld>&)>& body) {
+    auto world = makeInProcessWorld(size);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                body(r, world);
+            } catch (const std::exception& e) {
+                errors[static_cast<size_t>(r)] = std::current_exception();
+                failRank(*world, r, e.what());
+            } catch (...) {
+                errors[static_cast<size_t>(r)] = std::current_exception();
+                failRank(*world, r, "threw");
+            }
+        });
+    for (auto& t : threads) t.join();
+    return errors;
 }
 
 } // namespace tessel::exec

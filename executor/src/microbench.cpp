@@ -89,8 +89,12 @@ std::set<GemmShape> gemmShapes(const BenchOptions& o) {
 
 int elemBytes(const Backend& be) { return elementBytes(be.elementType()); }
 
+// The recipe whose optimizer bytes the backend moves: the CPU backend's float64/float32 throughout; the CUDA
+// backend's bf16 with fp32 masters and moments ("mixed") or fp32 throughout.
 const PrecisionRecipe& recipeFor(const Backend& be) {
-    return *findPrecisionRecipe(be.elementType() == ElementType::F32 ? "cpu_fp32" : "cpu_fp64");
+    if (be.elementType() == ElementType::Bf16) return *findPrecisionRecipe("mixed");
+    if (be.elementType() == ElementType::F32) return *findPrecisionRecipe(be.name() == "cpu" ? "cpu_fp32" : "fp32");
+    return *findPrecisionRecipe("cpu_fp64");
 }
 
 // In training a kernel's operands were last touched by other work, so they come from memory, not cache; timing
@@ -163,9 +167,10 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
         p.bytes = bytes;
         out.push_back(std::move(p));
     };
-    // The same sampling discipline for every kernel; a shared-load barrier between samples when asked.
+    // The same sampling discipline for every kernel; a shared-load barrier between samples when asked. Each
+    // sample waits for the device (an asynchronous backend returns before the work is done).
     auto measure = [&](const std::string& kernel, const std::function<void()>& body) {
-        return summarize(kernel, timeSamples(body, sync, o));
+        return summarize(kernel, timeSamples([&] { body(); be.synchronize(); }, sync, o));
     };
 
     for (const GemmShape& g : gemmShapes(o)) {
@@ -332,10 +337,11 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
     for (const ModelConfig& m : o.models) paramCounts.insert(12 * m.hidden * m.hidden);
     if (!o.quick) paramCounts.insert(1 << 20);
     for (int64_t n : paramCounts) {
+        // As in training: the moments are optimizer state (fp32 beside bf16 weights and grads on CUDA).
         struct Bufs { Tensor w, g, m, v; };
         auto bufs = rotating(4 * n * e, [&] {
-            return Bufs{randomTensor(be, {n}, MemoryCategory::Buffers, 14), randomTensor(be, {n}, MemoryCategory::Buffers, 15),
-                        be.zeros({n}, MemoryCategory::Buffers), be.zeros({n}, MemoryCategory::Buffers)};
+            return Bufs{randomTensor(be, {n}, MemoryCategory::Weights, 14), randomTensor(be, {n}, MemoryCategory::Grads, 15),
+                        be.zeros({n}, MemoryCategory::Optimizer), be.zeros({n}, MemoryCategory::Optimizer)};
         });
         int64_t step = 0;
         const auto& recipe = recipeFor(be);
@@ -346,6 +352,17 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
                        }),
                {{"parameters", n}}, kernel_cost::optimizerFlops(static_cast<double>(n)),
                kernel_cost::optimizerBytes(static_cast<double>(n), recipe));
+    }
+    // Device memory bandwidth: a copy between two buffers reads and writes each byte once (nccl-tests and
+    // STREAM "copy" count both), over sizes from 1 MiB to 256 MiB (quick: 16 MiB), past any cache.
+    for (int64_t bytes = int64_t{1} << 20; bytes <= (o.quick ? int64_t{16} << 20 : int64_t{256} << 20); bytes *= 4) {
+        const int64_t n = bytes / e;
+        struct Bufs { Tensor src, dst; };
+        auto bufs = rotating(2 * n * e, [&] {
+            return Bufs{randomTensor(be, {n}, MemoryCategory::Buffers, 16), be.zeros({n}, MemoryCategory::Buffers)};
+        });
+        record(measure("copy_device_to_device", [&] { Bufs& t = bufs(); be.copy(t.src, t.dst); }), {{"elements", n}}, 0.0,
+               2.0 * static_cast<double>(n * e));
     }
     return out;
 }
@@ -366,7 +383,7 @@ std::vector<BenchPoint> runCommBenchmarks(Backend& be, Comm& comm, const Group& 
         const int64_t per = elems / n;
         const double size = static_cast<double>(elems * e);
         auto add = [&](const std::string& kernel, const std::function<void()>& body) {
-            BenchPoint p = summarize(kernel, timeSamples(body, sync, o));
+            BenchPoint p = summarize(kernel, timeSamples([&] { body(); be.synchronize(); }, sync, o));
             p.groupSize = n;
             p.bytes = size;
             p.shape = {{"elements", elems}};

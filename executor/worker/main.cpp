@@ -1,21 +1,23 @@
-// tessel-worker: one rank of `tessel run`, started by mpirun; trains the run folder's scenario for some steps
-// (or resumes from its newest checkpoint), saves sharded checkpoints and writes its measurements, memory peaks
-// and (rank 0) losses. Any error takes every rank down (MPI_Abort).
+// tessel-worker: the ranks of `tessel run`, one per process under mpirun or all as threads of one process
+// (--in-process); each trains the run folder's scenario for some steps (or resumes from its newest checkpoint),
+// saves sharded checkpoints and writes its measurements, memory peaks and (rank 0) losses. Under mpirun any
+// error takes every rank down (MPI_Abort); in one process a failed rank fails the others' waits on it.
 #include "tessel/cost/scenario.hpp"
 #include "tessel/exec/context.hpp"
 #include "tessel/exec/cpu_backend.hpp"
 #include "tessel/exec/data.hpp"
+#include "tessel/exec/inproc_comm.hpp"
 #include "tessel/exec/mpi_comm.hpp"
 #include "tessel/exec/run_output.hpp"
 #include "tessel/exec/runtime.hpp"
 
 #include "bench_worker.hpp"
-#include "cuda_backend.hpp"
-#include "nccl_comm.hpp"
+#include "rank_launch.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +26,9 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 namespace {
 // Written by the SIGTERM handler (async-signal-safe: open/write/_exit only): mpirun terminates the other ranks
@@ -51,7 +55,9 @@ struct Options {
     std::string checkpointDir;   // default <run-dir>/checkpoints
     int checkpointEvery = 0;     // also save after every this many steps (0: only at the end)
     bool resume = false;
-    std::string backend = "cpu";   // cpu (MPI) or cuda (NCCL)
+    std::string backend = "cpu";   // cpu (MPI or in-process comm) or cuda (NCCL or staged comm)
+    bool inProcess = false;        // every rank a thread of this process, not one process per rank under mpirun
+    int ranks = 0;                 // with inProcess: ranks to run (must equal the plan's; 0: the plan's)
 };
 
 // The lines of an earlier run's losses.jsonl for steps before `step` (unchanged, so a resumed run's file is
@@ -72,49 +78,37 @@ std::string lossesBefore(const std::filesystem::path& path, int step, int& missi
     return kept;
 }
 
-nlohmann::json memoryJson(int rank, int stage, const tessel::exec::MemoryStats& m) {
+// A rank's memory.json. process_peak_resident_bytes (the process's resident peak, which `tessel calibrate` fits
+// reserved bytes to on the CPU backend) only where the rank has a process of its own; on CUDA the device bytes
+// the caching allocator held at its peak.
+nlohmann::json memoryJson(int rank, int stage, const tessel::exec::Backend& backend, const tessel::exec::RankLaunch& launch) {
+    const tessel::exec::MemoryStats& m = backend.memory();
     nlohmann::json peak = nlohmann::json::object(), atPeak = nlohmann::json::object();
     for (int c = 0; c < tessel::exec::kMemoryCategories; ++c) {
         const std::string key = tessel::exec::toString(static_cast<tessel::exec::MemoryCategory>(c)) + "_bytes";
         peak[key] = m.peakBytes[static_cast<size_t>(c)];
         atPeak[key] = m.atPeakBytes[static_cast<size_t>(c)];
     }
-    return {{"rank", rank},
-            {"stage", stage},
-            {"peak_bytes", peak},
-            {"at_peak_total_bytes", atPeak},
-            {"peak_total_bytes", m.peakTotalBytes},
-            {"process_peak_resident_bytes", tessel::exec::processPeakResidentBytes()}};
+    nlohmann::json j{{"rank", rank},
+                     {"stage", stage},
+                     {"peak_bytes", peak},
+                     {"at_peak_total_bytes", atPeak},
+                     {"peak_total_bytes", m.peakTotalBytes}};
+    if (backend.name() == "cuda")
+        j["device_peak_reserved_bytes"] = tessel::exec::cudaPeakReservedBytes(backend);
+    else if (!launch.inProcess)
+        j["process_peak_resident_bytes"] = tessel::exec::processPeakResidentBytes();
+    if (launch.inProcess) j["ranks_in_process"] = launch.ranks;
+    return j;
 }
-} // namespace
 
-int main(int argc, char** argv) {
+// One rank's run: status file, scenario, backend and comm, steps, checkpoints and outputs. Writes "error: ..."
+// to the rank's status file and rethrows on failure. `dieAbruptly` is the --fail-rank test hook (a crash
+// with no cleanup: under mpirun the process exits, in one process the rank is failed in the world and stops).
+void runRank(const Options& o, std::unique_ptr<tessel::exec::Comm> comm, const tessel::exec::RankLaunch& launch,
+             const std::function<void()>& dieAbruptly) {
     using namespace tessel;
     using namespace tessel::exec;
-    if (argc > 1 && std::string(argv[1]) == "bench") return runBenchWorker(argc - 1, argv + 1);
-    CLI::App app{"tessel-worker: one rank of tessel run (started by mpirun)"};
-    Options o;
-    app.add_option("--run-dir", o.runDir, "Run folder holding scenario.json")->required();
-    app.add_option("--data", o.dataPath, "Training text (bytes are tokens)")->required();
-    app.add_option("--steps", o.steps, "Training steps")->check(CLI::PositiveNumber);
-    app.add_option("--timeout", o.timeoutSeconds, "Seconds any collective or transfer may wait");
-    app.add_option("--fail-rank", o.failRank, "Test hook: rank that dies abruptly");
-    app.add_option("--fail-at-step", o.failAtStep, "Test hook: step at which it dies");
-    app.add_option("--checkpoint-dir", o.checkpointDir, "Checkpoint folder (default: <run-dir>/checkpoints)");
-    app.add_option("--checkpoint-every", o.checkpointEvery, "Also save a checkpoint every K steps (0: only at the end)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint up to --steps in all");
-    app.add_option("--backend", o.backend, "cpu (float64/float32, MPI) or cuda (bf16 mixed or fp32, NCCL)")
-        ->check(CLI::IsMember({"cpu", "cuda"}));
-    CLI11_PARSE(app, argc, argv);
-
-    std::unique_ptr<Comm> comm;
-    try {
-        comm = makeMpiComm();
-    } catch (const std::exception& e) {
-        std::cerr << "tessel-worker: cannot start MPI: " << e.what() << "\n";
-        return 1;
-    }
     const int rank = comm->rank();
     namespace fs = std::filesystem;
     // A status file per rank lets `tessel run` name the rank that failed: "running" until it finishes
@@ -129,8 +123,10 @@ int main(int argc, char** argv) {
         }
     };
     status("running");
-    std::strncpy(gStatusPath, (rankDir / "status").c_str(), sizeof gStatusPath - 1);
-    std::signal(SIGTERM, onTerminate);
+    if (!launch.inProcess) {
+        std::strncpy(gStatusPath, (rankDir / "status").c_str(), sizeof gStatusPath - 1);
+        std::signal(SIGTERM, onTerminate);
+    }
     try {
         comm->setTimeoutSeconds(o.timeoutSeconds);
         Scenario s = loadScenarioFile(fs::path(o.runDir) / "scenario.json");
@@ -139,14 +135,15 @@ int main(int argc, char** argv) {
         validateExecutable(s.model, s.plan, "/plan", problems, o.backend);
         problems.throwIfAny();
         if (comm->worldSize() != s.plan.worldSize())
-            throw InputError("--ranks", "the plan needs " + std::to_string(s.plan.worldSize()) + " ranks, mpirun started " +
+            throw InputError("--ranks", "the plan needs " + std::to_string(s.plan.worldSize()) + " ranks, " +
+                                            (launch.inProcess ? "--ranks asked for " : "mpirun started ") +
                                             std::to_string(comm->worldSize()));
         std::unique_ptr<Backend> backend;
         if (o.backend == "cuda") {
             // DeviceError (exit 1) when this build has no CUDA backend or no GPU answers.
-            const CudaPrecision precision = cudaPrecisionOf(s.plan.precision, "/plan/precision");
-            backend = makeCudaBackend(precision, cudaDeviceForThisProcess());
-            comm = makeNcclComm(std::move(comm), *backend);   // MPI stays underneath for the bootstrap
+            CudaRank cuda = makeCudaRank(cudaPrecisionOf(s.plan.precision, "/plan/precision"), std::move(comm), launch);
+            backend = std::move(cuda.backend);
+            comm = std::move(cuda.comm);
             comm->setTimeoutSeconds(o.timeoutSeconds);
         } else {
             backend = makeCpuBackend(s.plan.precision == "cpu_fp32" ? ElementType::F32 : ElementType::F64);
@@ -186,7 +183,10 @@ int main(int argc, char** argv) {
             trainer.saveCheckpoint(checkpointDir, nextStep);
         };
         for (int step = first; step < o.steps; ++step) {
-            if (rank == o.failRank && step == o.failAtStep) std::_Exit(3); // a crash: no cleanup, no MPI_Finalize
+            if (rank == o.failRank && step == o.failAtStep) {
+                dieAbruptly();
+                return;
+            }
             const StepStats st = trainer.step(step);
             losses += nlohmann::json{{"step", step}, {"loss", st.loss}, {"grad_norm", st.gradNorm}}.dump() + "\n";
             if (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0 && step + 1 < o.steps) checkpoint(step + 1);
@@ -197,9 +197,11 @@ int main(int argc, char** argv) {
         for (const auto& r : trainer.records()) lines += measurementToJson(r, device).dump() + "\n";
         writeFileAtomically((rankDir / "measurements.jsonl").string(), lines);
         writeFileAtomically((rankDir / "memory.json").string(),
-                            memoryJson(rank, ctx.stage(), backend->memory()).dump(2) + "\n");
+                            memoryJson(rank, ctx.stage(), *backend, launch).dump(2) + "\n");
         if (rank == 0) {
             nlohmann::json versions = softwareVersions();
+            versions["launcher"] = launch.inProcess ? "in-process" : "mpirun";
+            versions["comm"] = comm->name();
             for (const auto& [key, value] : backend->provenance()) versions[key] = value;   // cuda: device, driver, ...
             writeFileAtomically((fs::path(o.runDir) / "versions.json").string(), versions.dump(2) + "\n");
         }
@@ -209,7 +211,82 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         status(std::string("error: ") + e.what());
         std::cerr << "tessel-worker rank " << rank << ": error: " << e.what() << "\n" << std::flush;
-        abortMpi(1);
+        throw;
     }
-    return 0;
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    using namespace tessel;
+    using namespace tessel::exec;
+    if (argc > 1 && std::string(argv[1]) == "bench") return runBenchWorker(argc - 1, argv + 1);
+    if (argc == 2 && std::string(argv[1]) == "--launchers") {
+        std::cout << launchersJson() << "\n";
+        return 0;
+    }
+    if (argc == 2 && std::string(argv[1]) == "--devices") {
+        // For scripts/gpu-checks.sh: whether this build has the CUDA backend and how many GPUs answer (any CUDA
+        // error at discovery counts as none).
+        std::cout << nlohmann::json{{"cuda_built", cudaBackendBuilt()}, {"cuda_devices", cudaDeviceCount()}}.dump() << "\n";
+        return 0;
+    }
+    CLI::App app{"tessel-worker: the ranks of tessel run (one per process under mpirun, or all in one process)"};
+    Options o;
+    app.add_option("--run-dir", o.runDir, "Run folder holding scenario.json")->required();
+    app.add_option("--data", o.dataPath, "Training text (bytes are tokens)")->required();
+    app.add_option("--steps", o.steps, "Training steps")->check(CLI::PositiveNumber);
+    app.add_option("--timeout", o.timeoutSeconds, "Seconds any collective or transfer may wait");
+    app.add_option("--fail-rank", o.failRank, "Test hook: rank that dies abruptly");
+    app.add_option("--fail-at-step", o.failAtStep, "Test hook: step at which it dies");
+    app.add_option("--checkpoint-dir", o.checkpointDir, "Checkpoint folder (default: <run-dir>/checkpoints)");
+    app.add_option("--checkpoint-every", o.checkpointEvery, "Also save a checkpoint every K steps (0: only at the end)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint up to --steps in all");
+    app.add_option("--backend", o.backend, "cpu (float64/float32) or cuda (bf16 mixed or fp32)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    app.add_flag("--in-process", o.inProcess,
+                 "Run every rank of the plan as a thread of this process (no mpirun; the only way without MPI)");
+    app.add_option("--ranks", o.ranks, "With --in-process: ranks to run (default: the plan's tp x pp x dp x cp)")
+        ->check(CLI::PositiveNumber);
+    CLI11_PARSE(app, argc, argv);
+
+    if (!o.inProcess) {
+        std::unique_ptr<Comm> comm;
+        try {
+            comm = makeMpiComm();
+        } catch (const std::exception& e) {
+            std::cerr << "tessel-worker: cannot start MPI: " << e.what() << "\n";
+            return 1;
+        }
+        try {
+            runRank(o, std::move(comm), RankLaunch{}, [] { std::_Exit(3); });   // a crash: no cleanup, no MPI_Finalize
+        } catch (const std::exception&) {
+            abortMpi(1);
+        }
+        return 0;
+    }
+
+    // In one process: as many ranks as the plan has (or --ranks, which the ranks check against the plan).
+    int ranks = o.ranks;
+    if (ranks == 0) {
+        try {
+            Scenario s = loadScenarioFile(std::filesystem::path(o.runDir) / "scenario.json");
+            finishScenario(s);
+            ranks = s.plan.worldSize();
+        } catch (const std::exception& e) {
+            std::cerr << "tessel-worker: error: " << e.what() << "\n";
+            return 2;
+        }
+    }
+    const RankLaunch launch{true, ranks};
+    std::atomic<bool> died{false};
+    const auto errors = runInProcessRanks(ranks, [&](int r, const std::shared_ptr<InProcessWorld>& world) {
+        runRank(o, makeInProcessComm(world, r), launch, [&] {
+            died = true;
+            failRank(*world, r, "died abruptly (test hook --fail-rank)");
+        });
+    });
+    for (const auto& e : errors)
+        if (e) return 1;
+    return died ? 3 : 0;
 }

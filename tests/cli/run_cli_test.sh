@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end checks of `tessel run` under mpirun: outputs, predicted vs measured actions, bad plans rejected
-# before any rank starts, a rank that dies ending the whole run with its rank named, and checkpoints/--resume.
+# End-to-end checks of `tessel run` (under mpirun, or with TESSEL_WORKER set to a worker without MPI, every rank a
+# thread of one process): outputs, predicted vs measured actions, bad plans rejected before any rank starts, a
+# rank that dies ending the whole run with its rank named, and checkpoints/--resume. TESSEL_EXPECT_LAUNCHER, when
+# set, is the launcher the run must have used.
 source "$(dirname "$0")/lib.sh"
 
 # 1. A 2-stage pipeline on 2 ranks: every output is there and the loss falls.
@@ -22,6 +24,23 @@ assert {r["rank"] for r in recs} == {0, 1}
 mem = json.load(open(d + "/memory.json"))
 assert len(mem["ranks"]) == 2 and all(r["peak_total_bytes"] > 0 for r in mem["ranks"])
 PY
+if [ -n "${TESSEL_EXPECT_LAUNCHER:-}" ]; then
+  check "ran with the $TESSEL_EXPECT_LAUNCHER launcher" "$(grep -q "\"launcher\": \"$TESSEL_EXPECT_LAUNCHER\"" "$tmp/run/versions.json"; echo $?)"
+fi
+if [ "${TESSEL_EXPECT_LAUNCHER:-}" = in-process ]; then
+  # A worker without MPI cannot run under mpirun: refused before any rank starts, naming --launcher.
+  "$TESSEL" run tiny-cpu --ranks 2 --steps 1 --launcher mpirun --out "$tmp/nompi" >/dev/null 2>"$tmp/err"; rc=$?
+  check "mpirun without MPI exits 2" $([ $rc -eq 2 ]; echo $?)
+  check "names --launcher" "$(contains "$tmp/err" '--launcher.*built without MPI')"
+  python3 - "$tmp/run" <<'PY'; check "ranks sharing a process leave out the process peak" $?
+import json, sys
+mem = json.load(open(sys.argv[1] + "/memory.json"))
+assert all("process_peak_resident_bytes" not in r and r["ranks_in_process"] == 2 for r in mem["ranks"]), mem["ranks"]
+PY
+fi
+"$TESSEL" run tiny-cpu --ranks 2 --steps 1 --launcher bogus --out "$tmp/bogus" >/dev/null 2>"$tmp/err"; rc=$?
+check "unknown launcher exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names the launcher" "$(contains "$tmp/err" 'unknown launcher "bogus"')"
 
 # 2. The measured trace holds exactly the predicted actions (step 0), rank by rank.
 "$TESSEL" trace tiny-cpu --ranks 0,1 -o "$tmp/predicted.json" 2>/dev/null; check "trace exits 0" $?

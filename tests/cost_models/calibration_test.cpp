@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 namespace tessel {
 namespace {
@@ -189,6 +190,46 @@ TEST(CalibrateFromBench, AttentionOverASequenceSweepSeparatesFlopsFromBytes) {
     EXPECT_EQ(g.bytesPerSecond, 0.0);
     const BenchSample p = one.bench[1];
     EXPECT_NEAR(g.overheadSeconds + p.flops / g.flopsPerSecond, p.seconds, 1e-6 * p.seconds);
+}
+
+// Copies are measured and reported beside the terms, never applied: 3 us + bytes / 20 GB/s for the device copy,
+// pageable and pinned host copies as separate lines.
+TEST(CalibrateFromBench, CopiesAreReportedNotApplied) {
+    const ClusterConfig base = loadClusterRef("h200-single", "test");
+    CalibrationOptions o;
+    o.provenance = {{"dtype", "mixed"}};
+    CalibrationInputs in;
+    auto copy = [&](const std::string& kernel, double bytes, int pinned, double overhead, double rate) {
+        BenchSample s;
+        s.kernel = kernel;
+        s.bytes = bytes;
+        if (pinned >= 0) s.shape["pinned"] = pinned;
+        s.seconds = overhead + bytes / rate;
+        in.bench.push_back(s);
+    };
+    for (double mib : {1.0, 4.0, 16.0, 64.0}) {
+        copy("copy_device_to_device", mib * 1048576.0, -1, 3e-6, 2e10);
+        copy("copy_host_to_device", mib * 1048576.0, 0, 1e-5, 1e10);
+        copy("copy_host_to_device", mib * 1048576.0, 1, 5e-6, 5e10);
+    }
+    const CalibrationResult r = calibrateFromBench(base, in, o);
+    ASSERT_EQ(r.measured.size(), 3u);
+    std::map<std::string, nlohmann::json> byTerm;
+    for (const TermReport& t : r.measured) byTerm[t.term] = t.values;
+    EXPECT_NEAR(byTerm.at("measured/copy_device_to_device")["bytes_per_second"].get<double>(), 2e10, 2e10 * 1e-6);
+    EXPECT_NEAR(byTerm.at("measured/copy_device_to_device")["overhead_seconds"].get<double>(), 3e-6, 1e-10);
+    EXPECT_NEAR(byTerm.at("measured/copy_device_to_device")["fraction_of_datasheet_hbm"].get<double>(), 2e10 / 4.8e12, 1e-9);
+    EXPECT_NEAR(byTerm.at("measured/copy_host_to_device/pageable")["bytes_per_second"].get<double>(), 1e10, 1e10 * 1e-6);
+    EXPECT_NEAR(byTerm.at("measured/copy_host_to_device/pinned")["bytes_per_second"].get<double>(), 5e10, 5e10 * 1e-6);
+    // Nothing in the cluster moved: no term was fitted, and the GPU's memory terms are the base's.
+    EXPECT_TRUE(r.terms.empty());
+    EXPECT_EQ(r.cluster.gpu.memoryEfficiency, base.gpu.memoryEfficiency);
+    EXPECT_EQ(r.cluster.gpu.kernelOverheadSeconds, base.gpu.kernelOverheadSeconds);
+    EXPECT_EQ(r.cluster.gpu.hbmBytesPerSecond, base.gpu.hbmBytesPerSecond);
+    // And the calibration block lists them under "measured".
+    const nlohmann::json block = calibrationBlock(r, in, o);
+    EXPECT_EQ(block["measured"].size(), 3u);
+    EXPECT_TRUE(block["terms"].empty());
 }
 
 TEST(CalibrateFromRuns, FitsReservedBytesAndPhaseLines) {

@@ -46,53 +46,44 @@ struct Segment {
 Segment runSegment(const ModelConfig& model, const Plan& plan, const std::string& dir, bool resume, int last,
                    std::vector<int> saveAt) {
     const int world = plan.worldSize();
-    auto w = makeInProcessWorld(world);
     Segment seg;
     seg.errors.assign(static_cast<size_t>(world), "");
     seg.inputErrors.assign(static_cast<size_t>(world), false);
     std::mutex mu;
     const std::string text = test::testText();
     const ElementType type = plan.precision == "cpu_fp32" ? ElementType::F32 : ElementType::F64;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-        threads.emplace_back([&, r] {
-            try {
-                auto comm = makeInProcessComm(w, r);
-                comm->setTimeoutSeconds(60.0);
-                auto backend = makeCpuBackend(type);
-                ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
-                Trainer trainer(model, ctx, *backend, TrainHyper{},
-                                textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
-                const int first = resume ? trainer.loadCheckpoint(dir) : 0;
-                std::vector<double> losses;
-                for (int s = first; s < last; ++s) {
-                    losses.push_back(trainer.step(s).loss);
-                    if (std::find(saveAt.begin(), saveAt.end(), s + 1) != saveAt.end()) trainer.saveCheckpoint(dir, s + 1);
-                }
-                auto params = trainer.gatherFullParameters();
-                std::lock_guard<std::mutex> lock(mu);
-                if (r == 0) {
-                    seg.first = first;
-                    seg.losses = losses;
-                }
-                for (auto& [name, values] : params) seg.params[name] = values;
-            } catch (const InputError& e) {
-                {
-                    std::lock_guard<std::mutex> lock(mu);
-                    seg.errors[static_cast<size_t>(r)] = e.what();
-                    seg.inputErrors[static_cast<size_t>(r)] = true;
-                }
-                failRank(*w, r, "threw");
-            } catch (const std::exception& e) {
-                {
-                    std::lock_guard<std::mutex> lock(mu);
-                    seg.errors[static_cast<size_t>(r)] = e.what();
-                }
-                failRank(*w, r, "threw");
-            }
-        });
+    const auto errors = runInProcessRanks(world, [&](int r, const std::shared_ptr<InProcessWorld>& w) {
+        auto comm = makeInProcessComm(w, r);
+        comm->setTimeoutSeconds(60.0);
+        auto backend = makeCpuBackend(type);
+        ParallelContext ctx = makeContext(plan, r, *comm, model.tiedEmbeddings);
+        Trainer trainer(model, ctx, *backend, TrainHyper{},
+                        textDataSource(text, model.seqLen, plan.microBatch, plan.globalBatch, plan.dp, 7));
+        const int first = resume ? trainer.loadCheckpoint(dir) : 0;
+        std::vector<double> losses;
+        for (int s = first; s < last; ++s) {
+            losses.push_back(trainer.step(s).loss);
+            if (std::find(saveAt.begin(), saveAt.end(), s + 1) != saveAt.end()) trainer.saveCheckpoint(dir, s + 1);
+        }
+        auto params = trainer.gatherFullParameters();
+        std::lock_guard<std::mutex> lock(mu);
+        if (r == 0) {
+            seg.first = first;
+            seg.losses = losses;
+        }
+        for (auto& [name, values] : params) seg.params[name] = values;
+    });
+    for (size_t r = 0; r < errors.size(); ++r) {
+        if (!errors[r]) continue;
+        try {
+            std::rethrow_exception(errors[r]);
+        } catch (const InputError& e) {
+            seg.errors[r] = e.what();
+            seg.inputErrors[r] = true;
+        } catch (const std::exception& e) {
+            seg.errors[r] = e.what();
+        }
     }
-    for (auto& t : threads) t.join();
     return seg;
 }
 

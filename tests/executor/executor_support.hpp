@@ -28,20 +28,7 @@ namespace tessel::exec::test {
 // exception is rethrown.
 template <class Body>
 void onInProcessRanks(int size, Body&& body) {
-    auto w = makeInProcessWorld(size);
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                body(r, w);
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-                failRank(*w, r, "threw");
-            }
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
+    for (auto& e : runInProcessRanks(size, body))
         if (e) std::rethrow_exception(e);
 }
 

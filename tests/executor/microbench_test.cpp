@@ -64,6 +64,16 @@ TEST(Microbench, EveryKernelAtTheModelsShapesWithSaneStatistics) {
     // Half, once and twice the model's sequence, so calibration can tell FLOPs (s^2) from bytes (s).
     for (const char* k : {"attention_forward", "attention_backward"})
         EXPECT_EQ(attentionSeq[k], (std::set<int64_t>{16, 32, 64})) << k;
+    // The device copy at 1, 4 and 16 MiB (quick), counting each byte read and written: 2 x elements x 8 B.
+    std::set<double> copyBytes;
+    for (const BenchPoint& p : points)
+        if (p.kernel == "copy_device_to_device") {
+            EXPECT_EQ(p.bytes, 2.0 * 8.0 * static_cast<double>(p.shape.at("elements")));
+            copyBytes.insert(p.bytes);
+        }
+    EXPECT_EQ(copyBytes, (std::set<double>{2.0 * (1 << 20), 2.0 * (4 << 20), 2.0 * (16 << 20)}));
+    // The CPU backend has no host link to time: the host copies are CUDA's alone.
+    EXPECT_EQ(count["copy_host_to_device"] + count["copy_device_to_host"], 0);
 }
 
 TEST(Microbench, CollectivesOverATwoRankGroup) {

@@ -6,6 +6,7 @@
 #include "device_info.hpp"
 
 #include "tessel/exec/backend.hpp"
+#include "tessel/exec/microbench.hpp"
 
 #include <memory>
 #include <string>
@@ -47,5 +48,10 @@ std::shared_ptr<DeviceStaging> cudaStagingFor(Backend& backend);
 // Peak bytes the backend's caching allocator held from the device (tensors, scratch, cuBLASLt workspace,
 // rounding and cached blocks): the device footprint beyond the per-category tensor bytes.
 int64_t cudaPeakReservedBytes(const Backend& backend);
+
+// `tessel bench` on CUDA: copies between host memory (pageable, and pinned by cudaMallocHost) and the backend's
+// device, 4 MiB .. 256 MiB (quick: 16 MiB): points "copy_host_to_device" / "copy_device_to_host" with shape
+// {bytes, pinned} and `bytes` the copy's size. DeviceError for a backend that is not CUDA.
+std::vector<BenchPoint> cudaHostTransferBenchmarks(Backend& backend, const BenchOptions& options, const BenchSync& sync);
 
 } // namespace tessel::exec

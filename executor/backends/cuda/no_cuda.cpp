@@ -25,5 +25,6 @@ int cudaDeviceOf(const Backend&) { notBuilt(); }
 std::shared_ptr<DeviceStaging> cudaStagingFor(Backend&) { notBuilt(); }
 int64_t cudaPeakReservedBytes(const Backend&) { notBuilt(); }
 std::unique_ptr<Comm> makeNcclComm(std::unique_ptr<Comm>, Backend&) { notBuilt(); }
+std::vector<BenchPoint> cudaHostTransferBenchmarks(Backend&, const BenchOptions&, const BenchSync&) { notBuilt(); }
 
 } // namespace tessel::exec

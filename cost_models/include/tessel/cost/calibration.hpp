@@ -107,6 +107,9 @@ struct CalibrationResult {
     ClusterConfig cluster;
     std::vector<TermReport> terms;
     std::vector<std::string> uncalibrated; // terms the measurements could not reach, with the reason
+    // Bandwidths measured but applied to no term: the copies of kernel_cost::transferNames() (the model has no
+    // host link; the device copy is set beside the datasheet's HBM bandwidth).
+    std::vector<TermReport> measured;
 };
 
 // Fits from microbenchmarks: the GEMM efficiency table and overhead, every kernel with points at two or more

@@ -45,6 +45,10 @@ double optimizerBytes(double parameters, const PrecisionRecipe& recipe);    // t
 double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe);
 // The kernel names a cluster file's gpu.kernels may calibrate ("gemm", "attention_forward", "norm_backward", ...).
 const std::vector<std::string>& kernelNames();
+// Copies `tessel bench` times beside the kernels, moving bytes and computing nothing: device memory to device
+// memory, host to device and device to host. No step of the model is one of them; calibration reports their
+// bandwidth (FORMULAS.md §7.7).
+const std::vector<std::string>& transferNames();
 } // namespace kernel_cost
 
 // One operation on one rank for one micro-batch. A GEMM is (m x k) @ (k x n).

@@ -60,7 +60,9 @@ struct BenchSync {
 // (between minSamples and maxSamples, as `sync.agree` settles it).
 std::vector<double> timeSamples(const std::function<void()>& body, const BenchSync& sync, const BenchOptions& options);
 
-// The compute kernels on `backend`, every rank of `sync` measuring at once (as training loads the host).
+// The compute kernels on `backend`, every rank of `sync` measuring at once (as training loads the host), and a
+// device copy ("copy_device_to_device", Backend::copy, bytes read plus written; kernel_cost::transferNames()).
+// Each sample ends with backend.synchronize(), so asynchronous backends are timed whole.
 std::vector<BenchPoint> runComputeBenchmarks(Backend& backend, const BenchOptions& options, const BenchSync& sync = {});
 
 // Every collective of Comm and send/recv over `group`, at message sizes 8 B .. options.maxMessageBytes.

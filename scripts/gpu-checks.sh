@@ -1,0 +1,397 @@
+#!/usr/bin/env bash
+# The GPU checks in one command, for a bare GPU machine (nvcc, CMake, ninja, Python with PyTorch and the NCCL
+# and cuBLAS wheels; no Debian packages, no MPI): builds tessel for sm_90 (Release, CUDA on, MPI off, the
+# dependency kit of scripts/gpu-kit.sh), runs the owed checks 1-6 and 8 of docs/cuda.md, GPT-2 124M against
+# PyTorch eager and torch.compile, the calibration sweep (`tessel bench --backend cuda`) and `tessel calibrate`,
+# and writes a report. Run from anywhere; it works in the repository it belongs to.
+#
+#   bash scripts/gpu-checks.sh [STAGE...] [--out DIR]
+#
+#   STAGE   build | check | bench | calibrate | all (default: all = build check bench calibrate). Every stage
+#           builds first (a no-op when the build is there), so any stage runs on a fresh machine.
+#   --out   where the report goes (default: $OUT when set, else build/gpu-checks/out): report.md, report.json,
+#           gpu-checks.log, artifacts.tar.gz (test output, run folders, bench points) and, after calibrate,
+#           <cluster>-calibrated.json. Five files, none deeper than the folder itself.
+#
+# Settings (environment): TESSEL_KIT (default .gpukit), TESSEL_NCCL_ROOT / TESSEL_CUBLAS_ROOT (default: the
+# CUDA toolkit's, else the pip wheels nvidia-nccl-cu13 / nvidia-cublas found by python3), CUDA_ARCHITECTURES
+# (90), GPU_CHECKS_BUILD_DIR (build/gpu), GPT2_MICRO_BATCH / GPT2_GLOBAL_BATCH / GPT2_STEPS (8 / 8 / 20),
+# GPU_CHECKS_BUDGET_SECONDS (540: a stage that would start later is left for the next call) and
+# GPU_CHECKS_LIMIT_SECONDS (585: no step runs past it, so one call fits the lent machine's 10-minute command
+# limit; a check with too little time left is reported "not run", and the report is rewritten after every
+# check, so a call stopped from outside still leaves one).
+#
+# Exit status: 0 every check run passed; 1 a check failed; 2 a piece is missing (named on the last lines);
+# 3 no GPU answers (the GPU stages need one; the build stage needs none).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+start=$(date +%s)
+
+stages=()
+out="${OUT:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    build | check | bench | calibrate) stages+=("$1"); shift ;;
+    all) stages+=(build check bench calibrate); shift ;;
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate all; --out DIR)" >&2; exit 2 ;;
+  esac
+done
+[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate)
+
+build="${GPU_CHECKS_BUILD_DIR:-build/gpu}"
+work="$build-checks"   # one result file per check, and the artifacts (build/gpu-checks by default)
+out="${out:-$work/out}"
+kit="${TESSEL_KIT:-$root/.gpukit}"
+budget="${GPU_CHECKS_BUDGET_SECONDS:-540}"
+limit="${GPU_CHECKS_LIMIT_SECONDS:-585}"
+py="${PYTHON:-python3}"
+results="$work/results"
+art="$work/artifacts"
+mkdir -p "$results" "$art" "$out"
+log="$out/gpu-checks.log"
+: >"$log"
+exec > >(tee -a "$log") 2>&1
+report() { "$py" "$root/scripts/gpu_checks_report.py" "$@"; }
+elapsed() { echo $(($(date +%s) - start)); }
+say() { echo "[gpu-checks $(printf '%4d' "$(elapsed)")s] $*"; }
+missing=()
+notes=()
+# A missing piece: named now, in the report and on the last lines, and the call exits 2.
+miss() { say "MISSING: $*"; missing+=("$*"); notes+=("missing: $*"); }
+
+# Seconds a step may run: its own bound ($1), cut to what is left of the call; fails with under 20 s left.
+allow() {
+  local left=$((limit - $(elapsed)))
+  [ $left -ge 20 ] || return 1
+  echo $(($1 < left ? $1 : left))
+}
+# The report as it stands, rewritten after every check.
+progress() {
+  local args=()
+  for n in "${notes[@]}"; do args+=(--note "$n"); done
+  report summary --results "$results" --env "$work/env.json" --out "$out" --quiet "${args[@]}" || true
+}
+# A check left out for want of time in this call.
+not_run() { # id, name
+  report skip --id "$1" --name "$2" --reason "not run: $(elapsed) s of this call's $limit s were used; run 'bash scripts/gpu-checks.sh check' again" \
+    --out "$results/$1.json"
+  progress
+}
+
+finish() {
+  local rc=$1
+  say "writing the report to $out"
+  # Checkpoints stay behind (GPT-2's are gigabytes); the tool brings back files of up to 16 MiB.
+  tar -czf "$out/artifacts.tar.gz" -C "$work" --exclude=checkpoints artifacts results 2>/dev/null || true
+  if [ "$(stat -c %s "$out/artifacts.tar.gz" 2>/dev/null || echo 0)" -gt $((15 << 20)) ]; then
+    say "artifacts.tar.gz is over 15 MiB: leaving the per-action measurements and traces out of it"
+    tar -czf "$out/artifacts.tar.gz" -C "$work" --exclude=checkpoints --exclude=measurements.jsonl \
+      --exclude=trace.json --exclude='rank-*' artifacts results 2>/dev/null || true
+  fi
+  local args=()
+  for n in "${notes[@]}"; do args+=(--note "$n"); done
+  report summary --results "$results" --env "$work/env.json" --out "$out" "${args[@]}" || rc=$((rc == 0 ? 1 : rc))
+  for m in "${missing[@]}"; do echo "gpu-checks: missing: $m"; done
+  exit "$rc"
+}
+
+# ---- the machine: tools and versions ----
+nvcc="$(command -v nvcc || true)"
+[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; }
+toolkit=""
+[ -n "$nvcc" ] && toolkit="$(cd "$(dirname "$nvcc")/.." && pwd)"
+command -v "$py" >/dev/null || { echo "gpu-checks: MISSING: $py (python3 runs the report)"; exit 2; }
+
+# NCCL and cuBLASLt: a folder with include/<header> and lib/<library>, from the environment, the toolkit, or a
+# pip wheel under python3's nvidia namespace package (nvidia/nccl, nvidia/cublas or nvidia/cu13 layouts).
+wheel_root() { # header, library glob
+  "$py" - "$1" "$2" <<'PY' 2>/dev/null
+import glob, os, sys
+header, lib = sys.argv[1], sys.argv[2]
+try:
+    import nvidia
+except ImportError:
+    sys.exit(1)
+for base in list(nvidia.__path__):
+    for inc in sorted(glob.glob(os.path.join(base, "**", "include", header), recursive=True)):
+        d = os.path.dirname(os.path.dirname(inc))
+        if glob.glob(os.path.join(d, "lib", lib)):
+            print(d)
+            sys.exit(0)
+sys.exit(1)
+PY
+}
+nccl_root="${TESSEL_NCCL_ROOT:-}"
+if [ -z "$nccl_root" ]; then
+  if [ -n "$toolkit" ] && [ -f "$toolkit/include/nccl.h" ] && ls "$toolkit"/lib64/libnccl.so* >/dev/null 2>&1; then
+    nccl_root="$toolkit"
+  else
+    nccl_root="$(wheel_root nccl.h 'libnccl.so*' || true)"
+  fi
+fi
+cublas_root="${TESSEL_CUBLAS_ROOT:-}"
+if [ -z "$cublas_root" ] && { [ -z "$toolkit" ] || [ ! -f "$toolkit/include/cublasLt.h" ] ||
+                               ! ls "$toolkit"/lib64/libcublasLt.so* >/dev/null 2>&1; }; then
+  cublas_root="$(wheel_root cublasLt.h 'libcublasLt.so*' || true)"
+  [ -n "$cublas_root" ] || cublas_root="none"
+fi
+
+"$py" - "$work/env.json" "$nvcc" "$nccl_root" "$cublas_root" "$kit" <<'PY'
+import json, platform, subprocess, sys
+path, nvcc, nccl_root, cublas_root, kit = sys.argv[1:6]
+def run(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except Exception:
+        return ""
+env = {"host": platform.node(), "python": platform.python_version(), "machine": platform.machine()}
+smi = run("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
+if smi:
+    env["nvidia_smi"] = smi.splitlines()
+nv = run(nvcc, "--version") if nvcc else ""
+env["nvcc"] = nv.splitlines()[-1] if nv else "not found"
+env["cmake"] = (run("cmake", "--version").splitlines() or ["not found"])[0]
+env["ninja"] = run("ninja", "--version") or "not found"
+env["cxx"] = (run("c++", "--version").splitlines() or ["not found"])[0]
+try:
+    import torch
+    env["torch"] = torch.__version__
+    env["torch_cuda"] = torch.version.cuda
+except Exception as e:
+    env["torch"] = f"not importable ({type(e).__name__})"
+for pkg in ("nvidia-nccl-cu13", "nvidia-cublas"):
+    v = run(sys.executable, "-m", "pip", "show", pkg)
+    env[pkg] = next((l.split(":", 1)[1].strip() for l in v.splitlines() if l.startswith("Version:")), "not installed")
+env["nccl_root"] = nccl_root or "not found"
+env["cublas_root"] = cublas_root or "the CUDA toolkit's"
+try:
+    env["kit"] = json.load(open(kit + "/kit.json"))["packages"]
+except Exception:
+    env["kit"] = "not found"
+json.dump(env, open(path, "w"), indent=2)
+PY
+
+# ---- build ----
+stage_build() {
+  say "build: $build (Release, sm_${CUDA_ARCHITECTURES:-90}, CUDA on, MPI off, kit $kit)"
+  [ -n "$nvcc" ] || miss "nvcc (not on PATH, not at /usr/local/cuda/bin/nvcc): the CUDA toolkit's compiler"
+  command -v cmake >/dev/null || miss "cmake (pip install cmake, or the image's)"
+  command -v ninja >/dev/null || miss "ninja (pip install ninja, or the image's)"
+  command -v c++ >/dev/null || command -v g++ >/dev/null || miss "a C++ compiler (c++ or g++) for nvcc's host code"
+  [ -f "$kit/kit.json" ] || miss "the dependency kit $kit (make it on a Debian machine with 'bash scripts/gpu-kit.sh' and carry .gpukit with the repository)"
+  [ -n "$nccl_root" ] || miss "NCCL: no TESSEL_NCCL_ROOT, no nccl.h in the CUDA toolkit, and python3 finds no nvidia-nccl-cu13 wheel (import nvidia)"
+  [ "$cublas_root" != none ] || miss "cuBLASLt: not in the CUDA toolkit and python3 finds no nvidia-cublas wheel (import nvidia)"
+  [ ${#missing[@]} -eq 0 ] || return 2
+  local flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=ON -DTESSEL_MPI=OFF -DTESSEL_GUI=OFF
+               -DTESSEL_BENCH=OFF -DTESSEL_TESTS=ON "-DTESSEL_KIT=$kit" "-DTESSEL_NCCL_ROOT=$nccl_root"
+               "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES:-90}"
+               # CMake 4 refuses CMake files that ask for policies older than 3.5 (the kit's are from
+               # CMake 3 and name ranges up to 3.19-3.22); this keeps any such file working.
+               -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+  [ -z "$cublas_root" ] || flags+=("-DTESSEL_CUBLAS_ROOT=$cublas_root")
+  if ! cmake -S "$root" -B "$build" "${flags[@]}" >"$art/configure.log" 2>&1; then
+    tail -n 30 "$art/configure.log"
+    miss "a dependency CMake could not find (the lines above; $art/configure.log)"
+    return 2
+  fi
+  local targets=(tessel tessel-worker tessel_cuda_gpu_tests tessel_cuda_host_tests)
+  if ! cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" >"$art/build.log" 2>&1; then
+    grep -E "error|Error" "$art/build.log" | head -n 20
+    say "build: FAILED ($art/build.log)"
+    report build --id 0 --name "build (configure, compile, link)" --log "$art/build.log" --out "$results/0.json"
+    return 1
+  fi
+  # Every shared library the programs need must resolve here (the wheels' folders are in their RUNPATH).
+  local unresolved
+  unresolved="$(ldd "$build/executor/tessel-worker" "$build/tests/executor/cuda/tessel_cuda_gpu_tests" 2>&1 |
+                grep "not found" | sort -u || true)"
+  if [ -n "$unresolved" ]; then
+    echo "$unresolved"
+    miss "shared libraries the build links but this machine cannot load (above)"
+    return 2
+  fi
+  "$build/tests/executor/cuda/tessel_cuda_host_tests" --gtest_output="json:$art/host-tests.json" >"$art/host-tests.log" 2>&1
+  local rc=$?
+  report gtest --id 0 --name "CUDA host-side tests (allocator, launch plans, NCCL bootstrap, staged comm)" \
+    --json "$art/host-tests.json" --log "$art/host-tests.log" --rc $rc --out "$results/0.json"
+  say "build: done ($(grep -c . "$art/build.log") lines of build log)"
+  return 0
+}
+
+# ---- GPU discovery: any CUDA error at discovery counts as no GPU (DESIGN.md §6) ----
+require_gpu() {
+  local devices
+  devices="$("$build/executor/tessel-worker" --devices 2>/dev/null | "$py" -c 'import json,sys; print(json.load(sys.stdin)["cuda_devices"])' 2>/dev/null || echo 0)"
+  if [ "${devices:-0}" -lt 1 ]; then
+    say "no GPU answers on this machine (tessel-worker --devices: 0; any CUDA error at discovery counts as none)."
+    say "The $1 stage needs the lent GPU machine: run 'bash scripts/gpu-checks.sh $1' there (docs/cuda.md)."
+    notes+=("stopped before the $1 stage: no GPU answers on this machine")
+    # For rehearsing the stages' bookkeeping where there is no GPU: every check must then come out failed or
+    # skipped, never passed.
+    [ "${GPU_CHECKS_PAST_THE_GATE:-}" = 1 ] && { say "GPU_CHECKS_PAST_THE_GATE=1: running the $1 stage anyway"; return 0; }
+    return 3
+  fi
+  say "$devices GPU(s) answer"
+}
+
+gtest_check() { # id, name, filter
+  local t0=$(date +%s) t
+  t=$(allow 300) || { not_run "$1" "$2"; return; }
+  say "check $1: $2"
+  rm -f "$art/check$1.json"
+  timeout "$t" "$build/tests/executor/cuda/tessel_cuda_gpu_tests" --gtest_filter="$3" \
+    --gtest_output="json:$art/check$1.json" >"$art/check$1.log" 2>&1
+  local rc=$?
+  report gtest --id "$1" --name "$2" --json "$art/check$1.json" --log "$art/check$1.log" --rc $rc --limit "$t" \
+    --seconds $(($(date +%s) - t0)) --out "$results/$1.json"
+  progress
+}
+
+stage_check() {
+  require_gpu check || return $?
+  gtest_check 1 "kernels against the CPU float64 backend (fp32 and bf16), master weights" 'Dtypes/Kernels.*'
+  gtest_check 2 "CUDA events per region, provenance" 'CudaBackend.TimedRegionsAndProvenance'
+  gtest_check 3 "4 steps of the tiny model against CPU float64" 'GpuTraining.TinyModelMatchesTheCpuFloat64Run'
+  gtest_check 4 "peak memory per category within 5% of predictMemory (mixed)" 'GpuTraining.PeakMemoryWithinFivePercentOfTheMixedRecipe'
+  gtest_check 5 "mixed-precision resume bitwise equal" 'GpuTraining.MixedPrecisionResumeIsBitwiseEqual'
+  gtest_check 6 "multi-rank plans through the staged comm equal one rank" 'Plans/GpuMultiRank.*'
+
+  # 8a: tessel run --backend cuda end to end (one rank: NCCL over the in-process comm; two ranks on one GPU:
+  # the staged comm), measured actions in a Chrome trace.
+  local t0=$(date +%s) rc1 rc2 t
+  local name8a="tessel run --backend cuda end to end, Chrome trace of measured actions"
+  t=$(allow 300) || { not_run 8a "$name8a"; not_run 8b "GPT-2 124M against PyTorch eager and torch.compile"; return; }
+  say "check 8a: tessel run --backend cuda, 1 rank (NCCL) and pp 2 (staged comm)"
+  rm -rf "$art/run-cuda-1" "$art/run-cuda-pp2"
+  # The plans are checked against a cluster of as many GPUs as ranks: two ranks share the one GPU here.
+  "$py" - "$root/scenarios/clusters/h200-single.json" "$art/two-ranks-one-gpu.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["name"] = "h200-single-two-ranks"
+c["gpus_per_node"] = 2
+c["sources"]["/gpus_per_node"] = "two ranks sharing the one lent GPU through the staged comm (gpu-checks.sh check 8a)"
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+  timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster h200-single --nodes 1 --backend cuda --precision mixed \
+    --ranks 1 --pp 1 --steps 6 --timeout 120 --out "$art/run-cuda-1" >"$art/check8a.log" 2>&1
+  rc1=$?
+  timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster "$art/two-ranks-one-gpu.json" --nodes 1 --backend cuda \
+    --precision mixed --ranks 2 --pp 2 --steps 6 --timeout 120 --out "$art/run-cuda-pp2" >>"$art/check8a.log" 2>&1
+  rc2=$?
+  report run --id 8a --name "$name8a" \
+    --runs "$art/run-cuda-1" "$art/run-cuda-pp2" --rcs $rc1 $rc2 --log "$art/check8a.log" \
+    --seconds $(($(date +%s) - t0)) --out "$results/8a.json"
+  progress
+
+  # 8b: GPT-2 124M against PyTorch eager and torch.compile, same GPU, same call.
+  t0=$(date +%s)
+  local name8b="GPT-2 124M tokens/s and MFU against PyTorch eager and torch.compile"
+  t=$(allow 480) || { not_run 8b "$name8b"; return; }
+  say "check 8b: GPT-2 124M, tessel against PyTorch eager and torch.compile"
+  local peak
+  peak="$(report peak --cluster "$(base_cluster)")"
+  rm -rf "$art/run-gpt2"
+  timeout "$t" bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "${GPT2_MICRO_BATCH:-8}" \
+    --global-batch "${GPT2_GLOBAL_BATCH:-8}" --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" \
+    --keep "$art/run-gpt2" --json "$art/gpt2.json" >"$art/check8b.log" 2>&1
+  local rc=$?
+  report gpt2 --id 8b --name "$name8b" --json "$art/gpt2.json" --log "$art/check8b.log" --rc $rc --limit "$t" \
+    --seconds $(($(date +%s) - t0)) --out "$results/8b.json"
+  progress
+}
+
+# The built-in cluster the calibration starts from: the GPU's own where tessel has one.
+base_cluster() {
+  local name
+  name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+  [ -n "$name" ] || name="$("$py" -c 'import torch; print(torch.cuda.get_device_name())' 2>/dev/null)"
+  case "$name" in
+    *H200*) echo h200-single ;;
+    *H100*) echo dgx-h100-80g ;;
+    *) echo h200-single ;;
+  esac
+}
+
+bench_ran=0
+stage_bench() {
+  bench_ran=1
+  require_gpu bench || return $?
+  local t0=$(date +%s) cluster t rc
+  cluster="$(base_cluster)"
+  # The sweep the calibration fits: bf16 with fp32 master weights, as training runs.
+  t=$(allow 420) || { not_run bench "calibration sweep (tessel bench --backend cuda --dtype mixed)"; return 1; }
+  say "bench: tessel bench --backend cuda (GEMMs, attention, memory-bound kernels, copies) at gpt2-124m and gpt3-1.3b shapes"
+  rm -rf "$art/bench"
+  timeout "$t" "$build/cli/tessel" bench --backend cuda --dtype mixed --ranks 1 --cluster "$cluster" \
+    --model gpt2-124m --model gpt3-1.3b --out "$art/bench" >"$art/bench.log" 2>&1
+  rc=$?
+  report bench --id bench --name "calibration sweep (tessel bench --backend cuda --dtype mixed)" --dir "$art/bench" \
+    --log "$art/bench.log" --rc $rc --limit "$t" --seconds $(($(date +%s) - t0)) --out "$results/bench.json"
+  progress
+  # The same kernels in fp32 (GEMMs without TF32), quick: measured against the fp32 peak, not fitted (a
+  # calibration fits one dtype).
+  t0=$(date +%s)
+  t=$(allow 180) || { not_run bench-fp32 "fp32 sweep (tessel bench --backend cuda --dtype fp32 --quick)"; return $rc; }
+  rm -rf "$art/bench-fp32"
+  timeout "$t" "$build/cli/tessel" bench --backend cuda --dtype fp32 --quick --ranks 1 --cluster "$cluster" \
+    --model gpt2-124m --out "$art/bench-fp32" >"$art/bench-fp32.log" 2>&1
+  report bench --id bench-fp32 --name "fp32 sweep (tessel bench --backend cuda --dtype fp32 --quick)" \
+    --dir "$art/bench-fp32" --log "$art/bench-fp32.log" --rc $? --limit "$t" --seconds $(($(date +%s) - t0)) \
+    --out "$results/bench-fp32.json"
+  progress
+  return $rc
+}
+
+stage_calibrate() {
+  if [ ! -s "$art/bench/bench.jsonl" ]; then
+    if [ $bench_ran = 1 ]; then
+      report calibrate --id calibrate --name "tessel calibrate" --file "$art/none" --log "$art/bench.log" --rc 1 \
+        --out "$results/calibrate.json"
+      return 1
+    fi
+    say "calibrate: no sweep in $art/bench (this machine has not run the bench stage): running it first"
+    stage_bench || return $?
+  fi
+  local t0=$(date +%s) cluster runs=()
+  cluster="$(base_cluster)"
+  for r in "$art/run-gpt2" "$art/run-cuda-1"; do [ -s "$r/measurements.jsonl" ] && runs+=("$r"); done
+  say "calibrate: $cluster from the sweep${runs:+ and ${#runs[@]} training run(s)}"
+  local t
+  t=$(allow 120) || { not_run calibrate "tessel calibrate"; return 1; }
+  timeout "$t" "$build/cli/tessel" calibrate "$art/bench" "${runs[@]}" --cluster "$cluster" \
+    -o "$out/$cluster-calibrated.json" --force >"$art/calibrate.log" 2>&1
+  local rc=$?
+  cat "$art/calibrate.log"
+  report calibrate --id calibrate --name "tessel calibrate -> $cluster-calibrated.json" \
+    --file "$out/$cluster-calibrated.json" --log "$art/calibrate.log" --rc $rc --seconds $(($(date +%s) - t0)) \
+    --out "$results/calibrate.json"
+  progress
+}
+
+status=0
+# A stage's earlier results go before it runs, so the report never shows a stale verdict as this call's.
+declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b" [bench]="bench bench-fp32" [calibrate]="calibrate")
+for s in "${stages[@]}"; do
+  if [ "$(elapsed)" -gt "$budget" ]; then
+    say "stopping before '$s': $(elapsed) s of the ${budget} s budget used; run 'bash scripts/gpu-checks.sh $s' next"
+    break
+  fi
+  # Every stage after build needs the build: on a fresh machine it is made here first.
+  for id in ${stage_results[$s]}; do rm -f "$results/$id.json"; done
+  if [ "$s" != build ] && [ ! -x "$build/cli/tessel" -o ! -x "$build/tests/executor/cuda/tessel_cuda_gpu_tests" ]; then
+    stage_build || { rc=$?; status=$rc; break; }
+  fi
+  "stage_$s"
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    status=$rc
+    # A failed build, a missing piece or no GPU: nothing after this stage can run either.
+    { [ $rc -ge 2 ] || [ "$s" = build ]; } && break
+  fi
+done
+# A failed check makes the call fail too (the report says which).
+if [ $status -eq 0 ] && ! report verdicts --results "$results"; then status=1; fi
+finish $status

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The bookkeeping of scripts/gpu-checks.sh (scripts/gpu_checks_report.py) on synthetic check outputs, since no
+# GPU runs it in CI: GoogleTest results that pass, skip (no GPU) and fail; a check that timed out; a run folder
+# measured on the CPU (not the GPU); GPT-2 figures above and below target; verdicts and the report.
+TESSEL="${TESSEL:-unused}" source "$(dirname "$0")/../cli/lib.sh"
+rep="$(dirname "$0")/../../scripts/gpu_checks_report.py"
+mkdir -p "$tmp/res" "$tmp/out"
+
+gtest_json() { # file, result of the one test (COMPLETED|SKIPPED|FAILED)
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+t = {"name": "Case", "status": "RUN", "result": "SKIPPED" if sys.argv[2] == "SKIPPED" else "COMPLETED"}
+if sys.argv[2] == "FAILED":
+    t["failures"] = [{"failure": "expected 1, got 2"}]
+json.dump({"testsuites": [{"name": "Suite", "testsuite": [t, {"name": "Other", "status": "RUN", "result": "COMPLETED"}]}]},
+          open(sys.argv[1], "w"))
+PY
+}
+printf 'fp32 gelu                      step 0 loss 5.000000 reference 5.010000\n' >"$tmp/log"
+verdict() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['verdict'])" "$1"; }
+
+gtest_json "$tmp/pass.json" COMPLETED
+python3 "$rep" gtest --id 1 --name one --json "$tmp/pass.json" --log "$tmp/log" --rc 0 --out "$tmp/res/1.json" >/dev/null
+check "all tests ran and passed: pass" "$([ "$(verdict "$tmp/res/1.json")" = pass ]; echo $?)"
+check "loss figures read from the log" "$(grep -q '"fp32 gelu": 0.00199' "$tmp/res/1.json"; echo $?)"
+gtest_json "$tmp/skip.json" SKIPPED
+python3 "$rep" gtest --id 2 --name two --json "$tmp/skip.json" --log "$tmp/log" --rc 0 --out "$tmp/res/2.json" >/dev/null
+check "a skipped test (no GPU): skipped" "$([ "$(verdict "$tmp/res/2.json")" = skipped ]; echo $?)"
+gtest_json "$tmp/fail.json" FAILED
+python3 "$rep" gtest --id 3 --name three --json "$tmp/fail.json" --log "$tmp/log" --rc 1 --out "$tmp/res/3.json" >/dev/null
+check "a failed test: fail" "$([ "$(verdict "$tmp/res/3.json")" = fail ]; echo $?)"
+python3 "$rep" gtest --id 4 --name four --json "$tmp/absent.json" --log "$tmp/log" --rc 124 --limit 300 \
+  --out "$tmp/res/4.json" >/dev/null
+check "timed out: fail" "$([ "$(verdict "$tmp/res/4.json")" = fail ] && grep -q 'did not finish in 300 s' "$tmp/res/4.json"; echo $?)"
+
+# A run folder whose actions were measured on the CPU is not a GPU run.
+mkdir -p "$tmp/run"
+python3 - "$tmp/run" <<'PY'
+import json, sys
+d = sys.argv[1]
+open(d + "/losses.jsonl", "w").write('{"step": 0, "loss": 5.5}\n{"step": 1, "loss": 5.2}\n')
+open(d + "/measurements.jsonl", "w").write("".join(json.dumps(
+    {"rank": 0, "step": s, "start_seconds": s * 1.0, "duration_seconds": 0.5, "device": "cpu"}) + "\n" for s in (0, 1)))
+json.dump({"traceEvents": [{"ph": "X"}, {"ph": "X"}]}, open(d + "/trace.json", "w"))
+json.dump({"tessel": "0.1.0"}, open(d + "/versions.json", "w"))
+json.dump({"ranks": [{"rank": 0}]}, open(d + "/memory.json", "w"))
+PY
+python3 "$rep" run --id 8a --name run --runs "$tmp/run" --rcs 0 --log "$tmp/log" --out "$tmp/res/8a.json" >/dev/null
+check "a CPU-measured run: fail" "$([ "$(verdict "$tmp/res/8a.json")" = fail ]; echo $?)"
+check "names the device and the missing versions" "$(grep -q "not cuda" "$tmp/res/8a.json" && grep -q "lacks driver" "$tmp/res/8a.json"; echo $?)"
+
+# GPT-2: below target, then above.
+gpt2() { # file, tessel tokens/s, mfu
+  python3 - "$@" <<'PY'
+import json, sys
+t, mfu = float(sys.argv[2]), float(sys.argv[3])
+sides = [{"side": "tessel-cuda", "step_seconds": 1, "tokens_per_second": t, "mfu": mfu},
+         {"side": "pytorch-eager", "step_seconds": 1, "tokens_per_second": 100.0, "mfu": 0.4, "torch": "2.11"},
+         {"side": "pytorch-compile", "step_seconds": 1, "tokens_per_second": 120.0, "mfu": 0.5}]
+json.dump({"sides": sides, "tessel_over_eager": t / 100.0, "tessel_over_compile": t / 120.0,
+           "targets": {"tessel_over_eager": 1.0, "tessel_over_compile": 0.9, "mfu": 0.4}}, open(sys.argv[1], "w"))
+PY
+}
+gpt2 "$tmp/g1.json" 90 0.36
+python3 "$rep" gpt2 --id 8b --name gpt2 --json "$tmp/g1.json" --log "$tmp/log" --rc 0 --out "$tmp/g1.res" >/dev/null
+check "GPT-2 under target: below target" "$([ "$(verdict "$tmp/g1.res")" = "below target" ] && grep -q "0.90x eager" "$tmp/g1.res"; echo $?)"
+gpt2 "$tmp/g2.json" 110 0.44
+python3 "$rep" gpt2 --id 8b --name gpt2 --json "$tmp/g2.json" --log "$tmp/log" --rc 0 --out "$tmp/res/8b.json" >/dev/null
+check "GPT-2 on target: pass" "$([ "$(verdict "$tmp/res/8b.json")" = pass ]; echo $?)"
+
+# Verdicts: any fail or skip fails the call; the report lists every check and ends with the short table.
+python3 "$rep" verdicts --results "$tmp/res"; check "a failed check fails the call" $([ $? -eq 1 ]; echo $?)
+mkdir -p "$tmp/good" && cp "$tmp/res/1.json" "$tmp/res/8b.json" "$tmp/good/"
+python3 "$rep" verdicts --results "$tmp/good"; check "all passed: the call passes" $?
+mkdir -p "$tmp/late" && cp "$tmp/good/"*.json "$tmp/late/"
+python3 "$rep" skip --id 5 --name five --reason "not run: no time left" --out "$tmp/late/5.json" >/dev/null
+python3 "$rep" verdicts --results "$tmp/late"; check "a check left for want of time fails the call" $([ $? -eq 1 ]; echo $?)
+echo '{"nvidia_smi": ["NVIDIA H100 80GB HBM3, 580.1, 81559 MiB"]}' >"$tmp/env.json"
+python3 "$rep" summary --results "$tmp/res" --env "$tmp/env.json" --out "$tmp/out" --note "stopped before x" >"$tmp/table"
+check "report.md lists every check" "$([ "$(grep -c '^| [0-9]' "$tmp/out/report.md")" -eq 6 ]; echo $?)"
+check "report.json holds the checks and the note" "$(python3 -c "
+import json,sys; d=json.load(open(sys.argv[1])); assert len(d['checks']) == 6 and d['notes'] == ['stopped before x']" "$tmp/out/report.json"; echo $?)"
+check "the table is printed last" "$(tail -n 2 "$tmp/table" | head -n 1 | grep -q 'stopped before x'; echo $?)"
+finish
