@@ -5,6 +5,7 @@
 
 #include "tessel/cost/report.hpp"
 #include "tessel/sim/report.hpp"
+#include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <iostream>
@@ -30,7 +31,19 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage << " | recompute "
         << toString(pl.recompute) << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
         << (pl.flashAttention ? "on" : "off") << " | " << toString(pl.schedule) << " | " << pl.precision
-        << " | " << pl.rankOrderString() << "\n\n";
+        << " | " << pl.rankOrderString() << "\n";
+    {
+        const OverlapSettings ov = resolveOverlap(pl.framework, pl.schedule == Schedule::Interleaved1F1B, pl.zeroStage);
+        auto onOff = [](bool b) { return b ? "on" : "off"; };
+        out << "  runs on  " << pl.framework.name << (pl.framework.version.empty() ? "" : " " + pl.framework.version)
+            << ": grad reduce overlap " << onOff(ov.overlapGradReduce) << ", param gather overlap "
+            << onOff(ov.overlapParamGather) << ", TP overlap " << onOff(ov.tpCommOverlap) << ", async TP grad "
+            << onOff(ov.asyncTpGradReduce) << ", p2p overlap " << onOff(ov.overlapP2pComm);
+        if (pl.zeroStage == 3)
+            out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
+                << onOff(ov.backwardPrefetch);
+        out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n\n";
+    }
 
     out << "Memory per GPU, GiB (one rank of each pipeline stage)\n";
     Table mem({"stage", "layers", "in-flight", "weights", "grads", "optimizer", "activations", "other", "total",
@@ -89,6 +102,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "  step " << fixed(mt.stepSeconds, 3) << " s, " << human(mt.tokensPerSecond) << " tokens/s, MFU "
         << fixed(100.0 * mt.mfu, 1) << "%, HFU " << fixed(100.0 * mt.hfu, 1) << "%, bubble "
         << fixed(100.0 * mt.bubbleFraction, 1) << "% (mean over stages)\n";
+    if (const auto band = sim::errorBandFor(s.cluster, s.plan))
+        out << "  trust: on " << band->records << " published " << band->kind << " runs tessel's step was off by "
+            << fixed(100.0 * band->medianAbsError, 1) << "% at the median (90% within " << fixed(100.0 * band->p90AbsError, 1)
+            << "%, mean " << (band->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * band->meanSignedError, 1)
+            << "%): step " << fixed(mt.stepSeconds * (1.0 - band->medianAbsError), 2) << "-"
+            << fixed(mt.stepSeconds * (1.0 + band->medianAbsError), 2) << " s (tessel validate)\n";
     Table br({"stage", "compute", "TP", "CP", "EP", "PP", "DP", "optimizer", "bubble", "step s"});
     auto pct = [&](double v) { return fixed(100.0 * v / mt.stepSeconds, 1) + "%"; };
     for (size_t st = 0; st < simulation.timeline.perStage.size(); ++st) {
@@ -116,6 +135,12 @@ std::function<int()> addPredictCommand(CLI::App& app) {
         if (*json) {
             nlohmann::json j = predictionToJson(s, p);
             j["time"] = sim::timeToJson(simulation.metrics, simulation.timeline);
+            if (const auto band = sim::errorBandFor(s.cluster, s.plan))
+                j["time"]["error_band"] = {{"kind", band->kind},
+                                           {"records", band->records},
+                                           {"median_abs_error", band->medianAbsError},
+                                           {"p90_abs_error", band->p90AbsError},
+                                           {"mean_signed_error", band->meanSignedError}};
             std::cout << j.dump(2) << "\n";
         } else {
             printHuman(s, p, simulation, std::cout);

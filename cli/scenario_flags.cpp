@@ -26,7 +26,11 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--flash-attention", flashAttention, "Flash attention: on|off");
     app.add_option("--schedule", schedule, "Pipeline schedule: gpipe|1f1b|interleaved_1f1b|zero_bubble");
     app.add_option("--precision", precision,
-                   "Precision recipe: megatron|mixed|bf16_no_master|fp32|cpu_fp64|cpu_fp32");
+                   "Precision recipe: megatron|mixed|fp8|bf16_no_master|fp32|cpu_fp64|cpu_fp32");
+    app.add_option("--attention-kernel", attentionKernel, "Fused attention kernel of the GPU (flash2, flash3, ...) or auto");
+    app.add_option("--framework", framework,
+                   "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
+    app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
 }
 
@@ -89,6 +93,9 @@ Scenario ScenarioFlags::resolve() const {
     setStr(schedule, "schedule", "--schedule");
     setStr(precision, "precision", "--precision");
     setStr(rankOrder, "rank_order", "--rank-order");
+    setStr(attentionKernel, "attention_kernel", "--attention-kernel");
+    setStr(framework, "framework", "--framework");
+    setStr(frameworkVersion, "framework_version", "--framework-version");
     setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");
     setOnOff(flashAttention, "flash_attention", "--flash-attention");
 

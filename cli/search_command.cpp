@@ -29,7 +29,7 @@ struct SearchFlags {
     int threads = 0;
     std::vector<std::string> fix;
     std::string objective = "time";
-    std::optional<std::string> precision, flashAttention;
+    std::optional<std::string> precision, flashAttention, framework, frameworkVersion;
     bool json = false, csv = false, noProgress = false;
 };
 
@@ -63,7 +63,9 @@ nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, co
                        {"tokens_per_dollar", t.tokensPerDollar},
                        {"bottleneck_stage", t.metrics.bottleneckStage},
                        {"breakdown", sim::breakdownToJson(t.metrics.breakdown)},
-                       {"why", t.why}});
+                       {"why", t.why},
+                       {"error_band", {{"kind", t.errorBandKind}, {"median_abs_error", t.errorBand}}},
+                       {"tie_with_best", t.tiedWithBest}});
     }
     return {{"model", s.model.name},
             {"cluster", s.cluster.name},
@@ -112,7 +114,7 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         << space.globalBatch << ", objective " << sim::toString(options.objective) << "\n\n";
     const bool dollars = options.objective == sim::Objective::TokensPerDollar;
     std::vector<std::string> header{"rank", "tp", "pp", "dp", "cp", "ep", "vpp", "mb", "zero", "recompute", "sp",
-                                    "schedule", "rank order", "peak GiB", "step s", "bubble %", "MFU %", "tokens/s"};
+                                    "schedule", "rank order", "peak GiB", "step s", "±%", "bubble %", "MFU %", "tokens/s"};
     if (dollars) header.push_back("tokens/$");
     size_t whyWidth = 3;
     for (const auto& t : r.top) whyWidth = std::max(whyWidth, t.why.size());
@@ -121,11 +123,12 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
         const Plan& p = t.plan;
-        std::vector<std::string> row{"#" + std::to_string(i + 1), std::to_string(p.tp), std::to_string(p.pp),
+        std::vector<std::string> row{"#" + std::to_string(i + 1) + (t.tiedWithBest ? "=" : ""), std::to_string(p.tp), std::to_string(p.pp),
                                      std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
                                      std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage),
                                      toString(p.recompute), p.sequenceParallel ? "on" : "off", toString(p.schedule),
                                      p.rankOrderString(), gib(t.peakBytes, 1), fixed(t.metrics.stepSeconds, 3),
+                                     t.errorBandKind.empty() ? "-" : fixed(100.0 * t.errorBand, 1),
                                      fixed(t.metrics.bubbleFraction * 100.0, 1), fixed(t.metrics.mfu * 100.0, 1),
                                      fixed(t.metrics.tokensPerSecond, 0)};
         if (dollars) row.push_back(fixed(t.tokensPerDollar, 0));
@@ -135,6 +138,9 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
     }
     if (r.top.empty()) out << "no feasible plan: every plan of the space is invalid or runs out of memory\n";
     else out << table.render();
+    if (!r.top.empty() && !r.top.front().errorBandKind.empty())
+        out << "±%: median |step error| of tessel on published " << r.top.front().errorBandKind
+            << " runs (tessel validate); #N= marks a plan inside #1's band, which the model cannot tell apart\n";
     out << "\n" << (r.cancelled ? "cancelled after considering " : "considered ") << withCommas(r.considered)
         << " plans, feasible " << withCommas(r.feasible) << ", simulated " << withCommas(r.simulated);
     uint64_t rejected = 0;
@@ -204,6 +210,20 @@ int runSearch(const SearchFlags& f) {
     space.globalBatch = f.globalBatch.value_or(s.plan.globalBatch);
     space.precision = f.precision.value_or(s.plan.precision);
     space.flashAttention = s.plan.flashAttention;
+    space.attentionKernel = s.plan.attentionKernel;
+    space.framework = s.plan.framework;
+    if (f.framework) {
+        const auto& names = frameworkNames();
+        if (std::find(names.begin(), names.end(), *f.framework) == names.end()) {
+            std::string list;
+            for (const auto& n : names) list += (list.empty() ? "" : "|") + n;
+            problems.add("--framework", "must be one of " + list + ", got \"" + *f.framework + "\"");
+        } else {
+            space.framework = FrameworkSettings{};
+            space.framework.name = *f.framework;
+        }
+    }
+    if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
     if (f.maxVpp) space.maxVpp = *f.maxVpp;
     if (f.flashAttention) {
         if (*f.flashAttention == "on") space.flashAttention = true;
@@ -261,6 +281,10 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--objective", f->objective, "Rank by time (default), memory or tokens_per_dollar");
     cmd->add_option("--precision", f->precision, "Precision recipe (default: the scenario's)");
     cmd->add_option("--flash-attention", f->flashAttention, "Flash attention on|off (default: the scenario's)");
+    cmd->add_option("--framework", f->framework,
+                    "What runs the plans (their overlap defaults, docs/frameworks.md): generic|megatron|nemo|"
+                    "megascale|deepspeed|fsdp|torchtitan (default: the scenario's)");
+    cmd->add_option("--framework-version", f->frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
     cmd->add_option("--threads", f->threads, "Worker threads (default 0 = every core)");
     cmd->add_flag("--json", f->json, "Print one JSON object");

@@ -3,6 +3,7 @@
 #include "table.hpp"
 
 #include "tessel/cost/errors.hpp"
+#include "tessel/sim/error_band.hpp"
 #include "tessel/sim/validation.hpp"
 
 #include "output_file.hpp"
@@ -21,6 +22,7 @@ struct ValidateOptions {
     bool assumptions = false;
     bool quiet = false;
     std::string scenariosDir;
+    std::string bandsFile;
     bool force = false;
 };
 
@@ -128,7 +130,10 @@ std::function<int()> addValidateCommand(CLI::App& app) {
     cmd->add_flag("--summary", opts->quiet, "Only the per-group summary");
     cmd->add_option("--scenarios", opts->scenariosDir,
                     "Write each record's scenario to DIR/<id>.json, for `tessel predict`, `trace` and `search`");
-    cmd->add_flag("--force", opts->force, "With --scenarios: replace existing files");
+    cmd->add_option("--write-bands", opts->bandsFile,
+                    "Write the error band of every kind of run (GPU family x framework family) to FILE, as "
+                    "data/validation/error_bands.json is made");
+    cmd->add_flag("--force", opts->force, "With --scenarios or --write-bands: replace existing files");
     return [cmd, opts]() -> int {
         if (!cmd->parsed()) return -1;
         std::vector<std::string> files = opts->files;
@@ -159,14 +164,28 @@ std::function<int()> addValidateCommand(CLI::App& app) {
         } else {
             report = sim::validateRecords(records);
         }
+        const sim::ErrorBands bands = sim::computeErrorBands(
+            records, report, [&] {
+                std::string from;
+                for (const auto& f : files) from += (from.empty() ? "" : ", ") + std::filesystem::path(f).filename().string();
+                return from + " (" + std::to_string(report.overall.records) + " records)";
+            }());
+        if (!opts->bandsFile.empty()) writeOutputFile(opts->bandsFile, toJson(bands).dump(2) + "\n", opts->force, "--write-bands");
         if (opts->json) {
             nlohmann::json j = sim::toJson(report);
+            j["error_bands"] = toJson(bands);
             j["files"] = files;
             j["leave_one_group_out"] = opts->leaveOneGroupOut;
             j["fitted_constants"] = fitted;
             std::cout << j.dump(2) << "\n";
         } else {
             printHuman(report, *opts, fitted, std::cout);
+            Table k({"kind of run", "records", "median |err|", "p90 |err|", "mean err"});
+            for (const auto& b : bands.kinds)
+                k.addRow({b.kind, std::to_string(b.records), fixed(100.0 * b.medianAbsError, 1) + "%",
+                          fixed(100.0 * b.p90AbsError, 1) + "%",
+                          (b.meanSignedError >= 0 ? "+" : "") + fixed(100.0 * b.meanSignedError, 1) + "%"});
+            std::cout << "\nError band per kind of run (shown beside predictions and used for ties in search)\n" << k.render();
         }
         return 0;
     };

@@ -95,6 +95,7 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
         }
     }
     double computeSeconds = 0.0;
+    if (op.dtype) dtype = *op.dtype;
     if (op.flops > 0.0) {
         const double peak = cluster.peakFlops(dtype);
         double eff = 1.0;
@@ -193,6 +194,20 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
     }
     ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
+    if (recipe.fp8()) {
+        // Transformer Engine: the linear layers' GEMMs run in FP8 (the router and attention's batched GEMMs do
+        // not), with the casts around them as memory-bound kernels.
+        double outputs = 0.0, inputs = 0.0;
+        for (auto& op : ops) {
+            if (op.opClass != OpClass::Gemm || !op.hasWeights || op.name == "router") continue;
+            op.dtype = recipe.gemmDtype;
+            outputs += d(op.m) * d(op.n) * d(op.batch);
+            inputs += d(op.m) * d(op.k) * d(op.batch);
+        }
+        OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(T * d(s.qDimLocal), e));
+        cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e) / cast.bytes;
+        ops.push_back(cast);
+    }
     finishBlock(b, cluster, recipe.computeDtype, plan.recompute);
     return b;
 }
@@ -264,6 +279,8 @@ double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }
 double softmaxBytes(double elements, int e) { return 2.0 * e * elements; }
+double fp8CastForwardBytes(double projectionInput, int e) { return (e + 1.0) * projectionInput; }
+double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim) {
     return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
@@ -276,6 +293,8 @@ double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe) {
     // clears the gradient buffer) and PyTorch's clip_grad_norm_ + zero_grad: memory-bound passes.
     double perParam = 2.0 * recipe.gradBytes;                                    // norm read + zeroing write
     if (recipe.masterBytes > 0) perParam += recipe.masterBytes + recipe.weightBytes; // master -> weights copy
+    // FP8: the new weights are cast once a step into the cached FP8 copy and its transpose.
+    if (recipe.fp8WeightCopyBytes > 0) perParam += recipe.weightBytes + recipe.fp8WeightCopyBytes;
     return perParam * parameters;
 }
 double optimizerBytes(double parameters, const PrecisionRecipe& recipe) {

@@ -150,8 +150,9 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     const double T = d(s.tokens), Tsp = d(s.tokensSp), h = d(s.hidden);
     double a = 0.0;
     // Attention block (Korthikanti et al. 2022 §4.1: 11sbh + 5as^2b for MHA, 16-bit, with dropout).
+    const double g = s.gemmInputBytes;                  // FP8 (Transformer Engine) saves GEMM inputs cast to FP8
     a += e * Tsp * h;                                   // norm input
-    a += e * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
+    a += g * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
     a += e * T * d(s.qDimLocal + 2 * s.kvDimLocal);     // Q, K, V (GQA: K and V have kv_heads heads)
     if (plan.flashAttention) {
         // Log-sum-exp per query and head: fp32 for 16-bit recipes, the compute dtype when it is wider.
@@ -160,11 +161,11 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
         a += (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
     }
-    a += e * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
+    a += g * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
     a += e * Tsp * h;                                   // norm input
-    a += e * Tsp * h;                                   // fc1 input (norm output)
+    a += g * Tsp * h;                                   // fc1 input (norm output)
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
     if (model.moe) {
         const double routed = T * d(s.topK);
@@ -172,12 +173,13 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         // weights (kept for the weighted combine's backward): fp32, or the compute dtype when wider.
         a += std::max(4.0, e) * T * d(model.moe->experts);
         a += std::max(4.0, e) * T * d(s.topK);
-        a += e * routed * h;                            // permuted tokens: expert fc1 input
-        a += e * routed * d(s.expertFfnLocal) * (gated + 1.0); // fc1 output (gate+up) and fc2 input
+        a += g * routed * h;                            // permuted tokens: expert fc1 input
+        a += e * routed * d(s.expertFfnLocal) * gated;  // fc1 output (gate+up)
+        a += g * routed * d(s.expertFfnLocal);          // fc2 input
         a += e * routed * h;                            // expert outputs, kept for the weighted combine
     } else {
         a += e * T * d(s.ffnLocal) * gated;             // fc1 output = activation input (gate and up)
-        a += e * T * d(s.ffnLocal);                     // activation output = fc2 input
+        a += g * T * d(s.ffnLocal);                     // activation output = fc2 input
     }
     a += mask * Tsp * h;                                // dropout mask after fc2
     return a;
@@ -276,6 +278,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         return bytes * (params.dense / shardDivisor(sharded, denseShards) + params.expert / shardDivisor(sharded, expertShards));
     };
     st.weightsBytes = states(recipe.weightBytes, z >= 3);
+    if (recipe.fp8WeightCopyBytes > 0) {
+        // Transformer Engine's cached FP8 weight and transpose for every linear layer of the stage (sharded as
+        // the weights are under ZeRO-3, where they are made per gathered layer).
+        const StageParameters layer = layerParameters(model, plan);
+        st.weightsBytes += recipe.fp8WeightCopyBytes * layersPerStage *
+                           (layer.dense / shardDivisor(z >= 3, denseShards) + layer.expert / shardDivisor(z >= 3, expertShards));
+    }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
     st.optimizerBytes = states(recipe.optimizerBytesPerParameter(), z >= 1);
 

@@ -46,10 +46,17 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     // bf16_no_master: bf16 weights and grads, fp32 moments, no master copy: 2+2+4+4 = 12.
     // fp32: everything fp32, weights are the master: 4+4+4+4 = 16.
     // cpu_fp64 / cpu_fp32: the CPU executor keeps weights, grads and both moments in its dtype: 32 / 16.
+    // fp8: Megatron-LM with Transformer Engine (--fp8-format hybrid): the megatron recipe's 18 B, GEMMs in FP8
+    //      (E4M3 forward, E5M2 gradients), and per linear weight the cached FP8 copy plus its transpose (Hopper's
+    //      FP8 GEMMs take only the TN layout), 1 + 1 B (Transformer Engine module.base, fp8 weight caching).
     static const std::vector<PrecisionRecipe> recipes{
-        {"megatron", Dtype::Bf16, 2, 4, 4, 4},    {"mixed", Dtype::Bf16, 2, 2, 4, 4},
-        {"bf16_no_master", Dtype::Bf16, 2, 2, 0, 4}, {"fp32", Dtype::Fp32, 4, 4, 0, 4},
-        {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8},    {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4},
+        {"megatron", Dtype::Bf16, 2, 4, 4, 4, Dtype::Bf16, 0},
+        {"mixed", Dtype::Bf16, 2, 2, 4, 4, Dtype::Bf16, 0},
+        {"bf16_no_master", Dtype::Bf16, 2, 2, 0, 4, Dtype::Bf16, 0},
+        {"fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0},
+        {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8, Dtype::Fp64, 0},
+        {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0},
+        {"fp8", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp8, 2},
     };
     return recipes;
 }
@@ -230,6 +237,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("attention_kernel"), "\"" + plan.attentionKernel + "\" is not an attention kernel of " +
                                                     cluster.gpu.name + " (it has: " + names + ", or \"auto\")");
     }
+    if (const auto* rec = findPrecisionRecipe(plan.precision); rec && rec->fp8() && !cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8))
+        problems.add(field("precision"), "\"fp8\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
+                                             "' gives no peak (FP8 tensor cores arrived with Hopper)");
     if (const auto* rec = findPrecisionRecipe(plan.precision)) {
         if (!cluster.gpu.peakFlopsPerSecond.count(rec->computeDtype))
             problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(rec->computeDtype) +

@@ -26,6 +26,7 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.vocabPadded = paddedVocab(model, plan);
     s.vocabLocal = s.vocabPadded / t;
     s.activationBytes = bytesPerElement(recipe.computeDtype);
+    s.gemmInputBytes = bytesPerElement(recipe.gemmDtype);
     s.maskBytes = model.dropout > 0.0 ? 1 : 0;
     return s;
 }

@@ -17,6 +17,8 @@ struct ColumnInfo {
 constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
     {"rank", "#", "Rank by the search objective"},
     {"step", "step", "Simulated step time"},
+    {"band", "±", "Median |step error| of tessel on published runs of this kind (tessel validate); a rank marked = is "
+                  "inside #1's band: the model cannot tell the two plans apart"},
     {"mfu", "MFU", "Model FLOPs utilisation"},
     {"bubble", "bubble", "Pipeline bubble (mean over stages, share of the step)"},
     {"peak", "peak GiB", "Peak memory per GPU over the pipeline stages"},
@@ -87,7 +89,12 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     auto number = [&](double v, const QString& text) { return display ? QVariant(text) : QVariant(v); };
     auto integer = [&](int v) { return display ? QVariant(QString::number(v)) : QVariant(static_cast<double>(v)); };
     switch (index.column()) {
-    case Rank: return integer(index.row() + 1);
+    case Rank:
+        if (display && r.tiedWithBest) return QString::number(index.row() + 1) + QLatin1Char('=');
+        return integer(index.row() + 1);
+    case ErrorBand:
+        if (r.errorBandKind.empty()) return display ? QVariant(QStringLiteral("-")) : QVariant(0.0);
+        return number(r.errorBand * 100.0, percentText(r.errorBand));
     case Tp: return integer(p.tp);
     case Pp: return integer(p.pp);
     case Dp: return integer(p.dp);

@@ -14,7 +14,7 @@ class PlanTableModel : public QAbstractTableModel {
 public:
     enum Column {
         // The numbers plans are compared by come first, so they stay visible in a narrow window.
-        Rank = 0, StepSeconds, Mfu, Bubble, PeakGiB, Tp, Pp, Dp, Cp, Ep, Vpp, MicroBatch, Zero, Recompute,
+        Rank = 0, StepSeconds, ErrorBand, Mfu, Bubble, PeakGiB, Tp, Pp, Dp, Cp, Ep, Vpp, MicroBatch, Zero, Recompute,
         SequenceParallel, Schedule, TokensPerSecond, RankOrder, ColumnCount
     };
     // Raw value for sorting and filtering: numbers as double, words as QString (DisplayRole is formatted).

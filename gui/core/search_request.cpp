@@ -23,6 +23,8 @@ SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText
     r.space.globalBatch = scenario.plan.globalBatch;
     r.space.precision = scenario.plan.precision;
     r.space.flashAttention = scenario.plan.flashAttention;
+    r.space.attentionKernel = scenario.plan.attentionKernel;
+    r.space.framework = scenario.plan.framework;
     applyFixes(fixText, r.space, problems);
     r.options.topK = topK;
     problems.append(sim::searchProblems(r.model, r.cluster, r.space, r.options));

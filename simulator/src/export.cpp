@@ -137,6 +137,24 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     // Megatron-core's default order is tp-cp-ep-dp-pp; --use-tp-pp-dp-mapping makes it tp-cp-ep-pp-dp.
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}, O{Tp, Cp, Ep, Pp, Dp}}, "Megatron-LM",
                    "by its default order or with --use-tp-pp-dp-mapping", problems);
+    // Overlap settings the plan states but Megatron-LM cannot run.
+    const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
+    if (p.framework.overlapParamGather.value_or(false) && p.zeroStage != 1)
+        problems.add("/plan/overlap_param_gather",
+                     "Megatron-LM's --overlap-param-gather overlaps the distributed optimizer's all-gather; it needs "
+                     "zero_stage 1");
+    if (p.framework.tpCommOverlap.value_or(false) && p.tp > 1 && !p.sequenceParallel)
+        problems.add("/plan/tp_comm_overlap",
+                     "Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism; "
+                     "set sequence_parallel on");
+    if (p.framework.overlapP2pComm.value_or(false) && p.pp > 1 && p.schedule != Schedule::Interleaved1F1B)
+        problems.add("/plan/overlap_p2p_comm",
+                     "Megatron-LM overlaps pipeline transfers only in the interleaved schedule; its 1F1B waits on "
+                     "each batched send/receive; set overlap_p2p_comm off or use interleaved_1f1b");
+    if (p.framework.asyncTpGradReduce && !*p.framework.asyncTpGradReduce)
+        problems.add("/plan/async_tp_grad_reduce",
+                     "current Megatron-LM always overlaps the backward TP collective with the weight-gradient GEMM "
+                     "(the switch was removed); set async_tp_grad_reduce on or leave it out");
     if (!problems.empty()) return {};
 
     std::vector<std::string> args;
@@ -200,13 +218,26 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--attention-backend", "unfused"); // the s x s scores are materialised, as tessel assumed
     }
     // Precision recipes (docs/decisions.md): megatron = bf16 weights + fp32 main grads; mixed = bf16 grads.
-    if (p.precision == "megatron") {
+    if (p.precision == "megatron" || p.precision == "fp8") {
         arg("--bf16");
         arg("--accumulate-allreduce-grads-in-fp32");
     } else if (p.precision == "mixed") {
         arg("--bf16");
         arg("--grad-reduce-in-bf16");
     } // fp32, cpu_fp32: Megatron's default, fp32 weights and gradients
+    if (p.precision == "fp8") {
+        // Transformer Engine FP8 as tessel models it: E4M3 forward, E5M2 gradients, delayed scaling.
+        arg("--transformer-impl", "transformer_engine");
+        arg("--fp8-format", "hybrid");
+        arg("--fp8-amax-history-len", "1024");
+        arg("--fp8-amax-compute-algo", "max");
+    }
+    // What overlaps, as the plan's framework settings resolve (docs/frameworks.md), in current Megatron-LM's
+    // flags: the interleaved schedule overlaps its transfers unless told not to.
+    if (ov.overlapGradReduce) arg("--overlap-grad-reduce");
+    if (ov.overlapParamGather && p.zeroStage == 1) arg("--overlap-param-gather");
+    if (ov.tpCommOverlap && p.tp > 1) arg("--tp-comm-overlap");
+    if (p.schedule == Schedule::Interleaved1F1B && !ov.overlapP2pComm) arg("--no-overlap-p2p-communication");
 
     const int64_t padded = paddedVocab(m, p);
     std::ostringstream out;
@@ -308,6 +339,11 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "DeepSpeed does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    if (p.precision == "fp8")
+        problems.add("/plan/precision",
+                     "DeepSpeed's config has no FP8 training (it comes from Transformer Engine modules in model "
+                     "code); use precision megatron, or export --format megatron or torchtitan");
+    const OverlapSettings ov = resolveOverlap(p.framework, false, p.zeroStage);
     // With flash attention, Megatron-style selective recompute stores exactly what no recompute stores (the
     // s x s scores it drops are never kept), so it is written as no checkpointing; without flash it is not
     // expressible in DeepSpeed's config.
@@ -335,7 +371,7 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
     nlohmann::ordered_json zero;
     zero["stage"] = stage;
     if (stage >= 1) {
-        zero["overlap_comm"] = true;
+        zero["overlap_comm"] = ov.overlapGradReduce;
         zero["contiguous_gradients"] = true;
         zero["reduce_scatter"] = true;
         // tessel's memory model keeps one 40M-element reduce bucket (FORMULAS.md "Other"); DeepSpeed's
@@ -510,6 +546,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "\n[model]\n";
     out << "name = " << tomlString(m.moe ? "llama4" : "llama3") << "\n";
     out << "flavor = " << tomlString(flavor ? flavor : m.name) << "\n";
+    if (p.precision == "fp8") out << "converters = [\"float8\"]\n";
 
     out << "\n[training]\n";
     // Without pipelining, local_batch_size is one micro-batch and torchtitan accumulates gradients over
@@ -518,8 +555,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "local_batch_size = " << local << "\n";
     out << "global_batch_size = " << p.globalBatch << "\n";
     out << "seq_len = " << m.seqLen << "\n";
-    out << "mixed_precision_param = " << tomlString(isHalfRecipe(p.precision) ? "bfloat16" : "float32")
-        << "\n";
+    out << "mixed_precision_param = "
+        << tomlString(isHalfRecipe(p.precision) || p.precision == "fp8" ? "bfloat16" : "float32") << "\n";
     out << "mixed_precision_reduce = \"float32\"\n";
 
     out << "\n[parallelism]\n";
@@ -527,9 +564,11 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "data_parallel_shard_degree = " << (p.zeroStage == 3 ? p.dp : 1) << "\n";
     // Re-gather each layer's weights for its backward, as tessel's ZeRO-3 gather buffers assume (torchtitan's
     // "default" keeps them gathered across micro-batches when pipelining).
-    if (p.zeroStage == 3) out << "fsdp_reshard_after_forward = \"always\"\n";
+    const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
+    if (p.zeroStage == 3) out << "fsdp_reshard_after_forward = " << tomlString(ov.reshardAfterForward ? "always" : "never") << "\n";
     out << "tensor_parallel_degree = " << p.tp << "\n";
-    out << "enable_async_tensor_parallel = false\n";
+    // Async TP (torch's micro-pipelined collective matmuls) is torchtitan's TP overlap.
+    out << "enable_async_tensor_parallel = " << (ov.tpCommOverlap && p.tp > 1 ? "true" : "false") << "\n";
     out << "pipeline_parallel_degree = " << p.pp << "\n";
     if (pipelined) {
         const char* schedule = p.schedule == Schedule::Gpipe             ? "GPipe"
@@ -545,6 +584,13 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     }
     out << "context_parallel_degree = " << p.cp << "\n";
     out << "expert_parallel_degree = " << p.ep << "\n";
+
+    if (p.precision == "fp8") {
+        // torchao float8 training on the linear layers, with FP8 all-gathers under FSDP.
+        out << "\n[float8]\n";
+        out << "enable_fsdp_float8_all_gather = " << (p.zeroStage == 3 ? "true" : "false") << "\n";
+        out << "precompute_float8_dynamic_scale_for_fsdp = " << (p.zeroStage == 3 ? "true" : "false") << "\n";
+    }
 
     out << "\n[activation_checkpoint]\n";
     out << "mode = " << tomlString(p.recompute == Recompute::Full ? "full" : "none") << "\n";

@@ -1,6 +1,7 @@
 // Exhaustive plan search: enumerates the declared space on every core, rejects invalid and OOM plans with
 // counted reasons, prunes with the admissible lower bound and ranks the survivors by full simulation.
 #include "tessel/sim/search.hpp"
+#include "tessel/sim/error_band.hpp"
 
 #include "search_estimate.hpp"
 
@@ -199,6 +200,8 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.base.globalBatch = in.globalBatch;
     s.base.precision = in.precision;
     s.base.flashAttention = in.flashAttention;
+    s.base.attentionKernel = in.attentionKernel;
+    s.base.framework = in.framework;
     (void)model;
     return s;
 }
@@ -483,6 +486,7 @@ struct Pruner {
                             in.optimizerFirst = optFirst[static_cast<size_t>(z)];
                             in.optimizerLast = optLast[static_cast<size_t>(z)];
                             in.tail = tail;
+                            in.p2pBlocksCompute = plan.pp > 1 && !ctx.overlapOf(plan).overlapP2pComm;
                             for (size_t i = 0; i < nOrders; ++i) {
                                 auto& ic = innerComms[static_cast<size_t>(innerOf[i])];
                                 if (!ic) {
@@ -606,9 +610,10 @@ struct Simulated {
     int peakStageIndex = 0;
 };
 
-Simulated simulateCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Space& space, const Candidate& c) {
+Simulated simulateCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Space& space, const Candidate& c,
+                            double stopAbove) {
     const Plan plan = toPlan(space, c.code);
-    const PlanSimulation sim = simulatePlan(model, cluster, plan);
+    const PlanSimulation sim = simulatePlan(model, cluster, plan, stopAbove);
     Simulated r;
     r.candidate = c;
     r.metrics = sim.metrics;
@@ -619,9 +624,11 @@ Simulated simulateCandidate(const ModelConfig& model, const ClusterConfig& clust
 }
 
 // Simulates candidates[from, to) on the worker threads, in place.
+// `stopAbove`: the K-th best step found so far (infinity before K are known); a candidate slower than it before
+// contention is not refined (simulatePlan's stopAbove).
 void simulateRange(const ModelConfig& model, const ClusterConfig& cluster, const Space& space,
                    const std::vector<Candidate>& candidates, size_t from, size_t to, int threads,
-                   std::vector<Simulated>& out) {
+                   std::vector<Simulated>& out, double stopAbove = std::numeric_limits<double>::infinity()) {
     const size_t n = to - from;
     const size_t base = out.size();
     out.resize(base + n);
@@ -630,7 +637,7 @@ void simulateRange(const ModelConfig& model, const ClusterConfig& cluster, const
         for (;;) {
             const size_t i = next.fetch_add(1);
             if (i >= n) return;
-            out[base + i] = simulateCandidate(model, cluster, space, candidates[from + i]);
+            out[base + i] = simulateCandidate(model, cluster, space, candidates[from + i], stopAbove);
         }
     });
 }
@@ -820,7 +827,7 @@ PruningResult prunePlans(const ModelConfig& model, const ClusterConfig& cluster,
                          const SearchOptions& options) {
     const auto t0 = Clock::now();
     const Prepared p = prepare(model, cluster, space, options);
-    const SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision);
+    const SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision, p.space.base.framework);
     Progress progress(options);
     Band band;
     band.memoryObjective = options.objective == Objective::Memory;
@@ -840,7 +847,7 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
                          const SearchOptions& options) {
     const auto t0 = Clock::now();
     const Prepared p = prepare(model, cluster, space, options);
-    const SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision);
+    const SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision, p.space.base.framework);
     Progress progress(options);
     const bool memoryObjective = options.objective == Objective::Memory;
     const size_t topK = static_cast<size_t>(options.topK);
@@ -899,7 +906,8 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
             }
             const size_t to = std::min(candidates.size(), next + kSimulationBatch);
             const size_t before = sims.size();
-            simulateRange(model, p.cluster, p.space, candidates, next, to, p.threads, sims);
+            simulateRange(model, p.cluster, p.space, candidates, next, to, p.threads, sims,
+                          steps.size() >= topK ? steps[topK - 1] : std::numeric_limits<double>::infinity());
             for (size_t i = before; i < sims.size(); ++i)
                 steps.insert(std::upper_bound(steps.begin(), steps.end(), sims[i].metrics.stepSeconds), sims[i].metrics.stepSeconds);
             next = to;
@@ -941,6 +949,20 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         result.top.push_back(std::move(r));
     }
     explain(result.top, ranked, options.objective);
+    // Honest ranking: each plan with the error the model showed on published runs of its kind, and the plans
+    // whose step is inside #1's band marked as ties.
+    for (size_t i = 0; i < result.top.size(); ++i) {
+        RankedPlan& r = result.top[i];
+        if (const auto validated = errorBandFor(p.cluster, r.plan)) {
+            r.errorBandKind = validated->kind;
+            r.errorBand = validated->medianAbsError;
+            r.tiedWithBest = i > 0 && !memoryObjective &&
+                             tiedWithin(r.metrics.stepSeconds, result.top.front().metrics.stepSeconds, *validated);
+            if (r.tiedWithBest)
+                r.why = "a tie with #1 within the model's validated error (" + percent(validated->medianAbsError) +
+                        ", " + validated->kind + "); " + r.why;
+        }
+    }
     result.simulationSeconds = secondsSince(tSim);
     result.wallSeconds = secondsSince(t0);
     return result;

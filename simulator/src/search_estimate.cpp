@@ -238,8 +238,11 @@ GroupPlacement embeddingSyncPlacement(const Plan& plan, int gpusPerNode) {
     return pairPlacement(0, (plan.pp - 1) * stridePp, gpusPerNode);
 }
 
-SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision) {
+SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision,
+                          const FrameworkSettings& framework) {
     SearchContext ctx;
+    for (int interleaved = 0; interleaved < 2; ++interleaved)
+        for (int z = 0; z < 4; ++z) ctx.overlap[static_cast<size_t>(interleaved)][static_cast<size_t>(z)] = resolveOverlap(framework, interleaved != 0, z);
     ctx.model = &model;
     ctx.cluster = &cluster;
     ctx.recipe = findPrecisionRecipe(precision);
@@ -285,6 +288,8 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.headFwd = fwd * head.forward.seconds;
     c.headBwdInput = bwd * head.backwardInput.seconds;
     c.headBwdWeight = bwd * head.backwardWeight.seconds;
+    for (const auto& op : layer.forwardOps)
+        if (op.name == "qkv" || op.name == "fc1" || op.name == "expert_fc1") c.tpOverlapBudget += op.seconds;
     return c;
 }
 
@@ -349,16 +354,27 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     // traffic.cpp layerCommOps: what each group moves per layer and micro-batch.
     double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0;
     if (plan.tp > 1) {
+        double bwdTp = 0.0;
         if (plan.sequenceParallel) {
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
             const double rs = cost(Primitive::ReduceScatter, s.actBytes, place.tp);
             fwdTp = 2.0 * (ag + rs);
-            c.bwd += 2.0 * (ag + rs + ag); // grads, plus the re-gathered GEMM inputs for dW
+            bwdTp = 2.0 * (ag + rs + ag); // grads, plus the re-gathered GEMM inputs for dW
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
             fwdTp = 2.0 * ar;
-            c.bwd += 2.0 * ar;
+            bwdTp = 2.0 * ar;
         }
+        // simulate.cpp: what the framework hides under the GEMMs (and what that still costs in contention).
+        const OverlapSettings& ov = ctx.overlapOf(plan);
+        if (ov.tpCommOverlap) {
+            fwdTp /= plan.tp;
+            bwdTp /= plan.tp;
+        } else if (ov.asyncTpGradReduce) {
+            const double hidden = std::min(bwdTp, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
+            bwdTp = bwdTp - hidden + cluster.gpu.commContention * hidden;
+        }
+        c.bwd += bwdTp;
     }
     if (plan.cp > 1) {
         const double ag = cost(Primitive::AllGather, s.kvBytes, place.cp);
@@ -405,10 +421,12 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const bool dataParallel = plan.dp * plan.cp > 1;
     const bool expertDataParallel = plan.dp / plan.ep * plan.cp > 1;
     const int z = plan.zeroStage;
+    const OverlapSettings& ov = ctx.overlapOf(plan);
     DpCosts out;
     for (int slot = 0; slot < 2; ++slot) {
         const int stage = slot == 0 ? 0 : p - 1;
         double minLastBucket = std::numeric_limits<double>::infinity();
+        double reduceTotal = 0.0; // every gradient reduction of the stage (per step)
         for (int chunk = 0; chunk < v; ++chunk) {
             const int u = chunk * p + stage;
             // schedule.cpp chunkParams: the chunk's layers, the embedding on virtual stage 0, the head on the last.
@@ -423,21 +441,25 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                 const GroupPlacement& g = part == 0 ? place.dense : place.expert;
                 if (params <= 0.0 || !ok) continue;
                 // ZeRO-3 gathers the chunk's weights before every forward and backward.
-                if (z >= 3) out.perMicroBatch[static_cast<size_t>(slot)] += 2.0 * cost(Primitive::AllGather, params * recipe.weightBytes, g);
+                if (z >= 3)
+                    out.perMicroBatch[static_cast<size_t>(slot)] +=
+                        (ov.reshardAfterForward ? 2.0 : 1.0) * cost(Primitive::AllGather, params * recipe.weightBytes, g);
                 const int buckets = z >= 3 ? 1 : layersPerChunk;
                 const double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
                                            params * recipe.gradBytes / buckets, g);
                 (z >= 2 ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
+                reduceTotal += buckets * bucket;
                 lastBucket += bucket;
                 if (z == 1 || z == 2) {
                     const double gather = cost(Primitive::AllGather, params * recipe.weightBytes, g);
                     out.perStep[static_cast<size_t>(slot)] += gather;
-                    out.afterOptimizer[static_cast<size_t>(slot)] += gather;
+                    if (!ov.overlapParamGather) out.afterOptimizer[static_cast<size_t>(slot)] += gather;
                 }
             }
             minLastBucket = std::min(minLastBucket, lastBucket);
         }
-        out.tail[static_cast<size_t>(slot)] = minLastBucket;
+        // Without overlap (ZeRO-0/1) every bucket of the stage waits for its last gradient action.
+        out.tail[static_cast<size_t>(slot)] = !ov.overlapGradReduce && z <= 1 ? reduceTotal : minLastBucket;
         if (model.tiedEmbeddings && p > 1) {
             const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradBytes;
             const double sync = cost(Primitive::AllReduce, bytes, place.embSync);
@@ -521,7 +543,12 @@ double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
 
     // Compute stream of stage 0: every compute action, then (after its last gradient action) the last
     // gradient bucket's reduction and the embedding sync before the optimizer, then ZeRO-1/2 all-gathers.
-    const double busyFirst = m * (layerWork + embWork) + (p == 1 ? m * headWork : 0.0) + in.optimizerFirst;
+    // Blocking pipeline sends hold the compute stream: stage 0 sends every chunk's activation but the model's
+    // last and every gradient but chunk 0's; the last stage every gradient and every activation but its last
+    // chunk's.
+    const double sendsFirst = in.p2pBlocksCompute ? m * (v * c.p2pActivation + (v - 1) * c.p2pGrad) : 0.0;
+    const double sendsLast = in.p2pBlocksCompute ? m * (v * c.p2pGrad + (v - 1) * c.p2pActivation) : 0.0;
+    const double busyFirst = m * (layerWork + embWork) + (p == 1 ? m * headWork : 0.0) + in.optimizerFirst + sendsFirst;
     double bound = busyFirst + dp.tail[0] + dp.afterOptimizer[0];
     // Data-parallel stream of stage 0: its collectives run one after another.
     bound = std::max(bound, m * dp.perMicroBatch[0] + dp.perStep[0]);
@@ -529,14 +556,17 @@ double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
 
     // The last stage starts only after micro-batch 0's first chunk crossed stages 0..p-2 (with transfers).
     const double fill = (p - 1) * c.p2pActivation + (p - 1) * chunkLayers * fwdLayer + s.embFwd + c.emb;
-    const double busyLast = m * (layerWork + headWork) + in.optimizerLast;
+    const double busyLast = m * (layerWork + headWork) + in.optimizerLast + sendsLast;
     bound = std::max(bound, fill + busyLast + dp.tail[1] + dp.afterOptimizer[1]);
     bound = std::max(bound, m * dp.perMicroBatch[1] + dp.perStep[1]);
     // Drain: the last stage's last input-gradient backward ends no earlier than fill + its work minus what
     // may follow it (optimizer, deferred ZB W passes); that gradient then crosses stages p-2..0, after
     // which stage 0 runs the optimizer and its ZeRO-1/2 all-gathers.
+    // (A blocking send of that gradient follows it on the compute stream, and so do the sends of any forwards
+    // after it.)
     const double post = in.optimizerLast + in.tail.weightGrads * (chunkLayers * bwdWeightLayer + s.headBwdWeight) +
-                        in.tail.forwards * (chunkLayers * fwdLayer + headFwd);
+                        in.tail.forwards * (chunkLayers * fwdLayer + headFwd) +
+                        (in.p2pBlocksCompute ? c.p2pGrad + in.tail.forwards * c.p2pActivation : 0.0);
     const double drain = (p - 1) * c.p2pGrad + (p - 2) * chunkLayers * bwdInputLayer +
                          chunkLayers * (bwdInputLayer + bwdWeightLayer) + in.optimizerFirst + dp.afterOptimizer[0];
     bound = std::max(bound, fill + busyLast - post + drain);
@@ -544,7 +574,7 @@ double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
 }
 
 SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
-    const SearchContext ctx = makeContext(model, cluster, plan.precision);
+    const SearchContext ctx = makeContext(model, cluster, plan.precision, plan.framework);
     const ShapeCosts shape = makeShapeCosts(ctx, plan);
     const StageParameters first = stageParameters(model, plan, 0);
     const StageParameters last = stageParameters(model, plan, plan.pp - 1);
@@ -559,6 +589,7 @@ SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& c
     in.optimizerFirst = optimizerSeconds(ctx, plan, first);
     in.optimizerLast = optimizerSeconds(ctx, plan, last);
     in.tail = lastStageTail(plan, plan.microBatchesPerStep());
+    in.p2pBlocksCompute = plan.pp > 1 && !ctx.overlapOf(plan).overlapP2pComm;
     e.boundSeconds = lowerBoundSeconds(plan, model.layers, in);
     return e;
 }

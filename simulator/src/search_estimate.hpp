@@ -10,6 +10,7 @@
 #include "tessel/cost/topology.hpp"
 #include "tessel/sim/search.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -76,8 +77,14 @@ struct SearchContext {
     bool precisionOk = true;
     double capacityBytes = 0.0;
     double reservedBytes = 0.0;
+    // The framework's overlap settings for [interleaved][zero stage], resolved once for the whole space.
+    std::array<std::array<OverlapSettings, 4>, 2> overlap{};
+    const OverlapSettings& overlapOf(const Plan& p) const {
+        return overlap[p.schedule == Schedule::Interleaved1F1B ? 1 : 0][static_cast<size_t>(std::clamp(p.zeroStage, 0, 3))];
+    }
 };
-SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision);
+SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision,
+                          const FrameworkSettings& framework);
 
 // Per (tp, cp, ep, micro_batch, sp, recompute): memory and compute of one micro-batch on one rank.
 struct ShapeCosts {
@@ -91,6 +98,7 @@ struct ShapeCosts {
     double layerFwd = 0.0, layerBwdInput = 0.0, layerBwdWeight = 0.0, layerRecompute = 0.0;
     double embFwd = 0.0, embBwdWeight = 0.0;
     double headFwd = 0.0, headBwdInput = 0.0, headBwdWeight = 0.0;
+    double tpOverlapBudget = 0.0;            // forward seconds of the QKV and fc1 GEMMs (simulate.cpp's async TP budget)
 };
 ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan);
 
@@ -155,6 +163,7 @@ struct BoundInputs {
     const DpCosts* dp = nullptr;
     double optimizerFirst = 0.0, optimizerLast = 0.0;
     LastStageTail tail;
+    bool p2pBlocksCompute = false;           // sends hold the compute stream (overlap_p2p_comm off)
 };
 double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in);
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace tessel::sim {
@@ -471,6 +472,36 @@ StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, 
     return m;
 }
 
+namespace {
+// Busy intervals of one stream, each with the rate at which it moves its own work, for overlap queries.
+class BusyLine {
+public:
+    void add(double from, double to, double rate) {
+        from_.push_back(from);
+        to_.push_back(to);
+        rate_.push_back(rate);
+    }
+    void finish() {
+        prefix_.assign(from_.size() + 1, 0.0);
+        for (size_t i = 0; i < from_.size(); ++i) prefix_[i + 1] = prefix_[i] + rate_[i] * (to_[i] - from_[i]);
+    }
+    // Work-weighted seconds of the line inside [a, b].
+    double overlap(double a, double b) const {
+        if (!(b > a) || from_.empty()) return 0.0;
+        const size_t i = static_cast<size_t>(std::upper_bound(to_.begin(), to_.end(), a) - to_.begin());
+        const size_t j = static_cast<size_t>(std::lower_bound(from_.begin(), from_.end(), b) - from_.begin());
+        if (i >= j) return 0.0;
+        double sum = prefix_[j] - prefix_[i];
+        sum -= rate_[i] * std::max(0.0, a - from_[i]);
+        sum -= rate_[j - 1] * std::max(0.0, to_[j - 1] - b);
+        return std::max(0.0, sum);
+    }
+
+private:
+    std::vector<double> from_, to_, rate_, prefix_;
+};
+} // namespace
+
 CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline) {
     CostTable out = costs;
     if (!(costs.commContention > 0.0) || costs.serialStreams) return out;
@@ -479,10 +510,9 @@ CostTable withContention(const ActionSchedule& schedule, const CostTable& costs,
         // Busy intervals of this rank's communication streams with the rate at which each moves its own
         // (isolated) work: a collective that streams behind its producer is spread over its whole interval, a
         // receive that waited for its sender moved data only at its end.
-        struct Busy {
-            double from, to, rate;
-        };
-        std::vector<Busy> dp, pp;
+        // One line per communication stream; a stream runs its actions in list order, so each line's intervals are
+        // disjoint and sorted, and the overlap with a compute action is two binary searches and a prefix sum.
+        BusyLine dp, send, recv;
         for (size_t i = 0; i < acts.size(); ++i) {
             const ActionKind k = acts[i].kind;
             const TimedAction& ta = timeline.perAction[s][i];
@@ -490,16 +520,17 @@ CostTable withContention(const ActionSchedule& schedule, const CostTable& costs,
             const double span = ta.endSeconds - ta.startSeconds;
             if (!(own > 0.0) || !(span > 0.0)) continue;
             if (k == ActionKind::Collective) {
-                dp.push_back({ta.startSeconds, ta.endSeconds, std::min(1.0, own / span)});
-            } else if (isTransfer(k) && !(schedule.p2pBlocksCompute && (k == ActionKind::SendActivation || k == ActionKind::SendGrad))) {
-                pp.push_back({ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0});
+                dp.add(ta.startSeconds, ta.endSeconds, std::min(1.0, own / span));
+            } else if (k == ActionKind::RecvActivation || k == ActionKind::RecvGrad) {
+                recv.add(ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0);
+            } else if (isTransfer(k) && !schedule.p2pBlocksCompute) {
+                send.add(ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0);
             }
         }
-        auto overlap = [](const std::vector<Busy>& busy, double a, double b) {
-            double sum = 0.0;
-            for (const Busy& x : busy) sum += x.rate * std::max(0.0, std::min(b, x.to) - std::max(a, x.from));
-            return sum;
-        };
+        dp.finish();
+        send.finish();
+        recv.finish();
+        auto overlap = [&](const BusyLine& line, double a, double b) { return line.overlap(a, b); };
         for (size_t i = 0; i < acts.size(); ++i) {
             if (!isCompute(acts[i].kind)) continue;
             ActionCost& c = out.perAction[s][i];
@@ -509,7 +540,8 @@ CostTable withContention(const ActionSchedule& schedule, const CostTable& costs,
             const double base = c.seconds - c.contentionDpSeconds - c.contentionPpSeconds;
             const double until = ta.startSeconds + base;
             c.contentionDpSeconds = costs.commContention * overlap(dp, ta.startSeconds, until);
-            c.contentionPpSeconds = costs.commContention * overlap(pp, ta.startSeconds, until);
+            c.contentionPpSeconds =
+                costs.commContention * (overlap(send, ta.startSeconds, until) + overlap(recv, ta.startSeconds, until));
             finish(c);
         }
     }
@@ -517,13 +549,17 @@ CostTable withContention(const ActionSchedule& schedule, const CostTable& costs,
 }
 
 PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    return simulatePlan(model, cluster, plan, std::numeric_limits<double>::infinity());
+}
+
+PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, double stopAbove) {
     PlanSimulation r;
     r.schedule = buildSchedule(model, plan);
     r.costs = costSchedule(r.schedule, model, cluster);
     r.timeline = simulate(r.schedule, r.costs);
-    // Communication that overlaps compute slows it (FORMULAS.md §6.2): cost the overlap seen in the timeline,
-    // simulate again; a second pass settles the overlap the slower compute itself changes.
-    for (int pass = 0; pass < 2 && cluster.gpu.commContention > 0.0 && !r.costs.serialStreams; ++pass) {
+    // Communication that overlaps compute slows it (FORMULAS.md §6.2): cost the overlap seen in the timeline and
+    // simulate again.
+    if (cluster.gpu.commContention > 0.0 && !r.costs.serialStreams && r.timeline.stepSeconds < stopAbove) {
         r.costs = withContention(r.schedule, r.costs, r.timeline);
         r.timeline = simulate(r.schedule, r.costs);
     }

@@ -68,13 +68,6 @@ CaseResult predictCase(const ValidationCase& c) {
     return r;
 }
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 ErrorSummary summarizeSet(const std::string& group, const std::vector<const CaseResult*>& rs) {
     ErrorSummary s;
     s.group = group;
@@ -98,13 +91,20 @@ ErrorSummary summarizeSet(const std::string& group, const std::vector<const Case
             if (*r->measuredOutOfMemory == !r->predictedFits) ++s.oomAgreed;
         }
     }
-    s.medianAbsError = median(abs);
+    s.medianAbsError = medianOf(abs);
     s.meanSignedError = abs.empty() ? 0.0 : signedSum / static_cast<double>(abs.size());
     s.memoryCompared = static_cast<int>(mem.size());
-    s.memoryMedianAbsError = median(mem);
+    s.memoryMedianAbsError = medianOf(mem);
     return s;
 }
 } // namespace
+
+double medianOf(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 void summarize(ValidationReport& report) {
     report.groups.clear();

@@ -53,4 +53,18 @@ check "missing file exits 2" $([ $rc -eq 2 ]; echo $?)
 "$TESSEL" validate --summary --scenarios "$tmp/sc" >/dev/null 2>"$tmp/err"; rc=$?
 check "existing scenarios kept without --force" $([ $rc -eq 2 ]; echo $?)
 "$TESSEL" validate --summary --scenarios "$tmp/sc" --force >/dev/null 2>&1; check "--force replaces" $?
+
+# 6. Error bands: written on request (never over a file without --force), shown by predict and search.
+"$TESSEL" validate --summary --write-bands "$tmp/bands.json" >/dev/null 2>&1; check "bands written" $?
+python3 -c "
+import json; b=json.load(open('$tmp/bands.json')); assert b['overall']['records']==85 and len(b['kinds'])>=3" ; check "bands have every kind" $?
+"$TESSEL" validate --summary --write-bands "$tmp/bands.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "bands kept without --force" $([ $rc -eq 2 ]; echo $?)
+"$TESSEL" predict >"$tmp/p" 2>&1; check "predict exits 0" $?
+check "predict shows the trust band" "$(contains "$tmp/p" 'trust: on .* published A100 / Megatron-style runs')"
+"$TESSEL" predict --json >"$tmp/p.json" 2>&1
+python3 -c "
+import json; t=json.load(open('$tmp/p.json'))['time']; assert t['error_band']['kind']=='A100 / Megatron-style'" ; check "predict JSON has the band" $?
+"$TESSEL" search --gpus 64 --global-batch 256 --fix tp=8,pp=8 --top 4 --no-progress >"$tmp/s" 2>&1; check "search exits 0" $?
+check "search shows the band column" "$(contains "$tmp/s" '±%')"
 finish

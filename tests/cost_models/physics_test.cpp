@@ -5,6 +5,7 @@
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/framework.hpp"
 #include "tessel/cost/json_reader.hpp"
+#include "tessel/cost/memory.hpp"
 
 #include <gtest/gtest.h>
 
@@ -227,6 +228,65 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/framework"), where.end());
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/ddp_impl"), where.end());
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/overlap_grad_reduce"), where.end());
+}
+
+} // namespace
+} // namespace tessel
+
+namespace tessel {
+namespace {
+
+TEST(Fp8, GemmsRunInFp8WithTheirCastsAndTheWeightCopiesAreKept) {
+    ModelConfig m = test::megatronStyleModel(4, 4096, 32, 32000, 4096);
+    m.dropout = 0.0;
+    ClusterConfig c = test::roundCluster(8, 1);
+    c.gpu.peakFlopsPerSecond[Dtype::Fp8] = 2e15;
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.globalBatch = 8;
+    p.sequenceParallel = true;
+    const PrecisionRecipe& bf16 = *findPrecisionRecipe("megatron");
+    const PrecisionRecipe& fp8 = *findPrecisionRecipe("fp8");
+    ASSERT_TRUE(fp8.fp8());
+    EXPECT_EQ(fp8.bytesPerParameter(), bf16.bytesPerParameter()); // same 18 B of model state
+    const BlockCompute a = layerCompute(m, c, p, bf16);
+    const BlockCompute b = layerCompute(m, c, p, fp8);
+    // Each weighted GEMM at twice the peak (perfect efficiency on the round cluster): half the time.
+    for (const char* name : {"qkv", "attn_proj", "fc1", "fc2"}) {
+        const OpCost* x = nullptr;
+        const OpCost* y = nullptr;
+        for (const auto& op : a.forwardOps) if (op.name == name) x = &op;
+        for (const auto& op : b.forwardOps) if (op.name == name) y = &op;
+        ASSERT_TRUE(x && y) << name;
+        EXPECT_EQ(*y->dtype, Dtype::Fp8);
+        EXPECT_NEAR(y->seconds, std::max(x->flops / 2e15, y->bytes / 2e12), 1e-15) << name;
+    }
+    // The casts: forward (e + 1) x the projection input; backward (e + 2) x outputs + 2 x inputs.
+    const OpCost* cast = nullptr;
+    for (const auto& op : b.forwardOps) if (op.name == "fp8_casts") cast = &op;
+    ASSERT_NE(cast, nullptr);
+    const double T = 4096.0, h = 4096.0, t = 2.0;
+    EXPECT_DOUBLE_EQ(cast->bytes, 3.0 * T * h / t);
+    const double outputs = T * (3 * h / t) + T * h + T * (4 * h / t) + T * h;
+    const double inputs = T * h + T * (h / t) + T * h + T * (4 * h / t);
+    EXPECT_NEAR(cast->bytes * cast->backwardByteFactor, 4.0 * outputs + 2.0 * inputs, 1e-3);
+    // Memory: 2 B more per linear weight, GEMM inputs saved at 1 B.
+    p.precision = "megatron";
+    const StageMemory mb = predictMemory(m, c, p).stages[0];
+    p.precision = "fp8";
+    const StageMemory mf = predictMemory(m, c, p).stages[0];
+    const StageParameters layer = layerParameters(m, p);
+    EXPECT_NEAR(mf.weightsBytes - mb.weightsBytes, 2.0 * 4 * layer.dense, 1.0);
+    const double Tsp = T / t;
+    const double savedInputs = Tsp * h + T * (h / t) + Tsp * h + T * (4 * h / t); // QKV, proj, fc1, fc2 inputs
+    EXPECT_NEAR(layerActivationBytesNoRecompute(m, Plan(p), bf16) - layerActivationBytesNoRecompute(m, p, fp8), savedInputs, 1.0);
+    // A GPU without FP8 refuses the plan at /plan/precision.
+    ProblemList problems;
+    validatePlan(m, test::clusterPreset("dgx-a100-80g"), p, "/plan", problems);
+    bool named = false;
+    for (const auto& pr : problems.items()) named |= pr.where == "/plan/precision";
+    EXPECT_TRUE(named);
 }
 
 } // namespace

@@ -259,6 +259,61 @@ TEST(ExportMegatron, ListsEveryInexpressibleFieldAtOnce) {
     EXPECT_TRUE(contains(where, "/plan/precision"));
 }
 
+
+TEST(ExportMegatron, OverlapSettingsAndFp8AreWritten) {
+    Scenario s = preset("llama3-70b-h100"); // interleaved, ZeRO-1, SP
+    s.plan.framework.name = "megatron";
+    s.plan.framework.ddpImpl = "torch";
+    s.plan.framework.overlapParamGather = true;
+    s.plan.framework.tpCommOverlap = true;
+    s.plan.precision = "fp8";
+    MegatronArgs a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--overlap-grad-reduce"));
+    EXPECT_TRUE(a.has("--overlap-param-gather"));
+    EXPECT_TRUE(a.has("--tp-comm-overlap"));
+    EXPECT_FALSE(a.has("--no-overlap-p2p-communication")); // current Megatron overlaps interleaved transfers
+    EXPECT_EQ(a.at("--fp8-format"), "hybrid");
+    EXPECT_EQ(a.at("--transformer-impl"), "transformer_engine");
+    EXPECT_TRUE(a.has("--bf16"));
+    // A Megatron-LM of 2023 did not overlap them: written as such.
+    s.plan.framework.version = "2023";
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--no-overlap-p2p-communication"));
+    // Local DDP reduces after the backward: no overlap flag.
+    s.plan.framework.ddpImpl = "local";
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--overlap-grad-reduce"));
+}
+
+TEST(ExportMegatron, RefusesOverlapItCannotRun) {
+    Scenario s = defaultScenario(); // 1F1B, ZeRO-0
+    s.plan.sequenceParallel = false;
+    s.plan.framework.name = "megatron";
+    s.plan.framework.overlapP2pComm = true;
+    s.plan.framework.overlapParamGather = true;
+    s.plan.framework.tpCommOverlap = true;
+    s.plan.framework.asyncTpGradReduce = false;
+    const auto where = refusal(s, ExportFormat::Megatron);
+    EXPECT_TRUE(contains(where, "/plan/overlap_p2p_comm"));
+    EXPECT_TRUE(contains(where, "/plan/overlap_param_gather"));
+    EXPECT_TRUE(contains(where, "/plan/tp_comm_overlap"));
+    EXPECT_TRUE(contains(where, "/plan/async_tp_grad_reduce"));
+}
+
+TEST(ExportFrameworks, Fp8IsRefusedByDeepSpeedAndConvertedByTorchtitan) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.precision = "fp8";
+    s.plan.tp = 1;
+    s.plan.dp = 8;
+    s.plan.sequenceParallel = false;
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
+    s.plan.zeroStage = 3;
+    s.plan.framework.reshardAfterForward = false;
+    const std::string toml = exportPlan(s, ExportFormat::Torchtitan);
+    EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos);
+    EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = true"), std::string::npos);
+    EXPECT_NE(toml.find("fsdp_reshard_after_forward = \"never\""), std::string::npos);
+}
+
 TEST(ExportMegatron, DistributedOptimizerWithContextParallelNeedsZeroOverCp) {
     Scenario s = defaultScenario();
     s.plan.dp = 8;

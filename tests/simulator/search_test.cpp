@@ -6,6 +6,7 @@
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/topology.hpp"
 #include "tessel/sim/search.hpp"
+#include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <gtest/gtest.h>
@@ -427,6 +428,54 @@ TEST(SearchBound, NeverAboveTheSimulatedStepOnACalibratedCluster) {
         }
     RecordProperty("plans_checked", checked);
     EXPECT_GT(checked, 2000); // 2954 when written
+}
+
+// And under every framework's overlap settings (docs/frameworks.md): blocking transfers, reductions after the
+// backward, asynchronous or pipelined TP, parameter gathers moved into the next forward, kept ZeRO-3 weights.
+TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
+    const std::vector<GridCase> cases = boundGrid();
+    int checked = 0;
+    for (size_t i = 0; i < cases.size(); i += 5)
+        for (const char* fw : {"megatron", "nemo", "megascale", "deepspeed", "fsdp"})
+            for (const char* version : {"2021", ""}) {
+                GridCase c = cases[i];
+                c.plan.framework = FrameworkSettings{};
+                c.plan.framework.name = fw;
+                c.plan.framework.version = version;
+                if (i % 2) c.plan.framework.reshardAfterForward = false;
+                if (i % 3 == 0) c.plan.framework.overlapParamGather = true;
+                const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+                const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+                ASSERT_LE(bound, step * (1.0 + 1e-9)) << fw << " " << version << " " << planToJson(c.plan).dump();
+                ++checked;
+            }
+    EXPECT_GT(checked, 3000);
+}
+
+// Honest ranking: every plan carries its kind's validated error band, and a plan is a tie with #1 exactly when its
+// step is inside #1's band.
+TEST(SearchHonesty, TiesAreThePlansInsideTheBestPlansBand) {
+    Scenario s = defaultScenario();
+    SearchSpace space;
+    space.gpus = 64;
+    space.globalBatch = 256;
+    space.fixed = {{"tp", 8}, {"pp", 8}};
+    space.framework.name = "megatron";
+    SearchOptions o;
+    o.topK = 8;
+    const SearchResult r = searchPlans(s.model, s.cluster, space, o);
+    ASSERT_GE(r.top.size(), 2u);
+    const auto band = errorBandFor(s.cluster, r.top.front().plan);
+    ASSERT_TRUE(band.has_value());
+    EXPECT_FALSE(r.top.front().tiedWithBest);
+    for (size_t i = 0; i < r.top.size(); ++i) {
+        EXPECT_EQ(r.top[i].errorBandKind, "A100 / Megatron-style");
+        EXPECT_DOUBLE_EQ(r.top[i].errorBand, band->medianAbsError);
+        if (i > 0)
+            EXPECT_EQ(r.top[i].tiedWithBest,
+                      r.top[i].metrics.stepSeconds <= r.top[0].metrics.stepSeconds * (1.0 + band->medianAbsError));
+        if (r.top[i].tiedWithBest) EXPECT_NE(r.top[i].why.find("a tie with #1"), std::string::npos);
+    }
 }
 
 TEST(SearchBound, TightForGpt3Megatron) {

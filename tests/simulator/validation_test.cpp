@@ -190,3 +190,84 @@ TEST(ValidationShipped, EveryPublishedRunIsReadAndPredicted) {
 
 } // namespace
 } // namespace tessel::sim
+
+#include "tessel/sim/error_band.hpp"
+
+namespace tessel::sim {
+namespace {
+
+TEST(ErrorBands, PerKindByHandAndTheTieRule) {
+    // Three runs of one kind and one of another; the bands are the median, nearest-rank p90 and mean.
+    std::vector<LoadedRecord> records;
+    ValidationReport report;
+    auto add = [&](const char* gpu, const char* framework, double err) {
+        LoadedRecord r;
+        ValidationCase c;
+        c.scenario.cluster.gpu.name = gpu;
+        c.scenario.plan.framework.name = framework;
+        r.validationCase = c;
+        records.push_back(r);
+        CaseResult res;
+        res.predicted = true;
+        res.stepError = err;
+        report.results.push_back(res);
+    };
+    add("NVIDIA A100-SXM4-80GB", "megatron", -0.10);
+    add("NVIDIA A100-SXM4-40GB", "nemo", 0.02);
+    add("A100", "generic", -0.04);
+    add("NVIDIA H100 80GB HBM3", "fsdp", 0.30);
+    const ErrorBands b = computeErrorBands(records, report, "test");
+    ASSERT_EQ(b.kinds.size(), 2u);
+    EXPECT_EQ(b.kinds[0].kind, "A100 / Megatron-style");
+    EXPECT_EQ(b.kinds[0].records, 3);
+    EXPECT_DOUBLE_EQ(b.kinds[0].medianAbsError, 0.04);
+    EXPECT_DOUBLE_EQ(b.kinds[0].p90AbsError, 0.10);
+    EXPECT_NEAR(b.kinds[0].meanSignedError, -0.04, 1e-12);
+    EXPECT_EQ(b.kinds[1].kind, "H100 / sharded data parallel");
+    EXPECT_EQ(b.overall.records, 4);
+    EXPECT_DOUBLE_EQ(b.overall.medianAbsError, 0.07);
+    // Round trip, and a broken file names the field.
+    const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
+    EXPECT_DOUBLE_EQ(back.kinds[1].medianAbsError, 0.30);
+    nlohmann::json bad = toJson(b);
+    bad["kinds"][0]["median_abs_error"] = "small";
+    try {
+        parseErrorBands(bad, "bands.json#");
+        FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "bands.json#/kinds/0/median_abs_error");
+    }
+    // Ties: inside the best step's band.
+    EXPECT_TRUE(tiedWithin(10.3, 10.0, b.kinds[0]));
+    EXPECT_FALSE(tiedWithin(10.5, 10.0, b.kinds[0]));
+    EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
+    EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
+}
+
+TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
+    // data/validation/error_bands.json must be regenerated (tessel validate --write-bands) whenever the model
+    // changes, so predictions are never shown with a stale band.
+    const std::string file = shippedErrorBandsFile();
+    ASSERT_FALSE(file.empty());
+    const auto records = loadValidationFile(defaultValidationFile());
+    const ErrorBands now = computeErrorBands(records, validateRecords(records), "x");
+    const ErrorBands& shipped = shippedErrorBands();
+    ASSERT_EQ(shipped.kinds.size(), now.kinds.size());
+    for (size_t i = 0; i < now.kinds.size(); ++i) {
+        EXPECT_EQ(shipped.kinds[i].kind, now.kinds[i].kind);
+        EXPECT_EQ(shipped.kinds[i].records, now.kinds[i].records);
+        EXPECT_NEAR(shipped.kinds[i].medianAbsError, now.kinds[i].medianAbsError, 1e-9) << now.kinds[i].kind;
+        EXPECT_NEAR(shipped.kinds[i].p90AbsError, now.kinds[i].p90AbsError, 1e-9) << now.kinds[i].kind;
+    }
+    EXPECT_NEAR(shipped.overall.medianAbsError, now.overall.medianAbsError, 1e-9);
+    // A plan gets its kind's band.
+    const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    p.framework.name = "megatron";
+    const auto band = errorBandFor(a100, p);
+    ASSERT_TRUE(band.has_value());
+    EXPECT_EQ(band->kind, "A100 / Megatron-style");
+}
+
+} // namespace
+} // namespace tessel::sim

@@ -7,6 +7,7 @@
 #include "tessel/cost/plan.hpp"
 #include "tessel/cost/shapes.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits rea
 // probabilities, e per element each; attention dropout reads them and writes its output and a byte mask.
 double softmaxBytes(double elements, int e);                       // 2 e x elements
 double dropoutBytes(double elements, int e);                       // (2 e + 1) x elements
+// FP8 casts around a layer's GEMMs (Transformer Engine): forward, the projection input (the others are fused into
+// the norm and activation kernels); backward, each output gradient cast and transposed (read e, write 1 + 1) and
+// each saved FP8 input transposed for its weight gradient (read 1, write 1). `outputs` and `inputs` are the
+// elements of the four GEMMs' outputs and inputs on this rank.
+double fp8CastForwardBytes(double projectionInput, int e);
+double fp8CastBackwardBytes(double outputs, double inputs, int e);
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
@@ -64,6 +71,7 @@ struct OpCost {
     std::string variant;         // attention: the fused kernel's name ("flash2", ...), "" for the GPU's default
     bool backward = false;       // attention: the backward kernel (its own efficiency)
     bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
+    std::optional<Dtype> dtype;  // the dtype it computes in when not the recipe's (FP8 GEMMs)
     double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
     double seconds = 0.0;        // roofline time, filled by costOps
 };

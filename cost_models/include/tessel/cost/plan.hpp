@@ -31,12 +31,19 @@ struct PrecisionRecipe {
     int gradBytes = 2;                  // gradient buffer the backward accumulates into
     int masterBytes = 4;                // fp32 master copy (0 when the weights are the master)
     int momentBytes = 4;                // each of Adam's two moments
+    // FP8 training as Transformer Engine does it: GEMMs in this dtype (activations and everything else in
+    // computeDtype), GEMM inputs saved for backward at its width, and per linear weight an FP8 copy and its
+    // transpose (fp8WeightCopyBytes) kept for the step.
+    Dtype gemmDtype = Dtype::Bf16;
+    int fp8WeightCopyBytes = 0;
+    bool fp8() const { return gemmDtype == Dtype::Fp8; }
     int bytesPerParameter() const { return weightBytes + gradBytes + masterBytes + 2 * momentBytes; }
     int optimizerBytesPerParameter() const { return masterBytes + 2 * momentBytes; }
 };
 
 // The named recipes: megatron (18 B), mixed (16 B), bf16_no_master (12 B), fp32 (16 B),
-// cpu_fp64 (32 B) and cpu_fp32 (16 B), the last two being what the CPU executor allocates.
+// cpu_fp64 (32 B) and cpu_fp32 (16 B), the last two being what the CPU executor allocates; fp8 is megatron's
+// 18 B with FP8 GEMMs and 2 B more per linear weight (Transformer Engine).
 const std::vector<PrecisionRecipe>& precisionRecipes();
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 

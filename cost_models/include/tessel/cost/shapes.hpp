@@ -29,6 +29,7 @@ struct LocalShapes {
     int64_t vocabLocal = 0;     // padded V / tp
     int64_t vocabPadded = 0;
     int activationBytes = 2;    // bytes per activation element (the recipe's compute dtype)
+    int gemmInputBytes = 2;     // bytes per element of a GEMM input saved for backward (1 under FP8)
     int maskBytes = 0;          // 1 when the model uses dropout (a byte mask per element), else 0
 };
 

@@ -50,6 +50,8 @@ struct SearchSpace {
     int maxVpp = 8;
     std::string precision = "megatron";
     bool flashAttention = true;
+    std::string attentionKernel = "auto";
+    FrameworkSettings framework;                       // every plan runs on this framework (its overlap settings)
 };
 
 struct SearchOptions {
@@ -69,6 +71,11 @@ struct RankedPlan {
     double tokensPerDollar = 0.0;                      // 0 when the cluster has no price
     std::string why;                                   // one sentence on why it ranks where it does
     double headroomBytes = 0.0;                        // GPU memory - peak
+    // The validated error of this kind of run (error_band.hpp), and whether this plan's step lies inside the band
+    // of #1's: the model cannot tell the two apart. Empty kind when no bands are shipped.
+    std::string errorBandKind;
+    double errorBand = 0.0;                            // median |step error| on published runs of the kind
+    bool tiedWithBest = false;
 };
 
 struct SearchResult {

@@ -109,5 +109,9 @@ struct PlanSimulation {
     MemoryReport memory;
 };
 PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// The same, but a plan whose step without contention already takes `stopAbove` seconds or more is not simulated
+// again with contention (which only lengthens it): its metrics are then that lower step. For the search, which
+// only needs to know that such a plan cannot make its top K.
+PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, double stopAbove);
 
 } // namespace tessel::sim

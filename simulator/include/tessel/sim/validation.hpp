@@ -106,6 +106,8 @@ struct ValidationReport {
 ValidationReport validateRecords(const std::vector<LoadedRecord>& records);
 // Summaries of a set of results (groups in order of first appearance, and overall).
 void summarize(ValidationReport& report);
+// The median of a set of values (0 for none).
+double medianOf(std::vector<double> values);
 
 // Leave one group out: for each group, the constants the model fits to published runs are fitted on the
 // other groups only and the left-out group is predicted with them. The report holds the out-of-sample

@@ -1,0 +1,51 @@
+// How far a prediction can be trusted: the error `tessel validate` measured on published runs of the same kind
+// (GPU family x framework family), kept in data/validation/error_bands.json, and ties between close plans.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/sim/validation.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+
+// A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", ...
+std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", or "other"
+std::string frameworkFamily(const FrameworkSettings& f);    // "Megatron-style" or "sharded data parallel"
+std::string runKind(const ClusterConfig& cluster, const Plan& plan);
+
+struct ErrorBand {
+    std::string kind;                 // the kind it was measured on ("all published runs" for the fallback)
+    int records = 0;
+    double medianAbsError = 0.0;      // the band a plan's step is shown with
+    double p90AbsError = 0.0;
+    double meanSignedError = 0.0;     // < 0: predictions of this kind run fast
+};
+
+// Bands per kind, and over every record, from a validation report of the given records.
+struct ErrorBands {
+    std::vector<ErrorBand> kinds;
+    ErrorBand overall;
+    std::string source;               // what they were measured on
+};
+ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const ValidationReport& report,
+                             const std::string& source);
+nlohmann::json toJson(const ErrorBands& bands);
+ErrorBands parseErrorBands(const nlohmann::json& doc, const std::string& pointer);
+
+// The shipped bands (data/validation/error_bands.json next to runs.json), read once; empty when absent.
+const ErrorBands& shippedErrorBands();
+std::string shippedErrorBandsFile();
+// The band for a plan: its kind's when that kind has at least `minRecords` published runs, else the overall one;
+// nothing when no bands are shipped.
+std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords = 5);
+
+// Whether a plan's step is inside the band of the best plan's: the model cannot tell the two apart.
+bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& band);
+
+} // namespace tessel::sim

@@ -1,0 +1,156 @@
+// Validated error bands per kind of run (GPU family x framework family) and the tie test the search uses.
+#include "tessel/sim/error_band.hpp"
+
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/json_reader.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <system_error>
+
+namespace tessel::sim {
+
+std::string gpuFamily(const std::string& gpuName) {
+    std::string g = gpuName;
+    std::transform(g.begin(), g.end(), g.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    for (const char* family : {"H200", "H100", "A100"})
+        if (g.find(family) != std::string::npos) return family;
+    return "other";
+}
+
+std::string frameworkFamily(const FrameworkSettings& f) {
+    return f.name == "fsdp" || f.name == "torchtitan" || f.name == "deepspeed" ? "sharded data parallel" : "Megatron-style";
+}
+
+std::string runKind(const ClusterConfig& cluster, const Plan& plan) {
+    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework);
+}
+
+namespace {
+ErrorBand bandOf(const std::string& kind, std::vector<double> errors) {
+    ErrorBand b;
+    b.kind = kind;
+    b.records = static_cast<int>(errors.size());
+    if (errors.empty()) return b;
+    double sum = 0.0;
+    for (double e : errors) sum += e;
+    b.meanSignedError = sum / static_cast<double>(errors.size());
+    for (double& e : errors) e = std::fabs(e);
+    std::sort(errors.begin(), errors.end());
+    const size_t n = errors.size();
+    b.medianAbsError = medianOf(errors);
+    // The 90th percentile by the nearest-rank rule.
+    b.p90AbsError = errors[std::min(n - 1, static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1)];
+    return b;
+}
+} // namespace
+
+ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const ValidationReport& report,
+                             const std::string& source) {
+    ErrorBands out;
+    out.source = source;
+    std::map<std::string, std::vector<double>> byKind;
+    std::vector<std::string> order;
+    std::vector<double> all;
+    for (size_t i = 0; i < report.results.size() && i < records.size(); ++i) {
+        const CaseResult& r = report.results[i];
+        if (!r.stepError || !records[i].validationCase) continue;
+        const Scenario& s = records[i].validationCase->scenario;
+        const std::string kind = runKind(s.cluster, s.plan);
+        if (!byKind.count(kind)) order.push_back(kind);
+        byKind[kind].push_back(*r.stepError);
+        all.push_back(*r.stepError);
+    }
+    for (const auto& k : order) out.kinds.push_back(bandOf(k, byKind[k]));
+    out.overall = bandOf("all published runs", all);
+    return out;
+}
+
+nlohmann::json toJson(const ErrorBands& bands) {
+    auto one = [](const ErrorBand& b) {
+        return nlohmann::json{{"kind", b.kind},
+                              {"records", b.records},
+                              {"median_abs_error", b.medianAbsError},
+                              {"p90_abs_error", b.p90AbsError},
+                              {"mean_signed_error", b.meanSignedError}};
+    };
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const auto& k : bands.kinds) kinds.push_back(one(k));
+    return {{"schema_version", 1},
+            {"generated_by", "tessel validate --write-bands"},
+            {"source", bands.source},
+            {"kinds", kinds},
+            {"overall", one(bands.overall)}};
+}
+
+ErrorBands parseErrorBands(const nlohmann::json& doc, const std::string& pointer) {
+    ProblemList problems;
+    ErrorBands out;
+    ObjectReader r(doc, pointer, problems);
+    auto band = [&](const nlohmann::json& j, const std::string& ptr) {
+        ObjectReader br(j, ptr, problems);
+        ErrorBand b;
+        b.kind = br.requireString("kind");
+        b.records = static_cast<int>(br.requireInt("records", 0, 1 << 30));
+        b.medianAbsError = br.requireNumber("median_abs_error", 0.0, 100.0);
+        b.p90AbsError = br.requireNumber("p90_abs_error", 0.0, 100.0);
+        b.meanSignedError = br.requireNumber("mean_signed_error", -100.0, 100.0);
+        br.finish();
+        return b;
+    };
+    if (r.isObject()) {
+        r.requireInt("schema_version", 1, 1);
+        r.optString("generated_by", "");
+        out.source = r.optString("source", "");
+        if (const auto* k = r.child("kinds")) {
+            if (!k->is_array()) problems.add(r.pointer("kinds"), "expected an array");
+            else
+                for (size_t i = 0; i < k->size(); ++i) out.kinds.push_back(band((*k)[i], r.pointer("kinds") + "/" + std::to_string(i)));
+        }
+        if (const auto* o = r.child("overall")) out.overall = band(*o, r.pointer("overall"));
+        else problems.add(r.pointer("overall"), "required field is missing");
+        r.finish();
+    }
+    problems.throwIfAny();
+    return out;
+}
+
+std::string shippedErrorBandsFile() {
+    const std::string runs = defaultValidationFile();
+    if (runs.empty()) return "";
+    const std::filesystem::path p = std::filesystem::path(runs).parent_path() / "error_bands.json";
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) ? p.string() : "";
+}
+
+const ErrorBands& shippedErrorBands() {
+    static const ErrorBands bands = [] {
+        const std::string file = shippedErrorBandsFile();
+        if (file.empty()) return ErrorBands{};
+        try {
+            return parseErrorBands(readJsonFile(file), file + "#");
+        } catch (const std::exception&) {
+            return ErrorBands{}; // a broken shipped file means no bands, not a failed prediction
+        }
+    }();
+    return bands;
+}
+
+std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords) {
+    const ErrorBands& bands = shippedErrorBands();
+    if (bands.overall.records == 0) return std::nullopt;
+    const std::string kind = runKind(cluster, plan);
+    for (const auto& b : bands.kinds)
+        if (b.kind == kind && b.records >= minRecords) return b;
+    return bands.overall;
+}
+
+bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& band) {
+    return stepSeconds <= bestStepSeconds * (1.0 + band.medianAbsError);
+}
+
+} // namespace tessel::sim
