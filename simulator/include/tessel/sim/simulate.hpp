@@ -76,8 +76,10 @@ struct Timeline {
 
 // Adds to every compute action the compute it loses to communication that `timeline` shows running concurrently on
 // the rank's other streams (commContention x the overlapped seconds of the communication's own time), and returns
-// the adjusted table; simulate again to see the effect. Identity when commContention is 0.
-CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline);
+// the adjusted table; simulate again to see the effect. `weight` blends the new estimate with the table's previous
+// one (1: replace it). Identity when commContention is 0.
+CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline,
+                         double weight = 1.0);
 
 // Simulates the schedule with the given costs: every action starts when the previous action on its stream
 // has finished and its dependencies are met (a send and its receive form one transfer that needs the
