@@ -31,7 +31,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage << " | recompute "
         << toString(pl.recompute) << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
         << (pl.flashAttention ? "on" : "off") << " | " << toString(pl.schedule) << " | " << pl.precision
-        << " | " << pl.rankOrderString() << "\n";
+        << " | " << pl.rankOrderString() << (pl.offloads() ? " | offload " + offloadString(pl) : std::string()) << "\n";
     {
         const OverlapSettings ov = resolveOverlap(pl.framework, pl.schedule == Schedule::Interleaved1F1B, pl.zeroStage);
         auto onOff = [](bool b) { return b ? "on" : "off"; };
@@ -59,6 +59,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes)
         << " + backward working set " << gib(peak.other.backwardWorkingBytes) << " + reserved "
         << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
+    if (pl.offloads())
+        out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "
+            << gib(p.memory.hostBytesPerNode()) << " of " << gib(p.memory.hostCapacityBytes) << " GiB host memory per node: "
+            << (p.memory.hostBytesPerNode() <= p.memory.hostCapacityBytes ? "fits" : "HOST OUT OF MEMORY") << "\n";
     out << "  peak " << gib(p.memory.peakBytes) << " GiB on stage " << p.memory.peakStage << " of "
         << gib(p.memory.capacityBytes) << " GiB: " << (p.memory.fits ? "FITS" : "OUT OF MEMORY") << "\n\n";
 
