@@ -60,15 +60,17 @@ std::vector<int> divisorsOf(int n) {
     return out;
 }
 
-// A plan in 36 bytes; the field order is the canonical order used to break ties.
+// A plan in 40 bytes; the field order is the canonical order used to break ties.
 struct PlanCode {
-    int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1;
+    int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
     uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0;
     uint8_t offload = 0; // search_offload.hpp bits
 };
 bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.zero, a.recompute, a.sp, a.schedule, a.offload, a.order) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.zero, b.recompute, b.sp, b.schedule, b.offload, b.order);
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.recompute, a.sp, a.schedule,
+                    a.offload, a.order) <
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.recompute, b.sp, b.schedule,
+                    b.offload, b.order);
 }
 
 struct Candidate {
@@ -85,12 +87,17 @@ bool candidateLess(const Candidate& a, const Candidate& b) {
 // The space after defaults, fixed keys and checks.
 struct Space {
     int gpus = 0, globalBatch = 0, maxGlobalBatch = 0, maxVpp = 8;
-    // The batch a dp runs: the largest of [globalBatch, maxGlobalBatch] that dp divides; globalBatch when none does
-    // (the shape is then rejected as "global batch not divisible") or the batch is fixed.
-    int batchFor(int dp) const {
-        if (maxGlobalBatch <= globalBatch) return globalBatch;
-        const int b = maxGlobalBatch / dp * dp;
-        return b >= globalBatch ? b : globalBatch;
+    // The batch a plan runs: fixed, or the largest of [globalBatch, maxGlobalBatch] that dp x micro-batch (x pp for
+    // interleaved_1f1b, whose micro-batches per step must be a multiple of pp) divides; globalBatch when none does
+    // (the plan is then rejected as "global batch not divisible").
+    bool batchRange() const { return maxGlobalBatch > globalBatch; }
+    int largestMultiple(int64_t step) const {
+        if (!batchRange() || step < 1) return globalBatch;
+        const int64_t b = maxGlobalBatch / step * step;
+        return b >= globalBatch ? static_cast<int>(b) : globalBatch;
+    }
+    int batchFor(int dp, int microBatch, int pp, bool interleaved) const {
+        return largestMultiple(int64_t{dp} * microBatch * (interleaved ? pp : 1));
     }
     // What the time objective compares: seconds per sample, scaled by the largest batch so that a fixed batch keeps
     // plain step seconds.
@@ -251,11 +258,22 @@ std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const Mode
     return out;
 }
 
-std::vector<int> microBatchChoices(const Space& s, int dp) {
+std::vector<int> microBatchChoices(const Space& s, int dp, int pp) {
     if (!s.microBatch.empty()) return s.microBatch;
-    const int batch = s.batchFor(dp);
-    if (batch % dp != 0) return {1}; // stands for the shape; rejected as "global batch not divisible"
-    return divisorsOf(batch / dp);
+    if (!s.batchRange()) {
+        if (s.globalBatch % dp != 0) return {1}; // stands for the shape; rejected as "global batch not divisible"
+        return divisorsOf(s.globalBatch / dp);
+    }
+    // A range: the micro-batches of the largest batch dp divides and of the largest dp x pp divides (interleaved).
+    std::vector<int> out;
+    for (int64_t step : {int64_t{dp}, int64_t{dp} * pp}) {
+        const int batch = s.largestMultiple(step);
+        if (batch % step != 0) continue;
+        for (int mb : divisorsOf(batch / dp)) out.push_back(mb);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out.empty() ? std::vector<int>{1} : out;
 }
 
 std::vector<bool> spChoices(const Space& s, int tp) {
@@ -270,7 +288,7 @@ Plan itemPlan(const Space& s, const WorkItem& it) {
     p.cp = it.cp;
     p.dp = it.dp;
     p.ep = it.ep;
-    p.globalBatch = s.batchFor(it.dp);
+    p.globalBatch = s.largestMultiple(it.dp);
     return p;
 }
 
@@ -290,7 +308,7 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                     // An estimate for progress (orders equal in placement are merged later, per item).
                     const uint64_t orders = plan.dp % plan.ep == 0 ? distinctOrderIndices(plan, s.orders).size() : 1;
                     const uint64_t perShape = s.recompute.size() * s.zero.size() * orders;
-                    it.plans = microBatchChoices(s, dp).size() * spChoices(s, tp).size() *
+                    it.plans = microBatchChoices(s, dp, pp).size() * spChoices(s, tp).size() *
                                scheduleChoices(s, model, pp).size() * perShape;
                     if (it.plans > 0) items.push_back(it);
                 }
@@ -438,7 +456,7 @@ struct Pruner {
         code.dp = it.dp;
         code.cp = it.cp;
         code.ep = it.ep;
-        for (int mb : microBatchChoices(space, it.dp)) {
+        for (int mb : microBatchChoices(space, it.dp, it.pp)) {
             plan.microBatch = mb;
             code.microBatch = mb;
             for (bool sp : sps) {
@@ -454,6 +472,8 @@ struct Pruner {
                     for (const auto& [sch, vpp] : schedules) {
                         plan.schedule = sch;
                         plan.vpp = vpp;
+                        plan.globalBatch = space.batchFor(it.dp, mb, it.pp, sch == Schedule::Interleaved1F1B);
+                        code.globalBatch = plan.globalBatch;
                         code.schedule = static_cast<uint8_t>(sch);
                         code.vpp = vpp;
                         acc.considered += perRc;
@@ -667,7 +687,7 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);
     p.rankOrder = allRankOrders()[c.order];
-    p.globalBatch = s.batchFor(c.dp);
+    p.globalBatch = c.globalBatch;
     setOffload(p, c.offload);
     return p;
 }
@@ -909,8 +929,15 @@ Prepared prepare(const ModelConfig& model, const ClusterConfig& cluster, const S
 std::vector<Problem> searchProblems(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                     const SearchOptions& options) {
     ProblemList problems;
-    const ClusterConfig resized = clusterForGpus(cluster, space.gpus, problems);
-    normalizeSpace(model, resized, space, problems);
+    SearchSpace checked = space;
+    if (space.allowIdle && space.gpus >= 1 && cluster.gpusPerNode >= 1) {
+        // An upper bound: checked at the largest count searchPlansUpTo can use (whole nodes, or part of one node).
+        checked.gpus = space.gpus / cluster.gpusPerNode * cluster.gpusPerNode;
+        for (int g = std::min(space.gpus, cluster.gpusPerNode); checked.gpus == 0 && g >= 1; --g)
+            if (cluster.gpusPerNode % g == 0) checked.gpus = g;
+    }
+    const ClusterConfig resized = clusterForGpus(cluster, checked.gpus, problems);
+    normalizeSpace(model, resized, checked, problems);
     checkOptions(resized, options, problems);
     return problems.items();
 }
@@ -1001,7 +1028,7 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
             simulateRange(model, p.cluster, p.space, candidates, next, to, p.threads, sims,
                           steps.size() >= topK ? steps[topK - 1] : std::numeric_limits<double>::infinity());
             for (size_t i = before; i < sims.size(); ++i) {
-                const double key = sims[i].metrics.stepSeconds * p.space.perSampleScale(p.space.batchFor(sims[i].candidate.code.dp));
+                const double key = sims[i].metrics.stepSeconds * p.space.perSampleScale(sims[i].candidate.code.globalBatch);
                 steps.insert(std::upper_bound(steps.begin(), steps.end(), key), key);
             }
             next = to;
@@ -1023,7 +1050,7 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
         auto key = [&](const Simulated& x) {
             return memoryObjective ? x.candidate.peakBytes
-                                   : x.metrics.stepSeconds * p.space.perSampleScale(p.space.batchFor(x.candidate.code.dp));
+                                   : x.metrics.stepSeconds * p.space.perSampleScale(x.candidate.code.globalBatch);
         };
         const double ka = key(sims[a]);
         const double kb = key(sims[b]);

@@ -99,6 +99,8 @@ SearchResult searchPlansUpTo(const ModelConfig& model, const ClusterConfig& clus
         SearchSpace one = space;
         one.gpus = gpus;
         one.allowIdle = false;
+        // A count the space's own rules exclude (a fixed tp, pp, dp or cp that does not divide it) has no plan.
+        if (!searchProblems(model, cluster, one, options).empty()) continue;
         SearchOptions sub = options;
         if (options.progress) {
             const double from = static_cast<double>(i) / counts.size(), to = static_cast<double>(i + 1) / counts.size();

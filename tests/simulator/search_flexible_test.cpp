@@ -134,7 +134,7 @@ TEST(SearchFramework, AnyMarksRowsAndRestrictionMatchesTheMarks) {
         }
 }
 
-TEST(SearchBatchRange, EachDpTakesTheLargestBatchItDividesAndRanksPerSample) {
+TEST(SearchBatchRange, EachPlanTakesTheLargestBatchItDividesAndRanksPerSample) {
     const auto [model, cluster] = Small{};
     SearchSpace s = smallSpace(16, 60);
     s.maxGlobalBatch = 70;
@@ -144,8 +144,10 @@ TEST(SearchBatchRange, EachDpTakesTheLargestBatchItDividesAndRanksPerSample) {
         const int b = t.plan.globalBatch;
         EXPECT_GE(b, 60);
         EXPECT_LE(b, 70);
-        EXPECT_EQ(b % t.plan.dp, 0);
-        EXPECT_GT(b + t.plan.dp, 70); // the largest multiple of dp in the range
+        // The largest batch of the range dp x micro-batch (x pp for interleaved) divides.
+        const int step = t.plan.dp * t.plan.microBatch * (t.plan.schedule == Schedule::Interleaved1F1B ? t.plan.pp : 1);
+        EXPECT_EQ(b % step, 0);
+        EXPECT_GT(b + step, 70);
     }
     for (size_t i = 1; i < r.top.size(); ++i)
         EXPECT_GE(r.top[i - 1].metrics.tokensPerSecond, r.top[i].metrics.tokensPerSecond * (1.0 - 1e-12));

@@ -42,9 +42,11 @@ std::optional<Objective> parseObjective(const std::string& text);
 struct SearchSpace {
     int gpus = 0;
     int globalBatch = 0;
-    // A batch range [globalBatch, maxGlobalBatch] (0 or equal: the batch is fixed): each dp takes the largest batch
-    // of the range it divides (for a fixed plan shape a larger batch never costs more per sample: the pipeline fill,
-    // DP reduction and optimizer step are paid once per step), and plans rank by time per sample.
+    // A batch range [globalBatch, maxGlobalBatch] (0 or equal: the batch is fixed): each plan takes the largest batch
+    // of the range that dp x micro-batch (x pp for interleaved_1f1b) divides (for a fixed plan shape a larger batch
+    // never costs more per sample: the pipeline fill, DP reduction and optimizer step are paid once per step); the
+    // micro-batches tried are the divisors of (largest batch dp divides) / dp and of (largest batch dp x pp
+    // divides) / dp; plans rank by time per sample.
     int maxGlobalBatch = 0;
     // GPUs as an upper bound: plans may use fewer whole nodes and leave the rest idle (searchPlansUpTo).
     bool allowIdle = false;
