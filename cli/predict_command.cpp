@@ -4,6 +4,7 @@
 #include "table.hpp"
 
 #include "tessel/cost/report.hpp"
+#include "tessel/sim/export.hpp"
 #include "tessel/sim/report.hpp"
 #include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
@@ -42,7 +43,17 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (pl.zeroStage == 3)
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
-        out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n\n";
+        out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
+        // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
+        if (const auto format = sim::exportFormatOf(pl.framework.name)) {
+            ProblemList refusals;
+            sim::frameworkRules(pl, *format, refusals);
+            if (!refusals.empty())
+                out << "  note     " << sim::toString(*format) << " cannot run this plan (" << refusals.items().front().where
+                    << ": " << refusals.items().front().message << ")" << (refusals.items().size() > 1 ? ", and more" : "")
+                    << "; tessel export --format " << sim::toString(*format) << " lists every reason\n";
+        }
+        out << "\n";
     }
 
     out << "Memory per GPU, GiB (one rank of each pipeline stage)\n";

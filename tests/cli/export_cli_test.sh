@@ -107,4 +107,8 @@ check "predict shows host memory" "$(contains "$tmp/poff.txt" 'host memory per n
 "$TESSEL" predict llama3-8b-h100 --zero 0 --offload optimizer >/dev/null 2>"$tmp/err"; rc=$?
 check "offload without ZeRO exits 2" $([ $rc -eq 2 ]; echo $?)
 check "offload without ZeRO names the flag" "$(contains "$tmp/err" '--offload')"
+"$TESSEL" predict --framework megatron --zero 2 >"$tmp/pnote.txt" 2>&1; check "predict zero-2 on megatron exits 0" $?
+check "predict notes megatron cannot run it" "$(contains "$tmp/pnote.txt" 'megatron cannot run this plan')"
+"$TESSEL" predict >"$tmp/pok.txt" 2>&1
+check "no note for a runnable plan" $([ "$(grep -c 'cannot run this plan' "$tmp/pok.txt")" -eq 0 ]; echo $?)
 finish
