@@ -28,7 +28,7 @@ std::vector<int> gpuCounts(int maxGpus, int gpusPerNode) {
     return out;
 }
 
-// An upper bound on the tokens per second of any plan on `gpus` GPUs: every GPU runs GEMMs at its peak and does
+// An upper bound on the tokens per second of any plan on `gpus` GPUs: every GPU runs GEMMs at its best rate and does
 // only the 6 N FLOPs per token of the active linear weights (Kaplan et al. 2020's 6N; attention, norms and
 // communication only add time), N without the embedding lookup and the norms (a 1% margin covers biases).
 double maxTokensPerSecond(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision, int gpus) {
@@ -42,7 +42,20 @@ double maxTokensPerSecond(const ModelConfig& model, const ClusterConfig& cluster
     for (const auto& [d, flops] : cluster.gpu.peakFlopsPerSecond)
         if (d == dtype || d == Dtype::Bf16) peak = std::max(peak, flops);
     if (!(linear > 0.0) || !(peak > 0.0)) return std::numeric_limits<double>::infinity();
-    return gpus * peak / (6.0 * 0.99 * linear);
+    // No GEMM runs above the GPU's best efficiency (the shape model's plateau, or the table's largest point), unless
+    // calibration replaced the kernels or scales the phases down: then the peak itself.
+    double efficiency = 1.0;
+    bool calibrated = !cluster.gpu.kernels.empty();
+    for (const auto& [phase, fit] : cluster.gpu.phaseFits) calibrated = calibrated || fit.timeScale < 1.0 || fit.overheadSeconds < 0.0;
+    if (!calibrated && cluster.gpu.gemmModel && !cluster.gpu.gemmModel->maxEfficiency.empty()) {
+        efficiency = 0.0;
+        for (const auto& [d, e] : cluster.gpu.gemmModel->maxEfficiency) efficiency = std::max(efficiency, e);
+    } else if (!calibrated && !cluster.gpu.gemmModel && !cluster.gpu.gemmEfficiency.empty()) {
+        efficiency = 0.0;
+        for (const auto& point : cluster.gpu.gemmEfficiency) efficiency = std::max(efficiency, point.efficiency);
+    }
+    efficiency = std::clamp(efficiency, 1e-4, 1.0);
+    return gpus * peak * efficiency / (6.0 * 0.99 * linear);
 }
 
 // Whether some split of `gpus` into tp x pp x cp x dp passes the model's divisibility rules (validatePlan's: tp divides
