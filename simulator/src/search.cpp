@@ -757,6 +757,8 @@ std::string planDiff(const Plan& a, const Plan& b) {
     auto num = [&](const char* name, int x, int y) {
         if (x != y) parts.push_back(std::string(name) + " " + std::to_string(x) + " vs " + std::to_string(y));
     };
+    num("GPUs", a.worldSize(), b.worldSize()); // idle-GPU searches compare plans on different counts
+    num("batch", a.globalBatch, b.globalBatch); // and batch ranges, different batches
     num("tp", a.tp, b.tp);
     num("pp", a.pp, b.pp);
     num("dp", a.dp, b.dp);
