@@ -366,10 +366,6 @@ void deepSpeedRules(const Plan& p, ProblemList& problems, bool withOrder) {
                      "recompute full, or flash_attention on (then selective stores no more "
                      "than none)");
     // PipeModelDataParallelTopology: model (tp) fastest, then data, then pipe.
-    if (p.offloadOptimizer && p.pp > 1)
-        problems.add("/plan/offload_optimizer",
-                     "DeepSpeed's PipelineEngine does not run ZeRO-Offload (offload_optimizer needs the ZeRO "
-                     "optimizer without pipeline parallelism); use pp 1 or export --format megatron");
     if (withOrder)
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "DeepSpeed",
                    "as PipeModelDataParallelTopology does (tp, dp, pp)", problems);
@@ -429,9 +425,9 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         // Configures deepspeed.checkpointing; the model checkpoints every layer through it (PipelineModule's
         // interval above, or deepspeed.checkpointing.checkpoint in model code).
         nlohmann::ordered_json ac;
-        // Activation offload: DeepSpeed moves the checkpoints to the host only when they are partitioned
-        // (activation_checkpointing/checkpointing.py: cpu_checkpointing acts on partitioned activations).
-        ac["partition_activations"] = p.offloadActivations;
+        // Activation offload: the checkpointed inputs are copied to the host (activation_checkpointing/
+        // checkpointing.py: CPU_CHECKPOINT without PARTITION_ACTIVATIONS copies them whole).
+        ac["partition_activations"] = false;
         ac["contiguous_memory_optimization"] = false;
         ac["cpu_checkpointing"] = p.offloadActivations;
         ds["activation_checkpointing"] = ac;
