@@ -26,7 +26,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";
-    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << ", dp " << pl.dp << ", cp " << pl.cp << ", ep " << pl.ep
+    const std::string split = pipelineSplitText(m, pl);
+    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << (split.empty() ? "" : " (layers " + split + ")") << ", dp " << pl.dp << ", cp " << pl.cp << ", ep " << pl.ep
         << ", vpp " << pl.vpp << " | micro-batch " << pl.microBatch << ", global batch " << pl.globalBatch << " ("
         << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage << " | recompute "
         << toString(pl.recompute) << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "

@@ -2,6 +2,7 @@
 #include "scenario_flags.hpp"
 
 #include <map>
+#include <sstream>
 
 namespace tessel::cli {
 
@@ -32,6 +33,14 @@ void ScenarioFlags::addTo(CLI::App& app) {
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
     app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
+    app.add_option("--pipeline-split", pipelineSplit,
+                   "Layers over pipeline stages: even (pp x vpp divides the layers) or balanced (against the embedding "
+                   "and the output layer + loss)");
+    app.add_option("--pipeline-layers", pipelineLayers, "Layers of every virtual pipeline stage, comma-separated (e.g. 7,8,8,7)");
+    app.add_option("--first-stage-layers", firstStageLayers, "Layers on the first pipeline rank (Megatron-LM's "
+                                                             "--decoder-first-pipeline-num-layers)");
+    app.add_option("--last-stage-layers", lastStageLayers, "Layers on the last pipeline rank (Megatron-LM's "
+                                                           "--decoder-last-pipeline-num-layers)");
 }
 
 Scenario ScenarioFlags::resolve() const {
@@ -99,8 +108,33 @@ Scenario ScenarioFlags::resolve() const {
     setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");
     setOnOff(flashAttention, "flash_attention", "--flash-attention");
 
+    setStr(pipelineSplit, "pipeline_split", "--pipeline-split");
+    setInt(firstStageLayers, "first_stage_layers", "--first-stage-layers");
+    setInt(lastStageLayers, "last_stage_layers", "--last-stage-layers");
+    if (pipelineLayers) {
+        nlohmann::json list = nlohmann::json::array();
+        std::string item;
+        std::stringstream ss(*pipelineLayers);
+        while (std::getline(ss, item, ',')) {
+            try {
+                size_t used = 0;
+                const int n = std::stoi(item, &used);
+                if (used != item.size()) throw std::invalid_argument(item);
+                list.push_back(n);
+            } catch (const std::exception&) {
+                problems.add("--pipeline-layers", "must be comma-separated integers, got \"" + *pipelineLayers + "\"");
+                break;
+            }
+        }
+        overrides["pipeline_layers"] = list;
+        flagOf["pipeline_layers"] = "--pipeline-layers";
+    }
+
     nlohmann::json merged = planToJson(s.plan);
     merged.erase("dtype"); // derived from the precision recipe; an override of precision must not conflict
+    // A split given on the command line replaces the file's, however that was stated.
+    if (pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers)
+        for (const char* key : {"pipeline_split", "pipeline_layers", "first_stage_layers", "last_stage_layers"}) merged.erase(key);
     for (auto it = overrides.begin(); it != overrides.end(); ++it) merged[it.key()] = it.value();
     if (nodes) {
         if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
@@ -109,6 +143,7 @@ Scenario ScenarioFlags::resolve() const {
     ProblemList planProblems;
     s.plan = parsePlan(merged, "/plan", planProblems);
     if (planProblems.empty()) validatePlan(s.model, s.cluster, s.plan, "/plan", planProblems);
+    if (planProblems.empty()) resolvePipelineSplit(s.model, s.cluster, s.plan);
     for (auto p : planProblems.items()) {
         for (const auto& [key, flag] : flagOf) {
             if (p.where == "/plan/" + key) p.where = flag + " (" + p.where + ")";

@@ -25,6 +25,7 @@ namespace {
 struct SearchFlags {
     std::string scenario, model, cluster;
     std::optional<int> gpus, globalBatch, maxVpp;
+    bool evenSplitsOnly = false;
     int top = 10;
     int threads = 0;
     std::vector<std::string> fix;
@@ -123,7 +124,9 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
         const Plan& p = t.plan;
-        std::vector<std::string> row{"#" + std::to_string(i + 1) + (t.tiedWithBest ? "=" : ""), std::to_string(p.tp), std::to_string(p.pp),
+        const std::string split = pipelineSplitText(s.model, p);
+        std::vector<std::string> row{"#" + std::to_string(i + 1) + (t.tiedWithBest ? "=" : ""), std::to_string(p.tp),
+                                     std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"),
                                      std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
                                      std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage),
                                      toString(p.recompute), p.sequenceParallel ? "on" : "off", toString(p.schedule),
@@ -225,6 +228,7 @@ int runSearch(const SearchFlags& f) {
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
     if (f.maxVpp) space.maxVpp = *f.maxVpp;
+    space.unevenSplits = !f.evenSplitsOnly;
     if (f.flashAttention) {
         if (*f.flashAttention == "on") space.flashAttention = true;
         else if (*f.flashAttention == "off") space.flashAttention = false;
@@ -286,6 +290,8 @@ std::function<int()> addSearchCommand(CLI::App& app) {
                     "megascale|deepspeed|fsdp|torchtitan (default: the scenario's)");
     cmd->add_option("--framework-version", f->frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
+    cmd->add_flag("--even-splits-only", f->evenSplitsOnly,
+                  "Reject pipeline depths that do not divide the layers (default: give them the balanced split)");
     cmd->add_option("--threads", f->threads, "Worker threads (default 0 = every core)");
     cmd->add_flag("--json", f->json, "Print one JSON object");
     cmd->add_flag("--csv", f->csv, "Print the ranked plans as CSV");

@@ -59,14 +59,15 @@ std::vector<int> divisorsOf(int n) {
     return out;
 }
 
-// A plan in 36 bytes; the field order is the canonical order used to break ties.
+// A plan in 36 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
+// not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
 struct PlanCode {
     int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1;
-    uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0;
+    uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
 };
 bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.zero, a.recompute, a.sp, a.schedule, a.order) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.zero, b.recompute, b.sp, b.schedule, b.order);
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.zero, a.recompute, a.sp, a.schedule, a.order, a.split) <
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.zero, b.recompute, b.sp, b.schedule, b.order, b.split);
 }
 
 struct Candidate {
@@ -83,6 +84,7 @@ bool candidateLess(const Candidate& a, const Candidate& b) {
 // The space after defaults, fixed keys and checks.
 struct Space {
     int gpus = 0, globalBatch = 0, maxVpp = 8;
+    bool unevenSplits = true;   // pp x vpp that does not divide the layers takes the balanced split
     std::vector<int> tp, pp, cp, dpFilter, ep, microBatch, vpp, zero;
     std::vector<Recompute> recompute;
     std::vector<Schedule> schedules;
@@ -101,6 +103,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.gpus = in.gpus;
     s.globalBatch = in.globalBatch;
     s.maxVpp = in.maxVpp;
+    s.unevenSplits = in.unevenSplits;
     if (in.gpus < 1) problems.add("--gpus", "must be at least 1, got " + std::to_string(in.gpus));
     if (in.globalBatch < 1) problems.add("--global-batch", "must be at least 1, got " + std::to_string(in.globalBatch));
     if (in.maxVpp < 1) problems.add("max_vpp", "must be at least 1, got " + std::to_string(in.maxVpp));
@@ -401,11 +404,14 @@ struct Pruner {
 
         // Lazily built per item: stage parameters, optimizer time per ZeRO stage, DP costs per
         // (vpp, zero, class), the last stage's post-backward work per (schedule, m, vpp).
+        // An uneven split (balanced, where pp x vpp does not divide the layers) changes the stage parameters with
+        // vpp and the plan's shape: they are rebuilt whenever the split differs from the one they were built for.
         bool paramsReady = false;
+        std::vector<int> paramsSplit;
         StageParameters first, last;
         std::array<double, 4> optFirst{}, optLast{};
         std::array<bool, 4> optReady{};
-        std::map<std::tuple<int, int, int>, DpCosts> dpCache;
+        std::map<std::tuple<int, int, int, std::vector<int>>, DpCosts> dpCache;
         const bool timeObjective = !band.memoryObjective;
 
         PlanCode code;
@@ -432,17 +438,26 @@ struct Pruner {
                         plan.vpp = vpp;
                         code.schedule = static_cast<uint8_t>(sch);
                         code.vpp = vpp;
+                        const bool uneven = space.unevenSplits && model.layers % (it.pp * vpp) != 0;
+                        code.split = uneven ? 1 : 0;
+                        plan.pipelineSplit = uneven ? PipelineSplit::Balanced : PipelineSplit::Even;
+                        plan.resolvedPipelineLayers.clear();
                         acc.considered += perRc;
                         const Reason reason = fastReason(model, ctx.gpus, plan, ctx.precisionOk);
                         if (reason != Reason::None) {
                             acc.reasons[static_cast<size_t>(reason)] += perRc;
                             continue;
                         }
-                        if (!paramsReady) {
+                        if (uneven) resolvePipelineSplit(model, *ctx.cluster, plan);
+                        std::vector<int> split = uneven ? chunkLayerCounts(model, plan) : std::vector<int>{};
+                        if (!paramsReady || split != paramsSplit) {
                             paramsReady = true;
+                            paramsSplit = split;
                             first = stageParameters(model, plan, 0);
                             last = stageParameters(model, plan, plan.pp - 1);
+                            optReady = {};
                         }
+                        const std::vector<int> chunkLayers = uneven ? split : chunkLayerCounts(model, plan);
                         if (!shapeReady) {
                             shapeReady = true;
                             shape = makeShapeCosts(ctx, plan);
@@ -493,7 +508,7 @@ struct Pruner {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
                                     ic = innerComm(ctx, plan, shape, innerClasses[static_cast<size_t>(innerOf[i])]);
                                 }
-                                const auto dkey = std::make_tuple(vpp, z, dpOf[i]);
+                                const auto dkey = std::make_tuple(vpp, z, dpOf[i], split);
                                 auto dc = dpCache.find(dkey);
                                 if (dc == dpCache.end()) {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
@@ -501,7 +516,7 @@ struct Pruner {
                                 }
                                 in.comm = &*ic;
                                 in.dp = &dc->second;
-                                c.boundSeconds = lowerBoundSeconds(plan, model.layers, in);
+                                c.boundSeconds = lowerBoundSeconds(plan, chunkLayers, in);
                                 c.key = c.boundSeconds;
                                 c.code = code;
                                 c.code.order = static_cast<uint8_t>(orders[i]);
@@ -598,6 +613,9 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);
     p.rankOrder = allRankOrders()[c.order];
+    p.pipelineSplit = c.split ? PipelineSplit::Balanced : PipelineSplit::Even;
+    p.pipelineLayers.clear();
+    p.firstStageLayers = p.lastStageLayers = 0;
     return p;
 }
 
@@ -939,6 +957,7 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         ranked.push_back(s);
         RankedPlan r;
         r.plan = toPlan(p.space, s.candidate.code);
+        resolvePipelineSplit(model, p.cluster, r.plan);
         r.metrics = s.metrics;
         r.peakBytes = s.peakBytes;
         r.peakStage = s.peakStageIndex;

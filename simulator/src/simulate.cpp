@@ -61,7 +61,6 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
-    const double L = schedule.layersPerChunk;
     const int lastVirtual = plan.pp * plan.vpp - 1;
 
     // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
@@ -155,6 +154,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             ActionCost& c = costs[i];
             const int u = a.chunk * plan.pp + static_cast<int>(s);
             const bool first = u == 0, last = u == lastVirtual;
+            const double L = a.chunk >= 0 ? schedule.layersOf(static_cast<int>(s), a.chunk) : 0.0;
             switch (a.kind) {
             case ActionKind::Forward:
                 c = phase(layer.forward, L, fwdComm, L);
@@ -554,8 +554,9 @@ PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& clust
     return simulatePlan(model, cluster, plan, std::numeric_limits<double>::infinity());
 }
 
-PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, double stopAbove) {
+PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given, double stopAbove) {
     PlanSimulation r;
+    const Plan plan = withResolvedPipelineSplit(model, cluster, given);
     r.schedule = buildSchedule(model, plan);
     r.costs = costSchedule(r.schedule, model, cluster);
     r.timeline = simulate(r.schedule, r.costs);
