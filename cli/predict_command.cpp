@@ -27,7 +27,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";
-    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << ", dp " << pl.dp << ", cp " << pl.cp << ", ep " << pl.ep
+    const std::string split = pipelineSplitText(m, pl);
+    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << (split.empty() ? "" : " (layers " + split + ")") << ", dp " << pl.dp << ", cp " << pl.cp << ", ep " << pl.ep
         << ", vpp " << pl.vpp << " | micro-batch " << pl.microBatch << ", global batch " << pl.globalBatch << " ("
         << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage << " | recompute "
         << toString(pl.recompute) << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
@@ -47,7 +48,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
         if (const auto format = sim::exportFormatOf(pl.framework.name)) {
             ProblemList refusals;
-            sim::frameworkRules(pl, *format, refusals);
+            sim::frameworkRules(s.model, s.cluster, pl, *format, refusals);
             if (!refusals.empty())
                 out << "  note     " << sim::toString(*format) << " cannot run this plan (" << refusals.items().front().where
                     << ": " << refusals.items().front().message << ")" << (refusals.items().size() > 1 ? ", and more" : "")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 
 namespace tessel::cli {
 
@@ -36,6 +37,14 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--offload", offload,
                    "What lives in host memory: none, or optimizer, parameters, activations joined by '+' "
                    "(e.g. optimizer+parameters; needs the cluster's host block)");
+    app.add_option("--pipeline-split", pipelineSplit,
+                   "Layers over pipeline stages: even (pp x vpp divides the layers) or balanced (against the embedding "
+                   "and the output layer + loss)");
+    app.add_option("--pipeline-layers", pipelineLayers, "Layers of every virtual pipeline stage, comma-separated (e.g. 7,8,8,7)");
+    app.add_option("--first-stage-layers", firstStageLayers, "Layers on the first pipeline rank (Megatron-LM's "
+                                                             "--decoder-first-pipeline-num-layers)");
+    app.add_option("--last-stage-layers", lastStageLayers, "Layers on the last pipeline rank (Megatron-LM's "
+                                                           "--decoder-last-pipeline-num-layers)");
 }
 
 Scenario ScenarioFlags::resolve() const {
@@ -127,8 +136,33 @@ Scenario ScenarioFlags::resolve() const {
         }
     }
 
+    setStr(pipelineSplit, "pipeline_split", "--pipeline-split");
+    setInt(firstStageLayers, "first_stage_layers", "--first-stage-layers");
+    setInt(lastStageLayers, "last_stage_layers", "--last-stage-layers");
+    if (pipelineLayers) {
+        nlohmann::json list = nlohmann::json::array();
+        std::string item;
+        std::stringstream ss(*pipelineLayers);
+        while (std::getline(ss, item, ',')) {
+            try {
+                size_t used = 0;
+                const int n = std::stoi(item, &used);
+                if (used != item.size()) throw std::invalid_argument(item);
+                list.push_back(n);
+            } catch (const std::exception&) {
+                problems.add("--pipeline-layers", "must be comma-separated integers, got \"" + *pipelineLayers + "\"");
+                break;
+            }
+        }
+        overrides["pipeline_layers"] = list;
+        flagOf["pipeline_layers"] = "--pipeline-layers";
+    }
+
     nlohmann::json merged = planToJson(s.plan);
     merged.erase("dtype"); // derived from the precision recipe; an override of precision must not conflict
+    // A split given on the command line replaces the file's, however that was stated.
+    if (pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers)
+        for (const char* key : {"pipeline_split", "pipeline_layers", "first_stage_layers", "last_stage_layers"}) merged.erase(key);
     for (auto it = overrides.begin(); it != overrides.end(); ++it) merged[it.key()] = it.value();
     if (nodes) {
         if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
@@ -137,6 +171,7 @@ Scenario ScenarioFlags::resolve() const {
     ProblemList planProblems;
     s.plan = parsePlan(merged, "/plan", planProblems);
     if (planProblems.empty()) validatePlan(s.model, s.cluster, s.plan, "/plan", planProblems);
+    if (planProblems.empty()) resolvePipelineSplit(s.model, s.cluster, s.plan);
     for (auto p : planProblems.items()) {
         for (const auto& [key, flag] : flagOf) {
             if (p.where == "/plan/" + key) p.where = flag + " (" + p.where + ")";

@@ -16,6 +16,8 @@ struct ScenarioFlags {
     std::optional<int> nodes, tp, pp, dp, cp, ep, vpp, microBatch, globalBatch, zero;
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
     std::optional<std::string> attentionKernel, framework, frameworkVersion, offload;
+    std::optional<std::string> pipelineSplit, pipelineLayers;
+    std::optional<int> firstStageLayers, lastStageLayers;
 
     void addTo(CLI::App& app);
     // Loads the scenario, applies every override and validates the result. Throws InputError listing

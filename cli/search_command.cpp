@@ -30,6 +30,7 @@ struct SearchFlags {
     std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
     bool allowIdle = false;
     std::string offload = "auto";
+    bool evenSplitsOnly = false;
     int top = 10;
     int threads = 0;
     std::vector<std::string> fix;
@@ -196,6 +197,7 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
         const Plan& p = t.plan;
+        const std::string split = pipelineSplitText(s.model, p);
         std::vector<std::string> row{"#" + std::to_string(i + 1) + (t.tiedWithBest ? "=" : "")};
         if (space.allowIdle) {
             row.push_back(std::to_string(p.worldSize()));
@@ -203,7 +205,7 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         }
         if (batchRange) row.push_back(std::to_string(p.globalBatch));
         for (const std::string& cell :
-             {std::to_string(p.tp), std::to_string(p.pp), std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
+             {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
               std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage), toString(p.recompute),
               std::string(p.sequenceParallel ? "on" : "off"), toString(p.schedule), p.rankOrderString()})
             row.push_back(cell);
@@ -375,6 +377,7 @@ int runSearch(const SearchFlags& f) {
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
     if (f.maxVpp) space.maxVpp = *f.maxVpp;
+    space.unevenSplits = !f.evenSplitsOnly;
     if (f.flashAttention) {
         if (*f.flashAttention == "on") space.flashAttention = true;
         else if (*f.flashAttention == "off") space.flashAttention = false;
@@ -446,6 +449,8 @@ std::function<int()> addSearchCommand(CLI::App& app) {
                     "(any, generic: no restriction, each row lists the frameworks that run it; default: the scenario's)");
     cmd->add_option("--framework-version", f->frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
+    cmd->add_flag("--even-splits-only", f->evenSplitsOnly,
+                  "Reject pipeline depths that do not divide the layers (default: give them the balanced split)");
     cmd->add_option("--threads", f->threads, "Worker threads (default 0 = every core)");
     cmd->add_flag("--json", f->json, "Print one JSON object");
     cmd->add_flag("--csv", f->csv, "Print the ranked plans as CSV");

@@ -59,7 +59,6 @@ double shardDivisor(bool sharded, double shards) { return sharded ? shards : 1.0
 double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int stage) {
     const StageParameters perLayer = layerParameters(model, plan);
     const double layer = perLayer.dense + perLayer.expert;
-    const int layersPerChunk = model.layers / (plan.pp * plan.vpp);
     double peak = 0.0;
     std::vector<std::pair<double, int>> ends; // (parameters, unit id) of every chunk's first and last unit
     int id = 0;
@@ -67,7 +66,7 @@ double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int sta
         const int virtualStage = c * plan.pp + stage;
         std::vector<double> units;
         if (virtualStage == 0) units.push_back(embeddingParameters(model, plan));
-        units.insert(units.end(), static_cast<size_t>(layersPerChunk), layer);
+        units.insert(units.end(), static_cast<size_t>(chunkLayerCount(model, plan, stage, c)), layer);
         if (virtualStage == plan.pp * plan.vpp - 1) {
             double head = headParameters(model, plan);
             // A tied LM head on the embedding's own stage is the word embedding: gathered again for the head.
@@ -110,7 +109,7 @@ double headParameters(const ModelConfig& model, const Plan& plan) {
 }
 
 StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage) {
-    const int layers = model.layers / plan.pp;
+    const int layers = stageLayerCount(model, plan, stage);
     const StageParameters layer = layerParameters(model, plan);
     StageParameters sp;
     sp.dense = layers * layer.dense;
@@ -269,7 +268,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
     const int z = plan.zeroStage;
     const double statBytes = std::max(4.0, e);
-    const int layersPerStage = model.layers / plan.pp;
+    const int layersPerStage = stageLayerCount(model, plan, stage);
     const double m = plan.microBatchesPerStep();
     StageMemory st;
     st.stage = stage;
@@ -365,7 +364,8 @@ double hostCapacityPerGpu(const ClusterConfig& cluster) {
     return cluster.host.memoryBytes / std::max(1, cluster.gpusPerNode);
 }
 
-MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
+    const Plan plan = withResolvedPipelineSplit(model, cluster, given);
     const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
     const MemoryShapeTerms terms = memoryShapeTerms(model, plan, recipe);
     MemoryReport report;

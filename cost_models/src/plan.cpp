@@ -113,6 +113,24 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.cp = static_cast<int>(r.optInt("cp", 1, 1, kMaxDegree));
     p.ep = static_cast<int>(r.optInt("ep", 1, 1, kMaxDegree));
     p.vpp = static_cast<int>(r.optInt("vpp", 1, 1, 1024));
+    if (const nlohmann::json* layers = r.child("pipeline_layers")) {
+        const std::string where = r.pointer("pipeline_layers");
+        if (!layers->is_array() || layers->empty()) {
+            problems.add(where, "must be a non-empty array of layer counts, one per virtual pipeline stage");
+        } else {
+            for (size_t i = 0; i < layers->size(); ++i) {
+                const auto& v = (*layers)[i];
+                if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (1 << 20))
+                    problems.add(where + "/" + std::to_string(i), "must be an integer >= 1 (layers of virtual stage " + std::to_string(i) + ")");
+                else
+                    p.pipelineLayers.push_back(v.get<int>());
+            }
+        }
+    }
+    p.firstStageLayers = static_cast<int>(r.optInt("first_stage_layers", 0, 1, 1 << 20));
+    p.lastStageLayers = static_cast<int>(r.optInt("last_stage_layers", 0, 1, 1 << 20));
+    p.pipelineSplit = r.optEnum("pipeline_split", "even", {"even", "balanced"}) == "balanced" ? PipelineSplit::Balanced
+                                                                                          : PipelineSplit::Even;
     p.microBatch = static_cast<int>(r.optInt("micro_batch", 1, 1, 1 << 20));
     p.globalBatch = static_cast<int>(r.optInt("global_batch", p.microBatch * p.dp, 1, 1 << 30));
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
@@ -171,6 +189,10 @@ nlohmann::json planToJson(const Plan& p) {
             {"dtype", rec ? toString(rec->computeDtype) : "bf16"},
             {"rank_order", p.rankOrderString()},
             {"vocab_divisible_by", p.vocabDivisibleBy}};
+    if (!p.pipelineLayers.empty()) j["pipeline_layers"] = p.pipelineLayers;
+    if (p.firstStageLayers > 0) j["first_stage_layers"] = p.firstStageLayers;
+    if (p.lastStageLayers > 0) j["last_stage_layers"] = p.lastStageLayers;
+    if (p.pipelineSplit != PipelineSplit::Even) j["pipeline_split"] = toString(p.pipelineSplit);
     // Written only when set, so plans without offload read as before.
     if (p.offloadOptimizer) j["offload_optimizer"] = true;
     if (p.offloadParameters) j["offload_parameters"] = true;
@@ -192,6 +214,64 @@ int64_t paddedVocab(const ModelConfig& model, const Plan& plan) {
     return (model.vocab + multiple - 1) / multiple * multiple;
 }
 
+namespace {
+
+// The pipeline split (FORMULAS.md §5.4): one way of stating it, and one that gives every virtual stage at least
+// one layer and sums to the model's layers.
+void validatePipelineSplit(const ModelConfig& model, const Plan& plan, const std::string& ptr, ProblemList& problems) {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    const int p = plan.pp, v = plan.vpp, virtualStages = p * v;
+    const bool firstLast = plan.firstStageLayers > 0 || plan.lastStageLayers > 0;
+    const int ways = (plan.pipelineLayers.empty() ? 0 : 1) + (firstLast ? 1 : 0) + (plan.pipelineSplit == PipelineSplit::Balanced ? 1 : 0);
+    if (ways > 1) {
+        problems.add(ptr + "/pipeline_split", "state the pipeline split one way: pipeline_layers, first/last_stage_layers, "
+                                              "or pipeline_split \"balanced\"");
+        return;
+    }
+    if (!plan.pipelineLayers.empty()) {
+        const std::string where = ptr + "/pipeline_layers";
+        if (static_cast<int>(plan.pipelineLayers.size()) != virtualStages) {
+            problems.add(where, "lists " + n(static_cast<int64_t>(plan.pipelineLayers.size())) + " stages, but pp x vpp = " + n(virtualStages));
+            return;
+        }
+        int64_t sum = 0;
+        for (int c : plan.pipelineLayers) sum += c;
+        if (sum != model.layers)
+            problems.add(where, "sums to " + n(sum) + " layers, but the model has " + n(model.layers));
+        return;
+    }
+    if (firstLast) {
+        if (p < 2) {
+            problems.add(ptr + (plan.firstStageLayers > 0 ? "/first_stage_layers" : "/last_stage_layers"), "needs pp >= 2");
+            return;
+        }
+        for (auto [value, key] : {std::pair{plan.firstStageLayers, "first_stage_layers"}, std::pair{plan.lastStageLayers, "last_stage_layers"}})
+            if (value > 0 && value % v != 0)
+                problems.add(ptr + "/" + key, n(value) + " layers do not divide over vpp = " + n(v) + " model chunks (Megatron-LM's rule)");
+        int rest = model.layers, ranks = p;
+        if (plan.firstStageLayers > 0) rest -= plan.firstStageLayers, --ranks;
+        if (plan.lastStageLayers > 0) rest -= plan.lastStageLayers, --ranks;
+        const std::string where = ptr + (plan.lastStageLayers > 0 ? "/last_stage_layers" : "/first_stage_layers");
+        if (ranks == 0 && rest != 0)
+            problems.add(where, "first + last stage layers = " + n(model.layers - rest) + ", but the model has " + n(model.layers) + " layers");
+        else if (ranks > 0 && (rest < ranks * v || rest % (ranks * v) != 0))
+            problems.add(where, "the other " + n(ranks) + " pipeline ranks x vpp " + n(v) + " cannot share the remaining " + n(rest) +
+                                    " of " + n(model.layers) + " layers evenly (Megatron-LM's rule)");
+        return;
+    }
+    if (model.layers < virtualStages) {
+        problems.add(plan.vpp > 1 ? ptr + "/vpp" : ptr + "/pp", "pp x vpp = " + n(virtualStages) + " virtual stages, but the model has only " +
+                                                                  n(model.layers) + " layers");
+        return;
+    }
+    if (plan.pipelineSplit == PipelineSplit::Even && model.layers % virtualStages != 0)
+        problems.add(plan.vpp > 1 ? ptr + "/vpp" : ptr + "/pp",
+                     "pp x vpp = " + n(virtualStages) + " does not divide the model's " + n(model.layers) +
+                         " layers; set pipeline_split \"balanced\", first_stage_layers/last_stage_layers, or pipeline_layers");
+}
+
+} // namespace
+
 void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, const std::string& ptr,
                   ProblemList& problems) {
     auto field = [&](const char* key) { return ptr + "/" + key; };
@@ -211,9 +291,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (model.moe && model.moe->expertFfnHidden % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.expert_ffn_hidden=" +
                                       n(model.moe->expertFfnHidden));
-    if (model.layers % (plan.pp * plan.vpp) != 0)
-        problems.add(plan.vpp > 1 ? field("vpp") : field("pp"),
-                     "pp x vpp = " + n(plan.pp * plan.vpp) + " does not divide the model's " + n(model.layers) + " layers");
+    validatePipelineSplit(model, plan, ptr, problems);
     if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B)
         problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b, got " + toString(plan.schedule));
     if (plan.schedule == Schedule::Interleaved1F1B && plan.vpp < 2)

@@ -157,6 +157,7 @@ Scenario parseScenario(const nlohmann::json& doc, const std::string& source) {
     else r.accept("plan");
     r.finish();
     problems.throwIfAny();
+    resolvePipelineSplit(s.model, s.cluster, s.plan);
     return s;
 }
 

@@ -789,13 +789,16 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     };
 
     const int p = plan.pp, v = plan.vpp, stage = ctx.coords.pp;
-    const int perChunk = model.layers / (p * v);
+    // Virtual stage u holds layers [start[u], start[u + 1]) of the model (even or uneven split, FORMULAS.md §5.4).
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    std::vector<int> start(counts.size() + 1, 0);
+    for (size_t u = 0; u < counts.size(); ++u) start[u + 1] = start[u] + counts[u];
     for (int c = 0; c < v; ++c) {
         ChunkParams cp;
         cp.chunk = c;
         const int virt = c * p + stage;
-        cp.firstLayer = virt * perChunk;
-        cp.lastLayer = cp.firstLayer + perChunk;
+        cp.firstLayer = start[static_cast<size_t>(virt)];
+        cp.lastLayer = start[static_cast<size_t>(virt) + 1];
         cp.embedding = virt == 0;
         cp.head = virt == p * v - 1;
         if (cp.embedding) {

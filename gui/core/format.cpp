@@ -33,8 +33,19 @@ QString countText(uint64_t n) {
     return s;
 }
 
+QString pipelineSplitLabel(const Plan& p) {
+    const std::vector<int>& counts = !p.pipelineLayers.empty() ? p.pipelineLayers : p.resolvedPipelineLayers;
+    if (!counts.empty()) return QString::fromStdString(pipelineSplitText(counts));
+    QString s;
+    if (p.firstStageLayers > 0) s += QStringLiteral("first %1").arg(p.firstStageLayers);
+    if (p.lastStageLayers > 0) s += (s.isEmpty() ? QString() : QStringLiteral(", ")) + QStringLiteral("last %1").arg(p.lastStageLayers);
+    if (s.isEmpty() && p.pipelineSplit == PipelineSplit::Balanced) s = QStringLiteral("balanced");
+    return s;
+}
+
 QString planSummary(const Plan& p) {
-    QString s = QStringLiteral("tp%1 pp%2 dp%3").arg(p.tp).arg(p.pp).arg(p.dp);
+    const QString split = pipelineSplitLabel(p);
+    QString s = QStringLiteral("tp%1 pp%2%3 dp%4").arg(p.tp).arg(p.pp).arg(split.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(split)).arg(p.dp);
     if (p.cp > 1) s += QStringLiteral(" cp%1").arg(p.cp);
     if (p.ep > 1) s += QStringLiteral(" ep%1").arg(p.ep);
     if (p.vpp > 1) s += QStringLiteral(" vpp%1").arg(p.vpp);

@@ -22,5 +22,7 @@ QString signedPercentText(double fraction, int decimals = 1);
 QString countText(uint64_t n);
 // "tp8 pp8 dp16 mb1 zero0 selective 1f1b" (the knobs a user compares plans by).
 QString planSummary(const Plan& plan);
+// The plan's uneven pipeline split in a few characters ("7,8x14,7", "first 6", "balanced"); empty when even.
+QString pipelineSplitLabel(const Plan& plan);
 
 } // namespace tessel::gui

@@ -25,7 +25,7 @@ constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
     {"bubble", "bubble", "Pipeline bubble (mean over stages, share of the step)"},
     {"peak", "peak GiB", "Peak memory per GPU over the pipeline stages"},
     {"tp", "tp", "Tensor-parallel degree"},
-    {"pp", "pp", "Pipeline-parallel stages"},
+    {"pp", "pp", "Pipeline-parallel stages (an uneven split: layers per virtual stage)"},
     {"dp", "dp", "Data-parallel degree"},
     {"cp", "cp", "Context-parallel degree"},
     {"ep", "ep", "Expert-parallel degree"},
@@ -103,7 +103,11 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
         if (r.errorBandKind.empty()) return display ? QVariant(QStringLiteral("-")) : QVariant(0.0);
         return number(r.errorBand * 100.0, percentText(r.errorBand));
     case Tp: return integer(p.tp);
-    case Pp: return integer(p.pp);
+    case Pp: {
+        const QString split = pipelineSplitLabel(p);
+        if (display && !split.isEmpty()) return QStringLiteral("%1 (%2)").arg(p.pp).arg(split);
+        return integer(p.pp);
+    }
     case Dp: return integer(p.dp);
     case Cp: return integer(p.cp);
     case Ep: return integer(p.ep);

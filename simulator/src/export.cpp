@@ -101,8 +101,45 @@ int64_t largestGatherElements(const ModelConfig& m) {
 // ------------------------------------------------------------------------------------------------
 // Megatron-LM
 
+// The plan's pipeline split as the frameworks state it: per-rank totals (chunks of a rank must be equal, as
+// Megatron-LM divides a rank's layers evenly over its virtual stages), the middle ranks' common count, and the
+// first/last ranks' counts. `expressible` false when the middle ranks or a rank's chunks differ.
+struct RankSplit {
+    bool even = true, expressible = true;
+    int first = 0, middle = 0, last = 0;          // layers per rank (over its chunks)
+    int firstChunk = 0, middleChunk = 0, lastChunk = 0; // layers per virtual stage
+    std::string text;                             // "7,8x14,7"
+};
+RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
+    const Plan plan = withResolvedPipelineSplit(model, cluster, given);
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    const int p = plan.pp, v = plan.vpp;
+    RankSplit r;
+    r.text = pipelineSplitText(model, plan);
+    r.even = r.text.empty();
+    auto at = [&](int stage, int chunk) { return counts[static_cast<size_t>(chunk * p + stage)]; };
+    for (int st = 0; st < p; ++st)
+        for (int c = 1; c < v; ++c)
+            if (at(st, c) != at(st, 0)) r.expressible = false;
+    r.firstChunk = at(0, 0);
+    r.lastChunk = at(p - 1, 0);
+    r.middleChunk = p > 2 ? at(1, 0) : (p == 2 ? r.lastChunk : r.firstChunk);
+    for (int st = 1; st + 1 < p; ++st)
+        if (at(st, 0) != r.middleChunk) r.expressible = false;
+    r.first = r.firstChunk * v;
+    r.middle = r.middleChunk * v;
+    r.last = r.lastChunk * v;
+    return r;
+}
+
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
-void megatronRules(const Plan& p, ProblemList& problems, bool withOrder) {
+void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
+    const RankSplit split = rankSplit(m, cluster, p);
+    if (!split.expressible)
+        problems.add("/plan/pipeline_layers",
+                     "Megatron-LM states an uneven split as the first and last pipeline rank's layers with the rest "
+                     "shared evenly and each rank's layers divided evenly over its virtual stages; this split (" +
+                         split.text + ") is not of that form: set first_stage_layers/last_stage_layers instead");
 
     // ZeRO: Megatron-LM's distributed optimizer shards the fp32 master weights and Adam state (ZeRO-1) over
     // the data-parallel x context-parallel group (DDP buffers use intra_dp_cp_group).
@@ -163,8 +200,9 @@ void megatronRules(const Plan& p, ProblemList& problems, bool withOrder) {
 std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     const auto& m = s.model;
     const auto& p = s.plan;
-    megatronRules(p, problems, true);
+    megatronRules(s.model, s.cluster, p, problems, true);
     if (!problems.empty()) return {};
+    const RankSplit split = rankSplit(m, s.cluster, p);
     const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
 
     std::vector<std::string> args;
@@ -207,7 +245,15 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     // Parallelism; data parallel is what is left: world / (tp x pp x cp).
     arg("--tensor-model-parallel-size", str(p.tp));
     arg("--pipeline-model-parallel-size", str(p.pp));
-    if (p.vpp > 1) arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (p.pp * p.vpp)));
+    if (split.even) {
+        if (p.vpp > 1) arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (p.pp * p.vpp)));
+    } else {
+        // Uneven split (Megatron-LM core >= 0.10): the first/last rank's layers, the rest shared evenly; with
+        // interleaving the virtual stage count replaces the layers-per-virtual-stage flag.
+        if (p.vpp > 1) arg("--num-virtual-stages-per-pipeline-rank", str(p.vpp));
+        if (split.first != split.middle || p.pp == 2) arg("--decoder-first-pipeline-num-layers", str(split.first));
+        if (split.last != split.middle && p.pp > 2) arg("--decoder-last-pipeline-num-layers", str(split.last));
+    }
     arg("--context-parallel-size", str(p.cp));
     arg("--expert-model-parallel-size", str(p.ep));
     if (activeOrder(p.rankOrder, p) != activeOrder(O{Tp, Cp, Ep, Dp, Pp}, p)) arg("--use-tp-pp-dp-mapping");
@@ -290,13 +336,18 @@ int deepSpeedStage(const Plan& p) {
     return isHalfRecipe(p.precision) && p.zeroStage == 0 && p.dp == 1 ? 1 : p.zeroStage;
 }
 
-void deepSpeedRules(const Plan& p, ProblemList& problems, bool withOrder) {
+void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32
     // master weights and Adam state over data parallel (ZeRO-1); over a single data-parallel rank the two are
     // the same, so a dp = 1 bf16 plan is written as stage 1.
     const int stage = deepSpeedStage(p);
 
+    if (p.pp > 1 && !evenPipelineSplit(m, withResolvedPipelineSplit(m, cluster, p)))
+        problems.add("/plan/pipeline_split",
+                     "DeepSpeed's PipelineModule places layers by its partition_method in model code (\"parameters\" or "
+                     "\"uniform\"), not by per-stage counts in the config; tessel cannot state this uneven split there: "
+                     "export --format megatron or torchtitan, or use an even split");
     if (p.tp > 1) {
         if (p.pp > 1)
             problems.add("/plan/tp",
@@ -373,7 +424,7 @@ void deepSpeedRules(const Plan& p, ProblemList& problems, bool withOrder) {
 
 std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
     const auto& p = s.plan;
-    deepSpeedRules(p, problems, true);
+    deepSpeedRules(s.model, s.cluster, p, problems, true);
     if (!problems.empty()) return {};
     const bool half = isHalfRecipe(p.precision);
     const int stage = deepSpeedStage(p);
@@ -473,10 +524,20 @@ bool llamaArchitecture(const ModelConfig& m) {
 }
 
 // The plans Torchtitan cannot run: every refusal at its plan pointer (the one source of truth for export and search).
-void torchtitanRules(const Plan& p, ProblemList& problems, bool withOrder) {
+void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
 
     // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
     // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.
+    if (p.pp > 1) {
+        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, cluster, p));
+        const int middle = counts.size() > 2 ? counts[1] : counts.back();
+        bool ok = counts.front() <= middle && counts.back() <= middle;
+        for (size_t u = 1; u + 1 < counts.size(); ++u) ok = ok && counts[u] == middle;
+        if (!ok)
+            problems.add("/plan/pipeline_layers",
+                         "torchtitan gives every virtual stage the same layers except fewer on the first and the last; "
+                         "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, cluster, p)) + ") is not of that form");
+    }
     if (p.zeroStage == 1 || p.zeroStage == 2)
         problems.add("/plan/zero_stage",
                      "torchtitan's FSDP2 shards weights, gradients and optimizer state together; "
@@ -541,7 +602,7 @@ void torchtitanRules(const Plan& p, ProblemList& problems, bool withOrder) {
 std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     const auto& m = s.model;
     const auto& p = s.plan;
-    torchtitanRules(p, problems, true);
+    torchtitanRules(s.model, s.cluster, p, problems, true);
     if (!problems.empty()) return {};
 
     const bool pipelined = p.pp > 1;
@@ -616,11 +677,14 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
                                                                          : "1F1B";
         out << "pipeline_parallel_schedule = " << tomlString(schedule) << "\n";
         out << "pipeline_parallel_microbatch_size = " << p.microBatch << "\n";
-        // Even split, embedding on the first and LM head on the last stage, as tessel models it: torchtitan
-        // otherwise counts each of them as one layer when it splits.
-        out << "pipeline_parallel_layers_per_stage = " << m.layers / (p.pp * p.vpp) << "\n";
-        out << "pipeline_parallel_first_stage_less_layers = 0\n";
-        out << "pipeline_parallel_last_stage_less_layers = 0\n";
+        // Layers per virtual stage, the embedding on the first and the LM head on the last, as tessel models it
+        // (torchtitan otherwise counts each of them as one layer when it splits); an uneven split as how many
+        // fewer layers the first and last virtual stage hold.
+        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, s.cluster, p));
+        const int middle = counts.size() > 2 ? counts[1] : counts.back();
+        out << "pipeline_parallel_layers_per_stage = " << middle << "\n";
+        out << "pipeline_parallel_first_stage_less_layers = " << middle - counts.front() << "\n";
+        out << "pipeline_parallel_last_stage_less_layers = " << middle - counts.back() << "\n";
     }
     out << "context_parallel_degree = " << p.cp << "\n";
     out << "expert_parallel_degree = " << p.ep << "\n";
@@ -659,17 +723,19 @@ const std::vector<ExportFormat>& allExportFormats() {
     return all;
 }
 
-void frameworkRules(const Plan& plan, ExportFormat format, ProblemList& problems, bool withRankOrder) {
+void frameworkRules(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, ExportFormat format,
+                    ProblemList& problems, bool withRankOrder) {
     switch (format) {
-    case ExportFormat::Megatron: megatronRules(plan, problems, withRankOrder); break;
-    case ExportFormat::DeepSpeed: deepSpeedRules(plan, problems, withRankOrder); break;
-    case ExportFormat::Torchtitan: torchtitanRules(plan, problems, withRankOrder); break;
+    case ExportFormat::Megatron: megatronRules(model, cluster, plan, problems, withRankOrder); break;
+    case ExportFormat::DeepSpeed: deepSpeedRules(model, cluster, plan, problems, withRankOrder); break;
+    case ExportFormat::Torchtitan: torchtitanRules(model, cluster, plan, problems, withRankOrder); break;
     }
 }
 
-bool frameworkRuns(const Plan& plan, ExportFormat format, bool withRankOrder) {
+bool frameworkRuns(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, ExportFormat format,
+                   bool withRankOrder) {
     ProblemList problems;
-    frameworkRules(plan, format, problems, withRankOrder);
+    frameworkRules(model, cluster, plan, format, problems, withRankOrder);
     return problems.empty();
 }
 

@@ -176,7 +176,6 @@ struct Builder {
     const ModelConfig& model;
     const Plan& plan;
     const PrecisionRecipe& recipe;
-    int layersPerChunk;
     std::vector<Action>& out;
     int stage;
 
@@ -216,12 +215,13 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     sched.overlap = resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage);
     const OverlapSettings& ov = sched.overlap;
     sched.microBatches = plan.microBatchesPerStep();
-    sched.layersPerChunk = model.layers / (plan.pp * plan.vpp);
+    sched.chunkLayers = chunkLayerCounts(model, plan);
     const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
     sched.p2pBlocksCompute = p > 1 && !ov.overlapP2pComm;
     const int lastVirtual = p * v - 1;
     const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
-    const int n = sched.layersPerChunk; // gradient buckets per chunk: one per layer
+    // Gradient buckets per chunk: one per layer.
+    auto layersOf = [&](int stage, int chunk) { return sched.layersOf(stage, chunk); };
     sched.stages.resize(static_cast<size_t>(p));
 
     // Index of send actions, to let receivers depend on them: key (kind, mb, virtual stage of the data).
@@ -233,7 +233,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     for (int s = 0; s < p; ++s) {
         auto& list = sched.stages[static_cast<size_t>(s)];
         list.stage = s;
-        Builder b{model, plan, recipe, n, list.actions, s};
+        Builder b{model, plan, recipe, list.actions, s};
         const std::vector<Action> order = computeOrder(plan, m, s);
         // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
         std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
@@ -247,7 +247,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         auto zero3Gather = [&](const Action& c, const char* name, bool prefetch) {
             if (plan.zeroStage < 3) return -1;
             int last = -1;
-            forEachShardedPart(chunkParams(model, plan, s, c.chunk, n), plan,
+            forEachShardedPart(chunkParams(model, plan, s, c.chunk, layersOf(s, c.chunk)), plan,
                                [&](double params, GroupKind group, const char* suffix) {
                                    Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
                                                            params * recipe.weightBytes, c.microBatch, c.chunk, -1);
@@ -260,8 +260,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         };
         // A compute action that uses parameters gathered layer by layer starts once the first layer is there
         // and cannot end before the last layer is, plus that layer's share of the compute.
-        auto streamedFrom = [&](int gather) {
-            const double unit = 1.0 / std::max(1, n);
+        auto streamedFrom = [&](int gather, int chunk) {
+            const double unit = 1.0 / std::max(1, layersOf(s, chunk));
             return Dependency{s, gather, Dependency::When::StartPlus, unit, unit};
         };
         // Gradient reduction, one bucket per layer. With overlap (DDP hooks, --overlap-grad-reduce, FSDP), bucket j
@@ -273,6 +273,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         auto gradReduce = [&](int anchor, const Action& c, bool perMicroBatch, bool overlapped) {
             const char* name = plan.zeroStage == 0 ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
             const Primitive prim = plan.zeroStage == 0 ? Primitive::AllReduce : Primitive::ReduceScatter;
+            const int n = layersOf(s, c.chunk);
             const int buckets = plan.zeroStage >= 3 ? 1 : n;
             forEachShardedPart(chunkParams(model, plan, s, c.chunk, n), plan,
                                [&](double params, GroupKind group, const char* suffix) {
@@ -281,7 +282,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                                                params * recipe.gradBytes / buckets,
                                                                perMicroBatch ? c.microBatch : -1, c.chunk, j);
                                        if (buckets == 1 && overlapped && n > 1)
-                                           r.deps.push_back(streamedFrom(anchor));
+                                           r.deps.push_back(streamedFrom(anchor, c.chunk));
                                        else
                                            r.deps.push_back({s, anchor, Dependency::When::StartPlus,
                                                              overlapped ? static_cast<double>(j + 1) / buckets : 1.0});
@@ -294,7 +295,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         std::map<int, int> paramGatherOfChunk;
         if ((plan.zeroStage == 1 || plan.zeroStage == 2) && ov.overlapParamGather) {
             for (int c = 0; c < v; ++c)
-                forEachShardedPart(chunkParams(model, plan, s, c, n), plan, [&](double params, GroupKind group, const char* suffix) {
+                forEachShardedPart(chunkParams(model, plan, s, c, layersOf(s, c)), plan, [&](double params, GroupKind group, const char* suffix) {
                     Action g = b.collective(std::string("dp_all_gather_params") + suffix, group, Primitive::AllGather,
                                             params * recipe.weightBytes, -1, c, -1);
                     paramGatherOfChunk[c] = b.add(std::move(g));
@@ -325,11 +326,11 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             if (fwd) gather = zero3Gather(c, "zero3_all_gather_params_fwd", true);
             else if (bwdInput && ov.reshardAfterForward) gather = zero3Gather(c, "zero3_all_gather_params_bwd", ov.backwardPrefetch);
             if (recv >= 0) c.deps.push_back({s, recv, Dependency::When::End, 1.0});
-            if (gather >= 0) c.deps.push_back(streamedFrom(gather));
+            if (gather >= 0) c.deps.push_back(streamedFrom(gather, c.chunk));
             if (fwd) {
                 auto pg = paramGatherOfChunk.find(c.chunk);
                 if (pg != paramGatherOfChunk.end()) {
-                    c.deps.push_back(streamedFrom(pg->second));
+                    c.deps.push_back(streamedFrom(pg->second, c.chunk));
                     paramGatherOfChunk.erase(pg); // only the chunk's first forward waits for it
                 }
             }
@@ -433,7 +434,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             auto& acts = sched.stages[static_cast<size_t>(s)].actions;
             const int opt = static_cast<int>(acts.size()) - 1;
             for (int c = 0; c < v; ++c) {
-                forEachShardedPart(chunkParams(model, plan, s, c, sched.layersPerChunk), plan,
+                forEachShardedPart(chunkParams(model, plan, s, c, sched.layersOf(s, c)), plan,
                                    [&](double params, GroupKind group, const char* suffix) {
                                        Action g;
                                        g.kind = ActionKind::Collective;

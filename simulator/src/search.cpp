@@ -60,17 +60,18 @@ std::vector<int> divisorsOf(int n) {
     return out;
 }
 
-// A plan in 40 bytes; the field order is the canonical order used to break ties.
+// A plan in 44 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
+// not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
 struct PlanCode {
     int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
-    uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0;
+    uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
     uint8_t offload = 0; // search_offload.hpp bits
 };
 bool codeLess(const PlanCode& a, const PlanCode& b) {
     return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.recompute, a.sp, a.schedule,
-                    a.offload, a.order) <
+                    a.offload, a.order, a.split) <
            std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.recompute, b.sp, b.schedule,
-                    b.offload, b.order);
+                    b.offload, b.order, b.split);
 }
 
 struct Candidate {
@@ -87,6 +88,7 @@ bool candidateLess(const Candidate& a, const Candidate& b) {
 // The space after defaults, fixed keys and checks.
 struct Space {
     int gpus = 0, globalBatch = 0, maxGlobalBatch = 0, maxVpp = 8;
+    bool unevenSplits = true;   // pp x vpp that does not divide the layers takes the balanced split
     // The batch a plan runs: fixed, or the largest of [globalBatch, maxGlobalBatch] that dp x micro-batch (x pp for
     // interleaved_1f1b, whose micro-batches per step must be a multiple of pp) divides; globalBatch when none does
     // (the plan is then rejected as "global batch not divisible").
@@ -127,6 +129,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.maxVpp = in.maxVpp;
     s.offload = in.offload;
     s.runnableBy = in.runnableBy;
+    s.unevenSplits = in.unevenSplits;
     if (in.gpus < 1) problems.add("--gpus", "must be at least 1, got " + std::to_string(in.gpus));
     if (in.globalBatch < 1) problems.add("--global-batch", "must be at least 1, got " + std::to_string(in.globalBatch));
     if (in.maxGlobalBatch != 0 && in.maxGlobalBatch < in.globalBatch)
@@ -443,11 +446,14 @@ struct Pruner {
 
         // Lazily built per item: stage parameters, optimizer time per ZeRO stage, DP costs per
         // (vpp, zero, class), the last stage's post-backward work per (schedule, m, vpp).
+        // An uneven split (balanced, where pp x vpp does not divide the layers) changes the stage parameters with
+        // vpp and the plan's shape: they are rebuilt whenever the split differs from the one they were built for.
         bool paramsReady = false;
+        std::vector<int> paramsSplit;
         StageParameters first, last;
         std::array<double, 8> optFirst{}, optLast{}; // per ZeRO stage x optimizer offload
         std::array<bool, 8> optReady{};
-        std::map<std::tuple<int, int, int>, DpCosts> dpCache;
+        std::map<std::tuple<int, int, int, std::vector<int>>, DpCosts> dpCache;
         const bool timeObjective = !band.memoryObjective;
 
         PlanCode code;
@@ -476,17 +482,26 @@ struct Pruner {
                         code.globalBatch = plan.globalBatch;
                         code.schedule = static_cast<uint8_t>(sch);
                         code.vpp = vpp;
+                        const bool uneven = space.unevenSplits && model.layers % (it.pp * vpp) != 0;
+                        code.split = uneven ? 1 : 0;
+                        plan.pipelineSplit = uneven ? PipelineSplit::Balanced : PipelineSplit::Even;
+                        plan.resolvedPipelineLayers.clear();
                         acc.considered += perRc;
                         const Reason reason = fastReason(model, ctx.gpus, plan, ctx.precisionOk);
                         if (reason != Reason::None) {
                             acc.reasons[static_cast<size_t>(reason)] += perRc;
                             continue;
                         }
-                        if (!paramsReady) {
+                        if (uneven) resolvePipelineSplit(model, *ctx.cluster, plan);
+                        std::vector<int> split = uneven ? chunkLayerCounts(model, plan) : std::vector<int>{};
+                        if (!paramsReady || split != paramsSplit) {
                             paramsReady = true;
+                            paramsSplit = split;
                             first = stageParameters(model, plan, 0);
                             last = stageParameters(model, plan, plan.pp - 1);
+                            optReady = {};
                         }
+                        const std::vector<int> chunkLayers = uneven ? split : chunkLayerCounts(model, plan);
                         if (!shapeReady) {
                             shapeReady = true;
                             shape = makeShapeCosts(ctx, plan);
@@ -532,7 +547,7 @@ struct Pruner {
                             std::vector<char> orderOk;
                             uint64_t runnable = nOrders;
                             if (space.runnableBy) {
-                                if (!frameworkRuns(plan, *space.runnableBy, false)) {
+                                if (!frameworkRuns(model, *ctx.cluster, plan, *space.runnableBy, false)) {
                                     acc.notRunnable += nOrders;
                                     continue;
                                 }
@@ -540,7 +555,7 @@ struct Pruner {
                                 runnable = 0;
                                 for (size_t i = 0; i < nOrders; ++i) {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
-                                    orderOk[i] = frameworkRuns(plan, *space.runnableBy, true) ? 1 : 0;
+                                    orderOk[i] = frameworkRuns(model, *ctx.cluster, plan, *space.runnableBy, true) ? 1 : 0;
                                     runnable += static_cast<uint64_t>(orderOk[i]);
                                 }
                                 acc.notRunnable += nOrders - runnable;
@@ -579,7 +594,7 @@ struct Pruner {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
                                     ic = innerComm(ctx, plan, shape, innerClasses[static_cast<size_t>(innerOf[i])]);
                                 }
-                                const auto dkey = std::make_tuple(vpp, z, dpOf[i]);
+                                const auto dkey = std::make_tuple(vpp, z, dpOf[i], split);
                                 auto dc = dpCache.find(dkey);
                                 if (dc == dpCache.end()) {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
@@ -587,7 +602,7 @@ struct Pruner {
                                 }
                                 in.comm = &*ic;
                                 in.dp = &dc->second;
-                                c.boundSeconds = lowerBoundSeconds(plan, model.layers, in);
+                                c.boundSeconds = lowerBoundSeconds(plan, chunkLayers, in);
                                 c.key = c.boundSeconds * space.perSampleScale(plan.globalBatch);
                                 c.code = code;
                                 c.code.order = static_cast<uint8_t>(orders[i]);
@@ -689,6 +704,9 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.rankOrder = allRankOrders()[c.order];
     p.globalBatch = c.globalBatch;
     setOffload(p, c.offload);
+    p.pipelineSplit = c.split ? PipelineSplit::Balanced : PipelineSplit::Even;
+    p.pipelineLayers.clear();
+    p.firstStageLayers = p.lastStageLayers = 0;
     return p;
 }
 
@@ -1066,13 +1084,14 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         ranked.push_back(s);
         RankedPlan r;
         r.plan = toPlan(p.space, s.candidate.code);
+        resolvePipelineSplit(model, p.cluster, r.plan);
         r.metrics = s.metrics;
         r.peakBytes = s.peakBytes;
         r.peakStage = s.peakStageIndex;
         r.headroomBytes = static_cast<double>(p.cluster.gpu.memoryBytes) - s.peakBytes;
         r.lowerBoundSeconds = memoryObjective ? estimatePlan(model, p.cluster, r.plan).boundSeconds : s.candidate.boundSeconds;
         for (ExportFormat f : allExportFormats())
-            if (frameworkRuns(r.plan, f)) r.frameworks.push_back(toString(f));
+            if (frameworkRuns(model, p.cluster, r.plan, f)) r.frameworks.push_back(toString(f));
         if (p.cluster.pricePerGpuHour > 0.0)
             r.tokensPerDollar = s.metrics.tokensPerSecond / (p.space.gpus * p.cluster.pricePerGpuHour / 3600.0);
         result.top.push_back(std::move(r));

@@ -66,7 +66,7 @@ const char* reasonText(Reason r) {
     case Reason::TpKvHeads: return "tp does not divide kv heads";
     case Reason::TpFfn: return "tp does not divide ffn_hidden";
     case Reason::TpExpertFfn: return "tp does not divide expert ffn_hidden";
-    case Reason::Layers: return "pp x vpp does not divide layers";
+    case Reason::Layers: return "pp x vpp does not divide layers (or exceeds them)";
     case Reason::VppNeedsInterleaved: return "vpp > 1 needs interleaved_1f1b";
     case Reason::InterleavedVpp: return "interleaved_1f1b needs vpp >= 2";
     case Reason::InterleavedPp: return "interleaved_1f1b needs pp >= 2";
@@ -99,7 +99,10 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (model.kvHeads % plan.tp != 0) return Reason::TpKvHeads;
     if (model.ffnHidden % plan.tp != 0) return Reason::TpFfn;
     if (model.moe && model.moe->expertFfnHidden % plan.tp != 0) return Reason::TpExpertFfn;
-    if (model.layers % (plan.pp * plan.vpp) != 0) return Reason::Layers;
+    if (model.layers < plan.pp * plan.vpp) return Reason::Layers;
+    if (model.layers % (plan.pp * plan.vpp) != 0 && plan.pipelineSplit == PipelineSplit::Even && plan.pipelineLayers.empty() &&
+        plan.firstStageLayers <= 0 && plan.lastStageLayers <= 0)
+        return Reason::Layers;
     const bool interleaved = plan.schedule == Schedule::Interleaved1F1B;
     if (plan.vpp > 1 && !interleaved) return Reason::VppNeedsInterleaved;
     if (interleaved && plan.vpp < 2) return Reason::InterleavedVpp;
@@ -418,7 +421,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const double emb = embeddingParameters(model, plan);
     const double head = headParameters(model, plan);
     const int p = plan.pp, v = plan.vpp;
-    const int layersPerChunk = model.layers / (p * v);
+    const std::vector<int> chunkLayers = chunkLayerCounts(model, plan);
     const int lastVirtual = p * v - 1;
     const bool dataParallel = plan.dp * plan.cp > 1;
     const bool expertDataParallel = plan.dp / plan.ep * plan.cp > 1;
@@ -431,6 +434,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
         double reduceTotal = 0.0; // every gradient reduction of the stage (per step)
         for (int chunk = 0; chunk < v; ++chunk) {
             const int u = chunk * p + stage;
+            const int layersPerChunk = chunkLayers[static_cast<size_t>(u)];
             // schedule.cpp chunkParams: the chunk's layers, the embedding on virtual stage 0, the head on the last.
             double dense = layer.dense * layersPerChunk;
             if (u == 0) dense += emb;
@@ -498,21 +502,25 @@ double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCo
 
 PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape, const StageParameters& first,
                       const StageParameters& last) {
-    // Stage 0 holds at least every term of a middle stage (more in-flight micro-batches, the embedding, the
-    // larger ZeRO-3 gather and bucket), so only stages 0 and pp-1 can peak; like predictMemory, a tie goes
-    // to the lower stage.
+    // With an even split, stage 0 holds at least every term of a middle stage (more in-flight micro-batches, the
+    // embedding, the larger ZeRO-3 gather and bucket), so only stages 0 and pp-1 can peak; an uneven split may
+    // give a middle stage more layers, so then every stage is costed. Like predictMemory, a tie goes to the
+    // lower stage.
     PeakMemory pm;
     pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0);
     pm.stage = 0;
     bool fits = ctx.capacityBytes - pm.bytes >= 0.0;
-    if (plan.pp > 1) {
-        const double lastBytes = stageTotalBytes(ctx, plan, shape, last, plan.pp - 1);
-        fits = fits && ctx.capacityBytes - lastBytes >= 0.0;
-        if (lastBytes > pm.bytes) {
-            pm.bytes = lastBytes;
-            pm.stage = plan.pp - 1;
+    auto consider = [&](int stage, const StageParameters& params) {
+        const double bytes = stageTotalBytes(ctx, plan, shape, params, stage);
+        fits = fits && ctx.capacityBytes - bytes >= 0.0;
+        if (bytes > pm.bytes) {
+            pm.bytes = bytes;
+            pm.stage = stage;
         }
-    }
+    };
+    if (plan.pp > 2 && !evenPipelineSplit(*ctx.model, plan))
+        for (int stage = 1; stage < plan.pp - 1; ++stage) consider(stage, stageParameters(*ctx.model, plan, stage));
+    if (plan.pp > 1) consider(plan.pp - 1, last);
     pm.fits = fits;
     return pm;
 }
@@ -532,7 +540,7 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
            optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, *ctx.recipe).seconds;
 }
 
-double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
+double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, const BoundInputs& in) {
     // Each term is a chain of work that the simulator must run one piece after another (same stream, or a
     // dependency), so the step can be no shorter than any of them. Costs are the simulator's own (per-layer
     // compute + blocking TP/CP/EP collectives, p2p transfers, DP collectives, optimizer).
@@ -541,15 +549,26 @@ double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
     const DpCosts& dp = *in.dp;
     const double m = plan.microBatchesPerStep();
     const int p = plan.pp, v = plan.vpp;
-    const double chunkLayers = layers / (p * v);
-    const double stageLayers = chunkLayers * v;
+    // Layers of a stage over its chunks, and the fewest in any one of its chunks (an uneven split: the bound
+    // takes the smallest chunk wherever it cannot tell which chunk a term is, so it stays admissible).
+    auto layersOf = [&](int stage, int chunk) { return static_cast<double>(chunkLayers[static_cast<size_t>(chunk * p + stage)]); };
+    auto stageLayers = [&](int stage) {
+        double n = 0.0;
+        for (int k = 0; k < v; ++k) n += layersOf(stage, k);
+        return n;
+    };
+    auto fewest = [&](int stage) {
+        double n = layersOf(stage, 0);
+        for (int k = 1; k < v; ++k) n = std::min(n, layersOf(stage, k));
+        return n;
+    };
     const double fwdLayer = s.layerFwd + c.fwd;
     const double bwdInputLayer = s.layerBwdInput + c.bwd + s.layerRecompute + c.recompute;
     const double bwdWeightLayer = s.layerBwdWeight;
     const double embWork = s.embFwd + c.emb + s.embBwdWeight;
     const double headFwd = s.headFwd + c.headFwd;
     const double headWork = headFwd + s.headBwdInput + c.headBwd + s.headBwdWeight;
-    const double layerWork = stageLayers * (fwdLayer + bwdInputLayer + bwdWeightLayer);
+    const double perLayerWork = fwdLayer + bwdInputLayer + bwdWeightLayer;
 
     // Compute stream of stage 0: every compute action, then (after its last gradient action) the last
     // gradient bucket's reduction and the embedding sync before the optimizer, then ZeRO-1/2 all-gathers.
@@ -558,15 +577,17 @@ double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
     // chunk's.
     const double sendsFirst = in.p2pBlocksCompute ? m * (v * c.p2pActivation + (v - 1) * c.p2pGrad) : 0.0;
     const double sendsLast = in.p2pBlocksCompute ? m * (v * c.p2pGrad + (v - 1) * c.p2pActivation) : 0.0;
-    const double busyFirst = m * (layerWork + embWork) + (p == 1 ? m * headWork : 0.0) + in.optimizerFirst + sendsFirst;
+    const double busyFirst = m * (stageLayers(0) * perLayerWork + embWork) + (p == 1 ? m * headWork : 0.0) + in.optimizerFirst + sendsFirst;
     double bound = busyFirst + dp.tail[0] + dp.afterOptimizer[0];
     // Data-parallel stream of stage 0: its collectives run one after another.
     bound = std::max(bound, m * dp.perMicroBatch[0] + dp.perStep[0]);
     if (p == 1) return bound;
 
     // The last stage starts only after micro-batch 0's first chunk crossed stages 0..p-2 (with transfers).
-    const double fill = (p - 1) * c.p2pActivation + (p - 1) * chunkLayers * fwdLayer + s.embFwd + c.emb;
-    const double busyLast = m * (layerWork + headWork) + in.optimizerLast + sendsLast;
+    double fillLayers = 0.0; // micro-batch 0's first chunk through stages 0..p-2
+    for (int stage = 0; stage + 1 < p; ++stage) fillLayers += layersOf(stage, 0);
+    const double fill = (p - 1) * c.p2pActivation + fillLayers * fwdLayer + s.embFwd + c.emb;
+    const double busyLast = m * (stageLayers(p - 1) * perLayerWork + headWork) + in.optimizerLast + sendsLast;
     bound = std::max(bound, fill + busyLast + dp.tail[1] + dp.afterOptimizer[1]);
     bound = std::max(bound, m * dp.perMicroBatch[1] + dp.perStep[1]);
     // Drain: the last stage's last input-gradient backward ends no earlier than fill + its work minus what
@@ -574,16 +595,28 @@ double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in) {
     // which stage 0 runs the optimizer and its ZeRO-1/2 all-gathers.
     // (A blocking send of that gradient follows it on the compute stream, and so do the sends of any forwards
     // after it.)
-    const double post = in.optimizerLast + in.tail.weightGrads * (chunkLayers * bwdWeightLayer + s.headBwdWeight) +
-                        in.tail.forwards * (chunkLayers * fwdLayer + headFwd) +
+    double mostInChunk = 0.0; // the post-backward work is subtracted: the largest chunk keeps it admissible
+    for (int chunk = 0; chunk < v; ++chunk) mostInChunk = std::max(mostInChunk, layersOf(p - 1, chunk));
+    const double post = in.optimizerLast + in.tail.weightGrads * (mostInChunk * bwdWeightLayer + s.headBwdWeight) +
+                        in.tail.forwards * (mostInChunk * fwdLayer + headFwd) +
                         (in.p2pBlocksCompute ? c.p2pGrad + in.tail.forwards * c.p2pActivation : 0.0);
-    const double drain = (p - 1) * c.p2pGrad + (p - 2) * chunkLayers * bwdInputLayer +
-                         chunkLayers * (bwdInputLayer + bwdWeightLayer) + in.optimizerFirst + dp.afterOptimizer[0];
+    double drainLayers = 0.0;
+    for (int stage = 1; stage + 1 < p; ++stage) drainLayers += fewest(stage);
+    const double drain = (p - 1) * c.p2pGrad + drainLayers * bwdInputLayer +
+                         fewest(0) * (bwdInputLayer + bwdWeightLayer) + in.optimizerFirst + dp.afterOptimizer[0];
     bound = std::max(bound, fill + busyLast - post + drain);
+    // An uneven split can give a middle stage more layers than either end: it cannot start before micro-batch 0
+    // reaches it, and then runs all its compute one action after another.
+    double reach = s.embFwd + c.emb;
+    for (int stage = 1; stage + 1 < p; ++stage) {
+        reach += c.p2pActivation + layersOf(stage - 1, 0) * fwdLayer;
+        bound = std::max(bound, reach + m * stageLayers(stage) * perLayerWork);
+    }
     return bound;
 }
 
-SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
+    const Plan plan = withResolvedPipelineSplit(model, cluster, given);
     const SearchContext ctx = makeContext(model, cluster, plan.precision, plan.framework);
     const ShapeCosts shape = makeShapeCosts(ctx, plan);
     const StageParameters first = stageParameters(model, plan, 0);
@@ -600,7 +633,7 @@ SinglePlanEstimate estimatePlan(const ModelConfig& model, const ClusterConfig& c
     in.optimizerLast = optimizerSeconds(ctx, plan, last);
     in.tail = lastStageTail(plan, plan.microBatchesPerStep());
     in.p2pBlocksCompute = plan.pp > 1 && !ctx.overlapOf(plan).overlapP2pComm;
-    e.boundSeconds = lowerBoundSeconds(plan, model.layers, in);
+    e.boundSeconds = lowerBoundSeconds(plan, chunkLayerCounts(model, plan), in);
     return e;
 }
 

@@ -48,7 +48,7 @@ enum class Reason : uint8_t {
 constexpr int kReasonCount = static_cast<int>(Reason::Count);
 const char* reasonText(Reason r);
 constexpr const char* kOomFirst = "OOM (stage 0)";
-constexpr const char* kOomLast = "OOM (last stage)";
+constexpr const char* kOomLast = "OOM (a later stage)"; // the last, or a middle one with more layers (uneven split)
 
 // The first problem validatePlan would report, as a category; `precisionOk` = the recipe exists and the GPU
 // has peak flops for its dtype (a property of the whole space).
@@ -151,7 +151,7 @@ struct LastStageTail {
 };
 LastStageTail lastStageTail(const Plan& plan, int microBatches);
 
-// Exact peak memory of a valid plan from the cached terms (stages 0 and pp-1; see fastPeakMemory).
+// Exact peak memory of a valid plan from the cached terms (stages 0 and pp-1, every stage for an uneven split).
 PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape,
                       const StageParameters& first, const StageParameters& last);
 double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageParameters& params);
@@ -165,7 +165,7 @@ struct BoundInputs {
     LastStageTail tail;
     bool p2pBlocksCompute = false;           // sends hold the compute stream (overlap_p2p_comm off)
 };
-double lowerBoundSeconds(const Plan& plan, int layers, const BoundInputs& in);
+double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, const BoundInputs& in);
 
 // Everything the bound and memory need for one plan, computed from scratch (the single-plan entry points).
 struct SinglePlanEstimate {

@@ -62,7 +62,6 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
-    const double L = schedule.layersPerChunk;
     const int lastVirtual = plan.pp * plan.vpp - 1;
 
     // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
@@ -150,14 +149,14 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         costs.resize(acts.size());
         const StageParameters params = stageParameters(model, plan, static_cast<int>(s));
         const OpCost optimizer = optimizerCompute(params.dense / denseShards + params.expert / expertShards, cluster, recipe);
-        // Offload (FORMULAS.md §8): per chunk of L layers, ZeRO-Infinity fetches the chunk's partition before each
-        // pass and activation swap moves its checkpointed inputs, both prefetched under the pass's compute (the
-        // action lasts the longer of the two); the offloaded optimizer step runs on the CPU.
+        // Offload (FORMULAS.md §8): per chunk of L layers, ZeRO-Infinity fetches the chunk's share of the partition
+        // before each pass and activation swap moves its checkpointed inputs, both prefetched under the pass's compute
+        // (the action lasts the longer of the two); the offloaded optimizer step runs on the CPU.
+        double stageLayers = 0.0;
+        for (int c = 0; c < plan.vpp; ++c) stageLayers += schedule.layersOf(static_cast<int>(s), c);
         const OffloadTimes offload = plan.offloads()
-            ? offloadTimes(cluster, plan, recipe, params, L * layerActivationBytes(model, plan, recipe))
+            ? offloadTimes(cluster, plan, recipe, params, stageLayers * layerActivationBytes(model, plan, recipe))
             : OffloadTimes{};
-        const double fetchPerChunk = offload.paramFetchSecondsPerPass / plan.vpp;
-        const double swapPerChunk = offload.activationSwapSecondsPerPass / plan.vpp;
         double lastBackwardSeconds = 0.0;
         std::array<double, 8> workSinceSync{}; // per GroupKind: compute seconds since that group last synchronised
         for (size_t i = 0; i < acts.size(); ++i) {
@@ -165,6 +164,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             ActionCost& c = costs[i];
             const int u = a.chunk * plan.pp + static_cast<int>(s);
             const bool first = u == 0, last = u == lastVirtual;
+            const double L = a.chunk >= 0 ? schedule.layersOf(static_cast<int>(s), a.chunk) : 0.0;
             switch (a.kind) {
             case ActionKind::Forward:
                 c = phase(layer.forward, L, fwdComm, L);
@@ -214,6 +214,9 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             }
             }
             if (plan.offloads()) {
+                const double share = stageLayers > 0.0 ? L / stageLayers : 1.0 / plan.vpp;
+                const double fetchPerChunk = offload.paramFetchSecondsPerPass * share;
+                const double swapPerChunk = offload.activationSwapSecondsPerPass * share;
                 // Host -> GPU and GPU -> host are separate PCIe directions: forward fetches (H2D) while it swaps
                 // out (D2H); backward fetches again (twice with full recompute) and swaps the inputs back in (H2D).
                 if (a.kind == ActionKind::Forward)
@@ -575,8 +578,9 @@ PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& clust
     return simulatePlan(model, cluster, plan, std::numeric_limits<double>::infinity());
 }
 
-PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, double stopAbove) {
+PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given, double stopAbove) {
     PlanSimulation r;
+    const Plan plan = withResolvedPipelineSplit(model, cluster, given);
     r.schedule = buildSchedule(model, plan);
     r.costs = costSchedule(r.schedule, model, cluster);
     r.timeline = simulate(r.schedule, r.costs);

@@ -464,6 +464,21 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     }
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
 
+    // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where
+    // pp x vpp divides the layers and balanced where it does not (FORMULAS.md §5.4).
+    if (pl.contains("pipeline_layers") && pl["pipeline_layers"].is_array()) {
+        for (const auto& v : pl["pipeline_layers"])
+            if (v.is_number_integer()) plan.pipelineLayers.push_back(v.get<int>());
+    }
+    for (const char* key : {"first_stage_layers", "num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"})
+        if (auto v = integer(pl, key); v && *v > 0) plan.firstStageLayers = static_cast<int>(*v);
+    for (const char* key : {"last_stage_layers", "num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"})
+        if (auto v = integer(pl, key); v && *v > 0) plan.lastStageLayers = static_cast<int>(*v);
+    if (plan.pipelineLayers.empty() && plan.firstStageLayers == 0 && plan.lastStageLayers == 0 &&
+        model.layers % (plan.pp * plan.vpp) != 0) {
+        plan.pipelineSplit = PipelineSplit::Balanced; // resolved once recompute and SP are settled, below
+    }
+
     // Framework and the settings that decide overlap: stated in the record, else the framework's defaults for
     // the year of its software (docs/frameworks.md).
     if (!framework.empty()) {
@@ -485,7 +500,14 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // Precision.
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
     plan.precision = "megatron";
-    if (contains(prec, "fp8")) assume("FP8 training read as BF16 (FP8 is not modelled yet)");
+    if (contains(prec, "fp8")) {
+        if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
+            plan.precision = "fp8";
+            assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
+        } else {
+            assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
+        }
+    }
     else if (prec.empty() || contains(prec, "not stated")) assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
 
     // ZeRO / distributed optimizer.
@@ -585,6 +607,11 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
     for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted)
         assume(d);
+    if (plan.pipelineSplit == PipelineSplit::Balanced) {
+        resolvePipelineSplit(model, c.scenario.cluster, plan);
+        assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
+               std::to_string(model.layers) + " layers: balanced (" + pipelineSplitText(model, plan) + ")");
+    }
     ProblemList problems;
     validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
     if (!problems.empty()) {

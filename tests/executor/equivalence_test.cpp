@@ -73,6 +73,18 @@ std::vector<Case> grid() {
     });
     add("pp2_dp2_zero3_zero_bubble", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.schedule = Schedule::ZeroBubble; });
     add("cp2_zero3", [](Plan& p) { p.cp = 2; p.zeroStage = 3; });
+    // Uneven pipeline splits (FORMULAS.md §5.4): 4 layers balanced over 3 stages, an explicit 1 + 3, the
+    // first/last-stage rule, an uneven interleaved split and ZeRO-3 gathering unequal chunks.
+    add("pp3_balanced", [](Plan& p) { p.pp = 3; p.pipelineSplit = PipelineSplit::Balanced; });
+    add("pp2_layers_1_3", [](Plan& p) { p.pp = 2; p.pipelineLayers = {1, 3}; });
+    add("pp3_first_stage_2", [](Plan& p) { p.pp = 3; p.firstStageLayers = 2; });
+    add("pp2_vpp2_layers_1_3_2_2_8layers", [](Plan& p) {
+        p.pp = 2;
+        p.vpp = 2;
+        p.pipelineLayers = {1, 3, 2, 2};
+        p.schedule = Schedule::Interleaved1F1B;
+    });
+    add("pp3_dp2_zero3_balanced", [](Plan& p) { p.pp = 3; p.dp = 2; p.zeroStage = 3; p.pipelineSplit = PipelineSplit::Balanced; });
     return cases;
 }
 

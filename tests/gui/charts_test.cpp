@@ -36,6 +36,13 @@ private slots:
         p.recompute = Recompute::Selective;
         p.sequenceParallel = true;
         QCOMPARE(planSummary(p), QStringLiteral("tp8 pp8 dp16 mb1 zero0 selective 1f1b sp"));
+        p.pp = 4;
+        p.pipelineLayers = {7, 8, 8, 7};
+        QCOMPARE(pipelineSplitLabel(p), QStringLiteral("7,8x2,7"));
+        QCOMPARE(planSummary(p), QStringLiteral("tp8 pp4 (7,8x2,7) dp16 mb1 zero0 selective 1f1b sp"));
+        p.pipelineLayers.clear();
+        p.firstStageLayers = 6;
+        QCOMPARE(pipelineSplitLabel(p), QStringLiteral("first 6"));
     }
 
     void niceAxisPicksRoundSteps() {

@@ -181,6 +181,49 @@ TEST(ExportMegatron, InterleavedScheduleGivesLayersPerVirtualStage) {
     EXPECT_EQ(a.at("--num-layers-per-virtual-pipeline-stage"), "4"); // 80 layers / (pp 4 x vpp 5)
 }
 
+// Uneven splits as Megatron-LM core states them: the first/last rank's layers, the rest even; with interleaving
+// the virtual stage count replaces the per-virtual-stage layers.
+TEST(ExportMegatron, UnevenSplitsAsFirstAndLastStageLayers) {
+    Scenario s = defaultScenario(); // GPT-3 175B, 96 layers, tp 8 pp 8 dp 16
+    s.plan.pipelineLayers = {11, 12, 12, 12, 12, 12, 12, 13};
+    auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--decoder-first-pipeline-num-layers"), "11");
+    EXPECT_EQ(a.at("--decoder-last-pipeline-num-layers"), "13");
+    EXPECT_FALSE(a.has("--num-layers-per-virtual-pipeline-stage"));
+    s.plan.pipelineLayers = {11, 12, 12, 12, 13, 12, 12, 12}; // a middle rank differs: not Megatron's form
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/plan/pipeline_layers"});
+    s = preset("llama3-70b-h100"); // 80 layers, pp 4, vpp 5
+    s.plan.pipelineLayers.clear();
+    s.plan.firstStageLayers = 15;
+    s.plan.lastStageLayers = 25;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--num-virtual-stages-per-pipeline-rank"), "5");
+    EXPECT_EQ(a.at("--decoder-first-pipeline-num-layers"), "15");
+    EXPECT_EQ(a.at("--decoder-last-pipeline-num-layers"), "25");
+}
+
+TEST(ExportFrameworks, UnevenSplitsInTorchtitanAndRefusedByDeepSpeed) {
+    Scenario s = preset("llama3-70b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.vpp = 1;
+    s.plan.schedule = Schedule::OneFOneB;
+    s.plan.pp = 3;
+    s.cluster.nodes = 6; // tp 8 x pp 3 x dp 2
+    s.plan.pipelineSplit = PipelineSplit::Balanced;
+    resolvePipelineSplit(s.model, s.cluster, s.plan);
+    const std::vector<int> counts = chunkLayerCounts(s.model, s.plan);
+    ASSERT_EQ(counts.size(), 3u);
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_layers_per_stage"), std::to_string(counts[1]));
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_first_stage_less_layers"), std::to_string(counts[1] - counts[0]));
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_last_stage_less_layers"), std::to_string(counts[1] - counts[2]));
+    s.plan.pipelineSplit = PipelineSplit::Even;
+    s.plan.resolvedPipelineLayers.clear();
+    s.plan.pipelineLayers = {30, 20, 30}; // heavier ends: torchtitan only takes layers away from them
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Torchtitan), "/plan/pipeline_layers"));
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/pipeline_split"));
+}
+
 TEST(ExportMegatron, MixtralPresetHasExpertsAndAllToAll) {
     const auto a = parseMegatron(exportPlan(preset("mixtral-8x7b-h100"), ExportFormat::Megatron));
     EXPECT_EQ(a.at("--num-experts"), "8");

@@ -98,7 +98,7 @@ TEST_F(Llama70bOnOneNode, FrameworkRestrictionExportsEveryRow) {
         s.runnableBy = f;
         const SearchResult r = searchPlans(model, cluster, s, quiet(3));
         for (const auto& t : r.top) {
-            EXPECT_TRUE(frameworkRuns(t.plan, f)) << toString(f);
+            EXPECT_TRUE(frameworkRuns(model, cluster, t.plan, f)) << toString(f);
             Scenario sc;
             sc.model = model;
             sc.cluster = cluster;
@@ -119,7 +119,7 @@ TEST(SearchFramework, AnyMarksRowsAndRestrictionMatchesTheMarks) {
     for (const auto& t : any.top) {
         std::vector<std::string> expected;
         for (ExportFormat f : allExportFormats())
-            if (frameworkRuns(t.plan, f)) expected.push_back(toString(f));
+            if (frameworkRuns(model, cluster, t.plan, f)) expected.push_back(toString(f));
         EXPECT_EQ(t.frameworks, expected);
     }
     // The best Megatron-runnable plan is the best plan of `any` that Megatron runs, when one is in the top 20.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 
 namespace tessel::sim {
 namespace {
@@ -26,6 +27,17 @@ nlohmann::json record() {
       "measured": {"iteration_time_s": null, "tokens_per_s": 65536.0, "mfu": null, "memory_gb": null},
       "derived": {}
     })json");
+}
+
+// The record on `nodes` nodes of 8 GPUs at tp x pp with dp 1 and micro-batch 1.
+nlohmann::json onNodes(nlohmann::json r, int nodes, int tp, int pp) {
+    r["system"]["nodes"] = nodes;
+    r["system"]["total_gpus"] = nodes * 8;
+    r["plan"]["tp"] = tp;
+    r["plan"]["pp"] = pp;
+    r["plan"]["dp"] = 1;
+    r["plan"]["micro_batch"] = 1;
+    return r;
 }
 
 ValidationCase load(const nlohmann::json& rec) {
@@ -104,12 +116,7 @@ TEST(ValidationRecord, UnstatedRecomputeIsRaisedUntilThePlanFits) {
     // 175B on 64 GPUs at tp 8 pp 8 and no recompute does not fit in 80 GB.
     r["model"] = {{"name", "GPT 175B"}, {"layers", 96}, {"hidden", 12288}, {"heads", 96}, {"kv_heads", 96},
                   {"ffn_hidden", 49152}, {"vocab", 51200}, {"seq", 2048}};
-    r["system"]["nodes"] = 8;
-    r["system"]["total_gpus"] = 64;
-    r["plan"]["tp"] = 8;
-    r["plan"]["pp"] = 8;
-    r["plan"]["dp"] = 1;
-    r["plan"]["micro_batch"] = 1;
+    r = onNodes(r, 8, 8, 8);
     r["plan"]["recompute"] = nullptr;
     r["plan"]["sequence_parallel"] = nullptr;
     const ValidationCase c = load(r);
@@ -126,6 +133,61 @@ TEST(ValidationRecord, AttentionFollowsTheRecordThenItsYear) {
     EXPECT_EQ(c.scenario.plan.attentionKernel, "flash1");
     r["model"]["attention"] = "FlashAttention-3";
     EXPECT_EQ(load(r).scenario.plan.attentionKernel, "flash2"); // A100 has no FA3: the best it has
+}
+
+// Llama 3 405B as Meta describes it (Llama Team 2024, §3.3.2): 126 layers on 16 pipeline stages, one layer fewer
+// on the first and the last; context parallelism 16 for the long-context stage; FP8 on H100.
+nlohmann::json llama405(int gpus, int cp, int seq) {
+    nlohmann::json r = record();
+    r["id"] = "llama3-405b";
+    r["model"] = {{"name", "Llama 3 405B"}, {"layers", 126}, {"hidden", 16384}, {"heads", 128}, {"kv_heads", 8},
+                  {"ffn_hidden", 53248}, {"vocab", 128256}, {"seq", seq}, {"params", 405e9}};
+    r["system"] = {{"gpu", "H100-SXM5-80GB"}, {"gpus_per_node", 8}, {"nodes", gpus / 8}, {"total_gpus", gpus},
+                   {"intra_node_link", "NVLink"}, {"inter_node_link", "RoCE 400 Gb/s"}, {"precision", "bf16"}};
+    r["plan"] = {{"tp", 8}, {"pp", 16}, {"cp", cp}, {"dp", gpus / (8 * 16 * cp)}, {"ep", 1}, {"vpp", 1},
+                 {"micro_batch", 1}, {"global_batch", gpus / (8 * 16 * cp) * 16}, {"recompute", "selective"},
+                 {"sequence_parallel", true}, {"zero", 1}, {"distributed_optimizer", true}, {"framework", "Megatron-LM"}};
+    return r;
+}
+
+TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
+    // Not stated: balanced against the embedding and the output layer + loss, which gives Meta's own split.
+    ValidationCase c = load(llama405(8192, 1, 8192));
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "7,8x14,7");
+    EXPECT_TRUE(mentions(c.assumptions, "balanced (7,8x14,7)"));
+    // Stated in Megatron-LM's words.
+    nlohmann::json stated = llama405(8192, 1, 8192);
+    stated["plan"]["num_layers_in_first_pipeline_stage"] = 6;
+    stated["plan"]["num_layers_in_last_pipeline_stage"] = 8;
+    c = load(stated);
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "6,8x15");
+    EXPECT_FALSE(mentions(c.assumptions, "balanced"));
+    // 70 layers on 12 stages.
+    nlohmann::json seventy = onNodes(record(), 12, 8, 12);
+    seventy["model"]["layers"] = 70;
+    c = load(seventy);
+    const std::vector<int> counts = chunkLayerCounts(c.scenario.model, c.scenario.plan);
+    EXPECT_EQ(counts.size(), 12u);
+    EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), 0), 70);
+}
+
+TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {
+    // 16384 GPUs = tp 8 x pp 16 x cp 16 x dp 8, sequence 131072.
+    ValidationCase c = load(llama405(16384, 16, 131072));
+    EXPECT_EQ(c.scenario.plan.cp, 16);
+    EXPECT_EQ(c.scenario.plan.dp, 8);
+    EXPECT_EQ(c.scenario.plan.worldSize(), 16384);
+}
+
+TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
+    nlohmann::json fp8 = llama405(8192, 1, 8192);
+    fp8["system"]["precision"] = "FP8 (Transformer Engine)";
+    EXPECT_EQ(load(fp8).scenario.plan.precision, "fp8");
+    nlohmann::json a100 = record();
+    a100["system"]["precision"] = "fp8";
+    const ValidationCase c = load(a100);
+    EXPECT_EQ(c.scenario.plan.precision, "megatron");
+    EXPECT_TRUE(mentions(c.assumptions, "no FP8 tensor cores"));
 }
 
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {

@@ -18,10 +18,15 @@ enum class Recompute { None, Selective, Full };
 enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble };
 // The process-group dimensions of a plan; rank_order lists them fastest first.
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
+// How transformer layers are spread over pipeline stages when the plan does not list them: evenly (pp x vpp
+// must divide the layers), or balanced against the embedding on the first stage and the output layer and
+// loss on the last (FORMULAS.md §5.4).
+enum class PipelineSplit { Even, Balanced };
 
 std::string toString(Recompute r);
 std::string toString(Schedule s);
 std::string toString(ParallelDim d);
+std::string toString(PipelineSplit s);
 
 // What a training recipe keeps per parameter. Bytes per element; 0 = not kept.
 struct PrecisionRecipe {
@@ -50,6 +55,14 @@ const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 struct Plan {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
     int vpp = 1;                        // virtual pipeline stages (model chunks) per pipeline rank
+    // Uneven pipeline splits. pipelineLayers: transformer layers of every virtual stage in model order
+    // (virtual stage u = chunk x pp + stage), pp x vpp entries; empty = decided by the fields below.
+    // first/lastStageLayers: Megatron-LM's --decoder-first/last-pipeline-num-layers (0 = not set): the first
+    // (last) pipeline rank holds that many layers, the other ranks share the rest evenly.
+    std::vector<int> pipelineLayers;
+    int firstStageLayers = 0, lastStageLayers = 0;
+    PipelineSplit pipelineSplit = PipelineSplit::Even;
+    std::vector<int> resolvedPipelineLayers; // the balanced split on a cluster (resolvePipelineSplit); not saved
     int microBatch = 1;
     int globalBatch = 1;
     int zeroStage = 0;                  // 0-3, over dp (or dp x cp with zeroOverCp)
@@ -96,5 +109,29 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
 
 // The vocabulary after Megatron's padding to a multiple of vocabDivisibleBy * tp.
 int64_t paddedVocab(const ModelConfig& model, const Plan& plan);
+
+// Transformer layers of every virtual stage, in model order (pp x vpp entries, virtual stage u = chunk x pp +
+// stage): pipelineLayers when set, else Megatron's first/last-stage rule, else the balanced split (resolved
+// by resolvePipelineSplit, or balanced on FLOPs when no cluster resolved it), else even. Entries may be
+// wrong (not summing to the layers) only for a plan validatePlan rejects.
+std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan);
+// Computes the balanced split on `cluster`'s compute model (time, not FLOPs) into resolvedPipelineLayers; a
+// no-op for any other split. Call it whenever a plan meets its cluster or its shape changes.
+void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, Plan& plan);
+// The plan with its balanced split resolved on `cluster` when it is not yet (a copy either way).
+Plan withResolvedPipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// Layers of one pipeline rank over all its chunks, and of chunk `chunk` of rank `stage`.
+int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage);
+int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int chunk);
+// The split in a few characters, runs collapsed: "7,8x14,7"; "" when every virtual stage holds the same.
+std::string pipelineSplitText(const ModelConfig& model, const Plan& plan);
+std::string pipelineSplitText(const std::vector<int>& counts);
+// True when every virtual stage holds the same number of layers.
+bool evenPipelineSplit(const ModelConfig& model, const Plan& plan);
+// The balanced split: layers go one at a time to the pipeline rank with the least work, counting the first
+// rank's embedding and the last rank's output layer and loss as `firstExtraLayers` and `lastExtraLayers`
+// layers' worth of time; each virtual stage gets at least one layer, a rank's layers are spread evenly over
+// its chunks (earlier chunks take the remainder).
+std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers);
 
 } // namespace tessel

@@ -24,9 +24,11 @@ const std::vector<ExportFormat>& allExportFormats();
 std::optional<ExportFormat> exportFormatOf(const std::string& frameworkName);
 
 // Why `format` cannot run the plan: exactly the refusals of exportPlan (one source of truth, each at its plan
-// pointer), without writing anything; the rank-order rule is left out when `withRankOrder` is false (the search
+// pointer, the pipeline split included), without writing anything; the rank-order rule is left out when `withRankOrder` is false (the search
 // checks orders apart). The plan must be valid (validatePlan).
-void frameworkRules(const Plan& plan, ExportFormat format, ProblemList& problems, bool withRankOrder = true);
-bool frameworkRuns(const Plan& plan, ExportFormat format, bool withRankOrder = true);
+void frameworkRules(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, ExportFormat format,
+                    ProblemList& problems, bool withRankOrder = true);
+bool frameworkRuns(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, ExportFormat format,
+                   bool withRankOrder = true);
 
 } // namespace tessel::sim

@@ -82,7 +82,10 @@ struct ActionSchedule {
     // the compute action before it, so a send and the next receive overlap each other but not compute.
     bool p2pBlocksCompute = false;
     int microBatches = 0;
-    int layersPerChunk = 0;
+    std::vector<int> chunkLayers; // transformer layers of every virtual stage, model order (chunkLayerCounts)
+    int layersOf(int stage, int chunk) const {
+        return chunkLayers[static_cast<size_t>(chunk * plan.pp + stage)];
+    }
     std::vector<StageSchedule> stages;
     const StageSchedule& forRank(int rank) const;
     size_t actionCount() const;

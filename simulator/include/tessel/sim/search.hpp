@@ -32,6 +32,8 @@ std::optional<Objective> parseObjective(const std::string& text);
 //   vpp: 1 for gpipe / 1f1b / zero_bubble; for interleaved_1f1b every v in 2..maxVpp with pp x v dividing
 //        the layers (a vpp list gives 1 to the non-interleaved schedules only if it holds 1, and its values
 //        >= 2 to interleaved_1f1b);
+//   pipeline split: where pp (x vpp) does not divide the layers, the balanced split (FORMULAS.md §5.4;
+//        unevenSplits false: such plans are rejected as before);
 //   micro_batch: divisors of global_batch / dp (when dp does not divide the global batch, the one plan
 //        with micro_batch 1 stands for that shape and is rejected);
 //   ZeRO 0-3; recompute none/selective/full; SP off, and on when tp > 1; all four schedules;
@@ -57,6 +59,7 @@ struct SearchSpace {
     std::vector<std::array<ParallelDim, 5>> rankOrders;  // empty = every order distinct in effect
     std::map<std::string, int> fixed;
     int maxVpp = 8;
+    bool unevenSplits = true;                          // pp x vpp not dividing the layers: balanced split
     std::string precision = "megatron";
     bool flashAttention = true;
     std::string attentionKernel = "auto";

@@ -1,0 +1,173 @@
+// How transformer layers are spread over pipeline stages: even, Megatron's first/last-stage counts, an explicit
+// list, or a split balanced against the embedding and the output layer + loss (FORMULAS.md §5.4).
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tessel {
+
+std::string toString(PipelineSplit s) { return s == PipelineSplit::Balanced ? "balanced" : "even"; }
+
+namespace {
+
+// Spreads `total` layers of one rank over its `vpp` chunks as evenly as possible; the remainder goes to the
+// chunks listed first in `preference`.
+void spreadOverChunks(std::vector<int>& out, int pp, int vpp, int stage, int total, const std::vector<int>& preference) {
+    const int base = total / vpp;
+    int extra = total % vpp;
+    for (int c = 0; c < vpp; ++c) out[static_cast<size_t>(c * pp + stage)] = base;
+    for (int c : preference) {
+        if (extra == 0) break;
+        ++out[static_cast<size_t>(c * pp + stage)];
+        --extra;
+    }
+}
+
+std::vector<int> chunkPreference(int pp, int vpp, int stage) {
+    std::vector<int> order(static_cast<size_t>(vpp));
+    std::iota(order.begin(), order.end(), 0);
+    // The first rank's chunk 0 carries the embedding: its remainder goes to later chunks first.
+    if (stage == 0 && pp > 1) std::reverse(order.begin(), order.end());
+    return order;
+}
+
+// Megatron-LM core (transformer_block.get_num_layers_to_build): the first/last rank hold the stated counts,
+// the other ranks share the rest evenly; every rank divides its layers evenly over its vpp chunks.
+std::vector<int> firstLastSplit(const ModelConfig& model, const Plan& plan) {
+    const int p = plan.pp, v = plan.vpp;
+    int rest = model.layers, ranks = p;
+    if (plan.firstStageLayers > 0) rest -= plan.firstStageLayers, --ranks;
+    if (plan.lastStageLayers > 0 && p > 1) rest -= plan.lastStageLayers, --ranks;
+    const int middle = ranks > 0 ? rest / ranks : 0;
+    std::vector<int> out(static_cast<size_t>(p * v), 0);
+    for (int s = 0; s < p; ++s) {
+        int total = middle;
+        if (s == 0 && plan.firstStageLayers > 0) total = plan.firstStageLayers;
+        else if (s == p - 1 && plan.lastStageLayers > 0) total = plan.lastStageLayers;
+        for (int c = 0; c < v; ++c) out[static_cast<size_t>(c * p + s)] = total / v;
+    }
+    return out;
+}
+
+// Work of the embedding and of the output layer + loss in layers' worth of `work` (forward, backward and the
+// plan's recompute of one micro-batch): seconds on a cluster, or FLOPs when none is known.
+template <class Work>
+std::pair<double, double> extraLayers(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, Work work) {
+    const PrecisionRecipe* recipe = findPrecisionRecipe(plan.precision);
+    if (!recipe) recipe = findPrecisionRecipe("megatron");
+    auto total = [&](const BlockCompute& b) { return work(b.forward) + work(b.backward()) + work(b.recompute); };
+    const double layer = total(layerCompute(model, cluster, plan, *recipe));
+    if (!(layer > 0.0)) return {0.0, 0.0};
+    return {total(embeddingCompute(model, cluster, plan, *recipe)) / layer, total(headCompute(model, cluster, plan, *recipe)) / layer};
+}
+
+std::pair<double, double> extraLayersByFlops(const ModelConfig& model, const Plan& plan) {
+    ClusterConfig unit; // FLOPs do not depend on the cluster's figures
+    unit.gpu.hbmBytesPerSecond = 1.0;
+    for (Dtype d : {Dtype::Bf16, Dtype::Fp16, Dtype::Fp32, Dtype::Fp64, Dtype::Fp8}) unit.gpu.peakFlopsPerSecond[d] = 1.0;
+    return extraLayers(model, unit, plan, [](const PhaseCost& c) { return c.flops; });
+}
+
+} // namespace
+
+std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers) {
+    std::vector<int> perRank(static_cast<size_t>(pp), vpp);
+    std::vector<double> load(static_cast<size_t>(pp), vpp);
+    load.front() += firstExtraLayers;
+    load.back() += lastExtraLayers;
+    // Unit jobs onto the least loaded rank: the smallest possible maximum load. Ties go to the later rank,
+    // which holds fewer micro-batches in flight under 1F1B.
+    for (int left = layers - pp * vpp; left > 0; --left) {
+        size_t best = 0;
+        for (size_t r = 1; r < perRank.size(); ++r)
+            if (load[r] <= load[best]) best = r;
+        ++perRank[best];
+        load[best] += 1.0;
+    }
+    std::vector<int> out(static_cast<size_t>(pp * vpp), 0);
+    for (int s = 0; s < pp; ++s) spreadOverChunks(out, pp, vpp, s, perRank[static_cast<size_t>(s)], chunkPreference(pp, vpp, s));
+    return out;
+}
+
+std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
+    const int p = std::max(plan.pp, 1), v = std::max(plan.vpp, 1);
+    if (!plan.pipelineLayers.empty()) return plan.pipelineLayers;
+    if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) return firstLastSplit(model, plan);
+    if (plan.pipelineSplit == PipelineSplit::Balanced && model.layers >= p * v) {
+        const std::vector<int>& cached = plan.resolvedPipelineLayers;
+        if (cached.size() == static_cast<size_t>(p * v) && std::accumulate(cached.begin(), cached.end(), 0) == model.layers)
+            return cached;
+        const auto [first, last] = extraLayersByFlops(model, plan);
+        return balancedPipelineLayers(model.layers, p, v, p > 1 ? first : 0.0, p > 1 ? last : 0.0);
+    }
+    return std::vector<int>(static_cast<size_t>(p * v), model.layers / (p * v));
+}
+
+void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, Plan& plan) {
+    plan.resolvedPipelineLayers.clear();
+    const int p = std::max(plan.pp, 1), v = std::max(plan.vpp, 1);
+    if (plan.pipelineSplit != PipelineSplit::Balanced || !plan.pipelineLayers.empty() || plan.firstStageLayers > 0 ||
+        plan.lastStageLayers > 0 || model.layers < p * v || p == 1)
+        return;
+    if (cluster.gpu.peakFlopsPerSecond.empty()) return;
+    const auto [first, last] = extraLayers(model, cluster, plan, [](const PhaseCost& c) { return c.seconds; });
+    plan.resolvedPipelineLayers = balancedPipelineLayers(model.layers, p, v, first, last);
+}
+
+namespace {
+bool plainEven(const Plan& plan) {
+    return plan.pipelineLayers.empty() && plan.firstStageLayers <= 0 && plan.lastStageLayers <= 0 &&
+           plan.pipelineSplit == PipelineSplit::Even && plan.pp > 0 && plan.vpp > 0;
+}
+} // namespace
+
+Plan withResolvedPipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
+    Plan out = plan;
+    if (plan.pipelineSplit == PipelineSplit::Balanced && plan.resolvedPipelineLayers.empty()) resolvePipelineSplit(model, cluster, out);
+    return out;
+}
+
+int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
+    if (plainEven(plan)) return model.layers / (plan.pp * plan.vpp);
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    const size_t u = static_cast<size_t>(chunk * plan.pp + stage);
+    return u < counts.size() ? counts[u] : 0;
+}
+
+int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage) {
+    if (plainEven(plan)) return model.layers / (plan.pp * plan.vpp) * plan.vpp;
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    int total = 0;
+    for (int c = 0; c < plan.vpp; ++c) {
+        const size_t u = static_cast<size_t>(c * plan.pp + stage);
+        if (u < counts.size()) total += counts[u];
+    }
+    return total;
+}
+
+bool evenPipelineSplit(const ModelConfig& model, const Plan& plan) {
+    if (plainEven(plan)) return true;
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
+}
+
+std::string pipelineSplitText(const std::vector<int>& counts) {
+    if (std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end()) return "";
+    std::string out;
+    for (size_t i = 0; i < counts.size();) {
+        size_t j = i;
+        while (j < counts.size() && counts[j] == counts[i]) ++j;
+        out += (out.empty() ? "" : ",") + std::to_string(counts[i]) + (j - i > 1 ? "x" + std::to_string(j - i) : "");
+        i = j;
+    }
+    return out;
+}
+
+std::string pipelineSplitText(const ModelConfig& model, const Plan& plan) {
+    if (evenPipelineSplit(model, plan)) return "";
+    return pipelineSplitText(chunkLayerCounts(model, plan));
+}
+
+} // namespace tessel
