@@ -465,7 +465,10 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
 
     // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where
-    // pp x vpp divides the layers and balanced where it does not (FORMULAS.md §5.4).
+    // pp x vpp divides the layers and, where it does not, what the frameworks do: the embedding and the output
+    // layer + loss counted as one layer each (Megatron-LM --account-for-embedding/loss-in-pipeline-split,
+    // DeepSpeed's "type:transformer|embedding" partition of BLOOM; Llama 3 405B's 7,8x14,7 is the same), or the
+    // time-balanced split where the record says so (FORMULAS.md §5.4).
     if (pl.contains("pipeline_layers") && pl["pipeline_layers"].is_array()) {
         for (const auto& v : pl["pipeline_layers"])
             if (v.is_number_integer()) plan.pipelineLayers.push_back(v.get<int>());
@@ -476,7 +479,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (auto v = integer(pl, key); v && *v > 0) plan.lastStageLayers = static_cast<int>(*v);
     if (plan.pipelineLayers.empty() && plan.firstStageLayers == 0 && plan.lastStageLayers == 0 &&
         model.layers % (plan.pp * plan.vpp) != 0) {
-        plan.pipelineSplit = PipelineSplit::Balanced; // resolved once recompute and SP are settled, below
+        plan.pipelineSplit = contains(lower(text(pl, "pipeline_split")), "balanced") ? PipelineSplit::Balanced
+                                                                                    : PipelineSplit::EndsAsLayers;
     }
 
     // Framework and the settings that decide overlap: stated in the record, else the framework's defaults for
@@ -607,10 +611,12 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
     for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted)
         assume(d);
-    if (plan.pipelineSplit == PipelineSplit::Balanced) {
-        resolvePipelineSplit(model, c.scenario.cluster, plan);
-        assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
-               std::to_string(model.layers) + " layers: balanced (" + pipelineSplitText(model, plan) + ")");
+    if (plan.pipelineSplit != PipelineSplit::Even) {
+        resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled
+        if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)
+            assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
+                   std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
+                   "split (" + pipelineSplitText(model, plan) + ")");
     }
     ProblemList problems;
     validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
