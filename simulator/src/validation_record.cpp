@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <system_error>
 
@@ -278,11 +279,22 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         model.ffnHidden = 4 * model.hidden;
         c.assumptions.push_back("ffn_hidden not stated: 4 x hidden");
     }
-    if (auto experts = integer(m, "experts"); experts && *experts > 1) {
+    // Mixture of experts, under the names papers and configs use (Megatron-LM num_experts / moe_router_topk /
+    // moe_ffn_hidden_size, HuggingFace num_local_experts / num_experts_per_tok).
+    auto firstInteger = [&](std::initializer_list<const char*> keys) -> std::optional<int64_t> {
+        for (const char* k : keys)
+            if (auto v = integer(m, k)) return v;
+        return std::nullopt;
+    };
+    if (auto experts = firstInteger({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"});
+        experts && *experts > 1) {
         MoeConfig moe;
         moe.experts = static_cast<int>(*experts);
-        moe.topK = static_cast<int>(integer(m, "top_k").value_or(2));
-        moe.expertFfnHidden = integer(m, "expert_ffn_hidden").value_or(integer(m, "moe_ffn_hidden").value_or(model.ffnHidden));
+        const auto topK = firstInteger({"top_k", "moe_top_k", "moe_router_topk", "num_experts_per_tok", "experts_per_token"});
+        moe.topK = static_cast<int>(topK.value_or(2));
+        if (!topK) c.assumptions.push_back("experts per token not stated: top-2");
+        moe.expertFfnHidden = firstInteger({"expert_ffn_hidden", "moe_ffn_hidden", "moe_ffn_hidden_size", "moe_intermediate_size"})
+                                  .value_or(model.ffnHidden);
         model.moe = moe;
     }
     if (auto p = number(m, "params")) c.publishedParameters = *p;

@@ -194,6 +194,22 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     EXPECT_TRUE(mentions(c.assumptions, "no FP8 tensor cores"));
 }
 
+TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
+    nlohmann::json r = onNodes(record(), 8, 1, 4);
+    r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
+                  {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
+    r["system"]["gpu"] = "H100 SXM";
+    r["plan"]["ep"] = 8;
+    r["plan"]["global_batch"] = 256;
+    const ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.moe.has_value());
+    EXPECT_EQ(c.scenario.model.moe->experts, 8);
+    EXPECT_EQ(c.scenario.model.moe->topK, 2);
+    EXPECT_EQ(c.scenario.model.moe->expertFfnHidden, 14336);
+    EXPECT_EQ(c.scenario.plan.ep, 8);
+    EXPECT_FALSE(mentions(c.assumptions, "experts per token"));
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
