@@ -117,6 +117,7 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
 struct GpuChoice {
     std::string preset;
     std::string note;     // assumption text, empty when the record names the GPU exactly
+    double nvlinkBytesPerSecond = 0.0; // per direction, where the part differs from the preset's (A800, H800)
 };
 
 // The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
@@ -126,7 +127,12 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     if (has("h200") || has("gh200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {
         if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
-        return {"dgx-h100-80g", has("h800") ? "H800 taken as an H100 SXM (same SM and HBM; NVLink 400 GB/s, not 900)" : ""};
+        if (has("h800")) return {"dgx-h100-80g", "H800 taken as an H100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 900", 200e9};
+        return {"dgx-h100-80g", ""};
+    }
+    if (has("a800")) {
+        // The export variant of the A100: same SM count, clocks and HBM; NVLink cut to 400 GB/s (NVIDIA A800 datasheet).
+        return {has("40") ? "dgx-a100-40g" : "dgx-a100-80g", "A800 taken as an A100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 600", 200e9};
     }
     if (has("a100")) {
         if (has("40")) return {"dgx-a100-40g", ""};
@@ -399,6 +405,7 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     }
     if (!gpu.note.empty()) assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
+    if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;
     const int64_t total = integer(sys, "total_gpus").value_or(0);
     int64_t perNode = integer(sys, "gpus_per_node").value_or(0);
     if (perNode <= 0) {

@@ -210,6 +210,18 @@ TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
     EXPECT_FALSE(mentions(c.assumptions, "experts per token"));
 }
 
+TEST(ValidationRecord, ExportVariantsAreTheirFullPartsWithSlowerNvlink) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "A800-SXM4-80GB";
+    const ValidationCase a800 = load(r);
+    r["system"]["gpu"] = "A100-SXM4-80GB";
+    const ValidationCase a100 = load(r);
+    EXPECT_EQ(a800.scenario.cluster.gpu.memoryBytes, a100.scenario.cluster.gpu.memoryBytes);
+    EXPECT_DOUBLE_EQ(a800.scenario.cluster.intraNode.bandwidthBytesPerSecond, 200e9);
+    EXPECT_GT(a100.scenario.cluster.intraNode.bandwidthBytesPerSecond, 200e9);
+    EXPECT_TRUE(mentions(a800.assumptions, "NVLink at 400 GB/s"));
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
