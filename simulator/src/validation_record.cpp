@@ -338,6 +338,12 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         const std::string unit = lower(text(meas, "memory_unit"));
         c.measured.memoryBytes = *gb * (contains(unit, "gib") ? 1073741824.0 : 1e9);
         c.measured.memorySource = ptr + "/measured/memory_gb";
+        const std::string kind = lower(text(meas, "memory_kind") + " " + text(meas, "memory_metric") + " " +
+                                       text(meas, "memory_note") + " " + text(rec, "notes"));
+        c.measured.memoryIsAllocated = (contains(kind, "allocated") || contains(kind, "memory_allocated")) &&
+                                       !contains(kind, "reserved") && !contains(kind, "nvidia-smi");
+        if (!c.measured.memoryIsAllocated && kind.find_first_not_of(' ') == std::string::npos)
+            c.assumptions.push_back("memory figure's kind not stated: taken as reserved memory (CUDA context and allocator cache included)");
     }
     if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
     else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;

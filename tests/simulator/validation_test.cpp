@@ -222,6 +222,24 @@ TEST(ValidationRecord, ExportVariantsAreTheirFullPartsWithSlowerNvlink) {
     EXPECT_TRUE(mentions(a800.assumptions, "NVLink at 400 GB/s"));
 }
 
+TEST(ValidationRecord, AllocatedMemoryLeavesOutWhatTheClusterReserves) {
+    nlohmann::json allocated = record();
+    allocated["measured"]["memory_gb"] = 40.0;
+    allocated["measured"]["memory_kind"] = "torch.cuda.max_memory_allocated";
+    nlohmann::json reserved = allocated;
+    reserved["measured"]["memory_kind"] = "nvidia-smi";
+    const auto loaded = loadValidationRecords(nlohmann::json::array({allocated, reserved}), "runs.json");
+    ASSERT_TRUE(loaded[0].validationCase && loaded[1].validationCase);
+    EXPECT_TRUE(loaded[0].validationCase->measured.memoryIsAllocated);
+    EXPECT_FALSE(loaded[1].validationCase->measured.memoryIsAllocated);
+    const ValidationReport report = validateRecords(loaded);
+    const double reservedBytes = static_cast<double>(loaded[0].validationCase->scenario.cluster.gpu.reservedBytes);
+    ASSERT_GT(reservedBytes, 0.0);
+    EXPECT_NEAR(report.results[1].predictedPeakMemoryBytes - report.results[0].predictedPeakMemoryBytes, reservedBytes, 1.0);
+    ASSERT_TRUE(report.results[0].memoryError.has_value());
+    EXPECT_NEAR(*report.results[0].memoryError, (report.results[0].predictedPeakMemoryBytes - 40e9) / 40e9, 1e-12);
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
