@@ -38,8 +38,9 @@ void ScenarioFlags::addTo(CLI::App& app) {
                    "What lives in host memory: none, or optimizer, parameters, activations joined by '+' "
                    "(e.g. optimizer+parameters; needs the cluster's host block)");
     app.add_option("--pipeline-split", pipelineSplit,
-                   "Layers over pipeline stages: even (pp x vpp divides the layers) or balanced (against the embedding "
-                   "and the output layer + loss)");
+                   "Layers over pipeline stages: even (pp x vpp divides the layers), balanced (against the time of the "
+                   "embedding and the output layer + loss) or ends_as_layers (each counted as one layer, Megatron-LM's "
+                   "--account-for-embedding/loss-in-pipeline-split)");
     app.add_option("--pipeline-layers", pipelineLayers, "Layers of every virtual pipeline stage, comma-separated (e.g. 7,8,8,7)");
     app.add_option("--first-stage-layers", firstStageLayers, "Layers on the first pipeline rank (Megatron-LM's "
                                                              "--decoder-first-pipeline-num-layers)");

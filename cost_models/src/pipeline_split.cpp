@@ -8,7 +8,14 @@
 
 namespace tessel {
 
-std::string toString(PipelineSplit s) { return s == PipelineSplit::Balanced ? "balanced" : "even"; }
+std::string toString(PipelineSplit s) {
+    switch (s) {
+    case PipelineSplit::Even: return "even";
+    case PipelineSplit::Balanced: return "balanced";
+    case PipelineSplit::EndsAsLayers: return "ends_as_layers";
+    }
+    return "?";
+}
 
 namespace {
 
@@ -95,6 +102,8 @@ std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     const int p = std::max(plan.pp, 1), v = std::max(plan.vpp, 1);
     if (!plan.pipelineLayers.empty()) return plan.pipelineLayers;
     if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) return firstLastSplit(model, plan);
+    if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && model.layers >= p * v)
+        return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 : 0.0);
     if (plan.pipelineSplit == PipelineSplit::Balanced && model.layers >= p * v) {
         const std::vector<int>& cached = plan.resolvedPipelineLayers;
         if (cached.size() == static_cast<size_t>(p * v) && std::accumulate(cached.begin(), cached.end(), 0) == model.layers)

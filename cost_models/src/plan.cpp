@@ -129,8 +129,8 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     }
     p.firstStageLayers = static_cast<int>(r.optInt("first_stage_layers", 0, 1, 1 << 20));
     p.lastStageLayers = static_cast<int>(r.optInt("last_stage_layers", 0, 1, 1 << 20));
-    p.pipelineSplit = r.optEnum("pipeline_split", "even", {"even", "balanced"}) == "balanced" ? PipelineSplit::Balanced
-                                                                                          : PipelineSplit::Even;
+    const std::string split = r.optEnum("pipeline_split", "even", {"even", "balanced", "ends_as_layers"});
+    p.pipelineSplit = split == "balanced" ? PipelineSplit::Balanced : split == "ends_as_layers" ? PipelineSplit::EndsAsLayers : PipelineSplit::Even;
     p.microBatch = static_cast<int>(r.optInt("micro_batch", 1, 1, 1 << 20));
     p.globalBatch = static_cast<int>(r.optInt("global_batch", p.microBatch * p.dp, 1, 1 << 30));
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
@@ -222,10 +222,10 @@ void validatePipelineSplit(const ModelConfig& model, const Plan& plan, const std
     auto n = [](int64_t v) { return std::to_string(v); };
     const int p = plan.pp, v = plan.vpp, virtualStages = p * v;
     const bool firstLast = plan.firstStageLayers > 0 || plan.lastStageLayers > 0;
-    const int ways = (plan.pipelineLayers.empty() ? 0 : 1) + (firstLast ? 1 : 0) + (plan.pipelineSplit == PipelineSplit::Balanced ? 1 : 0);
+    const int ways = (plan.pipelineLayers.empty() ? 0 : 1) + (firstLast ? 1 : 0) + (plan.pipelineSplit != PipelineSplit::Even ? 1 : 0);
     if (ways > 1) {
         problems.add(ptr + "/pipeline_split", "state the pipeline split one way: pipeline_layers, first/last_stage_layers, "
-                                              "or pipeline_split \"balanced\"");
+                                              "or pipeline_split \"balanced\" / \"ends_as_layers\"");
         return;
     }
     if (!plan.pipelineLayers.empty()) {

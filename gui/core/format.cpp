@@ -39,7 +39,7 @@ QString pipelineSplitLabel(const Plan& p) {
     QString s;
     if (p.firstStageLayers > 0) s += QStringLiteral("first %1").arg(p.firstStageLayers);
     if (p.lastStageLayers > 0) s += (s.isEmpty() ? QString() : QStringLiteral(", ")) + QStringLiteral("last %1").arg(p.lastStageLayers);
-    if (s.isEmpty() && p.pipelineSplit == PipelineSplit::Balanced) s = QStringLiteral("balanced");
+    if (s.isEmpty() && p.pipelineSplit != PipelineSplit::Even) s = QString::fromStdString(toString(p.pipelineSplit));
     return s;
 }
 

@@ -51,7 +51,9 @@ CaseResult predictCase(const ValidationCase& c) {
         r.predicted = true;
         r.predictedStepSeconds = sim.metrics.stepSeconds;
         r.predictedMfu = sim.metrics.mfu;
-        r.predictedPeakMemoryBytes = sim.memory.peakBytes;
+        // Allocated memory leaves out what the cluster reserves (CUDA context, allocator slack).
+        r.predictedPeakMemoryBytes = sim.memory.peakBytes -
+            (c.measured.memoryIsAllocated ? static_cast<double>(c.scenario.cluster.gpu.reservedBytes) : 0.0);
         r.predictedFits = sim.memory.fits;
         const StepBreakdown& b = sim.metrics.breakdown;
         r.terms = {b.computeSeconds, b.tpSeconds,        b.cpSeconds,    b.epSeconds,

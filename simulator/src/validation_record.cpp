@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <system_error>
 
@@ -116,6 +117,7 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
 struct GpuChoice {
     std::string preset;
     std::string note;     // assumption text, empty when the record names the GPU exactly
+    double nvlinkBytesPerSecond = 0.0; // per direction, where the part differs from the preset's (A800, H800)
 };
 
 // The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
@@ -125,7 +127,12 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     if (has("h200") || has("gh200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {
         if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
-        return {"dgx-h100-80g", has("h800") ? "H800 taken as an H100 SXM (same SM and HBM; NVLink 400 GB/s, not 900)" : ""};
+        if (has("h800")) return {"dgx-h100-80g", "H800 taken as an H100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 900", 200e9};
+        return {"dgx-h100-80g", ""};
+    }
+    if (has("a800")) {
+        // The export variant of the A100: same SM count, clocks and HBM; NVLink cut to 400 GB/s (NVIDIA A800 datasheet).
+        return {has("40") ? "dgx-a100-40g" : "dgx-a100-80g", "A800 taken as an A100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 600", 200e9};
     }
     if (has("a100")) {
         if (has("40")) return {"dgx-a100-40g", ""};
@@ -278,11 +285,22 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         model.ffnHidden = 4 * model.hidden;
         c.assumptions.push_back("ffn_hidden not stated: 4 x hidden");
     }
-    if (auto experts = integer(m, "experts"); experts && *experts > 1) {
+    // Mixture of experts, under the names papers and configs use (Megatron-LM num_experts / moe_router_topk /
+    // moe_ffn_hidden_size, HuggingFace num_local_experts / num_experts_per_tok).
+    auto firstInteger = [&](std::initializer_list<const char*> keys) -> std::optional<int64_t> {
+        for (const char* k : keys)
+            if (auto v = integer(m, k)) return v;
+        return std::nullopt;
+    };
+    if (auto experts = firstInteger({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"});
+        experts && *experts > 1) {
         MoeConfig moe;
         moe.experts = static_cast<int>(*experts);
-        moe.topK = static_cast<int>(integer(m, "top_k").value_or(2));
-        moe.expertFfnHidden = integer(m, "expert_ffn_hidden").value_or(integer(m, "moe_ffn_hidden").value_or(model.ffnHidden));
+        const auto topK = firstInteger({"top_k", "moe_top_k", "moe_router_topk", "num_experts_per_tok", "experts_per_token"});
+        moe.topK = static_cast<int>(topK.value_or(2));
+        if (!topK) c.assumptions.push_back("experts per token not stated: top-2");
+        moe.expertFfnHidden = firstInteger({"expert_ffn_hidden", "moe_ffn_hidden", "moe_ffn_hidden_size", "moe_intermediate_size"})
+                                  .value_or(model.ffnHidden);
         model.moe = moe;
     }
     if (auto p = number(m, "params")) c.publishedParameters = *p;
@@ -320,6 +338,12 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         const std::string unit = lower(text(meas, "memory_unit"));
         c.measured.memoryBytes = *gb * (contains(unit, "gib") ? 1073741824.0 : 1e9);
         c.measured.memorySource = ptr + "/measured/memory_gb";
+        const std::string kind = lower(text(meas, "memory_kind") + " " + text(meas, "memory_metric") + " " +
+                                       text(meas, "memory_note") + " " + text(rec, "notes"));
+        c.measured.memoryIsAllocated = (contains(kind, "allocated") || contains(kind, "memory_allocated")) &&
+                                       !contains(kind, "reserved") && !contains(kind, "nvidia-smi");
+        if (!c.measured.memoryIsAllocated && kind.find_first_not_of(' ') == std::string::npos)
+            c.assumptions.push_back("memory figure's kind not stated: taken as reserved memory (CUDA context and allocator cache included)");
     }
     if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
     else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;
@@ -387,6 +411,7 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     }
     if (!gpu.note.empty()) assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
+    if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;
     const int64_t total = integer(sys, "total_gpus").value_or(0);
     int64_t perNode = integer(sys, "gpus_per_node").value_or(0);
     if (perNode <= 0) {
@@ -465,7 +490,10 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
 
     // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where
-    // pp x vpp divides the layers and balanced where it does not (FORMULAS.md §5.4).
+    // pp x vpp divides the layers and, where it does not, what the frameworks do: the embedding and the output
+    // layer + loss counted as one layer each (Megatron-LM --account-for-embedding/loss-in-pipeline-split,
+    // DeepSpeed's "type:transformer|embedding" partition of BLOOM; Llama 3 405B's 7,8x14,7 is the same), or the
+    // time-balanced split where the record says so (FORMULAS.md §5.4).
     if (pl.contains("pipeline_layers") && pl["pipeline_layers"].is_array()) {
         for (const auto& v : pl["pipeline_layers"])
             if (v.is_number_integer()) plan.pipelineLayers.push_back(v.get<int>());
@@ -476,7 +504,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (auto v = integer(pl, key); v && *v > 0) plan.lastStageLayers = static_cast<int>(*v);
     if (plan.pipelineLayers.empty() && plan.firstStageLayers == 0 && plan.lastStageLayers == 0 &&
         model.layers % (plan.pp * plan.vpp) != 0) {
-        plan.pipelineSplit = PipelineSplit::Balanced; // resolved once recompute and SP are settled, below
+        plan.pipelineSplit = contains(lower(text(pl, "pipeline_split")), "balanced") ? PipelineSplit::Balanced
+                                                                                    : PipelineSplit::EndsAsLayers;
     }
 
     // Framework and the settings that decide overlap: stated in the record, else the framework's defaults for
@@ -607,10 +636,12 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
     for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted)
         assume(d);
-    if (plan.pipelineSplit == PipelineSplit::Balanced) {
-        resolvePipelineSplit(model, c.scenario.cluster, plan);
-        assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
-               std::to_string(model.layers) + " layers: balanced (" + pipelineSplitText(model, plan) + ")");
+    if (plan.pipelineSplit != PipelineSplit::Even) {
+        resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled
+        if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)
+            assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
+                   std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
+                   "split (" + pipelineSplitText(model, plan) + ")");
     }
     ProblemList problems;
     validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);

@@ -46,6 +46,21 @@ TEST(PipelineSplit, BalancedByHand) {
     EXPECT_EQ(balancedPipelineLayers(9, 2, 2, 0.0, 1.0), (std::vector<int>{2, 2, 3, 2}));
 }
 
+TEST(PipelineSplit, EndsAsLayersIsMegatronsAccounting) {
+    // --account-for-embedding/loss-in-pipeline-split: L + 2 units over pp; BLOOM-176B (70 layers, pp 12) and
+    // Llama 3 405B (126 layers, pp 16) as their authors split them.
+    Plan p;
+    p.pipelineSplit = PipelineSplit::EndsAsLayers;
+    ModelConfig m = test::megatronStyleModel(70, 1024, 16, 50257, 1024);
+    p.pp = 12;
+    EXPECT_EQ(pipelineSplitText(m, p), "5,6x10,5");
+    m.layers = 126;
+    p.pp = 16;
+    EXPECT_EQ(pipelineSplitText(m, p), "7,8x14,7");
+    p.pp = 1;
+    EXPECT_EQ(chunkLayerCounts(m, p), std::vector<int>{126});
+}
+
 TEST(PipelineSplit, BalancedIsTheBestPossibleLoadOnAGrid) {
     for (int pp = 1; pp <= 5; ++pp)
         for (int vpp = 1; vpp <= 2; ++vpp)

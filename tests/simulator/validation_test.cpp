@@ -151,24 +151,28 @@ nlohmann::json llama405(int gpus, int cp, int seq) {
 }
 
 TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
-    // Not stated: balanced against the embedding and the output layer + loss, which gives Meta's own split.
+    // Not stated: the embedding and the loss counted as a layer each, as the frameworks split, which is Meta's
+    // own split of Llama 3 405B.
     ValidationCase c = load(llama405(8192, 1, 8192));
     EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "7,8x14,7");
-    EXPECT_TRUE(mentions(c.assumptions, "balanced (7,8x14,7)"));
+    EXPECT_TRUE(mentions(c.assumptions, "counted as a layer each, as the frameworks split (7,8x14,7)"));
+    // Stated as balanced: the time-balanced split.
+    nlohmann::json balanced = llama405(8192, 1, 8192);
+    balanced["plan"]["pipeline_split"] = "balanced";
+    EXPECT_EQ(load(balanced).scenario.plan.pipelineSplit, PipelineSplit::Balanced);
     // Stated in Megatron-LM's words.
     nlohmann::json stated = llama405(8192, 1, 8192);
     stated["plan"]["num_layers_in_first_pipeline_stage"] = 6;
     stated["plan"]["num_layers_in_last_pipeline_stage"] = 8;
     c = load(stated);
     EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "6,8x15");
-    EXPECT_FALSE(mentions(c.assumptions, "balanced"));
+    EXPECT_FALSE(mentions(c.assumptions, "as the frameworks split"));
     // 70 layers on 12 stages.
     nlohmann::json seventy = onNodes(record(), 12, 8, 12);
     seventy["model"]["layers"] = 70;
     c = load(seventy);
-    const std::vector<int> counts = chunkLayerCounts(c.scenario.model, c.scenario.plan);
-    EXPECT_EQ(counts.size(), 12u);
-    EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), 0), 70);
+    // BLOOM-176B's split (70 layers, pp 12, Megatron-DeepSpeed partition "type:transformer|embedding").
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "5,6x10,5");
 }
 
 TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {
@@ -188,6 +192,52 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     const ValidationCase c = load(a100);
     EXPECT_EQ(c.scenario.plan.precision, "megatron");
     EXPECT_TRUE(mentions(c.assumptions, "no FP8 tensor cores"));
+}
+
+TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
+    nlohmann::json r = onNodes(record(), 8, 1, 4);
+    r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
+                  {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
+    r["system"]["gpu"] = "H100 SXM";
+    r["plan"]["ep"] = 8;
+    r["plan"]["global_batch"] = 256;
+    const ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.moe.has_value());
+    EXPECT_EQ(c.scenario.model.moe->experts, 8);
+    EXPECT_EQ(c.scenario.model.moe->topK, 2);
+    EXPECT_EQ(c.scenario.model.moe->expertFfnHidden, 14336);
+    EXPECT_EQ(c.scenario.plan.ep, 8);
+    EXPECT_FALSE(mentions(c.assumptions, "experts per token"));
+}
+
+TEST(ValidationRecord, ExportVariantsAreTheirFullPartsWithSlowerNvlink) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "A800-SXM4-80GB";
+    const ValidationCase a800 = load(r);
+    r["system"]["gpu"] = "A100-SXM4-80GB";
+    const ValidationCase a100 = load(r);
+    EXPECT_EQ(a800.scenario.cluster.gpu.memoryBytes, a100.scenario.cluster.gpu.memoryBytes);
+    EXPECT_DOUBLE_EQ(a800.scenario.cluster.intraNode.bandwidthBytesPerSecond, 200e9);
+    EXPECT_GT(a100.scenario.cluster.intraNode.bandwidthBytesPerSecond, 200e9);
+    EXPECT_TRUE(mentions(a800.assumptions, "NVLink at 400 GB/s"));
+}
+
+TEST(ValidationRecord, AllocatedMemoryLeavesOutWhatTheClusterReserves) {
+    nlohmann::json allocated = record();
+    allocated["measured"]["memory_gb"] = 40.0;
+    allocated["measured"]["memory_kind"] = "torch.cuda.max_memory_allocated";
+    nlohmann::json reserved = allocated;
+    reserved["measured"]["memory_kind"] = "nvidia-smi";
+    const auto loaded = loadValidationRecords(nlohmann::json::array({allocated, reserved}), "runs.json");
+    ASSERT_TRUE(loaded[0].validationCase && loaded[1].validationCase);
+    EXPECT_TRUE(loaded[0].validationCase->measured.memoryIsAllocated);
+    EXPECT_FALSE(loaded[1].validationCase->measured.memoryIsAllocated);
+    const ValidationReport report = validateRecords(loaded);
+    const double reservedBytes = static_cast<double>(loaded[0].validationCase->scenario.cluster.gpu.reservedBytes);
+    ASSERT_GT(reservedBytes, 0.0);
+    EXPECT_NEAR(report.results[1].predictedPeakMemoryBytes - report.results[0].predictedPeakMemoryBytes, reservedBytes, 1.0);
+    ASSERT_TRUE(report.results[0].memoryError.has_value());
+    EXPECT_NEAR(*report.results[0].memoryError, (report.results[0].predictedPeakMemoryBytes - 40e9) / 40e9, 1e-12);
 }
 
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {

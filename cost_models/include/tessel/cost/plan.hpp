@@ -19,9 +19,11 @@ enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble };
 // The process-group dimensions of a plan; rank_order lists them fastest first.
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 // How transformer layers are spread over pipeline stages when the plan does not list them: evenly (pp x vpp
-// must divide the layers), or balanced against the embedding on the first stage and the output layer and
-// loss on the last (FORMULAS.md §5.4).
-enum class PipelineSplit { Even, Balanced };
+// must divide the layers); balanced against the time of the embedding on the first stage and the output layer
+// and loss on the last; or counting each of those as one layer, as Megatron-LM's
+// --account-for-embedding/loss-in-pipeline-split and DeepSpeed's "type:transformer|embedding" partition do
+// (FORMULAS.md §5.4).
+enum class PipelineSplit { Even, Balanced, EndsAsLayers };
 
 std::string toString(Recompute r);
 std::string toString(Schedule s);

@@ -20,6 +20,10 @@ struct MeasuredRun {
     std::string stepSource;              // JSON pointer of the field the step time came from
     std::optional<double> memoryBytes;   // peak memory per GPU the source reports (measured.memory_gb)
     std::string memorySource;
+    // What the figure counts: true for the allocator's tensors (torch.cuda.max_memory_allocated, Megatron-LM's
+    // "max allocated"), which leave out the CUDA context and the allocator's cached slack; false for reserved
+    // memory or nvidia-smi, which include them.
+    bool memoryIsAllocated = false;
     std::optional<bool> outOfMemory;     // the source says the plan ran out of memory (true) or fit (false)
 };
 
