@@ -525,8 +525,22 @@ struct Pruner {
                           if (plain.fits || !space.offload || !ctx.cluster->host.present()) {
                               variants.emplace_back(uint8_t{0}, plain);
                           } else {
-                              // The plain plan is rejected; each offload variant tried is a plan of its own.
+                              // The plain plan is rejected; each offload variant tried is a plan of its own. The
+                              // largest variant holds the least GPU memory of all: when it does not fit the GPU, none
+                              // does, and it stands for them (one plan considered, rejected).
                               (plain.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                              const std::vector<uint8_t> all = offloadVariants(plan);
+                              PeakMemory most;
+                              if (!all.empty()) {
+                                  setOffload(plan, all.back());
+                                  most = peakMemory(ctx, plan, shape, first, last, true);
+                              }
+                              if (all.empty() || !most.fits) {
+                                  if (!all.empty()) {
+                                      acc.considered += nOrders;
+                                      (most.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                                  }
+                              } else {
                               const size_t tried = fittingOffloads(plan, [&](uint8_t bits) {
                                   setOffload(plan, bits);
                                   const PeakMemory pm = peakMemory(ctx, plan, shape, first, last);
@@ -535,6 +549,7 @@ struct Pruner {
                                   return pm.fits;
                               });
                               acc.considered += nOrders * tried;
+                              }
                           }
                           for (const auto& [bits, mem] : variants) {
                             setOffload(plan, bits);

@@ -493,25 +493,25 @@ namespace {
 // One stage's total: the memory model's own stage formula, on shape terms cached per shape. A plan whose offload
 // overfills the host does not fit: infinite bytes.
 double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
-                       int stage) {
+                       int stage, bool gpuOnly) {
     const StageMemory st = stageMemory(*ctx.model, plan, *ctx.recipe, s.memory, params, stage, ctx.reservedBytes,
                                        ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster));
-    return st.hostFits ? st.totalBytes() : std::numeric_limits<double>::infinity();
+    return st.hostFits || gpuOnly ? st.totalBytes() : std::numeric_limits<double>::infinity();
 }
 } // namespace
 
 PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape, const StageParameters& first,
-                      const StageParameters& last) {
+                      const StageParameters& last, bool gpuOnly) {
     // With an even split, stage 0 holds at least every term of a middle stage (more in-flight micro-batches, the
     // embedding, the larger ZeRO-3 gather and bucket), so only stages 0 and pp-1 can peak; an uneven split may
     // give a middle stage more layers, so then every stage is costed. Like predictMemory, a tie goes to the
     // lower stage.
     PeakMemory pm;
-    pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0);
+    pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0, gpuOnly);
     pm.stage = 0;
     bool fits = ctx.capacityBytes - pm.bytes >= 0.0;
     auto consider = [&](int stage, const StageParameters& params) {
-        const double bytes = stageTotalBytes(ctx, plan, shape, params, stage);
+        const double bytes = stageTotalBytes(ctx, plan, shape, params, stage, gpuOnly);
         fits = fits && ctx.capacityBytes - bytes >= 0.0;
         if (bytes > pm.bytes) {
             pm.bytes = bytes;

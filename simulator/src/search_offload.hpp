@@ -26,7 +26,8 @@ inline void setOffload(Plan& p, uint8_t bits) {
 }
 
 // The offload variants valid for the plan's ZeRO stage and recompute (validatePlan's rules), smallest first:
-// activations (full recompute), optimizer (ZeRO >= 1), both, optimizer + parameters (ZeRO-3), all three.
+// activations (full recompute), optimizer (ZeRO >= 1), both, optimizer + parameters (ZeRO-3), all three. The last
+// contains every other one (so it leaves the least on the GPU).
 inline std::vector<uint8_t> offloadVariants(const Plan& p) {
     const bool full = p.recompute == Recompute::Full;
     std::vector<uint8_t> v;
