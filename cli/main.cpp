@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -22,6 +23,22 @@ int main(int argc, char** argv) {
     commands.push_back(tessel::cli::addBenchCommand(app));
     commands.push_back(tessel::cli::addCalibrateCommand(app));
     commands.push_back(tessel::cli::addValidateCommand(app));
+    // CLI11 answers --help before it notices an unknown positional, so `tessel frobnicate --help` would print
+    // the main help and exit 0: the first word that is not an option must name a subcommand.
+    if (argc > 1 && argv[1][0] != '-') {
+        const std::string word = argv[1];
+        bool known = false;
+        std::string names;
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+            known = known || sub->check_name(word);
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!known) {
+            std::cerr << "tessel: unknown subcommand \"" << word << "\" (subcommands: " << names
+                      << "; tessel --help lists them)\n";
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -4,6 +4,7 @@
 #include "table.hpp"
 
 #include "tessel/cost/report.hpp"
+#include "tessel/sim/export.hpp"
 #include "tessel/sim/report.hpp"
 #include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
@@ -32,7 +33,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage << " | recompute "
         << toString(pl.recompute) << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
         << (pl.flashAttention ? "on" : "off") << " | " << toString(pl.schedule) << " | " << pl.precision
-        << " | " << pl.rankOrderString() << "\n";
+        << " | " << pl.rankOrderString() << (pl.offloads() ? " | offload " + offloadString(pl) : std::string()) << "\n";
     {
         const OverlapSettings ov = resolveOverlap(pl.framework, pl.schedule == Schedule::Interleaved1F1B, pl.zeroStage);
         auto onOff = [](bool b) { return b ? "on" : "off"; };
@@ -43,7 +44,17 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (pl.zeroStage == 3)
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
-        out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n\n";
+        out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
+        // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
+        if (const auto format = sim::exportFormatOf(pl.framework.name)) {
+            ProblemList refusals;
+            sim::frameworkRules(s.model, s.cluster, pl, *format, refusals);
+            if (!refusals.empty())
+                out << "  note     " << sim::toString(*format) << " cannot run this plan (" << refusals.items().front().where
+                    << ": " << refusals.items().front().message << ")" << (refusals.items().size() > 1 ? ", and more" : "")
+                    << "; tessel export --format " << sim::toString(*format) << " lists every reason\n";
+        }
+        out << "\n";
     }
 
     out << "Memory per GPU, GiB (one rank of each pipeline stage)\n";
@@ -60,6 +71,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes)
         << " + backward working set " << gib(peak.other.backwardWorkingBytes) << " + reserved "
         << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
+    if (pl.offloads())
+        out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "
+            << gib(p.memory.hostBytesPerNode()) << " of " << gib(p.memory.hostCapacityBytes) << " GiB host memory per node: "
+            << (p.memory.hostBytesPerNode() <= p.memory.hostCapacityBytes ? "fits" : "HOST OUT OF MEMORY") << "\n";
     out << "  peak " << gib(p.memory.peakBytes) << " GiB on stage " << p.memory.peakStage << " of "
         << gib(p.memory.capacityBytes) << " GiB: " << (p.memory.fits ? "FITS" : "OUT OF MEMORY") << "\n\n";
 

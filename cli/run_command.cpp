@@ -79,6 +79,10 @@ std::function<int()> addRunCommand(CLI::App& app) {
             problems.add("--backend", "unknown backend \"" + o->backend + "\"; the executor has cpu and cuda");
         if (problems.empty()) {
             exec::validateExecutable(s.model, s.plan, "/plan", problems, o->backend);
+            if (s.plan.offloads())
+                problems.add("--offload (/plan/offload_optimizer)",
+                             "the executor keeps every tensor on its device; offload is predicted and exported "
+                             "(DeepSpeed, Megatron-LM), not run by tessel run: use offload none");
             if (o->ranks != s.plan.worldSize())
                 problems.add("--ranks", std::to_string(o->ranks) + " ranks, but the plan (tp x pp x dp x cp) needs " +
                                             std::to_string(s.plan.worldSize()));

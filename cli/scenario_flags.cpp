@@ -1,6 +1,7 @@
 // Scenario selection and override flags: load, override, validate, and name the flag in every problem.
 #include "scenario_flags.hpp"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -33,6 +34,9 @@ void ScenarioFlags::addTo(CLI::App& app) {
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
     app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
+    app.add_option("--offload", offload,
+                   "What lives in host memory: none, or optimizer, parameters, activations joined by '+' "
+                   "(e.g. optimizer+parameters; needs the cluster's host block)");
     app.add_option("--pipeline-split", pipelineSplit,
                    "Layers over pipeline stages: even (pp x vpp divides the layers), balanced (against the time of the "
                    "embedding and the output layer + loss) or ends_as_layers (each counted as one layer, Megatron-LM's "
@@ -108,6 +112,30 @@ Scenario ScenarioFlags::resolve() const {
     setStr(frameworkVersion, "framework_version", "--framework-version");
     setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");
     setOnOff(flashAttention, "flash_attention", "--flash-attention");
+    if (offload) {
+        // "none" or parts joined by '+': optimizer, parameters, activations.
+        bool parts[3] = {false, false, false};
+        const char* names[3] = {"optimizer", "parameters", "activations"};
+        const char* keys[3] = {"offload_optimizer", "offload_parameters", "offload_activations"};
+        if (*offload != "none") {
+            size_t start = 0;
+            while (start <= offload->size()) {
+                const size_t end = std::min(offload->find('+', start), offload->size());
+                const std::string part = offload->substr(start, end - start);
+                bool known = false;
+                for (int i = 0; i < 3; ++i)
+                    if (part == names[i]) parts[i] = known = true;
+                if (!known)
+                    problems.add("--offload", "must be none or optimizer, parameters, activations joined by '+', got \"" +
+                                                  *offload + "\"");
+                start = end + 1;
+            }
+        }
+        for (int i = 0; i < 3; ++i) {
+            overrides[keys[i]] = parts[i];
+            flagOf[keys[i]] = "--offload";
+        }
+    }
 
     setStr(pipelineSplit, "pipeline_split", "--pipeline-split");
     setInt(firstStageLayers, "first_stage_layers", "--first-stage-layers");

@@ -15,7 +15,7 @@ struct ScenarioFlags {
     std::string model, cluster;
     std::optional<int> nodes, tp, pp, dp, cp, ep, vpp, microBatch, globalBatch, zero;
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
-    std::optional<std::string> attentionKernel, framework, frameworkVersion;
+    std::optional<std::string> attentionKernel, framework, frameworkVersion, offload;
     std::optional<std::string> pipelineSplit, pipelineLayers;
     std::optional<int> firstStageLayers, lastStageLayers;
 

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -24,7 +26,10 @@ namespace tessel::cli {
 namespace {
 struct SearchFlags {
     std::string scenario, model, cluster;
-    std::optional<int> gpus, globalBatch, maxVpp;
+    std::optional<int> gpus, maxGpus, maxVpp;
+    std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
+    bool allowIdle = false;
+    std::string offload = "auto";
     bool evenSplitsOnly = false;
     int top = 10;
     int threads = 0;
@@ -44,6 +49,43 @@ std::string withCommas(uint64_t n) {
     return s;
 }
 
+
+// "2520" or "2400:2600" -> [lo, hi]; problems at --global-batch.
+std::optional<std::pair<int, int>> parseBatchRange(const std::string& text, ProblemList& problems) {
+    const auto colon = text.find(':');
+    auto number = [&](const std::string& part) -> std::optional<int> {
+        if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 9) return std::nullopt;
+        return std::stoi(part);
+    };
+    const auto lo = number(text.substr(0, colon));
+    const auto hi = colon == std::string::npos ? lo : number(text.substr(colon + 1));
+    if (!lo || !hi || *lo < 1 || *hi < *lo) {
+        problems.add("--global-batch", "must be a batch N or a range LO:HI with 1 <= LO <= HI, got \"" + text + "\"");
+        return std::nullopt;
+    }
+    return std::make_pair(*lo, *hi);
+}
+
+// "5.2M", "4194304", "4M" (K = 1e3, M = 1e6, G or B = 1e9) -> tokens; problems at `where`.
+std::optional<double> parseCount(const std::string& text, const std::string& where, ProblemList& problems) {
+    double scale = 1.0;
+    std::string digits = text;
+    if (!digits.empty()) {
+        const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+        if (last == 'K' || last == 'M' || last == 'G' || last == 'B') {
+            scale = last == 'K' ? 1e3 : last == 'M' ? 1e6 : 1e9;
+            digits.pop_back();
+        }
+    }
+    try {
+        size_t used = 0;
+        const double v = std::stod(digits, &used);
+        if (used == digits.size() && v > 0.0 && std::isfinite(v)) return v * scale;
+    } catch (const std::exception&) {
+    }
+    problems.add(where, "must be a positive count such as 4194304, 4M or 5.2M, got \"" + text + "\"");
+    return std::nullopt;
+}
 
 nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, const sim::SearchOptions& options,
                             const sim::SearchResult& r) {
@@ -66,12 +108,22 @@ nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, co
                        {"breakdown", sim::breakdownToJson(t.metrics.breakdown)},
                        {"why", t.why},
                        {"error_band", {{"kind", t.errorBandKind}, {"median_abs_error", t.errorBand}}},
-                       {"tie_with_best", t.tiedWithBest}});
+                       {"tie_with_best", t.tiedWithBest},
+                       {"gpus", t.plan.worldSize()},
+                       {"idle_gpus", t.idleGpus},
+                       {"global_batch", t.plan.globalBatch},
+                       {"offload", offloadString(t.plan)},
+                       {"price_per_used_gpu_hour", t.pricePerUsedGpuHour},
+                       {"frameworks", t.frameworks}});
     }
     return {{"model", s.model.name},
             {"cluster", s.cluster.name},
             {"gpus", space.gpus},
             {"global_batch", space.globalBatch},
+            {"max_global_batch", std::max(space.globalBatch, space.maxGlobalBatch)},
+            {"allow_idle", space.allowIdle},
+            {"framework", space.runnableBy ? sim::toString(*space.runnableBy) : std::string("any")},
+            {"gpu_counts_searched", r.gpuCountsSearched},
             {"objective", sim::toString(options.objective)},
             {"considered", r.considered},
             {"feasible", r.feasible},
@@ -93,7 +145,8 @@ std::string csvQuote(const std::string& s) {
 
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
-           "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,why\n";
+           "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
+           "offload,frameworks,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -103,20 +156,40 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
                       p.sequenceParallel ? "on" : "off", toString(p.schedule).c_str(), p.rankOrderString().c_str(),
                       t.peakBytes, t.metrics.stepSeconds, t.metrics.bubbleFraction, t.metrics.mfu,
                       t.metrics.tokensPerSecond, t.tokensPerDollar);
-        out << buf << csvQuote(t.why) << "\n";
+        std::string frameworks;
+        for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
+        out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
+            << (frameworks.empty() ? "none" : frameworks) << "," << csvQuote(t.why) << "\n";
     }
 }
 
 void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::SearchOptions& options,
                 const sim::SearchResult& r, std::ostream& out) {
     const int nodes = space.gpus / std::max(1, s.cluster.gpusPerNode);
-    out << "tessel search: " << s.model.name << " on " << space.gpus << " x " << s.cluster.gpu.name << " ("
-        << s.cluster.name << ", " << std::max(1, nodes) << " node" << (nodes == 1 ? "" : "s") << "), global batch "
-        << space.globalBatch << ", objective " << sim::toString(options.objective) << "\n\n";
+    const bool batchRange = space.maxGlobalBatch > space.globalBatch;
+    out << "tessel search: " << s.model.name << " on " << (space.allowIdle ? "up to " : "") << space.gpus << " x "
+        << s.cluster.gpu.name << " (" << s.cluster.name << ", " << std::max(1, nodes) << " node" << (nodes == 1 ? "" : "s")
+        << "), global batch " << space.globalBatch;
+    if (batchRange) out << ":" << space.maxGlobalBatch;
+    out << ", objective " << sim::toString(options.objective) << ", framework "
+        << (space.runnableBy ? sim::toString(*space.runnableBy) + " (only plans it runs)" : std::string("any")) << "\n\n";
     const bool dollars = options.objective == sim::Objective::TokensPerDollar;
-    std::vector<std::string> header{"rank", "tp", "pp", "dp", "cp", "ep", "vpp", "mb", "zero", "recompute", "sp",
-                                    "schedule", "rank order", "peak GiB", "step s", "±%", "bubble %", "MFU %", "tokens/s"};
+    const bool priced = space.allowIdle && s.cluster.pricePerGpuHour > 0.0;
+    bool offloads = false;
+    for (const auto& t : r.top) offloads = offloads || t.plan.offloads();
+    std::vector<std::string> header{"rank"};
+    if (space.allowIdle) {
+        header.push_back("gpus");
+        header.push_back("idle");
+    }
+    if (batchRange) header.push_back("batch");
+    for (const char* h : {"tp", "pp", "dp", "cp", "ep", "vpp", "mb", "zero", "recompute", "sp", "schedule", "rank order"})
+        header.push_back(h);
+    if (offloads) header.push_back("offload");
+    for (const char* h : {"peak GiB", "step s", "±%", "bubble %", "MFU %", "tokens/s"}) header.push_back(h);
     if (dollars) header.push_back("tokens/$");
+    if (priced) header.push_back("$/used GPU-h");
+    if (!space.runnableBy) header.push_back("runs on");
     size_t whyWidth = 3;
     for (const auto& t : r.top) whyWidth = std::max(whyWidth, t.why.size());
     header.push_back("why" + std::string(whyWidth - 3, ' '));
@@ -125,22 +198,51 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         const auto& t = r.top[i];
         const Plan& p = t.plan;
         const std::string split = pipelineSplitText(s.model, p);
-        std::vector<std::string> row{"#" + std::to_string(i + 1) + (t.tiedWithBest ? "=" : ""), std::to_string(p.tp),
-                                     std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"),
-                                     std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
-                                     std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage),
-                                     toString(p.recompute), p.sequenceParallel ? "on" : "off", toString(p.schedule),
-                                     p.rankOrderString(), gib(t.peakBytes, 1), fixed(t.metrics.stepSeconds, 3),
-                                     t.errorBandKind.empty() ? "-" : fixed(100.0 * t.errorBand, 1),
-                                     fixed(t.metrics.bubbleFraction * 100.0, 1), fixed(t.metrics.mfu * 100.0, 1),
-                                     fixed(t.metrics.tokensPerSecond, 0)};
+        std::vector<std::string> row{"#" + std::to_string(i + 1) + (t.tiedWithBest ? "=" : "")};
+        if (space.allowIdle) {
+            row.push_back(std::to_string(p.worldSize()));
+            row.push_back(std::to_string(t.idleGpus));
+        }
+        if (batchRange) row.push_back(std::to_string(p.globalBatch));
+        for (const std::string& cell :
+             {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
+              std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage), toString(p.recompute),
+              std::string(p.sequenceParallel ? "on" : "off"), toString(p.schedule), p.rankOrderString()})
+            row.push_back(cell);
+        if (offloads) row.push_back(offloadString(p));
+        for (const std::string& cell :
+             {gib(t.peakBytes, 1), fixed(t.metrics.stepSeconds, 3), t.errorBandKind.empty() ? std::string("-") : fixed(100.0 * t.errorBand, 1),
+              fixed(t.metrics.bubbleFraction * 100.0, 1), fixed(t.metrics.mfu * 100.0, 1), fixed(t.metrics.tokensPerSecond, 0)})
+            row.push_back(cell);
         if (dollars) row.push_back(fixed(t.tokensPerDollar, 0));
+        if (priced) row.push_back(fixed(t.pricePerUsedGpuHour, 2));
+        if (!space.runnableBy) {
+            std::string fw;
+            for (const auto& name : t.frameworks) fw += (fw.empty() ? "" : ",") + name;
+            row.push_back(fw.empty() ? "-" : fw);
+        }
         // Left-align the sentence: pad it to the column width (the table right-aligns cells).
         row.push_back(t.why + std::string(whyWidth - t.why.size(), ' '));
         table.addRow(row);
     }
-    if (r.top.empty()) out << "no feasible plan: every plan of the space is invalid or runs out of memory\n";
-    else out << table.render();
+    if (r.top.empty()) {
+        out << "no feasible plan: every plan of the space is invalid, runs out of memory"
+            << (space.runnableBy ? " or cannot run on " + sim::toString(*space.runnableBy) : std::string()) << "\n";
+        // What usually rescues such a request (docs/search.md): fewer GPUs than asked, a flexible batch, offload.
+        std::vector<std::string> hints;
+        if (!space.allowIdle) hints.push_back("--allow-idle (or --max-gpus N): let plans leave whole nodes idle");
+        if (space.maxGlobalBatch <= space.globalBatch)
+            hints.push_back("--global-batch LO:HI or --tokens-per-step T --batch-tolerance P%: a flexible batch");
+        if (!space.offload) hints.push_back("--offload auto: offload to host memory where plans do not fit");
+        else if (!s.cluster.host.present()) hints.push_back("a cluster file with a \"host\" block, so plans can offload");
+        if (space.runnableBy) hints.push_back("--framework any: plans of every framework");
+        for (const auto& h : hints) out << "  try " << h << "\n";
+    } else {
+        out << table.render();
+    }
+    if (!r.top.empty() && space.allowIdle)
+        out << "searched " << r.gpuCountsSearched << " GPU count" << (r.gpuCountsSearched == 1 ? "" : "s")
+            << " (whole nodes, largest first, until no plan on fewer GPUs could reach the ranking)\n";
     if (!r.top.empty() && !r.top.front().errorBandKind.empty())
         out << "±%: median |step error| of tessel on published " << r.top.front().errorBandKind
             << " runs (tessel validate); #N= marks a plan inside #1's band, which the model cannot tell apart\n";
@@ -209,21 +311,68 @@ int runSearch(const SearchFlags& f) {
     problems.throwIfAny();
 
     sim::SearchSpace space;
-    space.gpus = f.gpus.value_or(s.cluster.totalGpus());
-    space.globalBatch = f.globalBatch.value_or(s.plan.globalBatch);
+    space.gpus = f.maxGpus ? *f.maxGpus : f.gpus.value_or(s.cluster.totalGpus());
+    if (f.maxGpus && f.gpus && *f.gpus != *f.maxGpus)
+        problems.add("--max-gpus", "--gpus " + std::to_string(*f.gpus) + " and --max-gpus " + std::to_string(*f.maxGpus) +
+                                       " disagree; give one (--max-gpus N is --gpus N --allow-idle)");
+    space.allowIdle = f.allowIdle || f.maxGpus.has_value();
+    space.globalBatch = s.plan.globalBatch;
+    if (f.globalBatch && f.tokensPerStep)
+        problems.add("--tokens-per-step", "give either --global-batch or --tokens-per-step");
+    if (f.globalBatch) {
+        if (const auto range = parseBatchRange(*f.globalBatch, problems)) {
+            space.globalBatch = range->first;
+            space.maxGlobalBatch = range->second;
+        }
+    } else if (f.tokensPerStep) {
+        // A tokens-per-step target with a tolerance: every whole batch of sequences within it.
+        const auto tokens = parseCount(*f.tokensPerStep, "--tokens-per-step", problems);
+        double tolerance = 0.0;
+        if (f.batchTolerance) {
+            std::string t = *f.batchTolerance;
+            if (!t.empty() && t.back() == '%') t.pop_back();
+            try {
+                size_t used = 0;
+                tolerance = std::stod(t, &used) / 100.0;
+                if (used != t.size() || !(tolerance >= 0.0) || tolerance >= 1.0) throw std::invalid_argument(t);
+            } catch (const std::exception&) {
+                problems.add("--batch-tolerance", "must be a percentage in [0, 100), e.g. 5%, got \"" + *f.batchTolerance + "\"");
+            }
+        }
+        if (tokens) {
+            const double seq = static_cast<double>(s.model.seqLen);
+            const double lo = std::ceil(*tokens * (1.0 - tolerance) / seq - 1e-9);
+            const double hi = std::floor(*tokens * (1.0 + tolerance) / seq + 1e-9);
+            if (hi < std::max(lo, 1.0) || hi > 1e9)
+                problems.add("--tokens-per-step", "no whole batch of " + std::to_string(s.model.seqLen) +
+                                                      "-token sequences lies within " + *f.tokensPerStep + " +- " +
+                                                      std::to_string(tolerance * 100.0) + "%; widen --batch-tolerance");
+            else {
+                space.globalBatch = static_cast<int>(std::max(lo, 1.0));
+                space.maxGlobalBatch = static_cast<int>(hi);
+            }
+        }
+    } else if (f.batchTolerance) {
+        problems.add("--batch-tolerance", "applies to --tokens-per-step");
+    }
+    if (f.offload == "off") space.offload = false;
+    else if (f.offload != "auto") problems.add("--offload", "must be auto or off, got \"" + f.offload + "\"");
     space.precision = f.precision.value_or(s.plan.precision);
     space.flashAttention = s.plan.flashAttention;
     space.attentionKernel = s.plan.attentionKernel;
     space.framework = s.plan.framework;
     if (f.framework) {
+        // One flag, two effects (docs/frameworks.md): the framework's overlap defaults, and only plans it can run
+        // (tessel export's rules). "any" (and "generic") restrict nothing; each row then lists who runs it.
         const auto& names = frameworkNames();
-        if (std::find(names.begin(), names.end(), *f.framework) == names.end()) {
+        if (*f.framework != "any" && std::find(names.begin(), names.end(), *f.framework) == names.end()) {
             std::string list;
             for (const auto& n : names) list += (list.empty() ? "" : "|") + n;
-            problems.add("--framework", "must be one of " + list + ", got \"" + *f.framework + "\"");
+            problems.add("--framework", "must be one of " + list + "|any, got \"" + *f.framework + "\"");
         } else {
             space.framework = FrameworkSettings{};
-            space.framework.name = *f.framework;
+            space.framework.name = *f.framework == "any" ? "generic" : *f.framework;
+            space.runnableBy = sim::exportFormatOf(*f.framework);
         }
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
@@ -250,7 +399,7 @@ int runSearch(const SearchFlags& f) {
     auto previous = std::signal(SIGINT, onInterrupt);
     sim::SearchResult result;
     try {
-        result = sim::searchPlans(s.model, s.cluster, space, options);
+        result = sim::searchPlansUpTo(s.model, s.cluster, space, options);
     } catch (...) {
         std::signal(SIGINT, previous);
         printer.finish();
@@ -275,7 +424,16 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--model", f->model, "Model preset name, model JSON file, HuggingFace config.json or checkpoint folder");
     cmd->add_option("--cluster", f->cluster, "Cluster preset name or cluster JSON file");
     cmd->add_option("--gpus", f->gpus, "Number of GPUs (whole nodes of the cluster; default: the scenario's)");
-    cmd->add_option("--global-batch", f->globalBatch, "Global batch in sequences (default: the scenario's)");
+    cmd->add_option("--max-gpus", f->maxGpus, "GPUs available, an upper bound: plans may leave whole nodes idle");
+    cmd->add_flag("--allow-idle", f->allowIdle, "Take --gpus as an upper bound (plans may leave whole nodes idle)");
+    cmd->add_option("--global-batch", f->globalBatch,
+                    "Global batch in sequences, N or a range LO:HI (each dp takes the largest batch of the range it "
+                    "divides; default: the scenario's)");
+    cmd->add_option("--tokens-per-step", f->tokensPerStep, "Target tokens per step (e.g. 5.2M) instead of a batch");
+    cmd->add_option("--batch-tolerance", f->batchTolerance, "How far the batch may stray from --tokens-per-step (e.g. 5%)");
+    cmd->add_option("--offload", f->offload,
+                    "auto (default): plans that do not fit may offload optimizer, parameters or activations to host "
+                    "memory (clusters with a host block); off: never");
     cmd->add_option("--top", f->top, "How many plans to show (default 10)");
     cmd->add_option("--fix", f->fix,
                     "Pin plan fields, e.g. tp=8,pp=4 (keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, "
@@ -286,8 +444,9 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--precision", f->precision, "Precision recipe (default: the scenario's)");
     cmd->add_option("--flash-attention", f->flashAttention, "Flash attention on|off (default: the scenario's)");
     cmd->add_option("--framework", f->framework,
-                    "What runs the plans (their overlap defaults, docs/frameworks.md): generic|megatron|nemo|"
-                    "megascale|deepspeed|fsdp|torchtitan (default: the scenario's)");
+                    "What runs the plans: its overlap defaults (docs/frameworks.md), and only plans it can run "
+                    "(tessel export's rules): generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan|any "
+                    "(any, generic: no restriction, each row lists the frameworks that run it; default: the scenario's)");
     cmd->add_option("--framework-version", f->frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
     cmd->add_flag("--even-splits-only", f->evenSplitsOnly,

@@ -185,6 +185,13 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
     c.gpusPerNode = static_cast<int>(r.requireInt("gpus_per_node", 1, 1024));
     c.nodes = static_cast<int>(r.requireInt("nodes", 1, 1 << 20));
     c.pricePerGpuHour = r.optNumber("price_per_gpu_hour", 0.0, 0.0, 1e4);
+    if (const auto* h = r.child("host")) {
+        ObjectReader hr(*h, r.pointer("host"), problems);
+        c.host.memoryBytes = hr.requireNumber("memory_bytes", 1e6, 1e16);
+        c.host.pcieBytesPerSecond = hr.requireNumber("pcie_bytes_per_second", 1e6, 1e13);
+        c.host.cpuAdamParametersPerSecond = hr.requireNumber("cpu_adam_parameters_per_second", 1e3, 1e14);
+        hr.finish();
+    }
     if (const auto* g = r.child("gpu")) {
         ObjectReader gr(*g, r.pointer("gpu"), problems);
         c.gpu.name = gr.requireString("name");
@@ -379,6 +386,10 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
+    if (c.host.present())
+        j["host"] = {{"memory_bytes", c.host.memoryBytes},
+                     {"pcie_bytes_per_second", c.host.pcieBytesPerSecond},
+                     {"cpu_adam_parameters_per_second", c.host.cpuAdamParametersPerSecond}};
     if (!c.sources.empty()) j["sources"] = c.sources;
     if (c.calibration) j["calibration"] = *c.calibration;
     return j;

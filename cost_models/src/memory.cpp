@@ -2,6 +2,7 @@
 // 2022, in-flight micro-batches per schedule, and other buffers (FORMULAS.md §2).
 #include "tessel/cost/memory.hpp"
 
+#include "tessel/cost/offload.hpp"
 #include "tessel/cost/shapes.hpp"
 
 #include <algorithm>
@@ -261,7 +262,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
 
 StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
                         const MemoryShapeTerms& t, const StageParameters& params, int stage, double reservedBytes,
-                        double capacityBytes) {
+                        double capacityBytes, double hostCapacityBytesPerGpu) {
     const double e = t.elementBytes, T = t.tokens, Tsp = t.tokensSp, h = t.hidden;
     const double denseShards = plan.zeroShardSize();
     const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
@@ -286,10 +287,26 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
     st.optimizerBytes = states(recipe.optimizerBytesPerParameter(), z >= 1);
+    // Offload (FORMULAS.md §8): the optimizer state and, from ZeRO-2 on, the gradient partition live on the host
+    // (DeepSpeed moves each reduced partition there; below ZeRO-2 the full gradient buffer stays on the GPU);
+    // ZeRO-Infinity also moves the 16-bit weight partition (the gather buffers stay).
+    st.hostBytes = hostBytesPerParameter(plan, recipe) * zeroPartitionParameters(plan, params);
+    if (plan.offloadOptimizer) {
+        st.optimizerBytes = 0.0;
+        if (z >= 2) st.gradsBytes = 0.0;
+    }
+    if (plan.offloadParameters) st.weightsBytes -= states(recipe.weightBytes, z >= 3);
 
     st.inFlight = inFlightMicroBatches(plan, stage);
     const bool last = stage == plan.pp - 1;
     const double perMicroBatch = layersPerStage * (t.layerActivations + t.normStatistics);
+    // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed layer
+    // inputs go to the host as they are made, and the GPU keeps two layers' inputs (the one being copied and the
+    // next, DeepSpeed's cpu_checkpointing double buffer).
+    auto stored = [&](double n) {
+        return plan.offloadActivations ? std::min(n * perMicroBatch, 2.0 * t.layerActivations) : n * perMicroBatch;
+    };
+    if (plan.offloadActivations) st.hostBytes += st.inFlight * perMicroBatch;
     // ZB-H1 delays stage s's weight-gradient passes by s, so besides the forwards in flight the stage holds
     // up to s sets of what the W pass needs; the peak is right after a forward, right after a B pass (before
     // the oldest W runs), or inside a B pass.
@@ -297,11 +314,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     const double pendingW = zeroBubble ? std::min<double>(stage, m) : 0.0;
     if (zeroBubble) {
         const double wSet = layersPerStage * t.weightGradientSet + (last ? e * T * h : 0.0);
-        st.activationsBytes = std::max({st.inFlight * perMicroBatch + pendingW * wSet,
-                                        std::max(st.inFlight - 1.0, 0.0) * perMicroBatch + std::min(pendingW + 1.0, m) * wSet,
-                                        st.inFlight * perMicroBatch + pendingW * wSet + t.duringBackwardInput});
+        st.activationsBytes = std::max({stored(st.inFlight) + pendingW * wSet,
+                                        stored(std::max(st.inFlight - 1.0, 0.0)) + std::min(pendingW + 1.0, m) * wSet,
+                                        stored(st.inFlight) + pendingW * wSet + t.duringBackwardInput});
     } else {
-        st.activationsBytes = st.inFlight * perMicroBatch;
+        st.activationsBytes = stored(st.inFlight);
     }
     if (plan.recompute == Recompute::Full) st.activationsBytes += t.layerFullActivations; // one layer rebuilt
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
@@ -334,8 +351,17 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         o.backwardWorkingBytes = e * T * ((model.activation == Activation::Swiglu ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
     o.reservedBytes = reservedBytes;
     st.headroomBytes = capacityBytes - st.totalBytes();
-    st.fits = st.headroomBytes >= 0.0;
+    st.hostFits = st.hostBytes <= 0.0 || st.hostBytes <= hostCapacityBytesPerGpu;
+    st.fits = st.headroomBytes >= 0.0 && st.hostFits;
     return st;
+}
+
+double MemoryReport::hostBytesPerNode() const { return hostPeakBytes * gpusPerNode; }
+
+double hostCapacityPerGpu(const ClusterConfig& cluster) {
+    // The node's host memory is shared by its GPUs; a rank may use its share (ranks of one node hold alike
+    // partitions, stage by stage).
+    return cluster.host.memoryBytes / std::max(1, cluster.gpusPerNode);
 }
 
 MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
@@ -344,9 +370,12 @@ MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluste
     const MemoryShapeTerms terms = memoryShapeTerms(model, plan, recipe);
     MemoryReport report;
     report.capacityBytes = d(cluster.gpu.memoryBytes);
+    report.hostCapacityBytes = cluster.host.memoryBytes;
+    report.gpusPerNode = std::max(1, cluster.gpusPerNode);
     for (int stage = 0; stage < plan.pp; ++stage) {
         StageMemory st = stageMemory(model, plan, recipe, terms, stageParameters(model, plan, stage), stage,
-                                     d(cluster.gpu.reservedBytes), report.capacityBytes);
+                                     d(cluster.gpu.reservedBytes), report.capacityBytes, hostCapacityPerGpu(cluster));
+        report.hostPeakBytes = std::max(report.hostPeakBytes, st.hostBytes);
         if (st.totalBytes() > report.peakBytes) {
             report.peakBytes = st.totalBytes();
             report.peakStage = stage;

@@ -160,6 +160,9 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     if (r.has("rank_order")) p.rankOrder = parseRankOrder(r.requireString("rank_order"), r.pointer("rank_order"), problems);
     else r.accept("rank_order");
     p.vocabDivisibleBy = static_cast<int>(r.optInt("vocab_divisible_by", 128, 1, 1 << 20));
+    p.offloadOptimizer = r.optBool("offload_optimizer", false);
+    p.offloadParameters = r.optBool("offload_parameters", false);
+    p.offloadActivations = r.optBool("offload_activations", false);
     p.framework = parseFrameworkSettings(r);
     r.finish();
     return p;
@@ -190,8 +193,20 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.firstStageLayers > 0) j["first_stage_layers"] = p.firstStageLayers;
     if (p.lastStageLayers > 0) j["last_stage_layers"] = p.lastStageLayers;
     if (p.pipelineSplit != PipelineSplit::Even) j["pipeline_split"] = toString(p.pipelineSplit);
+    // Written only when set, so plans without offload read as before.
+    if (p.offloadOptimizer) j["offload_optimizer"] = true;
+    if (p.offloadParameters) j["offload_parameters"] = true;
+    if (p.offloadActivations) j["offload_activations"] = true;
     frameworkToJson(p.framework, j);
     return j;
+}
+
+std::string offloadString(const Plan& p) {
+    std::string s;
+    if (p.offloadOptimizer) s += "optimizer";
+    if (p.offloadParameters) s += std::string(s.empty() ? "" : "+") + "parameters";
+    if (p.offloadActivations) s += std::string(s.empty() ? "" : "+") + "activations";
+    return s.empty() ? "none" : s;
 }
 
 int64_t paddedVocab(const ModelConfig& model, const Plan& plan) {
@@ -315,6 +330,18 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("attention_kernel"), "\"" + plan.attentionKernel + "\" is not an attention kernel of " +
                                                     cluster.gpu.name + " (it has: " + names + ", or \"auto\")");
     }
+    if (plan.offloads() && !cluster.host.present())
+        problems.add(field(plan.offloadOptimizer ? "offload_optimizer" : plan.offloadParameters ? "offload_parameters" : "offload_activations"),
+                     "offload needs the cluster's host block (host memory, PCIe and CPU Adam rates); cluster '" +
+                         cluster.name + "' has none");
+    if (plan.offloadOptimizer && plan.zeroStage < 1)
+        problems.add(field("offload_optimizer"), "optimizer offload runs inside a ZeRO optimizer (DeepSpeed ZeRO-Offload, "
+                                                 "Megatron's distributed optimizer); needs zero_stage >= 1");
+    if (plan.offloadParameters && (plan.zeroStage != 3 || !plan.offloadOptimizer))
+        problems.add(field("offload_parameters"), "parameter offload is ZeRO-Infinity: needs zero_stage 3 and offload_optimizer");
+    if (plan.offloadActivations && plan.recompute != Recompute::Full)
+        problems.add(field("offload_activations"), "activation offload swaps the checkpointed layer inputs to the host "
+                                                   "(DeepSpeed cpu_checkpointing); needs recompute full");
     if (const auto* rec = findPrecisionRecipe(plan.precision); rec && rec->fp8() && !cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8))
         problems.add(field("precision"), "\"fp8\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
                                              "' gives no peak (FP8 tensor cores arrived with Hopper)");

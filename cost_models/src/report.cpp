@@ -48,12 +48,17 @@ nlohmann::json memoryToJson(const MemoryReport& m) {
                             {"reserved_bytes", st.other.reservedBytes}}},
                           {"total_bytes", st.totalBytes()},
                           {"fits", st.fits},
-                          {"headroom_bytes", st.headroomBytes}});
+                          {"headroom_bytes", st.headroomBytes},
+                          {"host_bytes", st.hostBytes},
+                          {"host_fits", st.hostFits}});
     }
     return {{"stages", stages},
             {"peak_bytes", m.peakBytes},
             {"peak_stage", m.peakStage},
             {"capacity_bytes", m.capacityBytes},
+            {"host_peak_bytes", m.hostPeakBytes},
+            {"host_bytes_per_node", m.hostBytesPerNode()},
+            {"host_capacity_bytes", m.hostCapacityBytes},
             {"fits", m.fits}};
 }
 

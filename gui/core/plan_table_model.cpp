@@ -3,6 +3,8 @@
 
 #include "core/format.hpp"
 
+#include <QStringList>
+
 #include <array>
 
 namespace tessel::gui {
@@ -35,6 +37,11 @@ constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
     {"schedule", "schedule", "Pipeline schedule"},
     {"tokens", "tokens/s", "Training throughput"},
     {"order", "rank order", "Process-group rank order, fastest dimension first"},
+    {"offload", "offload", "What lives in host memory: optimizer state (ZeRO-Offload), parameters (ZeRO-Infinity), "
+                           "checkpointed activations; none when the plan fits without"},
+    {"gpus", "GPUs", "GPUs the plan uses (of those asked; the rest idle)"},
+    {"batch", "batch", "Global batch in sequences (a range search picks it per plan)"},
+    {"frameworks", "runs on", "Frameworks that can run the plan (tessel export's rules)"},
 }};
 } // namespace
 
@@ -81,7 +88,7 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::ToolTipRole) return QString::fromStdString(r.why);
     if (role == Qt::TextAlignmentRole) {
         const int c = index.column();
-        const bool words = c == Recompute || c == Schedule || c == RankOrder || c == SequenceParallel;
+        const bool words = c == Recompute || c == Schedule || c == RankOrder || c == SequenceParallel || c == Offload || c == Frameworks;
         return QVariant::fromValue(Qt::Alignment(words ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter));
     }
     if (role != Qt::DisplayRole && role != SortRole) return {};
@@ -117,6 +124,14 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     case TokensPerSecond:
         return number(r.metrics.tokensPerSecond, QString::number(r.metrics.tokensPerSecond, 'f', 0));
     case RankOrder: return QString::fromStdString(p.rankOrderString());
+    case Offload: return QString::fromStdString(offloadString(p));
+    case Gpus: return integer(p.worldSize());
+    case GlobalBatch: return integer(p.globalBatch);
+    case Frameworks: {
+        QStringList names;
+        for (const auto& f : r.frameworks) names << QString::fromStdString(f);
+        return names.isEmpty() ? QStringLiteral("-") : names.join(QLatin1Char(','));
+    }
     default: return {};
     }
 }

@@ -15,7 +15,7 @@ public:
     enum Column {
         // The numbers plans are compared by come first, so they stay visible in a narrow window.
         Rank = 0, StepSeconds, ErrorBand, Mfu, Bubble, PeakGiB, Tp, Pp, Dp, Cp, Ep, Vpp, MicroBatch, Zero, Recompute,
-        SequenceParallel, Schedule, TokensPerSecond, RankOrder, ColumnCount
+        SequenceParallel, Schedule, TokensPerSecond, RankOrder, Offload, Gpus, GlobalBatch, Frameworks, ColumnCount
     };
     // Raw value for sorting and filtering: numbers as double, words as QString (DisplayRole is formatted).
     static constexpr int SortRole = Qt::UserRole;

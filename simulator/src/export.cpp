@@ -110,12 +110,12 @@ struct RankSplit {
     int firstChunk = 0, middleChunk = 0, lastChunk = 0; // layers per virtual stage
     std::string text;                             // "7,8x14,7"
 };
-RankSplit rankSplit(const Scenario& s) {
-    const Plan plan = withResolvedPipelineSplit(s.model, s.cluster, s.plan);
-    const std::vector<int> counts = chunkLayerCounts(s.model, plan);
+RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
+    const Plan plan = withResolvedPipelineSplit(model, cluster, given);
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
     const int p = plan.pp, v = plan.vpp;
     RankSplit r;
-    r.text = pipelineSplitText(s.model, plan);
+    r.text = pipelineSplitText(model, plan);
     r.even = r.text.empty();
     auto at = [&](int stage, int chunk) { return counts[static_cast<size_t>(chunk * p + stage)]; };
     for (int st = 0; st < p; ++st)
@@ -132,10 +132,9 @@ RankSplit rankSplit(const Scenario& s) {
     return r;
 }
 
-std::string exportMegatron(const Scenario& s, ProblemList& problems) {
-    const auto& m = s.model;
-    const auto& p = s.plan;
-    const RankSplit split = rankSplit(s);
+// The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
+void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
+    const RankSplit split = rankSplit(m, cluster, p);
     if (!split.expressible)
         problems.add("/plan/pipeline_layers",
                      "Megatron-LM states an uneven split as the first and last pipeline rank's layers with the rest "
@@ -172,10 +171,14 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         problems.add("/plan/precision",
                      "Megatron-LM does not train in fp64; cpu_fp64 is the CPU executor's recipe");
     // Megatron-core's default order is tp-cp-ep-dp-pp; --use-tp-pp-dp-mapping makes it tp-cp-ep-pp-dp.
+    if (p.offloadParameters || p.offloadActivations)
+        problems.add(p.offloadParameters ? "/plan/offload_parameters" : "/plan/offload_activations",
+                     "Megatron-LM offloads only the optimizer (--optimizer-cpu-offload, with the distributed "
+                     "optimizer); parameter and activation offload are DeepSpeed's: export --format deepspeed");
+    if (withOrder)
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}, O{Tp, Cp, Ep, Pp, Dp}}, "Megatron-LM",
                    "by its default order or with --use-tp-pp-dp-mapping", problems);
     // Overlap settings the plan states but Megatron-LM cannot run.
-    const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
     if (p.framework.overlapParamGather.value_or(false) && p.zeroStage != 1)
         problems.add("/plan/overlap_param_gather",
                      "Megatron-LM's --overlap-param-gather overlaps the distributed optimizer's all-gather; it needs "
@@ -192,7 +195,15 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         problems.add("/plan/async_tp_grad_reduce",
                      "current Megatron-LM always overlaps the backward TP collective with the weight-gradient GEMM "
                      "(the switch was removed); set async_tp_grad_reduce on or leave it out");
+}
+
+std::string exportMegatron(const Scenario& s, ProblemList& problems) {
+    const auto& m = s.model;
+    const auto& p = s.plan;
+    megatronRules(s.model, s.cluster, p, problems, true);
     if (!problems.empty()) return {};
+    const RankSplit split = rankSplit(m, s.cluster, p);
+    const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
 
     std::vector<std::string> args;
     auto arg = [&](const std::string& flag, const std::string& value = {}) {
@@ -248,6 +259,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (activeOrder(p.rankOrder, p) != activeOrder(O{Tp, Cp, Ep, Dp, Pp}, p)) arg("--use-tp-pp-dp-mapping");
     if (p.sequenceParallel) arg("--sequence-parallel");
     if (p.zeroStage == 1) arg("--use-distributed-optimizer");
+    if (p.offloadOptimizer) arg("--optimizer-cpu-offload"); // megatron-core >= 0.10: HybridDeviceOptimizer, fraction 1.0
     // Recompute: selective is Megatron's core-attention recompute (Korthikanti et al. 2022); full keeps only
     // each layer's input.
     if (p.recompute == Recompute::Selective) arg("--recompute-activations");
@@ -319,16 +331,19 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
 // activation checkpointing, pipeline settings and (AutoTP training) tensor parallelism; everything else that
 // tessel plans (Megatron-style sequence parallelism, ring-attention context parallelism, expert parallelism,
 // selective recompute) lives in model code, so such plans are refused with the alternative named.
-std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
-    const auto& p = s.plan;
+// The plans DeepSpeed cannot run: every refusal at its plan pointer (the one source of truth for export and search).
+int deepSpeedStage(const Plan& p) {
+    return isHalfRecipe(p.precision) && p.zeroStage == 0 && p.dp == 1 ? 1 : p.zeroStage;
+}
+
+void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32
     // master weights and Adam state over data parallel (ZeRO-1); over a single data-parallel rank the two are
     // the same, so a dp = 1 bf16 plan is written as stage 1.
-    int stage = p.zeroStage;
-    if (half && stage == 0 && p.dp == 1) stage = 1;
+    const int stage = deepSpeedStage(p);
 
-    if (p.pp > 1 && !evenPipelineSplit(s.model, withResolvedPipelineSplit(s.model, s.cluster, p)))
+    if (p.pp > 1 && !evenPipelineSplit(m, withResolvedPipelineSplit(m, cluster, p)))
         problems.add("/plan/pipeline_split",
                      "DeepSpeed's PipelineModule places layers by its partition_method in model code (\"parameters\" or "
                      "\"uniform\"), not by per-stage counts in the config; tessel cannot state this uneven split there: "
@@ -393,7 +408,6 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         problems.add("/plan/precision",
                      "DeepSpeed's config has no FP8 training (it comes from Transformer Engine modules in model "
                      "code); use precision megatron, or export --format megatron or torchtitan");
-    const OverlapSettings ov = resolveOverlap(p.framework, false, p.zeroStage);
     // With flash attention, Megatron-style selective recompute stores exactly what no recompute stores (the
     // s x s scores it drops are never kept), so it is written as no checkpointing; without flash it is not
     // expressible in DeepSpeed's config.
@@ -403,9 +417,18 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
                      "recompute full, or flash_attention on (then selective stores no more "
                      "than none)");
     // PipeModelDataParallelTopology: model (tp) fastest, then data, then pipe.
+    if (withOrder)
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "DeepSpeed",
                    "as PipeModelDataParallelTopology does (tp, dp, pp)", problems);
+}
+
+std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
+    const auto& p = s.plan;
+    deepSpeedRules(s.model, s.cluster, p, problems, true);
     if (!problems.empty()) return {};
+    const bool half = isHalfRecipe(p.precision);
+    const int stage = deepSpeedStage(p);
+    const OverlapSettings ov = resolveOverlap(p.framework, false, p.zeroStage);
 
     nlohmann::ordered_json ds;
     ds["train_batch_size"] = p.globalBatch;
@@ -435,6 +458,10 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         zero["stage3_prefetch_bucket_size"] = largest;
         zero["stage3_max_live_parameters"] = 2 * largest;
     }
+    // ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py): optimizer state and the CPU Adam
+    // step, and with stage 3 the parameter partition, in pinned host memory.
+    if (p.offloadOptimizer) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+    if (p.offloadParameters) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
     ds["zero_optimization"] = zero;
     if (p.tp > 1) ds["tensor_parallel"] = {{"autotp_size", p.tp}};
     if (p.pp > 1) {
@@ -449,9 +476,11 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         // Configures deepspeed.checkpointing; the model checkpoints every layer through it (PipelineModule's
         // interval above, or deepspeed.checkpointing.checkpoint in model code).
         nlohmann::ordered_json ac;
+        // Activation offload: the checkpointed inputs are copied to the host (activation_checkpointing/
+        // checkpointing.py: CPU_CHECKPOINT without PARTITION_ACTIVATIONS copies them whole).
         ac["partition_activations"] = false;
         ac["contiguous_memory_optimization"] = false;
-        ac["cpu_checkpointing"] = false;
+        ac["cpu_checkpointing"] = p.offloadActivations;
         ds["activation_checkpointing"] = ac;
     }
     return ds.dump(2) + "\n";
@@ -494,21 +523,20 @@ bool llamaArchitecture(const ModelConfig& m) {
            !m.moe;
 }
 
-std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
-    const auto& m = s.model;
-    const auto& p = s.plan;
+// The plans Torchtitan cannot run: every refusal at its plan pointer (the one source of truth for export and search).
+void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
 
     // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
     // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.
     if (p.pp > 1) {
-        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, s.cluster, p));
+        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, cluster, p));
         const int middle = counts.size() > 2 ? counts[1] : counts.back();
         bool ok = counts.front() <= middle && counts.back() <= middle;
         for (size_t u = 1; u + 1 < counts.size(); ++u) ok = ok && counts[u] == middle;
         if (!ok)
             problems.add("/plan/pipeline_layers",
                          "torchtitan gives every virtual stage the same layers except fewer on the first and the last; "
-                         "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, s.cluster, p)) + ") is not of that form");
+                         "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, cluster, p)) + ") is not of that form");
     }
     if (p.zeroStage == 1 || p.zeroStage == 2)
         problems.add("/plan/zero_stage",
@@ -560,8 +588,21 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         problems.add("/plan/precision",
                      "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
     // torchtitan's device mesh, slowest first: pp, dp_replicate, dp_shard, cp, tp.
+    if (p.offloads())
+        problems.add(p.offloadOptimizer ? "/plan/offload_optimizer"
+                     : p.offloadParameters ? "/plan/offload_parameters" : "/plan/offload_activations",
+                     "torchtitan's only offload (training.enable_cpu_offload, FSDP2's CPUOffloadPolicy) moves "
+                     "parameters, gradients and optimizer together and steps with torch's CPU Adam, which tessel does "
+                     "not model; export --format deepspeed");
+    if (withOrder)
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "torchtitan",
                    "by its device mesh (pp, dp, cp, tp; slowest first)", problems);
+}
+
+std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
+    const auto& m = s.model;
+    const auto& p = s.plan;
+    torchtitanRules(s.model, s.cluster, p, problems, true);
     if (!problems.empty()) return {};
 
     const bool pipelined = p.pp > 1;
@@ -661,6 +702,50 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
 }
 
 } // namespace
+
+std::string toString(ExportFormat format) {
+    switch (format) {
+    case ExportFormat::Megatron: return "megatron";
+    case ExportFormat::DeepSpeed: return "deepspeed";
+    case ExportFormat::Torchtitan: return "torchtitan";
+    }
+    return "megatron";
+}
+
+std::optional<ExportFormat> parseExportFormat(const std::string& name) {
+    for (ExportFormat f : allExportFormats())
+        if (toString(f) == name) return f;
+    return std::nullopt;
+}
+
+const std::vector<ExportFormat>& allExportFormats() {
+    static const std::vector<ExportFormat> all{ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::Torchtitan};
+    return all;
+}
+
+void frameworkRules(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, ExportFormat format,
+                    ProblemList& problems, bool withRankOrder) {
+    switch (format) {
+    case ExportFormat::Megatron: megatronRules(model, cluster, plan, problems, withRankOrder); break;
+    case ExportFormat::DeepSpeed: deepSpeedRules(model, cluster, plan, problems, withRankOrder); break;
+    case ExportFormat::Torchtitan: torchtitanRules(model, cluster, plan, problems, withRankOrder); break;
+    }
+}
+
+bool frameworkRuns(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, ExportFormat format,
+                   bool withRankOrder) {
+    ProblemList problems;
+    frameworkRules(model, cluster, plan, format, problems, withRankOrder);
+    return problems.empty();
+}
+
+std::optional<ExportFormat> exportFormatOf(const std::string& frameworkName) {
+    // NeMo and MegaScale run Megatron-core; FSDP is what torchtitan runs.
+    if (frameworkName == "megatron" || frameworkName == "nemo" || frameworkName == "megascale") return ExportFormat::Megatron;
+    if (frameworkName == "deepspeed") return ExportFormat::DeepSpeed;
+    if (frameworkName == "torchtitan" || frameworkName == "fsdp") return ExportFormat::Torchtitan;
+    return std::nullopt;
+}
 
 std::string exportPlan(const Scenario& scenario, ExportFormat format) {
     ProblemList problems;

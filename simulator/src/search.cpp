@@ -4,6 +4,7 @@
 #include "tessel/sim/error_band.hpp"
 
 #include "search_estimate.hpp"
+#include "search_offload.hpp"
 
 #include "tessel/cost/errors.hpp"
 
@@ -59,15 +60,18 @@ std::vector<int> divisorsOf(int n) {
     return out;
 }
 
-// A plan in 36 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
+// A plan in 44 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
 // not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
 struct PlanCode {
-    int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1;
+    int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
     uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
+    uint8_t offload = 0; // search_offload.hpp bits
 };
 bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.zero, a.recompute, a.sp, a.schedule, a.order, a.split) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.zero, b.recompute, b.sp, b.schedule, b.order, b.split);
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.recompute, a.sp, a.schedule,
+                    a.offload, a.order, a.split) <
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.recompute, b.sp, b.schedule,
+                    b.offload, b.order, b.split);
 }
 
 struct Candidate {
@@ -83,14 +87,33 @@ bool candidateLess(const Candidate& a, const Candidate& b) {
 
 // The space after defaults, fixed keys and checks.
 struct Space {
-    int gpus = 0, globalBatch = 0, maxVpp = 8;
+    int gpus = 0, globalBatch = 0, maxGlobalBatch = 0, maxVpp = 8;
     bool unevenSplits = true;   // pp x vpp that does not divide the layers takes the balanced split
+    // The batch a plan runs: fixed, or the largest of [globalBatch, maxGlobalBatch] that dp x micro-batch (x pp for
+    // interleaved_1f1b, whose micro-batches per step must be a multiple of pp) divides; globalBatch when none does
+    // (the plan is then rejected as "global batch not divisible").
+    bool batchRange() const { return maxGlobalBatch > globalBatch; }
+    int largestMultiple(int64_t step) const {
+        if (!batchRange() || step < 1) return globalBatch;
+        const int64_t b = maxGlobalBatch / step * step;
+        return b >= globalBatch ? static_cast<int>(b) : globalBatch;
+    }
+    int batchFor(int dp, int microBatch, int pp, bool interleaved) const {
+        return largestMultiple(int64_t{dp} * microBatch * (interleaved ? pp : 1));
+    }
+    // What the time objective compares: seconds per sample, scaled by the largest batch so that a fixed batch keeps
+    // plain step seconds.
+    double perSampleScale(int batch) const {
+        return maxGlobalBatch > globalBatch ? static_cast<double>(maxGlobalBatch) / batch : 1.0;
+    }
     std::vector<int> tp, pp, cp, dpFilter, ep, microBatch, vpp, zero;
     std::vector<Recompute> recompute;
     std::vector<Schedule> schedules;
     std::vector<bool> sequenceParallel;
     std::vector<int> orders;  // candidate rank orders, indices into allRankOrders()
     Plan base;                // precision, flash attention, global batch
+    bool offload = true;      // offload variants for plans that do not fit (search_offload.hpp)
+    std::optional<ExportFormat> runnableBy; // admit only plans this framework runs
 };
 
 struct WorkItem {
@@ -102,10 +125,16 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     Space s;
     s.gpus = in.gpus;
     s.globalBatch = in.globalBatch;
+    s.maxGlobalBatch = in.maxGlobalBatch;
     s.maxVpp = in.maxVpp;
+    s.offload = in.offload;
+    s.runnableBy = in.runnableBy;
     s.unevenSplits = in.unevenSplits;
     if (in.gpus < 1) problems.add("--gpus", "must be at least 1, got " + std::to_string(in.gpus));
     if (in.globalBatch < 1) problems.add("--global-batch", "must be at least 1, got " + std::to_string(in.globalBatch));
+    if (in.maxGlobalBatch != 0 && in.maxGlobalBatch < in.globalBatch)
+        problems.add("--global-batch", "the range's upper end " + std::to_string(in.maxGlobalBatch) +
+                                           " is below its lower end " + std::to_string(in.globalBatch));
     if (in.maxVpp < 1) problems.add("max_vpp", "must be at least 1, got " + std::to_string(in.maxVpp));
     if (!findPrecisionRecipe(in.precision)) problems.add("--precision", "unknown precision recipe \"" + in.precision + "\"");
     else if (!precisionSupported(cluster, in.precision))
@@ -232,10 +261,22 @@ std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const Mode
     return out;
 }
 
-std::vector<int> microBatchChoices(const Space& s, int dp) {
+std::vector<int> microBatchChoices(const Space& s, int dp, int pp) {
     if (!s.microBatch.empty()) return s.microBatch;
-    if (s.globalBatch % dp != 0) return {1}; // stands for the shape; rejected as "global batch not divisible"
-    return divisorsOf(s.globalBatch / dp);
+    if (!s.batchRange()) {
+        if (s.globalBatch % dp != 0) return {1}; // stands for the shape; rejected as "global batch not divisible"
+        return divisorsOf(s.globalBatch / dp);
+    }
+    // A range: the micro-batches of the largest batch dp divides and of the largest dp x pp divides (interleaved).
+    std::vector<int> out;
+    for (int64_t step : {int64_t{dp}, int64_t{dp} * pp}) {
+        const int batch = s.largestMultiple(step);
+        if (batch % step != 0) continue;
+        for (int mb : divisorsOf(batch / dp)) out.push_back(mb);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out.empty() ? std::vector<int>{1} : out;
 }
 
 std::vector<bool> spChoices(const Space& s, int tp) {
@@ -250,6 +291,7 @@ Plan itemPlan(const Space& s, const WorkItem& it) {
     p.cp = it.cp;
     p.dp = it.dp;
     p.ep = it.ep;
+    p.globalBatch = s.largestMultiple(it.dp);
     return p;
 }
 
@@ -269,7 +311,7 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                     // An estimate for progress (orders equal in placement are merged later, per item).
                     const uint64_t orders = plan.dp % plan.ep == 0 ? distinctOrderIndices(plan, s.orders).size() : 1;
                     const uint64_t perShape = s.recompute.size() * s.zero.size() * orders;
-                    it.plans = microBatchChoices(s, dp).size() * spChoices(s, tp).size() *
+                    it.plans = microBatchChoices(s, dp, pp).size() * spChoices(s, tp).size() *
                                scheduleChoices(s, model, pp).size() * perShape;
                     if (it.plans > 0) items.push_back(it);
                 }
@@ -326,7 +368,7 @@ void runThreads(int threads, Worker&& worker) {
 
 // What one thread gathers in the pruning stage.
 struct Accumulator {
-    uint64_t considered = 0, feasible = 0, oomFirst = 0, oomLast = 0;
+    uint64_t considered = 0, feasible = 0, oomFirst = 0, oomLast = 0, notRunnable = 0;
     std::array<uint64_t, kReasonCount> reasons{};
     std::vector<Candidate> candidates;
     double bestBound = std::numeric_limits<double>::infinity();
@@ -409,8 +451,8 @@ struct Pruner {
         bool paramsReady = false;
         std::vector<int> paramsSplit;
         StageParameters first, last;
-        std::array<double, 4> optFirst{}, optLast{};
-        std::array<bool, 4> optReady{};
+        std::array<double, 8> optFirst{}, optLast{}; // per ZeRO stage x optimizer offload
+        std::array<bool, 8> optReady{};
         std::map<std::tuple<int, int, int, std::vector<int>>, DpCosts> dpCache;
         const bool timeObjective = !band.memoryObjective;
 
@@ -420,7 +462,7 @@ struct Pruner {
         code.dp = it.dp;
         code.cp = it.cp;
         code.ep = it.ep;
-        for (int mb : microBatchChoices(space, it.dp)) {
+        for (int mb : microBatchChoices(space, it.dp, it.pp)) {
             plan.microBatch = mb;
             code.microBatch = mb;
             for (bool sp : sps) {
@@ -436,6 +478,8 @@ struct Pruner {
                     for (const auto& [sch, vpp] : schedules) {
                         plan.schedule = sch;
                         plan.vpp = vpp;
+                        plan.globalBatch = space.batchFor(it.dp, mb, it.pp, sch == Schedule::Interleaved1F1B);
+                        code.globalBatch = plan.globalBatch;
                         code.schedule = static_cast<uint8_t>(sch);
                         code.vpp = vpp;
                         const bool uneven = space.unevenSplits && model.layers % (it.pp * vpp) != 0;
@@ -471,38 +515,95 @@ struct Pruner {
                             tail = t->second;
                         }
                         for (int z : space.zero) {
-                            plan.zeroStage = z;
-                            code.zero = static_cast<uint8_t>(z);
-                            const PeakMemory mem = peakMemory(ctx, plan, shape, first, last);
+                          plan.zeroStage = z;
+                          code.zero = static_cast<uint8_t>(z);
+                          setOffload(plan, 0);
+                          const PeakMemory plain = peakMemory(ctx, plan, shape, first, last);
+                          // Offload only where the plan does not fit without it (search_offload.hpp): the fitting
+                          // variants no smaller offload also fits.
+                          std::vector<std::pair<uint8_t, PeakMemory>> variants;
+                          if (plain.fits || !space.offload || !ctx.cluster->host.present()) {
+                              variants.emplace_back(uint8_t{0}, plain);
+                          } else {
+                              // The plain plan is rejected; each offload variant tried is a plan of its own. The
+                              // largest variant holds the least GPU memory of all: when it does not fit the GPU, none
+                              // does, and it stands for them (one plan considered, rejected).
+                              (plain.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                              const std::vector<uint8_t> all = offloadVariants(plan);
+                              PeakMemory most;
+                              if (!all.empty()) {
+                                  setOffload(plan, all.back());
+                                  most = peakMemory(ctx, plan, shape, first, last, true);
+                              }
+                              if (all.empty() || !most.fits) {
+                                  if (!all.empty()) {
+                                      acc.considered += nOrders;
+                                      (most.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                                  }
+                              } else {
+                              const size_t tried = fittingOffloads(plan, [&](uint8_t bits) {
+                                  setOffload(plan, bits);
+                                  const PeakMemory pm = peakMemory(ctx, plan, shape, first, last);
+                                  if (pm.fits) variants.emplace_back(bits, pm);
+                                  else (pm.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                                  return pm.fits;
+                              });
+                              acc.considered += nOrders * tried;
+                              }
+                          }
+                          for (const auto& [bits, mem] : variants) {
+                            setOffload(plan, bits);
+                            code.offload = bits;
                             if (!mem.fits) {
                                 (mem.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
                                 continue;
                             }
-                            acc.feasible += nOrders;
+                            // The framework's rules (export.cpp): the plan without its order, then each order.
+                            std::vector<char> orderOk;
+                            uint64_t runnable = nOrders;
+                            if (space.runnableBy) {
+                                if (!frameworkRuns(model, *ctx.cluster, plan, *space.runnableBy, false)) {
+                                    acc.notRunnable += nOrders;
+                                    continue;
+                                }
+                                orderOk.assign(nOrders, 0);
+                                runnable = 0;
+                                for (size_t i = 0; i < nOrders; ++i) {
+                                    plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
+                                    orderOk[i] = frameworkRuns(model, *ctx.cluster, plan, *space.runnableBy, true) ? 1 : 0;
+                                    runnable += static_cast<uint64_t>(orderOk[i]);
+                                }
+                                acc.notRunnable += nOrders - runnable;
+                                if (runnable == 0) continue;
+                            }
+                            acc.feasible += runnable;
                             Candidate c;
                             c.peakBytes = mem.bytes;
                             if (!timeObjective) {
                                 c.key = mem.bytes;
                                 for (size_t i = 0; i < nOrders; ++i) {
+                                    if (!orderOk.empty() && !orderOk[i]) continue;
                                     c.code = code;
                                     c.code.order = static_cast<uint8_t>(orders[i]);
                                     keep(acc, c);
                                 }
                                 continue;
                             }
-                            if (!optReady[static_cast<size_t>(z)]) {
-                                optReady[static_cast<size_t>(z)] = true;
-                                optFirst[static_cast<size_t>(z)] = optimizerSeconds(ctx, plan, first);
-                                optLast[static_cast<size_t>(z)] = optimizerSeconds(ctx, plan, last);
+                            const size_t oz = static_cast<size_t>(z) * 2 + (plan.offloadOptimizer ? 1 : 0);
+                            if (!optReady[oz]) {
+                                optReady[oz] = true;
+                                optFirst[oz] = optimizerSeconds(ctx, plan, first);
+                                optLast[oz] = optimizerSeconds(ctx, plan, last);
                             }
                             if (innerComms.empty()) innerComms.resize(innerClasses.size());
                             BoundInputs in;
                             in.shape = &shape;
-                            in.optimizerFirst = optFirst[static_cast<size_t>(z)];
-                            in.optimizerLast = optLast[static_cast<size_t>(z)];
+                            in.optimizerFirst = optFirst[oz];
+                            in.optimizerLast = optLast[oz];
                             in.tail = tail;
                             in.p2pBlocksCompute = plan.pp > 1 && !ctx.overlapOf(plan).overlapP2pComm;
                             for (size_t i = 0; i < nOrders; ++i) {
+                                if (!orderOk.empty() && !orderOk[i]) continue;
                                 auto& ic = innerComms[static_cast<size_t>(innerOf[i])];
                                 if (!ic) {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
@@ -517,11 +618,12 @@ struct Pruner {
                                 in.comm = &*ic;
                                 in.dp = &dc->second;
                                 c.boundSeconds = lowerBoundSeconds(plan, chunkLayers, in);
-                                c.key = c.boundSeconds;
+                                c.key = c.boundSeconds * space.perSampleScale(plan.globalBatch);
                                 c.code = code;
                                 c.code.order = static_cast<uint8_t>(orders[i]);
                                 keep(acc, c);
                             }
+                          }
                         }
                     }
                 }
@@ -569,6 +671,7 @@ PassResult prunePass(const Space& space, const SearchContext& ctx, const std::ve
         total.feasible += a.feasible;
         total.oomFirst += a.oomFirst;
         total.oomLast += a.oomLast;
+        total.notRunnable += a.notRunnable;
         for (size_t k = 0; k < a.reasons.size(); ++k) total.reasons[k] += a.reasons[k];
         total.bestBound = std::min(total.bestBound, a.bestBound);
         total.candidates.insert(total.candidates.end(), a.candidates.begin(), a.candidates.end());
@@ -590,12 +693,13 @@ PassResult prunePass(const Space& space, const SearchContext& ctx, const std::ve
     return r;
 }
 
-std::map<std::string, uint64_t> rejectedMap(const Accumulator& a) {
+std::map<std::string, uint64_t> rejectedMap(const Accumulator& a, const std::optional<ExportFormat>& framework) {
     std::map<std::string, uint64_t> out;
     for (int k = 1; k < kReasonCount; ++k)
         if (a.reasons[static_cast<size_t>(k)] > 0) out[reasonText(static_cast<Reason>(k))] = a.reasons[static_cast<size_t>(k)];
     if (a.oomFirst > 0) out[kOomFirst] = a.oomFirst;
     if (a.oomLast > 0) out[kOomLast] = a.oomLast;
+    if (a.notRunnable > 0 && framework) out["not runnable on " + toString(*framework) + " (tessel export's rules)"] = a.notRunnable;
     return out;
 }
 
@@ -613,6 +717,8 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);
     p.rankOrder = allRankOrders()[c.order];
+    p.globalBatch = c.globalBatch;
+    setOffload(p, c.offload);
     p.pipelineSplit = c.split ? PipelineSplit::Balanced : PipelineSplit::Even;
     p.pipelineLayers.clear();
     p.firstStageLayers = p.lastStageLayers = 0;
@@ -631,7 +737,8 @@ struct Simulated {
 Simulated simulateCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Space& space, const Candidate& c,
                             double stopAbove) {
     const Plan plan = toPlan(space, c.code);
-    const PlanSimulation sim = simulatePlan(model, cluster, plan, stopAbove);
+    // stopAbove is in the ranking's unit (seconds per sample x the largest batch when the batch is a range).
+    const PlanSimulation sim = simulatePlan(model, cluster, plan, stopAbove / space.perSampleScale(plan.globalBatch));
     Simulated r;
     r.candidate = c;
     r.metrics = sim.metrics;
@@ -683,6 +790,8 @@ std::string planDiff(const Plan& a, const Plan& b) {
     auto num = [&](const char* name, int x, int y) {
         if (x != y) parts.push_back(std::string(name) + " " + std::to_string(x) + " vs " + std::to_string(y));
     };
+    num("GPUs", a.worldSize(), b.worldSize()); // idle-GPU searches compare plans on different counts
+    num("batch", a.globalBatch, b.globalBatch); // and batch ranges, different batches
     num("tp", a.tp, b.tp);
     num("pp", a.pp, b.pp);
     num("dp", a.dp, b.dp);
@@ -696,6 +805,7 @@ std::string planDiff(const Plan& a, const Plan& b) {
     if (a.sequenceParallel != b.sequenceParallel) parts.push_back(std::string("SP ") + (a.sequenceParallel ? "on" : "off") + " vs " + (b.sequenceParallel ? "on" : "off"));
     if (a.schedule != b.schedule) parts.push_back(toString(a.schedule) + " vs " + toString(b.schedule));
     if (a.rankOrder != b.rankOrder) parts.push_back("order " + a.rankOrderString() + " vs " + b.rankOrderString());
+    if (offloadString(a) != offloadString(b)) parts.push_back("offload " + offloadString(a) + " vs " + offloadString(b));
     std::string out;
     for (size_t i = 0; i < parts.size() && i < 3; ++i) out += (i ? ", " : "") + parts[i];
     if (parts.size() > 3) out += ", ...";
@@ -734,19 +844,59 @@ std::string memoryComponent(const StageMemory& a, const StageMemory& b, double s
     return std::string(less ? "less " : "more ") + parts[best].first;
 }
 
-void explain(std::vector<RankedPlan>& top, const std::vector<Simulated>& sims, Objective objective) {
+// "9.2% bubble, MFU 63%, 10.7 GiB headroom"
+std::string planStats(const RankedPlan& r) {
+    char stats[160];
+    std::snprintf(stats, sizeof stats, "%s bubble, MFU %.0f%%, %s headroom", percent(r.metrics.bubbleFraction).c_str(),
+                  r.metrics.mfu * 100.0, gibText(r.headroomBytes).c_str());
+    return stats;
+}
+} // namespace
+
+// Time per token (time per step for a fixed batch and GPU count) decides; the sentences compare neighbours.
+void explainRanking(std::vector<RankedPlan>& top, Objective objective) {
     const size_t n = top.size();
     for (size_t i = 0; i < n; ++i) {
         RankedPlan& r = top[i];
-        const StepMetrics& m = r.metrics;
-        char stats[160];
-        std::snprintf(stats, sizeof stats, "%s bubble, MFU %.0f%%, %s headroom", percent(m.bubbleFraction).c_str(),
-                      m.mfu * 100.0, gibText(r.headroomBytes).c_str());
+        const std::string stats = planStats(r);
         std::string head;
         std::string versus;
-        if (objective == Objective::Memory) {
-            head = i == 0 ? "least memory: " + gibText(r.peakBytes) + " peak on stage " + std::to_string(r.peakStage)
-                          : gibText(r.peakBytes - top[0].peakBytes) + " more than #1";
+        const char* bestWord = objective == Objective::Time ? "fastest" : "most tokens per dollar";
+        head = i == 0 ? std::string(bestWord)
+                      : percent(top[0].metrics.tokensPerSecond / r.metrics.tokensPerSecond - 1.0) + " slower than #1";
+        if (i + 1 < n) {
+            const double gain = r.metrics.tokensPerSecond / top[i + 1].metrics.tokensPerSecond - 1.0;
+            versus = gain > kTieFraction ? "; beats #" + std::to_string(i + 2) + " by " + percent(gain) + " via " +
+                                      timeComponent(r.metrics.breakdown, top[i + 1].metrics.breakdown, -1.0, true) + " (" +
+                                      planDiff(r.plan, top[i + 1].plan) + ")"
+                                : "; within 0.01% of #" + std::to_string(i + 2) + " (ahead on step time or plan key)";
+        } else if (i > 0) {
+            const double loss = top[i - 1].metrics.tokensPerSecond / r.metrics.tokensPerSecond - 1.0;
+            versus = loss > kTieFraction ? "; behind #" + std::to_string(i) + " by " + percent(loss) + " on " +
+                                      timeComponent(r.metrics.breakdown, top[i - 1].metrics.breakdown, 1.0, false) + " (" +
+                                      planDiff(r.plan, top[i - 1].plan) + ")"
+                                : "; within 0.01% of #" + std::to_string(i) + " (behind on step time or plan key)";
+        } else {
+            versus = "; the only feasible plan";
+        }
+        r.why = head + ": " + stats + versus;
+    }
+}
+
+namespace {
+void explain(std::vector<RankedPlan>& top, const std::vector<Simulated>& sims, Objective objective) {
+    if (objective != Objective::Memory) {
+        explainRanking(top, objective);
+        return;
+    }
+    // Memory: the gap in peak bytes to #1 and to the neighbours, on the category that differs most.
+    const size_t n = top.size();
+    for (size_t i = 0; i < n; ++i) {
+        RankedPlan& r = top[i];
+        const std::string head = i == 0 ? "least memory: " + gibText(r.peakBytes) + " peak on stage " + std::to_string(r.peakStage)
+                                        : gibText(r.peakBytes - top[0].peakBytes) + " more than #1";
+        std::string versus;
+        {
             if (i + 1 < n) {
                 const double diff = top[i + 1].peakBytes - r.peakBytes;
                 versus = diff > 0.0 ? "; " + gibText(diff) + " below #" + std::to_string(i + 2) + " via " +
@@ -760,29 +910,8 @@ void explain(std::vector<RankedPlan>& top, const std::vector<Simulated>& sims, O
                                           planDiff(r.plan, top[i - 1].plan) + ")"
                                     : "; same peak as #" + std::to_string(i) + ", ranked by plan key";
             }
-            r.why = head + ", " + stats + versus;
-            continue;
+            r.why = head + ", " + planStats(r) + versus;
         }
-        const char* bestWord = objective == Objective::Time ? "fastest" : "most tokens per dollar";
-        head = i == 0 ? std::string(bestWord)
-                      : percent(r.metrics.stepSeconds / top[0].metrics.stepSeconds - 1.0) + " slower than #1";
-        if (i + 1 < n) {
-            const double other = top[i + 1].metrics.stepSeconds;
-            const double gain = other / r.metrics.stepSeconds - 1.0;
-            versus = gain > kTieFraction ? "; beats #" + std::to_string(i + 2) + " by " + percent(gain) + " via " +
-                                      timeComponent(r.metrics.breakdown, top[i + 1].metrics.breakdown, -1.0, true) + " (" +
-                                      planDiff(r.plan, top[i + 1].plan) + ")"
-                                : "; within 0.01% of #" + std::to_string(i + 2) + " (ahead on step time or plan key)";
-        } else if (i > 0) {
-            const double loss = r.metrics.stepSeconds / top[i - 1].metrics.stepSeconds - 1.0;
-            versus = loss > kTieFraction ? "; behind #" + std::to_string(i) + " by " + percent(loss) + " on " +
-                                      timeComponent(r.metrics.breakdown, top[i - 1].metrics.breakdown, 1.0, false) + " (" +
-                                      planDiff(r.plan, top[i - 1].plan) + ")"
-                                : "; within 0.01% of #" + std::to_string(i) + " (behind on step time or plan key)";
-        } else {
-            versus = "; the only feasible plan";
-        }
-        r.why = head + ": " + stats + versus;
     }
 }
 
@@ -835,8 +964,15 @@ Prepared prepare(const ModelConfig& model, const ClusterConfig& cluster, const S
 std::vector<Problem> searchProblems(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                     const SearchOptions& options) {
     ProblemList problems;
-    const ClusterConfig resized = clusterForGpus(cluster, space.gpus, problems);
-    normalizeSpace(model, resized, space, problems);
+    SearchSpace checked = space;
+    if (space.allowIdle && space.gpus >= 1 && cluster.gpusPerNode >= 1) {
+        // An upper bound: checked at the largest count searchPlansUpTo can use (whole nodes, or part of one node).
+        checked.gpus = space.gpus / cluster.gpusPerNode * cluster.gpusPerNode;
+        for (int g = std::min(space.gpus, cluster.gpusPerNode); checked.gpus == 0 && g >= 1; --g)
+            if (cluster.gpusPerNode % g == 0) checked.gpus = g;
+    }
+    const ClusterConfig resized = clusterForGpus(cluster, checked.gpus, problems);
+    normalizeSpace(model, resized, checked, problems);
     checkOptions(resized, options, problems);
     return problems.items();
 }
@@ -854,7 +990,7 @@ PruningResult prunePlans(const ModelConfig& model, const ClusterConfig& cluster,
     PruningResult r;
     r.considered = pass.total.considered;
     r.feasible = pass.total.feasible;
-    r.rejected = rejectedMap(pass.total);
+    r.rejected = rejectedMap(pass.total, p.space.runnableBy);
     r.bestLowerBoundSeconds = std::isfinite(pass.total.bestBound) ? pass.total.bestBound : 0.0;
     r.cancelled = pass.cancelled;
     r.wallSeconds = secondsSince(t0);
@@ -880,7 +1016,7 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
     PassResult pass = prunePass(p.space, ctx, p.items, band, p.threads, options, progress, 0.0, kPruneShare);
     result.considered = pass.total.considered;
     result.feasible = pass.total.feasible;
-    result.rejected = rejectedMap(pass.total);
+    result.rejected = rejectedMap(pass.total, p.space.runnableBy);
     result.pruningSeconds = secondsSince(t0);
     result.cancelled = pass.cancelled;
     const auto tSim = Clock::now();
@@ -926,8 +1062,10 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
             const size_t before = sims.size();
             simulateRange(model, p.cluster, p.space, candidates, next, to, p.threads, sims,
                           steps.size() >= topK ? steps[topK - 1] : std::numeric_limits<double>::infinity());
-            for (size_t i = before; i < sims.size(); ++i)
-                steps.insert(std::upper_bound(steps.begin(), steps.end(), sims[i].metrics.stepSeconds), sims[i].metrics.stepSeconds);
+            for (size_t i = before; i < sims.size(); ++i) {
+                const double key = sims[i].metrics.stepSeconds * p.space.perSampleScale(sims[i].candidate.code.globalBatch);
+                steps.insert(std::upper_bound(steps.begin(), steps.end(), key), key);
+            }
             next = to;
             if (steps.size() >= topK) {
                 const double kth = steps[topK - 1];
@@ -945,8 +1083,12 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
     std::vector<size_t> order(sims.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        const double ka = memoryObjective ? sims[a].candidate.peakBytes : sims[a].metrics.stepSeconds;
-        const double kb = memoryObjective ? sims[b].candidate.peakBytes : sims[b].metrics.stepSeconds;
+        auto key = [&](const Simulated& x) {
+            return memoryObjective ? x.candidate.peakBytes
+                                   : x.metrics.stepSeconds * p.space.perSampleScale(x.candidate.code.globalBatch);
+        };
+        const double ka = key(sims[a]);
+        const double kb = key(sims[b]);
         if (ka != kb) return ka < kb;
         return codeLess(sims[a].candidate.code, sims[b].candidate.code);
     });
@@ -963,6 +1105,8 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         r.peakStage = s.peakStageIndex;
         r.headroomBytes = static_cast<double>(p.cluster.gpu.memoryBytes) - s.peakBytes;
         r.lowerBoundSeconds = memoryObjective ? estimatePlan(model, p.cluster, r.plan).boundSeconds : s.candidate.boundSeconds;
+        for (ExportFormat f : allExportFormats())
+            if (frameworkRuns(model, p.cluster, r.plan, f)) r.frameworks.push_back(toString(f));
         if (p.cluster.pricePerGpuHour > 0.0)
             r.tokensPerDollar = s.metrics.tokensPerSecond / (p.space.gpus * p.cluster.pricePerGpuHour / 3600.0);
         result.top.push_back(std::move(r));
@@ -976,7 +1120,9 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
             r.errorBandKind = validated->kind;
             r.errorBand = validated->medianAbsError;
             r.tiedWithBest = i > 0 && !memoryObjective &&
-                             tiedWithin(r.metrics.stepSeconds, result.top.front().metrics.stepSeconds, *validated);
+                             tiedWithin(r.metrics.stepSeconds * p.space.perSampleScale(r.plan.globalBatch),
+                                        result.top.front().metrics.stepSeconds * p.space.perSampleScale(result.top.front().plan.globalBatch),
+                                        *validated);
             if (r.tiedWithBest)
                 r.why = "a tie with #1 within the model's validated error (" + percent(validated->medianAbsError) +
                         ", " + validated->kind + "); " + r.why;

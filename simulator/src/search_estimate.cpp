@@ -3,6 +3,8 @@
 // simulator makes, see simulate.cpp / schedule.cpp) so that millions of plans can be screened per second.
 #include "search_estimate.hpp"
 
+#include "tessel/cost/offload.hpp"
+
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/shapes.hpp"
 #include "tessel/sim/schedule.hpp"
@@ -488,26 +490,28 @@ LastStageTail lastStageTail(const Plan& plan, int microBatches) {
 }
 
 namespace {
-// One stage's total: the memory model's own stage formula, on shape terms cached per shape.
+// One stage's total: the memory model's own stage formula, on shape terms cached per shape. A plan whose offload
+// overfills the host does not fit: infinite bytes.
 double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
-                       int stage) {
-    return stageMemory(*ctx.model, plan, *ctx.recipe, s.memory, params, stage, ctx.reservedBytes, ctx.capacityBytes)
-        .totalBytes();
+                       int stage, bool gpuOnly) {
+    const StageMemory st = stageMemory(*ctx.model, plan, *ctx.recipe, s.memory, params, stage, ctx.reservedBytes,
+                                       ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster));
+    return st.hostFits || gpuOnly ? st.totalBytes() : std::numeric_limits<double>::infinity();
 }
 } // namespace
 
 PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape, const StageParameters& first,
-                      const StageParameters& last) {
+                      const StageParameters& last, bool gpuOnly) {
     // With an even split, stage 0 holds at least every term of a middle stage (more in-flight micro-batches, the
     // embedding, the larger ZeRO-3 gather and bucket), so only stages 0 and pp-1 can peak; an uneven split may
     // give a middle stage more layers, so then every stage is costed. Like predictMemory, a tie goes to the
     // lower stage.
     PeakMemory pm;
-    pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0);
+    pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0, gpuOnly);
     pm.stage = 0;
     bool fits = ctx.capacityBytes - pm.bytes >= 0.0;
     auto consider = [&](int stage, const StageParameters& params) {
-        const double bytes = stageTotalBytes(ctx, plan, shape, params, stage);
+        const double bytes = stageTotalBytes(ctx, plan, shape, params, stage, gpuOnly);
         fits = fits && ctx.capacityBytes - bytes >= 0.0;
         if (bytes > pm.bytes) {
             pm.bytes = bytes;
@@ -526,6 +530,12 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
     const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
     const double expertShards =
         plan.zeroStage >= 1 ? d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
+    // Offloaded: the CPU step and the parameter upload, the gradient download taken as hidden (admissible: the
+    // simulator adds what the last backward does not hide).
+    if (plan.offloadOptimizer)
+        return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
+               offloadTimes(*ctx.cluster, plan, *ctx.recipe, params, 0.0).optimizerStepSeconds(
+                   std::numeric_limits<double>::infinity());
     return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
            optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, *ctx.recipe).seconds;
 }

@@ -152,8 +152,9 @@ struct LastStageTail {
 LastStageTail lastStageTail(const Plan& plan, int microBatches);
 
 // Exact peak memory of a valid plan from the cached terms (stages 0 and pp-1, every stage for an uneven split).
+// `gpuOnly`: the GPU verdict alone (an offload that overfills the host still counts as fitting).
 PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCosts& shape,
-                      const StageParameters& first, const StageParameters& last);
+                      const StageParameters& first, const StageParameters& last, bool gpuOnly = false);
 double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageParameters& params);
 
 // The admissible lower bound (search.cpp documents each term).

@@ -6,6 +6,7 @@
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/offload.hpp"
 #include "tessel/cost/shapes.hpp"
 #include "tessel/cost/traffic.hpp"
 
@@ -148,6 +149,15 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         costs.resize(acts.size());
         const StageParameters params = stageParameters(model, plan, static_cast<int>(s));
         const OpCost optimizer = optimizerCompute(params.dense / denseShards + params.expert / expertShards, cluster, recipe);
+        // Offload (FORMULAS.md §8): per chunk of L layers, ZeRO-Infinity fetches the chunk's share of the partition
+        // before each pass and activation swap moves its checkpointed inputs, both prefetched under the pass's compute
+        // (the action lasts the longer of the two); the offloaded optimizer step runs on the CPU.
+        double stageLayers = 0.0;
+        for (int c = 0; c < plan.vpp; ++c) stageLayers += schedule.layersOf(static_cast<int>(s), c);
+        const OffloadTimes offload = plan.offloads()
+            ? offloadTimes(cluster, plan, recipe, params, stageLayers * layerActivationBytes(model, plan, recipe))
+            : OffloadTimes{};
+        double lastBackwardSeconds = 0.0;
         std::array<double, 8> workSinceSync{}; // per GroupKind: compute seconds since that group last synchronised
         for (size_t i = 0; i < acts.size(); ++i) {
             const Action& a = acts[i];
@@ -180,8 +190,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 if (first) accumulate(c, phase(emb.backwardWeight, 1, InnerComm{}, 0));
                 break;
             case ActionKind::OptimizerStep:
-                c.computeSeconds = optimizer.seconds;
-                c.flops = optimizer.flops;
+                c.computeSeconds = plan.offloadOptimizer ? offload.optimizerStepSeconds(lastBackwardSeconds) : optimizer.seconds;
+                c.flops = plan.offloadOptimizer ? 0.0 : optimizer.flops; // CPU work is no GPU FLOP
                 break;
             case ActionKind::SendActivation:
             case ActionKind::RecvActivation:
@@ -203,6 +213,20 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 break;
             }
             }
+            if (plan.offloads()) {
+                const double share = stageLayers > 0.0 ? L / stageLayers : 1.0 / plan.vpp;
+                const double fetchPerChunk = offload.paramFetchSecondsPerPass * share;
+                const double swapPerChunk = offload.activationSwapSecondsPerPass * share;
+                // Host -> GPU and GPU -> host are separate PCIe directions: forward fetches (H2D) while it swaps
+                // out (D2H); backward fetches again (twice with full recompute) and swaps the inputs back in (H2D).
+                if (a.kind == ActionKind::Forward)
+                    c.computeSeconds = std::max({c.computeSeconds, fetchPerChunk, swapPerChunk});
+                if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
+                    c.computeSeconds = std::max(c.computeSeconds,
+                                                fetchPerChunk * (plan.recompute == Recompute::Full ? 2.0 : 1.0) + swapPerChunk);
+            }
+            if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput || a.kind == ActionKind::BackwardWeight)
+                lastBackwardSeconds = c.computeSeconds;
             // Calibrated per phase (FORMULAS.md §7.5): the work around the kernels; identity when uncalibrated.
             if (a.kind != ActionKind::SendActivation && a.kind != ActionKind::RecvActivation &&
                 a.kind != ActionKind::SendGrad && a.kind != ActionKind::RecvGrad && a.kind != ActionKind::Collective) {

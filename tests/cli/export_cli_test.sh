@@ -86,4 +86,29 @@ printf 'keep me\n' >"$tmp/mine.txt"
 check "refused export with --force exits 2" "$(exits $rc 2)"
 check "refused export leaves the file" "$(contains "$tmp/mine.txt" '^keep me$')"
 
+# Offload (issue 18): DeepSpeed's offload_optimizer / offload_param / cpu_checkpointing; Megatron-LM offloads only the
+# optimizer; predict shows the host memory.
+"$TESSEL" export llama3-8b-h100 --format deepspeed --tp 1 --dp 8 --sequence-parallel off --zero 3 --precision mixed \
+    --recompute full --offload optimizer+parameters+activations >"$tmp/dsoff.json" 2>"$tmp/err"; check "deepspeed offload exits 0" $?
+python3 - "$tmp/dsoff.json" <<'PY'; check "deepspeed offload config" $?
+import json, sys
+d = json.load(open(sys.argv[1]))
+z = d["zero_optimization"]
+assert z["stage"] == 3 and z["offload_optimizer"]["device"] == "cpu" and z["offload_param"]["device"] == "cpu", z
+assert d["activation_checkpointing"]["cpu_checkpointing"] is True, d
+PY
+"$TESSEL" export llama3-8b-h100 --format megatron --zero 1 --offload optimizer >"$tmp/moff.sh" 2>"$tmp/err"; check "megatron optimizer offload exits 0" $?
+check "megatron optimizer offload flag" "$(contains "$tmp/moff.sh" 'optimizer-cpu-offload')"
+"$TESSEL" export llama3-8b-h100 --format megatron --tp 1 --dp 8 --sequence-parallel off --zero 3 --offload optimizer+parameters >/dev/null 2>"$tmp/err"; rc=$?
+check "megatron parameter offload exits 2" $([ $rc -eq 2 ]; echo $?)
+check "megatron parameter offload names the field" "$(contains "$tmp/err" 'offload_parameters')"
+"$TESSEL" predict llama3-8b-h100 --zero 1 --offload optimizer >"$tmp/poff.txt" 2>&1; check "predict offload exits 0" $?
+check "predict shows host memory" "$(contains "$tmp/poff.txt" 'host memory per node')"
+"$TESSEL" predict llama3-8b-h100 --zero 0 --offload optimizer >/dev/null 2>"$tmp/err"; rc=$?
+check "offload without ZeRO exits 2" $([ $rc -eq 2 ]; echo $?)
+check "offload without ZeRO names the flag" "$(contains "$tmp/err" '--offload')"
+"$TESSEL" predict --framework megatron --zero 2 >"$tmp/pnote.txt" 2>&1; check "predict zero-2 on megatron exits 0" $?
+check "predict notes megatron cannot run it" "$(contains "$tmp/pnote.txt" 'megatron cannot run this plan')"
+"$TESSEL" predict >"$tmp/pok.txt" 2>&1
+check "no note for a runnable plan" $([ "$(grep -c 'cannot run this plan' "$tmp/pok.txt")" -eq 0 ]; echo $?)
 finish

@@ -83,4 +83,45 @@ check "table reasons" "$(contains "$tmp/t.txt" 'tp does not divide heads')"
 "$TESSEL" search llama3-8b-h100 --gpus 8 --top 1 --no-progress >"$tmp/l.txt"; check "preset exits 0" $?
 check "preset model" "$(contains "$tmp/l.txt" 'llama3-8b on 8 x')"
 
+# 8. Real requests (issue 18): a GPU count no plan fills says which flags help; idle GPUs, a batch range, a
+#    tokens-per-step target; --framework admits only plans the framework exports; offload where nothing fits.
+"$TESSEL" search --model megatron-530b --cluster dgx-a100-80g --gpus 5128 --global-batch 2520 --no-progress >"$tmp/n.txt" 2>&1
+check "no plan exits 0" $?
+check "no plan suggests --allow-idle" "$(contains "$tmp/n.txt" 'try --allow-idle')"
+check "no plan suggests a batch range" "$(contains "$tmp/n.txt" 'try --global-batch LO:HI')"
+"$TESSEL" search --model gpt3-1.3b --cluster dgx-a100-80g --gpus 20 --global-batch 16 --max-vpp 2 --allow-idle --top 3 \
+    --framework megatron --json --no-progress >"$tmp/idle.json"; check "idle exits 0" $?
+python3 - "$tmp/idle.json" "$TESSEL" <<'PY'; check "idle rows: <= 20 GPUs, whole nodes, each exports to megatron" $?
+import json, subprocess, sys
+r = json.load(open(sys.argv[1]))
+assert r["allow_idle"] and r["top"], r
+for t in r["top"]:
+    p = t["plan"]
+    assert t["gpus"] <= 20 and t["idle_gpus"] == 20 - t["gpus"] and t["gpus"] % 8 == 0, t
+    assert "megatron" in t["frameworks"]
+    args = [sys.argv[2], "export", "--format", "megatron", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g",
+            "--nodes", str(t["gpus"] // 8), "--framework", "megatron"]
+    for k, flag in [("tp", "--tp"), ("pp", "--pp"), ("dp", "--dp"), ("cp", "--cp"), ("ep", "--ep"), ("vpp", "--vpp"),
+                    ("micro_batch", "--micro-batch"), ("global_batch", "--global-batch"), ("zero_stage", "--zero"),
+                    ("recompute", "--recompute"), ("schedule", "--schedule"), ("rank_order", "--rank-order")]:
+        args += [flag, str(p[k])]
+    args += ["--sequence-parallel", "on" if p["sequence_parallel"] else "off", "--offload", t["offload"]]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+PY
+"$TESSEL" search --model gpt3-1.3b --cluster dgx-a100-80g --gpus 16 --tokens-per-step 128K --batch-tolerance 10% \
+    --max-vpp 2 --top 3 --json --no-progress >"$tmp/tok.json"; check "tokens-per-step exits 0" $?
+python3 -c "
+import json; r=json.load(open('$tmp/tok.json'))
+assert r['global_batch'] == 57 and r['max_global_batch'] == 68, (r['global_batch'], r['max_global_batch'])
+assert all(57 <= t['global_batch'] <= 68 and t['global_batch'] % t['plan']['dp'] == 0 for t in r['top'])" ; check "batch within 128K +- 10% of 2048-token sequences" $?
+"$TESSEL" search --model gpt3-1.3b --cluster dgx-a100-80g --gpus 8 --global-batch 64:32 >/dev/null 2>"$tmp/e"; rc=$?
+check "reversed range exits 2" $([ $rc -eq 2 ]; echo $?)
+check "reversed range names the flag" "$(contains "$tmp/e" '--global-batch')"
+"$TESSEL" search --model llama2-70b --cluster dgx-a100-80g --gpus 8 --global-batch 16 --max-vpp 2 --top 2 --no-progress \
+    --framework deepspeed >"$tmp/off.txt" 2>&1; check "offload search exits 0" $?
+check "offload column shown" "$(contains "$tmp/off.txt" 'offload')"
+check "optimizer offloaded" "$(contains "$tmp/off.txt" 'optimizer')"
+"$TESSEL" search --model llama2-70b --cluster dgx-a100-80g --gpus 8 --global-batch 16 --max-vpp 2 --top 2 --no-progress \
+    --offload off >"$tmp/nooff.txt" 2>&1; check "offload off exits 0" $?
+check "offload off: no plan" "$(contains "$tmp/nooff.txt" 'no feasible plan')"
 finish

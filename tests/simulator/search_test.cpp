@@ -149,6 +149,7 @@ ClusterConfig smallNodes(int gpusPerNode, int nodes, double memoryGiB) {
     c.nodes = nodes;
     c.gpu.memoryBytes = static_cast<int64_t>(memoryGiB * 1024 * 1024 * 1024);
     c.gpu.reservedBytes = 0;
+    c.host = {}; // the brute force enumerates plans without offload (offload: search_flexible_test.cpp)
     return c;
 }
 

@@ -111,6 +111,15 @@ struct LinkTier {
     double efficiencyFor(Primitive p) const;
 };
 
+// The host side of a node, for offload (ZeRO-Offload / ZeRO-Infinity, Megatron's optimizer CPU offload,
+// activation swap): absent (all zero) on clusters whose file does not describe it, which then cannot offload.
+struct HostSpec {
+    double memoryBytes = 0.0;                  // host DRAM per node usable by training
+    double pcieBytesPerSecond = 0.0;           // achievable host<->GPU copy rate per GPU, per direction
+    double cpuAdamParametersPerSecond = 0.0;   // DeepSpeed CPUAdam throughput of one node's CPUs (all cores)
+    bool present() const { return memoryBytes > 0.0 && pcieBytesPerSecond > 0.0 && cpuAdamParametersPerSecond > 0.0; }
+};
+
 struct ClusterConfig {
     std::string name;
     int gpusPerNode = 0;
@@ -119,6 +128,7 @@ struct ClusterConfig {
     LinkTier intraNode;
     LinkTier interNode;
     double pricePerGpuHour = 0.0;                           // USD; 0 = unknown
+    HostSpec host;                                          // "host" block; absent = no offload
     std::map<std::string, std::string> sources;             // JSON pointer -> citation
     std::optional<nlohmann::json> calibration;              // kept verbatim; written by `tessel calibrate`
     int totalGpus() const { return gpusPerNode * nodes; }

@@ -72,8 +72,10 @@ struct StageMemory {
     OtherMemory other;
     double otherBytes() const { return other.total(); }
     double totalBytes() const { return weightsBytes + gradsBytes + optimizerBytes + activationsBytes + otherBytes(); }
-    bool fits = true;
+    bool fits = true;                 // GPU memory and (when the plan offloads) the host's share both suffice
     double headroomBytes = 0.0;       // capacity - total; negative when it does not fit
+    double hostBytes = 0.0;           // what this GPU's offload keeps in host memory (offload.hpp)
+    bool hostFits = true;             // hostBytes within the node's host memory / GPUs per node
 };
 
 struct MemoryReport {
@@ -82,7 +84,14 @@ struct MemoryReport {
     double peakBytes = 0.0;
     int peakStage = 0;
     bool fits = true;
+    double hostPeakBytes = 0.0;       // largest per-GPU host share over the stages (offload)
+    double hostCapacityBytes = 0.0;   // host memory per node (0: the cluster describes no host)
+    double hostBytesPerNode() const;  // hostPeakBytes x GPUs per node
+    int gpusPerNode = 1;
 };
+
+// Host memory one GPU may use for offload: the node's host memory over its GPUs.
+double hostCapacityPerGpu(const ClusterConfig& cluster);
 
 // The memory model. The verdict is data (fits, headroom), never an exception; the plan must already be
 // valid (validatePlan).
@@ -104,7 +113,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
 // One stage of predictMemory, from the shape terms and that stage's parameters.
 StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
                         const MemoryShapeTerms& terms, const StageParameters& params, int stage,
-                        double reservedBytes, double capacityBytes);
+                        double reservedBytes, double capacityBytes, double hostCapacityBytesPerGpu = 0.0);
 
 // Model-state bytes (weights + grads + optimizer) per parameter under a recipe and ZeRO stage over N ranks
 // (Rajbhandari et al. 2020, Figure 1): for checks and quick estimates.

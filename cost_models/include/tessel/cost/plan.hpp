@@ -77,6 +77,14 @@ struct Plan {
     std::string precision = "megatron";
     std::array<ParallelDim, 5> rankOrder{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp,
                                          ParallelDim::Pp};
+    // Offload to host memory (FORMULAS.md §8): the fp32 master weights, Adam moments and fp32 gradient partition
+    // with the optimizer step on the CPU (DeepSpeed ZeRO-Offload, Megatron's --optimizer-cpu-offload); the 16-bit
+    // parameter partition (ZeRO-Infinity, ZeRO-3 only); the checkpointed layer inputs (DeepSpeed's
+    // cpu_checkpointing, full recompute only).
+    bool offloadOptimizer = false;
+    bool offloadParameters = false;
+    bool offloadActivations = false;
+    bool offloads() const { return offloadOptimizer || offloadParameters || offloadActivations; }
     int vocabDivisibleBy = 128;         // Megatron pads the vocabulary to a multiple of this x tp
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
@@ -85,6 +93,9 @@ struct Plan {
     int zeroShardSize() const { return zeroOverCp ? dp * cp : dp; }
     std::string rankOrderString() const;
 };
+
+// What the plan offloads: "none", or "optimizer", "parameters", "activations" joined by '+'.
+std::string offloadString(const Plan& p);
 
 // Parses a plan object (keys in scenarios/schema/plan.schema.json); absent keys take the defaults above.
 Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);

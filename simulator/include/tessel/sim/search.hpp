@@ -5,6 +5,7 @@
 #include "tessel/cost/cluster.hpp"
 #include "tessel/cost/model.hpp"
 #include "tessel/cost/plan.hpp"
+#include "tessel/sim/export.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <array>
@@ -43,6 +44,14 @@ std::optional<Objective> parseObjective(const std::string& text);
 struct SearchSpace {
     int gpus = 0;
     int globalBatch = 0;
+    // A batch range [globalBatch, maxGlobalBatch] (0 or equal: the batch is fixed): each plan takes the largest batch
+    // of the range that dp x micro-batch (x pp for interleaved_1f1b) divides (for a fixed plan shape a larger batch
+    // never costs more per sample: the pipeline fill, DP reduction and optimizer step are paid once per step); the
+    // micro-batches tried are the divisors of (largest batch dp divides) / dp and of (largest batch dp x pp
+    // divides) / dp; plans rank by time per sample.
+    int maxGlobalBatch = 0;
+    // GPUs as an upper bound: plans may use fewer whole nodes and leave the rest idle (searchPlansUpTo).
+    bool allowIdle = false;
     std::vector<int> tp, pp, dp, cp, ep, vpp, microBatch, zeroStage;
     std::vector<Recompute> recompute;
     std::vector<Schedule> schedules;
@@ -55,6 +64,12 @@ struct SearchSpace {
     bool flashAttention = true;
     std::string attentionKernel = "auto";
     FrameworkSettings framework;                       // every plan runs on this framework (its overlap settings)
+    // Offload (optimizer, parameters, activations to host memory) as a dimension: tried only for plans that do not
+    // fit without it, on clusters with a host block (docs/search.md).
+    bool offload = true;
+    // Only plans this framework can run (export.hpp's rules, the ones `tessel export` refuses with); empty = every
+    // plan, each row then marked with the frameworks that run it (RankedPlan::frameworks).
+    std::optional<ExportFormat> runnableBy;
 };
 
 struct SearchOptions {
@@ -79,10 +94,14 @@ struct RankedPlan {
     std::string errorBandKind;
     double errorBand = 0.0;                            // median |step error| on published runs of the kind
     bool tiedWithBest = false;
+    int idleGpus = 0;                                  // GPUs of the request the plan leaves idle
+    double pricePerUsedGpuHour = 0.0;                  // price x requested GPUs / used GPUs (idle ones are paid too)
+    std::vector<std::string> frameworks;               // the export formats that can run this plan (export.hpp)
 };
 
 struct SearchResult {
-    std::vector<RankedPlan> top;                       // best first, by the objective, ties broken deterministically
+    std::vector<RankedPlan> top;
+    int gpuCountsSearched = 1;                         // searchPlansUpTo: how many GPU counts were searched                       // best first, by the objective, ties broken deterministically
     uint64_t considered = 0;                           // plans enumerated
     uint64_t feasible = 0;                             // valid and fitting in memory
     uint64_t simulated = 0;                            // fully simulated
@@ -106,6 +125,17 @@ void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& spac
 // count differs from space.gpus, its node count is set to gpus / gpus_per_node.
 SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                          const SearchOptions& options);
+// With space.allowIdle: searches every whole-node GPU count up to space.gpus (largest first), skipping counts whose
+// throughput cannot reach the K-th best found (admissible: every GPU at its peak GEMM rate), and merges the rankings
+// by time per sample (objective time), tokens per dollar with the idle GPUs paid, or memory. Without allowIdle it
+// is searchPlans. Counts and rejections add up over the searches.
+SearchResult searchPlansUpTo(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
+                             const SearchOptions& options);
+
+// Rewrites each plan's `why` for the time and tokens-per-dollar objectives: its gap to #1 and to its neighbours in
+// time per token (time per step for a fixed batch and GPU count), on the step component that differs most.
+void explainRanking(std::vector<RankedPlan>& top, Objective objective);
+
 // The problems searchPlans would throw for, without searching (empty = the search can run).
 std::vector<Problem> searchProblems(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                     const SearchOptions& options);
