@@ -98,8 +98,8 @@ struct Space {
         const int64_t b = maxGlobalBatch / step * step;
         return b >= globalBatch ? static_cast<int>(b) : globalBatch;
     }
-    int batchFor(int dp, int microBatch, int pp, bool interleaved) const {
-        return largestMultiple(int64_t{dp} * microBatch * (interleaved ? pp : 1));
+    int batchFor(int dataParallel, int sequences, int stages, bool interleaved) const {
+        return largestMultiple(int64_t{dataParallel} * sequences * (interleaved ? stages : 1));
     }
     // What the time objective compares: seconds per sample, scaled by the largest batch so that a fixed batch keeps
     // plain step seconds.

@@ -116,7 +116,8 @@ SearchResult searchPlansUpTo(const ModelConfig& model, const ClusterConfig& clus
         if (!searchProblems(model, cluster, one, options).empty()) continue;
         SearchOptions sub = options;
         if (options.progress) {
-            const double from = static_cast<double>(i) / counts.size(), to = static_cast<double>(i + 1) / counts.size();
+            const double n = static_cast<double>(counts.size());
+            const double from = static_cast<double>(i) / n, to = static_cast<double>(i + 1) / n;
             sub.progress = [&options, from, to](double f) { options.progress(from + (to - from) * f); };
         }
         const SearchResult r = searchPlans(model, cluster, one, sub);
