@@ -39,7 +39,7 @@ nlohmann::json readJson(const std::string& path, const std::string& flag) {
 }
 
 bool anyScenarioFlag(const ScenarioFlags& f) {
-    return !f.model.empty() || !f.cluster.empty() || f.nodes || f.tp || f.pp || f.dp || f.cp || f.ep || f.vpp ||
+    return !f.model.empty() || !f.cluster.empty() || f.nodes || f.gpusPerNode || f.tp || f.pp || f.dp || f.cp || f.ep || f.vpp ||
            f.microBatch || f.globalBatch || f.zero || f.recompute || f.sequenceParallel || f.schedule || f.precision ||
            f.rankOrder || f.flashAttention;
 }

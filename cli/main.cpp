@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     commands.push_back(tessel::cli::addBenchCommand(app));
     commands.push_back(tessel::cli::addCalibrateCommand(app));
     commands.push_back(tessel::cli::addValidateCommand(app));
+    commands.push_back(tessel::cli::addImportCommand(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

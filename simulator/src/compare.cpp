@@ -49,7 +49,10 @@ struct TraceEvent {
 };
 
 // The complete ("X") events of a Chrome trace that carry args.stage; counts the other complete events.
-std::vector<TraceEvent> readTraceEvents(const nlohmann::json& trace, const std::string& source, int& skipped) {
+// `allowEmpty`: a measured run whose trace states only its step (otherData.step_seconds; an imported Megatron-LM
+// log) has no action events.
+std::vector<TraceEvent> readTraceEvents(const nlohmann::json& trace, const std::string& source, int& skipped,
+                                        bool allowEmpty = false) {
     const nlohmann::json* events = nullptr;
     if (trace.is_array()) events = &trace;
     else if (trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array()) events = &trace["traceEvents"];
@@ -80,7 +83,7 @@ std::vector<TraceEvent> readTraceEvents(const nlohmann::json& trace, const std::
         m.durationSeconds = ev["dur"].get<double>() * 1e-6;
         out.push_back(std::move(t));
     }
-    if (out.empty()) throw InputError(source + "#/traceEvents", "no complete (ph \"X\") events with args.stage");
+    if (out.empty() && !allowEmpty) throw InputError(source + "#/traceEvents", "no complete (ph \"X\") events with args.stage");
     return out;
 }
 
@@ -139,7 +142,9 @@ const std::vector<std::string>& memoryCategories() {
 MeasuredRun MeasuredRun::fromTrace(const nlohmann::json& trace, const std::string& source) {
     MeasuredRun run;
     run.source_ = source;
-    const std::vector<TraceEvent> events = readTraceEvents(trace, source, run.skipped_);
+    const nlohmann::json* other = otherData(trace);
+    const bool stepStated = other && other->contains("step_seconds") && (*other)["step_seconds"].is_number();
+    const std::vector<TraceEvent> events = readTraceEvents(trace, source, run.skipped_, stepStated);
     double first = std::numeric_limits<double>::infinity();
     for (const auto& t : events) first = std::min(first, t.event.startSeconds);
     for (const auto& t : events) {
