@@ -305,12 +305,16 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     const bool fp8 = (str("fp8").value_or("None") != "None") || (str("fp8_format").value_or("None") != "None") ||
                      flag("fp8_e4m3").value_or(false) || flag("fp8_hybrid").value_or(false);
     const bool bf16 = flag("bf16").value_or(false), fp16 = flag("fp16").value_or(false);
+    // fp16 keeps what bf16 keeps (2-byte weights, fp32 main grads, params and moments) and runs at the same tensor-core
+    // peak on A100 and H100; the recipes are named for bf16, and loss scaling is not modelled.
+    if (fp16) warnings.push_back("fp16 = True: modelled as the megatron recipe in bf16 (same bytes per parameter and tensor-core "
+                                 "peak); dynamic loss scaling is not modelled");
     if (fp8) {
         plan["precision"] = "fp8";
-        plan["dtype"] = bf16 ? "bf16" : fp16 ? "fp16" : "bf16";
+        plan["dtype"] = "bf16";
     } else if (bf16 || fp16) {
         plan["precision"] = "megatron";
-        plan["dtype"] = bf16 ? "bf16" : "fp16";
+        plan["dtype"] = "bf16";
     } else {
         plan["precision"] = "fp32";
         plan["dtype"] = "fp32";
@@ -327,17 +331,27 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         used.insert(name);
     problems.throwIfAny();
 
+    // The run's GPUs: part of one node (gpus_per_node = world), or whole nodes of the cluster.
     const int64_t world = tp * pp * cp * dp;
+    const int64_t perNode = std::min<int64_t>(world, cluster.gpusPerNode);
+    if (world % perNode != 0)
+        problems.add(at("world_size"), "the run's " + std::to_string(world) + " GPUs do not fill whole nodes of " +
+                                           std::to_string(cluster.gpusPerNode) + " GPUs (--cluster " + cluster.name + ")");
+    problems.throwIfAny();
     nlohmann::json scenario{{"schema_version", 1},
                             {"name", "megatron-import"},
                             {"description", "imported from the Megatron-LM log " + log.source},
                             {"model", model},
                             {"cluster", clusterToJson(cluster)},
-                            {"nodes", std::max<int64_t>(1, (world + cluster.gpusPerNode - 1) / cluster.gpusPerNode)},
+                            {"nodes", world / perNode},
+                            {"gpus_per_node", perNode},
                             {"plan", plan}};
     // Validates every field as `tessel predict` would, so the written scenario loads without hand edits.
-    const Scenario parsed = parseScenario(scenario, log.source + " (imported scenario)");
+    Scenario parsed = parseScenario(scenario, log.source + " (imported scenario)");
     finishScenario(parsed);
+    parsed.name = scenario["name"];
+    parsed.description = scenario["description"];
+    scenario = scenarioToJson(parsed);   // every plan key explicit, as `tessel compare` sets it against a prediction
 
     // Step: intervals past the warm-up with no skipped or nan iteration; an interval ending at iteration N after one
     // ending at P covers P+1..N (the first covers 1..N).
@@ -382,10 +396,25 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     }
     if (!ranks.empty()) out.memory = {{"schema_version", 1}, {"ranks", ranks}};
 
+    // Settings of a feature the run does not use (FP8 recipe without FP8, MoE routing without experts, TP overlap
+    // options without TP overlap, CP communication with cp = 1) say nothing about this run.
+    auto inactive = [&](const std::string& name) {
+        auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+        return (starts("fp8_") && !fp8) || (starts("moe_") && !model.contains("moe")) ||
+               (starts("tp_comm_") && !plan.value("tp_comm_overlap", false)) || (starts("cp_comm") && cp == 1) ||
+               (name == "expert_tensor_parallel_size" && !model.contains("moe"));
+    };
+    // What the plan's precision recipe and optimizer already state (megatron: fp32 main grads, params and Adam moments).
+    for (const char* name : {"main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"})
+        if (str(name).value_or("torch.float32") != "torch.float32")
+            warnings.push_back(std::string(name) + " = " + *str(name) + ": the precision recipe keeps it in fp32");
+    if (const auto opt = str("optimizer"); opt && *opt != "adam")
+        warnings.push_back("optimizer = " + *opt + ": tessel models Adam(W)'s state and step");
+    used.insert("add_position_embedding");
     // Every printed argument: mapped, off (None/False/0), no effect on the prediction (by name), or named here.
     nlohmann::json notExpressed = nlohmann::json::array(), noEffect = nlohmann::json::array();
     for (const auto& [name, value] : log.args) {
-        if (used.count(name)) continue;
+        if (used.count(name) || inactive(name)) continue;
         if (noEffectOnPrediction(name)) noEffect.push_back(name);
         else if (!isUnset(value)) {
             notExpressed.push_back({{"argument", name}, {"value", value}, {"line", log.argLines.at(name)}});
@@ -395,7 +424,7 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     out.warnings = warnings;
     out.scenario = scenario;
     out.trace = {{"traceEvents", nlohmann::json::array()},
-                 {"otherData", {{"source", "tessel import megatron"}, {"step_seconds", out.stepSeconds}, {"plan", plan}}}};
+                 {"otherData", {{"source", "tessel import megatron"}, {"step_seconds", out.stepSeconds}, {"plan", scenario["plan"]}}}};
     std::vector<std::string> mapped(used.begin(), used.end());
     mapped.erase(std::remove_if(mapped.begin(), mapped.end(), [&](const std::string& n) { return !log.args.count(n); }), mapped.end());
     out.report = {{"schema_version", 1},
