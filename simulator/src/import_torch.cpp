@@ -245,7 +245,7 @@ ImportedRun importTorchTraces(const std::vector<TorchTrace>& traces, const Scena
                                            "gradient accumulation is not");
     std::set<int> ranks;
     for (const TorchTrace& t : traces) {
-        if (t.worldSize != static_cast<int>(traces.size()) && traces.size() > 1)
+        if (t.worldSize != static_cast<int>(traces.size()))
             problems.add(t.source + "#/distributedInfo/world_size", "says " + std::to_string(t.worldSize) + " ranks; " +
                                                                          std::to_string(traces.size()) + " traces given");
         if (!ranks.insert(t.rank).second) problems.add(t.source + "#/distributedInfo/rank", "two traces of rank " + std::to_string(t.rank));
