@@ -109,9 +109,9 @@ std::optional<Point> mapOperator(const Op& op, Phase phase, int e, int64_t token
     if (op.name == "aten::gelu_backward" && rowsCols(d, 0, rows, cols))
         return memoryPoint("gelu_backward", back * kc::activationBytes(false, rows, cols, e));
     if (op.name == "aten::_softmax" && rowsCols(d, 0, rows, cols))
-        return memoryPoint("softmax_forward", kc::softmaxBytes(static_cast<double>(rows) * cols, e));
+        return memoryPoint("softmax_forward", kc::softmaxBytes(static_cast<double>(rows) * static_cast<double>(cols), e));
     if (op.name == "aten::_softmax_backward_data" && rowsCols(d, 0, rows, cols))
-        return memoryPoint("softmax_backward", back * kc::softmaxBytes(static_cast<double>(rows) * cols, e));
+        return memoryPoint("softmax_backward", back * kc::softmaxBytes(static_cast<double>(rows) * static_cast<double>(cols), e));
     if (op.name == "aten::_log_softmax" && rowsCols(d, 0, rows, cols))
         return memoryPoint("cross_entropy_forward", kc::crossEntropyBytes(rows, cols, e));
     if (op.name == "aten::_log_softmax_backward_data" && rowsCols(d, 0, rows, cols))
