@@ -273,6 +273,11 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     plan["cp"] = cp;
     plan["ep"] = ep;
     plan["vpp"] = vpp;
+    // Uneven pipeline splits: --decoder-first/last-pipeline-num-layers are the plan's first/last_stage_layers.
+    if (const auto v = str("decoder_first_pipeline_num_layers"); v && *v != "None")
+        plan["first_stage_layers"] = integer("decoder_first_pipeline_num_layers", std::nullopt);
+    if (const auto v = str("decoder_last_pipeline_num_layers"); v && *v != "None")
+        plan["last_stage_layers"] = integer("decoder_last_pipeline_num_layers", std::nullopt);
     plan["micro_batch"] = integer("micro_batch_size", std::nullopt);
     plan["global_batch"] = integer("global_batch_size", std::nullopt);
     plan["zero_stage"] = flag("use_distributed_optimizer").value_or(false) ? 1 : 0;

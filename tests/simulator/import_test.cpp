@@ -28,6 +28,7 @@ std::string smallLog() {
     return "------------------------ arguments ------------------------\n"
            "  bf16 ............................................ True\n"
            "  data_parallel_size .............................. 2\n"
+           "  decoder_last_pipeline_num_layers ................ 1\n"
            "  ffn_hidden_size ................................. 256\n"
            "  global_batch_size ............................... 8\n"
            "  hidden_size ..................................... 64\n"
@@ -59,7 +60,7 @@ ClusterConfig cluster(const char* name = "dgx-a100-80g") { return loadClusterRef
 TEST(MegatronImport, ArgumentsIterationsAndMemoryBecomeAScenarioAndARun) {
     const MegatronLog log = parseMegatronLog(smallLog(), "small.log");
     EXPECT_EQ(log.args.at("num_layers"), "4");
-    EXPECT_EQ(log.argLines.at("num_layers"), 9);
+    EXPECT_EQ(log.argLines.at("num_layers"), 10);
     EXPECT_EQ(*log.paddedVocab, 1024);
     ASSERT_EQ(log.iterations.size(), 6u);
     ASSERT_EQ(log.memory.size(), 2u);   // both reports of the shared line
@@ -70,6 +71,7 @@ TEST(MegatronImport, ArgumentsIterationsAndMemoryBecomeAScenarioAndARun) {
     EXPECT_EQ(plan["dp"], 2);
     EXPECT_EQ(plan["zero_stage"], 1);
     EXPECT_EQ(plan["recompute"], "full");
+    EXPECT_EQ(plan["last_stage_layers"], 1);   // Megatron's --decoder-last-pipeline-num-layers
     EXPECT_EQ(plan["flash_attention"], true);
     EXPECT_EQ(plan["precision"], "megatron");
     EXPECT_EQ(run.scenario["model"]["vocab"], 1024);
@@ -86,7 +88,7 @@ TEST(MegatronImport, ArgumentsIterationsAndMemoryBecomeAScenarioAndARun) {
     // What tessel cannot express is named, never dropped: an unknown argument and partial recompute.
     std::string warnings;
     for (const auto& w : run.warnings) warnings += w + "\n";
-    EXPECT_NE(warnings.find("some_new_knob = 3 (line 14)"), std::string::npos) << warnings;
+    EXPECT_NE(warnings.find("some_new_knob = 3 (line 15)"), std::string::npos) << warnings;
     EXPECT_NE(warnings.find("recompute_num_layers = 1"), std::string::npos) << warnings;
     // The written scenario loads as `tessel predict` reads it.
     const Scenario s = parseScenario(run.scenario, "imported");
@@ -114,15 +116,15 @@ TEST(MegatronImport, BadOrTruncatedLogsNameTheLine) {
     EXPECT_NE(whereOf(log.substr(0, end - 40)).find("bad.log:1"), std::string::npos) << whereOf(log.substr(0, end - 40));
     // Truncated inside the last iteration line.
     const std::string cut = log.substr(0, log.size() - 30) + "\n";
-    EXPECT_NE(whereOf(cut).find("bad.log:26: truncated iteration line"), std::string::npos) << whereOf(cut);
+    EXPECT_NE(whereOf(cut).find("bad.log:27: truncated iteration line"), std::string::npos) << whereOf(cut);
     // A value that is not a number.
     std::string bad = log;
     bad.replace(bad.find("110.0"), 5, "1l0.0");
-    EXPECT_NE(whereOf(bad).find("bad.log:23"), std::string::npos) << whereOf(bad);
+    EXPECT_NE(whereOf(bad).find("bad.log:24"), std::string::npos) << whereOf(bad);
     // A required argument printed as None.
     bad = log;
     bad.replace(bad.find("128\n"), 3, "None");
-    EXPECT_NE(whereOf(bad).find("bad.log:13: argument seq_length is None"), std::string::npos) << whereOf(bad);
+    EXPECT_NE(whereOf(bad).find("bad.log:14: argument seq_length is None"), std::string::npos) << whereOf(bad);
     // No arguments block at all.
     EXPECT_NE(whereOf(log.substr(end + 60)).find("no Megatron-LM arguments block"), std::string::npos);
     // Only warm-up: no measured step.
