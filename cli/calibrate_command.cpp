@@ -72,7 +72,8 @@ RunFolder loadRunFolder(const fs::path& dir) {
     r.dir = dir;
     r.scenario = loadScenarioFile(dir / "scenario.json");
     finishScenario(r.scenario);
-    r.memory = readJson(dir / "memory.json");
+    // An imported run (`tessel import torch`) may have no memory.json: the trace said nothing about memory.
+    r.memory = fs::exists(dir / "memory.json") ? readJson(dir / "memory.json") : nlohmann::json{{"ranks", nlohmann::json::array()}};
     const std::string memoryWhere = (dir / "memory.json").string();
     ProblemList problems;
     if (!r.memory.is_object() || !r.memory.contains("ranks") || !r.memory["ranks"].is_array()) {
@@ -159,22 +160,29 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         for (const std::string& path : o->inputs) {
             try {
                 const fs::path p(path);
-                if (fs::is_directory(p) && fs::exists(p / "bench.jsonl")) {
+                // A folder may hold both: `tessel import torch` writes a trace's kernels as bench points beside
+                // its steps' phases as a run.
+                const bool bench = fs::is_directory(p) && fs::exists(p / "bench.jsonl");
+                const bool run = fs::is_directory(p) && fs::exists(p / "measurements.jsonl");
+                if (bench) {
                     auto samples = parseBenchSamples(readText(p / "bench.jsonl"), (p / "bench.jsonl").string());
                     in.bench.insert(in.bench.end(), samples.begin(), samples.end());
                     if (fs::exists(p / "provenance.json")) options.provenance = readJson(p / "provenance.json");
                     in.sources.push_back((p / "bench.jsonl").string());
-                } else if (fs::is_directory(p) && fs::exists(p / "measurements.jsonl")) {
+                }
+                if (run) {
                     runs.push_back(loadRunFolder(p));
                     in.sources.push_back(p.string());
-                } else if (fs::is_regular_file(p)) {
+                }
+                if (bench || run) continue;
+                if (fs::is_regular_file(p)) {
                     auto samples = parseBenchSamples(readText(p), p.string());
                     if (samples.empty()) throw InputError(path, "holds no microbenchmark records");
                     in.bench.insert(in.bench.end(), samples.begin(), samples.end());
                     in.sources.push_back(p.string());
                 } else {
                     problems.add(path, "not a tessel bench folder (bench.jsonl), a bench.jsonl file or a tessel run "
-                                       "folder (measurements.jsonl, scenario.json, memory.json)");
+                                       "folder (measurements.jsonl, scenario.json, memory.json; or one `tessel import` wrote)");
                 }
             } catch (const InputError& e) {
                 problems.append(e.problems());

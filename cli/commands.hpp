@@ -25,5 +25,7 @@ std::function<int()> addBenchCommand(CLI::App& app);
 std::function<int()> addCalibrateCommand(CLI::App& app);
 // Registers `validate` (predicts published training runs and reports the error per record and group).
 std::function<int()> addValidateCommand(CLI::App& app);
+// Registers `import` (a Megatron-LM log or PyTorch profiler traces -> a tessel run folder).
+std::function<int()> addImportCommand(CLI::App& app);
 
 } // namespace tessel::cli

@@ -39,7 +39,7 @@ nlohmann::json readJson(const std::string& path, const std::string& flag) {
 }
 
 bool anyScenarioFlag(const ScenarioFlags& f) {
-    return !f.model.empty() || !f.cluster.empty() || f.nodes || f.tp || f.pp || f.dp || f.cp || f.ep || f.vpp ||
+    return !f.model.empty() || !f.cluster.empty() || f.nodes || f.gpusPerNode || f.tp || f.pp || f.dp || f.cp || f.ep || f.vpp ||
            f.microBatch || f.globalBatch || f.zero || f.recompute || f.sequenceParallel || f.schedule || f.precision ||
            f.rankOrder || f.flashAttention;
 }
@@ -63,15 +63,18 @@ std::string renderTables(const sim::RunComparison& c, size_t top, const std::str
     std::string compared;
     for (int s : c.comparedSteps) compared += (compared.empty() ? "" : ",") + std::to_string(s);
     out << "Step time (ms): predicted " << milliseconds(c.predictedStepSeconds) << ", measured "
-        << milliseconds(c.measuredStepSeconds) << " (median of steps " << compared << "), error " << percent(c.stepError())
-        << "\n";
+        << milliseconds(c.measuredStepSeconds)
+        << (compared.empty() ? std::string(" (as the run states it)") : " (median of steps " + compared + ")") << ", error "
+        << percent(c.stepError()) << "\n";
+    // An imported log states its step and memory only: there are no actions to lay over the prediction.
+    const bool stepOnly = c.steps.empty() && c.actions.empty() && c.unmatchedMeasuredEvents == 0;
     Table steps({"step", "measured ms", "error", "compared"});
     for (const auto& s : c.steps)
         steps.addRow({std::to_string(s.step), milliseconds(s.measuredSeconds),
                       percent(c.predictedStepSeconds > 0 ? std::optional<double>(s.measuredSeconds / c.predictedStepSeconds - 1.0)
                                                          : std::nullopt),
                       s.compared ? "yes" : "no (warm-up)"});
-    out << steps.render() << "\n";
+    if (!stepOnly) out << steps.render() << "\n";
 
     out << "Peak memory per stage (the executor counts its own allocations, so the reserved bytes are "
            "left out of the comparison)\n";
@@ -87,6 +90,10 @@ std::string renderTables(const sim::RunComparison& c, size_t top, const std::str
                         bytesText(m.measuredProcessPeakBytes), percent(m.processError())});
     }
     out << (c.memory.empty() ? std::string("(no memory on either side)\n") : mem.render()) << "\n";
+    if (stepOnly) {
+        out << "the run records no actions (an imported log): step and memory only\n";
+        return out.str();
+    }
 
     out << "Most wrong actions (by |measured - predicted|, their share of the step error)\n";
     Table wrong({"stage", "action", "mb", "chunk", "predicted ms", "measured ms", "min ms", "max ms", "ranks", "off ms", "error"});

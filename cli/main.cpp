@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     commands.push_back(tessel::cli::addBenchCommand(app));
     commands.push_back(tessel::cli::addCalibrateCommand(app));
     commands.push_back(tessel::cli::addValidateCommand(app));
+    commands.push_back(tessel::cli::addImportCommand(app));
     // CLI11 answers --help before it notices an unknown positional, so `tessel frobnicate --help` would print
     // the main help and exit 0: the first word that is not an option must name a subcommand.
     if (argc > 1 && argv[1][0] != '-') {

@@ -14,6 +14,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--cluster", cluster, "Cluster preset name or cluster JSON file");
     // Ranges are checked by validation so every problem is reported together, not by CLI11 one at a time.
     app.add_option("--nodes", nodes, "Number of nodes (overrides the cluster's)");
+    app.add_option("--gpus-per-node", gpusPerNode, "GPUs per node the plan uses (overrides the cluster's; e.g. 1 of a host's cores)");
     app.add_option("--tp", tp, "Tensor-parallel degree");
     app.add_option("--pp", pp, "Pipeline-parallel degree");
     app.add_option("--dp", dp, "Data-parallel degree");
@@ -168,6 +169,10 @@ Scenario ScenarioFlags::resolve() const {
     if (nodes) {
         if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
         else s.cluster.nodes = *nodes;
+    }
+    if (gpusPerNode) {
+        if (*gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*gpusPerNode));
+        else s.cluster.gpusPerNode = *gpusPerNode;
     }
     ProblemList planProblems;
     s.plan = parsePlan(merged, "/plan", planProblems);

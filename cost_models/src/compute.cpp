@@ -308,7 +308,7 @@ double optimizerBytes(double parameters, const PrecisionRecipe& recipe) {
 const std::vector<std::string>& kernelNames() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> n{"gemm", "adamw", "embedding_forward", "embedding_backward"};
-        for (const char* k : {"attention", "norm", "gelu", "swiglu", "rope", "residual", "cross_entropy", "permute"}) {
+        for (const char* k : {"attention", "norm", "gelu", "swiglu", "rope", "residual", "cross_entropy", "permute", "softmax"}) {
             n.push_back(std::string(k) + "_forward");
             n.push_back(std::string(k) + "_backward");
         }

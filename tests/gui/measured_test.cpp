@@ -5,6 +5,7 @@
 #include "core/measured_model.hpp"
 #include "core/measured_run.hpp"
 
+#include "tessel/sim/import.hpp"
 #include "tessel/sim/trace.hpp"
 
 #include <QAbstractItemModelTester>
@@ -13,6 +14,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 namespace tessel::gui::test {
 
@@ -183,6 +185,32 @@ private slots:
         const MeasuredRun run = MeasuredRun::load(trace, memory);
         QCOMPARE(run.stagePeakBytes().at(3), 5e10);
         QVERIFY(std::abs(compareWithPrediction(run, sim).stepError() - 0.2) < 1e-6);
+    }
+
+    // A folder `tessel import megatron` writes opens as any run: the step from otherData, memory per stage, no actions.
+    void anImportedMegatronRunOpens() {
+        const std::string log = std::string(TESSEL_TEST_DATA_DIR) + "/megatron/gpt2-124m-1gpu-fp16.log";
+        std::ifstream in(log);
+        std::stringstream text;
+        text << in.rdbuf();
+        const sim::ImportedRun imported =
+            sim::importMegatronLog(sim::parseMegatronLog(text.str(), log), loadClusterRef("dgx-a100-80g", "cluster"));
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("trace.json").toStdString()) << imported.trace.dump();
+        std::ofstream(dir.filePath("memory.json").toStdString()) << imported.memory.dump();
+        const MeasuredRun run = MeasuredRun::load(dir.filePath("trace.json"), dir.filePath("memory.json"));
+        QVERIFY(run.events().empty());
+        QVERIFY(std::abs(run.stepSeconds() - 0.8498) < 1e-9);
+        const Scenario s = parseScenario(imported.scenario, "imported");
+        const auto sim = sim::simulatePlan(s.model, s.cluster, s.plan);
+        const MeasuredComparison c = compareWithPrediction(run, sim);
+        QVERIFY(c.actions.empty());
+        QCOMPARE(c.unmatchedMeasured, 0);
+        QVERIFY(std::abs(c.measuredStepSeconds - 0.8498) < 1e-9);
+        QVERIFY(std::abs(c.stepError() - (0.8498 / c.predictedStepSeconds - 1.0)) < 1e-9);
+        QCOMPARE(c.memory.size(), size_t{1});
+        QVERIFY(c.memory[0].measuredBytes.has_value());
+        QVERIFY(std::abs(*c.memory[0].measuredBytes - 1464.3408203125 * 1024 * 1024) < 1.0);
     }
 
     void measuredModelPassesTheTester() {

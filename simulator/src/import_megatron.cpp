@@ -1,0 +1,454 @@
+// Megatron-LM training logs -> a tessel scenario (model and plan from the printed arguments) and a measured run
+// (step time from the iteration lines, peak memory per rank from the memory reports); docs/import.md.
+// Formats: megatron/training/arguments.py `_print_args` ("  name ....... value" between "---- arguments ----"
+// and "---- end of arguments ----"), training.py `training_log` (" iteration N/ M | key: value | ... |") and
+// utils.py `report_memory` ("[Rank R] (after N iterations) memory (MB) | allocated: A | max allocated: ...").
+#include "tessel/sim/import.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace tessel::sim {
+
+namespace {
+
+std::string trim(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t\r");
+    if (a == std::string::npos) return "";
+    const size_t b = s.find_last_not_of(" \t\r");
+    return s.substr(a, b - a + 1);
+}
+
+std::optional<double> toNumber(const std::string& s) {
+    const std::string t = trim(s);
+    if (t.empty()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (end != t.c_str() + t.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
+std::string where(const std::string& source, int line) { return source + ":" + std::to_string(line); }
+
+// Megatron prints None, True/False, numbers and enums ("AttnBackend.auto") as Python's str() does.
+bool isUnset(const std::string& v) { return v == "None" || v == "False" || v == "0" || v == "0.0" || v == "[]" || v.empty(); }
+
+double medianOf(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    if (v.empty()) return 0.0;
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Arguments that decide nothing tessel predicts (data, optimizer hyperparameters, logging, checkpoints, seeds,
+// evaluation, initialisation, launch plumbing), by name prefix. Everything not mapped and not here is named.
+bool noEffectOnPrediction(const std::string& name) {
+    static const char* prefixes[] = {
+        "lr", "min_lr", "adam_", "sgd_", "weight_decay", "start_weight_decay", "end_weight_decay", "clip_grad", "seed",
+        "data_", "train_", "valid_", "test_", "eval_", "save", "load", "log_", "tensorboard", "wandb", "vocab_file",
+        "merge_file", "tokenizer_", "init_method", "split", "exit_", "timing_log", "distributed_timeout", "local_rank",
+        "rank", "iteration", "consumed_", "skip_train", "finetune", "pretrained_checkpoint", "ckpt_", "dist_ckpt",
+        "use_checkpoint", "non_persistent", "async_save", "auto_detect_ckpt", "one_logger", "app_tag", "logging_level",
+        "barrier_with_L1_time", "check_for_nan", "num_workers", "dataloader_", "mock_data", "mmap_", "reset_",
+        "eod_mask_loss", "create_attention_mask", "object_storage", "hidden_dropout_is_zero", "loss_scale",
+        "initial_loss_scale", "min_loss_scale", "hysteresis", "override_opt_param_scheduler",
+        "use_checkpoint_opt_param_scheduler", "decoupled_lr", "decoupled_min_lr", "head_lr_mult", "adlr_",
+        "print_", "profile", "record_memory_history", "memory_snapshot_path", "enable_one_logger", "params_dtype",
+        "padded_vocab_size", "vocab_size", "make_vocab_size_divisible_by", "max_position_embeddings", "world_size",
+        "transformer_impl", "use_mcore_models", "spec", "kv_channels", "distributed_backend", "micro_batch_size",
+        "global_batch_size", "rampup_batch_size", "encoder_", "decoder_", "retro_", "ict_", "bert_", "biencoder_",
+        "img_", "vision_", "titles_data_path", "indexer_", "block_data_path", "embedding_path", "query_in_block_prob",
+        "use_one_sent_docs", "mask_", "short_seq_prob", "sample_rate", "short_", "inference_", "num_classes",
+        "attention_dropout", "apply_query_key_layer_scaling", "attention_softmax_in_fp32", "fp32_residual_connection",
+        "apply_residual_connection_post_layernorm", "layernorm_epsilon", "norm_epsilon", "init_", "rotary_",
+        "rope_scaling", "use_rotary_position_embeddings", "yaml_cfg", "timing_", "tp_comm_bootstrap_backend",
+        "enable_ft_package", "calculate_per_token_loss", "deterministic_mode", "test_mode", "use_torch_fsdp2",
+        "nccl_communicator_config_path", "use_tp_pp_dp_mapping", "straggler_", "run_workload_inspector_server"};
+    for (const char* p : prefixes)
+        if (name.rfind(p, 0) == 0) return true;
+    return false;
+}
+
+} // namespace
+
+MegatronLog parseMegatronLog(const std::string& text, const std::string& source) {
+    MegatronLog log;
+    log.source = source;
+    static const std::regex argLine(R"(^\s+([A-Za-z_][A-Za-z0-9_]*) \.* ?(.*)$)");
+    static const std::regex iterationLine(R"(\biteration\s+(\d+)/\s*(\d+)\s*\|(.*)$)");
+    static const std::regex memoryReport(
+        R"(\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([-+0-9.eE]+) \| max allocated: ([-+0-9.eE]+) \| reserved: ([-+0-9.eE]+) \| max reserved: ([-+0-9.eE]+))");
+    static const std::regex paddedVocab(R"(padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\))");
+    std::istringstream in(text);
+    int lineNo = 0, blockStart = 0;
+    bool inArgs = false, sawArgs = false;
+    for (std::string line; std::getline(in, line);) {
+        ++lineNo;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find("-- arguments --") != std::string::npos) {
+            if (sawArgs || inArgs) throw InputError(where(source, lineNo), "a second arguments block (one run per log)");
+            inArgs = true;
+            blockStart = lineNo;
+            continue;
+        }
+        if (inArgs) {
+            if (line.find("-- end of arguments --") != std::string::npos) {
+                inArgs = false;
+                sawArgs = true;
+                continue;
+            }
+            std::smatch m;
+            if (!std::regex_match(line, m, argLine))
+                throw InputError(where(source, lineNo), "not an argument line (\"  name ...... value\") inside the arguments "
+                                                        "block opened at line " + std::to_string(blockStart));
+            log.args[m[1]] = trim(m[2]);
+            log.argLines[m[1]] = lineNo;
+            continue;
+        }
+        std::smatch m;
+        if (std::regex_search(line, m, paddedVocab)) log.paddedVocab = std::stoll(m[3]);
+        if (line.find("memory (MB)") != std::string::npos && line.find("[Rank") != std::string::npos) {
+            // Several ranks print at once, so one line may hold more than one report.
+            int found = 0;
+            for (auto it = std::sregex_iterator(line.begin(), line.end(), memoryReport); it != std::sregex_iterator(); ++it) {
+                const std::smatch& r = *it;
+                MegatronMemoryReport rep;
+                rep.line = lineNo;
+                rep.rank = std::stoi(r[1]);
+                rep.afterIterations = std::stoi(r[2]);
+                rep.allocatedMb = std::stod(r[3]);
+                rep.maxAllocatedMb = std::stod(r[4]);
+                rep.reservedMb = std::stod(r[5]);
+                rep.maxReservedMb = std::stod(r[6]);
+                log.memory.push_back(rep);
+                ++found;
+            }
+            size_t reports = 0;
+            for (size_t p = line.find("memory (MB)"); p != std::string::npos; p = line.find("memory (MB)", p + 1)) ++reports;
+            if (static_cast<size_t>(found) != reports)
+                throw InputError(where(source, lineNo), "a memory report that is not \"[Rank R] (after N iterations) memory (MB) "
+                                                        "| allocated: A | max allocated: A | reserved: R | max reserved: R\"");
+            continue;
+        }
+        if (std::regex_search(line, m, iterationLine)) {
+            MegatronIteration it;
+            it.line = lineNo;
+            it.iteration = std::stoi(m[1]);
+            it.trainIters = std::stoi(m[2]);
+            const std::string rest = m[3];
+            // training_log ends every field with " |": a line that does not was cut off.
+            if (trim(rest).empty() || trim(rest).back() != '|')
+                throw InputError(where(source, lineNo), "truncated iteration line (training_log ends every field with '|')");
+            std::stringstream fields(rest);
+            for (std::string f; std::getline(fields, f, '|');) {
+                f = trim(f);
+                if (f.empty()) continue;
+                const size_t colon = f.rfind(':');
+                if (colon == std::string::npos)
+                    throw InputError(where(source, lineNo), "iteration field \"" + f + "\" is not \"name: value\"");
+                it.fields[trim(f.substr(0, colon))] = trim(f.substr(colon + 1));
+            }
+            auto number = [&](const char* key, bool required) -> std::optional<double> {
+                const auto f = it.fields.find(key);
+                if (f == it.fields.end()) {
+                    if (required) throw InputError(where(source, lineNo), std::string("iteration line has no \"") + key + "\"");
+                    return std::nullopt;
+                }
+                const auto v = toNumber(f->second);
+                if (!v) throw InputError(where(source, lineNo), std::string("\"") + key + "\" is not a number: \"" + f->second + "\"");
+                return v;
+            };
+            it.elapsedMs = *number("elapsed time per iteration (ms)", true);
+            if (!(it.elapsedMs > 0.0)) throw InputError(where(source, lineNo), "elapsed time per iteration must be positive");
+            it.tflopsPerGpu = number("throughput per GPU (TFLOP/s/GPU)", false);
+            it.lossScale = number("loss scale", false);
+            it.skipped = static_cast<int>(number("number of skipped iterations", false).value_or(0.0));
+            it.nan = static_cast<int>(number("number of nan iterations", false).value_or(0.0));
+            if (!log.iterations.empty() && it.iteration <= log.iterations.back().iteration)
+                throw InputError(where(source, lineNo), "iteration " + std::to_string(it.iteration) +
+                                                            " does not follow iteration " + std::to_string(log.iterations.back().iteration) +
+                                                            " (two runs in one log?)");
+            log.iterations.push_back(it);
+        }
+    }
+    if (inArgs)
+        throw InputError(where(source, blockStart), "the arguments block is not terminated (no \"end of arguments\" line): "
+                                                    "truncated log");
+    if (!sawArgs)
+        throw InputError(source, "no Megatron-LM arguments block (\"------------------------ arguments "
+                                 "------------------------\"): the scenario cannot be read from this log");
+    if (log.iterations.empty())
+        throw InputError(source, "no iteration lines (\" iteration N/ M | ... | elapsed time per iteration (ms): X | ...\")");
+    return log;
+}
+
+ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& cluster, const MegatronImportOptions& o) {
+    ProblemList problems;
+    std::set<std::string> used;
+    auto at = [&](const std::string& name) {
+        const auto it = log.argLines.find(name);
+        return it == log.argLines.end() ? log.source + " (arguments)" : where(log.source, it->second);
+    };
+    auto str = [&](const std::string& name) -> std::optional<std::string> {
+        used.insert(name);
+        const auto it = log.args.find(name);
+        if (it == log.args.end()) return std::nullopt;
+        return it->second;
+    };
+    auto integer = [&](const std::string& name, std::optional<int64_t> fallback) -> int64_t {
+        const auto v = str(name);
+        if (!v || *v == "None") {
+            if (fallback) return *fallback;
+            problems.add(at(name), "argument " + name + " is " + (v ? "None" : "not printed") + "; the scenario needs it");
+            return 1;
+        }
+        const auto n = toNumber(*v);
+        if (!n || *n != std::floor(*n)) {
+            problems.add(at(name), "argument " + name + " = \"" + *v + "\" is not an integer");
+            return 1;
+        }
+        return static_cast<int64_t>(*n);
+    };
+    auto flag = [&](const std::string& name) -> std::optional<bool> {
+        const auto v = str(name);
+        if (!v || *v == "None") return std::nullopt;
+        if (*v == "True") return true;
+        if (*v == "False") return false;
+        problems.add(at(name), "argument " + name + " = \"" + *v + "\" is not True or False");
+        return std::nullopt;
+    };
+    std::vector<std::string> warnings;
+
+    // Model (megatron/training/arguments.py names).
+    nlohmann::json model{{"schema_version", 1}, {"name", "megatron-import"}};
+    const int64_t layers = integer("num_layers", std::nullopt), hidden = integer("hidden_size", std::nullopt);
+    const int64_t heads = integer("num_attention_heads", std::nullopt);
+    model["layers"] = layers;
+    model["hidden"] = hidden;
+    model["heads"] = heads;
+    model["kv_heads"] = flag("group_query_attention").value_or(false) ? integer("num_query_groups", std::nullopt) : heads;
+    model["ffn_hidden"] = integer("ffn_hidden_size", 4 * hidden);
+    model["seq_len"] = integer("seq_length", std::nullopt);
+    if (heads > 0) {
+        const int64_t kv = integer("kv_channels", hidden / heads);
+        if (kv != hidden / heads) model["head_dim"] = kv;
+    }
+    if (const auto pv = str("padded_vocab_size"); pv && *pv != "None") model["vocab"] = integer("padded_vocab_size", std::nullopt);
+    else if (log.paddedVocab) model["vocab"] = *log.paddedVocab;
+    else problems.add(log.source, "the log states no vocabulary size (padded_vocab_size, or the tokenizer's \"> padded vocab "
+                                  "(size: V) with D dummy tokens (new size: P)\" line)");
+    model["activation"] = flag("swiglu").value_or(false) ? "swiglu" : "gelu";
+    for (const char* other : {"squared_relu", "openai_gelu", "onnx_safe"})
+        if (flag(other).value_or(false)) warnings.push_back(std::string(other) + " = True: tessel models GELU or SwiGLU");
+    const std::string norm = str("normalization").value_or("LayerNorm");
+    model["norm"] = norm == "RMSNorm" ? "rmsnorm" : "layernorm";
+    if (norm != "RMSNorm" && norm != "LayerNorm") warnings.push_back("normalization = " + norm + ": modelled as LayerNorm");
+    const std::string position = str("position_embedding_type").value_or(flag("use_rotary_position_embeddings").value_or(false) ? "rope" : "learned_absolute");
+    model["position_embedding"] = position == "rope" ? "rope" : "learned";
+    if (position != "rope" && position != "learned_absolute")
+        warnings.push_back("position_embedding_type = " + position + ": modelled as learned positions");
+    model["tied_embeddings"] = !flag("untie_embeddings_and_output_weights").value_or(false);
+    model["linear_bias"] = flag("add_bias_linear").value_or(true);
+    if (flag("add_qkv_bias").value_or(false)) model["qkv_bias"] = true;
+    if (const auto d = str("hidden_dropout"); d && toNumber(*d)) model["dropout"] = *toNumber(*d);
+    if (const auto e = str("num_experts"); e && *e != "None") {
+        model["moe"] = {{"experts", integer("num_experts", std::nullopt)},
+                        {"top_k", integer("moe_router_topk", 2)},
+                        {"expert_ffn_hidden", integer("moe_ffn_hidden_size", model["ffn_hidden"].get<int64_t>())}};
+    }
+
+    // Plan.
+    nlohmann::json plan;
+    const int64_t tp = integer("tensor_model_parallel_size", 1), pp = integer("pipeline_model_parallel_size", 1);
+    const int64_t cp = integer("context_parallel_size", 1), ep = integer("expert_model_parallel_size", 1);
+    const int64_t vpp = integer("virtual_pipeline_model_parallel_size", 1);
+    int64_t dp = 0;
+    if (const auto v = str("data_parallel_size"); v && *v != "None") dp = integer("data_parallel_size", std::nullopt);
+    else if (tp * pp * cp > 0) dp = integer("world_size", std::nullopt) / (tp * pp * cp);
+    plan["tp"] = tp;
+    plan["pp"] = pp;
+    plan["dp"] = dp;
+    plan["cp"] = cp;
+    plan["ep"] = ep;
+    plan["vpp"] = vpp;
+    // Uneven pipeline splits: --decoder-first/last-pipeline-num-layers are the plan's first/last_stage_layers.
+    if (const auto v = str("decoder_first_pipeline_num_layers"); v && *v != "None")
+        plan["first_stage_layers"] = integer("decoder_first_pipeline_num_layers", std::nullopt);
+    if (const auto v = str("decoder_last_pipeline_num_layers"); v && *v != "None")
+        plan["last_stage_layers"] = integer("decoder_last_pipeline_num_layers", std::nullopt);
+    plan["micro_batch"] = integer("micro_batch_size", std::nullopt);
+    plan["global_batch"] = integer("global_batch_size", std::nullopt);
+    plan["zero_stage"] = flag("use_distributed_optimizer").value_or(false) ? 1 : 0;
+    std::string recompute = "none";
+    if (const auto g = str("recompute_granularity"); g && *g != "None") recompute = *g;
+    else if (flag("checkpoint_activations").value_or(false)) recompute = "full";
+    if (recompute != "none" && recompute != "selective" && recompute != "full") {
+        problems.add(at("recompute_granularity"), "recompute_granularity = " + recompute + " (expected selective or full)");
+        recompute = "none";
+    }
+    if (recompute == "full") {
+        const std::string method = str("recompute_method").value_or("None");
+        const auto n = str("recompute_num_layers");
+        const int64_t perStage = pp > 0 ? layers / (pp * std::max<int64_t>(1, vpp)) : layers;
+        if (n && toNumber(*n) && static_cast<int64_t>(*toNumber(*n)) < perStage)
+            warnings.push_back("recompute_method = " + method + ", recompute_num_layers = " + *n +
+                               ": tessel recomputes every layer of a stage under full recompute (" + std::to_string(perStage) + ")");
+    }
+    plan["recompute"] = recompute;
+    plan["sequence_parallel"] = flag("sequence_parallel").value_or(false);
+    bool flash = flag("use_flash_attn").value_or(false);
+    if (const auto b = str("attention_backend"); b && *b != "None") {
+        flash = b->find("flash") != std::string::npos || b->find("auto") != std::string::npos || b->find("fused") != std::string::npos;
+        if (b->find("auto") != std::string::npos)
+            warnings.push_back("attention_backend = " + *b + ": taken as a fused (flash) attention kernel, which "
+                               "Transformer Engine picks on Ampere and later");
+    }
+    plan["flash_attention"] = flash;
+    plan["schedule"] = vpp > 1 ? "interleaved_1f1b" : "1f1b";
+    const bool fp8 = (str("fp8").value_or("None") != "None") || (str("fp8_format").value_or("None") != "None") ||
+                     flag("fp8_e4m3").value_or(false) || flag("fp8_hybrid").value_or(false);
+    const bool bf16 = flag("bf16").value_or(false), fp16 = flag("fp16").value_or(false);
+    // fp16 keeps what bf16 keeps (2-byte weights, fp32 main grads, params and moments) and runs at the same tensor-core
+    // peak on A100 and H100; the recipes are named for bf16, and loss scaling is not modelled.
+    if (fp16) warnings.push_back("fp16 = True: modelled as the megatron recipe in bf16 (same bytes per parameter and tensor-core "
+                                 "peak); dynamic loss scaling is not modelled");
+    if (fp8) {
+        plan["precision"] = "fp8";
+        plan["dtype"] = "bf16";
+    } else if (bf16 || fp16) {
+        plan["precision"] = "megatron";
+        plan["dtype"] = "bf16";
+    } else {
+        plan["precision"] = "fp32";
+        plan["dtype"] = "fp32";
+    }
+    plan["framework"] = "megatron";
+    // Overlap flags: Megatron-LM's argument names are the plan's keys (docs/frameworks.md).
+    for (const char* key : {"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})
+        if (const auto v = flag(key)) plan[key] = *v;
+    if (const auto v = flag("async_tensor_model_parallel_allreduce")) plan["async_tp_grad_reduce"] = *v;
+    if (const auto v = str("rank_order"); v && *v != "None") plan["rank_order"] = *v;
+    for (const char* name : {"bf16", "fp16", "fp8", "fp8_format", "fp8_e4m3", "fp8_hybrid", "use_flash_attn", "attention_backend",
+                             "checkpoint_activations", "recompute_method", "recompute_num_layers", "data_parallel_size",
+                             "world_size", "swiglu", "normalization", "group_query_attention", "num_query_groups"})
+        used.insert(name);
+    problems.throwIfAny();
+
+    // The run's GPUs: part of one node (gpus_per_node = world), or whole nodes of the cluster.
+    const int64_t world = tp * pp * cp * dp;
+    const int64_t perNode = std::min<int64_t>(world, cluster.gpusPerNode);
+    if (world % perNode != 0)
+        problems.add(at("world_size"), "the run's " + std::to_string(world) + " GPUs do not fill whole nodes of " +
+                                           std::to_string(cluster.gpusPerNode) + " GPUs (--cluster " + cluster.name + ")");
+    problems.throwIfAny();
+    nlohmann::json scenario{{"schema_version", 1},
+                            {"name", "megatron-import"},
+                            {"description", "imported from the Megatron-LM log " + log.source},
+                            {"model", model},
+                            {"cluster", clusterToJson(cluster)},
+                            {"nodes", world / perNode},
+                            {"gpus_per_node", perNode},
+                            {"plan", plan}};
+    // Validates every field as `tessel predict` would, so the written scenario loads without hand edits.
+    Scenario parsed = parseScenario(scenario, log.source + " (imported scenario)");
+    finishScenario(parsed);
+    parsed.name = scenario["name"];
+    parsed.description = scenario["description"];
+    scenario = scenarioToJson(parsed);   // every plan key explicit, as `tessel compare` sets it against a prediction
+
+    // Step: intervals past the warm-up with no skipped or nan iteration; an interval ending at iteration N after one
+    // ending at P covers P+1..N (the first covers 1..N).
+    ImportedRun out;
+    std::vector<double> kept;
+    nlohmann::json steps = nlohmann::json::array();
+    int previous = 0, dropped = 0;
+    for (const MegatronIteration& it : log.iterations) {
+        const int first = previous + 1;
+        previous = it.iteration;
+        const bool warm = first <= o.warmupIterations;
+        const bool bad = it.skipped > 0 || it.nan > 0;
+        steps.push_back({{"line", it.line}, {"iteration", it.iteration}, {"seconds", it.elapsedMs * 1e-3},
+                         {"used", !warm && !bad}, {"reason", warm ? "warm-up" : bad ? "skipped or nan iterations" : ""}});
+        if (warm || bad) {
+            ++dropped;
+            continue;
+        }
+        kept.push_back(it.elapsedMs * 1e-3);
+    }
+    if (kept.empty())
+        throw InputError(where(log.source, log.iterations.back().line),
+                         "no iteration interval after the first " + std::to_string(o.warmupIterations) +
+                             " iterations without skipped or nan iterations: no measured step (lower --warmup-iterations?)");
+    out.stepSeconds = medianOf(kept);
+
+    // Memory: per rank the largest max allocated of its reports (MB = 2^20 bytes in report_memory).
+    std::map<int, MegatronMemoryReport> perRank;
+    for (const MegatronMemoryReport& m : log.memory) {
+        if (m.rank < 0 || m.rank >= world) throw InputError(where(log.source, m.line), "rank " + std::to_string(m.rank) +
+                                                                                       " outside the run's " + std::to_string(world) + " ranks");
+        auto& r = perRank[m.rank];
+        if (m.maxAllocatedMb >= r.maxAllocatedMb) r = m;
+    }
+    nlohmann::json ranks = nlohmann::json::array();
+    const double mib = 1024.0 * 1024.0;
+    for (const auto& [rank, m] : perRank) {
+        // Megatron's default order (tp-cp-ep-dp-pp, tp fastest) puts the pipeline stage outermost.
+        const int stage = static_cast<int>(rank / (world / pp));
+        ranks.push_back({{"rank", rank}, {"stage", stage}, {"peak_total_bytes", m.maxAllocatedMb * mib},
+                         {"max_reserved_bytes", m.maxReservedMb * mib}, {"line", m.line}});
+    }
+    if (!ranks.empty()) out.memory = {{"schema_version", 1}, {"ranks", ranks}};
+
+    // Settings of a feature the run does not use (FP8 recipe without FP8, MoE routing without experts, TP overlap
+    // options without TP overlap, CP communication with cp = 1) say nothing about this run.
+    auto inactive = [&](const std::string& name) {
+        auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+        return (starts("fp8_") && !fp8) || (starts("moe_") && !model.contains("moe")) ||
+               (starts("tp_comm_") && !plan.value("tp_comm_overlap", false)) || (starts("cp_comm") && cp == 1) ||
+               (name == "expert_tensor_parallel_size" && !model.contains("moe"));
+    };
+    // What the plan's precision recipe and optimizer already state (megatron: fp32 main grads, params and Adam moments).
+    for (const char* name : {"main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"})
+        if (str(name).value_or("torch.float32") != "torch.float32")
+            warnings.push_back(std::string(name) + " = " + *str(name) + ": the precision recipe keeps it in fp32");
+    if (const auto opt = str("optimizer"); opt && *opt != "adam")
+        warnings.push_back("optimizer = " + *opt + ": tessel models Adam(W)'s state and step");
+    used.insert("add_position_embedding");
+    // Every printed argument: mapped, off (None/False/0), no effect on the prediction (by name), or named here.
+    nlohmann::json notExpressed = nlohmann::json::array(), noEffect = nlohmann::json::array();
+    for (const auto& [name, value] : log.args) {
+        if (used.count(name) || inactive(name)) continue;
+        if (noEffectOnPrediction(name)) noEffect.push_back(name);
+        else if (!isUnset(value)) {
+            notExpressed.push_back({{"argument", name}, {"value", value}, {"line", log.argLines.at(name)}});
+            warnings.push_back(name + " = " + value + " (line " + std::to_string(log.argLines.at(name)) + "): not expressed by tessel");
+        }
+    }
+    out.warnings = warnings;
+    out.scenario = scenario;
+    out.trace = {{"traceEvents", nlohmann::json::array()},
+                 {"otherData", {{"source", "tessel import megatron"}, {"step_seconds", out.stepSeconds}, {"plan", scenario["plan"]}}}};
+    std::vector<std::string> mapped(used.begin(), used.end());
+    mapped.erase(std::remove_if(mapped.begin(), mapped.end(), [&](const std::string& n) { return !log.args.count(n); }), mapped.end());
+    out.report = {{"schema_version", 1},
+                  {"importer", "megatron"},
+                  {"sources", {log.source}},
+                  {"step_seconds", out.stepSeconds},
+                  {"rules",
+                   {"step: the median of the per-iteration times of the logged intervals that start after iteration " +
+                        std::to_string(o.warmupIterations) + " and report no skipped or nan iteration",
+                    "memory: per rank the largest 'max allocated' of its memory reports (MB = 2^20 bytes); 'max reserved' "
+                    "kept beside it",
+                    "stage of a rank: rank / (world / pp), Megatron's default order tp-cp-ep-dp-pp"}},
+                  {"intervals", steps},
+                  {"intervals_dropped", dropped},
+                  {"arguments_mapped", mapped},
+                  {"arguments_without_effect_on_prediction", noEffect},
+                  {"arguments_not_expressed", notExpressed},
+                  {"warnings", warnings}};
+    return out;
+}
+
+} // namespace tessel::sim

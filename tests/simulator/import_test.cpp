@@ -1,0 +1,287 @@
+// Importers of runs tessel did not execute: Megatron-LM logs (small hand-checkable logs in the format of
+// arguments.py / training.py / utils.py) and PyTorch profiler traces (hand-sized traces, and the committed real one).
+#include "tessel/sim/import.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/sim/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace tessel::sim {
+namespace {
+
+std::string readFile(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// A two-stage log in Megatron-LM's own formats: 4 layers, pp 2, dp 2, two memory reports on one line (as
+// concurrent prints leave them), an interval with a skipped iteration.
+std::string smallLog() {
+    return "------------------------ arguments ------------------------\n"
+           "  bf16 ............................................ True\n"
+           "  data_parallel_size .............................. 2\n"
+           "  decoder_last_pipeline_num_layers ................ 1\n"
+           "  ffn_hidden_size ................................. 256\n"
+           "  global_batch_size ............................... 8\n"
+           "  hidden_size ..................................... 64\n"
+           "  micro_batch_size ................................ 1\n"
+           "  num_attention_heads ............................. 4\n"
+           "  num_layers ...................................... 4\n"
+           "  pipeline_model_parallel_size .................... 2\n"
+           "  recompute_granularity ........................... full\n"
+           "  recompute_num_layers ............................ 1\n"
+           "  seq_length ...................................... 128\n"
+           "  some_new_knob ................................... 3\n"
+           "  tensor_model_parallel_size ...................... 1\n"
+           "  use_distributed_optimizer ....................... True\n"
+           "  use_flash_attn .................................. True\n"
+           "-------------------- end of arguments ---------------------\n"
+           " > padded vocab (size: 1000) with 24 dummy tokens (new size: 1024)\n"
+           " iteration        1/      10 | elapsed time per iteration (ms): 900.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+           " iteration        2/      10 | elapsed time per iteration (ms): 500.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+           "[Rank 0] (after 2 iterations) memory (MB) | allocated: 10.0 | max allocated: 100.0 | reserved: 120.0 | max reserved: 128.0"
+           "[Rank 2] (after 2 iterations) memory (MB) | allocated: 10.0 | max allocated: 50.0 | reserved: 60.0 | max reserved: 64.0\n"
+           " iteration        3/      10 | elapsed time per iteration (ms): 110.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+           " iteration        4/      10 | elapsed time per iteration (ms): 999.0 | number of skipped iterations:   1 | number of nan iterations:   0 |\n"
+           " iteration        5/      10 | elapsed time per iteration (ms): 100.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+           " iteration        6/      10 | elapsed time per iteration (ms): 120.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n";
+}
+
+ClusterConfig cluster(const char* name = "dgx-a100-80g") { return loadClusterRef(name, "--cluster"); }
+
+TEST(MegatronImport, ArgumentsIterationsAndMemoryBecomeAScenarioAndARun) {
+    const MegatronLog log = parseMegatronLog(smallLog(), "small.log");
+    EXPECT_EQ(log.args.at("num_layers"), "4");
+    EXPECT_EQ(log.argLines.at("num_layers"), 10);
+    EXPECT_EQ(*log.paddedVocab, 1024);
+    ASSERT_EQ(log.iterations.size(), 6u);
+    ASSERT_EQ(log.memory.size(), 2u);   // both reports of the shared line
+
+    const ImportedRun run = importMegatronLog(log, cluster());
+    const auto& plan = run.scenario["plan"];
+    EXPECT_EQ(plan["pp"], 2);
+    EXPECT_EQ(plan["dp"], 2);
+    EXPECT_EQ(plan["zero_stage"], 1);
+    EXPECT_EQ(plan["recompute"], "full");
+    EXPECT_EQ(plan["last_stage_layers"], 1);   // Megatron's --decoder-last-pipeline-num-layers
+    EXPECT_EQ(plan["flash_attention"], true);
+    EXPECT_EQ(plan["precision"], "megatron");
+    EXPECT_EQ(run.scenario["model"]["vocab"], 1024);
+    EXPECT_EQ(run.scenario["model"]["seq_len"], 128);
+    // 4 of the 8 GPUs of a DGX node.
+    EXPECT_EQ(run.scenario["cluster"]["gpus_per_node"], 4);
+    // Warm-up (iterations 1-2) and the interval with a skipped iteration are left out: median of 110, 100, 120 ms.
+    EXPECT_DOUBLE_EQ(run.stepSeconds, 0.110);
+    EXPECT_DOUBLE_EQ(run.trace["otherData"]["step_seconds"].get<double>(), 0.110);
+    // Rank 2 is on the second stage (world 4, pp 2); MB = 2^20 bytes.
+    ASSERT_EQ(run.memory["ranks"].size(), 2u);
+    EXPECT_EQ(run.memory["ranks"][1]["stage"], 1);
+    EXPECT_DOUBLE_EQ(run.memory["ranks"][0]["peak_total_bytes"].get<double>(), 100.0 * 1024 * 1024);
+    // What tessel cannot express is named, never dropped: an unknown argument and partial recompute.
+    std::string warnings;
+    for (const auto& w : run.warnings) warnings += w + "\n";
+    EXPECT_NE(warnings.find("some_new_knob = 3 (line 15)"), std::string::npos) << warnings;
+    EXPECT_NE(warnings.find("recompute_num_layers = 1"), std::string::npos) << warnings;
+    // The written scenario loads as `tessel predict` reads it.
+    const Scenario s = parseScenario(run.scenario, "imported");
+    EXPECT_NO_THROW(finishScenario(s));
+    // And the run folder opens as a measured run (compare, GUI): step from otherData, memory per stage.
+    MeasuredRun measured = MeasuredRun::fromTrace(run.trace, "trace.json");
+    measured.setMemory(run.memory, "memory.json");
+    EXPECT_DOUBLE_EQ(measured.stepSeconds(), 0.110);
+    EXPECT_DOUBLE_EQ(measured.stagePeakBytes().at(1), 50.0 * 1024 * 1024);
+}
+
+// Each bad log exits with the line that is wrong; nothing is guessed.
+TEST(MegatronImport, BadOrTruncatedLogsNameTheLine) {
+    auto whereOf = [](const std::string& text) {
+        try {
+            importMegatronLog(parseMegatronLog(text, "bad.log"), cluster());
+        } catch (const InputError& e) {
+            return e.problems().front().where + ": " + e.problems().front().message;
+        }
+        return std::string("no error");
+    };
+    const std::string log = smallLog();
+    const size_t end = log.find("----------------- end");
+    // Truncated inside the arguments block.
+    EXPECT_NE(whereOf(log.substr(0, end - 40)).find("bad.log:1"), std::string::npos) << whereOf(log.substr(0, end - 40));
+    // Truncated inside the last iteration line.
+    const std::string cut = log.substr(0, log.size() - 30) + "\n";
+    EXPECT_NE(whereOf(cut).find("bad.log:27: truncated iteration line"), std::string::npos) << whereOf(cut);
+    // A value that is not a number.
+    std::string bad = log;
+    bad.replace(bad.find("110.0"), 5, "1l0.0");
+    EXPECT_NE(whereOf(bad).find("bad.log:24"), std::string::npos) << whereOf(bad);
+    // A required argument printed as None.
+    bad = log;
+    bad.replace(bad.find("128\n"), 3, "None");
+    EXPECT_NE(whereOf(bad).find("bad.log:14: argument seq_length is None"), std::string::npos) << whereOf(bad);
+    // No arguments block at all.
+    EXPECT_NE(whereOf(log.substr(end + 60)).find("no Megatron-LM arguments block"), std::string::npos);
+    // Only warm-up: no measured step.
+    EXPECT_NE(whereOf(log.substr(0, log.find("[Rank 0]"))).find("no iteration interval after the first 2"), std::string::npos);
+}
+
+TEST(MegatronImport, TheCommittedRealLogImports) {
+    const std::string path = std::string(TESSEL_TEST_DATA_DIR) + "/megatron/gpt2-124m-1gpu-fp16.log";
+    const ImportedRun run = importMegatronLog(parseMegatronLog(readFile(path), path), cluster());
+    EXPECT_EQ(run.scenario["model"]["layers"], 12);
+    EXPECT_EQ(run.scenario["model"]["vocab"], 50304);
+    EXPECT_EQ(run.scenario["plan"]["micro_batch"], 1);
+    EXPECT_EQ(run.scenario["plan"]["global_batch"], 16);
+    // Intervals 10-30 report skipped iterations (fp16 loss-scale search); the median of 40..200 is 849.8 ms.
+    EXPECT_NEAR(run.stepSeconds, 0.8498, 1e-9);
+    EXPECT_EQ(run.report["intervals_dropped"], 3);
+}
+
+nlohmann::json dims(const char* text) { return nlohmann::json::parse(text); }
+
+// A hand-sized trace: one step with a forward addmm and layer norm, a backward mm, an optimizer step.
+nlohmann::json tinyTrace() {
+    auto op = [](const char* name, double ts, double dur, nlohmann::json dims = nullptr) {
+        nlohmann::json e{{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur}, {"args", nlohmann::json::object()}};
+        if (!dims.is_null()) e["args"]["Input Dims"] = dims;
+        return e;
+    };
+    nlohmann::json events = nlohmann::json::array();
+    events.push_back(op("ProfilerStep#3", 0, 1000));
+    events.push_back(op("aten::native_layer_norm", 10, 40, dims("[[2,64,32],[32],[32],[32]]")));
+    events.push_back(op("aten::addmm", 60, 200, dims("[[96],[128,32],[32,96],[],[]]")));
+    events.push_back(op("aten::view", 270, 5, dims("[[128,96],[]]")));
+    events.push_back(op("autograd::engine::evaluate_function: MmBackward0", 300, 400));
+    events.push_back(op("aten::mm", 310, 300, dims("[[128,96],[96,32]]")));
+    events.push_back(op("Optimizer.step#AdamW.step", 800, 150));
+    return {{"traceEvents", events}};
+}
+
+Scenario torchScenario(int seq = 64, int batch = 2) {
+    Scenario s = loadScenarioFile(std::string(TESSEL_TEST_DATA_DIR) + "/torch/seen-b8-s64.json");
+    s.model.seqLen = seq;
+    s.plan.microBatch = s.plan.globalBatch = batch;
+    return s;
+}
+
+TEST(TorchImport, OperatorsBecomeKernelPointsAndStepsBecomePhases) {
+    const TorchTrace t = parseTorchTrace(tinyTrace().dump(), "tiny.json");
+    const ImportedRun run = importTorchTraces({t}, torchScenario());
+    ASSERT_EQ(run.benchPoints.size(), 3u);
+    const auto& norm = run.benchPoints[0];
+    EXPECT_EQ(norm["kernel"], "norm_forward");
+    EXPECT_EQ(norm["shape"]["rows"], 128);
+    EXPECT_DOUBLE_EQ(norm["bytes"].get<double>(), kernel_cost::normBytes(128, 32, 4));   // fp32: 4 B
+    EXPECT_DOUBLE_EQ(norm["median_seconds"].get<double>(), 40e-6);
+    const auto& gemm = run.benchPoints[1];
+    EXPECT_EQ(gemm["kernel"], "gemm");
+    EXPECT_EQ(gemm["shape"], (nlohmann::json{{"m", 128}, {"n", 96}, {"k", 32}}));
+    EXPECT_DOUBLE_EQ(gemm["flops"].get<double>(), 2.0 * 128 * 96 * 32);
+    EXPECT_EQ(gemm["source"], "tiny.json#/traceEvents/2");
+    EXPECT_EQ(run.benchPoints[2]["shape"], (nlohmann::json{{"m", 128}, {"n", 32}, {"k", 96}}));
+    // Phases: forward 0..300 us, backward 300..800, optimizer 800..1000.
+    ASSERT_EQ(run.measurements.size(), 3u);
+    EXPECT_EQ(run.measurements[0]["kind"], "forward");
+    EXPECT_DOUBLE_EQ(run.measurements[0]["duration_seconds"].get<double>(), 300e-6);
+    EXPECT_DOUBLE_EQ(run.measurements[1]["duration_seconds"].get<double>(), 500e-6);
+    EXPECT_DOUBLE_EQ(run.measurements[2]["duration_seconds"].get<double>(), 200e-6);
+    EXPECT_DOUBLE_EQ(run.stepSeconds, 1e-3);
+    // The unmapped operator is listed, not dropped.
+    EXPECT_EQ(run.report["not_mapped"][0]["operator"], "aten::view");
+    // With the step measured without the profiler, every phase shrinks by the same factor.
+    const ImportedRun scaled = importTorchTraces({t}, torchScenario(), TorchImportOptions{0.8e-3});
+    EXPECT_DOUBLE_EQ(scaled.measurements[1]["duration_seconds"].get<double>(), 400e-6);
+    EXPECT_DOUBLE_EQ(scaled.measurements[1]["start_seconds"].get<double>(), 240e-6);
+    EXPECT_DOUBLE_EQ(scaled.stepSeconds, 0.8e-3);
+}
+
+TEST(TorchImport, BadOrTruncatedTracesNameTheJsonPointer) {
+    auto whereOf = [](const std::string& text) {
+        try {
+            importTorchTraces({parseTorchTrace(text, "t.json")}, torchScenario());
+        } catch (const InputError& e) {
+            return e.problems().front().where + ": " + e.problems().front().message;
+        }
+        return std::string("no error");
+    };
+    const std::string good = tinyTrace().dump();
+    EXPECT_NE(whereOf(good.substr(0, good.size() / 2)).find("t.json#: not valid JSON (truncated?) at byte"), std::string::npos);
+    nlohmann::json bad = tinyTrace();
+    bad["traceEvents"][2]["dur"] = "long";
+    EXPECT_EQ(whereOf(bad.dump()).rfind("t.json#/traceEvents/2/dur", 0), 0u) << whereOf(bad.dump());
+    bad = tinyTrace();
+    bad["traceEvents"][5]["args"]["Input Dims"] = dims("[[128,-96]]");
+    EXPECT_EQ(whereOf(bad.dump()).rfind("t.json#/traceEvents/5/args/Input Dims", 0), 0u) << whereOf(bad.dump());
+    bad = tinyTrace();
+    bad["traceEvents"][0]["name"] = "Step 3";
+    EXPECT_NE(whereOf(bad.dump()).find("t.json#/traceEvents: no ProfilerStep#N"), std::string::npos);
+    bad = tinyTrace();
+    bad["traceEvents"].erase(6);
+    EXPECT_NE(whereOf(bad.dump()).find("t.json#/traceEvents/0: step ProfilerStep#3 has no optimizer step"), std::string::npos)
+        << whereOf(bad.dump());
+    EXPECT_NE(whereOf("{\"traceEvents\": 3}").find("t.json#/traceEvents: not a Chrome trace"), std::string::npos);
+}
+
+// The committed real trace (bench/make_torch_traces.py, torch 1.13 on the CPU): every operator family is found, each
+// GEMM point carries the FLOPs of its shape, and the step's phases add up to the traced step.
+TEST(TorchImport, TheCommittedRealTraceMapsEveryFamily) {
+    const std::string path = std::string(TESSEL_TEST_DATA_DIR) + "/torch/seen-b8-s64.trace.json";
+    const ImportedRun run = importTorchTraces({parseTorchTrace(readFile(path), path)}, loadScenarioFile(
+        std::string(TESSEL_TEST_DATA_DIR) + "/torch/seen-b8-s64.json"));
+    std::map<std::string, int> kernels;
+    for (const auto& p : run.benchPoints) {
+        ++kernels[p["kernel"].get<std::string>()];
+        if (p["kernel"] == "gemm") {
+            const auto& s = p["shape"];
+            const double batch = s.contains("batch") ? s["batch"].get<double>() : 1.0;
+            EXPECT_DOUBLE_EQ(p["flops"].get<double>(), batch * kernel_cost::gemmFlops(s["m"], s["n"], s["k"]));
+        }
+    }
+    for (const char* k : {"gemm", "norm_forward", "norm_backward", "gelu_forward", "gelu_backward", "softmax_forward",
+                          "softmax_backward", "residual_forward", "cross_entropy_forward", "embedding_backward"})
+        EXPECT_GT(kernels[k], 0) << k;
+    // Two norms per layer and the final one, in each of the two profiled steps.
+    EXPECT_EQ(kernels["norm_forward"], 2 * 9);
+    // The phases tile each step: over both steps they add up to twice the median (= mean) of the two spans.
+    double phases = 0.0;
+    for (const auto& m : run.measurements) phases += m["duration_seconds"].get<double>();
+    EXPECT_NEAR(phases / 2.0, run.report["traced_step_seconds"].get<double>(), 1e-9);
+}
+
+TEST(TorchImport, DdpTracesGiveCollectivePointsPerRank) {
+    const std::string base = std::string(TESSEL_TEST_DATA_DIR) + "/torch/ddp-b2-s64";
+    std::vector<TorchTrace> traces;
+    for (int r = 0; r < 2; ++r) {
+        const std::string p = base + ".rank" + std::to_string(r) + ".trace.json";
+        traces.push_back(parseTorchTrace(readFile(p), p));
+    }
+    const ImportedRun run = importTorchTraces(traces, loadScenarioFile(base + ".json"));
+    int allReduce = 0;
+    std::set<int> ranks;
+    for (const auto& p : run.benchPoints)
+        if (p["kernel"] == "all_reduce") {
+            ++allReduce;
+            EXPECT_EQ(p["group_size"], 2);
+            EXPECT_EQ(p["tier"], "intra_node");
+            EXPECT_DOUBLE_EQ(p["bytes"].get<double>(), 4.0 * p["shape"]["elements"].get<double>());
+            ranks.insert(p["rank"].get<int>());
+        }
+    EXPECT_GT(allReduce, 0);
+    EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+    // One trace of a two-rank plan is refused, naming the plan's dp.
+    try {
+        importTorchTraces({traces[0]}, loadScenarioFile(base + ".json"));
+        ADD_FAILURE() << "expected an error";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "/plan/dp");
+    }
+}
+
+} // namespace
+} // namespace tessel::sim
