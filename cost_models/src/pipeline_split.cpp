@@ -84,12 +84,13 @@ std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firs
     std::vector<double> load(static_cast<size_t>(pp), vpp);
     load.front() += firstExtraLayers;
     load.back() += lastExtraLayers;
-    // Unit jobs onto the least loaded rank: the smallest possible maximum load. Ties go to the later rank,
-    // which holds fewer micro-batches in flight under 1F1B.
+    // Unit jobs onto the least loaded rank: the smallest possible maximum load. Ties go to the rank with fewer
+    // layers (the most even split among the best), then to the later rank, which holds fewer micro-batches in
+    // flight under 1F1B.
     for (int left = layers - pp * vpp; left > 0; --left) {
         size_t best = 0;
         for (size_t r = 1; r < perRank.size(); ++r)
-            if (load[r] <= load[best]) best = r;
+            if (load[r] < load[best] || (load[r] == load[best] && perRank[r] <= perRank[best])) best = r;
         ++perRank[best];
         load[best] += 1.0;
     }

@@ -59,6 +59,10 @@ TEST(PipelineSplit, EndsAsLayersIsMegatronsAccounting) {
     EXPECT_EQ(pipelineSplitText(m, p), "7,8x14,7");
     p.pp = 1;
     EXPECT_EQ(chunkLayerCounts(m, p), std::vector<int>{126});
+    // 96 layers on 12: among the splits with the least largest load (9), the most even one.
+    m.layers = 96;
+    p.pp = 12;
+    EXPECT_EQ(chunkLayerCounts(m, p), std::vector<int>(12, 8));
 }
 
 TEST(PipelineSplit, BalancedIsTheBestPossibleLoadOnAGrid) {
