@@ -398,7 +398,6 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     const nlohmann::json& sys = rec.value("system", nlohmann::json::object());
     const nlohmann::json& pl = rec.value("plan", nlohmann::json::object());
     const std::string source = text(rec, "source") + " " + text(rec, "source_url");
-    const int year = sourceYear(source);
     const std::string framework = frameworkOf(pl, source);
     auto assume = [&](std::string s) { c.assumptions.push_back(std::move(s)); };
 
@@ -555,8 +554,9 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
 
     // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
     // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24). Which fused
-    // kernel follows the record's words, else its year: FlashAttention-2 from July 2023, -3 (and cuDNN's fused
-    // attention on Hopper) from 2024.
+    // kernel follows the record's words, else the year of its software (as the framework version does):
+    // FlashAttention-2 from July 2023, -3 (and cuDNN's fused attention on Hopper) from 2024. MegaScale (NSDI'24,
+    // arXiv 2402) ran its Megatron-LM baseline in 2023 and names FlashAttention-2 among its own changes.
     const std::string attn =
         lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention"));
     auto kernelFor = [&](const std::string& wanted) {
@@ -565,6 +565,9 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (wanted == "flash3" && kernels.count("flash2")) return std::string("flash2");
         return std::string("auto");
     };
+    // The software's year decides the default kernel, not the paper's (a paper submitted early in a year
+    // reports work run the year before).
+    const int softwareYr = softwareYear(source);
     plan.flashAttention = true;
     if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
         contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
@@ -581,18 +584,18 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                contains(attn, "eager") || contains(attn, "standard")) {
         plan.flashAttention = false;
     } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
-        plan.attentionKernel = year >= 2024 ? kernelFor("flash3") : year == 2023 ? kernelFor("flash2") : year == 2022 ? kernelFor("flash1") : "auto";
+        plan.attentionKernel = softwareYr >= 2024 ? kernelFor("flash3") : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
         assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
-               (year > 0 ? " (published " + std::to_string(year) + ")" : " (the GPU's default)"));
-    } else if (framework == "megatron" && year > 0 && year <= 2023) {
+               (softwareYr > 0 ? " (software of " + std::to_string(softwareYr) + ")" : " (the GPU's default)"));
+    } else if (framework == "megatron" && softwareYr > 0 && softwareYr <= 2023) {
         plan.flashAttention = false;
-        assume("attention kernel not stated: Megatron-LM of " + std::to_string(year) +
+        assume("attention kernel not stated: Megatron-LM of " + std::to_string(softwareYr) +
                " without FlashAttention (fused softmax, s^2 scores in HBM)");
-    } else if (year > 0 && year <= 2022) {
+    } else if (softwareYr > 0 && softwareYr <= 2022) {
         plan.flashAttention = false;
-        assume("attention kernel not stated: a " + std::to_string(year) + " run predates FlashAttention's adoption");
+        assume("attention kernel not stated: a " + std::to_string(softwareYr) + " run predates FlashAttention's adoption");
     } else {
-        plan.attentionKernel = year == 2023 ? kernelFor("flash2") : "auto";
+        plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
         assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
     }
 
