@@ -97,6 +97,12 @@ DsEstimate tesselEstimate(const ModelConfig& m, const ClusterConfig& c, const Pl
 
 // Models whose transformer layer is the largest unit ZeRO-3 gathers (so the estimator's 4 x largest layer is
 // the same quantity as tessel's two consecutive units), from 13B to 530B.
+// GPU and host bytes of tessel against the estimator: within the 3%.
+void expectWithinThreePercent(const DsEstimate& t, const DsEstimate& ds) {
+    EXPECT_LT(test::relDiff(t.gpuBytes, ds.gpuBytes), 0.03) << t.gpuBytes << " vs " << ds.gpuBytes;
+    EXPECT_LT(test::relDiff(t.cpuBytes, ds.cpuBytes), 0.03) << t.cpuBytes << " vs " << ds.cpuBytes;
+}
+
 class OffloadVsDeepSpeed : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(OffloadVsDeepSpeed, Zero2OptimizerOffload) {
@@ -107,8 +113,7 @@ TEST_P(OffloadVsDeepSpeed, Zero2OptimizerOffload) {
     const double params = stageParameters(m, p, 0).total();
     const DsEstimate ds = dsZero2(params, 4, 1, true, 1.0);
     const DsEstimate t = tesselEstimate(m, c, p);
-    EXPECT_LT(test::relDiff(t.gpuBytes, ds.gpuBytes), 0.03) << t.gpuBytes << " vs " << ds.gpuBytes;
-    EXPECT_LT(test::relDiff(t.cpuBytes, ds.cpuBytes), 0.03) << t.cpuBytes << " vs " << ds.cpuBytes;
+    expectWithinThreePercent(t, ds);
 }
 
 TEST_P(OffloadVsDeepSpeed, Zero3OptimizerOffload) {
@@ -120,8 +125,7 @@ TEST_P(OffloadVsDeepSpeed, Zero3OptimizerOffload) {
     const double largest = layerParameters(m, p).total();
     const DsEstimate ds = dsZero3(params, largest, 8, 2, true, false, true, 1.0);
     const DsEstimate t = tesselEstimate(m, c, p);
-    EXPECT_LT(test::relDiff(t.gpuBytes, ds.gpuBytes), 0.03) << t.gpuBytes << " vs " << ds.gpuBytes;
-    EXPECT_LT(test::relDiff(t.cpuBytes, ds.cpuBytes), 0.03) << t.cpuBytes << " vs " << ds.cpuBytes;
+    expectWithinThreePercent(t, ds);
 }
 
 TEST_P(OffloadVsDeepSpeed, Zero3ParameterOffload) {
@@ -134,8 +138,7 @@ TEST_P(OffloadVsDeepSpeed, Zero3ParameterOffload) {
     const double largest = layerParameters(m, p).total();
     const DsEstimate ds = dsZero3(params, largest, 8, 2, true, true, true, 1.0);
     const DsEstimate t = tesselEstimate(m, c, p);
-    EXPECT_LT(test::relDiff(t.gpuBytes, ds.gpuBytes), 0.03) << t.gpuBytes << " vs " << ds.gpuBytes;
-    EXPECT_LT(test::relDiff(t.cpuBytes, ds.cpuBytes), 0.03) << t.cpuBytes << " vs " << ds.cpuBytes;
+    expectWithinThreePercent(t, ds);
 }
 
 TEST_P(OffloadVsDeepSpeed, Zero3WithoutOffloadFp32Gradients) {
