@@ -143,6 +143,7 @@ Scenario ScenarioFlags::resolve() const {
     setInt(lastStageLayers, "last_stage_layers", "--last-stage-layers");
     if (pipelineLayers) {
         nlohmann::json list = nlohmann::json::array();
+        bool parsed = true;
         std::string item;
         std::stringstream ss(*pipelineLayers);
         while (std::getline(ss, item, ',')) {
@@ -153,11 +154,14 @@ Scenario ScenarioFlags::resolve() const {
                 list.push_back(n);
             } catch (const std::exception&) {
                 problems.add("--pipeline-layers", "must be comma-separated integers, got \"" + *pipelineLayers + "\"");
+                parsed = false;
                 break;
             }
         }
-        overrides["pipeline_layers"] = list;
-        flagOf["pipeline_layers"] = "--pipeline-layers";
+        if (parsed) { // a list that did not parse is one problem, not also a wrong-length plan
+            overrides["pipeline_layers"] = list;
+            flagOf["pipeline_layers"] = "--pipeline-layers";
+        }
     }
 
     nlohmann::json merged = planToJson(s.plan);
