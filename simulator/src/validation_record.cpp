@@ -144,8 +144,12 @@ GpuChoice gpuPreset(const std::string& gpuText) {
 }
 
 // Inter-node bandwidth per GPU, per direction, from prose such as "8x 200Gb/s HDR InfiniBand HCAs per node",
-// "8x 200G NICs per server", "1600 Gbps node-node interconnect", "400 Gbps per GPU". 0 when not stated.
+// "8x 200G NICs per server", "1600 Gbps node-node interconnect", "400 Gbps per GPU", "InfiniBand NDR 400 Gb/s".
+// 0 when not stated. A bare rate that one port can carry (InfiniBand EDR/HDR/NDR/XDR, 100-800 GbE: at most
+// 800 Gb/s) and is not said to be the node's is one NIC's rate, and the DGX/HGX A100 and H100 systems carry one
+// such NIC per GPU (NVIDIA DGX A100 / DGX H100 user guides: 8 ConnectX-6 / ConnectX-7 compute ports for 8 GPUs).
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
+    constexpr double kLargestPortGbits = 800.0;   // InfiniBand XDR, 800GbE
     const std::string t = lower(linkText);
     std::smatch m;
     // "N x M Gb/s" (N NICs of M Gb/s per node).
@@ -159,8 +163,14 @@ double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std
     if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s))"))) {
         double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0);
         const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
-        how = m.str(0) + (perGpu ? " per GPU" : " per node");
-        return gbits * 1e9 / 8.0 / (perGpu ? 1 : gpusPerNode);
+        const bool perNode = contains(t, "node") || contains(t, "server") || contains(t, "host") ||
+                             contains(t, "aggregate") || gbits > kLargestPortGbits;
+        if (perGpu || !perNode) {
+            how = m.str(0) + (perGpu ? " per GPU" : " per NIC, one NIC per GPU");
+            return gbits * 1e9 / 8.0;
+        }
+        how = m.str(0) + " per node";
+        return gbits * 1e9 / 8.0 / gpusPerNode;
     }
     return 0.0;
 }
@@ -435,6 +445,7 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     const double inter = interNodeBytesPerSecond(text(sys, "inter_node_link"), cluster.gpusPerNode, how);
     if (inter > 0.0) {
         cluster.interNode.bandwidthBytesPerSecond = inter;
+        if (contains(how, "one NIC per GPU")) assume("inter-node link read as " + how);
     } else if (nodes > 1) {
         assume("inter-node link not stated: " + cluster.interNode.name + " (" + gpu.preset + ")");
     }
