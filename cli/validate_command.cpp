@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 
 namespace tessel::cli {
@@ -19,6 +20,7 @@ struct ValidateOptions {
     std::vector<std::string> files;
     bool json = false;
     bool leaveOneGroupOut = false;
+    bool fit = false;
     bool assumptions = false;
     bool quiet = false;
     std::string scenariosDir;
@@ -83,14 +85,8 @@ void printHuman(const sim::ValidationReport& report, const ValidateOptions& o, c
     if (report.overall.oomCompared > 0)
         out << "  out-of-memory verdicts: " << report.overall.oomAgreed << " of " << report.overall.oomCompared << " agree\n";
     if (o.leaveOneGroupOut) {
-        if (fitted.empty())
-            out << "  no constant of the model is fitted to published runs (every figure is a datasheet value or a\n"
-                   "  published microbenchmark), so the out-of-sample figures equal the in-sample ones\n";
-        else {
-            out << "  refitted per held-out group:";
-            for (const auto& f : fitted) out << " " << f;
-            out << "\n";
-        }
+        out << "  refitted per held-out group:\n";
+        for (const auto& f : fitted) out << "    " << f << "\n";
     }
 }
 // One scenario file per predicted record; existing files are kept unless --force (nothing a user wrote is
@@ -126,6 +122,9 @@ std::function<int()> addValidateCommand(CLI::App& app) {
     cmd->add_flag("--json", opts->json, "Print one JSON object: results, groups, overall");
     cmd->add_flag("--leave-one-group-out", opts->leaveOneGroupOut,
                   "Predict each group with the constants fitted on all other groups");
+    cmd->add_flag("--fit", opts->fit,
+                  "Fit the cost model's one constant fitted to published runs (gpu.sustained_tensor_fraction) on "
+                  "the records and print it beside the value the shipped clusters carry");
     cmd->add_flag("--assumptions", opts->assumptions, "List what each prediction assumed beyond its record");
     cmd->add_flag("--summary", opts->quiet, "Only the per-group summary");
     cmd->add_option("--scenarios", opts->scenariosDir,
@@ -155,6 +154,24 @@ std::function<int()> addValidateCommand(CLI::App& app) {
         }
         problems.throwIfAny();
         if (!opts->scenariosDir.empty()) writeScenarios(records, opts->scenariosDir, opts->force);
+        if (opts->fit) {
+            const sim::SustainedFit fit = sim::fitSustainedTensorFraction(records);
+            std::map<std::string, double> shipped;
+            for (const auto& r : records)
+                if (r.validationCase)
+                    shipped[r.validationCase->scenario.cluster.name] = r.validationCase->scenario.cluster.gpu.sustainedTensorFraction;
+            if (opts->json) {
+                nlohmann::json j{{"sustained_tensor_fraction", fit.fraction}, {"records", fit.records},
+                                 {"median_log_error", fit.medianLogError}, {"passes", fit.passes}, {"shipped", shipped}};
+                std::cout << j.dump(2) << "\n";
+                return 0;
+            }
+            std::cout << "gpu.sustained_tensor_fraction fitted on " << fit.records << " records with a step time: "
+                      << fixed(fit.fraction, 3) << " (median log error " << fixed(fit.medianLogError, 4) << " after "
+                      << fit.passes << " passes)\n";
+            for (const auto& [name, v] : shipped) std::cout << "  shipped in " << name << ": " << fixed(v, 3) << "\n";
+            return 0;
+        }
         std::vector<std::string> fitted;
         sim::ValidationReport report;
         if (opts->leaveOneGroupOut) {

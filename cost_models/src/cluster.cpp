@@ -290,6 +290,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         c.gpu.overlapsCommunication = gr.optBool("overlaps_communication", true);
         c.gpu.syncJitterFraction = gr.optNumber("sync_jitter_fraction", 0.0, 0.0, 1.0);
         c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
+        c.gpu.sustainedTensorFraction = gr.optNumber("sustained_tensor_fraction", 1.0, 0.05, 1.0);
         gr.finish();
     } else {
         problems.add(r.pointer("gpu"), "required field is missing");
@@ -385,6 +386,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (!c.gpu.overlapsCommunication) j["gpu"]["overlaps_communication"] = false;
     if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
+    if (c.gpu.sustainedTensorFraction != 1.0) j["gpu"]["sustained_tensor_fraction"] = c.gpu.sustainedTensorFraction;
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
     if (c.host.present())
         j["host"] = {{"memory_bytes", c.host.memoryBytes},

@@ -112,6 +112,8 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
                 eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype); // tiles of (queries x keys x head_dim)
             }
         }
+        // Tensor-core kernels run at the share of their benchmarked throughput a training step sustains (§3.3).
+        if (op.opClass == OpClass::Gemm || op.opClass == OpClass::Attention) eff *= gpu.sustainedTensorFraction;
         computeSeconds = op.flops / (peak * eff);
     }
     const double memorySeconds = op.bytes / (gpu.hbmBytesPerSecond * gpu.memoryEfficiency);

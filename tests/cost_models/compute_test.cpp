@@ -53,6 +53,42 @@ TEST(Compute, RooflineTakesTheSlowerBound) {
     EXPECT_DOUBLE_EQ(opSeconds(mem, c, Dtype::Bf16), 4e9 / 2e12 + 1e-5);
 }
 
+TEST(Compute, ASustainedShareSlowsTensorCoreKernelsOnly) {
+    // gpu.sustained_tensor_fraction (FORMULAS.md §3.3) divides the throughput of GEMMs and fused attention; a
+    // memory-bound kernel moves its bytes as before.
+    ClusterConfig c = test::roundCluster(8, 1);
+    c.gpu.gemmEfficiency = {{64, 0.5}};
+    c.gpu.attentionKernels["flash2"] = {0.6, 0.5, 0.0};
+    c.gpu.defaultAttentionKernel = "flash2";
+    OpCost g;
+    g.opClass = OpClass::Gemm;
+    g.m = g.n = g.k = 1024;
+    g.flops = 2.0 * 1024 * 1024 * 1024;
+    g.bytes = 1.0;
+    OpCost attn = g;
+    attn.opClass = OpClass::Attention;
+    OpCost mem;
+    mem.opClass = OpClass::Memory;
+    mem.bytes = 4e9;
+    c.gpu.sustainedTensorFraction = 0.8;
+    EXPECT_DOUBLE_EQ(opSeconds(g, c, Dtype::Bf16), g.flops / (1e15 * 0.5 * 0.8));
+    EXPECT_DOUBLE_EQ(opSeconds(attn, c, Dtype::Bf16), attn.flops / (1e15 * 0.6 * 0.8));
+    EXPECT_DOUBLE_EQ(opSeconds(mem, c, Dtype::Bf16), 4e9 / 2e12);
+    // Read from and written to the cluster file; outside (0, 1] is an error that names the field.
+    nlohmann::json j = clusterToJson(c);
+    EXPECT_DOUBLE_EQ(j["gpu"]["sustained_tensor_fraction"].get<double>(), 0.8);
+    EXPECT_DOUBLE_EQ(parseCluster(j).gpu.sustainedTensorFraction, 0.8);
+    j["gpu"]["sustained_tensor_fraction"] = 1.5;
+    try {
+        parseCluster(j);
+        FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "/gpu/sustained_tensor_fraction");
+    }
+    j["gpu"].erase("sustained_tensor_fraction");
+    EXPECT_DOUBLE_EQ(parseCluster(j).gpu.sustainedTensorFraction, 1.0);
+}
+
 TEST(Compute, BackwardIsTwiceForwardForGemmsAndRecomputeAddsWhatItRedoes) {
     ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
     ClusterConfig c = test::roundCluster(8, 1);

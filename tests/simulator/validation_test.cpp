@@ -368,6 +368,13 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
 }
 
+// The record predicted with the share fitted on it alone.
+std::vector<LoadedRecord> withOwnFit(LoadedRecord r) {
+    const double f = fitSustainedTensorFraction({r}).fraction;
+    r.validationCase->scenario.cluster.gpu.sustainedTensorFraction = f;
+    return {r};
+}
+
 TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     // data/validation/error_bands.json must be regenerated (tessel validate --write-bands) whenever the model
     // changes, so predictions are never shown with a stale band.
@@ -391,6 +398,40 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto band = errorBandFor(a100, p);
     ASSERT_TRUE(band.has_value());
     EXPECT_EQ(band->kind, "A100 / Megatron-style");
+}
+
+TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
+    // gpu.sustained_tensor_fraction is the one constant fitted to published runs (FORMULAS.md §3.3): the shipped
+    // clusters carry what `tessel validate --fit` gives on the shared set, one value for every GPU.
+    const auto records = loadValidationFile(defaultValidationFile());
+    const SustainedFit fit = fitSustainedTensorFraction(records);
+    EXPECT_EQ(fit.records, 85);
+    EXPECT_NEAR(fit.medianLogError, 0.0, 1e-3);
+    for (const char* name : {"dgx-a100-40g", "dgx-a100-80g", "dgx-h100-80g", "h200-single"})
+        EXPECT_NEAR(test::clusterPreset(name).gpu.sustainedTensorFraction, fit.fraction, 0.002) << name;
+    // The fit moves the share until the median record is exact: with every GPU at the benchmark's throughput
+    // (1.0) the median record is predicted too fast, so the fitted share is below 1.
+    EXPECT_LT(fit.fraction, 0.97);
+    EXPECT_GT(fit.fraction, 0.8);
+}
+
+TEST(SustainedFraction, LeaveOneGroupOutRefitsWithoutTheGroupItPredicts) {
+    // Two groups of one record each: each is predicted with the share fitted on the other alone, which makes
+    // that other record exact; the report says which value each group got.
+    auto records = loadValidationFile(defaultValidationFile());
+    std::vector<LoadedRecord> two;
+    for (const auto& r : records)
+        if (r.id == "megatron-sc21-t1-18B" || r.id == "korthikanti-t5-22B-full_recompute") two.push_back(r);
+    ASSERT_EQ(two.size(), 2u);
+    const SustainedFit onlyKorthikanti = fitSustainedTensorFraction({two[1]});
+    const LeaveOneGroupOut logo = leaveOneGroupOut(two);
+    ASSERT_EQ(logo.fittedConstants.size(), 2u);
+    EXPECT_NE(logo.fittedConstants[0].find("without megatron_sc21_table1"), std::string::npos);
+    std::vector<LoadedRecord> sc21{two[0]};
+    sc21[0].validationCase->scenario.cluster.gpu.sustainedTensorFraction = onlyKorthikanti.fraction;
+    EXPECT_NEAR(logo.report.results[0].predictedStepSeconds, validateRecords(sc21).results[0].predictedStepSeconds, 1e-9);
+    // In-sample, the same record with its own fit is exact; out of sample it is not.
+    EXPECT_NEAR(*validateRecords(withOwnFit(two[0])).results[0].stepError, 0.0, 2e-3);
 }
 
 } // namespace

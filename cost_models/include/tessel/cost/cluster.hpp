@@ -97,6 +97,11 @@ struct GpuSpec {
     // (isolated) time: NCCL kernels take SMs and HBM bandwidth from the overlapped kernels and are slowed by them
     // in turn (FORMULAS.md §6.2). 0 = overlap is free.
     double commContention = 0.0;
+    // Share of the benchmarked tensor-core throughput (the GEMM plateau, the attention kernels) that a training
+    // step sustains: the benchmarks behind them time one kernel for a fraction of a second, a training step runs
+    // them for seconds at the power limit (FORMULAS.md §3.3). Fitted to published runs by `tessel validate --fit`,
+    // one value for every GPU; 1 = the benchmark's throughput.
+    double sustainedTensorFraction = 1.0;
 };
 
 // A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.

@@ -113,10 +113,21 @@ void summarize(ValidationReport& report);
 // The median of a set of values (0 for none).
 double medianOf(std::vector<double> values);
 
+// The one constant of the cost model fitted to published runs (FORMULAS.md §3.3): the share of the
+// benchmarked tensor-core throughput a training step sustains, one value for every GPU, chosen so that the
+// median of log(predicted / measured) step time over the records is zero. `tessel validate --fit` prints it;
+// the shipped cluster files carry it (gpu.sustained_tensor_fraction).
+struct SustainedFit {
+    double fraction = 1.0;
+    double medianLogError = 0.0;   // at `fraction` (0 unless the share hit a bound)
+    int records = 0;               // records with a step time the fit used
+    int passes = 0;
+};
+SustainedFit fitSustainedTensorFraction(const std::vector<LoadedRecord>& records);
+
 // Leave one group out: for each group, the constants the model fits to published runs are fitted on the
 // other groups only and the left-out group is predicted with them. The report holds the out-of-sample
-// result of every record. `fittedConstants` lists what was refitted (empty: nothing in the model is fitted
-// to runs, so the out-of-sample figures equal the in-sample ones; stated, not hidden).
+// result of every record. `fittedConstants` says, per group, what was refitted and to which value.
 struct LeaveOneGroupOut {
     ValidationReport report;
     std::vector<std::string> fittedConstants;
