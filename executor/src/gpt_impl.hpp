@@ -1,0 +1,197 @@
+// Internal to libtessel_exec: GptModel::Impl, the model's shapes, parameter indices and saved activations.
+#pragma once
+
+#include "tessel/exec/gpt.hpp"
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace tessel::exec {
+
+namespace detail {
+constexpr MemoryCategory kAct = MemoryCategory::Activations;
+constexpr MemoryCategory kBuf = MemoryCategory::Buffers;
+
+// Indices of one layer's parameters in the model's list (-1 when the layer has none of that kind).
+struct LayerParams {
+    int layer = -1;
+    int ln1w = -1, ln1b = -1, q = -1, k = -1, v = -1, qb = -1, kb = -1, vb = -1, proj = -1, projb = -1;
+    int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
+    // Mixture of experts: the router [h, E] and this EP rank's experts (fc1 [h, F or 2F], fc2 [F, h]).
+    int router = -1;
+    std::vector<int> expertFc1, expertFc2;
+};
+
+// What an MoE layer keeps from forward for backward. The tensors a GPU implementation keeps on the device are
+// backend tensors, counted as activations (FORMULAS.md §2); the integer routing layout stays on the host.
+struct MoeActs {
+    Tensor probs;                               // [T, E] router softmax (the router's backward)
+    Tensor gates;                               // [T, K] renormalised top-k probabilities
+    std::vector<int> sel;                       // [T, K] chosen experts, in selection order
+    std::vector<int64_t> sendRow;               // [T, K] row of each (token, k) copy in the dispatch buffer
+    int64_t cap = 0;                            // rows per all-to-all block (padded)
+    std::vector<std::vector<int64_t>> recvRows; // per local expert: its rows in the received buffer
+    std::vector<Tensor> xe, h1e, ae;            // per local expert: [n_e, h], [n_e, F or 2F], [n_e, F]
+    Tensor out;                                 // [T K, h] expert output of each (token, k) copy, after the combine
+};
+
+struct ChunkParams {
+    int chunk = 0;
+    int firstLayer = 0, lastLayer = 0; // [first, last)
+    bool embedding = false, head = false;
+    int wte = -1, wpe = -1, lnfw = -1, lnfb = -1, lmHead = -1;
+    std::vector<LayerParams> layers;
+};
+
+// What one layer keeps from forward for backward.
+struct LayerActs {
+    Tensor x;                 // [Tl, h] layer input
+    Tensor n1, mean1, rstd1;  // [Tl, h], [Tl], [Tl]
+    Tensor q, k, v;           // [T, qL], [T, kvL], [T, kvL] (q, k after RoPE)
+    Tensor o, lse;            // [T, qL], [T, aL]
+    Tensor x2;                // [Tl, h] after the attention residual
+    Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
+    Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
+    Tensor a;                 // [T, fL] activation output
+    MoeActs moe;              // MoE layers only
+};
+
+// A GEMM weight gradient dW += X^T dY whose computation ZB-H1 defers to the W pass.
+struct PendingWeightGrad {
+    Tensor x;   // [T, in]
+    Tensor dy;  // [T, out]
+    int param;  // weight [in, out]; or, with transposedWeight, [out, in] (LM head / tied embedding)
+    bool transposedWeight = false;
+};
+
+struct ChunkActs {
+    std::vector<LayerActs> layers;
+    // Embedding (virtual stage 0).
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> positions;     // per local row
+    // Head (last virtual stage).
+    Tensor headX, nf, meanf, rstdf;     // [Tl, h] x3, [Tl] x2
+    Tensor logits;                      // [T, Vl] overwritten by its gradient in backward
+    std::vector<double> max, sumExp;    // [T]
+    std::vector<int32_t> targets;
+    std::vector<PendingWeightGrad> pending;
+};
+} // namespace detail
+
+// Every tensor carries a shape comment; T = tokens of the micro-batch, Tl = T/tp with sequence parallelism
+// (else T), h hidden, qL/kvL local query/key-value width, fL local ffn width.
+struct GptModel::Impl {
+    ModelConfig model;
+    ParallelContext ctx;
+    Backend& be;
+    std::vector<Parameter>& params;
+    std::vector<detail::ChunkParams> chunks;
+    int64_t T = 0, Tl = 0, h = 0, qL = 0, kvL = 0, aL = 0, kvhL = 0, d = 0, fL = 0, vocabLocal = 0, vocabBegin = 0;
+    int64_t seqLen = 0, sequences = 0;
+    // Context parallelism: each sequence is cut into 2 cp chunks; CP rank r holds chunks r and 2cp-1-r
+    // (the load-balanced zig-zag split), sLocal = s/cp tokens per sequence at global positions localPos.
+    int cp = 1;
+    int64_t sLocal = 0;
+    std::vector<int64_t> localPos;      // [sLocal] this rank's global positions within a sequence
+    std::vector<std::vector<int64_t>> rankPos; // [cp][sLocal] every CP rank's positions
+    double lossScale = 1.0;
+    bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
+    bool fullRecompute = false;
+    bool moe = false;
+    int experts = 0, topK = 0;
+    int64_t expertF = 0;
+    std::map<std::pair<int, int>, detail::ChunkActs> live; // (mb, chunk) -> activations
+    double lossSum = 0.0;
+    ParameterResidency* residency = nullptr;       // ZeRO-3: gathers units' values around their use
+
+    // Runs `work` with unit `unit` of `chunk` resident (units numbered as parameterUnits()).
+    template <typename Work>
+    void withUnit(int chunk, int unit, bool backward, Work&& work) {
+        if (residency) residency->beforeUnit(chunk, unit, backward);
+        work();
+        if (residency) residency->afterUnit(chunk, unit, backward);
+    }
+
+    Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, std::vector<Parameter>& p)
+        : model(m), ctx(c), be(b), params(p) {}
+
+    Tensor& W(int i) { return params[static_cast<size_t>(i)].value; }
+    Tensor& G(int i) { return params[static_cast<size_t>(i)].grad; }
+
+    // ---- tensor-parallel communication (Megatron's f and g operators; Korthikanti's SP variants) ----
+    // [Tl, h] -> [T, h]: all-gather over TP with SP; identity without (every TP rank holds all tokens).
+    Tensor gatherSeq(const Tensor& x, MemoryCategory cat);
+    // [T, h] partial sums -> [Tl, h]: reduce-scatter over TP with SP; all-reduce without.
+    Tensor reduceSeq(Tensor& partial);
+    // Gradient of a parameter replicated over TP but fed by sequence-sharded tokens: sum the partial over TP.
+    void addReplicatedGrad(int param, Tensor& partial);
+    Tensor zerosLike(const Tensor& t, MemoryCategory cat) { return be.zeros(t.shape(), cat); }
+
+    // dW += X^T dY now, or later in the W pass.
+    // What the W pass keeps is stored for backward: an activation. Tensors that are transient buffers
+    // (gathered inputs, output gradients) are copied into activation memory so the accounting says so.
+    Tensor retain(const Tensor& t);
+    void weightGrad(detail::ChunkActs& acts, const Tensor& x, const Tensor& dy, int param, bool transposed,
+                    bool defer);
+    void biasGrad(int param, const Tensor& dy);
+    void replicatedBiasGrad(int param, const Tensor& dy);
+
+    Tensor linear(const Tensor& x, int w, int b, MemoryCategory cat);
+
+    std::vector<int64_t> allPositions() const;
+    std::vector<int64_t> tokenPositions(int64_t rows, int64_t firstRow) const;
+
+    // ---- context parallelism: K/V all-gather over CP and the reduce-scatter of their gradients ----
+    // Rank-major rows [cp][sequences][sLocal] <-> sequence-major, position-ordered rows [sequences][seqLen].
+    // Each half-chunk of s/(2cp) rows is contiguous on both sides.
+    void cpReorder(const Tensor& src, Tensor& dst, bool toPositionOrder);
+    // [T, kvL] local -> [sequences * seqLen, kvL] every position's rows (identity without CP).
+    Tensor cpGather(const Tensor& x);
+    // [sequences * seqLen, kvL] partial gradients -> [T, kvL] this rank's rows, summed over CP.
+    Tensor cpReduce(const Tensor& full);
+    // This rank's tokens (or targets) of the full micro-batch.
+    std::vector<int32_t> localRows(const std::vector<int32_t>& full) const;
+
+    void normForward(const Tensor& x, int w, int b, Tensor& y, Tensor& mean, Tensor& rstd,
+                     MemoryCategory cat);
+    // dx = norm backward; the norm's weight/bias gradients are replicated over TP.
+    Tensor normBackward(const Tensor& dy, const Tensor& x, int w, int b, const Tensor& mean,
+                        const Tensor& rstd);
+
+    // ---- mixture of experts (GShard-style dispatch/combine over the EP group; no capacity dropping) ----
+    // Expert e lives on EP member e / (E/ep). Every rank routes its own tokens; the dispatch buffer has one
+    // block of `cap` rows per EP member (padded to the largest block of the call), rows ordered by expert,
+    // then by (token, k). Padding rows are zeros and never read.
+    Tensor epExchange(const std::vector<double>& host, int64_t rows);
+    Tensor gatherHostRows(const std::vector<double>& src, const std::vector<int64_t>& rows,
+                          MemoryCategory cat);
+    void scatterHostRows(const Tensor& t, const std::vector<int64_t>& rows, std::vector<double>& dst);
+
+    // y [T, h] = sum_k gate_tk expert_{sel_tk}(x_t) for x = n2f [T, h].
+    Tensor moeForward(const detail::LayerParams& L, const Tensor& xf, detail::LayerActs& la,
+                      detail::ChunkActs& acts, MemoryCategory cat);
+
+    // dx [T, h] of the MoE block for dy [T, h]; router and expert weight gradients accumulate.
+    Tensor moeBackward(const detail::LayerParams& L, const Tensor& dy, const Tensor& xf,
+                       detail::LayerActs& la, detail::ChunkActs& acts, bool defer);
+
+    // ---- one transformer layer ----
+    Tensor layerForward(const detail::LayerParams& L, const Tensor& x, detail::LayerActs& a,
+                        detail::ChunkActs& acts, MemoryCategory cat);
+
+    Tensor layerBackward(const detail::LayerParams& L, const Tensor& dout, detail::LayerActs& a,
+                         detail::ChunkActs& acts, bool defer);
+
+    // ---- embedding (virtual stage 0) ----
+    Tensor embed(const detail::ChunkParams& c, detail::ChunkActs& acts, const MicroBatchData& data);
+    void embedBackward(const detail::ChunkParams& c, detail::ChunkActs& acts, const Tensor& dx);
+
+    // ---- LM head and vocab-parallel cross-entropy (last virtual stage) ----
+    void head(const detail::ChunkParams& c, detail::ChunkActs& acts, const Tensor& x,
+              const MicroBatchData& data);
+    Tensor headBackward(const detail::ChunkParams& c, detail::ChunkActs& acts, bool defer);
+};
+
+} // namespace tessel::exec

@@ -1,0 +1,303 @@
+// GPT parameter layout: each parameter's TP shard, chunk and layer; its gradient buckets and ZeRO-3 units.
+#include "tessel/exec/gpt.hpp"
+
+#include "gpt_impl.hpp"
+
+#include "tessel/cost/errors.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace tessel::exec {
+
+namespace {
+using namespace detail;
+
+ParamPiece piece(const std::string& full, int64_t fullRows, int64_t fullCols, int64_t r0, int64_t r1, int64_t c0,
+                 int64_t c1, int64_t localRow = 0, int64_t localCol = 0) {
+    return {full, fullRows, fullCols, r0, r1, c0, c1, localRow, localCol};
+}
+} // namespace
+
+GptModel::~GptModel() = default;
+
+GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend& backend, uint64_t seed)
+    : impl_(std::make_unique<Impl>(model, ctx, backend, params_)) {
+    Impl& m = *impl_;
+    const Plan& plan = ctx.plan;
+    if (model.moe) {
+        // Expert TP, CP and ZeRO >= 1 for expert buckets are not implemented yet.
+        if (plan.tp > 1)
+            throw InputError("/plan/tp", "the executor runs mixture-of-experts layers with tp 1 only (no expert tensor parallelism yet)");
+        if (plan.cp > 1)
+            throw InputError("/plan/cp", "the executor runs mixture-of-experts layers with cp 1 only");
+        if (plan.zeroStage > 0)
+            throw InputError("/plan/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
+        if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
+            throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
+        if (model.moe->experts % plan.ep != 0)
+            throw InputError("/plan/ep", "ep must divide the model's experts");
+        if (plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
+        m.moe = true;
+        m.experts = model.moe->experts;
+        m.topK = model.moe->topK;
+        m.expertF = model.moe->expertFfnHidden;
+    } else if (plan.ep > 1) {
+        throw InputError("/plan/ep", "ep > 1 needs a model with a moe block");
+    }
+    if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
+        throw InputError("/plan/cp", "seq_len must divide by 2 cp (the load-balanced context-parallel split)");
+    if (model.dropout > 0.0)
+        throw InputError("/model/dropout", "the executor trains without dropout; set dropout to 0");
+    if (!plan.flashAttention)
+        throw InputError("/plan/flash_attention",
+                         "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");
+    const int64_t tp = plan.tp;
+    m.h = model.hidden;
+    m.d = model.headDim;
+    m.aL = model.heads / tp;
+    m.kvhL = model.kvHeads / tp;
+    m.qL = m.aL * m.d;
+    m.kvL = m.kvhL * m.d;
+    m.fL = model.ffnHidden / tp;
+    m.seqLen = model.seqLen;
+    m.sequences = plan.microBatch;
+    m.cp = plan.cp;
+    m.sLocal = m.seqLen / m.cp;
+    m.rankPos.resize(static_cast<size_t>(m.cp));
+    for (int r = 0; r < m.cp; ++r) {
+        const int64_t c = m.seqLen / (2 * m.cp);
+        auto& pos = m.rankPos[static_cast<size_t>(r)];
+        if (m.cp == 1) {
+            for (int64_t i = 0; i < m.seqLen; ++i) pos.push_back(i);
+            continue;
+        }
+        for (int64_t i = 0; i < c; ++i) pos.push_back(r * c + i);
+        for (int64_t i = 0; i < c; ++i) pos.push_back((2 * m.cp - 1 - r) * c + i);
+    }
+    m.localPos = m.rankPos[static_cast<size_t>(ctx.cp.myIndex)];
+    m.T = m.sequences * m.sLocal;
+    m.sp = plan.sequenceParallel && tp > 1;
+    m.Tl = m.sp ? m.T / tp : m.T;
+    if (m.sp && m.T % tp != 0) throw InputError("/plan/sequence_parallel", "micro_batch x seq_len must divide by tp");
+    const int64_t vPad = paddedVocab(model, plan);
+    m.vocabLocal = vPad / tp;
+    m.vocabBegin = ctx.tp.myIndex * m.vocabLocal;
+    m.rms = model.norm == NormKind::RmsNorm;
+    m.swiglu = model.activation == Activation::Swiglu;
+    m.rope = model.position == PositionEmbedding::Rope;
+    m.bias = model.linearBias;
+    m.qkvBias = model.linearBias || model.qkvBias;
+    m.fullRecompute = plan.recompute == Recompute::Full;
+    m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
+
+    const int64_t t = ctx.tp.myIndex;
+    const int64_t h = m.h, q = static_cast<int64_t>(model.heads) * m.d, kv = static_cast<int64_t>(model.kvHeads) * m.d;
+    const int64_t f = model.ffnHidden;
+    const double outStd = 0.02 / std::sqrt(2.0 * model.layers); // GPT-2's scaled init of residual projections
+    auto add = [&](ParamInfo info) {
+        params_.push_back({std::move(info), {}, {}});
+        return static_cast<int>(params_.size()) - 1;
+    };
+    auto vec = [&](const std::string& name, int64_t n, InitKind init, bool replicated, int layer, int chunk,
+                   int64_t begin = 0, int64_t end = -1) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, 1, n, 0, 1, begin, end < 0 ? n : end)};
+        p.init = init;
+        p.replicatedOverTp = replicated;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+    auto colSplit = [&](const std::string& name, int64_t rows, int64_t cols, int64_t colsLocal, double stdDev,
+                        int layer, int chunk) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, rows, cols, 0, rows, t * colsLocal, (t + 1) * colsLocal)};
+        p.initStd = stdDev;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+    auto rowSplit = [&](const std::string& name, int64_t rows, int64_t cols, int64_t rowsLocal, double stdDev,
+                        int layer, int chunk) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, rows, cols, t * rowsLocal, (t + 1) * rowsLocal, 0, cols)};
+        p.initStd = stdDev;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+
+    const int p = plan.pp, v = plan.vpp, stage = ctx.coords.pp;
+    // Virtual stage u holds layers [start[u], start[u + 1]) of the model (even or uneven split, FORMULAS.md §5.4).
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    std::vector<int> start(counts.size() + 1, 0);
+    for (size_t u = 0; u < counts.size(); ++u) start[u + 1] = start[u] + counts[u];
+    for (int c = 0; c < v; ++c) {
+        ChunkParams cp;
+        cp.chunk = c;
+        const int virt = c * p + stage;
+        cp.firstLayer = start[static_cast<size_t>(virt)];
+        cp.lastLayer = start[static_cast<size_t>(virt) + 1];
+        cp.embedding = virt == 0;
+        cp.head = virt == p * v - 1;
+        if (cp.embedding) {
+            cp.wte = rowSplit("wte", vPad, h, m.vocabLocal, 0.02, -1, c);
+            if (model.position == PositionEmbedding::Learned) {
+                ParamInfo pe;
+                pe.name = "wpe";
+                pe.pieces = {piece("wpe", model.seqLen, h, 0, model.seqLen, 0, h)};
+                pe.initStd = 0.01;
+                pe.replicatedOverTp = true;
+                pe.chunk = c;
+                cp.wpe = add(pe);
+            }
+        }
+        for (int layer = cp.firstLayer; layer < cp.lastLayer; ++layer) {
+            const std::string pre = "layer." + std::to_string(layer) + ".";
+            LayerParams L;
+            L.layer = layer;
+            L.ln1w = vec(pre + "ln1.weight", h, InitKind::Ones, true, layer, c);
+            if (!m.rms) L.ln1b = vec(pre + "ln1.bias", h, InitKind::Zeros, true, layer, c);
+            L.q = colSplit(pre + "attn.q.weight", h, q, m.qL, 0.02, layer, c);
+            L.k = colSplit(pre + "attn.k.weight", h, kv, m.kvL, 0.02, layer, c);
+            L.v = colSplit(pre + "attn.v.weight", h, kv, m.kvL, 0.02, layer, c);
+            if (m.qkvBias) {
+                L.qb = vec(pre + "attn.q.bias", q, InitKind::Zeros, false, layer, c, t * m.qL, (t + 1) * m.qL);
+                L.kb = vec(pre + "attn.k.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
+                L.vb = vec(pre + "attn.v.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
+            }
+            L.proj = rowSplit(pre + "attn.proj.weight", q, h, m.qL, outStd, layer, c);
+            if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);
+            L.ln2w = vec(pre + "ln2.weight", h, InitKind::Ones, true, layer, c);
+            if (!m.rms) L.ln2b = vec(pre + "ln2.bias", h, InitKind::Zeros, true, layer, c);
+            if (m.moe) {
+                const int E = m.experts, El = E / plan.ep;
+                const int64_t F = m.expertF;
+                ParamInfo r;
+                r.name = pre + "mlp.router.weight";
+                r.pieces = {piece(r.name, h, E, 0, h, 0, E)};
+                r.replicatedOverTp = true;
+                r.layer = layer;
+                r.chunk = c;
+                L.router = add(r);
+                for (int le = 0; le < El; ++le) {
+                    const int e = ctx.ep.myIndex * El + le;
+                    const std::string epre = pre + "mlp.expert." + std::to_string(e) + ".";
+                    ParamInfo fc1;
+                    fc1.name = epre + "fc1.weight";
+                    if (m.swiglu)
+                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, 0, F, 0, 0),
+                                      piece(epre + "up.weight", h, F, 0, h, 0, F, 0, F)};
+                    else
+                        fc1.pieces = {piece(fc1.name, h, F, 0, h, 0, F)};
+                    fc1.expert = true;
+                    fc1.layer = layer;
+                    fc1.chunk = c;
+                    L.expertFc1.push_back(add(fc1));
+                    ParamInfo fc2;
+                    fc2.name = epre + "fc2.weight";
+                    fc2.pieces = {piece(fc2.name, F, h, 0, F, 0, h)};
+                    fc2.initStd = outStd;
+                    fc2.expert = true;
+                    fc2.layer = layer;
+                    fc2.chunk = c;
+                    L.expertFc2.push_back(add(fc2));
+                }
+                cp.layers.push_back(L);
+                continue;
+            }
+            if (m.swiglu) {
+                // One local [h, 2 fL] weight = [gate columns | up columns] of this TP rank (Megatron's fused fc1).
+                ParamInfo fc1;
+                fc1.name = pre + "mlp.fc1.weight";
+                fc1.pieces = {piece(pre + "mlp.gate.weight", h, f, 0, h, t * m.fL, (t + 1) * m.fL, 0, 0),
+                              piece(pre + "mlp.up.weight", h, f, 0, h, t * m.fL, (t + 1) * m.fL, 0, m.fL)};
+                fc1.layer = layer;
+                fc1.chunk = c;
+                L.fc1 = add(fc1);
+            } else {
+                L.fc1 = colSplit(pre + "mlp.fc1.weight", h, f, m.fL, 0.02, layer, c);
+                if (m.bias) L.fc1b = vec(pre + "mlp.fc1.bias", f, InitKind::Zeros, false, layer, c, t * m.fL, (t + 1) * m.fL);
+            }
+            L.fc2 = rowSplit(pre + "mlp.fc2.weight", f, h, m.fL, outStd, layer, c);
+            if (m.bias) L.fc2b = vec(pre + "mlp.fc2.bias", h, InitKind::Zeros, true, layer, c);
+            cp.layers.push_back(L);
+        }
+        if (cp.head) {
+            cp.lnfw = vec("lnf.weight", h, InitKind::Ones, true, -1, c);
+            if (!m.rms) cp.lnfb = vec("lnf.bias", h, InitKind::Zeros, true, -1, c);
+            if (model.tiedEmbeddings && cp.embedding) {
+                cp.lmHead = cp.wte; // one rank holds both ends: literally the same tensor
+            } else {
+                // Untied: its own matrix; tied across stages: a copy of wte (same name, same values),
+                // kept equal by the embedding-gradient all-reduce.
+                const std::string name = model.tiedEmbeddings ? "wte" : "lm_head";
+                cp.lmHead = rowSplit(name, vPad, h, m.vocabLocal, 0.02, -1, c);
+                params_[static_cast<size_t>(cp.lmHead)].info.tiedEmbeddingCopy = model.tiedEmbeddings;
+            }
+        }
+        m.chunks.push_back(std::move(cp));
+    }
+    initialiseParameters(backend, params_, seed, true);
+}
+
+int GptModel::chunks() const { return static_cast<int>(impl_->chunks.size()); }
+
+std::pair<int, int> GptModel::chunkLayers(int chunk) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    return {c.firstLayer, c.lastLayer};
+}
+bool GptModel::chunkHasEmbedding(int chunk) const { return impl_->chunks.at(static_cast<size_t>(chunk)).embedding; }
+bool GptModel::chunkHasHead(int chunk) const { return impl_->chunks.at(static_cast<size_t>(chunk)).head; }
+int64_t GptModel::hiddenRows() const { return impl_->Tl; }
+
+int GptModel::bucketsPerChunk() const {
+    const auto& c = impl_->chunks.front();
+    return c.lastLayer - c.firstLayer;
+}
+
+std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    const int n = c.lastLayer - c.firstLayer;
+    std::vector<int> out;
+    const int layer = c.lastLayer - 1 - bucket;
+    for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
+        const ParamInfo& info = params_[static_cast<size_t>(i)].info;
+        if (info.chunk != chunk || info.expert != expert) continue;
+        const bool inLayer = info.layer == layer;
+        const bool isHead = !expert && info.layer < 0 && bucket == 0 && c.head && i != c.wte && i != c.wpe;
+        const bool isEmbedding = !expert && info.layer < 0 && bucket == n - 1 && c.embedding && (i == c.wte || i == c.wpe);
+        if (inLayer || isHead || isEmbedding) out.push_back(i);
+    }
+    return out;
+}
+
+std::vector<std::vector<int>> GptModel::parameterUnits(int chunk) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    std::vector<std::vector<int>> units;
+    if (c.embedding) {
+        units.push_back({c.wte});
+        if (c.wpe >= 0) units.back().push_back(c.wpe);
+    }
+    for (const LayerParams& L : c.layers) {
+        std::vector<int> unit;
+        for (int i = 0; i < static_cast<int>(params_.size()); ++i)
+            if (params_[static_cast<size_t>(i)].info.chunk == chunk && params_[static_cast<size_t>(i)].info.layer == L.layer)
+                unit.push_back(i);
+        units.push_back(std::move(unit));
+    }
+    if (c.head) {
+        units.push_back({c.lnfw});
+        if (c.lnfb >= 0) units.back().push_back(c.lnfb);
+        units.back().push_back(c.lmHead);
+    }
+    return units;
+}
+
+void GptModel::setParameterResidency(ParameterResidency* residency) { impl_->residency = residency; }
+
+} // namespace tessel::exec

@@ -1,0 +1,89 @@
+// Internal to libtessel_sim: the search's plan space after defaults and checks, plan codes and work items.
+#pragma once
+
+#include "tessel/cost/cluster.hpp"
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+#include "tessel/sim/export.hpp"
+#include "tessel/sim/search.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace tessel::sim::detail {
+
+// A plan in 44 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
+// not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
+struct PlanCode {
+    int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
+    uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
+    uint8_t offload = 0; // search_offload.hpp bits
+};
+inline bool codeLess(const PlanCode& a, const PlanCode& b) {
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.recompute, a.sp, a.schedule,
+                    a.offload, a.order, a.split) <
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.recompute, b.sp, b.schedule,
+                    b.offload, b.order, b.split);
+}
+
+// The space after defaults, fixed keys and checks.
+struct Space {
+    int gpus = 0, globalBatch = 0, maxGlobalBatch = 0, maxVpp = 8;
+    bool unevenSplits = true;   // pp x vpp that does not divide the layers takes the balanced split
+    // The batch a plan runs: fixed, or the largest of [globalBatch, maxGlobalBatch] that dp x micro-batch (x pp for
+    // interleaved_1f1b, whose micro-batches per step must be a multiple of pp) divides; globalBatch when none does
+    // (the plan is then rejected as "global batch not divisible").
+    bool batchRange() const { return maxGlobalBatch > globalBatch; }
+    int largestMultiple(int64_t step) const {
+        if (!batchRange() || step < 1) return globalBatch;
+        const int64_t b = maxGlobalBatch / step * step;
+        return b >= globalBatch ? static_cast<int>(b) : globalBatch;
+    }
+    int batchFor(int dataParallel, int sequences, int stages, bool interleaved) const {
+        return largestMultiple(int64_t{dataParallel} * sequences * (interleaved ? stages : 1));
+    }
+    // What the time objective compares: seconds per sample, scaled by the largest batch so that a fixed batch keeps
+    // plain step seconds.
+    double perSampleScale(int batch) const {
+        return maxGlobalBatch > globalBatch ? static_cast<double>(maxGlobalBatch) / batch : 1.0;
+    }
+    std::vector<int> tp, pp, cp, dpFilter, ep, microBatch, vpp, zero;
+    std::vector<Recompute> recompute;
+    std::vector<Schedule> schedules;
+    std::vector<bool> sequenceParallel;
+    std::vector<int> orders;  // candidate rank orders, indices into allRankOrders()
+    Plan base;                // precision, flash attention, global batch
+    bool offload = true;      // offload variants for plans that do not fit (search_offload.hpp)
+    std::optional<ExportFormat> runnableBy; // admit only plans this framework runs
+};
+
+struct WorkItem {
+    int tp = 1, pp = 1, cp = 1, dp = 1, ep = 1;
+    uint64_t plans = 0;   // estimated plan count, to weight progress
+};
+
+Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& in,
+                     ProblemList& problems);
+// The (schedule, vpp) pairs of the space for a pipeline depth.
+std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const ModelConfig& model, int pp);
+std::vector<int> microBatchChoices(const Space& s, int dp, int pp);
+std::vector<bool> spChoices(const Space& s, int tp);
+Plan itemPlan(const Space& s, const WorkItem& it);
+std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model);
+Plan toPlan(const Space& s, const PlanCode& c);
+ClusterConfig clusterForGpus(const ClusterConfig& cluster, int gpus, ProblemList& problems);
+
+struct Prepared {
+    ClusterConfig cluster;
+    Space space;
+    std::vector<WorkItem> items;
+    int threads = 1;
+};
+Prepared prepare(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& in,
+                 const SearchOptions& options);
+
+} // namespace tessel::sim::detail
