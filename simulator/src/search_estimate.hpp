@@ -157,7 +157,7 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
                       const StageParameters& first, const StageParameters& last, bool gpuOnly = false);
 double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageParameters& params);
 
-// The admissible lower bound (search.cpp documents each term).
+// The admissible lower bound (lowerBoundSeconds in search_estimate.cpp documents each term).
 struct BoundInputs {
     const ShapeCosts* shape = nullptr;
     const InnerComm* comm = nullptr;
