@@ -128,6 +128,10 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     if (has("h100") || has("h800")) {
         if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
         if (has("h800")) return {"dgx-h100-80g", "H800 taken as an H100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 900", 200e9};
+        // Meta's Grand Teton part: 96 GB of HBM2e at 2.4 TB/s, 500 W (torchtitan's H100 benchmarks ran on it).
+        if (has("96") || has("hbm2e"))
+            return {"grand-teton-h100-96g", "H100 with 96 GB HBM2e taken as Meta's Grand Teton part (2.4 TB/s, 500 W)"};
+        if (has("nvl")) return {"dgx-h100-80g", "H100 NVL taken as an H100 SXM (80 GB, 700 W): tessel has no NVL figures"};
         return {"dgx-h100-80g", ""};
     }
     if (has("a800")) {
@@ -579,6 +583,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // The software's year decides the default kernel, not the paper's (a paper submitted early in a year
     // reports work run the year before).
     const int softwareYr = softwareYear(source);
+    // Frameworks whose models call torch.nn.functional.scaled_dot_product_attention unless told otherwise.
+    const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
     plan.flashAttention = true;
     if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
         contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
@@ -594,6 +600,12 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax") ||
                contains(attn, "eager") || contains(attn, "standard")) {
         plan.flashAttention = false;
+    } else if (sdpaFramework && softwareYr >= 2024) {
+        // PyTorch's scaled_dot_product_attention runs FlashAttention-2 (PyTorch 2.2 release notes); its cuDNN
+        // backend is not the default (torchtitan's selective-checkpoint save list names only the flash and
+        // memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
+        plan.attentionKernel = kernelFor("flash2");
+        assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
     } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
         plan.attentionKernel = softwareYr >= 2024 ? kernelFor("flash3") : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
         assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +

@@ -162,6 +162,34 @@ nlohmann::json llama405(int gpus, int cp, int seq) {
     return r;
 }
 
+TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
+    // torchtitan's Llama 3.1 benchmarks (benchmarks/llama3_h100_202412_torchtitan.md) ran on Meta's Grand Teton
+    // H100: 96 GB of HBM2e at 2.4 TB/s, 500 W. Read as the 80 GB part, its 82.4 GiB FSDP run could not fit.
+    nlohmann::json r = record();
+    r["source"] = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (2024-12)";
+    r["system"]["gpu"] = "H100 96GB HBM2e (500W)";
+    r["plan"]["framework"] = "torchtitan";
+    r["plan"]["zero"] = 3;
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.cluster.name, "grand-teton-h100-96g");
+    EXPECT_GT(c.scenario.cluster.gpu.memoryBytes, 95LL * 1024 * 1024 * 1024);
+    EXPECT_DOUBLE_EQ(c.scenario.cluster.gpu.hbmBytesPerSecond, 2.4e12);
+    EXPECT_TRUE(mentions(c.assumptions, "Grand Teton"));
+    // Its models call PyTorch SDPA, whose flash backend is FlashAttention-2, not Hopper's FlashAttention-3.
+    EXPECT_EQ(c.scenario.plan.attentionKernel, "flash2");
+    EXPECT_TRUE(mentions(c.assumptions, "PyTorch SDPA"));
+    // Megatron-LM of the same year keeps the GPU's fused attention (cuDNN / FlashAttention-3 class).
+    r["plan"]["framework"] = "Megatron-LM";
+    r["plan"]["zero"] = 1;
+    const ValidationCase megatron = load(r);
+    EXPECT_EQ(resolveAttentionKernel(megatron.scenario.cluster.gpu, megatron.scenario.plan.attentionKernel), "flash3");
+    // An H100 NVL has no figures of its own: taken as the SXM part, and said so.
+    r["system"]["gpu"] = "H100 NVL";
+    const ValidationCase nvl = load(r);
+    EXPECT_EQ(nvl.scenario.cluster.name, "dgx-h100-80g");
+    EXPECT_TRUE(mentions(nvl.assumptions, "H100 NVL taken as an H100 SXM"));
+}
+
 TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
     // Not stated: the embedding and the loss counted as a layer each, as the frameworks split, which is Meta's
     // own split of Llama 3 405B.
