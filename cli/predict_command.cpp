@@ -3,6 +3,7 @@
 #include "scenario_flags.hpp"
 #include "table.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/report.hpp"
 #include "tessel/sim/export.hpp"
 #include "tessel/sim/report.hpp"
@@ -44,6 +45,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (pl.zeroStage == 3)
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
+        out << ", " << (ov.fusedKernels ? "fused" : "eager PyTorch") << " elementwise kernels";
+        if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
         if (const auto format = sim::exportFormatOf(pl.framework.name)) {

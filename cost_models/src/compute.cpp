@@ -1,6 +1,8 @@
 // Compute cost of a layer, embedding, LM head and optimizer: FLOPs/bytes per op and roofline time (FORMULAS.md §3).
 #include "tessel/cost/compute.hpp"
 
+#include "tessel/cost/framework.hpp"
+
 #include <algorithm>
 
 namespace tessel {
@@ -131,10 +133,23 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
     const double T = d(s.tokens), h = d(s.hidden);
     BlockCompute b;
     auto& ops = b.forwardOps;
-    ops.push_back(memoryOp("norm_attn", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
+    // Fused kernels, or each op of the model's eager PyTorch code (FORMULAS.md §3.4).
+    const bool eager = !fusedKernelsOf(plan.framework);
+    auto norm = [&](const char* name) {
+        if (!eager || model.norm != NormKind::RmsNorm) // LayerNorm is one native kernel either way
+            return memoryOp(name, "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e));
+        OpCost op = memoryOp(name, "norm", kernel_cost::eagerRmsNormBytes(s.tokensSp, s.hidden, e));
+        op.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
+        return op;
+    };
+    ops.push_back(norm("norm_attn"));
     ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
-    if (model.position == PositionEmbedding::Rope)
-        ops.push_back(memoryOp("rope", "rope", kernel_cost::ropeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e)));
+    if (model.position == PositionEmbedding::Rope) {
+        OpCost rope = memoryOp("rope", "rope", eager ? kernel_cost::eagerRopeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e)
+                                                     : kernel_cost::ropeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e));
+        if (eager) rope.backwardByteFactor = 1.0;
+        ops.push_back(rope);
+    }
     {
         // Attention core per rank: QK^T and PV over a/tp heads, s/cp queries against s keys:
         // 4 * b * heads * s_q * s_kv * head_dim FLOPs (Narayanan et al. 2021, eq. 2 terms).
@@ -175,9 +190,14 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
             ops.push_back(pv);
         }
     }
+    if (eager) {
+        OpCost layout = memoryOp("attention_layout", "permute", kernel_cost::eagerAttentionLayoutBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e));
+        layout.backwardByteFactor = 1.0;
+        ops.push_back(layout);
+    }
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.qDimLocal, e));
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
-    ops.push_back(memoryOp("norm_mlp", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
+    ops.push_back(norm("norm_mlp"));
     const bool swiglu = model.activation == Activation::Swiglu;
     if (model.moe) {
         const double routed = T * d(s.topK);
@@ -192,7 +212,13 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * routed * h));
     } else {
         ops.push_back(gemm("fc1", s.tokens, (swiglu ? 2 : 1) * s.ffnLocal, s.hidden, e));
-        ops.push_back(memoryOp(swiglu ? "swiglu" : "gelu", swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)));
+        if (swiglu && eager) {
+            OpCost act = memoryOp("swiglu", "swiglu", kernel_cost::eagerSwigluBytes(s.tokens, s.ffnLocal, e));
+            act.backwardByteFactor = kernel_cost::kEagerSwigluBackwardFactor;
+            ops.push_back(act);
+        } else {
+            ops.push_back(memoryOp(swiglu ? "swiglu" : "gelu", swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)));
+        }
         ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
     }
     ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
@@ -210,8 +236,41 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e) / cast.bytes;
         ops.push_back(cast);
     }
-    finishBlock(b, cluster, recipe.computeDtype, plan.recompute);
+    if (!opLevelSelectiveRecompute(model, plan)) {
+        finishBlock(b, cluster, recipe.computeDtype, plan.recompute);
+        return b;
+    }
+    // torchtitan's selective checkpointing ("op" policy, FORMULAS.md §3.4): the block's backward recomputes
+    // every op whose output it did not keep. It keeps the attention kernel's output and every other matmul's
+    // (q, v, w1, w2 of wq wk wv wo w1 w3 w2), so it redoes the k and output projections, w3, and every
+    // elementwise op; attention itself is not redone.
+    finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
+    auto redo = [&](OpCost op) {
+        b.recompute.add(op);
+        b.recompute.modelFlops -= op.modelFlops;
+    };
+    for (const OpCost& op : b.forwardOps) {
+        if (op.opClass == OpClass::Memory) {
+            redo(op);
+        } else if (op.name == "qkv" || op.name == "fc1") {
+            // The unsaved part of a GEMM tessel counts as one: wk of q|k|v, w3 of w1|w3.
+            OpCost part = op;
+            part.n = op.name == "qkv" ? s.kvDimLocal : op.n / 2;
+            part.flops = kernel_cost::gemmFlops(part.m, part.n, part.k) * d(part.batch);
+            part.modelFlops = part.flops;
+            part.bytes = kernel_cost::gemmBytes(part.m, part.n, part.k, e) * d(part.batch);
+            part.seconds = opSeconds(part, cluster, recipe.computeDtype);
+            redo(part);
+        } else if (op.name == "attn_proj") {
+            redo(op);
+        }
+    }
     return b;
+}
+
+bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {
+    return plan.recompute == Recompute::Selective && plan.framework.name == "torchtitan" && !model.moe &&
+           model.activation == Activation::Swiglu;
 }
 
 BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
@@ -245,10 +304,25 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     const LocalShapes s = localShapes(model, plan, recipe);
     const int e = s.activationBytes;
     BlockCompute b;
-    b.forwardOps.push_back(memoryOp("norm_final", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
+    const bool eager = !fusedKernelsOf(plan.framework);
+    const bool eagerLoss = eagerLossOf(plan.framework);
+    if (eager && model.norm == NormKind::RmsNorm) {
+        OpCost norm = memoryOp("norm_final", "norm", kernel_cost::eagerRmsNormBytes(s.tokensSp, s.hidden, e));
+        norm.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
+        b.forwardOps.push_back(norm);
+    } else {
+        b.forwardOps.push_back(memoryOp("norm_final", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
+    }
     b.forwardOps.push_back(gemm("lm_head", s.tokens, s.vocabLocal, s.hidden, e));
-    // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
-    b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
+    if (eagerLoss) {
+        // cross_entropy(logits.float()): an fp32 copy, log-softmax, and their backward.
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));
+        ce.backwardByteFactor = kernel_cost::eagerCrossEntropyBackwardFactor(e);
+        b.forwardOps.push_back(ce);
+    } else {
+        // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
+        b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
+    }
     finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
     return b;
 }
@@ -281,6 +355,18 @@ double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }
 double softmaxBytes(double elements, int e) { return 2.0 * e * elements; }
+double eagerRmsNormBytes(int64_t rows, int64_t cols, int e) { return (4.0 * e + 28.0) * d(rows) * d(cols); }
+double eagerRmsNormBackwardFactor(int e) { return (6.0 * e + 52.0) / (4.0 * e + 28.0); }
+double eagerRopeBytes(int64_t tokens, int64_t rotatedCols, int e) { return (2.0 * e + 16.0) * d(tokens) * d(rotatedCols); }
+double eagerSwigluBytes(int64_t rows, int64_t outCols, int e) { return 5.0 * e * d(rows) * d(outCols); }
+double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) {
+    // repeat_kv writes K and V at every query head and reads them once (none when kv heads = heads); the output
+    // transpose(1, 2).contiguous() reads and writes it.
+    const double expand = kvCols < qCols ? 2.0 * e * (d(qCols) + d(kvCols)) : 0.0;
+    return (expand + 2.0 * e * d(qCols)) * d(tokens);
+}
+double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
+double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
 double fp8CastForwardBytes(double projectionInput, int e) { return (e + 1.0) * projectionInput; }
 double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }

@@ -19,7 +19,8 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"async_tp_grad_reduce", &FrameworkSettings::asyncTpGradReduce},
                                                   {"overlap_p2p_comm", &FrameworkSettings::overlapP2pComm},
                                                   {"reshard_after_forward", &FrameworkSettings::reshardAfterForward},
-                                                  {"backward_prefetch", &FrameworkSettings::backwardPrefetch}};
+                                                  {"backward_prefetch", &FrameworkSettings::backwardPrefetch},
+                                                  {"fused_kernels", &FrameworkSettings::fusedKernels}};
     return flags;
 }
 
@@ -83,9 +84,13 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
         o.overlapGradReduce = true;
         o.overlapP2pComm = true;
     }
+    // torchtitan's models run their norms, rotary embedding and SwiGLU as eager PyTorch ops (models/norms.py
+    // RMSNorm, models/llama/model.py apply_rotary_emb and FeedForward) unless training.compile, off in its
+    // shipped train_configs.
+    o.fusedKernels = f.name != "torchtitan";
     bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap, &o.asyncTpGradReduce,
-                        &o.overlapP2pComm,    &o.reshardAfterForward, &o.backwardPrefetch};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 7, "one resolved value per framework flag");
+                        &o.overlapP2pComm,    &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 8, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);
@@ -94,6 +99,9 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     }
     return o;
 }
+
+bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or(f.name != "torchtitan"); }
+bool eagerLossOf(const FrameworkSettings& f) { return f.name == "torchtitan" || !fusedKernelsOf(f); }
 
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;

@@ -2,6 +2,9 @@
 // 2022, in-flight micro-batches per schedule, and other buffers (FORMULAS.md §2).
 #include "tessel/cost/memory.hpp"
 
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/framework.hpp"
+
 #include "tessel/cost/offload.hpp"
 #include "tessel/cost/shapes.hpp"
 
@@ -129,6 +132,15 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
 }
 
 double layerActivationBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    if (opLevelSelectiveRecompute(model, plan)) {
+        // torchtitan's "op" policy keeps the block input and the outputs it saves: q, v, the attention output
+        // and its log-sum-exp, w1 and w2 (every other matmul; FORMULAS.md §3.4).
+        const LocalShapes s = localShapes(model, plan, recipe);
+        const double e = s.activationBytes;
+        return e * d(s.tokensSp) * d(s.hidden) * 2.0 +
+               e * d(s.tokens) * (2.0 * d(s.qDimLocal) + d(s.kvDimLocal) + d(s.ffnLocal)) +
+               std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);
+    }
     if (plan.recompute == Recompute::Full) {
         // Full recompute keeps only each layer's input (Korthikanti et al. 2022 §4: 2sbh per layer, /t with SP).
         const LocalShapes s = localShapes(model, plan, recipe);
@@ -186,8 +198,8 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
 }
 
 double layerNormStatisticsBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
-    (void)model;
-    if (plan.recompute == Recompute::Full) return 0.0; // rebuilt with the layer in backward
+    // Rebuilt with the layer in backward (full recompute, or torchtitan's op policy, which redoes the norms).
+    if (plan.recompute == Recompute::Full || opLevelSelectiveRecompute(model, plan)) return 0.0;
     const LocalShapes s = localShapes(model, plan, recipe);
     // Two norms per layer, each keeping mean and 1/std per token (fp32, or the compute dtype when wider).
     return 2.0 * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
@@ -340,6 +352,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // and overwrite them with their gradient (what the CPU executor does).
         o.logitsLossBytes = e >= 4.0 ? headInFlight * e * T * t.vocabLocal
                                      : headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
+        // Eager cross_entropy(logits.float()) (eagerLossOf): at its backward's peak the fp32 log-softmax
+        // output it kept, the dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.
+        if (e < 4.0 && eagerLossOf(plan.framework)) o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLocal;
     }
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),

@@ -12,6 +12,7 @@
 // The reasons behind every refusal are in the messages; docs/decisions.md should carry the summary.
 #include "tessel/sim/export.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/model.hpp"
 #include "tessel/cost/plan.hpp"
@@ -636,7 +637,10 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         out << "# note: torchtitan releases before its late-2025 parallel_dims rework run DDP only as the "
                "sole "
                "parallelism (\"DDP has not supported > 1D parallelism\"); use a recent torchtitan\n";
-    if (p.recompute == Recompute::Selective)
+    // A torchtitan plan's selective recompute is torchtitan's own per-op policy; another framework's is
+    // Megatron's core-attention recompute, which under flash attention stores what no recompute stores.
+    const bool opSelective = opLevelSelectiveRecompute(m, p);
+    if (p.recompute == Recompute::Selective && !opSelective)
         out << "# recompute: tessel's selective (core attention) recompute stores nothing more than none "
                "under "
                "flash attention, so it is written as mode \"none\"\n";
@@ -696,8 +700,14 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         out << "precompute_float8_dynamic_scale_for_fsdp = " << (p.zeroStage == 3 ? "true" : "false") << "\n";
     }
 
+    // tessel predicted fused elementwise kernels (FORMULAS.md §3.4) only where torch.compile fuses them.
+    out << "\n[compile]\n";
+    out << "enable = " << (fusedKernelsOf(p.framework) ? "true" : "false") << "\n";
+    out << "components = [\"model\"]\n";
+
     out << "\n[activation_checkpoint]\n";
-    out << "mode = " << tomlString(p.recompute == Recompute::Full ? "full" : "none") << "\n";
+    out << "mode = " << tomlString(p.recompute == Recompute::Full ? "full" : opSelective ? "selective" : "none") << "\n";
+    if (opSelective) out << "selective_ac_option = \"op\"\n";
     return out.str();
 }
 

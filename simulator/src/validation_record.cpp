@@ -539,11 +539,17 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     for (const FrameworkFlag& flag : frameworkFlags())
         if (auto v = boolean(pl, flag.key)) plan.framework.*flag.member = *v;
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
+    // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
+    if (auto compiled = boolean(pl, "compile")) {
+        if (!plan.framework.fusedKernels) plan.framework.fusedKernels = *compiled;
+    } else if (contains(lower(text(pl, "techniques") + " " + text(pl, "framework")), "compile")) {
+        if (!plan.framework.fusedKernels) plan.framework.fusedKernels = true;
+    }
 
     // Precision.
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
     plan.precision = "megatron";
-    if (contains(prec, "fp8")) {
+    if (contains(prec, "fp8") || contains(prec, "float8")) {
         if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
             plan.precision = "fp8";
             assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");

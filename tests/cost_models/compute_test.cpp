@@ -89,6 +89,65 @@ TEST(Compute, ASustainedShareSlowsTensorCoreKernelsOnly) {
     EXPECT_DOUBLE_EQ(parseCluster(j).gpu.sustainedTensorFraction, 1.0);
 }
 
+TEST(Compute, EagerPyTorchMovesEveryOpsOwnBytes) {
+    // torchtitan runs RMSNorm, the rotary embedding, SwiGLU and the loss as eager PyTorch ops unless
+    // torch.compile fuses them (FORMULAS.md §3.4): each op reads and writes its tensors.
+    const ModelConfig llama = test::preset("llama3-8b");   // hidden 4096, 32 heads, 8 kv heads, ffn 14336
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    p.microBatch = 1;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double T = 8192.0, h = 4096.0, e = 2.0;
+    const BlockCompute fused = layerCompute(llama, c, p, recipe);
+    EXPECT_DOUBLE_EQ(findOp(fused, "norm_attn").bytes, 2.0 * e * T * h);
+    EXPECT_THROW(findOp(fused, "attention_layout"), std::runtime_error);
+    p.framework.name = "torchtitan";
+    const BlockCompute eager = layerCompute(llama, c, p, recipe);
+    // x.float(), pow, mean, * rsqrt, type_as, * weight: (e + 4) + 8 + 4 + 8 + (4 + e) + 2e = 4e + 28 per element.
+    EXPECT_DOUBLE_EQ(findOp(eager, "norm_attn").bytes, (4.0 * e + 28.0) * T * h);
+    EXPECT_DOUBLE_EQ(findOp(eager, "rope").bytes, (2.0 * e + 16.0) * T * (4096.0 + 1024.0));
+    EXPECT_DOUBLE_EQ(findOp(eager, "swiglu").bytes, 5.0 * e * T * 14336.0);
+    // repeat_kv copies K and V to all 32 heads (read 1024, write 4096 columns each); the output is made contiguous.
+    EXPECT_DOUBLE_EQ(findOp(eager, "attention_layout").bytes, (2.0 * e * (4096.0 + 1024.0) + 2.0 * e * 4096.0) * T);
+    EXPECT_GT(eager.backward().seconds, fused.backward().seconds);
+    EXPECT_DOUBLE_EQ(findOp(eager, "qkv").flops, findOp(fused, "qkv").flops);   // GEMMs are the same
+    // Stated fused (torch.compile): the fused costs again. A LayerNorm model's norm is one native kernel anyway.
+    p.framework.fusedKernels = true;
+    EXPECT_DOUBLE_EQ(findOp(layerCompute(llama, c, p, recipe), "norm_attn").bytes, 2.0 * e * T * h);
+    p.framework.fusedKernels = false;
+    const ModelConfig gpt = test::preset("gpt3-1.3b");
+    EXPECT_DOUBLE_EQ(findOp(layerCompute(gpt, c, p, recipe), "norm_attn").bytes,
+                     findOp(layerCompute(gpt, c, Plan{}, recipe), "norm_attn").bytes * p.microBatch);
+}
+
+TEST(Compute, TorchtitansSelectivePolicyRedoesWhatItDidNotKeep) {
+    // torchtitan's "op" policy keeps the attention output and every other matmul's (q, v, w1, w2), so the
+    // backward redoes wk, wo, w3 and the elementwise ops, not attention (FORMULAS.md §3.4).
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    p.recompute = Recompute::Selective;
+    p.framework.name = "torchtitan";
+    p.framework.fusedKernels = true;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    ASSERT_TRUE(opLevelSelectiveRecompute(llama, p));
+    const BlockCompute b = layerCompute(llama, c, p, recipe);
+    const double T = 8192.0, h = 4096.0;
+    // wk (4096 -> 1024), wo (4096 -> 4096), w3 (4096 -> 14336): 2 T h (1024 + 4096 + 14336).
+    EXPECT_NEAR(b.recompute.flops, 2.0 * T * h * (1024.0 + 4096.0 + 14336.0), 1.0);
+    double memorySeconds = 0.0;
+    for (const auto& op : b.forwardOps)
+        if (op.opClass == OpClass::Memory) memorySeconds += op.seconds;
+    const double gemmShare = b.recompute.seconds - memorySeconds;
+    EXPECT_GT(gemmShare, 0.0);
+    EXPECT_LT(b.recompute.seconds, b.forward.seconds);
+    // Megatron-LM's selective (the same plan under megatron) redoes the attention core instead.
+    p.framework.name = "megatron";
+    EXPECT_FALSE(opLevelSelectiveRecompute(llama, p));
+}
+
 TEST(Compute, BackwardIsTwiceForwardForGemmsAndRecomputeAddsWhatItRedoes) {
     ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
     ClusterConfig c = test::roundCluster(8, 1);

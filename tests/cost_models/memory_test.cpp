@@ -166,5 +166,27 @@ TEST(MemoryDefault, Gpt3OnMegatronPlanFitsOnA100) {
     EXPECT_GT(mem.peakBytes, 40e9);
 }
 
+TEST(Memory, TorchtitansSelectivePolicyKeepsTheSavedOutputsOnly) {
+    // Per layer and token: the block input and w2's output (h each), q and the attention output (q each), v
+    // (kv), w1's output (ffn), 2 bytes each, plus the fp32 log-sum-exp per head; no norm statistics.
+    const ModelConfig llama = test::preset("llama3-8b");
+    Plan p;
+    p.dp = 8;
+    p.recompute = Recompute::Selective;
+    p.framework.name = "torchtitan";
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double T = 8192.0;
+    EXPECT_DOUBLE_EQ(layerActivationBytes(llama, p, recipe),
+                     2.0 * T * (2.0 * 4096 + 2.0 * 4096 + 1024 + 14336) + 4.0 * 32 * T);
+    EXPECT_DOUBLE_EQ(layerNormStatisticsBytes(llama, p, recipe), 0.0);
+    // Its loss is eager cross_entropy(logits.float()): 12 bytes per logit at the backward's peak, not 6.
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const double eagerLoss = predictMemory(llama, c, p).stages.back().other.logitsLossBytes;
+    p.framework.name = "megatron";
+    const double fusedLoss = predictMemory(llama, c, p).stages.back().other.logitsLossBytes;
+    EXPECT_DOUBLE_EQ(eagerLoss, 2.0 * fusedLoss);
+    EXPECT_DOUBLE_EQ(eagerLoss, 12.0 * T * 128256);
+}
+
 } // namespace
 } // namespace tessel

@@ -176,7 +176,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_FALSE(o.overlapGradReduce);  // local DDP
     EXPECT_FALSE(o.asyncTpGradReduce);  // before v2.6
     EXPECT_FALSE(o.overlapP2pComm);     // store_true until 2024
-    EXPECT_EQ(o.defaulted.size(), 7u);
+    EXPECT_TRUE(o.fusedKernels);        // Megatron's fused norm, RoPE, bias-SwiGLU and loss kernels
+    EXPECT_EQ(o.defaulted.size(), 8u);
     f.ddpImpl = "torch";
     f.version = "2022";
     o = resolveOverlap(f, true, 0);
@@ -189,7 +190,16 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     f.overlapP2pComm = true;
     o = resolveOverlap(f, false, 0);
     EXPECT_TRUE(o.overlapP2pComm);
-    EXPECT_EQ(o.defaulted.size(), 6u);
+    EXPECT_EQ(o.defaulted.size(), 7u);
+    // torchtitan runs eager PyTorch ops unless torch.compile (FORMULAS.md §3.4); stated, the plan wins.
+    FrameworkSettings titan;
+    titan.name = "torchtitan";
+    EXPECT_FALSE(resolveOverlap(titan, false, 3).fusedKernels);
+    EXPECT_FALSE(fusedKernelsOf(titan));
+    EXPECT_TRUE(eagerLossOf(titan));
+    titan.fusedKernels = true;
+    EXPECT_TRUE(resolveOverlap(titan, false, 3).fusedKernels);
+    EXPECT_TRUE(eagerLossOf(titan));   // its loss runs outside the compiled blocks
 
     FrameworkSettings ds;
     ds.name = "deepspeed";

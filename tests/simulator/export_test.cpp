@@ -507,6 +507,23 @@ TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
     EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
     EXPECT_EQ(t.at("activation_checkpoint.mode"), "none") << "selective + flash stores what none stores";
     EXPECT_EQ(t.count("parallelism.pipeline_parallel_schedule"), 0u);
+    // A Megatron-style plan was predicted with fused kernels: torch.compile gives them.
+    EXPECT_EQ(t.at("compile.enable"), "true");
+}
+
+TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {
+    // Under framework torchtitan, selective is torchtitan's per-op policy and the kernels are eager unless
+    // fused_kernels says otherwise (FORMULAS.md §3.4): the export writes what was predicted.
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.framework.name = "torchtitan";
+    auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("activation_checkpoint.mode"), "selective");
+    EXPECT_EQ(t.at("activation_checkpoint.selective_ac_option"), "op");
+    EXPECT_EQ(t.at("compile.enable"), "false");
+    s.plan.framework.fusedKernels = true;
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("compile.enable"), "true");
 }
 
 TEST(ExportTorchtitan, ReplicatedPlanAndFullRecompute) {

@@ -43,6 +43,21 @@ double dropoutBytes(double elements, int e);                       // (2 e + 1) 
 // elements of the four GEMMs' outputs and inputs on this rank.
 double fp8CastForwardBytes(double projectionInput, int e);
 double fp8CastBackwardBytes(double outputs, double inputs, int e);
+// Eager PyTorch (framework fused_kernels false, FORMULAS.md §3.4): every op a model line launches moves its own
+// bytes. Forward bytes per element, and the backward's (autograd through the same ops) per element:
+//   RMSNorm as torchtitan writes it, x.float() -> pow -> mean -> * rsqrt -> type_as -> * weight: 4e + 28, 6e + 52;
+//   rotary embedding through fp32 complex numbers (float, complex multiply, type_as): 2e + 16 both ways;
+//   SwiGLU as silu(a) * b: 5e per output element, 9e backward;
+//   repeat_kv (grouped-query K and V copied to every head) and the attention output made contiguous: a copy;
+//   the loss as cross_entropy(logits.float()): e + 16, 20 + e.
+double eagerRmsNormBytes(int64_t rows, int64_t cols, int e);
+double eagerRmsNormBackwardFactor(int e);
+double eagerRopeBytes(int64_t tokens, int64_t rotatedCols, int e);
+double eagerSwigluBytes(int64_t rows, int64_t outCols, int e);
+constexpr double kEagerSwigluBackwardFactor = 9.0 / 5.0;
+double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // repeat_kv + output copy
+double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
+double eagerCrossEntropyBackwardFactor(int e);
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
@@ -122,6 +137,9 @@ double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype);
 
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe);
+// Whether the plan's selective recompute is torchtitan's per-op policy (keep the attention output and every
+// other matmul's, redo the rest) rather than Megatron-LM's (redo the attention core): FORMULAS.md §3.4.
+bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan);
 BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                               const PrecisionRecipe& recipe);
 BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,

@@ -24,6 +24,7 @@ struct FrameworkSettings {
     std::optional<bool> overlapP2pComm;          // pipeline sends/receives on their own stream, not blocking compute
     std::optional<bool> reshardAfterForward;     // ZeRO-3/FSDP: free gathered parameters after forward
     std::optional<bool> backwardPrefetch;        // ZeRO-3/FSDP: gather the next unit's parameters ahead
+    std::optional<bool> fusedKernels;            // norms, rotary, GLU and loss as fused kernels (false: eager PyTorch ops)
 };
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
@@ -35,6 +36,7 @@ struct OverlapSettings {
     bool overlapP2pComm = true;
     bool reshardAfterForward = true;
     bool backwardPrefetch = true;
+    bool fusedKernels = true;
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
 
@@ -52,10 +54,17 @@ int frameworkYear(const FrameworkSettings& f);
 // Resolves every knob: stated values win, the rest are the framework's defaults for its version
 // (docs/frameworks.md lists them with their sources). `interleaved`: the plan uses the interleaved schedule.
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage);
+// Whether the model's elementwise work (RMSNorm, rotary embedding, SwiGLU, the loss) runs as fused kernels:
+// stated, else true except for torchtitan, whose models run them as eager PyTorch ops unless torch.compile is
+// on (off in its shipped configs). FORMULAS.md §3.4.
+bool fusedKernelsOf(const FrameworkSettings& f);
+// Whether the loss is eager PyTorch, cross_entropy(logits.float()): without fused kernels, and always under
+// torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
+bool eagerLossOf(const FrameworkSettings& f);
 
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
-// "backward_prefetch"); problems carry their JSON pointers.
+// "backward_prefetch", "fused_kernels"); problems carry their JSON pointers.
 class ObjectReader;
 FrameworkSettings parseFrameworkSettings(ObjectReader& r);
 void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan);
