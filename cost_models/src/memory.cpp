@@ -340,12 +340,12 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (last) st.activationsBytes += headInFlight * (2.0 * e * Tsp * h + 2.0 * statBytes * Tsp);
 
     OtherMemory& o = st.other;
-    if (z >= 3) o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.weightBytes; // in use + prefetched
+    if (z >= 3) o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
     if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * t.topK * h; // dispatch + combine
-    if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradBytes; // reduce bucket
+    if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradReduceBytes(); // reduce bucket
     if (last) {
         // 16-bit recipes: the fused cross-entropy keeps an fp32 softmax per micro-batch in flight while the
         // 16-bit logits of the current one exist. Recipes computing in fp32/fp64 keep the logits themselves

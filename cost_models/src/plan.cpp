@@ -49,14 +49,21 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     // fp8: Megatron-LM with Transformer Engine (--fp8-format hybrid): the megatron recipe's 18 B, GEMMs in FP8
     //      (E4M3 forward, E5M2 gradients), and per linear weight the cached FP8 copy plus its transpose (Hopper's
     //      FP8 GEMMs take only the TN layout), 1 + 1 B (Transformer Engine module.base, fp8 weight caching).
+    // fsdp: PyTorch FSDP / FSDP2 with MixedPrecision(param_dtype=bf16, reduce_dtype=fp32), as torchtitan
+    //      (mixed_precision_param bfloat16, mixed_precision_reduce float32) and Composer's amp_bf16 'DEFAULT' run
+    //      it: the sharded fp32 parameters are the master (4), fp32 gradient shards (4), two moments: 16 B;
+    //      parameters gathered cast to bf16 (2 B moved), gradients reduced in fp32 (4 B).
+    // fsdp_pure: Composer's 'PURE' (reduce_dtype = param_dtype): the same, gradients reduced in bf16 (2 B).
     static const std::vector<PrecisionRecipe> recipes{
-        {"megatron", Dtype::Bf16, 2, 4, 4, 4, Dtype::Bf16, 0},
-        {"mixed", Dtype::Bf16, 2, 2, 4, 4, Dtype::Bf16, 0},
-        {"bf16_no_master", Dtype::Bf16, 2, 2, 0, 4, Dtype::Bf16, 0},
-        {"fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0},
-        {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8, Dtype::Fp64, 0},
-        {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0},
-        {"fp8", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp8, 2},
+        {"megatron", Dtype::Bf16, 2, 4, 4, 4, Dtype::Bf16, 0, 0, 0},
+        {"mixed", Dtype::Bf16, 2, 2, 4, 4, Dtype::Bf16, 0, 0, 0},
+        {"bf16_no_master", Dtype::Bf16, 2, 2, 0, 4, Dtype::Bf16, 0, 0, 0},
+        {"fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0, 0, 0},
+        {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8, Dtype::Fp64, 0, 0, 0},
+        {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0, 0, 0},
+        {"fp8", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp8, 2, 0, 0},
+        {"fsdp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 4},
+        {"fsdp_pure", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 2},
     };
     return recipes;
 }

@@ -110,8 +110,8 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
     if (params.expert > 0.0) parts.push_back({"expert", params.expert, GroupKind::ExpertDp});
     for (const auto& part : parts) {
         const std::string tag = part.tag;
-        const double grads = part.params * recipe.gradBytes;
-        const double weights = part.params * recipe.weightBytes;
+        const double grads = part.params * recipe.gradReduceBytes();
+        const double weights = part.params * recipe.paramGatherBytes();
         switch (plan.zeroStage) {
         case 0:
             // Plain data parallelism: one all-reduce of the gradients per step.

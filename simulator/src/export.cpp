@@ -45,6 +45,8 @@ std::string displayName(const Scenario& s) {
     return s.name.empty() ? std::string("(unnamed scenario)") : s.name;
 }
 
+bool isFsdpRecipe(const std::string& precision) { return precision == "fsdp" || precision == "fsdp_pure"; }
+
 bool isHalfRecipe(const std::string& precision) {
     return precision == "megatron" || precision == "mixed";
 }
@@ -171,6 +173,10 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "Megatron-LM does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    if (isFsdpRecipe(p.precision))
+        problems.add("/plan/precision",
+                     "\"" + p.precision + "\" is PyTorch FSDP's mixed precision (fp32 parameter shards); Megatron-LM "
+                     "keeps bf16 weights and an fp32 master: use precision megatron, or export --format torchtitan");
     // Megatron-core's default order is tp-cp-ep-dp-pp; --use-tp-pp-dp-mapping makes it tp-cp-ep-pp-dp.
     if (p.offloadParameters || p.offloadActivations)
         problems.add(p.offloadParameters ? "/plan/offload_parameters" : "/plan/offload_activations",
@@ -405,6 +411,10 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "DeepSpeed does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    if (isFsdpRecipe(p.precision))
+        problems.add("/plan/precision",
+                     "\"" + p.precision + "\" is PyTorch FSDP's mixed precision (fp32 parameter shards); DeepSpeed "
+                     "keeps bf16 partitions and an fp32 master: use precision mixed, or export --format torchtitan");
     if (p.precision == "fp8")
         problems.add("/plan/precision",
                      "DeepSpeed's config has no FP8 training (it comes from Transformer Engine modules in model "
@@ -661,8 +671,9 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "global_batch_size = " << p.globalBatch << "\n";
     out << "seq_len = " << m.seqLen << "\n";
     out << "mixed_precision_param = "
-        << tomlString(isHalfRecipe(p.precision) || p.precision == "fp8" ? "bfloat16" : "float32") << "\n";
-    out << "mixed_precision_reduce = \"float32\"\n";
+        << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || p.precision == "fp8" ? "bfloat16" : "float32")
+        << "\n";
+    out << "mixed_precision_reduce = " << tomlString(p.precision == "fsdp_pure" ? "bfloat16" : "float32") << "\n";
 
     out << "\n[parallelism]\n";
     out << "data_parallel_replicate_degree = " << (p.zeroStage == 3 ? 1 : p.dp) << "\n";

@@ -250,7 +250,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             forEachShardedPart(chunkParams(model, plan, s, c.chunk, layersOf(s, c.chunk)), plan,
                                [&](double params, GroupKind group, const char* suffix) {
                                    Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
-                                                           params * recipe.weightBytes, c.microBatch, c.chunk, -1);
+                                                           params * recipe.paramGatherBytes(), c.microBatch, c.chunk, -1);
                                    // Prefetch: the gather may start as soon as the previous compute starts.
                                    if (prefetch && previousCompute >= 0)
                                        g.deps.push_back({s, previousCompute, Dependency::When::StartPlus, 0.0});
@@ -279,7 +279,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                [&](double params, GroupKind group, const char* suffix) {
                                    for (int j = 0; j < buckets; ++j) {
                                        Action r = b.collective(std::string(name) + suffix, group, prim,
-                                                               params * recipe.gradBytes / buckets,
+                                                               params * recipe.gradReduceBytes() / buckets,
                                                                perMicroBatch ? c.microBatch : -1, c.chunk, j);
                                        if (buckets == 1 && overlapped && n > 1)
                                            r.deps.push_back(streamedFrom(anchor, c.chunk));
@@ -297,7 +297,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             for (int c = 0; c < v; ++c)
                 forEachShardedPart(chunkParams(model, plan, s, c, layersOf(s, c)), plan, [&](double params, GroupKind group, const char* suffix) {
                     Action g = b.collective(std::string("dp_all_gather_params") + suffix, group, Primitive::AllGather,
-                                            params * recipe.weightBytes, -1, c, -1);
+                                            params * recipe.paramGatherBytes(), -1, c, -1);
                     paramGatherOfChunk[c] = b.add(std::move(g));
                 });
         }
@@ -377,7 +377,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     // Embedding-gradient sync for tied embeddings with the embedding and head on different stages.
     if (model.tiedEmbeddings && p > 1 && embeddingLast.first >= 0 && headLast.first >= 0) {
         const double bytes = static_cast<double>(paddedVocab(model, plan)) * static_cast<double>(model.hidden) /
-                             plan.tp * recipe.gradBytes;
+                             plan.tp * recipe.gradReduceBytes();
         for (const auto& [mine, other] : {std::pair{embeddingLast, headLast}, std::pair{headLast, embeddingLast}}) {
             auto& acts = sched.stages[static_cast<size_t>(mine.first)].actions;
             Action sync;
@@ -441,7 +441,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                        g.name = std::string("dp_all_gather_params") + suffix;
                                        g.group = group;
                                        g.primitive = Primitive::AllGather;
-                                       g.bytes = params * recipe.weightBytes;
+                                       g.bytes = params * recipe.paramGatherBytes();
                                        g.chunk = c;
                                        g.deps.push_back({s, opt, Dependency::When::End, 1.0});
                                        acts.push_back(std::move(g));

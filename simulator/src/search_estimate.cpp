@@ -449,15 +449,15 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                 // ZeRO-3 gathers the chunk's weights before every forward and backward.
                 if (z >= 3)
                     out.perMicroBatch[static_cast<size_t>(slot)] +=
-                        (ov.reshardAfterForward ? 2.0 : 1.0) * cost(Primitive::AllGather, params * recipe.weightBytes, g);
+                        (ov.reshardAfterForward ? 2.0 : 1.0) * cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
                 const int buckets = z >= 3 ? 1 : layersPerChunk;
                 const double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
-                                           params * recipe.gradBytes / buckets, g);
+                                           params * recipe.gradReduceBytes() / buckets, g);
                 (z >= 2 ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
                 reduceTotal += buckets * bucket;
                 lastBucket += bucket;
                 if (z == 1 || z == 2) {
-                    const double gather = cost(Primitive::AllGather, params * recipe.weightBytes, g);
+                    const double gather = cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
                     out.perStep[static_cast<size_t>(slot)] += gather;
                     if (!ov.overlapParamGather) out.afterOptimizer[static_cast<size_t>(slot)] += gather;
                 }
@@ -467,7 +467,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
         // Without overlap (ZeRO-0/1) every bucket of the stage waits for its last gradient action.
         out.tail[static_cast<size_t>(slot)] = !ov.overlapGradReduce && z <= 1 ? reduceTotal : minLastBucket;
         if (model.tiedEmbeddings && p > 1) {
-            const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradBytes;
+            const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradReduceBytes();
             const double sync = cost(Primitive::AllReduce, bytes, place.embSync);
             out.perStep[static_cast<size_t>(slot)] += sync;
             out.tail[static_cast<size_t>(slot)] += sync;

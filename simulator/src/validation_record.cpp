@@ -557,6 +557,13 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
             assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
         }
     }
+    else if (framework == "fsdp" || framework == "torchtitan") {
+        // PyTorch FSDP keeps fp32 parameter shards (the master), gathers them as bf16 and reduces in fp32, or in
+        // bf16 under Composer's 'PURE' mixed precision (reduce_dtype = param_dtype).
+        plan.precision = contains(prec, "pure") ? "fsdp_pure" : "fsdp";
+        if (prec.empty() || contains(prec, "not stated"))
+            assume("precision not stated: FSDP mixed precision (fp32 shards, bf16 compute and gathers, fp32 reduction)");
+    }
     else if (prec.empty() || contains(prec, "not stated")) assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
 
     // ZeRO / distributed optimizer.

@@ -2,6 +2,7 @@
 #include "test_support.hpp"
 
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/traffic.hpp"
 
 #include <gtest/gtest.h>
 
@@ -186,6 +187,37 @@ TEST(Memory, TorchtitansSelectivePolicyKeepsTheSavedOutputsOnly) {
     const double fusedLoss = predictMemory(llama, c, p).stages.back().other.logitsLossBytes;
     EXPECT_DOUBLE_EQ(eagerLoss, 2.0 * fusedLoss);
     EXPECT_DOUBLE_EQ(eagerLoss, 12.0 * T * 128256);
+}
+
+TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
+    // PyTorch FSDP with MixedPrecision(param bf16, reduce fp32): fp32 parameter shards are the master, fp32
+    // gradient shards, two fp32 moments = 16 B per parameter / N, against Megatron's 2 + 4 + 4 + 8 = 18 / N.
+    // What moves: parameters gathered in bf16 (2 B), gradients reduced in fp32 (4 B), or bf16 under 'PURE'.
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    p.zeroStage = 3;
+    p.recompute = Recompute::Full;
+    p.precision = "fsdp";
+    const auto fsdp = predictMemory(llama, c, p).stages.front();
+    p.precision = "megatron";
+    const auto megatron = predictMemory(llama, c, p).stages.front();
+    const double params = megatron.weightsBytes / (2.0 / 8.0);   // weights 2 B / 8 under megatron
+    EXPECT_NEAR(fsdp.weightsBytes + fsdp.gradsBytes + fsdp.optimizerBytes, 16.0 / 8.0 * params, 1.0);
+    EXPECT_NEAR(megatron.weightsBytes + megatron.gradsBytes + megatron.optimizerBytes, 18.0 / 8.0 * params, 1.0);
+    EXPECT_DOUBLE_EQ(fsdp.other.zero3GatherBytes, megatron.other.zero3GatherBytes); // both gather bf16
+    auto bytesOf = [&](const char* precision, const std::string& prefix) {
+        Plan q = p;
+        q.precision = precision;
+        for (const auto& op : dataParallelCommOps(llama, c, q, 0))
+            if (op.name.rfind(prefix, 0) == 0) return op.bytes;
+        return 0.0;
+    };
+    const double gathered = bytesOf("fsdp", "zero3_all_gather_params");
+    EXPECT_DOUBLE_EQ(gathered, bytesOf("megatron", "zero3_all_gather_params"));
+    EXPECT_DOUBLE_EQ(bytesOf("fsdp", "dp_reduce_scatter_grads"), 2.0 * gathered);     // fp32
+    EXPECT_DOUBLE_EQ(bytesOf("fsdp_pure", "dp_reduce_scatter_grads"), gathered);      // bf16
 }
 
 } // namespace

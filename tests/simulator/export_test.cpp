@@ -511,6 +511,22 @@ TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
     EXPECT_EQ(t.at("compile.enable"), "true");
 }
 
+TEST(ExportTorchtitan, FsdpMixedPrecisionIsWrittenAndRefusedElsewhere) {
+    // PyTorch FSDP's recipes (fp32 parameter shards, bf16 gathers, fp32 or bf16 reduction) are torchtitan's
+    // mixed_precision_param / mixed_precision_reduce; Megatron-LM and DeepSpeed keep other state and refuse.
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp_pure";
+    auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
+    EXPECT_EQ(t.at("training.mixed_precision_reduce"), "bfloat16");
+    s.plan.precision = "fsdp";
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_reduce"), "float32");
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/precision"));
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
+}
+
 TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {
     // Under framework torchtitan, selective is torchtitan's per-op policy and the kernels are eager unless
     // fused_kernels says otherwise (FORMULAS.md §3.4): the export writes what was predicted.

@@ -178,6 +178,11 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     // Its models call PyTorch SDPA, whose flash backend is FlashAttention-2, not Hopper's FlashAttention-3.
     EXPECT_EQ(c.scenario.plan.attentionKernel, "flash2");
     EXPECT_TRUE(mentions(c.assumptions, "PyTorch SDPA"));
+    // FSDP's mixed precision: fp32 shards, bf16 gathers, fp32 reduction; Composer's 'PURE' reduces in bf16.
+    EXPECT_EQ(c.scenario.plan.precision, "fsdp");
+    nlohmann::json pure = r;
+    pure["system"]["precision"] = "bf16 (FSDP mixed_precision=PURE)";
+    EXPECT_EQ(load(pure).scenario.plan.precision, "fsdp_pure");
     // Megatron-LM of the same year keeps the GPU's fused attention (cuDNN / FlashAttention-3 class).
     r["plan"]["framework"] = "Megatron-LM";
     r["plan"]["zero"] = 1;

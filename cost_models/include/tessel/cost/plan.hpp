@@ -43,7 +43,14 @@ struct PrecisionRecipe {
     // transpose (fp8WeightCopyBytes) kept for the step.
     Dtype gemmDtype = Dtype::Bf16;
     int fp8WeightCopyBytes = 0;
+    // What the data-parallel collectives move per parameter when it differs from what is kept: PyTorch FSDP
+    // keeps fp32 parameter shards and gathers them cast to bf16 (param_dtype), and reduces in reduce_dtype.
+    // 0 = the kept width (weightBytes, gradBytes).
+    int gatherBytes = 0;
+    int reduceBytes = 0;
     bool fp8() const { return gemmDtype == Dtype::Fp8; }
+    int paramGatherBytes() const { return gatherBytes > 0 ? gatherBytes : weightBytes; }
+    int gradReduceBytes() const { return reduceBytes > 0 ? reduceBytes : gradBytes; }
     int bytesPerParameter() const { return weightBytes + gradBytes + masterBytes + 2 * momentBytes; }
     int optimizerBytesPerParameter() const { return masterBytes + 2 * momentBytes; }
 };
