@@ -121,6 +121,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "  step " << fixed(mt.stepSeconds, 3) << " s, " << human(mt.tokensPerSecond) << " tokens/s, MFU "
         << fixed(100.0 * mt.mfu, 1) << "%, HFU " << fixed(100.0 * mt.hfu, 1) << "%, bubble "
         << fixed(100.0 * mt.bubbleFraction, 1) << "% (mean over stages)\n";
+    // MFU and HFU are against the compute dtype's peak; an FP8 recipe's GEMMs have a peak twice that (so MFU
+    // can pass 100%), which is why MFU is ill-defined for FP8 training and is said here.
+    if (const auto* recipe = findPrecisionRecipe(pl.precision); recipe && recipe->gemmDtype != recipe->computeDtype)
+        out << "  MFU and HFU are of the " << toString(recipe->computeDtype) << " peak ("
+            << fixed(s.cluster.peakFlops(recipe->computeDtype) / 1e12, 0) << " TFLOP/s); the " << toString(recipe->gemmDtype)
+            << " GEMMs' peak is " << fixed(s.cluster.peakFlops(recipe->gemmDtype) / 1e12, 0) << " TFLOP/s\n";
     if (const auto band = sim::errorBandFor(s.cluster, s.plan))
         out << "  trust: on " << band->records << " published " << band->kind << " runs tessel's step was off by "
             << fixed(100.0 * band->medianAbsError, 1) << "% at the median (90% within " << fixed(100.0 * band->p90AbsError, 1)

@@ -92,4 +92,10 @@ check "trace refuses to overwrite" $([ $rc -eq 2 ]; echo $?)
 check "user file kept" "$([ "$(cat "$tmp/mine.json")" = keep ]; echo $?)"
 "$TESSEL" trace -o "$tmp/mine.json" --force --check >/dev/null 2>&1; check "trace --force --check" $?
 
+# FP8: MFU is of the BF16 peak, and the output says which peak (an FP8 run can pass 100% of it).
+"$TESSEL" predict llama3-8b-h100 --precision fp8 >"$tmp/fp8" 2>&1; check "fp8 predict exits 0" $?
+check "fp8 names its MFU peak" "$(contains "$tmp/fp8" 'MFU and HFU are of the bf16 peak (990 TFLOP/s); the fp8 GEMMs')"
+"$TESSEL" predict llama3-8b-h100 >"$tmp/bf16" 2>&1
+check "bf16 needs no such line" "$([ "$(contains "$tmp/bf16" 'MFU and HFU are of the')" -ne 0 ]; echo $?)"
+
 finish
