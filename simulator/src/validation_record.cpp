@@ -2,6 +2,7 @@
 // value the record does not state listed as an assumption (framework defaults, GPU family, memory-driven choices).
 #include "tessel/sim/validation.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/json_reader.hpp"
 #include "tessel/cost/memory.hpp"
@@ -345,6 +346,27 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     } else if (auto dt = number(der, "iteration_time_s"); dt && *dt > 0) {
         c.measured.stepSeconds = *dt;
         c.measured.stepSource = ptr + "/derived/iteration_time_s";
+    } else {
+        // Only a FLOP rate: the step that rate implies with tessel's model-FLOP count (FORMULAS.md §3, Narayanan
+        // et al. 2021 eq. 3), a hardware count (HFU, or SC'21's 96 B s l h^2) with full recompute being 4/3 of
+        // it. Listed as an assumption: the source's own FLOP formula may differ by a few percent.
+        const std::string kind = lower(text(meas, "tflops_kind") + " " + text(meas, "model_tflop_column"));
+        const bool hardware = contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96");
+        const double flops = modelFlopsPerStep(c.scenario.model, plan) *
+                             (hardware && plan.recompute == Recompute::Full ? 4.0 / 3.0 : 1.0);
+        const auto recipe = findPrecisionRecipe(plan.precision);
+        const double peak = c.scenario.cluster.peakFlops(recipe ? recipe->computeDtype : Dtype::Bf16);
+        const double gpus = static_cast<double>(plan.worldSize());
+        if (auto tf = number(meas, "tflops_per_gpu"); tf && *tf > 0 && flops > 0) {
+            c.measured.stepSeconds = flops / (*tf * 1e12 * gpus);
+            c.measured.stepSource = ptr + "/measured/tflops_per_gpu";
+        } else if (auto mfu = number(meas, "mfu"); mfu && *mfu > 0 && *mfu < 1.5 && flops > 0 && peak > 0) {
+            c.measured.stepSeconds = flops / (*mfu * peak * gpus);
+            c.measured.stepSource = ptr + "/measured/mfu";
+        }
+        if (c.measured.stepSeconds)
+            c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +
+                                    " with tessel's " + (hardware ? "hardware" : "model") + "-FLOP count");
     }
     if (auto gb = number(meas, "memory_gb"); gb && *gb > 0) {
         // Sources print memory in GB of 1e9 bytes or GiB; torch.cuda.max_memory_allocated()/1e9 and nvidia-smi

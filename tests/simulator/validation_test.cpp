@@ -2,6 +2,7 @@
 // unreadable records refused with their reason, errors summarised per group (`tessel validate`).
 #include "../cost_models/test_support.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/sim/validation.hpp"
 
 #include <gtest/gtest.h>
@@ -71,6 +72,25 @@ TEST(ValidationRecord, ProseBecomesAScenarioAndEveryGuessIsListed) {
     ASSERT_TRUE(c.measured.stepSeconds.has_value());
     EXPECT_DOUBLE_EQ(*c.measured.stepSeconds, 2.0);
     EXPECT_EQ(c.measured.stepSource, "runs.json#/0/measured/tokens_per_s");
+}
+
+TEST(ValidationRecord, AStepTimeFromAFlopRateWhenThatIsAllTheRecordStates) {
+    // Only MFU or TFLOP/s published: the step that rate implies with tessel's model-FLOP count, said so; a
+    // hardware count (HFU) with full recompute is 4/3 of the model count.
+    nlohmann::json r = record();   // 32 A100, full recompute
+    r["measured"] = {{"mfu", 0.5}};
+    ValidationCase c = load(r);
+    const double flops = modelFlopsPerStep(c.scenario.model, c.scenario.plan);
+    ASSERT_TRUE(c.measured.stepSeconds.has_value());
+    EXPECT_DOUBLE_EQ(*c.measured.stepSeconds, flops / (0.5 * 312e12 * 32));
+    EXPECT_EQ(c.measured.stepSource, "runs.json#/0/measured/mfu");
+    EXPECT_TRUE(mentions(c.assumptions, "derived from measured/mfu with tessel's model-FLOP count"));
+    r["measured"] = {{"tflops_per_gpu", 150.0}, {"tflops_kind", "HFU (recompute counted)"}};
+    c = load(r);
+    EXPECT_DOUBLE_EQ(*c.measured.stepSeconds, flops * 4.0 / 3.0 / (150e12 * 32));
+    // A stated step time or throughput always wins over a rate.
+    r["measured"]["tokens_per_s"] = 65536.0;
+    EXPECT_EQ(load(r).measured.stepSource, "runs.json#/0/measured/tokens_per_s");
 }
 
 TEST(ValidationRecord, LinksGpusAndShardingInOtherWords) {
