@@ -156,6 +156,9 @@ std::function<int()> addValidateCommand(CLI::App& app) {
         if (!opts->scenariosDir.empty()) writeScenarios(records, opts->scenariosDir, opts->force);
         if (opts->fit) {
             const sim::SustainedFit fit = sim::fitSustainedTensorFraction(records);
+            if (fit.records == 0)
+                throw InputError("--fit", "no record has a step time to compare with (measured or derived), so there "
+                                          "is nothing to fit gpu.sustained_tensor_fraction on");
             std::map<std::string, double> shipped;
             for (const auto& r : records)
                 if (r.validationCase)

@@ -231,12 +231,7 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
 }
 
 Plan toPlan(const Space& s, const PlanCode& c) {
-    Plan p = s.base;
-    p.tp = c.tp;
-    p.pp = c.pp;
-    p.dp = c.dp;
-    p.cp = c.cp;
-    p.ep = c.ep;
+    Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0});
     p.vpp = c.vpp;
     p.microBatch = c.microBatch;
     p.zeroStage = c.zero;

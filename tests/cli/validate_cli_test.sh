@@ -52,6 +52,13 @@ assert o['records']==6 and o['median_abs_step_error'] <= 0.15, o
 assert o['median_abs_memory_error'] <= 0.05, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
 check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-h100-80g: 0.9')"
+cat >"$tmp/nostep.json" <<'J'
+[{"id": "no-step", "group": "mine", "model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 100, "seq": 32},
+  "system": {"gpu": "A100 80GB", "total_gpus": 8}, "plan": {"global_batch": 8}, "measured": {}}]
+J
+"$TESSEL" validate --fit "$tmp/nostep.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "fit with nothing to fit on exits 2" $([ $rc -eq 2 ]; echo $?)
+check "and says why" "$(contains "$tmp/err" 'nothing to fit')"
 
 # 4. A record that cannot be read is listed with its reason; a file that is not records is exit 2.
 cat >"$tmp/runs.json" <<'J'
