@@ -46,6 +46,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
         out << ", " << (ov.fusedKernels ? "fused" : "eager PyTorch") << " elementwise kernels";
+        if (const auto* named = findPrecisionRecipe(pl.precision); named && named->gradBytes != precisionRecipeOf(pl).gradBytes)
+            out << ", bf16 main gradients";
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).

@@ -20,7 +20,8 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"overlap_p2p_comm", &FrameworkSettings::overlapP2pComm},
                                                   {"reshard_after_forward", &FrameworkSettings::reshardAfterForward},
                                                   {"backward_prefetch", &FrameworkSettings::backwardPrefetch},
-                                                  {"fused_kernels", &FrameworkSettings::fusedKernels}};
+                                                  {"fused_kernels", &FrameworkSettings::fusedKernels},
+                                                  {"grad_reduce_in_fp32", &FrameworkSettings::gradReduceInFp32}};
     return flags;
 }
 
@@ -40,6 +41,20 @@ int frameworkYear(const FrameworkSettings& f) {
     if (std::regex_search(v, m, std::regex(R"(^\s*v?([23])\.[0-9])"))) return m[1] == "2" ? 2021 : 2022;
     return 0;
 }
+
+namespace {
+// Megatron-LM keeps bf16 models' main gradients in fp32 (arguments.py forces --accumulate-allreduce-grads-in-fp32
+// for --bf16), and so does NeMo's base configuration (optim.grad_sync_dtype fp32). NVIDIA's published NeMo
+// performance runs reduce them in bf16: the launcher's H100 performance examples set
+// optim.grad_sync_dtype=bf16 from April 2024 (NeMo-Framework-Launcher e743722a, examples/training/*/h100/*.sh),
+// NeMo 2's performance scripts grad_reduce_in_fp32 = False (scripts/performance/helpers.py
+// set_precision_configs). NeMo's defaults in tessel are its performance recipes', as for its overlaps.
+bool gradReduceInFp32Default(const FrameworkSettings& f) {
+    if (f.name != "nemo") return true;
+    const int year = frameworkYear(f);
+    return year != 0 && year < 2024;
+}
+} // namespace
 
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage) {
     OverlapSettings o;
@@ -88,9 +103,10 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     // RMSNorm, models/llama/model.py apply_rotary_emb and FeedForward) unless training.compile, off in its
     // shipped train_configs.
     o.fusedKernels = f.name != "torchtitan";
-    bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap, &o.asyncTpGradReduce,
-                        &o.overlapP2pComm,    &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 8, "one resolved value per framework flag");
+    o.gradReduceInFp32 = gradReduceInFp32Default(f);
+    bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap,    &o.asyncTpGradReduce, &o.overlapP2pComm,
+                        &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 9, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);
@@ -101,6 +117,7 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
 }
 
 bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or(f.name != "torchtitan"); }
+bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
 bool eagerLossOf(const FrameworkSettings& f) { return f.name == "torchtitan" || !fusedKernelsOf(f); }
 
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {

@@ -381,7 +381,7 @@ double hostCapacityPerGpu(const ClusterConfig& cluster) {
 
 MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
     const Plan plan = withResolvedPipelineSplit(model, cluster, given);
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const MemoryShapeTerms terms = memoryShapeTerms(model, plan, recipe);
     MemoryReport report;
     report.capacityBytes = d(cluster.gpu.memoryBytes);

@@ -62,12 +62,11 @@ std::vector<int> firstLastSplit(const ModelConfig& model, const Plan& plan) {
 // plan's recompute of one micro-batch): seconds on a cluster, or FLOPs when none is known.
 template <class Work>
 std::pair<double, double> extraLayers(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, Work work) {
-    const PrecisionRecipe* recipe = findPrecisionRecipe(plan.precision);
-    if (!recipe) recipe = findPrecisionRecipe("megatron");
+    const PrecisionRecipe recipe = findPrecisionRecipe(plan.precision) ? precisionRecipeOf(plan) : precisionRecipeOf("megatron", plan.framework);
     auto total = [&](const BlockCompute& b) { return work(b.forward) + work(b.backward()) + work(b.recompute); };
-    const double layer = total(layerCompute(model, cluster, plan, *recipe));
+    const double layer = total(layerCompute(model, cluster, plan, recipe));
     if (!(layer > 0.0)) return {0.0, 0.0};
-    return {total(embeddingCompute(model, cluster, plan, *recipe)) / layer, total(headCompute(model, cluster, plan, *recipe)) / layer};
+    return {total(embeddingCompute(model, cluster, plan, recipe)) / layer, total(headCompute(model, cluster, plan, recipe)) / layer};
 }
 
 std::pair<double, double> extraLayersByFlops(const ModelConfig& model, const Plan& plan) {

@@ -68,6 +68,17 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     return recipes;
 }
 
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework) {
+    const PrecisionRecipe* named = findPrecisionRecipe(precision);
+    if (!named) throw InputError({{"/plan/precision", "unknown precision recipe \"" + precision + "\""}});
+    PrecisionRecipe r = *named;
+    const bool megatronMainGrads = r.weightBytes == 2 && r.gradBytes == 4 && r.masterBytes == 4;
+    if (megatronMainGrads && !gradReduceInFp32Of(framework)) r.gradBytes = 2;
+    return r;
+}
+
+PrecisionRecipe precisionRecipeOf(const Plan& plan) { return precisionRecipeOf(plan.precision, plan.framework); }
+
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name) {
     for (const auto& r : precisionRecipes())
         if (r.name == name) return &r;
@@ -141,7 +152,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.microBatch = static_cast<int>(r.optInt("micro_batch", 1, 1, 1 << 20));
     p.globalBatch = static_cast<int>(r.optInt("global_batch", p.microBatch * p.dp, 1, 1 << 30));
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
-    p.zeroOverCp = r.optBool("zero_over_cp", false);
+    p.zeroOverCp = r.optBool("zero_over_cp", true);
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
     p.sequenceParallel = r.optBool("sequence_parallel", false);

@@ -39,7 +39,7 @@ struct OpBuilder {
 } // namespace
 
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
     const double e = s.activationBytes;
     const double act = e * d(s.tokens) * d(s.hidden); // one full (un-split) hidden-state tensor on this rank
@@ -85,7 +85,7 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
 std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
     OpBuilder b{cluster, plan, {}};
     if (plan.pp < 2) return b.ops;
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
     // Megatron sends the (sequence-parallel sharded) hidden state between stages: b * s/cp * h (/tp with SP).
     const double bytes = s.activationBytes * d(s.tokensSp) * d(s.hidden);
@@ -97,7 +97,7 @@ std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfi
 std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                                         int stage) {
     OpBuilder b{cluster, plan, {}};
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const StageParameters params = stageParameters(model, plan, stage);
     // Gradients are summed over every rank holding the same weights: dp x cp (CP ranks see other tokens).
     const GroupKind denseGroup = plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;

@@ -281,13 +281,12 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     } else {
         arg("--attention-backend", "unfused"); // the s x s scores are materialised, as tessel assumed
     }
-    // Precision recipes (docs/decisions.md): megatron = bf16 weights + fp32 main grads; mixed = bf16 grads.
-    if (p.precision == "megatron" || p.precision == "fp8") {
+    // Precision recipes (docs/decisions.md): megatron = bf16 weights + fp32 main grads; mixed = bf16 grads; megatron
+    // and fp8 keep bf16 main grads too where grad_reduce_in_fp32 resolves false (NeMo's performance recipes).
+    if (p.precision == "megatron" || p.precision == "fp8" || p.precision == "mixed") {
         arg("--bf16");
-        arg("--accumulate-allreduce-grads-in-fp32");
-    } else if (p.precision == "mixed") {
-        arg("--bf16");
-        arg("--grad-reduce-in-bf16");
+        if (precisionRecipeOf(p).gradBytes == 4) arg("--accumulate-allreduce-grads-in-fp32");
+        else arg("--grad-reduce-in-bf16");
     } // fp32, cpu_fp32: Megatron's default, fp32 weights and gradients
     if (p.precision == "fp8") {
         // Transformer Engine FP8 as tessel models it: E4M3 forward, E5M2 gradients, delayed scaling.
@@ -399,7 +398,7 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
                 str(p.dp) +
                 " data-parallel ranks (that is ZeRO-1), and bf16 gradient accumulation needs ZeRO; use "
                 "zero_stage 1");
-    if (p.precision == "megatron" && p.zeroStage >= 2)
+    if (p.precision == "megatron" && precisionRecipeOf(p).gradBytes == 4 && p.zeroStage >= 2)
         problems.add("/plan/precision",
                      "tessel exports DeepSpeed ZeRO-" + str(p.zeroStage) +
                          " with DeepSpeed's bf16 gradients (fp32 gradients are BF16_Optimizer, "
@@ -450,7 +449,7 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         ds["bf16"] = {{"enabled", true}};
         // megatron: fp32 gradient accumulation (DeepSpeed picks BF16_Optimizer at stage 1);
         // mixed: bf16 gradients inside the ZeRO optimizer.
-        ds["data_types"] = {{"grad_accum_dtype", p.precision == "megatron" ? "fp32" : "bf16"}};
+        ds["data_types"] = {{"grad_accum_dtype", precisionRecipeOf(p).gradBytes == 4 ? "fp32" : "bf16"}};
     }
     nlohmann::ordered_json zero;
     zero["stage"] = stage;

@@ -219,7 +219,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
     sched.p2pBlocksCompute = p > 1 && !ov.overlapP2pComm;
     const int lastVirtual = p * v - 1;
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     // Gradient buckets per chunk: one per layer.
     auto layersOf = [&](int stage, int chunk) { return sched.layersOf(stage, chunk); };
     sched.stages.resize(static_cast<size_t>(p));

@@ -250,9 +250,9 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
         for (int z = 0; z < 4; ++z) ctx.overlap[static_cast<size_t>(interleaved)][static_cast<size_t>(z)] = resolveOverlap(framework, interleaved != 0, z);
     ctx.model = &model;
     ctx.cluster = &cluster;
-    ctx.recipe = findPrecisionRecipe(precision);
     ctx.gpus = cluster.totalGpus();
     ctx.precisionOk = precisionSupported(cluster, precision);
+    if (findPrecisionRecipe(precision)) ctx.recipe = precisionRecipeOf(precision, framework);
     ctx.capacityBytes = d(cluster.gpu.memoryBytes);
     ctx.reservedBytes = d(cluster.gpu.reservedBytes);
     return ctx;
@@ -261,7 +261,7 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
 ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     const ModelConfig& model = *ctx.model;
     const ClusterConfig& cluster = *ctx.cluster;
-    const PrecisionRecipe& recipe = *ctx.recipe;
+    const PrecisionRecipe& recipe = ctx.recipe;
     const LocalShapes s = localShapes(model, plan, recipe);
     ShapeCosts c;
     c.memory = memoryShapeTerms(model, plan, recipe);
@@ -414,7 +414,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
 DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& place) {
     const ModelConfig& model = *ctx.model;
     const ClusterConfig& cluster = *ctx.cluster;
-    const PrecisionRecipe& recipe = *ctx.recipe;
+    const PrecisionRecipe& recipe = ctx.recipe;
     const double commScale = cluster.gpu.phaseFit("communication").timeScale; // as in innerComm above
     auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commScale * commCost(p, bytes, g, cluster).seconds; };
     const StageParameters layer = layerParameters(model, plan);
@@ -494,7 +494,7 @@ namespace {
 // overfills the host does not fit: infinite bytes.
 double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
                        int stage, bool gpuOnly) {
-    const StageMemory st = stageMemory(*ctx.model, plan, *ctx.recipe, s.memory, params, stage, ctx.reservedBytes,
+    const StageMemory st = stageMemory(*ctx.model, plan, ctx.recipe, s.memory, params, stage, ctx.reservedBytes,
                                        ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster));
     return st.hostFits || gpuOnly ? st.totalBytes() : std::numeric_limits<double>::infinity();
 }
@@ -534,10 +534,10 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
     // simulator adds what the last backward does not hide).
     if (plan.offloadOptimizer)
         return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
-               offloadTimes(*ctx.cluster, plan, *ctx.recipe, params, 0.0).optimizerStepSeconds(
+               offloadTimes(*ctx.cluster, plan, ctx.recipe, params, 0.0).optimizerStepSeconds(
                    std::numeric_limits<double>::infinity());
     return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
-           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, *ctx.recipe).seconds;
+           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, ctx.recipe).seconds;
 }
 
 double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, const BoundInputs& in) {

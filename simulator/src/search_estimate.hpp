@@ -72,7 +72,7 @@ GroupPlacement embeddingSyncPlacement(const Plan& plan, int gpusPerNode);
 struct SearchContext {
     const ModelConfig* model = nullptr;
     const ClusterConfig* cluster = nullptr;
-    const PrecisionRecipe* recipe = nullptr;
+    PrecisionRecipe recipe; // the plan's recipe as the framework runs it (precisionRecipeOf)
     int gpus = 0;
     bool precisionOk = true;
     double capacityBytes = 0.0;

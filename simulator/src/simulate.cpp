@@ -58,7 +58,7 @@ void finish(ActionCost& c) {
 
 CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
     const Plan& plan = schedule.plan;
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
@@ -485,7 +485,7 @@ StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, 
     const double ranksPerStage = static_cast<double>(plan.worldSize()) / plan.pp;
     m.hardwareFlopsPerStep = perStageFlops * ranksPerStage;
     m.modelFlopsPerStep = modelFlopsPerStep(model, plan);
-    const PrecisionRecipe& recipe = *findPrecisionRecipe(plan.precision);
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const double peak = cluster.peakFlops(recipe.computeDtype) * plan.worldSize();
     if (m.stepSeconds > 0.0) {
         // MFU / HFU as defined by Chowdhery et al. 2022 (PaLM, appendix B) and Korthikanti et al. 2022.

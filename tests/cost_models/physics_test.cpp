@@ -177,7 +177,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_FALSE(o.asyncTpGradReduce);  // before v2.6
     EXPECT_FALSE(o.overlapP2pComm);     // store_true until 2024
     EXPECT_TRUE(o.fusedKernels);        // Megatron's fused norm, RoPE, bias-SwiGLU and loss kernels
-    EXPECT_EQ(o.defaulted.size(), 8u);
+    EXPECT_TRUE(o.gradReduceInFp32);    // arguments.py forces fp32 main grads for --bf16
+    EXPECT_EQ(o.defaulted.size(), 9u);
     f.ddpImpl = "torch";
     f.version = "2022";
     o = resolveOverlap(f, true, 0);
@@ -190,7 +191,7 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     f.overlapP2pComm = true;
     o = resolveOverlap(f, false, 0);
     EXPECT_TRUE(o.overlapP2pComm);
-    EXPECT_EQ(o.defaulted.size(), 7u);
+    EXPECT_EQ(o.defaulted.size(), 8u);
     // torchtitan runs eager PyTorch ops unless torch.compile (FORMULAS.md §3.4); stated, the plan wins.
     FrameworkSettings titan;
     titan.name = "torchtitan";
@@ -209,6 +210,15 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     nemo.name = "nemo";
     o = resolveOverlap(nemo, true, 1);
     EXPECT_TRUE(o.overlapGradReduce && o.overlapParamGather && o.tpCommOverlap && o.overlapP2pComm);
+    // NeMo's performance recipes reduce gradients in bf16 from 2024 (launcher examples, optim.grad_sync_dtype).
+    EXPECT_FALSE(o.gradReduceInFp32);
+    EXPECT_FALSE(gradReduceInFp32Of(nemo));
+    nemo.version = "23.11";
+    EXPECT_TRUE(gradReduceInFp32Of(nemo));
+    nemo.version = "24.07";
+    EXPECT_FALSE(gradReduceInFp32Of(nemo));
+    nemo.gradReduceInFp32 = true; // stated, the plan wins
+    EXPECT_TRUE(resolveOverlap(nemo, true, 1).gradReduceInFp32);
     // generic keeps tessel's idealised settings and lists nothing as defaulted.
     EXPECT_TRUE(resolveOverlap(FrameworkSettings{}, false, 0).defaulted.empty());
 }

@@ -20,6 +20,26 @@ TEST(PrecisionRecipes, BytesPerParameterAreTheNamedOnes) {
     EXPECT_EQ(findPrecisionRecipe("nope"), nullptr);
 }
 
+TEST(PrecisionRecipes, MainGradientsFollowTheFramework) {
+    FrameworkSettings megatron;
+    megatron.name = "megatron";
+    EXPECT_EQ(precisionRecipeOf("megatron", megatron).bytesPerParameter(), 18);
+    FrameworkSettings nemo;
+    nemo.name = "nemo";
+    nemo.version = "24.07";
+    // NeMo's performance recipes: bf16 main gradients, reduced in bf16.
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo).bytesPerParameter(), 16);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).gradBytes, 2);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).gradReduceBytes(), 2);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).fp8WeightCopyBytes, 2);
+    // Recipes without Megatron-style fp32 main gradients are what their names say under any framework.
+    EXPECT_EQ(precisionRecipeOf("fsdp", nemo).gradReduceBytes(), 4);
+    EXPECT_EQ(precisionRecipeOf("mixed", megatron).gradBytes, 2);
+    nemo.gradReduceInFp32 = true;
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo).bytesPerParameter(), 18);
+    EXPECT_THROW(precisionRecipeOf("nope", megatron), InputError);
+}
+
 TEST(PlanJson, RoundTripsEveryField) {
     Plan p;
     p.tp = 2;
@@ -31,7 +51,7 @@ TEST(PlanJson, RoundTripsEveryField) {
     p.microBatch = 2;
     p.globalBatch = 256;
     p.zeroStage = 3;
-    p.zeroOverCp = true;
+    p.zeroOverCp = false; // not the default
     p.recompute = Recompute::Full;
     p.sequenceParallel = true;
     p.flashAttention = false;
@@ -43,6 +63,15 @@ TEST(PlanJson, RoundTripsEveryField) {
     EXPECT_TRUE(problems.empty());
     EXPECT_EQ(planToJson(back), planToJson(p));
     EXPECT_EQ(back.rankOrderString(), "dp-tp-cp-ep-pp");
+}
+
+TEST(PlanJson, ZeroShardsOverContextParallelRanksUnlessTold) {
+    ProblemList problems;
+    EXPECT_TRUE(parsePlan(nlohmann::json{{"cp", 2}, {"dp", 4}, {"zero_stage", 1}}, "/plan", problems).zeroOverCp);
+    const Plan p = parsePlan(nlohmann::json{{"cp", 2}, {"dp", 4}, {"zero_stage", 1}, {"zero_over_cp", false}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_FALSE(p.zeroOverCp);
+    EXPECT_EQ(p.zeroShardSize(), 4);
 }
 
 TEST(PlanJson, BadValuesNameTheirPointers) {

@@ -253,6 +253,19 @@ TEST(ExportMegatron, FullRecomputeMixedPrecisionAndNoFlash) {
     EXPECT_EQ(a.at("--use-distributed-optimizer"), "");
 }
 
+TEST(ExportMegatron, MainGradientsFollowGradReduceInFp32) {
+    Scenario s = defaultScenario();
+    s.plan.precision = "megatron";
+    s.plan.framework.name = "nemo"; // NeMo's performance recipes reduce in bf16
+    auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--grad-reduce-in-bf16"), "");
+    EXPECT_FALSE(a.has("--accumulate-allreduce-grads-in-fp32"));
+    s.plan.framework.gradReduceInFp32 = true;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--accumulate-allreduce-grads-in-fp32"), "");
+    EXPECT_FALSE(a.has("--grad-reduce-in-bf16"));
+}
+
 TEST(ExportMegatron, Fp32RecipeSetsNoHalfPrecisionFlag) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.precision = "fp32";
@@ -362,6 +375,8 @@ TEST(ExportMegatron, DistributedOptimizerWithContextParallelNeedsZeroOverCp) {
     s.plan.dp = 8;
     s.plan.cp = 2;
     s.plan.zeroStage = 1;
+    EXPECT_TRUE(s.plan.zeroOverCp); // the default: sharded as Megatron-core shards
+    s.plan.zeroOverCp = false;
     EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/plan/zero_over_cp"});
     s.plan.zeroOverCp = true;
     const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
@@ -604,6 +619,7 @@ TEST(ExportTorchtitan, ContextParallelNeedsShardingOverCp) {
     s.plan.dp = 2;
     s.plan.cp = 2;
     s.plan.zeroStage = 3;
+    s.plan.zeroOverCp = false;
     EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_over_cp"});
     s.plan.zeroOverCp = true;
     const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));

@@ -25,6 +25,7 @@ struct FrameworkSettings {
     std::optional<bool> reshardAfterForward;     // ZeRO-3/FSDP: free gathered parameters after forward
     std::optional<bool> backwardPrefetch;        // ZeRO-3/FSDP: gather the next unit's parameters ahead
     std::optional<bool> fusedKernels;            // norms, rotary, GLU and loss as fused kernels (false: eager PyTorch ops)
+    std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
 };
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
@@ -37,6 +38,7 @@ struct OverlapSettings {
     bool reshardAfterForward = true;
     bool backwardPrefetch = true;
     bool fusedKernels = true;
+    bool gradReduceInFp32 = true;
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
 
@@ -58,13 +60,16 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
 // stated, else true except for torchtitan, whose models run them as eager PyTorch ops unless torch.compile is
 // on (off in its shipped configs). FORMULAS.md §3.4.
 bool fusedKernelsOf(const FrameworkSettings& f);
+// Whether Megatron-style main gradients (bf16 weights, fp32 gradient buffer) stay fp32: stated, else true except
+// for NeMo from 2024, whose published performance recipes reduce gradients in bf16 (docs/frameworks.md).
+bool gradReduceInFp32Of(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()): without fused kernels, and always under
 // torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
 bool eagerLossOf(const FrameworkSettings& f);
 
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
-// "backward_prefetch", "fused_kernels"); problems carry their JSON pointers.
+// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32"); problems carry their JSON pointers.
 class ObjectReader;
 FrameworkSettings parseFrameworkSettings(ObjectReader& r);
 void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan);

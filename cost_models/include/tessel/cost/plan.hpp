@@ -60,6 +60,10 @@ struct PrecisionRecipe {
 // 18 B with FP8 GEMMs and 2 B more per linear weight (Transformer Engine).
 const std::vector<PrecisionRecipe>& precisionRecipes();
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
+// The recipe as the framework runs it: a recipe with Megatron-style main gradients (bf16 weights, fp32 gradient
+// buffer: megatron, fp8) keeps and reduces them in bf16 (2 B) when grad_reduce_in_fp32 resolves false
+// (gradReduceInFp32Of). Throws InputError for an unknown recipe name.
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework);
 
 struct Plan {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
@@ -75,7 +79,7 @@ struct Plan {
     int microBatch = 1;
     int globalBatch = 1;
     int zeroStage = 0;                  // 0-3, over dp (or dp x cp with zeroOverCp)
-    bool zeroOverCp = false;
+    bool zeroOverCp = true;             // as Megatron-core and torchtitan shard with cp > 1
     Recompute recompute = Recompute::None;
     bool sequenceParallel = false;
     bool flashAttention = true;
@@ -103,6 +107,9 @@ struct Plan {
 
 // What the plan offloads: "none", or "optimizer", "parameters", "activations" joined by '+'.
 std::string offloadString(const Plan& p);
+
+// The plan's recipe (precisionRecipeOf above, with the plan's precision and framework).
+PrecisionRecipe precisionRecipeOf(const Plan& plan);
 
 // Parses a plan object (keys in scenarios/schema/plan.schema.json); absent keys take the defaults above.
 Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
