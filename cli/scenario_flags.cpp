@@ -72,6 +72,9 @@ Scenario ScenarioFlags::resolve() const {
         }
     }
     problems.throwIfAny();
+    // A scenario whose model or cluster was replaced is no longer the one its name says.
+    if (!model.empty() || !cluster.empty())
+        s.name = (scenario.empty() ? std::string() : s.name + " with ") + s.model.name + " on " + s.cluster.name;
 
     // Overrides go through the same plan parser as files, so ranges and enums are checked identically.
     nlohmann::json overrides = nlohmann::json::object();
