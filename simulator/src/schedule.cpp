@@ -252,8 +252,12 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                    Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
                                                            params * recipe.paramGatherBytes(), c.microBatch, c.chunk, -1);
                                    // Prefetch: the gather may start as soon as the previous compute starts.
-                                   if (prefetch && previousCompute >= 0)
-                                       g.deps.push_back({s, previousCompute, Dependency::When::StartPlus, 0.0});
+                                   // Without (FSDP backward_prefetch=None: "no overlap", PyTorch FSDP docs),
+                                   // a unit's gather is issued when its own backward is reached, after the
+                                   // previous compute, and its compute waits for all of it (below).
+                                   if (previousCompute >= 0)
+                                       g.deps.push_back({s, previousCompute, prefetch ? Dependency::When::StartPlus : Dependency::When::End,
+                                                         prefetch ? 0.0 : 1.0});
                                    last = b.add(std::move(g));
                                });
             return last;
@@ -323,10 +327,13 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             // FSDP and ZeRO-3 gather forward parameters ahead of use (the next unit's all-gather is issued while
             // the current one computes); backward gathers are prefetched with backward_prefetch, and skipped
             // when parameters stay gathered from the forward (reshard_after_forward off: SHARD_GRAD_OP).
+            const bool prefetched = fwd || ov.backwardPrefetch;
             if (fwd) gather = zero3Gather(c, "zero3_all_gather_params_fwd", true);
             else if (bwdInput && ov.reshardAfterForward) gather = zero3Gather(c, "zero3_all_gather_params_bwd", ov.backwardPrefetch);
             if (recv >= 0) c.deps.push_back({s, recv, Dependency::When::End, 1.0});
-            if (gather >= 0) c.deps.push_back(streamedFrom(gather, c.chunk));
+            // Unprefetched, gather and compute alternate unit by unit; over the chunk that is the sum of the two,
+            // which the chunk's compute waiting for its whole gather gives.
+            if (gather >= 0) c.deps.push_back(prefetched ? streamedFrom(gather, c.chunk) : Dependency{s, gather, Dependency::When::End, 1.0});
             if (fwd) {
                 auto pg = paramGatherOfChunk.find(c.chunk);
                 if (pg != paramGatherOfChunk.end()) {

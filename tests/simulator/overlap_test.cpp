@@ -213,6 +213,40 @@ TEST(FrameworkOverlap, ShardGradOpKeepsParametersForTheBackward) {
     EXPECT_LE(kept.metrics.stepSeconds, full.metrics.stepSeconds);
 }
 
+TEST(FrameworkOverlap, WithoutBackwardPrefetchGatherAndBackwardAlternate) {
+    Case c;
+    c.plan.zeroStage = 3;
+    c.cluster.gpu.commContention = 0.0; // overlap is then free, so what it hides shows in full
+    const PlanSimulation pre = simulatePlan(c.model, c.cluster, c.plan);
+    c.plan.framework.backwardPrefetch = false;
+    const PlanSimulation none = simulatePlan(c.model, c.cluster, c.plan);
+    const auto& acts = none.schedule.stages[0].actions;
+    double gatherSeconds = 0.0;
+    int checked = 0;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        if (acts[i].name.rfind("zero3_all_gather_params_bwd", 0) != 0) continue;
+        gatherSeconds += none.costs.perAction[0][i].computeSeconds;
+        // Issued after the previous compute ends, not when it starts...
+        ASSERT_FALSE(acts[i].deps.empty());
+        EXPECT_EQ(acts[i].deps.back().when, Dependency::When::End);
+        // ...and the backward after it waits for all of it.
+        for (size_t j = i + 1; j < acts.size(); ++j)
+            if (acts[j].kind == ActionKind::Backward || acts[j].kind == ActionKind::BackwardInput) {
+                bool waits = false;
+                for (const auto& d : acts[j].deps)
+                    waits = waits || (d.index == static_cast<int>(i) && d.when == Dependency::When::End && d.tailFraction == 0.0);
+                EXPECT_TRUE(waits);
+                ++checked;
+                break;
+            }
+    }
+    EXPECT_EQ(checked, 4); // one per micro-batch
+    ASSERT_GT(gatherSeconds, 0.0);
+    // Every backward gather is exposed now; prefetched, some of it hid under the previous compute.
+    EXPECT_GT(none.metrics.stepSeconds, pre.metrics.stepSeconds);
+    EXPECT_LE(none.metrics.stepSeconds, pre.metrics.stepSeconds + gatherSeconds + 1e-9);
+}
+
 TEST(Contention, OverlappedCommunicationSlowsComputeByKappaOfItsTime) {
     Case c;
     c.plan.framework.ddpImpl = "torch";
