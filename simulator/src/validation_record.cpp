@@ -560,6 +560,15 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     else if (contains(ddp, "local")) plan.framework.ddpImpl = "local";
     for (const FrameworkFlag& flag : frameworkFlags())
         if (auto v = boolean(pl, flag.key)) plan.framework.*flag.member = *v;
+    // The main-gradient dtype under its frameworks' names: Megatron-LM's --grad-reduce-in-bf16 and
+    // --accumulate-allreduce-grads-in-fp32, NeMo's optim.grad_sync_dtype, Megatron-core's grad_reduce_in_fp32.
+    if (auto v = boolean(pl, "grad_reduce_in_bf16")) plan.framework.gradReduceInFp32 = !*v;
+    if (auto v = boolean(pl, "accumulate_allreduce_grads_in_fp32")) plan.framework.gradReduceInFp32 = *v;
+    for (const char* key : {"grad_sync_dtype", "grad_reduce_dtype"}) {
+        const std::string dt = lower(text(pl, key));
+        if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.gradReduceInFp32 = false;
+        else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.gradReduceInFp32 = true;
+    }
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
     // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
     if (auto compiled = boolean(pl, "compile")) {

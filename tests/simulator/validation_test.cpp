@@ -259,6 +259,24 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     EXPECT_TRUE(mentions(c.assumptions, "no FP8 tensor cores"));
 }
 
+TEST(ValidationRecord, MainGradientDtypeUnderEachFrameworksName) {
+    auto gradBytes = [](const nlohmann::json& r) { return precisionRecipeOf(load(r).scenario.plan).gradBytes; };
+    nlohmann::json r = record();
+    EXPECT_EQ(gradBytes(r), 4); // Megatron-LM keeps bf16 models' main gradients in fp32
+    r["plan"]["grad_reduce_in_bf16"] = true;
+    EXPECT_EQ(gradBytes(r), 2);
+    nlohmann::json nemo = record();
+    nemo["plan"]["framework"] = "NeMo";
+    nemo["plan"]["framework_version"] = "24.07";
+    EXPECT_EQ(gradBytes(nemo), 2); // its performance recipes: optim.grad_sync_dtype=bf16
+    EXPECT_TRUE(mentions(load(nemo).assumptions, "grad_reduce_in_fp32 = false"));
+    nemo["plan"]["grad_sync_dtype"] = "fp32";
+    EXPECT_EQ(gradBytes(nemo), 4);
+    nemo["plan"].erase("grad_sync_dtype");
+    nemo["plan"]["accumulate_allreduce_grads_in_fp32"] = true;
+    EXPECT_EQ(gradBytes(nemo), 4);
+}
+
 TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
     nlohmann::json r = onNodes(record(), 8, 1, 4);
     r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
