@@ -103,15 +103,21 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
     const std::string src = lower(source);
     if (contains(f, "megascale")) return "megascale";
     if (contains(f, "torchtitan")) return "torchtitan";
-    if (contains(f, "nemo")) return "nemo";
-    if (contains(f, "deepspeed")) return "deepspeed";
-    if (contains(f, "fsdp") || contains(f, "composer") || contains(f, "full_shard") || contains(f, "shard_grad_op"))
+    // Megatron-Bridge is NeMo 2's training library and runs NeMo's performance recipes.
+    if (contains(f, "nemo") || contains(f, "megatron-bridge") || contains(f, "megatron bridge")) return "nemo";
+    // GPT-NeoX trains with DeepSpeed's engine (pipeline, ZeRO) around Megatron's tensor parallelism.
+    if (contains(f, "deepspeed") || contains(f, "neox")) return "deepspeed";
+    // Metaseq (OPT) and fairscale shard with FairScale's FSDP, PyTorch FSDP's ancestor.
+    if (contains(f, "fsdp") || contains(f, "composer") || contains(f, "full_shard") || contains(f, "shard_grad_op") ||
+        contains(f, "metaseq") || contains(f, "fairscale"))
         return "fsdp";
     if (contains(f, "megatron")) return "megatron";
+    if (contains(src, "nemo") || contains(src, "megatron-bridge")) return "nemo";
     if (contains(src, "megatron") || contains(src, "narayanan") || contains(src, "korthikanti")) return "megatron";
     if (contains(src, "llm-foundry") || contains(src, "mosaicml")) return "fsdp";
-    if (contains(src, "deepspeed") || contains(src, "zero")) return "deepspeed";
+    if (contains(src, "deepspeed") || contains(src, "zero") || contains(src, "neox")) return "deepspeed";
     if (contains(src, "torchtitan")) return "torchtitan";
+    if (contains(src, "metaseq")) return "fsdp";
     return "";
 }
 

@@ -259,6 +259,20 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     EXPECT_TRUE(mentions(c.assumptions, "no FP8 tensor cores"));
 }
 
+TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
+    auto frameworkOfRecord = [](const std::string& framework) {
+        nlohmann::json r = record();
+        r["plan"]["framework"] = framework;
+        return load(r).scenario.plan.framework.name;
+    };
+    EXPECT_EQ(frameworkOfRecord("Megatron-Bridge"), "nemo"); // NeMo 2's library, NeMo's performance recipes
+    EXPECT_EQ(frameworkOfRecord("NeMo 2.0"), "nemo");
+    EXPECT_EQ(frameworkOfRecord("GPT-NeoX"), "deepspeed");
+    EXPECT_EQ(frameworkOfRecord("Megatron-DeepSpeed"), "deepspeed");
+    EXPECT_EQ(frameworkOfRecord("metaseq"), "fsdp");
+    EXPECT_EQ(frameworkOfRecord("Megatron-LM"), "megatron");
+}
+
 TEST(ValidationRecord, MainGradientDtypeUnderEachFrameworksName) {
     auto gradBytes = [](const nlohmann::json& r) { return precisionRecipeOf(load(r).scenario.plan).gradBytes; };
     nlohmann::json r = record();
