@@ -331,7 +331,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (plan.ep > 1 && !model.moe)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " needs a model with a moe block");
     if (plan.dp % plan.ep != 0)
-        problems.add(field("ep"), "ep=" + n(plan.ep) + " must divide dp=" + n(plan.dp) + " (experts are sharded inside the data-parallel group)");
+        problems.add(field("ep"), "ep=" + n(plan.ep) + " must divide dp=" + n(plan.dp) +
+                                      " (experts are sharded inside the data-parallel group; Megatron-core's MoE parallel folding, "
+                                      "expert parallelism across tp x dp with --expert-tensor-parallel-size 1, is not modelled)");
     if (model.moe && model.moe->experts % plan.ep != 0)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " does not divide the model's " + n(model.moe->experts) + " experts");
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
