@@ -100,6 +100,25 @@ TEST(MegatronImport, ArgumentsIterationsAndMemoryBecomeAScenarioAndARun) {
     EXPECT_DOUBLE_EQ(measured.stagePeakBytes().at(1), 50.0 * 1024 * 1024);
 }
 
+TEST(MegatronImport, BfloatMainGradientsFollowGradReduceInBf16) {
+    std::string log = smallLog();
+    const std::string at = "  bf16 ............................................ True\n";
+    // bf16 alone: fp32 main gradients (arguments.py forces accumulate_allreduce_grads_in_fp32), as the recipe says.
+    std::string fp32 = log;
+    fp32.insert(fp32.find(at) - 0, "  accumulate_allreduce_grads_in_fp32 .............. True\n");
+    ImportedRun run = importMegatronLog(parseMegatronLog(fp32, "fp32.log"), cluster());
+    EXPECT_FALSE(run.scenario["plan"].contains("grad_reduce_in_fp32") && !run.scenario["plan"]["grad_reduce_in_fp32"].get<bool>());
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("accumulate_allreduce_grads_in_fp32"), std::string::npos) << w;
+    // --grad-reduce-in-bf16: bf16 main gradients, reduced in bf16.
+    std::string bf = log;
+    bf.insert(bf.find(at) + at.size(), "  grad_reduce_in_bf16 ............................. True\n");
+    run = importMegatronLog(parseMegatronLog(bf, "bf.log"), cluster());
+    EXPECT_EQ(run.scenario["plan"]["grad_reduce_in_fp32"], false);
+    const Scenario s = parseScenario(run.scenario, "imported");
+    EXPECT_EQ(precisionRecipeOf(s.plan).gradBytes, 2);
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("grad_reduce_in_bf16"), std::string::npos) << w;
+}
+
 // Each bad log exits with the line that is wrong; nothing is guessed.
 TEST(MegatronImport, BadOrTruncatedLogsNameTheLine) {
     auto whereOf = [](const std::string& text) {
