@@ -240,6 +240,33 @@ GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupK
     return placement;
 }
 
+GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, int from, int to) {
+    checkLayout(plan);
+    if (from < 0 || to < 0 || from >= plan.pp || to >= plan.pp)
+        throw InputError("/plan/pp", "stages " + std::to_string(from) + " and " + std::to_string(to) + " are not both in 0.." +
+                                         std::to_string(plan.pp - 1));
+    using Key = std::array<int, 13>;
+    thread_local std::map<Key, GroupPlacement> cache;
+    Key key{plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, static_cast<int>(plan.rankOrder[0]),
+            static_cast<int>(plan.rankOrder[1]), static_cast<int>(plan.rankOrder[2]),
+            static_cast<int>(plan.rankOrder[3]), static_cast<int>(plan.rankOrder[4]), cluster.gpusPerNode, from, to};
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    GroupPlacement worst;
+    bool any = false;
+    for (int r = 0; r < plan.worldSize(); ++r) {
+        RankCoords c = rankCoords(plan, r);
+        if (c.pp != from) continue;
+        c.pp = to;
+        const GroupPlacement p = placeRanks({r, rankOf(plan, c)}, cluster.gpusPerNode);
+        if (!any || worsePlacement(p, worst)) worst = p;
+        any = true;
+    }
+    if (cache.size() > 65536) cache.clear();
+    cache.emplace(key, worst);
+    return worst;
+}
+
 namespace {
 GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
     checkLayout(plan);

@@ -233,6 +233,27 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
     return worst;
 }
 
+// The cheapest pipeline hop of the plan: the best placement over every rank's transfer to the next stage and the
+// interleaved schedule's last-to-first hop. The simulation costs each hop by its own placement (placeStagePair),
+// so a bound may assume no hop is cheaper than this one.
+GroupPlacement cheapestStagePair(const Plan& plan, int gpusPerNode) {
+    if (plan.pp < 2) return GroupPlacement{};
+    int stridePp = 1;
+    for (ParallelDim dim : plan.rankOrder) {
+        if (dim == ParallelDim::Pp) break;
+        stridePp *= dimSize(plan, dim);
+    }
+    const int world = plan.worldSize();
+    GroupPlacement best = pairPlacement(0, stridePp, gpusPerNode);
+    for (int r = 0; r < world && best.nodes > 1; ++r) {
+        const int stage = (r / stridePp) % plan.pp;
+        const int peer = stage + 1 < plan.pp ? r + stridePp : r - (plan.pp - 1) * stridePp;
+        const GroupPlacement p = pairPlacement(r, peer, gpusPerNode);
+        if (worse(best, p)) best = p;
+    }
+    return best;
+}
+
 GroupPlacement embeddingSyncPlacement(const Plan& plan, int gpusPerNode) {
     // simulate.cpp: the first and last member of rank 0's pipeline group.
     int stridePp = 1;
@@ -314,7 +335,7 @@ InnerPlacements innerPlacements(const Plan& plan, int gpusPerNode) {
     if (plan.tp > 1) p.tp = fastPlaceGroup(plan, gpusPerNode, GroupKind::Tp);
     if (plan.cp > 1) p.cp = fastPlaceGroup(plan, gpusPerNode, GroupKind::Cp);
     if (plan.ep > 1) p.ep = fastPlaceGroup(plan, gpusPerNode, GroupKind::Ep);
-    if (plan.pp > 1) p.ppPair = fastPlaceGroup(plan, gpusPerNode, GroupKind::PpPair);
+    if (plan.pp > 1) p.ppPair = cheapestStagePair(plan, gpusPerNode);
     return p;
 }
 

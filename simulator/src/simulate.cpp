@@ -105,9 +105,21 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         headBwdComm.tp = commScale * commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
     }
 
-    double p2pActivation = 0.0, p2pGrad = 0.0;
+    // Pipeline transfers cost what the two stages' placement gives: a boundary inside a node goes over NVLink, one
+    // between nodes over the NIC (placeStagePair; the traffic report shows the worst boundary).
+    double p2pActivationBytes = 0.0, p2pGradBytes = 0.0;
     for (const auto& op : pipelineCommOps(model, cluster, plan))
-        (op.phase == CommPhase::Forward ? p2pActivation : p2pGrad) = op.cost.seconds;
+        (op.phase == CommPhase::Forward ? p2pActivationBytes : p2pGradBytes) = op.bytes;
+    std::map<std::tuple<int, int, bool>, double> p2pCache;
+    auto p2pSeconds = [&](int stage, int peer, bool activation) {
+        const auto key = std::make_tuple(std::min(stage, peer), std::max(stage, peer), activation);
+        auto it = p2pCache.find(key);
+        if (it == p2pCache.end()) {
+            const GroupPlacement pair = placeStagePair(plan, cluster, std::get<0>(key), std::get<1>(key));
+            it = p2pCache.emplace(key, commCost(Primitive::SendRecv, activation ? p2pActivationBytes : p2pGradBytes, pair, cluster).seconds).first;
+        }
+        return it->second;
+    };
 
     static_assert(static_cast<int>(GroupKind::PpPair) == 7, "workSinceSync below has one slot per GroupKind");
     std::map<std::tuple<int, int, double>, std::pair<double, int>> collectiveCache; // seconds, group size
@@ -198,7 +210,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             case ActionKind::SendGrad:
             case ActionKind::RecvGrad: {
                 const bool activation = a.kind == ActionKind::SendActivation || a.kind == ActionKind::RecvActivation;
-                c.computeSeconds = activation ? p2pActivation : p2pGrad;
+                c.computeSeconds = p2pSeconds(static_cast<int>(s), a.peerStage, activation);
                 auto& work = workSinceSync.at(static_cast<size_t>(GroupKind::PpPair));
                 c.syncWorkSeconds = work; // the receive's wait is added by simulate (both sides' spreads)
                 work = 0.0;

@@ -2,11 +2,14 @@
 #include "../cost_models/test_support.hpp"
 
 #include "tessel/cost/comm.hpp"
+#include "tessel/cost/topology.hpp"
+#include "tessel/cost/traffic.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace tessel::sim {
@@ -222,6 +225,43 @@ TEST(Simulation, PipelineReceiveWaitsForTheLaterOfTwoJitteredArrivals) {
     EXPECT_NEAR(real.perAction[0][send].syncWorkSeconds, real.perAction[0][find(0, ActionKind::Forward)].computeSeconds,
                 1e-15);
     EXPECT_EQ(real.perAction[0][send].waitSeconds, 0.0); // transfers carry W; simulate adds the wait
+}
+
+// Two nodes of 8, pp 4 x dp 4 with dp fastest: stages 0 and 1 share node 0, 2 and 3 node 1. Each pipeline hop
+// costs its own placement: NVLink inside a node, the NIC between nodes (the interleaved wrap from stage 3 to 0
+// crosses too). The traffic report keeps the worst hop.
+TEST(Simulation, EachPipelineHopCostsWhereItsTwoStagesLive) {
+    const ModelConfig model = test::megatronStyleModel(8, 1024, 16, 32000, 1024);
+    const ClusterConfig cluster = test::roundCluster(8, 2);
+    Plan plan;
+    plan.pp = 4;
+    plan.dp = 4;
+    plan.vpp = 2;
+    plan.schedule = Schedule::Interleaved1F1B;
+    plan.microBatch = 1;
+    plan.globalBatch = 16;
+    EXPECT_FALSE(placeStagePair(plan, cluster, 0, 1).spansNodes());
+    EXPECT_TRUE(placeStagePair(plan, cluster, 1, 2).spansNodes());
+    EXPECT_FALSE(placeStagePair(plan, cluster, 2, 3).spansNodes());
+    EXPECT_TRUE(placeStagePair(plan, cluster, 3, 0).spansNodes());
+    const PlanSimulation sim = simulatePlan(model, cluster, plan);
+    std::map<std::pair<int, int>, double> hop; // (stage, peer) -> transfer seconds
+    for (size_t st = 0; st < sim.schedule.stages.size(); ++st) {
+        const auto& acts = sim.schedule.stages[st].actions;
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (acts[i].kind == ActionKind::SendActivation)
+                hop[{static_cast<int>(st), acts[i].peerStage}] = sim.costs.perAction[st][i].computeSeconds;
+    }
+    ASSERT_EQ(hop.size(), 4u);
+    const double bytes = pipelineCommOps(model, cluster, plan).front().bytes;
+    const double intra = commCost(Primitive::SendRecv, bytes, placeStagePair(plan, cluster, 0, 1), cluster).seconds;
+    const double inter = commCost(Primitive::SendRecv, bytes, placeStagePair(plan, cluster, 1, 2), cluster).seconds;
+    EXPECT_LT(intra, inter);
+    EXPECT_DOUBLE_EQ(hop.at({0, 1}), intra);
+    EXPECT_DOUBLE_EQ(hop.at({1, 2}), inter);
+    EXPECT_DOUBLE_EQ(hop.at({2, 3}), intra);
+    EXPECT_DOUBLE_EQ(hop.at({3, 0}), inter);
+    EXPECT_DOUBLE_EQ(pipelineCommOps(model, cluster, plan).front().cost.seconds, inter); // the report's worst hop
 }
 
 TEST(Simulation, BreakdownSumsToTheStepOverAGridOfRealPlans) {

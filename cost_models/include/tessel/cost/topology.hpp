@@ -38,5 +38,8 @@ struct GroupPlacement {
 GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode);
 // Placement of the group of `kind`; the worst case (most nodes spanned) over all groups of that kind.
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind);
+// Placement of the pipeline transfers between stages `from` and `to` (any two stages: the interleaved schedule's
+// last-to-first hop too): the worst over every rank of stage `from` paired with its counterpart on stage `to`.
+GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, int from, int to);
 
 } // namespace tessel
