@@ -21,7 +21,8 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"reshard_after_forward", &FrameworkSettings::reshardAfterForward},
                                                   {"backward_prefetch", &FrameworkSettings::backwardPrefetch},
                                                   {"fused_kernels", &FrameworkSettings::fusedKernels},
-                                                  {"grad_reduce_in_fp32", &FrameworkSettings::gradReduceInFp32}};
+                                                  {"grad_reduce_in_fp32", &FrameworkSettings::gradReduceInFp32},
+                                                  {"fp8_param_gather", &FrameworkSettings::fp8ParamGather}};
     return flags;
 }
 
@@ -53,6 +54,20 @@ bool gradReduceInFp32Default(const FrameworkSettings& f) {
     if (f.name != "nemo") return true;
     const int year = frameworkYear(f);
     return year != 0 && year < 2024;
+}
+
+// NeMo 2 (containers from 24.09) builds its FP8 precision plugins with FP8 parameters: bf16_with_fp8_mixed() sets
+// fp8_params = True (NeMo 3e251a0418, Sept 2024; later fp8_param_gather = True), as do Megatron-Bridge's FP8
+// configs (training/mixed_precision.py). NeMo 1's launcher examples (24.07 and before) leave it off but for its
+// Mixtral and Grok recipes. Megatron-LM: --fp8-param-gather is off unless given.
+bool fp8ParamGatherDefault(const FrameworkSettings& f) {
+    if (f.name != "nemo") return false;
+    if (f.version.empty()) return true;
+    std::smatch m;
+    if (std::regex_search(f.version, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)")))
+        return std::stoi(m[1]) * 100 + std::stoi(m[2]) >= 2409;
+    const int year = frameworkYear(f);
+    return year == 0 || year >= 2025;
 }
 } // namespace
 
@@ -104,9 +119,10 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     // shipped train_configs.
     o.fusedKernels = f.name != "torchtitan";
     o.gradReduceInFp32 = gradReduceInFp32Default(f);
+    o.fp8ParamGather = fp8ParamGatherDefault(f);
     bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap,    &o.asyncTpGradReduce, &o.overlapP2pComm,
-                        &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 9, "one resolved value per framework flag");
+                        &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32, &o.fp8ParamGather};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 10, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);
@@ -118,6 +134,7 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
 
 bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or(f.name != "torchtitan"); }
 bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
+bool fp8ParamGatherOf(const FrameworkSettings& f) { return f.fp8ParamGather.value_or(fp8ParamGatherDefault(f)); }
 bool eagerLossOf(const FrameworkSettings& f) { return f.name == "torchtitan" || !fusedKernelsOf(f); }
 
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {

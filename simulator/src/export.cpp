@@ -294,6 +294,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--fp8-format", "hybrid");
         arg("--fp8-amax-history-len", "1024");
         arg("--fp8-amax-compute-algo", "max");
+        if (fp8ParamGatherOf(p.framework)) arg("--fp8-param-gather");
     }
     // What overlaps, as the plan's framework settings resolve (docs/frameworks.md), in current Megatron-LM's
     // flags: the interleaved schedule overlaps its transfers unless told not to.

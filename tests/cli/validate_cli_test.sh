@@ -38,12 +38,12 @@ import json; d=json.load(open('$tmp/logo.json')); o=d['overall']
 assert o['predicted']==85 and o['median_abs_step_error'] <= 0.06, o['median_abs_step_error']
 assert len(d['fitted_constants'])==4, d['fitted_constants']"; check "out of sample within the guard" $?
 "$TESSEL" validate --fit >"$tmp/fit" 2>&1; check "fit exits 0" $?
-# Runs never fitted on: NeMo H100 FP8 (measured 8.0% median, 17.7% max). Every one of them ran, so every one must
+# Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (18 runs; measured 7.3% median, 17.7% max). Every one of them ran, so every one must
 # be predicted to fit (five were predicted OOM before bf16 main gradients and ZeRO over dp x cp).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nemo_h100_fp8.json" >"$tmp/nemo.json" 2>/dev/null; check "check set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/nemo.json')); o=d['overall']
-assert o['records']==12 and o['predicted']==12 and o['median_abs_step_error'] <= 0.11, o
+assert o['records']==18 and o['predicted']==18 and o['median_abs_step_error'] <= 0.10, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "check set within its guard" $?
 # torchtitan's own H100 benchmarks (eager and compiled, BF16 and Float8; measured 11.9% median step error,
 # 2.4% median peak-memory error, every run predicted to fit).

@@ -178,7 +178,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_FALSE(o.overlapP2pComm);     // store_true until 2024
     EXPECT_TRUE(o.fusedKernels);        // Megatron's fused norm, RoPE, bias-SwiGLU and loss kernels
     EXPECT_TRUE(o.gradReduceInFp32);    // arguments.py forces fp32 main grads for --bf16
-    EXPECT_EQ(o.defaulted.size(), 9u);
+    EXPECT_FALSE(o.fp8ParamGather);     // --fp8-param-gather is off unless given
+    EXPECT_EQ(o.defaulted.size(), 10u);
     f.ddpImpl = "torch";
     f.version = "2022";
     o = resolveOverlap(f, true, 0);
@@ -191,7 +192,7 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     f.overlapP2pComm = true;
     o = resolveOverlap(f, false, 0);
     EXPECT_TRUE(o.overlapP2pComm);
-    EXPECT_EQ(o.defaulted.size(), 8u);
+    EXPECT_EQ(o.defaulted.size(), 9u);
     // torchtitan runs eager PyTorch ops unless torch.compile (FORMULAS.md §3.4); stated, the plan wins.
     FrameworkSettings titan;
     titan.name = "torchtitan";
@@ -219,6 +220,14 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_FALSE(gradReduceInFp32Of(nemo));
     nemo.gradReduceInFp32 = true; // stated, the plan wins
     EXPECT_TRUE(resolveOverlap(nemo, true, 1).gradReduceInFp32);
+    // NeMo 2 (containers from 24.09) keeps FP8 weights: fp8_params / fp8_param_gather in its FP8 recipes.
+    EXPECT_FALSE(fp8ParamGatherOf(nemo)); // 24.07: NeMo 1's launcher
+    nemo.version = "24.09";
+    EXPECT_TRUE(fp8ParamGatherOf(nemo));
+    nemo.version = "2026";
+    EXPECT_TRUE(fp8ParamGatherOf(nemo));
+    nemo.version = "";
+    EXPECT_TRUE(fp8ParamGatherOf(nemo));
     // generic keeps tessel's idealised settings and lists nothing as defaulted.
     EXPECT_TRUE(resolveOverlap(FrameworkSettings{}, false, 0).defaulted.empty());
 }

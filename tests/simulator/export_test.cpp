@@ -266,6 +266,17 @@ TEST(ExportMegatron, MainGradientsFollowGradReduceInFp32) {
     EXPECT_FALSE(a.has("--grad-reduce-in-bf16"));
 }
 
+TEST(ExportMegatron, Fp8ParametersAsTheFrameworkResolvesThem) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.precision = "fp8";
+    s.plan.framework.name = "megatron";
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--fp8-param-gather"));
+    s.plan.framework.name = "nemo"; // NeMo 2's FP8 recipes keep FP8 weights
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--fp8-param-gather"), "");
+    s.plan.framework.fp8ParamGather = false;
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--fp8-param-gather"));
+}
+
 TEST(ExportMegatron, Fp32RecipeSetsNoHalfPrecisionFlag) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.precision = "fp32";

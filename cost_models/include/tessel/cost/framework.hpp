@@ -26,6 +26,7 @@ struct FrameworkSettings {
     std::optional<bool> backwardPrefetch;        // ZeRO-3/FSDP: gather the next unit's parameters ahead
     std::optional<bool> fusedKernels;            // norms, rotary, GLU and loss as fused kernels (false: eager PyTorch ops)
     std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
+    std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
 };
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
@@ -39,6 +40,7 @@ struct OverlapSettings {
     bool backwardPrefetch = true;
     bool fusedKernels = true;
     bool gradReduceInFp32 = true;
+    bool fp8ParamGather = false;
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
 
@@ -63,13 +65,16 @@ bool fusedKernelsOf(const FrameworkSettings& f);
 // Whether Megatron-style main gradients (bf16 weights, fp32 gradient buffer) stay fp32: stated, else true except
 // for NeMo from 2024, whose published performance recipes reduce gradients in bf16 (docs/frameworks.md).
 bool gradReduceInFp32Of(const FrameworkSettings& f);
+// Whether an FP8 plan keeps its linear weights in FP8 (Megatron-LM --fp8-param-gather, NeMo fp8_params): stated,
+// else true for NeMo from container 24.09 (NeMo 2's FP8 precision recipes), false otherwise (docs/frameworks.md).
+bool fp8ParamGatherOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()): without fused kernels, and always under
 // torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
 bool eagerLossOf(const FrameworkSettings& f);
 
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
-// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32"); problems carry their JSON pointers.
+// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather"); problems carry their JSON pointers.
 class ObjectReader;
 FrameworkSettings parseFrameworkSettings(ObjectReader& r);
 void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan);
