@@ -205,10 +205,20 @@ Recompute parseRecompute(const std::string& s, bool& known) {
 // ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
 int parseZero(const nlohmann::json& plan) {
     if (auto z = integer(plan, "zero")) return *z <= 3 ? static_cast<int>(*z) : -1;
-    const std::string z = lower(text(plan, "zero") + " " + text(plan, "fsdp_sharding"));
-    if (contains(z, "full_shard") || contains(z, "zero-3") || contains(z, "zero3") || contains(z, "zero 3")) return 3;
-    if (contains(z, "shard_grad_op") || contains(z, "zero-2") || contains(z, "zero2") || contains(z, "zero 2")) return 2;
-    if (contains(z, "zero-1") || contains(z, "zero1") || contains(z, "zero 1")) return 1;
+    const std::string z = lower(text(plan, "zero") + " " + text(plan, "fsdp_sharding") + " " + text(plan, "fsdp"));
+    auto stage = [&](char n) {
+        for (const char* form : {"zero-", "zero", "zero ", "stage ", "stage-", "stage"})
+            if (contains(z, std::string(form) + n)) return true;
+        return false;
+    };
+    if (contains(z, "full_shard") || contains(z, "optim_grads_params") || stage('3')) return 3;
+    if (contains(z, "shard_grad_op") || contains(z, "optim_grads") || stage('2')) return 2;
+    if (stage('1')) return 1;
+    // Megatron-Bridge's performance tables print an FSDP column: the GPUs sharding with Megatron FSDP (ZeRO-3,
+    // "optim_grads_params"), 0 when the distributed optimizer runs instead.
+    if (const nlohmann::json* f = member(plan, "fsdp"); f && (f->is_number() || f->is_boolean())) {
+        if (auto on = boolean(plan, "fsdp"); on && *on) return 3;
+    }
     if (contains(z, "no_shard") || contains(z, "zero-0")) return 0;
     return -1;
 }

@@ -273,6 +273,23 @@ TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
     EXPECT_EQ(frameworkOfRecord("Megatron-LM"), "megatron");
 }
 
+TEST(ValidationRecord, ShardingUnderItsOtherNames) {
+    auto zeroOf = [](const nlohmann::json& planKeys) {
+        nlohmann::json r = record();
+        r["plan"].erase("zero");
+        r["plan"]["distributed_optimizer"] = false;
+        for (const auto& [k, v] : planKeys.items()) r["plan"][k] = v;
+        return load(r).scenario.plan.zeroStage;
+    };
+    EXPECT_EQ(zeroOf({{"zero", "ZeRO stage 3"}}), 3);
+    EXPECT_EQ(zeroOf({{"zero", "stage-2 (DeepSpeed)"}}), 2);
+    EXPECT_EQ(zeroOf({{"zero", "ZeRO-1"}}), 1);
+    // Megatron-Bridge's FSDP column: GPUs sharding with Megatron FSDP, 0 = the distributed optimizer.
+    EXPECT_EQ(zeroOf({{"fsdp", 8}}), 3);
+    EXPECT_EQ(zeroOf({{"fsdp", 0}, {"distributed_optimizer", true}}), 1);
+    EXPECT_EQ(zeroOf({{"fsdp_sharding", "optim_grads_params"}}), 3);
+}
+
 TEST(ValidationRecord, MainGradientDtypeUnderEachFrameworksName) {
     auto gradBytes = [](const nlohmann::json& r) { return precisionRecipeOf(load(r).scenario.plan).gradBytes; };
     nlohmann::json r = record();
