@@ -130,7 +130,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << fixed(s.cluster.peakFlops(recipe->computeDtype) / 1e12, 0) << " TFLOP/s); the " << toString(recipe->gemmDtype)
             << " GEMMs' peak is " << fixed(s.cluster.peakFlops(recipe->gemmDtype) / 1e12, 0) << " TFLOP/s\n";
     if (const auto band = sim::errorBandFor(s.cluster, s.plan))
-        out << "  trust: on " << band->records << " published " << band->kind << " runs tessel's step was off by "
+        out << "  trust: on " << band->records << " published " << sim::bandRunsText(band->kind) << ", tessel's step was off by "
             << fixed(100.0 * band->medianAbsError, 1) << "% at the median (90% within " << fixed(100.0 * band->p90AbsError, 1)
             << "%, mean " << (band->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * band->meanSignedError, 1)
             << "%): step " << fixed(mt.stepSeconds * (1.0 - band->medianAbsError), 2) << "-"

@@ -4,6 +4,7 @@
 
 #include "tessel/cost/scenario.hpp"
 #include "tessel/sim/report.hpp"
+#include "tessel/sim/error_band.hpp"
 #include "tessel/sim/search.hpp"
 
 #include <unistd.h>
@@ -244,8 +245,8 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         out << "searched " << r.gpuCountsSearched << " GPU count" << (r.gpuCountsSearched == 1 ? "" : "s")
             << " (whole nodes, largest first, until no plan on fewer GPUs could reach the ranking)\n";
     if (!r.top.empty() && !r.top.front().errorBandKind.empty())
-        out << "±%: median |step error| of tessel on published " << r.top.front().errorBandKind
-            << " runs (tessel validate); #N= marks a plan inside #1's band, which the model cannot tell apart\n";
+        out << "±%: median |step error| of tessel on published " << sim::bandRunsText(r.top.front().errorBandKind)
+            << " (tessel validate); #N= marks a plan inside #1's band, which the model cannot tell apart\n";
     out << "\n" << (r.cancelled ? "cancelled after considering " : "considered ") << withCommas(r.considered)
         << " plans, feasible " << withCommas(r.feasible) << ", simulated " << withCommas(r.simulated);
     uint64_t rejected = 0;

@@ -31,6 +31,9 @@ std::string runKind(const ClusterConfig& cluster, const Plan& plan) {
 }
 
 namespace {
+// The fallback band's kind, as data/validation/error_bands.json stores it.
+const char* const kOverallKind = "all published runs";
+
 ErrorBand bandOf(const std::string& kind, std::vector<double> errors) {
     ErrorBand b;
     b.kind = kind;
@@ -66,8 +69,12 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
         all.push_back(*r.stepError);
     }
     for (const auto& k : order) out.kinds.push_back(bandOf(k, byKind[k]));
-    out.overall = bandOf("all published runs", all);
+    out.overall = bandOf(kOverallKind, all);
     return out;
+}
+
+std::string bandRunsText(const std::string& kind) {
+    return kind == kOverallKind ? std::string("runs of every kind (none of this kind)") : kind + " runs";
 }
 
 nlohmann::json toJson(const ErrorBands& bands) {

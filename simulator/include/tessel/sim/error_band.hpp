@@ -45,6 +45,10 @@ std::string shippedErrorBandsFile();
 // nothing when no bands are shipped.
 std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords = 5);
 
+// The runs a band was measured on, for a sentence: "A100 / Megatron-style runs", or for the fallback band
+// "runs of every kind (none of this kind)".
+std::string bandRunsText(const std::string& kind);
+
 // Whether a plan's step is inside the band of the best plan's: the model cannot tell the two apart.
 bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& band);
 
