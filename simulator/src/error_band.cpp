@@ -126,6 +126,18 @@ ErrorBands parseErrorBands(const nlohmann::json& doc, const std::string& pointer
     return out;
 }
 
+std::vector<std::string> errorBandValidationFiles() {
+    const std::string runs = defaultValidationFile();
+    if (runs.empty()) return {};
+    std::vector<std::string> files{runs};
+    for (const char* check : {"check_nemo_h100_fp8.json", "check_torchtitan_h100.json"}) {
+        const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());
+    }
+    return files;
+}
+
 std::string shippedErrorBandsFile() {
     const std::string runs = defaultValidationFile();
     if (runs.empty()) return "";

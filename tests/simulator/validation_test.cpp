@@ -482,7 +482,13 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     // changes, so predictions are never shown with a stale band.
     const std::string file = shippedErrorBandsFile();
     ASSERT_FALSE(file.empty());
-    const auto records = loadValidationFile(defaultValidationFile());
+    std::vector<LoadedRecord> records;
+    const std::vector<std::string> files = errorBandValidationFiles();
+    ASSERT_EQ(files.size(), 3u); // the shared runs and tessel's two check sets
+    for (const auto& f : files) {
+        auto more = loadValidationFile(f);
+        records.insert(records.end(), more.begin(), more.end());
+    }
     const ErrorBands now = computeErrorBands(records, validateRecords(records), "x");
     const ErrorBands& shipped = shippedErrorBands();
     ASSERT_EQ(shipped.kinds.size(), now.kinds.size());
@@ -500,6 +506,10 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto band = errorBandFor(a100, p);
     ASSERT_TRUE(band.has_value());
     EXPECT_EQ(band->kind, "A100 / Megatron-style");
+    // H100 Megatron-style plans get the band of NVIDIA's own H100 runs, not the all-runs fallback.
+    const auto h100 = errorBandFor(test::clusterPreset("dgx-h100-80g"), p);
+    ASSERT_TRUE(h100.has_value());
+    EXPECT_EQ(h100->kind, "H100 / Megatron-style");
 }
 
 TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
