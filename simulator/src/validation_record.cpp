@@ -539,6 +539,30 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                   std::to_string(plan.microBatch * plan.dp);
         return;
     }
+    if (plan.pp > 1 && !integer(pl, "vpp")) {
+        // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
+        // stage, the median of NVIDIA's published NeMo recipes (1-4: GPT-3 175B pp 8 vp 6, Llama 3 70B pp 4 vp 5,
+        // Llama 3.1 405B pp 8 vp 8), where the layers (or the layers plus embedding and loss) split evenly and
+        // the micro-batches divide by pp, as Megatron-LM's interleaved schedule needs; otherwise 1F1B.
+        const std::string sched = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " + text(pl, "techniques"));
+        const int microBatches = plan.globalBatch / (plan.microBatch * plan.dp);
+        int v = 1;
+        if (contains(sched, "interleav") && microBatches % plan.pp == 0) {
+            for (int extra : {0, 2}) {
+                for (int cand = (model.layers + extra) / (2 * plan.pp); cand >= 2 && v == 1; --cand)
+                    if ((model.layers + extra) % (plan.pp * cand) == 0) v = cand;
+                if (v > 1) break;
+            }
+        }
+        plan.vpp = v;
+        if (v > 1)
+            assume("interleaved schedule without a vpp: vpp = " + std::to_string(v) + " (about two layers per virtual stage, "
+                   "the median of NVIDIA's published recipes)");
+        else if (contains(sched, "interleav"))
+            assume("interleaved schedule without a vpp, and no split of two layers per virtual stage fits: 1F1B");
+        else
+            assume("vpp not stated: 1 (1F1B without interleaving)");
+    }
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
 
     // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where

@@ -240,6 +240,29 @@ TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
     EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "5,6x10,5");
 }
 
+TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEach) {
+    // Meta describes an interleaved schedule for Llama 3 405B but prints no virtual-stage count: 126 layers + the
+    // embedding and the loss on 16 stages, two layers per virtual stage -> vpp 4.
+    nlohmann::json r = llama405(8192, 1, 8192);
+    r["plan"].erase("vpp");
+    r["plan"]["schedule"] = "interleaved 1F1B (Narayanan et al. 2021)";
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 4);
+    EXPECT_EQ(c.scenario.plan.schedule, Schedule::Interleaved1F1B);
+    EXPECT_TRUE(mentions(c.assumptions, "interleaved schedule without a vpp: vpp = 4"));
+    // Saying nothing is 1F1B, and said so.
+    r["plan"].erase("schedule");
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 1);
+    EXPECT_TRUE(mentions(c.assumptions, "vpp not stated: 1"));
+    // Micro-batches that pp does not divide cannot interleave in Megatron-LM: 1F1B, said so.
+    r["plan"]["schedule"] = "interleaved";
+    r["plan"]["global_batch"] = 64 * 15;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 1);
+    EXPECT_TRUE(mentions(c.assumptions, "no split of two layers per virtual stage fits"));
+}
+
 TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {
     // 16384 GPUs = tp 8 x pp 16 x cp 16 x dp 8, sequence 131072.
     ValidationCase c = load(llama405(16384, 16, 131072));
