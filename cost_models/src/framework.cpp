@@ -59,8 +59,11 @@ bool gradReduceInFp32Default(const FrameworkSettings& f) {
 // NeMo 2 (containers from 24.09) builds its FP8 precision plugins with FP8 parameters: bf16_with_fp8_mixed() sets
 // fp8_params = True (NeMo 3e251a0418, Sept 2024; later fp8_param_gather = True), as do Megatron-Bridge's FP8
 // configs (training/mixed_precision.py). NeMo 1's launcher examples (24.07 and before) leave it off but for its
-// Mixtral and Grok recipes. Megatron-LM: --fp8-param-gather is off unless given.
+// Mixtral and Grok recipes. Megatron-LM: --fp8-param-gather is off unless given; so is FP8 gathering in PyTorch FSDP.
 bool fp8ParamGatherDefault(const FrameworkSettings& f) {
+    // torchtitan's float8 guide (docs/float8.md, 9dec370) launches FP8 training with
+    // --float8.enable_fsdp_float8_all_gather: FSDP2 casts each Float8Linear weight shard to FP8 before gathering.
+    if (f.name == "torchtitan") return true;
     if (f.name != "nemo") return false;
     if (f.version.empty()) return true;
     std::smatch m;

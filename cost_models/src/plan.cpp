@@ -54,6 +54,9 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     //      it: the sharded fp32 parameters are the master (4), fp32 gradient shards (4), two moments: 16 B;
     //      parameters gathered cast to bf16 (2 B moved), gradients reduced in fp32 (4 B).
     // fsdp_pure: Composer's 'PURE' (reduce_dtype = param_dtype): the same, gradients reduced in bf16 (2 B).
+    // fsdp_fp8: the fsdp recipe with FP8 GEMMs as torchao's Float8Linear runs them under FSDP2 (torchtitan's
+    //      float8 converter): weights cast to FP8 per GEMM with dynamic scales, no cached FP8 copy (16 B); with
+    //      fp8_param_gather (enable_fsdp_float8_all_gather) the shards are cast before the all-gather, 1 B moved.
     static const std::vector<PrecisionRecipe> recipes{
         {"megatron", Dtype::Bf16, 2, 4, 4, 4, Dtype::Bf16, 0, 0, 0},
         {"mixed", Dtype::Bf16, 2, 2, 4, 4, Dtype::Bf16, 0, 0, 0},
@@ -64,6 +67,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
         {"fp8", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp8, 2, 0, 0},
         {"fsdp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 4},
         {"fsdp_pure", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 2},
+        {"fsdp_fp8", Dtype::Bf16, 4, 4, 0, 4, Dtype::Fp8, 0, 2, 4},
     };
     return recipes;
 }

@@ -45,7 +45,9 @@ std::string displayName(const Scenario& s) {
     return s.name.empty() ? std::string("(unnamed scenario)") : s.name;
 }
 
-bool isFsdpRecipe(const std::string& precision) { return precision == "fsdp" || precision == "fsdp_pure"; }
+bool isFsdpRecipe(const std::string& precision) { return precision == "fsdp" || precision == "fsdp_pure" || precision == "fsdp_fp8"; }
+// FP8 GEMMs: Transformer Engine's recipe (fp8) or torchao's under FSDP (fsdp_fp8).
+bool isFp8Recipe(const std::string& precision) { return precision == "fp8" || precision == "fsdp_fp8"; }
 
 bool isHalfRecipe(const std::string& precision) {
     return precision == "megatron" || precision == "mixed";
@@ -176,7 +178,8 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
     if (isFsdpRecipe(p.precision))
         problems.add("/plan/precision",
                      "\"" + p.precision + "\" is PyTorch FSDP's mixed precision (fp32 parameter shards); Megatron-LM "
-                     "keeps bf16 weights and an fp32 master: use precision megatron, or export --format torchtitan");
+                     "keeps bf16 weights and an fp32 master: use precision " + std::string(isFp8Recipe(p.precision) ? "fp8" : "megatron") +
+                         ", or export --format torchtitan");
     // Megatron-core's default order is tp-cp-ep-dp-pp; --use-tp-pp-dp-mapping makes it tp-cp-ep-pp-dp.
     if (p.offloadParameters || p.offloadActivations)
         problems.add(p.offloadParameters ? "/plan/offload_parameters" : "/plan/offload_activations",
@@ -661,7 +664,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "\n[model]\n";
     out << "name = " << tomlString(m.moe ? "llama4" : "llama3") << "\n";
     out << "flavor = " << tomlString(flavor ? flavor : m.name) << "\n";
-    if (p.precision == "fp8") out << "converters = [\"float8\"]\n";
+    if (isFp8Recipe(p.precision)) out << "converters = [\"float8\"]\n";
 
     out << "\n[training]\n";
     // Without pipelining, local_batch_size is one micro-batch and torchtitan accumulates gradients over
@@ -671,7 +674,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "global_batch_size = " << p.globalBatch << "\n";
     out << "seq_len = " << m.seqLen << "\n";
     out << "mixed_precision_param = "
-        << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || p.precision == "fp8" ? "bfloat16" : "float32")
+        << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || isFp8Recipe(p.precision) ? "bfloat16" : "float32")
         << "\n";
     out << "mixed_precision_reduce = " << tomlString(p.precision == "fsdp_pure" ? "bfloat16" : "float32") << "\n";
 
@@ -704,11 +707,13 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "context_parallel_degree = " << p.cp << "\n";
     out << "expert_parallel_degree = " << p.ep << "\n";
 
-    if (p.precision == "fp8") {
-        // torchao float8 training on the linear layers, with FP8 all-gathers under FSDP.
+    if (isFp8Recipe(p.precision)) {
+        // torchao float8 training on the linear layers, with FP8 all-gathers under FSDP as fp8_param_gather resolves
+        // (on for torchtitan, as its float8 guide launches it).
+        const bool fp8Gather = p.zeroStage == 3 && fp8ParamGatherOf(p.framework);
         out << "\n[float8]\n";
-        out << "enable_fsdp_float8_all_gather = " << (p.zeroStage == 3 ? "true" : "false") << "\n";
-        out << "precompute_float8_dynamic_scale_for_fsdp = " << (p.zeroStage == 3 ? "true" : "false") << "\n";
+        out << "enable_fsdp_float8_all_gather = " << (fp8Gather ? "true" : "false") << "\n";
+        out << "precompute_float8_dynamic_scale_for_fsdp = " << (fp8Gather ? "true" : "false") << "\n";
     }
 
     // tessel predicted fused elementwise kernels (FORMULAS.md §3.4) only where torch.compile fuses them.

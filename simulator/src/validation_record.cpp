@@ -621,7 +621,10 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
     plan.precision = "megatron";
     if (contains(prec, "fp8") || contains(prec, "float8")) {
-        if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
+        if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8) && (framework == "torchtitan" || contains(prec, "torchao"))) {
+            plan.precision = "fsdp_fp8";
+            assume("FP8 as torchao runs it under FSDP2: FP8 GEMMs with dynamic scales, fp32 shards, no cached FP8 copies");
+        } else if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
             plan.precision = "fp8";
             assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
         } else {

@@ -375,10 +375,21 @@ TEST(ExportFrameworks, Fp8IsRefusedByDeepSpeedAndConvertedByTorchtitan) {
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
     s.plan.zeroStage = 3;
     s.plan.framework.reshardAfterForward = false;
-    const std::string toml = exportPlan(s, ExportFormat::Torchtitan);
+    // FP8 all-gathers as the plan's fp8_param_gather resolves: off unless stated for a generic plan...
+    std::string toml = exportPlan(s, ExportFormat::Torchtitan);
     EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos);
-    EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = true"), std::string::npos);
-    EXPECT_NE(toml.find("fsdp_reshard_after_forward = \"never\""), std::string::npos);
+    EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = false"), std::string::npos);
+    // ...on for torchtitan, as its float8 guide launches it, and for torchao's recipe under FSDP2 the same.
+    s.plan.framework.name = "torchtitan";
+    for (const char* precision : {"fp8", "fsdp_fp8"}) {
+        s.plan.precision = precision;
+        toml = exportPlan(s, ExportFormat::Torchtitan);
+        EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos) << precision;
+        EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = true"), std::string::npos) << precision;
+        EXPECT_NE(toml.find("fsdp_reshard_after_forward = \"never\""), std::string::npos) << precision;
+    }
+    // Megatron-LM cannot run torchao's recipe and says which to use.
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/precision"));
 }
 
 TEST(ExportMegatron, DistributedOptimizerWithContextParallelNeedsZeroOverCp) {

@@ -66,7 +66,8 @@ bool fusedKernelsOf(const FrameworkSettings& f);
 // for NeMo from 2024, whose published performance recipes reduce gradients in bf16 (docs/frameworks.md).
 bool gradReduceInFp32Of(const FrameworkSettings& f);
 // Whether an FP8 plan keeps its linear weights in FP8 (Megatron-LM --fp8-param-gather, NeMo fp8_params): stated,
-// else true for NeMo from container 24.09 (NeMo 2's FP8 precision recipes), false otherwise (docs/frameworks.md).
+// else true for NeMo from container 24.09 (NeMo 2's FP8 precision recipes) and for torchtitan (its float8 guide's
+// enable_fsdp_float8_all_gather), false otherwise (docs/frameworks.md).
 bool fp8ParamGatherOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()): without fused kernels, and always under
 // torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
