@@ -76,8 +76,7 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     const PrecisionRecipe* named = findPrecisionRecipe(precision);
     if (!named) throw InputError({{"/plan/precision", "unknown precision recipe \"" + precision + "\""}});
     PrecisionRecipe r = *named;
-    const bool megatronMainGrads = r.weightBytes == 2 && r.gradBytes == 4 && r.masterBytes == 4;
-    if (megatronMainGrads && !gradReduceInFp32Of(framework)) r.gradBytes = 2;
+    if (r.megatronMainGrads() && !gradReduceInFp32Of(framework)) r.gradBytes = 2;
     // FP8 parameters (--fp8-param-gather, NeMo 2's fp8_params): the linear weights are kept in FP8 with their
     // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings and
     // norms stay bf16 and are gathered at 2 B; counting them at 1 B moves up to 13% too few bytes (Llama 3 8B,

@@ -747,8 +747,15 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                                  }()));
     }
     if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
-    for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted)
+    // The defaults that decide something for this plan: the main-gradient dtype only for recipes with Megatron-style
+    // fp32 main gradients, FP8 parameters only for FP8 recipes.
+    const PrecisionRecipe* named = findPrecisionRecipe(plan.precision);
+    const bool mainGrads = named && named->megatronMainGrads();
+    const bool fp8 = named && named->fp8();
+    for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted) {
+        if ((d.rfind("grad_reduce_in_fp32 ", 0) == 0 && !mainGrads) || (d.rfind("fp8_param_gather ", 0) == 0 && !fp8)) continue;
         assume(d);
+    }
     if (plan.pipelineSplit != PipelineSplit::Even) {
         resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled
         if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)

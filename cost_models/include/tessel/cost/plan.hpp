@@ -49,6 +49,9 @@ struct PrecisionRecipe {
     int gatherBytes = 0;
     int reduceBytes = 0;
     bool fp8() const { return gemmDtype == Dtype::Fp8; }
+    // Megatron-style fp32 main gradients beside bf16 weights and an fp32 master (megatron, fp8): what the
+    // framework's grad_reduce_in_fp32 decides (precisionRecipeOf).
+    bool megatronMainGrads() const { return weightBytes == 2 && gradBytes == 4 && masterBytes == 4; }
     int paramGatherBytes() const { return gatherBytes > 0 ? gatherBytes : weightBytes; }
     int gradReduceBytes() const { return reduceBytes > 0 ? reduceBytes : gradBytes; }
     int bytesPerParameter() const { return weightBytes + gradBytes + masterBytes + 2 * momentBytes; }
