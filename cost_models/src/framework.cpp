@@ -3,7 +3,9 @@
 
 #include "tessel/cost/json_reader.hpp"
 
+#include <optional>
 #include <regex>
+#include <utility>
 
 namespace tessel {
 
@@ -26,13 +28,21 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
     return flags;
 }
 
+namespace {
+// A NeMo / NGC container version, YY.MM (e.g. 23.11), as 2000 + YY and MM; nothing for any other version text.
+std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) {
+    std::smatch m;
+    if (!std::regex_search(v, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)"))) return std::nullopt;
+    return std::make_pair(2000 + std::stoi(m[1]), std::stoi(m[2]));
+}
+} // namespace
+
 int frameworkYear(const FrameworkSettings& f) {
     const std::string& v = f.version;
     if (v.empty()) return 0;
     std::smatch m;
     if (std::regex_search(v, m, std::regex(R"((20[1-3][0-9]))"))) return std::stoi(m[1]);
-    // NeMo / NGC containers are named YY.MM (e.g. 23.11).
-    if (std::regex_search(v, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)"))) return 2000 + std::stoi(m[1]);
+    if (const auto ym = containerYearMonth(v)) return ym->first;
     // Megatron-core releases: 0.1-0.4 in 2023, 0.5-0.9 in 2024, 0.10 and later from 2025 (GitHub release dates).
     if (std::regex_search(v, m, std::regex(R"((?:core[_ r]*|^\s*v?)0\.([0-9]+))"))) {
         const int minor = std::stoi(m[1]);
@@ -66,9 +76,7 @@ bool fp8ParamGatherDefault(const FrameworkSettings& f) {
     if (f.name == "torchtitan") return true;
     if (f.name != "nemo") return false;
     if (f.version.empty()) return true;
-    std::smatch m;
-    if (std::regex_search(f.version, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)")))
-        return std::stoi(m[1]) * 100 + std::stoi(m[2]) >= 2409;
+    if (const auto ym = containerYearMonth(f.version)) return *ym >= std::make_pair(2024, 9);
     const int year = frameworkYear(f);
     return year == 0 || year >= 2025;
 }

@@ -331,8 +331,11 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     if (const auto v = flag("async_tensor_model_parallel_allreduce")) plan["async_tp_grad_reduce"] = *v;
     // Main gradients: bf16 models keep them in fp32 (the megatron recipe; arguments.py forces
     // accumulate_allreduce_grads_in_fp32 for bf16) unless --grad-reduce-in-bf16.
-    if (flag("grad_reduce_in_bf16").value_or(false) && (bf16 || fp8)) plan["grad_reduce_in_fp32"] = false;
-    used.insert("grad_reduce_in_bf16");
+    // On an fp32 run the flag decides nothing tessel models and is named among what is not expressed.
+    if (bf16 || fp8) {
+        if (flag("grad_reduce_in_bf16").value_or(false)) plan["grad_reduce_in_fp32"] = false;
+        used.insert("grad_reduce_in_bf16");
+    }
     if (bf16 || fp8) used.insert("accumulate_allreduce_grads_in_fp32");
     if (const auto v = str("rank_order"); v && *v != "None") plan["rank_order"] = *v;
     for (const char* name : {"bf16", "fp16", "fp8", "fp8_format", "fp8_e4m3", "fp8_hybrid", "use_flash_attn", "attention_backend",
