@@ -139,6 +139,27 @@ if [ -z "$cublas_root" ] && { [ -z "$toolkit" ] || [ ! -f "$toolkit/include/cubl
   [ -n "$cublas_root" ] || cublas_root="none"
 fi
 
+# Programs built ahead (scripts/gpu-prebuild.sh, carried as .gpubin): used instead of a build here when they
+# are there and GPU_CHECKS_PREBUILT is not 0, so the lease's minutes go to the checks. They hold the absolute
+# path of the checkout they were built in (built-in scenarios, the shipped text): that path is made a link to
+# this copy when it is absent. NCCL and cuBLASLt come from the folders found above (LD_LIBRARY_PATH).
+prebuilt="${GPU_CHECKS_PREBUILT:-$root/.gpubin}"
+prebuilt_used=0
+if [ "$prebuilt" != 0 ] && [ -f "$prebuilt/manifest.json" ] && [ -z "${GPU_CHECKS_BUILD_DIR:-}" ]; then
+  prebuilt_used=1
+  build="$prebuilt"
+  work="$root/build/gpu-checks"
+  results="$work/results"; art="$work/artifacts"
+  mkdir -p "$results" "$art"
+  src="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_dir"])' "$prebuilt/manifest.json")"
+  if [ -n "$src" ] && [ "$src" != "$root" ] && [ ! -e "$src" ]; then
+    mkdir -p "$(dirname "$src")" && ln -s "$root" "$src" && echo "[gpu-checks] linked $src -> $root (the prebuilt programs' source path)"
+  fi
+  for d in "$nccl_root" "$cublas_root"; do
+    case "$d" in "" | none) ;; *) export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  done
+fi
+
 "$py" - "$work/env.json" "$nvcc" "$nccl_root" "$cublas_root" "$kit" <<'PY'
 import json, platform, subprocess, sys
 path, nvcc, nccl_root, cublas_root, kit = sys.argv[1:6]
@@ -175,7 +196,54 @@ json.dump(env, open(path, "w"), indent=2)
 PY
 
 # ---- build ----
+# The carried programs: every library resolves, and the host-side CUDA tests pass (check 0).
+stage_prebuilt() {
+  say "build: prebuilt programs in $build ($("$py" -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["commit"], "made on", m["made_on"], m["nvcc"])' "$build/manifest.json"))"
+  notes+=("programs built ahead: $(tr -d '\n' <"$build/manifest.json" | sed 's/  */ /g')")
+  local unresolved lib dir
+  unresolved() {
+    ldd "$build/executor/tessel-worker" "$build/tests/executor/cuda/tessel_cuda_gpu_tests" "$build/cli/tessel" 2>&1 |
+      grep -E "not found" | sort -u || true
+  }
+  unresolved="$(unresolved)"
+  # A CUDA library the toolkit here lacks (libcudart.so.13, say) is looked for in python3's nvidia wheels.
+  for lib in $(echo "$unresolved" | awk '/=> not found/ {print $1}' | sort -u); do
+    dir="$("$py" - "$lib" <<'PY' 2>/dev/null
+import glob, os, sys
+import nvidia
+for base in list(nvidia.__path__):
+    for f in sorted(glob.glob(os.path.join(base, "**", sys.argv[1]), recursive=True)):
+        print(os.path.dirname(f)); sys.exit(0)
+sys.exit(1)
+PY
+)" && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir" && say "build: $lib from $dir"
+  done
+  unresolved="$(unresolved)"
+  if [ -n "$unresolved" ]; then
+    echo "$unresolved"
+    if [ -f "$kit/kit.json" ]; then
+      say "build: the prebuilt programs do not load here (above): building from the sources instead"
+      notes+=("prebuilt programs did not load: $unresolved")
+      prebuilt_used=0
+      build="${GPU_CHECKS_BUILD_DIR:-build/gpu}"
+      stage_build
+      return $?
+    fi
+    miss "shared libraries the prebuilt programs need and this machine cannot load (above), and no kit to build with"
+    return 2
+  fi
+  ldd "$build/executor/tessel-worker" | grep -E "nccl|cublas|cudart|libstdc|libc.so" >"$art/ldd.log" 2>&1 || true
+  cat "$art/ldd.log"
+  "$build/tests/executor/cuda/tessel_cuda_host_tests" --gtest_output="json:$art/host-tests.json" >"$art/host-tests.log" 2>&1
+  local rc=$?
+  report gtest --id 0 --name "CUDA host-side tests (allocator, launch plans, NCCL bootstrap, staged comm), prebuilt programs" \
+    --json "$art/host-tests.json" --log "$art/host-tests.log" --rc $rc --out "$results/0.json"
+  say "build: prebuilt programs load; host-side tests rc $rc"
+  return 0
+}
+
 stage_build() {
+  if [ $prebuilt_used = 1 ]; then stage_prebuilt; return $?; fi
   say "build: $build (Release, sm_${CUDA_ARCHITECTURES:-90}, CUDA on, MPI off, kit $kit)"
   [ -n "$nvcc" ] || miss "nvcc (not on PATH, not at /usr/local/cuda/bin/nvcc): the CUDA toolkit's compiler"
   command -v cmake >/dev/null || miss "cmake (pip install cmake, or the image's)"
@@ -239,7 +307,7 @@ require_gpu() {
 
 gtest_check() { # id, name, filter
   local t0=$(date +%s) t
-  t=$(allow 300) || { not_run "$1" "$2"; return; }
+  t=$(allow "${GPU_CHECKS_CHECK_SECONDS:-300}") || { not_run "$1" "$2"; return; }
   say "check $1: $2"
   rm -f "$art/check$1.json"
   timeout "$t" "$build/tests/executor/cuda/tessel_cuda_gpu_tests" --gtest_filter="$3" \
@@ -381,7 +449,8 @@ for s in "${stages[@]}"; do
   fi
   # Every stage after build needs the build: on a fresh machine it is made here first.
   for id in ${stage_results[$s]}; do rm -f "$results/$id.json"; done
-  if [ "$s" != build ] && [ ! -x "$build/cli/tessel" -o ! -x "$build/tests/executor/cuda/tessel_cuda_gpu_tests" ]; then
+  if [ "$s" != build ] && { [ $prebuilt_used = 1 ] && [ ! -f "$results/0.json" ] ||
+                            [ ! -x "$build/cli/tessel" -o ! -x "$build/tests/executor/cuda/tessel_cuda_gpu_tests" ]; }; then
     stage_build || { rc=$?; status=$rc; break; }
   fi
   "stage_$s"
