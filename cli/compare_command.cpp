@@ -180,6 +180,13 @@ std::function<int()> addCompareCommand(CLI::App& app) {
             problems.add("--output", "\"" + o->output + "\" exists; pass --force to overwrite it");
         problems.throwIfAny();
 
+        sim::MeasuredRun run;
+        try {
+            run = sim::MeasuredRun::load(o->measured);
+        } catch (const InputError& e) {
+            problems.append(e.problems());
+        }
+
         // The prediction: a predicted trace file, or a scenario simulated here.
         sim::Prediction prediction;
         if (const auto trace = readTraceFile(flags->scenario)) {
@@ -196,19 +203,18 @@ std::function<int()> addCompareCommand(CLI::App& app) {
             if (!o->predictedMemory.empty())
                 problems.add("--predicted-memory", "only with a predicted trace; a scenario's memory is predicted here");
             try {
-                const Scenario s = flags->resolve();
+                Scenario s = flags->resolve();
+                // `tessel run` records that its executor computes the loss in place (loss_in_place); a scenario
+                // that does not say otherwise is predicted as run.
+                const auto& runPlan = run.planJson();
+                if (!s.plan.framework.lossInPlace && runPlan && runPlan->value("loss_in_place", false))
+                    s.plan.framework.lossInPlace = true;
                 const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
                 prediction = sim::predictionFromSimulation(simulation, flags->scenario);
                 prediction.modelJson = modelToJson(s.model);
             } catch (const InputError& e) {
                 problems.append(e.problems());
             }
-        }
-        sim::MeasuredRun run;
-        try {
-            run = sim::MeasuredRun::load(o->measured);
-        } catch (const InputError& e) {
-            problems.append(e.problems());
         }
         problems.throwIfAny();
 
@@ -219,7 +225,12 @@ std::function<int()> addCompareCommand(CLI::App& app) {
         else if (!prediction.planJson)
             planNote = "plan: the predicted trace names no plan (otherData.plan), so it was not checked";
         else {
-            problems.append(sim::jsonDifferences(*prediction.planJson, *run.planJson(), run.planSource(), "the prediction"));
+            // Who ran it is not the plan: `tessel run` records loss_in_place for its executor (applied above to
+            // a scenario's prediction; a predicted trace carries its memory separately).
+            nlohmann::json predictedPlan = *prediction.planJson, measuredPlan = *run.planJson();
+            predictedPlan.erase("loss_in_place");
+            measuredPlan.erase("loss_in_place");
+            problems.append(sim::jsonDifferences(predictedPlan, measuredPlan, run.planSource(), "the prediction"));
             planNote = "plan: the same as the run's (" + run.planSource() + ")";
         }
         if (run.modelJson() && prediction.modelJson) {

@@ -71,6 +71,9 @@ std::function<int()> addRunCommand(CLI::App& app) {
         Scenario s;
         try {
             s = flags->resolve();
+            // The run folder's scenario (and its checkpoints) say who ran it: tessel's executor, whose loss
+            // overwrites the logits in place (loss_in_place), so `tessel compare` predicts the memory it has.
+            s.plan.framework.lossInPlace = true;
         } catch (const InputError& e) {
             problems.append(e.problems());
         }

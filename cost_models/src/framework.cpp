@@ -155,6 +155,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
+    if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
     return f;
 }
 
@@ -164,6 +165,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.ddpImpl) plan["ddp_impl"] = *f.ddpImpl;
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
+    if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;
 }
 
 } // namespace tessel

@@ -355,6 +355,10 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // Eager cross_entropy(logits.float()) (eagerLossOf): at its backward's peak the fp32 log-softmax
         // output it kept, the dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.
         if (e < 4.0 && eagerLossOf(plan.framework)) o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLocal;
+        // tessel's executor (loss_in_place, set by `tessel run`): the logits in their own type, overwritten by
+        // their gradient; the fp32 row max and sum of exp (8 B a token) are all the loss adds (the CUDA
+        // backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy).
+        if (plan.framework.lossInPlace.value_or(false)) o.logitsLossBytes = headInFlight * e * T * t.vocabLocal;
     }
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),

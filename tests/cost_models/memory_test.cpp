@@ -189,6 +189,21 @@ TEST(Memory, TorchtitansSelectivePolicyKeepsTheSavedOutputsOnly) {
     EXPECT_DOUBLE_EQ(eagerLoss, 12.0 * T * 128256);
 }
 
+TEST(Memory, TesselsExecutorKeepsOnlyTheLogitsItOverwritesWithTheirGradient) {
+    // loss_in_place (`tessel run`): 2 B per logit in a 16-bit recipe, against the fused cross-entropy's 2 + 4
+    // (the fp32 softmax beside the logits) and eager PyTorch's 12; fp32/fp64 recipes keep their own logits either way.
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    const double T = 8192.0;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().other.logitsLossBytes, 6.0 * T * 128256);
+    p.framework.lossInPlace = true;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().other.logitsLossBytes, 2.0 * T * 128256);
+    p.framework.name = "torchtitan";   // an executor that says so wins over the framework's eager loss
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().other.logitsLossBytes, 2.0 * T * 128256);
+}
+
 TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     // PyTorch FSDP with MixedPrecision(param bf16, reduce fp32): fp32 parameter shards are the master, fp32
     // gradient shards, two fp32 moments = 16 B per parameter / N, against Megatron's 2 + 4 + 4 + 8 = 18 / N.

@@ -90,6 +90,9 @@ TEST(GpuTraining, PeakMemoryWithinFivePercentOfTheMixedRecipe) {
     for (int pp : {1, 2}) {
         Plan plan = withPrecision(test::basePlan(), CudaPrecision::Mixed);
         plan.pp = pp;
+        // The executor's loss keeps the bf16 logits (overwritten by their gradient) and fp32 row statistics,
+        // not the fp32 softmax of a fused cross-entropy: the model is told so, as `tessel run` tells it.
+        plan.framework.lossInPlace = true;
         const test::RunResult run = runOnGpu(model, plan, 2, CudaPrecision::Mixed);   // masters exist after step 1
         ClusterConfig cluster = loadClusterRef("h200-single", "test");
         cluster.gpusPerNode = plan.worldSize();

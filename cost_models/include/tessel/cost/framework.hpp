@@ -27,6 +27,9 @@ struct FrameworkSettings {
     std::optional<bool> fusedKernels;            // norms, rotary, GLU and loss as fused kernels (false: eager PyTorch ops)
     std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
     std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
+    // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
+    // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
+    std::optional<bool> lossInPlace;
 };
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
