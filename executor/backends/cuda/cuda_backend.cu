@@ -24,7 +24,7 @@ namespace tessel::exec {
 namespace detail {
 
 CudaBackend::CudaBackend(CudaPrecision precision, int device)
-    : precision_(precision), device_(device), allocator_(raw_) {
+    : precision_(precision), device_(device), attention_(cudaAttentionFromEnvironment()), allocator_(raw_) {
     const int count = cudaDeviceCount();
     if (count == 0) throw DeviceError("cuda backend: no CUDA device answers on this machine");
     if (device < 0 || device >= count)
@@ -61,6 +61,12 @@ CudaBackend::~CudaBackend() {
     shadows.clear();
     masters.clear();
     for (auto& [key, plan] : gemmPlans_) {
+        cublasLtMatrixLayoutDestroy(plan.a);
+        cublasLtMatrixLayoutDestroy(plan.b);
+        cublasLtMatrixLayoutDestroy(plan.c);
+        cublasLtMatmulDescDestroy(plan.desc);
+    }
+    for (auto& [key, plan] : batchedPlans_) {
         cublasLtMatrixLayoutDestroy(plan.a);
         cublasLtMatrixLayoutDestroy(plan.b);
         cublasLtMatrixLayoutDestroy(plan.c);
@@ -366,5 +372,7 @@ std::shared_ptr<DeviceStaging> cudaStagingFor(Backend& backend) {
     return std::make_shared<CudaStaging>(cudaOf(backend));
 }
 int64_t cudaPeakReservedBytes(const Backend& backend) { return cudaOf(backend).peakReservedBytes(); }
+CudaAttention cudaAttention(const Backend& backend) { return cudaOf(backend).attention(); }
+void setCudaAttention(Backend& backend, CudaAttention attention) { cudaOf(backend).setAttention(attention); }
 
 } // namespace tessel::exec

@@ -20,6 +20,17 @@ enum class CudaPrecision {
     Fp32,    // recipe "fp32": everything fp32 (GEMMs without TF32), for checking against the CPU backend
 };
 
+// The CUDA backend's attention implementation. Gemm (default): per sequence and chunk of heads, the scores
+// S = scale Q K^T in fp32 and O = P V through cuBLASLt strided-batched GEMMs (tensor cores), the softmax in a
+// row kernel; a transient workspace of O(heads per chunk * sq * sk), at most 256 MiB. Tiles: the
+// FlashAttention-2-style CUDA-core kernel (O(s) memory), kept for checking.
+enum class CudaAttention { Gemm, Tiles };
+// "gemm" or "tiles"; anything else is an InputError at `where`.
+CudaAttention cudaAttentionOf(const std::string& name, const std::string& where);
+// The choice of the environment variable TESSEL_CUDA_ATTENTION (unset or empty: Gemm); an unknown value is an
+// InputError naming the variable. Read once by every CUDA backend when it is made.
+CudaAttention cudaAttentionFromEnvironment();
+
 // The recipe a plan's `precision` names: "mixed" or "fp32"; anything else is an InputError at `pointer`.
 CudaPrecision cudaPrecisionOf(const std::string& recipe, const std::string& pointer);
 
@@ -36,6 +47,11 @@ std::unique_ptr<Backend> makeCudaBackend(CudaPrecision precision, int device = 0
 // The device for a process: its node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, else MPI_LOCALRANKID, else 0)
 // modulo the number of devices; tessel::DeviceError when no GPU answers.
 int cudaDeviceForThisProcess();
+
+// The attention implementation a CUDA backend runs, and a change of it (for tests comparing the two).
+// DeviceError for a backend that is not CUDA.
+CudaAttention cudaAttention(const Backend& backend);
+void setCudaAttention(Backend& backend, CudaAttention attention);
 
 // Provenance of the device a CUDA backend runs on (DeviceError for a backend that is not a CUDA backend).
 cuda::DeviceProvenance cudaProvenance(const Backend& backend);

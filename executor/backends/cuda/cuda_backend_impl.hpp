@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -86,6 +87,16 @@ struct GemmPlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+};
+
+// A strided-batched column-major GEMM of the attention path (attention_gemm.cu):
+// C [m, n] (ld ldc, batch stride sc) = alpha op(A) op(B) + beta C, `batch` times. op(A) is [m, k]: A stored
+// [k, m] when transA, else [m, k]; op(B) is [k, n]: B stored [n, k] when transB, else [k, n]. A and B are of
+// type `ab`, C of type `c`; align*: the largest power of two (<= 256) dividing every batch's address in bytes.
+struct BatchedGemmKey {
+    // transA, transB, m, n, k, batch, lda, ldb, ldc, sa, sb, sc, ab, c, alignA, alignB, alignC
+    std::array<int64_t, 17> v{};
+    bool operator<(const BatchedGemmKey& o) const { return v < o.v; }
 };
 
 // The CUDA backend: tensors in the caching allocator, GEMMs through cuBLASLt (bf16 or fp32 in, fp32
@@ -172,6 +183,10 @@ public:
 
     std::vector<std::pair<std::string, std::string>> provenance() const override { return provenance_.asPairs(); }
 
+    // ---- attention implementation (cuda_backend.hpp: CudaAttention) ----
+    CudaAttention attention() const { return attention_; }
+    void setAttention(CudaAttention a) { attention_ = a; }
+
     // ---- for the communicators and the staging (cuda_backend.cu) ----
     const cuda::DeviceProvenance& deviceProvenance() const { return provenance_; }
     cudaStream_t stream() const { return stream_; }
@@ -207,6 +222,16 @@ private:
     // cuda_backend_gemm.cu
     const GemmPlan& gemmPlan(const GemmKey& key);
 
+    // attention_gemm.cu: the Gemm attention (same contract as cuda::attentionForward / attentionBackward).
+    void attentionGemmForward(DType t, const cuda::AttentionArgs& a, const void* q, const void* k, const void* v,
+                              void* o, float* lseF, void* lse);
+    void attentionGemmBackward(DType t, const cuda::AttentionArgs& a, const void* dout, const void* q, const void* k,
+                               const void* v, const void* o, const float* lseF, float* delta, void* dq, void* dk,
+                               void* dv);
+    struct BatchedGemm;
+    void batchedGemm(const BatchedGemm& g);
+    const GemmPlan& batchedPlan(const BatchedGemmKey& key);
+
     // cuda_backend_ops.cu
     cuda::AttentionArgs attentionArgs(const cuda::AttentionDims& dims, const std::vector<int64_t>& queryPositions,
                                       const std::vector<int64_t>& keyPositions, Scratch& qp, Scratch& kp);
@@ -233,6 +258,7 @@ private:
 
     CudaPrecision precision_;
     int device_;
+    CudaAttention attention_ = CudaAttention::Gemm;
     cudaStream_t stream_ = nullptr;
     cuda::KernelContext kc_;
     cuda::DeviceProvenance provenance_;
@@ -241,6 +267,7 @@ private:
     cublasLtHandle_t lt_ = nullptr;
     void* workspace_ = nullptr;
     std::map<GemmKey, GemmPlan> gemmPlans_;
+    std::map<BatchedGemmKey, GemmPlan> batchedPlans_;
     std::unordered_map<void*, Tensor> shadows_;   // storage -> fp32 statistics beside a bf16 tensor
     std::unordered_map<void*, Tensor> masters_;   // storage -> fp32 master copy of a bf16 parameter
     cudaEvent_t base_ = nullptr;

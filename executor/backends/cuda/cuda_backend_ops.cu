@@ -120,8 +120,12 @@ void CudaBackend::attentionForward(const Tensor& q, const Tensor& k, const Tenso
     float* lseF = fp32View(lse);
     Scratch qp(allocator_, dims.queries * 8), kp(allocator_, dims.keys * 8);
     const cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
-    cuda::attentionForward(kc_, dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF,
-                           lse.type() == ElementType::F32 ? nullptr : lse.data<void>());
+    void* lseT = lse.type() == ElementType::F32 ? nullptr : lse.data<void>();
+    if (attention_ == CudaAttention::Gemm)
+        attentionGemmForward(dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF, lseT);
+    else
+        cuda::attentionForward(kc_, dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF,
+                               lseT);
 }
 
 void CudaBackend::attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -144,9 +148,14 @@ void CudaBackend::attentionBackward(const Tensor& dout, const Tensor& q, const T
     Scratch qp(allocator_, dims.queries * 8), kp(allocator_, dims.keys * 8);
     Scratch delta(allocator_, sequences * dims.queries * dims.queryHeads * 4);
     const cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
-    cuda::attentionBackward(kc_, dt(q), args, dout.data<void>(), q.data<void>(), k.data<void>(), v.data<void>(),
-                            o.data<void>(), lseF, delta.as<float>(), dq.data<void>(), dk.data<void>(),
-                            dv.data<void>());
+    if (attention_ == CudaAttention::Gemm)
+        attentionGemmBackward(dt(q), args, dout.data<void>(), q.data<void>(), k.data<void>(), v.data<void>(),
+                              o.data<void>(), lseF, delta.as<float>(), dq.data<void>(), dk.data<void>(),
+                              dv.data<void>());
+    else
+        cuda::attentionBackward(kc_, dt(q), args, dout.data<void>(), q.data<void>(), k.data<void>(), v.data<void>(),
+                                o.data<void>(), lseF, delta.as<float>(), dq.data<void>(), dk.data<void>(),
+                                dv.data<void>());
 }
 
 // ---- embedding ----

@@ -112,4 +112,12 @@ AttentionLaunch planAttentionBackwardKeys(const AttentionDims& d) {
     return l;
 }
 
+AttentionGemmChunk planAttentionGemmChunk(const AttentionDims& dims, int64_t elementBytes) {
+    AttentionGemmChunk c;
+    c.bytesPerHead = std::max<int64_t>(dims.queries, 1) * std::max<int64_t>(dims.keys, 1) * (4 + elementBytes);
+    c.kvHeadsPerChunk = std::clamp<int64_t>(kAttentionGemmWorkspaceBytes / c.bytesPerHead, 1,
+                                            std::max<int64_t>(dims.kvHeads, 1));
+    return c;
+}
+
 } // namespace tessel::exec::cuda

@@ -72,6 +72,16 @@ AttentionLaunch planAttentionForward(const AttentionDims& dims);
 AttentionLaunch planAttentionBackwardKeys(const AttentionDims& dims);
 AttentionLaunch planAttentionBackwardQueries(const AttentionDims& dims);
 
+// The GEMM attention path (attention_gemm.cu) holds the scores of `kvHeadsPerChunk` heads at a time, each
+// [queries, keys] in fp32 plus the same in the element type (`elementBytes`), within kAttentionGemmWorkspaceBytes;
+// at least one head, even when one head alone is larger.
+constexpr int64_t kAttentionGemmWorkspaceBytes = 256 * 1024 * 1024;
+struct AttentionGemmChunk {
+    int64_t kvHeadsPerChunk = 1;
+    int64_t bytesPerHead = 0;   // queries * keys * (4 + elementBytes)
+};
+AttentionGemmChunk planAttentionGemmChunk(const AttentionDims& dims, int64_t elementBytes);
+
 // cuBLASLt workspace: 32 MiB (NVIDIA recommends at least 32 MiB on Hopper for the best kernels).
 constexpr int64_t kGemmWorkspaceBytes = 32 * 1024 * 1024;
 

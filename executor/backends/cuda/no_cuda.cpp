@@ -24,6 +24,8 @@ void* cudaComputeStream(Backend&) { notBuilt(); }
 int cudaDeviceOf(const Backend&) { notBuilt(); }
 std::shared_ptr<DeviceStaging> cudaStagingFor(Backend&) { notBuilt(); }
 int64_t cudaPeakReservedBytes(const Backend&) { notBuilt(); }
+CudaAttention cudaAttention(const Backend&) { notBuilt(); }
+void setCudaAttention(Backend&, CudaAttention) { notBuilt(); }
 std::unique_ptr<Comm> makeNcclComm(std::unique_ptr<Comm>, Backend&) { notBuilt(); }
 std::vector<BenchPoint> cudaHostTransferBenchmarks(Backend&, const BenchOptions&, const BenchSync&) { notBuilt(); }
 

@@ -52,14 +52,20 @@ TEST(LaunchPlan, ReductionPartialsCoverEveryElement) {
     }
 }
 
-TEST(LaunchPlan, AttentionTilesAndSharedMemory) {
+// GPT-2 124M's attention at micro-batch 8: 8 sequences of 1024, 12 heads of 64.
+AttentionDims gpt2Attention() {
     AttentionDims d;
     d.sequences = 8;
     d.queries = 1024;
     d.keys = 1024;
     d.queryHeads = 12;
     d.kvHeads = 12;
-    d.headDim = 64;   // GPT-2 124M
+    d.headDim = 64;
+    return d;
+}
+
+TEST(LaunchPlan, AttentionTilesAndSharedMemory) {
+    AttentionDims d = gpt2Attention();
     const AttentionLaunch f = planAttentionForward(d);
     EXPECT_EQ(f.threads, f.rowsPerBlock * f.threadsPerRow);
     EXPECT_EQ(f.gridX, 32);   // 1024 / 32 queries per block
@@ -99,6 +105,23 @@ TEST(LaunchPlan, AttentionRefusesShapesItCannotRun) {
     EXPECT_THROW(planAttentionBackwardQueries(d), RuntimeError);
     for (int64_t hd : {16, 32, 64, 128}) EXPECT_TRUE(attentionHeadDimSupported(hd));
     EXPECT_FALSE(attentionHeadDimSupported(96));
+}
+
+TEST(LaunchPlan, AttentionGemmChunksStayWithinTheWorkspaceButTakeAtLeastOneHead) {
+    AttentionDims d = gpt2Attention();
+    // gpt2-124m: 12 heads of 1024 x 1024 x (4 + 2) bytes = 72 MiB, all in one chunk
+    AttentionGemmChunk c = planAttentionGemmChunk(d, 2);
+    EXPECT_EQ(c.bytesPerHead, 1024 * 1024 * 6);
+    EXPECT_EQ(c.kvHeadsPerChunk, 12);
+    // 8192 x 8192 x 8 bytes = 512 MiB per head: still one head
+    d.queries = d.keys = 8192;
+    c = planAttentionGemmChunk(d, 4);
+    EXPECT_EQ(c.kvHeadsPerChunk, 1);
+    // 4096 x 4096 x 6 = 96 MiB per head: two heads fit in 256 MiB
+    d.queries = d.keys = 4096;
+    c = planAttentionGemmChunk(d, 2);
+    EXPECT_EQ(c.kvHeadsPerChunk, 2);
+    EXPECT_LE(c.kvHeadsPerChunk * c.bytesPerHead, kAttentionGemmWorkspaceBytes);
 }
 
 } // namespace
