@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # The GPU checks in one command, for a bare GPU machine (nvcc, CMake, ninja, Python with PyTorch and the NCCL
 # and cuBLAS wheels; no Debian packages, no MPI): builds tessel for sm_90 (Release, CUDA on, MPI off, the
-# dependency kit of scripts/gpu-kit.sh), runs the owed checks 1-6 and 8 of docs/cuda.md, GPT-2 124M against
-# PyTorch eager and torch.compile, the calibration sweep (`tessel bench --backend cuda`) and `tessel calibrate`,
-# and writes a report. Run from anywhere; it works in the repository it belongs to.
+# dependency kit of scripts/gpu-kit.sh, or the programs scripts/gpu-prebuild.sh built ahead), runs the owed
+# checks 1-6 and 8 of docs/cuda.md, GPT-2 124M against PyTorch eager and torch.compile, the calibration sweep
+# (`tessel bench --backend cuda`), `tessel calibrate`, and held-out plans predicted with the calibrated cluster
+# and run, and writes a report. Run from anywhere; it works in the repository it belongs to.
 #
 #   bash scripts/gpu-checks.sh [STAGE...] [--out DIR]
 #
-#   STAGE   build | check | bench | calibrate | all (default: all = build check bench calibrate). Every stage
-#           builds first (a no-op when the build is there), so any stage runs on a fresh machine.
+#   STAGE   build | check | bench | calibrate | holdout | all (default: all = the five in that order). Every
+#           stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
 #   --out   where the report goes (default: $OUT when set, else build/gpu-checks/out): report.md, report.json,
 #           gpu-checks.log, artifacts.tar.gz (test output, run folders, bench points) and, after calibrate,
 #           <cluster>-calibrated.json. Five files, none deeper than the folder itself.
 #
 # Settings (environment): TESSEL_KIT (default .gpukit), TESSEL_NCCL_ROOT / TESSEL_CUBLAS_ROOT (default: the
 # CUDA toolkit's, else the pip wheels nvidia-nccl-cu13 / nvidia-cublas found by python3), CUDA_ARCHITECTURES
-# (90), GPU_CHECKS_BUILD_DIR (build/gpu), GPT2_MICRO_BATCH / GPT2_GLOBAL_BATCH / GPT2_STEPS (8 / 8 / 20),
+# (90), GPU_CHECKS_BUILD_DIR (build/gpu), GPU_CHECKS_PREBUILT (.gpubin when it holds manifest.json; 0: build
+# here), GPT2_MICRO_BATCH / GPT2_GLOBAL_BATCH / GPT2_STEPS (8 / 8 / 20), GPT2_LARGE_MICRO_BATCH (32: a second
+# comparison at that micro-batch and global batch; empty: none), GPU_CHECKS_CHECK_SECONDS (300: each GoogleTest
+# check), HOLDOUT_STEPS (8),
 # GPU_CHECKS_BUDGET_SECONDS (540: a stage that would start later is left for the next call) and
 # GPU_CHECKS_LIMIT_SECONDS (585: no step runs past it, so one call fits the lent machine's 10-minute command
 # limit; a check with too little time left is reported "not run", and the report is rewritten after every
@@ -32,14 +36,14 @@ stages=()
 out="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    build | check | bench | calibrate) stages+=("$1"); shift ;;
-    all) stages+=(build check bench calibrate); shift ;;
+    build | check | bench | calibrate | holdout) stages+=("$1"); shift ;;
+    all) stages+=(build check bench calibrate holdout); shift ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
-    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate all; --out DIR)" >&2; exit 2 ;;
+    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate holdout all; --out DIR)" >&2; exit 2 ;;
   esac
 done
-[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate)
+[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate holdout)
 
 build="${GPU_CHECKS_BUILD_DIR:-build/gpu}"
 work="$build-checks"   # one result file per check, and the artifacts (build/gpu-checks by default)
@@ -195,6 +199,15 @@ except Exception:
 json.dump(env, open(path, "w"), indent=2)
 PY
 
+# GPUs that answer (tessel-worker --devices; any CUDA error counts as none).
+gpu_count() {
+  "$build/executor/tessel-worker" --devices 2>/dev/null |
+    "$py" -c 'import json,sys; print(json.load(sys.stdin)["cuda_devices"])' 2>/dev/null || echo 0
+}
+# Where a GPU answers, the host tests' one no-GPU test (a DeviceError without a GPU) cannot run: left out by
+# name rather than reported as skipped.
+host_test_filter() { [ "$(gpu_count)" -ge 1 ] && echo "--gtest_filter=-NoGpu.*"; }
+
 # ---- build ----
 # The carried programs: every library resolves, and the host-side CUDA tests pass (check 0).
 stage_prebuilt() {
@@ -234,7 +247,7 @@ PY
   fi
   ldd "$build/executor/tessel-worker" | grep -E "nccl|cublas|cudart|libstdc|libc.so" >"$art/ldd.log" 2>&1 || true
   cat "$art/ldd.log"
-  "$build/tests/executor/cuda/tessel_cuda_host_tests" --gtest_output="json:$art/host-tests.json" >"$art/host-tests.log" 2>&1
+  "$build/tests/executor/cuda/tessel_cuda_host_tests" $(host_test_filter) --gtest_output="json:$art/host-tests.json" >"$art/host-tests.log" 2>&1
   local rc=$?
   report gtest --id 0 --name "CUDA host-side tests (allocator, launch plans, NCCL bootstrap, staged comm), prebuilt programs" \
     --json "$art/host-tests.json" --log "$art/host-tests.log" --rc $rc --out "$results/0.json"
@@ -281,7 +294,7 @@ stage_build() {
     miss "shared libraries the build links but this machine cannot load (above)"
     return 2
   fi
-  "$build/tests/executor/cuda/tessel_cuda_host_tests" --gtest_output="json:$art/host-tests.json" >"$art/host-tests.log" 2>&1
+  "$build/tests/executor/cuda/tessel_cuda_host_tests" $(host_test_filter) --gtest_output="json:$art/host-tests.json" >"$art/host-tests.log" 2>&1
   local rc=$?
   report gtest --id 0 --name "CUDA host-side tests (allocator, launch plans, NCCL bootstrap, staged comm)" \
     --json "$art/host-tests.json" --log "$art/host-tests.log" --rc $rc --out "$results/0.json"
@@ -292,7 +305,7 @@ stage_build() {
 # ---- GPU discovery: any CUDA error at discovery counts as no GPU (DESIGN.md §6) ----
 require_gpu() {
   local devices
-  devices="$("$build/executor/tessel-worker" --devices 2>/dev/null | "$py" -c 'import json,sys; print(json.load(sys.stdin)["cuda_devices"])' 2>/dev/null || echo 0)"
+  devices="$(gpu_count)"
   if [ "${devices:-0}" -lt 1 ]; then
     say "no GPU answers on this machine (tessel-worker --devices: 0; any CUDA error at discovery counts as none)."
     say "The $1 stage needs the lent GPU machine: run 'bash scripts/gpu-checks.sh $1' there (docs/cuda.md)."
@@ -320,7 +333,7 @@ gtest_check() { # id, name, filter
 
 stage_check() {
   require_gpu check || return $?
-  gtest_check 1 "kernels against the CPU float64 backend (fp32 and bf16), master weights" 'Dtypes/Kernels.*'
+  gtest_check 1 "kernels against the CPU float64 backend (fp32 and bf16; attention: cuBLASLt and tiled), master weights" 'Dtypes/Kernels.*:CudaBackend.AttentionImplementationIsSelectable'
   gtest_check 2 "CUDA events per region, provenance" 'CudaBackend.TimedRegionsAndProvenance'
   gtest_check 3 "4 steps of the tiny model against CPU float64" 'GpuTraining.TinyModelMatchesTheCpuFloat64Run'
   gtest_check 4 "peak memory per category within 5% of predictMemory (mixed)" 'GpuTraining.PeakMemoryWithinFivePercentOfTheMixedRecipe'
@@ -354,20 +367,25 @@ PY
     --seconds $(($(date +%s) - t0)) --out "$results/8a.json"
   progress
 
-  # 8b: GPT-2 124M against PyTorch eager and torch.compile, same GPU, same call.
-  t0=$(date +%s)
-  local name8b="GPT-2 124M tokens/s and MFU against PyTorch eager and torch.compile"
-  t=$(allow 480) || { not_run 8b "$name8b"; return; }
-  say "check 8b: GPT-2 124M, tessel against PyTorch eager and torch.compile"
-  local peak
+  # 8b: GPT-2 124M against PyTorch eager and torch.compile, same GPU, same call; 8b-<mb> at a second micro-batch
+  # (GPT2_LARGE_MICRO_BATCH, default 32; empty: left out).
+  gpt2_check 8b "${GPT2_MICRO_BATCH:-8}" "${GPT2_GLOBAL_BATCH:-8}" "$art/run-gpt2"
+  local large="${GPT2_LARGE_MICRO_BATCH-32}"
+  [ -z "$large" ] || gpt2_check "8b-$large" "$large" "$large" "$art/run-gpt2-mb$large"
+}
+
+gpt2_check() { # id, micro-batch, global batch, run folder
+  local t0=$(date +%s) t rc peak
+  local name="GPT-2 124M (micro-batch $2, global batch $3) tokens/s and MFU against PyTorch eager and torch.compile"
+  t=$(allow 480) || { not_run "$1" "$name"; return; }
+  say "check $1: GPT-2 124M at micro-batch $2, tessel against PyTorch eager and torch.compile"
   peak="$(report peak --cluster "$(base_cluster)")"
-  rm -rf "$art/run-gpt2"
-  timeout "$t" bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "${GPT2_MICRO_BATCH:-8}" \
-    --global-batch "${GPT2_GLOBAL_BATCH:-8}" --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" \
-    --keep "$art/run-gpt2" --json "$art/gpt2.json" >"$art/check8b.log" 2>&1
-  local rc=$?
-  report gpt2 --id 8b --name "$name8b" --json "$art/gpt2.json" --log "$art/check8b.log" --rc $rc --limit "$t" \
-    --seconds $(($(date +%s) - t0)) --out "$results/8b.json"
+  rm -rf "$4"
+  timeout "$t" bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "$2" --global-batch "$3" \
+    --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" --keep "$4" --json "$art/gpt2-$1.json" >"$art/check$1.log" 2>&1
+  rc=$?
+  report gpt2 --id "$1" --name "$name" --json "$art/gpt2-$1.json" --log "$art/check$1.log" --rc $rc --limit "$t" \
+    --seconds $(($(date +%s) - t0)) --out "$results/$1.json"
   progress
 }
 
@@ -439,16 +457,81 @@ stage_calibrate() {
   progress
 }
 
+# Plans the calibration never saw (other sequence length and batch, recompute, hidden size and head size, a
+# Llama-style model with GQA, fp32): each run on the GPU, then `tessel compare` against the calibrated cluster
+# (a one-GPU copy of it). Target: step time and the allocated peak within 5% of measured.
+stage_holdout() {
+  require_gpu holdout || return $?
+  local cluster cal dir t0=$(date +%s) t
+  cluster="$(base_cluster)"
+  cal="$out/$cluster-calibrated.json"
+  dir="$art/holdout"
+  if [ ! -s "$cal" ]; then
+    report holdout --id holdout --name "held-out plans against the calibrated cluster" --dir "$dir" \
+      --log "$art/none" --out "$results/holdout.json"
+    return 1
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "$py" - "$cal" "$dir" <<'PY'
+import json, os, sys
+cal, d = sys.argv[1], sys.argv[2]
+c = json.load(open(cal))
+c["name"] = c["name"] + "-one-gpu"
+c["gpus_per_node"] = 1
+c.setdefault("sources", {})["/gpus_per_node"] = "one GPU: the held-out plans of gpu-checks.sh run on one"
+json.dump(c, open(os.path.join(d, "cluster.json"), "w"), indent=2)
+gpt2 = {"schema_version": 1, "name": "gpt2-124m-nodrop", "layers": 12, "hidden": 768, "heads": 12, "kv_heads": 12,
+        "ffn_hidden": 3072, "vocab": 50257, "seq_len": 1024, "activation": "gelu", "norm": "layernorm",
+        "position_embedding": "learned", "tied_embeddings": True, "linear_bias": True, "dropout": 0.0}
+def model(**kw):
+    m = dict(gpt2); m.update(kw); return m
+plans = {
+    "gpt2-seq512-mb16": (model(seq_len=512), {"micro_batch": 16, "global_batch": 32}),
+    "gpt2-recompute-full": (model(), {"micro_batch": 8, "global_batch": 8, "recompute": "full"}),
+    "h1536-d128-mb4": (model(name="gpt-h1536", layers=8, hidden=1536, heads=12, kv_heads=12, ffn_hidden=6144),
+                       {"micro_batch": 4, "global_batch": 8}),
+    "llama-gqa-seq2048": (model(name="llama-style-0.3b", layers=12, hidden=1024, heads=16, kv_heads=4,
+                                ffn_hidden=2816, vocab=32000, seq_len=2048, activation="swiglu", norm="rmsnorm",
+                                position_embedding="rope", tied_embeddings=False, linear_bias=False),
+                          {"micro_batch": 2, "global_batch": 4}),
+    "gpt2-fp32-mb4": (model(), {"micro_batch": 4, "global_batch": 4, "precision": "fp32", "dtype": "fp32"}),
+}
+for name, (m, p) in plans.items():
+    plan = {"tp": 1, "pp": 1, "dp": 1, "zero_stage": 0, "recompute": "none", "sequence_parallel": False,
+            "flash_attention": True, "schedule": "1f1b", "precision": "mixed", "dtype": "bf16"}
+    plan.update(p)
+    json.dump({"schema_version": 1, "name": name, "model": m, "cluster": os.path.join(d, "cluster.json"),
+               "nodes": 1, "plan": plan}, open(os.path.join(d, name + ".json"), "w"), indent=2)
+PY
+  say "holdout: $(ls "$dir"/*.json | grep -vc cluster.json) plans against $cal"
+  for scen in "$dir"/*.json; do
+    local name
+    name="$(basename "$scen" .json)"
+    [ "$name" = cluster ] && continue
+    t=$(allow 120) || break
+    { timeout "$t" "$build/cli/tessel" run "$scen" --ranks 1 --backend cuda --steps "${HOLDOUT_STEPS:-8}" --timeout 120 \
+        --out "$dir/run-$name" &&
+      "$build/cli/tessel" compare "$scen" "$dir/run-$name" --json -o "$dir/run-$name/compare.json" &&
+      "$build/cli/tessel" compare "$scen" "$dir/run-$name"; } >>"$art/holdout.log" 2>&1 ||
+      echo "holdout $name: exited $?" >>"$art/holdout.log"
+  done
+  report holdout --id holdout --name "held-out plans (not in the fit) against the calibrated cluster, within 5%" \
+    --dir "$dir" --log "$art/holdout.log" --seconds $(($(date +%s) - t0)) --out "$results/holdout.json"
+  progress
+}
+
 status=0
 # A stage's earlier results go before it runs, so the report never shows a stale verdict as this call's.
-declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b" [bench]="bench bench-fp32" [calibrate]="calibrate")
+declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b 8b-*" [bench]="bench bench-fp32" [calibrate]="calibrate"
+                          [holdout]="holdout")
 for s in "${stages[@]}"; do
   if [ "$(elapsed)" -gt "$budget" ]; then
     say "stopping before '$s': $(elapsed) s of the ${budget} s budget used; run 'bash scripts/gpu-checks.sh $s' next"
     break
   fi
   # Every stage after build needs the build: on a fresh machine it is made here first.
-  for id in ${stage_results[$s]}; do rm -f "$results/$id.json"; done
+  for id in ${stage_results[$s]}; do rm -f "$results"/$id.json; done
   if [ "$s" != build ] && { [ $prebuilt_used = 1 ] && [ ! -f "$results/0.json" ] ||
                             [ ! -x "$build/cli/tessel" -o ! -x "$build/tests/executor/cuda/tessel_cuda_gpu_tests" ]; }; then
     stage_build || { rc=$?; status=$rc; break; }

@@ -271,6 +271,48 @@ def cmd_calibrate(a):
     write(a.out, r)
 
 
+def cmd_holdout(a):
+    """Plans the calibration never saw, run and compared (`tessel compare --json` in each run folder): step time
+    and the stage's allocated peak against the calibrated prediction, target within 5%."""
+    r = {"id": a.id, "name": a.name, "seconds": a.seconds, "log": os.path.basename(a.log)}
+    rows, problems = {}, []
+    for name in sorted(os.listdir(a.dir)) if os.path.isdir(a.dir) else []:
+        path = os.path.join(a.dir, name, "compare.json")
+        if not name.startswith("run-"):
+            continue
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            problems.append(f"{name[4:]}: no comparison (the run or tessel compare failed; see the log)")
+            continue
+        doc = json.load(open(path))
+        stage = doc["memory"]["stages"][0]
+        rows[name[4:]] = {"step_error": doc["step"]["error"], "predicted_step_seconds": doc["step"]["predicted_seconds"],
+                          "measured_step_seconds": doc["step"]["measured_seconds"], "memory_error": stage["error"],
+                          "predicted_allocated_bytes": stage["predicted_allocated_bytes"],
+                          "measured_peak_bytes": stage["measured_peak_bytes"],
+                          "categories": {c["category"]: c["error"] for c in stage["categories"]}}
+    r["figures"] = rows
+    if not rows:
+        r["verdict"] = "fail"
+        r["detail"] = "; ".join(problems) or "no held-out run"
+        r["log_tail"] = tail(a.log)
+        return write(a.out, r)
+    missed = [f"{k} step {100 * v['step_error']:+.1f}%" for k, v in rows.items() if abs(v["step_error"]) > 0.05]
+    missed += [f"{k} memory {100 * v['memory_error']:+.1f}%" for k, v in rows.items() if abs(v["memory_error"]) > 0.05]
+    if problems:
+        r["verdict"] = "fail"
+        r["log_tail"] = tail(a.log)
+    else:
+        r["verdict"] = "below target" if missed else "pass"
+    r["detail"] = "; ".join(problems + missed) if problems or missed else \
+        f"{len(rows)} plans, step and memory within 5%"
+    r["table"] = [f"{k:<22} step {1e3 * v['predicted_step_seconds']:9.2f} ms predicted {1e3 * v['measured_step_seconds']:9.2f} "
+                  f"measured {100 * v['step_error']:+6.1f}%   memory {v['predicted_allocated_bytes'] / 2**20:9.1f} MiB predicted "
+                  f"{v['measured_peak_bytes'] / 2**20:9.1f} measured {100 * v['memory_error']:+6.1f}%" for k, v in rows.items()]
+    for line in r["table"]:
+        print("    " + line)
+    write(a.out, r)
+
+
 def cmd_skip(a):
     write(a.out, {"id": a.id, "name": a.name, "seconds": 0, "verdict": "not run", "detail": a.reason})
 
@@ -285,7 +327,8 @@ def load_results(folder):
     for name in os.listdir(folder) if os.path.isdir(folder) else []:
         if name.endswith(".json"):
             out.append(json.load(open(os.path.join(folder, name))))
-    order = ["0", "1", "2", "3", "4", "5", "6", "8a", "8b", "bench", "bench-fp32", "calibrate"]
+    order = ["0", "1", "2", "3", "4", "5", "6", "8a", "8b", "8b-32", "8b-tiles", "bench", "bench-fp32", "calibrate",
+             "holdout"]
     return sorted(out, key=lambda r: order.index(r["id"]) if r["id"] in order else 99)
 
 
@@ -385,6 +428,7 @@ def main():
     p = sub.add_parser("gpt2"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("bench"); common(p); p.add_argument("--dir", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("calibrate"); common(p); p.add_argument("--file", required=True); p.add_argument("--rc", type=int, required=True)
+    p = sub.add_parser("holdout"); common(p); p.add_argument("--dir", required=True)
     p = sub.add_parser("skip"); common(p); p.add_argument("--reason", required=True)
     p = sub.add_parser("peak"); p.add_argument("--cluster", required=True)
     p = sub.add_parser("verdicts"); p.add_argument("--results", required=True)
@@ -393,7 +437,7 @@ def main():
     p.add_argument("--quiet", action="store_true", help="write the report, print nothing")
     a = ap.parse_args()
     {"build": cmd_build, "gtest": cmd_gtest, "run": cmd_run, "gpt2": cmd_gpt2, "bench": cmd_bench, "calibrate": cmd_calibrate,
-     "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
+     "holdout": cmd_holdout, "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
 
 
 if __name__ == "__main__":
