@@ -19,7 +19,8 @@
 # (90), GPU_CHECKS_BUILD_DIR (build/gpu), GPU_CHECKS_PREBUILT (.gpubin when it holds manifest.json; 0: build
 # here), GPT2_MICRO_BATCH / GPT2_GLOBAL_BATCH / GPT2_STEPS (8 / 8 / 20), GPT2_LARGE_MICRO_BATCH (32: a second
 # comparison at that micro-batch and global batch; empty: none), GPU_CHECKS_CHECK_SECONDS (300: each GoogleTest
-# check), HOLDOUT_STEPS (8),
+# check), HOLDOUT_STEPS (8), HOLDOUT_CLUSTER (the calibrated cluster the held-out plans are predicted with;
+# default: this call's calibrate output),
 # GPU_CHECKS_BUDGET_SECONDS (540: a stage that would start later is left for the next call) and
 # GPU_CHECKS_LIMIT_SECONDS (585: no step runs past it, so one call fits the lent machine's 10-minute command
 # limit; a check with too little time left is reported "not run", and the report is rewritten after every
@@ -464,7 +465,7 @@ stage_holdout() {
   require_gpu holdout || return $?
   local cluster cal dir t0=$(date +%s) t
   cluster="$(base_cluster)"
-  cal="$out/$cluster-calibrated.json"
+  cal="${HOLDOUT_CLUSTER:-$out/$cluster-calibrated.json}"
   dir="$art/holdout"
   if [ ! -s "$cal" ]; then
     report holdout --id holdout --name "held-out plans against the calibrated cluster" --dir "$dir" \

@@ -350,35 +350,31 @@ void Trainer::Impl::afterUnit(int chunk, int unit, bool backward) {
 }
 
 double Trainer::Impl::localSquaredNorm() {
-    double sum = 0.0;
     const bool tpLead = ctx.tp.myIndex == 0;
     if (ctx.plan.zeroStage == 0) {
         // Expert gradients are identical over the expert data-parallel group: count them on its index 0.
         if (ctx.cp.myIndex != 0) return 0.0;
+        std::vector<Tensor> grads;
         for (auto& p : gpt.parameters()) {
             if ((p.info.replicatedOverTp && !tpLead) || p.info.tiedEmbeddingCopy) continue;
             if ((p.info.expert ? ctx.expertDp.myIndex : ctx.dp.myIndex) != 0) continue;
-            sum += be.sumSquares(p.grad);
+            grads.push_back(p.grad);
         }
-        return sum;
+        return be.sumSquaresAll(grads);
     }
     // Without zero_over_cp the CP ranks of a replica hold identical shards: count them on cp index 0.
     if (preReduceCp() && ctx.cp.myIndex != 0) return 0.0;
+    // A bucket mixes kinds of parameters: the shard's element ranges, parameter by parameter (the full
+    // gradients' own elements under ZeRO-1, the reduced shard's above), summed where they live.
+    std::vector<Tensor> pieces;
     for (auto& [key, list] : buckets)
-        for (Bucket& bk : list) {
-        // A bucket mixes kinds of parameters; count the shard's element ranges parameter by parameter.
-        int64_t at = 0;
-        const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard, hi = lo + bk.shard;
-        std::vector<double> shard = be.download(ctx.plan.zeroStage == 1 ? readShard(bk, false) : bk.gradShard);
-        for (int p : bk.params) {
-            const int64_t n = paramElements(p);
-            const bool skip = (param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy;
-            for (int64_t e = std::max(at, lo); e < std::min(at + n, hi); ++e)
-                if (!skip) sum += shard[static_cast<size_t>(e - lo)] * shard[static_cast<size_t>(e - lo)];
-            at += n;
-        }
-    }
-    return sum;
+        for (Bucket& bk : list)
+            forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
+                if ((param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy) return;
+                pieces.push_back(ctx.plan.zeroStage == 1 ? elementRange(param(p).grad, inParam, length)
+                                                         : elementRange(bk.gradShard, inShard, length));
+            });
+    return be.sumSquaresAll(pieces);
 }
 
 double Trainer::Impl::optimizerStep() {

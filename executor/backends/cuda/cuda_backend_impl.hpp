@@ -173,6 +173,7 @@ public:
     void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1, double beta2,
                double eps, double weightDecay, int64_t step) override;
     double sumSquares(const Tensor& t) override;
+    double sumSquaresAll(const std::vector<Tensor>& ts) override;
 
     // ---- asynchronous execution and timing (cuda_backend.cu) ----
     void synchronize() override { checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }

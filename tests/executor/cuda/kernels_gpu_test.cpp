@@ -281,6 +281,25 @@ TEST_P(Kernels, AdamwStepsAndSumOfSquares) {
     });
 }
 
+// The gradient norm of a step: one read-back for all tensors gives bitwise the loop of per-tensor sums (same
+// reductions, added in the same order), and the CPU float64 value within the dtype's band.
+TEST_P(Kernels, SumOfSquaresOverManyTensorsIsTheLoopWithOneWait) {
+    const std::vector<int64_t> sizes{1, 7, 4096, 70001, 3, 300000};
+    std::vector<std::vector<double>> values;
+    for (size_t i = 0; i < sizes.size(); ++i) values.push_back(rnd(static_cast<size_t>(sizes[i]), 40 + i));
+    auto tensors = [&](Backend& be) {
+        std::vector<Tensor> ts;
+        for (size_t i = 0; i < sizes.size(); ++i) ts.push_back(make(be, values[i], {sizes[i], 1}, MemoryCategory::Grads));
+        return ts;
+    };
+    const std::vector<Tensor> ts = tensors(*gpu);
+    double loop = 0.0;
+    for (const Tensor& t : ts) loop += gpu->sumSquares(t);
+    EXPECT_EQ(gpu->sumSquaresAll(ts), loop);
+    EXPECT_EQ(gpu->sumSquaresAll({}), 0.0);
+    compare("sumSquaresAll", [&](Backend& be) { return std::vector<std::vector<double>>{{be.sumSquaresAll(tensors(be))}}; });
+}
+
 // Both modes keep the optimizer moments in fp32. Mixed mode adds an fp32 master beside each bf16 weight (counted
 // under Optimizer: 2 + 2 + 4 + 4 + 4 = 16 B per parameter, the "mixed" recipe); fp32 mode needs none (4 + 4 + 4
 // + 4). Either way an update below half a bf16 ulp at 1.0 survives: in the master, or in the fp32 weight itself.
