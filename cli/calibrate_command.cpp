@@ -129,6 +129,35 @@ bool isComputeKind(const std::string& k) {
 }
 } // namespace
 
+namespace {
+// Every figure of a cluster file cites its source (DESIGN.md): each fitted term cites the calibration (its
+// residuals are in the file's calibration block), and a source whose figure the calibration replaced (the
+// GEMM shape model, say, by a fitted efficiency table) goes with it.
+void citeCalibratedTerms(nlohmann::json& doc, const CalibrationResult& result) {
+    nlohmann::json& sources = doc["sources"];
+    for (auto it = sources.begin(); it != sources.end();) {
+        if (!doc.contains(nlohmann::json::json_pointer(it.key()))) it = sources.erase(it);
+        else ++it;
+    }
+    for (const TermReport& r : result.terms) {
+        // "gpu/kernels/adamw", or "a + b" for one fit of two coefficients; the GEMM fit also sets the GEMM
+        // launch overhead, kept with the kernels.
+        std::string pointers = r.term == "gpu/gemm_efficiency" ? r.term + " + gpu/kernels/gemm" : r.term;
+        size_t at = 0;
+        while (at <= pointers.size()) {
+            size_t end = pointers.find(" + ", at);
+            if (end == std::string::npos) end = pointers.size();
+            const std::string pointer = "/" + pointers.substr(at, end - at);
+            if (doc.contains(nlohmann::json::json_pointer(pointer)))
+                sources[pointer] = "tessel calibrate: fitted to " + std::to_string(r.points) +
+                                   " points, rms residual " + fixed(100.0 * r.rmsRelativeResidual, 1) +
+                                   "% (this file's calibration block: terms, inputs, provenance)";
+            at = end + 3;
+        }
+    }
+}
+} // namespace
+
 std::function<int()> addCalibrateCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand("calibrate", "Fit the cost model to microbenchmarks and training runs; write a calibrated cluster file");
     struct Options {
@@ -239,6 +268,8 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 a.measuredSeconds = std::max(1e-9, meanOverRanks(perRank) - (c.seconds - c.computeSeconds));
                 a.where = run.dir.string() + " stage " + std::to_string(stage) + " action " + std::to_string(index);
                 a.run = run.dir.string();
+                if (a.action == "optimizer_step")
+                    a.parameterTensors = stageParameterTensors(run.scenario.model, run.scenario.plan, stage);
                 in.actions.push_back(a);
             }
         }
@@ -267,6 +298,7 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         nlohmann::json doc = clusterToJson(result.cluster);
         doc["name"] = base.name + "-calibrated";
         doc["calibration"] = calibrationBlock(result, in, options);
+        citeCalibratedTerms(doc, result);
         writeOutputFile(o->out, doc.dump(2) + "\n", o->force, "--output");
         if (o->json) {
             std::cout << doc["calibration"].dump(2) << "\n";

@@ -282,19 +282,42 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
     }
 
     // Other compute kernels: t = overhead + quantity / rate, quantity = bytes as the cost model counts them
-    // (memory kernels). Attention's FLOPs grow with s^2 and its bytes with s, so with points at several sequence
-    // lengths it gets both terms, t = overhead + flops / F + bytes / B (FORMULAS.md §7.2); at one length the
-    // two are proportional and only FLOPs are fitted.
+    // (memory kernels). Attention gets t = overhead + flops / F + bytes / B (FORMULAS.md §7.2) in the counts of
+    // the implementation that was timed: the CUDA executor's GEMM attention materialises every [s_q, s_kv]
+    // score block, so its FLOPs are the full GEMMs' and its bytes the score workspace passes
+    // (kernel_cost::scoreGemm*, from each point's shape), both growing with s^2 but in a ratio set by the head
+    // dimension; other backends (the CPU's row loop) keep the fused counts the points carry, whose FLOPs grow
+    // with s^2 and bytes with s. Where the two columns are proportional over the points only FLOPs are fitted.
+    const bool scoreGemmAttention = o.provenance.value("backend", "") == "cuda";
+    const int benchElementBytes = bytesPerElement(benchDtype(o.provenance.value("dtype", "fp64")));
     for (const std::string& name : kernel_cost::kernelNames()) {
         if (name == "gemm") continue;
         const auto it = byKernel.find(name);
         const bool attention = name.rfind("attention", 0) == 0;
-        std::set<double> sizes, ratios;
+        // The points' (flops, bytes) in the counts the fit is for.
+        std::vector<std::pair<double, double>> q;
+        bool scoreCounts = attention && scoreGemmAttention && it != byKernel.end();
+        if (scoreCounts)
+            for (const BenchSample* s : it->second)
+                for (const char* key : {"sequences", "seq", "heads", "head_dim"})
+                    if (!s->shape.count(key)) scoreCounts = false; // an older sweep: keep the counts it carries
         if (it != byKernel.end())
             for (const BenchSample* s : it->second) {
-                sizes.insert(attention ? s->flops : s->bytes);
-                if (attention && s->bytes > 0.0) ratios.insert(std::round(1e6 * s->flops / s->bytes));
+                if (!scoreCounts) {
+                    q.emplace_back(s->flops, s->bytes);
+                    continue;
+                }
+                const bool backward = name == "attention_backward";
+                const int64_t n = s->shape.at("sequences"), seq = s->shape.at("seq"), h = s->shape.at("heads"),
+                              dim = s->shape.at("head_dim");
+                q.emplace_back(kernel_cost::scoreGemmFlops(n, h, seq, seq, dim, backward),
+                               kernel_cost::scoreGemmBytes(n, h, seq, seq, dim, benchElementBytes, backward));
             }
+        std::set<double> sizes, ratios;
+        for (const auto& [flops, bytes] : q) {
+            sizes.insert(attention ? flops : bytes);
+            if (attention && bytes > 0.0) ratios.insert(std::round(1e6 * flops / bytes));
+        }
         if (it == byKernel.end() || sizes.size() < 2) {
             result.uncalibrated.push_back("gpu/kernels/" + name + ": no benchmark points at two or more sizes");
             continue;
@@ -306,13 +329,14 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
             const Eigen::Index r = static_cast<Eigen::Index>(i);
             Eigen::Index c = 0;
             x(r, c++) = 1.0;
-            if (flopsTerm) x(r, c++) = it->second[i]->flops;
-            if (bytesTerm) x(r, c++) = it->second[i]->bytes;
+            if (flopsTerm) x(r, c++) = q[i].first;
+            if (bytesTerm) x(r, c++) = q[i].second;
             t(r) = it->second[i]->seconds;
         }
         const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
         KernelFit k;
         k.overheadSeconds = f.beta(0);
+        k.scoreGemms = scoreCounts;
         Eigen::Index c = 1;
         if (flopsTerm) {
             const double secondsPerFlop = f.beta(c++);
@@ -330,6 +354,7 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         nlohmann::json values{{"overhead_seconds", k.overheadSeconds}};
         if (k.flopsPerSecond > 0.0) values["flops_per_second"] = k.flopsPerSecond;
         if (k.bytesPerSecond > 0.0) values["bytes_per_second"] = k.bytesPerSecond;
+        if (attention) values["counts"] = scoreCounts ? "score_gemms" : "fused";
         result.terms.push_back(report("gpu/kernels/" + name, f, values));
     }
 
@@ -458,6 +483,33 @@ void calibrateFromRuns(CalibrationResult& result, const CalibrationInputs& in, c
     }
     for (const char* phase : {"forward", "backward", "optimizer"}) {
         const auto& pts = byPhase[phase];
+        if (std::string(phase) == "optimizer" && !pts.empty() &&
+            std::all_of(pts.begin(), pts.end(), [](const ActionSample* a) { return a->parameterTensors > 0; })) {
+            // tessel's executor updates its parameter tensors one by one (a few kernels and host work each), so
+            // its step is the AdamW kernels' time (the sweep's bandwidth, scale 1) plus a latency per tensor:
+            // measured = predicted + c x tensors, c by least squares on relative error, each run weighing the
+            // same (runs of different tensor counts pin it; FORMULAS.md §7.5).
+            std::map<std::string, int> perRun;
+            for (const ActionSample* a : pts) ++perRun[a->run];
+            double num = 0.0, den = 0.0;
+            for (const ActionSample* a : pts) {
+                const double w = 1.0 / perRun[a->run] / (a->measuredSeconds * a->measuredSeconds);
+                num += w * (a->measuredSeconds - a->predictedSeconds) * a->parameterTensors;
+                den += w * static_cast<double>(a->parameterTensors) * a->parameterTensors;
+            }
+            PhaseFit fit;
+            fit.perTensorSeconds = std::max(0.0, num / den);
+            LinearFit f;
+            f.beta = Eigen::VectorXd::Constant(1, fit.perTensorSeconds);
+            f.kept.assign(pts.size(), true);
+            for (const ActionSample* a : pts)
+                f.relativeResiduals.push_back((a->predictedSeconds + fit.perTensorSeconds * a->parameterTensors -
+                                               a->measuredSeconds) / a->measuredSeconds);
+            gpu.phaseFits[phase] = fit;
+            result.terms.push_back(report("gpu/phase_fits/optimizer", f,
+                                          {{"per_tensor_seconds", fit.perTensorSeconds}, {"time_scale", 1.0}}));
+            continue;
+        }
         std::set<double> sizes;
         for (const ActionSample* a : pts) sizes.insert(a->predictedSeconds);
         if (pts.empty()) {

@@ -84,7 +84,8 @@ nlohmann::json tierToJson(const LinkTier& t) {
 }
 
 // gpu.kernels: {"norm_forward": {"overhead_seconds": s, "bytes_per_second": r}, "attention_forward":
-// {"overhead_seconds": s, "flops_per_second": r, "bytes_per_second": b}, "gemm": {"overhead_seconds": s}}.
+// {"overhead_seconds": s, "flops_per_second": r, "bytes_per_second": b, "counts": "score_gemms"}, "gemm":
+// {"overhead_seconds": s}}; "counts" (attention only) says what the rates are per, "fused" when absent.
 std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const std::string& ptr, ProblemList& problems) {
     std::map<std::string, KernelFit> out;
     ObjectReader r(doc, ptr, problems);
@@ -102,6 +103,12 @@ std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const s
         f.overheadSeconds = kr.requireNumber("overhead_seconds", 0.0, 1.0);
         f.bytesPerSecond = kr.optNumber("bytes_per_second", 0.0, 1.0, 1e16);
         f.flopsPerSecond = kr.optNumber("flops_per_second", 0.0, 1.0, 1e19);
+        // Absent in files written before the key: the fused (FlashAttention) counts the rates were fitted on.
+        const std::string counts = kr.optString("counts", "fused");
+        if (counts == "score_gemms") f.scoreGemms = true;
+        else if (counts != "fused") problems.add(kr.pointer("counts"), "expected \"fused\" or \"score_gemms\"");
+        if (f.scoreGemms && it.key().rfind("attention", 0) != 0)
+            problems.add(kr.pointer("counts"), "\"score_gemms\" applies to attention kernels only");
         kr.finish();
         out[it.key()] = f;
     }
@@ -282,6 +289,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                 PhaseFit f;
                 f.overheadSeconds = fr.requireNumber("overhead_seconds", 0.0, 10.0);
                 f.timeScale = fr.requireNumber("time_scale", 0.01, 100.0);
+                f.perTensorSeconds = fr.optNumber("per_tensor_seconds", 0.0, 0.0, 1.0);
                 fr.finish();
                 c.gpu.phaseFits[phase] = f;
             }
@@ -353,14 +361,17 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
             nlohmann::json e{{"overhead_seconds", f.overheadSeconds}};
             if (f.bytesPerSecond > 0.0) e["bytes_per_second"] = f.bytesPerSecond;
             if (f.flopsPerSecond > 0.0) e["flops_per_second"] = f.flopsPerSecond;
+            if (f.scoreGemms) e["counts"] = "score_gemms";
             k[name] = e;
         }
         j["gpu"]["kernels"] = k;
     }
     if (!c.gpu.phaseFits.empty()) {
         nlohmann::json pf = nlohmann::json::object();
-        for (const auto& [phase, f] : c.gpu.phaseFits)
+        for (const auto& [phase, f] : c.gpu.phaseFits) {
             pf[phase] = {{"overhead_seconds", f.overheadSeconds}, {"time_scale", f.timeScale}};
+            if (f.perTensorSeconds > 0.0) pf[phase]["per_tensor_seconds"] = f.perTensorSeconds;
+        }
         j["gpu"]["phase_fits"] = pf;
     }
     if (!gemm.empty()) j["gpu"]["gemm_efficiency"] = gemm;

@@ -90,6 +90,15 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
         if (it != gpu.kernels.end()) {
             // Calibrated (FORMULAS.md §7): a straight line in the quantity the kernel was benchmarked against.
             const KernelFit& f = it->second;
+            if (f.scoreGemms && op.opClass == OpClass::Attention) {
+                // The executor's GEMM attention: its own counts from the op's shape (m queries, n keys, k head
+                // dim, batch = sequences x query heads), not the fused kernel's.
+                const int e = bytesPerElement(op.dtype ? *op.dtype : dtype);
+                const double flops = kernel_cost::scoreGemmFlops(1, op.batch, op.m, op.n, op.k, op.backward);
+                const double bytes = kernel_cost::scoreGemmBytes(1, op.batch, op.m, op.n, op.k, e, op.backward);
+                return f.overheadSeconds + (f.bytesPerSecond > 0.0 ? bytes / f.bytesPerSecond : 0.0) +
+                       (f.flopsPerSecond > 0.0 ? flops / f.flopsPerSecond : 0.0);
+            }
             if ((f.bytesPerSecond > 0.0 || f.flopsPerSecond > 0.0) && op.opClass != OpClass::Gemm)
                 return f.overheadSeconds + (f.bytesPerSecond > 0.0 ? op.bytes / f.bytesPerSecond : 0.0) +
                        (f.flopsPerSecond > 0.0 ? op.flops / f.flopsPerSecond : 0.0);
@@ -163,6 +172,7 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
             att.m = s.seqLocal;
             att.n = s.seqFull;
             att.k = s.headDim;
+            att.batch = s.microBatch * s.headsLocal;
             att.modelFlops = full;
             att.name = "attention_core_flash";
             att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
@@ -374,6 +384,15 @@ double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64
     return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
 }
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return e * d(tokens) * d(2 * qCols + 2 * kvCols); }
+double scoreGemmFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, bool backward) {
+    return (backward ? 10.0 : 4.0) * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
+}
+double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, int e,
+                      bool backward) {
+    const double scores = d(sequences) * d(heads) * d(seqQ) * d(seqKv);
+    const double rows = d(sequences) * d(heads) * (backward ? 7.0 : 2.0) * d(seqQ + seqKv);
+    return scores * (backward ? 16.0 + 6.0 * e : 8.0 + 2.0 * e) + rows * d(headDim) * e;
+}
 double optimizerFlops(double parameters) { return 12.0 * parameters; }
 double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe) {
     // Megatron-LM's optimizer step (optimizer.py: get_grad_norm_fp32 reads every main gradient;

@@ -156,6 +156,24 @@ int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage) {
     return total;
 }
 
+int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage) {
+    // Per layer: two norms (weight, and bias unless RMSNorm); q, k, v (each with a bias under linear or QKV
+    // bias); the output projection (and its bias); the MLP's fc1 (gate and up fused) and fc2 with their biases
+    // (fc1's only without SwiGLU), or a router and fc1 + fc2 for each of the rank's experts.
+    const int norm = model.norm == NormKind::RmsNorm ? 1 : 2;
+    const bool bias = model.linearBias, qkvBias = model.linearBias || model.qkvBias;
+    const bool swiglu = model.activation == Activation::Swiglu;
+    int perLayer = 2 * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
+    if (model.moe) perLayer += 1 + 2 * (model.moe->experts / std::max(1, plan.ep));
+    else perLayer += 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
+    int tensors = stageLayerCount(model, plan, stage) * perLayer;
+    // The embedding (and learned positions) on the first stage; the final norm and the output matrix on the
+    // last, which is the embedding's own tensor only when one chunk holds both ends (tied, pp x vpp = 1).
+    if (stage == 0) tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0);
+    if (stage == plan.pp - 1) tensors += norm + (model.tiedEmbeddings && plan.pp * plan.vpp == 1 ? 0 : 1);
+    return tensors;
+}
+
 bool evenPipelineSplit(const ModelConfig& model, const Plan& plan) {
     if (plainEven(plan)) return true;
     const std::vector<int> counts = chunkLayerCounts(model, plan);

@@ -246,6 +246,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                                                          : a.kind == ActionKind::OptimizerStep ? "optimizer"
                                                                                                : "backward");
                 c.computeSeconds = f.overheadSeconds + f.timeScale * c.computeSeconds;
+                if (a.kind == ActionKind::OptimizerStep && f.perTensorSeconds > 0.0)
+                    c.computeSeconds += f.perTensorSeconds * stageParameterTensors(model, plan, static_cast<int>(s));
                 for (double& work : workSinceSync) work += c.computeSeconds;
                 if (innerSyncRanks > 1 && c.tpSeconds + c.cpSeconds + c.epSeconds > 0.0) {
                     c.syncGroupSize = innerSyncRanks;

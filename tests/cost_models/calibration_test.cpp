@@ -192,6 +192,54 @@ TEST(CalibrateFromBench, AttentionOverASequenceSweepSeparatesFlopsFromBytes) {
     EXPECT_NEAR(g.overheadSeconds + p.flops / g.flopsPerSecond, p.seconds, 1e-6 * p.seconds);
 }
 
+// CUDA attention points as `tessel bench` writes them (fused counts in flops/bytes), timed on a machine whose
+// GEMM attention takes 30 us + full-GEMM FLOPs / 900 TFLOP/s + score-workspace bytes / 2 TB/s: calibrate counts
+// from each point's shape, recovers the three terms, and marks the fit "score_gemms".
+TEST(CalibrateFromBench, CudaAttentionFitsScoreGemmCountsFromTheShape) {
+    const ClusterConfig base = loadClusterRef("h200-single", "test");
+    CalibrationOptions o;
+    o.provenance = {{"dtype", "mixed"}, {"backend", "cuda"}};
+    CalibrationInputs in;
+    for (const char* kernel : {"attention_forward", "attention_backward"})
+        for (int64_t sequences : {1, 2})
+            for (int64_t seq : {512, 1024, 2048})
+                for (int64_t dim : {64, 128}) {
+                    const bool backward = std::string(kernel) == "attention_backward";
+                    BenchSample s;
+                    s.kernel = kernel;
+                    s.shape = {{"sequences", sequences}, {"seq", seq}, {"heads", 8}, {"kv_heads", 8}, {"head_dim", dim}};
+                    s.flops = (backward ? 2.5 : 1.0) * kernel_cost::flashAttentionFlops(sequences, 8, seq, seq, dim);
+                    s.bytes = (backward ? 2.0 : 1.0) * kernel_cost::attentionBytes(sequences * seq, 8 * dim, 8 * dim, 2);
+                    s.seconds = 3e-5 + kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, backward) / 9e14 +
+                                kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, backward) / 2e12;
+                    in.bench.push_back(s);
+                }
+    const ClusterConfig fitted = calibrateFromBench(base, in, o).cluster;
+    for (const char* kernel : {"attention_forward", "attention_backward"}) {
+        const KernelFit& f = fitted.gpu.kernels.at(kernel);
+        EXPECT_TRUE(f.scoreGemms) << kernel;
+        EXPECT_NEAR(f.overheadSeconds, 3e-5, 1e-4 * 3e-5) << kernel;
+        EXPECT_NEAR(f.flopsPerSecond, 9e14, 1e-4 * 9e14) << kernel;
+        EXPECT_NEAR(f.bytesPerSecond, 2e12, 1e-4 * 2e12) << kernel;
+    }
+    // The model then times a plan's attention op (4 sequences of 4096, 16 heads of 128) with the same counts.
+    OpCost op;
+    op.kernel = "attention_forward";
+    op.opClass = OpClass::Attention;
+    op.m = 4096, op.n = 4096, op.k = 128, op.batch = 4 * 16;
+    const double expected = 3e-5 + kernel_cost::scoreGemmFlops(4, 16, 4096, 4096, 128, false) / 9e14 +
+                            kernel_cost::scoreGemmBytes(4, 16, 4096, 4096, 128, 2, false) / 2e12;
+    EXPECT_NEAR(opSeconds(op, fitted, Dtype::Bf16), expected, 1e-4 * expected);
+    // The counts survive the cluster file; a file without the key (written before it) reads as fused.
+    const ClusterConfig back = parseCluster(clusterToJson(fitted));
+    EXPECT_TRUE(back.gpu.kernels.at("attention_backward").scoreGemms);
+    nlohmann::json old = clusterToJson(fitted);
+    old["gpu"]["kernels"]["attention_forward"].erase("counts");
+    EXPECT_FALSE(parseCluster(old).gpu.kernels.at("attention_forward").scoreGemms);
+    old["gpu"]["kernels"]["attention_forward"]["counts"] = "tiles";
+    EXPECT_THROW(parseCluster(old), InputError);
+}
+
 // Copies are measured and reported beside the terms, never applied: 3 us + bytes / 20 GB/s for the device copy,
 // pageable and pinned host copies as separate lines.
 TEST(CalibrateFromBench, CopiesAreReportedNotApplied) {

@@ -14,15 +14,22 @@ const OpCost& findOp(const BlockCompute& b, const std::string& name) {
     throw std::runtime_error("no op " + name);
 }
 
-TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
+// A 4-layer model of hidden 1024 (16 heads), sequence 2048, at tp 4 x dp 2 and micro-batch 2 on 8 GPUs.
+struct Tp4Case {
     ModelConfig m = test::megatronStyleModel(4, 1024, 16, 51200, 2048);
     ClusterConfig c = test::roundCluster(8, 1);
     Plan p;
-    p.tp = 4;
-    p.dp = 2;
-    p.microBatch = 2;
+    Tp4Case() {
+        p.tp = 4;
+        p.dp = 2;
+        p.microBatch = 2;
+    }
+};
+
+TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
+    const Tp4Case k;
     const auto& recipe = *findPrecisionRecipe("megatron");
-    auto layer = layerCompute(m, c, p, recipe);
+    auto layer = layerCompute(k.m, k.c, k.p, recipe);
     const double T = 2.0 * 2048;
     EXPECT_DOUBLE_EQ(findOp(layer, "qkv").flops, 2.0 * T * (3.0 * 1024 / 4) * 1024);
     EXPECT_DOUBLE_EQ(findOp(layer, "attn_proj").flops, 2.0 * T * 1024 * (1024.0 / 4));
@@ -211,6 +218,59 @@ TEST(Compute, OptimizerIsMemoryBoundOverLocalParameters) {
     EXPECT_DOUBLE_EQ(op.seconds, 44e9 / 2e12);
     // Without a master copy (the weights are the master) there is nothing to copy.
     EXPECT_DOUBLE_EQ(kernel_cost::optimizerAuxBytes(1e9, *findPrecisionRecipe("cpu_fp32")), 8e9);
+}
+
+// The CUDA executor's GEMM attention, counted by hand for 1 sequence, 2 query heads, s_q = s_kv = 4, d = 8, bf16:
+// 32 scores. Forward 4 x 32 x 8 = 1024 FLOPs; bytes 32 x (8 + 2 x 2) = 384 for the score passes plus the
+// operands 2 heads x (2 x 4 + 2 x 4) rows x 8 x 2 B = 512. Backward 10 x 32 x 8 = 2560 FLOPs; 32 x (16 + 6 x 2)
+// = 896 plus 2 x (7 x 4 + 7 x 4) x 8 x 2 = 1792.
+TEST(Compute, ScoreGemmAttentionCountsAreHandCheckable) {
+    EXPECT_DOUBLE_EQ(kernel_cost::scoreGemmFlops(1, 2, 4, 4, 8, false), 1024.0);
+    EXPECT_DOUBLE_EQ(kernel_cost::scoreGemmBytes(1, 2, 4, 4, 8, 2, false), 384.0 + 512.0);
+    EXPECT_DOUBLE_EQ(kernel_cost::scoreGemmFlops(1, 2, 4, 4, 8, true), 2560.0);
+    EXPECT_DOUBLE_EQ(kernel_cost::scoreGemmBytes(1, 2, 4, 4, 8, 2, true), 896.0 + 1792.0);
+    // Sequences and heads are the same batch: 2 x 1 = 1 x 2.
+    EXPECT_DOUBLE_EQ(kernel_cost::scoreGemmBytes(2, 1, 4, 4, 8, 4, true), kernel_cost::scoreGemmBytes(1, 2, 4, 4, 8, 4, true));
+}
+
+// A score_gemms fit times the attention op from its shape (m queries, n keys, k head dim, batch = sequences x
+// heads) and the dtype's element size, whatever FLOPs and bytes the op carries; a fused fit uses the op's own.
+TEST(Compute, ScoreGemmFitTimesAttentionFromItsShape) {
+    ClusterConfig c = test::roundCluster(1, 1);
+    KernelFit f;
+    f.overheadSeconds = 1e-6;
+    f.bytesPerSecond = 1e9;
+    f.flopsPerSecond = 1e12;
+    f.scoreGemms = true;
+    c.gpu.kernels["attention_forward"] = f;
+    c.gpu.kernels["attention_backward"] = f;
+    OpCost op;
+    op.opClass = OpClass::Attention;
+    op.kernel = "attention_forward";
+    op.m = 4, op.n = 4, op.k = 8, op.batch = 2;
+    op.flops = 1.0, op.bytes = 1.0; // the fused counts: not used by this fit
+    EXPECT_DOUBLE_EQ(opSeconds(op, c, Dtype::Bf16), 1e-6 + 896.0 / 1e9 + 1024.0 / 1e12);
+    op.kernel = "attention_backward";
+    op.backward = true;
+    EXPECT_DOUBLE_EQ(opSeconds(op, c, Dtype::Bf16), 1e-6 + 2688.0 / 1e9 + 2560.0 / 1e12);
+    // fp32: 4-byte P and dS. Forward: 32 x 16 + 2 x 16 x 8 x 4 = 1536 bytes.
+    op.kernel = "attention_forward";
+    op.backward = false;
+    EXPECT_DOUBLE_EQ(opSeconds(op, c, Dtype::Fp32), 1e-6 + 1536.0 / 1e9 + 1024.0 / 1e12);
+    c.gpu.kernels["attention_forward"].scoreGemms = false;
+    EXPECT_DOUBLE_EQ(opSeconds(op, c, Dtype::Bf16), 1e-6 + 1.0 / 1e9 + 1.0 / 1e12);
+}
+
+// The layer's attention op carries the shape a score_gemms fit needs: batch = micro-batch x heads per rank.
+TEST(Compute, AttentionOpCarriesSequencesTimesHeads) {
+    Tp4Case k;
+    k.p.flashAttention = true;
+    const auto layer = layerCompute(k.m, k.c, k.p, *findPrecisionRecipe("megatron"));
+    const OpCost& att = findOp(layer, "attention_core_flash");
+    EXPECT_EQ(att.batch, 2 * 16 / 4);
+    EXPECT_EQ(att.m, 2048);
+    EXPECT_EQ(att.n, 2048);
+    EXPECT_EQ(att.k, 1024 / 16);
 }
 
 } // namespace

@@ -48,6 +48,7 @@ struct ActionSample {
     double measuredSeconds = 0.0;
     std::string where;
     std::string run;                  // the run it came from: each run weighs the same in its phase's fit
+    int parameterTensors = 0;         // optimizer steps: the stage's parameter tensors (stageParameterTensors)
 };
 
 // A synchronising collective of a training run (DP gradients, ZeRO gathers): its group size, the predicted work

@@ -37,6 +37,11 @@ struct KernelFit {
     double overheadSeconds = 0.0;
     double bytesPerSecond = 0.0;  // 0 = bytes are not a term of the fit
     double flopsPerSecond = 0.0;  // 0 = FLOPs are not a term of the fit
+    // Attention only: what the two rates are per. false ("fused", the default and every file written before
+    // this key): the FlashAttention counts (causal half FLOPs, Q/K/V/O bytes once). true ("score_gemms"): the
+    // CUDA executor's GEMM attention, full s_q x s_kv GEMM FLOPs and the bytes of its score workspace passes
+    // (kernel_cost::scoreGemmFlops/scoreGemmBytes, FORMULAS.md §7.2).
+    bool scoreGemms = false;
 };
 
 // The work around a phase's kernels that no kernel names (dispatch, bias adds, copies, allocation, the
@@ -44,6 +49,9 @@ struct KernelFit {
 struct PhaseFit {
     double overheadSeconds = 0.0;
     double timeScale = 1.0;
+    // Optimizer: host and launch time per parameter tensor of the stage (tessel's executor updates its tensors
+    // one by one: a few kernels each), fitted by `tessel calibrate` from runs with different tensor counts.
+    double perTensorSeconds = 0.0;
 };
 
 // GEMM efficiency from the GEMM's shape (FORMULAS.md §3.1): achieved / peak =

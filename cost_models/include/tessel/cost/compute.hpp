@@ -61,6 +61,21 @@ double eagerCrossEntropyBackwardFactor(int e);
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
+// The CUDA executor's GEMM attention (executor/backends/cuda/attention_gemm.cu), per sequence and query head
+// an [s_q, s_kv] score block materialised in full (the causal half is computed, then masked):
+//   FLOPs: forward S = Q K^T and O = P V, 4 s_q s_kv d; backward S again, dV = P^T dO, dP = dO V^T, dQ = dS K,
+//          dK = dS^T Q, 10 s_q s_kv d.
+//   bytes per score: forward S written fp32 (4), read by the softmax row kernel (4; its second pass over the
+//          row is an L2 hit), P written and read by the PV GEMM (e + e): 8 + 2e. Backward S written and read
+//          (4 + 4), P written (e) and read by dV (e), dP written and read (4 + 4), P read and dS written by the
+//          score-gradient kernel (e + e), dS read by dQ and by dK (e + e): 16 + 6e.
+//   plus the operands once per query head: forward Q read, O written (s_q rows), K and V read (s_kv rows),
+//          e d (2 s_q + 2 s_kv); backward Q twice, dO twice, dQ written, dO and O by the delta kernel (7 s_q
+//          rows), K twice, V once, dV and dK read and written (beta = 1) (7 s_kv rows), e d (7 s_q + 7 s_kv).
+// `heads` are query heads: a GQA group's query heads each run their own GEMMs against the shared K, V.
+double scoreGemmFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, bool backward);
+double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, int e,
+                      bool backward);
 double optimizerFlops(double parameters);                           // ~12 per parameter (AdamW)
 double optimizerBytes(double parameters, const PrecisionRecipe& recipe);    // the AdamW kernel itself
 // Around AdamW: gradient-norm read and buffer zeroing (2 g) and, with a master copy, master -> weights (master + w).
@@ -81,7 +96,7 @@ struct OpCost {
     double modelFlops = 0.0;     // operations counted for MFU (attention as full, non-causal; see FORMULAS.md §3)
     double bytes = 0.0;          // HBM traffic
     int64_t m = 0, n = 0, k = 0; // GEMM shape; for attention (s_q, s_kv, head_dim)
-    int64_t batch = 1;           // GEMMs in one batched kernel (attention's per-head GEMMs)
+    int64_t batch = 1;           // GEMMs in one batched kernel; attention: sequences x query heads
     std::string kernel;          // the kernel a calibration may have timed: "gemm", "norm_forward", ...
     std::string variant;         // attention: the fused kernel's name ("flash2", ...), "" for the GPU's default
     bool backward = false;       // attention: the backward kernel (its own efficiency)

@@ -141,6 +141,9 @@ void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster
 Plan withResolvedPipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
 // Layers of one pipeline rank over all its chunks, and of chunk `chunk` of rank `stage`.
 int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage);
+// Parameter tensors pipeline stage `stage` holds as tessel's executor lays them out (executor/src/gpt_layout.cpp;
+// tests/executor/parameter_count_test.cpp checks the two agree): what its optimizer step loops over.
+int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage);
 int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int chunk);
 // The split in a few characters, runs collapsed: "7,8x14,7"; "" when every virtual stage holds the same.
 std::string pipelineSplitText(const ModelConfig& model, const Plan& plan);
