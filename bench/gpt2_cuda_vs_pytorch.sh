@@ -5,7 +5,7 @@
 # tessel (TESSEL_CUDA=ON) and PyTorch with CUDA.
 #
 #   bench/gpt2_cuda_vs_pytorch.sh [BUILD_DIR] [--micro-batch 8] [--global-batch 8] [--steps 20] [--warmup 5]
-#                                 [--peak-tflops 989] [--keep RUN_DIR] [--json FILE]
+#                                 [--peak-tflops 989] [--cluster h200-single] [--keep RUN_DIR] [--json FILE]
 #
 # --keep leaves tessel's run folder (losses, measurements, trace, memory, versions: a `tessel run` folder that
 # `tessel compare` and `tessel calibrate` read) in RUN_DIR; --json writes the three sides and the ratios as one
@@ -15,7 +15,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 build="$root/build/cuda"
 if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
-micro=8 global=8 steps=20 warmup=5 peak=989 keep="" json_out=""
+micro=8 global=8 steps=20 warmup=5 peak=989 cluster=h200-single keep="" json_out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keep) keep="$2"; shift 2 ;;
@@ -25,6 +25,7 @@ while [[ $# -gt 0 ]]; do
     --steps) steps="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --peak-tflops) peak="$2"; shift 2 ;;
+    --cluster) cluster="$2"; shift 2 ;;   # the one-GPU cluster the run folder names (h100-single on an H100)
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +45,7 @@ cat > "$tmp/scenario.json" <<JSON
     "ffn_hidden": 3072, "vocab": 50257, "seq_len": 1024, "activation": "gelu", "norm": "layernorm",
     "position_embedding": "learned", "tied_embeddings": true, "linear_bias": true, "dropout": 0.0
   },
-  "cluster": "h200-single",
+  "cluster": "$cluster",
   "nodes": 1,
   "plan": {
     "tp": 1, "pp": 1, "dp": 1, "micro_batch": $micro, "global_batch": $global, "zero_stage": 0,

@@ -349,15 +349,15 @@ stage_check() {
   say "check 8a: tessel run --backend cuda, 1 rank (NCCL) and pp 2 (staged comm)"
   rm -rf "$art/run-cuda-1" "$art/run-cuda-pp2"
   # The plans are checked against a cluster of as many GPUs as ranks: two ranks share the one GPU here.
-  "$py" - "$root/scenarios/clusters/h200-single.json" "$art/two-ranks-one-gpu.json" <<'PY'
+  "$py" - "$root/scenarios/clusters/$(single_cluster).json" "$art/two-ranks-one-gpu.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["name"] = "h200-single-two-ranks"
+c["name"] = c["name"] + "-two-ranks"
 c["gpus_per_node"] = 2
 c["sources"]["/gpus_per_node"] = "two ranks sharing the one lent GPU through the staged comm (gpu-checks.sh check 8a)"
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
-  timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster h200-single --nodes 1 --backend cuda --precision mixed \
+  timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster "$(single_cluster)" --nodes 1 --backend cuda --precision mixed \
     --ranks 1 --pp 1 --steps 6 --timeout 120 --out "$art/run-cuda-1" >"$art/check8a.log" 2>&1
   rc1=$?
   timeout "$((t / 2))" "$build/cli/tessel" run tiny-cpu --cluster "$art/two-ranks-one-gpu.json" --nodes 1 --backend cuda \
@@ -383,11 +383,20 @@ gpt2_check() { # id, micro-batch, global batch, run folder
   peak="$(report peak --cluster "$(base_cluster)")"
   rm -rf "$4"
   timeout "$t" bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "$2" --global-batch "$3" \
-    --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" --keep "$4" --json "$art/gpt2-$1.json" >"$art/check$1.log" 2>&1
+    --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" --cluster "$(single_cluster)" --keep "$4" \
+    --json "$art/gpt2-$1.json" >"$art/check$1.log" 2>&1
   rc=$?
   report gpt2 --id "$1" --name "$name" --json "$art/gpt2-$1.json" --log "$art/check$1.log" --rc $rc --limit "$t" \
     --seconds $(($(date +%s) - t0)) --out "$results/$1.json"
   progress
+}
+
+# The built-in one-GPU cluster of this machine's GPU, which its one-rank runs name.
+single_cluster() {
+  case "$(base_cluster)" in
+    dgx-h100-80g) echo h100-single ;;
+    *) echo h200-single ;;
+  esac
 }
 
 # The built-in cluster the calibration starts from: the GPU's own where tessel has one.

@@ -273,6 +273,20 @@ private slots:
         QVERIFY(window_->memoryChart()->data().stages[0].measuredGib.has_value());
     }
 
+    // A run measured on the H100 of docs/gpu-report.md opens with its scenario (cluster h100-single-calibrated)
+    // and overlays the error `tessel compare` gives for it (data/gpu/h100-2026-11-25/holdout-results.json).
+    void gpuReportRunOpens() {
+        const std::string dir = std::string(TESSEL_REPO_DATA_DIR) + "/gpu/h100-2026-11-25";
+        QVERIFY(window_->openMeasuredRunWithSiblings(
+            QString::fromStdString(dir + "/holdout/run-h1536-d128-mb4/trace.json")));
+        QCOMPARE(window_->session()->scenario().cluster.name, std::string("h100-single-calibrated"));
+        std::ifstream in(dir + "/holdout-results.json");
+        const nlohmann::json results = nlohmann::json::parse(in);
+        const double want = results["plans"]["h1536-d128-mb4"]["step_error"].get<double>();
+        QVERIFY(std::abs(window_->measuredModel()->comparison().stepError() - want) < 1e-3);
+        window_->clearMeasuredRun();
+    }
+
     void cleanupTestCase() { window_.reset(); }
 };
 
