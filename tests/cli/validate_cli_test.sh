@@ -53,6 +53,15 @@ import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
 assert o['records']==6 and o['median_abs_step_error'] <= 0.15, o
 assert o['median_abs_memory_error'] <= 0.05, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
+# PyTorch on one H100, measured by tessel (docs/validation.md): torch.compile is predicted within 15%; eager
+# autocast is predicted too fast (-42%, -40%: the term docs/validation.md names is not modelled), and this guard
+# says so, so that modelling it shows here.
+"$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_pytorch_gpt2_h100.json" >"$tmp/pt.json" 2>/dev/null; check "PyTorch set exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/pt.json')); r={x['id']: x['step_error'] for x in d['results']}
+assert len(r)==4, r
+assert all(abs(v) <= 0.15 for k, v in r.items() if k.endswith('compile')), r
+assert all(-0.45 <= v <= -0.35 for k, v in r.items() if k.endswith('eager')), r" ; check "PyTorch set within its guard" $?
 check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-h100-80g: 0.9')"
 cat >"$tmp/nostep.json" <<'J'
 [{"id": "no-step", "group": "mine", "model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 100, "seq": 32},
