@@ -268,7 +268,9 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 a.measuredSeconds = std::max(1e-9, meanOverRanks(perRank) - (c.seconds - c.computeSeconds));
                 a.where = run.dir.string() + " stage " + std::to_string(stage) + " action " + std::to_string(index);
                 a.run = run.dir.string();
-                if (a.action == "optimizer_step")
+                // tessel's executor (its runs say loss_in_place) updates its tensors one by one: the optimizer is
+                // fitted per tensor; other runs (imported traces: PyTorch's fused AdamW) keep the phase scale.
+                if (a.action == "optimizer_step" && run.scenario.plan.framework.lossInPlace.value_or(false))
                     a.parameterTensors = stageParameterTensors(run.scenario.model, run.scenario.plan, stage);
                 in.actions.push_back(a);
             }
