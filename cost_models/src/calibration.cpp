@@ -322,29 +322,42 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
             result.uncalibrated.push_back("gpu/kernels/" + name + ": no benchmark points at two or more sizes");
             continue;
         }
-        const bool flopsTerm = attention, bytesTerm = !attention || (ratios.size() >= 2 && it->second.size() >= 4);
-        Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()), 1 + int{flopsTerm} + int{bytesTerm});
-        Eigen::VectorXd t(x.rows());
-        for (size_t i = 0; i < it->second.size(); ++i) {
-            const Eigen::Index r = static_cast<Eigen::Index>(i);
-            Eigen::Index c = 0;
-            x(r, c++) = 1.0;
-            if (flopsTerm) x(r, c++) = q[i].first;
-            if (bytesTerm) x(r, c++) = q[i].second;
-            t(r) = it->second[i]->seconds;
-        }
-        const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+        bool flopsTerm = attention;
+        const bool bytesTerm = !attention || (ratios.size() >= 2 && it->second.size() >= 4);
+        auto fitTerms = [&](bool withFlops, KernelFit& k) {
+            Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()), 1 + int{withFlops} + int{bytesTerm});
+            Eigen::VectorXd t(x.rows());
+            for (size_t i = 0; i < it->second.size(); ++i) {
+                const Eigen::Index r = static_cast<Eigen::Index>(i);
+                Eigen::Index c = 0;
+                x(r, c++) = 1.0;
+                if (withFlops) x(r, c++) = q[i].first;
+                if (bytesTerm) x(r, c++) = q[i].second;
+                t(r) = it->second[i]->seconds;
+            }
+            const LinearFit f = fitRelativeLeastSquares(x, t, o.madLimit);
+            k = KernelFit{};
+            k.overheadSeconds = f.beta(0);
+            k.scoreGemms = scoreCounts;
+            Eigen::Index c = 1;
+            if (withFlops) {
+                const double secondsPerFlop = f.beta(c++);
+                if (secondsPerFlop > 0.0) k.flopsPerSecond = 1.0 / secondsPerFlop;
+            }
+            if (bytesTerm) {
+                const double secondsPerByte = f.beta(c++);
+                if (secondsPerByte > 0.0) k.bytesPerSecond = 1.0 / secondsPerByte;
+            }
+            return f;
+        };
         KernelFit k;
-        k.overheadSeconds = f.beta(0);
-        k.scoreGemms = scoreCounts;
-        Eigen::Index c = 1;
-        if (flopsTerm) {
-            const double secondsPerFlop = f.beta(c++);
-            if (secondsPerFlop > 0.0) k.flopsPerSecond = 1.0 / secondsPerFlop;
-        }
-        if (bytesTerm) {
-            const double secondsPerByte = f.beta(c++);
-            if (secondsPerByte > 0.0) k.bytesPerSecond = 1.0 / secondsPerByte;
+        LinearFit f = fitTerms(flopsTerm, k);
+        // A FLOP rate above the GPU's peak is no rate: the points are bound by bytes and cannot pin it (the CUDA
+        // executor's attention backward on the H100 fitted 3.6e16 /s). Then the kernel is fitted on bytes alone.
+        const double peak = base.peakFlops(benchDtype(o.provenance.value("dtype", "fp64")));
+        if (flopsTerm && bytesTerm && peak > 0.0 && k.flopsPerSecond > peak) {
+            flopsTerm = false;
+            f = fitTerms(false, k);
         }
         if (!(k.flopsPerSecond > 0.0 || k.bytesPerSecond > 0.0)) {
             result.uncalibrated.push_back("gpu/kernels/" + name + ": time does not grow with size in the points");

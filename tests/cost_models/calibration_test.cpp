@@ -240,6 +240,34 @@ TEST(CalibrateFromBench, CudaAttentionFitsScoreGemmCountsFromTheShape) {
     EXPECT_THROW(parseCluster(old), InputError);
 }
 
+// Attention bound by bytes alone (30 us + score-workspace bytes / 2 TB/s, no FLOP term): a FLOP rate fitted to
+// such points is no physical rate (it lands above the GPU's peak, as the H100's backward did at 3.6e16 /s),
+// so the kernel is fitted on bytes and overhead only and keeps no flops_per_second.
+TEST(CalibrateFromBench, AFlopRateAbovePeakIsLeftOutAndBytesAloneAreFitted) {
+    const ClusterConfig base = loadClusterRef("h200-single", "test");
+    CalibrationOptions o;
+    o.provenance = {{"dtype", "mixed"}, {"backend", "cuda"}};
+    CalibrationInputs in;
+    for (int64_t sequences : {1, 2})
+        for (int64_t seq : {512, 1024, 2048})
+            for (int64_t dim : {64, 128}) {
+                BenchSample s;
+                s.kernel = "attention_backward";
+                s.shape = {{"sequences", sequences}, {"seq", seq}, {"heads", 8}, {"kv_heads", 8}, {"head_dim", dim}};
+                s.flops = 2.5 * kernel_cost::flashAttentionFlops(sequences, 8, seq, seq, dim);
+                s.bytes = 2.0 * kernel_cost::attentionBytes(sequences * seq, 8 * dim, 8 * dim, 2);
+                // A FLOP share far below the peak's: 1e-9 of a second per PFLOP keeps the points strictly
+                // bytes-bound while the FLOP column stays in the fit.
+                s.seconds = 3e-5 + kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, true) / 2e12 +
+                            kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, true) / 1e18;
+                in.bench.push_back(s);
+            }
+    const KernelFit& f = calibrateFromBench(base, in, o).cluster.gpu.kernels.at("attention_backward");
+    EXPECT_EQ(f.flopsPerSecond, 0.0);
+    EXPECT_NEAR(f.bytesPerSecond, 2e12, 0.01 * 2e12);
+    EXPECT_NEAR(f.overheadSeconds, 3e-5, 0.05 * 3e-5);
+}
+
 // Copies are measured and reported beside the terms, never applied: 3 us + bytes / 20 GB/s for the device copy,
 // pageable and pinned host copies as separate lines.
 TEST(CalibrateFromBench, CopiesAreReportedNotApplied) {
