@@ -114,6 +114,93 @@ std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const s
     }
     return out;
 }
+
+// An array of `size` numbers in (0, hi]; problems name each bad element.
+std::vector<double> positiveNumbers(const nlohmann::json& v, const std::string& ptr, size_t size, double hi,
+                                    ProblemList& problems) {
+    std::vector<double> out;
+    if (!v.is_array() || v.size() != size) {
+        problems.add(ptr, "expected an array of " + std::to_string(size) + " numbers, one per benchmark/seq");
+        return out;
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_number() || v[i].get<double>() <= 0.0 || v[i].get<double>() > hi) {
+            problems.add(ptr + "/" + std::to_string(i), "expected a number above 0 and at most benchmark/peak_tflops");
+            return {};
+        }
+        out.push_back(v[i].get<double>() * 1e12);
+    }
+    return out;
+}
+
+// gpu/attention_kernels/<name>/benchmark: {peak_tflops, seq: [...], curves: [{head_dim, causal, forward_tflops,
+// backward_tflops?}]} (FORMULAS.md §3.2).
+AttentionBenchmark parseAttentionBenchmark(const nlohmann::json& doc, const std::string& ptr, ProblemList& problems) {
+    AttentionBenchmark b;
+    ObjectReader r(doc, ptr, problems);
+    const double peakTflops = r.requireNumber("peak_tflops", 1.0, 1e6);
+    b.peakFlopsPerSecond = peakTflops * 1e12;
+    size_t seqCount = 0; // the declared length, so that one bad entry is one problem, not one per curve
+    if (const auto* seq = r.child("seq")) {
+        if (seq->is_array()) seqCount = seq->size();
+        if (!seq->is_array() || seq->empty()) problems.add(r.pointer("seq"), "expected a non-empty array of sequence lengths");
+        else
+            for (size_t i = 0; i < seq->size(); ++i) {
+                const auto& v = (*seq)[i];
+                const std::string p = r.pointer("seq") + "/" + std::to_string(i);
+                if (!v.is_number_integer() || v.get<int64_t>() < 1) problems.add(p, "expected a positive integer");
+                else if (!b.seq.empty() && v.get<int64_t>() <= b.seq.back()) problems.add(p, "must increase along the array");
+                else b.seq.push_back(v.get<int64_t>());
+            }
+    } else {
+        problems.add(r.pointer("seq"), "required field is missing");
+    }
+    const auto* curves = r.child("curves");
+    const std::string cp = r.pointer("curves");
+    if (!curves || !curves->is_array() || curves->empty()) {
+        problems.add(cp, "expected a non-empty array of {head_dim, causal, forward_tflops, backward_tflops}");
+    } else {
+        bool anyBackward = false;
+        for (size_t i = 0; i < curves->size(); ++i) {
+            ObjectReader cr((*curves)[i], cp + "/" + std::to_string(i), problems);
+            AttentionBenchmarkCurve c;
+            c.headDim = cr.requireInt("head_dim", 1, 4096);
+            c.causal = cr.requireBool("causal");
+            if (const auto* f = cr.child("forward_tflops"))
+                c.forwardFlopsPerSecond = positiveNumbers(*f, cr.pointer("forward_tflops"), seqCount, peakTflops, problems);
+            else
+                problems.add(cr.pointer("forward_tflops"), "required field is missing");
+            if (const auto* g = cr.child("backward_tflops")) {
+                c.backwardFlopsPerSecond = positiveNumbers(*g, cr.pointer("backward_tflops"), seqCount, peakTflops, problems);
+                anyBackward = true;
+            }
+            cr.finish();
+            for (const auto& other : b.curves)
+                if (other.headDim == c.headDim && other.causal == c.causal)
+                    problems.add(cp + "/" + std::to_string(i), "a second curve for head_dim " + std::to_string(c.headDim) +
+                                                                   (c.causal ? " with" : " without") + " the causal mask");
+            b.curves.push_back(std::move(c));
+        }
+        if (!anyBackward) problems.add(cp, "no curve has backward_tflops: the backward kernel would have no figure");
+    }
+    r.finish();
+    return b;
+}
+
+nlohmann::json attentionBenchmarkJson(const AttentionBenchmark& b) {
+    auto tflops = [](const std::vector<double>& v) {
+        nlohmann::json a = nlohmann::json::array();
+        for (double x : v) a.push_back(x / 1e12);
+        return a;
+    };
+    nlohmann::json curves = nlohmann::json::array();
+    for (const auto& c : b.curves) {
+        nlohmann::json j = {{"head_dim", c.headDim}, {"causal", c.causal}, {"forward_tflops", tflops(c.forwardFlopsPerSecond)}};
+        if (!c.backwardFlopsPerSecond.empty()) j["backward_tflops"] = tflops(c.backwardFlopsPerSecond);
+        curves.push_back(j);
+    }
+    return {{"peak_tflops", b.peakFlopsPerSecond / 1e12}, {"seq", b.seq}, {"curves", curves}};
+}
 } // namespace
 
 const PhaseFit& GpuSpec::phaseFit(const std::string& phase) const {
@@ -266,8 +353,12 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                     ObjectReader kr(it.value(), ar.pointer(it.key()), problems);
                     ar.accept(it.key());
                     AttentionKernelSpec spec;
-                    spec.forwardEfficiency = kr.requireNumber("forward_efficiency", 0.001, 1.0);
-                    spec.backwardEfficiency = kr.requireNumber("backward_efficiency", 0.001, 1.0);
+                    if (const auto* bm = kr.child("benchmark")) spec.benchmark = parseAttentionBenchmark(*bm, kr.pointer("benchmark"), problems);
+                    // With a benchmark the plateau figures are optional (the benchmark replaces them).
+                    spec.forwardEfficiency = spec.benchmark ? kr.optNumber("forward_efficiency", 0.0, 0.001, 1.0)
+                                                            : kr.requireNumber("forward_efficiency", 0.001, 1.0);
+                    spec.backwardEfficiency = spec.benchmark ? kr.optNumber("backward_efficiency", 0.0, 0.001, 1.0)
+                                                             : kr.requireNumber("backward_efficiency", 0.001, 1.0);
                     spec.seqHalf = kr.optNumber("seq_half", 0.0, 0.0, 1e7);
                     kr.finish();
                     c.gpu.attentionKernels[it.key()] = spec;
@@ -387,10 +478,13 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     }
     if (!c.gpu.attentionKernels.empty()) {
         nlohmann::json ak = nlohmann::json::object();
-        for (const auto& [name, spec] : c.gpu.attentionKernels)
-            ak[name] = {{"forward_efficiency", spec.forwardEfficiency},
-                        {"backward_efficiency", spec.backwardEfficiency},
-                        {"seq_half", spec.seqHalf}};
+        for (const auto& [name, spec] : c.gpu.attentionKernels) {
+            nlohmann::json k = {{"seq_half", spec.seqHalf}};
+            if (spec.forwardEfficiency > 0.0) k["forward_efficiency"] = spec.forwardEfficiency;
+            if (spec.backwardEfficiency > 0.0) k["backward_efficiency"] = spec.backwardEfficiency;
+            if (spec.benchmark) k["benchmark"] = attentionBenchmarkJson(*spec.benchmark);
+            ak[name] = k;
+        }
         j["gpu"]["attention_kernels"] = ak;
     }
     if (!c.gpu.defaultAttentionKernel.empty()) j["gpu"]["default_attention_kernel"] = c.gpu.defaultAttentionKernel;

@@ -4,6 +4,8 @@
 #include "tessel/cost/framework.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 namespace tessel {
 
@@ -116,9 +118,7 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
             const auto spec = gpu.attentionKernels.find(resolveAttentionKernel(gpu, op.variant));
             if (spec != gpu.attentionKernels.end()) {
                 // A fused attention kernel's measured efficiency, lower for short key ranges (FORMULAS.md §3.2).
-                const double keys = static_cast<double>(op.n);
-                eff = (op.backward ? spec->second.backwardEfficiency : spec->second.forwardEfficiency) * keys /
-                      (keys + spec->second.seqHalf);
+                eff = attentionKernelEfficiency(spec->second, op.k, op.n, op.backward);
             } else {
                 eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype); // tiles of (queries x keys x head_dim)
             }
@@ -131,7 +131,59 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
     // Roofline (Williams, Waterman & Patterson 2009): an op is bound by the slower of compute and memory.
     return std::max(computeSeconds, memorySeconds) + overheadSeconds;
 }
+// A benchmark quantity at `keys`: linear in log2(keys) between the benchmark's sequence lengths, the last value
+// above them, and the first scaled by the kernel's s/(s + seqHalf) ramp below them.
+double atKeys(const AttentionBenchmark& b, const std::vector<double>& v, double keys, double seqHalf) {
+    const double first = d(b.seq.front());
+    if (keys <= first) return v.front() * (keys / (keys + seqHalf)) / (first / (first + seqHalf));
+    if (keys >= d(b.seq.back())) return v.back();
+    size_t i = 0;
+    while (d(b.seq[i + 1]) < keys) ++i;
+    const double t = std::log2(keys / d(b.seq[i])) / std::log2(d(b.seq[i + 1]) / d(b.seq[i]));
+    return v[i] + t * (v[i + 1] - v[i]);
+}
+
+// The benchmark's FLOP/s for (causal, backward) at headDim and keys: linear in head dimension between the curves
+// that have it, held beyond the outermost; empty when no curve has it.
+std::optional<double> benchmarkRate(const AttentionBenchmark& b, bool causal, bool backward, double headDim,
+                                    double keys, double seqHalf) {
+    std::vector<std::pair<double, double>> byDim; // (head dim, rate at keys)
+    for (const auto& c : b.curves) {
+        const auto& v = backward ? c.backwardFlopsPerSecond : c.forwardFlopsPerSecond;
+        if (c.causal == causal && !v.empty()) byDim.emplace_back(d(c.headDim), atKeys(b, v, keys, seqHalf));
+    }
+    if (byDim.empty()) return std::nullopt;
+    std::sort(byDim.begin(), byDim.end());
+    if (headDim <= byDim.front().first) return byDim.front().second;
+    if (headDim >= byDim.back().first) return byDim.back().second;
+    size_t i = 0;
+    while (byDim[i + 1].first < headDim) ++i;
+    const double t = (headDim - byDim[i].first) / (byDim[i + 1].first - byDim[i].first);
+    return byDim[i].second + t * (byDim[i + 1].second - byDim[i].second);
+}
 } // namespace
+
+double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward) {
+    const double s = static_cast<double>(std::max<int64_t>(1, keys));
+    const double ramp = s / (s + spec.seqHalf); // a causal kernel computes its diagonal key blocks whole
+    if (!spec.benchmark) return (backward ? spec.backwardEfficiency : spec.forwardEfficiency) * ramp;
+    const AttentionBenchmark& b = *spec.benchmark;
+    const double h = static_cast<double>(headDim);
+    auto rate = [&](bool causal, bool bwd) { return benchmarkRate(b, causal, bwd, h, s, spec.seqHalf); };
+    std::optional<double> r = rate(true, backward);
+    if (!r && backward) {
+        // The causal backward as the non-causal one scaled by what the mask costs the forward.
+        const auto open = rate(false, true), causalFwd = rate(true, false), openFwd = rate(false, false);
+        if (open && causalFwd && openFwd) r = *open * *causalFwd / *openFwd;
+        else if (open) r = *open * ramp;
+    }
+    if (!r) {
+        const auto open = rate(false, backward);
+        if (open) r = *open * ramp;
+    }
+    if (!r) return (backward ? spec.backwardEfficiency : spec.forwardEfficiency) * ramp;
+    return *r / b.peakFlopsPerSecond;
+}
 
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { return kernelSeconds(op, cluster, dtype); }
 

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace tessel {
 namespace {
 
@@ -106,6 +108,94 @@ TEST(Attention, FusedKernelEfficiencyRisesWithTheKeysEachQuerySees) {
     ASSERT_NE(op, nullptr);
     EXPECT_EQ(op->variant, "flashY");
     EXPECT_NEAR(op->seconds, op->flops / (1e15 * 0.8), 1e-15);
+}
+
+// A small benchmark a reader can interpolate by hand: sequence lengths 1024 and 4096, a 1000 TFLOP/s peak.
+AttentionKernelSpec handBenchmark() {
+    AttentionKernelSpec k;
+    k.seqHalf = 512.0;
+    AttentionBenchmark b;
+    b.peakFlopsPerSecond = 1000e12;
+    b.seq = {1024, 4096};
+    b.curves.push_back({64, true, {100e12, 300e12}, {}});
+    b.curves.push_back({128, true, {200e12, 400e12}, {}});
+    b.curves.push_back({128, false, {250e12, 500e12}, {150e12, 300e12}});
+    k.benchmark = b;
+    return k;
+}
+
+TEST(Attention, BenchmarkCurvesInterpolateInHeadDimensionAndLogSequence) {
+    const AttentionKernelSpec k = handBenchmark();
+    EXPECT_NEAR(attentionKernelEfficiency(k, 128, 1024, false), 0.2, 1e-12);  // a benchmark point
+    EXPECT_NEAR(attentionKernelEfficiency(k, 128, 2048, false), 0.3, 1e-12);  // halfway in log2 between 1024 and 4096
+    EXPECT_NEAR(attentionKernelEfficiency(k, 128, 65536, false), 0.4, 1e-12); // held above the longest
+    // Below the shortest: scaled by s/(s + 512): (512/1024) / (1024/1536) = 0.75.
+    EXPECT_NEAR(attentionKernelEfficiency(k, 128, 512, false), 0.2 * 0.75, 1e-12);
+    EXPECT_NEAR(attentionKernelEfficiency(k, 96, 1024, false), 0.15, 1e-12);  // halfway between head dims 64 and 128
+    EXPECT_NEAR(attentionKernelEfficiency(k, 32, 1024, false), 0.1, 1e-12);   // held below the smallest head dim
+    EXPECT_NEAR(attentionKernelEfficiency(k, 256, 4096, false), 0.4, 1e-12);  // and above the largest
+    // No causal backward: the no-mask backward x what the mask costs the forward (200 / 250), at head dim 128 ...
+    EXPECT_NEAR(attentionKernelEfficiency(k, 128, 1024, true), 0.15 * 200.0 / 250.0, 1e-12);
+    // ... and at head dim 64, with no curve there, the nearest head dim's: 0.15 x (100 -> held 250) ...
+    EXPECT_NEAR(attentionKernelEfficiency(k, 64, 1024, true), 0.15 * 100.0 / 250.0, 1e-12);
+    // A kernel without a benchmark keeps efficiency x s / (s + seq_half).
+    const AttentionKernelSpec flat{0.5, 0.4, 1024.0, std::nullopt};
+    EXPECT_NEAR(attentionKernelEfficiency(flat, 128, 1024, false), 0.25, 1e-12);
+    EXPECT_NEAR(attentionKernelEfficiency(flat, 128, 3072, true), 0.3, 1e-12);
+}
+
+TEST(Attention, BenchmarkRoundTripsAndBadTablesAreNamed) {
+    ClusterConfig c = test::roundCluster(8, 1);
+    c.gpu.attentionKernels["flashZ"] = handBenchmark();
+    c.gpu.defaultAttentionKernel = "flashZ";
+    const ClusterConfig back = parseCluster(clusterToJson(c));
+    const AttentionKernelSpec& k = back.gpu.attentionKernels.at("flashZ");
+    ASSERT_TRUE(k.benchmark.has_value());
+    EXPECT_EQ(k.benchmark->curves.size(), 3u);
+    for (int64_t keys : {300, 1024, 2048, 9000})
+        for (bool bwd : {false, true})
+            EXPECT_NEAR(attentionKernelEfficiency(k, 96, keys, bwd),
+                        attentionKernelEfficiency(c.gpu.attentionKernels.at("flashZ"), 96, keys, bwd), 1e-12);
+    auto problemsOf = [&](const std::function<void(nlohmann::json&)>& edit) {
+        nlohmann::json j = clusterToJson(c);
+        edit(j["gpu"]["attention_kernels"]["flashZ"]);
+        ProblemList problems;
+        parseCluster(j, "", problems);
+        std::vector<std::string> where;
+        for (const auto& p : problems.items()) where.push_back(p.where);
+        return where;
+    };
+    const std::string base = "/gpu/attention_kernels/flashZ/benchmark";
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["curves"][0]["forward_tflops"] = {100}; }),
+              std::vector<std::string>{base + "/curves/0/forward_tflops"});
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["curves"][1]["forward_tflops"][1] = 2000; }),
+              std::vector<std::string>{base + "/curves/1/forward_tflops/1"}); // above the peak
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["seq"] = {4096, 1024}; }),
+              std::vector<std::string>{base + "/seq/1"});
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["curves"][2].erase("backward_tflops"); }),
+              std::vector<std::string>{base + "/curves"}); // no backward figure anywhere
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["curves"][1]["causal"] = true; k["benchmark"]["curves"][1]["head_dim"] = 64; }),
+              std::vector<std::string>{base + "/curves/1"}); // a second curve for the same head dim and mask
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k.erase("benchmark"); }),
+              (std::vector<std::string>{"/gpu/attention_kernels/flashZ/forward_efficiency",
+                                        "/gpu/attention_kernels/flashZ/backward_efficiency"}));
+}
+
+TEST(Attention, ShippedH100KernelsGiveBackThePaperBars) {
+    // FlashAttention-3 paper (arXiv:2407.08608) Fig. 5d: FA3 causal forward, head dim 128, 8k: 602 TFLOP/s; Fig. 5c
+    // and 6: no-mask forward 646 and backward 559; FA2 (torch SDPA's flash backend) causal forward, head dim 64, 1k: 229.
+    const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g");
+    const auto& k = h100.gpu.attentionKernels;
+    EXPECT_NEAR(attentionKernelEfficiency(k.at("flash3"), 128, 8192, false), 602.0 / 989.0, 1e-9);
+    EXPECT_NEAR(attentionKernelEfficiency(k.at("flash3"), 128, 8192, true), 559.0 * 602.0 / 646.0 / 989.0, 1e-9);
+    EXPECT_NEAR(attentionKernelEfficiency(k.at("flash2"), 64, 1024, false), 229.0 / 989.0, 1e-9);
+    // The same figures in every H100-class preset.
+    for (const char* name : {"h100-single", "grand-teton-h100-96g", "h200-single"})
+        for (const char* kernel : {"flash2", "flash3"})
+            for (int64_t hd : {64, 112, 128, 256})
+                EXPECT_NEAR(attentionKernelEfficiency(test::clusterPreset(name).gpu.attentionKernels.at(kernel), hd, 4096, true),
+                            attentionKernelEfficiency(k.at(kernel), hd, 4096, true), 1e-12)
+                    << name << " " << kernel << " " << hd;
 }
 
 TEST(Attention, UnfusedAttentionIsFourKernelsWhoseTimesAdd) {

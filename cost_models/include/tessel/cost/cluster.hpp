@@ -68,12 +68,31 @@ struct GemmShapeModel {
     int64_t smCount = 0;       // 0: no wave quantization (only the tiles' edges)
 };
 
+// One published benchmark curve of a fused attention kernel: achieved FLOP/s at each sequence length of its
+// benchmark, for one head dimension, with or without the causal mask (FLOPs counted as the FlashAttention papers
+// do: forward 4 s^2 d heads, halved when causal; backward 2.5 x forward). backward may be empty.
+struct AttentionBenchmarkCurve {
+    int64_t headDim = 0;
+    bool causal = true;
+    std::vector<double> forwardFlopsPerSecond;   // one per AttentionBenchmark::seq
+    std::vector<double> backwardFlopsPerSecond;  // empty, or one per AttentionBenchmark::seq
+};
+
+// A kernel's benchmark: the sequence lengths it was timed at, the peak its fractions are of, and its curves.
+struct AttentionBenchmark {
+    double peakFlopsPerSecond = 0.0;
+    std::vector<int64_t> seq;                    // increasing
+    std::vector<AttentionBenchmarkCurve> curves;
+};
+
 // A fused attention kernel (FlashAttention and its kin): achieved / peak for the FLOPs it executes (causal:
-// half the square), rising with the keys each query sees: efficiency x s_kv / (s_kv + seqHalf) (FORMULAS.md §3.2).
+// half the square). Without a benchmark: efficiency x s_kv / (s_kv + seqHalf); with one, the benchmark's causal
+// curves interpolated in head dimension and log sequence length (FORMULAS.md §3.2).
 struct AttentionKernelSpec {
     double forwardEfficiency = 0.0;
     double backwardEfficiency = 0.0;
     double seqHalf = 0.0;
+    std::optional<AttentionBenchmark> benchmark;
 };
 
 struct GpuSpec {

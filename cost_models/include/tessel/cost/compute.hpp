@@ -150,6 +150,13 @@ struct BlockCompute {
 // with the (calibrated) efficiency table.
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype);
 
+// Achieved / peak of a fused attention kernel running causal attention with head dimension headDim over `keys`
+// keys, forward or backward, before the sustained share σ (FORMULAS.md §3.2). With a benchmark: its causal curve
+// interpolated linearly in head dimension (held at the ends) and in log2 of the keys (held above the longest
+// sequence, scaled by s/(s + seqHalf) below the shortest); a causal backward the benchmark lacks is its
+// non-causal backward x (causal / non-causal forward) at the same head dimension and keys.
+double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward);
+
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe);
 // Whether the plan's selective recompute is torchtitan's per-op policy (keep the attention output and every
