@@ -227,7 +227,14 @@ std::function<int()> addCompareCommand(CLI::App& app) {
         else {
             // Who ran it is not the plan: `tessel run` records loss_in_place for its executor (applied above to
             // a scenario's prediction; a predicted trace carries its memory separately).
-            nlohmann::json predictedPlan = *prediction.planJson, measuredPlan = *run.planJson();
+            // Both read back through the plan reader, so a key the run's tessel did not write yet (zero_replicas)
+            // counts as its default, as that tessel ran it.
+            auto normalized = [](const nlohmann::json& plan) {
+                ProblemList parseProblems;
+                const Plan parsed = parsePlan(plan, "/plan", parseProblems);
+                return parseProblems.empty() ? planToJson(parsed) : plan;
+            };
+            nlohmann::json predictedPlan = normalized(*prediction.planJson), measuredPlan = normalized(*run.planJson());
             predictedPlan.erase("loss_in_place");
             measuredPlan.erase("loss_in_place");
             problems.append(sim::jsonDifferences(predictedPlan, measuredPlan, run.planSource(), "the prediction"));

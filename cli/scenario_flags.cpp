@@ -24,6 +24,8 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--micro-batch", microBatch, "Micro-batch size (sequences)");
     app.add_option("--global-batch", globalBatch, "Global batch size (sequences per step)");
     app.add_option("--zero", zero, "ZeRO stage 0-3");
+    app.add_option("--zero-replicas", zeroReplicas,
+                   "Hybrid sharding: replicas of the sharded ZeRO state across the data-parallel group (1 = shard over all)");
     app.add_option("--recompute", recompute, "Activation recompute: none|selective|full");
     app.add_option("--sequence-parallel", sequenceParallel, "Sequence parallelism: on|off");
     app.add_option("--flash-attention", flashAttention, "Flash attention: on|off");
@@ -107,6 +109,7 @@ Scenario ScenarioFlags::resolve() const {
     setInt(microBatch, "micro_batch", "--micro-batch");
     setInt(globalBatch, "global_batch", "--global-batch");
     setInt(zero, "zero_stage", "--zero");
+    setInt(zeroReplicas, "zero_replicas", "--zero-replicas");
     setStr(recompute, "recompute", "--recompute");
     setStr(schedule, "schedule", "--schedule");
     setStr(precision, "precision", "--precision");

@@ -277,7 +277,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
                         double capacityBytes, double hostCapacityBytesPerGpu) {
     const double e = t.elementBytes, T = t.tokens, Tsp = t.tokensSp, h = t.hidden;
     const double denseShards = plan.zeroShardSize();
-    const double expertShards = d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
+    const double expertShards = static_cast<double>(plan.expertZeroShardSize());
     const int z = plan.zeroStage;
     const double statBytes = std::max(4.0, e);
     const int layersPerStage = stageLayerCount(model, plan, stage);

@@ -8,7 +8,7 @@ namespace tessel {
 double zeroPartitionParameters(const Plan& plan, const StageParameters& params) {
     if (plan.zeroStage < 1) return params.total();
     const double denseShards = plan.zeroShardSize();
-    const double expertShards = static_cast<double>(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1);
+    const double expertShards = static_cast<double>(plan.expertZeroShardSize());
     return params.dense / denseShards + params.expert / expertShards;
 }
 

@@ -164,6 +164,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.globalBatch = static_cast<int>(r.optInt("global_batch", p.microBatch * p.dp, 1, 1 << 30));
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
     p.zeroOverCp = r.optBool("zero_over_cp", true);
+    p.zeroReplicas = static_cast<int>(r.optInt("zero_replicas", 1, 1, kMaxDegree));
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
     p.sequenceParallel = r.optBool("sequence_parallel", false);
@@ -209,6 +210,7 @@ nlohmann::json planToJson(const Plan& p) {
             {"global_batch", p.globalBatch},
             {"zero_stage", p.zeroStage},
             {"zero_over_cp", p.zeroOverCp},
+            {"zero_replicas", p.zeroReplicas},
             {"recompute", toString(p.recompute)},
             {"sequence_parallel", p.sequenceParallel},
             {"flash_attention", p.flashAttention},
@@ -345,6 +347,20 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("ep"), "ep=" + n(plan.ep) + " must divide dp=" + n(plan.dp) +
                                       " (experts are sharded inside the data-parallel group; Megatron-core's MoE parallel folding, "
                                       "expert parallelism across tp x dp with --expert-tensor-parallel-size 1, is not modelled)");
+    if (plan.zeroReplicas > 1) {
+        const int group = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
+        if (plan.zeroStage < 1)
+            problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) +
+                                                     " replicates sharded ZeRO state; it needs zero_stage 1-3, got 0");
+        else if (plan.cp > 1 && !plan.zeroOverCp)
+            problems.add(field("zero_replicas"), "hybrid sharding with cp > 1 needs zero_over_cp (the replicas split the dp x cp group)");
+        else if (group % plan.zeroReplicas != 0)
+            problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the " + n(group) +
+                                                     " ranks ZeRO shards over (" + (plan.zeroOverCp && plan.cp > 1 ? "dp x cp" : "dp") + ")");
+        else if (model.moe && plan.ep > 1 && (plan.dp / plan.ep) % plan.zeroReplicas != 0)
+            problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the expert data-parallel group (dp / ep = " +
+                                                     n(plan.dp / plan.ep) + ")");
+    }
     if (model.moe && model.moe->experts % plan.ep != 0)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " does not divide the model's " + n(model.moe->experts) + " experts");
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)

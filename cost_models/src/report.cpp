@@ -14,7 +14,7 @@ CostPrediction predictCosts(const Scenario& s) {
     p.pipelineComm = pipelineCommOps(s.model, s.cluster, s.plan);
     const double denseShards = s.plan.zeroStage >= 1 ? s.plan.zeroShardSize() : 1.0;
     const double expertShards =
-        s.plan.zeroStage >= 1 ? static_cast<double>(s.plan.dp / s.plan.ep) * (s.plan.zeroOverCp ? s.plan.cp : 1) : 1.0;
+        s.plan.zeroStage >= 1 ? static_cast<double>(s.plan.expertZeroShardSize()) : 1.0;
     for (int stage = 0; stage < s.plan.pp; ++stage) {
         const StageParameters params = stageParameters(s.model, s.plan, stage);
         p.optimizerPerStage.push_back(

@@ -93,9 +93,18 @@ std::vector<ParallelDim> variedDims(GroupKind kind) {
     case GroupKind::Pp:
         return {ParallelDim::Pp};
     case GroupKind::PpPair:
-        return {};
+    case GroupKind::ZeroShard:
+    case GroupKind::ZeroReplica:
+    case GroupKind::ExpertZeroShard:
+    case GroupKind::ExpertZeroReplica:
+        return {}; // not whole dims: see splitGroup
     }
     return {};
+}
+
+bool isSplitKind(GroupKind kind) {
+    return kind == GroupKind::ZeroShard || kind == GroupKind::ZeroReplica || kind == GroupKind::ExpertZeroShard ||
+           kind == GroupKind::ExpertZeroReplica;
 }
 
 // Members of the group that varies `dims` around `base`, in group-index order (mixed radix, first dim
@@ -144,8 +153,22 @@ std::string toString(GroupKind g) {
         return "pp";
     case GroupKind::PpPair:
         return "pp_pair";
+    case GroupKind::ZeroShard:
+        return "zero_shard";
+    case GroupKind::ZeroReplica:
+        return "zero_replica";
+    case GroupKind::ExpertZeroShard:
+        return "expert_zero_shard";
+    case GroupKind::ExpertZeroReplica:
+        return "expert_zero_replica";
     }
     return "unknown";
+}
+
+GroupKind zeroGroupKind(const Plan& plan, bool expert, bool replicas) {
+    if (plan.zeroReplicas <= 1 || plan.zeroStage < 1) return expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
+    if (expert) return replicas ? GroupKind::ExpertZeroReplica : GroupKind::ExpertZeroShard;
+    return replicas ? GroupKind::ZeroReplica : GroupKind::ZeroShard;
 }
 
 RankCoords rankCoords(const Plan& plan, int rank) {
@@ -189,6 +212,26 @@ std::vector<int> groupRanks(const Plan& plan, GroupKind kind, int rank) {
         next.pp += 1;
         return {rank, rankOf(plan, next)};
     }
+    if (isSplitKind(kind)) {
+        // A hybrid-sharding group: split the whole data-parallel group (in its own order) into zeroReplicas runs of
+        // consecutive members; a shard group is this rank's run, a replica group the members at its place in every run.
+        const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
+        const GroupKind whole = expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
+        const std::vector<int> all = enumerateGroup(plan, variedDims(whole), c);
+        const int replicas = std::max(1, plan.zeroReplicas);
+        const int size = static_cast<int>(all.size());
+        if (size % replicas != 0)
+            throw InputError("/plan/zero_replicas", "zero_replicas=" + std::to_string(replicas) + " does not divide the " +
+                                                        std::to_string(size) + " ranks of the " + toString(whole) + " group");
+        const int shard = size / replicas;
+        const int pos = static_cast<int>(std::find(all.begin(), all.end(), rank) - all.begin());
+        std::vector<int> out;
+        if (kind == GroupKind::ZeroShard || kind == GroupKind::ExpertZeroShard)
+            out.assign(all.begin() + (pos / shard) * shard, all.begin() + (pos / shard + 1) * shard);
+        else
+            for (int k = 0; k < replicas; ++k) out.push_back(all[static_cast<size_t>(pos % shard + k * shard)]);
+        return out;
+    }
     return enumerateGroup(plan, variedDims(kind), c);
 }
 
@@ -226,18 +269,24 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
     // Placement depends only on the degrees, the rank order, the node size and the kind; a search asks for
     // the same few thousand combinations millions of times, so remember them (per thread, bounded).
-    using Key = std::array<int, 12>;
+    using Key = std::array<int, 13>;
     thread_local std::map<Key, GroupPlacement> cache;
     Key key{plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, static_cast<int>(plan.rankOrder[0]),
             static_cast<int>(plan.rankOrder[1]), static_cast<int>(plan.rankOrder[2]),
             static_cast<int>(plan.rankOrder[3]), static_cast<int>(plan.rankOrder[4]), cluster.gpusPerNode,
-            static_cast<int>(kind)};
+            static_cast<int>(kind), isSplitKind(kind) ? plan.zeroReplicas : 1};
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     const GroupPlacement placement = computePlacement(plan, cluster, kind);
     if (cache.size() > 65536) cache.clear();
     cache.emplace(key, placement);
     return placement;
+}
+
+GroupPlacement placeGroup(const Plan& plan, int gpusPerNode, GroupKind kind) {
+    ClusterConfig nodes;
+    nodes.gpusPerNode = gpusPerNode;
+    return placeGroup(plan, nodes, kind);
 }
 
 GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, int from, int to) {
@@ -283,6 +332,17 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
             any = true;
         }
         return any ? worst : GroupPlacement{};
+    }
+    if (isSplitKind(kind)) {
+        // Visit each group once, from its lowest rank.
+        for (int r = 0; r < world; ++r) {
+            const std::vector<int> members = groupRanks(plan, kind, r);
+            if (*std::min_element(members.begin(), members.end()) != r) continue;
+            const GroupPlacement p = placeRanks(members, cluster.gpusPerNode);
+            if (!any || worsePlacement(p, worst)) worst = p;
+            any = true;
+        }
+        return worst;
     }
     // Visit each group once, from its leader (the member whose varied coords are all 0): O(world log) total.
     const std::vector<ParallelDim> dims = variedDims(kind);

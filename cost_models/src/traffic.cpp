@@ -106,8 +106,9 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
         double params;
         GroupKind group;
     };
-    std::vector<Part> parts{{"dense", params.dense, denseGroup}};
-    if (params.expert > 0.0) parts.push_back({"expert", params.expert, GroupKind::ExpertDp});
+    // Under hybrid sharding (zero_replicas > 1) ZeRO's gathers and reduce-scatters stay in the replica's shard group.
+    std::vector<Part> parts{{"dense", params.dense, plan.zeroStage >= 1 ? zeroGroupKind(plan, false) : denseGroup}};
+    if (params.expert > 0.0) parts.push_back({"expert", params.expert, zeroGroupKind(plan, true)});
     for (const auto& part : parts) {
         const std::string tag = part.tag;
         const double grads = part.params * recipe.gradReduceBytes();
@@ -133,6 +134,13 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             b.add("zero3_all_gather_params_bwd_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerMicroBatch);
             b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerMicroBatch);
             break;
+        }
+        if (plan.zeroReplicas > 1 && plan.zeroStage >= 1) {
+            // Each reduced shard is all-reduced across the replicas, as often as the reduce-scatter runs.
+            const bool expert = tag == "expert";
+            const double shards = plan.zeroReduceGroupSize(expert);
+            b.add("dp_all_reduce_grads_across_replicas_" + tag, zeroGroupKind(plan, expert, true), Primitive::AllReduce,
+                  grads / shards, plan.zeroStage == 1 ? CommPhase::PerStep : CommPhase::PerMicroBatch);
         }
     }
     return b.ops;

@@ -23,6 +23,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (plan.zeroStage > 0)
             problems.add(pointer + "/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
     }
+    if (plan.zeroReplicas > 1)
+        problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
+                                                 "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");
     if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",

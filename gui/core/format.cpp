@@ -49,9 +49,10 @@ QString planSummary(const Plan& p) {
     if (p.cp > 1) s += QStringLiteral(" cp%1").arg(p.cp);
     if (p.ep > 1) s += QStringLiteral(" ep%1").arg(p.ep);
     if (p.vpp > 1) s += QStringLiteral(" vpp%1").arg(p.vpp);
-    s += QStringLiteral(" mb%1 zero%2 %3 %4")
+    s += QStringLiteral(" mb%1 zero%2%3 %4 %5")
              .arg(p.microBatch)
              .arg(p.zeroStage)
+             .arg(p.zeroReplicas > 1 ? QStringLiteral("x%1").arg(p.zeroReplicas) : QString()) // hybrid sharding
              .arg(QString::fromStdString(toString(p.recompute)), QString::fromStdString(toString(p.schedule)));
     if (p.sequenceParallel) s += QStringLiteral(" sp");
     return s;

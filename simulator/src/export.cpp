@@ -155,6 +155,10 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
                 ": its distributed optimizer (--use-distributed-optimizer) is ZeRO-1, and its FSDP paths "
                 "(--use-megatron-fsdp, --use-torch-fsdp2) shard differently from what tessel predicted; "
                 "use zero_stage 0 or 1, or export --format deepspeed or torchtitan (FSDP) for ZeRO-2/3");
+    if (p.zeroReplicas > 1 && p.zeroStage == 1 && p.ep > 1)
+        problems.add("/plan/zero_replicas",
+                     "tessel exports Megatron-LM's optimizer instances (--num-distributed-optimizer-instances) for dense "
+                     "models; with expert parallelism the expert groups split differently: use zero_replicas 1 or ep 1");
     if (p.zeroStage == 1 && p.cp > 1 && !p.zeroOverCp)
         problems.add("/plan/zero_over_cp",
                      "Megatron-LM's distributed optimizer shards over data x context parallel "
@@ -269,6 +273,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (activeOrder(p.rankOrder, p) != activeOrder(O{Tp, Cp, Ep, Dp, Pp}, p)) arg("--use-tp-pp-dp-mapping");
     if (p.sequenceParallel) arg("--sequence-parallel");
     if (p.zeroStage == 1) arg("--use-distributed-optimizer");
+    // Hybrid sharding: that many copies of the distributed optimizer across the data-parallel domain.
+    if (p.zeroStage == 1 && p.zeroReplicas > 1) arg("--num-distributed-optimizer-instances", str(p.zeroReplicas));
     if (p.offloadOptimizer) arg("--optimizer-cpu-offload"); // megatron-core >= 0.10: HybridDeviceOptimizer, fraction 1.0
     // Recompute: selective is Megatron's core-attention recompute (Korthikanti et al. 2022); full keeps only
     // each layer's input.
@@ -389,6 +395,10 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
                      "DeepSpeed runs one schedule: 1F1B in PipelineEngine (TrainSchedule), and one "
                      "forward and backward per micro-batch without pipelining; \"" +
                          toString(p.schedule) + "\" is not expressible, use schedule 1f1b");
+    if (p.zeroReplicas > 1 && p.zeroStage < 3)
+        problems.add("/plan/zero_replicas",
+                     "DeepSpeed shards over sub-groups only at ZeRO-3 (MiCS, mics_shard_size); ZeRO-" + str(p.zeroStage) +
+                         " with zero_replicas " + str(p.zeroReplicas) + " is not expressible: use zero_stage 3 or zero_replicas 1");
     if (p.pp > 1 && p.zeroStage >= 2)
         problems.add("/plan/zero_stage",
                      "DeepSpeed forbids ZeRO-2 and ZeRO-3 with pipeline parallelism "
@@ -474,6 +484,9 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
     }
     // ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py): optimizer state and the CPU Adam
     // step, and with stage 3 the parameter partition, in pinned host memory.
+    // Hybrid sharding at ZeRO-3: MiCS shards the model state inside groups of this many ranks and replicates
+    // across them (DeepSpeed's config: zero_optimization.mics_shard_size).
+    if (stage == 3 && p.zeroReplicas > 1) zero["mics_shard_size"] = p.zeroShardSize();
     if (p.offloadOptimizer) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
     if (p.offloadParameters) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
     ds["zero_optimization"] = zero;
@@ -561,6 +574,10 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
         problems.add("/plan/zero_stage",
                      "torchtitan shards parameters over the context-parallel ranks (FSDP over "
                      "dp_shard x cp) whenever cp > 1; use zero_stage 3 with zero_over_cp");
+    if (p.zeroReplicas > 1 && p.dp % p.zeroReplicas != 0)
+        problems.add("/plan/zero_replicas",
+                     "torchtitan replicates over data-parallel ranks only (data_parallel_replicate_degree divides dp=" +
+                         str(p.dp) + "); zero_replicas " + str(p.zeroReplicas) + " does not");
     if (p.cp > 1 && p.zeroStage == 3 && !p.zeroOverCp)
         problems.add("/plan/zero_over_cp",
                      "torchtitan shards over data x context parallel ranks (dp_shard x cp = " +
@@ -679,8 +696,10 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "mixed_precision_reduce = " << tomlString(p.precision == "fsdp_pure" ? "bfloat16" : "float32") << "\n";
 
     out << "\n[parallelism]\n";
-    out << "data_parallel_replicate_degree = " << (p.zeroStage == 3 ? 1 : p.dp) << "\n";
-    out << "data_parallel_shard_degree = " << (p.zeroStage == 3 ? p.dp : 1) << "\n";
+    // HSDP: FSDP inside dp / zero_replicas ranks (x cp), replicated zero_replicas times.
+    const int replicas = std::max(1, p.zeroReplicas);
+    out << "data_parallel_replicate_degree = " << (p.zeroStage == 3 ? replicas : p.dp) << "\n";
+    out << "data_parallel_shard_degree = " << (p.zeroStage == 3 ? p.dp / replicas : 1) << "\n";
     // Re-gather each layer's weights for its backward, as tessel's ZeRO-3 gather buffers assume (torchtitan's
     // "default" keeps them gathered across micro-batches when pipelining).
     const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);

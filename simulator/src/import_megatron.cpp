@@ -281,6 +281,11 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     plan["micro_batch"] = integer("micro_batch_size", std::nullopt);
     plan["global_batch"] = integer("global_batch_size", std::nullopt);
     plan["zero_stage"] = flag("use_distributed_optimizer").value_or(false) ? 1 : 0;
+    // --num-distributed-optimizer-instances: copies of the distributed optimizer across the data-parallel domain.
+    if (const auto v = str("num_distributed_optimizer_instances"); v && *v != "None") {
+        const int64_t instances = integer("num_distributed_optimizer_instances", 1);
+        if (instances > 1) plan["zero_replicas"] = instances;
+    }
     std::string recompute = "none";
     if (const auto g = str("recompute_granularity"); g && *g != "None") recompute = *g;
     else if (flag("checkpoint_activations").value_or(false)) recompute = "full";

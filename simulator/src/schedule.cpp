@@ -146,12 +146,12 @@ struct ChunkParams {
 };
 
 // Calls fn(parameters, group, name suffix) for the dense and the expert parameters of a chunk that have a
-// data-parallel group to talk to (dense: dp [x cp]; expert: dp/ep [x cp]).
+// data-parallel group to talk to (dense: dp [x cp]; expert: dp/ep [x cp]); under hybrid sharding the group is
+// the replica's shard group (gathers and reduce-scatters stay inside it).
 template <typename Fn>
 void forEachShardedPart(const ChunkParams& c, const Plan& plan, Fn&& fn) {
-    const GroupKind dense = plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
-    if (c.dense > 0.0 && plan.dp * plan.cp > 1) fn(c.dense, dense, "");
-    if (c.expert > 0.0 && plan.dp / plan.ep * plan.cp > 1) fn(c.expert, GroupKind::ExpertDp, "_expert");
+    if (c.dense > 0.0 && plan.dp * plan.cp > 1) fn(c.dense, zeroGroupKind(plan, false), "");
+    if (c.expert > 0.0 && plan.dp / plan.ep * plan.cp > 1) fn(c.expert, zeroGroupKind(plan, true), "_expert");
 }
 
 Action transfer(ActionKind kind, int mb, int chunk, int peer) {
@@ -290,7 +290,21 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                        else
                                            r.deps.push_back({s, anchor, Dependency::When::StartPlus,
                                                              overlapped ? static_cast<double>(j + 1) / buckets : 1.0});
-                                       gradCollectives.push_back(b.add(std::move(r)));
+                                       const int reduced = b.add(std::move(r));
+                                       gradCollectives.push_back(reduced);
+                                       // Hybrid sharding: each rank's reduced shard is then all-reduced across the
+                                       // replicas (FSDP HYBRID_SHARD's post-backward, Megatron-core's inter-instance
+                                       // all-reduce), once the reduce-scatter is done.
+                                       const bool expertPart = std::string(suffix) == "_expert";
+                                       if (plan.zeroReplicas > 1 && plan.zeroStage >= 1) {
+                                           const double shards = plan.zeroReduceGroupSize(expertPart);
+                                           Action ar = b.collective(std::string("dp_all_reduce_grads_across_replicas") + suffix,
+                                                                    zeroGroupKind(plan, expertPart, true), Primitive::AllReduce,
+                                                                    params * recipe.gradReduceBytes() / buckets / shards,
+                                                                    perMicroBatch ? c.microBatch : -1, c.chunk, j);
+                                           ar.deps.push_back({s, reduced, Dependency::When::End, 1.0});
+                                           gradCollectives.push_back(b.add(std::move(ar)));
+                                       }
                                    }
                                });
         };

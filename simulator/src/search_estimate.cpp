@@ -75,6 +75,7 @@ const char* reasonText(Reason r) {
     case Reason::InterleavedMicroBatches: return "interleaved needs micro-batches divisible by pp";
     case Reason::EpNeedsMoe: return "ep needs a MoE model";
     case Reason::EpDp: return "ep does not divide dp";
+    case Reason::ZeroReplicas: return "zero_replicas does not fit the plan";
     case Reason::EpExperts: return "ep does not divide experts";
     case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
     case Reason::SpTp: return "sequence parallelism needs tp > 1";
@@ -112,6 +113,12 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (interleaved && plan.microBatchesPerStep() % plan.pp != 0) return Reason::InterleavedMicroBatches;
     if (plan.ep > 1 && !model.moe) return Reason::EpNeedsMoe;
     if (plan.dp % plan.ep != 0) return Reason::EpDp;
+    if (plan.zeroReplicas > 1) {
+        const int group = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
+        if (plan.zeroStage < 1 || (plan.cp > 1 && !plan.zeroOverCp) || group % plan.zeroReplicas != 0 ||
+            (model.moe && plan.ep > 1 && (plan.dp / plan.ep) % plan.zeroReplicas != 0))
+            return Reason::ZeroReplicas;
+    }
     if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0) return Reason::CpSeq;
     if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;
@@ -327,7 +334,8 @@ bool sameInner(const InnerPlacements& a, const InnerPlacements& b) {
            samePlacement(a.ppPair, b.ppPair);
 }
 bool sameDp(const DpPlacements& a, const DpPlacements& b) {
-    return samePlacement(a.dense, b.dense) && samePlacement(a.expert, b.expert) && samePlacement(a.embSync, b.embSync);
+    return samePlacement(a.dense, b.dense) && samePlacement(a.expert, b.expert) && samePlacement(a.embSync, b.embSync) &&
+           samePlacement(a.denseReplicas, b.denseReplicas) && samePlacement(a.expertReplicas, b.expertReplicas);
 }
 
 InnerPlacements innerPlacements(const Plan& plan, int gpusPerNode) {
@@ -341,8 +349,20 @@ InnerPlacements innerPlacements(const Plan& plan, int gpusPerNode) {
 
 DpPlacements dpPlacements(const Plan& plan, int gpusPerNode) {
     DpPlacements p;
-    p.dense = fastPlaceGroup(plan, gpusPerNode, plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
-    p.expert = fastPlaceGroup(plan, gpusPerNode, GroupKind::ExpertDp);
+    const int zeroGroup = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
+    const bool hybrid = plan.zeroReplicas > 1 && zeroGroup % plan.zeroReplicas == 0 && plan.dp % plan.ep == 0 &&
+                        (plan.dp / plan.ep) % plan.zeroReplicas == 0 && (plan.cp == 1 || plan.zeroOverCp);
+    if (hybrid) {
+        // Hybrid sharding: the shard and replica groups are runs of the data-parallel group, not whole dims (the
+        // ZeRO stage is chosen later; a stage-0 plan with replicas is rejected by fastReason).
+        p.dense = placeGroup(plan, gpusPerNode, GroupKind::ZeroShard);
+        p.denseReplicas = placeGroup(plan, gpusPerNode, GroupKind::ZeroReplica);
+        p.expert = placeGroup(plan, gpusPerNode, GroupKind::ExpertZeroShard);
+        p.expertReplicas = placeGroup(plan, gpusPerNode, GroupKind::ExpertZeroReplica);
+    } else {
+        p.dense = fastPlaceGroup(plan, gpusPerNode, plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
+        p.expert = fastPlaceGroup(plan, gpusPerNode, GroupKind::ExpertDp);
+    }
     if (plan.pp > 1) p.embSync = embeddingSyncPlacement(plan, gpusPerNode);
     return p;
 }
@@ -472,8 +492,14 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                     out.perMicroBatch[static_cast<size_t>(slot)] +=
                         (ov.reshardAfterForward ? 2.0 : 1.0) * cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
                 const int buckets = z >= 3 ? 1 : layersPerChunk;
-                const double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
-                                           params * recipe.gradReduceBytes() / buckets, g);
+                double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
+                                     params * recipe.gradReduceBytes() / buckets, g);
+                if (plan.zeroReplicas > 1 && z >= 1) {
+                    // schedule.cpp: each reduced shard is all-reduced across the replicas after its reduce-scatter.
+                    const double shards = plan.zeroReduceGroupSize(part == 1);
+                    bucket += cost(Primitive::AllReduce, params * recipe.gradReduceBytes() / buckets / shards,
+                                   part == 0 ? place.denseReplicas : place.expertReplicas);
+                }
                 (z >= 2 ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
                 reduceTotal += buckets * bucket;
                 lastBucket += bucket;
@@ -550,7 +576,7 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
     // simulate.cpp: AdamW over the stage's parameters after ZeRO sharding of the optimizer state.
     const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
     const double expertShards =
-        plan.zeroStage >= 1 ? d(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
+        plan.zeroStage >= 1 ? static_cast<double>(plan.expertZeroShardSize()) : 1.0;
     // Offloaded: the CPU step and the parameter upload, the gradient download taken as hidden (admissible: the
     // simulator adds what the last backward does not hide).
     if (plan.offloadOptimizer)

@@ -38,6 +38,7 @@ enum class Reason : uint8_t {
     InterleavedMicroBatches,
     EpNeedsMoe,
     EpDp,
+    ZeroReplicas,
     EpExperts,
     CpSeq,
     SpTp,
@@ -108,6 +109,7 @@ struct InnerPlacements {
 };
 struct DpPlacements {
     GroupPlacement dense, expert, embSync;
+    GroupPlacement denseReplicas, expertReplicas; // hybrid sharding: the all-reduce across replicas (else size 1)
 };
 bool samePlacement(const GroupPlacement& a, const GroupPlacement& b);
 bool sameInner(const InnerPlacements& a, const InnerPlacements& b);

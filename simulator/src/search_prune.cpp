@@ -377,6 +377,7 @@ std::string problemCategory(const Problem& problem) {
     if (has("micro-batches per step")) return reasonText(Reason::InterleavedMicroBatches);
     if (has("needs a model with a moe block")) return reasonText(Reason::EpNeedsMoe);
     if (has("must divide dp")) return reasonText(Reason::EpDp);
+    if (has("zero_replicas") || has("hybrid sharding")) return reasonText(Reason::ZeroReplicas);
     if (has("experts")) return reasonText(Reason::EpExperts);
     if (has("load-balanced causal attention")) return reasonText(Reason::CpSeq);
     if (has("sequence parallelism needs tp > 1")) return reasonText(Reason::SpTp);

@@ -121,7 +121,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         return it->second;
     };
 
-    static_assert(static_cast<int>(GroupKind::PpPair) == 7, "workSinceSync below has one slot per GroupKind");
+    static_assert(static_cast<int>(GroupKind::ExpertZeroReplica) + 1 == kGroupKinds, "workSinceSync below has one slot per GroupKind");
     std::map<std::tuple<int, int, double>, std::pair<double, int>> collectiveCache; // seconds, group size
     auto collectiveSeconds = [&](const Action& a) {
         auto key = std::make_tuple(static_cast<int>(a.group), static_cast<int>(a.primitive), a.bytes);
@@ -148,7 +148,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     if (fwdComm.ep > 0.0 || bwdComm.ep > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.ep);
 
     const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
-    const double expertShards = plan.zeroStage >= 1 ? static_cast<double>(plan.dp / plan.ep) * (plan.zeroOverCp ? plan.cp : 1) : 1.0;
+    const double expertShards = plan.zeroStage >= 1 ? plan.expertZeroShardSize() : 1.0;
 
     CostTable table;
     table.serialStreams = !cluster.gpu.overlapsCommunication;
@@ -170,7 +170,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             ? offloadTimes(cluster, plan, recipe, params, stageLayers * layerActivationBytes(model, plan, recipe))
             : OffloadTimes{};
         double lastBackwardSeconds = 0.0;
-        std::array<double, 8> workSinceSync{}; // per GroupKind: compute seconds since that group last synchronised
+        std::array<double, kGroupKinds> workSinceSync{}; // per GroupKind: compute seconds since that group last synchronised
         for (size_t i = 0; i < acts.size(); ++i) {
             const Action& a = acts[i];
             ActionCost& c = costs[i];

@@ -654,6 +654,33 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
 
+    // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use. FSDP's HYBRID_SHARD
+    // shards inside a node and replicates across nodes.
+    {
+        const std::string sharding = lower(text(pl, "fsdp_sharding") + " " + text(pl, "zero") + " " + text(pl, "sharding"));
+        const int zeroGroup = plan.dp * (plan.zeroOverCp ? plan.cp : 1);
+        int replicas = 1;
+        std::string how;
+        if (auto r = integer(pl, "zero_replicas")) replicas = static_cast<int>(*r), how = "zero_replicas";
+        else if (auto r2 = integer(pl, "num_distributed_optimizer_instances")) replicas = static_cast<int>(*r2), how = "num_distributed_optimizer_instances";
+        else if (auto r3 = integer(pl, "dp_replicate")) replicas = static_cast<int>(*r3), how = "dp_replicate";
+        else if (auto r4 = integer(pl, "data_parallel_replicate_degree")) replicas = static_cast<int>(*r4), how = "data_parallel_replicate_degree";
+        else if (auto s1 = integer(pl, "dp_shard"); s1 && *s1 > 0 && plan.dp % *s1 == 0) replicas = plan.dp / static_cast<int>(*s1), how = "dp_shard";
+        else if (auto s2 = integer(pl, "mics_shard_size"); s2 && *s2 > 0 && zeroGroup % *s2 == 0) replicas = zeroGroup / static_cast<int>(*s2), how = "mics_shard_size";
+        else if (contains(sharding, "hybrid")) {
+            // One shard group per node: the data-parallel ranks of a node (tp x cp of them share it).
+            const int perNode = std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp));
+            const int shard = std::min(plan.dp, perNode);
+            replicas = plan.dp % shard == 0 ? plan.dp / shard : 1;
+            if (contains(sharding, "zero2") && plan.zeroStage == 3) plan.zeroStage = 2;
+            assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
+                   " data-parallel ranks of a node, replicated over " + std::to_string(replicas) + " nodes (FSDP's HYBRID_SHARD default)");
+        }
+        if (replicas > 1 && !how.empty()) assume(how + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
+        if (replicas > 1 && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
+        plan.zeroReplicas = std::max(1, replicas);
+    }
+
     // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
     // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24). Which fused
     // kernel follows the record's words, else the year of its software (as the framework version does):

@@ -48,14 +48,20 @@ TEST(MemoryHand, SevenBillionMixedNeedsAbout112GB) {
     EXPECT_NEAR(states / 112e9, 1.0, 0.05);
 }
 
-TEST(MemoryHand, Llama70bZero3Over32Gpus) {
-    ModelConfig m = test::preset("llama2-70b");
-    ClusterConfig c = test::roundCluster(8, 4);
+// Llama 2 70B on 32 GPUs (4 nodes of 8), pure data parallelism under ZeRO-3 with the mixed recipe.
+Plan llama70bZero3Over32() {
     Plan p;
     p.dp = 32;
     p.globalBatch = 32;
     p.zeroStage = 3;
     p.precision = "mixed";
+    return p;
+}
+
+TEST(MemoryHand, Llama70bZero3Over32Gpus) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    const Plan p = llama70bZero3Over32();
     auto mem = predictMemory(m, c, p);
     const auto& st = mem.stages[0];
     EXPECT_NEAR(st.weightsBytes + st.gradsBytes + st.optimizerBytes, st.parameters * 16.0 / 32.0, 1.0);
@@ -64,6 +70,22 @@ TEST(MemoryHand, Llama70bZero3Over32Gpus) {
     // (856M parameters) is larger than the embedding (262M).
     const auto counts = countParameters(m);
     EXPECT_DOUBLE_EQ(st.other.zero3GatherBytes, 2.0 * 2.0 * static_cast<double>(counts.perLayer()));
+}
+
+// Hybrid sharding over 4 replicas of 8 ranks: each GPU keeps 16 B / 8 per parameter, four times full sharding's,
+// and nothing else changes (the gather buffers hold the same full layers).
+TEST(MemoryHand, Llama70bHybridShardingKeepsAShardOfEightRanks) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    Plan p = llama70bZero3Over32();
+    const auto full = predictMemory(m, c, p).stages[0];
+    p.zeroReplicas = 4;
+    const auto hybrid = predictMemory(m, c, p).stages[0];
+    EXPECT_NEAR(hybrid.weightsBytes + hybrid.gradsBytes + hybrid.optimizerBytes, hybrid.parameters * 16.0 / 8.0, 1.0);
+    EXPECT_NEAR(hybrid.weightsBytes + hybrid.gradsBytes + hybrid.optimizerBytes,
+                4.0 * (full.weightsBytes + full.gradsBytes + full.optimizerBytes), 4.0);
+    EXPECT_DOUBLE_EQ(hybrid.other.zero3GatherBytes, full.other.zero3GatherBytes);
+    EXPECT_DOUBLE_EQ(hybrid.activationsBytes, full.activationsBytes);
 }
 
 TEST(MemoryStages, FirstHasEmbeddingLastHasHeadAndLogits) {

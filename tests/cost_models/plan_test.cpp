@@ -58,6 +58,7 @@ TEST(PlanJson, RoundTripsEveryField) {
     p.globalBatch = 256;
     p.zeroStage = 3;
     p.zeroOverCp = false; // not the default
+    p.zeroReplicas = 2;   // nor this
     p.recompute = Recompute::Full;
     p.sequenceParallel = true;
     p.flashAttention = false;
@@ -78,6 +79,41 @@ TEST(PlanJson, ZeroShardsOverContextParallelRanksUnlessTold) {
     EXPECT_TRUE(problems.empty());
     EXPECT_FALSE(p.zeroOverCp);
     EXPECT_EQ(p.zeroShardSize(), 4);
+}
+
+// Hybrid sharding: replicas of the sharded state; each copy spans the ZeRO group over the replicas.
+TEST(PlanValidation, HybridShardingReplicasMustFitTheZeroGroup) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50000, 2048);
+    ClusterConfig c = test::roundCluster(8, 2); // 16 GPUs
+    Plan p;
+    p.dp = 8;
+    p.cp = 2;
+    p.zeroStage = 3;
+    p.zeroReplicas = 4;
+    p.globalBatch = 8;
+    EXPECT_EQ(p.zeroShardSize(), 4); // dp x cp = 16 ranks over 4 replicas
+    EXPECT_EQ(p.zeroReduceGroupSize(false), 4);
+    auto problemsOf = [&](const Plan& plan) {
+        ProblemList problems;
+        validatePlan(m, c, plan, "/plan", problems);
+        std::vector<std::string> out;
+        for (const auto& pr : problems.items()) out.push_back(pr.where);
+        return out;
+    };
+    EXPECT_TRUE(problemsOf(p).empty());
+    Plan bad = p;
+    bad.zeroReplicas = 3; // does not divide 16
+    EXPECT_EQ(problemsOf(bad), std::vector<std::string>{"/plan/zero_replicas"});
+    bad = p;
+    bad.zeroStage = 0; // nothing sharded to replicate
+    EXPECT_EQ(problemsOf(bad), std::vector<std::string>{"/plan/zero_replicas"});
+    bad = p;
+    bad.zeroOverCp = false; // the replicas split dp x cp
+    EXPECT_EQ(problemsOf(bad), std::vector<std::string>{"/plan/zero_replicas"});
+    ProblemList problems;
+    parsePlan(nlohmann::json{{"zero_replicas", 0}}, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/zero_replicas");
 }
 
 TEST(PlanJson, BadValuesNameTheirPointers) {

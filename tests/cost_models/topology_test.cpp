@@ -44,9 +44,10 @@ std::vector<int> iota(int first, int count, int step = 1) {
     return v;
 }
 
-const std::vector<GroupKind> kAllKinds{GroupKind::Tp, GroupKind::Cp,       GroupKind::Ep,
-                                       GroupKind::Dp, GroupKind::ExpertDp, GroupKind::DpCp,
-                                       GroupKind::Pp, GroupKind::PpPair};
+const std::vector<GroupKind> kAllKinds{GroupKind::Tp,        GroupKind::Cp,          GroupKind::Ep,
+                                       GroupKind::Dp,        GroupKind::ExpertDp,    GroupKind::DpCp,
+                                       GroupKind::Pp,        GroupKind::PpPair,      GroupKind::ZeroShard,
+                                       GroupKind::ZeroReplica, GroupKind::ExpertZeroShard, GroupKind::ExpertZeroReplica};
 
 int expectedGroupSize(const Plan& p, GroupKind kind) {
     switch (kind) {
@@ -66,6 +67,13 @@ int expectedGroupSize(const Plan& p, GroupKind kind) {
         return p.pp;
     case GroupKind::PpPair:
         return 2;
+    case GroupKind::ZeroShard:
+        return (p.cp > 1 ? p.dp * p.cp : p.dp) / p.zeroReplicas;
+    case GroupKind::ExpertZeroShard:
+        return p.dp / p.ep / p.zeroReplicas;
+    case GroupKind::ZeroReplica:
+    case GroupKind::ExpertZeroReplica:
+        return p.zeroReplicas;
     }
     return 0;
 }
@@ -95,7 +103,9 @@ std::vector<Plan> planGrid() {
 }
 
 TEST(Topology, GroupKindNames) {
-    const std::vector<std::string> names{"tp", "cp", "ep", "dp", "expert_dp", "dp_cp", "pp", "pp_pair"};
+    const std::vector<std::string> names{"tp", "cp", "ep", "dp", "expert_dp", "dp_cp", "pp", "pp_pair",
+                                         "zero_shard", "zero_replica", "expert_zero_shard", "expert_zero_replica"};
+    ASSERT_EQ(static_cast<int>(names.size()), kGroupKinds);
     ASSERT_EQ(kAllKinds.size(), names.size());
     for (size_t i = 0; i < names.size(); ++i)
         EXPECT_EQ(toString(kAllKinds[i]), names[i]);
@@ -207,6 +217,37 @@ TEST(Topology, DpCpGroupCoversDpTimesCp) {
     EXPECT_EQ(groupRanks(p, GroupKind::Dp, 0), (std::vector<int>{0, 4, 8, 12}));
 }
 
+// Hybrid sharding splits the data-parallel group (in its own order) into runs: tp 2, dp 8, two replicas. The dp
+// group of rank 0 is the even ranks 0..14; its shard groups are the first and second four, and a replica group
+// joins the members at the same place of each run.
+TEST(Topology, HybridShardingSplitsTheDataParallelGroupIntoRuns) {
+    Plan p = makePlan(2, 1, 8);
+    p.zeroStage = 1;
+    p.zeroReplicas = 2;
+    EXPECT_EQ(groupRanks(p, GroupKind::ZeroShard, 0), (std::vector<int>{0, 2, 4, 6}));
+    EXPECT_EQ(groupRanks(p, GroupKind::ZeroShard, 10), (std::vector<int>{8, 10, 12, 14}));
+    EXPECT_EQ(groupRanks(p, GroupKind::ZeroReplica, 2), (std::vector<int>{2, 10}));
+    EXPECT_EQ(groupRanks(p, GroupKind::ZeroReplica, 11), (std::vector<int>{3, 11}));
+    EXPECT_EQ(zeroGroupKind(p, false), GroupKind::ZeroShard);
+    EXPECT_EQ(zeroGroupKind(p, true, true), GroupKind::ExpertZeroReplica);
+    // On 8-GPU nodes a shard group stays in its node and a replica group spans two.
+    const ClusterConfig c = makeCluster(8, 2);
+    EXPECT_EQ(placeGroup(p, c, GroupKind::ZeroShard).nodes, 1);
+    EXPECT_EQ(placeGroup(p, c, GroupKind::ZeroReplica).nodes, 2);
+    EXPECT_EQ(placeGroup(p, c, GroupKind::ZeroReplica).size, 2);
+    // With cp 2 the split is of the dp x cp group (cp fastest): tp 1, cp 2, dp 4 -> runs of four ranks.
+    Plan q = makePlan(1, 1, 4, 2);
+    q.zeroStage = 3;
+    q.zeroReplicas = 2;
+    EXPECT_EQ(groupRanks(q, GroupKind::ZeroShard, 5), (std::vector<int>{4, 5, 6, 7}));
+    EXPECT_EQ(groupRanks(q, GroupKind::ZeroReplica, 5), (std::vector<int>{1, 5}));
+    // One replica, or ZeRO-0: the whole group, as before.
+    q.zeroReplicas = 1;
+    EXPECT_EQ(zeroGroupKind(q, false), GroupKind::DpCp);
+    p.zeroReplicas = 3;
+    EXPECT_THROW(groupRanks(p, GroupKind::ZeroShard, 0), InputError);
+}
+
 TEST(Topology, PpPairIsNextStageAndEmptyOnLastStage) {
     const Plan p = makePlan(8, 4, 2);
     EXPECT_EQ(groupRanks(p, GroupKind::PpPair, 3), (std::vector<int>{3, 19}));
@@ -285,7 +326,13 @@ TEST(Topology, RankCoordsRoundTripOverGridAndAllOrders) {
 // Every kind (but PpPair) partitions the world; members agree on every coordinate the kind does not vary.
 TEST(Topology, GroupsPartitionTheWorld) {
     const auto orders = allOrders();
-    for (Plan p : planGrid()) {
+    std::vector<Plan> plans = planGrid();
+    for (Plan p : planGrid()) { // and each with hybrid sharding over two replicas where they divide
+        p.zeroReplicas = 2;
+        p.zeroStage = 3;
+        if ((p.dp / p.ep) % 2 == 0) plans.push_back(p);
+    }
+    for (Plan p : plans) {
         for (size_t o = 0; o < orders.size(); o += 7) { // a spread of orders keeps the test quick
             p.rankOrder = orders[o];
             for (GroupKind kind : kAllKinds) {

@@ -318,5 +318,17 @@ TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {
     EXPECT_EQ(unknown[0].where, "--backend");
 }
 
+// Hybrid sharding is a plan the cost model predicts; the executor refuses it by name rather than run it as full sharding.
+TEST(ValidateExecutable, HybridShardingIsRefusedByName) {
+    Plan plan = basePlan();
+    plan.dp = 4;
+    plan.zeroStage = 1;
+    plan.zeroReplicas = 2;
+    ProblemList problems;
+    validateExecutable(tinyModel(), plan, "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/zero_replicas");
+}
+
 } // namespace
 } // namespace tessel::exec

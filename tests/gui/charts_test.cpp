@@ -40,6 +40,11 @@ private slots:
         p.pipelineLayers = {7, 8, 8, 7};
         QCOMPARE(pipelineSplitLabel(p), QStringLiteral("7,8x2,7"));
         QCOMPARE(planSummary(p), QStringLiteral("tp8 pp4 (7,8x2,7) dp16 mb1 zero0 selective 1f1b sp"));
+        p.zeroStage = 3;
+        p.zeroReplicas = 2; // hybrid sharding: two replicas of the sharded state
+        QCOMPARE(planSummary(p), QStringLiteral("tp8 pp4 (7,8x2,7) dp16 mb1 zero3x2 selective 1f1b sp"));
+        p.zeroStage = 0;
+        p.zeroReplicas = 1;
         p.pipelineLayers.clear();
         p.firstStageLayers = 6;
         QCOMPARE(pipelineSplitLabel(p), QStringLiteral("first 6"));

@@ -524,6 +524,34 @@ TEST(ExportDeepSpeed, RefusesContextAndExpertParallelism) {
 
 // ---------------------------------------------------------------------------------------------- torchtitan
 
+// Hybrid sharding: Megatron-LM's --num-distributed-optimizer-instances, DeepSpeed's MiCS (ZeRO-3 only) and
+// torchtitan's HSDP degrees.
+TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
+    Scenario s = defaultScenario();
+    s.plan.zeroStage = 1;
+    s.plan.zeroReplicas = 4;
+    const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--num-distributed-optimizer-instances"), "4");
+    s.plan.zeroReplicas = 1;
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--num-distributed-optimizer-instances"));
+
+    Scenario d = deepspeedPlan();
+    d.plan.zeroStage = 3;
+    d.plan.precision = "mixed";
+    d.plan.zeroReplicas = 2;
+    const auto ds = nlohmann::json::parse(exportPlan(d, ExportFormat::DeepSpeed));
+    EXPECT_EQ(ds.at("zero_optimization").at("mics_shard_size").get<int>(), d.plan.dp / 2);
+    d.plan.zeroStage = 2;
+    EXPECT_EQ(refusal(d, ExportFormat::DeepSpeed), std::vector<std::string>{"/plan/zero_replicas"});
+
+    Scenario t = preset("llama3-8b-h100");
+    t.plan.zeroStage = 3;
+    t.plan.zeroReplicas = 2;
+    const auto toml = parseToml(exportPlan(t, ExportFormat::Torchtitan));
+    EXPECT_EQ(toml.at("parallelism.data_parallel_replicate_degree"), "2");
+    EXPECT_EQ(toml.at("parallelism.data_parallel_shard_degree"), std::to_string(t.plan.dp / 2));
+}
+
 TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 3;

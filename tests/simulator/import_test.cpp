@@ -119,6 +119,17 @@ TEST(MegatronImport, BfloatMainGradientsFollowGradReduceInBf16) {
     for (const auto& w : run.warnings) EXPECT_EQ(w.find("grad_reduce_in_bf16"), std::string::npos) << w;
 }
 
+// --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.
+TEST(MegatronImport, OptimizerInstancesAreHybridSharding) {
+    std::string log = smallLog();
+    const std::string at = "  use_distributed_optimizer ....................... True\n";
+    log.insert(log.find(at), "  num_distributed_optimizer_instances ............. 2\n");
+    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "instances.log"), cluster());
+    EXPECT_EQ(run.scenario["plan"]["zero_replicas"], 2);
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("num_distributed_optimizer_instances"), std::string::npos) << w;
+    EXPECT_EQ(parseScenario(run.scenario, "imported").plan.zeroShardSize(), 1); // dp 2 over 2 copies
+}
+
 // Each bad log exits with the line that is wrong; nothing is guessed.
 TEST(MegatronImport, BadOrTruncatedLogsNameTheLine) {
     auto whereOf = [](const std::string& text) {

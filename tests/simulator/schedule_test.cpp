@@ -157,6 +157,49 @@ TEST(ScheduleContent, DataParallelCollectivesPerZeroStage) {
     EXPECT_EQ(count(0, "embedding_grad_all_reduce"), 1); // tied embeddings on stages 0 and 1
 }
 
+// Hybrid sharding: ZeRO's collectives run inside a replica's shard group, and every gradient reduce-scatter is
+// followed by an all-reduce of its shard across the replicas (1/shard of its bytes), which the optimizer waits for.
+TEST(ScheduleContent, HybridShardingReducesInsideTheShardAndAllReducesAcrossReplicas) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    for (int zero : {1, 3}) {
+        Plan p;
+        p.dp = 4;
+        p.globalBatch = 8; // 2 micro-batches per rank
+        p.zeroStage = zero;
+        p.zeroReplicas = 2;
+        const ActionSchedule s = buildSchedule(model, p);
+        const auto& acts = s.stages[0].actions;
+        int scatters = 0, allReduces = 0, gathers = 0;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            const Action& a = acts[i];
+            if (a.kind != ActionKind::Collective) continue;
+            if (a.name == "dp_reduce_scatter_grads") {
+                ++scatters;
+                EXPECT_EQ(a.group, GroupKind::ZeroShard);
+            } else if (a.name == "dp_all_reduce_grads_across_replicas") {
+                ++allReduces;
+                EXPECT_EQ(a.group, GroupKind::ZeroReplica);
+                ASSERT_EQ(a.deps.size(), 1u);
+                const Action& rs = acts[static_cast<size_t>(a.deps[0].index)];
+                EXPECT_EQ(rs.name, "dp_reduce_scatter_grads");
+                EXPECT_DOUBLE_EQ(a.bytes, rs.bytes / 2.0); // the shard of a 2-rank shard group
+            } else if (a.name.rfind("zero3_all_gather", 0) == 0 || a.name == "dp_all_gather_params") {
+                ++gathers;
+                EXPECT_EQ(a.group, GroupKind::ZeroShard);
+            }
+        }
+        EXPECT_EQ(allReduces, scatters) << "zero " << zero;
+        EXPECT_EQ(scatters, zero == 1 ? 8 : 2) << "zero " << zero; // a bucket per layer per step; one per micro-batch
+        EXPECT_GT(gathers, 0);
+        // The optimizer step waits for every all-reduce.
+        const Action& opt = acts.back().kind == ActionKind::OptimizerStep ? acts.back() : acts[acts.size() - 2];
+        int waited = 0;
+        for (const auto& d : opt.deps)
+            if (acts[static_cast<size_t>(d.index)].name == "dp_all_reduce_grads_across_replicas") ++waited;
+        EXPECT_EQ(waited, allReduces) << "zero " << zero;
+    }
+}
+
 TEST(ScheduleContent, EveryRankMapsToItsStage) {
     ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
     Plan p = pipelinePlan(2, 8, Schedule::OneFOneB);

@@ -376,6 +376,8 @@ std::vector<GridCase> boundGrid() {
                                         p.dp = dp;
                                         p.ep = m.moe && dp % 2 == 0 ? 2 : 1;
                                         p.zeroStage = zero;
+                                        // Hybrid sharding (two replicas of the sharded state) on half the dp-4 plans.
+                                        if (zero >= 1 && dp == 4 && (tp + pp) % 2 == 0) p.zeroReplicas = 2;
                                         p.recompute = rc;
                                         p.schedule = sch;
                                         p.vpp = sch == Schedule::Interleaved1F1B ? 2 : 1;
@@ -557,6 +559,11 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                             p.microBatch = mb;
                                             p.globalBatch = gb;
                                             p.sequenceParallel = sp;
+                                            // Hybrid sharding on some plans: two replicas, at ZeRO 0 or 1.
+                                            if (vpp == 2 && sp) {
+                                                p.zeroReplicas = 2;
+                                                p.zeroStage = mb == 1 ? 1 : 0;
+                                            }
                                             if (tp == 1 && pp == 1 && mb == 1) p.precision = "no-such-recipe";
                                             ProblemList problems;
                                             validatePlan(model, cluster, p, "/plan", problems);
@@ -571,7 +578,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 18u);
+    EXPECT_EQ(seen.size(), 19u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 

@@ -215,6 +215,43 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     EXPECT_TRUE(mentions(nvl.assumptions, "H100 NVL taken as an H100 SXM"));
 }
 
+// Hybrid sharding under the names records use: FSDP's HYBRID_SHARD (a shard group per node), torchtitan's
+// dp_replicate, Megatron-core's optimizer instances. Read, said, and predicted, never taken as full sharding.
+TEST(ValidationRecord, HybridShardingIsReadInEachFrameworksWords) {
+    nlohmann::json r = record();
+    r["plan"]["tp"] = 1;
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 32;
+    r["plan"]["micro_batch"] = 1;
+    r["plan"]["sequence_parallel"] = false;
+    r["plan"]["framework"] = "Composer + PyTorch FSDP";
+    r["plan"]["fsdp_sharding"] = "HYBRID_SHARD";
+    r["plan"].erase("zero");
+    r["plan"].erase("distributed_optimizer");
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 3);
+    EXPECT_EQ(c.scenario.plan.zeroReplicas, 4); // 8 ranks per node, four nodes
+    EXPECT_EQ(c.scenario.plan.zeroShardSize(), 8);
+    EXPECT_TRUE(mentions(c.assumptions, "hybrid sharding (HYBRID_SHARD)"));
+    r["plan"]["fsdp_sharding"] = "FULL_SHARD";
+    EXPECT_EQ(load(r).scenario.plan.zeroReplicas, 1);
+    r["plan"]["dp_replicate"] = 2;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.zeroReplicas, 2);
+    EXPECT_TRUE(mentions(c.assumptions, "dp_replicate: the ZeRO state is replicated 2 times"));
+    nlohmann::json m = record();
+    m["plan"]["num_distributed_optimizer_instances"] = 2;
+    c = load(m);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 1);
+    EXPECT_EQ(c.scenario.plan.zeroReplicas, 2);
+    // A replica count that does not fit is a refusal naming the field, not a silent full shard.
+    m["plan"]["num_distributed_optimizer_instances"] = 3;
+    const auto refused = loadValidationRecords(nlohmann::json::array({m}), "runs.json");
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_FALSE(refused[0].validationCase.has_value());
+    EXPECT_NE(refused[0].refusal.find("zero_replicas"), std::string::npos) << refused[0].refusal;
+}
+
 TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
     // Not stated: the embedding and the loss counted as a layer each, as the frameworks split, which is Meta's
     // own split of Llama 3 405B.

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -83,6 +84,11 @@ struct Plan {
     int globalBatch = 1;
     int zeroStage = 0;                  // 0-3, over dp (or dp x cp with zeroOverCp)
     bool zeroOverCp = true;             // as Megatron-core and torchtitan shard with cp > 1
+    // Hybrid sharding (HSDP): the ZeRO group (dp, or dp x cp) splits into this many replicas, each sharding the
+    // model state over its own ranks (the group's fastest-varying ones); gradients are reduce-scattered inside a
+    // replica and all-reduced across replicas. PyTorch FSDP HYBRID_SHARD, torchtitan data_parallel_replicate_degree,
+    // Megatron-core --num-distributed-optimizer-instances, DeepSpeed MiCS. 1 = shard over the whole group.
+    int zeroReplicas = 1;
     Recompute recompute = Recompute::None;
     bool sequenceParallel = false;
     bool flashAttention = true;
@@ -104,7 +110,15 @@ struct Plan {
 
     int worldSize() const { return tp * pp * dp * cp; }
     int microBatchesPerStep() const { return globalBatch / (microBatch * dp); }
-    int zeroShardSize() const { return zeroOverCp ? dp * cp : dp; }
+    // Ranks one copy of the ZeRO state is sharded over: the ZeRO group over its replicas.
+    int zeroShardSize() const { return (zeroOverCp ? dp * cp : dp) / std::max(1, zeroReplicas); }
+    // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp) over the replicas.
+    int expertZeroShardSize() const { return (ep > 0 ? dp / ep : 0) * (zeroOverCp ? cp : 1) / std::max(1, zeroReplicas); }
+    // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
+    // the dense gradient group (dp x cp) or the expert one (dp / ep) over the replicas.
+    int zeroReduceGroupSize(bool expert) const {
+        return (expert ? (ep > 0 ? dp / ep : 0) : dp * cp) / std::max(1, zeroReplicas);
+    }
     std::string rankOrderString() const;
 };
 

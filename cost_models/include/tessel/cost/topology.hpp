@@ -11,9 +11,17 @@ namespace tessel {
 
 // The groups a plan communicates over. Dp is the dense-parameter data-parallel group (ep x dp/ep ranks);
 // ExpertDp is the data-parallel group of expert parameters (dp/ep ranks); DpCp is dp x cp (ZeRO over CP);
-// PpPair is two ranks of adjacent pipeline stages (stage s and s+1).
-enum class GroupKind { Tp, Cp, Ep, Dp, ExpertDp, DpCp, Pp, PpPair };
+// PpPair is two ranks of adjacent pipeline stages (stage s and s+1). With hybrid sharding (plan.zeroReplicas > 1)
+// the dense gradient group (DpCp with cp > 1, else Dp) splits into ZeroShard groups of zeroShardSize() consecutive
+// members (in the group's own order), and ZeroReplica joins the members at the same place of every shard group;
+// ExpertZeroShard and ExpertZeroReplica split ExpertDp the same way.
+enum class GroupKind { Tp, Cp, Ep, Dp, ExpertDp, DpCp, Pp, PpPair, ZeroShard, ZeroReplica, ExpertZeroShard, ExpertZeroReplica };
+constexpr int kGroupKinds = 12;
 std::string toString(GroupKind g);
+// The group a ZeRO/FSDP collective of dense (expert = false) or expert parameters runs over: the whole
+// data-parallel group, or its shard group under hybrid sharding; the replica group (for the gradient all-reduce
+// across replicas) when `replicas` is set. Kinds only: the ranks come from groupRanks.
+GroupKind zeroGroupKind(const Plan& plan, bool expert, bool replicas = false);
 
 // Rank coordinates. The world is laid out as the five dims of rank_order, fastest first, with sizes
 // tp, cp, ep, dp/ep, pp (EP is carved out of DP, as in Megatron-core). `dpIndex` is ep_index + ep * edp_index.
@@ -38,6 +46,7 @@ struct GroupPlacement {
 GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode);
 // Placement of the group of `kind`; the worst case (most nodes spanned) over all groups of that kind.
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind);
+GroupPlacement placeGroup(const Plan& plan, int gpusPerNode, GroupKind kind);
 // Placement of the pipeline transfers between stages `from` and `to` (any two stages: the interleaved schedule's
 // last-to-first hop too): the worst over every rank of stage `from` paired with its counterpart on stage `to`.
 GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, int from, int to);
