@@ -44,6 +44,14 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     zero_->setToolTip(QStringLiteral("ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also weights"));
     label(QStringLiteral("ZeRO"));
     row->addWidget(zero_);
+    zeroReplicas_ = new QSpinBox(this);
+    zeroReplicas_->setKeyboardTracking(false);
+    zeroReplicas_->setToolTip(QStringLiteral("Hybrid sharding: replicas of the sharded ZeRO state across the data-parallel "
+                                             "group (FSDP HYBRID_SHARD, Megatron's optimizer instances); 1 shards over all"));
+    zeroReplicas_->setPrefix(QStringLiteral("x")); // "ZeRO 3 x2": three, over two replicas
+    zeroReplicas_->setRange(1, 999);
+    zeroReplicas_->setButtonSymbols(QAbstractSpinBox::NoButtons);
+    row->addWidget(zeroReplicas_);
     vpp_ = new QSpinBox(this);
     vpp_->setRange(1, 64);
     vpp_->setKeyboardTracking(false);
@@ -82,6 +90,9 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     });
     connect(recompute_, &QComboBox::activated, this, [this](int i) { session_->setRecompute(kRecomputes[i]); });
     connect(zero_, &QComboBox::activated, this, [this](int i) { session_->setZeroStage(i); });
+    connect(zeroReplicas_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) session_->setZeroReplicas(v);
+    });
     connect(vpp_, &QSpinBox::valueChanged, this, [this](int v) {
         if (!updating_) session_->setVpp(v);
     });
@@ -100,6 +111,7 @@ void KnobPanel::refresh() {
     microBatch_->setValue(p.microBatch);
     recompute_->setCurrentIndex(static_cast<int>(p.recompute));
     zero_->setCurrentIndex(p.zeroStage);
+    zeroReplicas_->setValue(p.zeroReplicas);
     vpp_->setValue(p.vpp);
     schedule_->setCurrentIndex(static_cast<int>(p.schedule));
     QString text = QStringLiteral("<b>%1</b>").arg(planSummary(p).toHtmlEscaped());

@@ -21,6 +21,7 @@ public:
     QSpinBox* microBatch() const { return microBatch_; }
     QComboBox* recompute() const { return recompute_; }
     QComboBox* zero() const { return zero_; }
+    QSpinBox* zeroReplicas() const { return zeroReplicas_; }
     QSpinBox* vpp() const { return vpp_; }
     QComboBox* schedule() const { return schedule_; }
     QPushButton* pinA() const { return pinA_; }
@@ -35,6 +36,7 @@ private:
     QSpinBox* microBatch_;
     QComboBox* recompute_;
     QComboBox* zero_;
+    QSpinBox* zeroReplicas_;
     QSpinBox* vpp_;
     QComboBox* schedule_;
     QPushButton* reset_;

@@ -90,6 +90,12 @@ void PlanSession::setZeroStage(int zeroStage) {
     setPlan(p);
 }
 
+void PlanSession::setZeroReplicas(int replicas) {
+    Plan p = evaluation_.plan;
+    p.zeroReplicas = replicas;
+    setPlan(p);
+}
+
 void PlanSession::setVpp(int vpp) {
     Plan p = evaluation_.plan;
     p.vpp = vpp;

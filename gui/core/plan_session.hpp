@@ -62,6 +62,7 @@ public:
     void setMicroBatch(int microBatch);
     void setRecompute(Recompute recompute);
     void setZeroStage(int zeroStage);
+    void setZeroReplicas(int replicas); // hybrid sharding: replicas of the sharded ZeRO state (1 = shard over all)
     void setVpp(int vpp);
     void setSchedule(Schedule schedule);
     void setPlan(const Plan& plan);             // any edit (file open, several knobs at once)

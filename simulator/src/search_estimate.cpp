@@ -41,7 +41,12 @@ unsigned variedMask(GroupKind kind) {
     case GroupKind::ExpertDp: return bit(ParallelDim::Dp);
     case GroupKind::DpCp: return bit(ParallelDim::Cp) | bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
     case GroupKind::Pp: return bit(ParallelDim::Pp);
-    case GroupKind::PpPair: return 0;
+    case GroupKind::PpPair:
+    // Hybrid-sharding groups are runs of the data-parallel group, not whole dims: placed by placeGroup.
+    case GroupKind::ZeroShard:
+    case GroupKind::ZeroReplica:
+    case GroupKind::ExpertZeroShard:
+    case GroupKind::ExpertZeroReplica: return 0;
     }
     return 0;
 }

@@ -660,23 +660,23 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         const std::string sharding = lower(text(pl, "fsdp_sharding") + " " + text(pl, "zero") + " " + text(pl, "sharding"));
         const int zeroGroup = plan.dp * (plan.zeroOverCp ? plan.cp : 1);
         int replicas = 1;
-        std::string how;
-        if (auto r = integer(pl, "zero_replicas")) replicas = static_cast<int>(*r), how = "zero_replicas";
-        else if (auto r2 = integer(pl, "num_distributed_optimizer_instances")) replicas = static_cast<int>(*r2), how = "num_distributed_optimizer_instances";
-        else if (auto r3 = integer(pl, "dp_replicate")) replicas = static_cast<int>(*r3), how = "dp_replicate";
-        else if (auto r4 = integer(pl, "data_parallel_replicate_degree")) replicas = static_cast<int>(*r4), how = "data_parallel_replicate_degree";
-        else if (auto s1 = integer(pl, "dp_shard"); s1 && *s1 > 0 && plan.dp % *s1 == 0) replicas = plan.dp / static_cast<int>(*s1), how = "dp_shard";
-        else if (auto s2 = integer(pl, "mics_shard_size"); s2 && *s2 > 0 && zeroGroup % *s2 == 0) replicas = zeroGroup / static_cast<int>(*s2), how = "mics_shard_size";
+        std::string named;
+        if (auto r = integer(pl, "zero_replicas")) replicas = static_cast<int>(*r), named = "zero_replicas";
+        else if (auto r2 = integer(pl, "num_distributed_optimizer_instances")) replicas = static_cast<int>(*r2), named = "num_distributed_optimizer_instances";
+        else if (auto r3 = integer(pl, "dp_replicate")) replicas = static_cast<int>(*r3), named = "dp_replicate";
+        else if (auto r4 = integer(pl, "data_parallel_replicate_degree")) replicas = static_cast<int>(*r4), named = "data_parallel_replicate_degree";
+        else if (auto s1 = integer(pl, "dp_shard"); s1 && *s1 > 0 && plan.dp % *s1 == 0) replicas = plan.dp / static_cast<int>(*s1), named = "dp_shard";
+        else if (auto s2 = integer(pl, "mics_shard_size"); s2 && *s2 > 0 && zeroGroup % *s2 == 0) replicas = zeroGroup / static_cast<int>(*s2), named = "mics_shard_size";
         else if (contains(sharding, "hybrid")) {
             // One shard group per node: the data-parallel ranks of a node (tp x cp of them share it).
-            const int perNode = std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp));
-            const int shard = std::min(plan.dp, perNode);
+            const int dpPerNode = std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp));
+            const int shard = std::min(plan.dp, dpPerNode);
             replicas = plan.dp % shard == 0 ? plan.dp / shard : 1;
             if (contains(sharding, "zero2") && plan.zeroStage == 3) plan.zeroStage = 2;
             assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
                    " data-parallel ranks of a node, replicated over " + std::to_string(replicas) + " nodes (FSDP's HYBRID_SHARD default)");
         }
-        if (replicas > 1 && !how.empty()) assume(how + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
+        if (replicas > 1 && !named.empty()) assume(named + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
         if (replicas > 1 && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
         plan.zeroReplicas = std::max(1, replicas);
     }

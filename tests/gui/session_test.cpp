@@ -128,6 +128,14 @@ private slots:
         expectedPlan.zeroStage = 1;
         QVERIFY(session.evaluation().ok());
         QCOMPARE(session.evaluation().simulation->memory.peakBytes, predictMemory(s.model, s.cluster, expectedPlan).peakBytes);
+        // Hybrid sharding: two replicas of the sharded optimizer state hold twice the state per GPU.
+        session.setZeroReplicas(2);
+        expectedPlan.zeroReplicas = 2;
+        QVERIFY(session.evaluation().ok());
+        QCOMPARE(session.evaluation().simulation->memory.peakBytes, predictMemory(s.model, s.cluster, expectedPlan).peakBytes);
+        QCOMPARE(session.evaluation().simulation->metrics.stepSeconds, sim::simulatePlan(s.model, s.cluster, expectedPlan).metrics.stepSeconds);
+        session.setZeroReplicas(1);
+        expectedPlan.zeroReplicas = 1;
 
         // Interleaving needs vpp >= 2: the schedule knob brings vpp along; back to 1f1b resets it.
         session.setSchedule(Schedule::Interleaved1F1B);
