@@ -34,6 +34,19 @@ python3 -c "
 import json,sys; d=json.load(open('$tmp/o.json')); p=d['scenario']['plan']
 assert p['tp']==4 and p['pp']==16 and p['zero_stage']==1 and len(d['memory']['stages'])==16" ; check "overrides applied" $?
 
+# Hybrid sharding: the default plan (dp 16) with its optimizer state in 4 replicas of 4 ranks holds 4x the
+# optimizer state of full sharding; a replica count that does not divide dp is named by its flag.
+"$TESSEL" predict --json --zero 1 >"$tmp/z1.json" && "$TESSEL" predict --json --zero 1 --zero-replicas 4 >"$tmp/z4.json"
+check "zero-replicas exits 0" $?
+python3 -c "
+import json; a=json.load(open('$tmp/z1.json')); b=json.load(open('$tmp/z4.json'))
+assert b['scenario']['plan']['zero_replicas']==4
+oa=a['memory']['stages'][0]['optimizer_bytes']; ob=b['memory']['stages'][0]['optimizer_bytes']
+assert abs(ob-4*oa) < 1e-6*ob, (oa, ob)" ; check "four replicas hold four times the optimizer state" $?
+"$TESSEL" predict --zero 1 --zero-replicas 3 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad zero-replicas exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --zero-replicas" "$(contains "$tmp/err" '--zero-replicas (/plan/zero_replicas)')"
+
 # 3. Bad flags: every problem listed, exit 2, named by flag.
 "$TESSEL" predict --tp 7 --pp 5 --global-batch 100 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad plan exits 2" $([ $rc -eq 2 ]; echo $?)
