@@ -32,6 +32,7 @@ struct SearchFlags {
     bool allowIdle = false;
     std::string offload = "auto";
     bool evenSplitsOnly = false;
+    bool hybridSharding = false;
     int top = 10;
     int threads = 0;
     std::vector<std::string> fix;
@@ -147,7 +148,7 @@ std::string csvQuote(const std::string& s) {
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
            "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
-           "offload,frameworks,why\n";
+           "offload,frameworks,zero_replicas,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -160,7 +161,7 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
         std::string frameworks;
         for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
         out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
-            << (frameworks.empty() ? "none" : frameworks) << "," << csvQuote(t.why) << "\n";
+            << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << csvQuote(t.why) << "\n";
     }
 }
 
@@ -207,7 +208,9 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         if (batchRange) row.push_back(std::to_string(p.globalBatch));
         for (const std::string& cell :
              {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
-              std::to_string(p.vpp), std::to_string(p.microBatch), std::to_string(p.zeroStage), toString(p.recompute),
+              std::to_string(p.vpp), std::to_string(p.microBatch),
+              std::to_string(p.zeroStage) + (p.zeroReplicas > 1 ? "x" + std::to_string(p.zeroReplicas) : std::string()),
+              toString(p.recompute),
               std::string(p.sequenceParallel ? "on" : "off"), toString(p.schedule), p.rankOrderString()})
             row.push_back(cell);
         if (offloads) row.push_back(offloadString(p));
@@ -379,6 +382,7 @@ int runSearch(const SearchFlags& f) {
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
     if (f.maxVpp) space.maxVpp = *f.maxVpp;
     space.unevenSplits = !f.evenSplitsOnly;
+    space.hybridSharding = f.hybridSharding;
     if (f.flashAttention) {
         if (*f.flashAttention == "on") space.flashAttention = true;
         else if (*f.flashAttention == "off") space.flashAttention = false;
@@ -452,6 +456,9 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
     cmd->add_flag("--even-splits-only", f->evenSplitsOnly,
                   "Reject pipeline depths that do not divide the layers (default: give them the balanced split)");
+    cmd->add_flag("--hybrid-sharding", f->hybridSharding,
+                  "Also try every ZeRO >= 1 plan with its state sharded inside a node and replicated across nodes "
+                  "(zero_replicas; FSDP HYBRID_SHARD, Megatron's optimizer instances)");
     cmd->add_option("--threads", f->threads, "Worker threads (default 0 = every core)");
     cmd->add_flag("--json", f->json, "Print one JSON object");
     cmd->add_flag("--csv", f->csv, "Print the ranked plans as CSV");

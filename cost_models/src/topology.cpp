@@ -334,13 +334,30 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
         return any ? worst : GroupPlacement{};
     }
     if (isSplitKind(kind)) {
-        // Visit each group once, from its lowest rank.
+        // Visit each whole data-parallel group once, from its leader, and place the runs (shard groups) or the
+        // strided sets (replica groups) it splits into: O(world) in all.
+        const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
+        const bool shardKind = kind == GroupKind::ZeroShard || kind == GroupKind::ExpertZeroShard;
+        const std::vector<ParallelDim> dims = variedDims(expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
+        const int replicas = std::max(1, plan.zeroReplicas);
         for (int r = 0; r < world; ++r) {
-            const std::vector<int> members = groupRanks(plan, kind, r);
-            if (*std::min_element(members.begin(), members.end()) != r) continue;
-            const GroupPlacement p = placeRanks(members, cluster.gpusPerNode);
-            if (!any || worsePlacement(p, worst)) worst = p;
-            any = true;
+            const RankCoords c = rankCoords(plan, r);
+            if (!std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; })) continue;
+            const std::vector<int> all = enumerateGroup(plan, dims, c);
+            const int size = static_cast<int>(all.size());
+            if (size % replicas != 0)
+                throw InputError("/plan/zero_replicas", "zero_replicas=" + std::to_string(replicas) + " does not divide the " +
+                                                            std::to_string(size) + " ranks of a data-parallel group");
+            const int shard = size / replicas;
+            const int groups = shardKind ? replicas : shard, members = shardKind ? shard : replicas;
+            for (int g = 0; g < groups; ++g) {
+                std::vector<int> group;
+                for (int m = 0; m < members; ++m)
+                    group.push_back(all[static_cast<size_t>(shardKind ? g * shard + m : g + m * shard)]);
+                const GroupPlacement p = placeRanks(group, cluster.gpusPerNode);
+                if (!any || worsePlacement(p, worst)) worst = p;
+                any = true;
+            }
         }
         return worst;
     }

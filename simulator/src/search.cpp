@@ -114,6 +114,7 @@ std::string planDiff(const Plan& a, const Plan& b) {
     num("micro-batch", a.microBatch, b.microBatch);
     if (a.zeroStage != b.zeroStage)
         parts.push_back("ZeRO-" + std::to_string(a.zeroStage) + " vs ZeRO-" + std::to_string(b.zeroStage));
+    num("ZeRO replicas", a.zeroReplicas, b.zeroReplicas);
     if (a.recompute != b.recompute) parts.push_back(toString(a.recompute) + " vs " + toString(b.recompute) + " recompute");
     if (a.sequenceParallel != b.sequenceParallel) parts.push_back(std::string("SP ") + (a.sequenceParallel ? "on" : "off") + " vs " + (b.sequenceParallel ? "on" : "off"));
     if (a.schedule != b.schedule) parts.push_back(toString(a.schedule) + " vs " + toString(b.schedule));

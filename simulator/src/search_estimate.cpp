@@ -354,18 +354,22 @@ InnerPlacements innerPlacements(const Plan& plan, int gpusPerNode) {
 
 DpPlacements dpPlacements(const Plan& plan, int gpusPerNode) {
     DpPlacements p;
-    const int zeroGroup = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
-    const bool hybrid = plan.zeroReplicas > 1 && zeroGroup % plan.zeroReplicas == 0 && plan.dp % plan.ep == 0 &&
-                        (plan.dp / plan.ep) % plan.zeroReplicas == 0 && (plan.cp == 1 || plan.zeroOverCp);
-    if (hybrid) {
-        // Hybrid sharding: the shard and replica groups are runs of the data-parallel group, not whole dims (the
-        // ZeRO stage is chosen later; a stage-0 plan with replicas is rejected by fastReason).
+    // Hybrid sharding: the shard and replica groups are runs of the data-parallel group, not whole dims (the ZeRO
+    // stage is chosen later; a stage-0 plan with replicas is rejected by fastReason). The expert groups split only
+    // where the replicas divide them (validatePlan requires it of a model with experts).
+    const int r = plan.zeroReplicas;
+    const bool denseHybrid = r > 1 && (plan.cp == 1 || plan.zeroOverCp) && (plan.dp * plan.cp) % r == 0;
+    const bool expertHybrid = r > 1 && plan.ep > 0 && plan.dp % plan.ep == 0 && (plan.dp / plan.ep) % r == 0;
+    if (denseHybrid) {
         p.dense = placeGroup(plan, gpusPerNode, GroupKind::ZeroShard);
         p.denseReplicas = placeGroup(plan, gpusPerNode, GroupKind::ZeroReplica);
+    } else {
+        p.dense = fastPlaceGroup(plan, gpusPerNode, plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
+    }
+    if (expertHybrid) {
         p.expert = placeGroup(plan, gpusPerNode, GroupKind::ExpertZeroShard);
         p.expertReplicas = placeGroup(plan, gpusPerNode, GroupKind::ExpertZeroReplica);
     } else {
-        p.dense = fastPlaceGroup(plan, gpusPerNode, plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
         p.expert = fastPlaceGroup(plan, gpusPerNode, GroupKind::ExpertDp);
     }
     if (plan.pp > 1) p.embSync = embeddingSyncPlacement(plan, gpusPerNode);

@@ -66,12 +66,26 @@ struct Pruner {
         } else {
             oc = effectiveOrders(plan, gpn, space.orders);
         }
-        const std::vector<int>& orders = oc.orders;
-        const std::vector<int>& innerOf = oc.innerOf;
-        const std::vector<int>& dpOf = oc.dpOf;
-        const std::vector<InnerPlacements>& innerClasses = oc.inner;
-        const std::vector<DpPlacements>& dpClasses = oc.dp;
-        const uint64_t nOrders = orders.size();
+        // Hybrid sharding (space.hybridSharding): ZeRO >= 1 plans are also tried with their state in `replicas` node-local
+        // copies; their shard and replica groups make their own rank-order classes.
+        struct OrderSet {
+            const OrderClasses* classes;
+            int replicas;
+        };
+        std::vector<OrderSet> orderSets{{&oc, 1}};
+        OrderClasses hybridClasses;
+        const int replicas = space.hybridSharding ? hybridShardingReplicas(model, plan, gpn) : 1;
+        if (replicas > 1) {
+            Plan hybrid = plan;
+            hybrid.zeroReplicas = replicas;
+            hybridClasses = effectiveOrders(hybrid, gpn, space.orders);
+            orderSets.push_back({&hybridClasses, replicas});
+        }
+        // Plans per (micro-batch, SP, recompute, schedule) shape: every ZeRO stage with each of its order sets.
+        uint64_t perRc = 0;
+        for (int z : space.zero)
+            for (const OrderSet& set : orderSets)
+                if (set.replicas == 1 || z >= 1) perRc += set.classes->orders.size();
 
         // Lazily built per item: stage parameters, optimizer time per ZeRO stage, DP costs per
         // (vpp, zero, class), the last stage's post-backward work per (schedule, m, vpp).
@@ -80,9 +94,9 @@ struct Pruner {
         bool paramsReady = false;
         std::vector<int> paramsSplit;
         StageParameters first, last;
-        std::array<double, 8> optFirst{}, optLast{}; // per ZeRO stage x optimizer offload
-        std::array<bool, 8> optReady{};
-        std::map<std::tuple<int, int, int, std::vector<int>>, DpCosts> dpCache;
+        std::array<double, 16> optFirst{}, optLast{}; // per ZeRO stage x optimizer offload x order set
+        std::array<bool, 16> optReady{};
+        std::map<std::tuple<int, int, size_t, int, std::vector<int>>, DpCosts> dpCache;
         const bool timeObjective = !band.memoryObjective;
 
         PlanCode code;
@@ -102,8 +116,7 @@ struct Pruner {
                     code.recompute = static_cast<uint8_t>(rc);
                     bool shapeReady = false;
                     ShapeCosts shape;
-                    std::vector<std::optional<InnerComm>> innerComms;
-                    const uint64_t perRc = space.zero.size() * nOrders;
+                    std::array<std::vector<std::optional<InnerComm>>, 2> innerComms; // per order set
                     for (const auto& [sch, vpp] : schedules) {
                         plan.schedule = sch;
                         plan.vpp = vpp;
@@ -143,9 +156,20 @@ struct Pruner {
                             if (t == acc.tailCache.end()) t = acc.tailCache.emplace(key, lastStageTail(plan, m)).first;
                             tail = t->second;
                         }
-                        for (int z : space.zero) {
+                        for (int z : space.zero)
+                        for (size_t setIndex = 0; setIndex < orderSets.size(); ++setIndex) {
+                          const OrderSet& set = orderSets[setIndex];
+                          if (set.replicas > 1 && z < 1) continue; // nothing sharded to replicate
+                          const std::vector<int>& orders = set.classes->orders;
+                          const std::vector<int>& innerOf = set.classes->innerOf;
+                          const std::vector<int>& dpOf = set.classes->dpOf;
+                          const std::vector<InnerPlacements>& innerClasses = set.classes->inner;
+                          const std::vector<DpPlacements>& dpClasses = set.classes->dp;
+                          const uint64_t nOrders = orders.size();
                           plan.zeroStage = z;
+                          plan.zeroReplicas = set.replicas;
                           code.zero = static_cast<uint8_t>(z);
+                          code.replicas = static_cast<uint16_t>(set.replicas);
                           setOffload(plan, 0);
                           const PeakMemory plain = peakMemory(ctx, plan, shape, first, last);
                           // Offload only where the plan does not fit without it (search_offload.hpp): the fitting
@@ -218,13 +242,14 @@ struct Pruner {
                                 }
                                 continue;
                             }
-                            const size_t oz = static_cast<size_t>(z) * 2 + (plan.offloadOptimizer ? 1 : 0);
+                            const size_t oz = (static_cast<size_t>(z) * 2 + (plan.offloadOptimizer ? 1 : 0)) * 2 + setIndex;
                             if (!optReady[oz]) {
                                 optReady[oz] = true;
                                 optFirst[oz] = optimizerSeconds(ctx, plan, first);
                                 optLast[oz] = optimizerSeconds(ctx, plan, last);
                             }
-                            if (innerComms.empty()) innerComms.resize(innerClasses.size());
+                            auto& setComms = innerComms[setIndex];
+                            if (setComms.empty()) setComms.resize(innerClasses.size());
                             BoundInputs in;
                             in.shape = &shape;
                             in.optimizerFirst = optFirst[oz];
@@ -233,12 +258,12 @@ struct Pruner {
                             in.p2pBlocksCompute = plan.pp > 1 && !ctx.overlapOf(plan).overlapP2pComm;
                             for (size_t i = 0; i < nOrders; ++i) {
                                 if (!orderOk.empty() && !orderOk[i]) continue;
-                                auto& ic = innerComms[static_cast<size_t>(innerOf[i])];
+                                auto& ic = setComms[static_cast<size_t>(innerOf[i])];
                                 if (!ic) {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];
                                     ic = innerComm(ctx, plan, shape, innerClasses[static_cast<size_t>(innerOf[i])]);
                                 }
-                                const auto dkey = std::make_tuple(vpp, z, dpOf[i], split);
+                                const auto dkey = std::make_tuple(vpp, z, setIndex, dpOf[i], split);
                                 auto dc = dpCache.find(dkey);
                                 if (dc == dpCache.end()) {
                                     plan.rankOrder = allRankOrders()[static_cast<size_t>(orders[i])];

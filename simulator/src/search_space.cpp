@@ -40,6 +40,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.maxGlobalBatch = in.maxGlobalBatch;
     s.maxVpp = in.maxVpp;
     s.offload = in.offload;
+    s.hybridSharding = in.hybridSharding;
     s.runnableBy = in.runnableBy;
     s.unevenSplits = in.unevenSplits;
     if (in.gpus < 1) problems.add("--gpus", "must be at least 1, got " + std::to_string(in.gpus));
@@ -230,11 +231,28 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
     return items;
 }
 
+} // namespace tessel::sim::detail
+
+namespace tessel::sim {
+int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusPerNode) {
+    if (plan.ep < 1 || plan.dp % plan.ep != 0 || (plan.cp > 1 && !plan.zeroOverCp) || plan.tp < 1) return 1;
+    const int group = plan.dp * plan.cp;
+    const int shard = std::min(group, std::max(1, gpusPerNode / plan.tp));
+    if (shard >= group || group % shard != 0) return 1;
+    const int replicas = group / shard;
+    if (model.moe && plan.ep > 1 && (plan.dp / plan.ep) % replicas != 0) return 1;
+    return replicas;
+}
+} // namespace tessel::sim
+
+namespace tessel::sim::detail {
+
 Plan toPlan(const Space& s, const PlanCode& c) {
     Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0});
     p.vpp = c.vpp;
     p.microBatch = c.microBatch;
     p.zeroStage = c.zero;
+    p.zeroReplicas = c.replicas;
     p.recompute = static_cast<Recompute>(c.recompute);
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);

@@ -16,18 +16,19 @@
 
 namespace tessel::sim::detail {
 
-// A plan in 44 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
+// A plan in 48 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
 // not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
 struct PlanCode {
     int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
     uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
     uint8_t offload = 0; // search_offload.hpp bits
+    uint16_t replicas = 1; // zero_replicas (hybrid sharding)
 };
 inline bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.recompute, a.sp, a.schedule,
-                    a.offload, a.order, a.split) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.recompute, b.sp, b.schedule,
-                    b.offload, b.order, b.split);
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute, a.sp,
+                    a.schedule, a.offload, a.order, a.split) <
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute, b.sp,
+                    b.schedule, b.offload, b.order, b.split);
 }
 
 // The space after defaults, fixed keys and checks.
@@ -58,6 +59,7 @@ struct Space {
     std::vector<int> orders;  // candidate rank orders, indices into allRankOrders()
     Plan base;                // precision, flash attention, global batch
     bool offload = true;      // offload variants for plans that do not fit (search_offload.hpp)
+    bool hybridSharding = false; // also the node-local hybrid-sharding variant of every ZeRO >= 1 plan
     std::optional<ExportFormat> runnableBy; // admit only plans this framework runs
 };
 

@@ -75,6 +75,19 @@ check "no price names --objective" "$(contains "$tmp/err" '--objective')"
 check "csv rows" $([ "$(wc -l <"$tmp/c.csv")" -eq 4 ]; echo $?)
 check "csv header" "$(contains "$tmp/c.csv" '^rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage')"
 
+# Hybrid sharding as a dimension: on 16 GPUs of two nodes, more plans are considered, and the JSON names each
+# plan's replicas (the CSV has the column).
+"$TESSEL" search --model tiny --cluster dgx-a100-80g --gpus 16 --global-batch 16 --no-progress --json --top 50 --fix tp=1,pp=1,cp=1,zero_stage=1 >"$tmp/h0.json"
+check "search without hybrid sharding exits 0" $?
+"$TESSEL" search --model tiny --cluster dgx-a100-80g --gpus 16 --global-batch 16 --no-progress --json --top 50 --fix tp=1,pp=1,cp=1,zero_stage=1 \
+    --hybrid-sharding >"$tmp/h1.json"; check "--hybrid-sharding exits 0" $?
+python3 -c "
+import json; a=json.load(open('$tmp/h0.json')); b=json.load(open('$tmp/h1.json'))
+assert b['considered'] > a['considered'], (a['considered'], b['considered'])
+assert all(t['plan']['zero_replicas']==1 for t in a['top'])
+assert any(t['plan']['zero_replicas']>1 for t in b['top']), [t['plan']['zero_replicas'] for t in b['top']]" ; check "hybrid plans considered and ranked" $?
+check "csv names zero_replicas" "$(contains "$tmp/c.csv" 'zero_replicas,why')"
+
 # 6. The table: ranked rows, the counts and the reasons; a scenario preset with --gpus.
 "$TESSEL" search $small --top 2 >"$tmp/t.txt"; check "table exits 0" $?
 check "table rank" "$(contains "$tmp/t.txt" '^#1 ')"

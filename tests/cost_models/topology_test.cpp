@@ -248,6 +248,36 @@ TEST(Topology, HybridShardingSplitsTheDataParallelGroupIntoRuns) {
     EXPECT_THROW(groupRanks(p, GroupKind::ZeroShard, 0), InputError);
 }
 
+// placeGroup places the hybrid-sharding groups from the whole data-parallel groups; it must equal the worst
+// placement over every rank's own groupRanks.
+TEST(Topology, HybridPlacementIsTheWorstOverEveryRanksGroup) {
+    const auto orders = allOrders();
+    for (Plan p : planGrid()) {
+        p.zeroStage = 3;
+        p.zeroReplicas = 2;
+        if ((p.dp / p.ep) % 2 != 0) continue;
+        for (size_t o = 0; o < orders.size(); o += 11) {
+            p.rankOrder = orders[o];
+            for (int gpn : {2, 4}) {
+                if (p.worldSize() % gpn != 0) continue;
+                for (GroupKind kind : {GroupKind::ZeroShard, GroupKind::ZeroReplica, GroupKind::ExpertZeroShard,
+                                       GroupKind::ExpertZeroReplica}) {
+                    GroupPlacement worst;
+                    for (int r = 0; r < p.worldSize(); ++r) {
+                        const GroupPlacement q = placeRanks(groupRanks(p, kind, r), gpn);
+                        if (r == 0 || q.nodes > worst.nodes || (q.nodes == worst.nodes && q.ranksPerNode < worst.ranksPerNode))
+                            worst = q;
+                    }
+                    const GroupPlacement got = placeGroup(p, makeCluster(gpn, p.worldSize() / gpn), kind);
+                    EXPECT_EQ(got.size, worst.size) << toString(kind);
+                    EXPECT_EQ(got.nodes, worst.nodes) << toString(kind);
+                    EXPECT_EQ(got.ranksPerNode, worst.ranksPerNode) << toString(kind);
+                }
+            }
+        }
+    }
+}
+
 TEST(Topology, PpPairIsNextStageAndEmptyOnLastStage) {
     const Plan p = makePlan(8, 4, 2);
     EXPECT_EQ(groupRanks(p, GroupKind::PpPair, 3), (std::vector<int>{3, 19}));

@@ -47,8 +47,15 @@ std::vector<std::array<ParallelDim, 5>> ordersByPlacement(Plan plan, const Clust
     for (const auto& o : permutations()) {
         plan.rankOrder = o;
         std::vector<int> key;
-        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
-                            GroupKind::DpCp, GroupKind::PpPair}) {
+        std::vector<GroupKind> kinds{GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
+                                     GroupKind::DpCp, GroupKind::PpPair};
+        // Hybrid sharding: the shard and replica groups too (the expert ones where the replicas split them).
+        if (plan.zeroReplicas > 1) {
+            kinds.insert(kinds.end(), {GroupKind::ZeroShard, GroupKind::ZeroReplica});
+            if ((plan.dp / plan.ep) % plan.zeroReplicas == 0)
+                kinds.insert(kinds.end(), {GroupKind::ExpertZeroShard, GroupKind::ExpertZeroReplica});
+        }
+        for (GroupKind g : kinds) {
             const GroupPlacement p = placeGroup(plan, cluster, g);
             key.insert(key.end(), {p.size, p.nodes, p.ranksPerNode});
         }
@@ -72,7 +79,8 @@ struct BruteForce {
 };
 
 BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, int gpus, int globalBatch,
-                      std::map<std::string, int> fixed = {}, const std::string& precision = "megatron") {
+                      std::map<std::string, int> fixed = {}, const std::string& precision = "megatron",
+                      bool hybrid = false) {
     BruteForce bf;
     auto pick = [&](const char* key, std::vector<int> all) {
         auto it = fixed.find(key);
@@ -118,6 +126,15 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             p.precision = precision;
                                             // Depths that do not divide the layers take the balanced split.
                                             if (model.layers % (pp * vpp) != 0) p.pipelineSplit = PipelineSplit::Balanced;
+                                            // With hybrid sharding, ZeRO >= 1 plans also with their node-local replicas.
+                                            std::vector<int> replicaChoices{1};
+                                            if (hybrid && zero >= 1) {
+                                                const int r = hybridShardingReplicas(model, p, cluster.gpusPerNode);
+                                                if (r > 1) replicaChoices.push_back(r);
+                                            }
+                                            for (int r : replicaChoices) {
+                                            p.zeroReplicas = r;
+                                            p.rankOrder = Plan{}.rankOrder;
                                             const auto orders = dp % ep == 0 ? ordersByPlacement(p, cluster)
                                                                              : std::vector<std::array<ParallelDim, 5>>{p.rankOrder};
                                             for (const auto& o : orders) {
@@ -136,6 +153,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                                 }
                                                 ++bf.feasible;
                                                 bf.feasiblePlans.push_back(p);
+                                            }
                                             }
                                         }
                                 }
@@ -240,7 +258,7 @@ std::vector<Simulated> simulateAll(const ModelConfig& model, const ClusterConfig
 
 void expectTopMatches(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                       const std::map<std::string, int>& fixed) {
-    const BruteForce bf = bruteForce(model, cluster, space.gpus, space.globalBatch, fixed);
+    const BruteForce bf = bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, "megatron", space.hybridSharding);
     ASSERT_GT(bf.feasible, 10u);
     std::vector<Simulated> all = simulateAll(model, cluster, bf);
     for (Objective objective : {Objective::Time, Objective::Memory, Objective::TokensPerDollar}) {
@@ -294,6 +312,39 @@ TEST(Search, TopPlansEqualBruteForceArgminForMoe) {
     const ModelConfig model = test::preset("tiny-moe");
     const ClusterConfig cluster = smallNodes(4, 2, 80);
     expectTopMatches(model, cluster, spaceFor(8, 8), {});
+}
+
+// Hybrid sharding as a dimension: every ZeRO >= 1 plan also with its state in node-local replicas (4-GPU nodes,
+// so a ZeRO group of 16 ranks at tp 1 gives 4 replicas of 4). Counts, verdicts and the argmin agree with the loops.
+TEST(Search, HybridShardingAddsTheNodeLocalVariantOfEveryShardedPlan) {
+    const ModelConfig model = test::preset("gpt3-1.3b");
+    const ClusterConfig cluster = smallNodes(4, 4, 16);
+    SearchSpace space = spaceFor(16, 32, {{"micro_batch", 1}});
+    space.hybridSharding = true;
+    const SearchResult r = searchPlans(model, cluster, space, {});
+    const BruteForce bf = bruteForce(model, cluster, 16, 32, {{"micro_batch", 1}}, "megatron", true);
+    expectSameCounts(r, bf);
+    const BruteForce plain = bruteForce(model, cluster, 16, 32, {{"micro_batch", 1}});
+    EXPECT_GT(bf.considered, plain.considered);
+    size_t hybrid = 0;
+    for (const Plan& p : bf.feasiblePlans) hybrid += p.zeroReplicas > 1;
+    EXPECT_GT(hybrid, 0u);
+    Plan p;
+    p.dp = 16;
+    EXPECT_EQ(hybridShardingReplicas(model, p, 4), 4); // 16 ranks, 4 on a node
+    p.tp = 4;
+    p.dp = 4;
+    EXPECT_EQ(hybridShardingReplicas(model, p, 4), 4); // one data-parallel rank per node: shards of one
+    p.tp = 1;
+    p.dp = 4;
+    EXPECT_EQ(hybridShardingReplicas(model, p, 4), 1); // the whole group is one node
+    expectTopMatches(model, cluster, space, {{"micro_batch", 1}});
+    // With experts: their data-parallel group splits too, where the replicas divide it.
+    const ModelConfig moe = test::preset("tiny-moe");
+    const ClusterConfig twoNodes = smallNodes(4, 2, 80);
+    SearchSpace moeSpace = spaceFor(8, 8);
+    moeSpace.hybridSharding = true;
+    expectSameCounts(searchPlans(moe, twoNodes, moeSpace, {}), bruteForce(moe, twoNodes, 8, 8, {}, "megatron", true));
 }
 
 TEST(Search, AskingForEveryPlanSimulatesEveryFeasiblePlan) {

@@ -67,10 +67,18 @@ struct SearchSpace {
     // Offload (optimizer, parameters, activations to host memory) as a dimension: tried only for plans that do not
     // fit without it, on clusters with a host block (docs/search.md).
     bool offload = true;
+    // Hybrid sharding as a dimension: every ZeRO >= 1 plan is also tried with its state sharded inside a node and
+    // replicated across nodes (zero_replicas = the ZeRO group over its ranks on one node, hybridShardingReplicas).
+    bool hybridSharding = false;
     // Only plans this framework can run (export.hpp's rules, the ones `tessel export` refuses with); empty = every
     // plan, each row then marked with the frameworks that run it (RankedPlan::frameworks).
     std::optional<ExportFormat> runnableBy;
 };
+
+// The replica count of the search's hybrid-sharding variant of a plan: the ZeRO group (dp x cp) over its ranks on
+// one node under the default rank order (gpusPerNode / tp, at most the group); 1 where that is the whole group or
+// does not divide it (or, with experts, their data-parallel group), or with zero_over_cp off and cp > 1.
+int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusPerNode);
 
 struct SearchOptions {
     int topK = 10;
