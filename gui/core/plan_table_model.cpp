@@ -113,7 +113,9 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     case Ep: return integer(p.ep);
     case Vpp: return integer(p.vpp);
     case MicroBatch: return integer(p.microBatch);
-    case Zero: return integer(p.zeroStage);
+    case Zero: // hybrid sharding shows its replicas ("1x16"); filters and sorting see the stage
+        if (display && p.zeroReplicas > 1) return QStringLiteral("%1x%2").arg(p.zeroStage).arg(p.zeroReplicas);
+        return integer(p.zeroStage);
     case Recompute: return QString::fromStdString(toString(p.recompute));
     case SequenceParallel: return p.sequenceParallel ? QStringLiteral("on") : QStringLiteral("off");
     case Schedule: return QString::fromStdString(toString(p.schedule));
