@@ -25,6 +25,8 @@ SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText
     r.space.flashAttention = scenario.plan.flashAttention;
     r.space.attentionKernel = scenario.plan.attentionKernel;
     r.space.framework = scenario.plan.framework;
+    // A scenario that shards hybrid asks the search to weigh hybrid sharding too (tessel search --hybrid-sharding).
+    r.space.hybridSharding = scenario.plan.zeroReplicas > 1;
     applyFixes(fixText, r.space, problems);
     r.options.topK = topK;
     problems.append(sim::searchProblems(r.model, r.cluster, r.space, r.options));

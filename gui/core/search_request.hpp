@@ -22,7 +22,7 @@ struct SearchRequest {
 void applyFixes(const QString& text, sim::SearchSpace& space, ProblemList& problems);
 
 // The request for searching `scenario`'s model on its cluster's GPUs with its global batch, precision and
-// flash-attention setting. Problems (bad fixes, searchProblems) are collected in `problems`.
+// flash-attention setting, and hybrid sharding as a dimension when the scenario's plan shards hybrid. Problems (bad fixes, searchProblems) are collected in `problems`.
 SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText, int topK, ProblemList& problems);
 
 } // namespace tessel::gui

@@ -40,6 +40,12 @@ private slots:
         QCOMPARE(r.space.gpus, 1024);
         QCOMPARE(r.space.globalBatch, 1536);
         QCOMPARE(r.options.topK, 25);
+        QVERIFY(!r.space.hybridSharding);
+        // A scenario with hybrid sharding has the search weigh it too.
+        Scenario hybrid = s;
+        hybrid.plan.zeroStage = 1;
+        hybrid.plan.zeroReplicas = 2;
+        QVERIFY(makeSearchRequest(hybrid, QString(), 25, problems).space.hybridSharding);
         // A request the search refuses (keep top 0) is reported before anything starts.
         ProblemList refused;
         makeSearchRequest(s, QString(), 0, refused);
