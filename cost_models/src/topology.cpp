@@ -97,7 +97,7 @@ std::vector<ParallelDim> variedDims(GroupKind kind) {
     case GroupKind::ZeroReplica:
     case GroupKind::ExpertZeroShard:
     case GroupKind::ExpertZeroReplica:
-        return {}; // not whole dims: see splitGroup
+        return {}; // not whole dims: see hybridGroups
     }
     return {};
 }
@@ -105,6 +105,11 @@ std::vector<ParallelDim> variedDims(GroupKind kind) {
 bool isSplitKind(GroupKind kind) {
     return kind == GroupKind::ZeroShard || kind == GroupKind::ZeroReplica || kind == GroupKind::ExpertZeroShard ||
            kind == GroupKind::ExpertZeroReplica;
+}
+
+// The whole data-parallel group a ZeRO collective of dense or expert parameters spans (gradients sum over dp x cp).
+GroupKind wholeZeroGroup(const Plan& plan, bool expert) {
+    return expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
 }
 
 // Members of the group that varies `dims` around `base`, in group-index order (mixed radix, first dim
@@ -125,6 +130,25 @@ std::vector<int> enumerateGroup(const Plan& plan, const std::vector<ParallelDim>
         ranks.push_back(rankOf(plan, base));
     }
     return ranks;
+}
+
+// Hybrid sharding: the groups of `kind` (a split kind) that the whole data-parallel group around `base` splits into.
+// Its members, in the group's own order, form zeroReplicas runs of consecutive members: a shard group is one run, a
+// replica group the members at one place of every run.
+std::vector<std::vector<int>> hybridGroups(const Plan& plan, GroupKind kind, const RankCoords& base) {
+    const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
+    const bool shards = kind == GroupKind::ZeroShard || kind == GroupKind::ExpertZeroShard;
+    const GroupKind whole = wholeZeroGroup(plan, expert);
+    const std::vector<int> all = enumerateGroup(plan, variedDims(whole), base);
+    const int replicas = std::max(1, plan.zeroReplicas);
+    const int size = static_cast<int>(all.size());
+    if (size % replicas != 0)
+        throw InputError("/plan/zero_replicas", "zero_replicas=" + std::to_string(replicas) + " does not divide the " +
+                                                    std::to_string(size) + " ranks of the " + toString(whole) + " group");
+    const int run = size / replicas;
+    std::vector<std::vector<int>> out(static_cast<size_t>(shards ? replicas : run));
+    for (int i = 0; i < size; ++i) out[static_cast<size_t>(shards ? i / run : i % run)].push_back(all[static_cast<size_t>(i)]);
+    return out;
 }
 
 // Worse placement first: more nodes spanned, then fewer ranks sharing a node (more traffic leaves the node).
@@ -166,7 +190,7 @@ std::string toString(GroupKind g) {
 }
 
 GroupKind zeroGroupKind(const Plan& plan, bool expert, bool replicas) {
-    if (plan.zeroReplicas <= 1 || plan.zeroStage < 1) return expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
+    if (plan.zeroReplicas <= 1 || plan.zeroStage < 1) return wholeZeroGroup(plan, expert);
     if (expert) return replicas ? GroupKind::ExpertZeroReplica : GroupKind::ExpertZeroShard;
     return replicas ? GroupKind::ZeroReplica : GroupKind::ZeroShard;
 }
@@ -213,24 +237,8 @@ std::vector<int> groupRanks(const Plan& plan, GroupKind kind, int rank) {
         return {rank, rankOf(plan, next)};
     }
     if (isSplitKind(kind)) {
-        // A hybrid-sharding group: split the whole data-parallel group (in its own order) into zeroReplicas runs of
-        // consecutive members; a shard group is this rank's run, a replica group the members at its place in every run.
-        const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
-        const GroupKind whole = expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
-        const std::vector<int> all = enumerateGroup(plan, variedDims(whole), c);
-        const int replicas = std::max(1, plan.zeroReplicas);
-        const int size = static_cast<int>(all.size());
-        if (size % replicas != 0)
-            throw InputError("/plan/zero_replicas", "zero_replicas=" + std::to_string(replicas) + " does not divide the " +
-                                                        std::to_string(size) + " ranks of the " + toString(whole) + " group");
-        const int shard = size / replicas;
-        const int pos = static_cast<int>(std::find(all.begin(), all.end(), rank) - all.begin());
-        std::vector<int> out;
-        if (kind == GroupKind::ZeroShard || kind == GroupKind::ExpertZeroShard)
-            out.assign(all.begin() + (pos / shard) * shard, all.begin() + (pos / shard + 1) * shard);
-        else
-            for (int k = 0; k < replicas; ++k) out.push_back(all[static_cast<size_t>(pos % shard + k * shard)]);
-        return out;
+        for (auto& group : hybridGroups(plan, kind, c))
+            if (std::find(group.begin(), group.end(), rank) != group.end()) return group;
     }
     return enumerateGroup(plan, variedDims(kind), c);
 }
@@ -334,26 +342,14 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
         return any ? worst : GroupPlacement{};
     }
     if (isSplitKind(kind)) {
-        // Visit each whole data-parallel group once, from its leader, and place the runs (shard groups) or the
-        // strided sets (replica groups) it splits into: O(world) in all.
+        // Visit each whole data-parallel group once, from its leader, and place every group it splits into:
+        // O(world) in all.
         const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
-        const bool shardKind = kind == GroupKind::ZeroShard || kind == GroupKind::ExpertZeroShard;
-        const std::vector<ParallelDim> dims = variedDims(expert ? GroupKind::ExpertDp : plan.cp > 1 ? GroupKind::DpCp : GroupKind::Dp);
-        const int replicas = std::max(1, plan.zeroReplicas);
+        const std::vector<ParallelDim> dims = variedDims(wholeZeroGroup(plan, expert));
         for (int r = 0; r < world; ++r) {
             const RankCoords c = rankCoords(plan, r);
             if (!std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; })) continue;
-            const std::vector<int> all = enumerateGroup(plan, dims, c);
-            const int size = static_cast<int>(all.size());
-            if (size % replicas != 0)
-                throw InputError("/plan/zero_replicas", "zero_replicas=" + std::to_string(replicas) + " does not divide the " +
-                                                            std::to_string(size) + " ranks of a data-parallel group");
-            const int shard = size / replicas;
-            const int groups = shardKind ? replicas : shard, members = shardKind ? shard : replicas;
-            for (int g = 0; g < groups; ++g) {
-                std::vector<int> group;
-                for (int m = 0; m < members; ++m)
-                    group.push_back(all[static_cast<size_t>(shardKind ? g * shard + m : g + m * shard)]);
+            for (const auto& group : hybridGroups(plan, kind, c)) {
                 const GroupPlacement p = placeRanks(group, cluster.gpusPerNode);
                 if (!any || worsePlacement(p, worst)) worst = p;
                 any = true;

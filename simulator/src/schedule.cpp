@@ -295,8 +295,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                        // Hybrid sharding: each rank's reduced shard is then all-reduced across the
                                        // replicas (FSDP HYBRID_SHARD's post-backward, Megatron-core's inter-instance
                                        // all-reduce), once the reduce-scatter is done.
-                                       const bool expertPart = std::string(suffix) == "_expert";
-                                       if (plan.zeroReplicas > 1 && plan.zeroStage >= 1) {
+                                       if (group == GroupKind::ZeroShard || group == GroupKind::ExpertZeroShard) {
+                                           const bool expertPart = group == GroupKind::ExpertZeroShard;
                                            const double shards = plan.zeroReduceGroupSize(expertPart);
                                            Action ar = b.collective(std::string("dp_all_reduce_grads_across_replicas") + suffix,
                                                                     zeroGroupKind(plan, expertPart, true), Primitive::AllReduce,

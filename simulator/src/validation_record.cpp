@@ -654,31 +654,47 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
 
-    // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use. FSDP's HYBRID_SHARD
-    // shards inside a node and replicates across nodes.
+    // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use (a replica count, or the
+    // size of a shard group). FSDP's HYBRID_SHARD shards inside a node and replicates across nodes. A count that
+    // is not positive or does not split the group is a refusal naming it, never a silent full shard.
     {
         const std::string sharding = lower(text(pl, "fsdp_sharding") + " " + text(pl, "zero") + " " + text(pl, "sharding"));
         const int zeroGroup = plan.dp * (plan.zeroOverCp ? plan.cp : 1);
+        struct Name {
+            const char* key;
+            int shardOf; // 0: the value is the replica count; else the value is a shard size of this many ranks
+        };
+        const Name names[] = {{"zero_replicas", 0}, {"num_distributed_optimizer_instances", 0}, {"dp_replicate", 0},
+                              {"data_parallel_replicate_degree", 0}, {"dp_shard", plan.dp}, {"mics_shard_size", zeroGroup}};
         int replicas = 1;
-        std::string named;
-        if (auto r = integer(pl, "zero_replicas")) replicas = static_cast<int>(*r), named = "zero_replicas";
-        else if (auto r2 = integer(pl, "num_distributed_optimizer_instances")) replicas = static_cast<int>(*r2), named = "num_distributed_optimizer_instances";
-        else if (auto r3 = integer(pl, "dp_replicate")) replicas = static_cast<int>(*r3), named = "dp_replicate";
-        else if (auto r4 = integer(pl, "data_parallel_replicate_degree")) replicas = static_cast<int>(*r4), named = "data_parallel_replicate_degree";
-        else if (auto s1 = integer(pl, "dp_shard"); s1 && *s1 > 0 && plan.dp % *s1 == 0) replicas = plan.dp / static_cast<int>(*s1), named = "dp_shard";
-        else if (auto s2 = integer(pl, "mics_shard_size"); s2 && *s2 > 0 && zeroGroup % *s2 == 0) replicas = zeroGroup / static_cast<int>(*s2), named = "mics_shard_size";
-        else if (contains(sharding, "hybrid")) {
+        bool stated = false;
+        for (const Name& n : names) {
+            const auto v = integer(pl, n.key);
+            if (!v) continue;
+            if (*v < 1 || (n.shardOf > 0 && n.shardOf % *v != 0)) {
+                refusal = ptr + "/plan/" + n.key + ": " + std::to_string(*v) +
+                          (*v < 1 ? " is not a positive count" : " does not divide the " + std::to_string(n.shardOf) + " ranks it shards");
+                return;
+            }
+            replicas = n.shardOf > 0 ? n.shardOf / static_cast<int>(*v) : static_cast<int>(*v);
+            if (replicas > 1) assume(std::string(n.key) + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
+            stated = true;
+            break;
+        }
+        if (!stated && contains(sharding, "hybrid")) {
             // One shard group per node: the data-parallel ranks of a node (tp x cp of them share it).
-            const int dpPerNode = std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp));
-            const int shard = std::min(plan.dp, dpPerNode);
-            replicas = plan.dp % shard == 0 ? plan.dp / shard : 1;
-            if (contains(sharding, "zero2") && plan.zeroStage == 3) plan.zeroStage = 2;
+            const int shard = std::min(plan.dp, std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp)));
+            if (plan.dp % shard != 0) {
+                refusal = ptr + "/plan/fsdp_sharding: " + text(pl, "fsdp_sharding") + " shards inside a node, and the " +
+                          std::to_string(plan.dp) + " data-parallel ranks do not split into nodes of " + std::to_string(shard);
+                return;
+            }
+            replicas = plan.dp / shard;
             assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
                    " data-parallel ranks of a node, replicated over " + std::to_string(replicas) + " nodes (FSDP's HYBRID_SHARD default)");
         }
-        if (replicas > 1 && !named.empty()) assume(named + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
         if (replicas > 1 && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
-        plan.zeroReplicas = std::max(1, replicas);
+        plan.zeroReplicas = replicas;
     }
 
     // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run

@@ -250,6 +250,15 @@ TEST(ValidationRecord, HybridShardingIsReadInEachFrameworksWords) {
     ASSERT_EQ(refused.size(), 1u);
     EXPECT_FALSE(refused[0].validationCase.has_value());
     EXPECT_NE(refused[0].refusal.find("zero_replicas"), std::string::npos) << refused[0].refusal;
+    // A shard size that does not split dp, or a count below one, is refused by its own name.
+    nlohmann::json shard = record();
+    shard["plan"]["dp_shard"] = 3;
+    const auto badShard = loadValidationRecords(nlohmann::json::array({shard}), "runs.json");
+    EXPECT_NE(badShard[0].refusal.find("/plan/dp_shard: 3 does not divide"), std::string::npos) << badShard[0].refusal;
+    nlohmann::json zero = record();
+    zero["plan"]["zero_replicas"] = 0;
+    const auto badCount = loadValidationRecords(nlohmann::json::array({zero}), "runs.json");
+    EXPECT_NE(badCount[0].refusal.find("/plan/zero_replicas: 0 is not a positive count"), std::string::npos) << badCount[0].refusal;
 }
 
 TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
