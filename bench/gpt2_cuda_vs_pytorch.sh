@@ -6,20 +6,23 @@
 #
 #   bench/gpt2_cuda_vs_pytorch.sh [BUILD_DIR] [--micro-batch 8] [--global-batch 8] [--steps 20] [--warmup 5]
 #                                 [--peak-tflops 989] [--cluster h200-single] [--keep RUN_DIR] [--json FILE]
+#                                 [--profile-dir DIR]
 #
 # --keep leaves tessel's run folder (losses, measurements, trace, memory, versions: a `tessel run` folder that
 # `tessel compare` and `tessel calibrate` read) in RUN_DIR; --json writes the three sides and the ratios as one
-# JSON object.
+# JSON object; --profile-dir has each PyTorch side profile 3 more steps and write its GPU time per kernel class
+# (DIR/eager.json, DIR/compile.json, with the GPU events as Chrome traces beside them).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 build="$root/build/cuda"
 if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
-micro=8 global=8 steps=20 warmup=5 peak=989 cluster=h200-single keep="" json_out=""
+micro=8 global=8 steps=20 warmup=5 peak=989 cluster=h200-single keep="" json_out="" profile_dir=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keep) keep="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
+    --profile-dir) profile_dir="$2"; shift 2 ;;
     --micro-batch) micro="$2"; shift 2 ;;
     --global-batch) global="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
@@ -75,10 +78,12 @@ print(json.dumps({"side": "tessel-cuda", "step_seconds": step_seconds, "tokens_p
                   "mfu": tps * flops_per_token / (peak * 1e12)}))
 PY
 )"
+profile() { [[ -z "$profile_dir" ]] || echo "--profile=$profile_dir/$1.json"; }
+[[ -z "$profile_dir" ]] || mkdir -p "$profile_dir"
 eager_json="$(python3 "$here/gpt2_pytorch.py" --mode eager --micro-batch "$micro" --global-batch "$global" \
-  --steps "$steps" --warmup "$warmup" --peak-tflops "$peak")"
+  --steps "$steps" --warmup "$warmup" --peak-tflops "$peak" $(profile eager))"
 compile_json="$(python3 "$here/gpt2_pytorch.py" --mode compile --micro-batch "$micro" --global-batch "$global" \
-  --steps "$steps" --warmup "$warmup" --peak-tflops "$peak")"
+  --steps "$steps" --warmup "$warmup" --peak-tflops "$peak" $(profile compile))"
 
 python3 - "$tessel_json" "$eager_json" "$compile_json" "$run/versions.json" "$json_out" <<'PY'
 import json, sys

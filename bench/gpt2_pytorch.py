@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -64,6 +65,72 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def kernel_class(name):
+    """The class of a CUDA kernel by its name: what tessel's step breakdown separates."""
+    n = name.lower()
+    if any(w in n for w in ("flash", "fmha", "attention", "cudnn")):
+        return "attention"
+    if any(w in n for w in ("gemm", "nvjet", "xmma", "cutlass", "cublas", "splitk")):
+        return "gemm"
+    if any(w in n for w in ("adam", "multi_tensor", "foreach")):
+        return "optimizer"
+    if n.startswith("triton_"):
+        # Inductor's names: triton_poi (pointwise), triton_red / triton_per (reductions: norms, losses, sums)
+        return "triton_" + (n.split("_")[1] if "_" in n else "other")
+    if "memcpy" in n or "memset" in n:
+        return "copy"
+    return "other_elementwise_or_reduction"
+
+
+def profile_steps(train_step, path, side, steps=3):
+    """GPU time per kernel class and per kernel over `steps` training steps (torch.profiler's Chrome trace),
+    and how much of each step the GPU was busy: the rest is host time the GPU waited for. Writes `path` and the
+    GPU events as a Chrome trace beside it (path + .kernels.json.gz)."""
+    import gzip
+    import os
+    from torch.profiler import ProfilerActivity, profile
+    marks = []
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            marks.append(time.perf_counter())
+            train_step()
+            torch.cuda.synchronize()
+        marks.append(time.perf_counter())
+    trace = path + ".trace.json"
+    prof.export_chrome_trace(trace)
+    doc = json.load(open(trace))
+    os.remove(trace)
+    kernels = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X" and e.get("cat") in
+               ("kernel", "gpu_memcpy", "gpu_memset")]
+    # Only the GPU's events are kept (the host's make the trace tens of MiB): a Chrome trace still.
+    with gzip.open(path + ".kernels.json.gz", "wt") as g:
+        json.dump({"traceEvents": [{k: e[k] for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid") if k in e}
+                                   for e in kernels]}, g)
+    per_class, per_kernel = {}, {}
+    for e in kernels:
+        c = kernel_class(e["name"]) if e["cat"] == "kernel" else "copy"
+        per_class[c] = per_class.get(c, 0.0) + e["dur"] / 1e6 / steps
+        k = per_kernel.setdefault(e["name"][:160], {"class": c, "seconds_per_step": 0.0, "launches_per_step": 0.0})
+        k["seconds_per_step"] += e["dur"] / 1e6 / steps
+        k["launches_per_step"] += 1.0 / steps
+    # Busy time: the union of kernel intervals (one stream here, but unions are safe either way).
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels)
+    busy, end = 0.0, None
+    for a, b in spans:
+        if end is None or a > end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    top = sorted(per_kernel.items(), key=lambda kv: -kv[1]["seconds_per_step"])[:60]
+    json.dump({"side": side, "steps": steps, "wall_seconds_per_step": (marks[-1] - marks[0]) / steps,
+               "gpu_busy_seconds_per_step": busy / 1e6 / steps, "kernels_per_step": len(kernels) / steps,
+               "seconds_per_step_by_class": dict(sorted(per_class.items(), key=lambda kv: -kv[1])),
+               "top_kernels": [dict(name=n, **v) for n, v in top]}, open(path, "w"), indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
@@ -72,6 +139,8 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5, help="steps left out of the timing (compilation, autotuning)")
+    ap.add_argument("--profile", default="", help="after the timed steps, profile 3 more and write the GPU time "
+                    "per kernel class to this JSON file (and the Chrome trace beside it, gzipped)")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU (H100/H200 SXM: 989)")
     args = ap.parse_args()
     if args.global_batch % args.micro_batch:
@@ -90,10 +159,7 @@ def main():
     accum = args.global_batch // args.micro_batch
     data = torch.randint(0, 50257, (accum, args.micro_batch, args.seq + 1), device=dev)
 
-    times, losses = [], []
-    for step in range(args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+    def train_step():
         for mb in range(accum):
             x, y = data[mb, :, :-1], data[mb, :, 1:]
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
@@ -102,9 +168,21 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return loss
+
+    times, losses = [], []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = train_step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item() * accum)
+    if args.profile:
+        try:
+            profile_steps(train_step, args.profile, "pytorch-" + args.mode)
+        except Exception as e:  # the profile is an extra: the timing above stands without it
+            print(f"gpt2_pytorch: profiling failed ({type(e).__name__}: {e}); timings unaffected", file=sys.stderr)
 
     step_seconds = statistics.median(times[args.warmup:])
     tokens = args.global_batch * args.seq

@@ -8,8 +8,10 @@
 #
 #   bash scripts/gpu-checks.sh [STAGE...] [--out DIR]
 #
-#   STAGE   build | check | bench | calibrate | holdout | all (default: all = the five in that order). Every
-#           stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
+#   STAGE   build | check | bench | calibrate | holdout | probe | all (default: all = the six in that order).
+#           Every stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
+#           probe: bench/gpu_kernels_probe.py, the presets' paper figures (HBM copy, bf16/fp8 GEMM sweep,
+#           FlashAttention-2 and cuDNN attention curves) measured through PyTorch.
 #   --out   where the report goes (default: $OUT when set, else build/gpu-checks/out): report.md, report.json,
 #           gpu-checks.log, artifacts.tar.gz (test output, run folders, bench points) and, after calibrate,
 #           <cluster>-calibrated.json. Five files, none deeper than the folder itself.
@@ -37,14 +39,14 @@ stages=()
 out="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    build | check | bench | calibrate | holdout) stages+=("$1"); shift ;;
-    all) stages+=(build check bench calibrate holdout); shift ;;
+    build | check | bench | calibrate | holdout | probe) stages+=("$1"); shift ;;
+    all) stages+=(build check bench calibrate holdout probe); shift ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
-    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate holdout all; --out DIR)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate holdout probe all; --out DIR)" >&2; exit 2 ;;
   esac
 done
-[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate holdout)
+[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate holdout probe)
 
 build="${GPU_CHECKS_BUILD_DIR:-build/gpu}"
 work="$build-checks"   # one result file per check, and the artifacts (build/gpu-checks by default)
@@ -384,10 +386,10 @@ gpt2_check() { # id, micro-batch, global batch, run folder
   rm -rf "$4"
   timeout "$t" bash "$root/bench/gpt2_cuda_vs_pytorch.sh" "$build" --micro-batch "$2" --global-batch "$3" \
     --steps "${GPT2_STEPS:-20}" --peak-tflops "$peak" --cluster "$(single_cluster)" --keep "$4" \
-    --json "$art/gpt2-$1.json" >"$art/check$1.log" 2>&1
+    --json "$art/gpt2-$1.json" --profile-dir "$4-torch-profile" >"$art/check$1.log" 2>&1
   rc=$?
   report gpt2 --id "$1" --name "$name" --json "$art/gpt2-$1.json" --log "$art/check$1.log" --rc $rc --limit "$t" \
-    --seconds $(($(date +%s) - t0)) --out "$results/$1.json"
+    --profile-dir "$4-torch-profile" --seconds $(($(date +%s) - t0)) --out "$results/$1.json"
   progress
 }
 
@@ -531,10 +533,28 @@ PY
   progress
 }
 
+# The figures the cluster presets take from papers and datasheets, measured here through PyTorch
+# (bench/gpu_kernels_probe.py): HBM copy bandwidth, bf16 and fp8 GEMMs over a MAMF-style sweep, and attention
+# (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes.
+stage_probe() {
+  require_gpu probe || return $?
+  local t0=$(date +%s) t rc
+  local name="kernel figures through PyTorch (HBM copy, bf16/fp8 GEMM sweep, FlashAttention-2 and cuDNN attention)"
+  t=$(allow 180) || { not_run probe "$name"; return 1; }
+  say "probe: $name"
+  rm -f "$art/probe.json"
+  timeout "$t" "$py" "$root/bench/gpu_kernels_probe.py" --out "$art/probe.json" >"$art/probe.log" 2>&1
+  rc=$?
+  tail -n 12 "$art/probe.log"
+  report probe --id probe --name "$name" --json "$art/probe.json" --log "$art/probe.log" --rc $rc --limit "$t" \
+    --seconds $(($(date +%s) - t0)) --out "$results/probe.json"
+  progress
+}
+
 status=0
 # A stage's earlier results go before it runs, so the report never shows a stale verdict as this call's.
 declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b 8b-*" [bench]="bench bench-fp32" [calibrate]="calibrate"
-                          [holdout]="holdout")
+                          [holdout]="holdout" [probe]="probe")
 for s in "${stages[@]}"; do
   if [ "$(elapsed)" -gt "$budget" ]; then
     say "stopping before '$s': $(elapsed) s of the ${budget} s budget used; run 'bash scripts/gpu-checks.sh $s' next"

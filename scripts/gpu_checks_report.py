@@ -3,7 +3,7 @@
 check left (GoogleTest JSON and output, run folders, benchmark points, the calibrated cluster file), and the
 report (report.md and report.json, and a short table printed last).
 
-  gpu_checks_report.py build|gtest|run|gpt2|bench|calibrate|skip --id ID --name TEXT ... --out RESULT.json
+  gpu_checks_report.py build|gtest|run|gpt2|bench|calibrate|holdout|probe|skip --id ID --name TEXT ... --out RESULT.json
   gpu_checks_report.py peak --cluster NAME          (the cluster's dense bf16 peak in TFLOP/s)
   gpu_checks_report.py verdicts --results DIR       (exit 1 when a check failed)
   gpu_checks_report.py summary --results DIR --env ENV.json --out DIR [--note TEXT ...]
@@ -185,6 +185,15 @@ def cmd_gpt2(a):
         "torch": sides["pytorch-eager"].get("torch"),
         "targets": doc["targets"],
     }
+    # PyTorch's GPU time per kernel class (bench/gpt2_pytorch.py --profile), where the sides were profiled.
+    for side in ("eager", "compile"):
+        path = os.path.join(a.profile_dir, side + ".json") if a.profile_dir else ""
+        if path and os.path.exists(path):
+            prof = json.load(open(path))
+            r["figures"][f"pytorch_{side}_profile"] = {
+                "wall_seconds_per_step": prof["wall_seconds_per_step"],
+                "gpu_busy_seconds_per_step": prof["gpu_busy_seconds_per_step"],
+                "seconds_per_step_by_class": prof["seconds_per_step_by_class"]}
     missed = []
     if doc["tessel_over_eager"] < doc["targets"]["tessel_over_eager"]:
         missed.append(f"{doc['tessel_over_eager']:.2f}x eager (target >= 1.00x)")
@@ -313,6 +322,42 @@ def cmd_holdout(a):
     write(a.out, r)
 
 
+def cmd_probe(a):
+    r = {"id": a.id, "name": a.name, "seconds": a.seconds, "log": os.path.basename(a.log)}
+    doc = json.load(open(a.json)) if os.path.exists(a.json) else {"points": []}
+    pts = doc.get("points", [])
+
+    def most(kind, key, **match):
+        vals = [p[key] for p in pts if p["kind"] == kind and key in p and all(p.get(k) == v for k, v in match.items())]
+        return max(vals) if vals else None
+
+    figures = {"points": len(pts), "device": doc.get("device"), "torch": doc.get("torch"),
+               "cudnn": doc.get("cudnn"), "nvidia_smi": doc.get("nvidia_smi"),
+               "copy_d2d_best_gb_per_s": most("copy_d2d", "gb_per_s"),
+               "gemm_bf16_best_tflops": most("gemm", "tflops", dtype="bf16"),
+               "gemm_fp8_best_tflops": most("gemm", "tflops", dtype="fp8")}
+    for be in ("flash2", "cudnn"):
+        for d in (64, 128, 256):
+            f = most("attention", "forward_tflops", backend=be, head_dim=d, causal=True)
+            b = most("attention", "backward_tflops", backend=be, head_dim=d, causal=True)
+            if f:
+                figures[f"attention_{be}_d{d}_causal_best_tflops"] = {"forward": f, "backward": b}
+    errors = [p for p in pts if "error" in p] + [{"error": e} for e in doc.get("errors", [])]
+    figures["points_with_errors"] = len(errors)
+    r["figures"] = figures
+    lacking = [k for k in ("copy_d2d", "gemm", "attention") if not any(p["kind"] == k and "error" not in p for p in pts)]
+    if a.rc != 0 or lacking:
+        r["verdict"] = "fail"
+        r["detail"] = (f"did not finish in {a.limit} s" if a.rc == 124 else
+                       f"exited {a.rc}" if a.rc else f"no points for {', '.join(lacking)}")
+        r["log_tail"] = tail(a.log)
+    else:
+        r["verdict"] = "pass"
+        r["detail"] = (f"{len(pts)} points ({len(errors)} refused by their backend); bf16 GEMM best "
+                       f"{figures['gemm_bf16_best_tflops']:.0f} TFLOP/s, copy {figures['copy_d2d_best_gb_per_s']:.0f} GB/s")
+    write(a.out, r)
+
+
 def cmd_skip(a):
     write(a.out, {"id": a.id, "name": a.name, "seconds": 0, "verdict": "not run", "detail": a.reason})
 
@@ -328,7 +373,7 @@ def load_results(folder):
         if name.endswith(".json"):
             out.append(json.load(open(os.path.join(folder, name))))
     order = ["0", "1", "2", "3", "4", "5", "6", "8a", "8b", "8b-32", "8b-tiles", "bench", "bench-fp32", "calibrate",
-             "holdout"]
+             "holdout", "probe"]
     return sorted(out, key=lambda r: order.index(r["id"]) if r["id"] in order else 99)
 
 
@@ -426,6 +471,8 @@ def main():
     p = sub.add_parser("run"); common(p); p.add_argument("--runs", nargs="+", required=True)
     p.add_argument("--rcs", nargs="+", type=int, required=True)
     p = sub.add_parser("gpt2"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
+    p.add_argument("--profile-dir", default="", help="bench/gpt2_pytorch.py --profile outputs (eager.json, compile.json)")
+    p = sub.add_parser("probe"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("bench"); common(p); p.add_argument("--dir", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("calibrate"); common(p); p.add_argument("--file", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("holdout"); common(p); p.add_argument("--dir", required=True)
@@ -437,7 +484,7 @@ def main():
     p.add_argument("--quiet", action="store_true", help="write the report, print nothing")
     a = ap.parse_args()
     {"build": cmd_build, "gtest": cmd_gtest, "run": cmd_run, "gpt2": cmd_gpt2, "bench": cmd_bench, "calibrate": cmd_calibrate,
-     "holdout": cmd_holdout, "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
+     "holdout": cmd_holdout, "probe": cmd_probe, "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
 
 
 if __name__ == "__main__":

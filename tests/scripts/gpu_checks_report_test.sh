@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bookkeeping of scripts/gpu-checks.sh (scripts/gpu_checks_report.py) on synthetic check outputs, since no
 # GPU runs it in CI: GoogleTest results that pass, skip (no GPU) and fail; a check that timed out; a run folder
-# measured on the CPU (not the GPU); GPT-2 figures above and below target; verdicts and the report.
+# measured on the CPU (not the GPU); GPT-2 figures above and below target, with PyTorch's profile; the kernel
+# probe; verdicts and the report.
 TESSEL="${TESSEL:-unused}" source "$(dirname "$0")/../cli/lib.sh"
 rep="$(dirname "$0")/../../scripts/gpu_checks_report.py"
 mkdir -p "$tmp/res" "$tmp/out"
@@ -67,6 +68,45 @@ check "GPT-2 under target: below target" "$([ "$(verdict "$tmp/g1.res")" = "belo
 gpt2 "$tmp/g2.json" 110 0.44
 python3 "$rep" gpt2 --id 8b --name gpt2 --json "$tmp/g2.json" --log "$tmp/log" --rc 0 --out "$tmp/res/8b.json" >/dev/null
 check "GPT-2 on target: pass" "$([ "$(verdict "$tmp/res/8b.json")" = pass ]; echo $?)"
+
+# The GPT-2 check carries PyTorch's GPU time per kernel class where the sides were profiled.
+mkdir -p "$tmp/prof"
+echo '{"side": "pytorch-compile", "steps": 3, "wall_seconds_per_step": 0.05, "gpu_busy_seconds_per_step": 0.048,
+       "kernels_per_step": 600, "seconds_per_step_by_class": {"gemm": 0.03, "attention": 0.01}, "top_kernels": []}' \
+  >"$tmp/prof/compile.json"
+python3 "$rep" gpt2 --id 8b --name gpt2 --json "$tmp/g2.json" --log "$tmp/log" --rc 0 --profile-dir "$tmp/prof" \
+  --out "$tmp/g3.res" >/dev/null
+check "the profile's classes are in the GPT-2 figures" "$(python3 -c "
+import json,sys; f=json.load(open(sys.argv[1]))['figures']
+assert f['pytorch_compile_profile']['seconds_per_step_by_class']['gemm'] == 0.03 and 'pytorch_eager_profile' not in f
+" "$tmp/g3.res"; echo $?)"
+
+# The probe: every kind measured passes; a kind with no point, or a stopped probe, fails.
+probe() { # file, kinds to leave out...
+  python3 - "$@" <<'PY'
+import json, sys
+pts = [{"kind": "copy_d2d", "bytes": 2 << 30, "seconds": 0.001, "gb_per_s": 4100.0},
+       {"kind": "gemm", "dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "seconds": 0.0014, "tflops": 780.0},
+       {"kind": "gemm", "dtype": "fp8", "m": 8192, "n": 8192, "k": 8192, "error": "RuntimeError: no fp8"},
+       {"kind": "attention", "backend": "flash2", "head_dim": 128, "causal": True, "seq": 8192, "forward_tflops": 330.0,
+        "backward_tflops": 250.0},
+       {"kind": "attention", "backend": "cudnn", "head_dim": 256, "causal": True, "seq": 8192, "error": "no kernel"}]
+pts = [p for p in pts if p["kind"] not in sys.argv[2:]]
+json.dump({"device": "NVIDIA H200", "points": pts}, open(sys.argv[1], "w"))
+PY
+}
+probe "$tmp/p1.json"
+python3 "$rep" probe --id probe --name probe --json "$tmp/p1.json" --log "$tmp/log" --rc 0 --out "$tmp/p1.res" >/dev/null
+check "a probe with every kind: pass, figures read" "$([ "$(verdict "$tmp/p1.res")" = pass ] && python3 -c "
+import json,sys; f=json.load(open(sys.argv[1]))['figures']
+assert f['gemm_bf16_best_tflops'] == 780.0 and f['gemm_fp8_best_tflops'] is None and f['points_with_errors'] == 2
+assert f['attention_flash2_d128_causal_best_tflops'] == {'forward': 330.0, 'backward': 250.0}
+" "$tmp/p1.res"; echo $?)"
+probe "$tmp/p2.json" attention
+python3 "$rep" probe --id probe --name probe --json "$tmp/p2.json" --log "$tmp/log" --rc 0 --out "$tmp/p2.res" >/dev/null
+check "a probe without attention points: fail, named" "$([ "$(verdict "$tmp/p2.res")" = fail ] && grep -q 'no points for attention' "$tmp/p2.res"; echo $?)"
+python3 "$rep" probe --id probe --name probe --json "$tmp/p1.json" --log "$tmp/log" --rc 124 --limit 180 --out "$tmp/p3.res" >/dev/null
+check "a probe stopped by its limit: fail" "$([ "$(verdict "$tmp/p3.res")" = fail ] && grep -q 'did not finish in 180 s' "$tmp/p3.res"; echo $?)"
 
 # Verdicts: any fail or skip fails the call; the report lists every check and ends with the short table.
 python3 "$rep" verdicts --results "$tmp/res"; check "a failed check fails the call" $([ $? -eq 1 ]; echo $?)

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Measures, through PyTorch on the lent GPU, the kernel figures tessel's cluster presets take from papers and
+datasheets, so each can be checked against this GPU (docs/validation.md, docs/cuda.md "probe" stage):
+
+- device-to-device copy bandwidth (bytes read + written over time; the HBM ceiling);
+- bf16 GEMM throughput over a MAMF-style sweep (squares 512-16384, transformer layer shapes at hidden
+  2048-12288, short-k and short-m shapes), and fp8 (e4m3, torch._scaled_mm, with and without fast
+  accumulation) where the GPU has it: the
+  preset's gemm_model (max efficiency, k overhead, tiles) is checked against these;
+- attention through scaled_dot_product_attention with the FlashAttention-2 backend and the cuDNN backend
+  (what Transformer Engine runs on Hopper), forward and backward, head dims 64/128/256, causal and not,
+  sequence 512-16k at 16k tokens and hidden 2048: the setup of FlashAttention-3's Figs. 5-6 (Shah et al.
+  2024), whose bars the presets carry.
+
+FLOP conventions: GEMM 2 m n k; attention forward 4 b s^2 h d (halved when causal), backward 2.5 x forward
+(the FlashAttention papers' convention). Times are medians of triton.testing.do_bench (CUDA events, L2 flushed
+between repeats) on random data, never zeros (METHOD.md). Prints a short table last, writes every point to
+--out as JSON.
+
+  python3 bench/gpu_kernels_probe.py --out probe.json [--quick]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+try:
+    from triton.testing import do_bench as _do_bench
+
+    def bench(fn, grad_to_none=None):
+        return _do_bench(fn, warmup=25, rep=100, grad_to_none=grad_to_none, return_mode="median") / 1e3
+except ImportError:  # without Triton: CUDA events around repeated calls, the median of 20
+    def bench(fn, grad_to_none=None):
+        for _ in range(3):
+            fn()
+        ts = []
+        for _ in range(20):
+            if grad_to_none:
+                for t in grad_to_none:
+                    t.grad = None
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3)
+        return sorted(ts)[len(ts) // 2]
+
+
+def smi(query):
+    try:
+        return subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+    except Exception:
+        return ""
+
+
+def copy_bandwidth(points):
+    for gib in (1, 4):
+        n = gib << 30
+        src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        t = bench(lambda: dst.copy_(src))
+        points.append({"kind": "copy_d2d", "bytes": 2 * n, "seconds": t, "gb_per_s": 2 * n / t / 1e9})
+        del src, dst
+
+
+def gemm_shapes(quick):
+    squares = [(s, s, s) for s in ((1024, 4096, 8192) if quick else (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288,
+                                                                         16384))]
+    layers = []
+    for h in ((4096,) if quick else (2048, 4096, 5120, 8192, 12288)):
+        m = 8192
+        layers += [(m, 3 * h, h), (m, h, h), (m, 4 * h, h), (m, h, 4 * h)]
+    # tensor-parallel slices of a hidden-8192 layer (tp 8): short n or short k
+    layers += [(8192, 3 * 8192 // 8, 8192), (8192, 8192, 8192 // 8), (8192, 4 * 8192 // 8, 8192),
+               (8192, 8192, 4 * 8192 // 8)]
+    shortk = [] if quick else [(8192, 8192, k) for k in (128, 256, 512, 1024, 2048)]
+    shortm = [] if quick else [(m, 8192, 8192) for m in (256, 512, 1024, 2048)]
+    return squares + layers + shortk + shortm
+
+
+def gemm(points, quick):
+    for (m, n, k) in gemm_shapes(quick):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        t = bench(lambda: a @ b)
+        points.append({"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "seconds": t,
+                       "tflops": 2 * m * n * k / t / 1e12})
+        del a, b
+    if not hasattr(torch, "_scaled_mm") or torch.cuda.get_device_capability() < (8, 9):
+        return
+    fp8 = [(s, s, s) for s in (2048, 4096, 8192, 16384)] + [(8192, 3 * 8192, 8192), (8192, 4 * 8192, 8192),
+                                                            (8192, 8192, 4 * 8192), (8192, 4096, 4096)]
+    for (m, n, k) in (fp8[:2] if quick else fp8):
+        try:
+            a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+            b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()   # column-major, as _scaled_mm wants
+            one = torch.ones((), device="cuda")
+            # Transformer Engine runs the forward GEMM with fast (fp8-precision) accumulation and the backward
+            # ones with split accumulators (fp32 promotion): both are measured.
+            for fast in (False, True):
+                t = bench(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                   use_fast_accum=fast))
+                points.append({"kind": "gemm", "dtype": "fp8_fast_accum" if fast else "fp8", "m": m, "n": n, "k": k,
+                               "seconds": t, "tflops": 2 * m * n * k / t / 1e12})
+            del a, b
+        except Exception as e:  # an fp8 GEMM this torch or GPU does not run: said, not fatal
+            points.append({"kind": "gemm", "dtype": "fp8", "m": m, "n": n, "k": k, "error": f"{type(e).__name__}: {e}"[:200]})
+
+
+def attention(points, quick):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = {"flash2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    hidden, tokens = 2048, 16384
+    seqs = (1024, 4096) if quick else (512, 1024, 2048, 4096, 8192, 16384)
+    for name, be in backends.items():
+        for d in (64, 128, 256):
+            heads = hidden // d
+            for causal in (True, False):
+                for s in seqs:
+                    b = tokens // s
+                    row = {"kind": "attention", "backend": name, "head_dim": d, "causal": causal, "seq": s,
+                           "batch": b, "heads": heads}
+                    try:
+                        q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                                   for _ in range(3))
+                        flops = 4 * b * s * s * heads * d / (2 if causal else 1)
+                        with sdpa_kernel(be):
+                            fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            t = bench(fwd)
+                            row.update(forward_seconds=t, forward_tflops=flops / t / 1e12)
+                            o = fwd()
+                            g = torch.randn_like(o)
+                            tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
+                            row.update(backward_seconds=tb, backward_tflops=2.5 * flops / tb / 1e12)
+                        del q, k, v, o, g
+                    except Exception as e:  # a shape this backend refuses: said, not fatal
+                        row["error"] = f"{type(e).__name__}: {e}"[:200]
+                    points.append(row)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="JSON file for every point")
+    ap.add_argument("--quick", action="store_true", help="a few points of each kind (rehearsals)")
+    ap.add_argument("--only", choices=["copy", "gemm", "attention"], action="append", help="parts to run (default all)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("gpu_kernels_probe: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 3
+    torch.manual_seed(0)
+    doc = {"schema_version": 1, "what": "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
+           "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "device": torch.cuda.get_device_name(), "capability": list(torch.cuda.get_device_capability()),
+           "torch": torch.__version__, "cuda": torch.version.cuda,
+           "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+           "nvidia_smi": smi("name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu"),
+           "points": []}
+    parts = args.only or ["copy", "gemm", "attention"]
+    t0 = time.time()
+    for part in parts:
+        try:
+            {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
+             "attention": lambda p: attention(p, args.quick)}[part](doc["points"])
+        except Exception as e:
+            doc.setdefault("errors", []).append(f"{part}: {type(e).__name__}: {e}"[:300])
+        doc.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
+        t0 = time.time()
+        with open(args.out, "w") as f:   # rewritten after every part: a stopped call still leaves what ran
+            json.dump(doc, f, indent=1)
+    doc["nvidia_smi_after"] = smi("clocks.sm,temperature.gpu")
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+
+    pts = doc["points"]
+    print(f"device {doc['device']}, torch {doc['torch']}, {doc['nvidia_smi']}")
+    for p in pts:
+        if p["kind"] == "copy_d2d":
+            print(f"copy d2d {p['bytes'] / 2**30:6.1f} GiB moved   {p['gb_per_s']:8.0f} GB/s")
+    for p in pts:
+        if p["kind"] == "gemm":
+            fig = f"{p['tflops']:7.1f} TFLOP/s" if "tflops" in p else p["error"][:60]
+            print(f"gemm {p['dtype']:<5}{p['m']:>6} x {p['n']:>6} x {p['k']:>6}  {fig}")
+    for p in pts:
+        if p["kind"] == "attention":
+            fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
+                   if "backward_tflops" in p else p.get("error", "")[:60])
+            print(f"attn {p['backend']:<7}d{p['head_dim']:<4}{'causal' if p['causal'] else 'full  '} s{p['seq']:<6} {fig}")
+    print(f"errors: {doc.get('errors', 'none')}; seconds per part: {doc['seconds']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
