@@ -247,6 +247,14 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype
         if (it == table.end()) it = table.find(Dtype::Bf16);
         return it != table.end() ? it->second : fallback;
     };
+    // A dimension that is not a multiple of 16 bytes of the element rules out the TMA/wgmma kernels: the GEMM
+    // runs on cuBLAS's align-1 fallback at its measured rate, whatever its shape (FORMULAS.md §3.1).
+    const int64_t align = std::max<int64_t>(1, 16 / static_cast<int64_t>(bytesPerElement(dtype)));
+    if (m % align != 0 || n % align != 0 || k % align != 0) {
+        auto un = g.unalignedEfficiency.find(dtype);
+        if (un == g.unalignedEfficiency.end() && dtype == Dtype::Fp16) un = g.unalignedEfficiency.find(Dtype::Bf16);
+        if (un != g.unalignedEfficiency.end()) return un->second;   // a dtype not measured is not penalised
+    }
     const double plateau = lookup(g.maxEfficiency, 1.0);
     const double k0 = lookup(g.kOverhead, 0.0);
     const double kd = static_cast<double>(std::max<int64_t>(k, 1));
@@ -339,6 +347,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
             };
             perDtype("max_efficiency", 0.01, 1.0, model.maxEfficiency);
             perDtype("k_overhead", 0.0, 1e6, model.kOverhead);
+            if (mr.has("unaligned_efficiency")) perDtype("unaligned_efficiency", 0.001, 1.0, model.unalignedEfficiency);
             model.tileM = mr.optInt("tile_m", 256, 1, 4096);
             model.tileN = mr.optInt("tile_n", 128, 1, 4096);
             model.smCount = mr.optInt("sm_count", 0, 0, 100000);
@@ -475,6 +484,11 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
                                   {"tile_m", c.gpu.gemmModel->tileM},
                                   {"tile_n", c.gpu.gemmModel->tileN},
                                   {"sm_count", c.gpu.gemmModel->smCount}};
+        if (!c.gpu.gemmModel->unalignedEfficiency.empty()) {
+            nlohmann::json un = nlohmann::json::object();
+            for (const auto& [d, v] : c.gpu.gemmModel->unalignedEfficiency) un[toString(d)] = v;
+            j["gpu"]["gemm_model"]["unaligned_efficiency"] = un;
+        }
     }
     if (!c.gpu.attentionKernels.empty()) {
         nlohmann::json ak = nlohmann::json::object();

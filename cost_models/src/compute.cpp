@@ -375,7 +375,12 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     } else {
         b.forwardOps.push_back(memoryOp("norm_final", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
     }
-    b.forwardOps.push_back(gemm("lm_head", s.tokens, s.vocabLocal, s.hidden, e));
+    // An eager framework multiplies by the vocabulary as it is; one that compiles (torch.compile's pad_mm) pads the
+    // GEMM to 16 bytes of its element, so only eager runs of a vocabulary such as GPT-2's 50257 take cuBLAS's
+    // unaligned fallback (FORMULAS.md §3.1).
+    const int64_t align = 16 / e;
+    const int64_t vocabGemm = eager ? s.vocabLocal : (s.vocabLocal + align - 1) / align * align;
+    b.forwardOps.push_back(gemm("lm_head", s.tokens, vocabGemm, s.hidden, e));
     if (eagerLoss) {
         // cross_entropy(logits.float()): an fp32 copy, log-softmax, and their backward.
         OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));

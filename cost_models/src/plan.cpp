@@ -189,7 +189,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     }
     if (r.has("rank_order")) p.rankOrder = parseRankOrder(r.requireString("rank_order"), r.pointer("rank_order"), problems);
     else r.accept("rank_order");
-    p.vocabDivisibleBy = static_cast<int>(r.optInt("vocab_divisible_by", 128, 1, 1 << 20));
+    if (r.has("vocab_divisible_by")) p.vocabDivisibleBy = static_cast<int>(r.optInt("vocab_divisible_by", 128, 1, 1 << 20));
     p.offloadOptimizer = r.optBool("offload_optimizer", false);
     p.offloadParameters = r.optBool("offload_parameters", false);
     p.offloadActivations = r.optBool("offload_activations", false);
@@ -219,7 +219,7 @@ nlohmann::json planToJson(const Plan& p) {
             {"precision", p.precision},
             {"dtype", rec ? toString(rec->computeDtype) : "bf16"},
             {"rank_order", p.rankOrderString()},
-            {"vocab_divisible_by", p.vocabDivisibleBy}};
+            {"vocab_divisible_by", vocabMultipleOf(p)}};
     if (!p.pipelineLayers.empty()) j["pipeline_layers"] = p.pipelineLayers;
     if (p.firstStageLayers > 0) j["first_stage_layers"] = p.firstStageLayers;
     if (p.lastStageLayers > 0) j["last_stage_layers"] = p.lastStageLayers;
@@ -240,8 +240,13 @@ std::string offloadString(const Plan& p) {
     return s.empty() ? "none" : s;
 }
 
+int vocabMultipleOf(const Plan& plan) {
+    if (plan.vocabDivisibleBy > 0) return plan.vocabDivisibleBy;
+    return plan.framework.name == "fsdp" || plan.framework.name == "torchtitan" ? 1 : 128;
+}
+
 int64_t paddedVocab(const ModelConfig& model, const Plan& plan) {
-    const int64_t multiple = static_cast<int64_t>(plan.vocabDivisibleBy) * plan.tp;
+    const int64_t multiple = static_cast<int64_t>(vocabMultipleOf(plan)) * plan.tp;
     return (model.vocab + multiple - 1) / multiple * multiple;
 }
 

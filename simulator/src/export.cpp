@@ -252,7 +252,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     }
     arg("--attention-dropout", decimal(m.dropout));
     arg("--hidden-dropout", decimal(m.dropout));
-    arg("--make-vocab-size-divisible-by", str(p.vocabDivisibleBy));
+    arg("--make-vocab-size-divisible-by", str(vocabMultipleOf(p)));
     // Batch.
     arg("--micro-batch-size", str(p.microBatch));
     arg("--global-batch-size", str(p.globalBatch));

@@ -105,7 +105,7 @@ struct Plan {
     bool offloadParameters = false;
     bool offloadActivations = false;
     bool offloads() const { return offloadOptimizer || offloadParameters || offloadActivations; }
-    int vocabDivisibleBy = 128;         // Megatron pads the vocabulary to a multiple of this x tp
+    int vocabDivisibleBy = 0;           // vocabulary padded to a multiple of this x tp; 0: the framework's (vocabMultipleOf)
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
     int worldSize() const { return tp * pp * dp * cp; }
@@ -140,7 +140,12 @@ std::array<ParallelDim, 5> parseRankOrder(const std::string& text, const std::st
 void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                   const std::string& pointer, ProblemList& problems);
 
-// The vocabulary after Megatron's padding to a multiple of vocabDivisibleBy * tp.
+// What the vocabulary is padded to a multiple of (times tp): vocab_divisible_by where the plan gives it, else the
+// framework's: Megatron-LM and what builds on it (NeMo, MegaScale, Megatron-DeepSpeed; tessel's generic plans
+// too) pad to 128 (--make-vocab-size-divisible-by); PyTorch FSDP and torchtitan train the model's own
+// vocabulary, unpadded (1).
+int vocabMultipleOf(const Plan& plan);
+// The vocabulary after that padding, to a multiple of vocabMultipleOf(plan) * tp.
 int64_t paddedVocab(const ModelConfig& model, const Plan& plan);
 
 // Transformer layers of every virtual stage, in model order (pp x vpp entries, virtual stage u = chunk x pp +
