@@ -707,7 +707,10 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     auto kernelFor = [&](const std::string& wanted) {
         const auto& kernels = c.scenario.cluster.gpu.attentionKernels;
         if (kernels.count(wanted)) return wanted;
-        if (wanted == "flash3" && kernels.count("flash2")) return std::string("flash2");
+        // cuDNN's fused attention where the GPU has no figure for it (it runs on Hopper and later): Transformer
+        // Engine then runs FlashAttention, the best the GPU has.
+        if (wanted == "cudnn" && kernels.count("flash3")) return std::string("flash3");
+        if ((wanted == "flash3" || wanted == "cudnn") && kernels.count("flash2")) return std::string("flash2");
         return std::string("auto");
     };
     // The software's year decides the default kernel, not the paper's (a paper submitted early in a year
@@ -721,23 +724,31 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         plan.attentionKernel = kernelFor("flash1");
         if (contains(attn, "triton"))
             assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
-    } else if (contains(attn, "flash3") || contains(attn, "flashattention-3") || contains(attn, "cudnn") ||
-               contains(attn, "fused attention") || contains(attn, "fused_attn")) {
+    } else if (contains(attn, "flash3") || contains(attn, "flashattention-3")) {
         plan.attentionKernel = kernelFor("flash3");
+    } else if (contains(attn, "cudnn") || contains(attn, "fused attention") || contains(attn, "fused_attn")) {
+        plan.attentionKernel = kernelFor("cudnn");
     } else if (contains(attn, "flash2") || contains(attn, "flashattention-2") || contains(attn, "flash-attn 2") ||
                contains(attn, "flash_attn_2") || contains(attn, "flash attention 2") || contains(attn, "flash-attention-2")) {
         plan.attentionKernel = kernelFor("flash2");
     } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax") ||
                contains(attn, "eager") || contains(attn, "standard")) {
         plan.flashAttention = false;
+    } else if (sdpaFramework && softwareYr >= 2026 && c.scenario.cluster.gpu.attentionKernels.count("cudnn")) {
+        // From PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper: check_prefer_cudnn_attention
+        // (sdp_utils.cpp) gates it on a bundled cuDNN newer than 9.15, which 2.11's wheel has; the H200 profile of
+        // docs/gpu-report-h200.md shows its kernels.
+        plan.attentionKernel = "cudnn";
+        assume("attention through PyTorch SDPA: cuDNN's fused attention (its default on Hopper from PyTorch 2.11)");
     } else if (sdpaFramework && softwareYr >= 2024) {
         // PyTorch's scaled_dot_product_attention runs FlashAttention-2 (PyTorch 2.2 release notes); its cuDNN
-        // backend is not the default (torchtitan's selective-checkpoint save list names only the flash and
-        // memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
+        // backend is opt-in from 2.5.1 (pytorch/pytorch PR 138522; torchtitan's selective-checkpoint save list names
+        // only the flash and memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
         plan.attentionKernel = kernelFor("flash2");
         assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
     } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
-        plan.attentionKernel = softwareYr >= 2024 ? kernelFor("flash3") : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
+        plan.attentionKernel = softwareYr >= 2024 ? kernelFor(sdpaFramework ? "flash3" : "cudnn")
+                               : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
         assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
                (softwareYr > 0 ? " (software of " + std::to_string(softwareYr) + ")" : " (the GPU's default)"));
     } else if (framework == "megatron" && softwareYr > 0 && softwareYr <= 2023) {

@@ -203,11 +203,24 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     nlohmann::json pure = r;
     pure["system"]["precision"] = "bf16 (FSDP mixed_precision=PURE)";
     EXPECT_EQ(load(pure).scenario.plan.precision, "fsdp_pure");
-    // Megatron-LM of the same year keeps the GPU's fused attention (cuDNN / FlashAttention-3 class).
+    // PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper; an A100 has no cuDNN figure and keeps
+    // FlashAttention-2.
+    nlohmann::json late = r;
+    late["source"] = "measured by someone in 2026";
+    const ValidationCase sdpa2026 = load(late);
+    EXPECT_EQ(sdpa2026.scenario.plan.attentionKernel, "cudnn");
+    EXPECT_TRUE(mentions(sdpa2026.assumptions, "cuDNN"));
+    late["system"]["gpu"] = "A100 80GB";
+    EXPECT_EQ(load(late).scenario.plan.attentionKernel, "flash2");
+    // Megatron-LM of the same year runs Transformer Engine, which prefers cuDNN's fused attention on Hopper.
     r["plan"]["framework"] = "Megatron-LM";
     r["plan"]["zero"] = 1;
     const ValidationCase megatron = load(r);
-    EXPECT_EQ(resolveAttentionKernel(megatron.scenario.cluster.gpu, megatron.scenario.plan.attentionKernel), "flash3");
+    EXPECT_EQ(resolveAttentionKernel(megatron.scenario.cluster.gpu, megatron.scenario.plan.attentionKernel), "cudnn");
+    // A record that names FlashAttention-3 keeps it.
+    nlohmann::json fa3 = r;
+    fa3["plan"]["attention"] = "FlashAttention-3";
+    EXPECT_EQ(load(fa3).scenario.plan.attentionKernel, "flash3");
     // An H100 NVL has no figures of its own: taken as the SXM part, and said so.
     r["system"]["gpu"] = "H100 NVL";
     const ValidationCase nvl = load(r);
