@@ -96,6 +96,8 @@ def gemm(points, quick):
         return
     fp8 = [(s, s, s) for s in (2048, 4096, 8192, 16384)] + [(8192, 3 * 8192, 8192), (8192, 4 * 8192, 8192),
                                                             (8192, 8192, 4 * 8192), (8192, 4096, 4096)]
+    # the k sweep that sizes the per-tile overhead (FORMULAS.md §3.1), as for bf16
+    fp8 += [(8192, 8192, k) for k in (256, 512, 1024, 2048)]
     for (m, n, k) in (fp8[:2] if quick else fp8):
         try:
             a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <tuple>
 
 namespace tessel {
 namespace {
@@ -148,6 +150,40 @@ TEST(GemmShapeModel, HopperKOverheadFollowsTheMeasuredSweep) {
     spread(old, rms, worst);
     EXPECT_GT(rms, 0.09);
     EXPECT_GT(worst, 0.3);
+}
+
+// The same for FP8 (a second call's sweep, k = 256..32768): each shape's rate as Transformer Engine mixes its GEMMs,
+// the forward with fast accumulation and dgrad/wgrad with fp32 promotion (1/3, 2/3). The earlier k0 of 700
+// (DeepGEMM on H800) leaves three times the spread.
+TEST(GemmShapeModel, HopperFp8KOverheadFollowsTheMeasuredSweep) {
+    std::ifstream in(std::string(TESSEL_SCENARIO_DIR) + "/../data/gpu/h200-2026-11-26/probe-gemm.json");
+    ASSERT_TRUE(in.good());
+    const nlohmann::json probe = nlohmann::json::parse(in);
+    std::map<std::tuple<int64_t, int64_t, int64_t>, std::map<std::string, double>> rates;
+    for (const auto& p : probe["points"])
+        if (p["kind"] == "gemm" && p.contains("tflops") && p["dtype"].get<std::string>().rfind("fp8", 0) == 0 &&
+            std::min(p["m"].get<int64_t>(), p["n"].get<int64_t>()) >= 4096)
+            rates[{p["m"].get<int64_t>(), p["n"].get<int64_t>(), p["k"].get<int64_t>()}][p["dtype"]] = p["tflops"].get<double>();
+    ASSERT_EQ(rates.size(), 11u);
+    auto spread = [&](const GpuSpec& gpu) {
+        std::vector<double> ratios;
+        for (const auto& [shape, r] : rates) {
+            const double te = 1.0 / (1.0 / 3.0 / r.at("fp8_fast_accum") + 2.0 / 3.0 / r.at("fp8"));
+            const auto [m, n, k] = shape;
+            ratios.push_back(te * 1e12 / 1979e12 / gemmEfficiency(gpu, m, n, k, Dtype::Fp8));
+        }
+        std::vector<double> sorted = ratios;
+        std::sort(sorted.begin(), sorted.end());
+        const double median = sorted[sorted.size() / 2];
+        double sum = 0.0;
+        for (double x : ratios) sum += (x / median - 1.0) * (x / median - 1.0);
+        return std::sqrt(sum / static_cast<double>(ratios.size()));
+    };
+    const ClusterConfig h200 = test::clusterPreset("h200-single");
+    EXPECT_LT(spread(h200.gpu), 0.07);
+    GpuSpec old = h200.gpu;
+    old.gemmModel->kOverhead[Dtype::Fp8] = 700.0;
+    EXPECT_GT(spread(old), 0.13);
 }
 
 TEST(GemmShapeModel, EagerLmHeadOfAnOddVocabularyRunsOnTheFallback) {
