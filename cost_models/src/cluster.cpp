@@ -247,10 +247,12 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype
         if (it == table.end()) it = table.find(Dtype::Bf16);
         return it != table.end() ? it->second : fallback;
     };
-    // A dimension that is not a multiple of 16 bytes of the element rules out the TMA/wgmma kernels: the GEMM
-    // runs on cuBLAS's align-1 fallback at its measured rate, whatever its shape (FORMULAS.md §3.1).
+    // A leading dimension that is not a multiple of 16 bytes of the element rules out the TMA/wgmma kernels: the
+    // GEMM runs on cuBLAS's align-1 fallback at its measured rate, whatever its shape (FORMULAS.md §3.1). The
+    // operands and result of (m x k) @ (k x n), and of its two gradients, have leading dimensions k and n only: the
+    // row count m (the tokens) may be anything.
     const int64_t align = std::max<int64_t>(1, 16 / static_cast<int64_t>(bytesPerElement(dtype)));
-    if (m % align != 0 || n % align != 0 || k % align != 0) {
+    if (n % align != 0 || k % align != 0) {
         auto un = g.unalignedEfficiency.find(dtype);
         if (un == g.unalignedEfficiency.end() && dtype == Dtype::Fp16) un = g.unalignedEfficiency.find(Dtype::Bf16);
         if (un != g.unalignedEfficiency.end()) return un->second;   // a dtype not measured is not penalised

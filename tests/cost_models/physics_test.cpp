@@ -92,6 +92,8 @@ TEST(GemmShapeModel, UnalignedDimensionTakesTheMeasuredFallback) {
     EXPECT_NEAR(gemmEfficiency(g, 8192, 768, 50257, Dtype::Bf16), 0.125, 1e-12);
     // Padded to 50264 (a multiple of 8) it is an ordinary GEMM again, far faster.
     EXPECT_GT(gemmEfficiency(g, 8192, 50264, 768, Dtype::Bf16), 0.5);
+    // The row count is no leading dimension (an expert's 546 tokens): not penalised.
+    EXPECT_GT(gemmEfficiency(g, 546, 4096, 4096, Dtype::Bf16), 0.5);
     // FP16 takes BF16's figure; FP8 (16 elements to 16 bytes), not measured, is not penalised.
     EXPECT_NEAR(gemmEfficiency(g, 8192, 50257, 768, Dtype::Fp16), 0.125, 1e-12);
     EXPECT_NEAR(gemmEfficiency(g, 27 * 256, 4 * 128, 8008, Dtype::Fp8), 0.8 * 8008.0 / 8208.0, 1e-12);

@@ -63,7 +63,7 @@ struct PhaseFit {
 struct GemmShapeModel {
     std::map<Dtype, double> maxEfficiency;
     std::map<Dtype, double> kOverhead;
-    // Efficiency of a GEMM whose dimensions are not all multiples of 16 bytes of its element (8 bf16/fp16
+    // Efficiency of a GEMM whose n or k (leading dimensions) is not a multiple of 16 bytes of its element (8 bf16/fp16
     // elements, 16 fp8): cuBLAS cannot use the TMA/wgmma kernels (16-byte-aligned strides) and falls back to
     // align-1 tensor-core kernels (FORMULAS.md §3.1). A dtype absent here is not penalised (not measured).
     std::map<Dtype, double> unalignedEfficiency;
