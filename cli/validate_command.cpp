@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace tessel::cli {
 
@@ -160,12 +161,35 @@ std::function<int()> addValidateCommand(CLI::App& app) {
                 throw InputError("--fit", "no record has a step time to compare with (measured or derived), so there "
                                           "is nothing to fit gpu.sustained_tensor_fraction on");
             std::map<std::string, double> shipped;
+            // The same fit on each GPU generation's records alone (one tensor-core peak: A100 40 and 80 GB are one,
+            // H100 SXM and H200 another), printed as evidence, not shipped: the shipped value is the one above.
+            std::map<double, std::vector<sim::LoadedRecord>> byPeak;
+            std::map<double, std::set<std::string>> gpusOf;
             for (const auto& r : records)
-                if (r.validationCase)
-                    shipped[r.validationCase->scenario.cluster.name] = r.validationCase->scenario.cluster.gpu.sustainedTensorFraction;
+                if (r.validationCase) {
+                    const auto& cluster = r.validationCase->scenario.cluster;
+                    shipped[cluster.name] = cluster.gpu.sustainedTensorFraction;
+                    const auto peak = cluster.gpu.peakFlopsPerSecond.find(Dtype::Bf16);
+                    const double key = peak == cluster.gpu.peakFlopsPerSecond.end() ? 0.0 : peak->second;
+                    byPeak[key].push_back(r);
+                    gpusOf[key].insert(cluster.gpu.name);
+                }
+            std::vector<std::pair<std::string, sim::SustainedFit>> perGpu;
+            if (byPeak.size() > 1)
+                for (const auto& [peak, subset] : byPeak) {
+                    const sim::SustainedFit f = sim::fitSustainedTensorFraction(subset);
+                    if (f.records == 0) continue;
+                    std::string names;
+                    for (const auto& n : gpusOf[peak]) names += (names.empty() ? "" : ", ") + n;
+                    perGpu.emplace_back(names, f);
+                }
             if (opts->json) {
+                nlohmann::json per = nlohmann::json::array();
+                for (const auto& [names, f] : perGpu)
+                    per.push_back({{"gpus", names}, {"sustained_tensor_fraction", f.fraction}, {"records", f.records}});
                 nlohmann::json j{{"sustained_tensor_fraction", fit.fraction}, {"records", fit.records},
-                                 {"median_log_error", fit.medianLogError}, {"passes", fit.passes}, {"shipped", shipped}};
+                                 {"median_log_error", fit.medianLogError}, {"passes", fit.passes}, {"shipped", shipped},
+                                 {"per_gpu_generation", per}};
                 std::cout << j.dump(2) << "\n";
                 return 0;
             }
@@ -173,6 +197,11 @@ std::function<int()> addValidateCommand(CLI::App& app) {
                       << fixed(fit.fraction, 3) << " (median log error " << fixed(fit.medianLogError, 4) << " after "
                       << fit.passes << " passes)\n";
             for (const auto& [name, v] : shipped) std::cout << "  shipped in " << name << ": " << fixed(v, 3) << "\n";
+            if (!perGpu.empty()) {
+                std::cout << "fitted on each GPU generation's records alone (evidence, not shipped):\n";
+                for (const auto& [names, f] : perGpu)
+                    std::cout << "  " << fixed(f.fraction, 3) << " on " << f.records << " records: " << names << "\n";
+            }
             return 0;
         }
         std::vector<std::string> fitted;

@@ -71,6 +71,7 @@ assert len(r)==4, r
 assert all(abs(v) <= 0.30 for v in r.values()), r
 assert all(abs(v) <= 0.13 for k, v in r.items() if 'mb32' in k), r" ; check "PyTorch H200 set within its guard" $?
 check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-h100-80g: 0.9')"
+check "fit prints each GPU generation's own fit, as evidence" "$(contains "$tmp/fit" 'on 22 records: NVIDIA H100')"
 cat >"$tmp/nostep.json" <<'J'
 [{"id": "no-step", "group": "mine", "model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 100, "seq": 32},
   "system": {"gpu": "A100 80GB", "total_gpus": 8}, "plan": {"global_batch": 8}, "measured": {}}]
