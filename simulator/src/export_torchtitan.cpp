@@ -1,0 +1,256 @@
+// Export of a plan as a torchtitan TOML job config, and the plans torchtitan cannot run (export.cpp's third
+// framework; flag spellings checked against torchtitan/config/job_config.py and
+// torchtitan/distributed/pipeline_parallel.py, as export.cpp's header says).
+#include "export_common.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/model.hpp"
+#include "tessel/cost/plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tessel::sim::export_detail {
+
+namespace {
+// ------------------------------------------------------------------------------------------------ torchtitan
+
+std::string tomlString(const std::string& text) {
+    std::string out = "\"";
+    for (char c : text) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out + "\"";
+}
+
+// torchtitan's llama3 flavors (torchtitan/models/llama3): dim, layers, heads, kv heads, and the FFN width
+// their ffn_dim_multiplier / multiple_of produce.
+struct TitanFlavor {
+    const char* name;
+    int layers;
+    int64_t hidden;
+    int heads;
+    int kvHeads;
+    int64_t ffn;
+};
+constexpr TitanFlavor kLlama3Flavors[] = {
+    {"8B", 32, 4096, 32, 8, 14336},
+    {"70B", 80, 8192, 64, 8, 28672},
+    {"405B", 126, 16384, 128, 8, 53248},
+};
+
+bool llamaArchitecture(const ModelConfig& m) {
+    return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm &&
+           m.position == PositionEmbedding::Rope && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias &&
+           !m.moe;
+}
+
+} // namespace
+
+// The plans Torchtitan cannot run: every refusal at its plan pointer (the one source of truth for export and search).
+void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
+
+    // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
+    // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.
+    if (p.pp > 1) {
+        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, cluster, p));
+        const int middle = counts.size() > 2 ? counts[1] : counts.back();
+        bool ok = counts.front() <= middle && counts.back() <= middle;
+        for (size_t u = 1; u + 1 < counts.size(); ++u) ok = ok && counts[u] == middle;
+        if (!ok)
+            problems.add("/plan/pipeline_layers",
+                         "torchtitan gives every virtual stage the same layers except fewer on the first and the last; "
+                         "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, cluster, p)) + ") is not of that form");
+    }
+    if (p.zeroStage == 1 || p.zeroStage == 2)
+        problems.add("/plan/zero_stage",
+                     "torchtitan's FSDP2 shards weights, gradients and optimizer state together; "
+                     "ZeRO-" +
+                         str(p.zeroStage) + " is not expressible: use zero_stage 0 (replicate) or 3 (shard)");
+    if (p.cp > 1 && p.zeroStage == 0)
+        problems.add("/plan/zero_stage",
+                     "torchtitan shards parameters over the context-parallel ranks (FSDP over "
+                     "dp_shard x cp) whenever cp > 1; use zero_stage 3 with zero_over_cp");
+    if (p.zeroReplicas > 1 && p.dp % p.zeroReplicas != 0)
+        problems.add("/plan/zero_replicas",
+                     "torchtitan replicates over data-parallel ranks only (data_parallel_replicate_degree divides dp=" +
+                         str(p.dp) + "); zero_replicas " + str(p.zeroReplicas) + " does not");
+    if (p.cp > 1 && p.zeroStage == 3 && !p.zeroOverCp)
+        problems.add("/plan/zero_over_cp",
+                     "torchtitan shards over data x context parallel ranks (dp_shard x cp = " +
+                         str(p.dp * p.cp) + "); set zero_over_cp to true");
+    if (p.tp > 1 && !p.sequenceParallel)
+        problems.add("/plan/sequence_parallel",
+                     "torchtitan's tensor parallelism always shards norms and dropout "
+                     "along the sequence (SequenceParallel); set sequence_parallel on");
+    if (p.ep > 1) {
+        // torchtitan's "dp2ep": expert groups are borrowed from dp_shard (x cp), cp <= ep <= dp_shard x cp.
+        if (p.zeroStage != 3)
+            problems.add("/plan/ep",
+                         "torchtitan borrows expert-parallel ranks from the FSDP shard dimension "
+                         "(ep <= data_parallel_shard_degree x cp); expert parallelism needs zero_stage 3");
+        if (p.cp > 1)
+            problems.add("/plan/ep",
+                         "torchtitan's expert groups include the context-parallel ranks (cp <= ep <= "
+                         "dp_shard x cp); tessel carves ep out of dp alone, so ep > 1 needs cp 1");
+    }
+    if (p.schedule == Schedule::ZeroBubble)
+        problems.add(
+            "/plan/schedule",
+            "torch.distributed.pipelining's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) "
+            "need two or more stages per rank; tessel's zero_bubble is ZB-H1 with one; use 1f1b or "
+            "interleaved_1f1b");
+    if (p.pp == 1 && p.schedule == Schedule::Gpipe)
+        problems.add("/plan/schedule",
+                     "without pipeline parallelism torchtitan runs one forward and backward per "
+                     "micro-batch (gradient accumulation), not GPipe's all-forwards-first; use "
+                     "schedule 1f1b");
+    if (!p.flashAttention)
+        problems.add("/plan/flash_attention",
+                     "torchtitan's attention (SDPA or FlexAttention) never stores the s x s "
+                     "scores; set flash_attention on");
+    if (p.precision == "bf16_no_master")
+        problems.add("/plan/precision",
+                     "torchtitan keeps fp32 parameters as the master copy; use precision mixed");
+    if (p.precision == "cpu_fp64")
+        problems.add("/plan/precision",
+                     "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    // torchtitan's device mesh, slowest first: pp, dp_replicate, dp_shard, cp, tp.
+    if (p.offloads())
+        problems.add(p.offloadOptimizer ? "/plan/offload_optimizer"
+                     : p.offloadParameters ? "/plan/offload_parameters" : "/plan/offload_activations",
+                     "torchtitan's only offload (training.enable_cpu_offload, FSDP2's CPUOffloadPolicy) moves "
+                     "parameters, gradients and optimizer together and steps with torch's CPU Adam, which tessel does "
+                     "not model; export --format deepspeed");
+    if (withOrder)
+    checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "torchtitan",
+                   "by its device mesh (pp, dp, cp, tp; slowest first)", problems);
+}
+
+std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
+    const auto& m = s.model;
+    const auto& p = s.plan;
+    torchtitanRules(s.model, s.cluster, p, problems, true);
+    if (!problems.empty()) return {};
+
+    const bool pipelined = p.pp > 1;
+    const char* flavor = nullptr;
+    if (llamaArchitecture(m))
+        for (const auto& f : kLlama3Flavors)
+            if (f.layers == m.layers && f.hidden == m.hidden && f.heads == m.heads &&
+                f.kvHeads == m.kvHeads && f.ffn == m.ffnHidden)
+                flavor = f.name;
+
+    std::ostringstream out;
+    out << "# tessel export: " << displayName(s) << " as a torchtitan job config (TOML)\n";
+    out << "# model " << m.name << " on " << s.cluster.nodes << " x " << s.cluster.gpusPerNode << " GPUs ("
+        << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp
+        << ", ep " << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch
+        << " per step\n";
+    out << "# launch on every node: torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes "
+        << s.cluster.nodes << " -m torchtitan.train --job.config_file THIS_FILE\n";
+    if (!flavor) {
+        out << "# torchtitan builds models from registered flavors; register \"" << m.name << "\" with dim "
+            << m.hidden << ", n_layers " << m.layers << ", n_heads " << m.heads << ", n_kv_heads "
+            << m.kvHeads << ", FFN width " << m.ffnHidden << ", vocab " << m.vocab;
+        if (m.moe) out << ", " << m.moe->experts << " experts (top " << m.moe->topK << ")";
+        out << "\n";
+        if (!llamaArchitecture(m))
+            out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE, untied, without biases or "
+                   "experts; "
+                << m.name << " differs, so it needs its own model\n";
+    }
+    if (p.zeroStage == 0 && (p.tp > 1 || p.pp > 1))
+        out << "# note: torchtitan releases before its late-2025 parallel_dims rework run DDP only as the "
+               "sole "
+               "parallelism (\"DDP has not supported > 1D parallelism\"); use a recent torchtitan\n";
+    // A torchtitan plan's selective recompute is torchtitan's own per-op policy; another framework's is
+    // Megatron's core-attention recompute, which under flash attention stores what no recompute stores.
+    const bool opSelective = opLevelSelectiveRecompute(m, p);
+    if (p.recompute == Recompute::Selective && !opSelective)
+        out << "# recompute: tessel's selective (core attention) recompute stores nothing more than none "
+               "under "
+               "flash attention, so it is written as mode \"none\"\n";
+
+    out << "\n[job]\n";
+    out << "description = " << tomlString("tessel plan " + displayName(s)) << "\n";
+
+    out << "\n[model]\n";
+    out << "name = " << tomlString(m.moe ? "llama4" : "llama3") << "\n";
+    out << "flavor = " << tomlString(flavor ? flavor : m.name) << "\n";
+    if (isFp8Recipe(p.precision)) out << "converters = [\"float8\"]\n";
+
+    out << "\n[training]\n";
+    // Without pipelining, local_batch_size is one micro-batch and torchtitan accumulates gradients over
+    // global / (local x dp) of them; with pipelining, the schedule splits the local batch into micro-batches.
+    const int local = pipelined ? p.globalBatch / p.dp : p.microBatch;
+    out << "local_batch_size = " << local << "\n";
+    out << "global_batch_size = " << p.globalBatch << "\n";
+    out << "seq_len = " << m.seqLen << "\n";
+    out << "mixed_precision_param = "
+        << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || isFp8Recipe(p.precision) ? "bfloat16" : "float32")
+        << "\n";
+    out << "mixed_precision_reduce = " << tomlString(p.precision == "fsdp_pure" ? "bfloat16" : "float32") << "\n";
+
+    out << "\n[parallelism]\n";
+    // HSDP: FSDP inside dp / zero_replicas ranks (x cp), replicated zero_replicas times.
+    const int replicas = std::max(1, p.zeroReplicas);
+    out << "data_parallel_replicate_degree = " << (p.zeroStage == 3 ? replicas : p.dp) << "\n";
+    out << "data_parallel_shard_degree = " << (p.zeroStage == 3 ? p.dp / replicas : 1) << "\n";
+    // Re-gather each layer's weights for its backward, as tessel's ZeRO-3 gather buffers assume (torchtitan's
+    // "default" keeps them gathered across micro-batches when pipelining).
+    const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
+    if (p.zeroStage == 3) out << "fsdp_reshard_after_forward = " << tomlString(ov.reshardAfterForward ? "always" : "never") << "\n";
+    out << "tensor_parallel_degree = " << p.tp << "\n";
+    // Async TP (torch's micro-pipelined collective matmuls) is torchtitan's TP overlap.
+    out << "enable_async_tensor_parallel = " << (ov.tpCommOverlap && p.tp > 1 ? "true" : "false") << "\n";
+    out << "pipeline_parallel_degree = " << p.pp << "\n";
+    if (pipelined) {
+        const char* schedule = p.schedule == Schedule::Gpipe             ? "GPipe"
+                               : p.schedule == Schedule::Interleaved1F1B ? "Interleaved1F1B"
+                                                                         : "1F1B";
+        out << "pipeline_parallel_schedule = " << tomlString(schedule) << "\n";
+        out << "pipeline_parallel_microbatch_size = " << p.microBatch << "\n";
+        // Layers per virtual stage, the embedding on the first and the LM head on the last, as tessel models it
+        // (torchtitan otherwise counts each of them as one layer when it splits); an uneven split as how many
+        // fewer layers the first and last virtual stage hold.
+        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, s.cluster, p));
+        const int middle = counts.size() > 2 ? counts[1] : counts.back();
+        out << "pipeline_parallel_layers_per_stage = " << middle << "\n";
+        out << "pipeline_parallel_first_stage_less_layers = " << middle - counts.front() << "\n";
+        out << "pipeline_parallel_last_stage_less_layers = " << middle - counts.back() << "\n";
+    }
+    out << "context_parallel_degree = " << p.cp << "\n";
+    out << "expert_parallel_degree = " << p.ep << "\n";
+
+    if (isFp8Recipe(p.precision)) {
+        // torchao float8 training on the linear layers, with FP8 all-gathers under FSDP as fp8_param_gather resolves
+        // (on for torchtitan, as its float8 guide launches it).
+        const bool fp8Gather = p.zeroStage == 3 && fp8ParamGatherOf(p.framework);
+        out << "\n[float8]\n";
+        out << "enable_fsdp_float8_all_gather = " << (fp8Gather ? "true" : "false") << "\n";
+        out << "precompute_float8_dynamic_scale_for_fsdp = " << (fp8Gather ? "true" : "false") << "\n";
+    }
+
+    // tessel predicted fused elementwise kernels (FORMULAS.md §3.4) only where torch.compile fuses them.
+    out << "\n[compile]\n";
+    out << "enable = " << (fusedKernelsOf(p.framework) ? "true" : "false") << "\n";
+    out << "components = [\"model\"]\n";
+
+    out << "\n[activation_checkpoint]\n";
+    out << "mode = " << tomlString(p.recompute == Recompute::Full ? "full" : opSelective ? "selective" : "none") << "\n";
+    if (opSelective) out << "selective_ac_option = \"op\"\n";
+    return out.str();
+}
+
+} // namespace tessel::sim::export_detail

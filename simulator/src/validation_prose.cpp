@@ -1,0 +1,211 @@
+// Reading published records' prose: JSON accessors that take numbers written as text, the years a citation
+// names, and the framework, GPU, inter-node link, recompute and ZeRO stage a record states in words.
+#include "validation_prose.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <regex>
+
+namespace tessel::sim::prose {
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+const nlohmann::json* member(const nlohmann::json& obj, const char* key) {
+    if (!obj.is_object()) return nullptr;
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+std::string text(const nlohmann::json& obj, const char* key) {
+    const nlohmann::json* v = member(obj, key);
+    if (!v) return "";
+    if (v->is_string()) return v->get<std::string>();
+    return v->dump();
+}
+std::optional<double> number(const nlohmann::json& obj, const char* key) {
+    const nlohmann::json* v = member(obj, key);
+    if (v && v->is_number()) return v->get<double>();
+    if (v && v->is_string()) {
+        // "8" or "8 (inferred)": a leading number.
+        std::smatch m;
+        const std::string s = v->get<std::string>();
+        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?))"))) return std::stod(m[1]);
+    }
+    return std::nullopt;
+}
+std::optional<int64_t> integer(const nlohmann::json& obj, const char* key) {
+    auto v = number(obj, key);
+    if (!v || *v < 0 || std::floor(*v) != *v) return std::nullopt;
+    return static_cast<int64_t>(*v);
+}
+std::optional<bool> boolean(const nlohmann::json& obj, const char* key) {
+    const nlohmann::json* v = member(obj, key);
+    if (!v) return std::nullopt;
+    if (v->is_boolean()) return v->get<bool>();
+    if (v->is_string()) {
+        const std::string s = lower(v->get<std::string>());
+        if (s.starts_with("true") || s.starts_with("yes") || s.starts_with("on")) return true;
+        if (s.starts_with("false") || s.starts_with("no") || s.starts_with("off")) return false;
+    }
+    if (v->is_number()) return v->get<double>() != 0.0;
+    return std::nullopt;
+}
+
+// The year a source was published, from its citation ("SC'21", "NSDI'24", "(arXiv:2205.05198, MLSys'23)",
+// "2022"): the earliest year named. 0 when none is found.
+int sourceYear(const std::string& source) {
+    int year = 0;
+    auto consider = [&](int y) {
+        if (y >= 2015 && y <= 2100 && (year == 0 || y < year)) year = y;
+    };
+    std::smatch m;
+    std::string s = source;
+    const std::regex full(R"((?:^|[^0-9])(20[0-9]{2})(?:[^0-9]|$))");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), full); it != std::sregex_iterator(); ++it)
+        consider(std::stoi((*it)[1]));
+    const std::regex apostrophe(R"('([0-9]{2})(?:[^0-9]|$))");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), apostrophe); it != std::sregex_iterator(); ++it)
+        consider(2000 + std::stoi((*it)[1]));
+    const std::regex arxiv(R"(arXiv:([0-9]{2})([0-9]{2})\.)");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), arxiv); it != std::sregex_iterator(); ++it)
+        consider(2000 + std::stoi((*it)[1]));
+    return year;
+}
+
+// The year of the software a run used: a paper's arXiv number gives its month, and work submitted in the first
+// quarter was done the year before; otherwise the earliest year the citation names.
+int softwareYear(const std::string& source) {
+    std::smatch m;
+    if (std::regex_search(source, m, std::regex(R"(arXiv:([0-9]{2})([0-9]{2})\.)"))) {
+        const int year = 2000 + std::stoi(m[1]), month = std::stoi(m[2]);
+        return month <= 3 ? year - 1 : year;
+    }
+    return sourceYear(source);
+}
+
+// The framework a record ran, in the plan's vocabulary.
+std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
+    const std::string f = lower(text(plan, "framework") + " " + text(plan, "ddp_impl") + " " + text(plan, "fsdp_sharding"));
+    const std::string src = lower(source);
+    if (contains(f, "megascale")) return "megascale";
+    if (contains(f, "torchtitan")) return "torchtitan";
+    // Megatron-Bridge is NeMo 2's training library and runs NeMo's performance recipes.
+    if (contains(f, "nemo") || contains(f, "megatron-bridge") || contains(f, "megatron bridge")) return "nemo";
+    // GPT-NeoX trains with DeepSpeed's engine (pipeline, ZeRO) around Megatron's tensor parallelism.
+    if (contains(f, "deepspeed") || contains(f, "neox")) return "deepspeed";
+    // Metaseq (OPT) and fairscale shard with FairScale's FSDP, PyTorch FSDP's ancestor.
+    if (contains(f, "fsdp") || contains(f, "composer") || contains(f, "full_shard") || contains(f, "shard_grad_op") ||
+        contains(f, "metaseq") || contains(f, "fairscale"))
+        return "fsdp";
+    if (contains(f, "megatron")) return "megatron";
+    if (contains(src, "nemo") || contains(src, "megatron-bridge")) return "nemo";
+    if (contains(src, "megatron") || contains(src, "narayanan") || contains(src, "korthikanti")) return "megatron";
+    if (contains(src, "llm-foundry") || contains(src, "mosaicml")) return "fsdp";
+    if (contains(src, "deepspeed") || contains(src, "zero") || contains(src, "neox")) return "deepspeed";
+    if (contains(src, "torchtitan")) return "torchtitan";
+    if (contains(src, "metaseq")) return "fsdp";
+    return "";
+}
+
+// The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
+GpuChoice gpuPreset(const std::string& gpuText) {
+    const std::string g = lower(gpuText);
+    auto has = [&](const char* s) { return contains(g, s); };
+    if (has("h200") || has("gh200")) return {"h200-single", ""};
+    if (has("h100") || has("h800")) {
+        if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
+        if (has("h800")) return {"dgx-h100-80g", "H800 taken as an H100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 900", 200e9};
+        // Meta's Grand Teton part: 96 GB of HBM2e at 2.4 TB/s, 500 W (torchtitan's H100 benchmarks ran on it).
+        if (has("96") || has("hbm2e"))
+            return {"grand-teton-h100-96g", "H100 with 96 GB HBM2e taken as Meta's Grand Teton part (2.4 TB/s, 500 W)"};
+        if (has("nvl")) return {"dgx-h100-80g", "H100 NVL taken as an H100 SXM (80 GB, 700 W): tessel has no NVL figures"};
+        return {"dgx-h100-80g", ""};
+    }
+    if (has("a800")) {
+        // The export variant of the A100: same SM count, clocks and HBM; NVLink cut to 400 GB/s (NVIDIA A800 datasheet).
+        return {has("40") ? "dgx-a100-40g" : "dgx-a100-80g", "A800 taken as an A100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 600", 200e9};
+    }
+    if (has("a100")) {
+        if (has("40")) return {"dgx-a100-40g", ""};
+        if (has("80")) return {"dgx-a100-80g", ""};
+        return {"dgx-a100-80g", "A100 memory size not stated: the 80 GB SXM part assumed"};
+    }
+    if (has("ampere")) return {"dgx-a100-80g", "'Ampere' GPU taken as an A100-SXM4-80GB"};
+    return {"", ""};
+}
+
+// Inter-node bandwidth per GPU, per direction, from prose such as "8x 200Gb/s HDR InfiniBand HCAs per node",
+// "8x 200G NICs per server", "1600 Gbps node-node interconnect", "400 Gbps per GPU", "InfiniBand NDR 400 Gb/s".
+// 0 when not stated. A bare rate that one port can carry (InfiniBand EDR/HDR/NDR/XDR, 100-800 GbE: at most
+// 800 Gb/s) and is not said to be the node's is one NIC's rate, and the DGX/HGX A100 and H100 systems carry one
+// such NIC per GPU (NVIDIA DGX A100 / DGX H100 user guides: 8 ConnectX-6 / ConnectX-7 compute ports for 8 GPUs).
+double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
+    constexpr double kLargestPortGbits = 800.0;   // InfiniBand XDR, 800GbE
+    const std::string t = lower(linkText);
+    std::smatch m;
+    // "N x M Gb/s" (N NICs of M Gb/s per node).
+    if (std::regex_search(t, m, std::regex(R"(([0-9]+)\s*x\s*[^0-9]{0,40}?([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|b\b|\b))"))) {
+        const double nics = std::stod(m[1]);
+        double gbits = std::stod(m[2]) * (m[3] == "t" ? 1000.0 : 1.0);
+        how = m.str(0) + " per node";
+        return nics * gbits * 1e9 / 8.0 / gpusPerNode;
+    }
+    // "M Gbps per GPU" or "M Gbps" per node.
+    if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s))"))) {
+        double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0);
+        const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
+        const bool perNode = contains(t, "node") || contains(t, "server") || contains(t, "host") ||
+                             contains(t, "aggregate") || gbits > kLargestPortGbits;
+        if (perGpu || !perNode) {
+            how = m.str(0) + (perGpu ? " per GPU" : " per NIC, one NIC per GPU");
+            return gbits * 1e9 / 8.0;
+        }
+        how = m.str(0) + " per node";
+        return gbits * 1e9 / 8.0 / gpusPerNode;
+    }
+    return 0.0;
+}
+
+Recompute parseRecompute(const std::string& s, bool& known) {
+    const std::string r = lower(s);
+    known = true;
+    if (r.empty()) {
+        known = false;
+        return Recompute::None;
+    }
+    if (contains(r, "selective")) return Recompute::Selective;
+    if (contains(r, "full") || contains(r, "every layer") || contains(r, "activation checkpointing") ||
+        contains(r, "uniform") || contains(r, "block"))
+        return Recompute::Full;
+    if (contains(r, "none") || r == "no" || r == "false" || contains(r, "off") || contains(r, "disabled")) return Recompute::None;
+    known = false;
+    return Recompute::None;
+}
+
+// ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
+int parseZero(const nlohmann::json& plan) {
+    if (auto z = integer(plan, "zero")) return *z <= 3 ? static_cast<int>(*z) : -1;
+    const std::string z = lower(text(plan, "zero") + " " + text(plan, "fsdp_sharding") + " " + text(plan, "fsdp"));
+    auto stage = [&](char n) {
+        for (const char* form : {"zero-", "zero", "zero ", "stage ", "stage-", "stage"})
+            if (contains(z, std::string(form) + n)) return true;
+        return false;
+    };
+    if (contains(z, "full_shard") || contains(z, "optim_grads_params") || stage('3')) return 3;
+    if (contains(z, "shard_grad_op") || contains(z, "optim_grads") || stage('2')) return 2;
+    if (stage('1')) return 1;
+    // Megatron-Bridge's performance tables print an FSDP column: the GPUs sharding with Megatron FSDP (ZeRO-3,
+    // "optim_grads_params"), 0 when the distributed optimizer runs instead.
+    if (const nlohmann::json* f = member(plan, "fsdp"); f && (f->is_number() || f->is_boolean())) {
+        if (auto on = boolean(plan, "fsdp"); on && *on) return 3;
+    }
+    if (contains(z, "no_shard") || contains(z, "zero-0")) return 0;
+    return -1;
+}
+
+} // namespace tessel::sim::prose

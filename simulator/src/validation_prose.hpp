@@ -1,0 +1,50 @@
+// Reading published records' prose (validation_record.cpp's helpers): JSON accessors that accept numbers
+// written as text, and what a record states in words about its framework, GPU, links, recompute and ZeRO.
+#pragma once
+
+#include "tessel/cost/plan.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tessel::sim::prose {
+
+std::string lower(std::string s);
+bool contains(const std::string& haystack, const std::string& needle);
+// The member, or null when absent or JSON null.
+const nlohmann::json* member(const nlohmann::json& obj, const char* key);
+// The member as text (numbers and objects dumped); "" when absent.
+std::string text(const nlohmann::json& obj, const char* key);
+// A number, or a string that starts with one ("8 (inferred)").
+std::optional<double> number(const nlohmann::json& obj, const char* key);
+// A non-negative whole number.
+std::optional<int64_t> integer(const nlohmann::json& obj, const char* key);
+// true/false, yes/no, on/off, or a number (non-zero is true).
+std::optional<bool> boolean(const nlohmann::json& obj, const char* key);
+// The year a source was published, from its citation ("SC'21", "NSDI'24", "2022"): the earliest named; 0 if none.
+int sourceYear(const std::string& source);
+// The year of the software a run used (an arXiv number's month; first-quarter work counts as the year before).
+int softwareYear(const std::string& source);
+// The framework a record ran, in the plan's vocabulary ("" when not stated).
+std::string frameworkOf(const nlohmann::json& plan, const std::string& source);
+
+struct GpuChoice {
+    std::string preset;
+    std::string note;     // assumption text, empty when the record names the GPU exactly
+    double nvlinkBytesPerSecond = 0.0; // per direction, where the part differs from the preset's (A800, H800)
+};
+
+// The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
+GpuChoice gpuPreset(const std::string& gpuText);
+// Inter-node bandwidth per GPU, per direction, from prose ("8x 200Gb/s HDR", "400 Gbps per GPU"); 0 when not
+// stated. `how` says how the text was read.
+double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how);
+// Activation recompute from prose; `known` is false when the text says nothing recognisable.
+Recompute parseRecompute(const std::string& s, bool& known);
+// ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
+int parseZero(const nlohmann::json& plan);
+
+} // namespace tessel::sim::prose
