@@ -178,6 +178,10 @@ def main():
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item() * accum)
+    # Peak memory of the timed steps, before any profiling: what tessel's `amp` recipe predicts (allocated) and
+    # what the caching allocator held (reserved).
+    peak_allocated = torch.cuda.max_memory_allocated()
+    peak_reserved = torch.cuda.max_memory_reserved()
     if args.profile:
         try:
             profile_steps(train_step, args.profile, "pytorch-" + args.mode)
@@ -193,6 +197,7 @@ def main():
         "side": "pytorch-" + args.mode, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "parameters": params, "step_seconds": step_seconds, "tokens_per_second": tokens_per_second,
         "mfu": mfu, "final_loss": losses[-1] if math.isfinite(losses[-1]) else None,
+        "peak_memory_allocated_bytes": peak_allocated, "peak_memory_reserved_bytes": peak_reserved,
     }))
 
 

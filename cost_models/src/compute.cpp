@@ -38,6 +38,21 @@ OpCost memoryOp(std::string name, std::string kernel, double bytes) {
     return op;
 }
 
+// A pre-norm (or the final norm) as the framework runs it (FORMULAS.md §3.4, §3.5). LayerNorm is one native kernel
+// either way; eager RMSNorm is torchtitan's chain of ops. Under autocast it reads the fp32 residual stream and
+// writes fp32 (eager: the cast to the GEMM's input is its own kernel, autocast_casts) or, compiled, writes the
+// GEMM's input with the cast fused in.
+OpCost normOp(const char* name, const ModelConfig& model, const LocalShapes& s, bool eager, bool autocast) {
+    const int e = s.activationBytes, r = s.residualBytes;
+    if (eager && model.norm == NormKind::RmsNorm) {
+        OpCost op = memoryOp(name, "norm", kernel_cost::eagerRmsNormBytes(s.tokensSp, s.hidden, r));
+        op.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(r);
+        return op;
+    }
+    if (autocast && !eager) return memoryOp(name, "norm", d(r + e) * d(s.tokensSp) * d(s.hidden));
+    return memoryOp(name, "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, r));
+}
+
 void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
     for (auto& op : b.forwardOps) {
         const std::string kernel = op.kernel;
@@ -196,13 +211,9 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
     auto& ops = b.forwardOps;
     // Fused kernels, or each op of the model's eager PyTorch code (FORMULAS.md §3.4).
     const bool eager = !fusedKernelsOf(plan.framework);
-    auto norm = [&](const char* name) {
-        if (!eager || model.norm != NormKind::RmsNorm) // LayerNorm is one native kernel either way
-            return memoryOp(name, "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e));
-        OpCost op = memoryOp(name, "norm", kernel_cost::eagerRmsNormBytes(s.tokensSp, s.hidden, e));
-        op.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
-        return op;
-    };
+    // The residual stream's width: fp32 under autocast over fp32 parameters, else the activations'.
+    const int r = s.residualBytes;
+    auto norm = [&](const char* name) { return normOp(name, model, s, eager, recipe.autocast); };
     ops.push_back(norm("norm_attn"));
     ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
     if (model.position == PositionEmbedding::Rope) {
@@ -258,7 +269,7 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         ops.push_back(layout);
     }
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.qDimLocal, e));
-    ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
+    ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     ops.push_back(norm("norm_mlp"));
     const bool swiglu = model.activation == Activation::Swiglu;
     if (model.moe) {
@@ -283,7 +294,19 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
         }
         ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
     }
-    ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes)));
+    ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
+    if (recipe.autocast) {
+        // torch.autocast over fp32 parameters: every weight of the layer's GEMMs is cast to the compute dtype for
+        // this forward and its gradient cast back to fp32 in the backward; eager code also casts each fp32 norm
+        // output to the GEMM's input (and its gradient back), which torch.compile fuses into the norm.
+        double weights = 0.0;
+        for (const auto& op : ops)
+            if (op.opClass == OpClass::Gemm && op.hasWeights) weights += d(op.n) * d(op.k) * d(op.batch);
+        const double activations = eager ? 2.0 * d(s.tokensSp) * h : 0.0;
+        OpCost cast = memoryOp("autocast_casts", "cast", kernel_cost::autocastCastBytes(weights + activations, e, r));
+        cast.backwardByteFactor = 1.0;
+        ops.push_back(cast);
+    }
     if (recipe.fp8()) {
         // Transformer Engine: the linear layers' GEMMs run in FP8 (the router and attention's batched GEMMs do
         // not), with the casts around them as memory-bound kernels.
@@ -338,12 +361,13 @@ bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {
 BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                               const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
-    const int e = s.activationBytes;
     BlockCompute b;
     // Vocab-parallel lookup: read token ids, read/write one row per token (rows outside the shard are zeros);
-    // a learned position embedding is a second row read and written.
-    double bytes = kernel_cost::embeddingForwardBytes(s.tokens, s.hidden, e);
-    if (model.position == PositionEmbedding::Learned) bytes += 2.0 * e * d(s.tokens) * d(s.hidden);
+    // a learned position embedding is a second row read and written. Rows at the residual stream's width: under
+    // autocast the embeddings stay fp32 (embedding is not an autocast op).
+    const int r = s.residualBytes;
+    double bytes = kernel_cost::embeddingForwardBytes(s.tokens, s.hidden, r);
+    if (model.position == PositionEmbedding::Learned) bytes += 2.0 * r * d(s.tokens) * d(s.hidden);
     OpCost op = memoryOp("embedding", "embedding_forward", bytes);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);
     b.forwardOps.push_back(op);
@@ -351,7 +375,7 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
     // Backward scatter-adds the output grad into the embedding grad: a weight gradient.
     OpCost back = op;
     back.kernel = "embedding_backward";
-    back.bytes = kernel_cost::embeddingBackwardBytes(s.tokens, s.hidden, e);
+    back.bytes = kernel_cost::embeddingBackwardBytes(s.tokens, s.hidden, r);
     back.seconds = opSeconds(back, cluster, recipe.computeDtype);
     b.backwardWeight.add(back);
     if (plan.recompute == Recompute::Full) {
@@ -368,19 +392,21 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     BlockCompute b;
     const bool eager = !fusedKernelsOf(plan.framework);
     const bool eagerLoss = eagerLossOf(plan.framework);
-    if (eager && model.norm == NormKind::RmsNorm) {
-        OpCost norm = memoryOp("norm_final", "norm", kernel_cost::eagerRmsNormBytes(s.tokensSp, s.hidden, e));
-        norm.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
-        b.forwardOps.push_back(norm);
-    } else {
-        b.forwardOps.push_back(memoryOp("norm_final", "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, e)));
-    }
+    b.forwardOps.push_back(normOp("norm_final", model, s, eager, recipe.autocast));
     // An eager framework multiplies by the vocabulary as it is; one that compiles (torch.compile's pad_mm) pads the
     // GEMM to 16 bytes of its element, so only eager runs of a vocabulary such as GPT-2's 50257 take cuBLAS's
     // unaligned fallback (FORMULAS.md §3.1).
     const int64_t align = 16 / e;
     const int64_t vocabGemm = eager ? s.vocabLocal : (s.vocabLocal + align - 1) / align * align;
     b.forwardOps.push_back(gemm("lm_head", s.tokens, vocabGemm, s.hidden, e));
+    if (recipe.autocast) {
+        // The output weight cast for this forward (and its gradient back), and in eager code the final norm's
+        // fp32 output cast to the LM head's input.
+        const double elements = d(s.vocabLocal) * d(s.hidden) + (eager ? d(s.tokensSp) * d(s.hidden) : 0.0);
+        OpCost cast = memoryOp("autocast_casts", "cast", kernel_cost::autocastCastBytes(elements, e, s.residualBytes));
+        cast.backwardByteFactor = 1.0;
+        b.forwardOps.push_back(cast);
+    }
     if (eagerLoss) {
         // cross_entropy(logits.float()): an fp32 copy, log-softmax, and their backward.
         OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));
@@ -418,6 +444,10 @@ double ropeBytes(int64_t tokens, int64_t rotatedCols, int e) { return 2.0 * e * 
 double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes) {
     return (3.0 * e + maskBytes) * d(rows) * d(cols);
 }
+double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes, int streamBytes) {
+    return (2.0 * streamBytes + e + maskBytes) * d(rows) * d(cols);
+}
+double autocastCastBytes(double elements, int e, int r) { return (r + e) * elements; }
 double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0 * d(tokens) + 2.0 * e * d(tokens) * d(hidden); }
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }

@@ -54,6 +54,13 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
 
 double shardDivisor(bool sharded, double shards) { return sharded ? shards : 1.0; }
 
+// The parameters of one layer that autocast copies on this rank: its GEMMs' weights and biases (the norms run
+// in fp32 and are not copied; counted here, about 1e-4 of a layer).
+double autocastCopiedParameters(const ModelConfig& m, const Plan& p) {
+    const LayerParamsLocal l = layerParamsLocal(m, p);
+    return l.dense + l.expert;
+}
+
 // ZeRO-3 gather buffers, in parameters: a stage gathers its chunks unit by unit (the embedding, each layer, the
 // head) and holds the unit in use plus the next one prefetched (DeepSpeed's stage 3 and FSDP's one-deep
 // prefetch; DeepSpeed's estimator bounds it by 2 x the largest layer). The next unit follows in the pass or,
@@ -142,9 +149,10 @@ double layerActivationBytes(const ModelConfig& model, const Plan& plan, const Pr
                std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);
     }
     if (plan.recompute == Recompute::Full) {
-        // Full recompute keeps only each layer's input (Korthikanti et al. 2022 §4: 2sbh per layer, /t with SP).
+        // Full recompute keeps only each layer's input (Korthikanti et al. 2022 §4: 2sbh per layer, /t with SP),
+        // at the residual stream's width (fp32 under autocast).
         const LocalShapes s = localShapes(model, plan, recipe);
-        return d(s.activationBytes) * d(s.tokensSp) * d(s.hidden);
+        return d(s.residualBytes) * d(s.tokensSp) * d(s.hidden);
     }
     return layerActivationBytesNoRecompute(model, plan, recipe) -
            (plan.recompute == Recompute::Selective && !plan.flashAttention
@@ -163,7 +171,8 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     double a = 0.0;
     // Attention block (Korthikanti et al. 2022 §4.1: 11sbh + 5as^2b for MHA, 16-bit, with dropout).
     const double g = s.gemmInputBytes;                  // FP8 (Transformer Engine) saves GEMM inputs cast to FP8
-    a += e * Tsp * h;                                   // norm input
+    const double r = s.residualBytes;                   // the residual stream (fp32 under autocast)
+    a += r * Tsp * h;                                   // norm input
     a += g * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
     a += e * T * d(s.qDimLocal + 2 * s.kvDimLocal);     // Q, K, V (GQA: K and V have kv_heads heads)
     if (plan.flashAttention) {
@@ -176,7 +185,7 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     a += g * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
-    a += e * Tsp * h;                                   // norm input
+    a += r * Tsp * h;                                   // norm input
     a += g * Tsp * h;                                   // fc1 input (norm output)
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
     if (model.moe) {
@@ -194,6 +203,11 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         a += g * T * d(s.ffnLocal);                     // activation output = fc2 input
     }
     a += mask * Tsp * h;                                // dropout mask after fc2
+    // Autocast's copy of each weight in the compute dtype, made for this forward and saved by its GEMM for the
+    // backward: a micro-batch's copies live as long as its activations (full recompute drops them with the rest
+    // of the layer's forward and makes them again). Whole layers: the copy is made from the gathered weight, so
+    // ZeRO-3 does not shard it.
+    if (s.residualBytes > e) a += e * autocastCopiedParameters(model, plan);
     return a;
 }
 
@@ -250,6 +264,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.layerFullActivations = layerActivationBytesNoRecompute(model, plan, recipe);
     t.normStatistics = layerNormStatisticsBytes(model, plan, recipe);
     t.elementBytes = s.activationBytes;
+    t.residualBytes = s.residualBytes;
     t.tokens = d(s.tokens);
     t.tokensSp = d(s.tokensSp);
     t.hidden = d(s.hidden);
@@ -337,7 +352,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (stage == 0) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.
     const double headInFlight = plan.schedule == Schedule::Gpipe ? m : zeroBubble ? std::min(pendingW + 1.0, m) : 1.0;
-    if (last) st.activationsBytes += headInFlight * (2.0 * e * Tsp * h + 2.0 * statBytes * Tsp);
+    if (last) st.activationsBytes += headInFlight * ((t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
+    // Autocast's copy of the output weight, kept by the LM head GEMM for its backward.
+    if (last && t.residualBytes > e) st.activationsBytes += headInFlight * e * t.vocabLocal * h;
 
     OtherMemory& o = st.other;
     if (z >= 3) o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched

@@ -54,6 +54,9 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     //      it: the sharded fp32 parameters are the master (4), fp32 gradient shards (4), two moments: 16 B;
     //      parameters gathered cast to bf16 (2 B moved), gradients reduced in fp32 (4 B).
     // fsdp_pure: Composer's 'PURE' (reduce_dtype = param_dtype): the same, gradients reduced in bf16 (2 B).
+    // amp: PyTorch autocast(bfloat16) over fp32 parameters, the plain-PyTorch recipe (torch.amp; HF Trainer --bf16,
+    //      Lightning "bf16-mixed", nanoGPT): fp32 weights are the master (4), fp32 gradients (4, reduced in fp32),
+    //      two moments: 16 B; the bf16 copies autocast makes are counted with the activations' lifetime (memory.cpp).
     // fsdp_fp8: the fsdp recipe with FP8 GEMMs as torchao's Float8Linear runs them under FSDP2 (torchtitan's
     //      float8 converter): weights cast to FP8 per GEMM with dynamic scales, no cached FP8 copy (16 B); with
     //      fp8_param_gather (enable_fsdp_float8_all_gather) the shards are cast before the all-gather, 1 B moved.
@@ -68,6 +71,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
         {"fsdp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 4},
         {"fsdp_pure", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 2},
         {"fsdp_fp8", Dtype::Bf16, 4, 4, 0, 4, Dtype::Fp8, 0, 2, 4},
+        {"amp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 0, 0, true},
     };
     return recipes;
 }

@@ -1,6 +1,8 @@
 // Per-rank tensor sizes of one micro-batch under a plan.
 #include "tessel/cost/shapes.hpp"
 
+#include <algorithm>
+
 namespace tessel {
 
 LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
@@ -28,6 +30,9 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.activationBytes = bytesPerElement(recipe.computeDtype);
     s.gemmInputBytes = bytesPerElement(recipe.gemmDtype);
     s.maskBytes = model.dropout > 0.0 ? 1 : 0;
+    // Autocast leaves the embedding, the residual adds and LayerNorm/RMSNorm in fp32 (torch.amp's op lists:
+    // layer_norm runs in fp32, add keeps its widest input), so over fp32 parameters the residual stream is fp32.
+    s.residualBytes = recipe.autocast ? std::max(4, s.activationBytes) : s.activationBytes;
     return s;
 }
 

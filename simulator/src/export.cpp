@@ -182,6 +182,10 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "Megatron-LM does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    if (p.precision == "amp")
+        problems.add("/plan/precision",
+                     "Megatron-LM keeps bf16 weights beside an fp32 master and runs no torch.autocast over fp32 "
+                     "weights; use precision megatron or mixed");
     if (isFsdpRecipe(p.precision))
         problems.add("/plan/precision",
                      "\"" + p.precision + "\" is PyTorch FSDP's mixed precision (fp32 parameter shards); Megatron-LM "
@@ -427,6 +431,10 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "DeepSpeed does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    if (p.precision == "amp")
+        problems.add("/plan/precision",
+                     "tessel exports DeepSpeed's bf16 mode (bf16 weights, an fp32 master in the optimizer), not "
+                     "torch.autocast over fp32 weights; use precision mixed");
     if (isFsdpRecipe(p.precision))
         problems.add("/plan/precision",
                      "\"" + p.precision + "\" is PyTorch FSDP's mixed precision (fp32 parameter shards); DeepSpeed "

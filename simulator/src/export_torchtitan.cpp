@@ -125,6 +125,16 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    // torchtitan's mixed_precision_param takes effect through fully_shard when it shards (dp_shard or cp > 1)
+    // and through torch.autocast only under DDP or on one device with no other parallelism (its config docs).
+    if (p.precision == "amp" && (p.zeroStage >= 3 || p.cp > 1))
+        problems.add("/plan/precision",
+                     "torchtitan applies mixed precision through fully_shard when it shards, casting the gathered "
+                     "weights, not through torch.autocast; use precision fsdp");
+    else if (p.precision == "amp" && (p.tp > 1 || p.pp > 1))
+        problems.add("/plan/precision",
+                     "torchtitan runs torch.autocast only under data parallelism alone (DDP or one device); with "
+                     "tensor or pipeline parallelism it does not autocast; use precision fsdp with zero_stage 3");
     // torchtitan's device mesh, slowest first: pp, dp_replicate, dp_shard, cp, tp.
     if (p.offloads())
         problems.add(p.offloadOptimizer ? "/plan/offload_optimizer"
@@ -198,7 +208,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "global_batch_size = " << p.globalBatch << "\n";
     out << "seq_len = " << m.seqLen << "\n";
     out << "mixed_precision_param = "
-        << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || isFp8Recipe(p.precision) ? "bfloat16" : "float32")
+        << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || isFp8Recipe(p.precision) || p.precision == "amp"
+                          ? "bfloat16" : "float32")
         << "\n";
     out << "mixed_precision_reduce = " << tomlString(p.precision == "fsdp_pure" ? "bfloat16" : "float32") << "\n";
 

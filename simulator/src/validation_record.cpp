@@ -452,6 +452,11 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     }
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
+    // torch.autocast over fp32 parameters (plain PyTorch, DDP, ZeRO-1/2; Composer's amp_bf16 without FSDP): the
+    // casts FSDP's param_dtype would make before the gather, autocast makes before every GEMM.
+    if (zero < 3 && !contains(plan.precision, "fp8") &&
+        (contains(prec, "autocast") || contains(prec, "torch.amp") || contains(prec, "amp_bf16")))
+        plan.precision = "amp";
 
     // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use (a replica count, or the
     // size of a shard group). FSDP's HYBRID_SHARD shards inside a node and replicates across nodes. A count that

@@ -53,23 +53,24 @@ import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
 assert o['records']==6 and o['median_abs_step_error'] <= 0.15, o
 assert o['median_abs_memory_error'] <= 0.05, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
-# PyTorch on one H100 and one H200, measured by tessel (docs/validation.md). Eager runs multiply by GPT-2's
-# 50257-word vocabulary unpadded, on cuBLAS's unaligned fallback (-40% before that term, -17% and -11% on the
-# H100 with it and cuDNN's attention); torch.compile pads it (-6%, +5%). On the H200 the micro-batch 8 runs wait
-# on the host (GPU busy 19 of 27 ms compiled, torch-profile/), which tessel does not model: -24% and -29%;
-# micro-batch 32: -12% eager, +1% compiled.
+# PyTorch on one H100 and one H200, measured by tessel (docs/validation.md), read as autocast over fp32
+# parameters (recipe amp). Eager runs multiply by GPT-2's 50257-word vocabulary unpadded, on cuBLAS's unaligned
+# fallback (-40% before that term; -11% and -6% on the H100 now, the rest host dispatch); torch.compile pads it
+# (+1%, +12%: its fused loss moves fewer bytes than tessel's). On the H200 the micro-batch 8 runs wait on the host
+# (GPU busy 19 of 27 ms compiled, torch-profile/), which tessel does not model: -20% and -24%; micro-batch 32:
+# -8% eager, +6% compiled.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_pytorch_gpt2_h100.json" >"$tmp/pt.json" 2>/dev/null; check "PyTorch set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/pt.json')); r={x['id']: x['step_error'] for x in d['results']}
 assert len(r)==4, r
-assert all(abs(v) <= 0.18 for v in r.values()), r
-assert all(v <= -0.05 for k, v in r.items() if k.endswith('eager')), r" ; check "PyTorch set within its guard" $?
+assert all(abs(v) <= 0.13 for v in r.values()), r
+assert all(v <= -0.03 for k, v in r.items() if k.endswith('eager')), r" ; check "PyTorch set within its guard" $?
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_pytorch_gpt2_h200.json" >"$tmp/pt200.json" 2>/dev/null; check "PyTorch H200 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/pt200.json')); r={x['id']: x['step_error'] for x in d['results']}
 assert len(r)==4, r
-assert all(abs(v) <= 0.30 for v in r.values()), r
-assert all(abs(v) <= 0.13 for k, v in r.items() if 'mb32' in k), r" ; check "PyTorch H200 set within its guard" $?
+assert all(abs(v) <= 0.27 for v in r.values()), r
+assert all(abs(v) <= 0.10 for k, v in r.items() if 'mb32' in k), r" ; check "PyTorch H200 set within its guard" $?
 check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-h100-80g: 0.9')"
 check "fit prints each GPU generation's own fit, as evidence" "$(contains "$tmp/fit" 'on 22 records: NVIDIA H100')"
 cat >"$tmp/nostep.json" <<'J'

@@ -128,6 +128,45 @@ TEST(Compute, EagerPyTorchMovesEveryOpsOwnBytes) {
                      findOp(layerCompute(gpt, c, Plan{}, recipe), "norm_attn").bytes * p.microBatch);
 }
 
+TEST(Compute, AutocastCastsEveryWeightAndKeepsTheResidualStreamFp32) {
+    // torch.autocast over fp32 parameters (FORMULAS.md §3.5): GPT-2 124M, one sequence of 1024, no dropout.
+    ModelConfig gpt2 = test::preset("gpt2-124m");
+    gpt2.dropout = 0.0;
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    const double T = 1024.0, h = 768.0, e = 2.0, r = 4.0;
+    // qkv 768 x 2304, projection 768 x 768, fc1 768 x 3072, fc2 3072 x 768 (biases are in the optimizer, not cast
+    // with the GEMM's weight matrix here).
+    const double weights = 768.0 * (2304.0 + 768.0 + 3072.0 + 3072.0);
+    const auto& mixed = *findPrecisionRecipe("mixed");
+    const auto& amp = *findPrecisionRecipe("amp");
+    const BlockCompute bf16 = layerCompute(gpt2, c, p, mixed);
+    EXPECT_THROW(findOp(bf16, "autocast_casts"), std::runtime_error);
+    EXPECT_DOUBLE_EQ(findOp(bf16, "residual_attn").bytes, 3.0 * e * T * h);
+    // Compiled (the generic framework's fused kernels): LayerNorm reads the fp32 stream and writes the GEMM's
+    // bf16 input; each residual add reads the fp32 stream and the bf16 branch and writes fp32; each weight is
+    // read at 4 B and written at 2 B once a forward, and its gradient cast back in the backward.
+    const BlockCompute compiled = layerCompute(gpt2, c, p, amp);
+    EXPECT_DOUBLE_EQ(findOp(compiled, "norm_attn").bytes, (r + e) * T * h);
+    EXPECT_DOUBLE_EQ(findOp(compiled, "residual_mlp").bytes, (2.0 * r + e) * T * h);
+    const OpCost& cast = findOp(compiled, "autocast_casts");
+    EXPECT_DOUBLE_EQ(cast.bytes, (r + e) * weights);
+    EXPECT_DOUBLE_EQ(cast.backwardByteFactor, 1.0);
+    EXPECT_DOUBLE_EQ(findOp(compiled, "fc1").flops, findOp(bf16, "fc1").flops);   // GEMMs run in bf16 all the same
+    // Eager: LayerNorm writes fp32, and the cast of each of the two norm outputs is a kernel of its own.
+    p.framework.name = "fsdp";
+    p.framework.fusedKernels = false;
+    const BlockCompute eager = layerCompute(gpt2, c, p, amp);
+    EXPECT_DOUBLE_EQ(findOp(eager, "norm_attn").bytes, 2.0 * r * T * h);
+    EXPECT_DOUBLE_EQ(findOp(eager, "autocast_casts").bytes, (r + e) * (weights + 2.0 * T * h));
+    EXPECT_GT(eager.forward.seconds, compiled.forward.seconds);
+    // The embeddings stay fp32 (token and position rows read and written at 4 B), and the head casts the tied
+    // output weight once a forward: 50304 x 768, the vocabulary padded to 128 as the generic framework pads it.
+    Plan q;
+    EXPECT_DOUBLE_EQ(embeddingCompute(gpt2, c, q, amp).forwardOps.front().bytes, 8.0 * T + 4.0 * r * T * h);
+    EXPECT_DOUBLE_EQ(findOp(headCompute(gpt2, c, q, amp), "autocast_casts").bytes, (r + e) * 50304.0 * h);
+}
+
 TEST(Compute, TorchtitansSelectivePolicyRedoesWhatItDidNotKeep) {
     // torchtitan's "op" policy keeps the attention output and every other matmul's (q, v, w1, w2), so the
     // backward redoes wk, wo, w3 and the elementwise ops, not attention (FORMULAS.md §3.4).

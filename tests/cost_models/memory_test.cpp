@@ -226,6 +226,37 @@ TEST(Memory, TesselsExecutorKeepsOnlyTheLogitsItOverwritesWithTheirGradient) {
     EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().other.logitsLossBytes, 2.0 * T * 128256);
 }
 
+TEST(Memory, AutocastKeepsFp32StateAnFp32StreamAndEachWeightsCopyUntilItsBackward) {
+    // torch.autocast over fp32 parameters: fp32 weights (the master), fp32 gradients, two moments: 16 B per
+    // parameter, as mixed's 2 + 2 + 4 + 8. The residual stream is fp32, so each norm's saved input is 4 B an element,
+    // and the bf16 copy autocast makes of each weight is saved by its GEMM until the backward.
+    ModelConfig gpt2 = test::preset("gpt2-124m");
+    gpt2.dropout = 0.0;
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.precision = "amp";
+    const auto amp = predictMemory(gpt2, c, p).stages.front();
+    const double params = amp.parameters;
+    EXPECT_NEAR(amp.weightsBytes, 4.0 * params, 1.0);
+    EXPECT_NEAR(amp.weightsBytes + amp.gradsBytes + amp.optimizerBytes, 16.0 * params, 1.0);
+    const double T = 1024.0, h = 768.0;
+    // One layer's parameters: the four weight matrices, their biases and the two LayerNorms.
+    const double layer = 768.0 * 9216.0 + (2304.0 + 768.0 + 3072.0 + 768.0) + 2.0 * 2.0 * 768.0;
+    const double delta = layerActivationBytes(gpt2, p, *findPrecisionRecipe("amp")) -
+                         layerActivationBytes(gpt2, p, *findPrecisionRecipe("mixed"));
+    EXPECT_DOUBLE_EQ(delta, 2.0 * (4.0 - 2.0) * T * h + 2.0 * layer);
+    // Full recompute keeps each layer's fp32 input and drops the copies with the rest of the forward.
+    p.recompute = Recompute::Full;
+    EXPECT_DOUBLE_EQ(layerActivationBytes(gpt2, p, *findPrecisionRecipe("amp")), 4.0 * T * h);
+    // The head: the final norm's fp32 input beside the LM head's bf16 input, and the output weight's bf16 copy
+    // (the vocabulary padded to 50304).
+    p.recompute = Recompute::None;
+    p.precision = "mixed";
+    const auto mixed = predictMemory(gpt2, c, p).stages.front();
+    EXPECT_NEAR(amp.activationsBytes - mixed.activationsBytes,
+                12.0 * delta + 2.0 * T * h + 2.0 * 50304.0 * h, 1.0);
+}
+
 TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     // PyTorch FSDP with MixedPrecision(param bf16, reduce fp32): fp32 parameter shards are the master, fp32
     // gradient shards, two fp32 moments = 16 B per parameter / N, against Megatron's 2 + 4 + 4 + 8 = 18 / N.

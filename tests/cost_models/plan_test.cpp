@@ -17,6 +17,12 @@ TEST(PrecisionRecipes, BytesPerParameterAreTheNamedOnes) {
     EXPECT_EQ(findPrecisionRecipe("fp32")->bytesPerParameter(), 16);
     EXPECT_EQ(findPrecisionRecipe("cpu_fp64")->bytesPerParameter(), 32);
     EXPECT_EQ(findPrecisionRecipe("cpu_fp32")->bytesPerParameter(), 16);
+    // amp: torch.autocast over fp32 weights, which are the master; fp32 gradients, reduced and gathered as kept.
+    EXPECT_EQ(findPrecisionRecipe("amp")->bytesPerParameter(), 16);
+    EXPECT_TRUE(findPrecisionRecipe("amp")->autocast);
+    EXPECT_EQ(findPrecisionRecipe("amp")->paramGatherBytes(), 4);
+    EXPECT_EQ(findPrecisionRecipe("amp")->gradReduceBytes(), 4);
+    EXPECT_FALSE(findPrecisionRecipe("mixed")->autocast);
     EXPECT_EQ(findPrecisionRecipe("nope"), nullptr);
 }
 

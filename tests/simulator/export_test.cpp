@@ -592,6 +592,39 @@ TEST(ExportTorchtitan, FsdpMixedPrecisionIsWrittenAndRefusedElsewhere) {
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
 }
 
+TEST(ExportTorchtitan, AutocastOnlyUnderDataParallelismAlone) {
+    // torchtitan's mixed_precision_param works through torch.autocast under DDP or on one device with no other
+    // parallelism, and through fully_shard when it shards (torchtitan/config/configs.py).
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.tp = 1;
+    s.plan.dp = 8;
+    s.plan.sequenceParallel = false;
+    s.plan.zeroStage = 0;
+    s.plan.precision = "amp";
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
+    EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "8");
+    auto messageAt = [](const Scenario& sc, ExportFormat f, const std::string& where) {
+        try {
+            exportPlan(sc, f);
+        } catch (const InputError& e) {
+            for (const auto& p : e.problems())
+                if (p.where == where) return p.message;
+        }
+        return std::string();
+    };
+    s.plan.zeroStage = 3;
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("use precision fsdp"), std::string::npos);
+    s.plan.zeroStage = 0;
+    s.plan.tp = 2;
+    s.plan.dp = 4;
+    s.plan.sequenceParallel = true;
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("data parallelism alone"), std::string::npos);
+    // Megatron-LM and DeepSpeed keep bf16 weights beside an fp32 master: no autocast to export.
+    EXPECT_NE(messageAt(s, ExportFormat::Megatron, "/plan/precision").find("torch.autocast"), std::string::npos);
+    EXPECT_NE(messageAt(s, ExportFormat::DeepSpeed, "/plan/precision").find("torch.autocast"), std::string::npos);
+}
+
 TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {
     // Under framework torchtitan, selective is torchtitan's per-op policy and the kernels are eager unless
     // fused_kernels says otherwise (FORMULAS.md §3.4): the export writes what was predicted.

@@ -203,6 +203,17 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     nlohmann::json pure = r;
     pure["system"]["precision"] = "bf16 (FSDP mixed_precision=PURE)";
     EXPECT_EQ(load(pure).scenario.plan.precision, "fsdp_pure");
+    // torch.autocast over fp32 parameters without FSDP sharding is its own recipe; Composer's amp_bf16 under FSDP
+    // (FULL_SHARD) is FSDP's mixed precision, which casts before the gather.
+    nlohmann::json autocast = r;
+    autocast["plan"]["zero"] = 0;
+    autocast["system"]["precision"] = "bf16 autocast, fp32 parameters and AdamW (fused)";
+    EXPECT_EQ(load(autocast).scenario.plan.precision, "amp");
+    autocast["system"]["precision"] = "amp_bf16";
+    EXPECT_EQ(load(autocast).scenario.plan.precision, "amp");
+    autocast["plan"]["zero"] = 3;
+    autocast["system"]["precision"] = "amp_bf16 (FSDP mixed_precision=DEFAULT)";
+    EXPECT_EQ(load(autocast).scenario.plan.precision, "fsdp");
     // PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper; an A100 has no cuDNN figure and keeps
     // FlashAttention-2.
     nlohmann::json late = r;

@@ -30,6 +30,13 @@ double normBytes(int64_t rows, int64_t cols, int e);               // read x, wr
 double activationBytes(bool swiglu, int64_t rows, int64_t outCols, int e); // GELU 2 e n f, SwiGLU 3 e n f
 double ropeBytes(int64_t tokens, int64_t rotatedCols, int e);      // 2 e T d
 double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes); // (3 e + mask) n c
+// The residual add under autocast: reads the stream (r bytes) and the branch output (e), writes the stream:
+// (2 r + e + mask) n c; r = e is residualBytes.
+double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes, int streamBytes);
+// Autocast casts (torch.autocast over fp32 parameters): each weight element read at r and written at e once a
+// forward, its gradient cast back in the backward; the same per element of an fp32 activation cast to a GEMM
+// input. (r + e) per element either way.
+double autocastCastBytes(double elements, int e, int r);
 double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e);    // ids 8 T + one row read and written
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e);   // scatter-add 3 e T h
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits read + fp32 max/sum: (e + 8) T V

@@ -49,6 +49,11 @@ struct PrecisionRecipe {
     // 0 = the kept width (weightBytes, gradBytes).
     int gatherBytes = 0;
     int reduceBytes = 0;
+    // PyTorch autocast over fp32 parameters (torch.autocast: HF Trainer --bf16, Lightning bf16-mixed, nanoGPT):
+    // GEMMs and attention run in computeDtype on copies autocast makes, the residual stream, the norms and the
+    // loss stay fp32 (autocastResidualBytes), every weight is cast once a forward and the copy is kept by its
+    // GEMM for the backward (FORMULAS.md §2, §3.5).
+    bool autocast = false;
     bool fp8() const { return gemmDtype == Dtype::Fp8; }
     // Megatron-style fp32 main gradients beside bf16 weights and an fp32 master (megatron, fp8): what the
     // framework's grad_reduce_in_fp32 decides (precisionRecipeOf).
@@ -59,7 +64,8 @@ struct PrecisionRecipe {
     int optimizerBytesPerParameter() const { return masterBytes + 2 * momentBytes; }
 };
 
-// The named recipes: megatron (18 B), mixed (16 B), bf16_no_master (12 B), fp32 (16 B),
+// The named recipes: megatron (18 B), mixed (16 B), bf16_no_master (12 B), fp32 (16 B), amp (16 B + the
+// 2 B autocast copy of each weight from its forward to its backward),
 // cpu_fp64 (32 B) and cpu_fp32 (16 B), the last two being what the CPU executor allocates; fp8 is megatron's
 // 18 B with FP8 GEMMs and 2 B more per linear weight (Transformer Engine).
 const std::vector<PrecisionRecipe>& precisionRecipes();

@@ -31,6 +31,7 @@ struct LocalShapes {
     int activationBytes = 2;    // bytes per activation element (the recipe's compute dtype)
     int gemmInputBytes = 2;     // bytes per element of a GEMM input saved for backward (1 under FP8)
     int maskBytes = 0;          // 1 when the model uses dropout (a byte mask per element), else 0
+    int residualBytes = 2;      // the residual stream and the norms (fp32 under autocast, else activationBytes)
 };
 
 LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
