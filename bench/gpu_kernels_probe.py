@@ -10,7 +10,11 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
 - attention through scaled_dot_product_attention with the FlashAttention-2 backend and the cuDNN backend
   (what Transformer Engine runs on Hopper), forward and backward, head dims 64/128/256, causal and not,
   sequence 512-16k at 16k tokens and hidden 2048: the setup of FlashAttention-3's Figs. 5-6 (Shah et al.
-  2024), whose bars the presets carry.
+  2024), whose bars the presets carry;
+- contention (FORMULAS.md §6.2, the constant kappa the presets take from user reports): a bf16 GEMM loop on one
+  stream beside a persistent copy kernel on another that holds n SMs (8-64, NCCL's channel counts) and streams
+  HBM as a collective does. Seconds of GEMM lost per second of copy is what kappa stands for; a one-GPU proxy:
+  the SM and HBM share a collective takes, without its link.
 
 FLOP conventions: GEMM 2 m n k; attention forward 4 b s^2 h d (halved when causal), backward 2.5 x forward
 (the FlashAttention papers' convention). Times are medians of triton.testing.do_bench (CUDA events, L2 flushed
@@ -146,11 +150,81 @@ def attention(points, quick):
                     points.append(row)
 
 
+def contention(points, quick):
+    """A GEMM loop on one stream beside a copy that holds `ctas` SMs on another (a Triton persistent kernel, as
+    NCCL's channels are CTAs), alone and together: the GEMM seconds lost per second of copy (kappa's proxy)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def persistent_copy(src, dst, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        step = tl.num_programs(0) * BLOCK
+        for start in range(pid * BLOCK, n, step):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+
+    def timed(*launches):
+        """Each (stream, fn) starts together after one event; the seconds each stream took."""
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        ends = []
+        for stream, fn in launches:
+            stream.wait_event(start)
+            with torch.cuda.stream(stream):
+                fn()
+                e = torch.cuda.Event(enable_timing=True)
+                e.record()
+            ends.append(e)
+        torch.cuda.synchronize()
+        return [start.elapsed_time(e) / 1e3 for e in ends]
+
+    def median(fn, reps=5):
+        fn()
+        return sorted(fn() for _ in range(reps))[reps // 2]
+
+    size = 8192
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    src = torch.randn(256 << 20, device="cuda", dtype=torch.float16)   # 512 MiB, far beyond L2
+    dst = torch.empty_like(src)
+    gemm_stream, copy_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    gemms = 10 if quick else 30
+
+    def gemm_loop():
+        for _ in range(gemms):
+            a @ b
+
+    t_gemm = median(lambda: timed((gemm_stream, gemm_loop))[0])
+    for ctas in ((16,) if quick else (8, 16, 32, 64)):
+        one = lambda: persistent_copy[(ctas,)](src, dst, src.numel(), BLOCK=4096, num_warps=4)
+        t_one = median(lambda: timed((copy_stream, one))[0])
+        copies = max(1, int(0.8 * t_gemm / t_one))   # the copy ends inside the GEMM loop
+
+        def copy_loop():
+            for _ in range(copies):
+                one()
+
+        t_copy = median(lambda: timed((copy_stream, copy_loop))[0])
+        both = sorted((timed((gemm_stream, gemm_loop), (copy_stream, copy_loop)) for _ in range(5)),
+                      key=lambda t: t[0])[2]
+        points.append({"kind": "contention", "ctas": ctas, "sms": torch.cuda.get_device_properties(0).multi_processor_count,
+                       "gemm": [size, size, size], "gemms": gemms, "gemm_seconds_alone": t_gemm,
+                       "gemm_tflops_alone": 2 * size ** 3 * gemms / t_gemm / 1e12,
+                       "copy_bytes": 2 * src.numel() * src.element_size() * copies, "copy_seconds_alone": t_copy,
+                       "copy_gb_per_s_alone": 2 * src.numel() * src.element_size() * copies / t_copy / 1e9,
+                       "gemm_seconds_together": both[0], "copy_seconds_together": both[1],
+                       "gemm_seconds_lost_per_copy_second": (both[0] - t_gemm) / t_copy})
+    del a, b, src, dst
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file for every point")
     ap.add_argument("--quick", action="store_true", help="a few points of each kind (rehearsals)")
-    ap.add_argument("--only", choices=["copy", "gemm", "attention"], action="append", help="parts to run (default all)")
+    ap.add_argument("--only", choices=["copy", "gemm", "attention", "contention"], action="append",
+                    help="parts to run (default all)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("gpu_kernels_probe: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
@@ -163,12 +237,13 @@ def main():
            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
            "nvidia_smi": smi("name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu"),
            "points": []}
-    parts = args.only or ["copy", "gemm", "attention"]
+    parts = args.only or ["copy", "gemm", "attention", "contention"]
     t0 = time.time()
     for part in parts:
         try:
             {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
-             "attention": lambda p: attention(p, args.quick)}[part](doc["points"])
+             "attention": lambda p: attention(p, args.quick),
+             "contention": lambda p: contention(p, args.quick)}[part](doc["points"])
         except Exception as e:
             doc.setdefault("errors", []).append(f"{part}: {type(e).__name__}: {e}"[:300])
         doc.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
@@ -193,6 +268,11 @@ def main():
             fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
                    if "backward_tflops" in p else p.get("error", "")[:60])
             print(f"attn {p['backend']:<7}d{p['head_dim']:<4}{'causal' if p['causal'] else 'full  '} s{p['seq']:<6} {fig}")
+    for p in pts:
+        if p["kind"] == "contention":
+            print(f"contention: copy on {p['ctas']:>3} of {p['sms']} SMs at {p['copy_gb_per_s_alone']:6.0f} GB/s alone; "
+                  f"GEMM {p['gemm_tflops_alone']:5.0f} TFLOP/s alone, "
+                  f"{p['gemm_seconds_lost_per_copy_second']:5.2f} s lost per s of copy")
     print(f"errors: {doc.get('errors', 'none')}; seconds per part: {doc['seconds']}")
     return 0
 

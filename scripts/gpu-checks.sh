@@ -11,7 +11,7 @@
 #   STAGE   build | check | bench | calibrate | holdout | probe | all (default: all = the six in that order).
 #           Every stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
 #           probe: bench/gpu_kernels_probe.py, the presets' paper figures (HBM copy, bf16/fp8 GEMM sweep,
-#           FlashAttention-2 and cuDNN attention curves) measured through PyTorch.
+#           FlashAttention-2 and cuDNN attention curves, GEMM/copy contention) measured through PyTorch.
 #   --out   where the report goes (default: $OUT when set, else build/gpu-checks/out): report.md, report.json,
 #           gpu-checks.log, artifacts.tar.gz (test output, run folders, bench points) and, after calibrate,
 #           <cluster>-calibrated.json. Five files, none deeper than the folder itself.
@@ -535,7 +535,8 @@ PY
 
 # The figures the cluster presets take from papers and datasheets, measured here through PyTorch
 # (bench/gpu_kernels_probe.py): HBM copy bandwidth, bf16 and fp8 GEMMs over a MAMF-style sweep, and attention
-# (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes.
+# (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes, and
+# the GEMM time a copy on n SMs takes away (contention, kappa's proxy).
 stage_probe() {
   require_gpu probe || return $?
   local t0=$(date +%s) t rc

@@ -342,6 +342,12 @@ def cmd_probe(a):
             b = most("attention", "backward_tflops", backend=be, head_dim=d, causal=True)
             if f:
                 figures[f"attention_{be}_d{d}_causal_best_tflops"] = {"forward": f, "backward": b}
+    # Contention (kappa's one-GPU proxy): GEMM seconds lost per second of a copy holding n SMs, by n. An extra:
+    # a probe without it still passes (older probes, a GPU without Triton).
+    lost = {str(p["ctas"]): round(p["gemm_seconds_lost_per_copy_second"], 3) for p in pts
+            if p["kind"] == "contention" and "gemm_seconds_lost_per_copy_second" in p}
+    if lost:
+        figures["contention_gemm_seconds_lost_per_copy_second_by_ctas"] = lost
     errors = [p for p in pts if "error" in p] + [{"error": e} for e in doc.get("errors", [])]
     figures["points_with_errors"] = len(errors)
     r["figures"] = figures
