@@ -263,7 +263,16 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
             ops.push_back(pv);
         }
     }
-    if (eager) {
+    const bool unpadded = plan.framework.attentionUnpad.value_or(false) && plan.flashAttention;
+    if (unpadded) {
+        // llm-foundry's flash_attn_fn: q, k, v gathered into the varlen layout, the output scattered back, which
+        // also lays it out for the projection (no eager layout copy beside it; FORMULAS.md §3.4).
+        const double qkv = T * d(s.qDimLocal + 2 * s.kvDimLocal), out = T * d(s.qDimLocal);
+        OpCost unpad = memoryOp("attention_unpad", "permute", kernel_cost::unpadForwardBytes(qkv, out, e));
+        unpad.backwardByteFactor = kernel_cost::unpadBackwardBytes(qkv, out, e) / unpad.bytes;
+        ops.push_back(unpad);
+    }
+    if (eager && !unpadded) {
         OpCost layout = memoryOp("attention_layout", "permute", kernel_cost::eagerAttentionLayoutBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e));
         layout.backwardByteFactor = 1.0;
         ops.push_back(layout);
@@ -448,6 +457,8 @@ double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes, int strea
     return (2.0 * streamBytes + e + maskBytes) * d(rows) * d(cols);
 }
 double autocastCastBytes(double elements, int e, int r) { return (r + e) * elements; }
+double unpadForwardBytes(double qkv, double out, int e) { return 2.0 * e * qkv + 3.0 * e * out; }
+double unpadBackwardBytes(double qkv, double out, int e) { return 3.0 * e * qkv + 2.0 * e * out; }
 double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0 * d(tokens) + 2.0 * e * d(tokens) * d(hidden); }
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }

@@ -156,6 +156,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
+    if (r.has("attention_unpad")) f.attentionUnpad = r.optBool("attention_unpad", false);
     return f;
 }
 
@@ -166,6 +167,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;
+    if (f.attentionUnpad) plan["attention_unpad"] = *f.attentionUnpad;
 }
 
 } // namespace tessel

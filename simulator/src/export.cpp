@@ -92,6 +92,13 @@ void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>
 }
 
 
+void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& problems) {
+    if (p.framework.attentionUnpad.value_or(false))
+        problems.add("/plan/attention_unpad",
+                     framework + "'s attention takes q, k and v as they are; the unpadded gathers tessel costs are "
+                                 "llm-foundry's model code; set attention_unpad false");
+}
+
 } // namespace export_detail
 
 namespace {
@@ -142,6 +149,7 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
+    modelCodeRules(p, "Megatron-LM", problems);
     const RankSplit split = rankSplit(m, cluster, p);
     if (!split.expressible)
         problems.add("/plan/pipeline_layers",
@@ -360,6 +368,7 @@ int deepSpeedStage(const Plan& p) {
 }
 
 void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
+    modelCodeRules(p, "DeepSpeed", problems);
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32
     // master weights and Adam state over data parallel (ZeRO-1); over a single data-parallel rank the two are

@@ -26,6 +26,10 @@ bool isHalfRecipe(const std::string& precision);
 void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>& layouts,
                     const std::string& framework, const std::string& how, ProblemList& problems);
 
+// What no exporter writes because it is the model's code, not the framework's settings: a plan that needs it
+// (attention_unpad, llm-foundry's unpadded flash attention) is refused by every framework, which runs its own.
+void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& problems);
+
 using O = std::array<ParallelDim, 5>;
 constexpr auto Tp = ParallelDim::Tp;
 constexpr auto Cp = ParallelDim::Cp;

@@ -40,8 +40,10 @@ Family familyOf(const nlohmann::json& model) {
         contains(n, "deepseek")) {
         f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false, "Llama-style"};
     } else if (contains(n, "mpt")) {
-        // MPT: no biases, LayerNorm without bias, ALiBi (no position parameters), tied embeddings.
-        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, false, true, "MPT"};
+        // MPT as llm-foundry's pretraining yamls build it: no biases, LayerNorm without bias, tied embeddings, and
+        // learned positions (MPTConfig's learned_pos_emb default; the yamls set no ALiBi: the benchmark table's
+        // NumParams grows with the sequence by exactly its extra rows x d_model).
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, false, true, "MPT"};
     } else if (contains(n, "bloom")) {
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, true, "BLOOM"};
     } else if (contains(n, "nemotron") || contains(n, "gpt") || contains(n, "megatron") || contains(n, "opt")) {
@@ -414,6 +416,22 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (!plan.framework.fusedKernels) plan.framework.fusedKernels = *compiled;
     } else if (contains(lower(text(pl, "techniques") + " " + text(pl, "framework")), "compile")) {
         if (!plan.framework.fusedKernels) plan.framework.fusedKernels = true;
+    }
+
+    // llm-foundry (MosaicML's MPT benchmarks): Composer runs the model as eager PyTorch (no torch.compile), and
+    // its flash_attn_fn gathers q, k, v into flash-attn's unpadded layout and scatters the output back.
+    if (contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer")) {
+        if (!plan.framework.fusedKernels) {
+            plan.framework.fusedKernels = false;
+            assume("llm-foundry: eager PyTorch kernels (Composer without torch.compile), the loss in fp32");
+        }
+        if (!plan.framework.attentionUnpad) {
+            if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
+            else {
+                plan.framework.attentionUnpad = true;
+                assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
+            }
+        }
     }
 
     // Precision.

@@ -167,6 +167,33 @@ TEST(Compute, AutocastCastsEveryWeightAndKeepsTheResidualStreamFp32) {
     EXPECT_DOUBLE_EQ(findOp(headCompute(gpt2, c, q, amp), "autocast_casts").bytes, (r + e) * 50304.0 * h);
 }
 
+TEST(Compute, UnpaddedAttentionGathersQkvAndScattersTheOutput) {
+    // llm-foundry's flash_attn_fn (attention_unpad): index_first_axis gathers q, k, v (read + write, 2e each) and
+    // pad_input scatters the output into zeros (3e); backward, the q, k, v gradients are scattered into zeros (3e)
+    // and the output gradient gathered (2e). GPT-3 1.3B has MPT-1B's shapes: hidden 2048, 16 heads of 128, sequence 2048.
+    ModelConfig m = test::preset("gpt3-1.3b");
+    m.dropout = 0.0;
+    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    const auto& recipe = *findPrecisionRecipe("mixed");
+    const double T = 2048.0, h = 2048.0, e = 2.0;
+    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_unpad"), std::runtime_error);
+    p.framework.attentionUnpad = true;
+    const BlockCompute unpadded = layerCompute(m, c, p, recipe);
+    const OpCost& op = findOp(unpadded, "attention_unpad");
+    EXPECT_DOUBLE_EQ(op.bytes, 2.0 * e * 3.0 * T * h + 3.0 * e * T * h);
+    EXPECT_DOUBLE_EQ(op.bytes * op.backwardByteFactor, 3.0 * e * 3.0 * T * h + 2.0 * e * T * h);
+    // It is the output's layout too: an eager plan adds no contiguous copy beside it.
+    p.framework.fusedKernels = false;
+    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_layout"), std::runtime_error);
+    p.framework.attentionUnpad = false;
+    EXPECT_NO_THROW(findOp(layerCompute(m, c, p, recipe), "attention_layout"));
+    // Without flash attention there is nothing to unpad for.
+    p.framework.attentionUnpad = true;
+    p.flashAttention = false;
+    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_unpad"), std::runtime_error);
+}
+
 TEST(Compute, TorchtitansSelectivePolicyRedoesWhatItDidNotKeep) {
     // torchtitan's "op" policy keeps the attention output and every other matmul's (q, v, w1, w2), so the
     // backward redoes wk, wo, w3 and the elementwise ops, not attention (FORMULAS.md §3.4).

@@ -467,7 +467,7 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
 
 TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     nlohmann::json doc{{"framework", "megatron"}, {"framework_version", "core_r0.8.0"}, {"ddp_impl", "torch"},
-                       {"overlap_param_gather", true}, {"tp_comm_overlap", false}};
+                       {"overlap_param_gather", true}, {"tp_comm_overlap", false}, {"attention_unpad", true}};
     ProblemList problems;
     Plan p = parsePlan(doc, "/plan", problems);
     ASSERT_TRUE(problems.empty());
@@ -476,7 +476,9 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_TRUE(*p.framework.overlapParamGather);
     EXPECT_FALSE(*p.framework.tpCommOverlap);
     EXPECT_FALSE(p.framework.overlapGradReduce.has_value());
+    EXPECT_TRUE(*p.framework.attentionUnpad);
     const nlohmann::json back = planToJson(p);
+    EXPECT_EQ(back["attention_unpad"], true);
     EXPECT_EQ(back["framework_version"], "core_r0.8.0");
     EXPECT_EQ(back["overlap_param_gather"], true);
     EXPECT_FALSE(back.contains("overlap_grad_reduce"));
@@ -484,12 +486,14 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_EQ(planToJson(parsePlan(back, "/plan", again)), back);
 
     ProblemList bad;
-    parsePlan(nlohmann::json{{"framework", "jax"}, {"ddp_impl", "apex"}, {"overlap_grad_reduce", "yes"}}, "/plan", bad);
+    parsePlan(nlohmann::json{{"framework", "jax"}, {"ddp_impl", "apex"}, {"overlap_grad_reduce", "yes"}, {"attention_unpad", 1}},
+              "/plan", bad);
     std::vector<std::string> where;
     for (const auto& pr : bad.items()) where.push_back(pr.where);
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/framework"), where.end());
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/ddp_impl"), where.end());
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/overlap_grad_reduce"), where.end());
+    EXPECT_NE(std::find(where.begin(), where.end(), "/plan/attention_unpad"), where.end());
 }
 
 } // namespace

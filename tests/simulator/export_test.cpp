@@ -625,6 +625,15 @@ TEST(ExportTorchtitan, AutocastOnlyUnderDataParallelismAlone) {
     EXPECT_NE(messageAt(s, ExportFormat::DeepSpeed, "/plan/precision").find("torch.autocast"), std::string::npos);
 }
 
+TEST(ExportFrameworks, UnpaddedAttentionIsModelCodeNoFrameworkRuns) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.framework.attentionUnpad = true;
+    for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/attention_unpad")) << toString(f);
+    s.plan.framework.attentionUnpad = false;
+    EXPECT_NO_THROW(exportPlan(s, ExportFormat::Torchtitan));
+}
+
 TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {
     // Under framework torchtitan, selective is torchtitan's per-op policy and the kernels are eager unless
     // fused_kernels says otherwise (FORMULAS.md §3.4): the export writes what was predicted.

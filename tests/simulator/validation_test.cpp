@@ -401,6 +401,39 @@ TEST(ValidationRecord, MainGradientDtypeUnderEachFrameworksName) {
     EXPECT_EQ(gradBytes(nemo), 4);
 }
 
+TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
+    // MosaicML's MPT benchmarks: Composer runs the model eagerly, llm-foundry's flash_attn_fn unpads q, k, v, and
+    // the pretraining yamls build learned positions (the table's NumParams grows with the sequence), not ALiBi.
+    nlohmann::json r = record();
+    r["source"] = "mosaicml/llm-foundry scripts/train/benchmarking/README.md (commit 495218376)";
+    r["model"]["name"] = "MPT-7B";
+    r["plan"]["framework"] = "Composer + PyTorch FSDP";
+    r["plan"]["zero"] = 3;
+    r["plan"]["tp"] = 1;
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 32;
+    r["plan"]["sequence_parallel"] = false;
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.model.position, PositionEmbedding::Learned);
+    EXPECT_FALSE(*c.scenario.plan.framework.fusedKernels);
+    EXPECT_TRUE(*c.scenario.plan.framework.attentionUnpad);
+    EXPECT_TRUE(mentions(c.assumptions, "eager PyTorch kernels (Composer"));
+    EXPECT_TRUE(mentions(c.assumptions, "unpadded q, k, v"));
+    // What a record states wins.
+    r["plan"]["fused_kernels"] = true;
+    r["plan"]["attention_unpad"] = false;
+    const ValidationCase stated = load(r);
+    EXPECT_TRUE(*stated.scenario.plan.framework.fusedKernels);
+    EXPECT_FALSE(*stated.scenario.plan.framework.attentionUnpad);
+    EXPECT_FALSE(mentions(stated.assumptions, "unpadded q, k, v"));
+    // Other frameworks keep their own code.
+    r["source"] = "Someone et al. 2024";
+    r["plan"]["framework"] = "Megatron-LM";
+    r["plan"].erase("fused_kernels");
+    r["plan"].erase("attention_unpad");
+    EXPECT_FALSE(load(r).scenario.plan.framework.attentionUnpad.has_value());
+}
+
 TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
     nlohmann::json r = onNodes(record(), 8, 1, 4);
     r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
@@ -577,7 +610,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 3u); // the shared runs and tessel's two check sets
+    ASSERT_EQ(files.size(), 4u); // the shared runs and tessel's three check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());

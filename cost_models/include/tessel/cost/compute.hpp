@@ -37,6 +37,12 @@ double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes, int strea
 // forward, its gradient cast back in the backward; the same per element of an fp32 activation cast to a GEMM
 // input. (r + e) per element either way.
 double autocastCastBytes(double elements, int e, int r);
+// Unpadded attention (llm-foundry's flash_attn_fn over flash-attn's bert_padding): the forward gathers q, k and v
+// (index_first_axis: read and write each, 2e) and scatters the output into a zeroed tensor (pad_input: zero, read,
+// write, 3e); the backward scatters the q, k, v gradients into zeroed tensors (3e each) and gathers the output
+// gradient (2e). `qkv` = elements of q, k and v, `out` = of the output, on this rank.
+double unpadForwardBytes(double qkv, double out, int e);
+double unpadBackwardBytes(double qkv, double out, int e);
 double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e);    // ids 8 T + one row read and written
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e);   // scatter-add 3 e T h
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits read + fp32 max/sum: (e + 8) T V

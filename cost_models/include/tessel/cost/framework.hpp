@@ -30,6 +30,10 @@ struct FrameworkSettings {
     // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
     // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
     std::optional<bool> lossInPlace;
+    // The model gathers q, k and v into flash-attn's unpadded (varlen) layout and scatters the output back,
+    // padding or none (llm-foundry's flash_attn_fn, bert_padding.index_first_axis / pad_input). Model code, not a
+    // framework default anywhere: unset means false.
+    std::optional<bool> attentionUnpad;
 };
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
