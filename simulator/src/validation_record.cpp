@@ -418,13 +418,11 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (!plan.framework.fusedKernels) plan.framework.fusedKernels = true;
     }
 
-    // llm-foundry (MosaicML's MPT benchmarks): Composer runs the model as eager PyTorch (no torch.compile), and
-    // its flash_attn_fn gathers q, k, v into flash-attn's unpadded layout and scatters the output back.
+    // llm-foundry (MosaicML's MPT benchmarks): its flash_attn_fn gathers q, k, v into flash-attn's unpadded layout
+    // and scatters the output back. Its other ops are one kernel each either way (LayerNorm, GELU), and its loss
+    // is flash-attn's fused cross-entropy (modeling_mpt.py: loss_fn 'fused_crossentropy', the default since
+    // 2023-05): no fp32 copy of the logits, so the plan keeps fused kernels.
     if (contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer")) {
-        if (!plan.framework.fusedKernels) {
-            plan.framework.fusedKernels = false;
-            assume("llm-foundry: eager PyTorch kernels (Composer without torch.compile), the loss in fp32");
-        }
         if (!plan.framework.attentionUnpad) {
             if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
             else {
