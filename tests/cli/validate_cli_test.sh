@@ -11,8 +11,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 o = d["overall"]
 assert o["records"] == 85 and o["predicted"] == 85, o
-# Guard: median and max |step error| over all records and per group (measured 2026-11-25 with the fitted
-# sustained tensor-core share: 3.9% / 20.0%; groups 2.7 / 3.2 / 3.5 / 4.7%).
+# Guard: median and max |step error| over all records and per group (measured 2026-11-26 with the fitted
+# sustained tensor-core share: 3.8% / 19.9%; groups 2.7 / 3.2 / 3.5 / 4.6%).
 assert o["median_abs_step_error"] <= 0.05, o["median_abs_step_error"]
 assert o["max_abs_step_error"] <= 0.23, o["max_abs_step_error"]
 bounds = {"megatron_sc21_table1": 0.05, "korthikanti_table5": 0.05,
@@ -22,6 +22,7 @@ for g in d["groups"]:
 for r in d["results"]:
     assert r["predicted"] and r["dominant_term"] and r["assumptions"], r["id"]
     assert abs(r["predicted_step_seconds"] / r["measured_step_seconds"] - 1 - r["step_error"]) < 1e-9
+    assert r["predicted_fits"], r["id"] + ": every published run ran, so it must be predicted to fit"
 PY
 
 # 2. The table: every record, the per-group summary, the worst record named.
@@ -54,12 +55,16 @@ assert o['records']==6 and o['median_abs_step_error'] <= 0.15, o
 assert o['median_abs_memory_error'] <= 0.05, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
 # The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 4.2% median, 25.3% max,
-# mean -3.3%; per-size medians -5.5% (760M) to +0.5% (13B)): what the shared rows taught, on other sizes.
+# mean -3.3%; per-size medians -5.5% (760M) to +0.5% (13B); 154 of 158 predicted to fit): what the shared rows
+# taught, on other sizes.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_mpt_llm_foundry.json" >"$tmp/mpt.json" 2>/dev/null; check "MPT set exits 0" $?
 python3 -c "
 import json, re, statistics
 d=json.load(open('$tmp/mpt.json')); o=d['overall']
 assert o['records']==158 and o['predicted']==158 and o['median_abs_step_error'] <= 0.05 and o['max_abs_step_error'] <= 0.28, o
+# every run ran: at most the four MPT-350M runs predicted 2-3% over 40 GiB may be predicted not to fit
+unfit = [r['id'] for r in d['results'] if not r['predicted_fits']]
+assert len(unfit) <= 4 and all('-350m-' in i for i in unfit), unfit
 by={}
 for r in d['results']: by.setdefault(re.match(r'mpt-\w+?-(\w+)-seq', r['id']).group(1), []).append(r['step_error'])
 assert all(abs(statistics.median(v)) <= 0.065 for v in by.values()), {k: statistics.median(v) for k, v in by.items()}" ; check "MPT set within its guard, per model size too" $?
