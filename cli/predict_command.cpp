@@ -52,6 +52,9 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (const auto* named = findPrecisionRecipe(pl.precision); named && named->gradBytes != precisionRecipeOf(pl).gradBytes)
             out << ", bf16 main gradients";
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
+        if (pl.framework.attentionUnpad.value_or(false) && pl.flashAttention)
+            out << ", attention on unpadded q/k/v (llm-foundry's gathers)";
+        if (precisionRecipeOf(pl).autocast) out << ", torch.autocast over fp32 weights";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
         if (const auto format = sim::exportFormatOf(pl.framework.name)) {
