@@ -473,6 +473,21 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     if (zero < 3 && !contains(plan.precision, "fp8") &&
         (contains(prec, "autocast") || contains(prec, "torch.amp") || contains(prec, "amp_bf16")))
         plan.precision = "amp";
+    // Plain-PyTorch trainers (Hugging Face Trainer / Accelerate, Lightning, nanoGPT, PyTorch DDP) run 16-bit mixed
+    // precision as torch.autocast over fp32 weights when nothing shards them (Trainer --bf16 and Lightning
+    // "bf16-mixed" through torch.amp).
+    if (plan.precision != "amp" && framework.empty() && zero < 3 && !contains(plan.precision, "fp8") &&
+        !contains(prec, "fp8")) {
+        const std::string fw = lower(text(pl, "framework"));
+        const bool plainTorch = contains(fw, "trainer") || contains(fw, "accelerate") || contains(fw, "lightning") ||
+                                contains(fw, "nanogpt") || contains(fw, "ddp") || contains(fw, "distributeddataparallel");
+        const bool mixed16 = contains(prec, "bf16") || contains(prec, "bfloat16") || contains(prec, "fp16") ||
+                             contains(prec, "float16") || contains(prec, "mixed");
+        if (plainTorch && mixed16) {
+            plan.precision = "amp";
+            assume(text(pl, "framework") + ": 16-bit mixed precision read as torch.autocast over fp32 weights (recipe amp)");
+        }
+    }
 
     // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use (a replica count, or the
     // size of a shard group). FSDP's HYBRID_SHARD shards inside a node and replicates across nodes. A count that

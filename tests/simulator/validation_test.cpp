@@ -215,6 +215,22 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     autocast["plan"]["zero"] = 3;
     autocast["system"]["precision"] = "amp_bf16 (FSDP mixed_precision=DEFAULT)";
     EXPECT_EQ(load(autocast).scenario.plan.precision, "fsdp");
+    // Plain-PyTorch trainers' bf16 is autocast over fp32 weights, said; under DeepSpeed it is DeepSpeed's bf16.
+    nlohmann::json trainer = record();
+    trainer["source"] = "Someone et al. 2024";
+    trainer["plan"]["framework"] = "Hugging Face Trainer (DDP)";
+    trainer["plan"]["zero"] = 0;
+    trainer["plan"]["tp"] = 1;
+    trainer["plan"]["pp"] = 1;
+    trainer["plan"]["dp"] = 32;
+    trainer["plan"]["sequence_parallel"] = false;
+    trainer["system"]["precision"] = "bf16";
+    const ValidationCase hf = load(trainer);
+    EXPECT_EQ(hf.scenario.plan.precision, "amp");
+    EXPECT_TRUE(mentions(hf.assumptions, "torch.autocast over fp32 weights"));
+    trainer["plan"]["framework"] = "Hugging Face Trainer + DeepSpeed ZeRO-2";
+    trainer["plan"]["zero"] = 2;
+    EXPECT_NE(load(trainer).scenario.plan.precision, "amp");
     // PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper; an A100 has no cuDNN figure and keeps
     // FlashAttention-2.
     nlohmann::json late = r;
