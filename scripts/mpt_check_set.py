@@ -90,11 +90,19 @@ def main():
                                                         "check_mpt_llm_foundry.json"))
     ap.add_argument("--force", action="store_true", help="replace --out if it exists")
     a = ap.parse_args()
+    for what, path in (("README", a.readme), ("--shared", a.shared)):
+        if not os.path.isfile(path):
+            print(f"mpt_check_set: {what} {path}: no such file", file=sys.stderr)
+            return 2
     if os.path.exists(a.out) and not a.force:
         print(f"mpt_check_set: {a.out} exists; pass --force to replace it", file=sys.stderr)
         return 2
-    shared = json.load(open(a.shared))
-    shared_ids = {r["id"] for r in (shared["records"] if isinstance(shared, dict) else shared)}
+    try:
+        shared = json.load(open(a.shared))
+        shared_ids = {r["id"] for r in (shared["records"] if isinstance(shared, dict) else shared)}
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"mpt_check_set: --shared {a.shared}: not a runs.json list of records with ids ({e})", file=sys.stderr)
+        return 2
     out, seen = [], set()
     for section, cols in rows(a.readme):
         if "FP8" in section or cols[3] not in GPUS or cols[0] not in SHAPES:

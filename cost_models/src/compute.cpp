@@ -450,12 +450,10 @@ double activationBytes(bool swiglu, int64_t rows, int64_t outCols, int e) {
     return (swiglu ? 3.0 : 2.0) * e * d(rows) * d(outCols);
 }
 double ropeBytes(int64_t tokens, int64_t rotatedCols, int e) { return 2.0 * e * d(tokens) * d(rotatedCols); }
-double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes) {
-    return (3.0 * e + maskBytes) * d(rows) * d(cols);
-}
 double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes, int streamBytes) {
     return (2.0 * streamBytes + e + maskBytes) * d(rows) * d(cols);
 }
+double residualBytes(int64_t rows, int64_t cols, int e, int maskBytes) { return residualBytes(rows, cols, e, maskBytes, e); }
 double autocastCastBytes(double elements, int e, int r) { return (r + e) * elements; }
 double unpadForwardBytes(double qkv, double out, int e) { return 2.0 * e * qkv + 3.0 * e * out; }
 double unpadBackwardBytes(double qkv, double out, int e) { return 3.0 * e * qkv + 2.0 * e * out; }

@@ -45,6 +45,11 @@ import json,sys; o=json.load(open('$tmp/v.json'))['overall']; sys.exit(0 if o['r
 fi
 python3 "$gen" "$tmp/README.md" --shared "$tmp/shared.json" -o "$tmp/out.json" >"$tmp/log" 2>&1
 check "an existing output is kept without --force (exit 2)" "$([ $? -eq 2 ] && grep -q 'pass --force' "$tmp/log"; echo $?)"
+python3 "$gen" "$tmp/nope.md" --shared "$tmp/shared.json" -o "$tmp/x.json" >"$tmp/log" 2>&1
+check "a missing README: exit 2, named" "$([ $? -eq 2 ] && grep -q 'nope.md: no such file' "$tmp/log"; echo $?)"
+echo '{"records": 3}' >"$tmp/bad.json"
+python3 "$gen" "$tmp/README.md" --shared "$tmp/bad.json" -o "$tmp/x.json" >"$tmp/log" 2>&1
+check "a malformed --shared: exit 2, named" "$([ $? -eq 2 ] && grep -q 'bad.json: not a runs.json' "$tmp/log"; echo $?)"
 python3 - "$root/data/validation/check_mpt_llm_foundry.json" "$root/../shared/validation/runs.json" <<'PY'; check "the shipped check set: 158 records, none of them shared" $?
 import json, os, sys
 recs = json.load(open(sys.argv[1]))
