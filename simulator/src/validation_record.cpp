@@ -422,14 +422,11 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // and scatters the output back. Its other ops are one kernel each either way (LayerNorm, GELU), and its loss
     // is flash-attn's fused cross-entropy (modeling_mpt.py: loss_fn 'fused_crossentropy', the default since
     // 2023-05): no fp32 copy of the logits, so the plan keeps fused kernels.
-    if (contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer")) {
-        if (!plan.framework.attentionUnpad) {
-            if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
-            else {
-                plan.framework.attentionUnpad = true;
-                assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
-            }
-        }
+    // A record that states it is read as stated, whatever its framework.
+    if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
+    else if (contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer")) {
+        plan.framework.attentionUnpad = true;
+        assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
     }
 
     // Precision.

@@ -445,6 +445,8 @@ TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     // Other frameworks keep their own code.
     r["source"] = "Someone et al. 2024";
     r["plan"]["framework"] = "Megatron-LM";
+    r["plan"]["attention_unpad"] = true;   // stated: read under any framework
+    EXPECT_TRUE(*load(r).scenario.plan.framework.attentionUnpad);
     r["plan"].erase("attention_unpad");
     EXPECT_FALSE(load(r).scenario.plan.framework.attentionUnpad.has_value());
 }
