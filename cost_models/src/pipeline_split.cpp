@@ -98,6 +98,22 @@ std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firs
     return out;
 }
 
+std::vector<int> firstLastChunkLayers(int layers, int pp, int vpp, int first, int last) {
+    if (pp < 2 || vpp < 1) return {};
+    int rest = layers, ranks = pp;
+    if (first > 0) rest -= first, --ranks;
+    if (last > 0) rest -= last, --ranks;
+    if (ranks < 0 || (ranks == 0 && rest != 0) || (ranks > 0 && (rest <= 0 || rest % ranks != 0))) return {};
+    const int middle = ranks > 0 ? rest / ranks : 0;
+    std::vector<int> out(static_cast<size_t>(pp * vpp), 0);
+    for (int s = 0; s < pp; ++s) {
+        const int total = s == 0 && first > 0 ? first : s == pp - 1 && last > 0 ? last : middle;
+        if (total < vpp) return {};
+        spreadOverChunks(out, pp, vpp, s, total, chunkPreference(pp, vpp, s));
+    }
+    return out;
+}
+
 std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     const int p = std::max(plan.pp, 1), v = std::max(plan.vpp, 1);
     if (!plan.pipelineLayers.empty()) return plan.pipelineLayers;

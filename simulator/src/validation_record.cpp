@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <regex>
@@ -287,6 +288,13 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     std::string how;
     const double inter = interNodeBytesPerSecond(text(sys, "inter_node_link"), cluster.gpusPerNode, how);
     if (inter > 0.0) {
+        // The record's link, not the preset's name for its own (Jean Zay's 4 Omni-Path ports per node are not a
+        // DGX's eight InfiniBand HCAs): its bandwidth is the record's; latency and protocol stay the preset's.
+        if (std::abs(inter - cluster.interNode.bandwidthBytesPerSecond) > 1e-6 * inter) {
+            char rate[64];
+            std::snprintf(rate, sizeof rate, "%.2f GB/s per GPU", inter / 1e9);
+            cluster.interNode.name = text(sys, "inter_node_link") + " (" + rate + ", as the record states)";
+        }
         cluster.interNode.bandwidthBytesPerSecond = inter;
         if (contains(how, "one NIC per GPU")) assume("inter-node link read as " + how);
     } else if (nodes > 1) {
@@ -340,18 +348,34 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                   std::to_string(plan.microBatch * plan.dp);
         return;
     }
-    if (plan.pp > 1 && !integer(pl, "vpp")) {
+    // Megatron-LM's first/last-rank layer counts, under the names records use.
+    int statedFirst = 0, statedLast = 0;
+    for (const char* key : {"first_stage_layers", "num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"})
+        if (auto v = integer(pl, key); v && *v > 0) statedFirst = static_cast<int>(*v);
+    for (const char* key : {"last_stage_layers", "num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"})
+        if (auto v = integer(pl, key); v && *v > 0) statedLast = static_cast<int>(*v);
+    const bool vppInferred = plan.pp > 1 && !integer(pl, "vpp");
+    if (vppInferred) {
         // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
         // stage, the median of NVIDIA's published NeMo recipes (1-4: GPT-3 175B pp 8 vp 6, Llama 3 70B pp 4 vp 5,
         // Llama 3.1 405B pp 8 vp 8), where the layers (or the layers plus embedding and loss) split evenly and
-        // the micro-batches divide by pp, as Megatron-LM's interleaved schedule needs; otherwise 1F1B.
+        // the micro-batches divide by pp, as Megatron-LM's interleaved schedule needs; otherwise 1F1B. Stated
+        // first/last-rank counts must leave the other ranks a whole number of layers per chunk.
         const std::string sched = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " + text(pl, "techniques"));
         const int microBatches = plan.globalBatch / (plan.microBatch * plan.dp);
+        auto fitsStated = [&](int cand) {
+            if (statedFirst == 0 && statedLast == 0) return true;
+            int rest = model.layers, ranks = plan.pp;
+            if (statedFirst > 0) rest -= statedFirst, --ranks;
+            if (statedLast > 0) rest -= statedLast, --ranks;
+            return (statedFirst == 0 || statedFirst >= cand) && (statedLast == 0 || statedLast >= cand) &&
+                   (ranks == 0 ? rest == 0 : rest > 0 && rest % (ranks * cand) == 0);
+        };
         int v = 1;
         if (contains(sched, "interleav") && microBatches % plan.pp == 0) {
             for (int extra : {0, 2}) {
                 for (int cand = (model.layers + extra) / (2 * plan.pp); cand >= 2 && v == 1; --cand)
-                    if ((model.layers + extra) % (plan.pp * cand) == 0) v = cand;
+                    if ((model.layers + extra) % (plan.pp * cand) == 0 && fitsStated(cand)) v = cand;
                 if (v > 1) break;
             }
         }
@@ -375,10 +399,21 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         for (const auto& v : pl["pipeline_layers"])
             if (v.is_number_integer()) plan.pipelineLayers.push_back(v.get<int>());
     }
-    for (const char* key : {"first_stage_layers", "num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"})
-        if (auto v = integer(pl, key); v && *v > 0) plan.firstStageLayers = static_cast<int>(*v);
-    for (const char* key : {"last_stage_layers", "num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"})
-        if (auto v = integer(pl, key); v && *v > 0) plan.lastStageLayers = static_cast<int>(*v);
+    plan.firstStageLayers = statedFirst;
+    plan.lastStageLayers = statedLast;
+    if (vppInferred && plan.vpp > 1 && (statedFirst % plan.vpp != 0 || statedLast % plan.vpp != 0)) {
+        // The vpp is tessel's reading, not the record's: first/last-rank counts it does not divide are the
+        // record's schedule, not Megatron-LM's rule (which would refuse them). Llama 3's 405B run "reduces one
+        // Transformer layer each from the first and the last stages" under its interleaved schedule (Llama Team
+        // 2024, arXiv:2407.21783 §3.3.2): the missing layer comes off the chunk with the embedding or the loss.
+        const auto chunks = firstLastChunkLayers(model.layers, plan.pp, plan.vpp, statedFirst, statedLast);
+        if (!chunks.empty()) {
+            plan.pipelineLayers = chunks;
+            plan.firstStageLayers = plan.lastStageLayers = 0;
+            assume("first/last pipeline ranks as stated under the inferred vpp " + std::to_string(plan.vpp) +
+                   ": the layers they lack come off the chunk with the embedding / the loss (" + pipelineSplitText(chunks) + ")");
+        }
+    }
     if (plan.pipelineLayers.empty() && plan.firstStageLayers == 0 && plan.lastStageLayers == 0 &&
         model.layers % (plan.pp * plan.vpp) != 0) {
         plan.pipelineSplit = contains(lower(text(pl, "pipeline_split")), "balanced") ? PipelineSplit::Balanced

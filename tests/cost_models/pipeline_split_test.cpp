@@ -46,6 +46,26 @@ TEST(PipelineSplit, BalancedByHand) {
     EXPECT_EQ(balancedPipelineLayers(9, 2, 2, 0.0, 1.0), (std::vector<int>{2, 2, 3, 2}));
 }
 
+TEST(PipelineSplit, FirstLastRanksUnderAnInterleavedScheduleByHand) {
+    // Chunk-major (virtual stage c x pp + rank). 10 layers, pp 2, vpp 2, first rank 4, last 6: even chunks.
+    EXPECT_EQ(firstLastChunkLayers(10, 2, 2, 4, 6), (std::vector<int>{2, 3, 2, 3}));
+    // First rank 3 over 2 chunks: its chunk 0 (the embedding's) takes the missing layer; last rank 5: its last
+    // chunk (the loss's) takes it.
+    EXPECT_EQ(firstLastChunkLayers(8, 2, 2, 3, 5), (std::vector<int>{1, 3, 2, 2}));
+    // Llama 3 405B: 7 + 8 x 14 + 7 over 16 ranks x 4 chunks: 1,2 x 62,1.
+    const std::vector<int> meta = firstLastChunkLayers(126, 16, 4, 7, 7);
+    ASSERT_EQ(meta.size(), 64u);
+    EXPECT_EQ(meta.front(), 1);
+    EXPECT_EQ(meta.back(), 1);
+    EXPECT_EQ(std::count(meta.begin(), meta.end(), 2), 62);
+    // Only the first rank stated: the others share the rest.
+    EXPECT_EQ(firstLastChunkLayers(11, 3, 2, 3, 0), (std::vector<int>{1, 2, 2, 2, 2, 2}));
+    // Impossible: the rest does not share evenly, a rank with fewer layers than chunks, or one rank.
+    EXPECT_TRUE(firstLastChunkLayers(10, 3, 2, 3, 0).empty());
+    EXPECT_TRUE(firstLastChunkLayers(9, 2, 4, 3, 6).empty());
+    EXPECT_TRUE(firstLastChunkLayers(8, 1, 2, 3, 0).empty());
+}
+
 TEST(PipelineSplit, EndsAsLayersIsMegatronsAccounting) {
     // --account-for-embedding/loss-in-pipeline-split: L + 2 units over pp; BLOOM-176B (70 layers, pp 12) and
     // Llama 3 405B (126 layers, pp 16) as their authors split them.

@@ -348,6 +348,28 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     c = load(r);
     EXPECT_EQ(c.scenario.plan.vpp, 1);
     EXPECT_TRUE(mentions(c.assumptions, "no split of two layers per virtual stage fits"));
+
+    // Meta's own words on top: one layer fewer on the first and the last stage. The inferred vpp 4 does not
+    // divide 7, which Megatron-LM's rule would refuse; the vpp is tessel's reading, so the missing layer comes
+    // off the chunk with the embedding / the loss instead.
+    r["plan"]["global_batch"] = 64 * 32;
+    r["plan"]["first_stage_layers"] = 7;
+    r["plan"]["last_stage_layers"] = 7;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 4);
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "1,2x62,1");
+    EXPECT_TRUE(mentions(c.assumptions, "the layers they lack come off the chunk with the embedding / the loss (1,2x62,1)"));
+    // A vpp the stated ranks cannot take is not inferred: a first rank of 3 layers cannot fill 4 chunks, so two
+    // layers per virtual stage gives way to vpp 2 (first rank 1 + 2, the others 4 + 4, the last 6 + 5).
+    r["plan"]["first_stage_layers"] = 3;
+    r["plan"]["last_stage_layers"] = 11;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 2);
+    EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 0, 0), 1);
+    EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 0, 1), 2);
+    EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 15, 0), 6);
+    EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 15, 1), 5);
+    EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 7, 1), 4);
 }
 
 TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {

@@ -180,5 +180,11 @@ bool evenPipelineSplit(const ModelConfig& model, const Plan& plan);
 // layers' worth of time; each virtual stage gets at least one layer, a rank's layers are spread evenly over
 // its chunks (earlier chunks take the remainder).
 std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers);
+// First and last pipeline ranks holding `first` and `last` layers (0: as many as the others) under an interleaved
+// schedule whose vpp does not divide them: the other ranks share the rest evenly over their chunks, and a rank's
+// missing layers come off the chunk that holds its embedding (the first rank's chunk 0) or its output layer and
+// loss (the last rank's last chunk), as Llama 3's 405B run split 126 layers over 16 ranks. Per virtual stage,
+// chunk-major; empty when no such split gives every virtual stage a layer.
+std::vector<int> firstLastChunkLayers(int layers, int pp, int vpp, int first, int last);
 
 } // namespace tessel
