@@ -2,6 +2,7 @@
 #include "tessel/cost/compute.hpp"
 
 #include "tessel/cost/framework.hpp"
+#include "tessel/cost/memory.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -202,8 +203,34 @@ double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDi
 
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { return kernelSeconds(op, cluster, dtype); }
 
+namespace {
+// Adding this micro-batch's weight gradients of `parameters` (held by the rank, before ZeRO sharding) into the
+// step's accumulated gradients: a memory-bound weight-gradient op (FORMULAS.md §3.4, gradient accumulation).
+void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
+                         const PrecisionRecipe& recipe) {
+    const double perParameter = gradAccumulationBytesPerParameter(
+        plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(), plan.microBatchesPerStep(), recipe.weightBytes,
+        recipe.gradBytes, recipe.computeDtype == Dtype::Bf16, recipe.autocast);
+    if (!(perParameter > 0.0) || !(parameters > 0.0)) return;
+    OpCost op = memoryOp("grad_accumulate", "grad_accumulate_backward", perParameter * parameters);
+    op.seconds = opSeconds(op, cluster, recipe.computeDtype);
+    b.backwardWeight.add(op);
+}
+
+BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
+                             const PrecisionRecipe& recipe);
+} // namespace
+
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe) {
+    BlockCompute b = layerComputeOps(model, cluster, plan, recipe);
+    addGradAccumulation(b, layerParameters(model, plan).total(), cluster, plan, recipe);
+    return b;
+}
+
+namespace {
+BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
+                             const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
     const int e = s.activationBytes;
     const double T = d(s.tokens), h = d(s.hidden);
@@ -361,6 +388,7 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
     }
     return b;
 }
+} // namespace
 
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {
     return plan.recompute == Recompute::Selective && plan.framework.name == "torchtitan" && !model.moe &&
@@ -391,6 +419,7 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
         b.recompute.add(op);
         b.recompute.modelFlops -= op.modelFlops;
     }
+    addGradAccumulation(b, embeddingParameters(model, plan), cluster, plan, recipe);
     return b;
 }
 
@@ -426,6 +455,7 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
     }
     finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
+    addGradAccumulation(b, headParameters(model, plan), cluster, plan, recipe);
     return b;
 }
 

@@ -3,6 +3,7 @@
 
 #include "tessel/cost/json_reader.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <regex>
 #include <utility>
@@ -81,6 +82,43 @@ bool fp8ParamGatherDefault(const FrameworkSettings& f) {
     return year == 0 || year >= 2025;
 }
 } // namespace
+
+double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
+                                         int microBatches, int weightBytes, int accumulateBytes, bool bf16, bool autocast) {
+    const double m = std::max(1, microBatches);
+    const double w = weightBytes, g = accumulateBytes;
+    // AccumulateGrad: the first micro-batch's gradient becomes .grad; each later one is added in place (reads
+    // both, writes one).
+    const double autograd = 3.0 * w * (m - 1.0) / m;
+    const double shards = std::max(1, zeroShards);
+    if (f.name == "fsdp" || f.name == "torchtitan") {
+        // FSDP reduce-scatters every micro-batch's gradients and adds the new shard into the saved one
+        // (torch.distributed.fsdp _runtime_utils _accumulate_sharded_grad; FSDP2 likewise).
+        return 3.0 * g * (m - 1.0) / m / shards;
+    }
+    if (f.name == "megatron" || f.name == "nemo" || f.name == "megascale") {
+        // Megatron-LM from 2022-02 (83b1e42f "gradient accumulation fusion", on by default where APEX's
+        // fused_weight_gradient_mlp_cuda is built: every NGC container): the weight-gradient GEMM accumulates into
+        // main_grad. Before it, the local DDP's hook ran param.main_grad.add_(param.grad) after every micro-batch's
+        // backward (megatron/model/distributed.py, 2021), torch DDP left autograd to accumulate under no_sync.
+        const int year = frameworkYear(f);
+        if (f.name != "megatron" || year == 0 || year >= 2022) return 0.0;
+        if (f.ddpImpl.value_or("local") == "torch") return autograd;
+        return 2.0 * g + w;
+    }
+    if (f.name == "deepspeed") {
+        // ZeRO-2/3: each micro-batch's reduced partition is added to the fp32 partition (stage_1_and_2.py
+        // averaged_gradients / stage3 fp32 partitioned grads).
+        if (zeroStage >= 2) return (2.0 * 4.0 + w) / shards;
+        // The pipeline engine calls the bf16 optimizer's update_hp_grads after every backward micro-batch
+        // (runtime/pipe/engine.py _exec_backward_pass; bf16_optimizer.py adds lp grads into fp32 hp grads).
+        if (pp > 1 && bf16) return 2.0 * 4.0 + w;
+        return autograd;
+    }
+    // Generic: the best case, but for autocast over fp32 parameters, which is plain PyTorch's (HF Trainer,
+    // Lightning, nanoGPT: autograd accumulates the fp32 .grad).
+    return autocast ? autograd : 0.0;
+}
 
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage) {
     OverlapSettings o;

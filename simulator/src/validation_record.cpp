@@ -521,6 +521,16 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         }
     }
 
+    // Megatron-LM keeps fp16 models' main gradients in fp16: --accumulate-allreduce-grads-in-fp32 is a store_true
+    // flag that only --bf16 forces on (megatron/arguments.py, 2021 to today).
+    const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16")) && !contains(prec, "bf16") &&
+                          !contains(prec, "bfloat16");
+    if (framework == "megatron" && fp16Only && !plan.framework.gradReduceInFp32 && !contains(plan.precision, "fp8")) {
+        plan.framework.gradReduceInFp32 = false;
+        assume("fp16 under Megatron-LM: main gradients accumulated and all-reduced in fp16 (--accumulate-allreduce-grads-in-fp32 "
+               "not stated; only --bf16 forces it)");
+    }
+
     // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use (a replica count, or the
     // size of a shard group). FSDP's HYBRID_SHARD shards inside a node and replicates across nodes. A count that
     // is not positive or does not split the group is a refusal naming it, never a silent full shard.

@@ -2,8 +2,12 @@
 #include "test_support.hpp"
 
 #include "tessel/cost/compute.hpp"
+#include "tessel/cost/framework.hpp"
+#include "tessel/cost/memory.hpp"
 
 #include <gtest/gtest.h>
+
+#include <optional>
 
 namespace tessel {
 namespace {
@@ -284,6 +288,59 @@ TEST(Compute, OptimizerIsMemoryBoundOverLocalParameters) {
     EXPECT_DOUBLE_EQ(op.seconds, 44e9 / 2e12);
     // Without a master copy (the weights are the master) there is nothing to copy.
     EXPECT_DOUBLE_EQ(kernel_cost::optimizerAuxBytes(1e9, *findPrecisionRecipe("cpu_fp32")), 8e9);
+}
+
+TEST(Compute, GradientAccumulationBytesByFrameworkByHand) {
+    auto fw = [](std::string name, std::string version = "", std::optional<std::string> ddp = std::nullopt) {
+        FrameworkSettings f;
+        f.name = std::move(name);
+        f.version = std::move(version);
+        f.ddpImpl = std::move(ddp);
+        return f;
+    };
+    // Megatron-LM 2021, local DDP: main_grad.add_(grad) every micro-batch, fp32 main grads: 4 + 4 + 2.
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 4, 2, 4, true, false), 10.0);
+    // fp16 main grads: 2 + 2 + 2, and also for one micro-batch (the hook runs anyway).
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 1, 2, 2, false, false), 6.0);
+    // torch DDP under no_sync: autograd adds from the second micro-batch on: 3 x 2 x 3/4.
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021", "torch"), 1, 0, 8, 4, 2, 4, true, false), 4.5);
+    // Gradient accumulation fusion (2022 on), NeMo, MegaScale, the generic best case: nothing apart.
+    for (const auto& f : {fw("megatron", "2022"), fw("megatron"), fw("nemo", "24.07"), fw("megascale"), fw("generic")})
+        EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, true, false), 0.0) << f.name;
+    // Plain PyTorch under autocast: fp32 .grad, autograd's add: 3 x 4 x 7/8.
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("generic"), 1, 0, 8, 8, 4, 4, true, true), 10.5);
+    // DeepSpeed: bf16 under the pipeline engine (update_hp_grads every micro-batch: 4 + 4 + 2), fp16 or no
+    // pipeline (autograd), ZeRO-2 (the reduced partition into the fp32 one, 1/8 of it).
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, true, false), 10.0);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, false, false), 4.5);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 1, 2, 8, 4, 2, 2, true, false), 10.0 / 8.0);
+    // FSDP: the new shard added to the saved one (fp32 reduce): 3 x 4 x 3/4 / 8 shards; one micro-batch: none.
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 4, 4, 4, true, false), 1.125);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 1, 4, 4, true, false), 0.0);
+}
+
+TEST(Compute, GradientAccumulationIsAWeightGradientPassOverTheLayersParameters) {
+    // 4 layers of hidden 1024 at tp 4: each rank holds 12 h^2 / 4 + biases and norms per layer. Megatron-LM 2021's
+    // local DDP adds 10 B per parameter per micro-batch at 2 TB/s; the 2022 run fuses it into the dW GEMM.
+    const Tp4Case k;
+    Plan old = k.p;
+    old.globalBatch = 8;   // 2 micro-batches per rank
+    old.framework.name = "megatron";
+    old.framework.version = "2021";
+    Plan fused = old;
+    fused.framework.version = "2022";
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute a = layerCompute(k.m, k.c, old, recipe), b = layerCompute(k.m, k.c, fused, recipe);
+    const double params = layerParameters(k.m, old).total();
+    // The round cluster: 2 TB/s at full efficiency, no kernel overhead.
+    EXPECT_NEAR(a.backwardWeight.seconds - b.backwardWeight.seconds, 10.0 * params / 2e12, 1e-12);
+    EXPECT_DOUBLE_EQ(a.forward.seconds, b.forward.seconds);
+    EXPECT_DOUBLE_EQ(a.backwardInput.seconds, b.backwardInput.seconds);
+    // The embedding and the head add theirs too.
+    EXPECT_NEAR(embeddingCompute(k.m, k.c, old, recipe).backwardWeight.seconds - embeddingCompute(k.m, k.c, fused, recipe).backwardWeight.seconds,
+                10.0 * embeddingParameters(k.m, old) / 2e12, 1e-12);
+    EXPECT_NEAR(headCompute(k.m, k.c, old, recipe).backwardWeight.seconds - headCompute(k.m, k.c, fused, recipe).backwardWeight.seconds,
+                10.0 * headParameters(k.m, old) / 2e12, 1e-12);
 }
 
 // The CUDA executor's GEMM attention, counted by hand for 1 sequence, 2 query heads, s_q = s_kv = 4, d = 8, bf16:

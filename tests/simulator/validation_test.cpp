@@ -231,6 +231,16 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     trainer["plan"]["framework"] = "Hugging Face Trainer + DeepSpeed ZeRO-2";
     trainer["plan"]["zero"] = 2;
     EXPECT_NE(load(trainer).scenario.plan.precision, "amp");
+    // fp16 under Megatron-LM keeps fp16 main gradients (only --bf16 forces --accumulate-allreduce-grads-in-fp32):
+    // 2 B of gradient per parameter, said; bf16, or a record that states fp32 accumulation, keeps fp32.
+    nlohmann::json fp16 = record();
+    fp16["system"]["precision"] = "fp16 mixed precision (script: --fp16)";
+    const ValidationCase half = load(fp16);
+    EXPECT_EQ(precisionRecipeOf(half.scenario.plan).gradBytes, 2);
+    EXPECT_TRUE(mentions(half.assumptions, "main gradients accumulated and all-reduced in fp16"));
+    EXPECT_EQ(precisionRecipeOf(load(record()).scenario.plan).gradBytes, 4);
+    fp16["plan"]["accumulate_allreduce_grads_in_fp32"] = true;
+    EXPECT_EQ(precisionRecipeOf(load(fp16).scenario.plan).gradBytes, 4);
     // PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper; an A100 has no cuDNN figure and keeps
     // FlashAttention-2.
     nlohmann::json late = r;

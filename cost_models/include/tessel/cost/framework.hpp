@@ -80,6 +80,18 @@ bool fp8ParamGatherOf(const FrameworkSettings& f);
 // torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
 bool eagerLossOf(const FrameworkSettings& f);
 
+// Bytes moved per parameter a rank holds, per micro-batch (averaged over the step's micro-batches), to add each
+// micro-batch's weight gradients into what the step accumulates (FORMULAS.md §3.4, gradient accumulation): 0
+// where the weight-gradient GEMM accumulates in place (Megatron-LM's gradient_accumulation_fusion, from 2022;
+// the generic best case); Megatron-LM's local DDP before it, main_grad.add_(grad) every micro-batch: 2 g + w;
+// autograd's .grad += new_grad from the second micro-batch on: 3 w (m - 1)/m (torch DDP under no_sync,
+// DeepSpeed fp16, plain PyTorch); DeepSpeed's bf16 optimizer under its pipeline engine, update_hp_grads every
+// micro-batch: 2 x 4 + w; ZeRO-2/3 and FSDP add each micro-batch's reduced shard into the accumulated one, 1/shard
+// of that; a generic plan under autocast is plain PyTorch (autograd's). w: the gradient's bytes (the weights'
+// width), g: the accumulation buffer's.
+double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
+                                         int microBatches, int weightBytes, int accumulateBytes, bool bf16, bool autocast);
+
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
 // "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather"); problems carry their JSON pointers.
