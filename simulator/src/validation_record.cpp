@@ -361,7 +361,12 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         // Llama 3.1 405B pp 8 vp 8), where the layers (or the layers plus embedding and loss) split evenly and
         // the micro-batches divide by pp, as Megatron-LM's interleaved schedule needs; otherwise 1F1B. Stated
         // first/last-rank counts must leave the other ranks a whole number of layers per chunk.
-        const std::string sched = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " + text(pl, "techniques"));
+        std::string sched = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " + text(pl, "techniques"));
+        // The record's notes count where they say it and never deny it ("non-interleaved", "without interleaving"
+        // anywhere in them leaves the notes out: a note that says both is no reading).
+        const std::string notes = lower(text(rec, "notes"));
+        if (contains(notes, "interleav") && !std::regex_search(notes, std::regex(R"((non|not|without|no)[- ]+interleav)")))
+            sched += " " + notes;
         const int microBatches = plan.globalBatch / (plan.microBatch * plan.dp);
         auto fitsStated = [&](int cand) {
             if (statedFirst == 0 && statedLast == 0) return true;

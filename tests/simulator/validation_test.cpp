@@ -352,6 +352,14 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     c = load(r);
     EXPECT_EQ(c.scenario.plan.vpp, 1);
     EXPECT_TRUE(mentions(c.assumptions, "vpp not stated: 1"));
+    // The record's notes say it: interleaved; notes that also deny it somewhere are no reading.
+    r["notes"] = "Meta's 4D parallelism: interleaved 1F1B with tuned micro-batches per stage (section 3.3.2).";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 4);
+    r["notes"] = "the paper mentions the interleaved schedule, but this size ran non-interleaved";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 1);
+    r.erase("notes");
     // Micro-batches that pp does not divide cannot interleave in Megatron-LM: 1F1B, said so.
     r["plan"]["schedule"] = "interleaved";
     r["plan"]["global_batch"] = 64 * 15;
