@@ -50,7 +50,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                 << onOff(ov.backwardPrefetch);
         out << ", " << (ov.fusedKernels ? "fused" : "eager PyTorch") << " elementwise kernels";
         if (const auto* named = findPrecisionRecipe(pl.precision); named && named->gradBytes != precisionRecipeOf(pl).gradBytes)
-            out << ", bf16 main gradients";
+            out << ", 16-bit main gradients";
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
         if (pl.framework.attentionUnpad.value_or(false) && pl.flashAttention)
             out << ", attention on unpadded q/k/v (llm-foundry's gathers)";
