@@ -3,6 +3,7 @@
 #include "scenario_flags.hpp"
 #include "table.hpp"
 
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/report.hpp"
 #include "tessel/sim/export.hpp"
@@ -45,7 +46,9 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << ": grad reduce overlap " << onOff(ov.overlapGradReduce) << ", param gather overlap "
             << onOff(ov.overlapParamGather) << ", TP overlap " << onOff(ov.tpCommOverlap) << ", async TP grad "
             << onOff(ov.asyncTpGradReduce) << ", p2p overlap " << onOff(ov.overlapP2pComm);
-        if (pl.zeroStage == 3)
+        if (fsdpGathersOncePerStep(pl.framework, pl.pp, pl.zeroStage))
+            out << ", parameters gathered once a step and gradients reduced once (FSDP under torchtitan's pipelining)";
+        else if (pl.zeroStage == 3)
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
         out << ", " << (ov.fusedKernels ? "fused" : "eager PyTorch") << " elementwise kernels";

@@ -120,6 +120,10 @@ double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int
     return autocast ? autograd : 0.0;
 }
 
+bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
+    return f.name == "torchtitan" && pp > 1 && zeroStage >= 3 && !f.reshardAfterForward.value_or(false);
+}
+
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage) {
     OverlapSettings o;
     const int year = frameworkYear(f);

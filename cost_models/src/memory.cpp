@@ -357,7 +357,14 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (last && t.residualBytes > e) st.activationsBytes += headInFlight * e * t.vocabLocal * h;
 
     OtherMemory& o = st.other;
-    if (z >= 3) o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
+    if (fsdpGathersOncePerStep(plan.framework, plan.pp, z)) {
+        // Gathered once a step and kept: the stage's whole unsharded copy, and its unsharded gradients accumulated in
+        // the reduce dtype until the step's one reduce-scatter (FSDP2's to_accumulated_grad_if_needed).
+        st.weightsBytes += params.total() * recipe.paramGatherBytes();
+        st.gradsBytes += params.total() * recipe.gradReduceBytes();
+    } else if (z >= 3) {
+        o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
+    }
     if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step

@@ -3,6 +3,7 @@
 #include "tessel/sim/schedule.hpp"
 
 #include "tessel/cost/errors.hpp"
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
 
 #include <algorithm>
@@ -244,8 +245,12 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         }
         std::vector<int> gradCollectives;   // indices the optimizer waits for
         int previousCompute = -1;
+        // FSDP under torchtitan's pipelining: each chunk gathered once a step, reduced once (fsdpGathersOncePerStep).
+        const bool oncePerStep = fsdpGathersOncePerStep(plan.framework, plan.pp, plan.zeroStage);
+        std::set<int> gatheredChunks;
         auto zero3Gather = [&](const Action& c, const char* name, bool prefetch) {
             if (plan.zeroStage < 3) return -1;
+            if (oncePerStep && (c.kind != ActionKind::Forward || !gatheredChunks.insert(c.chunk).second)) return -1;
             int last = -1;
             forEachShardedPart(chunkParams(model, plan, s, c.chunk, layersOf(s, c.chunk)), plan,
                                [&](double params, GroupKind group, const char* suffix) {
@@ -369,7 +374,9 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             }
             const bool producesGrads = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
             if (producesGrads) {
-                if (plan.zeroStage >= 2) gradReduce(idx, c, true, ov.overlapGradReduce);
+                if (oncePerStep) {
+                    if (lastGradOfChunk[c.chunk] == i) gradReduce(idx, c, false, true);
+                } else if (plan.zeroStage >= 2) gradReduce(idx, c, true, ov.overlapGradReduce);
                 else if (lastGradOfChunk[c.chunk] == i) {
                     if (ov.overlapGradReduce) gradReduce(idx, c, false, true);
                     else deferredChunks.push_back(c.chunk);

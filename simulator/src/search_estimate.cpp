@@ -478,6 +478,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const int z = plan.zeroStage;
     const OverlapSettings& ov = ctx.overlapOf(plan);
     DpCosts out;
+    const bool oncePerStep = fsdpGathersOncePerStep(plan.framework, plan.pp, z);
     for (int slot = 0; slot < 2; ++slot) {
         const int stage = slot == 0 ? 0 : p - 1;
         double minLastBucket = std::numeric_limits<double>::infinity();
@@ -496,8 +497,11 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                 const bool ok = part == 0 ? dataParallel : expertDataParallel;
                 const GroupPlacement& g = part == 0 ? place.dense : place.expert;
                 if (params <= 0.0 || !ok) continue;
-                // ZeRO-3 gathers the chunk's weights before every forward and backward.
-                if (z >= 3)
+                // ZeRO-3 gathers the chunk's weights before every forward and backward; FSDP under torchtitan's
+                // pipelining once a step, and reduces once (schedule.cpp, fsdpGathersOncePerStep).
+                if (z >= 3 && oncePerStep)
+                    out.perStep[static_cast<size_t>(slot)] += cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
+                else if (z >= 3)
                     out.perMicroBatch[static_cast<size_t>(slot)] +=
                         (ov.reshardAfterForward ? 2.0 : 1.0) * cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
                 const int buckets = z >= 3 ? 1 : layersPerChunk;
@@ -509,7 +513,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                     bucket += cost(Primitive::AllReduce, params * recipe.gradReduceBytes() / buckets / shards,
                                    part == 0 ? place.denseReplicas : place.expertReplicas);
                 }
-                (z >= 2 ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
+                (z >= 2 && !oncePerStep ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
                 reduceTotal += buckets * bucket;
                 lastBucket += bucket;
                 if (z == 1 || z == 2) {

@@ -46,13 +46,14 @@ python3 -c "
 import json; d=json.load(open('$tmp/nemo.json')); o=d['overall']
 assert o['records']==18 and o['predicted']==18 and o['median_abs_step_error'] <= 0.10, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "check set within its guard" $?
-# torchtitan's own H100 benchmarks (eager and compiled, BF16 and Float8; measured 9.4% median step error,
-# 2.4% median peak-memory error, every run predicted to fit).
+# torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
+# (CP, TP, PP: 8B to 405B on 8-512 GPUs); measured 13.8% median step error, 4.6% median peak-memory error, every
+# run predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_torchtitan_h100.json" >"$tmp/tt.json" 2>/dev/null; check "torchtitan set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
-assert o['records']==6 and o['median_abs_step_error'] <= 0.15, o
-assert o['median_abs_memory_error'] <= 0.05, o
+assert o['records']==18 and o['median_abs_step_error'] <= 0.16, o
+assert o['median_abs_memory_error'] <= 0.06, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
 # The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 4.2% median, 25.3% max,
 # mean -3.3%; per-size medians -5.5% (760M) to +0.5% (13B); 154 of 158 predicted to fit): what the shared rows

@@ -72,6 +72,28 @@ TEST(MemoryHand, Llama70bZero3Over32Gpus) {
     EXPECT_DOUBLE_EQ(st.other.zero3GatherBytes, 2.0 * 2.0 * static_cast<double>(counts.perLayer()));
 }
 
+// torchtitan's FSDP under pipelining keeps each stage's parameters gathered for the whole step and its gradients
+// unsharded until the one reduce-scatter: on top of the 16 B / shards of state, the gathered copy (2 B, FSDP's
+// bf16 param_dtype) and the fp32 accumulated gradients (4 B, its reduce_dtype) of every parameter of the stage;
+// no per-layer gather buffers.
+TEST(MemoryHand, TorchtitanPipelinedFsdpKeepsTheStageGatheredAndItsGradientsUnsharded) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    Plan p = llama70bZero3Over32();
+    p.dp = 8;
+    p.pp = 4;
+    p.globalBatch = 32;
+    p.precision = "fsdp";
+    p.framework.name = "torchtitan";
+    const auto& st = predictMemory(m, c, p).stages[1];
+    EXPECT_NEAR(st.weightsBytes + st.gradsBytes + st.optimizerBytes, st.parameters * (16.0 / 8.0 + 2.0 + 4.0), 1.0);
+    EXPECT_DOUBLE_EQ(st.other.zero3GatherBytes, 0.0);
+    p.framework.reshardAfterForward = true;
+    const auto& resharded = predictMemory(m, c, p).stages[1];
+    EXPECT_NEAR(resharded.weightsBytes + resharded.gradsBytes + resharded.optimizerBytes, resharded.parameters * 16.0 / 8.0, 1.0);
+    EXPECT_GT(resharded.other.zero3GatherBytes, 0.0);
+}
+
 // Hybrid sharding over 4 replicas of 8 ranks: each GPU keeps 16 B / 8 per parameter, four times full sharding's,
 // and nothing else changes (the gather buffers hold the same full layers).
 TEST(MemoryHand, Llama70bHybridShardingKeepsAShardOfEightRanks) {

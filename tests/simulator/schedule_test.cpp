@@ -157,6 +157,41 @@ TEST(ScheduleContent, DataParallelCollectivesPerZeroStage) {
     EXPECT_EQ(count(0, "embedding_grad_all_reduce"), 1); // tied embeddings on stages 0 and 1
 }
 
+// torchtitan's FSDP under pipelining (parallelize_llama.py, PipelineStage): no resharding after forward and
+// gradients synced on the last backward only, so each chunk is gathered once a step and reduce-scattered once,
+// after its last backward; a plan that states reshard_after_forward true gathers per micro-batch again.
+TEST(ScheduleContent, TorchtitanPipelinedFsdpGathersAndReducesOnceAStep) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    auto count = [&](Plan p, const std::string& name, int stage = 0) {
+        ActionSchedule s = buildSchedule(model, p);
+        int n = 0;
+        for (const auto& a : s.stages[static_cast<size_t>(stage)].actions) n += a.kind == ActionKind::Collective && a.name == name;
+        return n;
+    };
+    auto fsdp = [](const char* framework, Schedule schedule, int vpp) {
+        Plan p = pipelinePlan(2, 8, schedule, vpp);
+        p.dp = 2;
+        p.zeroStage = 3;
+        p.framework.name = framework;
+        return p;
+    };
+    Plan p = fsdp("torchtitan", Schedule::OneFOneB, 1);
+    EXPECT_EQ(count(p, "zero3_all_gather_params_fwd"), 1);
+    EXPECT_EQ(count(p, "zero3_all_gather_params_bwd"), 0);
+    EXPECT_EQ(count(p, "dp_reduce_scatter_grads"), 1);
+    EXPECT_EQ(count(p, "dp_reduce_scatter_grads", 1), 1);
+    // Interleaved: once per model chunk.
+    const Plan v = fsdp("torchtitan", Schedule::Interleaved1F1B, 2);
+    EXPECT_EQ(count(v, "zero3_all_gather_params_fwd"), 2);
+    EXPECT_EQ(count(v, "dp_reduce_scatter_grads"), 2);
+    // Stated resharding, FSDP outside torchtitan, or no pipeline: per micro-batch, as before.
+    p.framework.reshardAfterForward = true;
+    EXPECT_EQ(count(p, "zero3_all_gather_params_fwd"), 4);
+    const Plan f = fsdp("fsdp", Schedule::OneFOneB, 1);
+    EXPECT_EQ(count(f, "zero3_all_gather_params_fwd"), 4);
+    EXPECT_EQ(count(f, "dp_reduce_scatter_grads"), 4);
+}
+
 // Hybrid sharding: ZeRO's collectives run inside a replica's shard group, and every gradient reduce-scatter is
 // followed by an all-reduce of its shard across the replicas (1/shard of its bytes), which the optimizer waits for.
 TEST(ScheduleContent, HybridShardingReducesInsideTheShardAndAllReducesAcrossReplicas) {

@@ -92,6 +92,12 @@ bool eagerLossOf(const FrameworkSettings& f);
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                          int microBatches, int weightBytes, int accumulateBytes, bool bf16, bool autocast);
 
+// FSDP under torch.distributed.pipelining as torchtitan runs it (parallelize_llama.py at 9dec370: with pp > 1 no
+// block reshards after forward; PipelineStage syncs gradients on the last backward only): a stage gathers its
+// parameters once a step and keeps them, accumulates unsharded gradients in the reduce dtype, and reduce-scatters
+// them once at the step's end (FORMULAS.md §2, §5). A plan that states reshard_after_forward true does not.
+bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
+
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
 // "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather"); problems carry their JSON pointers.
