@@ -339,6 +339,14 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     } else if (auto ga = integer(pl, "grad_accum"); ga && *ga > 0 && plan.globalBatch % (*ga * plan.dp) == 0) {
         plan.microBatch = static_cast<int>(plan.globalBatch / (*ga * plan.dp));
         assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
+    } else if (plan.pp == 1 && (framework == "fsdp" || framework == "torchtitan" || framework == "deepspeed") &&
+               plan.globalBatch % plan.dp == 0) {
+        // Without a pipeline these frameworks take one micro-batch a step unless told to accumulate (DeepSpeed's
+        // gradient_accumulation_steps, Composer's device_train_microbatch_size, torchtitan's and plain training
+        // loops' accumulation all default to none); 1 would multiply ZeRO-3's per-micro-batch gathers.
+        plan.microBatch = plan.globalBatch / plan.dp;
+        assume("micro_batch not stated: global_batch / dp = " + std::to_string(plan.microBatch) + ", no gradient accumulation (" +
+               framework + "'s default)");
     } else {
         plan.microBatch = 1;
         assume("micro_batch not stated: 1 (the Megatron-LM default)");

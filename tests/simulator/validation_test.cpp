@@ -231,6 +231,18 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     trainer["plan"]["framework"] = "Hugging Face Trainer + DeepSpeed ZeRO-2";
     trainer["plan"]["zero"] = 2;
     EXPECT_NE(load(trainer).scenario.plan.precision, "amp");
+    // A sharded-data-parallel run without a pipeline that states no micro-batch takes one a step (no
+    // accumulation: the frameworks' default); Megatron-LM's default stays 1.
+    nlohmann::json fsdpRun = trainer;
+    fsdpRun["plan"]["framework"] = "FSDP (metaseq)";
+    fsdpRun["plan"]["zero"] = 3;
+    fsdpRun["plan"].erase("micro_batch");
+    const ValidationCase noAccumulation = load(fsdpRun);
+    EXPECT_EQ(noAccumulation.scenario.plan.microBatch, 64 / 32);
+    EXPECT_TRUE(mentions(noAccumulation.assumptions, "no gradient accumulation"));
+    nlohmann::json megatronRun = record();
+    megatronRun["plan"].erase("micro_batch");
+    EXPECT_EQ(load(megatronRun).scenario.plan.microBatch, 1);
     // fp16 under Megatron-LM keeps fp16 main gradients (only --bf16 forces --accumulate-allreduce-grads-in-fp32):
     // 2 B of gradient per parameter, said; bf16, or a record that states fp32 accumulation, keeps fp32.
     nlohmann::json fp16 = record();
