@@ -205,7 +205,7 @@ double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { 
 
 namespace {
 // Adding this micro-batch's weight gradients of `parameters` (held by the rank, before ZeRO sharding) into the
-// step's accumulated gradients: a memory-bound weight-gradient op (FORMULAS.md §3.4, gradient accumulation).
+// step's accumulated gradients: a memory-bound weight-gradient op (FORMULAS.md §3.6).
 void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
                          const PrecisionRecipe& recipe) {
     const double perParameter = gradAccumulationBytesPerParameter(

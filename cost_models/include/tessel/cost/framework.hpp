@@ -81,7 +81,7 @@ bool fp8ParamGatherOf(const FrameworkSettings& f);
 bool eagerLossOf(const FrameworkSettings& f);
 
 // Bytes moved per parameter a rank holds, per micro-batch (averaged over the step's micro-batches), to add each
-// micro-batch's weight gradients into what the step accumulates (FORMULAS.md §3.4, gradient accumulation): 0
+// micro-batch's weight gradients into what the step accumulates (FORMULAS.md §3.6): 0
 // where the weight-gradient GEMM accumulates in place (Megatron-LM's gradient_accumulation_fusion, from 2022;
 // the generic best case); Megatron-LM's local DDP before it, main_grad.add_(grad) every micro-batch: 2 g + w;
 // autograd's .grad += new_grad from the second micro-batch on: 3 w (m - 1)/m (torch DDP under no_sync,
