@@ -178,8 +178,15 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         if (auto tf = number(meas, "tflops_per_gpu"); tf && *tf > 0 && flops > 0) {
             c.measured.stepSeconds = flops / (*tf * 1e12 * gpus);
             c.measured.stepSource = ptr + "/measured/tflops_per_gpu";
-        } else if (auto mfu = number(meas, "mfu"); mfu && *mfu > 0 && *mfu < 1.5 && flops > 0 && peak > 0) {
-            c.measured.stepSeconds = flops / (*mfu * peak * gpus);
+        } else if (auto mfu = number(meas, "mfu"); mfu && *mfu > 0 && *mfu <= 100.0 && flops > 0 && peak > 0) {
+            // A fraction, or a percentage as tables print it (42 for 42%; no utilization exceeds 1.5).
+            const double fraction = *mfu < 1.5 ? *mfu : *mfu / 100.0;
+            if (*mfu >= 1.5) {
+                char text[48];
+                std::snprintf(text, sizeof text, "%g", *mfu);
+                c.assumptions.push_back(std::string("measured/mfu ") + text + " read as a percentage");
+            }
+            c.measured.stepSeconds = flops / (fraction * peak * gpus);
             c.measured.stepSource = ptr + "/measured/mfu";
         }
         if (c.measured.stepSeconds)
@@ -330,7 +337,23 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     plan.dp = impliedDp;
     auto gb = integer(pl, "global_batch");
     if (!gb || *gb <= 0) {
-        refusal = ptr + "/plan/global_batch: missing";
+        // A batch given in tokens (Meta's "Tokens/Batch", llm-foundry's "GlobalBatchSize (T)") is that many
+        // sequences of the model's length when it divides.
+        for (const char* key : {"global_batch_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens"}) {
+            const auto tokens = integer(pl, key);
+            if (!tokens || *tokens <= 0) continue;
+            if (*tokens % c.scenario.model.seqLen != 0) {
+                refusal = ptr + "/plan/" + key + ": " + std::to_string(*tokens) + " tokens are not a whole number of " +
+                          std::to_string(c.scenario.model.seqLen) + "-token sequences";
+                return;
+            }
+            gb = *tokens / c.scenario.model.seqLen;
+            assume("global_batch = " + std::string(key) + " / seq = " + std::to_string(*gb));
+            break;
+        }
+    }
+    if (!gb || *gb <= 0) {
+        refusal = ptr + "/plan/global_batch: missing (nor a batch in tokens: global_batch_tokens)";
         return;
     }
     plan.globalBatch = static_cast<int>(*gb);

@@ -243,6 +243,23 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     nlohmann::json megatronRun = record();
     megatronRun["plan"].erase("micro_batch");
     EXPECT_EQ(load(megatronRun).scenario.plan.microBatch, 1);
+    // MFU printed as a percentage reads as one, said; a batch given in tokens is that many sequences.
+    nlohmann::json pct = record();
+    pct["measured"] = {{"mfu", 42}};
+    nlohmann::json frac = record();
+    frac["measured"] = {{"mfu", 0.42}};
+    const ValidationCase percent = load(pct);
+    ASSERT_TRUE(percent.measured.stepSeconds.has_value());
+    EXPECT_DOUBLE_EQ(*percent.measured.stepSeconds, *load(frac).measured.stepSeconds);
+    EXPECT_TRUE(mentions(percent.assumptions, "measured/mfu 42 read as a percentage"));
+    nlohmann::json inTokens = record();
+    inTokens["plan"].erase("global_batch");
+    inTokens["plan"]["global_batch_tokens"] = 64 * 2048;
+    EXPECT_EQ(load(inTokens).scenario.plan.globalBatch, 64);
+    inTokens["plan"]["global_batch_tokens"] = 64 * 2048 + 1;
+    const auto uneven = loadValidationRecords(nlohmann::json::array({inTokens}), "runs.json");
+    EXPECT_NE(uneven[0].refusal.find("/plan/global_batch_tokens: 131073 tokens are not a whole number of 2048-token sequences"),
+              std::string::npos) << uneven[0].refusal;
     // fp16 under Megatron-LM keeps fp16 main gradients (only --bf16 forces --accumulate-allreduce-grads-in-fp32):
     // 2 B of gradient per parameter, said; bf16, or a record that states fp32 accumulation, keeps fp32.
     nlohmann::json fp16 = record();
@@ -559,7 +576,7 @@ TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     auto loaded = loadValidationRecords(nlohmann::json::array({record(), bad, tpu, 7}), "runs.json");
     ASSERT_EQ(loaded.size(), 4u);
     EXPECT_TRUE(loaded[0].validationCase.has_value());
-    EXPECT_EQ(loaded[1].refusal, "runs.json#/1/plan/global_batch: missing");
+    EXPECT_EQ(loaded[1].refusal, "runs.json#/1/plan/global_batch: missing (nor a batch in tokens: global_batch_tokens)");
     EXPECT_NE(loaded[2].refusal.find("runs.json#/2/system/gpu"), std::string::npos);
     EXPECT_NE(loaded[3].refusal.find("not an object"), std::string::npos);
     const ValidationReport report = validateRecords(loaded);
