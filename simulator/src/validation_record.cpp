@@ -161,6 +161,9 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     } else if (auto tpg = number(meas, "tokens_per_s_per_gpu"); tpg && *tpg > 0) {
         c.measured.stepSeconds = tokens / (*tpg * plan.worldSize());
         c.measured.stepSource = ptr + "/measured/tokens_per_s_per_gpu";
+    } else if (auto sps = number(meas, "samples_per_s"); sps && *sps > 0) {
+        c.measured.stepSeconds = static_cast<double>(plan.globalBatch) / *sps;
+        c.measured.stepSource = ptr + "/measured/samples_per_s";
     } else if (auto dt = number(der, "iteration_time_s"); dt && *dt > 0) {
         c.measured.stepSeconds = *dt;
         c.measured.stepSource = ptr + "/derived/iteration_time_s";
@@ -169,25 +172,34 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         // et al. 2021 eq. 3), a hardware count (HFU, or SC'21's 96 B s l h^2) with full recompute being 4/3 of
         // it. Listed as an assumption: the source's own FLOP formula may differ by a few percent.
         const std::string kind = lower(text(meas, "tflops_kind") + " " + text(meas, "model_tflop_column"));
-        const bool hardware = contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96");
+        // A record with only an HFU (or only hardware FLOP rates) counts hardware FLOPs.
+        const bool onlyHfu = !number(meas, "tflops_per_gpu") && !number(meas, "aggregate_pflops") && !number(meas, "mfu") &&
+                             number(meas, "hfu");
+        const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96");
         const double flops = modelFlopsPerStep(c.scenario.model, plan) *
                              (hardware && plan.recompute == Recompute::Full ? 4.0 / 3.0 : 1.0);
         const auto recipe = findPrecisionRecipe(plan.precision);
         const double peak = c.scenario.cluster.peakFlops(recipe ? recipe->computeDtype : Dtype::Bf16);
         const double gpus = static_cast<double>(plan.worldSize());
+        // A utilization as a fraction, or a percentage as tables print it (42 for 42%; none exceeds 1.5), said.
+        auto utilization = [&](const char* key) -> std::optional<double> {
+            auto u = number(meas, key);
+            if (!u || *u <= 0 || *u > 100.0) return std::nullopt;
+            if (*u < 1.5) return *u;
+            char text[48];
+            std::snprintf(text, sizeof text, "%g", *u);
+            c.assumptions.push_back(std::string("measured/") + key + " " + text + " read as a percentage");
+            return *u / 100.0;
+        };
         if (auto tf = number(meas, "tflops_per_gpu"); tf && *tf > 0 && flops > 0) {
             c.measured.stepSeconds = flops / (*tf * 1e12 * gpus);
             c.measured.stepSource = ptr + "/measured/tflops_per_gpu";
-        } else if (auto mfu = number(meas, "mfu"); mfu && *mfu > 0 && *mfu <= 100.0 && flops > 0 && peak > 0) {
-            // A fraction, or a percentage as tables print it (42 for 42%; no utilization exceeds 1.5).
-            const double fraction = *mfu < 1.5 ? *mfu : *mfu / 100.0;
-            if (*mfu >= 1.5) {
-                char text[48];
-                std::snprintf(text, sizeof text, "%g", *mfu);
-                c.assumptions.push_back(std::string("measured/mfu ") + text + " read as a percentage");
-            }
-            c.measured.stepSeconds = flops / (fraction * peak * gpus);
-            c.measured.stepSource = ptr + "/measured/mfu";
+        } else if (auto agg = number(meas, "aggregate_pflops"); agg && *agg > 0 && flops > 0) {
+            c.measured.stepSeconds = flops / (*agg * 1e15);
+            c.measured.stepSource = ptr + "/measured/aggregate_pflops";
+        } else if (auto mfu = flops > 0 && peak > 0 ? utilization(onlyHfu ? "hfu" : "mfu") : std::nullopt; mfu) {
+            c.measured.stepSeconds = flops / (*mfu * peak * gpus);
+            c.measured.stepSource = ptr + (onlyHfu ? "/measured/hfu" : "/measured/mfu");
         }
         if (c.measured.stepSeconds)
             c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +

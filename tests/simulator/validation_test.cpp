@@ -252,6 +252,17 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     ASSERT_TRUE(percent.measured.stepSeconds.has_value());
     EXPECT_DOUBLE_EQ(*percent.measured.stepSeconds, *load(frac).measured.stepSeconds);
     EXPECT_TRUE(mentions(percent.assumptions, "measured/mfu 42 read as a percentage"));
+    // Only an HFU: hardware FLOPs (full recompute: 4/3 of the model's), so the same step as an MFU of 3/4 of it;
+    // an aggregate rate and samples per second read too.
+    nlohmann::json hfu = record();
+    hfu["measured"] = {{"hfu", 0.56}};
+    EXPECT_NEAR(*load(hfu).measured.stepSeconds, *load(frac).measured.stepSeconds * 0.42 / 0.56 * 4.0 / 3.0, 1e-9);
+    nlohmann::json agg = record();
+    agg["measured"] = {{"aggregate_pflops", 1.0}};
+    EXPECT_EQ(load(agg).measured.stepSource, "runs.json#/0/measured/aggregate_pflops");
+    nlohmann::json sps = record();
+    sps["measured"] = {{"samples_per_s", 16.0}};
+    EXPECT_DOUBLE_EQ(*load(sps).measured.stepSeconds, 64.0 / 16.0);
     nlohmann::json inTokens = record();
     inTokens["plan"].erase("global_batch");
     inTokens["plan"]["global_batch_tokens"] = 64 * 2048;
