@@ -692,6 +692,15 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // memory is raised step by step (a published run ran, so it fit).
     bool recomputeKnown = false;
     plan.recompute = parseRecompute(text(pl, "recompute"), recomputeKnown);
+    // As a flag (llm-foundry's "Activation Checkpointing: True", a config's activation_checkpointing): on is
+    // every layer recomputed, off is none.
+    for (const char* key : {"recompute", "activation_checkpointing"}) {
+        if (recomputeKnown) break;
+        if (const nlohmann::json* flag = member(pl, key); flag && flag->is_boolean()) {
+            plan.recompute = flag->get<bool>() ? Recompute::Full : Recompute::None;
+            recomputeKnown = true;
+        }
+    }
     const auto sp = boolean(pl, "sequence_parallel");
     plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
     if (!model.moe) plan.ep = 1;

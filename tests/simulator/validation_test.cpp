@@ -263,6 +263,15 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     nlohmann::json sps = record();
     sps["measured"] = {{"samples_per_s", 16.0}};
     EXPECT_DOUBLE_EQ(*load(sps).measured.stepSeconds, 64.0 / 16.0);
+    // Recompute as a flag: on is full, off is none (not a default that may be raised).
+    nlohmann::json flag = record();
+    flag["plan"]["recompute"] = true;
+    EXPECT_EQ(load(flag).scenario.plan.recompute, Recompute::Full);
+    flag["plan"].erase("recompute");
+    flag["plan"]["activation_checkpointing"] = false;
+    const ValidationCase off = load(flag);
+    EXPECT_EQ(off.scenario.plan.recompute, Recompute::None);
+    EXPECT_FALSE(mentions(off.assumptions, "recompute not stated"));
     nlohmann::json inTokens = record();
     inTokens["plan"].erase("global_batch");
     inTokens["plan"]["global_batch_tokens"] = 64 * 2048;
