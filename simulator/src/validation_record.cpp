@@ -369,6 +369,7 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         return;
     }
     plan.globalBatch = static_cast<int>(*gb);
+    bool microBatchAssumed = false; // one micro-batch a step, read from the framework's default
     if (auto mb = integer(pl, "micro_batch"); mb && *mb > 0) {
         plan.microBatch = static_cast<int>(*mb);
     } else if (auto ga = integer(pl, "grad_accum"); ga && *ga > 0 && plan.globalBatch % (*ga * plan.dp) == 0) {
@@ -380,6 +381,7 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         // gradient_accumulation_steps, Composer's device_train_microbatch_size, torchtitan's and plain training
         // loops' accumulation all default to none); 1 would multiply ZeRO-3's per-micro-batch gathers.
         plan.microBatch = plan.globalBatch / plan.dp;
+        microBatchAssumed = true;
         assume("micro_batch not stated: global_batch / dp = " + std::to_string(plan.microBatch) + ", no gradient accumulation (" +
                framework + "'s default)");
     } else {
@@ -735,6 +737,20 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                                  }()));
     }
     if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
+    // A run that ran fit: when one micro-batch a step (the assumed default above) does not, with the recompute
+    // settled, the largest micro-batch that divides the batch and fits is taken, accumulating over the rest.
+    if (microBatchAssumed && !fits()) {
+        const int perRank = plan.globalBatch / plan.dp;
+        int mb = plan.microBatch;
+        while (mb > 1 && !fits()) {
+            --mb;
+            while (mb > 1 && perRank % mb != 0) --mb;
+            plan.microBatch = mb;
+        }
+        if (fits())
+            assume("one micro-batch of " + std::to_string(perRank) + " sequences a rank does not fit in memory: micro_batch " +
+                   std::to_string(mb) + ", accumulated over " + std::to_string(perRank / mb));
+    }
     // The defaults that decide something for this plan: the main-gradient dtype only for recipes with Megatron-style
     // fp32 main gradients, FP8 parameters only for FP8 recipes.
     const PrecisionRecipe* named = findPrecisionRecipe(plan.precision);

@@ -240,6 +240,12 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     const ValidationCase noAccumulation = load(fsdpRun);
     EXPECT_EQ(noAccumulation.scenario.plan.microBatch, 64 / 32);
     EXPECT_TRUE(mentions(noAccumulation.assumptions, "no gradient accumulation"));
+    // One micro-batch that cannot fit (512 sequences a rank of a 7B model) is not kept: the largest that fits.
+    fsdpRun["plan"]["global_batch"] = 32 * 512;
+    const ValidationCase accumulated = load(fsdpRun);
+    EXPECT_LT(accumulated.scenario.plan.microBatch, 512);
+    EXPECT_EQ(512 % accumulated.scenario.plan.microBatch, 0);
+    EXPECT_TRUE(mentions(accumulated.assumptions, "does not fit in memory: micro_batch"));
     nlohmann::json megatronRun = record();
     megatronRun["plan"].erase("micro_batch");
     EXPECT_EQ(load(megatronRun).scenario.plan.microBatch, 1);
