@@ -210,7 +210,7 @@ void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig
                          const PrecisionRecipe& recipe) {
     const double perParameter = gradAccumulationBytesPerParameter(
         plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(), plan.microBatchesPerStep(), recipe.weightBytes,
-        recipe.gradBytes, recipe.computeDtype == Dtype::Bf16, recipe.autocast);
+        recipe.gradBytes, recipe.autocast);
     if (!(perParameter > 0.0) || !(parameters > 0.0)) return;
     OpCost op = memoryOp("grad_accumulate", "grad_accumulate_backward", perParameter * parameters);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);

@@ -84,7 +84,7 @@ bool fp8ParamGatherDefault(const FrameworkSettings& f) {
 } // namespace
 
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
-                                         int microBatches, int weightBytes, int accumulateBytes, bool bf16, bool autocast) {
+                                         int microBatches, int weightBytes, int accumulateBytes, bool autocast) {
     const double m = std::max(1, microBatches);
     const double w = weightBytes, g = accumulateBytes;
     // AccumulateGrad: the first micro-batch's gradient becomes .grad; each later one is added in place (reads
@@ -110,9 +110,10 @@ double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int
         // ZeRO-2/3: each micro-batch's reduced partition is added to the fp32 partition (stage_1_and_2.py
         // averaged_gradients / stage3 fp32 partitioned grads).
         if (zeroStage >= 2) return (2.0 * 4.0 + w) / shards;
-        // The pipeline engine calls the bf16 optimizer's update_hp_grads after every backward micro-batch
-        // (runtime/pipe/engine.py _exec_backward_pass; bf16_optimizer.py adds lp grads into fp32 hp grads).
-        if (pp > 1 && bf16) return 2.0 * 4.0 + w;
+        // bf16 (the recipe's fp32 gradients beside 16-bit weights): the pipeline engine calls the bf16 optimizer's
+        // update_hp_grads after every backward micro-batch (runtime/pipe/engine.py _exec_backward_pass;
+        // bf16_optimizer.py adds lp grads into fp32 hp grads). fp16 keeps 16-bit gradients: autograd's add.
+        if (pp > 1 && weightBytes == 2 && accumulateBytes == 4) return 2.0 * 4.0 + w;
         return autograd;
     }
     // Generic: the best case, but for autocast over fp32 parameters, which is plain PyTorch's (HF Trainer,

@@ -571,14 +571,16 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         }
     }
 
-    // Megatron-LM keeps fp16 models' main gradients in fp16: --accumulate-allreduce-grads-in-fp32 is a store_true
-    // flag that only --bf16 forces on (megatron/arguments.py, 2021 to today).
+    // fp16 keeps 16-bit gradients: Megatron-LM's --accumulate-allreduce-grads-in-fp32 is a store_true flag that only
+    // --bf16 forces on (megatron/arguments.py, 2021 to today); DeepSpeed's fp16 path (FP16_Optimizer, ZeRO-1/2)
+    // accumulates and reduces the fp16 .grad, where its bf16 path keeps fp32 gradients (bf16_optimizer.py).
     const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16")) && !contains(prec, "bf16") &&
                           !contains(prec, "bfloat16");
-    if (framework == "megatron" && fp16Only && !plan.framework.gradReduceInFp32 && !contains(plan.precision, "fp8")) {
+    if ((framework == "megatron" || framework == "deepspeed") && fp16Only && !plan.framework.gradReduceInFp32 &&
+        !contains(plan.precision, "fp8")) {
         plan.framework.gradReduceInFp32 = false;
-        assume("fp16 under Megatron-LM: main gradients accumulated and all-reduced in fp16 (--accumulate-allreduce-grads-in-fp32 "
-               "not stated; only --bf16 forces it)");
+        assume(std::string("fp16 under ") + (framework == "megatron" ? "Megatron-LM" : "DeepSpeed") +
+               ": gradients accumulated and reduced in fp16 (only --bf16 keeps fp32 ones)");
     }
 
     // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use (a replica count, or the
@@ -747,9 +749,9 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
             while (mb > 1 && perRank % mb != 0) --mb;
             plan.microBatch = mb;
         }
-        if (fits())
-            assume("one micro-batch of " + std::to_string(perRank) + " sequences a rank does not fit in memory: micro_batch " +
-                   std::to_string(mb) + ", accumulated over " + std::to_string(perRank / mb));
+        assume("one micro-batch of " + std::to_string(perRank) + " sequences a rank does not fit in memory: micro_batch " +
+               std::to_string(mb) + ", accumulated over " + std::to_string(perRank / mb) +
+               (fits() ? "" : " (and that does not fit either)"));
     }
     // The defaults that decide something for this plan: the main-gradient dtype only for recipes with Megatron-style
     // fp32 main gradients, FP8 parameters only for FP8 recipes.

@@ -299,24 +299,24 @@ TEST(Compute, GradientAccumulationBytesByFrameworkByHand) {
         return f;
     };
     // Megatron-LM 2021, local DDP: main_grad.add_(grad) every micro-batch, fp32 main grads: 4 + 4 + 2.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 4, 2, 4, true, false), 10.0);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 4, 2, 4, false), 10.0);
     // fp16 main grads: 2 + 2 + 2, and also for one micro-batch (the hook runs anyway).
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 1, 2, 2, false, false), 6.0);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 1, 2, 2, false), 6.0);
     // torch DDP under no_sync: autograd adds from the second micro-batch on: 3 x 2 x 3/4.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021", "torch"), 1, 0, 8, 4, 2, 4, true, false), 4.5);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021", "torch"), 1, 0, 8, 4, 2, 4, false), 4.5);
     // Gradient accumulation fusion (2022 on), NeMo, MegaScale, the generic best case: nothing apart.
     for (const auto& f : {fw("megatron", "2022"), fw("megatron"), fw("nemo", "24.07"), fw("megascale"), fw("generic")})
-        EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, true, false), 0.0) << f.name;
+        EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, false), 0.0) << f.name;
     // Plain PyTorch under autocast: fp32 .grad, autograd's add: 3 x 4 x 7/8.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("generic"), 1, 0, 8, 8, 4, 4, true, true), 10.5);
-    // DeepSpeed: bf16 under the pipeline engine (update_hp_grads every micro-batch: 4 + 4 + 2), fp16 or no
-    // pipeline (autograd), ZeRO-2 (the reduced partition into the fp32 one, 1/8 of it).
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, true, false), 10.0);
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, false, false), 4.5);
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 1, 2, 8, 4, 2, 2, true, false), 10.0 / 8.0);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("generic"), 1, 0, 8, 8, 4, 4, true), 10.5);
+    // DeepSpeed: bf16 (fp32 gradients) under the pipeline engine (update_hp_grads every micro-batch: 4 + 4 + 2),
+    // fp16 (16-bit gradients: autograd's add), ZeRO-2 (the reduced partition into the fp32 one, 1/8 of it).
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 4, false), 10.0);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, false), 4.5);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 1, 2, 8, 4, 2, 2, false), 10.0 / 8.0);
     // FSDP: the new shard added to the saved one (fp32 reduce): 3 x 4 x 3/4 / 8 shards; one micro-batch: none.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 4, 4, 4, true, false), 1.125);
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 1, 4, 4, true, false), 0.0);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 4, 4, 4, false), 1.125);
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 1, 4, 4, false), 0.0);
 }
 
 TEST(Compute, GradientAccumulationIsAWeightGradientPassOverTheLayersParameters) {

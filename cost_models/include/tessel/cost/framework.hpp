@@ -85,12 +85,12 @@ bool eagerLossOf(const FrameworkSettings& f);
 // where the weight-gradient GEMM accumulates in place (Megatron-LM's gradient_accumulation_fusion, from 2022;
 // the generic best case); Megatron-LM's local DDP before it, main_grad.add_(grad) every micro-batch: 2 g + w;
 // autograd's .grad += new_grad from the second micro-batch on: 3 w (m - 1)/m (torch DDP under no_sync,
-// DeepSpeed fp16, plain PyTorch); DeepSpeed's bf16 optimizer under its pipeline engine, update_hp_grads every
-// micro-batch: 2 x 4 + w; ZeRO-2/3 and FSDP add each micro-batch's reduced shard into the accumulated one, 1/shard
+// DeepSpeed fp16, plain PyTorch); DeepSpeed's bf16 optimizer (fp32 gradients beside 16-bit weights) under its
+// pipeline engine, update_hp_grads every micro-batch: 2 x 4 + w; ZeRO-2/3 and FSDP add each micro-batch's reduced shard into the accumulated one, 1/shard
 // of that; a generic plan under autocast is plain PyTorch (autograd's). w: the gradient's bytes (the weights'
 // width), g: the accumulation buffer's.
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
-                                         int microBatches, int weightBytes, int accumulateBytes, bool bf16, bool autocast);
+                                         int microBatches, int weightBytes, int accumulateBytes, bool autocast);
 
 // FSDP under torch.distributed.pipelining as torchtitan runs it (parallelize_llama.py at 9dec370: with pp > 1 no
 // block reshards after forward; PipelineStage syncs gradients on the last backward only): a stage gathers its
