@@ -14,7 +14,10 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
 - contention (FORMULAS.md §6.2, the constant kappa the presets take from user reports): a bf16 GEMM loop on one
   stream beside a persistent copy kernel on another that holds n SMs (8-64, NCCL's channel counts) and streams
   HBM as a collective does. Seconds of GEMM lost per second of copy is what kappa stands for; a one-GPU proxy:
-  the SM and HBM share a collective takes, without its link.
+  the SM and HBM share a collective takes, without its link;
+- host dispatch of PyTorch eager (autocast bf16 over fp32 parameters, as Composer runs MPT): GPT blocks at hidden
+  768-2048, forward + backward per layer from 64 to 16k tokens; at 64 tokens the time is the host's, the floor
+  tessel's kernel sums do not see (docs/validation.md: the small models are predicted too fast).
 
 FLOP conventions: GEMM 2 m n k; attention forward 4 b s^2 h d (halved when causal), backward 2.5 x forward
 (the FlashAttention papers' convention). Times are medians of triton.testing.do_bench (CUDA events, L2 flushed
@@ -152,21 +155,28 @@ def attention(points, quick):
 
 def contention(points, quick):
     """A GEMM loop on one stream beside a copy that holds `ctas` SMs on another (a Triton persistent kernel, as
-    NCCL's channels are CTAs), alone and together: the GEMM seconds lost per second of copy (kappa's proxy)."""
+    NCCL's channels are CTAs), alone and together: the GEMM seconds lost per second of copy (kappa's proxy).
+
+    The copy is one launch that loops over its buffer, so it holds its SMs for the whole overlap as a collective
+    does. Two orders: the copy launched first (a collective in flight when the compute is issued), and the copy
+    launched after the GEMMs on a high-priority stream (a collective issued while compute is queued). A first
+    version (2026-11-26, H100) launched the GEMMs first at equal priority and a loop of short copies: the copies
+    ran only after the 30 GEMMs, serialised, and measured nothing."""
     import triton
     import triton.language as tl
 
     @triton.jit
-    def persistent_copy(src, dst, n, BLOCK: tl.constexpr):
+    def persistent_copy(src, dst, n, passes, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         step = tl.num_programs(0) * BLOCK
-        for start in range(pid * BLOCK, n, step):
-            offs = start + tl.arange(0, BLOCK)
-            mask = offs < n
-            tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+        for _ in range(passes):
+            for start in range(pid * BLOCK, n, step):
+                offs = start + tl.arange(0, BLOCK)
+                mask = offs < n
+                tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
 
     def timed(*launches):
-        """Each (stream, fn) starts together after one event; the seconds each stream took."""
+        """Each (stream, fn) is issued in this order after one event; the seconds each stream took from it."""
         start = torch.cuda.Event(enable_timing=True)
         start.record()
         ends = []
@@ -187,10 +197,12 @@ def contention(points, quick):
     size = 8192
     a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    src = torch.randn(256 << 20, device="cuda", dtype=torch.float16)   # 512 MiB, far beyond L2
+    src = torch.randn(64 << 20, device="cuda", dtype=torch.float16)   # 128 MiB, far beyond L2
     dst = torch.empty_like(src)
     gemm_stream, copy_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    urgent_stream = torch.cuda.Stream(priority=-1)
     gemms = 10 if quick else 30
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
 
     def gemm_loop():
         for _ in range(gemms):
@@ -198,32 +210,114 @@ def contention(points, quick):
 
     t_gemm = median(lambda: timed((gemm_stream, gemm_loop))[0])
     for ctas in ((16,) if quick else (8, 16, 32, 64)):
-        one = lambda: persistent_copy[(ctas,)](src, dst, src.numel(), BLOCK=4096, num_warps=4)
-        t_one = median(lambda: timed((copy_stream, one))[0])
-        copies = max(1, int(0.8 * t_gemm / t_one))   # the copy ends inside the GEMM loop
-
-        def copy_loop():
-            for _ in range(copies):
-                one()
-
-        t_copy = median(lambda: timed((copy_stream, copy_loop))[0])
-        both = sorted((timed((gemm_stream, gemm_loop), (copy_stream, copy_loop)) for _ in range(5)),
-                      key=lambda t: t[0])[2]
-        points.append({"kind": "contention", "ctas": ctas, "sms": torch.cuda.get_device_properties(0).multi_processor_count,
-                       "gemm": [size, size, size], "gemms": gemms, "gemm_seconds_alone": t_gemm,
-                       "gemm_tflops_alone": 2 * size ** 3 * gemms / t_gemm / 1e12,
-                       "copy_bytes": 2 * src.numel() * src.element_size() * copies, "copy_seconds_alone": t_copy,
-                       "copy_gb_per_s_alone": 2 * src.numel() * src.element_size() * copies / t_copy / 1e9,
-                       "gemm_seconds_together": both[0], "copy_seconds_together": both[1],
-                       "gemm_seconds_lost_per_copy_second": (both[0] - t_gemm) / t_copy})
+        t_pass = median(lambda: timed((copy_stream, lambda: persistent_copy[(ctas,)](
+            src, dst, src.numel(), 1, BLOCK=4096, num_warps=4)))[0])
+        passes = max(1, int(0.8 * t_gemm / t_pass))   # the copy ends inside the GEMM loop
+        copy = lambda: persistent_copy[(ctas,)](src, dst, src.numel(), passes, BLOCK=4096, num_warps=4)
+        t_copy = median(lambda: timed((copy_stream, copy))[0])
+        copy_bytes = 2 * src.numel() * src.element_size() * passes
+        for order, launches in (("copy first", lambda: timed((copy_stream, copy), (gemm_stream, gemm_loop))[::-1]),
+                                ("copy after, high priority",
+                                 lambda: timed((gemm_stream, gemm_loop), (urgent_stream, copy)))):
+            both = sorted((launches() for _ in range(5)), key=lambda t: t[0])[2]
+            overlap = min(both)   # both start at the same event
+            points.append({"kind": "contention", "order": order, "ctas": ctas, "sms": sms,
+                           "gemm": [size, size, size], "gemms": gemms, "gemm_seconds_alone": t_gemm,
+                           "gemm_tflops_alone": 2 * size ** 3 * gemms / t_gemm / 1e12,
+                           "copy_bytes": copy_bytes, "copy_seconds_alone": t_copy,
+                           "copy_gb_per_s_alone": copy_bytes / t_copy / 1e9,
+                           "gemm_seconds_together": both[0], "copy_seconds_together": both[1],
+                           "copy_gb_per_s_together": copy_bytes / both[1] / 1e9,
+                           "gemm_seconds_lost_per_copy_second": (both[0] - t_gemm) / t_copy,   # kappa's unit
+                           "gemm_seconds_lost_per_overlap_second": (both[0] - t_gemm) / overlap,
+                           "sm_share_held": ctas / sms})
     del a, b, src, dst
+
+def host_dispatch(points, quick):
+    """Host dispatch of PyTorch eager, as MPT's small models run (Composer: autocast bf16 over fp32 parameters): a
+    stack of pre-norm GPT blocks (LayerNorm, fused QKV linear, causal SDPA, output linear, LayerNorm, 4x MLP with
+    tanh GELU, two residual adds) forward + backward, wall-clock per layer over batch sizes. At 64 tokens the GPU
+    work is microseconds, so the time is the host's: the floor below which no eager layer runs, whatever tessel's
+    kernels say; the kernels launched per layer (torch.profiler) turn it into microseconds per launch."""
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, s, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+            return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+    layers = 4
+
+    def step(model, x, autocast=True):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            y = model(x)
+        y.float().sum().backward()
+
+    shapes = [(768, 12), (2048, 16)] if quick else [(768, 12), (1536, 12), (2048, 16)]
+    for d, heads in shapes:
+        model = nn.Sequential(*[Block(d, heads) for _ in range(layers)]).cuda()
+        for batch, seq in ((1, 64), (1, 2048), (8, 2048)):
+            x = torch.randn(batch, seq, d, device="cuda", requires_grad=True)
+            for _ in range(3):
+                step(model, x)
+            torch.cuda.synchronize()
+            reps = 5 if quick else 20
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                step(model, x)
+            t_enqueue = time.perf_counter() - t0
+            torch.cuda.synchronize()
+            t_wall = time.perf_counter() - t0
+            row = {"kind": "host_dispatch", "d_model": d, "heads": heads, "batch": batch, "seq": seq,
+                   "layers": layers, "precision": "autocast bf16 over fp32 parameters",
+                   "ms_per_layer_forward_backward": t_wall / reps / layers * 1e3,
+                   "host_enqueue_ms_per_layer": t_enqueue / reps / layers * 1e3}
+            if seq == 64:
+                try:
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                        step(model, x)
+                        torch.cuda.synchronize()
+                    kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+                    row["kernels_per_step"] = kernels
+                    row["us_per_kernel_launch"] = t_wall / reps / kernels * 1e6
+                except Exception as e:  # the figure above stands without the count
+                    row["profiler_error"] = f"{type(e).__name__}: {e}"[:200]
+            points.append(row)
+            del x
+        # the same floor with bf16 parameters and no autocast: what autocast's casts add to the host's work
+        model = model.to(torch.bfloat16)
+        x = torch.randn(1, 64, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        for _ in range(3):
+            step(model, x, autocast=False)
+        torch.cuda.synchronize()
+        reps = 5 if quick else 20
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            step(model, x, autocast=False)
+        torch.cuda.synchronize()
+        points.append({"kind": "host_dispatch", "d_model": d, "heads": heads, "batch": 1, "seq": 64,
+                       "layers": layers, "precision": "bf16 parameters, no autocast",
+                       "ms_per_layer_forward_backward": (time.perf_counter() - t0) / reps / layers * 1e3,
+                       "host_enqueue_ms_per_layer": None})
+        del model, x
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file for every point")
     ap.add_argument("--quick", action="store_true", help="a few points of each kind (rehearsals)")
-    ap.add_argument("--only", choices=["copy", "gemm", "attention", "contention"], action="append",
+    ap.add_argument("--only", choices=["copy", "gemm", "attention", "contention", "host"], action="append",
                     help="parts to run (default all)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -237,13 +331,14 @@ def main():
            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
            "nvidia_smi": smi("name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu"),
            "points": []}
-    parts = args.only or ["copy", "gemm", "attention", "contention"]
+    parts = args.only or ["copy", "gemm", "attention", "contention", "host"]
     t0 = time.time()
     for part in parts:
         try:
             {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
              "attention": lambda p: attention(p, args.quick),
-             "contention": lambda p: contention(p, args.quick)}[part](doc["points"])
+             "contention": lambda p: contention(p, args.quick),
+             "host": lambda p: host_dispatch(p, args.quick)}[part](doc["points"])
         except Exception as e:
             doc.setdefault("errors", []).append(f"{part}: {type(e).__name__}: {e}"[:300])
         doc.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
@@ -270,9 +365,16 @@ def main():
             print(f"attn {p['backend']:<7}d{p['head_dim']:<4}{'causal' if p['causal'] else 'full  '} s{p['seq']:<6} {fig}")
     for p in pts:
         if p["kind"] == "contention":
-            print(f"contention: copy on {p['ctas']:>3} of {p['sms']} SMs at {p['copy_gb_per_s_alone']:6.0f} GB/s alone; "
+            print(f"contention ({p.get('order', 'gemms first')}): copy on {p['ctas']:>3} of {p['sms']} SMs at "
+                  f"{p['copy_gb_per_s_alone']:6.0f} GB/s alone; "
                   f"GEMM {p['gemm_tflops_alone']:5.0f} TFLOP/s alone, "
                   f"{p['gemm_seconds_lost_per_copy_second']:5.2f} s lost per s of copy")
+    for p in pts:
+        if p["kind"] == "host_dispatch":
+            extra = (f", {p['kernels_per_step']} kernels per step, {p['us_per_kernel_launch']:.1f} us each"
+                     if "kernels_per_step" in p else "")
+            print(f"host d{p['d_model']:<5} b{p['batch']} s{p['seq']:<5} {p['ms_per_layer_forward_backward']:7.3f} ms per layer "
+                  f"(enqueue {p['host_enqueue_ms_per_layer'] or float('nan'):.3f}; {p['precision']}){extra}")
     print(f"errors: {doc.get('errors', 'none')}; seconds per part: {doc['seconds']}")
     return 0
 

@@ -342,12 +342,22 @@ def cmd_probe(a):
             b = most("attention", "backward_tflops", backend=be, head_dim=d, causal=True)
             if f:
                 figures[f"attention_{be}_d{d}_causal_best_tflops"] = {"forward": f, "backward": b}
-    # Contention (kappa's one-GPU proxy): GEMM seconds lost per second of a copy holding n SMs, by n. An extra:
-    # a probe without it still passes (older probes, a GPU without Triton).
-    lost = {str(p["ctas"]): round(p["gemm_seconds_lost_per_copy_second"], 3) for p in pts
-            if p["kind"] == "contention" and "gemm_seconds_lost_per_copy_second" in p}
-    if lost:
-        figures["contention_gemm_seconds_lost_per_copy_second_by_ctas"] = lost
+    # Contention (kappa's one-GPU proxy): GEMM seconds lost per second of a copy holding n SMs, by n, for each
+    # order the probe ran (the copy first, as a collective in flight; after, on a high-priority stream; a probe
+    # before 2026-11-26 names no order). Host dispatch: the eager floor per layer by hidden size. Both extras: a
+    # probe without them still passes (older probes, a GPU without Triton).
+    for order, key in (("copy first", "contention_gemm_seconds_lost_per_copy_second_by_ctas"),
+                       ("copy after, high priority", "contention_after_high_priority_gemm_seconds_lost_by_ctas")):
+        # per second of the copy's isolated time, as kappa is defined (FORMULAS.md §6.2), from the raw times
+        lost = {str(p["ctas"]): round((p["gemm_seconds_together"] - p["gemm_seconds_alone"]) / p["copy_seconds_alone"], 3)
+                for p in pts if p["kind"] == "contention" and p.get("order", "copy first") == order
+                and all(k in p for k in ("gemm_seconds_together", "gemm_seconds_alone", "copy_seconds_alone"))}
+        if lost:
+            figures[key] = lost
+    floor = {str(p["d_model"]): round(p["ms_per_layer_forward_backward"], 3) for p in pts
+             if p["kind"] == "host_dispatch" and p.get("seq") == 64 and p.get("precision", "").startswith("autocast")}
+    if floor:
+        figures["host_dispatch_floor_ms_per_layer_by_hidden"] = floor
     errors = [p for p in pts if "error" in p] + [{"error": e} for e in doc.get("errors", [])]
     figures["points_with_errors"] = len(errors)
     r["figures"] = figures

@@ -92,7 +92,13 @@ pts = [{"kind": "copy_d2d", "bytes": 2 << 30, "seconds": 0.001, "gb_per_s": 4100
         "backward_tflops": 250.0},
        {"kind": "attention", "backend": "cudnn", "head_dim": 256, "causal": True, "seq": 8192, "error": "no kernel"},
        {"kind": "contention", "ctas": 16, "sms": 132, "gemm_seconds_alone": 0.042, "copy_seconds_alone": 0.03,
-        "gemm_seconds_together": 0.051, "copy_seconds_together": 0.033, "gemm_seconds_lost_per_copy_second": 0.3}]
+        "gemm_seconds_together": 0.051, "copy_seconds_together": 0.033, "gemm_seconds_lost_per_copy_second": 0.3},
+       {"kind": "contention", "order": "copy after, high priority", "ctas": 16, "sms": 132, "gemm_seconds_alone": 0.042,
+        "copy_seconds_alone": 0.03, "gemm_seconds_together": 0.0426, "copy_seconds_together": 0.12},
+       {"kind": "host_dispatch", "d_model": 768, "batch": 1, "seq": 64, "precision": "autocast bf16 over fp32 parameters",
+        "ms_per_layer_forward_backward": 1.5},
+       {"kind": "host_dispatch", "d_model": 768, "batch": 1, "seq": 64, "precision": "bf16 parameters, no autocast",
+        "ms_per_layer_forward_backward": 1.2}]
 pts = [p for p in pts if p["kind"] not in sys.argv[2:]]
 json.dump({"device": "NVIDIA H200", "points": pts}, open(sys.argv[1], "w"))
 PY
@@ -104,10 +110,12 @@ import json,sys; f=json.load(open(sys.argv[1]))['figures']
 assert f['gemm_bf16_best_tflops'] == 780.0 and f['gemm_fp8_best_tflops'] is None and f['points_with_errors'] == 2
 assert f['attention_flash2_d128_causal_best_tflops'] == {'forward': 330.0, 'backward': 250.0}
 assert f['contention_gemm_seconds_lost_per_copy_second_by_ctas'] == {'16': 0.3}
+assert f['contention_after_high_priority_gemm_seconds_lost_by_ctas'] == {'16': 0.02}
+assert f['host_dispatch_floor_ms_per_layer_by_hidden'] == {'768': 1.5}
 " "$tmp/p1.res"; echo $?)"
-probe "$tmp/p4.json" contention
+probe "$tmp/p4.json" contention host_dispatch
 python3 "$rep" probe --id probe --name probe --json "$tmp/p4.json" --log "$tmp/log" --rc 0 --out "$tmp/p4.res" >/dev/null
-check "a probe without contention points (an extra): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
+check "a probe without contention or host points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
 probe "$tmp/p2.json" attention
 python3 "$rep" probe --id probe --name probe --json "$tmp/p2.json" --log "$tmp/log" --rc 0 --out "$tmp/p2.res" >/dev/null
 check "a probe without attention points: fail, named" "$([ "$(verdict "$tmp/p2.res")" = fail ] && grep -q 'no points for attention' "$tmp/p2.res"; echo $?)"
