@@ -103,6 +103,9 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
         contains(f, "metaseq") || contains(f, "fairscale"))
         return "fsdp";
     if (contains(f, "megatron")) return "megatron";
+    // A framework the record names that is none of the above (Colossal-AI, PaddlePaddle, ...) is that
+    // framework, not one guessed from the source's words: the caller reads it as generic and says so.
+    if (!lower(text(plan, "framework")).empty()) return "";
     if (contains(src, "nemo") || contains(src, "megatron-bridge")) return "nemo";
     if (contains(src, "megatron") || contains(src, "narayanan") || contains(src, "korthikanti")) return "megatron";
     if (contains(src, "llm-foundry") || contains(src, "mosaicml")) return "fsdp";

@@ -265,6 +265,41 @@ std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const
     return out;
 }
 
+namespace {
+// A pipeline schedule the record names besides 1F1B and its interleaved form: GPipe (all forwards, then all
+// backwards: "fill-drain", torchtitan's GPipe) and zero bubble (ZB-H1, torchtitan's ZBVZeroBubble and
+// InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; any other (DualPipe, LoopedBFS)
+// keeps the 1F1B reading, and the assumption says so. `text` is the named schedule with the record's techniques,
+// `named` the schedule keys alone.
+template <typename Assume>
+void readNamedSchedule(const std::string& text, const std::string& named, Plan& plan, Assume&& assume) {
+    if (plan.pp < 2) return;
+    const bool gpipe = contains(text, "gpipe") || contains(text, "fill-drain") || contains(text, "fill drain") ||
+                       contains(text, "all-forward-all-backward") || contains(text, "all forward all backward");
+    const bool zeroBubble = contains(text, "zero bubble") || contains(text, "zero-bubble") ||
+                            contains(text, "zerobubble") || contains(text, "zb-h1") || contains(text, "zbv") ||
+                            contains(text, "zb-v") || contains(text, "zbh1");
+    const std::string shown = [&] {
+        size_t a = named.find_first_not_of(' '), b = named.find_last_not_of(' ');
+        return a == std::string::npos ? std::string() : named.substr(a, b - a + 1);
+    }();
+    if (gpipe || zeroBubble) {
+        const char* which = gpipe ? "GPipe" : "zero bubble (ZB-H1)";
+        if (plan.vpp > 1) {
+            assume(std::string(which) + " schedule with " + std::to_string(plan.vpp) +
+                   " virtual stages: tessel simulates it without them; read as interleaved 1F1B");
+        } else {
+            plan.schedule = gpipe ? Schedule::Gpipe : Schedule::ZeroBubble;
+            assume(std::string("pipeline schedule read as ") + which);
+        }
+    } else if (!shown.empty() && !contains(shown, "1f1b") && !contains(shown, "interleav") &&
+               !contains(shown, "one-forward") && !contains(shown, "one forward") && !contains(shown, "pipedream")) {
+        assume("pipeline schedule \"" + shown + "\" is not one tessel simulates: read as " +
+               (plan.vpp > 1 ? std::string("interleaved 1F1B") : std::string("1F1B")));
+    }
+}
+} // namespace
+
 namespace detail {
 
 void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
@@ -399,6 +434,9 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (auto v = integer(pl, key); v && *v > 0) statedFirst = static_cast<int>(*v);
     for (const char* key : {"last_stage_layers", "num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"})
         if (auto v = integer(pl, key); v && *v > 0) statedLast = static_cast<int>(*v);
+    // The schedule a record names, under the keys records use (torchtitan's config: pipeline_parallel_schedule).
+    const std::string namedSchedule = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " +
+                                            text(pl, "pp_schedule") + " " + text(pl, "pipeline_parallel_schedule"));
     const bool vppInferred = plan.pp > 1 && !integer(pl, "vpp");
     if (vppInferred) {
         // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
@@ -406,7 +444,7 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         // Llama 3.1 405B pp 8 vp 8), where the layers (or the layers plus embedding and loss) split evenly and
         // the micro-batches divide by pp, as Megatron-LM's interleaved schedule needs; otherwise 1F1B. Stated
         // first/last-rank counts must leave the other ranks a whole number of layers per chunk.
-        std::string sched = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " + text(pl, "techniques"));
+        std::string sched = namedSchedule + " " + lower(text(pl, "techniques"));
         // The record's notes count where they say it and never deny it ("non-interleaved", "without interleaving"
         // anywhere in them leaves the notes out: a note that says both is no reading).
         const std::string notes = lower(text(rec, "notes"));
@@ -436,9 +474,10 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         else if (contains(sched, "interleav"))
             assume("interleaved schedule without a vpp, and no split of two layers per virtual stage fits: 1F1B");
         else
-            assume("vpp not stated: 1 (1F1B without interleaving)");
+            assume("vpp not stated: 1 (no interleaving)");
     }
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
+    readNamedSchedule(namedSchedule + " " + lower(text(pl, "techniques")), namedSchedule, plan, assume);
 
     // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where
     // pp x vpp divides the layers and, where it does not, what the frameworks do: the embedding and the output
@@ -478,6 +517,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         const int swYear = softwareYear(source);
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
         if (stated.empty() && swYear > 0) assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
+    } else if (!text(pl, "framework").empty()) {
+        assume("framework \"" + text(pl, "framework") + "\" is not one tessel has defaults for: every overlap tessel models (generic)");
     } else {
         assume("framework not stated: every overlap tessel models (generic)");
     }
@@ -696,6 +737,19 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // memory is raised step by step (a published run ran, so it fit).
     bool recomputeKnown = false;
     plan.recompute = parseRecompute(text(pl, "recompute"), recomputeKnown);
+    // Megatron-LM's block method recomputes only --recompute-num-layers layers of each stage, and its uniform
+    // method with more than one layer per checkpoint keeps fewer inputs; tessel's full recompute is every layer
+    // with one checkpoint each, so such a record is read that way and says so.
+    {
+        const std::string rc = lower(text(pl, "recompute"));
+        const auto layers = integer(pl, "recompute_num_layers");
+        const std::string method = lower(text(pl, "recompute_method"));
+        if (plan.recompute == Recompute::Full &&
+            (contains(rc, "block") || contains(method, "block") || (layers && *layers > 1) ||
+             std::regex_search(rc, std::regex(R"(\b([2-9]|[1-9][0-9]+) layers?\b)"))))
+            assume("recompute \"" + (rc.empty() ? method : text(pl, "recompute")) +
+                   "\" read as full recompute of every layer, one checkpoint each (tessel has no partial recompute)");
+    }
     // As a flag (llm-foundry's "Activation Checkpointing: True", a config's activation_checkpointing): on is
     // every layer recomputed, off is none.
     for (const char* key : {"recompute", "activation_checkpointing"}) {

@@ -162,6 +162,21 @@ TEST(ValidationRecord, UnstatedRecomputeIsRaisedUntilThePlanFits) {
     EXPECT_TRUE(mentions(c.assumptions, "raised until the plan fits"));
 }
 
+TEST(ValidationRecord, PartialRecomputeIsReadAsEveryLayerAndSaid) {
+    const std::string said = "read as full recompute of every layer, one checkpoint each (tessel has no partial recompute)";
+    nlohmann::json r = record();
+    EXPECT_FALSE(mentions(load(r).assumptions, said)); // "full (every layer)"
+    r["plan"]["recompute"] = "full, block method, 4 layers per stage";
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.recompute, Recompute::Full);
+    EXPECT_TRUE(mentions(c.assumptions, said));
+    r["plan"]["recompute"] = "full";
+    r["plan"]["recompute_num_layers"] = 2;
+    EXPECT_TRUE(mentions(load(r).assumptions, said));
+    r["plan"]["recompute_num_layers"] = 1;
+    EXPECT_FALSE(mentions(load(r).assumptions, said));
+}
+
 TEST(ValidationRecord, AttentionFollowsTheRecordThenItsYear) {
     nlohmann::json r = record();
     EXPECT_FALSE(load(r).scenario.plan.flashAttention); // Megatron-LM of 2022: no FlashAttention
@@ -451,6 +466,55 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 7, 1), 4);
 }
 
+TEST(ValidationRecord, NamedSchedulesAreSimulatedOrTheReadingIsSaid) {
+    auto withSchedule = [](const char* key, const char* name) {
+        nlohmann::json r = record();
+        r["plan"][key] = name;
+        return load(r);
+    };
+    ASSERT_GT(load(record()).scenario.plan.pp, 1);
+    // GPipe and zero bubble are schedules tessel simulates, under the keys and words records use.
+    for (const char* key : {"schedule", "pipeline_schedule", "pp_schedule", "pipeline_parallel_schedule"}) {
+        const ValidationCase g = withSchedule(key, "GPipe");
+        EXPECT_EQ(g.scenario.plan.schedule, Schedule::Gpipe) << key;
+        EXPECT_TRUE(mentions(g.assumptions, "pipeline schedule read as GPipe")) << key;
+        EXPECT_EQ(withSchedule(key, "ZBVZeroBubble").scenario.plan.schedule, Schedule::ZeroBubble) << key;
+    }
+    EXPECT_EQ(withSchedule("schedule", "zero bubble (ZB-H1)").scenario.plan.schedule, Schedule::ZeroBubble);
+    EXPECT_EQ(withSchedule("schedule", "fill-drain").scenario.plan.schedule, Schedule::Gpipe);
+    // 1F1B named is 1F1B, with nothing to say; interleaved under torchtitan's key interleaves.
+    const ValidationCase plain = withSchedule("pp_schedule", "1F1B");
+    EXPECT_EQ(plain.scenario.plan.schedule, Schedule::OneFOneB);
+    EXPECT_FALSE(mentions(plain.assumptions, "pipeline schedule"));
+    nlohmann::json noVpp = record();
+    noVpp["plan"].erase("vpp");
+    noVpp["plan"]["pipeline_parallel_schedule"] = "Interleaved1F1B";
+    EXPECT_EQ(load(noVpp).scenario.plan.schedule, Schedule::Interleaved1F1B);
+    // One tessel does not simulate keeps 1F1B, and says so rather than reading it silently.
+    const ValidationCase dual = withSchedule("pp_schedule", "DualPipe");
+    EXPECT_EQ(dual.scenario.plan.schedule, Schedule::OneFOneB);
+    EXPECT_TRUE(mentions(dual.assumptions, "pipeline schedule \"dualpipe\" is not one tessel simulates: read as 1F1B"));
+    // Zero bubble with virtual stages (InterleavedZeroBubble) is simulated without them: interleaved 1F1B, said.
+    nlohmann::json r = record();
+    r["plan"]["vpp"] = 2;
+    r["plan"]["pp_schedule"] = "InterleavedZeroBubble";
+    const ValidationCase izb = load(r);
+    EXPECT_EQ(izb.scenario.plan.schedule, Schedule::Interleaved1F1B);
+    EXPECT_TRUE(mentions(izb.assumptions, "read as interleaved 1F1B"));
+}
+
+TEST(ValidationRecord, AFrameworkTesselDoesNotKnowIsNamedNotGuessedFromTheSource) {
+    nlohmann::json r = record();
+    r["source"] = "a Megatron-LM paper's table";
+    r["plan"]["framework"] = "Colossal-AI";
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.framework.name, "generic");
+    EXPECT_TRUE(mentions(c.assumptions, "framework \"Colossal-AI\" is not one tessel has defaults for"));
+    // Unstated, the source's words still decide.
+    r["plan"].erase("framework");
+    EXPECT_EQ(load(r).scenario.plan.framework.name, "megatron");
+}
+
 TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {
     // 16384 GPUs = tp 8 x pp 16 x cp 16 x dp 8, sequence 131072.
     ValidationCase c = load(llama405(16384, 16, 131072));
@@ -653,145 +717,6 @@ TEST(ValidationShipped, EveryPublishedRunIsReadAndPredicted) {
         EXPECT_TRUE(res.predicted) << res.id << ": " << res.reason;
         EXPECT_FALSE(res.assumptions.empty()) << res.id;
     }
-}
-
-} // namespace
-} // namespace tessel::sim
-
-#include "tessel/sim/error_band.hpp"
-
-namespace tessel::sim {
-namespace {
-
-TEST(ErrorBands, PerKindByHandAndTheTieRule) {
-    // Three runs of one kind and one of another; the bands are the median, nearest-rank p90 and mean.
-    std::vector<LoadedRecord> records;
-    ValidationReport report;
-    auto add = [&](const char* gpu, const char* framework, double err) {
-        LoadedRecord r;
-        ValidationCase c;
-        c.scenario.cluster.gpu.name = gpu;
-        c.scenario.plan.framework.name = framework;
-        r.validationCase = c;
-        records.push_back(r);
-        CaseResult res;
-        res.predicted = true;
-        res.stepError = err;
-        report.results.push_back(res);
-    };
-    add("NVIDIA A100-SXM4-80GB", "megatron", -0.10);
-    add("NVIDIA A100-SXM4-40GB", "nemo", 0.02);
-    add("A100", "generic", -0.04);
-    add("NVIDIA H100 80GB HBM3", "fsdp", 0.30);
-    const ErrorBands b = computeErrorBands(records, report, "test");
-    ASSERT_EQ(b.kinds.size(), 2u);
-    EXPECT_EQ(b.kinds[0].kind, "A100 / Megatron-style");
-    EXPECT_EQ(b.kinds[0].records, 3);
-    EXPECT_DOUBLE_EQ(b.kinds[0].medianAbsError, 0.04);
-    EXPECT_DOUBLE_EQ(b.kinds[0].p90AbsError, 0.10);
-    EXPECT_NEAR(b.kinds[0].meanSignedError, -0.04, 1e-12);
-    EXPECT_EQ(b.kinds[1].kind, "H100 / sharded data parallel");
-    EXPECT_EQ(b.overall.records, 4);
-    EXPECT_DOUBLE_EQ(b.overall.medianAbsError, 0.07);
-    // Round trip, and a broken file names the field.
-    const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
-    EXPECT_DOUBLE_EQ(back.kinds[1].medianAbsError, 0.30);
-    nlohmann::json bad = toJson(b);
-    bad["kinds"][0]["median_abs_error"] = "small";
-    try {
-        parseErrorBands(bad, "bands.json#");
-        FAIL() << "expected an InputError";
-    } catch (const InputError& e) {
-        EXPECT_EQ(e.problems().front().where, "bands.json#/kinds/0/median_abs_error");
-    }
-    // Ties: inside the best step's band.
-    EXPECT_TRUE(tiedWithin(10.3, 10.0, b.kinds[0]));
-    EXPECT_FALSE(tiedWithin(10.5, 10.0, b.kinds[0]));
-    EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
-    EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
-}
-
-// The record predicted with the share fitted on it alone.
-std::vector<LoadedRecord> withOwnFit(LoadedRecord r) {
-    const double f = fitSustainedTensorFraction({r}).fraction;
-    r.validationCase->scenario.cluster.gpu.sustainedTensorFraction = f;
-    return {r};
-}
-
-TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
-    // data/validation/error_bands.json must be regenerated (tessel validate --write-bands) whenever the model
-    // changes, so predictions are never shown with a stale band.
-    const std::string file = shippedErrorBandsFile();
-    ASSERT_FALSE(file.empty());
-    std::vector<LoadedRecord> records;
-    const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 5u); // the shared runs and tessel's four check sets of published runs
-    for (const auto& f : files) {
-        auto more = loadValidationFile(f);
-        records.insert(records.end(), more.begin(), more.end());
-    }
-    const ErrorBands now = computeErrorBands(records, validateRecords(records), "x");
-    const ErrorBands& shipped = shippedErrorBands();
-    ASSERT_EQ(shipped.kinds.size(), now.kinds.size());
-    for (size_t i = 0; i < now.kinds.size(); ++i) {
-        EXPECT_EQ(shipped.kinds[i].kind, now.kinds[i].kind);
-        EXPECT_EQ(shipped.kinds[i].records, now.kinds[i].records);
-        EXPECT_NEAR(shipped.kinds[i].medianAbsError, now.kinds[i].medianAbsError, 1e-9) << now.kinds[i].kind;
-        EXPECT_NEAR(shipped.kinds[i].p90AbsError, now.kinds[i].p90AbsError, 1e-9) << now.kinds[i].kind;
-    }
-    EXPECT_NEAR(shipped.overall.medianAbsError, now.overall.medianAbsError, 1e-9);
-    // A plan gets its kind's band.
-    const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
-    Plan p;
-    p.framework.name = "megatron";
-    const auto band = errorBandFor(a100, p);
-    ASSERT_TRUE(band.has_value());
-    EXPECT_EQ(band->kind, "A100 / Megatron-style");
-    // H100 Megatron-style plans get the band of NVIDIA's own H100 runs, not the all-runs fallback.
-    const auto h100 = errorBandFor(test::clusterPreset("dgx-h100-80g"), p);
-    ASSERT_TRUE(h100.has_value());
-    EXPECT_EQ(h100->kind, "H100 / Megatron-style");
-}
-
-TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
-    // gpu.sustained_tensor_fraction is the one constant fitted to published runs (FORMULAS.md §3.3): the shipped
-    // clusters carry what `tessel validate --fit` gives on the shared set, one value for every GPU.
-    const auto records = loadValidationFile(defaultValidationFile());
-    const SustainedFit fit = fitSustainedTensorFraction(records);
-    EXPECT_EQ(fit.records, 85);
-    EXPECT_NEAR(fit.medianLogError, 0.0, 1e-3);
-    // Every shipped GPU cluster (those with a GEMM shape model; the CPU host has none) carries it.
-    int gpus = 0;
-    for (const std::string& name : presetNames("clusters")) {
-        const ClusterConfig c = test::clusterPreset(name);
-        if (!c.gpu.gemmModel) continue;
-        ++gpus;
-        EXPECT_NEAR(c.gpu.sustainedTensorFraction, fit.fraction, 0.002) << name;
-    }
-    EXPECT_GE(gpus, 5);
-    // The fit moves the share until the median record is exact: with every GPU at the benchmark's throughput
-    // (1.0) the median record is predicted too fast, so the fitted share is below 1.
-    EXPECT_LT(fit.fraction, 0.97);
-    EXPECT_GT(fit.fraction, 0.8);
-}
-
-TEST(SustainedFraction, LeaveOneGroupOutRefitsWithoutTheGroupItPredicts) {
-    // Two groups of one record each: each is predicted with the share fitted on the other alone, which makes
-    // that other record exact; the report says which value each group got.
-    auto records = loadValidationFile(defaultValidationFile());
-    std::vector<LoadedRecord> two;
-    for (const auto& r : records)
-        if (r.id == "megatron-sc21-t1-18B" || r.id == "korthikanti-t5-22B-full_recompute") two.push_back(r);
-    ASSERT_EQ(two.size(), 2u);
-    const SustainedFit onlyKorthikanti = fitSustainedTensorFraction({two[1]});
-    const LeaveOneGroupOut logo = leaveOneGroupOut(two);
-    ASSERT_EQ(logo.fittedConstants.size(), 2u);
-    EXPECT_NE(logo.fittedConstants[0].find("without megatron_sc21_table1"), std::string::npos);
-    std::vector<LoadedRecord> sc21{two[0]};
-    sc21[0].validationCase->scenario.cluster.gpu.sustainedTensorFraction = onlyKorthikanti.fraction;
-    EXPECT_NEAR(logo.report.results[0].predictedStepSeconds, validateRecords(sc21).results[0].predictedStepSeconds, 1e-9);
-    // In-sample, the same record with its own fit is exact; out of sample it is not.
-    EXPECT_NEAR(*validateRecords(withOwnFit(two[0])).results[0].stepError, 0.0, 2e-3);
 }
 
 } // namespace
