@@ -27,6 +27,9 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--zero-replicas", zeroReplicas,
                    "Hybrid sharding: replicas of the sharded ZeRO state across the data-parallel group (1 = shard over all)");
     app.add_option("--recompute", recompute, "Activation recompute: none|selective|full");
+    app.add_option("--recompute-layers", recomputeLayers,
+                   "With --recompute full: layers of each chunk recomputed, from its first (Megatron-LM's block "
+                   "method); 0: every layer");
     app.add_option("--sequence-parallel", sequenceParallel, "Sequence parallelism: on|off");
     app.add_option("--flash-attention", flashAttention, "Flash attention: on|off");
     app.add_option("--schedule", schedule, "Pipeline schedule: gpipe|1f1b|interleaved_1f1b|zero_bubble");
@@ -111,6 +114,7 @@ Scenario ScenarioFlags::resolve() const {
     setInt(zero, "zero_stage", "--zero");
     setInt(zeroReplicas, "zero_replicas", "--zero-replicas");
     setStr(recompute, "recompute", "--recompute");
+    setInt(recomputeLayers, "recompute_layers", "--recompute-layers");
     setStr(schedule, "schedule", "--schedule");
     setStr(precision, "precision", "--precision");
     setStr(rankOrder, "rank_order", "--rank-order");

@@ -263,6 +263,9 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.layerActivations = layerActivationBytes(model, plan, recipe);
     t.layerFullActivations = layerActivationBytesNoRecompute(model, plan, recipe);
     t.normStatistics = layerNormStatisticsBytes(model, plan, recipe);
+    Plan kept = plan;
+    kept.recompute = Recompute::None;
+    t.keptNormStatistics = layerNormStatisticsBytes(model, kept, recipe);
     t.elementBytes = s.activationBytes;
     t.residualBytes = s.residualBytes;
     t.tokens = d(s.tokens);
@@ -326,7 +329,20 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
 
     st.inFlight = inFlightMicroBatches(plan, stage);
     const bool last = stage == plan.pp - 1;
-    const double perMicroBatch = layersPerStage * (t.layerActivations + t.normStatistics);
+    // Full recompute of some layers only (Megatron-LM's block method; FORMULAS.md §2, partial recompute): the
+    // first recompute_layers of each chunk keep their input, the rest everything a layer without recompute keeps.
+    int recomputed = 0;
+    bool wholeChunkRebuilt = false; // a chunk every layer of which is rebuilt in its backward
+    for (int c = 0; c < plan.vpp; ++c) {
+        const int n = chunkLayerCount(model, plan, stage, c), r = plan.recomputedLayersOf(n);
+        recomputed += r;
+        wholeChunkRebuilt = wholeChunkRebuilt || (n > 0 && r == n);
+    }
+    const double perMicroBatch =
+        plan.recompute == Recompute::Full
+            ? recomputed * (t.layerActivations + t.normStatistics) +
+                  (layersPerStage - recomputed) * (t.layerFullActivations + t.keptNormStatistics)
+            : layersPerStage * (t.layerActivations + t.normStatistics);
     // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed layer
     // inputs go to the host as they are made, and the GPU keeps two layers' inputs (the one being copied and the
     // next, DeepSpeed's cpu_checkpointing double buffer).
@@ -347,7 +363,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     } else {
         st.activationsBytes = stored(st.inFlight);
     }
-    if (plan.recompute == Recompute::Full) st.activationsBytes += t.layerFullActivations; // one layer rebuilt
+    // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
+    // backwards run first and free at least a layer's activations before the first rebuild.
+    if (wholeChunkRebuilt) st.activationsBytes += t.layerFullActivations;
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
     if (stage == 0) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.

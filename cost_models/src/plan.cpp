@@ -171,6 +171,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.zeroReplicas = static_cast<int>(r.optInt("zero_replicas", 1, 1, kMaxDegree));
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
+    p.recomputeLayers = static_cast<int>(r.optInt("recompute_layers", 0, 0, 1 << 20));
     p.sequenceParallel = r.optBool("sequence_parallel", false);
     p.flashAttention = r.optBool("flash_attention", true);
     p.attentionKernel = r.optString("attention_kernel", "auto");
@@ -232,6 +233,7 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadOptimizer) j["offload_optimizer"] = true;
     if (p.offloadParameters) j["offload_parameters"] = true;
     if (p.offloadActivations) j["offload_activations"] = true;
+    if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
     frameworkToJson(p.framework, j);
     return j;
 }
@@ -395,6 +397,13 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                  "Megatron's distributed optimizer); needs zero_stage >= 1");
     if (plan.offloadParameters && (plan.zeroStage != 3 || !plan.offloadOptimizer))
         problems.add(field("offload_parameters"), "parameter offload is ZeRO-Infinity: needs zero_stage 3 and offload_optimizer");
+    if (plan.recomputeLayers > 0 && plan.recompute != Recompute::Full)
+        problems.add(field("recompute_layers"), "recompute_layers (the layers of each chunk recomputed, Megatron-LM's "
+                                                "block method) needs recompute full, got " + toString(plan.recompute));
+    if (plan.offloadActivations && plan.recomputeLayers > 0)
+        problems.add(field("offload_activations"), "activation offload swaps every layer's checkpointed input to the "
+                                                   "host (DeepSpeed cpu_checkpointing); it has no partial form: needs "
+                                                   "recompute_layers 0");
     if (plan.offloadActivations && plan.recompute != Recompute::Full)
         problems.add(field("offload_activations"), "activation offload swaps the checkpointed layer inputs to the host "
                                                    "(DeepSpeed cpu_checkpointing); needs recompute full");

@@ -381,7 +381,7 @@ Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatc
     const int firstLayerUnit = c.embedding ? 1 : 0;
     for (size_t l = 0; l < c.layers.size(); ++l) {
         m.withUnit(chunk, firstLayerUnit + static_cast<int>(l), false, [&] {
-            if (m.fullRecompute) {
+            if (m.recomputes(l)) {
                 // Keep only the layer's input; everything else is rebuilt in backward (Korthikanti et al. §4).
                 LayerActs scratch;
                 acts.layers[l].x = x;
@@ -412,7 +412,7 @@ Tensor GptModel::backward(int mb, int chunk, const Tensor& gradOutput, bool defe
                    [&] { dx = m.headBackward(c, acts, deferWeights); });
     for (size_t l = c.layers.size(); l-- > 0;) {
         m.withUnit(chunk, firstLayerUnit + static_cast<int>(l), true, [&] {
-            if (m.fullRecompute) {
+            if (m.recomputes(l)) {
                 LayerActs rebuilt;
                 m.layerForward(c.layers[l], acts.layers[l].x, rebuilt, acts, kAct);
                 dx = m.layerBackward(c.layers[l], dx, rebuilt, acts, deferWeights);

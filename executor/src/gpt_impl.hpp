@@ -99,6 +99,10 @@ struct GptModel::Impl {
     double lossScale = 1.0;
     bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
     bool fullRecompute = false;
+    int recomputeLayers = 0; // with fullRecompute: the first n layers of each chunk (0: all; Plan::recomputeLayers)
+    bool recomputes(size_t layerInChunk) const {
+        return fullRecompute && (recomputeLayers == 0 || layerInChunk < static_cast<size_t>(recomputeLayers));
+    }
     bool moe = false;
     int experts = 0, topK = 0;
     int64_t expertF = 0;

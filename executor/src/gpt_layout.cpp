@@ -89,6 +89,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.bias = model.linearBias;
     m.qkvBias = model.linearBias || model.qkvBias;
     m.fullRecompute = plan.recompute == Recompute::Full;
+    m.recomputeLayers = plan.recomputeLayers;
     m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
 
     const int64_t t = ctx.tp.myIndex;

@@ -81,6 +81,7 @@ void PlanSession::setMicroBatch(int microBatch) {
 void PlanSession::setRecompute(Recompute recompute) {
     Plan p = evaluation_.plan;
     p.recompute = recompute;
+    if (recompute != Recompute::Full) p.recomputeLayers = 0; // partial recompute is a form of full recompute
     setPlan(p);
 }
 

@@ -295,9 +295,10 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     // each layer's input.
     if (p.recompute == Recompute::Selective) arg("--recompute-activations");
     if (p.recompute == Recompute::Full) {
+        // Every layer with its own checkpoint (uniform, 1), or only the first n of each chunk (block, n).
         arg("--recompute-granularity", "full");
-        arg("--recompute-method", "uniform");
-        arg("--recompute-num-layers", "1");
+        arg("--recompute-method", p.recomputeLayers > 0 ? "block" : "uniform");
+        arg("--recompute-num-layers", str(p.recomputeLayers > 0 ? p.recomputeLayers : 1));
     }
     if (p.flashAttention) {
         arg("--use-flash-attn");
@@ -460,6 +461,10 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
                      "DeepSpeed's config has no selective (attention-only) recompute; use "
                      "recompute full, or flash_attention on (then selective stores no more "
                      "than none)");
+    if (p.recomputeLayers > 0)
+        problems.add("/plan/recompute_layers",
+                     "DeepSpeed checkpoints every layer (PipelineModule's activation_checkpoint_interval 1) or a layer "
+                     "every n; it has no form that recomputes only the first layers of a stage: use recompute_layers 0");
     // PipeModelDataParallelTopology: model (tp) fastest, then data, then pipe.
     if (withOrder)
     checkRankOrder(p, {O{Tp, Cp, Ep, Dp, Pp}}, "DeepSpeed",

@@ -73,6 +73,10 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
                          "torchtitan gives every virtual stage the same layers except fewer on the first and the last; "
                          "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, cluster, p)) + ") is not of that form");
     }
+    if (p.recomputeLayers > 0)
+        problems.add("/plan/recompute_layers",
+                     "torchtitan's full activation checkpointing wraps every block; it has no form that recomputes only "
+                     "the first layers of a stage: use recompute_layers 0");
     if (p.zeroStage == 1 || p.zeroStage == 2)
         problems.add("/plan/zero_stage",
                      "torchtitan's FSDP2 shards weights, gradients and optimizer state together; "

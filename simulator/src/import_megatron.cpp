@@ -294,12 +294,24 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         recompute = "none";
     }
     if (recompute == "full") {
+        // block: the first n layers of each chunk (plan recompute_layers); uniform: every layer, one checkpoint
+        // per n layers (tessel keeps one per layer: the same replay, a little more memory for n > 1).
         const std::string method = str("recompute_method").value_or("None");
-        const auto n = str("recompute_num_layers");
-        const int64_t perStage = pp > 0 ? layers / (pp * std::max<int64_t>(1, vpp)) : layers;
-        if (n && toNumber(*n) && static_cast<int64_t>(*toNumber(*n)) < perStage)
-            warnings.push_back("recompute_method = " + method + ", recompute_num_layers = " + *n +
-                               ": tessel recomputes every layer of a stage under full recompute (" + std::to_string(perStage) + ")");
+        const auto nText = str("recompute_num_layers");
+        const int64_t n = nText && toNumber(*nText) ? static_cast<int64_t>(*toNumber(*nText)) : 1;
+        const int64_t perChunk = pp > 0 ? layers / (pp * std::max<int64_t>(1, vpp)) : layers;
+        if (method == "block") {
+            if (n <= 0) recompute = "none";
+            else if (n < perChunk) plan["recompute_layers"] = n;
+        } else if (method == "uniform") {
+            if (n > 1)
+                warnings.push_back("recompute_method = uniform, recompute_num_layers = " + *nText +
+                                   ": tessel keeps one checkpoint per layer, not one per " + *nText + " layers");
+        } else if (nText) {
+            warnings.push_back("recompute_method = " + method + ", recompute_num_layers = " + *nText +
+                               ": read as every layer recomputed, one checkpoint each (" + std::to_string(perChunk) +
+                               " a chunk)");
+        }
     }
     plan["recompute"] = recompute;
     plan["sequence_parallel"] = flag("sequence_parallel").value_or(false);

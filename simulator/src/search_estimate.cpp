@@ -623,7 +623,10 @@ double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, 
         return n;
     };
     const double fwdLayer = s.layerFwd + c.fwd;
-    const double bwdInputLayer = s.layerBwdInput + c.bwd + s.layerRecompute + c.recompute;
+    // Partial recompute (recompute_layers) redoes fewer layers than every one: leaving the replay out keeps the
+    // bound admissible (the search's own plans recompute every layer or none).
+    const double recomputeLayer = plan.recomputeLayers > 0 ? 0.0 : s.layerRecompute + c.recompute;
+    const double bwdInputLayer = s.layerBwdInput + c.bwd + recomputeLayer;
     const double bwdWeightLayer = s.layerBwdWeight;
     const double embWork = s.embFwd + c.emb + s.embBwdWeight;
     const double headFwd = s.headFwd + c.headFwd;

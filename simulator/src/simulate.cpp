@@ -187,7 +187,10 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             case ActionKind::BackwardInput: {
                 const bool whole = a.kind == ActionKind::Backward;
                 c = phase(layer.backwardInput, L, bwdComm, L);
-                accumulate(c, phase(layer.recompute, L, recomputeComm, L));
+                // Full recompute replays the chunk's first recompute_layers layers (all when 0; FORMULAS.md §2,
+                // partial recompute).
+                const double R = plan.recompute == Recompute::Full ? plan.recomputedLayersOf(static_cast<int>(L)) : L;
+                accumulate(c, phase(layer.recompute, R, recomputeComm, R));
                 if (whole) accumulate(c, phase(layer.backwardWeight, L, InnerComm{}, 0));
                 if (last) {
                     accumulate(c, phase(head.backwardInput, 1, headBwdComm, 1));

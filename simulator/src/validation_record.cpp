@@ -176,8 +176,19 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         const bool onlyHfu = !number(meas, "tflops_per_gpu") && !number(meas, "aggregate_pflops") && !number(meas, "mfu") &&
                              number(meas, "hfu");
         const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96");
-        const double flops = modelFlopsPerStep(c.scenario.model, plan) *
-                             (hardware && plan.recompute == Recompute::Full ? 4.0 / 3.0 : 1.0);
+        // Partial recompute (recompute_layers) replays that share of the layers' forward.
+        double replayed = 0.0;
+        if (plan.recompute == Recompute::Full) {
+            int recomputed = 0, layers = 0;
+            for (int s = 0; s < plan.pp; ++s)
+                for (int k = 0; k < plan.vpp; ++k) {
+                    const int n = chunkLayerCount(c.scenario.model, plan, s, k);
+                    recomputed += plan.recomputedLayersOf(n);
+                    layers += n;
+                }
+            replayed = layers > 0 ? static_cast<double>(recomputed) / layers : 1.0;
+        }
+        const double flops = modelFlopsPerStep(c.scenario.model, plan) * (hardware ? 1.0 + replayed / 3.0 : 1.0);
         const auto recipe = findPrecisionRecipe(plan.precision);
         const double peak = c.scenario.cluster.peakFlops(recipe ? recipe->computeDtype : Dtype::Bf16);
         const double gpus = static_cast<double>(plan.worldSize());
@@ -737,18 +748,26 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // memory is raised step by step (a published run ran, so it fit).
     bool recomputeKnown = false;
     plan.recompute = parseRecompute(text(pl, "recompute"), recomputeKnown);
-    // Megatron-LM's block method recomputes only --recompute-num-layers layers of each stage, and its uniform
-    // method with more than one layer per checkpoint keeps fewer inputs; tessel's full recompute is every layer
-    // with one checkpoint each, so such a record is read that way and says so.
-    {
+    // Megatron-LM's block method recomputes only --recompute-num-layers layers of each chunk (plan
+    // recompute_layers); its uniform method with n > 1 layers per checkpoint recomputes every layer and keeps
+    // fewer inputs than tessel's one per layer. Both read from the config's names or the record's prose.
+    if (plan.recompute == Recompute::Full) {
         const std::string rc = lower(text(pl, "recompute"));
-        const auto layers = integer(pl, "recompute_num_layers");
-        const std::string method = lower(text(pl, "recompute_method"));
-        if (plan.recompute == Recompute::Full &&
-            (contains(rc, "block") || contains(method, "block") || (layers && *layers > 1) ||
-             std::regex_search(rc, std::regex(R"(\b([2-9]|[1-9][0-9]+) layers?\b)"))))
-            assume("recompute \"" + (rc.empty() ? method : text(pl, "recompute")) +
-                   "\" read as full recompute of every layer, one checkpoint each (tessel has no partial recompute)");
+        const std::string method = lower(text(pl, "recompute_method")) + " " + rc;
+        std::optional<int64_t> layers = integer(pl, "recompute_num_layers");
+        std::smatch m;
+        if (!layers && std::regex_search(rc, m, std::regex(R"(\b([0-9]+) layers?\b)"))) layers = std::stoll(m[1].str());
+        const std::string shown = text(pl, "recompute").empty() ? text(pl, "recompute_method") : text(pl, "recompute");
+        if (contains(method, "block") && layers && *layers > 0) {
+            plan.recomputeLayers = static_cast<int>(*layers);
+            assume("recompute \"" + shown + "\": the first " + std::to_string(*layers) +
+                   " layers of each chunk recomputed, the rest keep their activations (Megatron-LM's block method)");
+        } else if (contains(method, "block") || (layers && *layers > 1)) {
+            assume("recompute \"" + shown + "\" read as every layer recomputed, one checkpoint each" +
+                   (contains(method, "block") ? " (no layer count given for the block method)"
+                                              : " (tessel keeps one checkpoint per layer, not one per " +
+                                                    std::to_string(*layers) + ")"));
+        }
     }
     // As a flag (llm-foundry's "Activation Checkpointing: True", a config's activation_checkpointing): on is
     // every layer recomputed, off is none.

@@ -312,3 +312,48 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
 
 } // namespace
 } // namespace tessel
+
+namespace tessel {
+// Megatron-LM's block method (plan recompute_layers n, FORMULAS.md §2.3): the first n layers of each chunk keep
+// their input, the others everything. By hand on GPT-3 175B's default plan (pp 8, 12 layers a stage): n layers'
+// worth of (whole layer + norm statistics - checkpoint) per micro-batch in flight come off no recompute; n at or
+// beyond the chunk is full recompute; step time grows with n.
+TEST(MemoryPartialRecompute, BetweenNoneAndFullByHandAndFullBeyondTheChunk) {
+    Scenario s = defaultScenario();
+    finishScenario(s);
+    Plan none = s.plan;
+    none.recompute = Recompute::None;
+    Plan full = s.plan;
+    full.recompute = Recompute::Full;
+    const auto& recipe = *findPrecisionRecipe(none.precision);
+    const MemoryShapeTerms t = memoryShapeTerms(s.model, full, recipe);
+    const int perStage = stageLayerCount(s.model, full, 0);
+    ASSERT_EQ(perStage, 12);
+    const double inFlight = predictMemory(s.model, s.cluster, full).stages[0].inFlight;
+    const double noneActs = predictMemory(s.model, s.cluster, none).stages[0].activationsBytes;
+    const double fullActs = predictMemory(s.model, s.cluster, full).stages[0].activationsBytes;
+    double previous = noneActs;
+    for (int n : {1, 4, 11}) {
+        Plan q = full;
+        q.recomputeLayers = n;
+        const double acts = predictMemory(s.model, s.cluster, q).stages[0].activationsBytes;
+        EXPECT_NEAR(noneActs - acts, inFlight * n * (t.layerFullActivations + t.keptNormStatistics - t.layerActivations),
+                    1e-6 * noneActs) << n;
+        EXPECT_LT(acts, previous) << n;
+        EXPECT_GT(acts, fullActs) << n;
+        previous = acts;
+    }
+    for (int n : {12, 40}) {
+        Plan q = full;
+        q.recomputeLayers = n;
+        EXPECT_DOUBLE_EQ(predictMemory(s.model, s.cluster, q).stages[0].activationsBytes, fullActs) << n;
+    }
+    // Only with full recompute.
+    ProblemList problems;
+    Plan bad = none;
+    bad.recomputeLayers = 2;
+    validatePlan(s.model, s.cluster, bad, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems.items().front().where, "/plan/recompute_layers");
+}
+} // namespace tessel

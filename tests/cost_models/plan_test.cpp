@@ -66,6 +66,7 @@ TEST(PlanJson, RoundTripsEveryField) {
     p.zeroOverCp = false; // not the default
     p.zeroReplicas = 2;   // nor this
     p.recompute = Recompute::Full;
+    p.recomputeLayers = 3; // written only when set
     p.sequenceParallel = true;
     p.flashAttention = false;
     p.schedule = Schedule::Interleaved1F1B;

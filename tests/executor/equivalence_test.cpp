@@ -268,6 +268,13 @@ TEST(Recompute, SelectiveAndFullAreBitwiseEqualToNone) {
         EXPECT_EQ(r.losses, none.losses) << toString(rc);
         EXPECT_EQ(r.params, none.params) << toString(rc);
     }
+    // Full recompute of the first layer of each stage only (Megatron-LM's block method).
+    Plan q = p;
+    q.recompute = Recompute::Full;
+    q.recomputeLayers = 1;
+    const test::RunResult r = test::runPlan(model, q, 2);
+    EXPECT_EQ(r.losses, none.losses) << "recompute_layers 1";
+    EXPECT_EQ(r.params, none.params) << "recompute_layers 1";
 }
 
 TEST(Training, LossFallsOnTheTinyModel) {

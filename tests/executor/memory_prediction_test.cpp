@@ -50,6 +50,13 @@ std::vector<MemCase> memoryCases() {
     add("pp2_dp2_zero2", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; });
     add("pp2_recompute_selective", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Selective; });
     add("pp2_recompute_full", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
+    // Megatron-LM's block method (the tiny model's 4 layers): the first layer of each 2-layer stage recomputed, the
+    // other kept whole; with vpp 2 each chunk has one layer, so recompute_layers 1 is every layer (the rebuilt
+    // layer counted as in full recompute).
+    add("pp2_recompute_layers1", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; p.recomputeLayers = 1; });
+    add("pp2_vpp2_recompute_layers1", [](Plan& p) {
+        p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; p.recompute = Recompute::Full; p.recomputeLayers = 1;
+    });
     add("tp2_pp2_dp2", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; });
     add("cp2", [](Plan& p) { p.cp = 2; });
     add("cp2_tp2_pp2", [](Plan& p) { p.cp = 2; p.tp = 2; p.pp = 2; });

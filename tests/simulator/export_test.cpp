@@ -234,6 +234,24 @@ TEST(ExportMegatron, MixtralPresetHasExpertsAndAllToAll) {
     EXPECT_EQ(a.launch.find("CUDA_DEVICE_MAX_CONNECTIONS"), std::string::npos) << "tp = cp = 1";
 }
 
+TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {
+    Scenario s = defaultScenario();
+    s.plan.recompute = Recompute::Full;
+    s.plan.recomputeLayers = 3;
+    const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--recompute-granularity"), "full");
+    EXPECT_EQ(a.at("--recompute-method"), "block");
+    EXPECT_EQ(a.at("--recompute-num-layers"), "3");
+    for (ExportFormat f : {ExportFormat::DeepSpeed, ExportFormat::Torchtitan}) {
+        try {
+            exportPlan(s, f);
+            ADD_FAILURE() << "expected a refusal";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("/plan/recompute_layers"), std::string::npos) << e.what();
+        }
+    }
+}
+
 TEST(ExportMegatron, FullRecomputeMixedPrecisionAndNoFlash) {
     Scenario s = defaultScenario();
     s.plan.recompute = Recompute::Full;

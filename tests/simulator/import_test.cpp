@@ -57,6 +57,19 @@ std::string smallLog() {
 
 ClusterConfig cluster(const char* name = "dgx-a100-80g") { return loadClusterRef(name, "--cluster"); }
 
+TEST(MegatronImport, TheBlockRecomputeMethodIsPartialRecompute) {
+    // --recompute-method block --recompute-num-layers 1 on 2 layers a stage: the plan's recompute_layers, no warning.
+    std::string text = smallLog();
+    const std::string at = "  recompute_num_layers ............................ 1\n";
+    ASSERT_NE(text.find(at), std::string::npos);
+    text.replace(text.find(at), at.size(), "  recompute_method ................................ block\n" + at);
+    const ImportedRun run = importMegatronLog(parseMegatronLog(text, "block.log"), cluster());
+    EXPECT_EQ(run.scenario["plan"]["recompute"], "full");
+    EXPECT_EQ(run.scenario["plan"]["recompute_layers"], 1);
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("recompute"), std::string::npos) << w;
+    EXPECT_NO_THROW(finishScenario(parseScenario(run.scenario, "imported")));
+}
+
 TEST(MegatronImport, ArgumentsIterationsAndMemoryBecomeAScenarioAndARun) {
     const MegatronLog log = parseMegatronLog(smallLog(), "small.log");
     EXPECT_EQ(log.args.at("num_layers"), "4");

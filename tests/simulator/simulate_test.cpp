@@ -95,6 +95,28 @@ TEST(ClosedForm, ZeroBubbleH1HasASmallerBubbleAtEqualMemory) {
         }
 }
 
+TEST(Simulation, PartialRecomputeReplaysItsLayersOnly) {
+    // GPT-3 175B's default plan (12 layers a stage): the replay grows with the layers recomputed, and
+    // recompute_layers at the chunk's size is full recompute.
+    Scenario s = defaultScenario();
+    finishScenario(s);
+    auto step = [&](Recompute rc, int layers) {
+        Plan p = s.plan;
+        p.recompute = rc;
+        p.recomputeLayers = layers;
+        return simulatePlan(s.model, s.cluster, p).metrics.stepSeconds;
+    };
+    const double none = step(Recompute::None, 0), full = step(Recompute::Full, 0);
+    double previous = none;
+    for (int n : {1, 6, 11}) {
+        const double t = step(Recompute::Full, n);
+        EXPECT_GT(t, previous) << n;
+        EXPECT_LT(t, full) << n;
+        previous = t;
+    }
+    EXPECT_DOUBLE_EQ(step(Recompute::Full, 12), full);
+}
+
 TEST(Simulation, ACyclicScheduleIsReportedNotHung) {
     ActionSchedule s = pipeline(2, 2, Schedule::OneFOneB);
     // Make stage 0's first forward wait for stage 1's first backward: a cycle through the pipeline.

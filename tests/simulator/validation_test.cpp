@@ -162,19 +162,27 @@ TEST(ValidationRecord, UnstatedRecomputeIsRaisedUntilThePlanFits) {
     EXPECT_TRUE(mentions(c.assumptions, "raised until the plan fits"));
 }
 
-TEST(ValidationRecord, PartialRecomputeIsReadAsEveryLayerAndSaid) {
-    const std::string said = "read as full recompute of every layer, one checkpoint each (tessel has no partial recompute)";
-    nlohmann::json r = record();
-    EXPECT_FALSE(mentions(load(r).assumptions, said)); // "full (every layer)"
+TEST(ValidationRecord, PartialRecomputeIsReadFromConfigNamesOrProse) {
+    nlohmann::json r = record(); // "full (every layer)": every layer, nothing to say
+    EXPECT_EQ(load(r).scenario.plan.recomputeLayers, 0);
+    EXPECT_FALSE(mentions(load(r).assumptions, "recompute \""));
+    // Megatron-LM's block method: the first n layers of each chunk.
     r["plan"]["recompute"] = "full, block method, 4 layers per stage";
     ValidationCase c = load(r);
     EXPECT_EQ(c.scenario.plan.recompute, Recompute::Full);
-    EXPECT_TRUE(mentions(c.assumptions, said));
+    EXPECT_EQ(c.scenario.plan.recomputeLayers, 4);
+    EXPECT_TRUE(mentions(c.assumptions, "the first 4 layers of each chunk recomputed"));
     r["plan"]["recompute"] = "full";
+    r["plan"]["recompute_method"] = "block";
     r["plan"]["recompute_num_layers"] = 2;
-    EXPECT_TRUE(mentions(load(r).assumptions, said));
+    EXPECT_EQ(load(r).scenario.plan.recomputeLayers, 2);
+    // Uniform with several layers per checkpoint recomputes every layer: read so, and said.
+    r["plan"]["recompute_method"] = "uniform";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.recomputeLayers, 0);
+    EXPECT_TRUE(mentions(c.assumptions, "not one per 2"));
     r["plan"]["recompute_num_layers"] = 1;
-    EXPECT_FALSE(mentions(load(r).assumptions, said));
+    EXPECT_FALSE(mentions(load(r).assumptions, "recompute \""));
 }
 
 TEST(ValidationRecord, AttentionFollowsTheRecordThenItsYear) {

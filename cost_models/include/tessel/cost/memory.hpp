@@ -104,6 +104,7 @@ struct MemoryShapeTerms {
     double layerActivations = 0.0;     // layerActivationBytes
     double layerFullActivations = 0.0; // layerActivationBytesNoRecompute
     double normStatistics = 0.0;       // layerNormStatisticsBytes
+    double keptNormStatistics = 0.0;   // layerNormStatisticsBytes of a layer that is not recomputed
     double weightGradientSet = 0.0;    // weightGradientPendingBytes (ZB-H1)
     double duringBackwardInput = 0.0;  // ZB-H1: what one layer's B pass adds before it frees the layer
     double elementBytes = 2.0, tokens = 0.0, tokensSp = 0.0, hidden = 0.0, maskBytes = 0.0;

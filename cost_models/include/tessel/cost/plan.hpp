@@ -96,6 +96,15 @@ struct Plan {
     // Megatron-core --num-distributed-optimizer-instances, DeepSpeed MiCS. 1 = shard over the whole group.
     int zeroReplicas = 1;
     Recompute recompute = Recompute::None;
+    // With full recompute: how many layers of each model chunk (a stage's layers, or one virtual stage's)
+    // are recomputed, from the chunk's first; the rest keep their activations (Megatron-LM's
+    // --recompute-method block --recompute-num-layers N). 0: every layer (--recompute-method uniform, 1 layer).
+    int recomputeLayers = 0;
+    // Layers recomputed of a chunk holding `chunkLayers` layers (FORMULAS.md §2, partial recompute).
+    int recomputedLayersOf(int chunkLayers) const {
+        if (recompute != Recompute::Full) return 0;
+        return recomputeLayers > 0 ? std::min(recomputeLayers, chunkLayers) : chunkLayers;
+    }
     bool sequenceParallel = false;
     bool flashAttention = true;
     std::string attentionKernel = "auto"; // fused attention kernel ("flash2", "flash3", ...); "auto": the GPU's default
