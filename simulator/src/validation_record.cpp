@@ -756,7 +756,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         const std::string method = lower(text(pl, "recompute_method")) + " " + rc;
         std::optional<int64_t> layers = integer(pl, "recompute_num_layers");
         std::smatch m;
-        if (!layers && std::regex_search(rc, m, std::regex(R"(\b([0-9]+) layers?\b)"))) layers = std::stoll(m[1].str());
+        if (!layers && std::regex_search(rc, m, std::regex(R"(\b([0-9]{1,6}) layers?\b)"))) layers = std::stoll(m[1].str());
+        if (layers && *layers > model.layers) layers = model.layers; // beyond any chunk: every layer
         const std::string shown = text(pl, "recompute").empty() ? text(pl, "recompute_method") : text(pl, "recompute");
         if (contains(method, "block") && layers && *layers > 0) {
             plan.recomputeLayers = static_cast<int>(*layers);
