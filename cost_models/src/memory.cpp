@@ -331,12 +331,19 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     const bool last = stage == plan.pp - 1;
     // Full recompute of some layers only (Megatron-LM's block method; FORMULAS.md §2, partial recompute): the
     // first recompute_layers of each chunk keep their input, the rest everything a layer without recompute keeps.
-    int recomputed = 0;
-    bool wholeChunkRebuilt = false; // a chunk every layer of which is rebuilt in its backward
-    for (int c = 0; c < plan.vpp; ++c) {
-        const int n = chunkLayerCount(model, plan, stage, c), r = plan.recomputedLayersOf(n);
-        recomputed += r;
-        wholeChunkRebuilt = wholeChunkRebuilt || (n > 0 && r == n);
+    // (The search calls this for millions of plans: the chunk counts only where some layers are not recomputed.)
+    int recomputed = plan.recompute == Recompute::Full ? layersPerStage : 0;
+    bool wholeChunkRebuilt = plan.recompute == Recompute::Full; // a chunk every layer of which is rebuilt in backward
+    if (plan.recompute == Recompute::Full && plan.recomputeLayers > 0) {
+        const std::vector<int> counts = chunkLayerCounts(model, plan);
+        recomputed = 0;
+        wholeChunkRebuilt = false;
+        for (int c = 0; c < plan.vpp; ++c) {
+            const size_t u = static_cast<size_t>(c * plan.pp + stage);
+            const int n = u < counts.size() ? counts[u] : 0, r = plan.recomputedLayersOf(n);
+            recomputed += r;
+            wholeChunkRebuilt = wholeChunkRebuilt || (n > 0 && r == n);
+        }
     }
     const double perMicroBatch =
         plan.recompute == Recompute::Full
