@@ -31,6 +31,7 @@ struct SearchFlags {
     std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
     bool allowIdle = false;
     std::string offload = "auto";
+    std::string partialRecompute = "on";
     bool evenSplitsOnly = false;
     bool hybridSharding = false;
     int top = 10;
@@ -148,7 +149,7 @@ std::string csvQuote(const std::string& s) {
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
            "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
-           "offload,frameworks,zero_replicas,why\n";
+           "offload,frameworks,zero_replicas,recompute_layers,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -161,7 +162,8 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
         std::string frameworks;
         for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
         out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
-            << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << csvQuote(t.why) << "\n";
+            << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << p.recomputeLayers << ","
+            << csvQuote(t.why) << "\n";
     }
 }
 
@@ -210,7 +212,7 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
              {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
               std::to_string(p.vpp), std::to_string(p.microBatch),
               std::to_string(p.zeroStage) + (p.zeroReplicas > 1 ? "x" + std::to_string(p.zeroReplicas) : std::string()),
-              toString(p.recompute),
+              recomputeString(p),
               std::string(p.sequenceParallel ? "on" : "off"), toString(p.schedule), p.rankOrderString()})
             row.push_back(cell);
         if (offloads) row.push_back(offloadString(p));
@@ -361,6 +363,9 @@ int runSearch(const SearchFlags& f) {
     }
     if (f.offload == "off") space.offload = false;
     else if (f.offload != "auto") problems.add("--offload", "must be auto or off, got \"" + f.offload + "\"");
+    if (f.partialRecompute == "off") space.partialRecompute = false;
+    else if (f.partialRecompute != "on")
+        problems.add("--partial-recompute", "must be on or off, got \"" + f.partialRecompute + "\"");
     space.precision = f.precision.value_or(s.plan.precision);
     space.flashAttention = s.plan.flashAttention;
     space.attentionKernel = s.plan.attentionKernel;
@@ -439,6 +444,9 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--offload", f->offload,
                     "auto (default): plans that do not fit may offload optimizer, parameters or activations to host "
                     "memory (clusters with a host block); off: never");
+    cmd->add_option("--partial-recompute", f->partialRecompute,
+                    "on (default): beside every plan that fits with full recompute, the fewest layers of each chunk "
+                    "recomputed that still fit (Megatron-LM's block method); off: every layer or none");
     cmd->add_option("--top", f->top, "How many plans to show (default 10)");
     cmd->add_option("--fix", f->fix,
                     "Pin plan fields, e.g. tp=8,pp=4 (keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, "

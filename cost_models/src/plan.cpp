@@ -238,6 +238,10 @@ nlohmann::json planToJson(const Plan& p) {
     return j;
 }
 
+std::string recomputeString(const Plan& p) {
+    return toString(p.recompute) + (p.recompute == Recompute::Full && p.recomputeLayers > 0 ? ":" + std::to_string(p.recomputeLayers) : "");
+}
+
 std::string offloadString(const Plan& p) {
     std::string s;
     if (p.offloadOptimizer) s += "optimizer";

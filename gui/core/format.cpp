@@ -53,7 +53,7 @@ QString planSummary(const Plan& p) {
              .arg(p.microBatch)
              .arg(p.zeroStage)
              .arg(p.zeroReplicas > 1 ? QStringLiteral("x%1").arg(p.zeroReplicas) : QString()) // hybrid sharding
-             .arg(QString::fromStdString(toString(p.recompute)), QString::fromStdString(toString(p.schedule)));
+             .arg(QString::fromStdString(recomputeString(p)), QString::fromStdString(toString(p.schedule)));
     if (p.sequenceParallel) s += QStringLiteral(" sp");
     return s;
 }

@@ -116,7 +116,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     case Zero: // hybrid sharding shows its replicas ("1x16"); filters and sorting see the stage
         if (display && p.zeroReplicas > 1) return QStringLiteral("%1x%2").arg(p.zeroStage).arg(p.zeroReplicas);
         return integer(p.zeroStage);
-    case Recompute: return QString::fromStdString(toString(p.recompute));
+    case Recompute: // partial recompute shows its layers ("full:3"); filters and sorting see the kind
+        return QString::fromStdString(display ? recomputeString(p) : toString(p.recompute));
     case SequenceParallel: return p.sequenceParallel ? QStringLiteral("on") : QStringLiteral("off");
     case Schedule: return QString::fromStdString(toString(p.schedule));
     case PeakGiB: return number(toGiB(r.peakBytes), QString::number(toGiB(r.peakBytes), 'f', 1));

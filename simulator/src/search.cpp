@@ -115,7 +115,8 @@ std::string planDiff(const Plan& a, const Plan& b) {
     if (a.zeroStage != b.zeroStage)
         parts.push_back("ZeRO-" + std::to_string(a.zeroStage) + " vs ZeRO-" + std::to_string(b.zeroStage));
     num("ZeRO replicas", a.zeroReplicas, b.zeroReplicas);
-    if (a.recompute != b.recompute) parts.push_back(toString(a.recompute) + " vs " + toString(b.recompute) + " recompute");
+    if (recomputeString(a) != recomputeString(b))
+        parts.push_back(recomputeString(a) + " vs " + recomputeString(b) + " recompute");
     if (a.sequenceParallel != b.sequenceParallel) parts.push_back(std::string("SP ") + (a.sequenceParallel ? "on" : "off") + " vs " + (b.sequenceParallel ? "on" : "off"));
     if (a.schedule != b.schedule) parts.push_back(toString(a.schedule) + " vs " + toString(b.schedule));
     if (a.rankOrder != b.rankOrder) parts.push_back("order " + a.rankOrderString() + " vs " + b.rankOrderString());

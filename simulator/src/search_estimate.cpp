@@ -623,9 +623,13 @@ double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, 
         return n;
     };
     const double fwdLayer = s.layerFwd + c.fwd;
-    // Partial recompute (recompute_layers) redoes fewer layers than every one: leaving the replay out keeps the
-    // bound admissible (the search's own plans recompute every layer or none).
-    const double recomputeLayer = plan.recomputeLayers > 0 ? 0.0 : s.layerRecompute + c.recompute;
+    // Partial recompute (recompute_layers) replays at least the smallest share of any chunk's layers: that share
+    // of the per-layer replay keeps the bound admissible.
+    double replayShare = 1.0;
+    if (plan.recompute == Recompute::Full && plan.recomputeLayers > 0)
+        for (int n : chunkLayers)
+            if (n > 0) replayShare = std::min(replayShare, static_cast<double>(plan.recomputedLayersOf(n)) / n);
+    const double recomputeLayer = replayShare * (s.layerRecompute + c.recompute);
     const double bwdInputLayer = s.layerBwdInput + c.bwd + recomputeLayer;
     const double bwdWeightLayer = s.layerBwdWeight;
     const double embWork = s.embFwd + c.emb + s.embBwdWeight;

@@ -15,6 +15,41 @@
 namespace tessel::sim::detail {
 
 namespace {
+// A plan variant the pruner keeps beside the plain plan: host offload bits, or partial recompute.
+struct Variant {
+    uint8_t offload = 0;
+    int recomputeLayers = 0;
+    PeakMemory memory;
+};
+
+// The fewest layers of each chunk whose recompute lets a full-recompute plan fit (FORMULAS.md §2, partial
+// recompute): memory falls as layers are added, so a bisection over 1 .. largest chunk - 1; none when even one
+// layer kept whole does not fit. Leaves plan.recomputeLayers at the last value tried.
+std::optional<Variant> leastPartialRecompute(const SearchContext& ctx, Plan& plan, const ShapeCosts& shape,
+                                             const StageParameters& first, const StageParameters& last,
+                                             const std::vector<int>& chunkLayers) {
+    const int most = chunkLayers.empty() ? 0 : *std::max_element(chunkLayers.begin(), chunkLayers.end());
+    if (most < 2) return std::nullopt;
+    auto memoryWith = [&](int n) {
+        plan.recomputeLayers = n;
+        return peakMemory(ctx, plan, shape, first, last);
+    };
+    int lo = 1, hi = most - 1;
+    PeakMemory best = memoryWith(hi); // invariant: hi fits and best is its memory
+    if (!best.fits) return std::nullopt;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        const PeakMemory pm = memoryWith(mid);
+        if (pm.fits) {
+            hi = mid;
+            best = pm;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return Variant{0, hi, best};
+}
+
 struct Pruner {
     const Space& space;
     const SearchContext& ctx;
@@ -171,12 +206,24 @@ struct Pruner {
                           code.zero = static_cast<uint8_t>(z);
                           code.replicas = static_cast<uint16_t>(set.replicas);
                           setOffload(plan, 0);
+                          plan.recomputeLayers = 0;
+                          code.recomputeLayers = 0;
                           const PeakMemory plain = peakMemory(ctx, plan, shape, first, last);
                           // Offload only where the plan does not fit without it (search_offload.hpp): the fitting
                           // variants no smaller offload also fits.
-                          std::vector<std::pair<uint8_t, PeakMemory>> variants;
+                          std::vector<Variant> variants;
                           if (plain.fits || !space.offload || !ctx.cluster->host.present()) {
-                              variants.emplace_back(uint8_t{0}, plain);
+                              variants.push_back({uint8_t{0}, 0, plain});
+                              // Partial recompute (FORMULAS.md §2): where every layer recomputed fits, the fewest
+                              // layers of each chunk whose recompute still fits is a plan of its own, with less
+                              // replay. Time objectives only: it never holds less memory than full recompute.
+                              if (plain.fits && rc == Recompute::Full && timeObjective && space.partialRecompute) {
+                                  if (const auto least = leastPartialRecompute(ctx, plan, shape, first, last, chunkLayers)) {
+                                      acc.considered += nOrders;
+                                      variants.push_back(*least);
+                                  }
+                                  plan.recomputeLayers = 0;
+                              }
                           } else {
                               // The plain plan is rejected; each offload variant tried is a plan of its own. The
                               // largest variant holds the least GPU memory of all: when it does not fit the GPU, none
@@ -197,16 +244,18 @@ struct Pruner {
                               const size_t tried = fittingOffloads(plan, [&](uint8_t bits) {
                                   setOffload(plan, bits);
                                   const PeakMemory pm = peakMemory(ctx, plan, shape, first, last);
-                                  if (pm.fits) variants.emplace_back(bits, pm);
+                                  if (pm.fits) variants.push_back({bits, 0, pm});
                                   else (pm.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
                                   return pm.fits;
                               });
                               acc.considered += nOrders * tried;
                               }
                           }
-                          for (const auto& [bits, mem] : variants) {
+                          for (const auto& [bits, partial, mem] : variants) {
                             setOffload(plan, bits);
                             code.offload = bits;
+                            plan.recomputeLayers = partial;
+                            code.recomputeLayers = static_cast<uint16_t>(partial);
                             if (!mem.fits) {
                                 (mem.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
                                 continue;

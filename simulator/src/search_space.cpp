@@ -40,6 +40,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.maxGlobalBatch = in.maxGlobalBatch;
     s.maxVpp = in.maxVpp;
     s.offload = in.offload;
+    s.partialRecompute = in.partialRecompute;
     s.hybridSharding = in.hybridSharding;
     s.runnableBy = in.runnableBy;
     s.unevenSplits = in.unevenSplits;
@@ -254,6 +255,7 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.zeroStage = c.zero;
     p.zeroReplicas = c.replicas;
     p.recompute = static_cast<Recompute>(c.recompute);
+    p.recomputeLayers = c.recomputeLayers;
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);
     p.rankOrder = allRankOrders()[c.order];

@@ -23,12 +23,13 @@ struct PlanCode {
     uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
     uint8_t offload = 0; // search_offload.hpp bits
     uint16_t replicas = 1; // zero_replicas (hybrid sharding)
+    uint16_t recomputeLayers = 0; // partial recompute (Plan::recomputeLayers), with recompute full
 };
 inline bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute, a.sp,
-                    a.schedule, a.offload, a.order, a.split) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute, b.sp,
-                    b.schedule, b.offload, b.order, b.split);
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute,
+                    a.recomputeLayers, a.sp, a.schedule, a.offload, a.order, a.split) <
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute,
+                    b.recomputeLayers, b.sp, b.schedule, b.offload, b.order, b.split);
 }
 
 // The space after defaults, fixed keys and checks.
@@ -59,6 +60,7 @@ struct Space {
     std::vector<int> orders;  // candidate rank orders, indices into allRankOrders()
     Plan base;                // precision, flash attention, global batch
     bool offload = true;      // offload variants for plans that do not fit (search_offload.hpp)
+    bool partialRecompute = true; // the least recompute_layers that fits, beside each fitting full-recompute plan
     bool hybridSharding = false; // also the node-local hybrid-sharding variant of every ZeRO >= 1 plan
     std::optional<ExportFormat> runnableBy; // admit only plans this framework runs
 };

@@ -86,7 +86,7 @@ import json; a=json.load(open('$tmp/h0.json')); b=json.load(open('$tmp/h1.json')
 assert b['considered'] > a['considered'], (a['considered'], b['considered'])
 assert all(t['plan']['zero_replicas']==1 for t in a['top'])
 assert any(t['plan']['zero_replicas']>1 for t in b['top']), [t['plan']['zero_replicas'] for t in b['top']]" ; check "hybrid plans considered and ranked" $?
-check "csv names zero_replicas" "$(contains "$tmp/c.csv" 'zero_replicas,why')"
+check "csv names zero_replicas and recompute_layers" "$(contains "$tmp/c.csv" 'zero_replicas,recompute_layers,why')"
 
 # 6. The table: ranked rows, the counts and the reasons; a scenario preset with --gpus.
 "$TESSEL" search $small --top 2 >"$tmp/t.txt"; check "table exits 0" $?
@@ -118,7 +118,8 @@ for t in r["top"]:
                     ("micro_batch", "--micro-batch"), ("global_batch", "--global-batch"), ("zero_stage", "--zero"),
                     ("recompute", "--recompute"), ("schedule", "--schedule"), ("rank_order", "--rank-order")]:
         args += [flag, str(p[k])]
-    args += ["--sequence-parallel", "on" if p["sequence_parallel"] else "off", "--offload", t["offload"]]
+    args += ["--sequence-parallel", "on" if p["sequence_parallel"] else "off", "--offload", t["offload"],
+             "--recompute-layers", str(p.get("recompute_layers", 0))]
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
 PY
 "$TESSEL" search --model gpt3-1.3b --cluster dgx-a100-80g --gpus 16 --tokens-per-step 128K --batch-tolerance 10% \
@@ -137,4 +138,8 @@ check "optimizer offloaded" "$(contains "$tmp/off.txt" 'optimizer')"
 "$TESSEL" search --model llama2-70b --cluster dgx-a100-80g --gpus 8 --global-batch 16 --max-vpp 2 --top 2 --no-progress \
     --offload off >"$tmp/nooff.txt" 2>&1; check "offload off exits 0" $?
 check "offload off: no plan" "$(contains "$tmp/nooff.txt" 'no feasible plan')"
+"$TESSEL" search --model gpt3-1.3b --cluster dgx-a100-80g --gpus 8 --global-batch 64 --partial-recompute maybe \
+    >/dev/null 2>"$tmp/e"; rc=$?
+check "bad --partial-recompute exits 2" $([ $rc -eq 2 ]; echo $?)
+check "bad --partial-recompute named" "$(contains "$tmp/e" '--partial-recompute')"
 finish

@@ -153,6 +153,21 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                                 }
                                                 ++bf.feasible;
                                                 bf.feasiblePlans.push_back(p);
+                                                // Beside a fitting full-recompute plan, the fewest layers of each
+                                                // chunk recomputed that still fit (partial recompute), by a scan.
+                                                if (rc != Recompute::Full) continue;
+                                                const std::vector<int> chunks =
+                                                    chunkLayerCounts(model, withResolvedPipelineSplit(model, cluster, p));
+                                                const int most = *std::max_element(chunks.begin(), chunks.end());
+                                                for (int n = 1; n < most; ++n) {
+                                                    Plan q = p;
+                                                    q.recomputeLayers = n;
+                                                    if (!predictMemory(model, cluster, q).fits) continue;
+                                                    ++bf.considered;
+                                                    ++bf.feasible;
+                                                    bf.feasiblePlans.push_back(q);
+                                                    break;
+                                                }
                                             }
                                             }
                                         }
@@ -316,6 +331,50 @@ TEST(Search, TopPlansEqualBruteForceArgminForMoe) {
 
 // Hybrid sharding as a dimension: every ZeRO >= 1 plan also with its state in node-local replicas (4-GPU nodes,
 // so a ZeRO group of 16 ranks at tp 1 gives 4 replicas of 4). Counts, verdicts and the argmin agree with the loops.
+TEST(Search, PartialRecomputeIsTheFastestPlanWhereOnlyRecomputeFits) {
+    // GPT-3 1.3B (24 layers) on one node, the shape fixed, and a GPU between what every layer recomputed and
+    // no recompute need: the search's #1 recomputes the fewest layers that fit (a scan over predictMemory says
+    // which), faster than recomputing all 24.
+    const ModelConfig model = test::preset("gpt3-1.3b");
+    Plan p;
+    p.dp = 8;
+    p.microBatch = 8;
+    p.globalBatch = 64;
+    p.zeroStage = 1;
+    ClusterConfig cluster = smallNodes(8, 1, 80);
+    Plan none = p, full = p;
+    full.recompute = Recompute::Full;
+    const double noneBytes = predictMemory(model, cluster, none).peakBytes;
+    const double fullBytes = predictMemory(model, cluster, full).peakBytes;
+    ASSERT_LT(fullBytes, noneBytes);
+    cluster.gpu.memoryBytes = static_cast<int64_t>((noneBytes + fullBytes) / 2.0);
+    int least = 0;
+    for (int n = 1; n < model.layers && least == 0; ++n) {
+        Plan q = full;
+        q.recomputeLayers = n;
+        if (predictMemory(model, cluster, q).fits) least = n;
+    }
+    ASSERT_GT(least, 1);
+    ASSERT_LT(least, model.layers - 1);
+    SearchSpace space = spaceFor(8, 64, {{"tp", 1}, {"pp", 1}, {"cp", 1}, {"micro_batch", 8}, {"zero_stage", 1}});
+    space.sequenceParallel = {false};
+    SearchOptions o;
+    o.topK = 3;
+    const SearchResult r = searchPlans(model, cluster, space, o);
+    ASSERT_FALSE(r.top.empty());
+    const Plan& best = r.top.front().plan;
+    EXPECT_EQ(best.recompute, Recompute::Full);
+    EXPECT_EQ(best.recomputeLayers, least);
+    EXPECT_LT(r.top.front().metrics.stepSeconds, simulatePlan(model, cluster, full).metrics.stepSeconds);
+    EXPECT_NE(r.top.front().why.find("fastest"), std::string::npos);
+    // Without the dimension, full recompute of every layer is the best there is.
+    space.partialRecompute = false;
+    const SearchResult without = searchPlans(model, cluster, space, o);
+    ASSERT_FALSE(without.top.empty());
+    EXPECT_EQ(without.top.front().plan.recomputeLayers, 0);
+    EXPECT_LT(without.considered, r.considered);
+}
+
 TEST(Search, HybridShardingAddsTheNodeLocalVariantOfEveryShardedPlan) {
     const ModelConfig model = test::preset("gpt3-1.3b");
     const ClusterConfig cluster = smallNodes(4, 4, 16);

@@ -138,6 +138,8 @@ struct Plan {
 };
 
 // What the plan offloads: "none", or "optimizer", "parameters", "activations" joined by '+'.
+// The plan's recompute as a table shows it: "none", "selective", "full", or "full:n" for partial recompute.
+std::string recomputeString(const Plan& p);
 std::string offloadString(const Plan& p);
 
 // The plan's recipe (precisionRecipeOf above, with the plan's precision and framework).

@@ -67,6 +67,9 @@ struct SearchSpace {
     // Offload (optimizer, parameters, activations to host memory) as a dimension: tried only for plans that do not
     // fit without it, on clusters with a host block (docs/search.md).
     bool offload = true;
+    // Partial recompute (Plan::recomputeLayers) as a dimension: for every plan that fits with full recompute, the
+    // fewest layers of each chunk recomputed that still fit (time objectives; docs/search.md).
+    bool partialRecompute = true;
     // Hybrid sharding as a dimension: every ZeRO >= 1 plan is also tried with its state sharded inside a node and
     // replicated across nodes (zero_replicas = the ZeRO group over its ranks on one node, hybridShardingReplicas).
     bool hybridSharding = false;
