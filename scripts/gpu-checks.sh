@@ -22,7 +22,7 @@
 # here), GPT2_MICRO_BATCH / GPT2_GLOBAL_BATCH / GPT2_STEPS (8 / 8 / 20), GPT2_LARGE_MICRO_BATCH (32: a second
 # comparison at that micro-batch and global batch; empty: none), GPU_CHECKS_CHECK_SECONDS (300: each GoogleTest
 # check), HOLDOUT_STEPS (8), HOLDOUT_CLUSTER (the calibrated cluster the held-out plans are predicted with;
-# default: this call's calibrate output),
+# default: this call's calibrate output), HOLDOUT_ONLY (held-out plan names to run, space-separated; empty: all six),
 # GPU_CHECKS_BUDGET_SECONDS (540: a stage that would start later is left for the next call) and
 # GPU_CHECKS_LIMIT_SECONDS (585: no step runs past it, so one call fits the lent machine's 10-minute command
 # limit; a check with too little time left is reported "not run", and the report is rewritten after every
@@ -501,6 +501,9 @@ def model(**kw):
 plans = {
     "gpt2-seq512-mb16": (model(seq_len=512), {"micro_batch": 16, "global_batch": 32}),
     "gpt2-recompute-full": (model(), {"micro_batch": 8, "global_batch": 8, "recompute": "full"}),
+    # Megatron-LM's block method: the first 6 of the 12 layers recomputed, the rest kept whole (added 2026-11-26).
+    "gpt2-recompute-layers6": (model(), {"micro_batch": 8, "global_batch": 8, "recompute": "full",
+                                         "recompute_layers": 6}),
     "h1536-d128-mb4": (model(name="gpt-h1536", layers=8, hidden=1536, heads=12, kv_heads=12, ffn_hidden=6144),
                        {"micro_batch": 4, "global_batch": 8}),
     "llama-gqa-seq2048": (model(name="llama-style-0.3b", layers=12, hidden=1024, heads=16, kv_heads=4,
@@ -509,7 +512,10 @@ plans = {
                           {"micro_batch": 2, "global_batch": 4}),
     "gpt2-fp32-mb4": (model(), {"micro_batch": 4, "global_batch": 4, "precision": "fp32", "dtype": "fp32"}),
 }
+only = os.environ.get("HOLDOUT_ONLY", "").split()
 for name, (m, p) in plans.items():
+    if only and name not in only:
+        continue
     plan = {"tp": 1, "pp": 1, "dp": 1, "zero_stage": 0, "recompute": "none", "sequence_parallel": False,
             "flash_attention": True, "schedule": "1f1b", "precision": "mixed", "dtype": "bf16"}
     plan.update(p)
