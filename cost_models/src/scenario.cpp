@@ -121,7 +121,7 @@ const PrecisionRecipe& Scenario::recipe() const {
     return *r;
 }
 
-Scenario parseScenario(const nlohmann::json& doc, const std::string& source) {
+Scenario parseScenario(const nlohmann::json& doc, const std::string& source, const fs::path& baseDir) {
     Scenario s;
     ProblemList problems;
     const std::string base = source.empty() ? "" : source + "#";
@@ -138,7 +138,12 @@ Scenario parseScenario(const nlohmann::json& doc, const std::string& source) {
         }
         if (v->is_string()) {
             try {
-                fromRef(v->get<std::string>(), r.pointer(key));
+                // Beside the scenario file first (a scenario and the cluster file it names travel together).
+                std::string ref = v->get<std::string>();
+                std::error_code ec;
+                if (!baseDir.empty() && fs::path(ref).is_relative() && fs::exists(baseDir / ref, ec))
+                    ref = (baseDir / ref).string();
+                fromRef(ref, r.pointer(key));
             } catch (const InputError& e) {
                 problems.append(e.problems());
             }
@@ -165,7 +170,7 @@ Scenario parseScenario(const nlohmann::json& doc, const std::string& source) {
 
 Scenario loadScenarioFile(const fs::path& path) {
     auto doc = readJsonFile(path.string());
-    Scenario s = parseScenario(doc, path.string());
+    Scenario s = parseScenario(doc, path.string(), path.parent_path());
     if (s.name.empty()) s.name = path.stem().string();
     return s;
 }

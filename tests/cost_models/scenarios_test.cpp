@@ -12,9 +12,12 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace tessel {
 namespace {
@@ -193,6 +196,32 @@ TEST(PlanFiles, DefaultScenarioIsTheShippedMegatronPlan) {
     EXPECT_EQ(builtIn.cluster.name, shipped.cluster.name);
     EXPECT_EQ(builtIn.cluster.nodes, shipped.cluster.nodes);
     EXPECT_EQ(planToJson(builtIn.plan), planToJson(shipped.plan));
+}
+
+TEST(ScenarioFiles, ARelativeReferenceIsFoundBesideTheScenarioFileFirst) {
+    // A scenario and the cluster file it names, copied together to a folder that is not the working directory.
+    const fs::path dir = fs::temp_directory_path() / ("tessel-relative-ref-" + std::to_string(::getpid()));
+    fs::create_directories(dir / "parts");
+    fs::copy_file(kScenarioDir / "clusters" / "dgx-h100-80g.json", dir / "parts" / "mine.json",
+                  fs::copy_options::overwrite_existing);
+    {
+        std::ofstream out(dir / "scenario.json");
+        out << R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "parts/mine.json", "nodes": 1,
+                   "plan": {"tp": 1, "pp": 1, "dp": 8, "global_batch": 8}})";
+    }
+    const Scenario s = loadScenarioFile(dir / "scenario.json");
+    EXPECT_EQ(s.cluster.name, loadClusterRef((kScenarioDir / "clusters" / "dgx-h100-80g.json").string(), "test").name);
+    EXPECT_EQ(s.model.name, "gpt3-1.3b"); // a preset name is still a preset
+    // A path that is not beside it is still read from the working directory, and a missing one is named.
+    std::ofstream(dir / "bad.json") << R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "parts/none.json",
+                                           "plan": {}})";
+    try {
+        loadScenarioFile(dir / "bad.json");
+        ADD_FAILURE() << "expected an error";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("parts/none.json"), std::string::npos) << e.what();
+    }
+    fs::remove_all(dir);
 }
 
 // ---------------------------------------------------------------- parameter counts

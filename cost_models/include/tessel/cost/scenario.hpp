@@ -41,10 +41,13 @@ std::vector<std::string> presetNames(const std::string& kind);
 // Parses a scenario document:
 //   {"schema_version": 1, "name": ..., "description": ..., "model": NAME|PATH|{...},
 //    "cluster": NAME|PATH|{...}, "nodes": N (overrides the cluster's), "plan": {...}}
+// A relative PATH is looked for beside the scenario file first (`baseDir`, the file's folder, where the
+// document came from a file), then from the working directory, then as a preset name.
 // Every problem (in the scenario and in inline or referenced model/cluster) is collected, then thrown.
 // Plan validation against model and cluster is not done here (flags may still change the plan);
 // call validatePlan or finishScenario.
-Scenario parseScenario(const nlohmann::json& doc, const std::string& source);
+Scenario parseScenario(const nlohmann::json& doc, const std::string& source,
+                       const std::filesystem::path& baseDir = {});
 Scenario loadScenarioFile(const std::filesystem::path& path);
 // The built-in default: GPT-3 175B on 128 DGX A100 80GB nodes with Megatron's TP8 PP8 DP16 plan.
 Scenario defaultScenario();
