@@ -36,9 +36,18 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     row->addWidget(microBatch_);
     recompute_ = new QComboBox(this);
     for (Recompute r : kRecomputes) recompute_->addItem(QString::fromStdString(toString(r)));
-    recompute_->setToolTip(QStringLiteral("Activation recomputation"));
-    label(QStringLiteral("recompute"));
+    recompute_->setToolTip(QStringLiteral("Activation recomputation (rc): none, selective (attention), full"));
+    label(QStringLiteral("rc")); // as tessel's plan strings write it ("rc:full"); the tooltips say the rest
     row->addWidget(recompute_);
+    recomputeLayers_ = new QSpinBox(this);
+    recomputeLayers_->setRange(0, 4096);
+    recomputeLayers_->setKeyboardTracking(false);
+    recomputeLayers_->setSpecialValueText(QStringLiteral("all"));
+    recomputeLayers_->setButtonSymbols(QAbstractSpinBox::NoButtons); // typed, as the ZeRO replicas are
+    recomputeLayers_->setMaximumWidth(40);
+    recomputeLayers_->setToolTip(QStringLiteral("With full recompute: layers of each chunk recomputed, from its first "
+                                                "(Megatron-LM's block method); \"all\" recomputes every layer"));
+    row->addWidget(recomputeLayers_);
     zero_ = new QComboBox(this);
     zero_->addItems({QStringLiteral("0"), QStringLiteral("1"), QStringLiteral("2"), QStringLiteral("3")});
     zero_->setToolTip(QStringLiteral("ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also weights"));
@@ -89,6 +98,9 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
         if (!updating_) session_->setMicroBatch(v);
     });
     connect(recompute_, &QComboBox::activated, this, [this](int i) { session_->setRecompute(kRecomputes[i]); });
+    connect(recomputeLayers_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) session_->setRecomputeLayers(v);
+    });
     connect(zero_, &QComboBox::activated, this, [this](int i) { session_->setZeroStage(i); });
     connect(zeroReplicas_, &QSpinBox::valueChanged, this, [this](int v) {
         if (!updating_) session_->setZeroReplicas(v);
@@ -110,6 +122,8 @@ void KnobPanel::refresh() {
     const Plan& p = e.plan;
     microBatch_->setValue(p.microBatch);
     recompute_->setCurrentIndex(static_cast<int>(p.recompute));
+    recomputeLayers_->setValue(p.recomputeLayers);
+    recomputeLayers_->setEnabled(p.recompute == Recompute::Full);
     zero_->setCurrentIndex(p.zeroStage);
     zeroReplicas_->setValue(p.zeroReplicas);
     vpp_->setValue(p.vpp);

@@ -20,6 +20,7 @@ public:
 
     QSpinBox* microBatch() const { return microBatch_; }
     QComboBox* recompute() const { return recompute_; }
+    QSpinBox* recomputeLayers() const { return recomputeLayers_; }
     QComboBox* zero() const { return zero_; }
     QSpinBox* zeroReplicas() const { return zeroReplicas_; }
     QSpinBox* vpp() const { return vpp_; }
@@ -35,6 +36,7 @@ private:
     QLabel* summary_;
     QSpinBox* microBatch_;
     QComboBox* recompute_;
+    QSpinBox* recomputeLayers_;
     QComboBox* zero_;
     QSpinBox* zeroReplicas_;
     QSpinBox* vpp_;

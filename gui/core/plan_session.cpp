@@ -85,6 +85,12 @@ void PlanSession::setRecompute(Recompute recompute) {
     setPlan(p);
 }
 
+void PlanSession::setRecomputeLayers(int layers) {
+    Plan p = evaluation_.plan;
+    p.recomputeLayers = layers;
+    setPlan(p);
+}
+
 void PlanSession::setZeroStage(int zeroStage) {
     Plan p = evaluation_.plan;
     p.zeroStage = zeroStage;

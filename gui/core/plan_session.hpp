@@ -61,6 +61,8 @@ public:
     // schedules need vpp 1.
     void setMicroBatch(int microBatch);
     void setRecompute(Recompute recompute);
+    // Partial recompute: the layers of each chunk recomputed under full recompute (0: every layer).
+    void setRecomputeLayers(int layers);
     void setZeroStage(int zeroStage);
     void setZeroReplicas(int replicas); // hybrid sharding: replicas of the sharded ZeRO state (1 = shard over all)
     void setVpp(int vpp);

@@ -128,6 +128,17 @@ private slots:
         expectedPlan.zeroStage = 1;
         QVERIFY(session.evaluation().ok());
         QCOMPARE(session.evaluation().simulation->memory.peakBytes, predictMemory(s.model, s.cluster, expectedPlan).peakBytes);
+        // Partial recompute: 4 of each stage's 12 layers; back to every layer, and away from full clears it.
+        session.setRecomputeLayers(4);
+        Plan partial = expectedPlan;
+        partial.recomputeLayers = 4;
+        QVERIFY(session.evaluation().ok());
+        QCOMPARE(session.evaluation().simulation->memory.peakBytes, predictMemory(s.model, s.cluster, partial).peakBytes);
+        QCOMPARE(session.evaluation().simulation->metrics.stepSeconds, sim::simulatePlan(s.model, s.cluster, partial).metrics.stepSeconds);
+        session.setRecompute(Recompute::Selective);
+        QCOMPARE(session.currentPlan().recomputeLayers, 0);
+        session.setRecompute(Recompute::Full);
+        QCOMPARE(session.currentPlan().recomputeLayers, 0);
         // Hybrid sharding: two replicas of the sharded optimizer state hold twice the state per GPU.
         session.setZeroReplicas(2);
         expectedPlan.zeroReplicas = 2;
