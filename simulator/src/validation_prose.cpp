@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <regex>
 
 namespace tessel::sim::prose {
@@ -104,8 +105,17 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
         return "fsdp";
     if (contains(f, "megatron")) return "megatron";
     // A framework the record names that is none of the above (Colossal-AI, PaddlePaddle, ...) is that
-    // framework, not one guessed from the source's words: the caller reads it as generic and says so.
-    if (!lower(text(plan, "framework")).empty()) return "";
+    // framework, not one guessed from the source's words: the caller reads it as generic and says so. Words that
+    // name no framework of their own ("PyTorch", "DDP", "in-house") leave the source to decide.
+    {
+        std::string rest = " " + lower(text(plan, "framework")) + " ";
+        for (char& ch : rest)
+            if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = ' ';
+        for (const char* generic : {" pytorch ", " torch ", " ddp ", " native ", " custom ", " in-house ", " internal ",
+                                    " distributed ", " data ", " parallel "})
+            for (size_t at; (at = rest.find(generic)) != std::string::npos;) rest.replace(at, std::strlen(generic) - 1, "");
+        if (rest.find_first_not_of(' ') != std::string::npos) return "";
+    }
     if (contains(src, "nemo") || contains(src, "megatron-bridge")) return "nemo";
     if (contains(src, "megatron") || contains(src, "narayanan") || contains(src, "korthikanti")) return "megatron";
     if (contains(src, "llm-foundry") || contains(src, "mosaicml")) return "fsdp";

@@ -518,9 +518,13 @@ TEST(ValidationRecord, AFrameworkTesselDoesNotKnowIsNamedNotGuessedFromTheSource
     const ValidationCase c = load(r);
     EXPECT_EQ(c.scenario.plan.framework.name, "generic");
     EXPECT_TRUE(mentions(c.assumptions, "framework \"Colossal-AI\" is not one tessel has defaults for"));
-    // Unstated, the source's words still decide.
+    // Unstated, or stated in words that name no framework of their own, the source's words still decide.
     r["plan"].erase("framework");
     EXPECT_EQ(load(r).scenario.plan.framework.name, "megatron");
+    for (const char* generic : {"PyTorch", "PyTorch DDP", "in-house (PyTorch)"}) {
+        r["plan"]["framework"] = generic;
+        EXPECT_EQ(load(r).scenario.plan.framework.name, "megatron") << generic;
+    }
 }
 
 TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {
