@@ -331,20 +331,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     const bool last = stage == plan.pp - 1;
     // Full recompute of some layers only (Megatron-LM's block method; FORMULAS.md §2, partial recompute): the
     // first recompute_layers of each chunk keep their input, the rest everything a layer without recompute keeps.
-    // (The search calls this for millions of plans: the chunk counts only where some layers are not recomputed.)
-    int recomputed = plan.recompute == Recompute::Full ? layersPerStage : 0;
-    bool wholeChunkRebuilt = plan.recompute == Recompute::Full; // a chunk every layer of which is rebuilt in backward
-    if (plan.recompute == Recompute::Full && plan.recomputeLayers > 0) {
-        const std::vector<int> counts = chunkLayerCounts(model, plan);
-        recomputed = 0;
-        wholeChunkRebuilt = false;
-        for (int c = 0; c < plan.vpp; ++c) {
-            const size_t u = static_cast<size_t>(c * plan.pp + stage);
-            const int n = u < counts.size() ? counts[u] : 0, r = plan.recomputedLayersOf(n);
-            recomputed += r;
-            wholeChunkRebuilt = wholeChunkRebuilt || (n > 0 && r == n);
-        }
-    }
+    const RecomputedLayers replayed = recomputedLayers(model, plan, stage);
+    const int recomputed = replayed.layers;
     const double perMicroBatch =
         plan.recompute == Recompute::Full
             ? recomputed * (t.layerActivations + t.normStatistics) +
@@ -372,7 +360,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
     // backwards run first and free at least a layer's activations before the first rebuild.
-    if (wholeChunkRebuilt) st.activationsBytes += t.layerFullActivations;
+    if (replayed.wholeChunk) st.activationsBytes += t.layerFullActivations;
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
     if (stage == 0) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.

@@ -161,6 +161,21 @@ int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int c
     return u < counts.size() ? counts[u] : 0;
 }
 
+RecomputedLayers recomputedLayers(const ModelConfig& model, const Plan& plan, int stage) {
+    RecomputedLayers r;
+    if (plan.recompute != Recompute::Full) return r;
+    // (The search's memory check calls this for millions of plans: chunk counts only where some layers are kept.)
+    if (plan.recomputeLayers == 0) return {stageLayerCount(model, plan, stage), true};
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    for (int c = 0; c < plan.vpp; ++c) {
+        const size_t u = static_cast<size_t>(c * plan.pp + stage);
+        const int n = u < counts.size() ? counts[u] : 0, replayed = plan.recomputedLayersOf(n);
+        r.layers += replayed;
+        r.wholeChunk = r.wholeChunk || (n > 0 && replayed == n);
+    }
+    return r;
+}
+
 int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage) {
     if (plainEven(plan)) return model.layers / (plan.pp * plan.vpp) * plan.vpp;
     const std::vector<int> counts = chunkLayerCounts(model, plan);

@@ -30,7 +30,7 @@ std::string planString(const Plan& p) {
     s += " mb" + std::to_string(p.microBatch) + " gb" + std::to_string(p.globalBatch);
     if (p.zeroStage > 0) s += " zero" + std::to_string(p.zeroStage);
     if (p.zeroReplicas > 1) s += "x" + std::to_string(p.zeroReplicas); // hybrid sharding: replicas of the sharded state
-    if (p.recompute != Recompute::None) s += " rc:" + toString(p.recompute) + (p.recomputeLayers > 0 ? std::to_string(p.recomputeLayers) : "");
+    if (p.recompute != Recompute::None) s += " rc:" + recomputeString(p);
     if (p.sequenceParallel) s += " sp";
     if (!p.flashAttention) s += " no-flash";
     else if (p.attentionKernel != "auto") s += " " + p.attentionKernel;

@@ -178,16 +178,8 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96");
         // Partial recompute (recompute_layers) replays that share of the layers' forward.
         double replayed = 0.0;
-        if (plan.recompute == Recompute::Full) {
-            int recomputed = 0, layers = 0;
-            for (int s = 0; s < plan.pp; ++s)
-                for (int k = 0; k < plan.vpp; ++k) {
-                    const int n = chunkLayerCount(c.scenario.model, plan, s, k);
-                    recomputed += plan.recomputedLayersOf(n);
-                    layers += n;
-                }
-            replayed = layers > 0 ? static_cast<double>(recomputed) / layers : 1.0;
-        }
+        for (int s = 0; s < plan.pp; ++s) replayed += recomputedLayers(c.scenario.model, plan, s).layers;
+        replayed /= std::max(1, c.scenario.model.layers);
         const double flops = modelFlopsPerStep(c.scenario.model, plan) * (hardware ? 1.0 + replayed / 3.0 : 1.0);
         const auto recipe = findPrecisionRecipe(plan.precision);
         const double peak = c.scenario.cluster.peakFlops(recipe ? recipe->computeDtype : Dtype::Bf16);
@@ -759,13 +751,16 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
         if (!layers && std::regex_search(rc, m, std::regex(R"(\b([0-9]{1,6}) layers?\b)"))) layers = std::stoll(m[1].str());
         if (layers && *layers > model.layers) layers = model.layers; // beyond any chunk: every layer
         const std::string shown = text(pl, "recompute").empty() ? text(pl, "recompute_method") : text(pl, "recompute");
-        if (contains(method, "block") && layers && *layers > 0) {
+        if (contains(method, "block") && layers && *layers >= model.layers) {
+            assume("recompute \"" + shown + "\": the block method's count reaches every layer of every chunk: every layer "
+                   "recomputed");
+        } else if (contains(method, "block") && layers && *layers > 0) {
             plan.recomputeLayers = static_cast<int>(*layers);
             assume("recompute \"" + shown + "\": the first " + std::to_string(*layers) +
                    " layers of each chunk recomputed, the rest keep their activations (Megatron-LM's block method)");
         } else if (contains(method, "block") || (layers && *layers > 1)) {
             assume("recompute \"" + shown + "\" read as every layer recomputed, one checkpoint each" +
-                   (contains(method, "block") ? " (no layer count given for the block method)"
+                   (contains(method, "block") ? " (no positive layer count given for the block method)"
                                               : " (tessel keeps one checkpoint per layer, not one per " +
                                                     std::to_string(*layers) + ")"));
         }

@@ -183,6 +183,12 @@ TEST(ValidationRecord, PartialRecomputeIsReadFromConfigNamesOrProse) {
     EXPECT_TRUE(mentions(c.assumptions, "not one per 2"));
     r["plan"]["recompute_num_layers"] = 1;
     EXPECT_FALSE(mentions(load(r).assumptions, "recompute \""));
+    // A block count at or beyond the model's layers (or too large to hold) is every layer, said.
+    r["plan"]["recompute_method"] = "block";
+    r["plan"]["recompute_num_layers"] = 1000000000000LL;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.recomputeLayers, 0);
+    EXPECT_TRUE(mentions(c.assumptions, "reaches every layer of every chunk"));
 }
 
 TEST(ValidationRecord, AttentionFollowsTheRecordThenItsYear) {

@@ -181,6 +181,14 @@ int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage);
 // tests/executor/parameter_count_test.cpp checks the two agree): what its optimizer step loops over.
 int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage);
 int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int chunk);
+// The layers of pipeline rank `stage` whose forward full recompute replays (recompute_layers of each chunk, or all),
+// and whether some chunk of it replays every one of its layers (FORMULAS.md §2, partial recompute). None without
+// full recompute.
+struct RecomputedLayers {
+    int layers = 0;
+    bool wholeChunk = false;
+};
+RecomputedLayers recomputedLayers(const ModelConfig& model, const Plan& plan, int stage);
 // The split in a few characters, runs collapsed: "7,8x14,7"; "" when every virtual stage holds the same.
 std::string pipelineSplitText(const ModelConfig& model, const Plan& plan);
 std::string pipelineSplitText(const std::vector<int>& counts);
