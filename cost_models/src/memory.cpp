@@ -172,9 +172,17 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     // Attention block (Korthikanti et al. 2022 §4.1: 11sbh + 5as^2b for MHA, 16-bit, with dropout).
     const double g = s.gemmInputBytes;                  // FP8 (Transformer Engine) saves GEMM inputs cast to FP8
     const double r = s.residualBytes;                   // the residual stream (fp32 under autocast)
-    a += r * Tsp * h;                                   // norm input
+    // Eager PyTorch ops (fused_kernels off: torchtitan's Llama without torch.compile; FORMULAS.md §2 "Eager
+    // ops"): RMSNorm as x.float() ... type_as(x) * weight keeps the fp32 input (a copy of a 16-bit residual) and
+    // the normalised value before the weight besides its output; repeat_kv hands SDPA K and V at every query
+    // head; silu(w1 x) * w3 x keeps the SiLU output beside both GEMM outputs. Measured on an H100: 3.25 GiB per
+    // Llama 3.1 8B layer at 2 x 8192 tokens, where the fused count gives 2.12 (docs/validation.md).
+    const bool eager = !fusedKernelsOf(plan.framework);
+    const double eagerNormExtra = eager && model.norm == NormKind::RmsNorm ? std::max(4.0, r) : 0.0;
+    const int64_t kvSaved = eager && s.kvDimLocal < s.qDimLocal ? s.qDimLocal : s.kvDimLocal;
+    a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: its fp32 copy and the normalised value)
     a += g * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
-    a += e * T * d(s.qDimLocal + 2 * s.kvDimLocal);     // Q, K, V (GQA: K and V have kv_heads heads)
+    a += e * T * d(s.qDimLocal + 2 * kvSaved);          // Q, K, V (GQA: K and V have kv_heads heads; eager: repeated)
     if (plan.flashAttention) {
         // Log-sum-exp per query and head: fp32 for 16-bit recipes, the compute dtype when it is wider.
         a += std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);
@@ -185,7 +193,7 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     a += g * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
-    a += r * Tsp * h;                                   // norm input
+    a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: as the first norm's)
     a += g * Tsp * h;                                   // fc1 input (norm output)
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
     if (model.moe) {
@@ -201,6 +209,7 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     } else {
         a += e * T * d(s.ffnLocal) * gated;             // fc1 output = activation input (gate and up)
         a += g * T * d(s.ffnLocal);                     // activation output = fc2 input
+        if (eager && gated > 1.0) a += e * T * d(s.ffnLocal); // eager SwiGLU: the SiLU output, kept by the product
     }
     a += mask * Tsp * h;                                // dropout mask after fc2
     // Autocast's copy of each weight in the compute dtype, made for this forward and saved by its GEMM for the
