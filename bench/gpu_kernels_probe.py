@@ -27,13 +27,13 @@ between repeats) on random data, never zeros (METHOD.md). Prints a short table l
   python3 bench/gpu_kernels_probe.py --out probe.json [--quick]
 """
 import argparse
-import json
-import subprocess
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+from probe_common import probe_document, run_parts, smi, write
 
 try:
     from triton.testing import do_bench as _do_bench
@@ -56,14 +56,6 @@ except ImportError:  # without Triton: CUDA events around repeated calls, the me
             b.synchronize()
             ts.append(a.elapsed_time(b) / 1e3)
         return sorted(ts)[len(ts) // 2]
-
-
-def smi(query):
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout.strip()
-    except Exception:
-        return ""
 
 
 def copy_bandwidth(points):
@@ -324,30 +316,15 @@ def main():
         print("gpu_kernels_probe: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
         return 3
     torch.manual_seed(0)
-    doc = {"schema_version": 1, "what": "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
-           "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "device": torch.cuda.get_device_name(), "capability": list(torch.cuda.get_device_capability()),
-           "torch": torch.__version__, "cuda": torch.version.cuda,
-           "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-           "nvidia_smi": smi("name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu"),
-           "points": []}
-    parts = args.only or ["copy", "gemm", "attention", "contention", "host"]
-    t0 = time.time()
-    for part in parts:
-        try:
-            {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
-             "attention": lambda p: attention(p, args.quick),
-             "contention": lambda p: contention(p, args.quick),
-             "host": lambda p: host_dispatch(p, args.quick)}[part](doc["points"])
-        except Exception as e:
-            doc.setdefault("errors", []).append(f"{part}: {type(e).__name__}: {e}"[:300])
-        doc.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
-        t0 = time.time()
-        with open(args.out, "w") as f:   # rewritten after every part: a stopped call still leaves what ran
-            json.dump(doc, f, indent=1)
+    doc = probe_document(torch, "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
+                         "name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu")
+    run_parts(doc, args.only or ["copy", "gemm", "attention", "contention", "host"],
+              {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
+               "attention": lambda p: attention(p, args.quick),
+               "contention": lambda p: contention(p, args.quick),
+               "host": lambda p: host_dispatch(p, args.quick)}, args.out)
     doc["nvidia_smi_after"] = smi("clocks.sm,temperature.gpu")
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    write(doc, args.out)
 
     pts = doc["points"]
     print(f"device {doc['device']}, torch {doc['torch']}, {doc['nvidia_smi']}")
