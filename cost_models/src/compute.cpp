@@ -459,8 +459,11 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     return b;
 }
 
-OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe) {
-    OpCost op = memoryOp("optimizer_step", "adamw", kernel_cost::optimizerBytes(localParameters, recipe));
+OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe,
+                        bool foreachAdamw) {
+    OpCost op = memoryOp("optimizer_step", "adamw",
+                         kernel_cost::optimizerBytes(localParameters, recipe) +
+                             (foreachAdamw ? kernel_cost::foreachOptimizerExtraBytes(localParameters, recipe) : 0.0));
     op.flops = kernel_cost::optimizerFlops(localParameters);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);
     // The passes around AdamW (FORMULAS.md §3): the global gradient norm for clipping, the copy of the updated
@@ -529,6 +532,16 @@ double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe) {
     // FP8: the new weights are cast once a step into the cached FP8 copy and its transpose.
     if (recipe.fp8WeightCopyBytes > 0) perParam += recipe.weightBytes + recipe.fp8WeightCopyBytes;
     return perParam * parameters;
+}
+double foreachOptimizerExtraBytes(double parameters, const PrecisionRecipe& recipe) {
+    // torch.optim's _multi_tensor_adamw (PyTorch 2.5-2.6 adamw.py), one pass per op over every tensor:
+    // _foreach_mul_(params) for the decay 2p, _foreach_lerp_(exp_avgs, grads) 2m + g, _foreach_mul_(exp_avg_sqs)
+    // 2m, _foreach_addcmul_(exp_avg_sqs, grads, grads) 2m + 2g, _foreach_sqrt into a new list 2m, _foreach_div_ and
+    // _foreach_add_ on it 4m, _foreach_addcdiv_(params, exp_avgs, denom) 2p + 2m: 4p + 14m + 3g against the fused
+    // kernel's 2p + 4m + g. fp32: 84 B against 28; measured on an H100, 31.9 ms against 11.6 for 1.0 B parameters
+    // (bench/torchtitan_block_probe.py, data/gpu/h100-2026-11-26/call4-torchtitan-block/block2.json).
+    const double p = recipe.masterBytes > 0 ? recipe.masterBytes : recipe.weightBytes;
+    return (2.0 * p + 10.0 * recipe.momentBytes + 2.0 * recipe.gradBytes) * parameters;
 }
 double optimizerBytes(double parameters, const PrecisionRecipe& recipe) {
     // AdamW reads the grad, reads and writes the master (or the weights) and both moments, and writes the

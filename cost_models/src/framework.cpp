@@ -25,7 +25,8 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"backward_prefetch", &FrameworkSettings::backwardPrefetch},
                                                   {"fused_kernels", &FrameworkSettings::fusedKernels},
                                                   {"grad_reduce_in_fp32", &FrameworkSettings::gradReduceInFp32},
-                                                  {"fp8_param_gather", &FrameworkSettings::fp8ParamGather}};
+                                                  {"fp8_param_gather", &FrameworkSettings::fp8ParamGather},
+                                                  {"foreach_optimizer", &FrameworkSettings::foreachOptimizer}};
     return flags;
 }
 
@@ -71,6 +72,15 @@ bool gradReduceInFp32Default(const FrameworkSettings& f) {
 // fp8_params = True (NeMo 3e251a0418, Sept 2024; later fp8_param_gather = True), as do Megatron-Bridge's FP8
 // configs (training/mixed_precision.py). NeMo 1's launcher examples (24.07 and before) leave it off but for its
 // Mixtral and Grok recipes. Megatron-LM: --fp8-param-gather is off unless given; so is FP8 gathering in PyTorch FSDP.
+// torchtitan built torch.optim.AdamW with fused = job_config.optimizer.fused (default false) and foreach = not
+// fused (torchtitan/optimizer.py at 9dec370, 2024-12) until #881 (2025-02-24) made "fused" the default; a year is
+// all a version says here, so 2025 counts as fused.
+bool foreachOptimizerDefault(const FrameworkSettings& f) {
+    if (f.name != "torchtitan") return false;
+    const int year = frameworkYear(f);
+    return year > 0 && year <= 2024;
+}
+
 bool fp8ParamGatherDefault(const FrameworkSettings& f) {
     // torchtitan's float8 guide (docs/float8.md, 9dec370) launches FP8 training with
     // --float8.enable_fsdp_float8_all_gather: FSDP2 casts each Float8Linear weight shard to FP8 before gathering.
@@ -174,9 +184,11 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     o.fusedKernels = f.name != "torchtitan";
     o.gradReduceInFp32 = gradReduceInFp32Default(f);
     o.fp8ParamGather = fp8ParamGatherDefault(f);
+    o.foreachOptimizer = foreachOptimizerDefault(f);
     bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap,    &o.asyncTpGradReduce, &o.overlapP2pComm,
-                        &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32, &o.fp8ParamGather};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 10, "one resolved value per framework flag");
+                        &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32, &o.fp8ParamGather,
+                        &o.foreachOptimizer};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 11, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);
@@ -189,6 +201,7 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
 bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or(f.name != "torchtitan"); }
 bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
 bool fp8ParamGatherOf(const FrameworkSettings& f) { return f.fp8ParamGather.value_or(fp8ParamGatherDefault(f)); }
+bool foreachOptimizerOf(const FrameworkSettings& f) { return f.foreachOptimizer.value_or(foreachOptimizerDefault(f)); }
 bool eagerLossOf(const FrameworkSettings& f) { return f.name == "torchtitan" || !fusedKernelsOf(f); }
 
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {

@@ -18,7 +18,8 @@ CostPrediction predictCosts(const Scenario& s) {
     for (int stage = 0; stage < s.plan.pp; ++stage) {
         const StageParameters params = stageParameters(s.model, s.plan, stage);
         p.optimizerPerStage.push_back(
-            optimizerCompute(params.dense / denseShards + params.expert / expertShards, s.cluster, recipe));
+            optimizerCompute(params.dense / denseShards + params.expert / expertShards, s.cluster, recipe,
+                             foreachOptimizerOf(s.plan.framework)));
         p.dpComm.push_back(dataParallelCommOps(s.model, s.cluster, s.plan, stage));
     }
     const auto counts = countParameters(s.model);

@@ -258,6 +258,11 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         out << "precompute_float8_dynamic_scale_for_fsdp = " << (fp8Gather ? "true" : "false") << "\n";
     }
 
+    // AdamW as tessel costed it: torchtitan's fused default since #881 (2025-02), foreach where the plan says so.
+    out << "\n[optimizer]\n";
+    out << "name = \"AdamW\"\n";
+    out << "implementation = " << tomlString(foreachOptimizerOf(p.framework) ? "foreach" : "fused") << "\n";
+
     // tessel predicted fused elementwise kernels (FORMULAS.md §3.4) only where torch.compile fuses them.
     out << "\n[compile]\n";
     out << "enable = " << (fusedKernelsOf(p.framework) ? "true" : "false") << "\n";

@@ -597,7 +597,9 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
                offloadTimes(*ctx.cluster, plan, ctx.recipe, params, 0.0).optimizerStepSeconds(
                    std::numeric_limits<double>::infinity());
     return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
-           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, ctx.recipe).seconds;
+           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, ctx.recipe,
+                            foreachOptimizerOf(plan.framework))
+               .seconds;
 }
 
 double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, const BoundInputs& in) {

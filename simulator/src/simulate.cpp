@@ -160,7 +160,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         auto& costs = table.perAction[s];
         costs.resize(acts.size());
         const StageParameters params = stageParameters(model, plan, static_cast<int>(s));
-        const OpCost optimizer = optimizerCompute(params.dense / denseShards + params.expert / expertShards, cluster, recipe);
+        const OpCost optimizer = optimizerCompute(params.dense / denseShards + params.expert / expertShards, cluster,
+                                                  recipe, foreachOptimizerOf(plan.framework));
         // Offload (FORMULAS.md §8): per chunk of L layers, ZeRO-Infinity fetches the chunk's share of the partition
         // before each pass and activation swap moves its checkpointed inputs, both prefetched under the pass's compute
         // (the action lasts the longer of the two); the offloaded optimizer step runs on the CPU.

@@ -665,6 +665,11 @@ TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels)
     s.plan.framework.fusedKernels = true;
     t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("compile.enable"), "true");
+    // AdamW as costed: fused for current torchtitan, foreach for a 2024 one (its default before #881).
+    EXPECT_EQ(t.at("optimizer.implementation"), "fused");
+    s.plan.framework.version = "2024";
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("optimizer.implementation"), "foreach");
 }
 
 TEST(ExportTorchtitan, ReplicatedPlanAndFullRecompute) {

@@ -91,6 +91,8 @@ double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t se
                       bool backward);
 double optimizerFlops(double parameters);                           // ~12 per parameter (AdamW)
 double optimizerBytes(double parameters, const PrecisionRecipe& recipe);    // the AdamW kernel itself
+// What torch.optim's foreach AdamW moves beyond the fused kernel: 2p + 10m + 2g per parameter (56 B in fp32).
+double foreachOptimizerExtraBytes(double parameters, const PrecisionRecipe& recipe);
 // Around AdamW: gradient-norm read and buffer zeroing (2 g) and, with a master copy, master -> weights (master + w).
 double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe);
 // The kernel names a cluster file's gpu.kernels may calibrate ("gemm", "attention_forward", "norm_backward", ...).
@@ -179,8 +181,10 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
                               const PrecisionRecipe& recipe);
 BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                          const PrecisionRecipe& recipe);
-// AdamW over `localParameters` parameters held by this rank's optimizer (after ZeRO sharding).
-OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe);
+// AdamW over `localParameters` parameters held by this rank's optimizer (after ZeRO sharding); `foreachAdamw`:
+// torch.optim's foreach implementation (foreachOptimizerOf) rather than one fused kernel.
+OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe,
+                        bool foreachAdamw);
 
 // Model FLOPs of one training step (forward + backward, no recompute) for the whole model and global batch,
 // the numerator of MFU: 3 x the forward model FLOPs of every layer, the embedding and the LM head.

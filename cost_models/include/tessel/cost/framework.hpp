@@ -27,6 +27,7 @@ struct FrameworkSettings {
     std::optional<bool> fusedKernels;            // norms, rotary, GLU and loss as fused kernels (false: eager PyTorch ops)
     std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
     std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
+    std::optional<bool> foreachOptimizer;        // AdamW as torch.optim's foreach ops, not one fused kernel
     // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
     // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
     std::optional<bool> lossInPlace;
@@ -48,6 +49,7 @@ struct OverlapSettings {
     bool fusedKernels = true;
     bool gradReduceInFp32 = true;
     bool fp8ParamGather = false;
+    bool foreachOptimizer = false;
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
 
@@ -76,6 +78,11 @@ bool gradReduceInFp32Of(const FrameworkSettings& f);
 // else true for NeMo from container 24.09 (NeMo 2's FP8 precision recipes) and for torchtitan (its float8 guide's
 // enable_fsdp_float8_all_gather), false otherwise (docs/frameworks.md).
 bool fp8ParamGatherOf(const FrameworkSettings& f);
+// Whether AdamW runs as torch.optim's foreach implementation (_multi_tensor_adamw: one pass per op over every
+// tensor, about 84 B moved per fp32 parameter) rather than one fused kernel (28 B): stated, else true for torchtitan
+// before 2025 (foreach = not job_config.optimizer.fused until pytorch/torchtitan #881, 2025-02-24, made "fused" the
+// default), false otherwise (Megatron-LM, NeMo, DeepSpeed: fused Adam). FORMULAS.md §3.
+bool foreachOptimizerOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()): without fused kernels, and always under
 // torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
 bool eagerLossOf(const FrameworkSettings& f);
@@ -100,7 +107,7 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
-// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather"); problems carry their JSON pointers.
+// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather", "foreach_optimizer"); problems carry their JSON pointers.
 class ObjectReader;
 FrameworkSettings parseFrameworkSettings(ObjectReader& r);
 void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan);
