@@ -176,7 +176,7 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     // ops"): RMSNorm as x.float() ... type_as(x) * weight keeps the fp32 input (a copy of a 16-bit residual) and
     // the normalised value before the weight besides its output; repeat_kv hands SDPA K and V at every query
     // head; silu(w1 x) * w3 x keeps the SiLU output beside both GEMM outputs. Measured on an H100: 3.25 GiB per
-    // Llama 3.1 8B layer at 2 x 8192 tokens, where the fused count gives 2.12 (docs/validation.md).
+    // Llama 3.1 8B layer at 2 x 8192 tokens, where the fused count gives 2.13 (docs/validation.md).
     const bool eager = !fusedKernelsOf(plan.framework);
     const double eagerNormExtra = eager && model.norm == NormKind::RmsNorm ? std::max(4.0, r) : 0.0;
     const int64_t kvSaved = eager && s.kvDimLocal < s.qDimLocal ? s.qDimLocal : s.kvDimLocal;
