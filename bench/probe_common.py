@@ -1,9 +1,10 @@
-"""What the PyTorch probes of the lent GPU share (bench/gpu_kernels_probe.py, bench/torchtitan_block_probe.py):
-the document every probe writes, nvidia-smi queries, and running parts one by one so that a call stopped from
-outside still leaves what ran."""
+"""What the PyTorch probes of the lent GPU share (bench/gpu_kernels_probe.py, bench/torchtitan_block_probe.py,
+bench/fsdp_capacity_probe.py): the document every probe writes, nvidia-smi queries, a profiler breakdown of
+kernels, and running parts one by one so that a call stopped from outside still leaves what ran."""
 import json
 import subprocess
 import time
+from collections import defaultdict
 
 
 def smi(query):
@@ -37,6 +38,47 @@ def run_parts(doc, parts, runners, out):
         doc.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
         t0 = time.time()
         write(doc, out)
+
+
+def kernel_class(name):
+    """gemm, attention or other, from a CUDA kernel's name."""
+    n = name.lower()
+    if "flash" in n or "fmha" in n or "attention" in n:
+        return "attention"
+    if any(k in n for k in ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "sm80_", "ampere_", "hopper")):
+        return "gemm"
+    return "other"
+
+
+def profile_step(torch, fn):
+    """Kernel time by class for one call of fn, the 25 costliest kernels, and the 120 operators or scopes whose
+    kernels took the most device time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    per_class, per_name = defaultdict(float), defaultdict(lambda: [0.0, 0])
+    for e in prof.events():
+        if e.device_type != DeviceType.CUDA:
+            continue
+        us = e.time_range.elapsed_us()
+        per_class[kernel_class(e.name)] += us / 1e3
+        per_name[e.name][0] += us / 1e3
+        per_name[e.name][1] += 1
+    top = sorted(per_name.items(), key=lambda kv: -kv[1][0])[:25]
+    # the host-side operators and record_function scopes (FSDP's hooks name theirs) with the device time of the
+    # kernels they launched, inclusive and their own
+    ops = []
+    for a in prof.key_averages():
+        total = getattr(a, "device_time_total", None) or getattr(a, "cuda_time_total", 0)
+        own = getattr(a, "self_device_time_total", None) or getattr(a, "self_cuda_time_total", 0)
+        if total > 0:
+            ops.append({"name": a.key[:160], "device_ms": total / 1e3, "self_device_ms": own / 1e3, "count": a.count})
+    ops.sort(key=lambda o: -o["device_ms"])
+    return {"ms_by_class": dict(per_class),
+            "top_kernels": [{"name": k[:160], "ms": v[0], "count": v[1], "class": kernel_class(k)} for k, v in top],
+            "top_ops": ops[:120]}
 
 
 def write(doc, out):

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from probe_common import probe_document, run_parts, smi, write
+from probe_common import probe_document, profile_step, run_parts, smi, write
 
 
 class PowerLog:
@@ -222,35 +222,6 @@ class Stack(nn.Module):
         return x
 
 
-def kernel_class(name):
-    n = name.lower()
-    if "flash" in n or "fmha" in n or "attention" in n:
-        return "attention"
-    if any(k in n for k in ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "sm80_", "ampere_", "hopper")):
-        return "gemm"
-    return "other"
-
-
-def profile_step(fn):
-    """Kernel time by class for one call of fn, and the 25 costliest kernels."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    from torch.autograd import DeviceType
-    per_class, per_name = defaultdict(float), defaultdict(lambda: [0.0, 0])
-    for e in prof.events():
-        if e.device_type != DeviceType.CUDA:
-            continue
-        us = e.time_range.elapsed_us()
-        per_class[kernel_class(e.name)] += us / 1e3
-        per_name[e.name][0] += us / 1e3
-        per_name[e.name][1] += 1
-    top = sorted(per_name.items(), key=lambda kv: -kv[1][0])[:25]
-    return {"ms_by_class": dict(per_class),
-            "top_kernels": [{"name": k[:160], "ms": v[0], "count": v[1], "class": kernel_class(k)} for k, v in top]}
-
-
 def blocks(points, log, quick):
     torch.backends.cuda.matmul.allow_tf32 = False
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -325,7 +296,7 @@ def blocks(points, log, quick):
                 log.mark(f"block {name} {rc}{' compiled' if compiled else ''}", t0, t1)
                 peak = torch.cuda.max_memory_allocated()
                 peak_reserved = torch.cuda.max_memory_reserved()
-                prof = profile_step(step)
+                prof = profile_step(torch, step)
             fw.sort(), bw.sort()
             point.update({"forward_ms_per_layer": fw[len(fw) // 2] / layers, "backward_ms_per_layer": bw[len(bw) // 2] / layers,
                           "forward_ms_all": fw, "backward_ms_all": bw, "parameter_bytes": param_bytes,
