@@ -217,6 +217,33 @@ void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig
     b.backwardWeight.add(op);
 }
 
+// PyTorch FSDP's copies around a sharded unit's collectives, each micro-batch (FORMULAS.md §3.7): the gathered
+// weights' copies in the forward (and the backward's gather), the gradient's assembly, cast and divides in the
+// backward. Memory-bound kernels on the compute stream or contending with it.
+FsdpCopyBytes fsdpCopies(const Plan& plan, const PrecisionRecipe& recipe) {
+    const OverlapSettings o = resolveOverlap(plan.framework, plan.vpp > 1, plan.zeroStage);
+    return fsdpCopyBytesPerParameter(plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(),
+                                     plan.microBatchesPerStep(), o.reshardAfterForward,
+                                     bytesPerElement(recipe.computeDtype), recipe.gradReduceBytes(),
+                                     recipe.weightBytes, recipe.paramGatherBytes());
+}
+
+void addFsdpCopies(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
+                   const PrecisionRecipe& recipe) {
+    const FsdpCopyBytes per = fsdpCopies(plan, recipe);
+    if (!(parameters > 0.0)) return;
+    if (per.forward > 0.0) {
+        OpCost op = memoryOp("fsdp_copies", "cast_forward", per.forward * parameters);
+        op.seconds = opSeconds(op, cluster, recipe.computeDtype);
+        b.forward.add(op);
+    }
+    if (per.backward > 0.0) {
+        OpCost op = memoryOp("fsdp_copies", "cast_backward", per.backward * parameters);
+        op.seconds = opSeconds(op, cluster, recipe.computeDtype);
+        b.backwardWeight.add(op);
+    }
+}
+
 BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                              const PrecisionRecipe& recipe);
 } // namespace
@@ -225,6 +252,7 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
                           const PrecisionRecipe& recipe) {
     BlockCompute b = layerComputeOps(model, cluster, plan, recipe);
     addGradAccumulation(b, layerParameters(model, plan).total(), cluster, plan, recipe);
+    addFsdpCopies(b, layerParameters(model, plan).total(), cluster, plan, recipe);
     return b;
 }
 
@@ -390,6 +418,14 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
 }
 } // namespace
 
+double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan, const PrecisionRecipe& recipe,
+                                 bool reduceScatter, double parameters) {
+    const FsdpCopyBytes per = fsdpCopies(plan, recipe);
+    const double bytes = (reduceScatter ? per.reduceStream : per.gatherStream) * parameters;
+    if (!(bytes > 0.0)) return 0.0;
+    return opSeconds(memoryOp("fsdp_copies", "cast_backward", bytes), cluster, recipe.computeDtype);
+}
+
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {
     return plan.recompute == Recompute::Selective && plan.framework.name == "torchtitan" && !model.moe &&
            model.activation == Activation::Swiglu;
@@ -420,6 +456,7 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
         b.recompute.modelFlops -= op.modelFlops;
     }
     addGradAccumulation(b, embeddingParameters(model, plan), cluster, plan, recipe);
+    addFsdpCopies(b, embeddingParameters(model, plan), cluster, plan, recipe);
     return b;
 }
 
@@ -456,6 +493,7 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     }
     finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
     addGradAccumulation(b, headParameters(model, plan), cluster, plan, recipe);
+    addFsdpCopies(b, headParameters(model, plan), cluster, plan, recipe);
     return b;
 }
 

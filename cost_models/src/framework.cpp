@@ -131,6 +131,40 @@ double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int
     return autocast ? autograd : 0.0;
 }
 
+FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
+                                        int microBatches, bool reshardAfterForward, int gradBytes, int reduceBytes,
+                                        int shardBytes, int gatherBytes) {
+    FsdpCopyBytes out;
+    const bool fsdp1 = f.name == "fsdp", fsdp2 = f.name == "torchtitan";
+    if ((!fsdp1 && !fsdp2) || zeroStage < 2 || zeroShards < 2) return out;
+    const double shards = zeroShards, g = gradBytes, r = reduceBytes, w = shardBytes, a = gatherBytes;
+    const double gathers = zeroStage >= 3 && reshardAfterForward ? 2.0 : 1.0;
+    const double shardBack = r != w ? (r + w) / shards : 0.0;
+    // Per gather, on the gather's stream: the shards copied (cast) into the all-gather input.
+    const double gatherIn = fsdp1 ? (a != w ? (w + a) / shards : 0.0) : (w + a) / shards;
+    if (fsdp1) {
+        // torch.distributed.fsdp (2023-24, what Composer ran): _use_low_precision_shard copies the fp32 shard to
+        // param_dtype before every unshard; on the compute stream SplitWithSizesBackward concatenates the views'
+        // gradients into the flat parameter's; _post_backward_hook, on the post-backward stream that then
+        // reduce-scatters, casts it to reduce_dtype and the default reduce_scatter_hook divides it by the
+        // gradient_predivide_factor (> 1 for world size >= 2), and the shard by the postdivide factor after.
+        out.backward = 2.0 * g;
+        out.reduceStream = (r != g ? g + r : 0.0) + 2.0 * r + 2.0 * r / shards + shardBack;
+        out.gatherStream = gatherIn;
+        return out;
+    }
+    // fully_shard: foreach_all_gather's copy-in on the all-gather's copy-in stream, foreach_all_gather_copy_out
+    // (split_with_sizes_copy) on the compute stream, foreach_reduce's copy-in (chunk_cat into the reduce-scatter
+    // input, cast to reduce_dtype) on the reduce-scatter stream.
+    // Under torchtitan's pipelining a stage gathers once a step: its copy-out spread over the micro-batches.
+    const bool once = fsdpGathersOncePerStep(f, pp, zeroStage);
+    out.forward = 2.0 * a / (once ? std::max(1, microBatches) : 1.0);
+    out.backward = once ? 0.0 : (gathers - 1.0) * 2.0 * a;
+    out.reduceStream = g + r + shardBack;
+    out.gatherStream = gatherIn;
+    return out;
+}
+
 bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
     return f.name == "torchtitan" && pp > 1 && zeroStage >= 3 && !f.reshardAfterForward.value_or(false);
 }

@@ -499,14 +499,17 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                 if (params <= 0.0 || !ok) continue;
                 // ZeRO-3 gathers the chunk's weights before every forward and backward; FSDP under torchtitan's
                 // pipelining once a step, and reduces once (schedule.cpp, fsdpGathersOncePerStep).
+                // PyTorch FSDP's copies on the collective's own stream lengthen it (simulate.cpp, FORMULAS.md §3.7).
+                const double gatherOne = cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g) +
+                                         fsdpCollectiveCopySeconds(cluster, plan, recipe, false, params);
                 if (z >= 3 && oncePerStep)
-                    out.perStep[static_cast<size_t>(slot)] += cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
+                    out.perStep[static_cast<size_t>(slot)] += gatherOne;
                 else if (z >= 3)
-                    out.perMicroBatch[static_cast<size_t>(slot)] +=
-                        (ov.reshardAfterForward ? 2.0 : 1.0) * cost(Primitive::AllGather, params * recipe.paramGatherBytes(), g);
+                    out.perMicroBatch[static_cast<size_t>(slot)] += (ov.reshardAfterForward ? 2.0 : 1.0) * gatherOne;
                 const int buckets = z >= 3 ? 1 : layersPerChunk;
                 double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
-                                     params * recipe.gradReduceBytes() / buckets, g);
+                                     params * recipe.gradReduceBytes() / buckets, g) +
+                                (z >= 2 ? fsdpCollectiveCopySeconds(cluster, plan, recipe, true, params / buckets) : 0.0);
                 if (plan.zeroReplicas > 1 && z >= 1) {
                     // schedule.cpp: each reduced shard is all-reduced across the replicas after its reduce-scatter.
                     const double shards = plan.zeroReduceGroupSize(part == 1);

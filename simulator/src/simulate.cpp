@@ -121,6 +121,15 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         return it->second;
     };
 
+    // PyTorch FSDP's copies on a gather's or reduce-scatter's own stream ahead of it (FORMULAS.md §3.7).
+    auto fsdpCopySeconds = [&](const Action& a) {
+        const bool reduce = a.name.rfind("dp_reduce_scatter_grads", 0) == 0;
+        const bool gather = a.name.rfind("zero3_all_gather_params", 0) == 0;
+        if (!reduce && !gather) return 0.0;
+        const double width = reduce ? recipe.gradReduceBytes() : recipe.paramGatherBytes();
+        return fsdpCollectiveCopySeconds(cluster, plan, recipe, reduce, a.bytes / width);
+    };
+
     static_assert(static_cast<int>(GroupKind::ExpertZeroReplica) + 1 == kGroupKinds, "workSinceSync below has one slot per GroupKind");
     std::map<std::tuple<int, int, double>, std::pair<double, int>> collectiveCache; // seconds, group size
     auto collectiveSeconds = [&](const Action& a) {
@@ -222,7 +231,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             }
             case ActionKind::Collective: {
                 const auto [seconds, ranks] = collectiveSeconds(a);
-                c.computeSeconds = seconds;
+                c.computeSeconds = seconds + fsdpCopySeconds(a);
                 c.syncGroupSize = ranks;
                 c.syncWorkSeconds = workSinceSync.at(static_cast<size_t>(a.group));
                 workSinceSync.at(static_cast<size_t>(a.group)) = 0.0;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <tuple>
 
 namespace tessel {
 namespace {
@@ -369,6 +370,65 @@ TEST(Compute, GradientAccumulationIsAWeightGradientPassOverTheLayersParameters) 
                 10.0 * embeddingParameters(k.m, old) / 2e12, 1e-12);
     EXPECT_NEAR(headCompute(k.m, k.c, old, recipe).backwardWeight.seconds - headCompute(k.m, k.c, fused, recipe).backwardWeight.seconds,
                 10.0 * headParameters(k.m, old) / 2e12, 1e-12);
+}
+
+TEST(Compute, FsdpCopiesByFrameworkByHand) {
+    FrameworkSettings fsdp1, fsdp2, megatron;
+    fsdp1.name = "fsdp";
+    fsdp2.name = "torchtitan";
+    megatron.name = "megatron";
+    // FSDP1 with mixed precision DEFAULT (bf16 gradients g = 2, fp32 reduce r = 4, fp32 shards w = 4, bf16 gathers
+    // a = 2) over 8 shards, resharding after forward. Compute stream: the flat gradient from its views, 2g = 4.
+    // Reduce-scatter's stream: cast 2 + 4, pre-divide 2 x 4, post-divide 2 x 4 / 8 = 15. Each gather: the shard
+    // copied to bf16, (4 + 2) / 8.
+    FsdpCopyBytes c = fsdpCopyBytesPerParameter(fsdp1, 1, 3, 8, 4, true, 2, 4, 4, 2);
+    EXPECT_DOUBLE_EQ(c.forward, 0.0);
+    EXPECT_DOUBLE_EQ(c.backward, 4.0);
+    EXPECT_DOUBLE_EQ(c.reduceStream, 15.0);
+    EXPECT_DOUBLE_EQ(c.gatherStream, 0.75);
+    // PURE (bf16 reduce): no cast before, divides at 2 B, the reduced shard cast back to fp32 (2 + 4) / 8.
+    c = fsdpCopyBytesPerParameter(fsdp1, 1, 3, 8, 4, true, 2, 2, 4, 2);
+    EXPECT_DOUBLE_EQ(c.reduceStream, 4.0 + 0.5 + 0.75);
+    // FSDP2: each gather's copy-out into the parameters (2a), twice a micro-batch when resharding; the gradients
+    // copied into the reduce-scatter buffer in fp32 (2 + 4); ReduceOp.AVG, no divide.
+    c = fsdpCopyBytesPerParameter(fsdp2, 1, 3, 8, 4, true, 2, 4, 4, 2);
+    EXPECT_DOUBLE_EQ(c.forward, 4.0);
+    EXPECT_DOUBLE_EQ(c.backward, 4.0);
+    EXPECT_DOUBLE_EQ(c.reduceStream, 6.0);
+    EXPECT_DOUBLE_EQ(c.gatherStream, 0.75);
+    c = fsdpCopyBytesPerParameter(fsdp2, 1, 3, 8, 4, false, 2, 4, 4, 2); // parameters kept from the forward
+    EXPECT_DOUBLE_EQ(c.backward, 0.0);
+    // Under torchtitan's pipelining one gather a step, its copy-out spread over the 4 micro-batches.
+    c = fsdpCopyBytesPerParameter(fsdp2, 4, 3, 8, 4, false, 2, 4, 4, 2);
+    EXPECT_DOUBLE_EQ(c.forward, 1.0);
+    EXPECT_DOUBLE_EQ(c.backward, 0.0);
+    EXPECT_DOUBLE_EQ(c.reduceStream, 6.0);
+    // Not FSDP, not sharding gradients, or one shard: nothing.
+    for (const auto& [f, zero, shards] : {std::tuple{megatron, 3, 8}, std::tuple{fsdp1, 1, 8}, std::tuple{fsdp1, 3, 1}}) {
+        c = fsdpCopyBytesPerParameter(f, 1, zero, shards, 4, true, 2, 4, 4, 2);
+        EXPECT_DOUBLE_EQ(c.forward + c.backward + c.reduceStream + c.gatherStream, 0.0) << f.name << zero << shards;
+    }
+}
+
+TEST(Compute, FsdpCopiesRunOnTheComputeStreamAndAheadOfTheCollectives) {
+    // FSDP1 (fsdp recipe) at tp 4, dp 2, ZeRO-3 on the round cluster (2 TB/s, no kernel overhead): the layer's
+    // weight-gradient phase gains the flat gradient's 4 B per parameter, the reduce-scatter 6 + 8 + 4 = 18 B ahead
+    // of it (post-divide 8 / 2 shards), each gather the shard's (4 + 2) / 2; a plan that does not shard pays none.
+    const Tp4Case k;
+    Plan sharded = k.p;
+    sharded.framework.name = "fsdp";
+    sharded.zeroStage = 3;
+    sharded.precision = "fsdp";
+    Plan replicated = sharded;
+    replicated.zeroStage = 0;
+    const auto& recipe = *findPrecisionRecipe("fsdp");
+    const double params = layerParameters(k.m, sharded).total();
+    const BlockCompute a = layerCompute(k.m, k.c, sharded, recipe), b = layerCompute(k.m, k.c, replicated, recipe);
+    EXPECT_NEAR(a.backwardWeight.seconds - b.backwardWeight.seconds, 4.0 * params / 2e12, 1e-12);
+    EXPECT_DOUBLE_EQ(a.forward.seconds, b.forward.seconds);
+    EXPECT_NEAR(fsdpCollectiveCopySeconds(k.c, sharded, recipe, true, params), 18.0 * params / 2e12, 1e-12);
+    EXPECT_NEAR(fsdpCollectiveCopySeconds(k.c, sharded, recipe, false, params), 3.0 * params / 2e12, 1e-12);
+    EXPECT_DOUBLE_EQ(fsdpCollectiveCopySeconds(k.c, replicated, recipe, true, params), 0.0);
 }
 
 // The CUDA executor's GEMM attention, counted by hand for 1 sequence, 2 query heads, s_q = s_kv = 4, d = 8, bf16:

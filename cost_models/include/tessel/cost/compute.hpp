@@ -174,6 +174,11 @@ double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDi
 
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe);
+// PyTorch FSDP's copies on a collective's own stream ahead of it (FORMULAS.md §3.7: FSDP1's gradient cast and
+// divides before each reduce-scatter, FSDP2's reduce-scatter copy-in; the shards' copy into each all-gather), in
+// seconds, for a collective over `parameters`; 0 where the plan is not PyTorch FSDP.
+double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan, const PrecisionRecipe& recipe,
+                                 bool reduceScatter, double parameters);
 // Whether the plan's selective recompute is torchtitan's per-op policy (keep the attention output and every
 // other matmul's, redo the rest) rather than Megatron-LM's (redo the attention core): FORMULAS.md §3.4.
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan);

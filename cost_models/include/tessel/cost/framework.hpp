@@ -99,6 +99,29 @@ bool eagerLossOf(const FrameworkSettings& f);
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                          int microBatches, int weightBytes, int accumulateBytes, bool autocast);
 
+// PyTorch FSDP's own memory-bound copies around one sharded unit, bytes per parameter of the unit per micro-batch
+// (FORMULAS.md §3.7), beside its collectives and the shard accumulation above. `fsdp` is FullyShardedDataParallel
+// (FSDP1: flat parameters): the mixed-precision shard copy before each all-gather, (w + a) / shards; in the
+// backward the flat gradient assembled from its views (2g), cast to reduce_dtype (g + r when they differ), divided
+// before the reduce-scatter (2r) and after it (2r / shards), the shard cast back (r + w when they differ, / shards).
+// `torchtitan` is fully_shard (FSDP2: per-parameter): each all-gather copies the shards in, (w + a) / shards, and
+// out into every parameter (2a); the backward copies the gradients into the reduce-scatter buffer in reduce_dtype
+// (g + r); fp32 and bf16 reduce with ReduceOp.AVG, no divide. g: the autograd gradient's bytes, r: reduce_dtype's,
+// w: the kept shard's, a: the gathered weights'. Gathers per micro-batch: 2 with resharding after forward, else 1;
+// under torchtitan's pipelining one gather and one reduction a step. What runs on the compute stream is per
+// micro-batch (forward, backward); what runs on a collective's own stream ahead of it is per collective and
+// lengthens it (reduceStream, gatherStream: fsdpCollectiveCopySeconds). Zero for every other framework, below
+// ZeRO-2 and on one shard.
+struct FsdpCopyBytes {
+    double forward = 0.0;       // on the compute stream, in the forward
+    double backward = 0.0;      // on the compute stream, in the backward
+    double reduceStream = 0.0;  // on the reduce-scatter's stream, around each reduce-scatter (per its parameter)
+    double gatherStream = 0.0;  // on the all-gather's stream, before each all-gather (per its parameter)
+};
+FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
+                                        int microBatches, bool reshardAfterForward, int gradBytes, int reduceBytes,
+                                        int shardBytes, int gatherBytes);
+
 // FSDP under torch.distributed.pipelining as torchtitan runs it (parallelize_llama.py at 9dec370: with pp > 1 no
 // block reshards after forward; PipelineStage syncs gradients on the last backward only): a stage gathers its
 // parameters once a step and keeps them, accumulates unsharded gradients in the reduce dtype, and reduce-scatters
