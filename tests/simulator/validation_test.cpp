@@ -4,12 +4,14 @@
 
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/framework.hpp"
+#include "tessel/cost/memory.hpp"
 #include "tessel/sim/validation.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
+#include <map>
 
 namespace tessel::sim {
 namespace {
@@ -735,6 +737,50 @@ TEST(ValidationShipped, EveryPublishedRunIsReadAndPredicted) {
         EXPECT_TRUE(res.predicted) << res.id << ": " << res.reason;
         EXPECT_FALSE(res.assumptions.empty()) << res.id;
     }
+}
+
+// One rank of llm-foundry's 8-GPU MPT-30B FSDP job, measured on a lent H100 under a fake process group (every
+// kernel but the collectives': bench/fsdp_capacity_probe.py, data/gpu/h100-2026-11-26/call5-fsdp-rank/, the mean
+// of each run): seconds per micro-batch, forward and backward with recompute, at sequence 8192 (micro-batch 1),
+// 4096 (1) and 2048 (3). The records' own plans, read with the attention the probe ran (PyTorch 2.11's SDPA on
+// Hopper: cuDNN's), predict it within 5%: the layers, the embedding and the head with FSDP's compute-stream copies,
+// and the contention of its copies on the other streams (FORMULAS.md §3.7).
+TEST(ValidationRecord, MptFsdpRankComputeMatchesTheH100Probe) {
+    const std::string shared = defaultValidationFile();
+    const std::string checks = shared.substr(0, shared.rfind('/') + 1) + "check_mpt_llm_foundry.json";
+    const std::map<std::string, std::pair<double, double>> measured{  // id -> fastest, slowest run
+        {"mpt-h100_80gb-30b-seq8192-8gpu-gbs168-mbs1", {3.446, 3.600}},
+        {"mpt-h100_80gb-30b-seq4096-8gpu-gbs168-mbs1", {1.805, 1.855}},
+        {"mpt-h100_80gb-30b-seq2048-8gpu-gbs504-mbs3", {2.532, 2.577}}};
+    int found = 0;
+    for (const std::string& file : {shared, checks}) {
+        for (const LoadedRecord& r : loadValidationFile(file)) {
+            const auto it = measured.find(r.id);
+            if (it == measured.end()) continue;
+            ASSERT_TRUE(r.validationCase) << r.id << ": " << r.refusal;
+            Scenario sc = r.validationCase->scenario;
+            sc.plan.attentionKernel = "cudnn";
+            const PrecisionRecipe recipe = precisionRecipeOf(sc.plan);
+            auto all = [](const BlockCompute& b) { return b.forward.seconds + b.backward().seconds + b.recompute.seconds; };
+            const double compute = sc.model.layers * all(layerCompute(sc.model, sc.cluster, sc.plan, recipe)) +
+                                   all(embeddingCompute(sc.model, sc.cluster, sc.plan, recipe)) +
+                                   all(headCompute(sc.model, sc.cluster, sc.plan, recipe));
+            // FSDP's copies on the reduce-scatter's and the gathers' streams (two gathers a micro-batch) run beside
+            // the compute and cost it the contention share κ of their time (FORMULAS.md §6.2), as the simulator
+            // charges an overlapped collective; the fake group's own copies are not FSDP's and are left out.
+            const double params = sc.model.layers * layerParameters(sc.model, sc.plan).total() +
+                                  embeddingParameters(sc.model, sc.plan) + headParameters(sc.model, sc.plan);
+            const double side = fsdpCollectiveCopySeconds(sc.cluster, sc.plan, recipe, true, params) +
+                                2.0 * fsdpCollectiveCopySeconds(sc.cluster, sc.plan, recipe, false, params);
+            const double perMicroBatch = compute + sc.cluster.gpu.commContention * side;
+            RecordProperty(r.id, std::to_string(compute) + " + " + std::to_string(sc.cluster.gpu.commContention * side));
+            const auto [fast, slow] = it->second;
+            EXPECT_GT(perMicroBatch, 0.95 * fast) << r.id;
+            EXPECT_LT(perMicroBatch, 1.05 * slow) << r.id;
+            ++found;
+        }
+    }
+    EXPECT_EQ(found, 3);
 }
 
 } // namespace
