@@ -221,6 +221,9 @@ void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig
 // weights' copies in the forward (and the backward's gather), the gradient's assembly, cast and divides in the
 // backward. Memory-bound kernels on the compute stream or contending with it.
 FsdpCopyBytes fsdpCopies(const Plan& plan, const PrecisionRecipe& recipe) {
+    // Most plans the search weighs are not PyTorch FSDP: no overlap settings resolved for them.
+    const bool fsdp = plan.framework.name == "fsdp" || plan.framework.name == "torchtitan";
+    if (!fsdp || plan.zeroStage < 2 || plan.zeroShardSize() < 2) return {};
     const OverlapSettings o = resolveOverlap(plan.framework, plan.vpp > 1, plan.zeroStage);
     return fsdpCopyBytesPerParameter(plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(),
                                      plan.microBatchesPerStep(), o.reshardAfterForward,
