@@ -692,7 +692,14 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // Frameworks whose models call torch.nn.functional.scaled_dot_product_attention unless told otherwise.
     const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
     plan.flashAttention = true;
-    if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
+    // llm-foundry's "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with the commit that made its benchmark
+    // runs install `.[gpu-flash2]` (5e85bd62d, 2024-01: flash-attn 2.4.2); its other tables were run with `.[gpu]`,
+    // flash-attn 1.0.9 (b2a43a147, 2023-10), or Triton's kernel before that.
+    const bool llmFoundryLargeScale = contains(lower(source), "llm-foundry") && contains(lower(source), "large scale");
+    if (llmFoundryLargeScale && !contains(attn, "flash1") && !contains(attn, "flash2") && !contains(attn, "flash3")) {
+        plan.attentionKernel = kernelFor("flash2");
+        assume("llm-foundry's Large Scale table: flash-attn 2.4.2 (installed by its benchmark runs from 5e85bd62d on)");
+    } else if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
         contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
         plan.attentionKernel = kernelFor("flash1");
         if (contains(attn, "triton"))
