@@ -692,13 +692,20 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
     // Frameworks whose models call torch.nn.functional.scaled_dot_product_attention unless told otherwise.
     const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
     plan.flashAttention = true;
-    // llm-foundry's "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with the commit that made its benchmark
-    // runs install `.[gpu-flash2]` (5e85bd62d, 2024-01: flash-attn 2.4.2); its other tables were run with `.[gpu]`,
-    // flash-attn 1.0.9 (b2a43a147, 2023-10), or Triton's kernel before that.
+    // llm-foundry's benchmark runs take `attn_impl` from submit_benchmarks.py's --attn_impl, default "triton"
+    // (llm-foundry's Triton kernel, triton-pre-mlir in its install_requires) at 5f43bf160, b2a43a147 and 5e85bd62d
+    // alike; its sweep.sh never sets it. The "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with
+    // sweep.py (5e85bd62d, 2024-01), which sets it per model: "flash" (flash-attn 2.4.2, installed as
+    // .[gpu-flash2]) for MPT-1B, -3B, -7B and -70B, "triton" for MPT-13B and -30B.
     const bool llmFoundryLargeScale = contains(lower(source), "llm-foundry") && contains(lower(source), "large scale");
+    const std::string modelName = lower(text(rec.value("model", nlohmann::json::object()), "name"));
+    const bool largeScaleTriton = std::regex_search(modelName, std::regex(R"((^|[^0-9.])(13|30)b)"));
     if (llmFoundryLargeScale && !contains(attn, "flash1") && !contains(attn, "flash2") && !contains(attn, "flash3")) {
-        plan.attentionKernel = kernelFor("flash2");
-        assume("llm-foundry's Large Scale table: flash-attn 2.4.2 (installed by its benchmark runs from 5e85bd62d on)");
+        plan.attentionKernel = kernelFor(largeScaleTriton ? "flash1" : "flash2");
+        assume(largeScaleTriton
+                   ? "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl triton for this model, read as "
+                     "FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)"
+                   : "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl flash, flash-attn 2.4.2");
     } else if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
         contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
         plan.attentionKernel = kernelFor("flash1");

@@ -202,15 +202,26 @@ TEST(ValidationRecord, AttentionFollowsTheRecordThenItsYear) {
     EXPECT_EQ(c.scenario.plan.attentionKernel, "flash1");
     r["model"]["attention"] = "FlashAttention-3";
     EXPECT_EQ(load(r).scenario.plan.attentionKernel, "flash2"); // A100 has no FA3: the best it has
-    // llm-foundry's Large Scale table was run with flash-attn 2.4.2 (5e85bd62d installs .[gpu-flash2]); its
-    // other tables with 1.0.9 (.[gpu]).
+    // llm-foundry's benchmark runs take submit_benchmarks.py's --attn_impl, default triton (FA1 class); the Large
+    // Scale table's sweep.py (5e85bd62d) passes flash (flash-attn 2.4.2) for MPT-1B/3B/7B/70B, triton for 13B/30B.
     r["model"]["attention"] = "flash or triton per yaml";
     r["source"] = "mosaicml/llm-foundry scripts/train/benchmarking/README.md, section 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)'";
     EXPECT_EQ(load(r).scenario.plan.attentionKernel, "flash1");
     r["source"] = "mosaicml/llm-foundry scripts/train/benchmarking/README.md, section 'H100 80GB BF16 (Large Scale, >= 128 GPUs)'";
+    r["model"]["name"] = "MPT-70B";
     c = load(r);
     EXPECT_EQ(c.scenario.plan.attentionKernel, "flash2");
-    EXPECT_TRUE(mentions(c.assumptions, "flash-attn 2.4.2"));
+    EXPECT_TRUE(mentions(c.assumptions, "attn_impl flash, flash-attn 2.4.2"));
+    for (const char* name : {"MPT-13B", "MPT-30B"}) {
+        r["model"]["name"] = name;
+        c = load(r);
+        EXPECT_EQ(c.scenario.plan.attentionKernel, "flash1") << name;
+        EXPECT_TRUE(mentions(c.assumptions, "attn_impl triton for this model")) << name;
+    }
+    for (const char* name : {"MPT-7B", "MPT-3B", "MPT-1B"}) {
+        r["model"]["name"] = name;
+        EXPECT_EQ(load(r).scenario.plan.attentionKernel, "flash2") << name;
+    }
 }
 
 // Llama 3 405B as Meta describes it (Llama Team 2024, §3.3.2): 126 layers on 16 pipeline stages, one layer fewer
