@@ -1,5 +1,5 @@
-// Reading published records' prose (validation_record.cpp's helpers): JSON accessors that accept numbers
-// written as text, and what a record states in words about its framework, GPU, links, recompute and ZeRO.
+// Reading published records' prose (helpers of validation_record.cpp and validation_plan.cpp): JSON accessors that
+// accept numbers written as text, and what a record states in words about its framework, GPU, links, recompute, ZeRO.
 #pragma once
 
 #include "tessel/cost/plan.hpp"
