@@ -34,6 +34,8 @@ struct Reading {
     const std::string framework;
     int64_t world = 0;              // GPUs in all (readCluster)
     bool microBatchAssumed = false; // one micro-batch a step, the framework's default (readBatch)
+    // What the record did not state and tessel took, listed with the case.
+    void assume(std::string what) { c.assumptions.push_back(std::move(what)); }
 };
 
 // A pipeline schedule the record names besides 1F1B and its interleaved form: GPipe (all forwards, then all
@@ -41,8 +43,7 @@ struct Reading {
 // InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; any other (DualPipe, LoopedBFS)
 // keeps the 1F1B reading, and the assumption says so. `text` is the named schedule with the record's techniques,
 // `named` the schedule keys alone.
-template <typename Assume>
-void readNamedSchedule(const std::string& text, const std::string& named, Plan& plan, Assume&& assume) {
+void readNamedSchedule(const std::string& text, const std::string& named, Plan& plan, Reading& r) {
     if (plan.pp < 2) return;
     const bool gpipe = contains(text, "gpipe") || contains(text, "fill-drain") || contains(text, "fill drain") ||
                        contains(text, "all-forward-all-backward") || contains(text, "all forward all backward");
@@ -56,15 +57,15 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
     if (gpipe || zeroBubble) {
         const char* which = gpipe ? "GPipe" : "zero bubble (ZB-H1)";
         if (plan.vpp > 1) {
-            assume(std::string(which) + " schedule with " + std::to_string(plan.vpp) +
+            r.assume(std::string(which) + " schedule with " + std::to_string(plan.vpp) +
                    " virtual stages: tessel simulates it without them; read as interleaved 1F1B");
         } else {
             plan.schedule = gpipe ? Schedule::Gpipe : Schedule::ZeroBubble;
-            assume(std::string("pipeline schedule read as ") + which);
+            r.assume(std::string("pipeline schedule read as ") + which);
         }
     } else if (!shown.empty() && !contains(shown, "1f1b") && !contains(shown, "interleav") &&
                !contains(shown, "one-forward") && !contains(shown, "one forward") && !contains(shown, "pipedream")) {
-        assume("pipeline schedule \"" + shown + "\" is not one tessel simulates: read as " +
+        r.assume("pipeline schedule \"" + shown + "\" is not one tessel simulates: read as " +
                (plan.vpp > 1 ? std::string("interleaved 1F1B") : std::string("1F1B")));
     }
 }
@@ -76,7 +77,6 @@ bool readCluster(Reading& r) {
     const std::string& ptr = r.ptr;
     ValidationCase& c = r.c;
     std::string& refusal = r.refusal;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     // Cluster: the GPU's preset (its figures and their sources live in scenarios/clusters), the record's shape.
     const GpuChoice gpu = gpuPreset(text(sys, "gpu"));
     if (gpu.preset.empty()) {
@@ -84,14 +84,14 @@ bool readCluster(Reading& r) {
                   (gpu.note.empty() ? "" : " (" + gpu.note + ")");
         return false;
     }
-    if (!gpu.note.empty()) assume(gpu.note);
+    if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;
     const int64_t total = integer(sys, "total_gpus").value_or(0);
     int64_t perNode = integer(sys, "gpus_per_node").value_or(0);
     if (perNode <= 0) {
         perNode = cluster.gpusPerNode;
-        assume("gpus_per_node not stated: " + std::to_string(perNode) + " (" + gpu.preset + ")");
+        r.assume("gpus_per_node not stated: " + std::to_string(perNode) + " (" + gpu.preset + ")");
     }
     int64_t nodes = integer(sys, "nodes").value_or(0);
     int64_t world = total > 0 ? total : nodes * perNode;
@@ -118,9 +118,9 @@ bool readCluster(Reading& r) {
             cluster.interNode.name = text(sys, "inter_node_link") + " (" + rate + ", as the record states)";
         }
         cluster.interNode.bandwidthBytesPerSecond = inter;
-        if (contains(how, "one NIC per GPU")) assume("inter-node link read as " + how);
+        if (contains(how, "one NIC per GPU")) r.assume("inter-node link read as " + how);
     } else if (nodes > 1) {
-        assume("inter-node link not stated: " + cluster.interNode.name + " (" + gpu.preset + ")");
+        r.assume("inter-node link not stated: " + cluster.interNode.name + " (" + gpu.preset + ")");
     }
     c.scenario.cluster = cluster;
     c.scenario.name = c.id;
@@ -136,7 +136,6 @@ bool readBatch(Reading& r) {
     ValidationCase& c = r.c;
     std::string& refusal = r.refusal;
     const std::string& framework = r.framework;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     const int64_t world = r.world;
     // Plan.
     Plan& plan = c.scenario.plan;
@@ -158,8 +157,8 @@ bool readBatch(Reading& r) {
     const int impliedDp = static_cast<int>(world / modelRanks);
     auto dp = integer(pl, "dp");
     if (!dp || *dp != impliedDp) {
-        if (dp) assume("dp " + std::to_string(*dp) + " does not fill the " + std::to_string(world) + " GPUs with tp x pp x cp; dp = " + std::to_string(impliedDp));
-        else assume("dp = GPUs / (tp x pp x cp) = " + std::to_string(impliedDp));
+        if (dp) r.assume("dp " + std::to_string(*dp) + " does not fill the " + std::to_string(world) + " GPUs with tp x pp x cp; dp = " + std::to_string(impliedDp));
+        else r.assume("dp = GPUs / (tp x pp x cp) = " + std::to_string(impliedDp));
     }
     plan.dp = impliedDp;
     auto gb = integer(pl, "global_batch");
@@ -175,7 +174,7 @@ bool readBatch(Reading& r) {
                 return false;
             }
             gb = *tokens / c.scenario.model.seqLen;
-            assume("global_batch = " + std::string(key) + " / seq = " + std::to_string(*gb));
+            r.assume("global_batch = " + std::string(key) + " / seq = " + std::to_string(*gb));
             break;
         }
     }
@@ -189,7 +188,7 @@ bool readBatch(Reading& r) {
         plan.microBatch = static_cast<int>(*mb);
     } else if (auto ga = integer(pl, "grad_accum"); ga && *ga > 0 && plan.globalBatch % (*ga * plan.dp) == 0) {
         plan.microBatch = static_cast<int>(plan.globalBatch / (*ga * plan.dp));
-        assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
+        r.assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
     } else if (plan.pp == 1 && (framework == "fsdp" || framework == "torchtitan" || framework == "deepspeed") &&
                plan.globalBatch % plan.dp == 0) {
         // Without a pipeline these frameworks take one micro-batch a step unless told to accumulate (DeepSpeed's
@@ -197,11 +196,11 @@ bool readBatch(Reading& r) {
         // loops' accumulation all default to none); 1 would multiply ZeRO-3's per-micro-batch gathers.
         plan.microBatch = plan.globalBatch / plan.dp;
         microBatchAssumed = true;
-        assume("micro_batch not stated: global_batch / dp = " + std::to_string(plan.microBatch) + ", no gradient accumulation (" +
+        r.assume("micro_batch not stated: global_batch / dp = " + std::to_string(plan.microBatch) + ", no gradient accumulation (" +
                framework + "'s default)");
     } else {
         plan.microBatch = 1;
-        assume("micro_batch not stated: 1 (the Megatron-LM default)");
+        r.assume("micro_batch not stated: 1 (the Megatron-LM default)");
     }
     if (plan.globalBatch % (plan.microBatch * plan.dp) != 0) {
         refusal = ptr + "/plan/global_batch: " + std::to_string(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +
@@ -216,7 +215,6 @@ bool readBatch(Reading& r) {
 bool readPipeline(Reading& r) {
     const nlohmann::json& rec = r.rec;
     const nlohmann::json& pl = r.pl;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     Plan& plan = r.c.scenario.plan;
     ModelConfig& model = r.c.scenario.model;
     // Megatron-LM's first/last-rank layer counts, under the names records use.
@@ -260,15 +258,15 @@ bool readPipeline(Reading& r) {
         }
         plan.vpp = v;
         if (v > 1)
-            assume("interleaved schedule without a vpp: vpp = " + std::to_string(v) + " (about two layers per virtual stage, "
+            r.assume("interleaved schedule without a vpp: vpp = " + std::to_string(v) + " (about two layers per virtual stage, "
                    "the median of NVIDIA's published recipes)");
         else if (contains(sched, "interleav"))
-            assume("interleaved schedule without a vpp, and no split of two layers per virtual stage fits: 1F1B");
+            r.assume("interleaved schedule without a vpp, and no split of two layers per virtual stage fits: 1F1B");
         else
-            assume("vpp not stated: 1 (no interleaving)");
+            r.assume("vpp not stated: 1 (no interleaving)");
     }
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
-    readNamedSchedule(namedSchedule + " " + lower(text(pl, "techniques")), namedSchedule, plan, assume);
+    readNamedSchedule(namedSchedule + " " + lower(text(pl, "techniques")), namedSchedule, plan, r);
 
     // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where
     // pp x vpp divides the layers and, where it does not, what the frameworks do: the embedding and the output
@@ -290,7 +288,7 @@ bool readPipeline(Reading& r) {
         if (!chunks.empty()) {
             plan.pipelineLayers = chunks;
             plan.firstStageLayers = plan.lastStageLayers = 0;
-            assume("first/last pipeline ranks as stated under the inferred vpp " + std::to_string(plan.vpp) +
+            r.assume("first/last pipeline ranks as stated under the inferred vpp " + std::to_string(plan.vpp) +
                    ": the layers they lack come off the chunk with the embedding / the loss (" + pipelineSplitText(chunks) + ")");
         }
     }
@@ -308,7 +306,6 @@ bool readFramework(Reading& r) {
     const nlohmann::json& pl = r.pl;
     const std::string& source = r.source;
     const std::string& framework = r.framework;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     Plan& plan = r.c.scenario.plan;
     // Framework and the settings that decide overlap: stated in the record, else the framework's defaults for
     // the year of its software (docs/frameworks.md).
@@ -317,11 +314,11 @@ bool readFramework(Reading& r) {
         const std::string stated = text(pl, "framework_version");
         const int swYear = softwareYear(source);
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
-        if (stated.empty() && swYear > 0) assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
+        if (stated.empty() && swYear > 0) r.assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
     } else if (!text(pl, "framework").empty()) {
-        assume("framework \"" + text(pl, "framework") + "\" is not one tessel has defaults for: every overlap tessel models (generic)");
+        r.assume("framework \"" + text(pl, "framework") + "\" is not one tessel has defaults for: every overlap tessel models (generic)");
     } else {
-        assume("framework not stated: every overlap tessel models (generic)");
+        r.assume("framework not stated: every overlap tessel models (generic)");
     }
     const std::string ddp = lower(text(pl, "ddp_impl"));
     if (contains(ddp, "torch")) plan.framework.ddpImpl = "torch";
@@ -353,7 +350,7 @@ bool readFramework(Reading& r) {
     if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
     else if (contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer")) {
         plan.framework.attentionUnpad = true;
-        assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
+        r.assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
     }
     return true;
 }
@@ -366,7 +363,6 @@ bool readPrecisionAndSharding(Reading& r) {
     ValidationCase& c = r.c;
     std::string& refusal = r.refusal;
     const std::string& framework = r.framework;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     Plan& plan = r.c.scenario.plan;
     // Precision.
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
@@ -374,12 +370,12 @@ bool readPrecisionAndSharding(Reading& r) {
     if (contains(prec, "fp8") || contains(prec, "float8")) {
         if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8) && (framework == "torchtitan" || contains(prec, "torchao"))) {
             plan.precision = "fsdp_fp8";
-            assume("FP8 as torchao runs it under FSDP2: FP8 GEMMs with dynamic scales, fp32 shards, no cached FP8 copies");
+            r.assume("FP8 as torchao runs it under FSDP2: FP8 GEMMs with dynamic scales, fp32 shards, no cached FP8 copies");
         } else if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
             plan.precision = "fp8";
-            assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
+            r.assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
         } else {
-            assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
+            r.assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
         }
     }
     else if (framework == "fsdp" || framework == "torchtitan") {
@@ -387,9 +383,9 @@ bool readPrecisionAndSharding(Reading& r) {
         // bf16 under Composer's 'PURE' mixed precision (reduce_dtype = param_dtype).
         plan.precision = contains(prec, "pure") ? "fsdp_pure" : "fsdp";
         if (prec.empty() || contains(prec, "not stated"))
-            assume("precision not stated: FSDP mixed precision (fp32 shards, bf16 compute and gathers, fp32 reduction)");
+            r.assume("precision not stated: FSDP mixed precision (fp32 shards, bf16 compute and gathers, fp32 reduction)");
     }
-    else if (prec.empty() || contains(prec, "not stated")) assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
+    else if (prec.empty() || contains(prec, "not stated")) r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
 
     // ZeRO / distributed optimizer.
     int zero = parseZero(pl);
@@ -399,7 +395,7 @@ bool readPrecisionAndSharding(Reading& r) {
         else if (framework == "fsdp") zero = 3;
         else {
             zero = 0;
-            if (!distOpt) assume("ZeRO stage / distributed optimizer not stated: none (framework default)");
+            if (!distOpt) r.assume("ZeRO stage / distributed optimizer not stated: none (framework default)");
         }
     }
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
@@ -421,7 +417,7 @@ bool readPrecisionAndSharding(Reading& r) {
                              contains(prec, "float16") || contains(prec, "mixed");
         if (plainTorch && mixed16) {
             plan.precision = "amp";
-            assume(text(pl, "framework") + ": 16-bit mixed precision read as torch.autocast over fp32 weights (recipe amp)");
+            r.assume(text(pl, "framework") + ": 16-bit mixed precision read as torch.autocast over fp32 weights (recipe amp)");
         }
     }
 
@@ -433,7 +429,7 @@ bool readPrecisionAndSharding(Reading& r) {
     if ((framework == "megatron" || framework == "deepspeed") && fp16Only && !plan.framework.gradReduceInFp32 &&
         !contains(plan.precision, "fp8")) {
         plan.framework.gradReduceInFp32 = false;
-        assume(std::string("fp16 under ") + (framework == "megatron" ? "Megatron-LM" : "DeepSpeed") +
+        r.assume(std::string("fp16 under ") + (framework == "megatron" ? "Megatron-LM" : "DeepSpeed") +
                ": gradients accumulated and reduced in fp16 (only --bf16 keeps fp32 ones)");
     }
 
@@ -460,7 +456,7 @@ bool readPrecisionAndSharding(Reading& r) {
                 return false;
             }
             replicas = n.shardOf > 0 ? n.shardOf / static_cast<int>(*v) : static_cast<int>(*v);
-            if (replicas > 1) assume(std::string(n.key) + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
+            if (replicas > 1) r.assume(std::string(n.key) + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
             stated = true;
             break;
         }
@@ -473,7 +469,7 @@ bool readPrecisionAndSharding(Reading& r) {
                 return false;
             }
             replicas = plan.dp / shard;
-            assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
+            r.assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
                    " data-parallel ranks of a node, replicated over " + std::to_string(replicas) + " nodes (FSDP's HYBRID_SHARD default)");
         }
         if (replicas > 1 && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
@@ -489,7 +485,6 @@ bool readAttention(Reading& r) {
     ValidationCase& c = r.c;
     const std::string& source = r.source;
     const std::string& framework = r.framework;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     Plan& plan = r.c.scenario.plan;
     // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
     // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24). Which fused
@@ -523,7 +518,7 @@ bool readAttention(Reading& r) {
     const bool largeScaleTriton = std::regex_search(modelName, std::regex(R"((^|[^0-9.])(13|30)b)"));
     if (llmFoundryLargeScale && !contains(attn, "flash1") && !contains(attn, "flash2") && !contains(attn, "flash3")) {
         plan.attentionKernel = kernelFor(largeScaleTriton ? "flash1" : "flash2");
-        assume(largeScaleTriton
+        r.assume(largeScaleTriton
                    ? "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl triton for this model, read as "
                      "FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)"
                    : "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl flash, flash-attn 2.4.2");
@@ -531,7 +526,7 @@ bool readAttention(Reading& r) {
         contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
         plan.attentionKernel = kernelFor("flash1");
         if (contains(attn, "triton"))
-            assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
+            r.assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
     } else if (contains(attn, "flash3") || contains(attn, "flashattention-3")) {
         plan.attentionKernel = kernelFor("flash3");
     } else if (contains(attn, "cudnn") || contains(attn, "fused attention") || contains(attn, "fused_attn")) {
@@ -547,28 +542,28 @@ bool readAttention(Reading& r) {
         // (sdp_utils.cpp) gates it on a bundled cuDNN newer than 9.15, which 2.11's wheel has; the H200 profile of
         // docs/gpu-report-h200.md shows its kernels.
         plan.attentionKernel = "cudnn";
-        assume("attention through PyTorch SDPA: cuDNN's fused attention (its default on Hopper from PyTorch 2.11)");
+        r.assume("attention through PyTorch SDPA: cuDNN's fused attention (its default on Hopper from PyTorch 2.11)");
     } else if (sdpaFramework && softwareYr >= 2024) {
         // PyTorch's scaled_dot_product_attention runs FlashAttention-2 (PyTorch 2.2 release notes); its cuDNN
         // backend is opt-in from 2.5.1 (pytorch/pytorch PR 138522; torchtitan's selective-checkpoint save list names
         // only the flash and memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
         plan.attentionKernel = kernelFor("flash2");
-        assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
+        r.assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
     } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
         plan.attentionKernel = softwareYr >= 2024 ? kernelFor(sdpaFramework ? "flash3" : "cudnn")
                                : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
-        assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
+        r.assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
                (softwareYr > 0 ? " (software of " + std::to_string(softwareYr) + ")" : " (the GPU's default)"));
     } else if (framework == "megatron" && softwareYr > 0 && softwareYr <= 2023) {
         plan.flashAttention = false;
-        assume("attention kernel not stated: Megatron-LM of " + std::to_string(softwareYr) +
+        r.assume("attention kernel not stated: Megatron-LM of " + std::to_string(softwareYr) +
                " without FlashAttention (fused softmax, s^2 scores in HBM)");
     } else if (softwareYr > 0 && softwareYr <= 2022) {
         plan.flashAttention = false;
-        assume("attention kernel not stated: a " + std::to_string(softwareYr) + " run predates FlashAttention's adoption");
+        r.assume("attention kernel not stated: a " + std::to_string(softwareYr) + " run predates FlashAttention's adoption");
     } else {
         plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
-        assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
+        r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
     }
     return true;
 }
@@ -580,7 +575,6 @@ bool readRecomputeAndCheck(Reading& r) {
     const std::string& ptr = r.ptr;
     ValidationCase& c = r.c;
     std::string& refusal = r.refusal;
-    auto assume = [&r](std::string s) { r.c.assumptions.push_back(std::move(s)); };
     Plan& plan = r.c.scenario.plan;
     ModelConfig& model = r.c.scenario.model;
     const bool microBatchAssumed = r.microBatchAssumed;
@@ -600,14 +594,14 @@ bool readRecomputeAndCheck(Reading& r) {
         if (layers && *layers > model.layers) layers = model.layers; // beyond any chunk: every layer
         const std::string shown = text(pl, "recompute").empty() ? text(pl, "recompute_method") : text(pl, "recompute");
         if (contains(method, "block") && layers && *layers >= model.layers) {
-            assume("recompute \"" + shown + "\": the block method's count reaches every layer of every chunk: every layer "
+            r.assume("recompute \"" + shown + "\": the block method's count reaches every layer of every chunk: every layer "
                    "recomputed");
         } else if (contains(method, "block") && layers && *layers > 0) {
             plan.recomputeLayers = static_cast<int>(*layers);
-            assume("recompute \"" + shown + "\": the first " + std::to_string(*layers) +
+            r.assume("recompute \"" + shown + "\": the first " + std::to_string(*layers) +
                    " layers of each chunk recomputed, the rest keep their activations (Megatron-LM's block method)");
         } else if (contains(method, "block") || (layers && *layers > 1)) {
-            assume("recompute \"" + shown + "\" read as every layer recomputed, one checkpoint each" +
+            r.assume("recompute \"" + shown + "\" read as every layer recomputed, one checkpoint each" +
                    (contains(method, "block") ? " (no positive layer count given for the block method)"
                                               : " (tessel keeps one checkpoint per layer, not one per " +
                                                     std::to_string(*layers) + ")"));
@@ -646,7 +640,7 @@ bool readRecomputeAndCheck(Reading& r) {
         }
         std::string what = std::string(!recomputeKnown ? "recompute" : "") + (!recomputeKnown && !sp ? " and " : "") +
                            (!sp ? "sequence parallelism" : "");
-        assume(what + " not stated: " +
+        r.assume(what + " not stated: " +
                (raised.empty() ? std::string("framework default (") + toString(plan.recompute) +
                                      (sp ? "" : plan.sequenceParallel ? ", SP on" : ", SP off") + ")"
                                : "raised until the plan fits in memory: " + [&] {
@@ -666,7 +660,7 @@ bool readRecomputeAndCheck(Reading& r) {
             while (mb > 1 && perRank % mb != 0) --mb;
             plan.microBatch = mb;
         }
-        assume("one micro-batch of " + std::to_string(perRank) + " sequences a rank does not fit in memory: micro_batch " +
+        r.assume("one micro-batch of " + std::to_string(perRank) + " sequences a rank does not fit in memory: micro_batch " +
                std::to_string(mb) + ", accumulated over " + std::to_string(perRank / mb) +
                (fits() ? "" : " (and that does not fit either)"));
     }
@@ -677,12 +671,12 @@ bool readRecomputeAndCheck(Reading& r) {
     const bool fp8 = named && named->fp8();
     for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted) {
         if ((d.rfind("grad_reduce_in_fp32 ", 0) == 0 && !mainGrads) || (d.rfind("fp8_param_gather ", 0) == 0 && !fp8)) continue;
-        assume(d);
+        r.assume(d);
     }
     if (plan.pipelineSplit != PipelineSplit::Even) {
         resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled
         if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)
-            assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
+            r.assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
                    std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
                    "split (" + pipelineSplitText(model, plan) + ")");
     }
