@@ -133,6 +133,23 @@ std::vector<double> positiveNumbers(const nlohmann::json& v, const std::string& 
     return out;
 }
 
+// A non-empty array of positive integers that increases along it (benchmark/seq, head_dims).
+std::vector<int64_t> increasingPositiveInts(const nlohmann::json& v, const std::string& ptr, const std::string& what,
+                                            ProblemList& problems) {
+    std::vector<int64_t> out;
+    if (!v.is_array() || v.empty()) {
+        problems.add(ptr, "expected a non-empty array of " + what);
+        return out;
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+        const std::string p = ptr + "/" + std::to_string(i);
+        if (!v[i].is_number_integer() || v[i].get<int64_t>() < 1) problems.add(p, "expected a positive integer");
+        else if (!out.empty() && v[i].get<int64_t>() <= out.back()) problems.add(p, "must increase along the array");
+        else out.push_back(v[i].get<int64_t>());
+    }
+    return out;
+}
+
 // gpu/attention_kernels/<name>/benchmark: {peak_tflops, seq: [...], curves: [{head_dim, causal, forward_tflops,
 // backward_tflops?}]} (FORMULAS.md §3.2).
 AttentionBenchmark parseAttentionBenchmark(const nlohmann::json& doc, const std::string& ptr, ProblemList& problems) {
@@ -143,15 +160,7 @@ AttentionBenchmark parseAttentionBenchmark(const nlohmann::json& doc, const std:
     size_t seqCount = 0; // the declared length, so that one bad entry is one problem, not one per curve
     if (const auto* seq = r.child("seq")) {
         if (seq->is_array()) seqCount = seq->size();
-        if (!seq->is_array() || seq->empty()) problems.add(r.pointer("seq"), "expected a non-empty array of sequence lengths");
-        else
-            for (size_t i = 0; i < seq->size(); ++i) {
-                const auto& v = (*seq)[i];
-                const std::string p = r.pointer("seq") + "/" + std::to_string(i);
-                if (!v.is_number_integer() || v.get<int64_t>() < 1) problems.add(p, "expected a positive integer");
-                else if (!b.seq.empty() && v.get<int64_t>() <= b.seq.back()) problems.add(p, "must increase along the array");
-                else b.seq.push_back(v.get<int64_t>());
-            }
+        b.seq = increasingPositiveInts(*seq, r.pointer("seq"), "sequence lengths", problems);
     } else {
         problems.add(r.pointer("seq"), "required field is missing");
     }
@@ -371,6 +380,8 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                     spec.backwardEfficiency = spec.benchmark ? kr.optNumber("backward_efficiency", 0.0, 0.001, 1.0)
                                                              : kr.requireNumber("backward_efficiency", 0.001, 1.0);
                     spec.seqHalf = kr.optNumber("seq_half", 0.0, 0.0, 1e7);
+                    if (const auto* hd = kr.child("head_dims"))
+                        spec.headDims = increasingPositiveInts(*hd, kr.pointer("head_dims"), "head dimensions", problems);
                     kr.finish();
                     c.gpu.attentionKernels[it.key()] = spec;
                 }
@@ -499,6 +510,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
             if (spec.forwardEfficiency > 0.0) k["forward_efficiency"] = spec.forwardEfficiency;
             if (spec.backwardEfficiency > 0.0) k["backward_efficiency"] = spec.backwardEfficiency;
             if (spec.benchmark) k["benchmark"] = attentionBenchmarkJson(*spec.benchmark);
+            if (!spec.headDims.empty()) k["head_dims"] = spec.headDims;
             ak[name] = k;
         }
         j["gpu"]["attention_kernels"] = ak;

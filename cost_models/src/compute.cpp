@@ -177,9 +177,9 @@ std::optional<double> benchmarkRate(const AttentionBenchmark& b, bool causal, bo
     const double t = (headDim - byDim[i].first) / (byDim[i + 1].first - byDim[i].first);
     return byDim[i].second + t * (byDim[i + 1].second - byDim[i].second);
 }
-} // namespace
 
-double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward) {
+// The kernel's achieved / peak at a head dimension it is built for (attentionKernelEfficiency pads to one).
+double paddedKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward) {
     const double s = static_cast<double>(std::max<int64_t>(1, keys));
     const double ramp = s / (s + spec.seqHalf); // a causal kernel computes its diagonal key blocks whole
     if (!spec.benchmark) return (backward ? spec.backwardEfficiency : spec.forwardEfficiency) * ramp;
@@ -199,6 +199,20 @@ double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDi
     }
     if (!r) return (backward ? spec.backwardEfficiency : spec.forwardEfficiency) * ramp;
     return *r / b.peakFlopsPerSecond;
+}
+} // namespace
+
+double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward) {
+    // A head dimension the kernel is not built for runs the next one up, zero-padded (FlashAttention's
+    // HEADDIM_SWITCH, the Triton kernel's next power of two): the rate is the padded kernel's, d / padded of it useful.
+    int64_t padded = headDim;
+    for (int64_t built : spec.headDims)
+        if (built >= headDim) {
+            padded = built;
+            break;
+        }
+    const double useful = static_cast<double>(headDim) / static_cast<double>(std::max<int64_t>(1, padded));
+    return useful * paddedKernelEfficiency(spec, padded, keys, backward);
 }
 
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { return kernelSeconds(op, cluster, dtype); }

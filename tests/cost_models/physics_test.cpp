@@ -287,13 +287,53 @@ TEST(Attention, BenchmarkCurvesInterpolateInHeadDimensionAndLogSequence) {
     EXPECT_NEAR(attentionKernelEfficiency(flat, 128, 3072, true), 0.3, 1e-12);
 }
 
+TEST(Attention, AHeadDimensionBetweenTheKernelsBuiltOnesRunsTheNextOnePadded) {
+    // Built for 64 and 128 (FlashAttention-1's hdim64 / hdim128 kernels): head dim 96 runs the 128 kernel with a
+    // quarter of its work on zeros, so 0.75 of the 128 curve's rate at the same keys is useful.
+    AttentionKernelSpec k = handBenchmark();
+    k.headDims = {64, 128};
+    EXPECT_NEAR(attentionKernelEfficiency(k, 96, 1024, false), 0.75 * 0.2, 1e-12);
+    EXPECT_NEAR(attentionKernelEfficiency(k, 96, 4096, false), 0.75 * 0.4, 1e-12);
+    EXPECT_NEAR(attentionKernelEfficiency(k, 128, 2048, false), 0.3, 1e-12); // a built one: unchanged
+    EXPECT_NEAR(attentionKernelEfficiency(k, 48, 1024, false), 0.75 * 0.1, 1e-12); // 48 on the 64 kernel
+    // Above the largest built one there is nothing to pad to: the curves as they are (held at 128 here).
+    EXPECT_NEAR(attentionKernelEfficiency(k, 160, 1024, false), 0.2, 1e-12);
+    // Without the list (cuDNN's measured curves) a head dimension between curves interpolates, as before.
+    EXPECT_NEAR(attentionKernelEfficiency(handBenchmark(), 96, 1024, false), 0.15, 1e-12);
+    // A plateau kernel pads the same way: 0.5 x 1024/2048 x 112/128 at head dim 112 on the 128 kernel.
+    AttentionKernelSpec flat{0.5, 0.4, 1024.0, std::nullopt};
+    flat.headDims = {32, 64, 128};
+    EXPECT_NEAR(attentionKernelEfficiency(flat, 112, 1024, false), 0.25 * 112.0 / 128.0, 1e-12);
+}
+
+TEST(Attention, ShippedKernelsPadAsTheirSourcesBuildThem) {
+    // FlashAttention-2 2.0-2.5 instantiates 32, 64, 96, 128, 160, 192, 224, 256 (HEADDIM_SWITCH): GPT-3 2.7B's head
+    // dim 80 runs the 96 kernel; FlashAttention-1 and the Triton kernel run it on the 128 one.
+    const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g");
+    const auto& k = h100.gpu.attentionKernels;
+    AttentionKernelSpec unpadded = k.at("flash2");
+    unpadded.headDims.clear();
+    EXPECT_NEAR(attentionKernelEfficiency(k.at("flash2"), 80, 2048, false),
+                80.0 / 96.0 * attentionKernelEfficiency(unpadded, 96, 2048, false), 1e-12);
+    EXPECT_NEAR(attentionKernelEfficiency(k.at("flash1"), 80, 8192, true),
+                80.0 / 128.0 * attentionKernelEfficiency(k.at("flash1"), 128, 8192, true), 1e-12);
+    // FlashAttention-3 builds 64, 96, 128, 192, 256 (hopper/flash_api.cpp round_up_headdim): 160 runs on 192.
+    EXPECT_NEAR(attentionKernelEfficiency(k.at("flash3"), 160, 4096, false),
+                160.0 / 192.0 * attentionKernelEfficiency(k.at("flash3"), 192, 4096, false), 1e-12);
+    EXPECT_TRUE(k.at("cudnn").headDims.empty()); // measured, its tiling not published: interpolated
+    const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
+    EXPECT_EQ(a100.gpu.attentionKernels.at("flash1").headDims, (std::vector<int64_t>{32, 64, 128}));
+}
+
 TEST(Attention, BenchmarkRoundTripsAndBadTablesAreNamed) {
     ClusterConfig c = test::roundCluster(8, 1);
     c.gpu.attentionKernels["flashZ"] = handBenchmark();
     c.gpu.defaultAttentionKernel = "flashZ";
+    c.gpu.attentionKernels["flashZ"].headDims = {64, 128};
     const ClusterConfig back = parseCluster(clusterToJson(c));
     const AttentionKernelSpec& k = back.gpu.attentionKernels.at("flashZ");
     ASSERT_TRUE(k.benchmark.has_value());
+    EXPECT_EQ(k.headDims, (std::vector<int64_t>{64, 128}));
     EXPECT_EQ(k.benchmark->curves.size(), 3u);
     for (int64_t keys : {300, 1024, 2048, 9000})
         for (bool bwd : {false, true})
@@ -315,6 +355,12 @@ TEST(Attention, BenchmarkRoundTripsAndBadTablesAreNamed) {
               std::vector<std::string>{base + "/curves/1/forward_tflops/1"}); // above the peak
     EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["seq"] = {4096, 1024}; }),
               std::vector<std::string>{base + "/seq/1"});
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["head_dims"] = {64, 0}; }),
+              std::vector<std::string>{"/gpu/attention_kernels/flashZ/head_dims/1"});
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["head_dims"] = {128, 64}; }),
+              std::vector<std::string>{"/gpu/attention_kernels/flashZ/head_dims/1"});
+    EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["head_dims"] = nlohmann::json::array(); }),
+              std::vector<std::string>{"/gpu/attention_kernels/flashZ/head_dims"});
     EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["curves"][2].erase("backward_tflops"); }),
               std::vector<std::string>{base + "/curves"}); // no backward figure anywhere
     EXPECT_EQ(problemsOf([](nlohmann::json& k) { k["benchmark"]["curves"][1]["causal"] = true; k["benchmark"]["curves"][1]["head_dim"] = 64; }),

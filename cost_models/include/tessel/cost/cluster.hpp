@@ -91,12 +91,15 @@ struct AttentionBenchmark {
 
 // A fused attention kernel (FlashAttention and its kin): achieved / peak for the FLOPs it executes (causal:
 // half the square). Without a benchmark: efficiency x s_kv / (s_kv + seqHalf); with one, the benchmark's causal
-// curves interpolated in head dimension and log sequence length (FORMULAS.md §3.2).
+// curves interpolated in head dimension and log sequence length (FORMULAS.md §3.2). `headDims`: the head
+// dimensions the kernel is built for (increasing; empty: any); a head dimension between them runs the next one up,
+// zero-padded, so only d / padded of the work it does is useful.
 struct AttentionKernelSpec {
     double forwardEfficiency = 0.0;
     double backwardEfficiency = 0.0;
     double seqHalf = 0.0;
     std::optional<AttentionBenchmark> benchmark;
+    std::vector<int64_t> headDims;
 };
 
 struct GpuSpec {

@@ -169,7 +169,8 @@ double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype);
 // keys, forward or backward, before the sustained share σ (FORMULAS.md §3.2). With a benchmark: its causal curve
 // interpolated linearly in head dimension (held at the ends) and in log2 of the keys (held above the longest
 // sequence, scaled by s/(s + seqHalf) below the shortest); a causal backward the benchmark lacks is its
-// non-causal backward x (causal / non-causal forward) at the same head dimension and keys.
+// non-causal backward x (causal / non-causal forward) at the same head dimension and keys. A head dimension
+// between the kernel's built ones (spec.headDims) is taken at the next one up, times d / padded: the useful share.
 double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward);
 
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
