@@ -87,6 +87,11 @@ bool readCluster(Reading& r) {
     if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;
+    if (const GpuPartMemory part = gpuPartMemory(text(sys, "gpu")); !part.name.empty()) {
+        cluster.gpu.name = part.name;
+        cluster.gpu.memoryBytes = part.memoryBytes;
+        cluster.gpu.hbmBytesPerSecond = part.hbmBytesPerSecond;
+    }
     const int64_t total = integer(sys, "total_gpus").value_or(0);
     int64_t perNode = integer(sys, "gpus_per_node").value_or(0);
     if (perNode <= 0) {

@@ -129,7 +129,15 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
 GpuChoice gpuPreset(const std::string& gpuText) {
     const std::string g = lower(gpuText);
     auto has = [&](const char* s) { return contains(g, s); };
-    if (has("h200") || has("gh200")) return {"h200-single", ""};
+    if (has("gh200")) {
+        const bool hbm3e = has("144") || has("141") || has("hbm3e");
+        return {"h200-single",
+                "GH200 taken as the H200 preset's GPU (same SMs, clocks and BF16 peak) with its own memory: " +
+                    std::string(hbm3e ? "144 GB HBM3e at 4.9 TB/s" : "96 GB HBM3 at 4.0 TB/s") +
+                    (hbm3e || has("96") || has("hbm3") ? "" : " (memory not stated: the 96 GB part, the first GH200)") +
+                    "; the preset's NVLink and NICs, not the Grace module's C2C link or its shared power budget"};
+    }
+    if (has("h200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {
         if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
         if (has("h800")) return {"dgx-h100-80g", "H800 taken as an H100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 900", 200e9};
@@ -150,6 +158,17 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     }
     if (has("ampere")) return {"dgx-a100-80g", "'Ampere' GPU taken as an A100-SXM4-80GB"};
     return {"", ""};
+}
+
+GpuPartMemory gpuPartMemory(const std::string& gpuText) {
+    const std::string g = lower(gpuText);
+    if (!contains(g, "gh200")) return {};
+    // Grace Hopper: the H100/H200 GPU (132 SMs, the same clocks, 989 TFLOP/s BF16 dense) with 96 GB HBM3 at 4 TB/s
+    // or 144 GB HBM3e at 4.9 TB/s (NVIDIA GH200 Grace Hopper Superchip datasheet). Usable bytes scale as the
+    // presets' parts': 96/80 of the H100 80 GB's 85,520,809,984, 144/141 of the H200's 150,754,820,096.
+    if (contains(g, "144") || contains(g, "141") || contains(g, "hbm3e"))
+        return {"NVIDIA GH200 (144 GB HBM3e)", std::llround(150754820096.0 * 144.0 / 141.0), 4.9e12};
+    return {"NVIDIA GH200 (96 GB HBM3)", std::llround(85520809984.0 * 96.0 / 80.0), 4.0e12};
 }
 
 // Inter-node bandwidth per GPU, per direction, from prose such as "8x 200Gb/s HDR InfiniBand HCAs per node",

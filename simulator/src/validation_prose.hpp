@@ -37,8 +37,16 @@ struct GpuChoice {
     double nvlinkBytesPerSecond = 0.0; // per direction, where the part differs from the preset's (A800, H800)
 };
 
+// A part's own memory where it differs from its preset's (GH200's 96 GB HBM3 on the H200 preset); empty name: none.
+struct GpuPartMemory {
+    std::string name;
+    int64_t memoryBytes = 0;
+    double hbmBytesPerSecond = 0.0;
+};
+
 // The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
 GpuChoice gpuPreset(const std::string& gpuText);
+GpuPartMemory gpuPartMemory(const std::string& gpuText);
 // Inter-node bandwidth per GPU, per direction, from prose ("8x 200Gb/s HDR", "400 Gbps per GPU"); 0 when not
 // stated. `how` says how the text was read.
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how);

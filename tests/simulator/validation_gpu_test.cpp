@@ -1,0 +1,42 @@
+// GPU parts named in a record's prose: which preset carries them, and what of the part replaces the preset's.
+#include "validation_support.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessel::sim {
+namespace {
+using test::load;
+using test::mentions;
+using test::record;
+
+TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
+    nlohmann::json r = record();
+    // The first GH200 (Alps, JUPITER): 96 GB of HBM3 at 4 TB/s; usable bytes scaled as the 80 GB H100's.
+    r["system"]["gpu"] = "NVIDIA GH200 96GB HBM3";
+    const ValidationCase hbm3 = load(r);
+    EXPECT_EQ(hbm3.scenario.cluster.name, "h200-single");
+    EXPECT_EQ(hbm3.scenario.cluster.gpu.memoryBytes, 102624971981LL); // 85,520,809,984 x 96 / 80
+    EXPECT_DOUBLE_EQ(hbm3.scenario.cluster.gpu.hbmBytesPerSecond, 4.0e12);
+    EXPECT_EQ(hbm3.scenario.cluster.gpu.name, "NVIDIA GH200 (96 GB HBM3)");
+    EXPECT_TRUE(mentions(hbm3.assumptions, "GH200 taken as the H200 preset's GPU"));
+    EXPECT_FALSE(mentions(hbm3.assumptions, "memory not stated"));
+    // The HBM3e part: 144 GB at 4.9 TB/s.
+    r["system"]["gpu"] = "GH200 144GB HBM3e";
+    const ValidationCase hbm3e = load(r);
+    EXPECT_EQ(hbm3e.scenario.cluster.gpu.memoryBytes, 153962369460LL); // 150,754,820,096 x 144 / 141
+    EXPECT_DOUBLE_EQ(hbm3e.scenario.cluster.gpu.hbmBytesPerSecond, 4.9e12);
+    // Unstated memory is the 96 GB part, and the record says so.
+    r["system"]["gpu"] = "NVIDIA GH200 Grace Hopper Superchip";
+    const ValidationCase bare = load(r);
+    EXPECT_EQ(bare.scenario.cluster.gpu.memoryBytes, 102624971981LL);
+    EXPECT_TRUE(mentions(bare.assumptions, "memory not stated"));
+    // An H200 stays the preset as it is.
+    r["system"]["gpu"] = "NVIDIA H200";
+    const ValidationCase h200 = load(r);
+    EXPECT_EQ(h200.scenario.cluster.gpu.memoryBytes, 150754820096LL);
+    EXPECT_DOUBLE_EQ(h200.scenario.cluster.gpu.hbmBytesPerSecond, 4.8e12);
+    EXPECT_FALSE(mentions(h200.assumptions, "GH200"));
+}
+
+} // namespace
+} // namespace tessel::sim
