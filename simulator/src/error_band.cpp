@@ -27,7 +27,8 @@ std::string frameworkFamily(const FrameworkSettings& f) {
 }
 
 std::string runKind(const ClusterConfig& cluster, const Plan& plan) {
-    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework);
+    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework) +
+           (plan.cp > 1 ? " / context parallel" : "");
 }
 
 namespace {
@@ -58,7 +59,7 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
     out.source = source;
     std::map<std::string, std::vector<double>> byKind;
     std::vector<std::string> order;
-    std::vector<double> all;
+    std::vector<double> all, contextParallel;
     for (size_t i = 0; i < report.results.size() && i < records.size(); ++i) {
         const CaseResult& r = report.results[i];
         if (!r.stepError || !records[i].validationCase) continue;
@@ -67,8 +68,10 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
         if (!byKind.count(kind)) order.push_back(kind);
         byKind[kind].push_back(*r.stepError);
         all.push_back(*r.stepError);
+        if (s.plan.cp > 1) contextParallel.push_back(*r.stepError);
     }
     for (const auto& k : order) out.kinds.push_back(bandOf(k, byKind[k]));
+    if (!contextParallel.empty()) out.kinds.push_back(bandOf(kContextParallelKind, contextParallel));
     out.overall = bandOf(kOverallKind, all);
     return out;
 }
@@ -166,6 +169,9 @@ std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& 
     const std::string kind = runKind(cluster, plan);
     for (const auto& b : bands.kinds)
         if (b.kind == kind && b.records >= minRecords) return b;
+    if (plan.cp > 1)
+        for (const auto& b : bands.kinds)
+            if (b.kind == kContextParallelKind && b.records >= minRecords) return b;
     return bands.overall;
 }
 

@@ -58,6 +58,20 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     // Ties: inside the best step's band.
     EXPECT_TRUE(tiedWithin(10.3, 10.0, b.kinds[0]));
     EXPECT_FALSE(tiedWithin(10.5, 10.0, b.kinds[0]));
+    // Context parallelism is a kind of its own, and every such run also lands in one band over all of them.
+    add("NVIDIA H100 80GB HBM3", "megatron", -0.20);
+    records.back().validationCase->scenario.plan.cp = 2;
+    add("NVIDIA A100-SXM4-80GB", "torchtitan", -0.10);
+    records.back().validationCase->scenario.plan.cp = 4;
+    const ErrorBands withCp = computeErrorBands(records, report, "test");
+    ASSERT_EQ(withCp.kinds.size(), 5u);
+    EXPECT_EQ(withCp.kinds[2].kind, "H100 / Megatron-style / context parallel");
+    EXPECT_EQ(withCp.kinds[3].kind, "A100 / sharded data parallel / context parallel");
+    EXPECT_EQ(withCp.kinds[4].kind, kContextParallelKind);
+    EXPECT_EQ(withCp.kinds[4].records, 2);
+    EXPECT_DOUBLE_EQ(withCp.kinds[4].medianAbsError, 0.15);
+    EXPECT_NEAR(withCp.kinds[4].meanSignedError, -0.15, 1e-12);
+    EXPECT_EQ(withCp.kinds[0].records, 3); // the A100 Megatron-style band keeps its own runs only
     EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
     EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
 }
@@ -102,6 +116,17 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto h100 = errorBandFor(test::clusterPreset("dgx-h100-80g"), p);
     ASSERT_TRUE(h100.has_value());
     EXPECT_EQ(h100->kind, "H100 / Megatron-style");
+    // A context-parallel plan is shown with the context-parallel runs' band: its own kind's where there are enough
+    // of them (NeMo's H100 runs), else every context-parallel run's (no A100 run in the sets has cp > 1).
+    Plan cp = p;
+    cp.cp = 2;
+    const auto h100cp = errorBandFor(test::clusterPreset("dgx-h100-80g"), cp);
+    ASSERT_TRUE(h100cp.has_value());
+    EXPECT_EQ(h100cp->kind, "H100 / Megatron-style / context parallel");
+    EXPECT_GT(h100cp->medianAbsError, h100->medianAbsError);
+    const auto a100cp = errorBandFor(a100, cp);
+    ASSERT_TRUE(a100cp.has_value());
+    EXPECT_EQ(a100cp->kind, kContextParallelKind);
 }
 
 TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {

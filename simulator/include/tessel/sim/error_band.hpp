@@ -1,5 +1,6 @@
 // How far a prediction can be trusted: the error `tessel validate` measured on published runs of the same kind
-// (GPU family x framework family), kept in data/validation/error_bands.json, and ties between close plans.
+// (GPU family x framework family, context parallelism apart), kept in data/validation/error_bands.json, and ties
+// between close plans.
 #pragma once
 
 #include "tessel/cost/cluster.hpp"
@@ -14,10 +15,13 @@
 
 namespace tessel::sim {
 
-// A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", ...
+// A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", ..., with " / context parallel" when
+// cp > 1 (those runs' errors are their own: FORMULAS.md §6, docs/validation.md).
 std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", or "other"
 std::string frameworkFamily(const FrameworkSettings& f);    // "Megatron-style" or "sharded data parallel"
 std::string runKind(const ClusterConfig& cluster, const Plan& plan);
+// The band over every run with context parallelism, whatever its GPU and framework.
+inline constexpr const char* kContextParallelKind = "context parallel (every GPU and framework)";
 
 struct ErrorBand {
     std::string kind;                 // the kind it was measured on ("all published runs" for the fallback)
@@ -46,8 +50,9 @@ std::string shippedErrorBandsFile();
 // check_megatron_lm_h100.json), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
-// The band for a plan: its kind's when that kind has at least `minRecords` published runs, else the overall one;
-// nothing when no bands are shipped.
+// The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
+// context parallelism, the band of every context-parallel run (kContextParallelKind) when it has that many; else
+// the overall one; nothing when no bands are shipped.
 std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords = 5);
 
 // The runs a band was measured on, for a sentence: "A100 / Megatron-style runs", or for the fallback band
