@@ -249,9 +249,14 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
     if (!r.top.empty() && space.allowIdle)
         out << "searched " << r.gpuCountsSearched << " GPU count" << (r.gpuCountsSearched == 1 ? "" : "s")
             << " (whole nodes, largest first, until no plan on fewer GPUs could reach the ranking)\n";
-    if (!r.top.empty() && !r.top.front().errorBandKind.empty())
-        out << "±%: median |step error| of tessel on published " << sim::bandRunsText(r.top.front().errorBandKind)
-            << " (tessel validate); #N= marks a plan inside #1's band, which the model cannot tell apart\n";
+    if (!r.top.empty() && !r.top.front().errorBandKind.empty()) {
+        bool oneKind = true;
+        for (const auto& p : r.top) oneKind = oneKind && p.errorBandKind == r.top.front().errorBandKind;
+        out << "±%: median |step error| of tessel on published "
+            << (oneKind ? sim::bandRunsText(r.top.front().errorBandKind) : std::string("runs of each plan's kind"))
+            << " (tessel validate); #N= marks a plan inside #1's band"
+            << (oneKind ? "" : " or its own, the wider") << ", which the model cannot tell apart\n";
+    }
     out << "\n" << (r.cancelled ? "cancelled after considering " : "considered ") << withCommas(r.considered)
         << " plans, feasible " << withCommas(r.feasible) << ", simulated " << withCommas(r.simulated);
     uint64_t rejected = 0;
