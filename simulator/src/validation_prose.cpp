@@ -171,6 +171,19 @@ GpuPartMemory gpuPartMemory(const std::string& gpuText) {
     return {"NVIDIA GH200 (96 GB HBM3)", std::llround(85520809984.0 * 96.0 / 80.0), 4.0e12};
 }
 
+std::optional<bool> outOfMemoryInProse(const std::string& outcome) {
+    const std::string o = " " + lower(outcome) + " ";
+    std::string words = o; // letters only, so "OOM," and "(oom)" are the word oom
+    for (char& ch : words)
+        if (!std::isalpha(static_cast<unsigned char>(ch))) ch = ' ';
+    for (const char* oom : {" oom ", "out of memory", "out-of-memory", "not fit", "n't fit", "exceeds memory",
+                            "exceeded memory", "insufficient memory"})
+        if (contains(o, oom) || contains(words, oom)) return true;
+    for (const char* ran : {" fits ", " fit ", " ran ", " runs ", " completed ", " success", " ok ", " trained "})
+        if (contains(words, ran)) return false;
+    return std::nullopt;
+}
+
 // Inter-node bandwidth per GPU, per direction, from prose such as "8x 200Gb/s HDR InfiniBand HCAs per node",
 // "8x 200G NICs per server", "1600 Gbps node-node interconnect", "400 Gbps per GPU", "InfiniBand NDR 400 Gb/s".
 // 0 when not stated. A bare rate that one port can carry (InfiniBand EDR/HDR/NDR/XDR, 100-800 GbE: at most

@@ -46,6 +46,9 @@ struct GpuPartMemory {
 
 // The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
 GpuChoice gpuPreset(const std::string& gpuText);
+// An out-of-memory outcome in prose ("OOM at step 1", "CUDA out of memory", "did not fit": true; "ran", "fits",
+// "completed": false); nothing when the words say neither.
+std::optional<bool> outOfMemoryInProse(const std::string& outcome);
 GpuPartMemory gpuPartMemory(const std::string& gpuText);
 // Inter-node bandwidth per GPU, per direction, from prose ("8x 200Gb/s HDR", "400 Gbps per GPU"); 0 when not
 // stated. `how` says how the text was read.

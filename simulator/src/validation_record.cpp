@@ -214,6 +214,14 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
     else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;
     else if (auto fits = boolean(meas, "fits")) c.measured.outOfMemory = !*fits;
+    else
+        for (const char* key : {"outcome", "status", "result"})
+            if (auto said = outOfMemoryInProse(text(meas, key))) {
+                c.measured.outOfMemory = *said;
+                c.assumptions.push_back(std::string("out-of-memory outcome read from measured/") + key + " (\"" +
+                                        text(meas, key) + "\")");
+                break;
+            }
 }
 } // namespace
 

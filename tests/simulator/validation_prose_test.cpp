@@ -1,5 +1,8 @@
-// GPU parts named in a record's prose: which preset carries them, and what of the part replaces the preset's.
+// What a record's prose becomes: the GPU part named (which preset carries it, and what of the part replaces the
+// preset's), and an out-of-memory outcome told in words.
 #include "validation_support.hpp"
+
+#include "../../simulator/src/validation_prose.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +11,7 @@ namespace {
 using test::load;
 using test::mentions;
 using test::record;
+using prose::outOfMemoryInProse;
 
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     nlohmann::json r = record();
@@ -36,6 +40,28 @@ TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     EXPECT_EQ(h200.scenario.cluster.gpu.memoryBytes, 150754820096LL);
     EXPECT_DOUBLE_EQ(h200.scenario.cluster.gpu.hbmBytesPerSecond, 4.8e12);
     EXPECT_FALSE(mentions(h200.assumptions, "GH200"));
+}
+
+TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
+    nlohmann::json r = record();
+    r["measured"] = {{"outcome", "OOM at the first step (CUDA out of memory)"}};
+    const ValidationCase oom = load(r);
+    ASSERT_TRUE(oom.measured.outOfMemory.has_value());
+    EXPECT_TRUE(*oom.measured.outOfMemory);
+    EXPECT_TRUE(mentions(oom.assumptions, "out-of-memory outcome read from measured/outcome"));
+    r["measured"] = {{"status", "ran; fits with 3 GB to spare"}};
+    const ValidationCase ran = load(r);
+    ASSERT_TRUE(ran.measured.outOfMemory.has_value());
+    EXPECT_FALSE(*ran.measured.outOfMemory);
+    // A stated boolean wins over words; words that say neither leave the outcome unstated.
+    r["measured"] = {{"oom", false}, {"outcome", "OOM"}};
+    EXPECT_FALSE(*load(r).measured.outOfMemory);
+    r["measured"] = {{"result", "see the paper's Figure 3"}, {"tokens_per_s", 65536.0}};
+    EXPECT_FALSE(load(r).measured.outOfMemory.has_value());
+    EXPECT_EQ(outOfMemoryInProse("didn't fit in 80 GB"), true);
+    EXPECT_EQ(outOfMemoryInProse("did not fit"), true);
+    EXPECT_EQ(outOfMemoryInProse("Completed 100 steps"), false);
+    EXPECT_EQ(outOfMemoryInProse("zoom"), std::nullopt); // not the word oom
 }
 
 } // namespace
