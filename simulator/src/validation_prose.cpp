@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <regex>
 
@@ -130,12 +131,12 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     const std::string g = lower(gpuText);
     auto has = [&](const char* s) { return contains(g, s); };
     if (has("gh200")) {
-        const bool hbm3e = has("144") || has("141") || has("hbm3e");
-        return {"h200-single",
-                "GH200 taken as the H200 preset's GPU (same SMs, clocks and BF16 peak) with its own memory: " +
-                    std::string(hbm3e ? "144 GB HBM3e at 4.9 TB/s" : "96 GB HBM3 at 4.0 TB/s") +
-                    (hbm3e || has("96") || has("hbm3") ? "" : " (memory not stated: the 96 GB part, the first GH200)") +
-                    "; the preset's NVLink and NICs, not the Grace module's C2C link or its shared power budget"};
+        const GpuPartMemory part = gpuPartMemory(gpuText);
+        char memory[64];
+        std::snprintf(memory, sizeof memory, "%.0f GB at %.1f TB/s", part.nominalGigabytes, part.hbmBytesPerSecond / 1e12);
+        return {"h200-single", "GH200 taken as the H200 preset's GPU (same SMs, clocks and BF16 peak) with its own memory: " +
+                                   std::string(memory) + (part.stated ? "" : " (memory not stated: the 96 GB part, the first GH200)") +
+                                   "; the preset's NVLink and NICs, not the Grace module's C2C link or its shared power budget"};
     }
     if (has("h200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {
@@ -166,9 +167,10 @@ GpuPartMemory gpuPartMemory(const std::string& gpuText) {
     // Grace Hopper: the H100/H200 GPU (132 SMs, the same clocks, 989 TFLOP/s BF16 dense) with 96 GB HBM3 at 4 TB/s
     // or 144 GB HBM3e at 4.9 TB/s (NVIDIA GH200 Grace Hopper Superchip datasheet). Usable bytes scale as the
     // presets' parts': 96/80 of the H100 80 GB's 85,520,809,984, 144/141 of the H200's 150,754,820,096.
+    const bool stated = contains(g, "96") || contains(g, "hbm3") || contains(g, "144") || contains(g, "141");
     if (contains(g, "144") || contains(g, "141") || contains(g, "hbm3e"))
-        return {"NVIDIA GH200 (144 GB HBM3e)", std::llround(150754820096.0 * 144.0 / 141.0), 4.9e12};
-    return {"NVIDIA GH200 (96 GB HBM3)", std::llround(85520809984.0 * 96.0 / 80.0), 4.0e12};
+        return {"NVIDIA GH200 (144 GB HBM3e)", std::llround(150754820096.0 * 144.0 / 141.0), 4.9e12, 144.0, true};
+    return {"NVIDIA GH200 (96 GB HBM3)", std::llround(85520809984.0 * 96.0 / 80.0), 4.0e12, 96.0, stated};
 }
 
 std::optional<bool> outOfMemoryInProse(const std::string& outcome) {
@@ -179,6 +181,9 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome) {
     for (const char* oom : {" oom ", "out of memory", "out-of-memory", "not fit", "n't fit", "exceeds memory",
                             "exceeded memory", "insufficient memory"})
         if (contains(o, oom) || contains(words, oom)) return true;
+    // A failure or a negation that names no memory ("not successful", "failed: NCCL timeout") says neither.
+    for (const char* unsure : {" not ", " no ", "n t ", " fail", " crash", " error"})
+        if (contains(words, unsure)) return std::nullopt;
     for (const char* ran : {" fits ", " fit ", " ran ", " runs ", " completed ", " success", " ok ", " trained "})
         if (contains(words, ran)) return false;
     return std::nullopt;

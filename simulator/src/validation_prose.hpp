@@ -42,14 +42,17 @@ struct GpuPartMemory {
     std::string name;
     int64_t memoryBytes = 0;
     double hbmBytesPerSecond = 0.0;
+    double nominalGigabytes = 0.0; // the datasheet's figure, for the assumption
+    bool stated = false;           // the text names the memory; else the first (96 GB) part is taken
 };
 
 // The cluster preset of a GPU named in prose. Returns an empty preset for a GPU tessel has no figures for.
 GpuChoice gpuPreset(const std::string& gpuText);
-// An out-of-memory outcome in prose ("OOM at step 1", "CUDA out of memory", "did not fit": true; "ran", "fits",
-// "completed": false); nothing when the words say neither.
-std::optional<bool> outOfMemoryInProse(const std::string& outcome);
+// The part's own memory where the preset's GPU stands for it (GH200); empty name for every other GPU.
 GpuPartMemory gpuPartMemory(const std::string& gpuText);
+// An out-of-memory outcome in prose ("OOM at step 1", "CUDA out of memory", "did not fit": true; "ran", "fits",
+// "completed": false); nothing when the words say neither or only name a failure ("not successful").
+std::optional<bool> outOfMemoryInProse(const std::string& outcome);
 // Inter-node bandwidth per GPU, per direction, from prose ("8x 200Gb/s HDR", "400 Gbps per GPU"); 0 when not
 // stated. `how` says how the text was read.
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how);

@@ -23,12 +23,14 @@ TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     EXPECT_DOUBLE_EQ(hbm3.scenario.cluster.gpu.hbmBytesPerSecond, 4.0e12);
     EXPECT_EQ(hbm3.scenario.cluster.gpu.name, "NVIDIA GH200 (96 GB HBM3)");
     EXPECT_TRUE(mentions(hbm3.assumptions, "GH200 taken as the H200 preset's GPU"));
+    EXPECT_TRUE(mentions(hbm3.assumptions, "96 GB at 4.0 TB/s"));
     EXPECT_FALSE(mentions(hbm3.assumptions, "memory not stated"));
     // The HBM3e part: 144 GB at 4.9 TB/s.
     r["system"]["gpu"] = "GH200 144GB HBM3e";
     const ValidationCase hbm3e = load(r);
     EXPECT_EQ(hbm3e.scenario.cluster.gpu.memoryBytes, 153962369460LL); // 150,754,820,096 x 144 / 141
     EXPECT_DOUBLE_EQ(hbm3e.scenario.cluster.gpu.hbmBytesPerSecond, 4.9e12);
+    EXPECT_TRUE(mentions(hbm3e.assumptions, "144 GB at 4.9 TB/s"));
     // Unstated memory is the 96 GB part, and the record says so.
     r["system"]["gpu"] = "NVIDIA GH200 Grace Hopper Superchip";
     const ValidationCase bare = load(r);
@@ -62,6 +64,8 @@ TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
     EXPECT_EQ(outOfMemoryInProse("did not fit"), true);
     EXPECT_EQ(outOfMemoryInProse("Completed 100 steps"), false);
     EXPECT_EQ(outOfMemoryInProse("zoom"), std::nullopt); // not the word oom
+    EXPECT_EQ(outOfMemoryInProse("not successful"), std::nullopt);
+    EXPECT_EQ(outOfMemoryInProse("failed: NCCL timeout"), std::nullopt);
 }
 
 } // namespace
