@@ -33,7 +33,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from probe_common import probe_document, run_parts, smi, write
+from probe_common import run_probe
 
 try:
     from triton.testing import do_bench as _do_bench
@@ -312,19 +312,14 @@ def main():
     ap.add_argument("--only", choices=["copy", "gemm", "attention", "contention", "host"], action="append",
                     help="parts to run (default all)")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("gpu_kernels_probe: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
+    doc = run_probe(torch, "gpu_kernels_probe", "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
+                    args.only or ["copy", "gemm", "attention", "contention", "host"],
+                    {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
+                     "attention": lambda p: attention(p, args.quick),
+                     "contention": lambda p: contention(p, args.quick),
+                     "host": lambda p: host_dispatch(p, args.quick)}, args.out)
+    if doc is None:
         return 3
-    torch.manual_seed(0)
-    doc = probe_document(torch, "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
-                         "name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu")
-    run_parts(doc, args.only or ["copy", "gemm", "attention", "contention", "host"],
-              {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
-               "attention": lambda p: attention(p, args.quick),
-               "contention": lambda p: contention(p, args.quick),
-               "host": lambda p: host_dispatch(p, args.quick)}, args.out)
-    doc["nvidia_smi_after"] = smi("clocks.sm,temperature.gpu")
-    write(doc, args.out)
 
     pts = doc["points"]
     print(f"device {doc['device']}, torch {doc['torch']}, {doc['nvidia_smi']}")

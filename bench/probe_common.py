@@ -40,6 +40,21 @@ def run_parts(doc, parts, runners, out):
         write(doc, out)
 
 
+def run_probe(torch, name, what, parts, runners, out):
+    """The kernel probes' whole run: None (said on stderr) where no GPU answers; else a seeded document with
+    nvidia-smi before and after, every part run by run_parts and the document written to `out`."""
+    import sys
+    if not torch.cuda.is_available():
+        print(f"{name}: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
+        return None
+    torch.manual_seed(0)
+    doc = probe_document(torch, what, "name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu")
+    run_parts(doc, parts, runners, out)
+    doc["nvidia_smi_after"] = smi("clocks.sm,temperature.gpu")
+    write(doc, out)
+    return doc
+
+
 def kernel_class(name):
     """gemm, attention or other, from a CUDA kernel's name."""
     n = name.lower()
