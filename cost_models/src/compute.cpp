@@ -70,7 +70,8 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
         } else if (op.opClass == OpClass::Attention) {
             // FlashAttention-2 backward: 5 matmuls against the forward's 2 (Dao 2023, §3.2) -> 2.5x;
             // unfused attention: dV, dP, dQ, dK -> 2x.
-            const double f = op.name == "attention_core_flash" ? kernel_cost::kFlashBackwardFlopFactor : 2.0;
+            const bool flash = op.name.rfind("attention_core_flash", 0) == 0; // the ring's steps too
+            const double f = flash ? kernel_cost::kFlashBackwardFlopFactor : 2.0;
             OpCost scaled = op;
             scaled.kernel = kernel + "_backward";
             scaled.backward = true;
@@ -134,7 +135,7 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
             const auto spec = gpu.attentionKernels.find(resolveAttentionKernel(gpu, op.variant));
             if (spec != gpu.attentionKernels.end()) {
                 // A fused attention kernel's measured efficiency, lower for short key ranges (FORMULAS.md §3.2).
-                eff = attentionKernelEfficiency(spec->second, op.k, op.n, op.backward);
+                eff = attentionKernelEfficiency(spec->second, op.k, op.n, op.backward, op.causal);
             } else {
                 eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype); // tiles of (queries x keys x head_dim)
             }
@@ -179,13 +180,24 @@ std::optional<double> benchmarkRate(const AttentionBenchmark& b, bool causal, bo
 }
 
 // The kernel's achieved / peak at a head dimension it is built for (attentionKernelEfficiency pads to one).
-double paddedKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward) {
+double paddedKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward,
+                              bool causal) {
     const double s = static_cast<double>(std::max<int64_t>(1, keys));
     const double ramp = s / (s + spec.seqHalf); // a causal kernel computes its diagonal key blocks whole
-    if (!spec.benchmark) return (backward ? spec.backwardEfficiency : spec.forwardEfficiency) * ramp;
+    const double base = backward ? spec.backwardEfficiency : spec.forwardEfficiency;
+    if (!spec.benchmark) return causal ? base * ramp : base;
     const AttentionBenchmark& b = *spec.benchmark;
     const double h = static_cast<double>(headDim);
-    auto rate = [&](bool causal, bool bwd) { return benchmarkRate(b, causal, bwd, h, s, spec.seqHalf); };
+    auto rate = [&](bool c, bool bwd) { return benchmarkRate(b, c, bwd, h, s, spec.seqHalf); };
+    if (!causal) {
+        // Every key visible: the non-causal curve, else the causal one without its diagonal ramp.
+        std::optional<double> r = rate(false, backward);
+        if (!r) {
+            const auto c = rate(true, backward);
+            if (c) r = *c / ramp;
+        }
+        return r ? *r / b.peakFlopsPerSecond : base;
+    }
     std::optional<double> r = rate(true, backward);
     if (!r && backward) {
         // The causal backward as the non-causal one scaled by what the mask costs the forward.
@@ -202,7 +214,8 @@ double paddedKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, 
 }
 } // namespace
 
-double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward) {
+double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward,
+                                 bool causal) {
     // A head dimension the kernel is not built for runs the next one up, zero-padded (FlashAttention's
     // HEADDIM_SWITCH, the Triton kernel's next power of two): the rate is the padded kernel's, d / padded of it useful.
     int64_t padded = headDim;
@@ -212,7 +225,7 @@ double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDi
             break;
         }
     const double useful = static_cast<double>(headDim) / static_cast<double>(std::max<int64_t>(1, padded));
-    return useful * paddedKernelEfficiency(spec, padded, keys, backward);
+    return useful * paddedKernelEfficiency(spec, padded, keys, backward, causal);
 }
 
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { return kernelSeconds(op, cluster, dtype); }
@@ -274,6 +287,40 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
 }
 
 namespace {
+// Context-parallel ring attention with the load-balanced split (chunks r and 2cp-1-r on rank r; Megatron-core /
+// Transformer Engine and PyTorch alike, FORMULAS.md §3.2): step 0 is a causal kernel over the rank's s/cp
+// queries and keys; each of the cp-1 later steps one non-causal kernel of s/cp x s/(2cp) products (all queries
+// against half the arriving keys, or half the queries against all of them), each at its own key length's rate;
+// around them the merges and gradient accumulations, memory-bound. `att` is the whole causal share, whose FLOPs
+// the steps split (2 b h (s/cp)^2 d cp in all).
+void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, bool eager,
+                      int e) {
+    const int cp = plan.cp;
+    OpCost diag = att;
+    diag.n = s.seqLocal;
+    diag.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqLocal, s.headDim);
+    diag.modelFlops = att.modelFlops / cp;
+    diag.bytes = att.bytes / cp;
+    ops.push_back(diag);
+    OpCost ring = att;
+    ring.name = "attention_core_flash_ring";
+    ring.causal = false;
+    ring.n = std::max<int64_t>(1, s.seqLocal / 2);
+    ring.flops = att.flops - diag.flops;
+    ring.modelFlops = att.modelFlops - diag.modelFlops;
+    ring.bytes = att.bytes - diag.bytes;
+    ops.push_back(ring);
+    // torchtitan repeats K and V to every query head before the kernel (repeat_kv); TE's kernels take GQA as is.
+    const bool torchtitan = plan.framework.name == "torchtitan";
+    const kernel_cost::RingMerge style =
+        torchtitan ? kernel_cost::RingMerge::PyTorch : kernel_cost::RingMerge::TransformerEngine;
+    const double eq = d(s.tokens) * d(s.qDimLocal);
+    const double ekv = d(s.tokens) * d(torchtitan || eager ? s.qDimLocal : s.kvDimLocal);
+    OpCost merge = memoryOp("attention_ring_merge", "ring_merge", kernel_cost::ringMergeForwardBytes(style, eq, ekv, cp, e));
+    merge.backwardByteFactor = kernel_cost::ringMergeBackwardBytes(style, eq, ekv, cp, e) / merge.bytes;
+    ops.push_back(merge);
+}
+
 BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                              const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
@@ -312,7 +359,11 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             att.name = "attention_core_flash";
             att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
             att.bytes = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e);
-            ops.push_back(att);
+            // tessel's own executor (`tessel run`, marked by its in-place loss) gathers K and V over the group and
+            // runs one kernel over all the keys (executor/src/gpt.cpp): the whole share as one op.
+            const bool ownExecutor = plan.framework.lossInPlace.value_or(false);
+            if (plan.cp > 1 && !ownExecutor) addRingAttention(ops, att, s, plan, eager, e);
+            else ops.push_back(att);
         } else {
             // Unfused (Megatron-LM before FlashAttention): batched QK^T writes the b (a/t) s_q s_kv scores to HBM,
             // the fused scale-mask-softmax rewrites them, dropout (when the model has it) reads them and writes
@@ -568,6 +619,33 @@ double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64
     return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
 }
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return e * d(tokens) * d(2 * qCols + 2 * kvCols); }
+double ringMergeForwardBytes(RingMerge style, double eq, double ekv, int cp, int e) {
+    const double steps = cp - 1;
+    if (style == RingMerge::PyTorch) {
+        // _templated_ring_attention: each step's output cast to fp32 (e + 4), merged by out - sigmoid(lse_b - lse)
+        // * (out - out_b) as three eager ops over fp32 (12 + 8 + 12); step 0's cast and the final cast back
+        // (2 (e + 4)); K and V concatenated into the send buffer before each of the cp-1 later steps (2 x 2e).
+        return (2.0 * (e + 4) + steps * (e + 36.0)) * eq + steps * 4.0 * e * ekv;
+    }
+    // AttnFuncWithCPAndKVP2P: K, V packed once into the first send buffer (4e); the first half of the arriving K, V
+    // made contiguous at each later step (2e); an fp32 output zeroed (4), corrected in place once per step by a
+    // fused kernel (read the step's output e, read and write 8), cast back at the end (4 + e).
+    return (8.0 + e + cp * (e + 8.0)) * eq + (4.0 * e + steps * 2.0 * e) * ekv;
+}
+double ringMergeBackwardBytes(RingMerge style, double eq, double ekv, int cp, int e) {
+    const double steps = cp - 1;
+    if (style == RingMerge::PyTorch) {
+        // _templated_ring_attention_backward: dq, dk, dv zeroed in fp32 (4 + 8); K, V concatenated to send at the
+        // cp-1 later steps (4e); step 0 adds dk, dv (2 (8 + e)) and concatenates them to send (16); each later step
+        // adds its half of dk, dv into the arriving fp32 buffer through chunk + cat (2 ((8 + e) / 2 + 8)) and
+        // concatenates them to send (16); dq += each step's (8 + e); dq and the final dk, dv cast back (4 + e).
+        return (8.0 + e + cp * (8.0 + e)) * eq + (48.0 + 4.0 * e + steps * (40.0 + 5.0 * e)) * ekv;
+    }
+    // TE accumulates dq and dk, dv in the activation type: dq copied at one step (2e) and added at the others
+    // (3e); K, V copied into the send buffer (4e); the full dk, dv added at the causal step (2 x 3e) and their
+    // first halves at the later ones (3e), each of which also makes the first half of K, V contiguous (2e).
+    return (2.0 * e + steps * 3.0 * e) * eq + (10.0 * e + steps * 5.0 * e) * ekv;
+}
 double scoreGemmFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, bool backward) {
     return (backward ? 10.0 : 4.0) * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
 }

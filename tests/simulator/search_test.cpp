@@ -595,8 +595,9 @@ TEST(SearchHonesty, TiesAreThePlansInsideTheBestPlansBand) {
     }
 }
 
-// Plans of two kinds: a tie is judged on the wider of the two plans' bands, so a plan without context parallelism
-// 7% behind a context-parallel #1 (whose runs are off by 14%) is a tie, though its own kind's band is 3.8%.
+// Plans of two kinds: a tie is judged on the wider of the two plans' bands. Llama-3-8B at 20k tokens on 16 H100s:
+// #1 has no context parallelism (its kind's band 3.8%), and context-parallel plans up to 13% behind it (their
+// kind's band) are ties with it.
 TEST(SearchHonesty, ATieIsJudgedOnTheWiderOfTheTwoPlansBands) {
     Scenario s = defaultScenario();
     s.model = loadModelRef("llama3-8b", "model");
@@ -614,21 +615,28 @@ TEST(SearchHonesty, ATieIsJudgedOnTheWiderOfTheTwoPlansBands) {
     o.topK = 32;
     const SearchResult r = searchPlans(s.model, s.cluster, space, o);
     ASSERT_GE(r.top.size(), 2u);
-    ASSERT_GT(r.top.front().plan.cp, 1);
     const auto best = errorBandFor(s.cluster, r.top.front().plan);
     ASSERT_TRUE(best.has_value());
-    EXPECT_NE(best->kind.find("context parallel"), std::string::npos);
-    int tiedOutsideOwnBand = 0;
+    const bool bestCp = r.top.front().plan.cp > 1;
+    int otherKind = 0, tiedOnlyByTheWiderBand = 0;
     for (size_t i = 1; i < r.top.size(); ++i) {
         const auto own = errorBandFor(s.cluster, r.top[i].plan);
         ASSERT_TRUE(own.has_value());
         EXPECT_EQ(r.top[i].errorBandKind, own->kind);
+        if ((r.top[i].plan.cp > 1) != bestCp) {
+            ++otherKind;
+            EXPECT_NE(own->kind, best->kind) << i;
+        }
         const double behind = r.top[i].metrics.stepSeconds / r.top[0].metrics.stepSeconds - 1.0;
         const double band = std::max(own->medianAbsError, best->medianAbsError);
         EXPECT_EQ(r.top[i].tiedWithBest, behind <= band) << i;
-        if (r.top[i].tiedWithBest && behind > own->medianAbsError) ++tiedOutsideOwnBand;
+        if (r.top[i].tiedWithBest && behind > std::min(own->medianAbsError, best->medianAbsError))
+            ++tiedOnlyByTheWiderBand;
     }
-    EXPECT_GT(tiedOutsideOwnBand, 0) << "a plan without cp, behind #1 by more than its own band, should be a tie";
+    // Plans with and without context parallelism are both near the top, each kind with its own band ...
+    EXPECT_GT(otherKind, 0);
+    // ... and some plan is a tie only because the wider of the two bands covers it.
+    EXPECT_GT(tiedOnlyByTheWiderBand, 0);
 }
 
 TEST(SearchBound, TightForGpt3Megatron) {

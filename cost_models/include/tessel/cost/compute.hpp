@@ -74,6 +74,17 @@ double eagerCrossEntropyBackwardFactor(int e);
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
+// Context-parallel ring attention (FORMULAS.md §3.2): around each step's attention kernel the rank merges the
+// step's output into the running one, accumulates the gradients and copies what it sends on, memory-bound passes
+// over tensors of the rank's queries (`eq` elements: b s/cp heads d) and keys (`ekv` elements of K, and as many
+// of V, at the heads the kernel sees). The byte counts are those of the rank whose later steps all take every
+// query (the last), read off each implementation's code; `e` is the activation width.
+enum class RingMerge {
+    TransformerEngine, // Megatron-core / NeMo: TE's AttnFuncWithCPAndKVP2P (fp32 output, fused corrections)
+    PyTorch,           // torchtitan: torch.distributed.tensor.experimental._attention (eager fp32 merges)
+};
+double ringMergeForwardBytes(RingMerge style, double eq, double ekv, int cp, int e);
+double ringMergeBackwardBytes(RingMerge style, double eq, double ekv, int cp, int e);
 // The CUDA executor's GEMM attention (executor/backends/cuda/attention_gemm.cu), per sequence and query head
 // an [s_q, s_kv] score block materialised in full (the causal half is computed, then masked):
 //   FLOPs: forward S = Q K^T and O = P V, 4 s_q s_kv d; backward S again, dV = P^T dO, dP = dO V^T, dQ = dS K,
@@ -115,6 +126,7 @@ struct OpCost {
     std::string kernel;          // the kernel a calibration may have timed: "gemm", "norm_forward", ...
     std::string variant;         // attention: the fused kernel's name ("flash2", ...), "" for the GPU's default
     bool backward = false;       // attention: the backward kernel (its own efficiency)
+    bool causal = true;          // attention: causal (false: every key visible, a context-parallel ring's later steps)
     bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
     std::optional<Dtype> dtype;  // the dtype it computes in when not the recipe's (FP8 GEMMs)
     double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
@@ -171,7 +183,10 @@ double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype);
 // sequence, scaled by s/(s + seqHalf) below the shortest); a causal backward the benchmark lacks is its
 // non-causal backward x (causal / non-causal forward) at the same head dimension and keys. A head dimension
 // between the kernel's built ones (spec.headDims) is taken at the next one up, times d / padded: the useful share.
-double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward);
+// `causal` false: the benchmark's non-causal curve (a non-causal kernel the benchmark lacks is the causal one
+// without the s/(s + seqHalf) ramp).
+double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDim, int64_t keys, bool backward,
+                                 bool causal = true);
 
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe);
