@@ -1,0 +1,306 @@
+// The search's shortcuts against the slow paths they stand in for: the step lower bound never above the
+// simulated step, the fast peak memory equal to predictMemory, the fast verdict equal to validatePlan's first
+// problem, the fast placement equal to placeGroup, and the distinct rank orders.
+#include "search_support.hpp"
+
+#include "../../simulator/src/search_estimate.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/topology.hpp"
+#include "tessel/sim/search.hpp"
+#include "tessel/sim/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+using search_support::permutations;
+using search_support::smallNodes;
+using search_support::spaceFor;
+
+// (d) The lower bound never exceeds the simulated step, over a grid of models and plans.
+struct GridCase {
+    ModelConfig model;
+    ClusterConfig cluster;
+    Plan plan;
+};
+
+std::vector<GridCase> boundGrid() {
+    std::vector<GridCase> cases;
+    const std::vector<std::pair<std::string, int>> models{{"tiny", 1}, {"tiny-moe", 1}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
+    for (const auto& [name, stride] : models) {
+        const ModelConfig m = test::preset(name);
+        for (int gpn : {4, 8})
+            for (int tp : {1, 2, 4})
+                for (int pp : {1, 2, 3, 4})
+                    for (int cp : {1, 2})
+                        for (int dp : {1, 2, 4})
+                            for (int zero : {0, 1, 2, 3})
+                                for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
+                                    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
+                                                         Schedule::ZeroBubble}) {
+                                        const int world = tp * pp * cp * dp;
+                                        if (world < gpn || world % gpn != 0) continue;
+                                        if ((tp + pp + dp + zero + static_cast<int>(rc)) % stride != 0) continue;
+                                        Plan p;
+                                        p.tp = tp;
+                                        p.pp = pp;
+                                        p.cp = cp;
+                                        p.dp = dp;
+                                        p.ep = m.moe && dp % 2 == 0 ? 2 : 1;
+                                        p.zeroStage = zero;
+                                        // Hybrid sharding (two replicas of the sharded state) on half the dp-4 plans.
+                                        if (zero >= 1 && dp == 4 && (tp + pp) % 2 == 0) p.zeroReplicas = 2;
+                                        p.recompute = rc;
+                                        p.schedule = sch;
+                                        p.vpp = sch == Schedule::Interleaved1F1B ? 2 : 1;
+                                        // pp 3 (and tiny's 4 layers on 4 x 2 chunks): the balanced split.
+                                        if (m.layers % (pp * p.vpp) != 0) p.pipelineSplit = PipelineSplit::Balanced;
+                                        p.sequenceParallel = tp > 1 && (zero % 2 == 0);
+                                        p.microBatch = 1 + (zero % 2);
+                                        p.globalBatch = dp * p.microBatch * pp * 2;
+                                        p.rankOrder = (tp + dp) % 2 == 0 ? p.rankOrder
+                                                                          : std::array<ParallelDim, 5>{ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp,
+                                                                                                       ParallelDim::Pp, ParallelDim::Ep};
+                                        ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+                                        c.gpusPerNode = gpn;
+                                        c.nodes = world / gpn;
+                                        ProblemList problems;
+                                        validatePlan(m, c, p, "/plan", problems);
+                                        if (problems.empty()) cases.push_back({m, c, p});
+                                    }
+    }
+    return cases;
+}
+
+TEST(SearchBound, NeverAboveTheSimulatedStep) {
+    const std::vector<GridCase> cases = boundGrid();
+    ASSERT_GT(cases.size(), 1000u);
+    std::vector<double> ratios;
+    for (const auto& c : cases) {
+        const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+        const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+        ASSERT_LE(bound, step * (1.0 + 1e-9)) << c.model.name << " " << planToJson(c.plan).dump();
+        ASSERT_GT(bound, 0.0);
+        ratios.push_back(bound / step);
+    }
+    // Not trivially admissible: on most plans the bound is close to the simulated step.
+    std::sort(ratios.begin(), ratios.end());
+    EXPECT_GT(ratios[ratios.size() / 2], 0.8);
+}
+
+// The same on calibrated clusters: phase scales, a communication scale above and below 1 and synchronisation
+// waits (which the bound leaves out, so it stays below).
+TEST(SearchBound, NeverAboveTheSimulatedStepOnACalibratedCluster) {
+    const std::vector<GridCase> cases = boundGrid();
+    int checked = 0;
+    for (size_t i = 0; i < cases.size(); i += 7)
+        for (double commScale : {0.5, 2.0}) {
+            GridCase c = cases[i];
+            c.cluster.gpu.phaseFits["forward"] = PhaseFit{1e-4, 1.2};
+            c.cluster.gpu.phaseFits["backward"] = PhaseFit{2e-4, 0.9};
+            c.cluster.gpu.phaseFits["communication"] = PhaseFit{0.0, commScale};
+            c.cluster.gpu.syncJitterFraction = 0.1;
+            const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+            const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+            ASSERT_LE(bound, step * (1.0 + 1e-9)) << c.model.name << " scale " << commScale << " " << planToJson(c.plan).dump();
+            ++checked;
+        }
+    RecordProperty("plans_checked", checked);
+    EXPECT_GT(checked, 2000); // 2954 when written
+}
+
+// And under every framework's overlap settings (docs/frameworks.md): blocking transfers, reductions after the
+// backward, asynchronous or pipelined TP, parameter gathers moved into the next forward, kept ZeRO-3 weights.
+TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
+    const std::vector<GridCase> cases = boundGrid();
+    int checked = 0;
+    for (size_t i = 0; i < cases.size(); i += 5)
+        for (const char* fw : {"megatron", "nemo", "megascale", "deepspeed", "fsdp"})
+            for (const char* version : {"2021", ""}) {
+                GridCase c = cases[i];
+                c.plan.framework = FrameworkSettings{};
+                c.plan.framework.name = fw;
+                c.plan.framework.version = version;
+                if (i % 2) c.plan.framework.reshardAfterForward = false;
+                if (i % 3 == 0) c.plan.framework.overlapParamGather = true;
+                const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+                const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+                ASSERT_LE(bound, step * (1.0 + 1e-9)) << fw << " " << version << " " << planToJson(c.plan).dump();
+                ++checked;
+            }
+    EXPECT_GT(checked, 3000);
+}
+
+TEST(SearchBound, TightForGpt3Megatron) {
+    Scenario s = defaultScenario();
+    const double bound = stepLowerBoundSeconds(s.model, s.cluster, s.plan);
+    const double step = simulatePlan(s.model, s.cluster, s.plan).metrics.stepSeconds;
+    EXPECT_LE(bound, step * (1.0 + 1e-9));
+    EXPECT_GT(bound, 0.9 * step);
+}
+
+// (e) The fast memory path equals predictMemory; the fast verdict equals validatePlan's first problem.
+TEST(SearchMemory, FastPeakEqualsPredictMemory) {
+    int checked = 0;
+    for (const auto& c : boundGrid()) {
+        for (int gpn : {c.cluster.gpusPerNode}) {
+            (void)gpn;
+            const MemoryReport full = predictMemory(c.model, c.cluster, c.plan);
+            const PeakMemory fast = fastPeakMemory(c.model, c.cluster, c.plan);
+            ASSERT_NEAR(fast.bytes, full.peakBytes, 1e-9 * full.peakBytes) << planToJson(c.plan).dump();
+            ASSERT_EQ(fast.stage, full.peakStage);
+            ASSERT_EQ(fast.fits, full.fits);
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 1000);
+}
+
+TEST(SearchMemory, VerdictFollowsCapacity) {
+    // Shrinking the GPU until the plan no longer fits flips the fast verdict exactly where predictMemory does.
+    Scenario s = defaultScenario();
+    const double peak = predictMemory(s.model, s.cluster, s.plan).peakBytes;
+    s.cluster.gpu.memoryBytes = static_cast<int64_t>(peak) + 1;
+    EXPECT_TRUE(fastPeakMemory(s.model, s.cluster, s.plan).fits);
+    s.cluster.gpu.memoryBytes = static_cast<int64_t>(peak) - 1;
+    EXPECT_FALSE(fastPeakMemory(s.model, s.cluster, s.plan).fits);
+    EXPECT_FALSE(predictMemory(s.model, s.cluster, s.plan).fits);
+}
+
+// A model whose sizes make each divisibility rule fail somewhere: heads 8 but ffn 12, experts 6 of width 12,
+// 12 layers, sequence 40 (cp 16 breaks the 2 x cp rule, cp 4 with tp 4 the SP rule).
+ModelConfig oddModel(bool moe) {
+    ModelConfig m = test::megatronStyleModel(12, 64, 8, 100, 40);
+    m.name = moe ? "odd-moe" : "odd";
+    m.ffnHidden = moe ? 64 : 12;
+    if (moe) m.moe = MoeConfig{6, 2, 12};
+    return m;
+}
+
+TEST(SearchValidity, FastReasonEqualsValidatePlan) {
+    const ClusterConfig cluster = smallNodes(8, 2, 80);
+    std::vector<ModelConfig> models{test::preset("tiny"), test::preset("tiny-moe"), test::preset("gpt3-1.3b"),
+                                    oddModel(false), oddModel(true)};
+    int invalid = 0;
+    std::map<std::string, int> seen;
+    for (const ModelConfig& model : models)
+        for (int tp : {1, 2, 3, 4, 8, 16})
+            for (int pp : {1, 2, 3, 4})
+                for (int cp : {1, 2, 4, 16, 64})
+                    for (int ep : {1, 2, 3, 4})
+                        for (int vpp : {1, 2, 3})
+                            for (Schedule sch : {Schedule::OneFOneB, Schedule::Interleaved1F1B})
+                                for (int mb : {1, 3})
+                                    for (int gb : {24, 7})
+                                        for (bool sp : {false, true}) {
+                                            Plan p;
+                                            p.tp = tp;
+                                            p.pp = pp;
+                                            p.cp = cp;
+                                            // Mostly plans that fill the 16 GPUs, so later rules get their turn.
+                                            p.dp = 16 % (tp * pp * cp) == 0 ? 16 / (tp * pp * cp) : 1;
+                                            p.ep = ep;
+                                            p.vpp = vpp;
+                                            p.schedule = sch;
+                                            p.microBatch = mb;
+                                            p.globalBatch = gb;
+                                            p.sequenceParallel = sp;
+                                            // Hybrid sharding on some plans: two replicas, at ZeRO 0 or 1.
+                                            if (vpp == 2 && sp) {
+                                                p.zeroReplicas = 2;
+                                                p.zeroStage = mb == 1 ? 1 : 0;
+                                            }
+                                            if (tp == 1 && pp == 1 && mb == 1) p.precision = "no-such-recipe";
+                                            ProblemList problems;
+                                            validatePlan(model, cluster, p, "/plan", problems);
+                                            const std::string want =
+                                                problems.empty() ? "" : problemCategory(problems.items().front());
+                                            ASSERT_EQ(rejectionReason(model, cluster, p), want)
+                                                << model.name << " " << planToJson(p).dump();
+                                            if (!want.empty()) {
+                                                ++invalid;
+                                                ++seen[want];
+                                            }
+                                        }
+    EXPECT_GT(invalid, 10000);
+    // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
+    EXPECT_EQ(seen.size(), 19u);
+    for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
+}
+
+TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
+    const ModelConfig model = test::preset("tiny");
+    ClusterConfig cluster = smallNodes(8, 1, 80);
+    cluster.gpu.peakFlopsPerSecond.erase(Dtype::Fp64);
+    SearchSpace space = spaceFor(8, 16);
+    space.precision = "cpu_fp64";
+    try {
+        searchPlans(model, cluster, space, {});
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "--precision");
+    }
+}
+
+// Placement and rank orders.
+TEST(SearchPlacement, FastPlacementEqualsPlaceGroup) {
+    int checked = 0;
+    for (int gpn : {2, 4, 8})
+        for (int tp : {1, 2, 4})
+            for (int pp : {1, 2, 4})
+                for (int cp : {1, 2})
+                    for (int dp : {1, 2, 4})
+                        for (int ep : {1, 2}) {
+                            if (dp % ep != 0) continue;
+                            Plan p;
+                            p.tp = tp;
+                            p.pp = pp;
+                            p.cp = cp;
+                            p.dp = dp;
+                            p.ep = ep;
+                            const int world = p.worldSize();
+                            if (world % gpn != 0) continue;
+                            ClusterConfig c = smallNodes(gpn, world / gpn, 80);
+                            for (const auto& o : permutations()) {
+                                p.rankOrder = o;
+                                for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
+                                                    GroupKind::DpCp, GroupKind::Pp, GroupKind::PpPair}) {
+                                    const GroupPlacement want = placeGroup(p, c, g);
+                                    const GroupPlacement got = detail::fastPlaceGroup(p, gpn, g);
+                                    ASSERT_TRUE(detail::samePlacement(want, got))
+                                        << toString(g) << " " << p.rankOrderString() << " tp" << tp << " pp" << pp << " cp" << cp
+                                        << " dp" << dp << " ep" << ep << " gpn" << gpn;
+                                    ++checked;
+                                }
+                            }
+                        }
+    EXPECT_GT(checked, 10000);
+}
+
+TEST(SearchPlacement, DistinctRankOrders) {
+    Plan p;
+    p.tp = 8;
+    p.pp = 8;
+    p.dp = 16;
+    // Every dim of size 1 is irrelevant: at most 3! orders of tp, dp, pp.
+    const auto orders = distinctRankOrders(p, 8);
+    EXPECT_GE(orders.size(), 2u);
+    EXPECT_LE(orders.size(), 6u);
+    EXPECT_EQ(orders.front(), p.rankOrder); // the default order comes first
+    // On one huge node every order is equivalent.
+    EXPECT_EQ(distinctRankOrders(p, 1024).size(), 1u);
+    // Orders the caller lists are kept in its order, minus duplicates in effect.
+    const std::array<ParallelDim, 5> dpFirst{ParallelDim::Dp, ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Pp};
+    const auto listed = distinctRankOrders(p, 8, {dpFirst, p.rankOrder, dpFirst});
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_EQ(listed[0], dpFirst);
+}
+
+} // namespace
+} // namespace tessel::sim
