@@ -38,6 +38,19 @@ struct OpBuilder {
 };
 } // namespace
 
+SequenceParallelTraffic sequenceParallelTraffic(const Plan& plan, const PrecisionRecipe& recipe, double activationBytes) {
+    SequenceParallelTraffic t;
+    t.forwardGatherBytesPerElement = activationBytes;
+    if (plan.framework.name != "torchtitan") return t;
+    // torchtitan's TP plan (parallelize_llama.py) is DTensor's: the gathered input is what autograd saves, and with
+    // Float8 linears it uses torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput, which cast the input to
+    // float8 before the all-gather, so the GEMMs that read it share one float8 gather (torchao
+    // float8_tensor_parallel.py). The gradients still move in the activation type.
+    if (recipe.fp8()) t.forwardGatherBytesPerElement = 1.0;
+    t.backwardRegathersInputs = plan.recompute == Recompute::Selective;
+    return t;
+}
+
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
     const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
@@ -47,13 +60,17 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     if (plan.tp > 1) {
         if (plan.sequenceParallel) {
             // Korthikanti et al. 2022 §4.2.2: each all-reduce becomes an all-gather + reduce-scatter pair;
-            // backward also re-gathers the saved sharded inputs of the QKV and fc1 GEMMs for dW.
+            // backward also re-gathers the saved sharded inputs of the QKV and fc1 GEMMs for dW (Megatron-LM, TE).
+            const SequenceParallelTraffic sp = sequenceParallelTraffic(plan, recipe, e);
+            const double gathered = sp.forwardGatherBytesPerElement / e * act;
             for (const char* blk : {"attn", "mlp"}) {
-                b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, act, CommPhase::Forward);
+                b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, gathered, CommPhase::Forward);
                 b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
                 b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
                 b.add(std::string("tp_reduce_scatter_") + blk + "_grad", GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Backward);
-                b.add(std::string("tp_all_gather_") + blk + "_input_regather", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
+                if (sp.backwardRegathersInputs)
+                    b.add(std::string("tp_all_gather_") + blk + "_input_regather", GroupKind::Tp, Primitive::AllGather, gathered,
+                          CommPhase::Backward);
             }
         } else {
             // Megatron-LM (Shoeybi et al. 2019, §3): one all-reduce per block forward (g) and backward (f).

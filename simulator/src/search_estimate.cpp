@@ -3,6 +3,8 @@
 // simulator makes, see simulate.cpp / schedule.cpp) so that millions of plans can be screened per second.
 #include "search_estimate.hpp"
 
+#include "tessel/cost/traffic.hpp"
+
 #include "tessel/cost/offload.hpp"
 
 #include "tessel/cost/compute.hpp"
@@ -411,10 +413,14 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     if (plan.tp > 1) {
         double bwdTp = 0.0;
         if (plan.sequenceParallel) {
+            const SequenceParallelTraffic sp = sequenceParallelTraffic(plan, ctx.recipe, s.elemBytes);
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
             const double rs = cost(Primitive::ReduceScatter, s.actBytes, place.tp);
-            fwdTp = 2.0 * (ag + rs);
-            bwdTp = 2.0 * (ag + rs + ag); // grads, plus the re-gathered GEMM inputs for dW
+            const double agInput = sp.forwardGatherBytesPerElement == s.elemBytes
+                                       ? ag
+                                       : cost(Primitive::AllGather, sp.forwardGatherBytesPerElement / s.elemBytes * s.actBytes, place.tp);
+            fwdTp = 2.0 * (agInput + rs);
+            bwdTp = 2.0 * (ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0)); // grads, plus re-gathered GEMM inputs for dW
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
             fwdTp = 2.0 * ar;

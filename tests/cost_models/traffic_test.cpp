@@ -1,0 +1,112 @@
+// What each group moves per layer (traffic.cpp), by hand: sequence-parallel TP as Megatron-LM / Transformer Engine
+// run it (backward re-gathers the sharded GEMM inputs) and as torchtitan's DTensor plan does (autograd keeps the
+// gathered input; float8 linears gather their input in float8).
+#include "test_support.hpp"
+
+#include "tessel/cost/shapes.hpp"
+#include "tessel/cost/traffic.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace tessel {
+namespace {
+
+struct TpCase {
+    ModelConfig model = test::preset("llama3-8b");
+    ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");
+    Plan plan;
+    TpCase(const std::string& framework, const std::string& precision, Recompute recompute) {
+        plan.tp = 8;
+        plan.dp = 1;
+        plan.microBatch = 2;
+        plan.globalBatch = 2;
+        plan.sequenceParallel = true;
+        plan.recompute = recompute;
+        plan.precision = precision;
+        plan.framework.name = framework;
+    }
+    // Bytes of one full hidden state of the rank's tokens at `bytesPerElement`: 2 x 8192 tokens x 4096.
+    double hiddenState(double bytesPerElement) const {
+        const LocalShapes s = localShapes(model, plan, precisionRecipeOf(plan));
+        EXPECT_EQ(s.tokens, 2 * 8192);
+        return bytesPerElement * static_cast<double>(s.tokens) * static_cast<double>(s.hidden);
+    }
+    std::map<std::string, double> bytesByName() const {
+        std::map<std::string, double> out;
+        for (const auto& op : layerCommOps(model, cluster, plan)) out[op.name] = op.bytes;
+        return out;
+    }
+};
+
+TEST(Traffic, MegatronRegathersTheSequenceParallelInputsForTheWeightGradients) {
+    for (const char* precision : {"megatron", "fp8"}) {
+        const TpCase c("megatron", precision, Recompute::Full);
+        const auto ops = c.bytesByName();
+        const double a = c.hiddenState(2.0);
+        ASSERT_EQ(ops.size(), 10u) << precision;
+        for (const char* blk : {"attn", "mlp"}) {
+            const std::string b = blk;
+            EXPECT_EQ(ops.at("tp_all_gather_" + b), a) << precision; // Transformer Engine gathers bf16 here
+            EXPECT_EQ(ops.at("tp_reduce_scatter_" + b), a);
+            EXPECT_EQ(ops.at("tp_all_gather_" + b + "_grad"), a);
+            EXPECT_EQ(ops.at("tp_reduce_scatter_" + b + "_grad"), a);
+            EXPECT_EQ(ops.at("tp_all_gather_" + b + "_input_regather"), a);
+        }
+    }
+}
+
+TEST(Traffic, TorchtitanKeepsTheGatheredInputAndGathersFloat8InFloat8) {
+    // bf16, full checkpointing: the recomputed forward gathers again (simulate.cpp replays the forward's
+    // collectives), and its output is what the backward uses; nothing is re-gathered.
+    {
+        const TpCase c("torchtitan", "fsdp", Recompute::Full);
+        const auto ops = c.bytesByName();
+        EXPECT_EQ(ops.size(), 8u);
+        EXPECT_EQ(ops.count("tp_all_gather_attn_input_regather"), 0u);
+        EXPECT_EQ(ops.at("tp_all_gather_mlp"), c.hiddenState(2.0));
+    }
+    // Per-op selective checkpointing saves matmul outputs and reduce-scatters, not the all-gathers: the backward
+    // replays them.
+    {
+        const TpCase c("torchtitan", "fsdp", Recompute::Selective);
+        const auto ops = c.bytesByName();
+        EXPECT_EQ(ops.size(), 10u);
+        EXPECT_EQ(ops.at("tp_all_gather_attn_input_regather"), c.hiddenState(2.0));
+    }
+    // Float8 linears: the attention and MLP inputs are cast to float8 before their all-gather (1 byte an element);
+    // the gradients still move in bf16.
+    {
+        const TpCase c("torchtitan", "fsdp_fp8", Recompute::Full);
+        const auto ops = c.bytesByName();
+        ASSERT_EQ(ops.size(), 8u);
+        for (const char* blk : {"attn", "mlp"}) {
+            const std::string b = blk;
+            EXPECT_EQ(ops.at("tp_all_gather_" + b), c.hiddenState(1.0));
+            EXPECT_EQ(ops.at("tp_reduce_scatter_" + b), c.hiddenState(2.0));
+            EXPECT_EQ(ops.at("tp_all_gather_" + b + "_grad"), c.hiddenState(2.0));
+            EXPECT_EQ(ops.at("tp_reduce_scatter_" + b + "_grad"), c.hiddenState(2.0));
+        }
+    }
+}
+
+TEST(Traffic, SequenceParallelTrafficRules) {
+    const PrecisionRecipe bf16 = precisionRecipeOf("fsdp", {});
+    const PrecisionRecipe fp8 = precisionRecipeOf("fsdp_fp8", {});
+    Plan p;
+    p.framework.name = "torchtitan";
+    p.recompute = Recompute::None;
+    EXPECT_FALSE(sequenceParallelTraffic(p, bf16, 2.0).backwardRegathersInputs);
+    EXPECT_EQ(sequenceParallelTraffic(p, bf16, 2.0).forwardGatherBytesPerElement, 2.0);
+    EXPECT_EQ(sequenceParallelTraffic(p, fp8, 2.0).forwardGatherBytesPerElement, 1.0);
+    for (const char* other : {"generic", "megatron", "nemo", "megascale", "deepspeed", "fsdp"}) {
+        p.framework.name = other;
+        EXPECT_TRUE(sequenceParallelTraffic(p, fp8, 2.0).backwardRegathersInputs) << other;
+        EXPECT_EQ(sequenceParallelTraffic(p, fp8, 2.0).forwardGatherBytesPerElement, 2.0) << other;
+    }
+}
+
+} // namespace
+} // namespace tessel
