@@ -17,10 +17,12 @@ namespace tessel::sim {
 std::string gpuFamily(const std::string& gpuName) {
     std::string g = gpuName;
     std::transform(g.begin(), g.end(), g.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    for (const char* family : {"H200", "H100", "A100"})
+    for (const char* family : {"H200", "H100", "A100", "B200"})
         if (g.find(family) != std::string::npos) return family;
     return "other";
 }
+
+std::string gpuFamilyKind(const std::string& family) { return family + " (every framework)"; }
 
 std::string frameworkFamily(const FrameworkSettings& f) {
     return f.name == "fsdp" || f.name == "torchtitan" || f.name == "deepspeed" ? "sharded data parallel" : "Megatron-style";
@@ -60,6 +62,8 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
     std::map<std::string, std::vector<double>> byKind;
     std::vector<std::string> order;
     std::vector<double> all, contextParallel;
+    std::map<std::string, std::vector<double>> byFamily;
+    std::vector<std::string> families;
     for (size_t i = 0; i < report.results.size() && i < records.size(); ++i) {
         const CaseResult& r = report.results[i];
         if (!r.stepError || !records[i].validationCase) continue;
@@ -67,11 +71,15 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
         const std::string kind = runKind(s.cluster, s.plan);
         if (!byKind.count(kind)) order.push_back(kind);
         byKind[kind].push_back(*r.stepError);
+        const std::string family = gpuFamilyKind(gpuFamily(s.cluster.gpu.name));
+        if (!byFamily.count(family)) families.push_back(family);
+        byFamily[family].push_back(*r.stepError);
         all.push_back(*r.stepError);
         if (s.plan.cp > 1) contextParallel.push_back(*r.stepError);
     }
     for (const auto& k : order) out.kinds.push_back(bandOf(k, byKind[k]));
     if (!contextParallel.empty()) out.kinds.push_back(bandOf(kContextParallelKind, contextParallel));
+    for (const auto& f : families) out.kinds.push_back(bandOf(f, byFamily[f]));
     out.overall = bandOf(kOverallKind, all);
     return out;
 }
@@ -134,7 +142,7 @@ std::vector<std::string> errorBandValidationFiles() {
     if (runs.empty()) return {};
     std::vector<std::string> files{runs};
     for (const char* check : {"check_nemo_h100_fp8.json", "check_torchtitan_h100.json", "check_mpt_llm_foundry.json",
-                              "check_megatron_lm_h100.json"}) {
+                              "check_megatron_lm_h100.json", "check_megatron_bridge_b200_fp8.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());
@@ -172,6 +180,9 @@ std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& 
     if (plan.cp > 1)
         for (const auto& b : bands.kinds)
             if (b.kind == kContextParallelKind && b.records >= minRecords) return b;
+    const std::string family = gpuFamilyKind(gpuFamily(cluster.gpu.name));
+    for (const auto& b : bands.kinds)
+        if (b.kind == family && b.records >= kGpuFamilyMinRecords) return b;
     return bands.overall;
 }
 

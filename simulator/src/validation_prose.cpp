@@ -138,6 +138,11 @@ GpuChoice gpuPreset(const std::string& gpuText) {
                                    std::string(memory) + (part.stated ? "" : " (memory not stated: the 96 GB part, the first GH200)") +
                                    "; the preset's NVLink and NICs, not the Grace module's C2C link or its shared power budget"};
     }
+    // Grace Blackwell (GB200 NVL72): a 72-GPU NVLink domain and its own clocks (2.5 PFLOP/s BF16 a GPU), which no
+    // preset holds; before the B200 test, whose name it contains.
+    if (has("gb200") || has("gb300") || has("b300"))
+        return {"", "Blackwell Ultra and Grace Blackwell parts have no built-in figures; the B200 preset (dgx-b200) is the nearest"};
+    if (has("b200")) return {"dgx-b200", ""};
     if (has("h200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {
         if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};

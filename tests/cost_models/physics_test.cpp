@@ -72,6 +72,10 @@ TEST(GemmShapeModel, ShippedPresetsReproduceTheirMeasuredMaximum) {
     const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g");
     EXPECT_NEAR(gemmEfficiency(h100.gpu, 2048, 2048, 13312, Dtype::Bf16), 794.5 / 989.0, 0.003);
     EXPECT_NEAR(gemmEfficiency(h100.gpu, 1024, 9216, 14336, Dtype::Fp8), 1402.6 / 1979.0, 0.003);
+    // B200: the MAMF table's best shapes (torch 2.7.1+cu128), through Hopper's k overheads.
+    const ClusterConfig b200 = test::clusterPreset("dgx-b200");
+    EXPECT_NEAR(gemmEfficiency(b200.gpu, 1792, 16128, 3072, Dtype::Bf16), 1745.0 / 2250.0, 0.003);
+    EXPECT_NEAR(gemmEfficiency(b200.gpu, 15360, 4096, 3072, Dtype::Fp8), 3432.5 / 4500.0, 0.003);
     // A small-m GEMM of an mb1 x 2048 run on A100 loses a ninth to its last wave (2.7 waves of 108).
     EXPECT_NEAR(gemmEfficiency(a100.gpu, 2048, 4608, 12288, Dtype::Bf16) /
                     gemmEfficiency(a100.gpu, 12288, 4608, 12288, Dtype::Bf16),

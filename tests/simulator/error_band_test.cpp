@@ -35,7 +35,12 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     add("A100", "generic", -0.04);
     add("NVIDIA H100 80GB HBM3", "fsdp", 0.30);
     const ErrorBands b = computeErrorBands(records, report, "test");
-    ASSERT_EQ(b.kinds.size(), 2u);
+    // The two kinds, then each GPU family over every framework.
+    ASSERT_EQ(b.kinds.size(), 4u);
+    EXPECT_EQ(b.kinds[2].kind, "A100 (every framework)");
+    EXPECT_EQ(b.kinds[2].records, 3);
+    EXPECT_EQ(b.kinds[3].kind, "H100 (every framework)");
+    EXPECT_DOUBLE_EQ(b.kinds[3].medianAbsError, 0.30);
     EXPECT_EQ(b.kinds[0].kind, "A100 / Megatron-style");
     EXPECT_EQ(b.kinds[0].records, 3);
     EXPECT_DOUBLE_EQ(b.kinds[0].medianAbsError, 0.04);
@@ -64,15 +69,17 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     add("NVIDIA A100-SXM4-80GB", "torchtitan", -0.10);
     records.back().validationCase->scenario.plan.cp = 4;
     const ErrorBands withCp = computeErrorBands(records, report, "test");
-    ASSERT_EQ(withCp.kinds.size(), 5u);
+    ASSERT_EQ(withCp.kinds.size(), 7u);
     EXPECT_EQ(withCp.kinds[2].kind, "H100 / Megatron-style / context parallel");
     EXPECT_EQ(withCp.kinds[3].kind, "A100 / sharded data parallel / context parallel");
     EXPECT_EQ(withCp.kinds[4].kind, kContextParallelKind);
+    EXPECT_EQ(withCp.kinds[5].records, 4); // A100 (every framework): its three and the context-parallel one
     EXPECT_EQ(withCp.kinds[4].records, 2);
     EXPECT_DOUBLE_EQ(withCp.kinds[4].medianAbsError, 0.15);
     EXPECT_NEAR(withCp.kinds[4].meanSignedError, -0.15, 1e-12);
     EXPECT_EQ(withCp.kinds[0].records, 3); // the A100 Megatron-style band keeps its own runs only
     EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
+    EXPECT_EQ(gpuFamily("NVIDIA B200 180GB HBM3e (SXM6)"), "B200");
     EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
 }
 
@@ -90,7 +97,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 5u); // the shared runs and tessel's four check sets of published runs
+    ASSERT_EQ(files.size(), 6u); // the shared runs and tessel's five check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -127,6 +134,17 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto a100cp = errorBandFor(a100, cp);
     ASSERT_TRUE(a100cp.has_value());
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
+    // A B200 plan: its kind has two runs, fewer than a kind needs, so the band of the B200's own four runs, not
+    // the all-runs fallback measured on other GPUs (4.5% where the B200 runs are 13-18% off).
+    const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p);
+    ASSERT_TRUE(b200.has_value());
+    EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
+    EXPECT_EQ(b200->records, 4);
+    EXPECT_GT(b200->medianAbsError, 0.10);
+    // An H200 plan has no runs of its own in the bands: the fallback.
+    const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
+    ASSERT_TRUE(h200.has_value());
+    EXPECT_EQ(h200->kind, "all published runs");
 }
 
 TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {

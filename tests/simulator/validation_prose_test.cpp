@@ -44,6 +44,28 @@ TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     EXPECT_FALSE(mentions(h200.assumptions, "GH200"));
 }
 
+TEST(ValidationGpu, B200HasItsOwnPresetAndGraceBlackwellIsRefusedWithTheNearest) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "NVIDIA B200 180GB (DGX B200)";
+    r["system"]["precision"] = "fp8";
+    const ValidationCase b200 = load(r);
+    EXPECT_EQ(b200.scenario.cluster.name, "dgx-b200");
+    EXPECT_EQ(b200.scenario.cluster.gpu.memoryBytes, 192265846784LL); // nvidia-smi's 183359 MiB
+    EXPECT_DOUBLE_EQ(b200.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.25e15);
+    EXPECT_DOUBLE_EQ(b200.scenario.cluster.intraNode.bandwidthBytesPerSecond, 900e9);
+    EXPECT_EQ(b200.scenario.plan.precision, "fp8"); // Transformer Engine's FP8 runs on Blackwell as on Hopper
+    // GB200 (NVL72's 72-GPU NVLink domain, its own clocks) and the Blackwell Ultra parts are not the B200: refused,
+    // naming the nearest preset, not read as it in silence.
+    for (const char* part : {"NVIDIA GB200 NVL72", "B300 SXM6", "GB300"}) {
+        r["system"]["gpu"] = part;
+        const auto loaded = loadValidationRecords(nlohmann::json::array({r}), "runs.json");
+        ASSERT_EQ(loaded.size(), 1u);
+        EXPECT_FALSE(loaded[0].validationCase.has_value()) << part;
+        EXPECT_NE(loaded[0].refusal.find("/system/gpu"), std::string::npos) << loaded[0].refusal;
+        EXPECT_NE(loaded[0].refusal.find("dgx-b200"), std::string::npos) << loaded[0].refusal;
+    }
+}
+
 TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
     nlohmann::json r = record();
     r["measured"] = {{"outcome", "OOM at the first step (CUDA out of memory)"}};

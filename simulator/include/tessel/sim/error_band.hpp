@@ -17,11 +17,16 @@ namespace tessel::sim {
 
 // A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", ..., with " / context parallel" when
 // cp > 1 (those runs' errors are their own: FORMULAS.md §6, docs/validation.md).
-std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", or "other"
+std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", "B200", or "other"
 std::string frameworkFamily(const FrameworkSettings& f);    // "Megatron-style" or "sharded data parallel"
 std::string runKind(const ClusterConfig& cluster, const Plan& plan);
 // The band over every run with context parallelism, whatever its GPU and framework.
 inline constexpr const char* kContextParallelKind = "context parallel (every GPU and framework)";
+// The band over every run on one GPU family, whatever its framework: "B200 (every framework)".
+std::string gpuFamilyKind(const std::string& family);
+// A GPU family's own runs, few as they may be, say more of its plans than other GPUs' many: its band is used from
+// this many runs on, where a kind's needs errorBandFor's minRecords.
+inline constexpr int kGpuFamilyMinRecords = 3;
 
 struct ErrorBand {
     std::string kind;                 // the kind it was measured on ("all published runs" for the fallback)
@@ -47,12 +52,13 @@ const ErrorBands& shippedErrorBands();
 std::string shippedErrorBandsFile();
 // The published runs the shipped bands are measured on: the shared runs.json and tessel's own check sets beside
 // it (check_nemo_h100_fp8.json, check_torchtitan_h100.json, check_mpt_llm_foundry.json,
-// check_megatron_lm_h100.json), those present. `tessel validate --write-bands FILE`
+// check_megatron_lm_h100.json, check_megatron_bridge_b200_fp8.json), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
 // The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
 // context parallelism, the band of every context-parallel run (kContextParallelKind) when it has that many; else
-// the overall one; nothing when no bands are shipped.
+// its GPU family's (gpuFamilyKind) when that has kGpuFamilyMinRecords; else the overall one; nothing when no bands
+// are shipped.
 std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords = 5);
 
 // The runs a band was measured on, for a sentence: "A100 / Megatron-style runs", or for the fallback band
