@@ -93,16 +93,30 @@ bool readCluster(Reading& r) {
         cluster.gpu.hbmBytesPerSecond = part.hbmBytesPerSecond;
     }
     const int64_t total = integer(sys, "total_gpus").value_or(0);
-    int64_t perNode = integer(sys, "gpus_per_node").value_or(0);
+    const int64_t statedPerNode = integer(sys, "gpus_per_node").value_or(0);
+    int64_t perNode = statedPerNode;
     if (perNode <= 0) {
         perNode = cluster.gpusPerNode;
-        r.assume("gpus_per_node not stated: " + std::to_string(perNode) + " (" + gpu.preset + ")");
+        if (gpu.nvlinkDomainGpus == 0) r.assume("gpus_per_node not stated: " + std::to_string(perNode) + " (" + gpu.preset + ")");
     }
     int64_t nodes = integer(sys, "nodes").value_or(0);
     int64_t world = total > 0 ? total : nodes * perNode;
     if (world <= 0) {
         refusal = ptr + "/system/total_gpus: neither total_gpus nor nodes is stated";
         return false;
+    }
+    if (gpu.nvlinkDomainGpus > 0) {
+        // A rack-scale NVLink domain: tessel's node is the domain, whatever the record calls a node (a GB200
+        // compute tray holds 4). A job that does not fill whole racks takes the largest share of one that divides
+        // it (a 256-GPU job as 4 x 64; schedulers place such jobs in equal NVLink partitions).
+        int64_t domain = std::min<int64_t>(gpu.nvlinkDomainGpus, world);
+        while (world % domain != 0) --domain;
+        if (domain != perNode)
+            r.assume("NVLink domain of " + std::to_string(domain) + " GPUs (" + gpu.preset + ": " +
+                     std::to_string(gpu.nvlinkDomainGpus) + " a rack" +
+                     (statedPerNode > 0 ? ", not the " + std::to_string(statedPerNode) + " a node the record counts" : "") +
+                     (domain < std::min<int64_t>(gpu.nvlinkDomainGpus, world) ? "; the job does not fill whole racks" : "") + ")");
+        perNode = domain;
     }
     if (perNode > world) perNode = world;
     nodes = (world + perNode - 1) / perNode;

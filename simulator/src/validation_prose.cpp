@@ -138,10 +138,12 @@ GpuChoice gpuPreset(const std::string& gpuText) {
                                    std::string(memory) + (part.stated ? "" : " (memory not stated: the 96 GB part, the first GH200)") +
                                    "; the preset's NVLink and NICs, not the Grace module's C2C link or its shared power budget"};
     }
-    // Grace Blackwell (GB200 NVL72): a 72-GPU NVLink domain and its own clocks (2.5 PFLOP/s BF16 a GPU), which no
-    // preset holds; before the B200 test, whose name it contains.
-    if (has("gb200") || has("gb300") || has("b300"))
-        return {"", "Blackwell Ultra and Grace Blackwell parts have no built-in figures; the B200 preset (dgx-b200) is the nearest"};
+    // Blackwell Ultra (B300, GB300): other clocks, memory and FP4 units, no figures in hand.
+    if (has("gb300") || has("b300"))
+        return {"", "Blackwell Ultra parts have no built-in figures; the nearest presets are gb200-nvl72 and dgx-b200"};
+    // Grace Blackwell (GB200 NVL72): the rack's 72 GPUs are one NVLink domain, at the GB200's own clocks; before the
+    // B200 test, whose name it contains.
+    if (has("gb200")) return {"gb200-nvl72", "", 0.0, 72};
     if (has("b200")) return {"dgx-b200", ""};
     if (has("h200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {

@@ -35,6 +35,9 @@ struct GpuChoice {
     std::string preset;
     std::string note;     // assumption text, empty when the record names the GPU exactly
     double nvlinkBytesPerSecond = 0.0; // per direction, where the part differs from the preset's (A800, H800)
+    // GPUs in one NVLink domain where it spans more than a server (GB200 NVL72: the rack's 72, however many a
+    // record counts to its 4-GPU compute tray); 0: the record's node is the domain.
+    int nvlinkDomainGpus = 0;
 };
 
 // A part's own memory where it differs from its preset's (GH200's 96 GB HBM3 on the H200 preset); empty name: none.

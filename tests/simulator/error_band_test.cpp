@@ -80,6 +80,8 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(withCp.kinds[0].records, 3); // the A100 Megatron-style band keeps its own runs only
     EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
     EXPECT_EQ(gpuFamily("NVIDIA B200 180GB HBM3e (SXM6)"), "B200");
+    EXPECT_EQ(gpuFamily("NVIDIA GB200 (Blackwell GPU of a GB200 NVL72 rack, HBM3e)"), "GB200");
+    EXPECT_EQ(gpuFamily("NVIDIA GH200 (96 GB HBM3)"), "H200");
     EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
 }
 
@@ -97,7 +99,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 6u); // the shared runs and tessel's five check sets of published runs
+    ASSERT_EQ(files.size(), 7u); // the shared runs and tessel's six check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());

@@ -44,7 +44,7 @@ TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     EXPECT_FALSE(mentions(h200.assumptions, "GH200"));
 }
 
-TEST(ValidationGpu, B200HasItsOwnPresetAndGraceBlackwellIsRefusedWithTheNearest) {
+TEST(ValidationGpu, B200HasItsOwnPresetAndBlackwellUltraIsRefusedWithTheNearest) {
     nlohmann::json r = record();
     r["system"]["gpu"] = "NVIDIA B200 180GB (DGX B200)";
     r["system"]["precision"] = "fp8";
@@ -54,16 +54,36 @@ TEST(ValidationGpu, B200HasItsOwnPresetAndGraceBlackwellIsRefusedWithTheNearest)
     EXPECT_DOUBLE_EQ(b200.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.25e15);
     EXPECT_DOUBLE_EQ(b200.scenario.cluster.intraNode.bandwidthBytesPerSecond, 900e9);
     EXPECT_EQ(b200.scenario.plan.precision, "fp8"); // Transformer Engine's FP8 runs on Blackwell as on Hopper
-    // GB200 (NVL72's 72-GPU NVLink domain, its own clocks) and the Blackwell Ultra parts are not the B200: refused,
-    // naming the nearest preset, not read as it in silence.
-    for (const char* part : {"NVIDIA GB200 NVL72", "B300 SXM6", "GB300"}) {
+    // The Blackwell Ultra parts are neither: refused, naming the nearest presets, not read as one in silence.
+    for (const char* part : {"B300 SXM6", "GB300"}) {
         r["system"]["gpu"] = part;
         const auto loaded = loadValidationRecords(nlohmann::json::array({r}), "runs.json");
         ASSERT_EQ(loaded.size(), 1u);
         EXPECT_FALSE(loaded[0].validationCase.has_value()) << part;
         EXPECT_NE(loaded[0].refusal.find("/system/gpu"), std::string::npos) << loaded[0].refusal;
-        EXPECT_NE(loaded[0].refusal.find("dgx-b200"), std::string::npos) << loaded[0].refusal;
+        EXPECT_NE(loaded[0].refusal.find("gb200-nvl72"), std::string::npos) << loaded[0].refusal;
     }
+}
+
+TEST(ValidationGpu, Gb200IsOneNvlinkDomainARackWhateverTheRecordCallsANode) {
+    nlohmann::json r = record(); // 32 GPUs, 8 a node as the record says
+    r["system"]["gpu"] = "NVIDIA GB200 NVL72";
+    const ValidationCase c32 = load(r);
+    EXPECT_EQ(c32.scenario.cluster.name, "gb200-nvl72");
+    EXPECT_EQ(c32.scenario.cluster.gpusPerNode, 32); // the whole job inside one rack's NVLink domain
+    EXPECT_EQ(c32.scenario.cluster.nodes, 1);
+    EXPECT_DOUBLE_EQ(c32.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.5e15);
+    EXPECT_TRUE(mentions(c32.assumptions, "NVLink domain of 32 GPUs (gb200-nvl72: 72 a rack, not the 8 a node the record counts)"));
+    // 256 GPUs (4-GPU compute trays, as NVIDIA's tables count them) do not fill whole racks of 72: 4 x 64.
+    r["system"]["gpus_per_node"] = 4;
+    r["system"]["nodes"] = 64;
+    r["system"]["total_gpus"] = 256;
+    r["plan"]["dp"] = 32;
+    r["plan"]["global_batch"] = 256;
+    const ValidationCase c256 = load(r);
+    EXPECT_EQ(c256.scenario.cluster.gpusPerNode, 64);
+    EXPECT_EQ(c256.scenario.cluster.nodes, 4);
+    EXPECT_TRUE(mentions(c256.assumptions, "the job does not fill whole racks"));
 }
 
 TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
