@@ -386,6 +386,13 @@ bool readPrecisionAndSharding(Reading& r) {
     // Precision.
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
     plan.precision = "megatron";
+    // 4-bit training (NVFP4, MXFP4) has no recipe: its GEMMs run at twice FP8's rate behind Hadamard transforms and
+    // stochastic rounding, with some layers kept in BF16, none of which tessel costs. Refused, not read as BF16.
+    if (contains(prec, "fp4") || contains(prec, "float4") || contains(prec, "int4")) {
+        refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
+                  "\": 4-bit training is not modelled (tessel's recipes stop at FP8)";
+        return false;
+    }
     if (contains(prec, "fp8") || contains(prec, "float8")) {
         if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8) && (framework == "torchtitan" || contains(prec, "torchao"))) {
             plan.precision = "fsdp_fp8";
@@ -393,6 +400,9 @@ bool readPrecisionAndSharding(Reading& r) {
         } else if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
             plan.precision = "fp8";
             r.assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
+            if (contains(prec, "mx"))
+                r.assume("MXFP8 read as FP8: its block scales (one byte per 32 elements) and both-direction casts are "
+                         "costed as per-tensor FP8's cast and transpose");
         } else {
             r.assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
         }

@@ -547,6 +547,20 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     const ValidationCase c = load(a100);
     EXPECT_EQ(c.scenario.plan.precision, "megatron");
     EXPECT_TRUE(mentions(c.assumptions, "no FP8 tensor cores"));
+    // MXFP8 (Blackwell's block-scaled FP8) runs the FP8 recipe, and the record says what that leaves out.
+    fp8["system"]["precision"] = "MXFP8";
+    const ValidationCase mx = load(fp8);
+    EXPECT_EQ(mx.scenario.plan.precision, "fp8");
+    EXPECT_TRUE(mentions(mx.assumptions, "MXFP8 read as FP8"));
+    // 4-bit training has no recipe: refused with the field named, never read as BF16.
+    for (const char* fp4 : {"NVFP4", "MXFP4 (Transformer Engine)"}) {
+        fp8["system"]["precision"] = fp4;
+        const auto loaded = loadValidationRecords(nlohmann::json::array({fp8}), "runs.json");
+        ASSERT_EQ(loaded.size(), 1u);
+        EXPECT_FALSE(loaded[0].validationCase.has_value()) << fp4;
+        EXPECT_NE(loaded[0].refusal.find("/system/precision"), std::string::npos) << loaded[0].refusal;
+        EXPECT_NE(loaded[0].refusal.find("4-bit training is not modelled"), std::string::npos) << loaded[0].refusal;
+    }
 }
 
 TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
