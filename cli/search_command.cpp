@@ -27,7 +27,7 @@ namespace tessel::cli {
 namespace {
 struct SearchFlags {
     std::string scenario, model, cluster;
-    std::optional<int> gpus, maxGpus, maxVpp;
+    std::optional<int> gpus, maxGpus, maxVpp, gpusPerNode;
     std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
     bool allowIdle = false;
     std::string offload = "auto";
@@ -319,6 +319,12 @@ int runSearch(const SearchFlags& f) {
             problems.append(e.problems());
         }
     }
+    if (f.gpusPerNode) {
+        // GPUs of a node the plans use: a share of a rack-scale NVLink domain (64 of a GB200 NVL72's 72), or fewer
+        // GPUs of each server; the node's links stay the cluster's.
+        if (*f.gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*f.gpusPerNode));
+        else s.cluster.gpusPerNode = *f.gpusPerNode;
+    }
     problems.throwIfAny();
 
     sim::SearchSpace space;
@@ -440,6 +446,8 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--cluster", f->cluster, "Cluster preset name or cluster JSON file");
     cmd->add_option("--gpus", f->gpus, "Number of GPUs (whole nodes of the cluster; default: the scenario's)");
     cmd->add_option("--max-gpus", f->maxGpus, "GPUs available, an upper bound: plans may leave whole nodes idle");
+    cmd->add_option("--gpus-per-node", f->gpusPerNode,
+                    "GPUs of each node the plans use (overrides the cluster's; e.g. 64 of a GB200 NVL72 rack's 72)");
     cmd->add_flag("--allow-idle", f->allowIdle, "Take --gpus as an upper bound (plans may leave whole nodes idle)");
     cmd->add_option("--global-batch", f->globalBatch,
                     "Global batch in sequences, N or a range LO:HI (each dp takes the largest batch of the range it "

@@ -277,7 +277,8 @@ ClusterConfig clusterForGpus(const ClusterConfig& cluster, int gpus, ProblemList
         c.nodes = 1;
     } else {
         problems.add("--gpus", std::to_string(gpus) + " GPUs do not fill whole nodes of " +
-                                   std::to_string(cluster.gpusPerNode) + " GPUs (cluster '" + cluster.name + "')");
+                                   std::to_string(cluster.gpusPerNode) + " GPUs (cluster '" + cluster.name +
+                                   "'); --gpus-per-node N uses N GPUs of each node");
     }
     return c;
 }

@@ -54,6 +54,12 @@ check "lists --fix tp" "$(contains "$tmp/err" '--fix tp')"
 check "lists --objective" "$(contains "$tmp/err" '--objective')"
 check "lists --top" "$(contains "$tmp/err" '--top')"
 check "counts problems" "$(contains "$tmp/err" '4 problems')"
+check "points at --gpus-per-node" "$(contains "$tmp/err" '--gpus-per-node N uses N GPUs of each node')"
+# 12 GPUs as two nodes of 6: every plan's world is 12, its nodes 2.
+"$TESSEL" search --model tiny --cluster dgx-a100-80g --gpus 12 --gpus-per-node 6 --global-batch 12 --top 2 --json --no-progress >"$tmp/g.json"; check "gpus-per-node exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/g.json'))
+assert d['gpus'] == 12 and d['top'] and all(t['gpus'] == 12 for t in d['top']), d['gpus']" ; check "gpus-per-node honoured" $?
 "$TESSEL" search $small --json --csv >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "json+csv exits 2" $([ $rc -eq 2 ]; echo $?)
 
