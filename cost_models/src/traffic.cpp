@@ -1,6 +1,7 @@
 // Communication volumes per group for a plan (FORMULAS.md §4.3), costed with the comm model.
 #include "tessel/cost/traffic.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/shapes.hpp"
 
@@ -38,16 +39,17 @@ struct OpBuilder {
 };
 } // namespace
 
-SequenceParallelTraffic sequenceParallelTraffic(const Plan& plan, const PrecisionRecipe& recipe, double activationBytes) {
+SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
+                                                double activationBytes) {
     SequenceParallelTraffic t;
     t.forwardGatherBytesPerElement = activationBytes;
-    if (plan.framework.name != "torchtitan") return t;
-    // torchtitan's TP plan (parallelize_llama.py) is DTensor's: the gathered input is what autograd saves, and with
-    // Float8 linears it uses torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput, which cast the input to
-    // float8 before the all-gather, so the GEMMs that read it share one float8 gather (torchao
-    // float8_tensor_parallel.py). The gradients still move in the activation type.
-    if (recipe.fp8()) t.forwardGatherBytesPerElement = 1.0;
-    t.backwardRegathersInputs = plan.recompute == Recompute::Selective;
+    if (plan.framework.name != "torchtitan" && plan.framework.name != "fsdp") return t;
+    // PyTorch's own TP (torchtitan's parallelize_llama.py, DTensor): the gathered input is what autograd saves, and
+    // with Float8 linears torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput cast the input to float8
+    // before the all-gather, so the GEMMs that read it share one float8 gather (torchao float8_tensor_parallel.py).
+    // The gradients still move in the activation type.
+    if (recipe.name == "fsdp_fp8") t.forwardGatherBytesPerElement = 1.0;
+    t.backwardRegathersInputs = opLevelSelectiveRecompute(model, plan);
     return t;
 }
 
@@ -61,7 +63,7 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         if (plan.sequenceParallel) {
             // Korthikanti et al. 2022 §4.2.2: each all-reduce becomes an all-gather + reduce-scatter pair;
             // backward also re-gathers the saved sharded inputs of the QKV and fc1 GEMMs for dW (Megatron-LM, TE).
-            const SequenceParallelTraffic sp = sequenceParallelTraffic(plan, recipe, e);
+            const SequenceParallelTraffic sp = sequenceParallelTraffic(model, plan, recipe, e);
             const double gathered = sp.forwardGatherBytesPerElement / e * act;
             for (const char* blk : {"attn", "mlp"}) {
                 b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, gathered, CommPhase::Forward);

@@ -413,7 +413,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     if (plan.tp > 1) {
         double bwdTp = 0.0;
         if (plan.sequenceParallel) {
-            const SequenceParallelTraffic sp = sequenceParallelTraffic(plan, ctx.recipe, s.elemBytes);
+            const SequenceParallelTraffic sp = sequenceParallelTraffic(*ctx.model, plan, ctx.recipe, s.elemBytes);
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
             const double rs = cost(Primitive::ReduceScatter, s.actBytes, place.tp);
             const double agInput = sp.forwardGatherBytesPerElement == s.elemBytes

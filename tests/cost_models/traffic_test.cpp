@@ -93,18 +93,30 @@ TEST(Traffic, TorchtitanKeepsTheGatheredInputAndGathersFloat8InFloat8) {
 }
 
 TEST(Traffic, SequenceParallelTrafficRules) {
+    const ModelConfig llama = test::preset("llama3-8b");   // SwiGLU, dense: torchtitan's per-op policy applies
+    const ModelConfig gpt = test::preset("gpt3-1.3b");     // GELU: its selective recompute is core attention only
     const PrecisionRecipe bf16 = precisionRecipeOf("fsdp", {});
     const PrecisionRecipe fp8 = precisionRecipeOf("fsdp_fp8", {});
+    const PrecisionRecipe te = precisionRecipeOf("fp8", {});
     Plan p;
+    for (const char* pytorch : {"torchtitan", "fsdp"}) {
+        p.framework.name = pytorch;
+        p.recompute = Recompute::None;
+        EXPECT_FALSE(sequenceParallelTraffic(llama, p, bf16, 2.0).backwardRegathersInputs) << pytorch;
+        EXPECT_EQ(sequenceParallelTraffic(llama, p, bf16, 2.0).forwardGatherBytesPerElement, 2.0);
+        EXPECT_EQ(sequenceParallelTraffic(llama, p, fp8, 2.0).forwardGatherBytesPerElement, 1.0);
+        EXPECT_EQ(sequenceParallelTraffic(llama, p, te, 2.0).forwardGatherBytesPerElement, 2.0); // TE's FP8 gathers bf16
+        p.recompute = Recompute::Full;
+        EXPECT_FALSE(sequenceParallelTraffic(llama, p, bf16, 2.0).backwardRegathersInputs);
+    }
     p.framework.name = "torchtitan";
-    p.recompute = Recompute::None;
-    EXPECT_FALSE(sequenceParallelTraffic(p, bf16, 2.0).backwardRegathersInputs);
-    EXPECT_EQ(sequenceParallelTraffic(p, bf16, 2.0).forwardGatherBytesPerElement, 2.0);
-    EXPECT_EQ(sequenceParallelTraffic(p, fp8, 2.0).forwardGatherBytesPerElement, 1.0);
-    for (const char* other : {"generic", "megatron", "nemo", "megascale", "deepspeed", "fsdp"}) {
+    p.recompute = Recompute::Selective;
+    EXPECT_TRUE(sequenceParallelTraffic(llama, p, bf16, 2.0).backwardRegathersInputs);
+    EXPECT_FALSE(sequenceParallelTraffic(gpt, p, bf16, 2.0).backwardRegathersInputs);
+    for (const char* other : {"generic", "megatron", "nemo", "megascale", "deepspeed"}) {
         p.framework.name = other;
-        EXPECT_TRUE(sequenceParallelTraffic(p, fp8, 2.0).backwardRegathersInputs) << other;
-        EXPECT_EQ(sequenceParallelTraffic(p, fp8, 2.0).forwardGatherBytesPerElement, 2.0) << other;
+        EXPECT_TRUE(sequenceParallelTraffic(llama, p, fp8, 2.0).backwardRegathersInputs) << other;
+        EXPECT_EQ(sequenceParallelTraffic(llama, p, fp8, 2.0).forwardGatherBytesPerElement, 2.0) << other;
     }
 }
 

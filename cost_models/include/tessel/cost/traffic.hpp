@@ -30,14 +30,16 @@ struct CommOp {
 // How a framework's sequence-parallel TP moves one layer's hidden states (FORMULAS.md §5).
 struct SequenceParallelTraffic {
     // Bytes per element of the forward all-gathers of the attention and MLP inputs: the activation type, or 1
-    // where torchao's float8 TP casts the input before gathering it (PrepareFloat8ModuleInput, under torchtitan).
+    // where torchao's float8 TP casts the input before gathering it (PrepareFloat8ModuleInput; recipe fsdp_fp8).
     double forwardGatherBytesPerElement = 2.0;
     // Backward all-gathers the sharded inputs of the QKV and fc1 GEMMs again for dW: Megatron-LM and Transformer
-    // Engine keep the shard, DTensor's autograd (torchtitan) keeps the gathered input, except under per-op
-    // selective checkpointing, whose recompute replays the all-gathers (not in its save list).
+    // Engine keep the shard; PyTorch's DTensor TP (torchtitan, fsdp) keeps the gathered input in autograd, except
+    // under torchtitan's per-op selective checkpointing, whose recompute replays the all-gathers (not in its
+    // save list).
     bool backwardRegathersInputs = true;
 };
-SequenceParallelTraffic sequenceParallelTraffic(const Plan& plan, const PrecisionRecipe& recipe, double activationBytes);
+SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
+                                                double activationBytes);
 
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
