@@ -41,7 +41,8 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
     app.add_option("--offload", offload,
-                   "What lives in host memory: none, or optimizer, parameters, activations joined by '+' "
+                   "What lives in host memory: none, or optimizer, parameters, activations (checkpointed inputs) or "
+                   "activations:N (N layers' activations, Megatron-core's CPU offloading) joined by '+' "
                    "(e.g. optimizer+parameters; needs the cluster's host block)");
     app.add_option("--pipeline-split", pipelineSplit,
                    "Layers over pipeline stages: even (pp x vpp divides the layers), balanced (against the time of the "
@@ -125,7 +126,9 @@ Scenario ScenarioFlags::resolve() const {
     setOnOff(flashAttention, "flash_attention", "--flash-attention");
     if (offload) {
         // "none" or parts joined by '+': optimizer, parameters, activations.
+        // "activations:N" is N layers' every activation (Megatron-core's --cpu-offloading-num-layers).
         bool parts[3] = {false, false, false};
+        int activationLayers = 0;
         const char* names[3] = {"optimizer", "parameters", "activations"};
         const char* keys[3] = {"offload_optimizer", "offload_parameters", "offload_activations"};
         if (*offload != "none") {
@@ -136,9 +139,18 @@ Scenario ScenarioFlags::resolve() const {
                 bool known = false;
                 for (int i = 0; i < 3; ++i)
                     if (part == names[i]) parts[i] = known = true;
+                const std::string layersPrefix = "activations:";
+                if (!known && part.rfind(layersPrefix, 0) == 0) {
+                    const std::string n = part.substr(layersPrefix.size());
+                    if (!n.empty() && n.size() < 7 && std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+                        std::stoi(n) > 0) {
+                        activationLayers = std::stoi(n);
+                        known = true;
+                    }
+                }
                 if (!known)
-                    problems.add("--offload", "must be none or optimizer, parameters, activations joined by '+', got \"" +
-                                                  *offload + "\"");
+                    problems.add("--offload", "must be none or optimizer, parameters, activations or activations:N (N "
+                                              "layers' activations, N >= 1) joined by '+', got \"" + *offload + "\"");
                 start = end + 1;
             }
         }
@@ -146,6 +158,8 @@ Scenario ScenarioFlags::resolve() const {
             overrides[keys[i]] = parts[i];
             flagOf[keys[i]] = "--offload";
         }
+        overrides["offload_activation_layers"] = activationLayers;
+        flagOf["offload_activation_layers"] = "--offload";
     }
 
     setStr(pipelineSplit, "pipeline_split", "--pipeline-split");

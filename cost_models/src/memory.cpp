@@ -350,10 +350,18 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed layer
     // inputs go to the host as they are made, and the GPU keeps two layers' inputs (the one being copied and the
     // next, DeepSpeed's cpu_checkpointing double buffer).
+    // With Megatron-core's CPU offloading (pp 1, no recompute) the first N layers' activations go to the host
+    // after their forward and come back before their backward; Transformer Engine's double-buffered offload handler
+    // keeps at most two of those layers on the GPU while it copies (cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler).
+    const double perLayer = layersPerStage > 0 ? perMicroBatch / layersPerStage : 0.0;
+    const double layersOff = std::min<double>(plan.offloadActivationLayers, layersPerStage);
     auto stored = [&](double n) {
-        return plan.offloadActivations ? std::min(n * perMicroBatch, 2.0 * t.layerActivations) : n * perMicroBatch;
+        if (plan.offloadActivations) return std::min(n * perMicroBatch, 2.0 * t.layerActivations);
+        if (layersOff > 0.0) return n * (perMicroBatch - layersOff * perLayer) + std::min(layersOff, 2.0) * perLayer;
+        return n * perMicroBatch;
     };
     if (plan.offloadActivations) st.hostBytes += st.inFlight * perMicroBatch;
+    if (layersOff > 0.0) st.hostBytes += st.inFlight * layersOff * perLayer;
     // ZB-H1 delays stage s's weight-gradient passes by s, so besides the forwards in flight the stage holds
     // up to s sets of what the W pass needs; the peak is right after a forward, right after a B pass (before
     // the oldest W runs), or inside a B pass.

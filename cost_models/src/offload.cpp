@@ -41,7 +41,7 @@ OffloadTimes offloadTimes(const ClusterConfig& cluster, const Plan& plan, const 
         t.gradDownloadSeconds = partition * recipe.gradBytes / pcie;
     }
     if (plan.offloadParameters) t.paramFetchSecondsPerPass = partition * recipe.weightBytes / pcie;
-    if (plan.offloadActivations) t.activationSwapSecondsPerPass = activationSwapBytes / pcie;
+    if (plan.offloadActivations || plan.offloadActivationLayers > 0) t.activationSwapSecondsPerPass = activationSwapBytes / pcie;
     return t;
 }
 

@@ -198,6 +198,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.offloadOptimizer = r.optBool("offload_optimizer", false);
     p.offloadParameters = r.optBool("offload_parameters", false);
     p.offloadActivations = r.optBool("offload_activations", false);
+    p.offloadActivationLayers = static_cast<int>(r.optInt("offload_activation_layers", 0, 0, 1 << 20));
     p.framework = parseFrameworkSettings(r);
     r.finish();
     return p;
@@ -233,6 +234,7 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadOptimizer) j["offload_optimizer"] = true;
     if (p.offloadParameters) j["offload_parameters"] = true;
     if (p.offloadActivations) j["offload_activations"] = true;
+    if (p.offloadActivationLayers > 0) j["offload_activation_layers"] = p.offloadActivationLayers;
     if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
     frameworkToJson(p.framework, j);
     return j;
@@ -247,6 +249,8 @@ std::string offloadString(const Plan& p) {
     if (p.offloadOptimizer) s += "optimizer";
     if (p.offloadParameters) s += std::string(s.empty() ? "" : "+") + "parameters";
     if (p.offloadActivations) s += std::string(s.empty() ? "" : "+") + "activations";
+    if (p.offloadActivationLayers > 0)
+        s += std::string(s.empty() ? "" : "+") + "activations:" + std::to_string(p.offloadActivationLayers);
     return s.empty() ? "none" : s;
 }
 
@@ -393,7 +397,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                     cluster.gpu.name + " (it has: " + names + ", or \"auto\")");
     }
     if (plan.offloads() && !cluster.host.present())
-        problems.add(field(plan.offloadOptimizer ? "offload_optimizer" : plan.offloadParameters ? "offload_parameters" : "offload_activations"),
+        problems.add(field(plan.offloadOptimizer ? "offload_optimizer" : plan.offloadParameters ? "offload_parameters"
+                           : plan.offloadActivations                  ? "offload_activations"
+                                                                      : "offload_activation_layers"),
                      "offload needs the cluster's host block (host memory, PCIe and CPU Adam rates); cluster '" +
                          cluster.name + "' has none");
     if (plan.offloadOptimizer && plan.zeroStage < 1)
@@ -408,6 +414,23 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("offload_activations"), "activation offload swaps every layer's checkpointed input to the "
                                                    "host (DeepSpeed cpu_checkpointing); it has no partial form: needs "
                                                    "recompute_layers 0");
+    if (plan.offloadActivationLayers > 0) {
+        // Megatron-core's TransformerConfig refuses each of these (transformer_config.py __post_init__).
+        if (plan.offloadActivationLayers >= model.layers)
+            problems.add(field("offload_activation_layers"), std::to_string(plan.offloadActivationLayers) +
+                                                                 " layers: CPU offloading takes fewer than the model's " +
+                                                                 std::to_string(model.layers) + " (Megatron-core)");
+        if (plan.pp > 1)
+            problems.add(field("offload_activation_layers"), "Megatron-core's CPU offloading has no pipeline "
+                                                             "parallelism: needs pp 1, got " + std::to_string(plan.pp));
+        if (plan.recompute != Recompute::None)
+            problems.add(field("offload_activation_layers"), "Megatron-core's CPU offloading does not run with "
+                                                             "activation recompute: needs recompute none, got " +
+                                                                 toString(plan.recompute));
+        if (plan.offloadActivations)
+            problems.add(field("offload_activation_layers"), "one activation offload at a time: offload_activations "
+                                                             "(checkpointed inputs) or offload_activation_layers");
+    }
     if (plan.offloadActivations && plan.recompute != Recompute::Full)
         problems.add(field("offload_activations"), "activation offload swaps the checkpointed layer inputs to the host "
                                                    "(DeepSpeed cpu_checkpointing); needs recompute full");

@@ -291,6 +291,12 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     // Hybrid sharding: that many copies of the distributed optimizer across the data-parallel domain.
     if (p.zeroStage == 1 && p.zeroReplicas > 1) arg("--num-distributed-optimizer-instances", str(p.zeroReplicas));
     if (p.offloadOptimizer) arg("--optimizer-cpu-offload"); // megatron-core >= 0.10: HybridDeviceOptimizer, fraction 1.0
+    // Activations of the first N layers to the host (TransformerConfig.cpu_offloading / cpu_offloading_num_layers;
+    // pp 1 and no recompute, as validatePlan already holds).
+    if (p.offloadActivationLayers > 0) {
+        arg("--cpu-offloading");
+        arg("--cpu-offloading-num-layers", str(p.offloadActivationLayers));
+    }
     // Recompute: selective is Megatron's core-attention recompute (Korthikanti et al. 2022); full keeps only
     // each layer's input.
     if (p.recompute == Recompute::Selective) arg("--recompute-activations");
@@ -393,6 +399,11 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
                          "DeepSpeed's AutoTP training (tensor_parallel.autotp_size) supports ZeRO "
                          "stages 0-2 only; use zero_stage 1 or 2, or tp 1");
     }
+    if (p.offloadActivationLayers > 0)
+        problems.add("/plan/offload_activation_layers",
+                     "DeepSpeed offloads activations as checkpointed layer inputs (cpu_checkpointing, with full "
+                     "recompute: offload_activations), not whole layers; export --format megatron for Megatron-core's "
+                     "--cpu-offloading-num-layers");
     if (p.sequenceParallel)
         problems.add(
             "/plan/sequence_parallel",

@@ -143,7 +143,9 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
     // torchtitan's device mesh, slowest first: pp, dp_replicate, dp_shard, cp, tp.
     if (p.offloads())
         problems.add(p.offloadOptimizer ? "/plan/offload_optimizer"
-                     : p.offloadParameters ? "/plan/offload_parameters" : "/plan/offload_activations",
+                     : p.offloadParameters ? "/plan/offload_parameters"
+                     : p.offloadActivations ? "/plan/offload_activations"
+                                            : "/plan/offload_activation_layers",
                      "torchtitan's only offload (training.enable_cpu_offload, FSDP2's CPUOffloadPolicy) moves "
                      "parameters, gradients and optimizer together and steps with torch's CPU Adam, which tessel does "
                      "not model; export --format deepspeed");

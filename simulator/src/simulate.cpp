@@ -176,8 +176,12 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         // (the action lasts the longer of the two); the offloaded optimizer step runs on the CPU.
         double stageLayers = 0.0;
         for (int c = 0; c < plan.vpp; ++c) stageLayers += schedule.layersOf(static_cast<int>(s), c);
+        // The activations a micro-batch swaps: every layer's checkpointed input, or all that the first N layers keep
+        // (Megatron-core's CPU offloading, no recompute).
+        const double swappedLayers = plan.offloadActivationLayers > 0 ? std::min<double>(plan.offloadActivationLayers, stageLayers)
+                                                                       : stageLayers;
         const OffloadTimes offload = plan.offloads()
-            ? offloadTimes(cluster, plan, recipe, params, stageLayers * layerActivationBytes(model, plan, recipe))
+            ? offloadTimes(cluster, plan, recipe, params, swappedLayers * layerActivationBytes(model, plan, recipe))
             : OffloadTimes{};
         double lastBackwardSeconds = 0.0;
         std::array<double, kGroupKinds> workSinceSync{}; // per GroupKind: compute seconds since that group last synchronised

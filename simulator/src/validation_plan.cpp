@@ -645,6 +645,18 @@ bool readRecomputeAndCheck(Reading& r) {
             recomputeKnown = true;
         }
     }
+    // Megatron-core's CPU offloading of the first N layers' activations (cpu_offloading_num_layers, with
+    // cpu_offloading on where stated): it runs without recompute, so an unstated recompute is none.
+    if (const auto layers = integer(pl, "cpu_offloading_num_layers"); layers && *layers > 0 &&
+        boolean(pl, "cpu_offloading").value_or(true)) {
+        plan.offloadActivationLayers = static_cast<int>(*layers);
+        if (!recomputeKnown) {
+            plan.recompute = Recompute::None;
+            recomputeKnown = true;
+            r.assume("recompute none: Megatron-core's CPU offloading (cpu_offloading_num_layers " + std::to_string(*layers) +
+                     ") runs without activation recompute");
+        }
+    }
     const auto sp = boolean(pl, "sequence_parallel");
     plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
     if (!model.moe) plan.ep = 1;

@@ -107,6 +107,16 @@ check "predict shows host memory" "$(contains "$tmp/poff.txt" 'host memory per n
 "$TESSEL" predict llama3-8b-h100 --zero 0 --offload optimizer >/dev/null 2>"$tmp/err"; rc=$?
 check "offload without ZeRO exits 2" $([ $rc -eq 2 ]; echo $?)
 check "offload without ZeRO names the flag" "$(contains "$tmp/err" '--offload')"
+# Megatron-core's CPU offloading of N layers' activations (pp 1, no recompute): --offload activations:N.
+"$TESSEL" export llama3-8b-h100 --format megatron --tp 1 --pp 1 --dp 8 --sequence-parallel off --recompute none --zero 1 \
+    --offload activations:8 >"$tmp/lo.sh" 2>"$tmp/err"; check "megatron layer offload exits 0" $?
+check "megatron layer offload flags" "$(contains "$tmp/lo.sh" '--cpu-offloading-num-layers 8')"
+"$TESSEL" predict llama3-8b-h100 --tp 1 --pp 1 --dp 8 --sequence-parallel off --recompute none --zero 1 --offload activations:8 \
+    >"$tmp/lo.txt" 2>&1; check "predict layer offload exits 0" $?
+check "predict layer offload shows it" "$(contains "$tmp/lo.txt" 'offload activations:8')"
+"$TESSEL" predict llama3-8b-h100 --offload activations:x >/dev/null 2>"$tmp/err"; rc=$?
+check "bad layer count exits 2" $([ $rc -eq 2 ]; echo $?)
+check "bad layer count names the flag" "$(contains "$tmp/err" 'activations:N')"
 "$TESSEL" predict --framework megatron --zero 2 >"$tmp/pnote.txt" 2>&1; check "predict zero-2 on megatron exits 0" $?
 check "predict notes megatron cannot run it" "$(contains "$tmp/pnote.txt" 'megatron cannot run this plan')"
 "$TESSEL" predict >"$tmp/pok.txt" 2>&1

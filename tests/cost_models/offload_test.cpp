@@ -198,6 +198,76 @@ TEST(OffloadHand, ActivationOffloadKeepsTwoLayerInputs) {
     EXPECT_NEAR(after.hostBytes, stored, 1.0);
 }
 
+TEST(OffloadHand, LayerOffloadMovesWholeLayersAndKeepsTwoOnTheGpu) {
+    // Megatron-core's CPU offloading: every activation of the first N layers goes to the host after its forward;
+    // Transformer Engine's double-buffered handler keeps at most two of those layers on the GPU.
+    const ModelConfig m = test::preset("gpt3-13b");
+    const ClusterConfig c = hostCluster(8, 1);
+    Plan p = dataParallel(8, 1, "mixed");
+    p.recompute = Recompute::None;
+    const StageMemory before = predictMemory(m, c, p).stages.front();
+    p.offloadActivationLayers = 10;
+    const StageMemory ten = predictMemory(m, c, p).stages.front();
+    p.offloadActivationLayers = 1;
+    const StageMemory one = predictMemory(m, c, p).stages.front();
+    // Ten layers offloaded, two of them held: eight layers' worth fewer on the GPU; one layer: none fewer.
+    const double layer = ten.hostBytes / 10.0;
+    EXPECT_GT(layer, 0.0);
+    EXPECT_NEAR(before.activationsBytes - ten.activationsBytes, 8.0 * layer, 1.0);
+    EXPECT_NEAR(before.activationsBytes - one.activationsBytes, 0.0, 1.0);
+    EXPECT_NEAR(one.hostBytes, layer, 1.0);
+    // A layer's worth is what the layer keeps without recompute, with its norm statistics.
+    const PrecisionRecipe& mixed = *findPrecisionRecipe("mixed");
+    EXPECT_NEAR(layer, before.inFlight * (layerActivationBytes(m, p, mixed) + layerNormStatisticsBytes(m, p, mixed)), 1.0);
+    EXPECT_EQ(offloadString(p), "activations:1");
+    // The swap each pass moves N layers' activations over the host link.
+    StageParameters params;
+    params.dense = 1e9;
+    const OffloadTimes t = offloadTimes(c, p, mixed, params, 10.0 * layerActivationBytes(m, p, mixed));
+    EXPECT_DOUBLE_EQ(t.activationSwapSecondsPerPass, 10.0 * layerActivationBytes(m, p, mixed) / c.host.pcieBytesPerSecond);
+}
+
+TEST(OffloadHand, LayerOffloadRulesAreMegatronCoresAndNameTheField) {
+    const ModelConfig m = test::preset("gpt3-13b"); // 40 layers
+    ClusterConfig c = hostCluster(8, 1);
+    Plan p = dataParallel(8, 1, "mixed");
+    p.recompute = Recompute::Full;
+    p.pp = 2;
+    p.dp = 4;
+    p.offloadActivationLayers = 40;
+    p.offloadActivations = true;
+    ProblemList problems;
+    validatePlan(m, c, p, "/plan", problems);
+    std::vector<std::string> messages;
+    for (const auto& item : problems.items())
+        if (item.where == "/plan/offload_activation_layers") messages.push_back(item.message);
+    ASSERT_EQ(messages.size(), 4u);
+    EXPECT_NE(messages[0].find("fewer than the model's 40"), std::string::npos);
+    EXPECT_NE(messages[1].find("needs pp 1"), std::string::npos);
+    EXPECT_NE(messages[2].find("needs recompute none"), std::string::npos);
+    EXPECT_NE(messages[3].find("one activation offload at a time"), std::string::npos);
+    // Without a host block, the field is named.
+    Plan q = dataParallel(8, 1, "mixed");
+    q.recompute = Recompute::None;
+    q.offloadActivationLayers = 4;
+    c.host = {};
+    ProblemList noHost;
+    validatePlan(m, c, q, "/plan", noHost);
+    ASSERT_EQ(noHost.items().size(), 1u);
+    EXPECT_EQ(noHost.items()[0].where, "/plan/offload_activation_layers");
+    // The plan key round-trips and a negative count is named.
+    ProblemList none;
+    const Plan back = parsePlan(planToJson(q), "/plan", none);
+    EXPECT_TRUE(none.empty());
+    EXPECT_EQ(back.offloadActivationLayers, 4);
+    nlohmann::json bad = planToJson(q);
+    bad["offload_activation_layers"] = -1;
+    ProblemList negative;
+    parsePlan(bad, "/plan", negative);
+    ASSERT_FALSE(negative.empty());
+    EXPECT_EQ(negative.items().front().where, "/plan/offload_activation_layers");
+}
+
 TEST(OffloadHand, TimesFollowTheRates) {
     // 1e9 partition parameters on a node of 8 GPUs sharing 4e9 parameters/s of CPU Adam: 2 s; the 16-bit upload
     // and download at 25 GB/s: 0.08 s each.

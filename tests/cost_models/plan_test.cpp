@@ -67,6 +67,7 @@ TEST(PlanJson, RoundTripsEveryField) {
     p.zeroReplicas = 2;   // nor this
     p.recompute = Recompute::Full;
     p.recomputeLayers = 3; // written only when set
+    p.offloadActivationLayers = 5; // likewise
     p.sequenceParallel = true;
     p.flashAttention = false;
     p.schedule = Schedule::Interleaved1F1B;

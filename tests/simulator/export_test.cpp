@@ -252,6 +252,33 @@ TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {
     }
 }
 
+TEST(ExportMegatron, LayerActivationOffloadIsMegatronCoresCpuOffloading) {
+    // Llama 3 8B on 8 DGX B200 GPUs, pp 1, no recompute: the first 8 layers' activations to the host.
+    Scenario s;
+    s.model = loadModelRef("llama3-8b", "test");
+    s.cluster = loadClusterRef("dgx-b200", "test");
+    s.plan.tp = 1;
+    s.plan.pp = 1;
+    s.plan.dp = 8;
+    s.plan.microBatch = 2;
+    s.plan.globalBatch = 16;
+    s.plan.zeroStage = 1;
+    s.plan.recompute = Recompute::None;
+    s.plan.sequenceParallel = false;
+    s.plan.offloadActivationLayers = 8;
+    const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--cpu-offloading"));
+    EXPECT_EQ(a.at("--cpu-offloading-num-layers"), "8");
+    for (ExportFormat f : {ExportFormat::DeepSpeed, ExportFormat::Torchtitan}) {
+        try {
+            exportPlan(s, f);
+            ADD_FAILURE() << "expected a refusal";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("/plan/offload_activation_layers"), std::string::npos) << e.what();
+        }
+    }
+}
+
 TEST(ExportMegatron, FullRecomputeMixedPrecisionAndNoFlash) {
     Scenario s = defaultScenario();
     s.plan.recompute = Recompute::Full;

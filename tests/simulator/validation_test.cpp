@@ -538,6 +538,22 @@ TEST(ValidationRecord, ContextParallelismWithThePublishedWorldSize) {
     EXPECT_EQ(c.scenario.plan.worldSize(), 16384);
 }
 
+TEST(ValidationRecord, MegatronCpuOffloadingIsReadAsLayerActivationOffload) {
+    nlohmann::json r = record(); // 32 GPUs, pp 2 in the record: CPU offloading needs pp 1
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 8;
+    r["plan"]["recompute"] = nullptr;
+    r["plan"]["cpu_offloading"] = true;
+    r["plan"]["cpu_offloading_num_layers"] = 6;
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.offloadActivationLayers, 6);
+    EXPECT_EQ(c.scenario.plan.recompute, Recompute::None);
+    EXPECT_TRUE(mentions(c.assumptions, "recompute none: Megatron-core's CPU offloading"));
+    // cpu_offloading false leaves the count unread.
+    r["plan"]["cpu_offloading"] = false;
+    EXPECT_EQ(load(r).scenario.plan.offloadActivationLayers, 0);
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";

@@ -25,7 +25,7 @@ struct OffloadTimes {
     double paramUploadSeconds = 0.0;           // updated 16-bit partition host -> GPU after the step (exposed)
     double gradDownloadSeconds = 0.0;          // gradient partition GPU -> host during the last backward (overlapped)
     double paramFetchSecondsPerPass = 0.0;     // ZeRO-Infinity: the partition host -> GPU, every forward/backward pass
-    double activationSwapSecondsPerPass = 0.0; // checkpointed layer inputs of one micro-batch, each way
+    double activationSwapSecondsPerPass = 0.0; // the activations offload moves for one micro-batch, each way
     // The optimizer action's time when the optimizer is offloaded, given the stage's last backward (which hides the
     // gradient download as far as it lasts): CPU Adam + the parameter upload + what the download exceeds.
     double optimizerStepSeconds(double lastBackwardSeconds) const;

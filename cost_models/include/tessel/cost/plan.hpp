@@ -115,11 +115,15 @@ struct Plan {
     // Offload to host memory (FORMULAS.md §8): the fp32 master weights, Adam moments and fp32 gradient partition
     // with the optimizer step on the CPU (DeepSpeed ZeRO-Offload, Megatron's --optimizer-cpu-offload); the 16-bit
     // parameter partition (ZeRO-Infinity, ZeRO-3 only); the checkpointed layer inputs (DeepSpeed's
-    // cpu_checkpointing, full recompute only).
+    // cpu_checkpointing, full recompute only); or every activation of the first offloadActivationLayers layers
+    // (Megatron-core's --cpu-offloading-num-layers: pp 1, no recompute).
     bool offloadOptimizer = false;
     bool offloadParameters = false;
     bool offloadActivations = false;
-    bool offloads() const { return offloadOptimizer || offloadParameters || offloadActivations; }
+    int offloadActivationLayers = 0;
+    bool offloads() const {
+        return offloadOptimizer || offloadParameters || offloadActivations || offloadActivationLayers > 0;
+    }
     int vocabDivisibleBy = 0;           // vocabulary padded to a multiple of this x tp; 0: the framework's (vocabMultipleOf)
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
@@ -137,7 +141,8 @@ struct Plan {
     std::string rankOrderString() const;
 };
 
-// What the plan offloads: "none", or "optimizer", "parameters", "activations" joined by '+'.
+// What the plan offloads: "none", or "optimizer", "parameters", "activations", "activations:N" (N layers' worth,
+// Megatron-core's CPU offloading) joined by '+'.
 // The plan's recompute as a table shows it: "none", "selective", "full", or "full:n" for partial recompute.
 std::string recomputeString(const Plan& p);
 std::string offloadString(const Plan& p);
