@@ -121,6 +121,10 @@ int64_t largestGatherElements(const ModelConfig& m) {
 // first/last ranks' counts. `expressible` false when the middle ranks or a rank's chunks differ.
 struct RankSplit {
     bool even = true, expressible = true;
+    // The split Megatron-LM makes with --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split:
+    // the embedding and the loss each take a layer's place, in the first and the last virtual stage (k - 1 layers
+    // there, k in every other, k = (layers + 2) / (pp x vpp); Megatron-core's get_num_layers_to_build).
+    bool endsAsLayers = false;
     int first = 0, middle = 0, last = 0;          // layers per rank (over its chunks)
     int firstChunk = 0, middleChunk = 0, lastChunk = 0; // layers per virtual stage
     std::string text;                             // "7,8x14,7"
@@ -144,6 +148,14 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
     r.first = r.firstChunk * v;
     r.middle = r.middleChunk * v;
     r.last = r.lastChunk * v;
+    const int chunks = p * v;
+    if (!r.even && chunks > 1 && (model.layers + 2) % chunks == 0) {
+        const int k = (model.layers + 2) / chunks;
+        bool ends = k >= 2;
+        for (int i = 0; i < chunks && ends; ++i)
+            ends = counts[static_cast<size_t>(i)] == (i == 0 || i == chunks - 1 ? k - 1 : k);
+        r.endsAsLayers = ends;
+    }
     return r;
 }
 
@@ -151,7 +163,7 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "Megatron-LM", problems);
     const RankSplit split = rankSplit(m, cluster, p);
-    if (!split.expressible)
+    if (!split.expressible && !split.endsAsLayers)
         problems.add("/plan/pipeline_layers",
                      "Megatron-LM states an uneven split as the first and last pipeline rank's layers with the rest "
                      "shared evenly and each rank's layers divided evenly over its virtual stages; this split (" +
@@ -276,6 +288,11 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     arg("--pipeline-model-parallel-size", str(p.pp));
     if (split.even) {
         if (p.vpp > 1) arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (p.pp * p.vpp)));
+    } else if (split.endsAsLayers) {
+        // The embedding and the loss counted as layers (Megatron-core >= 0.12).
+        if (p.vpp > 1) arg("--num-virtual-stages-per-pipeline-rank", str(p.vpp));
+        arg("--account-for-embedding-in-pipeline-split");
+        arg("--account-for-loss-in-pipeline-split");
     } else {
         // Uneven split (Megatron-LM core >= 0.10): the first/last rank's layers, the rest shared evenly; with
         // interleaving the virtual stage count replaces the layers-per-virtual-stage flag.

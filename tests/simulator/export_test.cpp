@@ -200,6 +200,22 @@ TEST(ExportMegatron, UnevenSplitsAsFirstAndLastStageLayers) {
     EXPECT_EQ(a.at("--num-virtual-stages-per-pipeline-rank"), "5");
     EXPECT_EQ(a.at("--decoder-first-pipeline-num-layers"), "15");
     EXPECT_EQ(a.at("--decoder-last-pipeline-num-layers"), "25");
+    // The embedding and the loss counted as layers (Llama 3.1 405B, 126 layers over pp 8 x vpp 8: 1, 2 x 62, 1 by
+    // virtual stage, as NVIDIA's recipes run it): Megatron-LM's two account-for flags, not first/last counts,
+    // which cannot state a rank whose virtual stages differ.
+    s = preset("llama3-70b-h100");
+    s.model = loadModelRef("llama3-405b", "test");
+    s.plan.firstStageLayers = s.plan.lastStageLayers = 0;
+    s.plan.pp = 8;
+    s.plan.dp = 1;
+    s.plan.vpp = 8;
+    s.plan.globalBatch = 64;
+    s.plan.pipelineSplit = PipelineSplit::EndsAsLayers;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--num-virtual-stages-per-pipeline-rank"), "8");
+    EXPECT_TRUE(a.has("--account-for-embedding-in-pipeline-split"));
+    EXPECT_TRUE(a.has("--account-for-loss-in-pipeline-split"));
+    EXPECT_FALSE(a.has("--decoder-first-pipeline-num-layers"));
 }
 
 TEST(ExportFrameworks, UnevenSplitsInTorchtitanAndRefusedByDeepSpeed) {
