@@ -191,6 +191,10 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         a += (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
     }
     a += g * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
+    // A fused attention's backward reads its output O (D = rowsum(dO * O)): FlashAttention, cuDNN and Transformer
+    // Engine's FusedAttnFunc save it beside Q, K, V. It is the projection's input, the same tensor, in 16-bit
+    // recipes; with FP8 GEMMs the projection keeps its own FP8 copy and O stays in the activation type.
+    if (plan.flashAttention && g < e) a += e * T * d(s.qDimLocal);
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: as the first norm's)
