@@ -647,8 +647,16 @@ bool readRecomputeAndCheck(Reading& r) {
     }
     // Megatron-core's CPU offloading of the first N layers' activations (cpu_offloading_num_layers, with
     // cpu_offloading on where stated): it runs without recompute, so an unstated recompute is none.
-    if (const auto layers = integer(pl, "cpu_offloading_num_layers"); layers && *layers > 0 &&
-        boolean(pl, "cpu_offloading").value_or(true)) {
+    const auto offloadLayers = integer(pl, "cpu_offloading_num_layers");
+    if (const auto stated = number(pl, "cpu_offloading_num_layers");
+        stated && (!offloadLayers || *offloadLayers >= model.layers)) {
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", *stated);
+        refusal = ptr + "/plan/cpu_offloading_num_layers: " + shown + " is not a layer count Megatron-core offloads (0 to " +
+                  std::to_string(model.layers - 1) + ")";
+        return false;
+    }
+    if (const auto layers = offloadLayers; layers && *layers > 0 && boolean(pl, "cpu_offloading").value_or(true)) {
         plan.offloadActivationLayers = static_cast<int>(*layers);
         if (!recomputeKnown) {
             plan.recompute = Recompute::None;

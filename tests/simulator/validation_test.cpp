@@ -552,6 +552,15 @@ TEST(ValidationRecord, MegatronCpuOffloadingIsReadAsLayerActivationOffload) {
     // cpu_offloading false leaves the count unread.
     r["plan"]["cpu_offloading"] = false;
     EXPECT_EQ(load(r).scenario.plan.offloadActivationLayers, 0);
+    // A count that is no layer count is refused, naming the field, not ignored.
+    for (const int bad : {-1, 32}) { // the record's model has 32 layers
+        r["plan"]["cpu_offloading"] = true;
+        r["plan"]["cpu_offloading_num_layers"] = bad;
+        const auto loaded = loadValidationRecords(nlohmann::json::array({r}), "runs.json");
+        ASSERT_EQ(loaded.size(), 1u);
+        EXPECT_FALSE(loaded[0].validationCase.has_value()) << bad;
+        EXPECT_NE(loaded[0].refusal.find("/plan/cpu_offloading_num_layers"), std::string::npos) << loaded[0].refusal;
+    }
 }
 
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
