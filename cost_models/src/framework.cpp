@@ -236,13 +236,27 @@ bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or
 bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
 bool fp8ParamGatherOf(const FrameworkSettings& f) { return f.fp8ParamGather.value_or(fp8ParamGatherDefault(f)); }
 bool foreachOptimizerOf(const FrameworkSettings& f) { return f.foreachOptimizer.value_or(foreachOptimizerDefault(f)); }
-bool eagerLossOf(const FrameworkSettings& f) { return f.name == "torchtitan" || !fusedKernelsOf(f); }
+std::string crossEntropyOf(const FrameworkSettings& f) {
+    if (f.crossEntropy) return *f.crossEntropy;
+    if (f.lossInPlace.value_or(false)) return "te"; // tessel's executor, whatever framework the plan names
+    if (f.name == "torchtitan" || !fusedKernelsOf(f)) return "eager";
+    if (f.name == "nemo") {
+        if (f.version.empty()) return "te";
+        if (const auto ym = containerYearMonth(f.version)) return *ym >= std::make_pair(2025, 9) ? "te" : "fused";
+        const int year = frameworkYear(f);
+        return year == 0 || year >= 2026 ? "te" : "fused";
+    }
+    return "fused";
+}
+
+bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eager"; }
 
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;
     f.name = r.optEnum("framework", "generic", frameworkNames());
     f.version = r.optString("framework_version", "");
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
+    if (r.has("cross_entropy")) f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager"});
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
@@ -254,6 +268,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     plan["framework"] = f.name;
     if (!f.version.empty()) plan["framework_version"] = f.version;
     if (f.ddpImpl) plan["ddp_impl"] = *f.ddpImpl;
+    if (f.crossEntropy) plan["cross_entropy"] = *f.crossEntropy;
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;

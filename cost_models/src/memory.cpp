@@ -405,18 +405,23 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * t.topK * h; // dispatch + combine
     if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradReduceBytes(); // reduce bucket
     if (last) {
-        // 16-bit recipes: the fused cross-entropy keeps an fp32 softmax per micro-batch in flight while the
-        // 16-bit logits of the current one exist. Recipes computing in fp32/fp64 keep the logits themselves
-        // and overwrite them with their gradient (what the CPU executor does).
-        o.logitsLossBytes = e >= 4.0 ? headInFlight * e * T * t.vocabLocal
-                                     : headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
-        // Eager cross_entropy(logits.float()) (eagerLossOf): at its backward's peak the fp32 log-softmax
-        // output it kept, the dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.
-        if (e < 4.0 && eagerLossOf(plan.framework)) o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLocal;
-        // tessel's executor (loss_in_place, set by `tessel run`): the logits in their own type, overwritten by
-        // their gradient; the fp32 row max and sum of exp (8 B a token) are all the loss adds (the CUDA
-        // backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy).
-        if (plan.framework.lossInPlace.value_or(false)) o.logitsLossBytes = headInFlight * e * T * t.vocabLocal;
+        const std::string loss = crossEntropyOf(plan.framework);
+        if (loss == "te" || e >= 4.0) {
+            // The logits in their own type, overwritten by their gradient in the forward; per-row max and sum are
+            // all the loss adds. Transformer Engine's parallel_cross_entropy (CrossEntropyFunction saves its
+            // input, into which the Triton kernel wrote the gradient), tessel's executor (loss_in_place: the
+            // CUDA backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy), and
+            // every loss computing in fp32/fp64, whose logits are already that type.
+            o.logitsLossBytes = headInFlight * e * T * t.vocabLocal;
+        } else if (loss == "eager") {
+            // cross_entropy(logits.float()): at its backward's peak the fp32 log-softmax output it kept, the
+            // dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.
+            o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLocal;
+        } else {
+            // Megatron-core's vocab-parallel cross-entropy (fused or not) keeps an fp32 softmax per micro-batch
+            // in flight while the 16-bit logits of the current one exist.
+            o.logitsLossBytes = headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
+        }
     }
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),

@@ -323,6 +323,12 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--recompute-method", p.recomputeLayers > 0 ? "block" : "uniform");
         arg("--recompute-num-layers", str(p.recomputeLayers > 0 ? p.recomputeLayers : 1));
     }
+    // The loss kernel (crossEntropyOf): tessel costs "fused" as Megatron-core's fused vocab-parallel kernel and
+    // "te" as Transformer Engine's, which writes the gradient into the logits; "eager" is Megatron's unfused default.
+    if (const std::string loss = crossEntropyOf(p.framework); loss != "eager") {
+        arg("--cross-entropy-loss-fusion");
+        if (loss == "te") arg("--cross-entropy-fusion-impl", "te");
+    }
     if (p.flashAttention) {
         arg("--use-flash-attn");
         arg("--attention-backend", "flash");

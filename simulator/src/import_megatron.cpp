@@ -346,6 +346,12 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     for (const char* key : {"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})
         if (const auto v = flag(key)) plan[key] = *v;
     if (const auto v = flag("async_tensor_model_parallel_allreduce")) plan["async_tp_grad_reduce"] = *v;
+    // The loss kernel: --cross-entropy-fusion-impl te with --cross-entropy-loss-fusion is Transformer Engine's
+    // in-place cross-entropy; native, fused or not, keeps the fp32 softmax (the plan's "fused").
+    if (const auto fused = flag("cross_entropy_loss_fusion")) {
+        const auto impl = str("cross_entropy_fusion_impl");
+        plan["cross_entropy"] = *fused && impl && *impl == "te" ? "te" : "fused";
+    }
     // Main gradients: bf16 models keep them in fp32 (the megatron recipe; arguments.py forces
     // accumulate_allreduce_grads_in_fp32 for bf16) unless --grad-reduce-in-bf16.
     // On an fp32 run the flag decides nothing tessel models and is named among what is not expressed.

@@ -273,6 +273,54 @@ TEST(Memory, TesselsExecutorKeepsOnlyTheLogitsItOverwritesWithTheirGradient) {
     EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().other.logitsLossBytes, 2.0 * T * 128256);
 }
 
+TEST(Memory, TransformerEnginesCrossEntropyKeepsTheLogitsItOverwrites) {
+    // cross_entropy "te" (Megatron-core --cross-entropy-fusion-impl te, Transformer Engine's parallel_cross_entropy):
+    // the Triton kernel writes the gradient into the bf16 logits in forward and saves them, 2 B per logit against
+    // the native kernel's 2 + 4. NeMo's Megatron-Bridge performance scripts set it from container 25.09.
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    const double T = 8192.0, V = 128256.0;
+    auto lossBytes = [&](const FrameworkSettings& f) {
+        p.framework = f;
+        return predictMemory(llama, c, p).stages.back().other.logitsLossBytes;
+    };
+    FrameworkSettings f;
+    f.name = "nemo";
+    for (const char* v : {"25.09", "25.11", "26.02", ""}) {
+        f.version = v;
+        EXPECT_EQ(crossEntropyOf(f), "te") << v;
+        EXPECT_DOUBLE_EQ(lossBytes(f), 2.0 * T * V) << v;
+    }
+    for (const char* v : {"24.07", "25.07", "2024"}) {
+        f.version = v;
+        EXPECT_EQ(crossEntropyOf(f), "fused") << v;
+        EXPECT_DOUBLE_EQ(lossBytes(f), 6.0 * T * V) << v;
+    }
+    f.crossEntropy = "te"; // stated wins over the version's default
+    EXPECT_DOUBLE_EQ(lossBytes(f), 2.0 * T * V);
+    FrameworkSettings m;
+    m.name = "megatron";
+    EXPECT_EQ(crossEntropyOf(m), "fused"); // Megatron-LM's --cross-entropy-fusion-impl defaults to native
+    m.crossEntropy = "te";
+    EXPECT_DOUBLE_EQ(lossBytes(m), 2.0 * T * V);
+    m.crossEntropy = "eager";
+    EXPECT_DOUBLE_EQ(lossBytes(m), 12.0 * T * V);
+    FrameworkSettings tt;
+    tt.name = "torchtitan";
+    EXPECT_EQ(crossEntropyOf(tt), "eager");
+    // The plan key round-trips and a value that names no kernel is refused at its pointer.
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"framework", "megatron"}, {"cross_entropy", "te"}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(parsed.framework.crossEntropy, std::optional<std::string>("te"));
+    EXPECT_EQ(planToJson(parsed)["cross_entropy"], "te");
+    (void)parsePlan({{"cross_entropy", "liger"}}, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems.items().front().where.find("/plan/cross_entropy"), std::string::npos);
+}
+
 TEST(Memory, AutocastKeepsFp32StateAnFp32StreamAndEachWeightsCopyUntilItsBackward) {
     // torch.autocast over fp32 parameters: fp32 weights (the master), fp32 gradients, two moments: 16 B per
     // parameter, as mixed's 2 + 2 + 4 + 8. The residual stream is fp32, so each norm's saved input is 4 B an element,

@@ -175,6 +175,23 @@ TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     EXPECT_FALSE(a.has("--add-qkv-bias"));
 }
 
+TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {
+    // "fused" is what tessel costs for Megatron-core's vocab-parallel loss; "te" keeps only the logits, which
+    // Transformer Engine's kernel overwrites with their gradient; NeMo's performance recipes run it from 25.09.
+    Scenario s = preset("llama3-8b-h100");
+    auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--cross-entropy-loss-fusion"), "");
+    EXPECT_FALSE(a.has("--cross-entropy-fusion-impl"));
+    s.plan.framework.name = "nemo";
+    s.plan.framework.version = "25.11";
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--cross-entropy-loss-fusion"), "");
+    EXPECT_EQ(a.at("--cross-entropy-fusion-impl"), "te");
+    s.plan.framework.crossEntropy = "eager";
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_FALSE(a.has("--cross-entropy-loss-fusion"));
+}
+
 TEST(ExportMegatron, InterleavedScheduleGivesLayersPerVirtualStage) {
     const auto a = parseMegatron(exportPlan(preset("llama3-70b-h100"), ExportFormat::Megatron));
     EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "4");

@@ -132,6 +132,24 @@ TEST(MegatronImport, BfloatMainGradientsFollowGradReduceInBf16) {
     for (const auto& w : run.warnings) EXPECT_EQ(w.find("grad_reduce_in_bf16"), std::string::npos) << w;
 }
 
+// --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te: the plan's cross_entropy "te"; native is "fused".
+TEST(MegatronImport, TheCrossEntropyFlagsNameTheLossKernel) {
+    const std::string at = "  use_distributed_optimizer ....................... True\n";
+    auto import = [&](const std::string& impl) {
+        std::string log = smallLog();
+        log.insert(log.find(at), "  cross_entropy_fusion_impl ....................... " + impl + "\n");
+        log.insert(log.find(at), "  cross_entropy_loss_fusion ....................... True\n");
+        return importMegatronLog(parseMegatronLog(log, impl + ".log"), cluster());
+    };
+    for (const auto& [impl, kernel] : {std::pair<std::string, std::string>{"te", "te"}, {"native", "fused"}}) {
+        const ImportedRun run = import(impl);
+        EXPECT_EQ(run.scenario["plan"]["cross_entropy"], kernel) << impl;
+        EXPECT_EQ(crossEntropyOf(parseScenario(run.scenario, "imported").plan.framework), kernel) << impl;
+        for (const auto& w : run.warnings) EXPECT_EQ(w.find("cross_entropy"), std::string::npos) << w;
+    }
+    EXPECT_FALSE(importMegatronLog(parseMegatronLog(smallLog(), "plain.log"), cluster()).scenario["plan"].contains("cross_entropy"));
+}
+
 // --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.
 TEST(MegatronImport, OptimizerInstancesAreHybridSharding) {
     std::string log = smallLog();

@@ -17,6 +17,11 @@ struct FrameworkSettings {
     std::string name = "generic";  // megatron | nemo | megascale | deepspeed | fsdp | torchtitan | generic
     std::string version;           // free text: a year ("2023"), a Megatron-core version ("core_r0.9.0"), ...
     std::optional<std::string> ddpImpl;          // Megatron: "local" (bucketed after backward) | "torch" (DDP hooks)
+    // The loss kernel: "fused" (Megatron-core's vocab-parallel cross-entropy, fused or not: an fp32 softmax kept
+    // for backward), "te" (Transformer Engine's parallel_cross_entropy, --cross-entropy-fusion-impl te: the gradient
+    // written into the logits in forward) or "eager" (PyTorch's cross_entropy(logits.float())). Unset: the
+    // framework's default for its version (crossEntropyOf).
+    std::optional<std::string> crossEntropy;
     std::optional<bool> overlapGradReduce;       // gradient reduction runs during backward (per bucket)
     std::optional<bool> overlapParamGather;      // ZeRO-1/2: updated-parameter all-gather overlaps the next forward
     std::optional<bool> tpCommOverlap;           // TP collectives pipelined with their GEMMs (TE userbuffers)
@@ -83,8 +88,14 @@ bool fp8ParamGatherOf(const FrameworkSettings& f);
 // before 2025 (foreach = not job_config.optimizer.fused until pytorch/torchtitan #881, 2025-02-24, made "fused" the
 // default), false otherwise (Megatron-LM, NeMo, DeepSpeed: fused Adam). FORMULAS.md §3.
 bool foreachOptimizerOf(const FrameworkSettings& f);
-// Whether the loss is eager PyTorch, cross_entropy(logits.float()): without fused kernels, and always under
-// torchtitan, whose loss_fn runs outside the compiled blocks (train.py, Dec 2024).
+// The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
+// (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
+// loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
+// Megatron-Bridge performance scripts set cross_entropy_fusion_impl = "te" (Megatron-Bridge 568b3a3ef,
+// 2025-08-28: scripts/performance configs; v0.2.0 utils/helpers.py and recipes/llama/llama3.py); "fused"
+// otherwise (Megatron-LM's --cross-entropy-fusion-impl defaults to native). docs/frameworks.md.
+std::string crossEntropyOf(const FrameworkSettings& f);
+// Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 
 // Bytes moved per parameter a rank holds, per micro-batch (averaged over the step's micro-batches), to add each
