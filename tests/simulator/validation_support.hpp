@@ -1,4 +1,4 @@
-// Shared by the validation tests: a small published-run record a reader can check by hand, and its reading.
+// Shared by the validation tests: small published-run records a reader can check by hand, and their reading.
 #pragma once
 
 #include "tessel/sim/validation.hpp"
@@ -41,6 +41,40 @@ inline ValidationCase load(const nlohmann::json& rec) {
 inline bool mentions(const std::vector<std::string>& assumptions, const std::string& what) {
     return std::any_of(assumptions.begin(), assumptions.end(),
                        [&](const std::string& a) { return a.find(what) != std::string::npos; });
+}
+
+// The record on `nodes` nodes of 8 GPUs at tp x pp with dp 1 and micro-batch 1.
+inline nlohmann::json onNodes(nlohmann::json r, int nodes, int tp, int pp) {
+    r["system"]["nodes"] = nodes;
+    r["system"]["total_gpus"] = nodes * 8;
+    r["plan"]["tp"] = tp;
+    r["plan"]["pp"] = pp;
+    r["plan"]["dp"] = 1;
+    r["plan"]["micro_batch"] = 1;
+    return r;
+}
+
+// The record's 32 GPUs as pure data parallelism (tp 1, pp 1, no sequence parallelism).
+inline void dataParallelOnly(nlohmann::json& r) {
+    r["plan"]["tp"] = 1;
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 32;
+    r["plan"]["sequence_parallel"] = false;
+}
+
+// Llama 3 405B as Meta describes it (Llama Team 2024, §3.3.2): 126 layers on 16 pipeline stages, one layer fewer
+// on the first and the last; context parallelism 16 for the long-context stage; FP8 on H100.
+inline nlohmann::json llama405(int gpus, int cp, int seq) {
+    nlohmann::json r = record();
+    r["id"] = "llama3-405b";
+    r["model"] = {{"name", "Llama 3 405B"}, {"layers", 126}, {"hidden", 16384}, {"heads", 128}, {"kv_heads", 8},
+                  {"ffn_hidden", 53248}, {"vocab", 128256}, {"seq", seq}, {"params", 405e9}};
+    r["system"] = {{"gpu", "H100-SXM5-80GB"}, {"gpus_per_node", 8}, {"nodes", gpus / 8}, {"total_gpus", gpus},
+                   {"intra_node_link", "NVLink"}, {"inter_node_link", "RoCE 400 Gb/s"}, {"precision", "bf16"}};
+    r["plan"] = {{"tp", 8}, {"pp", 16}, {"cp", cp}, {"dp", gpus / (8 * 16 * cp)}, {"ep", 1}, {"vpp", 1},
+                 {"micro_batch", 1}, {"global_batch", gpus / (8 * 16 * cp) * 16}, {"recompute", "selective"},
+                 {"sequence_parallel", true}, {"zero", 1}, {"distributed_optimizer", true}, {"framework", "Megatron-LM"}};
+    return r;
 }
 
 } // namespace tessel::sim::test
