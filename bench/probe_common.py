@@ -1,6 +1,7 @@
 """What the PyTorch probes of the lent GPU share (bench/gpu_kernels_probe.py, bench/torchtitan_block_probe.py,
-bench/fsdp_capacity_probe.py): the document every probe writes, nvidia-smi queries, a profiler breakdown of
-kernels, and running parts one by one so that a call stopped from outside still leaves what ran."""
+bench/fsdp_capacity_probe.py, bench/power_probe.py): the document every probe writes, nvidia-smi queries and a
+background power and clock log, a profiler breakdown of kernels, and running parts one by one so that a call
+stopped from outside still leaves what ran."""
 import json
 import subprocess
 import time
@@ -53,6 +54,63 @@ def run_probe(torch, name, what, parts, runners, out):
     doc["nvidia_smi_after"] = smi("clocks.sm,temperature.gpu")
     write(doc, out)
     return doc
+
+
+class PowerLog:
+    """nvidia-smi sampled every 100 ms in the background; phases mark their start and end on the host clock."""
+
+    def __init__(self, path):
+        self.path, self.phases, self.proc = path, [], None
+        for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
+            q = f"timestamp,power.draw,clocks.sm,clocks.mem,temperature.gpu,{reasons}"
+            if smi(q) and "Field" not in smi(q):
+                self.query = q
+                break
+        else:
+            self.query = "timestamp,power.draw,clocks.sm,clocks.mem,temperature.gpu"
+
+    def start(self):
+        try:
+            self.file = open(self.path, "w")
+            self.proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={self.query}", "--format=csv,noheader,nounits",
+                                          "-lms", "100"], stdout=self.file, stderr=subprocess.DEVNULL)
+        except Exception:
+            self.proc = None
+
+    def mark(self, name, t0, t1):
+        self.phases.append({"phase": name, "start_unix": t0, "end_unix": t1})
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.file.close()
+
+    def summary(self):
+        """Mean power, SM clock and the throttle reasons seen, per phase."""
+        samples = []
+        try:
+            for line in open(self.path):
+                f = [x.strip() for x in line.split(",")]
+                try:
+                    ts = time.mktime(time.strptime(f[0].split(".")[0], "%Y/%m/%d %H:%M:%S")) + float("0." + f[0].split(".")[1])
+                    samples.append((ts, float(f[1]), float(f[2]), float(f[3]), float(f[4]), f[5] if len(f) > 5 else ""))
+                except (ValueError, IndexError):
+                    continue
+        except OSError:
+            return []
+        out = []
+        for ph in self.phases:
+            s = [x for x in samples if ph["start_unix"] <= x[0] <= ph["end_unix"]]
+            if not s:
+                out.append(dict(ph, samples=0))
+                continue
+            out.append(dict(ph, samples=len(s), power_w_mean=sum(x[1] for x in s) / len(s),
+                            power_w_max=max(x[1] for x in s), sm_mhz_mean=sum(x[2] for x in s) / len(s),
+                            sm_mhz_min=min(x[2] for x in s), mem_mhz_mean=sum(x[3] for x in s) / len(s),
+                            temperature_c_max=max(x[4] for x in s),
+                            throttle_reasons=sorted({x[5] for x in s})))
+        return out
 
 
 def kernel_class(name):

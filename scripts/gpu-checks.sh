@@ -8,10 +8,13 @@
 #
 #   bash scripts/gpu-checks.sh [STAGE...] [--out DIR]
 #
-#   STAGE   build | check | bench | calibrate | holdout | probe | all (default: all = the six in that order).
+#   STAGE   build | check | bench | calibrate | holdout | probe | power | all (default: all = the seven in
+#           that order).
 #           Every stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
 #           probe: bench/gpu_kernels_probe.py, the presets' paper figures (HBM copy, bf16/fp8 GEMM sweep,
 #           FlashAttention-2 and cuDNN attention curves, GEMM/copy contention) measured through PyTorch.
+#           power: bench/power_probe.py, each kernel class (bf16/fp8 GEMM, attention, HBM copy, GEMMs at 75/50/25%
+#           duty) held at the power limit: first ~40 ms against sustained rate, power and SM clock.
 #   --out   where the report goes (default: $OUT when set, else build/gpu-checks/out): report.md, report.json,
 #           gpu-checks.log, artifacts.tar.gz (test output, run folders, bench points) and, after calibrate,
 #           <cluster>-calibrated.json. Five files, none deeper than the folder itself.
@@ -39,14 +42,14 @@ stages=()
 out="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    build | check | bench | calibrate | holdout | probe) stages+=("$1"); shift ;;
-    all) stages+=(build check bench calibrate holdout probe); shift ;;
+    build | check | bench | calibrate | holdout | probe | power) stages+=("$1"); shift ;;
+    all) stages+=(build check bench calibrate holdout probe power); shift ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
-    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
-    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate holdout probe all; --out DIR)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
+    *) echo "gpu-checks: unknown argument '$1' (stages: build check bench calibrate holdout probe power all; --out DIR)" >&2; exit 2 ;;
   esac
 done
-[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate holdout probe)
+[ ${#stages[@]} -gt 0 ] || stages=(build check bench calibrate holdout probe power)
 
 build="${GPU_CHECKS_BUILD_DIR:-build/gpu}"
 work="$build-checks"   # one result file per check, and the artifacts (build/gpu-checks by default)
@@ -544,24 +547,39 @@ PY
 # (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes, and
 # the GEMM time a copy on n SMs takes away (contention, kappa's proxy).
 stage_probe() {
-  require_gpu probe || return $?
+  python_probe probe "kernel figures through PyTorch (HBM copy, bf16/fp8 GEMM sweep, FlashAttention-2 and cuDNN attention)" \
+    180 gpu_kernels_probe.py
+}
+
+# What the GPU sustains at its power limit, kernel class by kernel class (bench/power_probe.py): the sustained
+# rate against the first ~40 ms, power and SM clock, for the sustained-power term (docs/validation.md).
+stage_power() {
+  python_probe power "kernel classes held at the power limit (bf16/fp8 GEMM, attention, HBM copy, GEMM duty cycles)" \
+    90 power_probe.py --seconds 3
+}
+
+# One PyTorch probe as a stage: bounded by what the budget allows of SECONDS, the tail of its log shown, its JSON
+# read by the report's subcommand of the same name.
+python_probe() { # id, name, seconds wanted, bench/ script, its arguments...
+  local id=$1 name=$2 want=$3 script=$4
+  shift 4
+  require_gpu "$id" || return $?
   local t0=$(date +%s) t rc
-  local name="kernel figures through PyTorch (HBM copy, bf16/fp8 GEMM sweep, FlashAttention-2 and cuDNN attention)"
-  t=$(allow 180) || { not_run probe "$name"; return 1; }
-  say "probe: $name"
-  rm -f "$art/probe.json"
-  timeout "$t" "$py" "$root/bench/gpu_kernels_probe.py" --out "$art/probe.json" >"$art/probe.log" 2>&1
+  t=$(allow "$want") || { not_run "$id" "$name"; return 1; }
+  say "$id: $name"
+  rm -f "$art/$id.json"
+  timeout "$t" "$py" "$root/bench/$script" "$@" --out "$art/$id.json" >"$art/$id.log" 2>&1
   rc=$?
-  tail -n 12 "$art/probe.log"
-  report probe --id probe --name "$name" --json "$art/probe.json" --log "$art/probe.log" --rc $rc --limit "$t" \
-    --seconds $(($(date +%s) - t0)) --out "$results/probe.json"
+  tail -n 12 "$art/$id.log"
+  report "$id" --id "$id" --name "$name" --json "$art/$id.json" --log "$art/$id.log" --rc $rc --limit "$t" \
+    --seconds $(($(date +%s) - t0)) --out "$results/$id.json"
   progress
 }
 
 status=0
 # A stage's earlier results go before it runs, so the report never shows a stale verdict as this call's.
 declare -A stage_results=([build]="0" [check]="1 2 3 4 5 6 8a 8b 8b-*" [bench]="bench bench-fp32" [calibrate]="calibrate"
-                          [holdout]="holdout" [probe]="probe")
+                          [holdout]="holdout" [probe]="probe" [power]="power")
 for s in "${stages[@]}"; do
   if [ "$(elapsed)" -gt "$budget" ]; then
     say "stopping before '$s': $(elapsed) s of the ${budget} s budget used; run 'bash scripts/gpu-checks.sh $s' next"

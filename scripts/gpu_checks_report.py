@@ -3,7 +3,7 @@
 check left (GoogleTest JSON and output, run folders, benchmark points, the calibrated cluster file), and the
 report (report.md and report.json, and a short table printed last).
 
-  gpu_checks_report.py build|gtest|run|gpt2|bench|calibrate|holdout|probe|skip --id ID --name TEXT ... --out RESULT.json
+  gpu_checks_report.py build|gtest|run|gpt2|bench|calibrate|holdout|probe|power|skip --id ID --name TEXT ... --out RESULT.json
   gpu_checks_report.py peak --cluster NAME          (the cluster's dense bf16 peak in TFLOP/s)
   gpu_checks_report.py verdicts --results DIR       (exit 1 when a check failed)
   gpu_checks_report.py summary --results DIR --env ENV.json --out DIR [--note TEXT ...]
@@ -362,16 +362,48 @@ def cmd_probe(a):
     figures["points_with_errors"] = len(errors)
     r["figures"] = figures
     lacking = [k for k in ("copy_d2d", "gemm", "attention") if not any(p["kind"] == k and "error" not in p for p in pts)]
-    if a.rc != 0 or lacking:
+    probe_verdict(a, r, f"no points for {', '.join(lacking)}" if lacking else "",
+                  lambda: f"{len(pts)} points ({len(errors)} refused by their backend); bf16 GEMM best "
+                          f"{figures['gemm_bf16_best_tflops']:.0f} TFLOP/s, copy {figures['copy_d2d_best_gb_per_s']:.0f} GB/s")
+
+
+def probe_verdict(a, r, missing, passed):
+    """A probe's verdict, written to a.out: fail when it was stopped, exited non-zero or lacks what `missing`
+    names, with its log's tail; else pass, with passed()'s line."""
+    if a.rc != 0 or missing:
         r["verdict"] = "fail"
-        r["detail"] = (f"did not finish in {a.limit} s" if a.rc == 124 else
-                       f"exited {a.rc}" if a.rc else f"no points for {', '.join(lacking)}")
+        r["detail"] = f"did not finish in {a.limit} s" if a.rc == 124 else f"exited {a.rc}" if a.rc else missing
         r["log_tail"] = tail(a.log)
     else:
         r["verdict"] = "pass"
-        r["detail"] = (f"{len(pts)} points ({len(errors)} refused by their backend); bf16 GEMM best "
-                       f"{figures['gemm_bf16_best_tflops']:.0f} TFLOP/s, copy {figures['copy_d2d_best_gb_per_s']:.0f} GB/s")
+        r["detail"] = passed()
     write(a.out, r)
+
+
+def cmd_power(a):
+    """bench/power_probe.py: each kernel class held at the power limit, its first ~40 ms against its sustained rate,
+    with the mean power and SM clock nvidia-smi saw. Pass when it finished and both GEMM and copy phases ran (an fp8
+    phase a GPU refuses is said, not failed)."""
+    r = {"id": a.id, "name": a.name, "seconds": a.seconds, "log": os.path.basename(a.log)}
+    doc = json.load(open(a.json)) if os.path.exists(a.json) else {"points": []}
+    pts = [p for p in doc.get("points", []) if p.get("kind") == "sustained"]
+    power = {ph["phase"]: ph for ph in doc.get("power", []) if ph.get("samples")}
+    phases = {}
+    for p in pts:
+        if "error" in p:
+            phases[p["phase"]] = {"error": p["error"]}
+            continue
+        ph = power.get(p["phase"], {})
+        phases[p["phase"]] = {"unit": p["unit"], "burst": round(p["burst_rate"], 1), "sustained": round(p["sustained_rate"], 1),
+                              "sustained_over_burst": round(p["sustained_rate"] / p["burst_rate"], 3),
+                              "power_w": round(ph["power_w_mean"], 1) if ph else None,
+                              "sm_mhz": round(ph["sm_mhz_mean"]) if ph else None}
+    r["figures"] = {"device": doc.get("device"), "nvidia_smi": doc.get("nvidia_smi"), "phases": phases}
+    lacking = [k for k in ("gemm-bf16-8192", "copy") if "sustained" not in phases.get(k, {})]
+    g = phases.get("gemm-bf16-8192", {})
+    probe_verdict(a, r, f"no sustained rate for {', '.join(lacking)}" if lacking else "",
+                  lambda: f"{len(phases)} phases; bf16 8192^3 GEMM {g['burst']:.0f} -> {g['sustained']:.0f} TFLOP/s "
+                          f"({g['sustained_over_burst']:.3f}) at {g['sm_mhz']} MHz, {g['power_w']} W")
 
 
 def cmd_skip(a):
@@ -389,7 +421,7 @@ def load_results(folder):
         if name.endswith(".json"):
             out.append(json.load(open(os.path.join(folder, name))))
     order = ["0", "1", "2", "3", "4", "5", "6", "8a", "8b", "8b-32", "8b-tiles", "bench", "bench-fp32", "calibrate",
-             "holdout", "probe"]
+             "holdout", "probe", "power"]
     return sorted(out, key=lambda r: order.index(r["id"]) if r["id"] in order else 99)
 
 
@@ -489,6 +521,7 @@ def main():
     p = sub.add_parser("gpt2"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
     p.add_argument("--profile-dir", default="", help="bench/gpt2_pytorch.py --profile outputs (eager.json, compile.json)")
     p = sub.add_parser("probe"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
+    p = sub.add_parser("power"); common(p); p.add_argument("--json", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("bench"); common(p); p.add_argument("--dir", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("calibrate"); common(p); p.add_argument("--file", required=True); p.add_argument("--rc", type=int, required=True)
     p = sub.add_parser("holdout"); common(p); p.add_argument("--dir", required=True)
@@ -500,7 +533,7 @@ def main():
     p.add_argument("--quiet", action="store_true", help="write the report, print nothing")
     a = ap.parse_args()
     {"build": cmd_build, "gtest": cmd_gtest, "run": cmd_run, "gpt2": cmd_gpt2, "bench": cmd_bench, "calibrate": cmd_calibrate,
-     "holdout": cmd_holdout, "probe": cmd_probe, "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
+     "holdout": cmd_holdout, "probe": cmd_probe, "power": cmd_power, "skip": cmd_skip, "peak": cmd_peak, "verdicts": cmd_verdicts, "summary": cmd_summary}[a.cmd](a)
 
 
 if __name__ == "__main__":

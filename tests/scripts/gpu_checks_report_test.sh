@@ -2,7 +2,7 @@
 # The bookkeeping of scripts/gpu-checks.sh (scripts/gpu_checks_report.py) on synthetic check outputs, since no
 # GPU runs it in CI: GoogleTest results that pass, skip (no GPU) and fail; a check that timed out; a run folder
 # measured on the CPU (not the GPU); GPT-2 figures above and below target, with PyTorch's profile; the kernel
-# probe; verdicts and the report.
+# probe and the power probe; verdicts and the report.
 TESSEL="${TESSEL:-unused}" source "$(dirname "$0")/../cli/lib.sh"
 rep="$(dirname "$0")/../../scripts/gpu_checks_report.py"
 mkdir -p "$tmp/res" "$tmp/out"
@@ -121,6 +121,34 @@ python3 "$rep" probe --id probe --name probe --json "$tmp/p2.json" --log "$tmp/l
 check "a probe without attention points: fail, named" "$([ "$(verdict "$tmp/p2.res")" = fail ] && grep -q 'no points for attention' "$tmp/p2.res"; echo $?)"
 python3 "$rep" probe --id probe --name probe --json "$tmp/p1.json" --log "$tmp/log" --rc 124 --limit 180 --out "$tmp/p3.res" >/dev/null
 check "a probe stopped by its limit: fail" "$([ "$(verdict "$tmp/p3.res")" = fail ] && grep -q 'did not finish in 180 s' "$tmp/p3.res"; echo $?)"
+
+# The power probe: a GEMM and a copy held at the limit pass, with each phase's burst, sustained rate, power and
+# clock; an fp8 phase the GPU refuses is said; without the copy phase, or stopped, it fails.
+power() { # file, phases to leave out...
+  python3 - "$@" <<'PY'
+import json, sys
+pts = [{"kind": "sustained", "phase": "gemm-bf16-8192", "unit": "TFLOP/s", "burst_rate": 720.0, "sustained_rate": 676.8},
+       {"kind": "sustained", "phase": "gemm-fp8-8192", "error": "no fp8 GEMM on this GPU or torch"},
+       {"kind": "sustained", "phase": "copy", "unit": "GB/s", "burst_rate": 2900.0, "sustained_rate": 2880.0}]
+power = [{"phase": "gemm-bf16-8192", "samples": 30, "power_w_mean": 698.0, "sm_mhz_mean": 1371.0},
+         {"phase": "copy", "samples": 30, "power_w_mean": 420.0, "sm_mhz_mean": 1980.0}]
+pts = [p for p in pts if p["phase"] not in sys.argv[2:]]
+json.dump({"device": "NVIDIA H100 80GB HBM3", "points": pts, "power": power}, open(sys.argv[1], "w"))
+PY
+}
+power "$tmp/w1.json"
+python3 "$rep" power --id power --name power --json "$tmp/w1.json" --log "$tmp/log" --rc 0 --out "$tmp/w1.res" >/dev/null
+check "a power probe with GEMM and copy: pass, phases read" "$([ "$(verdict "$tmp/w1.res")" = pass ] && python3 -c "
+import json,sys; f=json.load(open(sys.argv[1]))['figures']['phases']
+assert f['gemm-bf16-8192'] == {'unit': 'TFLOP/s', 'burst': 720.0, 'sustained': 676.8, 'sustained_over_burst': 0.94,
+                               'power_w': 698.0, 'sm_mhz': 1371}, f
+assert f['gemm-fp8-8192'] == {'error': 'no fp8 GEMM on this GPU or torch'}
+" "$tmp/w1.res"; echo $?)"
+power "$tmp/w2.json" copy
+python3 "$rep" power --id power --name power --json "$tmp/w2.json" --log "$tmp/log" --rc 0 --out "$tmp/w2.res" >/dev/null
+check "a power probe without its copy phase: fail, named" "$([ "$(verdict "$tmp/w2.res")" = fail ] && grep -q 'no sustained rate for copy' "$tmp/w2.res"; echo $?)"
+python3 "$rep" power --id power --name power --json "$tmp/w1.json" --log "$tmp/log" --rc 124 --limit 90 --out "$tmp/w3.res" >/dev/null
+check "a power probe stopped by its limit: fail" "$([ "$(verdict "$tmp/w3.res")" = fail ] && grep -q 'did not finish in 90 s' "$tmp/w3.res"; echo $?)"
 
 # Verdicts: any fail or skip fails the call; the report lists every check and ends with the short table.
 python3 "$rep" verdicts --results "$tmp/res"; check "a failed check fails the call" $([ $? -eq 1 ]; echo $?)

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""What a GPU sustains at its power limit, kernel class by kernel class: the measurement the sustained-power term
+of tessel's cost model waits for (docs/validation.md, "Seen and left alone": runs on Blackwell, torchtitan's
+500 W H100s and FP8 runs predicted 5-20% fast; FORMULAS.md §3.1, sustained_tensor_fraction).
+
+The GEMM plateaus tessel uses (data/validation/gemm.json, the MAMF table) time one shape for about a second after
+a warm-up; a training step runs tensor cores for minutes at the power limit, and the 700 W H100 lent before held
+an 8192^3 bf16 GEMM at 1.37 GHz and 671-685 TFLOP/s against 717 in its first window
+(data/gpu/h100-2026-11-26/call4-torchtitan-block/block.json). Each phase below is held for --seconds after an
+idle second, and records its rate in the first ~40 ms (the burst a short benchmark sees) and in every window
+after, beside nvidia-smi's power, SM clock and throttle reasons sampled every 100 ms:
+
+- gemm-bf16-8192: torch.mm, 8192^3, bf16 (the dense plateau);
+- gemm-bf16-mamf: the MAMF table's best bf16 shape for this GPU family (H100/H200 2048x2048x13312, A100
+  1024x10240x5120, B200 1792x16128x3072, GB200 4096x9728x2048; else 4096^3);
+- gemm-fp8-8192: torch._scaled_mm, e4m3, 8192^3, split accumulators (what Transformer Engine's backward runs);
+- attention: scaled_dot_product_attention, causal, batch 2 x 32 heads x 8192 x 128, forward and backward;
+- copy: a 2 GiB device-to-device copy (HBM bound, the other end of the power range);
+- duty-75 / duty-50 / duty-25: 8192^3 bf16 GEMM bursts of about 3 ms alternating with an idle kernel
+  (torch.cuda._sleep) so the GEMMs fill that share of each period, the GEMMs timed alone: how the clock the
+  GEMMs get depends on the average power, as a layer's GEMMs between its attention and elementwise kernels.
+
+Fitting what the clock costs per watt (the DVFS curve) from these rates is for the session that reads them;
+nothing here is fitted. Prints a table last; writes every point to --out as JSON.
+
+  python3 bench/power_probe.py --out power.json [--seconds 4] [--quick] [--only gemm-bf16-8192 ...]
+"""
+import argparse
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from probe_common import PowerLog, probe_document, run_parts, write
+
+# The MAMF table's best bf16 shape per GPU family (stas00/ml-engineering compute/accelerator/README.md).
+MAMF_SHAPES = [("GB200", (4096, 9728, 2048)), ("B200", (1792, 16128, 3072)), ("H200", (2048, 2048, 13312)),
+               ("H100", (2048, 2048, 13312)), ("GH200", (1024, 15360, 4096)), ("A100", (1024, 10240, 5120))]
+
+
+def timed(fn, calls):
+    """Seconds for `calls` calls of fn, by CUDA events."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(calls):
+        fn()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) / 1e3
+
+
+def hold(name, fn, work, unit, log, seconds, points):
+    """fn held for `seconds` after an idle second: the first ~40 ms and then windows of about 0.25 s."""
+    fn()
+    torch.cuda.synchronize()
+    per_call = timed(fn, 3) / 3
+    time.sleep(1.0)  # let the clocks come back up
+    t0 = time.time()
+    burst_calls = max(1, int(0.04 / per_call))
+    burst = burst_calls * work / timed(fn, burst_calls)
+    window_calls = max(1, int(0.25 / per_call))
+    windows = []
+    while time.time() - t0 < seconds:
+        windows.append(window_calls * work / timed(fn, window_calls))
+    log.mark(name, t0, time.time())
+    tail = windows[len(windows) // 2:] or windows
+    points.append({"kind": "sustained", "phase": name, "unit": unit, "work_per_call": work,
+                   "seconds_per_call_cold": per_call, "burst_rate": burst, "window_rates": windows,
+                   "sustained_rate": sum(tail) / len(tail), "seconds": time.time() - t0})
+
+
+def gemm_bf16(shape):
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    return (lambda: torch.mm(a, b, out=c)), 2.0 * m * n * k
+
+
+def mamf_shape():
+    name = torch.cuda.get_device_name()
+    for family, shape in MAMF_SHAPES:
+        if family in name:
+            return shape
+    return (4096, 4096, 4096)
+
+
+def part_gemm_bf16_8192(points, log, seconds):
+    fn, work = gemm_bf16((8192, 8192, 8192))
+    hold("gemm-bf16-8192", fn, work / 1e12, "TFLOP/s", log, seconds, points)
+
+
+def part_gemm_bf16_mamf(points, log, seconds):
+    shape = mamf_shape()
+    fn, work = gemm_bf16(shape)
+    hold("gemm-bf16-mamf", fn, work / 1e12, "TFLOP/s", log, seconds, points)
+    points[-1]["shape"] = list(shape)
+
+
+def part_gemm_fp8_8192(points, log, seconds):
+    if not hasattr(torch, "_scaled_mm") or torch.cuda.get_device_capability() < (8, 9):
+        points.append({"kind": "sustained", "phase": "gemm-fp8-8192", "error": "no fp8 GEMM on this GPU or torch"})
+        return
+    n = 8192
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=False)
+    hold("gemm-fp8-8192", fn, 2.0 * n ** 3 / 1e12, "TFLOP/s", log, seconds, points)
+
+
+def part_attention(points, log, seconds):
+    b, h, s, d = 2, 32, 8192, 128
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    g = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        o.backward(g)
+        q.grad = k.grad = v.grad = None
+
+    # forward 4 b s^2 h d / 2 (causal), backward 2.5 x that
+    hold("attention", step, 3.5 * 4 * b * s * s * h * d / 2 / 1e12, "TFLOP/s", log, seconds, points)
+
+
+def part_copy(points, log, seconds):
+    n = 2 ** 30  # 2 GiB of bf16
+    src = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    hold("copy", lambda: dst.copy_(src), 2.0 * 2 * n / 1e9, "GB/s", log, seconds, points)
+
+
+def part_duty(points, log, seconds):
+    """GEMM bursts of about 3 ms, idle kernels between them so the GEMMs fill 75/50/25% of each period."""
+    fn, work = gemm_bf16((8192, 8192, 8192))
+    fn()
+    torch.cuda.synchronize()
+    per_call = timed(fn, 5) / 5
+    calls = max(1, int(0.003 / per_call))
+    burst_seconds = calls * per_call
+    cycles = 1_000_000
+    sleep_seconds = timed(lambda: torch.cuda._sleep(cycles), 3) / 3
+    for duty in (75, 50, 25):
+        idle = burst_seconds * (100 - duty) / duty
+        idle_cycles = max(1, int(cycles * idle / sleep_seconds))
+        time.sleep(1.0)
+        t0 = time.time()
+        rates = []
+        while time.time() - t0 < seconds:
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            torch.cuda._sleep(idle_cycles)
+            e[0].record()
+            for _ in range(calls):
+                fn()
+            e[1].record()
+            e[1].synchronize()
+            rates.append(calls * work / 1e12 / (e[0].elapsed_time(e[1]) / 1e3))
+        log.mark(f"duty-{duty}", t0, time.time())
+        tail = rates[len(rates) // 2:] or rates
+        points.append({"kind": "sustained", "phase": f"duty-{duty}", "unit": "TFLOP/s", "gemm_calls_per_burst": calls,
+                       "idle_seconds_per_burst": idle, "burst_rate": rates[0], "sustained_rate": sum(tail) / len(tail),
+                       "bursts": len(rates), "seconds": time.time() - t0})
+
+
+PARTS = {"gemm-bf16-8192": part_gemm_bf16_8192, "gemm-bf16-mamf": part_gemm_bf16_mamf,
+         "gemm-fp8-8192": part_gemm_fp8_8192, "attention": part_attention, "copy": part_copy, "duty": part_duty}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="JSON file for every point")
+    ap.add_argument("--seconds", type=float, default=4.0, help="how long each phase is held (default 4)")
+    ap.add_argument("--quick", action="store_true", help="hold each phase 1 s (rehearsals)")
+    ap.add_argument("--only", choices=list(PARTS), action="append", help="parts to run (default all)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("power_probe: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 3
+    seconds = 1.0 if args.quick else args.seconds
+    doc = probe_document(torch, "rates, power and SM clocks of kernel classes held at the power limit "
+                                "(bench/power_probe.py)",
+                         "name,driver_version,clocks.max.sm,power.limit,power.max_limit,temperature.gpu")
+    log = PowerLog(args.out + ".smi.csv")
+    log.start()
+    run_parts(doc, args.only or list(PARTS),
+              {name: (lambda points, fn=fn: fn(points, log, seconds)) for name, fn in PARTS.items()}, args.out)
+    log.stop()
+    doc["power"] = log.summary()
+    doc["smi_query"] = log.query
+    write(doc, args.out)
+
+    print(f"device {doc['device']}, torch {doc['torch']}, {doc['nvidia_smi']}")
+    power = {ph["phase"]: ph for ph in doc["power"] if ph.get("samples")}
+    print(f"{'phase':<16} {'unit':>8} {'burst':>8} {'sustained':>10} {'ratio':>6} {'W':>5} {'MHz':>6}")
+    for p in doc["points"]:
+        if "error" in p:
+            print(f"{p['phase']:<16} {p['error'][:100]}")
+            continue
+        ph = power.get(p["phase"], {})
+        print(f"{p['phase']:<16} {p['unit']:>8} {p['burst_rate']:8.1f} {p['sustained_rate']:10.1f} "
+              f"{p['sustained_rate'] / p['burst_rate']:6.3f} {ph.get('power_w_mean', 0):5.0f} {ph.get('sm_mhz_mean', 0):6.0f}")
+    print(f"errors: {doc.get('errors', 'none')}; seconds per part: {doc['seconds']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
