@@ -404,6 +404,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     ops.push_back(norm("norm_mlp"));
     const bool swiglu = model.activation == Activation::Swiglu;
+    // Squared ReLU moves GELU's bytes (read the fc1 output, write its activation; backward the same again): it is
+    // costed as the gelu kernel under its own name.
+    const std::string activation = swiglu ? "swiglu" : model.activation == Activation::SquaredRelu ? "squared_relu" : "gelu";
     if (model.moe) {
         const double routed = T * d(s.topK);
         ops.push_back(gemm("router", s.tokens, model.moe->experts, s.hidden, e));
@@ -411,7 +414,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         const int64_t perExpert = std::max<int64_t>(1, static_cast<int64_t>(routed / d(std::max<int64_t>(1, s.expertsLocal))));
         const double nExp = d(s.expertsLocal);
         ops.push_back(gemm("expert_fc1", perExpert, (swiglu ? 2 : 1) * s.expertFfnLocal, s.hidden, e, nExp));
-        ops.push_back(memoryOp(swiglu ? "expert_swiglu" : "expert_gelu", swiglu ? "swiglu" : "gelu",
+        ops.push_back(memoryOp("expert_" + activation, swiglu ? "swiglu" : "gelu",
                                (swiglu ? 3.0 : 2.0) * e * routed * d(s.expertFfnLocal)));
         ops.push_back(gemm("expert_fc2", perExpert, s.hidden, s.expertFfnLocal, e, nExp));
         ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * routed * h));
@@ -422,7 +425,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             act.backwardByteFactor = kernel_cost::kEagerSwigluBackwardFactor;
             ops.push_back(act);
         } else {
-            ops.push_back(memoryOp(swiglu ? "swiglu" : "gelu", swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)));
+            ops.push_back(memoryOp(activation, swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)));
         }
         ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
     }

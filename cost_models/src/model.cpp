@@ -6,7 +6,9 @@
 
 namespace tessel {
 
-std::string toString(Activation a) { return a == Activation::Gelu ? "gelu" : "swiglu"; }
+std::string toString(Activation a) {
+    return a == Activation::Gelu ? "gelu" : a == Activation::Swiglu ? "swiglu" : "squared_relu";
+}
 std::string toString(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
 std::string toString(PositionEmbedding p) { return p == PositionEmbedding::Learned ? "learned" : "rope"; }
 
@@ -87,7 +89,8 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.ffnHidden = r.requireInt("ffn_hidden", 1, 1 << 26);
     m.vocab = r.requireInt("vocab", 1, 1 << 26);
     m.seqLen = r.requireInt("seq_len", 1, kBig);
-    m.activation = r.requireEnum("activation", {"gelu", "swiglu"}) == "gelu" ? Activation::Gelu : Activation::Swiglu;
+    const std::string activation = r.requireEnum("activation", {"gelu", "swiglu", "squared_relu"});
+    m.activation = activation == "gelu" ? Activation::Gelu : activation == "swiglu" ? Activation::Swiglu : Activation::SquaredRelu;
     m.norm = r.optEnum("norm", "layernorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::LayerNorm
                                                                                         : NormKind::RmsNorm;
     m.position = r.optEnum("position_embedding", "learned", {"learned", "rope"}) == "learned"

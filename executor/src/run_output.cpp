@@ -26,6 +26,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (plan.zeroReplicas > 1)
         problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
                                                  "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");
+    if (model.activation == Activation::SquaredRelu)
+        problems.add("/model/activation", "the executor's MLP is GELU or SwiGLU; squared_relu is predicted and exported "
+                                          "(Megatron-LM --squared-relu), not run by tessel run yet");
     if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",

@@ -272,6 +272,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     arg("--position-embedding-type", m.position == PositionEmbedding::Rope ? "rope" : "learned_absolute");
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.activation == Activation::Swiglu) arg("--swiglu");
+    if (m.activation == Activation::SquaredRelu) arg("--squared-relu");
     if (!m.tiedEmbeddings) arg("--untie-embeddings-and-output-weights");
     if (!m.linearBias) {
         arg("--disable-bias-linear");

@@ -239,7 +239,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     else if (log.paddedVocab) model["vocab"] = *log.paddedVocab;
     else problems.add(log.source, "the log states no vocabulary size (padded_vocab_size, or the tokenizer's \"> padded vocab "
                                   "(size: V) with D dummy tokens (new size: P)\" line)");
-    model["activation"] = flag("swiglu").value_or(false) ? "swiglu" : "gelu";
+    model["activation"] = flag("swiglu").value_or(false)         ? "swiglu"
+                          : flag("squared_relu").value_or(false) ? "squared_relu"
+                                                                 : "gelu";
     for (const char* other : {"squared_relu", "openai_gelu", "onnx_safe"})
         if (flag(other).value_or(false)) warnings.push_back(std::string(other) + " = True: tessel models GELU or SwiGLU");
     const std::string norm = str("normalization").value_or("LayerNorm");

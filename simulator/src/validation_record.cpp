@@ -45,7 +45,11 @@ Family familyOf(const nlohmann::json& model) {
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, false, true, "MPT"};
     } else if (contains(n, "bloom")) {
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, true, "BLOOM"};
-    } else if (contains(n, "nemotron") || contains(n, "gpt") || contains(n, "megatron") || contains(n, "opt")) {
+    } else if (contains(n, "nemotron")) {
+        // Nemotron-3 / -4 as NeMo's launcher configs build them (conf/training/nemotron/*.yaml): squared ReLU,
+        // layernorm1p (a LayerNorm), rotary positions on half the head, no biases, untied embeddings, no dropout.
+        f = {Activation::SquaredRelu, NormKind::LayerNorm, PositionEmbedding::Rope, false, false, "Nemotron"};
+    } else if (contains(n, "gpt") || contains(n, "megatron") || contains(n, "opt")) {
         // Megatron-LM's GPT defaults: --attention-dropout 0.1 --hidden-dropout 0.1 (arguments.py).
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, true, true, "GPT", 0.1};
     } else {
@@ -54,6 +58,7 @@ Family familyOf(const nlohmann::json& model) {
     }
     const std::string act = lower(text(model, "activation"));
     if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) f.activation = Activation::Swiglu;
+    else if (contains(act, "relu2") || (contains(act, "squared") && contains(act, "relu"))) f.activation = Activation::SquaredRelu;
     else if (!act.empty()) f.activation = Activation::Gelu;
     const std::string norm = lower(text(model, "norm"));
     if (contains(norm, "rms")) f.norm = NormKind::RmsNorm;

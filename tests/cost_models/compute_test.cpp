@@ -133,6 +133,32 @@ TEST(Compute, EagerPyTorchMovesEveryOpsOwnBytes) {
                      findOp(layerCompute(gpt, c, Plan{}, recipe), "norm_attn").bytes * p.microBatch);
 }
 
+TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
+    // Nemotron's squared ReLU, like GELU, reads the fc1 output and writes its activation, the backward the same
+    // again, between an fc1 and an fc2 of the same shapes: time, memory and parameters are GELU's; only the name
+    // (what `tessel predict` lists) differs.
+    ModelConfig gelu = test::preset("gpt3-1.3b");
+    gelu.linearBias = false;
+    ModelConfig relu2 = gelu;
+    relu2.activation = Activation::SquaredRelu;
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute a = layerCompute(gelu, c, p, recipe), b = layerCompute(relu2, c, p, recipe);
+    EXPECT_DOUBLE_EQ(findOp(b, "squared_relu").bytes, findOp(a, "gelu").bytes);
+    EXPECT_THROW(findOp(b, "gelu"), std::runtime_error);
+    EXPECT_DOUBLE_EQ(b.forward.seconds, a.forward.seconds);
+    EXPECT_DOUBLE_EQ(b.backward().seconds, a.backward().seconds);
+    EXPECT_EQ(countParameters(relu2).total(relu2.layers), countParameters(gelu).total(gelu.layers));
+    EXPECT_DOUBLE_EQ(predictMemory(relu2, c, p).peakBytes, predictMemory(gelu, c, p).peakBytes);
+    // The model file's name round-trips.
+    const ModelConfig back = parseModel(modelToJson(relu2));
+    EXPECT_EQ(back.activation, Activation::SquaredRelu);
+    EXPECT_EQ(modelToJson(relu2)["activation"], "squared_relu");
+}
+
 TEST(Compute, AutocastCastsEveryWeightAndKeepsTheResidualStreamFp32) {
     // torch.autocast over fp32 parameters (FORMULAS.md §3.5): GPT-2 124M, one sequence of 1024, no dropout.
     ModelConfig gpt2 = test::preset("gpt2-124m");

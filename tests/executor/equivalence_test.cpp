@@ -285,6 +285,16 @@ TEST(Training, LossFallsOnTheTinyModel) {
     EXPECT_NEAR(r.losses.front(), std::log(256.0), 0.3); // starts near uniform over bytes
 }
 
+// A squared-ReLU MLP (Nemotron) is predicted and exported, not run: refused at /model/activation, never run as GELU.
+TEST(ValidateExecutable, SquaredReluIsRefusedNotRunAsGelu) {
+    ModelConfig model = tinyModel();
+    model.activation = Activation::SquaredRelu;
+    ProblemList problems;
+    validateExecutable(model, basePlan(), "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/model/activation");
+}
+
 // validateExecutable: each backend accepts its own precision recipes and refuses the others at
 // /plan/precision, naming the backend that does run them; an unknown backend is a problem at --backend.
 TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {

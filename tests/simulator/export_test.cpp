@@ -192,6 +192,14 @@ TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {
     EXPECT_FALSE(a.has("--cross-entropy-loss-fusion"));
 }
 
+TEST(ExportMegatron, SquaredReluIsMegatronsFlag) {
+    Scenario s = preset("llama3-8b-h100");
+    s.model.activation = Activation::SquaredRelu;
+    const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--squared-relu"), "");
+    EXPECT_FALSE(a.has("--swiglu"));
+}
+
 TEST(ExportMegatron, InterleavedScheduleGivesLayersPerVirtualStage) {
     const auto a = parseMegatron(exportPlan(preset("llama3-70b-h100"), ExportFormat::Megatron));
     EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "4");

@@ -150,6 +150,16 @@ TEST(MegatronImport, TheCrossEntropyFlagsNameTheLossKernel) {
     EXPECT_FALSE(importMegatronLog(parseMegatronLog(smallLog(), "plain.log"), cluster()).scenario["plan"].contains("cross_entropy"));
 }
 
+// --squared-relu: the model's squared_relu MLP, not GELU.
+TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
+    std::string log = smallLog();
+    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
+    log.insert(log.find(at), "  squared_relu .................................... True\n");
+    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "relu2.log"), cluster());
+    EXPECT_EQ(run.scenario["model"]["activation"], "squared_relu");
+    EXPECT_EQ(parseScenario(run.scenario, "imported").model.activation, Activation::SquaredRelu);
+}
+
 // --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.
 TEST(MegatronImport, OptimizerInstancesAreHybridSharding) {
     std::string log = smallLog();

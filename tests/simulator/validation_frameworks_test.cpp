@@ -273,6 +273,23 @@ TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
     EXPECT_EQ(frameworkOfRecord("Megatron-LM"), "megatron");
 }
 
+// Nemotron-3 / -4 as NeMo's launcher builds them: squared ReLU, LayerNorm, rotary, no biases, untied, no dropout.
+TEST(ValidationRecord, NemotronIsReadAsNemosConfigsBuildIt) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "Nemotron-4 340B";
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.model.activation, Activation::SquaredRelu);
+    EXPECT_EQ(c.scenario.model.norm, NormKind::LayerNorm);
+    EXPECT_EQ(c.scenario.model.position, PositionEmbedding::Rope);
+    EXPECT_FALSE(c.scenario.model.linearBias);
+    EXPECT_FALSE(c.scenario.model.tiedEmbeddings);
+    EXPECT_EQ(c.scenario.model.dropout, 0.0);
+    EXPECT_TRUE(mentions(c.assumptions, "Nemotron conventions"));
+    r["model"]["name"] = "GPT 7B";
+    r["model"]["activation"] = "squared-relu";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::SquaredRelu);
+}
+
 TEST(ValidationRecord, ShardingUnderItsOtherNames) {
     auto zeroOf = [](const nlohmann::json& planKeys) {
         nlohmann::json r = record();

@@ -12,7 +12,9 @@
 
 namespace tessel {
 
-enum class Activation { Gelu, Swiglu };
+// The MLP's activation. GELU and squared ReLU (Nemotron-3/-4, Megatron-LM --squared-relu) are one fc1 and one fc2
+// around an elementwise op of the same bytes; SwiGLU gates: fc1 is twice as wide (gate and up).
+enum class Activation { Gelu, Swiglu, SquaredRelu };
 enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionEmbedding { Learned, Rope };
 
