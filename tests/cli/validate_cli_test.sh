@@ -163,6 +163,11 @@ check "predict shows the trust band" "$(contains "$tmp/p" 'trust: on .* publishe
 "$TESSEL" predict --json >"$tmp/p.json" 2>&1
 python3 -c "
 import json; t=json.load(open('$tmp/p.json'))['time']; assert t['error_band']['kind']=='A100 / Megatron-style'" ; check "predict JSON has the band" $?
+check "a dense plan's band carries no MoE caveat" "$(python3 -c "
+import json,sys; t=json.load(open('$tmp/p.json'))['time']; sys.exit('error_band_note' in t)"; echo $?)"
+# A mixture-of-experts plan is shown the band with the caveat that no MoE run is in it.
+"$TESSEL" predict "$(dirname "$0")/../../scenarios/plans/mixtral-8x7b-h100.json" >"$tmp/moe" 2>&1; check "MoE predict exits 0" $?
+check "MoE predict says its band holds no MoE run" "$(contains "$tmp/moe" 'no published mixture-of-experts run is among them')"
 "$TESSEL" search --gpus 64 --global-batch 256 --fix tp=8,pp=8 --top 4 --no-progress >"$tmp/s" 2>&1; check "search exits 0" $?
 check "search shows the band column" "$(contains "$tmp/s" '±%')"
 finish
