@@ -27,7 +27,7 @@ struct SupportedType {
 // approximate mapping would give wrong parameter counts.
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
-    {"qwen2", Family::LlamaLike}, {"gpt2", Family::Gpt2},
+    {"qwen2", Family::LlamaLike}, {"nemotron", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
 
 constexpr int64_t kMaxWidth = int64_t{1} << 26;
@@ -106,7 +106,9 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
     // kv heads default to heads (MHA), as in LlamaConfig when num_key_value_heads is absent or null.
     m.kvHeads = gpt2 ? m.heads
                      : static_cast<int>(optIntOrNull(r, doc, "num_key_value_heads", m.heads, 1, 1 << 16));
-    const int64_t headDim = gpt2 ? 0 : optIntOrNull(r, doc, "head_dim", 0, 1, 1 << 16);
+    // Nemotron configs converted from NeMo name it kv_channels (Megatron's word).
+    const char* headDimKey = modelType == "nemotron" && !doc.contains("head_dim") ? "kv_channels" : "head_dim";
+    const int64_t headDim = gpt2 ? 0 : optIntOrNull(r, doc, headDimKey, 0, 1, 1 << 16);
     if (headDim > 0) m.headDim = headDim;
     else if (m.heads > 0 && m.hidden % m.heads == 0) m.headDim = m.hidden / m.heads;
     // else: left 0, and parseModel's model check reports that heads must divide hidden.
@@ -128,14 +130,18 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         m.dropout = r.optNumber("resid_pdrop", 0.1, 0.0, 0.99);
     } else {
         m.ffnHidden = r.requireInt("intermediate_size", 1, kMaxWidth);
-        const std::string act = r.optString("hidden_act", "silu");
+        const std::string act = r.optString("hidden_act", modelType == "nemotron" ? "relu2" : "silu");
         if (act == "silu" || act == "swish") {
             m.activation = Activation::Swiglu; // gate_proj * silu, up_proj, down_proj
+        } else if (act == "relu2" && modelType == "nemotron") {
+            m.activation = Activation::SquaredRelu; // NemotronMLP: up_proj, relu(x)^2, down_proj (no gate)
         } else {
             problems.add(r.pointer("hidden_act"), "unsupported hidden_act \"" + act + "\" for model_type " +
                                                       modelType + " (tessel models the SwiGLU MLP, hidden_act silu)");
         }
-        m.norm = NormKind::RmsNorm;
+        // Nemotron normalises with LayerNorm1P (a LayerNorm with weight and bias, modeling_nemotron.py) and rotates
+        // partial_rotary_factor of each head (0.5), a rotary op of a few MB a layer read here as the whole head.
+        m.norm = modelType == "nemotron" ? NormKind::LayerNorm : NormKind::RmsNorm;
         m.position = PositionEmbedding::Rope;
         m.tiedEmbeddings = r.optBool("tie_word_embeddings", false);
         // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has

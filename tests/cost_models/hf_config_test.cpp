@@ -116,6 +116,35 @@ TEST(HfConfig, Qwen2_7bHasQkvBiasOnly) {
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{7'615'616'512});
 }
 
+// Nemotron-4 4B (Minitron) as TensorRT-LLM's tests write its HuggingFace config: squared ReLU without a gate,
+// LayerNorm1P, GQA, untied, head dimension as kv_channels.
+TEST(HfConfig, NemotronIsSquaredReluWithLayerNorm) {
+    const ModelConfig m = parseHf("nemotron-4-4b");
+    EXPECT_EQ(m.layers, 32);
+    EXPECT_EQ(m.hidden, 3072);
+    EXPECT_EQ(m.heads, 24);
+    EXPECT_EQ(m.kvHeads, 8);
+    EXPECT_EQ(m.headDim, 128);
+    EXPECT_EQ(m.ffnHidden, 9216);
+    EXPECT_EQ(m.vocab, 256000);
+    EXPECT_EQ(m.activation, Activation::SquaredRelu);
+    EXPECT_EQ(m.norm, NormKind::LayerNorm);
+    EXPECT_EQ(m.position, PositionEmbedding::Rope);
+    EXPECT_FALSE(m.tiedEmbeddings);
+    EXPECT_FALSE(m.linearBias);
+    // By hand: embedding and head 2 x 256000 x 3072; a layer q and o 2 x 3072^2, k and v 2 x 3072 x 1024, up and
+    // down 2 x 3072 x 9216, two LayerNorms 4 x 3072; the final LayerNorm 2 x 3072: 4.19 B, Minitron's "4B".
+    const int64_t layer = 2 * 3072LL * 3072 + 2 * 3072LL * 1024 + 2 * 3072LL * 9216 + 4 * 3072;
+    EXPECT_EQ(countParameters(m).total(m.layers), 2 * 256000LL * 3072 + 32 * layer + 2 * 3072);
+    // relu2 is Nemotron's; another family with it is refused at hidden_act.
+    auto llama = hfConfig("llama3-8b");
+    llama["hidden_act"] = "relu2";
+    ProblemList problems;
+    (void)parseModel(llama, "", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems.items().front().where.find("hidden_act"), std::string::npos);
+}
+
 TEST(HfConfig, NameComesFromNameOrPath) {
     auto doc = hfConfig("llama3-8b");
     doc["_name_or_path"] = "meta-llama/Meta-Llama-3-8B";
