@@ -174,6 +174,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="hold each phase 1 s (rehearsals)")
     ap.add_argument("--only", choices=list(PARTS), action="append", help="parts to run (default all)")
     args = ap.parse_args()
+    if args.seconds <= 0:
+        ap.error(f"--seconds must be positive, not {args.seconds}")
     if not torch.cuda.is_available():
         print("power_probe: no GPU answers (torch.cuda.is_available() is False)", file=sys.stderr)
         return 3

@@ -242,8 +242,8 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     model["activation"] = flag("swiglu").value_or(false)         ? "swiglu"
                           : flag("squared_relu").value_or(false) ? "squared_relu"
                                                                  : "gelu";
-    for (const char* other : {"squared_relu", "openai_gelu", "onnx_safe"})
-        if (flag(other).value_or(false)) warnings.push_back(std::string(other) + " = True: tessel models GELU or SwiGLU");
+    for (const char* other : {"openai_gelu", "onnx_safe"})
+        if (flag(other).value_or(false)) warnings.push_back(std::string(other) + " = True: tessel models GELU, SwiGLU or squared ReLU");
     const std::string norm = str("normalization").value_or("LayerNorm");
     model["norm"] = norm == "RMSNorm" ? "rmsnorm" : "layernorm";
     if (norm != "RMSNorm" && norm != "LayerNorm") warnings.push_back("normalization = " + norm + ": modelled as LayerNorm");

@@ -158,6 +158,7 @@ TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
     const ImportedRun run = importMegatronLog(parseMegatronLog(log, "relu2.log"), cluster());
     EXPECT_EQ(run.scenario["model"]["activation"], "squared_relu");
     EXPECT_EQ(parseScenario(run.scenario, "imported").model.activation, Activation::SquaredRelu);
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("squared_relu"), std::string::npos) << w; // expressed, not warned
 }
 
 // --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.
