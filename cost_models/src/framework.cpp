@@ -26,7 +26,8 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"fused_kernels", &FrameworkSettings::fusedKernels},
                                                   {"grad_reduce_in_fp32", &FrameworkSettings::gradReduceInFp32},
                                                   {"fp8_param_gather", &FrameworkSettings::fp8ParamGather},
-                                                  {"foreach_optimizer", &FrameworkSettings::foreachOptimizer}};
+                                                  {"foreach_optimizer", &FrameworkSettings::foreachOptimizer},
+                                                  {"store_param_remainders", &FrameworkSettings::storeParamRemainders}};
     return flags;
 }
 
@@ -79,6 +80,19 @@ bool foreachOptimizerDefault(const FrameworkSettings& f) {
     if (f.name != "torchtitan") return false;
     const int year = frameworkYear(f);
     return year > 0 && year <= 2024;
+}
+
+// NeMo's optimizers (storeParamRemaindersOf in framework.hpp has the sources): NeMo 1's Apex
+// DistributedFusedAdam through container 24.12, Megatron-core's precision-aware optimizer for bf16 runs from 25.07.
+bool storeParamRemaindersDefault(const FrameworkSettings& f, bool fp8) {
+    if (f.name != "nemo") return false;
+    if (f.version.empty()) return !fp8;
+    if (const auto ym = containerYearMonth(f.version)) {
+        if (*ym <= std::make_pair(2024, 12)) return true;
+        return *ym >= std::make_pair(2025, 7) && !fp8;
+    }
+    const int year = frameworkYear(f);
+    return year != 0 && year <= 2024 ? true : !fp8;
 }
 
 bool fp8ParamGatherDefault(const FrameworkSettings& f) {
@@ -219,10 +233,11 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     o.gradReduceInFp32 = gradReduceInFp32Default(f);
     o.fp8ParamGather = fp8ParamGatherDefault(f);
     o.foreachOptimizer = foreachOptimizerDefault(f);
+    o.storeParamRemainders = storeParamRemaindersDefault(f, false);
     bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap,    &o.asyncTpGradReduce, &o.overlapP2pComm,
                         &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32, &o.fp8ParamGather,
-                        &o.foreachOptimizer};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 11, "one resolved value per framework flag");
+                        &o.foreachOptimizer, &o.storeParamRemainders};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 12, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);
@@ -236,6 +251,10 @@ bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or
 bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
 bool fp8ParamGatherOf(const FrameworkSettings& f) { return f.fp8ParamGather.value_or(fp8ParamGatherDefault(f)); }
 bool foreachOptimizerOf(const FrameworkSettings& f) { return f.foreachOptimizer.value_or(foreachOptimizerDefault(f)); }
+bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8) {
+    return f.storeParamRemainders.value_or(storeParamRemaindersDefault(f, fp8));
+}
+std::string optimizerDtypeOf(const FrameworkSettings& f) { return f.optimizerDtype.value_or("fp32"); }
 std::string crossEntropyOf(const FrameworkSettings& f) {
     if (f.crossEntropy) return *f.crossEntropy;
     if (f.lossInPlace.value_or(false)) return "te"; // tessel's executor, whatever framework the plan names
@@ -257,6 +276,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     f.version = r.optString("framework_version", "");
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy")) f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager"});
+    if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
@@ -269,6 +289,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (!f.version.empty()) plan["framework_version"] = f.version;
     if (f.ddpImpl) plan["ddp_impl"] = *f.ddpImpl;
     if (f.crossEntropy) plan["cross_entropy"] = *f.crossEntropy;
+    if (f.optimizerDtype) plan["optimizer_dtype"] = *f.optimizerDtype;
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;

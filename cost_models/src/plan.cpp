@@ -76,7 +76,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     return recipes;
 }
 
-PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework) {
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage) {
     const PrecisionRecipe* named = findPrecisionRecipe(precision);
     if (!named) throw InputError({{"/plan/precision", "unknown precision recipe \"" + precision + "\""}});
     PrecisionRecipe r = *named;
@@ -85,14 +85,29 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings and
     // norms stay bf16 and are gathered at 2 B; counting them at 1 B moves up to 13% too few bytes (Llama 3 8B,
     // whose untied 128K-token embeddings are 1.05 of its 8.0 B parameters).
-    if (r.fp8() && fp8ParamGatherOf(framework)) {
+    const bool fp8Params = r.fp8() && fp8ParamGatherOf(framework);
+    if (fp8Params) {
         r.fp8WeightCopyBytes = 0;
         r.gatherBytes = 1;
+    }
+    // The distributed optimizer's own state (ZeRO >= 1, bf16 weights beside an fp32 master). NeMo 1's Apex
+    // DistributedFusedAdam with optim.dtype=bf16 keeps Adam's moments in bf16 and, the optimizer's dtype being the
+    // model's, no master (store_params false), or a bf16 copy of FP8 parameters (store_params true under
+    // fp8_params): NeMo megatron_base_model.py setup_optimization (46aa1eef5e, 2024-08). Otherwise the fp32 master
+    // may be kept as remainders: the 16 low bits of each fp32 weight, whose high 16 bits are the bf16 weight itself
+    // (Apex DistributedFusedAdam store_param_remainders; Transformer Engine FusedAdam under Megatron-core's
+    // precision-aware optimizer), 2 B in place of 4. FP8 parameters are no bf16 weights to complete: fp32 master.
+    const bool bf16Master = zeroStage >= 1 && r.weightBytes == 2 && r.masterBytes == 4;
+    if (bf16Master && optimizerDtypeOf(framework) == "bf16") {
+        r.momentBytes = 2;
+        r.masterBytes = fp8Params ? 2 : 0;
+    } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.fp8())) {
+        r.masterBytes = 2;
     }
     return r;
 }
 
-PrecisionRecipe precisionRecipeOf(const Plan& plan) { return precisionRecipeOf(plan.precision, plan.framework); }
+PrecisionRecipe precisionRecipeOf(const Plan& plan) { return precisionRecipeOf(plan.precision, plan.framework, plan.zeroStage); }
 
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name) {
     for (const auto& r : precisionRecipes())

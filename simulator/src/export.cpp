@@ -99,6 +99,25 @@ void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& pr
                                  "llm-foundry's model code; set attention_unpad false");
 }
 
+// What the distributed optimizer keeps, as tessel predicted it (precisionRecipeOf): 16-bit master remainders only
+// where the framework has them (`remainders`: Megatron-core's precision-aware optimizer), bf16 optimizer state
+// without a master nowhere but NeMo 1's Apex DistributedFusedAdam, which no export format runs.
+void optimizerStateRules(const Plan& p, const std::string& framework, bool remainders, ProblemList& problems) {
+    const PrecisionRecipe* named = findPrecisionRecipe(p.precision);
+    if (!named) return;
+    const PrecisionRecipe kept = precisionRecipeOf(p);
+    if (kept.momentBytes < named->momentBytes)
+        problems.add("/plan/optimizer_dtype",
+                     framework + " keeps Adam's moments beside a separate master copy of the weights; bf16 optimizer "
+                                 "state with no master is NeMo 1's Apex DistributedFusedAdam (optim.dtype=bf16): set "
+                                 "optimizer_dtype fp32");
+    else if (kept.masterBytes == 2 && named->masterBytes == 4 && !remainders)
+        problems.add("/plan/store_param_remainders",
+                     framework + " keeps a full fp32 master; the 16-bit remainders tessel predicted are Apex's and "
+                                 "Megatron-core's precision-aware optimizer's: set store_param_remainders false, or "
+                                 "export --format megatron");
+}
+
 } // namespace export_detail
 
 namespace {
@@ -162,6 +181,7 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "Megatron-LM", problems);
+    optimizerStateRules(p, "Megatron-LM", true, problems);
     const RankSplit split = rankSplit(m, cluster, p);
     if (!split.expressible && !split.endsAsLayers)
         problems.add("/plan/pipeline_layers",
@@ -306,6 +326,9 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (activeOrder(p.rankOrder, p) != activeOrder(O{Tp, Cp, Ep, Dp, Pp}, p)) arg("--use-tp-pp-dp-mapping");
     if (p.sequenceParallel) arg("--sequence-parallel");
     if (p.zeroStage == 1) arg("--use-distributed-optimizer");
+    // The master as 16-bit remainders: Megatron-core's precision-aware optimizer (Transformer Engine's FusedAdam),
+    // whose store_param_remainders defaults to true with fp32 main parameters and moments.
+    if (p.zeroStage == 1 && precisionRecipeOf(p).masterBytes == 2) arg("--use-precision-aware-optimizer");
     // Hybrid sharding: that many copies of the distributed optimizer across the data-parallel domain.
     if (p.zeroStage == 1 && p.zeroReplicas > 1) arg("--num-distributed-optimizer-instances", str(p.zeroReplicas));
     if (p.offloadOptimizer) arg("--optimizer-cpu-offload"); // megatron-core >= 0.10: HybridDeviceOptimizer, fraction 1.0
@@ -400,6 +423,7 @@ int deepSpeedStage(const Plan& p) {
 
 void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "DeepSpeed", problems);
+    optimizerStateRules(p, "DeepSpeed", false, problems);
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32
     // master weights and Adam state over data parallel (ZeRO-1); over a single data-parallel rank the two are

@@ -60,6 +60,7 @@ bool llamaArchitecture(const ModelConfig& m) {
 // The plans Torchtitan cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "torchtitan", problems);
+    optimizerStateRules(p, "torchtitan", false, problems);
 
     // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
     // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.

@@ -362,6 +362,15 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         used.insert("grad_reduce_in_bf16");
     }
     if (bf16 || fp8) used.insert("accumulate_allreduce_grads_in_fp32");
+    // The precision-aware optimizer (Transformer Engine's FusedAdam under the distributed optimizer) keeps the fp32
+    // master as 16-bit remainders unless --no-store-param-remainders; moments or a master in another dtype
+    // (--exp-avg-dtype, --main-params-dtype) are not modelled and stay among what is not expressed.
+    if (flag("use_precision_aware_optimizer").value_or(false) && flag("use_distributed_optimizer").value_or(false) &&
+        (bf16 || fp8)) {
+        plan["store_param_remainders"] = flag("store_param_remainders").value_or(true);
+        used.insert("use_precision_aware_optimizer");
+        used.insert("store_param_remainders");
+    }
     if (const auto v = str("rank_order"); v && *v != "None") plan["rank_order"] = *v;
     for (const char* name : {"bf16", "fp16", "fp8", "fp8_format", "fp8_e4m3", "fp8_hybrid", "use_flash_attn", "attention_backend",
                              "checkpoint_activations", "recompute_method", "recompute_num_layers", "data_parallel_size",

@@ -287,7 +287,10 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
     ctx.cluster = &cluster;
     ctx.gpus = cluster.totalGpus();
     ctx.precisionOk = precisionSupported(cluster, precision);
-    if (findPrecisionRecipe(precision)) ctx.recipe = precisionRecipeOf(precision, framework);
+    if (findPrecisionRecipe(precision)) {
+        ctx.recipe = precisionRecipeOf(precision, framework);
+        for (int z = 0; z < 4; ++z) ctx.recipeByZero[static_cast<size_t>(z)] = precisionRecipeOf(precision, framework, z);
+    }
     ctx.capacityBytes = d(cluster.gpu.memoryBytes);
     ctx.reservedBytes = d(cluster.gpu.reservedBytes);
     return ctx;
@@ -563,7 +566,7 @@ namespace {
 // overfills the host does not fit: infinite bytes.
 double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
                        int stage, bool gpuOnly) {
-    const StageMemory st = stageMemory(*ctx.model, plan, ctx.recipe, s.memory, params, stage, ctx.reservedBytes,
+    const StageMemory st = stageMemory(*ctx.model, plan, ctx.recipeOf(plan), s.memory, params, stage, ctx.reservedBytes,
                                        ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster));
     return st.hostFits || gpuOnly ? st.totalBytes() : std::numeric_limits<double>::infinity();
 }
@@ -603,10 +606,10 @@ double optimizerSeconds(const SearchContext& ctx, const Plan& plan, const StageP
     // simulator adds what the last backward does not hide).
     if (plan.offloadOptimizer)
         return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
-               offloadTimes(*ctx.cluster, plan, ctx.recipe, params, 0.0).optimizerStepSeconds(
+               offloadTimes(*ctx.cluster, plan, ctx.recipeOf(plan), params, 0.0).optimizerStepSeconds(
                    std::numeric_limits<double>::infinity());
     return ctx.cluster->gpu.phaseFit("optimizer").timeScale *
-           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, ctx.recipe,
+           optimizerCompute(params.dense / denseShards + params.expert / expertShards, *ctx.cluster, ctx.recipeOf(plan),
                             foreachOptimizerOf(plan.framework))
                .seconds;
 }

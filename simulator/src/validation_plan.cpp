@@ -353,6 +353,12 @@ bool readFramework(Reading& r) {
         if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.gradReduceInFp32 = false;
         else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.gradReduceInFp32 = true;
     }
+    // The optimizer state's dtype: NeMo 1's optim.dtype (Apex DistributedFusedAdam), as optimizer_dtype or optim_dtype.
+    for (const char* key : {"optimizer_dtype", "optim_dtype"}) {
+        const std::string dt = lower(text(pl, key));
+        if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.optimizerDtype = "bf16";
+        else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.optimizerDtype = "fp32";
+    }
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
     // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
     if (auto compiled = boolean(pl, "compile")) {
@@ -719,8 +725,20 @@ bool readRecomputeAndCheck(Reading& r) {
     const bool mainGrads = named && named->megatronMainGrads();
     const bool fp8 = named && named->fp8();
     for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted) {
-        if ((d.rfind("grad_reduce_in_fp32 ", 0) == 0 && !mainGrads) || (d.rfind("fp8_param_gather ", 0) == 0 && !fp8)) continue;
+        if ((d.rfind("grad_reduce_in_fp32 ", 0) == 0 && !mainGrads) || (d.rfind("fp8_param_gather ", 0) == 0 && !fp8) ||
+            d.rfind("store_param_remainders ", 0) == 0)
+            continue;
         r.assume(d);
+    }
+    // The master's remainders only where there is an fp32 master of bf16 weights under a distributed optimizer, and
+    // their default depends on the GEMMs' dtype (storeParamRemaindersOf), so it is said here, resolved for this plan.
+    if (named && named->weightBytes == 2 && named->masterBytes == 4 && plan.zeroStage >= 1 &&
+        !plan.framework.storeParamRemainders && optimizerDtypeOf(plan.framework) == "fp32" &&
+        !(fp8 && fp8ParamGatherOf(plan.framework)) && plan.framework.name == "nemo") {
+        const bool remainders = storeParamRemaindersOf(plan.framework, fp8);
+        r.assume(std::string("store_param_remainders = ") + (remainders ? "true" : "false") + " (" + plan.framework.name +
+                 (plan.framework.version.empty() ? " (current)" : " " + plan.framework.version) + " default" +
+                 (remainders ? ": the fp32 master as 16-bit remainders beside the bf16 weights)" : ")"));
     }
     if (plan.pipelineSplit != PipelineSplit::Even) {
         resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled

@@ -40,14 +40,13 @@ assert o['predicted']==85 and o['median_abs_step_error'] <= 0.06, o['median_abs_
 assert len(d['fitted_constants'])==4, d['fitted_constants']"; check "out of sample within the guard" $?
 "$TESSEL" validate --fit >"$tmp/fit" 2>&1; check "fit exits 0" $?
 # Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (23 runs; measured 8.2% median, 15.9% max). Every one of them ran, so every one must
-# be predicted to fit (five were predicted OOM before bf16 main gradients and ZeRO over dp x cp), but Nemotron-4 340B
-# on 128 GPUs: 87.3 GiB predicted, 7.6 over, with bf16 weights beside their FP8 copies (docs/validation.md).
+# be predicted to fit (five were predicted OOM before bf16 main gradients and ZeRO over dp x cp, and Nemotron-4 340B
+# on 128 GPUs, 87.3 GiB, before its optim.dtype bf16 and NeMo 1's 16-bit master remainders: 65.8 GiB now).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nemo_h100_fp8.json" >"$tmp/nemo.json" 2>/dev/null; check "check set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/nemo.json')); o=d['overall']
 assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.10, o
-unfit = [r['id'] for r in d['results'] if not r['predicted_fits']]
-assert unfit in ([], ['n2407-nemotron-340b']), unfit" ; check "check set within its guard" $?
+assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "check set within its guard" $?
 # torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
 # (CP, TP, PP: 8B to 405B on 8-512 GPUs), and the June 2025 async-TP benchmark (70B on 256 GPUs, vanilla and async
 # TP, BF16 and Float8); measured 13.9% median step error, 4.3% median peak-memory error, every run predicted to fit.
@@ -96,13 +95,13 @@ assert o['records']==8 and o['predicted']==8 and o['max_abs_step_error'] <= 0.22
 assert all(r['predicted_fits'] for r in d['results'] if 'fsdp' not in r['id'] and r['id'].endswith(('-8', '-256'))), d['results']" ; check "GB200 set within its guard" $?
 # NVIDIA's DGX Cloud benchmarking recipes on H100 (24 runs: Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B,
 # BF16 and FP8, at the smallest and largest GPU count of each table; measured 7.3% median, 15.7% max). Every run
-# ran; the 340B FP8 one on 128 GPUs is predicted 87.3 GiB, as its NeMo 24.07 twin (docs/validation.md).
+# ran, so every run must be predicted to fit (the 340B FP8 one on 128 GPUs was 87.3 GiB before its recipe's FP8
+# parameters, bf16 optimizer state and NeMo 1's master remainders were read: 61.5 GiB).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_dgxc_h100.json" >"$tmp/dgxc.json" 2>/dev/null; check "DGX Cloud set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/dgxc.json')); o=d['overall']
 assert o['records']==24 and o['predicted']==24 and o['median_abs_step_error'] <= 0.09 and o['max_abs_step_error'] <= 0.18, o
-unfit = [r['id'] for r in d['results'] if not r['predicted_fits']]
-assert unfit in ([], ['dgxc-nemotron4-340b-128-fp8']), unfit" ; check "DGX Cloud set within its guard" $?
+assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "DGX Cloud set within its guard" $?
 # PyTorch on one H100 and one H200, measured by tessel (docs/validation.md), read as autocast over fp32
 # parameters (recipe amp). Eager runs multiply by GPT-2's 50257-word vocabulary unpadded, on cuBLAS's unaligned
 # fallback (-40% before that term; -11% and -6% on the H100 now, the rest host dispatch); torch.compile pads it

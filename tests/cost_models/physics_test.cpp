@@ -463,7 +463,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_TRUE(o.gradReduceInFp32);    // arguments.py forces fp32 main grads for --bf16
     EXPECT_FALSE(o.fp8ParamGather);     // --fp8-param-gather is off unless given
     EXPECT_FALSE(o.foreachOptimizer);   // fused Adam (Apex / Transformer Engine)
-    EXPECT_EQ(o.defaulted.size(), 11u);
+    EXPECT_FALSE(o.storeParamRemainders); // an fp32 master unless the precision-aware optimizer is asked for
+    EXPECT_EQ(o.defaulted.size(), 12u);
     f.ddpImpl = "torch";
     f.version = "2022";
     o = resolveOverlap(f, true, 0);
@@ -476,7 +477,7 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     f.overlapP2pComm = true;
     o = resolveOverlap(f, false, 0);
     EXPECT_TRUE(o.overlapP2pComm);
-    EXPECT_EQ(o.defaulted.size(), 10u);
+    EXPECT_EQ(o.defaulted.size(), 11u);
     // torchtitan runs eager PyTorch ops unless torch.compile (FORMULAS.md §3.4); stated, the plan wins.
     FrameworkSettings titan;
     titan.name = "torchtitan";

@@ -52,6 +52,59 @@ TEST(PrecisionRecipes, MainGradientsFollowTheFramework) {
     EXPECT_THROW(precisionRecipeOf("nope", megatron), InputError);
 }
 
+// What the distributed optimizer keeps (FORMULAS.md §2): NeMo 1's Apex DistributedFusedAdam keeps the fp32 master as
+// the 16 low bits the bf16 weights lack, or with optim.dtype bf16 no master and bf16 moments; NeMo 2 and
+// Megatron-Bridge turn Megatron-core's precision-aware optimizer (remainders) on for bf16 runs only.
+TEST(PrecisionRecipes, TheOptimizersStateFollowsTheFramework) {
+    FrameworkSettings nemo;
+    nemo.name = "nemo";
+    nemo.version = "24.07";
+    // bf16 weights 2 + bf16 main grads 2 + remainders 2 + moments 4 + 4 under ZeRO-1; no ZeRO: Apex FusedAdam's fp32 master.
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).bytesPerParameter(), 14);
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).optimizerBytesPerParameter(), 10);
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 0).optimizerBytesPerParameter(), 12);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo, 1).masterBytes, 2);  // 24.07: no fp8_params, bf16 weights to complete
+    nemo.version = "24.12";
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).masterBytes, 2);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo, 1).masterBytes, 4);  // fp8_params from 24.09: store_params, fp32
+    nemo.fp8ParamGather = false;
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo, 1).masterBytes, 2);
+    nemo.fp8ParamGather.reset();
+    nemo.version = "25.04";  // NeMo 2's performance scripts before the precision-aware optimizer
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).masterBytes, 4);
+    for (const char* v : {"25.07", "26.02", ""}) {
+        nemo.version = v;
+        EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).masterBytes, 2) << v;  // bf16: precision-aware
+        nemo.fp8ParamGather = false;
+        EXPECT_EQ(precisionRecipeOf("fp8", nemo, 1).masterBytes, 4) << v;       // FP8: not
+        nemo.fp8ParamGather.reset();
+    }
+    nemo.storeParamRemainders = false;  // stated, the plan wins (Megatron-core's --no-store-param-remainders)
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).masterBytes, 4);
+    // optim.dtype bf16: moments 2 + 2, no master beside the bf16 weights; with FP8 parameters a bf16 copy (store_params).
+    nemo.optimizerDtype = "bf16";
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 1).optimizerBytesPerParameter(), 4);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo, 1).optimizerBytesPerParameter(), 6);
+    EXPECT_EQ(precisionRecipeOf("megatron", nemo, 0).optimizerBytesPerParameter(), 12);  // Apex FusedAdam, no ZeRO
+    // Other frameworks keep an fp32 master unless a plan says otherwise; recipes without one are untouched.
+    FrameworkSettings megatron;
+    megatron.name = "megatron";
+    EXPECT_EQ(precisionRecipeOf("megatron", megatron, 1).masterBytes, 4);
+    megatron.storeParamRemainders = true;
+    EXPECT_EQ(precisionRecipeOf("megatron", megatron, 1).masterBytes, 2);
+    EXPECT_EQ(precisionRecipeOf("fsdp", megatron, 3).masterBytes, 0);
+    EXPECT_EQ(precisionRecipeOf("fp32", megatron, 1).masterBytes, 0);
+    // The plan keys round-trip and a bad dtype is named at its pointer.
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"framework", "nemo"}, {"store_param_remainders", false}, {"optimizer_dtype", "bf16"}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(planToJson(parsed)["store_param_remainders"], false);
+    EXPECT_EQ(planToJson(parsed)["optimizer_dtype"], "bf16");
+    (void)parsePlan({{"optimizer_dtype", "fp16"}}, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems.items().front().where.find("/plan/optimizer_dtype"), std::string::npos);
+}
+
 TEST(PlanJson, RoundTripsEveryField) {
     Plan p;
     p.tp = 2;

@@ -192,6 +192,23 @@ TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {
     EXPECT_FALSE(a.has("--cross-entropy-loss-fusion"));
 }
 
+// 16-bit master remainders are Megatron-core's precision-aware optimizer (store_param_remainders defaults to true
+// there); bf16 optimizer state without a master is NeMo 1's Apex optimizer, which no format runs.
+TEST(ExportMegatron, TheOptimizersStateIsWrittenOrRefused) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 1;
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--use-precision-aware-optimizer"));
+    s.plan.framework.storeParamRemainders = true;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--use-precision-aware-optimizer"), "");
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/store_param_remainders"));
+    s.plan.framework.storeParamRemainders.reset();
+    s.plan.framework.optimizerDtype = "bf16";
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/plan/optimizer_dtype"});
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/optimizer_dtype"));
+    s.plan.zeroStage = 0; // no distributed optimizer: the state is Apex FusedAdam's fp32, as predicted
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--use-precision-aware-optimizer"));
+}
+
 TEST(ExportMegatron, SquaredReluIsMegatronsFlag) {
     Scenario s = preset("llama3-8b-h100");
     s.model.activation = Activation::SquaredRelu;

@@ -150,6 +150,24 @@ TEST(MegatronImport, TheCrossEntropyFlagsNameTheLossKernel) {
     EXPECT_FALSE(importMegatronLog(parseMegatronLog(smallLog(), "plain.log"), cluster()).scenario["plan"].contains("cross_entropy"));
 }
 
+// --use-precision-aware-optimizer with the distributed optimizer: the master as remainders unless
+// --no-store-param-remainders (store_param_remainders False).
+TEST(MegatronImport, ThePrecisionAwareOptimizerKeepsRemainders) {
+    const std::string at = "  use_distributed_optimizer ....................... True\n";
+    std::string log = smallLog();
+    log.insert(log.find(at), "  use_precision_aware_optimizer ................... True\n");
+    ImportedRun run = importMegatronLog(parseMegatronLog(log, "pao.log"), cluster());
+    EXPECT_EQ(run.scenario["plan"]["store_param_remainders"], true);
+    Scenario s = parseScenario(run.scenario, "imported");
+    EXPECT_EQ(s.plan.zeroStage, 1);
+    EXPECT_EQ(precisionRecipeOf(s.plan).masterBytes, 2);
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("precision_aware"), std::string::npos) << w;
+    log.insert(log.find(at), "  store_param_remainders .......................... False\n");
+    run = importMegatronLog(parseMegatronLog(log, "pao-full.log"), cluster());
+    EXPECT_EQ(run.scenario["plan"]["store_param_remainders"], false);
+    EXPECT_FALSE(importMegatronLog(parseMegatronLog(smallLog(), "plain.log"), cluster()).scenario["plan"].contains("store_param_remainders"));
+}
+
 // --squared-relu: the model's squared_relu MLP, not GELU.
 TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
     std::string log = smallLog();

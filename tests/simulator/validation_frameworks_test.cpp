@@ -325,6 +325,37 @@ TEST(ValidationRecord, MainGradientDtypeUnderEachFrameworksName) {
     EXPECT_EQ(gradBytes(nemo), 4);
 }
 
+// NeMo's optimizer state: NeMo 1's distributed_fused_adam keeps the fp32 master as 16-bit remainders (said among the
+// assumptions), optim.dtype bf16 keeps bf16 moments and no master, a record that names Megatron-core's optimizer
+// keeps the fp32 master.
+TEST(ValidationRecord, NemosOptimizerStateAsItsRecipesKeepIt) {
+    auto recipe = [](const nlohmann::json& r) { return precisionRecipeOf(load(r).scenario.plan); };
+    nlohmann::json nemo = record();
+    nemo["plan"]["framework"] = "NeMo";
+    nemo["plan"]["framework_version"] = "24.07";
+    nemo["plan"]["distributed_optimizer"] = true;
+    nemo["plan"].erase("zero");
+    EXPECT_EQ(recipe(nemo).masterBytes, 2);
+    EXPECT_EQ(recipe(nemo).optimizerBytesPerParameter(), 10);
+    EXPECT_TRUE(mentions(load(nemo).assumptions, "store_param_remainders = true"));
+    nlohmann::json mcore = nemo;
+    mcore["plan"]["store_param_remainders"] = false;
+    EXPECT_EQ(recipe(mcore).masterBytes, 4);
+    EXPECT_FALSE(mentions(load(mcore).assumptions, "store_param_remainders"));
+    for (const char* key : {"optimizer_dtype", "optim_dtype"}) {
+        nlohmann::json half = nemo;
+        half["plan"][key] = "bf16";
+        EXPECT_EQ(recipe(half).optimizerBytesPerParameter(), 4) << key;
+        EXPECT_EQ(recipe(half).masterBytes, 0) << key;
+    }
+    // Megatron-LM's own records keep the fp32 master and say nothing of it.
+    nlohmann::json megatron = record();
+    megatron["plan"]["distributed_optimizer"] = true;
+    megatron["plan"].erase("zero");
+    EXPECT_EQ(recipe(megatron).masterBytes, 4);
+    EXPECT_FALSE(mentions(load(megatron).assumptions, "store_param_remainders"));
+}
+
 TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     // MosaicML's MPT benchmarks: llm-foundry's flash_attn_fn unpads q, k, v, its loss is flash-attn's fused
     // cross-entropy (no fp32 copy of the logits: fused kernels stay), and the pretraining yamls build learned

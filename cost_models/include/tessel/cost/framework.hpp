@@ -33,6 +33,13 @@ struct FrameworkSettings {
     std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
     std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
     std::optional<bool> foreachOptimizer;        // AdamW as torch.optim's foreach ops, not one fused kernel
+    // The distributed optimizer keeps the fp32 master as the 16 low bits each bf16 weight lacks (2 B, not 4):
+    // Apex DistributedFusedAdam (NeMo 1's distributed_fused_adam), Transformer Engine's FusedAdam under
+    // Megatron-core's precision-aware optimizer. Unset: storeParamRemaindersOf.
+    std::optional<bool> storeParamRemainders;
+    // The dtype the optimizer keeps its state in: "fp32", or "bf16" (Adam's moments in bf16 and no master beside
+    // the bf16 weights: NeMo 1's distributed_fused_adam with optim.dtype=bf16). Unset: fp32.
+    std::optional<std::string> optimizerDtype;
     // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
     // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
     std::optional<bool> lossInPlace;
@@ -55,6 +62,7 @@ struct OverlapSettings {
     bool gradReduceInFp32 = true;
     bool fp8ParamGather = false;
     bool foreachOptimizer = false;
+    bool storeParamRemainders = false;   // as for a bf16 plan (FP8 ones: storeParamRemaindersOf)
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
 
@@ -88,6 +96,16 @@ bool fp8ParamGatherOf(const FrameworkSettings& f);
 // before 2025 (foreach = not job_config.optimizer.fused until pytorch/torchtitan #881, 2025-02-24, made "fused" the
 // default), false otherwise (Megatron-LM, NeMo, DeepSpeed: fused Adam). FORMULAS.md §3.
 bool foreachOptimizerOf(const FrameworkSettings& f);
+// Whether a plan with bf16 weights beside an fp32 master under a distributed optimizer (ZeRO >= 1) keeps that
+// master as 16-bit remainders (FrameworkSettings::storeParamRemainders): stated, else NeMo's recipes: containers up
+// to 24.12 run NeMo 1's distributed_fused_adam, which stores remainders whenever the optimizer is fp32 and the
+// model bf16 without fp8_params (megatron_base_model.py setup_optimization, NeMo 46aa1eef5e, 2024-08); from 25.07
+// NeMo 2's and Megatron-Bridge's performance scripts turn on Megatron-core's precision-aware optimizer for bf16
+// runs (NeMo 1053bed8be, 2025-05-05; Megatron-Bridge 568b3a3ef), whose store_param_remainders defaults to true,
+// and not for FP8 ones (`fp8`: the plan's GEMMs are FP8). False for every other framework. docs/frameworks.md.
+bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8);
+// The optimizer state's dtype (FrameworkSettings::optimizerDtype): stated, else "fp32".
+std::string optimizerDtypeOf(const FrameworkSettings& f);
 // The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
 // (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
 // loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
@@ -141,7 +159,8 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
-// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather", "foreach_optimizer"); problems carry their JSON pointers.
+// "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather", "foreach_optimizer",
+// "store_param_remainders", "cross_entropy", "optimizer_dtype"); problems carry their JSON pointers.
 class ObjectReader;
 FrameworkSettings parseFrameworkSettings(ObjectReader& r);
 void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan);

@@ -37,7 +37,7 @@ struct PrecisionRecipe {
     Dtype computeDtype = Dtype::Bf16;   // weights as used by GEMMs, activations
     int weightBytes = 2;
     int gradBytes = 2;                  // gradient buffer the backward accumulates into
-    int masterBytes = 4;                // fp32 master copy (0 when the weights are the master)
+    int masterBytes = 4;                // fp32 master copy (0 when the weights are the master; 2 as remainders)
     int momentBytes = 4;                // each of Adam's two moments
     // FP8 training as Transformer Engine does it: GEMMs in this dtype (activations and everything else in
     // computeDtype), GEMM inputs saved for backward at its width, and per linear weight an FP8 copy and its
@@ -72,8 +72,10 @@ const std::vector<PrecisionRecipe>& precisionRecipes();
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 // The recipe as the framework runs it: a recipe with Megatron-style main gradients (bf16 weights, fp32 gradient
 // buffer: megatron, fp8) keeps and reduces them in bf16 (2 B) when grad_reduce_in_fp32 resolves false
-// (gradReduceInFp32Of). Throws InputError for an unknown recipe name.
-PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework);
+// (gradReduceInFp32Of). Under a distributed optimizer (zeroStage >= 1) the fp32 master of bf16 weights is 2 B of
+// remainders where storeParamRemaindersOf says so, and optimizer_dtype bf16 keeps 2 B moments and no master
+// (FORMULAS.md §2). Throws InputError for an unknown recipe name.
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0);
 
 struct Plan {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
