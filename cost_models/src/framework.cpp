@@ -275,7 +275,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     f.name = r.optEnum("framework", "generic", frameworkNames());
     f.version = r.optString("framework_version", "");
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
-    if (r.has("cross_entropy")) f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager"});
+    if (r.has("cross_entropy")) f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn"});
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);

@@ -413,6 +413,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // CUDA backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy), and
             // every loss computing in fp32/fp64, whose logits are already that type.
             o.logitsLossBytes = headInFlight * e * T * t.vocabLocal;
+        } else if (loss == "flash_attn") {
+            // flash-attn's cross_entropy (flash_attn/ops/triton/cross_entropy.py; apex's xentropy before it): it
+            // saves the 16-bit logits and an fp32 log-sum-exp per row, and its backward writes the gradient into a
+            // new tensor like the logits (inplace_backward off, llm-foundry's FusedCrossEntropyLoss default).
+            o.logitsLossBytes = headInFlight * e * T * t.vocabLocal + e * T * t.vocabLocal;
         } else if (loss == "eager") {
             // cross_entropy(logits.float()): at its backward's peak the fp32 log-softmax output it kept, the
             // dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.

@@ -97,6 +97,10 @@ void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& pr
         problems.add("/plan/attention_unpad",
                      framework + "'s attention takes q, k and v as they are; the unpadded gathers tessel costs are "
                                  "llm-foundry's model code; set attention_unpad false");
+    if (p.framework.crossEntropy.value_or("") == "flash_attn")
+        problems.add("/plan/cross_entropy",
+                     framework + " runs its own loss kernel; flash-attn's cross_entropy is llm-foundry's model code: "
+                                 "set cross_entropy fused, te or eager");
 }
 
 // What the distributed optimizer keeps, as tessel predicted it (precisionRecipeOf): 16-bit master remainders only

@@ -370,13 +370,26 @@ bool readFramework(Reading& r) {
     // llm-foundry (MosaicML's MPT benchmarks): its flash_attn_fn gathers q, k, v into flash-attn's unpadded layout
     // and scatters the output back. Its other ops are one kernel each either way (LayerNorm, GELU), and its loss
     // is flash-attn's fused cross-entropy (modeling_mpt.py: loss_fn 'fused_crossentropy', the default since
-    // 2023-05): no fp32 copy of the logits, so the plan keeps fused kernels.
-    // A record that states it is read as stated, whatever its framework.
+    // 2023-05): no fp32 copy of the logits, so the plan keeps fused kernels, and its loss is that kernel
+    // (cross_entropy flash_attn), not Megatron-core's with its fp32 softmax.
+    // A record that states either is read as stated, whatever its framework.
+    const bool llmFoundry = contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer");
     if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
-    else if (contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer")) {
+    else if (llmFoundry) {
         plan.framework.attentionUnpad = true;
         r.assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
     }
+    const std::string loss = lower(text(pl, "cross_entropy"));
+    const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn";
+    if (named) plan.framework.crossEntropy = loss;
+    else if (llmFoundry) {
+        plan.framework.crossEntropy = "flash_attn";
+        r.assume("llm-foundry: flash-attn's cross_entropy (loss_fn fused_crossentropy): the bf16 logits kept, their "
+                 "gradient a new bf16 tensor, no fp32 softmax");
+    }
+    if (!named && !loss.empty())
+        r.assume("cross_entropy \"" + text(pl, "cross_entropy") + "\" names no loss kernel tessel costs (fused, te, eager, "
+                 "flash_attn): read as " + crossEntropyOf(plan.framework));
     return true;
 }
 

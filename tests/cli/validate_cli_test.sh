@@ -56,17 +56,17 @@ import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
 assert o['records']==22 and o['median_abs_step_error'] <= 0.16, o
 assert o['median_abs_memory_error'] <= 0.06, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
-# The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 4.2% median, 25.3% max,
-# mean -3.3%; per-size medians -5.5% (760M) to +0.5% (13B); 154 of 158 predicted to fit): what the shared rows
-# taught, on other sizes.
+# The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 4.0% median, 25.4% max;
+# per-size medians within 6.5%; every one predicted to fit since flash-attn's loss is read as llm-foundry runs it):
+# what the shared rows taught, on other sizes.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_mpt_llm_foundry.json" >"$tmp/mpt.json" 2>/dev/null; check "MPT set exits 0" $?
 python3 -c "
 import json, re, statistics
 d=json.load(open('$tmp/mpt.json')); o=d['overall']
 assert o['records']==158 and o['predicted']==158 and o['median_abs_step_error'] <= 0.05 and o['max_abs_step_error'] <= 0.28, o
-# every run ran: at most the four MPT-350M runs predicted 2-3% over 40 GiB may be predicted not to fit
+# every run ran, so every run must be predicted to fit
 unfit = [r['id'] for r in d['results'] if not r['predicted_fits']]
-assert len(unfit) <= 4 and all('-350m-' in i for i in unfit), unfit
+assert not unfit, unfit
 by={}
 for r in d['results']: by.setdefault(re.match(r'mpt-\w+?-(\w+)-seq', r['id']).group(1), []).append(r['step_error'])
 assert all(abs(statistics.median(v)) <= 0.065 for v in by.values()), {k: statistics.median(v) for k, v in by.items()}" ; check "MPT set within its guard, per model size too" $?

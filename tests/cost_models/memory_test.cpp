@@ -307,6 +307,10 @@ TEST(Memory, TransformerEnginesCrossEntropyKeepsTheLogitsItOverwrites) {
     EXPECT_DOUBLE_EQ(lossBytes(m), 2.0 * T * V);
     m.crossEntropy = "eager";
     EXPECT_DOUBLE_EQ(lossBytes(m), 12.0 * T * V);
+    // flash-attn's cross_entropy (llm-foundry's loss): the bf16 logits and, at its backward, a bf16 gradient beside
+    // them, 2 + 2 B; the per-row fp32 log-sum-exp is 4 B a token, nothing a logit.
+    m.crossEntropy = "flash_attn";
+    EXPECT_DOUBLE_EQ(lossBytes(m), 4.0 * T * V);
     FrameworkSettings tt;
     tt.name = "torchtitan";
     EXPECT_EQ(crossEntropyOf(tt), "eager");

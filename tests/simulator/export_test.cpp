@@ -209,6 +209,14 @@ TEST(ExportMegatron, TheOptimizersStateIsWrittenOrRefused) {
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--use-precision-aware-optimizer"));
 }
 
+// flash-attn's cross_entropy is llm-foundry's model code: every format refuses it at its pointer.
+TEST(Export, FlashAttnsLossIsModelCode) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.framework.crossEntropy = "flash_attn";
+    for (ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::Torchtitan})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/cross_entropy"));
+}
+
 TEST(ExportMegatron, SquaredReluIsMegatronsFlag) {
     Scenario s = preset("llama3-8b-h100");
     s.model.activation = Activation::SquaredRelu;

@@ -372,11 +372,19 @@ TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     EXPECT_FALSE(eagerLossOf(c.scenario.plan.framework));
     EXPECT_TRUE(*c.scenario.plan.framework.attentionUnpad);
     EXPECT_TRUE(mentions(c.assumptions, "unpadded q, k, v"));
+    EXPECT_EQ(crossEntropyOf(c.scenario.plan.framework), "flash_attn"); // flash-attn's, not Megatron-core's loss
+    EXPECT_TRUE(mentions(c.assumptions, "flash-attn's cross_entropy"));
     // What a record states wins.
     r["plan"]["attention_unpad"] = false;
+    r["plan"]["cross_entropy"] = "torch_crossentropy";  // llm-foundry's other loss_fn: not a kernel tessel names
+    EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "flash_attn");
+    EXPECT_TRUE(mentions(load(r).assumptions, "names no loss kernel tessel costs"));
+    r["plan"]["cross_entropy"] = "eager";
     const ValidationCase stated = load(r);
     EXPECT_FALSE(*stated.scenario.plan.framework.attentionUnpad);
     EXPECT_FALSE(mentions(stated.assumptions, "unpadded q, k, v"));
+    EXPECT_EQ(crossEntropyOf(stated.scenario.plan.framework), "eager");
+    EXPECT_FALSE(mentions(stated.assumptions, "flash-attn's cross_entropy"));
     // Other frameworks keep their own code.
     r["source"] = "Someone et al. 2024";
     r["plan"]["framework"] = "Megatron-LM";

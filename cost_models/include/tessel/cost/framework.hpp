@@ -20,7 +20,9 @@ struct FrameworkSettings {
     // The loss kernel: "fused" (Megatron-core's vocab-parallel cross-entropy, fused or not: an fp32 softmax kept
     // for backward), "te" (Transformer Engine's parallel_cross_entropy, --cross-entropy-fusion-impl te: the gradient
     // written into the logits in forward) or "eager" (PyTorch's cross_entropy(logits.float())). Unset: the
-    // framework's default for its version (crossEntropyOf).
+    // framework's default for its version (crossEntropyOf). "flash_attn": flash-attn's cross_entropy (llm-foundry's
+    // fused_crossentropy): the logits and a per-row fp32 log-sum-exp kept, the gradient a new tensor of the
+    // logits' type (inplace_backward off, its default).
     std::optional<std::string> crossEntropy;
     std::optional<bool> overlapGradReduce;       // gradient reduction runs during backward (per bucket)
     std::optional<bool> overlapParamGather;      // ZeRO-1/2: updated-parameter all-gather overlaps the next forward
