@@ -58,8 +58,15 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
         out << ", " << (ov.fusedKernels ? "fused" : "eager PyTorch") << " elementwise kernels";
-        if (const auto* named = findPrecisionRecipe(pl.precision); named && named->gradBytes != precisionRecipeOf(pl).gradBytes)
-            out << ", 16-bit main gradients";
+        if (const auto* named = findPrecisionRecipe(pl.precision)) {
+            const PrecisionRecipe kept = precisionRecipeOf(pl);
+            if (named->gradBytes != kept.gradBytes) out << ", 16-bit main gradients";
+            if (kept.momentBytes < named->momentBytes) out << ", bf16 optimizer state (no fp32 master)";
+            else if (kept.masterBytes == 2 && named->masterBytes == 4) out << ", fp32 master as 16-bit remainders";
+            const std::string loss = crossEntropyOf(pl.framework);
+            if (loss != "fused") out << ", " << (loss == "te" ? "Transformer Engine's" : loss == "eager" ? "eager PyTorch" : "flash-attn's")
+                                     << " cross-entropy";
+        }
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
         if (pl.framework.attentionUnpad.value_or(false) && pl.flashAttention)
             out << ", attention on unpadded q/k/v (llm-foundry's gathers)";

@@ -47,6 +47,16 @@ assert abs(ob-4*oa) < 1e-6*ob, (oa, ob)" ; check "four replicas hold four times 
 check "bad zero-replicas exits 2" $([ $rc -eq 2 ]; echo $?)
 check "names --zero-replicas" "$(contains "$tmp/err" '--zero-replicas (/plan/zero_replicas)')"
 
+# NeMo 1's distributed optimizer (container 24.07) keeps the fp32 master as 16-bit remainders: 10 B of optimizer
+# state per parameter over the shards instead of 12, and predict says so where it names the framework's settings.
+"$TESSEL" predict --json --zero 1 --framework nemo --framework-version 24.07 >"$tmp/nemo.json" &&
+  "$TESSEL" predict --zero 1 --framework nemo --framework-version 24.07 >"$tmp/nemo.txt"; check "nemo plan exits 0" $?
+python3 -c "
+import json; a=json.load(open('$tmp/z1.json')); b=json.load(open('$tmp/nemo.json'))
+oa=a['memory']['stages'][1]['optimizer_bytes']; ob=b['memory']['stages'][1]['optimizer_bytes']
+assert abs(ob - oa * 10 / 12) < 1e-6 * oa, (oa, ob)" ; check "remainders hold 10 of 12 bytes" $?
+check "says the master is remainders" "$(contains "$tmp/nemo.txt" 'fp32 master as 16-bit remainders')"
+
 # 3. Bad flags: every problem listed, exit 2, named by flag.
 "$TESSEL" predict --tp 7 --pp 5 --global-batch 100 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad plan exits 2" $([ $rc -eq 2 ]; echo $?)
