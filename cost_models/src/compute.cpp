@@ -445,14 +445,23 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     if (recipe.fp8()) {
         // Transformer Engine: the linear layers' GEMMs run in FP8 (the router and attention's batched GEMMs do
         // not), with the casts around them as memory-bound kernels.
-        double outputs = 0.0, inputs = 0.0;
+        // Transformer Engine's LayerNormLinear writes the norm's output in FP8 (qkv, fc1); every other FP8 GEMM
+        // casts a bf16 input in its own kernel: the attention output before the projection, and the activation's
+        // output before fc2, which Megatron-core's fused bias-GELU / bias-SwiGLU kernels write in bf16
+        // (fused_bias_swiglu.py: activation_func_fp8_input_store keeps its input in FP8, not its output), as the
+        // MoE experts' permuted tokens and activation are. torchao's Float8Linear (fsdp_fp8) casts every input with
+        // dynamic scales, which torch.compile fuses into the producers: the projection input only, as before.
+        double outputs = 0.0, inputs = 0.0, castInputs = 0.0;
+        const bool te = recipe.name != "fsdp_fp8";
         for (auto& op : ops) {
             if (op.opClass != OpClass::Gemm || !op.hasWeights || op.name == "router") continue;
             op.dtype = recipe.gemmDtype;
             outputs += d(op.m) * d(op.n) * d(op.batch);
             inputs += d(op.m) * d(op.k) * d(op.batch);
+            if (te && op.name != "qkv" && op.name != "fc1") castInputs += d(op.m) * d(op.k) * d(op.batch);
         }
-        OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(T * d(s.qDimLocal), e));
+        if (!te) castInputs = T * d(s.qDimLocal);
+        OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
         cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e) / cast.bytes;
         ops.push_back(cast);
     }
@@ -615,7 +624,7 @@ double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, 
 }
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
 double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
-double fp8CastForwardBytes(double projectionInput, int e) { return (e + 1.0) * projectionInput; }
+double fp8CastForwardBytes(double castInputs, int e) { return (e + 1.0) * castInputs; }
 double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim) {

@@ -39,13 +39,13 @@ import json; d=json.load(open('$tmp/logo.json')); o=d['overall']
 assert o['predicted']==85 and o['median_abs_step_error'] <= 0.06, o['median_abs_step_error']
 assert len(d['fitted_constants'])==4, d['fitted_constants']"; check "out of sample within the guard" $?
 "$TESSEL" validate --fit >"$tmp/fit" 2>&1; check "fit exits 0" $?
-# Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (23 runs; measured 8.2% median, 15.9% max). Every one of them ran, so every one must
+# Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (23 runs; measured 7.4% median, 15.6% max). Every one of them ran, so every one must
 # be predicted to fit (five were predicted OOM before bf16 main gradients and ZeRO over dp x cp, and Nemotron-4 340B
 # on 128 GPUs, 87.3 GiB, before its optim.dtype bf16 and NeMo 1's 16-bit master remainders: 65.8 GiB now).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nemo_h100_fp8.json" >"$tmp/nemo.json" 2>/dev/null; check "check set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/nemo.json')); o=d['overall']
-assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.10, o
+assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.09, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "check set within its guard" $?
 # torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
 # (CP, TP, PP: 8B to 405B on 8-512 GPUs), and the June 2025 async-TP benchmark (70B on 256 GPUs, vanilla and async
@@ -94,7 +94,7 @@ import json; d=json.load(open('$tmp/gb200.json')); o=d['overall']
 assert o['records']==8 and o['predicted']==8 and o['max_abs_step_error'] <= 0.22, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "GB200 set within its guard" $?
 # NVIDIA's DGX Cloud benchmarking recipes on H100 (24 runs: Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B,
-# BF16 and FP8, at the smallest and largest GPU count of each table; measured 7.3% median, 15.7% max). Every run
+# BF16 and FP8, at the smallest and largest GPU count of each table; measured 7.1% median, 15.4% max). Every run
 # ran, so every run must be predicted to fit (the 340B FP8 one on 128 GPUs was 87.3 GiB before its recipe's FP8
 # parameters, bf16 optimizer state and NeMo 1's master remainders were read: 61.5 GiB).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_dgxc_h100.json" >"$tmp/dgxc.json" 2>/dev/null; check "DGX Cloud set exits 0" $?

@@ -50,11 +50,11 @@ double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits rea
 // probabilities, e per element each; attention dropout reads them and writes its output and a byte mask.
 double softmaxBytes(double elements, int e);                       // 2 e x elements
 double dropoutBytes(double elements, int e);                       // (2 e + 1) x elements
-// FP8 casts around a layer's GEMMs (Transformer Engine): forward, the projection input (the others are fused into
-// the norm and activation kernels); backward, each output gradient cast and transposed (read e, write 1 + 1) and
-// each saved FP8 input transposed for its weight gradient (read 1, write 1). `outputs` and `inputs` are the
-// elements of the four GEMMs' outputs and inputs on this rank.
-double fp8CastForwardBytes(double projectionInput, int e);
+// FP8 casts around a layer's GEMMs (Transformer Engine): forward, the bf16 inputs of the GEMMs whose input no
+// fused norm writes in FP8 (the attention projection's, fc2's, the experts'); backward, each output gradient cast
+// and transposed (read e, write 1 + 1) and each saved FP8 input transposed for its weight gradient (read 1,
+// write 1). `outputs` and `inputs` are the elements of the layer's GEMM outputs and inputs on this rank.
+double fp8CastForwardBytes(double castInputs, int e);
 double fp8CastBackwardBytes(double outputs, double inputs, int e);
 // Eager PyTorch (framework fused_kernels false, FORMULAS.md §3.4): every op a model line launches moves its own
 // bytes. Forward bytes per element, and the backward's (autograd through the same ops) per element:
