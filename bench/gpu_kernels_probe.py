@@ -10,7 +10,8 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
 - attention through scaled_dot_product_attention with the FlashAttention-2 backend and the cuDNN backend
   (what Transformer Engine runs on Hopper), forward and backward, head dims 64/128/256, causal and not,
   sequence 512-16k at 16k tokens and hidden 2048: the setup of FlashAttention-3's Figs. 5-6 (Shah et al.
-  2024), whose bars the presets carry;
+  2024), whose bars the presets carry; and the same kernels with attention dropout 0.1 (head dim 128, causal,
+  2k and 8k), which NeMo's GPT-3 recipes run (attention_dropout 0.1) and the papers' bars leave out;
 - contention (FORMULAS.md §6.2, the constant kappa the presets take from user reports): a bf16 GEMM loop on one
   stream beside a persistent copy kernel on another that holds n SMs (8-64, NCCL's channel counts) and streams
   HBM as a collective does. Seconds of GEMM lost per second of copy is what kappa stands for; a one-GPU proxy:
@@ -143,6 +144,30 @@ def attention(points, quick):
                     except Exception as e:  # a shape this backend refuses: said, not fatal
                         row["error"] = f"{type(e).__name__}: {e}"[:200]
                     points.append(row)
+    # Attention dropout inside the fused kernel (Philox per score element, regenerated in the backward): the
+    # same shapes as rows above, so the report divides the times point by point.
+    for name, be in backends.items():
+        for s in ((2048,) if quick else (2048, 8192)):
+            d, b = 128, tokens // s
+            heads = hidden // d
+            row = {"kind": "attention_dropout", "backend": name, "head_dim": d, "causal": True, "seq": s, "batch": b,
+                   "heads": heads, "dropout_p": 0.1}
+            try:
+                q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                           for _ in range(3))
+                flops = 4 * b * s * s * heads * d / 2
+                with sdpa_kernel(be):
+                    fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1)
+                    t = bench(fwd)
+                    row.update(forward_seconds=t, forward_tflops=flops / t / 1e12)
+                    o = fwd()
+                    g = torch.randn_like(o)
+                    tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
+                    row.update(backward_seconds=tb, backward_tflops=2.5 * flops / tb / 1e12)
+                del q, k, v, o, g
+            except Exception as e:  # a backend without dropout: said, not fatal
+                row["error"] = f"{type(e).__name__}: {e}"[:200]
+            points.append(row)
 
 
 def contention(points, quick):
@@ -335,6 +360,11 @@ def main():
             fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
                    if "backward_tflops" in p else p.get("error", "")[:60])
             print(f"attn {p['backend']:<7}d{p['head_dim']:<4}{'causal' if p['causal'] else 'full  '} s{p['seq']:<6} {fig}")
+    for p in pts:
+        if p["kind"] == "attention_dropout":
+            fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
+                   if "backward_tflops" in p else p.get("error", "")[:60])
+            print(f"attn {p['backend']:<7}d{p['head_dim']:<4}causal s{p['seq']:<6} dropout {p['dropout_p']}  {fig}")
     for p in pts:
         if p["kind"] == "contention":
             print(f"contention ({p.get('order', 'gemms first')}): copy on {p['ctas']:>3} of {p['sms']} SMs at "

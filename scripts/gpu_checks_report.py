@@ -342,6 +342,20 @@ def cmd_probe(a):
             b = most("attention", "backward_tflops", backend=be, head_dim=d, causal=True)
             if f:
                 figures[f"attention_{be}_d{d}_causal_best_tflops"] = {"forward": f, "backward": b}
+    # Attention dropout (p 0.1) against the same shape without it: time with over time without, forward and
+    # backward, per backend and sequence. A probe from before 2026-11-27 has none and still passes.
+    slow = {}
+    for p in pts:
+        if p["kind"] != "attention_dropout" or "backward_seconds" not in p:
+            continue
+        base = [q for q in pts if q["kind"] == "attention" and "backward_seconds" in q and
+                all(q.get(k) == p.get(k) for k in ("backend", "head_dim", "causal", "seq", "batch"))]
+        if base:
+            slow[f"{p['backend']}_d{p['head_dim']}_s{p['seq']}"] = {
+                "forward": round(p["forward_seconds"] / base[0]["forward_seconds"], 3),
+                "backward": round(p["backward_seconds"] / base[0]["backward_seconds"], 3)}
+    if slow:
+        figures["attention_dropout_time_over_none"] = slow
     # Contention (kappa's one-GPU proxy): GEMM seconds lost per second of a copy holding n SMs, by n, for each
     # order the probe ran (the copy first, as a collective in flight; after, on a high-priority stream; a probe
     # before 2026-11-26 names no order). Host dispatch: the eager floor per layer by hidden size. Both extras: a

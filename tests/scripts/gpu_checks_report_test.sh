@@ -88,8 +88,13 @@ import json, sys
 pts = [{"kind": "copy_d2d", "bytes": 2 << 30, "seconds": 0.001, "gb_per_s": 4100.0},
        {"kind": "gemm", "dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "seconds": 0.0014, "tflops": 780.0},
        {"kind": "gemm", "dtype": "fp8", "m": 8192, "n": 8192, "k": 8192, "error": "RuntimeError: no fp8"},
-       {"kind": "attention", "backend": "flash2", "head_dim": 128, "causal": True, "seq": 8192, "forward_tflops": 330.0,
-        "backward_tflops": 250.0},
+       {"kind": "attention", "backend": "flash2", "head_dim": 128, "causal": True, "seq": 8192, "batch": 2,
+        "forward_tflops": 330.0, "backward_tflops": 250.0, "forward_seconds": 0.010, "backward_seconds": 0.033},
+       {"kind": "attention_dropout", "backend": "flash2", "head_dim": 128, "causal": True, "seq": 8192, "batch": 2,
+        "dropout_p": 0.1, "forward_tflops": 250.0, "backward_tflops": 200.0, "forward_seconds": 0.013,
+        "backward_seconds": 0.0396},
+       {"kind": "attention_dropout", "backend": "cudnn", "head_dim": 128, "causal": True, "seq": 8192, "batch": 2,
+        "dropout_p": 0.1, "error": "no kernel"},
        {"kind": "attention", "backend": "cudnn", "head_dim": 256, "causal": True, "seq": 8192, "error": "no kernel"},
        {"kind": "contention", "ctas": 16, "sms": 132, "gemm_seconds_alone": 0.042, "copy_seconds_alone": 0.03,
         "gemm_seconds_together": 0.051, "copy_seconds_together": 0.033, "gemm_seconds_lost_per_copy_second": 0.3},
@@ -107,8 +112,9 @@ probe "$tmp/p1.json"
 python3 "$rep" probe --id probe --name probe --json "$tmp/p1.json" --log "$tmp/log" --rc 0 --out "$tmp/p1.res" >/dev/null
 check "a probe with every kind: pass, figures read" "$([ "$(verdict "$tmp/p1.res")" = pass ] && python3 -c "
 import json,sys; f=json.load(open(sys.argv[1]))['figures']
-assert f['gemm_bf16_best_tflops'] == 780.0 and f['gemm_fp8_best_tflops'] is None and f['points_with_errors'] == 2
+assert f['gemm_bf16_best_tflops'] == 780.0 and f['gemm_fp8_best_tflops'] is None and f['points_with_errors'] == 3
 assert f['attention_flash2_d128_causal_best_tflops'] == {'forward': 330.0, 'backward': 250.0}
+assert f['attention_dropout_time_over_none'] == {'flash2_d128_s8192': {'forward': 1.3, 'backward': 1.2}}
 assert f['contention_gemm_seconds_lost_per_copy_second_by_ctas'] == {'16': 0.3}
 assert f['contention_after_high_priority_gemm_seconds_lost_by_ctas'] == {'16': 0.02}
 assert f['host_dispatch_floor_ms_per_layer_by_hidden'] == {'768': 1.5}
