@@ -456,6 +456,16 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         if (!cluster.gpu.peakFlopsPerSecond.count(rec->computeDtype))
             problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(rec->computeDtype) +
                                                  ", for which cluster '" + cluster.name + "' gives no peak flops");
+        // The optimizer-state keys change only a distributed optimizer's fp32 master of bf16 weights; stated where
+        // there is none, they would change nothing, so the plan says something tessel does not predict.
+        const bool bf16Master = rec->weightBytes == 2 && rec->masterBytes == 4 && plan.zeroStage >= 1;
+        const std::string why = plan.zeroStage < 1 ? "needs a distributed optimizer (zero_stage >= 1)"
+                                                   : "needs a recipe with bf16 weights beside an fp32 master (megatron, mixed, fp8); \"" +
+                                                         plan.precision + "\" has none";
+        if (plan.framework.optimizerDtype.value_or("fp32") == "bf16" && !bf16Master)
+            problems.add(field("optimizer_dtype"), "bf16 optimizer state " + why);
+        if (plan.framework.storeParamRemainders.value_or(false) && !bf16Master)
+            problems.add(field("store_param_remainders"), "keeping the fp32 master as 16-bit remainders " + why);
     } else {
         problems.add(field("precision"), "unknown precision recipe \"" + plan.precision + "\"");
     }

@@ -103,6 +103,28 @@ TEST(PrecisionRecipes, TheOptimizersStateFollowsTheFramework) {
     (void)parsePlan({{"optimizer_dtype", "fp16"}}, "/plan", problems);
     ASSERT_FALSE(problems.empty());
     EXPECT_NE(problems.items().front().where.find("/plan/optimizer_dtype"), std::string::npos);
+    // Stated where they would change nothing (no distributed optimizer, no fp32 master): refused, by pointer.
+    const ModelConfig model = test::preset("llama3-8b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");
+    Plan plan;
+    plan.dp = 8;
+    plan.globalBatch = 8;
+    plan.framework.optimizerDtype = "bf16";
+    plan.framework.storeParamRemainders = true;
+    ProblemList refused;
+    validatePlan(model, cluster, plan, "/plan", refused);
+    std::set<std::string> where;
+    for (const auto& pr : refused.items()) where.insert(pr.where);
+    EXPECT_EQ(where, (std::set<std::string>{"/plan/optimizer_dtype", "/plan/store_param_remainders"}));
+    plan.zeroStage = 1;
+    plan.precision = "fsdp";
+    ProblemList fsdp;
+    validatePlan(model, cluster, plan, "/plan", fsdp);
+    EXPECT_EQ(fsdp.items().size(), 2u);
+    plan.precision = "megatron";
+    ProblemList ok;
+    validatePlan(model, cluster, plan, "/plan", ok);
+    EXPECT_TRUE(ok.empty());
 }
 
 TEST(PlanJson, RoundTripsEveryField) {

@@ -205,7 +205,9 @@ TEST(ExportMegatron, TheOptimizersStateIsWrittenOrRefused) {
     s.plan.framework.optimizerDtype = "bf16";
     EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/plan/optimizer_dtype"});
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/optimizer_dtype"));
-    s.plan.zeroStage = 0; // no distributed optimizer: the state is Apex FusedAdam's fp32, as predicted
+    s.plan.zeroStage = 0; // without a distributed optimizer the key would change nothing: the plan is refused
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/optimizer_dtype"));
+    s.plan.framework.optimizerDtype.reset();
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--use-precision-aware-optimizer"));
 }
 
