@@ -255,6 +255,9 @@ bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8) {
     return f.storeParamRemainders.value_or(storeParamRemaindersDefault(f, fp8));
 }
 std::string optimizerDtypeOf(const FrameworkSettings& f) { return f.optimizerDtype.value_or("fp32"); }
+int64_t reduceBucketElementsOf(const FrameworkSettings& f) {
+    return f.reduceBucketSize.value_or(f.name == "deepspeed" ? int64_t{500000000} : int64_t{40000000});
+}
 std::string crossEntropyOf(const FrameworkSettings& f) {
     if (f.crossEntropy) return *f.crossEntropy;
     if (f.lossInPlace.value_or(false)) return "te"; // tessel's executor, whatever framework the plan names
@@ -277,6 +280,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy")) f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn"});
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
+    if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
@@ -290,6 +294,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.ddpImpl) plan["ddp_impl"] = *f.ddpImpl;
     if (f.crossEntropy) plan["cross_entropy"] = *f.crossEntropy;
     if (f.optimizerDtype) plan["optimizer_dtype"] = *f.optimizerDtype;
+    if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;

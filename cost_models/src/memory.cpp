@@ -403,7 +403,18 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * t.topK * h; // dispatch + combine
-    if (z >= 2) o.commBufferBytes += std::min(params.total(), 4.0e7) * recipe.gradReduceBytes(); // reduce bucket
+    if (z >= 2) {
+        const double bucket = static_cast<double>(reduceBucketElementsOf(plan.framework));
+        if (plan.framework.name == "deepspeed") {
+            // DeepSpeed allocates its reduce bucket whole, whatever the model's size, in the weights' dtype:
+            // stage 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
+            // overlap_comm is enabled"), stage 3 one (stage3.py: __ipg_bucket_flat_buffer).
+            const bool overlap = resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, z).overlapGradReduce;
+            o.commBufferBytes += (z == 2 && overlap ? 2.0 : 1.0) * bucket * recipe.weightBytes;
+        } else {
+            o.commBufferBytes += std::min(params.total(), bucket) * recipe.gradReduceBytes(); // Megatron-style bucket
+        }
+    }
     if (last) {
         const std::string loss = crossEntropyOf(plan.framework);
         if (loss == "te" || e >= 4.0) {

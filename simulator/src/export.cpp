@@ -559,10 +559,10 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         zero["overlap_comm"] = ov.overlapGradReduce;
         zero["contiguous_gradients"] = true;
         zero["reduce_scatter"] = true;
-        // tessel's memory model keeps one 40M-element reduce bucket (FORMULAS.md "Other"); DeepSpeed's
-        // default is 5e8.
-        zero["reduce_bucket_size"] = 40000000;
-        zero["allgather_bucket_size"] = 40000000;
+        // The bucket tessel's memory model holds (FORMULAS.md "Other"): the plan's reduce_bucket_size, else
+        // DeepSpeed's own default, 5e8.
+        zero["reduce_bucket_size"] = reduceBucketElementsOf(p.framework);
+        zero["allgather_bucket_size"] = reduceBucketElementsOf(p.framework);
     }
     if (stage == 3) {
         // tessel's ZeRO-3 gather buffers hold the current and the prefetched layer.

@@ -359,6 +359,9 @@ bool readFramework(Reading& r) {
         if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.optimizerDtype = "bf16";
         else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.optimizerDtype = "fp32";
     }
+    // DeepSpeed's zero_optimization.reduce_bucket_size, as a record states it (elements).
+    if (const auto bucket = number(pl, "reduce_bucket_size"); bucket && *bucket >= 1)
+        plan.framework.reduceBucketSize = static_cast<int64_t>(*bucket);
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
     // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
     if (auto compiled = boolean(pl, "compile")) {

@@ -72,6 +72,34 @@ TEST(MemoryHand, Llama70bZero3Over32Gpus) {
     EXPECT_DOUBLE_EQ(st.other.zero3GatherBytes, 2.0 * 2.0 * static_cast<double>(counts.perLayer()));
 }
 
+// DeepSpeed allocates its reduce bucket whole (reduce_bucket_size, default 5e8 elements) in the weights' dtype: two
+// at stage 2 under overlap_comm (stage_1_and_2.py's double ipg_buffer), one at stage 3 (stage3.py); other frameworks
+// keep Megatron's 40M-element bucket, at most the stage's parameters.
+TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    Plan p = llama70bZero3Over32();
+    auto bucket = [&](const Plan& q) { return predictMemory(m, c, q).stages[0].other.commBufferBytes; };
+    const double megatronStyle = bucket(p);
+    p.framework.name = "deepspeed";
+    EXPECT_DOUBLE_EQ(bucket(p) - megatronStyle, 2.0 * (5e8 - 4e7)); // stage 3: one bucket of 5e8 bf16 elements
+    p.zeroStage = 2;
+    const double stage2 = bucket(p);
+    p.framework.overlapGradReduce = true; // overlap_comm: the second ipg buffer
+    EXPECT_DOUBLE_EQ(bucket(p) - stage2, 2.0 * 5e8);
+    p.framework.reduceBucketSize = 50000000;
+    EXPECT_DOUBLE_EQ(stage2 - 2.0 * 5e8 + 2.0 * 2.0 * 5e7, bucket(p));
+    // The plan key round-trips; a bucket of no elements is refused at its pointer.
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"framework", "deepspeed"}, {"reduce_bucket_size", 200000000}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(reduceBucketElementsOf(parsed.framework), 200000000);
+    EXPECT_EQ(planToJson(parsed)["reduce_bucket_size"], 200000000);
+    (void)parsePlan({{"reduce_bucket_size", 0}}, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems.items().front().where.find("/plan/reduce_bucket_size"), std::string::npos);
+}
+
 // torchtitan's FSDP under pipelining keeps each stage's parameters gathered for the whole step and its gradients
 // unsharded until the one reduce-scatter: on top of the 16 B / shards of state, the gathered copy (2 B, FSDP's
 // bf16 param_dtype) and the fp32 accumulated gradients (4 B, its reduce_dtype) of every parameter of the stage;

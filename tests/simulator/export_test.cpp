@@ -548,7 +548,16 @@ TEST(ExportDeepSpeed, BatchSizesMultiplyOutAndPrecisionIsBf16WithFp32Grads) {
     EXPECT_EQ(ds.at("bf16").at("enabled"), true);
     EXPECT_EQ(ds.at("data_types").at("grad_accum_dtype"), "fp32") << "megatron recipe: fp32 main grads";
     EXPECT_EQ(ds.at("zero_optimization").at("stage"), 1);
+    // The bucket tessel costed: the plan's framework (here megatron) keeps 40M; a deepspeed plan DeepSpeed's 5e8.
     EXPECT_EQ(ds.at("zero_optimization").at("reduce_bucket_size"), 40000000);
+    Scenario deepspeed = s;
+    deepspeed.plan.framework.name = "deepspeed";
+    EXPECT_EQ(nlohmann::json::parse(exportPlan(deepspeed, ExportFormat::DeepSpeed)).at("zero_optimization").at("reduce_bucket_size"),
+              500000000);
+    Scenario stated = s;
+    stated.plan.framework.reduceBucketSize = 200000000;
+    const auto b = nlohmann::json::parse(exportPlan(stated, ExportFormat::DeepSpeed));
+    EXPECT_EQ(b.at("zero_optimization").at("reduce_bucket_size"), 200000000);
     EXPECT_FALSE(ds.contains("tensor_parallel"));
     EXPECT_FALSE(ds.contains("pipeline"));
     EXPECT_FALSE(ds.contains("activation_checkpointing")) << "selective + flash stores what none stores";

@@ -42,6 +42,9 @@ struct FrameworkSettings {
     // The dtype the optimizer keeps its state in: "fp32", or "bf16" (Adam's moments in bf16 and no master beside
     // the bf16 weights: NeMo 1's distributed_fused_adam with optim.dtype=bf16). Unset: fp32.
     std::optional<std::string> optimizerDtype;
+    // Elements of the gradient bucket a ZeRO-2/3 optimizer reduces at a time (DeepSpeed's
+    // zero_optimization.reduce_bucket_size). Unset: reduceBucketElementsOf.
+    std::optional<int64_t> reduceBucketSize;
     // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
     // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
     std::optional<bool> lossInPlace;
@@ -108,6 +111,10 @@ bool foreachOptimizerOf(const FrameworkSettings& f);
 bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8);
 // The optimizer state's dtype (FrameworkSettings::optimizerDtype): stated, else "fp32".
 std::string optimizerDtypeOf(const FrameworkSettings& f);
+// Elements of a ZeRO-2/3 gradient bucket (FrameworkSettings::reduceBucketSize): stated, else DeepSpeed's default
+// reduce_bucket_size, 5e8 (deepspeed/runtime/zero/config.py), for deepspeed, and Megatron's 40M (its DDP bucket)
+// for every other framework.
+int64_t reduceBucketElementsOf(const FrameworkSettings& f);
 // The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
 // (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
 // loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
