@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 #include <regex>
+#include <unordered_map>
 #include <utility>
 
 namespace tessel {
@@ -32,29 +33,45 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
 }
 
 namespace {
-// A NeMo / NGC container version, YY.MM (e.g. 23.11), as 2000 + YY and MM; nothing for any other version text.
-std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) {
-    std::smatch m;
-    if (!std::regex_search(v, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)"))) return std::nullopt;
-    return std::make_pair(2000 + std::stoi(m[1]), std::stoi(m[2]));
-}
-} // namespace
+// What a version string says, parsed once per distinct string and thread: the framework defaults are asked for
+// inside the plan search's inner loop (a stage's memory asks for the loss kernel), where a std::regex a call cost
+// the search 100x its pruning time under NeMo.
+struct VersionReading {
+    int year = 0;                                     // frameworkYear
+    std::optional<std::pair<int, int>> containerYm;   // containerYearMonth
+};
 
-int frameworkYear(const FrameworkSettings& f) {
-    const std::string& v = f.version;
-    if (v.empty()) return 0;
+VersionReading readVersion(const std::string& v) {
+    VersionReading out;
+    if (v.empty()) return out;
     std::smatch m;
-    if (std::regex_search(v, m, std::regex(R"((20[1-3][0-9]))"))) return std::stoi(m[1]);
-    if (const auto ym = containerYearMonth(v)) return ym->first;
+    // A NeMo / NGC container version, YY.MM (e.g. 23.11), as 2000 + YY and MM.
+    if (std::regex_search(v, m, std::regex(R"(^\s*([12][0-9])\.(0[1-9]|1[0-2])\b)")))
+        out.containerYm = std::make_pair(2000 + std::stoi(m[1]), std::stoi(m[2]));
+    if (std::regex_search(v, m, std::regex(R"((20[1-3][0-9]))"))) out.year = std::stoi(m[1]);
+    else if (out.containerYm) out.year = out.containerYm->first;
     // Megatron-core releases: 0.1-0.4 in 2023, 0.5-0.9 in 2024, 0.10 and later from 2025 (GitHub release dates).
-    if (std::regex_search(v, m, std::regex(R"((?:core[_ r]*|^\s*v?)0\.([0-9]+))"))) {
+    else if (std::regex_search(v, m, std::regex(R"((?:core[_ r]*|^\s*v?)0\.([0-9]+))"))) {
         const int minor = std::stoi(m[1]);
-        return minor <= 4 ? 2023 : minor <= 9 ? 2024 : 2025;
+        out.year = minor <= 4 ? 2023 : minor <= 9 ? 2024 : 2025;
     }
     // Megatron-LM v2.x (2020-21), v3.x (2022).
-    if (std::regex_search(v, m, std::regex(R"(^\s*v?([23])\.[0-9])"))) return m[1] == "2" ? 2021 : 2022;
-    return 0;
+    else if (std::regex_search(v, m, std::regex(R"(^\s*v?([23])\.[0-9])"))) out.year = m[1] == "2" ? 2021 : 2022;
+    return out;
 }
+
+const VersionReading& versionReading(const std::string& v) {
+    thread_local std::unordered_map<std::string, VersionReading> cache;
+    auto it = cache.find(v);
+    if (it == cache.end()) it = cache.emplace(v, readVersion(v)).first;
+    return it->second;
+}
+
+// A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
+std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { return versionReading(v).containerYm; }
+} // namespace
+
+int frameworkYear(const FrameworkSettings& f) { return versionReading(f.version).year; }
 
 namespace {
 // Megatron-LM keeps bf16 models' main gradients in fp32 (arguments.py forces --accumulate-allreduce-grads-in-fp32
@@ -216,7 +233,7 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     } else if (f.name == "deepspeed") {
         // DeepSpeed ZeRO: overlap_comm defaults to true for stage 3 and false below; the pipeline engine's
         // sends and receives are blocking; stage 3 prefetches (stage3_prefetch_bucket_size).
-        o.overlapGradReduce = zeroStage >= 3;
+        o.overlapGradReduce = deepSpeedOverlapCommOf(f, zeroStage);
         o.overlapParamGather = false;
         o.overlapP2pComm = false;
     } else if (f.name == "fsdp" || f.name == "torchtitan") {
@@ -255,6 +272,7 @@ bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8) {
     return f.storeParamRemainders.value_or(storeParamRemaindersDefault(f, fp8));
 }
 std::string optimizerDtypeOf(const FrameworkSettings& f) { return f.optimizerDtype.value_or("fp32"); }
+bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage) { return f.overlapGradReduce.value_or(zeroStage >= 3); }
 int64_t reduceBucketElementsOf(const FrameworkSettings& f) {
     return f.reduceBucketSize.value_or(f.name == "deepspeed" ? int64_t{500000000} : int64_t{40000000});
 }

@@ -409,8 +409,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // DeepSpeed allocates its reduce bucket whole, whatever the model's size, in the weights' dtype:
             // stage 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
             // overlap_comm is enabled"), stage 3 one (stage3.py: __ipg_bucket_flat_buffer).
-            const bool overlap = resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, z).overlapGradReduce;
-            o.commBufferBytes += (z == 2 && overlap ? 2.0 : 1.0) * bucket * recipe.weightBytes;
+            o.commBufferBytes += (z == 2 && deepSpeedOverlapCommOf(plan.framework, z) ? 2.0 : 1.0) * bucket * recipe.weightBytes;
         } else {
             o.commBufferBytes += std::min(params.total(), bucket) * recipe.gradReduceBytes(); // Megatron-style bucket
         }

@@ -287,10 +287,8 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
     ctx.cluster = &cluster;
     ctx.gpus = cluster.totalGpus();
     ctx.precisionOk = precisionSupported(cluster, precision);
-    if (findPrecisionRecipe(precision)) {
-        ctx.recipe = precisionRecipeOf(precision, framework);
+    if (findPrecisionRecipe(precision))
         for (int z = 0; z < 4; ++z) ctx.recipeByZero[static_cast<size_t>(z)] = precisionRecipeOf(precision, framework, z);
-    }
     ctx.capacityBytes = d(cluster.gpu.memoryBytes);
     ctx.reservedBytes = d(cluster.gpu.reservedBytes);
     return ctx;
@@ -299,7 +297,7 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
 ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     const ModelConfig& model = *ctx.model;
     const ClusterConfig& cluster = *ctx.cluster;
-    const PrecisionRecipe& recipe = ctx.recipe;
+    const PrecisionRecipe& recipe = ctx.recipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
     ShapeCosts c;
     c.memory = memoryShapeTerms(model, plan, recipe);
@@ -416,7 +414,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     if (plan.tp > 1) {
         double bwdTp = 0.0;
         if (plan.sequenceParallel) {
-            const SequenceParallelTraffic sp = sequenceParallelTraffic(*ctx.model, plan, ctx.recipe, s.elemBytes);
+            const SequenceParallelTraffic sp = sequenceParallelTraffic(*ctx.model, plan, ctx.recipeOf(plan), s.elemBytes);
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
             const double rs = cost(Primitive::ReduceScatter, s.actBytes, place.tp);
             const double agInput = sp.forwardGatherBytesPerElement == s.elemBytes
@@ -473,7 +471,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
 DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& place) {
     const ModelConfig& model = *ctx.model;
     const ClusterConfig& cluster = *ctx.cluster;
-    const PrecisionRecipe& recipe = ctx.recipe;
+    const PrecisionRecipe& recipe = ctx.recipeOf(plan);
     const double commScale = cluster.gpu.phaseFit("communication").timeScale; // as in innerComm above
     auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commScale * commCost(p, bytes, g, cluster).seconds; };
     const StageParameters layer = layerParameters(model, plan);

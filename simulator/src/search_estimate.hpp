@@ -73,9 +73,8 @@ GroupPlacement embeddingSyncPlacement(const Plan& plan, int gpusPerNode);
 struct SearchContext {
     const ModelConfig* model = nullptr;
     const ClusterConfig* cluster = nullptr;
-    PrecisionRecipe recipe; // the plan's recipe as the framework runs it (precisionRecipeOf), without ZeRO
-    // The same per ZeRO stage: what the optimizer keeps depends on it (remainders, optimizer_dtype); every width
-    // the shapes and collectives use is the same in all four.
+    // The plan's recipe as the framework runs it (precisionRecipeOf), per ZeRO stage: what the optimizer keeps
+    // depends on it (remainders, optimizer_dtype); every width the shapes and collectives use is the same in all four.
     std::array<PrecisionRecipe, 4> recipeByZero{};
     const PrecisionRecipe& recipeOf(const Plan& p) const { return recipeByZero[static_cast<size_t>(std::clamp(p.zeroStage, 0, 3))]; }
     int gpus = 0;

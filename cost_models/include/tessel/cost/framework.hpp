@@ -115,6 +115,9 @@ std::string optimizerDtypeOf(const FrameworkSettings& f);
 // reduce_bucket_size, 5e8 (deepspeed/runtime/zero/config.py), for deepspeed, and Megatron's 40M (its DDP bucket)
 // for every other framework.
 int64_t reduceBucketElementsOf(const FrameworkSettings& f);
+// DeepSpeed's zero_optimization.overlap_comm (the plan's overlap_grad_reduce): stated, else its default, true for
+// ZeRO-3 and false below (deepspeed/runtime/zero/config.py); resolveOverlap's deepspeed value, without its report.
+bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
 // The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
 // (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
 // loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
