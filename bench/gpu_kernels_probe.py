@@ -115,59 +115,47 @@ def gemm(points, quick):
             points.append({"kind": "gemm", "dtype": "fp8", "m": m, "n": n, "k": k, "error": f"{type(e).__name__}: {e}"[:200]})
 
 
+def sdpa_point(row, backend, causal, dropout_p=0.0):
+    """Times SDPA forward and backward on one backend at row's batch, heads, seq and head_dim; fills row, or says
+    why the backend refused the shape (not fatal)."""
+    from torch.nn.attention import sdpa_kernel
+    b, heads, s, d = row["batch"], row["heads"], row["seq"], row["head_dim"]
+    try:
+        q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        flops = 4 * b * s * s * heads * d / (2 if causal else 1)
+        with sdpa_kernel(backend):
+            fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p)
+            t = bench(fwd)
+            row.update(forward_seconds=t, forward_tflops=flops / t / 1e12)
+            o = fwd()
+            g = torch.randn_like(o)
+            tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
+            row.update(backward_seconds=tb, backward_tflops=2.5 * flops / tb / 1e12)
+        del q, k, v, o, g
+    except Exception as e:
+        row["error"] = f"{type(e).__name__}: {e}"[:200]
+    return row
+
+
 def attention(points, quick):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
     backends = {"flash2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     hidden, tokens = 2048, 16384
     seqs = (1024, 4096) if quick else (512, 1024, 2048, 4096, 8192, 16384)
     for name, be in backends.items():
         for d in (64, 128, 256):
-            heads = hidden // d
             for causal in (True, False):
                 for s in seqs:
-                    b = tokens // s
-                    row = {"kind": "attention", "backend": name, "head_dim": d, "causal": causal, "seq": s,
-                           "batch": b, "heads": heads}
-                    try:
-                        q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                                   for _ in range(3))
-                        flops = 4 * b * s * s * heads * d / (2 if causal else 1)
-                        with sdpa_kernel(be):
-                            fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                            t = bench(fwd)
-                            row.update(forward_seconds=t, forward_tflops=flops / t / 1e12)
-                            o = fwd()
-                            g = torch.randn_like(o)
-                            tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
-                            row.update(backward_seconds=tb, backward_tflops=2.5 * flops / tb / 1e12)
-                        del q, k, v, o, g
-                    except Exception as e:  # a shape this backend refuses: said, not fatal
-                        row["error"] = f"{type(e).__name__}: {e}"[:200]
-                    points.append(row)
+                    points.append(sdpa_point({"kind": "attention", "backend": name, "head_dim": d, "causal": causal,
+                                              "seq": s, "batch": tokens // s, "heads": hidden // d}, be, causal))
     # Attention dropout inside the fused kernel (Philox per score element, regenerated in the backward): the
     # same shapes as rows above, so the report divides the times point by point.
     for name, be in backends.items():
         for s in ((2048,) if quick else (2048, 8192)):
-            d, b = 128, tokens // s
-            heads = hidden // d
-            row = {"kind": "attention_dropout", "backend": name, "head_dim": d, "causal": True, "seq": s, "batch": b,
-                   "heads": heads, "dropout_p": 0.1}
-            try:
-                q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                           for _ in range(3))
-                flops = 4 * b * s * s * heads * d / 2
-                with sdpa_kernel(be):
-                    fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1)
-                    t = bench(fwd)
-                    row.update(forward_seconds=t, forward_tflops=flops / t / 1e12)
-                    o = fwd()
-                    g = torch.randn_like(o)
-                    tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
-                    row.update(backward_seconds=tb, backward_tflops=2.5 * flops / tb / 1e12)
-                del q, k, v, o, g
-            except Exception as e:  # a backend without dropout: said, not fatal
-                row["error"] = f"{type(e).__name__}: {e}"[:200]
-            points.append(row)
+            points.append(sdpa_point({"kind": "attention_dropout", "backend": name, "head_dim": 128, "causal": True,
+                                      "seq": s, "batch": tokens // s, "heads": hidden // 128, "dropout_p": 0.1},
+                                     be, True, dropout_p=0.1))
 
 
 def contention(points, quick):
