@@ -354,14 +354,19 @@ bool readFramework(Reading& r) {
         else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.gradReduceInFp32 = true;
     }
     // The optimizer state's dtype: NeMo 1's optim.dtype (Apex DistributedFusedAdam), as optimizer_dtype or optim_dtype.
+    // A value tessel does not cost is said among the assumptions, not dropped unseen.
     for (const char* key : {"optimizer_dtype", "optim_dtype"}) {
         const std::string dt = lower(text(pl, key));
         if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.optimizerDtype = "bf16";
         else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.optimizerDtype = "fp32";
+        else if (!dt.empty())
+            r.assume(std::string(key) + " \"" + text(pl, key) + "\" is not a state dtype tessel costs (fp32, bf16): read as fp32");
     }
     // DeepSpeed's zero_optimization.reduce_bucket_size, as a record states it (elements).
-    if (const auto bucket = number(pl, "reduce_bucket_size"); bucket && *bucket >= 1)
-        plan.framework.reduceBucketSize = static_cast<int64_t>(*bucket);
+    if (const auto bucket = number(pl, "reduce_bucket_size")) {
+        if (*bucket >= 1) plan.framework.reduceBucketSize = static_cast<int64_t>(*bucket);
+        else r.assume("reduce_bucket_size " + std::to_string(*bucket) + " is no bucket: the framework's default taken");
+    }
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
     // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
     if (auto compiled = boolean(pl, "compile")) {

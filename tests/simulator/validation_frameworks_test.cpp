@@ -347,6 +347,9 @@ TEST(ValidationRecord, NemosOptimizerStateAsItsRecipesKeepIt) {
         half["plan"][key] = "bf16";
         EXPECT_EQ(recipe(half).optimizerBytesPerParameter(), 4) << key;
         EXPECT_EQ(recipe(half).masterBytes, 0) << key;
+        half["plan"][key] = "fp16"; // not a dtype tessel costs: said, and read as fp32
+        EXPECT_EQ(recipe(half).optimizerBytesPerParameter(), 10) << key;
+        EXPECT_TRUE(mentions(load(half).assumptions, "is not a state dtype tessel costs")) << key;
     }
     // Megatron-LM's own records keep the fp32 master and say nothing of it.
     nlohmann::json megatron = record();
