@@ -124,6 +124,10 @@ bool fp8ParamGatherDefault(const FrameworkSettings& f) {
 }
 } // namespace
 
+bool deepSpeedBf16OptimizerOf(const FrameworkSettings& f, int pp, int zeroStage, int weightBytes, int gradBytes) {
+    return f.name == "deepspeed" && pp > 1 && zeroStage < 2 && weightBytes == 2 && gradBytes == 4;
+}
+
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                          int microBatches, int weightBytes, int accumulateBytes, bool autocast) {
     const double m = std::max(1, microBatches);
@@ -151,10 +155,11 @@ double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int
         // ZeRO-2/3: each micro-batch's reduced partition is added to the fp32 partition (stage_1_and_2.py
         // averaged_gradients / stage3 fp32 partitioned grads).
         if (zeroStage >= 2) return (2.0 * 4.0 + w) / shards;
-        // bf16 (the recipe's fp32 gradients beside 16-bit weights): the pipeline engine calls the bf16 optimizer's
-        // update_hp_grads after every backward micro-batch (runtime/pipe/engine.py _exec_backward_pass;
-        // bf16_optimizer.py adds lp grads into fp32 hp grads). fp16 keeps 16-bit gradients: autograd's add.
-        if (pp > 1 && weightBytes == 2 && accumulateBytes == 4) return 2.0 * 4.0 + w;
+        // BF16_Optimizer: after every backward micro-batch the pipeline engine calls update_hp_grads, which runs
+        // hp_grad.add_(lp.grad.to(fp32)) per parameter (bf16_optimizer.py, 2022 to today): the cast reads the bf16
+        // gradient and writes an fp32 copy (w + 4), the add reads both fp32 tensors and writes one (3 x 4).
+        // fp16 keeps 16-bit gradients: autograd's add.
+        if (deepSpeedBf16OptimizerOf(f, pp, zeroStage, weightBytes, accumulateBytes)) return w + 4.0 + 3.0 * 4.0;
         return autograd;
     }
     // Generic: the best case, but for autocast over fp32 parameters, which is plain PyTorch's (HF Trainer,

@@ -329,6 +329,10 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
                            (layer.dense / shardDivisor(z >= 3, denseShards) + layer.expert / shardDivisor(z >= 3, expertShards));
     }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
+    // DeepSpeed's BF16_Optimizer keeps every parameter's bf16 .grad beside the full fp32 gradient it accumulates
+    // into: the optimizer clears it before each backward and leaves it after (update_hp_grads(clear_lp_grads=False)).
+    if (deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes))
+        st.gradsBytes += states(recipe.weightBytes, false);
     st.optimizerBytes = states(recipe.optimizerBytesPerParameter(), z >= 1);
     // Offload (FORMULAS.md §8): the optimizer state and, from ZeRO-2 on, the gradient partition live on the host
     // (DeepSpeed moves each reduced partition there; below ZeRO-2 the full gradient buffer stays on the GPU);

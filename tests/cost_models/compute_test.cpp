@@ -364,9 +364,14 @@ TEST(Compute, GradientAccumulationBytesByFrameworkByHand) {
         EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, false), 0.0) << f.name;
     // Plain PyTorch under autocast: fp32 .grad, autograd's add: 3 x 4 x 7/8.
     EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("generic"), 1, 0, 8, 8, 4, 4, true), 10.5);
-    // DeepSpeed: bf16 (fp32 gradients) under the pipeline engine (update_hp_grads every micro-batch: 4 + 4 + 2),
-    // fp16 (16-bit gradients: autograd's add), ZeRO-2 (the reduced partition into the fp32 one, 1/8 of it).
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 4, false), 10.0);
+    // DeepSpeed: bf16 (fp32 gradients) under the pipeline engine, update_hp_grads every micro-batch: the bf16
+    // gradient read and cast to an fp32 copy (2 + 4), the copy added into the fp32 gradient (4 + 4 + 4); fp16
+    // (16-bit gradients: autograd's add), ZeRO-2 (the reduced partition into the fp32 one, 1/8 of it).
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 4, false), 18.0);
+    EXPECT_TRUE(deepSpeedBf16OptimizerOf(fw("deepspeed"), 12, 1, 2, 4));
+    EXPECT_FALSE(deepSpeedBf16OptimizerOf(fw("deepspeed"), 1, 1, 2, 4));  // no pipeline engine
+    EXPECT_FALSE(deepSpeedBf16OptimizerOf(fw("deepspeed"), 12, 2, 2, 4)); // ZeRO-2's own optimizer
+    EXPECT_FALSE(deepSpeedBf16OptimizerOf(fw("megatron"), 12, 1, 2, 4));
     EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, false), 4.5);
     EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 1, 2, 8, 4, 2, 2, false), 10.0 / 8.0);
     // FSDP: the new shard added to the saved one (fp32 reduce): 3 x 4 x 3/4 / 8 shards; one micro-batch: none.

@@ -58,6 +58,17 @@ Plan llama70bZero3Over32() {
     return p;
 }
 
+// The same 32 GPUs as tp x pp x dp under a framework's precision recipe, ZeRO-3.
+Plan llama70bPipelinedOver32(int tp, int pp, int dp, const char* precision, const char* framework) {
+    Plan p = llama70bZero3Over32();
+    p.tp = tp;
+    p.pp = pp;
+    p.dp = dp;
+    p.precision = precision;
+    p.framework.name = framework;
+    return p;
+}
+
 TEST(MemoryHand, Llama70bZero3Over32Gpus) {
     ModelConfig m = test::preset("llama2-70b");
     ClusterConfig c = test::roundCluster(8, 4);
@@ -100,6 +111,25 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     EXPECT_NE(problems.items().front().where.find("/plan/reduce_bucket_size"), std::string::npos);
 }
 
+// DeepSpeed's BF16_Optimizer (bf16 under its pipeline engine, BLOOM's recipe) keeps each parameter's bf16 .grad
+// beside the full fp32 gradient it accumulates into: 2 B more per parameter than the recipe's fp32 gradients,
+// unsharded; the master and moments stay sharded over data parallelism as ZeRO-1 shards them.
+TEST(MemoryHand, DeepSpeedsBf16OptimizerKeepsTheBf16GradientsBesideTheFp32Ones) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    Plan p = llama70bPipelinedOver32(4, 4, 2, "megatron", "megatron");
+    p.zeroStage = 1;
+    const auto megatron = predictMemory(m, c, p).stages[1];
+    p.framework.name = "deepspeed";
+    const auto deepspeed = predictMemory(m, c, p).stages[1];
+    EXPECT_NEAR(megatron.gradsBytes, 4.0 * megatron.parameters, 1.0);
+    EXPECT_NEAR(deepspeed.gradsBytes, (4.0 + 2.0) * deepspeed.parameters, 1.0);
+    EXPECT_DOUBLE_EQ(deepspeed.optimizerBytes, megatron.optimizerBytes);
+    p.zeroStage = 2; // ZeRO-2 is DeepSpeed's own ZeRO optimizer: no second gradient copy
+    const auto zero2 = predictMemory(m, c, p).stages[1];
+    EXPECT_NEAR(zero2.gradsBytes, 4.0 * zero2.parameters / 2.0, 1.0);
+}
+
 // torchtitan's FSDP under pipelining keeps each stage's parameters gathered for the whole step and its gradients
 // unsharded until the one reduce-scatter: on top of the 16 B / shards of state, the gathered copy (2 B, FSDP's
 // bf16 param_dtype) and the fp32 accumulated gradients (4 B, its reduce_dtype) of every parameter of the stage;
@@ -107,12 +137,7 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
 TEST(MemoryHand, TorchtitanPipelinedFsdpKeepsTheStageGatheredAndItsGradientsUnsharded) {
     ModelConfig m = test::preset("llama2-70b");
     ClusterConfig c = test::roundCluster(8, 4);
-    Plan p = llama70bZero3Over32();
-    p.dp = 8;
-    p.pp = 4;
-    p.globalBatch = 32;
-    p.precision = "fsdp";
-    p.framework.name = "torchtitan";
+    Plan p = llama70bPipelinedOver32(1, 4, 8, "fsdp", "torchtitan");
     const auto& st = predictMemory(m, c, p).stages[1];
     EXPECT_NEAR(st.weightsBytes + st.gradsBytes + st.optimizerBytes, st.parameters * (16.0 / 8.0 + 2.0 + 4.0), 1.0);
     EXPECT_DOUBLE_EQ(st.other.zero3GatherBytes, 0.0);

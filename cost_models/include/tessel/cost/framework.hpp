@@ -128,13 +128,20 @@ std::string crossEntropyOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 
+// Whether DeepSpeed's BF16_Optimizer runs the plan: DeepSpeed, bf16 weights beside fp32 gradients (the megatron
+// recipe), under its pipeline engine (pp > 1), below ZeRO-2. It keeps each parameter's bf16 .grad beside a full,
+// unsharded fp32 gradient (fp32_groups_gradients_flat) and adds the first into the second after every micro-batch's
+// backward (runtime/pipe/engine.py _exec_backward_pass -> bf16_optimizer.py update_hp_grads; BLOOM's tr11 recipe,
+// which runs it as "ZeRO stage 0" sharding the master and moments as ZeRO-1 does).
+bool deepSpeedBf16OptimizerOf(const FrameworkSettings& f, int pp, int zeroStage, int weightBytes, int gradBytes);
+
 // Bytes moved per parameter a rank holds, per micro-batch (averaged over the step's micro-batches), to add each
 // micro-batch's weight gradients into what the step accumulates (FORMULAS.md §3.6): 0
 // where the weight-gradient GEMM accumulates in place (Megatron-LM's gradient_accumulation_fusion, from 2022;
 // the generic best case); Megatron-LM's local DDP before it, main_grad.add_(grad) every micro-batch: 2 g + w;
 // autograd's .grad += new_grad from the second micro-batch on: 3 w (m - 1)/m (torch DDP under no_sync,
-// DeepSpeed fp16, plain PyTorch); DeepSpeed's bf16 optimizer (fp32 gradients beside 16-bit weights) under its
-// pipeline engine, update_hp_grads every micro-batch: 2 x 4 + w; ZeRO-2/3 and FSDP add each micro-batch's reduced shard into the accumulated one, 1/shard
+// DeepSpeed fp16, plain PyTorch); DeepSpeed's BF16_Optimizer (deepSpeedBf16OptimizerOf), update_hp_grads every
+// micro-batch, hp.add_(lp.to(fp32)): w + 4 for the fp32 copy, 3 x 4 for the add; ZeRO-2/3 and FSDP add each micro-batch's reduced shard into the accumulated one, 1/shard
 // of that; a generic plan under autocast is plain PyTorch (autograd's). w: the gradient's bytes (the weights'
 // width), g: the accumulation buffer's.
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
