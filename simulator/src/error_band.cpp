@@ -24,12 +24,13 @@ std::string gpuFamily(const std::string& gpuName) {
 
 std::string gpuFamilyKind(const std::string& family) { return family + " (every framework)"; }
 
-std::string frameworkFamily(const FrameworkSettings& f) {
+std::string frameworkFamily(const FrameworkSettings& f, int pp) {
+    if (f.name == "deepspeed" && pp > 1) return "DeepSpeed pipeline";
     return f.name == "fsdp" || f.name == "torchtitan" || f.name == "deepspeed" ? "sharded data parallel" : "Megatron-style";
 }
 
 std::string runKind(const ClusterConfig& cluster, const Plan& plan) {
-    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework) +
+    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework, plan.pp) +
            (plan.cp > 1 ? " / context parallel" : "");
 }
 
@@ -143,7 +144,8 @@ std::vector<std::string> errorBandValidationFiles() {
     std::vector<std::string> files{runs};
     for (const char* check : {"check_nemo_h100_fp8.json", "check_torchtitan_h100.json", "check_mpt_llm_foundry.json",
                               "check_megatron_lm_h100.json", "check_megatron_bridge_b200_fp8.json",
-                              "check_megatron_bridge_gb200_fp8.json", "check_dgxc_h100.json"}) {
+                              "check_megatron_bridge_gb200_fp8.json", "check_dgxc_h100.json",
+                              "check_bigscience_bloom.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());

@@ -49,6 +49,15 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(b.kinds[1].kind, "H100 / sharded data parallel");
     EXPECT_EQ(b.overall.records, 4);
     EXPECT_DOUBLE_EQ(b.overall.medianAbsError, 0.07);
+    // DeepSpeed's pipeline engine is a kind of its own; its ZeRO without pipelining is sharded data parallelism.
+    ClusterConfig a100;
+    a100.gpu.name = "NVIDIA A100-SXM4-80GB";
+    Plan deepspeed;
+    deepspeed.framework.name = "deepspeed";
+    deepspeed.pp = 12;
+    EXPECT_EQ(runKind(a100, deepspeed), "A100 / DeepSpeed pipeline");
+    deepspeed.pp = 1;
+    EXPECT_EQ(runKind(a100, deepspeed), "A100 / sharded data parallel");
     // Round trip, and a broken file names the field.
     const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
     EXPECT_DOUBLE_EQ(back.kinds[1].medianAbsError, 0.30);
@@ -99,7 +108,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 8u); // the shared runs and tessel's seven check sets of published runs
+    ASSERT_EQ(files.size(), 9u); // the shared runs and tessel's eight check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());

@@ -15,10 +15,13 @@
 
 namespace tessel::sim {
 
-// A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", ..., with " / context parallel" when
-// cp > 1 (those runs' errors are their own: FORMULAS.md §6, docs/validation.md).
+// A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", "A100 / DeepSpeed pipeline", ..., with
+// " / context parallel" when cp > 1 (those runs' errors are their own: FORMULAS.md §6, docs/validation.md).
 std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", "B200", "GB200", or "other"
-std::string frameworkFamily(const FrameworkSettings& f);    // "Megatron-style" or "sharded data parallel"
+// "Megatron-style", "sharded data parallel" (FSDP, torchtitan, DeepSpeed ZeRO without pipelining) or "DeepSpeed
+// pipeline" (DeepSpeed's pipeline engine, pp > 1: BLOOM's and MT-NLG's 3D runs, whose errors are their own,
+// docs/validation.md).
+std::string frameworkFamily(const FrameworkSettings& f, int pp);
 std::string runKind(const ClusterConfig& cluster, const Plan& plan);
 // The band over every run with context parallelism, whatever its GPU and framework.
 inline constexpr const char* kContextParallelKind = "context parallel (every GPU and framework)";
@@ -53,7 +56,7 @@ std::string shippedErrorBandsFile();
 // The published runs the shipped bands are measured on: the shared runs.json and tessel's own check sets beside
 // it (check_nemo_h100_fp8.json, check_torchtitan_h100.json, check_mpt_llm_foundry.json,
 // check_megatron_lm_h100.json, check_megatron_bridge_b200_fp8.json,
-// check_megatron_bridge_gb200_fp8.json, check_dgxc_h100.json), those present. `tessel validate --write-bands FILE`
+// check_megatron_bridge_gb200_fp8.json, check_dgxc_h100.json, check_bigscience_bloom.json), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
 // The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
