@@ -124,6 +124,14 @@ bool fp8ParamGatherDefault(const FrameworkSettings& f) {
 }
 } // namespace
 
+bool pipelineScatterGatherOf(const FrameworkSettings& f, int tp, bool sequenceParallel) {
+    if (tp < 2 || sequenceParallel) return false;
+    if (f.name == "deepspeed") return true;
+    if (f.name != "megatron") return false;
+    const int year = frameworkYear(f);
+    return year >= 2021 && year <= 2022;
+}
+
 bool deepSpeedBf16OptimizerOf(const FrameworkSettings& f, int pp, int zeroStage, int weightBytes, int gradBytes) {
     return f.name == "deepspeed" && pp > 1 && zeroStage < 2 && weightBytes == 2 && gradBytes == 4;
 }

@@ -2,6 +2,7 @@
 #include "tessel/cost/traffic.hpp"
 
 #include "tessel/cost/compute.hpp"
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/shapes.hpp"
 
@@ -101,15 +102,30 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     return b.ops;
 }
 
+PipelineTransfer pipelineTransferOf(const Plan& plan, double hiddenStateBytes) {
+    PipelineTransfer t;
+    t.pairBytes = hiddenStateBytes;
+    if (pipelineScatterGatherOf(plan.framework, plan.tp, plan.sequenceParallel)) {
+        t.pairBytes = hiddenStateBytes / plan.tp;
+        t.gatherBytes = hiddenStateBytes;
+    }
+    return t;
+}
+
 std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
     OpBuilder b{cluster, plan, {}};
     if (plan.pp < 2) return b.ops;
     const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
-    // Megatron sends the (sequence-parallel sharded) hidden state between stages: b * s/cp * h (/tp with SP).
-    const double bytes = s.activationBytes * d(s.tokensSp) * d(s.hidden);
-    b.add("pp_send_activation", GroupKind::PpPair, Primitive::SendRecv, bytes, CommPhase::Forward);
-    b.add("pp_send_grad", GroupKind::PpPair, Primitive::SendRecv, bytes, CommPhase::Backward);
+    // Megatron sends the (sequence-parallel sharded) hidden state between stages: b * s/cp * h (/tp with SP), or
+    // 1/tp of it with scatter-gather, all-gathered by the receiver.
+    const PipelineTransfer t = pipelineTransferOf(plan, s.activationBytes * d(s.tokensSp) * d(s.hidden));
+    b.add("pp_send_activation", GroupKind::PpPair, Primitive::SendRecv, t.pairBytes, CommPhase::Forward);
+    b.add("pp_send_grad", GroupKind::PpPair, Primitive::SendRecv, t.pairBytes, CommPhase::Backward);
+    if (t.gatherBytes > 0.0) {
+        b.add("pp_all_gather_activation", GroupKind::Tp, Primitive::AllGather, t.gatherBytes, CommPhase::Forward);
+        b.add("pp_all_gather_grad", GroupKind::Tp, Primitive::AllGather, t.gatherBytes, CommPhase::Backward);
+    }
     return b.ops;
 }
 

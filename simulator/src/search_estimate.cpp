@@ -461,8 +461,11 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.headBwd = cost(reduce, s.actBytes, place.tp);
     }
     if (plan.pp > 1) {
-        // Pipeline transfers are not collectives: no communication scale, as in costSchedule.
-        c.p2pActivation = commCost(Primitive::SendRecv, s.p2pBytes, place.ppPair, cluster).seconds;
+        // Pipeline transfers are not collectives: no communication scale, as in costSchedule; the scatter-gather
+        // optimization's all-gather is one (traffic.cpp pipelineTransferOf).
+        const PipelineTransfer t = pipelineTransferOf(plan, s.p2pBytes);
+        c.p2pActivation = commCost(Primitive::SendRecv, t.pairBytes, place.ppPair, cluster).seconds +
+                          (t.gatherBytes > 0.0 ? cost(Primitive::AllGather, t.gatherBytes, place.tp) : 0.0);
         c.p2pGrad = c.p2pActivation;
     }
     return c;

@@ -107,16 +107,21 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
 
     // Pipeline transfers cost what the two stages' placement gives: a boundary inside a node goes over NVLink, one
     // between nodes over the NIC (placeStagePair; the traffic report shows the worst boundary).
-    double p2pActivationBytes = 0.0, p2pGradBytes = 0.0;
-    for (const auto& op : pipelineCommOps(model, cluster, plan))
-        (op.phase == CommPhase::Forward ? p2pActivationBytes : p2pGradBytes) = op.bytes;
+    // With scatter-gather each rank sends 1/tp and the receiver all-gathers over its TP group (a collective:
+    // the communication scale applies to it, not to the send).
+    double p2pActivationBytes = 0.0, p2pGradBytes = 0.0, p2pGatherSeconds = 0.0;
+    for (const auto& op : pipelineCommOps(model, cluster, plan)) {
+        if (op.primitive == Primitive::SendRecv) (op.phase == CommPhase::Forward ? p2pActivationBytes : p2pGradBytes) = op.bytes;
+        else p2pGatherSeconds = commScale * op.cost.seconds;
+    }
     std::map<std::tuple<int, int, bool>, double> p2pCache;
     auto p2pSeconds = [&](int stage, int peer, bool activation) {
         const auto key = std::make_tuple(std::min(stage, peer), std::max(stage, peer), activation);
         auto it = p2pCache.find(key);
         if (it == p2pCache.end()) {
             const GroupPlacement pair = placeStagePair(plan, cluster, std::get<0>(key), std::get<1>(key));
-            it = p2pCache.emplace(key, commCost(Primitive::SendRecv, activation ? p2pActivationBytes : p2pGradBytes, pair, cluster).seconds).first;
+            it = p2pCache.emplace(key, commCost(Primitive::SendRecv, activation ? p2pActivationBytes : p2pGradBytes, pair, cluster).seconds +
+                                           p2pGatherSeconds).first;
         }
         return it->second;
     };

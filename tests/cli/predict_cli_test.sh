@@ -57,6 +57,17 @@ oa=a['memory']['stages'][1]['optimizer_bytes']; ob=b['memory']['stages'][1]['opt
 assert abs(ob - oa * 10 / 12) < 1e-6 * oa, (oa, ob)" ; check "remainders hold 10 of 12 bytes" $?
 check "says the master is remainders" "$(contains "$tmp/nemo.txt" 'fp32 master as 16-bit remainders')"
 
+# DeepSpeed's pipeline engine under tp 8 without SP: its sends are split over TP and all-gathered (scatter-gather),
+# and bf16 runs on its BF16 optimizer, 2 B of bf16 gradients beside the 4 B fp32 ones; predict names both.
+"$TESSEL" predict --json --zero 1 --framework deepspeed --sequence-parallel off >"$tmp/ds.json" &&
+  "$TESSEL" predict --zero 1 --framework deepspeed --sequence-parallel off >"$tmp/ds.txt"; check "deepspeed plan exits 0" $?
+check "says the sends are scatter-gather" "$(contains "$tmp/ds.txt" 'pipeline sends split over TP and all-gathered')"
+check "says the BF16 optimizer keeps both gradients" "$(contains "$tmp/ds.txt" "DeepSpeed's BF16 optimizer")"
+python3 -c "
+import json; d=json.load(open('$tmp/ds.json'))
+st=d['memory']['stages'][1]
+assert abs(st['grads_bytes'] - 6.0 * st['parameters']) < 1e-6 * st['grads_bytes'], st" ; check "six bytes of gradients a parameter" $?
+
 # 3. Bad flags: every problem listed, exit 2, named by flag.
 "$TESSEL" predict --tp 7 --pp 5 --global-batch 100 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad plan exits 2" $([ $rc -eq 2 ]; echo $?)

@@ -52,6 +52,21 @@ inline ClusterConfig roundCluster(int gpusPerNode, int nodes) {
 inline ModelConfig preset(const std::string& name) { return loadModelRef(name, "test"); }
 inline ClusterConfig clusterPreset(const std::string& name) { return loadClusterRef(name, "test"); }
 
+// A plan of tp x pp x dp ranks and its batch, every other field at its default; `framework` and `version` name
+// whose defaults it runs with.
+inline Plan plan3d(int tp, int pp, int dp, int microBatch, int globalBatch, const std::string& framework = "megatron",
+                   const std::string& version = "") {
+    Plan p;
+    p.tp = tp;
+    p.pp = pp;
+    p.dp = dp;
+    p.microBatch = microBatch;
+    p.globalBatch = globalBatch;
+    p.framework.name = framework;
+    p.framework.version = version;
+    return p;
+}
+
 inline double relDiff(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), std::abs(b)); }
 
 } // namespace tessel::test

@@ -3,6 +3,7 @@
 // gathered input; float8 linears gather their input in float8).
 #include "test_support.hpp"
 
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/shapes.hpp"
 #include "tessel/cost/traffic.hpp"
 
@@ -118,6 +119,44 @@ TEST(Traffic, SequenceParallelTrafficRules) {
         EXPECT_TRUE(sequenceParallelTraffic(llama, p, fp8, 2.0).backwardRegathersInputs) << other;
         EXPECT_EQ(sequenceParallelTraffic(llama, p, fp8, 2.0).forwardGatherBytesPerElement, 2.0) << other;
     }
+}
+
+// The scatter-gather optimization (SC'21 §4.1): Megatron-LM 2021-22 and DeepSpeed's pipeline engine send 1/tp of the
+// hidden state between stages and the receiver all-gathers it over TP; sequence parallelism (already 1/tp), one TP
+// rank, and Megatron-core (2023 on, or a record without a year) send the whole tensor and gather nothing.
+TEST(Traffic, PipelineScatterGatherSendsATensorParallelShareAndGathersIt) {
+    auto framework = [](const char* name, const char* version) {
+        FrameworkSettings f;
+        f.name = name;
+        f.version = version;
+        return f;
+    };
+    EXPECT_TRUE(pipelineScatterGatherOf(framework("megatron", "2021"), 8, false));
+    EXPECT_TRUE(pipelineScatterGatherOf(framework("megatron", "2022"), 8, false));
+    EXPECT_TRUE(pipelineScatterGatherOf(framework("deepspeed", ""), 4, false));
+    EXPECT_FALSE(pipelineScatterGatherOf(framework("megatron", "2023"), 8, false));
+    EXPECT_FALSE(pipelineScatterGatherOf(framework("megatron", ""), 8, false));
+    EXPECT_FALSE(pipelineScatterGatherOf(framework("megatron", "2022"), 8, true));
+    EXPECT_FALSE(pipelineScatterGatherOf(framework("deepspeed", ""), 1, false));
+    EXPECT_FALSE(pipelineScatterGatherOf(framework("nemo", "24.07"), 8, false));
+
+    // GPT-3 175B at tp 8, micro-batch 1: the hidden state is 2 x 2048 x 12288 bytes.
+    const ModelConfig model = test::preset("gpt3-175b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan plan = test::plan3d(8, 8, 1, 1, 8, "megatron", "2021");
+    const double hidden = 2.0 * 2048.0 * 12288.0;
+    std::map<std::string, CommOp> ops;
+    for (const auto& op : pipelineCommOps(model, cluster, plan)) ops[op.name] = op;
+    ASSERT_EQ(ops.size(), 4u);
+    EXPECT_DOUBLE_EQ(ops.at("pp_send_activation").bytes, hidden / 8.0);
+    EXPECT_DOUBLE_EQ(ops.at("pp_send_grad").bytes, hidden / 8.0);
+    EXPECT_DOUBLE_EQ(ops.at("pp_all_gather_activation").bytes, hidden);
+    EXPECT_EQ(ops.at("pp_all_gather_grad").group, GroupKind::Tp);
+    plan.framework.version = "2024";
+    ops.clear();
+    for (const auto& op : pipelineCommOps(model, cluster, plan)) ops[op.name] = op;
+    ASSERT_EQ(ops.size(), 2u);
+    EXPECT_DOUBLE_EQ(ops.at("pp_send_activation").bytes, hidden);
 }
 
 } // namespace

@@ -286,6 +286,26 @@ TEST(Simulation, EachPipelineHopCostsWhereItsTwoStagesLive) {
     EXPECT_DOUBLE_EQ(pipelineCommOps(model, cluster, plan).front().cost.seconds, inter); // the report's worst hop
 }
 
+// With scatter-gather (Megatron-LM 2021) each hop sends 1/tp over the pair and the receiver all-gathers the whole
+// tensor over its tensor-parallel group: the transfer action lasts both.
+TEST(Simulation, AScatterGatherHopIsAShareOverThePairAndAnAllGather) {
+    const ModelConfig model = test::megatronStyleModel(8, 1024, 16, 32000, 1024);
+    const ClusterConfig cluster = test::roundCluster(8, 2);
+    const Plan plan = test::plan3d(8, 2, 1, 1, 4, "megatron", "2021");
+    const PlanSimulation sim = simulatePlan(model, cluster, plan);
+    double hop = 0.0;
+    for (size_t i = 0; i < sim.schedule.stages[0].actions.size(); ++i)
+        if (sim.schedule.stages[0].actions[i].kind == ActionKind::SendActivation) hop = sim.costs.perAction[0][i].computeSeconds;
+    double send = 0.0, gather = 0.0;
+    for (const auto& op : pipelineCommOps(model, cluster, plan)) {
+        if (op.name == "pp_send_activation") send = commCost(Primitive::SendRecv, op.bytes, placeStagePair(plan, cluster, 0, 1), cluster).seconds;
+        if (op.name == "pp_all_gather_activation") gather = cluster.gpu.phaseFit("communication").timeScale * op.cost.seconds;
+    }
+    EXPECT_GT(send, 0.0);
+    EXPECT_GT(gather, 0.0);
+    EXPECT_DOUBLE_EQ(hop, send + gather);
+}
+
 TEST(Simulation, BreakdownSumsToTheStepOverAGridOfRealPlans) {
     ModelConfig model = test::preset("llama3-8b");
     ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");

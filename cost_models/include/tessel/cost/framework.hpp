@@ -128,6 +128,15 @@ std::string crossEntropyOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 
+// Whether pipeline sends use the scatter-gather optimization (Narayanan et al. SC'21 §4.1): with tp > 1 and no
+// sequence parallelism each tensor-parallel rank sends 1/tp of the hidden state to its peer and the receiving
+// stage all-gathers it over its tensor-parallel group. Megatron-LM ran it by default from 2021-02
+// (72e4230bb5, p2p_communication.py) until its pipeline moved into megatron/core without it (39b83c7953,
+// 2023-01); DeepSpeed's pipeline engine partitions what it sends over the model-parallel group whenever there is
+// one (runtime/pipe/engine.py is_pipe_partitioned, 2020 on; pipe_partitioned, default true, from 2023-11).
+// Megatron-LM records of unknown year are taken as today's code: no.
+bool pipelineScatterGatherOf(const FrameworkSettings& f, int tp, bool sequenceParallel);
+
 // Whether DeepSpeed's BF16_Optimizer runs the plan: DeepSpeed, bf16 weights beside fp32 gradients (the megatron
 // recipe), under its pipeline engine (pp > 1), below ZeRO-2. It keeps each parameter's bf16 .grad beside a full,
 // unsharded fp32 gradient (fp32_groups_gradients_flat) and adds the first into the second after every micro-batch's

@@ -44,7 +44,16 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
-// Pipeline sends of one micro-batch across one stage boundary (activation forward, gradient backward).
+// What one pipeline transfer of a micro-batch's hidden state moves: the bytes over the stage pair and, with the
+// scatter-gather optimization (pipelineScatterGatherOf), the full tensor the receiving stage all-gathers over its
+// tensor-parallel group (0 without it).
+struct PipelineTransfer {
+    double pairBytes = 0.0;
+    double gatherBytes = 0.0;
+};
+PipelineTransfer pipelineTransferOf(const Plan& plan, double hiddenStateBytes);
+// Pipeline sends of one micro-batch across one stage boundary (activation forward, gradient backward), and with
+// scatter-gather the receiver's tensor-parallel all-gathers (pp_all_gather_activation, pp_all_gather_grad).
 std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
 // Data-parallel traffic of pipeline stage `stage`: gradient reduction and ZeRO gathers, with phase
 // PerStep (once per step) or PerMicroBatch (ZeRO-2 reduce-scatter and ZeRO-3 gathers repeat per micro-batch).
