@@ -129,6 +129,13 @@ std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfi
     return b.ops;
 }
 
+Primitive gradReducePrimitive(const Plan& plan, const PrecisionRecipe& recipe) {
+    if (plan.zeroStage == 0 ||
+        deepSpeedBf16OptimizerOf(plan.framework, plan.pp, plan.zeroStage, recipe.weightBytes, recipe.gradBytes))
+        return Primitive::AllReduce;
+    return Primitive::ReduceScatter;
+}
+
 std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                                         int stage) {
     OpBuilder b{cluster, plan, {}};
@@ -154,8 +161,12 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             b.add("dp_all_reduce_grads_" + tag, part.group, Primitive::AllReduce, grads, CommPhase::PerStep);
             break;
         case 1:
-            // ZeRO-1 / Megatron distributed optimizer: reduce-scatter grads, all-gather updated params.
-            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerStep);
+            // ZeRO-1 / Megatron distributed optimizer: reduce-scatter grads, all-gather updated params; DeepSpeed's
+            // BF16 optimizer all-reduces the grads instead (gradReducePrimitive).
+            if (gradReducePrimitive(plan, recipe) == Primitive::AllReduce)
+                b.add("dp_all_reduce_grads_" + tag, part.group, Primitive::AllReduce, grads, CommPhase::PerStep);
+            else
+                b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerStep);
             b.add("dp_all_gather_params_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerStep);
             break;
         case 2:

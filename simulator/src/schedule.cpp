@@ -5,6 +5,7 @@
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/traffic.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -280,8 +281,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         // unit as the backward produces them, so that one action streams behind the backward (it starts after the
         // first layer's gradients and ends no sooner than one layer's share of it after the backward).
         auto gradReduce = [&](int anchor, const Action& c, bool perMicroBatch, bool overlapped) {
-            const char* name = plan.zeroStage == 0 ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
-            const Primitive prim = plan.zeroStage == 0 ? Primitive::AllReduce : Primitive::ReduceScatter;
+            const Primitive prim = gradReducePrimitive(plan, recipe);
+            const char* name = prim == Primitive::AllReduce ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
             const int n = layersOf(s, c.chunk);
             const int buckets = plan.zeroStage >= 3 ? 1 : n;
             forEachShardedPart(chunkParams(model, plan, s, c.chunk, n), plan,

@@ -517,7 +517,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                 else if (z >= 3)
                     out.perMicroBatch[static_cast<size_t>(slot)] += (ov.reshardAfterForward ? 2.0 : 1.0) * gatherOne;
                 const int buckets = z >= 3 ? 1 : layersPerChunk;
-                double bucket = cost(z == 0 ? Primitive::AllReduce : Primitive::ReduceScatter,
+                double bucket = cost(gradReducePrimitive(plan, recipe),
                                      params * recipe.gradReduceBytes() / buckets, g) +
                                 (z >= 2 ? fsdpCollectiveCopySeconds(cluster, plan, recipe, true, params / buckets) : 0.0);
                 if (plan.zeroReplicas > 1 && z >= 1) {

@@ -159,5 +159,31 @@ TEST(Traffic, PipelineScatterGatherSendsATensorParallelShareAndGathersIt) {
     EXPECT_DOUBLE_EQ(ops.at("pp_send_activation").bytes, hidden);
 }
 
+// DeepSpeed's BF16 optimizer all-reduces its fp32 gradients over data parallelism and then all-gathers the updated
+// bf16 partitions (_bf16_reduce_grads); Megatron's distributed optimizer, and DeepSpeed's own ZeRO-1 for fp16,
+// reduce-scatter them.
+TEST(Traffic, DeepSpeedsBf16OptimizerAllReducesItsGradients) {
+    const ModelConfig model = test::preset("gpt3-175b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan plan = test::plan3d(8, 8, 4, 1, 64, "deepspeed", "2022");
+    plan.zeroStage = 1;
+    plan.precision = "megatron";
+    auto names = [&] {
+        std::map<std::string, CommOp> ops;
+        for (const auto& op : dataParallelCommOps(model, cluster, plan, 1)) ops[op.name] = op;
+        return ops;
+    };
+    const auto bf16 = names();
+    ASSERT_TRUE(bf16.count("dp_all_reduce_grads_dense"));
+    EXPECT_FALSE(bf16.count("dp_reduce_scatter_grads_dense"));
+    EXPECT_TRUE(bf16.count("dp_all_gather_params_dense"));
+    EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::AllReduce);
+    plan.framework.name = "megatron";
+    EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::ReduceScatter);
+    EXPECT_TRUE(names().count("dp_reduce_scatter_grads_dense"));
+    plan.zeroStage = 0;
+    EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::AllReduce);
+}
+
 } // namespace
 } // namespace tessel

@@ -55,6 +55,11 @@ PipelineTransfer pipelineTransferOf(const Plan& plan, double hiddenStateBytes);
 // Pipeline sends of one micro-batch across one stage boundary (activation forward, gradient backward), and with
 // scatter-gather the receiver's tensor-parallel all-gathers (pp_all_gather_activation, pp_all_gather_grad).
 std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// How a step's (or, from ZeRO-2, a micro-batch's) gradients are reduced over data parallelism: an all-reduce
+// without ZeRO and under DeepSpeed's BF16 optimizer, which all-reduces its whole fp32 gradients and updates its
+// partition from them (runtime/pipe/engine.py _bf16_reduce_grads -> buffered_allreduce_fallback, 2022 to today;
+// deepSpeedBf16OptimizerOf); a reduce-scatter under ZeRO-1/2/3 otherwise.
+Primitive gradReducePrimitive(const Plan& plan, const PrecisionRecipe& recipe);
 // Data-parallel traffic of pipeline stage `stage`: gradient reduction and ZeRO gathers, with phase
 // PerStep (once per step) or PerMicroBatch (ZeRO-2 reduce-scatter and ZeRO-3 gathers repeat per micro-batch).
 std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
