@@ -70,7 +70,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (pl.pp > 1 && pipelineScatterGatherOf(pl.framework, pl.tp, pl.sequenceParallel))
             out << ", pipeline sends split over TP and all-gathered (scatter-gather)";
         if (deepSpeedBf16OptimizerOf(pl.framework, pl.pp, pl.zeroStage, precisionRecipeOf(pl).weightBytes, precisionRecipeOf(pl).gradBytes))
-            out << ", DeepSpeed's BF16 optimizer (bf16 gradients beside fp32 ones)";
+            out << ", DeepSpeed's BF16 optimizer (bf16 gradients beside fp32 ones, all-reduced in bf16)";
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
         if (pl.framework.attentionUnpad.value_or(false) && pl.flashAttention)
             out << ", attention on unpadded q/k/v (llm-foundry's gathers)";

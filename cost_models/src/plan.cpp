@@ -76,7 +76,8 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     return recipes;
 }
 
-PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage) {
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage,
+                                  int pp) {
     const PrecisionRecipe* named = findPrecisionRecipe(precision);
     if (!named) throw InputError({{"/plan/precision", "unknown precision recipe \"" + precision + "\""}});
     PrecisionRecipe r = *named;
@@ -104,10 +105,16 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.fp8())) {
         r.masterBytes = 2;
     }
+    // DeepSpeed's BF16_Optimizer all-reduces its fp32 gradients cast to the engine's communication_data_type, which
+    // is bf16 where bf16 is enabled and the config names none (engine.py communication_data_type and allreduce_bucket,
+    // 2022-04 bf16+pipeline 56c522386 to today; BLOOM's tr11 ds_config names none).
+    if (deepSpeedBf16OptimizerOf(framework, pp, zeroStage, r.weightBytes, r.gradBytes)) r.reduceBytes = r.weightBytes;
     return r;
 }
 
-PrecisionRecipe precisionRecipeOf(const Plan& plan) { return precisionRecipeOf(plan.precision, plan.framework, plan.zeroStage); }
+PrecisionRecipe precisionRecipeOf(const Plan& plan) {
+    return precisionRecipeOf(plan.precision, plan.framework, plan.zeroStage, plan.pp);
+}
 
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name) {
     for (const auto& r : precisionRecipes())

@@ -403,10 +403,12 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         b.add(std::move(opt));
     }
 
-    // Embedding-gradient sync for tied embeddings with the embedding and head on different stages.
+    // Embedding-gradient sync for tied embeddings with the embedding and head on different stages: an all-reduce of
+    // the accumulated gradient buffer in place, at its own width (Megatron-LM's main_grad; DeepSpeed's pipeline engine
+    // all-reduces the BF16_Optimizer's fp32 _hp_grad, allreduce_tied_weight_gradients, 2022-04 on).
     if (model.tiedEmbeddings && p > 1 && embeddingLast.first >= 0 && headLast.first >= 0) {
         const double bytes = static_cast<double>(paddedVocab(model, plan)) * static_cast<double>(model.hidden) /
-                             plan.tp * recipe.gradReduceBytes();
+                             plan.tp * recipe.gradBytes;
         for (const auto& [mine, other] : {std::pair{embeddingLast, headLast}, std::pair{headLast, embeddingLast}}) {
             auto& acts = sched.stages[static_cast<size_t>(mine.first)].actions;
             Action sync;

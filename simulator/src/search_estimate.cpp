@@ -288,7 +288,10 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
     ctx.gpus = cluster.totalGpus();
     ctx.precisionOk = precisionSupported(cluster, precision);
     if (findPrecisionRecipe(precision))
-        for (int z = 0; z < 4; ++z) ctx.recipeByZero[static_cast<size_t>(z)] = precisionRecipeOf(precision, framework, z);
+        for (int piped = 0; piped < 2; ++piped)
+            for (int z = 0; z < 4; ++z)
+                ctx.recipeByZero[static_cast<size_t>(piped)][static_cast<size_t>(z)] =
+                    precisionRecipeOf(precision, framework, z, piped != 0 ? 2 : 1);
     ctx.capacityBytes = d(cluster.gpu.memoryBytes);
     ctx.reservedBytes = d(cluster.gpu.reservedBytes);
     return ctx;
@@ -540,7 +543,8 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
         // Without overlap (ZeRO-0/1) every bucket of the stage waits for its last gradient action.
         out.tail[static_cast<size_t>(slot)] = !ov.overlapGradReduce && z <= 1 ? reduceTotal : minLastBucket;
         if (model.tiedEmbeddings && p > 1) {
-            const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradReduceBytes();
+            // schedule.cpp: the accumulated gradient buffer itself, at its own width.
+            const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradBytes;
             const double sync = cost(Primitive::AllReduce, bytes, place.embSync);
             out.perStep[static_cast<size_t>(slot)] += sync;
             out.tail[static_cast<size_t>(slot)] += sync;

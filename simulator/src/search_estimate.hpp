@@ -75,8 +75,11 @@ struct SearchContext {
     const ClusterConfig* cluster = nullptr;
     // The plan's recipe as the framework runs it (precisionRecipeOf), per ZeRO stage: what the optimizer keeps
     // depends on it (remainders, optimizer_dtype); every width the shapes and collectives use is the same in all four.
-    std::array<PrecisionRecipe, 4> recipeByZero{};
-    const PrecisionRecipe& recipeOf(const Plan& p) const { return recipeByZero[static_cast<size_t>(std::clamp(p.zeroStage, 0, 3))]; }
+    // The recipe by ZeRO stage, without and with a pipeline (precisionRecipeOf: DeepSpeed's BF16_Optimizer).
+    std::array<std::array<PrecisionRecipe, 4>, 2> recipeByZero{};
+    const PrecisionRecipe& recipeOf(const Plan& p) const {
+        return recipeByZero[p.pp > 1 ? 1 : 0][static_cast<size_t>(std::clamp(p.zeroStage, 0, 3))];
+    }
     int gpus = 0;
     bool precisionOk = true;
     double capacityBytes = 0.0;

@@ -63,6 +63,12 @@ check "says the master is remainders" "$(contains "$tmp/nemo.txt" 'fp32 master a
   "$TESSEL" predict --zero 1 --framework deepspeed --sequence-parallel off >"$tmp/ds.txt"; check "deepspeed plan exits 0" $?
 check "says the sends are scatter-gather" "$(contains "$tmp/ds.txt" 'pipeline sends split over TP and all-gathered')"
 check "says the BF16 optimizer keeps both gradients" "$(contains "$tmp/ds.txt" "DeepSpeed's BF16 optimizer")"
+check "says they are all-reduced in bf16" "$(contains "$tmp/ds.txt" "all-reduced in bf16")"
+python3 -c "
+import json; d=json.load(open('$tmp/ds.json'))
+ops=[o for o in d['communication']['data_parallel'][0]['ops'] if o['name'] == 'dp_all_reduce_grads_dense']
+st=d['memory']['stages'][0]
+assert ops and abs(ops[0]['bytes'] - 2.0 * st['parameters']) < 1e-6 * ops[0]['bytes'], (ops[:1], st['parameters'])" ; check "two bytes a parameter on the wire" $?
 python3 -c "
 import json; d=json.load(open('$tmp/ds.json'))
 st=d['memory']['stages'][1]

@@ -4,6 +4,7 @@
 #include "test_support.hpp"
 
 #include "tessel/cost/framework.hpp"
+#include "tessel/cost/memory.hpp"
 #include "tessel/cost/shapes.hpp"
 #include "tessel/cost/traffic.hpp"
 
@@ -162,12 +163,18 @@ TEST(Traffic, PipelineScatterGatherSendsATensorParallelShareAndGathersIt) {
 // DeepSpeed's BF16 optimizer all-reduces its fp32 gradients over data parallelism and then all-gathers the updated
 // bf16 partitions (_bf16_reduce_grads); Megatron's distributed optimizer, and DeepSpeed's own ZeRO-1 for fp16,
 // reduce-scatter them.
-TEST(Traffic, DeepSpeedsBf16OptimizerAllReducesItsGradients) {
-    const ModelConfig model = test::preset("gpt3-175b");
-    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+// GPT-3 175B on DGX A100 under DeepSpeed 2022's pipeline engine, tp 8 pp 8 dp 4, bf16 (BF16_Optimizer).
+Plan deepSpeedBf16Plan() {
     Plan plan = test::plan3d(8, 8, 4, 1, 64, "deepspeed", "2022");
     plan.zeroStage = 1;
     plan.precision = "megatron";
+    return plan;
+}
+
+TEST(Traffic, DeepSpeedsBf16OptimizerAllReducesItsGradients) {
+    const ModelConfig model = test::preset("gpt3-175b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan plan = deepSpeedBf16Plan();
     auto names = [&] {
         std::map<std::string, CommOp> ops;
         for (const auto& op : dataParallelCommOps(model, cluster, plan, 1)) ops[op.name] = op;
@@ -183,6 +190,34 @@ TEST(Traffic, DeepSpeedsBf16OptimizerAllReducesItsGradients) {
     EXPECT_TRUE(names().count("dp_reduce_scatter_grads_dense"));
     plan.zeroStage = 0;
     EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::AllReduce);
+}
+
+// DeepSpeed's engine casts the BF16_Optimizer's fp32 gradients to its communication_data_type, bf16 by default, so
+// the all-reduce moves 2 B a parameter while the fp32 buffer is 4 B; the tied-embedding sync all-reduces the fp32
+// _hp_grad itself.
+TEST(Traffic, DeepSpeedsBf16OptimizerReducesInBf16) {
+    const ModelConfig model = test::preset("gpt3-175b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan plan = deepSpeedBf16Plan();
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
+    EXPECT_EQ(recipe.gradBytes, 4);
+    EXPECT_EQ(recipe.gradReduceBytes(), 2);
+    const double params = stageParameters(model, plan, 1).dense;
+    auto reduced = [&](const Plan& p) {
+        for (const auto& op : dataParallelCommOps(model, cluster, p, 1))
+            if (op.name == "dp_all_reduce_grads_dense" || op.name == "dp_reduce_scatter_grads_dense") return op.bytes;
+        return -1.0;
+    };
+    EXPECT_DOUBLE_EQ(reduced(plan), 2.0 * params);
+    // Without a pipeline DeepSpeed's ZeRO-1 path keeps bf16 gradients (no BF16_Optimizer): 2 B either way.
+    Plan flat = plan;
+    flat.pp = 1;
+    flat.dp = 32;
+    EXPECT_EQ(precisionRecipeOf(flat).reduceBytes, 0);
+    // Megatron-LM reduces its fp32 main gradients at their width.
+    Plan megatron = plan;
+    megatron.framework.name = "megatron";
+    EXPECT_EQ(precisionRecipeOf(megatron).gradReduceBytes(), precisionRecipeOf(megatron).gradBytes);
 }
 
 } // namespace

@@ -75,7 +75,11 @@ const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 // (gradReduceInFp32Of). Under a distributed optimizer (zeroStage >= 1) the fp32 master of bf16 weights is 2 B of
 // remainders where storeParamRemaindersOf says so, and optimizer_dtype bf16 keeps 2 B moments and no master
 // (FORMULAS.md §2). Throws InputError for an unknown recipe name.
-PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0);
+// Under DeepSpeed's BF16_Optimizer (deepSpeedBf16OptimizerOf: pipeline plans, pp > 1) the fp32 gradients are
+// all-reduced in bf16 (reduceBytes 2): the engine's communication_data_type is bf16 where bf16 is enabled and the
+// config names none.
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0,
+                                  int pp = 1);
 
 struct Plan {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
