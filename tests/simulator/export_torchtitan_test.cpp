@@ -1,0 +1,225 @@
+// Export of plans as torchtitan TOML: exact values parsed back out of the text, every plan torchtitan cannot run
+// refused at the right JSON pointer, and what every format refuses alike.
+#include "export_support.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+
+using namespace export_test;
+
+// Hybrid sharding: Megatron-LM's --num-distributed-optimizer-instances, DeepSpeed's MiCS (ZeRO-3 only) and
+// torchtitan's HSDP degrees.
+TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
+    Scenario s = defaultScenario();
+    s.plan.zeroStage = 1;
+    s.plan.zeroReplicas = 4;
+    const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--num-distributed-optimizer-instances"), "4");
+    s.plan.zeroReplicas = 1;
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--num-distributed-optimizer-instances"));
+
+    Scenario d = deepspeedPlan();
+    d.plan.zeroStage = 3;
+    d.plan.precision = "mixed";
+    d.plan.zeroReplicas = 2;
+    const auto ds = nlohmann::json::parse(exportPlan(d, ExportFormat::DeepSpeed));
+    EXPECT_EQ(ds.at("zero_optimization").at("mics_shard_size").get<int>(), d.plan.dp / 2);
+    d.plan.zeroStage = 2;
+    EXPECT_EQ(refusal(d, ExportFormat::DeepSpeed), std::vector<std::string>{"/plan/zero_replicas"});
+
+    Scenario t = preset("llama3-8b-h100");
+    t.plan.zeroStage = 3;
+    t.plan.zeroReplicas = 2;
+    const auto toml = parseToml(exportPlan(t, ExportFormat::Torchtitan));
+    EXPECT_EQ(toml.at("parallelism.data_parallel_replicate_degree"), "2");
+    EXPECT_EQ(toml.at("parallelism.data_parallel_shard_degree"), std::to_string(t.plan.dp / 2));
+}
+
+TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("model.name"), "llama3");
+    EXPECT_EQ(t.at("model.flavor"), "8B");
+    EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "1");
+    EXPECT_EQ(t.at("parallelism.data_parallel_shard_degree"), "4");
+    EXPECT_EQ(t.at("parallelism.tensor_parallel_degree"), "2");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_degree"), "1");
+    EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "1");
+    EXPECT_EQ(t.at("parallelism.expert_parallel_degree"), "1");
+    EXPECT_EQ(t.at("parallelism.enable_async_tensor_parallel"), "false");
+    EXPECT_EQ(t.at("parallelism.fsdp_reshard_after_forward"), "always");
+    EXPECT_EQ(t.at("training.local_batch_size"), "1");
+    EXPECT_EQ(t.at("training.global_batch_size"), "32");
+    EXPECT_EQ(t.at("training.seq_len"), "8192");
+    EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
+    EXPECT_EQ(t.at("activation_checkpoint.mode"), "none") << "selective + flash stores what none stores";
+    EXPECT_EQ(t.count("parallelism.pipeline_parallel_schedule"), 0u);
+    // A Megatron-style plan was predicted with fused kernels: torch.compile gives them.
+    EXPECT_EQ(t.at("compile.enable"), "true");
+}
+
+TEST(ExportTorchtitan, FsdpMixedPrecisionIsWrittenAndRefusedElsewhere) {
+    // PyTorch FSDP's recipes (fp32 parameter shards, bf16 gathers, fp32 or bf16 reduction) are torchtitan's
+    // mixed_precision_param / mixed_precision_reduce; Megatron-LM and DeepSpeed keep other state and refuse.
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp_pure";
+    auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
+    EXPECT_EQ(t.at("training.mixed_precision_reduce"), "bfloat16");
+    s.plan.precision = "fsdp";
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_reduce"), "float32");
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/precision"));
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
+}
+
+TEST(ExportTorchtitan, AutocastOnlyUnderDataParallelismAlone) {
+    // torchtitan's mixed_precision_param works through torch.autocast under DDP or on one device with no other
+    // parallelism, and through fully_shard when it shards (torchtitan/config/configs.py).
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.tp = 1;
+    s.plan.dp = 8;
+    s.plan.sequenceParallel = false;
+    s.plan.zeroStage = 0;
+    s.plan.precision = "amp";
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
+    EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "8");
+    auto messageAt = [](const Scenario& sc, ExportFormat f, const std::string& where) {
+        try {
+            exportPlan(sc, f);
+        } catch (const InputError& e) {
+            for (const auto& p : e.problems())
+                if (p.where == where) return p.message;
+        }
+        return std::string();
+    };
+    s.plan.zeroStage = 3;
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("use precision fsdp"), std::string::npos);
+    s.plan.zeroStage = 0;
+    s.plan.tp = 2;
+    s.plan.dp = 4;
+    s.plan.sequenceParallel = true;
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("data parallelism alone"), std::string::npos);
+    // Megatron-LM and DeepSpeed keep bf16 weights beside an fp32 master: no autocast to export.
+    EXPECT_NE(messageAt(s, ExportFormat::Megatron, "/plan/precision").find("torch.autocast"), std::string::npos);
+    EXPECT_NE(messageAt(s, ExportFormat::DeepSpeed, "/plan/precision").find("torch.autocast"), std::string::npos);
+}
+
+TEST(ExportFrameworks, UnpaddedAttentionIsModelCodeNoFrameworkRuns) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.framework.attentionUnpad = true;
+    for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/attention_unpad")) << toString(f);
+    s.plan.framework.attentionUnpad = false;
+    EXPECT_NO_THROW(exportPlan(s, ExportFormat::Torchtitan));
+}
+
+TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {
+    // Under framework torchtitan, selective is torchtitan's per-op policy and the kernels are eager unless
+    // fused_kernels says otherwise (FORMULAS.md §3.4): the export writes what was predicted.
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.framework.name = "torchtitan";
+    auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("activation_checkpoint.mode"), "selective");
+    EXPECT_EQ(t.at("activation_checkpoint.selective_ac_option"), "op");
+    EXPECT_EQ(t.at("compile.enable"), "false");
+    s.plan.framework.fusedKernels = true;
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("compile.enable"), "true");
+    // AdamW as costed: fused for current torchtitan, foreach for a 2024 one (its default before #881).
+    EXPECT_EQ(t.at("optimizer.implementation"), "fused");
+    s.plan.framework.version = "2024";
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("optimizer.implementation"), "foreach");
+}
+
+TEST(ExportTorchtitan, ReplicatedPlanAndFullRecompute) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 0;
+    s.plan.recompute = Recompute::Full;
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "4");
+    EXPECT_EQ(t.at("parallelism.data_parallel_shard_degree"), "1");
+    EXPECT_EQ(t.count("parallelism.fsdp_reshard_after_forward"), 0u);
+    EXPECT_EQ(t.at("activation_checkpoint.mode"), "full");
+}
+
+TEST(ExportTorchtitan, InterleavedPipelineSplitsEvenly) {
+    Scenario s = preset("llama3-70b-h100");
+    s.plan.zeroStage = 3;
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("model.flavor"), "70B");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_degree"), "4");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "Interleaved1F1B");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_layers_per_stage"), "4");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_first_stage_less_layers"), "0");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_last_stage_less_layers"), "0");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_microbatch_size"), "1");
+    // The schedule splits the local batch (global / dp) into micro-batches.
+    EXPECT_EQ(t.at("training.local_batch_size"), "32");
+    EXPECT_EQ(t.at("training.global_batch_size"), "64");
+}
+
+TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {
+    Scenario s = defaultScenario();
+    s.plan.zeroStage = 3;
+    const std::string text = exportPlan(s, ExportFormat::Torchtitan);
+    const auto t = parseToml(text);
+    EXPECT_EQ(t.at("model.flavor"), "gpt3-175b");
+    EXPECT_NE(text.find("register \"gpt3-175b\""), std::string::npos);
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "1F1B");
+}
+
+TEST(ExportTorchtitan, RefusesZero1And2) {
+    Scenario s = preset("llama3-8b-h100"); // ZeRO-1
+    EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_stage"});
+    s.plan.zeroStage = 2;
+    EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_stage"});
+}
+
+TEST(ExportTorchtitan, RefusesZeroBubbleTpWithoutSpAndNoFlash) {
+    Scenario s = defaultScenario();
+    s.plan.zeroStage = 3;
+    s.plan.schedule = Schedule::ZeroBubble;
+    s.plan.sequenceParallel = false;
+    s.plan.flashAttention = false;
+    const auto where = refusal(s, ExportFormat::Torchtitan);
+    EXPECT_EQ(where.size(), 3u);
+    EXPECT_TRUE(contains(where, "/plan/schedule"));
+    EXPECT_TRUE(contains(where, "/plan/sequence_parallel"));
+    EXPECT_TRUE(contains(where, "/plan/flash_attention"));
+}
+
+TEST(ExportTorchtitan, ContextParallelNeedsShardingOverCp) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.dp = 2;
+    s.plan.cp = 2;
+    s.plan.zeroStage = 3;
+    s.plan.zeroOverCp = false;
+    EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_over_cp"});
+    s.plan.zeroOverCp = true;
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "2");
+    EXPECT_EQ(t.at("parallelism.data_parallel_shard_degree"), "2");
+}
+
+// ---------------------------------------------------------------------------------------------- all formats
+
+TEST(Export, InvalidPlanIsRefusedBeforeExport) {
+    Scenario s = defaultScenario();
+    s.plan.tp = 7;
+    for (auto f : {ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::Torchtitan})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/tp"));
+}
+
+} // namespace
+} // namespace tessel::sim
