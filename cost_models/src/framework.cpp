@@ -213,6 +213,8 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
     return f.name == "torchtitan" && pp > 1 && zeroStage >= 3 && !f.reshardAfterForward.value_or(false);
 }
 
+bool torchPipeliningOf(const FrameworkSettings& f, int pp) { return f.name == "torchtitan" && pp > 1; }
+
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage) {
     OverlapSettings o;
     const int year = frameworkYear(f);

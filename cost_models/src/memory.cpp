@@ -403,7 +403,21 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     } else if (z >= 3) {
         o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
     }
-    if (plan.pp > 1) o.commBufferBytes += 2.0 * e * Tsp * h;                 // p2p send and receive
+    if (torchPipeliningOf(plan.framework, plan.pp)) {
+        // torch.distributed.pipelining (torchPipeliningOf): each of the rank's virtual stages but the model's first
+        // keeps a receive buffer per micro-batch, of which the in-flight ones are the stored stage inputs already
+        // counted; each but the last keeps a gradient buffer per micro-batch and its in-flight outputs.
+        const int v = std::max(1, plan.vpp), lastVirtual = plan.pp * v - 1;
+        double buffers = 0.0;
+        for (int c = 0; c < v; ++c) {
+            const int u = c * plan.pp + stage;
+            if (u != 0) buffers += std::max(m - st.inFlight, 0.0);
+            if (u != lastVirtual) buffers += m + st.inFlight;
+        }
+        o.commBufferBytes += buffers * e * Tsp * h;
+    } else if (plan.pp > 1) {
+        o.commBufferBytes += 2.0 * e * Tsp * h; // p2p send and receive
+    }
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * t.topK * h; // dispatch + combine

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace tessel {
 namespace {
 
@@ -438,6 +440,40 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     EXPECT_DOUBLE_EQ(gathered, bytesOf("megatron", "zero3_all_gather_params"));
     EXPECT_DOUBLE_EQ(bytesOf("fsdp", "dp_reduce_scatter_grads"), 2.0 * gathered);     // fp32
     EXPECT_DOUBLE_EQ(bytesOf("fsdp_pure", "dp_reduce_scatter_grads"), gathered);      // bf16
+}
+
+// torch.distributed.pipelining (torchtitan, pp > 1) keeps a receive buffer per micro-batch for each stage's input
+// and for its output's gradient, and the in-flight outputs; Megatron-LM a send and a receive. By hand, Llama 3 8B,
+// tp 1, pp 4, 8 micro-batches of one 8192-token sequence, bf16: a buffer is 8192 x 4096 x 2 B. Stage 0 (first, four
+// in flight): 8 gradient buffers + 4 outputs; stage 1 (three in flight): 8 + 3, and 8 - 3 stale input buffers;
+// the last stage (one in flight): 8 - 1 stale input buffers only. Interleaved over two chunks, rank 0 holds
+// virtual stages 0 and 4: the second receives.
+TEST(Memory, TorchPipeliningKeepsAReceiveBufferPerMicroBatch) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2024");
+    p.recompute = Recompute::Full;
+    p.precision = "megatron";
+    const double buffer = 8192.0 * 4096.0 * 2.0;
+    auto comm = [&](const Plan& q) {
+        std::vector<double> out;
+        for (const auto& st : predictMemory(llama, c, q).stages) out.push_back(st.other.commBufferBytes);
+        return out;
+    };
+    const auto titan = comm(p);
+    ASSERT_EQ(titan.size(), 4u);
+    EXPECT_DOUBLE_EQ(titan[0], (8.0 + 4.0) * buffer);
+    EXPECT_DOUBLE_EQ(titan[1], (8.0 + 3.0 + 5.0) * buffer);
+    EXPECT_DOUBLE_EQ(titan[3], 7.0 * buffer);
+    Plan megatron = p;
+    megatron.framework.name = "megatron";
+    for (double bytes : comm(megatron)) EXPECT_DOUBLE_EQ(bytes, 2.0 * buffer);
+    Plan interleaved = p;
+    interleaved.vpp = 2;
+    interleaved.schedule = Schedule::Interleaved1F1B;
+    const auto looped = predictMemory(llama, c, interleaved).stages.front();
+    const double f = looped.inFlight;
+    EXPECT_DOUBLE_EQ(looped.other.commBufferBytes, (2.0 * (8.0 + f) + (8.0 - f)) * buffer);
 }
 
 } // namespace

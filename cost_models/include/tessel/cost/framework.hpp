@@ -185,6 +185,14 @@ FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int 
 // them once at the step's end (FORMULAS.md §2, §5). A plan that states reshard_after_forward true does not.
 bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 
+// Pipeline transfers through torch.distributed.pipelining (torchtitan with pp > 1): a PipelineStage allocates a
+// receive buffer per micro-batch for its input (not on the first stage) and another for the gradient of its output
+// (not on the last), once, and keeps them for the run (stage.py _prepare_forward_infra / _prepare_backward_infra:
+// args_recv_info and grad_recv_info per chunk, 2024 to today); a received input is the stage's input itself, and
+// each stage output stays in fwd_cache until its backward. Megatron-LM and DeepSpeed receive into a tensor per
+// transfer.
+bool torchPipeliningOf(const FrameworkSettings& f, int pp);
+
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
 // "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather", "foreach_optimizer",
