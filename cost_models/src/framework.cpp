@@ -215,6 +215,15 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
 
 bool torchPipeliningOf(const FrameworkSettings& f, int pp) { return f.name == "torchtitan" && pp > 1; }
 
+RetainedStageOutputs torchPipeliningRetainedOutputsOf(const FrameworkSettings& f, int pp) {
+    RetainedStageOutputs r;
+    const int year = frameworkYear(f);
+    if (!torchPipeliningOf(f, pp) || year == 0) return r;
+    r.lastStage = year <= 2025;
+    r.everyStage = year <= 2024;
+    return r;
+}
+
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage) {
     OverlapSettings o;
     const int year = frameworkYear(f);

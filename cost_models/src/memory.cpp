@@ -406,13 +406,15 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (torchPipeliningOf(plan.framework, plan.pp)) {
         // torch.distributed.pipelining (torchPipeliningOf): each of the rank's virtual stages but the model's first
         // keeps a receive buffer per micro-batch, of which the in-flight ones are the stored stage inputs already
-        // counted; each but the last keeps a gradient buffer per micro-batch and its in-flight outputs.
+        // counted; each but the last keeps a gradient buffer per micro-batch and its in-flight outputs, or every
+        // micro-batch's output where its version kept them all (torchPipeliningRetainedOutputsOf).
         const int v = std::max(1, plan.vpp), lastVirtual = plan.pp * v - 1;
+        const double outputs = torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).everyStage ? m : st.inFlight;
         double buffers = 0.0;
         for (int c = 0; c < v; ++c) {
             const int u = c * plan.pp + stage;
             if (u != 0) buffers += std::max(m - st.inFlight, 0.0);
-            if (u != lastVirtual) buffers += m + st.inFlight;
+            if (u != lastVirtual) buffers += m + outputs;
         }
         o.commBufferBytes += buffers * e * Tsp * h;
     } else if (plan.pp > 1) {
@@ -456,6 +458,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             o.logitsLossBytes = headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
         }
     }
+    // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
+    // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under
+    // 1F1B, every one under GPipe), the outputs of all the others are held, detached, by the last one. Under an
+    // interleaved schedule the last rank's first chunk drains while they pile up, which a sum at one instant cannot
+    // size: not costed there (docs/validation.md).
+    if (last && plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage)
+        o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLocal;
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),
     // plus three [T, h] (the all-gathered output gradient, the re-gathered norm input for dW and the partial

@@ -447,11 +447,11 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
 // tp 1, pp 4, 8 micro-batches of one 8192-token sequence, bf16: a buffer is 8192 x 4096 x 2 B. Stage 0 (first, four
 // in flight): 8 gradient buffers + 4 outputs; stage 1 (three in flight): 8 + 3, and 8 - 3 stale input buffers;
 // the last stage (one in flight): 8 - 1 stale input buffers only. Interleaved over two chunks, rank 0 holds
-// virtual stages 0 and 4: the second receives.
+// virtual stages 0 and 4: the second receives. torchtitan of 2026 (return_outputs=False) keeps no other output.
 TEST(Memory, TorchPipeliningKeepsAReceiveBufferPerMicroBatch) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2024");
+    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2026");
     p.recompute = Recompute::Full;
     p.precision = "megatron";
     const double buffer = 8192.0 * 4096.0 * 2.0;
@@ -474,6 +474,32 @@ TEST(Memory, TorchPipeliningKeepsAReceiveBufferPerMicroBatch) {
     const auto looped = predictMemory(llama, c, interleaved).stages.front();
     const double f = looped.inFlight;
     EXPECT_DOUBLE_EQ(looped.other.commBufferBytes, (2.0 * (8.0 + f) + (8.0 - f)) * buffer);
+}
+
+// What output_chunks kept until the step returned, by torchtitan's year: in 2024 every stage's every output (stage 1
+// above holds 8 outputs, not its 3 in flight), through 2025 the last stage's logits (the 7 micro-batches before the
+// one in flight, 8192 x 128256 x 2 B each, as the 2026 plan's head state for one), none after.
+TEST(Memory, TorchPipeliningKeptStageOutputsByVersion) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2026");
+    p.recompute = Recompute::Full;
+    p.precision = "megatron";
+    const double buffer = 8192.0 * 4096.0 * 2.0, logits = 8192.0 * 128256.0 * 2.0;
+    auto stages = [&](const std::string& version) {
+        Plan q = p;
+        q.framework.version = version;
+        return predictMemory(llama, c, q).stages;
+    };
+    const auto now = stages("2026"), y2025 = stages("2025"), y2024 = stages("2024");
+    EXPECT_DOUBLE_EQ(y2025[1].other.commBufferBytes, now[1].other.commBufferBytes);
+    EXPECT_DOUBLE_EQ(y2024[1].other.commBufferBytes, now[1].other.commBufferBytes + 5.0 * buffer);
+    EXPECT_DOUBLE_EQ(y2024[0].other.commBufferBytes, now[0].other.commBufferBytes + 4.0 * buffer);
+    EXPECT_DOUBLE_EQ(y2025[3].other.logitsLossBytes, now[3].other.logitsLossBytes + 7.0 * logits);
+    EXPECT_DOUBLE_EQ(y2024[3].other.logitsLossBytes, y2025[3].other.logitsLossBytes);
+    EXPECT_DOUBLE_EQ(y2025[0].other.logitsLossBytes, 0.0);
+    const auto unstated = stages("");
+    EXPECT_DOUBLE_EQ(unstated[3].other.logitsLossBytes, now[3].other.logitsLossBytes);
 }
 
 } // namespace

@@ -193,6 +193,16 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 // transfer.
 bool torchPipeliningOf(const FrameworkSettings& f, int pp);
 
+// Which stage outputs torch.distributed.pipelining keeps in output_chunks until the step returns, as torchtitan's
+// version runs it: every stage's every micro-batch in 2024 (pytorch/pytorch#153383, 2025-05, kept the last stage's
+// only), the last stage's (its logits) through 2025 (torchtitan e5ef99aab, 2025-10-22, passes return_outputs=False,
+// pytorch/pytorch#165822), none for a later or unstated version.
+struct RetainedStageOutputs {
+    bool lastStage = false;
+    bool everyStage = false;
+};
+RetainedStageOutputs torchPipeliningRetainedOutputsOf(const FrameworkSettings& f, int pp);
+
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
 // "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather", "foreach_optimizer",
