@@ -442,6 +442,14 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     EXPECT_DOUBLE_EQ(bytesOf("fsdp_pure", "dp_reduce_scatter_grads"), gathered);      // bf16
 }
 
+// Llama 3 8B under torchtitan of 2026: tp 1, pp 4, dp 2, 8 micro-batches of one sequence, full recompute.
+Plan torchtitanPipelinePlan() {
+    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2026");
+    p.recompute = Recompute::Full;
+    p.precision = "megatron";
+    return p;
+}
+
 // torch.distributed.pipelining (torchtitan, pp > 1) keeps a receive buffer per micro-batch for each stage's input
 // and for its output's gradient, and the in-flight outputs; Megatron-LM a send and a receive. By hand, Llama 3 8B,
 // tp 1, pp 4, 8 micro-batches of one 8192-token sequence, bf16: a buffer is 8192 x 4096 x 2 B. Stage 0 (first, four
@@ -451,9 +459,7 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
 TEST(Memory, TorchPipeliningKeepsAReceiveBufferPerMicroBatch) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2026");
-    p.recompute = Recompute::Full;
-    p.precision = "megatron";
+    const Plan p = torchtitanPipelinePlan();
     const double buffer = 8192.0 * 4096.0 * 2.0;
     auto comm = [&](const Plan& q) {
         std::vector<double> out;
@@ -482,9 +488,7 @@ TEST(Memory, TorchPipeliningKeepsAReceiveBufferPerMicroBatch) {
 TEST(Memory, TorchPipeliningKeptStageOutputsByVersion) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2026");
-    p.recompute = Recompute::Full;
-    p.precision = "megatron";
+    const Plan p = torchtitanPipelinePlan();
     const double buffer = 8192.0 * 4096.0 * 2.0, logits = 8192.0 * 128256.0 * 2.0;
     auto stages = [&](const std::string& version) {
         Plan q = p;
