@@ -56,7 +56,8 @@ std::string shippedErrorBandsFile();
 // The published runs the shipped bands are measured on: the shared runs.json and tessel's own check sets beside
 // it (check_nemo_h100_fp8.json, check_torchtitan_h100.json, check_mpt_llm_foundry.json,
 // check_megatron_lm_h100.json, check_megatron_bridge_b200_fp8.json,
-// check_megatron_bridge_gb200_fp8.json, check_dgxc_h100.json, check_bigscience_bloom.json), those present. `tessel validate --write-bands FILE`
+// check_megatron_bridge_gb200_fp8.json, check_dgxc_h100.json, check_bigscience_bloom.json,
+// check_eleutherai_gpt_neox.json), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
 // The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
