@@ -472,6 +472,20 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
                 b.bubbleSeconds += gap - comm;
             }
             const ActionCost& c = costs.perAction[s][i];
+            // A compute action that streams what a collective delivers (parameters gathered unit by unit under
+            // ZeRO-3 / FSDP prefetch, or Megatron's overlapped parameter all-gather into the first forward) cannot
+            // end before that collective ends plus its last unit's work: the stretch beyond its own cost is the
+            // compute stream waiting on the data-parallel stream, exposed DP.
+            const double stretch = (ta.endSeconds - ta.startSeconds) - c.seconds;
+            if (stretch > 0.0) {
+                bool onCollective = false;
+                for (const auto& d : a.deps)
+                    if (d.tailFraction > 0.0 &&
+                        schedule.stages[static_cast<size_t>(d.stage)].actions[static_cast<size_t>(d.index)].kind ==
+                            ActionKind::Collective)
+                        onCollective = true;
+                (onCollective ? b.dpSeconds : b.bubbleSeconds) += stretch;
+            }
             if (a.kind == ActionKind::OptimizerStep) {
                 b.optimizerSeconds += c.seconds;
             } else {
