@@ -124,7 +124,14 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << " + weight " << milliseconds(p.layer.backwardWeight.seconds) << "), recompute "
         << milliseconds(p.layer.recompute.seconds) << " ms; LM head + loss forward "
         << milliseconds(p.head.forward.seconds) << " ms; optimizer step (stage 0) "
-        << milliseconds(p.optimizerPerStage.front().seconds) << " ms\n\n";
+        << milliseconds(p.optimizerPerStage.front().seconds) << " ms\n";
+    // The share of their benchmarked rate the layer's GEMMs and attention run at (FORMULAS.md §3.3).
+    out << "  tensor cores at " << fixed(p.layer.tensorShare, 3) << " of their benchmarked rate";
+    if (!s.cluster.gpu.sustainedShareByDuty.empty())
+        out << " (the GPU's measured power curve at the layer's tensor-core duty " << fixed(p.layer.tensorDuty, 2) << ")";
+    else
+        out << " (gpu.sustained_tensor_fraction)";
+    out << "\n\n";
 
     out << "Communication\n";
     Table comm({"collective", "group", "ranks", "nodes", "primitive", "when", "MiB", "ms", "tier"});

@@ -158,8 +158,9 @@ std::function<int()> addValidateCommand(CLI::App& app) {
         if (opts->fit) {
             const sim::SustainedFit fit = sim::fitSustainedTensorFraction(records);
             if (fit.records == 0)
-                throw InputError("--fit", "no record has a step time to compare with (measured or derived), so there "
-                                          "is nothing to fit gpu.sustained_tensor_fraction on");
+                throw InputError("--fit", "no record has a step time to compare with (measured or derived) on a GPU "
+                                          "that takes gpu.sustained_tensor_fraction (not a measured "
+                                          "gpu.sustained_share_by_duty curve), so there is nothing to fit it on");
             std::map<std::string, double> shipped;
             // The same fit on each GPU generation's records alone (one tensor-core peak: A100 40 and 80 GB are one,
             // H100 SXM and H200 another), printed as evidence, not shipped: the shipped value is the one above.
@@ -168,7 +169,8 @@ std::function<int()> addValidateCommand(CLI::App& app) {
             for (const auto& r : records)
                 if (r.validationCase) {
                     const auto& cluster = r.validationCase->scenario.cluster;
-                    shipped[cluster.name] = cluster.gpu.sustainedTensorFraction;
+                    // -1: the cluster's measured sustained_share_by_duty curve replaces the constant.
+                    shipped[cluster.name] = cluster.gpu.sustainedShareByDuty.empty() ? cluster.gpu.sustainedTensorFraction : -1.0;
                     const auto peak = cluster.gpu.peakFlopsPerSecond.find(Dtype::Bf16);
                     const double key = peak == cluster.gpu.peakFlopsPerSecond.end() ? 0.0 : peak->second;
                     byPeak[key].push_back(r);
@@ -187,8 +189,10 @@ std::function<int()> addValidateCommand(CLI::App& app) {
                 nlohmann::json per = nlohmann::json::array();
                 for (const auto& [names, f] : perGpu)
                     per.push_back({{"gpus", names}, {"sustained_tensor_fraction", f.fraction}, {"records", f.records}});
+                nlohmann::json ship = nlohmann::json::object(); // null: a measured curve replaces the constant
+                for (const auto& [name, v] : shipped) ship[name] = v < 0.0 ? nlohmann::json(nullptr) : nlohmann::json(v);
                 nlohmann::json j{{"sustained_tensor_fraction", fit.fraction}, {"records", fit.records},
-                                 {"median_log_error", fit.medianLogError}, {"passes", fit.passes}, {"shipped", shipped},
+                                 {"median_log_error", fit.medianLogError}, {"passes", fit.passes}, {"shipped", ship},
                                  {"per_gpu_generation", per}};
                 std::cout << j.dump(2) << "\n";
                 return 0;
@@ -196,7 +200,10 @@ std::function<int()> addValidateCommand(CLI::App& app) {
             std::cout << "gpu.sustained_tensor_fraction fitted on " << fit.records << " records with a step time: "
                       << fixed(fit.fraction, 3) << " (median log error " << fixed(fit.medianLogError, 4) << " after "
                       << fit.passes << " passes)\n";
-            for (const auto& [name, v] : shipped) std::cout << "  shipped in " << name << ": " << fixed(v, 3) << "\n";
+            for (const auto& [name, v] : shipped)
+                std::cout << "  shipped in " << name << ": "
+                          << (v < 0.0 ? std::string("none (the measured gpu.sustained_share_by_duty curve replaces it)") : fixed(v, 3))
+                          << "\n";
             if (!perGpu.empty()) {
                 std::cout << "fitted on each GPU generation's records alone (evidence, not shipped):\n";
                 for (const auto& [names, f] : perGpu)

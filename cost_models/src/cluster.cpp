@@ -212,6 +212,17 @@ nlohmann::json attentionBenchmarkJson(const AttentionBenchmark& b) {
 }
 } // namespace
 
+double GpuSpec::sustainedTensorShare(double duty) const {
+    if (sustainedShareByDuty.empty()) return sustainedTensorFraction;
+    duty = std::clamp(duty, 0.0, 1.0);
+    DutyShare below{0.0, 1.0};
+    for (const DutyShare& p : sustainedShareByDuty) {
+        if (duty <= p.duty) return below.share + (duty - below.duty) / (p.duty - below.duty) * (p.share - below.share);
+        below = p;
+    }
+    return below.share;
+}
+
 const PhaseFit& GpuSpec::phaseFit(const std::string& phase) const {
     static const PhaseFit identity;
     const auto it = phaseFits.find(phase);
@@ -245,6 +256,14 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t minDim) {
     const double x1 = std::log2(static_cast<double>(hi->minDim));
     const double f = (x - x0) / (x1 - x0);
     return lo->efficiency + f * (hi->efficiency - lo->efficiency);
+}
+
+double gemmPlateauEfficiency(const GpuSpec& gpu, Dtype dtype) {
+    if (!gpu.gemmModel) return gpu.gemmEfficiency.empty() ? 1.0 : gpu.gemmEfficiency.back().efficiency;
+    const auto& table = gpu.gemmModel->maxEfficiency;
+    auto it = table.find(dtype);
+    if (it == table.end()) it = table.find(Dtype::Bf16); // FP16 runs on BF16's tensor-core paths
+    return it != table.end() ? it->second : 1.0;
 }
 
 double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch) {
@@ -380,6 +399,12 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                     spec.backwardEfficiency = spec.benchmark ? kr.optNumber("backward_efficiency", 0.0, 0.001, 1.0)
                                                              : kr.requireNumber("backward_efficiency", 0.001, 1.0);
                     spec.seqHalf = kr.optNumber("seq_half", 0.0, 0.0, 1e7);
+                    if (const auto* df = kr.child("dropout_time_factor")) {
+                        ObjectReader dr(*df, kr.pointer("dropout_time_factor"), problems);
+                        spec.dropoutForwardTimeFactor = dr.requireNumber("forward", 1.0, 10.0);
+                        spec.dropoutBackwardTimeFactor = dr.requireNumber("backward", 1.0, 10.0);
+                        dr.finish();
+                    }
                     if (const auto* hd = kr.child("head_dims"))
                         spec.headDims = increasingPositiveInts(*hd, kr.pointer("head_dims"), "head dimensions", problems);
                     kr.finish();
@@ -412,6 +437,23 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         c.gpu.syncJitterFraction = gr.optNumber("sync_jitter_fraction", 0.0, 0.0, 1.0);
         c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
         c.gpu.sustainedTensorFraction = gr.optNumber("sustained_tensor_fraction", 1.0, 0.05, 1.0);
+        if (const auto* sd = gr.child("sustained_share_by_duty")) {
+            const std::string sp = gr.pointer("sustained_share_by_duty");
+            if (!sd->is_array() || sd->empty()) {
+                problems.add(sp, "expected a non-empty array of {duty, share}");
+            } else {
+                for (size_t i = 0; i < sd->size(); ++i) {
+                    ObjectReader pr((*sd)[i], sp + "/" + std::to_string(i), problems);
+                    GpuSpec::DutyShare p;
+                    p.duty = pr.requireNumber("duty", 0.001, 1.0);
+                    p.share = pr.requireNumber("share", 0.05, 1.0);
+                    pr.finish();
+                    if (!c.gpu.sustainedShareByDuty.empty() && p.duty <= c.gpu.sustainedShareByDuty.back().duty)
+                        problems.add(sp + "/" + std::to_string(i) + "/duty", "must increase along the curve");
+                    c.gpu.sustainedShareByDuty.push_back(p);
+                }
+            }
+        }
         gr.finish();
     } else {
         problems.add(r.pointer("gpu"), "required field is missing");
@@ -511,6 +553,9 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
             if (spec.backwardEfficiency > 0.0) k["backward_efficiency"] = spec.backwardEfficiency;
             if (spec.benchmark) k["benchmark"] = attentionBenchmarkJson(*spec.benchmark);
             if (!spec.headDims.empty()) k["head_dims"] = spec.headDims;
+            if (spec.dropoutForwardTimeFactor > 0.0)
+                k["dropout_time_factor"] = {{"forward", spec.dropoutForwardTimeFactor},
+                                            {"backward", spec.dropoutBackwardTimeFactor}};
             ak[name] = k;
         }
         j["gpu"]["attention_kernels"] = ak;
@@ -520,6 +565,11 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
     if (c.gpu.sustainedTensorFraction != 1.0) j["gpu"]["sustained_tensor_fraction"] = c.gpu.sustainedTensorFraction;
+    if (!c.gpu.sustainedShareByDuty.empty()) {
+        nlohmann::json curve = nlohmann::json::array();
+        for (const auto& p : c.gpu.sustainedShareByDuty) curve.push_back({{"duty", p.duty}, {"share", p.share}});
+        j["gpu"]["sustained_share_by_duty"] = curve;
+    }
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
     if (c.host.present())
         j["host"] = {{"memory_bytes", c.host.memoryBytes},

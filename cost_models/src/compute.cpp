@@ -54,54 +54,96 @@ OpCost normOp(const char* name, const ModelConfig& model, const LocalShapes& s, 
     return memoryOp(name, "norm", kernel_cost::normBytes(s.tokensSp, s.hidden, r));
 }
 
-void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
-    for (auto& op : b.forwardOps) {
-        const std::string kernel = op.kernel;
-        if (op.opClass != OpClass::Gemm) op.kernel = kernel + "_forward";
-        op.seconds = opSeconds(op, cluster, dtype);
-        b.forward.add(op);
-        // Convention: backward = 2 x forward model FLOPs (Narayanan et al. 2021, §5.1).
-        if (op.opClass == OpClass::Gemm) {
-            // dX and dW are each one GEMM of the forward's size (for attention's batched GEMMs both gradients
-            // are input gradients: no weights).
-            b.backwardInput.add(op);
-            if (op.hasWeights) b.backwardWeight.add(op);
-            else b.backwardInput.add(op);
-        } else if (op.opClass == OpClass::Attention) {
-            // FlashAttention-2 backward: 5 matmuls against the forward's 2 (Dao 2023, §3.2) -> 2.5x;
-            // unfused attention: dV, dP, dQ, dK -> 2x.
-            const bool flash = op.name.rfind("attention_core_flash", 0) == 0; // the ring's steps too
-            const double f = flash ? kernel_cost::kFlashBackwardFlopFactor : 2.0;
-            OpCost scaled = op;
-            scaled.kernel = kernel + "_backward";
-            scaled.backward = true;
-            scaled.flops *= f;
-            scaled.bytes *= kernel_cost::kBackwardByteFactor;
-            scaled.seconds = opSeconds(scaled, cluster, dtype);
-            scaled.modelFlops = 2.0 * op.modelFlops;
-            b.backwardInput.add(scaled);
-        } else {
-            // Elementwise/norm backward reads the saved input and the output grad, writes the input grad.
-            OpCost scaled = op;
-            scaled.kernel = kernel + "_backward";
-            scaled.bytes *= op.backwardByteFactor;
-            scaled.seconds = opSeconds(scaled, cluster, dtype);
-            b.backwardInput.add(scaled);
-        }
-        const bool attentionCore = op.opClass == OpClass::Attention || !op.hasWeights || op.kernel == "softmax_forward" ||
-                                   op.kernel == "dropout_forward";
-        const bool redo = recompute == Recompute::Full || (recompute == Recompute::Selective && attentionCore);
-        if (redo) {
-            b.recompute.add(op);
-            b.recompute.modelFlops -= op.modelFlops; // recompute is hardware work, not model work
-        }
+// The kernels one forward op of a block stands for, each handed to `emit` with the phase it runs in: the forward
+// kernel, its backward (a GEMM's dX and dW, attention's backward kernel, an elementwise op's backward) and, where
+// the plan recomputes it, the forward again. `seconds(op)` times a kernel; `op` is left as its forward kernel
+// (named by phase, timed).
+enum class BlockPhase { Forward, BackwardInput, BackwardWeight, Recompute };
+template <class Seconds, class Emit>
+void forEachKernel(OpCost& op, Recompute recompute, Seconds seconds, Emit emit) {
+    const std::string kernel = op.kernel;
+    if (op.opClass != OpClass::Gemm) op.kernel = kernel + "_forward";
+    op.seconds = seconds(op);
+    emit(op, BlockPhase::Forward);
+    // Convention: backward = 2 x forward model FLOPs (Narayanan et al. 2021, §5.1).
+    if (op.opClass == OpClass::Gemm) {
+        // dX and dW are each one GEMM of the forward's size (for attention's batched GEMMs both gradients
+        // are input gradients: no weights).
+        emit(op, BlockPhase::BackwardInput);
+        emit(op, op.hasWeights ? BlockPhase::BackwardWeight : BlockPhase::BackwardInput);
+    } else if (op.opClass == OpClass::Attention) {
+        // FlashAttention-2 backward: 5 matmuls against the forward's 2 (Dao 2023, §3.2) -> 2.5x;
+        // unfused attention: dV, dP, dQ, dK -> 2x.
+        const bool flash = op.name.rfind("attention_core_flash", 0) == 0; // the ring's steps too
+        const double f = flash ? kernel_cost::kFlashBackwardFlopFactor : 2.0;
+        OpCost scaled = op;
+        scaled.kernel = kernel + "_backward";
+        scaled.backward = true;
+        scaled.flops *= f;
+        scaled.bytes *= kernel_cost::kBackwardByteFactor;
+        scaled.seconds = seconds(scaled);
+        scaled.modelFlops = 2.0 * op.modelFlops;
+        emit(scaled, BlockPhase::BackwardInput);
+    } else {
+        // Elementwise/norm backward reads the saved input and the output grad, writes the input grad.
+        OpCost scaled = op;
+        scaled.kernel = kernel + "_backward";
+        scaled.bytes *= op.backwardByteFactor;
+        scaled.seconds = seconds(scaled);
+        emit(scaled, BlockPhase::BackwardInput);
     }
+    const bool attentionCore = op.opClass == OpClass::Attention || !op.hasWeights || op.kernel == "softmax_forward" ||
+                               op.kernel == "dropout_forward";
+    if (recompute == Recompute::Full || (recompute == Recompute::Selective && attentionCore)) emit(op, BlockPhase::Recompute);
+}
+
+// The block's duty and the share of their benchmarked rate its tensor-core kernels sustain at the power limit
+// (FORMULAS.md §3.3). The duty is the block's tensor-core load over its kernel time, both at benchmark rates
+// (forward, backward and recompute together): a kernel's load is the time its FLOPs would take at the GEMM
+// plateau, so a GEMM at the plateau loads the tensor cores for all of its time and an attention kernel at two
+// thirds of the plateau's rate for two thirds of it (the power probe: causal attention held alone sustained what
+// GEMMs at its load do). The probe sets its duty cycles by the GEMMs' time at the start of a burst, so the duty
+// is taken at benchmark rates too.
+void setTensorShare(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
+    if (cluster.gpu.sustainedShareByDuty.empty()) {
+        b.tensorShare = cluster.gpu.sustainedTensorFraction;
+        return;
+    }
+    double load = 0.0, total = 0.0;
+    for (OpCost op : b.forwardOps)
+        forEachKernel(op, recompute, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, 1.0); },
+                      [&](const OpCost& k, BlockPhase) {
+                          total += k.seconds;
+                          if (k.opClass == OpClass::Memory || k.flops <= 0.0) return;
+                          const Dtype kd = k.dtype ? *k.dtype : dtype;
+                          const double plateau = cluster.peakFlops(kd) * gemmPlateauEfficiency(cluster.gpu, kd);
+                          load += std::min(k.seconds, k.flops / plateau);
+                      });
+    b.tensorDuty = total > 0.0 ? load / total : 0.0;
+    b.tensorShare = cluster.gpu.sustainedTensorShare(b.tensorDuty);
+}
+
+void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
+    setTensorShare(b, cluster, dtype, recompute);
+    for (OpCost& op : b.forwardOps)
+        forEachKernel(op, recompute, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, b.tensorShare); },
+                      [&](const OpCost& k, BlockPhase phase) {
+                          switch (phase) {
+                          case BlockPhase::Forward: b.forward.add(k); break;
+                          case BlockPhase::BackwardInput: b.backwardInput.add(k); break;
+                          case BlockPhase::BackwardWeight: b.backwardWeight.add(k); break;
+                          case BlockPhase::Recompute:
+                              b.recompute.add(k);
+                              b.recompute.modelFlops -= k.modelFlops; // recompute is hardware work, not model work
+                              break;
+                          }
+                      });
     // GEMM backward model FLOPs were added once for dX and once for dW: 2 x forward in total.
 }
 } // namespace
 
 namespace {
-double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) {
+double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype, double tensorShare) {
     const auto& gpu = cluster.gpu;
     double overheadSeconds = gpu.kernelOverheadSeconds;
     if (!op.kernel.empty()) {
@@ -128,7 +170,7 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
     if (op.dtype) dtype = *op.dtype;
     if (op.flops > 0.0) {
         const double peak = cluster.peakFlops(dtype);
-        double eff = 1.0;
+        double eff = 1.0, dropoutFactor = 1.0;
         if (op.opClass == OpClass::Gemm) {
             eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype, op.batch);
         } else if (op.opClass == OpClass::Attention) {
@@ -136,13 +178,16 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
             if (spec != gpu.attentionKernels.end()) {
                 // A fused attention kernel's measured efficiency, lower for short key ranges (FORMULAS.md §3.2).
                 eff = attentionKernelEfficiency(spec->second, op.k, op.n, op.backward, op.causal);
+                // Attention dropout inside the kernel, where its cost was measured (§3.2).
+                const double f = op.backward ? spec->second.dropoutBackwardTimeFactor : spec->second.dropoutForwardTimeFactor;
+                if (op.dropout && f > 0.0) dropoutFactor = f;
             } else {
                 eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype); // tiles of (queries x keys x head_dim)
             }
         }
         // Tensor-core kernels run at the share of their benchmarked throughput a training step sustains (§3.3).
-        if (op.opClass == OpClass::Gemm || op.opClass == OpClass::Attention) eff *= gpu.sustainedTensorFraction;
-        computeSeconds = op.flops / (peak * eff);
+        if (op.opClass == OpClass::Gemm || op.opClass == OpClass::Attention) eff *= tensorShare;
+        computeSeconds = dropoutFactor * op.flops / (peak * eff);
     }
     const double memorySeconds = op.bytes / (gpu.hbmBytesPerSecond * gpu.memoryEfficiency);
     // Roofline (Williams, Waterman & Patterson 2009): an op is bound by the slower of compute and memory.
@@ -228,7 +273,12 @@ double attentionKernelEfficiency(const AttentionKernelSpec& spec, int64_t headDi
     return useful * paddedKernelEfficiency(spec, padded, keys, backward, causal);
 }
 
-double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) { return kernelSeconds(op, cluster, dtype); }
+double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype, double tensorShare) {
+    return kernelSeconds(op, cluster, dtype, tensorShare);
+}
+double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) {
+    return kernelSeconds(op, cluster, dtype, cluster.gpu.sustainedTensorShare(1.0));
+}
 
 namespace {
 // Adding this micro-batch's weight gradients of `parameters` (held by the rank, before ZeRO sharding) into the
@@ -359,6 +409,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             att.name = "attention_core_flash";
             att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
             att.bytes = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e);
+            att.dropout = model.dropout > 0.0;
             // tessel's own executor (`tessel run`, marked by its in-place loss) gathers K and V over the group and
             // runs one kernel over all the keys (executor/src/gpt.cpp): the whole share as one op.
             const bool ownExecutor = plan.framework.lossInPlace.value_or(false);
@@ -488,7 +539,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             part.flops = kernel_cost::gemmFlops(part.m, part.n, part.k) * d(part.batch);
             part.modelFlops = part.flops;
             part.bytes = kernel_cost::gemmBytes(part.m, part.n, part.k, e) * d(part.batch);
-            part.seconds = opSeconds(part, cluster, recipe.computeDtype);
+            part.seconds = opSeconds(part, cluster, recipe.computeDtype, b.tensorShare);
             redo(part);
         } else if (op.name == "attn_proj") {
             redo(op);

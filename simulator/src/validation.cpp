@@ -159,7 +159,12 @@ std::pair<double, int> medianLogStepRatio(const ValidationReport& report) {
 }
 } // namespace
 
-SustainedFit fitSustainedTensorFraction(const std::vector<LoadedRecord>& records) {
+SustainedFit fitSustainedTensorFraction(const std::vector<LoadedRecord>& all) {
+    // Only records whose GPU takes the constant: where the sustained share was measured as a curve over the duty
+    // (gpu.sustained_share_by_duty) the constant does not apply, and those records do not move with it.
+    std::vector<LoadedRecord> records;
+    for (const auto& r : all)
+        if (r.validationCase && r.validationCase->scenario.cluster.gpu.sustainedShareByDuty.empty()) records.push_back(r);
     // Tensor-core time scales as 1 / fraction and the rest not at all, so the step's log error falls by less
     // than log(f1 / f0) when the share rises from f0 to f1: the fixed-point step f <- f x exp(median log error)
     // never overshoots and converges in a few passes over the records.

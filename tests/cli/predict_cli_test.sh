@@ -93,6 +93,13 @@ check "pointer tp" "$(contains "$tmp/err" '#/plan/tp')"
 check "pointer schedule" "$(contains "$tmp/err" '#/plan/schedule')"
 check "pointer unknown key" "$(contains "$tmp/err" '#/plan/micro_batchs: unknown key')"
 
+# 4b. The share of their benchmarked rate the layer's tensor cores run at: the measured power curve on an H100 (at the
+# layer's duty), the fitted constant on an A100 (FORMULAS.md §3.3).
+"$TESSEL" predict --model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/h100" 2>&1
+check "H100: the power curve at the layer's duty" "$(contains "$tmp/h100" "tensor cores at 0\.8[0-9]* of their benchmarked rate (the GPU's measured power curve at the layer's tensor-core duty 0\.[0-9]*)")"
+"$TESSEL" predict --model llama3-8b --cluster dgx-a100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/a100" 2>&1
+check "A100: the fitted constant" "$(contains "$tmp/a100" 'tensor cores at 0.921 of their benchmarked rate (gpu.sustained_tensor_fraction)')"
+
 # 5. Malformed JSON and a missing file.
 printf '{"schema_version": 1, "model": ' >"$tmp/broken.json"
 "$TESSEL" predict "$tmp/broken.json" >/dev/null 2>"$tmp/err"; rc=$?

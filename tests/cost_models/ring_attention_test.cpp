@@ -14,11 +14,7 @@
 namespace tessel {
 namespace {
 
-const OpCost* find(const BlockCompute& b, const std::string& name) {
-    for (const auto& op : b.forwardOps)
-        if (op.name == name) return &op;
-    return nullptr;
-}
+using test::findOp;
 
 // Llama-3-8B's attention shapes: hidden 4096, 32 heads of 128, 8 kv heads, sequence 8192.
 ModelConfig gqaModel() {
@@ -41,15 +37,15 @@ TEST(RingAttention, TheStepsSplitTheCausalShareEachAtItsOwnShape) {
     const ModelConfig m = gqaModel();
     const PrecisionRecipe& r = *findPrecisionRecipe("megatron");
     const BlockCompute one = layerCompute(m, c, cpPlan(1, "megatron"), r);
-    const OpCost* whole = find(one, "attention_core_flash");
+    const OpCost* whole = findOp(one, "attention_core_flash");
     ASSERT_NE(whole, nullptr);
     EXPECT_EQ(whole->n, 8192);
-    EXPECT_EQ(find(one, "attention_core_flash_ring"), nullptr);
-    EXPECT_EQ(find(one, "attention_ring_merge"), nullptr);
+    EXPECT_EQ(findOp(one, "attention_core_flash_ring"), nullptr);
+    EXPECT_EQ(findOp(one, "attention_ring_merge"), nullptr);
 
     const BlockCompute two = layerCompute(m, c, cpPlan(2, "megatron"), r);
-    const OpCost* diag = find(two, "attention_core_flash");
-    const OpCost* ring = find(two, "attention_core_flash_ring");
+    const OpCost* diag = findOp(two, "attention_core_flash");
+    const OpCost* ring = findOp(two, "attention_core_flash_ring");
     ASSERT_NE(diag, nullptr);
     ASSERT_NE(ring, nullptr);
     // Step 0: causal over the rank's 4096 queries and keys; step 1: all 4096 queries against 2048 keys, no mask.
@@ -63,10 +59,11 @@ TEST(RingAttention, TheStepsSplitTheCausalShareEachAtItsOwnShape) {
     // Together the causal share of one rank: half of 4 b h (s/cp) s d, and the MFU convention's full count.
     EXPECT_DOUBLE_EQ(diag->flops + ring->flops, kernel_cost::flashAttentionFlops(1, 32, 4096, 8192, 128));
     EXPECT_DOUBLE_EQ(diag->modelFlops + ring->modelFlops, 4.0 * 32 * 4096.0 * 8192.0 * 128);
-    // Each runs at its own key length's rate: the ring step reads the non-causal curve at 2048 keys.
+    // Each runs at its own key length's rate: the ring step reads the non-causal curve at 2048 keys (at the
+    // block's sustained share).
     const auto& spec = c.gpu.attentionKernels.at(resolveAttentionKernel(c.gpu, ring->variant));
     EXPECT_NEAR(ring->seconds,
-                ring->flops / (c.peakFlops(Dtype::Bf16) * c.gpu.sustainedTensorFraction *
+                ring->flops / (c.peakFlops(Dtype::Bf16) * two.tensorShare *
                                attentionKernelEfficiency(spec, 128, 2048, false, false)) +
                     c.gpu.kernelOverheadSeconds,
                 1e-12);
@@ -77,12 +74,12 @@ TEST(RingAttention, TesselsOwnExecutorGathersTheKeysAndRunsOneKernel) {
     Plan p = cpPlan(2, "generic");
     p.framework.lossInPlace = true; // what `tessel run` sets
     const BlockCompute b = layerCompute(gqaModel(), c, p, *findPrecisionRecipe("megatron"));
-    const OpCost* whole = find(b, "attention_core_flash");
+    const OpCost* whole = findOp(b, "attention_core_flash");
     ASSERT_NE(whole, nullptr);
     EXPECT_EQ(whole->m, 4096);
     EXPECT_EQ(whole->n, 8192);
-    EXPECT_EQ(find(b, "attention_core_flash_ring"), nullptr);
-    EXPECT_EQ(find(b, "attention_ring_merge"), nullptr);
+    EXPECT_EQ(findOp(b, "attention_core_flash_ring"), nullptr);
+    EXPECT_EQ(findOp(b, "attention_ring_merge"), nullptr);
 }
 
 TEST(RingAttention, MergeBytesAreEachImplementationsPassesCountedByHand) {
@@ -92,13 +89,13 @@ TEST(RingAttention, MergeBytesAreEachImplementationsPassesCountedByHand) {
     const double eq = 4096.0 * 4096.0; // the rank's tokens x query columns
     const double ekv = 4096.0 * 1024.0; // x K (or V) columns at 8 kv heads
     // Transformer Engine, cp 2, bf16: forward (8 + 2 + 2 x 10) eq + (8 + 4) ekv; backward (4 + 6) eq + (20 + 10) ekv.
-    const OpCost* te = find(layerCompute(m, c, cpPlan(2, "megatron"), r), "attention_ring_merge");
+    const OpCost* te = findOp(layerCompute(m, c, cpPlan(2, "megatron"), r), "attention_ring_merge");
     ASSERT_NE(te, nullptr);
     EXPECT_DOUBLE_EQ(te->bytes, 30.0 * eq + 12.0 * ekv);
     EXPECT_NEAR(te->bytes * te->backwardByteFactor, 10.0 * eq + 30.0 * ekv, 1e-3);
     // PyTorch's (torchtitan), whose kernel sees K and V repeated to all 32 heads: forward (12 + 38) eq + 8 eq,
     // backward (10 + 20) eq + (56 + 50) eq.
-    const OpCost* pt = find(layerCompute(m, c, cpPlan(2, "torchtitan"), r), "attention_ring_merge");
+    const OpCost* pt = findOp(layerCompute(m, c, cpPlan(2, "torchtitan"), r), "attention_ring_merge");
     ASSERT_NE(pt, nullptr);
     EXPECT_DOUBLE_EQ(pt->bytes, 58.0 * eq);
     EXPECT_NEAR(pt->bytes * pt->backwardByteFactor, 136.0 * eq, 1e-3);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessel/cost/cluster.hpp"
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/model.hpp"
 #include "tessel/cost/plan.hpp"
 #include "tessel/cost/scenario.hpp"
@@ -68,5 +69,12 @@ inline Plan plan3d(int tp, int pp, int dp, int microBatch, int globalBatch, cons
 }
 
 inline double relDiff(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), std::abs(b)); }
+
+// A block's forward op by name, or null.
+inline const OpCost* findOp(const BlockCompute& b, const std::string& name) {
+    for (const auto& op : b.forwardOps)
+        if (op.name == name) return &op;
+    return nullptr;
+}
 
 } // namespace tessel::test

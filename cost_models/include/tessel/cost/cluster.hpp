@@ -100,6 +100,10 @@ struct AttentionKernelSpec {
     double seqHalf = 0.0;
     std::optional<AttentionBenchmark> benchmark;
     std::vector<int64_t> headDims;
+    // The kernel's time with attention dropout on (Philox numbers drawn per score element in the forward and
+    // again in the backward) over its time without, measured (FORMULAS.md §3.2); 0 = not measured, not costed.
+    double dropoutForwardTimeFactor = 0.0;
+    double dropoutBackwardTimeFactor = 0.0;
 };
 
 struct GpuSpec {
@@ -136,6 +140,17 @@ struct GpuSpec {
     // them for seconds at the power limit (FORMULAS.md §3.3). Fitted to published runs by `tessel validate --fit`,
     // one value for every GPU; 1 = the benchmark's throughput.
     double sustainedTensorFraction = 1.0;
+    // Where measured at the power limit (bench/power_probe.py), the sustained share as a function of the duty: the
+    // share of a block's kernel time (at benchmark rates) its tensor-core kernels take. Points by increasing duty,
+    // joined by straight lines, (0, 1) below the first; it replaces sustainedTensorFraction (FORMULAS.md §3.3).
+    struct DutyShare {
+        double duty = 1.0;
+        double share = 1.0;
+    };
+    std::vector<DutyShare> sustainedShareByDuty;
+    // The share a block sustains whose tensor-core kernels take `duty` of its time: the measured curve, else the
+    // fitted constant.
+    double sustainedTensorShare(double duty) const;
 };
 
 // A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
@@ -183,6 +198,9 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t minDim);
 // GEMM efficiency of `batch` (m x k) @ (k x n) GEMMs in `dtype` (one batched kernel): the shape model where the GPU
 // has one, else the table.
 double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch = 1);
+// The GEMM plateau: the efficiency of the largest aligned GEMMs in `dtype` (gemm_model/max_efficiency, else the
+// table's last point, else 1), what a large GEMM benchmark times.
+double gemmPlateauEfficiency(const GpuSpec& gpu, Dtype dtype);
 // The attention kernel a plan's "auto" resolves to, or `requested` itself; "" when the GPU describes none.
 std::string resolveAttentionKernel(const GpuSpec& gpu, const std::string& requested);
 

@@ -128,6 +128,7 @@ struct OpCost {
     bool backward = false;       // attention: the backward kernel (its own efficiency)
     bool causal = true;          // attention: causal (false: every key visible, a context-parallel ring's later steps)
     bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
+    bool dropout = false;        // fused attention: attention dropout drawn inside the kernel
     std::optional<Dtype> dtype;  // the dtype it computes in when not the recipe's (FP8 GEMMs)
     double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
     double seconds = 0.0;        // roofline time, filled by costOps
@@ -164,6 +165,10 @@ struct BlockCompute {
     PhaseCost backwardInput;     // gradients w.r.t. inputs (and all non-GEMM backward work)
     PhaseCost backwardWeight;    // gradients w.r.t. weights (GEMM dW)
     PhaseCost recompute;         // extra forward work redone in backward under the plan's recompute mode
+    // The sustained tensor-core share its GEMMs and attention ran at (GpuSpec::sustainedTensorShare of the
+    // block's duty, FORMULAS.md §3.3) and that duty.
+    double tensorShare = 1.0;
+    double tensorDuty = 0.0;
     PhaseCost backward() const {
         PhaseCost b = backwardInput;
         b += backwardWeight;
@@ -174,8 +179,10 @@ struct BlockCompute {
 // Time of one op. Uncalibrated: the roofline max(flops / (peak x efficiency), bytes / (HBM x memory
 // efficiency)) + kernel overhead. Where the cluster has a calibrated fit for op.kernel (GpuSpec::kernels),
 // memory and attention kernels take overhead + bytes (or flops) / fitted rate, and GEMMs the fitted overhead
-// with the (calibrated) efficiency table.
+// with the (calibrated) efficiency table. Tensor-core kernels (GEMMs, attention) run at `tensorShare` of their
+// benchmarked rate; without it, at the share of a block that is all tensor-core work (duty 1).
 double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype);
+double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype, double tensorShare);
 
 // Achieved / peak of a fused attention kernel running causal attention with head dimension headDim over `keys`
 // keys, forward or backward, before the sustained share σ (FORMULAS.md §3.2). With a benchmark: its causal curve

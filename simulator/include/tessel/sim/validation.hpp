@@ -114,8 +114,9 @@ void summarize(ValidationReport& report);
 double medianOf(std::vector<double> values);
 
 // The one constant of the cost model fitted to published runs (FORMULAS.md §3.3): the share of the
-// benchmarked tensor-core throughput a training step sustains, one value for every GPU, chosen so that the
-// median of log(predicted / measured) step time over the records is zero. `tessel validate --fit` prints it;
+// benchmarked tensor-core throughput a training step sustains, one value for every GPU whose share was not measured
+// (a cluster with gpu.sustained_share_by_duty takes its curve instead, and its records are left out of the fit),
+// chosen so that the median of log(predicted / measured) step time over the records is zero. `tessel validate --fit` prints it;
 // the shipped cluster files carry it (gpu.sustained_tensor_fraction).
 struct SustainedFit {
     double fraction = 1.0;
