@@ -76,6 +76,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             out << ", attention on unpadded q/k/v (llm-foundry's gathers)";
         if (precisionRecipeOf(pl).autocast) out << ", torch.autocast over fp32 weights";
         if (ov.foreachOptimizer) out << ", AdamW as torch.optim's foreach ops";
+        if (ov.checkpointEarlyStop && pl.recompute == Recompute::Full)
+            out << ", full recompute stopping early (torch.utils.checkpoint: fc2 and the last residual not rerun)";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
         if (const auto format = sim::exportFormatOf(pl.framework.name)) {

@@ -28,6 +28,7 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"grad_reduce_in_fp32", &FrameworkSettings::gradReduceInFp32},
                                                   {"fp8_param_gather", &FrameworkSettings::fp8ParamGather},
                                                   {"foreach_optimizer", &FrameworkSettings::foreachOptimizer},
+                                                  {"checkpoint_early_stop", &FrameworkSettings::checkpointEarlyStop},
                                                   {"store_param_remainders", &FrameworkSettings::storeParamRemainders}};
     return flags;
 }
@@ -274,11 +275,12 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     o.gradReduceInFp32 = gradReduceInFp32Default(f);
     o.fp8ParamGather = fp8ParamGatherDefault(f);
     o.foreachOptimizer = foreachOptimizerDefault(f);
+    o.checkpointEarlyStop = f.name == "torchtitan";
     o.storeParamRemainders = storeParamRemaindersDefault(f, false);
     bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap,    &o.asyncTpGradReduce, &o.overlapP2pComm,
                         &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32, &o.fp8ParamGather,
-                        &o.foreachOptimizer, &o.storeParamRemainders};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 12, "one resolved value per framework flag");
+                        &o.foreachOptimizer, &o.checkpointEarlyStop, &o.storeParamRemainders};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 13, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);
@@ -292,6 +294,7 @@ bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or
 bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
 bool fp8ParamGatherOf(const FrameworkSettings& f) { return f.fp8ParamGather.value_or(fp8ParamGatherDefault(f)); }
 bool foreachOptimizerOf(const FrameworkSettings& f) { return f.foreachOptimizer.value_or(foreachOptimizerDefault(f)); }
+bool checkpointEarlyStopOf(const FrameworkSettings& f) { return f.checkpointEarlyStop.value_or(f.name == "torchtitan"); }
 bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8) {
     return f.storeParamRemainders.value_or(storeParamRemaindersDefault(f, fp8));
 }

@@ -345,6 +345,45 @@ TEST(Compute, ForeachAdamwMovesEightyFourBytesPerFp32Parameter) {
     }
 }
 
+TEST(Compute, AFullRecomputeThatStopsEarlyDoesNotRerunFc2OrTheLastResidual) {
+    // torch.utils.checkpoint's non-reentrant early stop (torchtitan's default): the recompute ends when fc2 saves its
+    // input, so a dense layer's recompute is its forward less fc2 and the residual add after it.
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    ModelConfig m = test::megatronStyleModel(2, 4096, 32, 128256, 8192);
+    m.dropout = 0.0;
+    const PrecisionRecipe& r = *findPrecisionRecipe("fsdp");
+    Plan p;
+    p.recompute = Recompute::Full;
+    p.framework.name = "torchtitan";
+    EXPECT_TRUE(checkpointEarlyStopOf(p.framework));
+    const BlockCompute early = layerCompute(m, c, p, r);
+    double skipped = 0.0;
+    for (const OpCost& op : early.forwardOps)
+        if (op.name == "fc2" || op.name == "residual_mlp") {
+            EXPECT_TRUE(op.notRecomputed) << op.name;
+            skipped += op.seconds;
+        } else {
+            EXPECT_FALSE(op.notRecomputed) << op.name;
+        }
+    EXPECT_GT(skipped, 0.1 * early.forward.seconds);
+    EXPECT_NEAR(early.recompute.seconds, early.forward.seconds - skipped, 1e-12);
+    // Stated off (a reentrant checkpoint), the whole forward is rerun.
+    p.framework.checkpointEarlyStop = false;
+    const BlockCompute whole = layerCompute(m, c, p, r);
+    EXPECT_NEAR(whole.recompute.seconds, whole.forward.seconds, 1e-12);
+    // With hidden dropout the mask saved after fc2 is the last saved tensor: nothing is skipped.
+    p.framework.checkpointEarlyStop.reset();
+    m.dropout = 0.1;
+    const BlockCompute masked = layerCompute(m, c, p, r);
+    EXPECT_NEAR(masked.recompute.seconds, masked.forward.seconds, 1e-12);
+    // Megatron-LM, NeMo and DeepSpeed recompute with their own reentrant functions; plain FSDP says which it runs.
+    for (const char* name : {"megatron", "nemo", "deepspeed", "fsdp", "generic"}) {
+        FrameworkSettings f;
+        f.name = name;
+        EXPECT_FALSE(checkpointEarlyStopOf(f)) << name;
+    }
+}
+
 TEST(Compute, GradientAccumulationBytesByFrameworkByHand) {
     auto fw = [](std::string name, std::string version = "", std::optional<std::string> ddp = std::nullopt) {
         FrameworkSettings f;

@@ -464,7 +464,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_FALSE(o.fp8ParamGather);     // --fp8-param-gather is off unless given
     EXPECT_FALSE(o.foreachOptimizer);   // fused Adam (Apex / Transformer Engine)
     EXPECT_FALSE(o.storeParamRemainders); // an fp32 master unless the precision-aware optimizer is asked for
-    EXPECT_EQ(o.defaulted.size(), 12u);
+    EXPECT_FALSE(o.checkpointEarlyStop);  // Megatron's own reentrant checkpoint reruns the whole forward
+    EXPECT_EQ(o.defaulted.size(), 13u);
     f.ddpImpl = "torch";
     f.version = "2022";
     o = resolveOverlap(f, true, 0);
@@ -477,12 +478,13 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     f.overlapP2pComm = true;
     o = resolveOverlap(f, false, 0);
     EXPECT_TRUE(o.overlapP2pComm);
-    EXPECT_EQ(o.defaulted.size(), 11u);
+    EXPECT_EQ(o.defaulted.size(), 12u);
     // torchtitan runs eager PyTorch ops unless torch.compile (FORMULAS.md §3.4); stated, the plan wins.
     FrameworkSettings titan;
     titan.name = "torchtitan";
     EXPECT_FALSE(resolveOverlap(titan, false, 3).fusedKernels);
     EXPECT_FALSE(fusedKernelsOf(titan));
+    EXPECT_TRUE(resolveOverlap(titan, false, 3).checkpointEarlyStop); // torch.utils.checkpoint, non-reentrant
     EXPECT_TRUE(eagerLossOf(titan));
     titan.fusedKernels = true;
     EXPECT_TRUE(resolveOverlap(titan, false, 3).fusedKernels);

@@ -129,6 +129,7 @@ struct OpCost {
     bool causal = true;          // attention: causal (false: every key visible, a context-parallel ring's later steps)
     bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
     bool dropout = false;        // fused attention: attention dropout drawn inside the kernel
+    bool notRecomputed = false;  // a full recompute that stops early does not rerun it (checkpointEarlyStopOf)
     std::optional<Dtype> dtype;  // the dtype it computes in when not the recipe's (FP8 GEMMs)
     double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
     double seconds = 0.0;        // roofline time, filled by costOps

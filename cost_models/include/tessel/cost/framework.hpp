@@ -35,6 +35,7 @@ struct FrameworkSettings {
     std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
     std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
     std::optional<bool> foreachOptimizer;        // AdamW as torch.optim's foreach ops, not one fused kernel
+    std::optional<bool> checkpointEarlyStop;     // full recompute stops once every saved tensor is back (torch non-reentrant)
     // The distributed optimizer keeps the fp32 master as the 16 low bits each bf16 weight lacks (2 B, not 4):
     // Apex DistributedFusedAdam (NeMo 1's distributed_fused_adam), Transformer Engine's FusedAdam under
     // Megatron-core's precision-aware optimizer. Unset: storeParamRemaindersOf.
@@ -67,6 +68,7 @@ struct OverlapSettings {
     bool gradReduceInFp32 = true;
     bool fp8ParamGather = false;
     bool foreachOptimizer = false;
+    bool checkpointEarlyStop = false;
     bool storeParamRemainders = false;   // as for a bf16 plan (FP8 ones: storeParamRemaindersOf)
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
@@ -101,6 +103,13 @@ bool fp8ParamGatherOf(const FrameworkSettings& f);
 // before 2025 (foreach = not job_config.optimizer.fused until pytorch/torchtitan #881, 2025-02-24, made "fused" the
 // default), false otherwise (Megatron-LM, NeMo, DeepSpeed: fused Adam). FORMULAS.md §3.
 bool foreachOptimizerOf(const FrameworkSettings& f);
+// Whether a full recompute stops as soon as every tensor the backward saved is recomputed, so a layer's trailing
+// ops that save nothing, and the GEMM whose input is the last one saved, are not rerun: torch.utils.checkpoint's
+// non-reentrant implementation with its early stop (on by default since PyTorch 2.1, pytorch#96866), which
+// torchtitan's activation checkpointing wraps (checkpoint_wrapper, NO_REENTRANT). Stated, else true for torchtitan,
+// false otherwise (Megatron-LM, NeMo and DeepSpeed recompute with their own reentrant checkpoint functions; a plain
+// PyTorch FSDP job says which it runs). FORMULAS.md §3.4.
+bool checkpointEarlyStopOf(const FrameworkSettings& f);
 // Whether a plan with bf16 weights beside an fp32 master under a distributed optimizer (ZeRO >= 1) keeps that
 // master as 16-bit remainders (FrameworkSettings::storeParamRemainders): stated, else NeMo's recipes: containers up
 // to 24.12 run NeMo 1's distributed_fused_adam, which stores remainders whenever the optimizer is fp32 and the
