@@ -387,6 +387,21 @@ bool readFramework(Reading& r) {
         plan.framework.attentionUnpad = true;
         r.assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
     }
+    // llm-foundry's benchmark runs checkpoint activations non-reentrantly (submit_benchmarks.py sets
+    // fsdp_config.activation_checkpointing_reentrant = False), which under PyTorch >= 2.1 stops the recompute early
+    // (pytorch#96866; FORMULAS.md §3.4). The H100 tables and the A100 80 GB table but its 70B rows ran PyTorch 2.1
+    // (b2a43a147, 5e85bd62d); the A100 40 GB table and the 80 GB 70B rows PyTorch 1.13.1 (sweep.sh at 5f43bf160),
+    // whose non-reentrant checkpoint reran the whole block (docs/validation.md, "Where the MPT tables come from").
+    if (llmFoundry && !plan.framework.checkpointEarlyStop) {
+        const std::string src = lower(source);
+        const std::string model = lower(text(r.rec.value("model", nlohmann::json::object()), "name"));
+        const bool torch21 = contains(src, "h100") || (contains(src, "a100 80gb") && !contains(model, "70b"));
+        plan.framework.checkpointEarlyStop = torch21;
+        r.assume(torch21 ? "llm-foundry: non-reentrant activation checkpointing (submit_benchmarks.py) under PyTorch 2.1, "
+                           "whose recompute stops early (fc2 and the last residual not rerun)"
+                         : "llm-foundry: non-reentrant activation checkpointing under PyTorch 1.13.1 (this table's "
+                           "software), which reran the whole block");
+    }
     const std::string loss = lower(text(pl, "cross_entropy"));
     const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn";
     if (named) plan.framework.crossEntropy = loss;

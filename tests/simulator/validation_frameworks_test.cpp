@@ -397,6 +397,31 @@ TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     EXPECT_FALSE(load(r).scenario.plan.framework.attentionUnpad.has_value());
 }
 
+TEST(ValidationRecord, LlmFoundrysCheckpointStopsEarlyUnderPyTorch21Only) {
+    // submit_benchmarks.py checkpoints non-reentrantly; the H100 tables and the A100 80 GB table but its 70B rows ran
+    // PyTorch 2.1, whose checkpoint stops early; the A100 40 GB table and the 80 GB 70B rows PyTorch 1.13.1.
+    nlohmann::json r = record();
+    r["plan"]["framework"] = "Composer + PyTorch FSDP";
+    r["plan"]["zero"] = 3;
+    dataParallelOnly(r);
+    auto earlyStop = [&](const std::string& section, const std::string& model) {
+        r["source"] = "mosaicml/llm-foundry scripts/train/benchmarking/README.md, section '" + section + "'";
+        r["model"]["name"] = model;
+        const ValidationCase c = load(r);
+        EXPECT_TRUE(mentions(c.assumptions, "non-reentrant activation checkpointing")) << section << " " << model;
+        return checkpointEarlyStopOf(c.scenario.plan.framework);
+    };
+    EXPECT_TRUE(earlyStop("H100 80GB BF16", "MPT-7B"));
+    EXPECT_TRUE(earlyStop("H100 80GB BF16 (Large Scale, >= 128 GPUs)", "MPT-70B"));
+    EXPECT_TRUE(earlyStop("A100 80GB with 1600 Gbps node-node interconnect (RoCE)", "MPT-30B"));
+    EXPECT_FALSE(earlyStop("A100 80GB with 1600 Gbps node-node interconnect (RoCE)", "MPT-70B"));
+    EXPECT_FALSE(earlyStop("A100 40GB with 1600 Gbps node-node interconnect (RoCE)", "MPT-7B"));
+    // Stated, the record wins.
+    r["plan"]["checkpoint_early_stop"] = false;
+    r["source"] = "mosaicml/llm-foundry scripts/train/benchmarking/README.md, section 'H100 80GB BF16'";
+    EXPECT_FALSE(checkpointEarlyStopOf(load(r).scenario.plan.framework));
+}
+
 TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
     nlohmann::json r = onNodes(record(), 8, 1, 4);
     r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
