@@ -453,6 +453,11 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                     c.gpu.sustainedShareByDuty.push_back(p);
                 }
             }
+            // The measured curve replaces the fitted constant: given both, one would be ignored in silence.
+            if (gr.child("sustained_tensor_fraction"))
+                problems.add(gr.pointer("sustained_tensor_fraction"),
+                             "give either sustained_tensor_fraction or sustained_share_by_duty, not both (the measured "
+                             "curve replaces the fitted constant)");
         }
         gr.finish();
     } else {

@@ -199,9 +199,11 @@ LeaveOneGroupOut leaveOneGroupOut(const std::vector<LoadedRecord>& records) {
         std::vector<LoadedRecord> others;
         for (const auto& r : records)
             if (r.group != g) others.push_back(r);
-        // A set of one group has nothing to fit on: it keeps the shipped value.
+        // A set of one group has nothing to fit on, nor one whose other groups all ran on GPUs with a measured
+        // curve (their records do not take the constant): it keeps the shipped value.
         if (others.empty()) continue;
-        fractionOf[g] = fitSustainedTensorFraction(others).fraction;
+        const SustainedFit fit = fitSustainedTensorFraction(others);
+        if (fit.records > 0) fractionOf[g] = fit.fraction;
     }
     std::vector<CaseResult> results;
     for (const auto& r : records) {
@@ -215,7 +217,7 @@ LeaveOneGroupOut leaveOneGroupOut(const std::vector<LoadedRecord>& records) {
     for (const auto& g : groups) {
         const auto it = fractionOf.find(g);
         out.fittedConstants.push_back("gpu.sustained_tensor_fraction without " + g + ": " +
-                                      (it == fractionOf.end() ? std::string("not refitted (no other group)")
+                                      (it == fractionOf.end() ? std::string("not refitted (no other group on a GPU that takes it)")
                                                               : std::to_string(it->second).substr(0, 5)));
     }
     return out;

@@ -68,6 +68,11 @@ TEST(SustainedShare, TheCurveAndTheDropoutFactorsAreReadWrittenAndRefusedAtTheir
     EXPECT_TRUE(named(problems, "/gpu/attention_kernels/flash2/dropout_time_factor/forward"));
     EXPECT_TRUE(named(problems, "/gpu/attention_kernels/flash2/dropout_time_factor/backward"));
     bad = j;
+    bad["gpu"]["sustained_tensor_fraction"] = 0.9; // beside the curve: one of them would be ignored
+    ProblemList both;
+    parseCluster(bad, "", both);
+    EXPECT_TRUE(named(both, "/gpu/sustained_tensor_fraction"));
+    bad = j;
     bad["gpu"]["sustained_share_by_duty"] = nlohmann::json::array();
     ProblemList empty;
     parseCluster(bad, "", empty);

@@ -207,6 +207,14 @@ TEST(SustainedFraction, LeaveOneGroupOutRefitsWithoutTheGroupItPredicts) {
     EXPECT_NEAR(logo.report.results[0].predictedStepSeconds, validateRecords(sc21).results[0].predictedStepSeconds, 1e-9);
     // In-sample, the same record with its own fit is exact; out of sample it is not.
     EXPECT_NEAR(*validateRecords(withOwnFit(two[0])).results[0].stepError, 0.0, 2e-3);
+    // A group whose other groups all ran on GPUs with a measured curve has nothing to refit on: it keeps the shipped
+    // value instead of the fit's starting 1.
+    std::vector<LoadedRecord> hopperOther = two;
+    hopperOther[1].validationCase->scenario.cluster.gpu.sustainedShareByDuty = {GpuSpec::DutyShare{}};
+    const LeaveOneGroupOut kept = leaveOneGroupOut(hopperOther);
+    EXPECT_NE(kept.fittedConstants[0].find("not refitted"), std::string::npos);
+    EXPECT_NEAR(kept.report.results[0].predictedStepSeconds,
+                validateRecords({two[0]}).results[0].predictedStepSeconds, 1e-9);
 }
 
 } // namespace
