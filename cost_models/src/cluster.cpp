@@ -223,6 +223,15 @@ double GpuSpec::sustainedTensorShare(double duty) const {
     return below.share;
 }
 
+double contentionSeconds(double kappa, double kappaMax, double commSeconds, double computeSeconds) {
+    const double charge = kappa * commSeconds;
+    return kappaMax > 0.0 ? std::min(charge, kappaMax * computeSeconds) : charge;
+}
+
+double GpuSpec::contentionSeconds(double commSeconds, double computeSeconds) const {
+    return tessel::contentionSeconds(commContention, commContentionMax, commSeconds, computeSeconds);
+}
+
 const PhaseFit& GpuSpec::phaseFit(const std::string& phase) const {
     static const PhaseFit identity;
     const auto it = phaseFits.find(phase);
@@ -436,6 +445,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         c.gpu.overlapsCommunication = gr.optBool("overlaps_communication", true);
         c.gpu.syncJitterFraction = gr.optNumber("sync_jitter_fraction", 0.0, 0.0, 1.0);
         c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
+        c.gpu.commContentionMax = gr.optNumber("comm_contention_max", 0.0, 0.0, 4.0);
         c.gpu.sustainedTensorFraction = gr.optNumber("sustained_tensor_fraction", 1.0, 0.05, 1.0);
         if (const auto* sd = gr.child("sustained_share_by_duty")) {
             const std::string sp = gr.pointer("sustained_share_by_duty");
@@ -569,6 +579,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (!c.gpu.overlapsCommunication) j["gpu"]["overlaps_communication"] = false;
     if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
+    if (c.gpu.commContentionMax > 0.0) j["gpu"]["comm_contention_max"] = c.gpu.commContentionMax;
     if (c.gpu.sustainedTensorFraction != 1.0) j["gpu"]["sustained_tensor_fraction"] = c.gpu.sustainedTensorFraction;
     if (!c.gpu.sustainedShareByDuty.empty()) {
         nlohmann::json curve = nlohmann::json::array();

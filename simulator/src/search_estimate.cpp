@@ -437,7 +437,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             bwdTp /= plan.tp;
         } else if (ov.asyncTpGradReduce) {
             const double hidden = std::min(bwdTp, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
-            bwdTp = bwdTp - hidden + cluster.gpu.commContention * hidden;
+            bwdTp = bwdTp - hidden + cluster.gpu.contentionSeconds(hidden, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
         }
         c.bwd += bwdTp;
     }

@@ -82,9 +82,10 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         for (const auto& op : layer.forwardOps)
             if (op.name == "qkv" || op.name == "fc1" || op.name == "expert_fc1")
                 budget += op.seconds * (plan.sequenceParallel ? 2.0 : 1.0);
-        // What runs under the GEMMs still costs them the contention share of its own time (FORMULAS.md §6.2).
+        // What runs under the GEMMs still costs them the contention share of its own time, at most the ceiling's
+        // share of theirs (FORMULAS.md §6.2).
         const double hidden = std::min(bwdComm.tp, budget);
-        bwdComm.tp = bwdComm.tp - hidden + cluster.gpu.commContention * hidden;
+        bwdComm.tp = bwdComm.tp - hidden + cluster.gpu.contentionSeconds(hidden, budget);
     }
     // Full recompute replays the forward, collectives included; selective replays attention (CP exchange).
     InnerComm recomputeComm;
@@ -168,6 +169,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     table.serialStreams = !cluster.gpu.overlapsCommunication;
     table.syncJitterFraction = jitter;
     table.commContention = cluster.gpu.commContention;
+    table.commContentionMax = cluster.gpu.commContentionMax;
     table.perAction.resize(schedule.stages.size());
     for (size_t s = 0; s < schedule.stages.size(); ++s) {
         const auto& acts = schedule.stages[s].actions;
@@ -613,9 +615,13 @@ CostTable withContention(const ActionSchedule& schedule, const CostTable& costs,
             // comm overlapping its first that-long stretch is what slowed it.
             const double base = c.seconds - c.contentionDpSeconds - c.contentionPpSeconds;
             const double until = ta.startSeconds + base;
-            const double dpNow = costs.commContention * overlap(dp, ta.startSeconds, until);
-            const double ppNow =
-                costs.commContention * (overlap(send, ta.startSeconds, until) + overlap(recv, ta.startSeconds, until));
+            const double dpComm = overlap(dp, ta.startSeconds, until);
+            const double ppComm = overlap(send, ta.startSeconds, until) + overlap(recv, ta.startSeconds, until);
+            // However much communication ran beside it, its kernels run at no less than 1 / (1 + ceiling) of their
+            // speed: the charge, split between DP and PP as the communication was, is capped by its own compute.
+            const double lost = contentionSeconds(costs.commContention, costs.commContentionMax, dpComm + ppComm, c.computeSeconds);
+            const double dpNow = dpComm + ppComm > 0.0 ? lost * dpComm / (dpComm + ppComm) : 0.0;
+            const double ppNow = lost - dpNow;
             c.contentionDpSeconds = weight * dpNow + (1.0 - weight) * c.contentionDpSeconds;
             c.contentionPpSeconds = weight * ppNow + (1.0 - weight) * c.contentionPpSeconds;
             finish(c);

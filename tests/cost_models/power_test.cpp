@@ -67,6 +67,12 @@ TEST(SustainedShare, TheCurveAndTheDropoutFactorsAreReadWrittenAndRefusedAtTheir
     EXPECT_TRUE(named(problems, "/gpu/sustained_share_by_duty/2/share"));
     EXPECT_TRUE(named(problems, "/gpu/attention_kernels/flash2/dropout_time_factor/forward"));
     EXPECT_TRUE(named(problems, "/gpu/attention_kernels/flash2/dropout_time_factor/backward"));
+    EXPECT_DOUBLE_EQ(back.gpu.commContentionMax, 0.76);
+    bad = j;
+    bad["gpu"]["comm_contention_max"] = -0.1;
+    ProblemList ceiling;
+    parseCluster(bad, "", ceiling);
+    EXPECT_TRUE(named(ceiling, "/gpu/comm_contention_max"));
     bad = j;
     bad["gpu"]["sustained_tensor_fraction"] = 0.9; // beside the curve: one of them would be ignored
     ProblemList both;

@@ -155,6 +155,13 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
     const double hidden = std::min(bwdTp, budget);
     EXPECT_GT(hidden, 0.0);
     EXPECT_NEAR(b1, headBwd + layers * (bwdTp - hidden + 0.5 * hidden), 1e-12);
+    // The GEMMs it hides under lose at most the ceiling's share of their own time.
+    c.cluster.gpu.commContentionMax = 0.1;
+    ASSERT_GT(0.5 * hidden, 0.1 * budget);
+    auto [f1c, b1c] = forwardTp(asyncTp);
+    EXPECT_NEAR(f1c, f0, 1e-12);
+    EXPECT_NEAR(b1c, headBwd + layers * (bwdTp - hidden + 0.1 * budget), 1e-12);
+    c.cluster.gpu.commContentionMax = 0.0;
     // Transformer Engine's overlap leaves one of tp chunks exposed, both ways.
     Plan te = c.plan;
     te.framework.tpCommOverlap = true;
@@ -273,6 +280,49 @@ TEST(Contention, OverlappedCommunicationSlowsComputeByKappaOfItsTime) {
     double none = 0.0;
     for (const auto& cost : local.costs.perAction[0]) none += cost.contentionDpSeconds;
     EXPECT_DOUBLE_EQ(none, 0.0);
+}
+
+// The ceiling (FORMULAS.md §6.2): however much communication runs beside a compute action, it loses at most
+// comm_contention_max of its own compute time. With more DP traffic than compute (a slow link), the charge that
+// κ alone gives exceeds the ceiling on some action, and the ceiling then holds it there exactly.
+TEST(Contention, AComputeActionLosesAtMostTheCeilingShareOfItsOwnTime) {
+    Case c;
+    c.plan.framework.ddpImpl = "torch";
+    c.plan.framework.name = "megatron";
+    c.plan.zeroStage = 3;
+    c.cluster.interNode.bandwidthBytesPerSecond /= 20.0; // communication well beyond the compute it overlaps
+    c.cluster.gpu.commContention = 0.87;
+    const PlanSimulation uncapped = simulatePlan(c.model, c.cluster, c.plan);
+    c.cluster.gpu.commContentionMax = 0.3;
+    const PlanSimulation capped = simulatePlan(c.model, c.cluster, c.plan);
+    const auto& acts = capped.schedule.stages[0].actions;
+    double lostUncapped = 0.0, lostCapped = 0.0;
+    int binding = 0;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        if (!isCompute(acts[i].kind)) continue;
+        const ActionCost& u = uncapped.costs.perAction[0][i];
+        const ActionCost& k = capped.costs.perAction[0][i];
+        const double lost = k.contentionDpSeconds + k.contentionPpSeconds;
+        EXPECT_LE(lost, 0.3 * k.computeSeconds * (1.0 + 1e-12)) << acts[i].name;
+        if (lost > 0.3 * k.computeSeconds * (1.0 - 1e-9)) ++binding;
+        lostUncapped += u.contentionDpSeconds + u.contentionPpSeconds;
+        lostCapped += lost;
+    }
+    EXPECT_GT(binding, 0);
+    EXPECT_GT(lostUncapped, lostCapped);
+    EXPECT_LE(capped.metrics.stepSeconds, uncapped.metrics.stepSeconds); // equal where the link bounds the step
+    for (const auto& b : capped.timeline.perStage) EXPECT_NEAR(b.total(), capped.metrics.stepSeconds, 1e-9 * capped.metrics.stepSeconds);
+}
+
+TEST(Contention, TheChargeIsKappaOfTheCommunicationAtMostTheCeilingOfTheCompute) {
+    EXPECT_DOUBLE_EQ(contentionSeconds(0.87, 0.0, 2.0, 1.0), 1.74);   // no ceiling
+    EXPECT_DOUBLE_EQ(contentionSeconds(0.87, 0.76, 0.5, 1.0), 0.435); // below it
+    EXPECT_DOUBLE_EQ(contentionSeconds(0.87, 0.76, 2.0, 1.0), 0.76);  // held at 0.76 of the compute
+    GpuSpec g;
+    g.commContention = 0.5;
+    g.commContentionMax = 0.2;
+    EXPECT_DOUBLE_EQ(g.contentionSeconds(1.0, 10.0), 0.5);
+    EXPECT_DOUBLE_EQ(g.contentionSeconds(1.0, 1.0), 0.2);
 }
 
 } // namespace

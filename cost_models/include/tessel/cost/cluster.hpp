@@ -135,6 +135,13 @@ struct GpuSpec {
     // (isolated) time: NCCL kernels take SMs and HBM bandwidth from the overlapped kernels and are slowed by them
     // in turn (FORMULAS.md §6.2). 0 = overlap is free.
     double commContention = 0.0;
+    // The most compute a collective can cost a kernel it runs beside for all of the kernel's time, per second of
+    // that kernel's own time: the kernel then runs at 1 / (1 + this) of its speed, however long the collective
+    // (FORMULAS.md §6.2). Caps commContention's charge on each compute action. 0 = no ceiling.
+    double commContentionMax = 0.0;
+    // Compute seconds lost by `computeSeconds` of kernels that `commSeconds` of communication (its isolated time) ran
+    // beside (contentionSeconds below with this GPU's two terms).
+    double contentionSeconds(double commSeconds, double computeSeconds) const;
     // Share of the benchmarked tensor-core throughput (the GEMM plateau, the attention kernels) that a training
     // step sustains: the benchmarks behind them time one kernel for a fraction of a second, a training step runs
     // them for seconds at the power limit (FORMULAS.md §3.3). Fitted to published runs by `tessel validate --fit`,
@@ -154,6 +161,10 @@ struct GpuSpec {
 };
 
 // A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
+// Compute seconds lost by `computeSeconds` of kernels that `commSeconds` of communication (its isolated time) ran
+// beside (FORMULAS.md §6.2): kappa x commSeconds, at most kappaMax x computeSeconds (kappaMax 0: no ceiling).
+double contentionSeconds(double kappa, double kappaMax, double commSeconds, double computeSeconds);
+
 struct LinkTier {
     std::string name;
     double bandwidthBytesPerSecond = 0.0;

@@ -40,7 +40,8 @@ struct ActionCost {
 struct CostTable {
     std::vector<std::vector<ActionCost>> perAction;
     bool serialStreams = false;   // the cluster cannot overlap communication with compute (GpuSpec)
-    double commContention = 0.0;  // GpuSpec::commContention
+    double commContention = 0.0;    // GpuSpec::commContention
+    double commContentionMax = 0.0; // GpuSpec::commContentionMax (0: no ceiling)
     double syncJitterFraction = 0.0; // σ (GpuSpec::syncJitterFraction), for the pipeline receives' waits
 };
 
