@@ -18,7 +18,9 @@ after, beside nvidia-smi's power, SM clock and throttle reasons sampled every 10
 - copy: a 2 GiB device-to-device copy (HBM bound, the other end of the power range);
 - duty-75 / duty-50 / duty-25: 8192^3 bf16 GEMM bursts of about 3 ms alternating with an idle kernel
   (torch.cuda._sleep) so the GEMMs fill that share of each period, the GEMMs timed alone: how the clock the
-  GEMMs get depends on the average power, as a layer's GEMMs between its attention and elementwise kernels.
+  GEMMs get depends on the average power, as a layer's GEMMs between its attention and elementwise kernels;
+- duty-copy-75 / -50 / -25: the same bursts with the gaps filled by an HBM copy: whether memory-bound time lets the
+  clock recover as idle time does (tessel's block duty assumes it does).
 
 Fitting what the clock costs per watt (the DVFS curve) from these rates is for the session that reads them;
 nothing here is fitted. Prints a table last; writes every point to --out as JSON.
@@ -163,8 +165,51 @@ def part_duty(points, log, seconds):
                        "bursts": len(rates), "seconds": time.time() - t0})
 
 
+def part_duty_copy(points, log, seconds):
+    """As part_duty, the gaps between the GEMM bursts filled with an HBM copy instead of an idle kernel: whether
+    memory-bound time (a layer's norms and elementwise kernels, NCCL's copies beside exposed communication) lets
+    the clock recover as idle time does. tessel's block duty counts memory-bound kernels as no tensor-core load
+    (FORMULAS.md §3.3); sustained rates at the idle phases' (0.91 at 50%, 0.99 at 25% on Hopper) say it may, rates
+    at the held GEMM's (0.85) say they draw as much as the GEMMs."""
+    fn, work = gemm_bf16((8192, 8192, 8192))
+    fn()
+    torch.cuda.synchronize()
+    per_call = timed(fn, 5) / 5
+    calls = max(1, int(0.003 / per_call))
+    burst_seconds = calls * per_call
+    n = 2 ** 28  # 512 MiB of bf16, copied in slices sized to each gap
+    src = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    copy_seconds = timed(lambda: dst.copy_(src), 5) / 5
+    for duty in (75, 50, 25):
+        idle = burst_seconds * (100 - duty) / duty
+        elements = min(n, max(1, int(n * idle / copy_seconds)))
+        repeats = max(1, round(idle / (copy_seconds * elements / n)))
+        time.sleep(1.0)
+        t0 = time.time()
+        rates = []
+        while time.time() - t0 < seconds:
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            for _ in range(repeats):
+                dst[:elements].copy_(src[:elements])
+            e[0].record()
+            for _ in range(calls):
+                fn()
+            e[1].record()
+            e[1].synchronize()
+            rates.append(calls * work / 1e12 / (e[0].elapsed_time(e[1]) / 1e3))
+        log.mark(f"duty-copy-{duty}", t0, time.time())
+        tail = rates[len(rates) // 2:] or rates
+        points.append({"kind": "sustained", "phase": f"duty-copy-{duty}", "unit": "TFLOP/s",
+                       "gemm_calls_per_burst": calls, "copy_seconds_per_burst": idle,
+                       "copy_gb_per_s": 2.0 * 2 * n / 1e9 / copy_seconds, "burst_rate": rates[0],
+                       "sustained_rate": sum(tail) / len(tail), "bursts": len(rates), "seconds": time.time() - t0})
+
+
 PARTS = {"gemm-bf16-8192": part_gemm_bf16_8192, "gemm-bf16-mamf": part_gemm_bf16_mamf,
-         "gemm-fp8-8192": part_gemm_fp8_8192, "attention": part_attention, "copy": part_copy, "duty": part_duty}
+         "gemm-fp8-8192": part_gemm_fp8_8192, "attention": part_attention, "copy": part_copy, "duty": part_duty,
+         "duty-copy": part_duty_copy}
 
 
 def main():

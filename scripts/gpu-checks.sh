@@ -14,7 +14,8 @@
 #           probe: bench/gpu_kernels_probe.py, the presets' paper figures (HBM copy, bf16/fp8 GEMM sweep,
 #           FlashAttention-2 and cuDNN attention curves, GEMM/copy contention) measured through PyTorch.
 #           power: bench/power_probe.py, each kernel class (bf16/fp8 GEMM, attention, HBM copy, GEMMs at 75/50/25%
-#           duty) held at the power limit: first ~40 ms against sustained rate, power and SM clock.
+#           duty between idle or HBM-copy gaps) held at the power limit: first ~40 ms against sustained rate, power
+#           and SM clock.
 #   --out   where the report goes (default: $OUT when set, else build/gpu-checks/out): report.md, report.json,
 #           gpu-checks.log, artifacts.tar.gz (test output, run folders, bench points) and, after calibrate,
 #           <cluster>-calibrated.json. Five files, none deeper than the folder itself.
