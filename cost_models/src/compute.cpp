@@ -482,7 +482,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
     }
     ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
-    if (plan.recompute == Recompute::Full && checkpointEarlyStopOf(plan.framework) && !model.moe && s.maskBytes == 0) {
+    if (recomputeStopsBeforeFc2(model, plan)) {
         // torch.utils.checkpoint's early stop (non-reentrant, PyTorch >= 2.1): the recompute ends when fc2 saves its
         // input, the last tensor the backward needs (autograd saves a GEMM's inputs before its kernel runs), so fc2
         // and the residual add after it, which saves nothing, are not rerun. With hidden dropout its mask is saved
@@ -565,6 +565,10 @@ double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan,
     const double bytes = (reduceScatter ? per.reduceStream : per.gatherStream) * parameters;
     if (!(bytes > 0.0)) return 0.0;
     return opSeconds(memoryOp("fsdp_copies", "cast_backward", bytes), cluster, recipe.computeDtype);
+}
+
+bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan) {
+    return plan.recompute == Recompute::Full && checkpointEarlyStopOf(plan.framework) && !model.moe && !(model.dropout > 0.0);
 }
 
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {

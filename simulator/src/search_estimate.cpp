@@ -413,7 +413,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commScale * commCost(p, bytes, g, cluster).seconds; };
     InnerComm c;
     // traffic.cpp layerCommOps: what each group moves per layer and micro-batch.
-    double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0;
+    double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0, fc2Tp = 0.0;
     if (plan.tp > 1) {
         double bwdTp = 0.0;
         if (plan.sequenceParallel) {
@@ -424,17 +424,20 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
                                        ? ag
                                        : cost(Primitive::AllGather, sp.forwardGatherBytesPerElement / s.elemBytes * s.actBytes, place.tp);
             fwdTp = 2.0 * (agInput + rs);
+            fc2Tp = rs;
             bwdTp = 2.0 * (ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0)); // grads, plus re-gathered GEMM inputs for dW
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
             fwdTp = 2.0 * ar;
             bwdTp = 2.0 * ar;
+            fc2Tp = ar;
         }
         // simulate.cpp: what the framework hides under the GEMMs (and what that still costs in contention).
         const OverlapSettings& ov = ctx.overlapOf(plan);
         if (ov.tpCommOverlap) {
             fwdTp /= plan.tp;
             bwdTp /= plan.tp;
+            fc2Tp /= plan.tp;
         } else if (ov.asyncTpGradReduce) {
             const double hidden = std::min(bwdTp, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
             bwdTp = bwdTp - hidden + cluster.gpu.contentionSeconds(hidden, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
@@ -452,8 +455,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.bwd += 2.0 * a2a;
     }
     c.fwd = fwdTp + fwdCp + fwdEp;
-    // simulate.cpp: full recompute replays the forward's collectives, selective only the CP exchange.
-    if (plan.recompute == Recompute::Full) c.recompute = c.fwd;
+    // simulate.cpp: full recompute replays the forward's collectives (but fc2's where it stops before fc2),
+    // selective only the CP exchange.
+    if (plan.recompute == Recompute::Full) c.recompute = c.fwd - (recomputeStopsBeforeFc2(*ctx.model, plan) ? fc2Tp : 0.0);
     else if (plan.recompute == Recompute::Selective) c.recompute = fwdCp;
     // simulate.cpp: vocab-parallel embedding and head collectives.
     if (plan.tp > 1) {

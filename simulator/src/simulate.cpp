@@ -67,8 +67,11 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
     const double commScale = cluster.gpu.phaseFit("communication").timeScale;
     InnerComm fwdComm, bwdComm;
-    for (const auto& op : layerCommOps(model, cluster, plan))
+    double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
+    for (const auto& op : layerCommOps(model, cluster, plan)) {
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
+        if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
+    }
     // What the framework hides (FORMULAS.md §6.1). Transformer Engine's TP overlap splits each collective into
     // tp chunks pipelined with its GEMM, so one chunk stays exposed. Megatron-LM's asynchronous TP all-reduce
     // (and, with SP, reduce-scatter) of the column-parallel layers' input gradients runs under their
@@ -77,6 +80,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     if (plan.tp > 1 && ov.tpCommOverlap) {
         fwdComm.tp /= plan.tp;
         bwdComm.tp /= plan.tp;
+        fc2Comm /= plan.tp;
     } else if (plan.tp > 1 && ov.asyncTpGradReduce) {
         double budget = 0.0;
         for (const auto& op : layer.forwardOps)
@@ -87,9 +91,11 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         const double hidden = std::min(bwdComm.tp, budget);
         bwdComm.tp = bwdComm.tp - hidden + cluster.gpu.contentionSeconds(hidden, budget);
     }
-    // Full recompute replays the forward, collectives included; selective replays attention (CP exchange).
+    // Full recompute replays the forward, collectives included (but the one after fc2 where it stops before fc2,
+    // FORMULAS.md §3.4); selective replays attention (CP exchange).
     InnerComm recomputeComm;
     if (plan.recompute == Recompute::Full) recomputeComm = fwdComm;
+    if (recomputeStopsBeforeFc2(model, plan)) recomputeComm.tp -= fc2Comm;
     else if (plan.recompute == Recompute::Selective) recomputeComm.cp = fwdComm.cp;
 
     // Vocab-parallel embedding and head need TP collectives of one hidden state (Megatron-LM): the embedding

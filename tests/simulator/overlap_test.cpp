@@ -170,6 +170,45 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
     EXPECT_NEAR(b2, headBwd + layers * bwdTp / 8.0, 1e-12);
 }
 
+// torch.utils.checkpoint's early stop (FORMULAS.md §3.4): a full recompute that stops before fc2 does not rerun the
+// tensor-parallel collective after it either, so the backward holds the forward's collectives less that one.
+TEST(FrameworkOverlap, ARecomputeThatStopsBeforeFc2SkipsItsCollective) {
+    Case c;
+    c.model.dropout = 0.0;
+    c.plan.tp = 8;
+    c.plan.dp = 2;
+    c.plan.globalBatch = 8;
+    c.plan.recompute = Recompute::Full;
+    double fwdTp = 0.0, bwdTp = 0.0, fc2 = 0.0;
+    for (bool sp : {false, true}) {
+        c.plan.sequenceParallel = sp;
+        fwdTp = bwdTp = fc2 = 0.0;
+        for (const auto& op : layerCommOps(c.model, c.cluster, c.plan)) {
+            (op.phase == CommPhase::Forward ? fwdTp : bwdTp) += op.cost.seconds;
+            if (op.name == (sp ? "tp_reduce_scatter_mlp" : "tp_all_reduce_mlp")) fc2 = op.cost.seconds;
+        }
+        ASSERT_GT(fc2, 0.0);
+        auto backwardTp = [&](const Plan& p) {
+            const ActionSchedule s = buildSchedule(c.model, p);
+            const CostTable t = costSchedule(s, c.model, c.cluster);
+            for (size_t i = 0; i < s.stages[0].actions.size(); ++i)
+                if (s.stages[0].actions[i].kind == ActionKind::Backward) return std::pair{t.perAction[0][i].tpSeconds, t.perAction[0][i].computeSeconds};
+            return std::pair{-1.0, -1.0};
+        };
+        Plan whole = c.plan;
+        whole.framework.checkpointEarlyStop = false;
+        Plan early = c.plan;
+        early.framework.checkpointEarlyStop = true;
+        ASSERT_TRUE(recomputeStopsBeforeFc2(c.model, early));
+        const auto [wholeTp, wholeCompute] = backwardTp(whole);
+        const auto [earlyTp, earlyCompute] = backwardTp(early);
+        // The layers' part (8 of them) moves by exactly fc2's collective each; the head's TP collectives are in both.
+        EXPECT_NEAR(wholeTp - earlyTp, 8.0 * fc2, 1e-12) << (sp ? "sp" : "no sp");
+        EXPECT_LT(earlyCompute, wholeCompute); // fc2 and its residual are not rerun either
+        EXPECT_GT(wholeTp, 8.0 * (bwdTp + fwdTp) - 1e-12);
+    }
+}
+
 TEST(FrameworkOverlap, ParameterGatherMovesIntoTheNextForward) {
     Case c;
     c.plan.zeroStage = 1;

@@ -206,6 +206,11 @@ double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan,
 // Whether the plan's selective recompute is torchtitan's per-op policy (keep the attention output and every
 // other matmul's, redo the rest) rather than Megatron-LM's (redo the attention core): FORMULAS.md §3.4.
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan);
+
+// A full recompute that stops before fc2 (torch.utils.checkpoint's early stop, FORMULAS.md §3.4): a dense layer
+// without hidden dropout under a framework whose checkpoint stops early. fc2, the residual add after it and the
+// tensor-parallel collective between them are not rerun.
+bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan);
 BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                               const PrecisionRecipe& recipe);
 BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
