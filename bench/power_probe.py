@@ -133,78 +133,71 @@ def part_copy(points, log, seconds):
     hold("copy", lambda: dst.copy_(src), 2.0 * 2 * n / 1e9, "GB/s", log, seconds, points)
 
 
-def part_duty(points, log, seconds):
-    """GEMM bursts of about 3 ms, idle kernels between them so the GEMMs fill 75/50/25% of each period."""
+def duty_cycles(points, log, seconds, phase, gap_for):
+    """8192^3 bf16 GEMM bursts of about 3 ms, each after a gap that gap_for(gap seconds) returns as (a callable that
+    enqueues the gap, fields for the point), so the GEMMs fill 75/50/25% of each period; the GEMMs timed alone."""
     fn, work = gemm_bf16((8192, 8192, 8192))
     fn()
     torch.cuda.synchronize()
     per_call = timed(fn, 5) / 5
     calls = max(1, int(0.003 / per_call))
     burst_seconds = calls * per_call
-    cycles = 1_000_000
-    sleep_seconds = timed(lambda: torch.cuda._sleep(cycles), 3) / 3
     for duty in (75, 50, 25):
-        idle = burst_seconds * (100 - duty) / duty
-        idle_cycles = max(1, int(cycles * idle / sleep_seconds))
+        gap, fields = gap_for(burst_seconds * (100 - duty) / duty)
         time.sleep(1.0)
         t0 = time.time()
         rates = []
         while time.time() - t0 < seconds:
             e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-            torch.cuda._sleep(idle_cycles)
+            gap()
             e[0].record()
             for _ in range(calls):
                 fn()
             e[1].record()
             e[1].synchronize()
             rates.append(calls * work / 1e12 / (e[0].elapsed_time(e[1]) / 1e3))
-        log.mark(f"duty-{duty}", t0, time.time())
+        log.mark(f"{phase}-{duty}", t0, time.time())
         tail = rates[len(rates) // 2:] or rates
-        points.append({"kind": "sustained", "phase": f"duty-{duty}", "unit": "TFLOP/s", "gemm_calls_per_burst": calls,
-                       "idle_seconds_per_burst": idle, "burst_rate": rates[0], "sustained_rate": sum(tail) / len(tail),
+        points.append({"kind": "sustained", "phase": f"{phase}-{duty}", "unit": "TFLOP/s", "gemm_calls_per_burst": calls,
+                       **fields, "burst_rate": rates[0], "sustained_rate": sum(tail) / len(tail),
                        "bursts": len(rates), "seconds": time.time() - t0})
 
 
+def part_duty(points, log, seconds):
+    """GEMM bursts with idle kernels (torch.cuda._sleep) between them."""
+    cycles = 1_000_000
+    sleep_seconds = timed(lambda: torch.cuda._sleep(cycles), 3) / 3
+
+    def idle_gap(idle):
+        idle_cycles = max(1, int(cycles * idle / sleep_seconds))
+        return (lambda: torch.cuda._sleep(idle_cycles)), {"idle_seconds_per_burst": idle}
+
+    duty_cycles(points, log, seconds, "duty", idle_gap)
+
+
 def part_duty_copy(points, log, seconds):
-    """As part_duty, the gaps between the GEMM bursts filled with an HBM copy instead of an idle kernel: whether
-    memory-bound time (a layer's norms and elementwise kernels, NCCL's copies beside exposed communication) lets
-    the clock recover as idle time does. tessel's block duty counts memory-bound kernels as no tensor-core load
-    (FORMULAS.md §3.3); sustained rates at the idle phases' (0.91 at 50%, 0.99 at 25% on Hopper) say it may, rates
-    at the held GEMM's (0.85) say they draw as much as the GEMMs."""
-    fn, work = gemm_bf16((8192, 8192, 8192))
-    fn()
-    torch.cuda.synchronize()
-    per_call = timed(fn, 5) / 5
-    calls = max(1, int(0.003 / per_call))
-    burst_seconds = calls * per_call
-    n = 2 ** 28  # 512 MiB of bf16, copied in slices sized to each gap
+    """As part_duty, the gaps filled with an HBM copy instead of an idle kernel: whether memory-bound time (a
+    layer's norms and elementwise kernels, NCCL's copies beside exposed communication) lets the clock recover as
+    idle time does. tessel's block duty counts memory-bound kernels as no tensor-core load (FORMULAS.md §3.3);
+    sustained rates at the idle phases' (0.91 at 50%, 0.99 at 25% on Hopper) say it may, rates at the held GEMM's
+    (0.85) say they draw as much as the GEMMs."""
+    n = 2 ** 28  # 512 MiB of bf16; a gap copies a slice of it, or all of it several times
     src = torch.empty(n, device="cuda", dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     dst.copy_(src)
     copy_seconds = timed(lambda: dst.copy_(src), 5) / 5
-    for duty in (75, 50, 25):
-        idle = burst_seconds * (100 - duty) / duty
+
+    def copy_gap(idle):
         elements = min(n, max(1, int(n * idle / copy_seconds)))
-        repeats = max(1, round(idle / (copy_seconds * elements / n)))
-        time.sleep(1.0)
-        t0 = time.time()
-        rates = []
-        while time.time() - t0 < seconds:
-            e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        repeats = max(1, round(idle / copy_seconds)) if elements == n else 1
+
+        def gap():
             for _ in range(repeats):
                 dst[:elements].copy_(src[:elements])
-            e[0].record()
-            for _ in range(calls):
-                fn()
-            e[1].record()
-            e[1].synchronize()
-            rates.append(calls * work / 1e12 / (e[0].elapsed_time(e[1]) / 1e3))
-        log.mark(f"duty-copy-{duty}", t0, time.time())
-        tail = rates[len(rates) // 2:] or rates
-        points.append({"kind": "sustained", "phase": f"duty-copy-{duty}", "unit": "TFLOP/s",
-                       "gemm_calls_per_burst": calls, "copy_seconds_per_burst": idle,
-                       "copy_gb_per_s": 2.0 * 2 * n / 1e9 / copy_seconds, "burst_rate": rates[0],
-                       "sustained_rate": sum(tail) / len(tail), "bursts": len(rates), "seconds": time.time() - t0})
+
+        return gap, {"copy_seconds_per_burst": idle, "copy_gb_per_s": 2.0 * 2 * n / 1e9 / copy_seconds}
+
+    duty_cycles(points, log, seconds, "duty-copy", copy_gap)
 
 
 PARTS = {"gemm-bf16-8192": part_gemm_bf16_8192, "gemm-bf16-mamf": part_gemm_bf16_mamf,

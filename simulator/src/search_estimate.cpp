@@ -439,8 +439,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             bwdTp /= plan.tp;
             fc2Tp /= plan.tp;
         } else if (ov.asyncTpGradReduce) {
-            const double hidden = std::min(bwdTp, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
-            bwdTp = bwdTp - hidden + cluster.gpu.contentionSeconds(hidden, s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0));
+            const double budget = s.tpOverlapBudget * (plan.sequenceParallel ? 2.0 : 1.0);
+            const double hidden = std::min(bwdTp, budget);
+            bwdTp = bwdTp - hidden + cluster.gpu.contentionSeconds(hidden, budget);
         }
         c.bwd += bwdTp;
     }

@@ -94,9 +94,12 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // Full recompute replays the forward, collectives included (but the one after fc2 where it stops before fc2,
     // FORMULAS.md §3.4); selective replays attention (CP exchange).
     InnerComm recomputeComm;
-    if (plan.recompute == Recompute::Full) recomputeComm = fwdComm;
-    if (recomputeStopsBeforeFc2(model, plan)) recomputeComm.tp -= fc2Comm;
-    else if (plan.recompute == Recompute::Selective) recomputeComm.cp = fwdComm.cp;
+    if (plan.recompute == Recompute::Full) {
+        recomputeComm = fwdComm;
+        if (recomputeStopsBeforeFc2(model, plan)) recomputeComm.tp -= fc2Comm;
+    } else if (plan.recompute == Recompute::Selective) {
+        recomputeComm.cp = fwdComm.cp;
+    }
 
     // Vocab-parallel embedding and head need TP collectives of one hidden state (Megatron-LM): the embedding
     // output is all-reduced (reduce-scattered with SP); with SP the head's input is all-gathered; the fused

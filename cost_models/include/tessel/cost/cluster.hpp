@@ -160,11 +160,11 @@ struct GpuSpec {
     double sustainedTensorShare(double duty) const;
 };
 
-// A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
 // Compute seconds lost by `computeSeconds` of kernels that `commSeconds` of communication (its isolated time) ran
 // beside (FORMULAS.md §6.2): kappa x commSeconds, at most kappaMax x computeSeconds (kappaMax 0: no ceiling).
 double contentionSeconds(double kappa, double kappaMax, double commSeconds, double computeSeconds);
 
+// A network tier: NVLink inside a node, InfiniBand/RoCE across nodes. Bandwidth is per GPU, per direction.
 struct LinkTier {
     std::string name;
     double bandwidthBytesPerSecond = 0.0;
