@@ -1,4 +1,4 @@
-// Communication cost model: nccl-tests bus factors, ring/tree latency terms, hierarchical groups over nodes.
+// Communication cost model: nccl-tests bus factors, ring/tree latency terms, rings over nodes.
 #include "tessel/cost/comm.hpp"
 
 #include <algorithm>
@@ -191,9 +191,37 @@ CostParts flatCost(Primitive p, double bytes, int n, const LinkTier& tier, CommA
     return c;
 }
 
-// A group spanning N nodes with at most k ranks per node, costed as intra-node and inter-node phases
-// (NCCL's hierarchical / 2D collectives; Horovod's hierarchical all-reduce; BlueConnect, Cho et al. 2019).
-// Each phase uses its own primitive's efficiency on its tier; phases run one after another.
+// Bandwidth seconds of NCCL's ring over a group spanning nodes, k ranks on each. The ring is chunked so that
+// every link carries data at once (NCCL pipelines its slices), so the busier link type bounds the time rather
+// than the sum of an intra and an inter phase: each rank moves busFactor(p, n) x S, every node's traffic to the
+// next leaves through the k NICs of its ranks (nccl#307, NCCL's maintainer: "with rings, you should get ~12 GB/s
+// with each NIC, then ~24 when using 2 NICs"; nccl-tests#290: 46-48 GB/s per NDR NIC; FORMULAS.md §5 "Groups
+// that span nodes"). The NVLink side is charged the flat ring's whole time, so a spread group is never
+// faster than the same group inside one node; with k = 1 there is no NVLink hop. An uneven group (k ranks on
+// its busiest node) is taken at its mean, n / N NICs a node.
+double spanningRingBandwidthSeconds(Primitive p, double bytes, int n, int nodes, int k, const LinkTier& intra,
+                                    const LinkTier& inter) {
+    const double ringBytes = bytes * busFactor(p, n);
+    const double nicsPerNode = static_cast<double>(n) / nodes;
+    const double interSeconds = ringBytes / nicsPerNode / busBytesPerSecond(inter, p);
+    const double intraSeconds = k > 1 ? ringBytes / busBytesPerSecond(intra, p) : 0.0;
+    return std::max(interSeconds, intraSeconds);
+}
+
+// Latency seconds of the same ring: its n - 1 steps (2(n - 1) for all-reduce) advance in lockstep, each as
+// slow as its slowest hop, so every step pays the larger of the two tiers' alphas. Checked on the 4-node
+// B200 all-reduce sweep (data/validation/comm.json b200-1node-vs-4node-allreduce-sweep-efa): the 1 and 16 GiB
+// points put the intercept at about 0.32 ms, 5.2 us for each of its 62 steps, where the phases' 2(k-1) intra
+// and 2(N-1) inter steps give 0.08 ms.
+double spanningRingLatencySeconds(Primitive p, int n, const LinkTier& intra, const LinkTier& inter) {
+    return latencySteps(p, n, CommAlgorithm::Ring) * std::max(intra.latencyFor(p), inter.latencyFor(p));
+}
+
+// A group spanning N nodes with at most k ranks per node. All-reduce, all-gather and reduce-scatter run as
+// the ring above. NCCL's tree all-reduce has the ring's bandwidth term (see flatCost) and its latency as phases:
+// a reduce-scatter and an all-gather in the node around a tree over the nodes (hierarchical all-reduce, Jia et
+// al. 2018; Horovod; BlueConnect, Cho et al. 2019). Broadcast and reduce pay each tier in turn (an upper
+// bound); all-to-all and send/recv below.
 CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& placement,
                            const ClusterConfig& cluster, CommAlgorithm algorithm) {
     const int n = placement.size;
@@ -204,22 +232,16 @@ CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& plac
     CostParts c;
     switch (p) {
     case Primitive::AllReduce:
-        // Reduce-scatter S in the node, all-reduce the S/k shard across nodes, all-gather S in the node;
-        // with equal tiers the bandwidth term equals the flat 2(n-1)/n (hierarchical all-reduce, Jia et al.
-        // 2018).
-        c += flatCost(Primitive::ReduceScatter, bytes, k, intra, algorithm);
-        c += flatCost(Primitive::AllReduce, bytes / k, nodes, inter, algorithm);
-        c += flatCost(Primitive::AllGather, bytes, k, intra, algorithm);
-        return c;
     case Primitive::AllGather:
-        // Gather the node's S/k across nodes (one rank per node per ring), then all-gather S in the node.
-        c += flatCost(Primitive::AllGather, bytes / k, nodes, inter, algorithm);
-        c += flatCost(Primitive::AllGather, bytes, k, intra, algorithm);
-        return c;
     case Primitive::ReduceScatter:
-        // Mirror of all-gather: reduce-scatter S in the node, then reduce-scatter the S/k shard across nodes.
-        c += flatCost(Primitive::ReduceScatter, bytes, k, intra, algorithm);
-        c += flatCost(Primitive::ReduceScatter, bytes / k, nodes, inter, algorithm);
+        if (p == Primitive::AllReduce && algorithm == CommAlgorithm::Tree) {
+            c += flatCost(Primitive::ReduceScatter, bytes, k, intra, algorithm);
+            c += flatCost(Primitive::AllReduce, bytes / k, nodes, inter, algorithm);
+            c += flatCost(Primitive::AllGather, bytes, k, intra, algorithm);
+        } else {
+            c.latencySeconds = spanningRingLatencySeconds(p, n, intra, inter);
+        }
+        c.bandwidthSeconds = spanningRingBandwidthSeconds(p, bytes, n, nodes, k, intra, inter);
         return c;
     case Primitive::Broadcast:
     case Primitive::Reduce:

@@ -250,7 +250,15 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 break;
             }
             case ActionKind::Collective: {
-                const auto [seconds, ranks] = collectiveSeconds(a);
+                auto [seconds, ranks] = collectiveSeconds(a);
+                // A ZeRO-3 / FSDP gather action stands for the chunk's layers, one collective each: FSDP's unit
+                // is the transformer block (llm-foundry's fsdp_wrap_fn, torchtitan's fully_shard per block), so
+                // each layer pays its own collective latency (FORMULAS.md §5, "Groups that span nodes").
+                if (a.name.rfind("zero3_all_gather_params", 0) == 0 && L > 1.0) {
+                    Action oneLayer = a;
+                    oneLayer.bytes = a.bytes / L;
+                    seconds = L * collectiveSeconds(oneLayer).first;
+                }
                 c.computeSeconds = seconds + fsdpCopySeconds(a);
                 c.syncGroupSize = ranks;
                 c.syncWorkSeconds = workSinceSync.at(static_cast<size_t>(a.group));

@@ -4,6 +4,7 @@
 #include "../cost_models/test_support.hpp"
 
 #include "tessel/cost/compute.hpp"
+#include "tessel/cost/topology.hpp"
 #include "tessel/cost/traffic.hpp"
 #include "tessel/sim/simulate.hpp"
 
@@ -257,6 +258,27 @@ TEST(FrameworkOverlap, ShardGradOpKeepsParametersForTheBackward) {
     EXPECT_EQ(count(kept, "zero3_all_gather_params_bwd"), 0);
     EXPECT_EQ(count(kept, "zero3_all_gather_params_fwd"), 4);
     EXPECT_LE(kept.metrics.stepSeconds, full.metrics.stepSeconds);
+}
+
+// A ZeRO-3 gather action stands for its chunk's 8 layers, one collective each (FSDP's unit is the block): it
+// costs 8 gathers of an eighth of the bytes, so 8 ring latencies, not one (FORMULAS.md §5).
+TEST(FrameworkOverlap, AZero3GatherPaysOneCollectiveLatencyPerLayer) {
+    Case c;
+    c.plan.zeroStage = 3;
+    const PlanSimulation sim = simulatePlan(c.model, c.cluster, c.plan);
+    const auto& acts = sim.schedule.stages[0].actions;
+    int checked = 0;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        if (acts[i].name.rfind("zero3_all_gather_params", 0) != 0) continue;
+        const GroupPlacement place = placeGroup(c.plan, c.cluster, acts[i].group);
+        ASSERT_TRUE(place.spansNodes());
+        const CommCost layer = commCost(Primitive::AllGather, acts[i].bytes / 8.0, place, c.cluster);
+        const CommCost whole = commCost(Primitive::AllGather, acts[i].bytes, place, c.cluster);
+        EXPECT_NEAR(sim.costs.perAction[0][i].computeSeconds, 8.0 * layer.seconds, 1e-12);
+        EXPECT_NEAR(8.0 * layer.seconds - whole.seconds, 7.0 * whole.latencySeconds, 1e-12);
+        ++checked;
+    }
+    EXPECT_EQ(checked, 8); // forward and backward, four micro-batches
 }
 
 TEST(FrameworkOverlap, WithoutBackwardPrefetchGatherAndBackwardAlternate) {

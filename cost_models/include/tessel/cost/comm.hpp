@@ -1,4 +1,4 @@
-// Communication cost: latency + bytes x bus factor / (bandwidth x efficiency), ring/tree/hierarchical.
+// Communication cost: latency + bytes x bus factor / (bandwidth x efficiency), ring/tree, groups over nodes.
 #pragma once
 
 #include "tessel/cost/cluster.hpp"
@@ -38,14 +38,14 @@ struct CommCost {
     double latencySeconds = 0.0;    // the latency part of `seconds`
     double bandwidthSeconds = 0.0;  // the bandwidth part
     CommAlgorithm algorithm = CommAlgorithm::Ring;
-    bool hierarchical = false;      // the group spans nodes and was costed as intra + inter phases
+    bool hierarchical = false;      // the group spans nodes: NVLink and the NICs both carry it
     std::string tier;               // name of the slowest tier used
 };
 
 // Time of one primitive moving `bytes` (nccl-tests size convention, see busFactor) over a group placed
 // as `placement`. A group of size 1 costs 0. Groups inside one node use the intra-node tier; groups that
-// span nodes are costed hierarchically (intra-node reduce-scatter, inter-node phase on 1/k of the data,
-// intra-node all-gather; see FORMULAS.md §4). Auto picks the faster of ring and tree.
+// span nodes run NCCL's ring over both tiers at once, the busier one bounding (FORMULAS.md §5, "Groups that
+// span nodes"). Auto picks the faster of ring and tree.
 CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, const ClusterConfig& cluster,
                   CommAlgorithm algorithm = CommAlgorithm::Auto);
 
