@@ -210,9 +210,11 @@ double spanningRingBandwidthSeconds(Primitive p, double bytes, int n, int nodes,
 
 // Latency seconds of the same ring: its n - 1 steps (2(n - 1) for all-reduce) advance in lockstep, each as
 // slow as its slowest hop, so every step pays the larger of the two tiers' alphas. Checked on the 4-node
-// B200 all-reduce sweep (data/validation/comm.json b200-1node-vs-4node-allreduce-sweep-efa): the 1 and 16 GiB
-// points put the intercept at about 0.32 ms, 5.2 us for each of its 62 steps, where the phases' 2(k-1) intra
-// and 2(N-1) inter steps give 0.08 ms.
+// B200 all-reduce sweep (data/validation/comm.json b200-1node-vs-4node-allreduce-sweep-efa): its 1 and 16 GiB
+// points put the intercept at about 0.32 ms (5.2 us for each of 62 steps), a relative least-squares fit over
+// 16 MiB - 16 GiB, as the intra-node alphas were fitted, at 0.48 ms (7.8 us a step), and NCCL's own tuner
+// (tuning.cc: Simple ring steps at 3.4 us on NVLink and 9.6 us on the network, x1.9 for a multi-node ring
+// all-reduce's plateau) at 0.49 ms; the phases' 2(k-1) intra and 2(N-1) inter steps gave 0.08 ms.
 double spanningRingLatencySeconds(Primitive p, int n, const LinkTier& intra, const LinkTier& inter) {
     return latencySteps(p, n, CommAlgorithm::Ring) * std::max(intra.latencyFor(p), inter.latencyFor(p));
 }
