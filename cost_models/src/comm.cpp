@@ -197,14 +197,16 @@ CostParts flatCost(Primitive p, double bytes, int n, const LinkTier& tier, CommA
 // next leaves through the k NICs of its ranks (nccl#307, NCCL's maintainer: "with rings, you should get ~12 GB/s
 // with each NIC, then ~24 when using 2 NICs"; nccl-tests#290: 46-48 GB/s per NDR NIC; FORMULAS.md §5 "Groups
 // that span nodes"). The NVLink side is charged the flat ring's whole time, so a spread group is never
-// faster than the same group inside one node; with k = 1 there is no NVLink hop. An uneven group (k ranks on
-// its busiest node) is taken at its mean, n / N NICs a node.
-double spanningRingBandwidthSeconds(Primitive p, double bytes, int n, int nodes, int k, const LinkTier& intra,
+// faster than the same group inside one node; with k = 1 there is no NVLink hop. In an uneven group the node
+// with the fewest of its ranks has the fewest NICs for the same traffic, and bounds the ring.
+double spanningRingBandwidthSeconds(Primitive p, double bytes, const GroupPlacement& placement, const LinkTier& intra,
                                     const LinkTier& inter) {
+    const int n = placement.size;
     const double ringBytes = bytes * busFactor(p, n);
-    const double nicsPerNode = static_cast<double>(n) / nodes;
+    const double nicsPerNode = placement.minRanksPerNode > 0 ? static_cast<double>(placement.minRanksPerNode)
+                                                             : static_cast<double>(n) / placement.nodes;
     const double interSeconds = ringBytes / nicsPerNode / busBytesPerSecond(inter, p);
-    const double intraSeconds = k > 1 ? ringBytes / busBytesPerSecond(intra, p) : 0.0;
+    const double intraSeconds = placement.ranksPerNode > 1 ? ringBytes / busBytesPerSecond(intra, p) : 0.0;
     return std::max(interSeconds, intraSeconds);
 }
 
@@ -243,7 +245,7 @@ CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& plac
         } else {
             c.latencySeconds = spanningRingLatencySeconds(p, n, intra, inter);
         }
-        c.bandwidthSeconds = spanningRingBandwidthSeconds(p, bytes, n, nodes, k, intra, inter);
+        c.bandwidthSeconds = spanningRingBandwidthSeconds(p, bytes, placement, intra, inter);
         return c;
     case Primitive::Broadcast:
     case Primitive::Reduce:

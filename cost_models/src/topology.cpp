@@ -151,13 +151,14 @@ std::vector<std::vector<int>> hybridGroups(const Plan& plan, GroupKind kind, con
     return out;
 }
 
-// Worse placement first: more nodes spanned, then fewer ranks sharing a node (more traffic leaves the node).
+} // namespace
+
+// The order of badness placeGroup reports by (topology.hpp).
 bool worsePlacement(const GroupPlacement& a, const GroupPlacement& b) {
     if (a.nodes != b.nodes) return a.nodes > b.nodes;
-    return a.ranksPerNode < b.ranksPerNode;
+    if (a.ranksPerNode != b.ranksPerNode) return a.ranksPerNode < b.ranksPerNode;
+    return a.minRanksPerNode < b.minRanksPerNode;
 }
-
-} // namespace
 
 std::string toString(GroupKind g) {
     switch (g) {
@@ -259,12 +260,14 @@ GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode) {
     std::sort(nodes.begin(), nodes.end());
     placement.nodes = 0;
     placement.ranksPerNode = 0;
+    placement.minRanksPerNode = placement.size;
     for (size_t i = 0; i < nodes.size();) {
         size_t j = i;
         while (j < nodes.size() && nodes[j] == nodes[i])
             ++j;
         placement.nodes += 1;
         placement.ranksPerNode = std::max(placement.ranksPerNode, static_cast<int>(j - i));
+        placement.minRanksPerNode = std::min(placement.minRanksPerNode, static_cast<int>(j - i));
         i = j;
     }
     return placement;

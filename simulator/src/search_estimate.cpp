@@ -53,15 +53,9 @@ unsigned variedMask(GroupKind kind) {
     return 0;
 }
 
-// topology.cpp's order of badness: more nodes spanned, then fewer ranks sharing the busiest node.
-bool worse(const GroupPlacement& a, const GroupPlacement& b) {
-    if (a.nodes != b.nodes) return a.nodes > b.nodes;
-    return a.ranksPerNode < b.ranksPerNode;
-}
-
 GroupPlacement pairPlacement(int a, int b, int gpusPerNode) {
     const bool same = a / gpusPerNode == b / gpusPerNode;
-    return GroupPlacement{2, same ? 1 : 2, same ? 2 : 1};
+    return GroupPlacement{2, same ? 1 : 2, same ? 2 : 1, same ? 2 : 1};
 }
 } // namespace
 
@@ -188,7 +182,7 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
         for (int r = 0; r < world; ++r) {
             if ((r / stride[ppPos]) % plan.pp == plan.pp - 1) continue;
             const GroupPlacement p = pairPlacement(r, r + stride[ppPos], gpusPerNode);
-            if (!any || worse(p, worst)) worst = p;
+            if (!any || worsePlacement(p, worst)) worst = p;
             any = true;
             if (worst.nodes == 2) break; // cannot get worse than spanning two nodes
         }
@@ -207,8 +201,8 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
             fpos[static_cast<size_t>(nf++)] = i;
         }
     }
-    if (groupSize == 1) return GroupPlacement{1, 1, 1};
-    if (world <= gpusPerNode) return GroupPlacement{groupSize, 1, groupSize}; // the whole world is one node
+    if (groupSize == 1) return GroupPlacement{1, 1, 1, 1};
+    if (world <= gpusPerNode) return GroupPlacement{groupSize, 1, groupSize, groupSize}; // the whole world is one node
     const int groups = world / groupSize;
     GroupPlacement worst{};
     bool any = false;
@@ -217,12 +211,13 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
         int base = 0;
         for (int j = 0; j < nf; ++j) base += fc[static_cast<size_t>(j)] * stride[static_cast<size_t>(fpos[static_cast<size_t>(j)])];
         std::array<int, 5> vc{};
-        int nodes = 0, maxRun = 0, run = 0, prevNode = -1;
+        int nodes = 0, maxRun = 0, minRun = groupSize, run = 0, prevNode = -1;
         for (int k = 0; k < groupSize; ++k) {
             int r = base;
             for (int j = 0; j < nv; ++j) r += vc[static_cast<size_t>(j)] * stride[static_cast<size_t>(vpos[static_cast<size_t>(j)])];
             const int node = r / gpusPerNode;
             if (node != prevNode) {
+                if (prevNode >= 0) minRun = std::min(minRun, run);
                 ++nodes;
                 run = 1;
                 prevNode = node;
@@ -235,8 +230,9 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
                 vc[static_cast<size_t>(j)] = 0;
             }
         }
-        const GroupPlacement p{groupSize, nodes, maxRun};
-        if (!any || worse(p, worst)) worst = p;
+        minRun = std::min(minRun, run);
+        const GroupPlacement p{groupSize, nodes, maxRun, minRun};
+        if (!any || worsePlacement(p, worst)) worst = p;
         any = true;
         if (worst.nodes == groupSize) break; // one rank per node: no group can be worse
         for (int j = 0; j < nf; ++j) {
@@ -263,7 +259,7 @@ GroupPlacement cheapestStagePair(const Plan& plan, int gpusPerNode) {
         const int stage = (r / stridePp) % plan.pp;
         const int peer = stage + 1 < plan.pp ? r + stridePp : r - (plan.pp - 1) * stridePp;
         const GroupPlacement p = pairPlacement(r, peer, gpusPerNode);
-        if (worse(best, p)) best = p;
+        if (worsePlacement(best, p)) best = p;
     }
     return best;
 }
@@ -338,7 +334,8 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
 }
 
 bool samePlacement(const GroupPlacement& a, const GroupPlacement& b) {
-    return a.size == b.size && a.nodes == b.nodes && a.ranksPerNode == b.ranksPerNode;
+    return a.size == b.size && a.nodes == b.nodes && a.ranksPerNode == b.ranksPerNode &&
+           a.minRanksPerNode == b.minRanksPerNode;
 }
 bool sameInner(const InnerPlacements& a, const InnerPlacements& b) {
     return samePlacement(a.tp, b.tp) && samePlacement(a.cp, b.cp) && samePlacement(a.ep, b.ep) &&

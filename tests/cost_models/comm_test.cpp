@@ -356,6 +356,21 @@ TEST(Comm, OneRankPerNodeIsAFlatInterNodeCollective) {
     }
 }
 
+// An uneven group, 12 ranks as 8 + 4 on two nodes: the node with 4 ranks sends the ring's traffic through
+// its 4 NICs, and bounds it.
+TEST(Comm, AnUnevenGroupIsBoundByItsEmptiestNode) {
+    ClusterConfig c = makeCluster();
+    c.interNode.bandwidthBytesPerSecond = 12.5e9;
+    std::vector<int> ranks;
+    for (int r = 0; r < 12; ++r) ranks.push_back(r);
+    const GroupPlacement uneven = placeRanks(ranks, 8);
+    EXPECT_EQ(uneven.nodes, 2);
+    EXPECT_EQ(uneven.ranksPerNode, 8);
+    EXPECT_EQ(uneven.minRanksPerNode, 4);
+    const CommCost ag = commCost(Primitive::AllGather, kGiB, uneven, c);
+    EXPECT_DOUBLE_EQ(ag.bandwidthSeconds, 11.0 / 12.0 * kGiB / 4.0 / (12.5e9 * 0.9));
+}
+
 // With identical tiers a spanning group costs what the flat ring over one tier does: the same bytes, and its
 // steps at the same alpha.
 TEST(Comm, SpanningRingEqualsTheFlatRingWithEqualTiers) {

@@ -41,9 +41,13 @@ struct GroupPlacement {
     int size = 1;
     int nodes = 1;
     int ranksPerNode = 1;   // max over the nodes it touches; == size when it stays in one node
+    int minRanksPerNode = 0; // min over the nodes it touches (its NICs bound a ring); 0: not known, taken as size / nodes
     bool spansNodes() const { return nodes > 1; }
 };
 GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode);
+// Worse placement first: more nodes spanned, then fewer ranks sharing the busiest node (more traffic leaves
+// it), then fewer on the emptiest (fewer NICs for a ring's traffic). placeGroup reports the worst group.
+bool worsePlacement(const GroupPlacement& a, const GroupPlacement& b);
 // Placement of the group of `kind`; the worst case (most nodes spanned) over all groups of that kind.
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind);
 GroupPlacement placeGroup(const Plan& plan, int gpusPerNode, GroupKind kind);
