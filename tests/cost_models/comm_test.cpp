@@ -310,7 +310,7 @@ TEST(Comm, SpanningRingAllGatherAndReduceScatterByHand) {
 }
 
 // The same bytes over 2 or 8 nodes take about the same time once the NICs bound: (n-1)/n of S over k NICs.
-// A sum of an inter and an intra phase would grow 1.9x from one node to eight (FORMULAS.md §5).
+// A sum of an inter and an intra phase grew 1.32x from two nodes to eight on these links (FORMULAS.md §5).
 TEST(Comm, SpanningRingGrowsWithTheRingFactorOnly) {
     ClusterConfig c = makeCluster();
     c.interNode.bandwidthBytesPerSecond = 12.5e9;
