@@ -30,9 +30,6 @@ constexpr SupportedType kSupported[] = {
     {"qwen2", Family::LlamaLike}, {"nemotron", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
 
-constexpr int64_t kMaxWidth = int64_t{1} << 26;
-constexpr int64_t kMaxSeqLen = int64_t{1} << 40;
-
 std::string supportedList() {
     std::string s;
     for (const auto& t : kSupported) s += (s.empty() ? "" : ", ") + std::string(t.modelType);
@@ -95,27 +92,27 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
                                       : firstPresent(r, {"num_attention_heads", "n_head"});
     const std::string seqKey = gpt2 ? firstPresent(r, {"n_positions", "n_ctx", "max_position_embeddings"})
                                     : firstPresent(r, {"max_position_embeddings", "n_positions"});
-    m.layers = static_cast<int>(r.requireInt(layersKey, 1, 100000));
-    m.hidden = r.requireInt(hiddenKey, 1, int64_t{1} << 24);
-    m.heads = static_cast<int>(r.requireInt(headsKey, 1, 1 << 16));
+    m.layers = static_cast<int>(r.requireInt(layersKey, 1, ModelLimits::layers));
+    m.hidden = r.requireInt(hiddenKey, 1, ModelLimits::hidden);
+    m.heads = static_cast<int>(r.requireInt(headsKey, 1, ModelLimits::heads));
     // The position table size stands in for the training sequence length (Llama 3: 8192); a user who
     // trains shorter or longer overrides seq_len in a tessel model file.
-    m.seqLen = r.requireInt(seqKey, 1, kMaxSeqLen);
-    m.vocab = r.requireInt("vocab_size", 1, kMaxWidth);
+    m.seqLen = r.requireInt(seqKey, 1, ModelLimits::seqLen);
+    m.vocab = r.requireInt("vocab_size", 1, ModelLimits::vocab);
 
     // kv heads default to heads (MHA), as in LlamaConfig when num_key_value_heads is absent or null.
     m.kvHeads = gpt2 ? m.heads
-                     : static_cast<int>(optIntOrNull(r, doc, "num_key_value_heads", m.heads, 1, 1 << 16));
+                     : static_cast<int>(optIntOrNull(r, doc, "num_key_value_heads", m.heads, 1, ModelLimits::heads));
     // Nemotron configs converted from NeMo name it kv_channels (Megatron's word).
     const char* headDimKey = modelType == "nemotron" && !doc.contains("head_dim") ? "kv_channels" : "head_dim";
-    const int64_t headDim = gpt2 ? 0 : optIntOrNull(r, doc, headDimKey, 0, 1, 1 << 16);
+    const int64_t headDim = gpt2 ? 0 : optIntOrNull(r, doc, headDimKey, 0, 1, ModelLimits::heads);
     if (headDim > 0) m.headDim = headDim;
     else if (m.heads > 0 && m.hidden % m.heads == 0) m.headDim = m.hidden / m.heads;
     // else: left 0, and parseModel's model check reports that heads must divide hidden.
 
     if (gpt2) {
         // n_inner null (the released GPT-2 configs) means 4 x n_embd (GPT2MLP in transformers).
-        m.ffnHidden = optIntOrNull(r, doc, "n_inner", 4 * m.hidden, 1, kMaxWidth);
+        m.ffnHidden = optIntOrNull(r, doc, "n_inner", 4 * m.hidden, 1, ModelLimits::ffnHidden);
         const std::string act = r.optString("activation_function", "gelu_new");
         if (act.rfind("gelu", 0) == 0) {
             m.activation = Activation::Gelu; // gelu, gelu_new, gelu_fast, gelu_pytorch_tanh: same cost
@@ -129,7 +126,7 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         m.linearBias = true;                                       // Conv1D layers all carry biases
         m.dropout = r.optNumber("resid_pdrop", 0.1, 0.0, 0.99);
     } else {
-        m.ffnHidden = r.requireInt("intermediate_size", 1, kMaxWidth);
+        m.ffnHidden = r.requireInt("intermediate_size", 1, ModelLimits::ffnHidden);
         const std::string act = r.optString("hidden_act", modelType == "nemotron" ? "relu2" : "silu");
         if (act == "silu" || act == "swish") {
             m.activation = Activation::Swiglu; // gate_proj * silu, up_proj, down_proj
@@ -155,8 +152,8 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
         if (modelType == "mixtral") {
             MoeConfig moe;
-            moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, 1 << 16));
-            moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, 1 << 16));
+            moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, ModelLimits::heads));
+            moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
             moe.expertFfnHidden = m.ffnHidden; // each expert is a SwiGLU MLP of intermediate_size
             m.moe = moe;
         }

@@ -40,6 +40,10 @@ void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& probl
 }
 } // namespace
 
+void checkModelShape(const ModelConfig& m, const std::string& pointer, ProblemList& problems) {
+    checkModel(m, pointer, problems, false);
+}
+
 ParameterCounts countParameters(const ModelConfig& m) {
     ParameterCounts c;
     const int64_t h = m.hidden;
@@ -79,16 +83,16 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     ObjectReader r(doc, pointer, problems);
     if (!r.isObject()) return m;
     checkSchemaVersion(r);
-    constexpr int64_t kBig = int64_t{1} << 40;
     m.name = r.requireString("name");
-    m.layers = static_cast<int>(r.requireInt("layers", 1, 100000));
-    m.hidden = r.requireInt("hidden", 1, 1 << 24);
-    m.heads = static_cast<int>(r.requireInt("heads", 1, 1 << 16));
-    m.kvHeads = static_cast<int>(r.optInt("kv_heads", m.heads, 1, 1 << 16));
-    m.headDim = r.optInt("head_dim", 0, 1, 1 << 16);
-    m.ffnHidden = r.requireInt("ffn_hidden", 1, 1 << 26);
-    m.vocab = r.requireInt("vocab", 1, 1 << 26);
-    m.seqLen = r.requireInt("seq_len", 1, kBig);
+    using L = ModelLimits;
+    m.layers = static_cast<int>(r.requireInt("layers", 1, L::layers));
+    m.hidden = r.requireInt("hidden", 1, L::hidden);
+    m.heads = static_cast<int>(r.requireInt("heads", 1, L::heads));
+    m.kvHeads = static_cast<int>(r.optInt("kv_heads", m.heads, 1, L::heads));
+    m.headDim = r.optInt("head_dim", 0, 1, L::heads);
+    m.ffnHidden = r.requireInt("ffn_hidden", 1, L::ffnHidden);
+    m.vocab = r.requireInt("vocab", 1, L::vocab);
+    m.seqLen = r.requireInt("seq_len", 1, L::seqLen);
     const std::string activation = r.requireEnum("activation", {"gelu", "swiglu", "squared_relu"});
     m.activation = activation == "gelu" ? Activation::Gelu : activation == "swiglu" ? Activation::Swiglu : Activation::SquaredRelu;
     m.norm = r.optEnum("norm", "layernorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::LayerNorm
@@ -103,9 +107,9 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     if (const auto* moe = r.child("moe")) {
         ObjectReader mr(*moe, r.pointer("moe"), problems);
         MoeConfig cfg;
-        cfg.experts = static_cast<int>(mr.requireInt("experts", 1, 1 << 16));
-        cfg.topK = static_cast<int>(mr.requireInt("top_k", 1, 1 << 16));
-        cfg.expertFfnHidden = mr.requireInt("expert_ffn_hidden", 1, 1 << 26);
+        cfg.experts = static_cast<int>(mr.requireInt("experts", 1, L::heads));
+        cfg.topK = static_cast<int>(mr.requireInt("top_k", 1, L::heads));
+        cfg.expertFfnHidden = mr.requireInt("expert_ffn_hidden", 1, L::ffnHidden);
         mr.finish();
         m.moe = cfg;
     }

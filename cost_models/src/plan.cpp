@@ -161,13 +161,13 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     Plan p;
     ObjectReader r(doc, pointer, problems);
     if (!r.isObject()) return p;
-    constexpr int64_t kMaxDegree = 1 << 20;
-    p.tp = static_cast<int>(r.optInt("tp", 1, 1, kMaxDegree));
-    p.pp = static_cast<int>(r.optInt("pp", 1, 1, kMaxDegree));
-    p.dp = static_cast<int>(r.optInt("dp", 1, 1, kMaxDegree));
-    p.cp = static_cast<int>(r.optInt("cp", 1, 1, kMaxDegree));
-    p.ep = static_cast<int>(r.optInt("ep", 1, 1, kMaxDegree));
-    p.vpp = static_cast<int>(r.optInt("vpp", 1, 1, 1024));
+    using L = PlanLimits;
+    p.tp = static_cast<int>(r.optInt("tp", 1, 1, L::degree));
+    p.pp = static_cast<int>(r.optInt("pp", 1, 1, L::degree));
+    p.dp = static_cast<int>(r.optInt("dp", 1, 1, L::degree));
+    p.cp = static_cast<int>(r.optInt("cp", 1, 1, L::degree));
+    p.ep = static_cast<int>(r.optInt("ep", 1, 1, L::degree));
+    p.vpp = static_cast<int>(r.optInt("vpp", 1, 1, L::virtualStages));
     if (const nlohmann::json* layers = r.child("pipeline_layers")) {
         const std::string where = r.pointer("pipeline_layers");
         if (!layers->is_array() || layers->empty()) {
@@ -175,25 +175,25 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
         } else {
             for (size_t i = 0; i < layers->size(); ++i) {
                 const auto& v = (*layers)[i];
-                if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (1 << 20))
+                if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > L::layers)
                     problems.add(where + "/" + std::to_string(i), "must be an integer >= 1 (layers of virtual stage " + std::to_string(i) + ")");
                 else
                     p.pipelineLayers.push_back(v.get<int>());
             }
         }
     }
-    p.firstStageLayers = static_cast<int>(r.optInt("first_stage_layers", 0, 1, 1 << 20));
-    p.lastStageLayers = static_cast<int>(r.optInt("last_stage_layers", 0, 1, 1 << 20));
+    p.firstStageLayers = static_cast<int>(r.optInt("first_stage_layers", 0, 1, L::layers));
+    p.lastStageLayers = static_cast<int>(r.optInt("last_stage_layers", 0, 1, L::layers));
     const std::string split = r.optEnum("pipeline_split", "even", {"even", "balanced", "ends_as_layers"});
     p.pipelineSplit = split == "balanced" ? PipelineSplit::Balanced : split == "ends_as_layers" ? PipelineSplit::EndsAsLayers : PipelineSplit::Even;
-    p.microBatch = static_cast<int>(r.optInt("micro_batch", 1, 1, 1 << 20));
-    p.globalBatch = static_cast<int>(r.optInt("global_batch", p.microBatch * p.dp, 1, 1 << 30));
+    p.microBatch = static_cast<int>(r.optInt("micro_batch", 1, 1, L::microBatch));
+    p.globalBatch = static_cast<int>(r.optInt("global_batch", static_cast<int64_t>(p.microBatch) * p.dp, 1, L::globalBatch));
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
     p.zeroOverCp = r.optBool("zero_over_cp", true);
-    p.zeroReplicas = static_cast<int>(r.optInt("zero_replicas", 1, 1, kMaxDegree));
+    p.zeroReplicas = static_cast<int>(r.optInt("zero_replicas", 1, 1, L::degree));
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
-    p.recomputeLayers = static_cast<int>(r.optInt("recompute_layers", 0, 0, 1 << 20));
+    p.recomputeLayers = static_cast<int>(r.optInt("recompute_layers", 0, 0, L::layers));
     p.sequenceParallel = r.optBool("sequence_parallel", false);
     p.flashAttention = r.optBool("flash_attention", true);
     p.attentionKernel = r.optString("attention_kernel", "auto");
@@ -220,7 +220,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.offloadOptimizer = r.optBool("offload_optimizer", false);
     p.offloadParameters = r.optBool("offload_parameters", false);
     p.offloadActivations = r.optBool("offload_activations", false);
-    p.offloadActivationLayers = static_cast<int>(r.optInt("offload_activation_layers", 0, 0, 1 << 20));
+    p.offloadActivationLayers = static_cast<int>(r.optInt("offload_activation_layers", 0, 0, L::layers));
     p.framework = parseFrameworkSettings(r);
     r.finish();
     return p;
@@ -353,6 +353,13 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(ptr, "parallel degrees and batch sizes must be at least 1");
         return;
     }
+    // Each count fits an int; their products need not. Past these the checks below would overflow.
+    const int64_t ranks = static_cast<int64_t>(plan.tp) * plan.pp;
+    if (ranks > PlanLimits::ranks || ranks * plan.dp > PlanLimits::ranks || ranks * plan.dp * plan.cp > PlanLimits::ranks) {
+        problems.add(ptr, "tp x pp x dp x cp = " + n(plan.tp) + " x " + n(plan.pp) + " x " + n(plan.dp) + " x " + n(plan.cp) +
+                              " is more than " + n(PlanLimits::ranks) + " ranks");
+        return;
+    }
     if (model.heads % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide the model's " + n(model.heads) + " attention heads");
     else if (model.kvHeads % plan.tp != 0)
@@ -375,9 +382,15 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(ptr, "tp x pp x dp x cp = " + n(plan.tp) + " x " + n(plan.pp) + " x " + n(plan.dp) + " x " +
                               n(plan.cp) + " = " + n(world) + " ranks, but the cluster has " + n(cluster.gpusPerNode) +
                               " x " + n(cluster.nodes) + " = " + n(cluster.totalGpus()) + " GPUs");
-    if (plan.globalBatch % (plan.microBatch * plan.dp) != 0)
+    const int64_t perStep = static_cast<int64_t>(plan.microBatch) * plan.dp;
+    if (plan.globalBatch % perStep != 0)
         problems.add(field("global_batch"), "global_batch=" + n(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +
-                                                n(plan.microBatch * plan.dp));
+                                                n(perStep));
+    else if (const int64_t slots = static_cast<int64_t>(plan.pp) * plan.vpp * (plan.globalBatch / perStep);
+             slots > PlanLimits::scheduleSlots)
+        problems.add(field("global_batch"), n(plan.pp) + " stages x " + n(plan.vpp) + " chunks x " + n(plan.globalBatch / perStep) +
+                                                " micro-batches a step = " + n(slots) + " chunk passes to simulate, more than tessel "
+                                                "simulates (" + n(PlanLimits::scheduleSlots) + "); use fewer, larger micro-batches");
     else if (plan.schedule == Schedule::Interleaved1F1B && plan.microBatchesPerStep() % plan.pp != 0)
         problems.add(field("global_batch"), "interleaved_1f1b needs the micro-batches per step (" +
                                                 n(plan.microBatchesPerStep()) + ") to be a multiple of pp=" + n(plan.pp) +

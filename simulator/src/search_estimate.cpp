@@ -73,6 +73,7 @@ const char* reasonText(Reason r) {
     case Reason::InterleavedPp: return "interleaved_1f1b needs pp >= 2";
     case Reason::World: return "world size differs from GPUs";
     case Reason::GlobalBatch: return "global batch not divisible";
+    case Reason::ScheduleSize: return "too many micro-batches to simulate";
     case Reason::InterleavedMicroBatches: return "interleaved needs micro-batches divisible by pp";
     case Reason::EpNeedsMoe: return "ep needs a MoE model";
     case Reason::EpDp: return "ep does not divide dp";
@@ -109,8 +110,11 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (plan.vpp > 1 && !interleaved) return Reason::VppNeedsInterleaved;
     if (interleaved && plan.vpp < 2) return Reason::InterleavedVpp;
     if (interleaved && plan.pp < 2) return Reason::InterleavedPp;
-    if (plan.worldSize() != gpus) return Reason::World;
-    if (plan.globalBatch % (plan.microBatch * plan.dp) != 0) return Reason::GlobalBatch;
+    if (static_cast<int64_t>(plan.tp) * plan.pp * plan.dp * plan.cp != gpus) return Reason::World;
+    const int64_t perStep = static_cast<int64_t>(plan.microBatch) * plan.dp;
+    if (plan.globalBatch % perStep != 0) return Reason::GlobalBatch;
+    if (static_cast<int64_t>(plan.pp) * plan.vpp * (plan.globalBatch / perStep) > PlanLimits::scheduleSlots)
+        return Reason::ScheduleSize;
     if (interleaved && plan.microBatchesPerStep() % plan.pp != 0) return Reason::InterleavedMicroBatches;
     if (plan.ep > 1 && !model.moe) return Reason::EpNeedsMoe;
     if (plan.dp % plan.ep != 0) return Reason::EpDp;

@@ -35,6 +35,7 @@ enum class Reason : uint8_t {
     InterleavedPp,
     World,
     GlobalBatch,
+    ScheduleSize,
     InterleavedMicroBatches,
     EpNeedsMoe,
     EpDp,

@@ -448,6 +448,8 @@ std::string problemCategory(const Problem& problem) {
     if (has("needs pp >= 2")) return reasonText(Reason::InterleavedPp);
     if (has("ranks, but the cluster has")) return reasonText(Reason::World);
     if (has("is not a multiple of micro_batch x dp")) return reasonText(Reason::GlobalBatch);
+    if (has("chunk passes to simulate")) return reasonText(Reason::ScheduleSize);
+    if (has("is more than") && has("ranks")) return reasonText(Reason::World);
     if (has("micro-batches per step")) return reasonText(Reason::InterleavedMicroBatches);
     if (has("needs a model with a moe block")) return reasonText(Reason::EpNeedsMoe);
     if (has("must divide dp")) return reasonText(Reason::EpDp);

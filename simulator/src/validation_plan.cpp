@@ -92,15 +92,22 @@ bool readCluster(Reading& r) {
         cluster.gpu.memoryBytes = part.memoryBytes;
         cluster.gpu.hbmBytesPerSecond = part.hbmBytesPerSecond;
     }
-    const int64_t total = integer(sys, "total_gpus").value_or(0);
-    const int64_t statedPerNode = integer(sys, "gpus_per_node").value_or(0);
+    const int64_t most = PlanLimits::degree; // GPUs in all, a node's and nodes: as many as a data-parallel degree
+    const int64_t total = count(sys, "total_gpus", 1, most, ptr + "/system", refusal).value_or(0);
+    const int64_t statedPerNode = count(sys, "gpus_per_node", 1, most, ptr + "/system", refusal).value_or(0);
     int64_t perNode = statedPerNode;
     if (perNode <= 0) {
         perNode = cluster.gpusPerNode;
         if (gpu.nvlinkDomainGpus == 0) r.assume("gpus_per_node not stated: " + std::to_string(perNode) + " (" + gpu.preset + ")");
     }
-    int64_t nodes = integer(sys, "nodes").value_or(0);
+    int64_t nodes = count(sys, "nodes", 1, most, ptr + "/system", refusal).value_or(0);
+    if (!refusal.empty()) return false;
     int64_t world = total > 0 ? total : nodes * perNode;
+    if (world > most) {
+        refusal = ptr + "/system/nodes: " + std::to_string(nodes) + " nodes of " + std::to_string(perNode) + " GPUs are more than " +
+                  std::to_string(most) + " GPUs";
+        return false;
+    }
     if (world <= 0) {
         refusal = ptr + "/system/total_gpus: neither total_gpus nor nodes is stated";
         return false;
@@ -158,15 +165,14 @@ bool readBatch(Reading& r) {
     const int64_t world = r.world;
     // Plan.
     Plan& plan = c.scenario.plan;
-    plan.tp = static_cast<int>(integer(pl, "tp").value_or(1));
-    plan.pp = static_cast<int>(integer(pl, "pp").value_or(1));
-    plan.cp = static_cast<int>(integer(pl, "cp").value_or(1));
-    plan.ep = static_cast<int>(integer(pl, "ep").value_or(1));
-    plan.vpp = static_cast<int>(integer(pl, "vpp").value_or(1));
-    if (plan.tp < 1 || plan.pp < 1 || plan.cp < 1 || plan.ep < 1 || plan.vpp < 1) {
-        refusal = ptr + "/plan: parallel degrees must be at least 1";
-        return false;
-    }
+    using L = PlanLimits;
+    const std::string where = ptr + "/plan";
+    plan.tp = static_cast<int>(count(pl, "tp", 1, L::degree, where, refusal).value_or(1));
+    plan.pp = static_cast<int>(count(pl, "pp", 1, L::degree, where, refusal).value_or(1));
+    plan.cp = static_cast<int>(count(pl, "cp", 1, L::degree, where, refusal).value_or(1));
+    plan.ep = static_cast<int>(count(pl, "ep", 1, L::degree, where, refusal).value_or(1));
+    plan.vpp = static_cast<int>(count(pl, "vpp", 1, L::virtualStages, where, refusal).value_or(1));
+    if (!refusal.empty()) return false;
     const int64_t modelRanks = static_cast<int64_t>(plan.tp) * plan.pp * plan.cp;
     if (world % modelRanks != 0) {
         refusal = ptr + "/plan: tp x pp x cp = " + std::to_string(modelRanks) + " does not divide the " +
@@ -180,8 +186,9 @@ bool readBatch(Reading& r) {
         else r.assume("dp = GPUs / (tp x pp x cp) = " + std::to_string(impliedDp));
     }
     plan.dp = impliedDp;
-    auto gb = integer(pl, "global_batch");
-    if (!gb || *gb <= 0) {
+    auto gb = count(pl, "global_batch", 1, L::globalBatch, where, refusal);
+    if (!refusal.empty()) return false;
+    if (!gb) {
         // A batch given in tokens (Meta's "Tokens/Batch", llm-foundry's "GlobalBatchSize (T)") is that many
         // sequences of the model's length when it divides.
         for (const char* key : {"global_batch_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens"}) {
@@ -193,6 +200,11 @@ bool readBatch(Reading& r) {
                 return false;
             }
             gb = *tokens / c.scenario.model.seqLen;
+            if (*gb > L::globalBatch) {
+                refusal = ptr + "/plan/" + key + ": " + std::to_string(*gb) + " sequences are more than " +
+                          std::to_string(L::globalBatch);
+                return false;
+            }
             r.assume("global_batch = " + std::string(key) + " / seq = " + std::to_string(*gb));
             break;
         }
@@ -203,9 +215,12 @@ bool readBatch(Reading& r) {
     }
     plan.globalBatch = static_cast<int>(*gb);
     bool microBatchAssumed = false; // one micro-batch a step, read from the framework's default
-    if (auto mb = integer(pl, "micro_batch"); mb && *mb > 0) {
+    const auto mb = count(pl, "micro_batch", 1, L::microBatch, where, refusal);
+    const auto ga = count(pl, "grad_accum", 1, L::globalBatch, where, refusal);
+    if (!refusal.empty()) return false;
+    if (mb) {
         plan.microBatch = static_cast<int>(*mb);
-    } else if (auto ga = integer(pl, "grad_accum"); ga && *ga > 0 && plan.globalBatch % (*ga * plan.dp) == 0) {
+    } else if (ga && plan.globalBatch % (*ga * plan.dp) == 0) {
         plan.microBatch = static_cast<int>(plan.globalBatch / (*ga * plan.dp));
         r.assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
     } else if (plan.pp == 1 && (framework == "fsdp" || framework == "torchtitan" || framework == "deepspeed") &&
@@ -221,9 +236,9 @@ bool readBatch(Reading& r) {
         plan.microBatch = 1;
         r.assume("micro_batch not stated: 1 (the Megatron-LM default)");
     }
-    if (plan.globalBatch % (plan.microBatch * plan.dp) != 0) {
+    if (plan.globalBatch % (static_cast<int64_t>(plan.microBatch) * plan.dp) != 0) {
         refusal = ptr + "/plan/global_batch: " + std::to_string(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +
-                  std::to_string(plan.microBatch * plan.dp);
+                  std::to_string(static_cast<int64_t>(plan.microBatch) * plan.dp);
         return false;
     }
     r.microBatchAssumed = microBatchAssumed;
@@ -239,9 +254,10 @@ bool readPipeline(Reading& r) {
     // Megatron-LM's first/last-rank layer counts, under the names records use.
     int statedFirst = 0, statedLast = 0;
     for (const char* key : {"first_stage_layers", "num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"})
-        if (auto v = integer(pl, key); v && *v > 0) statedFirst = static_cast<int>(*v);
+        if (auto v = count(pl, key, 1, model.layers, r.ptr + "/plan", r.refusal)) statedFirst = static_cast<int>(*v);
     for (const char* key : {"last_stage_layers", "num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"})
-        if (auto v = integer(pl, key); v && *v > 0) statedLast = static_cast<int>(*v);
+        if (auto v = count(pl, key, 1, model.layers, r.ptr + "/plan", r.refusal)) statedLast = static_cast<int>(*v);
+    if (!r.refusal.empty()) return false;
     // The schedule a record names, under the keys records use (torchtitan's config: pipeline_parallel_schedule).
     const std::string namedSchedule = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " +
                                             text(pl, "pp_schedule") + " " + text(pl, "pipeline_parallel_schedule"));

@@ -45,6 +45,17 @@ std::optional<int64_t> integer(const nlohmann::json& obj, const char* key) {
     if (!v || *v < 0 || std::floor(*v) != *v) return std::nullopt;
     return static_cast<int64_t>(*v);
 }
+std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t least, int64_t most,
+                             const std::string& where, std::string& refusal) {
+    if (!member(obj, key)) return std::nullopt;
+    const auto v = number(obj, key);
+    if (v && std::floor(*v) == *v && *v >= static_cast<double>(least) && *v <= static_cast<double>(most))
+        return static_cast<int64_t>(*v);
+    if (refusal.empty())
+        refusal = where + "/" + key + ": " + (v ? "got " + text(obj, key) + ", " : "\"" + text(obj, key) + "\" is not a number; ") +
+                  "expected a whole number from " + std::to_string(least) + " to " + std::to_string(most);
+    return std::nullopt;
+}
 std::optional<bool> boolean(const nlohmann::json& obj, const char* key) {
     const nlohmann::json* v = member(obj, key);
     if (!v) return std::nullopt;

@@ -22,6 +22,11 @@ std::string text(const nlohmann::json& obj, const char* key);
 std::optional<double> number(const nlohmann::json& obj, const char* key);
 // A non-negative whole number.
 std::optional<int64_t> integer(const nlohmann::json& obj, const char* key);
+// A count a record states (a layer count, a parallel degree, a batch): nothing when the key is absent or null; else
+// a whole number from `least` to `most` (as `integer` reads it), or `refusal`, if still empty, names the field
+// (where + "/" + key) and the range, and nothing is returned. A count past `most` never wraps into an int.
+std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t least, int64_t most,
+                             const std::string& where, std::string& refusal);
 // true/false, yes/no, on/off, or a number (non-zero is true).
 std::optional<bool> boolean(const nlohmann::json& obj, const char* key);
 // The year a source was published, from its citation ("SC'21", "NSDI'24", "2022"): the earliest named; 0 if none.

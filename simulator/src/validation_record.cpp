@@ -76,25 +76,18 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     const nlohmann::json& m = rec.value("model", nlohmann::json::object());
     ModelConfig& model = c.scenario.model;
     model.name = text(m, "name");
-    auto need = [&](const char* key) -> int64_t {
-        auto v = integer(m, key);
-        if (!v || *v <= 0) {
-            if (refusal.empty()) refusal = ptr + "/model/" + key + ": missing or not a positive integer";
-            return 0;
-        }
-        return *v;
+    using L = ModelLimits;
+    const std::string where = ptr + "/model";
+    auto need = [&](const char* key, int64_t most) -> int64_t {
+        const auto v = count(m, key, 1, most, where, refusal);
+        if (!v && !member(m, key) && refusal.empty()) refusal = where + "/" + key + ": missing";
+        return v.value_or(0);
     };
-    model.layers = static_cast<int>(need("layers"));
-    model.hidden = need("hidden");
-    model.heads = static_cast<int>(need("heads"));
-    model.vocab = need("vocab");
-    auto seq = integer(m, "seq");
-    if (!seq) seq = integer(m, "seq_len");
-    if (!seq || *seq <= 0) {
-        if (refusal.empty()) refusal = ptr + "/model/seq: missing or not a positive integer";
-    } else {
-        model.seqLen = *seq;
-    }
+    model.layers = static_cast<int>(need("layers", L::layers));
+    model.hidden = need("hidden", L::hidden);
+    model.heads = static_cast<int>(need("heads", L::heads));
+    model.vocab = need("vocab", L::vocab);
+    model.seqLen = member(m, "seq") || !member(m, "seq_len") ? need("seq", L::seqLen) : need("seq_len", L::seqLen);
     if (!refusal.empty()) return;
     const Family f = familyOf(m);
     model.activation = f.activation;
@@ -107,15 +100,14 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                             toString(f.norm) + ", " + (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +
                             (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");
-    if (auto kv = integer(m, "kv_heads"); kv && *kv > 0) {
+    if (auto kv = count(m, "kv_heads", 1, L::heads, where, refusal)) {
         model.kvHeads = static_cast<int>(*kv);
     } else {
         model.kvHeads = model.heads;
         c.assumptions.push_back("kv_heads not stated: multi-head attention (kv_heads = heads)");
     }
-    if (auto hd = integer(m, "head_dim"); hd && *hd > 0) model.headDim = *hd;
-    else model.headDim = model.hidden / model.heads;
-    if (auto ffn = integer(m, "ffn_hidden"); ffn && *ffn > 0) {
+    if (auto hd = count(m, "head_dim", 1, L::heads, where, refusal)) model.headDim = *hd;
+    if (auto ffn = count(m, "ffn_hidden", 1, L::ffnHidden, where, refusal)) {
         model.ffnHidden = *ffn;
     } else {
         model.ffnHidden = 4 * model.hidden;
@@ -131,14 +123,32 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     if (auto experts = firstInteger({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"});
         experts && *experts > 1) {
         MoeConfig moe;
+        // Each under whichever name the record uses, bounded as a model file's moe block is.
+        auto firstCount = [&](std::initializer_list<const char*> keys, int64_t most) -> std::optional<int64_t> {
+            for (const char* k : keys)
+                if (member(m, k)) return count(m, k, 1, most, where, refusal);
+            return std::nullopt;
+        };
+        if (!firstCount({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"}, L::heads)) return;
         moe.experts = static_cast<int>(*experts);
-        const auto topK = firstInteger({"top_k", "moe_top_k", "moe_router_topk", "num_experts_per_tok", "experts_per_token"});
-        moe.topK = static_cast<int>(topK.value_or(2));
+        const auto topK = firstCount({"top_k", "moe_top_k", "moe_router_topk", "num_experts_per_tok", "experts_per_token"}, *experts);
+        moe.topK = static_cast<int>(topK.value_or(std::min<int64_t>(2, *experts)));
         if (!topK) c.assumptions.push_back("experts per token not stated: top-2");
-        moe.expertFfnHidden = firstInteger({"expert_ffn_hidden", "moe_ffn_hidden", "moe_ffn_hidden_size", "moe_intermediate_size"})
+        moe.expertFfnHidden = firstCount({"expert_ffn_hidden", "moe_ffn_hidden", "moe_ffn_hidden_size", "moe_intermediate_size"},
+                                         L::ffnHidden)
                                   .value_or(model.ffnHidden);
         model.moe = moe;
     }
+    if (!refusal.empty()) return;
+    // The rules a model file's shape must meet (heads divide hidden unless head_dim is stated, kv_heads divide
+    // heads), under the record's own pointers.
+    ProblemList shape;
+    checkModelShape(model, where, shape);
+    if (!shape.items().empty()) {
+        refusal = shape.items().front().where + ": " + shape.items().front().message;
+        return;
+    }
+    if (model.headDim == 0) model.headDim = model.hidden / model.heads;
     if (auto p = number(m, "params")) c.publishedParameters = *p;
 }
 

@@ -249,6 +249,40 @@ TEST(PlanValidation, ScheduleAndVppMustAgree) {
     EXPECT_TRUE(ok.empty()) << ok.items().front().message;
 }
 
+
+// Degrees and batches that each fit an int once multiplied past it (micro_batch 2^20 x dp 2^20 wrapped to 0 and
+// the divisibility check divided by it), and a batch of 2^28 micro-batches had the schedule builder allocate
+// until the process died; both are problems naming the plan, and the search files such plans under a reason.
+TEST(PlanValidation, ProductsPastTheLimitsAreProblemsNotOverflows) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50000, 2048);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.tp = 2;
+    p.dp = 1 << 20;
+    p.microBatch = 1 << 20;
+    p.globalBatch = 1 << 30;
+    ProblemList huge;
+    validatePlan(m, c, p, "/plan", huge);
+    ASSERT_EQ(huge.items().size(), 1u);
+    EXPECT_EQ(huge.items()[0].where, "/plan");
+    EXPECT_EQ(huge.items()[0].message, "tp x pp x dp x cp = 2 x 1 x 1048576 x 1 is more than 1048576 ranks");
+
+    p.tp = 1;
+    p.dp = 8;
+    p.microBatch = 1;
+    p.pp = 1;
+    p.globalBatch = 8 << 16; // 2^16 micro-batches on one stage: at the limit
+    ProblemList atLimit;
+    validatePlan(m, c, p, "/plan", atLimit);
+    EXPECT_TRUE(atLimit.empty()) << atLimit.items().front().message;
+    p.globalBatch = 16 << 16;
+    ProblemList past;
+    validatePlan(m, c, p, "/plan", past);
+    ASSERT_EQ(past.items().size(), 1u);
+    EXPECT_EQ(past.items()[0].where, "/plan/global_batch");
+    EXPECT_NE(past.items()[0].message.find("131072 chunk passes to simulate, more than tessel simulates (65536)"),
+              std::string::npos);
+}
 TEST(PlanValidation, PaddedVocabFollowsMegatron) {
     ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50257, 2048);
     Plan p;

@@ -197,7 +197,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                         for (int vpp : {1, 2, 3})
                             for (Schedule sch : {Schedule::OneFOneB, Schedule::Interleaved1F1B})
                                 for (int mb : {1, 3})
-                                    for (int gb : {24, 7})
+                                    for (int gb : {24, 7, 1 << 20}) // 2^20: past the schedule's slots at pp >= 2
                                         for (bool sp : {false, true}) {
                                             Plan p;
                                             p.tp = tp;
@@ -230,7 +230,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 19u);
+    EXPECT_EQ(seen.size(), 20u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 

@@ -384,6 +384,47 @@ TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     EXPECT_THROW(loadValidationRecords(nlohmann::json::object(), "x.json"), InputError);
 }
 
+// Counts past what an int holds used to wrap (heads 2^62 became 0 and the reading divided by it; micro_batch 2^32 + 4
+// became 4): each is now refused naming its field and range, as a model or plan file's reader does, and a
+// present count that is not a number is refused rather than read as unstated. Found by mutating shipped records.
+TEST(ValidationRecord, CountsOutOfRangeAreRefusedNamingTheFieldNeverWrapped) {
+    const int64_t huge = int64_t{1} << 62;
+    auto refusalOf = [](nlohmann::json rec) {
+        auto loaded = loadValidationRecords(nlohmann::json::array({rec}), "runs.json");
+        EXPECT_FALSE(loaded[0].validationCase.has_value());
+        return loaded[0].refusal;
+    };
+    auto with = [](const char* part, const char* key, nlohmann::json value) {
+        nlohmann::json r = record();
+        r[part][key] = std::move(value);
+        return r;
+    };
+    EXPECT_EQ(refusalOf(with("model", "heads", huge)),
+              "runs.json#/0/model/heads: got 4611686018427387904, expected a whole number from 1 to 65536");
+    EXPECT_EQ(refusalOf(with("model", "seq", huge)),
+              "runs.json#/0/model/seq: got 4611686018427387904, expected a whole number from 1 to 1099511627776");
+    EXPECT_EQ(refusalOf(with("model", "kv_heads", "x")),
+              "runs.json#/0/model/kv_heads: \"x\" is not a number; expected a whole number from 1 to 65536");
+    EXPECT_EQ(refusalOf(with("plan", "micro_batch", (int64_t{1} << 32) + 4)),
+              "runs.json#/0/plan/micro_batch: got 4294967300, expected a whole number from 1 to 1048576");
+    EXPECT_EQ(refusalOf(with("plan", "tp", -2)), "runs.json#/0/plan/tp: got -2, expected a whole number from 1 to 1048576");
+    EXPECT_EQ(refusalOf(with("system", "nodes", huge)),
+              "runs.json#/0/system/nodes: got 4611686018427387904, expected a whole number from 1 to 1048576");
+    // The shape rules of a model file hold for a record too, under the record's pointers.
+    EXPECT_EQ(refusalOf(with("model", "kv_heads", 5)),
+              "runs.json#/0/model/kv_heads: must divide the number of attention heads (32), got 5");
+    nlohmann::json odd = with("model", "hidden", 4100);
+    EXPECT_EQ(refusalOf(odd), "runs.json#/0/model/heads: must divide hidden (4100) unless head_dim is given");
+    odd["model"]["head_dim"] = 128;
+    EXPECT_EQ(load(odd).scenario.model.headDim, 128);
+    // Unstated (absent or null) counts keep their defaults and say so.
+    nlohmann::json plain = record();
+    plain["model"].erase("kv_heads");
+    const ValidationCase c = load(plain);
+    EXPECT_EQ(c.scenario.model.kvHeads, 32);
+    EXPECT_TRUE(mentions(c.assumptions, "kv_heads not stated"));
+}
+
 TEST(ValidationReport, SummariesByHand) {
     ValidationReport r;
     auto result = [](const char* id, const char* group, double err) {

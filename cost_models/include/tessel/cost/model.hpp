@@ -24,6 +24,17 @@ struct MoeConfig {
     int64_t expertFfnHidden = 0;   // hidden width of one expert's MLP
 };
 
+// The largest shape tessel reads, from any source (model JSON, HuggingFace config.json, a validation record): past
+// these a count no longer fits the int it is kept in, or the arithmetic on it overflows.
+struct ModelLimits {
+    static constexpr int64_t layers = 100000;
+    static constexpr int64_t hidden = int64_t{1} << 24;
+    static constexpr int64_t heads = int64_t{1} << 16;   // also kv_heads, head_dim, experts and top_k
+    static constexpr int64_t ffnHidden = int64_t{1} << 26; // also an expert's MLP width
+    static constexpr int64_t vocab = int64_t{1} << 26;
+    static constexpr int64_t seqLen = int64_t{1} << 40;
+};
+
 struct ModelConfig {
     std::string name;
     int layers = 0;
@@ -65,6 +76,9 @@ int64_t activeParameters(const ModelConfig& m);
 // Loads a tessel model document (schema_version, snake_case keys; see scenarios/schema/model.schema.json)
 // or a HuggingFace config.json (detected by "model_type"). `pointer` locates `doc` inside a larger file.
 ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer = "");
+// The shape rules every model must meet however it was read (kv_heads divides heads, heads divide hidden unless
+// head_dim is given, top_k <= experts), each added to `problems` under pointer + its field's key.
+void checkModelShape(const ModelConfig& m, const std::string& pointer, ProblemList& problems);
 // Same, collecting problems instead of throwing.
 ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
 // Writes the tessel form of a model (round-trips through parseModel).

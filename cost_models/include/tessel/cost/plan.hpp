@@ -81,6 +81,21 @@ const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0,
                                   int pp = 1);
 
+// The largest counts a plan may hold, from any source (plan JSON, CLI, a validation record): past these a count
+// no longer fits the int it is kept in, or the products of degrees overflow.
+struct PlanLimits {
+    static constexpr int64_t degree = int64_t{1} << 20;      // tp, pp, dp, cp, ep, zero_replicas
+    static constexpr int64_t virtualStages = 1024;           // vpp
+    static constexpr int64_t microBatch = int64_t{1} << 20;
+    static constexpr int64_t globalBatch = int64_t{1} << 30;
+    static constexpr int64_t layers = int64_t{1} << 20;      // per-stage layer counts, recompute and offload layers
+    static constexpr int64_t ranks = int64_t{1} << 20;       // tp x pp x dp x cp
+    // pp x vpp x micro-batches a step: the chunk passes a simulated schedule holds (a forward and a backward each,
+    // with their sends). The largest published plans need about 33k (SC'21's 1T: pp 64 x 512 micro-batches), which
+    // simulate in about a second; the time and memory grow with the count (2^28 exhausted memory).
+    static constexpr int64_t scheduleSlots = int64_t{1} << 16;
+};
+
 struct Plan {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
     int vpp = 1;                        // virtual pipeline stages (model chunks) per pipeline rank
@@ -134,7 +149,7 @@ struct Plan {
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
     int worldSize() const { return tp * pp * dp * cp; }
-    int microBatchesPerStep() const { return globalBatch / (microBatch * dp); }
+    int microBatchesPerStep() const { return static_cast<int>(globalBatch / (static_cast<int64_t>(microBatch) * dp)); }
     // Ranks one copy of the ZeRO state is sharded over: the ZeRO group over its replicas.
     int zeroShardSize() const { return (zeroOverCp ? dp * cp : dp) / std::max(1, zeroReplicas); }
     // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp) over the replicas.
