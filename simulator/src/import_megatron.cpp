@@ -6,6 +6,8 @@
 #include "tessel/sim/import.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <cmath>
 #include <regex>
 #include <set>
@@ -83,6 +85,21 @@ MegatronLog parseMegatronLog(const std::string& text, const std::string& source)
     static const std::regex paddedVocab(R"(padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\))");
     std::istringstream in(text);
     int lineNo = 0, blockStart = 0;
+    // A count the log prints (an iteration, a rank, a vocabulary size): digits that fit an int.
+    auto count = [&](const std::string& digits, const char* what) -> int {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+        if (ec != std::errc() || end != digits.data() + digits.size() || v > std::numeric_limits<int>::max())
+            throw InputError(where(source, lineNo), std::string(what) + " " + digits + " is not a count tessel reads (0 to " +
+                                                        std::to_string(std::numeric_limits<int>::max()) + ")");
+        return static_cast<int>(v);
+    };
+    auto megabytes = [&](const std::string& figure, const char* what) -> double {
+        const auto v = toNumber(figure);
+        if (!v || *v < 0.0)
+            throw InputError(where(source, lineNo), std::string("memory report's ") + what + " \"" + figure + "\" is not a size in MB");
+        return *v;
+    };
     bool inArgs = false, sawArgs = false;
     for (std::string line; std::getline(in, line);) {
         ++lineNo;
@@ -108,7 +125,7 @@ MegatronLog parseMegatronLog(const std::string& text, const std::string& source)
             continue;
         }
         std::smatch m;
-        if (std::regex_search(line, m, paddedVocab)) log.paddedVocab = std::stoll(m[3]);
+        if (std::regex_search(line, m, paddedVocab)) log.paddedVocab = count(m[3], "padded vocabulary size");
         if (line.find("memory (MB)") != std::string::npos && line.find("[Rank") != std::string::npos) {
             // Several ranks print at once, so one line may hold more than one report.
             int found = 0;
@@ -116,12 +133,12 @@ MegatronLog parseMegatronLog(const std::string& text, const std::string& source)
                 const std::smatch& r = *it;
                 MegatronMemoryReport rep;
                 rep.line = lineNo;
-                rep.rank = std::stoi(r[1]);
-                rep.afterIterations = std::stoi(r[2]);
-                rep.allocatedMb = std::stod(r[3]);
-                rep.maxAllocatedMb = std::stod(r[4]);
-                rep.reservedMb = std::stod(r[5]);
-                rep.maxReservedMb = std::stod(r[6]);
+                rep.rank = count(r[1], "rank");
+                rep.afterIterations = count(r[2], "iteration count");
+                rep.allocatedMb = megabytes(r[3], "allocated");
+                rep.maxAllocatedMb = megabytes(r[4], "max allocated");
+                rep.reservedMb = megabytes(r[5], "reserved");
+                rep.maxReservedMb = megabytes(r[6], "max reserved");
                 log.memory.push_back(rep);
                 ++found;
             }
@@ -135,8 +152,8 @@ MegatronLog parseMegatronLog(const std::string& text, const std::string& source)
         if (std::regex_search(line, m, iterationLine)) {
             MegatronIteration it;
             it.line = lineNo;
-            it.iteration = std::stoi(m[1]);
-            it.trainIters = std::stoi(m[2]);
+            it.iteration = count(m[1], "iteration");
+            it.trainIters = count(m[2], "train iterations");
             const std::string rest = m[3];
             // training_log ends every field with " |": a line that does not was cut off.
             if (trim(rest).empty() || trim(rest).back() != '|')
@@ -197,7 +214,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         if (it == log.args.end()) return std::nullopt;
         return it->second;
     };
-    auto integer = [&](const std::string& name, std::optional<int64_t> fallback) -> int64_t {
+    // Every count the scenario takes from the arguments is a size, a degree or a batch: from 1 to `most` (the
+    // limits a model or plan file has), so a 0 or a wrapped value never reaches the arithmetic below.
+    auto integer = [&](const std::string& name, std::optional<int64_t> fallback, int64_t most) -> int64_t {
         const auto v = str(name);
         if (!v || *v == "None") {
             if (fallback) return *fallback;
@@ -209,8 +228,14 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
             problems.add(at(name), "argument " + name + " = \"" + *v + "\" is not an integer");
             return 1;
         }
+        if (*n < 1.0 || *n > static_cast<double>(most)) {
+            problems.add(at(name), "argument " + name + " = " + *v + " is not from 1 to " + std::to_string(most));
+            return 1;
+        }
         return static_cast<int64_t>(*n);
     };
+    using ML = ModelLimits;
+    using PL = PlanLimits;
     auto flag = [&](const std::string& name) -> std::optional<bool> {
         const auto v = str(name);
         if (!v || *v == "None") return std::nullopt;
@@ -223,19 +248,19 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
 
     // Model (megatron/training/arguments.py names).
     nlohmann::json model{{"schema_version", 1}, {"name", "megatron-import"}};
-    const int64_t layers = integer("num_layers", std::nullopt), hidden = integer("hidden_size", std::nullopt);
-    const int64_t heads = integer("num_attention_heads", std::nullopt);
+    const int64_t layers = integer("num_layers", std::nullopt, ML::layers), hidden = integer("hidden_size", std::nullopt, ML::hidden);
+    const int64_t heads = integer("num_attention_heads", std::nullopt, ML::heads);
     model["layers"] = layers;
     model["hidden"] = hidden;
     model["heads"] = heads;
-    model["kv_heads"] = flag("group_query_attention").value_or(false) ? integer("num_query_groups", std::nullopt) : heads;
-    model["ffn_hidden"] = integer("ffn_hidden_size", 4 * hidden);
-    model["seq_len"] = integer("seq_length", std::nullopt);
+    model["kv_heads"] = flag("group_query_attention").value_or(false) ? integer("num_query_groups", std::nullopt, ML::heads) : heads;
+    model["ffn_hidden"] = integer("ffn_hidden_size", 4 * hidden, ML::ffnHidden);
+    model["seq_len"] = integer("seq_length", std::nullopt, ML::seqLen);
     if (heads > 0) {
-        const int64_t kv = integer("kv_channels", hidden / heads);
+        const int64_t kv = integer("kv_channels", hidden / heads, ML::heads);
         if (kv != hidden / heads) model["head_dim"] = kv;
     }
-    if (const auto pv = str("padded_vocab_size"); pv && *pv != "None") model["vocab"] = integer("padded_vocab_size", std::nullopt);
+    if (const auto pv = str("padded_vocab_size"); pv && *pv != "None") model["vocab"] = integer("padded_vocab_size", std::nullopt, ML::vocab);
     else if (log.paddedVocab) model["vocab"] = *log.paddedVocab;
     else problems.add(log.source, "the log states no vocabulary size (padded_vocab_size, or the tokenizer's \"> padded vocab "
                                   "(size: V) with D dummy tokens (new size: P)\" line)");
@@ -256,19 +281,19 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     if (flag("add_qkv_bias").value_or(false)) model["qkv_bias"] = true;
     if (const auto d = str("hidden_dropout"); d && toNumber(*d)) model["dropout"] = *toNumber(*d);
     if (const auto e = str("num_experts"); e && *e != "None") {
-        model["moe"] = {{"experts", integer("num_experts", std::nullopt)},
-                        {"top_k", integer("moe_router_topk", 2)},
-                        {"expert_ffn_hidden", integer("moe_ffn_hidden_size", model["ffn_hidden"].get<int64_t>())}};
+        model["moe"] = {{"experts", integer("num_experts", std::nullopt, ML::heads)},
+                        {"top_k", integer("moe_router_topk", 2, ML::heads)},
+                        {"expert_ffn_hidden", integer("moe_ffn_hidden_size", model["ffn_hidden"].get<int64_t>(), ML::ffnHidden)}};
     }
 
     // Plan.
     nlohmann::json plan;
-    const int64_t tp = integer("tensor_model_parallel_size", 1), pp = integer("pipeline_model_parallel_size", 1);
-    const int64_t cp = integer("context_parallel_size", 1), ep = integer("expert_model_parallel_size", 1);
-    const int64_t vpp = integer("virtual_pipeline_model_parallel_size", 1);
+    const int64_t tp = integer("tensor_model_parallel_size", 1, PL::degree), pp = integer("pipeline_model_parallel_size", 1, PL::degree);
+    const int64_t cp = integer("context_parallel_size", 1, PL::degree), ep = integer("expert_model_parallel_size", 1, PL::degree);
+    const int64_t vpp = integer("virtual_pipeline_model_parallel_size", 1, PL::virtualStages);
     int64_t dp = 0;
-    if (const auto v = str("data_parallel_size"); v && *v != "None") dp = integer("data_parallel_size", std::nullopt);
-    else if (tp * pp * cp > 0) dp = integer("world_size", std::nullopt) / (tp * pp * cp);
+    if (const auto v = str("data_parallel_size"); v && *v != "None") dp = integer("data_parallel_size", std::nullopt, PL::degree);
+    else if (tp * pp * cp > 0) dp = integer("world_size", std::nullopt, PL::ranks) / (tp * pp * cp);
     plan["tp"] = tp;
     plan["pp"] = pp;
     plan["dp"] = dp;
@@ -277,15 +302,15 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     plan["vpp"] = vpp;
     // Uneven pipeline splits: --decoder-first/last-pipeline-num-layers are the plan's first/last_stage_layers.
     if (const auto v = str("decoder_first_pipeline_num_layers"); v && *v != "None")
-        plan["first_stage_layers"] = integer("decoder_first_pipeline_num_layers", std::nullopt);
+        plan["first_stage_layers"] = integer("decoder_first_pipeline_num_layers", std::nullopt, PL::layers);
     if (const auto v = str("decoder_last_pipeline_num_layers"); v && *v != "None")
-        plan["last_stage_layers"] = integer("decoder_last_pipeline_num_layers", std::nullopt);
-    plan["micro_batch"] = integer("micro_batch_size", std::nullopt);
-    plan["global_batch"] = integer("global_batch_size", std::nullopt);
+        plan["last_stage_layers"] = integer("decoder_last_pipeline_num_layers", std::nullopt, PL::layers);
+    plan["micro_batch"] = integer("micro_batch_size", std::nullopt, PL::microBatch);
+    plan["global_batch"] = integer("global_batch_size", std::nullopt, PL::globalBatch);
     plan["zero_stage"] = flag("use_distributed_optimizer").value_or(false) ? 1 : 0;
     // --num-distributed-optimizer-instances: copies of the distributed optimizer across the data-parallel domain.
     if (const auto v = str("num_distributed_optimizer_instances"); v && *v != "None") {
-        const int64_t instances = integer("num_distributed_optimizer_instances", 1);
+        const int64_t instances = integer("num_distributed_optimizer_instances", 1, PL::degree);
         if (instances > 1) plan["zero_replicas"] = instances;
     }
     std::string recompute = "none";
@@ -378,7 +403,14 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         used.insert(name);
     problems.throwIfAny();
 
-    // The run's GPUs: part of one node (gpus_per_node = world), or whole nodes of the cluster.
+    // The run's GPUs: part of one node (gpus_per_node = world), or whole nodes of the cluster. Each degree is from
+    // 1 to 2^20 here; their product is bounded (in double, where it cannot overflow) before it is formed.
+    if (static_cast<double>(tp) * static_cast<double>(pp) * static_cast<double>(cp) * static_cast<double>(dp) >
+        static_cast<double>(PL::ranks))
+        problems.add(at("world_size"), "tp x pp x cp x dp = " + std::to_string(tp) + " x " + std::to_string(pp) + " x " +
+                                           std::to_string(cp) + " x " + std::to_string(dp) + " GPUs, more than " +
+                                           std::to_string(PL::ranks));
+    problems.throwIfAny();
     const int64_t world = tp * pp * cp * dp;
     const int64_t perNode = std::min<int64_t>(world, cluster.gpusPerNode);
     if (world % perNode != 0)

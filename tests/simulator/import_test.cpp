@@ -221,6 +221,37 @@ TEST(MegatronImport, BadOrTruncatedLogsNameTheLine) {
     EXPECT_NE(whereOf(log.substr(0, log.find("[Rank 0]"))).find("no iteration interval after the first 2"), std::string::npos);
 }
 
+// Found by mutating the committed real log: an iteration number past an int ended in "internal error: stoi", and
+// tensor_model_parallel_size 0 made the run's GPU count 0 and the node split divided by it (SIGFPE).
+TEST(MegatronImport, CountsOutOfRangeNameTheLineNeverCrash) {
+    const std::string path = std::string(TESSEL_TEST_DATA_DIR) + "/megatron/gpt2-124m-1gpu-fp16.log";
+    const std::string log = readFile(path);
+    auto problemsOf = [&](std::string text) {
+        try {
+            importMegatronLog(parseMegatronLog(text, "bad.log"), cluster());
+        } catch (const InputError& e) {
+            std::string all;
+            for (const auto& p : e.problems()) all += p.where + ": " + p.message + "\n";
+            return all;
+        }
+        return std::string("no error");
+    };
+    auto replaced = [&](const std::string& from, const std::string& to) {
+        std::string t = log;
+        const size_t at = t.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        return t.replace(at, from.size(), to);
+    };
+    EXPECT_EQ(problemsOf(replaced("iteration       40/", "iteration       99999999999999999999/")),
+              "bad.log:118: iteration 99999999999999999999 is not a count tessel reads (0 to 2147483647)\n");
+    EXPECT_EQ(problemsOf(replaced("tensor_model_parallel_size ...................... 1",
+                                  "tensor_model_parallel_size ...................... 0")),
+              "bad.log:91: argument tensor_model_parallel_size = 0 is not from 1 to 1048576\n");
+    EXPECT_EQ(problemsOf(replaced("kv_channels ..................................... 64",
+                                  "kv_channels ..................................... -1")),
+              "bad.log:60: argument kv_channels = -1 is not from 1 to 65536\n");
+}
+
 TEST(MegatronImport, TheCommittedRealLogImports) {
     const std::string path = std::string(TESSEL_TEST_DATA_DIR) + "/megatron/gpt2-124m-1gpu-fp16.log";
     const ImportedRun run = importMegatronLog(parseMegatronLog(readFile(path), path), cluster());
