@@ -17,11 +17,17 @@
 namespace tessel::sim::detail {
 
 namespace {
+// The divisors of n in increasing order, by trial up to sqrt(n): a global batch of 2^28 sequences per rank took the
+// plain loop over 1..n 0.6 s for each of the search's shapes.
 std::vector<int> divisorsOf(int n) {
-    std::vector<int> out;
-    for (int i = 1; i <= n; ++i)
-        if (n % i == 0) out.push_back(i);
-    return out;
+    std::vector<int> low, high;
+    for (int i = 1; static_cast<int64_t>(i) * i <= n; ++i) {
+        if (n % i != 0) continue;
+        low.push_back(i);
+        if (i != n / i) high.push_back(n / i);
+    }
+    low.insert(low.end(), high.rbegin(), high.rend());
+    return low;
 }
 
 void checkOptions(const ClusterConfig& cluster, const SearchOptions& options, ProblemList& problems) {

@@ -302,6 +302,36 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     return table;
 }
 
+namespace {
+// Busy intervals of one stream, each with the rate at which it moves its own work, for overlap queries.
+class BusyLine {
+public:
+    void add(double from, double to, double rate) {
+        from_.push_back(from);
+        to_.push_back(to);
+        rate_.push_back(rate);
+    }
+    void finish() {
+        prefix_.assign(from_.size() + 1, 0.0);
+        for (size_t i = 0; i < from_.size(); ++i) prefix_[i + 1] = prefix_[i] + rate_[i] * (to_[i] - from_[i]);
+    }
+    // Work-weighted seconds of the line inside [a, b].
+    double overlap(double a, double b) const {
+        if (!(b > a) || from_.empty()) return 0.0;
+        const size_t i = static_cast<size_t>(std::upper_bound(to_.begin(), to_.end(), a) - to_.begin());
+        const size_t j = static_cast<size_t>(std::lower_bound(from_.begin(), from_.end(), b) - from_.begin());
+        if (i >= j) return 0.0;
+        double sum = prefix_[j] - prefix_[i];
+        sum -= rate_[i] * std::max(0.0, a - from_[i]);
+        sum -= rate_[j - 1] * std::max(0.0, to_[j - 1] - b);
+        return std::max(0.0, sum);
+    }
+
+private:
+    std::vector<double> from_, to_, rate_, prefix_;
+};
+} // namespace
+
 Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
     const size_t stages = schedule.stages.size();
     // Flatten (stage, index) into node ids.
@@ -425,10 +455,14 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
     for (size_t s = 0; s < stages; ++s) {
         const auto& acts = schedule.stages[s].actions;
         StepBreakdown& b = t.perStage[s];
-        std::vector<std::pair<double, double>> dpBusy; // intervals of the data-parallel stream
+        // Intervals of the data-parallel stream: it runs its actions in list order, so they are disjoint and sorted,
+        // and a gap's overlap with them is two binary searches (a scan over all of them made ZeRO-3's per-micro-batch
+        // collectives quadratic in the micro-batches).
+        BusyLine dpBusy;
         for (size_t i = 0; i < acts.size(); ++i)
             if (streamOf(acts[i].kind) == Stream::DataParallel)
-                dpBusy.emplace_back(t.perAction[s][i].startSeconds, t.perAction[s][i].endSeconds);
+                dpBusy.add(t.perAction[s][i].startSeconds, t.perAction[s][i].endSeconds, 1.0);
+        dpBusy.finish();
         double prevEnd = 0.0;
         double lastEnd = 0.0;
         for (size_t i = 0; i < acts.size(); ++i) {
@@ -482,9 +516,7 @@ Timeline simulate(const ActionSchedule& schedule, const CostTable& costs) {
                         b.ppSeconds += comm;
                     } else if (binding->kind == ActionKind::Collective) {
                         // Count the part of the gap during which this stage's data-parallel stream was busy.
-                        for (const auto& [cs, ce] : dpBusy)
-                            comm += std::max(0.0, std::min(ta.startSeconds, ce) - std::max(prevEnd, cs));
-                        comm = std::min(gap, comm);
+                        comm = std::min(gap, dpBusy.overlap(prevEnd, ta.startSeconds));
                         b.dpSeconds += comm;
                     }
                 }
@@ -565,35 +597,6 @@ StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, 
     return m;
 }
 
-namespace {
-// Busy intervals of one stream, each with the rate at which it moves its own work, for overlap queries.
-class BusyLine {
-public:
-    void add(double from, double to, double rate) {
-        from_.push_back(from);
-        to_.push_back(to);
-        rate_.push_back(rate);
-    }
-    void finish() {
-        prefix_.assign(from_.size() + 1, 0.0);
-        for (size_t i = 0; i < from_.size(); ++i) prefix_[i + 1] = prefix_[i] + rate_[i] * (to_[i] - from_[i]);
-    }
-    // Work-weighted seconds of the line inside [a, b].
-    double overlap(double a, double b) const {
-        if (!(b > a) || from_.empty()) return 0.0;
-        const size_t i = static_cast<size_t>(std::upper_bound(to_.begin(), to_.end(), a) - to_.begin());
-        const size_t j = static_cast<size_t>(std::lower_bound(from_.begin(), from_.end(), b) - from_.begin());
-        if (i >= j) return 0.0;
-        double sum = prefix_[j] - prefix_[i];
-        sum -= rate_[i] * std::max(0.0, a - from_[i]);
-        sum -= rate_[j - 1] * std::max(0.0, to_[j - 1] - b);
-        return std::max(0.0, sum);
-    }
-
-private:
-    std::vector<double> from_, to_, rate_, prefix_;
-};
-} // namespace
 
 CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline, double weight) {
     CostTable out = costs;
