@@ -191,7 +191,14 @@ std::vector<BenchSample> parseBenchSamples(const std::string& text, const std::s
             problems.add(where, "not a JSON object");
             continue;
         }
-        if (j.value("kind", "") != "microbenchmark") continue;
+        // A string field: absent is "", anything else but a string is a problem (json::value would throw).
+        auto stringField = [&](const char* key) -> std::string {
+            if (!j.contains(key) || j[key].is_null()) return "";
+            if (j[key].is_string()) return j[key].get<std::string>();
+            problems.add(where + "#/" + key, "expected a string");
+            return "";
+        };
+        if (stringField("kind") != "microbenchmark") continue;
         BenchSample s;
         s.where = where;
         auto number = [&](const char* key, double& dst, bool required) {
@@ -217,11 +224,28 @@ std::vector<BenchSample> parseBenchSamples(const std::string& text, const std::s
         number("rank", rank, false);
         s.groupSize = static_cast<int>(group);
         s.rank = static_cast<int>(rank);
-        s.tier = j.value("tier", "");
-        s.device = j.value("device", "");
-        if (j.contains("shape") && j["shape"].is_object())
-            for (auto it = j["shape"].begin(); it != j["shape"].end(); ++it)
-                if (it.value().is_number()) s.shape[it.key()] = it.value().get<int64_t>();
+        s.tier = stringField("tier");
+        s.device = stringField("device");
+        // Shape entries are sizes (m, n, k, seq, ...) or flags (trans_a, pinned): whole numbers from 0 to 2^40.
+        if (j.contains("shape") && !j["shape"].is_null()) {
+            if (!j["shape"].is_object()) problems.add(where + "#/shape", "expected an object of sizes");
+            else
+                for (auto it = j["shape"].begin(); it != j["shape"].end(); ++it) {
+                    const nlohmann::json& v = it.value();
+                    if (!v.is_number()) continue; // names and labels a sweep adds beside its sizes
+                    const double d = v.get<double>();
+                    if (d < 0.0 || d > static_cast<double>(int64_t{1} << 40) || d != std::floor(d))
+                        problems.add(where + "#/shape/" + it.key(), "expected a whole number from 0 to 2^40");
+                    else
+                        s.shape[it.key()] = static_cast<int64_t>(d);
+                }
+        }
+        // The GEMM fit reads each point's smallest dimension.
+        if (s.kernel == "gemm")
+            for (const char* dim : {"m", "n", "k"})
+                if (!s.shape.count(dim) && !(j.contains("shape") && j["shape"].is_object() && j["shape"].contains(dim) &&
+                                             j["shape"][dim].is_number())) // a bad number is reported above
+                    problems.add(where + "#/shape/" + dim, "a gemm point needs its m, n and k");
         if (!(s.seconds > 0.0)) problems.add(where + "#/median_seconds", "must be positive");
         out.push_back(std::move(s));
     }

@@ -103,8 +103,8 @@ void MeasuredRun::setMemory(const nlohmann::json& memory, const std::string& sou
             continue;
         }
         MeasuredMemory m;
-        m.rank = intOr(e, "rank", -1);
-        m.stage = intOr(e, "stage", static_cast<int>(i));
+        m.rank = intOr(e, "rank", -1, where);
+        m.stage = intOr(e, "stage", static_cast<int>(i), where);
         std::optional<double> total;
         for (const char* key : {"peak_total_bytes", "peak_bytes", "measured_bytes", "total_bytes"})
             if (e.contains(key) && e[key].is_number()) {

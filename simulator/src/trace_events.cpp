@@ -2,6 +2,8 @@
 #include "trace_events.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -9,9 +11,14 @@ namespace tessel::sim::detail {
 
 namespace fs = std::filesystem;
 
-int intOr(const nlohmann::json& obj, const char* key, int fallback) {
+int intOr(const nlohmann::json& obj, const char* key, int fallback, const std::string& pointer) {
     const auto it = obj.find(key);
-    return it != obj.end() && it->is_number() ? it->get<int>() : fallback;
+    if (it == obj.end() || it->is_null()) return fallback;
+    const double v = it->is_number() ? it->get<double>() : 0.5;
+    if (v != std::floor(v) || v < static_cast<double>(std::numeric_limits<int>::min()) ||
+        v > static_cast<double>(std::numeric_limits<int>::max()))
+        throw InputError(pointer + "/" + key, "expected a whole number (a rank, stage, step or index), got " + it->dump());
+    return static_cast<int>(v);
 }
 
 nlohmann::json readJsonFile(const fs::path& path) {
@@ -42,8 +49,12 @@ std::vector<TraceEvent> readTraceEvents(const nlohmann::json& trace, const std::
     if (!events) throw InputError(source + "#/traceEvents", "not a Chrome trace: expected an array of trace events");
     std::vector<TraceEvent> out;
     skipped = 0;
-    for (const auto& ev : *events) {
-        if (!ev.is_object() || ev.value("ph", "") != "X") continue;   // metadata, counters, instants
+    const std::string base = source + (trace.is_array() ? "#" : "#/traceEvents");
+    for (size_t i = 0; i < events->size(); ++i) {
+        const auto& ev = (*events)[i];
+        const std::string at = base + "/" + std::to_string(i);
+        // Metadata, counters, instants, and events whose phase is not even a string.
+        if (!ev.is_object() || !ev.contains("ph") || !ev["ph"].is_string() || ev["ph"].get<std::string>() != "X") continue;
         const auto args = ev.find("args");
         if (args == ev.end() || !args->is_object() || !args->contains("stage") || !(*args)["stage"].is_number() ||
             !ev.contains("ts") || !ev.contains("dur") || !ev["ts"].is_number() || !ev["dur"].is_number()) {
@@ -52,15 +63,15 @@ std::vector<TraceEvent> readTraceEvents(const nlohmann::json& trace, const std::
         }
         TraceEvent t;
         MeasuredEvent& m = t.event;
-        m.rank = intOr(ev, "pid", 0);
-        m.stage = intOr(*args, "stage", 0);
+        m.rank = intOr(ev, "pid", 0, at);
+        m.stage = intOr(*args, "stage", 0, at + "/args");
         m.name = ev.contains("name") && ev["name"].is_string() ? ev["name"].get<std::string>() : "";
         const auto cat = ev.find("cat");
         m.category = timeCategoryOf(cat != ev.end() && cat->is_string() ? cat->get<std::string>() : m.name);
-        m.microBatch = intOr(*args, "micro_batch", -1);
-        m.chunk = intOr(*args, "chunk", 0);
-        m.step = intOr(*args, "step", 0);
-        t.index = intOr(*args, "index", -1);
+        m.microBatch = intOr(*args, "micro_batch", -1, at + "/args");
+        m.chunk = intOr(*args, "chunk", 0, at + "/args");
+        m.step = intOr(*args, "step", 0, at + "/args");
+        t.index = intOr(*args, "index", -1, at + "/args");
         // Chrome traces carry microseconds.
         m.startSeconds = ev["ts"].get<double>() * 1e-6;
         m.durationSeconds = ev["dur"].get<double>() * 1e-6;

@@ -12,7 +12,9 @@
 
 namespace tessel::sim::detail {
 
-int intOr(const nlohmann::json& obj, const char* key, int fallback);
+// obj[key] as an int: `fallback` when absent or null; a whole number an int holds; anything else is bad input,
+// thrown as an InputError at pointer + "/" + key.
+int intOr(const nlohmann::json& obj, const char* key, int fallback, const std::string& pointer);
 // Throws InputError naming the path when it cannot be read or is not JSON.
 nlohmann::json readJsonFile(const std::filesystem::path& path);
 double median(std::vector<double> values);   // 0 for no values

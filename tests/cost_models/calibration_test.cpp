@@ -406,5 +406,27 @@ TEST(BenchSamples, ParseAndNameTheBadField) {
     EXPECT_EQ(ok[0].shape.at("m"), 16);
 }
 
+// Found by mutating a shipped bench.jsonl: a "kind" or "device" that was not a string ended in the JSON library's
+// type_error, and a gemm point without its k in std::map::at; both are now problems naming the line and field.
+TEST(BenchSamples, WrongTypesAndMissingGemmDimensionsNameTheField) {
+    auto problemsOf = [](const std::string& text) {
+        try {
+            parseBenchSamples(text, "b.jsonl");
+        } catch (const InputError& e) {
+            std::string all;
+            for (const auto& p : e.problems()) all += p.where + ": " + p.message + "\n";
+            return all;
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(problemsOf("{\"kind\":7,\"kernel\":\"gemm\"}\n"), "b.jsonl:1#/kind: expected a string\n");
+    EXPECT_EQ(problemsOf("{\"kind\":\"microbenchmark\",\"kernel\":\"gemm\",\"median_seconds\":1e-5,\"device\":[],"
+                         "\"shape\":{\"m\":16,\"n\":16,\"k\":16}}\n"),
+              "b.jsonl:1#/device: expected a string\n");
+    EXPECT_EQ(problemsOf("{\"kind\":\"microbenchmark\",\"kernel\":\"gemm\",\"median_seconds\":1e-5,"
+                         "\"shape\":{\"m\":16,\"n\":-16}}\n"),
+              "b.jsonl:1#/shape/n: expected a whole number from 0 to 2^40\nb.jsonl:1#/shape/k: a gemm point needs its m, n and k\n");
+}
+
 } // namespace
 } // namespace tessel

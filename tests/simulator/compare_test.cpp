@@ -391,6 +391,30 @@ TEST(CompareInput, NotATraceAndMissingFilesAreInputErrors) {
     fs::remove_all(dir);
 }
 
+// Found by mutating a run folder's trace.json: a "ph" that was a number ended in the JSON library's type_error, and
+// a step of 0.5 or 2^62 was read as 0 or wrapped. A phase that is not a string is not a complete event (skipped, as
+// metadata is); a rank, stage, step or index that is not a whole int is an error at its pointer.
+TEST(CompareInput, TraceFieldsOfTheWrongKindNameTheirPointer) {
+    nlohmann::json trace = chromeTrace(tinySimulation());
+    auto& events = trace["traceEvents"];
+    size_t firstComplete = 0;
+    while (events[firstComplete].value("ph", "") != "X") ++firstComplete;
+    nlohmann::json numericPhase = trace;
+    numericPhase["traceEvents"][firstComplete]["ph"] = 7;
+    EXPECT_EQ(MeasuredRun::fromTrace(numericPhase, "t.json").events().size() + 1,
+              MeasuredRun::fromTrace(trace, "t.json").events().size());
+    for (const nlohmann::json& bad : {nlohmann::json(0.5), nlohmann::json(int64_t{1} << 62), nlohmann::json("3")}) {
+        nlohmann::json t = trace;
+        t["traceEvents"][firstComplete]["args"]["step"] = bad;
+        try {
+            MeasuredRun::fromTrace(t, "t.json");
+            FAIL() << bad.dump();
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.problems()[0].where, "t.json#/traceEvents/" + std::to_string(firstComplete) + "/args/step");
+        }
+    }
+}
+
 TEST(CompareInput, ARunFolderBringsItsMemoryAndPlan) {
     const Scenario s = loadScenarioFile(resolveScenarioPath("tiny-cpu", "test"));
     const PlanSimulation sim = simulatePlan(s.model, s.cluster, s.plan);
