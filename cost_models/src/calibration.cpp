@@ -222,8 +222,15 @@ std::vector<BenchSample> parseBenchSamples(const std::string& text, const std::s
         double group = 1.0, rank = 0.0;
         number("group_size", group, false);
         number("rank", rank, false);
-        s.groupSize = static_cast<int>(group);
-        s.rank = static_cast<int>(rank);
+        // Counts an int holds (a cast of 1e308 is undefined): ranks as a plan's (PlanLimits::ranks).
+        if (group < 1.0 || group > static_cast<double>(PlanLimits::ranks) || group != std::floor(group))
+            problems.add(where + "#/group_size", "expected a whole number from 1 to " + std::to_string(PlanLimits::ranks));
+        else
+            s.groupSize = static_cast<int>(group);
+        if (rank < 0.0 || rank >= static_cast<double>(PlanLimits::ranks) || rank != std::floor(rank))
+            problems.add(where + "#/rank", "expected a whole number from 0 to " + std::to_string(PlanLimits::ranks - 1));
+        else
+            s.rank = static_cast<int>(rank);
         s.tier = stringField("tier");
         s.device = stringField("device");
         // Shape entries are sizes (m, n, k, seq, ...) or flags (trans_a, pinned): whole numbers from 0 to 2^40.

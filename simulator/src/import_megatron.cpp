@@ -291,9 +291,28 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     const int64_t tp = integer("tensor_model_parallel_size", 1, PL::degree), pp = integer("pipeline_model_parallel_size", 1, PL::degree);
     const int64_t cp = integer("context_parallel_size", 1, PL::degree), ep = integer("expert_model_parallel_size", 1, PL::degree);
     const int64_t vpp = integer("virtual_pipeline_model_parallel_size", 1, PL::virtualStages);
-    int64_t dp = 0;
-    if (const auto v = str("data_parallel_size"); v && *v != "None") dp = integer("data_parallel_size", std::nullopt, PL::degree);
-    else if (tp * pp * cp > 0) dp = integer("world_size", std::nullopt, PL::ranks) / (tp * pp * cp);
+    // Data parallelism: stated, or the world over tp x pp x cp, which must then divide it; a stated one must agree
+    // with a stated world (tp and pp from one run, dp from another is not a run).
+    int64_t dp = 1;
+    const auto statedWorld = str("world_size");
+    const int64_t modelRanks = tp * pp * cp; // each from 1 to 2^20: fits an int64
+    if (const auto v = str("data_parallel_size"); v && *v != "None") {
+        dp = integer("data_parallel_size", std::nullopt, PL::degree);
+        if (statedWorld && *statedWorld != "None") {
+            const int64_t world = integer("world_size", std::nullopt, PL::ranks);
+            if (static_cast<double>(modelRanks) * static_cast<double>(dp) != static_cast<double>(world))
+                problems.add(at("data_parallel_size"), "tp x pp x cp x dp = " + std::to_string(tp) + " x " + std::to_string(pp) +
+                                                           " x " + std::to_string(cp) + " x " + std::to_string(dp) +
+                                                           " is not the log's world_size " + std::to_string(world));
+        }
+    } else {
+        const int64_t world = integer("world_size", std::nullopt, PL::ranks);
+        if (world % modelRanks != 0)
+            problems.add(at("world_size"), "world_size " + std::to_string(world) + " is not a multiple of tp x pp x cp = " +
+                                               std::to_string(modelRanks));
+        else
+            dp = world / modelRanks;
+    }
     plan["tp"] = tp;
     plan["pp"] = pp;
     plan["dp"] = dp;

@@ -426,6 +426,9 @@ TEST(BenchSamples, WrongTypesAndMissingGemmDimensionsNameTheField) {
     EXPECT_EQ(problemsOf("{\"kind\":\"microbenchmark\",\"kernel\":\"gemm\",\"median_seconds\":1e-5,"
                          "\"shape\":{\"m\":16,\"n\":-16}}\n"),
               "b.jsonl:1#/shape/n: expected a whole number from 0 to 2^40\nb.jsonl:1#/shape/k: a gemm point needs its m, n and k\n");
+    EXPECT_EQ(problemsOf("{\"kind\":\"microbenchmark\",\"kernel\":\"all_reduce\",\"median_seconds\":1e-5,\"bytes\":1e6,"
+                         "\"group_size\":1e308,\"rank\":-1}\n"),
+              "b.jsonl:1#/group_size: expected a whole number from 1 to 1048576\nb.jsonl:1#/rank: expected a whole number from 0 to 1048575\n");
 }
 
 } // namespace

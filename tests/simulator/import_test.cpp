@@ -250,6 +250,15 @@ TEST(MegatronImport, CountsOutOfRangeNameTheLineNeverCrash) {
     EXPECT_EQ(problemsOf(replaced("kv_channels ..................................... 64",
                                   "kv_channels ..................................... -1")),
               "bad.log:60: argument kv_channels = -1 is not from 1 to 65536\n");
+    // Review: with data_parallel_size None, a world smaller than tp x pp x cp made dp 0 and the node split divided
+    // by it; a stated dp that disagrees with the world was imported silently.
+    const std::string tp2 = replaced("tensor_model_parallel_size ...................... 1",
+                                     "tensor_model_parallel_size ...................... 2");
+    EXPECT_EQ(problemsOf(tp2), "bad.log:30: tp x pp x cp x dp = 2 x 1 x 1 x 1 is not the log's world_size 1\n");
+    std::string noDp = tp2;
+    noDp.replace(noDp.find("data_parallel_size .............................. 1"), 51,
+                 "data_parallel_size .............................. None");
+    EXPECT_EQ(problemsOf(noDp), "bad.log:101: world_size 1 is not a multiple of tp x pp x cp = 2\n");
 }
 
 TEST(MegatronImport, TheCommittedRealLogImports) {
