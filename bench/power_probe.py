@@ -14,6 +14,10 @@ after, beside nvidia-smi's power, SM clock and throttle reasons sampled every 10
 - gemm-bf16-mamf: the MAMF table's best bf16 shape for this GPU family (H100/H200 2048x2048x13312, A100
   1024x10240x5120, B200 1792x16128x3072, GB200 4096x9728x2048; else 4096^3);
 - gemm-fp8-8192: torch._scaled_mm, e4m3, 8192^3, split accumulators (what Transformer Engine's backward runs);
+- gemm-fp32-8192 / gemm-fp32-layer: torch.mm in fp32 with TF32 off (CUDA-core FFMA, as tessel's executor runs
+  its fp32 recipe) at 8192^3 and at GPT-2's fc1 shape, 4096x3072x768: whether work that leaves the tensor cores
+  idle is held back at the power limit as tensor-core work is (FORMULAS.md §3.3 applies the curve to
+  tensor-core kernels);
 - attention: scaled_dot_product_attention, causal, batch 2 x 32 heads x 8192 x 128, forward and backward;
 - copy: a 2 GiB device-to-device copy (HBM bound, the other end of the power range);
 - duty-75 / duty-50 / duty-25: 8192^3 bf16 GEMM bursts of about 3 ms alternating with an idle kernel
@@ -98,6 +102,30 @@ def part_gemm_bf16_mamf(points, log, seconds):
     fn, work = gemm_bf16(shape)
     hold("gemm-bf16-mamf", fn, work / 1e12, "TFLOP/s", log, seconds, points)
     points[-1]["shape"] = list(shape)
+
+
+def gemm_fp32_simt(shape, name, points, log, seconds):
+    """fp32 GEMM on the CUDA cores: TF32 switched off for the phase and restored after."""
+    m, n, k = shape
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        a = torch.randn(m, k, device="cuda", dtype=torch.float32)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float32)
+        c = torch.empty(m, n, device="cuda", dtype=torch.float32)
+        hold(name, lambda: torch.mm(a, b, out=c), 2.0 * m * n * k / 1e12, "TFLOP/s", log, seconds, points)
+        points[-1]["shape"] = list(shape)
+        points[-1]["tf32"] = False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def part_gemm_fp32_8192(points, log, seconds):
+    gemm_fp32_simt((8192, 8192, 8192), "gemm-fp32-8192", points, log, seconds)
+
+
+def part_gemm_fp32_layer(points, log, seconds):
+    gemm_fp32_simt((4096, 3072, 768), "gemm-fp32-layer", points, log, seconds)
 
 
 def part_gemm_fp8_8192(points, log, seconds):
@@ -201,7 +229,8 @@ def part_duty_copy(points, log, seconds):
 
 
 PARTS = {"gemm-bf16-8192": part_gemm_bf16_8192, "gemm-bf16-mamf": part_gemm_bf16_mamf,
-         "gemm-fp8-8192": part_gemm_fp8_8192, "attention": part_attention, "copy": part_copy, "duty": part_duty,
+         "gemm-fp8-8192": part_gemm_fp8_8192, "gemm-fp32-8192": part_gemm_fp32_8192,
+         "gemm-fp32-layer": part_gemm_fp32_layer, "attention": part_attention, "copy": part_copy, "duty": part_duty,
          "duty-copy": part_duty_copy}
 
 
