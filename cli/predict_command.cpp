@@ -127,12 +127,17 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << milliseconds(p.layer.recompute.seconds) << " ms; LM head + loss forward "
         << milliseconds(p.head.forward.seconds) << " ms; optimizer step (stage 0) "
         << milliseconds(p.optimizerPerStage.front().seconds) << " ms\n";
-    // The share of their benchmarked rate the layer's GEMMs and attention run at (FORMULAS.md §3.3).
-    out << "  tensor cores at " << fixed(p.layer.tensorShare, 3) << " of their benchmarked rate";
-    if (!s.cluster.gpu.sustainedShareByDuty.empty())
-        out << " (the GPU's measured power curve at the layer's tensor-core duty " << fixed(p.layer.tensorDuty, 2) << ")";
+    // The share of their benchmarked rate the layer's GEMMs and attention run at (FORMULAS.md §3.3); fp32 GEMMs
+    // run on the CUDA cores and take none.
+    const Dtype gemmDtype = precisionRecipeOf(pl).gemmDtype;
+    if (!runsOnTensorCores(gemmDtype))
+        out << "  " << toString(gemmDtype) << " GEMMs on the CUDA cores at their benchmarked rate (no tensor-core share)";
+    else if (!s.cluster.gpu.sustainedShareByDuty.empty())
+        out << "  tensor cores at " << fixed(p.layer.tensorShare, 3) << " of their benchmarked rate (the GPU's measured "
+            << "power curve at the layer's tensor-core duty " << fixed(p.layer.tensorDuty, 2) << ")";
     else
-        out << " (gpu.sustained_tensor_fraction)";
+        out << "  tensor cores at " << fixed(p.layer.tensorShare, 3)
+            << " of their benchmarked rate (gpu.sustained_tensor_fraction)";
     out << "\n\n";
 
     out << "Communication\n";

@@ -325,8 +325,9 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         if (name == "gemm") continue;
         const auto it = byKernel.find(name);
         const bool attention = name.rfind("attention", 0) == 0;
-        // The points' (flops, bytes) in the counts the fit is for.
+        // The points' (flops, bytes) in the counts the fit is for, and (GEMM attention) their launch steps.
         std::vector<std::pair<double, double>> q;
+        std::vector<double> steps;
         bool scoreCounts = attention && scoreGemmAttention && it != byKernel.end();
         if (scoreCounts)
             for (const BenchSample* s : it->second)
@@ -343,6 +344,9 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
                               dim = s->shape.at("head_dim");
                 q.emplace_back(kernel_cost::scoreGemmFlops(n, h, seq, seq, dim, backward),
                                kernel_cost::scoreGemmBytes(n, h, seq, seq, dim, benchElementBytes, backward));
+                const auto kv = s->shape.find("kv_heads");
+                steps.push_back(static_cast<double>(kernel_cost::scoreGemmSteps(
+                    n, h, kv != s->shape.end() ? kv->second : h, seq, seq, benchElementBytes)));
             }
         std::set<double> sizes, ratios;
         for (const auto& [flops, bytes] : q) {
@@ -355,13 +359,19 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         }
         bool flopsTerm = attention;
         const bool bytesTerm = !attention || (ratios.size() >= 2 && it->second.size() >= 4);
+        // The GEMM attention's launch steps (FORMULAS.md §7.2): a column of their own where the points hold two or
+        // more step counts and enough points for four coefficients; short sequences are bound by them.
+        bool stepsTerm = scoreCounts && std::set<double>(steps.begin(), steps.end()).size() >= 2 &&
+                         it->second.size() >= 6;
         auto fitTerms = [&](bool withFlops, KernelFit& k) {
-            Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()), 1 + int{withFlops} + int{bytesTerm});
+            Eigen::MatrixXd x(static_cast<Eigen::Index>(it->second.size()),
+                              1 + int{stepsTerm} + int{withFlops} + int{bytesTerm});
             Eigen::VectorXd t(x.rows());
             for (size_t i = 0; i < it->second.size(); ++i) {
                 const Eigen::Index r = static_cast<Eigen::Index>(i);
                 Eigen::Index c = 0;
                 x(r, c++) = 1.0;
+                if (stepsTerm) x(r, c++) = steps[i];
                 if (withFlops) x(r, c++) = q[i].first;
                 if (bytesTerm) x(r, c++) = q[i].second;
                 t(r) = it->second[i]->seconds;
@@ -371,6 +381,7 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
             k.overheadSeconds = f.beta(0);
             k.scoreGemms = scoreCounts;
             Eigen::Index c = 1;
+            if (stepsTerm) k.stepSeconds = std::max(0.0, f.beta(c++));
             if (withFlops) {
                 const double secondsPerFlop = f.beta(c++);
                 if (secondsPerFlop > 0.0) k.flopsPerSecond = 1.0 / secondsPerFlop;
@@ -383,6 +394,10 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         };
         KernelFit k;
         LinearFit f = fitTerms(flopsTerm, k);
+        if (stepsTerm && !(k.stepSeconds > 0.0)) { // the steps cost nothing the other columns do not: fit without
+            stepsTerm = false;
+            f = fitTerms(flopsTerm, k);
+        }
         // A FLOP rate above the GPU's peak is no rate: the points are bound by bytes and cannot pin it (the CUDA
         // executor's attention backward on the H100 fitted 3.6e16 /s). Then the kernel is fitted on bytes alone.
         const double peak = base.peakFlops(benchDtype(o.provenance.value("dtype", "fp64")));
@@ -396,6 +411,7 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         }
         gpu.kernels[name] = k;
         nlohmann::json values{{"overhead_seconds", k.overheadSeconds}};
+        if (k.stepSeconds > 0.0) values["step_seconds"] = k.stepSeconds;
         if (k.flopsPerSecond > 0.0) values["flops_per_second"] = k.flopsPerSecond;
         if (k.bytesPerSecond > 0.0) values["bytes_per_second"] = k.bytesPerSecond;
         if (attention) values["counts"] = scoreCounts ? "score_gemms" : "fused";

@@ -33,6 +33,8 @@ int bytesPerElement(Dtype d) {
     return 0;
 }
 
+bool runsOnTensorCores(Dtype d) { return d != Dtype::Fp32; }
+
 namespace {
 const std::vector<Dtype>& allDtypes() {
     static const std::vector<Dtype> v{Dtype::Fp64, Dtype::Fp32, Dtype::Tf32, Dtype::Bf16, Dtype::Fp16, Dtype::Fp8};
@@ -109,6 +111,9 @@ std::map<std::string, KernelFit> parseKernels(const nlohmann::json& doc, const s
         else if (counts != "fused") problems.add(kr.pointer("counts"), "expected \"fused\" or \"score_gemms\"");
         if (f.scoreGemms && it.key().rfind("attention", 0) != 0)
             problems.add(kr.pointer("counts"), "\"score_gemms\" applies to attention kernels only");
+        f.stepSeconds = kr.optNumber("step_seconds", 0.0, 0.0, 1.0);
+        if (f.stepSeconds > 0.0 && !f.scoreGemms)
+            problems.add(kr.pointer("step_seconds"), "a time per launch step applies to \"counts\": \"score_gemms\" only");
         kr.finish();
         out[it.key()] = f;
     }
@@ -532,6 +537,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
             if (f.bytesPerSecond > 0.0) e["bytes_per_second"] = f.bytesPerSecond;
             if (f.flopsPerSecond > 0.0) e["flops_per_second"] = f.flopsPerSecond;
             if (f.scoreGemms) e["counts"] = "score_gemms";
+            if (f.stepSeconds > 0.0) e["step_seconds"] = f.stepSeconds;
             k[name] = e;
         }
         j["gpu"]["kernels"] = k;

@@ -115,8 +115,8 @@ void setTensorShare(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, 
         forEachKernel(op, recompute, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, 1.0); },
                       [&](const OpCost& k, BlockPhase) {
                           total += k.seconds;
-                          if (k.opClass == OpClass::Memory || k.flops <= 0.0) return;
                           const Dtype kd = k.dtype ? *k.dtype : dtype;
+                          if (k.opClass == OpClass::Memory || k.flops <= 0.0 || !runsOnTensorCores(kd)) return;
                           const double plateau = cluster.peakFlops(kd) * gemmPlateauEfficiency(cluster.gpu, kd);
                           load += std::min(k.seconds, k.flops / plateau);
                       });
@@ -158,7 +158,12 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
                 const int e = bytesPerElement(op.dtype ? *op.dtype : dtype);
                 const double flops = kernel_cost::scoreGemmFlops(1, op.batch, op.m, op.n, op.k, op.backward);
                 const double bytes = kernel_cost::scoreGemmBytes(1, op.batch, op.m, op.n, op.k, e, op.backward);
-                return f.overheadSeconds + (f.bytesPerSecond > 0.0 ? bytes / f.bytesPerSecond : 0.0) +
+                const int64_t sequences = std::max<int64_t>(op.sequences, 1);
+                const int64_t heads = std::max<int64_t>(op.batch / sequences, 1);
+                const double steps = static_cast<double>(kernel_cost::scoreGemmSteps(
+                    sequences, heads, op.kvHeads > 0 ? op.kvHeads : heads, op.m, op.n, e));
+                return f.overheadSeconds + f.stepSeconds * steps +
+                       (f.bytesPerSecond > 0.0 ? bytes / f.bytesPerSecond : 0.0) +
                        (f.flopsPerSecond > 0.0 ? flops / f.flopsPerSecond : 0.0);
             }
             if ((f.bytesPerSecond > 0.0 || f.flopsPerSecond > 0.0) && op.opClass != OpClass::Gemm)
@@ -186,8 +191,10 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
                 eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype); // tiles of (queries x keys x head_dim)
             }
         }
-        // Tensor-core kernels run at the share of their benchmarked throughput a training step sustains (§3.3).
-        if (op.opClass == OpClass::Gemm || op.opClass == OpClass::Attention) eff *= tensorShare;
+        // Tensor-core kernels run at the share of their benchmarked throughput a training step sustains (§3.3);
+        // fp32 GEMMs on the CUDA cores keep their benchmarked rate (measured, runsOnTensorCores).
+        if ((op.opClass == OpClass::Gemm || op.opClass == OpClass::Attention) && runsOnTensorCores(dtype))
+            eff *= tensorShare;
         computeSeconds = dropoutFactor * op.flops / (peak * eff);
     }
     const double memorySeconds = op.bytes / (gpu.hbmBytesPerSecond * gpu.memoryEfficiency);
@@ -406,6 +413,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             att.n = s.seqFull;
             att.k = s.headDim;
             att.batch = s.microBatch * s.headsLocal;
+            att.sequences = s.microBatch;
+            att.kvHeads = std::max<int64_t>(s.kvHeadsLocal, 1);
             att.modelFlops = full;
             att.name = "attention_core_flash";
             att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
@@ -731,6 +740,16 @@ double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t se
     const double scores = d(sequences) * d(heads) * d(seqQ) * d(seqKv);
     const double rows = d(sequences) * d(heads) * (backward ? 7.0 : 2.0) * d(seqQ + seqKv);
     return scores * (backward ? 16.0 + 6.0 * e : 8.0 + 2.0 * e) + rows * d(headDim) * e;
+}
+int64_t scoreGemmKvHeadsPerChunk(int64_t seqQ, int64_t seqKv, int64_t kvHeads, int e) {
+    const int64_t bytesPerHead = std::max<int64_t>(seqQ, 1) * std::max<int64_t>(seqKv, 1) * (4 + e);
+    return std::clamp<int64_t>(kScoreGemmWorkspaceBytes / bytesPerHead, 1, std::max<int64_t>(kvHeads, 1));
+}
+int64_t scoreGemmSteps(int64_t sequences, int64_t queryHeads, int64_t kvHeads, int64_t seqQ, int64_t seqKv, int e) {
+    kvHeads = std::max<int64_t>(kvHeads, 1);
+    const int64_t group = std::max<int64_t>(queryHeads / kvHeads, 1);
+    const int64_t perChunk = scoreGemmKvHeadsPerChunk(seqQ, seqKv, kvHeads, e);
+    return std::max<int64_t>(sequences, 1) * group * ((kvHeads + perChunk - 1) / perChunk);
 }
 double optimizerFlops(double parameters) { return 12.0 * parameters; }
 double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe) {

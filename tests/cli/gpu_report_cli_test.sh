@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU report's evidence stays what the code gives (docs/gpu-report.md, data/gpu/h100-2026-11-25): the shipped
-# preset h100-single-calibrated is what `tessel calibrate` makes of the committed H100 sweep and runs, and each
-# held-out run, opened by `tessel compare`, gives the step and memory errors the report states.
+# The GPU reports' evidence stays what the code gives (docs/gpu-report.md, data/gpu/h100-2026-11-25; the H200's of
+# 2026-11-28, data/gpu/h200-2026-11-28-tip): the shipped preset h100-single-calibrated is what `tessel calibrate`
+# makes of the committed H100 sweep and runs, and each held-out run, opened by `tessel compare`, gives the step and
+# memory errors the report states.
 source "$(dirname "$0")/lib.sh"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 D="$root/data/gpu/h100-2026-11-25"
@@ -33,6 +34,27 @@ assert abs(stage["error"] - want["memory_error"]) < 1e-3, (stage["error"], want[
 assert abs(stage["error"]) < 0.05, stage["error"]
 PY
     check "$name: the step and memory errors of the report" $?
+done
+# The H200 call of 2026-11-28 (docs/gpu-report-h200-2026-11-28-tip.md): the cluster calibrated from its sweep and two
+# runs predicts its six held-out runs with the errors data/gpu/h200-2026-11-28-tip/holdout-results.json states.
+H="$root/data/gpu/h200-2026-11-28-tip"
+"$TESSEL" calibrate "$H/bench" "$H/run-gpt2" "$H/run-cuda-1" --cluster h200-single -o "$tmp/h200.json" >"$tmp/h200.log" 2>&1
+check "calibrate of the H200 sweep and runs exits 0" $?
+for scen in "$H"/holdout/*.json; do
+    name="$(basename "$scen" .json)"
+    [ "$name" = cluster ] && continue
+    "$TESSEL" compare "$scen" "$H/holdout/run-$name" --cluster "$tmp/h200.json" --gpus-per-node 1 --json \
+        >"$tmp/h200-$name.json" 2>"$tmp/h200-$name.err"
+    check "compare opens the H200 held-out run $name" $?
+    python3 - "$tmp/h200-$name.json" "$H/holdout-results.json" "$name" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))
+want = json.load(open(sys.argv[2]))["plans"][sys.argv[3]]
+assert abs(got["step"]["error"] - want["step_error"]) < 1e-3, (got["step"]["error"], want["step_error"])
+assert abs(got["memory"]["stages"][0]["error"] - want["memory_error"]) < 1e-3
+assert abs(got["step"]["error"]) < 0.10, got["step"]["error"]
+PY
+    check "H200 $name: the step and memory errors of the report" $?
 done
 # The GPT-2 run of the fit, and the tiny pipeline run through the staged comm, open too.
 "$TESSEL" compare "$D/run-gpt2-mb8/scenario.json" "$D/run-gpt2-mb8" --cluster h100-single-calibrated >"$tmp/gpt2.txt" 2>&1

@@ -162,6 +162,20 @@ BenchSample attentionPoint(int64_t sequences, int64_t seq, double overhead, doub
     return s;
 }
 
+// A CUDA bf16 attention point as `tessel bench` writes it (MHA, the fused counts in flops and bytes, the shape
+// beside them) with the time given; calibrate recounts it from the shape (score_gemms).
+BenchSample cudaAttentionPoint(const std::string& kernel, int64_t sequences, int64_t seq, int64_t heads, int64_t dim,
+                               double seconds) {
+    const bool backward = kernel == "attention_backward";
+    BenchSample s;
+    s.kernel = kernel;
+    s.shape = {{"sequences", sequences}, {"seq", seq}, {"heads", heads}, {"kv_heads", heads}, {"head_dim", dim}};
+    s.flops = (backward ? 2.5 : 1.0) * kernel_cost::flashAttentionFlops(sequences, heads, seq, seq, dim);
+    s.bytes = (backward ? 2.0 : 1.0) * kernel_cost::attentionBytes(sequences * seq, heads * dim, heads * dim, 2);
+    s.seconds = seconds;
+    return s;
+}
+
 TEST(CalibrateFromBench, AttentionOverASequenceSweepSeparatesFlopsFromBytes) {
     const ClusterConfig base = loadClusterRef("cpu-host", "test");
     CalibrationOptions o;
@@ -205,14 +219,10 @@ TEST(CalibrateFromBench, CudaAttentionFitsScoreGemmCountsFromTheShape) {
             for (int64_t seq : {512, 1024, 2048})
                 for (int64_t dim : {64, 128}) {
                     const bool backward = std::string(kernel) == "attention_backward";
-                    BenchSample s;
-                    s.kernel = kernel;
-                    s.shape = {{"sequences", sequences}, {"seq", seq}, {"heads", 8}, {"kv_heads", 8}, {"head_dim", dim}};
-                    s.flops = (backward ? 2.5 : 1.0) * kernel_cost::flashAttentionFlops(sequences, 8, seq, seq, dim);
-                    s.bytes = (backward ? 2.0 : 1.0) * kernel_cost::attentionBytes(sequences * seq, 8 * dim, 8 * dim, 2);
-                    s.seconds = 3e-5 + kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, backward) / 9e14 +
-                                kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, backward) / 2e12;
-                    in.bench.push_back(s);
+                    in.bench.push_back(cudaAttentionPoint(
+                        kernel, sequences, seq, 8, dim,
+                        3e-5 + kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, backward) / 9e14 +
+                            kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, backward) / 2e12));
                 }
     const ClusterConfig fitted = calibrateFromBench(base, in, o).cluster;
     for (const char* kernel : {"attention_forward", "attention_backward"}) {
@@ -240,6 +250,53 @@ TEST(CalibrateFromBench, CudaAttentionFitsScoreGemmCountsFromTheShape) {
     EXPECT_THROW(parseCluster(old), InputError);
 }
 
+// The CUDA executor's GEMM attention at short sequences is bound by its launches, one step per (sequence, query
+// head of a kv group, chunk of kv heads): bench points timed as 20 us + 12 us a step + FLOPs / 900 TFLOP/s + bytes /
+// 2 TB/s over 1-4 sequences and 512-4096 tokens (4096 takes 8 chunks of 2 heads) give back the step time, and the
+// model then charges it per step of a plan's op (16 sequences of 512: 16 steps). The step time survives the
+// cluster file; on a fused fit it is refused.
+TEST(CalibrateFromBench, CudaAttentionFitsItsLaunchSteps) {
+    const ClusterConfig base = loadClusterRef("h200-single", "test");
+    CalibrationOptions o;
+    o.provenance = {{"dtype", "mixed"}, {"backend", "cuda"}};
+    CalibrationInputs in;
+    auto truth = [](int64_t n, int64_t seq, int64_t dim, bool backward) {
+        return 2e-5 + 1.2e-5 * static_cast<double>(kernel_cost::scoreGemmSteps(n, 16, 16, seq, seq, 2)) +
+               kernel_cost::scoreGemmFlops(n, 16, seq, seq, dim, backward) / 9e14 +
+               kernel_cost::scoreGemmBytes(n, 16, seq, seq, dim, 2, backward) / 2e12;
+    };
+    for (const char* kernel : {"attention_forward", "attention_backward"})
+        for (int64_t sequences : {1, 2, 4})
+            for (int64_t seq : {512, 1024, 2048, 4096})
+                for (int64_t dim : {64, 128})
+                    in.bench.push_back(cudaAttentionPoint(kernel, sequences, seq, 16, dim,
+                                                          truth(sequences, seq, dim, std::string(kernel) == "attention_backward")));
+    const ClusterConfig fitted = calibrateFromBench(base, in, o).cluster;
+    for (const char* kernel : {"attention_forward", "attention_backward"}) {
+        const KernelFit& f = fitted.gpu.kernels.at(kernel);
+        EXPECT_TRUE(f.scoreGemms) << kernel;
+        EXPECT_NEAR(f.stepSeconds, 1.2e-5, 1e-4 * 1.2e-5) << kernel;
+        EXPECT_NEAR(f.overheadSeconds, 2e-5, 1e-4 * 2e-5) << kernel;
+    }
+    OpCost op;
+    op.kernel = "attention_backward";
+    op.opClass = OpClass::Attention;
+    op.backward = true;
+    op.m = 512, op.n = 512, op.k = 64, op.batch = 16 * 16, op.sequences = 16, op.kvHeads = 16;
+    EXPECT_NEAR(opSeconds(op, fitted, Dtype::Bf16), truth(16, 512, 64, true), 1e-4 * truth(16, 512, 64, true));
+    const ClusterConfig back = parseCluster(clusterToJson(fitted));
+    EXPECT_DOUBLE_EQ(back.gpu.kernels.at("attention_forward").stepSeconds,
+                     fitted.gpu.kernels.at("attention_forward").stepSeconds);
+    nlohmann::json bad = clusterToJson(fitted);
+    bad["gpu"]["kernels"]["attention_forward"].erase("counts");
+    try {
+        parseCluster(bad);
+        ADD_FAILURE() << "a step time on a fused fit was read";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("/gpu/kernels/attention_forward/step_seconds"), std::string::npos) << e.what();
+    }
+}
+
 // Attention bound by bytes alone (30 us + score-workspace bytes / 2 TB/s, no FLOP term): a FLOP rate fitted to
 // such points is no physical rate (it lands above the GPU's peak, as the H100's backward did at 3.6e16 /s),
 // so the kernel is fitted on bytes and overhead only and keeps no flops_per_second.
@@ -250,18 +307,13 @@ TEST(CalibrateFromBench, AFlopRateAbovePeakIsLeftOutAndBytesAloneAreFitted) {
     CalibrationInputs in;
     for (int64_t sequences : {1, 2})
         for (int64_t seq : {512, 1024, 2048})
-            for (int64_t dim : {64, 128}) {
-                BenchSample s;
-                s.kernel = "attention_backward";
-                s.shape = {{"sequences", sequences}, {"seq", seq}, {"heads", 8}, {"kv_heads", 8}, {"head_dim", dim}};
-                s.flops = 2.5 * kernel_cost::flashAttentionFlops(sequences, 8, seq, seq, dim);
-                s.bytes = 2.0 * kernel_cost::attentionBytes(sequences * seq, 8 * dim, 8 * dim, 2);
+            for (int64_t dim : {64, 128})
                 // A FLOP share far below the peak's: 1e-9 of a second per PFLOP keeps the points strictly
                 // bytes-bound while the FLOP column stays in the fit.
-                s.seconds = 3e-5 + kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, true) / 2e12 +
-                            kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, true) / 1e18;
-                in.bench.push_back(s);
-            }
+                in.bench.push_back(cudaAttentionPoint(
+                    "attention_backward", sequences, seq, 8, dim,
+                    3e-5 + kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, true) / 2e12 +
+                        kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, true) / 1e18));
     const KernelFit& f = calibrateFromBench(base, in, o).cluster.gpu.kernels.at("attention_backward");
     EXPECT_EQ(f.flopsPerSecond, 0.0);
     EXPECT_NEAR(f.bytesPerSecond, 2e12, 0.01 * 2e12);

@@ -514,17 +514,22 @@ TEST(Compute, ScoreGemmAttentionCountsAreHandCheckable) {
     EXPECT_DOUBLE_EQ(kernel_cost::scoreGemmBytes(2, 1, 4, 4, 8, 4, true), kernel_cost::scoreGemmBytes(1, 2, 4, 4, 8, 4, true));
 }
 
-// A score_gemms fit times the attention op from its shape (m queries, n keys, k head dim, batch = sequences x
-// heads) and the dtype's element size, whatever FLOPs and bytes the op carries; a fused fit uses the op's own.
-TEST(Compute, ScoreGemmFitTimesAttentionFromItsShape) {
-    ClusterConfig c = test::roundCluster(1, 1);
+// A score_gemms fit: 1 us + bytes / 1 GB/s + FLOPs / 1 TFLOP/s.
+KernelFit roundScoreGemmFit() {
     KernelFit f;
     f.overheadSeconds = 1e-6;
     f.bytesPerSecond = 1e9;
     f.flopsPerSecond = 1e12;
     f.scoreGemms = true;
-    c.gpu.kernels["attention_forward"] = f;
-    c.gpu.kernels["attention_backward"] = f;
+    return f;
+}
+
+// A score_gemms fit times the attention op from its shape (m queries, n keys, k head dim, batch = sequences x
+// heads) and the dtype's element size, whatever FLOPs and bytes the op carries; a fused fit uses the op's own.
+TEST(Compute, ScoreGemmFitTimesAttentionFromItsShape) {
+    ClusterConfig c = test::roundCluster(1, 1);
+    c.gpu.kernels["attention_forward"] = roundScoreGemmFit();
+    c.gpu.kernels["attention_backward"] = roundScoreGemmFit();
     OpCost op;
     op.opClass = OpClass::Attention;
     op.kernel = "attention_forward";
@@ -542,6 +547,41 @@ TEST(Compute, ScoreGemmFitTimesAttentionFromItsShape) {
     EXPECT_DOUBLE_EQ(opSeconds(op, c, Dtype::Bf16), 1e-6 + 1.0 / 1e9 + 1.0 / 1e12);
 }
 
+// The GEMM attention's launch steps by hand: sequences x query heads per kv head x chunks of kv heads, a chunk as
+// many heads as fit 256 MiB at (4 + e) bytes a score.
+TEST(Compute, ScoreGemmStepsAreSequencesTimesGroupTimesChunks) {
+    // 512 x 512 x 6 B = 1.5 MiB a head: all 12 in one chunk; 16 sequences, MHA: 16 steps.
+    EXPECT_EQ(kernel_cost::scoreGemmKvHeadsPerChunk(512, 512, 12, 2), 12);
+    EXPECT_EQ(kernel_cost::scoreGemmSteps(16, 12, 12, 512, 512, 2), 16);
+    // 4096 x 4096 x 6 B = 96 MiB a head: 2 a chunk, 16 heads in 8 chunks.
+    EXPECT_EQ(kernel_cost::scoreGemmKvHeadsPerChunk(4096, 4096, 16, 2), 2);
+    EXPECT_EQ(kernel_cost::scoreGemmSteps(1, 16, 16, 4096, 4096, 2), 8);
+    // 8192 x 8192 x 6 B = 384 MiB, over the workspace: one head a chunk; GQA 32 / 8 on 2 sequences: 2 x 4 x 8.
+    EXPECT_EQ(kernel_cost::scoreGemmKvHeadsPerChunk(8192, 8192, 8, 2), 1);
+    EXPECT_EQ(kernel_cost::scoreGemmSteps(2, 32, 8, 8192, 8192, 2), 64);
+    // fp32 scores and probabilities (8 B a score) halve what a chunk holds: 4096^2 x 8 = 128 MiB, 2 a chunk.
+    EXPECT_EQ(kernel_cost::scoreGemmKvHeadsPerChunk(4096, 4096, 16, 4), 2);
+    EXPECT_EQ(kernel_cost::scoreGemmKvHeadsPerChunk(2048, 4096, 16, 4), 4);
+}
+
+// A score_gemms fit with a time per launch step adds it once per step of the op: 16 sequences of 12 heads cost 16
+// steps, the same tokens as 8 sequences twice as long cost 8.
+TEST(Compute, ScoreGemmFitChargesItsLaunchSteps) {
+    ClusterConfig c = test::roundCluster(1, 1);
+    c.gpu.kernels["attention_forward"] = roundScoreGemmFit();
+    OpCost op;
+    op.opClass = OpClass::Attention;
+    op.kernel = "attention_forward";
+    op.m = 512, op.n = 512, op.k = 64, op.batch = 16 * 12, op.sequences = 16, op.kvHeads = 12;
+    const double without = opSeconds(op, c, Dtype::Bf16);
+    c.gpu.kernels["attention_forward"].stepSeconds = 2e-5;
+    EXPECT_NEAR(opSeconds(op, c, Dtype::Bf16) - without, 16 * 2e-5, 1e-15);
+    op.m = op.n = 1024, op.batch = 8 * 12, op.sequences = 8;
+    const double longer = opSeconds(op, c, Dtype::Bf16);
+    c.gpu.kernels["attention_forward"].stepSeconds = 0.0;
+    EXPECT_NEAR(longer - opSeconds(op, c, Dtype::Bf16), 8 * 2e-5, 1e-15);
+}
+
 // The layer's attention op carries the shape a score_gemms fit needs: batch = micro-batch x heads per rank.
 TEST(Compute, AttentionOpCarriesSequencesTimesHeads) {
     Tp4Case k;
@@ -549,6 +589,8 @@ TEST(Compute, AttentionOpCarriesSequencesTimesHeads) {
     const auto layer = layerCompute(k.m, k.c, k.p, *findPrecisionRecipe("megatron"));
     const OpCost& att = findOp(layer, "attention_core_flash");
     EXPECT_EQ(att.batch, 2 * 16 / 4);
+    EXPECT_EQ(att.sequences, 2);
+    EXPECT_EQ(att.kvHeads, k.m.kvHeads / 4);
     EXPECT_EQ(att.m, 2048);
     EXPECT_EQ(att.n, 2048);
     EXPECT_EQ(att.k, 1024 / 16);

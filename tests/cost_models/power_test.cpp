@@ -129,6 +129,37 @@ TEST(SustainedShare, ABlocksDutyIsItsTensorLoadOverItsKernelTimeAtBenchmarkRates
     EXPECT_DOUBLE_EQ(headCompute(m, fitted, p, r).tensorShare, 0.9);
 }
 
+// fp32 GEMMs run on the CUDA cores (TF32 off) and kept their rate held at the power limit on a lent H200 (1.004-1.008
+// of their first 40 ms, data/gpu/h200-2026-11-28-tip/power-fp32.json): they load no tensor cores and take no share,
+// so an fp32 layer on a GPU with the curve costs what it costs with a share of 1; a bf16 layer is still held back.
+TEST(SustainedShare, Fp32GemmsOnTheCudaCoresKeepTheirBenchmarkedRate) {
+    EXPECT_FALSE(runsOnTensorCores(Dtype::Fp32));
+    for (Dtype d : {Dtype::Tf32, Dtype::Bf16, Dtype::Fp16, Dtype::Fp8, Dtype::Fp64}) EXPECT_TRUE(runsOnTensorCores(d));
+    const ClusterConfig c = test::clusterPreset("h200-single");
+    ASSERT_FALSE(c.gpu.sustainedShareByDuty.empty());
+    ClusterConfig none = c;
+    none.gpu.sustainedShareByDuty.clear();
+    none.gpu.sustainedTensorFraction = 1.0;
+    const ModelConfig m = test::megatronStyleModel(2, 2048, 16, 50304, 2048);
+    Plan p;
+    const PrecisionRecipe& fp32 = *findPrecisionRecipe("fp32");
+    const BlockCompute layer = layerCompute(m, c, p, fp32);
+    EXPECT_EQ(layer.tensorDuty, 0.0);
+    EXPECT_EQ(layer.tensorShare, 1.0);
+    EXPECT_DOUBLE_EQ(layer.forward.seconds, layerCompute(m, none, p, fp32).forward.seconds);
+    EXPECT_DOUBLE_EQ(layer.backwardInput.seconds, layerCompute(m, none, p, fp32).backwardInput.seconds);
+    // A fitted constant leaves fp32 alone too.
+    ClusterConfig fitted = none;
+    fitted.gpu.sustainedTensorFraction = 0.9;
+    EXPECT_DOUBLE_EQ(layerCompute(m, fitted, p, fp32).forward.seconds, layer.forward.seconds);
+    // bf16: the same layer loads the tensor cores and runs below its benchmarked rate.
+    const PrecisionRecipe& bf16 = *findPrecisionRecipe("megatron");
+    const BlockCompute mixed = layerCompute(m, c, p, bf16);
+    EXPECT_GT(mixed.tensorDuty, 0.3);
+    EXPECT_LT(mixed.tensorShare, 0.95);
+    EXPECT_GT(mixed.forward.seconds, layerCompute(m, none, p, bf16).forward.seconds);
+}
+
 TEST(AttentionDropout, TheFusedKernelTakesItsMeasuredFactorWhereTheModelHasDropout) {
     ClusterConfig c = test::clusterPreset("dgx-h100-80g");
     c.gpu.sustainedShareByDuty.clear(); // one share for both blocks, so only the kernel's own time moves

@@ -1,12 +1,16 @@
 // Launch planning: the grid, block, tile and shared-memory choices of every CUDA kernel, as pure functions.
 #include "launch_plan.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/errors.hpp"
 
 #include <algorithm>
 #include <string>
 
 namespace tessel::exec::cuda {
+
+static_assert(kAttentionGemmWorkspaceBytes == kernel_cost::kScoreGemmWorkspaceBytes,
+              "the GEMM attention's workspace is the cost model's, which counts its launch steps");
 
 namespace {
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -115,8 +119,8 @@ AttentionLaunch planAttentionBackwardKeys(const AttentionDims& d) {
 AttentionGemmChunk planAttentionGemmChunk(const AttentionDims& dims, int64_t elementBytes) {
     AttentionGemmChunk c;
     c.bytesPerHead = std::max<int64_t>(dims.queries, 1) * std::max<int64_t>(dims.keys, 1) * (4 + elementBytes);
-    c.kvHeadsPerChunk = std::clamp<int64_t>(kAttentionGemmWorkspaceBytes / c.bytesPerHead, 1,
-                                            std::max<int64_t>(dims.kvHeads, 1));
+    c.kvHeadsPerChunk = kernel_cost::scoreGemmKvHeadsPerChunk(dims.queries, dims.keys, dims.kvHeads,
+                                                              static_cast<int>(elementBytes));
     return c;
 }
 

@@ -75,6 +75,8 @@ AttentionLaunch planAttentionBackwardQueries(const AttentionDims& dims);
 // The GEMM attention path (attention_gemm.cu) holds the scores of `kvHeadsPerChunk` heads at a time, each
 // [queries, keys] in fp32 plus the same in the element type (`elementBytes`), within kAttentionGemmWorkspaceBytes;
 // at least one head, even when one head alone is larger.
+// The rule is the cost model's (kernel_cost::scoreGemmKvHeadsPerChunk, which counts this path's launch steps);
+// launch_plan.cpp holds the two constants equal.
 constexpr int64_t kAttentionGemmWorkspaceBytes = 256 * 1024 * 1024;
 struct AttentionGemmChunk {
     int64_t kvHeadsPerChunk = 1;

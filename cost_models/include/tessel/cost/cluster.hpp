@@ -16,6 +16,11 @@ namespace tessel {
 enum class Dtype { Fp64, Fp32, Tf32, Bf16, Fp16, Fp8 };
 std::string toString(Dtype d);
 int bytesPerElement(Dtype d);
+// Whether GEMMs in this dtype run on the tensor cores: every dtype but fp32, which cuBLAS runs as FFMA on the CUDA
+// cores when TF32 is off (PyTorch's default for matmul, tessel's fp32 recipe). The sustained share at the power
+// limit (FORMULAS.md §3.3) applies to tensor-core work only: fp32 GEMMs held 6 s on a lent H200 kept their first
+// 40 ms' rate (1.004-1.008, 1980 MHz, 563-609 W) while bf16 fell to 0.845 at 1473 MHz in the same call.
+bool runsOnTensorCores(Dtype d);
 
 // Collective and point-to-point primitives, named as in nccl-tests.
 enum class Primitive { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv };
@@ -42,6 +47,9 @@ struct KernelFit {
     // CUDA executor's GEMM attention, full s_q x s_kv GEMM FLOPs and the bytes of its score workspace passes
     // (kernel_cost::scoreGemmFlops/scoreGemmBytes, FORMULAS.md §7.2).
     bool scoreGemms = false;
+    // score_gemms only: seconds per launch step of the GEMM attention (kernel_cost::scoreGemmSteps), the host's
+    // launches that bind it at short sequences; 0 = not a term of the fit (every file written before the key).
+    double stepSeconds = 0.0;
 };
 
 // The work around a phase's kernels that no kernel names (dispatch, bias adds, copies, allocation, the

@@ -100,6 +100,13 @@ double ringMergeBackwardBytes(RingMerge style, double eq, double ekv, int cp, in
 double scoreGemmFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, bool backward);
 double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim, int e,
                       bool backward);
+// The GEMM attention's launch steps: it loops over sequences, the query heads of a kv group and chunks of kv heads,
+// each step a few launches (forward: two batched GEMMs and the softmax rows; backward: five and two row kernels),
+// so a short sequence is bound by the host's launches, not by its FLOPs or bytes (FORMULAS.md §7.2). A chunk holds
+// the scores of as many kv heads as fit kScoreGemmWorkspaceBytes at (4 + e) bytes a score, at least one.
+constexpr int64_t kScoreGemmWorkspaceBytes = 256 * 1024 * 1024;
+int64_t scoreGemmKvHeadsPerChunk(int64_t seqQ, int64_t seqKv, int64_t kvHeads, int e);
+int64_t scoreGemmSteps(int64_t sequences, int64_t queryHeads, int64_t kvHeads, int64_t seqQ, int64_t seqKv, int e);
 double optimizerFlops(double parameters);                           // ~12 per parameter (AdamW)
 double optimizerBytes(double parameters, const PrecisionRecipe& recipe);    // the AdamW kernel itself
 // What torch.optim's foreach AdamW moves beyond the fused kernel: 2p + 10m + 2g per parameter (56 B in fp32).
@@ -123,6 +130,8 @@ struct OpCost {
     double bytes = 0.0;          // HBM traffic
     int64_t m = 0, n = 0, k = 0; // GEMM shape; for attention (s_q, s_kv, head_dim)
     int64_t batch = 1;           // GEMMs in one batched kernel; attention: sequences x query heads
+    int64_t sequences = 1;       // attention: the sequences of the micro-batch (batch / sequences = query heads)
+    int64_t kvHeads = 0;         // attention: key/value heads (0: as many as query heads)
     std::string kernel;          // the kernel a calibration may have timed: "gemm", "norm_forward", ...
     std::string variant;         // attention: the fused kernel's name ("flash2", ...), "" for the GPU's default
     bool backward = false;       // attention: the backward kernel (its own efficiency)
