@@ -360,7 +360,7 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
         bool flopsTerm = attention;
         const bool bytesTerm = !attention || (ratios.size() >= 2 && it->second.size() >= 4);
         // The GEMM attention's launch steps (FORMULAS.md §7.2): a column of their own where the points hold two or
-        // more step counts and enough points for four coefficients; short sequences are bound by them.
+        // more step counts and enough points for four coefficients; short sequences pay them beside FLOPs and bytes.
         bool stepsTerm = scoreCounts && std::set<double>(steps.begin(), steps.end()).size() >= 2 &&
                          it->second.size() >= 6;
         auto fitTerms = [&](bool withFlops, KernelFit& k) {

@@ -102,7 +102,7 @@ double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t se
                       bool backward);
 // The GEMM attention's launch steps: it loops over sequences, the query heads of a kv group and chunks of kv heads,
 // each step a few launches (forward: two batched GEMMs and the softmax rows; backward: five and two row kernels),
-// so a short sequence is bound by the host's launches, not by its FLOPs or bytes (FORMULAS.md §7.2). A chunk holds
+// so each sequence pays the host's launches beside its FLOPs and bytes (FORMULAS.md §7.2). A chunk holds
 // the scores of as many kv heads as fit kScoreGemmWorkspaceBytes at (4 + e) bytes a score, at least one.
 constexpr int64_t kScoreGemmWorkspaceBytes = 256 * 1024 * 1024;
 int64_t scoreGemmKvHeadsPerChunk(int64_t seqQ, int64_t seqKv, int64_t kvHeads, int e);
