@@ -381,7 +381,7 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
             k.overheadSeconds = f.beta(0);
             k.scoreGemms = scoreCounts;
             Eigen::Index c = 1;
-            if (stepsTerm) k.stepSeconds = std::max(0.0, f.beta(c++));
+            if (stepsTerm) k.stepSeconds = f.beta(c++);
             if (withFlops) {
                 const double secondsPerFlop = f.beta(c++);
                 if (secondsPerFlop > 0.0) k.flopsPerSecond = 1.0 / secondsPerFlop;
@@ -392,12 +392,10 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
             }
             return f;
         };
+        // (A step time the points would make negative is pinned at 0 by the fit's active set, which refits without
+        // the column: such a kernel gets no step_seconds.)
         KernelFit k;
         LinearFit f = fitTerms(flopsTerm, k);
-        if (stepsTerm && !(k.stepSeconds > 0.0)) { // the steps cost nothing the other columns do not: fit without
-            stepsTerm = false;
-            f = fitTerms(flopsTerm, k);
-        }
         // A FLOP rate above the GPU's peak is no rate: the points are bound by bytes and cannot pin it (the CUDA
         // executor's attention backward on the H100 fitted 3.6e16 /s). Then the kernel is fitted on bytes alone.
         const double peak = base.peakFlops(benchDtype(o.provenance.value("dtype", "fp64")));

@@ -297,6 +297,33 @@ TEST(CalibrateFromBench, CudaAttentionFitsItsLaunchSteps) {
     }
 }
 
+// Points whose time falls with the step count (a made-up -4 us a step) give no step time: the fit's active set pins
+// the column at 0 and refits on overhead, FLOPs and bytes, so no negative or zero step_seconds is written.
+TEST(CalibrateFromBench, ALaunchStepThatComesOutNegativeIsLeftOutOfTheFit) {
+    const ClusterConfig base = loadClusterRef("h200-single", "test");
+    CalibrationOptions o;
+    o.provenance = {{"dtype", "mixed"}, {"backend", "cuda"}};
+    CalibrationInputs in;
+    for (int64_t sequences : {1, 2, 4})
+        for (int64_t seq : {512, 1024, 2048})
+            for (int64_t dim : {64, 128})
+                in.bench.push_back(cudaAttentionPoint(
+                    "attention_forward", sequences, seq, 8, dim,
+                    5e-5 - 4e-6 * static_cast<double>(kernel_cost::scoreGemmSteps(sequences, 8, 8, seq, seq, 2)) +
+                        kernel_cost::scoreGemmFlops(sequences, 8, seq, seq, dim, false) / 9e14 +
+                        kernel_cost::scoreGemmBytes(sequences, 8, seq, seq, dim, 2, false) / 2e12));
+    const CalibrationResult r = calibrateFromBench(base, in, o);
+    const ClusterConfig& fitted = r.cluster;
+    const KernelFit& f = fitted.gpu.kernels.at("attention_forward");
+    EXPECT_EQ(f.stepSeconds, 0.0);
+    // The residuals reported are the refitted line's, which cannot follow a negative step cost (the four-column
+    // fit would have matched these points exactly).
+    for (const TermReport& t : r.terms)
+        if (t.term == "gpu/kernels/attention_forward") EXPECT_GT(t.rmsRelativeResidual, 1e-3);
+    EXPECT_GT(f.bytesPerSecond, 0.0);
+    EXPECT_FALSE(clusterToJson(fitted)["gpu"]["kernels"]["attention_forward"].contains("step_seconds"));
+}
+
 // Attention bound by bytes alone (30 us + score-workspace bytes / 2 TB/s, no FLOP term): a FLOP rate fitted to
 // such points is no physical rate (it lands above the GPU's peak, as the H100's backward did at 3.6e16 /s),
 // so the kernel is fitted on bytes and overhead only and keeps no flops_per_second.
