@@ -35,10 +35,12 @@ assert abs(stage["error"]) < 0.05, stage["error"]
 PY
     check "$name: the step and memory errors of the report" $?
 done
-# The H200 call of 2026-11-28 (docs/gpu-report-h200-2026-11-28-tip.md): the cluster calibrated from its sweep and two
-# runs predicts its six held-out runs with the errors data/gpu/h200-2026-11-28-tip/holdout-results.json states.
+# The H200 calls of 2026-11-28 (docs/gpu-report-h200-2026-11-28-tip.md): the cluster calibrated from the sweep and the
+# three runs the recipe's calibrate stage now reads predicts the six held-out runs with the errors
+# data/gpu/h200-2026-11-28-tip/holdout-results.json states.
 H="$root/data/gpu/h200-2026-11-28-tip"
-"$TESSEL" calibrate "$H/bench" "$H/run-gpt2" "$H/run-cuda-1" --cluster h200-single -o "$tmp/h200.json" >"$tmp/h200.log" 2>&1
+"$TESSEL" calibrate "$H/bench" "$H/run-gpt2" "$H/run-gpt2-seq256-mb32" "$H/run-cuda-1" --cluster h200-single \
+    -o "$tmp/h200.json" >"$tmp/h200.log" 2>&1
 check "calibrate of the H200 sweep and runs exits 0" $?
 for scen in "$H"/holdout/*.json; do
     name="$(basename "$scen" .json)"
