@@ -1,8 +1,12 @@
 // Scenario selection and override flags: load, override, validate, and name the flag in every problem.
 #include "scenario_flags.hpp"
 
+#include "tessel/cost/json_reader.hpp"
+
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace tessel::cli {
@@ -58,25 +62,45 @@ void ScenarioFlags::addTo(CLI::App& app) {
 Scenario ScenarioFlags::resolve() const {
     ProblemList problems;
     Scenario s;
-    try {
-        s = scenario.empty() ? defaultScenario() : loadScenarioFile(resolveScenarioPath(scenario, "SCENARIO"));
-    } catch (const InputError& e) {
-        problems.append(e.problems());
-    }
+    std::optional<ModelConfig> flagModel;
+    std::optional<ClusterConfig> flagCluster;
     if (!model.empty()) {
         try {
-            s.model = loadModelRef(model, "--model");
+            flagModel = loadModelRef(model, "--model");
         } catch (const InputError& e) {
             problems.append(e.problems());
         }
     }
     if (!cluster.empty()) {
         try {
-            s.cluster = loadClusterRef(cluster, "--cluster"); // brings its own node count unless --nodes
+            flagCluster = loadClusterRef(cluster, "--cluster"); // brings its own node count unless --nodes
         } catch (const InputError& e) {
             problems.append(e.problems());
         }
     }
+    try {
+        if (scenario.empty()) {
+            s = defaultScenario();
+        } else {
+            // A model or cluster given by flag takes the place of the scenario's before the scenario is read, so
+            // a reference the scenario names that does not resolve here (a scenario written on the GPU machine,
+            // naming a cluster file there) is no error when the flag replaces it.
+            const std::filesystem::path path = resolveScenarioPath(scenario, "SCENARIO");
+            nlohmann::json doc = readJsonFile(path.string());
+            if (doc.is_object() && flagModel) doc["model"] = modelToJson(*flagModel);
+            if (doc.is_object() && flagCluster) {
+                doc["cluster"] = clusterToJson(*flagCluster);
+                doc.erase("nodes"); // the flag's cluster brings its own node count, as it always has
+                doc.erase("gpus_per_node");
+            }
+            s = parseScenario(doc, path.string(), path.parent_path());
+            if (s.name.empty()) s.name = path.stem().string();
+        }
+    } catch (const InputError& e) {
+        problems.append(e.problems());
+    }
+    if (flagModel) s.model = *flagModel;
+    if (flagCluster) s.cluster = *flagCluster;
     problems.throwIfAny();
     // A scenario whose model or cluster was replaced is no longer the one its name says.
     if (!model.empty() || !cluster.empty())

@@ -104,6 +104,20 @@ check "A100: the fitted constant" "$(contains "$tmp/a100" 'tensor cores at 0.912
   --global-batch 4 --micro-batch 4 --precision fp32 >"$tmp/fp32" 2>&1
 check "fp32: on the CUDA cores, no share" "$(contains "$tmp/fp32" 'fp32 GEMMs on the CUDA cores at their benchmarked rate (no tensor-core share)')"
 
+# 4c. A cluster given by flag takes the place of the scenario's before the scenario is read: a scenario naming a
+# cluster file that is not here (written on another machine) predicts with --cluster, and without it the error
+# names the scenario's field.
+cat >"$tmp/elsewhere.json" <<'JSON'
+{"schema_version": 1, "name": "elsewhere", "model": "gpt2-124m", "cluster": "/nonexistent/cluster.json", "nodes": 3,
+ "plan": {"tp": 1, "pp": 1, "dp": 1, "sequence_parallel": false, "micro_batch": 4, "global_batch": 4}}
+JSON
+"$TESSEL" predict "$tmp/elsewhere.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "a missing cluster file is an error" $([ $rc -eq 2 ]; echo $?)
+check "the error names the scenario's cluster" "$(contains "$tmp/err" 'elsewhere.json#/cluster: file "/nonexistent/cluster.json" does not exist')"
+"$TESSEL" predict "$tmp/elsewhere.json" --cluster h200-single >"$tmp/out" 2>"$tmp/err"
+check "--cluster replaces it before it is read" $?
+check "the flag's cluster brings its own node count" "$(contains "$tmp/out" 'cluster  h200-single: 1 x 1 NVIDIA H200')"
+
 # 5. Malformed JSON and a missing file.
 printf '{"schema_version": 1, "model": ' >"$tmp/broken.json"
 "$TESSEL" predict "$tmp/broken.json" >/dev/null 2>"$tmp/err"; rc=$?
