@@ -1,5 +1,7 @@
 // Calibration fits on synthetic measurements with known answers: the robust least squares, the GEMM table,
 // kernel lines, collectives per tier, phase fits, and the cluster file round trip of every calibrated field.
+#include "test_support.hpp"
+
 #include "tessel/cost/calibration.hpp"
 #include "tessel/cost/comm.hpp"
 #include "tessel/cost/compute.hpp"
@@ -289,12 +291,8 @@ TEST(CalibrateFromBench, CudaAttentionFitsItsLaunchSteps) {
                      fitted.gpu.kernels.at("attention_forward").stepSeconds);
     nlohmann::json bad = clusterToJson(fitted);
     bad["gpu"]["kernels"]["attention_forward"].erase("counts");
-    try {
-        parseCluster(bad);
-        ADD_FAILURE() << "a step time on a fused fit was read";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("/gpu/kernels/attention_forward/step_seconds"), std::string::npos) << e.what();
-    }
+    const std::string refused = test::inputErrorOf([&] { parseCluster(bad); });
+    EXPECT_NE(refused.find("/gpu/kernels/attention_forward/step_seconds"), std::string::npos) << refused;
 }
 
 // Points whose time falls with the step count (a made-up -4 us a step) give no step time: the fit's active set pins
@@ -461,12 +459,8 @@ TEST(CalibratedCluster, RoundTripsThroughJsonAndRejectsUnknownKernels) {
     EXPECT_FALSE(back.gpu.overlapsCommunication); // cpu-host: one thread per rank
     nlohmann::json j = clusterToJson(c);
     j["gpu"]["kernels"]["norm_sideways"] = {{"overhead_seconds", 1e-6}};
-    try {
-        parseCluster(j);
-        FAIL() << "an unknown kernel name must be refused";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("/gpu/kernels/norm_sideways"), std::string::npos) << e.what();
-    }
+    const std::string refused = test::inputErrorOf([&] { parseCluster(j); });
+    EXPECT_NE(refused.find("/gpu/kernels/norm_sideways"), std::string::npos) << "an unknown kernel name must be refused: " << refused;
 }
 
 TEST(BenchSamples, ParseAndNameTheBadField) {
@@ -474,12 +468,8 @@ TEST(BenchSamples, ParseAndNameTheBadField) {
                              "\"shape\":{\"m\":16,\"n\":16,\"k\":16}}\n"
                              "{\"kind\":\"other\"}\n"
                              "{\"kind\":\"microbenchmark\",\"kernel\":\"gemm\",\"median_seconds\":\"fast\"}\n";
-    try {
-        parseBenchSamples(text, "b.jsonl");
-        FAIL() << "a non-numeric duration must be refused";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("b.jsonl:3#/median_seconds"), std::string::npos) << e.what();
-    }
+    const std::string refused = test::inputErrorOf([&] { parseBenchSamples(text, "b.jsonl"); });
+    EXPECT_NE(refused.find("b.jsonl:3#/median_seconds"), std::string::npos) << "a non-numeric duration must be refused: " << refused;
     const auto ok = parseBenchSamples(text.substr(0, text.rfind("{\"kind\":\"microbenchmark\"")), "b.jsonl");
     ASSERT_EQ(ok.size(), 1u);
     EXPECT_EQ(ok[0].shape.at("m"), 16);

@@ -3,9 +3,12 @@
 
 #include "tessel/cost/cluster.hpp"
 #include "tessel/cost/compute.hpp"
+#include "tessel/cost/errors.hpp"
 #include "tessel/cost/model.hpp"
 #include "tessel/cost/plan.hpp"
 #include "tessel/cost/scenario.hpp"
+
+#include <string>
 
 namespace tessel::test {
 
@@ -66,6 +69,16 @@ inline Plan plan3d(int tp, int pp, int dp, int microBatch, int globalBatch, cons
     p.framework.name = framework;
     p.framework.version = version;
     return p;
+}
+
+// What the InputError `f` throws says, or "" where it throws none: a test checks the pointer it must name.
+template <class F> std::string inputErrorOf(F&& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return {};
 }
 
 inline double relDiff(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), std::abs(b)); }
