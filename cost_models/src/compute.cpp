@@ -85,12 +85,15 @@ void forEachKernel(OpCost& op, Recompute recompute, Seconds seconds, Emit emit) 
         scaled.modelFlops = 2.0 * op.modelFlops;
         emit(scaled, BlockPhase::BackwardInput);
     } else {
-        // Elementwise/norm backward reads the saved input and the output grad, writes the input grad.
-        OpCost scaled = op;
-        scaled.kernel = kernel + "_backward";
-        scaled.bytes *= op.backwardByteFactor;
-        scaled.seconds = seconds(scaled);
-        emit(scaled, BlockPhase::BackwardInput);
+        // Elementwise/norm backward reads the saved input and the output grad, writes the input grad. An op
+        // whose inputs need no gradient (ALiBi's fixed bias) has no backward kernel.
+        if (op.backwardByteFactor > 0.0) {
+            OpCost scaled = op;
+            scaled.kernel = kernel + "_backward";
+            scaled.bytes *= op.backwardByteFactor;
+            scaled.seconds = seconds(scaled);
+            emit(scaled, BlockPhase::BackwardInput);
+        }
     }
     const bool attentionCore = op.opClass == OpClass::Attention || !op.hasWeights || op.kernel == "softmax_forward" ||
                                op.kernel == "dropout_forward";
@@ -431,6 +434,16 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // its output and mask, and a batched PV reads them again. Each is its own kernel, so the times add.
             const int64_t batch = s.microBatch * s.headsLocal;
             const double scores = d(batch) * d(s.seqLocal) * d(s.seqFull);
+            if (model.position == PositionEmbedding::Alibi) {
+                // ALiBi in the unfused path (Megatron-DeepSpeed's BLOOM code): the scores GEMM is a baddbmm whose
+                // input is the per-head bias broadcast over the queries, with beta = 1. PyTorch copies that input
+                // into the output before the batched GEMM accumulates into it (baddbmm_out_cuda), so the scores are
+                // written once more and read back by the GEMM. The bias is a buffer: nothing in backward.
+                OpCost alibi = memoryOp("attention_alibi", "permute", kernel_cost::alibiBiasBytes(scores, e));
+                alibi.backwardByteFactor = 0.0;
+                alibi.hasWeights = false; // part of the core attention selective recompute reruns
+                ops.push_back(alibi);
+            }
             OpCost qk = gemm("attention_scores", s.seqLocal, s.seqFull, s.headDim, e, d(batch));
             qk.hasWeights = false;
             qk.modelFlops = full / 2.0;
@@ -686,6 +699,7 @@ double embeddingForwardBytes(int64_t tokens, int64_t hidden, int e) { return 8.0
 double embeddingBackwardBytes(int64_t tokens, int64_t hidden, int e) { return 3.0 * e * d(tokens) * d(hidden); }
 double crossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 4.0 + 4.0) * d(tokens) * d(vocab); }
 double softmaxBytes(double elements, int e) { return 2.0 * e * elements; }
+double alibiBiasBytes(double scores, int e) { return 2.0 * e * scores; }
 double eagerRmsNormBytes(int64_t rows, int64_t cols, int e) { return (4.0 * e + 28.0) * d(rows) * d(cols); }
 double eagerRmsNormBackwardFactor(int e) { return (6.0 * e + 52.0) / (4.0 * e + 28.0); }
 double eagerRopeBytes(int64_t tokens, int64_t rotatedCols, int e) { return (2.0 * e + 16.0) * d(tokens) * d(rotatedCols); }

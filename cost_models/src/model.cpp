@@ -10,7 +10,9 @@ std::string toString(Activation a) {
     return a == Activation::Gelu ? "gelu" : a == Activation::Swiglu ? "swiglu" : "squared_relu";
 }
 std::string toString(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
-std::string toString(PositionEmbedding p) { return p == PositionEmbedding::Learned ? "learned" : "rope"; }
+std::string toString(PositionEmbedding p) {
+    return p == PositionEmbedding::Learned ? "learned" : p == PositionEmbedding::Rope ? "rope" : "alibi";
+}
 
 namespace {
 // Elements of one MLP of width `ffn`: GELU has fc1 (h x f) and fc2 (f x h); SwiGLU has gate, up (h x f)
@@ -97,9 +99,10 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.activation = activation == "gelu" ? Activation::Gelu : activation == "swiglu" ? Activation::Swiglu : Activation::SquaredRelu;
     m.norm = r.optEnum("norm", "layernorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::LayerNorm
                                                                                         : NormKind::RmsNorm;
-    m.position = r.optEnum("position_embedding", "learned", {"learned", "rope"}) == "learned"
-                     ? PositionEmbedding::Learned
-                     : PositionEmbedding::Rope;
+    const std::string position = r.optEnum("position_embedding", "learned", {"learned", "rope", "alibi"});
+    m.position = position == "learned" ? PositionEmbedding::Learned
+               : position == "rope"    ? PositionEmbedding::Rope
+                                       : PositionEmbedding::Alibi;
     m.tiedEmbeddings = r.requireBool("tied_embeddings");
     m.linearBias = r.optBool("linear_bias", false);
     m.qkvBias = r.optBool("qkv_bias", false);

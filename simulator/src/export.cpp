@@ -185,6 +185,11 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "Megatron-LM", problems);
+    if (m.position == PositionEmbedding::Alibi)
+        problems.add("/model/position_embedding",
+                     "Megatron-LM has no ALiBi (--position-embedding-type takes learned_absolute, rope, mrope, "
+                     "relative or none); BigScience's Megatron-DeepSpeed fork runs it (--position-embedding-type "
+                     "alibi): export --format deepspeed with that fork's model code, or use rope");
     optimizerStateRules(p, "Megatron-LM", true, problems);
     const RankSplit split = rankSplit(m, cluster, p);
     if (!split.expressible && !split.endsAsLayers)

@@ -273,8 +273,12 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     model["norm"] = norm == "RMSNorm" ? "rmsnorm" : "layernorm";
     if (norm != "RMSNorm" && norm != "LayerNorm") warnings.push_back("normalization = " + norm + ": modelled as LayerNorm");
     const std::string position = str("position_embedding_type").value_or(flag("use_rotary_position_embeddings").value_or(false) ? "rope" : "learned_absolute");
-    model["position_embedding"] = position == "rope" ? "rope" : "learned";
-    if (position != "rope" && position != "learned_absolute")
+    // Megatron-DeepSpeed logs the enum itself ("PositionEmbeddingType.alibi", ".rotary", ".absolute").
+    const bool alibi = position.find("alibi") != std::string::npos;
+    const bool rope = position == "rope" || position.find("rotary") != std::string::npos;
+    const bool learned = position == "learned_absolute" || position.find("absolute") != std::string::npos;
+    model["position_embedding"] = alibi ? "alibi" : rope ? "rope" : "learned";
+    if (!alibi && !rope && !learned)
         warnings.push_back("position_embedding_type = " + position + ": modelled as learned positions");
     model["tied_embeddings"] = !flag("untie_embeddings_and_output_weights").value_or(false);
     model["linear_bias"] = flag("add_bias_linear").value_or(true);

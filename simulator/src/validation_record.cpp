@@ -44,7 +44,8 @@ Family familyOf(const nlohmann::json& model) {
         // NumParams grows with the sequence by exactly its extra rows x d_model).
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, false, true, "MPT"};
     } else if (contains(n, "bloom")) {
-        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, true, "BLOOM"};
+        // BLOOM: ALiBi on the attention scores (Le Scao et al. 2022, BigScience's Megatron-DeepSpeed).
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Alibi, true, true, "BLOOM"};
     } else if (contains(n, "nemotron")) {
         // Nemotron-3 / -4 as NeMo's launcher configs build them (conf/training/nemotron/*.yaml): squared ReLU,
         // layernorm1p (a LayerNorm), rotary positions on half the head, no biases, untied embeddings, no dropout.
@@ -64,7 +65,8 @@ Family familyOf(const nlohmann::json& model) {
     if (contains(norm, "rms")) f.norm = NormKind::RmsNorm;
     else if (contains(norm, "layer")) f.norm = NormKind::LayerNorm;
     const std::string pos = lower(text(model, "position_embedding") + text(model, "positional_embedding"));
-    if (contains(pos, "rope") || contains(pos, "rotary") || contains(pos, "alibi")) f.position = PositionEmbedding::Rope;
+    if (contains(pos, "alibi")) f.position = PositionEmbedding::Alibi;
+    else if (contains(pos, "rope") || contains(pos, "rotary")) f.position = PositionEmbedding::Rope;
     else if (contains(pos, "learned") || contains(pos, "absolute")) f.position = PositionEmbedding::Learned;
     if (auto t = boolean(model, "tied_embeddings")) f.tied = *t;
     if (auto b = boolean(model, "bias")) f.bias = *b;

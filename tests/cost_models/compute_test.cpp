@@ -277,6 +277,36 @@ TEST(Compute, BackwardIsTwiceForwardForGemmsAndRecomputeAddsWhatItRedoes) {
     EXPECT_DOUBLE_EQ(full.recompute.seconds, full.forward.seconds);
 }
 
+TEST(Compute, AlibiWritesTheScoresOnceMoreWithoutFlashAndNothingInBackward) {
+    // Megatron-DeepSpeed's ALiBi: baddbmm(bias, q, k^T, beta = 1) copies the broadcast bias into the scores and the
+    // batched GEMM reads them back: 2 e per score, forward only. Here b 1, 16 heads / tp 2 = 8, s 1024, e 2.
+    ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    m.position = PositionEmbedding::Alibi;
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.globalBatch = 4;
+    p.flashAttention = false;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute alibi = layerCompute(m, c, p, recipe);
+    const OpCost& bias = findOp(alibi, "attention_alibi");
+    EXPECT_DOUBLE_EQ(bias.bytes, 2.0 * 2.0 * 8.0 * 1024.0 * 1024.0);
+    EXPECT_THROW(findOp(alibi, "rope"), std::runtime_error);
+    ModelConfig learned = m;
+    learned.position = PositionEmbedding::Learned;
+    const BlockCompute plain = layerCompute(learned, c, p, recipe);
+    EXPECT_NEAR(alibi.forward.seconds - plain.forward.seconds, bias.seconds, 1e-15);
+    EXPECT_DOUBLE_EQ(alibi.backward().seconds, plain.backward().seconds);  // the bias needs no gradient
+    // Selective recompute reruns the core attention, the bias's copy with it.
+    p.recompute = Recompute::Selective;
+    EXPECT_NEAR(layerCompute(m, c, p, recipe).recompute.seconds - layerCompute(learned, c, p, recipe).recompute.seconds,
+                bias.seconds, 1e-15);
+    // FlashAttention applies the slopes inside its kernel: no op of its own.
+    p.flashAttention = true;
+    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_alibi"), std::runtime_error);
+}
+
 TEST(Compute, TensorParallelismDividesGemmWork) {
     ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
     ClusterConfig c = test::roundCluster(8, 1);

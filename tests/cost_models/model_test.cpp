@@ -82,6 +82,24 @@ TEST(ModelJson, RoundTripsAndRejectsUnknownKeys) {
     }
 }
 
+TEST(ModelJson, AlibiHasNoParametersAndRoundTrips) {
+    // ALiBi biases the attention scores by a fixed per-head slope x distance: no table, no rotation.
+    ModelConfig m = handModel();
+    const auto rope = countParameters(m);
+    m.position = PositionEmbedding::Alibi;
+    EXPECT_EQ(countParameters(m).total(2), rope.total(2));
+    auto j = modelToJson(m);
+    EXPECT_EQ(j["position_embedding"], "alibi");
+    EXPECT_EQ(parseModel(j).position, PositionEmbedding::Alibi);
+    j["position_embedding"] = "relative";
+    try {
+        parseModel(j);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "/position_embedding");
+    }
+}
+
 TEST(ModelJson, InconsistentHeadsAreReported) {
     auto j = modelToJson(handModel());
     j["kv_heads"] = 3;     // does not divide 2 heads... and exceeds them

@@ -7,6 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace tessel::exec {
 namespace {
 
@@ -285,14 +290,21 @@ TEST(Training, LossFallsOnTheTinyModel) {
     EXPECT_NEAR(r.losses.front(), std::log(256.0), 0.3); // starts near uniform over bytes
 }
 
-// A squared-ReLU MLP (Nemotron) is predicted and exported, not run: refused at /model/activation, never run as GELU.
-TEST(ValidateExecutable, SquaredReluIsRefusedNotRunAsGelu) {
-    ModelConfig model = tinyModel();
-    model.activation = Activation::SquaredRelu;
-    ProblemList problems;
-    validateExecutable(model, basePlan(), "/plan", problems, "cpu");
-    ASSERT_EQ(problems.items().size(), 1u);
-    EXPECT_EQ(problems.items()[0].where, "/model/activation");
+// Model features tessel predicts and exports but the executor does not run are refused at their field, never run as
+// something else: a squared-ReLU MLP (Nemotron) not as GELU, ALiBi (BLOOM) not without its bias.
+TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
+    const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
+        {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
+        {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
+    };
+    for (const auto& [where, change] : cases) {
+        ModelConfig model = tinyModel();
+        change(model);
+        ProblemList problems;
+        validateExecutable(model, basePlan(), "/plan", problems, "cpu");
+        ASSERT_EQ(problems.items().size(), 1u) << where;
+        EXPECT_EQ(problems.items()[0].where, where);
+    }
 }
 
 // validateExecutable: each backend accepts its own precision recipes and refuses the others at

@@ -312,6 +312,14 @@ TEST(ExportMegatron, RefusesZero2And3) {
     }
 }
 
+TEST(ExportMegatron, RefusesAlibi) {
+    // Megatron-LM's --position-embedding-type has no ALiBi (BigScience's Megatron-DeepSpeed fork has it).
+    Scenario s = defaultScenario();
+    s.model.position = PositionEmbedding::Alibi;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/position_embedding"});
+    EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/position_embedding")); // model code is the user's
+}
+
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {
     Scenario s = defaultScenario();
     for (auto sched : {Schedule::ZeroBubble, Schedule::Gpipe}) {

@@ -11,6 +11,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace tessel::sim {
 namespace {
@@ -177,6 +180,21 @@ TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
     EXPECT_EQ(run.scenario["model"]["activation"], "squared_relu");
     EXPECT_EQ(parseScenario(run.scenario, "imported").model.activation, Activation::SquaredRelu);
     for (const auto& w : run.warnings) EXPECT_EQ(w.find("squared_relu"), std::string::npos) << w; // expressed, not warned
+}
+
+// Megatron-DeepSpeed logs its position enum ("PositionEmbeddingType.alibi" in BLOOM's logs): ALiBi and rotary are
+// read as themselves, not as learned positions with a warning.
+TEST(MegatronImport, PositionEmbeddingEnumsAreReadAsThemselves) {
+    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
+    for (const auto& [logged, want] : std::vector<std::pair<std::string, std::string>>{
+             {"PositionEmbeddingType.alibi", "alibi"}, {"PositionEmbeddingType.rotary", "rope"},
+             {"PositionEmbeddingType.absolute", "learned"}, {"rope", "rope"}}) {
+        std::string log = smallLog();
+        log.insert(log.find(at), "  position_embedding_type ......................... " + logged + "\n");
+        const ImportedRun run = importMegatronLog(parseMegatronLog(log, "pos.log"), cluster());
+        EXPECT_EQ(run.scenario["model"]["position_embedding"], want) << logged;
+        for (const auto& w : run.warnings) EXPECT_EQ(w.find("position_embedding_type"), std::string::npos) << w;
+    }
 }
 
 // --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.

@@ -359,6 +359,18 @@ TEST(ValidationRecord, NemosOptimizerStateAsItsRecipesKeepIt) {
     EXPECT_FALSE(mentions(load(megatron).assumptions, "store_param_remainders"));
 }
 
+// BLOOM biases its attention scores with ALiBi; a record naming ALiBi gets it, not a rotary embedding.
+TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "BLOOM 176B";
+    EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Alibi);
+    r["model"]["name"] = "GPT 7B";
+    r["model"]["position_embedding"] = "ALiBi";
+    EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Alibi);
+    r["model"]["position_embedding"] = "rotary";
+    EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
+}
+
 TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     // MosaicML's MPT benchmarks: llm-foundry's flash_attn_fn unpads q, k, v, its loss is flash-attn's fused
     // cross-entropy (no fp32 copy of the logits: fused kernels stay), and the pretraining yamls build learned

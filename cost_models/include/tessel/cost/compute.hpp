@@ -49,6 +49,9 @@ double crossEntropyBytes(int64_t tokens, int64_t vocab, int e);    // logits rea
 // Unfused attention (no FlashAttention): the fused scale-mask-softmax reads the scores and writes the
 // probabilities, e per element each; attention dropout reads them and writes its output and a byte mask.
 double softmaxBytes(double elements, int e);                       // 2 e x elements
+// ALiBi's bias under an unfused attention: baddbmm(bias, q, k^T, beta = 1) copies the broadcast bias into the
+// scores, then the batched GEMM reads them back as its C operand: 2 e per score.
+double alibiBiasBytes(double scores, int e);
 double dropoutBytes(double elements, int e);                       // (2 e + 1) x elements
 // FP8 casts around a layer's GEMMs (Transformer Engine): forward, the bf16 inputs of the GEMMs whose input no
 // fused norm writes in FP8 (the attention projection's, fc2's, the experts'); backward, each output gradient cast

@@ -16,7 +16,10 @@ namespace tessel {
 // around an elementwise op of the same bytes; SwiGLU gates: fc1 is twice as wide (gate and up).
 enum class Activation { Gelu, Swiglu, SquaredRelu };
 enum class NormKind { LayerNorm, RmsNorm };
-enum class PositionEmbedding { Learned, Rope };
+// Where a layer learns token positions: a learned table added to the embedding (GPT-2, GPT-3), rotary embeddings on
+// q and k (Llama), or ALiBi's fixed per-head linear bias on the attention scores (Press et al. 2022; BLOOM): neither
+// of the last two has parameters.
+enum class PositionEmbedding { Learned, Rope, Alibi };
 
 struct MoeConfig {
     int experts = 0;               // routed experts per MoE layer
