@@ -755,9 +755,12 @@ double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t se
     const double rows = d(sequences) * d(heads) * (backward ? 7.0 : 2.0) * d(seqQ + seqKv);
     return scores * (backward ? 16.0 + 6.0 * e : 8.0 + 2.0 * e) + rows * d(headDim) * e;
 }
+int64_t scoreGemmBytesPerHead(int64_t seqQ, int64_t seqKv, int e) {
+    return std::max<int64_t>(seqQ, 1) * std::max<int64_t>(seqKv, 1) * (4 + e);
+}
 int64_t scoreGemmKvHeadsPerChunk(int64_t seqQ, int64_t seqKv, int64_t kvHeads, int e) {
-    const int64_t bytesPerHead = std::max<int64_t>(seqQ, 1) * std::max<int64_t>(seqKv, 1) * (4 + e);
-    return std::clamp<int64_t>(kScoreGemmWorkspaceBytes / bytesPerHead, 1, std::max<int64_t>(kvHeads, 1));
+    return std::clamp<int64_t>(kScoreGemmWorkspaceBytes / scoreGemmBytesPerHead(seqQ, seqKv, e), 1,
+                               std::max<int64_t>(kvHeads, 1));
 }
 int64_t scoreGemmSteps(int64_t sequences, int64_t queryHeads, int64_t kvHeads, int64_t seqQ, int64_t seqKv, int e) {
     kvHeads = std::max<int64_t>(kvHeads, 1);

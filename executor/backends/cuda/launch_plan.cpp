@@ -118,7 +118,7 @@ AttentionLaunch planAttentionBackwardKeys(const AttentionDims& d) {
 
 AttentionGemmChunk planAttentionGemmChunk(const AttentionDims& dims, int64_t elementBytes) {
     AttentionGemmChunk c;
-    c.bytesPerHead = std::max<int64_t>(dims.queries, 1) * std::max<int64_t>(dims.keys, 1) * (4 + elementBytes);
+    c.bytesPerHead = kernel_cost::scoreGemmBytesPerHead(dims.queries, dims.keys, static_cast<int>(elementBytes));
     c.kvHeadsPerChunk = kernel_cost::scoreGemmKvHeadsPerChunk(dims.queries, dims.keys, dims.kvHeads,
                                                               static_cast<int>(elementBytes));
     return c;

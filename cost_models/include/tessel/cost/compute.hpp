@@ -108,6 +108,8 @@ double scoreGemmBytes(int64_t sequences, int64_t heads, int64_t seqQ, int64_t se
 // so each sequence pays the host's launches beside its FLOPs and bytes (FORMULAS.md §7.2). A chunk holds
 // the scores of as many kv heads as fit kScoreGemmWorkspaceBytes at (4 + e) bytes a score, at least one.
 constexpr int64_t kScoreGemmWorkspaceBytes = 256 * 1024 * 1024;
+// Workspace one kv head's scores take in a chunk: fp32 scores and their e-byte probabilities, queries x keys.
+int64_t scoreGemmBytesPerHead(int64_t seqQ, int64_t seqKv, int e);
 int64_t scoreGemmKvHeadsPerChunk(int64_t seqQ, int64_t seqKv, int64_t kvHeads, int e);
 int64_t scoreGemmSteps(int64_t sequences, int64_t queryHeads, int64_t kvHeads, int64_t seqQ, int64_t seqKv, int e);
 double optimizerFlops(double parameters);                           // ~12 per parameter (AdamW)
