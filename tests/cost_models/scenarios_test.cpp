@@ -302,6 +302,33 @@ TEST(Schemas, ModelSchemaDescribesModelToJson) {
     EXPECT_NO_THROW(parseModel(written));
 }
 
+TEST(Schemas, ModelSchemaEnumsAreWhatTheReaderAcceptsAndTheWriterEmits) {
+    // Each enum value the schema lists loads, and every kind the writer can emit is listed.
+    const nlohmann::json s = schema("model");
+    const nlohmann::json base = modelToJson(parseModel(readJsonFile((kScenarioDir / "models" / "tiny.json").string())));
+    auto listed = [&](const char* key) { return s["properties"][key]["enum"]; };
+    for (const char* key : {"activation", "norm", "position_embedding"}) {
+        ASSERT_TRUE(listed(key).is_array()) << key;
+        for (const auto& value : listed(key)) {
+            nlohmann::json j = base;
+            j[key] = value;
+            EXPECT_NO_THROW(parseModel(j)) << key << " = " << value;
+        }
+    }
+    auto emits = [&](const char* key, auto set) {
+        ModelConfig m = parseModel(base);
+        set(m);
+        const nlohmann::json value = modelToJson(m)[key];
+        const auto& values = listed(key);
+        EXPECT_NE(std::find(values.begin(), values.end(), value), values.end()) << key << " = " << value;
+    };
+    for (auto a : {Activation::Gelu, Activation::Swiglu, Activation::SquaredRelu})
+        emits("activation", [a](ModelConfig& m) { m.activation = a; });
+    for (auto n : {NormKind::LayerNorm, NormKind::RmsNorm}) emits("norm", [n](ModelConfig& m) { m.norm = n; });
+    for (auto p : {PositionEmbedding::Learned, PositionEmbedding::Rope, PositionEmbedding::Alibi})
+        emits("position_embedding", [p](ModelConfig& m) { m.position = p; });
+}
+
 TEST(Schemas, ClusterSchemaDescribesClusterToJson) {
     const ClusterConfig c = parseCluster(readJsonFile((kScenarioDir / "clusters" / "dgx-a100-80g.json").string()));
     const nlohmann::json written = clusterToJson(c);
