@@ -1,6 +1,7 @@
 // Loads every shipped model, cluster and plan file, checks citations and parameter counts, and keeps the
 // JSON schemas in step with what the C++ writers emit.
 #include "tessel/cost/cluster.hpp"
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/json_reader.hpp"
 #include "tessel/cost/model.hpp"
 #include "tessel/cost/plan.hpp"
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -327,6 +329,34 @@ TEST(Schemas, ModelSchemaEnumsAreWhatTheReaderAcceptsAndTheWriterEmits) {
     for (auto n : {NormKind::LayerNorm, NormKind::RmsNorm}) emits("norm", [n](ModelConfig& m) { m.norm = n; });
     for (auto p : {PositionEmbedding::Learned, PositionEmbedding::Rope, PositionEmbedding::Alibi})
         emits("position_embedding", [p](ModelConfig& m) { m.position = p; });
+}
+
+TEST(Schemas, PlanSchemaEnumsAreWhatTheReaderAccepts) {
+    // The lists the reader builds from its tables are the schema's, in full; every other listed value loads
+    // without a problem at its own key (dtype beside a precision whose compute type it is).
+    const nlohmann::json s = schema("plan");
+    auto listed = [&](const char* key) {
+        std::set<std::string> out;
+        for (const auto& v : s["properties"][key]["enum"]) out.insert(v.get<std::string>());
+        return out;
+    };
+    std::set<std::string> recipes;
+    for (const auto& r : precisionRecipes()) recipes.insert(r.name);
+    EXPECT_EQ(listed("precision"), recipes);
+    EXPECT_EQ(listed("framework"), std::set<std::string>(frameworkNames().begin(), frameworkNames().end()));
+    for (const char* key : {"pipeline_split", "recompute", "schedule", "ddp_impl", "cross_entropy", "optimizer_dtype"})
+        for (const auto& value : listed(key)) {
+            ProblemList problems;
+            parsePlan(nlohmann::json{{key, value}}, "", problems);
+            for (const auto& p : problems.items()) EXPECT_NE(p.where, std::string("/") + key) << value << ": " << p.message;
+        }
+    for (const auto& [dtype, precision] : std::vector<std::pair<std::string, std::string>>{
+             {"bf16", "megatron"}, {"fp16", "megatron"}, {"fp32", "fp32"}, {"fp64", "cpu_fp64"}}) {
+        ProblemList problems;
+        parsePlan(nlohmann::json{{"dtype", dtype}, {"precision", precision}}, "", problems);
+        for (const auto& p : problems.items()) EXPECT_NE(p.where, "/dtype") << dtype << ": " << p.message;
+    }
+    EXPECT_EQ(listed("dtype"), (std::set<std::string>{"bf16", "fp16", "fp32", "fp64"}));
 }
 
 TEST(Schemas, ClusterSchemaDescribesClusterToJson) {
