@@ -396,6 +396,16 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     auto norm = [&](const char* name) { return normOp(name, model, s, eager, recipe.autocast); };
     ops.push_back(norm("norm_attn"));
     ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
+    if (model.qkNorm) {
+        // The norm over each head of q and k (Qwen3, --qk-layernorm): one row a token and head, read and written;
+        // eager RMSNorm moves its chain of ops' bytes, as the pre-norms do.
+        const int64_t cols = s.qDimLocal + s.kvDimLocal;
+        const bool eagerRms = eager && model.norm == NormKind::RmsNorm;
+        OpCost qk = memoryOp("qk_norm", "norm", eagerRms ? kernel_cost::eagerRmsNormBytes(s.tokens, cols, e)
+                                                         : kernel_cost::normBytes(s.tokens, cols, e));
+        if (eagerRms) qk.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
+        ops.push_back(qk);
+    }
     if (model.position == PositionEmbedding::Rope) {
         OpCost rope = memoryOp("rope", "rope", eager ? kernel_cost::eagerRopeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e)
                                                      : kernel_cost::ropeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e));

@@ -1,4 +1,5 @@
-// Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, gpt2) into tessel ModelConfigs.
+// Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, nemotron,
+// gpt2) into tessel ModelConfigs.
 #include "tessel/cost/hf_config.hpp"
 
 #include "tessel/cost/json_reader.hpp"
@@ -13,8 +14,9 @@ namespace tessel {
 namespace {
 
 // The two architecture families tessel maps. Llama-like: pre-RMSNorm, RoPE, SwiGLU MLP, no biases
-// (llama, mistral, mixtral; qwen2 adds a QKV bias). GPT-2: pre-LayerNorm, learned positions, GELU MLP,
-// biases everywhere, tied embeddings.
+// (llama, mistral, mixtral, phi3 (its fused qkv_proj and gate_up_proj hold the same weights); qwen2 adds a QKV
+// bias, qwen3 an RMSNorm over each head of q and k, qwen3_moe experts). GPT-2: pre-LayerNorm, learned positions,
+// GELU MLP, biases everywhere, tied embeddings.
 enum class Family { LlamaLike, Gpt2 };
 
 struct SupportedType {
@@ -22,12 +24,13 @@ struct SupportedType {
     Family family;
 };
 
-// qwen2_moe is left out on purpose: its shared expert (shared_expert_intermediate_size) and per-layer
-// dense/sparse mix (decoder_sparse_step, mlp_only_layers) have no counterpart in ModelConfig, and an
-// approximate mapping would give wrong parameter counts.
+// qwen2_moe is left out on purpose: its shared expert (shared_expert_intermediate_size) has no counterpart in
+// ModelConfig, and an approximate mapping would give wrong parameter counts. qwen3_moe has none; its per-layer
+// dense/sparse mix (decoder_sparse_step, mlp_only_layers) is refused where a config sets one.
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
-    {"qwen2", Family::LlamaLike}, {"nemotron", Family::LlamaLike}, {"gpt2", Family::Gpt2},
+    {"qwen2", Family::LlamaLike}, {"qwen3", Family::LlamaLike},   {"qwen3_moe", Family::LlamaLike},
+    {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
 
 std::string supportedList() {
@@ -150,12 +153,34 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         m.qkvBias = attentionBias || modelType == "qwen2"; // Qwen2 always has q/k/v biases (modeling_qwen2.py)
         // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint).
         m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
+        // Qwen3 normalises each head of q and k with an RMSNorm of head_dim weights (q_norm, k_norm in
+        // modeling_qwen3.py and modeling_qwen3_moe.py).
+        m.qkNorm = modelType == "qwen3" || modelType == "qwen3_moe";
         if (modelType == "mixtral") {
             MoeConfig moe;
             moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, ModelLimits::heads));
             moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
             moe.expertFfnHidden = m.ffnHidden; // each expert is a SwiGLU MLP of intermediate_size
             m.moe = moe;
+        } else if (modelType == "qwen3_moe") {
+            // Every layer sparse unless the config says otherwise: Qwen3MoeDecoderLayer uses the experts where the
+            // layer is not in mlp_only_layers and (layer + 1) % decoder_sparse_step == 0; intermediate_size is then
+            // unused. Each expert is a SwiGLU MLP of moe_intermediate_size; the router is hidden x num_experts.
+            MoeConfig moe;
+            moe.experts = static_cast<int>(r.requireInt("num_experts", 1, ModelLimits::heads));
+            moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
+            moe.expertFfnHidden = r.requireInt("moe_intermediate_size", 1, ModelLimits::ffnHidden);
+            m.moe = moe;
+            if (r.optInt("decoder_sparse_step", 1, 1, ModelLimits::layers) != 1)
+                problems.add(r.pointer("decoder_sparse_step"),
+                             "tessel models every layer as a mixture-of-experts layer; a config whose dense and "
+                             "sparse layers alternate (decoder_sparse_step > 1) has no tessel counterpart yet");
+            const auto only = doc.find("mlp_only_layers");
+            if (only != doc.end() && !(only->is_array() && only->empty()) && !only->is_null())
+                problems.add(r.pointer("mlp_only_layers"),
+                             "tessel models every layer as a mixture-of-experts layer; dense layers among them "
+                             "(mlp_only_layers) have no tessel counterpart yet");
+            r.accept("mlp_only_layers");
         }
     }
 

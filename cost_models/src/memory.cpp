@@ -43,6 +43,7 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
     if (m.linearBias || m.qkvBias) l.dense += (q + 2.0 * kv) / p.tp;
     if (m.linearBias) l.dense += h;                              // projection bias is replicated
     l.dense += 2.0 * normParams(m);                              // the two pre-norms, replicated over TP
+    if (m.qkNorm) l.dense += (m.norm == NormKind::LayerNorm ? 4.0 : 2.0) * d(m.headDim); // q and k norms, replicated
     if (m.moe) {
         l.dense += h * m.moe->experts;                           // router, replicated
         l.expert = d(m.moe->experts / p.ep) * mlpParamsLocal(m, m.moe->expertFfnHidden, p.tp);
@@ -183,6 +184,13 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: its fp32 copy and the normalised value)
     a += g * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
     a += e * T * d(s.qDimLocal + 2 * kvSaved);          // Q, K, V (GQA: K and V have kv_heads heads; eager: repeated)
+    if (model.qkNorm) {
+        // q and k norms: each keeps its input (the QKV GEMM's q and k; eager RMSNorm its fp32 copy and the
+        // normalised value too) and its statistics per token and head (1/rms, and the mean for LayerNorm).
+        const double stats = model.norm == NormKind::LayerNorm ? 2.0 : 1.0;
+        a += (e + eagerNormExtra) * T * d(s.qDimLocal + s.kvDimLocal);
+        a += stats * std::max(4.0, e) * T * d(s.headsLocal + s.kvHeadsLocal);
+    }
     if (plan.flashAttention) {
         // Log-sum-exp per query and head: fp32 for 16-bit recipes, the compute dtype when it is wider.
         a += std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);

@@ -25,7 +25,8 @@ int64_t mlpParameters(const ModelConfig& m, int64_t ffn) {
     return n;
 }
 
-int64_t normParameters(const ModelConfig& m) { return m.norm == NormKind::LayerNorm ? 2 * m.hidden : m.hidden; }
+int64_t normParameters(const ModelConfig& m, int64_t width) { return m.norm == NormKind::LayerNorm ? 2 * width : width; }
+int64_t normParameters(const ModelConfig& m) { return normParameters(m, m.hidden); }
 
 // Cross-field checks. `hf` selects the HuggingFace key names so pointers name keys the file really has.
 void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& problems, bool hf) {
@@ -63,6 +64,9 @@ ParameterCounts countParameters(const ModelConfig& m) {
         c.perLayerMlp = mlpParameters(m, m.ffnHidden);
     }
     c.perLayerNorms = 2 * normParameters(m);
+    // q and k norms (Qwen3's q_norm / k_norm, Megatron-LM's --qk-layernorm): one weight a head wide each, shared by
+    // the heads.
+    if (m.qkNorm) c.perLayerNorms += 2 * normParameters(m, m.headDim);
     c.finalNorm = normParameters(m);
     c.lmHead = m.tiedEmbeddings ? 0 : m.vocab * h;
     return c;
@@ -106,6 +110,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.tiedEmbeddings = r.requireBool("tied_embeddings");
     m.linearBias = r.optBool("linear_bias", false);
     m.qkvBias = r.optBool("qkv_bias", false);
+    m.qkNorm = r.optBool("qk_norm", false);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
     if (const auto* moe = r.child("moe")) {
         ObjectReader mr(*moe, r.pointer("moe"), problems);
@@ -157,6 +162,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
                      {"qkv_bias", m.qkvBias},
                      {"dropout", m.dropout}};
     if (m.heads > 0 && m.headDim != m.hidden / m.heads) j["head_dim"] = m.headDim;
+    if (m.qkNorm) j["qk_norm"] = true;
     if (m.moe)
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
     if (!m.sources.empty()) j["sources"] = m.sources;

@@ -188,13 +188,13 @@ int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage) {
 }
 
 int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage) {
-    // Per layer: two norms (weight, and bias unless RMSNorm); q, k, v (each with a bias under linear or QKV
+    // Per layer: two norms (weight, and bias unless RMSNorm; four with q and k norms); q, k, v (each with a bias under linear or QKV
     // bias); the output projection (and its bias); the MLP's fc1 (gate and up fused) and fc2 with their biases
     // (fc1's only without SwiGLU), or a router and fc1 + fc2 for each of the rank's experts.
     const int norm = model.norm == NormKind::RmsNorm ? 1 : 2;
     const bool bias = model.linearBias, qkvBias = model.linearBias || model.qkvBias;
     const bool swiglu = model.activation == Activation::Swiglu;
-    int perLayer = 2 * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
+    int perLayer = (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
     if (model.moe) perLayer += 1 + 2 * (model.moe->experts / std::max(1, plan.ep));
     else perLayer += 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
     int tensors = stageLayerCount(model, plan, stage) * perLayer;

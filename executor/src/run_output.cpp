@@ -29,6 +29,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (model.activation == Activation::SquaredRelu)
         problems.add("/model/activation", "the executor's MLP is GELU or SwiGLU; squared_relu is predicted and exported "
                                           "(Megatron-LM --squared-relu), not run by tessel run yet");
+    if (model.qkNorm)
+        problems.add("/model/qk_norm", "the executor's attention has no q and k norms; qk_norm is predicted and "
+                                       "exported (Megatron-LM --qk-layernorm), not run by tessel run yet");
     if (model.position == PositionEmbedding::Alibi)
         problems.add("/model/position_embedding", "the executor's attention has no ALiBi bias; alibi is predicted, not "
                                                   "run by tessel run yet: use rope or learned");

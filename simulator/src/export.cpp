@@ -307,6 +307,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--disable-bias-linear");
         if (m.qkvBias) arg("--add-qkv-bias");
     }
+    if (m.qkNorm) arg("--qk-layernorm"); // Megatron-core: the --normalization over each head of q and k
     arg("--attention-dropout", decimal(m.dropout));
     arg("--hidden-dropout", decimal(m.dropout));
     arg("--make-vocab-size-divisible-by", str(vocabMultipleOf(p)));

@@ -51,7 +51,7 @@ constexpr TitanFlavor kLlama3Flavors[] = {
 
 bool llamaArchitecture(const ModelConfig& m) {
     return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm &&
-           m.position == PositionEmbedding::Rope && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias &&
+           m.position == PositionEmbedding::Rope && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias && !m.qkNorm &&
            !m.moe;
 }
 
@@ -184,8 +184,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         if (m.moe) out << ", " << m.moe->experts << " experts (top " << m.moe->topK << ")";
         out << "\n";
         if (!llamaArchitecture(m))
-            out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE, untied, without biases or "
-                   "experts; "
+            out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE, untied, without biases, q and k norms "
+                   "or experts; "
                 << m.name << " differs, so it needs its own model\n";
     }
     if (p.zeroStage == 0 && (p.tp > 1 || p.pp > 1))

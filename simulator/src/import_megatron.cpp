@@ -283,6 +283,7 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     model["tied_embeddings"] = !flag("untie_embeddings_and_output_weights").value_or(false);
     model["linear_bias"] = flag("add_bias_linear").value_or(true);
     if (flag("add_qkv_bias").value_or(false)) model["qkv_bias"] = true;
+    if (flag("qk_layernorm").value_or(false)) model["qk_norm"] = true;
     if (const auto d = str("hidden_dropout"); d && toNumber(*d)) model["dropout"] = *toNumber(*d);
     if (const auto e = str("num_experts"); e && *e != "None") {
         model["moe"] = {{"experts", integer("num_experts", std::nullopt, ML::heads)},

@@ -29,6 +29,7 @@ struct Family {
     bool tied = true;
     std::string name;
     double dropout = 0.0;
+    bool qkNorm = false;
 };
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
@@ -71,6 +72,9 @@ Family familyOf(const nlohmann::json& model) {
     if (auto t = boolean(model, "tied_embeddings")) f.tied = *t;
     if (auto b = boolean(model, "bias")) f.bias = *b;
     if (auto dr = number(model, "dropout")) f.dropout = *dr;
+    // Qwen3 normalises each head of q and k (q_norm, k_norm); a record may say so for any model.
+    f.qkNorm = contains(n, "qwen3");
+    if (auto qk = boolean(model, "qk_norm")) f.qkNorm = *qk;
     return f;
 }
 
@@ -98,8 +102,10 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.tiedEmbeddings = f.tied;
     model.linearBias = f.bias;
     model.dropout = f.dropout;
+    model.qkNorm = f.qkNorm;
     c.assumptions.push_back("architecture: " + f.name + " conventions (" + toString(f.activation) + ", " +
-                            toString(f.norm) + ", " + (f.bias ? "biases" : "no biases") + ", " +
+                            toString(f.norm) + (f.qkNorm ? " with q and k norms" : "") + ", " +
+                            (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +
                             (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");
     if (auto kv = count(m, "kv_heads", 1, L::heads, where, refusal)) {

@@ -307,6 +307,32 @@ TEST(Compute, AlibiWritesTheScoresOnceMoreWithoutFlashAndNothingInBackward) {
     EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_alibi"), std::runtime_error);
 }
 
+TEST(Compute, QkNormsReadAndWriteEachHeadOfQAndKAndKeepTheirInputs) {
+    // Qwen3's q_norm / k_norm: an RMSNorm over each head of q and k. Here h 2048, 16 heads of 128, kv 4 heads,
+    // tp 2: q 1024 and k 256 columns a rank, T = 1024 tokens, e = 2.
+    ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    m.kvHeads = 4;
+    m.norm = NormKind::RmsNorm;
+    m.activation = Activation::Swiglu;
+    ModelConfig plain = m;
+    m.qkNorm = true;
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.globalBatch = 4;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double T = 1024.0, cols = 1024.0 + 256.0, e = 2.0;
+    const BlockCompute with = layerCompute(m, c, p, recipe);
+    EXPECT_DOUBLE_EQ(findOp(with, "qk_norm").bytes, 2.0 * e * T * cols);
+    EXPECT_THROW(findOp(layerCompute(plain, c, p, recipe), "qk_norm"), std::runtime_error);
+    // Two weights a head wide, replicated over TP; the norms keep their inputs and 1/rms per token and head.
+    EXPECT_DOUBLE_EQ(layerParameters(m, p).dense - layerParameters(plain, p).dense, 2.0 * 128.0);
+    EXPECT_DOUBLE_EQ(layerActivationBytesNoRecompute(m, p, recipe) - layerActivationBytesNoRecompute(plain, p, recipe),
+                     e * T * cols + 4.0 * T * (8.0 + 2.0));
+    EXPECT_EQ(countParameters(m).perLayerNorms - countParameters(plain).perLayerNorms, 2 * 128);
+}
+
 TEST(Compute, TensorParallelismDividesGemmWork) {
     ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
     ClusterConfig c = test::roundCluster(8, 1);

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessel {
 namespace {
@@ -33,6 +35,21 @@ std::string describe(const ProblemList& problems) {
     return s;
 }
 
+// The shape every config gives: layers, hidden, heads, kv heads, head size, MLP width, vocabulary.
+struct Shape {
+    int layers, heads, kvHeads;
+    int64_t hidden, headDim, ffn, vocab;
+};
+void expectShape(const ModelConfig& m, const Shape& want) {
+    EXPECT_EQ(m.layers, want.layers);
+    EXPECT_EQ(m.hidden, want.hidden);
+    EXPECT_EQ(m.heads, want.heads);
+    EXPECT_EQ(m.kvHeads, want.kvHeads);
+    EXPECT_EQ(m.headDim, want.headDim);
+    EXPECT_EQ(m.ffnHidden, want.ffn);
+    EXPECT_EQ(m.vocab, want.vocab);
+}
+
 TEST(HfConfig, DetectsHuggingFaceConfigsOnly) {
     EXPECT_TRUE(isHuggingFaceConfig(hfConfig("llama3-8b")));
     EXPECT_TRUE(isHuggingFaceConfig(hfConfig("gpt2")));
@@ -44,13 +61,7 @@ TEST(HfConfig, DetectsHuggingFaceConfigsOnly) {
 TEST(HfConfig, Llama3_8bShapes) {
     const ModelConfig m = parseHf("llama3-8b");
     EXPECT_EQ(m.name, "llama"); // the public config has no _name_or_path
-    EXPECT_EQ(m.layers, 32);
-    EXPECT_EQ(m.hidden, 4096);
-    EXPECT_EQ(m.heads, 32);
-    EXPECT_EQ(m.kvHeads, 8);
-    EXPECT_EQ(m.headDim, 128);
-    EXPECT_EQ(m.ffnHidden, 14336);
-    EXPECT_EQ(m.vocab, 128256);
+    expectShape(m, {32, 32, 8, 4096, 128, 14336, 128256});
     EXPECT_EQ(m.seqLen, 8192);
     EXPECT_EQ(m.activation, Activation::Swiglu);
     EXPECT_EQ(m.norm, NormKind::RmsNorm);
@@ -100,13 +111,7 @@ TEST(HfConfig, Gpt2Shapes) {
 
 TEST(HfConfig, Qwen2_7bHasQkvBiasOnly) {
     const ModelConfig m = parseHf("qwen2-7b");
-    EXPECT_EQ(m.layers, 28);
-    EXPECT_EQ(m.hidden, 3584);
-    EXPECT_EQ(m.heads, 28);
-    EXPECT_EQ(m.kvHeads, 4);
-    EXPECT_EQ(m.headDim, 128);
-    EXPECT_EQ(m.ffnHidden, 18944);
-    EXPECT_EQ(m.vocab, 152064);
+    expectShape(m, {28, 28, 4, 3584, 128, 18944, 152064});
     EXPECT_EQ(m.seqLen, 131072);
     EXPECT_EQ(m.activation, Activation::Swiglu);
     EXPECT_TRUE(m.qkvBias);
@@ -116,17 +121,58 @@ TEST(HfConfig, Qwen2_7bHasQkvBiasOnly) {
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{7'615'616'512});
 }
 
+// Qwen3-8B: head_dim given, an RMSNorm over each head of q and k, no biases. Its model card: 8.2B parameters,
+// 6.95B without the embeddings (the input and the untied output one).
+TEST(HfConfig, Qwen3_8bHasQkNorms) {
+    const ModelConfig m = parseHf("qwen3-8b");
+    expectShape(m, {36, 32, 8, 4096, 128, 12288, 151936});
+    EXPECT_EQ(m.activation, Activation::Swiglu);
+    EXPECT_EQ(m.norm, NormKind::RmsNorm);
+    EXPECT_TRUE(m.qkNorm);
+    EXPECT_FALSE(m.qkvBias);
+    EXPECT_FALSE(m.tiedEmbeddings);
+    const ParameterCounts c = countParameters(m);
+    EXPECT_EQ(c.perLayerNorms, 2 * 4096 + 2 * 128);
+    EXPECT_EQ(c.total(m.layers), int64_t{8'190'735'360});
+    EXPECT_EQ(m.layers * c.perLayer(), int64_t{6'946'071'552});
+}
+
+// Qwen3-30B-A3B: every layer 128 SwiGLU experts of 768, 8 a token; its model card: 30.5B parameters, 3.3B active.
+TEST(HfConfig, Qwen3MoeIsEveryLayerSparse) {
+    const ModelConfig m = parseHf("qwen3-30b-a3b");
+    ASSERT_TRUE(m.moe.has_value());
+    EXPECT_EQ(m.moe->experts, 128);
+    EXPECT_EQ(m.moe->topK, 8);
+    EXPECT_EQ(m.moe->expertFfnHidden, 768);
+    EXPECT_TRUE(m.qkNorm);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{30'532'122'624});
+    EXPECT_EQ(activeParameters(m), int64_t{3'353'032'704});
+    // Dense layers among the sparse ones have no tessel counterpart: refused at the key that asks for them.
+    for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+             {"decoder_sparse_step", 2}, {"mlp_only_layers", nlohmann::json::array({0, 47})}}) {
+        nlohmann::json doc = hfConfig("qwen3-30b-a3b");
+        doc[key] = value;
+        ProblemList problems;
+        parseHuggingFaceConfig(doc, "", problems);
+        EXPECT_TRUE(hasProblemAt(problems, "/" + key)) << describe(problems);
+    }
+}
+
+// Phi-3-mini: Llama's shapes behind fused qkv_proj and gate_up_proj; its model card: 3.8B parameters.
+TEST(HfConfig, Phi3IsLlamaLike) {
+    const ModelConfig m = parseHf("phi3-mini");
+    EXPECT_EQ(m.name, "Phi-3-mini-4k-instruct");
+    EXPECT_EQ(m.headDim, 96);
+    EXPECT_EQ(m.activation, Activation::Swiglu);
+    EXPECT_FALSE(m.qkNorm);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{3'821'079'552});
+}
+
 // Nemotron-4 4B (Minitron) as TensorRT-LLM's tests write its HuggingFace config: squared ReLU without a gate,
 // LayerNorm1P, GQA, untied, head dimension as kv_channels.
 TEST(HfConfig, NemotronIsSquaredReluWithLayerNorm) {
     const ModelConfig m = parseHf("nemotron-4-4b");
-    EXPECT_EQ(m.layers, 32);
-    EXPECT_EQ(m.hidden, 3072);
-    EXPECT_EQ(m.heads, 24);
-    EXPECT_EQ(m.kvHeads, 8);
-    EXPECT_EQ(m.headDim, 128);
-    EXPECT_EQ(m.ffnHidden, 9216);
-    EXPECT_EQ(m.vocab, 256000);
+    expectShape(m, {32, 24, 8, 3072, 128, 9216, 256000});
     EXPECT_EQ(m.activation, Activation::SquaredRelu);
     EXPECT_EQ(m.norm, NormKind::LayerNorm);
     EXPECT_EQ(m.position, PositionEmbedding::Rope);

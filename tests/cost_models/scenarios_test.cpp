@@ -295,8 +295,10 @@ TEST(Schemas, ModelSchemaDescribesModelToJson) {
     // A model that makes the writer emit every optional key: head_dim != hidden / heads, moe, sources.
     ModelConfig m = parseModel(readJsonFile((kScenarioDir / "models" / "tiny-moe.json").string()));
     m.headDim = 32;
+    m.qkNorm = true;
     const nlohmann::json written = modelToJson(m);
-    ASSERT_TRUE(written.contains("head_dim") && written.contains("moe") && written.contains("sources"));
+    ASSERT_TRUE(written.contains("head_dim") && written.contains("moe") && written.contains("sources") &&
+                written.contains("qk_norm"));
     const nlohmann::json s = schema("model");
     expectKeysDescribed(s, written, "model");
     expectKeysDescribed(s["properties"]["moe"], written["moe"], "model/moe");

@@ -291,11 +291,13 @@ TEST(Training, LossFallsOnTheTinyModel) {
 }
 
 // Model features tessel predicts and exports but the executor does not run are refused at their field, never run as
-// something else: a squared-ReLU MLP (Nemotron) not as GELU, ALiBi (BLOOM) not without its bias.
+// something else: a squared-ReLU MLP (Nemotron) not as GELU, ALiBi (BLOOM) not without its bias, Qwen3's q and k
+// norms not left out.
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
+        {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
     };
     for (const auto& [where, change] : cases) {
         ModelConfig model = tinyModel();

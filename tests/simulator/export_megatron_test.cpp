@@ -312,6 +312,13 @@ TEST(ExportMegatron, RefusesZero2And3) {
     }
 }
 
+TEST(ExportMegatron, QkNormIsMegatronsQkLayernorm) {
+    Scenario s = defaultScenario();
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--qk-layernorm"));
+    s.model.qkNorm = true;
+    EXPECT_TRUE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--qk-layernorm"));
+}
+
 TEST(ExportMegatron, RefusesAlibi) {
     // Megatron-LM's --position-embedding-type has no ALiBi (BigScience's Megatron-DeepSpeed fork has it).
     Scenario s = defaultScenario();

@@ -197,6 +197,17 @@ TEST(MegatronImport, PositionEmbeddingEnumsAreReadAsThemselves) {
     }
 }
 
+// --qk-layernorm: the model's q and k norms.
+TEST(MegatronImport, QkLayernormIsTheModelsQkNorm) {
+    std::string log = smallLog();
+    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
+    log.insert(log.find(at), "  qk_layernorm .................................... True\n");
+    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "qk.log"), cluster());
+    EXPECT_EQ(run.scenario["model"]["qk_norm"], true);
+    EXPECT_TRUE(parseScenario(run.scenario, "imported").model.qkNorm);
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("qk_layernorm"), std::string::npos) << w;
+}
+
 // --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.
 TEST(MegatronImport, OptimizerInstancesAreHybridSharding) {
     std::string log = smallLog();

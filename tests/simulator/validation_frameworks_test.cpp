@@ -371,6 +371,20 @@ TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
 }
 
+// Qwen3 normalises each head of q and k; a record may say qk_norm for any model, or deny it.
+TEST(ValidationRecord, Qwen3RecordsHaveQkNorms) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "Qwen3-32B";
+    EXPECT_TRUE(load(r).scenario.model.qkNorm);
+    EXPECT_TRUE(mentions(load(r).assumptions, "with q and k norms"));
+    r["model"]["qk_norm"] = false;
+    EXPECT_FALSE(load(r).scenario.model.qkNorm);
+    r["model"]["name"] = "Llama 3 8B";
+    EXPECT_FALSE(load(r).scenario.model.qkNorm);
+    r["model"]["qk_norm"] = true;
+    EXPECT_TRUE(load(r).scenario.model.qkNorm);
+}
+
 TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     // MosaicML's MPT benchmarks: llm-foundry's flash_attn_fn unpads q, k, v, its loss is flash-attn's fused
     // cross-entropy (no fp32 copy of the logits: fused kernels stay), and the pretraining yamls build learned

@@ -54,6 +54,7 @@ struct ModelConfig {
     bool tiedEmbeddings = false;
     bool linearBias = false;       // biases on QKV/proj/MLP linears (GPT-2/3: yes, Llama: no)
     bool qkvBias = false;          // bias on QKV only (Qwen2); implied by linearBias
+    bool qkNorm = false;           // the model's norm over each head of q and k before attention (Qwen3)
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
     std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
     std::vector<std::string> sources;
@@ -65,7 +66,7 @@ struct ParameterCounts {
     int64_t positionEmbedding = 0; // learned positions only (part of `embedding`)
     int64_t perLayerAttention = 0; // QKV + output projection (+ biases)
     int64_t perLayerMlp = 0;       // dense MLP, or all experts + router for MoE
-    int64_t perLayerNorms = 0;     // the two pre-norms
+    int64_t perLayerNorms = 0;     // the two pre-norms (and the q and k norms, one head wide each)
     int64_t finalNorm = 0;
     int64_t lmHead = 0;            // 0 when tied
     int64_t perLayer() const { return perLayerAttention + perLayerMlp + perLayerNorms; }
