@@ -38,12 +38,6 @@ nlohmann::json readJson(const std::string& path, const std::string& flag) {
     return doc;
 }
 
-bool anyScenarioFlag(const ScenarioFlags& f) {
-    return !f.model.empty() || !f.cluster.empty() || f.nodes || f.gpusPerNode || f.tp || f.pp || f.dp || f.cp || f.ep || f.vpp ||
-           f.microBatch || f.globalBatch || f.zero || f.recompute || f.sequenceParallel || f.schedule || f.precision ||
-           f.rankOrder || f.flashAttention;
-}
-
 std::string percent(const std::optional<double>& fraction) {
     if (!fraction) return "-";
     return (*fraction >= 0 ? "+" : "") + fixed(100.0 * *fraction, 1) + "%";
@@ -190,7 +184,7 @@ std::function<int()> addCompareCommand(CLI::App& app) {
         // The prediction: a predicted trace file, or a scenario simulated here.
         sim::Prediction prediction;
         if (const auto trace = readTraceFile(flags->scenario)) {
-            if (anyScenarioFlag(*flags))
+            if (flags->anyOverride())
                 problems.add("PREDICTED", "\"" + flags->scenario + "\" is a trace: the scenario flags apply to a scenario only");
             try {
                 prediction = sim::predictionFromTrace(*trace, flags->scenario);

@@ -11,11 +11,25 @@
 
 namespace tessel::cli {
 
+void addSeqLenOption(CLI::App& app, std::optional<int64_t>& seqLen) {
+    app.add_option("--seq-len", seqLen,
+                   "Training sequence length (overrides the model's; a HuggingFace config gives its position table's size)");
+}
+
+void overrideSeqLen(ModelConfig& model, const std::optional<int64_t>& seqLen, ProblemList& problems) {
+    if (!seqLen) return;
+    if (*seqLen < 1 || *seqLen > ModelLimits::seqLen)
+        problems.add("--seq-len", "must be between 1 and " + std::to_string(ModelLimits::seqLen) + ", got " +
+                                      std::to_string(*seqLen));
+    else model.seqLen = *seqLen;
+}
+
 void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("scenario", scenario,
                    "Scenario file or preset name (default: gpt3-175b-megatron, GPT-3 175B on 128 DGX A100 nodes)");
     app.add_option("--model", model, "Model preset name, model JSON file, HuggingFace config.json or checkpoint folder");
     app.add_option("--cluster", cluster, "Cluster preset name or cluster JSON file");
+    addSeqLenOption(app, seqLen);
     // Ranges are checked by validation so every problem is reported together, not by CLI11 one at a time.
     app.add_option("--nodes", nodes, "Number of nodes (overrides the cluster's)");
     app.add_option("--gpus-per-node", gpusPerNode, "GPUs per node the plan uses (overrides the cluster's; e.g. 1 of a host's cores)");
@@ -57,6 +71,13 @@ void ScenarioFlags::addTo(CLI::App& app) {
                                                              "--decoder-first-pipeline-num-layers)");
     app.add_option("--last-stage-layers", lastStageLayers, "Layers on the last pipeline rank (Megatron-LM's "
                                                            "--decoder-last-pipeline-num-layers)");
+}
+
+bool ScenarioFlags::anyOverride() const {
+    return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || vpp || microBatch ||
+           globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
+           precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload ||
+           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen;
 }
 
 Scenario ScenarioFlags::resolve() const {
@@ -101,6 +122,7 @@ Scenario ScenarioFlags::resolve() const {
     }
     if (flagModel) s.model = *flagModel;
     if (flagCluster) s.cluster = *flagCluster;
+    overrideSeqLen(s.model, seqLen, problems);
     problems.throwIfAny();
     // A scenario whose model or cluster was replaced is no longer the one its name says.
     if (!model.empty() || !cluster.empty())

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -19,11 +20,20 @@ struct ScenarioFlags {
     std::optional<std::string> attentionKernel, framework, frameworkVersion, offload;
     std::optional<std::string> pipelineSplit, pipelineLayers;
     std::optional<int> firstStageLayers, lastStageLayers;
+    std::optional<int64_t> seqLen;
 
     void addTo(CLI::App& app);
+    // Whether any flag besides SCENARIO was given (a command that reads no scenario refuses them all).
+    bool anyOverride() const;
     // Loads the scenario, applies every override and validates the result. Throws InputError listing
     // every problem; problems in overridden plan fields name the flag ("--tp (/plan/tp)").
     Scenario resolve() const;
 };
+
+// --seq-len: the training sequence length in place of the model's (a HuggingFace config gives its position table's
+// size; a learned table is taken at this length, as a tessel model file's seq_len is). Out of range: a problem
+// at the flag.
+void addSeqLenOption(CLI::App& app, std::optional<int64_t>& seqLen);
+void overrideSeqLen(ModelConfig& model, const std::optional<int64_t>& seqLen, ProblemList& problems);
 
 } // namespace tessel::cli

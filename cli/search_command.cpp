@@ -1,5 +1,6 @@
 // `tessel search`: exhaustive plan search for a model on N GPUs, printed as a ranked table, JSON or CSV.
 #include "commands.hpp"
+#include "scenario_flags.hpp"
 #include "table.hpp"
 
 #include "tessel/cost/scenario.hpp"
@@ -28,6 +29,7 @@ namespace {
 struct SearchFlags {
     std::string scenario, model, cluster;
     std::optional<int> gpus, maxGpus, maxVpp, gpusPerNode;
+    std::optional<int64_t> seqLen;
     std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
     bool allowIdle = false;
     std::string offload = "auto";
@@ -319,6 +321,7 @@ int runSearch(const SearchFlags& f) {
             problems.append(e.problems());
         }
     }
+    overrideSeqLen(s.model, f.seqLen, problems);
     if (f.gpusPerNode) {
         // GPUs of a node the plans use: a share of a rack-scale NVLink domain (64 of a GB200 NVL72's 72), or fewer
         // GPUs of each server; the node's links stay the cluster's.
@@ -444,6 +447,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
                     "Scenario file or preset name giving model, cluster and defaults (default: gpt3-175b-megatron)");
     cmd->add_option("--model", f->model, "Model preset name, model JSON file, HuggingFace config.json or checkpoint folder");
     cmd->add_option("--cluster", f->cluster, "Cluster preset name or cluster JSON file");
+    addSeqLenOption(*cmd, f->seqLen);
     cmd->add_option("--gpus", f->gpus, "Number of GPUs (whole nodes of the cluster; default: the scenario's)");
     cmd->add_option("--max-gpus", f->maxGpus, "GPUs available, an upper bound: plans may leave whole nodes idle");
     cmd->add_option("--gpus-per-node", f->gpusPerNode,

@@ -65,6 +65,12 @@ for x, y in zip(a["actions"], b["actions"]):
 for x, y in zip(a["memory"]["stages"], b["memory"]["stages"]):
     assert abs(x["predicted_allocated_bytes"] - y["predicted_allocated_bytes"]) < 1e-6 * x["predicted_allocated_bytes"]
 PY
+# A predicted trace is no scenario: any scenario flag beside it is refused by name, never ignored.
+for flag in "--tp 2" "--seq-len 64" "--offload optimizer" "--framework fsdp"; do
+  "$TESSEL" compare "$tmp/predicted.json" "$tmp/run" $flag >/dev/null 2>"$tmp/err"; rc=$?
+  check "trace with $flag exits 2" $([ $rc -eq 2 ]; echo $?)
+  check "trace with $flag says why" "$(contains "$tmp/err" "the scenario flags apply to a scenario only")"
+done
 "$TESSEL" compare tiny-cpu "$tmp/run/trace.json" --json >"$tmp/bytrace.json" 2>"$tmp/err"; rc=$?
 check "MEASURED may be the run's trace.json" $rc
 check "same result through trace.json" "$(python3 -c "

@@ -138,6 +138,20 @@ python3 -c "import json; d=json.load(open('$tmp/oom.json')); assert d['memory'][
 if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; then
   "$TESSEL" predict --json --model "$TESSEL_TEST_DATA/hf/llama3-8b" --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/hf.json" 2>"$tmp/err"; rc=$?
   check "hf folder exits 0" $rc
+  # --seq-len trains it at another length than its 8192-row position table; predict and search both take it.
+  "$TESSEL" predict --json --model "$TESSEL_TEST_DATA/hf/qwen3-8b" --seq-len 4096 --cluster dgx-h100-80g --nodes 1 \
+    --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/seq.json" 2>"$tmp/err"; rc=$?
+  check "--seq-len exits 0" $rc
+  python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['time']; assert abs(t['tokens_per_second'] - 8 * 4096 / t['step_seconds']) < 1e-6 * t['tokens_per_second'], t" \
+    "$tmp/seq.json"; check "--seq-len: tokens of 4096" $?
+  "$TESSEL" search --model "$TESSEL_TEST_DATA/hf/qwen3-8b" --seq-len 4096 --cluster dgx-h100-80g --gpus 8 \
+    --global-batch 64 --top 1 --json --no-progress >"$tmp/seqs.json" 2>"$tmp/err"; rc=$?
+  check "search --seq-len exits 0" $rc
+  python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['top'][0]; assert abs(t['tokens_per_second'] - t['global_batch'] * 4096 / t['step_seconds']) < 1e-6 * t['tokens_per_second'], t" \
+    "$tmp/seqs.json"; check "search --seq-len: tokens of 4096" $?
+  "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/qwen3-8b" --seq-len 0 >/dev/null 2>"$tmp/err"; rc=$?
+  check "--seq-len 0 exits 2" $([ $rc -eq 2 ]; echo $?)
+  check "--seq-len 0 names the flag" "$(contains "$tmp/err" "--seq-len: must be between 1")"
 fi
 
 # 8. trace: a Chrome trace with one process per stage; never overwrites without --force.
