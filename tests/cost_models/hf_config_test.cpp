@@ -238,6 +238,8 @@ TEST_P(HfMatchesPreset, SameShapes) {
     EXPECT_EQ(hf.position, tessel.position);
     EXPECT_EQ(hf.tiedEmbeddings, tessel.tiedEmbeddings);
     EXPECT_EQ(hf.linearBias, tessel.linearBias);
+    EXPECT_EQ(hf.qkvBias, tessel.qkvBias);
+    EXPECT_EQ(hf.qkNorm, tessel.qkNorm);
     EXPECT_EQ(hf.moe.has_value(), tessel.moe.has_value());
     if (hf.moe && tessel.moe) {
         EXPECT_EQ(hf.moe->experts, tessel.moe->experts);
@@ -254,6 +256,8 @@ TEST_P(HfMatchesPreset, SameShapes) {
 INSTANTIATE_TEST_SUITE_P(Presets, HfMatchesPreset,
                          ::testing::Values(PresetPair{"llama3-8b", "llama3-8b"},
                                            PresetPair{"mixtral-8x7b", "mixtral-8x7b"},
+                                           PresetPair{"qwen3-8b", "qwen3-8b"},
+                                           PresetPair{"qwen3-30b-a3b", "qwen3-30b-a3b"},
                                            PresetPair{"gpt2", "gpt2-124m"}),
                          [](const ::testing::TestParamInfo<PresetPair>& param) {
                              std::string n = param.param.presetName;
