@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <optional>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace tessel::sim {
 
@@ -76,6 +78,30 @@ Family familyOf(const nlohmann::json& model) {
     f.qkNorm = contains(n, "qwen3");
     if (auto qk = boolean(model, "qk_norm")) f.qkNorm = *qk;
     return f;
+}
+
+// Architecture a record states that ModelConfig cannot express: shared experts beside the routed ones (DeepSeek,
+// Qwen2-MoE, Llama 4), dense layers among the sparse ones (DeepSeek's first_k_dense_replace, Llama 4's interleaving,
+// Qwen's decoder_sparse_step / mlp_only_layers) and latent attention (DeepSeek's MLA: kv_lora_rank / q_lora_rank).
+// Key and what it says, for each one stated with a value that changes the network.
+std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nlohmann::json& m) {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto positive = [&](const char* key) {
+        const auto v = integer(m, key);
+        return v && *v > 0;
+    };
+    for (const char* key : {"n_shared_experts", "shared_experts", "num_shared_experts", "shared_expert_intermediate_size",
+                            "moe_shared_expert_intermediate_size"})
+        if (positive(key)) out.emplace_back(key, "shared experts every token passes through");
+    for (const char* key : {"first_k_dense_replace", "first_k_dense", "dense_layers", "num_dense_layers"})
+        if (positive(key)) out.emplace_back(key, "dense MLP layers among the expert layers");
+    for (const char* key : {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"})
+        if (const auto v = integer(m, key); v && *v > 1) out.emplace_back(key, "dense MLP layers among the expert layers");
+    if (const auto* only = member(m, "mlp_only_layers"); only && only->is_array() && !only->empty())
+        out.emplace_back("mlp_only_layers", "dense MLP layers among the expert layers");
+    for (const char* key : {"kv_lora_rank", "q_lora_rank"})
+        if (positive(key)) out.emplace_back(key, "multi-head latent attention");
+    return out;
 }
 
 void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
@@ -147,6 +173,10 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                                   .value_or(model.ffnHidden);
         model.moe = moe;
     }
+    // What a record may state that tessel's model has no term for yet: said among the assumptions, never dropped
+    // silently (the prediction leaves it out, so it has fewer FLOPs and parameters than the run).
+    for (const auto& [key, what] : unmodelledArchitecture(m))
+        c.assumptions.push_back("not modelled: " + key + " (" + what + "); the prediction leaves it out");
     if (!refusal.empty()) return;
     // The rules a model file's shape must meet (heads divide hidden unless head_dim is stated, kv_heads divide
     // heads), under the record's own pointers.

@@ -371,6 +371,29 @@ TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
 }
 
+// Shared experts, dense layers among the sparse ones and latent attention have no term yet: a record that states
+// them is predicted without them and says so, never silently.
+TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "DeepSeek-V3";
+    r["model"]["n_routed_experts"] = 256;
+    r["model"]["num_experts_per_tok"] = 8;
+    r["model"]["moe_intermediate_size"] = 2048;
+    EXPECT_FALSE(mentions(load(r).assumptions, "not modelled"));
+    r["model"]["n_shared_experts"] = 1;
+    r["model"]["first_k_dense_replace"] = 3;
+    r["model"]["kv_lora_rank"] = 512;
+    r["model"]["mlp_only_layers"] = nlohmann::json::array();    // empty: every layer sparse, nothing to say
+    r["model"]["moe_layer_freq"] = 1;                           // every layer: nothing to say
+    const ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.moe.has_value());
+    EXPECT_TRUE(mentions(c.assumptions, "not modelled: n_shared_experts (shared experts"));
+    EXPECT_TRUE(mentions(c.assumptions, "not modelled: first_k_dense_replace (dense MLP layers"));
+    EXPECT_TRUE(mentions(c.assumptions, "not modelled: kv_lora_rank (multi-head latent attention)"));
+    EXPECT_FALSE(mentions(c.assumptions, "mlp_only_layers"));
+    EXPECT_FALSE(mentions(c.assumptions, "moe_layer_freq"));
+}
+
 // Qwen3 normalises each head of q and k; a record may say qk_norm for any model, or deny it.
 TEST(ValidationRecord, Qwen3RecordsHaveQkNorms) {
     nlohmann::json r = record();
