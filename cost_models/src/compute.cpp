@@ -502,6 +502,14 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
                                (swiglu ? 3.0 : 2.0) * e * routed * d(s.expertFfnLocal)));
         ops.push_back(gemm("expert_fc2", perExpert, s.hidden, s.expertFfnLocal, e, nExp));
         ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * routed * h));
+        if (s.sharedFfnLocal > 0) {
+            // Shared experts: a dense MLP over every token, TP-split as the dense MLP is; its output joins the
+            // routed experts' before the block's residual add (no collective of its own is costed).
+            ops.push_back(gemm("shared_fc1", s.tokens, (swiglu ? 2 : 1) * s.sharedFfnLocal, s.hidden, e));
+            ops.push_back(memoryOp("shared_" + activation, swiglu ? "swiglu" : "gelu",
+                                   kernel_cost::activationBytes(swiglu, s.tokens, s.sharedFfnLocal, e)));
+            ops.push_back(gemm("shared_fc2", s.tokens, s.hidden, s.sharedFfnLocal, e));
+        }
     } else {
         ops.push_back(gemm("fc1", s.tokens, (swiglu ? 2 : 1) * s.ffnLocal, s.hidden, e));
         if (swiglu && eager) {

@@ -24,8 +24,9 @@ struct SupportedType {
     Family family;
 };
 
-// qwen2_moe is left out on purpose: its shared expert (shared_expert_intermediate_size) has no counterpart in
-// ModelConfig, and an approximate mapping would give wrong parameter counts. qwen3_moe has none; its per-layer
+// qwen2_moe is left out on purpose: its shared expert's sigmoid gate (shared_expert_gate, hidden weights a layer)
+// has no counterpart in ModelConfig (shared experts without a gate do: moe.shared_ffn_hidden), and an approximate
+// mapping would give wrong parameter counts. qwen3_moe has none; its per-layer
 // dense/sparse mix (decoder_sparse_step, mlp_only_layers) is refused where a config sets one.
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},

@@ -46,6 +46,7 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
     if (m.qkNorm) l.dense += (m.norm == NormKind::LayerNorm ? 4.0 : 2.0) * d(m.headDim); // q and k norms, replicated
     if (m.moe) {
         l.dense += h * m.moe->experts;                           // router, replicated
+        if (m.moe->sharedFfnHidden > 0) l.dense += mlpParamsLocal(m, m.moe->sharedFfnHidden, p.tp); // shared experts, /tp
         l.expert = d(m.moe->experts / p.ep) * mlpParamsLocal(m, m.moe->expertFfnHidden, p.tp);
     } else {
         l.dense += mlpParamsLocal(m, m.ffnHidden, p.tp);
@@ -218,6 +219,10 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         a += e * routed * d(s.expertFfnLocal) * gated;  // fc1 output (gate+up)
         a += g * routed * d(s.expertFfnLocal);          // fc2 input
         a += e * routed * h;                            // expert outputs, kept for the weighted combine
+        // Shared experts: a dense MLP over every token beside the routed ones (its input is the norm output above).
+        a += e * T * d(s.sharedFfnLocal) * gated;       // fc1 output
+        a += g * T * d(s.sharedFfnLocal);               // fc2 input
+        if (eager && gated > 1.0) a += e * T * d(s.sharedFfnLocal);
     } else {
         a += e * T * d(s.ffnLocal) * gated;             // fc1 output = activation input (gate and up)
         a += g * T * d(s.ffnLocal);                     // activation output = fc2 input
@@ -244,7 +249,7 @@ double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, co
     const LocalShapes s = localShapes(model, plan, recipe);
     const double e = s.activationBytes, T = d(s.tokens), h = d(s.hidden);
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
-    const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) : d(s.ffnLocal);
+    const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) + d(s.sharedFfnLocal) : d(s.ffnLocal);
     // dW = X^T dY for QKV, projection, fc1, fc2: inputs X (norm outputs gathered to T rows, attention output,
     // activation output) and output gradients dY (QKV, projection output, fc1 output, fc2 output).
     const double inputs = 2.0 * T * h + T * d(s.qDimLocal) + T * f;
@@ -302,7 +307,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
         t.weightGradientSet = weightGradientPendingBytes(model, plan, recipe);
         // During a B pass the layer being processed holds both its activations and the new parts of its W
         // set (the output gradients, and the gathered inputs with sequence parallelism).
-        const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) : d(s.ffnLocal);
+        const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) + d(s.sharedFfnLocal) : d(s.ffnLocal);
         const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
         const double grads = t.elementBytes * t.tokens *
                              (d(s.qDimLocal) + 2.0 * d(s.kvDimLocal) + 2.0 * t.hidden + gated * f);

@@ -60,6 +60,7 @@ ParameterCounts countParameters(const ModelConfig& m) {
     if (m.linearBias) c.perLayerAttention += h;
     if (m.moe) {
         c.perLayerMlp = m.moe->experts * mlpParameters(m, m.moe->expertFfnHidden) + h * m.moe->experts; // + router
+        if (m.moe->sharedFfnHidden > 0) c.perLayerMlp += mlpParameters(m, m.moe->sharedFfnHidden);
     } else {
         c.perLayerMlp = mlpParameters(m, m.ffnHidden);
     }
@@ -75,7 +76,8 @@ ParameterCounts countParameters(const ModelConfig& m) {
 int64_t activeParameters(const ModelConfig& m) {
     auto c = countParameters(m);
     if (!m.moe) return c.total(m.layers);
-    const int64_t activeMlp = m.moe->topK * mlpParameters(m, m.moe->expertFfnHidden) + m.hidden * m.moe->experts;
+    int64_t activeMlp = m.moe->topK * mlpParameters(m, m.moe->expertFfnHidden) + m.hidden * m.moe->experts;
+    if (m.moe->sharedFfnHidden > 0) activeMlp += mlpParameters(m, m.moe->sharedFfnHidden);
     return c.total(m.layers) - static_cast<int64_t>(m.layers) * (c.perLayerMlp - activeMlp);
 }
 
@@ -118,6 +120,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
         cfg.experts = static_cast<int>(mr.requireInt("experts", 1, L::heads));
         cfg.topK = static_cast<int>(mr.requireInt("top_k", 1, L::heads));
         cfg.expertFfnHidden = mr.requireInt("expert_ffn_hidden", 1, L::ffnHidden);
+        cfg.sharedFfnHidden = mr.optInt("shared_ffn_hidden", 0, 0, L::ffnHidden);
         mr.finish();
         m.moe = cfg;
     }
@@ -164,7 +167,10 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     if (m.heads > 0 && m.headDim != m.hidden / m.heads) j["head_dim"] = m.headDim;
     if (m.qkNorm) j["qk_norm"] = true;
     if (m.moe)
+    {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
+        if (m.moe->sharedFfnHidden > 0) j["moe"]["shared_ffn_hidden"] = m.moe->sharedFfnHidden;
+    }
     if (!m.sources.empty()) j["sources"] = m.sources;
     return j;
 }

@@ -195,7 +195,7 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     const bool bias = model.linearBias, qkvBias = model.linearBias || model.qkvBias;
     const bool swiglu = model.activation == Activation::Swiglu;
     int perLayer = (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
-    if (model.moe) perLayer += 1 + 2 * (model.moe->experts / std::max(1, plan.ep));
+    if (model.moe) perLayer += 1 + 2 * (model.moe->experts / std::max(1, plan.ep)) + (model.moe->sharedFfnHidden > 0 ? 2 : 0);
     else perLayer += 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
     int tensors = stageLayerCount(model, plan, stage) * perLayer;
     // The embedding (and learned positions) on the first stage; the final norm and the output matrix on the

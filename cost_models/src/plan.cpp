@@ -370,6 +370,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (model.moe && model.moe->expertFfnHidden % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.expert_ffn_hidden=" +
                                       n(model.moe->expertFfnHidden));
+    if (model.moe && model.moe->sharedFfnHidden % plan.tp != 0)
+        problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.shared_ffn_hidden=" +
+                                      n(model.moe->sharedFfnHidden));
     validatePipelineSplit(model, plan, ptr, problems);
     if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B)
         problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b, got " + toString(plan.schedule));

@@ -22,6 +22,7 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.ffnLocal = model.ffnHidden / t;
     if (model.moe) {
         s.expertFfnLocal = model.moe->expertFfnHidden / t;
+        s.sharedFfnLocal = model.moe->sharedFfnHidden / t;
         s.expertsLocal = model.moe->experts / plan.ep;
         s.topK = model.moe->topK;
     }

@@ -60,13 +60,17 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     const double e = s.activationBytes;
     const double act = e * d(s.tokens) * d(s.hidden); // one full (un-split) hidden-state tensor on this rank
     OpBuilder b{cluster, plan, {}};
+    // The blocks with a tensor-parallel input and output: attention, the MLP (or the routed experts), and the shared
+    // experts beside them, whose row-parallel fc2 reduces on its own (Megatron-core's SharedExpertMLP).
+    std::vector<const char*> blocks{"attn", "mlp"};
+    if (model.moe && model.moe->sharedFfnHidden > 0) blocks.push_back("shared");
     if (plan.tp > 1) {
         if (plan.sequenceParallel) {
             // Korthikanti et al. 2022 §4.2.2: each all-reduce becomes an all-gather + reduce-scatter pair;
             // backward also re-gathers the saved sharded inputs of the QKV and fc1 GEMMs for dW (Megatron-LM, TE).
             const SequenceParallelTraffic sp = sequenceParallelTraffic(model, plan, recipe, e);
             const double gathered = sp.forwardGatherBytesPerElement / e * act;
-            for (const char* blk : {"attn", "mlp"}) {
+            for (const char* blk : blocks) {
                 b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, gathered, CommPhase::Forward);
                 b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
                 b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
@@ -77,7 +81,7 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
             }
         } else {
             // Megatron-LM (Shoeybi et al. 2019, §3): one all-reduce per block forward (g) and backward (f).
-            for (const char* blk : {"attn", "mlp"}) {
+            for (const char* blk : blocks) {
                 b.add(std::string("tp_all_reduce_") + blk, GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Forward);
                 b.add(std::string("tp_all_reduce_") + blk + "_grad", GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Backward);
             }

@@ -293,6 +293,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--num-experts", str(m.moe->experts));
         arg("--moe-router-topk", str(m.moe->topK));
         arg("--moe-ffn-hidden-size", str(m.moe->expertFfnHidden));
+        if (m.moe->sharedFfnHidden > 0) arg("--moe-shared-expert-intermediate-size", str(m.moe->sharedFfnHidden));
         // tessel models expert parallelism with all-to-all token exchange; Megatron's default is all-gather.
         if (p.ep > 1) arg("--moe-token-dispatcher-type", "alltoall");
     }

@@ -289,6 +289,8 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         model["moe"] = {{"experts", integer("num_experts", std::nullopt, ML::heads)},
                         {"top_k", integer("moe_router_topk", 2, ML::heads)},
                         {"expert_ffn_hidden", integer("moe_ffn_hidden_size", model["ffn_hidden"].get<int64_t>(), ML::ffnHidden)}};
+        if (const auto shared = str("moe_shared_expert_intermediate_size"); shared && *shared != "None")
+            model["moe"]["shared_ffn_hidden"] = integer("moe_shared_expert_intermediate_size", std::nullopt, ML::ffnHidden);
     }
 
     // Plan.

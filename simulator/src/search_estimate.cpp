@@ -101,7 +101,8 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (model.heads % plan.tp != 0) return Reason::TpHeads;
     if (model.kvHeads % plan.tp != 0) return Reason::TpKvHeads;
     if (model.ffnHidden % plan.tp != 0) return Reason::TpFfn;
-    if (model.moe && model.moe->expertFfnHidden % plan.tp != 0) return Reason::TpExpertFfn;
+    if (model.moe && (model.moe->expertFfnHidden % plan.tp != 0 || model.moe->sharedFfnHidden % plan.tp != 0))
+        return Reason::TpExpertFfn;
     if (model.layers < plan.pp * plan.vpp) return Reason::Layers;
     if (model.layers % (plan.pp * plan.vpp) != 0 && plan.pipelineSplit == PipelineSplit::Even && plan.pipelineLayers.empty() &&
         plan.firstStageLayers <= 0 && plan.lastStageLayers <= 0)

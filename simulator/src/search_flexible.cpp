@@ -65,7 +65,7 @@ bool anySplit(const ModelConfig& m, int gpus, int minBatch, int maxBatch) {
     auto batchFits = [&](int dp) { return (std::max(minBatch, maxBatch) / dp) * dp >= minBatch; };
     for (int tp = 1; tp <= gpus; ++tp) {
         if (gpus % tp || m.heads % tp || m.kvHeads % tp || m.ffnHidden % tp) continue;
-        if (m.moe && m.moe->expertFfnHidden % tp) continue;
+        if (m.moe && (m.moe->expertFfnHidden % tp || m.moe->sharedFfnHidden % tp)) continue;
         const int rest = gpus / tp;
         for (int pp = 1; pp <= rest; ++pp) {
             if (rest % pp || m.layers % pp) continue;

@@ -441,7 +441,7 @@ std::string problemCategory(const Problem& problem) {
     if (has("attention heads")) return reasonText(Reason::TpHeads);
     if (has("key/value heads")) return reasonText(Reason::TpKvHeads);
     if (has("does not divide ffn_hidden")) return reasonText(Reason::TpFfn);
-    if (has("moe.expert_ffn_hidden")) return reasonText(Reason::TpExpertFfn);
+    if (has("moe.expert_ffn_hidden") || has("moe.shared_ffn_hidden")) return reasonText(Reason::TpExpertFfn);
     if (has("pp x vpp")) return reasonText(Reason::Layers);
     if (has("vpp > 1 needs schedule")) return reasonText(Reason::VppNeedsInterleaved);
     if (has("needs vpp >= 2")) return reasonText(Reason::InterleavedVpp);

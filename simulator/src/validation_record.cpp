@@ -80,8 +80,8 @@ Family familyOf(const nlohmann::json& model) {
     return f;
 }
 
-// Architecture a record states that ModelConfig cannot express: shared experts beside the routed ones (DeepSeek,
-// Qwen2-MoE, Llama 4), dense layers among the sparse ones (DeepSeek's first_k_dense_replace, Llama 4's interleaving,
+// Architecture a record states that ModelConfig cannot express: shared experts without routed ones to sit beside,
+// dense layers among the sparse ones (DeepSeek's first_k_dense_replace, Llama 4's interleaving,
 // Qwen's decoder_sparse_step / mlp_only_layers) and latent attention (DeepSeek's MLA: kv_lora_rank / q_lora_rank).
 // Key and what it says, for each one stated with a value that changes the network.
 std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nlohmann::json& m) {
@@ -90,9 +90,15 @@ std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nl
         const auto v = integer(m, key);
         return v && *v > 0;
     };
-    for (const char* key : {"n_shared_experts", "shared_experts", "num_shared_experts", "shared_expert_intermediate_size",
-                            "moe_shared_expert_intermediate_size"})
-        if (positive(key)) out.emplace_back(key, "shared experts every token passes through");
+    const bool routed = [&] {
+        for (const char* key : {"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"})
+            if (const auto v = integer(m, key); v && *v > 1) return true;
+        return false;
+    }();
+    if (!routed)
+        for (const char* key : {"n_shared_experts", "shared_experts", "num_shared_experts", "shared_expert_intermediate_size",
+                                "moe_shared_expert_intermediate_size", "shared_ffn_hidden"})
+            if (positive(key)) out.emplace_back(key, "shared experts without routed experts stated beside them");
     for (const char* key : {"first_k_dense_replace", "first_k_dense", "dense_layers", "num_dense_layers"})
         if (positive(key)) out.emplace_back(key, "dense MLP layers among the expert layers");
     for (const char* key : {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"})
@@ -171,6 +177,13 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         moe.expertFfnHidden = firstCount({"expert_ffn_hidden", "moe_ffn_hidden", "moe_ffn_hidden_size", "moe_intermediate_size"},
                                          L::ffnHidden)
                                   .value_or(model.ffnHidden);
+        // Shared experts: their summed width (Qwen's shared_expert_intermediate_size, Megatron-LM's
+        // moe_shared_expert_intermediate_size), or DeepSeek's count of them at the routed experts' width.
+        if (const auto width = firstCount({"shared_ffn_hidden", "shared_expert_intermediate_size",
+                                           "moe_shared_expert_intermediate_size"}, L::ffnHidden))
+            moe.sharedFfnHidden = *width;
+        else if (const auto shared = firstCount({"n_shared_experts", "num_shared_experts", "shared_experts"}, L::heads))
+            moe.sharedFfnHidden = *shared * moe.expertFfnHidden;
         model.moe = moe;
     }
     // What a record may state that tessel's model has no term for yet: said among the assumptions, never dropped

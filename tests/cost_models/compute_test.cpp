@@ -4,6 +4,7 @@
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/traffic.hpp"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +31,15 @@ struct Tp4Case {
         p.microBatch = 2;
     }
 };
+
+// tp 2 x dp 4 on one node of 8, one sequence a rank: the plan the hand-counted layer tests below share.
+Plan tp2OnEight() {
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.globalBatch = 4;
+    return p;
+}
 
 TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
     const Tp4Case k;
@@ -283,10 +293,7 @@ TEST(Compute, AlibiWritesTheScoresOnceMoreWithoutFlashAndNothingInBackward) {
     ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
     m.position = PositionEmbedding::Alibi;
     ClusterConfig c = test::roundCluster(8, 1);
-    Plan p;
-    p.tp = 2;
-    p.dp = 4;
-    p.globalBatch = 4;
+    Plan p = tp2OnEight();
     p.flashAttention = false;
     const auto& recipe = *findPrecisionRecipe("megatron");
     const BlockCompute alibi = layerCompute(m, c, p, recipe);
@@ -317,10 +324,7 @@ TEST(Compute, QkNormsReadAndWriteEachHeadOfQAndKAndKeepTheirInputs) {
     ModelConfig plain = m;
     m.qkNorm = true;
     ClusterConfig c = test::roundCluster(8, 1);
-    Plan p;
-    p.tp = 2;
-    p.dp = 4;
-    p.globalBatch = 4;
+    Plan p = tp2OnEight();
     const auto& recipe = *findPrecisionRecipe("megatron");
     const double T = 1024.0, cols = 1024.0 + 256.0, e = 2.0;
     const BlockCompute with = layerCompute(m, c, p, recipe);
@@ -331,6 +335,49 @@ TEST(Compute, QkNormsReadAndWriteEachHeadOfQAndKAndKeepTheirInputs) {
     EXPECT_DOUBLE_EQ(layerActivationBytesNoRecompute(m, p, recipe) - layerActivationBytesNoRecompute(plain, p, recipe),
                      e * T * cols + 4.0 * T * (8.0 + 2.0));
     EXPECT_EQ(countParameters(m).perLayerNorms - countParameters(plain).perLayerNorms, 2 * 128);
+}
+
+TEST(Compute, SharedExpertsAreADenseMlpBesideTheRoutedOnes) {
+    // 8 SwiGLU experts of 1024, top 2, shared width 2048; tp 2: the shared MLP runs every token at 1024 a rank.
+    ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    m.activation = Activation::Swiglu;
+    m.moe = MoeConfig{8, 2, 1024};
+    ModelConfig shared = m;
+    shared.moe->sharedFfnHidden = 2048;
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p = tp2OnEight();
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute b = layerCompute(shared, c, p, recipe);
+    const OpCost& fc1 = findOp(b, "shared_fc1");
+    EXPECT_EQ(fc1.m, 1024);
+    EXPECT_EQ(fc1.n, 2 * 1024);
+    EXPECT_EQ(fc1.k, 2048);
+    const OpCost& fc2 = findOp(b, "shared_fc2");
+    EXPECT_EQ(fc2.n, 2048);
+    EXPECT_EQ(fc2.k, 1024);
+    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "shared_fc1"), std::runtime_error);
+    // Its weights are dense, split over TP: 3 x 2048 x 2048 / 2 more a rank; the routed experts' are unchanged.
+    EXPECT_DOUBLE_EQ(layerParameters(shared, p).dense - layerParameters(m, p).dense, 3.0 * 2048.0 * 2048.0 / 2.0);
+    EXPECT_DOUBLE_EQ(layerParameters(shared, p).expert, layerParameters(m, p).expert);
+    // Its activations: fc1 output (gate and up) and fc2 input over every token, e = 2.
+    EXPECT_DOUBLE_EQ(layerActivationBytesNoRecompute(shared, p, recipe) - layerActivationBytesNoRecompute(m, p, recipe),
+                     2.0 * 1024.0 * 1024.0 * 2.0 + 2.0 * 1024.0 * 1024.0);
+    // Its row-parallel fc2 reduces over TP on its own (Megatron-core's SharedExpertMLP): one all-reduce each way.
+    auto tpOps = [&](const ModelConfig& model) {
+        int n = 0;
+        for (const auto& op : layerCommOps(model, c, p)) n += op.group == GroupKind::Tp ? 1 : 0;
+        return n;
+    };
+    EXPECT_EQ(tpOps(shared), tpOps(m) + 2);
+    // tp must divide its width as it divides the experts'.
+    p.tp = 8;
+    p.dp = 1;
+    shared.moe->sharedFfnHidden = 2044;
+    ProblemList problems;
+    validatePlan(shared, c, p, "/plan", problems);
+    bool named = false;
+    for (const auto& pr : problems.items()) named = named || pr.message.find("moe.shared_ffn_hidden") != std::string::npos;
+    EXPECT_TRUE(named);
 }
 
 TEST(Compute, TensorParallelismDividesGemmWork) {

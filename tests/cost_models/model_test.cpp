@@ -63,6 +63,23 @@ TEST(ModelParameters, MoeCountsAllExpertsButActivatesTopK) {
     EXPECT_EQ(activeParameters(m), c.total(2) - 2 * (2 * 96));
 }
 
+TEST(ModelParameters, SharedExpertsAreADenseMlpEveryTokenUses) {
+    // Four SwiGLU experts of 8 (96 each), top 2, and shared experts of summed width 16: one more MLP of 3 x 4 x 16.
+    ModelConfig m = handModel();
+    m.moe = MoeConfig{4, 2, 8};
+    const auto routedOnly = countParameters(m);
+    const int64_t activeRoutedOnly = activeParameters(m);
+    m.moe->sharedFfnHidden = 16;
+    EXPECT_EQ(countParameters(m).perLayerMlp, routedOnly.perLayerMlp + 192);
+    EXPECT_EQ(activeParameters(m), activeRoutedOnly + 2 * 192); // two layers, every token through them
+    const ModelConfig back = parseModel(modelToJson(m));
+    ASSERT_TRUE(back.moe.has_value());
+    EXPECT_EQ(back.moe->sharedFfnHidden, 16);
+    EXPECT_FALSE(modelToJson(handModel()).contains("moe"));
+    m.moe->sharedFfnHidden = 0;
+    EXPECT_FALSE(modelToJson(m)["moe"].contains("shared_ffn_hidden")); // written only when there are some
+}
+
 TEST(ModelJson, RoundTripsAndRejectsUnknownKeys) {
     ModelConfig m = handModel();
     m.moe = MoeConfig{4, 2, 8};

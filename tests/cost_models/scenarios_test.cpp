@@ -296,12 +296,14 @@ TEST(Schemas, ModelSchemaDescribesModelToJson) {
     ModelConfig m = parseModel(readJsonFile((kScenarioDir / "models" / "tiny-moe.json").string()));
     m.headDim = 32;
     m.qkNorm = true;
+    m.moe->sharedFfnHidden = 64;
     const nlohmann::json written = modelToJson(m);
     ASSERT_TRUE(written.contains("head_dim") && written.contains("moe") && written.contains("sources") &&
                 written.contains("qk_norm"));
     const nlohmann::json s = schema("model");
     expectKeysDescribed(s, written, "model");
     expectKeysDescribed(s["properties"]["moe"], written["moe"], "model/moe");
+    EXPECT_TRUE(written["moe"].contains("shared_ffn_hidden"));
     // Round trip: what the writer emits loads again.
     EXPECT_NO_THROW(parseModel(written));
 }

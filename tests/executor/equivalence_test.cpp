@@ -298,6 +298,7 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
+        {"/model/moe/shared_ffn_hidden", [](ModelConfig& m) { m.moe = MoeConfig{4, 2, m.ffnHidden, m.ffnHidden}; }},
     };
     for (const auto& [where, change] : cases) {
         ModelConfig model = tinyModel();

@@ -312,6 +312,13 @@ TEST(ExportMegatron, RefusesZero2And3) {
     }
 }
 
+TEST(ExportMegatron, SharedExpertsAreMegatronsSharedExpertSize) {
+    Scenario s = preset("mixtral-8x7b-h100");
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--moe-shared-expert-intermediate-size"));
+    s.model.moe->sharedFfnHidden = 14336;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--moe-shared-expert-intermediate-size"), "14336");
+}
+
 TEST(ExportMegatron, QkNormIsMegatronsQkLayernorm) {
     Scenario s = defaultScenario();
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--qk-layernorm"));

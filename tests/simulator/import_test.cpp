@@ -197,6 +197,22 @@ TEST(MegatronImport, PositionEmbeddingEnumsAreReadAsThemselves) {
     }
 }
 
+// --num-experts with --moe-shared-expert-intermediate-size: the model's routed and shared experts.
+TEST(MegatronImport, SharedExpertSizeIsTheModelsSharedExperts) {
+    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
+    for (const auto& [logged, want] : std::vector<std::pair<std::string, int64_t>>{{"512", 512}, {"None", 0}}) {
+        std::string log = smallLog();
+        log.insert(log.find(at), "  num_experts ..................................... 4\n"
+                                 "  moe_ffn_hidden_size ............................. 128\n"
+                                 "  moe_shared_expert_intermediate_size ............. " + logged + "\n");
+        const ImportedRun run = importMegatronLog(parseMegatronLog(log, "moe.log"), cluster());
+        const ModelConfig m = parseScenario(run.scenario, "imported").model;
+        ASSERT_TRUE(m.moe.has_value()) << logged;
+        EXPECT_EQ(m.moe->sharedFfnHidden, want) << logged;
+        for (const auto& w : run.warnings) EXPECT_EQ(w.find("moe_shared"), std::string::npos) << w;
+    }
+}
+
 // --qk-layernorm: the model's q and k norms.
 TEST(MegatronImport, QkLayernormIsTheModelsQkNorm) {
     std::string log = smallLog();

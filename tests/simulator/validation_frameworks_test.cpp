@@ -380,18 +380,25 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     r["model"]["num_experts_per_tok"] = 8;
     r["model"]["moe_intermediate_size"] = 2048;
     EXPECT_FALSE(mentions(load(r).assumptions, "not modelled"));
-    r["model"]["n_shared_experts"] = 1;
+    r["model"]["n_shared_experts"] = 1;   // modelled: one shared expert of the routed experts' width
     r["model"]["first_k_dense_replace"] = 3;
     r["model"]["kv_lora_rank"] = 512;
     r["model"]["mlp_only_layers"] = nlohmann::json::array();    // empty: every layer sparse, nothing to say
     r["model"]["moe_layer_freq"] = 1;                           // every layer: nothing to say
     const ValidationCase c = load(r);
     ASSERT_TRUE(c.scenario.model.moe.has_value());
-    EXPECT_TRUE(mentions(c.assumptions, "not modelled: n_shared_experts (shared experts"));
+    EXPECT_EQ(c.scenario.model.moe->sharedFfnHidden, 2048);
+    EXPECT_FALSE(mentions(c.assumptions, "n_shared_experts"));
     EXPECT_TRUE(mentions(c.assumptions, "not modelled: first_k_dense_replace (dense MLP layers"));
     EXPECT_TRUE(mentions(c.assumptions, "not modelled: kv_lora_rank (multi-head latent attention)"));
     EXPECT_FALSE(mentions(c.assumptions, "mlp_only_layers"));
     EXPECT_FALSE(mentions(c.assumptions, "moe_layer_freq"));
+    // A width wins over a count (Qwen's shared_expert_intermediate_size); shared experts with no routed ones are said.
+    r["model"]["shared_expert_intermediate_size"] = 5632;
+    EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 5632);
+    nlohmann::json dense = record();
+    dense["model"]["n_shared_experts"] = 2;
+    EXPECT_TRUE(mentions(load(dense).assumptions, "not modelled: n_shared_experts (shared experts without routed"));
 }
 
 // Qwen3 normalises each head of q and k; a record may say qk_norm for any model, or deny it.

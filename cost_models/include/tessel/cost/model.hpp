@@ -25,6 +25,9 @@ struct MoeConfig {
     int experts = 0;               // routed experts per MoE layer
     int topK = 0;                  // experts each token is sent to
     int64_t expertFfnHidden = 0;   // hidden width of one expert's MLP
+    // Shared experts every token passes through beside its routed ones (DeepSeekMoE, Qwen-MoE, Llama 4;
+    // Megatron-LM --moe-shared-expert-intermediate-size): one dense MLP of their summed width, 0 for none.
+    int64_t sharedFfnHidden = 0;
 };
 
 // The largest shape tessel reads, from any source (model JSON, HuggingFace config.json, a validation record): past

@@ -24,6 +24,7 @@ struct LocalShapes {
     int64_t kvDimLocal = 0;     // g / tp * head_dim
     int64_t ffnLocal = 0;       // f / tp (dense MLP)
     int64_t expertFfnLocal = 0; // expert f / tp (MoE)
+    int64_t sharedFfnLocal = 0; // shared experts' summed f / tp (MoE; 0 without)
     int64_t expertsLocal = 0;   // E / ep
     int64_t topK = 0;
     int64_t vocabLocal = 0;     // padded V / tp
