@@ -166,8 +166,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
                      {"dropout", m.dropout}};
     if (m.heads > 0 && m.headDim != m.hidden / m.heads) j["head_dim"] = m.headDim;
     if (m.qkNorm) j["qk_norm"] = true;
-    if (m.moe)
-    {
+    if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
         if (m.moe->sharedFfnHidden > 0) j["moe"]["shared_ffn_hidden"] = m.moe->sharedFfnHidden;
     }

@@ -164,9 +164,10 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         experts && *experts > 1) {
         MoeConfig moe;
         // Each under whichever name the record uses, bounded as a model file's moe block is.
-        auto firstCount = [&](std::initializer_list<const char*> keys, int64_t most) -> std::optional<int64_t> {
+        auto firstCount = [&](std::initializer_list<const char*> keys, int64_t most,
+                              int64_t least = 1) -> std::optional<int64_t> {
             for (const char* k : keys)
-                if (member(m, k)) return count(m, k, 1, most, where, refusal);
+                if (member(m, k)) return count(m, k, least, most, where, refusal);
             return std::nullopt;
         };
         if (!firstCount({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"}, L::heads)) return;
@@ -178,11 +179,12 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                                          L::ffnHidden)
                                   .value_or(model.ffnHidden);
         // Shared experts: their summed width (Qwen's shared_expert_intermediate_size, Megatron-LM's
-        // moe_shared_expert_intermediate_size), or DeepSeek's count of them at the routed experts' width.
+        // moe_shared_expert_intermediate_size), or DeepSeek's count of them at the routed experts' width; 0 says
+        // there are none.
         if (const auto width = firstCount({"shared_ffn_hidden", "shared_expert_intermediate_size",
-                                           "moe_shared_expert_intermediate_size"}, L::ffnHidden))
+                                           "moe_shared_expert_intermediate_size"}, L::ffnHidden, 0))
             moe.sharedFfnHidden = *width;
-        else if (const auto shared = firstCount({"n_shared_experts", "num_shared_experts", "shared_experts"}, L::heads))
+        else if (const auto shared = firstCount({"n_shared_experts", "num_shared_experts", "shared_experts"}, L::heads, 0))
             moe.sharedFfnHidden = *shared * moe.expertFfnHidden;
         model.moe = moe;
     }

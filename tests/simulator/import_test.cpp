@@ -60,6 +60,19 @@ std::string smallLog() {
 
 ClusterConfig cluster(const char* name = "dgx-a100-80g") { return loadClusterRef(name, "--cluster"); }
 
+// smallLog() with more argument lines (each "  name ..... value\n") before its tensor_model_parallel_size line,
+// imported.
+ImportedRun importWithArgs(const std::string& args, const std::string& file) {
+    std::string log = smallLog();
+    log.insert(log.find("  tensor_model_parallel_size ...................... 1\n"), args);
+    return importMegatronLog(parseMegatronLog(log, file), cluster());
+}
+
+// The importer expressed `key` in the scenario, so no warning names it.
+void expectNotWarned(const ImportedRun& run, const std::string& key) {
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find(key), std::string::npos) << w;
+}
+
 TEST(MegatronImport, TheBlockRecomputeMethodIsPartialRecompute) {
     // --recompute-method block --recompute-num-layers 1 on 2 layers a stage: the plan's recompute_layers, no warning.
     std::string text = smallLog();
@@ -173,55 +186,44 @@ TEST(MegatronImport, ThePrecisionAwareOptimizerKeepsRemainders) {
 
 // --squared-relu: the model's squared_relu MLP, not GELU.
 TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
-    std::string log = smallLog();
-    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
-    log.insert(log.find(at), "  squared_relu .................................... True\n");
-    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "relu2.log"), cluster());
+    const ImportedRun run = importWithArgs("  squared_relu .................................... True\n", "relu2.log");
     EXPECT_EQ(run.scenario["model"]["activation"], "squared_relu");
     EXPECT_EQ(parseScenario(run.scenario, "imported").model.activation, Activation::SquaredRelu);
-    for (const auto& w : run.warnings) EXPECT_EQ(w.find("squared_relu"), std::string::npos) << w; // expressed, not warned
+    expectNotWarned(run, "squared_relu");
 }
 
 // Megatron-DeepSpeed logs its position enum ("PositionEmbeddingType.alibi" in BLOOM's logs): ALiBi and rotary are
 // read as themselves, not as learned positions with a warning.
 TEST(MegatronImport, PositionEmbeddingEnumsAreReadAsThemselves) {
-    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
     for (const auto& [logged, want] : std::vector<std::pair<std::string, std::string>>{
              {"PositionEmbeddingType.alibi", "alibi"}, {"PositionEmbeddingType.rotary", "rope"},
              {"PositionEmbeddingType.absolute", "learned"}, {"rope", "rope"}}) {
-        std::string log = smallLog();
-        log.insert(log.find(at), "  position_embedding_type ......................... " + logged + "\n");
-        const ImportedRun run = importMegatronLog(parseMegatronLog(log, "pos.log"), cluster());
+        const ImportedRun run = importWithArgs("  position_embedding_type ......................... " + logged + "\n", "pos.log");
         EXPECT_EQ(run.scenario["model"]["position_embedding"], want) << logged;
-        for (const auto& w : run.warnings) EXPECT_EQ(w.find("position_embedding_type"), std::string::npos) << w;
+        expectNotWarned(run, "position_embedding_type");
     }
 }
 
 // --num-experts with --moe-shared-expert-intermediate-size: the model's routed and shared experts.
 TEST(MegatronImport, SharedExpertSizeIsTheModelsSharedExperts) {
-    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
     for (const auto& [logged, want] : std::vector<std::pair<std::string, int64_t>>{{"512", 512}, {"None", 0}}) {
-        std::string log = smallLog();
-        log.insert(log.find(at), "  num_experts ..................................... 4\n"
-                                 "  moe_ffn_hidden_size ............................. 128\n"
-                                 "  moe_shared_expert_intermediate_size ............. " + logged + "\n");
-        const ImportedRun run = importMegatronLog(parseMegatronLog(log, "moe.log"), cluster());
+        const ImportedRun run = importWithArgs("  num_experts ..................................... 4\n"
+                                               "  moe_ffn_hidden_size ............................. 128\n"
+                                               "  moe_shared_expert_intermediate_size ............. " + logged + "\n",
+                                               "moe.log");
         const ModelConfig m = parseScenario(run.scenario, "imported").model;
         ASSERT_TRUE(m.moe.has_value()) << logged;
         EXPECT_EQ(m.moe->sharedFfnHidden, want) << logged;
-        for (const auto& w : run.warnings) EXPECT_EQ(w.find("moe_shared"), std::string::npos) << w;
+        expectNotWarned(run, "moe_shared");
     }
 }
 
 // --qk-layernorm: the model's q and k norms.
 TEST(MegatronImport, QkLayernormIsTheModelsQkNorm) {
-    std::string log = smallLog();
-    const std::string at = "  tensor_model_parallel_size ...................... 1\n";
-    log.insert(log.find(at), "  qk_layernorm .................................... True\n");
-    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "qk.log"), cluster());
+    const ImportedRun run = importWithArgs("  qk_layernorm .................................... True\n", "qk.log");
     EXPECT_EQ(run.scenario["model"]["qk_norm"], true);
     EXPECT_TRUE(parseScenario(run.scenario, "imported").model.qkNorm);
-    for (const auto& w : run.warnings) EXPECT_EQ(w.find("qk_layernorm"), std::string::npos) << w;
+    expectNotWarned(run, "qk_layernorm");
 }
 
 // --num-distributed-optimizer-instances: the plan's hybrid sharding (zero_replicas), not a warning.

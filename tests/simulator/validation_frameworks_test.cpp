@@ -396,6 +396,14 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     // A width wins over a count (Qwen's shared_expert_intermediate_size); shared experts with no routed ones are said.
     r["model"]["shared_expert_intermediate_size"] = 5632;
     EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 5632);
+    // None is a count too: 0 shared experts read as none, not a refused record; a negative count is refused by name.
+    r["model"].erase("shared_expert_intermediate_size");
+    r["model"]["n_shared_experts"] = 0;
+    EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 0);
+    r["model"]["n_shared_experts"] = -1;
+    const auto refused = loadValidationRecords(nlohmann::json::array({r}), "t.json");
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_NE(refused[0].refusal.find("n_shared_experts"), std::string::npos) << refused[0].refusal;
     nlohmann::json dense = record();
     dense["model"]["n_shared_experts"] = 2;
     EXPECT_TRUE(mentions(load(dense).assumptions, "not modelled: n_shared_experts (shared experts without routed"));
