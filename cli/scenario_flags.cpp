@@ -37,7 +37,10 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--pp", pp, "Pipeline-parallel degree");
     app.add_option("--dp", dp, "Data-parallel degree");
     app.add_option("--cp", cp, "Context-parallel degree");
-    app.add_option("--ep", ep, "Expert-parallel degree (carved out of dp)");
+    app.add_option("--ep", ep, "Expert-parallel degree (carved out of dp; with --etp, of tp x cp x dp)");
+    app.add_option("--etp", etp,
+                   "Expert tensor-parallel degree (Megatron-core's --expert-tensor-parallel-size; default: tp). Differing "
+                   "from tp lays the expert layers out on their own (MoE parallel folding)");
     app.add_option("--vpp", vpp, "Virtual pipeline stages per rank (interleaved_1f1b)");
     app.add_option("--micro-batch", microBatch, "Micro-batch size (sequences)");
     app.add_option("--global-batch", globalBatch, "Global batch size (sequences per step)");
@@ -74,7 +77,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
 }
 
 bool ScenarioFlags::anyOverride() const {
-    return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || vpp || microBatch ||
+    return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
            precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload ||
            pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen;
@@ -155,6 +158,7 @@ Scenario ScenarioFlags::resolve() const {
     setInt(dp, "dp", "--dp");
     setInt(cp, "cp", "--cp");
     setInt(ep, "ep", "--ep");
+    setInt(etp, "etp", "--etp");
     setInt(vpp, "vpp", "--vpp");
     setInt(microBatch, "micro_batch", "--micro-batch");
     setInt(globalBatch, "global_batch", "--global-batch");

@@ -14,7 +14,7 @@ namespace tessel::cli {
 struct ScenarioFlags {
     std::string scenario;                 // positional SCENARIO (file or preset); empty = built-in default
     std::string model, cluster;
-    std::optional<int> nodes, gpusPerNode, tp, pp, dp, cp, ep, vpp, microBatch, globalBatch, zero, zeroReplicas,
+    std::optional<int> nodes, gpusPerNode, tp, pp, dp, cp, ep, etp, vpp, microBatch, globalBatch, zero, zeroReplicas,
         recomputeLayers;
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
     std::optional<std::string> attentionKernel, framework, frameworkVersion, offload;

@@ -492,16 +492,19 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     // costed as the gelu kernel under its own name.
     const std::string activation = swiglu ? "swiglu" : model.activation == Activation::SquaredRelu ? "squared_relu" : "gelu";
     if (model.moe) {
-        const double routed = T * d(s.topK);
-        ops.push_back(gemm("router", s.tokens, model.moe->experts, s.hidden, e));
-        ops.push_back(memoryOp("moe_permute", "permute", 2.0 * e * routed * h));
+        // The router and the local permutation see this rank's own tokens (moeTokensIn: T / tp with SP); the
+        // experts see what EP dispatched and the expert-TP group gathered (expertTokens, LocalShapes).
+        const double dispatched = d(s.moeTokensIn) * d(s.topK);
+        const double routed = d(s.expertTokens);
+        ops.push_back(gemm("router", s.moeTokensIn, model.moe->experts, s.hidden, e));
+        ops.push_back(memoryOp("moe_permute", "permute", 2.0 * e * dispatched * h));
         const int64_t perExpert = std::max<int64_t>(1, static_cast<int64_t>(routed / d(std::max<int64_t>(1, s.expertsLocal))));
         const double nExp = d(s.expertsLocal);
         ops.push_back(gemm("expert_fc1", perExpert, (swiglu ? 2 : 1) * s.expertFfnLocal, s.hidden, e, nExp));
         ops.push_back(memoryOp("expert_" + activation, swiglu ? "swiglu" : "gelu",
                                (swiglu ? 3.0 : 2.0) * e * routed * d(s.expertFfnLocal)));
         ops.push_back(gemm("expert_fc2", perExpert, s.hidden, s.expertFfnLocal, e, nExp));
-        ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * routed * h));
+        ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * dispatched * h));
         if (s.sharedFfnLocal > 0) {
             // Shared experts: a dense MLP over every token, TP-split as the dense MLP is; its output joins the
             // routed experts' before the block's residual add (no collective of its own is costed).

@@ -47,7 +47,7 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
     if (m.moe) {
         l.dense += h * m.moe->experts;                           // router, replicated
         if (m.moe->sharedFfnHidden > 0) l.dense += mlpParamsLocal(m, m.moe->sharedFfnHidden, p.tp); // shared experts, /tp
-        l.expert = d(m.moe->experts / p.ep) * mlpParamsLocal(m, m.moe->expertFfnHidden, p.tp);
+        l.expert = d(m.moe->experts / p.ep) * mlpParamsLocal(m, m.moe->expertFfnHidden, p.expertTp()); // /etp
     } else {
         l.dense += mlpParamsLocal(m, m.ffnHidden, p.tp);
     }
@@ -210,11 +210,13 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     a += g * Tsp * h;                                   // fc1 input (norm output)
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
     if (model.moe) {
-        const double routed = T * d(s.topK);
+        const double routed = d(s.expertTokens);
+        const double router = d(s.moeTokensIn);
         // Router probabilities (softmax kept for the router's backward) and the renormalised top-k gate
-        // weights (kept for the weighted combine's backward): fp32, or the compute dtype when wider.
-        a += std::max(4.0, e) * T * d(model.moe->experts);
-        a += std::max(4.0, e) * T * d(s.topK);
+        // weights (kept for the weighted combine's backward): fp32, or the compute dtype when wider; over the
+        // router's tokens (this rank's own with SP).
+        a += std::max(4.0, e) * router * d(model.moe->experts);
+        a += std::max(4.0, e) * router * d(s.topK);
         a += g * routed * h;                            // permuted tokens: expert fc1 input
         a += e * routed * d(s.expertFfnLocal) * gated;  // fc1 output (gate+up)
         a += g * routed * d(s.expertFfnLocal);          // fc2 input
@@ -245,11 +247,18 @@ double layerNormStatisticsBytes(const ModelConfig& model, const Plan& plan, cons
     return 2.0 * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
 }
 
+// The MLP block's GEMM width per token of the layer: the dense MLP's, or the routed experts' rows (expertTokens, each
+// expertFfnLocal wide) spread over the layer's T tokens plus the shared experts'.
+double mlpWidthPerToken(const ModelConfig& model, const LocalShapes& s) {
+    if (!model.moe) return d(s.ffnLocal);
+    return d(s.expertTokens) / d(std::max<int64_t>(1, s.tokens)) * d(s.expertFfnLocal) + d(s.sharedFfnLocal);
+}
+
 double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
     const double e = s.activationBytes, T = d(s.tokens), h = d(s.hidden);
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
-    const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) + d(s.sharedFfnLocal) : d(s.ffnLocal);
+    const double f = mlpWidthPerToken(model, s);
     // dW = X^T dY for QKV, projection, fc1, fc2: inputs X (norm outputs gathered to T rows, attention output,
     // activation output) and output gradients dY (QKV, projection output, fc1 output, fc2 output).
     const double inputs = 2.0 * T * h + T * d(s.qDimLocal) + T * f;
@@ -301,13 +310,16 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.kvDimLocal = d(s.kvDimLocal);
     t.ffnLocal = d(s.ffnLocal);
     t.topK = d(s.topK);
+    t.moeTokensIn = d(s.moeTokensIn);
+    t.expertTokens = d(s.expertTokens);
+    t.expertTpGather = d(s.expertTpGather);
     t.vocabLocal = d(s.vocabLocal);
     {
         // Used only by ZB-H1 plans, but computed for every shape so the terms do not depend on the schedule.
         t.weightGradientSet = weightGradientPendingBytes(model, plan, recipe);
         // During a B pass the layer being processed holds both its activations and the new parts of its W
         // set (the output gradients, and the gathered inputs with sequence parallelism).
-        const double f = model.moe ? d(s.topK) * d(s.expertFfnLocal) + d(s.sharedFfnLocal) : d(s.ffnLocal);
+        const double f = mlpWidthPerToken(model, s);
         const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
         const double grads = t.elementBytes * t.tokens *
                              (d(s.qDimLocal) + 2.0 * d(s.kvDimLocal) + 2.0 * t.hidden + gated * f);
@@ -435,7 +447,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step
-    if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * T * t.topK * h; // dispatch + combine
+    if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * t.moeTokensIn * t.topK * h; // dispatch + combine
+    if (model.moe && t.expertTpGather > 1) o.commBufferBytes += e * t.expertTokens * h;     // expert-TP gathered rows
     if (z >= 2) {
         const double bucket = static_cast<double>(reduceBucketElementsOf(plan.framework));
         if (plan.framework.name == "deepspeed") {

@@ -167,6 +167,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.dp = static_cast<int>(r.optInt("dp", 1, 1, L::degree));
     p.cp = static_cast<int>(r.optInt("cp", 1, 1, L::degree));
     p.ep = static_cast<int>(r.optInt("ep", 1, 1, L::degree));
+    p.etp = static_cast<int>(r.optInt("etp", 0, 1, L::degree));
     p.vpp = static_cast<int>(r.optInt("vpp", 1, 1, L::virtualStages));
     if (const nlohmann::json* layers = r.child("pipeline_layers")) {
         const std::string where = r.pointer("pipeline_layers");
@@ -249,6 +250,7 @@ nlohmann::json planToJson(const Plan& p) {
             {"rank_order", p.rankOrderString()},
             {"vocab_divisible_by", vocabMultipleOf(p)}};
     if (!p.pipelineLayers.empty()) j["pipeline_layers"] = p.pipelineLayers;
+    if (p.etp > 0) j["etp"] = p.etp;
     if (p.firstStageLayers > 0) j["first_stage_layers"] = p.firstStageLayers;
     if (p.lastStageLayers > 0) j["last_stage_layers"] = p.lastStageLayers;
     if (p.pipelineSplit != PipelineSplit::Even) j["pipeline_split"] = toString(p.pipelineSplit);
@@ -367,9 +369,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                       " key/value heads (Megatron needs num_query_groups % tp == 0)");
     if (model.ffnHidden % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide ffn_hidden=" + n(model.ffnHidden));
-    if (model.moe && model.moe->expertFfnHidden % plan.tp != 0)
-        problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.expert_ffn_hidden=" +
-                                      n(model.moe->expertFfnHidden));
+    if (model.moe && model.moe->expertFfnHidden % plan.expertTp() != 0)
+        problems.add(field(plan.etp > 0 ? "etp" : "tp"), (plan.etp > 0 ? "etp=" : "tp=") + n(plan.expertTp()) +
+                                                             " does not divide moe.expert_ffn_hidden=" + n(model.moe->expertFfnHidden));
     if (model.moe && model.moe->sharedFfnHidden % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.shared_ffn_hidden=" +
                                       n(model.moe->sharedFfnHidden));
@@ -400,10 +402,30 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                 " (Megatron-LM's constraint)");
     if (plan.ep > 1 && !model.moe)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " needs a model with a moe block");
-    if (plan.dp % plan.ep != 0)
+    if (plan.etp > 0 && !model.moe)
+        problems.add(field("etp"), "etp=" + n(plan.etp) + " needs a model with a moe block");
+    if (plan.expertFolded()) {
+        // MoE parallel folding (Megatron-core): the expert layers lay etp x ep x edp over the stage's tp x cp x dp
+        // ranks; their pipeline stages are the dense ones', so pp must be the slowest dim of rank_order.
+        const int64_t stageRanks = static_cast<int64_t>(plan.tp) * plan.cp * plan.dp;
+        const int64_t expertRanks = static_cast<int64_t>(plan.etp) * plan.ep;
+        if (stageRanks % expertRanks != 0)
+            problems.add(field("etp"), "etp x ep = " + n(plan.etp) + " x " + n(plan.ep) + " must divide the " + n(stageRanks) +
+                                           " ranks of a pipeline stage (tp x cp x dp = " + n(plan.tp) + " x " + n(plan.cp) + " x " +
+                                           n(plan.dp) + "), which the expert layers are laid out over");
+        if (plan.rankOrder.back() != ParallelDim::Pp)
+            problems.add(field("rank_order"), "etp=" + n(plan.etp) + " differs from tp=" + n(plan.tp) +
+                                                  ", so the expert layers have their own layout; it needs pp last in rank_order, got \"" +
+                                                  plan.rankOrderString() + "\"");
+        if (plan.tp > 1 && !plan.sequenceParallel)
+            problems.add(field("sequence_parallel"), "etp=" + n(plan.etp) + " with tp=" + n(plan.tp) +
+                                                         " needs sequence parallelism (Megatron-core dispatches each TP rank's own "
+                                                         "tokens; without it they are copies)");
+    } else if (plan.dp % plan.ep != 0) {
         problems.add(field("ep"), "ep=" + n(plan.ep) + " must divide dp=" + n(plan.dp) +
-                                      " (experts are sharded inside the data-parallel group; Megatron-core's MoE parallel folding, "
-                                      "expert parallelism across tp x dp with --expert-tensor-parallel-size 1, is not modelled)");
+                                      " (with etp = tp experts are sharded inside the data-parallel group; for expert parallelism "
+                                      "across tp and cp ranks too, Megatron-core's MoE parallel folding, set etp, e.g. 1)");
+    }
     if (plan.zeroReplicas > 1) {
         const int group = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
         if (plan.zeroStage < 1)
@@ -414,9 +436,10 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         else if (group % plan.zeroReplicas != 0)
             problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the " + n(group) +
                                                      " ranks ZeRO shards over (" + (plan.zeroOverCp && plan.cp > 1 ? "dp x cp" : "dp") + ")");
-        else if (model.moe && plan.ep > 1 && (plan.dp / plan.ep) % plan.zeroReplicas != 0)
-            problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the expert data-parallel group (dp / ep = " +
-                                                     n(plan.dp / plan.ep) + ")");
+        else if (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertDp() % plan.zeroReplicas != 0)
+            problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the expert data-parallel group (" +
+                                                     (plan.expertFolded() ? "tp x cp x dp / (etp x ep)" : "dp / ep") + " = " +
+                                                     n(plan.expertDp()) + ")");
     }
     if (model.moe && model.moe->experts % plan.ep != 0)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " does not divide the model's " + n(model.moe->experts) + " experts");

@@ -21,10 +21,13 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.kvDimLocal = s.kvHeadsLocal * s.headDim;
     s.ffnLocal = model.ffnHidden / t;
     if (model.moe) {
-        s.expertFfnLocal = model.moe->expertFfnHidden / t;
+        s.expertFfnLocal = model.moe->expertFfnHidden / plan.expertTp();
         s.sharedFfnLocal = model.moe->sharedFfnHidden / t;
         s.expertsLocal = model.moe->experts / plan.ep;
         s.topK = model.moe->topK;
+        s.moeTokensIn = s.tokensSp;
+        s.expertTpGather = (plan.tp == 1 || plan.sequenceParallel) ? plan.expertTp() : 1;
+        s.expertTokens = s.moeTokensIn * s.topK * s.expertTpGather;
     }
     s.vocabPadded = paddedVocab(model, plan);
     s.vocabLocal = s.vocabPadded / t;

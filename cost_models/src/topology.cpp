@@ -10,17 +10,33 @@
 namespace tessel {
 namespace {
 
-// Size of one layout dimension. "dp" in rank_order is the expert-data-parallel part (dp/ep ranks):
-// EP is carved out of DP as in Megatron-core, so ep x (dp/ep) = dp. dp % ep == 0 is checked by validatePlan.
-int dimSize(const Plan& plan, ParallelDim d) {
+// The two layouts of a plan's ranks. Dense: rank_order's dims with sizes tp, cp, ep, dp/ep, pp ("dp" is the
+// expert-data-parallel part: EP is carved out of DP, as in Megatron-core without folding; dp % ep == 0 is checked by
+// validatePlan). Expert: the expert layers' own layout when etp differs from tp (MoE parallel folding, Megatron-core's
+// expert RankGenerator): the same order with sizes etp, 1, ep, tp x cp x dp / (etp x ep), pp. A folded plan's dense
+// layout keeps ep out of it (ep 1, dp whole).
+enum class Layout { Dense, Expert };
+
+// The layout a group of `kind` is laid out in: the expert groups of a folded plan take the expert layout.
+Layout layoutOf(const Plan& plan, GroupKind kind) {
+    const bool expertKind = kind == GroupKind::Ep || kind == GroupKind::ExpertDp || kind == GroupKind::ExpertTp ||
+                            kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
+    return expertKind && plan.expertFolded() ? Layout::Expert : Layout::Dense;
+}
+
+int dimSize(const Plan& plan, ParallelDim d, Layout layout = Layout::Dense) {
+    const bool folded = plan.expertFolded();
+    const bool expert = layout == Layout::Expert && folded;
     switch (d) {
     case ParallelDim::Tp:
-        return plan.tp;
+        return expert ? plan.expertTp() : plan.tp;
     case ParallelDim::Cp:
-        return plan.cp;
+        return expert ? 1 : plan.cp;
     case ParallelDim::Ep:
-        return plan.ep;
+        return folded && !expert ? 1 : plan.ep;
     case ParallelDim::Dp:
+        if (expert) return plan.expertDp();
+        if (folded) return plan.dp;
         return plan.ep > 0 ? plan.dp / plan.ep : 0;
     case ParallelDim::Pp:
         return plan.pp;
@@ -64,13 +80,45 @@ const char* dimName(ParallelDim d) {
 }
 
 void checkLayout(const Plan& plan) {
-    for (ParallelDim d :
-         {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp, ParallelDim::Pp}) {
-        if (dimSize(plan, d) < 1)
-            throw InputError("/plan", std::string("cannot lay out ranks: dim ") + dimName(d) +
-                                          " has size < 1 (every degree must be >= 1 and ep must divide dp)");
+    for (Layout layout : {Layout::Dense, Layout::Expert})
+        for (ParallelDim d : {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp, ParallelDim::Pp}) {
+            if (dimSize(plan, d, layout) < 1)
+                throw InputError("/plan", std::string("cannot lay out ranks: dim ") + dimName(d) +
+                                              " has size < 1 (every degree must be >= 1 and ep must divide dp, or with etp "
+                                              "etp x ep must divide tp x cp x dp)");
+        }
+    if (!plan.expertFolded() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp to lay out ranks");
+    if (plan.expertFolded() && (plan.tp * plan.cp * plan.dp) % (plan.expertTp() * plan.ep) != 0)
+        throw InputError("/plan/etp", "etp x ep must divide tp x cp x dp to lay out the expert ranks");
+    if (plan.expertFolded() && plan.rankOrder.back() != ParallelDim::Pp)
+        throw InputError("/plan/rank_order", "a plan with etp != tp needs pp last in rank_order");
+}
+
+// Coordinates of `rank` in `layout` (rank_order's dims, fastest first).
+RankCoords coordsIn(const Plan& plan, Layout layout, int rank) {
+    RankCoords c;
+    int rest = rank;
+    for (ParallelDim d : plan.rankOrder) {
+        const int n = dimSize(plan, d, layout);
+        coordRef(c, d) = rest % n;
+        rest /= n;
     }
-    if (plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp to lay out ranks");
+    return c;
+}
+
+int rankIn(const Plan& plan, Layout layout, const RankCoords& c) {
+    int rank = 0;
+    int stride = 1;
+    for (ParallelDim d : plan.rankOrder) {
+        const int n = dimSize(plan, d, layout);
+        const int x = coordOf(c, d);
+        if (x < 0 || x >= n)
+            throw InputError("rank", "coordinate " + std::to_string(x) + " is outside dim " +
+                                         std::string(dimName(d)) + " of size " + std::to_string(n));
+        rank += x * stride;
+        stride *= n;
+    }
+    return rank;
 }
 
 // The dims a group of `kind` varies, in the order of the group's own index (fastest first).
@@ -84,6 +132,8 @@ std::vector<ParallelDim> variedDims(GroupKind kind) {
         return {ParallelDim::Cp};
     case GroupKind::Ep:
         return {ParallelDim::Ep};
+    case GroupKind::ExpertTp:
+        return {ParallelDim::Tp};
     case GroupKind::Dp:
         return {ParallelDim::Ep, ParallelDim::Dp};
     case GroupKind::ExpertDp:
@@ -114,20 +164,20 @@ GroupKind wholeZeroGroup(const Plan& plan, bool expert) {
 
 // Members of the group that varies `dims` around `base`, in group-index order (mixed radix, first dim
 // fastest).
-std::vector<int> enumerateGroup(const Plan& plan, const std::vector<ParallelDim>& dims, RankCoords base) {
+std::vector<int> enumerateGroup(const Plan& plan, Layout layout, const std::vector<ParallelDim>& dims, RankCoords base) {
     int size = 1;
     for (ParallelDim d : dims)
-        size *= dimSize(plan, d);
+        size *= dimSize(plan, d, layout);
     std::vector<int> ranks;
     ranks.reserve(static_cast<size_t>(size));
     for (int index = 0; index < size; ++index) {
         int rest = index;
         for (ParallelDim d : dims) {
-            const int n = dimSize(plan, d);
+            const int n = dimSize(plan, d, layout);
             coordRef(base, d) = rest % n;
             rest /= n;
         }
-        ranks.push_back(rankOf(plan, base));
+        ranks.push_back(rankIn(plan, layout, base));
     }
     return ranks;
 }
@@ -139,7 +189,7 @@ std::vector<std::vector<int>> hybridGroups(const Plan& plan, GroupKind kind, con
     const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
     const bool shards = kind == GroupKind::ZeroShard || kind == GroupKind::ExpertZeroShard;
     const GroupKind whole = wholeZeroGroup(plan, expert);
-    const std::vector<int> all = enumerateGroup(plan, variedDims(whole), base);
+    const std::vector<int> all = enumerateGroup(plan, layoutOf(plan, kind), variedDims(whole), base);
     const int replicas = std::max(1, plan.zeroReplicas);
     const int size = static_cast<int>(all.size());
     if (size % replicas != 0)
@@ -172,6 +222,8 @@ std::string toString(GroupKind g) {
         return "dp";
     case GroupKind::ExpertDp:
         return "expert_dp";
+    case GroupKind::ExpertTp:
+        return "expert_tp";
     case GroupKind::DpCp:
         return "dp_cp";
     case GroupKind::Pp:
@@ -203,34 +255,18 @@ RankCoords rankCoords(const Plan& plan, int rank) {
         throw InputError("rank", "rank " + std::to_string(rank) + " is outside the world of " +
                                      std::to_string(world) + " ranks");
     // world rank = sum over rank_order (fastest first) of coord x stride; peel the fastest dim first.
-    RankCoords c;
-    int rest = rank;
-    for (ParallelDim d : plan.rankOrder) {
-        const int n = dimSize(plan, d);
-        coordRef(c, d) = rest % n;
-        rest /= n;
-    }
-    return c;
+    return coordsIn(plan, Layout::Dense, rank);
 }
 
 int rankOf(const Plan& plan, const RankCoords& c) {
     checkLayout(plan);
-    int rank = 0;
-    int stride = 1;
-    for (ParallelDim d : plan.rankOrder) {
-        const int n = dimSize(plan, d);
-        const int x = coordOf(c, d);
-        if (x < 0 || x >= n)
-            throw InputError("rank", "coordinate " + std::to_string(x) + " is outside dim " +
-                                         std::string(dimName(d)) + " of size " + std::to_string(n));
-        rank += x * stride;
-        stride *= n;
-    }
-    return rank;
+    return rankIn(plan, Layout::Dense, c);
 }
 
 std::vector<int> groupRanks(const Plan& plan, GroupKind kind, int rank) {
-    const RankCoords c = rankCoords(plan, rank);
+    const Layout layout = layoutOf(plan, kind);
+    const RankCoords dense = rankCoords(plan, rank);
+    const RankCoords c = layout == Layout::Dense ? dense : coordsIn(plan, layout, rank);
     if (kind == GroupKind::PpPair) {
         if (c.pp + 1 >= plan.pp) return {};
         RankCoords next = c;
@@ -241,7 +277,7 @@ std::vector<int> groupRanks(const Plan& plan, GroupKind kind, int rank) {
         for (auto& group : hybridGroups(plan, kind, c))
             if (std::find(group.begin(), group.end(), rank) != group.end()) return group;
     }
-    return enumerateGroup(plan, variedDims(kind), c);
+    return enumerateGroup(plan, layout, variedDims(kind), c);
 }
 
 GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode) {
@@ -280,12 +316,12 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
     // Placement depends only on the degrees, the rank order, the node size and the kind; a search asks for
     // the same few thousand combinations millions of times, so remember them (per thread, bounded).
-    using Key = std::array<int, 13>;
+    using Key = std::array<int, 14>;
     thread_local std::map<Key, GroupPlacement> cache;
     Key key{plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, static_cast<int>(plan.rankOrder[0]),
             static_cast<int>(plan.rankOrder[1]), static_cast<int>(plan.rankOrder[2]),
             static_cast<int>(plan.rankOrder[3]), static_cast<int>(plan.rankOrder[4]), cluster.gpusPerNode,
-            static_cast<int>(kind), isSplitKind(kind) ? plan.zeroReplicas : 1};
+            static_cast<int>(kind), isSplitKind(kind) ? plan.zeroReplicas : 1, plan.expertFolded() ? plan.etp : 0};
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     const GroupPlacement placement = computePlacement(plan, cluster, kind);
@@ -350,7 +386,7 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
         const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
         const std::vector<ParallelDim> dims = variedDims(wholeZeroGroup(plan, expert));
         for (int r = 0; r < world; ++r) {
-            const RankCoords c = rankCoords(plan, r);
+            const RankCoords c = coordsIn(plan, layoutOf(plan, kind), r);
             if (!std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; })) continue;
             for (const auto& group : hybridGroups(plan, kind, c)) {
                 const GroupPlacement p = placeRanks(group, cluster.gpusPerNode);
@@ -362,12 +398,13 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
     }
     // Visit each group once, from its leader (the member whose varied coords are all 0): O(world log) total.
     const std::vector<ParallelDim> dims = variedDims(kind);
+    const Layout layout = layoutOf(plan, kind);
     for (int r = 0; r < world; ++r) {
-        const RankCoords c = rankCoords(plan, r);
+        const RankCoords c = coordsIn(plan, layout, r);
         const bool leader =
             std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; });
         if (!leader) continue;
-        const GroupPlacement p = placeRanks(enumerateGroup(plan, dims, c), cluster.gpusPerNode);
+        const GroupPlacement p = placeRanks(enumerateGroup(plan, layout, dims, c), cluster.gpusPerNode);
         if (!any || worsePlacement(p, worst)) worst = p;
         any = true;
     }

@@ -62,7 +62,11 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     OpBuilder b{cluster, plan, {}};
     // The blocks with a tensor-parallel input and output: attention, the MLP (or the routed experts), and the shared
     // experts beside them, whose row-parallel fc2 reduces on its own (Megatron-core's SharedExpertMLP).
-    std::vector<const char*> blocks{"attn", "mlp"};
+    // With SP an MoE layer's router takes each TP rank's own tokens (Megatron-core's all-to-all dispatcher), so the
+    // routed experts have no dense TP block of their own: their collectives are the dispatch below.
+    const bool moeSp = model.moe && plan.sequenceParallel;
+    std::vector<const char*> blocks{"attn"};
+    if (!moeSp) blocks.push_back("mlp");
     if (model.moe && model.moe->sharedFfnHidden > 0) blocks.push_back("shared");
     if (plan.tp > 1) {
         if (plan.sequenceParallel) {
@@ -96,12 +100,22 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward);
     }
     if (model.moe && plan.ep > 1) {
-        // Token dispatch and combine (GShard, Lepikhin et al. 2020): top_k copies of every token.
-        const double routed = e * d(s.tokens) * d(s.topK) * d(s.hidden);
+        // Token dispatch and combine (GShard, Lepikhin et al. 2020): top_k copies of every token the router saw.
+        const double routed = e * d(s.moeTokensIn) * d(s.topK) * d(s.hidden);
         b.add("ep_all_to_all_dispatch", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Forward);
         b.add("ep_all_to_all_combine", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Forward);
         b.add("ep_all_to_all_dispatch_grad", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Backward);
         b.add("ep_all_to_all_combine_grad", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Backward);
+    }
+    if (model.moe && s.expertTpGather > 1) {
+        // Expert tensor parallelism over ranks with their own tokens (Megatron-core's all-to-all dispatcher):
+        // after the dispatch the etp ranks all-gather what each received, and reduce-scatter the experts' output
+        // before the combine; backward the other way round. Sizes are the gathered rows (expertTokens x h).
+        const double gathered = e * d(s.expertTokens) * d(s.hidden);
+        b.add("etp_all_gather_experts", GroupKind::ExpertTp, Primitive::AllGather, gathered, CommPhase::Forward);
+        b.add("etp_reduce_scatter_experts", GroupKind::ExpertTp, Primitive::ReduceScatter, gathered, CommPhase::Forward);
+        b.add("etp_all_gather_experts_grad", GroupKind::ExpertTp, Primitive::AllGather, gathered, CommPhase::Backward);
+        b.add("etp_reduce_scatter_experts_grad", GroupKind::ExpertTp, Primitive::ReduceScatter, gathered, CommPhase::Backward);
     }
     return b.ops;
 }

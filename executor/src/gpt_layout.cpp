@@ -31,6 +31,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             throw InputError("/plan/tp", "the executor runs mixture-of-experts layers with tp 1 only (no expert tensor parallelism yet)");
         if (plan.cp > 1)
             throw InputError("/plan/cp", "the executor runs mixture-of-experts layers with cp 1 only");
+        if (plan.expertTp() != 1)
+            throw InputError("/plan/etp", "the executor runs mixture-of-experts layers with etp 1 only (no expert tensor parallelism yet)");
         if (plan.zeroStage > 0)
             throw InputError("/plan/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)

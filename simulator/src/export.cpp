@@ -334,6 +334,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     }
     arg("--context-parallel-size", str(p.cp));
     arg("--expert-model-parallel-size", str(p.ep));
+    // Megatron-core >= 0.10 defaults it to tp; written when the plan sets it (MoE parallel folding).
+    if (p.etp > 0) arg("--expert-tensor-parallel-size", str(p.etp));
     if (activeOrder(p.rankOrder, p) != activeOrder(O{Tp, Cp, Ep, Dp, Pp}, p)) arg("--use-tp-pp-dp-mapping");
     if (p.sequenceParallel) arg("--sequence-parallel");
     if (p.zeroStage == 1) arg("--use-distributed-optimizer");

@@ -325,6 +325,12 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     plan["dp"] = dp;
     plan["cp"] = cp;
     plan["ep"] = ep;
+    // Megatron-core >= 0.10 logs expert_tensor_parallel_size (tp when not given); one that differs from tp is MoE
+    // parallel folding, the expert layers laid out on their own.
+    if (const auto v = str("expert_tensor_parallel_size"); v && *v != "None") {
+        const int64_t etp = integer("expert_tensor_parallel_size", std::nullopt, PL::degree);
+        if (etp != tp) plan["etp"] = etp;
+    }
     plan["vpp"] = vpp;
     // Uneven pipeline splits: --decoder-first/last-pipeline-num-layers are the plan's first/last_stage_layers.
     if (const auto v = str("decoder_first_pipeline_num_layers"); v && *v != "None")

@@ -41,6 +41,7 @@ unsigned variedMask(GroupKind kind) {
     case GroupKind::Ep: return bit(ParallelDim::Ep);
     case GroupKind::Dp: return bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
     case GroupKind::ExpertDp: return bit(ParallelDim::Dp);
+    case GroupKind::ExpertTp: return bit(ParallelDim::Tp);
     case GroupKind::DpCp: return bit(ParallelDim::Cp) | bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
     case GroupKind::Pp: return bit(ParallelDim::Pp);
     case GroupKind::PpPair:
@@ -170,6 +171,8 @@ std::vector<int> distinctOrderIndices(const Plan& plan, const std::vector<int>& 
 }
 
 GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind) {
+    // A folded plan's expert groups have a layout of their own (topology.cpp): placed the slow way.
+    if (plan.expertFolded()) return placeGroup(plan, gpusPerNode, kind);
     // Layout (topology.cpp): rank = sum over rank_order dims (fastest first) of coord x stride.
     std::array<int, 5> size{}, stride{};
     int world = 1;
@@ -316,7 +319,9 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.vocabPadded = d(s.vocabPadded);
     c.actBytes = c.elemBytes * c.tokens * c.hidden;
     c.kvBytes = c.elemBytes * d(s.microBatch) * d(s.seqFull) * 2.0 * c.kvDimLocal;
-    c.routedBytes = c.elemBytes * c.tokens * c.topK * c.hidden;
+    c.routedBytes = c.elemBytes * d(s.moeTokensIn) * c.topK * c.hidden;
+    c.expertGatherBytes = model.moe && s.expertTpGather > 1 ? c.elemBytes * d(s.expertTokens) * c.hidden : 0.0;
+    c.denseTpBlocks = model.moe && plan.sequenceParallel ? 1 : 2; // traffic.cpp: the shared experts' block is left out
     c.p2pBytes = s.activationBytes * c.tokensSp * c.hidden;
     const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
@@ -425,9 +430,10 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             const double agInput = sp.forwardGatherBytesPerElement == s.elemBytes
                                        ? ag
                                        : cost(Primitive::AllGather, sp.forwardGatherBytesPerElement / s.elemBytes * s.actBytes, place.tp);
-            fwdTp = 2.0 * (agInput + rs);
-            fc2Tp = rs;
-            bwdTp = 2.0 * (ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0)); // grads, plus re-gathered GEMM inputs for dW
+            const double blocks = s.denseTpBlocks;
+            fwdTp = blocks * (agInput + rs);
+            fc2Tp = s.denseTpBlocks == 2 ? rs : 0.0;
+            bwdTp = blocks * (ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0)); // grads, plus re-gathered GEMM inputs for dW
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
             fwdTp = 2.0 * ar;
@@ -456,6 +462,13 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         const double a2a = cost(Primitive::AllToAll, s.routedBytes, place.ep);
         fwdEp = 2.0 * a2a;
         c.bwd += 2.0 * a2a;
+    }
+    if (s.expertGatherBytes > 0.0) {
+        // The expert-TP gather and scatter: the search's plans keep etp = tp, so they run over the TP group.
+        const double pair = cost(Primitive::AllGather, s.expertGatherBytes, place.tp) +
+                            cost(Primitive::ReduceScatter, s.expertGatherBytes, place.tp);
+        fwdEp += pair;
+        c.bwd += pair;
     }
     c.fwd = fwdTp + fwdCp + fwdEp;
     // simulate.cpp: full recompute replays the forward's collectives (but fc2's where it stops before fc2),

@@ -102,6 +102,8 @@ struct ShapeCosts {
     double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, vocabPadded = 0.0;
     // bytes moved per micro-batch (traffic.cpp): a hidden state, CP K/V, EP routed tokens, a p2p message
     double actBytes = 0.0, kvBytes = 0.0, routedBytes = 0.0, p2pBytes = 0.0;
+    double expertGatherBytes = 0.0; // the expert-TP all-gather's rows (0 where etp ranks hold copies or etp is 1)
+    int denseTpBlocks = 2;          // blocks with a dense TP collective pair: attention, and the MLP unless routed under SP
     // compute seconds of one layer / the embedding / the head (costSchedule's phases)
     double layerFwd = 0.0, layerBwdInput = 0.0, layerBwdWeight = 0.0, layerRecompute = 0.0;
     double embFwd = 0.0, embBwdWeight = 0.0;

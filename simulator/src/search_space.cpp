@@ -210,6 +210,9 @@ Plan itemPlan(const Space& s, const WorkItem& it) {
     p.cp = it.cp;
     p.dp = it.dp;
     p.ep = it.ep;
+    // The search lays experts out inside dp (etp = tp); a scenario's folded expert layout is not carried over to
+    // degrees it was not written for.
+    p.etp = 0;
     p.globalBatch = s.largestMultiple(it.dp);
     return p;
 }

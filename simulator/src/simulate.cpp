@@ -145,7 +145,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         return fsdpCollectiveCopySeconds(cluster, plan, recipe, reduce, a.bytes / width);
     };
 
-    static_assert(static_cast<int>(GroupKind::ExpertZeroReplica) + 1 == kGroupKinds, "workSinceSync below has one slot per GroupKind");
+    static_assert(static_cast<int>(GroupKind::ExpertTp) + 1 == kGroupKinds, "workSinceSync below has one slot per GroupKind");
     std::map<std::tuple<int, int, double>, std::pair<double, int>> collectiveCache; // seconds, group size
     auto collectiveSeconds = [&](const Action& a) {
         auto key = std::make_tuple(static_cast<int>(a.group), static_cast<int>(a.primitive), a.bytes);
@@ -169,7 +169,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     int innerSyncRanks = 1;
     if (fwdComm.tp > 0.0 || bwdComm.tp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.tp);
     if (fwdComm.cp > 0.0 || bwdComm.cp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.cp);
-    if (fwdComm.ep > 0.0 || bwdComm.ep > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.ep);
+    // The expert layers' collectives (dispatch over EP, gather over expert TP) are counted together.
+    if (fwdComm.ep > 0.0 || bwdComm.ep > 0.0) innerSyncRanks = std::max({innerSyncRanks, plan.ep, plan.expertTp()});
 
     const double denseShards = plan.zeroStage >= 1 ? plan.zeroShardSize() : 1.0;
     const double expertShards = plan.zeroStage >= 1 ? plan.expertZeroShardSize() : 1.0;

@@ -171,6 +171,14 @@ bool readBatch(Reading& r) {
     plan.pp = static_cast<int>(count(pl, "pp", 1, L::degree, where, refusal).value_or(1));
     plan.cp = static_cast<int>(count(pl, "cp", 1, L::degree, where, refusal).value_or(1));
     plan.ep = static_cast<int>(count(pl, "ep", 1, L::degree, where, refusal).value_or(1));
+    // Expert tensor parallelism (Megatron-core's expert_tensor_parallel_size; absent: tp). One that differs from tp
+    // is MoE parallel folding.
+    for (const char* key : {"etp", "expert_tensor_parallel_size"})
+        if (pl.contains(key)) {
+            const int etp = static_cast<int>(count(pl, key, 1, L::degree, where, refusal).value_or(0));
+            if (etp != plan.tp) plan.etp = etp;
+            break;
+        }
     plan.vpp = static_cast<int>(count(pl, "vpp", 1, L::virtualStages, where, refusal).value_or(1));
     if (!refusal.empty()) return false;
     const int64_t modelRanks = static_cast<int64_t>(plan.tp) * plan.pp * plan.cp;

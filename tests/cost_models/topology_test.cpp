@@ -47,7 +47,8 @@ std::vector<int> iota(int first, int count, int step = 1) {
 const std::vector<GroupKind> kAllKinds{GroupKind::Tp,        GroupKind::Cp,          GroupKind::Ep,
                                        GroupKind::Dp,        GroupKind::ExpertDp,    GroupKind::DpCp,
                                        GroupKind::Pp,        GroupKind::PpPair,      GroupKind::ZeroShard,
-                                       GroupKind::ZeroReplica, GroupKind::ExpertZeroShard, GroupKind::ExpertZeroReplica};
+                                       GroupKind::ZeroReplica, GroupKind::ExpertZeroShard, GroupKind::ExpertZeroReplica,
+                                       GroupKind::ExpertTp};
 
 int expectedGroupSize(const Plan& p, GroupKind kind) {
     switch (kind) {
@@ -60,7 +61,9 @@ int expectedGroupSize(const Plan& p, GroupKind kind) {
     case GroupKind::Dp:
         return p.dp;
     case GroupKind::ExpertDp:
-        return p.dp / p.ep;
+        return p.expertDp();
+    case GroupKind::ExpertTp:
+        return p.expertTp();
     case GroupKind::DpCp:
         return p.dp * p.cp;
     case GroupKind::Pp:
@@ -70,7 +73,7 @@ int expectedGroupSize(const Plan& p, GroupKind kind) {
     case GroupKind::ZeroShard:
         return (p.cp > 1 ? p.dp * p.cp : p.dp) / p.zeroReplicas;
     case GroupKind::ExpertZeroShard:
-        return p.dp / p.ep / p.zeroReplicas;
+        return p.expertDp() / p.zeroReplicas;
     case GroupKind::ZeroReplica:
     case GroupKind::ExpertZeroReplica:
         return p.zeroReplicas;
@@ -104,7 +107,8 @@ std::vector<Plan> planGrid() {
 
 TEST(Topology, GroupKindNames) {
     const std::vector<std::string> names{"tp", "cp", "ep", "dp", "expert_dp", "dp_cp", "pp", "pp_pair",
-                                         "zero_shard", "zero_replica", "expert_zero_shard", "expert_zero_replica"};
+                                         "zero_shard", "zero_replica", "expert_zero_shard", "expert_zero_replica",
+                                         "expert_tp"};
     ASSERT_EQ(static_cast<int>(names.size()), kGroupKinds);
     ASSERT_EQ(kAllKinds.size(), names.size());
     for (size_t i = 0; i < names.size(); ++i)
@@ -194,6 +198,88 @@ TEST(Topology, ExpertParallelCarvedOutOfDataParallel) {
     EXPECT_EQ(c.ep, 2);
     EXPECT_EQ(c.edp, 1);
     EXPECT_EQ(c.dpIndex(p), 6);
+}
+
+// MoE parallel folding (etp != tp), laid out as Megatron-core's expert RankGenerator does: rank_order with sizes
+// etp, 1 (cp), ep, tp x cp x dp / (etp x ep), pp. Qwen3 235B-A22B on 256 H100 (Megatron-Bridge): tp 2, pp 8, dp 16,
+// ep 32, etp 1: each stage's 32 ranks (four 8-GPU nodes) are one EP group; every expert is whole on its rank.
+TEST(Topology, FoldedExpertLayoutSpansTheStagesTpAndDpRanks) {
+    Plan p = makePlan(2, 8, 16, 1, 32);
+    p.etp = 1;
+    ASSERT_TRUE(p.expertFolded());
+    EXPECT_EQ(p.expertDp(), 1);
+    EXPECT_EQ(groupRanks(p, GroupKind::Ep, 0), iota(0, 32));
+    EXPECT_EQ(groupRanks(p, GroupKind::Ep, 32 * 3 + 5), iota(32 * 3, 32));
+    EXPECT_EQ(groupRanks(p, GroupKind::ExpertTp, 7), (std::vector<int>{7}));
+    EXPECT_EQ(groupRanks(p, GroupKind::ExpertDp, 7), (std::vector<int>{7}));
+    // The dense groups are the plan's: TP pairs, DP over the 16 pairs of a stage.
+    EXPECT_EQ(groupRanks(p, GroupKind::Tp, 7), (std::vector<int>{6, 7}));
+    EXPECT_EQ(groupRanks(p, GroupKind::Dp, 1), iota(1, 16, 2));
+    EXPECT_EQ(rankCoords(p, 7).dpIndex(p), 3);
+    EXPECT_EQ(placeGroup(p, makeCluster(8, 32), GroupKind::Ep).nodes, 4);
+
+    // tp 4, dp 4, ep 4, etp 2 on 16 ranks: expert coordinates etp (stride 1), ep (stride 2), edp (stride 8).
+    Plan q = makePlan(4, 1, 4, 1, 4);
+    q.etp = 2;
+    EXPECT_EQ(q.expertDp(), 2);
+    EXPECT_EQ(groupRanks(q, GroupKind::ExpertTp, 0), (std::vector<int>{0, 1}));
+    EXPECT_EQ(groupRanks(q, GroupKind::Ep, 0), (std::vector<int>{0, 2, 4, 6}));
+    EXPECT_EQ(groupRanks(q, GroupKind::Ep, 9), (std::vector<int>{9, 11, 13, 15}));
+    EXPECT_EQ(groupRanks(q, GroupKind::ExpertDp, 3), (std::vector<int>{3, 11}));
+    EXPECT_EQ(groupRanks(q, GroupKind::Tp, 5), iota(4, 4));
+    // With cp 2 the expert layout takes the CP ranks too (its cp is 1): tp 2, cp 2, dp 2, ep 8, etp 1.
+    Plan r = makePlan(2, 1, 2, 2, 8);
+    r.etp = 1;
+    EXPECT_EQ(groupRanks(r, GroupKind::Ep, 3), iota(0, 8));
+    // etp equal to tp is the unfolded layout (EP carved out of dp).
+    Plan same = makePlan(2, 1, 4, 1, 2);
+    same.etp = 2;
+    EXPECT_FALSE(same.expertFolded());
+    EXPECT_EQ(groupRanks(same, GroupKind::Ep, 0), (std::vector<int>{0, 2}));
+    EXPECT_EQ(groupRanks(same, GroupKind::ExpertTp, 0), groupRanks(same, GroupKind::Tp, 0));
+}
+
+// Folded plans over a grid: every kind partitions the world with the expected sizes, and each expert group's
+// placement from placeGroup is the worst over every rank's own group.
+TEST(Topology, FoldedGroupsPartitionTheWorld) {
+    const auto orders = allOrders();
+    int checked = 0;
+    for (int tp : {1, 2, 4})
+        for (int cp : {1, 2})
+            for (int dp : {1, 2, 4})
+                for (int etp : {1, 2})
+                    for (int ep : {1, 2, 4, 8}) {
+                        Plan p = makePlan(tp, 2, dp, cp, ep);
+                        p.etp = etp;
+                        if (!p.expertFolded() || (tp * cp * dp) % (etp * ep) != 0) continue;
+                        for (size_t o = 0; o < orders.size(); o += 5) {
+                            if (orders[o].back() != ParallelDim::Pp) continue;
+                            p.rankOrder = orders[o];
+                            ++checked;
+                            for (GroupKind kind : kAllKinds) {
+                                if (kind == GroupKind::PpPair) continue;
+                                std::vector<int> timesSeen(static_cast<size_t>(p.worldSize()), 0);
+                                GroupPlacement worst;
+                                for (int rank = 0; rank < p.worldSize(); ++rank) {
+                                    const std::vector<int> g = groupRanks(p, kind, rank);
+                                    ASSERT_EQ(static_cast<int>(g.size()), expectedGroupSize(p, kind)) << toString(kind);
+                                    for (int m : g) EXPECT_EQ(groupRanks(p, kind, m), g) << toString(kind);
+                                    if (g.front() == *std::min_element(g.begin(), g.end()) && g.front() == rank)
+                                        for (int m : g) timesSeen[static_cast<size_t>(m)] += 1;
+                                    // Expert groups stay inside one pipeline stage.
+                                    if (kind == GroupKind::Ep || kind == GroupKind::ExpertTp || kind == GroupKind::ExpertDp)
+                                        for (int m : g) EXPECT_EQ(rankCoords(p, m).pp, rankCoords(p, rank).pp) << toString(kind);
+                                    const GroupPlacement q = placeRanks(g, 2);
+                                    if (rank == 0 || worsePlacement(q, worst)) worst = q;
+                                }
+                                for (int t : timesSeen) EXPECT_EQ(t, 1) << toString(kind);
+                                const GroupPlacement got = placeGroup(p, makeCluster(2, p.worldSize() / 2), kind);
+                                EXPECT_EQ(got.nodes, worst.nodes) << toString(kind);
+                                EXPECT_EQ(got.ranksPerNode, worst.ranksPerNode) << toString(kind);
+                            }
+                        }
+                    }
+    EXPECT_GT(checked, 50);
 }
 
 // Position i of a Dp group is the rank with dpIndex i, whatever the rank order.

@@ -196,6 +196,14 @@ TEST(ExportMegatron, MixtralPresetHasExpertsAndAllToAll) {
     EXPECT_EQ(a.launch.find("CUDA_DEVICE_MAX_CONNECTIONS"), std::string::npos) << "tp = cp = 1";
 }
 
+// A plan's etp is Megatron-core's --expert-tensor-parallel-size; without it Megatron takes tp, so none is written.
+TEST(ExportMegatron, ExpertTensorParallelSizeIsThePlansEtp) {
+    Scenario s = preset("mixtral-8x7b-h100");
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--expert-tensor-parallel-size"));
+    s.plan.etp = 1;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--expert-tensor-parallel-size"), "1");
+}
+
 TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {
     Scenario s = defaultScenario();
     s.plan.recompute = Recompute::Full;

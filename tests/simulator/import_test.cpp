@@ -218,6 +218,19 @@ TEST(MegatronImport, SharedExpertSizeIsTheModelsSharedExperts) {
     }
 }
 
+// expert_tensor_parallel_size: the plan's etp where it differs from tp (MoE parallel folding); tp's own is the default.
+TEST(MegatronImport, ExpertTensorParallelSizeIsThePlansEtp) {
+    for (const auto& [logged, want] : std::vector<std::pair<std::string, int>>{{"2", 2}, {"1", 0}, {"None", 0}}) {
+        const ImportedRun run = importWithArgs("  expert_tensor_parallel_size ..................... " + logged + "\n"
+                                               "  num_experts ..................................... 4\n"
+                                               "  moe_ffn_hidden_size ............................. 128\n",
+                                               "etp.log");
+        if (want > 0) EXPECT_EQ(run.scenario["plan"]["etp"], want) << logged;
+        else EXPECT_FALSE(run.scenario["plan"].contains("etp")) << logged;
+        expectNotWarned(run, "expert_tensor_parallel_size");
+    }
+}
+
 // --qk-layernorm: the model's q and k norms.
 TEST(MegatronImport, QkLayernormIsTheModelsQkNorm) {
     const ImportedRun run = importWithArgs("  qk_layernorm .................................... True\n", "qk.log");

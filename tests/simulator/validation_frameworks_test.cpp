@@ -502,6 +502,30 @@ TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
     EXPECT_FALSE(mentions(c.assumptions, "experts per token"));
 }
 
+// A record's expert_tensor_parallel_size (or etp): the plan's etp where it differs from tp, so EP may take TP ranks.
+TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
+    for (const char* key : {"etp", "expert_tensor_parallel_size"}) {
+        nlohmann::json r = onNodes(record(), 8, 1, 8);
+        r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
+                      {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
+        r["system"]["gpu"] = "H100 SXM";
+        r["plan"]["tp"] = 2;
+        r["plan"]["sequence_parallel"] = true;
+        r["plan"]["ep"] = 8;
+        r["plan"][key] = 1;
+        r["plan"]["global_batch"] = 256;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(c.scenario.plan.etp, 1) << key;
+        EXPECT_TRUE(c.scenario.plan.expertFolded()) << key;
+        EXPECT_EQ(c.scenario.plan.dp, 4) << key;
+        r["plan"][key] = 2; // tp's own: the default layout (ep 8 then exceeds dp 4 and the record is refused)
+        const auto refused = loadValidationRecords(nlohmann::json::array({r}), "runs.json");
+        ASSERT_EQ(refused.size(), 1u);
+        EXPECT_FALSE(refused[0].validationCase.has_value()) << key;
+        EXPECT_NE(refused[0].refusal.find("ep"), std::string::npos) << refused[0].refusal;
+    }
+}
+
 // One rank of llm-foundry's 8-GPU MPT-30B FSDP job, measured on a lent H100 under a fake process group (every
 // kernel but the collectives': bench/fsdp_capacity_probe.py, data/gpu/h100-2026-11-26/call5-fsdp-rank/, the mean
 // of each run): seconds per micro-batch, forward and backward with recompute, at sequence 8192 (micro-batch 1),

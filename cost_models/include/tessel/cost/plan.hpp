@@ -98,6 +98,10 @@ struct PlanLimits {
 
 struct Plan {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+    // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size); 0: the same as tp. With etp != tp
+    // the expert layers have their own layout (MoE parallel folding, Liu et al. 2025): etp x ep x edp spans the
+    // stage's tp x cp x dp ranks, so EP can take TP and CP ranks; with etp == tp, EP is carved out of dp.
+    int etp = 0;
     int vpp = 1;                        // virtual pipeline stages (model chunks) per pipeline rank
     // Uneven pipeline splits. pipelineLayers: transformer layers of every virtual stage in model order
     // (virtual stage u = chunk x pp + stage), pp x vpp entries; empty = decided by the fields below.
@@ -149,16 +153,26 @@ struct Plan {
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
     int worldSize() const { return tp * pp * dp * cp; }
+    int expertTp() const { return etp > 0 ? etp : tp; }
+    // The expert layers laid out on their own (etp differs from tp: topology.hpp's expert layout).
+    bool expertFolded() const { return etp > 0 && etp != tp; }
+    // Expert data parallelism: the ranks holding the same expert shard. Folded: tp x cp x dp / (etp x ep);
+    // otherwise dp / ep (EP carved out of dp).
+    int expertDp() const {
+        if (ep < 1) return 0;
+        return expertFolded() ? tp * cp * dp / (expertTp() * ep) : dp / ep;
+    }
     int microBatchesPerStep() const { return static_cast<int>(globalBatch / (static_cast<int64_t>(microBatch) * dp)); }
     // Ranks one copy of the ZeRO state is sharded over: the ZeRO group over its replicas.
     int zeroShardSize() const { return (zeroOverCp ? dp * cp : dp) / std::max(1, zeroReplicas); }
-    // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp) over the replicas.
-    int expertZeroShardSize() const { return (ep > 0 ? dp / ep : 0) * (zeroOverCp ? cp : 1) / std::max(1, zeroReplicas); }
-    // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
-    // the dense gradient group (dp x cp) or the expert one (dp / ep) over the replicas.
-    int zeroReduceGroupSize(bool expert) const {
-        return (expert ? (ep > 0 ? dp / ep : 0) : dp * cp) / std::max(1, zeroReplicas);
+    // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp; folded: expertDp(),
+    // which already spans the CP ranks) over the replicas.
+    int expertZeroShardSize() const {
+        return (expertFolded() ? expertDp() : expertDp() * (zeroOverCp ? cp : 1)) / std::max(1, zeroReplicas);
     }
+    // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
+    // the dense gradient group (dp x cp) or the expert one (expertDp()) over the replicas.
+    int zeroReduceGroupSize(bool expert) const { return (expert ? expertDp() : dp * cp) / std::max(1, zeroReplicas); }
     std::string rankOrderString() const;
 };
 

@@ -23,10 +23,18 @@ struct LocalShapes {
     int64_t qDimLocal = 0;      // a / tp * head_dim
     int64_t kvDimLocal = 0;     // g / tp * head_dim
     int64_t ffnLocal = 0;       // f / tp (dense MLP)
-    int64_t expertFfnLocal = 0; // expert f / tp (MoE)
+    int64_t expertFfnLocal = 0; // expert f / etp (MoE; etp = tp unless the plan sets it)
     int64_t sharedFfnLocal = 0; // shared experts' summed f / tp (MoE; 0 without)
     int64_t expertsLocal = 0;   // E / ep
     int64_t topK = 0;
+    // MoE token flow (Megatron-core's all-to-all dispatcher): the router sees moeTokensIn tokens (T / tp with SP,
+    // each TP rank its own; T without), dispatches top_k copies over EP, and the expert-TP group gathers what its
+    // etp ranks received (expertTpGather = etp when their tokens differ, 1 when they are copies, i.e. tp > 1
+    // without SP). expertTokens = moeTokensIn x top_k x expertTpGather rows reach this rank's local experts
+    // (balanced routing).
+    int64_t moeTokensIn = 0;
+    int64_t expertTpGather = 1;
+    int64_t expertTokens = 0;
     int64_t vocabLocal = 0;     // padded V / tp
     int64_t vocabPadded = 0;
     int activationBytes = 2;    // bytes per activation element (the recipe's compute dtype)

@@ -14,9 +14,12 @@ namespace tessel {
 // PpPair is two ranks of adjacent pipeline stages (stage s and s+1). With hybrid sharding (plan.zeroReplicas > 1)
 // the dense gradient group (DpCp with cp > 1, else Dp) splits into ZeroShard groups of zeroShardSize() consecutive
 // members (in the group's own order), and ZeroReplica joins the members at the same place of every shard group;
-// ExpertZeroShard and ExpertZeroReplica split ExpertDp the same way.
-enum class GroupKind { Tp, Cp, Ep, Dp, ExpertDp, DpCp, Pp, PpPair, ZeroShard, ZeroReplica, ExpertZeroShard, ExpertZeroReplica };
-constexpr int kGroupKinds = 12;
+// ExpertZeroShard and ExpertZeroReplica split ExpertDp the same way. ExpertTp splits each expert (the Tp group
+// unless etp differs from tp). With etp != tp (MoE parallel folding) the expert groups (Ep, ExpertTp, ExpertDp and
+// its splits) come from the expert layout: rank_order with sizes etp, 1, ep, tp x cp x dp / (etp x ep), pp, as
+// Megatron-core's expert RankGenerator lays them; the dense layout then has no ep (Dp is the whole dp).
+enum class GroupKind { Tp, Cp, Ep, Dp, ExpertDp, DpCp, Pp, PpPair, ZeroShard, ZeroReplica, ExpertZeroShard, ExpertZeroReplica, ExpertTp };
+constexpr int kGroupKinds = 13;
 std::string toString(GroupKind g);
 // The group a ZeRO/FSDP collective of dense (expert = false) or expert parameters runs over: the whole
 // data-parallel group, or its shard group under hybrid sharding; the replica group (for the gradient all-reduce
@@ -24,10 +27,11 @@ std::string toString(GroupKind g);
 GroupKind zeroGroupKind(const Plan& plan, bool expert, bool replicas = false);
 
 // Rank coordinates. The world is laid out as the five dims of rank_order, fastest first, with sizes
-// tp, cp, ep, dp/ep, pp (EP is carved out of DP, as in Megatron-core). `dpIndex` is ep_index + ep * edp_index.
+// tp, cp, ep, dp/ep, pp (EP is carved out of DP, as in Megatron-core; a folded plan's dense layout has ep 1 and
+// dp whole). `dpIndex` is ep_index + ep * edp_index.
 struct RankCoords {
     int tp = 0, cp = 0, ep = 0, edp = 0, pp = 0;
-    int dpIndex(const Plan& p) const { return ep + p.ep * edp; }
+    int dpIndex(const Plan& p) const { return ep + (p.expertFolded() ? 1 : p.ep) * edp; }
 };
 RankCoords rankCoords(const Plan& plan, int rank);
 int rankOf(const Plan& plan, const RankCoords& c);
