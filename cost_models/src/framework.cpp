@@ -318,6 +318,8 @@ std::string crossEntropyOf(const FrameworkSettings& f) {
 
 bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eager"; }
 
+std::string moeDispatcherOf(const FrameworkSettings& f) { return f.moeDispatcher.value_or("alltoall"); }
+
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;
     f.name = r.optEnum("framework", "generic", frameworkNames());
@@ -325,6 +327,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy")) f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn"});
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
+    if (r.has("moe_dispatcher")) f.moeDispatcher = r.optEnum("moe_dispatcher", "alltoall", {"alltoall", "flex"});
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
@@ -339,6 +342,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.ddpImpl) plan["ddp_impl"] = *f.ddpImpl;
     if (f.crossEntropy) plan["cross_entropy"] = *f.crossEntropy;
     if (f.optimizerDtype) plan["optimizer_dtype"] = *f.optimizerDtype;
+    if (f.moeDispatcher) plan["moe_dispatcher"] = *f.moeDispatcher;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);

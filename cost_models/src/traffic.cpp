@@ -26,19 +26,57 @@ struct OpBuilder {
     const Plan& plan;
     std::vector<CommOp> ops;
     void add(std::string name, GroupKind g, Primitive p, double bytes, CommPhase phase) {
+        addPlaced(std::move(name), g, p, bytes, phase, placeGroup(plan, cluster, g));
+    }
+    // The same over ranks placed as given (a leg of a group: the flex dispatcher's).
+    void addPlaced(std::string name, GroupKind g, Primitive p, double bytes, CommPhase phase, const GroupPlacement& placement) {
         CommOp op;
         op.name = std::move(name);
         op.group = g;
         op.primitive = p;
         op.bytes = bytes;
         op.phase = phase;
-        op.placement = placeGroup(plan, cluster, g);
+        op.placement = placement;
         if (op.placement.size <= 1 && p != Primitive::SendRecv) return;
         op.cost = commCost(p, bytes, op.placement, cluster);
         ops.push_back(std::move(op));
     }
 };
 } // namespace
+
+double nodeHitProbability(int64_t experts, int64_t perNode, int64_t topK) {
+    // 1 - C(E - n, k) / C(E, k) = 1 - prod_{i < k} (E - n - i) / (E - i): no draw of k lands on the node's n.
+    double miss = 1.0;
+    for (int64_t i = 0; i < topK; ++i) {
+        const double left = static_cast<double>(experts - perNode - i);
+        if (left <= 0.0) return 1.0;
+        miss *= left / static_cast<double>(experts - i);
+    }
+    return 1.0 - miss;
+}
+
+std::vector<DispatchLeg> dispatchLegs(const ModelConfig& model, const Plan& plan, const GroupPlacement& ep, double routedBytes) {
+    if (!model.moe || moeDispatcherOf(plan.framework) != "flex" || !ep.spansNodes()) return {{"", ep, routedBytes}};
+    const int nodes = ep.nodes;
+    const int perNode = ep.ranksPerNode;
+    const int64_t expertsPerNode = model.moe->experts / nodes;
+    const double hit = nodeHitProbability(model.moe->experts, expertsPerNode, model.moe->topK);
+    // Inter-node: one copy of each token (routedBytes / top_k) to each node hit; a buffer of nodes x hit copies of
+    // which the (nodes - 1) / nodes off the rank cross the network. Intra-node: the top_k copies reach their experts'
+    // ranks over NVLink, as a plain all-to-all among the node's part of the group would move them.
+    const double token = routedBytes / static_cast<double>(model.moe->topK);
+    return {{"_internode", GroupPlacement{nodes, nodes, 1, 1}, token * nodes * hit},
+            {"_intranode", GroupPlacement{perNode, 1, perNode, perNode}, routedBytes}};
+}
+
+std::vector<double> pipelinedLegSeconds(const std::vector<DispatchLeg>& legs, std::vector<double> seconds) {
+    double network = 0.0;
+    for (size_t i = 0; i < legs.size(); ++i)
+        if (legs[i].suffix == "_internode") network = seconds[i];
+    for (size_t i = 0; i < legs.size(); ++i)
+        if (legs[i].suffix == "_intranode") seconds[i] = std::max(0.0, seconds[i] - network);
+    return seconds;
+}
 
 SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
                                                 double activationBytes) {
@@ -100,12 +138,22 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward);
     }
     if (model.moe && plan.ep > 1) {
-        // Token dispatch and combine (GShard, Lepikhin et al. 2020): top_k copies of every token the router saw.
+        // Token dispatch and combine (GShard, Lepikhin et al. 2020): top_k copies of every token the router saw,
+        // in one all-to-all or in the flex dispatcher's two legs (dispatchLegs).
         const double routed = e * d(s.moeTokensIn) * d(s.topK) * d(s.hidden);
-        b.add("ep_all_to_all_dispatch", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Forward);
-        b.add("ep_all_to_all_combine", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Forward);
-        b.add("ep_all_to_all_dispatch_grad", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Backward);
-        b.add("ep_all_to_all_combine_grad", GroupKind::Ep, Primitive::AllToAll, routed, CommPhase::Backward);
+        const std::vector<DispatchLeg> legs = dispatchLegs(model, plan, placeGroup(plan, cluster, GroupKind::Ep), routed);
+        std::vector<double> own;
+        for (const DispatchLeg& leg : legs) own.push_back(commCost(Primitive::AllToAll, leg.bytes, leg.placement, cluster).seconds);
+        const std::vector<double> taken = pipelinedLegSeconds(legs, own);
+        for (size_t l = 0; l < legs.size(); ++l) {
+            const size_t first = b.ops.size();
+            for (const auto& [name, phase] : {std::pair<const char*, CommPhase>{"ep_all_to_all_dispatch", CommPhase::Forward},
+                                              {"ep_all_to_all_combine", CommPhase::Forward},
+                                              {"ep_all_to_all_dispatch_grad", CommPhase::Backward},
+                                              {"ep_all_to_all_combine_grad", CommPhase::Backward}})
+                b.addPlaced(std::string(name) + legs[l].suffix, GroupKind::Ep, Primitive::AllToAll, legs[l].bytes, phase, legs[l].placement);
+            for (size_t i = first; i < b.ops.size(); ++i) b.ops[i].cost.seconds = taken[l];
+        }
     }
     if (model.moe && s.expertTpGather > 1) {
         // Expert tensor parallelism over ranks with their own tokens (Megatron-core's all-to-all dispatcher):

@@ -294,8 +294,14 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--moe-router-topk", str(m.moe->topK));
         arg("--moe-ffn-hidden-size", str(m.moe->expertFfnHidden));
         if (m.moe->sharedFfnHidden > 0) arg("--moe-shared-expert-intermediate-size", str(m.moe->sharedFfnHidden));
-        // tessel models expert parallelism with all-to-all token exchange; Megatron's default is all-gather.
-        if (p.ep > 1) arg("--moe-token-dispatcher-type", "alltoall");
+        // tessel models expert parallelism with all-to-all token exchange (the flex dispatcher's deduplicated one
+        // with HybridEP); Megatron's default is all-gather.
+        if (p.ep > 1 && moeDispatcherOf(p.framework) == "flex") {
+            arg("--moe-token-dispatcher-type", "flex");
+            arg("--moe-flex-dispatcher-backend", "hybridep");
+        } else if (p.ep > 1) {
+            arg("--moe-token-dispatcher-type", "alltoall");
+        }
     }
     arg("--seq-length", str(m.seqLen));
     arg("--max-position-embeddings", str(m.seqLen));

@@ -405,6 +405,18 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     for (const char* key : {"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})
         if (const auto v = flag(key)) plan[key] = *v;
     if (const auto v = flag("async_tensor_model_parallel_allreduce")) plan["async_tp_grad_reduce"] = *v;
+    // The MoE token dispatcher: alltoall, or flex (DeepEP / HybridEP, whichever --moe-flex-dispatcher-backend):
+    // what tessel costs. The allgather dispatcher (Megatron-core's default) is not, and stays among the arguments
+    // the scenario does not express.
+    if (model.contains("moe") && log.args.count("moe_token_dispatcher_type")) {
+        const std::string& type = log.args.at("moe_token_dispatcher_type");
+        if (type == "alltoall" || type == "flex") {
+            used.insert("moe_token_dispatcher_type");
+            used.insert("moe_flex_dispatcher_backend");
+            used.insert("moe_enable_deepep");
+            plan["moe_dispatcher"] = type;
+        }
+    }
     // The loss kernel: --cross-entropy-fusion-impl te with --cross-entropy-loss-fusion is Transformer Engine's
     // in-place cross-entropy; native, fused or not, keeps the fp32 softmax (the plan's "fused").
     if (const auto fused = flag("cross_entropy_loss_fusion")) {

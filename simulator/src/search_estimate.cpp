@@ -459,7 +459,12 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.bwd += ag + cost(Primitive::ReduceScatter, s.kvBytes, place.cp);
     }
     if (ctx.model->moe && plan.ep > 1) {
-        const double a2a = cost(Primitive::AllToAll, s.routedBytes, place.ep);
+        // traffic.cpp: the dispatcher's legs (one all-to-all, or the flex dispatcher's pipelined two).
+        const std::vector<DispatchLeg> legs = dispatchLegs(*ctx.model, plan, place.ep, s.routedBytes);
+        std::vector<double> own;
+        for (const DispatchLeg& leg : legs) own.push_back(cost(Primitive::AllToAll, leg.bytes, leg.placement));
+        double a2a = 0.0;
+        for (double t : pipelinedLegSeconds(legs, own)) a2a += t;
         fwdEp = 2.0 * a2a;
         c.bwd += 2.0 * a2a;
     }

@@ -437,6 +437,14 @@ bool readFramework(Reading& r) {
     if (!named && !loss.empty())
         r.assume("cross_entropy \"" + text(pl, "cross_entropy") + "\" names no loss kernel tessel costs (fused, te, eager, "
                  "flash_attn): read as " + crossEntropyOf(plan.framework));
+    // The MoE token dispatcher (Megatron-core's moe_token_dispatcher_type; DeepEP / HybridEP are the flex one's
+    // backends). Unstated: the all-to-all.
+    std::string dispatcher = lower(text(pl, "moe_dispatcher"));
+    if (dispatcher.empty()) dispatcher = lower(text(pl, "moe_token_dispatcher_type"));
+    if (dispatcher == "deepep" || dispatcher == "hybridep") dispatcher = "flex";
+    if (dispatcher == "alltoall" || dispatcher == "flex") plan.framework.moeDispatcher = dispatcher;
+    else if (!dispatcher.empty())
+        r.assume("MoE dispatcher \"" + dispatcher + "\" is not one tessel costs (alltoall, flex): read as alltoall");
     return true;
 }
 

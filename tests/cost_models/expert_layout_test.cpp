@@ -1,7 +1,9 @@
 // Tests of expert tensor parallelism and MoE parallel folding (etp): shapes, parameters, traffic and plan checks.
 #include "test_support.hpp"
 
+#include "tessel/cost/comm.hpp"
 #include "tessel/cost/compute.hpp"
+#include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/shapes.hpp"
 #include "tessel/cost/topology.hpp"
@@ -171,6 +173,69 @@ TEST(ExpertLayout, PlanChecksNameTheField) {
     EXPECT_EQ(problemFields(dense, c, denseEtp), std::set<std::string>{"/plan/etp"});
 }
 
+// A token's top k of E experts, drawn evenly, miss a node's n with probability C(E - n, k) / C(E, k).
+TEST(ExpertLayout, NodeHitProbabilityByHand) {
+    EXPECT_DOUBLE_EQ(nodeHitProbability(8, 4, 2), 1.0 - (4.0 / 8.0) * (3.0 / 7.0)); // 11/14
+    EXPECT_DOUBLE_EQ(nodeHitProbability(8, 8, 1), 1.0);
+    EXPECT_DOUBLE_EQ(nodeHitProbability(8, 1, 1), 1.0 / 8.0);
+    EXPECT_DOUBLE_EQ(nodeHitProbability(8, 6, 3), 1.0); // only two experts elsewhere: three draws must hit
+    // Qwen3-30B-A3B over two nodes: 128 experts, 64 a node, top 8: a token misses a node 0.31% of the time.
+    double miss = 1.0;
+    for (int i = 0; i < 8; ++i) miss *= (64.0 - i) / (128.0 - i);
+    EXPECT_NEAR(nodeHitProbability(128, 64, 8), 1.0 - miss, 1e-15);
+    EXPECT_NEAR(miss, 0.0031, 0.0001);
+}
+
+// The flex dispatcher across two 8-GPU nodes (ep 16): the network leg carries each token once per node it reaches,
+// the NVLink leg every copy; its time counts only beyond the network leg's. One node, or the all-to-all
+// dispatcher: one all-to-all of every copy.
+TEST(ExpertLayout, FlexDispatcherSendsATokenOncePerNode) {
+    ModelConfig m = moeModel();
+    m.moe = MoeConfig{128, 8, 768};
+    ClusterConfig c = test::roundCluster(8, 2);
+    Plan p;
+    p.dp = 16;
+    p.ep = 16;
+    p.globalBatch = 16;
+    const double routed = 2.0 * 1024 * 8 * 2048; // e T top_k h
+    const GroupPlacement ep = placeGroup(p, c, GroupKind::Ep);
+    ASSERT_EQ(ep.nodes, 2);
+    const auto plain = dispatchLegs(m, p, ep, routed);
+    ASSERT_EQ(plain.size(), 1u);
+    EXPECT_DOUBLE_EQ(plain[0].bytes, routed);
+    p.framework.moeDispatcher = "flex";
+    const auto legs = dispatchLegs(m, p, ep, routed);
+    ASSERT_EQ(legs.size(), 2u);
+    EXPECT_EQ(legs[0].suffix, "_internode");
+    EXPECT_EQ(legs[0].placement.size, 2);
+    EXPECT_EQ(legs[0].placement.nodes, 2);
+    EXPECT_DOUBLE_EQ(legs[0].bytes, routed / 8.0 * 2.0 * nodeHitProbability(128, 64, 8));
+    EXPECT_EQ(legs[1].suffix, "_intranode");
+    EXPECT_EQ(legs[1].placement.size, 8);
+    EXPECT_EQ(legs[1].placement.nodes, 1);
+    EXPECT_DOUBLE_EQ(legs[1].bytes, routed);
+    // Pipelined: the NVLink leg adds only what it takes beyond the network leg.
+    const auto taken = pipelinedLegSeconds(legs, {3.0, 5.0});
+    EXPECT_DOUBLE_EQ(taken[0], 3.0);
+    EXPECT_DOUBLE_EQ(taken[1], 2.0);
+    EXPECT_DOUBLE_EQ(pipelinedLegSeconds(legs, {3.0, 1.0})[1], 0.0);
+    // In the layer's traffic: four ops a leg, the network leg's at its own time.
+    const auto ops = layerCommOps(m, c, p);
+    const CommOp* net = findComm(ops, "ep_all_to_all_dispatch_internode");
+    const CommOp* nvl = findComm(ops, "ep_all_to_all_combine_grad_intranode");
+    ASSERT_NE(net, nullptr);
+    ASSERT_NE(nvl, nullptr);
+    EXPECT_DOUBLE_EQ(net->cost.seconds, commCost(Primitive::AllToAll, legs[0].bytes, legs[0].placement, c).seconds);
+    EXPECT_DOUBLE_EQ(nvl->cost.seconds, pipelinedLegSeconds(legs, {net->cost.seconds,
+                                                                   commCost(Primitive::AllToAll, routed, legs[1].placement, c).seconds})[1]);
+    EXPECT_EQ(findComm(ops, "ep_all_to_all_dispatch"), nullptr);
+    // Inside one node there is no network leg: the flex dispatcher is the all-to-all.
+    Plan one = p;
+    one.dp = 8;
+    one.ep = 8;
+    EXPECT_EQ(dispatchLegs(m, one, placeGroup(one, test::roundCluster(8, 1), GroupKind::Ep), routed).size(), 1u);
+}
+
 TEST(ExpertLayout, PlanJsonKeepsEtp) {
     ProblemList problems;
     const Plan p = parsePlan({{"tp", 2}, {"dp", 4}, {"ep", 8}, {"etp", 1}, {"sequence_parallel", true}}, "/plan", problems);
@@ -182,6 +247,15 @@ TEST(ExpertLayout, PlanJsonKeepsEtp) {
     parsePlan({{"etp", 0}}, "/plan", bad);
     ASSERT_EQ(bad.items().size(), 1u);
     EXPECT_EQ(bad.items()[0].where, "/plan/etp");
+    // The dispatcher is a framework setting of the plan: alltoall or flex, nothing else.
+    const Plan flex = parsePlan({{"ep", 2}, {"dp", 2}, {"moe_dispatcher", "flex"}}, "/plan", problems);
+    EXPECT_EQ(moeDispatcherOf(flex.framework), "flex");
+    EXPECT_EQ(planToJson(flex)["moe_dispatcher"], "flex");
+    EXPECT_EQ(moeDispatcherOf(Plan{}.framework), "alltoall");
+    ProblemList badDispatcher;
+    parsePlan({{"moe_dispatcher", "allgather"}}, "/plan", badDispatcher);
+    ASSERT_EQ(badDispatcher.items().size(), 1u);
+    EXPECT_EQ(badDispatcher.items()[0].where, "/plan/moe_dispatcher");
 }
 
 } // namespace

@@ -202,6 +202,11 @@ TEST(ExportMegatron, ExpertTensorParallelSizeIsThePlansEtp) {
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--expert-tensor-parallel-size"));
     s.plan.etp = 1;
     EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--expert-tensor-parallel-size"), "1");
+    // The flex dispatcher is Megatron-core's, with the HybridEP backend.
+    s.plan.framework.moeDispatcher = "flex";
+    const auto flex = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(flex.at("--moe-token-dispatcher-type"), "flex");
+    EXPECT_EQ(flex.at("--moe-flex-dispatcher-backend"), "hybridep");
 }
 
 TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {

@@ -231,6 +231,27 @@ TEST(MegatronImport, ExpertTensorParallelSizeIsThePlansEtp) {
     }
 }
 
+// moe_token_dispatcher_type alltoall or flex: the plan's dispatcher; allgather is not one tessel costs (warned).
+TEST(MegatronImport, TokenDispatcherIsThePlansMoeDispatcher) {
+    for (const std::string type : {"alltoall", "flex", "allgather"}) {
+        const ImportedRun run = importWithArgs("  moe_token_dispatcher_type ....................... " + type + "\n"
+                                               "  moe_flex_dispatcher_backend ..................... hybridep\n"
+                                               "  num_experts ..................................... 4\n"
+                                               "  moe_ffn_hidden_size ............................. 128\n",
+                                               "dispatcher.log");
+        if (type == "allgather") {
+            EXPECT_FALSE(run.scenario["plan"].contains("moe_dispatcher"));
+            bool warned = false;
+            for (const auto& w : run.warnings) warned = warned || w.find("moe_token_dispatcher_type") != std::string::npos;
+            EXPECT_TRUE(warned);
+        } else {
+            EXPECT_EQ(run.scenario["plan"]["moe_dispatcher"], type);
+            expectNotWarned(run, "moe_token_dispatcher_type");
+            expectNotWarned(run, "moe_flex_dispatcher_backend");
+        }
+    }
+}
+
 // --qk-layernorm: the model's q and k norms.
 TEST(MegatronImport, QkLayernormIsTheModelsQkNorm) {
     const ImportedRun run = importWithArgs("  qk_layernorm .................................... True\n", "qk.log");

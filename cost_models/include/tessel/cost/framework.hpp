@@ -43,6 +43,10 @@ struct FrameworkSettings {
     // The dtype the optimizer keeps its state in: "fp32", or "bf16" (Adam's moments in bf16 and no master beside
     // the bf16 weights: NeMo 1's distributed_fused_adam with optim.dtype=bf16). Unset: fp32.
     std::optional<std::string> optimizerDtype;
+    // How MoE tokens reach their experts (Megatron-core's --moe-token-dispatcher-type): "alltoall", one all-to-all
+    // of every token copy over the EP group, or "flex" (DeepEP / HybridEP, --moe-flex-dispatcher-backend): a token
+    // crosses the network once per destination node and is forwarded over NVLink inside it. Unset: alltoall.
+    std::optional<std::string> moeDispatcher;
     // Elements of the gradient bucket a ZeRO-2/3 optimizer reduces at a time (DeepSpeed's
     // zero_optimization.reduce_bucket_size). Unset: reduceBucketElementsOf.
     std::optional<int64_t> reduceBucketSize;
@@ -134,6 +138,8 @@ bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
 // 2025-08-28: scripts/performance configs; v0.2.0 utils/helpers.py and recipes/llama/llama3.py); "fused"
 // otherwise (Megatron-LM's --cross-entropy-fusion-impl defaults to native). docs/frameworks.md.
 std::string crossEntropyOf(const FrameworkSettings& f);
+// The plan's MoE token dispatcher: "alltoall" (unset) or "flex" (FrameworkSettings::moeDispatcher).
+std::string moeDispatcherOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 

@@ -41,6 +41,28 @@ struct SequenceParallelTraffic {
 SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
                                                 double activationBytes);
 
+// One all-to-all that an MoE dispatch (or combine) takes: its ranks' placement and each rank's buffer (nccl-tests
+// size convention: the rank keeps 1/size of it).
+struct DispatchLeg {
+    std::string suffix;       // "" for the plain all-to-all, "_internode" / "_intranode" for the flex dispatcher's
+    GroupPlacement placement;
+    double bytes = 0.0;
+};
+// The legs of one dispatch of `routedBytes` (every top-k copy of the router's tokens) over an EP group placed at
+// `ep`. The all-to-all dispatcher: one all-to-all of them over the group. The flex dispatcher (DeepEP / HybridEP)
+// across nodes: each token once to every other node holding one of its experts, the rank's peer there (one rank a
+// node), then the copies over NVLink among the group's ranks on the node (DeepSeek-V3 report, arXiv:2412.19437,
+// §3.2.2; DeepEP's normal kernels). With balanced routing a token reaches a node of E/N experts with probability
+// 1 - C(E - E/N, k) / C(E, k) (FORMULAS.md §5). The two legs run pipelined in one kernel (chunks forwarded over
+// NVLink while the next cross the network), so the dispatch takes the longer leg: the NVLink leg is costed as what
+// it adds beyond the network leg (traffic.cpp).
+std::vector<DispatchLeg> dispatchLegs(const ModelConfig& model, const Plan& plan, const GroupPlacement& ep, double routedBytes);
+// The legs' seconds as a dispatch takes them, from each leg's own (`seconds[i]` for legs[i]): the NVLink leg of
+// the flex dispatcher only beyond the network leg; every other leg as it is.
+std::vector<double> pipelinedLegSeconds(const std::vector<DispatchLeg>& legs, std::vector<double> seconds);
+// The chance that a token's top_k of `experts` experts (drawn evenly) include one of a node's `perNode`.
+double nodeHitProbability(int64_t experts, int64_t perNode, int64_t topK);
+
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
