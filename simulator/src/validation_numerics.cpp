@@ -1,0 +1,399 @@
+// Reads the numerics of a published record's run (validation_reading.hpp): its precision recipe, ZeRO stage and
+// hybrid sharding, the attention kernel its framework and software year ran, and recompute and sequence
+// parallelism raised until the plan fits, with the checks of the finished plan.
+#include "validation_reading.hpp"
+
+#include "validation_prose.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/errors.hpp"
+#include "tessel/cost/json_reader.hpp"
+#include "tessel/cost/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <regex>
+
+namespace tessel::sim::detail {
+
+using namespace prose;
+
+// Precision recipe, ZeRO stage and hybrid sharding.
+bool readPrecisionAndSharding(Reading& r) {
+    const nlohmann::json& pl = r.pl;
+    const nlohmann::json& sys = r.sys;
+    const std::string& ptr = r.ptr;
+    ValidationCase& c = r.c;
+    std::string& refusal = r.refusal;
+    const std::string& framework = r.framework;
+    Plan& plan = r.c.scenario.plan;
+    // Precision.
+    const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
+    plan.precision = "megatron";
+    // 4-bit training (NVFP4, MXFP4) has no recipe: its GEMMs run at twice FP8's rate behind Hadamard transforms and
+    // stochastic rounding, with some layers kept in BF16, none of which tessel costs. Refused, not read as BF16.
+    if (contains(prec, "fp4") || contains(prec, "float4") || contains(prec, "int4")) {
+        refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
+                  "\": 4-bit training is not modelled (tessel's recipes stop at FP8)";
+        return false;
+    }
+    if (contains(prec, "fp8") || contains(prec, "float8")) {
+        if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8) && (framework == "torchtitan" || contains(prec, "torchao"))) {
+            plan.precision = "fsdp_fp8";
+            r.assume("FP8 as torchao runs it under FSDP2: FP8 GEMMs with dynamic scales, fp32 shards, no cached FP8 copies");
+        } else if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
+            plan.precision = "fp8";
+            r.assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
+            if (contains(prec, "mx"))
+                r.assume("MXFP8 read as FP8: its block scales (one byte per 32 elements) and both-direction casts are "
+                         "costed as per-tensor FP8's cast and transpose");
+        } else {
+            r.assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
+        }
+    }
+    else if (framework == "fsdp" || framework == "torchtitan") {
+        // PyTorch FSDP keeps fp32 parameter shards (the master), gathers them as bf16 and reduces in fp32, or in
+        // bf16 under Composer's 'PURE' mixed precision (reduce_dtype = param_dtype).
+        plan.precision = contains(prec, "pure") ? "fsdp_pure" : "fsdp";
+        if (prec.empty() || contains(prec, "not stated"))
+            r.assume("precision not stated: FSDP mixed precision (fp32 shards, bf16 compute and gathers, fp32 reduction)");
+    }
+    else if (prec.empty() || contains(prec, "not stated")) r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
+
+    // ZeRO / distributed optimizer.
+    int zero = parseZero(pl);
+    const auto distOpt = boolean(pl, "distributed_optimizer");
+    if (zero < 0) {
+        if (distOpt && *distOpt) zero = 1;
+        else if (framework == "fsdp") zero = 3;
+        else {
+            zero = 0;
+            if (!distOpt) r.assume("ZeRO stage / distributed optimizer not stated: none (framework default)");
+        }
+    }
+    if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
+    plan.zeroStage = zero;
+    // torch.autocast over fp32 parameters (plain PyTorch, DDP, ZeRO-1/2; Composer's amp_bf16 without FSDP): the
+    // casts FSDP's param_dtype would make before the gather, autocast makes before every GEMM.
+    if (zero < 3 && !contains(plan.precision, "fp8") &&
+        (contains(prec, "autocast") || contains(prec, "torch.amp") || contains(prec, "amp_bf16")))
+        plan.precision = "amp";
+    // Plain-PyTorch trainers (Hugging Face Trainer / Accelerate, Lightning, nanoGPT, PyTorch DDP) run 16-bit mixed
+    // precision as torch.autocast over fp32 weights when nothing shards them (Trainer --bf16 and Lightning
+    // "bf16-mixed" through torch.amp).
+    if (plan.precision != "amp" && framework.empty() && zero < 3 && !contains(plan.precision, "fp8") &&
+        !contains(prec, "fp8")) {
+        const std::string fw = lower(text(pl, "framework"));
+        const bool plainTorch = contains(fw, "trainer") || contains(fw, "accelerate") || contains(fw, "lightning") ||
+                                contains(fw, "nanogpt") || contains(fw, "ddp") || contains(fw, "distributeddataparallel");
+        const bool mixed16 = contains(prec, "bf16") || contains(prec, "bfloat16") || contains(prec, "fp16") ||
+                             contains(prec, "float16") || contains(prec, "mixed");
+        if (plainTorch && mixed16) {
+            plan.precision = "amp";
+            r.assume(text(pl, "framework") + ": 16-bit mixed precision read as torch.autocast over fp32 weights (recipe amp)");
+        }
+    }
+
+    // fp16 keeps 16-bit gradients: Megatron-LM's --accumulate-allreduce-grads-in-fp32 is a store_true flag that only
+    // --bf16 forces on (megatron/arguments.py, 2021 to today); DeepSpeed's fp16 path (FP16_Optimizer, ZeRO-1/2)
+    // accumulates and reduces the fp16 .grad, where its bf16 path keeps fp32 gradients (bf16_optimizer.py).
+    const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16")) && !contains(prec, "bf16") &&
+                          !contains(prec, "bfloat16");
+    if ((framework == "megatron" || framework == "deepspeed") && fp16Only && !plan.framework.gradReduceInFp32 &&
+        !contains(plan.precision, "fp8")) {
+        plan.framework.gradReduceInFp32 = false;
+        r.assume(std::string("fp16 under ") + (framework == "megatron" ? "Megatron-LM" : "DeepSpeed") +
+               ": gradients accumulated and reduced in fp16 (only --bf16 keeps fp32 ones)");
+    }
+
+    // Hybrid sharding (HSDP): replicas of the sharded state, under the names records use (a replica count, or the
+    // size of a shard group). FSDP's HYBRID_SHARD shards inside a node and replicates across nodes. A count that
+    // is not positive or does not split the group is a refusal naming it, never a silent full shard.
+    {
+        const std::string sharding = lower(text(pl, "fsdp_sharding") + " " + text(pl, "zero") + " " + text(pl, "sharding"));
+        const int zeroGroup = plan.dp * (plan.zeroOverCp ? plan.cp : 1);
+        struct Name {
+            const char* key;
+            int shardOf; // 0: the value is the replica count; else the value is a shard size of this many ranks
+        };
+        const Name names[] = {{"zero_replicas", 0}, {"num_distributed_optimizer_instances", 0}, {"dp_replicate", 0},
+                              {"data_parallel_replicate_degree", 0}, {"dp_shard", plan.dp}, {"mics_shard_size", zeroGroup}};
+        int replicas = 1;
+        bool stated = false;
+        for (const Name& n : names) {
+            const auto v = integer(pl, n.key);
+            if (!v) continue;
+            if (*v < 1 || (n.shardOf > 0 && n.shardOf % *v != 0)) {
+                refusal = ptr + "/plan/" + n.key + ": " + std::to_string(*v) +
+                          (*v < 1 ? " is not a positive count" : " does not divide the " + std::to_string(n.shardOf) + " ranks it shards");
+                return false;
+            }
+            replicas = n.shardOf > 0 ? n.shardOf / static_cast<int>(*v) : static_cast<int>(*v);
+            if (replicas > 1) r.assume(std::string(n.key) + ": the ZeRO state is replicated " + std::to_string(replicas) + " times (hybrid sharding)");
+            stated = true;
+            break;
+        }
+        if (!stated && contains(sharding, "hybrid")) {
+            // One shard group per node: the data-parallel ranks of a node (tp x cp of them share it).
+            const int shard = std::min(plan.dp, std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp)));
+            if (plan.dp % shard != 0) {
+                refusal = ptr + "/plan/fsdp_sharding: " + text(pl, "fsdp_sharding") + " shards inside a node, and the " +
+                          std::to_string(plan.dp) + " data-parallel ranks do not split into nodes of " + std::to_string(shard);
+                return false;
+            }
+            replicas = plan.dp / shard;
+            r.assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
+                   " data-parallel ranks of a node, replicated over " + std::to_string(replicas) + " nodes (FSDP's HYBRID_SHARD default)");
+        }
+        if (replicas > 1 && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
+        plan.zeroReplicas = replicas;
+    }
+    return true;
+}
+
+// The attention kernel: the record's words, else what its framework and software year ran.
+bool readAttention(Reading& r) {
+    const nlohmann::json& rec = r.rec;
+    const nlohmann::json& pl = r.pl;
+    ValidationCase& c = r.c;
+    const std::string& source = r.source;
+    const std::string& framework = r.framework;
+    Plan& plan = r.c.scenario.plan;
+    // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
+    // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24). Which fused
+    // kernel follows the record's words, else the year of its software (as the framework version does):
+    // FlashAttention-2 from July 2023, -3 (and cuDNN's fused attention on Hopper) from 2024. MegaScale (NSDI'24,
+    // arXiv 2402) ran its Megatron-LM baseline in 2023 and names FlashAttention-2 among its own changes.
+    const std::string attn =
+        lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention"));
+    auto kernelFor = [&](const std::string& wanted) {
+        const auto& kernels = c.scenario.cluster.gpu.attentionKernels;
+        if (kernels.count(wanted)) return wanted;
+        // cuDNN's fused attention where the GPU has no figure for it (it runs on Hopper and later): Transformer
+        // Engine then runs FlashAttention, the best the GPU has.
+        if (wanted == "cudnn" && kernels.count("flash3")) return std::string("flash3");
+        if ((wanted == "flash3" || wanted == "cudnn") && kernels.count("flash2")) return std::string("flash2");
+        return std::string("auto");
+    };
+    // The software's year decides the default kernel, not the paper's (a paper submitted early in a year
+    // reports work run the year before).
+    const int softwareYr = softwareYear(source);
+    // Frameworks whose models call torch.nn.functional.scaled_dot_product_attention unless told otherwise.
+    const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
+    plan.flashAttention = true;
+    // llm-foundry's benchmark runs take `attn_impl` from submit_benchmarks.py's --attn_impl, default "triton"
+    // (llm-foundry's Triton kernel, triton-pre-mlir in its install_requires) at 5f43bf160, b2a43a147 and 5e85bd62d
+    // alike; its sweep.sh never sets it. The "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with
+    // sweep.py (5e85bd62d, 2024-01), which sets it per model: "flash" (flash-attn 2.4.2, installed as
+    // .[gpu-flash2]) for MPT-1B, -3B, -7B and -70B, "triton" for MPT-13B and -30B.
+    const bool llmFoundryLargeScale = contains(lower(source), "llm-foundry") && contains(lower(source), "large scale");
+    const std::string modelName = lower(text(rec.value("model", nlohmann::json::object()), "name"));
+    const bool largeScaleTriton = std::regex_search(modelName, std::regex(R"((^|[^0-9.])(13|30)b)"));
+    if (llmFoundryLargeScale && !contains(attn, "flash1") && !contains(attn, "flash2") && !contains(attn, "flash3")) {
+        plan.attentionKernel = kernelFor(largeScaleTriton ? "flash1" : "flash2");
+        r.assume(largeScaleTriton
+                   ? "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl triton for this model, read as "
+                     "FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)"
+                   : "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl flash, flash-attn 2.4.2");
+    } else if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
+        contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
+        plan.attentionKernel = kernelFor("flash1");
+        if (contains(attn, "triton"))
+            r.assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
+    } else if (contains(attn, "flash3") || contains(attn, "flashattention-3")) {
+        plan.attentionKernel = kernelFor("flash3");
+    } else if (contains(attn, "cudnn") || contains(attn, "fused attention") || contains(attn, "fused_attn")) {
+        plan.attentionKernel = kernelFor("cudnn");
+    } else if (contains(attn, "flash2") || contains(attn, "flashattention-2") || contains(attn, "flash-attn 2") ||
+               contains(attn, "flash_attn_2") || contains(attn, "flash attention 2") || contains(attn, "flash-attention-2")) {
+        plan.attentionKernel = kernelFor("flash2");
+    } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax") ||
+               contains(attn, "eager") || contains(attn, "standard")) {
+        plan.flashAttention = false;
+    } else if (sdpaFramework && softwareYr >= 2026 && c.scenario.cluster.gpu.attentionKernels.count("cudnn")) {
+        // From PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper: check_prefer_cudnn_attention
+        // (sdp_utils.cpp) gates it on a bundled cuDNN newer than 9.15, which 2.11's wheel has; the H200 profile of
+        // docs/gpu-report-h200.md shows its kernels.
+        plan.attentionKernel = "cudnn";
+        r.assume("attention through PyTorch SDPA: cuDNN's fused attention (its default on Hopper from PyTorch 2.11)");
+    } else if (sdpaFramework && softwareYr >= 2024) {
+        // PyTorch's scaled_dot_product_attention runs FlashAttention-2 (PyTorch 2.2 release notes); its cuDNN
+        // backend is opt-in from 2.5.1 (pytorch/pytorch PR 138522; torchtitan's selective-checkpoint save list names
+        // only the flash and memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
+        plan.attentionKernel = kernelFor("flash2");
+        r.assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
+    } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
+        plan.attentionKernel = softwareYr >= 2024 ? kernelFor(sdpaFramework ? "flash3" : "cudnn")
+                               : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
+        r.assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
+               (softwareYr > 0 ? " (software of " + std::to_string(softwareYr) + ")" : " (the GPU's default)"));
+    } else if (framework == "megatron" && softwareYr > 0 && softwareYr <= 2023) {
+        plan.flashAttention = false;
+        r.assume("attention kernel not stated: Megatron-LM of " + std::to_string(softwareYr) +
+               " without FlashAttention (fused softmax, s^2 scores in HBM)");
+    } else if (softwareYr > 0 && softwareYr <= 2022) {
+        plan.flashAttention = false;
+        r.assume("attention kernel not stated: a " + std::to_string(softwareYr) + " run predates FlashAttention's adoption");
+    } else {
+        plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
+        r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
+    }
+    return true;
+}
+
+// Recompute and sequence parallelism (raised until a published plan fits), the micro-batch where one a step
+// does not fit, the framework defaults that decided something, and the plan checked as tessel's plan format checks it.
+bool readRecomputeAndCheck(Reading& r) {
+    const nlohmann::json& pl = r.pl;
+    const std::string& ptr = r.ptr;
+    ValidationCase& c = r.c;
+    std::string& refusal = r.refusal;
+    Plan& plan = r.c.scenario.plan;
+    ModelConfig& model = r.c.scenario.model;
+    const bool microBatchAssumed = r.microBatchAssumed;
+    // Recompute and sequence parallelism: stated, or the framework default; a default that would not fit in
+    // memory is raised step by step (a published run ran, so it fit).
+    bool recomputeKnown = false;
+    plan.recompute = parseRecompute(text(pl, "recompute"), recomputeKnown);
+    // Megatron-LM's block method recomputes only --recompute-num-layers layers of each chunk (plan
+    // recompute_layers); its uniform method with n > 1 layers per checkpoint recomputes every layer and keeps
+    // fewer inputs than tessel's one per layer. Both read from the config's names or the record's prose.
+    if (plan.recompute == Recompute::Full) {
+        const std::string rc = lower(text(pl, "recompute"));
+        const std::string method = lower(text(pl, "recompute_method")) + " " + rc;
+        std::optional<int64_t> layers = integer(pl, "recompute_num_layers");
+        std::smatch m;
+        if (!layers && std::regex_search(rc, m, std::regex(R"(\b([0-9]{1,6}) layers?\b)"))) layers = std::stoll(m[1].str());
+        if (layers && *layers > model.layers) layers = model.layers; // beyond any chunk: every layer
+        const std::string shown = text(pl, "recompute").empty() ? text(pl, "recompute_method") : text(pl, "recompute");
+        if (contains(method, "block") && layers && *layers >= model.layers) {
+            r.assume("recompute \"" + shown + "\": the block method's count reaches every layer of every chunk: every layer "
+                   "recomputed");
+        } else if (contains(method, "block") && layers && *layers > 0) {
+            plan.recomputeLayers = static_cast<int>(*layers);
+            r.assume("recompute \"" + shown + "\": the first " + std::to_string(*layers) +
+                   " layers of each chunk recomputed, the rest keep their activations (Megatron-LM's block method)");
+        } else if (contains(method, "block") || (layers && *layers > 1)) {
+            r.assume("recompute \"" + shown + "\" read as every layer recomputed, one checkpoint each" +
+                   (contains(method, "block") ? " (no positive layer count given for the block method)"
+                                              : " (tessel keeps one checkpoint per layer, not one per " +
+                                                    std::to_string(*layers) + ")"));
+        }
+    }
+    // As a flag (llm-foundry's "Activation Checkpointing: True", a config's activation_checkpointing): on is
+    // every layer recomputed, off is none.
+    for (const char* key : {"recompute", "activation_checkpointing"}) {
+        if (recomputeKnown) break;
+        if (const nlohmann::json* flag = member(pl, key); flag && flag->is_boolean()) {
+            plan.recompute = flag->get<bool>() ? Recompute::Full : Recompute::None;
+            recomputeKnown = true;
+        }
+    }
+    // Megatron-core's CPU offloading of the first N layers' activations (cpu_offloading_num_layers, with
+    // cpu_offloading on where stated): it runs without recompute, so an unstated recompute is none.
+    const auto offloadLayers = integer(pl, "cpu_offloading_num_layers");
+    if (const auto stated = number(pl, "cpu_offloading_num_layers");
+        stated && (!offloadLayers || *offloadLayers >= model.layers)) {
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", *stated);
+        refusal = ptr + "/plan/cpu_offloading_num_layers: " + shown + " is not a layer count Megatron-core offloads (0 to " +
+                  std::to_string(model.layers - 1) + ")";
+        return false;
+    }
+    if (const auto layers = offloadLayers; layers && *layers > 0 && boolean(pl, "cpu_offloading").value_or(true)) {
+        plan.offloadActivationLayers = static_cast<int>(*layers);
+        if (!recomputeKnown) {
+            plan.recompute = Recompute::None;
+            recomputeKnown = true;
+            r.assume("recompute none: Megatron-core's CPU offloading (cpu_offloading_num_layers " + std::to_string(*layers) +
+                     ") runs without activation recompute");
+        }
+    }
+    const auto sp = boolean(pl, "sequence_parallel");
+    plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
+    if (!model.moe) plan.ep = 1;
+    auto fits = [&] {
+        ProblemList problems;
+        validatePlan(model, c.scenario.cluster, plan, "/plan", problems);
+        return problems.empty() && predictMemory(model, c.scenario.cluster, plan).fits;
+    };
+    if (!recomputeKnown || !sp) {
+        std::vector<std::string> raised;
+        if (!sp && plan.tp > 1 && !fits()) {
+            plan.sequenceParallel = true;
+            raised.push_back("sequence parallelism on");
+        }
+        if (!recomputeKnown && !fits()) {
+            plan.recompute = Recompute::Selective;
+            raised.push_back("selective recompute");
+            if (!fits()) {
+                plan.recompute = Recompute::Full;
+                raised.back() = "full recompute";
+            }
+        }
+        std::string what = std::string(!recomputeKnown ? "recompute" : "") + (!recomputeKnown && !sp ? " and " : "") +
+                           (!sp ? "sequence parallelism" : "");
+        r.assume(what + " not stated: " +
+               (raised.empty() ? std::string("framework default (") + toString(plan.recompute) +
+                                     (sp ? "" : plan.sequenceParallel ? ", SP on" : ", SP off") + ")"
+                               : "raised until the plan fits in memory: " + [&] {
+                                     std::string s;
+                                     for (const auto& entry : raised) s += (s.empty() ? "" : ", ") + entry;
+                                     return s;
+                                 }()));
+    }
+    if (sp && *sp && plan.tp == 1) plan.sequenceParallel = false;
+    // A run that ran fit: when one micro-batch a step (the assumed default above) does not, with the recompute
+    // settled, the largest micro-batch that divides the batch and fits is taken, accumulating over the rest.
+    if (microBatchAssumed && !fits()) {
+        const int perRank = plan.globalBatch / plan.dp;
+        int mb = plan.microBatch;
+        while (mb > 1 && !fits()) {
+            --mb;
+            while (mb > 1 && perRank % mb != 0) --mb;
+            plan.microBatch = mb;
+        }
+        r.assume("one micro-batch of " + std::to_string(perRank) + " sequences a rank does not fit in memory: micro_batch " +
+               std::to_string(mb) + ", accumulated over " + std::to_string(perRank / mb) +
+               (fits() ? "" : " (and that does not fit either)"));
+    }
+    // The defaults that decide something for this plan: the main-gradient dtype only for recipes with Megatron-style
+    // fp32 main gradients, FP8 parameters only for FP8 recipes.
+    const PrecisionRecipe* named = findPrecisionRecipe(plan.precision);
+    const bool mainGrads = named && named->megatronMainGrads();
+    const bool fp8 = named && named->fp8();
+    for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted) {
+        if ((d.rfind("grad_reduce_in_fp32 ", 0) == 0 && !mainGrads) || (d.rfind("fp8_param_gather ", 0) == 0 && !fp8) ||
+            d.rfind("store_param_remainders ", 0) == 0)
+            continue;
+        r.assume(d);
+    }
+    // The master's remainders only where there is an fp32 master of bf16 weights under a distributed optimizer, and
+    // their default depends on the GEMMs' dtype (storeParamRemaindersOf), so it is said here, resolved for this plan.
+    if (named && named->weightBytes == 2 && named->masterBytes == 4 && plan.zeroStage >= 1 &&
+        !plan.framework.storeParamRemainders && optimizerDtypeOf(plan.framework) == "fp32" &&
+        !(fp8 && fp8ParamGatherOf(plan.framework)) && plan.framework.name == "nemo") {
+        const bool remainders = storeParamRemaindersOf(plan.framework, fp8);
+        r.assume(std::string("store_param_remainders = ") + (remainders ? "true" : "false") + " (" + plan.framework.name +
+                 (plan.framework.version.empty() ? " (current)" : " " + plan.framework.version) + " default" +
+                 (remainders ? ": the fp32 master as 16-bit remainders beside the bf16 weights)" : ")"));
+    }
+    if (plan.pipelineSplit != PipelineSplit::Even) {
+        resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled
+        if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)
+            r.assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
+                   std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
+                   "split (" + pipelineSplitText(model, plan) + ")");
+    }
+    ProblemList problems;
+    validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
+    if (!problems.empty()) {
+        refusal = problems.items().front().where + ": " + problems.items().front().message;
+        return false;
+    }
+    return true;
+}
+
+} // namespace tessel::sim::detail

@@ -1,0 +1,39 @@
+// One published record's reading in progress (validation_plan.cpp, validation_numerics.cpp): the state its steps
+// share and the steps that read the run's numerics. Internal to the simulator library.
+#pragma once
+
+#include "tessel/sim/validation.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace tessel::sim::detail {
+
+// One record's reading in progress: what each step reads from the record and writes into the case.
+struct Reading {
+    const nlohmann::json& rec;
+    const std::string& ptr;
+    ValidationCase& c;
+    std::string& refusal;
+    const nlohmann::json sys;  // the record's "system" (an empty object when absent)
+    const nlohmann::json pl;   // its "plan"
+    const std::string source;  // its source and source_url, for the year and the framework
+    const std::string framework;
+    int64_t world = 0;              // GPUs in all (readCluster)
+    bool microBatchAssumed = false; // one micro-batch a step, the framework's default (readBatch)
+    // What the record did not state and tessel took, listed with the case.
+    void assume(std::string what) { c.assumptions.push_back(std::move(what)); }
+};
+
+
+// The steps of validation_numerics.cpp, run after the cluster, batch, pipeline and framework steps: the precision
+// recipe, ZeRO stage and hybrid sharding; the attention kernel; recompute and SP raised until the plan fits, and the
+// checks of the finished plan. Each returns false with `refusal` set when the record cannot be read.
+bool readPrecisionAndSharding(Reading& r);
+bool readAttention(Reading& r);
+bool readRecomputeAndCheck(Reading& r);
+
+} // namespace tessel::sim::detail
