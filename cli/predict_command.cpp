@@ -21,7 +21,8 @@ namespace {
 // and the expert all-to-all (docs/validation.md, "Mixture-of-experts on H100").
 const char* const kMoeUnvalidated =
     "no published mixture-of-experts run is among them: the expert layers (routing, permutation, all-to-all) are "
-    "not validated, and Megatron-Bridge's Qwen3 30B-A3B runs on 16 H100 came out 53-58% fast (docs/validation.md)";
+    "not validated: Megatron-Bridge's Qwen3 MoE runs on H100 came out 24-30% fast (30B-A3B, 16 GPUs, either dispatcher) "
+    "and 60% slow (235B-A22B, whose overlapped EP all-to-all tessel does not hide) (docs/validation.md)";
 
 void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimulation& simulation, std::ostream& out) {
     const auto& m = s.model;

@@ -151,7 +151,7 @@ std::string csvQuote(const std::string& s) {
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
            "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
-           "offload,frameworks,zero_replicas,recompute_layers,why\n";
+           "offload,frameworks,zero_replicas,recompute_layers,etp,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -165,7 +165,7 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
         for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
         out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
             << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << p.recomputeLayers << ","
-            << csvQuote(t.why) << "\n";
+            << p.expertTp() << "," << csvQuote(t.why) << "\n";
     }
 }
 
@@ -211,7 +211,8 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         }
         if (batchRange) row.push_back(std::to_string(p.globalBatch));
         for (const std::string& cell :
-             {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
+             {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp),
+              std::to_string(p.ep) + (p.expertFolded() ? " (etp " + std::to_string(p.etp) + ")" : std::string()),
               std::to_string(p.vpp), std::to_string(p.microBatch),
               std::to_string(p.zeroStage) + (p.zeroReplicas > 1 ? "x" + std::to_string(p.zeroReplicas) : std::string()),
               recomputeString(p),

@@ -28,7 +28,7 @@ constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
     {"pp", "pp", "Pipeline-parallel stages (an uneven split: layers per virtual stage)"},
     {"dp", "dp", "Data-parallel degree"},
     {"cp", "cp", "Context-parallel degree"},
-    {"ep", "ep", "Expert-parallel degree"},
+    {"ep", "ep", "Expert-parallel degree (with etp: the experts' own tensor-parallel width, MoE parallel folding)"},
     {"vpp", "vpp", "Virtual pipeline stages (model chunks) per rank"},
     {"mb", "mb", "Micro-batch size in sequences"},
     {"zero", "ZeRO", "ZeRO stage (0-3)"},
@@ -110,7 +110,9 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     }
     case Dp: return integer(p.dp);
     case Cp: return integer(p.cp);
-    case Ep: return integer(p.ep);
+    case Ep: // folded experts show their expert-TP width ("32 (etp 1)"); filters and sorting see ep
+        if (display && p.expertFolded()) return QStringLiteral("%1 (etp %2)").arg(p.ep).arg(p.etp);
+        return integer(p.ep);
     case Vpp: return integer(p.vpp);
     case MicroBatch: return integer(p.microBatch);
     case Zero: // hybrid sharding shows its replicas ("1x16"); filters and sorting see the stage

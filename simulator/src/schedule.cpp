@@ -153,7 +153,7 @@ struct ChunkParams {
 template <typename Fn>
 void forEachShardedPart(const ChunkParams& c, const Plan& plan, Fn&& fn) {
     if (c.dense > 0.0 && plan.dp * plan.cp > 1) fn(c.dense, zeroGroupKind(plan, false), "");
-    if (c.expert > 0.0 && plan.dp / plan.ep * plan.cp > 1) fn(c.expert, zeroGroupKind(plan, true), "_expert");
+    if (c.expert > 0.0 && plan.expertGradientGroup() > 1) fn(c.expert, zeroGroupKind(plan, true), "_expert");
 }
 
 Action transfer(ActionKind kind, int mb, int chunk, int peer) {

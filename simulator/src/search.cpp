@@ -110,6 +110,7 @@ std::string planDiff(const Plan& a, const Plan& b) {
     num("dp", a.dp, b.dp);
     num("cp", a.cp, b.cp);
     num("ep", a.ep, b.ep);
+    num("etp", a.expertTp(), b.expertTp());
     num("vpp", a.vpp, b.vpp);
     num("micro-batch", a.microBatch, b.microBatch);
     if (a.zeroStage != b.zeroStage)

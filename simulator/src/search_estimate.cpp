@@ -20,13 +20,27 @@ namespace tessel::sim::detail {
 namespace {
 double d(int64_t v) { return static_cast<double>(v); }
 
-// Size of a layout dim: "dp" in rank_order is the expert-data-parallel part dp/ep (topology.cpp).
+// Size of a dense-layout dim: "dp" in rank_order is the expert-data-parallel part dp/ep; a folded plan's dense
+// layout has no ep (topology.cpp).
 int dimSize(const Plan& plan, ParallelDim dim) {
+    const bool folded = plan.expertFolded();
     switch (dim) {
     case ParallelDim::Tp: return plan.tp;
     case ParallelDim::Cp: return plan.cp;
+    case ParallelDim::Ep: return folded ? 1 : plan.ep;
+    case ParallelDim::Dp: return folded ? plan.dp : plan.ep > 0 ? plan.dp / plan.ep : 0;
+    case ParallelDim::Pp: return plan.pp;
+    }
+    return 1;
+}
+
+// Size of a dim in a folded plan's expert layout: etp, 1, ep, tp x cp x dp / (etp x ep), pp (topology.cpp).
+int expertDimSize(const Plan& plan, ParallelDim dim) {
+    switch (dim) {
+    case ParallelDim::Tp: return plan.expertTp();
+    case ParallelDim::Cp: return 1;
     case ParallelDim::Ep: return plan.ep;
-    case ParallelDim::Dp: return plan.ep > 0 ? plan.dp / plan.ep : 0;
+    case ParallelDim::Dp: return plan.expertDp();
     case ParallelDim::Pp: return plan.pp;
     }
     return 1;
@@ -78,6 +92,9 @@ const char* reasonText(Reason r) {
     case Reason::InterleavedMicroBatches: return "interleaved needs micro-batches divisible by pp";
     case Reason::EpNeedsMoe: return "ep needs a MoE model";
     case Reason::EpDp: return "ep does not divide dp";
+    case Reason::EtpRanks: return "etp x ep does not divide a stage's ranks";
+    case Reason::EtpOrder: return "folded experts need pp last in rank order";
+    case Reason::EtpSp: return "folded experts with tp > 1 need SP";
     case Reason::ZeroReplicas: return "zero_replicas does not fit the plan";
     case Reason::EpExperts: return "ep does not divide experts";
     case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
@@ -102,7 +119,7 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (model.heads % plan.tp != 0) return Reason::TpHeads;
     if (model.kvHeads % plan.tp != 0) return Reason::TpKvHeads;
     if (model.ffnHidden % plan.tp != 0) return Reason::TpFfn;
-    if (model.moe && (model.moe->expertFfnHidden % plan.tp != 0 || model.moe->sharedFfnHidden % plan.tp != 0))
+    if (model.moe && (model.moe->expertFfnHidden % plan.expertTp() != 0 || model.moe->sharedFfnHidden % plan.tp != 0))
         return Reason::TpExpertFfn;
     if (model.layers < plan.pp * plan.vpp) return Reason::Layers;
     if (model.layers % (plan.pp * plan.vpp) != 0 && plan.pipelineSplit == PipelineSplit::Even && plan.pipelineLayers.empty() &&
@@ -118,12 +135,19 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (static_cast<int64_t>(plan.pp) * plan.vpp * (plan.globalBatch / perStep) > PlanLimits::scheduleSlots)
         return Reason::ScheduleSize;
     if (interleaved && plan.microBatchesPerStep() % plan.pp != 0) return Reason::InterleavedMicroBatches;
-    if (plan.ep > 1 && !model.moe) return Reason::EpNeedsMoe;
-    if (plan.dp % plan.ep != 0) return Reason::EpDp;
+    if ((plan.ep > 1 || plan.etp > 0) && !model.moe) return Reason::EpNeedsMoe;
+    if (plan.expertFolded()) {
+        if ((static_cast<int64_t>(plan.tp) * plan.cp * plan.dp) % (static_cast<int64_t>(plan.etp) * plan.ep) != 0)
+            return Reason::EtpRanks;
+        if (plan.rankOrder.back() != ParallelDim::Pp) return Reason::EtpOrder;
+        if (plan.tp > 1 && !plan.sequenceParallel) return Reason::EtpSp;
+    } else if (plan.dp % plan.ep != 0) {
+        return Reason::EpDp;
+    }
     if (plan.zeroReplicas > 1) {
         const int group = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
         if (plan.zeroStage < 1 || (plan.cp > 1 && !plan.zeroOverCp) || group % plan.zeroReplicas != 0 ||
-            (model.moe && plan.ep > 1 && (plan.dp / plan.ep) % plan.zeroReplicas != 0))
+            (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertDp() % plan.zeroReplicas != 0))
             return Reason::ZeroReplicas;
     }
     if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
@@ -153,8 +177,10 @@ int rankOrderIndex(const std::array<ParallelDim, 5>& order) {
 
 uint32_t orderSignature(const Plan& plan, const std::array<ParallelDim, 5>& order) {
     uint32_t sig = 0;
+    // A dim of one rank goes anywhere; a folded plan's dim counts where either layout has more than one.
     for (ParallelDim dim : order)
-        if (dimSize(plan, dim) > 1) sig = (sig << 3) | (static_cast<uint32_t>(dim) + 1u);
+        if (dimSize(plan, dim) > 1 || (plan.expertFolded() && expertDimSize(plan, dim) > 1))
+            sig = (sig << 3) | (static_cast<uint32_t>(dim) + 1u);
     return sig;
 }
 
@@ -372,7 +398,8 @@ DpPlacements dpPlacements(const Plan& plan, int gpusPerNode) {
     // where the replicas divide them (validatePlan requires it of a model with experts).
     const int r = plan.zeroReplicas;
     const bool denseHybrid = r > 1 && (plan.cp == 1 || plan.zeroOverCp) && (plan.dp * plan.cp) % r == 0;
-    const bool expertHybrid = r > 1 && plan.ep > 0 && plan.dp % plan.ep == 0 && (plan.dp / plan.ep) % r == 0;
+    const bool expertHybrid = r > 1 && plan.ep > 0 && (plan.expertFolded() || plan.dp % plan.ep == 0) &&
+                              plan.expertDp() > 0 && plan.expertDp() % r == 0;
     if (denseHybrid) {
         p.dense = placeGroup(plan, gpusPerNode, GroupKind::ZeroShard);
         p.denseReplicas = placeGroup(plan, gpusPerNode, GroupKind::ZeroReplica);
@@ -512,7 +539,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const std::vector<int> chunkLayers = chunkLayerCounts(model, plan);
     const int lastVirtual = p * v - 1;
     const bool dataParallel = plan.dp * plan.cp > 1;
-    const bool expertDataParallel = plan.dp / plan.ep * plan.cp > 1;
+    const bool expertDataParallel = plan.expertGradientGroup() > 1; // schedule.cpp
     const int z = plan.zeroStage;
     const OverlapSettings& ov = ctx.overlapOf(plan);
     DpCosts out;

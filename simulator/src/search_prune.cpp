@@ -89,11 +89,13 @@ struct Pruner {
         const int gpn = ctx.cluster->gpusPerNode;
         Plan plan = itemPlan(space, it);
         const std::vector<std::pair<Schedule, int>> schedules = scheduleChoices(space, model, it.pp);
-        const std::vector<bool> sps = spChoices(space, it.tp);
+        const std::vector<bool> sps = it.etp > 0 ? foldedSpChoices(space, it.tp) : spChoices(space, it.tp);
 
         // Rank orders distinct in effect (placements of every group the simulator costs).
         OrderClasses oc;
-        if (plan.dp % plan.ep != 0) {
+        if (plan.expertFolded()) {
+            oc = effectiveOrders(plan, gpn, foldedOrders(space)); // the expert layout needs pp last
+        } else if (plan.dp % plan.ep != 0) {
             oc.orders = {space.orders.front()}; // every plan of the item is rejected ("ep does not divide dp")
             oc.innerOf = oc.dpOf = {0};
             oc.inner.resize(1);
@@ -140,6 +142,7 @@ struct Pruner {
         code.dp = it.dp;
         code.cp = it.cp;
         code.ep = it.ep;
+        code.etp = it.etp;
         for (int mb : microBatchChoices(space, it.dp, it.pp)) {
             plan.microBatch = mb;
             code.microBatch = mb;
@@ -453,6 +456,9 @@ std::string problemCategory(const Problem& problem) {
     if (has("micro-batches per step")) return reasonText(Reason::InterleavedMicroBatches);
     if (has("needs a model with a moe block")) return reasonText(Reason::EpNeedsMoe);
     if (has("must divide dp")) return reasonText(Reason::EpDp);
+    if (has("ranks of a pipeline stage")) return reasonText(Reason::EtpRanks);
+    if (has("needs pp last in rank_order")) return reasonText(Reason::EtpOrder);
+    if (has("needs sequence parallelism (Megatron-core dispatches")) return reasonText(Reason::EtpSp);
     if (has("zero_replicas") || has("hybrid sharding")) return reasonText(Reason::ZeroReplicas);
     if (has("experts")) return reasonText(Reason::EpExperts);
     if (has("load-balanced causal attention")) return reasonText(Reason::CpSeq);

@@ -203,6 +203,18 @@ std::vector<bool> spChoices(const Space& s, int tp) {
     return tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
 }
 
+std::vector<bool> foldedSpChoices(const Space& s, int tp) {
+    const std::vector<bool> all = spChoices(s, tp);
+    return tp > 1 && std::find(all.begin(), all.end(), true) != all.end() ? std::vector<bool>{true} : std::vector<bool>{};
+}
+
+std::vector<int> foldedOrders(const Space& s) {
+    std::vector<int> out;
+    for (int o : s.orders)
+        if (allRankOrders()[static_cast<size_t>(o)].back() == ParallelDim::Pp) out.push_back(o);
+    return out;
+}
+
 Plan itemPlan(const Space& s, const WorkItem& it) {
     Plan p = s.base;
     p.tp = it.tp;
@@ -210,9 +222,8 @@ Plan itemPlan(const Space& s, const WorkItem& it) {
     p.cp = it.cp;
     p.dp = it.dp;
     p.ep = it.ep;
-    // The search lays experts out inside dp (etp = tp); a scenario's folded expert layout is not carried over to
-    // degrees it was not written for.
-    p.etp = 0;
+    // The item's expert layout (a scenario's own etp is not carried over to degrees it was not written for).
+    p.etp = it.etp;
     p.globalBatch = s.largestMultiple(it.dp);
     return p;
 }
@@ -237,6 +248,18 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                                scheduleChoices(s, model, pp).size() * perShape;
                     if (it.plans > 0) items.push_back(it);
                 }
+                // MoE parallel folding (Megatron-core, etp 1): whole experts, EP over the stage's tp x cp x dp ranks,
+                // with SP and pp last in the rank order.
+                if (!model.moe || tp == 1 || foldedSpChoices(s, tp).empty() || foldedOrders(s).empty()) continue;
+                const std::vector<int> foldedEps = !s.ep.empty() ? s.ep : divisorsOf(tp * cp * dp);
+                for (int ep : foldedEps) {
+                    if ((tp * cp * dp) % ep != 0) continue;
+                    WorkItem it{tp, pp, cp, dp, ep, 0, 1};
+                    const Plan plan = itemPlan(s, it);
+                    it.plans = microBatchChoices(s, dp, pp).size() * scheduleChoices(s, model, pp).size() * s.recompute.size() *
+                               s.zero.size() * distinctOrderIndices(plan, foldedOrders(s)).size();
+                    if (it.plans > 0) items.push_back(it);
+                }
             }
     return items;
 }
@@ -245,12 +268,13 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
 
 namespace tessel::sim {
 int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusPerNode) {
-    if (plan.ep < 1 || plan.dp % plan.ep != 0 || (plan.cp > 1 && !plan.zeroOverCp) || plan.tp < 1) return 1;
+    if (plan.ep < 1 || (!plan.expertFolded() && plan.dp % plan.ep != 0) || (plan.cp > 1 && !plan.zeroOverCp) || plan.tp < 1)
+        return 1;
     const int group = plan.dp * plan.cp;
     const int shard = std::min(group, std::max(1, gpusPerNode / plan.tp));
     if (shard >= group || group % shard != 0) return 1;
     const int replicas = group / shard;
-    if (model.moe && plan.ep > 1 && (plan.dp / plan.ep) % replicas != 0) return 1;
+    if (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertDp() % replicas != 0) return 1;
     return replicas;
 }
 } // namespace tessel::sim
@@ -258,7 +282,7 @@ int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusP
 namespace tessel::sim::detail {
 
 Plan toPlan(const Space& s, const PlanCode& c) {
-    Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0});
+    Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0, c.etp});
     p.vpp = c.vpp;
     p.microBatch = c.microBatch;
     p.zeroStage = c.zero;

@@ -20,15 +20,16 @@ namespace tessel::sim::detail {
 // not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
 struct PlanCode {
     int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
+    int32_t etp = 0; // Plan::etp: 0 (experts over tp) or 1 (folded, whole experts: tp > 1 only)
     uint8_t zero = 0, recompute = 0, sp = 0, schedule = 0, order = 0, split = 0;
     uint8_t offload = 0; // search_offload.hpp bits
     uint16_t replicas = 1; // zero_replicas (hybrid sharding)
     uint16_t recomputeLayers = 0; // partial recompute (Plan::recomputeLayers), with recompute full
 };
 inline bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute,
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.etp, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute,
                     a.recomputeLayers, a.sp, a.schedule, a.offload, a.order, a.split) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute,
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.etp, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute,
                     b.recomputeLayers, b.sp, b.schedule, b.offload, b.order, b.split);
 }
 
@@ -68,6 +69,7 @@ struct Space {
 struct WorkItem {
     int tp = 1, pp = 1, cp = 1, dp = 1, ep = 1;
     uint64_t plans = 0;   // estimated plan count, to weight progress
+    int etp = 0;          // 0: experts over tp, EP inside dp; 1: MoE parallel folding (EP over tp x cp x dp)
 };
 
 Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& in,
@@ -76,6 +78,10 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
 std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const ModelConfig& model, int pp);
 std::vector<int> microBatchChoices(const Space& s, int dp, int pp);
 std::vector<bool> spChoices(const Space& s, int tp);
+// A folded item's SP choices (SP on, where the space allows it at this tp; empty: no folded items) and its rank
+// orders (indices into allRankOrders with pp last).
+std::vector<bool> foldedSpChoices(const Space& s, int tp);
+std::vector<int> foldedOrders(const Space& s);
 Plan itemPlan(const Space& s, const WorkItem& it);
 std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model);
 Plan toPlan(const Space& s, const PlanCode& c);

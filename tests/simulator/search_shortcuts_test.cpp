@@ -73,6 +73,15 @@ std::vector<GridCase> boundGrid() {
                                         ProblemList problems;
                                         validatePlan(m, c, p, "/plan", problems);
                                         if (problems.empty()) cases.push_back({m, c, p});
+                                        // And folded (MoE parallel folding): whole experts, EP over tp x cp x dp.
+                                        if (!m.moe || tp == 1 || !p.sequenceParallel) continue;
+                                        Plan f = p;
+                                        f.etp = 1;
+                                        f.ep = m.moe->experts % (tp * cp * dp) == 0 ? tp * cp * dp : tp;
+                                        f.rankOrder = Plan{}.rankOrder;
+                                        ProblemList foldedProblems;
+                                        validatePlan(m, c, f, "/plan", foldedProblems);
+                                        if (foldedProblems.empty()) cases.push_back({m, c, f});
                                     }
     }
     return cases;
@@ -218,6 +227,12 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                                 p.zeroStage = mb == 1 ? 1 : 0;
                                             }
                                             if (tp == 1 && pp == 1 && mb == 1) p.precision = "no-such-recipe";
+                                            // Folded experts (etp 1) on a slice, some with pp not last.
+                                            if (vpp == 1 && mb == 3) {
+                                                p.etp = 1;
+                                                if (gb == 24 && cp == 1)
+                                                    p.rankOrder = {ParallelDim::Tp, ParallelDim::Pp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp};
+                                            }
                                             ProblemList problems;
                                             validatePlan(model, cluster, p, "/plan", problems);
                                             const std::string want =
@@ -231,7 +246,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 20u);
+    EXPECT_EQ(seen.size(), 23u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 

@@ -42,6 +42,7 @@ std::vector<std::array<ParallelDim, 5>> ordersByPlacement(Plan plan, const Clust
     std::vector<std::array<ParallelDim, 5>> out;
     std::vector<std::vector<int>> seen;
     for (const auto& o : permutations()) {
+        if (plan.expertFolded() && o.back() != ParallelDim::Pp) continue; // the expert layout needs pp last
         plan.rankOrder = o;
         std::vector<int> key;
         std::vector<GroupKind> kinds{GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
@@ -49,7 +50,7 @@ std::vector<std::array<ParallelDim, 5>> ordersByPlacement(Plan plan, const Clust
         // Hybrid sharding: the shard and replica groups too (the expert ones where the replicas split them).
         if (plan.zeroReplicas > 1) {
             kinds.insert(kinds.end(), {GroupKind::ZeroShard, GroupKind::ZeroReplica});
-            if ((plan.dp / plan.ep) % plan.zeroReplicas == 0)
+            if (plan.expertDp() % plan.zeroReplicas == 0)
                 kinds.insert(kinds.end(), {GroupKind::ExpertZeroShard, GroupKind::ExpertZeroReplica});
         }
         for (GroupKind g : kinds) {
@@ -89,9 +90,12 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                 if (gpus % (tp * pp * cp) != 0) continue;
                 const int dp = gpus / (tp * pp * cp);
                 if (fixed.count("dp") && fixed["dp"] != dp) continue;
-                for (int ep : pick("ep", model.moe ? divisors(dp) : std::vector<int>{1}))
+                // MoE: the experts over tp with EP inside dp, and (tp > 1) folded: whole experts, EP over
+                // tp x cp x dp, SP on (docs/search.md).
+                for (int etp : model.moe && tp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0})
+                for (int ep : pick("ep", !model.moe ? std::vector<int>{1} : etp ? divisors(tp * cp * dp) : divisors(dp)))
                     for (int mb : pick("micro_batch", globalBatch % dp == 0 ? divisors(globalBatch / dp) : std::vector<int>{1}))
-                        for (bool sp : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
+                        for (bool sp : etp ? std::vector<bool>{true} : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
                             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
                                 for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
                                                      Schedule::ZeroBubble}) {
@@ -113,6 +117,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             p.cp = cp;
                                             p.dp = dp;
                                             p.ep = ep;
+                                            p.etp = etp;
                                             p.microBatch = mb;
                                             p.globalBatch = globalBatch;
                                             p.sequenceParallel = sp;
@@ -132,7 +137,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             for (int r : replicaChoices) {
                                             p.zeroReplicas = r;
                                             p.rankOrder = Plan{}.rankOrder;
-                                            const auto orders = dp % ep == 0 ? ordersByPlacement(p, cluster)
+                                            const auto orders = etp || dp % ep == 0 ? ordersByPlacement(p, cluster)
                                                                              : std::vector<std::array<ParallelDim, 5>>{p.rankOrder};
                                             for (const auto& o : orders) {
                                                 p.rankOrder = o;
@@ -265,7 +270,11 @@ void expectTopMatches(const ModelConfig& model, const ClusterConfig& cluster, co
         ASSERT_EQ(r.top.size(), 5u);
         EXPECT_LE(r.simulated, r.feasible);
         std::vector<double> want;
-        for (const auto& s : all) want.push_back(objective == Objective::Memory ? s.peak : s.step);
+        // Partial recompute is a time objective's variant (it never holds less than recomputing every layer of its
+        // plan): a memory search does not rank it.
+        for (const auto& s : all)
+            if (objective != Objective::Memory || s.plan.recomputeLayers == 0)
+                want.push_back(objective == Objective::Memory ? s.peak : s.step);
         std::sort(want.begin(), want.end());
         for (size_t i = 0; i < r.top.size(); ++i) {
             const double got = objective == Objective::Memory ? r.top[i].peakBytes : r.top[i].metrics.stepSeconds;

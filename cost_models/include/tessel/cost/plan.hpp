@@ -165,6 +165,9 @@ struct Plan {
     int microBatchesPerStep() const { return static_cast<int>(globalBatch / (static_cast<int64_t>(microBatch) * dp)); }
     // Ranks one copy of the ZeRO state is sharded over: the ZeRO group over its replicas.
     int zeroShardSize() const { return (zeroOverCp ? dp * cp : dp) / std::max(1, zeroReplicas); }
+    // Ranks that hold the same expert shard and sum its gradients: expertDp(), or dp / ep x cp unfolded (the CP
+    // ranks' tokens differ, so their gradients are summed too).
+    int expertGradientGroup() const { return expertFolded() ? expertDp() : expertDp() * cp; }
     // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp; folded: expertDp(),
     // which already spans the CP ranks) over the replicas.
     int expertZeroShardSize() const {
