@@ -526,6 +526,26 @@ TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
     }
 }
 
+// A record's MoE dispatcher (moe_token_dispatcher_type, DeepEP / HybridEP as flex) is the plan's; the batch-level
+// EP overlap, which tessel has no term for, is said among the assumptions.
+TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
+    for (const auto& [stated, want] : std::vector<std::pair<std::string, std::string>>{
+             {"flex", "flex"}, {"hybridep", "flex"}, {"alltoall", "alltoall"}, {"allgather", "alltoall"}}) {
+        nlohmann::json r = onNodes(record(), 2, 1, 1);
+        r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
+                      {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
+        r["system"]["gpu"] = "H100 SXM";
+        r["plan"]["ep"] = 8;
+        r["plan"]["global_batch"] = 256;
+        r["plan"]["moe_token_dispatcher_type"] = stated;
+        r["plan"]["overlap_moe_expert_parallel_comm"] = true;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(moeDispatcherOf(c.scenario.plan.framework), want) << stated;
+        EXPECT_EQ(mentions(c.assumptions, "is not one tessel costs"), stated == "allgather") << stated;
+        EXPECT_TRUE(mentions(c.assumptions, "not modelled: overlap_moe_expert_parallel_comm")) << stated;
+    }
+}
+
 // One rank of llm-foundry's 8-GPU MPT-30B FSDP job, measured on a lent H100 under a fake process group (every
 // kernel but the collectives': bench/fsdp_capacity_probe.py, data/gpu/h100-2026-11-26/call5-fsdp-rank/, the mean
 // of each run): seconds per micro-batch, forward and backward with recompute, at sequence 8192 (micro-batch 1),
