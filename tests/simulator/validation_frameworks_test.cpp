@@ -486,13 +486,19 @@ TEST(ValidationRecord, LlmFoundrysCheckpointStopsEarlyUnderPyTorch21Only) {
     EXPECT_FALSE(checkpointEarlyStopOf(load(r).scenario.plan.framework));
 }
 
-TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
-    nlohmann::json r = onNodes(record(), 8, 1, 4);
+// Mixtral 8x7B under its HuggingFace config names on `nodes` nodes of 8 H100 at tp x pp, ep 8, batch 256.
+nlohmann::json mixtralRecord(int nodes, int tp, int pp) {
+    nlohmann::json r = onNodes(record(), nodes, tp, pp);
     r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
                   {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
     r["system"]["gpu"] = "H100 SXM";
     r["plan"]["ep"] = 8;
     r["plan"]["global_batch"] = 256;
+    return r;
+}
+
+TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
+    nlohmann::json r = mixtralRecord(8, 1, 4);
     const ValidationCase c = load(r);
     ASSERT_TRUE(c.scenario.model.moe.has_value());
     EXPECT_EQ(c.scenario.model.moe->experts, 8);
@@ -505,15 +511,9 @@ TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
 // A record's expert_tensor_parallel_size (or etp): the plan's etp where it differs from tp, so EP may take TP ranks.
 TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
     for (const char* key : {"etp", "expert_tensor_parallel_size"}) {
-        nlohmann::json r = onNodes(record(), 8, 1, 8);
-        r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
-                      {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
-        r["system"]["gpu"] = "H100 SXM";
-        r["plan"]["tp"] = 2;
+        nlohmann::json r = mixtralRecord(8, 2, 8);
         r["plan"]["sequence_parallel"] = true;
-        r["plan"]["ep"] = 8;
         r["plan"][key] = 1;
-        r["plan"]["global_batch"] = 256;
         const ValidationCase c = load(r);
         EXPECT_EQ(c.scenario.plan.etp, 1) << key;
         EXPECT_TRUE(c.scenario.plan.expertFolded()) << key;
@@ -531,12 +531,7 @@ TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
 TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
     for (const auto& [stated, want] : std::vector<std::pair<std::string, std::string>>{
              {"flex", "flex"}, {"hybridep", "flex"}, {"alltoall", "alltoall"}, {"allgather", "alltoall"}}) {
-        nlohmann::json r = onNodes(record(), 2, 1, 1);
-        r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
-                      {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
-        r["system"]["gpu"] = "H100 SXM";
-        r["plan"]["ep"] = 8;
-        r["plan"]["global_batch"] = 256;
+        nlohmann::json r = mixtralRecord(2, 1, 1);
         r["plan"]["moe_token_dispatcher_type"] = stated;
         r["plan"]["overlap_moe_expert_parallel_comm"] = true;
         const ValidationCase c = load(r);
