@@ -88,7 +88,7 @@ void checkLayout(const Plan& plan) {
                                               "etp x ep must divide tp x cp x dp)");
         }
     if (!plan.expertFolded() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp to lay out ranks");
-    if (plan.expertFolded() && (plan.tp * plan.cp * plan.dp) % (plan.expertTp() * plan.ep) != 0)
+    if (plan.expertFolded() && plan.expertDp() < 1)
         throw InputError("/plan/etp", "etp x ep must divide tp x cp x dp to lay out the expert ranks");
     if (plan.expertFolded() && plan.rankOrder.back() != ParallelDim::Pp)
         throw InputError("/plan/rank_order", "a plan with etp != tp needs pp last in rank_order");

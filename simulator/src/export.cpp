@@ -56,14 +56,15 @@ bool isHalfRecipe(const std::string& precision) {
 }
 
 // The rank order restricted to dimensions that have more than one rank: two orders that differ only in where
-// a size-1 dimension sits build the same process groups. tessel's `dp` entry is the expert-data part, dp/ep.
+// a size-1 dimension sits build the same process groups. tessel's `dp` entry is the expert-data part, dp/ep; with
+// folded experts (etp != tp) the order lays out both layouts, so a dim counts where either has more than one rank.
 std::vector<ParallelDim> activeOrder(const std::array<ParallelDim, 5>& order, const Plan& p) {
     std::vector<ParallelDim> dims;
     for (auto d : order) {
-        const int size = d == ParallelDim::Tp   ? p.tp
+        const int size = d == ParallelDim::Tp   ? std::max(p.tp, p.expertTp())
                          : d == ParallelDim::Cp ? p.cp
                          : d == ParallelDim::Ep ? p.ep
-                         : d == ParallelDim::Dp ? p.dp / p.ep
+                         : d == ParallelDim::Dp ? (p.expertFolded() ? std::max(p.dp, p.expertDp()) : p.dp / p.ep)
                                                 : p.pp;
         if (size > 1) dims.push_back(d);
     }

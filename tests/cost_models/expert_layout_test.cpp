@@ -155,6 +155,11 @@ TEST(ExpertLayout, PlanChecksNameTheField) {
     // etp x ep must divide tp x dp = 8 (etp 2 would be tp's own: ep 8 then fails dp as above).
     Plan wide = tp2Plan(4, 4);
     EXPECT_EQ(problemFields(m, c, wide), std::set<std::string>{"/plan/etp"});
+    EXPECT_EQ(wide.expertDp(), 0);
+    // The largest degrees a plan may hold: etp x ep is 2^40, past an int; still a problem at /plan/etp.
+    Plan huge = tp2Plan(static_cast<int>(PlanLimits::degree), static_cast<int>(PlanLimits::degree));
+    EXPECT_EQ(huge.expertDp(), 0);
+    EXPECT_TRUE(problemFields(m, c, huge).count("/plan/etp"));
     // Folded with tp 2 needs SP; and pp last in rank_order.
     Plan noSp = tp2Plan(8, 1);
     noSp.sequenceParallel = false;

@@ -158,9 +158,13 @@ struct Plan {
     bool expertFolded() const { return etp > 0 && etp != tp; }
     // Expert data parallelism: the ranks holding the same expert shard. Folded: tp x cp x dp / (etp x ep);
     // otherwise dp / ep (EP carved out of dp).
+    // 0 where etp x ep does not divide the stage's ranks (validatePlan's /plan/etp); in 64 bits, as the degrees
+    // are checked only after.
     int expertDp() const {
         if (ep < 1) return 0;
-        return expertFolded() ? tp * cp * dp / (expertTp() * ep) : dp / ep;
+        if (!expertFolded()) return dp / ep;
+        const int64_t stage = int64_t{tp} * cp * dp, expert = int64_t{expertTp()} * ep;
+        return stage % expert == 0 ? static_cast<int>(stage / expert) : 0;
     }
     int microBatchesPerStep() const { return static_cast<int>(globalBatch / (static_cast<int64_t>(microBatch) * dp)); }
     // Ranks one copy of the ZeRO state is sharded over: the ZeRO group over its replicas.
