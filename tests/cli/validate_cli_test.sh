@@ -79,20 +79,20 @@ import json; d=json.load(open('$tmp/mlm.json')); o=d['overall']
 assert o['records']==9 and o['predicted']==9 and o['median_abs_step_error'] <= 0.07 and o['max_abs_step_error'] <= 0.25, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "Megatron-LM set within its guard" $?
 # NVIDIA's own B200 runs (Megatron-Bridge 25.09 / 25.11, FP8; docs/validation.md): the dgx-b200 preset from the
-# datasheet and the MAMF table, never fitted, predicts them 13.5-18% fast (the H100 FP8 runs of the same tables:
-# 2-16%). Guarded at 20%, every run fitting.
+# datasheet, the MAMF table and Hopper's power curve (its full-load end confirmed on a B200), never fitted,
+# predicts them 8-13% fast (the H100 FP8 runs of the same tables: 2-16%). Guarded at 15%, every run fitting.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_bridge_b200_fp8.json" >"$tmp/b200.json" 2>/dev/null; check "B200 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/b200.json')); o=d['overall']
-assert o['records']==4 and o['predicted']==4 and o['max_abs_step_error'] <= 0.20, o
+assert o['records']==4 and o['predicted']==4 and o['max_abs_step_error'] <= 0.15, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "B200 set within its guard" $?
-# The GB200 NVL72 rows of the same tables (25.09, 25.11, 26.02; 8 runs): 11-20% fast, as the B200's. The Megatron
+# The GB200 NVL72 rows of the same tables (25.09, 25.11, 26.02; 8 runs): 7-14% fast, as the B200's (guard 16%). The Megatron
 # FSDP ones offload 40 (70B) and 95 (405B) layers' activations to Grace (offload_activation_layers, from the
 # recipes' GB200 entries); every run ran, so every run must be predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_bridge_gb200_fp8.json" >"$tmp/gb200.json" 2>/dev/null; check "GB200 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/gb200.json')); o=d['overall']
-assert o['records']==8 and o['predicted']==8 and o['max_abs_step_error'] <= 0.22, o
+assert o['records']==8 and o['predicted']==8 and o['max_abs_step_error'] <= 0.16, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "GB200 set within its guard" $?
 # NVIDIA's DGX Cloud benchmarking recipes on H100 (24 runs: Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B,
 # BF16 and FP8, at the smallest and largest GPU count of each table; measured 7.1% median, 15.4% max). Every run

@@ -146,12 +146,12 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(a100cp.has_value());
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
     // A B200 plan: its kind has two runs, fewer than a kind needs, so the band of the B200's own four runs, not
-    // the all-runs fallback measured on other GPUs (4.5% where the B200 runs are 13-18% off).
+    // the all-runs fallback measured on other GPUs (3.8% where the B200 runs are 8-13% off).
     const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p);
     ASSERT_TRUE(b200.has_value());
     EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
     EXPECT_EQ(b200->records, 4);
-    EXPECT_GT(b200->medianAbsError, 0.10);
+    EXPECT_GT(b200->medianAbsError, 2.0 * shipped.overall.medianAbsError);
     // An H200 plan has no runs of its own in the bands: the fallback.
     const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
     ASSERT_TRUE(h200.has_value());
@@ -162,7 +162,8 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
     // gpu.sustained_tensor_fraction is the one constant fitted to published runs (FORMULAS.md §3.3): the shipped
     // clusters carry what `tessel validate --fit` gives on the shared set, one value for every GPU whose share was
     // not measured. Hopper's was (gpu.sustained_share_by_duty, the H200's power probe): its presets carry the
-    // curve, and their records (the 22 H100 rows) are left out of the fit.
+    // curve, and their records (the 22 H100 rows) are left out of the fit. Blackwell's presets carry the same curve,
+    // its full-load end measured on a B200 (flashinfer#2899); no shared record is on Blackwell.
     const auto records = loadValidationFile(defaultValidationFile());
     const SustainedFit fit = fitSustainedTensorFraction(records);
     EXPECT_EQ(fit.records, 85 - 22);
@@ -174,8 +175,9 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
         if (!c.gpu.gemmModel) continue;
         ++gpus;
         const bool hopper = c.gpu.name.find("H100") != std::string::npos || c.gpu.name.find("H200") != std::string::npos;
-        EXPECT_EQ(!c.gpu.sustainedShareByDuty.empty(), hopper) << name;
-        if (hopper) {
+        const bool blackwell = c.gpu.name.find("B200") != std::string::npos;
+        EXPECT_EQ(!c.gpu.sustainedShareByDuty.empty(), hopper || blackwell) << name;
+        if (hopper || blackwell) {
             ++curves;
             EXPECT_NEAR(c.gpu.sustainedTensorShare(1.0), 0.853, 1e-9) << name;
         } else {
@@ -183,7 +185,7 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
         }
     }
     EXPECT_GE(gpus, 5);
-    EXPECT_GE(curves, 4);
+    EXPECT_GE(curves, 6);
     // The fit moves the share until the median record is exact: with every GPU at the benchmark's throughput
     // (1.0) the median record is predicted too fast, so the fitted share is below 1.
     EXPECT_LT(fit.fraction, 0.97);
