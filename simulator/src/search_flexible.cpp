@@ -59,13 +59,15 @@ double maxTokensPerSecond(const ModelConfig& model, const ClusterConfig& cluster
 }
 
 // Whether some split of `gpus` into tp x pp x cp x dp passes the model's divisibility rules (validatePlan's: tp divides
-// heads, kv heads and the FFN widths, pp divides the layers, 2 cp divides seq_len, a batch of the range divisible by
-// dp). Necessary for any valid plan, so a count that fails it has none and is not searched.
+// heads, kv heads and the dense and shared-expert FFN widths, pp divides the layers, 2 cp divides seq_len, a batch of
+// the range divisible by dp). The routed experts' width is not asked of tp: the search's folded MoE plans split the
+// experts over etp 1 whatever tp is. Necessary for any valid plan, so a count that fails it has none and is not
+// searched.
 bool anySplit(const ModelConfig& m, int gpus, int minBatch, int maxBatch) {
     auto batchFits = [&](int dp) { return (std::max(minBatch, maxBatch) / dp) * dp >= minBatch; };
     for (int tp = 1; tp <= gpus; ++tp) {
         if (gpus % tp || m.heads % tp || m.kvHeads % tp || m.ffnHidden % tp) continue;
-        if (m.moe && (m.moe->expertFfnHidden % tp || m.moe->sharedFfnHidden % tp)) continue;
+        if (m.moe && m.moe->sharedFfnHidden % tp) continue;
         const int rest = gpus / tp;
         for (int pp = 1; pp <= rest; ++pp) {
             if (rest % pp || m.layers % pp) continue;

@@ -190,5 +190,40 @@ TEST(SearchIdle, UpToNGpusMatchesTheBestOfSeparateSearches) {
     EXPECT_LT(merged.gpuCountsSearched, 6);
 }
 
+TEST(SearchIdle, CountsOnlyAFoldedMoePlanRunsAreSearched) {
+    // Qwen3 30B-A3B cut to 3 layers, sequence 4098 (2 x odd: no cp > 1) and experts 765 wide (odd: no tp > 1 splits
+    // them) on up to 8 H100 at batch 4. On 8 GPUs tp 1 leaves dp 8 for 4 sequences, so only tp 2 runs there, and
+    // only as a folded plan (the experts over etp 1). The count must be searched: the merged ranking's best is the
+    // best of the per-count searches (two implementations that must agree), and it is an 8-GPU folded plan.
+    ModelConfig model = test::preset("qwen3-30b-a3b");
+    ASSERT_TRUE(model.moe.has_value());
+    model.layers = 3;
+    model.seqLen = 4098;
+    model.moe->expertFfnHidden = 765;
+    const ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");
+    SearchSpace s;
+    s.gpus = 8;
+    s.globalBatch = 4;
+    s.maxVpp = 1;
+    s.allowIdle = true;
+    const SearchResult merged = searchPlansUpTo(model, cluster, s, quiet(3));
+    ASSERT_FALSE(merged.top.empty());
+    double best = 0.0;
+    for (int g : {8, 4, 2, 1}) {
+        SearchSpace one = s;
+        one.gpus = g;
+        one.allowIdle = false;
+        const SearchResult r = searchPlans(model, cluster, one, quiet(1));
+        if (g == 8) {
+            ASSERT_FALSE(r.top.empty());
+            EXPECT_EQ(r.top.front().plan.tp, 2);
+            EXPECT_TRUE(r.top.front().plan.expertFolded());
+        }
+        if (!r.top.empty()) best = std::max(best, r.top.front().metrics.tokensPerSecond);
+    }
+    EXPECT_NEAR(merged.top.front().metrics.tokensPerSecond, best, 1e-9 * best);
+    EXPECT_EQ(merged.top.front().plan.worldSize(), 8);
+}
+
 } // namespace
 } // namespace tessel::sim
