@@ -39,7 +39,29 @@ bool readPrecisionAndSharding(Reading& r) {
                   "\": 4-bit training is not modelled (tessel's recipes stop at FP8)";
         return false;
     }
-    if (contains(prec, "fp8") || contains(prec, "float8")) {
+    // Full-precision training: every word of the field names 32 bits. "fp32" beside a 16-bit or FP8 word is the master
+    // copy of a mixed recipe ("bf16 with fp32 master weights"), not this.
+    std::string words = prec; // "no mixed precision" says fp32, not mixed
+    for (const char* negated : {"no mixed", "not mixed", "without mixed", "non-mixed"})
+        for (size_t at = words.find(negated); at != std::string::npos; at = words.find(negated))
+            words.erase(at, std::string(negated).size());
+    const bool lowPrecision = contains(words, "bf16") || contains(words, "bfloat16") || contains(words, "fp16") ||
+                              contains(words, "float16") || contains(words, "half") || contains(words, "mixed") ||
+                              contains(words, "amp") || contains(words, "fp8") || contains(words, "float8");
+    if (!lowPrecision && contains(prec, "tf32")) {
+        // TF32 tensor cores run at half the 16-bit rate over fp32 tensors; no recipe costs that, and reading it as
+        // either fp32 (CUDA cores, 8-16x slower) or bf16 (twice as fast) would be wrong by a factor.
+        refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
+                  "\": TF32 training is not modelled (tessel's recipes run fp32 on the CUDA cores and 16-bit or FP8 on the "
+                  "tensor cores)";
+        return false;
+    }
+    if (!lowPrecision && (contains(prec, "fp32") || contains(prec, "float32") || contains(prec, "full precision"))) {
+        plan.precision = "fp32";
+        r.assume("fp32 training: fp32 weights, gradients, optimizer state and GEMMs on the CUDA cores (TF32 off, "
+                 "PyTorch's default for matmul)");
+    }
+    else if (contains(prec, "fp8") || contains(prec, "float8")) {
         if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8) && (framework == "torchtitan" || contains(prec, "torchao"))) {
             plan.precision = "fsdp_fp8";
             r.assume("FP8 as torchao runs it under FSDP2: FP8 GEMMs with dynamic scales, fp32 shards, no cached FP8 copies");

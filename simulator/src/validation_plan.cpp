@@ -139,6 +139,23 @@ bool readCluster(Reading& r) {
     return true;
 }
 
+// Whether a feature's degree is written as unused: "n/a", "-", "none", "off" or 0, as NVIDIA's performance tables
+// print a virtual pipeline size they do not use. Read as 1 and said; any other value is the degree's to check.
+bool unusedDegree(Reading& r, const char* key) {
+    const nlohmann::json* v = member(r.pl, key);
+    if (!v) return false;
+    std::string s = v->is_string() ? lower(v->get<std::string>()) : "";
+    s.erase(0, s.find_first_not_of(" \t"));
+    s.erase(s.find_last_not_of(" \t") + 1);
+    const bool zero = v->is_number() && v->get<double>() == 0.0;
+    const bool word = v->is_string() && (s.empty() || s == "n/a" || s == "na" || s == "-" || s == "none" || s == "off" ||
+                                         s == "no" || s == "disabled" || s == "null");
+    if (!zero && !word) return false;
+    r.assume(std::string(key) + " " + (v->is_string() ? "\"" + v->get<std::string>() + "\"" : v->dump()) +
+             " read as 1 (not used)");
+    return true;
+}
+
 // Parallel degrees, the global batch and the micro-batch: stated, implied by the GPU count, or the framework's
 // default.
 bool readBatch(Reading& r) {
@@ -154,8 +171,8 @@ bool readBatch(Reading& r) {
     const std::string where = ptr + "/plan";
     plan.tp = static_cast<int>(count(pl, "tp", 1, L::degree, where, refusal).value_or(1));
     plan.pp = static_cast<int>(count(pl, "pp", 1, L::degree, where, refusal).value_or(1));
-    plan.cp = static_cast<int>(count(pl, "cp", 1, L::degree, where, refusal).value_or(1));
-    plan.ep = static_cast<int>(count(pl, "ep", 1, L::degree, where, refusal).value_or(1));
+    plan.cp = unusedDegree(r, "cp") ? 1 : static_cast<int>(count(pl, "cp", 1, L::degree, where, refusal).value_or(1));
+    plan.ep = unusedDegree(r, "ep") ? 1 : static_cast<int>(count(pl, "ep", 1, L::degree, where, refusal).value_or(1));
     // Expert tensor parallelism (Megatron-core's expert_tensor_parallel_size; absent: tp). One that differs from tp
     // is MoE parallel folding.
     for (const char* key : {"etp", "expert_tensor_parallel_size"})
@@ -164,7 +181,7 @@ bool readBatch(Reading& r) {
             if (etp != plan.tp) plan.etp = etp;
             break;
         }
-    plan.vpp = static_cast<int>(count(pl, "vpp", 1, L::virtualStages, where, refusal).value_or(1));
+    plan.vpp = unusedDegree(r, "vpp") ? 1 : static_cast<int>(count(pl, "vpp", 1, L::virtualStages, where, refusal).value_or(1));
     if (!refusal.empty()) return false;
     const int64_t modelRanks = static_cast<int64_t>(plan.tp) * plan.pp * plan.cp;
     if (world % modelRanks != 0) {
@@ -254,7 +271,7 @@ bool readPipeline(Reading& r) {
     // The schedule a record names, under the keys records use (torchtitan's config: pipeline_parallel_schedule).
     const std::string namedSchedule = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " +
                                             text(pl, "pp_schedule") + " " + text(pl, "pipeline_parallel_schedule"));
-    const bool vppInferred = plan.pp > 1 && !integer(pl, "vpp");
+    const bool vppInferred = plan.pp > 1 && !member(pl, "vpp");
     if (vppInferred) {
         // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
         // stage, the median of NVIDIA's published NeMo recipes (1-4: GPT-3 175B pp 8 vp 6, Llama 3 70B pp 4 vp 5,

@@ -171,6 +171,8 @@ GpuChoice gpuPreset(const std::string& gpuText) {
         return {has("40") ? "dgx-a100-40g" : "dgx-a100-80g", "A800 taken as an A100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 600", 200e9};
     }
     if (has("a100")) {
+        // The PCIe card has no NVSwitch (PCIe Gen4, NVLink bridges between pairs) and a 300 W limit: not the SXM part.
+        if (has("pcie")) return {"", "A100 PCIe is not a built-in GPU (no NVSwitch: PCIe Gen4 and pairwise NVLink bridges, 300 W)"};
         if (has("40")) return {"dgx-a100-40g", ""};
         if (has("80")) return {"dgx-a100-80g", ""};
         return {"dgx-a100-80g", "A100 memory size not stated: the 80 GB SXM part assumed"};

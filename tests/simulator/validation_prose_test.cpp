@@ -1,5 +1,5 @@
 // What a record's prose becomes: the GPU part named (which preset carries it, and what of the part replaces the
-// preset's), and an out-of-memory outcome told in words.
+// preset's), the precision named in words, and an out-of-memory outcome told in words.
 #include "validation_support.hpp"
 
 #include "../../simulator/src/validation_prose.hpp"
@@ -11,6 +11,7 @@ namespace {
 using test::load;
 using test::mentions;
 using test::record;
+using test::refusalOf;
 using prose::outOfMemoryInProse;
 
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
@@ -57,12 +58,46 @@ TEST(ValidationGpu, B200HasItsOwnPresetAndBlackwellUltraIsRefusedWithTheNearest)
     // The Blackwell Ultra parts are neither: refused, naming the nearest presets, not read as one in silence.
     for (const char* part : {"B300 SXM6", "GB300"}) {
         r["system"]["gpu"] = part;
-        const auto loaded = loadValidationRecords(nlohmann::json::array({r}), "runs.json");
-        ASSERT_EQ(loaded.size(), 1u);
-        EXPECT_FALSE(loaded[0].validationCase.has_value()) << part;
-        EXPECT_NE(loaded[0].refusal.find("/system/gpu"), std::string::npos) << loaded[0].refusal;
-        EXPECT_NE(loaded[0].refusal.find("gb200-nvl72"), std::string::npos) << loaded[0].refusal;
+        const std::string refusal = refusalOf(r);
+        EXPECT_NE(refusal.find("/system/gpu"), std::string::npos) << refusal;
+        EXPECT_NE(refusal.find("gb200-nvl72"), std::string::npos) << refusal;
     }
+}
+
+TEST(ValidationGpu, TheA100PcieCardIsRefusedNotReadAsTheSxmPart) {
+    // No NVSwitch (PCIe Gen4 and NVLink bridges between pairs) and 300 W: the dgx-a100 presets are not its figures.
+    nlohmann::json r = record();
+    for (const char* part : {"A100 80GB PCIe", "NVIDIA A100-PCIE-40GB"}) {
+        r["system"]["gpu"] = part;
+        const std::string refusal = refusalOf(r);
+        EXPECT_NE(refusal.find("/system/gpu"), std::string::npos) << refusal;
+        EXPECT_NE(refusal.find("A100 PCIe"), std::string::npos) << refusal;
+    }
+    r["system"]["gpu"] = "A100-SXM4-80GB";
+    EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
+}
+
+TEST(ValidationPrecision, Fp32TrainingIsTheFp32RecipeAndTf32IsRefused) {
+    // A field naming only 32 bits is full-precision training (the fp32 recipe: CUDA-core GEMMs), said; "fp32" beside
+    // a 16-bit word is a mixed recipe's master copy; TF32 has no recipe, so it is refused naming the field rather
+    // than read as fp32 (8x too slow) or bf16 (2x too fast).
+    nlohmann::json r = record();
+    for (const char* words : {"fp32", "float32", "FP32 (no mixed precision)"}) {
+        r["system"]["precision"] = words;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(c.scenario.plan.precision, "fp32") << words;
+        EXPECT_TRUE(mentions(c.assumptions, "fp32 training")) << words;
+    }
+    for (const char* words : {"bf16 with fp32 master weights", "mixed precision (fp16), fp32 master", "bf16"}) {
+        r["system"]["precision"] = words;
+        const ValidationCase c = load(r);
+        EXPECT_NE(c.scenario.plan.precision, "fp32") << words;
+        EXPECT_FALSE(mentions(c.assumptions, "fp32 training")) << words;
+    }
+    r["system"]["precision"] = "tf32";
+    const std::string refusal = refusalOf(r);
+    EXPECT_NE(refusal.find("/system/precision"), std::string::npos) << refusal;
+    EXPECT_NE(refusal.find("TF32"), std::string::npos) << refusal;
 }
 
 TEST(ValidationGpu, Gb200IsOneNvlinkDomainARackWhateverTheRecordCallsANode) {

@@ -38,6 +38,15 @@ inline ValidationCase load(const nlohmann::json& rec) {
     return *loaded[0].validationCase;
 }
 
+// The record's refusal: it must be refused (one record, no scenario); the caller checks the reason names the field.
+inline std::string refusalOf(const nlohmann::json& rec) {
+    auto loaded = loadValidationRecords(nlohmann::json::array({rec}), "runs.json");
+    EXPECT_EQ(loaded.size(), 1u);
+    if (loaded.size() != 1u) return "";
+    EXPECT_FALSE(loaded[0].validationCase.has_value()) << "read, not refused";
+    return loaded[0].refusal;
+}
+
 inline bool mentions(const std::vector<std::string>& assumptions, const std::string& what) {
     return std::any_of(assumptions.begin(), assumptions.end(),
                        [&](const std::string& a) { return a.find(what) != std::string::npos; });

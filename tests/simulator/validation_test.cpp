@@ -361,6 +361,29 @@ TEST(ValidationRecord, AllocatedMemoryLeavesOutWhatTheClusterReserves) {
     EXPECT_NEAR(*report.results[0].memoryError, (report.results[0].predictedPeakMemoryBytes - 40e9) / 40e9, 1e-12);
 }
 
+TEST(ValidationRecord, AnUnusedDegreeWrittenAsNaOrZeroIsOneAndSaid) {
+    // NVIDIA's performance tables print an unused virtual pipeline size as "n/a"; other tables write "-", "none" or
+    // 0. Each is the degree 1, said, for vpp, cp and ep alike; the same plan as the degree stated as 1.
+    nlohmann::json r = record(); // tp 4, pp 2, no vpp stated
+    const ValidationCase one = load(r);
+    for (const char* key : {"vpp", "cp", "ep"})
+        for (const nlohmann::json& unused : {nlohmann::json("n/a"), nlohmann::json("-"), nlohmann::json("None"), nlohmann::json(0)}) {
+            nlohmann::json u = r;
+            u["plan"][key] = unused;
+            const ValidationCase c = load(u);
+            EXPECT_EQ(c.scenario.plan.vpp, 1) << key << " " << unused;
+            EXPECT_EQ(c.scenario.plan.cp, 1) << key << " " << unused;
+            EXPECT_EQ(c.scenario.plan.ep, 1) << key << " " << unused;
+            EXPECT_EQ(c.scenario.plan.schedule, one.scenario.plan.schedule) << key << " " << unused;
+            EXPECT_TRUE(mentions(c.assumptions, std::string(key) + " ")) << key << " " << unused;
+            EXPECT_TRUE(mentions(c.assumptions, "read as 1 (not used)")) << key << " " << unused;
+        }
+    // Any other word is no degree: refused naming the field.
+    r["plan"]["vpp"] = "several";
+    const std::string refusal = test::refusalOf(r);
+    EXPECT_NE(refusal.find("/plan/vpp"), std::string::npos) << refusal;
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
