@@ -22,8 +22,8 @@ namespace {
 const char* const kMoeUnvalidated =
     "no published mixture-of-experts run is among them: the expert layers (routing, permutation, all-to-all) are "
     "not validated: Megatron-Bridge's Qwen3 MoE runs on H100 came out 24-30% fast (30B-A3B on 16 GPUs, each with the "
-    "dispatcher its recipe ran) and 60% slow (235B-A22B, whose overlapped EP all-to-all tessel does not hide) "
-    "(docs/validation.md)";
+    "dispatcher its recipe ran) and 50% slow (235B-A22B, whose EP all-to-all its recipe overlaps tessel hides at the "
+    "shared contention share) (docs/validation.md)";
 
 void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimulation& simulation, std::ostream& out) {
     const auto& m = s.model;

@@ -441,6 +441,18 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                      (plan.expertFolded() ? "tp x cp x dp / (etp x ep)" : "dp / ep") + " = " +
                                                      n(plan.expertDp()) + ")");
     }
+    if (moeA2aOverlapOf(plan.framework)) {
+        // Megatron-core's checks for --overlap-moe-expert-parallel-comm (transformer_config.py): expert
+        // parallelism, no full recompute, and the interleaved schedule where the model is pipelined.
+        if (!model.moe || plan.ep < 2)
+            problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap hides the expert-parallel all-to-all; it needs a model with a "
+                                                   "moe block and ep > 1, got ep=" + n(plan.ep));
+        if (plan.recompute == Recompute::Full)
+            problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap does not run with full recompute (Megatron-core refuses it)");
+        if (plan.pp > 1 && plan.vpp < 2)
+            problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap with pp=" + n(plan.pp) +
+                                                   " needs the interleaved schedule (vpp > 1), as Megatron-core requires");
+    }
     if (model.moe && model.moe->experts % plan.ep != 0)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " does not divide the model's " + n(model.moe->experts) + " experts");
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)

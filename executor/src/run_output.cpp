@@ -25,6 +25,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (model.moe->sharedFfnHidden > 0)
             problems.add("/model/moe/shared_ffn_hidden", "the executor's mixture-of-experts layer has no shared experts; "
                                                          "they are predicted and exported, not run by tessel run yet");
+        // Its schedule runs one action at a time, so a prediction with the overlap would meet a run without it.
+        if (moeA2aOverlapOf(plan.framework))
+            problems.add(pointer + "/moe_a2a_overlap", "the executor runs the expert all-to-all exposed (no batch-level "
+                                                       "overlap yet); it is predicted and exported, not run by tessel run");
     }
     if (plan.zeroReplicas > 1)
         problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "

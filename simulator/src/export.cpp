@@ -303,6 +303,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         } else if (p.ep > 1) {
             arg("--moe-token-dispatcher-type", "alltoall");
         }
+        if (p.ep > 1 && moeA2aOverlapOf(p.framework)) arg("--overlap-moe-expert-parallel-comm");
     }
     arg("--seq-length", str(m.seqLen));
     arg("--max-position-embeddings", str(m.seqLen));

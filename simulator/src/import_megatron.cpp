@@ -417,6 +417,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
             plan["moe_dispatcher"] = type;
         }
     }
+    // Megatron-core's batch-level EP overlap (--overlap-moe-expert-parallel-comm).
+    if (model.contains("moe"))
+        if (const auto v = flag("overlap_moe_expert_parallel_comm")) plan["moe_a2a_overlap"] = *v;
     // The loss kernel: --cross-entropy-fusion-impl te with --cross-entropy-loss-fusion is Transformer Engine's
     // in-place cross-entropy; native, fused or not, keeps the fp32 softmax (the plan's "fused").
     if (const auto fused = flag("cross_entropy_loss_fusion")) {

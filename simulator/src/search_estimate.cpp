@@ -485,7 +485,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         fwdCp = ag;
         c.bwd += ag + cost(Primitive::ReduceScatter, s.kvBytes, place.cp);
     }
-    if (ctx.model->moe && plan.ep > 1) {
+    // With Megatron-core's batch-level EP overlap the simulator hides part of the all-to-all under another
+    // micro-batch's compute (simulate.cpp); the bound counts none of it, so it stays below the simulated step.
+    if (ctx.model->moe && plan.ep > 1 && !moeA2aOverlapOf(plan.framework)) {
         // traffic.cpp: the dispatcher's legs (one all-to-all, or the flex dispatcher's pipelined two).
         const std::vector<DispatchLeg> legs = dispatchLegs(*ctx.model, plan, place.ep, s.routedBytes);
         std::vector<double> own;
@@ -495,7 +497,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         fwdEp = 2.0 * a2a;
         c.bwd += 2.0 * a2a;
     }
-    if (s.expertGatherBytes > 0.0) {
+    if (s.expertGatherBytes > 0.0 && !moeA2aOverlapOf(plan.framework)) {
         // The expert-TP gather and scatter: the search's plans keep etp = tp, so they run over the TP group.
         const double pair = cost(Primitive::AllGather, s.expertGatherBytes, place.tp) +
                             cost(Primitive::ReduceScatter, s.expertGatherBytes, place.tp);

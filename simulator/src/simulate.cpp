@@ -54,6 +54,31 @@ void finish(ActionCost& c) {
     c.seconds = c.computeSeconds + c.tpSeconds + c.cpSeconds + c.epSeconds + c.waitSeconds + c.contentionDpSeconds +
                 c.contentionPpSeconds;
 }
+
+// The expert side of an MoE layer's forward: the router, the permutations, the routed and shared experts.
+bool expertSideOp(const std::string& name) {
+    return name == "router" || name.rfind("moe_", 0) == 0 || name.rfind("expert_", 0) == 0 || name.rfind("shared_", 0) == 0;
+}
+
+// Megatron-core's batch-level EP overlap (--overlap-moe-expert-parallel-comm; FORMULAS.md §6.1): one layer of a
+// backward run together with one layer of the next forward, in the combined node order F attention | B combine,
+// F dispatch | B experts, F experts | B dispatch, F combine | B attention. Each step lasts the longer of its
+// compute and its all-to-all; the shorter runs under it and still costs the contention share of its own time,
+// at most the ceiling's share of the compute's (§6.2). Returns the seconds a paired layer saves against running
+// the two one after the other. `F`, `B`: the layer's forward and backward compute; `expertShare`: the expert
+// side's part of them; `epF`, `epB`: the forward's and backward's all-to-alls, half dispatch and half combine.
+double pairedLayerSavedSeconds(double F, double B, double expertShare, double epF, double epB, const GpuSpec& gpu) {
+    const double attnF = (1.0 - expertShare) * F, expertsF = expertShare * F;
+    const double attnB = (1.0 - expertShare) * B, expertsB = expertShare * B;
+    const std::array<std::pair<double, double>, 4> steps{{{attnF, epB / 2.0}, {expertsB, epF / 2.0},
+                                                          {expertsF, epB / 2.0}, {attnB, epF / 2.0}}};
+    double saved = 0.0;
+    for (const auto& [compute, comm] : steps) {
+        const double hidden = std::min(compute, comm);
+        saved += hidden - gpu.contentionSeconds(hidden, compute);
+    }
+    return std::max(0.0, saved);
+}
 } // namespace
 
 CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
@@ -298,6 +323,46 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             }
             if (jitter > 0.0 && c.syncGroupSize > 1) c.waitSeconds = jitter * expectedMaxOfNormals(c.syncGroupSize) * c.syncWorkSeconds;
             finish(c);
+        }
+    }
+    // Megatron-core's batch-level EP overlap: in the steady state every backward is followed by a forward of
+    // another micro-batch, and the two run layer by layer together (pairedLayerSavedSeconds); warm-up forwards and
+    // cool-down backwards have no partner. The saving comes off the pair's exposed all-to-all.
+    if (moeA2aOverlapOf(plan.framework) && model.moe && plan.ep > 1 && fwdComm.ep + bwdComm.ep > 0.0) {
+        double expertSide = 0.0, all = 0.0;
+        for (const OpCost& op : layer.forwardOps) {
+            all += op.seconds;
+            if (expertSideOp(op.name)) expertSide += op.seconds;
+        }
+        const double share = all > 0.0 ? expertSide / all : 0.0;
+        const double F = cluster.gpu.phaseFit("forward").timeScale * layer.forward.seconds;
+        const double B = cluster.gpu.phaseFit("backward").timeScale *
+                         (layer.backwardInput.seconds + layer.backwardWeight.seconds +
+                          (plan.recompute == Recompute::Selective ? layer.recompute.seconds : 0.0));
+        const double perLayer = pairedLayerSavedSeconds(F, B, share, fwdComm.ep, bwdComm.ep, cluster.gpu);
+        auto isCompute = [](ActionKind k) {
+            return k == ActionKind::Forward || k == ActionKind::Backward || k == ActionKind::BackwardInput ||
+                   k == ActionKind::BackwardWeight || k == ActionKind::OptimizerStep;
+        };
+        for (size_t s = 0; s < schedule.stages.size(); ++s) {
+            const auto& acts = schedule.stages[s].actions;
+            auto& costs = table.perAction[s];
+            for (size_t i = 0; i < acts.size(); ++i) {
+                if (acts[i].kind != ActionKind::Backward && acts[i].kind != ActionKind::BackwardInput) continue;
+                size_t j = i + 1;
+                while (j < acts.size() && !isCompute(acts[j].kind)) ++j;
+                if (j == acts.size() || acts[j].kind != ActionKind::Forward) continue;
+                const double layers = std::min(schedule.layersOf(static_cast<int>(s), acts[i].chunk),
+                                               schedule.layersOf(static_cast<int>(s), acts[j].chunk));
+                const double exposed = costs[i].epSeconds + costs[j].epSeconds;
+                if (!(exposed > 0.0)) continue;
+                const double saved = std::min(exposed, layers * perLayer);
+                for (size_t k : {i, j}) {
+                    costs[k].epSeconds -= saved * costs[k].epSeconds / exposed;
+                    finish(costs[k]);
+                }
+                i = j; // the forward has its partner
+            }
         }
     }
     return table;

@@ -409,6 +409,24 @@ bool readRecomputeAndCheck(Reading& r) {
                    std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
                    "split (" + pipelineSplitText(model, plan) + ")");
     }
+    // Megatron-core 0.14's batch-level EP overlap (one micro-batch's all-to-alls under another's compute), where the
+    // plan passes Megatron-core's own checks for it; otherwise it is said and the all-to-all costed exposed.
+    for (const char* key : {"overlap_moe_expert_parallel_comm", "moe_a2a_overlap"})
+        if (boolean(pl, key).value_or(false)) {
+            const char* without = !model.moe || plan.ep < 2             ? "without expert parallelism"
+                                  : plan.recompute == Recompute::Full  ? "with full recompute"
+                                  : plan.pp > 1 && plan.vpp < 2        ? "pipelined without virtual stages"
+                                                                       : nullptr;
+            if (without) {
+                r.assume(std::string(key) + " stated, but Megatron-core does not run it " + without +
+                         ": the all-to-all is costed exposed");
+            } else {
+                plan.framework.moeA2aOverlap = true;
+                r.assume(std::string(key) + ": a backward and the next forward run layer by layer together, each one's "
+                         "all-to-alls under the other's compute (moe_a2a_overlap)");
+            }
+            break;
+        }
     ProblemList problems;
     validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
     if (!problems.empty()) {

@@ -447,13 +447,7 @@ bool readFramework(Reading& r) {
     if (dispatcher == "alltoall" || dispatcher == "flex") plan.framework.moeDispatcher = dispatcher;
     else if (!dispatcher.empty())
         r.assume("MoE dispatcher \"" + dispatcher + "\" is not one tessel costs (alltoall, flex): read as alltoall");
-    // Megatron-core 0.14's batch-level EP overlap (one micro-batch's all-to-all under another's compute): no term yet.
-    for (const char* key : {"overlap_moe_expert_parallel_comm", "moe_a2a_overlap"})
-        if (boolean(pl, key).value_or(false)) {
-            r.assume(std::string("not modelled: ") + key + " (Megatron-core's batch-level overlap of the EP all-to-all "
-                     "with another micro-batch's compute); the all-to-all is costed exposed");
-            break;
-        }
+    // Megatron-core's batch-level EP overlap is read once recompute is settled (readRecomputeAndCheck).
     return true;
 }
 

@@ -178,6 +178,44 @@ TEST(ExpertLayout, PlanChecksNameTheField) {
     EXPECT_EQ(problemFields(dense, c, denseEtp), std::set<std::string>{"/plan/etp"});
 }
 
+// Megatron-core's checks for --overlap-moe-expert-parallel-comm, each naming /plan/moe_a2a_overlap: expert
+// parallelism, no full recompute, and virtual stages where the model is pipelined.
+TEST(ExpertLayout, EpOverlapNeedsWhatMegatronCoreNeeds) {
+    const ModelConfig m = moeModel();
+    const ClusterConfig c = test::roundCluster(8, 1);
+    Plan p = tp2Plan(4, 0);
+    p.framework.moeA2aOverlap = true;
+    EXPECT_TRUE(problemFields(m, c, p).empty());
+    Plan noEp = p;
+    noEp.ep = 1;
+    EXPECT_EQ(problemFields(m, c, noEp), std::set<std::string>{"/plan/moe_a2a_overlap"});
+    Plan full = p;
+    full.recompute = Recompute::Full;
+    EXPECT_EQ(problemFields(m, c, full), std::set<std::string>{"/plan/moe_a2a_overlap"});
+    Plan piped = p;
+    piped.tp = 1;
+    piped.pp = 2;
+    piped.sequenceParallel = false;
+    EXPECT_EQ(problemFields(m, c, piped), std::set<std::string>{"/plan/moe_a2a_overlap"});
+    piped.vpp = 2;
+    piped.schedule = Schedule::Interleaved1F1B;
+    piped.globalBatch = 8; // two micro-batches a rank: a multiple of pp, as the interleaved schedule needs
+    EXPECT_TRUE(problemFields(m, c, piped).empty());
+    ModelConfig dense = m;
+    dense.moe.reset();
+    Plan denseOverlap = p;
+    denseOverlap.ep = 1;
+    EXPECT_TRUE(problemFields(dense, c, denseOverlap).count("/plan/moe_a2a_overlap"));
+    // A plan key of its own, written back only where stated.
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"ep", 2}, {"dp", 2}, {"moe_a2a_overlap", true}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_TRUE(moeA2aOverlapOf(parsed.framework));
+    EXPECT_EQ(planToJson(parsed)["moe_a2a_overlap"], true);
+    EXPECT_FALSE(moeA2aOverlapOf(Plan{}.framework));
+    EXPECT_FALSE(planToJson(Plan{}).contains("moe_a2a_overlap"));
+}
+
 // A token's top k of E experts, drawn evenly, miss a node's n with probability C(E - n, k) / C(E, k).
 TEST(ExpertLayout, NodeHitProbabilityByHand) {
     EXPECT_DOUBLE_EQ(nodeHitProbability(8, 4, 2), 1.0 - (4.0 / 8.0) * (3.0 / 7.0)); // 11/14

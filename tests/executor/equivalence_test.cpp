@@ -310,6 +310,23 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     }
 }
 
+// Megatron-core's batch-level EP overlap is predicted and exported; the executor runs its all-to-alls exposed, so a
+// plan that asks for the overlap is refused at its field rather than measured against a prediction it cannot meet.
+TEST(ValidateExecutable, EpOverlapIsRefusedAtItsField) {
+    ModelConfig model = loadModelRef("tiny-moe", "test");
+    Plan plan = basePlan();
+    plan.dp = 2;
+    plan.ep = 2;
+    ProblemList none;
+    validateExecutable(model, plan, "/plan", none, "cpu");
+    EXPECT_TRUE(none.empty()) << (none.empty() ? "" : none.items()[0].message);
+    plan.framework.moeA2aOverlap = true;
+    ProblemList problems;
+    validateExecutable(model, plan, "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/moe_a2a_overlap");
+}
+
 // validateExecutable: each backend accepts its own precision recipes and refuses the others at
 // /plan/precision, naming the backend that does run them; an unknown backend is a problem at --backend.
 TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {

@@ -207,6 +207,12 @@ TEST(ExportMegatron, ExpertTensorParallelSizeIsThePlansEtp) {
     const auto flex = parseMegatron(exportPlan(s, ExportFormat::Megatron));
     EXPECT_EQ(flex.at("--moe-token-dispatcher-type"), "flex");
     EXPECT_EQ(flex.at("--moe-flex-dispatcher-backend"), "hybridep");
+    // Megatron-core's batch-level EP overlap is a flag of its own, written only where the plan says so.
+    EXPECT_FALSE(flex.has("--overlap-moe-expert-parallel-comm"));
+    s.plan.framework.moeA2aOverlap = true; // with pp 4 Megatron-core runs it only interleaved
+    s.plan.vpp = 2;
+    s.plan.schedule = Schedule::Interleaved1F1B;
+    EXPECT_TRUE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--overlap-moe-expert-parallel-comm"));
 }
 
 TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {

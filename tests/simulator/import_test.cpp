@@ -232,6 +232,38 @@ TEST(MegatronImport, ExpertTensorParallelSizeIsThePlansEtp) {
 }
 
 // moe_token_dispatcher_type alltoall or flex: the plan's dispatcher; allgather is not one tessel costs (warned).
+TEST(MegatronImport, EpOverlapIsThePlansMoeA2aOverlap) {
+    const std::string moe = "  overlap_moe_expert_parallel_comm ................ True\n"
+                            "  moe_token_dispatcher_type ....................... alltoall\n"
+                            "  expert_model_parallel_size ...................... 2\n"
+                            "  num_experts ..................................... 4\n"
+                            "  moe_ffn_hidden_size ............................. 128\n";
+    // smallLog's own plan (full recompute, pp 2 without virtual stages) is one Megatron-core refuses the overlap
+    // for: the flag is read into the plan, whose check names it.
+    try {
+        importWithArgs(moe, "overlap.log");
+        ADD_FAILURE() << "imported a plan Megatron-core cannot run";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("/plan/moe_a2a_overlap"), std::string::npos) << e.what();
+    }
+    // Without pipelining (the same 4 ranks as dp 4) and with selective recompute it runs: the plan's
+    // moe_a2a_overlap, no warning.
+    std::string log = smallLog();
+    auto replace = [&](const std::string& from, const std::string& to) {
+        const size_t at = log.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        log.replace(at, from.size(), to);
+    };
+    replace("  pipeline_model_parallel_size .................... 2\n", "  pipeline_model_parallel_size .................... 1\n");
+    replace("  data_parallel_size .............................. 2\n", "  data_parallel_size .............................. 4\n");
+    replace("  decoder_last_pipeline_num_layers ................ 1\n", "");
+    replace("  recompute_granularity ........................... full\n", "  recompute_granularity ........................... selective\n");
+    replace("  recompute_num_layers ............................ 1\n", moe);
+    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "overlap.log"), cluster());
+    EXPECT_EQ(run.scenario["plan"]["moe_a2a_overlap"], true);
+    expectNotWarned(run, "overlap_moe_expert_parallel_comm");
+}
+
 TEST(MegatronImport, TokenDispatcherIsThePlansMoeDispatcher) {
     for (const std::string type : {"alltoall", "flex", "allgather"}) {
         const ImportedRun run = importWithArgs("  moe_token_dispatcher_type ....................... " + type + "\n"

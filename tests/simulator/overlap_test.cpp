@@ -171,6 +171,63 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
     EXPECT_NEAR(b2, headBwd + layers * bwdTp / 8.0, 1e-12);
 }
 
+// Megatron-core's batch-level EP overlap (FORMULAS.md §6.1) by hand: each backward followed by a forward of another
+// micro-batch runs with it layer by layer in four steps (F attention | B combine, F dispatch | B experts, F experts |
+// B dispatch, F combine | B attention), each the longer of its compute and its all-to-all, the shorter hidden at
+// κ of its time. With pp = 1 and m micro-batches that is m - 1 pairs; the first forward and the last backward keep
+// their all-to-alls, and the step is shorter by exactly what the pairs hide.
+TEST(FrameworkOverlap, MoeBatchLevelOverlapByHand) {
+    Case c;
+    c.model.moe = MoeConfig{8, 2, 4096};
+    c.plan.ep = 8;
+    c.cluster.gpu.commContention = 0.5;
+    c.cluster.gpu.commContentionMax = 0.0;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(c.plan.precision);
+    double epF = 0.0, epB = 0.0;
+    for (const auto& op : layerCommOps(c.model, c.cluster, c.plan))
+        if (op.group != GroupKind::Tp && op.group != GroupKind::Cp) (op.phase == CommPhase::Forward ? epF : epB) += op.cost.seconds;
+    ASSERT_GT(epF, 0.0);
+    const BlockCompute layer = layerCompute(c.model, c.cluster, c.plan, recipe);
+    double expertSide = 0.0, all = 0.0;
+    for (const auto& op : layer.forwardOps) {
+        all += op.seconds;
+        const bool expert = op.name == "router" || op.name.rfind("moe_", 0) == 0 || op.name.rfind("expert_", 0) == 0;
+        if (expert) expertSide += op.seconds;
+    }
+    const double share = expertSide / all;
+    ASSERT_GT(share, 0.0);
+    ASSERT_LT(share, 1.0);
+    const double F = layer.forward.seconds, B = layer.backwardInput.seconds + layer.backwardWeight.seconds;
+    const double perLayer = 0.5 * (std::min((1.0 - share) * F, epB / 2.0) + std::min(share * B, epF / 2.0) +
+                                   std::min(share * F, epB / 2.0) + std::min((1.0 - share) * B, epF / 2.0));
+    const double layers = 8.0, microBatches = 4.0; // global batch 64 over dp 16
+    auto epSeconds = [&](const Plan& p) {
+        const ActionSchedule s = buildSchedule(c.model, p);
+        const CostTable t = costSchedule(s, c.model, c.cluster);
+        std::vector<double> ep;
+        for (size_t i = 0; i < s.stages[0].actions.size(); ++i)
+            if (s.stages[0].actions[i].kind == ActionKind::Forward || s.stages[0].actions[i].kind == ActionKind::Backward)
+                ep.push_back(t.perAction[0][i].epSeconds);
+        return ep;
+    };
+    Plan on = c.plan;
+    on.framework.moeA2aOverlap = true;
+    const std::vector<double> off = epSeconds(c.plan), with = epSeconds(on);
+    ASSERT_EQ(off.size(), 2 * static_cast<size_t>(microBatches));
+    EXPECT_NEAR(off.front() - with.front(), 0.0, 1e-15);  // the first forward has no backward before it
+    EXPECT_NEAR(off.back() - with.back(), 0.0, 1e-15);    // the last backward no forward after it
+    double saved = 0.0;
+    for (size_t i = 0; i < off.size(); ++i) {
+        EXPECT_GE(with[i], 0.0);
+        saved += off[i] - with[i];
+    }
+    EXPECT_NEAR(saved, (microBatches - 1.0) * layers * perLayer, 1e-12);
+    EXPECT_GT(saved, 0.0);
+    const double stepOff = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+    const double stepOn = simulatePlan(c.model, c.cluster, on).metrics.stepSeconds;
+    EXPECT_NEAR(stepOff - stepOn, saved, 1e-9 * stepOff);
+}
+
 // torch.utils.checkpoint's early stop (FORMULAS.md §3.4): a full recompute that stops before fc2 does not rerun the
 // tensor-parallel collective after it either, so the backward holds the forward's collectives less that one.
 TEST(FrameworkOverlap, ARecomputeThatStopsBeforeFc2SkipsItsCollective) {

@@ -128,7 +128,7 @@ TEST(SearchBound, NeverAboveTheSimulatedStepOnACalibratedCluster) {
 // backward, asynchronous or pipelined TP, parameter gathers moved into the next forward, kept ZeRO-3 weights.
 TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
     const std::vector<GridCase> cases = boundGrid();
-    int checked = 0;
+    int checked = 0, overlapped = 0;
     for (size_t i = 0; i < cases.size(); i += 5)
         for (const char* fw : {"megatron", "nemo", "megascale", "deepspeed", "fsdp"})
             for (const char* version : {"2021", ""}) {
@@ -139,12 +139,17 @@ TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
                 if (i % 2) c.plan.framework.reshardAfterForward = false;
                 if (i % 3 == 0) c.plan.framework.overlapParamGather = true;
                 if (i % 4 == 1) c.plan.framework.moeDispatcher = "flex"; // the dispatcher's two legs where EP spans nodes
+                // Megatron-core's batch-level EP overlap, wherever the plan can run it.
+                if (i % 3 != 1 && c.model.moe && c.plan.ep > 1 && c.plan.recompute != Recompute::Full &&
+                    (c.plan.pp == 1 || c.plan.vpp > 1))
+                    c.plan.framework.moeA2aOverlap = true, ++overlapped;
                 const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
                 const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
                 ASSERT_LE(bound, step * (1.0 + 1e-9)) << fw << " " << version << " " << planToJson(c.plan).dump();
                 ++checked;
             }
     EXPECT_GT(checked, 3000);
+    EXPECT_GT(overlapped, 10);
 }
 
 TEST(SearchBound, TightForGpt3Megatron) {

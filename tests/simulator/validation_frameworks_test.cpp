@@ -523,19 +523,27 @@ TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
     }
 }
 
-// A record's MoE dispatcher (moe_token_dispatcher_type, DeepEP / HybridEP as flex) is the plan's; the batch-level
-// EP overlap, which tessel has no term for, is said among the assumptions.
+// A record's MoE dispatcher (moe_token_dispatcher_type, DeepEP / HybridEP as flex) is the plan's, and so is the
+// batch-level EP overlap where the plan passes Megatron-core's checks for it; where it does not, it is said.
 TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
     for (const auto& [stated, want] : std::vector<std::pair<std::string, std::string>>{
              {"flex", "flex"}, {"hybridep", "flex"}, {"alltoall", "alltoall"}, {"allgather", "alltoall"}}) {
         nlohmann::json r = mixtralRecord(2, 1, 1);
         r["plan"]["moe_token_dispatcher_type"] = stated;
         r["plan"]["overlap_moe_expert_parallel_comm"] = true;
+        r["plan"]["recompute"] = "selective";
         const ValidationCase c = load(r);
         EXPECT_EQ(moeDispatcherOf(c.scenario.plan.framework), want) << stated;
         EXPECT_EQ(mentions(c.assumptions, "is not one tessel costs"), stated == "allgather") << stated;
-        EXPECT_TRUE(mentions(c.assumptions, "not modelled: overlap_moe_expert_parallel_comm")) << stated;
+        EXPECT_TRUE(moeA2aOverlapOf(c.scenario.plan.framework)) << stated;
+        EXPECT_TRUE(mentions(c.assumptions, "overlap_moe_expert_parallel_comm: a backward and the next forward")) << stated;
     }
+    nlohmann::json full = mixtralRecord(2, 1, 1);
+    full["plan"]["moe_a2a_overlap"] = true;
+    full["plan"]["recompute"] = "full";
+    const ValidationCase c = load(full);
+    EXPECT_FALSE(moeA2aOverlapOf(c.scenario.plan.framework));
+    EXPECT_TRUE(mentions(c.assumptions, "moe_a2a_overlap stated, but Megatron-core does not run it with full recompute"));
 }
 
 // One rank of llm-foundry's 8-GPU MPT-30B FSDP job, measured on a lent H100 under a fake process group (every

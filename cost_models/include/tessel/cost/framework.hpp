@@ -47,6 +47,11 @@ struct FrameworkSettings {
     // of every token copy over the EP group, or "flex" (DeepEP / HybridEP, --moe-flex-dispatcher-backend): a token
     // crosses the network once per destination node and is forwarded over NVLink inside it. Unset: alltoall.
     std::optional<std::string> moeDispatcher;
+    // Megatron-core's batch-level EP overlap (--overlap-moe-expert-parallel-comm, 0.14 on): in the steady state of
+    // the 1F1B schedules a backward and the next forward, of two micro-batches, run layer by layer together, each
+    // one's dispatch and combine all-to-alls under the other's attention and expert compute (FORMULAS.md §6.1).
+    // Unset: off, Megatron-core's default.
+    std::optional<bool> moeA2aOverlap;
     // Elements of the gradient bucket a ZeRO-2/3 optimizer reduces at a time (DeepSpeed's
     // zero_optimization.reduce_bucket_size). Unset: reduceBucketElementsOf.
     std::optional<int64_t> reduceBucketSize;
@@ -140,6 +145,8 @@ bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
 std::string crossEntropyOf(const FrameworkSettings& f);
 // The plan's MoE token dispatcher: "alltoall" (unset) or "flex" (FrameworkSettings::moeDispatcher).
 std::string moeDispatcherOf(const FrameworkSettings& f);
+// Whether one micro-batch's EP all-to-alls run under another's compute (FrameworkSettings::moeA2aOverlap).
+bool moeA2aOverlapOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 
