@@ -96,6 +96,7 @@ const char* reasonText(Reason r) {
     case Reason::EtpOrder: return "folded experts need pp last in rank order";
     case Reason::EtpSp: return "folded experts with tp > 1 need SP";
     case Reason::ZeroReplicas: return "zero_replicas does not fit the plan";
+    case Reason::EpOverlap: return "moe_a2a_overlap not runnable (ep, recompute, vpp)";
     case Reason::EpExperts: return "ep does not divide experts";
     case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
     case Reason::SpTp: return "sequence parallelism needs tp > 1";
@@ -150,6 +151,9 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
             (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertDp() % plan.zeroReplicas != 0))
             return Reason::ZeroReplicas;
     }
+    if (moeA2aOverlapOf(plan.framework) &&
+        (!model.moe || plan.ep < 2 || plan.recompute == Recompute::Full || (plan.pp > 1 && plan.vpp < 2)))
+        return Reason::EpOverlap;
     if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0) return Reason::CpSeq;
     if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;

@@ -43,6 +43,7 @@ enum class Reason : uint8_t {
     EtpOrder,
     EtpSp,
     ZeroReplicas,
+    EpOverlap,
     EpExperts,
     CpSeq,
     SpTp,

@@ -440,6 +440,7 @@ std::string rejectionReason(const ModelConfig& model, const ClusterConfig& clust
 std::string problemCategory(const Problem& problem) {
     const std::string& m = problem.message;
     auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
+    if (has("moe_a2a_overlap")) return reasonText(Reason::EpOverlap); // its messages name the moe block and experts too
     if (has("must be at least 1")) return reasonText(Reason::InvalidDegrees);
     if (has("attention heads")) return reasonText(Reason::TpHeads);
     if (has("key/value heads")) return reasonText(Reason::TpKvHeads);

@@ -238,6 +238,11 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                                 if (gb == 24 && cp == 1)
                                                     p.rankOrder = {ParallelDim::Tp, ParallelDim::Pp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp};
                                             }
+                                            // Megatron-core's EP overlap on a slice, some with full recompute.
+                                            if (gb == 7 && mb == 1) {
+                                                p.framework.moeA2aOverlap = true;
+                                                if (sp) p.recompute = Recompute::Full;
+                                            }
                                             ProblemList problems;
                                             validatePlan(model, cluster, p, "/plan", problems);
                                             const std::string want =
@@ -251,7 +256,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 23u);
+    EXPECT_EQ(seen.size(), 24u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 
