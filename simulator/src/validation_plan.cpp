@@ -173,6 +173,20 @@ bool readBatch(Reading& r) {
     plan.pp = static_cast<int>(count(pl, "pp", 1, L::degree, where, refusal).value_or(1));
     plan.cp = unusedDegree(r, "cp") ? 1 : static_cast<int>(count(pl, "cp", 1, L::degree, where, refusal).value_or(1));
     plan.ep = unusedDegree(r, "ep") ? 1 : static_cast<int>(count(pl, "ep", 1, L::degree, where, refusal).value_or(1));
+    // DeepSpeed-Ulysses splits the sequence over its group as context parallelism does and exchanges attention heads
+    // by all-to-all; a record that names it with its own degree key is read as cp of that degree, costed as ring
+    // attention (tessel's one context-parallel algorithm), and said. Without it the group would be counted as dp.
+    const std::string spWords = lower(text(pl, "sequence_parallel") + " " + text(pl, "sequence_parallel_type") + " " +
+                                      text(pl, "techniques"));
+    if (!member(pl, "cp") && contains(spWords, "ulysses"))
+        for (const char* key : {"sequence_parallel_size", "ulysses_degree", "sp_degree", "sp"})
+            if (member(pl, key)) {
+                plan.cp = static_cast<int>(count(pl, key, 1, L::degree, where, refusal).value_or(1));
+                r.assume(std::string("DeepSpeed-Ulysses over ") + key + " = " + std::to_string(plan.cp) +
+                         " ranks read as context parallelism of that degree, costed as ring attention (its all-to-all "
+                         "over attention heads is not modelled)");
+                break;
+            }
     // Expert tensor parallelism (Megatron-core's expert_tensor_parallel_size; absent: tp). One that differs from tp
     // is MoE parallel folding.
     for (const char* key : {"etp", "expert_tensor_parallel_size"})

@@ -384,6 +384,24 @@ TEST(ValidationRecord, AnUnusedDegreeWrittenAsNaOrZeroIsOneAndSaid) {
     EXPECT_NE(refusal.find("/plan/vpp"), std::string::npos) << refusal;
 }
 
+TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
+    // DeepSpeed-Ulysses names its degree under its own keys; read as cp (ring-costed), not folded into dp.
+    nlohmann::json r = record(); // 32 GPUs
+    r["plan"]["tp"] = 1;
+    r["plan"]["pp"] = 1;
+    r["plan"].erase("dp");
+    r["plan"].erase("cp");
+    r["plan"]["sequence_parallel"] = "DeepSpeed-Ulysses";
+    r["plan"]["sequence_parallel_size"] = 4;
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.cp, 4);
+    EXPECT_EQ(c.scenario.plan.dp, 8);
+    EXPECT_TRUE(mentions(c.assumptions, "DeepSpeed-Ulysses over sequence_parallel_size = 4"));
+    // A stated cp wins.
+    r["plan"]["cp"] = 2;
+    EXPECT_EQ(load(r).scenario.plan.cp, 2);
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
