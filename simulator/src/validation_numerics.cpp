@@ -20,6 +20,48 @@ namespace tessel::sim::detail {
 
 using namespace prose;
 
+namespace {
+// Where a record puts training state in host memory (plan offload_optimizer / offload_parameters, FORMULAS.md §8):
+// DeepSpeed's offload_optimizer / offload_param (a device name, a flag or {"device": ...}), a general offload or
+// cpu_offload field, or the names ZeRO-Offload (the optimizer) and ZeRO-Infinity (the optimizer and the parameter
+// partitions). ZeRO-Offload runs on ZeRO-2 and ZeRO-Infinity on ZeRO-3, the stages an unstated one takes. NVMe is
+// read as host memory, and said.
+void readOffload(Reading& r, Plan& plan, bool zeroStated) {
+    const nlohmann::json& pl = r.pl;
+    auto device = [&](std::initializer_list<const char*> keys) -> std::optional<std::string> {
+        for (const char* key : keys)
+            if (const nlohmann::json* v = member(pl, key)) {
+                if (v->is_boolean()) return std::string(v->get<bool>() ? "cpu" : "none");
+                if (v->is_object()) return lower(text(*v, "device"));
+                return lower(text(pl, key));
+            }
+        return std::nullopt;
+    };
+    auto on = [](const std::string& d) {
+        return contains(d, "cpu") || contains(d, "nvme") || contains(d, "host") || d == "true" || d == "yes" || d == "on";
+    };
+    const auto optimizer = device({"offload_optimizer", "optimizer_offload", "cpu_offload_optimizer"});
+    const auto parameters = device({"offload_param", "offload_params", "offload_parameters", "param_offload"});
+    const std::string named = lower(text(pl, "zero") + " " + text(pl, "techniques"));
+    const std::string general = lower(text(pl, "offload") + " " + text(pl, "cpu_offload"));
+    bool opt = optimizer && on(*optimizer), par = parameters && on(*parameters);
+    if (!optimizer && !parameters) {
+        par = contains(named, "infinity") || contains(general, "param") || contains(general, "infinity");
+        opt = par || contains(named, "offload") || contains(general, "optimizer") || on(general);
+    }
+    if (!opt && !par) return;
+    plan.offloadOptimizer = true; // parameter offload runs with the optimizer's (ZeRO-Infinity)
+    plan.offloadParameters = par;
+    const int stage = par ? 3 : 2;
+    if (!zeroStated && plan.zeroStage < stage) plan.zeroStage = stage;
+    const std::string where = (optimizer ? *optimizer : "") + " " + (parameters ? *parameters : "") + " " + named + " " + general;
+    r.assume(std::string("offload: the optimizer's state and step in host memory") +
+             (par ? " and the parameter partitions (ZeRO-Infinity)" : " (ZeRO-Offload)") + ", ZeRO-" +
+             std::to_string(plan.zeroStage) + (zeroStated ? "" : " (the stage it runs on; not stated)") +
+             (contains(where, "nvme") ? "; NVMe read as host memory (its bandwidth is not modelled)" : ""));
+}
+} // namespace
+
 // Precision recipe, ZeRO stage and hybrid sharding.
 bool readPrecisionAndSharding(Reading& r) {
     const nlohmann::json& pl = r.pl;
@@ -97,6 +139,7 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
+    readOffload(r, plan, parseZero(pl) >= 0 || distOpt.has_value());
     // torch.autocast over fp32 parameters (plain PyTorch, DDP, ZeRO-1/2; Composer's amp_bf16 without FSDP): the
     // casts FSDP's param_dtype would make before the gather, autocast makes before every GEMM.
     if (zero < 3 && !contains(plan.precision, "fp8") &&

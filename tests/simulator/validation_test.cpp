@@ -402,6 +402,34 @@ TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
     EXPECT_EQ(load(r).scenario.plan.cp, 2);
 }
 
+TEST(ValidationRecord, OffloadIsReadFromDeepSpeedsFieldsAndNames) {
+    // ZeRO-Offload / ZeRO-Infinity: host-memory state, read from DeepSpeed's fields or the names, never dropped.
+    nlohmann::json r = record(); // Megatron-LM with the distributed optimizer: ZeRO-1 stated
+    EXPECT_FALSE(load(r).scenario.plan.offloads());
+    r["plan"]["offload_optimizer"] = "cpu";
+    ValidationCase c = load(r);
+    EXPECT_TRUE(c.scenario.plan.offloadOptimizer);
+    EXPECT_FALSE(c.scenario.plan.offloadParameters);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 1); // stated, kept
+    EXPECT_TRUE(mentions(c.assumptions, "offload: the optimizer's state and step in host memory (ZeRO-Offload), ZeRO-1"));
+    r["plan"]["offload_optimizer"] = {{"device", "none"}};
+    EXPECT_FALSE(load(r).scenario.plan.offloads());
+    // Named only: ZeRO-Infinity on NVMe is both, on ZeRO-3 when no stage is stated, NVMe said.
+    nlohmann::json inf = record();
+    inf["plan"].erase("distributed_optimizer");
+    inf["plan"]["zero"] = "ZeRO-Infinity (NVMe)";
+    c = load(inf);
+    EXPECT_TRUE(c.scenario.plan.offloadOptimizer);
+    EXPECT_TRUE(c.scenario.plan.offloadParameters);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 3);
+    EXPECT_TRUE(mentions(c.assumptions, "NVMe read as host memory"));
+    inf["plan"]["zero"] = "ZeRO-Offload";
+    c = load(inf);
+    EXPECT_TRUE(c.scenario.plan.offloadOptimizer);
+    EXPECT_FALSE(c.scenario.plan.offloadParameters);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 2);
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
