@@ -409,7 +409,7 @@ bool readFramework(Reading& r) {
     }
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
     // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
-    if (auto compiled = boolean(pl, "compile")) {
+    if (auto compiled = boolean(pl, "compile") ? boolean(pl, "compile") : boolean(pl, "torch_compile")) {
         if (!plan.framework.fusedKernels) plan.framework.fusedKernels = *compiled;
     } else if (contains(lower(text(pl, "techniques") + " " + text(pl, "framework")), "compile")) {
         if (!plan.framework.fusedKernels) plan.framework.fusedKernels = true;

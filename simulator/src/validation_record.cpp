@@ -210,18 +210,28 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     const nlohmann::json& der = rec.value("derived", nlohmann::json::object());
     const Plan& plan = c.scenario.plan;
     const double tokens = static_cast<double>(plan.globalBatch) * static_cast<double>(c.scenario.model.seqLen);
-    if (auto t = number(meas, "iteration_time_s"); t && *t > 0) {
-        c.measured.stepSeconds = *t;
-        c.measured.stepSource = ptr + "/measured/iteration_time_s";
+    // The first of `keys` the record states as a positive number, with its key.
+    auto firstOf = [&](std::initializer_list<const char*> keys) -> std::optional<std::pair<double, std::string>> {
+        for (const char* key : keys)
+            if (auto v = number(meas, key); v && *v > 0) return std::pair<double, std::string>{*v, key};
+        return std::nullopt;
+    };
+    // A step time under the names records give it, in seconds or in milliseconds (Megatron-LM's log line).
+    const auto seconds = firstOf({"iteration_time_s", "step_time_s", "time_per_iteration_s", "seconds_per_step"});
+    const auto millis = firstOf({"iteration_time_ms", "step_time_ms", "elapsed_time_per_iteration_ms"});
+    const auto samples = firstOf({"samples_per_s", "sequences_per_s", "seqs_per_s"});
+    if (seconds || millis) {
+        c.measured.stepSeconds = seconds ? seconds->first : millis->first / 1000.0;
+        c.measured.stepSource = ptr + "/measured/" + (seconds ? seconds->second : millis->second);
     } else if (auto tps = number(meas, "tokens_per_s"); tps && *tps > 0) {
         c.measured.stepSeconds = tokens / *tps;
         c.measured.stepSource = ptr + "/measured/tokens_per_s";
     } else if (auto tpg = number(meas, "tokens_per_s_per_gpu"); tpg && *tpg > 0) {
         c.measured.stepSeconds = tokens / (*tpg * plan.worldSize());
         c.measured.stepSource = ptr + "/measured/tokens_per_s_per_gpu";
-    } else if (auto sps = number(meas, "samples_per_s"); sps && *sps > 0) {
-        c.measured.stepSeconds = static_cast<double>(plan.globalBatch) / *sps;
-        c.measured.stepSource = ptr + "/measured/samples_per_s";
+    } else if (samples) {
+        c.measured.stepSeconds = static_cast<double>(plan.globalBatch) / samples->first;
+        c.measured.stepSource = ptr + "/measured/" + samples->second;
     } else if (auto dt = number(der, "iteration_time_s"); dt && *dt > 0) {
         c.measured.stepSeconds = *dt;
         c.measured.stepSource = ptr + "/derived/iteration_time_s";
@@ -266,14 +276,24 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +
                                     " with tessel's " + (hardware ? "hardware" : "model") + "-FLOP count");
     }
-    if (auto gb = number(meas, "memory_gb"); gb && *gb > 0) {
+    // The peak memory under the names records give it; a key naming GiB or the allocator's counter says so itself.
+    std::optional<std::pair<double, std::string>> memory;
+    for (const char* key : {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb",
+                            "max_memory_allocated_gb", "max_memory_reserved_gb"})
+        if (auto v = number(meas, key); v && *v > 0) {
+            memory = std::pair<double, std::string>{*v, key};
+            break;
+        }
+    if (memory) {
         // Sources print memory in GB of 1e9 bytes or GiB; torch.cuda.max_memory_allocated()/1e9 and nvidia-smi
-        // GiB both appear. The record's unit note decides; GB (1e9) otherwise.
-        const std::string unit = lower(text(meas, "memory_unit"));
-        c.measured.memoryBytes = *gb * (contains(unit, "gib") ? 1073741824.0 : 1e9);
-        c.measured.memorySource = ptr + "/measured/memory_gb";
+        // GiB both appear. The record's unit note (or a key in GiB) decides; GB (1e9) otherwise.
+        const std::string& key = memory->second;
+        const std::string unit = lower(text(meas, "memory_unit")) + " " + key;
+        c.measured.memoryBytes = memory->first * (contains(unit, "gib") ? 1073741824.0 : 1e9);
+        c.measured.memorySource = ptr + "/measured/" + key;
         const std::string kind = lower(text(meas, "memory_kind") + " " + text(meas, "memory_metric") + " " +
-                                       text(meas, "memory_note") + " " + text(rec, "notes"));
+                                       text(meas, "memory_note") + " " + text(rec, "notes")) +
+                                 (contains(key, "allocated") ? " allocated" : contains(key, "reserved") ? " reserved" : "");
         c.measured.memoryIsAllocated = (contains(kind, "allocated") || contains(kind, "memory_allocated")) &&
                                        !contains(kind, "reserved") && !contains(kind, "nvidia-smi");
         if (!c.measured.memoryIsAllocated && kind.find_first_not_of(' ') == std::string::npos)

@@ -12,8 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <map>
+#include <numeric>
+#include <tuple>
 
 namespace tessel::sim {
 namespace {
@@ -108,6 +109,30 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     nlohmann::json sps = record();
     sps["measured"] = {{"samples_per_s", 16.0}};
     EXPECT_DOUBLE_EQ(*load(sps).measured.stepSeconds, 64.0 / 16.0);
+    // A step time and a sequence rate under the other names records give them, milliseconds as Megatron-LM logs.
+    for (const auto& [key, value, seconds] : std::vector<std::tuple<std::string, double, double>>{
+             {"step_time_s", 2.5, 2.5}, {"iteration_time_ms", 2500.0, 2.5}, {"elapsed_time_per_iteration_ms", 2500.0, 2.5},
+             {"sequences_per_s", 16.0, 4.0}}) {
+        nlohmann::json named = record();
+        named["measured"] = {{key, value}};
+        const ValidationCase c = load(named);
+        ASSERT_TRUE(c.measured.stepSeconds.has_value()) << key;
+        EXPECT_DOUBLE_EQ(*c.measured.stepSeconds, seconds) << key;
+        EXPECT_EQ(c.measured.stepSource, "runs.json#/0/measured/" + key);
+    }
+    // Peak memory likewise: a key in GiB is GiB, one naming the allocator's counter says which.
+    nlohmann::json gib = record();
+    gib["measured"]["max_memory_allocated_gb"] = 40.0;
+    const ValidationCase allocated = load(gib);
+    ASSERT_TRUE(allocated.measured.memoryBytes.has_value());
+    EXPECT_DOUBLE_EQ(*allocated.measured.memoryBytes, 40e9);
+    EXPECT_TRUE(allocated.measured.memoryIsAllocated);
+    gib["measured"].erase("max_memory_allocated_gb");
+    gib["measured"]["peak_memory_gib"] = 40.0;
+    const ValidationCase peak = load(gib);
+    ASSERT_TRUE(peak.measured.memoryBytes.has_value());
+    EXPECT_DOUBLE_EQ(*peak.measured.memoryBytes, 40.0 * 1073741824.0);
+    EXPECT_EQ(peak.measured.memorySource, "runs.json#/0/measured/peak_memory_gib");
     // Recompute as a flag: on is full, off is none (not a default that may be raised).
     nlohmann::json flag = record();
     flag["plan"]["recompute"] = true;
