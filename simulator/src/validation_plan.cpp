@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <optional>
 #include <regex>
+#include <sstream>
 
 namespace tessel::sim::detail {
 
@@ -332,9 +333,39 @@ bool readPipeline(Reading& r) {
     // layer + loss counted as one layer each (Megatron-LM --account-for-embedding/loss-in-pipeline-split,
     // DeepSpeed's "type:transformer|embedding" partition of BLOOM; Llama 3 405B's 7,8x14,7 is the same), or the
     // time-balanced split where the record says so (FORMULAS.md §5.4).
-    if (pl.contains("pipeline_layers") && pl["pipeline_layers"].is_array()) {
-        for (const auto& v : pl["pipeline_layers"])
-            if (v.is_number_integer()) plan.pipelineLayers.push_back(v.get<int>());
+    // Per-stage layer counts under the names records give them, as a list or as text ("7,8x14,7": 7, fourteen 8s, 7);
+    // a count that does not read is refused naming its field, never dropped.
+    for (const char* key : {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers", "num_layers_per_stage"}) {
+        const nlohmann::json* v = member(pl, key);
+        if (!v) continue;
+        bool ok = true;
+        if (v->is_array()) {
+            for (const auto& n : *v) {
+                if (n.is_number_integer() && n.get<int64_t>() >= 1 && n.get<int64_t>() <= model.layers) plan.pipelineLayers.push_back(n.get<int>());
+                else ok = false;
+            }
+        } else if (v->is_string()) {
+            std::stringstream items(v->get<std::string>());
+            std::string item;
+            while (ok && std::getline(items, item, ',')) {
+                std::smatch m;
+                if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) {
+                    ok = false;
+                    break;
+                }
+                const int layers = std::stoi(m[1].str()), times = m[2].matched ? std::stoi(m[2].str()) : 1;
+                if (layers < 1 || layers > model.layers || times < 1 || times > model.layers) ok = false;
+                else plan.pipelineLayers.insert(plan.pipelineLayers.end(), static_cast<size_t>(times), layers);
+            }
+        } else {
+            ok = false;
+        }
+        if (!ok) {
+            r.refusal = r.ptr + "/plan/" + key + ": \"" + text(pl, key) + "\" is not a list of per-stage layer counts "
+                        "(whole numbers from 1 to " + std::to_string(model.layers) + ", or text such as \"7,8x14,7\")";
+            return false;
+        }
+        break;
     }
     plan.firstStageLayers = statedFirst;
     plan.lastStageLayers = statedLast;

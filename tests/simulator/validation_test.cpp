@@ -430,6 +430,26 @@ TEST(ValidationRecord, OffloadIsReadFromDeepSpeedsFieldsAndNames) {
     EXPECT_EQ(c.scenario.plan.zeroStage, 2);
 }
 
+TEST(ValidationRecord, PerStageLayerCountsUnderOtherNamesAndAsText) {
+    nlohmann::json r = record(); // 32 layers on pp 2
+    for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+             {"pp_layers", "15,17"}, {"layers_per_stage", nlohmann::json::array({15, 17})}, {"pipeline_layers", "15, 17"}}) {
+        nlohmann::json named = r;
+        named["plan"][key] = value;
+        EXPECT_EQ(load(named).scenario.plan.pipelineLayers, (std::vector<int>{15, 17})) << key;
+    }
+    nlohmann::json repeated = r;
+    repeated["plan"]["pipeline_layers"] = "16x2";
+    EXPECT_EQ(load(repeated).scenario.plan.pipelineLayers, (std::vector<int>{16, 16}));
+    // Text that is no list of counts is refused at its field, not dropped.
+    for (const nlohmann::json& bad : {nlohmann::json("early, late"), nlohmann::json::array({15, "x"}), nlohmann::json(0)}) {
+        nlohmann::json unread = r;
+        unread["plan"]["stage_layers"] = bad;
+        const std::string refusal = test::refusalOf(unread);
+        EXPECT_NE(refusal.find("/plan/stage_layers"), std::string::npos) << refusal;
+    }
+}
+
 TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     nlohmann::json bad = record();
     bad["id"] = "no-batch";
