@@ -214,6 +214,8 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome) {
 // 0 when not stated. A bare rate that one port can carry (InfiniBand EDR/HDR/NDR/XDR, 100-800 GbE: at most
 // 800 Gb/s) and is not said to be the node's is one NIC's rate, and the DGX/HGX A100 and H100 systems carry one
 // such NIC per GPU (NVIDIA DGX A100 / DGX H100 user guides: 8 ConnectX-6 / ConnectX-7 compute ports for 8 GPUs).
+// AWS's Elastic Fabric Adapter is the exception: AWS gives EFA bandwidth per instance (p4d.24xlarge 400 Gbps over
+// four 100 Gbps adapters, p5.48xlarge 3200 Gbps over 32), so a bare EFA rate is the node's.
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
     constexpr double kLargestPortGbits = 800.0;   // InfiniBand XDR, 800GbE
     const std::string t = lower(linkText);
@@ -230,7 +232,7 @@ double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std
         double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0);
         const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
         const bool perNode = contains(t, "node") || contains(t, "server") || contains(t, "host") ||
-                             contains(t, "aggregate") || gbits > kLargestPortGbits;
+                             contains(t, "aggregate") || contains(t, "efa") || gbits > kLargestPortGbits;
         if (perGpu || !perNode) {
             how = m.str(0) + (perGpu ? " per GPU" : " per NIC, one NIC per GPU");
             return gbits * 1e9 / 8.0;

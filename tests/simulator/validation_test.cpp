@@ -81,6 +81,9 @@ TEST(ValidationRecord, LinksGpusAndShardingInOtherWords) {
     EXPECT_DOUBLE_EQ(load(r).scenario.cluster.interNode.bandwidthBytesPerSecond, 400e9 / 8 / 8);
     r["system"]["inter_node_link"] = "3200 Gbps EFA";
     EXPECT_DOUBLE_EQ(load(r).scenario.cluster.interNode.bandwidthBytesPerSecond, 3200e9 / 8 / 8);
+    // AWS gives EFA per instance: a bare 400 Gbps EFA (p4d) is the node's, not each GPU's.
+    r["system"]["inter_node_link"] = "AWS EFA 400 Gbps";
+    EXPECT_DOUBLE_EQ(load(r).scenario.cluster.interNode.bandwidthBytesPerSecond, 400e9 / 8 / 8);
     r["system"]["gpu"] = "A100 40GB";
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-40g");
     r["system"]["gpu"] = "NVIDIA H800";
