@@ -60,10 +60,11 @@ Family familyOf(const nlohmann::json& model) {
         f.name = "GPT (default)";
         f.dropout = 0.1;
     }
-    const std::string act = lower(text(model, "activation"));
+    // HuggingFace configs name it hidden_act ("silu" behind a gate projection: SwiGLU).
+    const std::string act = lower(text(model, "activation") + " " + text(model, "hidden_act"));
     if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) f.activation = Activation::Swiglu;
     else if (contains(act, "relu2") || (contains(act, "squared") && contains(act, "relu"))) f.activation = Activation::SquaredRelu;
-    else if (!act.empty()) f.activation = Activation::Gelu;
+    else if (act.find_first_not_of(' ') != std::string::npos) f.activation = Activation::Gelu;
     const std::string norm = lower(text(model, "norm"));
     if (contains(norm, "rms")) f.norm = NormKind::RmsNorm;
     else if (contains(norm, "layer")) f.norm = NormKind::LayerNorm;

@@ -310,6 +310,12 @@ TEST(ValidationRecord, NemotronIsReadAsNemosConfigsBuildIt) {
     r["model"]["name"] = "GPT 7B";
     r["model"]["activation"] = "squared-relu";
     EXPECT_EQ(load(r).scenario.model.activation, Activation::SquaredRelu);
+    // HuggingFace's name for it: hidden_act "silu" (behind a gate projection) is SwiGLU, "gelu_new" GELU.
+    r["model"].erase("activation");
+    r["model"]["hidden_act"] = "silu";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Swiglu);
+    r["model"]["hidden_act"] = "gelu_new";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Gelu);
 }
 
 TEST(ValidationRecord, ShardingUnderItsOtherNames) {
