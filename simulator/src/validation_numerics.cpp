@@ -42,8 +42,12 @@ void readOffload(Reading& r, Plan& plan, bool zeroStated) {
     };
     const auto optimizer = device({"offload_optimizer", "optimizer_offload", "cpu_offload_optimizer"});
     const auto parameters = device({"offload_param", "offload_params", "offload_parameters", "param_offload"});
-    const std::string named = lower(text(pl, "zero") + " " + text(pl, "techniques"));
-    const std::string general = lower(text(pl, "offload") + " " + text(pl, "cpu_offload"));
+    // Prose that denies it ("no offload", "without CPU offload") names no offload.
+    auto affirmed = [](std::string s) {
+        return std::regex_replace(s, std::regex(R"((no|not|without|w/o)[- ]+(cpu[- ]+|nvme[- ]+)?offload(ing)?)"), " ");
+    };
+    const std::string named = affirmed(lower(text(pl, "zero") + " " + text(pl, "techniques")));
+    const std::string general = affirmed(lower(text(pl, "offload") + " " + text(pl, "cpu_offload")));
     bool opt = optimizer && on(*optimizer), par = parameters && on(*parameters);
     if (!optimizer && !parameters) {
         par = contains(named, "infinity") || contains(general, "param") || contains(general, "infinity");

@@ -431,6 +431,10 @@ TEST(ValidationRecord, OffloadIsReadFromDeepSpeedsFieldsAndNames) {
     EXPECT_TRUE(c.scenario.plan.offloadOptimizer);
     EXPECT_FALSE(c.scenario.plan.offloadParameters);
     EXPECT_EQ(c.scenario.plan.zeroStage, 2);
+    // Prose that denies it is no offload.
+    inf["plan"]["zero"] = "ZeRO-3, no CPU offload";
+    inf["plan"]["techniques"] = "activation checkpointing, without offloading";
+    EXPECT_FALSE(load(inf).scenario.plan.offloads());
 }
 
 TEST(ValidationRecord, PerStageLayerCountsUnderOtherNamesAndAsText) {
