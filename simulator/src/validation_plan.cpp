@@ -179,6 +179,9 @@ bool readBatch(Reading& r) {
     // attention (tessel's one context-parallel algorithm), and said. Without it the group would be counted as dp.
     const std::string spWords = lower(text(pl, "sequence_parallel") + " " + text(pl, "sequence_parallel_type") + " " +
                                       text(pl, "techniques"));
+    if (member(pl, "cp") && contains(spWords, "ulysses") && plan.cp > 1)
+        r.assume("DeepSpeed-Ulysses over cp = " + std::to_string(plan.cp) + " ranks costed as ring attention (its "
+                 "all-to-all over attention heads is not modelled)");
     if (!member(pl, "cp") && contains(spWords, "ulysses"))
         for (const char* key : {"sequence_parallel_size", "ulysses_degree", "sp_degree", "sp"})
             if (member(pl, key)) {

@@ -400,9 +400,11 @@ TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
     EXPECT_EQ(c.scenario.plan.cp, 4);
     EXPECT_EQ(c.scenario.plan.dp, 8);
     EXPECT_TRUE(mentions(c.assumptions, "DeepSpeed-Ulysses over sequence_parallel_size = 4"));
-    // A stated cp wins.
+    // A stated cp wins, and the costing is said all the same.
     r["plan"]["cp"] = 2;
-    EXPECT_EQ(load(r).scenario.plan.cp, 2);
+    const ValidationCase stated = load(r);
+    EXPECT_EQ(stated.scenario.plan.cp, 2);
+    EXPECT_TRUE(mentions(stated.assumptions, "DeepSpeed-Ulysses over cp = 2 ranks costed as ring attention"));
 }
 
 TEST(ValidationRecord, OffloadIsReadFromDeepSpeedsFieldsAndNames) {
