@@ -24,10 +24,11 @@ namespace {
 // Where a record puts training state in host memory (plan offload_optimizer / offload_parameters, FORMULAS.md §8):
 // DeepSpeed's offload_optimizer / offload_param (a device name, a flag or {"device": ...}), a general offload or
 // cpu_offload field, or the names ZeRO-Offload (the optimizer) and ZeRO-Infinity (the optimizer and the parameter
-// partitions). ZeRO-Offload runs on ZeRO-2 and ZeRO-Infinity on ZeRO-3, the stages an unstated one takes. NVMe is
-// read as host memory, and said.
-void readOffload(Reading& r, Plan& plan, bool zeroStated) {
-    const nlohmann::json& pl = r.pl;
+// partitions). Prose that denies it ("no offload", "without CPU offload") names none.
+struct OffloadReading {
+    bool optimizer = false, parameters = false, nvme = false;
+};
+OffloadReading readOffload(const nlohmann::json& pl) {
     auto device = [&](std::initializer_list<const char*> keys) -> std::optional<std::string> {
         for (const char* key : keys)
             if (const nlohmann::json* v = member(pl, key)) {
@@ -40,29 +41,23 @@ void readOffload(Reading& r, Plan& plan, bool zeroStated) {
     auto on = [](const std::string& d) {
         return contains(d, "cpu") || contains(d, "nvme") || contains(d, "host") || d == "true" || d == "yes" || d == "on";
     };
-    const auto optimizer = device({"offload_optimizer", "optimizer_offload", "cpu_offload_optimizer"});
-    const auto parameters = device({"offload_param", "offload_params", "offload_parameters", "param_offload"});
-    // Prose that denies it ("no offload", "without CPU offload") names no offload.
-    auto affirmed = [](std::string s) {
+    auto affirmed = [](const std::string& s) {
         return std::regex_replace(s, std::regex(R"((no|not|without|w/o)[- ]+(cpu[- ]+|nvme[- ]+)?offload(ing)?)"), " ");
     };
+    const auto optimizer = device({"offload_optimizer", "optimizer_offload", "cpu_offload_optimizer"});
+    const auto parameters = device({"offload_param", "offload_params", "offload_parameters", "param_offload"});
     const std::string named = affirmed(lower(text(pl, "zero") + " " + text(pl, "techniques")));
     const std::string general = affirmed(lower(text(pl, "offload") + " " + text(pl, "cpu_offload")));
-    bool opt = optimizer && on(*optimizer), par = parameters && on(*parameters);
+    OffloadReading o;
+    o.parameters = parameters && on(*parameters);
+    o.optimizer = o.parameters || (optimizer && on(*optimizer));
     if (!optimizer && !parameters) {
-        par = contains(named, "infinity") || contains(general, "param") || contains(general, "infinity");
-        opt = par || contains(named, "offload") || contains(general, "optimizer") || on(general);
+        o.parameters = contains(named, "infinity") || contains(general, "param") || contains(general, "infinity");
+        o.optimizer = o.parameters || contains(named, "offload") || contains(general, "optimizer") || on(general);
     }
-    if (!opt && !par) return;
-    plan.offloadOptimizer = true; // parameter offload runs with the optimizer's (ZeRO-Infinity)
-    plan.offloadParameters = par;
-    const int stage = par ? 3 : 2;
-    if (!zeroStated && plan.zeroStage < stage) plan.zeroStage = stage;
-    const std::string where = (optimizer ? *optimizer : "") + " " + (parameters ? *parameters : "") + " " + named + " " + general;
-    r.assume(std::string("offload: the optimizer's state and step in host memory") +
-             (par ? " and the parameter partitions (ZeRO-Infinity)" : " (ZeRO-Offload)") + ", ZeRO-" +
-             std::to_string(plan.zeroStage) + (zeroStated ? "" : " (the stage it runs on; not stated)") +
-             (contains(where, "nvme") ? "; NVMe read as host memory (its bandwidth is not modelled)" : ""));
+    const std::string all = (optimizer ? *optimizer : "") + " " + (parameters ? *parameters : "") + " " + named + " " + general;
+    o.nvme = o.optimizer && contains(all, "nvme");
+    return o;
 }
 } // namespace
 
@@ -93,8 +88,11 @@ bool readPrecisionAndSharding(Reading& r) {
             words.erase(at, std::string(negated).size());
     const bool lowPrecision = contains(words, "bf16") || contains(words, "bfloat16") || contains(words, "fp16") ||
                               contains(words, "float16") || contains(words, "half") || contains(words, "mixed") ||
-                              contains(words, "amp") || contains(words, "fp8") || contains(words, "float8");
-    if (!lowPrecision && contains(prec, "tf32")) {
+                              std::regex_search(words, std::regex(R"(\bamp\b)")) || contains(words, "fp8") ||
+                              contains(words, "float8");
+    // "TF32 off" / "no TF32" is the fp32 recipe's own setting, not TF32 training.
+    const std::string tf32 = std::regex_replace(prec, std::regex(R"(tf32[ =:]*(off|disabled|false)|(no|without)[- ]+tf32)"), " ");
+    if (!lowPrecision && contains(tf32, "tf32")) {
         // TF32 tensor cores run at half the 16-bit rate over fp32 tensors; no recipe costs that, and reading it as
         // either fp32 (CUDA cores, 8-16x slower) or bf16 (twice as fast) would be wrong by a factor.
         refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
@@ -130,12 +128,16 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     else if (prec.empty() || contains(prec, "not stated")) r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
 
-    // ZeRO / distributed optimizer.
+    // ZeRO / distributed optimizer; host offload (ZeRO-Offload runs on ZeRO-2, ZeRO-Infinity on ZeRO-3, the stages an
+    // unstated one takes).
+    const OffloadReading offload = readOffload(pl);
     int zero = parseZero(pl);
     const auto distOpt = boolean(pl, "distributed_optimizer");
+    const bool zeroStated = zero >= 0 || (distOpt && *distOpt);
     if (zero < 0) {
         if (distOpt && *distOpt) zero = 1;
         else if (framework == "fsdp") zero = 3;
+        else if (offload.optimizer) zero = offload.parameters ? 3 : 2;
         else {
             zero = 0;
             if (!distOpt) r.assume("ZeRO stage / distributed optimizer not stated: none (framework default)");
@@ -143,7 +145,14 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
-    readOffload(r, plan, parseZero(pl) >= 0 || distOpt.has_value());
+    if (offload.optimizer) {
+        plan.offloadOptimizer = true; // parameter offload runs with the optimizer's (ZeRO-Infinity)
+        plan.offloadParameters = offload.parameters;
+        r.assume(std::string("offload: the optimizer's state and step in host memory") +
+                 (offload.parameters ? " and the parameter partitions (ZeRO-Infinity)" : " (ZeRO-Offload)") + ", ZeRO-" +
+                 std::to_string(zero) + (zeroStated ? "" : " (the stage it runs on; not stated)") +
+                 (offload.nvme ? "; NVMe read as host memory (its bandwidth is not modelled)" : ""));
+    }
     // torch.autocast over fp32 parameters (plain PyTorch, DDP, ZeRO-1/2; Composer's amp_bf16 without FSDP): the
     // casts FSDP's param_dtype would make before the gather, autocast makes before every GEMM.
     if (zero < 3 && !contains(plan.precision, "fp8") &&

@@ -82,7 +82,7 @@ TEST(ValidationPrecision, Fp32TrainingIsTheFp32RecipeAndTf32IsRefused) {
     // a 16-bit word is a mixed recipe's master copy; TF32 has no recipe, so it is refused naming the field rather
     // than read as fp32 (8x too slow) or bf16 (2x too fast).
     nlohmann::json r = record();
-    for (const char* words : {"fp32", "float32", "FP32 (no mixed precision)"}) {
+    for (const char* words : {"fp32", "float32", "FP32 (no mixed precision)", "fp32 on Ampere, TF32 off"}) {
         r["system"]["precision"] = words;
         const ValidationCase c = load(r);
         EXPECT_EQ(c.scenario.plan.precision, "fp32") << words;

@@ -34,7 +34,10 @@ inline nlohmann::json record() {
 inline ValidationCase load(const nlohmann::json& rec) {
     auto loaded = loadValidationRecords(nlohmann::json::array({rec}), "runs.json");
     EXPECT_EQ(loaded.size(), 1u);
-    EXPECT_TRUE(loaded[0].validationCase.has_value()) << loaded[0].refusal;
+    if (loaded.size() != 1u || !loaded[0].validationCase) {
+        ADD_FAILURE() << "refused: " << (loaded.empty() ? std::string() : loaded[0].refusal);
+        return ValidationCase{}; // the failure is reported; the caller's checks then fail rather than crash
+    }
     return *loaded[0].validationCase;
 }
 

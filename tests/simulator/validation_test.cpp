@@ -428,6 +428,8 @@ TEST(ValidationRecord, OffloadIsReadFromDeepSpeedsFieldsAndNames) {
     EXPECT_TRUE(c.scenario.plan.offloadParameters);
     EXPECT_EQ(c.scenario.plan.zeroStage, 3);
     EXPECT_TRUE(mentions(c.assumptions, "NVMe read as host memory"));
+    EXPECT_TRUE(mentions(c.assumptions, "ZeRO-3 (the stage it runs on; not stated)"));
+    EXPECT_FALSE(mentions(c.assumptions, "not stated: none")); // no stage-0 reading said beside it
     inf["plan"]["zero"] = "ZeRO-Offload";
     c = load(inf);
     EXPECT_TRUE(c.scenario.plan.offloadOptimizer);
