@@ -37,6 +37,9 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--pp", pp, "Pipeline-parallel degree");
     app.add_option("--dp", dp, "Data-parallel degree");
     app.add_option("--cp", cp, "Context-parallel degree");
+    app.add_option("--cp-comm-type", cpComm,
+                   "Context parallelism's exchange (Megatron-core's --cp-comm-type): p2p (the K/V ring, default), a2a "
+                   "(DeepSpeed-Ulysses' all-to-all over heads) or allgather (K/V gathered whole)");
     app.add_option("--ep", ep, "Expert-parallel degree (carved out of dp; with --etp, of tp x cp x dp)");
     app.add_option("--etp", etp,
                    "Expert tensor-parallel degree (Megatron-core's --expert-tensor-parallel-size; default: tp). Differing "
@@ -79,7 +82,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
 bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
-           precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload ||
+           precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm ||
            pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen;
 }
 
@@ -170,6 +173,7 @@ Scenario ScenarioFlags::resolve() const {
     setStr(precision, "precision", "--precision");
     setStr(rankOrder, "rank_order", "--rank-order");
     setStr(attentionKernel, "attention_kernel", "--attention-kernel");
+    setStr(cpComm, "cp_comm_type", "--cp-comm-type");
     setStr(framework, "framework", "--framework");
     setStr(frameworkVersion, "framework_version", "--framework-version");
     setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");

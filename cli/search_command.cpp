@@ -151,7 +151,7 @@ std::string csvQuote(const std::string& s) {
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
            "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
-           "offload,frameworks,zero_replicas,recompute_layers,etp,why\n";
+           "offload,frameworks,zero_replicas,recompute_layers,etp,cp_comm_type,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -165,7 +165,7 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
         for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
         out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
             << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << p.recomputeLayers << ","
-            << p.expertTp() << "," << csvQuote(t.why) << "\n";
+            << p.expertTp() << "," << toString(p.cpComm) << "," << csvQuote(t.why) << "\n";
     }
 }
 
@@ -211,7 +211,7 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         }
         if (batchRange) row.push_back(std::to_string(p.globalBatch));
         for (const std::string& cell :
-             {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp),
+             {std::to_string(p.tp), std::to_string(p.pp) + (split.empty() ? "" : " (" + split + ")"), std::to_string(p.dp), std::to_string(p.cp) + (p.cp > 1 && p.cpComm != CpComm::P2p ? " (" + toString(p.cpComm) + ")" : std::string()),
               std::to_string(p.ep) + (p.expertFolded() ? " (etp " + std::to_string(p.etp) + ")" : std::string()),
               std::to_string(p.vpp), std::to_string(p.microBatch),
               std::to_string(p.zeroStage) + (p.zeroReplicas > 1 ? "x" + std::to_string(p.zeroReplicas) : std::string()),
@@ -468,7 +468,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--top", f->top, "How many plans to show (default 10)");
     cmd->add_option("--fix", f->fix,
                     "Pin plan fields, e.g. tp=8,pp=4 (keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, "
-                    "recompute=none|selective|full, schedule=..., sp=on|off, rank_order=tp-cp-ep-dp-pp)")
+                    "recompute=none|selective|full, schedule=..., sp=on|off, cp_comm_type=p2p|a2a|allgather, rank_order=tp-cp-ep-dp-pp)")
         ->delimiter(',')
         ->allow_extra_args(false); // one KEY=VALUE[,...] per --fix, so a SCENARIO after it stays positional
     cmd->add_option("--objective", f->objective, "Rank by time (default), memory or tokens_per_dollar");

@@ -132,6 +132,11 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
     for (OpCost& op : b.forwardOps)
         forEachKernel(op, recompute, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, b.tensorShare); },
                       [&](const OpCost& k, BlockPhase phase) {
+                          if (k.opClass == OpClass::Attention && (phase == BlockPhase::Forward || phase == BlockPhase::BackwardInput)) {
+                              const bool fwd = phase == BlockPhase::Forward;
+                              if (k.name == "attention_core_flash_ring") (fwd ? b.ringStepsForwardSeconds : b.ringStepsBackwardSeconds) += k.seconds;
+                              else if (k.name == "attention_core_flash") (fwd ? b.ringDiagForwardSeconds : b.ringDiagBackwardSeconds) += k.seconds;
+                          }
                           switch (phase) {
                           case BlockPhase::Forward: b.forward.add(k); break;
                           case BlockPhase::BackwardInput: b.backwardInput.add(k); break;
@@ -143,6 +148,7 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
                           }
                       });
     // GEMM backward model FLOPs were added once for dX and once for dW: 2 x forward in total.
+    if (b.ringStepsForwardSeconds <= 0.0) b.ringDiagForwardSeconds = b.ringDiagBackwardSeconds = 0.0; // no ring
 }
 } // namespace
 
@@ -335,6 +341,39 @@ void addFsdpCopies(BlockCompute& b, double parameters, const ClusterConfig& clus
     }
 }
 
+// Context parallelism without the ring (Transformer Engine's other two cp_comm_types, FORMULAS.md §3.2).
+// A2a (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses): after the all-to-all each rank holds the whole sequence for
+// heads / cp of its heads, so attention is one causal kernel over s queries and s keys, the same FLOPs as the
+// rank's causal share; around the four all-to-alls of a pass (q, k, v and the output forward; the output's
+// gradient and dq, dk, dv backward) each tensor is made contiguous with its heads split off before the exchange and
+// its sequence chunks put back in order after it: two copies, read and written, of q, k, v and o each way.
+// AllGather (AttnFuncWithCPAndKVAllGather): K and V are gathered whole, so the rank's two query chunks each run one
+// kernel against the keys before them, which is one causal kernel over s/cp queries and s keys; the local K and V
+// are made contiguous before the gather and the gathered ones reordered after it, and backward gathers again and
+// zeroes dK and dV at the full length before their reduce-scatter.
+void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, int e) {
+    const double eq = d(s.tokens) * d(s.qDimLocal), ekv = d(s.tokens) * d(s.kvDimLocal);
+    if (plan.cpComm == CpComm::A2a) {
+        OpCost heads = att;
+        heads.name = "attention_core_flash_a2a";
+        heads.m = s.seqFull;
+        heads.batch = s.microBatch * std::max<int64_t>(1, s.headsLocal / plan.cp);
+        heads.kvHeads = std::max<int64_t>(1, s.kvHeadsLocal / plan.cp);
+        ops.push_back(heads);
+        OpCost copies = memoryOp("attention_a2a_copies", "permute", 2.0 * 2.0 * e * (2.0 * eq + 2.0 * ekv));
+        copies.backwardByteFactor = 1.0; // the output's gradient in, dq, dk, dv out: the same tensors
+        copies.hasWeights = false;       // part of the attention core selective recompute reruns
+        ops.push_back(copies);
+        return;
+    }
+    ops.push_back(att);
+    const double gathered = ekv * d(plan.cp);
+    OpCost copies = memoryOp("attention_kv_gather_copies", "permute", 2.0 * e * (2.0 * ekv + 2.0 * gathered));
+    copies.backwardByteFactor = (2.0 * e * (2.0 * ekv + 2.0 * gathered) + e * 2.0 * gathered) / copies.bytes;
+    copies.hasWeights = false;
+    ops.push_back(copies);
+}
+
 BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                              const PrecisionRecipe& recipe);
 } // namespace
@@ -436,7 +475,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // tessel's own executor (`tessel run`, marked by its in-place loss) gathers K and V over the group and
             // runs one kernel over all the keys (executor/src/gpt.cpp): the whole share as one op.
             const bool ownExecutor = plan.framework.lossInPlace.value_or(false);
-            if (plan.cp > 1 && !ownExecutor) addRingAttention(ops, att, s, plan, eager, e);
+            if (plan.cp > 1 && !ownExecutor && plan.cpComm == CpComm::P2p) addRingAttention(ops, att, s, plan, eager, e);
+            else if (plan.cp > 1 && !ownExecutor) addCpAttention(ops, att, s, plan, e);
             else ops.push_back(att);
         } else {
             // Unfused (Megatron-LM before FlashAttention): batched QK^T writes the b (a/t) s_q s_kv scores to HBM,

@@ -38,6 +38,15 @@ std::string toString(ParallelDim d) {
     return "?";
 }
 
+std::string toString(CpComm c) {
+    switch (c) {
+    case CpComm::P2p: return "p2p";
+    case CpComm::A2a: return "a2a";
+    case CpComm::AllGather: return "allgather";
+    }
+    return "?";
+}
+
 const std::vector<PrecisionRecipe>& precisionRecipes() {
     // Bytes per parameter: weights + grads + fp32 master + two Adam moments.
     // megatron: bf16 weights, fp32 main grads (Megatron-LM --accumulate-allreduce-grads-in-fp32), 2+4+4+4+4 = 18.
@@ -191,6 +200,9 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.globalBatch = static_cast<int>(r.optInt("global_batch", static_cast<int64_t>(p.microBatch) * p.dp, 1, L::globalBatch));
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
     p.zeroOverCp = r.optBool("zero_over_cp", true);
+    // Megatron-core spells the gather "allgather", Transformer Engine "all_gather": both read.
+    const std::string cpComm = r.optEnum("cp_comm_type", "p2p", {"p2p", "a2a", "allgather", "all_gather"});
+    p.cpComm = cpComm == "a2a" ? CpComm::A2a : cpComm == "p2p" ? CpComm::P2p : CpComm::AllGather;
     p.zeroReplicas = static_cast<int>(r.optInt("zero_replicas", 1, 1, L::degree));
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
@@ -260,6 +272,7 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadActivations) j["offload_activations"] = true;
     if (p.offloadActivationLayers > 0) j["offload_activation_layers"] = p.offloadActivationLayers;
     if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
+    if (p.cpComm != CpComm::P2p) j["cp_comm_type"] = toString(p.cpComm);
     frameworkToJson(p.framework, j);
     return j;
 }
@@ -458,6 +471,14 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
         problems.add(field("cp"), "cp=" + n(plan.cp) + " needs seq_len (" + n(model.seqLen) +
                                       ") divisible by 2 x cp for load-balanced causal attention");
+    if (plan.cpComm == CpComm::A2a && plan.cp > 1) {
+        // Transformer Engine's AttnFuncWithCPAndQKVOA2A splits the rank's query and key/value heads over the group.
+        const int64_t heads = model.heads / std::max(1, plan.tp), kvHeads = model.kvHeads / std::max(1, plan.tp);
+        if (heads % plan.cp != 0 || kvHeads % plan.cp != 0)
+            problems.add(field("cp_comm_type"), "a2a splits each rank's attention heads over cp=" + n(plan.cp) + ": it needs " +
+                                                    n(heads) + " query and " + n(kvHeads) + " key/value heads a rank (heads / tp) " +
+                                                    "divisible by cp (Transformer Engine's check); use p2p or allgather");
+    }
     if (plan.sequenceParallel && plan.tp == 1)
         problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)

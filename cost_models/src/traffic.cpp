@@ -92,6 +92,36 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
     return t;
 }
 
+RingExposure ringExposure(double diagForward, double stepsForward, double diagBackward, double stepsBackward, int cp,
+                          double transferSeconds, const GpuSpec& gpu) {
+    RingExposure r;
+    if (cp < 2 || transferSeconds <= 0.0) return r;
+    // The transfers of a pass and the attention each runs under: step 0's (the diagonal) and cp - 2 of the
+    // cp - 1 later steps (their kernels take equal shares). Exposed is what a transfer outlasts its step by.
+    const auto pass = [&](double transfer, double diag, double steps) {
+        const double step = steps / (cp - 1.0), under = diag + (cp - 2.0) * step;
+        const double exposed = std::max(0.0, transfer - diag) + (cp - 2.0) * std::max(0.0, transfer - step);
+        const double hidden = (cp - 1.0) * transfer - exposed;
+        return exposed + gpu.contentionSeconds(hidden, under);
+    };
+    r.forwardSeconds = pass(transferSeconds, diagForward, stepsForward);
+    r.backwardSeconds = pass(2.0 * transferSeconds, diagBackward, stepsBackward) + transferSeconds;
+    return r;
+}
+
+double ringStepBytes(const ModelConfig& model, const Plan& plan) {
+    const LocalShapes s = localShapes(model, plan, precisionRecipeOf(plan));
+    return s.activationBytes * d(s.tokens) * 2.0 * d(s.kvDimLocal);
+}
+
+double ringStepTransferSeconds(double bytes, const ClusterConfig& cluster, const GroupPlacement& cpGroup) {
+    GroupPlacement hop;
+    hop.size = 2;
+    hop.nodes = cpGroup.spansNodes() ? 2 : 1;
+    hop.ranksPerNode = hop.minRanksPerNode = cpGroup.spansNodes() ? 1 : 2;
+    return commCost(Primitive::SendRecv, bytes, hop, cluster).seconds;
+}
+
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
     const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
@@ -129,9 +159,19 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
             }
         }
     }
-    if (plan.cp > 1) {
-        // Ring attention: every rank's K and V travel around the CP ring (an all-gather's volume); backward
-        // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism).
+    if (plan.cp > 1 && plan.cpComm == CpComm::A2a) {
+        // DeepSpeed-Ulysses (Jacobs et al. 2023, §3.1; Transformer Engine's AttnFuncWithCPAndQKVOA2A): q, k and v
+        // trade the sequence split for a head split before attention and the output trades back after it, each an
+        // all-to-all of the rank's own tensor; backward the output's gradient and dq, dk, dv the same way.
+        const double q = e * d(s.tokens) * d(s.qDimLocal), kv = e * d(s.tokens) * d(s.kvDimLocal);
+        for (const auto& [name, bytes] : {std::pair<const char*, double>{"cp_a2a_q", q}, {"cp_a2a_k", kv}, {"cp_a2a_v", kv}, {"cp_a2a_out", q}}) {
+            b.add(name, GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Forward);
+            b.add(std::string(name) + "_grad", GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Backward);
+        }
+    } else if (plan.cp > 1) {
+        // Ring attention (p2p): every rank's K and V travel around the CP ring (an all-gather's volume); backward
+        // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism). allgather moves
+        // the same bytes as collectives: K and V gathered forward and again backward, their gradients reduce-scattered.
         const double kv = e * d(s.microBatch) * d(s.seqFull) * 2.0 * d(s.kvDimLocal);
         b.add("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward);
         b.add("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward);

@@ -46,7 +46,7 @@ QString pipelineSplitLabel(const Plan& p) {
 QString planSummary(const Plan& p) {
     const QString split = pipelineSplitLabel(p);
     QString s = QStringLiteral("tp%1 pp%2%3 dp%4").arg(p.tp).arg(p.pp).arg(split.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(split)).arg(p.dp);
-    if (p.cp > 1) s += QStringLiteral(" cp%1").arg(p.cp);
+    if (p.cp > 1) s += QStringLiteral(" cp%1").arg(p.cp) + (p.cpComm != CpComm::P2p ? QStringLiteral(":") + QString::fromStdString(toString(p.cpComm)) : QString());
     if (p.ep > 1) s += QStringLiteral(" ep%1").arg(p.ep);
     if (p.expertFolded()) s += QStringLiteral(" etp%1").arg(p.etp);
     if (p.vpp > 1) s += QStringLiteral(" vpp%1").arg(p.vpp);

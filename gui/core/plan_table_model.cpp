@@ -27,7 +27,7 @@ constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
     {"tp", "tp", "Tensor-parallel degree"},
     {"pp", "pp", "Pipeline-parallel stages (an uneven split: layers per virtual stage)"},
     {"dp", "dp", "Data-parallel degree"},
-    {"cp", "cp", "Context-parallel degree"},
+    {"cp", "cp", "Context-parallel degree (and its exchange where it is not the K/V ring: a2a, allgather)"},
     {"ep", "ep", "Expert-parallel degree (with etp: the experts' own tensor-parallel width, MoE parallel folding)"},
     {"vpp", "vpp", "Virtual pipeline stages (model chunks) per rank"},
     {"mb", "mb", "Micro-batch size in sequences"},
@@ -109,7 +109,10 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
         return integer(p.pp);
     }
     case Dp: return integer(p.dp);
-    case Cp: return integer(p.cp);
+    case Cp: // a CP exchange other than the ring shows itself ("4 (a2a)"); filters and sorting see cp
+        if (display && p.cp > 1 && p.cpComm != CpComm::P2p)
+            return QStringLiteral("%1 (%2)").arg(p.cp).arg(QString::fromStdString(toString(p.cpComm)));
+        return integer(p.cp);
     case Ep: // folded experts show their expert-TP width ("32 (etp 1)"); filters and sorting see ep
         if (display && p.expertFolded()) return QStringLiteral("%1 (etp %2)").arg(p.ep).arg(p.etp);
         return integer(p.ep);

@@ -341,6 +341,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         if (split.last != split.middle && p.pp > 2) arg("--decoder-last-pipeline-num-layers", str(split.last));
     }
     arg("--context-parallel-size", str(p.cp));
+    if (p.cp > 1 && p.cpComm != CpComm::P2p) arg("--cp-comm-type", toString(p.cpComm)); // Megatron-core >= 0.9
     arg("--expert-model-parallel-size", str(p.ep));
     // Megatron-core >= 0.10 defaults it to tp; written when the plan sets it (MoE parallel folding).
     if (p.etp > 0) arg("--expert-tensor-parallel-size", str(p.etp));
@@ -478,11 +479,16 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
             "/plan/sequence_parallel",
             "DeepSpeed's config has no Megatron-style sequence parallelism (its \"sequence parallelism\" is "
             "Ulysses, a form of context parallelism); set sequence_parallel off or export --format megatron");
-    if (p.cp > 1)
+    if (p.cp > 1 && p.cpComm == CpComm::A2a)
         problems.add("/plan/cp",
-                     "DeepSpeed's context parallelism is Ulysses (all-to-all over attention heads), not "
-                     "the ring attention tessel predicted; use cp 1 or export --format megatron or "
-                     "torchtitan");
+                     "DeepSpeed-Ulysses (cp_comm_type a2a) is set up in model code (Megatron-DeepSpeed's "
+                     "--ds-sequence-parallel-size, DeepSpeed's DistributedAttention), not in ds_config.json; use cp 1 "
+                     "or export --format megatron");
+    else if (p.cp > 1)
+        problems.add("/plan/cp",
+                     "DeepSpeed's context parallelism is Ulysses (all-to-all over attention heads, cp_comm_type a2a), "
+                     "not the " + std::string(p.cpComm == CpComm::P2p ? "ring attention" : "K/V all-gather") +
+                         " tessel predicted; use cp 1 or export --format megatron or torchtitan");
     if (p.ep > 1)
         problems.add("/plan/ep",
                      "DeepSpeed sets expert parallelism in model code (deepspeed.moe.layer.MoE(ep_size=" +

@@ -91,6 +91,11 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
         problems.add("/plan/zero_replicas",
                      "torchtitan replicates over data-parallel ranks only (data_parallel_replicate_degree divides dp=" +
                          str(p.dp) + "); zero_replicas " + str(p.zeroReplicas) + " does not");
+    if (p.cp > 1 && p.cpComm != CpComm::P2p)
+        problems.add("/plan/cp_comm_type",
+                     "torchtitan's context parallelism is PyTorch's ring attention (its steps and merges, which tessel "
+                     "costs as cp_comm_type p2p); " + toString(p.cpComm) +
+                         " is Transformer Engine's: use cp_comm_type p2p or export --format megatron");
     if (p.cp > 1 && p.zeroStage == 3 && !p.zeroOverCp)
         problems.add("/plan/zero_over_cp",
                      "torchtitan shards over data x context parallel ranks (dp_shard x cp = " +

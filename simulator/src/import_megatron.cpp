@@ -374,6 +374,20 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     }
     plan["recompute"] = recompute;
     plan["sequence_parallel"] = flag("sequence_parallel").value_or(false);
+    // --cp-comm-type: one type, or one per layer (printed as a list); Megatron-core keeps a one-element list's type.
+    if (const auto comm = str("cp_comm_type"); comm && cp > 1) {
+        std::vector<std::string> types{""};
+        for (char ch : *comm) {
+            if (ch == ',') types.emplace_back();
+            else if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') types.back() += ch;
+        }
+        const bool uniform = std::all_of(types.begin(), types.end(), [&](const std::string& t) { return t == types.front(); });
+        const std::string& type = types.front();
+        if (uniform && (type == "p2p" || type == "a2a" || type == "allgather")) plan["cp_comm_type"] = type;
+        else
+            warnings.push_back("cp_comm_type = " + *comm + ": tessel costs one exchange for every layer, p2p, a2a or " +
+                               "allgather (a2a+p2p's hierarchy is not modelled); read as p2p");
+    }
     bool flash = flag("use_flash_attn").value_or(false);
     if (const auto b = str("attention_backend"); b && *b != "None") {
         flash = b->find("flash") != std::string::npos || b->find("auto") != std::string::npos || b->find("fused") != std::string::npos;

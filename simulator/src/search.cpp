@@ -109,6 +109,7 @@ std::string planDiff(const Plan& a, const Plan& b) {
     num("pp", a.pp, b.pp);
     num("dp", a.dp, b.dp);
     num("cp", a.cp, b.cp);
+    if (a.cp > 1 && b.cp > 1 && a.cpComm != b.cpComm) parts.push_back("CP " + toString(a.cpComm) + " vs " + toString(b.cpComm));
     num("ep", a.ep, b.ep);
     num("etp", a.expertTp(), b.expertTp());
     num("vpp", a.vpp, b.vpp);

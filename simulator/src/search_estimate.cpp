@@ -99,6 +99,7 @@ const char* reasonText(Reason r) {
     case Reason::EpOverlap: return "moe_a2a_overlap not runnable (ep, recompute, vpp)";
     case Reason::EpExperts: return "ep does not divide experts";
     case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
+    case Reason::CpA2aHeads: return "cp a2a needs heads / tp divisible by cp";
     case Reason::SpTp: return "sequence parallelism needs tp > 1";
     case Reason::SpSeq: return "seq_len / cp not divisible by tp";
     case Reason::Precision: return "precision not supported";
@@ -156,6 +157,9 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         return Reason::EpOverlap;
     if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0) return Reason::CpSeq;
+    if (plan.cp > 1 && plan.cpComm == CpComm::A2a &&
+        ((model.heads / plan.tp) % plan.cp != 0 || (model.kvHeads / plan.tp) % plan.cp != 0))
+        return Reason::CpA2aHeads;
     if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0) return Reason::SpSeq;
     if (!precisionOk) return Reason::Precision;
@@ -370,6 +374,13 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.headBwdWeight = bwd * head.backwardWeight.seconds;
     for (const auto& op : layer.forwardOps)
         if (op.name == "qkv" || op.name == "fc1" || op.name == "expert_fc1") c.tpOverlapBudget += op.seconds;
+    c.qLocalBytes = c.elemBytes * c.tokens * d(s.qDimLocal);
+    c.kvLocalBytes = c.elemBytes * c.tokens * c.kvDimLocal;
+    // simulate.cpp takes the ring's steps unscaled: so does the bound, which keeps its CP term equal to the simulator's.
+    c.ringDiagFwd = layer.ringDiagForwardSeconds;
+    c.ringStepsFwd = layer.ringStepsForwardSeconds;
+    c.ringDiagBwd = layer.ringDiagBackwardSeconds;
+    c.ringStepsBwd = layer.ringStepsBackwardSeconds;
     return c;
 }
 
@@ -484,7 +495,17 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         }
         c.bwd += bwdTp;
     }
-    if (plan.cp > 1) {
+    if (plan.cp > 1 && plan.cpComm == CpComm::A2a) {
+        const double a2a = 2.0 * cost(Primitive::AllToAll, s.qLocalBytes, place.cp) + 2.0 * cost(Primitive::AllToAll, s.kvLocalBytes, place.cp);
+        fwdCp = a2a;
+        c.bwd += a2a;
+    } else if (plan.cp > 1 && plan.cpComm == CpComm::P2p && s.ringStepsFwd > 0.0) {
+        // simulate.cpp: the ring's steps under its attention.
+        const double transfer = commScale * ringStepTransferSeconds(2.0 * s.kvLocalBytes, cluster, place.cp); // ringStepBytes
+        const RingExposure ring = ringExposure(s.ringDiagFwd, s.ringStepsFwd, s.ringDiagBwd, s.ringStepsBwd, plan.cp, transfer, cluster.gpu);
+        fwdCp = ring.forwardSeconds;
+        c.bwd += ring.backwardSeconds;
+    } else if (plan.cp > 1) {
         const double ag = cost(Primitive::AllGather, s.kvBytes, place.cp);
         fwdCp = ag;
         c.bwd += ag + cost(Primitive::ReduceScatter, s.kvBytes, place.cp);

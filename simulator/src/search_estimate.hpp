@@ -46,6 +46,7 @@ enum class Reason : uint8_t {
     EpOverlap,
     EpExperts,
     CpSeq,
+    CpA2aHeads,
     SpTp,
     SpSeq,
     Precision,
@@ -113,6 +114,9 @@ struct ShapeCosts {
     double embFwd = 0.0, embBwdWeight = 0.0;
     double headFwd = 0.0, headBwdInput = 0.0, headBwdWeight = 0.0;
     double tpOverlapBudget = 0.0;            // forward seconds of the QKV and fc1 GEMMs (simulate.cpp's async TP budget)
+    // CP: each rank's q (and output) and K or V (cp_comm_type a2a's all-to-alls), the ring's attention steps (p2p)
+    double qLocalBytes = 0.0, kvLocalBytes = 0.0;
+    double ringDiagFwd = 0.0, ringStepsFwd = 0.0, ringDiagBwd = 0.0, ringStepsBwd = 0.0;
 };
 ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan);
 

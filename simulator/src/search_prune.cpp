@@ -143,6 +143,7 @@ struct Pruner {
         code.cp = it.cp;
         code.ep = it.ep;
         code.etp = it.etp;
+        code.cpComm = static_cast<uint8_t>(it.cpComm);
         for (int mb : microBatchChoices(space, it.dp, it.pp)) {
             plan.microBatch = mb;
             code.microBatch = mb;
@@ -441,6 +442,7 @@ std::string problemCategory(const Problem& problem) {
     const std::string& m = problem.message;
     auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
     if (has("moe_a2a_overlap")) return reasonText(Reason::EpOverlap); // its messages name the moe block and experts too
+    if (problem.where.find("/cp_comm_type") != std::string::npos) return reasonText(Reason::CpA2aHeads); // names heads too
     if (has("must be at least 1")) return reasonText(Reason::InvalidDegrees);
     if (has("attention heads")) return reasonText(Reason::TpHeads);
     if (has("key/value heads")) return reasonText(Reason::TpKvHeads);

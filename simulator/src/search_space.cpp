@@ -89,7 +89,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
         const std::string where = "--fix " + key;
         if (!kKeys.count(key)) {
             problems.add(where, "unknown key; known keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, recompute, "
-                                "schedule, sp, rank_order");
+                                "schedule, sp, cp_comm_type, rank_order");
             continue;
         }
         const int lo = key == "zero_stage" ? 0 : 1;
@@ -136,6 +136,9 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
                                        : in.schedules;
     std::sort(s.schedules.begin(), s.schedules.end());
     s.schedules.erase(std::unique(s.schedules.begin(), s.schedules.end()), s.schedules.end());
+    s.cpComms = in.cpComms.empty() ? std::vector<CpComm>{CpComm::P2p, CpComm::A2a, CpComm::AllGather} : in.cpComms;
+    std::sort(s.cpComms.begin(), s.cpComms.end());
+    s.cpComms.erase(std::unique(s.cpComms.begin(), s.cpComms.end()), s.cpComms.end());
     s.sequenceParallel = in.sequenceParallel;
     std::sort(s.sequenceParallel.begin(), s.sequenceParallel.end());
     s.sequenceParallel.erase(std::unique(s.sequenceParallel.begin(), s.sequenceParallel.end()), s.sequenceParallel.end());
@@ -224,6 +227,7 @@ Plan itemPlan(const Space& s, const WorkItem& it) {
     p.ep = it.ep;
     // The item's expert layout (a scenario's own etp is not carried over to degrees it was not written for).
     p.etp = it.etp;
+    p.cpComm = it.cpComm;
     p.globalBatch = s.largestMultiple(it.dp);
     return p;
 }
@@ -238,8 +242,12 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                 const int dp = static_cast<int>(s.gpus / prod);
                 if (!s.dpFilter.empty() && !std::binary_search(s.dpFilter.begin(), s.dpFilter.end(), dp)) continue;
                 const std::vector<int> eps = !s.ep.empty() ? s.ep : (model.moe ? divisorsOf(dp) : std::vector<int>{1});
+                // Context parallelism's exchange is a choice only where there is context parallelism.
+                const std::vector<CpComm> comms = cp > 1 ? s.cpComms : std::vector<CpComm>{CpComm::P2p};
+                for (CpComm comm : comms)
                 for (int ep : eps) {
                     WorkItem it{tp, pp, cp, dp, ep, 0};
+                    it.cpComm = comm;
                     Plan plan = itemPlan(s, it);
                     // An estimate for progress (orders equal in placement are merged later, per item).
                     const uint64_t orders = plan.dp % plan.ep == 0 ? distinctOrderIndices(plan, s.orders).size() : 1;
@@ -252,9 +260,11 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                 // with SP and pp last in the rank order.
                 if (!model.moe || tp == 1 || foldedSpChoices(s, tp).empty() || foldedOrders(s).empty()) continue;
                 const std::vector<int> foldedEps = !s.ep.empty() ? s.ep : divisorsOf(tp * cp * dp);
+                for (CpComm comm : comms)
                 for (int ep : foldedEps) {
                     if ((tp * cp * dp) % ep != 0) continue;
                     WorkItem it{tp, pp, cp, dp, ep, 0, 1};
+                    it.cpComm = comm;
                     const Plan plan = itemPlan(s, it);
                     it.plans = microBatchChoices(s, dp, pp).size() * scheduleChoices(s, model, pp).size() * s.recompute.size() *
                                s.zero.size() * distinctOrderIndices(plan, foldedOrders(s)).size();
@@ -282,7 +292,7 @@ int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusP
 namespace tessel::sim::detail {
 
 Plan toPlan(const Space& s, const PlanCode& c) {
-    Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0, c.etp});
+    Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0, c.etp, static_cast<CpComm>(c.cpComm)});
     p.vpp = c.vpp;
     p.microBatch = c.microBatch;
     p.zeroStage = c.zero;
@@ -414,11 +424,16 @@ void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& spac
             if (value == "on" || value == "true") space.sequenceParallel = {true};
             else if (value == "off" || value == "false") space.sequenceParallel = {false};
             else problems.add(where, "must be on or off, got \"" + value + "\"");
+        } else if (key == "cp_comm_type" || key == "cp_comm") {
+            if (value == "p2p") space.cpComms = {CpComm::P2p};
+            else if (value == "a2a") space.cpComms = {CpComm::A2a};
+            else if (value == "allgather" || value == "all_gather") space.cpComms = {CpComm::AllGather};
+            else problems.add(where, "must be p2p, a2a or allgather, got \"" + value + "\"");
         } else if (key == "rank_order") {
             space.rankOrders = {parseRankOrder(value, where, problems)};
         } else {
             problems.add(where, "unknown key; known keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, recompute, "
-                                "schedule, sp, rank_order");
+                                "schedule, sp, cp_comm_type, rank_order");
         }
     }
 }

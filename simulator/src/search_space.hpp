@@ -25,11 +25,12 @@ struct PlanCode {
     uint8_t offload = 0; // search_offload.hpp bits
     uint16_t replicas = 1; // zero_replicas (hybrid sharding)
     uint16_t recomputeLayers = 0; // partial recompute (Plan::recomputeLayers), with recompute full
+    uint8_t cpComm = 0;           // Plan::cpComm (CpComm's value)
 };
 inline bool codeLess(const PlanCode& a, const PlanCode& b) {
-    return std::tie(a.tp, a.pp, a.dp, a.cp, a.ep, a.etp, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute,
+    return std::tie(a.tp, a.pp, a.dp, a.cp, a.cpComm, a.ep, a.etp, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute,
                     a.recomputeLayers, a.sp, a.schedule, a.offload, a.order, a.split) <
-           std::tie(b.tp, b.pp, b.dp, b.cp, b.ep, b.etp, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute,
+           std::tie(b.tp, b.pp, b.dp, b.cp, b.cpComm, b.ep, b.etp, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute,
                     b.recomputeLayers, b.sp, b.schedule, b.offload, b.order, b.split);
 }
 
@@ -58,6 +59,7 @@ struct Space {
     std::vector<Recompute> recompute;
     std::vector<Schedule> schedules;
     std::vector<bool> sequenceParallel;
+    std::vector<CpComm> cpComms; // cp_comm_type choices for cp > 1
     std::vector<int> orders;  // candidate rank orders, indices into allRankOrders()
     Plan base;                // precision, flash attention, global batch
     bool offload = true;      // offload variants for plans that do not fit (search_offload.hpp)
@@ -70,6 +72,7 @@ struct WorkItem {
     int tp = 1, pp = 1, cp = 1, dp = 1, ep = 1;
     uint64_t plans = 0;   // estimated plan count, to weight progress
     int etp = 0;          // 0: experts over tp, EP inside dp; 1: MoE parallel folding (EP over tp x cp x dp)
+    CpComm cpComm = CpComm::P2p; // context parallelism's exchange (cp > 1)
 };
 
 Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& in,

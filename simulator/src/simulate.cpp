@@ -97,6 +97,17 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
         if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
     }
+    // The CP ring's K/V steps run under its attention steps (FORMULAS.md §6.1): what they add in place of the
+    // exchange's whole volume. allgather and a2a are blocking collectives, counted whole (traffic.cpp).
+    if (plan.cp > 1 && plan.cpComm == CpComm::P2p && layer.ringStepsForwardSeconds > 0.0) {
+        const double transfer =
+            commScale * ringStepTransferSeconds(ringStepBytes(model, plan), cluster, placeGroup(plan, cluster, GroupKind::Cp));
+        const RingExposure ring = ringExposure(layer.ringDiagForwardSeconds, layer.ringStepsForwardSeconds,
+                                               layer.ringDiagBackwardSeconds, layer.ringStepsBackwardSeconds, plan.cp,
+                                               transfer, cluster.gpu);
+        fwdComm.cp = ring.forwardSeconds;
+        bwdComm.cp = ring.backwardSeconds;
+    }
     // What the framework hides (FORMULAS.md §6.1). Transformer Engine's TP overlap splits each collective into
     // tp chunks pipelined with its GEMM, so one chunk stays exposed. Megatron-LM's asynchronous TP all-reduce
     // (and, with SP, reduce-scatter) of the column-parallel layers' input gradients runs under their

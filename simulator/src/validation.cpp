@@ -24,7 +24,7 @@ std::string StepTerms::dominant() const {
 namespace {
 std::string planString(const Plan& p) {
     std::string s = "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " dp" + std::to_string(p.dp);
-    if (p.cp > 1) s += " cp" + std::to_string(p.cp);
+    if (p.cp > 1) s += " cp" + std::to_string(p.cp) + (p.cpComm != CpComm::P2p ? ":" + toString(p.cpComm) : "");
     if (p.ep > 1) s += " ep" + std::to_string(p.ep);
     if (p.etp > 0 && p.etp != p.tp) s += " etp" + std::to_string(p.etp);
     if (p.vpp > 1) s += " vpp" + std::to_string(p.vpp);

@@ -175,22 +175,38 @@ bool readBatch(Reading& r) {
     plan.cp = unusedDegree(r, "cp") ? 1 : static_cast<int>(count(pl, "cp", 1, L::degree, where, refusal).value_or(1));
     plan.ep = unusedDegree(r, "ep") ? 1 : static_cast<int>(count(pl, "ep", 1, L::degree, where, refusal).value_or(1));
     // DeepSpeed-Ulysses splits the sequence over its group as context parallelism does and exchanges attention heads
-    // by all-to-all; a record that names it with its own degree key is read as cp of that degree, costed as ring
-    // attention (tessel's one context-parallel algorithm), and said. Without it the group would be counted as dp.
+    // by all-to-all: cp_comm_type a2a. A record that names it with its own degree key is read as cp of that degree;
+    // without it the group would be counted as dp.
     const std::string spWords = lower(text(pl, "sequence_parallel") + " " + text(pl, "sequence_parallel_type") + " " +
                                       text(pl, "techniques"));
-    if (member(pl, "cp") && contains(spWords, "ulysses") && plan.cp > 1)
-        r.assume("DeepSpeed-Ulysses over cp = " + std::to_string(plan.cp) + " ranks costed as ring attention (its "
-                 "all-to-all over attention heads is not modelled)");
-    if (!member(pl, "cp") && contains(spWords, "ulysses"))
+    const bool ulysses = contains(spWords, "ulysses");
+    if (!member(pl, "cp") && ulysses)
         for (const char* key : {"sequence_parallel_size", "ulysses_degree", "sp_degree", "sp"})
             if (member(pl, key)) {
                 plan.cp = static_cast<int>(count(pl, key, 1, L::degree, where, refusal).value_or(1));
                 r.assume(std::string("DeepSpeed-Ulysses over ") + key + " = " + std::to_string(plan.cp) +
-                         " ranks read as context parallelism of that degree, costed as ring attention (its all-to-all "
-                         "over attention heads is not modelled)");
+                         " ranks read as context parallelism of that degree");
                 break;
             }
+    // How the CP ranks exchange what attention needs (Megatron-core's --cp-comm-type); Ulysses is the all-to-all.
+    for (const char* key : {"cp_comm_type", "cp_comm"}) {
+        if (!member(pl, key)) continue;
+        const std::string v = lower(text(pl, key));
+        if (v == "p2p" || v == "ring") plan.cpComm = CpComm::P2p;
+        else if (v == "a2a" || v == "all-to-all" || v == "alltoall" || v == "ulysses") plan.cpComm = CpComm::A2a;
+        else if (v == "allgather" || v == "all_gather" || v == "all-gather") plan.cpComm = CpComm::AllGather;
+        else if (v == "a2a+p2p") r.assume(std::string(key) + " = a2a+p2p: its hierarchy (all-to-all inside, ring across) "
+                                          "is not modelled; costed as the ring (p2p)");
+        else if (refusal.empty())
+            refusal = where + "/" + key + ": \"" + text(pl, key) + "\" is not a context-parallel exchange tessel costs (p2p, "
+                      "a2a, allgather)";
+        break;
+    }
+    if (ulysses && plan.cp > 1 && !member(pl, "cp_comm_type") && !member(pl, "cp_comm")) {
+        plan.cpComm = CpComm::A2a;
+        r.assume("DeepSpeed-Ulysses over cp = " + std::to_string(plan.cp) + " ranks: its all-to-all over attention heads "
+                 "(cp_comm_type a2a)");
+    }
     // Expert tensor parallelism (Megatron-core's expert_tensor_parallel_size; absent: tp). One that differs from tp
     // is MoE parallel folding.
     for (const char* key : {"etp", "expert_tensor_parallel_size"})

@@ -16,13 +16,7 @@ namespace {
 
 using test::findOp;
 
-// Llama-3-8B's attention shapes: hidden 4096, 32 heads of 128, 8 kv heads, sequence 8192.
-ModelConfig gqaModel() {
-    ModelConfig m = test::megatronStyleModel(2, 4096, 32, 128256, 8192);
-    m.kvHeads = 8;
-    m.dropout = 0.0;
-    return m;
-}
+using test::gqaModel;
 
 Plan cpPlan(int cp, const std::string& framework) {
     Plan p;

@@ -35,6 +35,15 @@ inline ModelConfig megatronStyleModel(int layers, int64_t hidden, int heads, int
     return m;
 }
 
+// Llama-3-8B's attention shapes in a two-layer model: hidden 4096, 32 heads of 128, 8 kv heads, sequence 8192, no
+// dropout (the context-parallel tests).
+inline ModelConfig gqaModel() {
+    ModelConfig m = megatronStyleModel(2, 4096, 32, 128256, 8192);
+    m.kvHeads = 8;
+    m.dropout = 0.0;
+    return m;
+}
+
 // A cluster with round numbers: 80 GiB GPUs, 1e15 FLOP/s bf16, 2e12 B/s HBM, perfect efficiency.
 inline ClusterConfig roundCluster(int gpusPerNode, int nodes) {
     ClusterConfig c;

@@ -327,6 +327,25 @@ TEST(ValidateExecutable, EpOverlapIsRefusedAtItsField) {
     EXPECT_EQ(problems.items()[0].where, "/plan/moe_a2a_overlap");
 }
 
+// The executor's context parallelism gathers K and V over the group, which p2p and allgather plans run as (and are
+// costed as, marked by the in-place loss); the all-to-all over heads is refused at its field.
+TEST(ValidateExecutable, OnlyTheHeadSplitCpExchangeIsRefused) {
+    const ModelConfig model = tinyModel();
+    Plan plan = basePlan();
+    plan.cp = 2;
+    for (CpComm comm : {CpComm::P2p, CpComm::AllGather}) {
+        plan.cpComm = comm;
+        ProblemList none;
+        validateExecutable(model, plan, "/plan", none, "cpu");
+        EXPECT_TRUE(none.empty()) << (none.empty() ? "" : none.items()[0].message);
+    }
+    plan.cpComm = CpComm::A2a;
+    ProblemList problems;
+    validateExecutable(model, plan, "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/cp_comm_type");
+}
+
 // validateExecutable: each backend accepts its own precision recipes and refuses the others at
 // /plan/precision, naming the backend that does run them; an unknown backend is a problem at --backend.
 TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {

@@ -451,6 +451,11 @@ TEST(ExportMegatron, DistributedOptimizerWithContextParallelNeedsZeroOverCp) {
     const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
     EXPECT_EQ(a.at("--context-parallel-size"), "2");
     EXPECT_EQ(a.at("--use-distributed-optimizer"), "");
+    EXPECT_FALSE(a.has("--cp-comm-type")); // p2p, Megatron-core's default, is not written
+    for (CpComm comm : {CpComm::A2a, CpComm::AllGather}) {
+        s.plan.cpComm = comm;
+        EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--cp-comm-type"), toString(comm));
+    }
 }
 
 TEST(ExportMegatron, CpuRecipeIsRefused) {

@@ -210,6 +210,11 @@ TEST(ExportTorchtitan, ContextParallelNeedsShardingOverCp) {
     const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "2");
     EXPECT_EQ(t.at("parallelism.data_parallel_shard_degree"), "2");
+    // torchtitan's context parallelism is PyTorch's ring: the other exchanges are refused at their field.
+    for (CpComm comm : {CpComm::A2a, CpComm::AllGather}) {
+        s.plan.cpComm = comm;
+        EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/cp_comm_type"});
+    }
 }
 
 // ---------------------------------------------------------------------------------------------- all formats

@@ -264,6 +264,34 @@ TEST(MegatronImport, EpOverlapIsThePlansMoeA2aOverlap) {
     expectNotWarned(run, "overlap_moe_expert_parallel_comm");
 }
 
+// --cp-comm-type (one type, printed bare or as a one-element list): the plan's cp_comm_type; a per-layer list or
+// the hierarchical a2a+p2p is read as the ring and warned.
+TEST(MegatronImport, CpCommTypeIsThePlansExchange) {
+    for (const auto& [logged, want] : std::vector<std::pair<std::string, std::string>>{
+             {"['a2a']", "a2a"}, {"allgather", "allgather"}, {"['p2p']", "p2p"}, {"['a2a+p2p']", ""}, {"['a2a', 'p2p']", ""}}) {
+        std::string log = smallLog();
+        const std::string dp = "  data_parallel_size .............................. 2\n";
+        log.replace(log.find(dp), dp.size(), "  data_parallel_size .............................. 1\n");
+        log.insert(log.find("  tensor_model_parallel_size ...................... 1\n"),
+                   "  context_parallel_size ........................... 2\n"
+                   "  cp_comm_type .................................... " + logged + "\n");
+        const ImportedRun run = importMegatronLog(parseMegatronLog(log, "cp.log"), cluster());
+        EXPECT_EQ(run.scenario["plan"]["cp"], 2) << logged;
+        if (want == "p2p") { // the default: the scenario's plan does not write it
+            EXPECT_FALSE(run.scenario["plan"].contains("cp_comm_type")) << logged;
+            expectNotWarned(run, "cp_comm_type");
+        } else if (!want.empty()) {
+            EXPECT_EQ(run.scenario["plan"]["cp_comm_type"], want) << logged;
+            expectNotWarned(run, "cp_comm_type");
+        } else {
+            EXPECT_FALSE(run.scenario["plan"].contains("cp_comm_type")) << logged;
+            bool warned = false;
+            for (const auto& w : run.warnings) warned = warned || w.find("cp_comm_type = " + logged) != std::string::npos;
+            EXPECT_TRUE(warned) << logged;
+        }
+    }
+}
+
 TEST(MegatronImport, TokenDispatcherIsThePlansMoeDispatcher) {
     for (const std::string type : {"alltoall", "flex", "allgather"}) {
         const ImportedRun run = importWithArgs("  moe_token_dispatcher_type ....................... " + type + "\n"

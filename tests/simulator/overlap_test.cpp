@@ -56,6 +56,18 @@ struct Case {
     }
 };
 
+// One term of stage 0's first forward and first backward action, as costSchedule costs them.
+std::pair<double, double> firstForwardBackward(const Case& c, const Plan& p, double ActionCost::*term) {
+    const ActionSchedule s = buildSchedule(c.model, p);
+    const CostTable t = costSchedule(s, c.model, c.cluster);
+    double fwd = -1.0, bwd = -1.0;
+    for (size_t i = 0; i < s.stages[0].actions.size(); ++i) {
+        if (s.stages[0].actions[i].kind == ActionKind::Forward && fwd < 0) fwd = t.perAction[0][i].*term;
+        if (s.stages[0].actions[i].kind == ActionKind::Backward && bwd < 0) bwd = t.perAction[0][i].*term;
+    }
+    return {fwd, bwd};
+}
+
 double lastComputeEnd(const PlanSimulation& sim, int stage) {
     double end = 0.0;
     const auto& acts = sim.schedule.stages[static_cast<size_t>(stage)].actions;
@@ -130,16 +142,7 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
     double budget = 0.0;
     for (const auto& op : layer.forwardOps)
         if (op.name == "qkv" || op.name == "fc1") budget += op.seconds;
-    auto forwardTp = [&](const Plan& p) {
-        const ActionSchedule s = buildSchedule(c.model, p);
-        const CostTable t = costSchedule(s, c.model, c.cluster);
-        double fwd = -1.0, bwd = -1.0;
-        for (size_t i = 0; i < s.stages[0].actions.size(); ++i) {
-            if (s.stages[0].actions[i].kind == ActionKind::Forward && fwd < 0) fwd = t.perAction[0][i].tpSeconds;
-            if (s.stages[0].actions[i].kind == ActionKind::Backward && bwd < 0) bwd = t.perAction[0][i].tpSeconds;
-        }
-        return std::pair{fwd, bwd};
-    };
+    auto forwardTp = [&](const Plan& p) { return firstForwardBackward(c, p, &ActionCost::tpSeconds); };
     const double layers = 8.0;
     // generic: every TP collective exposed. With pp = 1 the forward and backward also hold the embedding's and
     // the head's TP collectives, which no overlap setting touches.
@@ -169,6 +172,42 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
     auto [f2, b2] = forwardTp(te);
     EXPECT_NEAR(f2, headFwd + layers * fwdTp / 8.0, 1e-12);
     EXPECT_NEAR(b2, headBwd + layers * bwdTp / 8.0, 1e-12);
+}
+
+// Context parallelism's exchange in the simulated actions (FORMULAS.md §6.1): the ring (p2p) adds what
+// ringExposure gives for its steps, the all-to-all and the gather their collectives whole, per layer.
+TEST(FrameworkOverlap, ContextParallelExchangesByHand) {
+    Case c;
+    c.plan.cp = 4;
+    c.plan.dp = 4;
+    c.plan.globalBatch = 16;
+    c.plan.framework.name = "megatron";
+    c.cluster.gpu.commContention = 0.5;
+    auto cpOf = [&](const Plan& p) { return firstForwardBackward(c, p, &ActionCost::cpSeconds); };
+    const double layers = 8.0;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(c.plan.precision);
+    // p2p: the steps' kernels and one step's K and V to the next rank (the group sits in one node).
+    const BlockCompute ring = layerCompute(c.model, c.cluster, c.plan, recipe);
+    ASSERT_GT(ring.ringStepsForwardSeconds, 0.0);
+    const double transfer = ringStepTransferSeconds(ringStepBytes(c.model, c.plan), c.cluster, placeGroup(c.plan, c.cluster, GroupKind::Cp));
+    const RingExposure want = ringExposure(ring.ringDiagForwardSeconds, ring.ringStepsForwardSeconds, ring.ringDiagBackwardSeconds,
+                                           ring.ringStepsBackwardSeconds, 4, transfer, c.cluster.gpu);
+    auto [f, b] = cpOf(c.plan);
+    EXPECT_NEAR(f, layers * want.forwardSeconds, 1e-12);
+    EXPECT_NEAR(b, layers * want.backwardSeconds, 1e-12);
+    // The gather and the all-to-all hold the compute stream for their whole collectives.
+    Plan gather = c.plan;
+    gather.cpComm = CpComm::AllGather;
+    Plan a2a = c.plan;
+    a2a.cpComm = CpComm::A2a;
+    for (const Plan& p : {gather, a2a}) {
+        double fwd = 0.0, bwd = 0.0;
+        for (const auto& op : layerCommOps(c.model, c.cluster, p))
+            if (op.group == GroupKind::Cp) (op.phase == CommPhase::Forward ? fwd : bwd) += op.cost.seconds;
+        auto [fp, bp] = cpOf(p);
+        EXPECT_NEAR(fp, layers * fwd, 1e-12) << toString(p.cpComm);
+        EXPECT_NEAR(bp, layers * bwd, 1e-12) << toString(p.cpComm);
+    }
 }
 
 // Megatron-core's batch-level EP overlap (FORMULAS.md §6.1) by hand: each backward followed by a forward of another

@@ -388,7 +388,8 @@ TEST(ValidationRecord, AnUnusedDegreeWrittenAsNaOrZeroIsOneAndSaid) {
 }
 
 TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
-    // DeepSpeed-Ulysses names its degree under its own keys; read as cp (ring-costed), not folded into dp.
+    // DeepSpeed-Ulysses names its degree under its own keys; read as cp with its all-to-all (cp_comm_type a2a), not
+    // folded into dp.
     nlohmann::json r = record(); // 32 GPUs
     r["plan"]["tp"] = 1;
     r["plan"]["pp"] = 1;
@@ -399,12 +400,36 @@ TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
     const ValidationCase c = load(r);
     EXPECT_EQ(c.scenario.plan.cp, 4);
     EXPECT_EQ(c.scenario.plan.dp, 8);
+    EXPECT_EQ(c.scenario.plan.cpComm, CpComm::A2a);
     EXPECT_TRUE(mentions(c.assumptions, "DeepSpeed-Ulysses over sequence_parallel_size = 4"));
-    // A stated cp wins, and the costing is said all the same.
+    EXPECT_TRUE(mentions(c.assumptions, "its all-to-all over attention heads (cp_comm_type a2a)"));
+    // A stated cp wins, and the exchange is the all-to-all all the same.
     r["plan"]["cp"] = 2;
     const ValidationCase stated = load(r);
     EXPECT_EQ(stated.scenario.plan.cp, 2);
-    EXPECT_TRUE(mentions(stated.assumptions, "DeepSpeed-Ulysses over cp = 2 ranks costed as ring attention"));
+    EXPECT_EQ(stated.scenario.plan.cpComm, CpComm::A2a);
+    EXPECT_TRUE(mentions(stated.assumptions, "DeepSpeed-Ulysses over cp = 2 ranks: its all-to-all"));
+}
+
+TEST(ValidationRecord, CpCommTypeIsReadAndAnUnknownOneRefusedAtItsField) {
+    nlohmann::json r = record();
+    r["plan"]["tp"] = 1;
+    r["plan"]["pp"] = 1;
+    r["plan"].erase("dp");
+    r["plan"]["cp"] = 2;
+    EXPECT_EQ(load(r).scenario.plan.cpComm, CpComm::P2p); // Megatron-core's default
+    for (const auto& [text, comm] : {std::pair<const char*, CpComm>{"a2a", CpComm::A2a}, {"allgather", CpComm::AllGather},
+                                     {"all_gather", CpComm::AllGather}, {"p2p", CpComm::P2p}, {"ring", CpComm::P2p}}) {
+        r["plan"]["cp_comm_type"] = text;
+        EXPECT_EQ(load(r).scenario.plan.cpComm, comm) << text;
+    }
+    r["plan"]["cp_comm_type"] = "a2a+p2p";
+    const ValidationCase hierarchical = load(r);
+    EXPECT_EQ(hierarchical.scenario.plan.cpComm, CpComm::P2p);
+    EXPECT_TRUE(mentions(hierarchical.assumptions, "a2a+p2p: its hierarchy"));
+    r["plan"]["cp_comm_type"] = "tree";
+    const std::string refusal = test::refusalOf(r);
+    EXPECT_NE(refusal.find("/plan/cp_comm_type"), std::string::npos) << refusal;
 }
 
 TEST(ValidationRecord, OffloadIsReadFromDeepSpeedsFieldsAndNames) {

@@ -184,6 +184,11 @@ struct BlockCompute {
     // block's duty, FORMULAS.md §3.3) and that duty.
     double tensorShare = 1.0;
     double tensorDuty = 0.0;
+    // Context parallelism's ring (cp_comm_type p2p): the attention kernels of its first step (the diagonal) and of
+    // all its later steps together, forward and backward, under which the next step's K and V travel
+    // (ringExposure, traffic.hpp). 0 without a ring.
+    double ringDiagForwardSeconds = 0.0, ringDiagBackwardSeconds = 0.0;
+    double ringStepsForwardSeconds = 0.0, ringStepsBackwardSeconds = 0.0;
     PhaseCost backward() const {
         PhaseCost b = backwardInput;
         b += backwardWeight;

@@ -25,11 +25,18 @@ enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 // --account-for-embedding/loss-in-pipeline-split and DeepSpeed's "type:transformer|embedding" partition do
 // (FORMULAS.md §5.4).
 enum class PipelineSplit { Even, Balanced, EndsAsLayers };
+// How context parallelism exchanges what attention needs (Megatron-core --cp-comm-type, Transformer Engine's
+// attn_forward_func_with_cp; FORMULAS.md §3.2, §5): P2p the ring, each rank's K and V passed around the CP group
+// step by step under the steps' attention; A2a DeepSpeed-Ulysses' all-to-all, which trades the sequence split for a
+// head split around attention (q, k, v in, the output back); AllGather K and V gathered whole before attention and
+// their gradients reduce-scattered after it (Llama 3, Dubey et al. 2024, §3.3.2).
+enum class CpComm { P2p, A2a, AllGather };
 
 std::string toString(Recompute r);
 std::string toString(Schedule s);
 std::string toString(ParallelDim d);
 std::string toString(PipelineSplit s);
+std::string toString(CpComm c);
 
 // What a training recipe keeps per parameter. Bytes per element; 0 = not kept.
 struct PrecisionRecipe {
@@ -115,6 +122,7 @@ struct Plan {
     int globalBatch = 1;
     int zeroStage = 0;                  // 0-3, over dp (or dp x cp with zeroOverCp)
     bool zeroOverCp = true;             // as Megatron-core and torchtitan shard with cp > 1
+    CpComm cpComm = CpComm::P2p;        // context parallelism's exchange (cp_comm_type); p2p, the ring, by default
     // Hybrid sharding (HSDP): the ZeRO group (dp, or dp x cp) splits into this many replicas, each sharding the
     // model state over its own ranks (the group's fastest-varying ones); gradients are reduce-scattered inside a
     // replica and all-reduced across replicas. PyTorch FSDP HYBRID_SHARD, torchtitan data_parallel_replicate_degree,

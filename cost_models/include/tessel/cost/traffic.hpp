@@ -66,6 +66,23 @@ double nodeHitProbability(int64_t experts, int64_t perNode, int64_t topK);
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// Context parallelism's ring (cp_comm_type p2p, FORMULAS.md §6.1): what its K/V traffic adds to a layer once each
+// step's transfer runs under that step's attention (Transformer Engine's AttnFuncWithCPAndKVP2P posts the next
+// step's send and receive before computing the current step). `transferSeconds`: one step's K and V between ring
+// neighbours (ringStepTransferSeconds). Forward, transfer i runs under step i's attention (step 0 the diagonal,
+// then cp - 2 of the later steps; the last step has nothing to fetch); backward each step moves K and V and the dK,
+// dV accumulated so far (twice the bytes) under its backward attention, and the last dK, dV hop to their owner
+// stays exposed. What overlaps still costs the contention share of its own time (GpuSpec::contentionSeconds,
+// FORMULAS.md §6.2). Returns the forward's and the backward's seconds.
+struct RingExposure {
+    double forwardSeconds = 0.0, backwardSeconds = 0.0;
+};
+RingExposure ringExposure(double diagForward, double stepsForward, double diagBackward, double stepsBackward, int cp,
+                          double transferSeconds, const GpuSpec& gpu);
+// One ring step's K and V (b s/cp 2 g d / t elements) sent to the next rank: over the inter-node link where the CP
+// group spans nodes (a ring over nodes has hops between them), else NVLink. ringStepBytes: those elements' bytes.
+double ringStepBytes(const ModelConfig& model, const Plan& plan);
+double ringStepTransferSeconds(double stepBytes, const ClusterConfig& cluster, const GroupPlacement& cpGroup);
 // What one pipeline transfer of a micro-batch's hidden state moves: the bytes over the stage pair and, with the
 // scatter-gather optimization (pipelineScatterGatherOf), the full tensor the receiving stage all-gathers over its
 // tensor-parallel group (0 without it).

@@ -56,6 +56,7 @@ struct SearchSpace {
     std::vector<Recompute> recompute;
     std::vector<Schedule> schedules;
     std::vector<bool> sequenceParallel;
+    std::vector<CpComm> cpComms;                         // cp > 1: empty = p2p, a2a and allgather (cp_comm_type)
     std::vector<std::array<ParallelDim, 5>> rankOrders;  // empty = every order distinct in effect
     std::map<std::string, int> fixed;
     int maxVpp = 8;

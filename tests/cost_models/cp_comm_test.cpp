@@ -1,0 +1,214 @@
+// Context parallelism's three exchanges (cp_comm_type p2p, a2a, allgather): kernels, collectives, memory, the ring's
+// overlap and the plan checks (FORMULAS.md §3.2, §5, §6.1).
+#include "test_support.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/cost/traffic.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace tessel {
+namespace {
+
+using test::findOp;
+
+using test::gqaModel;
+
+Plan cpPlan(int cp, CpComm comm) {
+    Plan p;
+    p.cp = cp;
+    p.dp = 8 / cp;
+    p.globalBatch = p.dp;
+    p.cpComm = comm;
+    p.framework.name = "megatron";
+    return p;
+}
+
+std::map<std::string, CommOp> cpOps(const ModelConfig& m, const ClusterConfig& c, const Plan& p) {
+    std::map<std::string, CommOp> out;
+    for (const CommOp& op : layerCommOps(m, c, p))
+        if (op.group == GroupKind::Cp) out[op.name] = op;
+    return out;
+}
+
+TEST(CpComm, A2aRunsOneCausalKernelOverTheWholeSequenceOnItsShareOfHeads) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    const PrecisionRecipe& r = *findPrecisionRecipe("megatron");
+    const BlockCompute b = layerCompute(m, c, cpPlan(4, CpComm::A2a), r);
+    const OpCost* att = findOp(b, "attention_core_flash_a2a");
+    ASSERT_NE(att, nullptr);
+    EXPECT_EQ(findOp(b, "attention_core_flash_ring"), nullptr);
+    EXPECT_EQ(findOp(b, "attention_ring_merge"), nullptr);
+    // 8192 queries and keys, causal, for 32 / 4 = 8 query heads and 8 / 4 = 2 key/value heads.
+    EXPECT_TRUE(att->causal);
+    EXPECT_EQ(att->m, 8192);
+    EXPECT_EQ(att->n, 8192);
+    EXPECT_EQ(att->batch, 8);
+    EXPECT_EQ(att->kvHeads, 2);
+    // The same FLOPs as the rank's causal share under the ring: 2 b (h/cp) s^2 d = 2 b h (s/cp) s d.
+    EXPECT_DOUBLE_EQ(att->flops, kernel_cost::flashAttentionFlops(1, 32, 2048, 8192, 128));
+    EXPECT_DOUBLE_EQ(att->flops, 2.0 * 8 * 8192.0 * 8192.0 * 128);
+    // Two copies (read and written) of q, k, v and the output each way: 4 e (2 E_q + 2 E_kv), E = tokens x width.
+    const OpCost* copies = findOp(b, "attention_a2a_copies");
+    ASSERT_NE(copies, nullptr);
+    const double eq = 2048.0 * 4096, ekv = 2048.0 * 1024;
+    EXPECT_DOUBLE_EQ(copies->bytes, 4.0 * 2 * (2.0 * eq + 2.0 * ekv));
+    EXPECT_DOUBLE_EQ(copies->backwardByteFactor, 1.0);
+}
+
+TEST(CpComm, AllGatherRunsOneKernelOverTheRanksQueriesAndEveryKey) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    const PrecisionRecipe& r = *findPrecisionRecipe("megatron");
+    const BlockCompute b = layerCompute(m, c, cpPlan(4, CpComm::AllGather), r);
+    const OpCost* att = findOp(b, "attention_core_flash");
+    ASSERT_NE(att, nullptr);
+    EXPECT_EQ(findOp(b, "attention_core_flash_ring"), nullptr);
+    EXPECT_EQ(att->m, 2048);
+    EXPECT_EQ(att->n, 8192);
+    EXPECT_DOUBLE_EQ(att->flops, kernel_cost::flashAttentionFlops(1, 32, 2048, 8192, 128));
+    // Forward: the local K, V made contiguous and the gathered ones reordered, read and written; backward the same
+    // again and dK, dV zeroed at the full length.
+    const OpCost* copies = findOp(b, "attention_kv_gather_copies");
+    ASSERT_NE(copies, nullptr);
+    const double ekv = 2048.0 * 1024, gathered = 4.0 * ekv;
+    EXPECT_DOUBLE_EQ(copies->bytes, 2.0 * 2 * (2.0 * ekv + 2.0 * gathered));
+    EXPECT_DOUBLE_EQ(copies->bytes * copies->backwardByteFactor, copies->bytes + 2.0 * 2.0 * gathered);
+    // No ring: nothing for the overlap to hide under.
+    EXPECT_EQ(b.ringStepsForwardSeconds, 0.0);
+    EXPECT_EQ(b.ringDiagForwardSeconds, 0.0);
+}
+
+TEST(CpComm, EachExchangeMovesItsOwnTensors) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    // bf16, one sequence: a rank's q is 2048 x 4096 elements, its K or V 2048 x 1024; the whole K and V 8192 x 2048.
+    const double q = 2.0 * 2048 * 4096, kv = 2.0 * 2048 * 1024, kvAll = 2.0 * 8192 * 2 * 1024;
+    const auto a2a = cpOps(m, c, cpPlan(4, CpComm::A2a));
+    ASSERT_EQ(a2a.size(), 8u);
+    for (const char* name : {"cp_a2a_q", "cp_a2a_out", "cp_a2a_q_grad", "cp_a2a_out_grad"}) {
+        ASSERT_TRUE(a2a.count(name)) << name;
+        EXPECT_EQ(a2a.at(name).primitive, Primitive::AllToAll);
+        EXPECT_DOUBLE_EQ(a2a.at(name).bytes, q) << name;
+    }
+    for (const char* name : {"cp_a2a_k", "cp_a2a_v", "cp_a2a_k_grad", "cp_a2a_v_grad"}) EXPECT_DOUBLE_EQ(a2a.at(name).bytes, kv) << name;
+    // The ring and the gather move the same bytes: K and V whole forward and backward, their gradients reduce-scattered.
+    for (CpComm comm : {CpComm::P2p, CpComm::AllGather}) {
+        const auto ops = cpOps(m, c, cpPlan(4, comm));
+        ASSERT_EQ(ops.size(), 3u);
+        EXPECT_EQ(ops.at("cp_kv_exchange").primitive, Primitive::AllGather);
+        EXPECT_EQ(ops.at("cp_kv_grad_reduce").primitive, Primitive::ReduceScatter);
+        for (const auto& [name, op] : ops) EXPECT_DOUBLE_EQ(op.bytes, kvAll) << name;
+    }
+}
+
+TEST(CpComm, TheRingIsHiddenUnderItsStepsUpToWhatOutlastsThem) {
+    GpuSpec free; // no contention: what is hidden costs nothing
+    free.commContention = 0.0;
+    free.commContentionMax = 0.0;
+    // cp 4: forward transfers under the diagonal (1 s) and two of three later steps (3 s together, 1 s each).
+    const RingExposure hidden = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, free);
+    EXPECT_DOUBLE_EQ(hidden.forwardSeconds, 0.0);
+    // Backward moves K, V and dK, dV (1 s a step, under 2.5 s) and the last dK, dV hop (0.5 s) is exposed.
+    EXPECT_DOUBLE_EQ(hidden.backwardSeconds, 0.5);
+    // A 2 s transfer outlasts each 1 s forward step by 1 s: 3 s in all; backward 4 s against 2.5 s, 3 x 1.5 + 2.
+    const RingExposure slow = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 2.0, free);
+    EXPECT_DOUBLE_EQ(slow.forwardSeconds, 3.0);
+    EXPECT_DOUBLE_EQ(slow.backwardSeconds, 3.0 * 1.5 + 2.0);
+    // With contention the hidden part costs kappa of its time, at most kappa_max of the compute it runs under.
+    GpuSpec shared;
+    shared.commContention = 0.5;
+    shared.commContentionMax = 0.0;
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, shared).forwardSeconds, 0.5 * 3 * 0.5);
+    shared.commContentionMax = 0.1;
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, shared).forwardSeconds, 0.1 * 3.0);
+    // No ring, nothing.
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 1, 0.5, shared).forwardSeconds, 0.0);
+}
+
+TEST(CpComm, ARingStepCrossesNodesOnlyWhereTheGroupDoes) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    const Plan p = cpPlan(4, CpComm::P2p);
+    const double bytes = 2.0 * 2048 * 2 * 1024; // one step's K and V
+    GroupPlacement inNode;
+    inNode.size = inNode.ranksPerNode = inNode.minRanksPerNode = 4;
+    GroupPlacement overNodes;
+    overNodes.size = 4;
+    overNodes.nodes = 4;
+    overNodes.ranksPerNode = overNodes.minRanksPerNode = 1;
+    const double nvlink = ringStepTransferSeconds(ringStepBytes(m, p), c, inNode), network = ringStepTransferSeconds(ringStepBytes(m, p), c, overNodes);
+    const double nvlinkRate = c.intraNode.bandwidthBytesPerSecond * c.intraNode.efficiencyFor(Primitive::SendRecv);
+    const double networkRate = c.interNode.bandwidthBytesPerSecond * c.interNode.efficiencyFor(Primitive::SendRecv);
+    // The bytes at each tier's rate, and a message's latency (microseconds) on top.
+    EXPECT_GE(nvlink, bytes / nvlinkRate);
+    EXPECT_LT(nvlink, bytes / nvlinkRate + 20e-6);
+    EXPECT_GE(network, bytes / networkRate);
+    EXPECT_LT(network, bytes / networkRate + 20e-6);
+    EXPECT_GT(network, 3.0 * nvlink);
+}
+
+std::string wheres(const ProblemList& problems) {
+    std::string out;
+    for (const Problem& pr : problems.items()) out += pr.where + ": " + pr.message + "\n";
+    return out;
+}
+
+TEST(CpComm, A2aNeedsEachRanksHeadsDivisibleByCp) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    ModelConfig m = gqaModel();
+    Plan p = cpPlan(4, CpComm::A2a);
+    p.tp = 2; // 16 query and 4 key/value heads a rank: cp 4 divides both (8 GPUs: tp 2 x cp 4)
+    p.dp = 1;
+    ProblemList ok;
+    validatePlan(m, c, p, "/plan", ok);
+    EXPECT_TRUE(ok.empty()) << wheres(ok);
+    m.kvHeads = 4; // 2 key/value heads a rank now: a2a over 4 ranks cannot split them
+    ProblemList refused;
+    validatePlan(m, c, p, "/plan", refused);
+    ASSERT_EQ(refused.items().size(), 1u) << wheres(refused);
+    EXPECT_EQ(refused.items().front().where, "/plan/cp_comm_type");
+    // The ring and the gather take any head count.
+    for (CpComm comm : {CpComm::P2p, CpComm::AllGather}) {
+        p.cpComm = comm;
+        ProblemList other;
+        validatePlan(m, c, p, "/plan", other);
+        EXPECT_TRUE(other.empty()) << wheres(other);
+    }
+}
+
+TEST(CpComm, PlanFilesReadAndWriteIt) {
+    ProblemList problems;
+    const Plan a2a = parsePlan(nlohmann::json{{"cp", 2}, {"cp_comm_type", "a2a"}}, "/plan", problems);
+    const Plan gather = parsePlan(nlohmann::json{{"cp", 2}, {"cp_comm_type", "all_gather"}}, "/plan", problems); // TE's spelling
+    const Plan ring = parsePlan(nlohmann::json{{"cp", 2}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty()) << wheres(problems);
+    EXPECT_EQ(a2a.cpComm, CpComm::A2a);
+    EXPECT_EQ(gather.cpComm, CpComm::AllGather);
+    EXPECT_EQ(ring.cpComm, CpComm::P2p);
+    EXPECT_EQ(planToJson(a2a).at("cp_comm_type"), "a2a");
+    EXPECT_EQ(planToJson(gather).at("cp_comm_type"), "allgather");
+    EXPECT_FALSE(planToJson(ring).contains("cp_comm_type")); // the default is not written
+    ProblemList bad;
+    parsePlan(nlohmann::json{{"cp", 2}, {"cp_comm_type", "ulysses"}}, "/plan", bad);
+    EXPECT_NE(wheres(bad).find("/plan/cp_comm_type"), std::string::npos) << wheres(bad);
+}
+
+TEST(CpComm, MemoryHoldsEachExchangesBuffers) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    std::map<CpComm, double> buffers;
+    for (CpComm comm : {CpComm::P2p, CpComm::A2a, CpComm::AllGather})
+        buffers[comm] = predictMemory(m, c, cpPlan(4, comm)).stages.at(0).other.commBufferBytes;
+    const double ekv = 2.0 * 2048 * 1024, eq = 2.0 * 2048 * 4096;
+    // Over p2p: the next step's K and V twice over; a2a: the received q, k, v; allgather: K, V and dK, dV whole.
+    EXPECT_DOUBLE_EQ(buffers[CpComm::A2a] - buffers[CpComm::P2p], (eq + 2.0 * ekv) - 2.0 * 2.0 * ekv);
+    EXPECT_DOUBLE_EQ(buffers[CpComm::AllGather] - buffers[CpComm::P2p], 2.0 * 4 * 2.0 * ekv - 2.0 * 2.0 * ekv);
+}
+
+} // namespace
+} // namespace tessel
