@@ -43,6 +43,21 @@ for t in d["top"]:
     assert (p["tp"], p["pp"], p["schedule"], p["recompute"], p["sequence_parallel"], p["zero_stage"]) == (2, 2, "1f1b", "full", True, 1), p
 PY
 
+# Context parallelism's exchange: searched as a dimension, pinned by --fix cp_comm_type; a bad value exits 2.
+"$TESSEL" search $small --top 200 --json --fix cp=2 >"$tmp/cp.json"; check "cp search exits 0" $?
+"$TESSEL" search $small --top 200 --json --fix cp=2,cp_comm_type=a2a >"$tmp/a2a.json"; check "cp a2a search exits 0" $?
+python3 - "$tmp/cp.json" "$tmp/a2a.json" <<'PY'; check "cp_comm_type searched and pinned" $?
+import json, sys
+every, a2a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert {t["plan"].get("cp_comm_type", "p2p") for t in every["top"]} == {"p2p", "a2a", "allgather"}, every["top"][0]["plan"]
+assert a2a["top"] and all(t["plan"]["cp_comm_type"] == "a2a" for t in a2a["top"])
+assert 0 < a2a["considered"] < every["considered"], (a2a["considered"], every["considered"])
+assert "cp a2a needs heads / tp divisible by cp" in a2a["rejected"], a2a["rejected"]
+PY
+"$TESSEL" search $small --fix cp_comm_type=ring >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad cp_comm_type exits 2" $([ $rc -eq 2 ]; echo $?)
+check "bad cp_comm_type named" "$(contains "$tmp/err" '--fix cp_comm_type')"
+
 # 3. Bad --fix key, bad value and other bad flags: exit 2, every problem listed.
 "$TESSEL" search $small --fix foo=3 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "bad fix key exits 2" $([ $rc -eq 2 ]; echo $?)
