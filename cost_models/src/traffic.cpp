@@ -96,16 +96,18 @@ RingExposure ringExposure(double diagForward, double stepsForward, double diagBa
                           double transferSeconds, const GpuSpec& gpu) {
     RingExposure r;
     if (cp < 2 || transferSeconds <= 0.0) return r;
-    // The transfers of a pass and the attention each runs under: step 0's (the diagonal) and cp - 2 of the
-    // cp - 1 later steps (their kernels take equal shares). Exposed is what a transfer outlasts its step by.
-    const auto pass = [&](double transfer, double diag, double steps) {
-        const double step = steps / (cp - 1.0), under = diag + (cp - 2.0) * step;
-        const double exposed = std::max(0.0, transfer - diag) + (cp - 2.0) * std::max(0.0, transfer - step);
-        const double hidden = (cp - 1.0) * transfer - exposed;
-        return exposed + gpu.contentionSeconds(hidden, under);
-    };
-    r.forwardSeconds = pass(transferSeconds, diagForward, stepsForward);
-    r.backwardSeconds = pass(2.0 * transferSeconds, diagBackward, stepsBackward) + transferSeconds;
+    // Exposed is what a transfer outlasts the step it runs under by; the later steps' kernels take equal shares.
+    const double x = transferSeconds;
+    const auto exposedOver = [](double transfer, double compute) { return std::max(0.0, transfer - compute); };
+    // Forward: step i's kernels run while step i+1's K and V arrive, for i = 0 (the diagonal) .. cp - 2.
+    const double stepF = stepsForward / (cp - 1.0);
+    const double exposedF = exposedOver(x, diagForward) + (cp - 2.0) * exposedOver(x, stepF);
+    r.forwardSeconds = exposedF + gpu.contentionSeconds((cp - 1.0) * x - exposedF, diagForward + (cp - 2.0) * stepF);
+    // Backward: under step 0 the next K and V, under steps 1 .. cp - 2 those and the previous step's dK, dV, under the
+    // last step the previous dK, dV; its own dK, dV go to their owner after it, exposed.
+    const double stepB = stepsBackward / (cp - 1.0);
+    const double exposedB = exposedOver(x, diagBackward) + (cp - 2.0) * exposedOver(2.0 * x, stepB) + exposedOver(x, stepB) + x;
+    r.backwardSeconds = exposedB + gpu.contentionSeconds(2.0 * (cp - 1.0) * x + x - exposedB, diagBackward + stepsBackward);
     return r;
 }
 

@@ -113,12 +113,14 @@ TEST(CpComm, TheRingIsHiddenUnderItsStepsUpToWhatOutlastsThem) {
     // cp 4: forward transfers under the diagonal (1 s) and two of three later steps (3 s together, 1 s each).
     const RingExposure hidden = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, free);
     EXPECT_DOUBLE_EQ(hidden.forwardSeconds, 0.0);
-    // Backward moves K, V and dK, dV (1 s a step, under 2.5 s) and the last dK, dV hop (0.5 s) is exposed.
+    // Backward: K, V under the diagonal, K, V and dK, dV (1 s) under the two middle steps (2.5 s each), dK, dV under
+    // the last; the last dK, dV hop (0.5 s) is exposed.
     EXPECT_DOUBLE_EQ(hidden.backwardSeconds, 0.5);
-    // A 2 s transfer outlasts each 1 s forward step by 1 s: 3 s in all; backward 4 s against 2.5 s, 3 x 1.5 + 2.
+    // A 2 s transfer outlasts each 1 s forward step by 1 s: 3 s in all. Backward: 2 s under the 2.5 s diagonal, 4 s
+    // under each middle step (1.5 s out), 2 s under the last, and the 2 s hop: 2 x 1.5 + 2.
     const RingExposure slow = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 2.0, free);
     EXPECT_DOUBLE_EQ(slow.forwardSeconds, 3.0);
-    EXPECT_DOUBLE_EQ(slow.backwardSeconds, 3.0 * 1.5 + 2.0);
+    EXPECT_DOUBLE_EQ(slow.backwardSeconds, 2.0 * 1.5 + 2.0);
     // With contention the hidden part costs kappa of its time, at most kappa_max of the compute it runs under.
     GpuSpec shared;
     shared.commContention = 0.5;

@@ -70,10 +70,10 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
 // step's transfer runs under that step's attention (Transformer Engine's AttnFuncWithCPAndKVP2P posts the next
 // step's send and receive before computing the current step). `transferSeconds`: one step's K and V between ring
 // neighbours (ringStepTransferSeconds). Forward, transfer i runs under step i's attention (step 0 the diagonal,
-// then cp - 2 of the later steps; the last step has nothing to fetch); backward each step moves K and V and the dK,
-// dV accumulated so far (twice the bytes) under its backward attention, and the last dK, dV hop to their owner
-// stays exposed. What overlaps still costs the contention share of its own time (GpuSpec::contentionSeconds,
-// FORMULAS.md §6.2). Returns the forward's and the backward's seconds.
+// then cp - 2 of the later steps; the last step has nothing to fetch); backward step 0 fetches the next K and V,
+// the middle steps those and send the previous step's dK, dV (twice the bytes), the last step only the dK, dV,
+// and its own dK, dV hop to their owner after it, exposed. What overlaps still costs the contention share of its
+// own time (GpuSpec::contentionSeconds, FORMULAS.md §6.2). Returns the forward's and the backward's seconds.
 struct RingExposure {
     double forwardSeconds = 0.0, backwardSeconds = 0.0;
 };
