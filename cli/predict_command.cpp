@@ -38,7 +38,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";
     const std::string split = pipelineSplitText(m, pl);
-    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << (split.empty() ? "" : " (layers " + split + ")") << ", dp " << pl.dp << ", cp " << pl.cp << (pl.cp > 1 ? " (" + toString(pl.cpComm) + ")" : std::string()) << ", ep " << pl.ep
+    out << "  plan     tp " << pl.tp << ", pp " << pl.pp << (split.empty() ? "" : " (layers " + split + ")") << ", dp " << pl.dp << ", cp " << pl.cp << (pl.cp > 1 ? " (" + toString(pl.cpComm) + (pl.cpComm == CpComm::A2aP2p ? ", " + std::to_string(pl.cpHeadSplit()) + " x " + std::to_string(pl.cpRing()) : std::string()) + ")" : std::string()) << ", ep " << pl.ep
         << (pl.expertFolded() ? ", etp " + std::to_string(pl.etp) : std::string()) << ", vpp " << pl.vpp << " | micro-batch " << pl.microBatch << ", global batch " << pl.globalBatch << " ("
         << pl.microBatchesPerStep() << " micro-batches per step) | ZeRO-" << pl.zeroStage
         << (pl.zeroReplicas > 1 ? " over " + std::to_string(pl.zeroShardSize()) + " ranks x " + std::to_string(pl.zeroReplicas) + " replicas"

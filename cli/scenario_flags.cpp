@@ -39,7 +39,10 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--cp", cp, "Context-parallel degree");
     app.add_option("--cp-comm-type", cpComm,
                    "Context parallelism's exchange (Megatron-core's --cp-comm-type): p2p (the K/V ring, default), a2a "
-                   "(DeepSpeed-Ulysses' all-to-all over heads) or allgather (K/V gathered whole)");
+                   "(DeepSpeed-Ulysses' all-to-all over heads), allgather (K/V gathered whole) or a2a+p2p (with --cp-a2a-size)");
+    app.add_option("--cp-a2a-size", cpA2a,
+                   "a2a+p2p: ranks of each all-to-all group, the ring running across the cp / size groups (Megatron-core's "
+                   "--hierarchical-context-parallel-sizes)");
     app.add_option("--ep", ep, "Expert-parallel degree (carved out of dp; with --etp, of tp x cp x dp)");
     app.add_option("--etp", etp,
                    "Expert tensor-parallel degree (Megatron-core's --expert-tensor-parallel-size; default: tp). Differing "
@@ -82,7 +85,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
 bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
-           precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm ||
+           precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
            pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen;
 }
 
@@ -174,6 +177,7 @@ Scenario ScenarioFlags::resolve() const {
     setStr(rankOrder, "rank_order", "--rank-order");
     setStr(attentionKernel, "attention_kernel", "--attention-kernel");
     setStr(cpComm, "cp_comm_type", "--cp-comm-type");
+    setInt(cpA2a, "cp_a2a_size", "--cp-a2a-size");
     setStr(framework, "framework", "--framework");
     setStr(frameworkVersion, "framework_version", "--framework-version");
     setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");

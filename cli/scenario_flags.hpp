@@ -19,7 +19,7 @@ struct ScenarioFlags {
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
     std::optional<std::string> attentionKernel, framework, frameworkVersion, offload, cpComm;
     std::optional<std::string> pipelineSplit, pipelineLayers;
-    std::optional<int> firstStageLayers, lastStageLayers;
+    std::optional<int> firstStageLayers, lastStageLayers, cpA2a;
     std::optional<int64_t> seqLen;
 
     void addTo(CLI::App& app);

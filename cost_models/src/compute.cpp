@@ -341,38 +341,6 @@ void addFsdpCopies(BlockCompute& b, double parameters, const ClusterConfig& clus
     }
 }
 
-// Context parallelism without the ring (Transformer Engine's other two cp_comm_types, FORMULAS.md §3.2).
-// A2a (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses): after the all-to-all each rank holds the whole sequence for
-// heads / cp of its heads, so attention is one causal kernel over s queries and s keys, the same FLOPs as the
-// rank's causal share; around the four all-to-alls of a pass (q, k, v and the output forward; the output's
-// gradient and dq, dk, dv backward) each tensor is made contiguous with its heads split off before the exchange and
-// its sequence chunks put back in order after it: two copies, read and written, of q, k, v and o each way.
-// AllGather (AttnFuncWithCPAndKVAllGather): K and V are gathered whole, so the rank's two query chunks each run one
-// kernel against the keys before them, which is one causal kernel over s/cp queries and s keys; the local K and V
-// are made contiguous before the gather and the gathered ones reordered after it, and backward gathers again and
-// zeroes dK and dV at the full length before their reduce-scatter.
-void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, int e) {
-    const double eq = d(s.tokens) * d(s.qDimLocal), ekv = d(s.tokens) * d(s.kvDimLocal);
-    if (plan.cpComm == CpComm::A2a) {
-        OpCost heads = att;
-        heads.name = "attention_core_flash_a2a";
-        heads.m = s.seqFull;
-        heads.batch = s.microBatch * std::max<int64_t>(1, s.headsLocal / plan.cp);
-        heads.kvHeads = std::max<int64_t>(1, s.kvHeadsLocal / plan.cp);
-        ops.push_back(heads);
-        OpCost copies = memoryOp("attention_a2a_copies", "permute", 2.0 * 2.0 * e * (2.0 * eq + 2.0 * ekv));
-        copies.backwardByteFactor = 1.0; // the output's gradient in, dq, dk, dv out: the same tensors
-        copies.hasWeights = false;       // part of the attention core selective recompute reruns
-        ops.push_back(copies);
-        return;
-    }
-    ops.push_back(att);
-    const double gathered = ekv * d(plan.cp);
-    OpCost copies = memoryOp("attention_kv_gather_copies", "permute", 2.0 * e * (2.0 * ekv + 2.0 * gathered));
-    copies.backwardByteFactor = (2.0 * e * (2.0 * ekv + 2.0 * gathered) + e * 2.0 * gathered) / copies.bytes;
-    copies.hasWeights = false;
-    ops.push_back(copies);
-}
 
 BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                              const PrecisionRecipe& recipe);
@@ -419,6 +387,61 @@ void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalSh
     OpCost merge = memoryOp("attention_ring_merge", "ring_merge", kernel_cost::ringMergeForwardBytes(style, eq, ekv, cp, e));
     merge.backwardByteFactor = kernel_cost::ringMergeBackwardBytes(style, eq, ekv, cp, e) / merge.bytes;
     ops.push_back(merge);
+}
+
+// Context parallelism's other exchanges (Transformer Engine's other cp_comm_types, FORMULAS.md §3.2).
+// A2a (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses): after the all-to-all each rank holds the whole sequence for
+// heads / cp of its heads, so attention is one causal kernel over s queries and s keys, the same FLOPs as the
+// rank's causal share; around the four all-to-alls of a pass (q, k, v and the output forward; the output's
+// gradient and dq, dk, dv backward) each tensor is made contiguous with its heads split off before the exchange and
+// its sequence chunks put back in order after it: two copies, read and written, of q, k, v and o each way.
+// AllGather (AttnFuncWithCPAndKVAllGather): K and V are gathered whole, so the rank's two query chunks each run one
+// kernel against the keys before them, which is one causal kernel over s/cp queries and s keys; the local K and V
+// are made contiguous before the gather and the gathered ones reordered after it, and backward gathers again and
+// zeroes dK and dV at the full length before their reduce-scatter.
+// a2a+p2p (Megatron-core's hierarchical CP, Transformer Engine's AttnFuncWithCPAndKVP2P over its a2a group): the
+// all-to-all over a = cp_a2a_size ranks leaves each rank s a / cp queries for heads / a of its heads, which then run
+// the ring over cp / a groups: addRingAttention at those shapes, with the all-to-all's copies beside it.
+void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, bool eager, int e) {
+    const double eq = d(s.tokens) * d(s.qDimLocal), ekv = d(s.tokens) * d(s.kvDimLocal);
+    if (plan.cpComm == CpComm::A2aP2p) {
+        const int a = plan.cpHeadSplit();
+        LocalShapes r = s;
+        r.seqLocal = s.seqLocal * a;
+        r.tokens = s.tokens * a;
+        r.headsLocal = std::max<int64_t>(1, s.headsLocal / a);
+        r.kvHeadsLocal = std::max<int64_t>(1, s.kvHeadsLocal / a);
+        r.qDimLocal = s.qDimLocal / a;
+        r.kvDimLocal = s.kvDimLocal / a;
+        Plan ring = plan;
+        ring.cp = plan.cpRing();
+        OpCost share = att;
+        share.m = r.seqLocal;
+        share.batch = s.microBatch * r.headsLocal;
+        share.kvHeads = r.kvHeadsLocal;
+        addRingAttention(ops, share, r, ring, eager, e);
+    }
+    if (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p) {
+        if (plan.cpComm == CpComm::A2a) {
+            OpCost heads = att;
+            heads.name = "attention_core_flash_a2a";
+            heads.m = s.seqFull;
+            heads.batch = s.microBatch * std::max<int64_t>(1, s.headsLocal / plan.cp);
+            heads.kvHeads = std::max<int64_t>(1, s.kvHeadsLocal / plan.cp);
+            ops.push_back(heads);
+        }
+        OpCost copies = memoryOp("attention_a2a_copies", "permute", 2.0 * 2.0 * e * (2.0 * eq + 2.0 * ekv));
+        copies.backwardByteFactor = 1.0; // the output's gradient in, dq, dk, dv out: the same tensors
+        copies.hasWeights = false;       // part of the attention core selective recompute reruns
+        ops.push_back(copies);
+        return;
+    }
+    ops.push_back(att);
+    const double gathered = ekv * d(plan.cp);
+    OpCost copies = memoryOp("attention_kv_gather_copies", "permute", 2.0 * e * (2.0 * ekv + 2.0 * gathered));
+    copies.backwardByteFactor = (2.0 * e * (2.0 * ekv + 2.0 * gathered) + e * 2.0 * gathered) / copies.bytes;
+    copies.hasWeights = false;
+    ops.push_back(copies);
 }
 
 BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
@@ -476,7 +499,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // runs one kernel over all the keys (executor/src/gpt.cpp): the whole share as one op.
             const bool ownExecutor = plan.framework.lossInPlace.value_or(false);
             if (plan.cp > 1 && !ownExecutor && plan.cpComm == CpComm::P2p) addRingAttention(ops, att, s, plan, eager, e);
-            else if (plan.cp > 1 && !ownExecutor) addCpAttention(ops, att, s, plan, e);
+            else if (plan.cp > 1 && !ownExecutor) addCpAttention(ops, att, s, plan, eager, e);
             else ops.push_back(att);
         } else {
             // Unfused (Megatron-LM before FlashAttention): batched QK^T writes the b (a/t) s_q s_kv scores to HBM,

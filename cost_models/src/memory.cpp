@@ -448,11 +448,12 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) {
-        if (plan.cpComm == CpComm::P2p) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;  // K/V of the next ring step
+        // p2p: K/V of the next ring step (a2a+p2p's ring moves the same bytes: a times the tokens, 1/a of the heads);
         // a2a: the received q, k, v while their sequence chunks are put in order (Transformer Engine's empty_like
         // buffers); allgather: K and V gathered whole and, backward, dK and dV at the full length beside them.
-        else if (plan.cpComm == CpComm::A2a) o.commBufferBytes += e * T * (t.qDimLocal + 2.0 * t.kvDimLocal);
-        else o.commBufferBytes += 2.0 * e * T * plan.cp * 2.0 * t.kvDimLocal;
+        if (plan.cpComm == CpComm::P2p || plan.cpComm == CpComm::A2aP2p) o.commBufferBytes += 2.0 * e * T * 2.0 * t.kvDimLocal;
+        if (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p) o.commBufferBytes += e * T * (t.qDimLocal + 2.0 * t.kvDimLocal);
+        if (plan.cpComm == CpComm::AllGather) o.commBufferBytes += 2.0 * e * T * plan.cp * 2.0 * t.kvDimLocal;
     }
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * t.moeTokensIn * t.topK * h; // dispatch + combine
     if (model.moe && t.expertTpGather > 1) o.commBufferBytes += e * t.expertTokens * h;     // expert-TP gathered rows

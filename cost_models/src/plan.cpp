@@ -43,6 +43,7 @@ std::string toString(CpComm c) {
     case CpComm::P2p: return "p2p";
     case CpComm::A2a: return "a2a";
     case CpComm::AllGather: return "allgather";
+    case CpComm::A2aP2p: return "a2a+p2p";
     }
     return "?";
 }
@@ -201,8 +202,9 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.zeroStage = static_cast<int>(r.optInt("zero_stage", 0, 0, 3));
     p.zeroOverCp = r.optBool("zero_over_cp", true);
     // Megatron-core spells the gather "allgather", Transformer Engine "all_gather": both read.
-    const std::string cpComm = r.optEnum("cp_comm_type", "p2p", {"p2p", "a2a", "allgather", "all_gather"});
-    p.cpComm = cpComm == "a2a" ? CpComm::A2a : cpComm == "p2p" ? CpComm::P2p : CpComm::AllGather;
+    const std::string cpComm = r.optEnum("cp_comm_type", "p2p", {"p2p", "a2a", "allgather", "all_gather", "a2a+p2p"});
+    p.cpComm = cpComm == "a2a" ? CpComm::A2a : cpComm == "p2p" ? CpComm::P2p : cpComm == "a2a+p2p" ? CpComm::A2aP2p : CpComm::AllGather;
+    p.cpA2a = static_cast<int>(r.optInt("cp_a2a_size", 0, 1, L::degree));
     p.zeroReplicas = static_cast<int>(r.optInt("zero_replicas", 1, 1, L::degree));
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
@@ -273,6 +275,7 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadActivationLayers > 0) j["offload_activation_layers"] = p.offloadActivationLayers;
     if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
     if (p.cpComm != CpComm::P2p) j["cp_comm_type"] = toString(p.cpComm);
+    if (p.cpA2a > 0) j["cp_a2a_size"] = p.cpA2a;
     frameworkToJson(p.framework, j);
     return j;
 }
@@ -471,13 +474,26 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
         problems.add(field("cp"), "cp=" + n(plan.cp) + " needs seq_len (" + n(model.seqLen) +
                                       ") divisible by 2 x cp for load-balanced causal attention");
-    if (plan.cpComm == CpComm::A2a && plan.cp > 1) {
-        // Transformer Engine's AttnFuncWithCPAndQKVOA2A splits the rank's query and key/value heads over the group.
+    const bool levelsOk = plan.cpComm != CpComm::A2aP2p || (plan.cpA2a >= 2 && plan.cp % plan.cpA2a == 0 && plan.cp / plan.cpA2a >= 2);
+    if (plan.cpComm == CpComm::A2aP2p) {
+        // Megatron-core's --hierarchical-context-parallel-sizes: an all-to-all group and a ring over such groups,
+        // their product cp; either of size 1 is plain a2a or p2p.
+        if (!levelsOk)
+            problems.add(field("cp_a2a_size"), "a2a+p2p needs cp_a2a_size, the ranks of each all-to-all group, from 2 up to cp / 2 "
+                                               "and dividing cp=" + n(plan.cp) + ", got " + n(plan.cpA2a) +
+                                               " (use a2a or p2p where one level would have one rank)");
+    } else if (plan.cpA2a > 0) {
+        problems.add(field("cp_a2a_size"), "cp_a2a_size sizes a2a+p2p's all-to-all groups; cp_comm_type is " + toString(plan.cpComm));
+    }
+    if ((plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p) && levelsOk && plan.cp > 1) {
+        // Transformer Engine's all-to-all splits the rank's query and key/value heads over its group.
         const int64_t heads = model.heads / std::max(1, plan.tp), kvHeads = model.kvHeads / std::max(1, plan.tp);
-        if (heads % plan.cp != 0 || kvHeads % plan.cp != 0)
-            problems.add(field("cp_comm_type"), "a2a splits each rank's attention heads over cp=" + n(plan.cp) + ": it needs " +
-                                                    n(heads) + " query and " + n(kvHeads) + " key/value heads a rank (heads / tp) " +
-                                                    "divisible by cp (Transformer Engine's check); use p2p or allgather");
+        const int split = plan.cpHeadSplit();
+        if (heads % split != 0 || kvHeads % split != 0)
+            problems.add(field("cp_comm_type"), toString(plan.cpComm) + " splits each rank's attention heads over " + n(split) +
+                                                    " ranks: it needs " + n(heads) + " query and " + n(kvHeads) +
+                                                    " key/value heads a rank (heads / tp) divisible by " + n(split) +
+                                                    " (Transformer Engine's check); use p2p or allgather");
     }
     if (plan.sequenceParallel && plan.tp == 1)
         problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");

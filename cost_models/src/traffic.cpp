@@ -116,6 +116,16 @@ double ringStepBytes(const ModelConfig& model, const Plan& plan) {
     return s.activationBytes * d(s.tokens) * 2.0 * d(s.kvDimLocal);
 }
 
+CpLevels cpLevels(const Plan& plan, const ClusterConfig& cluster) {
+    const GroupPlacement whole = placeGroup(plan, cluster, GroupKind::Cp);
+    if (plan.cpComm != CpComm::A2aP2p || plan.cpRing() < 2 || plan.cpHeadSplit() < 2) return {whole, whole};
+    const std::vector<int> ranks = groupRanks(plan, GroupKind::Cp, 0);
+    const size_t a = static_cast<size_t>(plan.cpHeadSplit());
+    std::vector<int> inner(ranks.begin(), ranks.begin() + static_cast<std::ptrdiff_t>(std::min(a, ranks.size()))), outer;
+    for (size_t i = 0; i < ranks.size(); i += a) outer.push_back(ranks[i]);
+    return {placeRanks(inner, cluster.gpusPerNode), placeRanks(outer, cluster.gpusPerNode)};
+}
+
 double ringStepTransferSeconds(double bytes, const ClusterConfig& cluster, const GroupPlacement& cpGroup) {
     GroupPlacement hop;
     hop.size = 2;
@@ -161,16 +171,25 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
             }
         }
     }
-    if (plan.cp > 1 && plan.cpComm == CpComm::A2a) {
+    const CpLevels cpAt = plan.cp > 1 ? cpLevels(plan, cluster) : CpLevels{};
+    if (plan.cp > 1 && (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p)) {
         // DeepSpeed-Ulysses (Jacobs et al. 2023, §3.1; Transformer Engine's AttnFuncWithCPAndQKVOA2A): q, k and v
         // trade the sequence split for a head split before attention and the output trades back after it, each an
-        // all-to-all of the rank's own tensor; backward the output's gradient and dq, dk, dv the same way.
+        // all-to-all of the rank's own tensor; backward the output's gradient and dq, dk, dv the same way. Under
+        // a2a+p2p over the all-to-all level only.
         const double q = e * d(s.tokens) * d(s.qDimLocal), kv = e * d(s.tokens) * d(s.kvDimLocal);
         for (const auto& [name, bytes] : {std::pair<const char*, double>{"cp_a2a_q", q}, {"cp_a2a_k", kv}, {"cp_a2a_v", kv}, {"cp_a2a_out", q}}) {
-            b.add(name, GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Forward);
-            b.add(std::string(name) + "_grad", GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Backward);
+            b.addPlaced(name, GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Forward, cpAt.a2a);
+            b.addPlaced(std::string(name) + "_grad", GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Backward, cpAt.a2a);
         }
-    } else if (plan.cp > 1) {
+    }
+    if (plan.cp > 1 && plan.cpComm == CpComm::A2aP2p) {
+        // ... then the ring across the all-to-all groups, K and V of heads / cp_a2a_size over the whole sequence.
+        const double kv = e * d(s.microBatch) * d(s.seqFull) * 2.0 * d(s.kvDimLocal) / plan.cpHeadSplit();
+        b.addPlaced("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward, cpAt.ring);
+        b.addPlaced("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward, cpAt.ring);
+        b.addPlaced("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward, cpAt.ring);
+    } else if (plan.cp > 1 && plan.cpComm != CpComm::A2a) {
         // Ring attention (p2p): every rank's K and V travel around the CP ring (an all-gather's volume); backward
         // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism). allgather moves
         // the same bytes as collectives: K and V gathered forward and again backward, their gradients reduce-scattered.

@@ -32,9 +32,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     }
     // The executor's context parallelism gathers K and V over the group and runs one kernel over all the keys (gpt.cpp),
     // which is how its plans are costed whatever their cp_comm_type; the head-split all-to-all is not implemented.
-    if (plan.cp > 1 && plan.cpComm == CpComm::A2a)
-        problems.add(pointer + "/cp_comm_type", "the executor's context parallelism gathers K and V (p2p and allgather run so); "
-                                                "a2a, the all-to-all over heads, is predicted and exported, not run by tessel run yet");
+    if (plan.cp > 1 && (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p))
+        problems.add(pointer + "/cp_comm_type", "the executor's context parallelism gathers K and V (p2p and allgather run so); " +
+                                                    toString(plan.cpComm) + ", with the all-to-all over heads, is predicted and "
+                                                    "exported, not run by tessel run yet");
     if (plan.zeroReplicas > 1)
         problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
                                                  "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");

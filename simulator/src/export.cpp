@@ -342,6 +342,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     }
     arg("--context-parallel-size", str(p.cp));
     if (p.cp > 1 && p.cpComm != CpComm::P2p) arg("--cp-comm-type", toString(p.cpComm)); // Megatron-core >= 0.9
+    if (p.cp > 1 && p.cpComm == CpComm::A2aP2p)
+        arg("--hierarchical-context-parallel-sizes", str(p.cpHeadSplit()) + " " + str(p.cpRing()));
     arg("--expert-model-parallel-size", str(p.ep));
     // Megatron-core >= 0.10 defaults it to tp; written when the plan sets it (MoE parallel folding).
     if (p.etp > 0) arg("--expert-tensor-parallel-size", str(p.etp));
@@ -479,7 +481,7 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
             "/plan/sequence_parallel",
             "DeepSpeed's config has no Megatron-style sequence parallelism (its \"sequence parallelism\" is "
             "Ulysses, a form of context parallelism); set sequence_parallel off or export --format megatron");
-    if (p.cp > 1 && p.cpComm == CpComm::A2a)
+    if (p.cp > 1 && (p.cpComm == CpComm::A2a || p.cpComm == CpComm::A2aP2p))
         problems.add("/plan/cp",
                      "DeepSpeed-Ulysses (cp_comm_type a2a) is set up in model code (Megatron-DeepSpeed's "
                      "--ds-sequence-parallel-size, DeepSpeed's DistributedAttention), not in ds_config.json; use cp 1 "

@@ -383,10 +383,25 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         }
         const bool uniform = std::all_of(types.begin(), types.end(), [&](const std::string& t) { return t == types.front(); });
         const std::string& type = types.front();
-        if (uniform && (type == "p2p" || type == "a2a" || type == "allgather")) plan["cp_comm_type"] = type;
-        else
-            warnings.push_back("cp_comm_type = " + *comm + ": tessel costs one exchange for every layer, p2p, a2a or " +
-                               "allgather (a2a+p2p's hierarchy is not modelled); read as p2p");
+        // a2a+p2p's levels: --hierarchical-context-parallel-sizes, the all-to-all group's size first.
+        int64_t a2aSize = 0;
+        if (const auto sizes = str("hierarchical_context_parallel_sizes"); sizes && *sizes != "None") {
+            std::string first;
+            for (char ch : *sizes) {
+                if (ch == ',') break;
+                if (ch >= '0' && ch <= '9') first += ch;
+            }
+            if (!first.empty() && first.size() < 8) a2aSize = std::stoll(first);
+        }
+        if (uniform && (type == "p2p" || type == "a2a" || type == "allgather")) {
+            plan["cp_comm_type"] = type;
+        } else if (uniform && type == "a2a+p2p" && a2aSize > 0) {
+            plan["cp_comm_type"] = type;
+            plan["cp_a2a_size"] = a2aSize;
+        } else {
+            warnings.push_back("cp_comm_type = " + *comm + ": tessel costs one exchange for every layer, p2p, a2a, allgather " +
+                               "or a2a+p2p with its hierarchical_context_parallel_sizes; read as p2p");
+        }
     }
     bool flash = flag("use_flash_attn").value_or(false);
     if (const auto b = str("attention_backend"); b && *b != "None") {

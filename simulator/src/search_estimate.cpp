@@ -505,6 +505,8 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         const RingExposure ring = ringExposure(s.ringDiagFwd, s.ringStepsFwd, s.ringDiagBwd, s.ringStepsBwd, plan.cp, transfer, cluster.gpu);
         fwdCp = ring.forwardSeconds;
         c.bwd += ring.backwardSeconds;
+    } else if (plan.cp > 1 && plan.cpComm == CpComm::A2aP2p) {
+        // Not a searched exchange (plans state its levels): no CP term, which keeps the bound a lower bound.
     } else if (plan.cp > 1) {
         const double ag = cost(Primitive::AllGather, s.kvBytes, place.cp);
         fwdCp = ag;

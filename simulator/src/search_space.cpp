@@ -428,6 +428,9 @@ void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& spac
             if (value == "p2p") space.cpComms = {CpComm::P2p};
             else if (value == "a2a") space.cpComms = {CpComm::A2a};
             else if (value == "allgather" || value == "all_gather") space.cpComms = {CpComm::AllGather};
+            else if (value == "a2a+p2p")
+                problems.add(where, "a2a+p2p is not searched (its levels are the plan's cp_a2a_size): predict it with a plan "
+                                    "that states them, or search p2p, a2a or allgather");
             else problems.add(where, "must be p2p, a2a or allgather, got \"" + value + "\"");
         } else if (key == "rank_order") {
             space.rankOrders = {parseRankOrder(value, where, problems)};

@@ -93,20 +93,22 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const double commScale = cluster.gpu.phaseFit("communication").timeScale;
     InnerComm fwdComm, bwdComm;
     double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
+    double cpA2aFwd = 0.0, cpA2aBwd = 0.0; // CP's all-to-alls (a2a, and a2a+p2p's first level)
     for (const auto& op : layerCommOps(model, cluster, plan)) {
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
+        if (op.name.rfind("cp_a2a_", 0) == 0) (op.phase == CommPhase::Forward ? cpA2aFwd : cpA2aBwd) += commScale * op.cost.seconds;
         if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
     }
     // The CP ring's K/V steps run under its attention steps (FORMULAS.md §6.1): what they add in place of the
     // exchange's whole volume. allgather and a2a are blocking collectives, counted whole (traffic.cpp).
-    if (plan.cp > 1 && plan.cpComm == CpComm::P2p && layer.ringStepsForwardSeconds > 0.0) {
-        const double transfer =
-            commScale * ringStepTransferSeconds(ringStepBytes(model, plan), cluster, placeGroup(plan, cluster, GroupKind::Cp));
+    // a2a+p2p: its all-to-alls whole, then the ring across the all-to-all groups the same way.
+    if (plan.cp > 1 && (plan.cpComm == CpComm::P2p || plan.cpComm == CpComm::A2aP2p) && layer.ringStepsForwardSeconds > 0.0) {
+        const double transfer = commScale * ringStepTransferSeconds(ringStepBytes(model, plan), cluster, cpLevels(plan, cluster).ring);
         const RingExposure ring = ringExposure(layer.ringDiagForwardSeconds, layer.ringStepsForwardSeconds,
-                                               layer.ringDiagBackwardSeconds, layer.ringStepsBackwardSeconds, plan.cp,
+                                               layer.ringDiagBackwardSeconds, layer.ringStepsBackwardSeconds, plan.cpRing(),
                                                transfer, cluster.gpu);
-        fwdComm.cp = ring.forwardSeconds;
-        bwdComm.cp = ring.backwardSeconds;
+        fwdComm.cp = cpA2aFwd + ring.forwardSeconds;
+        bwdComm.cp = cpA2aBwd + ring.backwardSeconds;
     }
     // What the framework hides (FORMULAS.md §6.1). Transformer Engine's TP overlap splits each collective into
     // tp chunks pipelined with its GEMM, so one chunk stays exposed. Megatron-LM's asynchronous TP all-reduce

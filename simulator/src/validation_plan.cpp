@@ -195,11 +195,24 @@ bool readBatch(Reading& r) {
         if (v == "p2p" || v == "ring") plan.cpComm = CpComm::P2p;
         else if (v == "a2a" || v == "all-to-all" || v == "alltoall" || v == "ulysses") plan.cpComm = CpComm::A2a;
         else if (v == "allgather" || v == "all_gather" || v == "all-gather") plan.cpComm = CpComm::AllGather;
-        else if (v == "a2a+p2p") r.assume(std::string(key) + " = a2a+p2p: its hierarchy (all-to-all inside, ring across) "
-                                          "is not modelled; costed as the ring (p2p)");
-        else if (refusal.empty())
+        else if (v == "a2a+p2p") {
+            // Its levels: Megatron-core's hierarchical_context_parallel_sizes [a2a, p2p], or cp_a2a_size.
+            int a2a = 0;
+            if (pl.contains("hierarchical_context_parallel_sizes") && pl["hierarchical_context_parallel_sizes"].is_array() &&
+                !pl["hierarchical_context_parallel_sizes"].empty() && pl["hierarchical_context_parallel_sizes"][0].is_number_integer())
+                a2a = pl["hierarchical_context_parallel_sizes"][0].get<int>();
+            else if (member(pl, "cp_a2a_size"))
+                a2a = static_cast<int>(count(pl, "cp_a2a_size", 1, L::degree, where, refusal).value_or(0));
+            if (a2a > 0) {
+                plan.cpComm = CpComm::A2aP2p;
+                plan.cpA2a = a2a;
+            } else {
+                r.assume(std::string(key) + " = a2a+p2p without its levels (hierarchical_context_parallel_sizes): costed as "
+                                            "the ring (p2p)");
+            }
+        } else if (refusal.empty())
             refusal = where + "/" + key + ": \"" + text(pl, key) + "\" is not a context-parallel exchange tessel costs (p2p, "
-                      "a2a, allgather)";
+                      "a2a, allgather, a2a+p2p)";
         break;
     }
     if (ulysses && plan.cp > 1 && !member(pl, "cp_comm_type") && !member(pl, "cp_comm")) {

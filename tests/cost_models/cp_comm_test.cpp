@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 namespace tessel {
 namespace {
@@ -81,6 +82,79 @@ TEST(CpComm, AllGatherRunsOneKernelOverTheRanksQueriesAndEveryKey) {
     // No ring: nothing for the overlap to hide under.
     EXPECT_EQ(b.ringStepsForwardSeconds, 0.0);
     EXPECT_EQ(b.ringDiagForwardSeconds, 0.0);
+}
+
+// a2a+p2p (Megatron-core's hierarchical CP): cp 8 as all-to-all groups of 4 and a ring of 2 across them. After the
+// all-to-all a rank holds 8192 x 4 / 8 = 4096 queries of 8 heads (2 key/value heads), which run the ring of 2 steps.
+TEST(CpComm, HierarchicalRunsTheRingAcrossTheAllToAllGroupsOnTheirHeads) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    Plan p = cpPlan(8, CpComm::A2aP2p);
+    p.cpA2a = 4;
+    EXPECT_EQ(p.cpHeadSplit(), 4);
+    EXPECT_EQ(p.cpRing(), 2);
+    const BlockCompute b = layerCompute(m, c, p, *findPrecisionRecipe("megatron"));
+    const OpCost* diag = findOp(b, "attention_core_flash");
+    const OpCost* ring = findOp(b, "attention_core_flash_ring");
+    ASSERT_NE(diag, nullptr);
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(diag->m, 4096);
+    EXPECT_EQ(diag->n, 4096);
+    EXPECT_EQ(diag->batch, 8);
+    EXPECT_EQ(diag->kvHeads, 2);
+    EXPECT_EQ(ring->n, 2048);
+    // The rank's causal share, as under any exchange.
+    EXPECT_DOUBLE_EQ(diag->flops + ring->flops, kernel_cost::flashAttentionFlops(1, 32, 1024, 8192, 128));
+    const OpCost* copies = findOp(b, "attention_a2a_copies");
+    ASSERT_NE(copies, nullptr);
+    EXPECT_DOUBLE_EQ(copies->bytes, 4.0 * 2 * (2.0 * 1024 * 4096 + 2.0 * 1024 * 1024));
+    EXPECT_GT(b.ringStepsForwardSeconds, 0.0);
+    // The all-to-alls over the 4 ranks of the first level, the ring's volume (K, V of 2 of 8 kv heads over the whole
+    // sequence) over the 2 ranks of the second.
+    const auto ops = cpOps(m, c, p);
+    ASSERT_EQ(ops.size(), 11u);
+    EXPECT_EQ(ops.at("cp_a2a_q").placement.size, 4);
+    EXPECT_DOUBLE_EQ(ops.at("cp_a2a_q").bytes, 2.0 * 1024 * 4096);
+    EXPECT_EQ(ops.at("cp_kv_exchange").placement.size, 2);
+    EXPECT_DOUBLE_EQ(ops.at("cp_kv_exchange").bytes, 2.0 * 8192 * 2 * 1024 / 4);
+    // The ring moves what the plain ring's step does: a times the tokens of 1/a of the heads.
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, p), ringStepBytes(m, cpPlan(8, CpComm::P2p)));
+}
+
+TEST(CpComm, HierarchicalLevelsAreChecked) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel();
+    auto where = [&](const Plan& p) {
+        ProblemList problems;
+        validatePlan(m, c, p, "/plan", problems);
+        std::set<std::string> out;
+        for (const Problem& pr : problems.items()) out.insert(pr.where);
+        return out;
+    };
+    Plan p = cpPlan(8, CpComm::A2aP2p);
+    p.dp = 1;
+    p.globalBatch = 1;
+    p.cpA2a = 4;
+    EXPECT_TRUE(where(p).empty());
+    for (int bad : {0, 1, 3, 8}) { // unset, a single rank, not a divisor, the whole group (no ring)
+        p.cpA2a = bad;
+        EXPECT_EQ(where(p), std::set<std::string>{"/plan/cp_a2a_size"}) << bad;
+    }
+    p.cpComm = CpComm::P2p; // only a2a+p2p has levels
+    p.cpA2a = 4;
+    EXPECT_EQ(where(p), std::set<std::string>{"/plan/cp_a2a_size"});
+    ModelConfig few = m;
+    few.kvHeads = 2; // 2 key/value heads cannot be split over 4 ranks
+    p.cpComm = CpComm::A2aP2p;
+    ProblemList problems;
+    validatePlan(few, c, p, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items().front().where, "/plan/cp_comm_type");
+    ProblemList read;
+    const Plan parsed = parsePlan(planToJson(p), "/plan", read);
+    EXPECT_TRUE(read.empty());
+    EXPECT_EQ(parsed.cpComm, CpComm::A2aP2p);
+    EXPECT_EQ(parsed.cpA2a, 4);
 }
 
 TEST(CpComm, EachExchangeMovesItsOwnTensors) {

@@ -455,7 +455,16 @@ TEST(ExportMegatron, DistributedOptimizerWithContextParallelNeedsZeroOverCp) {
     for (CpComm comm : {CpComm::A2a, CpComm::AllGather}) {
         s.plan.cpComm = comm;
         EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--cp-comm-type"), toString(comm));
+        EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--hierarchical-context-parallel-sizes"));
     }
+    // a2a+p2p with its levels: all-to-all groups of 2, a ring of 2 across them.
+    s.plan.dp = 4;
+    s.plan.cp = 4;
+    s.plan.cpComm = CpComm::A2aP2p;
+    s.plan.cpA2a = 2;
+    const auto h = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(h.at("--cp-comm-type"), "a2a+p2p");
+    EXPECT_EQ(h.at("--hierarchical-context-parallel-sizes"), "2 2");
 }
 
 TEST(ExportMegatron, CpuRecipeIsRefused) {

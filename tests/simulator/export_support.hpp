@@ -59,8 +59,13 @@ inline MegatronArgs parseMegatron(const std::string& text) {
             << "missing trailing backslash: " << line;
         std::istringstream words(line.substr(0, line.size() - 2));
         std::string flag, value, extra;
-        words >> flag >> value >> extra;
-        EXPECT_TRUE(extra.empty()) << "one flag and at most one value per line: " << line;
+        words >> flag >> value;
+        // One flag a line, one value (a list flag, nargs='+', its values space-separated).
+        const bool list = flag == "--hierarchical-context-parallel-sizes";
+        while (words >> extra) {
+            EXPECT_TRUE(list) << "one flag and at most one value per line: " << line;
+            value += " " + extra;
+        }
         EXPECT_EQ(a.values.count(flag), 0u) << "flag repeated: " << flag;
         a.flags.push_back(flag);
         a.values[flag] = value;

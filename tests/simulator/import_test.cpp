@@ -268,15 +268,27 @@ TEST(MegatronImport, EpOverlapIsThePlansMoeA2aOverlap) {
 // the hierarchical a2a+p2p is read as the ring and warned.
 TEST(MegatronImport, CpCommTypeIsThePlansExchange) {
     for (const auto& [logged, want] : std::vector<std::pair<std::string, std::string>>{
-             {"['a2a']", "a2a"}, {"allgather", "allgather"}, {"['p2p']", "p2p"}, {"['a2a+p2p']", ""}, {"['a2a', 'p2p']", ""}}) {
+             {"['a2a']", "a2a"}, {"allgather", "allgather"}, {"['p2p']", "p2p"}, {"['a2a+p2p']", ""}, {"['a2a', 'p2p']", ""},
+             {"['a2a+p2p'] with levels", "a2a+p2p"}}) {
         std::string log = smallLog();
         const std::string dp = "  data_parallel_size .............................. 2\n";
         log.replace(log.find(dp), dp.size(), "  data_parallel_size .............................. 1\n");
+        // a2a+p2p's levels need 4 CP ranks: pp 1 then keeps the world at 4.
+        const bool levels = logged.find("with levels") != std::string::npos;
+        const std::string type = levels ? "['a2a+p2p']" : logged;
+        if (levels) {
+            const std::string pp = "  pipeline_model_parallel_size .................... 2\n";
+            log.replace(log.find(pp), pp.size(), "  pipeline_model_parallel_size .................... 1\n");
+            const std::string last = "  decoder_last_pipeline_num_layers ................ 1\n";
+            log.replace(log.find(last), last.size(), "");
+        }
         log.insert(log.find("  tensor_model_parallel_size ...................... 1\n"),
-                   "  context_parallel_size ........................... 2\n"
-                   "  cp_comm_type .................................... " + logged + "\n");
+                   std::string("  context_parallel_size ........................... ") + (levels ? "4" : "2") + "\n" +
+                       (levels ? "  hierarchical_context_parallel_sizes ............. [2, 2]\n" : "") +
+                       "  cp_comm_type .................................... " + type + "\n");
         const ImportedRun run = importMegatronLog(parseMegatronLog(log, "cp.log"), cluster());
-        EXPECT_EQ(run.scenario["plan"]["cp"], 2) << logged;
+        EXPECT_EQ(run.scenario["plan"]["cp"], levels ? 4 : 2) << logged;
+        if (levels) EXPECT_EQ(run.scenario["plan"]["cp_a2a_size"], 2);
         if (want == "p2p") { // the default: the scenario's plan does not write it
             EXPECT_FALSE(run.scenario["plan"].contains("cp_comm_type")) << logged;
             expectNotWarned(run, "cp_comm_type");

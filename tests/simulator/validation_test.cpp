@@ -424,9 +424,15 @@ TEST(ValidationRecord, CpCommTypeIsReadAndAnUnknownOneRefusedAtItsField) {
         EXPECT_EQ(load(r).scenario.plan.cpComm, comm) << text;
     }
     r["plan"]["cp_comm_type"] = "a2a+p2p";
+    const ValidationCase levelless = load(r);
+    EXPECT_EQ(levelless.scenario.plan.cpComm, CpComm::P2p);
+    EXPECT_TRUE(mentions(levelless.assumptions, "a2a+p2p without its levels"));
+    r["plan"]["cp"] = 4;
+    r["plan"]["hierarchical_context_parallel_sizes"] = {2, 2};
     const ValidationCase hierarchical = load(r);
-    EXPECT_EQ(hierarchical.scenario.plan.cpComm, CpComm::P2p);
-    EXPECT_TRUE(mentions(hierarchical.assumptions, "a2a+p2p: its hierarchy"));
+    EXPECT_EQ(hierarchical.scenario.plan.cpComm, CpComm::A2aP2p);
+    EXPECT_EQ(hierarchical.scenario.plan.cpA2a, 2);
+    r["plan"].erase("hierarchical_context_parallel_sizes");
     r["plan"]["cp_comm_type"] = "tree";
     const std::string refusal = test::refusalOf(r);
     EXPECT_NE(refusal.find("/plan/cp_comm_type"), std::string::npos) << refusal;

@@ -29,8 +29,10 @@ enum class PipelineSplit { Even, Balanced, EndsAsLayers };
 // attn_forward_func_with_cp; FORMULAS.md §3.2, §5): P2p the ring, each rank's K and V passed around the CP group
 // step by step under the steps' attention; A2a DeepSpeed-Ulysses' all-to-all, which trades the sequence split for a
 // head split around attention (q, k, v in, the output back); AllGather K and V gathered whole before attention and
-// their gradients reduce-scattered after it (Llama 3, Dubey et al. 2024, §3.3.2).
-enum class CpComm { P2p, A2a, AllGather };
+// their gradients reduce-scattered after it (Llama 3, Dubey et al. 2024, §3.3.2); A2aP2p both, hierarchically: the
+// all-to-all over groups of cp_a2a_size consecutive CP ranks, the ring across those groups (Megatron-core's
+// --hierarchical-context-parallel-sizes).
+enum class CpComm { P2p, A2a, AllGather, A2aP2p };
 
 std::string toString(Recompute r);
 std::string toString(Schedule s);
@@ -123,6 +125,11 @@ struct Plan {
     int zeroStage = 0;                  // 0-3, over dp (or dp x cp with zeroOverCp)
     bool zeroOverCp = true;             // as Megatron-core and torchtitan shard with cp > 1
     CpComm cpComm = CpComm::P2p;        // context parallelism's exchange (cp_comm_type); p2p, the ring, by default
+    int cpA2a = 0;                      // a2a+p2p: ranks of each all-to-all group (cp_a2a_size); 0 otherwise
+    // The CP ranks each rank's heads are split over by an all-to-all, and the length of the K/V ring across them:
+    // a2a cp and 1, a2a+p2p cp_a2a_size and cp / cp_a2a_size, p2p 1 and cp (allgather 1 and cp: no ring, a gather).
+    int cpHeadSplit() const { return cpComm == CpComm::A2a ? cp : cpComm == CpComm::A2aP2p ? std::max(1, cpA2a) : 1; }
+    int cpRing() const { return cp / cpHeadSplit(); }
     // Hybrid sharding (HSDP): the ZeRO group (dp, or dp x cp) splits into this many replicas, each sharding the
     // model state over its own ranks (the group's fastest-varying ones); gradients are reduce-scattered inside a
     // replica and all-reduced across replicas. PyTorch FSDP HYBRID_SHARD, torchtitan data_parallel_replicate_degree,

@@ -82,6 +82,13 @@ RingExposure ringExposure(double diagForward, double stepsForward, double diagBa
 // One ring step's K and V (b s/cp 2 g d / t elements) sent to the next rank: over the inter-node link where the CP
 // group spans nodes (a ring over nodes has hops between them), else NVLink. ringStepBytes: those elements' bytes.
 double ringStepBytes(const ModelConfig& model, const Plan& plan);
+// The CP group's all-to-all and ring levels as rank 0's sit: under a2a+p2p the all-to-all over its first
+// cp_a2a_size ranks (the fastest-varying, Megatron-core's first hierarchical size) and the ring over the ranks that
+// far apart; otherwise the whole group for both.
+struct CpLevels {
+    GroupPlacement a2a, ring;
+};
+CpLevels cpLevels(const Plan& plan, const ClusterConfig& cluster);
 double ringStepTransferSeconds(double stepBytes, const ClusterConfig& cluster, const GroupPlacement& cpGroup);
 // What one pipeline transfer of a micro-batch's hidden state moves: the bytes over the stage pair and, with the
 // scatter-gather optimization (pipelineScatterGatherOf), the full tensor the receiving stage all-gathers over its
