@@ -242,8 +242,12 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                 const int dp = static_cast<int>(s.gpus / prod);
                 if (!s.dpFilter.empty() && !std::binary_search(s.dpFilter.begin(), s.dpFilter.end(), dp)) continue;
                 const std::vector<int> eps = !s.ep.empty() ? s.ep : (model.moe ? divisorsOf(dp) : std::vector<int>{1});
-                // Context parallelism's exchange is a choice only where there is context parallelism.
-                const std::vector<CpComm> comms = cp > 1 ? s.cpComms : std::vector<CpComm>{CpComm::P2p};
+                // Context parallelism's exchange is a choice only where there is context parallelism, and only for a
+                // (tp, cp) that some plan can use: tp dividing the heads and the MLP, 2 x cp the sequence. Elsewhere
+                // every plan is rejected whatever the exchange, so the ring stands for them once (docs/search.md).
+                const bool shapeRuns = model.heads % tp == 0 && model.kvHeads % tp == 0 && model.ffnHidden % tp == 0 &&
+                                       model.seqLen % (2 * int64_t{cp}) == 0;
+                const std::vector<CpComm> comms = cp > 1 && shapeRuns ? s.cpComms : std::vector<CpComm>{CpComm::P2p};
                 for (CpComm comm : comms)
                 for (int ep : eps) {
                     WorkItem it{tp, pp, cp, dp, ep, 0};

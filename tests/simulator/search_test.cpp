@@ -92,8 +92,13 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                 if (fixed.count("dp") && fixed["dp"] != dp) continue;
                 // MoE: the experts over tp with EP inside dp, and (tp > 1) folded: whole experts, EP over
                 // tp x cp x dp, SP on (docs/search.md).
-                // Context parallelism's exchange: the ring, the all-to-all and the gather where cp > 1.
-                for (CpComm comm : cp > 1 ? std::vector<CpComm>{CpComm::P2p, CpComm::A2a, CpComm::AllGather} : std::vector<CpComm>{CpComm::P2p})
+                // Context parallelism's exchange: the ring, the all-to-all and the gather where cp > 1 and tp divides the
+                // heads and the MLP and 2 x cp the sequence (elsewhere every plan is rejected whatever the exchange,
+                // and the ring stands for them).
+                const bool shapeRuns = model.heads % tp == 0 && model.kvHeads % tp == 0 && model.ffnHidden % tp == 0 &&
+                                       model.seqLen % (2 * cp) == 0;
+                for (CpComm comm : cp > 1 && shapeRuns ? std::vector<CpComm>{CpComm::P2p, CpComm::A2a, CpComm::AllGather}
+                                                       : std::vector<CpComm>{CpComm::P2p})
                 for (int etp : model.moe && tp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0})
                 for (int ep : pick("ep", !model.moe ? std::vector<int>{1} : etp ? divisors(tp * cp * dp) : divisors(dp)))
                     for (int mb : pick("micro_batch", globalBatch % dp == 0 ? divisors(globalBatch / dp) : std::vector<int>{1}))
