@@ -70,6 +70,17 @@ bool readCluster(Reading& r) {
                   (gpu.note.empty() ? "" : " (" + gpu.note + ")");
         return false;
     }
+    // GPUs that talk over PCIe inside the node, at most with NVLink bridges between pairs, are the PCIe cards (no
+    // NVSwitch, a lower power limit), whatever the GPU field leaves unsaid; every built-in part is an NVLink one (SXM,
+    // NVL72). A link that names NVSwitch or NVLink other than bridges (PCIe then being the host's), or a GPU named
+    // SXM, is read as before.
+    const std::string intra = lower(text(sys, "intra_node_link")), gpuName = lower(text(sys, "gpu"));
+    const bool nvlinkFabric = contains(intra, "nvswitch") || (contains(intra, "nvlink") && !contains(intra, "bridge"));
+    if (contains(intra, "pcie") && !nvlinkFabric && !contains(gpuName, "sxm")) {
+        refusal = ptr + "/system/intra_node_link: \"" + text(sys, "intra_node_link") + "\" puts the GPUs on PCIe inside the "
+                  "node: the PCIe card, which tessel has no figures for (its presets are NVLink parts: SXM, NVL72)";
+        return false;
+    }
     if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;

@@ -411,6 +411,26 @@ TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
     EXPECT_TRUE(mentions(stated.assumptions, "DeepSpeed-Ulysses over cp = 2 ranks: its all-to-all"));
 }
 
+// GPUs on PCIe inside the node (at most bridged in pairs) are the PCIe card, which tessel has no figures for: refused at
+// the link, not read as the NVSwitch part the GPU's name alone would give.
+TEST(ValidationRecord, APcieIntraNodeLinkIsThePcieCardRefused) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "A100 80GB";
+    for (const char* link : {"PCIe Gen4", "PCIe 4.0 x16, NVLink bridges between pairs"}) {
+        r["system"]["intra_node_link"] = link;
+        const std::string refusal = test::refusalOf(r);
+        EXPECT_NE(refusal.find("/system/intra_node_link"), std::string::npos) << link << ": " << refusal;
+    }
+    // NVLink or NVSwitch inside the node (PCIe then being the host's link), or an SXM part, is read as before.
+    for (const char* link : {"NVLink + NVSwitch, PCIe Gen4 to the CPUs", "NVLink 3, PCIe Gen4 host"}) {
+        r["system"]["intra_node_link"] = link;
+        EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g") << link;
+    }
+    r["system"]["gpu"] = "A100-SXM4-80GB";
+    r["system"]["intra_node_link"] = "PCIe Gen4";
+    EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
+}
+
 TEST(ValidationRecord, CpCommTypeIsReadAndAnUnknownOneRefusedAtItsField) {
     nlohmann::json r = record();
     r["plan"]["tp"] = 1;
