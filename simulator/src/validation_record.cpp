@@ -148,8 +148,25 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         c.assumptions.push_back("kv_heads not stated: multi-head attention (kv_heads = heads)");
     }
     if (auto hd = count(m, "head_dim", 1, L::heads, where, refusal)) model.headDim = *hd;
-    if (auto ffn = count(m, "ffn_hidden", 1, L::ffnHidden, where, refusal)) {
+    // The MLP's width under the names configs use (Megatron-LM ffn_hidden_size, HuggingFace intermediate_size).
+    std::optional<int64_t> ffn;
+    for (const char* key : {"ffn_hidden", "ffn_hidden_size", "intermediate_size", "ffn_dim"})
+        if (!ffn && member(m, key)) ffn = count(m, key, 1, L::ffnHidden, where, refusal);
+    const std::optional<double> multiplier = member(m, "ffn_dim_multiplier") ? number(m, "ffn_dim_multiplier") : number(m, "ffn_multiplier");
+    const std::optional<int64_t> multipleOf = integer(m, "multiple_of");
+    if (ffn) {
         model.ffnHidden = *ffn;
+    } else if (model.activation == Activation::Swiglu || multiplier || multipleOf) {
+        // LLaMA's rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
+        // ffn_dim_multiplier where given, rounded up to multiple_of (256 in Llama 1 and 2); Llama 3 8B (4096, 1.3,
+        // 1024) gives 14336, Llama 2 7B (4096, none, 256) 11008.
+        const int64_t of = multipleOf && *multipleOf > 0 ? *multipleOf : 256;
+        int64_t width = static_cast<int64_t>(2.0 * 4.0 * static_cast<double>(model.hidden) / 3.0);
+        if (multiplier && *multiplier > 0.0) width = static_cast<int64_t>(*multiplier * static_cast<double>(width));
+        model.ffnHidden = std::min<int64_t>((width + of - 1) / of * of, L::ffnHidden);
+        c.assumptions.push_back("ffn_hidden not stated: LLaMA's SwiGLU width, 2/3 of 4 x hidden" +
+                                std::string(multiplier ? " x ffn_dim_multiplier" : "") + " rounded up to a multiple of " +
+                                std::to_string(of) + ": " + std::to_string(model.ffnHidden));
     } else {
         model.ffnHidden = 4 * model.hidden;
         c.assumptions.push_back("ffn_hidden not stated: 4 x hidden");

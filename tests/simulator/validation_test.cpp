@@ -431,6 +431,29 @@ TEST(ValidationRecord, APcieIntraNodeLinkIsThePcieCardRefused) {
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }
 
+// The MLP's width: under the names configs use, and where unstated LLaMA's rule for SwiGLU models (2/3 of 4 h, times
+// ffn_dim_multiplier, rounded up to multiple_of), 4 h for the others.
+TEST(ValidationRecord, FfnWidthUnderItsNamesAndLlamasRule) {
+    nlohmann::json r = record(); // hidden 4096, a GPT-style model
+    r["model"].erase("ffn_hidden");
+    EXPECT_EQ(load(r).scenario.model.ffnHidden, 4 * 4096);
+    r["model"]["intermediate_size"] = 11008;
+    EXPECT_EQ(load(r).scenario.model.ffnHidden, 11008);
+    r["model"].erase("intermediate_size");
+    r["model"]["ffn_dim_multiplier"] = 1.3; // Llama 3 8B
+    r["model"]["multiple_of"] = 1024;
+    const ValidationCase llama3 = load(r);
+    EXPECT_EQ(llama3.scenario.model.ffnHidden, 14336);
+    EXPECT_TRUE(mentions(llama3.assumptions, "LLaMA's SwiGLU width"));
+    r["model"].erase("ffn_dim_multiplier");
+    r["model"]["multiple_of"] = 256; // Llama 2 7B
+    EXPECT_EQ(load(r).scenario.model.ffnHidden, 11008);
+    r["model"]["hidden"] = 8192; // Llama 2 70B's rule gives 28672 with its multiplier 1.3 and multiple_of 4096
+    r["model"]["ffn_dim_multiplier"] = 1.3;
+    r["model"]["multiple_of"] = 4096;
+    EXPECT_EQ(load(r).scenario.model.ffnHidden, 28672);
+}
+
 TEST(ValidationRecord, CpCommTypeIsReadAndAnUnknownOneRefusedAtItsField) {
     nlohmann::json r = record();
     r["plan"]["tp"] = 1;
