@@ -159,7 +159,7 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
     fix_ = new QLineEdit(searchBox);
     fix_->setPlaceholderText(QStringLiteral("fix: tp=8, schedule=1f1b"));
     fix_->setToolTip(QStringLiteral("Pin plan fields (as tessel search --fix): tp, pp, dp, cp, ep, vpp, micro_batch, "
-                                    "zero_stage, recompute, schedule, sp, rank_order"));
+                                    "zero_stage, recompute, schedule, sp, cp_comm_type, rank_order"));
     sg->addWidget(new QLabel(QStringLiteral("fix")), 1, 0);
     sg->addWidget(fix_, 1, 1, 1, 3);
     searchButton_ = new QPushButton(QStringLiteral("Search"), searchBox);
