@@ -111,8 +111,23 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "
             << gib(p.memory.hostBytesPerNode()) << " of " << gib(p.memory.hostCapacityBytes) << " GiB host memory per node: "
             << (p.memory.hostBytesPerNode() <= p.memory.hostCapacityBytes ? "fits" : "HOST OUT OF MEMORY") << "\n";
+    const auto memoryBand = sim::memoryBandFor(pl);
+    const sim::MemoryVerdict verdict = sim::memoryVerdict(p.memory.peakBytes, p.memory.capacityBytes, memoryBand);
     out << "  peak " << gib(p.memory.peakBytes) << " GiB on stage " << p.memory.peakStage << " of "
-        << gib(p.memory.capacityBytes) << " GiB: " << (p.memory.fits ? "FITS" : "OUT OF MEMORY") << "\n\n";
+        << gib(p.memory.capacityBytes) << " GiB: "
+        << (verdict == sim::MemoryVerdict::OutOfMemory ? "OUT OF MEMORY"
+            : verdict == sim::MemoryVerdict::MayNotFit ? "MAY NOT FIT (fits as predicted, not at the band's upper end)"
+                                                         : "FITS")
+        << "\n";
+    if (memoryBand) {
+        const sim::PeakRange range = sim::peakRangeWithin(p.memory.peakBytes, *memoryBand);
+        out << "  trust: on " << memoryBand->records << " published " << sim::memoryBandRunsText(*memoryBand, pl)
+            << ", tessel's peak was off by " << fixed(100.0 * memoryBand->medianAbsError, 1)
+            << "% at the median (90% within " << fixed(100.0 * memoryBand->p90AbsError, 1) << "%, mean "
+            << (memoryBand->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * memoryBand->meanSignedError, 1)
+            << "%): peak " << gib(range.lowBytes) << "-" << gib(range.highBytes) << " GiB (tessel validate)\n";
+    }
+    out << "\n";
 
     out << "Compute per transformer layer, one micro-batch, one rank\n";
     Table ops({"op", "m x n x k", "GFLOP", "MB", "forward ms"});
@@ -213,6 +228,20 @@ std::function<int()> addPredictCommand(CLI::App& app) {
                                            {"p90_abs_error", band->p90AbsError},
                                            {"mean_signed_error", band->meanSignedError}};
             if (s.model.moe) j["time"]["error_band_note"] = kMoeUnvalidated;
+            // The peak with its validated band and the verdict at the band's upper end ("fits" stays the verdict
+            // on the predicted peak alone).
+            const auto memoryBand = sim::memoryBandFor(s.plan);
+            j["memory"]["verdict"] = sim::toString(sim::memoryVerdict(p.memory.peakBytes, p.memory.capacityBytes, memoryBand));
+            if (memoryBand) {
+                const sim::PeakRange range = sim::peakRangeWithin(p.memory.peakBytes, *memoryBand);
+                j["memory"]["error_band"] = {{"kind", memoryBand->kind},
+                                             {"records", memoryBand->records},
+                                             {"median_abs_error", memoryBand->medianAbsError},
+                                             {"p90_abs_error", memoryBand->p90AbsError},
+                                             {"mean_signed_error", memoryBand->meanSignedError},
+                                             {"peak_low_bytes", range.lowBytes},
+                                             {"peak_high_bytes", range.highBytes}};
+            }
             std::cout << j.dump(2) << "\n";
         } else {
             printHuman(s, p, simulation, std::cout);

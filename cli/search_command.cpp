@@ -114,6 +114,7 @@ nlohmann::json resultToJson(const Scenario& s, const sim::SearchSpace& space, co
                        {"why", t.why},
                        {"error_band", {{"kind", t.errorBandKind}, {"median_abs_error", t.errorBand}}},
                        {"tie_with_best", t.tiedWithBest},
+                       {"memory_at_risk", t.memoryAtRisk},
                        {"gpus", t.plan.worldSize()},
                        {"idle_gpus", t.idleGpus},
                        {"global_batch", t.plan.globalBatch},
@@ -151,7 +152,7 @@ std::string csvQuote(const std::string& s) {
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
            "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
-           "offload,frameworks,zero_replicas,recompute_layers,etp,cp_comm_type,why\n";
+           "offload,frameworks,zero_replicas,recompute_layers,etp,cp_comm_type,memory_at_risk,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -165,7 +166,8 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
         for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
         out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
             << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << p.recomputeLayers << ","
-            << p.expertTp() << "," << toString(p.cpComm) << "," << csvQuote(t.why) << "\n";
+            << p.expertTp() << "," << toString(p.cpComm) << "," << (t.memoryAtRisk ? "true" : "false") << ","
+            << csvQuote(t.why) << "\n";
     }
 }
 
@@ -220,7 +222,7 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
             row.push_back(cell);
         if (offloads) row.push_back(offloadString(p));
         for (const std::string& cell :
-             {gib(t.peakBytes, 1), fixed(t.metrics.stepSeconds, 3), t.errorBandKind.empty() ? std::string("-") : fixed(100.0 * t.errorBand, 1),
+             {gib(t.peakBytes, 1) + (t.memoryAtRisk ? "!" : ""), fixed(t.metrics.stepSeconds, 3), t.errorBandKind.empty() ? std::string("-") : fixed(100.0 * t.errorBand, 1),
               fixed(t.metrics.bubbleFraction * 100.0, 1), fixed(t.metrics.mfu * 100.0, 1), fixed(t.metrics.tokensPerSecond, 0)})
             row.push_back(cell);
         if (dollars) row.push_back(fixed(t.tokensPerDollar, 0));
@@ -260,6 +262,11 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
             << " (tessel validate); #N= marks a plan inside #1's band"
             << (oneKind ? "" : " or its own, the wider") << ", which the model cannot tell apart\n";
     }
+    bool atRisk = false;
+    for (const auto& t : r.top) atRisk = atRisk || t.memoryAtRisk;
+    if (atRisk)
+        out << "peak GiB!: fits, but published runs of the plan's framework family were off by more than its headroom "
+               "at the median (tessel validate): it may not fit\n";
     out << "\n" << (r.cancelled ? "cancelled after considering " : "considered ") << withCommas(r.considered)
         << " plans, feasible " << withCommas(r.feasible) << ", simulated " << withCommas(r.simulated);
     uint64_t rejected = 0;

@@ -2,6 +2,7 @@
 #include "core/compare_model.hpp"
 
 #include "core/format.hpp"
+#include "tessel/sim/error_band.hpp"
 
 #include <QBrush>
 #include <QColor>
@@ -54,7 +55,12 @@ void CompareModel::setPlans(const std::optional<PinnedPlan>& a, const std::optio
     number(QStringLiteral("headroom (min)"), false,
            [](const PinnedPlan& p) { return p.memory.capacityBytes - p.memory.peakBytes; }, gib);
     text(QStringLiteral("fits"), [](const PinnedPlan& p) {
-        return p.memory.fits ? QStringLiteral("yes") : QStringLiteral("no (OOM on stage %1)").arg(p.memory.peakStage);
+        if (!p.memory.fits) return QStringLiteral("no (OOM on stage %1)").arg(p.memory.peakStage);
+        // Fits as predicted; the validated peak band (tessel validate) may still reach past the GPU's memory.
+        return sim::memoryVerdict(p.memory.peakBytes, p.memory.capacityBytes, sim::memoryBandFor(p.plan)) ==
+                       sim::MemoryVerdict::MayNotFit
+                   ? QStringLiteral("may not fit (the validated peak band reaches past the GPU's memory)")
+                   : QStringLiteral("yes");
     });
     // The bottleneck stage's breakdown, the parts that explain a step-time change.
     number(QStringLiteral("compute"), true, [](const PinnedPlan& p) { return p.metrics.breakdown.computeSeconds; }, seconds);

@@ -85,7 +85,11 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     const Plan& p = r.plan;
     const bool fits = capacityBytes_ <= 0.0 || r.peakBytes <= capacityBytes_;
     if (role == FitsRole) return fits;
-    if (role == Qt::ToolTipRole) return QString::fromStdString(r.why);
+    if (role == Qt::ToolTipRole)
+        return QString::fromStdString((r.memoryAtRisk && index.column() == PeakGiB
+                                           ? "may not fit: published runs of this framework family had peaks off by more "
+                                             "than this plan's headroom at the median (tessel validate); "
+                                           : "") + r.why);
     if (role == Qt::TextAlignmentRole) {
         const int c = index.column();
         const bool words = c == Recompute || c == Schedule || c == RankOrder || c == SequenceParallel || c == Offload || c == Frameworks;
@@ -125,7 +129,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
         return QString::fromStdString(display ? recomputeString(p) : toString(p.recompute));
     case SequenceParallel: return p.sequenceParallel ? QStringLiteral("on") : QStringLiteral("off");
     case Schedule: return QString::fromStdString(toString(p.schedule));
-    case PeakGiB: return number(toGiB(r.peakBytes), QString::number(toGiB(r.peakBytes), 'f', 1));
+    case PeakGiB: // "!" marks a peak that fits but not at the validated band's upper end
+        return number(toGiB(r.peakBytes), QString::number(toGiB(r.peakBytes), 'f', 1) + (r.memoryAtRisk ? QStringLiteral("!") : QString()));
     case StepSeconds: return number(r.metrics.stepSeconds, secondsText(r.metrics.stepSeconds));
     case Bubble: return number(r.metrics.bubbleFraction * 100.0, percentText(r.metrics.bubbleFraction));
     case Mfu: return number(r.metrics.mfu * 100.0, percentText(r.metrics.mfu));

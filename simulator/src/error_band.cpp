@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -82,6 +83,20 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
     if (!contextParallel.empty()) out.kinds.push_back(bandOf(kContextParallelKind, contextParallel));
     for (const auto& f : families) out.kinds.push_back(bandOf(f, byFamily[f]));
     out.overall = bandOf(kOverallKind, all);
+
+    std::map<std::string, std::vector<double>> memoryByKind;
+    std::vector<std::string> memoryOrder;
+    std::vector<double> memoryAll;
+    for (size_t i = 0; i < report.results.size() && i < records.size(); ++i) {
+        const CaseResult& r = report.results[i];
+        if (!r.memoryError || !records[i].validationCase) continue;
+        const std::string kind = memoryKind(records[i].validationCase->scenario.plan);
+        if (!memoryByKind.count(kind)) memoryOrder.push_back(kind);
+        memoryByKind[kind].push_back(*r.memoryError);
+        memoryAll.push_back(*r.memoryError);
+    }
+    for (const auto& k : memoryOrder) out.memoryKinds.push_back(bandOf(k, memoryByKind[k]));
+    out.memoryOverall = bandOf(kOverallKind, memoryAll);
     return out;
 }
 
@@ -97,13 +112,16 @@ nlohmann::json toJson(const ErrorBands& bands) {
                               {"p90_abs_error", b.p90AbsError},
                               {"mean_signed_error", b.meanSignedError}};
     };
-    nlohmann::json kinds = nlohmann::json::array();
+    nlohmann::json kinds = nlohmann::json::array(), memoryKinds = nlohmann::json::array();
     for (const auto& k : bands.kinds) kinds.push_back(one(k));
+    for (const auto& k : bands.memoryKinds) memoryKinds.push_back(one(k));
     return {{"schema_version", 1},
             {"generated_by", "tessel validate --write-bands"},
             {"source", bands.source},
             {"kinds", kinds},
-            {"overall", one(bands.overall)}};
+            {"overall", one(bands.overall)},
+            {"memory_kinds", memoryKinds},
+            {"memory_overall", one(bands.memoryOverall)}};
 }
 
 ErrorBands parseErrorBands(const nlohmann::json& doc, const std::string& pointer) {
@@ -125,13 +143,19 @@ ErrorBands parseErrorBands(const nlohmann::json& doc, const std::string& pointer
         r.requireInt("schema_version", 1, 1);
         r.optString("generated_by", "");
         out.source = r.optString("source", "");
-        if (const auto* k = r.child("kinds")) {
-            if (!k->is_array()) problems.add(r.pointer("kinds"), "expected an array");
-            else
-                for (size_t i = 0; i < k->size(); ++i) out.kinds.push_back(band((*k)[i], r.pointer("kinds") + "/" + std::to_string(i)));
-        }
+        auto bandList = [&](const char* key, std::vector<ErrorBand>& into) {
+            if (const auto* k = r.child(key)) {
+                if (!k->is_array()) problems.add(r.pointer(key), "expected an array");
+                else
+                    for (size_t i = 0; i < k->size(); ++i) into.push_back(band((*k)[i], r.pointer(key) + "/" + std::to_string(i)));
+            }
+        };
+        bandList("kinds", out.kinds);
         if (const auto* o = r.child("overall")) out.overall = band(*o, r.pointer("overall"));
         else problems.add(r.pointer("overall"), "required field is missing");
+        // Memory bands are optional: a file written before them has none, and predictions then show none.
+        bandList("memory_kinds", out.memoryKinds);
+        if (const auto* o = r.child("memory_overall")) out.memoryOverall = band(*o, r.pointer("memory_overall"));
         r.finish();
     }
     problems.throwIfAny();
@@ -191,6 +215,43 @@ std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& 
 
 bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& band) {
     return stepSeconds <= bestStepSeconds * (1.0 + band.medianAbsError);
+}
+
+std::string memoryKind(const Plan& plan) { return frameworkFamily(plan.framework, plan.pp); }
+
+std::optional<ErrorBand> memoryBandFor(const Plan& plan, int minRecords) {
+    const ErrorBands& bands = shippedErrorBands();
+    if (bands.memoryOverall.records == 0) return std::nullopt;
+    const std::string kind = memoryKind(plan);
+    for (const auto& b : bands.memoryKinds)
+        if (b.kind == kind && b.records >= minRecords) return b;
+    return bands.memoryOverall;
+}
+
+PeakRange peakRangeWithin(double predictedPeakBytes, const ErrorBand& band) {
+    const double e = band.medianAbsError;
+    return {predictedPeakBytes / (1.0 + e),
+            e < 1.0 ? predictedPeakBytes / (1.0 - e) : std::numeric_limits<double>::infinity()};
+}
+
+MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band) {
+    if (predictedPeakBytes > capacityBytes) return MemoryVerdict::OutOfMemory;
+    if (band && peakRangeWithin(predictedPeakBytes, *band).highBytes > capacityBytes) return MemoryVerdict::MayNotFit;
+    return MemoryVerdict::Fits;
+}
+
+std::string memoryBandRunsText(const ErrorBand& band, const Plan& plan) {
+    return band.kind == kOverallKind ? "runs with a measured peak, of every framework (none " + memoryKind(plan) + ")"
+                                     : band.kind + " runs with a measured peak";
+}
+
+const char* toString(MemoryVerdict v) {
+    switch (v) {
+    case MemoryVerdict::Fits: return "fits";
+    case MemoryVerdict::MayNotFit: return "may_not_fit";
+    case MemoryVerdict::OutOfMemory: return "out_of_memory";
+    }
+    return "fits";
 }
 
 } // namespace tessel::sim

@@ -356,6 +356,8 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         result.top.empty() ? std::nullopt : errorBandFor(p.cluster, result.top.front().plan);
     for (size_t i = 0; i < result.top.size(); ++i) {
         RankedPlan& r = result.top[i];
+        r.memoryAtRisk = memoryVerdict(r.peakBytes, static_cast<double>(p.cluster.gpu.memoryBytes), memoryBandFor(r.plan)) ==
+                         MemoryVerdict::MayNotFit;
         if (const auto validated = errorBandFor(p.cluster, r.plan)) {
             r.errorBandKind = validated->kind;
             r.errorBand = validated->medianAbsError;

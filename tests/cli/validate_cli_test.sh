@@ -186,6 +186,10 @@ check "predict shows the trust band" "$(contains "$tmp/p" 'trust: on .* publishe
 "$TESSEL" predict --json >"$tmp/p.json" 2>&1
 python3 -c "
 import json; t=json.load(open('$tmp/p.json'))['time']; assert t['error_band']['kind']=='A100 / Megatron-style'" ; check "predict JSON has the band" $?
+check "predict shows the peak's band" "$(contains "$tmp/p" 'trust: on .* published runs with a measured peak, of every framework (none Megatron-style)')"
+python3 -c "
+import json; m=json.load(open('$tmp/p.json'))['memory']
+assert m['verdict'] in ('fits','may_not_fit') and m['fits'] and m['error_band']['peak_low_bytes'] < m['peak_bytes'] < m['error_band']['peak_high_bytes']" ; check "predict JSON has the peak's band and verdict" $?
 check "a dense plan's band carries no MoE caveat" "$(python3 -c "
 import json,sys; t=json.load(open('$tmp/p.json'))['time']; sys.exit('error_band_note' in t)"; echo $?)"
 # A mixture-of-experts plan is shown the band with the caveat that no MoE run is in it.

@@ -47,6 +47,20 @@ private slots:
         QVERIFY(!model.data(model.index(model.rowCount(), 0)).isValid());
     }
 
+    void aPeakAtRiskIsMarkedAndSaysWhy() {
+        // A plan whose peak fits but not at the validated peak band's upper end: "!" on the peak, the reason in its
+        // tooltip, and the number alone for sorting and filtering.
+        std::vector<sim::RankedPlan> plans(smallSearchResult().top.begin(), smallSearchResult().top.begin() + 1);
+        plans[0].memoryAtRisk = true;
+        PlanTableModel model;
+        model.setPlans(plans, 80e9);
+        const QModelIndex peak = model.index(0, PlanTableModel::PeakGiB);
+        QVERIFY(model.data(peak, Qt::DisplayRole).toString().endsWith(QStringLiteral("!")));
+        QCOMPARE(model.data(peak, PlanTableModel::SortRole).toDouble(), plans[0].peakBytes / (1024.0 * 1024.0 * 1024.0));
+        QVERIFY(model.data(peak, Qt::ToolTipRole).toString().startsWith(QStringLiteral("may not fit")));
+        QCOMPARE(model.data(model.index(0, 0), Qt::ToolTipRole).toString(), QString::fromStdString(plans[0].why));
+    }
+
     void proxyPassesTheTesterWhileFilteringAndSorting() {
         PlanTableModel model;
         PlanFilterProxy proxy;

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace tessel::sim {
 namespace {
@@ -94,6 +96,90 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
 }
 
+TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
+    // Peaks are banded per framework family (not per GPU) over the records that state one; step-only records
+    // stay out of them.
+    std::vector<LoadedRecord> records;
+    ValidationReport report;
+    auto add = [&](const char* gpu, const char* framework, int pp, std::optional<double> memoryErr) {
+        LoadedRecord r;
+        ValidationCase c;
+        c.scenario.cluster.gpu.name = gpu;
+        c.scenario.plan.framework.name = framework;
+        c.scenario.plan.pp = pp;
+        r.validationCase = c;
+        records.push_back(r);
+        CaseResult res;
+        res.predicted = true;
+        res.stepError = 0.01;
+        res.memoryError = memoryErr;
+        report.results.push_back(res);
+    };
+    add("NVIDIA A100-SXM4-80GB", "deepspeed", 12, -0.20);
+    add("NVIDIA A100-SXM4-80GB", "deepspeed", 6, -0.26);
+    add("NVIDIA A100-SXM4-80GB", "deepspeed", 12, -0.24);
+    add("NVIDIA H100 80GB HBM3", "torchtitan", 1, -0.02);
+    add("NVIDIA A100-SXM4-40GB", "fsdp", 1, 0.04);
+    add("NVIDIA A100-SXM4-40GB", "megatron", 1, std::nullopt);
+    const ErrorBands b = computeErrorBands(records, report, "test");
+    ASSERT_EQ(b.memoryKinds.size(), 2u);
+    EXPECT_EQ(b.memoryKinds[0].kind, "DeepSpeed pipeline");
+    EXPECT_EQ(b.memoryKinds[0].records, 3);
+    EXPECT_DOUBLE_EQ(b.memoryKinds[0].medianAbsError, 0.24);
+    EXPECT_DOUBLE_EQ(b.memoryKinds[0].p90AbsError, 0.26);
+    EXPECT_NEAR(b.memoryKinds[0].meanSignedError, -0.70 / 3.0, 1e-12);
+    EXPECT_EQ(b.memoryKinds[1].kind, "sharded data parallel"); // an H100 torchtitan and an A100 FSDP peak together
+    EXPECT_EQ(b.memoryKinds[1].records, 2);
+    EXPECT_DOUBLE_EQ(b.memoryKinds[1].medianAbsError, 0.03);
+    EXPECT_EQ(b.memoryOverall.records, 5);
+    EXPECT_DOUBLE_EQ(b.memoryOverall.medianAbsError, 0.20);
+    EXPECT_EQ(b.overall.records, 6); // the step bands keep every record
+    // Round trip; a file written before memory bands (no memory keys) reads with none, and a broken one names
+    // the field.
+    const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
+    ASSERT_EQ(back.memoryKinds.size(), 2u);
+    EXPECT_DOUBLE_EQ(back.memoryKinds[0].medianAbsError, 0.24);
+    EXPECT_EQ(back.memoryOverall.records, 5);
+    nlohmann::json old = toJson(b);
+    old.erase("memory_kinds");
+    old.erase("memory_overall");
+    const ErrorBands before = parseErrorBands(old, "bands.json#");
+    EXPECT_TRUE(before.memoryKinds.empty());
+    EXPECT_EQ(before.memoryOverall.records, 0);
+    nlohmann::json bad = toJson(b);
+    bad["memory_kinds"][1]["records"] = -3;
+    try {
+        parseErrorBands(bad, "bands.json#");
+        FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "bands.json#/memory_kinds/1/records");
+    }
+    // The range a measured peak could have been at the band's median (|p - m| / m = 0.24): 60 GiB predicted is
+    // 60 / 1.24 = 48.4 .. 60 / 0.76 = 78.9 GiB; an 80 GiB GPU holds it, a 75 GiB one may not.
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    const PeakRange r = peakRangeWithin(60.0 * GiB, b.memoryKinds[0]);
+    EXPECT_NEAR(r.lowBytes / GiB, 60.0 / 1.24, 1e-9);
+    EXPECT_NEAR(r.highBytes / GiB, 60.0 / 0.76, 1e-9);
+    EXPECT_EQ(memoryVerdict(60.0 * GiB, 80.0 * GiB, b.memoryKinds[0]), MemoryVerdict::Fits);
+    EXPECT_EQ(memoryVerdict(60.0 * GiB, 75.0 * GiB, b.memoryKinds[0]), MemoryVerdict::MayNotFit);
+    EXPECT_EQ(memoryVerdict(76.0 * GiB, 75.0 * GiB, b.memoryKinds[0]), MemoryVerdict::OutOfMemory);
+    EXPECT_EQ(memoryVerdict(74.0 * GiB, 75.0 * GiB, std::nullopt), MemoryVerdict::Fits); // no band: the peak alone
+    EXPECT_STREQ(toString(MemoryVerdict::MayNotFit), "may_not_fit");
+    ErrorBand whole = b.memoryKinds[0];
+    whole.medianAbsError = 1.0;
+    EXPECT_TRUE(std::isinf(peakRangeWithin(GiB, whole).highBytes));
+    // The kind is the framework family.
+    Plan pipeline;
+    pipeline.framework.name = "deepspeed";
+    pipeline.pp = 4;
+    EXPECT_EQ(memoryKind(pipeline), "DeepSpeed pipeline");
+    EXPECT_EQ(memoryBandRunsText(b.memoryKinds[0], pipeline), "DeepSpeed pipeline runs with a measured peak");
+    Plan megatron;
+    megatron.framework.name = "megatron";
+    EXPECT_EQ(memoryBandRunsText(b.memoryOverall, megatron),
+              "runs with a measured peak, of every framework (none Megatron-style)");
+}
+
 // The record predicted with the share fitted on it alone.
 std::vector<LoadedRecord> withOwnFit(LoadedRecord r) {
     const double f = fitSustainedTensorFraction({r}).fraction;
@@ -115,14 +201,36 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     }
     const ErrorBands now = computeErrorBands(records, validateRecords(records), "x");
     const ErrorBands& shipped = shippedErrorBands();
-    ASSERT_EQ(shipped.kinds.size(), now.kinds.size());
-    for (size_t i = 0; i < now.kinds.size(); ++i) {
-        EXPECT_EQ(shipped.kinds[i].kind, now.kinds[i].kind);
-        EXPECT_EQ(shipped.kinds[i].records, now.kinds[i].records);
-        EXPECT_NEAR(shipped.kinds[i].medianAbsError, now.kinds[i].medianAbsError, 1e-9) << now.kinds[i].kind;
-        EXPECT_NEAR(shipped.kinds[i].p90AbsError, now.kinds[i].p90AbsError, 1e-9) << now.kinds[i].kind;
-    }
-    EXPECT_NEAR(shipped.overall.medianAbsError, now.overall.medianAbsError, 1e-9);
+    // The step bands and the peak bands alike: the same kinds in the same order, the same figures.
+    auto sameBands = [](const std::vector<ErrorBand>& shippedKinds, const ErrorBand& shippedAll,
+                        const std::vector<ErrorBand>& nowKinds, const ErrorBand& nowAll) {
+        ASSERT_EQ(shippedKinds.size(), nowKinds.size());
+        for (size_t i = 0; i < nowKinds.size(); ++i) {
+            EXPECT_EQ(shippedKinds[i].kind, nowKinds[i].kind);
+            EXPECT_EQ(shippedKinds[i].records, nowKinds[i].records);
+            EXPECT_NEAR(shippedKinds[i].medianAbsError, nowKinds[i].medianAbsError, 1e-9) << nowKinds[i].kind;
+            EXPECT_NEAR(shippedKinds[i].p90AbsError, nowKinds[i].p90AbsError, 1e-9) << nowKinds[i].kind;
+        }
+        EXPECT_EQ(shippedAll.records, nowAll.records);
+        EXPECT_NEAR(shippedAll.medianAbsError, nowAll.medianAbsError, 1e-9);
+    };
+    sameBands(shipped.kinds, shipped.overall, now.kinds, now.overall);
+    sameBands(shipped.memoryKinds, shipped.memoryOverall, now.memoryKinds, now.memoryOverall);
+    // Peaks: torchtitan's and BLOOM's published ones band their framework families; a Megatron-style plan, with
+    // no published peak of its family, is shown the band over every published peak.
+    Plan megatronPlan;
+    megatronPlan.framework.name = "megatron";
+    Plan pipeline = megatronPlan;
+    pipeline.framework.name = "deepspeed";
+    pipeline.pp = 12;
+    const auto bloomBand = memoryBandFor(pipeline);
+    ASSERT_TRUE(bloomBand.has_value());
+    EXPECT_EQ(bloomBand->kind, "DeepSpeed pipeline");
+    EXPECT_GE(bloomBand->records, 9);
+    const auto megatronBand = memoryBandFor(megatronPlan);
+    ASSERT_TRUE(megatronBand.has_value());
+    EXPECT_EQ(megatronBand->kind, "all published runs");
+    EXPECT_EQ(megatronBand->records, shipped.memoryOverall.records);
     // A plan gets its kind's band.
     const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
     Plan p;

@@ -44,6 +44,10 @@ struct ErrorBands {
     std::vector<ErrorBand> kinds;
     ErrorBand overall;
     std::string source;               // what they were measured on
+    // The same for the peak memory per GPU, over the records that state one (torchtitan's max_memory_reserved,
+    // BLOOM's nvidia-smi, ...): per framework family (memoryKind), and over all of them.
+    std::vector<ErrorBand> memoryKinds;
+    ErrorBand memoryOverall;
 };
 ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const ValidationReport& report,
                              const std::string& source);
@@ -72,5 +76,28 @@ std::string bandRunsText(const std::string& kind);
 
 // Whether a plan's step is inside the band of the best plan's: the model cannot tell the two apart.
 bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& band);
+
+// Peak memory. What a peak's error depends on is the framework's allocations, not the GPU, so its kinds are the
+// framework families: "Megatron-style", "sharded data parallel", "DeepSpeed pipeline".
+std::string memoryKind(const Plan& plan);
+// The memory band for a plan: its framework family's when it has at least `minRecords` published peaks, else the
+// one over every published peak; nothing when no memory bands are shipped.
+std::optional<ErrorBand> memoryBandFor(const Plan& plan, int minRecords = 5);
+// The peaks a measurement could have been, given a prediction and a band of |predicted - measured| / measured:
+// predicted / (1 + e) .. predicted / (1 - e) at e = the band's median (the upper end unbounded from e = 1 on).
+struct PeakRange {
+    double lowBytes = 0.0, highBytes = 0.0;
+};
+PeakRange peakRangeWithin(double predictedPeakBytes, const ErrorBand& band);
+// The out-of-memory verdict with the band: the peak is over the GPU's memory (OutOfMemory), fits even at the
+// band's upper end (Fits), or fits as predicted but not at the upper end (MayNotFit: published runs of the kind
+// were off by more than the headroom at the median).
+enum class MemoryVerdict { Fits, MayNotFit, OutOfMemory };
+MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band);
+const char* toString(MemoryVerdict v);   // "fits", "may_not_fit", "out_of_memory"
+// The runs a memory band was measured on, for a sentence: "DeepSpeed pipeline runs with a measured peak", or for
+// the fallback "runs with a measured peak, of every framework (none Megatron-style)".
+std::string memoryBandRunsText(const ErrorBand& band, const Plan& plan);
+
 
 } // namespace tessel::sim

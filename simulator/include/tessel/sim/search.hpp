@@ -106,6 +106,9 @@ struct RankedPlan {
     std::string errorBandKind;
     double errorBand = 0.0;                            // median |step error| on published runs of the kind
     bool tiedWithBest = false;
+    // The peak fits, but a published run of the plan's framework family was off by more than its headroom at the
+    // median (memoryVerdict, error_band.hpp): it may not fit.
+    bool memoryAtRisk = false;
     int idleGpus = 0;                                  // GPUs of the request the plan leaves idle
     double pricePerUsedGpuHour = 0.0;                  // price x requested GPUs / used GPUs (idle ones are paid too)
     std::vector<std::string> frameworks;               // the export formats that can run this plan (export.hpp)
