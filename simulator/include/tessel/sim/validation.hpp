@@ -14,8 +14,9 @@ namespace tessel::sim {
 
 // What a record says was measured. Step time is the figure predicted; where a source published only a
 // throughput, the step time it implies (global batch tokens / tokens per second, or the source's own FLOP
-// formula / TFLOP/s) is used and `stepSource` names the field.
-struct MeasuredRun {
+// formula / TFLOP/s) is used and `stepSource` names the field. (Not compare.hpp's MeasuredRun, a run's trace: one
+// name for two types in one namespace is an ODR violation once both are linked.)
+struct RecordMeasurement {
     std::optional<double> stepSeconds;
     std::string stepSource;              // JSON pointer of the field the step time came from
     std::optional<double> memoryBytes;   // peak memory per GPU the source reports (measured.memory_gb)
@@ -37,7 +38,7 @@ struct ValidationCase {
     std::string source;
     std::string pointer;                 // of the record in its file, e.g. "runs.json#/12"
     Scenario scenario;
-    MeasuredRun measured;
+    RecordMeasurement measured;
     std::vector<std::string> assumptions;
     std::optional<double> publishedParameters; // model.params, compared with tessel's count
 };
