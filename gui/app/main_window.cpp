@@ -7,6 +7,7 @@
 #include "core/chart_export.hpp"
 #include "core/format.hpp"
 
+#include "tessel/sim/error_band.hpp"
 #include "tessel/sim/export.hpp"
 #include "tessel/sim/trace.hpp"
 
@@ -356,7 +357,10 @@ void MainWindow::refreshCharts() {
         return;
     }
     const sim::PlanSimulation& s = *e.simulation;
-    memoryChart_->setData(MemoryChartData::fromReport(s.memory));
+    MemoryChartData memory = MemoryChartData::fromReport(s.memory);
+    memory.mayNotFit = sim::memoryVerdict(s.memory.peakBytes, s.memory.capacityBytes, sim::memoryBandFor(e.plan)) ==
+                       sim::MemoryVerdict::MayNotFit;
+    memoryChart_->setData(memory);
     breakdown_->setData(BreakdownData::fromSimulation(s));
     timeline_->setSimulation(&s);
     refreshMeasured();

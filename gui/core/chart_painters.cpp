@@ -87,10 +87,6 @@ double drawTitle(QPainter& p, const QRectF& rect, const QString& title) {
     return fm.height();
 }
 
-QString gibLabel(double gib) {
-    return gib >= 100.0 || std::fabs(gib - std::round(gib)) < 1e-9 ? QString::number(gib, 'f', 0) : QString::number(gib, 'f', 1);
-}
-
 std::vector<LegendEntry> memoryLegend(const MemoryChartData& d) {
     std::vector<LegendEntry> e;
     for (int c = 0; c < kMemoryComponentCount; ++c)
@@ -130,13 +126,7 @@ void paintMemoryChart(QPainter& p, const QRectF& rect, const MemoryChartData& d,
     p.setRenderHint(QPainter::Antialiasing, false);
     const QFontMetricsF fm(p.font());
     const QRectF inner = rect.adjusted(kPad, kPad, -kPad, -kPad);
-    QString title = QStringLiteral("Memory per GPU by pipeline stage");
-    if (!d.stages.empty()) {
-        const int oom = d.oomStageCount();
-        title += oom ? QStringLiteral(" - %1 of %2 stages OOM").arg(oom).arg(d.stages.size())
-                     : QStringLiteral(" - fits, peak %1 GiB").arg(gibLabel(d.stages[static_cast<size_t>(d.peakStage)].totalGib));
-    }
-    const double titleHeight = drawTitle(p, inner, title);
+    const double titleHeight = drawTitle(p, inner, d.title());
     if (!d.message.isEmpty() || d.stages.empty()) {
         drawMessage(p, inner.adjusted(0, titleHeight, 0, 0), d.message.isEmpty() ? QStringLiteral("no plan") : d.message);
         p.restore();

@@ -7,6 +7,10 @@ namespace tessel::gui {
 
 QString gibText(double bytes, int decimals) { return QString::number(toGiB(bytes), 'f', decimals) + QStringLiteral(" GiB"); }
 
+QString gibLabel(double gib) {
+    return gib >= 100.0 || std::fabs(gib - std::round(gib)) < 1e-9 ? QString::number(gib, 'f', 0) : QString::number(gib, 'f', 1);
+}
+
 QString secondsText(double seconds) {
     const double a = std::fabs(seconds);
     auto three = [](double v) {

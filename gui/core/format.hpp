@@ -13,6 +13,8 @@ constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 inline double toGiB(double bytes) { return bytes / kBytesPerGiB; }
 QString gibText(double bytes, int decimals = 1);
+// A GiB figure for chart labels: whole numbers and values from 100 up without decimals, else one ("61.2").
+QString gibLabel(double gib);
 // "18.55 s", "12.3 ms", "45.0 us": three significant digits in the largest unit that keeps the value >= 1.
 QString secondsText(double seconds);
 QString percentText(double fraction, int decimals = 1);

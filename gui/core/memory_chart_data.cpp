@@ -64,6 +64,16 @@ int MemoryChartData::oomStageCount() const {
     return static_cast<int>(std::count_if(stages.begin(), stages.end(), [](const MemoryStageBar& b) { return !b.fits; }));
 }
 
+QString MemoryChartData::title() const {
+    QString t = QStringLiteral("Memory per GPU by pipeline stage");
+    if (stages.empty()) return t;
+    const int oom = oomStageCount();
+    const QString peak = gibLabel(stages[static_cast<size_t>(peakStage)].totalGib);
+    if (oom) return t + QStringLiteral(" - %1 of %2 stages OOM").arg(oom).arg(stages.size());
+    if (mayNotFit) return t + QStringLiteral(" - may not fit: peak %1 GiB, inside the validated peak band of the GPU's memory").arg(peak);
+    return t + QStringLiteral(" - fits, peak %1 GiB").arg(peak);
+}
+
 MemoryChartData::Layout MemoryChartData::layout(const QRectF& chart, double axisLabelWidth, double legendHeight,
                                                 double labelHeight) const {
     Layout l;

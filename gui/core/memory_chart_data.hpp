@@ -38,6 +38,9 @@ struct MemoryChartData {
     double capacityGib = 0.0;
     int peakStage = 0;
     bool fits = true;
+    // Fits as predicted, but the validated peak band (tessel validate) reaches past the GPU's memory
+    // (sim::memoryVerdict); set by whoever knows the plan.
+    bool mayNotFit = false;
     AxisScale axis;
     QString message;   // shown instead of bars when there is nothing to draw (invalid plan, no plan)
 
@@ -46,6 +49,8 @@ struct MemoryChartData {
     // Measured peak GiB per stage (missing stages stay without a marker); re-fits the axis.
     void setMeasured(const std::vector<std::optional<double>>& gibPerStage);
     int oomStageCount() const;
+    // "Memory per GPU by pipeline stage - fits, peak 61.2 GiB" (or how many stages run out, or that it may not fit).
+    QString title() const;
 
     // Layout inside a chart rectangle (the painter and the widget's hover use the same numbers).
     struct Layout {

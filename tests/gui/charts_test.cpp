@@ -80,6 +80,18 @@ private slots:
         QCOMPARE(d.stageAt(l, QPointF(10.0, 200.0)), -1);
     }
 
+    void theMemoryTitleSaysFitsMayNotFitOrOom() {
+        const Scenario s = defaultScenario();
+        MemoryChartData d = MemoryChartData::fromReport(predictMemory(s.model, s.cluster, s.plan));
+        QVERIFY(d.fits);
+        QVERIFY(d.title().contains(QStringLiteral("fits, peak")));
+        d.mayNotFit = true; // the peak fits; the validated band's upper end does not
+        QVERIFY(d.title().contains(QStringLiteral("may not fit: peak")));
+        d.stages[0].fits = false; // a stage over the GPU's memory says so, band or not
+        QVERIFY(d.title().contains(QStringLiteral("1 of 8 stages OOM")));
+        QCOMPARE(MemoryChartData::empty(QStringLiteral("no plan")).title(), QStringLiteral("Memory per GPU by pipeline stage"));
+    }
+
     void measuredMarkersRefitTheAxis() {
         const Scenario s = defaultScenario();
         MemoryChartData d = MemoryChartData::fromReport(predictMemory(s.model, s.cluster, s.plan));
