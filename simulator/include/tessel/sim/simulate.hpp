@@ -34,6 +34,10 @@ struct ActionCost {
     double syncWorkSeconds = 0.0;
     double flops = 0.0;       // hardware FLOPs: model-convention FLOPs executed, recompute included
     double modelFlops = 0.0;  // MFU convention (FORMULAS.md §3)
+    // seconds = the sum of the parts above.
+    void sumParts() {
+        seconds = computeSeconds + tpSeconds + cpSeconds + epSeconds + waitSeconds + contentionDpSeconds + contentionPpSeconds;
+    }
 };
 
 // One cost per action, parallel to Schedule::stages[s].actions.
