@@ -34,6 +34,7 @@ struct SearchFlags {
     bool allowIdle = false;
     std::string offload = "auto";
     std::string partialRecompute = "on";
+    std::string memoryBand = "off";
     bool evenSplitsOnly = false;
     bool hybridSharding = false;
     int top = 10;
@@ -388,6 +389,8 @@ int runSearch(const SearchFlags& f) {
     if (f.partialRecompute == "off") space.partialRecompute = false;
     else if (f.partialRecompute != "on")
         problems.add("--partial-recompute", "must be on or off, got \"" + f.partialRecompute + "\"");
+    if (f.memoryBand == "on") space.memoryBand = true;
+    else if (f.memoryBand != "off") problems.add("--memory-band", "must be on or off, got \"" + f.memoryBand + "\"");
     space.precision = f.precision.value_or(s.plan.precision);
     space.flashAttention = s.plan.flashAttention;
     space.attentionKernel = s.plan.attentionKernel;
@@ -472,6 +475,10 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--partial-recompute", f->partialRecompute,
                     "on (default): beside every plan that fits with full recompute, the fewest layers of each chunk "
                     "recomputed that still fit (Megatron-LM's block method); off: every layer or none");
+    cmd->add_option("--memory-band", f->memoryBand,
+                    "off (default): rank every plan whose predicted peak fits, marking with ! those that may not fit "
+                    "(published runs of the framework family had peaks off by more than their headroom); on: leave "
+                    "those out, as OOM plans are");
     cmd->add_option("--top", f->top, "How many plans to show (default 10)");
     cmd->add_option("--fix", f->fix,
                     "Pin plan fields, e.g. tp=8,pp=4 (keys: tp, pp, dp, cp, ep, vpp, micro_batch, zero_stage, "

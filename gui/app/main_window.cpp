@@ -293,7 +293,8 @@ void MainWindow::updateTitle() {
 bool MainWindow::startSearch() {
     if (search_.isRunning()) return false;
     ProblemList problems;
-    SearchRequest request = makeSearchRequest(session_.scenario(), panel_->fixText(), panel_->topK(), problems);
+    SearchRequest request =
+        makeSearchRequest(session_.scenario(), panel_->fixText(), panel_->topK(), problems, panel_->memoryBandOnly());
     if (!problems.empty()) {
         panel_->setSearchStatus(problemsText(problems.items()), true);
         return false;

@@ -4,6 +4,7 @@
 #include "core/format.hpp"
 #include "core/search_controller.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -162,6 +163,12 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
                                     "zero_stage, recompute, schedule, sp, cp_comm_type, rank_order"));
     sg->addWidget(new QLabel(QStringLiteral("fix")), 1, 0);
     sg->addWidget(fix_, 1, 1, 1, 3);
+    memoryBand_ = new QCheckBox(QStringLiteral("only plans that fit at the validated peak band"), searchBox);
+    memoryBand_->setObjectName(QStringLiteral("memoryBand"));
+    memoryBand_->setToolTip(QStringLiteral("As tessel search --memory-band on: leave out plans whose predicted peak fits "
+                                           "but which published runs of their framework family say may not (the peak "
+                                           "marked ! otherwise)"));
+    sg->addWidget(memoryBand_, 2, 0, 1, 4);
     searchButton_ = new QPushButton(QStringLiteral("Search"), searchBox);
     searchButton_->setDefault(true);
     cancelButton_ = new QPushButton(QStringLiteral("Cancel"), searchBox);
@@ -169,16 +176,16 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(searchButton_);
     buttons->addWidget(cancelButton_);
-    sg->addLayout(buttons, 2, 0, 1, 4);
+    sg->addLayout(buttons, 3, 0, 1, 4);
     progress_ = new QProgressBar(searchBox);
     progress_->setRange(0, 1000);
     progress_->setValue(0);
     progress_->setFormat(QStringLiteral("%p%"));
-    sg->addWidget(progress_, 3, 0, 1, 4);
+    sg->addWidget(progress_, 4, 0, 1, 4);
     searchStatus_ = new QLabel(searchBox);
     searchStatus_->setWordWrap(true);
     searchStatus_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    sg->addWidget(searchStatus_, 4, 0, 1, 4);
+    sg->addWidget(searchStatus_, 5, 0, 1, 4);
     outer->addWidget(searchBox);
 
     connect(modelPreset_, &QComboBox::activated, this, [this](int i) { loadModelPreset(modelPreset_->itemText(i)); });
@@ -335,6 +342,7 @@ void ScenarioPanel::addSection(QWidget* section, int stretch) {
 QString ScenarioPanel::fixText() const { return fix_->text(); }
 void ScenarioPanel::setFixText(const QString& text) { fix_->setText(text); }
 int ScenarioPanel::topK() const { return topK_->value(); }
+bool ScenarioPanel::memoryBandOnly() const { return memoryBand_->isChecked(); }
 
 void ScenarioPanel::setSearchRunning(bool running) {
     searchButton_->setEnabled(!running);

@@ -8,6 +8,7 @@
 
 #include <map>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -28,6 +29,8 @@ public:
     QString fixText() const;
     void setFixText(const QString& text);
     int topK() const;
+    // Search only plans that fit at the validated peak band's upper end (tessel search --memory-band on).
+    bool memoryBandOnly() const;
 
     // Search state: running disables Search and enables Cancel; progress in [0, 1].
     void setSearchRunning(bool running);
@@ -75,6 +78,7 @@ private:
     QSpinBox* globalBatch_;
     QLineEdit* fix_;
     QSpinBox* topK_;
+    QCheckBox* memoryBand_;
     QPushButton *searchButton_, *cancelButton_;
     QProgressBar* progress_;
     QLabel* searchStatus_;

@@ -15,7 +15,8 @@ void applyFixes(const QString& text, sim::SearchSpace& space, ProblemList& probl
     sim::applySearchFixes(entries, space, problems, "fix");
 }
 
-SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText, int topK, ProblemList& problems) {
+SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText, int topK, ProblemList& problems,
+                                bool memoryBand) {
     SearchRequest r;
     r.model = scenario.model;
     r.cluster = scenario.cluster;
@@ -27,6 +28,7 @@ SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText
     r.space.framework = scenario.plan.framework;
     // A scenario that shards hybrid asks the search to weigh hybrid sharding too (tessel search --hybrid-sharding).
     r.space.hybridSharding = scenario.plan.zeroReplicas > 1;
+    r.space.memoryBand = memoryBand;
     applyFixes(fixText, r.space, problems);
     r.options.topK = topK;
     problems.append(sim::searchProblems(r.model, r.cluster, r.space, r.options));

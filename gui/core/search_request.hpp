@@ -23,6 +23,8 @@ void applyFixes(const QString& text, sim::SearchSpace& space, ProblemList& probl
 
 // The request for searching `scenario`'s model on its cluster's GPUs with its global batch, precision and
 // flash-attention setting, and hybrid sharding as a dimension when the scenario's plan shards hybrid. Problems (bad fixes, searchProblems) are collected in `problems`.
-SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText, int topK, ProblemList& problems);
+// `memoryBand`: only plans that fit at the validated peak band's upper end (sim::SearchSpace::memoryBand).
+SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText, int topK, ProblemList& problems,
+                                bool memoryBand = false);
 
 } // namespace tessel::gui

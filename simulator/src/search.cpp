@@ -238,7 +238,8 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
                          const SearchOptions& options) {
     const auto t0 = Clock::now();
     const Prepared p = prepare(model, cluster, space, options);
-    const SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision, p.space.base.framework);
+    SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision, p.space.base.framework);
+    if (p.space.memoryBand) requireFitWithinPeakBand(ctx, p.space.base.framework);
     Progress progress(options);
     const bool memoryObjective = options.objective == Objective::Memory;
     const size_t topK = static_cast<size_t>(options.topK);

@@ -9,6 +9,7 @@
 
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/shapes.hpp"
+#include "tessel/sim/error_band.hpp"
 #include "tessel/sim/schedule.hpp"
 
 #include <algorithm>
@@ -331,8 +332,20 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
                 ctx.recipeByZero[static_cast<size_t>(piped)][static_cast<size_t>(z)] =
                     precisionRecipeOf(precision, framework, z, piped != 0 ? 2 : 1);
     ctx.capacityBytes = d(cluster.gpu.memoryBytes);
+    ctx.fitBytes = {ctx.capacityBytes, ctx.capacityBytes};
     ctx.reservedBytes = d(cluster.gpu.reservedBytes);
     return ctx;
+}
+
+void requireFitWithinPeakBand(SearchContext& ctx, const FrameworkSettings& framework) {
+    for (int piped = 0; piped < 2; ++piped) {
+        Plan probe;
+        probe.framework = framework;
+        probe.pp = piped != 0 ? 2 : 1;
+        // peak / (1 - e) <= capacity, the upper end of peakRangeWithin (error_band.cpp)
+        if (const auto band = memoryBandFor(probe))
+            ctx.fitBytes[static_cast<size_t>(piped)] = ctx.capacityBytes * std::max(0.0, 1.0 - band->medianAbsError);
+    }
 }
 
 ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
@@ -667,10 +680,11 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
     PeakMemory pm;
     pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0, gpuOnly);
     pm.stage = 0;
-    bool fits = ctx.capacityBytes - pm.bytes >= 0.0;
+    const double fitBytes = ctx.fitBytesOf(plan);
+    bool fits = fitBytes - pm.bytes >= 0.0;
     auto consider = [&](int stage, const StageParameters& params) {
         const double bytes = stageTotalBytes(ctx, plan, shape, params, stage, gpuOnly);
-        fits = fits && ctx.capacityBytes - bytes >= 0.0;
+        fits = fits && fitBytes - bytes >= 0.0;
         if (bytes > pm.bytes) {
             pm.bytes = bytes;
             pm.stage = stage;

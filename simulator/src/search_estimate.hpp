@@ -56,6 +56,7 @@ constexpr int kReasonCount = static_cast<int>(Reason::Count);
 const char* reasonText(Reason r);
 constexpr const char* kOomFirst = "OOM (stage 0)";
 constexpr const char* kOomLast = "OOM (a later stage)"; // the last, or a middle one with more layers (uneven split)
+constexpr const char* kPeakBand = "may not fit (the validated peak band reaches past the GPU's memory)";
 
 // The first problem validatePlan would report, as a category; `precisionOk` = the recipe exists and the GPU
 // has peak flops for its dtype (a property of the whole space).
@@ -89,6 +90,10 @@ struct SearchContext {
     int gpus = 0;
     bool precisionOk = true;
     double capacityBytes = 0.0;
+    // The peak a plan may have and count as fitting, [pp > 1]: the GPU's memory, or with the search's memory band
+    // what fits even at the band's upper end (requireFitWithinPeakBand).
+    std::array<double, 2> fitBytes{};
+    double fitBytesOf(const Plan& p) const { return fitBytes[p.pp > 1 ? 1 : 0]; }
     double reservedBytes = 0.0;
     // The framework's overlap settings for [interleaved][zero stage], resolved once for the whole space.
     std::array<std::array<OverlapSettings, 4>, 2> overlap{};
@@ -98,6 +103,9 @@ struct SearchContext {
 };
 SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster, const std::string& precision,
                           const FrameworkSettings& framework);
+// Plans count as fitting only at the validated peak band's upper end: predicted / (1 - e) within the GPU's memory,
+// e the median peak error of the framework family (memoryBandFor; a DeepSpeed plan's band depends on pp > 1).
+void requireFitWithinPeakBand(SearchContext& ctx, const FrameworkSettings& framework);
 
 // Per (tp, cp, ep, micro_batch, sp, recompute): memory and compute of one micro-batch on one rank.
 struct ShapeCosts {

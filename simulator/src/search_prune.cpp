@@ -232,7 +232,7 @@ struct Pruner {
                               // The plain plan is rejected; each offload variant tried is a plan of its own. The
                               // largest variant holds the least GPU memory of all: when it does not fit the GPU, none
                               // does, and it stands for them (one plan considered, rejected).
-                              (plain.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                              acc.rejectPeak(plain, ctx.capacityBytes, nOrders);
                               const std::vector<uint8_t> all = offloadVariants(plan);
                               PeakMemory most;
                               if (!all.empty()) {
@@ -242,14 +242,14 @@ struct Pruner {
                               if (all.empty() || !most.fits) {
                                   if (!all.empty()) {
                                       acc.considered += nOrders;
-                                      (most.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                                      acc.rejectPeak(most, ctx.capacityBytes, nOrders);
                                   }
                               } else {
                               const size_t tried = fittingOffloads(plan, [&](uint8_t bits) {
                                   setOffload(plan, bits);
                                   const PeakMemory pm = peakMemory(ctx, plan, shape, first, last);
                                   if (pm.fits) variants.push_back({bits, 0, pm});
-                                  else (pm.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                                  else acc.rejectPeak(pm, ctx.capacityBytes, nOrders);
                                   return pm.fits;
                               });
                               acc.considered += nOrders * tried;
@@ -261,7 +261,7 @@ struct Pruner {
                             plan.recomputeLayers = partial;
                             code.recomputeLayers = static_cast<uint16_t>(partial);
                             if (!mem.fits) {
-                                (mem.stage == 0 ? acc.oomFirst : acc.oomLast) += nOrders;
+                                acc.rejectPeak(mem, ctx.capacityBytes, nOrders);
                                 continue;
                             }
                             // The framework's rules (export.cpp): the plan without its order, then each order.
@@ -373,6 +373,7 @@ PassResult prunePass(const Space& space, const SearchContext& ctx, const std::ve
         total.feasible += a.feasible;
         total.oomFirst += a.oomFirst;
         total.oomLast += a.oomLast;
+        total.peakBand += a.peakBand;
         total.notRunnable += a.notRunnable;
         for (size_t k = 0; k < a.reasons.size(); ++k) total.reasons[k] += a.reasons[k];
         total.bestBound = std::min(total.bestBound, a.bestBound);
@@ -401,6 +402,7 @@ std::map<std::string, uint64_t> rejectedMap(const Accumulator& a, const std::opt
         if (a.reasons[static_cast<size_t>(k)] > 0) out[reasonText(static_cast<Reason>(k))] = a.reasons[static_cast<size_t>(k)];
     if (a.oomFirst > 0) out[kOomFirst] = a.oomFirst;
     if (a.oomLast > 0) out[kOomLast] = a.oomLast;
+    if (a.peakBand > 0) out[kPeakBand] = a.peakBand;
     if (a.notRunnable > 0 && framework) out["not runnable on " + toString(*framework) + " (tessel export's rules)"] = a.notRunnable;
     return out;
 }
@@ -414,7 +416,8 @@ PruningResult prunePlans(const ModelConfig& model, const ClusterConfig& cluster,
                          const SearchOptions& options) {
     const auto t0 = Clock::now();
     const Prepared p = prepare(model, cluster, space, options);
-    const SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision, p.space.base.framework);
+    SearchContext ctx = makeContext(model, p.cluster, p.space.base.precision, p.space.base.framework);
+    if (p.space.memoryBand) requireFitWithinPeakBand(ctx, p.space.base.framework);
     Progress progress(options);
     Band band;
     band.memoryObjective = options.objective == Objective::Memory;

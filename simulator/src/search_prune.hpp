@@ -96,7 +96,13 @@ void runThreads(int threads, Worker&& worker) {
 
 // What one thread gathers in the pruning stage.
 struct Accumulator {
-    uint64_t considered = 0, feasible = 0, oomFirst = 0, oomLast = 0, notRunnable = 0;
+    // `n` plans whose peak did not fit (pm.fits false): out of the GPU's memory on the first or a later stage, or
+    // (with the search's memory band) fitting the GPU but not at the band's upper end.
+    void rejectPeak(const PeakMemory& pm, double capacityBytes, uint64_t n) {
+        if (pm.bytes <= capacityBytes) peakBand += n;
+        else (pm.stage == 0 ? oomFirst : oomLast) += n;
+    }
+    uint64_t considered = 0, feasible = 0, oomFirst = 0, oomLast = 0, peakBand = 0, notRunnable = 0;
     std::array<uint64_t, kReasonCount> reasons{};
     std::vector<Candidate> candidates;
     double bestBound = std::numeric_limits<double>::infinity();

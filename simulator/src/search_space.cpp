@@ -48,6 +48,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.offload = in.offload;
     s.partialRecompute = in.partialRecompute;
     s.hybridSharding = in.hybridSharding;
+    s.memoryBand = in.memoryBand;
     s.runnableBy = in.runnableBy;
     s.unevenSplits = in.unevenSplits;
     if (in.gpus < 1) problems.add("--gpus", "must be at least 1, got " + std::to_string(in.gpus));

@@ -65,6 +65,7 @@ struct Space {
     bool offload = true;      // offload variants for plans that do not fit (search_offload.hpp)
     bool partialRecompute = true; // the least recompute_layers that fits, beside each fitting full-recompute plan
     bool hybridSharding = false; // also the node-local hybrid-sharding variant of every ZeRO >= 1 plan
+    bool memoryBand = false;  // plans must fit at the validated peak band's upper end (SearchSpace::memoryBand)
     std::optional<ExportFormat> runnableBy; // admit only plans this framework runs
 };
 

@@ -41,6 +41,9 @@ private slots:
         QCOMPARE(r.space.globalBatch, 1536);
         QCOMPARE(r.options.topK, 25);
         QVERIFY(!r.space.hybridSharding);
+        QVERIFY(!r.space.memoryBand);
+        // The panel's "only plans that fit at the validated peak band" asks the search to leave the others out.
+        QVERIFY(makeSearchRequest(s, QString(), 25, problems, true).space.memoryBand);
         // A scenario with hybrid sharding has the search weigh it too.
         Scenario hybrid = s;
         hybrid.plan.zeroStage = 1;

@@ -74,6 +74,10 @@ struct SearchSpace {
     // Hybrid sharding as a dimension: every ZeRO >= 1 plan is also tried with its state sharded inside a node and
     // replicated across nodes (zero_replicas = the ZeRO group over its ranks on one node, hybridShardingReplicas).
     bool hybridSharding = false;
+    // Plans must fit at the validated peak band's upper end (memoryVerdict, error_band.hpp): one whose predicted peak
+    // fits but which may not fit is left out as an OOM plan is ("may not fit" among the rejections). Off: every plan
+    // whose predicted peak fits is ranked, those at risk marked (RankedPlan::memoryAtRisk).
+    bool memoryBand = false;
     // Only plans this framework can run (export.hpp's rules, the ones `tessel export` refuses with); empty = every
     // plan, each row then marked with the frameworks that run it (RankedPlan::frameworks).
     std::optional<ExportFormat> runnableBy;
