@@ -121,11 +121,13 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << "\n";
     if (memoryBand) {
         const sim::PeakRange range = sim::peakRangeWithin(p.memory.peakBytes, *memoryBand);
-        out << "  trust: on " << memoryBand->records << " published " << sim::memoryBandRunsText(*memoryBand, pl)
-            << ", tessel's peak was off by " << fixed(100.0 * memoryBand->medianAbsError, 1)
+        out << "  trust: on " << memoryBand->records << " published " << memoryBand->kind
+            << " runs with a measured peak, tessel's peak was off by " << fixed(100.0 * memoryBand->medianAbsError, 1)
             << "% at the median (90% within " << fixed(100.0 * memoryBand->p90AbsError, 1) << "%, mean "
             << (memoryBand->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * memoryBand->meanSignedError, 1)
             << "%): peak " << gib(range.lowBytes) << "-" << gib(range.highBytes) << " GiB (tessel validate)\n";
+    } else if (sim::shippedErrorBands().memoryOverall.records > 0) {
+        out << "  trust: " << sim::noMemoryBandText(pl) << "\n";
     }
     out << "\n";
 

@@ -80,9 +80,13 @@ bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& ban
 // Peak memory. What a peak's error depends on is the framework's allocations, not the GPU, so its kinds are the
 // framework families: "Megatron-style", "sharded data parallel", "DeepSpeed pipeline".
 std::string memoryKind(const Plan& plan);
-// The memory band for a plan: its framework family's when it has at least `minRecords` published peaks, else the
-// one over every published peak; nothing when no memory bands are shipped.
+// The memory band for a plan: its framework family's when it has at least `minRecords` published peaks; else
+// nothing (a band measured on other frameworks' allocators says little of this one's). The band over every
+// published peak (ErrorBands::memoryOverall) is kept for reports.
 std::optional<ErrorBand> memoryBandFor(const Plan& plan, int minRecords = 5);
+// What predict says where a plan has no memory band: "no published Megatron-style runs state their peak, too few for
+// a band (27 runs of other frameworks do)".
+std::string noMemoryBandText(const Plan& plan);
 // The peaks a measurement could have been, given a prediction and a band of |predicted - measured| / measured:
 // predicted / (1 + e) .. predicted / (1 - e) at e = the band's median (the upper end unbounded from e = 1 on).
 struct PeakRange {
@@ -95,9 +99,6 @@ PeakRange peakRangeWithin(double predictedPeakBytes, const ErrorBand& band);
 enum class MemoryVerdict { Fits, MayNotFit, OutOfMemory };
 MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band);
 const char* toString(MemoryVerdict v);   // "fits", "may_not_fit", "out_of_memory"
-// The runs a memory band was measured on, for a sentence: "DeepSpeed pipeline runs with a measured peak", or for
-// the fallback "runs with a measured peak, of every framework (none Megatron-style)".
-std::string memoryBandRunsText(const ErrorBand& band, const Plan& plan);
 
 
 } // namespace tessel::sim
