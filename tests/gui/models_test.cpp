@@ -164,6 +164,30 @@ private slots:
         const int peak = model.rowForMetric(QStringLiteral("peak memory"));
         QCOMPARE(*model.value(peak, CompareModel::B), top[1].peakBytes);
     }
+
+    void compareModelsFitsRowReadsThePeakBand() {
+        // The same peak, 70 of 80 GB: a DeepSpeed pipeline plan (its published peaks 23% over tessel's at the
+        // median) may not fit; a Megatron-LM plan (no published peak of its family, so no band) fits; over the GPU
+        // is OOM either way.
+        PinnedPlan megatron;
+        megatron.label = QStringLiteral("a");
+        megatron.plan.framework.name = "megatron";
+        megatron.plan.pp = 8;
+        megatron.memory.peakBytes = 70e9;
+        megatron.memory.capacityBytes = 80e9;
+        PinnedPlan deepspeed = megatron;
+        deepspeed.plan.framework.name = "deepspeed";
+        CompareModel model;
+        model.setPlans(megatron, deepspeed);
+        const int fits = model.rowForMetric(QStringLiteral("fits"));
+        QVERIFY(fits >= 0);
+        QCOMPARE(model.data(model.index(fits, CompareModel::A)).toString(), QStringLiteral("yes"));
+        QVERIFY(model.data(model.index(fits, CompareModel::B)).toString().startsWith(QStringLiteral("may not fit")));
+        deepspeed.memory.fits = false;
+        deepspeed.memory.peakBytes = 90e9;
+        model.setPlans(megatron, deepspeed);
+        QVERIFY(model.data(model.index(fits, CompareModel::B)).toString().startsWith(QStringLiteral("no (OOM")));
+    }
 };
 
 std::unique_ptr<QObject> makeModelsTest() { return std::make_unique<ModelsTest>(); }
