@@ -11,6 +11,7 @@
 #include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -126,6 +127,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << "% at the median (90% within " << fixed(100.0 * memoryBand->p90AbsError, 1) << "%, mean "
             << (memoryBand->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * memoryBand->meanSignedError, 1)
             << "%): peak " << gib(range.lowBytes) << "-" << gib(range.highBytes) << " GiB (tessel validate)\n";
+        if (verdict == sim::MemoryVerdict::MayNotFit) {
+            // The peak that fits even at the band's upper end: predicted / (1 - e) <= capacity.
+            const double safe = p.memory.capacityBytes * std::max(0.0, 1.0 - memoryBand->medianAbsError);
+            out << "  to fit at the band's upper end the peak must be at most " << gib(safe) << " GiB ("
+                << gib(p.memory.peakBytes - safe) << " GiB less); tessel search --memory-band on ranks only such plans\n";
+        }
     } else if (sim::shippedErrorBands().memoryOverall.records > 0) {
         out << "  trust: " << sim::noMemoryBandText(pl) << "\n";
     }
@@ -242,7 +249,9 @@ std::function<int()> addPredictCommand(CLI::App& app) {
                                              {"p90_abs_error", memoryBand->p90AbsError},
                                              {"mean_signed_error", memoryBand->meanSignedError},
                                              {"peak_low_bytes", range.lowBytes},
-                                             {"peak_high_bytes", range.highBytes}};
+                                             {"peak_high_bytes", range.highBytes},
+                                             {"fits_band_below_bytes",
+                                              p.memory.capacityBytes * std::max(0.0, 1.0 - memoryBand->medianAbsError)}};
             }
             std::cout << j.dump(2) << "\n";
         } else {

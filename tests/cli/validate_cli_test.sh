@@ -194,11 +194,14 @@ assert m['verdict']=='fits' and m['fits'] and 'error_band' not in m" ; check "pr
 "$TESSEL" predict --framework deepspeed >"$tmp/pd" 2>&1; check "deepspeed predict exits 0" $?
 check "predict shows the peak's band" "$(contains "$tmp/pd" 'trust: on .* published DeepSpeed pipeline runs with a measured peak')"
 check "predict says MAY NOT FIT" "$(contains "$tmp/pd" 'MAY NOT FIT')"
+check "predict says how far the peak must come down" "$(contains "$tmp/pd" 'to fit at the band.s upper end the peak must be at most')"
 "$TESSEL" predict --framework deepspeed --json >"$tmp/pd.json" 2>&1
 python3 -c "
 import json; m=json.load(open('$tmp/pd.json'))['memory']
 assert m['verdict']=='may_not_fit' and m['fits'] and m['error_band']['kind']=='DeepSpeed pipeline'
-assert m['error_band']['peak_low_bytes'] < m['peak_bytes'] < m['capacity_bytes'] < m['error_band']['peak_high_bytes']" ; check "predict JSON has the peak's band and verdict" $?
+assert m['error_band']['peak_low_bytes'] < m['peak_bytes'] < m['capacity_bytes'] < m['error_band']['peak_high_bytes']
+b=m['error_band']; assert abs(b['fits_band_below_bytes'] - m['capacity_bytes'] * (1 - b['median_abs_error'])) < 1
+assert b['fits_band_below_bytes'] < m['peak_bytes']" ; check "predict JSON has the peak's band and verdict" $?
 check "a dense plan's band carries no MoE caveat" "$(python3 -c "
 import json,sys; t=json.load(open('$tmp/p.json'))['time']; sys.exit('error_band_note' in t)"; echo $?)"
 # A mixture-of-experts plan is shown the band with the caveat that no MoE run is in it.
