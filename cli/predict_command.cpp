@@ -11,7 +11,6 @@
 #include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -128,8 +127,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << (memoryBand->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * memoryBand->meanSignedError, 1)
             << "%): peak " << gib(range.lowBytes) << "-" << gib(range.highBytes) << " GiB (tessel validate)\n";
         if (verdict == sim::MemoryVerdict::MayNotFit) {
-            // The peak that fits even at the band's upper end: predicted / (1 - e) <= capacity.
-            const double safe = p.memory.capacityBytes * std::max(0.0, 1.0 - memoryBand->medianAbsError);
+            const double safe = sim::peakFittingBandBytes(p.memory.capacityBytes, *memoryBand);
             out << "  to fit at the band's upper end the peak must be at most " << gib(safe) << " GiB ("
                 << gib(p.memory.peakBytes - safe) << " GiB less); tessel search --memory-band on ranks only such plans\n";
         }
@@ -250,8 +248,7 @@ std::function<int()> addPredictCommand(CLI::App& app) {
                                              {"mean_signed_error", memoryBand->meanSignedError},
                                              {"peak_low_bytes", range.lowBytes},
                                              {"peak_high_bytes", range.highBytes},
-                                             {"fits_band_below_bytes",
-                                              p.memory.capacityBytes * std::max(0.0, 1.0 - memoryBand->medianAbsError)}};
+                                             {"fits_band_below_bytes", sim::peakFittingBandBytes(p.memory.capacityBytes, *memoryBand)}};
             }
             std::cout << j.dump(2) << "\n";
         } else {

@@ -246,9 +246,13 @@ PeakRange peakRangeWithin(double predictedPeakBytes, const ErrorBand& band) {
             e < 1.0 ? predictedPeakBytes / (1.0 - e) : std::numeric_limits<double>::infinity()};
 }
 
+double peakFittingBandBytes(double capacityBytes, const ErrorBand& band) {
+    return capacityBytes * std::max(0.0, 1.0 - band.medianAbsError); // predicted / (1 - e) <= capacity
+}
+
 MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band) {
     if (predictedPeakBytes > capacityBytes) return MemoryVerdict::OutOfMemory;
-    if (band && peakRangeWithin(predictedPeakBytes, *band).highBytes > capacityBytes) return MemoryVerdict::MayNotFit;
+    if (band && predictedPeakBytes > peakFittingBandBytes(capacityBytes, *band)) return MemoryVerdict::MayNotFit;
     return MemoryVerdict::Fits;
 }
 

@@ -342,9 +342,8 @@ void requireFitWithinPeakBand(SearchContext& ctx, const FrameworkSettings& frame
         Plan probe;
         probe.framework = framework;
         probe.pp = piped != 0 ? 2 : 1;
-        // peak / (1 - e) <= capacity, the upper end of peakRangeWithin (error_band.cpp)
         if (const auto band = memoryBandFor(probe))
-            ctx.fitBytes[static_cast<size_t>(piped)] = ctx.capacityBytes * std::max(0.0, 1.0 - band->medianAbsError);
+            ctx.fitBytes[static_cast<size_t>(piped)] = peakFittingBandBytes(ctx.capacityBytes, *band);
     }
 }
 

@@ -160,6 +160,9 @@ TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
     const PeakRange r = peakRangeWithin(60.0 * GiB, b.memoryKinds[0]);
     EXPECT_NEAR(r.lowBytes / GiB, 60.0 / 1.24, 1e-9);
     EXPECT_NEAR(r.highBytes / GiB, 60.0 / 0.76, 1e-9);
+    EXPECT_NEAR(peakFittingBandBytes(80.0 * GiB, b.memoryKinds[0]) / GiB, 80.0 * 0.76, 1e-9); // 60.8 GiB fits at 80
+    EXPECT_EQ(memoryVerdict(60.8 * GiB, 80.0 * GiB, b.memoryKinds[0]), MemoryVerdict::Fits);
+    EXPECT_EQ(memoryVerdict(60.9 * GiB, 80.0 * GiB, b.memoryKinds[0]), MemoryVerdict::MayNotFit);
     EXPECT_EQ(memoryVerdict(60.0 * GiB, 80.0 * GiB, b.memoryKinds[0]), MemoryVerdict::Fits);
     EXPECT_EQ(memoryVerdict(60.0 * GiB, 75.0 * GiB, b.memoryKinds[0]), MemoryVerdict::MayNotFit);
     EXPECT_EQ(memoryVerdict(76.0 * GiB, 75.0 * GiB, b.memoryKinds[0]), MemoryVerdict::OutOfMemory);
@@ -168,6 +171,8 @@ TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
     ErrorBand whole = b.memoryKinds[0];
     whole.medianAbsError = 1.0;
     EXPECT_TRUE(std::isinf(peakRangeWithin(GiB, whole).highBytes));
+    EXPECT_EQ(peakFittingBandBytes(80.0 * GiB, whole), 0.0); // nothing fits a band of 100%
+    EXPECT_EQ(memoryVerdict(GiB, 80.0 * GiB, whole), MemoryVerdict::MayNotFit);
     // The kind is the framework family.
     Plan pipeline;
     pipeline.framework.name = "deepspeed";

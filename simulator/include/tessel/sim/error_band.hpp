@@ -93,6 +93,9 @@ struct PeakRange {
     double lowBytes = 0.0, highBytes = 0.0;
 };
 PeakRange peakRangeWithin(double predictedPeakBytes, const ErrorBand& band);
+// The largest predicted peak whose range still fits `capacityBytes` at its upper end: capacity x (1 - e) (0 from
+// e = 1 on). memoryVerdict, predict's hint and the search's --memory-band all use it.
+double peakFittingBandBytes(double capacityBytes, const ErrorBand& band);
 // The out-of-memory verdict with the band: the peak is over the GPU's memory (OutOfMemory), fits even at the
 // band's upper end (Fits), or fits as predicted but not at the upper end (MayNotFit: published runs of the kind
 // were off by more than the headroom at the median).
