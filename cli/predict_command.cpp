@@ -76,6 +76,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
         if (pl.framework.attentionUnpad.value_or(false) && pl.flashAttention)
             out << ", attention on unpadded q/k/v (llm-foundry's gathers)";
+        if (const int metrics = trainMetricLossesOf(pl.framework); metrics > 0)
+            out << ", " << metrics << " training-metric cross-entropies a micro-batch (Composer's)";
         if (precisionRecipeOf(pl).autocast) out << ", torch.autocast over fp32 weights";
         if (ov.foreachOptimizer) out << ", AdamW as torch.optim's foreach ops";
         if (ov.checkpointEarlyStop && pl.recompute == Recompute::Full)

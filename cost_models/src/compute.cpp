@@ -742,6 +742,15 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
         b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
     }
+    // The trainer's training metrics, each an eager cross_entropy over the same logits outside autograd (Composer's
+    // _eval_train_metrics after every micro-batch's backward, in its autocast context, where cross_entropy runs in
+    // fp32): the cast and the log-softmax, no backward (FORMULAS.md §3.4).
+    if (const int metrics = trainMetricLossesOf(plan.framework); metrics > 0) {
+        OpCost m = memoryOp("train_metrics", "cross_entropy",
+                            metrics * kernel_cost::metricCrossEntropyBytes(s.tokens, s.vocabLocal, e));
+        m.backwardByteFactor = 0.0;
+        b.forwardOps.push_back(m);
+    }
     finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
     addGradAccumulation(b, headParameters(model, plan), cluster, plan, recipe);
     addFsdpCopies(b, headParameters(model, plan), cluster, plan, recipe);

@@ -320,6 +320,7 @@ bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eage
 
 std::string moeDispatcherOf(const FrameworkSettings& f) { return f.moeDispatcher.value_or("alltoall"); }
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
+int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;
@@ -335,6 +336,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
     if (r.has("attention_unpad")) f.attentionUnpad = r.optBool("attention_unpad", false);
+    if (r.has("train_metric_losses")) f.trainMetricLosses = static_cast<int>(r.optInt("train_metric_losses", 0, 0, 16));
     return f;
 }
 
@@ -351,6 +353,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;
     if (f.attentionUnpad) plan["attention_unpad"] = *f.attentionUnpad;
+    if (f.trainMetricLosses) plan["train_metric_losses"] = *f.trainMetricLosses;
 }
 
 } // namespace tessel

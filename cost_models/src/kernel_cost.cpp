@@ -42,6 +42,9 @@ double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, 
 }
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
 double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
+// Autocast's cast of the logits to fp32 (e in, 4 out) and log_softmax over them (4 in, 4 out); nll_loss reads one
+// log-probability a row and nothing is kept for a backward.
+double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 12.0) * d(tokens) * d(vocab); }
 double fp8CastForwardBytes(double castInputs, int e) { return (e + 1.0) * castInputs; }
 double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }

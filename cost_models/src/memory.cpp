@@ -507,6 +507,15 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // executor's Buffers peak; PyTorch autograd keeps the same tensors alive at that point.
     if (!model.moe && st.layers > 0)
         o.backwardWorkingBytes = e * T * ((model.activation == Activation::Swiglu ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
+    // A trainer's metrics over the logits (train_metric_losses, FORMULAS.md §3.4) run after the micro-batch's
+    // backward has freed its activations, head state and transients: the logits, still held in the trainer's
+    // outputs, beside one metric's fp32 copy and log-softmax (4 + 4 B a logit). Where that phase needs more than
+    // the backward held, the excess is the stage's peak's, counted with the logits and loss.
+    if (last && trainMetricLossesOf(plan.framework) > 0) {
+        const double metricsPhase = (e + 8.0) * T * t.vocabLocal;
+        const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
+        o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase);
+    }
     o.reservedBytes = reservedBytes;
     st.headroomBytes = capacityBytes - st.totalBytes();
     st.hostFits = st.hostBytes <= 0.0 || st.hostBytes <= hostCapacityBytesPerGpu;

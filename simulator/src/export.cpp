@@ -98,6 +98,10 @@ void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& pr
         problems.add("/plan/attention_unpad",
                      framework + "'s attention takes q, k and v as they are; the unpadded gathers tessel costs are "
                                  "llm-foundry's model code; set attention_unpad false");
+    if (trainMetricLossesOf(p.framework) > 0)
+        problems.add("/plan/train_metric_losses",
+                     framework + " computes no training metrics over the logits; the cross-entropies tessel costs for "
+                                 "them are Composer's trainer (llm-foundry); set train_metric_losses 0");
     if (p.framework.crossEntropy.value_or("") == "flash_attn")
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; flash-attn's cross_entropy is llm-foundry's model code: "

@@ -269,8 +269,10 @@ bool readAttention(Reading& r) {
     const bool llmFoundryLargeScale = contains(lower(source), "llm-foundry") && contains(lower(source), "large scale");
     const std::string modelName = lower(text(rec.value("model", nlohmann::json::object()), "name"));
     const bool largeScaleTriton = std::regex_search(modelName, std::regex(R"((^|[^0-9.])(13|30)b)"));
+    bool triton = false; // the run's attention was a Triton kernel (read as FlashAttention-1 class)
     if (llmFoundryLargeScale && !contains(attn, "flash1") && !contains(attn, "flash2") && !contains(attn, "flash3")) {
         plan.attentionKernel = kernelFor(largeScaleTriton ? "flash1" : "flash2");
+        triton = largeScaleTriton;
         r.assume(largeScaleTriton
                    ? "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl triton for this model, read as "
                      "FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)"
@@ -278,7 +280,8 @@ bool readAttention(Reading& r) {
     } else if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
         contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
         plan.attentionKernel = kernelFor("flash1");
-        if (contains(attn, "triton"))
+        triton = contains(attn, "triton");
+        if (triton)
             r.assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
     } else if (contains(attn, "flash3") || contains(attn, "flashattention-3")) {
         plan.attentionKernel = kernelFor("flash3");
@@ -317,6 +320,16 @@ bool readAttention(Reading& r) {
     } else {
         plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
         r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
+    }
+    // llm-foundry's unpadded layout is its flash_attn_fn's: bert_padding gathers q, k and v for flash-attn's varlen
+    // kernel and scatters the output back. Its triton_flash_attn_fn hands the Triton kernel [b, s, h, d] views of
+    // the fused projection's output, no gather or scatter (attention.py at 5f43bf160, b2a43a147 and 5e85bd62d alike).
+    // A record that states attention_unpad is read as stated, whatever its framework.
+    if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
+    else if (r.llmFoundry && plan.flashAttention) {
+        plan.framework.attentionUnpad = !triton;
+        r.assume(triton ? "llm-foundry: the Triton kernel on q, k and v as the projection left them (triton_flash_attn_fn: no unpadding)"
+                        : "llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
     }
     return true;
 }

@@ -434,7 +434,7 @@ bool readPipeline(Reading& r) {
 }
 
 // The framework and the settings that decide overlap, the main-gradient dtype, compilation and llm-foundry's
-// unpadded attention.
+// checkpointing and loss.
 bool readFramework(Reading& r) {
     const nlohmann::json& pl = r.pl;
     const std::string& source = r.source;
@@ -495,12 +495,9 @@ bool readFramework(Reading& r) {
     // 2023-05): no fp32 copy of the logits, so the plan keeps fused kernels, and its loss is that kernel
     // (cross_entropy flash_attn), not Megatron-core's with its fp32 softmax.
     // A record that states either is read as stated, whatever its framework.
-    const bool llmFoundry = contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer");
-    if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
-    else if (llmFoundry) {
-        plan.framework.attentionUnpad = true;
-        r.assume("llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
-    }
+    // Whether its attention is unpadded depends on the kernel its table ran: readAttention settles it.
+    r.llmFoundry = contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer");
+    const bool llmFoundry = r.llmFoundry;
     // llm-foundry's benchmark runs checkpoint activations non-reentrantly (submit_benchmarks.py sets
     // fsdp_config.activation_checkpointing_reentrant = False), which under PyTorch >= 2.1 stops the recompute early
     // (pytorch#96866; FORMULAS.md §3.4). The H100 tables and the A100 80 GB table but its 70B rows ran PyTorch 2.1
@@ -515,6 +512,18 @@ bool readFramework(Reading& r) {
                            "whose recompute stops early (fc2 and the last residual not rerun)"
                          : "llm-foundry: non-reentrant activation checkpointing under PyTorch 1.13.1 (this table's "
                            "software), which reran the whole block");
+    }
+    // Composer updates the model's training metrics after every micro-batch's backward (trainer.py
+    // _eval_train_metrics, Composer 0.11 to 0.17), and llm-foundry's MPT models report two, LanguageCrossEntropy and
+    // LanguagePerplexity, each a torch CrossEntropyLoss over the logits (use_train_metrics defaults true).
+    if (auto v = number(pl, "train_metric_losses")) {
+        if (*v >= 0 && *v <= 16 && *v == static_cast<int>(*v)) plan.framework.trainMetricLosses = static_cast<int>(*v);
+        else r.assume("train_metric_losses " + std::to_string(*v) + " is not a count of 0 to 16: read as unstated");
+    }
+    if (!plan.framework.trainMetricLosses && llmFoundry) {
+        plan.framework.trainMetricLosses = 2;
+        r.assume("llm-foundry: Composer's training metrics after every micro-batch, two eager cross-entropies over the "
+                 "logits (LanguageCrossEntropy, LanguagePerplexity)");
     }
     const std::string loss = lower(text(pl, "cross_entropy"));
     const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn";

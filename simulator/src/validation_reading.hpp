@@ -24,6 +24,7 @@ struct Reading {
     const std::string framework;
     int64_t world = 0;              // GPUs in all (readCluster)
     bool microBatchAssumed = false; // one micro-batch a step, the framework's default (readBatch)
+    bool llmFoundry = false;        // MosaicML's llm-foundry / Composer model code (readFramework)
     // What the record did not state and tessel took, listed with the case.
     void assume(std::string what) { c.assumptions.push_back(std::move(what)); }
 };

@@ -11,13 +11,14 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 o = d["overall"]
 assert o["records"] == 85 and o["predicted"] == 85, o
-# Guard: median and max |step error| over all records and per group (measured 2026-11-28 with the fitted
-# sustained tensor-core share on the A100, the measured power curve on the H100 and llm-foundry's PyTorch 2.1
-# checkpoint stopping early: 2.6% / 18.2%; groups 4.4 / 1.3 / 3.5 / 2.2%; docs/validation.md).
-assert o["median_abs_step_error"] <= 0.035, o["median_abs_step_error"]
+# Guard: median and max |step error| over all records and per group (measured 2026-11-29 with the fitted
+# sustained tensor-core share on the A100, the measured power curve on the H100, llm-foundry's Triton rows without
+# flash_attn_fn's unpadding and Composer's training metrics costed: 3.6% / 19.7%; groups 3.8 / 2.1 / 3.3 / 4.0%;
+# docs/validation.md).
+assert o["median_abs_step_error"] <= 0.04, o["median_abs_step_error"]
 assert o["max_abs_step_error"] <= 0.20, o["max_abs_step_error"]
 bounds = {"megatron_sc21_table1": 0.05, "korthikanti_table5": 0.03,
-          "megascale_table2_175B_strong_scaling": 0.045, "mosaicml_llm_foundry_mpt_benchmarks": 0.035}
+          "megascale_table2_175B_strong_scaling": 0.045, "mosaicml_llm_foundry_mpt_benchmarks": 0.045}
 for g in d["groups"]:
     assert g["median_abs_step_error"] <= bounds[g["group"]], (g["group"], g["median_abs_step_error"])
 for r in d["results"]:
@@ -32,12 +33,12 @@ check "table lists a record" "$(contains "$tmp/table" 'megatron-sc21-t1-1.7B')"
 check "table has the group summary" "$(contains "$tmp/table" 'mosaicml_llm_foundry_mpt_benchmarks')"
 "$TESSEL" validate --summary --assumptions >"$tmp/summary" 2>&1; check "summary exits 0" $?
 
-# 3. Leave one group out: every group predicted with the share fitted without it (measured 2.4% median).
+# 3. Leave one group out: every group predicted with the share fitted without it (measured 4.0% median).
 "$TESSEL" validate --leave-one-group-out --json >"$tmp/logo.json" 2>/dev/null; check "leave-one-group-out exits 0" $?
 check "says what is refitted" "$(contains "$tmp/logo.json" 'sustained_tensor_fraction without megatron_sc21_table1: 0.9')"
 python3 -c "
 import json; d=json.load(open('$tmp/logo.json')); o=d['overall']
-assert o['predicted']==85 and o['median_abs_step_error'] <= 0.035, o['median_abs_step_error']
+assert o['predicted']==85 and o['median_abs_step_error'] <= 0.045, o['median_abs_step_error']
 assert len(d['fitted_constants'])==4, d['fitted_constants']"; check "out of sample within the guard" $?
 "$TESSEL" validate --fit >"$tmp/fit" 2>&1; check "fit exits 0" $?
 # Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (23 runs; measured 7.1% median, 10.8% max). Every one of them ran, so every one must
@@ -57,8 +58,8 @@ import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
 assert o['records']==22 and o['median_abs_step_error'] <= 0.16, o
 assert o['median_abs_memory_error'] <= 0.06, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
-# The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 3.3% median, 24.9% max;
-# per-size medians within 5.1%; every one predicted to fit since flash-attn's loss is read as llm-foundry runs it):
+# The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 3.2% median, 24.3% max;
+# per-size medians within 4.5%; every one predicted to fit since flash-attn's loss is read as llm-foundry runs it):
 # what the shared rows taught, on other sizes.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_mpt_llm_foundry.json" >"$tmp/mpt.json" 2>/dev/null; check "MPT set exits 0" $?
 python3 -c "
@@ -70,7 +71,7 @@ unfit = [r['id'] for r in d['results'] if not r['predicted_fits']]
 assert not unfit, unfit
 by={}
 for r in d['results']: by.setdefault(re.match(r'mpt-\w+?-(\w+)-seq', r['id']).group(1), []).append(r['step_error'])
-assert all(abs(statistics.median(v)) <= 0.065 for v in by.values()), {k: statistics.median(v) for k, v in by.items()}" ; check "MPT set within its guard, per model size too" $?
+assert all(abs(statistics.median(v)) <= 0.055 for v in by.values()), {k: statistics.median(v) for k, v in by.items()}" ; check "MPT set within its guard, per model size too" $?
 # Megatron-LM's own H100 weak-scaling table (9 GPT runs, 1.7B-462B on 48-6144 GPUs; measured 6.6% median,
 # 22.9% max: the 32B run at dp 48, too slow; every run predicted to fit).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_lm_h100.json" >"$tmp/mlm.json" 2>/dev/null; check "Megatron-LM set exits 0" $?
@@ -143,7 +144,7 @@ import json; d=json.load(open('$tmp/pt200.json')); r={x['id']: x['step_error'] f
 assert len(r)==4, r
 assert all(abs(v) <= 0.27 for v in r.values()), r
 assert all(abs(v) <= 0.14 for k, v in r.items() if 'mb32' in k), r" ; check "PyTorch H200 set within its guard" $?
-check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-a100-80g: 0.912')"
+check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-a100-80g: 0.909')"
 check "fit says a measured curve replaces it on the H100" "$(contains "$tmp/fit" 'shipped in dgx-h100-80g: none (the measured gpu.sustained_share_by_duty')"
 check "fit leaves the H100's records out" "$(contains "$tmp/fit" 'fitted on 63 records')"
 cat >"$tmp/nostep.json" <<'J'

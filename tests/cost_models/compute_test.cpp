@@ -235,6 +235,29 @@ TEST(Compute, UnpaddedAttentionGathersQkvAndScattersTheOutput) {
     EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_unpad"), std::runtime_error);
 }
 
+TEST(Compute, TrainingMetricsReadTheLogitsAgainWithoutABackward) {
+    // Composer updates LanguageCrossEntropy and LanguagePerplexity after each micro-batch's backward: two
+    // cross_entropy calls under autocast, each the logits cast to fp32 (e in, 4 out) and log-softmaxed (4 in, 4 out).
+    // GPT-2's 50304-token vocabulary at one sequence of 1024: T x V logits a micro-batch.
+    const ModelConfig gpt2 = test::preset("gpt2-124m");
+    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    const auto& recipe = *findPrecisionRecipe("mixed");
+    const double T = static_cast<double>(gpt2.seqLen), V = 50304.0, e = 2.0;
+    const BlockCompute plain = headCompute(gpt2, c, p, recipe);
+    EXPECT_THROW(findOp(plain, "train_metrics"), std::runtime_error);
+    p.framework.trainMetricLosses = 2;
+    const BlockCompute withMetrics = headCompute(gpt2, c, p, recipe);
+    const OpCost& op = findOp(withMetrics, "train_metrics");
+    EXPECT_DOUBLE_EQ(op.bytes, 2.0 * (e + 12.0) * T * V);
+    // Outside autograd: the forward pays for them, the backward does not.
+    EXPECT_NEAR(withMetrics.forward.seconds - plain.forward.seconds, op.seconds, 1e-12);
+    EXPECT_DOUBLE_EQ(withMetrics.backwardInput.seconds + withMetrics.backwardWeight.seconds,
+                     plain.backwardInput.seconds + plain.backwardWeight.seconds);
+    // Memory-bound: bytes over the HBM's achieved rate.
+    EXPECT_NEAR(op.seconds, op.bytes / (c.gpu.hbmBytesPerSecond * c.gpu.memoryEfficiency), 1e-5);
+}
+
 TEST(Compute, TorchtitansSelectivePolicyRedoesWhatItDidNotKeep) {
     // torchtitan's "op" policy keeps the attention output and every other matmul's (q, v, w1, w2), so the
     // backward redoes wk, wo, w3 and the elementwise ops, not attention (FORMULAS.md §3.4).

@@ -17,6 +17,33 @@ TEST(MemoryHand, TenBillionFp16WithFp32AdamIs120GB) {
     EXPECT_DOUBLE_EQ(10e9 * modelStateBytesPerParameter(r, 0, 1), 120e9);
 }
 
+TEST(MemoryPhases, TrainingMetricsAfterTheBackwardRaiseThePeakOnlyPastIt) {
+    // Composer's metrics run after the backward has freed the activations: the bf16 logits and one metric's fp32
+    // copy and log-softmax, (2 + 4 + 4) B a logit. GPT-2 124M with full recompute keeps little per layer, so at
+    // 16 sequences of 1024 that phase, 10 x 16384 x 50304 B = 8.2 GB, is past what the backward held.
+    const ModelConfig gpt2 = test::preset("gpt2-124m");
+    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    p.precision = "mixed";
+    p.microBatch = 16;
+    p.globalBatch = 16;
+    p.recompute = Recompute::Full;
+    const MemoryReport without = predictMemory(gpt2, c, p);
+    p.framework.trainMetricLosses = 2;
+    const MemoryReport with = predictMemory(gpt2, c, p);
+    const StageMemory& st = without.stages.back();
+    const double metricsPhase = (2.0 + 8.0) * 16.0 * 1024.0 * 50304.0;
+    const double backwardPhase = st.activationsBytes + st.other.logitsLossBytes + st.other.backwardWorkingBytes;
+    ASSERT_GT(metricsPhase, backwardPhase);
+    EXPECT_NEAR(with.stages.back().other.logitsLossBytes - st.other.logitsLossBytes, metricsPhase - backwardPhase, 1.0);
+    // Without recompute the backward holds more than the metrics need: the peak does not move.
+    p.recompute = Recompute::None;
+    p.framework.trainMetricLosses = 0;
+    const double plain = predictMemory(gpt2, c, p).peakBytes;
+    p.framework.trainMetricLosses = 2;
+    EXPECT_DOUBLE_EQ(predictMemory(gpt2, c, p).peakBytes, plain);
+}
+
 TEST(MemoryHand, SeventyBillionAtSixteenBytesIs1120GBAndZero3DividesBy32) {
     const auto& r = *findPrecisionRecipe("mixed");
     EXPECT_DOUBLE_EQ(70e9 * modelStateBytesPerParameter(r, 0, 1), 1120e9);

@@ -521,7 +521,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
 
 TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     nlohmann::json doc{{"framework", "megatron"}, {"framework_version", "core_r0.8.0"}, {"ddp_impl", "torch"},
-                       {"overlap_param_gather", true}, {"tp_comm_overlap", false}, {"attention_unpad", true}};
+                       {"overlap_param_gather", true}, {"tp_comm_overlap", false}, {"attention_unpad", true},
+                       {"train_metric_losses", 2}};
     ProblemList problems;
     Plan p = parsePlan(doc, "/plan", problems);
     ASSERT_TRUE(problems.empty());
@@ -533,6 +534,8 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_TRUE(*p.framework.attentionUnpad);
     const nlohmann::json back = planToJson(p);
     EXPECT_EQ(back["attention_unpad"], true);
+    EXPECT_EQ(trainMetricLossesOf(p.framework), 2);
+    EXPECT_EQ(back["train_metric_losses"], 2);
     EXPECT_EQ(back["framework_version"], "core_r0.8.0");
     EXPECT_EQ(back["overlap_param_gather"], true);
     EXPECT_FALSE(back.contains("overlap_grad_reduce"));

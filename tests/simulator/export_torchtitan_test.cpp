@@ -120,6 +120,11 @@ TEST(ExportFrameworks, UnpaddedAttentionIsModelCodeNoFrameworkRuns) {
     for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/attention_unpad")) << toString(f);
     s.plan.framework.attentionUnpad = false;
     EXPECT_NO_THROW(exportPlan(s, ExportFormat::Torchtitan));
+    // Composer's training metrics are its trainer's, which no export format runs.
+    s.plan.framework.trainMetricLosses = 2;
+    for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/train_metric_losses")) << toString(f);
+    s.plan.framework.trainMetricLosses = 0;
+    EXPECT_NO_THROW(exportPlan(s, ExportFormat::Torchtitan));
 }
 
 TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {

@@ -452,7 +452,7 @@ TEST(ValidationRecord, Qwen3RecordsHaveQkNorms) {
 }
 
 TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
-    // MosaicML's MPT benchmarks: llm-foundry's flash_attn_fn unpads q, k, v, its loss is flash-attn's fused
+    // MosaicML's MPT benchmarks: llm-foundry's flash_attn_fn unpads q, k, v (its Triton path does not), its loss is flash-attn's fused
     // cross-entropy (no fp32 copy of the logits: fused kernels stay), and the pretraining yamls build learned
     // positions (the table's NumParams grows with the sequence), not ALiBi.
     nlohmann::json r = record();
@@ -469,6 +469,25 @@ TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     EXPECT_TRUE(mentions(c.assumptions, "unpadded q, k, v"));
     EXPECT_EQ(crossEntropyOf(c.scenario.plan.framework), "flash_attn"); // flash-attn's, not Megatron-core's loss
     EXPECT_TRUE(mentions(c.assumptions, "flash-attn's cross_entropy"));
+    // Composer's training metrics after every micro-batch: LanguageCrossEntropy and LanguagePerplexity.
+    EXPECT_EQ(trainMetricLossesOf(c.scenario.plan.framework), 2);
+    EXPECT_TRUE(mentions(c.assumptions, "Composer's training metrics"));
+    {
+        // Its triton_flash_attn_fn hands the Triton kernel views of the projection's output: nothing gathered.
+        nlohmann::json t = r;
+        t["model"]["attention"] = "flash or triton per yaml"; // as the shared MPT records say it
+        const ValidationCase triton = load(t);
+        EXPECT_EQ(triton.scenario.plan.attentionKernel, "flash1");
+        EXPECT_FALSE(*triton.scenario.plan.framework.attentionUnpad);
+        EXPECT_TRUE(mentions(triton.assumptions, "no unpadding"));
+        EXPECT_FALSE(mentions(triton.assumptions, "unpadded q, k, v"));
+        // The Large Scale sweep ran flash-attn 2 (unpadded) for MPT-7B and the Triton kernel for MPT-13B and -30B.
+        nlohmann::json ls = r;
+        ls["source"] = "mosaicml/llm-foundry scripts/train/benchmarking/README.md, section 'H100 80GB BF16 (Large Scale, >= 128 GPUs)'";
+        EXPECT_TRUE(*load(ls).scenario.plan.framework.attentionUnpad);
+        ls["model"]["name"] = "MPT-13B";
+        EXPECT_FALSE(*load(ls).scenario.plan.framework.attentionUnpad);
+    }
     // What a record states wins.
     r["plan"]["attention_unpad"] = false;
     r["plan"]["cross_entropy"] = "torch_crossentropy";  // llm-foundry's other loss_fn: not a kernel tessel names
@@ -479,6 +498,12 @@ TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     EXPECT_FALSE(*stated.scenario.plan.framework.attentionUnpad);
     EXPECT_FALSE(mentions(stated.assumptions, "unpadded q, k, v"));
     EXPECT_EQ(crossEntropyOf(stated.scenario.plan.framework), "eager");
+    r["plan"]["train_metric_losses"] = 0; // use_train_metrics: false
+    EXPECT_EQ(trainMetricLossesOf(load(r).scenario.plan.framework), 0);
+    EXPECT_FALSE(mentions(load(r).assumptions, "Composer's training metrics"));
+    r["plan"]["train_metric_losses"] = 2.5;
+    EXPECT_TRUE(mentions(load(r).assumptions, "is not a count"));
+    r["plan"].erase("train_metric_losses");
     EXPECT_FALSE(mentions(stated.assumptions, "flash-attn's cross_entropy"));
     // Other frameworks keep their own code.
     r["source"] = "Someone et al. 2024";
@@ -487,6 +512,7 @@ TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     EXPECT_TRUE(*load(r).scenario.plan.framework.attentionUnpad);
     r["plan"].erase("attention_unpad");
     EXPECT_FALSE(load(r).scenario.plan.framework.attentionUnpad.has_value());
+    EXPECT_EQ(trainMetricLossesOf(load(r).scenario.plan.framework), 0);
 }
 
 TEST(ValidationRecord, LlmFoundrysCheckpointStopsEarlyUnderPyTorch21Only) {

@@ -73,6 +73,8 @@ double eagerSwigluBytes(int64_t rows, int64_t outCols, int e);
 constexpr double kEagerSwigluBackwardFactor = 9.0 / 5.0;
 double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // repeat_kv + output copy
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
+// A cross-entropy outside autograd under autocast (a trainer's metric): the fp32 cast and the log-softmax.
+double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 double eagerCrossEntropyBackwardFactor(int e);
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);

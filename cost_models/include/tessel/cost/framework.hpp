@@ -62,7 +62,14 @@ struct FrameworkSettings {
     // padding or none (llm-foundry's flash_attn_fn, bert_padding.index_first_axis / pad_input). Model code, not a
     // framework default anywhere: unset means false.
     std::optional<bool> attentionUnpad;
+    // Eager cross-entropies the trainer computes over each micro-batch's logits for its training metrics, outside
+    // autograd (Composer's _eval_train_metrics after every micro-batch's backward; llm-foundry's MPT models report
+    // LanguageCrossEntropy and LanguagePerplexity: 2). Trainer code, not a framework default: unset means 0.
+    std::optional<int> trainMetricLosses;
 };
+
+// How many training-metric cross-entropies the trainer runs over a micro-batch's logits (0 unless stated).
+int trainMetricLossesOf(const FrameworkSettings& f);
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
 struct OverlapSettings {
