@@ -151,7 +151,11 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << milliseconds(p.layer.backward().seconds) << " ms (input " << milliseconds(p.layer.backwardInput.seconds)
         << " + weight " << milliseconds(p.layer.backwardWeight.seconds) << "), recompute "
         << milliseconds(p.layer.recompute.seconds) << " ms; LM head + loss forward "
-        << milliseconds(p.head.forward.seconds) << " ms; optimizer step (stage 0) "
+        << milliseconds(p.head.forward.seconds) << " ms";
+    // The trainer's metrics over the logits ride in the head's forward (FORMULAS.md §3.4): said apart.
+    for (const auto& op : p.head.forwardOps)
+        if (op.name == "train_metrics") out << " (training metrics " << milliseconds(op.seconds) << " ms of it)";
+    out << "; optimizer step (stage 0) "
         << milliseconds(p.optimizerPerStage.front().seconds) << " ms\n";
     // The share of their benchmarked rate the layer's GEMMs and attention run at (FORMULAS.md §3.3); fp32 GEMMs
     // run on the CUDA cores and take none.

@@ -93,6 +93,20 @@ check "pointer tp" "$(contains "$tmp/err" '#/plan/tp')"
 check "pointer schedule" "$(contains "$tmp/err" '#/plan/schedule')"
 check "pointer unknown key" "$(contains "$tmp/err" '#/plan/micro_batchs: unknown key')"
 
+# 4a. A trainer's metrics over the logits (Composer's two, train_metric_losses): said in the framework line and apart
+# in the LM head's forward; absent, neither.
+cat >"$tmp/metrics.json" <<'JSON'
+{"schema_version": 1, "model": "gpt2-124m", "cluster": "dgx-a100-80g", "nodes": 1,
+ "plan": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 8, "global_batch": 64, "zero_stage": 3, "precision": "fsdp",
+          "framework": "fsdp", "train_metric_losses": 2}}
+JSON
+"$TESSEL" predict "$tmp/metrics.json" >"$tmp/metrics" 2>&1; check "metrics plan exits 0" $?
+check "says the trainer's metrics" "$(contains "$tmp/metrics" "2 training-metric cross-entropies a micro-batch")"
+check "shows their time in the head's forward" "$(contains "$tmp/metrics" "(training metrics [0-9.]* ms of it)")"
+python3 -c "import json; d=json.load(open('$tmp/metrics.json')); del d['plan']['train_metric_losses']; json.dump(d, open('$tmp/nometrics.json', 'w'))"
+"$TESSEL" predict "$tmp/nometrics.json" >"$tmp/nometrics" 2>&1; check "plain plan exits 0" $?
+check "no metrics unless stated" "$([ "$(contains "$tmp/nometrics" 'training metrics')" != 0 ]; echo $?)"
+
 # 4b. The share of their benchmarked rate the layer's tensor cores run at: the measured power curve on an H100 (at the
 # layer's duty), the fitted constant on an A100 (FORMULAS.md §3.3).
 "$TESSEL" predict --model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/h100" 2>&1
