@@ -63,6 +63,15 @@ double autocastCopiedParameters(const ModelConfig& m, const Plan& p) {
     return l.dense + l.expert;
 }
 
+// PyTorch FSDP (framework fsdp, FSDP1; torchtitan, FSDP2) reduce-scatters each wrapped unit's gradient as one
+// tensor after the unit's backward, where the stage is not gathered once a step (then its whole unsharded
+// gradient is counted with the gradients).
+bool fsdpReducesPerUnit(const Plan& plan, int z) {
+    const std::string& name = plan.framework.name;
+    return (name == "fsdp" || name == "torchtitan") && z >= 2 && plan.zeroShardSize() >= 2 &&
+           !fsdpGathersOncePerStep(plan.framework, plan.pp, z);
+}
+
 // ZeRO-3 gather buffers, in parameters: a stage gathers its chunks unit by unit (the embedding, each layer, the
 // head) and holds the unit in use plus the next one prefetched (DeepSpeed's stage 3 and FSDP's one-deep
 // prefetch; DeepSpeed's estimator bounds it by 2 x the largest layer). The next unit follows in the pass or,
@@ -464,6 +473,16 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // stage 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
             // overlap_comm is enabled"), stage 3 one (stage3.py: __ipg_bucket_flat_buffer).
             o.commBufferBytes += (z == 2 && deepSpeedOverlapCommOf(plan.framework, z) ? 2.0 : 1.0) * bucket * recipe.weightBytes;
+        } else if (fsdpReducesPerUnit(plan, z)) {
+            // PyTorch FSDP reduces a wrapped unit (a layer) at once, not a bucket. FSDP2 (torchtitan's
+            // fully_shard): foreach_reduce copies the unit's unsharded gradients (param dtype, e) into a new
+            // reduce-scatter input in reduce_dtype (r) and the group keeps that input until the next unit's
+            // post-backward, while that unit's gradients form (_fsdp_param_group.py reduce_scatter_state):
+            // (e + r) x a unit during the backward. FSDP1 (Composer): _post_backward_hook casts the unit's flat
+            // gradient to reduce_dtype beside it, (e + r) x a unit at the cast (its F.pad copy before torch 2.1,
+            // r more, is not counted). FORMULAS.md §2.
+            const StageParameters unit = layerParameters(model, plan);
+            o.commBufferBytes += (unit.dense + unit.expert) * (e + recipe.gradReduceBytes());
         } else {
             o.commBufferBytes += std::min(params.total(), bucket) * recipe.gradReduceBytes(); // Megatron-style bucket
         }

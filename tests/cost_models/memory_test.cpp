@@ -140,6 +140,27 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     EXPECT_NE(problems.items().front().where.find("/plan/reduce_bucket_size"), std::string::npos);
 }
 
+// PyTorch FSDP reduce-scatters a wrapped layer's whole gradient at once: the layer's unsharded gradients (bf16)
+// beside the reduce-scatter input in reduce_dtype, in place of a 40M-element bucket. Llama 2 70B over 32 ranks,
+// 856M parameters a layer: 6 B each under torchtitan's and Composer's DEFAULT fp32 reduction, 4 B under PURE.
+TEST(MemoryHand, FsdpReducesAWholeLayerAtOnce) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    const double layer = static_cast<double>(countParameters(m).perLayer());
+    auto buffers = [&](const char* framework, const char* precision, int pp) {
+        Plan p = llama70bPipelinedOver32(1, pp, 32 / pp, precision, framework);
+        return predictMemory(m, c, p).stages[0].other.commBufferBytes;
+    };
+    EXPECT_DOUBLE_EQ(buffers("megatron", "fsdp", 1), 4.0 * 4e7); // Megatron-style: one fp32 bucket
+    EXPECT_DOUBLE_EQ(buffers("torchtitan", "fsdp", 1), (2.0 + 4.0) * layer);
+    EXPECT_DOUBLE_EQ(buffers("fsdp", "fsdp", 1), (2.0 + 4.0) * layer);
+    EXPECT_DOUBLE_EQ(buffers("fsdp", "fsdp_pure", 1), (2.0 + 2.0) * layer);
+    // DeepSpeed's ZeRO-3 keeps its own bucket (DeepSpeedsReduceBucketIsAllocatedWhole); torchtitan under
+    // pipelining keeps the stage's unsharded gradients for the step, counted with the gradients
+    // (TorchtitanPipelinedFsdpKeepsTheStageGatheredAndItsGradientsUnsharded).
+    EXPECT_DOUBLE_EQ(buffers("deepspeed", "fsdp", 1), 4.0 * 5e8); // its bucket, in the fp32 weights' dtype
+}
+
 // DeepSpeed's BF16_Optimizer (bf16 under its pipeline engine, BLOOM's recipe) keeps each parameter's bf16 .grad
 // beside the full fp32 gradient it accumulates into: 2 B more per parameter than the recipe's fp32 gradients,
 // unsharded; the master and moments stay sharded over data parallelism as ZeRO-1 shards them.
