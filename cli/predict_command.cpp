@@ -66,8 +66,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             if (kept.momentBytes < named->momentBytes) out << ", bf16 optimizer state (no fp32 master)";
             else if (kept.masterBytes == 2 && named->masterBytes == 4) out << ", fp32 master as 16-bit remainders";
             const std::string loss = crossEntropyOf(pl.framework);
-            if (loss != "fused") out << ", " << (loss == "te" ? "Transformer Engine's" : loss == "eager" ? "eager PyTorch" : "flash-attn's")
-                                     << " cross-entropy";
+            if (loss != "fused")
+                out << ", "
+                    << (loss == "te" ? "Transformer Engine's" : loss == "eager" ? "eager PyTorch" : loss == "compiled" ? "torch.compile's" : "flash-attn's")
+                    << " cross-entropy";
         }
         if (pl.pp > 1 && pipelineScatterGatherOf(pl.framework, pl.tp, pl.sequenceParallel))
             out << ", pipeline sends split over TP and all-gathered (scatter-gather)";

@@ -738,6 +738,12 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));
         ce.backwardByteFactor = kernel_cost::eagerCrossEntropyBackwardFactor(e);
         b.forwardOps.push_back(ce);
+    } else if (crossEntropyOf(plan.framework) == "compiled") {
+        // torch.compile's kernels for cross_entropy(logits.float()) (torchtitan's compiled loss): the upcast fused
+        // into an online log-sum-exp over the 16-bit logits, and a backward that writes their 16-bit gradient.
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::compiledCrossEntropyBytes(s.tokens, s.vocabLocal, e));
+        ce.backwardByteFactor = kernel_cost::kCompiledCrossEntropyBackwardFactor;
+        b.forwardOps.push_back(ce);
     } else {
         // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
         b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));

@@ -42,6 +42,7 @@ double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, 
 }
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
 double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
+double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return e * d(tokens) * d(vocab); }
 // Autocast's cast of the logits to fp32 (e in, 4 out) and log_softmax over them (4 in, 4 out); nll_loss reads one
 // log-probability a row and nothing is kept for a backward.
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 12.0) * d(tokens) * d(vocab); }

@@ -496,10 +496,12 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // CUDA backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy), and
             // every loss computing in fp32/fp64, whose logits are already that type.
             o.logitsLossBytes = headInFlight * e * T * t.vocabLocal;
-        } else if (loss == "flash_attn") {
+        } else if (loss == "flash_attn" || loss == "compiled") {
             // flash-attn's cross_entropy (flash_attn/ops/triton/cross_entropy.py; apex's xentropy before it): it
             // saves the 16-bit logits and an fp32 log-sum-exp per row, and its backward writes the gradient into a
             // new tensor like the logits (inplace_backward off, llm-foundry's FusedCrossEntropyLoss default).
+            // torch.compile's kernels for cross_entropy(logits.float()) ("compiled") save the same: the upcast is
+            // fused away, the 16-bit logits and a row's log-sum-exp kept, the gradient a new 16-bit tensor.
             o.logitsLossBytes = headInFlight * e * T * t.vocabLocal + e * T * t.vocabLocal;
         } else if (loss == "eager") {
             // cross_entropy(logits.float()): at its backward's peak the fp32 log-softmax output it kept, the

@@ -106,6 +106,10 @@ void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& pr
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; flash-attn's cross_entropy is llm-foundry's model code: "
                                  "set cross_entropy fused, te or eager");
+    if (framework != "torchtitan" && crossEntropyOf(p.framework) == "compiled")
+        problems.add("/plan/cross_entropy",
+                     framework + " runs its own loss kernel; the torch.compile'd cross_entropy tessel costs is "
+                                 "torchtitan's compiled loss: set cross_entropy fused, te or eager");
 }
 
 // What the distributed optimizer keeps, as tessel predicted it (precisionRecipeOf): 16-bit master remainders only

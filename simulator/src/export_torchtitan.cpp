@@ -61,6 +61,11 @@ bool llamaArchitecture(const ModelConfig& m) {
 void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "torchtitan", problems);
     optimizerStateRules(p, "torchtitan", false, problems);
+    // torchtitan compiles its loss only with the model (compile.components "loss" under compile.enable).
+    if (crossEntropyOf(p.framework) == "compiled" && !fusedKernelsOf(p.framework))
+        problems.add("/plan/cross_entropy",
+                     "torchtitan compiles its loss only under torch.compile, which tessel costs as fused_kernels: set "
+                     "fused_kernels true or cross_entropy eager");
 
     // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
     // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.
@@ -274,7 +279,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     // tessel predicted fused elementwise kernels (FORMULAS.md §3.4) only where torch.compile fuses them.
     out << "\n[compile]\n";
     out << "enable = " << (fusedKernelsOf(p.framework) ? "true" : "false") << "\n";
-    out << "components = [\"model\"]\n";
+    // The loss compiled as tessel costed it (crossEntropyOf: torchtitan 2025 on compiles it with the model).
+    out << "components = " << (crossEntropyOf(p.framework) == "compiled" ? "[\"model\", \"loss\"]" : "[\"model\"]") << "\n";
 
     out << "\n[activation_checkpoint]\n";
     out << "mode = " << tomlString(p.recompute == Recompute::Full ? "full" : opSelective ? "selective" : "none") << "\n";

@@ -417,6 +417,13 @@ TEST(Memory, TransformerEnginesCrossEntropyKeepsTheLogitsItOverwrites) {
     FrameworkSettings tt;
     tt.name = "torchtitan";
     EXPECT_EQ(crossEntropyOf(tt), "eager");
+    // torch.compile's kernels for cross_entropy(logits.float()) (torchtitan's compiled loss, 2025 on): the bf16
+    // logits kept and a bf16 gradient beside them, as flash-attn's; eager's fp32 copies are gone (12 -> 4 B).
+    tt.fusedKernels = true;
+    EXPECT_EQ(crossEntropyOf(tt), "compiled");
+    EXPECT_DOUBLE_EQ(lossBytes(tt), 4.0 * T * V);
+    tt.version = "2024";
+    EXPECT_DOUBLE_EQ(lossBytes(tt), 12.0 * T * V);
     // The plan key round-trips and a value that names no kernel is refused at its pointer.
     ProblemList problems;
     const Plan parsed = parsePlan({{"framework", "megatron"}, {"cross_entropy", "te"}}, "/plan", problems);

@@ -488,7 +488,15 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_TRUE(eagerLossOf(titan));
     titan.fusedKernels = true;
     EXPECT_TRUE(resolveOverlap(titan, false, 3).fusedKernels);
-    EXPECT_TRUE(eagerLossOf(titan));   // its loss runs outside the compiled blocks
+    // Its loss: outside the compiled blocks through 2024 (train.py at 9dec370), compiled with them from 2025
+    // (build_cross_entropy_loss, bbb1b616e, 2025-04) and today; eager wherever the model is not compiled.
+    EXPECT_EQ(crossEntropyOf(titan), "compiled");
+    titan.version = "2024";
+    EXPECT_TRUE(eagerLossOf(titan));
+    titan.version = "2025";
+    EXPECT_EQ(crossEntropyOf(titan), "compiled");
+    titan.fusedKernels = false;
+    EXPECT_TRUE(eagerLossOf(titan));
 
     FrameworkSettings ds;
     ds.name = "deepspeed";

@@ -113,6 +113,15 @@ TEST(Export, FlashAttnsLossIsModelCode) {
         EXPECT_TRUE(contains(refusal(s, f), "/plan/cross_entropy"));
 }
 
+// torch.compile's cross_entropy is torchtitan's compiled loss: Megatron-LM and DeepSpeed refuse it at its pointer.
+TEST(Export, CompiledLossIsTorchtitans) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.framework.crossEntropy = "compiled";
+    for (ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/cross_entropy"));
+    EXPECT_FALSE(contains(refusal(s, ExportFormat::Torchtitan), "/plan/cross_entropy")); // its fused kernels: compiled
+}
+
 TEST(ExportMegatron, SquaredReluIsMegatronsFlag) {
     Scenario s = preset("llama3-8b-h100");
     s.model.activation = Activation::SquaredRelu;

@@ -140,11 +140,17 @@ TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels)
     s.plan.framework.fusedKernels = true;
     t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("compile.enable"), "true");
+    EXPECT_EQ(t.at("compile.components"), "[\"model\", \"loss\"]"); // the loss compiled, as costed
     // AdamW as costed: fused for current torchtitan, foreach for a 2024 one (its default before #881).
     EXPECT_EQ(t.at("optimizer.implementation"), "fused");
     s.plan.framework.version = "2024";
     t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("optimizer.implementation"), "foreach");
+    EXPECT_EQ(t.at("compile.components"), "[\"model\"]"); // 2024: the loss ran eager beside compiled blocks
+    // A compiled loss without a compiled model is no torchtitan run.
+    s.plan.framework.crossEntropy = "compiled";
+    s.plan.framework.fusedKernels = false;
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Torchtitan), "/plan/cross_entropy"));
 }
 
 TEST(ExportTorchtitan, ReplicatedPlanAndFullRecompute) {

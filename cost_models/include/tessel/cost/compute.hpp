@@ -76,6 +76,10 @@ double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 // A cross-entropy outside autograd under autocast (a trainer's metric): the fp32 cast and the log-softmax.
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 double eagerCrossEntropyBackwardFactor(int e);
+// torch.compile's cross_entropy(logits.float()): one read of the 16-bit logits for the log-sum-exp (Inductor's online
+// softmax), and a backward that reads them again and writes the 16-bit gradient (factor 2).
+double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
+constexpr double kCompiledCrossEntropyBackwardFactor = 2.0;
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)

@@ -22,7 +22,9 @@ struct FrameworkSettings {
     // written into the logits in forward) or "eager" (PyTorch's cross_entropy(logits.float())). Unset: the
     // framework's default for its version (crossEntropyOf). "flash_attn": flash-attn's cross_entropy (llm-foundry's
     // fused_crossentropy): the logits and a per-row fp32 log-sum-exp kept, the gradient a new tensor of the
-    // logits' type (inplace_backward off, its default).
+    // logits' type (inplace_backward off, its default). "compiled": torch.compile's Inductor kernels for
+    // cross_entropy(logits.float()) (torchtitan's loss under training.compile from 2025-04): the upcast and the
+    // log-softmax fused, so the same as flash_attn's: the 16-bit logits kept, a new 16-bit gradient.
     std::optional<std::string> crossEntropy;
     std::optional<bool> overlapGradReduce;       // gradient reduction runs during backward (per bucket)
     std::optional<bool> overlapParamGather;      // ZeRO-1/2: updated-parameter all-gather overlaps the next forward
