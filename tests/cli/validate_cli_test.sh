@@ -65,6 +65,14 @@ python3 -c "
 import json; d=json.load(open('$tmp/tt200.json')); o=d['overall']
 assert o['records']==2 and o['max_abs_step_error'] <= 0.07, o
 assert o['median_abs_memory_error'] <= 0.06, o" ; check "torchtitan H200 set within its guard" $?
+# NVIDIA's DGX Cloud 405B recipe of 25.05 on GB200 and H100 (one recipe, two GPUs): measured H100 -5.4% / -4.0%,
+# GB200 -11.7..-14.9% (BF16) and -16.1..-20.5% (FP8); the guard holds the H100 rows and the GB200 spread.
+"$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_dgxc_405b_2505.json" >"$tmp/dgxc2505.json" 2>/dev/null; check "DGX Cloud 405B 25.05 set exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/dgxc2505.json')); r={x['id']:x['step_error'] for x in d['results']}
+assert len(r)==8, r
+assert all(abs(v) <= 0.07 for k,v in r.items() if '-h100-' in k), r
+assert all(abs(v) <= 0.23 for k,v in r.items() if '-gb200-' in k), r" ; check "DGX Cloud 405B 25.05 set within its guard" $?
 # The MPT rows the shared set does not hold (158, scripts/mpt_check_set.py; measured 3.2% median, 24.3% max;
 # per-size medians within 4.5%; every one predicted to fit since flash-attn's loss is read as llm-foundry runs it):
 # what the shared rows taught, on other sizes.

@@ -483,13 +483,15 @@ TEST(SearchHonesty, TiesAreThePlansInsideTheBestPlansBand) {
     }
 }
 
-// Plans of two kinds: a tie is judged on the wider of the two plans' bands. Llama-3-8B at 20k tokens on 16 H100s:
-// #1 has no context parallelism (its kind's band 3.8%), and context-parallel plans up to 13% behind it (their
-// kind's band) are ties with it.
+// Plans of two kinds: a tie is judged on the wider of the two plans' bands. Llama-3-8B at 8k tokens on 16 H100s:
+// #1 uses context parallelism (its kind's band 3.4%), and plans without it up to 6.0% behind (their kind's band)
+// are ties with it, though outside #1's own band.
 TEST(SearchHonesty, ATieIsJudgedOnTheWiderOfTheTwoPlansBands) {
     Scenario s = defaultScenario();
     s.model = loadModelRef("llama3-8b", "model");
-    s.model.seqLen = 20480; // where context parallelism and plain data parallelism are close
+    // Where context parallelism and plain data parallelism are close with the shipped bands (H100 Megatron-style
+    // 6.0%, its context-parallel kind 3.4%: at 8192 tokens plain TP/DP plans sit 3.5-4.5% behind a CP #1).
+    s.model.seqLen = 8192;
     s.cluster = test::clusterPreset("dgx-h100-80g");
     SearchSpace space; // as `tessel search --cluster dgx-h100-80g --gpus 16 --global-batch 16 --framework megatron`
     space.gpus = 16;

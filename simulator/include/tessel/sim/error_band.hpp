@@ -61,7 +61,7 @@ std::string shippedErrorBandsFile();
 // it (check_nemo_h100_fp8.json, check_torchtitan_h100.json, check_mpt_llm_foundry.json,
 // check_megatron_lm_h100.json, check_megatron_bridge_b200_fp8.json,
 // check_megatron_bridge_gb200_fp8.json, check_dgxc_h100.json, check_bigscience_bloom.json,
-// check_eleutherai_gpt_neox.json, check_torchtitan_h200.json), those present. `tessel validate --write-bands FILE`
+// check_eleutherai_gpt_neox.json, check_torchtitan_h200.json, check_dgxc_405b_2505.json), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
 // The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
