@@ -308,10 +308,12 @@ std::string crossEntropyOf(const FrameworkSettings& f) {
     if (f.lossInPlace.value_or(false)) return "te"; // tessel's executor, whatever framework the plan names
     if (!fusedKernelsOf(f)) return "eager";
     if (f.name == "torchtitan") {
-        // torchtitan's loss, cross_entropy(pred.float()), runs outside the compiled blocks through 2024 (train.py at
-        // 9dec370, 2024-12: "compiling loss function causes CUDA errors, turning off for now"); from bbb1b616e
-        // (2025-04-02) build_cross_entropy_loss compiles it under training.compile (compile.components "loss" since
-        // 177b050ca). A year is all a version says here: 2025 on, and an unstated version, count as compiled.
+        // torchtitan's loss, cross_entropy(pred.float()), ran outside the compiled blocks in 2024 (train.py at
+        // 9dec370, 2024-12: "compiling loss function causes CUDA errors, turning off for now"; it had been compiled
+        // from e10cb9494, 2024-10-22, until e8977b007, 2024-12-18); from bbb1b616e (2025-04-02)
+        // build_cross_entropy_loss compiles it under training.compile (compile.components "loss" since 177b050ca).
+        // A year is all a version says here: 2025 on, and an unstated version, count as compiled (January to March
+        // 2025 ran it eager, and late 2024 compiled: a plan states cross_entropy to say so).
         const int year = frameworkYear(f);
         return year == 0 || year >= 2025 ? "compiled" : "eager";
     }
