@@ -479,7 +479,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // reduce-scatter input in reduce_dtype (r) and the group keeps that input until the next unit's
             // post-backward, while that unit's gradients form (_fsdp_param_group.py reduce_scatter_state):
             // (e + r) x a unit during the backward. FSDP1 (Composer): _post_backward_hook casts the unit's flat
-            // gradient to reduce_dtype beside it, (e + r) x a unit at the cast (its F.pad copy before torch 2.1,
+            // gradient to reduce_dtype beside it, (e + r) x a unit at the cast (torch 2.0's unconditional F.pad copy,
             // r more, is not counted). FORMULAS.md §2.
             const StageParameters unit = layerParameters(model, plan);
             o.commBufferBytes += (unit.dense + unit.expert) * (e + recipe.gradReduceBytes());
