@@ -77,7 +77,9 @@ double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 double eagerCrossEntropyBackwardFactor(int e);
 // torch.compile's cross_entropy(logits.float()): one read of the 16-bit logits for the log-sum-exp (Inductor's online
-// softmax), and a backward that reads them again and writes the 16-bit gradient (factor 2).
+// softmax, torch/_inductor/config.py `online_softmax`, default on; the release that made it the default was not
+// checked, and a two-pass reduction before it reads them twice), and a backward that reads them again and writes
+// the 16-bit gradient (factor 2).
 double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 constexpr double kCompiledCrossEntropyBackwardFactor = 2.0;
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
