@@ -32,8 +32,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "tessel predict: " << (s.name.empty() ? "scenario" : s.name) << "\n";
     out << "  model    " << m.name << ": " << fixed(static_cast<double>(p.parameters) / 1e9, 2) << " B parameters"
         << (m.moe ? " (" + fixed(static_cast<double>(p.activeParameters) / 1e9, 2) + " B active)" : std::string())
-        << ", " << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads / " << m.kvHeads
-        << " kv, ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen << "\n";
+        << ", " << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads / "
+        << (m.mla ? "latent attention (q latent " + std::to_string(m.mla->qLoraRank) + ", kv latent " +
+                        std::to_string(m.mla->kvLoraRank) + ", heads " + std::to_string(m.mla->qkHeadDim()) + " / " +
+                        std::to_string(m.mla->vHeadDim) + " wide)"
+                  : std::to_string(m.kvHeads) + " kv")
+        << ", ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen << "\n";
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";

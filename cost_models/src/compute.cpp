@@ -355,6 +355,52 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
 }
 
 namespace {
+// QK^T and PV of one rank's heads, sq queries against skv keys, counted whole (the causal kernels do half):
+// 2 b (a/t) sq skv (qk head dim + v head dim), which is 4 b (a/t) sq skv head_dim where the widths agree.
+double attentionCoreFlops(const LocalShapes& s, int64_t seqQ, int64_t seqKv) {
+    return 2.0 * d(s.microBatch) * d(s.headsLocal) * d(seqQ) * d(seqKv) * d(s.headDim + s.vHeadDim);
+}
+
+// Multi-head latent attention's projections (DeepSeek-V2 §2.1; Megatron-core MLASelfAttention, FORMULAS.md §3.2), in
+// place of the QKV GEMM. The down projections to the latents are duplicated on every TP rank (TELinear "duplicated")
+// and run over the rank's own tokens (T / tp with sequence parallelism, whose all-gather then carries the latents;
+// all T without); the latents' norms and the up projections (column-parallel, a/t heads) see all T. RoPE rotates
+// q's rotary part and the one shared rotary key, and q and k are then concatenated from their no-position and rotary
+// parts (the shared key broadcast to every head): a copy of each, read and written, and its gradient split back.
+void addLatentProjections(std::vector<OpCost>& ops, const ModelConfig& model, const LocalShapes& s, const Plan& plan,
+                          bool eager) {
+    const int e = s.activationBytes;
+    const MlaConfig& mla = *model.mla;
+    const int64_t own = plan.sequenceParallel ? s.tokensSp : s.tokens;
+    auto latentNorm = [&](const char* name, int64_t width) {
+        const bool eagerRms = eager && model.norm == NormKind::RmsNorm;
+        OpCost op = memoryOp(name, "norm", eagerRms ? kernel_cost::eagerRmsNormBytes(s.tokens, width, e)
+                                                    : kernel_cost::normBytes(s.tokens, width, e));
+        if (eagerRms) op.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
+        return op;
+    };
+    if (s.qLatent > 0) {
+        ops.push_back(gemm("q_down", own, s.qLatent, s.hidden, e));
+        ops.push_back(latentNorm("q_latent_norm", s.qLatent));
+        ops.push_back(gemm("q_up", s.tokens, s.qDimLocal, s.qLatent, e));
+    } else {
+        ops.push_back(gemm("q_proj", s.tokens, s.qDimLocal, s.hidden, e));
+    }
+    ops.push_back(gemm("kv_down", own, s.kvLatent, s.hidden, e));
+    ops.push_back(latentNorm("kv_latent_norm", s.kvLoraRank));
+    ops.push_back(gemm("kv_up", s.tokens, s.headsLocal * mla.qkNopeHeadDim + s.vDimLocal, s.kvLoraRank, e));
+    if (model.position == PositionEmbedding::Rope && mla.qkRopeHeadDim > 0) {
+        const int64_t rotated = (s.headsLocal + 1) * mla.qkRopeHeadDim;
+        OpCost rope = memoryOp("rope", "rope", eager ? kernel_cost::eagerRopeBytes(s.tokens, rotated, e)
+                                                     : kernel_cost::ropeBytes(s.tokens, rotated, e));
+        if (eager) rope.backwardByteFactor = 1.0;
+        ops.push_back(rope);
+    }
+    OpCost concat = memoryOp("mla_concat", "permute", 2.0 * e * d(s.tokens) * d(s.qDimLocal + s.kvDimLocal));
+    concat.backwardByteFactor = 1.0;
+    ops.push_back(concat);
+}
+
 // Context-parallel ring attention with the load-balanced split (chunks r and 2cp-1-r on rank r; Megatron-core /
 // Transformer Engine and PyTorch alike, FORMULAS.md §3.2): step 0 is a causal kernel over the rank's s/cp
 // queries and keys; each of the cp-1 later steps one non-causal kernel of s/cp x s/(2cp) products (all queries
@@ -366,7 +412,7 @@ void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalSh
     const int cp = plan.cp;
     OpCost diag = att;
     diag.n = s.seqLocal;
-    diag.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqLocal, s.headDim);
+    diag.flops = 0.5 * attentionCoreFlops(s, s.seqLocal, s.seqLocal);
     diag.modelFlops = att.modelFlops / cp;
     diag.bytes = att.bytes / cp;
     ops.push_back(diag);
@@ -382,8 +428,10 @@ void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalSh
     const bool torchtitan = plan.framework.name == "torchtitan";
     const kernel_cost::RingMerge style =
         torchtitan ? kernel_cost::RingMerge::PyTorch : kernel_cost::RingMerge::TransformerEngine;
-    const double eq = d(s.tokens) * d(s.qDimLocal);
-    const double ekv = d(s.tokens) * d(torchtitan || eager ? s.qDimLocal : s.kvDimLocal);
+    // The merged output is o wide; K and V travel together (their mean width: MLA's differ).
+    const double eq = d(s.tokens) * d(s.oDimLocal);
+    const double ekv = torchtitan || eager ? 0.5 * d(s.tokens) * d(s.qDimLocal + s.oDimLocal)
+                                           : 0.5 * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
     OpCost merge = memoryOp("attention_ring_merge", "ring_merge", kernel_cost::ringMergeForwardBytes(style, eq, ekv, cp, e));
     merge.backwardByteFactor = kernel_cost::ringMergeBackwardBytes(style, eq, ekv, cp, e) / merge.bytes;
     ops.push_back(merge);
@@ -403,7 +451,8 @@ void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalSh
 // all-to-all over a = cp_a2a_size ranks leaves each rank s a / cp queries for heads / a of its heads, which then run
 // the ring over cp / a groups: addRingAttention at those shapes, with the all-to-all's copies beside it.
 void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, bool eager, int e) {
-    const double eq = d(s.tokens) * d(s.qDimLocal), ekv = d(s.tokens) * d(s.kvDimLocal);
+    // q and o, and K and V, by their mean widths (equal without MLA).
+    const double eq = 0.5 * d(s.tokens) * d(s.qDimLocal + s.oDimLocal), ekv = 0.5 * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
     if (plan.cpComm == CpComm::A2aP2p) {
         const int a = plan.cpHeadSplit();
         LocalShapes r = s;
@@ -413,6 +462,8 @@ void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShap
         r.kvHeadsLocal = std::max<int64_t>(1, s.kvHeadsLocal / a);
         r.qDimLocal = s.qDimLocal / a;
         r.kvDimLocal = s.kvDimLocal / a;
+        r.vDimLocal = s.vDimLocal / a;
+        r.oDimLocal = s.oDimLocal / a;
         Plan ring = plan;
         ring.cp = plan.cpRing();
         OpCost share = att;
@@ -457,7 +508,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     const int r = s.residualBytes;
     auto norm = [&](const char* name) { return normOp(name, model, s, eager, recipe.autocast); };
     ops.push_back(norm("norm_attn"));
-    ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
+    if (model.mla) addLatentProjections(ops, model, s, plan, eager);
+    else ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
     if (model.qkNorm) {
         // The norm over each head of q and k (Qwen3, --qk-layernorm): one row a token and head, read and written;
         // eager RMSNorm moves its chain of ops' bytes, as the pre-norms do.
@@ -468,7 +520,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         if (eagerRms) qk.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
         ops.push_back(qk);
     }
-    if (model.position == PositionEmbedding::Rope) {
+    if (model.position == PositionEmbedding::Rope && !model.mla) {
         OpCost rope = memoryOp("rope", "rope", eager ? kernel_cost::eagerRopeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e)
                                                      : kernel_cost::ropeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e));
         if (eager) rope.backwardByteFactor = 1.0;
@@ -476,8 +528,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     }
     {
         // Attention core per rank: QK^T and PV over a/tp heads, s/cp queries against s keys:
-        // 4 * b * heads * s_q * s_kv * head_dim FLOPs (Narayanan et al. 2021, eq. 2 terms).
-        const double full = 4.0 * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull) * d(s.headDim);
+        // 2 * b * heads * s_q * s_kv * (qk head_dim + v head_dim) FLOPs, 4 * ... * head_dim where both are one
+        // width (Narayanan et al. 2021, eq. 2 terms; MLA's heads are nope + rope wide for QK^T, v_head_dim for PV).
+        const double full = attentionCoreFlops(s, s.seqLocal, s.seqFull);
         if (plan.flashAttention) {
             // Causal FlashAttention skips the masked upper triangle: about half the products; Q, K, V, O move once.
             OpCost att;
@@ -492,8 +545,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             att.kvHeads = std::max<int64_t>(s.kvHeadsLocal, 1);
             att.modelFlops = full;
             att.name = "attention_core_flash";
-            att.flops = kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, s.seqLocal, s.seqFull, s.headDim);
-            att.bytes = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e);
+            att.flops = 0.5 * full;
+            att.bytes = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, s.vDimLocal, s.oDimLocal, e);
             att.dropout = model.dropout > 0.0;
             // tessel's own executor (`tessel run`, marked by its in-place loss) gathers K and V over the group and
             // runs one kernel over all the keys (executor/src/gpt.cpp): the whole share as one op.
@@ -519,7 +572,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             }
             OpCost qk = gemm("attention_scores", s.seqLocal, s.seqFull, s.headDim, e, d(batch));
             qk.hasWeights = false;
-            qk.modelFlops = full / 2.0;
+            qk.modelFlops = qk.flops;
             ops.push_back(qk);
             ops.push_back(memoryOp("attention_softmax", "softmax", kernel_cost::softmaxBytes(scores, e)));
             if (s.maskBytes) {
@@ -527,9 +580,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
                 drop.backwardByteFactor = 1.0; // backward reads the gradient and mask, writes one gradient
                 ops.push_back(drop);
             }
-            OpCost pv = gemm("attention_context", s.seqLocal, s.headDim, s.seqFull, e, d(batch));
+            OpCost pv = gemm("attention_context", s.seqLocal, s.vHeadDim, s.seqFull, e, d(batch));
             pv.hasWeights = false;
-            pv.modelFlops = full / 2.0;
+            pv.modelFlops = pv.flops;
             ops.push_back(pv);
         }
     }
@@ -537,7 +590,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     if (unpadded) {
         // llm-foundry's flash_attn_fn: q, k, v gathered into the varlen layout, the output scattered back, which
         // also lays it out for the projection (no eager layout copy beside it; FORMULAS.md §3.4).
-        const double qkv = T * d(s.qDimLocal + 2 * s.kvDimLocal), out = T * d(s.qDimLocal);
+        const double qkv = T * d(s.qDimLocal + s.kvDimLocal + s.vDimLocal), out = T * d(s.oDimLocal);
         OpCost unpad = memoryOp("attention_unpad", "permute", kernel_cost::unpadForwardBytes(qkv, out, e));
         unpad.backwardByteFactor = kernel_cost::unpadBackwardBytes(qkv, out, e) / unpad.bytes;
         ops.push_back(unpad);
@@ -547,7 +600,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         layout.backwardByteFactor = 1.0;
         ops.push_back(layout);
     }
-    ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.qDimLocal, e));
+    ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.oDimLocal, e));
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     ops.push_back(norm("norm_mlp"));
     const bool swiglu = model.activation == Activation::Swiglu;
@@ -627,7 +680,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             inputs += d(op.m) * d(op.k) * d(op.batch);
             if (te && op.name != "qkv" && op.name != "fc1") castInputs += d(op.m) * d(op.k) * d(op.batch);
         }
-        if (!te) castInputs = T * d(s.qDimLocal);
+        if (!te) castInputs = T * d(s.oDimLocal);
         OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
         cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e) / cast.bytes;
         ops.push_back(cast);
@@ -677,9 +730,14 @@ bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan) {
     return plan.recompute == Recompute::Full && checkpointEarlyStopOf(plan.framework) && !model.moe && !(model.dropout > 0.0);
 }
 
+bool columnParallelInputGemm(const std::string& opName) {
+    return opName == "qkv" || opName == "fc1" || opName == "expert_fc1" || opName == "shared_fc1" || opName == "q_up" ||
+           opName == "q_proj" || opName == "kv_up";
+}
+
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {
     return plan.recompute == Recompute::Selective && plan.framework.name == "torchtitan" && !model.moe &&
-           model.activation == Activation::Swiglu;
+           !model.mla && model.activation == Activation::Swiglu;
 }
 
 BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,

@@ -53,6 +53,9 @@ double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64
     return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
 }
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return e * d(tokens) * d(2 * qCols + 2 * kvCols); }
+double attentionBytes(int64_t tokens, int64_t qCols, int64_t kCols, int64_t vCols, int64_t oCols, int e) {
+    return e * d(tokens) * d(qCols + kCols + vCols + oCols);
+}
 double ringMergeForwardBytes(RingMerge style, double eq, double ekv, int cp, int e) {
     const double steps = cp - 1;
     if (style == RingMerge::PyTorch) {

@@ -18,7 +18,8 @@ namespace tessel {
 namespace {
 double d(int64_t v) { return static_cast<double>(v); }
 
-double normParams(const ModelConfig& m) { return m.norm == NormKind::LayerNorm ? 2.0 * d(m.hidden) : d(m.hidden); }
+double normParams(const ModelConfig& m, int64_t width) { return m.norm == NormKind::LayerNorm ? 2.0 * d(width) : d(width); }
+double normParams(const ModelConfig& m) { return normParams(m, m.hidden); }
 
 // One MLP of width `ffn` split over tp (column-parallel fc1/gate/up, row-parallel fc2; fc2 bias replicated).
 double mlpParamsLocal(const ModelConfig& m, int64_t ffn, int tp) {
@@ -39,8 +40,20 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
     const double h = d(m.hidden);
     const double q = d(m.heads) * d(m.headDim);
     const double kv = d(m.kvHeads) * d(m.headDim);
-    l.dense = (h * (q + 2.0 * kv) + q * h) / p.tp;              // QKV column-, projection row-parallel
-    if (m.linearBias || m.qkvBias) l.dense += (q + 2.0 * kv) / p.tp;
+    if (m.mla) {
+        // MLA under TP (Megatron-core MLASelfAttention): the down projections to the latents are duplicated on every
+        // TP rank (TELinear parallel_mode "duplicated"), the up projections column- and the output row-parallel;
+        // the latents' norms are replicated.
+        const MlaConfig& a = *m.mla;
+        const double heads = d(m.heads);
+        const double down = h * d(a.qLoraRank) + h * d(a.kvLoraRank + a.qkRopeHeadDim);
+        const double up = (a.qLoraRank > 0 ? d(a.qLoraRank) : h) * heads * d(a.qkHeadDim()) +
+                          d(a.kvLoraRank) * heads * d(a.qkNopeHeadDim + a.vHeadDim) + heads * d(a.vHeadDim) * h;
+        l.dense = down + up / p.tp + normParams(m, a.qLoraRank) + normParams(m, a.kvLoraRank);
+    } else {
+        l.dense = (h * (q + 2.0 * kv) + q * h) / p.tp;          // QKV column-, projection row-parallel
+        if (m.linearBias || m.qkvBias) l.dense += (q + 2.0 * kv) / p.tp;
+    }
     if (m.linearBias) l.dense += h;                              // projection bias is replicated
     l.dense += 2.0 * normParams(m);                              // the two pre-norms, replicated over TP
     if (m.qkNorm) l.dense += (m.norm == NormKind::LayerNorm ? 4.0 : 2.0) * d(m.headDim); // q and k norms, replicated
@@ -190,10 +203,17 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     // Llama 3.1 8B layer at 2 x 8192 tokens, where the fused count gives 2.13 (docs/validation.md).
     const bool eager = !fusedKernelsOf(plan.framework);
     const double eagerNormExtra = eager && model.norm == NormKind::RmsNorm ? std::max(4.0, r) : 0.0;
-    const int64_t kvSaved = eager && s.kvDimLocal < s.qDimLocal ? s.qDimLocal : s.kvDimLocal;
+    const bool repeated = eager && s.kvDimLocal < s.qDimLocal;
+    const int64_t kvSaved = repeated ? s.qDimLocal : s.kvDimLocal, vSaved = repeated ? s.oDimLocal : s.vDimLocal;
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: its fp32 copy and the normalised value)
     a += g * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
-    a += e * T * d(s.qDimLocal + 2 * kvSaved);          // Q, K, V (GQA: K and V have kv_heads heads; eager: repeated)
+    a += e * T * d(s.qDimLocal + kvSaved + vSaved);     // Q, K, V (GQA: K and V have kv_heads heads; eager: repeated)
+    if (model.mla) {
+        // MLA's latents, gathered to T rows: each norm keeps its input (the down projection's output) and the up
+        // projection its input (the norm's output); the rotary key and q's rotary part keep nothing (RoPE's backward
+        // needs only its angles), nor does the concatenation of q and k.
+        a += (e + g) * T * d(s.qLatent + s.kvLoraRank);
+    }
     if (model.qkNorm) {
         // q and k norms: each keeps its input (the QKV GEMM's q and k; eager RMSNorm its fp32 copy and the
         // normalised value too) and its statistics per token and head (1/rms, and the mean for LayerNorm).
@@ -208,11 +228,11 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
         a += (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
     }
-    a += g * T * d(s.qDimLocal);                        // projection GEMM input (attention output)
+    a += g * T * d(s.oDimLocal);                        // projection GEMM input (attention output)
     // A fused attention's backward reads its output O (D = rowsum(dO * O)): FlashAttention, cuDNN and Transformer
     // Engine's FusedAttnFunc save it beside Q, K, V. It is the projection's input, the same tensor, in 16-bit
     // recipes; with FP8 GEMMs the projection keeps its own FP8 copy and O stays in the activation type.
-    if (plan.flashAttention && g < e) a += e * T * d(s.qDimLocal);
+    if (plan.flashAttention && g < e) a += e * T * d(s.oDimLocal);
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: as the first norm's)
@@ -270,8 +290,12 @@ double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, co
     const double f = mlpWidthPerToken(model, s);
     // dW = X^T dY for QKV, projection, fc1, fc2: inputs X (norm outputs gathered to T rows, attention output,
     // activation output) and output gradients dY (QKV, projection output, fc1 output, fc2 output).
-    const double inputs = 2.0 * T * h + T * d(s.qDimLocal) + T * f;
-    const double outputGrads = T * (d(s.qDimLocal) + 2.0 * d(s.kvDimLocal)) + 2.0 * T * h + T * f * gated;
+    // MLA: the up projections' inputs are the latents, and the down projections' outputs have their gradients too.
+    const double latents = T * d(s.qLatent + s.kvLoraRank);
+    const double qkvOut = model.mla ? d(s.qDimLocal + s.headsLocal * model.mla->qkNopeHeadDim + s.vDimLocal + s.qLatent + s.kvLatent)
+                                    : d(s.qDimLocal + s.kvDimLocal + s.vDimLocal);
+    const double inputs = 2.0 * T * h + T * d(s.oDimLocal) + T * f + latents;
+    const double outputGrads = T * qkvOut + 2.0 * T * h + T * f * gated;
     return e * (inputs + outputGrads);
 }
 
@@ -317,7 +341,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.hidden = d(s.hidden);
     t.maskBytes = s.maskBytes;
     t.qDimLocal = d(s.qDimLocal);
-    t.kvDimLocal = d(s.kvDimLocal);
+    t.kvDimLocal = 0.5 * d(s.kvDimLocal + s.vDimLocal); // K's and V's mean width (MLA's V is narrower)
     t.ffnLocal = d(s.ffnLocal);
     t.topK = d(s.topK);
     t.moeTokensIn = d(s.moeTokensIn);
@@ -332,7 +356,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
         const double f = mlpWidthPerToken(model, s);
         const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
         const double grads = t.elementBytes * t.tokens *
-                             (d(s.qDimLocal) + 2.0 * d(s.kvDimLocal) + 2.0 * t.hidden + gated * f);
+                             (d(s.qDimLocal + s.kvDimLocal + s.vDimLocal) + 2.0 * t.hidden + gated * f);
         t.duringBackwardInput = grads + (plan.sequenceParallel ? 2.0 * t.elementBytes * t.tokens * t.hidden : 0.0);
     }
     return t;

@@ -40,6 +40,37 @@ void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& probl
         problems.add(ptr + headsKey, "must divide hidden (" + std::to_string(m.hidden) + ") unless head_dim is given");
     if (m.moe && m.moe->topK > m.moe->experts)
         problems.add(ptr + topKKey, "must not exceed the number of experts (" + std::to_string(m.moe->experts) + ")");
+    if (m.mla) {
+        // Latent attention gives every head its own key and value from the shared latent: no grouped heads, and
+        // its q and k are not normed per head (the latents are).
+        if (m.kvHeads != m.heads)
+            problems.add(ptr + kvKey, "must equal the number of attention heads (" + std::to_string(m.heads) +
+                                          ") with multi-head latent attention, got " + std::to_string(m.kvHeads));
+        if (m.qkNorm) problems.add(ptr + (hf ? "/model_type" : "/qk_norm"), "multi-head latent attention norms its latents, not q and k per head: qk_norm must be false");
+        if (m.mla->qkRopeHeadDim > 0 && m.position != PositionEmbedding::Rope)
+            problems.add(ptr + (hf ? "/qk_rope_head_dim" : "/mla/qk_rope_head_dim"),
+                         "a rotary part of the heads needs position_embedding rope, got " + toString(m.position));
+    }
+}
+
+// The attention block's parameters, whole (tp 1): MLA's down and up projections, norms apart, or QKV and the output.
+int64_t attentionParameters(const ModelConfig& m) {
+    const int64_t h = m.hidden, a = m.heads;
+    if (m.mla) {
+        const MlaConfig& l = *m.mla;
+        const int64_t q = l.qLoraRank > 0 ? h * l.qLoraRank + l.qLoraRank * a * l.qkHeadDim() : h * a * l.qkHeadDim();
+        const int64_t kv = h * (l.kvLoraRank + l.qkRopeHeadDim) + l.kvLoraRank * a * (l.qkNopeHeadDim + l.vHeadDim);
+        int64_t n = q + kv + a * l.vHeadDim * h;
+        if (m.linearBias) n += h;
+        return n;
+    }
+    const int64_t qDim = static_cast<int64_t>(m.heads) * m.headDim;
+    const int64_t kvDim = static_cast<int64_t>(m.kvHeads) * m.headDim;
+    // QKV: h x (q + 2 kv); output projection: q x h.
+    int64_t n = h * (qDim + 2 * kvDim) + qDim * h;
+    if (m.linearBias || m.qkvBias) n += qDim + 2 * kvDim;
+    if (m.linearBias) n += h;
+    return n;
 }
 } // namespace
 
@@ -50,14 +81,9 @@ void checkModelShape(const ModelConfig& m, const std::string& pointer, ProblemLi
 ParameterCounts countParameters(const ModelConfig& m) {
     ParameterCounts c;
     const int64_t h = m.hidden;
-    const int64_t qDim = static_cast<int64_t>(m.heads) * m.headDim;
-    const int64_t kvDim = static_cast<int64_t>(m.kvHeads) * m.headDim;
     c.positionEmbedding = m.position == PositionEmbedding::Learned ? m.seqLen * h : 0;
     c.embedding = m.vocab * h + c.positionEmbedding;
-    // QKV: h x (q + 2 kv); output projection: q x h.
-    c.perLayerAttention = h * (qDim + 2 * kvDim) + qDim * h;
-    if (m.linearBias || m.qkvBias) c.perLayerAttention += qDim + 2 * kvDim;
-    if (m.linearBias) c.perLayerAttention += h;
+    c.perLayerAttention = attentionParameters(m);
     if (m.moe) {
         c.perLayerMlp = m.moe->experts * mlpParameters(m, m.moe->expertFfnHidden) + h * m.moe->experts; // + router
         if (m.moe->sharedFfnHidden > 0) c.perLayerMlp += mlpParameters(m, m.moe->sharedFfnHidden);
@@ -68,6 +94,9 @@ ParameterCounts countParameters(const ModelConfig& m) {
     // q and k norms (Qwen3's q_norm / k_norm, Megatron-LM's --qk-layernorm): one weight a head wide each, shared by
     // the heads.
     if (m.qkNorm) c.perLayerNorms += 2 * normParameters(m, m.headDim);
+    // MLA's norms over its latents (DeepSeek-V2's q_a_layernorm and kv_a_layernorm).
+    if (m.mla) c.perLayerNorms += (m.mla->qLoraRank > 0 ? normParameters(m, m.mla->qLoraRank) : 0) +
+                                  normParameters(m, m.mla->kvLoraRank);
     c.finalNorm = normParameters(m);
     c.lmHead = m.tiedEmbeddings ? 0 : m.vocab * h;
     return c;
@@ -124,6 +153,21 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
         mr.finish();
         m.moe = cfg;
     }
+    if (const auto* mla = r.child("mla")) {
+        ObjectReader lr(*mla, r.pointer("mla"), problems);
+        MlaConfig cfg;
+        cfg.qLoraRank = lr.optInt("q_lora_rank", 0, 0, L::hidden);
+        cfg.kvLoraRank = lr.requireInt("kv_lora_rank", 1, L::hidden);
+        cfg.qkNopeHeadDim = lr.requireInt("qk_nope_head_dim", 1, L::heads);
+        cfg.qkRopeHeadDim = lr.optInt("qk_rope_head_dim", 0, 0, L::heads);
+        cfg.vHeadDim = lr.requireInt("v_head_dim", 1, L::heads);
+        lr.finish();
+        if (m.headDim != 0 && m.headDim != cfg.qkHeadDim())
+            problems.add(r.pointer("head_dim"), "with mla the heads are qk_nope_head_dim + qk_rope_head_dim = " +
+                                                    std::to_string(cfg.qkHeadDim()) + " wide; leave head_dim out");
+        m.headDim = cfg.qkHeadDim();
+        m.mla = cfg;
+    }
     if (const auto* src = r.child("sources")) {
         if (!src->is_array()) {
             problems.add(r.pointer("sources"), "expected an array of strings");
@@ -164,7 +208,12 @@ nlohmann::json modelToJson(const ModelConfig& m) {
                      {"linear_bias", m.linearBias},
                      {"qkv_bias", m.qkvBias},
                      {"dropout", m.dropout}};
-    if (m.heads > 0 && m.headDim != m.hidden / m.heads) j["head_dim"] = m.headDim;
+    if (m.heads > 0 && m.headDim != m.hidden / m.heads && !m.mla) j["head_dim"] = m.headDim;
+    if (m.mla) {
+        j["mla"] = {{"kv_lora_rank", m.mla->kvLoraRank}, {"qk_nope_head_dim", m.mla->qkNopeHeadDim},
+                    {"qk_rope_head_dim", m.mla->qkRopeHeadDim}, {"v_head_dim", m.mla->vHeadDim}};
+        if (m.mla->qLoraRank > 0) j["mla"]["q_lora_rank"] = m.mla->qLoraRank;
+    }
     if (m.qkNorm) j["qk_norm"] = true;
     if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};

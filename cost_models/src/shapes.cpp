@@ -16,9 +16,17 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.hidden = model.hidden;
     s.headsLocal = model.heads / t;
     s.kvHeadsLocal = model.kvHeads / t;
-    s.headDim = model.headDim;
+    s.headDim = model.qkHeadDim();
+    s.vHeadDim = model.vHeadDim();
     s.qDimLocal = s.headsLocal * s.headDim;
     s.kvDimLocal = s.kvHeadsLocal * s.headDim;
+    s.vDimLocal = s.kvHeadsLocal * s.vHeadDim;
+    s.oDimLocal = s.headsLocal * s.vHeadDim;
+    if (model.mla) {
+        s.qLatent = model.mla->qLoraRank;
+        s.kvLoraRank = model.mla->kvLoraRank;
+        s.kvLatent = model.mla->kvLoraRank + model.mla->qkRopeHeadDim;
+    }
     s.ffnLocal = model.ffnHidden / t;
     if (model.moe) {
         s.expertFfnLocal = model.moe->expertFfnHidden / plan.expertTp();

@@ -113,7 +113,7 @@ RingExposure ringExposure(double diagForward, double stepsForward, double diagBa
 
 double ringStepBytes(const ModelConfig& model, const Plan& plan) {
     const LocalShapes s = localShapes(model, plan, precisionRecipeOf(plan));
-    return s.activationBytes * d(s.tokens) * 2.0 * d(s.kvDimLocal);
+    return s.activationBytes * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
 }
 
 CpLevels cpLevels(const Plan& plan, const ClusterConfig& cluster) {
@@ -153,12 +153,16 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
             // Korthikanti et al. 2022 §4.2.2: each all-reduce becomes an all-gather + reduce-scatter pair;
             // backward also re-gathers the saved sharded inputs of the QKV and fc1 GEMMs for dW (Megatron-LM, TE).
             const SequenceParallelTraffic sp = sequenceParallelTraffic(model, plan, recipe, e);
-            const double gathered = sp.forwardGatherBytesPerElement / e * act;
             for (const char* blk : blocks) {
+                // MLA's down projections run on each rank's own tokens, so its attention gathers the latents (and
+                // the hidden state where q has no latent) in the compute dtype, and reduce-scatters their gradients.
+                const bool latent = model.mla && std::string(blk) == "attn";
+                const double in = latent ? e * d(s.tokens) * d((s.qLatent > 0 ? s.qLatent : s.hidden) + s.kvLatent) : act;
+                const double gathered = latent ? in : sp.forwardGatherBytesPerElement / e * act;
                 b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, gathered, CommPhase::Forward);
                 b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
                 b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
-                b.add(std::string("tp_reduce_scatter_") + blk + "_grad", GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Backward);
+                b.add(std::string("tp_reduce_scatter_") + blk + "_grad", GroupKind::Tp, Primitive::ReduceScatter, in, CommPhase::Backward);
                 if (sp.backwardRegathersInputs)
                     b.add(std::string("tp_all_gather_") + blk + "_input_regather", GroupKind::Tp, Primitive::AllGather, gathered,
                           CommPhase::Backward);
@@ -177,15 +181,16 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         // trade the sequence split for a head split before attention and the output trades back after it, each an
         // all-to-all of the rank's own tensor; backward the output's gradient and dq, dk, dv the same way. Under
         // a2a+p2p over the all-to-all level only.
-        const double q = e * d(s.tokens) * d(s.qDimLocal), kv = e * d(s.tokens) * d(s.kvDimLocal);
-        for (const auto& [name, bytes] : {std::pair<const char*, double>{"cp_a2a_q", q}, {"cp_a2a_k", kv}, {"cp_a2a_v", kv}, {"cp_a2a_out", q}}) {
+        const double q = e * d(s.tokens) * d(s.qDimLocal), k = e * d(s.tokens) * d(s.kvDimLocal);
+        const double v = e * d(s.tokens) * d(s.vDimLocal), o = e * d(s.tokens) * d(s.oDimLocal);
+        for (const auto& [name, bytes] : {std::pair<const char*, double>{"cp_a2a_q", q}, {"cp_a2a_k", k}, {"cp_a2a_v", v}, {"cp_a2a_out", o}}) {
             b.addPlaced(name, GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Forward, cpAt.a2a);
             b.addPlaced(std::string(name) + "_grad", GroupKind::Cp, Primitive::AllToAll, bytes, CommPhase::Backward, cpAt.a2a);
         }
     }
     if (plan.cp > 1 && plan.cpComm == CpComm::A2aP2p) {
         // ... then the ring across the all-to-all groups, K and V of heads / cp_a2a_size over the whole sequence.
-        const double kv = e * d(s.microBatch) * d(s.seqFull) * 2.0 * d(s.kvDimLocal) / plan.cpHeadSplit();
+        const double kv = e * d(s.microBatch) * d(s.seqFull) * d(s.kvDimLocal + s.vDimLocal) / plan.cpHeadSplit();
         b.addPlaced("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward, cpAt.ring);
         b.addPlaced("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward, cpAt.ring);
         b.addPlaced("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward, cpAt.ring);
@@ -193,7 +198,7 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         // Ring attention (p2p): every rank's K and V travel around the CP ring (an all-gather's volume); backward
         // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism). allgather moves
         // the same bytes as collectives: K and V gathered forward and again backward, their gradients reduce-scattered.
-        const double kv = e * d(s.microBatch) * d(s.seqFull) * 2.0 * d(s.kvDimLocal);
+        const double kv = e * d(s.microBatch) * d(s.seqFull) * d(s.kvDimLocal + s.vDimLocal);
         b.add("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward);
         b.add("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward);
         b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward);

@@ -45,6 +45,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (model.qkNorm)
         problems.add("/model/qk_norm", "the executor's attention has no q and k norms; qk_norm is predicted and "
                                        "exported (Megatron-LM --qk-layernorm), not run by tessel run yet");
+    if (model.mla)
+        problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
+                                   "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
+                                   "run yet");
     if (model.position == PositionEmbedding::Alibi)
         problems.add("/model/position_embedding", "the executor's attention has no ALiBi bias; alibi is predicted, not "
                                                   "run by tessel run yet: use rope or learned");

@@ -313,6 +313,8 @@ void ScenarioPanel::modelFieldsEdited() {
     const int act = activation_->currentIndex();
     m.activation = act == 1 ? Activation::Swiglu : act == 2 ? Activation::SquaredRelu : Activation::Gelu;
     if (derivedHeadDim && m.heads > 0) m.headDim = m.hidden / m.heads;
+    // Latent attention gives every head its own key and value: kv heads follow the heads.
+    if (m.mla) m.kvHeads = m.heads;
     if (m.name.find(" (edited)") == std::string::npos) m.name += " (edited)";
     showModel(m);
     emit modelChanged(model_);

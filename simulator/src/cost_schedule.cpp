@@ -116,7 +116,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     } else if (plan.tp > 1 && ov.asyncTpGradReduce) {
         double budget = 0.0;
         for (const auto& op : layer.forwardOps)
-            if (op.name == "qkv" || op.name == "fc1" || op.name == "expert_fc1" || op.name == "shared_fc1")
+            if (columnParallelInputGemm(op.name))
                 budget += op.seconds * (plan.sequenceParallel ? 2.0 : 1.0);
         // What runs under the GEMMs still costs them the contention share of its own time, at most the ceiling's
         // share of theirs (FORMULAS.md §6.2).

@@ -292,7 +292,18 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     arg("--num-layers", str(m.layers));
     arg("--hidden-size", str(m.hidden));
     arg("--num-attention-heads", str(m.heads));
-    if (m.headDim > 0 && m.headDim * m.heads != m.hidden) arg("--kv-channels", str(m.headDim));
+    if (m.mla) {
+        // Megatron-core's MLASelfAttention (--multi-latent-attention; arguments.py: --q-lora-rank, --kv-lora-rank,
+        // --qk-head-dim for the part without position, --qk-pos-emb-head-dim, --v-head-dim).
+        arg("--multi-latent-attention");
+        if (m.mla->qLoraRank > 0) arg("--q-lora-rank", str(m.mla->qLoraRank));
+        arg("--kv-lora-rank", str(m.mla->kvLoraRank));
+        arg("--qk-head-dim", str(m.mla->qkNopeHeadDim));
+        arg("--qk-pos-emb-head-dim", str(m.mla->qkRopeHeadDim));
+        arg("--v-head-dim", str(m.mla->vHeadDim));
+    } else if (m.headDim > 0 && m.headDim * m.heads != m.hidden) {
+        arg("--kv-channels", str(m.headDim));
+    }
     if (m.kvHeads < m.heads) {
         arg("--group-query-attention");
         arg("--num-query-groups", str(m.kvHeads));

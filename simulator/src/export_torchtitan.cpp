@@ -52,7 +52,7 @@ constexpr TitanFlavor kLlama3Flavors[] = {
 bool llamaArchitecture(const ModelConfig& m) {
     return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm &&
            m.position == PositionEmbedding::Rope && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias && !m.qkNorm &&
-           !m.moe;
+           !m.moe && !m.mla;
 }
 
 } // namespace
@@ -192,10 +192,14 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
             << m.hidden << ", n_layers " << m.layers << ", n_heads " << m.heads << ", n_kv_heads "
             << m.kvHeads << ", FFN width " << m.ffnHidden << ", vocab " << m.vocab;
         if (m.moe) out << ", " << m.moe->experts << " experts (top " << m.moe->topK << ")";
+        if (m.mla)
+            out << ", latent attention (q_lora_rank " << m.mla->qLoraRank << ", kv_lora_rank " << m.mla->kvLoraRank
+                << ", qk_nope_head_dim " << m.mla->qkNopeHeadDim << ", qk_rope_head_dim " << m.mla->qkRopeHeadDim
+                << ", v_head_dim " << m.mla->vHeadDim << ")";
         out << "\n";
         if (!llamaArchitecture(m))
             out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE, untied, without biases, q and k norms "
-                   "or experts; "
+                   "experts or latent attention; "
                 << m.name << " differs, so it needs its own model\n";
     }
     if (p.zeroStage == 0 && (p.tp > 1 || p.pp > 1))
@@ -214,7 +218,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "description = " << tomlString("tessel plan " + displayName(s)) << "\n";
 
     out << "\n[model]\n";
-    out << "name = " << tomlString(m.moe ? "llama4" : "llama3") << "\n";
+    // torchtitan's DeepSeek-V3 model is the one with latent attention (torchtitan/models/deepseek_v3).
+    out << "name = " << tomlString(m.mla ? "deepseek_v3" : m.moe ? "llama4" : "llama3") << "\n";
     out << "flavor = " << tomlString(flavor ? flavor : m.name) << "\n";
     if (isFp8Recipe(p.precision)) out << "converters = [\"float8\"]\n";
 

@@ -157,7 +157,7 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.hidden = d(s.hidden);
     c.elemBytes = s.activationBytes;
     c.maskBytes = s.maskBytes;
-    c.kvDimLocal = d(s.kvDimLocal);
+    c.kvDimLocal = 0.5 * d(s.kvDimLocal + s.vDimLocal); // K's and V's mean width (MLA's V is narrower)
     c.topK = d(s.topK);
     c.vocabLocal = d(s.vocabLocal);
     c.vocabPadded = d(s.vocabPadded);
@@ -183,8 +183,8 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.headBwdInput = bwd * head.backwardInput.seconds;
     c.headBwdWeight = bwd * head.backwardWeight.seconds;
     for (const auto& op : layer.forwardOps)
-        if (op.name == "qkv" || op.name == "fc1" || op.name == "expert_fc1") c.tpOverlapBudget += op.seconds;
-    c.qLocalBytes = c.elemBytes * c.tokens * d(s.qDimLocal);
+        if (columnParallelInputGemm(op.name)) c.tpOverlapBudget += op.seconds;
+    c.qLocalBytes = c.elemBytes * c.tokens * 0.5 * d(s.qDimLocal + s.oDimLocal); // q and the output (MLA: o narrower)
     c.kvLocalBytes = c.elemBytes * c.tokens * c.kvDimLocal;
     // simulate.cpp takes the ring's steps unscaled: so does the bound, which keeps its CP term equal to the simulator's.
     c.ringDiagFwd = layer.ringDiagForwardSeconds;

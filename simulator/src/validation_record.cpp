@@ -83,8 +83,7 @@ Family familyOf(const nlohmann::json& model) {
 
 // Architecture a record states that ModelConfig cannot express: shared experts without routed ones to sit beside,
 // dense layers among the sparse ones (DeepSeek's first_k_dense_replace, Llama 4's interleaving,
-// Qwen's decoder_sparse_step / mlp_only_layers) and latent attention (DeepSeek's MLA: kv_lora_rank / q_lora_rank).
-// Key and what it says, for each one stated with a value that changes the network.
+// Qwen's decoder_sparse_step / mlp_only_layers). Key and what it says, for each one stated with a value that changes the network.
 std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nlohmann::json& m) {
     std::vector<std::pair<std::string, std::string>> out;
     auto positive = [&](const char* key) {
@@ -106,8 +105,6 @@ std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nl
         if (const auto v = integer(m, key); v && *v > 1) out.emplace_back(key, "dense MLP layers among the expert layers");
     if (const auto* only = member(m, "mlp_only_layers"); only && only->is_array() && !only->empty())
         out.emplace_back("mlp_only_layers", "dense MLP layers among the expert layers");
-    for (const char* key : {"kv_lora_rank", "q_lora_rank"})
-        if (positive(key)) out.emplace_back(key, "multi-head latent attention");
     return out;
 }
 
@@ -205,6 +202,30 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         else if (const auto shared = firstCount({"n_shared_experts", "num_shared_experts", "shared_experts"}, L::heads, 0))
             moe.sharedFfnHidden = *shared * moe.expertFfnHidden;
         model.moe = moe;
+    }
+    // Multi-head latent attention (DeepSeek-V2/V3's kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+    // v_head_dim; Megatron-LM's --kv-lora-rank, --q-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim).
+    if (const auto kvr = integer(m, "kv_lora_rank"); kvr && *kvr > 0) {
+        MlaConfig mla;
+        auto width = [&](std::initializer_list<const char*> keys, int64_t least, int64_t fallback, const char* what) {
+            for (const char* k : keys)
+                if (member(m, k) && !member(m, k)->is_null()) return count(m, k, least, L::heads, where, refusal).value_or(fallback);
+            c.assumptions.push_back(std::string("multi-head latent attention: ") + what + " not stated, DeepSeek-V2/V3's " +
+                                    std::to_string(fallback));
+            return fallback;
+        };
+        mla.kvLoraRank = count(m, "kv_lora_rank", 1, L::hidden, where, refusal).value_or(0);
+        if (member(m, "q_lora_rank") && !member(m, "q_lora_rank")->is_null())
+            mla.qLoraRank = count(m, "q_lora_rank", 0, L::hidden, where, refusal).value_or(0);
+        mla.qkNopeHeadDim = width({"qk_nope_head_dim", "qk_head_dim"}, 1, 128, "qk_nope_head_dim");
+        mla.qkRopeHeadDim = width({"qk_rope_head_dim", "qk_pos_emb_head_dim"}, 0, 64, "qk_rope_head_dim");
+        mla.vHeadDim = width({"v_head_dim"}, 1, 128, "v_head_dim");
+        if (model.headDim != 0 && model.headDim != mla.qkHeadDim())
+            c.assumptions.push_back("head_dim " + std::to_string(model.headDim) + " read as MLA's q and k heads, " +
+                                    "qk_nope_head_dim + qk_rope_head_dim = " + std::to_string(mla.qkHeadDim()));
+        model.headDim = mla.qkHeadDim();
+        model.kvHeads = member(m, "kv_heads") ? model.kvHeads : model.heads;
+        model.mla = mla;
     }
     // What a record may state that tessel's model has no term for yet: said among the assumptions, never dropped
     // silently (the prediction leaves it out, so it has fewer FLOPs and parameters than the run).

@@ -191,4 +191,22 @@ check "fp8 names its MFU peak" "$(contains "$tmp/fp8" 'MFU and HFU are of the bf
 "$TESSEL" predict llama3-8b-h100 >"$tmp/bf16" 2>&1
 check "bf16 needs no such line" "$([ "$(contains "$tmp/bf16" 'MFU and HFU are of the')" -ne 0 ]; echo $?)"
 
+# 9. Latent attention (a model's mla): predicted through its projections and said; a grouped kv count is refused by
+# its pointer.
+python3 - "$(dirname "$0")/../../scenarios/models/llama3-8b.json" "$tmp/mla.json" "$tmp/mla-gqa.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "llama3-8b-mla"; m["kv_heads"] = m["heads"]; m.pop("head_dim", None)
+m["mla"] = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}
+json.dump(m, open(sys.argv[2], "w"))
+m["kv_heads"] = 8
+json.dump(m, open(sys.argv[3], "w"))
+PY
+"$TESSEL" predict llama3-8b-h100 --model "$tmp/mla.json" >"$tmp/mla.out" 2>&1; check "mla predicts" $?
+check "mla said" "$(contains "$tmp/mla.out" 'latent attention (q latent 1536, kv latent 512, heads 192 / 128 wide)')"
+check "mla projections" "$(contains "$tmp/mla.out" 'kv_up ')"
+"$TESSEL" predict llama3-8b-h100 --model "$tmp/mla-gqa.json" >"$tmp/mla-gqa.out" 2>&1; rc=$?
+check "mla with grouped kv refused" $([ $rc -eq 2 ]; echo $?)
+check "names kv_heads" "$(contains "$tmp/mla-gqa.out" '/kv_heads')"
+
 finish

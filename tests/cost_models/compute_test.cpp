@@ -360,6 +360,75 @@ TEST(Compute, QkNormsReadAndWriteEachHeadOfQAndKAndKeepTheirInputs) {
     EXPECT_EQ(countParameters(m).perLayerNorms - countParameters(plain).perLayerNorms, 2 * 128);
 }
 
+// A latent-attention model a reader can count: h 2048, 16 heads, q latent 512, kv latent 256, heads of 128 + 64
+// (q, k) and 128 (v), RMSNorm, RoPE, SwiGLU; beside it the same model with plain multi-head attention.
+ModelConfig latentModel() {
+    ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    m.norm = NormKind::RmsNorm;
+    m.position = PositionEmbedding::Rope;
+    m.activation = Activation::Swiglu;
+    m.linearBias = false;
+    m.mla = MlaConfig{512, 256, 128, 64, 128};
+    m.headDim = 192;
+    return m;
+}
+
+TEST(Compute, LatentAttentionProjectsThroughItsLatentsByHand) {
+    ModelConfig m = latentModel();
+    ModelConfig plain = m;
+    plain.mla.reset();
+    plain.headDim = 128;
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p = tp2OnEight(); // tp 2 (8 heads a rank), one sequence of 1024 tokens, no SP
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute b = layerCompute(m, c, p, recipe);
+    auto shape = [&](const char* name) {
+        const OpCost& op = findOp(b, name);
+        return std::make_tuple(op.m, op.n, op.k);
+    };
+    // The down projections are duplicated over TP: every token, the whole latent; the up projections are a/t heads.
+    EXPECT_EQ(shape("q_down"), std::make_tuple(int64_t{1024}, int64_t{512}, int64_t{2048}));
+    EXPECT_EQ(shape("q_up"), std::make_tuple(int64_t{1024}, int64_t{8 * 192}, int64_t{512}));
+    EXPECT_EQ(shape("kv_down"), std::make_tuple(int64_t{1024}, int64_t{256 + 64}, int64_t{2048}));
+    EXPECT_EQ(shape("kv_up"), std::make_tuple(int64_t{1024}, int64_t{8 * (128 + 128)}, int64_t{256}));
+    EXPECT_EQ(shape("attn_proj"), std::make_tuple(int64_t{1024}, int64_t{2048}, int64_t{8 * 128}));
+    EXPECT_THROW(findOp(b, "qkv"), std::runtime_error);
+    // Causal attention: half of 2 x 8 heads x 1024 x 1024 x (192 + 128).
+    EXPECT_DOUBLE_EQ(findOp(b, "attention_core_flash").flops, 8.0 * 1024.0 * 1024.0 * 320.0);
+    // With SP each rank's down projections see its own 512 tokens, and the gather carries the latents (512 + 320
+    // wide, e = 2) instead of the hidden state; the reduce-scatter of their gradients the same.
+    Plan sp = p;
+    sp.sequenceParallel = true;
+    const BlockCompute bs = layerCompute(m, c, sp, recipe);
+    EXPECT_EQ(findOp(bs, "q_down").m, 512);
+    EXPECT_EQ(findOp(bs, "kv_down").m, 512);
+    EXPECT_EQ(findOp(bs, "q_up").m, 1024);
+    auto bytesOf = [&](const ModelConfig& model, const std::string& name) {
+        for (const auto& op : layerCommOps(model, c, sp))
+            if (op.name == name) return op.bytes;
+        return -1.0;
+    };
+    EXPECT_DOUBLE_EQ(bytesOf(m, "tp_all_gather_attn"), 2.0 * 1024.0 * (512.0 + 320.0));
+    EXPECT_DOUBLE_EQ(bytesOf(m, "tp_reduce_scatter_attn_grad"), 2.0 * 1024.0 * (512.0 + 320.0));
+    EXPECT_DOUBLE_EQ(bytesOf(m, "tp_reduce_scatter_attn"), 2.0 * 1024.0 * 2048.0);
+    EXPECT_DOUBLE_EQ(bytesOf(plain, "tp_all_gather_attn"), 2.0 * 1024.0 * 2048.0);
+    // Parameters a rank: the down projections and the latents' norms whole, the rest / 2.
+    const double down = 2048.0 * 512.0 + 2048.0 * 320.0;
+    const double up = 512.0 * 16.0 * 192.0 + 256.0 * 16.0 * 256.0 + 16.0 * 128.0 * 2048.0;
+    const double plainAttention = (2048.0 * 3.0 * 2048.0 + 2048.0 * 2048.0) / 2.0;
+    EXPECT_DOUBLE_EQ(layerParameters(m, p).dense - layerParameters(plain, p).dense,
+                     down + up / 2.0 + 512.0 + 256.0 - plainAttention);
+    // At tp 1 a rank holds the whole layer: the count of model.cpp.
+    Plan one;
+    one.dp = 8;
+    one.globalBatch = 8;
+    EXPECT_DOUBLE_EQ(layerParameters(m, one).dense, static_cast<double>(countParameters(m).perLayer()));
+    // Activations kept (e = 2, no recompute): Q and K of 8 x 192 and V of 8 x 128 where plain keeps 3 x 8 x 128, and
+    // each latent's norm input and up-projection input (512 + 256 wide, twice).
+    EXPECT_DOUBLE_EQ(layerActivationBytesNoRecompute(m, p, recipe) - layerActivationBytesNoRecompute(plain, p, recipe),
+                     2.0 * 1024.0 * (2.0 * 1536.0 + 1024.0 - 3.0 * 1024.0) + 4.0 * 1024.0 * 768.0);
+}
+
 TEST(Compute, SharedExpertsAreADenseMlpBesideTheRoutedOnes) {
     // 8 SwiGLU experts of 1024, top 2, shared width 2048; tp 2: the shared MLP runs every token at 1024 a rank.
     ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);

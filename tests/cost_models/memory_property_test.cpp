@@ -22,8 +22,15 @@ ClusterConfig clusterFor(int world) {
 // Every valid plan over a grid of degrees, ZeRO stages, recompute modes, SP and schedules.
 std::vector<Case> grid() {
     std::vector<Case> cases;
-    for (const char* name : {"gpt3-1.3b", "llama3-8b", "mixtral-8x7b", "tiny"}) {
-        ModelConfig m = test::preset(name);
+    std::vector<ModelConfig> models;
+    for (const char* name : {"gpt3-1.3b", "llama3-8b", "mixtral-8x7b", "tiny"}) models.push_back(test::preset(name));
+    // Llama 3 8B with DeepSeek-V2's latent attention in place of its GQA, so the grid covers MLA's shapes.
+    ModelConfig latent = test::preset("llama3-8b");
+    latent.kvHeads = latent.heads;
+    latent.mla = MlaConfig{1536, 512, 128, 64, 128};
+    latent.headDim = 192;
+    models.push_back(latent);
+    for (const ModelConfig& m : models) {
         for (int tp : {1, 2, 4, 8})
             for (int pp : {1, 2, 4})
                 for (int dp : {1, 2, 8})

@@ -80,6 +80,60 @@ TEST(ModelParameters, SharedExpertsAreADenseMlpEveryTokenUses) {
     EXPECT_FALSE(modelToJson(m)["moe"].contains("shared_ffn_hidden")); // written only when there are some
 }
 
+TEST(ModelParameters, LatentAttentionCountsItsDownAndUpProjections) {
+    // h 4, 2 heads; q latent 3, kv latent 2, q/k heads of 2 + 1 (rope), v heads of 2.
+    ModelConfig m = handModel();
+    m.kvHeads = 2;
+    m.mla = MlaConfig{3, 2, 2, 1, 2};
+    m.headDim = 3;
+    auto c = countParameters(m);
+    // q: 4 x 3 + 3 x 2 x 3 = 30; kv: 4 x (2 + 1) + 2 x 2 x (2 + 2) = 28; output 2 x 2 x 4 = 16.
+    EXPECT_EQ(c.perLayerAttention, 30 + 28 + 16);
+    EXPECT_EQ(c.perLayerNorms, 8 + 3 + 2); // the pre-norms and an RMSNorm over each latent
+    m.mla->qLoraRank = 0;                  // q straight from the hidden state: 4 x 2 x 3
+    EXPECT_EQ(countParameters(m).perLayerAttention, 24 + 28 + 16);
+    EXPECT_EQ(countParameters(m).perLayerNorms, 8 + 2);
+}
+
+TEST(ModelJson, LatentAttentionRoundTripsAndItsRulesNameTheirFields) {
+    nlohmann::json doc = modelToJson(handModel());
+    doc["kv_heads"] = 2;
+    doc["mla"] = {{"q_lora_rank", 3}, {"kv_lora_rank", 2}, {"qk_nope_head_dim", 2}, {"qk_rope_head_dim", 1}, {"v_head_dim", 2}};
+    doc.erase("head_dim");
+    const ModelConfig m = parseModel(doc);
+    ASSERT_TRUE(m.mla.has_value());
+    EXPECT_EQ(m.headDim, 3);
+    EXPECT_EQ(m.qkHeadDim(), 3);
+    EXPECT_EQ(m.vHeadDim(), 2);
+    const ModelConfig back = parseModel(modelToJson(m));
+    ASSERT_TRUE(back.mla.has_value());
+    EXPECT_EQ(back.mla->qLoraRank, 3);
+    EXPECT_EQ(back.mla->qkRopeHeadDim, 1);
+    EXPECT_EQ(countParameters(back).total(2), countParameters(m).total(2));
+    auto problemsOf = [](const nlohmann::json& d) {
+        ProblemList problems;
+        parseModel(d, "", problems);
+        std::set<std::string> where;
+        for (const auto& p : problems.items()) where.insert(p.where);
+        return where;
+    };
+    nlohmann::json grouped = doc;
+    grouped["kv_heads"] = 1;
+    EXPECT_TRUE(problemsOf(grouped).count("/kv_heads"));
+    nlohmann::json normed = doc;
+    normed["qk_norm"] = true;
+    EXPECT_TRUE(problemsOf(normed).count("/qk_norm"));
+    nlohmann::json learned = doc;
+    learned["position_embedding"] = "learned";
+    EXPECT_TRUE(problemsOf(learned).count("/mla/qk_rope_head_dim"));
+    nlohmann::json wide = doc;
+    wide["head_dim"] = 4;
+    EXPECT_TRUE(problemsOf(wide).count("/head_dim"));
+    nlohmann::json missing = doc;
+    missing["mla"].erase("kv_lora_rank");
+    EXPECT_TRUE(problemsOf(missing).count("/mla/kv_lora_rank"));
+}
+
 TEST(ModelJson, RoundTripsAndRejectsUnknownKeys) {
     ModelConfig m = handModel();
     m.moe = MoeConfig{4, 2, 8};

@@ -292,12 +292,16 @@ TEST(Training, LossFallsOnTheTinyModel) {
 
 // Model features tessel predicts and exports but the executor does not run are refused at their field, never run as
 // something else: a squared-ReLU MLP (Nemotron) not as GELU, ALiBi (BLOOM) not without its bias, Qwen3's q and k
-// norms not left out.
+// norms not left out, latent attention not as a QKV GEMM.
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
+        {"/model/mla", [](ModelConfig& m) {
+             m.kvHeads = m.heads;
+             m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};
+         }},
         {"/model/moe/shared_ffn_hidden", [](ModelConfig& m) { m.moe = MoeConfig{4, 2, m.ffnHidden, m.ffnHidden}; }},
     };
     for (const auto& [where, change] : cases) {

@@ -67,6 +67,25 @@ TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     EXPECT_EQ(a.at("--use-distributed-optimizer"), "") << "the preset is ZeRO-1";
     EXPECT_EQ(a.at("--sequence-parallel"), "");
     EXPECT_FALSE(a.has("--add-qkv-bias"));
+    for (const char* absent : {"--multi-latent-attention", "--kv-lora-rank", "--kv-channels"}) EXPECT_FALSE(a.has(absent)) << absent;
+}
+
+// Latent attention as Megatron-LM's MLA flags (arguments.py), with no --kv-channels beside them.
+TEST(ExportMegatron, LatentAttentionWritesMegatronsMlaFlags) {
+    Scenario s = preset("llama3-8b-h100");
+    s.model.kvHeads = s.model.heads;
+    s.model.mla = MlaConfig{1536, 512, 128, 64, 128};
+    s.model.headDim = 192;
+    const auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--multi-latent-attention"), "");
+    EXPECT_EQ(a.at("--q-lora-rank"), "1536");
+    EXPECT_EQ(a.at("--kv-lora-rank"), "512");
+    EXPECT_EQ(a.at("--qk-head-dim"), "128");
+    EXPECT_EQ(a.at("--qk-pos-emb-head-dim"), "64");
+    EXPECT_EQ(a.at("--v-head-dim"), "128");
+    for (const char* absent : {"--kv-channels", "--group-query-attention"}) EXPECT_FALSE(a.has(absent)) << absent;
+    s.model.mla->qLoraRank = 0;
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--q-lora-rank"));
 }
 
 TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {

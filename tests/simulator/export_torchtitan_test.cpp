@@ -40,6 +40,18 @@ TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
     EXPECT_EQ(toml.at("parallelism.data_parallel_shard_degree"), std::to_string(t.plan.dp / 2));
 }
 
+// torchtitan's model with latent attention is its DeepSeek-V3; the flavor to register names the latents.
+TEST(ExportTorchtitan, LatentAttentionIsTorchtitansDeepSeekV3Model) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.model.kvHeads = s.model.heads;
+    s.model.mla = MlaConfig{1536, 512, 128, 64, 128};
+    s.model.headDim = 192;
+    const std::string text = exportPlan(s, ExportFormat::Torchtitan);
+    EXPECT_EQ(parseToml(text).at("model.name"), "deepseek_v3");
+    EXPECT_NE(text.find("latent attention (q_lora_rank 1536, kv_lora_rank 512"), std::string::npos) << text;
+}
+
 TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 3;

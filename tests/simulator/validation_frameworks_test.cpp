@@ -399,8 +399,8 @@ TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
 }
 
-// Shared experts, dense layers among the sparse ones and latent attention have no term yet: a record that states
-// them is predicted without them and says so, never silently.
+// Shared experts without routed ones and dense layers among the sparse ones have no term yet: a record that states
+// them is predicted without them and says so, never silently. Latent attention is read (the next test).
 TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     nlohmann::json r = record();
     r["model"]["name"] = "DeepSeek-V3";
@@ -418,7 +418,8 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     EXPECT_EQ(c.scenario.model.moe->sharedFfnHidden, 2048);
     EXPECT_FALSE(mentions(c.assumptions, "n_shared_experts"));
     EXPECT_TRUE(mentions(c.assumptions, "not modelled: first_k_dense_replace (dense MLP layers"));
-    EXPECT_TRUE(mentions(c.assumptions, "not modelled: kv_lora_rank (multi-head latent attention)"));
+    EXPECT_FALSE(mentions(c.assumptions, "kv_lora_rank"));
+    ASSERT_TRUE(c.scenario.model.mla.has_value());
     EXPECT_FALSE(mentions(c.assumptions, "mlp_only_layers"));
     EXPECT_FALSE(mentions(c.assumptions, "moe_layer_freq"));
     // A width wins over a count (Qwen's shared_expert_intermediate_size); shared experts with no routed ones are said.
@@ -435,6 +436,50 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     nlohmann::json dense = record();
     dense["model"]["n_shared_experts"] = 2;
     EXPECT_TRUE(mentions(load(dense).assumptions, "not modelled: n_shared_experts (shared experts without routed"));
+}
+
+// DeepSeek's multi-head latent attention under its config's names (and Megatron-LM's), its unstated widths said.
+TEST(ValidationRecord, LatentAttentionIsReadUnderDeepSeeksAndMegatronsNames) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "DeepSeek-V3";
+    r["model"]["hidden"] = 7168;
+    r["model"]["heads"] = 128;
+    r["model"]["kv_heads"] = 128;
+    r["model"]["head_dim"] = 64; // transformers' DeepseekV3Config sets head_dim = qk_rope_head_dim
+    r["model"]["q_lora_rank"] = 1536;
+    r["model"]["kv_lora_rank"] = 512;
+    r["model"]["qk_nope_head_dim"] = 128;
+    r["model"]["qk_rope_head_dim"] = 64;
+    r["model"]["v_head_dim"] = 128;
+    ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.mla.has_value());
+    const MlaConfig& mla = *c.scenario.model.mla;
+    EXPECT_EQ(mla.qLoraRank, 1536);
+    EXPECT_EQ(mla.kvLoraRank, 512);
+    EXPECT_EQ(mla.qkHeadDim(), 192);
+    EXPECT_EQ(mla.vHeadDim, 128);
+    EXPECT_EQ(c.scenario.model.headDim, 192);
+    EXPECT_EQ(c.scenario.model.position, PositionEmbedding::Rope);
+    EXPECT_TRUE(mentions(c.assumptions, "head_dim 64 read as MLA's q and k heads"));
+    // 128 x 128 x 7168 output + 7168 x 1536 + 1536 x 128 x 192 (q) + 7168 x 576 + 512 x 128 x 256 (kv):
+    // DeepSeek-V3's 187,105,280 attention parameters a layer.
+    EXPECT_EQ(countParameters(c.scenario.model).perLayerAttention, 187105280);
+    // Megatron-LM's names, q without a latent (DeepSeek-V2-Lite), the rotary width unstated.
+    r["model"].erase("q_lora_rank");
+    r["model"].erase("qk_nope_head_dim");
+    r["model"].erase("qk_rope_head_dim");
+    r["model"].erase("head_dim");
+    r["model"]["qk_head_dim"] = 128;
+    c = load(r);
+    EXPECT_EQ(c.scenario.model.mla->qLoraRank, 0);
+    EXPECT_EQ(c.scenario.model.mla->qkNopeHeadDim, 128);
+    EXPECT_EQ(c.scenario.model.mla->qkRopeHeadDim, 64);
+    EXPECT_TRUE(mentions(c.assumptions, "qk_rope_head_dim not stated, DeepSeek-V2/V3's 64"));
+    // Grouped kv heads do not exist under MLA: refused at the field.
+    r["model"]["kv_heads"] = 8;
+    const auto refused = loadValidationRecords(nlohmann::json::array({r}), "t.json");
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_NE(refused[0].refusal.find("kv_heads"), std::string::npos) << refused[0].refusal;
 }
 
 // Qwen3 normalises each head of q and k; a record may say qk_norm for any model, or deny it.

@@ -85,6 +85,8 @@ constexpr double kCompiledCrossEntropyBackwardFactor = 2.0;
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
+// The same with each of q, k, v and o at its own width (MLA: v and o narrower than q and k).
+double attentionBytes(int64_t tokens, int64_t qCols, int64_t kCols, int64_t vCols, int64_t oCols, int e);
 // Context-parallel ring attention (FORMULAS.md §3.2): around each step's attention kernel the rank merges the
 // step's output into the running one, accumulates the gradients and copies what it sends on, memory-bound passes
 // over tensors of the rank's queries (`eq` elements: b s/cp heads d) and keys (`ekv` elements of K, and as many
@@ -233,6 +235,10 @@ double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan,
 // Whether the plan's selective recompute is torchtitan's per-op policy (keep the attention output and every
 // other matmul's, redo the rest) rather than Megatron-LM's (redo the attention core): FORMULAS.md §3.4.
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan);
+// A layer's column-parallel GEMM fed by a tensor-parallel gather of its input (QKV, fc1, the experts' and shared
+// experts' fc1, MLA's q and kv up projections): Megatron-LM's asynchronous TP overlap runs the all-reduce or
+// reduce-scatter of its input gradient under its weight-gradient GEMM.
+bool columnParallelInputGemm(const std::string& opName);
 
 // A full recompute that stops before fc2 (torch.utils.checkpoint's early stop, FORMULAS.md §3.4): a dense layer
 // without hidden dropout under a framework whose checkpoint stops early. fc2, the residual add after it and the

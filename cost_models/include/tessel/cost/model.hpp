@@ -30,6 +30,21 @@ struct MoeConfig {
     int64_t sharedFfnHidden = 0;
 };
 
+// Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 §2.1; Megatron-core's MLASelfAttention): q through a
+// low-rank pair h -> q_lora_rank -> heads x (nope + rope) with a norm between (or one h -> heads x (nope + rope)
+// projection when q_lora_rank is 0), keys and values from one latent of kv_lora_rank beside a rotary key of
+// qk_rope_head_dim shared by every head (h -> kv_lora_rank + rope, normed, then kv_lora_rank -> heads x (nope + v)),
+// and the output projection from heads x v_head_dim. Attention runs over heads of nope + rope for q and k and
+// v_head_dim for v (FORMULAS.md §1, §3.2).
+struct MlaConfig {
+    int64_t qLoraRank = 0;      // 0: q projected straight from the hidden state
+    int64_t kvLoraRank = 0;
+    int64_t qkNopeHeadDim = 0;  // the part of a q/k head without position
+    int64_t qkRopeHeadDim = 0;  // the rotary part (one key of this width shared by the heads)
+    int64_t vHeadDim = 0;
+    int64_t qkHeadDim() const { return qkNopeHeadDim + qkRopeHeadDim; }
+};
+
 // The largest shape tessel reads, from any source (model JSON, HuggingFace config.json, a validation record): past
 // these a count no longer fits the int it is kept in, or the arithmetic on it overflows.
 struct ModelLimits {
@@ -60,6 +75,10 @@ struct ModelConfig {
     bool qkNorm = false;           // the model's norm over each head of q and k before attention (Qwen3)
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
     std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
+    std::optional<MlaConfig> mla;  // latent attention instead of the QKV projection when set (kv_heads == heads)
+    // Head widths attention runs at: q and k, and v (and the output). head_dim for both without MLA.
+    int64_t qkHeadDim() const { return mla ? mla->qkHeadDim() : headDim; }
+    int64_t vHeadDim() const { return mla ? mla->vHeadDim : headDim; }
     std::vector<std::string> sources;
 };
 

@@ -19,9 +19,16 @@ struct LocalShapes {
     int64_t hidden = 0;         // h
     int64_t headsLocal = 0;     // a / tp
     int64_t kvHeadsLocal = 0;   // g / tp
-    int64_t headDim = 0;
+    int64_t headDim = 0;        // q and k heads' width (MLA: nope + rope)
+    int64_t vHeadDim = 0;       // v heads' width (head_dim without MLA)
     int64_t qDimLocal = 0;      // a / tp * head_dim
-    int64_t kvDimLocal = 0;     // g / tp * head_dim
+    int64_t kvDimLocal = 0;     // g / tp * head_dim: K's width (and V's without MLA)
+    int64_t vDimLocal = 0;      // g / tp * v_head_dim: V's width
+    int64_t oDimLocal = 0;      // a / tp * v_head_dim: the attention output's width, the projection's input
+    // MLA (ModelConfig::mla): the latents' widths, whole on every TP rank (0 without MLA).
+    int64_t qLatent = 0;        // q_lora_rank
+    int64_t kvLatent = 0;       // kv_lora_rank + qk_rope_head_dim: the kv down projection's output
+    int64_t kvLoraRank = 0;
     int64_t ffnLocal = 0;       // f / tp (dense MLP)
     int64_t expertFfnLocal = 0; // expert f / etp (MoE; etp = tp unless the plan sets it)
     int64_t sharedFfnLocal = 0; // shared experts' summed f / tp (MoE; 0 without)
