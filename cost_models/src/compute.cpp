@@ -854,8 +854,11 @@ double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {
         for (const auto& op : b.forwardOps) f += op.modelFlops;
         return f;
     };
-    const double perSequence = model.layers * sumForward(layerCompute(model, dummy, one, recipe)) +
-                               sumForward(headCompute(model, dummy, one, recipe));
+    // An MoE model's dense layers (moe.dense_layers) count the dense MLP's FLOPs.
+    const int dense = model.moe ? static_cast<int>(model.moe->denseLayers.size()) : 0;
+    double perSequence = (model.layers - dense) * sumForward(layerCompute(model, dummy, one, recipe)) +
+                         sumForward(headCompute(model, dummy, one, recipe));
+    if (dense > 0) perSequence += dense * sumForward(layerCompute(model.denseLayerModel(), dummy, one, recipe));
     return 3.0 * perSequence * plan.globalBatch;
 }
 

@@ -1,5 +1,5 @@
 // Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, nemotron,
-// gpt2) into tessel ModelConfigs.
+// deepseek_v2, deepseek_v3, gpt2) into tessel ModelConfigs.
 #include "tessel/cost/hf_config.hpp"
 
 #include "tessel/cost/json_reader.hpp"
@@ -26,12 +26,15 @@ struct SupportedType {
 
 // qwen2_moe is left out on purpose: its shared expert's sigmoid gate (shared_expert_gate, hidden weights a layer)
 // has no counterpart in ModelConfig (shared experts without a gate do: moe.shared_ffn_hidden), and an approximate
-// mapping would give wrong parameter counts. qwen3_moe has none; its per-layer
-// dense/sparse mix (decoder_sparse_step, mlp_only_layers) is refused where a config sets one.
+// mapping would give wrong parameter counts. qwen3_moe has none; its per-layer dense/sparse mix (decoder_sparse_step,
+// mlp_only_layers) is moe.dense_layers. deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading
+// dense layers; the multi-token-prediction module (num_nextn_predict_layers) is not part of the model transformers
+// builds from the config, nor of tessel's.
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
     {"qwen2", Family::LlamaLike}, {"qwen3", Family::LlamaLike},   {"qwen3_moe", Family::LlamaLike},
-    {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"gpt2", Family::Gpt2},
+    {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
+    {"deepseek_v3", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
 
 std::string supportedList() {
@@ -171,17 +174,54 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
             moe.experts = static_cast<int>(r.requireInt("num_experts", 1, ModelLimits::heads));
             moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
             moe.expertFfnHidden = r.requireInt("moe_intermediate_size", 1, ModelLimits::ffnHidden);
-            m.moe = moe;
-            if (r.optInt("decoder_sparse_step", 1, 1, ModelLimits::layers) != 1)
-                problems.add(r.pointer("decoder_sparse_step"),
-                             "tessel models every layer as a mixture-of-experts layer; a config whose dense and "
-                             "sparse layers alternate (decoder_sparse_step > 1) has no tessel counterpart yet");
+            // Qwen3MoeDecoderLayer: an expert layer where the layer is not in mlp_only_layers and
+            // (layer + 1) % decoder_sparse_step == 0, else the dense MLP of intermediate_size.
+            const int64_t step = r.optInt("decoder_sparse_step", 1, 1, ModelLimits::layers);
+            std::vector<bool> dense(static_cast<size_t>(m.layers), false);
+            for (int i = 0; i < m.layers; ++i) dense[static_cast<size_t>(i)] = (i + 1) % step != 0;
             const auto only = doc.find("mlp_only_layers");
-            if (only != doc.end() && !(only->is_array() && only->empty()) && !only->is_null())
-                problems.add(r.pointer("mlp_only_layers"),
-                             "tessel models every layer as a mixture-of-experts layer; dense layers among them "
-                             "(mlp_only_layers) have no tessel counterpart yet");
+            if (only != doc.end() && !only->is_null()) {
+                if (!only->is_array()) problems.add(r.pointer("mlp_only_layers"), "expected an array of layer indices");
+                else
+                    for (size_t i = 0; i < only->size(); ++i) {
+                        const auto& v = (*only)[i];
+                        if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < m.layers)
+                            dense[static_cast<size_t>(v.get<int64_t>())] = true;
+                        else
+                            problems.add(r.pointer("mlp_only_layers") + "/" + std::to_string(i),
+                                         "not a layer index of the model's " + std::to_string(m.layers) + " layers (0-based)");
+                    }
+            }
             r.accept("mlp_only_layers");
+            for (int i = 0; i < m.layers; ++i)
+                if (dense[static_cast<size_t>(i)]) moe.denseLayers.push_back(i);
+            m.moe = moe;
+        } else if (modelType == "deepseek_v2" || modelType == "deepseek_v3") {
+            // DeepseekV2/V3 (modeling_deepseek_v3.py): multi-head latent attention; an expert layer where
+            // n_routed_experts is set, layer >= first_k_dense_replace and layer % moe_layer_freq == 0, with
+            // n_shared_experts experts of moe_intermediate_size beside the routed ones; else the dense MLP of
+            // intermediate_size. The router's e_score_correction_bias (V3, n_routed_experts a layer) is not counted.
+            MlaConfig mla;
+            mla.qLoraRank = optIntOrNull(r, doc, "q_lora_rank", 0, 0, ModelLimits::hidden);
+            mla.kvLoraRank = r.requireInt("kv_lora_rank", 1, ModelLimits::hidden);
+            mla.qkNopeHeadDim = r.requireInt("qk_nope_head_dim", 1, ModelLimits::heads);
+            mla.qkRopeHeadDim = r.requireInt("qk_rope_head_dim", 0, ModelLimits::heads);
+            mla.vHeadDim = r.requireInt("v_head_dim", 1, ModelLimits::heads);
+            m.mla = mla;
+            m.headDim = mla.qkHeadDim(); // transformers' head_dim is the rotary part's width, not a head's
+            const int64_t routed = optIntOrNull(r, doc, "n_routed_experts", 0, 0, ModelLimits::heads);
+            if (routed > 0) {
+                MoeConfig moe;
+                moe.experts = static_cast<int>(routed);
+                moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
+                moe.expertFfnHidden = r.requireInt("moe_intermediate_size", 1, ModelLimits::ffnHidden);
+                moe.sharedFfnHidden = optIntOrNull(r, doc, "n_shared_experts", 0, 0, ModelLimits::heads) * moe.expertFfnHidden;
+                const int64_t first = r.optInt("first_k_dense_replace", 0, 0, ModelLimits::layers);
+                const int64_t freq = r.optInt("moe_layer_freq", 1, 1, ModelLimits::layers);
+                for (int i = 0; i < m.layers; ++i)
+                    if (i < first || i % freq != 0) moe.denseLayers.push_back(i);
+                m.moe = moe;
+            }
         }
     }
 

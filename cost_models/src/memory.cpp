@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -93,6 +94,9 @@ bool fsdpReducesPerUnit(const Plan& plan, int z) {
 double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int stage) {
     const StageParameters perLayer = layerParameters(model, plan);
     const double layer = perLayer.dense + perLayer.expert;
+    const bool denseAmongMoe = model.moe && !model.moe->denseLayers.empty();
+    const double denseLayer = denseAmongMoe ? layerParameters(model.denseLayerModel(), plan).total() : layer;
+    const std::vector<int> counts = denseAmongMoe ? chunkLayerCounts(model, plan) : std::vector<int>{};
     double peak = 0.0;
     std::vector<std::pair<double, int>> ends; // (parameters, unit id) of every chunk's first and last unit
     int id = 0;
@@ -100,7 +104,14 @@ double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int sta
         const int virtualStage = c * plan.pp + stage;
         std::vector<double> units;
         if (virtualStage == 0) units.push_back(embeddingParameters(model, plan));
-        units.insert(units.end(), static_cast<size_t>(chunkLayerCount(model, plan, stage, c)), layer);
+        if (denseAmongMoe) {
+            // Each layer at its own size: an MoE model's dense layers gather the dense MLP.
+            const int first = std::accumulate(counts.begin(), counts.begin() + virtualStage, 0);
+            for (int l = first; l < first + counts[static_cast<size_t>(virtualStage)]; ++l)
+                units.push_back(model.denseLayersIn(l, 1) ? denseLayer : layer);
+        } else {
+            units.insert(units.end(), static_cast<size_t>(chunkLayerCount(model, plan, stage, c)), layer);
+        }
         if (virtualStage == plan.pp * plan.vpp - 1) {
             double head = headParameters(model, plan);
             // A tied LM head on the embedding's own stage is the word embedding: gathered again for the head.
@@ -145,10 +156,17 @@ double headParameters(const ModelConfig& model, const Plan& plan) {
 StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage) {
     const int layers = stageLayerCount(model, plan, stage);
     const StageParameters layer = layerParameters(model, plan);
+    // An MoE model's dense layers (moe.dense_layers) hold the dense MLP where the others hold the experts.
+    const int denseLayers = denseLayersOfStage(model, plan, stage);
     StageParameters sp;
-    sp.dense = layers * layer.dense;
-    sp.expert = layers * layer.expert;
+    sp.dense = (layers - denseLayers) * layer.dense;
+    sp.expert = (layers - denseLayers) * layer.expert;
     sp.largestLayer = layer.largestLayer;
+    if (denseLayers > 0) {
+        const StageParameters denseLayer = layerParameters(model.denseLayerModel(), plan);
+        sp.dense += denseLayers * denseLayer.dense;
+        if (denseLayers == layers) sp.largestLayer = denseLayer.largestLayer;
+    }
     if (stage == 0) {
         const double emb = embeddingParameters(model, plan);
         sp.dense += emb;
@@ -159,6 +177,20 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
         sp.dense += head;
         sp.largestLayer = std::max(sp.largestLayer, head);
     }
+    return sp;
+}
+
+StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
+    const int layers = chunkLayerCount(model, plan, stage, chunk), dense = denseLayersOfChunk(model, plan, stage, chunk);
+    const StageParameters layer = layerParameters(model, plan);
+    StageParameters sp;
+    sp.dense = (layers - dense) * layer.dense;
+    sp.expert = (layers - dense) * layer.expert;
+    if (dense > 0) sp.dense += dense * layerParameters(model.denseLayerModel(), plan).total();
+    const int u = chunk * plan.pp + stage;
+    if (u == 0) sp.dense += embeddingParameters(model, plan);
+    if (u == plan.pp * plan.vpp - 1) sp.dense += headParameters(model, plan);
+    sp.largestLayer = sp.dense + sp.expert;
     return sp;
 }
 
@@ -330,6 +362,13 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     MemoryShapeTerms t;
     t.layerActivations = layerActivationBytes(model, plan, recipe);
     t.layerFullActivations = layerActivationBytesNoRecompute(model, plan, recipe);
+    t.denseLayerActivations = t.layerActivations;
+    t.denseLayerFullActivations = t.layerFullActivations;
+    if (model.moe && !model.moe->denseLayers.empty()) {
+        const ModelConfig dense = model.denseLayerModel();
+        t.denseLayerActivations = layerActivationBytes(dense, plan, recipe);
+        t.denseLayerFullActivations = layerActivationBytesNoRecompute(dense, plan, recipe);
+    }
     t.normStatistics = layerNormStatisticsBytes(model, plan, recipe);
     Plan kept = plan;
     kept.recompute = Recompute::None;
@@ -383,9 +422,12 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (recipe.fp8WeightCopyBytes > 0) {
         // Transformer Engine's cached FP8 weight and transpose for every linear layer of the stage (sharded as
         // the weights are under ZeRO-3, where they are made per gathered layer).
-        const StageParameters layer = layerParameters(model, plan);
-        st.weightsBytes += recipe.fp8WeightCopyBytes * layersPerStage *
-                           (layer.dense / shardDivisor(z >= 3, denseShards) + layer.expert / shardDivisor(z >= 3, expertShards));
+        // The stage's layers' parameters: its embedding and head are not FP8 linears.
+        const StageParameters layers = stageParameters(model, plan, stage);
+        const double ends = (stage == 0 ? embeddingParameters(model, plan) : 0.0) +
+                            (stage == plan.pp - 1 ? headParameters(model, plan) : 0.0);
+        st.weightsBytes += recipe.fp8WeightCopyBytes *
+                           ((layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards));
     }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
     // DeepSpeed's BF16_Optimizer keeps every parameter's bf16 .grad beside the full fp32 gradient it accumulates
@@ -409,11 +451,19 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // first recompute_layers of each chunk keep their input, the rest everything a layer without recompute keeps.
     const RecomputedLayers replayed = recomputedLayers(model, plan, stage);
     const int recomputed = replayed.layers;
+    // An MoE model's dense layers keep the dense MLP's activations (taken among the kept layers first where only some
+    // are recomputed: DeepSeek's are a stage's first).
+    const int denseHere = denseLayersOfStage(model, plan, stage);
+    const double denseKept = plan.recompute == Recompute::Full ? std::min(denseHere, layersPerStage - recomputed) : denseHere;
+    const double denseReplayed = denseHere - denseKept;
     const double perMicroBatch =
-        plan.recompute == Recompute::Full
-            ? recomputed * (t.layerActivations + t.normStatistics) +
-                  (layersPerStage - recomputed) * (t.layerFullActivations + t.keptNormStatistics)
-            : layersPerStage * (t.layerActivations + t.normStatistics);
+        (plan.recompute == Recompute::Full
+             ? recomputed * (t.layerActivations + t.normStatistics) +
+                   (layersPerStage - recomputed) * (t.layerFullActivations + t.keptNormStatistics) +
+                   denseKept * (t.denseLayerFullActivations - t.layerFullActivations)
+             : layersPerStage * (t.layerActivations + t.normStatistics) +
+                   denseKept * (t.denseLayerActivations - t.layerActivations)) +
+        denseReplayed * (t.denseLayerActivations - t.layerActivations);
     // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed layer
     // inputs go to the host as they are made, and the GPU keeps two layers' inputs (the one being copied and the
     // next, DeepSpeed's cpu_checkpointing double buffer).
@@ -444,7 +494,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
     // backwards run first and free at least a layer's activations before the first rebuild.
-    if (replayed.wholeChunk) st.activationsBytes += t.layerFullActivations;
+    if (replayed.wholeChunk)
+        st.activationsBytes += denseHere > 0 ? std::max(t.layerFullActivations, t.denseLayerFullActivations) : t.layerFullActivations;
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
     if (stage == 0) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.

@@ -78,6 +78,19 @@ void checkModelShape(const ModelConfig& m, const std::string& pointer, ProblemLi
     checkModel(m, pointer, problems, false);
 }
 
+int ModelConfig::denseLayersIn(int first, int count) const {
+    if (!moe) return count;
+    int n = 0;
+    for (int l : moe->denseLayers) n += l >= first && l < first + count ? 1 : 0;
+    return n;
+}
+
+ModelConfig ModelConfig::denseLayerModel() const {
+    ModelConfig m = *this;
+    m.moe.reset();
+    return m;
+}
+
 ParameterCounts countParameters(const ModelConfig& m) {
     ParameterCounts c;
     const int64_t h = m.hidden;
@@ -87,6 +100,8 @@ ParameterCounts countParameters(const ModelConfig& m) {
     if (m.moe) {
         c.perLayerMlp = m.moe->experts * mlpParameters(m, m.moe->expertFfnHidden) + h * m.moe->experts; // + router
         if (m.moe->sharedFfnHidden > 0) c.perLayerMlp += mlpParameters(m, m.moe->sharedFfnHidden);
+        c.denseLayers = static_cast<int>(m.moe->denseLayers.size());
+        c.perDenseLayerMlp = mlpParameters(m, m.ffnHidden);
     } else {
         c.perLayerMlp = mlpParameters(m, m.ffnHidden);
     }
@@ -107,7 +122,8 @@ int64_t activeParameters(const ModelConfig& m) {
     if (!m.moe) return c.total(m.layers);
     int64_t activeMlp = m.moe->topK * mlpParameters(m, m.moe->expertFfnHidden) + m.hidden * m.moe->experts;
     if (m.moe->sharedFfnHidden > 0) activeMlp += mlpParameters(m, m.moe->sharedFfnHidden);
-    return c.total(m.layers) - static_cast<int64_t>(m.layers) * (c.perLayerMlp - activeMlp);
+    const int64_t moeLayers = m.layers - static_cast<int64_t>(m.moe->denseLayers.size());
+    return c.total(m.layers) - moeLayers * (c.perLayerMlp - activeMlp);
 }
 
 ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
@@ -150,6 +166,22 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
         cfg.topK = static_cast<int>(mr.requireInt("top_k", 1, L::heads));
         cfg.expertFfnHidden = mr.requireInt("expert_ffn_hidden", 1, L::ffnHidden);
         cfg.sharedFfnHidden = mr.optInt("shared_ffn_hidden", 0, 0, L::ffnHidden);
+        if (const auto* dense = mr.child("dense_layers")) {
+            const std::string where = mr.pointer("dense_layers");
+            if (!dense->is_array()) problems.add(where, "expected an array of layer indices (0-based)");
+            else
+                for (size_t i = 0; i < dense->size(); ++i) {
+                    const auto& v = (*dense)[i];
+                    const std::string at = where + "/" + std::to_string(i);
+                    if (!v.is_number_integer()) problems.add(at, "expected a layer index (an integer)");
+                    else if (v.get<int64_t>() < 0 || v.get<int64_t>() >= m.layers)
+                        problems.add(at, "layer " + std::to_string(v.get<int64_t>()) + " is not one of the model's " +
+                                             std::to_string(m.layers) + " layers (0-based)");
+                    else if (!cfg.denseLayers.empty() && v.get<int>() <= cfg.denseLayers.back())
+                        problems.add(at, "layer indices must be ascending and distinct");
+                    else cfg.denseLayers.push_back(v.get<int>());
+                }
+        }
         mr.finish();
         m.moe = cfg;
     }
@@ -218,6 +250,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
         if (m.moe->sharedFfnHidden > 0) j["moe"]["shared_ffn_hidden"] = m.moe->sharedFfnHidden;
+        if (!m.moe->denseLayers.empty()) j["moe"]["dense_layers"] = m.moe->denseLayers;
     }
     if (!m.sources.empty()) j["sources"] = m.sources;
     return j;

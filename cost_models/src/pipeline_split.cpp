@@ -161,6 +161,22 @@ int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int c
     return u < counts.size() ? counts[u] : 0;
 }
 
+int denseLayersOfChunk(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
+    if (!model.moe || model.moe->denseLayers.empty()) return 0;
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    const size_t u = static_cast<size_t>(chunk * plan.pp + stage);
+    if (u >= counts.size()) return 0;
+    const int first = std::accumulate(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(u), 0);
+    return model.denseLayersIn(first, counts[u]);
+}
+
+int denseLayersOfStage(const ModelConfig& model, const Plan& plan, int stage) {
+    if (!model.moe || model.moe->denseLayers.empty()) return 0;
+    int n = 0;
+    for (int c = 0; c < plan.vpp; ++c) n += denseLayersOfChunk(model, plan, stage, c);
+    return n;
+}
+
 RecomputedLayers recomputedLayers(const ModelConfig& model, const Plan& plan, int stage) {
     RecomputedLayers r;
     if (plan.recompute != Recompute::Full) return r;
@@ -194,10 +210,13 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     const int norm = model.norm == NormKind::RmsNorm ? 1 : 2;
     const bool bias = model.linearBias, qkvBias = model.linearBias || model.qkvBias;
     const bool swiglu = model.activation == Activation::Swiglu;
-    int perLayer = (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
-    if (model.moe) perLayer += 1 + 2 * (model.moe->experts / std::max(1, plan.ep)) + (model.moe->sharedFfnHidden > 0 ? 2 : 0);
-    else perLayer += 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
-    int tensors = stageLayerCount(model, plan, stage) * perLayer;
+    const int attention = (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
+    const int denseMlp = 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
+    const int moeMlp = model.moe ? 1 + 2 * (model.moe->experts / std::max(1, plan.ep)) + (model.moe->sharedFfnHidden > 0 ? 2 : 0)
+                                 : denseMlp;
+    // An MoE model's dense layers (moe.dense_layers) hold the dense MLP's tensors.
+    const int layers = stageLayerCount(model, plan, stage), dense = denseLayersOfStage(model, plan, stage);
+    int tensors = (layers - dense) * (attention + moeMlp) + dense * (attention + denseMlp);
     // The embedding (and learned positions) on the first stage; the final norm and the output matrix on the
     // last, which is the embedding's own tensor only when one chunk holds both ends (tied, pp x vpp = 1).
     if (stage == 0) tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0);

@@ -37,6 +37,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             throw InputError("/plan/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
             throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
+        if (!model.moe->denseLayers.empty())
+            throw InputError("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer");
         if (model.moe->experts % plan.ep != 0)
             throw InputError("/plan/ep", "ep must divide the model's experts");
         if (plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");

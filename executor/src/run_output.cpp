@@ -22,6 +22,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (plan.cp > 1) problems.add(pointer + "/cp", "the executor runs mixture-of-experts layers with cp 1 only");
         if (plan.zeroStage > 0)
             problems.add(pointer + "/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
+        if (!model.moe->denseLayers.empty())
+            problems.add("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer; "
+                                                    "dense layers among them are predicted and exported, not run by "
+                                                    "tessel run yet");
         if (model.moe->sharedFfnHidden > 0)
             problems.add("/model/moe/shared_ffn_hidden", "the executor's mixture-of-experts layer has no shared experts; "
                                                          "they are predicted and exported, not run by tessel run yet");

@@ -73,19 +73,20 @@ double pairedLayerSavedSeconds(double F, double B, double expertShare, double ep
     }
     return std::max(0.0, saved);
 }
-} // namespace
 
-CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
-    const Plan& plan = schedule.plan;
-    const PrecisionRecipe recipe = precisionRecipeOf(plan);
-    const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
-    const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
-    const BlockCompute head = headCompute(model, cluster, plan, recipe);
-    const int lastVirtual = plan.pp * plan.vpp - 1;
+// One kind of transformer layer's compute and the blocking collectives inside it, after what the framework hides.
+struct LayerCosts {
+    BlockCompute compute;
+    InnerComm fwd, bwd, recompute;
+};
 
-    // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
-    const double commScale = cluster.gpu.phaseFit("communication").timeScale;
-    InnerComm fwdComm, bwdComm;
+LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, const PrecisionRecipe& recipe,
+                      const OverlapSettings& ov, double commScale) {
+    LayerCosts lc;
+    lc.compute = layerCompute(model, cluster, plan, recipe);
+    const BlockCompute& layer = lc.compute;
+    InnerComm& fwdComm = lc.fwd;
+    InnerComm& bwdComm = lc.bwd;
     double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
     double cpA2aFwd = 0.0, cpA2aBwd = 0.0; // CP's all-to-alls (a2a, and a2a+p2p's first level)
     for (const auto& op : layerCommOps(model, cluster, plan)) {
@@ -108,7 +109,6 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // tp chunks pipelined with its GEMM, so one chunk stays exposed. Megatron-LM's asynchronous TP all-reduce
     // (and, with SP, reduce-scatter) of the column-parallel layers' input gradients runs under their
     // weight-gradient GEMMs; with SP the re-gather of their inputs runs under the input-gradient GEMMs.
-    const OverlapSettings& ov = schedule.overlap;
     if (plan.tp > 1 && ov.tpCommOverlap) {
         fwdComm.tp /= plan.tp;
         bwdComm.tp /= plan.tp;
@@ -125,13 +125,34 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     }
     // Full recompute replays the forward, collectives included (but the one after fc2 where it stops before fc2,
     // FORMULAS.md §3.4); selective replays attention (CP exchange).
-    InnerComm recomputeComm;
     if (plan.recompute == Recompute::Full) {
-        recomputeComm = fwdComm;
-        if (recomputeStopsBeforeFc2(model, plan)) recomputeComm.tp -= fc2Comm;
+        lc.recompute = fwdComm;
+        if (recomputeStopsBeforeFc2(model, plan)) lc.recompute.tp -= fc2Comm;
     } else if (plan.recompute == Recompute::Selective) {
-        recomputeComm.cp = fwdComm.cp;
+        lc.recompute.cp = fwdComm.cp;
     }
+    return lc;
+}
+} // namespace
+
+CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
+    const Plan& plan = schedule.plan;
+    const PrecisionRecipe recipe = precisionRecipeOf(plan);
+    // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
+    const double commScale = cluster.gpu.phaseFit("communication").timeScale;
+    const LayerCosts expertLayer = layerCosts(model, cluster, plan, recipe, schedule.overlap, commScale);
+    const BlockCompute& layer = expertLayer.compute;
+    const InnerComm &fwdComm = expertLayer.fwd, &bwdComm = expertLayer.bwd, &recomputeComm = expertLayer.recompute;
+    // An MoE model's dense layers (moe.dense_layers) are layers of their own kind: the dense MLP, no EP traffic.
+    const bool denseAmongMoe = model.moe && !model.moe->denseLayers.empty();
+    const LayerCosts dense = denseAmongMoe ? layerCosts(model.denseLayerModel(), cluster, plan, recipe, schedule.overlap, commScale)
+                                           : LayerCosts{};
+    std::vector<int> denseOfChunk(schedule.chunkLayers.size(), 0); // per virtual stage, model order
+    for (size_t u = 0, first = 0; denseAmongMoe && u < schedule.chunkLayers.size(); first += static_cast<size_t>(schedule.chunkLayers[u]), ++u)
+        denseOfChunk[u] = model.denseLayersIn(static_cast<int>(first), schedule.chunkLayers[u]);
+    const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
+    const BlockCompute head = headCompute(model, cluster, plan, recipe);
+    const int lastVirtual = plan.pp * plan.vpp - 1;
 
     // Vocab-parallel embedding and head need TP collectives of one hidden state (Megatron-LM): the embedding
     // output is all-reduced (reduce-scattered with SP); with SP the head's input is all-gathered; the fused
@@ -199,7 +220,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // largest of those groups; a collective waits on its group for the work since that group last met.
     const double jitter = cluster.gpu.syncJitterFraction;
     int innerSyncRanks = 1;
-    if (fwdComm.tp > 0.0 || bwdComm.tp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.tp);
+    if (fwdComm.tp > 0.0 || bwdComm.tp > 0.0 || dense.fwd.tp > 0.0 || dense.bwd.tp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.tp);
     if (fwdComm.cp > 0.0 || bwdComm.cp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.cp);
     // The expert layers' collectives (dispatch over EP, gather over expert TP) are counted together.
     if (fwdComm.ep > 0.0 || bwdComm.ep > 0.0) innerSyncRanks = std::max({innerSyncRanks, plan.ep, plan.expertTp()});
@@ -240,21 +261,30 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             const int u = a.chunk * plan.pp + static_cast<int>(s);
             const bool first = u == 0, last = u == lastVirtual;
             const double L = a.chunk >= 0 ? schedule.layersOf(static_cast<int>(s), a.chunk) : 0.0;
+            // The chunk's dense layers (an MoE model's moe.dense_layers) and its expert layers.
+            const double D = a.chunk >= 0 ? denseOfChunk[static_cast<size_t>(u)] : 0.0, M = L - D;
             switch (a.kind) {
             case ActionKind::Forward:
-                c = phase(layer.forward, L, fwdComm, L);
+                c = phase(layer.forward, M, fwdComm, M);
+                if (D > 0.0) accumulate(c, phase(dense.compute.forward, D, dense.fwd, D));
                 if (first) accumulate(c, phase(emb.forward, 1, embComm, 1));
                 if (last) accumulate(c, phase(head.forward, 1, headFwdComm, 1));
                 break;
             case ActionKind::Backward:
             case ActionKind::BackwardInput: {
                 const bool whole = a.kind == ActionKind::Backward;
-                c = phase(layer.backwardInput, L, bwdComm, L);
+                c = phase(layer.backwardInput, M, bwdComm, M);
                 // Full recompute replays the chunk's first recompute_layers layers (all when 0; FORMULAS.md §2,
-                // partial recompute).
+                // partial recompute); dense layers are taken as the first (DeepSeek's lead the model).
                 const double R = plan.recompute == Recompute::Full ? plan.recomputedLayersOf(static_cast<int>(L)) : L;
-                accumulate(c, phase(layer.recompute, R, recomputeComm, R));
-                if (whole) accumulate(c, phase(layer.backwardWeight, L, InnerComm{}, 0));
+                const double RD = std::min(R, D);
+                accumulate(c, phase(layer.recompute, R - RD, recomputeComm, R - RD));
+                if (whole) accumulate(c, phase(layer.backwardWeight, M, InnerComm{}, 0));
+                if (D > 0.0) {
+                    accumulate(c, phase(dense.compute.backwardInput, D, dense.bwd, D));
+                    accumulate(c, phase(dense.compute.recompute, RD, dense.recompute, RD));
+                    if (whole) accumulate(c, phase(dense.compute.backwardWeight, D, InnerComm{}, 0));
+                }
                 if (last) {
                     accumulate(c, phase(head.backwardInput, 1, headBwdComm, 1));
                     if (whole) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
@@ -263,7 +293,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 break;
             }
             case ActionKind::BackwardWeight:
-                c = phase(layer.backwardWeight, L, InnerComm{}, 0);
+                c = phase(layer.backwardWeight, M, InnerComm{}, 0);
+                if (D > 0.0) accumulate(c, phase(dense.compute.backwardWeight, D, InnerComm{}, 0));
                 if (last) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
                 if (first) accumulate(c, phase(emb.backwardWeight, 1, InnerComm{}, 0));
                 break;
@@ -359,8 +390,11 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 size_t j = i + 1;
                 while (j < acts.size() && !isCompute(acts[j].kind)) ++j;
                 if (j == acts.size() || acts[j].kind != ActionKind::Forward) continue;
-                const double layers = std::min(schedule.layersOf(static_cast<int>(s), acts[i].chunk),
-                                               schedule.layersOf(static_cast<int>(s), acts[j].chunk));
+                // Expert layers pair; an MoE model's dense layers have no all-to-all to hide.
+                auto expertLayers = [&](int chunk) {
+                    return schedule.layersOf(static_cast<int>(s), chunk) - denseOfChunk[static_cast<size_t>(chunk * plan.pp + static_cast<int>(s))];
+                };
+                const double layers = std::min(expertLayers(acts[i].chunk), expertLayers(acts[j].chunk));
                 const double exposed = costs[i].epSeconds + costs[j].epSeconds;
                 if (!(exposed > 0.0)) continue;
                 const double saved = std::min(exposed, layers * perLayer);

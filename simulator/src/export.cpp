@@ -314,6 +314,20 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--moe-router-topk", str(m.moe->topK));
         arg("--moe-ffn-hidden-size", str(m.moe->expertFfnHidden));
         if (m.moe->sharedFfnHidden > 0) arg("--moe-shared-expert-intermediate-size", str(m.moe->sharedFfnHidden));
+        if (!m.moe->denseLayers.empty()) {
+            // Megatron-LM's --moe-layer-freq as a Python list expression, 1 for an expert layer (arguments.py
+            // moe_freq_type): the leading dense layers as ([0]*k+[1]*n), any other pattern written out.
+            const int k = static_cast<int>(m.moe->denseLayers.size());
+            const bool leading = m.moe->denseLayers.back() == k - 1;
+            std::string pattern;
+            if (leading) {
+                pattern = "([0]*" + str(k) + "+[1]*" + str(m.layers - k) + ")";
+            } else {
+                for (int i = 0; i < m.layers; ++i) pattern += std::string(i == 0 ? "[" : ",") + (m.denseLayersIn(i, 1) ? "0" : "1");
+                pattern += "]";
+            }
+            arg("--moe-layer-freq", "'" + pattern + "'");
+        }
         // tessel models expert parallelism with all-to-all token exchange (the flex dispatcher's deduplicated one
         // with HybridEP); Megatron's default is all-gather.
         if (p.ep > 1 && moeDispatcherOf(p.framework) == "flex") {

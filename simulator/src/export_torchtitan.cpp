@@ -192,6 +192,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
             << m.hidden << ", n_layers " << m.layers << ", n_heads " << m.heads << ", n_kv_heads "
             << m.kvHeads << ", FFN width " << m.ffnHidden << ", vocab " << m.vocab;
         if (m.moe) out << ", " << m.moe->experts << " experts (top " << m.moe->topK << ")";
+        if (m.moe && !m.moe->denseLayers.empty()) out << ", " << m.moe->denseLayers.size() << " dense layers";
         if (m.mla)
             out << ", latent attention (q_lora_rank " << m.mla->qLoraRank << ", kv_lora_rank " << m.mla->kvLoraRank
                 << ", qk_nope_head_dim " << m.mla->qkNopeHeadDim << ", qk_rope_head_dim " << m.mla->qkRopeHeadDim

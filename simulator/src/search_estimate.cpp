@@ -167,6 +167,7 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.expertGatherBytes = model.moe && s.expertTpGather > 1 ? c.elemBytes * d(s.expertTokens) * c.hidden : 0.0;
     c.denseTpBlocks = model.moe && plan.sequenceParallel ? 1 : 2; // traffic.cpp: the shared experts' block is left out
     c.p2pBytes = s.activationBytes * c.tokensSp * c.hidden;
+    if (model.mla) c.latentBytes = c.elemBytes * c.tokens * d((s.qLatent > 0 ? s.qLatent : s.hidden) + s.kvLatent);
     const BlockCompute layer = layerCompute(model, cluster, plan, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
@@ -184,6 +185,18 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.headBwdWeight = bwd * head.backwardWeight.seconds;
     for (const auto& op : layer.forwardOps)
         if (columnParallelInputGemm(op.name)) c.tpOverlapBudget += op.seconds;
+    if (model.moe && !model.moe->denseLayers.empty()) {
+        // An MoE model's dense layers cost their own: the bound takes the cheaper kind of layer for every layer.
+        const BlockCompute dense = layerCompute(model.denseLayerModel(), cluster, plan, recipe);
+        c.layerFwd = std::min(c.layerFwd, fwd * dense.forward.seconds);
+        c.layerBwdInput = std::min(c.layerBwdInput, bwd * dense.backwardInput.seconds);
+        c.layerBwdWeight = std::min(c.layerBwdWeight, bwd * dense.backwardWeight.seconds);
+        c.layerRecompute = std::min(c.layerRecompute, bwd * dense.recompute.seconds);
+        double budget = 0.0;
+        for (const auto& op : dense.forwardOps)
+            if (columnParallelInputGemm(op.name)) budget += op.seconds;
+        c.tpOverlapBudget = std::max(c.tpOverlapBudget, budget);
+    }
     c.qLocalBytes = c.elemBytes * c.tokens * 0.5 * d(s.qDimLocal + s.oDimLocal); // q and the output (MLA: o narrower)
     c.kvLocalBytes = c.elemBytes * c.tokens * c.kvDimLocal;
     // simulate.cpp takes the ring's steps unscaled: so does the bound, which keeps its CP term equal to the simulator's.
@@ -193,6 +206,20 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.ringStepsBwd = layer.ringStepsBackwardSeconds;
     return c;
 }
+
+namespace {
+// The smallest share of expert layers in any chunk of the plan's pipeline: the bound charges every layer that share
+// of the expert collectives (1 unless an MoE model has dense layers among its expert layers).
+double expertLayerShare(const ModelConfig& model, const Plan& plan) {
+    if (!model.moe || model.moe->denseLayers.empty()) return 1.0;
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    double share = 1.0;
+    for (size_t u = 0, first = 0; u < counts.size(); first += static_cast<size_t>(counts[u]), ++u)
+        if (counts[u] > 0)
+            share = std::min(share, 1.0 - static_cast<double>(model.denseLayersIn(static_cast<int>(first), counts[u])) / counts[u]);
+    return share;
+}
+} // namespace
 
 InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const InnerPlacements& place) {
     const ClusterConfig& cluster = *ctx.cluster;
@@ -212,10 +239,15 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             const double agInput = sp.forwardGatherBytesPerElement == s.elemBytes
                                        ? ag
                                        : cost(Primitive::AllGather, sp.forwardGatherBytesPerElement / s.elemBytes * s.actBytes, place.tp);
-            const double blocks = s.denseTpBlocks;
-            fwdTp = blocks * (agInput + rs);
-            fc2Tp = s.denseTpBlocks == 2 ? rs : 0.0;
-            bwdTp = blocks * (ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0)); // grads, plus re-gathered GEMM inputs for dW
+            // The attention block's gather (and its gradient's reduce-scatter) carries MLA's latents where it has them.
+            const double agAttn = s.latentBytes > 0.0 ? cost(Primitive::AllGather, s.latentBytes, place.tp) : agInput;
+            const double rsAttnGrad = s.latentBytes > 0.0 ? cost(Primitive::ReduceScatter, s.latentBytes, place.tp) : rs;
+            const bool mlp = s.denseTpBlocks == 2;
+            fwdTp = agAttn + rs + (mlp ? agInput + rs : 0.0);
+            fc2Tp = mlp ? rs : 0.0;
+            // grads, plus re-gathered GEMM inputs for dW
+            bwdTp = ag + rsAttnGrad + (sp.backwardRegathersInputs ? agAttn : 0.0) +
+                    (mlp ? ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0) : 0.0);
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
             fwdTp = 2.0 * ar;
@@ -261,13 +293,14 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         for (const DispatchLeg& leg : legs) own.push_back(cost(Primitive::AllToAll, leg.bytes, leg.placement));
         double a2a = 0.0;
         for (double t : pipelinedLegSeconds(legs, own)) a2a += t;
+        a2a *= expertLayerShare(*ctx.model, plan);
         fwdEp = 2.0 * a2a;
         c.bwd += 2.0 * a2a;
     }
     if (s.expertGatherBytes > 0.0 && !moeA2aOverlapOf(plan.framework)) {
         // The expert-TP gather and scatter: the search's plans keep etp = tp, so they run over the TP group.
-        const double pair = cost(Primitive::AllGather, s.expertGatherBytes, place.tp) +
-                            cost(Primitive::ReduceScatter, s.expertGatherBytes, place.tp);
+        const double pair = expertLayerShare(*ctx.model, plan) * (cost(Primitive::AllGather, s.expertGatherBytes, place.tp) +
+                                                                  cost(Primitive::ReduceScatter, s.expertGatherBytes, place.tp));
         fwdEp += pair;
         c.bwd += pair;
     }
@@ -301,12 +334,8 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const PrecisionRecipe& recipe = ctx.recipeOf(plan);
     const double commScale = cluster.gpu.phaseFit("communication").timeScale; // as in innerComm above
     auto cost = [&](Primitive p, double bytes, const GroupPlacement& g) { return commScale * commCost(p, bytes, g, cluster).seconds; };
-    const StageParameters layer = layerParameters(model, plan);
-    const double emb = embeddingParameters(model, plan);
-    const double head = headParameters(model, plan);
     const int p = plan.pp, v = plan.vpp;
     const std::vector<int> chunkLayers = chunkLayerCounts(model, plan);
-    const int lastVirtual = p * v - 1;
     const bool dataParallel = plan.dp * plan.cp > 1;
     const bool expertDataParallel = plan.expertGradientGroup() > 1; // schedule.cpp
     const int z = plan.zeroStage;
@@ -321,10 +350,8 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
             const int u = chunk * p + stage;
             const int layersPerChunk = chunkLayers[static_cast<size_t>(u)];
             // schedule.cpp chunkParams: the chunk's layers, the embedding on virtual stage 0, the head on the last.
-            double dense = layer.dense * layersPerChunk;
-            if (u == 0) dense += emb;
-            if (u == lastVirtual) dense += head;
-            const double expert = layer.expert * layersPerChunk;
+            const StageParameters chunkParams = chunkParameters(model, plan, stage, chunk);
+            const double dense = chunkParams.dense, expert = chunkParams.expert;
             double lastBucket = 0.0;
             for (int part = 0; part < 2; ++part) {
                 const double params = part == 0 ? dense : expert;

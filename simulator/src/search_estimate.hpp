@@ -115,6 +115,9 @@ struct ShapeCosts {
     double kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, vocabPadded = 0.0;
     // bytes moved per micro-batch (traffic.cpp): a hidden state, CP K/V, EP routed tokens, a p2p message
     double actBytes = 0.0, kvBytes = 0.0, routedBytes = 0.0, p2pBytes = 0.0;
+    // What the attention block's SP all-gather (and its gradient's reduce-scatter) carries: MLA's latents, else 0
+    // (the hidden state, as the MLP's).
+    double latentBytes = 0.0;
     double expertGatherBytes = 0.0; // the expert-TP all-gather's rows (0 where etp ranks hold copies or etp is 1)
     int denseTpBlocks = 2;          // blocks with a dense TP collective pair: attention, and the MLP unless routed under SP
     // compute seconds of one layer / the embedding / the head (costSchedule's phases)

@@ -81,9 +81,8 @@ Family familyOf(const nlohmann::json& model) {
     return f;
 }
 
-// Architecture a record states that ModelConfig cannot express: shared experts without routed ones to sit beside,
-// dense layers among the sparse ones (DeepSeek's first_k_dense_replace, Llama 4's interleaving,
-// Qwen's decoder_sparse_step / mlp_only_layers). Key and what it says, for each one stated with a value that changes the network.
+// Architecture a record states that ModelConfig cannot express: shared experts without routed ones to sit beside.
+// Key and what it says, for each one stated with a value that changes the network.
 std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nlohmann::json& m) {
     std::vector<std::pair<std::string, std::string>> out;
     auto positive = [&](const char* key) {
@@ -99,12 +98,6 @@ std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nl
         for (const char* key : {"n_shared_experts", "shared_experts", "num_shared_experts", "shared_expert_intermediate_size",
                                 "moe_shared_expert_intermediate_size", "shared_ffn_hidden"})
             if (positive(key)) out.emplace_back(key, "shared experts without routed experts stated beside them");
-    for (const char* key : {"first_k_dense_replace", "first_k_dense", "dense_layers", "num_dense_layers"})
-        if (positive(key)) out.emplace_back(key, "dense MLP layers among the expert layers");
-    for (const char* key : {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"})
-        if (const auto v = integer(m, key); v && *v > 1) out.emplace_back(key, "dense MLP layers among the expert layers");
-    if (const auto* only = member(m, "mlp_only_layers"); only && only->is_array() && !only->empty())
-        out.emplace_back("mlp_only_layers", "dense MLP layers among the expert layers");
     return out;
 }
 
@@ -201,6 +194,32 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             moe.sharedFfnHidden = *width;
         else if (const auto shared = firstCount({"n_shared_experts", "num_shared_experts", "shared_experts"}, L::heads, 0))
             moe.sharedFfnHidden = *shared * moe.expertFfnHidden;
+        // Dense layers among the expert layers, under each family's names: DeepSeek's first_k_dense_replace and
+        // moe_layer_freq (layer i is an expert layer when i >= k and i % freq == 0; Megatron-LM's --moe-layer-freq the
+        // same with k = 0), Qwen's decoder_sparse_step and mlp_only_layers and Llama 4's interleave_moe_layer_step
+        // (an expert layer when (i + 1) % step == 0 and i is not listed).
+        std::optional<int64_t> leading;
+        for (const char* key : {"first_k_dense_replace", "first_k_dense", "num_dense_layers", "dense_layers"})
+            if (!leading && member(m, key) && !member(m, key)->is_null()) leading = count(m, key, 0, model.layers, where, refusal);
+        const auto freq = firstCount({"moe_layer_freq"}, model.layers);
+        const auto step = firstCount({"decoder_sparse_step", "interleave_moe_layer_step"}, model.layers);
+        std::vector<bool> dense(static_cast<size_t>(std::max(model.layers, 0)), false);
+        for (int i = 0; i < model.layers; ++i)
+            dense[static_cast<size_t>(i)] = i < leading.value_or(0) || (freq && i % *freq != 0) || (step && (i + 1) % *step != 0);
+        if (const auto* only = member(m, "mlp_only_layers"); only && only->is_array())
+            for (size_t i = 0; i < only->size(); ++i) {
+                const auto& v = (*only)[i];
+                if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < model.layers) dense[static_cast<size_t>(v.get<int64_t>())] = true;
+                else if (refusal.empty())
+                    refusal = where + "/mlp_only_layers/" + std::to_string(i) + ": not a layer index of the model's " +
+                              std::to_string(model.layers) + " layers (0-based)";
+            }
+        for (int i = 0; i < model.layers; ++i)
+            if (dense[static_cast<size_t>(i)]) moe.denseLayers.push_back(i);
+        if (!moe.denseLayers.empty())
+            c.assumptions.push_back(std::to_string(moe.denseLayers.size()) + " of " + std::to_string(model.layers) +
+                                    " layers dense (the dense MLP of ffn_hidden " + std::to_string(model.ffnHidden) +
+                                    "), the rest expert layers");
         model.moe = moe;
     }
     // Multi-head latent attention (DeepSeek-V2/V3's kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim,

@@ -147,15 +147,51 @@ TEST(HfConfig, Qwen3MoeIsEveryLayerSparse) {
     EXPECT_TRUE(m.qkNorm);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{30'532'122'624});
     EXPECT_EQ(activeParameters(m), int64_t{3'353'032'704});
-    // Dense layers among the sparse ones have no tessel counterpart: refused at the key that asks for them.
-    for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-             {"decoder_sparse_step", 2}, {"mlp_only_layers", nlohmann::json::array({0, 47})}}) {
-        nlohmann::json doc = hfConfig("qwen3-30b-a3b");
-        doc[key] = value;
-        ProblemList problems;
-        parseHuggingFaceConfig(doc, "", problems);
-        EXPECT_TRUE(hasProblemAt(problems, "/" + key)) << describe(problems);
-    }
+    EXPECT_TRUE(m.moe->denseLayers.empty());
+    // Dense layers among the sparse ones (Qwen3MoeDecoderLayer): every layer with (i + 1) % step != 0, and those listed.
+    nlohmann::json doc = hfConfig("qwen3-30b-a3b");
+    doc["decoder_sparse_step"] = 2;
+    const ModelConfig alternating = parseModel(doc);
+    ASSERT_EQ(alternating.moe->denseLayers.size(), 24u);
+    EXPECT_EQ(alternating.moe->denseLayers.front(), 0);
+    EXPECT_EQ(alternating.moe->denseLayers.back(), 46);
+    doc["decoder_sparse_step"] = 1;
+    doc["mlp_only_layers"] = nlohmann::json::array({0, 47});
+    const ModelConfig listed = parseModel(doc);
+    EXPECT_EQ(listed.moe->denseLayers, (std::vector<int>{0, 47}));
+    // Two layers with the dense MLP of intermediate_size 6144 in place of 128 experts of 768 and the router.
+    const int64_t expertMlp = 128 * 3 * 2048 * 768 + 2048 * 128, denseMlp = 3 * 2048 * 6144;
+    EXPECT_EQ(countParameters(listed).total(listed.layers), int64_t{30'532'122'624} - 2 * (expertMlp - denseMlp));
+    doc["mlp_only_layers"] = nlohmann::json::array({48});
+    ProblemList problems;
+    parseHuggingFaceConfig(doc, "", problems);
+    EXPECT_TRUE(hasProblemAt(problems, "/mlp_only_layers/0")) << describe(problems);
+}
+
+// DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json): latent attention, 1 shared and 256 routed experts, the first 3
+// layers dense; the report's 671B parameters, 37B activated (arXiv:2412.19437 §1), without the MTP module.
+TEST(HfConfig, DeepSeekV3IsLatentAttentionOverExpertsAfterThreeDenseLayers) {
+    const ModelConfig m = parseHf("deepseek-v3");
+    ASSERT_TRUE(m.mla.has_value());
+    ASSERT_TRUE(m.moe.has_value());
+    EXPECT_EQ(m.mla->qLoraRank, 1536);
+    EXPECT_EQ(m.headDim, 192);
+    EXPECT_EQ(m.kvHeads, 128);
+    EXPECT_EQ(m.moe->experts, 256);
+    EXPECT_EQ(m.moe->sharedFfnHidden, 2048);
+    EXPECT_EQ(m.moe->denseLayers, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(m.ffnHidden, 18432);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{671'026'404'352});
+    EXPECT_EQ(activeParameters(m), int64_t{37'552'282'624});
+    // DeepSeek-V2-Lite: q straight from the hidden state (q_lora_rank null), one dense layer; its card's 15.7B.
+    const ModelConfig lite = parseHf("deepseek-v2-lite");
+    ASSERT_TRUE(lite.mla.has_value());
+    EXPECT_EQ(lite.mla->qLoraRank, 0);
+    EXPECT_EQ(lite.moe->denseLayers, (std::vector<int>{0}));
+    EXPECT_EQ(countParameters(lite).total(lite.layers), int64_t{15'706'484'224});
+    // A round trip through tessel's own model file keeps both.
+    const ModelConfig back = parseModel(modelToJson(m));
+    EXPECT_EQ(countParameters(back).total(back.layers), countParameters(m).total(m.layers));
 }
 
 // Phi-3-mini: Llama's shapes behind fused qkv_proj and gate_up_proj; its model card: 3.8B parameters.

@@ -134,6 +134,34 @@ TEST(ModelJson, LatentAttentionRoundTripsAndItsRulesNameTheirFields) {
     EXPECT_TRUE(problemsOf(missing).count("/mla/kv_lora_rank"));
 }
 
+TEST(ModelParameters, DenseLayersAmongExpertLayersHoldTheDenseMlp) {
+    ModelConfig m = handModel();
+    m.moe = MoeConfig{4, 2, 8};
+    const auto allExperts = countParameters(m);
+    const int64_t activeAll = activeParameters(m);
+    m.moe->denseLayers = {0};
+    // Layer 0: the dense SwiGLU MLP of 8 (96) in place of four experts and the router (4 x 96 + 16).
+    EXPECT_EQ(countParameters(m).total(2), allExperts.total(2) - (4 * 96 + 16) + 96);
+    EXPECT_EQ(activeParameters(m), activeAll - (2 * 96 + 16) + 96);
+    EXPECT_EQ(m.denseLayerCount(), 1);
+    EXPECT_EQ(m.denseLayersIn(0, 1), 1);
+    EXPECT_EQ(m.denseLayersIn(1, 1), 0);
+    EXPECT_FALSE(m.denseLayerModel().moe.has_value());
+    nlohmann::json doc = modelToJson(m);
+    EXPECT_EQ(parseModel(doc).moe->denseLayers, (std::vector<int>{0}));
+    auto problemAt = [](const nlohmann::json& d) {
+        ProblemList problems;
+        parseModel(d, "", problems);
+        return problems.items().empty() ? std::string() : problems.items().front().where;
+    };
+    doc["moe"]["dense_layers"] = {2};
+    EXPECT_EQ(problemAt(doc), "/moe/dense_layers/0");
+    doc["moe"]["dense_layers"] = {1, 0};
+    EXPECT_EQ(problemAt(doc), "/moe/dense_layers/1");
+    doc["moe"]["dense_layers"] = 1;
+    EXPECT_EQ(problemAt(doc), "/moe/dense_layers");
+}
+
 TEST(ModelJson, RoundTripsAndRejectsUnknownKeys) {
     ModelConfig m = handModel();
     m.moe = MoeConfig{4, 2, 8};

@@ -302,6 +302,10 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
              m.kvHeads = m.heads;
              m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};
          }},
+        {"/model/moe/dense_layers", [](ModelConfig& m) {
+             m.moe = MoeConfig{4, 2, m.ffnHidden};
+             m.moe->denseLayers = {0};
+         }},
         {"/model/moe/shared_ffn_hidden", [](ModelConfig& m) { m.moe = MoeConfig{4, 2, m.ffnHidden, m.ffnHidden}; }},
     };
     for (const auto& [where, change] : cases) {

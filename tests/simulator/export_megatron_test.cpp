@@ -88,6 +88,19 @@ TEST(ExportMegatron, LatentAttentionWritesMegatronsMlaFlags) {
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--q-lora-rank"));
 }
 
+// Dense layers among the expert layers as Megatron-LM's --moe-layer-freq list expression (1: an expert layer).
+TEST(ExportMegatron, DenseLayersAmongExpertsAreAMoeLayerFreqPattern) {
+    Scenario s = preset("llama3-8b-h100");
+    s.model.layers = 4;
+    s.model.moe = MoeConfig{8, 2, 1024};
+    s.model.moe->denseLayers = {0};
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--moe-layer-freq"), "'([0]*1+[1]*3)'");
+    s.model.moe->denseLayers = {1, 3};
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--moe-layer-freq"), "'[1,0,1,0]'");
+    s.model.moe->denseLayers.clear();
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--moe-layer-freq"));
+}
+
 TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {
     // "fused" is what tessel costs for Megatron-core's vocab-parallel loss; "te" keeps only the logits, which
     // Transformer Engine's kernel overwrites with their gradient; NeMo's performance recipes run it from 25.09.

@@ -30,11 +30,23 @@ struct GridCase {
     Plan plan;
 };
 
+// tiny-moe with DeepSeek's shape of block: latent attention, and its first layer dense among the expert layers.
+ModelConfig latentTinyMoe() {
+    ModelConfig m = test::preset("tiny-moe");
+    m.name = "tiny-moe-mla-dense";
+    m.kvHeads = m.heads;
+    m.mla = MlaConfig{32, 16, 16, 8, 16};
+    m.headDim = 24;
+    m.moe->denseLayers = {0};
+    return m;
+}
+
 std::vector<GridCase> boundGrid() {
     std::vector<GridCase> cases;
-    const std::vector<std::pair<std::string, int>> models{{"tiny", 1}, {"tiny-moe", 1}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
+    const std::vector<std::pair<std::string, int>> models{
+        {"tiny", 1}, {"tiny-moe", 1}, {"tiny-moe-mla-dense", 2}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
     for (const auto& [name, stride] : models) {
-        const ModelConfig m = test::preset(name);
+        const ModelConfig m = name == "tiny-moe-mla-dense" ? latentTinyMoe() : test::preset(name);
         for (int gpn : {4, 8})
             for (int tp : {1, 2, 4})
                 for (int pp : {1, 2, 3, 4})

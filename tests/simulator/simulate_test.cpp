@@ -2,6 +2,7 @@
 #include "../cost_models/test_support.hpp"
 
 #include "tessel/cost/comm.hpp"
+#include "tessel/cost/memory.hpp"
 #include "tessel/cost/topology.hpp"
 #include "tessel/cost/traffic.hpp"
 #include "tessel/sim/simulate.hpp"
@@ -155,6 +156,52 @@ TEST(Simulation, DataParallelReductionOverlapsTheLastBackward) {
     EXPECT_GE(sim.metrics.stepSeconds, compute);
     // Exposed reduction and the compute the overlapped part took (contention) are both DP time.
     EXPECT_NEAR(sim.metrics.breakdown.dpSeconds, sim.metrics.stepSeconds - compute, 1e-9);
+}
+
+// An MoE model's dense layers (moe.dense_layers) are costed as the dense model's layers: a chunk's forward is its
+// expert layers at the MoE layer's cost plus its dense layers at the dense one's, and its parameters and gradient
+// reductions hold the dense MLP where the experts would be.
+TEST(Simulation, DenseLayersAmongExpertLayersCostTheDenseLayer) {
+    ModelConfig model = test::preset("mixtral-8x7b");
+    model.layers = 8;
+    model.moe->denseLayers = {0, 1, 2};
+    ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    p.pp = 2;
+    p.dp = 4;
+    p.ep = 2;
+    p.globalBatch = 8;
+    const ActionSchedule schedule = buildSchedule(model, p);
+    const CostTable costs = costSchedule(schedule, model, cluster);
+    const PrecisionRecipe recipe = precisionRecipeOf(p);
+    const BlockCompute expert = layerCompute(model, cluster, p, recipe);
+    const BlockCompute dense = layerCompute(model.denseLayerModel(), cluster, p, recipe);
+    const BlockCompute emb = embeddingCompute(model, cluster, p, recipe);
+    const BlockCompute head = headCompute(model, cluster, p, recipe);
+    auto firstForward = [&](int stage) {
+        const auto& acts = schedule.stages[static_cast<size_t>(stage)].actions;
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (acts[i].kind == ActionKind::Forward) return costs.perAction[static_cast<size_t>(stage)][i].computeSeconds;
+        throw std::runtime_error("no forward");
+    };
+    // Stage 0 holds layers 0-3 (three dense, one expert) and the embedding; stage 1 layers 4-7 and the head.
+    EXPECT_NEAR(firstForward(0), 3.0 * dense.forward.seconds + expert.forward.seconds + emb.forward.seconds, 1e-12);
+    EXPECT_NEAR(firstForward(1), 4.0 * expert.forward.seconds + head.forward.seconds, 1e-12);
+    const StageParameters s0 = stageParameters(model, p, 0), s1 = stageParameters(model, p, 1);
+    const StageParameters e = layerParameters(model, p), dl = layerParameters(model.denseLayerModel(), p);
+    EXPECT_DOUBLE_EQ(s0.expert, e.expert);
+    EXPECT_DOUBLE_EQ(s0.dense, e.dense + 3.0 * dl.dense + embeddingParameters(model, p));
+    EXPECT_DOUBLE_EQ(s1.expert, 4.0 * e.expert);
+    const StageParameters c0 = chunkParameters(model, p, 0, 0);
+    EXPECT_DOUBLE_EQ(c0.dense + c0.expert, s0.dense + s0.expert);
+    // The model's FLOPs count the dense layers' MLP: three layers' worth less than all eight with experts.
+    ModelConfig allExperts = model;
+    allExperts.moe->denseLayers.clear();
+    EXPECT_LT(modelFlopsPerStep(model, p), modelFlopsPerStep(allExperts, p));
+    // Memory: stage 0 keeps the dense layers' activations, which an expert layer's exceed (top-2 routing).
+    const MemoryShapeTerms t = memoryShapeTerms(model, p, recipe);
+    EXPECT_LT(t.denseLayerActivations, t.layerActivations);
+    EXPECT_DOUBLE_EQ(t.denseLayerActivations, layerActivationBytes(model.denseLayerModel(), p, recipe));
 }
 
 // Synchronisation waits (FORMULAS.md §6) by hand: a DP collective waits σ e(dp) x the compute since the DP

@@ -399,8 +399,8 @@ TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
 }
 
-// Shared experts without routed ones and dense layers among the sparse ones have no term yet: a record that states
-// them is predicted without them and says so, never silently. Latent attention is read (the next test).
+// Shared experts without routed ones have no term yet: a record that states them is predicted without them and says
+// so, never silently. Dense layers among the expert layers and latent attention are read (this test and the next).
 TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     nlohmann::json r = record();
     r["model"]["name"] = "DeepSeek-V3";
@@ -417,11 +417,26 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     ASSERT_TRUE(c.scenario.model.moe.has_value());
     EXPECT_EQ(c.scenario.model.moe->sharedFfnHidden, 2048);
     EXPECT_FALSE(mentions(c.assumptions, "n_shared_experts"));
-    EXPECT_TRUE(mentions(c.assumptions, "not modelled: first_k_dense_replace (dense MLP layers"));
+    EXPECT_FALSE(mentions(c.assumptions, "not modelled"));
+    EXPECT_EQ(c.scenario.model.moe->denseLayers, (std::vector<int>{0, 1, 2}));
+    EXPECT_TRUE(mentions(c.assumptions, "3 of 32 layers dense"));
     EXPECT_FALSE(mentions(c.assumptions, "kv_lora_rank"));
     ASSERT_TRUE(c.scenario.model.mla.has_value());
     EXPECT_FALSE(mentions(c.assumptions, "mlp_only_layers"));
     EXPECT_FALSE(mentions(c.assumptions, "moe_layer_freq"));
+    // Every other layer an expert layer (Megatron-LM's --moe-layer-freq 2, DeepSeek's rule: i % 2 == 0), Qwen's
+    // step (an expert layer where (i + 1) % step == 0) and its listed dense layers, each under its own name.
+    nlohmann::json alt = r;
+    alt["model"].erase("first_k_dense_replace");
+    alt["model"]["moe_layer_freq"] = 2;
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 16u);
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.front(), 1);
+    alt["model"].erase("moe_layer_freq");
+    alt["model"]["decoder_sparse_step"] = 4;
+    alt["model"]["mlp_only_layers"] = {3};
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 25u); // 24 by the step, layer 3 listed
+    alt["model"]["mlp_only_layers"] = {32};
+    EXPECT_NE(refusalOf(alt).find("mlp_only_layers/0"), std::string::npos);
     // A width wins over a count (Qwen's shared_expert_intermediate_size); shared experts with no routed ones are said.
     r["model"]["shared_expert_intermediate_size"] = 5632;
     EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 5632);

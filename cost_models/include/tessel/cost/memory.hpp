@@ -29,6 +29,9 @@ double headParameters(const ModelConfig& model, const Plan& plan);
 // included), the embedding on stage 0, the LM head and final norm on the last stage (with tied embeddings
 // and pp > 1 the last stage keeps its own copy of the word embedding, as Megatron-LM does).
 StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage);
+// The parameters of chunk `chunk` of pipeline rank `stage` (its layers, the embedding on virtual stage 0, the head on
+// the last), each layer at its kind: an MoE model's dense layers hold the dense MLP.
+StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, int stage, int chunk);
 
 // Activation bytes one transformer layer keeps for backward, for one micro-batch on one rank
 // (Korthikanti et al. 2022, Table 2, generalised to GQA, SwiGLU, MoE, flash attention and any dtype;
@@ -103,6 +106,9 @@ MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluste
 struct MemoryShapeTerms {
     double layerActivations = 0.0;     // layerActivationBytes
     double layerFullActivations = 0.0; // layerActivationBytesNoRecompute
+    // The same two for an MoE model's dense layers (moe.dense_layers: the dense MLP in place of the experts); equal
+    // to the two above where there are none.
+    double denseLayerActivations = 0.0, denseLayerFullActivations = 0.0;
     double normStatistics = 0.0;       // layerNormStatisticsBytes
     double keptNormStatistics = 0.0;   // layerNormStatisticsBytes of a layer that is not recomputed
     double weightGradientSet = 0.0;    // weightGradientPendingBytes (ZB-H1)

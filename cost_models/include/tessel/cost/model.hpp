@@ -28,6 +28,9 @@ struct MoeConfig {
     // Shared experts every token passes through beside its routed ones (DeepSeekMoE, Qwen-MoE, Llama 4;
     // Megatron-LM --moe-shared-expert-intermediate-size): one dense MLP of their summed width, 0 for none.
     int64_t sharedFfnHidden = 0;
+    // Layers (0-based, ascending) whose MLP is the dense one of ffn_hidden instead of the experts: DeepSeek-V2/V3's
+    // first_k_dense_replace, Qwen-MoE's mlp_only_layers and decoder_sparse_step, Megatron-LM's --moe-layer-freq.
+    std::vector<int> denseLayers;
 };
 
 // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 §2.1; Megatron-core's MLASelfAttention): q through a
@@ -78,6 +81,12 @@ struct ModelConfig {
     std::optional<MlaConfig> mla;  // latent attention instead of the QKV projection when set (kv_heads == heads)
     // Head widths attention runs at: q and k, and v (and the output). head_dim for both without MLA.
     int64_t qkHeadDim() const { return mla ? mla->qkHeadDim() : headDim; }
+    // Layers whose MLP is dense (all of them without MoE; those listed in moe.dense_layers with it).
+    int denseLayerCount() const { return moe ? static_cast<int>(moe->denseLayers.size()) : layers; }
+    // Dense layers among the first `count` layers from `first` (a chunk of a pipeline stage).
+    int denseLayersIn(int first, int count) const;
+    // The model a dense layer of an MoE model is: the same attention, the dense MLP.
+    ModelConfig denseLayerModel() const;
     int64_t vHeadDim() const { return mla ? mla->vHeadDim : headDim; }
     std::vector<std::string> sources;
 };
@@ -91,8 +100,13 @@ struct ParameterCounts {
     int64_t perLayerNorms = 0;     // the two pre-norms (and the q and k norms, one head wide each)
     int64_t finalNorm = 0;
     int64_t lmHead = 0;            // 0 when tied
+    int denseLayers = 0;           // MoE models: layers whose MLP is dense (moe.dense_layers), each of perDenseLayerMlp
+    int64_t perDenseLayerMlp = 0;
     int64_t perLayer() const { return perLayerAttention + perLayerMlp + perLayerNorms; }
-    int64_t total(int layers) const { return embedding + layers * perLayer() + finalNorm + lmHead; }
+    // The whole model of `layers` layers (the model's own count: its dense layers are among them).
+    int64_t total(int layers) const {
+        return embedding + layers * perLayer() + denseLayers * (perDenseLayerMlp - perLayerMlp) + finalNorm + lmHead;
+    }
 };
 
 ParameterCounts countParameters(const ModelConfig& m);

@@ -243,6 +243,10 @@ int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage);
 // tests/executor/parameter_count_test.cpp checks the two agree): what its optimizer step loops over.
 int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage);
 int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int chunk);
+// An MoE model's dense layers (moe.dense_layers) in chunk `chunk` of rank `stage`, and over all its chunks; 0 for a
+// model without MoE or without dense layers among its expert layers.
+int denseLayersOfChunk(const ModelConfig& model, const Plan& plan, int stage, int chunk);
+int denseLayersOfStage(const ModelConfig& model, const Plan& plan, int stage);
 // The layers of pipeline rank `stage` whose forward full recompute replays (recompute_layers of each chunk, or all),
 // and whether some chunk of it replays every one of its layers (FORMULAS.md §2, partial recompute). None without
 // full recompute.
