@@ -256,6 +256,7 @@ INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
                                            ParameterSpot{"llama3-8b", 8'030'261'248, 0.0},
                                            ParameterSpot{"llama3-70b", 70'553'706'496, 0.0},
                                            ParameterSpot{"mixtral-8x7b", 46'702'792'704, 0.0},
+                                           ParameterSpot{"deepseek-v3", 671'026'404'352, 0.0},
                                            ParameterSpot{"gpt3-175b", 174'600'000'000, 0.005}),
                          [](const ::testing::TestParamInfo<ParameterSpot>& param) {
                              std::string n = param.param.model;
