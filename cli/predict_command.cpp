@@ -163,6 +163,13 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (op.name == "train_metrics") out << " (training metrics " << milliseconds(op.seconds) << " ms of it)";
     out << "; optimizer step (stage 0) "
         << milliseconds(p.optimizerPerStage.front().seconds) << " ms\n";
+    if (p.denseLayer) {
+        // An MoE model's dense layers (moe.dense_layers) are costed as the dense model's layer.
+        const auto& dense = m.moe->denseLayers;
+        out << "  dense layers (" << dense.size() << " of " << m.layers << ", from layer " << dense.front() << "): the dense "
+            << "MLP of ffn " << m.ffnHidden << " in place of the experts: forward " << milliseconds(p.denseLayer->forward.seconds)
+            << " ms, backward " << milliseconds(p.denseLayer->backward().seconds) << " ms\n";
+    }
     // The share of their benchmarked rate the layer's GEMMs and attention run at (FORMULAS.md §3.3); fp32 GEMMs
     // run on the CUDA cores and take none.
     const Dtype gemmDtype = precisionRecipeOf(pl).gemmDtype;

@@ -8,6 +8,8 @@ CostPrediction predictCosts(const Scenario& s) {
     const PrecisionRecipe& recipe = s.recipe();
     p.memory = predictMemory(s.model, s.cluster, s.plan);
     p.layer = layerCompute(s.model, s.cluster, s.plan, recipe);
+    if (s.model.moe && !s.model.moe->denseLayers.empty())
+        p.denseLayer = layerCompute(s.model.denseLayerModel(), s.cluster, s.plan, recipe);
     p.embedding = embeddingCompute(s.model, s.cluster, s.plan, recipe);
     p.head = headCompute(s.model, s.cluster, s.plan, recipe);
     p.layerComm = layerCommOps(s.model, s.cluster, s.plan);
@@ -112,7 +114,7 @@ nlohmann::json predictionToJson(const Scenario& s, const CostPrediction& p) {
     nlohmann::json opt = nlohmann::json::array();
     for (size_t i = 0; i < p.optimizerPerStage.size(); ++i)
         opt.push_back({{"stage", i}, {"seconds", p.optimizerPerStage[i].seconds}, {"bytes", p.optimizerPerStage[i].bytes}});
-    return {{"schema_version", 1},
+    nlohmann::json out = {{"schema_version", 1},
             {"scenario", {{"name", s.name}, {"model", s.model.name}, {"cluster", s.cluster.name},
                           {"gpus", s.cluster.totalGpus()}, {"plan", planToJson(s.plan)}}},
             {"model", {{"parameters", p.parameters}, {"active_parameters", p.activeParameters},
@@ -122,6 +124,8 @@ nlohmann::json predictionToJson(const Scenario& s, const CostPrediction& p) {
                          {"head", blockToJson(p.head)}, {"optimizer", opt}}},
             {"communication", {{"per_layer", list(p.layerComm)}, {"pipeline", list(p.pipelineComm)},
                                {"data_parallel", dp}}}};
+    if (p.denseLayer) out["compute"]["dense_layer"] = blockToJson(*p.denseLayer); // an MoE model's dense layers
+    return out;
 }
 
 } // namespace tessel

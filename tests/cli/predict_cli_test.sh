@@ -208,5 +208,15 @@ check "mla projections" "$(contains "$tmp/mla.out" 'kv_up ')"
 "$TESSEL" predict llama3-8b-h100 --model "$tmp/mla-gqa.json" >"$tmp/mla-gqa.out" 2>&1; rc=$?
 check "mla with grouped kv refused" $([ $rc -eq 2 ]; echo $?)
 check "names kv_heads" "$(contains "$tmp/mla-gqa.out" '/kv_heads')"
+# DeepSeek-V3 (the preset): its three dense layers costed and said, in the JSON too.
+"$TESSEL" predict --model deepseek-v3 --cluster dgx-h100-80g --nodes 64 --tp 1 --micro-batch 1 --pp 8 --dp 64 --ep 64 --zero 1 --recompute full \
+    --sequence-parallel off --pipeline-split balanced --global-batch 4096 >"$tmp/dsv3.out" 2>&1; check "deepseek-v3 predicts" $?
+check "dense layers said" "$(contains "$tmp/dsv3.out" 'dense layers (3 of 61, from layer 0)')"
+"$TESSEL" predict --json --model deepseek-v3 --cluster dgx-h100-80g --nodes 64 --tp 1 --micro-batch 1 --pp 8 --dp 64 --ep 64 --zero 1 \
+    --recompute full --sequence-parallel off --pipeline-split balanced --global-batch 4096 >"$tmp/dsv3.json"
+python3 -c "
+import json; d=json.load(open('$tmp/dsv3.json'))
+assert d['model']['parameters'] == 671026404352, d['model']['parameters']
+assert d['compute']['dense_layer']['forward']['seconds'] > 0" ; check "dense layer in the JSON" $?
 
 finish

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <vector>
 
 namespace tessel {
@@ -16,6 +17,7 @@ namespace tessel {
 struct CostPrediction {
     MemoryReport memory;
     BlockCompute layer;            // one transformer layer, one micro-batch, one rank
+    std::optional<BlockCompute> denseLayer; // an MoE model's dense layers (moe.dense_layers), the same way
     BlockCompute embedding;
     BlockCompute head;
     std::vector<OpCost> optimizerPerStage;
