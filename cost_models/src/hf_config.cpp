@@ -220,6 +220,12 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
                 const int64_t freq = r.optInt("moe_layer_freq", 1, 1, ModelLimits::layers);
                 for (int i = 0; i < m.layers; ++i)
                     if (i < first || i % freq != 0) moe.denseLayers.push_back(i);
+                // Group-limited routing (MoEGate's n_group / topk_group; V2-Lite's 1 / 1 is none).
+                const int64_t groups = optIntOrNull(r, doc, "n_group", 1, 1, ModelLimits::heads);
+                if (groups > 1) {
+                    moe.routingGroups = static_cast<int>(groups);
+                    moe.groupsPerToken = static_cast<int>(optIntOrNull(r, doc, "topk_group", groups, 1, ModelLimits::heads));
+                }
                 m.moe = moe;
             }
         }

@@ -181,13 +181,22 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
 }
 
 StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
-    const int layers = chunkLayerCount(model, plan, stage, chunk), dense = denseLayersOfChunk(model, plan, stage, chunk);
+    return chunkParameters(model, plan, chunkLayerCounts(model, plan), stage, chunk);
+}
+
+StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, const std::vector<int>& chunkLayers, int stage,
+                                int chunk) {
+    const int u = chunk * plan.pp + stage;
+    const size_t at = static_cast<size_t>(u);
+    const int layers = at < chunkLayers.size() ? chunkLayers[at] : 0;
+    const int dense = model.moe && !model.moe->denseLayers.empty() && at < chunkLayers.size()
+                          ? model.denseLayersIn(std::accumulate(chunkLayers.begin(), chunkLayers.begin() + u, 0), layers)
+                          : 0;
     const StageParameters layer = layerParameters(model, plan);
     StageParameters sp;
     sp.dense = (layers - dense) * layer.dense;
     sp.expert = (layers - dense) * layer.expert;
     if (dense > 0) sp.dense += dense * layerParameters(model.denseLayerModel(), plan).total();
-    const int u = chunk * plan.pp + stage;
     if (u == 0) sp.dense += embeddingParameters(model, plan);
     if (u == plan.pp * plan.vpp - 1) sp.dense += headParameters(model, plan);
     sp.largestLayer = sp.dense + sp.expert;

@@ -40,6 +40,22 @@ void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& probl
         problems.add(ptr + headsKey, "must divide hidden (" + std::to_string(m.hidden) + ") unless head_dim is given");
     if (m.moe && m.moe->topK > m.moe->experts)
         problems.add(ptr + topKKey, "must not exceed the number of experts (" + std::to_string(m.moe->experts) + ")");
+    if (m.moe && (m.moe->routingGroups > 1 || m.moe->groupsPerToken > 0)) {
+        // Group-limited routing: equal groups of whole experts, a token's groups among them, enough experts there.
+        const MoeConfig& e = *m.moe;
+        const std::string groupsKey = ptr + (hf ? "/n_group" : "/moe/routing_groups");
+        const std::string perTokenKey = ptr + (hf ? "/topk_group" : "/moe/groups_per_token");
+        if (e.routingGroups < 1 || e.experts % e.routingGroups != 0)
+            problems.add(groupsKey, "must divide the " + std::to_string(e.experts) + " experts into equal groups, got " +
+                                        std::to_string(e.routingGroups));
+        else if (e.groupsPerToken < 1 || e.groupsPerToken > e.routingGroups)
+            problems.add(perTokenKey, "must be between 1 and the " + std::to_string(e.routingGroups) + " groups, got " +
+                                          std::to_string(e.groupsPerToken));
+        else if (static_cast<int64_t>(e.groupsPerToken) * (e.experts / e.routingGroups) < e.topK)
+            problems.add(perTokenKey, std::to_string(e.groupsPerToken) + " groups of " +
+                                          std::to_string(e.experts / e.routingGroups) + " experts hold fewer than top_k " +
+                                          std::to_string(e.topK));
+    }
     if (m.mla) {
         // Latent attention gives every head its own key and value from the shared latent: no grouped heads, and
         // its q and k are not normed per head (the latents are).
@@ -182,6 +198,8 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
                     else cfg.denseLayers.push_back(v.get<int>());
                 }
         }
+        cfg.routingGroups = static_cast<int>(mr.optInt("routing_groups", 0, 0, L::heads));
+        cfg.groupsPerToken = static_cast<int>(mr.optInt("groups_per_token", 0, 0, L::heads));
         mr.finish();
         m.moe = cfg;
     }
@@ -251,6 +269,10 @@ nlohmann::json modelToJson(const ModelConfig& m) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
         if (m.moe->sharedFfnHidden > 0) j["moe"]["shared_ffn_hidden"] = m.moe->sharedFfnHidden;
         if (!m.moe->denseLayers.empty()) j["moe"]["dense_layers"] = m.moe->denseLayers;
+        if (m.moe->routingGroups > 1) {
+            j["moe"]["routing_groups"] = m.moe->routingGroups;
+            j["moe"]["groups_per_token"] = m.moe->groupsPerToken;
+        }
     }
     if (!m.sources.empty()) j["sources"] = m.sources;
     return j;

@@ -55,12 +55,37 @@ double nodeHitProbability(int64_t experts, int64_t perNode, int64_t topK) {
     return 1.0 - miss;
 }
 
+double nodeHitProbability(const MoeConfig& moe, int64_t perNode) {
+    const int64_t E = moe.experts, k = moe.topK, G = moe.routingGroups, t = moe.groupsPerToken;
+    if (G <= 1 || t >= G || E % G != 0) return nodeHitProbability(E, perNode, k);
+    // Group-limited routing: the token's t groups drawn evenly from G, its top_k drawn evenly from their t E/G
+    // experts. A node of whole groups (gn of them) holds x E/G of those experts when x of its groups are drawn
+    // (hypergeometric); a node holding part of one group (perNode of its E/G) is reached only when that group is.
+    const int64_t perGroup = E / G, pool = t * perGroup;
+    auto miss = [&](int64_t held) { return 1.0 - nodeHitProbability(pool, held, k); };
+    if (perNode % perGroup == 0) {
+        const int64_t gn = perNode / perGroup;
+        double hit = 0.0;
+        for (int64_t x = 1; x <= std::min(gn, t); ++x) {
+            // P(x of the node's gn groups among the t drawn of G) = C(gn, x) C(G - gn, t - x) / C(G, t).
+            double px = 1.0;
+            for (int64_t i = 0; i < x; ++i) px *= static_cast<double>(gn - i) / static_cast<double>(i + 1);
+            for (int64_t i = 0; i < t - x; ++i) px *= static_cast<double>(G - gn - i) / static_cast<double>(i + 1);
+            for (int64_t i = 0; i < t; ++i) px /= static_cast<double>(G - i) / static_cast<double>(i + 1);
+            hit += px * (1.0 - miss(x * perGroup));
+        }
+        return hit;
+    }
+    if (perGroup % perNode == 0) return static_cast<double>(t) / static_cast<double>(G) * (1.0 - miss(perNode));
+    return nodeHitProbability(E, perNode, k); // groups and nodes not aligned: the unlimited reading (more traffic)
+}
+
 std::vector<DispatchLeg> dispatchLegs(const ModelConfig& model, const Plan& plan, const GroupPlacement& ep, double routedBytes) {
     if (!model.moe || moeDispatcherOf(plan.framework) != "flex" || !ep.spansNodes()) return {{"", ep, routedBytes}};
     const int nodes = ep.nodes;
     const int perNode = ep.ranksPerNode;
     const int64_t expertsPerNode = model.moe->experts / nodes;
-    const double hit = nodeHitProbability(model.moe->experts, expertsPerNode, model.moe->topK);
+    const double hit = nodeHitProbability(*model.moe, expertsPerNode);
     // Inter-node: one copy of each token (routedBytes / top_k) to each node hit; a buffer of nodes x hit copies of
     // which the (nodes - 1) / nodes off the rank cross the network. Intra-node: the top_k copies reach their experts'
     // ranks over NVLink, as a plain all-to-all among the node's part of the group would move them.

@@ -328,6 +328,11 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
             }
             arg("--moe-layer-freq", "'" + pattern + "'");
         }
+        if (m.moe->routingGroups > 1) {
+            // Megatron-core's group-limited routing (DeepSeek-V3's node-limited routing).
+            arg("--moe-router-num-groups", str(m.moe->routingGroups));
+            arg("--moe-router-group-topk", str(m.moe->groupsPerToken));
+        }
         // tessel models expert parallelism with all-to-all token exchange (the flex dispatcher's deduplicated one
         // with HybridEP); Megatron's default is all-gather.
         if (p.ep > 1 && moeDispatcherOf(p.framework) == "flex") {

@@ -165,8 +165,8 @@ Action transfer(ActionKind kind, int mb, int chunk, int peer) {
     return a;
 }
 
-ChunkParams chunkParams(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
-    const StageParameters p = chunkParameters(model, plan, stage, chunk);
+ChunkParams chunkParams(const ModelConfig& model, const Plan& plan, const std::vector<int>& chunkLayers, int stage, int chunk) {
+    const StageParameters p = chunkParameters(model, plan, chunkLayers, stage, chunk);
     return {p.dense, p.expert};
 }
 
@@ -214,6 +214,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     const OverlapSettings& ov = sched.overlap;
     sched.microBatches = plan.microBatchesPerStep();
     sched.chunkLayers = chunkLayerCounts(model, plan);
+    const std::vector<int>& chunkLayers = sched.chunkLayers;
     const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
     sched.p2pBlocksCompute = p > 1 && !ov.overlapP2pComm;
     const int lastVirtual = p * v - 1;
@@ -249,7 +250,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             if (plan.zeroStage < 3) return -1;
             if (oncePerStep && (c.kind != ActionKind::Forward || !gatheredChunks.insert(c.chunk).second)) return -1;
             int last = -1;
-            forEachShardedPart(chunkParams(model, plan, s, c.chunk), plan,
+            forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c.chunk), plan,
                                [&](double params, GroupKind group, const char* suffix) {
                                    Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
                                                            params * recipe.paramGatherBytes(), c.microBatch, c.chunk, -1);
@@ -281,7 +282,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             const char* name = prim == Primitive::AllReduce ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
             const int n = layersOf(s, c.chunk);
             const int buckets = plan.zeroStage >= 3 ? 1 : n;
-            forEachShardedPart(chunkParams(model, plan, s, c.chunk), plan,
+            forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c.chunk), plan,
                                [&](double params, GroupKind group, const char* suffix) {
                                    for (int j = 0; j < buckets; ++j) {
                                        Action r = b.collective(std::string(name) + suffix, group, prim,
@@ -315,7 +316,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         std::map<int, int> paramGatherOfChunk;
         if ((plan.zeroStage == 1 || plan.zeroStage == 2) && ov.overlapParamGather) {
             for (int c = 0; c < v; ++c)
-                forEachShardedPart(chunkParams(model, plan, s, c), plan, [&](double params, GroupKind group, const char* suffix) {
+                forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c), plan, [&](double params, GroupKind group, const char* suffix) {
                     Action g = b.collective(std::string("dp_all_gather_params") + suffix, group, Primitive::AllGather,
                                             params * recipe.paramGatherBytes(), -1, c, -1);
                     paramGatherOfChunk[c] = b.add(std::move(g));
@@ -461,7 +462,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             auto& acts = sched.stages[static_cast<size_t>(s)].actions;
             const int opt = static_cast<int>(acts.size()) - 1;
             for (int c = 0; c < v; ++c) {
-                forEachShardedPart(chunkParams(model, plan, s, c), plan,
+                forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c), plan,
                                    [&](double params, GroupKind group, const char* suffix) {
                                        Action g;
                                        g.kind = ActionKind::Collective;

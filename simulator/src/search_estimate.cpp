@@ -350,7 +350,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
             const int u = chunk * p + stage;
             const int layersPerChunk = chunkLayers[static_cast<size_t>(u)];
             // schedule.cpp chunkParams: the chunk's layers, the embedding on virtual stage 0, the head on the last.
-            const StageParameters chunkParams = chunkParameters(model, plan, stage, chunk);
+            const StageParameters chunkParams = chunkParameters(model, plan, chunkLayers, stage, chunk);
             const double dense = chunkParams.dense, expert = chunkParams.expert;
             double lastBucket = 0.0;
             for (int part = 0; part < 2; ++part) {
@@ -429,8 +429,8 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
                       const StageParameters& last, bool gpuOnly) {
     // With an even split, stage 0 holds at least every term of a middle stage (more in-flight micro-batches, the
     // embedding, the larger ZeRO-3 gather and bucket), so only stages 0 and pp-1 can peak; an uneven split may
-    // give a middle stage more layers, so then every stage is costed. Like predictMemory, a tie goes to the
-    // lower stage.
+    // give a middle stage more layers, and an MoE model's dense layers (moe.dense_layers) make the stages that hold
+    // them lighter, so then every stage is costed. Like predictMemory, a tie goes to the lower stage.
     PeakMemory pm;
     pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0, gpuOnly);
     pm.stage = 0;
@@ -444,7 +444,8 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
             pm.stage = stage;
         }
     };
-    if (plan.pp > 2 && !evenPipelineSplit(*ctx.model, plan))
+    const bool denseAmongMoe = ctx.model->moe && !ctx.model->moe->denseLayers.empty();
+    if (plan.pp > 2 && (!evenPipelineSplit(*ctx.model, plan) || denseAmongMoe))
         for (int stage = 1; stage < plan.pp - 1; ++stage) consider(stage, stageParameters(*ctx.model, plan, stage));
     if (plan.pp > 1) consider(plan.pp - 1, last);
     pm.fits = fits;

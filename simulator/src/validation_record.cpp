@@ -216,6 +216,17 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             }
         for (int i = 0; i < model.layers; ++i)
             if (dense[static_cast<size_t>(i)]) moe.denseLayers.push_back(i);
+        // Group-limited routing: DeepSeek's n_group / topk_group, Megatron-LM's moe_router_num_groups /
+        // moe_router_group_topk (one group, or every group, is no limit).
+        const auto groups = firstCount({"n_group", "moe_router_num_groups", "routing_groups"}, moe.experts);
+        const auto perToken = firstCount({"topk_group", "moe_router_group_topk", "groups_per_token"}, moe.experts);
+        if (groups && *groups > 1 && perToken && *perToken < *groups) {
+            moe.routingGroups = static_cast<int>(*groups);
+            moe.groupsPerToken = static_cast<int>(*perToken);
+        } else if (groups && *groups > 1 && !perToken) {
+            c.assumptions.push_back("n_group " + std::to_string(*groups) + " without the groups a token may use (topk_group): "
+                                    "routing read as unlimited");
+        }
         if (!moe.denseLayers.empty())
             c.assumptions.push_back(std::to_string(moe.denseLayers.size()) + " of " + std::to_string(model.layers) +
                                     " layers dense (the dense MLP of ffn_hidden " + std::to_string(model.ffnHidden) +

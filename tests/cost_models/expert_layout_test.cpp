@@ -229,6 +229,38 @@ TEST(ExpertLayout, NodeHitProbabilityByHand) {
     EXPECT_NEAR(miss, 0.0031, 0.0001);
 }
 
+// Group-limited routing (DeepSeek-V3's node-limited routing): the token's groups drawn evenly, its experts evenly among
+// theirs. DeepSeek-V3 over 8 nodes (one group of 32 of its 256 experts a node, 4 groups a token): a node is reached
+// when its group is drawn (1/2) and one of the 8 experts among the 128 of the 4 groups is its; 3.6 nodes a token
+// against 5.3 unlimited.
+TEST(ExpertLayout, GroupLimitedRoutingReachesFewerNodes) {
+    MoeConfig moe{256, 8, 2048};
+    EXPECT_DOUBLE_EQ(nodeHitProbability(moe, 32), nodeHitProbability(256, 32, 8)); // no groups: unlimited
+    moe.routingGroups = 8;
+    moe.groupsPerToken = 4;
+    double miss = 1.0;
+    for (int i = 0; i < 8; ++i) miss *= (96.0 - i) / (128.0 - i);
+    EXPECT_NEAR(nodeHitProbability(moe, 32), 0.5 * (1.0 - miss), 1e-15);
+    EXPECT_NEAR(8.0 * nodeHitProbability(moe, 32), 3.63, 0.005);
+    EXPECT_NEAR(8.0 * nodeHitProbability(256, 32, 8), 5.29, 0.01);
+    // Two groups a node (4 nodes): P(x of the node's 2 groups among the 4 drawn of 8) = C(2,x) C(6,4-x) / C(8,4).
+    double hit = 0.0;
+    for (int x = 1; x <= 2; ++x) {
+        const double px = (x == 1 ? 2.0 * 20.0 : 1.0 * 15.0) / 70.0;
+        double m = 1.0;
+        for (int i = 0; i < 8; ++i) m *= (128.0 - 32.0 * x - i) / (128.0 - i);
+        hit += px * (1.0 - m);
+    }
+    EXPECT_NEAR(nodeHitProbability(moe, 64), hit, 1e-15);
+    // Half a group a node (16 nodes): reached only when its group is drawn.
+    miss = 1.0;
+    for (int i = 0; i < 8; ++i) miss *= (112.0 - i) / (128.0 - i);
+    EXPECT_NEAR(nodeHitProbability(moe, 16), 0.5 * (1.0 - miss), 1e-15);
+    // Every group a token's: no limit.
+    moe.groupsPerToken = 8;
+    EXPECT_DOUBLE_EQ(nodeHitProbability(moe, 32), nodeHitProbability(256, 32, 8));
+}
+
 // The flex dispatcher across two 8-GPU nodes (ep 16): the network leg carries each token once per node it reaches,
 // the NVLink leg every copy; its time counts only beyond the network leg's. One node, or the all-to-all
 // dispatcher: one all-to-all of every copy.

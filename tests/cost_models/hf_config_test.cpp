@@ -180,6 +180,8 @@ TEST(HfConfig, DeepSeekV3IsLatentAttentionOverExpertsAfterThreeDenseLayers) {
     EXPECT_EQ(m.moe->experts, 256);
     EXPECT_EQ(m.moe->sharedFfnHidden, 2048);
     EXPECT_EQ(m.moe->denseLayers, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(m.moe->routingGroups, 8);
+    EXPECT_EQ(m.moe->groupsPerToken, 4);
     EXPECT_EQ(m.ffnHidden, 18432);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{671'026'404'352});
     EXPECT_EQ(activeParameters(m), int64_t{37'552'282'624});
@@ -188,6 +190,7 @@ TEST(HfConfig, DeepSeekV3IsLatentAttentionOverExpertsAfterThreeDenseLayers) {
     ASSERT_TRUE(lite.mla.has_value());
     EXPECT_EQ(lite.mla->qLoraRank, 0);
     EXPECT_EQ(lite.moe->denseLayers, (std::vector<int>{0}));
+    EXPECT_EQ(lite.moe->routingGroups, 0); // n_group 1: no limit
     EXPECT_EQ(countParameters(lite).total(lite.layers), int64_t{15'706'484'224});
     // A round trip through tessel's own model file keeps both.
     const ModelConfig back = parseModel(modelToJson(m));

@@ -160,6 +160,18 @@ TEST(ModelParameters, DenseLayersAmongExpertLayersHoldTheDenseMlp) {
     EXPECT_EQ(problemAt(doc), "/moe/dense_layers/1");
     doc["moe"]["dense_layers"] = 1;
     EXPECT_EQ(problemAt(doc), "/moe/dense_layers");
+    // Group-limited routing: equal groups, a token's groups among them holding at least top_k experts.
+    doc["moe"]["dense_layers"] = {0};
+    doc["moe"]["routing_groups"] = 2;
+    doc["moe"]["groups_per_token"] = 1;
+    EXPECT_EQ(problemAt(doc), "");
+    EXPECT_EQ(parseModel(modelToJson(parseModel(doc))).moe->groupsPerToken, 1);
+    doc["moe"]["routing_groups"] = 3;
+    EXPECT_EQ(problemAt(doc), "/moe/routing_groups");
+    doc["moe"]["routing_groups"] = 4;
+    EXPECT_EQ(problemAt(doc), "/moe/groups_per_token"); // one group of one expert holds fewer than top_k 2
+    doc["moe"]["groups_per_token"] = 5;
+    EXPECT_EQ(problemAt(doc), "/moe/groups_per_token");
 }
 
 TEST(ModelJson, RoundTripsAndRejectsUnknownKeys) {

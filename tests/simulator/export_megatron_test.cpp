@@ -99,6 +99,12 @@ TEST(ExportMegatron, DenseLayersAmongExpertsAreAMoeLayerFreqPattern) {
     EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--moe-layer-freq"), "'[1,0,1,0]'");
     s.model.moe->denseLayers.clear();
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--moe-layer-freq"));
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--moe-router-num-groups"));
+    s.model.moe->routingGroups = 4;
+    s.model.moe->groupsPerToken = 2;
+    const auto grouped = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(grouped.at("--moe-router-num-groups"), "4");
+    EXPECT_EQ(grouped.at("--moe-router-group-topk"), "2");
 }
 
 TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {

@@ -437,6 +437,15 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 25u); // 24 by the step, layer 3 listed
     alt["model"]["mlp_only_layers"] = {32};
     EXPECT_NE(refusalOf(alt).find("mlp_only_layers/0"), std::string::npos);
+    // DeepSeek's group-limited routing under its config's names (or Megatron-LM's); a group count alone is said.
+    r["model"]["n_group"] = 8;
+    r["model"]["topk_group"] = 4;
+    EXPECT_EQ(load(r).scenario.model.moe->routingGroups, 8);
+    EXPECT_EQ(load(r).scenario.model.moe->groupsPerToken, 4);
+    r["model"].erase("topk_group");
+    EXPECT_EQ(load(r).scenario.model.moe->routingGroups, 0);
+    EXPECT_TRUE(mentions(load(r).assumptions, "routing read as unlimited"));
+    r["model"].erase("n_group");
     // A width wins over a count (Qwen's shared_expert_intermediate_size); shared experts with no routed ones are said.
     r["model"]["shared_expert_intermediate_size"] = 5632;
     EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 5632);

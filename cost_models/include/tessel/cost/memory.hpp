@@ -32,6 +32,9 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
 // The parameters of chunk `chunk` of pipeline rank `stage` (its layers, the embedding on virtual stage 0, the head on
 // the last), each layer at its kind: an MoE model's dense layers hold the dense MLP.
 StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, int stage, int chunk);
+// The same from the plan's chunk layer counts already in hand (chunkLayerCounts).
+StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, const std::vector<int>& chunkLayers, int stage,
+                                int chunk);
 
 // Activation bytes one transformer layer keeps for backward, for one micro-batch on one rank
 // (Korthikanti et al. 2022, Table 2, generalised to GQA, SwiGLU, MoE, flash attention and any dtype;

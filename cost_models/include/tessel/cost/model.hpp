@@ -31,6 +31,11 @@ struct MoeConfig {
     // Layers (0-based, ascending) whose MLP is the dense one of ffn_hidden instead of the experts: DeepSeek-V2/V3's
     // first_k_dense_replace, Qwen-MoE's mlp_only_layers and decoder_sparse_step, Megatron-LM's --moe-layer-freq.
     std::vector<int> denseLayers;
+    // Group-limited routing (DeepSeek-V2's device-limited and V3's node-limited routing; HF n_group / topk_group,
+    // Megatron-LM --moe-router-num-groups / --moe-router-group-topk): the experts fall into routingGroups equal
+    // contiguous groups and a token picks its top_k among the experts of groupsPerToken of them. 0: unlimited.
+    int routingGroups = 0;
+    int groupsPerToken = 0;
 };
 
 // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 §2.1; Megatron-core's MLASelfAttention): q through a

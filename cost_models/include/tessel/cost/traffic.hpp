@@ -62,6 +62,9 @@ std::vector<DispatchLeg> dispatchLegs(const ModelConfig& model, const Plan& plan
 std::vector<double> pipelinedLegSeconds(const std::vector<DispatchLeg>& legs, std::vector<double> seconds);
 // The chance that a token's top_k of `experts` experts (drawn evenly) include one of a node's `perNode`.
 double nodeHitProbability(int64_t experts, int64_t perNode, int64_t topK);
+// The same under the model's group-limited routing (moe.routing_groups, groups_per_token; FORMULAS.md §5): its groups
+// drawn evenly, its top_k evenly among their experts. Without a limit, the plain probability.
+double nodeHitProbability(const MoeConfig& moe, int64_t perNode);
 
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
