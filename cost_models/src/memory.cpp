@@ -196,10 +196,22 @@ StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, cons
     StageParameters sp;
     sp.dense = (layers - dense) * layer.dense;
     sp.expert = (layers - dense) * layer.expert;
-    if (dense > 0) sp.dense += dense * layerParameters(model.denseLayerModel(), plan).total();
-    if (u == 0) sp.dense += embeddingParameters(model, plan);
-    if (u == plan.pp * plan.vpp - 1) sp.dense += headParameters(model, plan);
-    sp.largestLayer = sp.dense + sp.expert;
+    sp.largestLayer = layers > dense ? layer.largestLayer : 0.0;
+    if (dense > 0) {
+        const double denseLayer = layerParameters(model.denseLayerModel(), plan).total();
+        sp.dense += dense * denseLayer;
+        sp.largestLayer = std::max(sp.largestLayer, denseLayer);
+    }
+    if (u == 0) {
+        const double emb = embeddingParameters(model, plan);
+        sp.dense += emb;
+        sp.largestLayer = std::max(sp.largestLayer, emb);
+    }
+    if (u == plan.pp * plan.vpp - 1) {
+        const double head = headParameters(model, plan);
+        sp.dense += head;
+        sp.largestLayer = std::max(sp.largestLayer, head);
+    }
     return sp;
 }
 

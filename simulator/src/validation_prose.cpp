@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <regex>
 
 namespace tessel::sim::prose {
@@ -56,6 +57,60 @@ std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t
                   "expected a whole number from " + std::to_string(least) + " to " + std::to_string(most);
     return std::nullopt;
 }
+std::optional<std::vector<int>> layerPattern(const std::string& text) {
+    // Recursive descent over: expr := term ('+' term)*; term := atom ('*' n)*; atom := '[' 0|1 (',' 0|1)* ']' |
+    // '(' expr ')'. Spaces anywhere; repeats bounded so a hostile count cannot exhaust memory.
+    size_t i = 0;
+    auto skip = [&] {
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    };
+    auto eat = [&](char c) {
+        skip();
+        if (i < text.size() && text[i] == c) {
+            ++i;
+            return true;
+        }
+        return false;
+    };
+    std::function<bool(std::vector<int>&)> expr;
+    auto atom = [&](std::vector<int>& out) {
+        if (eat('(')) return expr(out) && eat(')');
+        if (!eat('[')) return false;
+        do {
+            skip();
+            if (i >= text.size() || (text[i] != '0' && text[i] != '1')) return false;
+            out.push_back(text[i++] - '0');
+        } while (eat(','));
+        return eat(']');
+    };
+    auto term = [&](std::vector<int>& out) {
+        std::vector<int> part;
+        if (!atom(part)) return false;
+        while (eat('*')) {
+            skip();
+            size_t n = 0, digits = 0;
+            while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && digits < 7) n = n * 10 + static_cast<size_t>(text[i++] - '0'), ++digits;
+            if (digits == 0 || part.size() * n > 1000000) return false;
+            std::vector<int> repeated;
+            for (size_t k = 0; k < n; ++k) repeated.insert(repeated.end(), part.begin(), part.end());
+            part = std::move(repeated);
+        }
+        out.insert(out.end(), part.begin(), part.end());
+        return true;
+    };
+    expr = [&](std::vector<int>& out) {
+        if (!term(out)) return false;
+        while (eat('+'))
+            if (!term(out)) return false;
+        return true;
+    };
+    std::vector<int> out;
+    if (!expr(out)) return std::nullopt;
+    skip();
+    if (i != text.size() || out.empty()) return std::nullopt;
+    return out;
+}
+
 std::optional<bool> boolean(const nlohmann::json& obj, const char* key) {
     const nlohmann::json* v = member(obj, key);
     if (!v) return std::nullopt;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessel::sim::prose {
 
@@ -27,6 +28,10 @@ std::optional<int64_t> integer(const nlohmann::json& obj, const char* key);
 // (where + "/" + key) and the range, and nothing is returned. A count past `most` never wraps into an int.
 std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t least, int64_t most,
                              const std::string& where, std::string& refusal);
+// Megatron-LM's --moe-layer-freq written as a Python list expression ("([0]*3+[1]*58)", "[1,0]*24": 1 an expert
+// layer): its 0/1 per layer, from lists of 0s and 1s, `* n` repeats and `+`; nothing when the text is not such an
+// expression.
+std::optional<std::vector<int>> layerPattern(const std::string& text);
 // true/false, yes/no, on/off, or a number (non-zero is true).
 std::optional<bool> boolean(const nlohmann::json& obj, const char* key);
 // The year a source was published, from its citation ("SC'21", "NSDI'24", "2022"): the earliest named; 0 if none.

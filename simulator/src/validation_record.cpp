@@ -201,11 +201,20 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         std::optional<int64_t> leading;
         for (const char* key : {"first_k_dense_replace", "first_k_dense", "num_dense_layers", "dense_layers"})
             if (!leading && member(m, key) && !member(m, key)->is_null()) leading = count(m, key, 0, model.layers, where, refusal);
-        const auto freq = firstCount({"moe_layer_freq"}, model.layers);
+        // Megatron-LM's --moe-layer-freq may be a list expression ("([0]*3+[1]*58)"): its 0s are the dense layers.
+        std::optional<std::vector<int>> pattern;
+        if (const auto* written = member(m, "moe_layer_freq"); written && written->is_string() && !integer(m, "moe_layer_freq")) {
+            pattern = layerPattern(written->get<std::string>());
+            if ((!pattern || pattern->size() != static_cast<size_t>(model.layers)) && refusal.empty())
+                refusal = where + "/moe_layer_freq: \"" + written->get<std::string>() + "\" is neither a layer count nor a list " +
+                          "expression of 0s and 1s for the model's " + std::to_string(model.layers) + " layers";
+        }
+        const auto freq = pattern ? std::nullopt : firstCount({"moe_layer_freq"}, model.layers);
         const auto step = firstCount({"decoder_sparse_step", "interleave_moe_layer_step"}, model.layers);
         std::vector<bool> dense(static_cast<size_t>(std::max(model.layers, 0)), false);
         for (int i = 0; i < model.layers; ++i)
-            dense[static_cast<size_t>(i)] = i < leading.value_or(0) || (freq && i % *freq != 0) || (step && (i + 1) % *step != 0);
+            dense[static_cast<size_t>(i)] = i < leading.value_or(0) || (freq && i % *freq != 0) || (step && (i + 1) % *step != 0) ||
+                                            (pattern && pattern->size() == dense.size() && (*pattern)[static_cast<size_t>(i)] == 0);
         if (const auto* only = member(m, "mlp_only_layers"); only && only->is_array())
             for (size_t i = 0; i < only->size(); ++i) {
                 const auto& v = (*only)[i];

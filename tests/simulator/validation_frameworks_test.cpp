@@ -437,6 +437,15 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 25u); // 24 by the step, layer 3 listed
     alt["model"]["mlp_only_layers"] = {32};
     EXPECT_NE(refusalOf(alt).find("mlp_only_layers/0"), std::string::npos);
+    // Megatron-LM's list expression: its 0s are the dense layers; one that does not cover the layers is refused.
+    alt["model"].erase("mlp_only_layers");
+    alt["model"].erase("decoder_sparse_step");
+    alt["model"]["moe_layer_freq"] = "([0]*3+[1]*29)";
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers, (std::vector<int>{0, 1, 2}));
+    alt["model"]["moe_layer_freq"] = "[1,0]*16";
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 16u);
+    alt["model"]["moe_layer_freq"] = "([0]*3+[1]*28)";
+    EXPECT_NE(refusalOf(alt).find("moe_layer_freq"), std::string::npos);
     // DeepSeek's group-limited routing under its config's names (or Megatron-LM's); a group count alone is said.
     r["model"]["n_group"] = 8;
     r["model"]["topk_group"] = 4;

@@ -145,5 +145,15 @@ TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
     EXPECT_EQ(outOfMemoryInProse("failed: NCCL timeout"), std::nullopt);
 }
 
+// Megatron-LM's --moe-layer-freq list expressions: lists, repeats, sums, parentheses; anything else is none.
+TEST(ValidationProse, LayerPatternsReadMegatronsListExpressions) {
+    using prose::layerPattern;
+    EXPECT_EQ(layerPattern("([0]*3+[1]*2)"), (std::vector<int>{0, 0, 0, 1, 1}));
+    EXPECT_EQ(layerPattern("[1, 0] * 2"), (std::vector<int>{1, 0, 1, 0}));
+    EXPECT_EQ(layerPattern("([1]*3+[0]*1)*2"), (std::vector<int>{1, 1, 1, 0, 1, 1, 1, 0}));
+    for (const char* bad : {"", "2", "[2]", "[0]*", "([0]*3", "[0]+", "[0]*99999999", "import os"})
+        EXPECT_FALSE(layerPattern(bad).has_value()) << bad;
+}
+
 } // namespace
 } // namespace tessel::sim
