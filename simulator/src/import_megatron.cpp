@@ -5,6 +5,8 @@
 // utils.py `report_memory` ("[Rank R] (after N iterations) memory (MB) | allocated: A | max allocated: ...").
 #include "tessel/sim/import.hpp"
 
+#include "validation_prose.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -291,6 +293,36 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
                         {"expert_ffn_hidden", integer("moe_ffn_hidden_size", model["ffn_hidden"].get<int64_t>(), ML::ffnHidden)}};
         if (const auto shared = str("moe_shared_expert_intermediate_size"); shared && *shared != "None")
             model["moe"]["shared_ffn_hidden"] = integer("moe_shared_expert_intermediate_size", std::nullopt, ML::ffnHidden);
+        // --moe-layer-freq: an integer N (an expert layer where i % N == 0) or the list it was expanded to (1: expert).
+        if (const auto freq = str("moe_layer_freq"); freq && *freq != "None") {
+            std::vector<int> pattern;
+            if (const auto n = toNumber(*freq); n && *n >= 1.0 && *n == std::floor(*n))
+                for (int64_t i = 0; i < layers; ++i) pattern.push_back(i % static_cast<int64_t>(*n) == 0 ? 1 : 0);
+            else if (const auto list = prose::layerPattern(*freq)) pattern = *list;
+            if (pattern.size() != static_cast<size_t>(std::max<int64_t>(layers, 0)))
+                problems.add(at("moe_layer_freq"), "argument moe_layer_freq = \"" + *freq + "\" is neither a layer count nor a list "
+                                                   "of 0s and 1s for the model's " + std::to_string(layers) + " layers");
+            nlohmann::json dense = nlohmann::json::array();
+            for (size_t i = 0; i < pattern.size(); ++i)
+                if (pattern[i] == 0) dense.push_back(i);
+            if (!dense.empty()) model["moe"]["dense_layers"] = dense;
+        }
+        // Group-limited routing (--moe-router-num-groups, --moe-router-group-topk).
+        if (const auto groups = str("moe_router_num_groups"); groups && *groups != "None") {
+            model["moe"]["routing_groups"] = integer("moe_router_num_groups", std::nullopt, ML::heads);
+            model["moe"]["groups_per_token"] = integer("moe_router_group_topk", std::nullopt, ML::heads);
+        }
+    }
+    // Multi-head latent attention (--multi-latent-attention and its widths).
+    if (flag("multi_latent_attention").value_or(false)) {
+        model["mla"] = {{"kv_lora_rank", integer("kv_lora_rank", std::nullopt, ML::hidden)},
+                        {"qk_nope_head_dim", integer("qk_head_dim", std::nullopt, ML::heads)},
+                        {"qk_rope_head_dim", integer("qk_pos_emb_head_dim", std::nullopt, ML::heads)},
+                        {"v_head_dim", integer("v_head_dim", std::nullopt, ML::heads)}};
+        if (const auto q = str("q_lora_rank"); q && *q != "None")
+            model["mla"]["q_lora_rank"] = integer("q_lora_rank", std::nullopt, ML::hidden);
+        model["kv_heads"] = heads;
+        model.erase("head_dim"); // kv_channels does not size MLA's heads
     }
 
     // Plan.
@@ -557,7 +589,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
         return (starts("fp8_") && !fp8) || (starts("moe_") && !model.contains("moe")) ||
                (starts("tp_comm_") && !plan.value("tp_comm_overlap", false)) || (starts("cp_comm") && cp == 1) ||
-               (name == "expert_tensor_parallel_size" && !model.contains("moe"));
+               (name == "expert_tensor_parallel_size" && !model.contains("moe")) ||
+               (!model.contains("mla") && (name == "q_lora_rank" || name == "kv_lora_rank" || name == "qk_head_dim" ||
+                                           name == "qk_pos_emb_head_dim" || name == "v_head_dim"));
     };
     // What the plan's precision recipe and optimizer already state (megatron: fp32 main grads, params and Adam moments).
     for (const char* name : {"main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"})

@@ -218,6 +218,44 @@ TEST(MegatronImport, SharedExpertSizeIsTheModelsSharedExperts) {
     }
 }
 
+// DeepSeek-style arguments: --multi-latent-attention with its widths, --moe-layer-freq as the list Megatron prints,
+// group-limited routing. Without MLA its widths' defaults (printed in every log) say nothing and are not warned.
+TEST(MegatronImport, LatentAttentionDenseLayersAndRouterGroupsAreTheModels) {
+    const std::string moe = "  num_experts ..................................... 4\n"
+                            "  moe_ffn_hidden_size ............................. 128\n"
+                            "  moe_layer_freq .................................. [0, 1, 1, 1]\n"
+                            "  moe_router_num_groups ........................... 2\n"
+                            "  moe_router_group_topk ........................... 1\n"
+                            "  moe_router_topk ................................. 2\n"
+                            "  position_embedding_type ......................... rope\n";
+    const std::string mla = "  multi_latent_attention .......................... True\n"
+                            "  q_lora_rank ..................................... 32\n"
+                            "  kv_lora_rank .................................... 16\n"
+                            "  qk_head_dim ..................................... 16\n"
+                            "  qk_pos_emb_head_dim ............................. 8\n"
+                            "  v_head_dim ...................................... 16\n";
+    const ImportedRun run = importWithArgs(moe + mla, "dsv3.log");
+    const ModelConfig m = parseScenario(run.scenario, "imported").model;
+    ASSERT_TRUE(m.moe.has_value());
+    EXPECT_EQ(m.moe->denseLayers, (std::vector<int>{0}));
+    EXPECT_EQ(m.moe->routingGroups, 2);
+    EXPECT_EQ(m.moe->groupsPerToken, 1);
+    ASSERT_TRUE(m.mla.has_value());
+    EXPECT_EQ(m.mla->qLoraRank, 32);
+    EXPECT_EQ(m.mla->qkHeadDim(), 24);
+    EXPECT_EQ(m.kvHeads, m.heads);
+    for (const char* key : {"moe_layer_freq", "moe_router_num_groups", "lora_rank", "qk_head_dim", "v_head_dim"}) expectNotWarned(run, key);
+    // An integer frequency: every N-th layer an expert layer; MLA off: its default widths unwarned.
+    const std::string defaults = "  multi_latent_attention .......................... False\n"
+                                 "  kv_lora_rank .................................... 32\n"
+                                 "  qk_head_dim ..................................... 128\n"
+                                 "  moe_layer_freq .................................. 2\n";
+    const ImportedRun plain = importWithArgs("  num_experts ..................................... 4\n" + defaults, "freq.log");
+    EXPECT_EQ(parseScenario(plain.scenario, "imported").model.moe->denseLayers, (std::vector<int>{1, 3}));
+    EXPECT_FALSE(parseScenario(plain.scenario, "imported").model.mla.has_value());
+    for (const char* key : {"kv_lora_rank", "qk_head_dim", "moe_layer_freq"}) expectNotWarned(plain, key);
+}
+
 // expert_tensor_parallel_size: the plan's etp where it differs from tp (MoE parallel folding); tp's own is the default.
 TEST(MegatronImport, ExpertTensorParallelSizeIsThePlansEtp) {
     for (const auto& [logged, want] : std::vector<std::pair<std::string, int>>{{"2", 2}, {"1", 0}, {"None", 0}}) {
