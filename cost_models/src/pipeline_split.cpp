@@ -210,7 +210,9 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     const int norm = model.norm == NormKind::RmsNorm ? 1 : 2;
     const bool bias = model.linearBias, qkvBias = model.linearBias || model.qkvBias;
     const bool swiglu = model.activation == Activation::Swiglu;
-    const int attention = (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
+    // MLA: q_down, its latent's norm and q_up (or one q_proj), kv_down, its latent's norm and kv_up, the output.
+    const int attention = model.mla ? 2 * norm + (model.mla->qLoraRank > 0 ? 2 + norm : 1) + 2 + norm + 1 + (bias ? 1 : 0)
+                                    : (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
     const int denseMlp = 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
     const int moeMlp = model.moe ? 1 + 2 * (model.moe->experts / std::max(1, plan.ep)) + (model.moe->sharedFfnHidden > 0 ? 2 : 0)
                                  : denseMlp;

@@ -418,6 +418,9 @@ TEST(Compute, LatentAttentionProjectsThroughItsLatentsByHand) {
     const double plainAttention = (2048.0 * 3.0 * 2048.0 + 2048.0 * 2048.0) / 2.0;
     EXPECT_DOUBLE_EQ(layerParameters(m, p).dense - layerParameters(plain, p).dense,
                      down + up / 2.0 + 512.0 + 256.0 - plainAttention);
+    // Its tensors (the optimizer's per-tensor work): q_down, q_up, kv_down, kv_up and the two latent norms in place of
+    // q, k and v: three more a layer, four layers.
+    EXPECT_EQ(stageParameterTensors(m, p, 0) - stageParameterTensors(plain, p, 0), 3 * 4);
     // At tp 1 a rank holds the whole layer: the count of model.cpp.
     Plan one;
     one.dp = 8;
