@@ -358,7 +358,7 @@ namespace {
 // QK^T and PV of one rank's heads, sq queries against skv keys, counted whole (the causal kernels do half):
 // 2 b (a/t) sq skv (qk head dim + v head dim), which is 4 b (a/t) sq skv head_dim where the widths agree.
 double attentionCoreFlops(const LocalShapes& s, int64_t seqQ, int64_t seqKv) {
-    return 2.0 * d(s.microBatch) * d(s.headsLocal) * d(seqQ) * d(seqKv) * d(s.headDim + s.vHeadDim);
+    return 2.0 * kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, seqQ, seqKv, s.headDim, s.vHeadDim);
 }
 
 // Multi-head latent attention's projections (DeepSeek-V2 §2.1; Megatron-core MLASelfAttention, FORMULAS.md §3.2), in

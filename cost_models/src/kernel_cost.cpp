@@ -49,13 +49,16 @@ double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e
 double fp8CastForwardBytes(double castInputs, int e) { return (e + 1.0) * castInputs; }
 double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }
-double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim) {
-    return 0.5 * 4.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(headDim);
+double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t qkHeadDim, int64_t vHeadDim) {
+    return 0.5 * 2.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(qkHeadDim + vHeadDim);
 }
-double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return e * d(tokens) * d(2 * qCols + 2 * kvCols); }
+double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim) {
+    return flashAttentionFlops(sequences, heads, seqQ, seqKv, headDim, headDim);
+}
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kCols, int64_t vCols, int64_t oCols, int e) {
     return e * d(tokens) * d(qCols + kCols + vCols + oCols);
 }
+double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) { return attentionBytes(tokens, qCols, kvCols, kvCols, qCols, e); }
 double ringMergeForwardBytes(RingMerge style, double eq, double ekv, int cp, int e) {
     const double steps = cp - 1;
     if (style == RingMerge::PyTorch) {

@@ -161,11 +161,11 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
     StageParameters sp;
     sp.dense = (layers - denseLayers) * layer.dense;
     sp.expert = (layers - denseLayers) * layer.expert;
-    sp.largestLayer = layer.largestLayer;
+    sp.largestLayer = layers > denseLayers ? layer.largestLayer : 0.0;
     if (denseLayers > 0) {
         const StageParameters denseLayer = layerParameters(model.denseLayerModel(), plan);
         sp.dense += denseLayers * denseLayer.dense;
-        if (denseLayers == layers) sp.largestLayer = denseLayer.largestLayer;
+        sp.largestLayer = std::max(sp.largestLayer, denseLayer.largestLayer);
     }
     if (stage == 0) {
         const double emb = embeddingParameters(model, plan);

@@ -315,6 +315,11 @@ void ScenarioPanel::modelFieldsEdited() {
     if (derivedHeadDim && m.heads > 0) m.headDim = m.hidden / m.heads;
     // Latent attention gives every head its own key and value: kv heads follow the heads.
     if (m.mla) m.kvHeads = m.heads;
+    // Dense layers past a shortened model's last layer go with it (the model file's rule: indices below layers).
+    if (m.moe)
+        m.moe->denseLayers.erase(std::remove_if(m.moe->denseLayers.begin(), m.moe->denseLayers.end(),
+                                                [&](int l) { return l >= m.layers; }),
+                                 m.moe->denseLayers.end());
     if (m.name.find(" (edited)") == std::string::npos) m.name += " (edited)";
     showModel(m);
     emit modelChanged(model_);

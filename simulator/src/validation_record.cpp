@@ -263,7 +263,6 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             c.assumptions.push_back("head_dim " + std::to_string(model.headDim) + " read as MLA's q and k heads, " +
                                     "qk_nope_head_dim + qk_rope_head_dim = " + std::to_string(mla.qkHeadDim()));
         model.headDim = mla.qkHeadDim();
-        model.kvHeads = member(m, "kv_heads") ? model.kvHeads : model.heads;
         model.mla = mla;
     }
     // What a record may state that tessel's model has no term for yet: said among the assumptions, never dropped

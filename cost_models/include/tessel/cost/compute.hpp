@@ -84,6 +84,8 @@ double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 constexpr double kCompiledCrossEntropyBackwardFactor = 2.0;
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
+// The same where q/k and v heads differ in width (MLA): half of 2 b a s_q s_kv (d_qk + d_v).
+double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t qkHeadDim, int64_t vHeadDim);
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e); // q, k, v, o once: e T (2q + 2kv)
 // The same with each of q, k, v and o at its own width (MLA: v and o narrower than q and k).
 double attentionBytes(int64_t tokens, int64_t qCols, int64_t kCols, int64_t vCols, int64_t oCols, int e);
