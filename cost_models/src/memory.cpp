@@ -101,7 +101,7 @@ double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int sta
     std::vector<std::pair<double, int>> ends; // (parameters, unit id) of every chunk's first and last unit
     int id = 0;
     for (int c = 0; c < plan.vpp; ++c) {
-        const int virtualStage = c * plan.pp + stage;
+        const int virtualStage = plan.virtualStage(stage, c);
         std::vector<double> units;
         if (virtualStage == 0) units.push_back(embeddingParameters(model, plan));
         if (denseAmongMoe) {
@@ -167,12 +167,12 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
         sp.dense += denseLayers * denseLayer.dense;
         sp.largestLayer = std::max(sp.largestLayer, denseLayer.largestLayer);
     }
-    if (stage == 0) {
+    if (plan.holdsEmbedding(stage)) {
         const double emb = embeddingParameters(model, plan);
         sp.dense += emb;
         sp.largestLayer = std::max(sp.largestLayer, emb);
     }
-    if (stage == plan.pp - 1) {
+    if (plan.holdsHead(stage)) {
         const double head = headParameters(model, plan);
         sp.dense += head;
         sp.largestLayer = std::max(sp.largestLayer, head);
@@ -186,7 +186,7 @@ StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, int 
 
 StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, const std::vector<int>& chunkLayers, int stage,
                                 int chunk) {
-    const int u = chunk * plan.pp + stage;
+    const int u = plan.virtualStage(stage, chunk);
     const size_t at = static_cast<size_t>(u);
     const int layers = at < chunkLayers.size() ? chunkLayers[at] : 0;
     const int dense = model.moe && !model.moe->denseLayers.empty() && at < chunkLayers.size()
@@ -368,6 +368,11 @@ double inFlightMicroBatches(const Plan& plan, int stage) {
             m == p ? m * v : std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
         return chunks / v;
     }
+    case Schedule::DualPipeV:
+        // PyTorch's ScheduleDualPipeV (DeepSeek's DualPipe cut in half), m >= 2 p: every rank's peak is 2 p + 1
+        // chunk forwards not yet through their input-gradient backward (the DualPipe README's "PP + 1" in its
+        // units), counted in model chunks of L / (2 p) layers.
+        return (2.0 * p + 1.0) / 2.0;
     }
     return m;
 }
@@ -445,8 +450,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // the weights are under ZeRO-3, where they are made per gathered layer).
         // The stage's layers' parameters: its embedding and head are not FP8 linears.
         const StageParameters layers = stageParameters(model, plan, stage);
-        const double ends = (stage == 0 ? embeddingParameters(model, plan) : 0.0) +
-                            (stage == plan.pp - 1 ? headParameters(model, plan) : 0.0);
+        const double ends = (plan.holdsEmbedding(stage) ? embeddingParameters(model, plan) : 0.0) +
+                            (plan.holdsHead(stage) ? headParameters(model, plan) : 0.0);
         st.weightsBytes += recipe.fp8WeightCopyBytes *
                            ((layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards));
     }
@@ -467,7 +472,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (plan.offloadParameters) st.weightsBytes -= states(recipe.weightBytes, z >= 3);
 
     st.inFlight = inFlightMicroBatches(plan, stage);
-    const bool last = stage == plan.pp - 1;
+    const bool last = plan.holdsHead(stage);
     // Full recompute of some layers only (Megatron-LM's block method; FORMULAS.md §2, partial recompute): the
     // first recompute_layers of each chunk keep their input, the rest everything a layer without recompute keeps.
     const RecomputedLayers replayed = recomputedLayers(model, plan, stage);
@@ -518,7 +523,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (replayed.wholeChunk)
         st.activationsBytes += denseHere > 0 ? std::max(t.layerFullActivations, t.denseLayerFullActivations) : t.layerFullActivations;
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
-    if (stage == 0) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
+    if (plan.holdsEmbedding(stage)) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.
     const double headInFlight = plan.schedule == Schedule::Gpipe ? m : zeroBubble ? std::min(pendingW + 1.0, m) : 1.0;
     if (last) st.activationsBytes += headInFlight * ((t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
@@ -543,7 +548,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const double outputs = torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).everyStage ? m : st.inFlight;
         double buffers = 0.0;
         for (int c = 0; c < v; ++c) {
-            const int u = c * plan.pp + stage;
+            const int u = plan.virtualStage(stage, c);
             if (u != 0) buffers += std::max(m - st.inFlight, 0.0);
             if (u != lastVirtual) buffers += m + outputs;
         }

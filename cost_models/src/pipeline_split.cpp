@@ -19,15 +19,21 @@ std::string toString(PipelineSplit s) {
 
 namespace {
 
+// The virtual stage of a rank's chunk: chunk x pp + stage, or DualPipeV's V (chunk 1 of stage s is 2 pp - 1 - s).
+size_t slotOf(int pp, int stage, int chunk, bool vShape) {
+    return static_cast<size_t>(vShape && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage);
+}
+
 // Spreads `total` layers of one rank over its `vpp` chunks as evenly as possible; the remainder goes to the
 // chunks listed first in `preference`.
-void spreadOverChunks(std::vector<int>& out, int pp, int vpp, int stage, int total, const std::vector<int>& preference) {
+void spreadOverChunks(std::vector<int>& out, int pp, int vpp, int stage, int total, const std::vector<int>& preference,
+                      bool vShape = false) {
     const int base = total / vpp;
     int extra = total % vpp;
-    for (int c = 0; c < vpp; ++c) out[static_cast<size_t>(c * pp + stage)] = base;
+    for (int c = 0; c < vpp; ++c) out[slotOf(pp, stage, c, vShape)] = base;
     for (int c : preference) {
         if (extra == 0) break;
-        ++out[static_cast<size_t>(c * pp + stage)];
+        ++out[slotOf(pp, stage, c, vShape)];
         --extra;
     }
 }
@@ -78,11 +84,12 @@ std::pair<double, double> extraLayersByFlops(const ModelConfig& model, const Pla
 
 } // namespace
 
-std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers) {
+std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers,
+                                        bool vShape) {
     std::vector<int> perRank(static_cast<size_t>(pp), vpp);
     std::vector<double> load(static_cast<size_t>(pp), vpp);
     load.front() += firstExtraLayers;
-    load.back() += lastExtraLayers;
+    (vShape ? load.front() : load.back()) += lastExtraLayers;
     // Unit jobs onto the least loaded rank: the smallest possible maximum load. Ties go to the rank with fewer
     // layers (the most even split among the best), then to the later rank, which holds fewer micro-batches in
     // flight under 1F1B.
@@ -94,7 +101,8 @@ std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firs
         load[best] += 1.0;
     }
     std::vector<int> out(static_cast<size_t>(pp * vpp), 0);
-    for (int s = 0; s < pp; ++s) spreadOverChunks(out, pp, vpp, s, perRank[static_cast<size_t>(s)], chunkPreference(pp, vpp, s));
+    for (int s = 0; s < pp; ++s)
+        spreadOverChunks(out, pp, vpp, s, perRank[static_cast<size_t>(s)], chunkPreference(pp, vpp, s), vShape);
     return out;
 }
 
@@ -119,13 +127,13 @@ std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     if (!plan.pipelineLayers.empty()) return plan.pipelineLayers;
     if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) return firstLastSplit(model, plan);
     if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && model.layers >= p * v)
-        return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 : 0.0);
+        return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 : 0.0, plan.schedule == Schedule::DualPipeV);
     if (plan.pipelineSplit == PipelineSplit::Balanced && model.layers >= p * v) {
         const std::vector<int>& cached = plan.resolvedPipelineLayers;
         if (cached.size() == static_cast<size_t>(p * v) && std::accumulate(cached.begin(), cached.end(), 0) == model.layers)
             return cached;
         const auto [first, last] = extraLayersByFlops(model, plan);
-        return balancedPipelineLayers(model.layers, p, v, p > 1 ? first : 0.0, p > 1 ? last : 0.0);
+        return balancedPipelineLayers(model.layers, p, v, p > 1 ? first : 0.0, p > 1 ? last : 0.0, plan.schedule == Schedule::DualPipeV);
     }
     return std::vector<int>(static_cast<size_t>(p * v), model.layers / (p * v));
 }
@@ -138,7 +146,7 @@ void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster
         return;
     if (cluster.gpu.peakFlopsPerSecond.empty()) return;
     const auto [first, last] = extraLayers(model, cluster, plan, [](const PhaseCost& c) { return c.seconds; });
-    plan.resolvedPipelineLayers = balancedPipelineLayers(model.layers, p, v, first, last);
+    plan.resolvedPipelineLayers = balancedPipelineLayers(model.layers, p, v, first, last, plan.schedule == Schedule::DualPipeV);
 }
 
 namespace {
@@ -157,14 +165,14 @@ Plan withResolvedPipelineSplit(const ModelConfig& model, const ClusterConfig& cl
 int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
     if (plainEven(plan)) return model.layers / (plan.pp * plan.vpp);
     const std::vector<int> counts = chunkLayerCounts(model, plan);
-    const size_t u = static_cast<size_t>(chunk * plan.pp + stage);
+    const size_t u = static_cast<size_t>(plan.virtualStage(stage, chunk));
     return u < counts.size() ? counts[u] : 0;
 }
 
 int denseLayersOfChunk(const ModelConfig& model, const Plan& plan, int stage, int chunk) {
     if (!model.moe || model.moe->denseLayers.empty()) return 0;
     const std::vector<int> counts = chunkLayerCounts(model, plan);
-    const size_t u = static_cast<size_t>(chunk * plan.pp + stage);
+    const size_t u = static_cast<size_t>(plan.virtualStage(stage, chunk));
     if (u >= counts.size()) return 0;
     const int first = std::accumulate(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(u), 0);
     return model.denseLayersIn(first, counts[u]);
@@ -184,7 +192,7 @@ RecomputedLayers recomputedLayers(const ModelConfig& model, const Plan& plan, in
     if (plan.recomputeLayers == 0) return {stageLayerCount(model, plan, stage), true};
     const std::vector<int> counts = chunkLayerCounts(model, plan);
     for (int c = 0; c < plan.vpp; ++c) {
-        const size_t u = static_cast<size_t>(c * plan.pp + stage);
+        const size_t u = static_cast<size_t>(plan.virtualStage(stage, c));
         const int n = u < counts.size() ? counts[u] : 0, replayed = plan.recomputedLayersOf(n);
         r.layers += replayed;
         r.wholeChunk = r.wholeChunk || (n > 0 && replayed == n);
@@ -197,7 +205,7 @@ int stageLayerCount(const ModelConfig& model, const Plan& plan, int stage) {
     const std::vector<int> counts = chunkLayerCounts(model, plan);
     int total = 0;
     for (int c = 0; c < plan.vpp; ++c) {
-        const size_t u = static_cast<size_t>(c * plan.pp + stage);
+        const size_t u = static_cast<size_t>(plan.virtualStage(stage, c));
         if (u < counts.size()) total += counts[u];
     }
     return total;
@@ -221,8 +229,8 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     int tensors = (layers - dense) * (attention + moeMlp) + dense * (attention + denseMlp);
     // The embedding (and learned positions) on the first stage; the final norm and the output matrix on the
     // last, which is the embedding's own tensor only when one chunk holds both ends (tied, pp x vpp = 1).
-    if (stage == 0) tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0);
-    if (stage == plan.pp - 1) tensors += norm + (model.tiedEmbeddings && plan.pp * plan.vpp == 1 ? 0 : 1);
+    if (plan.holdsEmbedding(stage)) tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0);
+    if (plan.holdsHead(stage)) tensors += norm + (model.tiedEmbeddings && plan.pp * plan.vpp == 1 ? 0 : 1);
     return tensors;
 }
 

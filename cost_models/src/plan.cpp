@@ -23,6 +23,7 @@ std::string toString(Schedule s) {
     case Schedule::OneFOneB: return "1f1b";
     case Schedule::Interleaved1F1B: return "interleaved_1f1b";
     case Schedule::ZeroBubble: return "zero_bubble";
+    case Schedule::DualPipeV: return "dualpipev";
     }
     return "?";
 }
@@ -212,10 +213,11 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.sequenceParallel = r.optBool("sequence_parallel", false);
     p.flashAttention = r.optBool("flash_attention", true);
     p.attentionKernel = r.optString("attention_kernel", "auto");
-    auto sc = r.optEnum("schedule", "1f1b", {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"});
+    auto sc = r.optEnum("schedule", "1f1b", {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble", "dualpipev"});
     p.schedule = sc == "gpipe" ? Schedule::Gpipe
                  : sc == "1f1b" ? Schedule::OneFOneB
                  : sc == "interleaved_1f1b" ? Schedule::Interleaved1F1B
+                 : sc == "dualpipev" ? Schedule::DualPipeV
                                             : Schedule::ZeroBubble;
     std::vector<std::string> recipeNames;
     for (const auto& rec : precisionRecipes()) recipeNames.push_back(rec.name);
@@ -392,8 +394,18 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.shared_ffn_hidden=" +
                                       n(model.moe->sharedFfnHidden));
     validatePipelineSplit(model, plan, ptr, problems);
-    if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B)
-        problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b, got " + toString(plan.schedule));
+    if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B && plan.schedule != Schedule::DualPipeV)
+        problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b (or dualpipev with vpp 2), got " + toString(plan.schedule));
+    // DualPipeV (PyTorch's ScheduleDualPipeV): exactly two stages a rank, in a V.
+    if (plan.schedule == Schedule::DualPipeV) {
+        if (plan.pp < 2) problems.add(field("schedule"), "dualpipev needs pp >= 2");
+        if (plan.vpp != 2)
+            problems.add(field("vpp"), "dualpipev runs two model chunks a rank (its V): vpp must be 2, got " + n(plan.vpp));
+        if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0)
+            problems.add(field(plan.firstStageLayers > 0 ? "first_stage_layers" : "last_stage_layers"),
+                         "Megatron-LM's first/last-stage layer counts do not apply to dualpipev, whose first rank holds both "
+                         "ends of the model; list the chunks' layers in pipeline_layers or use pipeline_split");
+    }
     if (plan.schedule == Schedule::Interleaved1F1B && plan.vpp < 2)
         problems.add(field("schedule"), "interleaved_1f1b needs vpp >= 2 (with vpp = 1 it is plain 1f1b)");
     if (plan.schedule == Schedule::Interleaved1F1B && plan.pp < 2)
@@ -412,6 +424,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("global_batch"), n(plan.pp) + " stages x " + n(plan.vpp) + " chunks x " + n(plan.globalBatch / perStep) +
                                                 " micro-batches a step = " + n(slots) + " chunk passes to simulate, more than tessel "
                                                 "simulates (" + n(PlanLimits::scheduleSlots) + "); use fewer, larger micro-batches");
+    else if (plan.schedule == Schedule::DualPipeV && plan.microBatchesPerStep() < 2 * plan.pp)
+        problems.add(field("global_batch"), "dualpipev needs at least as many micro-batches per step (" + n(plan.microBatchesPerStep()) +
+                                                ") as virtual stages, 2 x pp = " + n(2 * plan.pp) + " (PyTorch's ScheduleDualPipeV)");
     else if (plan.schedule == Schedule::Interleaved1F1B && plan.microBatchesPerStep() % plan.pp != 0)
         problems.add(field("global_batch"), "interleaved_1f1b needs the micro-batches per step (" +
                                                 n(plan.microBatchesPerStep()) + ") to be a multiple of pp=" + n(plan.pp) +

@@ -40,6 +40,11 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/cp_comm_type", "the executor's context parallelism gathers K and V (p2p and allgather run so); " +
                                                     toString(plan.cpComm) + ", with the all-to-all over heads, is predicted and "
                                                     "exported, not run by tessel run yet");
+    // The executor lays chunks out as Megatron-LM interleaves them (virtual stage chunk x pp + stage) and hands every
+    // boundary to the next rank; DualPipeV's V keeps one boundary on a rank and runs overlapped pairs.
+    if (plan.schedule == Schedule::DualPipeV)
+        problems.add(pointer + "/schedule", "the executor runs gpipe, 1f1b, interleaved_1f1b and zero_bubble; dualpipev is "
+                                            "predicted and exported (torchtitan's DualPipeV), not run by tessel run yet");
     if (plan.zeroReplicas > 1)
         problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
                                                  "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");

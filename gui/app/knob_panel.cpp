@@ -15,7 +15,8 @@
 namespace tessel::gui {
 
 namespace {
-constexpr Schedule kSchedules[] = {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble};
+constexpr Schedule kSchedules[] = {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble,
+                                   Schedule::DualPipeV};
 constexpr Recompute kRecomputes[] = {Recompute::None, Recompute::Selective, Recompute::Full};
 } // namespace
 
@@ -64,7 +65,7 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     vpp_ = new QSpinBox(this);
     vpp_->setRange(1, 64);
     vpp_->setKeyboardTracking(false);
-    vpp_->setToolTip(QStringLiteral("Virtual pipeline stages per rank (interleaved_1f1b needs >= 2)"));
+    vpp_->setToolTip(QStringLiteral("Virtual pipeline stages per rank (interleaved_1f1b needs >= 2; dualpipev exactly 2)"));
     label(QStringLiteral("vpp"));
     row->addWidget(vpp_);
     schedule_ = new QComboBox(this);

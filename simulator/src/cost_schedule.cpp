@@ -258,7 +258,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         for (size_t i = 0; i < acts.size(); ++i) {
             const Action& a = acts[i];
             ActionCost& c = costs[i];
-            const int u = a.chunk * plan.pp + static_cast<int>(s);
+            const int u = plan.virtualStage(static_cast<int>(s), a.chunk);
             const bool first = u == 0, last = u == lastVirtual;
             const double L = a.chunk >= 0 ? schedule.layersOf(static_cast<int>(s), a.chunk) : 0.0;
             // The chunk's dense layers (an MoE model's moe.dense_layers) and its expert layers.
@@ -366,7 +366,10 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // Megatron-core's batch-level EP overlap: in the steady state every backward is followed by a forward of
     // another micro-batch, and the two run layer by layer together (pairedLayerSavedSeconds); warm-up forwards and
     // cool-down backwards have no partner. The saving comes off the pair's exposed all-to-all.
-    if (moeA2aOverlapOf(plan.framework) && model.moe && plan.ep > 1 && fwdComm.ep + bwdComm.ep > 0.0) {
+    // DualPipeV does the same for the forward and backward chunks it overlaps (Action::overlapsNext), whatever the
+    // framework: the overlap is the schedule's (DeepSeek-V3 report §3.2.1).
+    const bool dualPipe = plan.schedule == Schedule::DualPipeV;
+    if ((moeA2aOverlapOf(plan.framework) || dualPipe) && model.moe && plan.ep > 1 && fwdComm.ep + bwdComm.ep > 0.0) {
         double expertSide = 0.0, all = 0.0;
         for (const OpCost& op : layer.forwardOps) {
             all += op.seconds;
@@ -386,13 +389,15 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             const auto& acts = schedule.stages[s].actions;
             auto& costs = table.perAction[s];
             for (size_t i = 0; i < acts.size(); ++i) {
-                if (acts[i].kind != ActionKind::Backward && acts[i].kind != ActionKind::BackwardInput) continue;
+                if (dualPipe ? !(acts[i].kind == ActionKind::Forward && acts[i].overlapsNext)
+                             : acts[i].kind != ActionKind::Backward && acts[i].kind != ActionKind::BackwardInput)
+                    continue;
                 size_t j = i + 1;
                 while (j < acts.size() && !isCompute(acts[j].kind)) ++j;
-                if (j == acts.size() || acts[j].kind != ActionKind::Forward) continue;
+                if (j == acts.size() || acts[j].kind != (dualPipe ? ActionKind::Backward : ActionKind::Forward)) continue;
                 // Expert layers pair; an MoE model's dense layers have no all-to-all to hide.
                 auto expertLayers = [&](int chunk) {
-                    return schedule.layersOf(static_cast<int>(s), chunk) - denseOfChunk[static_cast<size_t>(chunk * plan.pp + static_cast<int>(s))];
+                    return schedule.layersOf(static_cast<int>(s), chunk) - denseOfChunk[static_cast<size_t>(plan.virtualStage(static_cast<int>(s), chunk))];
                 };
                 const double layers = std::min(expertLayers(acts[i].chunk), expertLayers(acts[j].chunk));
                 const double exposed = costs[i].epSeconds + costs[j].epSeconds;

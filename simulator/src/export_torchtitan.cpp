@@ -126,6 +126,11 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
             "torch.distributed.pipelining's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) "
             "need two or more stages per rank; tessel's zero_bubble is ZB-H1 with one; use 1f1b or "
             "interleaved_1f1b");
+    // PyTorch's ScheduleDualPipeV refuses compiled stage modules (_check_torch_compile_compatibility).
+    if (p.schedule == Schedule::DualPipeV && fusedKernelsOf(p.framework))
+        problems.add("/plan/framework/fused_kernels",
+                     "torch.distributed.pipelining's DualPipeV schedule refuses stages under torch.compile, which is "
+                     "how tessel's fused_kernels reach torchtitan; set fused_kernels false");
     if (p.pp == 1 && p.schedule == Schedule::Gpipe)
         problems.add("/plan/schedule",
                      "without pipeline parallelism torchtitan runs one forward and backward per "
@@ -252,6 +257,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "pipeline_parallel_degree = " << p.pp << "\n";
     if (pipelined) {
         const char* schedule = p.schedule == Schedule::Gpipe             ? "GPipe"
+                               : p.schedule == Schedule::DualPipeV       ? "DualPipeV"
                                : p.schedule == Schedule::Interleaved1F1B ? "Interleaved1F1B"
                                                                          : "1F1B";
         out << "pipeline_parallel_schedule = " << tomlString(schedule) << "\n";

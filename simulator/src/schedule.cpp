@@ -1,4 +1,4 @@
-// Schedule generators (GPipe, 1F1B, Megatron interleaved 1F1B, ZB-H1) and the complete per-stage action lists
+// Schedule generators (GPipe, 1F1B, Megatron interleaved 1F1B, ZB-H1, DualPipeV) and the complete per-stage action lists
 // with pipeline transfers, data-parallel/ZeRO collectives and the optimizer step; invariant checks.
 #include "tessel/sim/schedule.hpp"
 
@@ -141,6 +141,49 @@ void zeroBubbleH1(int m, int p, int s, std::vector<Action>& out) {
     for (int mb : pendingW) out.push_back(compute(ActionKind::BackwardWeight, mb, 0));
 }
 
+void dualPipeV(int m, int p, int r, std::vector<Action>& out) {
+    // PyTorch's ScheduleDualPipeV (torch/distributed/pipelining/schedules.py; DeepSeek's DualPipe cut in half,
+    // github.com/deepseek-ai/DualPipe): rank r runs chunk 0 (virtual stage r) and chunk 1 (2p - 1 - r) in eight
+    // steps. Micro-batches are numbered per chunk and action kind in the order they run; an input-gradient
+    // backward queues its weight-gradient half, which a later W step runs (zero bubble); a full backward does not.
+    std::map<std::pair<int, int>, int> next; // (chunk, kind: 0 forward, 1 backward input, 2 weight) -> micro-batch
+    std::deque<std::pair<int, int>> weights; // queued (chunk, micro-batch)
+    auto forward = [&](int c) { out.push_back(compute(ActionKind::Forward, next[{c, 0}]++, c)); };
+    auto backward = [&](int c, bool split) {
+        const int mb = next[{c, 1}]++;
+        out.push_back(compute(split ? ActionKind::BackwardInput : ActionKind::Backward, mb, c));
+        if (split) weights.push_back({c, mb});
+    };
+    auto weight = [&] {
+        if (weights.empty()) return;
+        out.push_back(compute(ActionKind::BackwardWeight, weights.front().second, weights.front().first));
+        weights.pop_front();
+    };
+    auto overlapped = [&](int f, int b) {
+        forward(f);
+        out.back().overlapsNext = true;
+        backward(b, false);
+    };
+    for (int i = 0; i < (p - r - 1) * 2; ++i) forward(0);                       // 1: F0
+    for (int i = 0; i < r + 1; ++i) forward(0), forward(1);                     // 2: F0 F1
+    for (int i = 0; i < p - r - 1; ++i) backward(1, true), weight(), forward(1); // 3: I1 W F1
+    for (int i = 0; i < m - 2 * p + r + 1; ++i) {                                // 4: (F0 B1) (F1 B0)
+        if (i == 0 && r == p - 1) forward(0), backward(1, false);              //    the V's tip: not overlapped
+        else overlapped(0, 1);
+        overlapped(1, 0);
+    }
+    for (int i = 0; i < p - r - 1; ++i) backward(1, false), overlapped(1, 0); // 5: B1 (F1 B0)
+    bool split = false;                                                          // 6: B1 B0, the later ones split
+    for (int i = 0; i < r + 1; ++i) {
+        if (i == (r + 1) / 2 && r % 2 == 1) split = true;
+        backward(1, split);
+        if (i == (r + 1) / 2 && r % 2 == 0) split = true;
+        backward(0, split);
+    }
+    for (int i = 0; i < p - r - 1; ++i) weight(), backward(0, split);           // 7: W B0
+    for (int i = 0; i < r + 1; ++i) weight();                                    // 8: W
+}
+
 // Parameters of one model chunk of a stage, split dense/expert (for bucket sizes and ZeRO-3 gathers).
 struct ChunkParams {
     double dense = 0.0;
@@ -203,6 +246,7 @@ std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage) 
     case Schedule::OneFOneB: oneFOneB(microBatches, plan.pp, stage, out); break;
     case Schedule::Interleaved1F1B: interleaved(microBatches, plan.pp, plan.vpp, stage, out); break;
     case Schedule::ZeroBubble: zeroBubbleH1(microBatches, plan.pp, stage, out); break;
+    case Schedule::DualPipeV: dualPipeV(microBatches, plan.pp, stage, out); break;
     }
     return out;
 }
@@ -326,15 +370,18 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
 
         for (int i = 0; i < static_cast<int>(order.size()); ++i) {
             Action c = order[static_cast<size_t>(i)];
-            const int u = c.chunk * p + s;
+            const int u = plan.virtualStage(s, c.chunk);
             const bool fwd = c.kind == ActionKind::Forward;
             const bool bwdInput = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardInput;
+            // DualPipeV's tip: the last rank's two chunks are neighbours in the model, and pass the activation and
+            // its gradient in its own memory, in the order its compute stream runs them.
+            auto remote = [&](int other) { return plan.stageOfVirtual(other) != s; };
             int recv = -1;
-            if (fwd && u > 0) {
-                recv = b.add(transfer(ActionKind::RecvActivation, c.microBatch, c.chunk, (u - 1) % p));
+            if (fwd && u > 0 && remote(u - 1)) {
+                recv = b.add(transfer(ActionKind::RecvActivation, c.microBatch, c.chunk, plan.stageOfVirtual(u - 1)));
                 pendingRecvs[static_cast<size_t>(s)].push_back({recv, {0, c.microBatch, u - 1}});
-            } else if (bwdInput && u < lastVirtual) {
-                recv = b.add(transfer(ActionKind::RecvGrad, c.microBatch, c.chunk, (u + 1) % p));
+            } else if (bwdInput && u < lastVirtual && remote(u + 1)) {
+                recv = b.add(transfer(ActionKind::RecvGrad, c.microBatch, c.chunk, plan.stageOfVirtual(u + 1)));
                 pendingRecvs[static_cast<size_t>(s)].push_back({recv, {1, c.microBatch, u + 1}});
             }
             // Blocking p2p posts the receive with the send that follows the previous compute action.
@@ -360,13 +407,13 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             }
             const int idx = b.add(c);
             previousCompute = idx;
-            if (fwd && u < lastVirtual) {
-                Action snd = transfer(ActionKind::SendActivation, c.microBatch, c.chunk, (u + 1) % p);
+            if (fwd && u < lastVirtual && remote(u + 1)) {
+                Action snd = transfer(ActionKind::SendActivation, c.microBatch, c.chunk, plan.stageOfVirtual(u + 1));
                 snd.deps.push_back({s, idx, Dependency::When::End, 1.0});
                 sends[{0, c.microBatch, u}] = {s, b.add(std::move(snd))};
             }
-            if (bwdInput && u > 0) {
-                Action snd = transfer(ActionKind::SendGrad, c.microBatch, c.chunk, (u - 1) % p);
+            if (bwdInput && u > 0 && remote(u - 1)) {
+                Action snd = transfer(ActionKind::SendGrad, c.microBatch, c.chunk, plan.stageOfVirtual(u - 1));
                 snd.deps.push_back({s, idx, Dependency::When::End, 1.0});
                 sends[{1, c.microBatch, u}] = {s, b.add(std::move(snd))};
             }
@@ -403,7 +450,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     // Embedding-gradient sync for tied embeddings with the embedding and head on different stages: an all-reduce of
     // the accumulated gradient buffer in place, at its own width (Megatron-LM's main_grad; DeepSpeed's pipeline engine
     // all-reduces the BF16_Optimizer's fp32 _hp_grad, allreduce_tied_weight_gradients, 2022-04 on).
-    if (model.tiedEmbeddings && p > 1 && embeddingLast.first >= 0 && headLast.first >= 0) {
+    // (DualPipeV holds both ends on stage 0: nothing crosses stages.)
+    if (model.tiedEmbeddings && p > 1 && embeddingLast.first >= 0 && headLast.first >= 0 && embeddingLast.first != headLast.first) {
         const double bytes = static_cast<double>(paddedVocab(model, plan)) * static_cast<double>(model.hidden) /
                              plan.tp * recipe.gradBytes;
         for (const auto& [mine, other] : {std::pair{embeddingLast, headLast}, std::pair{headLast, embeddingLast}}) {
@@ -517,7 +565,7 @@ std::vector<std::string> checkSchedule(const ActionSchedule& sched) {
         std::set<std::pair<int, int>> forwarded;
         for (int i = 0; i < static_cast<int>(acts.size()); ++i) {
             const Action& a = acts[static_cast<size_t>(i)];
-            const int u = a.chunk * p + s;
+            const int u = plan.virtualStage(s, a.chunk);
             if (isCompute(a.kind) && a.kind != ActionKind::OptimizerStep) {
                 ++counts[{static_cast<int>(a.kind), a.microBatch, a.chunk}];
                 if (a.kind == ActionKind::Forward) forwarded.insert({a.microBatch, a.chunk});
@@ -549,13 +597,43 @@ std::vector<std::string> checkSchedule(const ActionSchedule& sched) {
                                            std::to_string(got) + " times");
                 };
                 expect(ActionKind::Forward);
-                if (split) {
+                // DualPipeV splits some backwards (zero bubble) and runs others whole.
+                const bool splitHere = split || (plan.schedule == Schedule::DualPipeV &&
+                                                 counts[{static_cast<int>(ActionKind::BackwardInput), mb, c}] > 0);
+                if (splitHere) {
                     expect(ActionKind::BackwardInput);
                     expect(ActionKind::BackwardWeight);
                 } else {
                     expect(ActionKind::Backward);
                 }
             }
+        // Neighbouring virtual stages on one stage (DualPipeV's tip) hand over through its compute order: the
+        // later chunk's forward after the earlier's, the earlier's backward after the later's.
+        for (int c = 0; c < v; ++c) {
+            const int u = plan.virtualStage(s, c);
+            for (int c2 = 0; c2 < v; ++c2) {
+                if (plan.virtualStage(s, c2) != u + 1) continue;
+                for (int mb = 0; mb < m; ++mb) {
+                    int fwdLo = -1, fwdHi = -1, bwdLo = -1, bwdHi = -1;
+                    for (int i = 0; i < static_cast<int>(acts.size()); ++i) {
+                        const Action& a = acts[static_cast<size_t>(i)];
+                        if (a.microBatch != mb) continue;
+                        const bool bwd = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
+                        if (a.kind == ActionKind::Forward && a.chunk == c) fwdLo = i;
+                        if (a.kind == ActionKind::Forward && a.chunk == c2) fwdHi = i;
+                        if (bwd && a.chunk == c) bwdLo = i;
+                        if (bwd && a.chunk == c2) bwdHi = i;
+                    }
+                    if (fwdHi >= 0 && fwdHi < fwdLo)
+                        problems.push_back("stage " + std::to_string(s) + ": micro-batch " + std::to_string(mb) +
+                                           " enters virtual stage " + std::to_string(u + 1) + " before leaving " + std::to_string(u));
+                    if (bwdLo >= 0 && bwdLo < bwdHi)
+                        problems.push_back("stage " + std::to_string(s) + ": micro-batch " + std::to_string(mb) +
+                                           "'s gradient reaches virtual stage " + std::to_string(u) + " before leaving " +
+                                           std::to_string(u + 1));
+                }
+            }
+        }
         const double inFlight = peakInFlight(sched.stages[static_cast<size_t>(s)], v);
         const double model = inFlightMicroBatches(plan, s);
         if (std::abs(inFlight - model) > 1e-9)

@@ -347,7 +347,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
         double minLastBucket = std::numeric_limits<double>::infinity();
         double reduceTotal = 0.0; // every gradient reduction of the stage (per step)
         for (int chunk = 0; chunk < v; ++chunk) {
-            const int u = chunk * p + stage;
+            const int u = plan.virtualStage(stage, chunk);
             const int layersPerChunk = chunkLayers[static_cast<size_t>(u)];
             // schedule.cpp chunkParams: the chunk's layers, the embedding on virtual stage 0, the head on the last.
             const StageParameters chunkParams = chunkParameters(model, plan, chunkLayers, stage, chunk);
@@ -480,7 +480,7 @@ double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, 
     const int p = plan.pp, v = plan.vpp;
     // Layers of a stage over its chunks, and the fewest in any one of its chunks (an uneven split: the bound
     // takes the smallest chunk wherever it cannot tell which chunk a term is, so it stays admissible).
-    auto layersOf = [&](int stage, int chunk) { return static_cast<double>(chunkLayers[static_cast<size_t>(chunk * p + stage)]); };
+    auto layersOf = [&](int stage, int chunk) { return static_cast<double>(chunkLayers[static_cast<size_t>(plan.virtualStage(stage, chunk))]); };
     auto stageLayers = [&](int stage) {
         double n = 0.0;
         for (int k = 0; k < v; ++k) n += layersOf(stage, k);

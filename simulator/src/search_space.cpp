@@ -424,6 +424,10 @@ void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& spac
             else if (value == "1f1b") space.schedules = {Schedule::OneFOneB};
             else if (value == "interleaved_1f1b") space.schedules = {Schedule::Interleaved1F1B};
             else if (value == "zero_bubble") space.schedules = {Schedule::ZeroBubble};
+            else if (value == "dualpipev")
+                problems.add(where, "dualpipev is predicted (tessel predict --schedule dualpipev --vpp 2) but not searched "
+                                    "yet: the search's bounds take the output layer on the last stage, where DualPipeV puts it "
+                                    "on the first; use gpipe, 1f1b, interleaved_1f1b or zero_bubble");
             else problems.add(where, "must be gpipe, 1f1b, interleaved_1f1b or zero_bubble, got \"" + value + "\"");
         } else if (key == "sp" || key == "sequence_parallel") {
             if (value == "on" || value == "true") space.sequenceParallel = {true};

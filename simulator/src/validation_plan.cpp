@@ -26,11 +26,37 @@ using namespace prose;
 
 // A pipeline schedule the record names besides 1F1B and its interleaved form: GPipe (all forwards, then all
 // backwards: "fill-drain", torchtitan's GPipe) and zero bubble (ZB-H1, torchtitan's ZBVZeroBubble and
-// InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; any other (DualPipe, LoopedBFS)
-// keeps the 1F1B reading, and the assumption says so. `text` is the named schedule with the record's techniques,
-// `named` the schedule keys alone.
+// InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; DualPipe and DualPipeV are
+// simulated as DualPipeV (two chunks a rank in a V) where the plan allows it; any other (LoopedBFS) keeps the 1F1B
+// reading, and the assumption says so. `text` is the named schedule with the record's techniques, `named` the
+// schedule keys alone.
 void readNamedSchedule(const std::string& text, const std::string& named, Plan& plan, Reading& r) {
     if (plan.pp < 2) return;
+    if (contains(text, "dualpipe") || contains(text, "dual pipe") || contains(text, "dual-pipe")) {
+        // DeepSeek-V3's DualPipe (report §3.2.1) and its half, DualPipeV, have the same bubble and activations
+        // (the DualPipe README's table); DualPipe also keeps a second copy of each rank's stage, for the reverse
+        // direction, which DualPipeV does not, and needs an even pp.
+        const bool v = contains(text, "dualpipev") || contains(text, "dualpipe-v") || contains(text, "dualpipe v");
+        const int layers = r.c.scenario.model.layers;
+        const int m = plan.microBatchesPerStep();
+        std::string why;
+        if (plan.vpp > 2) why = "vpp " + std::to_string(plan.vpp) + " stated, where DualPipe runs two stages a rank";
+        else if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) why = "first/last-stage layer counts stated";
+        else if (m < 2 * plan.pp) why = std::to_string(m) + " micro-batches a step, fewer than its 2 x pp";
+        else if (layers < 2 * plan.pp) why = "fewer layers than its 2 x pp virtual stages";
+        if (!why.empty()) {
+            r.assume(std::string(v ? "DualPipeV" : "DualPipe") + " named, but " + why + ": read as " +
+                     (plan.vpp > 1 ? "interleaved 1F1B" : "1F1B"));
+            return;
+        }
+        plan.vpp = 2;
+        plan.schedule = Schedule::DualPipeV;
+        r.assume(v ? std::string("pipeline schedule read as DualPipeV (two chunks a rank in a V, forward and backward chunks overlapped in pairs)")
+                   : std::string("pipeline schedule DualPipe read as DualPipeV: the same bubble, activations and overlapped "
+                                 "forward-backward pairs; DualPipe's second copy of each rank's stage (2x its parameters, "
+                                 "and their gradient sync) is not counted"));
+        return;
+    }
     const bool gpipe = contains(text, "gpipe") || contains(text, "fill-drain") || contains(text, "fill drain") ||
                        contains(text, "all-forward-all-backward") || contains(text, "all forward all backward");
     const bool zeroBubble = contains(text, "zero bubble") || contains(text, "zero-bubble") ||
@@ -369,6 +395,8 @@ bool readPipeline(Reading& r) {
             r.assume("vpp not stated: 1 (no interleaving)");
     }
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
+    plan.firstStageLayers = statedFirst; // (set again below; the named schedule reads them)
+    plan.lastStageLayers = statedLast;
     readNamedSchedule(namedSchedule + " " + lower(text(pl, "techniques")), namedSchedule, plan, r);
 
     // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where

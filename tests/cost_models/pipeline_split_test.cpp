@@ -46,6 +46,29 @@ TEST(PipelineSplit, BalancedByHand) {
     EXPECT_EQ(balancedPipelineLayers(9, 2, 2, 0.0, 1.0), (std::vector<int>{2, 2, 3, 2}));
 }
 
+// DualPipeV's V: rank 0 holds virtual stages 0 and 2 pp - 1, so both ends load it; its layers and parameters are
+// the embedding's and the head's, and the last rank holds neither.
+TEST(PipelineSplit, DualPipeVPutsBothEndsOnTheFirstRank) {
+    // 10 layers, 2 ranks x 2 chunks, the head worth 2 layers: rank 0 (chunks 0 and 3) takes 4, rank 1 takes 6.
+    EXPECT_EQ(balancedPipelineLayers(10, 2, 2, 0.0, 2.0, true), (std::vector<int>{2, 3, 3, 2}));
+    ModelConfig model = test::megatronStyleModel(8, 1024, 16, 50000, 2048);
+    Plan p;
+    p.pp = 2;
+    p.vpp = 2;
+    p.dp = 1;
+    p.globalBatch = 4;
+    p.schedule = Schedule::DualPipeV;
+    const StageParameters first = stageParameters(model, p, 0), last = stageParameters(model, p, 1);
+    EXPECT_NEAR(first.dense - last.dense, embeddingParameters(model, p) + headParameters(model, p), 1e-6);
+    // The same tensors as the interleaved layout holds, the head's moved from the last rank to the first.
+    Plan interleaved = p;
+    interleaved.schedule = Schedule::Interleaved1F1B;
+    EXPECT_EQ(stageParameterTensors(model, p, 0) + stageParameterTensors(model, p, 1),
+              stageParameterTensors(model, interleaved, 0) + stageParameterTensors(model, interleaved, 1));
+    EXPECT_LT(stageParameterTensors(model, p, 1), stageParameterTensors(model, interleaved, 1));
+    EXPECT_GT(stageParameterTensors(model, p, 0), stageParameterTensors(model, interleaved, 0));
+}
+
 TEST(PipelineSplit, FirstLastRanksUnderAnInterleavedScheduleByHand) {
     // Chunk-major (virtual stage c x pp + rank). 10 layers, pp 2, vpp 2, first rank 4, last 6: even chunks.
     EXPECT_EQ(firstLastChunkLayers(10, 2, 2, 4, 6), (std::vector<int>{2, 3, 2, 3}));

@@ -250,6 +250,49 @@ TEST(PlanValidation, ScheduleAndVppMustAgree) {
 }
 
 
+// DualPipeV (PyTorch's ScheduleDualPipeV): two chunks a rank, at least 2 pp micro-batches, no Megatron-LM
+// first/last-stage counts; each problem at its own field. Its V puts both ends of the model on stage 0.
+TEST(PlanValidation, DualPipeVNeedsTwoChunksAndTwoMicroBatchesAStage) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50000, 2048);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    p.pp = 2;
+    p.dp = 4;
+    p.vpp = 2;
+    p.globalBatch = 16; // 4 micro-batches = 2 x pp
+    p.schedule = Schedule::DualPipeV;
+    ProblemList ok;
+    validatePlan(m, c, p, "/plan", ok);
+    EXPECT_TRUE(ok.empty()) << ok.items().front().message;
+    auto problemAt = [&](Plan q) {
+        ProblemList problems;
+        validatePlan(m, c, q, "/plan", problems);
+        return problems.empty() ? std::string() : problems.items().front().where;
+    };
+    Plan fewer = p;
+    fewer.globalBatch = 12;
+    EXPECT_EQ(problemAt(fewer), "/plan/global_batch");
+    Plan oneChunk = p;
+    oneChunk.vpp = 1;
+    EXPECT_EQ(problemAt(oneChunk), "/plan/vpp");
+    Plan megatronEnds = p;
+    megatronEnds.firstStageLayers = 2;
+    EXPECT_EQ(problemAt(megatronEnds), "/plan/first_stage_layers");
+    // Virtual stages: chunk 0 of stage s is s, chunk 1 is 2 pp - 1 - s.
+    Plan four = p;
+    four.pp = 4;
+    EXPECT_EQ(four.virtualStage(0, 0), 0);
+    EXPECT_EQ(four.virtualStage(0, 1), 7);
+    EXPECT_EQ(four.virtualStage(3, 0), 3);
+    EXPECT_EQ(four.virtualStage(3, 1), 4);
+    for (int u = 0; u < 8; ++u) EXPECT_EQ(four.virtualStage(four.stageOfVirtual(u), four.chunkOfVirtual(u)), u);
+    EXPECT_TRUE(four.holdsHead(0));
+    EXPECT_FALSE(four.holdsHead(3));
+    four.schedule = Schedule::Interleaved1F1B;
+    EXPECT_EQ(four.virtualStage(0, 1), 4);
+    EXPECT_TRUE(four.holdsHead(3));
+}
+
 // Degrees and batches that each fit an int once multiplied past it (micro_batch 2^20 x dp 2^20 wrapped to 0 and
 // the divisibility check divided by it), and a batch of 2^28 micro-batches had the schedule builder allocate
 // until the process died; both are problems naming the plan, and the search files such plans under a reason.

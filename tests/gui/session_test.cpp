@@ -155,6 +155,10 @@ private slots:
         session.setVpp(4);
         QVERIFY(session.evaluation().ok());
         QCOMPARE(session.evaluation().simulation->schedule.plan.vpp, 4);
+        // DualPipeV runs two chunks a rank in a V: the knob sets vpp 2.
+        session.setSchedule(Schedule::DualPipeV);
+        QCOMPARE(session.currentPlan().vpp, 2);
+        QVERIFY(session.evaluation().ok());
         session.setSchedule(Schedule::OneFOneB);
         QCOMPARE(session.currentPlan().vpp, 1);
 

@@ -402,8 +402,9 @@ TEST(ExportMegatron, RefusesAlibi) {
 
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {
     Scenario s = defaultScenario();
-    for (auto sched : {Schedule::ZeroBubble, Schedule::Gpipe}) {
+    for (auto sched : {Schedule::ZeroBubble, Schedule::Gpipe, Schedule::DualPipeV}) {
         s.plan.schedule = sched;
+        s.plan.vpp = sched == Schedule::DualPipeV ? 2 : 1;
         EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/plan/schedule"})
             << toString(sched);
     }

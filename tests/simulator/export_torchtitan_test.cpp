@@ -192,6 +192,23 @@ TEST(ExportTorchtitan, InterleavedPipelineSplitsEvenly) {
     EXPECT_EQ(t.at("training.global_batch_size"), "64");
 }
 
+// DualPipeV is torchtitan's (PyTorch's ScheduleDualPipeV): the per-virtual-stage layers as for any pipeline (the V
+// layout is the schedule's own), and refused under torch.compile, which that schedule refuses.
+TEST(ExportTorchtitan, DualPipeVIsWrittenWithoutCompile) {
+    Scenario s = preset("llama3-70b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.schedule = Schedule::DualPipeV;
+    s.plan.vpp = 2;
+    s.plan.framework.fusedKernels = false;
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "DualPipeV");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_layers_per_stage"), "10");
+    EXPECT_EQ(t.at("compile.enable"), "false");
+    s.plan.framework.fusedKernels = true;
+    EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/framework/fused_kernels"});
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/schedule")); // (and ZeRO-3, which it has not)
+}
+
 TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {
     Scenario s = defaultScenario();
     s.plan.zeroStage = 3;

@@ -215,17 +215,15 @@ TEST(FrameworkOverlap, ContextParallelExchangesByHand) {
 // B dispatch, F combine | B attention), each the longer of its compute and its all-to-all, the shorter hidden at
 // κ of its time. With pp = 1 and m micro-batches that is m - 1 pairs; the first forward and the last backward keep
 // their all-to-alls, and the step is shorter by exactly what the pairs hide.
-TEST(FrameworkOverlap, MoeBatchLevelOverlapByHand) {
-    Case c;
-    c.model.moe = MoeConfig{8, 2, 4096};
-    c.plan.ep = 8;
-    c.cluster.gpu.commContention = 0.5;
-    c.cluster.gpu.commContentionMax = 0.0;
+// An MoE case with 8 experts over ep 8 and contention share 0.5 (no ceiling): what one layer of a forward and one
+// of a backward run together save, by hand (FORMULAS.md §6.1): the four steps F attention | B combine, B experts |
+// F dispatch, F experts | B dispatch, B attention | F combine, each hiding the shorter at half its time.
+double pairedLayerSavingByHand(const Case& c) {
     const PrecisionRecipe& recipe = *findPrecisionRecipe(c.plan.precision);
     double epF = 0.0, epB = 0.0;
     for (const auto& op : layerCommOps(c.model, c.cluster, c.plan))
         if (op.group != GroupKind::Tp && op.group != GroupKind::Cp) (op.phase == CommPhase::Forward ? epF : epB) += op.cost.seconds;
-    ASSERT_GT(epF, 0.0);
+    EXPECT_GT(epF, 0.0);
     const BlockCompute layer = layerCompute(c.model, c.cluster, c.plan, recipe);
     double expertSide = 0.0, all = 0.0;
     for (const auto& op : layer.forwardOps) {
@@ -234,11 +232,25 @@ TEST(FrameworkOverlap, MoeBatchLevelOverlapByHand) {
         if (expert) expertSide += op.seconds;
     }
     const double share = expertSide / all;
-    ASSERT_GT(share, 0.0);
-    ASSERT_LT(share, 1.0);
+    EXPECT_GT(share, 0.0);
+    EXPECT_LT(share, 1.0);
     const double F = layer.forward.seconds, B = layer.backwardInput.seconds + layer.backwardWeight.seconds;
-    const double perLayer = 0.5 * (std::min((1.0 - share) * F, epB / 2.0) + std::min(share * B, epF / 2.0) +
-                                   std::min(share * F, epB / 2.0) + std::min((1.0 - share) * B, epF / 2.0));
+    return 0.5 * (std::min((1.0 - share) * F, epB / 2.0) + std::min(share * B, epF / 2.0) +
+                  std::min(share * F, epB / 2.0) + std::min((1.0 - share) * B, epF / 2.0));
+}
+
+Case moeCase() {
+    Case c;
+    c.model.moe = MoeConfig{8, 2, 4096};
+    c.plan.ep = 8;
+    c.cluster.gpu.commContention = 0.5;
+    c.cluster.gpu.commContentionMax = 0.0;
+    return c;
+}
+
+TEST(FrameworkOverlap, MoeBatchLevelOverlapByHand) {
+    const Case c = moeCase();
+    const double perLayer = pairedLayerSavingByHand(c);
     const double layers = 8.0, microBatches = 4.0; // global batch 64 over dp 16
     auto epSeconds = [&](const Plan& p) {
         const ActionSchedule s = buildSchedule(c.model, p);
@@ -265,6 +277,36 @@ TEST(FrameworkOverlap, MoeBatchLevelOverlapByHand) {
     const double stepOff = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
     const double stepOn = simulatePlan(c.model, c.cluster, on).metrics.stepSeconds;
     EXPECT_NEAR(stepOff - stepOn, saved, 1e-9 * stepOff);
+}
+
+// DualPipeV overlaps the forward and backward chunks of each OVERLAP_F_B pair as Megatron-core's combined 1F1B does
+// a backward and the next forward: each pair saves its chunks' expert layers x the paired-layer saving, whatever
+// the framework; the rest of its actions keep their all-to-all.
+TEST(FrameworkOverlap, DualPipeVHidesTheAllToAllOfItsPairs) {
+    Case c = moeCase();
+    c.plan.dp = 8;
+    c.plan.pp = 2;
+    c.plan.vpp = 2;
+    c.plan.schedule = Schedule::DualPipeV; // m = 64 / 8 = 8, chunks of 2 layers
+    const double perLayer = pairedLayerSavingByHand(c);
+    ASSERT_GT(perLayer, 0.0);
+    ActionSchedule paired = buildSchedule(c.model, c.plan);
+    ActionSchedule unpaired = paired;
+    for (auto& st : unpaired.stages)
+        for (auto& a : st.actions) a.overlapsNext = false;
+    const CostTable with = costSchedule(paired, c.model, c.cluster), without = costSchedule(unpaired, c.model, c.cluster);
+    const int m = 8, p = 2, layersPerChunk = 2;
+    for (int r = 0; r < p; ++r) {
+        const auto& acts = paired.stages[static_cast<size_t>(r)].actions;
+        double saved = 0.0;
+        int pairs = 0;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            saved += without.perAction[static_cast<size_t>(r)][i].epSeconds - with.perAction[static_cast<size_t>(r)][i].epSeconds;
+            pairs += acts[i].overlapsNext;
+        }
+        EXPECT_EQ(pairs, 2 * (m - 2 * p + r + 1) - (r == p - 1 ? 1 : 0) + (p - r - 1));
+        EXPECT_NEAR(saved, pairs * layersPerChunk * perLayer, 1e-12) << "stage " << r;
+    }
 }
 
 // torch.utils.checkpoint's early stop (FORMULAS.md §3.4): a full recompute that stops before fc2 does not rerun the

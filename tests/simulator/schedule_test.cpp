@@ -61,6 +61,33 @@ TEST(ScheduleOrder, ZeroBubbleDelaysWeightGradientsByStage) {
     EXPECT_EQ(orderText(computeOrder(p, 4, 2)), "F0 b0 F1 b1 F2 b2 W0 F3 b3 W1 W2 W3");
 }
 
+// PyTorch's ScheduleDualPipeV._calculate_single_rank_operations, step by step (p = 2, m = 4, rank 0): F0 x 2;
+// F0 F1; I1 W F1; (F0 B1) (F1 B0); B1 (F1 B0); B1 then b0 (split from here on, rank 0 being even); W b0; W.
+TEST(ScheduleOrder, DualPipeVFollowsPyTorch) {
+    Plan p = pipelinePlan(2, 4, Schedule::DualPipeV, 2);
+    EXPECT_EQ(orderText(computeOrder(p, 4, 0)), "F0 F1 F2 F0.1 b0.1 W0.1 F1.1 F3 B1.1 F2.1 B0 B2.1 F3.1 B1 B3.1 b2 W2 b3 W3");
+    // The V's tip runs its first F0 B1 apart, the rest in pairs; rank 1 (odd) splits its last chunk-1 backward.
+    EXPECT_EQ(orderText(computeOrder(p, 4, 1)), "F0 F0.1 F1 F1.1 F2 B0.1 F2.1 B0 F3 B1.1 F3.1 B1 B2.1 B2 b3.1 b3 W3.1 W3");
+    // Overlapped pairs (OVERLAP_F_B): step 4's two a round (the tip's first one not) and step 5's one each.
+    for (int pp : {2, 3, 4, 8})
+        for (int m : {2 * pp, 2 * pp + 1, 5 * pp}) {
+            Plan q = pipelinePlan(pp, m, Schedule::DualPipeV, 2);
+            for (int r = 0; r < pp; ++r) {
+                const std::vector<Action> order = computeOrder(q, m, r);
+                int pairs = 0;
+                for (size_t i = 0; i < order.size(); ++i)
+                    if (order[i].overlapsNext) {
+                        ++pairs;
+                        ASSERT_EQ(order[i].kind, ActionKind::Forward);
+                        ASSERT_LT(i + 1, order.size());
+                        EXPECT_EQ(order[i + 1].kind, ActionKind::Backward);
+                        EXPECT_NE(order[i + 1].chunk, order[i].chunk);
+                    }
+                EXPECT_EQ(pairs, 2 * (m - 2 * pp + r + 1) - (r == pp - 1 ? 1 : 0) + (pp - r - 1)) << pp << " " << m << " " << r;
+            }
+        }
+}
+
 struct GridCase {
     int pp, m, vpp;
     Schedule schedule;
@@ -70,13 +97,17 @@ struct GridCase {
 
 std::vector<GridCase> gridCases() {
     std::vector<GridCase> cases;
-    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble})
+    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble, Schedule::DualPipeV})
         for (int pp : {1, 2, 3, 4, 8})
             for (int m : {1, 2, 4, 8, 16, 24})
                 for (int vpp : {1, 2, 3})
                     for (int zero : {0, 1, 2, 3}) {
-                        if ((sch == Schedule::Interleaved1F1B) != (vpp > 1)) continue;
                         if (sch == Schedule::Interleaved1F1B && (pp < 2 || m % pp != 0)) continue;
+                        if (sch == Schedule::DualPipeV) {
+                            if (vpp != 2 || pp < 2 || m < 2 * pp) continue;
+                        } else if ((sch == Schedule::Interleaved1F1B) != (vpp > 1)) {
+                            continue;
+                        }
                         if (24 % (pp * vpp) != 0) continue;
                         cases.push_back({pp, m, vpp, sch, zero, zero == 0 ? 1 : 2, 1, (m + pp) % 2 == 0});
                     }
@@ -125,8 +156,8 @@ TEST(ScheduleInvariants, DetectsAMissingReceive) {
 }
 
 TEST(ScheduleInvariants, InFlightMatchesTheMemoryModel) {
-    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B}) {
-        const int v = sch == Schedule::Interleaved1F1B ? 2 : 1;
+    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B, Schedule::DualPipeV}) {
+        const int v = sch == Schedule::Interleaved1F1B || sch == Schedule::DualPipeV ? 2 : 1;
         Plan p = pipelinePlan(4, 8, sch, v);
         ModelConfig model = test::megatronStyleModel(16, 256, 4, 1000, 128);
         ActionSchedule s = buildSchedule(model, p);

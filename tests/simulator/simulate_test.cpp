@@ -96,6 +96,21 @@ TEST(ClosedForm, ZeroBubbleH1HasASmallerBubbleAtEqualMemory) {
         }
 }
 
+// DualPipeV with uniform chunks (F = 1/2, b = W = 1/2 each) and free transfers: each rank computes 2 m chunk
+// passes, 3 m in all, and waits (p - 1)(F + b - W) = (p - 1) / 2, a third of interleaved 1F1B's at v = 2 and a
+// sixth of 1F1B's. The bubble is what an independent event simulation of PyTorch's order (a dozen lines of Python
+// over the same eight steps, each action waiting for its predecessor in the model) gives for p = 2 .. 8 and
+// m = 2p .. 4p, and for other F, b, W: (1, 1, 1) -> (p - 1), (1, 1, 1/2) -> 1.5 (p - 1), (2, 1, 1) -> 2 (p - 1).
+TEST(ClosedForm, DualPipeVWaitsPMinusOneTimesFPlusBMinusW) {
+    for (int p : {2, 3, 4, 6})
+        for (int m : {2 * p, 2 * p + 1, 3 * p, 4 * p}) {
+            ActionSchedule s = pipeline(p, m, Schedule::DualPipeV, 2);
+            Timeline t = simulate(s, uniformCosts(s));
+            EXPECT_NEAR(t.stepSeconds, 3.0 * m + 0.5 * (p - 1), 1e-9) << "p=" << p << " m=" << m;
+            for (int st = 0; st < p; ++st) EXPECT_DOUBLE_EQ(peakInFlight(s.stages[static_cast<size_t>(st)], 2), p + 0.5);
+        }
+}
+
 TEST(Simulation, PartialRecomputeReplaysItsLayersOnly) {
     // GPT-3 175B's default plan (12 layers a stage): the replay grows with the layers recomputed, and
     // recompute_layers at the chunk's size is full recompute.

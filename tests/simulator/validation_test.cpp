@@ -291,9 +291,22 @@ TEST(ValidationRecord, NamedSchedulesAreSimulatedOrTheReadingIsSaid) {
     noVpp["plan"]["pipeline_parallel_schedule"] = "Interleaved1F1B";
     EXPECT_EQ(load(noVpp).scenario.plan.schedule, Schedule::Interleaved1F1B);
     // One tessel does not simulate keeps 1F1B, and says so rather than reading it silently.
+    const ValidationCase looped = withSchedule("pp_schedule", "LoopedBFS");
+    EXPECT_EQ(looped.scenario.plan.schedule, Schedule::OneFOneB);
+    EXPECT_TRUE(mentions(looped.assumptions, "pipeline schedule \"loopedbfs\" is not one tessel simulates: read as 1F1B"));
+    // DualPipe and DualPipeV run as DualPipeV (8 micro-batches >= 2 x pp), two chunks a rank; DualPipe's second
+    // parameter copy is said not counted. Too few micro-batches for it: 1F1B, said.
     const ValidationCase dual = withSchedule("pp_schedule", "DualPipe");
-    EXPECT_EQ(dual.scenario.plan.schedule, Schedule::OneFOneB);
-    EXPECT_TRUE(mentions(dual.assumptions, "pipeline schedule \"dualpipe\" is not one tessel simulates: read as 1F1B"));
+    EXPECT_EQ(dual.scenario.plan.schedule, Schedule::DualPipeV);
+    EXPECT_EQ(dual.scenario.plan.vpp, 2);
+    EXPECT_TRUE(mentions(dual.assumptions, "DualPipe read as DualPipeV"));
+    EXPECT_EQ(withSchedule("pipeline_parallel_schedule", "DualPipeV").scenario.plan.schedule, Schedule::DualPipeV);
+    nlohmann::json few = record();
+    few["plan"]["global_batch"] = 16;
+    few["plan"]["schedule"] = "DualPipe";
+    const ValidationCase tooFew = load(few);
+    EXPECT_EQ(tooFew.scenario.plan.schedule, Schedule::OneFOneB);
+    EXPECT_TRUE(mentions(tooFew.assumptions, "DualPipe named, but 2 micro-batches a step, fewer than its 2 x pp: read as 1F1B"));
     // Zero bubble with virtual stages (InterleavedZeroBubble) is simulated without them: interleaved 1F1B, said.
     nlohmann::json r = record();
     r["plan"]["vpp"] = 2;

@@ -16,7 +16,10 @@
 namespace tessel {
 
 enum class Recompute { None, Selective, Full };
-enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble };
+// DualPipeV: DeepSeek's DualPipe cut in half (PyTorch's ScheduleDualPipeV): two chunks a rank laid out in a V,
+// rank s running virtual stages s and 2 pp - 1 - s, one micro-batch's forward chunk overlapped with another's
+// backward chunk (FORMULAS.md §6).
+enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble, DualPipeV };
 // The process-group dimensions of a plan; rank_order lists them fastest first.
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 // How transformer layers are spread over pipeline stages when the plan does not list them: evenly (pp x vpp
@@ -168,6 +171,18 @@ struct Plan {
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
     int worldSize() const { return tp * pp * dp * cp; }
+    // The virtual stage (model order, 0 .. pp x vpp - 1) chunk `chunk` of pipeline stage `stage` runs: chunk x pp +
+    // stage (Megatron-LM's interleaving), or the V of DualPipeV (chunk 0: stage, chunk 1: 2 pp - 1 - stage).
+    int virtualStage(int stage, int chunk) const {
+        return schedule == Schedule::DualPipeV && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage;
+    }
+    // The pipeline stage and chunk that run virtual stage u.
+    int stageOfVirtual(int u) const { return schedule == Schedule::DualPipeV && u >= pp ? 2 * pp - 1 - u : u % pp; }
+    int chunkOfVirtual(int u) const { return u / pp; }
+    // Whether the stage runs the model's first virtual stage (the embedding) or its last (output layer and loss):
+    // stages 0 and pp - 1, both stage 0 under DualPipeV.
+    bool holdsEmbedding(int stage) const { return stage == 0; }
+    bool holdsHead(int stage) const { return stage == stageOfVirtual(pp * vpp - 1); }
     int expertTp() const { return etp > 0 ? etp : tp; }
     // The expert layers laid out on their own (etp differs from tp: topology.hpp's expert layout).
     bool expertFolded() const { return etp > 0 && etp != tp; }
@@ -263,8 +278,10 @@ bool evenPipelineSplit(const ModelConfig& model, const Plan& plan);
 // The balanced split: layers go one at a time to the pipeline rank with the least work, counting the first
 // rank's embedding and the last rank's output layer and loss as `firstExtraLayers` and `lastExtraLayers`
 // layers' worth of time; each virtual stage gets at least one layer, a rank's layers are spread evenly over
-// its chunks (earlier chunks take the remainder).
-std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers);
+// its chunks (earlier chunks take the remainder). `vShape` (DualPipeV, vpp 2): rank 0 holds both ends, and its
+// chunks are virtual stages s and 2 pp - 1 - s.
+std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers,
+                                        bool vShape = false);
 // First and last pipeline ranks holding `first` and `last` layers (0: as many as the others) under an interleaved
 // schedule whose vpp does not divide them: the other ranks share the rest evenly over their chunks, and a rank's
 // missing layers come off the chunk that holds its embedding (the first rank's chunk 0) or its output layer and

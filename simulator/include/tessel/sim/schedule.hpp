@@ -1,4 +1,4 @@
-// Pipeline schedules as per-rank ordered action lists (gpipe, 1f1b, interleaved_1f1b, zero_bubble ZB-H1),
+// Pipeline schedules as per-rank ordered action lists (gpipe, 1f1b, interleaved_1f1b, zero_bubble ZB-H1, dualpipev),
 // with the data-parallel collectives and the optimizer step, and explicit dependencies between actions.
 #pragma once
 
@@ -54,7 +54,10 @@ struct Dependency {
 struct Action {
     ActionKind kind = ActionKind::Forward;
     int microBatch = -1;   // -1 for per-step actions (optimizer, per-step collectives)
-    int chunk = 0;         // model chunk on this rank, 0..vpp-1; virtual stage = chunk * pp + stage
+    int chunk = 0;         // model chunk on this rank, 0..vpp-1; virtual stage = plan.virtualStage(stage, chunk)
+    // DualPipeV: this forward and the backward after it run as one overlapped pair (PyTorch's OVERLAP_F_B), one
+    // micro-batch's all-to-all under the other's compute (cost_schedule.cpp).
+    bool overlapsNext = false;
     int peerStage = -1;    // send/recv: the stage at the other end
     // Collectives only:
     std::string name;      // the traffic name, e.g. "dp_reduce_scatter_grads", "zero3_all_gather_params_fwd"
@@ -84,7 +87,7 @@ struct ActionSchedule {
     int microBatches = 0;
     std::vector<int> chunkLayers; // transformer layers of every virtual stage, model order (chunkLayerCounts)
     int layersOf(int stage, int chunk) const {
-        return chunkLayers[static_cast<size_t>(chunk * plan.pp + stage)];
+        return chunkLayers[static_cast<size_t>(plan.virtualStage(stage, chunk))];
     }
     std::vector<StageSchedule> stages;
     const StageSchedule& forRank(int rank) const;
@@ -104,7 +107,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan);
 std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage);
 
 // Invariant checks (used by tests and `tessel trace --check`): each micro-batch forwarded and backwarded
-// exactly once per chunk on every stage; every send matched by one receive of the same micro-batch,
+// exactly once per chunk on every stage (a whole backward, or its input and weight halves); every send matched by one receive of the same micro-batch,
 // chunk and direction on the peer; no dependency on itself or on a later action of its own stream; the
 // dependency graph is acyclic; the peak number of micro-batches in flight per stage equals the memory
 // model's count. Returns the violations found (empty = valid).
