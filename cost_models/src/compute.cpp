@@ -665,7 +665,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     if (recipe.fp8()) {
         // Transformer Engine: the linear layers' GEMMs run in FP8 (the router and attention's batched GEMMs do
         // not), with the casts around them as memory-bound kernels.
-        // Transformer Engine's LayerNormLinear writes the norm's output in FP8 (qkv, fc1); every other FP8 GEMM
+        // Transformer Engine's LayerNormLinear writes the norm's output in FP8 (qkv, fc1, and latent attention's up
+        // projections, which Megatron-core's MLA spec builds as TELayerNormColumnParallelLinear with the latent norm
+        // fused in, q_layernorm / kv_layernorm IdentityOp: gpt_layer_specs.py); every other FP8 GEMM
         // casts a bf16 input in its own kernel: the attention output before the projection, and the activation's
         // output before fc2, which Megatron-core's fused bias-GELU / bias-SwiGLU kernels write in bf16
         // (fused_bias_swiglu.py: activation_func_fp8_input_store keeps its input in FP8, not its output), as the
@@ -678,7 +680,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             op.dtype = recipe.gemmDtype;
             outputs += d(op.m) * d(op.n) * d(op.batch);
             inputs += d(op.m) * d(op.k) * d(op.batch);
-            if (te && op.name != "qkv" && op.name != "fc1") castInputs += d(op.m) * d(op.k) * d(op.batch);
+            const bool normFused = op.name == "qkv" || op.name == "fc1" || op.name == "q_up" || op.name == "kv_up";
+            if (te && !normFused) castInputs += d(op.m) * d(op.k) * d(op.batch);
         }
         if (!te) castInputs = T * d(s.oDimLocal);
         OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));

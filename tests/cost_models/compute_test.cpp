@@ -430,6 +430,19 @@ TEST(Compute, LatentAttentionProjectsThroughItsLatentsByHand) {
     // each latent's norm input and up-projection input (512 + 256 wide, twice).
     EXPECT_DOUBLE_EQ(layerActivationBytesNoRecompute(m, p, recipe) - layerActivationBytesNoRecompute(plain, p, recipe),
                      2.0 * 1024.0 * (2.0 * 1536.0 + 1024.0 - 3.0 * 1024.0) + 4.0 * 1024.0 * 768.0);
+    // FP8 under Transformer Engine: the up projections are LayerNormLinear modules with the latent norms fused in
+    // (Megatron-core's MLA spec), so, like QKV's, their inputs are written in FP8 by the norm; the down projections
+    // read the layer norm's bf16 output and cast it, each its own (e + 1 = 3 B an element, 1024 x 2048 each). The
+    // projection's and fc2's casts are the same in both models.
+    const auto& fp8 = *findPrecisionRecipe("fp8");
+    ClusterConfig withFp8 = c;
+    withFp8.gpu.peakFlopsPerSecond[Dtype::Fp8] = 2.0 * c.gpu.peakFlopsPerSecond.at(Dtype::Bf16);
+    auto castBytes = [&](const ModelConfig& model) {
+        for (const auto& op : layerCompute(model, withFp8, p, fp8).forwardOps)
+            if (op.name == "fp8_casts") return op.bytes;
+        return -1.0;
+    };
+    EXPECT_DOUBLE_EQ(castBytes(m) - castBytes(plain), 3.0 * 2.0 * 1024.0 * 2048.0);
 }
 
 TEST(Compute, SharedExpertsAreADenseMlpBesideTheRoutedOnes) {
