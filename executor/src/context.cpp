@@ -43,7 +43,7 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
         comm.createGroup(*g);
     // The embedding group pairs the first and last stage; ranks on middle stages form singleton groups so
     // that the collective creation still lines up.
-    const int last = plan.pp - 1;
+    const int last = plan.stageOfVirtual(plan.pp * plan.vpp - 1);
     if (tiedEmbeddings && plan.pp > 1 && (ctx.coords.pp == 0 || ctx.coords.pp == last))
         ctx.embedding = makeGroup("embedding", {ctx.stageRank(0), ctx.stageRank(last)}, rank);
     else

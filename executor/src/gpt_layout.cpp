@@ -145,7 +145,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     for (int c = 0; c < v; ++c) {
         ChunkParams cp;
         cp.chunk = c;
-        const int virt = c * p + stage;
+        const int virt = plan.virtualStage(stage, c);
         cp.firstLayer = start[static_cast<size_t>(virt)];
         cp.lastLayer = start[static_cast<size_t>(virt) + 1];
         cp.embedding = virt == 0;

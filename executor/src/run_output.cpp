@@ -40,11 +40,18 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/cp_comm_type", "the executor's context parallelism gathers K and V (p2p and allgather run so); " +
                                                     toString(plan.cpComm) + ", with the all-to-all over heads, is predicted and "
                                                     "exported, not run by tessel run yet");
-    // The executor lays chunks out as Megatron-LM interleaves them (virtual stage chunk x pp + stage) and hands every
-    // boundary to the next rank; DualPipeV's V keeps one boundary on a rank and runs overlapped pairs.
-    if (plan.schedule == Schedule::DualPipeV)
-        problems.add(pointer + "/schedule", "the executor runs gpipe, 1f1b, interleaved_1f1b and zero_bubble; dualpipev is "
-                                            "predicted and exported (torchtitan's DualPipeV), not run by tessel run yet");
+    // DualPipeV's V puts the embedding and the output layer on rank 0, as separate copies of a tied matrix that the
+    // executor would have to sum on the rank (it syncs them across stages only, over the embedding group).
+    if (plan.schedule == Schedule::DualPipeV && model.tiedEmbeddings)
+        problems.add("/model/tied_embeddings", "dualpipev holds both ends of the model on rank 0, where the executor keeps "
+                                               "two copies of a tied embedding and syncs them only across stages; use a "
+                                               "model with untied embeddings, or another schedule");
+    // Its overlapped forward-backward pairs hide the expert all-to-all in the prediction; the executor runs each pair's
+    // two chunks one after the other, all-to-alls exposed, as it does for moe_a2a_overlap.
+    if (plan.schedule == Schedule::DualPipeV && model.moe && plan.ep > 1)
+        problems.add(pointer + "/schedule", "dualpipev hides the expert all-to-all of its overlapped forward-backward pairs, "
+                                            "which the executor runs one after the other; predicted and exported, not run "
+                                            "by tessel run with ep > 1");
     if (plan.zeroReplicas > 1)
         problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
                                                  "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");

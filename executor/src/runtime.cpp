@@ -51,6 +51,13 @@ StepStats Trainer::step(int stepIndex) {
     // around its synchronous work.
     const bool deviceTimed = m.be.timesOnDevice();
     std::map<int64_t, size_t> regionRecords; // region handle -> index in records_
+    // The chunk of this rank that runs the virtual stage after (+1) or before (-1) `chunk`'s, or -1 when another
+    // rank runs it (every boundary but DualPipeV's tip).
+    auto nextOnThisRank = [&](int chunk, int direction) {
+        const int u = plan.virtualStage(m.ctx.stage(), chunk) + direction;
+        if (u < 0 || u >= plan.pp * plan.vpp || plan.stageOfVirtual(u) != m.ctx.stage()) return -1;
+        return plan.chunkOfVirtual(u);
+    };
     const auto& acts = m.mine->actions;
     for (size_t i = 0; i < acts.size(); ++i) {
         const sim::Action& a = acts[i];
@@ -77,7 +84,9 @@ StepStats Trainer::step(int stepIndex) {
                 received.erase(it);
             }
             Tensor out = m.gpt.forward(a.microBatch, a.chunk, in, batch(a.microBatch));
-            if (out.defined()) toSend[key] = out;
+            // DualPipeV's tip: the next virtual stage is this rank's other chunk, which takes the output as it is.
+            if (out.defined() && nextOnThisRank(a.chunk, +1) >= 0) received[{a.microBatch, nextOnThisRank(a.chunk, +1)}] = out;
+            else if (out.defined()) toSend[key] = out;
             break;
         }
         case sim::ActionKind::Backward:
@@ -89,7 +98,8 @@ StepStats Trainer::step(int stepIndex) {
             }
             m.ensureGrads(a.chunk);
             Tensor dx = m.gpt.backward(a.microBatch, a.chunk, grad, a.kind == sim::ActionKind::BackwardInput);
-            if (dx.defined()) toSend[key] = dx;
+            if (dx.defined() && nextOnThisRank(a.chunk, -1) >= 0) received[{a.microBatch, nextOnThisRank(a.chunk, -1)}] = dx;
+            else if (dx.defined()) toSend[key] = dx;
             if (m.gpt.chunkHasEmbedding(a.chunk) && a.kind == sim::ActionKind::Backward) batches.erase(a.microBatch);
             break;
         }
@@ -123,9 +133,9 @@ StepStats Trainer::step(int stepIndex) {
             rec.groupSize = 2;
             rec.bytes = static_cast<double>(t.numel() * elementBytes(t.type()));
             // The sender's chunk: activations come from virtual stage u-1, gradients from u+1.
-            const int u = a.chunk * plan.pp + m.ctx.stage();
+            const int u = plan.virtualStage(m.ctx.stage(), a.chunk);
             const int peerVirtual = grad ? u + 1 : u - 1;
-            m.ctx.comm->recv(t, rec.peerRank, transferTag(grad, a.microBatch, peerVirtual / plan.pp, plan.vpp));
+            m.ctx.comm->recv(t, rec.peerRank, transferTag(grad, a.microBatch, plan.chunkOfVirtual(peerVirtual), plan.vpp));
             received[key] = t;
             break;
         }
@@ -192,7 +202,7 @@ StepStats Trainer::step(int stepIndex) {
     if (!received.empty() || !toSend.empty())
         throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": step ended with transfers left over");
     // Mean token loss over the global batch: the last stage's TP rank 0 of every DP replica contributes.
-    const bool contributes = m.ctx.stage() == plan.pp - 1 && m.ctx.tp.myIndex == 0;
+    const bool contributes = plan.holdsHead(m.ctx.stage()) && m.ctx.tp.myIndex == 0;
     const double local = m.gpt.takeLossSum();
     const std::vector<double> total = m.ctx.comm->allReduceHost({contributes ? local : 0.0}, m.ctx.world);
     StepStats stats;

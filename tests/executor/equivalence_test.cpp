@@ -47,6 +47,18 @@ std::vector<Case> grid() {
         p.globalBatch = 16;
         p.schedule = Schedule::Interleaved1F1B;
     });
+    // DualPipeV: the model down the ranks and back up, rank 0 holding both ends, the last rank handing each
+    // micro-batch from its first chunk to its second in its own memory, some backwards split (zero bubble).
+    auto dualPipeV = [](Plan& p, int pp, int microBatches) {
+        p.pp = pp;
+        p.vpp = 2;
+        p.globalBatch = microBatches * p.microBatch * p.dp;
+        p.schedule = Schedule::DualPipeV;
+    };
+    add("pp2_dualpipev", [&](Plan& p) { dualPipeV(p, 2, 4); });
+    add("pp4_dualpipev_8layers_m8", [&](Plan& p) { dualPipeV(p, 4, 8); });
+    add("pp2_dp2_zero1_dualpipev", [&](Plan& p) { p.dp = 2; p.zeroStage = 1; dualPipeV(p, 2, 5); });
+    add("pp2_dp2_zero3_dualpipev", [&](Plan& p) { p.dp = 2; p.zeroStage = 3; dualPipeV(p, 2, 4); });
     for (int z = 0; z <= 3; ++z) add("dp2_zero" + std::to_string(z), [z](Plan& p) { p.dp = 2; p.zeroStage = z; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
     add("pp2_dp2_zero2_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; });
@@ -316,6 +328,30 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         ASSERT_EQ(problems.items().size(), 1u) << where;
         EXPECT_EQ(problems.items()[0].where, where);
     }
+}
+
+// DualPipeV runs on the executor (the grid above) but for what it would run as something else: a tied embedding
+// (two copies on rank 0 the executor syncs across stages only) and expert parallelism (its pairs hide the
+// all-to-all, which the executor runs exposed).
+TEST(ValidateExecutable, DualPipeVRefusesTiedEmbeddingsAndExpertParallelism) {
+    Plan plan = basePlan();
+    plan.pp = 2;
+    plan.vpp = 2;
+    plan.schedule = Schedule::DualPipeV;
+    auto where = [&](const ModelConfig& model, const Plan& p) {
+        ProblemList problems;
+        validateExecutable(model, p, "/plan", problems, "cpu");
+        return problems.empty() ? std::string() : problems.items()[0].where;
+    };
+    EXPECT_EQ(where(tinyModel(), plan), "");
+    ModelConfig tied = tinyModel();
+    tied.tiedEmbeddings = true;
+    EXPECT_EQ(where(tied, plan), "/model/tied_embeddings");
+    Plan ep = plan;
+    ep.dp = 2;
+    ep.ep = 2;
+    ep.globalBatch = 16;
+    EXPECT_EQ(where(loadModelRef("tiny-moe", "test"), ep), "/plan/schedule");
 }
 
 // Megatron-core's batch-level EP overlap is predicted and exported; the executor runs its all-to-alls exposed, so a

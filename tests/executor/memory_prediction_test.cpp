@@ -43,6 +43,8 @@ std::vector<MemCase> memoryCases() {
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
     }
     add("pp2_interleaved_vpp2", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
+    // DualPipeV: (2 pp + 1) / 2 chunks in flight on each rank, both ends' activations and logits on rank 0.
+    add("pp2_dualpipev", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::DualPipeV; });
     add("dp2_zero0", [](Plan& p) { p.dp = 2; });
     add("dp2_zero1", [](Plan& p) { p.dp = 2; p.zeroStage = 1; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
