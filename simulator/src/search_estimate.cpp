@@ -35,10 +35,13 @@ const char* reasonText(Reason r) {
     case Reason::VppNeedsInterleaved: return "vpp > 1 needs interleaved_1f1b";
     case Reason::InterleavedVpp: return "interleaved_1f1b needs vpp >= 2";
     case Reason::InterleavedPp: return "interleaved_1f1b needs pp >= 2";
+    case Reason::DualPipeVPp: return "dualpipev needs pp >= 2";
+    case Reason::DualPipeVVpp: return "dualpipev needs vpp 2";
     case Reason::World: return "world size differs from GPUs";
     case Reason::GlobalBatch: return "global batch not divisible";
     case Reason::ScheduleSize: return "too many micro-batches to simulate";
     case Reason::InterleavedMicroBatches: return "interleaved needs micro-batches divisible by pp";
+    case Reason::DualPipeVMicroBatches: return "dualpipev needs at least 2 x pp micro-batches";
     case Reason::EpNeedsMoe: return "ep needs a MoE model";
     case Reason::EpDp: return "ep does not divide dp";
     case Reason::EtpRanks: return "etp x ep does not divide a stage's ranks";
@@ -77,7 +80,10 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         plan.firstStageLayers <= 0 && plan.lastStageLayers <= 0)
         return Reason::Layers;
     const bool interleaved = plan.schedule == Schedule::Interleaved1F1B;
-    if (plan.vpp > 1 && !interleaved) return Reason::VppNeedsInterleaved;
+    const bool dualPipe = plan.schedule == Schedule::DualPipeV;
+    if (plan.vpp > 1 && !interleaved && !dualPipe) return Reason::VppNeedsInterleaved;
+    if (dualPipe && plan.pp < 2) return Reason::DualPipeVPp;
+    if (dualPipe && plan.vpp != 2) return Reason::DualPipeVVpp;
     if (interleaved && plan.vpp < 2) return Reason::InterleavedVpp;
     if (interleaved && plan.pp < 2) return Reason::InterleavedPp;
     if (static_cast<int64_t>(plan.tp) * plan.pp * plan.dp * plan.cp != gpus) return Reason::World;
@@ -85,6 +91,7 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (plan.globalBatch % perStep != 0) return Reason::GlobalBatch;
     if (static_cast<int64_t>(plan.pp) * plan.vpp * (plan.globalBatch / perStep) > PlanLimits::scheduleSlots)
         return Reason::ScheduleSize;
+    if (dualPipe && plan.microBatchesPerStep() < 2 * plan.pp) return Reason::DualPipeVMicroBatches;
     if (interleaved && plan.microBatchesPerStep() % plan.pp != 0) return Reason::InterleavedMicroBatches;
     if ((plan.ep > 1 || plan.etp > 0) && !model.moe) return Reason::EpNeedsMoe;
     if (plan.expertFolded()) {
@@ -284,9 +291,11 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         fwdCp = ag;
         c.bwd += ag + cost(Primitive::ReduceScatter, s.kvBytes, place.cp);
     }
-    // With Megatron-core's batch-level EP overlap the simulator hides part of the all-to-all under another
-    // micro-batch's compute (simulate.cpp); the bound counts none of it, so it stays below the simulated step.
-    if (ctx.model->moe && plan.ep > 1 && !moeA2aOverlapOf(plan.framework)) {
+    // With Megatron-core's batch-level EP overlap, and in DualPipeV's overlapped pairs, the simulator hides part of
+    // the all-to-all under another micro-batch's compute (cost_schedule.cpp); the bound counts none of it, so it
+    // stays below the simulated step.
+    const bool epHidden = moeA2aOverlapOf(plan.framework) || plan.schedule == Schedule::DualPipeV;
+    if (ctx.model->moe && plan.ep > 1 && !epHidden) {
         // traffic.cpp: the dispatcher's legs (one all-to-all, or the flex dispatcher's pipelined two).
         const std::vector<DispatchLeg> legs = dispatchLegs(*ctx.model, plan, place.ep, s.routedBytes);
         std::vector<double> own;
@@ -297,7 +306,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         fwdEp = 2.0 * a2a;
         c.bwd += 2.0 * a2a;
     }
-    if (s.expertGatherBytes > 0.0 && !moeA2aOverlapOf(plan.framework)) {
+    if (s.expertGatherBytes > 0.0 && !epHidden) {
         // The expert-TP gather and scatter: the search's plans keep etp = tp, so they run over the TP group.
         const double pair = expertLayerShare(*ctx.model, plan) * (cost(Primitive::AllGather, s.expertGatherBytes, place.tp) +
                                                                   cost(Primitive::ReduceScatter, s.expertGatherBytes, place.tp));
@@ -390,8 +399,9 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
         }
         // Without overlap (ZeRO-0/1) every bucket of the stage waits for its last gradient action.
         out.tail[static_cast<size_t>(slot)] = !ov.overlapGradReduce && z <= 1 ? reduceTotal : minLastBucket;
-        if (model.tiedEmbeddings && p > 1) {
-            // schedule.cpp: the accumulated gradient buffer itself, at its own width.
+        if (model.tiedEmbeddings && p > 1 && !plan.holdsHead(0)) {
+            // schedule.cpp: the accumulated gradient buffer itself, at its own width (none where stage 0 holds both
+            // ends, DualPipeV's V).
             const double bytes = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp * recipe.gradBytes;
             const double sync = cost(Primitive::AllReduce, bytes, place.embSync);
             out.perStep[static_cast<size_t>(slot)] += sync;
@@ -506,6 +516,24 @@ double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, 
     const double headWork = headFwd + s.headBwdInput + c.headBwd + s.headBwdWeight;
     const double perLayerWork = fwdLayer + bwdInputLayer + bwdWeightLayer;
 
+    if (plan.schedule == Schedule::DualPipeV) {
+        // DualPipeV's V (FORMULAS.md §6): stage 0 runs both ends' work, with one activation and one gradient send a
+        // micro-batch when sends block; stage s cannot start before micro-batch 0 comes down the V's first leg to it,
+        // and then runs every chunk pass one after another; the last stage then its optimizer. (No drain term: the
+        // pairs and split backwards make its order no 1F1B's.)
+        const double sends0 = in.p2pBlocksCompute ? m * (c.p2pActivation + c.p2pGrad) : 0.0;
+        double bound = m * (stageLayers(0) * perLayerWork + embWork + headWork) + in.optimizerFirst + sends0 +
+                       dp.tail[0] + dp.afterOptimizer[0];
+        bound = std::max(bound, m * dp.perMicroBatch[0] + dp.perStep[0]);
+        bound = std::max(bound, m * dp.perMicroBatch[1] + dp.perStep[1]);
+        double reach = s.embFwd + c.emb;
+        for (int stage = 1; stage < p; ++stage) {
+            reach += c.p2pActivation + layersOf(stage - 1, 0) * fwdLayer;
+            const double after = stage == p - 1 ? in.optimizerLast + dp.tail[1] + dp.afterOptimizer[1] : 0.0;
+            bound = std::max(bound, reach + m * stageLayers(stage) * perLayerWork + after);
+        }
+        return bound;
+    }
     // Compute stream of stage 0: every compute action, then (after its last gradient action) the last
     // gradient bucket's reduction and the embedding sync before the optimizer, then ZeRO-1/2 all-gathers.
     // Blocking pipeline sends hold the compute stream: stage 0 sends every chunk's activation but the model's

@@ -78,7 +78,9 @@ struct BruteForce {
 
 BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, int gpus, int globalBatch,
                       std::map<std::string, int> fixed = {}, const std::string& precision = "megatron",
-                      bool hybrid = false) {
+                      bool hybrid = false,
+                      std::vector<Schedule> schedules = {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
+                                                         Schedule::ZeroBubble}) {
     BruteForce bf;
     auto pick = [&](const char* key, std::vector<int> all) {
         auto it = fixed.find(key);
@@ -104,11 +106,12 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                     for (int mb : pick("micro_batch", globalBatch % dp == 0 ? divisors(globalBatch / dp) : std::vector<int>{1}))
                         for (bool sp : etp ? std::vector<bool>{true} : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
                             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
-                                for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
-                                                     Schedule::ZeroBubble}) {
+                                for (Schedule sch : schedules) {
                                     if (sch == Schedule::ZeroBubble && pp == 1) continue; // is 1F1B with one stage
+                                    if (sch == Schedule::DualPipeV && pp == 1) continue;  // two chunks a rank, pp >= 2
                                     std::vector<int> vpps;
-                                    if (sch != Schedule::Interleaved1F1B) vpps = {1};
+                                    if (sch == Schedule::DualPipeV) vpps = {2};
+                                    else if (sch != Schedule::Interleaved1F1B) vpps = {1};
                                     else
                                         for (int v = 2; v <= 8; ++v)
                                             if (model.layers % (pp * v) == 0) vpps.push_back(v);
@@ -266,7 +269,10 @@ std::vector<Simulated> simulateAll(const ModelConfig& model, const ClusterConfig
 
 void expectTopMatches(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                       const std::map<std::string, int>& fixed) {
-    const BruteForce bf = bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, "megatron", space.hybridSharding);
+    const BruteForce bf = space.schedules.empty()
+                              ? bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, "megatron", space.hybridSharding)
+                              : bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, "megatron",
+                                           space.hybridSharding, space.schedules);
     ASSERT_GT(bf.feasible, 10u);
     std::vector<Simulated> all = simulateAll(model, cluster, bf);
     for (Objective objective : {Objective::Time, Objective::Memory, Objective::TokensPerDollar}) {
@@ -324,6 +330,24 @@ TEST(Search, TopPlansEqualBruteForceArgminForMoe) {
     const ModelConfig model = test::preset("tiny-moe");
     const ClusterConfig cluster = smallNodes(4, 2, 80);
     expectTopMatches(model, cluster, spaceFor(8, 8), {});
+}
+
+// DualPipeV is searched when asked for (schedule=dualpipev): its plans' counts and verdicts agree with the loops, and
+// its top plans with the brute-force argmin, so the bound's V branch never prunes a best plan (dense and MoE).
+TEST(Search, DualPipeVWhenAskedEqualsBruteForce) {
+    for (const char* name : {"tiny", "tiny-moe"}) {
+        SCOPED_TRACE(name);
+        const ModelConfig model = test::preset(name);
+        const ClusterConfig cluster = smallNodes(4, 2, 80);
+        SearchSpace space = spaceFor(8, 32);
+        space.schedules = {Schedule::DualPipeV};
+        const SearchResult r = searchPlans(model, cluster, space, {});
+        const BruteForce bf = bruteForce(model, cluster, 8, 32, {}, "megatron", false, {Schedule::DualPipeV});
+        EXPECT_GT(bf.feasible, 10u);
+        expectSameCounts(r, bf);
+        for (const Plan& p : bf.feasiblePlans) ASSERT_EQ(p.schedule, Schedule::DualPipeV);
+        expectTopMatches(model, cluster, space, {});
+    }
 }
 
 // Hybrid sharding as a dimension: every ZeRO >= 1 plan also with its state in node-local replicas (4-GPU nodes,
