@@ -170,6 +170,14 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << "MLP of ffn " << m.ffnHidden << " in place of the experts: forward " << milliseconds(p.denseLayer->forward.seconds)
             << " ms, backward " << milliseconds(p.denseLayer->backward().seconds) << " ms\n";
     }
+    if (m.mtpLayers > 0) {
+        // Multi-token prediction: each module a layer, the head and loss again and its own ops, on the head's stage.
+        const int at = pl.stageOfVirtual(pl.pp * pl.vpp - 1);
+        const BlockCompute own = mtpCompute(m, s.cluster, pl, precisionRecipeOf(pl));
+        out << "  multi-token prediction: " << m.mtpLayers << (m.mtpLayers == 1 ? " module" : " modules") << " on stage "
+            << at << ", each a layer, the LM head and loss again and its own (lookup, norms, eh_proj "
+            << milliseconds(own.forward.seconds) << " ms forward)\n";
+    }
     // The share of their benchmarked rate the layer's GEMMs and attention run at (FORMULAS.md §3.3); fp32 GEMMs
     // run on the CUDA cores and take none.
     const Dtype gemmDtype = precisionRecipeOf(pl).gemmDtype;

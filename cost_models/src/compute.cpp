@@ -1,5 +1,8 @@
-// Compute cost of a layer, embedding, LM head and optimizer: FLOPs/bytes per op and roofline time (FORMULAS.md §3).
+// Compute cost of a transformer layer: FLOPs/bytes per op and roofline time (FORMULAS.md §3); the ops every block
+// builds on (compute_ops.hpp). The embedding, the output layer and loss and the optimizer are compute_ends.cpp's.
 #include "tessel/cost/compute.hpp"
+
+#include "compute_ops.hpp"
 
 #include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
@@ -10,11 +13,11 @@
 
 namespace tessel {
 
-namespace {
+namespace compute_detail {
 double d(int64_t v) { return static_cast<double>(v); }
 
 // A GEMM (m x k) @ (k x n): 2mnk FLOPs; reads A and B, writes C (each once, the roofline's lower bound).
-OpCost gemm(std::string name, int64_t m, int64_t n, int64_t k, int bytesPerElem, double count = 1.0) {
+OpCost gemm(std::string name, int64_t m, int64_t n, int64_t k, int bytesPerElem, double count) {
     OpCost op;
     op.name = std::move(name);
     op.kernel = "gemm";
@@ -150,7 +153,8 @@ void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Rec
     // GEMM backward model FLOPs were added once for dX and once for dW: 2 x forward in total.
     if (b.ringStepsForwardSeconds <= 0.0) b.ringDiagForwardSeconds = b.ringDiagBackwardSeconds = 0.0; // no ring
 }
-} // namespace
+} // namespace compute_detail
+using namespace compute_detail;
 
 namespace {
 double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype, double tensorShare) {
@@ -297,7 +301,7 @@ double opSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype) {
     return kernelSeconds(op, cluster, dtype, cluster.gpu.sustainedTensorShare(1.0));
 }
 
-namespace {
+namespace compute_detail {
 // Adding this micro-batch's weight gradients of `parameters` (held by the rank, before ZeRO sharding) into the
 // step's accumulated gradients: a memory-bound weight-gradient op (FORMULAS.md §3.6).
 void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
@@ -340,8 +344,14 @@ void addFsdpCopies(BlockCompute& b, double parameters, const ClusterConfig& clus
         b.backwardWeight.add(op);
     }
 }
+void addParameterPasses(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
+                        const PrecisionRecipe& recipe) {
+    addGradAccumulation(b, parameters, cluster, plan, recipe);
+    addFsdpCopies(b, parameters, cluster, plan, recipe);
+}
+} // namespace compute_detail
 
-
+namespace {
 BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                              const PrecisionRecipe& recipe);
 } // namespace
@@ -349,8 +359,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe) {
     BlockCompute b = layerComputeOps(model, cluster, plan, recipe);
-    addGradAccumulation(b, layerParameters(model, plan).total(), cluster, plan, recipe);
-    addFsdpCopies(b, layerParameters(model, plan).total(), cluster, plan, recipe);
+    addParameterPasses(b, layerParameters(model, plan).total(), cluster, plan, recipe);
     return b;
 }
 
@@ -741,128 +750,6 @@ bool columnParallelInputGemm(const std::string& opName) {
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {
     return plan.recompute == Recompute::Selective && plan.framework.name == "torchtitan" && !model.moe &&
            !model.mla && model.activation == Activation::Swiglu;
-}
-
-BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
-                              const PrecisionRecipe& recipe) {
-    const LocalShapes s = localShapes(model, plan, recipe);
-    BlockCompute b;
-    // Vocab-parallel lookup: read token ids, read/write one row per token (rows outside the shard are zeros);
-    // a learned position embedding is a second row read and written. Rows at the residual stream's width: under
-    // autocast the embeddings stay fp32 (embedding is not an autocast op).
-    const int r = s.residualBytes;
-    double bytes = kernel_cost::embeddingForwardBytes(s.tokens, s.hidden, r);
-    if (model.position == PositionEmbedding::Learned) bytes += 2.0 * r * d(s.tokens) * d(s.hidden);
-    OpCost op = memoryOp("embedding", "embedding_forward", bytes);
-    op.seconds = opSeconds(op, cluster, recipe.computeDtype);
-    b.forwardOps.push_back(op);
-    b.forward.add(op);
-    // Backward scatter-adds the output grad into the embedding grad: a weight gradient.
-    OpCost back = op;
-    back.kernel = "embedding_backward";
-    back.bytes = kernel_cost::embeddingBackwardBytes(s.tokens, s.hidden, r);
-    back.seconds = opSeconds(back, cluster, recipe.computeDtype);
-    b.backwardWeight.add(back);
-    if (plan.recompute == Recompute::Full) {
-        b.recompute.add(op);
-        b.recompute.modelFlops -= op.modelFlops;
-    }
-    addGradAccumulation(b, embeddingParameters(model, plan), cluster, plan, recipe);
-    addFsdpCopies(b, embeddingParameters(model, plan), cluster, plan, recipe);
-    return b;
-}
-
-BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
-                         const PrecisionRecipe& recipe) {
-    const LocalShapes s = localShapes(model, plan, recipe);
-    const int e = s.activationBytes;
-    BlockCompute b;
-    const bool eager = !fusedKernelsOf(plan.framework);
-    const bool eagerLoss = eagerLossOf(plan.framework);
-    b.forwardOps.push_back(normOp("norm_final", model, s, eager, recipe.autocast));
-    // An eager framework multiplies by the vocabulary as it is; one that compiles (torch.compile's pad_mm) pads the
-    // GEMM to 16 bytes of its element, so only eager runs of a vocabulary such as GPT-2's 50257 take cuBLAS's
-    // unaligned fallback (FORMULAS.md §3.1).
-    const int64_t align = 16 / e;
-    const int64_t vocabGemm = eager ? s.vocabLocal : (s.vocabLocal + align - 1) / align * align;
-    b.forwardOps.push_back(gemm("lm_head", s.tokens, vocabGemm, s.hidden, e));
-    if (recipe.autocast) {
-        // The output weight cast for this forward (and its gradient back), and in eager code the final norm's
-        // fp32 output cast to the LM head's input.
-        const double elements = d(s.vocabLocal) * d(s.hidden) + (eager ? d(s.tokensSp) * d(s.hidden) : 0.0);
-        OpCost cast = memoryOp("autocast_casts", "cast", kernel_cost::autocastCastBytes(elements, e, s.residualBytes));
-        cast.backwardByteFactor = 1.0;
-        b.forwardOps.push_back(cast);
-    }
-    if (eagerLoss) {
-        // cross_entropy(logits.float()): an fp32 copy, log-softmax, and their backward.
-        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));
-        ce.backwardByteFactor = kernel_cost::eagerCrossEntropyBackwardFactor(e);
-        b.forwardOps.push_back(ce);
-    } else if (crossEntropyOf(plan.framework) == "compiled") {
-        // torch.compile's kernels for cross_entropy(logits.float()) (torchtitan's compiled loss): the upcast fused
-        // into an online log-sum-exp over the 16-bit logits, and a backward that writes their 16-bit gradient.
-        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::compiledCrossEntropyBytes(s.tokens, s.vocabLocal, e));
-        ce.backwardByteFactor = kernel_cost::kCompiledCrossEntropyBackwardFactor;
-        b.forwardOps.push_back(ce);
-    } else {
-        // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
-        b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
-    }
-    // The trainer's training metrics, each an eager cross_entropy over the same logits outside autograd (Composer's
-    // _eval_train_metrics after every micro-batch's backward, in its autocast context, where cross_entropy runs in
-    // fp32): the cast and the log-softmax, no backward (FORMULAS.md §3.4).
-    if (const int metrics = trainMetricLossesOf(plan.framework); metrics > 0) {
-        OpCost m = memoryOp("train_metrics", "cross_entropy",
-                            metrics * kernel_cost::metricCrossEntropyBytes(s.tokens, s.vocabLocal, e));
-        m.backwardByteFactor = 0.0;
-        b.forwardOps.push_back(m);
-    }
-    finishBlock(b, cluster, recipe.computeDtype, Recompute::None);
-    addGradAccumulation(b, headParameters(model, plan), cluster, plan, recipe);
-    addFsdpCopies(b, headParameters(model, plan), cluster, plan, recipe);
-    return b;
-}
-
-OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe,
-                        bool foreachAdamw) {
-    OpCost op = memoryOp("optimizer_step", "adamw",
-                         kernel_cost::optimizerBytes(localParameters, recipe) +
-                             (foreachAdamw ? kernel_cost::foreachOptimizerExtraBytes(localParameters, recipe) : 0.0));
-    op.flops = kernel_cost::optimizerFlops(localParameters);
-    op.seconds = opSeconds(op, cluster, recipe.computeDtype);
-    // The passes around AdamW (FORMULAS.md §3): the global gradient norm for clipping, the copy of the updated
-    // master into the low-precision weights, and zeroing the gradient buffer for the next step.
-    OpCost aux = memoryOp("optimizer_aux", "", kernel_cost::optimizerAuxBytes(localParameters, recipe));
-    aux.seconds = opSeconds(aux, cluster, recipe.computeDtype);
-    op.bytes += aux.bytes;
-    op.seconds += aux.seconds;
-    return op;
-}
-
-double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {
-    // Evaluate on one rank with no model-parallel split, one sequence, then scale by the global batch.
-    Plan one = plan;
-    one.tp = one.cp = one.ep = one.dp = one.pp = 1;
-    one.etp = 0;
-    one.vpp = 1;
-    one.sequenceParallel = false;
-    one.microBatch = 1;
-    ClusterConfig dummy;
-    dummy.gpu.hbmBytesPerSecond = 1.0;
-    dummy.gpu.peakFlopsPerSecond[Dtype::Bf16] = 1.0;
-    const PrecisionRecipe& recipe = *findPrecisionRecipe("mixed");
-    auto sumForward = [](const BlockCompute& b) {
-        double f = 0.0;
-        for (const auto& op : b.forwardOps) f += op.modelFlops;
-        return f;
-    };
-    // An MoE model's dense layers (moe.dense_layers) count the dense MLP's FLOPs.
-    const int dense = model.moe ? static_cast<int>(model.moe->denseLayers.size()) : 0;
-    double perSequence = (model.layers - dense) * sumForward(layerCompute(model, dummy, one, recipe)) +
-                         sumForward(headCompute(model, dummy, one, recipe));
-    if (dense > 0) perSequence += dense * sumForward(layerCompute(model.denseLayerModel(), dummy, one, recipe));
-    return 3.0 * perSequence * plan.globalBatch;
 }
 
 } // namespace tessel

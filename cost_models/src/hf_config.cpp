@@ -28,8 +28,9 @@ struct SupportedType {
 // has no counterpart in ModelConfig (shared experts without a gate do: moe.shared_ffn_hidden), and an approximate
 // mapping would give wrong parameter counts. qwen3_moe has none; its per-layer dense/sparse mix (decoder_sparse_step,
 // mlp_only_layers) is moe.dense_layers. deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading
-// dense layers; the multi-token-prediction module (num_nextn_predict_layers) is not part of the model transformers
-// builds from the config, nor of tessel's.
+// dense layers; the multi-token-prediction modules (num_nextn_predict_layers) are the model's mtp_layers, trained
+// with it (DeepSeek-V3 report §2.2) though transformers does not build them (and tessel does not count them in the
+// model's parameters).
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
     {"qwen2", Family::LlamaLike}, {"qwen3", Family::LlamaLike},   {"qwen3_moe", Family::LlamaLike},
@@ -209,6 +210,7 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
             mla.vHeadDim = r.requireInt("v_head_dim", 1, ModelLimits::heads);
             m.mla = mla;
             m.headDim = mla.qkHeadDim(); // transformers' head_dim is the rotary part's width, not a head's
+            m.mtpLayers = static_cast<int>(optIntOrNull(r, doc, "num_nextn_predict_layers", 0, 0, 16));
             const int64_t routed = optIntOrNull(r, doc, "n_routed_experts", 0, 0, ModelLimits::heads);
             if (routed > 0) {
                 MoeConfig moe;

@@ -91,6 +91,14 @@ bool fsdpReducesPerUnit(const Plan& plan, int z) {
 // prefetch; DeepSpeed's estimator bounds it by 2 x the largest layer). The next unit follows in the pass or,
 // between passes, is another pass's first: the peak is the largest sum of two consecutive units of a chunk or
 // of two distinct chunk ends; a stage whose only unit is one layer holds just that layer.
+namespace {
+// The word embedding the MTP modules look the next tokens up in, where the output layer's rank lacks the model's.
+double mtpEmbeddingCopy(const ModelConfig& model, const Plan& plan) {
+    if (model.mtpLayers <= 0 || model.tiedEmbeddings || plan.holdsEmbedding(plan.stageOfVirtual(plan.pp * plan.vpp - 1))) return 0.0;
+    return embeddingParameters(model, plan);
+}
+} // namespace
+
 double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int stage) {
     const StageParameters perLayer = layerParameters(model, plan);
     const double layer = perLayer.dense + perLayer.expert;
@@ -117,6 +125,13 @@ double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int sta
             // A tied LM head on the embedding's own stage is the word embedding: gathered again for the head.
             if (model.tiedEmbeddings && plan.pp * plan.vpp == 1) head += d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp;
             units.push_back(head);
+            // The MTP modules after it, one unit each, and the embedding copy they look tokens up in.
+            if (model.mtpLayers > 0) {
+                const double copy = mtpEmbeddingCopy(model, plan);
+                if (copy > 0.0) units.push_back(copy);
+                const double module = (mtpParameters(model, plan).total() - copy) / model.mtpLayers;
+                units.insert(units.end(), static_cast<size_t>(model.mtpLayers), module);
+            }
         }
         if (units.empty()) continue;
         peak = std::max(peak, units.front());
@@ -153,6 +168,22 @@ double headParameters(const ModelConfig& model, const Plan& plan) {
     return head;
 }
 
+StageParameters mtpParameters(const ModelConfig& model, const Plan& plan) {
+    StageParameters sp;
+    if (model.mtpLayers <= 0) return sp;
+    const bool lastDense = model.moe && !model.moe->denseLayers.empty() && model.moe->denseLayers.back() == model.layers - 1;
+    const StageParameters layer = layerParameters(lastDense ? model.denseLayerModel() : model, plan);
+    const double h = d(model.hidden);
+    sp.dense = model.mtpLayers * (layer.dense + 3.0 * normParams(model) + 2.0 * h * h / plan.tp);
+    sp.expert = model.mtpLayers * layer.expert;
+    sp.largestLayer = layer.largestLayer;
+    if (const double emb = mtpEmbeddingCopy(model, plan); emb > 0.0) {
+        sp.dense += emb;
+        sp.largestLayer = std::max(sp.largestLayer, emb);
+    }
+    return sp;
+}
+
 StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int stage) {
     const int layers = stageLayerCount(model, plan, stage);
     const StageParameters layer = layerParameters(model, plan);
@@ -174,8 +205,10 @@ StageParameters stageParameters(const ModelConfig& model, const Plan& plan, int 
     }
     if (plan.holdsHead(stage)) {
         const double head = headParameters(model, plan);
-        sp.dense += head;
-        sp.largestLayer = std::max(sp.largestLayer, head);
+        const StageParameters mtp = mtpParameters(model, plan);
+        sp.dense += head + mtp.dense;
+        sp.expert += mtp.expert;
+        sp.largestLayer = std::max({sp.largestLayer, head, mtp.largestLayer});
     }
     return sp;
 }
@@ -209,8 +242,10 @@ StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, cons
     }
     if (u == plan.pp * plan.vpp - 1) {
         const double head = headParameters(model, plan);
-        sp.dense += head;
-        sp.largestLayer = std::max(sp.largestLayer, head);
+        const StageParameters mtp = mtpParameters(model, plan);
+        sp.dense += head + mtp.dense;
+        sp.expert += mtp.expert;
+        sp.largestLayer = std::max({sp.largestLayer, head, mtp.largestLayer});
     }
     return sp;
 }
@@ -451,7 +486,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // The stage's layers' parameters: its embedding and head are not FP8 linears.
         const StageParameters layers = stageParameters(model, plan, stage);
         const double ends = (plan.holdsEmbedding(stage) ? embeddingParameters(model, plan) : 0.0) +
-                            (plan.holdsHead(stage) ? headParameters(model, plan) : 0.0);
+                            (plan.holdsHead(stage) ? headParameters(model, plan) + mtpEmbeddingCopy(model, plan) : 0.0);
         st.weightsBytes += recipe.fp8WeightCopyBytes *
                            ((layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards));
     }
@@ -529,6 +564,15 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (last) st.activationsBytes += headInFlight * ((t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
     // Autocast's copy of the output weight, kept by the LM head GEMM for its backward.
     if (last && t.residualBytes > e) st.activationsBytes += headInFlight * e * t.vocabLocal * h;
+    // Multi-token prediction (model.mtpLayers) beside each micro-batch's head state: per module its layer as the stage
+    // keeps its layers (the plan's recompute; an MoE model's last layer's kind), eh_proj's input (the concatenated
+    // [embedding, hidden], 2h), and a head state of its own; its loss's saved logits below.
+    if (last && model.mtpLayers > 0) {
+        const bool mtpDense = model.moe && !model.moe->denseLayers.empty() && model.moe->denseLayers.back() == model.layers - 1;
+        const double layerKept = (mtpDense ? t.denseLayerActivations : t.layerActivations) + t.normStatistics;
+        st.activationsBytes += headInFlight * model.mtpLayers *
+                               (layerKept + 2.0 * e * Tsp * h + (t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
+    }
 
     OtherMemory& o = st.other;
     if (fsdpGathersOncePerStep(plan.framework, plan.pp, z)) {
@@ -613,6 +657,10 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // in flight while the 16-bit logits of the current one exist.
             o.logitsLossBytes = headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
         }
+        // Each MTP module's loss keeps what the model's keeps per micro-batch (its logits, or their fp32 softmax)
+        // until the backward; the current logits' transient is one at a time.
+        const double savedPerLogit = loss == "te" || e >= 4.0 ? e : loss == "flash_attn" || loss == "compiled" ? e : 4.0;
+        o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLocal;
     }
     // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
     // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under

@@ -130,6 +130,12 @@ ParameterCounts countParameters(const ModelConfig& m) {
                                   normParameters(m, m.mla->kvLoraRank);
     c.finalNorm = normParameters(m);
     c.lmHead = m.tiedEmbeddings ? 0 : m.vocab * h;
+    // Multi-token prediction modules (Megatron-core MultiTokenPredictionLayer): enorm, hnorm, eh_proj (2h -> h, no
+    // bias), a layer of the last layer's kind (an expert layer unless the last is listed dense), final_layernorm.
+    c.mtpModules = m.mtpLayers;
+    const bool lastDense = m.moe && !m.moe->denseLayers.empty() && m.moe->denseLayers.back() == m.layers - 1;
+    c.perMtpModule = c.perLayerAttention + (lastDense ? c.perDenseLayerMlp : c.perLayerMlp) + c.perLayerNorms +
+                     3 * normParameters(m) + 2 * h * h;
     return c;
 }
 
@@ -175,6 +181,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.qkvBias = r.optBool("qkv_bias", false);
     m.qkNorm = r.optBool("qk_norm", false);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
+    m.mtpLayers = static_cast<int>(r.optInt("mtp_layers", 0, 0, 16));
     if (const auto* moe = r.child("moe")) {
         ObjectReader mr(*moe, r.pointer("moe"), problems);
         MoeConfig cfg;
@@ -265,6 +272,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
         if (m.mla->qLoraRank > 0) j["mla"]["q_lora_rank"] = m.mla->qLoraRank;
     }
     if (m.qkNorm) j["qk_norm"] = true;
+    if (m.mtpLayers > 0) j["mtp_layers"] = m.mtpLayers;
     if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};
         if (m.moe->sharedFfnHidden > 0) j["moe"]["shared_ffn_hidden"] = m.moe->sharedFfnHidden;

@@ -72,7 +72,10 @@ std::pair<double, double> extraLayers(const ModelConfig& model, const ClusterCon
     auto total = [&](const BlockCompute& b) { return work(b.forward) + work(b.backward()) + work(b.recompute); };
     const double layer = total(layerCompute(model, cluster, plan, recipe));
     if (!(layer > 0.0)) return {0.0, 0.0};
-    return {total(embeddingCompute(model, cluster, plan, recipe)) / layer, total(headCompute(model, cluster, plan, recipe)) / layer};
+    // The output layer's end also runs the multi-token-prediction modules: each a layer, the head again and its own.
+    const double head = total(headCompute(model, cluster, plan, recipe));
+    const double mtp = model.mtpLayers > 0 ? model.mtpLayers * (layer + head + total(mtpCompute(model, cluster, plan, recipe))) : 0.0;
+    return {total(embeddingCompute(model, cluster, plan, recipe)) / layer, (head + mtp) / layer};
 }
 
 std::pair<double, double> extraLayersByFlops(const ModelConfig& model, const Plan& plan) {
@@ -126,8 +129,10 @@ std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     const int p = std::max(plan.pp, 1), v = std::max(plan.vpp, 1);
     if (!plan.pipelineLayers.empty()) return plan.pipelineLayers;
     if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) return firstLastSplit(model, plan);
+    // Each multi-token-prediction module one layer more at the end, as Megatron-LM's pipeline layouts place it ("m").
     if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && model.layers >= p * v)
-        return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 : 0.0, plan.schedule == Schedule::DualPipeV);
+        return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 + model.mtpLayers : 0.0,
+                                      plan.schedule == Schedule::DualPipeV);
     if (plan.pipelineSplit == PipelineSplit::Balanced && model.layers >= p * v) {
         const std::vector<int>& cached = plan.resolvedPipelineLayers;
         if (cached.size() == static_cast<size_t>(p * v) && std::accumulate(cached.begin(), cached.end(), 0) == model.layers)

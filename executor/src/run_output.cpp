@@ -61,6 +61,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (model.qkNorm)
         problems.add("/model/qk_norm", "the executor's attention has no q and k norms; qk_norm is predicted and "
                                        "exported (Megatron-LM --qk-layernorm), not run by tessel run yet");
+    if (model.mtpLayers > 0)
+        problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
+                                          "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");
     if (model.mla)
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "

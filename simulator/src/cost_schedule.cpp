@@ -153,11 +153,19 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
     const int lastVirtual = plan.pp * plan.vpp - 1;
+    // Multi-token prediction (model.mtpLayers; FORMULAS.md §6) on the last virtual stage, after the head: each module
+    // runs its layer (the last layer's kind, with that kind's collectives), the shared head and loss again, and its own
+    // ops (mtpCompute), whose TP collectives are the lookup's (as the embedding's) and eh_proj's output gathered from
+    // h/t to h (and its gradient reduce-scattered back).
+    const int mtp = model.mtpLayers;
+    const bool mtpDense = denseAmongMoe && model.moe->denseLayers.back() == model.layers - 1;
+    const LayerCosts& mtpLayer = mtpDense ? dense : expertLayer;
+    const BlockCompute mtpOwn = mtp > 0 ? mtpCompute(model, cluster, plan, recipe) : BlockCompute{};
 
     // Vocab-parallel embedding and head need TP collectives of one hidden state (Megatron-LM): the embedding
     // output is all-reduced (reduce-scattered with SP); with SP the head's input is all-gathered; the fused
     // cross-entropy all-reduces max, sum and target logit per token (3 x 4 bytes x T).
-    InnerComm embComm, headFwdComm, headBwdComm;
+    InnerComm embComm, headFwdComm, headBwdComm, mtpFwdComm, mtpBwdComm;
     if (plan.tp > 1) {
         const LocalShapes s = localShapes(model, plan, recipe);
         const double hidden = s.activationBytes * static_cast<double>(s.tokens) * static_cast<double>(s.hidden);
@@ -166,6 +174,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         const double ce = commCost(Primitive::AllReduce, 4.0 * static_cast<double>(s.tokens), tp, cluster).seconds;
         headFwdComm.tp = commScale * (3.0 * ce + (plan.sequenceParallel ? commCost(Primitive::AllGather, hidden, tp, cluster).seconds : 0.0));
         headBwdComm.tp = commScale * commCost(plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce, hidden, tp, cluster).seconds;
+        mtpFwdComm.tp = embComm.tp + commScale * commCost(Primitive::AllGather, hidden, tp, cluster).seconds;
+        mtpBwdComm.tp = commScale * commCost(Primitive::ReduceScatter, hidden, tp, cluster).seconds;
     }
 
     // Pipeline transfers cost what the two stages' placement gives: a boundary inside a node goes over NVLink, one
@@ -269,6 +279,11 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 if (D > 0.0) accumulate(c, phase(dense.compute.forward, D, dense.fwd, D));
                 if (first) accumulate(c, phase(emb.forward, 1, embComm, 1));
                 if (last) accumulate(c, phase(head.forward, 1, headFwdComm, 1));
+                if (last && mtp > 0) {
+                    accumulate(c, phase(mtpLayer.compute.forward, mtp, mtpLayer.fwd, mtp));
+                    accumulate(c, phase(head.forward, mtp, headFwdComm, mtp));
+                    accumulate(c, phase(mtpOwn.forward, mtp, mtpFwdComm, mtp));
+                }
                 break;
             case ActionKind::Backward:
             case ActionKind::BackwardInput: {
@@ -289,6 +304,18 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                     accumulate(c, phase(head.backwardInput, 1, headBwdComm, 1));
                     if (whole) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
                 }
+                if (last && mtp > 0) {
+                    accumulate(c, phase(mtpLayer.compute.backwardInput, mtp, mtpLayer.bwd, mtp));
+                    accumulate(c, phase(mtpLayer.compute.recompute, mtp, mtpLayer.recompute, mtp));
+                    accumulate(c, phase(head.backwardInput, mtp, headBwdComm, mtp));
+                    accumulate(c, phase(mtpOwn.backwardInput, mtp, mtpBwdComm, mtp));
+                    accumulate(c, phase(mtpOwn.recompute, mtp, InnerComm{}, 0));
+                    if (whole) {
+                        accumulate(c, phase(mtpLayer.compute.backwardWeight, mtp, InnerComm{}, 0));
+                        accumulate(c, phase(head.backwardWeight, mtp, InnerComm{}, 0));
+                        accumulate(c, phase(mtpOwn.backwardWeight, mtp, InnerComm{}, 0));
+                    }
+                }
                 if (first && whole) accumulate(c, phase(emb.backwardWeight, 1, InnerComm{}, 0));
                 break;
             }
@@ -296,6 +323,11 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 c = phase(layer.backwardWeight, M, InnerComm{}, 0);
                 if (D > 0.0) accumulate(c, phase(dense.compute.backwardWeight, D, InnerComm{}, 0));
                 if (last) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
+                if (last && mtp > 0) {
+                    accumulate(c, phase(mtpLayer.compute.backwardWeight, mtp, InnerComm{}, 0));
+                    accumulate(c, phase(head.backwardWeight, mtp, InnerComm{}, 0));
+                    accumulate(c, phase(mtpOwn.backwardWeight, mtp, InnerComm{}, 0));
+                }
                 if (first) accumulate(c, phase(emb.backwardWeight, 1, InnerComm{}, 0));
                 break;
             case ActionKind::OptimizerStep:

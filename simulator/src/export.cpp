@@ -313,6 +313,9 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--num-query-groups", str(m.kvHeads));
     }
     arg("--ffn-hidden-size", str(m.ffnHidden));
+    // Megatron-core's multi-token prediction (--mtp-num-layers; its loss weight, --mtp-loss-scaling-factor, is the
+    // user's choice and costs nothing).
+    if (m.mtpLayers > 0) arg("--mtp-num-layers", str(m.mtpLayers));
     if (m.moe) {
         arg("--num-experts", str(m.moe->experts));
         arg("--moe-router-topk", str(m.moe->topK));

@@ -313,6 +313,8 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
             model["moe"]["groups_per_token"] = integer("moe_router_group_topk", std::nullopt, ML::heads);
         }
     }
+    // Multi-token prediction (--mtp-num-layers; None when off).
+    if (const auto mtp = str("mtp_num_layers"); mtp && *mtp != "None") model["mtp_layers"] = integer("mtp_num_layers", std::nullopt, 16);
     // Multi-head latent attention (--multi-latent-attention and its widths).
     if (flag("multi_latent_attention").value_or(false)) {
         model["mla"] = {{"kv_lora_rank", integer("kv_lora_rank", std::nullopt, ML::hidden)},

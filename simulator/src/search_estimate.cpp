@@ -204,6 +204,16 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
             if (columnParallelInputGemm(op.name)) budget += op.seconds;
         c.tpOverlapBudget = std::max(c.tpOverlapBudget, budget);
     }
+    if (model.mtpLayers > 0) {
+        // The MTP modules run on the output layer's stage with it (cost_schedule.cpp): each the cheaper kind of layer
+        // here, the head again and its own ops, their collectives left out, so the bound stays below.
+        const BlockCompute own = mtpCompute(model, cluster, plan, recipe);
+        const double n = model.mtpLayers;
+        const double headFwd = c.headFwd, headBwdInput = c.headBwdInput, headBwdWeight = c.headBwdWeight;
+        c.headFwd += n * (c.layerFwd + headFwd + fwd * own.forward.seconds);
+        c.headBwdInput += n * (c.layerBwdInput + c.layerRecompute + headBwdInput + bwd * (own.backwardInput.seconds + own.recompute.seconds));
+        c.headBwdWeight += n * (c.layerBwdWeight + headBwdWeight + bwd * own.backwardWeight.seconds);
+    }
     c.qLocalBytes = c.elemBytes * c.tokens * 0.5 * d(s.qDimLocal + s.oDimLocal); // q and the output (MLA: o narrower)
     c.kvLocalBytes = c.elemBytes * c.tokens * c.kvDimLocal;
     // simulate.cpp takes the ring's steps unscaled: so does the bound, which keeps its CP term equal to the simulator's.

@@ -265,6 +265,12 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         model.headDim = mla.qkHeadDim();
         model.mla = mla;
     }
+    // Multi-token prediction (DeepSeek-V3 §2.2): its depth under Megatron-LM's, HuggingFace's or the report's names.
+    for (const char* key : {"mtp_num_layers", "num_nextn_predict_layers", "mtp_layers", "mtp_depth"}) {
+        if (!member(m, key) || member(m, key)->is_null()) continue;
+        model.mtpLayers = static_cast<int>(count(m, key, 0, 16, where, refusal).value_or(0));
+        break;
+    }
     // What a record may state that tessel's model has no term for yet: said among the assumptions, never dropped
     // silently (the prediction leaves it out, so it has fewer FLOPs and parameters than the run).
     for (const auto& [key, what] : unmodelledArchitecture(m))

@@ -185,6 +185,13 @@ TEST(HfConfig, DeepSeekV3IsLatentAttentionOverExpertsAfterThreeDenseLayers) {
     EXPECT_EQ(m.ffnHidden, 18432);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{671'026'404'352});
     EXPECT_EQ(activeParameters(m), int64_t{37'552'282'624});
+    // Its multi-token-prediction module (num_nextn_predict_layers 1), trained with it and not in the 671B: an expert
+    // layer, enorm, hnorm and the final norm, and eh_proj 2 x 7168^2: 11,610,067,968; with the embedding and output
+    // head the checkpoint stores beside it (129,280 x 7,168 each), 13.46B, the card's 685B in all.
+    EXPECT_EQ(m.mtpLayers, 1);
+    const ParameterCounts pc = countParameters(m);
+    EXPECT_EQ(pc.perMtpModule, int64_t{11'610'067'968});
+    EXPECT_EQ(pc.total(m.layers) + pc.perMtpModule + 2 * int64_t{129'280} * 7'168, int64_t{684'489'830'400});
     // DeepSeek-V2-Lite: q straight from the hidden state (q_lora_rank null), one dense layer; its card's 15.7B.
     const ModelConfig lite = parseHf("deepseek-v2-lite");
     ASSERT_TRUE(lite.mla.has_value());
@@ -192,9 +199,11 @@ TEST(HfConfig, DeepSeekV3IsLatentAttentionOverExpertsAfterThreeDenseLayers) {
     EXPECT_EQ(lite.moe->denseLayers, (std::vector<int>{0}));
     EXPECT_EQ(lite.moe->routingGroups, 0); // n_group 1: no limit
     EXPECT_EQ(countParameters(lite).total(lite.layers), int64_t{15'706'484'224});
+    EXPECT_EQ(lite.mtpLayers, 0);
     // A round trip through tessel's own model file keeps both.
     const ModelConfig back = parseModel(modelToJson(m));
     EXPECT_EQ(countParameters(back).total(back.layers), countParameters(m).total(m.layers));
+    EXPECT_EQ(back.mtpLayers, 1);
 }
 
 // Phi-3-mini: Llama's shapes behind fused qkv_proj and gate_up_proj; its model card: 3.8B parameters.

@@ -310,6 +310,7 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
+        {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
         {"/model/mla", [](ModelConfig& m) {
              m.kvHeads = m.heads;
              m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};

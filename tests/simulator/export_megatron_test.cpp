@@ -86,6 +86,13 @@ TEST(ExportMegatron, LatentAttentionWritesMegatronsMlaFlags) {
     for (const char* absent : {"--kv-channels", "--group-query-attention"}) EXPECT_FALSE(a.has(absent)) << absent;
     s.model.mla->qLoraRank = 0;
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--q-lora-rank"));
+    // Multi-token prediction as Megatron-core's flag; torchtitan's models have none.
+    EXPECT_FALSE(a.has("--mtp-num-layers"));
+    s.model.mtpLayers = 1;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--mtp-num-layers"), "1");
+    s.plan.zeroStage = 3;
+    s.plan.sequenceParallel = true;
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Torchtitan), "/model/mtp_layers"));
 }
 
 // Dense layers among the expert layers as Megatron-LM's --moe-layer-freq list expression (1: an expert layer).

@@ -233,7 +233,8 @@ TEST(MegatronImport, LatentAttentionDenseLayersAndRouterGroupsAreTheModels) {
                             "  kv_lora_rank .................................... 16\n"
                             "  qk_head_dim ..................................... 16\n"
                             "  qk_pos_emb_head_dim ............................. 8\n"
-                            "  v_head_dim ...................................... 16\n";
+                            "  v_head_dim ...................................... 16\n"
+                            "  mtp_num_layers .................................. 1\n";
     const ImportedRun run = importWithArgs(moe + mla, "dsv3.log");
     const ModelConfig m = parseScenario(run.scenario, "imported").model;
     ASSERT_TRUE(m.moe.has_value());
@@ -244,15 +245,19 @@ TEST(MegatronImport, LatentAttentionDenseLayersAndRouterGroupsAreTheModels) {
     EXPECT_EQ(m.mla->qLoraRank, 32);
     EXPECT_EQ(m.mla->qkHeadDim(), 24);
     EXPECT_EQ(m.kvHeads, m.heads);
-    for (const char* key : {"moe_layer_freq", "moe_router_num_groups", "lora_rank", "qk_head_dim", "v_head_dim"}) expectNotWarned(run, key);
+    EXPECT_EQ(m.mtpLayers, 1);
+    for (const char* key : {"moe_layer_freq", "moe_router_num_groups", "lora_rank", "qk_head_dim", "v_head_dim", "mtp_num_layers"})
+        expectNotWarned(run, key);
     // An integer frequency: every N-th layer an expert layer; MLA off: its default widths unwarned.
     const std::string defaults = "  multi_latent_attention .......................... False\n"
                                  "  kv_lora_rank .................................... 32\n"
                                  "  qk_head_dim ..................................... 128\n"
-                                 "  moe_layer_freq .................................. 2\n";
+                                 "  moe_layer_freq .................................. 2\n"
+                                 "  mtp_num_layers .................................. None\n";
     const ImportedRun plain = importWithArgs("  num_experts ..................................... 4\n" + defaults, "freq.log");
     EXPECT_EQ(parseScenario(plain.scenario, "imported").model.moe->denseLayers, (std::vector<int>{1, 3}));
     EXPECT_FALSE(parseScenario(plain.scenario, "imported").model.mla.has_value());
+    EXPECT_EQ(parseScenario(plain.scenario, "imported").model.mtpLayers, 0);
     for (const char* key : {"kv_lora_rank", "qk_head_dim", "moe_layer_freq"}) expectNotWarned(plain, key);
 }
 

@@ -30,10 +30,12 @@ struct GridCase {
     Plan plan;
 };
 
-// tiny-moe with DeepSeek's shape of block: latent attention, and its first layer dense among the expert layers.
+// tiny-moe with DeepSeek's shape of block: latent attention, its first layer dense among the expert layers, and a
+// multi-token-prediction module on the output layer's stage.
 ModelConfig latentTinyMoe() {
     ModelConfig m = test::preset("tiny-moe");
-    m.name = "tiny-moe-mla-dense";
+    m.name = "tiny-moe-mla-dense-mtp";
+    m.mtpLayers = 1;
     m.kvHeads = m.heads;
     m.mla = MlaConfig{32, 16, 16, 8, 16};
     m.headDim = 24;
@@ -44,9 +46,9 @@ ModelConfig latentTinyMoe() {
 std::vector<GridCase> boundGrid() {
     std::vector<GridCase> cases;
     const std::vector<std::pair<std::string, int>> models{
-        {"tiny", 1}, {"tiny-moe", 1}, {"tiny-moe-mla-dense", 2}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
+        {"tiny", 1}, {"tiny-moe", 1}, {"tiny-moe-mla-dense-mtp", 2}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
     for (const auto& [name, stride] : models) {
-        const ModelConfig m = name == "tiny-moe-mla-dense" ? latentTinyMoe() : test::preset(name);
+        const ModelConfig m = name == "tiny-moe-mla-dense-mtp" ? latentTinyMoe() : test::preset(name);
         for (int gpn : {4, 8})
             for (int tp : {1, 2, 4})
                 for (int pp : {1, 2, 3, 4})

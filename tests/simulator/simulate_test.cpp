@@ -111,6 +111,59 @@ TEST(ClosedForm, DualPipeVWaitsPMinusOneTimesFPlusBMinusW) {
         }
 }
 
+// Multi-token prediction (FORMULAS.md §6): one module on the output layer's stage costs there one more layer, the head
+// and loss again and its own ops (mtpCompute), forward and backward, and nothing on the other stage; it holds the
+// module's parameters and an embedding copy where that stage lacks the model's (none under DualPipeV's V); model
+// FLOPs count its projection and logits as Megatron-LM does, not its layer.
+TEST(Simulation, MultiTokenPredictionRunsOnTheOutputLayersStageByHand) {
+    ModelConfig plain = test::megatronStyleModel(8, 1024, 16, 32000, 1024);
+    plain.tiedEmbeddings = false;
+    plain.dropout = 0.0;
+    ModelConfig mtp = plain;
+    mtp.mtpLayers = 1;
+    const ClusterConfig cluster = test::roundCluster(2, 1);
+    Plan p;
+    p.pp = 2;
+    p.globalBatch = 4;
+    p.recompute = Recompute::Full;
+    const PrecisionRecipe recipe = precisionRecipeOf(p);
+    auto firstOf = [](const ActionSchedule& s, const CostTable& t, int stage, ActionKind kind) {
+        const auto& acts = s.stages[static_cast<size_t>(stage)].actions;
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (acts[i].kind == kind) return t.perAction[static_cast<size_t>(stage)][i].computeSeconds;
+        return -1.0;
+    };
+    const ActionSchedule sp = buildSchedule(plain, p), sm = buildSchedule(mtp, p);
+    const CostTable tp = costSchedule(sp, plain, cluster), tm = costSchedule(sm, mtp, cluster);
+    const BlockCompute layer = layerCompute(plain, cluster, p, recipe), head = headCompute(plain, cluster, p, recipe);
+    const BlockCompute own = mtpCompute(plain, cluster, p, recipe);
+    EXPECT_NEAR(firstOf(sm, tm, 1, ActionKind::Forward) - firstOf(sp, tp, 1, ActionKind::Forward),
+                layer.forward.seconds + head.forward.seconds + own.forward.seconds, 1e-12);
+    EXPECT_NEAR(firstOf(sm, tm, 1, ActionKind::Backward) - firstOf(sp, tp, 1, ActionKind::Backward),
+                layer.backwardInput.seconds + layer.recompute.seconds + layer.backwardWeight.seconds +
+                    head.backwardInput.seconds + head.backwardWeight.seconds + own.backwardInput.seconds +
+                    own.recompute.seconds + own.backwardWeight.seconds,
+                1e-12);
+    EXPECT_DOUBLE_EQ(firstOf(sm, tm, 0, ActionKind::Forward), firstOf(sp, tp, 0, ActionKind::Forward));
+    EXPECT_GT(own.forward.seconds, 0.0);
+    // Parameters: the module (tp 1: all of it) and the embedding copy on stage 1; stage 0 unchanged.
+    const double module = static_cast<double>(countParameters(mtp).perMtpModule);
+    EXPECT_NEAR(stageParameters(mtp, p, 1).total() - stageParameters(plain, p, 1).total(), module + embeddingParameters(mtp, p), 1.0);
+    EXPECT_DOUBLE_EQ(stageParameters(mtp, p, 0).total(), stageParameters(plain, p, 0).total());
+    Plan v = p;
+    v.vpp = 2;
+    v.schedule = Schedule::DualPipeV;
+    EXPECT_NEAR(stageParameters(mtp, v, 0).total() - stageParameters(plain, v, 0).total(), module, 1.0);
+    // Memory: stage 1 holds more, by at least the module's model state and its logits' saved softmax.
+    EXPECT_GT(predictMemory(mtp, cluster, p).stages[1].totalBytes(), predictMemory(plain, cluster, p).stages[1].totalBytes());
+    EXPECT_DOUBLE_EQ(predictMemory(mtp, cluster, p).stages[0].totalBytes(), predictMemory(plain, cluster, p).stages[0].totalBytes());
+    // Model FLOPs: 3 x (eh_proj 2 T h 2h + logits 2 T h V) a sequence more.
+    const double T = 1024.0, h = 1024.0, V = 32000.0;
+    EXPECT_NEAR(modelFlopsPerStep(mtp, p) - modelFlopsPerStep(plain, p), 3.0 * 4.0 * (2.0 * T * h * 2.0 * h + 2.0 * T * h * V),
+                1e-6 * modelFlopsPerStep(plain, p));
+    EXPECT_GT(simulatePlan(mtp, cluster, p).metrics.stepSeconds, simulatePlan(plain, cluster, p).metrics.stepSeconds);
+}
+
 TEST(Simulation, PartialRecomputeReplaysItsLayersOnly) {
     // GPT-3 175B's default plan (12 layers a stage): the replay grows with the layers recomputed, and
     // recompute_layers at the chunk's size is full recompute.

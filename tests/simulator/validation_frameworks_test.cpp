@@ -422,7 +422,14 @@ TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
     EXPECT_TRUE(mentions(c.assumptions, "3 of 32 layers dense"));
     EXPECT_FALSE(mentions(c.assumptions, "kv_lora_rank"));
     ASSERT_TRUE(c.scenario.model.mla.has_value());
+    EXPECT_EQ(c.scenario.model.mtpLayers, 0);
     EXPECT_FALSE(mentions(c.assumptions, "mlp_only_layers"));
+    // Multi-token prediction under HuggingFace's or Megatron-LM's name.
+    for (const char* key : {"num_nextn_predict_layers", "mtp_num_layers"}) {
+        nlohmann::json withMtp = r;
+        withMtp["model"][key] = 1;
+        EXPECT_EQ(load(withMtp).scenario.model.mtpLayers, 1) << key;
+    }
     EXPECT_FALSE(mentions(c.assumptions, "moe_layer_freq"));
     // Every other layer an expert layer (Megatron-LM's --moe-layer-freq 2, DeepSeek's rule: i % 2 == 0), Qwen's
     // step (an expert layer where (i + 1) % step == 0) and its listed dense layers, each under its own name.

@@ -250,6 +250,12 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
                               const PrecisionRecipe& recipe);
 BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                          const PrecisionRecipe& recipe);
+// One multi-token-prediction module's own work (model.mtpLayers; Megatron-core MultiTokenPredictionLayer), beside its
+// transformer layer and the shared output head and loss, which are costed as the model's: the next tokens' embedding
+// lookup, enorm and hnorm, eh_proj over the concatenated [embedding, hidden] (2h -> h, column-parallel) and the
+// module's final norm.
+BlockCompute mtpCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
+                        const PrecisionRecipe& recipe);
 // AdamW over `localParameters` parameters held by this rank's optimizer (after ZeRO sharding); `foreachAdamw`:
 // torch.optim's foreach implementation (foreachOptimizerOf) rather than one fused kernel.
 OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, const PrecisionRecipe& recipe,

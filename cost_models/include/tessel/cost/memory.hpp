@@ -24,6 +24,11 @@ struct StageParameters {
 StageParameters layerParameters(const ModelConfig& model, const Plan& plan);
 double embeddingParameters(const ModelConfig& model, const Plan& plan);
 double headParameters(const ModelConfig& model, const Plan& plan);
+// The multi-token-prediction modules on the rank holding the output layer (model.mtpLayers; Megatron-core's
+// MultiTokenPredictionBlock on the last pipeline stage): each its layer (of the last layer's kind, experts sharded as
+// the model's), enorm, hnorm, eh_proj (2h x h, column-parallel) and final norm; and the word embedding it looks the
+// next tokens up in, where that rank does not hold the model's (untied; Megatron-core builds it on the MTP stage).
+StageParameters mtpParameters(const ModelConfig& model, const Plan& plan);
 
 // Parameters of one rank of pipeline stage `stage` (0-based) under TP/PP/EP: its layers (vpp chunks
 // included), the embedding on stage 0, the LM head and final norm on the last stage (with tied embeddings

@@ -84,6 +84,11 @@ struct ModelConfig {
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
     std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
     std::optional<MlaConfig> mla;  // latent attention instead of the QKV projection when set (kv_heads == heads)
+    // Multi-token prediction (DeepSeek-V3 report §2.2; Megatron-core --mtp-num-layers; HuggingFace
+    // num_nextn_predict_layers): modules after the last layer, each an embedding of the next token (the shared
+    // embedding), two norms and a projection 2h -> h, a transformer layer of the last layer's kind, a final norm and the
+    // shared output head with its own loss. Trained with the model, not counted in its parameters.
+    int mtpLayers = 0;
     // Head widths attention runs at: q and k, and v (and the output). head_dim for both without MLA.
     int64_t qkHeadDim() const { return mla ? mla->qkHeadDim() : headDim; }
     // Layers whose MLP is dense (all of them without MoE; those listed in moe.dense_layers with it).
@@ -107,6 +112,10 @@ struct ParameterCounts {
     int64_t lmHead = 0;            // 0 when tied
     int denseLayers = 0;           // MoE models: layers whose MLP is dense (moe.dense_layers), each of perDenseLayerMlp
     int64_t perDenseLayerMlp = 0;
+    // Multi-token prediction: each module's own parameters (its layer, enorm, hnorm, the 2h x h projection and its
+    // final norm; the embedding and output head are the model's), outside total().
+    int mtpModules = 0;
+    int64_t perMtpModule = 0;
     int64_t perLayer() const { return perLayerAttention + perLayerMlp + perLayerNorms; }
     // The whole model of `layers` layers (the model's own count: its dense layers are among them).
     int64_t total(int layers) const {

@@ -1,0 +1,32 @@
+// The ops every compute block is built from (a GEMM, a memory-bound kernel, a norm as the framework runs it) and the
+// passes that finish a block (kernel times at the block's tensor-core share, gradient accumulation, FSDP's copies):
+// shared by compute.cpp (the transformer layer) and compute_ends.cpp (embedding, output layer, MTP, optimizer).
+#pragma once
+
+#include "tessel/cost/compute.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::compute_detail {
+
+double d(int64_t v);
+// A GEMM (m x k) @ (k x n), `count` of them: 2mnk FLOPs each; reads A and B, writes C.
+OpCost gemm(std::string name, int64_t m, int64_t n, int64_t k, int bytesPerElem, double count = 1.0);
+// A memory-bound op; `kernel` names its kernel without the phase ("norm" -> "norm_forward"/"norm_backward").
+OpCost memoryOp(std::string name, std::string kernel, double bytes);
+// A pre-norm (or the final norm) as the framework runs it (FORMULAS.md §3.4, §3.5).
+OpCost normOp(const char* name, const ModelConfig& model, const LocalShapes& s, bool eager, bool autocast);
+// Times every op's kernels at the block's sustained tensor-core share and sums them into its phases.
+void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute);
+// This micro-batch's weight gradients of `parameters` added into the step's (FORMULAS.md §3.6).
+void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
+                         const PrecisionRecipe& recipe);
+// PyTorch FSDP's copies around a sharded unit's collectives (FORMULAS.md §3.7).
+void addFsdpCopies(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
+                   const PrecisionRecipe& recipe);
+// Both passes over a block's `parameters`: the gradient accumulation and FSDP's copies.
+void addParameterPasses(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
+                        const PrecisionRecipe& recipe);
+
+} // namespace tessel::compute_detail
