@@ -173,7 +173,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     if (m.mtpLayers > 0) {
         // Multi-token prediction: each module a layer, the head and loss again and its own ops, on the head's stage.
         const int at = pl.stageOfVirtual(pl.pp * pl.vpp - 1);
-        const BlockCompute own = mtpCompute(m, s.cluster, pl, precisionRecipeOf(pl));
+        const BlockCompute& own = *p.mtpModule;
         out << "  multi-token prediction: " << m.mtpLayers << (m.mtpLayers == 1 ? " module" : " modules") << " on stage "
             << at << ", each a layer, the LM head and loss again and its own (lookup, norms, eh_proj "
             << milliseconds(own.forward.seconds) << " ms forward)\n";

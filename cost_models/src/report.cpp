@@ -12,6 +12,7 @@ CostPrediction predictCosts(const Scenario& s) {
         p.denseLayer = layerCompute(s.model.denseLayerModel(), s.cluster, s.plan, recipe);
     p.embedding = embeddingCompute(s.model, s.cluster, s.plan, recipe);
     p.head = headCompute(s.model, s.cluster, s.plan, recipe);
+    if (s.model.mtpLayers > 0) p.mtpModule = mtpCompute(s.model, s.cluster, s.plan, recipe);
     p.layerComm = layerCommOps(s.model, s.cluster, s.plan);
     p.pipelineComm = pipelineCommOps(s.model, s.cluster, s.plan);
     const double denseShards = s.plan.zeroStage >= 1 ? s.plan.zeroShardSize() : 1.0;
@@ -125,6 +126,13 @@ nlohmann::json predictionToJson(const Scenario& s, const CostPrediction& p) {
             {"communication", {{"per_layer", list(p.layerComm)}, {"pipeline", list(p.pipelineComm)},
                                {"data_parallel", dp}}}};
     if (p.denseLayer) out["compute"]["dense_layer"] = blockToJson(*p.denseLayer); // an MoE model's dense layers
+    if (p.mtpModule) {
+        // Each module's own ops; it also runs a layer (per_layer, or dense_layer where the last layer is dense) and the
+        // head again, on the stage holding the head.
+        out["compute"]["mtp_module"] = blockToJson(*p.mtpModule);
+        out["compute"]["mtp_module"]["modules"] = s.model.mtpLayers;
+        out["compute"]["mtp_module"]["stage"] = s.plan.stageOfVirtual(s.plan.pp * s.plan.vpp - 1);
+    }
     return out;
 }
 

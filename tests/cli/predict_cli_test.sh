@@ -212,11 +212,14 @@ check "names kv_heads" "$(contains "$tmp/mla-gqa.out" '/kv_heads')"
 "$TESSEL" predict --model deepseek-v3 --cluster dgx-h100-80g --nodes 64 --tp 1 --micro-batch 1 --pp 8 --dp 64 --ep 64 --zero 1 --recompute full \
     --sequence-parallel off --pipeline-split balanced --global-batch 4096 >"$tmp/dsv3.out" 2>&1; check "deepseek-v3 predicts" $?
 check "dense layers said" "$(contains "$tmp/dsv3.out" 'dense layers (3 of 61, from layer 0)')"
+check "mtp said" "$(contains "$tmp/dsv3.out" 'multi-token prediction: 1 module on stage 7')"
 "$TESSEL" predict --json --model deepseek-v3 --cluster dgx-h100-80g --nodes 64 --tp 1 --micro-batch 1 --pp 8 --dp 64 --ep 64 --zero 1 \
     --recompute full --sequence-parallel off --pipeline-split balanced --global-batch 4096 >"$tmp/dsv3.json"
 python3 -c "
 import json; d=json.load(open('$tmp/dsv3.json'))
 assert d['model']['parameters'] == 671026404352, d['model']['parameters']
-assert d['compute']['dense_layer']['forward']['seconds'] > 0" ; check "dense layer in the JSON" $?
+assert d['compute']['dense_layer']['forward']['seconds'] > 0
+assert d['compute']['mtp_module']['modules'] == 1 and d['compute']['mtp_module']['stage'] == 7
+assert d['compute']['mtp_module']['forward']['seconds'] > 0" ; check "dense layer and mtp module in the JSON" $?
 
 finish

@@ -20,6 +20,8 @@ struct CostPrediction {
     std::optional<BlockCompute> denseLayer; // an MoE model's dense layers (moe.dense_layers), the same way
     BlockCompute embedding;
     BlockCompute head;
+    // A multi-token-prediction module's own ops (model.mtpLayers > 0), beside its layer and the head it runs again.
+    std::optional<BlockCompute> mtpModule;
     std::vector<OpCost> optimizerPerStage;
     std::vector<CommOp> layerComm;             // per layer per micro-batch
     std::vector<CommOp> pipelineComm;          // per micro-batch per stage boundary
