@@ -408,6 +408,11 @@ double inFlightMicroBatches(const Plan& plan, int stage) {
         // chunk forwards not yet through their input-gradient backward (the DualPipe README's "PP + 1" in its
         // units), counted in model chunks of L / (2 p) layers.
         return (2.0 * p + 1.0) / 2.0;
+    case Schedule::ZeroBubbleV:
+        // PyTorch's ScheduleZBVZeroBubble (padded to 2p - 1 micro-batches, the extra ones dropped): min(m + s + 1,
+        // 2m, 2p) chunk forwards not yet through their input-gradient backward at stage s's peak (found by running
+        // the order, the ZB paper's "same peak as 1F1B" at m >= 2p - 1), in chunks of L / (2p) layers.
+        return std::min({m + stage + 1.0, 2.0 * m, 2.0 * p}) / 2.0;
     }
     return m;
 }

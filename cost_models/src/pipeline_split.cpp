@@ -132,13 +132,13 @@ std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     // Each multi-token-prediction module one layer more at the end, as Megatron-LM's pipeline layouts place it ("m").
     if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && model.layers >= p * v)
         return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 + model.mtpLayers : 0.0,
-                                      plan.schedule == Schedule::DualPipeV);
+                                      plan.vShape());
     if (plan.pipelineSplit == PipelineSplit::Balanced && model.layers >= p * v) {
         const std::vector<int>& cached = plan.resolvedPipelineLayers;
         if (cached.size() == static_cast<size_t>(p * v) && std::accumulate(cached.begin(), cached.end(), 0) == model.layers)
             return cached;
         const auto [first, last] = extraLayersByFlops(model, plan);
-        return balancedPipelineLayers(model.layers, p, v, p > 1 ? first : 0.0, p > 1 ? last : 0.0, plan.schedule == Schedule::DualPipeV);
+        return balancedPipelineLayers(model.layers, p, v, p > 1 ? first : 0.0, p > 1 ? last : 0.0, plan.vShape());
     }
     return std::vector<int>(static_cast<size_t>(p * v), model.layers / (p * v));
 }
@@ -151,7 +151,7 @@ void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster
         return;
     if (cluster.gpu.peakFlopsPerSecond.empty()) return;
     const auto [first, last] = extraLayers(model, cluster, plan, [](const PhaseCost& c) { return c.seconds; });
-    plan.resolvedPipelineLayers = balancedPipelineLayers(model.layers, p, v, first, last, plan.schedule == Schedule::DualPipeV);
+    plan.resolvedPipelineLayers = balancedPipelineLayers(model.layers, p, v, first, last, plan.vShape());
 }
 
 namespace {

@@ -24,6 +24,7 @@ std::string toString(Schedule s) {
     case Schedule::Interleaved1F1B: return "interleaved_1f1b";
     case Schedule::ZeroBubble: return "zero_bubble";
     case Schedule::DualPipeV: return "dualpipev";
+    case Schedule::ZeroBubbleV: return "zero_bubble_v";
     }
     return "?";
 }
@@ -213,11 +214,12 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.sequenceParallel = r.optBool("sequence_parallel", false);
     p.flashAttention = r.optBool("flash_attention", true);
     p.attentionKernel = r.optString("attention_kernel", "auto");
-    auto sc = r.optEnum("schedule", "1f1b", {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble", "dualpipev"});
+    auto sc = r.optEnum("schedule", "1f1b", {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble", "dualpipev", "zero_bubble_v"});
     p.schedule = sc == "gpipe" ? Schedule::Gpipe
                  : sc == "1f1b" ? Schedule::OneFOneB
                  : sc == "interleaved_1f1b" ? Schedule::Interleaved1F1B
                  : sc == "dualpipev" ? Schedule::DualPipeV
+                 : sc == "zero_bubble_v" ? Schedule::ZeroBubbleV
                                             : Schedule::ZeroBubble;
     std::vector<std::string> recipeNames;
     for (const auto& rec : precisionRecipes()) recipeNames.push_back(rec.name);
@@ -394,17 +396,19 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide moe.shared_ffn_hidden=" +
                                       n(model.moe->sharedFfnHidden));
     validatePipelineSplit(model, plan, ptr, problems);
-    if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B && plan.schedule != Schedule::DualPipeV)
-        problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b (or dualpipev with vpp 2), got " + toString(plan.schedule));
-    // DualPipeV (PyTorch's ScheduleDualPipeV): exactly two stages a rank, in a V.
-    if (plan.schedule == Schedule::DualPipeV) {
-        if (plan.pp < 2) problems.add(field("schedule"), "dualpipev needs pp >= 2");
+    if (plan.vpp > 1 && plan.schedule != Schedule::Interleaved1F1B && !plan.vShape())
+        problems.add(field("vpp"), "vpp > 1 needs schedule interleaved_1f1b (or dualpipev / zero_bubble_v with vpp 2), got " +
+                                       toString(plan.schedule));
+    // DualPipeV and ZB-V (PyTorch's ScheduleDualPipeV, ScheduleZBVZeroBubble): exactly two stages a rank, in a V.
+    if (plan.vShape()) {
+        const std::string name = toString(plan.schedule);
+        if (plan.pp < 2) problems.add(field("schedule"), name + " needs pp >= 2");
         if (plan.vpp != 2)
-            problems.add(field("vpp"), "dualpipev runs two model chunks a rank (its V): vpp must be 2, got " + n(plan.vpp));
+            problems.add(field("vpp"), name + " runs two model chunks a rank (its V): vpp must be 2, got " + n(plan.vpp));
         if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0)
             problems.add(field(plan.firstStageLayers > 0 ? "first_stage_layers" : "last_stage_layers"),
-                         "Megatron-LM's first/last-stage layer counts do not apply to dualpipev, whose first rank holds both "
-                         "ends of the model; list the chunks' layers in pipeline_layers or use pipeline_split");
+                         "Megatron-LM's first/last-stage layer counts do not apply to " + name + ", whose first rank holds "
+                         "both ends of the model; list the chunks' layers in pipeline_layers or use pipeline_split");
     }
     if (plan.schedule == Schedule::Interleaved1F1B && plan.vpp < 2)
         problems.add(field("schedule"), "interleaved_1f1b needs vpp >= 2 (with vpp = 1 it is plain 1f1b)");

@@ -42,8 +42,8 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
                                                     "exported, not run by tessel run yet");
     // DualPipeV's V puts the embedding and the output layer on rank 0, as separate copies of a tied matrix that the
     // executor would have to sum on the rank (it syncs them across stages only, over the embedding group).
-    if (plan.schedule == Schedule::DualPipeV && model.tiedEmbeddings)
-        problems.add("/model/tied_embeddings", "dualpipev holds both ends of the model on rank 0, where the executor keeps "
+    if (plan.vShape() && model.tiedEmbeddings)
+        problems.add("/model/tied_embeddings", toString(plan.schedule) + " holds both ends of the model on rank 0, where the executor keeps "
                                                "two copies of a tied embedding and syncs them only across stages; use a "
                                                "model with untied embeddings, or another schedule");
     // Its overlapped forward-backward pairs hide the expert all-to-all in the prediction; the executor runs each pair's

@@ -16,7 +16,7 @@ namespace tessel::gui {
 
 namespace {
 constexpr Schedule kSchedules[] = {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble,
-                                   Schedule::DualPipeV};
+                                   Schedule::DualPipeV, Schedule::ZeroBubbleV};
 constexpr Recompute kRecomputes[] = {Recompute::None, Recompute::Selective, Recompute::Full};
 } // namespace
 

@@ -113,8 +113,8 @@ void PlanSession::setSchedule(Schedule schedule) {
     Plan p = evaluation_.plan;
     p.schedule = schedule;
     if (schedule == Schedule::Interleaved1F1B && p.vpp < 2) p.vpp = 2;
-    if (schedule == Schedule::DualPipeV) p.vpp = 2; // its V: two chunks a rank
-    if (schedule != Schedule::Interleaved1F1B && schedule != Schedule::DualPipeV) p.vpp = 1;
+    if (schedule == Schedule::DualPipeV || schedule == Schedule::ZeroBubbleV) p.vpp = 2; // their V: two chunks a rank
+    else if (schedule != Schedule::Interleaved1F1B) p.vpp = 1;
     setPlan(p);
 }
 

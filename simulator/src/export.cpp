@@ -229,10 +229,10 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
         problems.add("/plan/schedule",
                      "Megatron-LM has no GPipe schedule (it runs 1F1B, or interleaved 1F1B with "
                      "virtual stages); use schedule 1f1b or interleaved_1f1b");
-    if (p.schedule == Schedule::DualPipeV)
+    if (p.vShape())
         problems.add("/plan/schedule",
-                     "Megatron-LM has no DualPipe or DualPipeV schedule (DeepSeek's and PyTorch's pipelining run "
-                     "them); use schedule 1f1b or interleaved_1f1b, or export to torchtitan");
+                     "Megatron-LM has no DualPipe, DualPipeV or ZB-V schedule (DeepSeek's code and PyTorch's pipelining "
+                     "run them); use schedule 1f1b or interleaved_1f1b, or export to torchtitan");
     if (p.schedule == Schedule::ZeroBubble)
         problems.add("/plan/schedule",
                      "mainline Megatron-LM has no zero-bubble (ZB-H1) schedule; use schedule 1f1b or "

@@ -128,13 +128,15 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
         problems.add(
             "/plan/schedule",
             "torch.distributed.pipelining's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) "
-            "need two or more stages per rank; tessel's zero_bubble is ZB-H1 with one; use 1f1b or "
-            "interleaved_1f1b");
-    // PyTorch's ScheduleDualPipeV refuses compiled stage modules (_check_torch_compile_compatibility).
-    if (p.schedule == Schedule::DualPipeV && fusedKernelsOf(p.framework))
+            "need two or more stages per rank; tessel's zero_bubble is ZB-H1 with one; use zero_bubble_v "
+            "(ZBVZeroBubble, vpp 2), 1f1b or interleaved_1f1b");
+    // PyTorch's ScheduleDualPipeV and ScheduleZBVZeroBubble refuse compiled stage modules
+    // (_check_torch_compile_compatibility).
+    if (p.vShape() && fusedKernelsOf(p.framework))
         problems.add("/plan/framework/fused_kernels",
-                     "torch.distributed.pipelining's DualPipeV schedule refuses stages under torch.compile, which is "
-                     "how tessel's fused_kernels reach torchtitan; set fused_kernels false");
+                     "torch.distributed.pipelining's " + std::string(p.schedule == Schedule::DualPipeV ? "DualPipeV" : "ZBVZeroBubble") +
+                         " schedule refuses stages under torch.compile, which is how tessel's fused_kernels reach "
+                         "torchtitan; set fused_kernels false");
     if (p.pp == 1 && p.schedule == Schedule::Gpipe)
         problems.add("/plan/schedule",
                      "without pipeline parallelism torchtitan runs one forward and backward per "
@@ -262,6 +264,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     if (pipelined) {
         const char* schedule = p.schedule == Schedule::Gpipe             ? "GPipe"
                                : p.schedule == Schedule::DualPipeV       ? "DualPipeV"
+                               : p.schedule == Schedule::ZeroBubbleV     ? "ZBVZeroBubble"
                                : p.schedule == Schedule::Interleaved1F1B ? "Interleaved1F1B"
                                                                          : "1F1B";
         out << "pipeline_parallel_schedule = " << tomlString(schedule) << "\n";

@@ -1,4 +1,4 @@
-// Schedule generators (GPipe, 1F1B, Megatron interleaved 1F1B, ZB-H1, DualPipeV) and the complete per-stage action lists
+// Schedule generators (GPipe, 1F1B, Megatron interleaved 1F1B, ZB-H1, DualPipeV, ZB-V) and the complete per-stage action lists
 // with pipeline transfers, data-parallel/ZeRO collectives and the optimizer step; invariant checks.
 #include "tessel/sim/schedule.hpp"
 
@@ -184,6 +184,37 @@ void dualPipeV(int m, int p, int r, std::vector<Action>& out) {
     for (int i = 0; i < r + 1; ++i) weight();                                    // 8: W
 }
 
+void zeroBubbleV(int m, int p, int r, std::vector<Action>& out) {
+    // PyTorch's ScheduleZBVZeroBubble (Qi et al. 2024 §6): rank r runs chunk 0 (virtual stage r) and chunk 1
+    // (2p - 1 - r); the order is built for max(2p - 1, m) micro-batches and those past m dropped, as PyTorch does.
+    const int n = std::max(2 * p - 1, m);
+    std::vector<Action> all;
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    auto add = [&](ActionKind k, int mb, int c) { all.push_back(compute(k, mb, c)); };
+    for (int i = 0; i < 2 * (p - r) - 1; ++i) add(ActionKind::Forward, f0++, 0);
+    for (int i = 0; i < r; ++i) add(ActionKind::Forward, f1++, 1), add(ActionKind::Forward, f0++, 0);
+    for (int i = 0; i < p - r; ++i) {
+        add(ActionKind::Forward, f1++, 1);
+        add(ActionKind::BackwardInput, b1, 1);
+        add(ActionKind::BackwardWeight, b1++, 1);
+    }
+    while (f1 < f0 || f0 < n) {
+        if (f0 < n) add(ActionKind::Forward, f0++, 0);
+        add(ActionKind::BackwardInput, b0, 0);
+        add(ActionKind::BackwardWeight, b0++, 0);
+        add(ActionKind::Forward, f1++, 1);
+        add(ActionKind::BackwardInput, b1, 1);
+        add(ActionKind::BackwardWeight, b1++, 1);
+    }
+    int w0 = b0, w1 = b1;
+    for (int i = 0; i < r; ++i) add(ActionKind::BackwardInput, b0++, 0), add(ActionKind::BackwardInput, b1++, 1);
+    for (int i = 0; i < p - r; ++i) add(ActionKind::BackwardInput, b0++, 0), add(ActionKind::BackwardWeight, w0++, 0);
+    while (w1 < b1) add(ActionKind::BackwardWeight, w1++, 1);
+    while (w0 < b0) add(ActionKind::BackwardWeight, w0++, 0);
+    for (const Action& a : all)
+        if (a.microBatch < m) out.push_back(a);
+}
+
 // Parameters of one model chunk of a stage, split dense/expert (for bucket sizes and ZeRO-3 gathers).
 struct ChunkParams {
     double dense = 0.0;
@@ -247,6 +278,7 @@ std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage) 
     case Schedule::Interleaved1F1B: interleaved(microBatches, plan.pp, plan.vpp, stage, out); break;
     case Schedule::ZeroBubble: zeroBubbleH1(microBatches, plan.pp, stage, out); break;
     case Schedule::DualPipeV: dualPipeV(microBatches, plan.pp, stage, out); break;
+    case Schedule::ZeroBubbleV: zeroBubbleV(microBatches, plan.pp, stage, out); break;
     }
     return out;
 }
@@ -556,7 +588,7 @@ std::vector<std::string> checkSchedule(const ActionSchedule& sched) {
     std::vector<std::string> problems;
     const Plan& plan = sched.plan;
     const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
-    const bool split = plan.schedule == Schedule::ZeroBubble;
+    const bool split = plan.schedule == Schedule::ZeroBubble || plan.schedule == Schedule::ZeroBubbleV;
     auto where = [](int s, int i) { return "stage " + std::to_string(s) + " action " + std::to_string(i); };
     std::map<std::tuple<int, int, int, int>, int> transfers; // (dir, mb, from virtual, to virtual) -> +1 send -1 recv
     for (int s = 0; s < p; ++s) {

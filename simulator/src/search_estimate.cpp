@@ -35,8 +35,8 @@ const char* reasonText(Reason r) {
     case Reason::VppNeedsInterleaved: return "vpp > 1 needs interleaved_1f1b";
     case Reason::InterleavedVpp: return "interleaved_1f1b needs vpp >= 2";
     case Reason::InterleavedPp: return "interleaved_1f1b needs pp >= 2";
-    case Reason::DualPipeVPp: return "dualpipev needs pp >= 2";
-    case Reason::DualPipeVVpp: return "dualpipev needs vpp 2";
+    case Reason::DualPipeVPp: return "dualpipev / zero_bubble_v need pp >= 2";
+    case Reason::DualPipeVVpp: return "dualpipev / zero_bubble_v need vpp 2";
     case Reason::World: return "world size differs from GPUs";
     case Reason::GlobalBatch: return "global batch not divisible";
     case Reason::ScheduleSize: return "too many micro-batches to simulate";
@@ -81,9 +81,9 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         return Reason::Layers;
     const bool interleaved = plan.schedule == Schedule::Interleaved1F1B;
     const bool dualPipe = plan.schedule == Schedule::DualPipeV;
-    if (plan.vpp > 1 && !interleaved && !dualPipe) return Reason::VppNeedsInterleaved;
-    if (dualPipe && plan.pp < 2) return Reason::DualPipeVPp;
-    if (dualPipe && plan.vpp != 2) return Reason::DualPipeVVpp;
+    if (plan.vpp > 1 && !interleaved && !plan.vShape()) return Reason::VppNeedsInterleaved;
+    if (plan.vShape() && plan.pp < 2) return Reason::DualPipeVPp;
+    if (plan.vShape() && plan.vpp != 2) return Reason::DualPipeVVpp;
     if (interleaved && plan.vpp < 2) return Reason::InterleavedVpp;
     if (interleaved && plan.pp < 2) return Reason::InterleavedPp;
     if (static_cast<int64_t>(plan.tp) * plan.pp * plan.dp * plan.cp != gpus) return Reason::World;
@@ -526,8 +526,8 @@ double lowerBoundSeconds(const Plan& plan, const std::vector<int>& chunkLayers, 
     const double headWork = headFwd + s.headBwdInput + c.headBwd + s.headBwdWeight;
     const double perLayerWork = fwdLayer + bwdInputLayer + bwdWeightLayer;
 
-    if (plan.schedule == Schedule::DualPipeV) {
-        // DualPipeV's V (FORMULAS.md §6): stage 0 runs both ends' work, with one activation and one gradient send a
+    if (plan.vShape()) {
+        // DualPipeV's and ZB-V's V (FORMULAS.md §6): stage 0 runs both ends' work, with one activation and one gradient send a
         // micro-batch when sends block; stage s cannot start before micro-batch 0 comes down the V's first leg to it,
         // and then runs every chunk pass one after another; the last stage then its optimizer. (No drain term: the
         // pairs and split backwards make its order no 1F1B's.)

@@ -453,8 +453,8 @@ std::string problemCategory(const Problem& problem) {
     if (has("moe.expert_ffn_hidden") || has("moe.shared_ffn_hidden")) return reasonText(Reason::TpExpertFfn);
     if (has("pp x vpp")) return reasonText(Reason::Layers);
     if (has("vpp > 1 needs schedule")) return reasonText(Reason::VppNeedsInterleaved);
-    if (has("dualpipev needs pp >= 2")) return reasonText(Reason::DualPipeVPp);
-    if (has("dualpipev runs two model chunks")) return reasonText(Reason::DualPipeVVpp);
+    if (has("dualpipev needs pp >= 2") || has("zero_bubble_v needs pp >= 2")) return reasonText(Reason::DualPipeVPp);
+    if (has("dualpipev runs two model chunks") || has("zero_bubble_v runs two model chunks")) return reasonText(Reason::DualPipeVVpp);
     if (has("dualpipev needs at least")) return reasonText(Reason::DualPipeVMicroBatches);
     if (has("needs vpp >= 2")) return reasonText(Reason::InterleavedVpp);
     if (has("needs pp >= 2")) return reasonText(Reason::InterleavedPp);

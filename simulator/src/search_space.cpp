@@ -165,9 +165,9 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
 std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const ModelConfig& model, int pp) {
     std::vector<std::pair<Schedule, int>> out;
     for (Schedule sch : s.schedules) {
-        if (sch == Schedule::DualPipeV) {
-            // Two chunks a rank, in its V; searched when asked for (schedule=dualpipev): only PyTorch's pipelining
-            // and DeepSeek's code run it, not the Megatron-LM family most plans are for.
+        if (sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV) {
+            // Two chunks a rank, in a V; searched when asked for (schedule=dualpipev, zero_bubble_v): only PyTorch's
+            // pipelining and DeepSeek's code run them, not the Megatron-LM family most plans are for.
             if (pp >= 2 && (s.vpp.empty() || std::binary_search(s.vpp.begin(), s.vpp.end(), 2))) out.push_back({sch, 2});
         } else if (sch == Schedule::Interleaved1F1B) {
             if (!s.vpp.empty()) {
@@ -429,7 +429,8 @@ void applySearchFixes(const std::vector<std::string>& entries, SearchSpace& spac
             else if (value == "interleaved_1f1b") space.schedules = {Schedule::Interleaved1F1B};
             else if (value == "zero_bubble") space.schedules = {Schedule::ZeroBubble};
             else if (value == "dualpipev") space.schedules = {Schedule::DualPipeV};
-            else problems.add(where, "must be gpipe, 1f1b, interleaved_1f1b, zero_bubble or dualpipev, got \"" + value + "\"");
+            else if (value == "zero_bubble_v") space.schedules = {Schedule::ZeroBubbleV};
+            else problems.add(where, "must be gpipe, 1f1b, interleaved_1f1b, zero_bubble, dualpipev or zero_bubble_v, got \"" + value + "\"");
         } else if (key == "sp" || key == "sequence_parallel") {
             if (value == "on" || value == "true") space.sequenceParallel = {true};
             else if (value == "off" || value == "false") space.sequenceParallel = {false};

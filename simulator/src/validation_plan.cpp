@@ -26,8 +26,8 @@ using namespace prose;
 
 // A pipeline schedule the record names besides 1F1B and its interleaved form: GPipe (all forwards, then all
 // backwards: "fill-drain", torchtitan's GPipe) and zero bubble (ZB-H1, torchtitan's ZBVZeroBubble and
-// InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; DualPipe and DualPipeV are
-// simulated as DualPipeV (two chunks a rank in a V) where the plan allows it; any other (LoopedBFS) keeps the 1F1B
+// InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; ZB-V (torchtitan's ZBVZeroBubble) as
+// itself, and DualPipe and DualPipeV as DualPipeV (two chunks a rank in a V) where the plan allows it; any other (LoopedBFS) keeps the 1F1B
 // reading, and the assumption says so. `text` is the named schedule with the record's techniques, `named` the
 // schedule keys alone.
 void readNamedSchedule(const std::string& text, const std::string& named, Plan& plan, Reading& r) {
@@ -59,9 +59,26 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
     }
     const bool gpipe = contains(text, "gpipe") || contains(text, "fill-drain") || contains(text, "fill drain") ||
                        contains(text, "all-forward-all-backward") || contains(text, "all forward all backward");
-    const bool zeroBubble = contains(text, "zero bubble") || contains(text, "zero-bubble") ||
-                            contains(text, "zerobubble") || contains(text, "zb-h1") || contains(text, "zbv") ||
-                            contains(text, "zb-v") || contains(text, "zbh1");
+    const bool zeroBubbleV = contains(text, "zbv") || contains(text, "zb-v") || contains(text, "zero bubble v") ||
+                             contains(text, "zero-bubble-v") || contains(text, "zero_bubble_v");
+    const bool zeroBubble = !zeroBubbleV && (contains(text, "zero bubble") || contains(text, "zero-bubble") ||
+                                             contains(text, "zerobubble") || contains(text, "zb-h1") || contains(text, "zbh1"));
+    if (zeroBubbleV) {
+        // ZB-V (PyTorch's ScheduleZBVZeroBubble): two stages a rank in a V; any micro-batch count.
+        const int layers = r.c.scenario.model.layers;
+        std::string why;
+        if (plan.vpp > 2) why = "vpp " + std::to_string(plan.vpp) + " stated, where ZB-V runs two stages a rank";
+        else if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) why = "first/last-stage layer counts stated";
+        else if (layers < 2 * plan.pp) why = "fewer layers than its 2 x pp virtual stages";
+        if (!why.empty()) {
+            r.assume("ZB-V named, but " + why + ": read as " + (plan.vpp > 1 ? std::string("interleaved 1F1B") : std::string("1F1B")));
+            return;
+        }
+        plan.vpp = 2;
+        plan.schedule = Schedule::ZeroBubbleV;
+        r.assume("pipeline schedule read as ZB-V (two chunks a rank in a V, every backward split into input and weight halves)");
+        return;
+    }
     const std::string shown = [&] {
         size_t a = named.find_first_not_of(' '), b = named.find_last_not_of(' ');
         return a == std::string::npos ? std::string() : named.substr(a, b - a + 1);

@@ -278,6 +278,12 @@ TEST(PlanValidation, DualPipeVNeedsTwoChunksAndTwoMicroBatchesAStage) {
     Plan megatronEnds = p;
     megatronEnds.firstStageLayers = 2;
     EXPECT_EQ(problemAt(megatronEnds), "/plan/first_stage_layers");
+    // ZB-V: the same V, any number of micro-batches.
+    Plan zbv = fewer;
+    zbv.schedule = Schedule::ZeroBubbleV;
+    EXPECT_EQ(problemAt(zbv), "");
+    zbv.vpp = 3;
+    EXPECT_EQ(problemAt(zbv), "/plan/vpp");
     // Virtual stages: chunk 0 of stage s is s, chunk 1 is 2 pp - 1 - s.
     Plan four = p;
     four.pp = 4;

@@ -59,6 +59,11 @@ std::vector<Case> grid() {
     add("pp4_dualpipev_8layers_m8", [&](Plan& p) { dualPipeV(p, 4, 8); });
     add("pp2_dp2_zero1_dualpipev", [&](Plan& p) { p.dp = 2; p.zeroStage = 1; dualPipeV(p, 2, 5); });
     add("pp2_dp2_zero3_dualpipev", [&](Plan& p) { p.dp = 2; p.zeroStage = 3; dualPipeV(p, 2, 4); });
+    // ZB-V: the same V with every backward split; pp 4 with 4 micro-batches, fewer than its 2p - 1 (padded and dropped).
+    auto zbv = [](Plan& p, int pp) { p.pp = pp; p.vpp = 2; p.schedule = Schedule::ZeroBubbleV; };
+    add("pp2_zbv", [&](Plan& p) { zbv(p, 2); });
+    add("pp4_zbv_8layers", [&](Plan& p) { zbv(p, 4); });
+    add("pp2_dp2_zero1_zbv", [&](Plan& p) { p.dp = 2; p.zeroStage = 1; zbv(p, 2); });
     for (int z = 0; z <= 3; ++z) add("dp2_zero" + std::to_string(z), [z](Plan& p) { p.dp = 2; p.zeroStage = z; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
     add("pp2_dp2_zero2_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; });

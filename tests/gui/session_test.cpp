@@ -159,6 +159,9 @@ private slots:
         session.setSchedule(Schedule::DualPipeV);
         QCOMPARE(session.currentPlan().vpp, 2);
         QVERIFY(session.evaluation().ok());
+        session.setSchedule(Schedule::ZeroBubbleV);
+        QCOMPARE(session.currentPlan().vpp, 2);
+        QVERIFY(session.evaluation().ok());
         session.setSchedule(Schedule::OneFOneB);
         QCOMPARE(session.currentPlan().vpp, 1);
 

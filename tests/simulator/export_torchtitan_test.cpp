@@ -207,6 +207,9 @@ TEST(ExportTorchtitan, DualPipeVIsWrittenWithoutCompile) {
     s.plan.framework.fusedKernels = true;
     EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/framework/fused_kernels"});
     EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/schedule")); // (and ZeRO-3, which it has not)
+    s.plan.schedule = Schedule::ZeroBubbleV;
+    s.plan.framework.fusedKernels = false;
+    EXPECT_EQ(parseToml(exportPlan(s, ExportFormat::Torchtitan)).at("parallelism.pipeline_parallel_schedule"), "ZBVZeroBubble");
 }
 
 TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {

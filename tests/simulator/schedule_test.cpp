@@ -88,6 +88,18 @@ TEST(ScheduleOrder, DualPipeVFollowsPyTorch) {
         }
 }
 
+// PyTorch's ScheduleZBVZeroBubble (p = 2, m = 4): rank 0 warms up with 2(p - r) - 1 chunk-0 forwards, then runs
+// chunk 1 forward, input and weight halves p - r times, then the steady F0 b0 W0 F1 b1 W1, then the cool-down.
+TEST(ScheduleOrder, ZeroBubbleVFollowsPyTorch) {
+    Plan p = pipelinePlan(2, 4, Schedule::ZeroBubbleV, 2);
+    EXPECT_EQ(orderText(computeOrder(p, 4, 0)),
+              "F0 F1 F2 F0.1 b0.1 W0.1 F1.1 b1.1 W1.1 F3 b0 W0 F2.1 b2.1 W2.1 b1 W1 F3.1 b3.1 W3.1 b2 W2 b3 W3");
+    EXPECT_EQ(orderText(computeOrder(p, 4, 1)),
+              "F0 F0.1 F1 F1.1 b0.1 W0.1 F2 b0 W0 F2.1 b1.1 W1.1 F3 b1 W1 F3.1 b2.1 W2.1 b2 b3.1 b3 W2 W3.1 W3");
+    // Fewer micro-batches than 2p - 1: built for 2p - 1 and the rest dropped, as PyTorch does.
+    EXPECT_EQ(orderText(computeOrder(pipelinePlan(2, 1, Schedule::ZeroBubbleV, 2), 1, 0)), "F0 F0.1 b0.1 W0.1 b0 W0");
+}
+
 struct GridCase {
     int pp, m, vpp;
     Schedule schedule;
@@ -97,13 +109,16 @@ struct GridCase {
 
 std::vector<GridCase> gridCases() {
     std::vector<GridCase> cases;
-    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble, Schedule::DualPipeV})
+    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble, Schedule::DualPipeV,
+                         Schedule::ZeroBubbleV})
         for (int pp : {1, 2, 3, 4, 8})
             for (int m : {1, 2, 4, 8, 16, 24})
                 for (int vpp : {1, 2, 3})
                     for (int zero : {0, 1, 2, 3}) {
                         if (sch == Schedule::Interleaved1F1B && (pp < 2 || m % pp != 0)) continue;
-                        if (sch == Schedule::DualPipeV) {
+                        if (sch == Schedule::ZeroBubbleV) {
+                            if (vpp != 2 || pp < 2) continue;
+                        } else if (sch == Schedule::DualPipeV) {
                             if (vpp != 2 || pp < 2 || m < 2 * pp) continue;
                         } else if ((sch == Schedule::Interleaved1F1B) != (vpp > 1)) {
                             continue;
@@ -156,8 +171,9 @@ TEST(ScheduleInvariants, DetectsAMissingReceive) {
 }
 
 TEST(ScheduleInvariants, InFlightMatchesTheMemoryModel) {
-    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B, Schedule::DualPipeV}) {
-        const int v = sch == Schedule::Interleaved1F1B || sch == Schedule::DualPipeV ? 2 : 1;
+    for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B, Schedule::DualPipeV,
+                         Schedule::ZeroBubbleV}) {
+        const int v = sch == Schedule::Interleaved1F1B || sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV ? 2 : 1;
         Plan p = pipelinePlan(4, 8, sch, v);
         ModelConfig model = test::megatronStyleModel(16, 256, 4, 1000, 128);
         ActionSchedule s = buildSchedule(model, p);

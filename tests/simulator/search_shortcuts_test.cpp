@@ -57,7 +57,7 @@ std::vector<GridCase> boundGrid() {
                             for (int zero : {0, 1, 2, 3})
                                 for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
                                     for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
-                                                         Schedule::ZeroBubble, Schedule::DualPipeV}) {
+                                                         Schedule::ZeroBubble, Schedule::DualPipeV, Schedule::ZeroBubbleV}) {
                                         const int world = tp * pp * cp * dp;
                                         if (world < gpn || world % gpn != 0) continue;
                                         if ((tp + pp + dp + zero + static_cast<int>(rc)) % stride != 0) continue;
@@ -72,7 +72,7 @@ std::vector<GridCase> boundGrid() {
                                         if (zero >= 1 && dp == 4 && (tp + pp) % 2 == 0) p.zeroReplicas = 2;
                                         p.recompute = rc;
                                         p.schedule = sch;
-                                        p.vpp = sch == Schedule::Interleaved1F1B || sch == Schedule::DualPipeV ? 2 : 1;
+                                        p.vpp = sch == Schedule::Interleaved1F1B || sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV ? 2 : 1;
                                         // pp 3 (and tiny's 4 layers on 4 x 2 chunks): the balanced split.
                                         if (m.layers % (pp * p.vpp) != 0) p.pipelineSplit = PipelineSplit::Balanced;
                                         p.sequenceParallel = tp > 1 && (zero % 2 == 0);
@@ -224,7 +224,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                 for (int cp : {1, 2, 4, 16, 64})
                     for (int ep : {1, 2, 3, 4})
                         for (int vpp : {1, 2, 3})
-                            for (Schedule sch : {Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::DualPipeV})
+                            for (Schedule sch : {Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::DualPipeV, Schedule::ZeroBubbleV})
                                 for (int mb : {1, 3})
                                     for (int gb : {24, 7, 1 << 20}) // 2^20: past the schedule's slots at pp >= 2
                                         for (bool sp : {false, true}) {

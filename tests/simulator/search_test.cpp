@@ -108,9 +108,10 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
                                 for (Schedule sch : schedules) {
                                     if (sch == Schedule::ZeroBubble && pp == 1) continue; // is 1F1B with one stage
-                                    if (sch == Schedule::DualPipeV && pp == 1) continue;  // two chunks a rank, pp >= 2
+                                    const bool vShape = sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV;
+                                    if (vShape && pp == 1) continue;  // two chunks a rank, pp >= 2
                                     std::vector<int> vpps;
-                                    if (sch == Schedule::DualPipeV) vpps = {2};
+                                    if (vShape) vpps = {2};
                                     else if (sch != Schedule::Interleaved1F1B) vpps = {1};
                                     else
                                         for (int v = 2; v <= 8; ++v)
@@ -335,19 +336,20 @@ TEST(Search, TopPlansEqualBruteForceArgminForMoe) {
 // DualPipeV is searched when asked for (schedule=dualpipev): its plans' counts and verdicts agree with the loops, and
 // its top plans with the brute-force argmin, so the bound's V branch never prunes a best plan (dense and MoE).
 TEST(Search, DualPipeVWhenAskedEqualsBruteForce) {
-    for (const char* name : {"tiny", "tiny-moe"}) {
-        SCOPED_TRACE(name);
-        const ModelConfig model = test::preset(name);
-        const ClusterConfig cluster = smallNodes(4, 2, 80);
-        SearchSpace space = spaceFor(8, 32);
-        space.schedules = {Schedule::DualPipeV};
-        const SearchResult r = searchPlans(model, cluster, space, {});
-        const BruteForce bf = bruteForce(model, cluster, 8, 32, {}, "megatron", false, {Schedule::DualPipeV});
-        EXPECT_GT(bf.feasible, 10u);
-        expectSameCounts(r, bf);
-        for (const Plan& p : bf.feasiblePlans) ASSERT_EQ(p.schedule, Schedule::DualPipeV);
-        expectTopMatches(model, cluster, space, {});
-    }
+    for (Schedule sch : {Schedule::DualPipeV, Schedule::ZeroBubbleV})
+        for (const char* name : {"tiny", "tiny-moe"}) {
+            SCOPED_TRACE(std::string(name) + " " + toString(sch));
+            const ModelConfig model = test::preset(name);
+            const ClusterConfig cluster = smallNodes(4, 2, 80);
+            SearchSpace space = spaceFor(8, 32);
+            space.schedules = {sch};
+            const SearchResult r = searchPlans(model, cluster, space, {});
+            const BruteForce bf = bruteForce(model, cluster, 8, 32, {}, "megatron", false, {sch});
+            EXPECT_GT(bf.feasible, 10u);
+            expectSameCounts(r, bf);
+            for (const Plan& p : bf.feasiblePlans) ASSERT_EQ(p.schedule, sch);
+            expectTopMatches(model, cluster, space, {});
+        }
 }
 
 // Hybrid sharding as a dimension: every ZeRO >= 1 plan also with its state in node-local replicas (4-GPU nodes,

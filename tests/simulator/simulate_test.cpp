@@ -115,6 +115,19 @@ TEST(ClosedForm, DualPipeVWaitsPMinusOneTimesFPlusBMinusW) {
 // and loss again and its own ops (mtpCompute), forward and backward, and nothing on the other stage; it holds the
 // module's parameters and an embedding copy where that stage lacks the model's (none under DualPipeV's V); model
 // FLOPs count its projection and logits as Megatron-LM does, not its layer.
+// ZB-V with uniform chunks (F = b = W = 1/2) and free transfers: 3 m of work and (p - 1) / 2 of bubble from 2p
+// micro-batches on (the same independent event simulation of PyTorch's order gives p - 1 at F = b = W = 1), and the
+// in-flight peak of 1F1B's stage 0 (p stage-equivalents) on every stage, the ZB paper's equal-memory claim.
+TEST(ClosedForm, ZeroBubbleVWaitsPMinusOneHalves) {
+    for (int p : {2, 3, 4, 6})
+        for (int m : {2 * p, 3 * p, 4 * p}) {
+            ActionSchedule s = pipeline(p, m, Schedule::ZeroBubbleV, 2);
+            Timeline t = simulate(s, uniformCosts(s));
+            EXPECT_NEAR(t.stepSeconds, 3.0 * m + 0.5 * (p - 1), 1e-9) << "p=" << p << " m=" << m;
+            for (int st = 0; st < p; ++st) EXPECT_DOUBLE_EQ(peakInFlight(s.stages[static_cast<size_t>(st)], 2), p);
+        }
+}
+
 TEST(Simulation, MultiTokenPredictionRunsOnTheOutputLayersStageByHand) {
     ModelConfig plain = test::megatronStyleModel(8, 1024, 16, 32000, 1024);
     plain.tiedEmbeddings = false;

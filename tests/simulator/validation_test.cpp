@@ -278,7 +278,8 @@ TEST(ValidationRecord, NamedSchedulesAreSimulatedOrTheReadingIsSaid) {
         const ValidationCase g = withSchedule(key, "GPipe");
         EXPECT_EQ(g.scenario.plan.schedule, Schedule::Gpipe) << key;
         EXPECT_TRUE(mentions(g.assumptions, "pipeline schedule read as GPipe")) << key;
-        EXPECT_EQ(withSchedule(key, "ZBVZeroBubble").scenario.plan.schedule, Schedule::ZeroBubble) << key;
+        EXPECT_EQ(withSchedule(key, "ZBVZeroBubble").scenario.plan.schedule, Schedule::ZeroBubbleV) << key;
+        EXPECT_EQ(withSchedule(key, "ZBVZeroBubble").scenario.plan.vpp, 2) << key;
     }
     EXPECT_EQ(withSchedule("schedule", "zero bubble (ZB-H1)").scenario.plan.schedule, Schedule::ZeroBubble);
     EXPECT_EQ(withSchedule("schedule", "fill-drain").scenario.plan.schedule, Schedule::Gpipe);

@@ -18,8 +18,9 @@ namespace tessel {
 enum class Recompute { None, Selective, Full };
 // DualPipeV: DeepSeek's DualPipe cut in half (PyTorch's ScheduleDualPipeV): two chunks a rank laid out in a V,
 // rank s running virtual stages s and 2 pp - 1 - s, one micro-batch's forward chunk overlapped with another's
-// backward chunk (FORMULAS.md §6).
-enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble, DualPipeV };
+// backward chunk (FORMULAS.md §6). ZeroBubbleV: ZB-V (Qi et al. 2024 §6; PyTorch's ScheduleZBVZeroBubble), the same V
+// with every backward split into its input and weight halves.
+enum class Schedule { Gpipe, OneFOneB, Interleaved1F1B, ZeroBubble, DualPipeV, ZeroBubbleV };
 // The process-group dimensions of a plan; rank_order lists them fastest first.
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 // How transformer layers are spread over pipeline stages when the plan does not list them: evenly (pp x vpp
@@ -173,14 +174,14 @@ struct Plan {
     int worldSize() const { return tp * pp * dp * cp; }
     // The virtual stage (model order, 0 .. pp x vpp - 1) chunk `chunk` of pipeline stage `stage` runs: chunk x pp +
     // stage (Megatron-LM's interleaving), or the V of DualPipeV (chunk 0: stage, chunk 1: 2 pp - 1 - stage).
-    int virtualStage(int stage, int chunk) const {
-        return schedule == Schedule::DualPipeV && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage;
-    }
+    int virtualStage(int stage, int chunk) const { return vShape() && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage; }
+    // The schedules whose two chunks a rank lie in a V (DualPipeV, ZB-V).
+    bool vShape() const { return schedule == Schedule::DualPipeV || schedule == Schedule::ZeroBubbleV; }
     // The pipeline stage and chunk that run virtual stage u.
-    int stageOfVirtual(int u) const { return schedule == Schedule::DualPipeV && u >= pp ? 2 * pp - 1 - u : u % pp; }
+    int stageOfVirtual(int u) const { return vShape() && u >= pp ? 2 * pp - 1 - u : u % pp; }
     int chunkOfVirtual(int u) const { return u / pp; }
     // Whether the stage runs the model's first virtual stage (the embedding) or its last (output layer and loss):
-    // stages 0 and pp - 1, both stage 0 under DualPipeV.
+    // stages 0 and pp - 1, both stage 0 under a V (DualPipeV, ZB-V).
     bool holdsEmbedding(int stage) const { return stage == 0; }
     bool holdsHead(int stage) const { return stage == stageOfVirtual(pp * vpp - 1); }
     int expertTp() const { return etp > 0 ? etp : tp; }
