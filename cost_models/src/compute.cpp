@@ -322,7 +322,7 @@ FsdpCopyBytes fsdpCopies(const Plan& plan, const PrecisionRecipe& recipe) {
     // Most plans the search weighs are not PyTorch FSDP: no overlap settings resolved for them.
     const bool fsdp = plan.framework.name == "fsdp" || plan.framework.name == "torchtitan";
     if (!fsdp || plan.zeroStage < 2 || plan.zeroShardSize() < 2) return {};
-    const OverlapSettings o = resolveOverlap(plan.framework, plan.vpp > 1, plan.zeroStage);
+    const OverlapSettings o = resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage);
     return fsdpCopyBytesPerParameter(plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(),
                                      plan.microBatchesPerStep(), o.reshardAfterForward,
                                      bytesPerElement(recipe.computeDtype), recipe.gradReduceBytes(),
