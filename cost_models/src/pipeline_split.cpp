@@ -19,9 +19,12 @@ std::string toString(PipelineSplit s) {
 
 namespace {
 
-// The virtual stage of a rank's chunk: chunk x pp + stage, or DualPipeV's V (chunk 1 of stage s is 2 pp - 1 - s).
+// The virtual stage of a rank's chunk (Plan::virtualStage): interleaved, or the V of DualPipeV and ZB-V.
 size_t slotOf(int pp, int stage, int chunk, bool vShape) {
-    return static_cast<size_t>(vShape && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage);
+    Plan layout;
+    layout.pp = pp;
+    layout.schedule = vShape ? Schedule::DualPipeV : Schedule::Interleaved1F1B;
+    return static_cast<size_t>(layout.virtualStage(stage, chunk));
 }
 
 // Spreads `total` layers of one rank over its `vpp` chunks as evenly as possible; the remainder goes to the

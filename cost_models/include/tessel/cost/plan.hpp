@@ -117,7 +117,7 @@ struct Plan {
     int etp = 0;
     int vpp = 1;                        // virtual pipeline stages (model chunks) per pipeline rank
     // Uneven pipeline splits. pipelineLayers: transformer layers of every virtual stage in model order
-    // (virtual stage u = chunk x pp + stage), pp x vpp entries; empty = decided by the fields below.
+    // (virtual stage u = virtualStage(stage, chunk)), pp x vpp entries; empty = decided by the fields below.
     // first/lastStageLayers: Megatron-LM's --decoder-first/last-pipeline-num-layers (0 = not set): the first
     // (last) pipeline rank holds that many layers, the other ranks share the rest evenly.
     std::vector<int> pipelineLayers;
@@ -243,8 +243,8 @@ int vocabMultipleOf(const Plan& plan);
 // The vocabulary after that padding, to a multiple of vocabMultipleOf(plan) * tp.
 int64_t paddedVocab(const ModelConfig& model, const Plan& plan);
 
-// Transformer layers of every virtual stage, in model order (pp x vpp entries, virtual stage u = chunk x pp +
-// stage): pipelineLayers when set, else Megatron's first/last-stage rule, else the balanced split (resolved
+// Transformer layers of every virtual stage, in model order (pp x vpp entries, virtual stage u =
+// plan.virtualStage(stage, chunk)): pipelineLayers when set, else Megatron's first/last-stage rule, else the balanced split (resolved
 // by resolvePipelineSplit, or balanced on FLOPs when no cluster resolved it), else even. Entries may be
 // wrong (not summing to the layers) only for a plan validatePlan rejects.
 std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan);
