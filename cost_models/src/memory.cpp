@@ -664,7 +664,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         }
         // Each MTP module's loss keeps what the model's keeps per micro-batch (its logits, or their fp32 softmax)
         // until the backward; the current logits' transient is one at a time.
-        const double savedPerLogit = loss == "te" || e >= 4.0 ? e : loss == "flash_attn" || loss == "compiled" ? e : 4.0;
+        const double savedPerLogit = loss == "te" || loss == "flash_attn" || loss == "compiled" || e >= 4.0 ? e : 4.0;
         o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLocal;
     }
     // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did

@@ -19,13 +19,7 @@ std::string toString(PipelineSplit s) {
 
 namespace {
 
-// The virtual stage of a rank's chunk (Plan::virtualStage): interleaved, or the V of DualPipeV and ZB-V.
-size_t slotOf(int pp, int stage, int chunk, bool vShape) {
-    Plan layout;
-    layout.pp = pp;
-    layout.schedule = vShape ? Schedule::DualPipeV : Schedule::Interleaved1F1B;
-    return static_cast<size_t>(layout.virtualStage(stage, chunk));
-}
+size_t slotOf(int pp, int stage, int chunk, bool vShape) { return static_cast<size_t>(virtualStageOf(pp, stage, chunk, vShape)); }
 
 // Spreads `total` layers of one rank over its `vpp` chunks as evenly as possible; the remainder goes to the
 // chunks listed first in `preference`.

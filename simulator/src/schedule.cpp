@@ -639,33 +639,28 @@ std::vector<std::string> checkSchedule(const ActionSchedule& sched) {
                     expect(ActionKind::Backward);
                 }
             }
-        // Neighbouring virtual stages on one stage (DualPipeV's tip) hand over through its compute order: the
-        // later chunk's forward after the earlier's, the earlier's backward after the later's.
-        for (int c = 0; c < v; ++c) {
-            const int u = plan.virtualStage(s, c);
-            for (int c2 = 0; c2 < v; ++c2) {
-                if (plan.virtualStage(s, c2) != u + 1) continue;
+        // Neighbouring virtual stages on one stage (a V's tip) hand over through its compute order: the later chunk's
+        // forward after the earlier's, the earlier's backward after the later's.
+        std::map<std::tuple<bool, int, int>, int> at; // (backward, micro-batch, chunk) -> position
+        for (int i = 0; i < static_cast<int>(acts.size()); ++i) {
+            const ActionKind k = acts[static_cast<size_t>(i)].kind;
+            if (k == ActionKind::Forward || k == ActionKind::Backward || k == ActionKind::BackwardInput)
+                at[{k != ActionKind::Forward, acts[static_cast<size_t>(i)].microBatch, acts[static_cast<size_t>(i)].chunk}] = i;
+        }
+        for (int lo = 0; lo < v; ++lo)
+            for (int hi = 0; hi < v; ++hi) {
+                const int u = plan.virtualStage(s, lo);
+                if (plan.virtualStage(s, hi) != u + 1) continue;
                 for (int mb = 0; mb < m; ++mb) {
-                    int fwdLo = -1, fwdHi = -1, bwdLo = -1, bwdHi = -1;
-                    for (int i = 0; i < static_cast<int>(acts.size()); ++i) {
-                        const Action& a = acts[static_cast<size_t>(i)];
-                        if (a.microBatch != mb) continue;
-                        const bool bwd = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
-                        if (a.kind == ActionKind::Forward && a.chunk == c) fwdLo = i;
-                        if (a.kind == ActionKind::Forward && a.chunk == c2) fwdHi = i;
-                        if (bwd && a.chunk == c) bwdLo = i;
-                        if (bwd && a.chunk == c2) bwdHi = i;
-                    }
-                    if (fwdHi >= 0 && fwdHi < fwdLo)
-                        problems.push_back("stage " + std::to_string(s) + ": micro-batch " + std::to_string(mb) +
-                                           " enters virtual stage " + std::to_string(u + 1) + " before leaving " + std::to_string(u));
-                    if (bwdLo >= 0 && bwdLo < bwdHi)
-                        problems.push_back("stage " + std::to_string(s) + ": micro-batch " + std::to_string(mb) +
-                                           "'s gradient reaches virtual stage " + std::to_string(u) + " before leaving " +
+                    auto pos = [&](bool bwd, int chunk) { auto it = at.find({bwd, mb, chunk}); return it == at.end() ? -1 : it->second; };
+                    const std::string who = "stage " + std::to_string(s) + ": micro-batch " + std::to_string(mb);
+                    if (pos(false, hi) >= 0 && pos(false, hi) < pos(false, lo))
+                        problems.push_back(who + " enters virtual stage " + std::to_string(u + 1) + " before leaving " + std::to_string(u));
+                    if (pos(true, lo) >= 0 && pos(true, lo) < pos(true, hi))
+                        problems.push_back(who + "'s gradient reaches virtual stage " + std::to_string(u) + " before leaving " +
                                            std::to_string(u + 1));
                 }
             }
-        }
         const double inFlight = peakInFlight(sched.stages[static_cast<size_t>(s)], v);
         const double model = inFlightMicroBatches(plan, s);
         if (std::abs(inFlight - model) > 1e-9)

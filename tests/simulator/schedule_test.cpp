@@ -155,6 +155,24 @@ TEST(ScheduleInvariants, HoldOverAGridOfShapesAndZeroStages) {
     EXPECT_GT(checked, 300);
 }
 
+// The V's tip hands a micro-batch from its first chunk to its second in its own order: a list that runs the second
+// chunk's forward first is reported.
+TEST(ScheduleInvariants, DetectsATipThatRunsTheLaterChunkFirst) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    ActionSchedule s = buildSchedule(model, pipelinePlan(2, 4, Schedule::DualPipeV, 2));
+    ASSERT_TRUE(checkSchedule(s).empty());
+    auto& acts = s.stages[1].actions;
+    auto forwardOf = [&](int chunk) {
+        return std::find_if(acts.begin(), acts.end(), [&](const Action& a) {
+            return a.kind == ActionKind::Forward && a.microBatch == 0 && a.chunk == chunk;
+        });
+    };
+    std::swap(forwardOf(0)->chunk, forwardOf(1)->chunk); // micro-batch 0 now enters chunk 1 first
+    bool reported = false;
+    for (const auto& msg : checkSchedule(s)) reported = reported || msg.find("enters virtual stage 2 before leaving 1") != std::string::npos;
+    EXPECT_TRUE(reported);
+}
+
 TEST(ScheduleInvariants, DetectsAMissingReceive) {
     ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
     Plan p = pipelinePlan(2, 4, Schedule::OneFOneB);

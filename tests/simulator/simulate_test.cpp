@@ -12,28 +12,35 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 namespace tessel::sim {
 namespace {
 
-// Uniform stages and free communication: F = 1, B = 2 (ZB-H1: b = W = 1) per micro-batch through a stage,
-// each chunk 1/v of that; the optimizer and every transfer and collective cost nothing.
-CostTable uniformCosts(const ActionSchedule& s) {
+// Free communication and chunk passes of F (forward), b (input gradient) and W (weight gradient), a whole backward
+// b + W; the optimizer and every transfer and collective cost nothing.
+CostTable chunkCosts(const ActionSchedule& s, double F, double b, double W) {
     CostTable t;
-    const double v = s.plan.vpp;
     for (const auto& st : s.stages) {
         std::vector<ActionCost> costs;
         for (const auto& a : st.actions) {
             ActionCost c;
-            if (a.kind == ActionKind::Forward) c.computeSeconds = 1.0 / v;
-            if (a.kind == ActionKind::Backward) c.computeSeconds = 2.0 / v;
-            if (a.kind == ActionKind::BackwardInput || a.kind == ActionKind::BackwardWeight) c.computeSeconds = 1.0 / v;
+            if (a.kind == ActionKind::Forward) c.computeSeconds = F;
+            if (a.kind == ActionKind::Backward) c.computeSeconds = b + W;
+            if (a.kind == ActionKind::BackwardInput) c.computeSeconds = b;
+            if (a.kind == ActionKind::BackwardWeight) c.computeSeconds = W;
             c.seconds = c.computeSeconds;
             costs.push_back(c);
         }
         t.perAction.push_back(costs);
     }
     return t;
+}
+
+// Uniform stages: F = 1, B = 2 (ZB-H1: b = W = 1) per micro-batch through a stage, each chunk 1/v of that.
+CostTable uniformCosts(const ActionSchedule& s) {
+    const double v = s.plan.vpp;
+    return chunkCosts(s, 1.0 / v, 1.0 / v, 1.0 / v);
 }
 
 ActionSchedule pipeline(int pp, int m, Schedule schedule, int vpp = 1) {
@@ -105,8 +112,11 @@ TEST(ClosedForm, DualPipeVWaitsPMinusOneTimesFPlusBMinusW) {
     for (int p : {2, 3, 4, 6})
         for (int m : {2 * p, 2 * p + 1, 3 * p, 4 * p}) {
             ActionSchedule s = pipeline(p, m, Schedule::DualPipeV, 2);
-            Timeline t = simulate(s, uniformCosts(s));
-            EXPECT_NEAR(t.stepSeconds, 3.0 * m + 0.5 * (p - 1), 1e-9) << "p=" << p << " m=" << m;
+            for (const auto& [F, b, W] : {std::tuple{0.5, 0.5, 0.5}, std::tuple{1.0, 1.0, 0.5}, std::tuple{2.0, 1.0, 1.0}}) {
+                Timeline t = simulate(s, chunkCosts(s, F, b, W));
+                EXPECT_NEAR(t.stepSeconds, 2.0 * m * (F + b + W) + (p - 1) * (F + b - W), 1e-9)
+                    << "p=" << p << " m=" << m << " F=" << F << " b=" << b << " W=" << W;
+            }
             for (int st = 0; st < p; ++st) EXPECT_DOUBLE_EQ(peakInFlight(s.stages[static_cast<size_t>(st)], 2), p + 0.5);
         }
 }

@@ -38,6 +38,12 @@ enum class PipelineSplit { Even, Balanced, EndsAsLayers };
 // --hierarchical-context-parallel-sizes).
 enum class CpComm { P2p, A2a, AllGather, A2aP2p };
 
+// The virtual stage (model order) chunk `chunk` of pipeline stage `stage` runs: chunk x pp + stage (Megatron-LM's
+// interleaving), or, laid out in a V (DualPipeV, ZB-V), chunk 0 at stage and chunk 1 at 2 pp - 1 - stage.
+constexpr int virtualStageOf(int pp, int stage, int chunk, bool vShape) {
+    return vShape && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage;
+}
+
 std::string toString(Recompute r);
 std::string toString(Schedule s);
 std::string toString(ParallelDim d);
@@ -174,7 +180,7 @@ struct Plan {
     int worldSize() const { return tp * pp * dp * cp; }
     // The virtual stage (model order, 0 .. pp x vpp - 1) chunk `chunk` of pipeline stage `stage` runs: chunk x pp +
     // stage (Megatron-LM's interleaving), or the V of DualPipeV (chunk 0: stage, chunk 1: 2 pp - 1 - stage).
-    int virtualStage(int stage, int chunk) const { return vShape() && chunk == 1 ? 2 * pp - 1 - stage : chunk * pp + stage; }
+    int virtualStage(int stage, int chunk) const { return virtualStageOf(pp, stage, chunk, vShape()); }
     // The schedules whose two chunks a rank lie in a V (DualPipeV, ZB-V).
     bool vShape() const { return schedule == Schedule::DualPipeV || schedule == Schedule::ZeroBubbleV; }
     // The pipeline stage and chunk that run virtual stage u.
