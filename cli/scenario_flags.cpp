@@ -62,6 +62,8 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--schedule", schedule, "Pipeline schedule: gpipe|1f1b|interleaved_1f1b|zero_bubble|dualpipev|zero_bubble_v (the last two: vpp 2)");
     app.add_option("--precision", precision,
                    "Precision recipe: megatron|mixed|fp8|fsdp|fsdp_pure|fsdp_fp8|amp|bf16_no_master|fp32|cpu_fp64|cpu_fp32");
+    app.add_option("--half-dtype", halfDtype,
+                   "The 16-bit compute type of a 16-bit recipe: bf16 (default) or fp16 (Volta has no bf16)");
     app.add_option("--attention-kernel", attentionKernel, "Fused attention kernel of the GPU (flash1, flash2, flash3, cudnn: its attention_kernels) or auto");
     app.add_option("--framework", framework,
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
@@ -85,7 +87,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
 bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
-           precision || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
+           precision || halfDtype || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
            pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen;
 }
 
@@ -174,6 +176,7 @@ Scenario ScenarioFlags::resolve() const {
     setInt(recomputeLayers, "recompute_layers", "--recompute-layers");
     setStr(schedule, "schedule", "--schedule");
     setStr(precision, "precision", "--precision");
+    setStr(halfDtype, "half_dtype", "--half-dtype");
     setStr(rankOrder, "rank_order", "--rank-order");
     setStr(attentionKernel, "attention_kernel", "--attention-kernel");
     setStr(cpComm, "cp_comm_type", "--cp-comm-type");

@@ -41,7 +41,7 @@ struct SearchFlags {
     int threads = 0;
     std::vector<std::string> fix;
     std::string objective = "time";
-    std::optional<std::string> precision, flashAttention, framework, frameworkVersion;
+    std::optional<std::string> precision, flashAttention, framework, frameworkVersion, halfDtype;
     bool json = false, csv = false, noProgress = false;
 };
 
@@ -406,10 +406,15 @@ int runSearch(const SearchFlags& f) {
         } else {
             space.framework = FrameworkSettings{};
             space.framework.name = *f.framework == "any" ? "generic" : *f.framework;
+            space.framework.halfDtype = s.plan.framework.halfDtype; // the compute type is the run's, not the framework's
             space.runnableBy = sim::exportFormatOf(*f.framework);
         }
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
+    if (f.halfDtype) {
+        if (*f.halfDtype == "bf16" || *f.halfDtype == "fp16") space.framework.halfDtype = *f.halfDtype;
+        else problems.add("--half-dtype", "must be bf16 or fp16, got \"" + *f.halfDtype + "\"");
+    }
     if (f.maxVpp) space.maxVpp = *f.maxVpp;
     space.unevenSplits = !f.evenSplitsOnly;
     space.hybridSharding = f.hybridSharding;
@@ -487,6 +492,8 @@ std::function<int()> addSearchCommand(CLI::App& app) {
         ->allow_extra_args(false); // one KEY=VALUE[,...] per --fix, so a SCENARIO after it stays positional
     cmd->add_option("--objective", f->objective, "Rank by time (default), memory or tokens_per_dollar");
     cmd->add_option("--precision", f->precision, "Precision recipe (default: the scenario's)");
+    cmd->add_option("--half-dtype", f->halfDtype,
+                    "The 16-bit compute type, bf16|fp16 (fp16 on Volta, which has no bf16; default: the scenario's)");
     cmd->add_option("--flash-attention", f->flashAttention, "Flash attention on|off (default: the scenario's)");
     cmd->add_option("--framework", f->framework,
                     "What runs the plans: its overlap defaults (docs/frameworks.md), and only plans it can run "

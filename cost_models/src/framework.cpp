@@ -329,6 +329,7 @@ std::string crossEntropyOf(const FrameworkSettings& f) {
 bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eager"; }
 
 std::string moeDispatcherOf(const FrameworkSettings& f) { return f.moeDispatcher.value_or("alltoall"); }
+std::string halfDtypeOf(const FrameworkSettings& f) { return f.halfDtype.value_or("bf16"); }
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 
@@ -341,6 +342,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
         f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn", "compiled"});
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
     if (r.has("moe_dispatcher")) f.moeDispatcher = r.optEnum("moe_dispatcher", "alltoall", {"alltoall", "flex"});
+    if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});
     if (r.has("moe_a2a_overlap")) f.moeA2aOverlap = r.optBool("moe_a2a_overlap", false);
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
     for (const FrameworkFlag& flag : frameworkFlags())
@@ -358,6 +360,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.crossEntropy) plan["cross_entropy"] = *f.crossEntropy;
     if (f.optimizerDtype) plan["optimizer_dtype"] = *f.optimizerDtype;
     if (f.moeDispatcher) plan["moe_dispatcher"] = *f.moeDispatcher;
+    if (f.halfDtype) plan["half_dtype"] = *f.halfDtype;
     if (f.moeA2aOverlap) plan["moe_a2a_overlap"] = *f.moeA2aOverlap;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
     for (const FrameworkFlag& flag : frameworkFlags())

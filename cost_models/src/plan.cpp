@@ -93,6 +93,11 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     const PrecisionRecipe* named = findPrecisionRecipe(precision);
     if (!named) throw InputError({{"/plan/precision", "unknown precision recipe \"" + precision + "\""}});
     PrecisionRecipe r = *named;
+    // fp16 in place of bf16 (half_dtype): the same bytes, the GEMMs and activations on the fp16 tensor-core path.
+    if (halfDtypeOf(framework) == "fp16") {
+        if (r.computeDtype == Dtype::Bf16) r.computeDtype = Dtype::Fp16;
+        if (r.gemmDtype == Dtype::Bf16) r.gemmDtype = Dtype::Fp16;
+    }
     if (r.megatronMainGrads() && !gradReduceInFp32Of(framework)) r.gradBytes = 2;
     // FP8 parameters (--fp8-param-gather, NeMo 2's fp8_params): the linear weights are kept in FP8 with their
     // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings and
@@ -241,6 +246,15 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.offloadActivations = r.optBool("offload_activations", false);
     p.offloadActivationLayers = static_cast<int>(r.optInt("offload_activation_layers", 0, 0, L::layers));
     p.framework = parseFrameworkSettings(r);
+    // The plan's dtype names the 16-bit compute type of a 16-bit recipe; a framework half_dtype that says otherwise
+    // is a conflict, not a silent choice.
+    if (const auto* rec = findPrecisionRecipe(p.precision); rec && rec->computeDtype == Dtype::Bf16 && r.has("dtype")) {
+        const std::string dt = r.optString("dtype", "");
+        if ((dt == "bf16" || dt == "fp16") && p.framework.halfDtype && *p.framework.halfDtype != dt)
+            problems.add(r.pointer("half_dtype"), "\"" + *p.framework.halfDtype + "\" contradicts dtype \"" + dt + "\"");
+        else if (dt == "fp16")
+            p.framework.halfDtype = "fp16";
+    }
     r.finish();
     return p;
 }
@@ -264,7 +278,9 @@ nlohmann::json planToJson(const Plan& p) {
             {"attention_kernel", p.attentionKernel},
             {"schedule", toString(p.schedule)},
             {"precision", p.precision},
-            {"dtype", rec ? toString(rec->computeDtype) : "bf16"},
+            {"dtype", rec ? toString(rec->computeDtype == Dtype::Bf16 && halfDtypeOf(p.framework) == "fp16" ? Dtype::Fp16
+                                                                                                     : rec->computeDtype)
+                          : "bf16"},
             {"rank_order", p.rankOrderString()},
             {"vocab_divisible_by", vocabMultipleOf(p)}};
     if (!p.pipelineLayers.empty()) j["pipeline_layers"] = p.pipelineLayers;
@@ -567,9 +583,14 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("precision"), "\"fp8\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
                                              "' gives no peak (FP8 tensor cores arrived with Hopper)");
     if (const auto* rec = findPrecisionRecipe(plan.precision)) {
-        if (!cluster.gpu.peakFlopsPerSecond.count(rec->computeDtype))
-            problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(rec->computeDtype) +
-                                                 ", for which cluster '" + cluster.name + "' gives no peak flops");
+        const bool fp16 = halfDtypeOf(plan.framework) == "fp16" && rec->computeDtype == Dtype::Bf16;
+        const Dtype computes = fp16 ? Dtype::Fp16 : rec->computeDtype;
+        if (!cluster.gpu.peakFlopsPerSecond.count(computes))
+            problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(computes) +
+                                                 ", for which cluster '" + cluster.name + "' gives no peak flops" +
+                                                 (computes == Dtype::Bf16 && cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp16)
+                                                      ? " (a GPU without bf16, such as Volta: set half_dtype \"fp16\", --half-dtype fp16)"
+                                                      : ""));
         // The optimizer-state keys change only a distributed optimizer's fp32 master of bf16 weights; stated where
         // there is none, they would change nothing, so the plan says something tessel does not predict.
         const bool bf16Master = rec->weightBytes == 2 && rec->masterBytes == 4 && plan.zeroStage >= 1;

@@ -115,10 +115,10 @@ fs::path resolveScenarioPath(const std::string& ref, const std::string& where) {
     return p;
 }
 
-const PrecisionRecipe& Scenario::recipe() const {
-    const auto* r = findPrecisionRecipe(plan.precision);
-    if (!r) throw InputError("/plan/precision", "unknown precision recipe \"" + plan.precision + "\"");
-    return *r;
+PrecisionRecipe Scenario::recipe() const {
+    if (!findPrecisionRecipe(plan.precision))
+        throw InputError("/plan/precision", "unknown precision recipe \"" + plan.precision + "\"");
+    return precisionRecipeOf(plan);
 }
 
 Scenario parseScenario(const nlohmann::json& doc, const std::string& source, const fs::path& baseDir) {

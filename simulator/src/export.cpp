@@ -430,7 +430,11 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     }
     // Precision recipes (docs/decisions.md): megatron = bf16 weights + fp32 main grads; mixed = bf16 grads; megatron
     // and fp8 keep bf16 main grads too where grad_reduce_in_fp32 resolves false (NeMo's performance recipes).
-    if (p.precision == "megatron" || p.precision == "fp8" || p.precision == "mixed") {
+    if ((p.precision == "megatron" || p.precision == "fp8" || p.precision == "mixed") && halfDtypeOf(p.framework) == "fp16") {
+        // --fp16 (dynamic loss scaling by default) keeps fp16 main gradients unless told to accumulate in fp32.
+        arg("--fp16");
+        if (precisionRecipeOf(p).gradBytes == 4) arg("--accumulate-allreduce-grads-in-fp32");
+    } else if (p.precision == "megatron" || p.precision == "fp8" || p.precision == "mixed") {
         arg("--bf16");
         if (precisionRecipeOf(p).gradBytes == 4) arg("--accumulate-allreduce-grads-in-fp32");
         else arg("--grad-reduce-in-bf16");
@@ -618,10 +622,11 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
     ds["gradient_accumulation_steps"] = p.microBatchesPerStep();
     ds["gradient_clipping"] = 1.0;
     if (half) {
-        ds["bf16"] = {{"enabled", true}};
+        const bool fp16 = halfDtypeOf(p.framework) == "fp16";
+        ds[fp16 ? "fp16" : "bf16"] = {{"enabled", true}};
         // megatron: fp32 gradient accumulation (DeepSpeed picks BF16_Optimizer at stage 1);
-        // mixed: bf16 gradients inside the ZeRO optimizer.
-        ds["data_types"] = {{"grad_accum_dtype", precisionRecipeOf(p).gradBytes == 4 ? "fp32" : "bf16"}};
+        // mixed: 16-bit gradients inside the ZeRO optimizer.
+        ds["data_types"] = {{"grad_accum_dtype", precisionRecipeOf(p).gradBytes == 4 ? "fp32" : fp16 ? "fp16" : "bf16"}};
     }
     nlohmann::ordered_json zero;
     zero["stage"] = stage;

@@ -244,7 +244,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     out << "seq_len = " << m.seqLen << "\n";
     out << "mixed_precision_param = "
         << tomlString(isHalfRecipe(p.precision) || isFsdpRecipe(p.precision) || isFp8Recipe(p.precision) || p.precision == "amp"
-                          ? "bfloat16" : "float32")
+                          ? (halfDtypeOf(p.framework) == "fp16" ? "float16" : "bfloat16") : "float32")
         << "\n";
     out << "mixed_precision_reduce = " << tomlString(p.precision == "fsdp_pure" ? "bfloat16" : "float32") << "\n";
 

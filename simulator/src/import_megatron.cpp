@@ -449,16 +449,20 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     const bool fp8 = (str("fp8").value_or("None") != "None") || (str("fp8_format").value_or("None") != "None") ||
                      flag("fp8_e4m3").value_or(false) || flag("fp8_hybrid").value_or(false);
     const bool bf16 = flag("bf16").value_or(false), fp16 = flag("fp16").value_or(false);
-    // fp16 keeps what bf16 keeps (2-byte weights, fp32 main grads, params and moments) and runs at the same tensor-core
-    // peak on A100 and H100; the recipes are named for bf16, and loss scaling is not modelled.
-    if (fp16) warnings.push_back("fp16 = True: modelled as the megatron recipe in bf16 (same bytes per parameter and tensor-core "
-                                 "peak); dynamic loss scaling is not modelled");
+    // fp16 keeps 2-byte weights, an fp32 master and moments as bf16 does, computes in fp16 (dtype fp16: half_dtype),
+    // and keeps fp16 main gradients unless --accumulate-allreduce-grads-in-fp32 (a store_true flag only --bf16
+    // forces on); dynamic loss scaling is not modelled.
+    if (fp16 && !fp8) warnings.push_back("fp16 = True: the megatron recipe computing in fp16; dynamic loss scaling is not modelled");
     if (fp8) {
         plan["precision"] = "fp8";
         plan["dtype"] = "bf16";
     } else if (bf16 || fp16) {
         plan["precision"] = "megatron";
-        plan["dtype"] = "bf16";
+        plan["dtype"] = bf16 ? "bf16" : "fp16";
+        if (!bf16) {
+            plan["grad_reduce_in_fp32"] = flag("accumulate_allreduce_grads_in_fp32").value_or(false);
+            used.insert("accumulate_allreduce_grads_in_fp32");
+        }
     } else {
         plan["precision"] = "fp32";
         plan["dtype"] = "fp32";

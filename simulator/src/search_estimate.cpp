@@ -60,9 +60,10 @@ const char* reasonText(Reason r) {
     return "?";
 }
 
-bool precisionSupported(const ClusterConfig& cluster, const std::string& precision) {
-    const PrecisionRecipe* recipe = findPrecisionRecipe(precision);
-    return recipe && cluster.gpu.peakFlopsPerSecond.count(recipe->computeDtype) > 0;
+bool precisionSupported(const ClusterConfig& cluster, const std::string& precision, const FrameworkSettings& framework) {
+    if (!findPrecisionRecipe(precision)) return false;
+    // The recipe as the framework runs it (half_dtype fp16 computes in fp16: Volta).
+    return cluster.gpu.peakFlopsPerSecond.count(precisionRecipeOf(precision, framework).computeDtype) > 0;
 }
 
 Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk) {
@@ -130,7 +131,7 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
     ctx.model = &model;
     ctx.cluster = &cluster;
     ctx.gpus = cluster.totalGpus();
-    ctx.precisionOk = precisionSupported(cluster, precision);
+    ctx.precisionOk = precisionSupported(cluster, precision, framework);
     if (findPrecisionRecipe(precision))
         for (int piped = 0; piped < 2; ++piped)
             for (int z = 0; z < 4; ++z)

@@ -64,7 +64,7 @@ constexpr const char* kPeakBand = "may not fit (the validated peak band reaches 
 // The first problem validatePlan would report, as a category; `precisionOk` = the recipe exists and the GPU
 // has peak flops for its dtype (a property of the whole space).
 Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk);
-bool precisionSupported(const ClusterConfig& cluster, const std::string& precision);
+bool precisionSupported(const ClusterConfig& cluster, const std::string& precision, const FrameworkSettings& framework);
 
 // All 120 rank orders, in std::next_permutation order starting from tp-cp-ep-dp-pp.
 const std::vector<std::array<ParallelDim, 5>>& allRankOrders();

@@ -40,7 +40,7 @@ double maxTokensPerSecond(const ModelConfig& model, const ClusterConfig& cluster
     const Dtype dtype = recipe ? recipe->gemmDtype : Dtype::Bf16;
     double peak = 0.0;
     for (const auto& [d, flops] : cluster.gpu.peakFlopsPerSecond)
-        if (d == dtype || d == Dtype::Bf16) peak = std::max(peak, flops);
+        if (d == dtype || d == Dtype::Bf16 || d == Dtype::Fp16) peak = std::max(peak, flops);
     if (!(linear > 0.0) || !(peak > 0.0)) return std::numeric_limits<double>::infinity();
     // No GEMM runs above the GPU's best efficiency (the shape model's plateau, or the table's largest point), unless
     // calibration replaced the kernels or scales the phases down: then the peak itself.

@@ -438,7 +438,7 @@ double stepLowerBoundSeconds(const ModelConfig& model, const ClusterConfig& clus
 }
 
 std::string rejectionReason(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
-    return reasonText(fastReason(model, cluster.totalGpus(), plan, precisionSupported(cluster, plan.precision)));
+    return reasonText(fastReason(model, cluster.totalGpus(), plan, precisionSupported(cluster, plan.precision, plan.framework)));
 }
 
 std::string problemCategory(const Problem& problem) {

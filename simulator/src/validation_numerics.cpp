@@ -179,6 +179,8 @@ bool readPrecisionAndSharding(Reading& r) {
     // accumulates and reduces the fp16 .grad, where its bf16 path keeps fp32 gradients (bf16_optimizer.py).
     const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16")) && !contains(prec, "bf16") &&
                           !contains(prec, "bfloat16");
+    // The 16-bit type itself: fp16 runs compute in fp16 (the only one Volta has; on Ampere and later the same rate).
+    if (fp16Only && !contains(plan.precision, "fp8") && !plan.framework.halfDtype) plan.framework.halfDtype = "fp16";
     if ((framework == "megatron" || framework == "deepspeed") && fp16Only && !plan.framework.gradReduceInFp32 &&
         !contains(plan.precision, "fp8")) {
         plan.framework.gradReduceInFp32 = false;
@@ -320,6 +322,14 @@ bool readAttention(Reading& r) {
     } else {
         plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
         r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
+    }
+    // A GPU without fused attention kernels (Volta: FlashAttention is built for sm75/sm80 and later) computes
+    // attention as GEMMs around a softmax, whatever the record calls it.
+    if (plan.flashAttention && c.scenario.cluster.gpu.attentionKernels.empty()) {
+        plan.flashAttention = false;
+        plan.attentionKernel = "auto";
+        r.assume(c.scenario.cluster.gpu.name + " has no fused attention kernel (FlashAttention needs sm75/sm80 or later): "
+                 "attention unfused, the scores in HBM");
     }
     // llm-foundry's unpadded layout is its flash_attn_fn's: bert_padding gathers q, k and v for flash-attn's varlen
     // kernel and scatters the output back. Its triton_flash_attn_fn hands the Triton kernel [b, s, h, d] views of

@@ -233,11 +233,26 @@ GpuChoice gpuPreset(const std::string& gpuText) {
         return {"dgx-a100-80g", "A100 memory size not stated: the 80 GB SXM part assumed"};
     }
     if (has("ampere")) return {"dgx-a100-80g", "'Ampere' GPU taken as an A100-SXM4-80GB"};
+    if (has("v100")) {
+        // Volta: the DGX-2's SXM3 modules on NVSwitch, or the DGX-1's SXM2 modules on its NVLink cube-mesh (the
+        // 32 GB SXM2 part takes its memory from gpuPartMemory). The PCIe card: 250 W, no NVLink fabric.
+        if (has("pcie")) return {"", "V100 PCIe is not a built-in GPU (no NVLink fabric: PCIe Gen3, 250 W)"};
+        if (has("sxm3") || has("dgx-2") || has("dgx2") || has("-h"))
+            return {"dgx2-v100", has("-h") ? "the DGX-2H's 450 W V100 (2.1 PFLOPS a system, NVIDIA DGX-2H datasheet) read "
+                                             "with the DGX-2's figures (2 PFLOPS: 125 TFLOPS a GPU)"
+                                 : has("sxm3") ? "" : "V100 taken as the DGX-2's V100-SXM3-32GB on NVSwitch"};
+        return {"dgx1-v100", has("sxm2") ? "" : "V100 taken as the DGX-1's V100-SXM2 on its NVLink cube-mesh"};
+    }
     return {"", ""};
 }
 
 GpuPartMemory gpuPartMemory(const std::string& gpuText) {
     const std::string g = lower(gpuText);
+    // The DGX-1's V100 came as 16 GB and, from 2018, 32 GB SXM2 modules: the same GPU and HBM2 bandwidth (Tesla
+    // V100 datasheet); 32 GB read as the SXM3 32 GB part's usable bytes (scenarios/clusters/dgx2-v100.json).
+    if (contains(g, "v100") && contains(g, "32") && !contains(g, "sxm3") && !contains(g, "dgx-2") && !contains(g, "dgx2") &&
+        !contains(g, "-h"))
+        return {"Tesla V100-SXM2-32GB", 34069000000, 9.0e11, 32.0, true};
     if (!contains(g, "gh200")) return {};
     // Grace Hopper: the H100/H200 GPU (132 SMs, the same clocks, 989 TFLOP/s BF16 dense) with 96 GB HBM3 at 4 TB/s
     // or 144 GB HBM3e at 4.9 TB/s (NVIDIA GH200 Grace Hopper Superchip datasheet). Usable bytes scale as the
@@ -275,16 +290,22 @@ double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std
     constexpr double kLargestPortGbits = 800.0;   // InfiniBand XDR, 800GbE
     const std::string t = lower(linkText);
     std::smatch m;
+    // A rate's unit as written: "GB/s" and "GBps" are bytes, "Gb/s", "Gbps" and "Gbit/s" bits (matched on the
+    // lowered text, whose positions are the original's).
+    auto bitsPer = [&](int unitGroup) {
+        const size_t b = static_cast<size_t>(m.position(unitGroup)) + 1;
+        return b < linkText.size() && linkText[b] == 'B' ? 8.0 : 1.0;
+    };
     // "N x M Gb/s" (N NICs of M Gb/s per node).
     if (std::regex_search(t, m, std::regex(R"(([0-9]+)\s*x\s*[^0-9]{0,40}?([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|b\b|\b))"))) {
         const double nics = std::stod(m[1]);
-        double gbits = std::stod(m[2]) * (m[3] == "t" ? 1000.0 : 1.0);
+        double gbits = std::stod(m[2]) * (m[3] == "t" ? 1000.0 : 1.0) * bitsPer(3);
         how = m.str(0) + " per node";
         return nics * gbits * 1e9 / 8.0 / gpusPerNode;
     }
     // "M Gbps per GPU" or "M Gbps" per node.
     if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s))"))) {
-        double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0);
+        double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0) * bitsPer(2);
         const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
         const bool perNode = contains(t, "node") || contains(t, "server") || contains(t, "host") ||
                              contains(t, "aggregate") || contains(t, "efa") || gbits > kLargestPortGbits;

@@ -332,8 +332,8 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         for (int s = 0; s < plan.pp; ++s) replayed += recomputedLayers(c.scenario.model, plan, s).layers;
         replayed /= std::max(1, c.scenario.model.layers);
         const double flops = modelFlopsPerStep(c.scenario.model, plan) * (hardware ? 1.0 + replayed / 3.0 : 1.0);
-        const auto recipe = findPrecisionRecipe(plan.precision);
-        const double peak = c.scenario.cluster.peakFlops(recipe ? recipe->computeDtype : Dtype::Bf16);
+        const double peak = c.scenario.cluster.peakFlops(findPrecisionRecipe(plan.precision) ? precisionRecipeOf(plan).computeDtype
+                                                                                             : Dtype::Bf16);
         const double gpus = static_cast<double>(plan.worldSize());
         // A utilization as a fraction, or a percentage as tables print it (42 for 42%; none exceeds 1.5), said.
         auto utilization = [&](const char* key) -> std::optional<double> {

@@ -210,6 +210,59 @@ TEST(PlanJson, BadValuesNameTheirPointers) {
                                             "/plan/dtype", "/plan/tensor_parallel"}));
 }
 
+TEST(PlanJson, Fp16NamesTheHalfDtypeAndAContradictionIsAnError) {
+    // dtype "fp16" on a 16-bit recipe: the run computes in fp16 (Volta's only 16-bit tensor-core type), the same bytes.
+    ProblemList problems;
+    const Plan fp16 = parsePlan(nlohmann::json{{"precision", "megatron"}, {"dtype", "fp16"}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(halfDtypeOf(fp16.framework), "fp16");
+    const PrecisionRecipe r = precisionRecipeOf(fp16);
+    EXPECT_EQ(r.computeDtype, Dtype::Fp16);
+    EXPECT_EQ(r.gemmDtype, Dtype::Fp16);
+    EXPECT_EQ(r.weightBytes, 2);
+    EXPECT_EQ(r.masterBytes, 4);
+    EXPECT_EQ(planToJson(fp16)["dtype"], "fp16");
+    EXPECT_EQ(planToJson(fp16)["half_dtype"], "fp16");
+    // Written back and read again: the same plan.
+    ProblemList again;
+    EXPECT_EQ(halfDtypeOf(parsePlan(planToJson(fp16), "/plan", again).framework), "fp16");
+    EXPECT_TRUE(again.empty());
+    // The FP8 recipe's GEMMs stay FP8; its other work runs in fp16.
+    ProblemList fp8p;
+    const Plan fp8 = parsePlan(nlohmann::json{{"precision", "fp8"}, {"half_dtype", "fp16"}}, "/plan", fp8p);
+    EXPECT_EQ(precisionRecipeOf(fp8).gemmDtype, Dtype::Fp8);
+    EXPECT_EQ(precisionRecipeOf(fp8).computeDtype, Dtype::Fp16);
+    // Unset is bf16, as every recipe is named.
+    EXPECT_EQ(precisionRecipeOf(Plan{}).computeDtype, Dtype::Bf16);
+    // A dtype and a half_dtype that disagree: an error at half_dtype, never a silent pick.
+    ProblemList clash;
+    parsePlan(nlohmann::json{{"dtype", "fp16"}, {"half_dtype", "bf16"}}, "/plan", clash);
+    ASSERT_EQ(clash.items().size(), 1u);
+    EXPECT_EQ(clash.items()[0].where, "/plan/half_dtype");
+    ProblemList unknown;
+    parsePlan(nlohmann::json{{"half_dtype", "fp8"}}, "/plan", unknown);
+    ASSERT_EQ(unknown.items().size(), 1u);
+    EXPECT_EQ(unknown.items()[0].where, "/plan/half_dtype");
+}
+
+TEST(PlanValidation, AVoltaPlanMustComputeInFp16) {
+    // The V100 has fp16 tensor cores and no bf16: a bf16 plan is refused, naming the key that fixes it.
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 1024);
+    const ClusterConfig v100 = test::clusterPreset("dgx1-v100");
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 8;
+    ProblemList problems;
+    validatePlan(m, v100, p, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/precision");
+    EXPECT_NE(problems.items()[0].message.find("half_dtype \"fp16\""), std::string::npos) << problems.items()[0].message;
+    p.framework.halfDtype = "fp16";
+    ProblemList fine;
+    validatePlan(m, v100, p, "/plan", fine);
+    EXPECT_TRUE(fine.empty());
+}
+
 TEST(PlanValidation, ListsEveryProblemAtOnce) {
     ModelConfig m = test::megatronStyleModel(10, 1024, 16, 50000, 2048);
     ClusterConfig c = test::roundCluster(8, 2); // 16 GPUs

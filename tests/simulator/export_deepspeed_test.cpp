@@ -40,6 +40,20 @@ TEST(ExportDeepSpeed, BatchSizesMultiplyOutAndPrecisionIsBf16WithFp32Grads) {
     EXPECT_FALSE(ds.contains("fp16"));
 }
 
+TEST(ExportDeepSpeed, AnFp16PlanIsDeepSpeedsFp16Section) {
+    // half_dtype fp16 (Volta; or a run that chose fp16): DeepSpeed's fp16 section, and fp16 gradients where the
+    // recipe keeps 16-bit ones.
+    Scenario s = deepspeedPlan();
+    s.plan.framework.halfDtype = "fp16";
+    auto ds = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed));
+    EXPECT_EQ(ds.at("fp16").at("enabled"), true);
+    EXPECT_FALSE(ds.contains("bf16"));
+    EXPECT_EQ(ds.at("data_types").at("grad_accum_dtype"), "fp32");
+    s.plan.precision = "mixed";
+    ds = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed));
+    EXPECT_EQ(ds.at("data_types").at("grad_accum_dtype"), "fp16");
+}
+
 TEST(ExportDeepSpeed, TensorParallelIsAutoTp) {
     Scenario s = deepspeedPlan();
     s.plan.tp = 2;

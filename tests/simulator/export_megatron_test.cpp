@@ -47,6 +47,20 @@ TEST(ExportMegatron, DefaultScenarioIsMegatronsGpt3Recipe) {
         EXPECT_FALSE(a.has(absent)) << absent;
 }
 
+TEST(ExportMegatron, AnFp16PlanIsWrittenFp16WithItsMainGradients) {
+    // --fp16 keeps fp16 main gradients unless --accumulate-allreduce-grads-in-fp32 (only --bf16 forces it on).
+    Scenario s = defaultScenario();
+    s.plan.framework.halfDtype = "fp16";
+    auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--fp16"));
+    EXPECT_FALSE(a.has("--bf16"));
+    EXPECT_TRUE(a.has("--accumulate-allreduce-grads-in-fp32")) << "the megatron recipe's fp32 main gradients";
+    s.plan.framework.gradReduceInFp32 = false;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_FALSE(a.has("--accumulate-allreduce-grads-in-fp32"));
+    EXPECT_FALSE(a.has("--grad-reduce-in-bf16"));
+}
+
 TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     const auto a = parseMegatron(exportPlan(preset("llama3-8b-h100"), ExportFormat::Megatron));
     EXPECT_NE(a.launch.find("--nproc_per_node 8 --nnodes 1 pretrain_gpt.py"), std::string::npos) << a.launch;

@@ -92,6 +92,16 @@ TEST(ExportTorchtitan, FsdpMixedPrecisionIsWrittenAndRefusedElsewhere) {
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
 }
 
+TEST(ExportTorchtitan, AnFp16PlanGathersFloat16) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
+    s.plan.framework.halfDtype = "fp16";
+    const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("training.mixed_precision_param"), "float16");
+    EXPECT_EQ(t.at("training.mixed_precision_reduce"), "float32");
+}
+
 TEST(ExportTorchtitan, AutocastOnlyUnderDataParallelismAlone) {
     // torchtitan's mixed_precision_param works through torch.autocast under DDP or on one device with no other
     // parallelism, and through fully_shard when it shards (torchtitan/config/configs.py).

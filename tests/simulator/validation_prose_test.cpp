@@ -77,6 +77,46 @@ TEST(ValidationGpu, TheA100PcieCardIsRefusedNotReadAsTheSxmPart) {
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }
 
+TEST(ValidationGpu, V100sAreTheDgx1AndDgx2PartsComputingInFp16) {
+    // Volta: no bf16 tensor cores, so an fp16 run computes in fp16 (half_dtype), and no FlashAttention (sm70).
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "Tesla V100-SXM2-16GB";
+    r["system"]["precision"] = "fp16";
+    r["plan"]["attention"] = "flash attention";
+    const ValidationCase sxm2 = load(r);
+    EXPECT_EQ(sxm2.scenario.cluster.name, "dgx1-v100");
+    EXPECT_EQ(sxm2.scenario.cluster.gpu.memoryBytes, 16944988160LL); // nvidia-smi's 16160 MiB
+    EXPECT_DOUBLE_EQ(sxm2.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Fp16), 125e12);
+    EXPECT_EQ(sxm2.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Bf16), 0u);
+    EXPECT_EQ(halfDtypeOf(sxm2.scenario.plan.framework), "fp16");
+    EXPECT_EQ(precisionRecipeOf(sxm2.scenario.plan).computeDtype, Dtype::Fp16);
+    EXPECT_FALSE(sxm2.scenario.plan.flashAttention);
+    EXPECT_TRUE(mentions(sxm2.assumptions, "no fused attention kernel"));
+    // The 32 GB SXM2 module keeps the DGX-1's fabric with its own memory; SXM3 (and DGX-2H) is the DGX-2.
+    r["system"]["gpu"] = "V100 32GB";
+    const ValidationCase v32 = load(r);
+    EXPECT_EQ(v32.scenario.cluster.name, "dgx1-v100");
+    EXPECT_EQ(v32.scenario.cluster.gpu.memoryBytes, 34069000000LL);
+    EXPECT_TRUE(mentions(v32.assumptions, "DGX-1's V100-SXM2"));
+    r["system"]["gpu"] = "Tesla V100-SXM3-32GB-H (DGX-2H)";
+    r["system"]["gpus_per_node"] = 16;
+    r["system"]["nodes"] = 2;
+    const ValidationCase dgx2h = load(r);
+    EXPECT_EQ(dgx2h.scenario.cluster.name, "dgx2-v100");
+    EXPECT_EQ(dgx2h.scenario.cluster.gpusPerNode, 16);
+    EXPECT_DOUBLE_EQ(dgx2h.scenario.cluster.intraNode.bandwidthBytesPerSecond, 150e9);
+    EXPECT_TRUE(mentions(dgx2h.assumptions, "DGX-2H's 450 W V100"));
+    // A bf16 run cannot run on Volta: refused at the precision, naming the way out.
+    r["system"]["precision"] = "bf16";
+    const std::string bf16 = refusalOf(r);
+    EXPECT_NE(bf16.find("half_dtype"), std::string::npos) << bf16;
+    // The PCIe card has no NVLink fabric: refused, not read as the SXM part.
+    r["system"]["precision"] = "fp16";
+    r["system"]["gpu"] = "Tesla V100-PCIE-32GB";
+    const std::string pcie = refusalOf(r);
+    EXPECT_NE(pcie.find("V100 PCIe"), std::string::npos) << pcie;
+}
+
 TEST(ValidationPrecision, Fp32TrainingIsTheFp32RecipeAndTf32IsRefused) {
     // A field naming only 32 bits is full-precision training (the fp32 recipe: CUDA-core GEMMs), said; "fp32" beside
     // a 16-bit word is a mixed recipe's master copy; TF32 has no recipe, so it is refused naming the field rather

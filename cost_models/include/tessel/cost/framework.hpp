@@ -45,6 +45,10 @@ struct FrameworkSettings {
     // The dtype the optimizer keeps its state in: "fp32", or "bf16" (Adam's moments in bf16 and no master beside
     // the bf16 weights: NeMo 1's distributed_fused_adam with optim.dtype=bf16). Unset: fp32.
     std::optional<std::string> optimizerDtype;
+    // The 16-bit type the run computes in (Megatron-LM's --fp16 / --bf16, DeepSpeed's fp16 / bf16 sections):
+    // "bf16", or "fp16", the only one Volta's tensor cores run (V100). The recipes keep the same bytes either way.
+    // Unset: bf16.
+    std::optional<std::string> halfDtype;
     // How MoE tokens reach their experts (Megatron-core's --moe-token-dispatcher-type): "alltoall", one all-to-all
     // of every token copy over the EP group, or "flex" (DeepEP / HybridEP, --moe-flex-dispatcher-backend): a token
     // crosses the network once per destination node and is forwarded over NVLink inside it. Unset: alltoall.
@@ -154,6 +158,8 @@ bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
 std::string crossEntropyOf(const FrameworkSettings& f);
 // The plan's MoE token dispatcher: "alltoall" (unset) or "flex" (FrameworkSettings::moeDispatcher).
 std::string moeDispatcherOf(const FrameworkSettings& f);
+// The 16-bit compute type: "bf16" (unset) or "fp16" (FrameworkSettings::halfDtype).
+std::string halfDtypeOf(const FrameworkSettings& f);
 // Whether one micro-batch's EP all-to-alls run under another's compute (FrameworkSettings::moeA2aOverlap).
 bool moeA2aOverlapOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").

@@ -20,7 +20,9 @@ struct Scenario {
     ModelConfig model;
     ClusterConfig cluster;
     Plan plan;
-    const PrecisionRecipe& recipe() const;   // the plan's precision recipe (validated to exist)
+    // The plan's precision recipe (validated to exist) as its framework, ZeRO stage and pipeline run it
+    // (precisionRecipeOf): what the cost model and the simulator cost.
+    PrecisionRecipe recipe() const;
 };
 
 // Directories searched for presets, in order: $TESSEL_SCENARIOS, the source tree's scenarios/ (compiled in),
