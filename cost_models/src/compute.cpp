@@ -583,7 +583,14 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             qk.hasWeights = false;
             qk.modelFlops = qk.flops;
             ops.push_back(qk);
-            ops.push_back(memoryOp("attention_softmax", "softmax", kernel_cost::softmaxBytes(scores, e)));
+            if (eager) {
+                // The model's own ops on the scores (FORMULAS.md §3.4): scale, mask, softmax, each a pass.
+                OpCost sm = memoryOp("attention_softmax", "softmax", kernel_cost::eagerScaleMaskSoftmaxBytes(scores, e));
+                sm.backwardByteFactor = kernel_cost::eagerScaleMaskSoftmaxBackwardFactor();
+                ops.push_back(sm);
+            } else {
+                ops.push_back(memoryOp("attention_softmax", "softmax", kernel_cost::softmaxBytes(scores, e)));
+            }
             if (s.maskBytes) {
                 OpCost drop = memoryOp("attention_dropout", "dropout", kernel_cost::dropoutBytes(scores, e));
                 drop.backwardByteFactor = 1.0; // backward reads the gradient and mask, writes one gradient

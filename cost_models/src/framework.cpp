@@ -81,6 +81,17 @@ namespace {
 // optim.grad_sync_dtype=bf16 from April 2024 (NeMo-Framework-Launcher e743722a, examples/training/*/h100/*.sh),
 // NeMo 2's performance scripts grad_reduce_in_fp32 = False (scripts/performance/helpers.py
 // set_precision_configs). NeMo's defaults in tessel are its performance recipes', as for its overlaps.
+// Fused kernels: torchtitan's models run their norms, rotary embedding and SwiGLU as eager PyTorch ops
+// (models/norms.py RMSNorm, models/llama/model.py apply_rotary_emb and FeedForward) unless training.compile, off in
+// its shipped train_configs. Megatron-LM ran its attention's scale, mask and softmax, its loss and its layout
+// copies as PyTorch ops until "Various speed optimizations" (51a2e6b0ff, 2020-09-11) brought the fused
+// scale-mask-softmax, bias-GeLU and bias-dropout-add kernels: a Megatron-LM of 2019 runs eager.
+bool fusedKernelsDefault(const FrameworkSettings& f) {
+    if (f.name == "torchtitan") return false;
+    const int year = frameworkYear(f);
+    return !(f.name == "megatron" && year > 0 && year <= 2019);
+}
+
 bool gradReduceInFp32Default(const FrameworkSettings& f) {
     if (f.name != "nemo") return true;
     const int year = frameworkYear(f);
@@ -268,10 +279,7 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
         o.overlapGradReduce = true;
         o.overlapP2pComm = true;
     }
-    // torchtitan's models run their norms, rotary embedding and SwiGLU as eager PyTorch ops (models/norms.py
-    // RMSNorm, models/llama/model.py apply_rotary_emb and FeedForward) unless training.compile, off in its
-    // shipped train_configs.
-    o.fusedKernels = f.name != "torchtitan";
+    o.fusedKernels = fusedKernelsDefault(f);
     o.gradReduceInFp32 = gradReduceInFp32Default(f);
     o.fp8ParamGather = fp8ParamGatherDefault(f);
     o.foreachOptimizer = foreachOptimizerDefault(f);
@@ -290,7 +298,7 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     return o;
 }
 
-bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or(f.name != "torchtitan"); }
+bool fusedKernelsOf(const FrameworkSettings& f) { return f.fusedKernels.value_or(fusedKernelsDefault(f)); }
 bool gradReduceInFp32Of(const FrameworkSettings& f) { return f.gradReduceInFp32.value_or(gradReduceInFp32Default(f)); }
 bool fp8ParamGatherOf(const FrameworkSettings& f) { return f.fp8ParamGather.value_or(fp8ParamGatherDefault(f)); }
 bool foreachOptimizerOf(const FrameworkSettings& f) { return f.foreachOptimizer.value_or(foreachOptimizerDefault(f)); }

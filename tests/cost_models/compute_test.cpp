@@ -337,6 +337,35 @@ TEST(Compute, AlibiWritesTheScoresOnceMoreWithoutFlashAndNothingInBackward) {
     EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_alibi"), std::runtime_error);
 }
 
+TEST(Compute, EagerUnfusedAttentionScalesMasksAndSoftmaxesInThreePasses) {
+    // Megatron-LM of 2019 and Hugging Face's eager attention: scores / sqrt(d), the causal mask, softmax, each an op
+    // over the b (a/t) s^2 scores: 6 e a score forward (fused: 2 e), 7 e backward. Here b 1, 16 heads / tp 2 = 8,
+    // s 1024, e 2: 8 x 1024^2 scores.
+    const ModelConfig m = test::megatronStyleModel(4, 2048, 16, 51200, 1024);
+    const ClusterConfig c = test::roundCluster(8, 1);
+    Plan p = tp2OnEight();
+    p.flashAttention = false;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double scores = 8.0 * 1024.0 * 1024.0;
+    const OpCost& fused = findOp(layerCompute(m, c, p, recipe), "attention_softmax");
+    EXPECT_DOUBLE_EQ(fused.bytes, 2.0 * 2.0 * scores);
+    p.framework.fusedKernels = false;
+    const BlockCompute eager = layerCompute(m, c, p, recipe);
+    const OpCost& chain = findOp(eager, "attention_softmax");
+    EXPECT_DOUBLE_EQ(chain.bytes, 6.0 * 2.0 * scores);
+    EXPECT_DOUBLE_EQ(chain.bytes * chain.backwardByteFactor, 7.0 * 2.0 * scores);
+    // Megatron-LM ran eager until its fused kernels of 2020-09: a 2019 plan is eager by default, a 2021 one fused.
+    p.framework = FrameworkSettings{};
+    p.framework.name = "megatron";
+    p.framework.version = "2019";
+    EXPECT_FALSE(fusedKernelsOf(p.framework));
+    EXPECT_DOUBLE_EQ(findOp(layerCompute(m, c, p, recipe), "attention_softmax").bytes, chain.bytes);
+    p.framework.version = "2021";
+    EXPECT_TRUE(fusedKernelsOf(p.framework));
+    p.framework.version = "";
+    EXPECT_TRUE(fusedKernelsOf(p.framework));
+}
+
 TEST(Compute, QkNormsReadAndWriteEachHeadOfQAndKAndKeepTheirInputs) {
     // Qwen3's q_norm / k_norm: an RMSNorm over each head of q and k. Here h 2048, 16 heads of 128, kv 4 heads,
     // tp 2: q 1024 and k 256 columns a rank, T = 1024 tokens, e = 2.

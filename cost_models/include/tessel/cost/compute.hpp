@@ -66,8 +66,14 @@ double fp8CastBackwardBytes(double outputs, double inputs, int e);
 //   SwiGLU as silu(a) * b: 5e per output element, 9e backward;
 //   repeat_kv (grouped-query K and V copied to every head) and the attention output made contiguous: a copy;
 //   the loss as cross_entropy(logits.float()): e + 16, 20 + e.
+//   an unfused attention's scale, mask and softmax as three ops on the scores (scores / sqrt(d), the causal mask
+//   applied, softmax: Megatron-LM before its fused kernels of 2020-09, Hugging Face's eager attention): 6e per score,
+//   and backward 7e (softmax's backward reads the probabilities and the gradient and writes one; the mask's and the
+//   scale's each read and write the gradient).
 double eagerRmsNormBytes(int64_t rows, int64_t cols, int e);
 double eagerRmsNormBackwardFactor(int e);
+double eagerScaleMaskSoftmaxBytes(double scores, int e);
+double eagerScaleMaskSoftmaxBackwardFactor();
 double eagerRopeBytes(int64_t tokens, int64_t rotatedCols, int e);
 double eagerSwigluBytes(int64_t rows, int64_t outCols, int e);
 constexpr double kEagerSwigluBackwardFactor = 9.0 / 5.0;
