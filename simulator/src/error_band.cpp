@@ -18,7 +18,7 @@ namespace tessel::sim {
 std::string gpuFamily(const std::string& gpuName) {
     std::string g = gpuName;
     std::transform(g.begin(), g.end(), g.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    for (const char* family : {"H200", "H100", "A100", "GB200", "B200"}) // GB200 before the B200 its name holds
+    for (const char* family : {"H200", "H100", "A100", "V100", "GB200", "B200"}) // GB200 before the B200 its name holds
         if (g.find(family) != std::string::npos) return family;
     return "other";
 }
@@ -170,7 +170,8 @@ std::vector<std::string> errorBandValidationFiles() {
                               "check_megatron_lm_h100.json", "check_megatron_bridge_b200_fp8.json",
                               "check_megatron_bridge_gb200_fp8.json", "check_dgxc_h100.json",
                               "check_bigscience_bloom.json", "check_eleutherai_gpt_neox.json",
-                              "check_torchtitan_h200.json", "check_dgxc_405b_2505.json"}) {
+                              "check_torchtitan_h200.json", "check_dgxc_405b_2505.json",
+                              "check_megatron_lm_2019_v100.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());
