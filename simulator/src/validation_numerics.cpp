@@ -120,11 +120,23 @@ bool readPrecisionAndSharding(Reading& r) {
         }
     }
     else if (framework == "fsdp" || framework == "torchtitan") {
-        // PyTorch FSDP keeps fp32 parameter shards (the master), gathers them as bf16 and reduces in fp32, or in
-        // bf16 under Composer's 'PURE' mixed precision (reduce_dtype = param_dtype).
-        plan.precision = contains(prec, "pure") ? "fsdp_pure" : "fsdp";
+        // PyTorch FSDP keeps fp32 parameter shards (the master) and gathers them in 16 bits. Where it reduces is the
+        // trainer's: Composer's 'DEFAULT' (llm-foundry) and torchtitan (mixed_precision_reduce float32) in fp32;
+        // Composer's 'PURE', PyTorch's MixedPrecision with reduce_dtype unset (it takes param_dtype), FairScale's FSDP
+        // (fp32_reduce_scatter off: metaseq), Hugging Face Accelerate and Lightning (one dtype for all three) in 16
+        // bits. A reduce dtype the record states decides.
+        const std::optional<bool> fp32Reduce = plan.framework.gradReduceInFp32;
+        const bool trainerReducesFp32 = framework == "torchtitan" || r.llmFoundry;
+        const bool sixteenBitReduce = contains(prec, "pure") || (fp32Reduce && !*fp32Reduce) ||
+                                      (!fp32Reduce && !trainerReducesFp32);
+        plan.precision = sixteenBitReduce ? "fsdp_pure" : "fsdp";
         if (prec.empty() || contains(prec, "not stated"))
-            r.assume("precision not stated: FSDP mixed precision (fp32 shards, bf16 compute and gathers, fp32 reduction)");
+            r.assume(std::string("precision not stated: FSDP mixed precision (fp32 shards, 16-bit compute and gathers, ") +
+                     (sixteenBitReduce ? "16-bit" : "fp32") + " reduction)");
+        if (sixteenBitReduce && !fp32Reduce && !contains(prec, "pure"))
+            r.assume("FSDP gradients reduced in 16 bits (reduce dtype not stated: PyTorch FSDP's reduce_dtype takes "
+                     "param_dtype, FairScale reduces in fp16, Accelerate and Lightning use one dtype; only Composer's "
+                     "DEFAULT and torchtitan reduce in fp32)");
     }
     else if (prec.empty() || contains(prec, "not stated")) r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
 

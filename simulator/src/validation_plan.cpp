@@ -507,7 +507,7 @@ bool readFramework(Reading& r) {
     // --accumulate-allreduce-grads-in-fp32, NeMo's optim.grad_sync_dtype, Megatron-core's grad_reduce_in_fp32.
     if (auto v = boolean(pl, "grad_reduce_in_bf16")) plan.framework.gradReduceInFp32 = !*v;
     if (auto v = boolean(pl, "accumulate_allreduce_grads_in_fp32")) plan.framework.gradReduceInFp32 = *v;
-    for (const char* key : {"grad_sync_dtype", "grad_reduce_dtype"}) {
+    for (const char* key : {"grad_sync_dtype", "grad_reduce_dtype", "reduce_dtype", "mixed_precision_reduce"}) {
         const std::string dt = lower(text(pl, key));
         if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.gradReduceInFp32 = false;
         else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.gradReduceInFp32 = true;

@@ -26,6 +26,30 @@ using test::onNodes;
 using test::record;
 using test::refusalOf;
 
+TEST(ValidationRecord, FsdpReducesIn16BitsUnlessItsTrainerReducesInFp32) {
+    // Where FSDP reduces is the trainer's: PyTorch's MixedPrecision with reduce_dtype unset takes param_dtype,
+    // FairScale (metaseq) reduces in fp16, Accelerate and Lightning use one dtype; Composer's DEFAULT (llm-foundry)
+    // and torchtitan reduce in fp32. A stated reduce dtype decides.
+    nlohmann::json r = record();
+    dataParallelOnly(r);
+    r["plan"]["zero"] = 3;
+    r["plan"]["framework"] = "metaseq (FSDP)";
+    r["system"]["precision"] = "fp16";
+    const ValidationCase metaseq = load(r);
+    EXPECT_EQ(metaseq.scenario.plan.precision, "fsdp_pure");
+    EXPECT_EQ(precisionRecipeOf(metaseq.scenario.plan).gradReduceBytes(), 2);
+    EXPECT_EQ(halfDtypeOf(metaseq.scenario.plan.framework), "fp16");
+    EXPECT_TRUE(mentions(metaseq.assumptions, "FSDP gradients reduced in 16 bits"));
+    r["plan"]["reduce_dtype"] = "float32";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp");
+    r["plan"].erase("reduce_dtype");
+    r["plan"]["framework"] = "Composer (FSDP)";
+    r["system"]["precision"] = "amp_bf16";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp");
+    r["plan"]["mixed_precision_reduce"] = "bfloat16";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp_pure");
+}
+
 TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     // torchtitan's Llama 3.1 benchmarks (benchmarks/llama3_h100_202412_torchtitan.md) ran on Meta's Grand Teton
     // H100: 96 GB of HBM2e at 2.4 TB/s, 500 W. Read as the 80 GB part, its 82.4 GiB FSDP run could not fit.
