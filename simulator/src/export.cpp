@@ -491,7 +491,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
 // selective recompute) lives in model code, so such plans are refused with the alternative named.
 // The plans DeepSpeed cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 int deepSpeedStage(const Plan& p) {
-    return isHalfRecipe(p.precision) && p.zeroStage == 0 && p.dp == 1 ? 1 : p.zeroStage;
+    const bool bf16 = isHalfRecipe(p.precision) && halfDtypeOf(p.framework) == "bf16";
+    return bf16 && p.zeroStage == 0 && p.dp == 1 ? 1 : p.zeroStage;
 }
 
 void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
@@ -500,7 +501,7 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32
     // master weights and Adam state over data parallel (ZeRO-1); over a single data-parallel rank the two are
-    // the same, so a dp = 1 bf16 plan is written as stage 1.
+    // the same, so a dp = 1 bf16 plan is written as stage 1. fp16 without ZeRO is FP16_Optimizer, replicated.
     const int stage = deepSpeedStage(p);
 
     if (p.pp > 1 && !evenPipelineSplit(m, withResolvedPipelineSplit(m, cluster, p)))
@@ -557,7 +558,7 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
         problems.add("/plan/zero_stage",
                      "DeepSpeed forbids ZeRO-2 and ZeRO-3 with pipeline parallelism "
                      "(PipelineEngine asserts stage < 2); use zero_stage 0 or 1, or pp 1");
-    if (half && stage == 0)
+    if (half && stage == 0 && halfDtypeOf(p.framework) == "bf16")
         problems.add(
             "/plan/zero_stage",
             "DeepSpeed has no replicated-optimizer bf16 mode: without ZeRO its BF16_Optimizer shards the "

@@ -52,6 +52,13 @@ TEST(ExportDeepSpeed, AnFp16PlanIsDeepSpeedsFp16Section) {
     s.plan.precision = "mixed";
     ds = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed));
     EXPECT_EQ(ds.at("data_types").at("grad_accum_dtype"), "fp16");
+    // Without ZeRO, fp16 is FP16_Optimizer, replicated over data parallelism: written as stage 0, where bf16 has no
+    // such mode and is refused.
+    s.plan.zeroStage = 0;
+    ds = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed));
+    EXPECT_EQ(ds.at("zero_optimization").at("stage"), 0);
+    s.plan.framework.halfDtype = "bf16";
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/zero_stage"));
 }
 
 TEST(ExportDeepSpeed, TensorParallelIsAutoTp) {
