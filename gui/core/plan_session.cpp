@@ -45,6 +45,11 @@ void PlanSession::setModel(const ModelConfig& model) {
 
 void PlanSession::setCluster(const ClusterConfig& cluster) {
     scenario_.cluster = cluster;
+    // The 16-bit type follows the GPU where it must: Volta has fp16 tensor cores and no bf16, so a plan picked from
+    // a preset runs fp16 there (the same bytes; framework half_dtype). A GPU with both keeps the plan's choice.
+    const auto& peaks = cluster.gpu.peakFlopsPerSecond;
+    if (!peaks.count(Dtype::Bf16) && peaks.count(Dtype::Fp16))
+        for (Plan* p : {&scenario_.plan, &base_, &evaluation_.plan}) p->framework.halfDtype = "fp16";
     emit scenarioChanged();
     reevaluate();
 }

@@ -88,6 +88,20 @@ private slots:
         }
     }
 
+    void aVoltaClusterRunsThePlanInFp16() {
+        // The V100 has no bf16: picking its preset makes the session's plans compute in fp16, and they evaluate.
+        PlanSession session;
+        Scenario s = llamaScenario();
+        session.setScenario(s);
+        ClusterConfig v100 = loadClusterRef("dgx2-v100", "test");
+        v100.nodes = std::max(1, s.cluster.totalGpus() / v100.gpusPerNode);
+        v100.gpusPerNode = s.cluster.totalGpus() / v100.nodes;
+        session.setCluster(v100);
+        QCOMPARE(halfDtypeOf(session.currentPlan().framework), std::string("fp16"));
+        QCOMPARE(halfDtypeOf(session.scenario().plan.framework), std::string("fp16"));
+        QVERIFY(session.evaluation().ok());
+    }
+
     void gpt3OomPlanIsRedOnTheRightStages() {
         PlanSession session;
         Scenario s = defaultScenario();
