@@ -88,8 +88,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     return recipes;
 }
 
-PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage,
-                                  int pp) {
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage) {
     const PrecisionRecipe* named = findPrecisionRecipe(precision);
     if (!named) throw InputError({{"/plan/precision", "unknown precision recipe \"" + precision + "\""}});
     PrecisionRecipe r = *named;
@@ -122,15 +121,17 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.fp8())) {
         r.masterBytes = 2;
     }
-    // DeepSpeed's BF16_Optimizer all-reduces its fp32 gradients cast to the engine's communication_data_type, which
-    // is bf16 where bf16 is enabled and the config names none (engine.py communication_data_type and allreduce_bucket,
-    // 2022-04 bf16+pipeline 56c522386 to today; BLOOM's tr11 ds_config names none).
-    if (deepSpeedBf16OptimizerOf(framework, pp, zeroStage, r.weightBytes, r.gradBytes)) r.reduceBytes = r.weightBytes;
+    // DeepSpeed reduces gradients cast to the engine's communication_data_type, which is the 16-bit dtype where fp16
+    // or bf16 is enabled and the config names none (engine.py communication_data_type): BF16_Optimizer's
+    // allreduce_bucket (2022-04 bf16+pipeline 56c522386 to today; BLOOM's tr11 ds_config names none), ZeRO-1/2's
+    // average_tensor and allreduce_bucket (stage_1_and_2.py) and ZeRO-3's __avg_scatter_grads (stage3.py) alike,
+    // whatever dtype it accumulates in.
+    if (framework.name == "deepspeed" && r.weightBytes == 2 && r.gradBytes == 4) r.reduceBytes = r.weightBytes;
     return r;
 }
 
 PrecisionRecipe precisionRecipeOf(const Plan& plan) {
-    return precisionRecipeOf(plan.precision, plan.framework, plan.zeroStage, plan.pp);
+    return precisionRecipeOf(plan.precision, plan.framework, plan.zeroStage);
 }
 
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name) {

@@ -209,11 +209,15 @@ TEST(Traffic, DeepSpeedsBf16OptimizerReducesInBf16) {
         return -1.0;
     };
     EXPECT_DOUBLE_EQ(reduced(plan), 2.0 * params);
-    // Without a pipeline DeepSpeed's ZeRO-1 path keeps bf16 gradients (no BF16_Optimizer): 2 B either way.
+    // Without a pipeline DeepSpeed's ZeRO optimizers reduce in the same communication_data_type (stage_1_and_2.py
+    // average_tensor, stage3.py __avg_scatter_grads): 2 B a parameter at ZeRO-1, 2 and 3 alike.
     Plan flat = plan;
     flat.pp = 1;
     flat.dp = 32;
-    EXPECT_EQ(precisionRecipeOf(flat).reduceBytes, 0);
+    for (int z : {1, 2, 3}) {
+        flat.zeroStage = z;
+        EXPECT_EQ(precisionRecipeOf(flat).gradReduceBytes(), 2) << z;
+    }
     // Megatron-LM reduces its fp32 main gradients at their width.
     Plan megatron = plan;
     megatron.framework.name = "megatron";

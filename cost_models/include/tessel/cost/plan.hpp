@@ -94,11 +94,10 @@ const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 // (gradReduceInFp32Of). Under a distributed optimizer (zeroStage >= 1) the fp32 master of bf16 weights is 2 B of
 // remainders where storeParamRemaindersOf says so, and optimizer_dtype bf16 keeps 2 B moments and no master
 // (FORMULAS.md §2). Throws InputError for an unknown recipe name.
-// Under DeepSpeed's BF16_Optimizer (deepSpeedBf16OptimizerOf: pipeline plans, pp > 1) the fp32 gradients are
-// all-reduced in bf16 (reduceBytes 2): the engine's communication_data_type is bf16 where bf16 is enabled and the
-// config names none.
-PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0,
-                                  int pp = 1);
+// Under DeepSpeed the fp32 gradients of a 16-bit recipe are reduced in 16 bits (reduceBytes 2): the engine's
+// communication_data_type is the 16-bit dtype where fp16 or bf16 is enabled and the config names none, for its
+// BF16_Optimizer and its ZeRO-1/2/3 optimizers alike. half_dtype fp16 computes in fp16 (Volta).
+PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0);
 
 // The largest counts a plan may hold, from any source (plan JSON, CLI, a validation record): past these a count
 // no longer fits the int it is kept in, or the products of degrees overflow.
