@@ -90,6 +90,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
             problems.add(pointer + "/precision", "the cuda backend runs the mixed (bf16 with fp32 master weights and "
                                                  "Adam moments) or fp32 recipe, not \"" + plan.precision + "\"" +
                                                      (cpuRecipe ? " (run that recipe with --backend cpu)" : ""));
+        // Its 16-bit kernels are bf16: an fp16 plan (half_dtype, Volta) would run as something it does not say.
+        else if (plan.precision == "mixed" && halfDtypeOf(plan.framework) == "fp16")
+            problems.add(pointer + "/half_dtype", "the cuda backend computes the mixed recipe in bf16, not fp16 (its "
+                                                  "kernels have no fp16 path); drop half_dtype, or run fp32");
     } else {
         problems.add("--backend", "unknown backend \"" + backend + "\"; the executor has cpu and cuda");
     }

@@ -434,6 +434,12 @@ TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {
     const auto unknown = problemsFor("cpu_fp64", "rocm");
     ASSERT_EQ(unknown.size(), 1u);
     EXPECT_EQ(unknown[0].where, "--backend");
+    // The CUDA backend's 16-bit kernels are bf16: an fp16 plan (half_dtype, Volta) is refused at that field.
+    mixedPlan.framework.halfDtype = "fp16";
+    ProblemList fp16;
+    validateExecutable(model, mixedPlan, "/plan", fp16, "cuda");
+    ASSERT_EQ(fp16.items().size(), 1u);
+    EXPECT_EQ(fp16.items()[0].where, "/plan/half_dtype");
 }
 
 // Hybrid sharding is a plan the cost model predicts; the executor refuses it by name rather than run it as full sharding.
