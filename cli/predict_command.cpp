@@ -189,6 +189,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     else
         out << "  tensor cores at " << fixed(p.layer.tensorShare, 3)
             << " of their benchmarked rate (gpu.sustained_tensor_fraction)";
+    // A GPU without fused attention kernels (Volta: FlashAttention needs sm75/sm80 and later) costs a flash plan's
+    // attention as GEMM tiles: said, since the run would use another kernel or none.
+    if (pl.flashAttention && s.cluster.gpu.attentionKernels.empty() && s.cluster.gpu.overlapsCommunication)
+        out << "\n  " << s.cluster.gpu.name << " has no fused attention kernel in its preset: flash attention costed as GEMM "
+            << "tiles at the GEMM rate (FlashAttention needs sm75/sm80 or later; flash_attention off costs the scores "
+            << "in HBM between GEMMs)";
     out << "\n\n";
 
     out << "Communication\n";

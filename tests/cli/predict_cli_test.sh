@@ -222,4 +222,16 @@ assert d['compute']['dense_layer']['forward']['seconds'] > 0
 assert d['compute']['mtp_module']['modules'] == 1 and d['compute']['mtp_module']['stage'] == 7
 assert d['compute']['mtp_module']['forward']['seconds'] > 0" ; check "dense layer and mtp module in the JSON" $?
 
+# Volta: a bf16 plan is refused naming the way out; with --half-dtype fp16 it predicts, and a flash plan on a GPU
+# without fused attention kernels says how its attention was costed.
+"$TESSEL" predict --cluster dgx1-v100 --nodes 128 >"$tmp/v100bf16.out" 2>&1; rc=$?
+check "bf16 on a V100 refused" $([ $rc -eq 2 ]; echo $?)
+check "names --half-dtype" "$(contains "$tmp/v100bf16.out" '--half-dtype fp16')"
+"$TESSEL" predict --cluster dgx1-v100 --nodes 128 --half-dtype fp16 >"$tmp/v100.out" 2>&1; check "fp16 on a V100 predicts" $?
+check "says no fused attention kernel" "$(contains "$tmp/v100.out" 'has no fused attention kernel in its preset')"
+"$TESSEL" predict --json --cluster dgx1-v100 --nodes 128 --half-dtype fp16 >"$tmp/v100.json"
+python3 -c "
+import json; d=json.load(open('$tmp/v100.json'))
+p = d['scenario']['plan']; assert p['dtype'] == 'fp16' and p['half_dtype'] == 'fp16', p" ; check "fp16 in the JSON plan" $?
+
 finish
