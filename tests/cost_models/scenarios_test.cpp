@@ -349,7 +349,8 @@ TEST(Schemas, PlanSchemaEnumsAreWhatTheReaderAccepts) {
     for (const auto& r : precisionRecipes()) recipes.insert(r.name);
     EXPECT_EQ(listed("precision"), recipes);
     EXPECT_EQ(listed("framework"), std::set<std::string>(frameworkNames().begin(), frameworkNames().end()));
-    for (const char* key : {"pipeline_split", "recompute", "schedule", "ddp_impl", "cross_entropy", "optimizer_dtype"})
+    for (const char* key :
+         {"pipeline_split", "recompute", "schedule", "ddp_impl", "cross_entropy", "optimizer_dtype", "half_dtype"})
         for (const auto& value : listed(key)) {
             ProblemList problems;
             parsePlan(nlohmann::json{{key, value}}, "", problems);
@@ -381,6 +382,12 @@ TEST(Schemas, PlanSchemaDescribesPlanToJson) {
     const nlohmann::json s = schema("plan");
     expectKeysDescribed(s, planToJson(Plan{}), "plan");
     expectKeysDescribed(s, planToJson(defaultScenario().plan), "plan (default scenario)");
+    // A plan computing in fp16 (Volta) writes half_dtype beside its dtype.
+    Plan fp16;
+    fp16.framework.halfDtype = "fp16";
+    const nlohmann::json written = planToJson(fp16);
+    ASSERT_TRUE(written.contains("half_dtype"));
+    expectKeysDescribed(s, written, "plan (fp16)");
 }
 
 TEST(Schemas, ScenarioSchemaDescribesScenarioToJson) {
