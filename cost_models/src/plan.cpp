@@ -279,9 +279,7 @@ nlohmann::json planToJson(const Plan& p) {
             {"attention_kernel", p.attentionKernel},
             {"schedule", toString(p.schedule)},
             {"precision", p.precision},
-            {"dtype", rec ? toString(rec->computeDtype == Dtype::Bf16 && halfDtypeOf(p.framework) == "fp16" ? Dtype::Fp16
-                                                                                                     : rec->computeDtype)
-                          : "bf16"},
+            {"dtype", rec ? toString(precisionRecipeOf(p).computeDtype) : "bf16"},
             {"rank_order", p.rankOrderString()},
             {"vocab_divisible_by", vocabMultipleOf(p)}};
     if (!p.pipelineLayers.empty()) j["pipeline_layers"] = p.pipelineLayers;
@@ -584,8 +582,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("precision"), "\"fp8\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
                                              "' gives no peak (FP8 tensor cores arrived with Hopper)");
     if (const auto* rec = findPrecisionRecipe(plan.precision)) {
-        const bool fp16 = halfDtypeOf(plan.framework) == "fp16" && rec->computeDtype == Dtype::Bf16;
-        const Dtype computes = fp16 ? Dtype::Fp16 : rec->computeDtype;
+        const Dtype computes = precisionRecipeOf(plan).computeDtype;
         if (!cluster.gpu.peakFlopsPerSecond.count(computes))
             problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(computes) +
                                                  ", for which cluster '" + cluster.name + "' gives no peak flops" +

@@ -234,11 +234,13 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     }
     if (has("ampere")) return {"dgx-a100-80g", "'Ampere' GPU taken as an A100-SXM4-80GB"};
     if (has("v100")) {
+        // The DGX-2H's 450 W part is named "-H" after the memory ("V100-SXM3-32GB-H") or as the system.
+        const bool dgx2h = has("gb-h") || has("dgx-2h") || has("dgx2h");
         // Volta: the DGX-2's SXM3 modules on NVSwitch, or the DGX-1's SXM2 modules on its NVLink cube-mesh (the
         // 32 GB SXM2 part takes its memory from gpuPartMemory). The PCIe card: 250 W, no NVLink fabric.
         if (has("pcie")) return {"", "V100 PCIe is not a built-in GPU (no NVLink fabric: PCIe Gen3, 250 W)"};
-        if (has("sxm3") || has("dgx-2") || has("dgx2") || has("-h"))
-            return {"dgx2-v100", has("-h") ? "the DGX-2H's 450 W V100 (2.1 PFLOPS a system, NVIDIA DGX-2H datasheet) read "
+        if (has("sxm3") || has("dgx-2") || has("dgx2") || dgx2h)
+            return {"dgx2-v100", dgx2h ? "the DGX-2H's 450 W V100 (2.1 PFLOPS a system, NVIDIA DGX-2H datasheet) read "
                                              "with the DGX-2's figures (2 PFLOPS: 125 TFLOPS a GPU)"
                                  : has("sxm3") ? "" : "V100 taken as the DGX-2's V100-SXM3-32GB on NVSwitch"};
         return {"dgx1-v100", has("sxm2") ? "" : "V100 taken as the DGX-1's V100-SXM2 on its NVLink cube-mesh"};
@@ -251,7 +253,7 @@ GpuPartMemory gpuPartMemory(const std::string& gpuText) {
     // The DGX-1's V100 came as 16 GB and, from 2018, 32 GB SXM2 modules: the same GPU and HBM2 bandwidth (Tesla
     // V100 datasheet); 32 GB read as the SXM3 32 GB part's usable bytes (scenarios/clusters/dgx2-v100.json).
     if (contains(g, "v100") && contains(g, "32") && !contains(g, "sxm3") && !contains(g, "dgx-2") && !contains(g, "dgx2") &&
-        !contains(g, "-h"))
+        !contains(g, "gb-h"))
         return {"Tesla V100-SXM2-32GB", 34069000000, 9.0e11, 32.0, true};
     if (!contains(g, "gh200")) return {};
     // Grace Hopper: the H100/H200 GPU (132 SMs, the same clocks, 989 TFLOP/s BF16 dense) with 96 GB HBM3 at 4 TB/s

@@ -110,6 +110,17 @@ TEST(ValidationGpu, V100sAreTheDgx1AndDgx2PartsComputingInFp16) {
     r["system"]["precision"] = "bf16";
     const std::string bf16 = refusalOf(r);
     EXPECT_NE(bf16.find("half_dtype"), std::string::npos) << bf16;
+    // Its network as the 2019 paper states it: bytes, not bits (GB/s, as against Gb/s), 100 GB/s a 16-GPU server.
+    std::string how;
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("8 InfiniBand adapters per server, 100 GB/s between servers", 16, how),
+                     6.25e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("8 x 100 Gb/s InfiniBand per server", 16, how), 6.25e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("RDMA 400 Gb/s per GPU", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("RDMA 50 GBps per GPU", 8, how), 50e9);
+    // A part name with an H that is not the DGX-2H's is not read as it.
+    r["system"]["precision"] = "fp16";
+    r["system"]["gpu"] = "Tesla V100-HBM2 16GB";
+    EXPECT_EQ(load(r).scenario.cluster.name, "dgx1-v100");
     // The PCIe card has no NVLink fabric: refused, not read as the SXM part.
     r["system"]["precision"] = "fp16";
     r["system"]["gpu"] = "Tesla V100-PCIE-32GB";
