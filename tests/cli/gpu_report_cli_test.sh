@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU reports' evidence stays what the code gives (docs/gpu-report.md, data/gpu/h100-2026-11-25; the H200's of
-# 2026-11-28, data/gpu/h200-2026-11-28-tip): the shipped preset h100-single-calibrated is what `tessel calibrate`
-# makes of the committed H100 sweep and runs, and each held-out run, opened by `tessel compare`, gives the step and
+# 2026-11-28 and 2026-11-30, data/gpu/h200-2026-11-28-tip and h200-2026-11-30): the shipped preset
+# h100-single-calibrated is what `tessel calibrate` makes of the committed H100 sweep and runs, and each held-out run, opened by `tessel compare`, gives the step and
 # memory errors the report states.
 source "$(dirname "$0")/lib.sh"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -57,6 +57,43 @@ assert abs(got["memory"]["stages"][0]["error"] - want["memory_error"]) < 1e-3
 assert abs(got["step"]["error"]) < 0.10, got["step"]["error"]
 PY
     check "H200 $name: the step and memory errors of the report" $?
+done
+# The H200 calls of 2026-11-30 (docs/gpu-report-h200-2026-11-30.md): the recipe at b2c7d19, and the held-out runs
+# measured twice by the same programs (call2/); the calibration made here is the one the GPU wrote, and each run
+# gives the errors data/gpu/h200-2026-11-30/holdout-results.json states.
+N="$root/data/gpu/h200-2026-11-30"
+"$TESSEL" calibrate "$N/bench" "$N/run-gpt2" "$N/run-gpt2-seq256" "$N/run-cuda-1" --cluster h200-single \
+    -o "$tmp/h200-30.json" >"$tmp/h200-30.log" 2>&1
+check "calibrate of the 2026-11-30 H200 sweep and runs exits 0" $?
+python3 - "$tmp/h200-30.json" "$N/h200-single-calibrated.json" <<'PY'
+import json, sys
+made, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+for c in (made, gpu):
+    c["calibration"].pop("created_utc", None)
+    c["calibration"].pop("inputs", None)
+assert made == gpu, "tessel calibrate here differs from what the GPU machine wrote"
+PY
+check "the 2026-11-30 calibration made here is the GPU's" $?
+for scen in "$N"/holdout/*.json; do
+    name="$(basename "$scen" .json)"
+    [ "$name" = cluster ] && continue
+    for call in call1 call2; do
+        run="$N/holdout/run-$name"
+        [ "$call" = call2 ] && run="$N/call2/holdout/run-$name"
+        "$TESSEL" compare "$scen" "$run" --cluster "$tmp/h200-30.json" --gpus-per-node 1 --json \
+            >"$tmp/h200-30-$name-$call.json" 2>"$tmp/h200-30-$name-$call.err"
+        check "compare opens the 2026-11-30 H200 run $name ($call)" $?
+        python3 - "$tmp/h200-30-$name-$call.json" "$N/holdout-results.json" "$name" "$call" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))
+want = json.load(open(sys.argv[2]))["plans"][sys.argv[3]][sys.argv[4]]
+assert abs(got["step"]["error"] - want["step_error"]) < 1e-3, (got["step"]["error"], want["step_error"])
+assert abs(got["memory"]["stages"][0]["error"] - want["memory_error"]) < 1e-3
+assert abs(got["step"]["error"]) < 0.10, got["step"]["error"]
+assert abs(got["memory"]["stages"][0]["error"]) < 0.05
+PY
+        check "2026-11-30 H200 $name ($call): the step and memory errors of the report" $?
+    done
 done
 # The GPT-2 run of the fit, and the tiny pipeline run through the staged comm, open too.
 "$TESSEL" compare "$D/run-gpt2-mb8/scenario.json" "$D/run-gpt2-mb8" --cluster h100-single-calibrated >"$tmp/gpt2.txt" 2>&1
