@@ -311,6 +311,13 @@ bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage) { return 
 int64_t reduceBucketElementsOf(const FrameworkSettings& f) {
     return f.reduceBucketSize.value_or(f.name == "deepspeed" ? int64_t{500000000} : int64_t{40000000});
 }
+DeepSpeedStage3 deepSpeedStage3Of(const FrameworkSettings& f) {
+    DeepSpeedStage3 d;
+    d.maxLiveParameters = f.stage3MaxLiveParameters.value_or(d.maxLiveParameters);
+    d.prefetchBucketSize = f.stage3PrefetchBucketSize.value_or(d.prefetchBucketSize);
+    d.maxReuseDistance = f.stage3MaxReuseDistance.value_or(d.maxReuseDistance);
+    return d;
+}
 std::string crossEntropyOf(const FrameworkSettings& f) {
     if (f.crossEntropy) return *f.crossEntropy;
     if (f.lossInPlace.value_or(false)) return "te"; // tessel's executor, whatever framework the plan names
@@ -341,6 +348,15 @@ std::string halfDtypeOf(const FrameworkSettings& f) { return f.halfDtype.value_o
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 
+// The plan keys of DeepSpeed ZeRO-3's coordinator limits, DeepSpeed's own config names.
+const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>>& stage3Keys() {
+    static const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>> keys = {
+        {"stage3_max_live_parameters", &FrameworkSettings::stage3MaxLiveParameters},
+        {"stage3_prefetch_bucket_size", &FrameworkSettings::stage3PrefetchBucketSize},
+        {"stage3_max_reuse_distance", &FrameworkSettings::stage3MaxReuseDistance}};
+    return keys;
+}
+
 FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;
     f.name = r.optEnum("framework", "generic", frameworkNames());
@@ -353,6 +369,8 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});
     if (r.has("moe_a2a_overlap")) f.moeA2aOverlap = r.optBool("moe_a2a_overlap", false);
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
+    for (const auto& [key, member] : stage3Keys())
+        if (r.has(key)) f.*member = r.optInt(key, 0, 0, int64_t{1} << 50);
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
@@ -371,6 +389,8 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.halfDtype) plan["half_dtype"] = *f.halfDtype;
     if (f.moeA2aOverlap) plan["moe_a2a_overlap"] = *f.moeA2aOverlap;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
+    for (const auto& [key, member] : stage3Keys())
+        if (f.*member) plan[key] = *(f.*member);
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;

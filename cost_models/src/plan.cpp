@@ -554,6 +554,11 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (plan.recomputeLayers > 0 && plan.recompute != Recompute::Full)
         problems.add(field("recompute_layers"), "recompute_layers (the layers of each chunk recomputed, Megatron-LM's "
                                                 "block method) needs recompute full, got " + toString(plan.recompute));
+    for (const auto& [key, member] : stage3Keys())
+        if (plan.framework.*member && plan.framework.name != "deepspeed")
+            problems.add(field(key), std::string(key) + " is a DeepSpeed ZeRO-3 setting (its parameter coordinator); "
+                                     "framework '" + plan.framework.name + "' gathers whole units: drop it or use "
+                                     "framework deepspeed");
     if (plan.offloadActivations && plan.recomputeLayers > 0)
         problems.add(field("offload_activations"), "activation offload swaps every layer's checkpointed input to the "
                                                    "host (DeepSpeed cpu_checkpointing); it has no partial form: needs "

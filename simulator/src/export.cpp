@@ -138,13 +138,6 @@ namespace {
 using namespace export_detail;
 
 
-// The largest block of parameters gathered at once by ZeRO-3 (one layer, or the embedding / LM head), as in
-// the cost model's gather-buffer term (FORMULAS.md "Other").
-int64_t largestGatherElements(const ModelConfig& m) {
-    const auto c = countParameters(m);
-    return std::max({c.perLayer(), c.embedding, c.lmHead});
-}
-
 // ------------------------------------------------------------------------------------------------
 // Megatron-LM
 
@@ -641,10 +634,12 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
         zero["allgather_bucket_size"] = reduceBucketElementsOf(p.framework);
     }
     if (stage == 3) {
-        // tessel's ZeRO-3 gather buffers hold the current and the prefetched layer.
-        const int64_t largest = largestGatherElements(s.model);
-        zero["stage3_prefetch_bucket_size"] = largest;
-        zero["stage3_max_live_parameters"] = 2 * largest;
+        // DeepSpeed's parameter-coordinator limits: the plan's, else DeepSpeed's defaults, which tessel's gather term
+        // walks for a deepspeed plan (FORMULAS.md "Other"; another framework's plan is costed at whole layers, more).
+        const DeepSpeedStage3 limits = deepSpeedStage3Of(p.framework);
+        zero["stage3_prefetch_bucket_size"] = limits.prefetchBucketSize;
+        zero["stage3_max_live_parameters"] = limits.maxLiveParameters;
+        zero["stage3_max_reuse_distance"] = limits.maxReuseDistance;
     }
     // ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py): optimizer state and the CPU Adam
     // step, and with stage 3 the parameter partition, in pinned host memory.

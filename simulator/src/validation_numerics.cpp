@@ -424,6 +424,33 @@ bool readRecomputeAndCheck(Reading& r) {
                      ") runs without activation recompute");
         }
     }
+    // DeepSpeed's activation checkpoints in host memory (activation_checkpointing.cpu_checkpointing, Megatron-DeepSpeed's
+    // --checkpoint-in-cpu), as a flag or as offload prose that names activations ("optimizer and activations"): every
+    // checkpointed layer input swapped out, so it runs with full recompute (an unstated recompute is full).
+    std::optional<bool> offloadActivations;
+    for (const char* key : {"offload_activations", "cpu_checkpointing", "checkpoint_in_cpu", "activation_offload"})
+        if (!offloadActivations) offloadActivations = boolean(pl, key);
+    if (!offloadActivations && plan.offloadActivationLayers == 0) {
+        const std::string prose = lower(text(pl, "offload") + " " + text(pl, "cpu_offload"));
+        if (contains(prose, "activation") &&
+            !std::regex_search(prose, std::regex(R"((no|not|without|w/o)[- ]+(cpu[- ]+)?offload(ing)?[^.;]*activation)")))
+            offloadActivations = true;
+    }
+    if (offloadActivations && *offloadActivations) {
+        if (!recomputeKnown) {
+            plan.recompute = Recompute::Full;
+            recomputeKnown = true;
+            r.assume("recompute full: activation checkpoints offloaded to host memory (DeepSpeed's cpu_checkpointing) "
+                     "are the checkpointed layer inputs");
+        }
+        if (plan.recompute == Recompute::Full && plan.recomputeLayers == 0) {
+            plan.offloadActivations = true;
+            r.assume("activation offload: every layer's checkpointed input in host memory (DeepSpeed's cpu_checkpointing)");
+        } else {
+            r.assume("activation offload stated without every layer recomputed: DeepSpeed's cpu_checkpointing swaps "
+                     "checkpointed layer inputs, so it is not costed here");
+        }
+    }
     const auto sp = boolean(pl, "sequence_parallel");
     plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
     if (!model.moe) plan.ep = 1;

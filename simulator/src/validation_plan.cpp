@@ -526,6 +526,12 @@ bool readFramework(Reading& r) {
         if (*bucket >= 1) plan.framework.reduceBucketSize = static_cast<int64_t>(*bucket);
         else r.assume("reduce_bucket_size " + std::to_string(*bucket) + " is no bucket: the framework's default taken");
     }
+    // DeepSpeed ZeRO-3's coordinator limits (zero_optimization.stage3_*), as a record states them (elements).
+    for (const auto& [key, member] : stage3Keys())
+        if (const auto v = number(pl, key)) {
+            if (framework != "deepspeed") r.assume(std::string(key) + " read for DeepSpeed only: this record's framework gathers whole units");
+            else if (*v >= 0) plan.framework.*member = static_cast<int64_t>(*v);
+        }
     if (parseZero(pl) == 2 && framework == "fsdp") plan.framework.reshardAfterForward = false;
     // torch.compile fuses a block's elementwise ops (torchtitan compiles each transformer block).
     if (auto compiled = boolean(pl, "compile") ? boolean(pl, "compile") : boolean(pl, "torch_compile")) {

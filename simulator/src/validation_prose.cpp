@@ -34,10 +34,10 @@ std::optional<double> number(const nlohmann::json& obj, const char* key) {
     const nlohmann::json* v = member(obj, key);
     if (v && v->is_number()) return v->get<double>();
     if (v && v->is_string()) {
-        // "8" or "8 (inferred)": a leading number.
+        // "8", "8 (inferred)" or a config's "5e8": a leading number, with its exponent.
         std::smatch m;
         const std::string s = v->get<std::string>();
-        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?))"))) return std::stod(m[1]);
+        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?))"))) return std::stod(m[1]);
     }
     return std::nullopt;
 }

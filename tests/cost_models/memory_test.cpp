@@ -122,7 +122,9 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     auto bucket = [&](const Plan& q) { return predictMemory(m, c, q).stages[0].other.commBufferBytes; };
     const double megatronStyle = bucket(p);
     p.framework.name = "deepspeed";
-    EXPECT_DOUBLE_EQ(bucket(p) - megatronStyle, 2.0 * (5e8 - 4e7)); // stage 3: one bucket of 5e8 bf16 elements
+    // Stage 3: one bucket of 5e8 bf16 elements, and the largest module's whole bf16 gradient before it is bucketed
+    // (the fused gate and up projection, 2 x 28672 x 8192).
+    EXPECT_DOUBLE_EQ(bucket(p) - megatronStyle, 2.0 * (5e8 - 4e7) + 2.0 * 2.0 * 28672.0 * 8192.0);
     p.zeroStage = 2;
     const double stage2 = bucket(p);
     p.framework.overlapGradReduce = true; // overlap_comm: the second ipg buffer
@@ -138,6 +140,85 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     (void)parsePlan({{"reduce_bucket_size", 0}}, "/plan", problems);
     ASSERT_FALSE(problems.empty());
     EXPECT_NE(problems.items().front().where.find("/plan/reduce_bucket_size"), std::string::npos);
+}
+
+// DeepSpeed's ZeRO-3 gathers module by module (partitioned_param_coordinator.py): the module about to run, then the
+// next ones of the trace while under stage3_max_live_parameters, at most stage3_prefetch_bucket_size at a time (whole
+// parameters), releasing a module after it ran unless reused within stage3_max_reuse_distance or already passed by the
+// prefetch. Two layers of hidden 1024, tp 1, no biases, rotary, tied embeddings: modules qkv 3 h^2, proj h^2, fc1
+// 4 h^2, fc2 4 h^2 and the word embedding 1024 h = h^2 (h^2 = 1,048,576), gathered in bf16 (2 B).
+TEST(MemoryHand, DeepSpeedZero3GathersModuleByModule) {
+    ModelConfig m = test::preset("gpt2-124m");
+    m.layers = 2;
+    m.hidden = 1024;
+    m.heads = 16;
+    m.kvHeads = 16;
+    m.headDim = 64;
+    m.ffnHidden = 4096;
+    m.vocab = 1024;
+    m.seqLen = 256;
+    m.position = PositionEmbedding::Rope;
+    m.tiedEmbeddings = true;
+    m.linearBias = false;
+    const double h2 = 1024.0 * 1024.0;
+    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 8;
+    p.zeroStage = 3;
+    p.precision = "mixed";
+    p.framework.name = "deepspeed";
+    p.framework.reduceBucketSize = 1000;
+    auto other = [&](const Plan& q) { return predictMemory(m, c, q).stages[0].other; };
+    const int64_t all = int64_t{1} << 40;
+    // max_live 1: no prefetch; reuse distance 0: each module released after it ran. The peak is the largest module,
+    // fc1 (or fc2), with or without recompute.
+    p.framework.stage3MaxLiveParameters = 1;
+    p.framework.stage3PrefetchBucketSize = 1;
+    p.framework.stage3MaxReuseDistance = 0;
+    EXPECT_DOUBLE_EQ(other(p).zero3GatherBytes, 2.0 * 4.0 * h2);
+    p.recompute = Recompute::Full;
+    EXPECT_DOUBLE_EQ(other(p).zero3GatherBytes, 2.0 * 4.0 * h2);
+    // Beside it the largest module's whole gradient (fc1's), and the 1000-element bucket: nothing else buffers here.
+    EXPECT_DOUBLE_EQ(other(p).commBufferBytes, 2.0 * 4.0 * h2 + 2.0 * 1000.0);
+    // A reuse distance just over 8 h^2 keeps fc1 from its replay to its backward (fc2 twice between), beside fc2.
+    p.framework.stage3MaxReuseDistance = 8 * (int64_t{1} << 20) + 1;
+    EXPECT_DOUBLE_EQ(other(p).zero3GatherBytes, 2.0 * 8.0 * h2);
+    // One past every use keeps each module once gathered: both layers and the embedding.
+    p.framework.stage3MaxReuseDistance = all;
+    EXPECT_DOUBLE_EQ(other(p).zero3GatherBytes, 2.0 * (2.0 * 12.0 * h2 + h2));
+    p.recompute = Recompute::None;
+    p.framework.stage3MaxReuseDistance = 0;
+    // max_live just over fc1: at fc1 the bound admits one more parameter, fetched whole: fc2, 8 h^2.
+    p.framework.stage3MaxLiveParameters = 4 * (int64_t{1} << 20) + 1;
+    EXPECT_DOUBLE_EQ(other(p).zero3GatherBytes, 2.0 * 8.0 * h2);
+    // Unbounded, the prefetch runs ahead: every module it passes over still gathered (the tied embedding, used by the
+    // head twice) lets it fetch one further, so in layer 2's backward qkv is in use with layer 1's fc2 and fc1 ahead.
+    p.framework.stage3MaxLiveParameters = all;
+    EXPECT_DOUBLE_EQ(other(p).zero3GatherBytes, 2.0 * (3.0 + 4.0 + 4.0) * h2);
+    // FSDP gathers whole layers (with their norms): the current and the prefetched one.
+    Plan fsdp = p;
+    fsdp.framework = FrameworkSettings{};
+    fsdp.framework.name = "fsdp";
+    EXPECT_DOUBLE_EQ(other(fsdp).zero3GatherBytes, 2.0 * 2.0 * (12.0 * h2 + 4096.0));
+    // The limits are DeepSpeed's: another framework's plan that names them is refused at the key.
+    ProblemList problems;
+    fsdp.framework.stage3MaxLiveParameters = 1000;
+    validatePlan(m, c, fsdp, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems.items().front().where.find("/plan/stage3_max_live_parameters"), std::string::npos);
+    // The keys round-trip.
+    ProblemList parsed;
+    const Plan q = parsePlan({{"framework", "deepspeed"}, {"stage3_max_live_parameters", 3000000000},
+                              {"stage3_prefetch_bucket_size", 50000000}, {"stage3_max_reuse_distance", 0}},
+                             "/plan", parsed);
+    EXPECT_TRUE(parsed.empty());
+    EXPECT_EQ(deepSpeedStage3Of(q.framework).maxLiveParameters, 3000000000);
+    EXPECT_EQ(deepSpeedStage3Of(q.framework).prefetchBucketSize, 50000000);
+    EXPECT_EQ(deepSpeedStage3Of(q.framework).maxReuseDistance, 0);
+    EXPECT_EQ(planToJson(q)["stage3_max_live_parameters"], 3000000000);
+    EXPECT_EQ(deepSpeedStage3Of(FrameworkSettings{}).maxLiveParameters, 1000000000); // DeepSpeed's defaults
+    EXPECT_EQ(deepSpeedStage3Of(FrameworkSettings{}).prefetchBucketSize, 50000000);
 }
 
 // PyTorch FSDP reduce-scatters a wrapped layer's whole gradient at once: the layer's unsharded gradients (bf16)
@@ -158,7 +239,8 @@ TEST(MemoryHand, FsdpReducesAWholeLayerAtOnce) {
     // DeepSpeed's ZeRO-3 keeps its own bucket (DeepSpeedsReduceBucketIsAllocatedWhole); torchtitan under
     // pipelining keeps the stage's unsharded gradients for the step, counted with the gradients
     // (TorchtitanPipelinedFsdpKeepsTheStageGatheredAndItsGradientsUnsharded).
-    EXPECT_DOUBLE_EQ(buffers("deepspeed", "fsdp", 1), 4.0 * 5e8); // its bucket, in the fp32 weights' dtype
+    // Its bucket, in the fp32 weights' dtype, and the largest module's whole bf16 gradient (the fused gate and up).
+    EXPECT_DOUBLE_EQ(buffers("deepspeed", "fsdp", 1), 4.0 * 5e8 + 2.0 * 2.0 * 28672.0 * 8192.0);
 }
 
 // DeepSpeed's BF16_Optimizer (bf16 under its pipeline engine, BLOOM's recipe) keeps each parameter's bf16 .grad

@@ -75,18 +75,24 @@ TEST(ExportDeepSpeed, TensorParallelIsAutoTp) {
     EXPECT_EQ(ds.at("data_types").at("grad_accum_dtype"), "bf16");
 }
 
-TEST(ExportDeepSpeed, Zero3GatherBucketsMatchTheLargestLayer) {
+TEST(ExportDeepSpeed, Zero3CoordinatorLimitsAreThePlans) {
+    // The limits tessel's gather term walks: DeepSpeed's defaults where the plan states none, the plan's otherwise.
     Scenario s = deepspeedPlan();
     s.plan.zeroStage = 3;
     s.plan.precision = "mixed";
-    const auto ds = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed));
-    const auto& z = ds.at("zero_optimization");
-    const auto c = countParameters(s.model);
-    const int64_t largest = std::max({c.perLayer(), c.embedding, c.lmHead});
-    EXPECT_EQ(largest, int64_t{128256} * 4096) << "Llama 3 8B: the word embedding is the largest block";
+    auto z = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed)).at("zero_optimization");
     EXPECT_EQ(z.at("stage"), 3);
-    EXPECT_EQ(z.at("stage3_prefetch_bucket_size").get<int64_t>(), largest);
-    EXPECT_EQ(z.at("stage3_max_live_parameters").get<int64_t>(), 2 * largest);
+    EXPECT_EQ(z.at("stage3_prefetch_bucket_size").get<int64_t>(), 50000000);
+    EXPECT_EQ(z.at("stage3_max_live_parameters").get<int64_t>(), 1000000000);
+    EXPECT_EQ(z.at("stage3_max_reuse_distance").get<int64_t>(), 1000000000);
+    s.plan.framework.name = "deepspeed"; // the limits are a DeepSpeed plan's keys
+    s.plan.framework.stage3MaxLiveParameters = 3000000000;
+    s.plan.framework.stage3MaxReuseDistance = 2000000000;
+    s.plan.framework.stage3PrefetchBucketSize = 70000000;
+    z = nlohmann::json::parse(exportPlan(s, ExportFormat::DeepSpeed)).at("zero_optimization");
+    EXPECT_EQ(z.at("stage3_max_live_parameters").get<int64_t>(), 3000000000);
+    EXPECT_EQ(z.at("stage3_max_reuse_distance").get<int64_t>(), 2000000000);
+    EXPECT_EQ(z.at("stage3_prefetch_bucket_size").get<int64_t>(), 70000000);
 }
 
 TEST(ExportDeepSpeed, PipelineWithFullRecompute) {

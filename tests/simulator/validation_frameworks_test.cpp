@@ -282,6 +282,43 @@ TEST(ValidationRecord, MegatronCpuOffloadingIsReadAsLayerActivationOffload) {
     }
 }
 
+// DeepSpeed's activation checkpoints in host memory (cpu_checkpointing), as a flag or as offload prose naming
+// activations, and its ZeRO-3 coordinator limits (zero_optimization.stage3_*), read from a record.
+TEST(ValidationRecord, DeepSpeedActivationOffloadAndStage3LimitsAreRead) {
+    nlohmann::json r = record();
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 32}, {"micro_batch", 2}, {"global_batch", 64}, {"zero", 3},
+                 {"framework", "Megatron-DeepSpeed (DeepSpeed 0.6.2)"}, {"cpu_checkpointing", true},
+                 {"stage3_max_live_parameters", 3e9}, {"stage3_prefetch_bucket_size", "5e7"}};
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(c.scenario.plan.offloadActivations);
+    EXPECT_EQ(c.scenario.plan.recompute, Recompute::Full); // unstated: the checkpoints it swaps are every layer's input
+    EXPECT_TRUE(mentions(c.assumptions, "recompute full: activation checkpoints offloaded"));
+    EXPECT_EQ(deepSpeedStage3Of(c.scenario.plan.framework).maxLiveParameters, 3000000000);
+    EXPECT_EQ(deepSpeedStage3Of(c.scenario.plan.framework).prefetchBucketSize, 50000000);
+    EXPECT_EQ(deepSpeedStage3Of(c.scenario.plan.framework).maxReuseDistance, 1000000000); // DeepSpeed's default
+    // Offload prose that names activations is the same; prose that denies it, or names the optimizer only, is not.
+    r["plan"].erase("cpu_checkpointing");
+    r["plan"]["offload"] = "optimizer and activations to CPU";
+    EXPECT_TRUE(load(r).scenario.plan.offloadActivations);
+    r["plan"]["offload"] = "optimizer to CPU, no offload of activations";
+    EXPECT_FALSE(load(r).scenario.plan.offloadActivations);
+    r["plan"]["offload"] = "optimizer";
+    EXPECT_FALSE(load(r).scenario.plan.offloadActivations);
+    // Stated without full recompute it is said, not costed.
+    r["plan"]["offload"] = nullptr;
+    r["plan"]["cpu_checkpointing"] = true;
+    r["plan"]["recompute"] = "selective";
+    const ValidationCase selective = load(r);
+    EXPECT_FALSE(selective.scenario.plan.offloadActivations);
+    EXPECT_TRUE(mentions(selective.assumptions, "activation offload stated without every layer recomputed"));
+    // The limits belong to DeepSpeed: another framework's record says so and gathers whole units.
+    nlohmann::json megatron = record();
+    megatron["plan"]["stage3_max_live_parameters"] = 3e9;
+    const ValidationCase m = load(megatron);
+    EXPECT_FALSE(m.scenario.plan.framework.stage3MaxLiveParameters.has_value());
+    EXPECT_TRUE(mentions(m.assumptions, "stage3_max_live_parameters read for DeepSpeed only"));
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";

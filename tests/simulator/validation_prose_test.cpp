@@ -14,6 +14,16 @@ using test::record;
 using test::refusalOf;
 using prose::outOfMemoryInProse;
 
+// A number written as text: its leading figure, with a config's exponent ("5e8" is 5e8, not 5), prose after it ignored.
+TEST(ValidationProse, NumbersInTextKeepTheirExponent) {
+    const nlohmann::json o = {{"a", "5e8"}, {"b", "8 (inferred)"}, {"c", "3.5E+9 elements"}, {"d", "2 experts"}, {"e", "none"}};
+    EXPECT_DOUBLE_EQ(*prose::number(o, "a"), 5e8);
+    EXPECT_DOUBLE_EQ(*prose::number(o, "b"), 8.0);
+    EXPECT_DOUBLE_EQ(*prose::number(o, "c"), 3.5e9);
+    EXPECT_DOUBLE_EQ(*prose::number(o, "d"), 2.0);
+    EXPECT_FALSE(prose::number(o, "e").has_value());
+}
+
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     nlohmann::json r = record();
     // The first GH200 (Alps, JUPITER): 96 GB of HBM3 at 4 TB/s; usable bytes scaled as the 80 GB H100's.

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -61,6 +62,9 @@ struct FrameworkSettings {
     // Elements of the gradient bucket a ZeRO-2/3 optimizer reduces at a time (DeepSpeed's
     // zero_optimization.reduce_bucket_size). Unset: reduceBucketElementsOf.
     std::optional<int64_t> reduceBucketSize;
+    // DeepSpeed ZeRO-3's parameter coordinator (zero_optimization.stage3_max_live_parameters,
+    // stage3_prefetch_bucket_size, stage3_max_reuse_distance), in elements. Unset: deepSpeedStage3Of.
+    std::optional<int64_t> stage3MaxLiveParameters, stage3PrefetchBucketSize, stage3MaxReuseDistance;
     // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
     // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
     std::optional<bool> lossInPlace;
@@ -146,6 +150,16 @@ std::string optimizerDtypeOf(const FrameworkSettings& f);
 // reduce_bucket_size, 5e8 (deepspeed/runtime/zero/config.py), for deepspeed, and Megatron's 40M (its DDP bucket)
 // for every other framework.
 int64_t reduceBucketElementsOf(const FrameworkSettings& f);
+// DeepSpeed ZeRO-3's parameter coordinator limits, in elements: stated, else DeepSpeed's defaults
+// (deepspeed/runtime/zero/config.py: max_live_parameters 1e9, prefetch_bucket_size 5e7, max_reuse_distance 1e9).
+struct DeepSpeedStage3 {
+    int64_t maxLiveParameters = 1000000000;
+    int64_t prefetchBucketSize = 50000000;
+    int64_t maxReuseDistance = 1000000000;
+};
+DeepSpeedStage3 deepSpeedStage3Of(const FrameworkSettings& f);
+// The plan keys of those limits (DeepSpeed's own config names) and the fields they set.
+const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>>& stage3Keys();
 // DeepSpeed's zero_optimization.overlap_comm (the plan's overlap_grad_reduce): stated, else its default, true for
 // ZeRO-3 and false below (deepspeed/runtime/zero/config.py); resolveOverlap's deepspeed value, without its report.
 bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
