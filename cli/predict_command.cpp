@@ -11,6 +11,7 @@
 #include "tessel/sim/error_band.hpp"
 #include "tessel/sim/simulate.hpp"
 
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -63,6 +64,14 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         else if (pl.zeroStage == 3)
             out << ", reshard after forward " << onOff(ov.reshardAfterForward) << ", backward prefetch "
                 << onOff(ov.backwardPrefetch);
+        if (deepSpeedGathersByModule(pl)) {
+            const DeepSpeedStage3 z = deepSpeedStage3Of(pl.framework);
+            char limits[160];
+            std::snprintf(limits, sizeof limits, ", ZeRO-3 gathers module by module (max live %.3g, prefetch %.3g, reuse distance %.3g elements)",
+                          static_cast<double>(z.maxLiveParameters), static_cast<double>(z.prefetchBucketSize),
+                          static_cast<double>(z.maxReuseDistance));
+            out << limits;
+        }
         out << ", " << (ov.fusedKernels ? "fused" : "eager PyTorch") << " elementwise kernels";
         if (const auto* named = findPrecisionRecipe(pl.precision)) {
             const PrecisionRecipe kept = precisionRecipeOf(pl);

@@ -110,7 +110,6 @@ double mtpEmbeddingCopy(const ModelConfig& model, const Plan& plan) {
 // (weights with their biases; norms and small biases are under stage3_param_persistence_threshold, 1e5, kept whole,
 // and not counted), the head (a tied head is the word embedding again). An MoE or MLA layer counts as one module.
 // Only a one-stage plan (DeepSpeed runs ZeRO-3 without its pipeline engine); others take the unit rule below.
-bool deepSpeedCoordinator(const Plan& plan) { return plan.framework.name == "deepspeed" && plan.pp == 1 && plan.vpp == 1; }
 struct DeepSpeedLiveSet {
     double peak = 0.0;    // parameters gathered at once, at most
     double largest = 0.0; // the largest module's parameters: autograd writes its whole gradient before the hook takes it
@@ -209,7 +208,7 @@ DeepSpeedLiveSet deepSpeedZero3LiveParameters(const ModelConfig& model, const Pl
 }
 
 double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int stage) {
-    if (deepSpeedCoordinator(plan)) return deepSpeedZero3LiveParameters(model, plan).peak;
+    if (deepSpeedGathersByModule(plan)) return deepSpeedZero3LiveParameters(model, plan).peak;
     const StageParameters perLayer = layerParameters(model, plan);
     const double layer = perLayer.dense + perLayer.expert;
     const bool denseAmongMoe = model.moe && !model.moe->denseLayers.empty();
@@ -256,6 +255,10 @@ double zero3GatherParameters(const ModelConfig& model, const Plan& plan, int sta
     return peak;
 }
 } // namespace
+
+bool deepSpeedGathersByModule(const Plan& plan) {
+    return plan.framework.name == "deepspeed" && plan.zeroStage >= 3 && plan.pp == 1 && plan.vpp == 1;
+}
 
 StageParameters layerParameters(const ModelConfig& model, const Plan& plan) {
     const LayerParamsLocal layer = layerParamsLocal(model, plan);
@@ -736,7 +739,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // ZeRO-3: a module's whole gradient, in the gathered parameters' dtype, is autograd's before stage3.py's
             // hook copies it into the bucket (or reduces it, when larger) and frees it: the largest module's, beside
             // the gathered ones (DeepSpeed's estimator's 4 B x largest_layer_params: 2 B gathered, 2 B gradient).
-            if (z >= 3 && deepSpeedCoordinator(plan))
+            if (z >= 3 && deepSpeedGathersByModule(plan))
                 o.commBufferBytes += deepSpeedZero3LiveParameters(model, plan).largest * recipe.paramGatherBytes();
         } else if (fsdpReducesPerUnit(plan, z)) {
             // PyTorch FSDP reduces a wrapped unit (a layer) at once, not a bucket. FSDP2 (torchtitan's

@@ -234,4 +234,19 @@ python3 -c "
 import json; d=json.load(open('$tmp/v100.json'))
 p = d['scenario']['plan']; assert p['dtype'] == 'fp16' and p['half_dtype'] == 'fp16', p" ; check "fp16 in the JSON plan" $?
 
+# DeepSpeed ZeRO-3 says it gathers module by module, with the coordinator limits its gather memory walked (DeepSpeed's
+# defaults here). For Llama 3 8B that is more than FSDP's two whole layers: the prefetch runs ahead until 1e9 elements
+# are live (2 GB in bf16), and the last layers stay gathered from forward to backward, within the 1e9 reuse distance.
+"$TESSEL" predict llama3-8b-h100 --framework deepspeed --tp 1 --pp 1 --vpp 1 --dp 8 --zero 3 --precision mixed --schedule 1f1b --sequence-parallel off \
+    --nodes 1 >"$tmp/ds3.out" 2>&1; check "DeepSpeed ZeRO-3 predicts" $?
+check "names its coordinator limits" "$(contains "$tmp/ds3.out" 'ZeRO-3 gathers module by module (max live 1e+09, prefetch 5e+07, reuse distance 1e+09 elements)')"
+for fw in deepspeed fsdp; do
+    "$TESSEL" predict llama3-8b-h100 --framework $fw --tp 1 --pp 1 --vpp 1 --dp 8 --zero 3 --precision mixed --schedule 1f1b --sequence-parallel off \
+        --nodes 1 --json >"$tmp/z3-$fw.json" 2>/dev/null
+done
+python3 -c "
+import json
+g = {fw: json.load(open('$tmp/z3-%s.json' % fw))['memory']['stages'][0]['other']['zero3_gather_bytes'] for fw in ('deepspeed', 'fsdp')}
+assert g['deepspeed'] >= 2e9 and g['deepspeed'] > g['fsdp'], g" ; check "DeepSpeed's live set reaches max_live_parameters" $?
+
 finish

@@ -22,6 +22,9 @@ struct StageParameters {
 // Parameters one rank holds for one transformer layer (after TP/EP splits), for the word embedding (+ learned
 // positions) and for the LM head + final norm (the head counts the word embedding only when untied or pp > 1).
 StageParameters layerParameters(const ModelConfig& model, const Plan& plan);
+// DeepSpeed's ZeRO-3 (a deepspeed plan at stage 3 on one pipeline stage) gathers module by module under its
+// parameter coordinator's limits (deepSpeedStage3Of), which the gather term walks (FORMULAS.md §2 "Other").
+bool deepSpeedGathersByModule(const Plan& plan);
 double embeddingParameters(const ModelConfig& model, const Plan& plan);
 double headParameters(const ModelConfig& model, const Plan& plan);
 // The multi-token-prediction modules on the rank holding the output layer (model.mtpLayers; Megatron-core's
@@ -63,7 +66,7 @@ double inFlightMicroBatches(const Plan& plan, int stage);
 
 // Where "other" memory goes.
 struct OtherMemory {
-    double zero3GatherBytes = 0.0;    // full parameters of the current and the prefetched layer
+    double zero3GatherBytes = 0.0;    // gathered parameters at their peak (current + prefetched layer; DeepSpeed: its coordinator's)
     double commBufferBytes = 0.0;     // PP send/recv, SP all-gather, CP KV, EP all-to-all, ZeRO-2/3 buckets
     double logitsLossBytes = 0.0;     // last stage: fp32 softmax kept by the fused cross-entropy
     double backwardWorkingBytes = 0.0; // one layer's transient backward gradients (MLP [T, f] and [T, h] sets)
