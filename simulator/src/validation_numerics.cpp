@@ -157,6 +157,26 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
+    // ZeRO++ (DeepSpeed's zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients, or the names in
+    // prose): not plan features, so said: its communication is costed as ZeRO-3's, an upper bound.
+    {
+        const std::string named = lower(text(pl, "zero") + " " + text(pl, "techniques") + " " + text(pl, "framework"));
+        std::vector<std::string> parts;
+        if (const auto hpz = number(pl, "zero_hpz_partition_size"); (hpz && *hpz > 1) || contains(named, "hpz"))
+            parts.push_back("hpZ's secondary partition: backward gathers inside a node, and its copy of the parameters not in memory");
+        if (boolean(pl, "zero_quantized_weights").value_or(false) || contains(named, "qwz"))
+            parts.push_back("qwZ's int8 parameter gathers");
+        if (boolean(pl, "zero_quantized_gradients").value_or(false) || contains(named, "qgz"))
+            parts.push_back("qgZ's int4 gradient all-to-all");
+        if (parts.empty() && (contains(named, "zero++") || contains(named, "zeropp")))
+            parts.push_back("its quantized and hierarchical collectives");
+        if (!parts.empty()) {
+            std::string list;
+            for (const auto& part : parts) list += (list.empty() ? "" : ", ") + part;
+            r.assume("ZeRO++ not costed (" + list + "): its communication read as ZeRO-3's, full-precision over the "
+                     "whole data-parallel group, an upper bound");
+        }
+    }
     if (offload.optimizer) {
         plan.offloadOptimizer = true; // parameter offload runs with the optimizer's (ZeRO-Infinity)
         plan.offloadParameters = offload.parameters;

@@ -346,7 +346,10 @@ int parseZero(const nlohmann::json& plan) {
             if (contains(z, std::string(form) + n)) return true;
         return false;
     };
-    if (contains(z, "full_shard") || contains(z, "optim_grads_params") || stage('3')) return 3;
+    // ZeRO++ (Wang et al. 2023) is built on ZeRO-3.
+    if (contains(z, "full_shard") || contains(z, "optim_grads_params") || stage('3') || contains(z, "zero++") ||
+        contains(z, "zeropp"))
+        return 3;
     if (contains(z, "shard_grad_op") || contains(z, "optim_grads") || stage('2')) return 2;
     if (stage('1')) return 1;
     // Megatron-Bridge's performance tables print an FSDP column: the GPUs sharding with Megatron FSDP (ZeRO-3,

@@ -319,6 +319,26 @@ TEST(ValidationRecord, DeepSpeedActivationOffloadAndStage3LimitsAreRead) {
     EXPECT_TRUE(mentions(m.assumptions, "stage3_max_live_parameters read for DeepSpeed only"));
 }
 
+// ZeRO++ is ZeRO-3 with quantized and hierarchical collectives: read as ZeRO-3 (not as no sharding, as "ZeRO++" had
+// been), its parts named as not costed.
+TEST(ValidationRecord, ZeroPlusPlusIsZero3WithItsPartsSaid) {
+    nlohmann::json r = record();
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 32}, {"micro_batch", 2}, {"global_batch", 64},
+                 {"zero", "ZeRO++ (qwZ, hpZ, qgZ)"}, {"framework", "DeepSpeed"}, {"recompute", "full"}};
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 3);
+    EXPECT_TRUE(mentions(c.assumptions, "ZeRO++ not costed (hpZ's secondary partition"));
+    EXPECT_TRUE(mentions(c.assumptions, "qwZ's int8 parameter gathers, qgZ's int4 gradient all-to-all"));
+    // DeepSpeed's config keys say the same.
+    r["plan"]["zero"] = 3;
+    r["plan"]["zero_quantized_weights"] = true;
+    const ValidationCase keys = load(r);
+    EXPECT_TRUE(mentions(keys.assumptions, "ZeRO++ not costed (qwZ's int8 parameter gathers)"));
+    // Plain ZeRO-3 says nothing of it.
+    r["plan"].erase("zero_quantized_weights");
+    EXPECT_FALSE(mentions(load(r).assumptions, "ZeRO++"));
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";
