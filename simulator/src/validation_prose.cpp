@@ -346,6 +346,15 @@ int parseZero(const nlohmann::json& plan) {
             if (contains(z, std::string(form) + n)) return true;
         return false;
     };
+    // The ZeRO paper's notation (Rajbhandari et al. 2020): P_os (stage 1), P_os+g (2), P_os+g+p (3).
+    {
+        std::string compact;
+        for (char ch : z)
+            if (!std::isspace(static_cast<unsigned char>(ch)) && ch != '_' && ch != '{' && ch != '}' && ch != '$') compact += ch;
+        if (contains(compact, "pos+g+p")) return 3;
+        if (contains(compact, "pos+g")) return 2;
+        if (std::regex_search(compact, std::regex(R"((^|[^a-z])pos([^a-z+]|$))"))) return 1;
+    }
     // ZeRO++ (Wang et al. 2023) is built on ZeRO-3.
     if (contains(z, "full_shard") || contains(z, "optim_grads_params") || stage('3') || contains(z, "zero++") ||
         contains(z, "zeropp"))

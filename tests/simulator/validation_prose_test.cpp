@@ -24,6 +24,19 @@ TEST(ValidationProse, NumbersInTextKeepTheirExponent) {
     EXPECT_FALSE(prose::number(o, "e").has_value());
 }
 
+// ZeRO stages as records write them, the ZeRO paper's notation and ZeRO++ included.
+TEST(ValidationProse, ZeroStagesInTheirWrittenForms) {
+    auto zero = [](const char* text) { return prose::parseZero(nlohmann::json{{"zero", text}}); };
+    EXPECT_EQ(zero("ZeRO stage 3"), 3);
+    EXPECT_EQ(zero("ZeRO-2 (overlap_comm)"), 2);
+    EXPECT_EQ(zero("P_os+g+p"), 3);
+    EXPECT_EQ(zero("ZeRO-DP P_{os+g}"), 2);
+    EXPECT_EQ(zero("$P_{os}$"), 1);
+    EXPECT_EQ(zero("ZeRO++ (qwZ, hpZ, qgZ)"), 3);
+    EXPECT_EQ(zero("positional"), -1); // "pos" inside a word is no stage
+    EXPECT_EQ(zero("none"), -1);
+}
+
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     nlohmann::json r = record();
     // The first GH200 (Alps, JUPITER): 96 GB of HBM3 at 4 TB/s; usable bytes scaled as the 80 GB H100's.
