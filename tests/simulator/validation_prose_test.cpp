@@ -37,6 +37,16 @@ TEST(ValidationProse, ZeroStagesInTheirWrittenForms) {
     EXPECT_EQ(zero("none"), -1);
 }
 
+// FSDP named by its long name, or by fairseq's fully_sharded backend, is FSDP; a framework tessel has no defaults
+// for stays itself (read as generic by the caller).
+TEST(ValidationProse, FullyShardedDataParallelIsFsdp) {
+    auto fw = [](const char* name) { return prose::frameworkOf(nlohmann::json{{"framework", name}}, ""); };
+    EXPECT_EQ(fw("Fully Sharded Data Parallel"), "fsdp");
+    EXPECT_EQ(fw("fairseq (fully_sharded)"), "fsdp");
+    EXPECT_EQ(fw("PyTorch FSDP"), "fsdp");
+    EXPECT_EQ(fw("Nanotron"), "");
+}
+
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     nlohmann::json r = record();
     // The first GH200 (Alps, JUPITER): 96 GB of HBM3 at 4 TB/s; usable bytes scaled as the 80 GB H100's.
