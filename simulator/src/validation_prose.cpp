@@ -330,9 +330,19 @@ Recompute parseRecompute(const std::string& s, bool& known) {
         known = false;
         return Recompute::None;
     }
-    if (contains(r, "selective")) return Recompute::Selective;
+    // A denial first: "no activation checkpointing", "without recompute", "w/o AC".
+    if (std::regex_search(r, std::regex(R"((^|[^a-z])(no|not|without|w/o)[- ]+(full[- ]+|selective[- ]+)?(activation[- ]+|gradient[- ]+)?(checkpoint|recomput|ac([^a-z]|$)))")))
+        return Recompute::None;
+    // Selective: Korthikanti et al.'s attention-only recompute, torchtitan's op-level SAC.
+    if (contains(r, "selective") || contains(r, "attention-only") || contains(r, "attention only") ||
+        contains(r, "core attention") || std::regex_search(r, std::regex(R"((^|[^a-z])sac([^a-z]|$))")))
+        return Recompute::Selective;
+    // Full: Megatron-LM's --checkpoint-activations (before --recompute-granularity), Hugging Face's gradient
+    // checkpointing, activation checkpointing of whole layers.
     if (contains(r, "full") || contains(r, "every layer") || contains(r, "activation checkpointing") ||
-        contains(r, "uniform") || contains(r, "block"))
+        contains(r, "uniform") || contains(r, "block") || contains(r, "checkpoint-activations") ||
+        contains(r, "checkpoint_activations") || contains(r, "checkpoint activations") ||
+        contains(r, "gradient checkpointing"))
         return Recompute::Full;
     if (contains(r, "none") || r == "no" || r == "false" || contains(r, "off") || contains(r, "disabled")) return Recompute::None;
     known = false;

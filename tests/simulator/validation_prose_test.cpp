@@ -47,6 +47,30 @@ TEST(ValidationProse, FullyShardedDataParallelIsFsdp) {
     EXPECT_EQ(fw("Nanotron"), "");
 }
 
+// Recompute as records write it: a denial is none ("no activation checkpointing" had been read as full), the
+// attention-only and op-level forms selective, Megatron-LM's --checkpoint-activations and Hugging Face's gradient
+// checkpointing full; what names none of these is not known.
+TEST(ValidationProse, RecomputeInItsWrittenForms) {
+    auto rc = [](const char* text, bool expectKnown = true) {
+        bool known = false;
+        const Recompute r = prose::parseRecompute(text, known);
+        EXPECT_EQ(known, expectKnown) << text;
+        return r;
+    };
+    EXPECT_EQ(rc("no activation checkpointing"), Recompute::None);
+    EXPECT_EQ(rc("without recompute"), Recompute::None);
+    EXPECT_EQ(rc("w/o AC"), Recompute::None);
+    EXPECT_EQ(rc("none"), Recompute::None);
+    EXPECT_EQ(rc("selective"), Recompute::Selective);
+    EXPECT_EQ(rc("attention-only recompute"), Recompute::Selective);
+    EXPECT_EQ(rc("op-level SAC"), Recompute::Selective);
+    EXPECT_EQ(rc("full activation checkpointing"), Recompute::Full);
+    EXPECT_EQ(rc("checkpoint-activations (1 layer per checkpoint)"), Recompute::Full);
+    EXPECT_EQ(rc("gradient checkpointing"), Recompute::Full);
+    EXPECT_EQ(rc("activation checkpointing every 2 layers"), Recompute::Full);
+    EXPECT_EQ(rc("50% of layers", false), Recompute::None);
+}
+
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     nlohmann::json r = record();
     // The first GH200 (Alps, JUPITER): 96 GB of HBM3 at 4 TB/s; usable bytes scaled as the 80 GB H100's.
