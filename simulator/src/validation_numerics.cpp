@@ -471,7 +471,16 @@ bool readRecomputeAndCheck(Reading& r) {
                      "checkpointed layer inputs, so it is not costed here");
         }
     }
-    const auto sp = boolean(pl, "sequence_parallel");
+    auto sp = boolean(pl, "sequence_parallel");
+    if (!sp) {
+        // Prose: "enabled (Megatron SP)", "sequence parallel with TP"; a denial ("disabled", "no SP") is off.
+        const std::string t = lower(text(pl, "sequence_parallel"));
+        if (std::regex_search(t, std::regex(R"((^|[^a-z])(no|not|without|w/o|disabled?)([^a-z]|$))"))) sp = false;
+        else if (contains(t, "enabled") || contains(t, "sequence parallel") ||
+                 std::regex_search(t, std::regex(R"((^|[^a-z])sp([^a-z]|$))")))
+            sp = true;
+        if (sp) r.assume("sequence_parallel \"" + text(pl, "sequence_parallel") + "\" read as " + (*sp ? "on" : "off"));
+    }
     plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
     if (!model.moe) plan.ep = 1;
     auto fits = [&] {

@@ -339,6 +339,21 @@ TEST(ValidationRecord, ZeroPlusPlusIsZero3WithItsPartsSaid) {
     EXPECT_FALSE(mentions(load(r).assumptions, "ZeRO++"));
 }
 
+// Sequence parallelism written as prose: "enabled (Megatron SP)" is on, a denial off; each said.
+TEST(ValidationRecord, SequenceParallelProseIsRead) {
+    nlohmann::json r = record(); // tp 4
+    for (const char* on : {"enabled (Megatron SP)", "sequence parallel with TP", "Megatron-style SP"}) {
+        r["plan"]["sequence_parallel"] = on;
+        const ValidationCase c = load(r);
+        EXPECT_TRUE(c.scenario.plan.sequenceParallel) << on;
+        EXPECT_TRUE(mentions(c.assumptions, "read as on")) << on;
+    }
+    for (const char* off : {"disabled", "no SP"}) {
+        r["plan"]["sequence_parallel"] = off;
+        EXPECT_FALSE(load(r).scenario.plan.sequenceParallel) << off;
+    }
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";
