@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -300,18 +301,49 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         return std::nullopt;
     };
     // A step time under the names records give it, in seconds or in milliseconds (Megatron-LM's log line).
-    const auto seconds = firstOf({"iteration_time_s", "step_time_s", "time_per_iteration_s", "seconds_per_step"});
-    const auto millis = firstOf({"iteration_time_ms", "step_time_ms", "elapsed_time_per_iteration_ms"});
-    const auto samples = firstOf({"samples_per_s", "sequences_per_s", "seqs_per_s"});
+    auto seconds = firstOf({"iteration_time_s", "step_time_s", "time_per_iteration_s", "seconds_per_step",
+                            "seconds_per_iteration", "sec_per_step", "sec_per_iter"});
+    auto millis = firstOf({"iteration_time_ms", "step_time_ms", "elapsed_time_per_iteration_ms", "ms_per_step",
+                           "ms_per_iteration"});
+    // Unitless names: the unit written beside the number ("1.42 s", "1420 ms"); a bare number is seconds, said.
+    if (!seconds && !millis)
+        for (const char* key : {"step_time", "iteration_time", "time_per_iteration", "time_per_step"}) {
+            const auto v = number(meas, key);
+            if (!v || *v <= 0) continue;
+            const std::string written = lower(text(meas, key));
+            if (std::regex_search(written, std::regex(R"([0-9.]\s*(ms|msec|millisecond))"))) millis = std::pair<double, std::string>{*v, key};
+            else {
+                seconds = std::pair<double, std::string>{*v, key};
+                if (!std::regex_search(written, std::regex(R"([0-9.]\s*(s|sec|second)s?\b)")))
+                    c.assumptions.push_back(std::string("measured/") + key + " has no unit: read in seconds");
+            }
+            break;
+        }
+    auto samples = firstOf({"samples_per_s", "sequences_per_s", "seqs_per_s", "samples_per_second", "samples_per_sec",
+                            "sequences_per_second", "seq_per_s"});
+    auto tokensPerSecond = firstOf({"tokens_per_s", "tokens_per_second", "tokens_per_sec", "tok_per_s"});
+    auto tokensPerGpu = firstOf({"tokens_per_s_per_gpu", "tokens_per_second_per_gpu", "tokens_per_sec_per_gpu",
+                                 "tps_per_gpu", "tgs"});
+    // A throughput in prose ("5770 tokens/s", "710 tokens/s/GPU", "2.8 samples/s"): by its unit.
+    if (!seconds && !millis && !samples && !tokensPerSecond && !tokensPerGpu)
+        if (const auto v = number(meas, "throughput"); v && *v > 0) {
+            const std::string written = lower(text(meas, "throughput"));
+            const bool perGpu = contains(written, "/gpu") || contains(written, "per gpu") || contains(written, "/device");
+            if (contains(written, "token") || contains(written, "tok/")) {
+                (perGpu ? tokensPerGpu : tokensPerSecond) = std::pair<double, std::string>{*v, "throughput"};
+            } else if (!perGpu && (contains(written, "sample") || contains(written, "seq"))) {
+                samples = std::pair<double, std::string>{*v, "throughput"};
+            }
+        }
     if (seconds || millis) {
         c.measured.stepSeconds = seconds ? seconds->first : millis->first / 1000.0;
         c.measured.stepSource = ptr + "/measured/" + (seconds ? seconds->second : millis->second);
-    } else if (auto tps = number(meas, "tokens_per_s"); tps && *tps > 0) {
-        c.measured.stepSeconds = tokens / *tps;
-        c.measured.stepSource = ptr + "/measured/tokens_per_s";
-    } else if (auto tpg = number(meas, "tokens_per_s_per_gpu"); tpg && *tpg > 0) {
-        c.measured.stepSeconds = tokens / (*tpg * plan.worldSize());
-        c.measured.stepSource = ptr + "/measured/tokens_per_s_per_gpu";
+    } else if (tokensPerSecond) {
+        c.measured.stepSeconds = tokens / tokensPerSecond->first;
+        c.measured.stepSource = ptr + "/measured/" + tokensPerSecond->second;
+    } else if (tokensPerGpu) {
+        c.measured.stepSeconds = tokens / (tokensPerGpu->first * plan.worldSize());
+        c.measured.stepSource = ptr + "/measured/" + tokensPerGpu->second;
     } else if (samples) {
         c.measured.stepSeconds = static_cast<double>(plan.globalBatch) / samples->first;
         c.measured.stepSource = ptr + "/measured/" + samples->second;

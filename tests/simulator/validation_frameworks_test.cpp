@@ -354,6 +354,32 @@ TEST(ValidationRecord, SequenceParallelProseIsRead) {
     }
 }
 
+// The measured step under the names and units records write it: 64 sequences of 2048 on 32 GPUs in 2 s.
+TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
+    const std::vector<nlohmann::json> forms = {
+        {{"step_time", "2.0 s"}},           {{"iteration_time", "2000 ms"}},   {{"samples_per_second", 32}},
+        {{"seq_per_s", 32}},                {{"tokens_per_second", 65536}},    {{"tgs", 2048}},
+        {{"throughput", "65536 tokens/s"}}, {{"throughput", "2048 tokens/s/GPU"}}, {{"throughput", "32 samples/s"}},
+        {{"ms_per_step", 2000}}};
+    for (const auto& m : forms) {
+        nlohmann::json r = record();
+        r["measured"] = m;
+        const ValidationCase c = load(r);
+        ASSERT_TRUE(c.measured.stepSeconds.has_value()) << m.dump();
+        EXPECT_NEAR(*c.measured.stepSeconds, 2.0, 1e-9) << m.dump();
+    }
+    // A unitless number under a unitless name is seconds, and said.
+    nlohmann::json bare = record();
+    bare["measured"] = {{"step_time", 2.0}};
+    const ValidationCase c = load(bare);
+    EXPECT_NEAR(*c.measured.stepSeconds, 2.0, 1e-9);
+    EXPECT_TRUE(mentions(c.assumptions, "measured/step_time has no unit: read in seconds"));
+    // A throughput whose unit tessel cannot place is not read.
+    nlohmann::json unknown = record();
+    unknown["measured"] = {{"throughput", "150 TFLOP/s"}};
+    EXPECT_FALSE(load(unknown).measured.stepSeconds.has_value());
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";
