@@ -393,18 +393,42 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     }
     // The peak memory under the names records give it; a key naming GiB or the allocator's counter says so itself.
     std::optional<std::pair<double, std::string>> memory;
+    // Keys that name no unit: the unit written beside the number ("67.6 GiB", "61 GB (nvidia-smi)", "70000 MiB").
+    const std::initializer_list<const char*> unitless = {"peak_memory", "memory", "memory_per_gpu", "peak_memory_per_gpu",
+                                                         "gpu_memory", "max_memory_allocated", "max_memory_reserved"};
+    std::optional<std::string> memoryOom; // a memory field that says the run ran out of memory
     for (const char* key : {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb",
                             "max_memory_allocated_gb", "max_memory_reserved_gb"})
         if (auto v = number(meas, key); v && *v > 0) {
             memory = std::pair<double, std::string>{*v, key};
             break;
         }
+    if (!memory)
+        for (const char* key : unitless)
+            if (auto v = number(meas, key); v && *v > 0) {
+                memory = std::pair<double, std::string>{*v, key};
+                break;
+            }
+    for (const char* key : {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb", "peak_memory",
+                            "memory", "memory_per_gpu", "peak_memory_per_gpu", "gpu_memory"})
+        if (!number(meas, key) && outOfMemoryInProse(text(meas, key)).value_or(false)) {
+            memoryOom = key;
+            break;
+        }
     if (memory) {
         // Sources print memory in GB of 1e9 bytes or GiB; torch.cuda.max_memory_allocated()/1e9 and nvidia-smi
-        // GiB both appear. The record's unit note (or a key in GiB) decides; GB (1e9) otherwise.
+        // GiB both appear. The record's unit note (or a key in GiB, or the unit written beside the number)
+        // decides; GB (1e9) otherwise, said for a key that names no unit.
         const std::string& key = memory->second;
-        const std::string unit = lower(text(meas, "memory_unit")) + " " + key;
-        c.measured.memoryBytes = memory->first * (contains(unit, "gib") ? 1073741824.0 : 1e9);
+        const std::string written = lower(text(meas, key.c_str()));
+        const std::string unit = lower(text(meas, "memory_unit")) + " " + key + " " + written;
+        double scale = contains(unit, "gib") ? 1073741824.0 : 1e9;
+        if (contains(written, "mib")) scale = 1048576.0;
+        else if (std::regex_search(written, std::regex(R"([0-9.]\s*mb\b)"))) scale = 1e6;
+        else if (std::regex_search(written, std::regex(R"([0-9.]\s*tb\b)"))) scale = 1e12;
+        const bool unitStated = contains(unit, "gib") || contains(unit, "gb") || contains(unit, "mib") || scale != 1e9;
+        if (!unitStated) c.assumptions.push_back(std::string("measured/") + key + " has no unit: read in GB (1e9 bytes)");
+        c.measured.memoryBytes = memory->first * scale;
         c.measured.memorySource = ptr + "/measured/" + key;
         const std::string kind = lower(text(meas, "memory_kind") + " " + text(meas, "memory_metric") + " " +
                                        text(meas, "memory_note") + " " + text(rec, "notes")) +
@@ -417,7 +441,10 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
     else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;
     else if (auto fits = boolean(meas, "fits")) c.measured.outOfMemory = !*fits;
-    else
+    else if (memoryOom) {
+        c.measured.outOfMemory = true;
+        c.assumptions.push_back("out-of-memory outcome read from measured/" + *memoryOom + " (\"" + text(meas, memoryOom->c_str()) + "\")");
+    } else
         for (const char* key : {"outcome", "status", "result"})
             if (auto said = outOfMemoryInProse(text(meas, key))) {
                 c.measured.outOfMemory = *said;

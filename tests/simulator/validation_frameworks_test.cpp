@@ -380,6 +380,38 @@ TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
     EXPECT_FALSE(load(unknown).measured.stepSeconds.has_value());
 }
 
+// Peak memory under keys that name no unit, by the unit written beside the number; an out-of-memory written in a
+// memory field is the run's outcome.
+TEST(ValidationRecord, MeasuredMemoryUnderItsWrittenNamesAndUnits) {
+    struct Form {
+        nlohmann::json measured;
+        double bytes;
+    };
+    const std::vector<Form> forms = {{{{"tokens_per_s", 65536}, {"peak_memory", "67.6 GiB"}}, 67.6 * 1073741824.0},
+                                     {{{"tokens_per_s", 65536}, {"memory", "75 GB"}}, 75e9},
+                                     {{{"tokens_per_s", 65536}, {"memory_per_gpu", "61 GB (nvidia-smi)"}}, 61e9},
+                                     {{{"tokens_per_s", 65536}, {"gpu_memory", "70000 MiB"}}, 70000.0 * 1048576.0},
+                                     {{{"tokens_per_s", 65536}, {"max_memory_allocated", 70}}, 70e9}};
+    for (const auto& f : forms) {
+        nlohmann::json r = record();
+        r["measured"] = f.measured;
+        const ValidationCase c = load(r);
+        ASSERT_TRUE(c.measured.memoryBytes.has_value()) << f.measured.dump();
+        EXPECT_NEAR(*c.measured.memoryBytes, f.bytes, 1.0) << f.measured.dump();
+    }
+    nlohmann::json bare = record();
+    bare["measured"] = {{"tokens_per_s", 65536}, {"max_memory_allocated", 70}};
+    const ValidationCase c = load(bare);
+    EXPECT_TRUE(mentions(c.assumptions, "measured/max_memory_allocated has no unit: read in GB"));
+    EXPECT_TRUE(c.measured.memoryIsAllocated);
+    nlohmann::json oom = record();
+    oom["measured"] = {{"memory_gb", "OOM"}};
+    const ValidationCase o = load(oom);
+    ASSERT_TRUE(o.measured.outOfMemory.has_value());
+    EXPECT_TRUE(*o.measured.outOfMemory);
+    EXPECT_TRUE(mentions(o.assumptions, "out-of-memory outcome read from measured/memory_gb"));
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";
