@@ -108,16 +108,24 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.name = text(m, "name");
     using L = ModelLimits;
     const std::string where = ptr + "/model";
-    auto need = [&](const char* key, int64_t most) -> int64_t {
+    // The schema's key, else the first of the names Megatron-LM and Hugging Face configs give it; missing names the
+    // schema's key.
+    auto need = [&](std::initializer_list<const char*> keys, int64_t most) -> int64_t {
+        const char* key = *keys.begin();
+        for (const char* k : keys)
+            if (member(m, k)) {
+                key = k;
+                break;
+            }
         const auto v = count(m, key, 1, most, where, refusal);
         if (!v && !member(m, key) && refusal.empty()) refusal = where + "/" + key + ": missing";
         return v.value_or(0);
     };
-    model.layers = static_cast<int>(need("layers", L::layers));
-    model.hidden = need("hidden", L::hidden);
-    model.heads = static_cast<int>(need("heads", L::heads));
-    model.vocab = need("vocab", L::vocab);
-    model.seqLen = member(m, "seq") || !member(m, "seq_len") ? need("seq", L::seqLen) : need("seq_len", L::seqLen);
+    model.layers = static_cast<int>(need({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}, L::layers));
+    model.hidden = need({"hidden", "hidden_size", "d_model", "n_embd", "dim"}, L::hidden);
+    model.heads = static_cast<int>(need({"heads", "num_attention_heads", "n_heads", "n_head"}, L::heads));
+    model.vocab = need({"vocab", "vocab_size", "padded_vocab_size"}, L::vocab);
+    model.seqLen = need({"seq", "seq_len", "seq_length", "sequence_length", "context_length", "max_seq_len"}, L::seqLen);
     if (!refusal.empty()) return;
     const Family f = familyOf(m);
     model.activation = f.activation;
@@ -132,7 +140,13 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                             (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +
                             (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");
-    if (auto kv = count(m, "kv_heads", 1, L::heads, where, refusal)) {
+    const char* kvKey = "kv_heads";
+    for (const char* k : {"kv_heads", "num_key_value_heads", "num_query_groups", "n_kv_heads"})
+        if (member(m, k)) {
+            kvKey = k;
+            break;
+        }
+    if (auto kv = count(m, kvKey, 1, L::heads, where, refusal)) {
         model.kvHeads = static_cast<int>(*kv);
     } else {
         model.kvHeads = model.heads;

@@ -412,6 +412,23 @@ TEST(ValidationRecord, MeasuredMemoryUnderItsWrittenNamesAndUnits) {
     EXPECT_TRUE(mentions(o.assumptions, "out-of-memory outcome read from measured/memory_gb"));
 }
 
+// The model's shape under Megatron-LM's and Hugging Face's names reads as under the schema's; missing names the schema's.
+TEST(ValidationRecord, ModelShapeUnderConfigNames) {
+    nlohmann::json r = record();
+    const ValidationCase schema = load(r);
+    r["model"] = {{"name", "GPT 7B"}, {"num_hidden_layers", 32}, {"hidden_size", 4096}, {"num_attention_heads", 32},
+                  {"num_key_value_heads", 8}, {"vocab_size", 51200}, {"seq_length", 2048}};
+    const ValidationCase hf = load(r);
+    EXPECT_EQ(hf.scenario.model.layers, schema.scenario.model.layers);
+    EXPECT_EQ(hf.scenario.model.hidden, schema.scenario.model.hidden);
+    EXPECT_EQ(hf.scenario.model.heads, schema.scenario.model.heads);
+    EXPECT_EQ(hf.scenario.model.kvHeads, 8);
+    EXPECT_EQ(hf.scenario.model.vocab, schema.scenario.model.vocab);
+    EXPECT_EQ(hf.scenario.model.seqLen, schema.scenario.model.seqLen);
+    r["model"].erase("num_hidden_layers");
+    EXPECT_NE(refusalOf(r).find("/model/layers: missing"), std::string::npos);
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";
