@@ -297,7 +297,37 @@ bool readBatch(Reading& r) {
         else r.assume("dp = GPUs / (tp x pp x cp) = " + std::to_string(impliedDp));
     }
     plan.dp = impliedDp;
-    auto gb = count(pl, "global_batch", 1, L::globalBatch, where, refusal);
+    // A global batch written in tokens ("4M tokens", "2,097,152 tokens"): that many sequences of the model's length.
+    std::optional<int64_t> gb;
+    std::optional<double> batchTokens;
+    {
+        std::string written = lower(text(pl, "global_batch"));
+        written.erase(std::remove(written.begin(), written.end(), ','), written.end());
+        std::smatch m;
+        if (std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([kmb])?\s*tok(en)?s?\b)"))) {
+            // "4M" is 4e6 or 2^22: the one that is a whole number of sequences (Llama's "4M tokens" is 2048 x 2048).
+            const double value = std::stod(m[1]), seq = static_cast<double>(c.scenario.model.seqLen);
+            const double decimal = m[3] == "k" ? 1e3 : m[3] == "m" ? 1e6 : m[3] == "b" ? 1e9 : 1.0;
+            const double binary = m[3] == "k" ? 1024.0 : m[3] == "m" ? 1048576.0 : m[3] == "b" ? 1073741824.0 : 1.0;
+            auto whole = [&](double t) { return std::fabs(t / seq - std::round(t / seq)) < 1e-9; };
+            batchTokens = !whole(value * decimal) && whole(value * binary) ? value * binary : value * decimal;
+        }
+    }
+    if (batchTokens) {
+        const double seq = static_cast<double>(c.scenario.model.seqLen);
+        const double sequences = std::round(*batchTokens / seq);
+        if (sequences < 1 || sequences > static_cast<double>(L::globalBatch)) {
+            refusal = where + "/global_batch: \"" + text(pl, "global_batch") + "\" is not a batch of " +
+                      std::to_string(c.scenario.model.seqLen) + "-token sequences tessel takes";
+            return false;
+        }
+        gb = static_cast<int64_t>(sequences);
+        r.assume("global_batch \"" + text(pl, "global_batch") + "\" read in tokens: " + std::to_string(*gb) + " sequences of " +
+                 std::to_string(c.scenario.model.seqLen) +
+                 (std::fabs(sequences * seq - *batchTokens) > 0.5 ? " (the nearest whole number)" : ""));
+    } else {
+        gb = count(pl, "global_batch", 1, L::globalBatch, where, refusal);
+    }
     if (!refusal.empty()) return false;
     if (!gb) {
         // A batch given in tokens (Meta's "Tokens/Batch", llm-foundry's "GlobalBatchSize (T)") is that many

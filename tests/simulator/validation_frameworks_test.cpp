@@ -429,6 +429,20 @@ TEST(ValidationRecord, ModelShapeUnderConfigNames) {
     EXPECT_NE(refusalOf(r).find("/model/layers: missing"), std::string::npos);
 }
 
+// A global batch written in tokens is that many sequences ("4M tokens" had been read as 4 sequences); a count with a
+// token figure beside it keeps the count.
+TEST(ValidationRecord, GlobalBatchWrittenInTokens) {
+    nlohmann::json r = record(); // sequences of 2048
+    r["plan"]["global_batch"] = "131,072 tokens";
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 64);
+    EXPECT_TRUE(mentions(c.assumptions, "read in tokens: 64 sequences of 2048"));
+    r["plan"]["global_batch"] = "4M tokens"; // 2^22, the reading that is whole sequences of 2048
+    EXPECT_EQ(load(r).scenario.plan.globalBatch, 2048);
+    r["plan"]["global_batch"] = "64 (131k tokens)";
+    EXPECT_EQ(load(r).scenario.plan.globalBatch, 64);
+}
+
 TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     nlohmann::json fp8 = llama405(8192, 1, 8192);
     fp8["system"]["precision"] = "FP8 (Transformer Engine)";
