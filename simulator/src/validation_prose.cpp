@@ -34,10 +34,15 @@ std::optional<double> number(const nlohmann::json& obj, const char* key) {
     const nlohmann::json* v = member(obj, key);
     if (v && v->is_number()) return v->get<double>();
     if (v && v->is_string()) {
-        // "8", "8 (inferred)" or a config's "5e8": a leading number, with its exponent.
+        // "8", "8 (inferred)", a config's "5e8" or a table's "1,024": a leading number, with its exponent and
+        // without its thousands separators.
         std::smatch m;
         const std::string s = v->get<std::string>();
-        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?))"))) return std::stod(m[1]);
+        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]+)?([eE][+-]?[0-9]+)?)"))) {
+            std::string digits = m[0].str();
+            digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+            return std::stod(digits);
+        }
     }
     return std::nullopt;
 }

@@ -14,14 +14,19 @@ using test::record;
 using test::refusalOf;
 using prose::outOfMemoryInProse;
 
-// A number written as text: its leading figure, with a config's exponent ("5e8" is 5e8, not 5), prose after it ignored.
+// A number written as text: its leading figure, with a config's exponent ("5e8" is 5e8, not 5) and without a table's
+// thousands separators ("1,024" is 1024, not 1), prose after it ignored.
 TEST(ValidationProse, NumbersInTextKeepTheirExponent) {
-    const nlohmann::json o = {{"a", "5e8"}, {"b", "8 (inferred)"}, {"c", "3.5E+9 elements"}, {"d", "2 experts"}, {"e", "none"}};
+    const nlohmann::json o = {{"a", "5e8"}, {"b", "8 (inferred)"}, {"c", "3.5E+9 elements"}, {"d", "2 experts"}, {"e", "none"},
+                              {"f", "1,024"}, {"g", "8, 16"}, {"h", "2,097,152.5 tokens"}};
     EXPECT_DOUBLE_EQ(*prose::number(o, "a"), 5e8);
     EXPECT_DOUBLE_EQ(*prose::number(o, "b"), 8.0);
     EXPECT_DOUBLE_EQ(*prose::number(o, "c"), 3.5e9);
     EXPECT_DOUBLE_EQ(*prose::number(o, "d"), 2.0);
     EXPECT_FALSE(prose::number(o, "e").has_value());
+    EXPECT_DOUBLE_EQ(*prose::number(o, "f"), 1024.0); // thousands separators, as tables print counts
+    EXPECT_DOUBLE_EQ(*prose::number(o, "g"), 8.0);    // a list's first number
+    EXPECT_DOUBLE_EQ(*prose::number(o, "h"), 2097152.5);
 }
 
 // ZeRO stages as records write them, the ZeRO paper's notation and ZeRO++ included.
