@@ -1,0 +1,182 @@
+// Published training runs in the forms other sources write them: DeepSpeed's activation offload and ZeRO-3 coordinator
+// limits, ZeRO++, sequence parallelism in prose, the measured step and peak memory under other names and units, the
+// model's shape under config names, a batch in tokens (`tessel validate`).
+#include "validation_support.hpp"
+
+#include "tessel/cost/framework.hpp"
+#include "tessel/sim/validation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+using test::load;
+using test::mentions;
+using test::record;
+using test::refusalOf;
+
+// DeepSpeed's activation checkpoints in host memory (cpu_checkpointing), as a flag or as offload prose naming
+// activations, and its ZeRO-3 coordinator limits (zero_optimization.stage3_*), read from a record.
+TEST(ValidationRecord, DeepSpeedActivationOffloadAndStage3LimitsAreRead) {
+    nlohmann::json r = record();
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 32}, {"micro_batch", 2}, {"global_batch", 64}, {"zero", 3},
+                 {"framework", "Megatron-DeepSpeed (DeepSpeed 0.6.2)"}, {"cpu_checkpointing", true},
+                 {"stage3_max_live_parameters", 3e9}, {"stage3_prefetch_bucket_size", "5e7"}};
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(c.scenario.plan.offloadActivations);
+    EXPECT_EQ(c.scenario.plan.recompute, Recompute::Full); // unstated: the checkpoints it swaps are every layer's input
+    EXPECT_TRUE(mentions(c.assumptions, "recompute full: activation checkpoints offloaded"));
+    EXPECT_EQ(deepSpeedStage3Of(c.scenario.plan.framework).maxLiveParameters, 3000000000);
+    EXPECT_EQ(deepSpeedStage3Of(c.scenario.plan.framework).prefetchBucketSize, 50000000);
+    EXPECT_EQ(deepSpeedStage3Of(c.scenario.plan.framework).maxReuseDistance, 1000000000); // DeepSpeed's default
+    // Offload prose that names activations is the same; prose that denies it, or names the optimizer only, is not.
+    r["plan"].erase("cpu_checkpointing");
+    r["plan"]["offload"] = "optimizer and activations to CPU";
+    EXPECT_TRUE(load(r).scenario.plan.offloadActivations);
+    r["plan"]["offload"] = "optimizer to CPU, no offload of activations";
+    EXPECT_FALSE(load(r).scenario.plan.offloadActivations);
+    r["plan"]["offload"] = "optimizer";
+    EXPECT_FALSE(load(r).scenario.plan.offloadActivations);
+    // Stated without full recompute it is said, not costed.
+    r["plan"]["offload"] = nullptr;
+    r["plan"]["cpu_checkpointing"] = true;
+    r["plan"]["recompute"] = "selective";
+    const ValidationCase selective = load(r);
+    EXPECT_FALSE(selective.scenario.plan.offloadActivations);
+    EXPECT_TRUE(mentions(selective.assumptions, "activation offload stated without every layer recomputed"));
+    // The limits belong to DeepSpeed: another framework's record says so and gathers whole units.
+    nlohmann::json megatron = record();
+    megatron["plan"]["stage3_max_live_parameters"] = 3e9;
+    const ValidationCase m = load(megatron);
+    EXPECT_FALSE(m.scenario.plan.framework.stage3MaxLiveParameters.has_value());
+    EXPECT_TRUE(mentions(m.assumptions, "stage3_max_live_parameters read for DeepSpeed only"));
+}
+
+// ZeRO++ is ZeRO-3 with quantized and hierarchical collectives: read as ZeRO-3 (not as no sharding, as "ZeRO++" had
+// been), its parts named as not costed.
+TEST(ValidationRecord, ZeroPlusPlusIsZero3WithItsPartsSaid) {
+    nlohmann::json r = record();
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 32}, {"micro_batch", 2}, {"global_batch", 64},
+                 {"zero", "ZeRO++ (qwZ, hpZ, qgZ)"}, {"framework", "DeepSpeed"}, {"recompute", "full"}};
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 3);
+    EXPECT_TRUE(mentions(c.assumptions, "ZeRO++ not costed (hpZ's secondary partition"));
+    EXPECT_TRUE(mentions(c.assumptions, "qwZ's int8 parameter gathers, qgZ's int4 gradient all-to-all"));
+    // DeepSpeed's config keys say the same.
+    r["plan"]["zero"] = 3;
+    r["plan"]["zero_quantized_weights"] = true;
+    const ValidationCase keys = load(r);
+    EXPECT_TRUE(mentions(keys.assumptions, "ZeRO++ not costed (qwZ's int8 parameter gathers)"));
+    // Plain ZeRO-3 says nothing of it.
+    r["plan"].erase("zero_quantized_weights");
+    EXPECT_FALSE(mentions(load(r).assumptions, "ZeRO++"));
+}
+
+// Sequence parallelism written as prose: "enabled (Megatron SP)" is on, a denial off; each said.
+TEST(ValidationRecord, SequenceParallelProseIsRead) {
+    nlohmann::json r = record(); // tp 4
+    for (const char* on : {"enabled (Megatron SP)", "sequence parallel with TP", "Megatron-style SP"}) {
+        r["plan"]["sequence_parallel"] = on;
+        const ValidationCase c = load(r);
+        EXPECT_TRUE(c.scenario.plan.sequenceParallel) << on;
+        EXPECT_TRUE(mentions(c.assumptions, "read as on")) << on;
+    }
+    for (const char* off : {"disabled", "no SP"}) {
+        r["plan"]["sequence_parallel"] = off;
+        EXPECT_FALSE(load(r).scenario.plan.sequenceParallel) << off;
+    }
+}
+
+// The measured step under the names and units records write it: 64 sequences of 2048 on 32 GPUs in 2 s.
+TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
+    const std::vector<nlohmann::json> forms = {
+        {{"step_time", "2.0 s"}},           {{"iteration_time", "2000 ms"}},   {{"samples_per_second", 32}},
+        {{"seq_per_s", 32}},                {{"tokens_per_second", 65536}},    {{"tgs", 2048}},
+        {{"throughput", "65536 tokens/s"}}, {{"throughput", "2048 tokens/s/GPU"}}, {{"throughput", "32 samples/s"}},
+        {{"ms_per_step", 2000}}};
+    for (const auto& m : forms) {
+        nlohmann::json r = record();
+        r["measured"] = m;
+        const ValidationCase c = load(r);
+        ASSERT_TRUE(c.measured.stepSeconds.has_value()) << m.dump();
+        EXPECT_NEAR(*c.measured.stepSeconds, 2.0, 1e-9) << m.dump();
+    }
+    // A unitless number under a unitless name is seconds, and said.
+    nlohmann::json bare = record();
+    bare["measured"] = {{"step_time", 2.0}};
+    const ValidationCase c = load(bare);
+    EXPECT_NEAR(*c.measured.stepSeconds, 2.0, 1e-9);
+    EXPECT_TRUE(mentions(c.assumptions, "measured/step_time has no unit: read in seconds"));
+    // A throughput whose unit tessel cannot place is not read.
+    nlohmann::json unknown = record();
+    unknown["measured"] = {{"throughput", "150 TFLOP/s"}};
+    EXPECT_FALSE(load(unknown).measured.stepSeconds.has_value());
+}
+
+// Peak memory under keys that name no unit, by the unit written beside the number; an out-of-memory written in a
+// memory field is the run's outcome.
+TEST(ValidationRecord, MeasuredMemoryUnderItsWrittenNamesAndUnits) {
+    struct Form {
+        nlohmann::json measured;
+        double bytes;
+    };
+    const std::vector<Form> forms = {{{{"tokens_per_s", 65536}, {"peak_memory", "67.6 GiB"}}, 67.6 * 1073741824.0},
+                                     {{{"tokens_per_s", 65536}, {"memory", "75 GB"}}, 75e9},
+                                     {{{"tokens_per_s", 65536}, {"memory_per_gpu", "61 GB (nvidia-smi)"}}, 61e9},
+                                     {{{"tokens_per_s", 65536}, {"gpu_memory", "70000 MiB"}}, 70000.0 * 1048576.0},
+                                     {{{"tokens_per_s", 65536}, {"max_memory_allocated", 70}}, 70e9}};
+    for (const auto& f : forms) {
+        nlohmann::json r = record();
+        r["measured"] = f.measured;
+        const ValidationCase c = load(r);
+        ASSERT_TRUE(c.measured.memoryBytes.has_value()) << f.measured.dump();
+        EXPECT_NEAR(*c.measured.memoryBytes, f.bytes, 1.0) << f.measured.dump();
+    }
+    nlohmann::json bare = record();
+    bare["measured"] = {{"tokens_per_s", 65536}, {"max_memory_allocated", 70}};
+    const ValidationCase c = load(bare);
+    EXPECT_TRUE(mentions(c.assumptions, "measured/max_memory_allocated has no unit: read in GB"));
+    EXPECT_TRUE(c.measured.memoryIsAllocated);
+    nlohmann::json oom = record();
+    oom["measured"] = {{"memory_gb", "OOM"}};
+    const ValidationCase o = load(oom);
+    ASSERT_TRUE(o.measured.outOfMemory.has_value());
+    EXPECT_TRUE(*o.measured.outOfMemory);
+    EXPECT_TRUE(mentions(o.assumptions, "out-of-memory outcome read from measured/memory_gb"));
+}
+
+// The model's shape under Megatron-LM's and Hugging Face's names reads as under the schema's; missing names the schema's.
+TEST(ValidationRecord, ModelShapeUnderConfigNames) {
+    nlohmann::json r = record();
+    const ValidationCase schema = load(r);
+    r["model"] = {{"name", "GPT 7B"}, {"num_hidden_layers", 32}, {"hidden_size", 4096}, {"num_attention_heads", 32},
+                  {"num_key_value_heads", 8}, {"vocab_size", 51200}, {"seq_length", 2048}};
+    const ValidationCase hf = load(r);
+    EXPECT_EQ(hf.scenario.model.layers, schema.scenario.model.layers);
+    EXPECT_EQ(hf.scenario.model.hidden, schema.scenario.model.hidden);
+    EXPECT_EQ(hf.scenario.model.heads, schema.scenario.model.heads);
+    EXPECT_EQ(hf.scenario.model.kvHeads, 8);
+    EXPECT_EQ(hf.scenario.model.vocab, schema.scenario.model.vocab);
+    EXPECT_EQ(hf.scenario.model.seqLen, schema.scenario.model.seqLen);
+    r["model"].erase("num_hidden_layers");
+    EXPECT_NE(refusalOf(r).find("/model/layers: missing"), std::string::npos);
+}
+
+// A global batch written in tokens is that many sequences ("4M tokens" had been read as 4 sequences); a count with a
+// token figure beside it keeps the count.
+TEST(ValidationRecord, GlobalBatchWrittenInTokens) {
+    nlohmann::json r = record(); // sequences of 2048
+    r["plan"]["global_batch"] = "131,072 tokens";
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 64);
+    EXPECT_TRUE(mentions(c.assumptions, "read in tokens: 64 sequences of 2048"));
+    r["plan"]["global_batch"] = "4M tokens"; // 2^22, the reading that is whole sequences of 2048
+    EXPECT_EQ(load(r).scenario.plan.globalBatch, 2048);
+    r["plan"]["global_batch"] = "64 (131k tokens)";
+    EXPECT_EQ(load(r).scenario.plan.globalBatch, 64);
+}
+
+} // namespace
+} // namespace tessel::sim
