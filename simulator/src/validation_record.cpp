@@ -372,7 +372,13 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         // A record with only an HFU (or only hardware FLOP rates) counts hardware FLOPs.
         const bool onlyHfu = !number(meas, "tflops_per_gpu") && !number(meas, "aggregate_pflops") && !number(meas, "mfu") &&
                              number(meas, "hfu");
-        const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96");
+        // A convention that counts the recomputed forward ("including activation recomputation", "counted with
+        // recompute") is a hardware count; one that excludes it ("excluding recompute") is not.
+        const bool countsRecompute =
+            std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint))")) &&
+            !std::regex_search(kind, std::regex(R"((exclud|without|w/o|not count|no |excl\.?)[a-z ]*(activation )?(recomput|rematerial|checkpoint))")) &&
+            !std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint)[a-z]*[ ,(]*(excluded|not counted|omitted|left out))"));
+        const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96") || countsRecompute;
         // Partial recompute (recompute_layers) replays that share of the layers' forward.
         double replayed = 0.0;
         for (int s = 0; s < plan.pp; ++s) replayed += recomputedLayers(c.scenario.model, plan, s).layers;

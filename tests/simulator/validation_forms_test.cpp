@@ -178,5 +178,22 @@ TEST(ValidationRecord, GlobalBatchWrittenInTokens) {
     EXPECT_EQ(load(r).scenario.plan.globalBatch, 64);
 }
 
+// A FLOP rate's convention in prose: one that counts the recomputed forward is a hardware count (4/3 of the model
+// count under full recompute), one that excludes it is not.
+TEST(ValidationRecord, FlopConventionThatCountsRecomputeIsHardware) {
+    auto step = [](const char* kind) {
+        nlohmann::json r = record(); // every layer recomputed
+        r["measured"] = {{"tflops_per_gpu", 130.0}, {"tflops_kind", kind}};
+        return *load(r).measured.stepSeconds;
+    };
+    const double model = step("model FLOPs"), hardware = step("HFU");
+    EXPECT_NEAR(hardware / model, 4.0 / 3.0, 1e-9);
+    EXPECT_DOUBLE_EQ(step("FLOPs including activation recomputation"), hardware);
+    EXPECT_DOUBLE_EQ(step("counted with recompute"), hardware);
+    EXPECT_DOUBLE_EQ(step("excluding recompute (model FLOPs)"), model);
+    EXPECT_DOUBLE_EQ(step("without activation recomputation"), model);
+    EXPECT_DOUBLE_EQ(step("model FLOPs, recompute excluded"), model);
+}
+
 } // namespace
 } // namespace tessel::sim
