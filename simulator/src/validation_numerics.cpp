@@ -247,7 +247,9 @@ bool readPrecisionAndSharding(Reading& r) {
             stated = true;
             break;
         }
-        if (!stated && contains(sharding, "hybrid")) {
+        // FSDP's HYBRID_SHARD, or HSDP as PyTorch's FSDP2 and torchtitan call it.
+        if (!stated && (contains(sharding, "hybrid") ||
+                        std::regex_search(sharding, std::regex(R"((^|[^a-z])hsdp([^a-z]|$))")))) {
             // One shard group per node: the data-parallel ranks of a node (tp x cp of them share it).
             const int shard = std::min(plan.dp, std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp)));
             if (plan.dp % shard != 0) {

@@ -195,5 +195,15 @@ TEST(ValidationRecord, FlopConventionThatCountsRecomputeIsHardware) {
     EXPECT_DOUBLE_EQ(step("model FLOPs, recompute excluded"), model);
 }
 
+// Hybrid sharding named HSDP (PyTorch's FSDP2, torchtitan) is FSDP's HYBRID_SHARD: a shard group per node.
+TEST(ValidationRecord, HsdpIsHybridSharding) {
+    nlohmann::json r = record(); // 32 GPUs on 4 nodes
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 32}, {"micro_batch", 2}, {"global_batch", 64}, {"zero", 3},
+                 {"framework", "PyTorch FSDP"}, {"fsdp_sharding", "HSDP (shard within node, replicate across nodes)"}};
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.zeroReplicas, 4);
+    EXPECT_TRUE(mentions(c.assumptions, "hybrid sharding (HSDP"));
+}
+
 } // namespace
 } // namespace tessel::sim
