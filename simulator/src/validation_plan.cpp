@@ -18,6 +18,8 @@
 #include <optional>
 #include <regex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace tessel::sim::detail {
 
@@ -632,7 +634,27 @@ bool readFramework(Reading& r) {
 } // namespace
 
 void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
-    const nlohmann::json pl = rec.value("plan", nlohmann::json::object());
+    nlohmann::json pl = rec.value("plan", nlohmann::json::object());
+    // The schema's degree and batch keys, else the names Megatron-LM, NeMo, torchtitan and DeepSpeed configs give them.
+    if (pl.is_object()) {
+        static const std::vector<std::pair<const char*, std::vector<const char*>>> aliases = {
+            {"tp", {"tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel_degree", "tp_size", "tensor_parallel"}},
+            {"pp", {"pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel_degree", "pp_size",
+                    "pipeline_parallel"}},
+            {"cp", {"context_parallel_size", "context_parallel_degree", "cp_size", "context_parallel"}},
+            {"ep", {"expert_model_parallel_size", "expert_parallel_size", "expert_parallel_degree", "ep_size", "expert_parallel"}},
+            {"dp", {"data_parallel_size", "data_parallel_degree", "dp_size"}},
+            {"vpp", {"virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size"}},
+            {"micro_batch", {"micro_batch_size", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", "mbs"}},
+            {"global_batch", {"global_batch_size", "train_batch_size", "gbs"}}};
+        for (const auto& [key, names] : aliases)
+            if (!member(pl, key))
+                for (const char* name : names)
+                    if (const nlohmann::json* v = member(pl, name); v && !v->is_boolean()) { // "context_parallel": true names no degree
+                        pl[key] = *v;
+                        break;
+                    }
+    }
     const std::string source = text(rec, "source") + " " + text(rec, "source_url");
     Reading r{rec, ptr, c, refusal, rec.value("system", nlohmann::json::object()), pl, source, frameworkOf(pl, source)};
     // In this order: each step reads what the ones before it settled; the first refusal ends the reading.

@@ -205,5 +205,23 @@ TEST(ValidationRecord, HsdpIsHybridSharding) {
     EXPECT_TRUE(mentions(c.assumptions, "hybrid sharding (HSDP"));
 }
 
+// Parallel degrees and batch sizes under the configs' own names read as under the schema's: a context-parallel
+// degree written context_parallel_size had been dropped and its ranks counted as data parallelism.
+TEST(ValidationRecord, DegreesUnderConfigNames) {
+    nlohmann::json r = record(); // 32 GPUs
+    r["plan"] = {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 2}, {"context_parallel_size", 2},
+                 {"micro_batch_size", 1}, {"global_batch_size", 64}, {"framework", "Megatron-LM"}, {"recompute", "full"}};
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.tp, 4);
+    EXPECT_EQ(c.scenario.plan.pp, 2);
+    EXPECT_EQ(c.scenario.plan.cp, 2);
+    EXPECT_EQ(c.scenario.plan.dp, 2);
+    EXPECT_EQ(c.scenario.plan.microBatch, 1);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 64);
+    // The schema's key wins where both are written.
+    r["plan"]["tp"] = 8;
+    EXPECT_EQ(load(r).scenario.plan.tp, 8);
+}
+
 } // namespace
 } // namespace tessel::sim
