@@ -426,8 +426,24 @@ bool readPipeline(Reading& r) {
             return (statedFirst == 0 || statedFirst >= cand) && (statedLast == 0 || statedLast >= cand) &&
                    (ranks == 0 ? rest == 0 : rest > 0 && rest % (ranks * cand) == 0);
         };
+        // A denial ("1F1B non-interleaved", "without interleaving") is no interleaving.
+        if (std::regex_search(sched, std::regex(R"((non|not|without|no)[- ]+interleav)"))) sched = namedSchedule.empty() ? "" : "1f1b";
         int v = 1;
-        if (contains(sched, "interleav") && microBatches % plan.pp == 0) {
+        // A count the schedule's words give ("vpp 2", "2 virtual stages per device", "4 model chunks") is taken where
+        // Megatron-LM could run it.
+        std::smatch counted;
+        if (std::regex_search(sched, counted, std::regex(R"(\bvpp\s*[=:]?\s*([0-9]+))")) ||
+            std::regex_search(sched, counted, std::regex(R"(([0-9]+)\s*(virtual (pipeline )?stages?|model chunks?)\b)"))) {
+            const int stated = std::stoi(counted[1].str());
+            const bool runs = stated >= 2 && microBatches % plan.pp == 0 &&
+                              ((model.layers % (plan.pp * stated) == 0) || (model.layers + 2) % (plan.pp * stated) == 0) &&
+                              fitsStated(stated);
+            if (runs) v = stated;
+            else r.assume("the schedule's " + std::to_string(stated) + " virtual stages do not split " +
+                          std::to_string(model.layers) + " layers over pp " + std::to_string(plan.pp) +
+                          " with the micro-batches dividing by pp: read without that count");
+        }
+        if (v == 1 && contains(sched, "interleav") && microBatches % plan.pp == 0) {
             for (int extra : {0, 2}) {
                 for (int cand = (model.layers + extra) / (2 * plan.pp); cand >= 2 && v == 1; --cand)
                     if ((model.layers + extra) % (plan.pp * cand) == 0 && fitsStated(cand)) v = cand;
@@ -435,7 +451,9 @@ bool readPipeline(Reading& r) {
             }
         }
         plan.vpp = v;
-        if (v > 1)
+        if (v > 1 && std::regex_search(sched, std::regex(R"(\bvpp\s*[=:]?\s*[0-9]|[0-9]+\s*(virtual (pipeline )?stages?|model chunks?)\b)")))
+            r.assume("vpp = " + std::to_string(v) + ", the count the schedule names");
+        else if (v > 1)
             r.assume("interleaved schedule without a vpp: vpp = " + std::to_string(v) + " (about two layers per virtual stage, "
                    "the median of NVIDIA's published recipes)");
         else if (contains(sched, "interleav"))

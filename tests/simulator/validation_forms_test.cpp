@@ -223,5 +223,27 @@ TEST(ValidationRecord, DegreesUnderConfigNames) {
     EXPECT_EQ(load(r).scenario.plan.tp, 8);
 }
 
+// A schedule's words: a count of virtual stages it names is the vpp (it had been inferred past it), and a denial of
+// interleaving is 1F1B ("1F1B non-interleaved" had been read as interleaved).
+TEST(ValidationRecord, ScheduleWordsGiveTheVppOrDenyIt) {
+    nlohmann::json r = record(); // 32 layers, tp 4 x pp 2 x dp 4, 64 sequences of micro-batch 2: 8 micro-batches
+    r["plan"].erase("vpp");
+    r["plan"]["schedule"] = "interleaved 1F1B (vpp 2)";
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 2);
+    EXPECT_TRUE(mentions(c.assumptions, "vpp = 2, the count the schedule names"));
+    r["plan"]["schedule"] = "interleaved, 4 model chunks per device";
+    EXPECT_EQ(load(r).scenario.plan.vpp, 4);
+    r["plan"]["schedule"] = "1F1B non-interleaved";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 1);
+    EXPECT_EQ(c.scenario.plan.schedule, Schedule::OneFOneB);
+    // A count Megatron-LM cannot run (32 layers over pp 2 in 3 chunks) is said and not taken.
+    r["plan"]["schedule"] = "interleaved (3 virtual stages)";
+    c = load(r);
+    EXPECT_NE(c.scenario.plan.vpp, 3);
+    EXPECT_TRUE(mentions(c.assumptions, "the schedule's 3 virtual stages do not split"));
+}
+
 } // namespace
 } // namespace tessel::sim
