@@ -24,13 +24,25 @@ double d(int64_t v) { return static_cast<double>(v); }
 double normParams(const ModelConfig& m, int64_t width) { return m.norm == NormKind::LayerNorm ? 2.0 * d(width) : d(width); }
 double normParams(const ModelConfig& m) { return normParams(m, m.hidden); }
 
-// One MLP of width `ffn` split over tp (column-parallel fc1/gate/up, row-parallel fc2; fc2 bias replicated).
-double mlpParamsLocal(const ModelConfig& m, int64_t ffn, int tp) {
+// One MLP of width `ffn` split over tp: fc1 (gate and up for SwiGLU) column-parallel, fc2 row-parallel with its bias
+// replicated.
+std::pair<double, double> mlpModulesLocal(const ModelConfig& m, int64_t ffn, int tp) {
     const double h = d(m.hidden);
     const double inWidth = (m.activation == Activation::Swiglu ? 2.0 : 1.0) * d(ffn);
-    double n = (h * inWidth + d(ffn) * h) / tp;
-    if (m.linearBias) n += inWidth / tp + h;
-    return n;
+    const double bias = m.linearBias ? 1.0 : 0.0;
+    return {h * inWidth / tp + bias * inWidth / tp, d(ffn) * h / tp + bias * h};
+}
+double mlpParamsLocal(const ModelConfig& m, int64_t ffn, int tp) {
+    const auto [fc1, fc2] = mlpModulesLocal(m, ffn, tp);
+    return fc1 + fc2;
+}
+
+// Standard attention's QKV (column-parallel, with its bias where the model has one) and output projection
+// (row-parallel, its bias replicated) on one rank.
+std::pair<double, double> attentionModulesLocal(const ModelConfig& m, int tp) {
+    const double h = d(m.hidden), q = d(m.heads) * d(m.headDim), kv = d(m.kvHeads) * d(m.headDim);
+    return {h * (q + 2.0 * kv) / tp + (m.linearBias || m.qkvBias ? (q + 2.0 * kv) / tp : 0.0),
+            q * h / tp + (m.linearBias ? h : 0.0)};
 }
 
 struct LayerParamsLocal {
@@ -41,8 +53,6 @@ struct LayerParamsLocal {
 LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
     LayerParamsLocal l;
     const double h = d(m.hidden);
-    const double q = d(m.heads) * d(m.headDim);
-    const double kv = d(m.kvHeads) * d(m.headDim);
     if (m.mla) {
         // MLA under TP (Megatron-core MLASelfAttention): the down projections to the latents are duplicated on every
         // TP rank (TELinear parallel_mode "duplicated"), the up projections column- and the output row-parallel;
@@ -53,11 +63,11 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
         const double up = (a.qLoraRank > 0 ? d(a.qLoraRank) : h) * heads * d(a.qkHeadDim()) +
                           d(a.kvLoraRank) * heads * d(a.qkNopeHeadDim + a.vHeadDim) + heads * d(a.vHeadDim) * h;
         l.dense = down + up / p.tp + normParams(m, a.qLoraRank) + normParams(m, a.kvLoraRank);
+        if (m.linearBias) l.dense += h;                          // projection bias is replicated
     } else {
-        l.dense = (h * (q + 2.0 * kv) + q * h) / p.tp;          // QKV column-, projection row-parallel
-        if (m.linearBias || m.qkvBias) l.dense += (q + 2.0 * kv) / p.tp;
+        const auto [qkv, proj] = attentionModulesLocal(m, p.tp);
+        l.dense = qkv + proj;
     }
-    if (m.linearBias) l.dense += h;                              // projection bias is replicated
     l.dense += 2.0 * normParams(m);                              // the two pre-norms, replicated over TP
     if (m.qkNorm) l.dense += (m.norm == NormKind::LayerNorm ? 4.0 : 2.0) * d(m.headDim); // q and k norms, replicated
     if (m.moe) {
@@ -89,6 +99,12 @@ bool fsdpReducesPerUnit(const Plan& plan, int z) {
 }
 
 } // namespace
+
+LinearModules denseLinearModules(const ModelConfig& model, const Plan& plan) {
+    const auto [qkv, proj] = attentionModulesLocal(model, plan.tp);
+    const auto [fc1, fc2] = mlpModulesLocal(model, model.ffnHidden, plan.tp);
+    return {qkv, proj, fc1, fc2};
+}
 
 // The word embedding the MTP modules look the next tokens up in, where the output layer's rank lacks the model's.
 double mtpEmbeddingCopy(const ModelConfig& model, const Plan& plan) {

@@ -37,22 +37,20 @@ DeepSpeedLiveSet deepSpeedZero3LiveParameters(const ModelConfig& model, const Pl
     std::vector<std::vector<int>> layer; // the module ids of each layer, in forward order
     const double h = d(model.hidden);
     const double tp = plan.tp;
-    const double q = d(model.heads) * d(model.headDim), kv = d(model.kvHeads) * d(model.headDim);
-    const double bias = model.linearBias ? 1.0 : 0.0;
+    // An MoE or MLA layer is one module; a dense layer's linears one each.
+    std::vector<double> perLayer;
+    if (model.moe || model.mla) {
+        const StageParameters whole = layerParameters(model, plan);
+        perLayer = {whole.dense + whole.expert};
+    } else {
+        const LinearModules lin = denseLinearModules(model, plan);
+        perLayer = {lin.qkv, lin.proj, lin.fc1, lin.fc2};
+    }
     for (int l = 0; l < model.layers; ++l) {
         std::vector<int> ids;
-        auto add = [&](double n) {
+        for (const double n : perLayer) {
             ids.push_back(static_cast<int>(numel.size()));
             numel.push_back(n);
-        };
-        if (model.moe || model.mla) {
-            add(layerParameters(model, plan).dense + layerParameters(model, plan).expert);
-        } else {
-            const double inWidth = (model.activation == Activation::Swiglu ? 2.0 : 1.0) * d(model.ffnHidden);
-            add(h * (q + 2.0 * kv) / tp + (model.linearBias || model.qkvBias ? (q + 2.0 * kv) / tp : 0.0));
-            add(q * h / tp + bias * h);
-            add(h * inWidth / tp + bias * inWidth / tp);
-            add(d(model.ffnHidden) * h / tp + bias * h);
         }
         layer.push_back(std::move(ids));
     }
