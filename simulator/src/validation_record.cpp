@@ -347,6 +347,9 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
                 (perGpu ? tokensPerGpu : tokensPerSecond) = std::pair<double, std::string>{*v, "throughput"};
             } else if (!perGpu && (contains(written, "sample") || contains(written, "seq"))) {
                 samples = std::pair<double, std::string>{*v, "throughput"};
+            } else {
+                c.assumptions.push_back("measured/throughput \"" + text(meas, "throughput") +
+                                        "\" is in a unit tessel does not read (tokens/s, tokens/s/GPU, samples/s): not used");
             }
         }
     if (seconds || millis) {

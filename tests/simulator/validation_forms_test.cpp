@@ -112,7 +112,9 @@ TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
     // A throughput whose unit tessel cannot place is not read.
     nlohmann::json unknown = record();
     unknown["measured"] = {{"throughput", "150 TFLOP/s"}};
-    EXPECT_FALSE(load(unknown).measured.stepSeconds.has_value());
+    const ValidationCase u = load(unknown);
+    EXPECT_FALSE(u.measured.stepSeconds.has_value());
+    EXPECT_TRUE(mentions(u.assumptions, "is in a unit tessel does not read"));
 }
 
 // Peak memory under keys that name no unit, by the unit written beside the number; an out-of-memory written in a
