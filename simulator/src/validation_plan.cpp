@@ -543,6 +543,9 @@ bool readFramework(Reading& r) {
         const int swYear = softwareYear(source);
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
         if (stated.empty() && swYear > 0) r.assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
+        if (isOlmoCore(text(pl, "framework")))
+            r.assume("OLMo-core read as torchtitan: FSDP2 and per-block torch.compile built as torchtitan builds them "
+                     "(OLMo-core's apply_fsdp is adapted from torchtitan's parallelize_llama), its defaults for the year");
     } else if (!text(pl, "framework").empty()) {
         r.assume("framework \"" + text(pl, "framework") + "\" is not one tessel has defaults for: every overlap tessel models (generic)");
     } else {
@@ -561,6 +564,13 @@ bool readFramework(Reading& r) {
         const std::string dt = lower(text(pl, key));
         if (contains(dt, "bf16") || contains(dt, "bfloat16")) plan.framework.gradReduceInFp32 = false;
         else if (contains(dt, "fp32") || contains(dt, "float32")) plan.framework.gradReduceInFp32 = true;
+    }
+    // The same in the precision's prose: FSDP's MixedPrecision "reduce_dtype float32", "reduce in fp32".
+    if (!plan.framework.gradReduceInFp32) {
+        const std::string prec = lower(text(r.sys, "precision") + " " + text(pl, "precision"));
+        std::smatch m;
+        if (std::regex_search(prec, m, std::regex(R"(reduc\w*[ _]*(?:dtype)?[ =:(]*(?:in )?(?:torch\.)?(fp32|float32|bf16|bfloat16|fp16|float16)\b)")))
+            plan.framework.gradReduceInFp32 = m[1] == "fp32" || m[1] == "float32";
     }
     // The optimizer state's dtype: NeMo 1's optim.dtype (Apex DistributedFusedAdam), as optimizer_dtype or optim_dtype.
     // A value tessel does not cost is said among the assumptions, not dropped unseen.
@@ -627,16 +637,33 @@ bool readFramework(Reading& r) {
                  "logits (LanguageCrossEntropy, LanguagePerplexity)");
     }
     const std::string loss = lower(text(pl, "cross_entropy"));
-    const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn";
+    const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn" || loss == "compiled";
+    // OLMo-core's trainer names its loss by two switches (TrainerConfig, 2024-09 on): fused_loss, its Triton
+    // cross-entropy adapted from flash-attn's (the z-loss in the same kernel), and compile_loss,
+    // cross_entropy(logits.float()) and the z-loss under torch.compile.
+    const bool fusedLoss = boolean(pl, "fused_loss").value_or(false);
+    const bool compiledLoss = boolean(pl, "compile_loss").value_or(false);
     if (named) plan.framework.crossEntropy = loss;
-    else if (llmFoundry) {
+    else if (fusedLoss) {
+        plan.framework.crossEntropy = "flash_attn";
+        r.assume("fused_loss: a Triton cross-entropy of flash-attn's kind (the 16-bit logits kept, their gradient a new "
+                 "16-bit tensor, no fp32 softmax)");
+    } else if (compiledLoss) {
+        plan.framework.crossEntropy = "compiled";
+        r.assume("compile_loss: cross_entropy(logits.float()) under torch.compile (the upcast fused away)");
+    } else if (llmFoundry) {
         plan.framework.crossEntropy = "flash_attn";
         r.assume("llm-foundry: flash-attn's cross_entropy (loss_fn fused_crossentropy): the bf16 logits kept, their "
                  "gradient a new bf16 tensor, no fp32 softmax");
     }
     if (!named && !loss.empty())
         r.assume("cross_entropy \"" + text(pl, "cross_entropy") + "\" names no loss kernel tessel costs (fused, te, eager, "
-                 "flash_attn): read as " + crossEntropyOf(plan.framework));
+                 "flash_attn, compiled): read as " + crossEntropyOf(plan.framework));
+    // PaLM's z-loss (1e-4 x log(Z)^2 beside the cross-entropy): inside a fused or compiled loss kernel it costs
+    // nothing tessel counts; beside the eager loss it is one more logsumexp pass over the fp32 logits and its
+    // gradient, which is not costed.
+    if (const auto z = number(pl, "z_loss_multiplier"); z && *z > 0.0 && crossEntropyOf(plan.framework) == "eager")
+        r.assume("z-loss beside the eager loss: its logsumexp over the fp32 logits and that pass's gradient not costed");
     // The MoE token dispatcher (Megatron-core's moe_token_dispatcher_type; DeepEP / HybridEP are the flex one's
     // backends). Unstated: the all-to-all.
     std::string dispatcher = lower(text(pl, "moe_dispatcher"));

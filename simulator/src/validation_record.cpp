@@ -42,6 +42,33 @@ Family familyOf(const nlohmann::json& model) {
     if (contains(n, "llama") || contains(n, "mistral") || contains(n, "mixtral") || contains(n, "qwen") ||
         contains(n, "deepseek")) {
         f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false, "Llama-style"};
+    } else if (contains(n, "internlm") || contains(n, "baichuan") || contains(n, "granite") || contains(n, "smollm") ||
+               contains(n, "phi-3") || contains(n, "phi3")) {
+        // Models built on LLaMA's block (their Hugging Face configs: SwiGLU, RMSNorm, rotary, no biases in the
+        // linears).
+        f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false, "Llama-style"};
+    } else if (contains(n, "olmo")) {
+        // AI2's OLMo (Groeneveld et al. 2024, arXiv:2402.00838 §2.1): SwiGLU, rotary, no biases, no dropout, a
+        // LayerNorm without parameters. OLMo 2 (OLMo-1124; OLMo-core's reordered_norm block with qk_norm): RMSNorm,
+        // and q and k normalised before attention.
+        const bool olmo2 = contains(n, "olmo 2") || contains(n, "olmo-2") || contains(n, "olmo2") ||
+                           contains(n, "1124") || contains(n, "olmo 3") || contains(n, "olmo-3") || contains(n, "olmo3");
+        f = {Activation::Swiglu, olmo2 ? NormKind::RmsNorm : NormKind::LayerNorm, PositionEmbedding::Rope, false, false,
+             olmo2 ? "OLMo 2" : "OLMo"};
+        f.qkNorm = olmo2;
+    } else if (contains(n, "gemma")) {
+        // Gemma (Gemma Team 2024, arXiv:2403.08295 §2): GeGLU (a gated MLP: three matrices, costed as SwiGLU's),
+        // RMSNorm, rotary, no biases, the embedding shared with the output.
+        f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, true, "Gemma"};
+    } else if (contains(n, "falcon")) {
+        // Falcon (Almazrouei et al. 2023, arXiv:2311.16867 §4.1): GELU, LayerNorm, rotary, no biases, tied
+        // embeddings, no dropout; its attention and MLP read the same input in parallel, costed here one after the
+        // other (the same kernels).
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, false, true, "Falcon"};
+    } else if (contains(n, "pythia") || contains(n, "neox")) {
+        // GPT-NeoX and Pythia (Black et al. 2022; Biderman et al. 2023): GELU, LayerNorm, rotary on part of each
+        // head, biases, untied embeddings, no dropout.
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, false, "GPT-NeoX"};
     } else if (contains(n, "mpt")) {
         // MPT as llm-foundry's pretraining yamls build it: no biases, LayerNorm without bias, tied embeddings, and
         // learned positions (MPTConfig's learned_pos_emb default; the yamls set no ALiBi: the benchmark table's
@@ -63,12 +90,19 @@ Family familyOf(const nlohmann::json& model) {
     }
     // HuggingFace configs name it hidden_act ("silu" behind a gate projection: SwiGLU).
     const std::string act = lower(text(model, "activation") + " " + text(model, "hidden_act"));
+    const std::string statedNorm = lower(text(model, "norm"));
+    // A model of no family tessel knows whose record states LLaMA's gated MLP or RMSNorm is of LLaMA's generation,
+    // which trains without dropout and (but for some QKV projections) without biases: its conventions, not GPT-2's.
+    if (f.name == "GPT (default)" && (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu") ||
+                                      contains(statedNorm, "rms"))) {
+        f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false,
+             "Llama-style (from its stated gated MLP or RMSNorm)"};
+    }
     if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) f.activation = Activation::Swiglu;
     else if (contains(act, "relu2") || (contains(act, "squared") && contains(act, "relu"))) f.activation = Activation::SquaredRelu;
     else if (act.find_first_not_of(' ') != std::string::npos) f.activation = Activation::Gelu;
-    const std::string norm = lower(text(model, "norm"));
-    if (contains(norm, "rms")) f.norm = NormKind::RmsNorm;
-    else if (contains(norm, "layer")) f.norm = NormKind::LayerNorm;
+    if (contains(statedNorm, "rms")) f.norm = NormKind::RmsNorm;
+    else if (contains(statedNorm, "layer")) f.norm = NormKind::LayerNorm;
     const std::string pos = lower(text(model, "position_embedding") + text(model, "positional_embedding"));
     if (contains(pos, "alibi")) f.position = PositionEmbedding::Alibi;
     else if (contains(pos, "rope") || contains(pos, "rotary")) f.position = PositionEmbedding::Rope;
@@ -77,7 +111,7 @@ Family familyOf(const nlohmann::json& model) {
     if (auto b = boolean(model, "bias")) f.bias = *b;
     if (auto dr = number(model, "dropout")) f.dropout = *dr;
     // Qwen3 normalises each head of q and k (q_norm, k_norm); a record may say so for any model.
-    f.qkNorm = contains(n, "qwen3");
+    f.qkNorm = f.qkNorm || contains(n, "qwen3");
     if (auto qk = boolean(model, "qk_norm")) f.qkNorm = *qk;
     return f;
 }

@@ -1,6 +1,7 @@
 // Published training runs in the forms other sources write them: DeepSpeed's activation offload and ZeRO-3 coordinator
 // limits, ZeRO++, sequence parallelism in prose, the measured step and peak memory under other names and units, the
-// model's shape under config names, a batch in tokens (`tessel validate`).
+// model's shape under config names, a batch in tokens, OLMo-core's loss switches and model families by name
+// (`tessel validate`).
 #include "validation_support.hpp"
 
 #include "tessel/cost/framework.hpp"
@@ -247,5 +248,93 @@ TEST(ValidationRecord, ScheduleWordsGiveTheVppOrDenyIt) {
     EXPECT_TRUE(mentions(c.assumptions, "the schedule's 3 virtual stages do not split"));
 }
 
+
+// OLMo-core (AI2) builds FSDP2 and per-block compilation as torchtitan does: read as torchtitan, said. Its loss
+// switches name the kernel (fused_loss: a Triton cross-entropy of flash-attn's kind; compile_loss: the compiled
+// eager loss), `cross_entropy: compiled` is a kernel tessel costs, and a reduce dtype written in the precision's
+// prose decides the FSDP recipe.
+TEST(ValidationRecord, OlmoCoreLossSwitchesAndReduceDtypeProse) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "OLMo 2 7B";
+    r["system"]["nodes"] = 1;
+    r["system"]["total_gpus"] = 8;
+    r["system"]["precision"] = "bf16 (FSDP2 param_dtype bfloat16), reduce_dtype float32";
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 8}, {"micro_batch", 2}, {"global_batch", 64}, {"zero", 3},
+                 {"recompute", "none"}, {"framework", "OLMo-core (FSDP2)"}, {"compile", true}, {"fused_loss", true}};
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.framework.name, "torchtitan");
+    EXPECT_TRUE(mentions(c.assumptions, "OLMo-core read as torchtitan"));
+    EXPECT_EQ(crossEntropyOf(c.scenario.plan.framework), "flash_attn");
+    EXPECT_EQ(c.scenario.plan.precision, "fsdp"); // fp32 reduction, from the prose
+    r["plan"].erase("fused_loss");
+    r["plan"]["compile_loss"] = true;
+    EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "compiled");
+    r["plan"].erase("compile_loss");
+    r["plan"]["cross_entropy"] = "compiled"; // was "names no loss kernel tessel costs"
+    const ValidationCase named = load(r);
+    EXPECT_EQ(crossEntropyOf(named.scenario.plan.framework), "compiled");
+    EXPECT_FALSE(mentions(named.assumptions, "names no loss kernel"));
+    // The z-loss beside an eager loss is said as not costed; inside a compiled one it is not mentioned.
+    r["plan"]["z_loss_multiplier"] = 1e-5;
+    EXPECT_FALSE(mentions(load(r).assumptions, "z-loss"));
+    r["plan"]["cross_entropy"] = "eager";
+    EXPECT_TRUE(mentions(load(r).assumptions, "z-loss beside the eager loss"));
+    // A 16-bit reduce in prose is the PURE recipe; "reduce in fp32" the fp32 one.
+    r["plan"]["framework"] = "PyTorch FSDP";
+    r["system"]["precision"] = "bf16, reduce_dtype=torch.bfloat16";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp_pure");
+    r["system"]["precision"] = "bf16 autocast, gradients reduced in fp32";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp");
+}
+
+// Model families by name: OLMo 2's q and k norms, Gemma's tied embeddings, Falcon's and GPT-NeoX's conventions, and a
+// model of no known family whose record states a gated MLP read with LLaMA's conventions (no biases, no dropout), not
+// GPT-2's.
+TEST(ValidationRecord, ModelFamiliesByName) {
+    struct Case {
+        const char* name;
+        Activation activation;
+        NormKind norm;
+        bool bias, tied, qkNorm;
+        double dropout;
+    };
+    for (const Case& k : {Case{"OLMo 2 13B", Activation::Swiglu, NormKind::RmsNorm, false, false, true, 0.0},
+                          Case{"OLMo 7B", Activation::Swiglu, NormKind::LayerNorm, false, false, false, 0.0},
+                          Case{"Gemma 7B", Activation::Swiglu, NormKind::RmsNorm, false, true, false, 0.0},
+                          Case{"Falcon-40B", Activation::Gelu, NormKind::LayerNorm, false, true, false, 0.0},
+                          Case{"Pythia 12B", Activation::Gelu, NormKind::LayerNorm, true, false, false, 0.0},
+                          Case{"InternLM2 20B", Activation::Swiglu, NormKind::RmsNorm, false, false, false, 0.0},
+                          Case{"an in-house 30B", Activation::Gelu, NormKind::LayerNorm, true, true, false, 0.1}}) {
+        nlohmann::json r = record();
+        r["model"]["name"] = k.name;
+        const ModelConfig& m = load(r).scenario.model;
+        EXPECT_EQ(m.activation, k.activation) << k.name;
+        EXPECT_EQ(m.norm, k.norm) << k.name;
+        EXPECT_EQ(m.linearBias, k.bias) << k.name;
+        EXPECT_EQ(m.tiedEmbeddings, k.tied) << k.name;
+        EXPECT_EQ(m.qkNorm, k.qkNorm) << k.name;
+        EXPECT_DOUBLE_EQ(m.dropout, k.dropout) << k.name;
+    }
+    // The unknown model with a stated gated MLP or RMSNorm: LLaMA's generation.
+    nlohmann::json r = record();
+    r["model"]["name"] = "an in-house 30B";
+    r["model"]["activation"] = "SwiGLU";
+    const ValidationCase c = load(r);
+    EXPECT_FALSE(c.scenario.model.linearBias);
+    EXPECT_FALSE(c.scenario.model.tiedEmbeddings);
+    EXPECT_DOUBLE_EQ(c.scenario.model.dropout, 0.0);
+    EXPECT_EQ(c.scenario.model.position, PositionEmbedding::Rope);
+    EXPECT_TRUE(mentions(c.assumptions, "Llama-style (from its stated gated MLP or RMSNorm)"));
+    // What the record states still decides.
+    r["model"]["dropout"] = 0.1;
+    r["model"]["position_embedding"] = "learned";
+    const ModelConfig& stated = load(r).scenario.model;
+    EXPECT_DOUBLE_EQ(stated.dropout, 0.1);
+    EXPECT_EQ(stated.position, PositionEmbedding::Learned);
+    r["model"].erase("activation");
+    r["model"].erase("dropout");
+    r["model"]["norm"] = "RMSNorm";
+    EXPECT_FALSE(load(r).scenario.model.linearBias);
+}
 } // namespace
 } // namespace tessel::sim
