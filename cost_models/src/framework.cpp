@@ -346,6 +346,7 @@ bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eage
 std::string moeDispatcherOf(const FrameworkSettings& f) { return f.moeDispatcher.value_or("alltoall"); }
 std::string halfDtypeOf(const FrameworkSettings& f) { return f.halfDtype.value_or("bf16"); }
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
+bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 
 // The plan keys of DeepSpeed ZeRO-3's coordinator limits, DeepSpeed's own config names.

@@ -89,10 +89,12 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     InnerComm& bwdComm = lc.bwd;
     double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
     double cpA2aFwd = 0.0, cpA2aBwd = 0.0; // CP's all-to-alls (a2a, and a2a+p2p's first level)
+    double gradGathers = 0.0; // the backward's gathers of output gradients (before the input-gradient GEMMs)
     for (const auto& op : layerCommOps(model, cluster, plan)) {
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
         if (op.name.rfind("cp_a2a_", 0) == 0) (op.phase == CommPhase::Forward ? cpA2aFwd : cpA2aBwd) += commScale * op.cost.seconds;
         if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
+        if (op.name == "tp_all_gather_attn_grad" || op.name == "tp_all_gather_mlp_grad") gradGathers += commScale * op.cost.seconds;
     }
     // The CP ring's K/V steps run under its attention steps (FORMULAS.md §6.1): what they add in place of the
     // exchange's whole volume. allgather and a2a are blocking collectives, counted whole (traffic.cpp).
@@ -109,7 +111,16 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     // tp chunks pipelined with its GEMM, so one chunk stays exposed. Megatron-LM's asynchronous TP all-reduce
     // (and, with SP, reduce-scatter) of the column-parallel layers' input gradients runs under their
     // weight-gradient GEMMs; with SP the re-gather of their inputs runs under the input-gradient GEMMs.
-    if (plan.tp > 1 && ov.tpCommOverlap) {
+    // PyTorch's async TP (torchtitan) fuses fewer: the forward's collectives and the backward's output-gradient
+    // gathers, each with one chunk exposed; the backward's reduce-scatters and re-gathers stay whole, and without
+    // sequence parallelism nothing is fused (torchAsyncTpOf).
+    if (plan.tp > 1 && ov.tpCommOverlap && torchAsyncTpOf(plan.framework)) {
+        if (plan.sequenceParallel) {
+            fwdComm.tp /= plan.tp;
+            bwdComm.tp -= gradGathers * (1.0 - 1.0 / plan.tp);
+            fc2Comm /= plan.tp;
+        }
+    } else if (plan.tp > 1 && ov.tpCommOverlap) {
         fwdComm.tp /= plan.tp;
         bwdComm.tp /= plan.tp;
         fc2Comm /= plan.tp;

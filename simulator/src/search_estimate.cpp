@@ -249,7 +249,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     // traffic.cpp layerCommOps: what each group moves per layer and micro-batch.
     double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0, fc2Tp = 0.0;
     if (plan.tp > 1) {
-        double bwdTp = 0.0;
+        double bwdTp = 0.0, gradGathers = 0.0;
         if (plan.sequenceParallel) {
             const SequenceParallelTraffic sp = sequenceParallelTraffic(*ctx.model, plan, ctx.recipeOf(plan), s.elemBytes);
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
@@ -266,6 +266,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             // grads, plus re-gathered GEMM inputs for dW
             bwdTp = ag + rsAttnGrad + (sp.backwardRegathersInputs ? agAttn : 0.0) +
                     (mlp ? ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0) : 0.0);
+            gradGathers = mlp ? 2.0 * ag : ag;
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
             fwdTp = 2.0 * ar;
@@ -274,7 +275,13 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         }
         // simulate.cpp: what the framework hides under the GEMMs (and what that still costs in contention).
         const OverlapSettings& ov = ctx.overlapOf(plan);
-        if (ov.tpCommOverlap) {
+        if (ov.tpCommOverlap && torchAsyncTpOf(plan.framework)) {
+            if (plan.sequenceParallel) { // cost_schedule.cpp: PyTorch's async TP fuses fewer collectives
+                fwdTp /= plan.tp;
+                bwdTp -= gradGathers * (1.0 - 1.0 / plan.tp);
+                fc2Tp /= plan.tp;
+            }
+        } else if (ov.tpCommOverlap) {
             fwdTp /= plan.tp;
             bwdTp /= plan.tp;
             fc2Tp /= plan.tp;

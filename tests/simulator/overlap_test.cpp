@@ -174,6 +174,48 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
     EXPECT_NEAR(b2, headBwd + layers * bwdTp / 8.0, 1e-12);
 }
 
+// PyTorch's async TP (torchtitan) by hand: Inductor's micro_pipeline_tp fuses the forward's gathers and
+// reduce-scatters and the backward's output-gradient gathers, one of tp chunks exposed, and leaves the backward's
+// input-gradient reduce-scatters and re-gathered inputs whole; without sequence parallelism it fuses nothing.
+TEST(FrameworkOverlap, TorchAsyncTensorParallelByHand) {
+    Case c;
+    c.plan.tp = 8;
+    c.plan.dp = 2;
+    c.plan.globalBatch = 8;
+    c.plan.sequenceParallel = true;
+    c.plan.framework.name = "torchtitan";
+    double fwdTp = 0.0, bwdTp = 0.0, gradGathers = 0.0, rest = 0.0;
+    for (const auto& op : layerCommOps(c.model, c.cluster, c.plan)) {
+        if (op.group != GroupKind::Tp) continue;
+        (op.phase == CommPhase::Forward ? fwdTp : bwdTp) += op.cost.seconds;
+        if (op.name == "tp_all_gather_attn_grad" || op.name == "tp_all_gather_mlp_grad") gradGathers += op.cost.seconds;
+        else if (op.phase == CommPhase::Backward) rest += op.cost.seconds;
+    }
+    ASSERT_GT(gradGathers, 0.0);
+    ASSERT_GT(rest, 0.0); // the input gradients' reduce-scatters and the re-gathered inputs
+    auto tpOf = [&](const Plan& p) { return firstForwardBackward(c, p, &ActionCost::tpSeconds); };
+    const double layers = 8.0;
+    auto [f0, b0] = tpOf(c.plan);
+    const double headFwd = f0 - layers * fwdTp, headBwd = b0 - layers * bwdTp;
+    Plan async = c.plan;
+    async.framework.tpCommOverlap = true;
+    auto [f1, b1] = tpOf(async);
+    EXPECT_NEAR(f1, headFwd + layers * fwdTp / 8.0, 1e-12);
+    EXPECT_NEAR(b1, headBwd + layers * (gradGathers / 8.0 + rest), 1e-12);
+    // Transformer Engine's overlap on the same plan (Megatron-LM) hides every backward collective but a chunk.
+    Plan te = async;
+    te.framework.name = "megatron";
+    auto [f2, b2] = tpOf(te);
+    EXPECT_NEAR(f2, f1, 1e-12);
+    EXPECT_LT(b2, b1);
+    // Without sequence parallelism (all-reduces) there is no gather or reduce-scatter to fuse.
+    Plan noSp = c.plan;
+    noSp.sequenceParallel = false;
+    Plan noSpAsync = noSp;
+    noSpAsync.framework.tpCommOverlap = true;
+    EXPECT_EQ(tpOf(noSpAsync), tpOf(noSp));
+}
+
 // Context parallelism's exchange in the simulated actions (FORMULAS.md §6.1): the ring (p2p) adds what
 // ringExposure gives for its steps, the all-to-all and the gather their collectives whole, per layer.
 TEST(FrameworkOverlap, ContextParallelExchangesByHand) {

@@ -179,6 +179,16 @@ bool moeA2aOverlapOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 
+// Whether a plan's TP overlap (tp_comm_overlap) is PyTorch's async TP rather than Transformer Engine's: torchtitan
+// turns on Inductor's micro_pipeline_tp pass (torch/_inductor/fx_passes/micro_pipeline_tp.py), which fuses an
+// all-gather with the matmuls that take its result as their first operand and a reduce-scatter whose input is one
+// matmul. Under sequence parallelism that is the forward's gathers before QKV and fc1 and reduce-scatters after the
+// projection and fc2, and in the backward the output gradients' gathers before the input-gradient GEMMs; the
+// backward's reduce-scatters take a sum of matmuls (q, k and v, or the gate and up projections, torchtitan's
+// separate linears; pytorch#149946) and the inputs re-gathered for the weight gradients feed them transposed, so
+// neither is fused (FORMULAS.md §6.1). Without sequence parallelism there is nothing it fuses.
+bool torchAsyncTpOf(const FrameworkSettings& f);
+
 // Whether pipeline sends use the scatter-gather optimization (Narayanan et al. SC'21 §4.1): with tp > 1 and no
 // sequence parallelism each tensor-parallel rank sends 1/tp of the hidden state to its peer and the receiving
 // stage all-gathers it over its tensor-parallel group. Megatron-LM ran it by default from 2021-02
