@@ -666,6 +666,24 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops[ops.size() - 2].notRecomputed = true;
         ops.back().notRecomputed = true;
     }
+    if (plan.tp > 1 && plan.sequenceParallel && torchAsyncTpOf(plan.framework) && plan.framework.tpCommOverlap.value_or(false)) {
+        // PyTorch's async TP (torchAsyncTpOf): its fused matmul + reduce-scatter exchanges the tp partial outputs by
+        // copy engine and then sums them in one reduction kernel on the compute stream, reading the stacked partials
+        // (T x h) and writing the rank's T/tp x h (torch/distributed/_symmetric_memory/__init__.py,
+        // _fused_matmul_reduce_scatter_impl: reduce_fn over stacked_partials), where NCCL's reduce-scatter sums
+        // inside its ring. One after the projection, one after fc2 (not rerun where the recompute stops before fc2);
+        // the backward's reduce-scatters are not fused, so nothing backward.
+        const double bytes = e * T * h * (1.0 + 1.0 / plan.tp);
+        OpCost attnSum = memoryOp("async_tp_sum_attn", "residual", bytes);
+        attnSum.backwardByteFactor = 0.0;
+        ops.push_back(attnSum);
+        if (!model.moe) {
+            OpCost mlpSum = memoryOp("async_tp_sum_mlp", "residual", bytes);
+            mlpSum.backwardByteFactor = 0.0;
+            mlpSum.notRecomputed = recomputeStopsBeforeFc2(model, plan);
+            ops.push_back(mlpSum);
+        }
+    }
     if (recipe.autocast) {
         // torch.autocast over fp32 parameters: every weight of the layer's GEMMs is cast to the compute dtype for
         // this forward and its gradient cast back to fp32 in the backward; eager code also casts each fp32 norm

@@ -1,4 +1,5 @@
 // Tests of the compute model: hand-checkable FLOPs, the roofline, backward/recompute rules, MFU numerator.
+#include "compute_support.hpp"
 #include "test_support.hpp"
 
 #include "tessel/cost/compute.hpp"
@@ -13,47 +14,23 @@
 
 namespace tessel {
 namespace {
-
-const OpCost& findOp(const BlockCompute& b, const std::string& name) {
-    for (const auto& op : b.forwardOps)
-        if (op.name == name) return op;
-    throw std::runtime_error("no op " + name);
-}
-
-// A 4-layer model of hidden 1024 (16 heads), sequence 2048, at tp 4 x dp 2 and micro-batch 2 on 8 GPUs.
-struct Tp4Case {
-    ModelConfig m = test::megatronStyleModel(4, 1024, 16, 51200, 2048);
-    ClusterConfig c = test::roundCluster(8, 1);
-    Plan p;
-    Tp4Case() {
-        p.tp = 4;
-        p.dp = 2;
-        p.microBatch = 2;
-    }
-};
-
-// tp 2 x dp 4 on one node of 8, one sequence a rank: the plan the hand-counted layer tests below share.
-Plan tp2OnEight() {
-    Plan p;
-    p.tp = 2;
-    p.dp = 4;
-    p.globalBatch = 4;
-    return p;
-}
+using test::forwardOpNamed;
+using test::Tp4Case;
+using test::tp2OnEight;
 
 TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
     const Tp4Case k;
     const auto& recipe = *findPrecisionRecipe("megatron");
     auto layer = layerCompute(k.m, k.c, k.p, recipe);
     const double T = 2.0 * 2048;
-    EXPECT_DOUBLE_EQ(findOp(layer, "qkv").flops, 2.0 * T * (3.0 * 1024 / 4) * 1024);
-    EXPECT_DOUBLE_EQ(findOp(layer, "attn_proj").flops, 2.0 * T * 1024 * (1024.0 / 4));
-    EXPECT_DOUBLE_EQ(findOp(layer, "fc1").flops, 2.0 * T * (4096.0 / 4) * 1024);
-    EXPECT_DOUBLE_EQ(findOp(layer, "fc2").flops, 2.0 * T * 1024 * (4096.0 / 4));
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "qkv").flops, 2.0 * T * (3.0 * 1024 / 4) * 1024);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "attn_proj").flops, 2.0 * T * 1024 * (1024.0 / 4));
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "fc1").flops, 2.0 * T * (4096.0 / 4) * 1024);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "fc2").flops, 2.0 * T * 1024 * (4096.0 / 4));
     // Attention core: 4 b a s^2 d / tp, half executed by causal flash attention.
     const double full = 4.0 * 2 * (16.0 / 4) * 2048.0 * 2048.0 * 64;
-    EXPECT_DOUBLE_EQ(findOp(layer, "attention_core_flash").modelFlops, full);
-    EXPECT_DOUBLE_EQ(findOp(layer, "attention_core_flash").flops, full / 2);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "attention_core_flash").modelFlops, full);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "attention_core_flash").flops, full / 2);
 }
 
 TEST(Compute, RooflineTakesTheSlowerBound) {
@@ -111,38 +88,6 @@ TEST(Compute, ASustainedShareSlowsTensorCoreKernelsOnly) {
     EXPECT_DOUBLE_EQ(parseCluster(j).gpu.sustainedTensorFraction, 1.0);
 }
 
-TEST(Compute, EagerPyTorchMovesEveryOpsOwnBytes) {
-    // torchtitan runs RMSNorm, the rotary embedding, SwiGLU and the loss as eager PyTorch ops unless
-    // torch.compile fuses them (FORMULAS.md §3.4): each op reads and writes its tensors.
-    const ModelConfig llama = test::preset("llama3-8b");   // hidden 4096, 32 heads, 8 kv heads, ffn 14336
-    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p;
-    p.dp = 8;
-    p.microBatch = 1;
-    const auto& recipe = *findPrecisionRecipe("megatron");
-    const double T = 8192.0, h = 4096.0, e = 2.0;
-    const BlockCompute fused = layerCompute(llama, c, p, recipe);
-    EXPECT_DOUBLE_EQ(findOp(fused, "norm_attn").bytes, 2.0 * e * T * h);
-    EXPECT_THROW(findOp(fused, "attention_layout"), std::runtime_error);
-    p.framework.name = "torchtitan";
-    const BlockCompute eager = layerCompute(llama, c, p, recipe);
-    // x.float(), pow, mean, * rsqrt, type_as, * weight: (e + 4) + 8 + 4 + 8 + (4 + e) + 2e = 4e + 28 per element.
-    EXPECT_DOUBLE_EQ(findOp(eager, "norm_attn").bytes, (4.0 * e + 28.0) * T * h);
-    EXPECT_DOUBLE_EQ(findOp(eager, "rope").bytes, (2.0 * e + 16.0) * T * (4096.0 + 1024.0));
-    EXPECT_DOUBLE_EQ(findOp(eager, "swiglu").bytes, 5.0 * e * T * 14336.0);
-    // repeat_kv copies K and V to all 32 heads (read 1024, write 4096 columns each); the output is made contiguous.
-    EXPECT_DOUBLE_EQ(findOp(eager, "attention_layout").bytes, (2.0 * e * (4096.0 + 1024.0) + 2.0 * e * 4096.0) * T);
-    EXPECT_GT(eager.backward().seconds, fused.backward().seconds);
-    EXPECT_DOUBLE_EQ(findOp(eager, "qkv").flops, findOp(fused, "qkv").flops);   // GEMMs are the same
-    // Stated fused (torch.compile): the fused costs again. A LayerNorm model's norm is one native kernel anyway.
-    p.framework.fusedKernels = true;
-    EXPECT_DOUBLE_EQ(findOp(layerCompute(llama, c, p, recipe), "norm_attn").bytes, 2.0 * e * T * h);
-    p.framework.fusedKernels = false;
-    const ModelConfig gpt = test::preset("gpt3-1.3b");
-    EXPECT_DOUBLE_EQ(findOp(layerCompute(gpt, c, p, recipe), "norm_attn").bytes,
-                     findOp(layerCompute(gpt, c, Plan{}, recipe), "norm_attn").bytes * p.microBatch);
-}
-
 TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
     // Nemotron's squared ReLU, like GELU, reads the fc1 output and writes its activation, the backward the same
     // again, between an fc1 and an fc2 of the same shapes: time, memory and parameters are GELU's; only the name
@@ -157,8 +102,8 @@ TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
     p.dp = 4;
     const auto& recipe = *findPrecisionRecipe("megatron");
     const BlockCompute a = layerCompute(gelu, c, p, recipe), b = layerCompute(relu2, c, p, recipe);
-    EXPECT_DOUBLE_EQ(findOp(b, "squared_relu").bytes, findOp(a, "gelu").bytes);
-    EXPECT_THROW(findOp(b, "gelu"), std::runtime_error);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(b, "squared_relu").bytes, forwardOpNamed(a, "gelu").bytes);
+    EXPECT_THROW(forwardOpNamed(b, "gelu"), std::runtime_error);
     EXPECT_DOUBLE_EQ(b.forward.seconds, a.forward.seconds);
     EXPECT_DOUBLE_EQ(b.backward().seconds, a.backward().seconds);
     EXPECT_EQ(countParameters(relu2).total(relu2.layers), countParameters(gelu).total(gelu.layers));
@@ -167,122 +112,6 @@ TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
     const ModelConfig back = parseModel(modelToJson(relu2));
     EXPECT_EQ(back.activation, Activation::SquaredRelu);
     EXPECT_EQ(modelToJson(relu2)["activation"], "squared_relu");
-}
-
-TEST(Compute, AutocastCastsEveryWeightAndKeepsTheResidualStreamFp32) {
-    // torch.autocast over fp32 parameters (FORMULAS.md §3.5): GPT-2 124M, one sequence of 1024, no dropout.
-    ModelConfig gpt2 = test::preset("gpt2-124m");
-    gpt2.dropout = 0.0;
-    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p;
-    const double T = 1024.0, h = 768.0, e = 2.0, r = 4.0;
-    // qkv 768 x 2304, projection 768 x 768, fc1 768 x 3072, fc2 3072 x 768 (biases are in the optimizer, not cast
-    // with the GEMM's weight matrix here).
-    const double weights = 768.0 * (2304.0 + 768.0 + 3072.0 + 3072.0);
-    const auto& mixed = *findPrecisionRecipe("mixed");
-    const auto& amp = *findPrecisionRecipe("amp");
-    const BlockCompute bf16 = layerCompute(gpt2, c, p, mixed);
-    EXPECT_THROW(findOp(bf16, "autocast_casts"), std::runtime_error);
-    EXPECT_DOUBLE_EQ(findOp(bf16, "residual_attn").bytes, 3.0 * e * T * h);
-    // Compiled (the generic framework's fused kernels): LayerNorm reads the fp32 stream and writes the GEMM's
-    // bf16 input; each residual add reads the fp32 stream and the bf16 branch and writes fp32; each weight is
-    // read at 4 B and written at 2 B once a forward, and its gradient cast back in the backward.
-    const BlockCompute compiled = layerCompute(gpt2, c, p, amp);
-    EXPECT_DOUBLE_EQ(findOp(compiled, "norm_attn").bytes, (r + e) * T * h);
-    EXPECT_DOUBLE_EQ(findOp(compiled, "residual_mlp").bytes, (2.0 * r + e) * T * h);
-    const OpCost& cast = findOp(compiled, "autocast_casts");
-    EXPECT_DOUBLE_EQ(cast.bytes, (r + e) * weights);
-    EXPECT_DOUBLE_EQ(cast.backwardByteFactor, 1.0);
-    EXPECT_DOUBLE_EQ(findOp(compiled, "fc1").flops, findOp(bf16, "fc1").flops);   // GEMMs run in bf16 all the same
-    // Eager: LayerNorm writes fp32, and the cast of each of the two norm outputs is a kernel of its own.
-    p.framework.name = "fsdp";
-    p.framework.fusedKernels = false;
-    const BlockCompute eager = layerCompute(gpt2, c, p, amp);
-    EXPECT_DOUBLE_EQ(findOp(eager, "norm_attn").bytes, 2.0 * r * T * h);
-    EXPECT_DOUBLE_EQ(findOp(eager, "autocast_casts").bytes, (r + e) * (weights + 2.0 * T * h));
-    EXPECT_GT(eager.forward.seconds, compiled.forward.seconds);
-    // The embeddings stay fp32 (token and position rows read and written at 4 B), and the head casts the tied
-    // output weight once a forward: 50304 x 768, the vocabulary padded to 128 as the generic framework pads it.
-    Plan q;
-    EXPECT_DOUBLE_EQ(embeddingCompute(gpt2, c, q, amp).forwardOps.front().bytes, 8.0 * T + 4.0 * r * T * h);
-    EXPECT_DOUBLE_EQ(findOp(headCompute(gpt2, c, q, amp), "autocast_casts").bytes, (r + e) * 50304.0 * h);
-}
-
-TEST(Compute, UnpaddedAttentionGathersQkvAndScattersTheOutput) {
-    // llm-foundry's flash_attn_fn (attention_unpad): index_first_axis gathers q, k, v (read + write, 2e each) and
-    // pad_input scatters the output into zeros (3e); backward, the q, k, v gradients are scattered into zeros (3e)
-    // and the output gradient gathered (2e). GPT-3 1.3B has MPT-1B's shapes: hidden 2048, 16 heads of 128, sequence 2048.
-    ModelConfig m = test::preset("gpt3-1.3b");
-    m.dropout = 0.0;
-    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
-    Plan p;
-    const auto& recipe = *findPrecisionRecipe("mixed");
-    const double T = 2048.0, h = 2048.0, e = 2.0;
-    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_unpad"), std::runtime_error);
-    p.framework.attentionUnpad = true;
-    const BlockCompute unpadded = layerCompute(m, c, p, recipe);
-    const OpCost& op = findOp(unpadded, "attention_unpad");
-    EXPECT_DOUBLE_EQ(op.bytes, 2.0 * e * 3.0 * T * h + 3.0 * e * T * h);
-    EXPECT_DOUBLE_EQ(op.bytes * op.backwardByteFactor, 3.0 * e * 3.0 * T * h + 2.0 * e * T * h);
-    // It is the output's layout too: an eager plan adds no contiguous copy beside it.
-    p.framework.fusedKernels = false;
-    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_layout"), std::runtime_error);
-    p.framework.attentionUnpad = false;
-    EXPECT_NO_THROW(findOp(layerCompute(m, c, p, recipe), "attention_layout"));
-    // Without flash attention there is nothing to unpad for.
-    p.framework.attentionUnpad = true;
-    p.flashAttention = false;
-    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_unpad"), std::runtime_error);
-}
-
-TEST(Compute, TrainingMetricsReadTheLogitsAgainWithoutABackward) {
-    // Composer updates LanguageCrossEntropy and LanguagePerplexity after each micro-batch's backward: two
-    // cross_entropy calls under autocast, each the logits cast to fp32 (e in, 4 out) and log-softmaxed (4 in, 4 out).
-    // GPT-2's 50304-token vocabulary at one sequence of 1024: T x V logits a micro-batch.
-    const ModelConfig gpt2 = test::preset("gpt2-124m");
-    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
-    Plan p;
-    const auto& recipe = *findPrecisionRecipe("mixed");
-    const double T = static_cast<double>(gpt2.seqLen), V = 50304.0, e = 2.0;
-    const BlockCompute plain = headCompute(gpt2, c, p, recipe);
-    EXPECT_THROW(findOp(plain, "train_metrics"), std::runtime_error);
-    p.framework.trainMetricLosses = 2;
-    const BlockCompute withMetrics = headCompute(gpt2, c, p, recipe);
-    const OpCost& op = findOp(withMetrics, "train_metrics");
-    EXPECT_DOUBLE_EQ(op.bytes, 2.0 * (e + 12.0) * T * V);
-    // Outside autograd: the forward pays for them, the backward does not.
-    EXPECT_NEAR(withMetrics.forward.seconds - plain.forward.seconds, op.seconds, 1e-12);
-    EXPECT_DOUBLE_EQ(withMetrics.backwardInput.seconds + withMetrics.backwardWeight.seconds,
-                     plain.backwardInput.seconds + plain.backwardWeight.seconds);
-    // Memory-bound: bytes over the HBM's achieved rate.
-    EXPECT_NEAR(op.seconds, op.bytes / (c.gpu.hbmBytesPerSecond * c.gpu.memoryEfficiency), 1e-5);
-}
-
-TEST(Compute, TorchtitansSelectivePolicyRedoesWhatItDidNotKeep) {
-    // torchtitan's "op" policy keeps the attention output and every other matmul's (q, v, w1, w2), so the
-    // backward redoes wk, wo, w3 and the elementwise ops, not attention (FORMULAS.md §3.4).
-    const ModelConfig llama = test::preset("llama3-8b");
-    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p;
-    p.dp = 8;
-    p.recompute = Recompute::Selective;
-    p.framework.name = "torchtitan";
-    p.framework.fusedKernels = true;
-    const auto& recipe = *findPrecisionRecipe("megatron");
-    ASSERT_TRUE(opLevelSelectiveRecompute(llama, p));
-    const BlockCompute b = layerCompute(llama, c, p, recipe);
-    const double T = 8192.0, h = 4096.0;
-    // wk (4096 -> 1024), wo (4096 -> 4096), w3 (4096 -> 14336): 2 T h (1024 + 4096 + 14336).
-    EXPECT_NEAR(b.recompute.flops, 2.0 * T * h * (1024.0 + 4096.0 + 14336.0), 1.0);
-    double memorySeconds = 0.0;
-    for (const auto& op : b.forwardOps)
-        if (op.opClass == OpClass::Memory) memorySeconds += op.seconds;
-    const double gemmShare = b.recompute.seconds - memorySeconds;
-    EXPECT_GT(gemmShare, 0.0);
-    EXPECT_LT(b.recompute.seconds, b.forward.seconds);
-    // Megatron-LM's selective (the same plan under megatron) redoes the attention core instead.
-    p.framework.name = "megatron";
-    EXPECT_FALSE(opLevelSelectiveRecompute(llama, p));
 }
 
 TEST(Compute, BackwardIsTwiceForwardForGemmsAndRecomputeAddsWhatItRedoes) {
@@ -302,7 +131,7 @@ TEST(Compute, BackwardIsTwiceForwardForGemmsAndRecomputeAddsWhatItRedoes) {
 
     p.recompute = Recompute::Selective;
     auto sel = layerCompute(m, c, p, recipe);
-    EXPECT_DOUBLE_EQ(sel.recompute.flops, findOp(sel, "attention_core_flash").flops);
+    EXPECT_DOUBLE_EQ(sel.recompute.flops, forwardOpNamed(sel, "attention_core_flash").flops);
     EXPECT_DOUBLE_EQ(sel.recompute.modelFlops, 0.0);
 
     p.recompute = Recompute::Full;
@@ -320,9 +149,9 @@ TEST(Compute, AlibiWritesTheScoresOnceMoreWithoutFlashAndNothingInBackward) {
     p.flashAttention = false;
     const auto& recipe = *findPrecisionRecipe("megatron");
     const BlockCompute alibi = layerCompute(m, c, p, recipe);
-    const OpCost& bias = findOp(alibi, "attention_alibi");
+    const OpCost& bias = forwardOpNamed(alibi, "attention_alibi");
     EXPECT_DOUBLE_EQ(bias.bytes, 2.0 * 2.0 * 8.0 * 1024.0 * 1024.0);
-    EXPECT_THROW(findOp(alibi, "rope"), std::runtime_error);
+    EXPECT_THROW(forwardOpNamed(alibi, "rope"), std::runtime_error);
     ModelConfig learned = m;
     learned.position = PositionEmbedding::Learned;
     const BlockCompute plain = layerCompute(learned, c, p, recipe);
@@ -334,7 +163,7 @@ TEST(Compute, AlibiWritesTheScoresOnceMoreWithoutFlashAndNothingInBackward) {
                 bias.seconds, 1e-15);
     // FlashAttention applies the slopes inside its kernel: no op of its own.
     p.flashAttention = true;
-    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "attention_alibi"), std::runtime_error);
+    EXPECT_THROW(forwardOpNamed(layerCompute(m, c, p, recipe), "attention_alibi"), std::runtime_error);
 }
 
 TEST(Compute, EagerUnfusedAttentionScalesMasksAndSoftmaxesInThreePasses) {
@@ -347,11 +176,11 @@ TEST(Compute, EagerUnfusedAttentionScalesMasksAndSoftmaxesInThreePasses) {
     p.flashAttention = false;
     const auto& recipe = *findPrecisionRecipe("megatron");
     const double scores = 8.0 * 1024.0 * 1024.0;
-    const OpCost& fused = findOp(layerCompute(m, c, p, recipe), "attention_softmax");
+    const OpCost& fused = forwardOpNamed(layerCompute(m, c, p, recipe), "attention_softmax");
     EXPECT_DOUBLE_EQ(fused.bytes, 2.0 * 2.0 * scores);
     p.framework.fusedKernels = false;
     const BlockCompute eager = layerCompute(m, c, p, recipe);
-    const OpCost& chain = findOp(eager, "attention_softmax");
+    const OpCost& chain = forwardOpNamed(eager, "attention_softmax");
     EXPECT_DOUBLE_EQ(chain.bytes, 6.0 * 2.0 * scores);
     EXPECT_DOUBLE_EQ(chain.bytes * chain.backwardByteFactor, 7.0 * 2.0 * scores);
     // Megatron-LM ran eager until its fused kernels of 2020-09: a 2019 plan is eager by default, a 2021 one fused.
@@ -359,7 +188,7 @@ TEST(Compute, EagerUnfusedAttentionScalesMasksAndSoftmaxesInThreePasses) {
     p.framework.name = "megatron";
     p.framework.version = "2019";
     EXPECT_FALSE(fusedKernelsOf(p.framework));
-    EXPECT_DOUBLE_EQ(findOp(layerCompute(m, c, p, recipe), "attention_softmax").bytes, chain.bytes);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layerCompute(m, c, p, recipe), "attention_softmax").bytes, chain.bytes);
     p.framework.version = "2021";
     EXPECT_TRUE(fusedKernelsOf(p.framework));
     p.framework.version = "";
@@ -380,8 +209,8 @@ TEST(Compute, QkNormsReadAndWriteEachHeadOfQAndKAndKeepTheirInputs) {
     const auto& recipe = *findPrecisionRecipe("megatron");
     const double T = 1024.0, cols = 1024.0 + 256.0, e = 2.0;
     const BlockCompute with = layerCompute(m, c, p, recipe);
-    EXPECT_DOUBLE_EQ(findOp(with, "qk_norm").bytes, 2.0 * e * T * cols);
-    EXPECT_THROW(findOp(layerCompute(plain, c, p, recipe), "qk_norm"), std::runtime_error);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(with, "qk_norm").bytes, 2.0 * e * T * cols);
+    EXPECT_THROW(forwardOpNamed(layerCompute(plain, c, p, recipe), "qk_norm"), std::runtime_error);
     // Two weights a head wide, replicated over TP; the norms keep their inputs and 1/rms per token and head.
     EXPECT_DOUBLE_EQ(layerParameters(m, p).dense - layerParameters(plain, p).dense, 2.0 * 128.0);
     EXPECT_DOUBLE_EQ(layerActivationBytesNoRecompute(m, p, recipe) - layerActivationBytesNoRecompute(plain, p, recipe),
@@ -412,7 +241,7 @@ TEST(Compute, LatentAttentionProjectsThroughItsLatentsByHand) {
     const auto& recipe = *findPrecisionRecipe("megatron");
     const BlockCompute b = layerCompute(m, c, p, recipe);
     auto shape = [&](const char* name) {
-        const OpCost& op = findOp(b, name);
+        const OpCost& op = forwardOpNamed(b, name);
         return std::make_tuple(op.m, op.n, op.k);
     };
     // The down projections are duplicated over TP: every token, the whole latent; the up projections are a/t heads.
@@ -421,17 +250,17 @@ TEST(Compute, LatentAttentionProjectsThroughItsLatentsByHand) {
     EXPECT_EQ(shape("kv_down"), std::make_tuple(int64_t{1024}, int64_t{256 + 64}, int64_t{2048}));
     EXPECT_EQ(shape("kv_up"), std::make_tuple(int64_t{1024}, int64_t{8 * (128 + 128)}, int64_t{256}));
     EXPECT_EQ(shape("attn_proj"), std::make_tuple(int64_t{1024}, int64_t{2048}, int64_t{8 * 128}));
-    EXPECT_THROW(findOp(b, "qkv"), std::runtime_error);
+    EXPECT_THROW(forwardOpNamed(b, "qkv"), std::runtime_error);
     // Causal attention: half of 2 x 8 heads x 1024 x 1024 x (192 + 128).
-    EXPECT_DOUBLE_EQ(findOp(b, "attention_core_flash").flops, 8.0 * 1024.0 * 1024.0 * 320.0);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(b, "attention_core_flash").flops, 8.0 * 1024.0 * 1024.0 * 320.0);
     // With SP each rank's down projections see its own 512 tokens, and the gather carries the latents (512 + 320
     // wide, e = 2) instead of the hidden state; the reduce-scatter of their gradients the same.
     Plan sp = p;
     sp.sequenceParallel = true;
     const BlockCompute bs = layerCompute(m, c, sp, recipe);
-    EXPECT_EQ(findOp(bs, "q_down").m, 512);
-    EXPECT_EQ(findOp(bs, "kv_down").m, 512);
-    EXPECT_EQ(findOp(bs, "q_up").m, 1024);
+    EXPECT_EQ(forwardOpNamed(bs, "q_down").m, 512);
+    EXPECT_EQ(forwardOpNamed(bs, "kv_down").m, 512);
+    EXPECT_EQ(forwardOpNamed(bs, "q_up").m, 1024);
     auto bytesOf = [&](const ModelConfig& model, const std::string& name) {
         for (const auto& op : layerCommOps(model, c, sp))
             if (op.name == name) return op.bytes;
@@ -485,14 +314,14 @@ TEST(Compute, SharedExpertsAreADenseMlpBesideTheRoutedOnes) {
     Plan p = tp2OnEight();
     const auto& recipe = *findPrecisionRecipe("megatron");
     const BlockCompute b = layerCompute(shared, c, p, recipe);
-    const OpCost& fc1 = findOp(b, "shared_fc1");
+    const OpCost& fc1 = forwardOpNamed(b, "shared_fc1");
     EXPECT_EQ(fc1.m, 1024);
     EXPECT_EQ(fc1.n, 2 * 1024);
     EXPECT_EQ(fc1.k, 2048);
-    const OpCost& fc2 = findOp(b, "shared_fc2");
+    const OpCost& fc2 = forwardOpNamed(b, "shared_fc2");
     EXPECT_EQ(fc2.n, 2048);
     EXPECT_EQ(fc2.k, 1024);
-    EXPECT_THROW(findOp(layerCompute(m, c, p, recipe), "shared_fc1"), std::runtime_error);
+    EXPECT_THROW(forwardOpNamed(layerCompute(m, c, p, recipe), "shared_fc1"), std::runtime_error);
     // Its weights are dense, split over TP: 3 x 2048 x 2048 / 2 more a rank; the routed experts' are unchanged.
     EXPECT_DOUBLE_EQ(layerParameters(shared, p).dense - layerParameters(m, p).dense, 3.0 * 2048.0 * 2048.0 / 2.0);
     EXPECT_DOUBLE_EQ(layerParameters(shared, p).expert, layerParameters(m, p).expert);
@@ -555,190 +384,6 @@ TEST(Compute, OptimizerIsMemoryBoundOverLocalParameters) {
     EXPECT_DOUBLE_EQ(op.seconds, 44e9 / 2e12);
     // Without a master copy (the weights are the master) there is nothing to copy.
     EXPECT_DOUBLE_EQ(kernel_cost::optimizerAuxBytes(1e9, *findPrecisionRecipe("cpu_fp32")), 8e9);
-}
-
-TEST(Compute, ForeachAdamwMovesEightyFourBytesPerFp32Parameter) {
-    // torch.optim's _multi_tensor_adamw over fp32 parameters (FSDP's shards): decay mul 8, lerp 12, mul 8,
-    // addcmul 16, sqrt 8, div 8, add 8, addcdiv 16 = 84 B per parameter, against the fused kernel's 28.
-    ClusterConfig c = test::roundCluster(8, 1);
-    const auto& fsdp = *findPrecisionRecipe("fsdp");
-    EXPECT_DOUBLE_EQ(kernel_cost::optimizerBytes(1e9, fsdp), 28e9);
-    EXPECT_DOUBLE_EQ(kernel_cost::optimizerBytes(1e9, fsdp) + kernel_cost::foreachOptimizerExtraBytes(1e9, fsdp), 84e9);
-    EXPECT_DOUBLE_EQ(optimizerCompute(1e9, c, fsdp, true).bytes - optimizerCompute(1e9, c, fsdp, false).bytes, 56e9);
-    // Measured on an H100 over 1.004 B parameters: foreach 31.85 ms, fused 11.58 ms, 2.75x; the bytes say 3x.
-    // torchtitan's default until 2025-02 (pytorch/torchtitan #881); every other framework's is fused.
-    FrameworkSettings tt;
-    tt.name = "torchtitan";
-    tt.version = "2024";
-    EXPECT_TRUE(foreachOptimizerOf(tt));
-    tt.version = "2025";
-    EXPECT_FALSE(foreachOptimizerOf(tt));
-    tt.version = "";
-    EXPECT_FALSE(foreachOptimizerOf(tt));
-    for (const char* name : {"megatron", "nemo", "deepspeed", "fsdp", "generic"}) {
-        FrameworkSettings f;
-        f.name = name;
-        f.version = "2024";
-        EXPECT_FALSE(foreachOptimizerOf(f)) << name;
-        f.foreachOptimizer = true;
-        EXPECT_TRUE(foreachOptimizerOf(f)) << name;
-    }
-}
-
-TEST(Compute, AFullRecomputeThatStopsEarlyDoesNotRerunFc2OrTheLastResidual) {
-    // torch.utils.checkpoint's non-reentrant early stop (torchtitan's default): the recompute ends when fc2 saves its
-    // input, so a dense layer's recompute is its forward less fc2 and the residual add after it.
-    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    ModelConfig m = test::megatronStyleModel(2, 4096, 32, 128256, 8192);
-    m.dropout = 0.0;
-    const PrecisionRecipe& r = *findPrecisionRecipe("fsdp");
-    Plan p;
-    p.recompute = Recompute::Full;
-    p.framework.name = "torchtitan";
-    EXPECT_TRUE(checkpointEarlyStopOf(p.framework));
-    const BlockCompute early = layerCompute(m, c, p, r);
-    double skipped = 0.0;
-    for (const OpCost& op : early.forwardOps)
-        if (op.name == "fc2" || op.name == "residual_mlp") {
-            EXPECT_TRUE(op.notRecomputed) << op.name;
-            skipped += op.seconds;
-        } else {
-            EXPECT_FALSE(op.notRecomputed) << op.name;
-        }
-    EXPECT_GT(skipped, 0.1 * early.forward.seconds);
-    EXPECT_NEAR(early.recompute.seconds, early.forward.seconds - skipped, 1e-12);
-    // Stated off (a reentrant checkpoint), the whole forward is rerun.
-    p.framework.checkpointEarlyStop = false;
-    const BlockCompute whole = layerCompute(m, c, p, r);
-    EXPECT_NEAR(whole.recompute.seconds, whole.forward.seconds, 1e-12);
-    // With hidden dropout the mask saved after fc2 is the last saved tensor: nothing is skipped.
-    p.framework.checkpointEarlyStop.reset();
-    m.dropout = 0.1;
-    const BlockCompute masked = layerCompute(m, c, p, r);
-    EXPECT_NEAR(masked.recompute.seconds, masked.forward.seconds, 1e-12);
-    // Megatron-LM, NeMo and DeepSpeed recompute with their own reentrant functions; plain FSDP says which it runs.
-    for (const char* name : {"megatron", "nemo", "deepspeed", "fsdp", "generic"}) {
-        FrameworkSettings f;
-        f.name = name;
-        EXPECT_FALSE(checkpointEarlyStopOf(f)) << name;
-    }
-}
-
-TEST(Compute, GradientAccumulationBytesByFrameworkByHand) {
-    auto fw = [](std::string name, std::string version = "", std::optional<std::string> ddp = std::nullopt) {
-        FrameworkSettings f;
-        f.name = std::move(name);
-        f.version = std::move(version);
-        f.ddpImpl = std::move(ddp);
-        return f;
-    };
-    // Megatron-LM 2021, local DDP: main_grad.add_(grad) every micro-batch, fp32 main grads: 4 + 4 + 2.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 4, 2, 4, false), 10.0);
-    // fp16 main grads: 2 + 2 + 2, and also for one micro-batch (the hook runs anyway).
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021"), 8, 0, 8, 1, 2, 2, false), 6.0);
-    // torch DDP under no_sync: autograd adds from the second micro-batch on: 3 x 2 x 3/4.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("megatron", "2021", "torch"), 1, 0, 8, 4, 2, 4, false), 4.5);
-    // Gradient accumulation fusion (2022 on), NeMo, MegaScale, the generic best case: nothing apart.
-    for (const auto& f : {fw("megatron", "2022"), fw("megatron"), fw("nemo", "24.07"), fw("megascale"), fw("generic")})
-        EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, false), 0.0) << f.name;
-    // Plain PyTorch under autocast: fp32 .grad, autograd's add: 3 x 4 x 7/8.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("generic"), 1, 0, 8, 8, 4, 4, true), 10.5);
-    // DeepSpeed: bf16 (fp32 gradients) under the pipeline engine, update_hp_grads every micro-batch: the bf16
-    // gradient read and cast to an fp32 copy (2 + 4), the copy added into the fp32 gradient (4 + 4 + 4); fp16
-    // (16-bit gradients: autograd's add), ZeRO-2 (the reduced partition into the fp32 one, 1/8 of it).
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 4, false), 18.0);
-    EXPECT_TRUE(deepSpeedBf16OptimizerOf(fw("deepspeed"), 12, 1, 2, 4));
-    EXPECT_FALSE(deepSpeedBf16OptimizerOf(fw("deepspeed"), 1, 1, 2, 4));  // no pipeline engine
-    EXPECT_FALSE(deepSpeedBf16OptimizerOf(fw("deepspeed"), 12, 2, 2, 4)); // ZeRO-2's own optimizer
-    EXPECT_FALSE(deepSpeedBf16OptimizerOf(fw("megatron"), 12, 1, 2, 4));
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 12, 1, 8, 4, 2, 2, false), 4.5);
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("deepspeed"), 1, 2, 8, 4, 2, 2, false), 10.0 / 8.0);
-    // FSDP: the new shard added to the saved one (fp32 reduce): 3 x 4 x 3/4 / 8 shards; one micro-batch: none.
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 4, 4, 4, false), 1.125);
-    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("fsdp"), 1, 3, 8, 1, 4, 4, false), 0.0);
-}
-
-TEST(Compute, GradientAccumulationIsAWeightGradientPassOverTheLayersParameters) {
-    // 4 layers of hidden 1024 at tp 4: each rank holds 12 h^2 / 4 + biases and norms per layer. Megatron-LM 2021's
-    // local DDP adds 10 B per parameter per micro-batch at 2 TB/s; the 2022 run fuses it into the dW GEMM.
-    const Tp4Case k;
-    Plan old = k.p;
-    old.globalBatch = 8;   // 2 micro-batches per rank
-    old.framework.name = "megatron";
-    old.framework.version = "2021";
-    Plan fused = old;
-    fused.framework.version = "2022";
-    const auto& recipe = *findPrecisionRecipe("megatron");
-    const BlockCompute a = layerCompute(k.m, k.c, old, recipe), b = layerCompute(k.m, k.c, fused, recipe);
-    const double params = layerParameters(k.m, old).total();
-    // The round cluster: 2 TB/s at full efficiency, no kernel overhead.
-    EXPECT_NEAR(a.backwardWeight.seconds - b.backwardWeight.seconds, 10.0 * params / 2e12, 1e-12);
-    EXPECT_DOUBLE_EQ(a.forward.seconds, b.forward.seconds);
-    EXPECT_DOUBLE_EQ(a.backwardInput.seconds, b.backwardInput.seconds);
-    // The embedding and the head add theirs too.
-    EXPECT_NEAR(embeddingCompute(k.m, k.c, old, recipe).backwardWeight.seconds - embeddingCompute(k.m, k.c, fused, recipe).backwardWeight.seconds,
-                10.0 * embeddingParameters(k.m, old) / 2e12, 1e-12);
-    EXPECT_NEAR(headCompute(k.m, k.c, old, recipe).backwardWeight.seconds - headCompute(k.m, k.c, fused, recipe).backwardWeight.seconds,
-                10.0 * headParameters(k.m, old) / 2e12, 1e-12);
-}
-
-TEST(Compute, FsdpCopiesByFrameworkByHand) {
-    FrameworkSettings fsdp1, fsdp2, megatron;
-    fsdp1.name = "fsdp";
-    fsdp2.name = "torchtitan";
-    megatron.name = "megatron";
-    // FSDP1 with mixed precision DEFAULT (bf16 gradients g = 2, fp32 reduce r = 4, fp32 shards w = 4, bf16 gathers
-    // a = 2) over 8 shards, resharding after forward. Compute stream: the flat gradient from its views, 2g = 4.
-    // Reduce-scatter's stream: cast 2 + 4, pre-divide 2 x 4, post-divide 2 x 4 / 8 = 15. Each gather: the shard
-    // copied to bf16, (4 + 2) / 8.
-    FsdpCopyBytes c = fsdpCopyBytesPerParameter(fsdp1, 1, 3, 8, 4, true, 2, 4, 4, 2);
-    EXPECT_DOUBLE_EQ(c.forward, 0.0);
-    EXPECT_DOUBLE_EQ(c.backward, 4.0);
-    EXPECT_DOUBLE_EQ(c.reduceStream, 15.0);
-    EXPECT_DOUBLE_EQ(c.gatherStream, 0.75);
-    // PURE (bf16 reduce): no cast before, divides at 2 B, the reduced shard cast back to fp32 (2 + 4) / 8.
-    c = fsdpCopyBytesPerParameter(fsdp1, 1, 3, 8, 4, true, 2, 2, 4, 2);
-    EXPECT_DOUBLE_EQ(c.reduceStream, 4.0 + 0.5 + 0.75);
-    // FSDP2: each gather's copy-out into the parameters (2a), twice a micro-batch when resharding; the gradients
-    // copied into the reduce-scatter buffer in fp32 (2 + 4); ReduceOp.AVG, no divide.
-    c = fsdpCopyBytesPerParameter(fsdp2, 1, 3, 8, 4, true, 2, 4, 4, 2);
-    EXPECT_DOUBLE_EQ(c.forward, 4.0);
-    EXPECT_DOUBLE_EQ(c.backward, 4.0);
-    EXPECT_DOUBLE_EQ(c.reduceStream, 6.0);
-    EXPECT_DOUBLE_EQ(c.gatherStream, 0.75);
-    c = fsdpCopyBytesPerParameter(fsdp2, 1, 3, 8, 4, false, 2, 4, 4, 2); // parameters kept from the forward
-    EXPECT_DOUBLE_EQ(c.backward, 0.0);
-    // Under torchtitan's pipelining one gather a step, its copy-out spread over the 4 micro-batches.
-    c = fsdpCopyBytesPerParameter(fsdp2, 4, 3, 8, 4, false, 2, 4, 4, 2);
-    EXPECT_DOUBLE_EQ(c.forward, 1.0);
-    EXPECT_DOUBLE_EQ(c.backward, 0.0);
-    EXPECT_DOUBLE_EQ(c.reduceStream, 6.0);
-    // Not FSDP, not sharding gradients, or one shard: nothing.
-    for (const auto& [f, zero, shards] : {std::tuple{megatron, 3, 8}, std::tuple{fsdp1, 1, 8}, std::tuple{fsdp1, 3, 1}}) {
-        c = fsdpCopyBytesPerParameter(f, 1, zero, shards, 4, true, 2, 4, 4, 2);
-        EXPECT_DOUBLE_EQ(c.forward + c.backward + c.reduceStream + c.gatherStream, 0.0) << f.name << zero << shards;
-    }
-}
-
-TEST(Compute, FsdpCopiesRunOnTheComputeStreamAndAheadOfTheCollectives) {
-    // FSDP1 (fsdp recipe) at tp 4, dp 2, ZeRO-3 on the round cluster (2 TB/s, no kernel overhead): the layer's
-    // weight-gradient phase gains the flat gradient's 4 B per parameter, the reduce-scatter 6 + 8 + 4 = 18 B ahead
-    // of it (post-divide 8 / 2 shards), each gather the shard's (4 + 2) / 2; a plan that does not shard pays none.
-    const Tp4Case k;
-    Plan sharded = k.p;
-    sharded.framework.name = "fsdp";
-    sharded.zeroStage = 3;
-    sharded.precision = "fsdp";
-    Plan replicated = sharded;
-    replicated.zeroStage = 0;
-    const auto& recipe = *findPrecisionRecipe("fsdp");
-    const double params = layerParameters(k.m, sharded).total();
-    const BlockCompute a = layerCompute(k.m, k.c, sharded, recipe), b = layerCompute(k.m, k.c, replicated, recipe);
-    EXPECT_NEAR(a.backwardWeight.seconds - b.backwardWeight.seconds, 4.0 * params / 2e12, 1e-12);
-    EXPECT_DOUBLE_EQ(a.forward.seconds, b.forward.seconds);
-    EXPECT_NEAR(fsdpCollectiveCopySeconds(k.c, sharded, recipe, true, params), 18.0 * params / 2e12, 1e-12);
-    EXPECT_NEAR(fsdpCollectiveCopySeconds(k.c, sharded, recipe, false, params), 3.0 * params / 2e12, 1e-12);
-    EXPECT_DOUBLE_EQ(fsdpCollectiveCopySeconds(k.c, replicated, recipe, true, params), 0.0);
 }
 
 // The CUDA executor's GEMM attention, counted by hand for 1 sequence, 2 query heads, s_q = s_kv = 4, d = 8, bf16:
@@ -827,7 +472,7 @@ TEST(Compute, AttentionOpCarriesSequencesTimesHeads) {
     Tp4Case k;
     k.p.flashAttention = true;
     const auto layer = layerCompute(k.m, k.c, k.p, *findPrecisionRecipe("megatron"));
-    const OpCost& att = findOp(layer, "attention_core_flash");
+    const OpCost& att = forwardOpNamed(layer, "attention_core_flash");
     EXPECT_EQ(att.batch, 2 * 16 / 4);
     EXPECT_EQ(att.sequences, 2);
     EXPECT_EQ(att.kvHeads, k.m.kvHeads / 4);
@@ -835,6 +480,5 @@ TEST(Compute, AttentionOpCarriesSequencesTimesHeads) {
     EXPECT_EQ(att.n, 2048);
     EXPECT_EQ(att.k, 1024 / 16);
 }
-
 } // namespace
 } // namespace tessel

@@ -1,0 +1,40 @@
+// Shared by the compute tests: a block's forward op by name (it must be there), a small TP case, and the tp 2 plan
+// the hand-counted layer tests share.
+#pragma once
+
+#include "test_support.hpp"
+
+#include "tessel/cost/compute.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace tessel::test {
+
+inline const OpCost& forwardOpNamed(const BlockCompute& b, const std::string& name) {
+    if (const OpCost* op = findOp(b, name)) return *op;
+    throw std::runtime_error("no op " + name);
+}
+
+// A 4-layer model of hidden 1024 (16 heads), sequence 2048, at tp 4 x dp 2 and micro-batch 2 on 8 GPUs.
+struct Tp4Case {
+    ModelConfig m = test::megatronStyleModel(4, 1024, 16, 51200, 2048);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    Tp4Case() {
+        p.tp = 4;
+        p.dp = 2;
+        p.microBatch = 2;
+    }
+};
+
+// tp 2 x dp 4 on one node of 8, one sequence a rank: the plan the hand-counted layer tests below share.
+inline Plan tp2OnEight() {
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.globalBatch = 4;
+    return p;
+}
+
+} // namespace tessel::test
