@@ -543,9 +543,13 @@ bool readFramework(Reading& r) {
         const int swYear = softwareYear(source);
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
         if (stated.empty() && swYear > 0) r.assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
-        if (isOlmoCore(text(pl, "framework")))
-            r.assume("OLMo-core read as torchtitan: FSDP2 and per-block torch.compile built as torchtitan builds them "
-                     "(OLMo-core's apply_fsdp is adapted from torchtitan's parallelize_llama), its defaults for the year");
+        if (const std::string kin = torchtitanKin(text(pl, "framework") + " " + text(pl, "fsdp_sharding")); !kin.empty())
+            r.assume(kin + " read as torchtitan: " +
+                     (kin == "OLMo-core" ? std::string("FSDP2 and per-block torch.compile built as torchtitan builds them "
+                                                       "(OLMo-core's apply_fsdp is adapted from torchtitan's parallelize_llama)")
+                                         : std::string("PyTorch FSDP2 (fully_shard), whose per-parameter sharding and copies "
+                                                       "torchtitan's costs are")) +
+                     ", its defaults for the year");
     } else if (!text(pl, "framework").empty()) {
         r.assume("framework \"" + text(pl, "framework") + "\" is not one tessel has defaults for: every overlap tessel models (generic)");
     } else {

@@ -161,9 +161,14 @@ int softwareYear(const std::string& source) {
     return sourceYear(source);
 }
 
-bool isOlmoCore(const std::string& words) {
+std::string torchtitanKin(const std::string& words) {
     const std::string w = lower(words);
-    return contains(w, "olmo-core") || contains(w, "olmo_core") || contains(w, "olmocore") || contains(w, "olmo core");
+    if (contains(w, "torchtitan")) return "";
+    if (contains(w, "olmo-core") || contains(w, "olmo_core") || contains(w, "olmocore") || contains(w, "olmo core"))
+        return "OLMo-core";
+    if (contains(w, "torchtune")) return "torchtune";
+    if (contains(w, "fsdp2") || contains(w, "fsdp 2") || contains(w, "fully_shard")) return "FSDP2";
+    return "";
 }
 
 // The framework a record ran, in the plan's vocabulary.
@@ -171,10 +176,11 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
     const std::string f = lower(text(plan, "framework") + " " + text(plan, "ddp_impl") + " " + text(plan, "fsdp_sharding"));
     const std::string src = lower(source);
     if (contains(f, "megascale")) return "megascale";
-    // AI2's OLMo-core builds FSDP2 and per-block torch.compile as torchtitan does (its Transformer.apply_fsdp is
-    // adapted from torchtitan's parallelize_llama: fully_shard per block, the last block kept unsharded after
-    // forward; float8 through torchao), so its runs take torchtitan's costs.
-    if (contains(f, "torchtitan") || isOlmoCore(f)) return "torchtitan";
+    // PyTorch FSDP2 (fully_shard) is what torchtitan costs, not FSDP1's flat parameters: AI2's OLMo-core builds it
+    // and per-block torch.compile as torchtitan does (its Transformer.apply_fsdp is adapted from torchtitan's
+    // parallelize_llama: fully_shard per block, the last block kept unsharded after forward; float8 through torchao),
+    // and torchtune shards with fully_shard too (training.shard_model), so their runs take torchtitan's costs.
+    if (contains(f, "torchtitan") || !torchtitanKin(f).empty()) return "torchtitan";
     // Megatron-Bridge is NeMo 2's training library and runs NeMo's performance recipes.
     if (contains(f, "nemo") || contains(f, "megatron-bridge") || contains(f, "megatron bridge")) return "nemo";
     // GPT-NeoX trains with DeepSpeed's engine (pipeline, ZeRO) around Megatron's tensor parallelism.

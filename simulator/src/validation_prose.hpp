@@ -38,8 +38,9 @@ std::optional<bool> boolean(const nlohmann::json& obj, const char* key);
 int sourceYear(const std::string& source);
 // The year of the software a run used (an arXiv number's month; first-quarter work counts as the year before).
 int softwareYear(const std::string& source);
-// Whether words name AI2's OLMo-core (read as torchtitan: the same FSDP2 and compile).
-bool isOlmoCore(const std::string& words);
+// What words name that tessel reads as torchtitan, not being torchtitan: "OLMo-core", "torchtune" or "FSDP2"
+// (PyTorch's fully_shard, which torchtitan's costs are); "" otherwise.
+std::string torchtitanKin(const std::string& words);
 // The framework a record ran, in the plan's vocabulary ("" when not stated).
 std::string frameworkOf(const nlohmann::json& plan, const std::string& source);
 

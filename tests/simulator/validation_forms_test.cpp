@@ -249,10 +249,10 @@ TEST(ValidationRecord, ScheduleWordsGiveTheVppOrDenyIt) {
 }
 
 
-// OLMo-core (AI2) builds FSDP2 and per-block compilation as torchtitan does: read as torchtitan, said. Its loss
-// switches name the kernel (fused_loss: a Triton cross-entropy of flash-attn's kind; compile_loss: the compiled
-// eager loss), `cross_entropy: compiled` is a kernel tessel costs, and a reduce dtype written in the precision's
-// prose decides the FSDP recipe.
+// OLMo-core (AI2) builds FSDP2 and per-block compilation as torchtitan does: read as torchtitan, said, as FSDP2 by
+// its names and torchtune are. Its loss switches name the kernel (fused_loss: a Triton cross-entropy of flash-attn's
+// kind; compile_loss: the compiled eager loss), `cross_entropy: compiled` is a kernel tessel costs, and a reduce
+// dtype written in the precision's prose decides the FSDP recipe.
 TEST(ValidationRecord, OlmoCoreLossSwitchesAndReduceDtypeProse) {
     nlohmann::json r = record();
     r["model"]["name"] = "OLMo 2 7B";
@@ -266,6 +266,18 @@ TEST(ValidationRecord, OlmoCoreLossSwitchesAndReduceDtypeProse) {
     EXPECT_TRUE(mentions(c.assumptions, "OLMo-core read as torchtitan"));
     EXPECT_EQ(crossEntropyOf(c.scenario.plan.framework), "flash_attn");
     EXPECT_EQ(c.scenario.plan.precision, "fsdp"); // fp32 reduction, from the prose
+    // FSDP2 by its names, and torchtune (fully_shard), take the same costs; FSDP1's FULL_SHARD stays FSDP1.
+    for (const char* kin : {"torchtune", "PyTorch FSDP2", "fully_shard (FSDP2)"}) {
+        nlohmann::json k = r;
+        k["plan"]["framework"] = kin;
+        const ValidationCase kc = load(k);
+        EXPECT_EQ(kc.scenario.plan.framework.name, "torchtitan") << kin;
+        EXPECT_TRUE(mentions(kc.assumptions, "read as torchtitan")) << kin;
+    }
+    nlohmann::json fsdp1 = r;
+    fsdp1["plan"]["framework"] = "PyTorch FSDP";
+    fsdp1["plan"]["fsdp_sharding"] = "FULL_SHARD";
+    EXPECT_EQ(load(fsdp1).scenario.plan.framework.name, "fsdp");
     r["plan"].erase("fused_loss");
     r["plan"]["compile_loss"] = true;
     EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "compiled");
