@@ -167,7 +167,9 @@ std::string torchtitanKin(const std::string& words) {
     if (contains(w, "olmo-core") || contains(w, "olmo_core") || contains(w, "olmocore") || contains(w, "olmo core"))
         return "OLMo-core";
     if (contains(w, "torchtune")) return "torchtune";
-    if (contains(w, "fsdp2") || contains(w, "fsdp 2") || contains(w, "fully_shard")) return "FSDP2";
+    // fully_shard, FSDP2's API, not fairseq's `fully_sharded` (FairScale's FSDP1).
+    if (contains(w, "fsdp2") || contains(w, "fsdp 2") || std::regex_search(w, std::regex(R"(fully_shard(?!ed))")))
+        return "FSDP2";
     return "";
 }
 

@@ -50,6 +50,9 @@ TEST(ValidationProse, FullyShardedDataParallelIsFsdp) {
     EXPECT_EQ(fw("fairseq (fully_sharded)"), "fsdp");
     EXPECT_EQ(fw("PyTorch FSDP"), "fsdp");
     EXPECT_EQ(fw("Nanotron"), "");
+    // FSDP2 (fully_shard) is not fairseq's fully_sharded: it takes torchtitan's costs.
+    EXPECT_EQ(fw("fully_shard"), "torchtitan");
+    EXPECT_EQ(fw("PyTorch FSDP2"), "torchtitan");
 }
 
 // Recompute as records write it: a denial is none ("no activation checkpointing" had been read as full), the
