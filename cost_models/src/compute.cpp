@@ -666,7 +666,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops[ops.size() - 2].notRecomputed = true;
         ops.back().notRecomputed = true;
     }
-    if (plan.tp > 1 && plan.sequenceParallel && torchAsyncTpOf(plan.framework) && plan.framework.tpCommOverlap.value_or(false)) {
+    if (plan.tp > 1 && plan.sequenceParallel && torchAsyncTpOf(plan.framework) &&
+        resolveOverlap(plan.framework, plan.vpp > 1, plan.zeroStage).tpCommOverlap) {
         // PyTorch's async TP (torchAsyncTpOf): its fused matmul + reduce-scatter exchanges the tp partial outputs by
         // copy engine and then sums them in one reduction kernel on the compute stream, reading the stacked partials
         // (T x h) and writing the rank's T/tp x h (torch/distributed/_symmetric_memory/__init__.py,

@@ -543,7 +543,8 @@ bool readFramework(Reading& r) {
         const int swYear = softwareYear(source);
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
         if (stated.empty() && swYear > 0) r.assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
-        if (const std::string kin = torchtitanKin(text(pl, "framework") + " " + text(pl, "fsdp_sharding")); !kin.empty())
+        if (const std::string kin = torchtitanKin(text(pl, "framework") + " " + text(pl, "fsdp_sharding"));
+            framework == "torchtitan" && !kin.empty())
             r.assume(kin + " read as torchtitan: " +
                      (kin == "OLMo-core" ? std::string("FSDP2 and per-block torch.compile built as torchtitan builds them "
                                                        "(OLMo-core's apply_fsdp is adapted from torchtitan's parallelize_llama)")
@@ -647,6 +648,9 @@ bool readFramework(Reading& r) {
     // cross_entropy(logits.float()) and the z-loss under torch.compile.
     const bool fusedLoss = boolean(pl, "fused_loss").value_or(false);
     const bool compiledLoss = boolean(pl, "compile_loss").value_or(false);
+    for (const char* key : {"fused_loss", "compile_loss"})
+        if (member(pl, key) && !boolean(pl, key))
+            r.assume(std::string(key) + " \"" + text(pl, key) + "\" is not a yes or no: not read");
     if (named) plan.framework.crossEntropy = loss;
     else if (fusedLoss) {
         plan.framework.crossEntropy = "flash_attn";

@@ -90,15 +90,14 @@ Family familyOf(const nlohmann::json& model) {
     }
     // HuggingFace configs name it hidden_act ("silu" behind a gate projection: SwiGLU).
     const std::string act = lower(text(model, "activation") + " " + text(model, "hidden_act"));
+    const bool gated = contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu");
     const std::string statedNorm = lower(text(model, "norm"));
     // A model of no family tessel knows whose record states LLaMA's gated MLP or RMSNorm is of LLaMA's generation,
     // which trains without dropout and (but for some QKV projections) without biases: its conventions, not GPT-2's.
-    if (f.name == "GPT (default)" && (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu") ||
-                                      contains(statedNorm, "rms"))) {
+    if (f.name == "GPT (default)" && (gated || contains(statedNorm, "rms")))
         f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false,
              "Llama-style (from its stated gated MLP or RMSNorm)"};
-    }
-    if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) f.activation = Activation::Swiglu;
+    if (gated) f.activation = Activation::Swiglu;
     else if (contains(act, "relu2") || (contains(act, "squared") && contains(act, "relu"))) f.activation = Activation::SquaredRelu;
     else if (act.find_first_not_of(' ') != std::string::npos) f.activation = Activation::Gelu;
     if (contains(statedNorm, "rms")) f.norm = NormKind::RmsNorm;

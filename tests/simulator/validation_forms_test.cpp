@@ -281,6 +281,10 @@ TEST(ValidationRecord, OlmoCoreLossSwitchesAndReduceDtypeProse) {
     r["plan"].erase("fused_loss");
     r["plan"]["compile_loss"] = true;
     EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "compiled");
+    r["plan"]["compile_loss"] = "sometimes"; // neither yes nor no: said, not read
+    const ValidationCase unread = load(r);
+    EXPECT_TRUE(mentions(unread.assumptions, "compile_loss \"sometimes\" is not a yes or no"));
+    EXPECT_NE(crossEntropyOf(unread.scenario.plan.framework), "compiled");
     r["plan"].erase("compile_loss");
     r["plan"]["cross_entropy"] = "compiled"; // was "names no loss kernel tessel costs"
     const ValidationCase named = load(r);
