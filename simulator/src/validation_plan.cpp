@@ -426,8 +426,20 @@ bool readPipeline(Reading& r) {
             return (statedFirst == 0 || statedFirst >= cand) && (statedLast == 0 || statedLast >= cand) &&
                    (ranks == 0 ? rest == 0 : rest > 0 && rest % (ranks * cand) == 0);
         };
+        // Whether the record says anything of its schedule (its notes count even where they deny interleaving).
+        const bool schedulesNamed =
+            contains(notes, "interleav") ||
+            std::regex_search(sched, std::regex(R"(interleav|1f1b|gpipe|fill[- ]drain|bubble|\bzb|dualpipe|pipedream|looped|bfs|dfs)"));
         // A denial ("1F1B non-interleaved", "without interleaving") is no interleaving.
         if (std::regex_search(sched, std::regex(R"((non|not|without|no)[- ]+interleav)"))) sched = namedSchedule.empty() ? "" : "1f1b";
+        // A Megatron-LM, NeMo or MegaScale run that names no schedule at all. Megatron-LM's command line runs 1F1B
+        // unless virtual stages are given, but the runs published with it interleave: every pipelined NeMo and
+        // Megatron-Bridge recipe in the check sets (44 of 44), and Megatron-LM's README runs, which say their
+        // pipeline communication overlaps compute, as Megatron-LM does only under the interleaved schedule
+        // (arguments.py sets overlap_p2p_comm off otherwise, 2024-07). Read as interleaved where the layers split.
+        const bool megatronKin = r.framework == "megatron" || r.framework == "nemo" || r.framework == "megascale";
+        const bool interleaveByDefault = megatronKin && !schedulesNamed;
+        if (interleaveByDefault) sched += " interleaved";
         int v = 1;
         // A count the schedule's words give ("vpp 2", "2 virtual stages per device", "4 model chunks") is taken where
         // Megatron-LM could run it.
@@ -443,21 +455,35 @@ bool readPipeline(Reading& r) {
                           std::to_string(model.layers) + " layers over pp " + std::to_string(plan.pp) +
                           " with the micro-batches dividing by pp: read without that count");
         }
+        bool oneLayerEach = false;
         if (v == 1 && contains(sched, "interleav") && microBatches % plan.pp == 0) {
             for (int extra : {0, 2}) {
                 for (int cand = (model.layers + extra) / (2 * plan.pp); cand >= 2 && v == 1; --cand)
                     if ((model.layers + extra) % (plan.pp * cand) == 0 && fitsStated(cand)) v = cand;
                 if (v > 1) break;
             }
+            // Where no chunk of two or more layers splits them, one layer a virtual stage, as NVIDIA's Nemotron-4
+            // 340B recipes run (pp 8 x vp 12 over 96 layers, dgxc-benchmarking and NeMo 24.09).
+            for (int extra : {0, 2})
+                if (v == 1 && (model.layers + extra) % plan.pp == 0 && (model.layers + extra) / plan.pp >= 2 &&
+                    fitsStated((model.layers + extra) / plan.pp))
+                    v = (model.layers + extra) / plan.pp, oneLayerEach = true;
         }
         plan.vpp = v;
+        const std::string how = interleaveByDefault
+                                    ? std::string("no schedule stated: interleaved, as the published ") +
+                                          (r.framework == "nemo" ? "NeMo" : r.framework == "megascale" ? "MegaScale" : "Megatron-LM") +
+                                          " runs are (Megatron-LM overlaps pipeline communication only under it)"
+                                    : "interleaved schedule without a vpp";
         if (v > 1 && std::regex_search(sched, std::regex(R"(\bvpp\s*[=:]?\s*[0-9]|[0-9]+\s*(virtual (pipeline )?stages?|model chunks?)\b)")))
             r.assume("vpp = " + std::to_string(v) + ", the count the schedule names");
+        else if (v > 1 && oneLayerEach)
+            r.assume(how + ": vpp = " + std::to_string(v) + " (one layer per virtual stage; no split of two or more fits)");
         else if (v > 1)
-            r.assume("interleaved schedule without a vpp: vpp = " + std::to_string(v) + " (about two layers per virtual stage, "
-                   "the median of NVIDIA's published recipes)");
+            r.assume(how + ": vpp = " + std::to_string(v) + " (about two layers per virtual stage, the median of NVIDIA's "
+                     "published recipes)");
         else if (contains(sched, "interleav"))
-            r.assume("interleaved schedule without a vpp, and no split of two layers per virtual stage fits: 1F1B");
+            r.assume(how + ", and no split of one or two layers per virtual stage fits: 1F1B");
         else
             r.assume("vpp not stated: 1 (no interleaving)");
     }

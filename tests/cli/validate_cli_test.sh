@@ -97,13 +97,21 @@ assert not unfit, unfit
 by={}
 for r in d['results']: by.setdefault(re.match(r'mpt-\w+?-(\w+)-seq', r['id']).group(1), []).append(r['step_error'])
 assert all(abs(statistics.median(v)) <= 0.055 for v in by.values()), {k: statistics.median(v) for k, v in by.items()}" ; check "MPT set within its guard, per model size too" $?
-# Megatron-LM's own H100 weak-scaling table (9 GPT runs, 1.7B-462B on 48-6144 GPUs; measured 6.6% median,
-# 22.9% max: the 32B run at dp 48, too slow; every run predicted to fit).
+# Megatron-LM's own H100 weak-scaling table (9 GPT runs, 1.7B-462B on 48-6144 GPUs; measured 7.3% median,
+# 23.0% max: the 32B run at dp 48, too slow; every run predicted to fit). Its five pipelined runs name no schedule
+# and are read as interleaved, as Megatron-LM runs the pipeline overlap the README states (6.6% median as 1F1B).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_lm_h100.json" >"$tmp/mlm.json" 2>/dev/null; check "Megatron-LM set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mlm.json')); o=d['overall']
-assert o['records']==9 and o['predicted']==9 and o['median_abs_step_error'] <= 0.07 and o['max_abs_step_error'] <= 0.25, o
+assert o['records']==9 and o['predicted']==9 and o['median_abs_step_error'] <= 0.08 and o['max_abs_step_error'] <= 0.25, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "Megatron-LM set within its guard" $?
+# The Nemotron-4 340B technical report's batch ramp-up (Table 2: 1536-6144 H100, tp 8 x pp 12 interleaved, the
+# iteration time and MFU of each size), never fitted: measured +0.3..+0.4%.
+"$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nemotron4_340b_h100.json" >"$tmp/nemotron.json" 2>/dev/null; check "Nemotron-4 340B set exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/nemotron.json')); o=d['overall']
+assert o['records']==3 and o['predicted']==3 and o['max_abs_step_error'] <= 0.03, o
+assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "Nemotron-4 340B set within its guard" $?
 # NVIDIA's own B200 runs (Megatron-Bridge 25.09 / 25.11, FP8; docs/validation.md): the dgx-b200 preset from the
 # datasheet, the MAMF table and Hopper's power curve (its full-load end confirmed on a B200), never fitted,
 # predicts them 8-13% fast (the H100 FP8 runs of the same tables: 2-16%). Guarded at 15%, every run fitting.

@@ -223,11 +223,21 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     EXPECT_EQ(c.scenario.plan.vpp, 4);
     EXPECT_EQ(c.scenario.plan.schedule, Schedule::Interleaved1F1B);
     EXPECT_TRUE(mentions(c.assumptions, "interleaved schedule without a vpp: vpp = 4"));
-    // Saying nothing is 1F1B, and said so.
+    // Saying nothing under Megatron-LM is its published runs' schedule, interleaved, and said so; under a framework
+    // whose pipeline does not interleave (DeepSpeed's engine) it is 1F1B, said so too.
     r["plan"].erase("schedule");
     c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 4);
+    EXPECT_TRUE(mentions(c.assumptions, "no schedule stated: interleaved, as the published Megatron-LM runs are"));
+    nlohmann::json ds = r;
+    ds["plan"]["framework"] = "Megatron-DeepSpeed (DeepSpeed pipeline engine)";
+    c = load(ds);
     EXPECT_EQ(c.scenario.plan.vpp, 1);
     EXPECT_TRUE(mentions(c.assumptions, "vpp not stated: 1"));
+    // A schedule named 1F1B is 1F1B.
+    r["plan"]["schedule"] = "1F1B";
+    EXPECT_EQ(load(r).scenario.plan.vpp, 1);
+    r["plan"].erase("schedule");
     // The record's notes say it: interleaved; notes that also deny it somewhere are no reading.
     r["notes"] = "Meta's 4D parallelism: interleaved 1F1B with tuned micro-batches per stage (section 3.3.2).";
     c = load(r);
@@ -241,7 +251,7 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     r["plan"]["global_batch"] = 64 * 15;
     c = load(r);
     EXPECT_EQ(c.scenario.plan.vpp, 1);
-    EXPECT_TRUE(mentions(c.assumptions, "no split of two layers per virtual stage fits"));
+    EXPECT_TRUE(mentions(c.assumptions, "no split of one or two layers per virtual stage fits"));
 
     // Meta's own words on top: one layer fewer on the first and the last stage. The inferred vpp 4 does not
     // divide 7, which Megatron-LM's rule would refuse; the vpp is tessel's reading, so the missing layer comes
@@ -264,6 +274,31 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 15, 0), 6);
     EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 15, 1), 5);
     EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 7, 1), 4);
+}
+
+// Where no chunk of two or more layers splits a stage's layers, an interleaved schedule without a count runs one layer
+// per virtual stage (NVIDIA's Nemotron-4 340B recipes: pp 8 x vp 12 over 96 layers). Megatron-LM's README 119B:
+// 92 layers on pp 4, 23 a stage (a prime): vpp 23.
+TEST(ValidationRecord, AnInterleavedScheduleFallsBackToOneLayerPerVirtualStage) {
+    nlohmann::json r = llama405(8192, 1, 8192);
+    r["plan"].erase("vpp");
+    r["plan"]["pp"] = 4;
+    r["plan"]["dp"] = 8192 / (8 * 4);
+    r["plan"]["global_batch"] = 256 * 16;
+    r["model"]["layers"] = 92;
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 23);
+    EXPECT_EQ(c.scenario.plan.schedule, Schedule::Interleaved1F1B);
+    EXPECT_TRUE(mentions(c.assumptions, "vpp = 23 (one layer per virtual stage; no split of two or more fits)"));
+    // 96 layers on pp 12: two layers per virtual stage (vpp 4), not one.
+    r["model"]["layers"] = 96;
+    r["plan"]["pp"] = 12;
+    r["plan"]["dp"] = 64;
+    r["system"]["total_gpus"] = 8 * 12 * 64;
+    r["system"]["nodes"] = 12 * 64;
+    r["plan"]["global_batch"] = 64 * 24;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 4);
 }
 
 TEST(ValidationRecord, NamedSchedulesAreSimulatedOrTheReadingIsSaid) {
