@@ -213,6 +213,66 @@ bool unusedDegree(Reading& r, const char* key) {
     return true;
 }
 
+// How a context-parallel record's ranks exchange what attention needs when no cp_comm_type says it: PyTorch's
+// rotate method under torchtitan's key, else the record's own words (a sentence of its notes or techniques that
+// names context parallelism, or K and V, beside the exchange: Meta's Llama 3 report gathers K and V whole), else the
+// framework's default, the ring. Said either way: the exchange moves a long-sequence run's step by several points.
+static void readContextParallelExchange(Reading& r, Plan& plan) {
+    const nlohmann::json& pl = r.pl;
+    const std::string rotate = lower(text(pl, "context_parallel_rotate_method"));
+    if (!rotate.empty()) {
+        // torch's _templated_ring_attention runs the ring's steps either way; "allgather" (its default) gathers K and
+        // V once behind the first step, "alltoall" passes them step by step. Both are costed as the ring's steps.
+        plan.cpComm = CpComm::P2p;
+        r.assume("context_parallel_rotate_method \"" + rotate + "\": PyTorch's ring attention, its steps and merges "
+                 "costed as the ring (p2p) whichever way K and V travel");
+        return;
+    }
+    const std::string words = lower(text(pl, "techniques") + ". " + text(r.rec, "notes") + ". " +
+                                    text(pl, "context_parallel") + ". " + text(pl, "cp_type"));
+    static const std::regex sentenceRe(R"([^.;]+)");
+    static const std::regex cpRe(R"(context[- ]parallel|\bcp\b|ring attention|\bk and v\b|\bkv\b|key[- ]value|keys and values)");
+    static const std::regex gatherRe(R"(all[- ]?gather)");
+    static const std::regex a2aRe(R"(all[- ]?to[- ]?all|\ba2a\b|ulysses)");
+    static const std::regex ringRe(R"(\bring\b|\bp2p\b|point[- ]to[- ]point|send[- ]?recv)");
+    int gather = 0, a2a = 0, ring = 0;
+    for (auto it = std::sregex_iterator(words.begin(), words.end(), sentenceRe); it != std::sregex_iterator(); ++it) {
+        const std::string sentence = it->str();
+        if (!std::regex_search(sentence, cpRe)) continue;
+        const bool g = std::regex_search(sentence, gatherRe), a = std::regex_search(sentence, a2aRe);
+        gather += g;
+        a2a += a;
+        ring += !g && !a && std::regex_search(sentence, ringRe);
+    }
+    // An all-to-all the shape cannot run (each rank's query and key/value heads split over cp, Transformer Engine's
+    // check in Plan::validate) is not the record's plan: the ring, said, rather than a refusal of a field it lacks.
+    const ModelConfig& model = r.c.scenario.model;
+    const int tp = std::max(1, plan.tp);
+    if (a2a > 0 && gather == 0 && ring == 0 && ((model.heads / tp) % plan.cp != 0 || (model.kvHeads / tp) % plan.cp != 0)) {
+        plan.cpComm = CpComm::P2p;
+        r.assume("context-parallel exchange read from the record's words as an all-to-all over attention heads, which "
+                 "this shape cannot split over cp = " + std::to_string(plan.cp) + " (" + std::to_string(model.heads / tp) +
+                 " query and " + std::to_string(model.kvHeads / tp) + " key/value heads a rank): costed as the ring (p2p)");
+        return;
+    }
+    if ((gather > 0) + (a2a > 0) + (ring > 0) == 1) {
+        plan.cpComm = gather ? CpComm::AllGather : a2a ? CpComm::A2a : CpComm::P2p;
+        r.assume(std::string("context-parallel exchange read from the record's words: ") +
+                 (gather ? "K and V all-gathered whole (cp_comm_type allgather)"
+                         : a2a ? "all-to-all over attention heads (cp_comm_type a2a)" : "the ring (cp_comm_type p2p)"));
+        return;
+    }
+    plan.cpComm = CpComm::P2p;
+    if (gather + a2a + ring > 0)
+        r.assume("context-parallel exchange: the record's words name more than one; costed as the ring (cp_comm_type p2p)");
+    else if (r.framework == "torchtitan")
+        r.assume("context-parallel exchange not stated: PyTorch's ring attention (torchtitan), costed as the ring (p2p)");
+    else if (r.framework == "megatron" || r.framework == "nemo" || r.framework == "megascale")
+        r.assume("context-parallel exchange not stated: Megatron-core's default, the ring (cp_comm_type p2p)");
+    else
+        r.assume("context-parallel exchange not stated: the ring (cp_comm_type p2p)");
+}
+
 // Parallel degrees, the global batch and the micro-batch: stated, implied by the GPU count, or the framework's
 // default.
 bool readBatch(Reading& r) {
@@ -275,6 +335,8 @@ bool readBatch(Reading& r) {
         plan.cpComm = CpComm::A2a;
         r.assume("DeepSpeed-Ulysses over cp = " + std::to_string(plan.cp) + " ranks: its all-to-all over attention heads "
                  "(cp_comm_type a2a)");
+    } else if (plan.cp > 1 && !member(pl, "cp_comm_type") && !member(pl, "cp_comm")) {
+        readContextParallelExchange(r, plan);
     }
     // Expert tensor parallelism (Megatron-core's expert_tensor_parallel_size; absent: tp). One that differs from tp
     // is MoE parallel folding.

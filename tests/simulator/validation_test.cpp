@@ -276,6 +276,47 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     EXPECT_EQ(chunkLayerCount(c.scenario.model, c.scenario.plan, 7, 1), 4);
 }
 
+// A context-parallel record that names no cp_comm_type: its words decide the exchange where one sentence about
+// context parallelism (or K and V) names it, and the reading is said; silence is the framework's ring, said too.
+TEST(ValidationRecord, TheContextParallelExchangeIsReadFromTheRecordOrSaid) {
+    // The exchange a record is read with, and the words its assumptions say it with ("" for none at all).
+    auto reads = [](const nlohmann::json& rec, CpComm comm, const std::string& said) {
+        const ValidationCase c = load(rec);
+        EXPECT_EQ(c.scenario.plan.cpComm, comm) << said;
+        if (said.empty()) EXPECT_FALSE(mentions(c.assumptions, "context-parallel exchange"));
+        else EXPECT_TRUE(mentions(c.assumptions, said)) << said;
+    };
+    nlohmann::json r = llama405(16384, 16, 131072);
+    reads(r, CpComm::P2p, "context-parallel exchange not stated: Megatron-core's default, the ring");
+    // Meta's Llama 3 report: K and V gathered whole.
+    r["notes"] = "4D parallelism. Context parallelism all-gathers K and V before attention (section 3.3.2).";
+    reads(r, CpComm::AllGather, "read from the record's words: K and V all-gathered whole");
+    // An all-to-all over heads: with 16 query and 1 key/value heads a rank it cannot split over cp 16, so the ring,
+    // said (not a refusal of a cp_comm_type the record never wrote); over cp 2 with 16 key/value heads it runs.
+    r["notes"] = "CP exchanges attention heads by all-to-all.";
+    reads(r, CpComm::P2p, "which this shape cannot split over cp = 16");
+    nlohmann::json a2a = llama405(8192 * 2, 2, 16384);
+    a2a["model"]["kv_heads"] = 128;
+    a2a["notes"] = r["notes"];
+    reads(a2a, CpComm::A2a, "read from the record's words: all-to-all over attention heads");
+    r["notes"] = "Ring attention over the CP group.";
+    reads(r, CpComm::P2p, "read from the record's words: the ring");
+    // An all-gather of something else (a sentence that does not name CP or K and V) says nothing of it.
+    r["notes"] = "ZeRO all-gathers the parameters before each layer.";
+    reads(r, CpComm::P2p, "context-parallel exchange not stated");
+    // Two readings are none: the ring, said.
+    r["notes"] = "CP all-gathers K and V. Later runs used ring attention for CP.";
+    reads(r, CpComm::P2p, "the record's words name more than one");
+    r.erase("notes");
+    // torchtitan's key: PyTorch's ring attention whichever way it moves K and V.
+    r["plan"]["context_parallel_rotate_method"] = "allgather";
+    reads(r, CpComm::P2p, "context_parallel_rotate_method \"allgather\": PyTorch's ring attention");
+    r["plan"].erase("context_parallel_rotate_method");
+    // Stated as cp_comm_type: nothing to say.
+    r["plan"]["cp_comm_type"] = "allgather";
+    reads(r, CpComm::AllGather, "");
+}
+
 // Where no chunk of two or more layers splits a stage's layers, an interleaved schedule without a count runs one layer
 // per virtual stage (NVIDIA's Nemotron-4 340B recipes: pp 8 x vp 12 over 96 layers). Megatron-LM's README 119B:
 // 92 layers on pp 4, 23 a stage (a prime): vpp 23.
