@@ -514,11 +514,14 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
 std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const std::string& source) {
     const nlohmann::json* arr = &doc;
     std::string base = source + "#";
-    if (doc.is_object() && doc.contains("runs")) {
-        arr = &doc["runs"];
-        base += "/runs";
-    }
-    if (!arr->is_array()) throw InputError(source + "#", "expected an array of training-run records (or an object with a \"runs\" array)");
+    for (const char* key : {"runs", "records"})
+        if (doc.is_object() && doc.contains(key)) {
+            arr = &doc[key];
+            base += std::string("/") + key;
+            break;
+        }
+    if (!arr->is_array())
+        throw InputError(source + "#", "expected an array of training-run records (or an object with a \"runs\" or \"records\" array)");
     std::vector<LoadedRecord> out;
     for (size_t i = 0; i < arr->size(); ++i) {
         const nlohmann::json& rec = (*arr)[i];

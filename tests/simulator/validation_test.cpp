@@ -726,6 +726,24 @@ TEST(ValidationShipped, EveryPublishedRunIsReadAndPredicted) {
     }
 }
 
+// A file of records is an array, or an object holding one under "runs" or "records"; anything else is a clear error
+// at the document, not a crash.
+TEST(ValidationRecord, AFileIsAnArrayOrAnObjectWithRunsOrRecords) {
+    for (const char* key : {"runs", "records"}) {
+        const nlohmann::json doc = {{key, nlohmann::json::array({record()})}};
+        const auto loaded = loadValidationRecords(doc, "held.json");
+        ASSERT_EQ(loaded.size(), 1u) << key;
+        EXPECT_EQ(loaded[0].pointer, std::string("held.json#/") + key + "/0");
+        EXPECT_TRUE(loaded[0].refusal.empty()) << loaded[0].refusal;
+    }
+    try {
+        loadValidationRecords(nlohmann::json{{"rows", nlohmann::json::array({record()})}}, "held.json");
+        FAIL() << "an object without runs or records was read";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("\"records\" array"), std::string::npos) << e.what();
+    }
+}
 
 } // namespace
 } // namespace tessel::sim
+
