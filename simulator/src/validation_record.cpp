@@ -90,7 +90,8 @@ Family familyOf(const nlohmann::json& model) {
     }
     // HuggingFace configs name it hidden_act ("silu" behind a gate projection: SwiGLU).
     const std::string act = lower(text(model, "activation") + " " + text(model, "hidden_act"));
-    const bool gated = contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu");
+    // Any GLU (SwiGLU, GeGLU, ReGLU), T5's "gated-gelu", or HF's "silu" (behind a gate projection).
+    const bool gated = contains(act, "glu") || contains(act, "silu") || contains(act, "gated");
     const std::string statedNorm = lower(text(model, "norm"));
     // A model of no family tessel knows whose record states LLaMA's gated MLP or RMSNorm is of LLaMA's generation,
     // which trains without dropout and (but for some QKV projections) without biases: its conventions, not GPT-2's.
@@ -168,7 +169,13 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.linearBias = f.bias;
     model.dropout = f.dropout;
     model.qkNorm = f.qkNorm;
-    c.assumptions.push_back("architecture: " + f.name + " conventions (" + toString(f.activation) + ", " +
+    // A gated GELU (GeGLU: Gemma, GLM-130B, T5 v1.1) has SwiGLU's three matrices and one gated elementwise kernel
+    // of the same bytes: costed as SwiGLU, and named as what the record wrote.
+    const std::string statedAct = lower(text(m, "activation") + " " + text(m, "hidden_act"));
+    const bool geglu = f.activation == Activation::Swiglu &&
+                       (contains(statedAct, "geglu") || contains(statedAct, "gelu") || f.name == "Gemma");
+    const std::string actName = geglu ? "geglu, costed as swiglu" : toString(f.activation);
+    c.assumptions.push_back("architecture: " + f.name + " conventions (" + actName + ", " +
                             toString(f.norm) + (f.qkNorm ? " with q and k norms" : "") + ", " +
                             (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +

@@ -351,6 +351,19 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     r["model"].erase("dropout");
     r["model"]["norm"] = "RMSNorm";
     EXPECT_FALSE(load(r).scenario.model.linearBias);
+    // A gated GELU, in the words records use (GLM-130B's GeGLU, T5 v1.1's "gated-gelu"), is a gated MLP costed as
+    // SwiGLU and named as the record wrote it; a plain GELU is not gated.
+    for (const char* act : {"GeGLU", "gated-gelu"}) {
+        r["model"]["activation"] = act;
+        const ValidationCase g = load(r);
+        EXPECT_EQ(g.scenario.model.activation, Activation::Swiglu) << act;
+        EXPECT_TRUE(mentions(g.assumptions, "(geglu, costed as swiglu,")) << act;
+    }
+    r["model"]["activation"] = "gelu";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Gelu);
+    r["model"]["name"] = "Gemma 7B";
+    r["model"].erase("activation");
+    EXPECT_TRUE(mentions(load(r).assumptions, "Gemma conventions (geglu, costed as swiglu,"));
 }
 } // namespace
 } // namespace tessel::sim
