@@ -491,7 +491,7 @@ bool readPipeline(Reading& r) {
         // Whether the record says anything of its schedule (its notes count even where they deny interleaving).
         const bool schedulesNamed =
             contains(notes, "interleav") ||
-            std::regex_search(sched, std::regex(R"(interleav|1f1b|gpipe|fill[- ]drain|bubble|\bzb|dualpipe|pipedream|looped|bfs|dfs)"));
+            std::regex_search(sched, std::regex(R"(interleav|1f1b|gpipe|fill[- ]drain|zero[- ]?bubble|\bzb|dualpipe|pipedream|looped ?bfs|\bbfs\b|\bdfs\b)"));
         // A denial ("1F1B non-interleaved", "without interleaving") is no interleaving.
         if (std::regex_search(sched, std::regex(R"((non|not|without|no)[- ]+interleav)"))) sched = namedSchedule.empty() ? "" : "1f1b";
         // A Megatron-LM, NeMo or MegaScale run that names no schedule at all. Megatron-LM's command line runs 1F1B

@@ -234,10 +234,13 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     c = load(ds);
     EXPECT_EQ(c.scenario.plan.vpp, 1);
     EXPECT_TRUE(mentions(c.assumptions, "vpp not stated: 1"));
-    // A schedule named 1F1B is 1F1B.
+    // A schedule named 1F1B is 1F1B; techniques that mention the pipeline's bubble name no schedule.
     r["plan"]["schedule"] = "1F1B";
     EXPECT_EQ(load(r).scenario.plan.vpp, 1);
     r["plan"].erase("schedule");
+    r["plan"]["techniques"] = "pipeline bubble kept small by many micro-batches";
+    EXPECT_EQ(load(r).scenario.plan.vpp, 4);
+    r["plan"].erase("techniques");
     // The record's notes say it: interleaved; notes that also deny it somewhere are no reading.
     r["notes"] = "Meta's 4D parallelism: interleaved 1F1B with tuned micro-batches per stage (section 3.3.2).";
     c = load(r);
