@@ -426,6 +426,15 @@ bool readRecomputeAndCheck(Reading& r) {
             recomputeKnown = true;
         }
     }
+    // In the record's prose: "pre-trained on 8K sequences without activation checkpointing" (Meta's Llama 3 report),
+    // "full activation checkpointing" in its techniques; said with the sentence it came from.
+    if (!recomputeKnown)
+        if (const auto said = recomputeInProse(text(pl, "techniques") + ". " + text(r.rec, "notes") + ". " +
+                                               text(pl, "activation_checkpointing"))) {
+            plan.recompute = said->first;
+            recomputeKnown = true;
+            r.assume("recompute " + toString(plan.recompute) + ", read from the record's words (\"" + said->second + "\")");
+        }
     // Megatron-core's CPU offloading of the first N layers' activations (cpu_offloading_num_layers, with
     // cpu_offloading on where stated): it runs without recompute, so an unstated recompute is none.
     const auto offloadLayers = integer(pl, "cpu_offloading_num_layers");

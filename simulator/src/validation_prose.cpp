@@ -370,6 +370,26 @@ Recompute parseRecompute(const std::string& s, bool& known) {
     return Recompute::None;
 }
 
+std::optional<std::pair<Recompute, std::string>> recomputeInProse(const std::string& words) {
+    static const std::regex sentenceRe(R"([^.;]+)");
+    // Activation checkpoints and recomputation, not a model's saved checkpoints.
+    static const std::regex aboutRe(
+        R"(activation[- ]+checkpoint|gradient[- ]+checkpoint|checkpoint[-_ ]+activations|recomput|\bac\b|\bsac\b)");
+    std::optional<std::pair<Recompute, std::string>> out;
+    const std::string w = lower(words);
+    for (auto it = std::sregex_iterator(w.begin(), w.end(), sentenceRe); it != std::sregex_iterator(); ++it) {
+        std::string sentence = it->str();
+        if (!std::regex_search(sentence, aboutRe)) continue;
+        bool known = false;
+        const Recompute rc = parseRecompute(sentence, known);
+        if (!known) continue;
+        sentence.erase(0, sentence.find_first_not_of(' '));
+        if (out && out->first != rc) return std::nullopt;
+        if (!out) out = std::pair<Recompute, std::string>{rc, sentence};
+    }
+    return out;
+}
+
 // ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
 int parseZero(const nlohmann::json& plan) {
     if (auto z = integer(plan, "zero")) return *z <= 3 ? static_cast<int>(*z) : -1;

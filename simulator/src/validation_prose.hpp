@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::sim::prose {
@@ -74,6 +75,10 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome);
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how);
 // Activation recompute from prose; `known` is false when the text says nothing recognisable.
 Recompute parseRecompute(const std::string& s, bool& known);
+// The recompute a record's prose (notes, techniques) states: the sentences that speak of activation checkpointing or
+// recomputation, each read as parseRecompute reads a recompute value; a reading only where they agree. The sentence
+// it came from is returned beside it.
+std::optional<std::pair<Recompute, std::string>> recomputeInProse(const std::string& words);
 // ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
 int parseZero(const nlohmann::json& plan);
 

@@ -320,6 +320,35 @@ TEST(ValidationRecord, TheContextParallelExchangeIsReadFromTheRecordOrSaid) {
     reads(r, CpComm::AllGather, "");
 }
 
+// A recompute stated only in the record's prose is read from it (Meta's Llama 3 report: 8K sequences "without
+// activation checkpointing"), said with its sentence; a model's saved checkpoints are not activation checkpoints,
+// sentences that disagree are no reading, and a recompute key wins.
+TEST(ValidationRecord, RecomputeStatedInProseIsRead) {
+    nlohmann::json r = llama405(8192, 1, 8192);
+    r["plan"].erase("recompute");
+    r["notes"] = "Checkpoints saved every 500 steps. Pre-trained on 8K sequences without activation checkpointing.";
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.recompute, Recompute::None);
+    EXPECT_TRUE(mentions(c.assumptions, "recompute none, read from the record's words (\"pre-trained on 8k sequences without "
+                                        "activation checkpointing\")"));
+    r.erase("notes");
+    r["plan"]["techniques"] = "4D parallelism; full activation checkpointing";
+    EXPECT_EQ(load(r).scenario.plan.recompute, Recompute::Full);
+    r["plan"]["techniques"] = "selective activation recompute (attention only)";
+    EXPECT_EQ(load(r).scenario.plan.recompute, Recompute::Selective);
+    // Saved checkpoints alone say nothing of recompute; two readings are none.
+    r["plan"]["techniques"] = "asynchronous checkpoints to a distributed file system";
+    EXPECT_TRUE(mentions(load(r).assumptions, "recompute not stated"));
+    r["plan"]["techniques"] = "no activation checkpointing at 8K. Full activation checkpointing at 128K";
+    EXPECT_TRUE(mentions(load(r).assumptions, "recompute not stated"));
+    // The plan's own key decides.
+    r["plan"]["techniques"] = "no activation checkpointing";
+    r["plan"]["recompute"] = "selective";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.recompute, Recompute::Selective);
+    EXPECT_FALSE(mentions(c.assumptions, "read from the record's words"));
+}
+
 // Where no chunk of two or more layers splits a stage's layers, an interleaved schedule without a count runs one layer
 // per virtual stage (NVIDIA's Nemotron-4 340B recipes: pp 8 x vp 12 over 96 layers). Megatron-LM's README 119B:
 // 92 layers on pp 4, 23 a stage (a prime): vpp 23.
