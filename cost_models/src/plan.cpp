@@ -69,6 +69,11 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     // amp: PyTorch autocast(bfloat16) over fp32 parameters, the plain-PyTorch recipe (torch.amp; HF Trainer --bf16,
     //      Lightning "bf16-mixed", nanoGPT): fp32 weights are the master (4), fp32 gradients (4, reduced in fp32),
     //      two moments: 16 B; the bf16 copies autocast makes are counted with the activations' lifetime (memory.cpp).
+    // fsdp_amp: PyTorch FSDP under torch.autocast with fp32 parameters gathered as they are kept, as Lightning's
+    //      FSDP "bf16-mixed" / "16-mixed" ran from 2.1 to 2.5 (lightning/fabric/plugins/precision/fsdp.py:
+    //      MixedPrecision(param_dtype=float32, reduce_dtype=buffer_dtype=bfloat16) inside torch.autocast): fp32
+    //      shards (4), fp32 gradient shards (4), two moments: 16 B; 4 B gathered, 2 B reduced; every weight cast
+    //      by autocast per GEMM and the residual stream in fp32, as amp.
     // fsdp_fp8: the fsdp recipe with FP8 GEMMs as torchao's Float8Linear runs them under FSDP2 (torchtitan's
     //      float8 converter): weights cast to FP8 per GEMM with dynamic scales, no cached FP8 copy (16 B); with
     //      fp8_param_gather (enable_fsdp_float8_all_gather) the shards are cast before the all-gather, 1 B moved.
@@ -84,6 +89,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
         {"fsdp_pure", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 2},
         {"fsdp_fp8", Dtype::Bf16, 4, 4, 0, 4, Dtype::Fp8, 0, 2, 4},
         {"amp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 0, 0, true},
+        {"fsdp_amp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 4, 2, true},
     };
     return recipes;
 }

@@ -47,7 +47,9 @@ std::string displayName(const Scenario& s) {
     return s.name.empty() ? std::string("(unnamed scenario)") : s.name;
 }
 
-bool isFsdpRecipe(const std::string& precision) { return precision == "fsdp" || precision == "fsdp_pure" || precision == "fsdp_fp8"; }
+bool isFsdpRecipe(const std::string& precision) {
+    return precision == "fsdp" || precision == "fsdp_pure" || precision == "fsdp_fp8" || precision == "fsdp_amp";
+}
 // FP8 GEMMs: Transformer Engine's recipe (fp8) or torchao's under FSDP (fsdp_fp8).
 bool isFp8Recipe(const std::string& precision) { return precision == "fp8" || precision == "fsdp_fp8"; }
 

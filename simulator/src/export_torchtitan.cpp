@@ -158,6 +158,10 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
         problems.add("/plan/precision",
                      "torchtitan applies mixed precision through fully_shard when it shards, casting the gathered "
                      "weights, not through torch.autocast; use precision fsdp");
+    else if (p.precision == "fsdp_amp")
+        problems.add("/plan/precision",
+                     "torchtitan's fully_shard gathers the weights cast to mixed_precision_param and runs no "
+                     "torch.autocast over fp32 gathers (Lightning's FSDP *-mixed); use precision fsdp_pure or fsdp");
     else if (p.precision == "amp" && (p.tp > 1 || p.pp > 1))
         problems.add("/plan/precision",
                      "torchtitan runs torch.autocast only under data parallelism alone (DDP or one device); with "

@@ -130,10 +130,31 @@ bool readPrecisionAndSharding(Reading& r) {
         const bool sixteenBitReduce = contains(prec, "pure") || (fp32Reduce && !*fp32Reduce) ||
                                       (!fp32Reduce && !trainerReducesFp32);
         plan.precision = sixteenBitReduce ? "fsdp_pure" : "fsdp";
+        // Lightning's FSDP "bf16-mixed" / "16-mixed" (Fabric, Trainer, lit-gpt): from 2.1 (2023-10) to 2.5 its
+        // MixedPrecision keeps param_dtype float32 and reduces in 16 bits inside torch.autocast
+        // (fabric/plugins/precision/fsdp.py): fp32 gathers, autocast's casts (recipe fsdp_amp). Before 2.1 and from
+        // 2.6 (pytorch-lightning#21361) it gathers in 16 bits: the 16-bit FSDP recipe.
+        const std::string fwWords = lower(text(pl, "framework") + " " + text(pl, "framework_version"));
+        bool lightningRead = false;
+        if (framework == "fsdp" && contains(prec, "mixed") && !fp32Reduce &&
+            (contains(fwWords, "lightning") || contains(fwWords, "fabric") || contains(fwWords, "lit-gpt") ||
+             contains(fwWords, "litgpt"))) {
+            std::smatch v;
+            int minor = -1, year = softwareYear(r.source);
+            if (std::regex_search(fwWords, v, std::regex(R"(\b2\.([0-9]+))"))) minor = std::stoi(v[1].str());
+            const bool fp32Gathers = minor >= 0 ? minor >= 1 && minor <= 5 : year >= 2023 && year <= 2025;
+            plan.precision = fp32Gathers ? "fsdp_amp" : "fsdp_pure";
+            lightningRead = true;
+            r.assume(std::string("Lightning's FSDP \"") + text(r.sys, "precision") + "\"" +
+                     (minor >= 0 ? " (Lightning 2." + std::to_string(minor) + ")" : year > 0 ? " (a " + std::to_string(year) + " source)" : "") +
+                     (fp32Gathers ? ": fp32 parameters gathered and autocast over them, gradients reduced in 16 bits "
+                                    "(param_dtype float32 from Lightning 2.1 to 2.5; recipe fsdp_amp)"
+                                  : ": parameters gathered and gradients reduced in 16 bits (Lightning before 2.1 and from 2.6)"));
+        }
         if (prec.empty() || contains(prec, "not stated"))
             r.assume(std::string("precision not stated: FSDP mixed precision (fp32 shards, 16-bit compute and gathers, ") +
                      (sixteenBitReduce ? "16-bit" : "fp32") + " reduction)");
-        if (sixteenBitReduce && !fp32Reduce && !contains(prec, "pure"))
+        if (sixteenBitReduce && !fp32Reduce && !contains(prec, "pure") && !lightningRead)
             r.assume("FSDP gradients reduced in 16 bits (reduce dtype not stated: PyTorch FSDP's reduce_dtype takes "
                      "param_dtype, FairScale reduces in fp16, Accelerate and Lightning use one dtype; only Composer's "
                      "DEFAULT and torchtitan reduce in fp32)");
@@ -209,8 +230,10 @@ bool readPrecisionAndSharding(Reading& r) {
     // fp16 keeps 16-bit gradients: Megatron-LM's --accumulate-allreduce-grads-in-fp32 is a store_true flag that only
     // --bf16 forces on (megatron/arguments.py, 2021 to today); DeepSpeed's fp16 path (FP16_Optimizer, ZeRO-1/2)
     // accumulates and reduces the fp16 .grad, where its bf16 path keeps fp32 gradients (bf16_optimizer.py).
-    const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16")) && !contains(prec, "bf16") &&
-                          !contains(prec, "bfloat16");
+    // Lightning's "16-mixed" / "16-true" are fp16 too.
+    const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16") || contains(prec, "16-mixed") ||
+                           contains(prec, "16-true")) &&
+                          !contains(prec, "bf16") && !contains(prec, "bfloat16");
     // The 16-bit type itself: fp16 runs compute in fp16 (the only one Volta has; on Ampere and later the same rate).
     if (fp16Only && !contains(plan.precision, "fp8") && !plan.framework.halfDtype) plan.framework.halfDtype = "fp16";
     if ((framework == "megatron" || framework == "deepspeed") && fp16Only && !plan.framework.gradReduceInFp32 &&

@@ -577,6 +577,15 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     EXPECT_DOUBLE_EQ(gathered, bytesOf("megatron", "zero3_all_gather_params"));
     EXPECT_DOUBLE_EQ(bytesOf("fsdp", "dp_reduce_scatter_grads"), 2.0 * gathered);     // fp32
     EXPECT_DOUBLE_EQ(bytesOf("fsdp_pure", "dp_reduce_scatter_grads"), gathered);      // bf16
+    // Lightning's FSDP *-mixed (fsdp_amp): fp32 parameters gathered (twice the bytes), gradients reduced in bf16,
+    // and the same 16 B of model state.
+    EXPECT_DOUBLE_EQ(bytesOf("fsdp_amp", "zero3_all_gather_params"), 2.0 * gathered);
+    EXPECT_DOUBLE_EQ(bytesOf("fsdp_amp", "dp_reduce_scatter_grads"), gathered);
+    p.precision = "fsdp_amp";
+    const auto amp = predictMemory(llama, c, p).stages.front();
+    EXPECT_DOUBLE_EQ(amp.weightsBytes + amp.gradsBytes + amp.optimizerBytes,
+                     fsdp.weightsBytes + fsdp.gradsBytes + fsdp.optimizerBytes);
+    EXPECT_DOUBLE_EQ(amp.other.zero3GatherBytes, 2.0 * fsdp.other.zero3GatherBytes);
 }
 
 // Llama 3 8B under torchtitan of 2026: tp 1, pp 4, dp 2, 8 micro-batches of one sequence, full recompute.

@@ -90,6 +90,11 @@ TEST(ExportTorchtitan, FsdpMixedPrecisionIsWrittenAndRefusedElsewhere) {
     EXPECT_EQ(t.at("training.mixed_precision_reduce"), "float32");
     EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/precision"));
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
+    // Lightning's fp32 gathers under autocast (fsdp_amp) are none of the three.
+    s.plan.precision = "fsdp_amp";
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Torchtitan), "/plan/precision"));
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/precision"));
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
 }
 
 TEST(ExportTorchtitan, AnFp16PlanGathersFloat16) {

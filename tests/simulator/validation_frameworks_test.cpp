@@ -50,6 +50,40 @@ TEST(ValidationRecord, FsdpReducesIn16BitsUnlessItsTrainerReducesInFp32) {
     EXPECT_EQ(load(r).scenario.plan.precision, "fsdp_pure");
 }
 
+// Lightning's FSDP "bf16-mixed" from 2.1 to 2.5 keeps param_dtype float32 inside torch.autocast and reduces in
+// bf16 (fabric/plugins/precision/fsdp.py): recipe fsdp_amp, said; before 2.1 and from 2.6 it gathers in 16 bits.
+// TinyLlama (lit-gpt on Fabric, lightning 2.1.2) is such a run; "16-mixed" is fp16.
+TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
+    nlohmann::json r = record();
+    dataParallelOnly(r);
+    r["source"] = "jzhang38/TinyLlama README (2023-09)";
+    r["plan"]["zero"] = 3;
+    r["plan"]["framework"] = "lit-gpt (Lightning Fabric FSDP)";
+    r["system"]["precision"] = "bf16-mixed";
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.precision, "fsdp_amp");
+    EXPECT_EQ(precisionRecipeOf(c.scenario.plan).paramGatherBytes(), 4);
+    EXPECT_EQ(precisionRecipeOf(c.scenario.plan).gradReduceBytes(), 2);
+    EXPECT_TRUE(precisionRecipeOf(c.scenario.plan).autocast);
+    EXPECT_TRUE(mentions(c.assumptions, "Lightning's FSDP \"bf16-mixed\" (a 2023 source): fp32 parameters gathered"));
+    EXPECT_FALSE(mentions(c.assumptions, "FSDP gradients reduced in 16 bits"));
+    r["plan"]["framework"] = "Lightning 2.0.9 (FSDPStrategy)";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.precision, "fsdp_pure");
+    EXPECT_TRUE(mentions(c.assumptions, "(Lightning 2.0): parameters gathered and gradients reduced in 16 bits"));
+    r["plan"]["framework"] = "Lightning 2.6 (FSDPStrategy)";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp_pure");
+    r["plan"]["framework"] = "Lightning Fabric FSDP";
+    r["system"]["precision"] = "16-mixed";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.precision, "fsdp_amp");
+    EXPECT_EQ(halfDtypeOf(c.scenario.plan.framework), "fp16");
+    // A reduce dtype the record states decides as before.
+    r["system"]["precision"] = "bf16-mixed";
+    r["plan"]["reduce_dtype"] = "float32";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp");
+}
+
 TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     // torchtitan's Llama 3.1 benchmarks (benchmarks/llama3_h100_202412_torchtitan.md) ran on Meta's Grand Teton
     // H100: 96 GB of HBM2e at 2.4 TB/s, 500 W. Read as the 80 GB part, its 82.4 GiB FSDP run could not fit.
