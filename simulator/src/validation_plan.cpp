@@ -544,6 +544,9 @@ bool readPipeline(Reading& r) {
         else if (v > 1)
             r.assume(how + ": vpp = " + std::to_string(v) + " (about two layers per virtual stage, the median of NVIDIA's "
                      "published recipes)");
+        else if (contains(sched, "interleav") && microBatches % plan.pp != 0)
+            r.assume(how + ", but its " + std::to_string(microBatches) + " micro-batches a step do not divide by pp = " +
+                     std::to_string(plan.pp) + ", as Megatron-LM's interleaved schedule needs: 1F1B");
         else if (contains(sched, "interleav"))
             r.assume(how + ", and no split of one or two layers per virtual stage fits: 1F1B");
         else

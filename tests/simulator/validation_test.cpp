@@ -254,7 +254,7 @@ TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEac
     r["plan"]["global_batch"] = 64 * 15;
     c = load(r);
     EXPECT_EQ(c.scenario.plan.vpp, 1);
-    EXPECT_TRUE(mentions(c.assumptions, "no split of one or two layers per virtual stage fits"));
+    EXPECT_TRUE(mentions(c.assumptions, "but its 15 micro-batches a step do not divide by pp = 16"));
 
     // Meta's own words on top: one layer fewer on the first and the last stage. The inferred vpp 4 does not
     // divide 7, which Megatron-LM's rule would refuse; the vpp is tessel's reading, so the missing layer comes
@@ -363,6 +363,11 @@ TEST(ValidationRecord, AnInterleavedScheduleFallsBackToOneLayerPerVirtualStage) 
     EXPECT_EQ(c.scenario.plan.vpp, 23);
     EXPECT_EQ(c.scenario.plan.schedule, Schedule::Interleaved1F1B);
     EXPECT_TRUE(mentions(c.assumptions, "vpp = 23 (one layer per virtual stage; no split of two or more fits)"));
+    // 93 layers on pp 4 split no way (23.25 a stage, 95 with the embedding and loss neither): 1F1B, said.
+    r["model"]["layers"] = 93;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 1);
+    EXPECT_TRUE(mentions(c.assumptions, "no split of one or two layers per virtual stage fits: 1F1B"));
     // 96 layers on pp 12: two layers per virtual stage (vpp 4), not one.
     r["model"]["layers"] = 96;
     r["plan"]["pp"] = 12;
