@@ -695,6 +695,23 @@ bool readFramework(Reading& r) {
     } else if (contains(lower(text(pl, "techniques") + " " + text(pl, "framework")), "compile")) {
         if (!plan.framework.fusedKernels) plan.framework.fusedKernels = true;
     }
+    // Hugging Face Transformers' model code (Trainer, Accelerate, TRL) runs its norms, rotary embedding and gated
+    // activation as separate PyTorch ops (modeling_llama.py: LlamaRMSNorm, apply_rotary_pos_emb, act_fn(gate_proj)
+    // * up_proj) whichever engine shards it: eager, unless compiled (above) or a kernel library replaces them.
+    {
+        const std::string words = lower(text(pl, "framework") + " " + text(pl, "techniques"));
+        const bool hfModelCode = contains(words, "hugging face") || contains(words, "huggingface") ||
+                                 contains(words, "hf trainer") || contains(words, "transformers") ||
+                                 contains(words, "accelerate") || std::regex_search(words, std::regex(R"(\btrl\b)"));
+        const bool kernelLibrary =
+            contains(words, "liger") || contains(words, "unsloth") ||
+            std::regex_search(words, std::regex(R"(fused[- ](kernels?|rms ?norm|layer ?norm|norms?|rope|rotary|swiglu|mlp))"));
+        if (hfModelCode && !kernelLibrary && !plan.framework.fusedKernels) {
+            plan.framework.fusedKernels = false;
+            r.assume("Hugging Face Transformers' model code: norms, rotary embedding and activations as separate PyTorch "
+                     "ops (fused_kernels off; compile or a kernel library such as Liger would fuse them)");
+        }
+    }
 
     // llm-foundry (MosaicML's MPT benchmarks): its flash_attn_fn gathers q, k, v into flash-attn's unpadded layout
     // and scatters the output back. Its other ops are one kernel each either way (LayerNorm, GELU), and its loss

@@ -84,6 +84,31 @@ TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
     EXPECT_EQ(load(r).scenario.plan.precision, "fsdp");
 }
 
+// Hugging Face Transformers' model code runs its norms, rotary embedding and activations as separate PyTorch ops
+// under whichever engine shards it (Trainer + DeepSpeed here): eager, said; compiled or with a kernel library
+// (Liger, fused RMSNorm) it is fused, and a Megatron-DeepSpeed model keeps its fused kernels. A fused optimizer
+// fuses no model kernel.
+TEST(ValidationRecord, HuggingFaceModelCodeRunsEager) {
+    nlohmann::json r = record();
+    dataParallelOnly(r);
+    r["plan"]["zero"] = 3;
+    r["plan"]["framework"] = "Hugging Face Trainer + DeepSpeed ZeRO-3";
+    r["plan"]["techniques"] = "fused AdamW";
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.framework.fusedKernels, std::optional<bool>(false));
+    EXPECT_TRUE(mentions(c.assumptions, "Hugging Face Transformers' model code"));
+    r["plan"]["techniques"] = "Liger kernels (fused RMSNorm, RoPE, SwiGLU, cross-entropy)";
+    EXPECT_TRUE(fusedKernelsOf(load(r).scenario.plan.framework));
+    r["plan"].erase("techniques");
+    r["plan"]["compile"] = true;
+    EXPECT_EQ(load(r).scenario.plan.framework.fusedKernels, std::optional<bool>(true));
+    r["plan"].erase("compile");
+    r["plan"]["framework"] = "Megatron-DeepSpeed";
+    c = load(r);
+    EXPECT_FALSE(mentions(c.assumptions, "Hugging Face Transformers' model code"));
+    EXPECT_TRUE(fusedKernelsOf(c.scenario.plan.framework));
+}
+
 TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     // torchtitan's Llama 3.1 benchmarks (benchmarks/llama3_h100_202412_torchtitan.md) ran on Meta's Grand Teton
     // H100: 96 GB of HBM2e at 2.4 TB/s, 500 W. Read as the 80 GB part, its 82.4 GiB FSDP run could not fit.
