@@ -306,9 +306,16 @@ namespace compute_detail {
 // step's accumulated gradients: a memory-bound weight-gradient op (FORMULAS.md §3.6).
 void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
                          const PrecisionRecipe& recipe) {
-    const double perParameter = gradAccumulationBytesPerParameter(
+    double perParameter = gradAccumulationBytesPerParameter(
         plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(), plan.microBatchesPerStep(), recipe.weightBytes,
         recipe.gradBytes, recipe.autocast);
+    // FSDP's no_sync: autograd adds each later micro-batch's gradient into the unsharded one, in the gathered
+    // parameter's dtype (reads both, writes one), with no reduce-scatter between.
+    if (fsdpReducesOncePerStep(plan.framework, plan.pp, plan.zeroStage) &&
+        !fsdpGathersOncePerStep(plan.framework, plan.pp, plan.zeroStage)) {
+        const double m = std::max(1, plan.microBatchesPerStep());
+        perParameter = 3.0 * recipe.paramGatherBytes() * (m - 1.0) / m;
+    }
     if (!(perParameter > 0.0) || !(parameters > 0.0)) return;
     OpCost op = memoryOp("grad_accumulate", "grad_accumulate_backward", perParameter * parameters);
     op.seconds = opSeconds(op, cluster, recipe.computeDtype);

@@ -29,7 +29,8 @@ const std::vector<FrameworkFlag>& frameworkFlags() {
                                                   {"fp8_param_gather", &FrameworkSettings::fp8ParamGather},
                                                   {"foreach_optimizer", &FrameworkSettings::foreachOptimizer},
                                                   {"checkpoint_early_stop", &FrameworkSettings::checkpointEarlyStop},
-                                                  {"store_param_remainders", &FrameworkSettings::storeParamRemainders}};
+                                                  {"store_param_remainders", &FrameworkSettings::storeParamRemainders},
+                                                  {"grad_sync_each_micro_batch", &FrameworkSettings::gradSyncEachMicroBatch}};
     return flags;
 }
 
@@ -225,6 +226,11 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
     return f.name == "torchtitan" && pp > 1 && zeroStage >= 3 && !f.reshardAfterForward.value_or(false);
 }
 
+bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
+    return fsdpGathersOncePerStep(f, pp, zeroStage) ||
+           ((f.name == "fsdp" || f.name == "torchtitan") && zeroStage >= 2 && !f.gradSyncEachMicroBatch.value_or(true));
+}
+
 bool torchPipeliningOf(const FrameworkSettings& f, int pp) { return f.name == "torchtitan" && pp > 1; }
 
 RetainedStageOutputs torchPipeliningRetainedOutputsOf(const FrameworkSettings& f, int pp) {
@@ -287,8 +293,8 @@ OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int
     o.storeParamRemainders = storeParamRemaindersDefault(f, false);
     bool* resolved[] = {&o.overlapGradReduce, &o.overlapParamGather, &o.tpCommOverlap,    &o.asyncTpGradReduce, &o.overlapP2pComm,
                         &o.reshardAfterForward, &o.backwardPrefetch, &o.fusedKernels, &o.gradReduceInFp32, &o.fp8ParamGather,
-                        &o.foreachOptimizer, &o.checkpointEarlyStop, &o.storeParamRemainders};
-    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 13, "one resolved value per framework flag");
+                        &o.foreachOptimizer, &o.checkpointEarlyStop, &o.storeParamRemainders, &o.gradSyncEachMicroBatch};
+    static_assert(sizeof(resolved) / sizeof(resolved[0]) == 14, "one resolved value per framework flag");
     for (size_t i = 0; i < frameworkFlags().size(); ++i) {
         const FrameworkFlag& flag = frameworkFlags()[i];
         if (f.*flag.member) *resolved[i] = *(f.*flag.member);

@@ -95,7 +95,7 @@ double autocastCopiedParameters(const ModelConfig& m, const Plan& p) {
 bool fsdpReducesPerUnit(const Plan& plan, int z) {
     const std::string& name = plan.framework.name;
     return (name == "fsdp" || name == "torchtitan") && z >= 2 && plan.zeroShardSize() >= 2 &&
-           !fsdpGathersOncePerStep(plan.framework, plan.pp, z);
+           !fsdpReducesOncePerStep(plan.framework, plan.pp, z);
 }
 
 } // namespace
@@ -550,8 +550,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // the reduce dtype until the step's one reduce-scatter (FSDP2's to_accumulated_grad_if_needed).
         st.weightsBytes += params.total() * recipe.paramGatherBytes();
         st.gradsBytes += params.total() * recipe.gradReduceBytes();
-    } else if (z >= 3) {
-        o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
+    } else {
+        if (z >= 3)
+            o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
+        // FSDP's no_sync (fsdpReducesOncePerStep without the once-a-step gathers): each unit's unsharded gradient,
+        // in the dtype of the unsharded parameter it belongs to, kept from the first micro-batch's backward to the
+        // step's one reduce-scatter.
+        if (fsdpReducesOncePerStep(plan.framework, plan.pp, z)) st.gradsBytes += params.total() * recipe.paramGatherBytes();
     }
     if (torchPipeliningOf(plan.framework, plan.pp)) {
         // torch.distributed.pipelining (torchPipeliningOf): each of the rank's virtual stages but the model's first

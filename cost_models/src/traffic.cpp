@@ -308,6 +308,9 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
     // Under hybrid sharding (zero_replicas > 1) ZeRO's gathers and reduce-scatters stay in the replica's shard group.
     std::vector<Part> parts{{"dense", params.dense, plan.zeroStage >= 1 ? zeroGroupKind(plan, false) : denseGroup}};
     if (params.expert > 0.0) parts.push_back({"expert", params.expert, zeroGroupKind(plan, true)});
+    // ZeRO-2/3 reduce-scatter every micro-batch, but once a step under FSDP's no_sync or torchtitan's pipelining.
+    const CommPhase reducePhase =
+        fsdpReducesOncePerStep(plan.framework, plan.pp, plan.zeroStage) ? CommPhase::PerStep : CommPhase::PerMicroBatch;
     for (const auto& part : parts) {
         const std::string tag = part.tag;
         const double grads = part.params * recipe.gradReduceBytes();
@@ -328,14 +331,14 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             break;
         case 2:
             // ZeRO-2: gradients are partitioned, so each micro-batch's gradients are reduce-scattered.
-            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerMicroBatch);
+            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, reducePhase);
             b.add("dp_all_gather_params_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerStep);
             break;
         default:
             // ZeRO-3: parameters gathered for forward and again for backward, every micro-batch.
             b.add("zero3_all_gather_params_fwd_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerMicroBatch);
             b.add("zero3_all_gather_params_bwd_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerMicroBatch);
-            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, CommPhase::PerMicroBatch);
+            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, reducePhase);
             break;
         }
         if (plan.zeroReplicas > 1 && plan.zeroStage >= 1) {
@@ -343,7 +346,7 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             const bool expert = tag == "expert";
             const double shards = plan.zeroReduceGroupSize(expert);
             b.add("dp_all_reduce_grads_across_replicas_" + tag, zeroGroupKind(plan, expert, true), Primitive::AllReduce,
-                  grads / shards, plan.zeroStage == 1 ? CommPhase::PerStep : CommPhase::PerMicroBatch);
+                  grads / shards, plan.zeroStage == 1 ? CommPhase::PerStep : reducePhase);
         }
     }
     return b.ops;

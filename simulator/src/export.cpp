@@ -574,6 +574,11 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "DeepSpeed does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    // ZeRO-2/3 reduce (DeepSpeed's reduce_scatter / ipg buckets) every micro-batch's gradients.
+    if (p.zeroStage >= 2 && !p.framework.gradSyncEachMicroBatch.value_or(true))
+        problems.add("/plan/grad_sync_each_micro_batch",
+                     "DeepSpeed's ZeRO-2/3 reduce every micro-batch's gradients into their partitions (no no_sync); "
+                     "set grad_sync_each_micro_batch true");
     if (p.precision == "amp")
         problems.add("/plan/precision",
                      "tessel exports DeepSpeed's bf16 mode (bf16 weights, an fp32 master in the optimizer), not "

@@ -152,6 +152,12 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
+    // torchtitan's train_step reduce-scatters every micro-batch's gradients under FSDP2 (no
+    // set_requires_gradient_sync toggling); only its pipelining reduces once a step.
+    if (p.zeroStage >= 2 && p.pp == 1 && !p.framework.gradSyncEachMicroBatch.value_or(true))
+        problems.add("/plan/grad_sync_each_micro_batch",
+                     "torchtitan reduce-scatters every micro-batch's gradients (FSDP2 without no_sync between them); "
+                     "set grad_sync_each_micro_batch true");
     // torchtitan's mixed_precision_param takes effect through fully_shard when it shards (dp_shard or cp > 1)
     // and through torch.autocast only under DDP or on one device with no other parallelism (its config docs).
     if (p.precision == "amp" && (p.zeroStage >= 3 || p.cp > 1))

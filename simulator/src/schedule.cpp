@@ -321,6 +321,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         int previousCompute = -1;
         // FSDP under torchtitan's pipelining: each chunk gathered once a step, reduced once (fsdpGathersOncePerStep).
         const bool oncePerStep = fsdpGathersOncePerStep(plan.framework, plan.pp, plan.zeroStage);
+        // ... and FSDP's no_sync, which gathers every micro-batch but reduces once (fsdpReducesOncePerStep).
+        const bool reducesOncePerStep = fsdpReducesOncePerStep(plan.framework, plan.pp, plan.zeroStage);
         std::set<int> gatheredChunks;
         auto zero3Gather = [&](const Action& c, const char* name, bool prefetch) {
             if (plan.zeroStage < 3) return -1;
@@ -451,7 +453,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             }
             const bool producesGrads = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
             if (producesGrads) {
-                if (oncePerStep) {
+                if (reducesOncePerStep) {
                     if (lastGradOfChunk[c.chunk] == i) gradReduce(idx, c, false, true);
                 } else if (plan.zeroStage >= 2) gradReduce(idx, c, true, ov.overlapGradReduce);
                 else if (lastGradOfChunk[c.chunk] == i) {

@@ -369,6 +369,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
     const OverlapSettings& ov = ctx.overlapOf(plan);
     DpCosts out;
     const bool oncePerStep = fsdpGathersOncePerStep(plan.framework, plan.pp, z);
+    const bool reducesOncePerStep = fsdpReducesOncePerStep(plan.framework, plan.pp, z); // and FSDP's no_sync
     for (int slot = 0; slot < 2; ++slot) {
         const int stage = slot == 0 ? 0 : p - 1;
         double minLastBucket = std::numeric_limits<double>::infinity();
@@ -404,7 +405,7 @@ DpCosts dpCosts(const SearchContext& ctx, const Plan& plan, const DpPlacements& 
                     bucket += cost(Primitive::AllReduce, params * recipe.gradReduceBytes() / buckets / shards,
                                    part == 0 ? place.denseReplicas : place.expertReplicas);
                 }
-                (z >= 2 && !oncePerStep ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
+                (z >= 2 && !reducesOncePerStep ? out.perMicroBatch : out.perStep)[static_cast<size_t>(slot)] += buckets * bucket;
                 reduceTotal += buckets * bucket;
                 lastBucket += bucket;
                 if (z == 1 || z == 2) {

@@ -711,6 +711,18 @@ bool readFramework(Reading& r) {
             r.assume("Hugging Face Transformers' model code: norms, rotary embedding and activations as separate PyTorch "
                      "ops (fused_kernels off; compile or a kernel library such as Liger would fuse them)");
         }
+        // Gradient accumulation without synchronisation: the Hugging Face Trainer's loop (Accelerate's accumulate)
+        // and Lightning Fabric's no_backward_sync (lit-gpt's pretraining loops) run FSDP's no_sync between
+        // micro-batches, reduce-scattering once a step.
+        const bool lightning = contains(words, "lightning") || contains(words, "fabric") || contains(words, "lit-gpt") ||
+                               contains(words, "litgpt");
+        const int64_t accumulation = plan.globalBatch / std::max<int64_t>(1, int64_t{plan.microBatch} * plan.dp);
+        if (framework == "fsdp" && (hfModelCode || lightning) && accumulation > 1 && !plan.framework.gradSyncEachMicroBatch) {
+            plan.framework.gradSyncEachMicroBatch = false;
+            r.assume(std::string(lightning ? "Lightning Fabric's no_backward_sync" : "Hugging Face Accelerate's accumulate") +
+                     ": FSDP's no_sync over the " + std::to_string(accumulation) + " micro-batches a step, the unsharded "
+                     "gradients kept and reduce-scattered once (grad_sync_each_micro_batch false)");
+        }
     }
 
     // llm-foundry (MosaicML's MPT benchmarks): its flash_attn_fn gathers q, k, v into flash-attn's unpadded layout

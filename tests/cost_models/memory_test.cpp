@@ -588,6 +588,49 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     EXPECT_DOUBLE_EQ(amp.other.zero3GatherBytes, 2.0 * fsdp.other.zero3GatherBytes);
 }
 
+// FSDP's no_sync (grad_sync_each_micro_batch false: Accelerate's accumulate, Fabric's no_backward_sync): the
+// gathers stay per micro-batch, the reduce-scatter runs once a step, and every unit's unsharded gradient (in the
+// gathered dtype) is kept until then. By hand, Llama 3 8B on 8 GPUs, 4 micro-batches: + N x 2 B of gradients.
+TEST(Memory, FsdpNoSyncKeepsTheUnshardedGradientsAndReducesOnceAStep) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    p.zeroStage = 3;
+    p.globalBatch = 32;
+    p.recompute = Recompute::Full;
+    p.precision = "fsdp";
+    p.framework.name = "fsdp";
+    const auto sync = predictMemory(llama, c, p).stages.front();
+    auto phaseOf = [&](const Plan& q, const std::string& prefix) {
+        for (const auto& op : dataParallelCommOps(llama, c, q, 0))
+            if (op.name.rfind(prefix, 0) == 0) return op.phase;
+        return CommPhase::PerStep;
+    };
+    EXPECT_EQ(phaseOf(p, "dp_reduce_scatter_grads"), CommPhase::PerMicroBatch);
+    p.framework.gradSyncEachMicroBatch = false;
+    const auto noSync = predictMemory(llama, c, p).stages.front();
+    const double params = sync.weightsBytes / (4.0 / 8.0); // fp32 shards, 4 B / 8
+    EXPECT_NEAR(noSync.gradsBytes - sync.gradsBytes, 2.0 * params, 1.0);
+    EXPECT_DOUBLE_EQ(noSync.other.zero3GatherBytes, sync.other.zero3GatherBytes); // still gathered per unit
+    EXPECT_EQ(phaseOf(p, "dp_reduce_scatter_grads"), CommPhase::PerStep);
+    EXPECT_EQ(phaseOf(p, "zero3_all_gather_params_fwd"), CommPhase::PerMicroBatch);
+    // Lightning's fp32 gathers (fsdp_amp) keep fp32 unsharded gradients.
+    p.precision = "fsdp_amp";
+    Plan synced = p;
+    synced.framework.gradSyncEachMicroBatch = true;
+    EXPECT_NEAR(predictMemory(llama, c, p).stages.front().gradsBytes -
+                    predictMemory(llama, c, synced).stages.front().gradsBytes,
+                4.0 * params, 1.0);
+    // Megatron-LM's and DeepSpeed's engines have no such switch: the flag moves nothing there.
+    p.precision = "fsdp";
+    p.framework.name = "deepspeed";
+    synced = p;
+    synced.framework.gradSyncEachMicroBatch = true;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.front().gradsBytes,
+                     predictMemory(llama, c, synced).stages.front().gradsBytes);
+}
+
 // Llama 3 8B under torchtitan of 2026: tp 1, pp 4, dp 2, 8 micro-batches of one sequence, full recompute.
 Plan torchtitanPipelinePlan() {
     Plan p = test::plan3d(1, 4, 2, 1, 16, "torchtitan", "2026");

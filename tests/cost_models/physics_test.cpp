@@ -465,7 +465,8 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_FALSE(o.foreachOptimizer);   // fused Adam (Apex / Transformer Engine)
     EXPECT_FALSE(o.storeParamRemainders); // an fp32 master unless the precision-aware optimizer is asked for
     EXPECT_FALSE(o.checkpointEarlyStop);  // Megatron's own reentrant checkpoint reruns the whole forward
-    EXPECT_EQ(o.defaulted.size(), 13u);
+    EXPECT_TRUE(o.gradSyncEachMicroBatch); // no FSDP no_sync unless stated
+    EXPECT_EQ(o.defaulted.size(), 14u);
     f.ddpImpl = "torch";
     f.version = "2022";
     o = resolveOverlap(f, true, 0);
@@ -478,7 +479,7 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     f.overlapP2pComm = true;
     o = resolveOverlap(f, false, 0);
     EXPECT_TRUE(o.overlapP2pComm);
-    EXPECT_EQ(o.defaulted.size(), 12u);
+    EXPECT_EQ(o.defaulted.size(), 13u);
     // torchtitan runs eager PyTorch ops unless torch.compile (FORMULAS.md §3.4); stated, the plan wins.
     FrameworkSettings titan;
     titan.name = "torchtitan";

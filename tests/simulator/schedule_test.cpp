@@ -222,6 +222,29 @@ TEST(ScheduleContent, DataParallelCollectivesPerZeroStage) {
     EXPECT_EQ(count(0, "embedding_grad_all_reduce"), 1); // tied embeddings on stages 0 and 1
 }
 
+// FSDP's no_sync (grad_sync_each_micro_batch false): the gathers stay per micro-batch, the reduce-scatter runs once,
+// after the last micro-batch's backward; DeepSpeed's ZeRO-3 has no such switch.
+TEST(ScheduleContent, FsdpNoSyncReducesOnceAStep) {
+    ModelConfig model = test::megatronStyleModel(8, 256, 4, 1000, 128);
+    auto count = [&](const Plan& p, const std::string& name) {
+        ActionSchedule s = buildSchedule(model, p);
+        int n = 0;
+        for (const auto& a : s.stages[0].actions) n += a.kind == ActionKind::Collective && a.name == name;
+        return n;
+    };
+    Plan p = pipelinePlan(1, 8, Schedule::OneFOneB);
+    p.dp = 2;
+    p.zeroStage = 3;
+    p.framework.name = "fsdp";
+    EXPECT_EQ(count(p, "dp_reduce_scatter_grads"), 4);
+    p.framework.gradSyncEachMicroBatch = false;
+    EXPECT_EQ(count(p, "dp_reduce_scatter_grads"), 1);
+    EXPECT_EQ(count(p, "zero3_all_gather_params_fwd"), 4);
+    EXPECT_EQ(count(p, "zero3_all_gather_params_bwd"), 4);
+    p.framework.name = "deepspeed";
+    EXPECT_EQ(count(p, "dp_reduce_scatter_grads"), 4);
+}
+
 // torchtitan's FSDP under pipelining (parallelize_llama.py, PipelineStage): no resharding after forward and
 // gradients synced on the last backward only, so each chunk is gathered once a step and reduce-scattered once,
 // after its last backward; a plan that states reshard_after_forward true gathers per micro-batch again.

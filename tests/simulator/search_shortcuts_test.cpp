@@ -153,6 +153,7 @@ TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
                 if (i % 2) c.plan.framework.reshardAfterForward = false;
                 if (i % 3 == 0) c.plan.framework.overlapParamGather = true;
                 if (i % 4 == 1) c.plan.framework.moeDispatcher = "flex"; // the dispatcher's two legs where EP spans nodes
+                if ((i / 5) % 3 == 2) c.plan.framework.gradSyncEachMicroBatch = false; // FSDP's no_sync
                 // Megatron-core's batch-level EP overlap, wherever the plan can run it.
                 if (i % 3 != 1 && c.model.moe && c.plan.ep > 1 && c.plan.recompute != Recompute::Full &&
                     (c.plan.pp == 1 || c.plan.vpp > 1))

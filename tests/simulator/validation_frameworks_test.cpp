@@ -82,6 +82,23 @@ TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
     r["system"]["precision"] = "bf16-mixed";
     r["plan"]["reduce_dtype"] = "float32";
     EXPECT_EQ(load(r).scenario.plan.precision, "fsdp");
+    // Accumulating over micro-batches, Fabric's no_backward_sync is FSDP's no_sync (one reduce-scatter a step),
+    // said; one micro-batch a step has nothing to accumulate, and a stated flag wins.
+    EXPECT_EQ(load(r).scenario.plan.framework.gradSyncEachMicroBatch, std::nullopt);
+    r["plan"]["global_batch"] = 32 * 2 * 4;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.framework.gradSyncEachMicroBatch, std::optional<bool>(false));
+    EXPECT_TRUE(mentions(c.assumptions, "Lightning Fabric's no_backward_sync: FSDP's no_sync over the 4 micro-batches"));
+    r["plan"]["grad_sync_each_micro_batch"] = true;
+    EXPECT_EQ(load(r).scenario.plan.framework.gradSyncEachMicroBatch, std::optional<bool>(true));
+    // The Hugging Face Trainer accumulates through Accelerate's no_sync too; torchtitan and Composer do not.
+    r["plan"].erase("grad_sync_each_micro_batch");
+    r["plan"]["framework"] = "Hugging Face Trainer (FSDP)";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.framework.gradSyncEachMicroBatch, std::optional<bool>(false));
+    EXPECT_TRUE(mentions(c.assumptions, "Hugging Face Accelerate's accumulate"));
+    r["plan"]["framework"] = "Composer (FSDP)";
+    EXPECT_EQ(load(r).scenario.plan.framework.gradSyncEachMicroBatch, std::nullopt);
 }
 
 // Hugging Face Transformers' model code runs its norms, rotary embedding and activations as separate PyTorch ops

@@ -39,6 +39,10 @@ struct FrameworkSettings {
     std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
     std::optional<bool> foreachOptimizer;        // AdamW as torch.optim's foreach ops, not one fused kernel
     std::optional<bool> checkpointEarlyStop;     // full recompute stops once every saved tensor is back (torch non-reentrant)
+    // ZeRO-2/3 and FSDP reduce-scatter each micro-batch's gradients (true); false: gradient accumulation without
+    // synchronisation, FSDP's no_sync (Hugging Face Accelerate's accumulate, Lightning Fabric's no_backward_sync):
+    // the unsharded gradients kept until the step's last micro-batch reduces them once (fsdpReducesOncePerStep).
+    std::optional<bool> gradSyncEachMicroBatch;
     // The distributed optimizer keeps the fp32 master as the 16 low bits each bf16 weight lacks (2 B, not 4):
     // Apex DistributedFusedAdam (NeMo 1's distributed_fused_adam), Transformer Engine's FusedAdam under
     // Megatron-core's precision-aware optimizer. Unset: storeParamRemaindersOf.
@@ -96,6 +100,7 @@ struct OverlapSettings {
     bool foreachOptimizer = false;
     bool checkpointEarlyStop = false;
     bool storeParamRemainders = false;   // as for a bf16 plan (FP8 ones: storeParamRemaindersOf)
+    bool gradSyncEachMicroBatch = true;
     std::vector<std::string> defaulted;  // "overlap_grad_reduce = false (megatron 2023 default)", ...
 };
 
@@ -245,6 +250,10 @@ FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int 
 // parameters once a step and keeps them, accumulates unsharded gradients in the reduce dtype, and reduce-scatters
 // them once at the step's end (FORMULAS.md §2, §5). A plan that states reshard_after_forward true does not.
 bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
+// Gradients reduce-scattered once a step, the whole unsharded gradient kept until then: FSDP under torchtitan's
+// pipelining (fsdpGathersOncePerStep), or FSDP (1 or 2) with grad_sync_each_micro_batch false, its no_sync
+// (FrameworkSettings::gradSyncEachMicroBatch), which still gathers the parameters every micro-batch.
+bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 
 // Pipeline transfers through torch.distributed.pipelining (torchtitan with pp > 1): a PipelineStage allocates a
 // receive buffer per micro-batch for its input (not on the first stage) and another for the gradient of its output
