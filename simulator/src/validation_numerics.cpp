@@ -567,10 +567,18 @@ bool readRecomputeAndCheck(Reading& r) {
     const PrecisionRecipe* named = findPrecisionRecipe(plan.precision);
     const bool mainGrads = named && named->megatronMainGrads();
     const bool fp8 = named && named->fp8();
+    // FSDP's no_sync only where FSDP shards gradients; under torchtitan's pipelining the stage is not resharded after
+    // forward whatever the flag's general default says (fsdpGathersOncePerStep), so that is what is said.
+    const bool fsdpShardsGrads = (plan.framework.name == "fsdp" || plan.framework.name == "torchtitan") && plan.zeroStage >= 2;
     for (const auto& d : resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage).defaulted) {
         if ((d.rfind("grad_reduce_in_fp32 ", 0) == 0 && !mainGrads) || (d.rfind("fp8_param_gather ", 0) == 0 && !fp8) ||
-            d.rfind("store_param_remainders ", 0) == 0)
+            d.rfind("store_param_remainders ", 0) == 0 || (d.rfind("grad_sync_each_micro_batch ", 0) == 0 && !fsdpShardsGrads))
             continue;
+        if (d.rfind("reshard_after_forward ", 0) == 0 && fsdpGathersOncePerStep(plan.framework, plan.pp, plan.zeroStage)) {
+            r.assume("reshard_after_forward = false (torchtitan under pipelining: parallelize_llama.py keeps each stage "
+                     "gathered, once a step, and its gradients unsharded until one reduce-scatter)");
+            continue;
+        }
         r.assume(d);
     }
     // The master's remainders only where there is an fp32 master of bf16 weights under a distributed optimizer, and

@@ -126,6 +126,23 @@ TEST(ValidationRecord, HuggingFaceModelCodeRunsEager) {
     EXPECT_TRUE(fusedKernelsOf(c.scenario.plan.framework));
 }
 
+// The defaults said are those that decide something for the plan, as the plan runs: FSDP's no_sync only where FSDP
+// shards gradients, and torchtitan under pipelining does not reshard after forward (fsdpGathersOncePerStep).
+TEST(ValidationRecord, TheDefaultsSaidAreTheOnesThatDecide) {
+    nlohmann::json r = record(); // Megatron-LM, pp 2
+    ValidationCase c = load(r);
+    EXPECT_FALSE(mentions(c.assumptions, "grad_sync_each_micro_batch"));
+    r["plan"]["framework"] = "torchtitan";
+    r["plan"]["zero"] = 3;
+    r["plan"]["tp"] = 1;
+    r["plan"]["dp"] = 16;
+    c = load(r);
+    ASSERT_GT(c.scenario.plan.pp, 1);
+    EXPECT_TRUE(mentions(c.assumptions, "reshard_after_forward = false (torchtitan under pipelining"));
+    EXPECT_FALSE(mentions(c.assumptions, "reshard_after_forward = true"));
+    EXPECT_TRUE(mentions(c.assumptions, "grad_sync_each_micro_batch = true"));
+}
+
 TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     // torchtitan's Llama 3.1 benchmarks (benchmarks/llama3_h100_202412_torchtitan.md) ran on Meta's Grand Teton
     // H100: 96 GB of HBM2e at 2.4 TB/s, 500 W. Read as the 80 GB part, its 82.4 GiB FSDP run could not fit.
