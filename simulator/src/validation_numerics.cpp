@@ -141,7 +141,13 @@ bool readPrecisionAndSharding(Reading& r) {
              contains(fwWords, "litgpt"))) {
             std::smatch v;
             int minor = -1, year = softwareYear(r.source);
-            if (std::regex_search(fwWords, v, std::regex(R"(\b2\.([0-9]+))"))) minor = std::stoi(v[1].str());
+            // Lightning's own version: beside its name in the framework ("lightning==2.1.2", "Lightning 2.0.9"), or
+            // the record's framework_version; a PyTorch version elsewhere in the words is not it.
+            const std::string fwName = lower(text(pl, "framework")), fwVersion = lower(text(pl, "framework_version"));
+            if (std::regex_search(fwName, v, std::regex(R"((lightning|fabric|lit-?gpt)[^0-9]{0,12}2\.([0-9]+))")))
+                minor = std::stoi(v[2].str());
+            else if (std::regex_search(fwVersion, v, std::regex(R"(^\s*v?2\.([0-9]+))")))
+                minor = std::stoi(v[1].str());
             const bool fp32Gathers = minor >= 0 ? minor >= 1 && minor <= 5 : year >= 2023 && year <= 2025;
             plan.precision = fp32Gathers ? "fsdp_amp" : "fsdp_pure";
             lightningRead = true;

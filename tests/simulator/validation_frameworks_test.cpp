@@ -73,6 +73,9 @@ TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
     EXPECT_TRUE(mentions(c.assumptions, "(Lightning 2.0): parameters gathered and gradients reduced in 16 bits"));
     r["plan"]["framework"] = "Lightning 2.6 (FSDPStrategy)";
     EXPECT_EQ(load(r).scenario.plan.precision, "fsdp_pure");
+    // A PyTorch version beside it is not Lightning's.
+    r["plan"]["framework"] = "Lightning Fabric FSDP on PyTorch 2.0";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fsdp_amp");
     r["plan"]["framework"] = "Lightning Fabric FSDP";
     r["system"]["precision"] = "16-mixed";
     c = load(r);
