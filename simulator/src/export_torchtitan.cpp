@@ -263,10 +263,11 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     const int replicas = std::max(1, p.zeroReplicas);
     out << "data_parallel_replicate_degree = " << (p.zeroStage == 3 ? replicas : p.dp) << "\n";
     out << "data_parallel_shard_degree = " << (p.zeroStage == 3 ? p.dp / replicas : 1) << "\n";
-    // Re-gather each layer's weights for its backward, as tessel's ZeRO-3 gather buffers assume (torchtitan's
-    // "default" keeps them gathered across micro-batches when pipelining).
+    // What tessel costs: each layer's weights re-gathered for its backward (its ZeRO-3 gather buffers), or, under
+    // pipelining with nothing stated, kept gathered once a step (fsdpGathersOncePerStep, torchtitan's own "default").
     const OverlapSettings ov = resolveOverlap(p.framework, p.schedule == Schedule::Interleaved1F1B, p.zeroStage);
-    if (p.zeroStage == 3) out << "fsdp_reshard_after_forward = " << tomlString(ov.reshardAfterForward ? "always" : "never") << "\n";
+    const bool reshard = ov.reshardAfterForward && !fsdpGathersOncePerStep(p.framework, p.pp, p.zeroStage);
+    if (p.zeroStage == 3) out << "fsdp_reshard_after_forward = " << tomlString(reshard ? "always" : "never") << "\n";
     out << "tensor_parallel_degree = " << p.tp << "\n";
     // Async TP (torch's micro-pipelined collective matmuls) is torchtitan's TP overlap.
     out << "enable_async_tensor_parallel = " << (ov.tpCommOverlap && p.tp > 1 ? "true" : "false") << "\n";

@@ -205,6 +205,13 @@ TEST(ExportTorchtitan, InterleavedPipelineSplitsEvenly) {
     // The schedule splits the local batch (global / dp) into micro-batches.
     EXPECT_EQ(t.at("training.local_batch_size"), "32");
     EXPECT_EQ(t.at("training.global_batch_size"), "64");
+    // A torchtitan plan under pipelining is costed with each stage gathered once a step (fsdpGathersOncePerStep):
+    // exported so, unless it states resharding.
+    s.plan.framework = FrameworkSettings{};
+    s.plan.framework.name = "torchtitan";
+    EXPECT_EQ(parseToml(exportPlan(s, ExportFormat::Torchtitan)).at("parallelism.fsdp_reshard_after_forward"), "never");
+    s.plan.framework.reshardAfterForward = true;
+    EXPECT_EQ(parseToml(exportPlan(s, ExportFormat::Torchtitan)).at("parallelism.fsdp_reshard_after_forward"), "always");
 }
 
 // DualPipeV is torchtitan's (PyTorch's ScheduleDualPipeV): the per-virtual-stage layers as for any pipeline (the V
