@@ -134,11 +134,8 @@ bool readPrecisionAndSharding(Reading& r) {
         // MixedPrecision keeps param_dtype float32 and reduces in 16 bits inside torch.autocast
         // (fabric/plugins/precision/fsdp.py): fp32 gathers, autocast's casts (recipe fsdp_amp). Before 2.1 and from
         // 2.6 (pytorch-lightning#21361) it gathers in 16 bits: the 16-bit FSDP recipe.
-        const std::string fwWords = lower(text(pl, "framework") + " " + text(pl, "framework_version"));
         bool lightningRead = false;
-        if (framework == "fsdp" && contains(prec, "mixed") && !fp32Reduce &&
-            (contains(fwWords, "lightning") || contains(fwWords, "fabric") || contains(fwWords, "lit-gpt") ||
-             contains(fwWords, "litgpt"))) {
+        if (framework == "fsdp" && contains(prec, "mixed") && !fp32Reduce && namesLightning(text(pl, "framework"))) {
             std::smatch v;
             int minor = -1, year = softwareYear(r.source);
             // Lightning's own version: beside its name in the framework ("lightning==2.1.2", "Lightning 2.0.9"), or

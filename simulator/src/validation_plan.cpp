@@ -230,15 +230,12 @@ static void readContextParallelExchange(Reading& r, Plan& plan) {
     }
     const std::string words = lower(text(pl, "techniques") + ". " + text(r.rec, "notes") + ". " +
                                     text(pl, "context_parallel") + ". " + text(pl, "cp_type"));
-    static const std::regex sentenceRe(R"([^.;]+)");
     static const std::regex cpRe(R"(context[- ]parallel|\bcp\b|ring attention|\bk and v\b|\bkv\b|key[- ]value|keys and values)");
     static const std::regex gatherRe(R"(all[- ]?gather)");
     static const std::regex a2aRe(R"(all[- ]?to[- ]?all|\ba2a\b|ulysses)");
     static const std::regex ringRe(R"(\bring\b|\bp2p\b|point[- ]to[- ]point|send[- ]?recv)");
     int gather = 0, a2a = 0, ring = 0;
-    for (auto it = std::sregex_iterator(words.begin(), words.end(), sentenceRe); it != std::sregex_iterator(); ++it) {
-        const std::string sentence = it->str();
-        if (!std::regex_search(sentence, cpRe)) continue;
+    for (const std::string& sentence : sentencesAbout(words, cpRe)) {
         const bool g = std::regex_search(sentence, gatherRe), a = std::regex_search(sentence, a2aRe);
         gather += g;
         a2a += a;
@@ -714,8 +711,7 @@ bool readFramework(Reading& r) {
         // Gradient accumulation without synchronisation: the Hugging Face Trainer's loop (Accelerate's accumulate)
         // and Lightning Fabric's no_backward_sync (lit-gpt's pretraining loops) run FSDP's no_sync between
         // micro-batches, reduce-scattering once a step.
-        const bool lightning = contains(words, "lightning") || contains(words, "fabric") || contains(words, "lit-gpt") ||
-                               contains(words, "litgpt");
+        const bool lightning = namesLightning(words);
         const int64_t accumulation = plan.globalBatch / std::max<int64_t>(1, int64_t{plan.microBatch} * plan.dp);
         if (framework == "fsdp" && (hfModelCode || lightning) && accumulation > 1 && !plan.framework.gradSyncEachMicroBatch) {
             plan.framework.gradSyncEachMicroBatch = false;

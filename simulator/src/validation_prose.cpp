@@ -370,16 +370,25 @@ Recompute parseRecompute(const std::string& s, bool& known) {
     return Recompute::None;
 }
 
-std::optional<std::pair<Recompute, std::string>> recomputeInProse(const std::string& words) {
+std::vector<std::string> sentencesAbout(const std::string& words, const std::regex& about) {
     static const std::regex sentenceRe(R"([^.;]+)");
+    std::vector<std::string> out;
+    for (auto it = std::sregex_iterator(words.begin(), words.end(), sentenceRe); it != std::sregex_iterator(); ++it)
+        if (std::regex_search(it->str(), about)) out.push_back(it->str());
+    return out;
+}
+
+bool namesLightning(const std::string& words) {
+    const std::string w = lower(words);
+    return contains(w, "lightning") || contains(w, "fabric") || contains(w, "lit-gpt") || contains(w, "litgpt");
+}
+
+std::optional<std::pair<Recompute, std::string>> recomputeInProse(const std::string& words) {
     // Activation checkpoints and recomputation, not a model's saved checkpoints.
     static const std::regex aboutRe(
         R"(activation[- ]+checkpoint|gradient[- ]+checkpoint|checkpoint[-_ ]+activations|recomput|\bac\b|\bsac\b)");
     std::optional<std::pair<Recompute, std::string>> out;
-    const std::string w = lower(words);
-    for (auto it = std::sregex_iterator(w.begin(), w.end(), sentenceRe); it != std::sregex_iterator(); ++it) {
-        std::string sentence = it->str();
-        if (!std::regex_search(sentence, aboutRe)) continue;
+    for (std::string sentence : sentencesAbout(lower(words), aboutRe)) {
         bool known = false;
         const Recompute rc = parseRecompute(sentence, known);
         if (!known) continue;

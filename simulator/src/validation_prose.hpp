@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +76,10 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome);
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how);
 // Activation recompute from prose; `known` is false when the text says nothing recognisable.
 Recompute parseRecompute(const std::string& s, bool& known);
+// The sentences of a record's prose (split at '.' and ';') that match `about`.
+std::vector<std::string> sentencesAbout(const std::string& words, const std::regex& about);
+// Whether words name Lightning (Trainer or Fabric) or lit-gpt, which runs on it.
+bool namesLightning(const std::string& words);
 // The recompute a record's prose (notes, techniques) states: the sentences that speak of activation checkpointing or
 // recomputation, each read as parseRecompute reads a recompute value; a reading only where they agree. The sentence
 // it came from is returned beside it.
