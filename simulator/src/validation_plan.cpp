@@ -647,8 +647,12 @@ bool readFramework(Reading& r) {
     const std::string ddp = lower(text(pl, "ddp_impl"));
     if (contains(ddp, "torch")) plan.framework.ddpImpl = "torch";
     else if (contains(ddp, "local")) plan.framework.ddpImpl = "local";
-    for (const FrameworkFlag& flag : frameworkFlags())
+    for (const FrameworkFlag& flag : frameworkFlags()) {
         if (auto v = boolean(pl, flag.key)) plan.framework.*flag.member = *v;
+        else if (member(pl, flag.key))
+            r.assume(std::string(flag.key) + " \"" + text(pl, flag.key) + "\" is neither true nor false: the framework's "
+                     "default taken");
+    }
     // The main-gradient dtype under its frameworks' names: Megatron-LM's --grad-reduce-in-bf16 and
     // --accumulate-allreduce-grads-in-fp32, NeMo's optim.grad_sync_dtype, Megatron-core's grad_reduce_in_fp32.
     if (auto v = boolean(pl, "grad_reduce_in_bf16")) plan.framework.gradReduceInFp32 = !*v;

@@ -94,6 +94,9 @@ TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
     EXPECT_TRUE(mentions(c.assumptions, "Lightning Fabric's no_backward_sync: FSDP's no_sync over the 4 micro-batches"));
     r["plan"]["grad_sync_each_micro_batch"] = true;
     EXPECT_EQ(load(r).scenario.plan.framework.gradSyncEachMicroBatch, std::optional<bool>(true));
+    // A flag that is neither true nor false is said, not dropped in silence.
+    r["plan"]["grad_sync_each_micro_batch"] = "maybe";
+    EXPECT_TRUE(mentions(load(r).assumptions, "grad_sync_each_micro_batch \"maybe\" is neither true nor false"));
     // The Hugging Face Trainer accumulates through Accelerate's no_sync too; torchtitan and Composer do not.
     r["plan"].erase("grad_sync_each_micro_batch");
     r["plan"]["framework"] = "Hugging Face Trainer (FSDP)";
