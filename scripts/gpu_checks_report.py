@@ -412,6 +412,9 @@ def cmd_power(a):
                               "sustained_over_burst": round(p["sustained_rate"] / p["burst_rate"], 3),
                               "power_w": round(ph["power_w_mean"], 1) if ph else None,
                               "sm_mhz": round(ph["sm_mhz_mean"]) if ph else None}
+        if "duty_measured" in p:  # the duty a burst phase achieved, beside the one it planned
+            phases[p["phase"]]["duty_planned"] = p.get("duty_planned")
+            phases[p["phase"]]["duty_measured"] = round(p["duty_measured"], 3)
     r["figures"] = {"device": doc.get("device"), "nvidia_smi": doc.get("nvidia_smi"), "phases": phases}
     lacking = [k for k in ("gemm-bf16-8192", "copy") if "sustained" not in phases.get(k, {})]
     g = phases.get("gemm-bf16-8192", {})

@@ -65,12 +65,18 @@ N="$root/data/gpu/h200-2026-11-30"
 "$TESSEL" calibrate "$N/bench" "$N/run-gpt2" "$N/run-gpt2-seq256" "$N/run-cuda-1" --cluster h200-single \
     -o "$tmp/h200-30.json" >"$tmp/h200-30.log" 2>&1
 check "calibrate of the 2026-11-30 H200 sweep and runs exits 0" $?
-python3 - "$tmp/h200-30.json" "$N/h200-single-calibrated.json" <<'PY'
+python3 - "$tmp/h200-30.json" "$N/h200-single-calibrated.json" "$root/scenarios/clusters/h200-single.json" <<'PY'
 import json, sys
-made, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+made, gpu, preset = (json.load(open(p)) for p in sys.argv[1:4])
 for c in (made, gpu):
     c["calibration"].pop("created_utc", None)
     c["calibration"].pop("inputs", None)
+# A source the calibration copied from the preset is the preset's words, which later sessions may correct; the
+# figures and the calibration's own sources must be the GPU's.
+for key, text in preset.get("sources", {}).items():
+    if made.get("sources", {}).get(key) == text:
+        made["sources"].pop(key)
+        gpu.get("sources", {}).pop(key, None)
 assert made == gpu, "tessel calibrate here differs from what the GPU machine wrote"
 PY
 check "the 2026-11-30 calibration made here is the GPU's" $?
