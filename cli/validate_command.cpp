@@ -64,9 +64,12 @@ void printHuman(const sim::ValidationReport& report, const ValidateOptions& o, c
     }
     Table g({"group", "records", "predicted", "median |err|", "max |err|", "mean err", "worst"});
     auto row = [&](const sim::ErrorSummary& s) {
+        // A group with no step-time comparison has no error to show, not an error of 0.0%.
+        const bool none = s.predicted == 0;
         g.addRow({s.group.empty() ? "all" : s.group, std::to_string(s.records), std::to_string(s.predicted),
-                  fixed(100.0 * s.medianAbsError, 1) + "%", fixed(100.0 * s.maxAbsError, 1) + "%",
-                  (s.meanSignedError >= 0 ? "+" : "") + fixed(100.0 * s.meanSignedError, 1) + "%", s.worst});
+                  none ? "-" : fixed(100.0 * s.medianAbsError, 1) + "%", none ? "-" : fixed(100.0 * s.maxAbsError, 1) + "%",
+                  none ? "-" : (s.meanSignedError >= 0 ? "+" : "") + fixed(100.0 * s.meanSignedError, 1) + "%",
+                  none ? "-" : s.worst});
     };
     for (const auto& s : report.groups) row(s);
     row(report.overall);
@@ -241,7 +244,8 @@ std::function<int()> addValidateCommand(CLI::App& app) {
                 k.addRow({b.kind, std::to_string(b.records), fixed(100.0 * b.medianAbsError, 1) + "%",
                           fixed(100.0 * b.p90AbsError, 1) + "%",
                           (b.meanSignedError >= 0 ? "+" : "") + fixed(100.0 * b.meanSignedError, 1) + "%"});
-            std::cout << "\nError band per kind of run (shown beside predictions and used for ties in search)\n" << k.render();
+            std::cout << "\nError band per kind of run (shown beside predictions and used for ties in search)\n"
+                      << (bands.kinds.empty() ? "  none: no record here has a step-time comparison\n" : k.render());
         }
         return 0;
     };

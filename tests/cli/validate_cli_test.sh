@@ -226,6 +226,8 @@ cat >"$tmp/runs.json" <<'J'
 J
 "$TESSEL" validate "$tmp/runs.json" >"$tmp/one" 2>&1; check "a refused record is not an error" $?
 check "names the refused record and field" "$(contains "$tmp/one" 'tpu-run: .*runs.json#/0/system/gpu')"
+check "a group with nothing predicted shows no error, not 0.0%" "$(contains "$tmp/one" '^mine  *1  *0  *-  *-  *-  *-$')"
+check "nor an empty band table" "$(contains "$tmp/one" 'none: no record here has a step-time comparison')"
 echo '{"not": "records"}' >"$tmp/bad.json"
 "$TESSEL" validate "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "not records exits 2" $([ $rc -eq 2 ]; echo $?)
