@@ -192,9 +192,15 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     const Dtype gemmDtype = precisionRecipeOf(pl).gemmDtype;
     if (!runsOnTensorCores(gemmDtype))
         out << "  " << toString(gemmDtype) << " GEMMs on the CUDA cores at their benchmarked rate (no tensor-core share)";
-    else if (!s.cluster.gpu.sustainedShareByDuty.empty())
+    else if (!s.cluster.gpu.sustainedShareByDuty.empty()) {
         out << "  tensor cores at " << fixed(p.layer.tensorShare, 3) << " of their benchmarked rate (the GPU's measured "
-            << "power curve at the layer's tensor-core duty " << fixed(p.layer.tensorDuty, 2) << ")";
+            << "power curve at the layer's tensor-core duty " << fixed(p.layer.tensorDuty, 2);
+        // A part held to another power limit than the curve's runs a throttled block's clock where its draw meets it.
+        if (const double scale = s.cluster.gpu.powerLimitShareScale(); scale != 1.0)
+            out << ", measured at " << fixed(s.cluster.gpu.sustainedSharePower->measuredAtWatts, 0) << " W and moved to this part's "
+                << fixed(s.cluster.gpu.powerLimitWatts, 0) << " W limit: x" << fixed(scale, 3);
+        out << ")";
+    }
     else
         out << "  tensor cores at " << fixed(p.layer.tensorShare, 3)
             << " of their benchmarked rate (gpu.sustained_tensor_fraction)";

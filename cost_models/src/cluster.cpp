@@ -217,11 +217,21 @@ nlohmann::json attentionBenchmarkJson(const AttentionBenchmark& b) {
 }
 } // namespace
 
+double GpuSpec::powerLimitShareScale() const {
+    if (!sustainedSharePower || powerLimitWatts <= 0.0) return 1.0;
+    const SharePower& w = *sustainedSharePower;
+    // A throttled block draws the limit: P = idle + c f^n, so at another limit its clock, and the rate of its
+    // compute-bound kernels, is ((P_cap - idle) / (P_measured - idle))^(1/n) of the curve's.
+    return std::pow((powerLimitWatts - w.idleWatts) / (w.measuredAtWatts - w.idleWatts), 1.0 / w.clockExponent);
+}
+
 double GpuSpec::sustainedTensorShare(double duty) const {
     if (sustainedShareByDuty.empty()) return sustainedTensorFraction;
     duty = std::clamp(duty, 0.0, 1.0);
+    const double scale = powerLimitShareScale();
     DutyShare below{0.0, 1.0};
-    for (const DutyShare& p : sustainedShareByDuty) {
+    for (DutyShare p : sustainedShareByDuty) {
+        p.share = std::min(1.0, p.share * scale);
         if (duty <= p.duty) return below.share + (duty - below.duty) / (p.duty - below.duty) * (p.share - below.share);
         below = p;
     }
@@ -474,6 +484,31 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
                              "give either sustained_tensor_fraction or sustained_share_by_duty, not both (the measured "
                              "curve replaces the fitted constant)");
         }
+        if (const auto* sw = gr.child("sustained_share_power")) {
+            ObjectReader wr(*sw, gr.pointer("sustained_share_power"), problems);
+            GpuSpec::SharePower w;
+            w.measuredAtWatts = wr.requireNumber("measured_at_watts", 1.0, 5000.0);
+            w.idleWatts = wr.requireNumber("idle_watts", 0.0, 5000.0);
+            w.clockExponent = wr.requireNumber("clock_exponent", 0.5, 6.0);
+            wr.finish();
+            if (w.idleWatts >= w.measuredAtWatts)
+                problems.add(gr.pointer("sustained_share_power") + "/idle_watts",
+                             "must be below measured_at_watts (the idle draw is what the limit's throttling leaves)");
+            if (!gr.child("sustained_share_by_duty"))
+                problems.add(gr.pointer("sustained_share_power"),
+                             "describes the measured sustained_share_by_duty curve, which this GPU does not give");
+            c.gpu.sustainedSharePower = w;
+        }
+        if (gr.child("power_limit_watts")) {
+            c.gpu.powerLimitWatts = gr.requireNumber("power_limit_watts", 1.0, 5000.0);
+            // A limit scales the measured curve; without the curve's power law it would be ignored in silence.
+            if (!c.gpu.sustainedSharePower)
+                problems.add(gr.pointer("power_limit_watts"),
+                             "needs gpu/sustained_share_power (the limit its sustained_share_by_duty curve was measured "
+                             "at and the power law of its kernels) to move the curve to this limit");
+            else if (c.gpu.powerLimitWatts <= c.gpu.sustainedSharePower->idleWatts)
+                problems.add(gr.pointer("power_limit_watts"), "must be above sustained_share_power/idle_watts");
+        }
         gr.finish();
     } else {
         problems.add(r.pointer("gpu"), "required field is missing");
@@ -592,6 +627,11 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
         for (const auto& p : c.gpu.sustainedShareByDuty) curve.push_back({{"duty", p.duty}, {"share", p.share}});
         j["gpu"]["sustained_share_by_duty"] = curve;
     }
+    if (c.gpu.sustainedSharePower)
+        j["gpu"]["sustained_share_power"] = {{"measured_at_watts", c.gpu.sustainedSharePower->measuredAtWatts},
+                                            {"idle_watts", c.gpu.sustainedSharePower->idleWatts},
+                                            {"clock_exponent", c.gpu.sustainedSharePower->clockExponent}};
+    if (c.gpu.powerLimitWatts > 0.0) j["gpu"]["power_limit_watts"] = c.gpu.powerLimitWatts;
     if (c.pricePerGpuHour > 0) j["price_per_gpu_hour"] = c.pricePerGpuHour;
     if (c.host.present())
         j["host"] = {{"memory_bytes", c.host.memoryBytes},

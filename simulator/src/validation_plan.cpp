@@ -101,6 +101,39 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
     }
 }
 
+// A power limit the record states (system/power_limit_watts, or watts written beside the GPU's name): where the
+// preset's measured share curve carries the power law of its kernels, the curve moves to that limit (FORMULAS.md
+// §3.3); said either way. False (with the refusal) for a field that is no limit.
+bool readPowerLimit(Reading& r, ClusterConfig& cluster) {
+    std::optional<double> watts = number(r.sys, "power_limit_watts");
+    std::string from = r.ptr + "/system/power_limit_watts";
+    if (r.sys.contains("power_limit_watts") && (!watts || *watts < 50.0 || *watts > 5000.0)) {
+        r.refusal = from + ": expected a board power limit in watts, 50 to 5000";
+        return false;
+    }
+    if (!watts) {
+        watts = powerLimitInProse(text(r.sys, "gpu"));
+        from = r.ptr + "/system/gpu";
+        if (watts && (*watts < 100.0 || *watts > 3000.0)) watts.reset(); // a number that reads as no board limit
+    }
+    if (!watts) return true;
+    const auto& law = cluster.gpu.sustainedSharePower;
+    const double running = cluster.gpu.powerLimitWatts > 0.0 ? cluster.gpu.powerLimitWatts : law ? law->measuredAtWatts : 0.0;
+    if (law && std::abs(*watts - running) < 0.5) return true; // the preset's own limit
+    char said[160];
+    if (law && *watts > law->idleWatts) {
+        cluster.gpu.powerLimitWatts = *watts;
+        std::snprintf(said, sizeof said, "%.0f W: the tensor cores' share curve, measured at %.0f W, x%.3f",
+                      *watts, law->measuredAtWatts, cluster.gpu.powerLimitShareScale());
+        r.assume(std::string("power limit ") + said + " (" + from + ")");
+    } else {
+        std::snprintf(said, sizeof said, "%.0f W", *watts);
+        r.assume(std::string("power limit ") + said + " stated (" + from + "); " + cluster.gpu.name +
+                 " carries no power law for its tensor-core share, so the preset's own limit is costed");
+    }
+    return true;
+}
+
 // The cluster: the GPU's preset (its figures and their sources live in scenarios/clusters) in the record's
 // shape (GPUs per node, nodes) and with its inter-node link.
 bool readCluster(Reading& r) {
@@ -134,6 +167,7 @@ bool readCluster(Reading& r) {
         cluster.gpu.memoryBytes = part.memoryBytes;
         cluster.gpu.hbmBytesPerSecond = part.hbmBytesPerSecond;
     }
+    if (!readPowerLimit(r, cluster)) return false;
     const int64_t most = PlanLimits::degree; // GPUs in all, a node's and nodes: as many as a data-parallel degree
     const int64_t total = count(sys, "total_gpus", 1, most, ptr + "/system", refusal).value_or(0);
     const int64_t statedPerNode = count(sys, "gpus_per_node", 1, most, ptr + "/system", refusal).value_or(0);

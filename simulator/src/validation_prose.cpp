@@ -304,6 +304,13 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome) {
     return std::nullopt;
 }
 
+std::optional<double> powerLimitInProse(const std::string& gpuText) {
+    // Watts as datasheets and papers write a limit: three or four digits, "W" on its own (not "Wh", not a word).
+    std::smatch m;
+    if (std::regex_search(gpuText, m, std::regex(R"((^|[^0-9.])([0-9]{3,4})\s?[Ww](?![A-Za-z]))"))) return std::stod(m[2]);
+    return std::nullopt;
+}
+
 // Inter-node bandwidth per GPU, per direction, from prose such as "8x 200Gb/s HDR InfiniBand HCAs per node",
 // "8x 200G NICs per server", "1600 Gbps node-node interconnect", "400 Gbps per GPU", "InfiniBand NDR 400 Gb/s".
 // 0 when not stated. A bare rate that one port can carry (InfiniBand EDR/HDR/NDR/XDR, 100-800 GbE: at most

@@ -68,6 +68,9 @@ struct GpuPartMemory {
 GpuChoice gpuPreset(const std::string& gpuText);
 // The part's own memory where the preset's GPU stands for it (GH200); empty name for every other GPU.
 GpuPartMemory gpuPartMemory(const std::string& gpuText);
+// A board power limit written beside a GPU's name ("H100 96GB HBM2e (500W)", "700 W"), in watts; nothing when the
+// text names none.
+std::optional<double> powerLimitInProse(const std::string& gpuText);
 // An out-of-memory outcome in prose ("OOM at step 1", "CUDA out of memory", "did not fit": true; "ran", "fits",
 // "completed": false); nothing when the words say neither or only name a failure ("not successful").
 std::optional<bool> outOfMemoryInProse(const std::string& outcome);

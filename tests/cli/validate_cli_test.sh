@@ -51,12 +51,13 @@ assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <=
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "check set within its guard" $?
 # torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
 # (CP, TP, PP: 8B to 405B on 8-512 GPUs), and the June 2025 async-TP benchmark (70B on 256 GPUs and 8B on 64,
-# vanilla and async TP, BF16 and Float8); measured 14.6% median step error, 3.3% median peak-memory error, every
-# run predicted to fit.
+# vanilla and async TP, BF16 and Float8); measured 5.2% median step error (14.6% before the 500 W limit moved the
+# power curve, 2026-11-30), 3.3% median peak-memory error, every run predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_torchtitan_h100.json" >"$tmp/tt.json" 2>/dev/null; check "torchtitan set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
-assert o['records']==26 and o['median_abs_step_error'] <= 0.16, o
+assert o['records']==26 and o['median_abs_step_error'] <= 0.065, o
+assert o['max_abs_step_error'] <= 0.25, o
 assert o['median_abs_memory_error'] <= 0.06, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
 # torchtitan's June 2025 Llama 3.1 8B runs on 32 and 64 H200 (compile, float8, selective recompute): a 700 W part,

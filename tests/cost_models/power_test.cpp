@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <functional>
 #include <string>
 
 namespace tessel {
@@ -83,6 +85,74 @@ TEST(SustainedShare, TheCurveAndTheDropoutFactorsAreReadWrittenAndRefusedAtTheir
     ProblemList empty;
     parseCluster(bad, "", empty);
     EXPECT_TRUE(named(empty, "/gpu/sustained_share_by_duty"));
+}
+
+// A part held to another power limit than its curve's (FORMULAS.md §3.3): a throttled block draws the limit,
+// idle + c f^n, so its clock and its kernels' share scale by ((cap - idle) / (measured - idle))^(1/n). By hand with
+// idle 100 W, n = 2, measured at 700 W: at 400 W sqrt(300 / 600), at 1000 W sqrt(900 / 600), shares capped at 1.
+TEST(SustainedShare, APowerLimitMovesTheCurveByItsKernelsPowerLaw) {
+    GpuSpec g;
+    g.sustainedShareByDuty = {point(0.5, 0.9), point(1.0, 0.8)};
+    EXPECT_DOUBLE_EQ(g.powerLimitShareScale(), 1.0); // no power law: the curve as measured
+    g.sustainedSharePower = GpuSpec::SharePower{700.0, 100.0, 2.0};
+    EXPECT_DOUBLE_EQ(g.powerLimitShareScale(), 1.0); // no limit: the one it was measured at
+    g.powerLimitWatts = 700.0;
+    EXPECT_NEAR(g.powerLimitShareScale(), 1.0, 1e-12);
+    g.powerLimitWatts = 400.0;
+    const double down = std::sqrt(300.0 / 600.0);
+    EXPECT_NEAR(g.powerLimitShareScale(), down, 1e-12);
+    EXPECT_NEAR(g.sustainedTensorShare(1.0), 0.8 * down, 1e-12);
+    EXPECT_NEAR(g.sustainedTensorShare(0.5), 0.9 * down, 1e-12);
+    EXPECT_NEAR(g.sustainedTensorShare(0.25), (1.0 + 0.9 * down) / 2, 1e-12); // from (0, 1): no tensor work, no throttle
+    EXPECT_DOUBLE_EQ(g.sustainedTensorShare(0.0), 1.0);
+    g.powerLimitWatts = 1000.0;
+    const double up = std::sqrt(900.0 / 600.0);
+    EXPECT_NEAR(g.sustainedTensorShare(1.0), 0.8 * up, 1e-12); // 0.98
+    EXPECT_DOUBLE_EQ(g.sustainedTensorShare(0.5), 1.0);         // 1.10, never above the benchmark's rate
+}
+
+// The presets: the 700 W H100 carries the power law at its own limit; Meta's 500 W Grand Teton part moves the
+// same curve to 500 W (bench/power_dvfs_fit.py: x0.844).
+TEST(SustainedShare, TheGrandTetonPartRunsTheHopperCurveAtItsFiveHundredWatts) {
+    const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g");
+    const ClusterConfig teton = test::clusterPreset("grand-teton-h100-96g");
+    ASSERT_TRUE(h100.gpu.sustainedSharePower && teton.gpu.sustainedSharePower);
+    EXPECT_DOUBLE_EQ(h100.gpu.powerLimitShareScale(), 1.0);
+    EXPECT_DOUBLE_EQ(teton.gpu.powerLimitWatts, 500.0);
+    EXPECT_NEAR(teton.gpu.powerLimitShareScale(), 0.844, 0.001);
+    for (double duty : {0.3, 0.6, 0.9}) EXPECT_LT(teton.gpu.sustainedTensorShare(duty), h100.gpu.sustainedTensorShare(duty));
+}
+
+TEST(SustainedShare, ThePowerLawAndLimitAreReadWrittenAndRefusedAtTheirPointers) {
+    const ClusterConfig teton = test::clusterPreset("grand-teton-h100-96g");
+    const nlohmann::json j = clusterToJson(teton);
+    ProblemList ok;
+    const ClusterConfig back = parseCluster(j, "", ok);
+    EXPECT_TRUE(ok.empty());
+    EXPECT_DOUBLE_EQ(back.gpu.powerLimitWatts, 500.0);
+    EXPECT_DOUBLE_EQ(back.gpu.powerLimitShareScale(), teton.gpu.powerLimitShareScale());
+    auto problemsOf = [&](const std::function<void(nlohmann::json&)>& edit) {
+        nlohmann::json bad = j;
+        edit(bad);
+        ProblemList p;
+        parseCluster(bad, "", p);
+        return p;
+    };
+    // A limit without the curve's power law would be ignored in silence.
+    EXPECT_TRUE(named(problemsOf([](nlohmann::json& b) { b["gpu"].erase("sustained_share_power"); }), "/gpu/power_limit_watts"));
+    EXPECT_TRUE(named(problemsOf([](nlohmann::json& b) { b["gpu"]["power_limit_watts"] = 50; }), "/gpu/power_limit_watts"));
+    EXPECT_TRUE(named(problemsOf([](nlohmann::json& b) { b["gpu"]["sustained_share_power"]["idle_watts"] = 800; }),
+                      "/gpu/sustained_share_power/idle_watts"));
+    EXPECT_TRUE(named(problemsOf([](nlohmann::json& b) { b["gpu"]["sustained_share_power"]["clock_exponent"] = 0.1; }),
+                      "/gpu/sustained_share_power/clock_exponent"));
+    EXPECT_TRUE(named(problemsOf([](nlohmann::json& b) { b["gpu"]["sustained_share_power"].erase("measured_at_watts"); }),
+                      "/gpu/sustained_share_power/measured_at_watts"));
+    // The power law describes the measured curve: on a GPU with the fitted constant it would describe nothing.
+    EXPECT_TRUE(named(problemsOf([](nlohmann::json& b) {
+                          b["gpu"].erase("sustained_share_by_duty");
+                          b["gpu"].erase("power_limit_watts");
+                      }),
+                      "/gpu/sustained_share_power"));
 }
 
 // The LM head by hand: norm, GEMM and loss forward, their backward (the GEMM twice), no recompute. The duty is the

@@ -295,7 +295,10 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
         EXPECT_EQ(!c.gpu.sustainedShareByDuty.empty(), hopper || blackwell) << name;
         if (hopper || blackwell) {
             ++curves;
-            EXPECT_NEAR(c.gpu.sustainedTensorShare(1.0), 0.853, 1e-9) << name;
+            // The curve's full-load end as measured at 700 W, moved to the part's own limit where it differs (the
+            // 500 W Grand Teton H100: x0.844).
+            EXPECT_NEAR(c.gpu.sustainedShareByDuty.back().share, 0.853, 1e-9) << name;
+            EXPECT_NEAR(c.gpu.sustainedTensorShare(1.0), 0.853 * c.gpu.powerLimitShareScale(), 1e-9) << name;
         } else {
             EXPECT_NEAR(c.gpu.sustainedTensorFraction, fit.fraction, 0.002) << name;
         }

@@ -79,6 +79,16 @@ TEST(ValidationProse, RecomputeInItsWrittenForms) {
     EXPECT_EQ(rc("50% of layers", false), Recompute::None);
 }
 
+TEST(ValidationProse, APowerLimitBesideTheGpusName) {
+    EXPECT_EQ(prose::powerLimitInProse("H100 96GB HBM2e (500W)"), 500.0);
+    EXPECT_EQ(prose::powerLimitInProse("NVIDIA H100 SXM5, 700 W"), 700.0);
+    EXPECT_EQ(prose::powerLimitInProse("GB200 at 1200W"), 1200.0);
+    EXPECT_FALSE(prose::powerLimitInProse("H100 80GB HBM3 (SXM5)").has_value());
+    EXPECT_FALSE(prose::powerLimitInProse("A100 80GB, 1.5 kWh a day").has_value());
+    EXPECT_FALSE(prose::powerLimitInProse("H100 with 900 Watts of cooling").has_value()); // "Watts" is a word, not the unit
+    EXPECT_FALSE(prose::powerLimitInProse("MI300X 750").has_value());
+}
+
 TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     nlohmann::json r = record();
     // The first GH200 (Alps, JUPITER): 96 GB of HBM3 at 4 TB/s; usable bytes scaled as the 80 GB H100's.

@@ -473,6 +473,40 @@ TEST(ValidationRecord, ExportVariantsAreTheirFullPartsWithSlowerNvlink) {
     EXPECT_TRUE(mentions(a800.assumptions, "NVLink at 400 GB/s"));
 }
 
+// A power limit the record states moves the preset's measured share curve by its kernels' power law (FORMULAS.md
+// §3.3), said with the factor; the preset's own limit says nothing; a GPU without the law says it costs its own.
+TEST(ValidationRecord, AStatedPowerLimitMovesTheMeasuredCurveOrIsSaid) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "H100 80GB SXM";
+    const ValidationCase full = load(r);
+    EXPECT_DOUBLE_EQ(full.scenario.cluster.gpu.powerLimitShareScale(), 1.0);
+    r["system"]["gpu"] = "H100 80GB SXM (700 W)";
+    EXPECT_FALSE(mentions(load(r).assumptions, "power limit"));
+    r["system"]["gpu"] = "H100 80GB SXM (500W)";
+    const ValidationCase capped = load(r);
+    EXPECT_DOUBLE_EQ(capped.scenario.cluster.gpu.powerLimitWatts, 500.0);
+    EXPECT_NEAR(capped.scenario.cluster.gpu.powerLimitShareScale(), 0.844, 0.001);
+    EXPECT_TRUE(mentions(capped.assumptions, "power limit 500 W: the tensor cores' share curve, measured at 700 W, x0.844"));
+    const ValidationReport report = validateRecords(loadValidationRecords(nlohmann::json::array({r, [&] {
+        nlohmann::json f = r;
+        f["system"]["gpu"] = "H100 80GB SXM";
+        return f;
+    }()}), "runs.json"));
+    ASSERT_TRUE(report.results[0].predicted && report.results[1].predicted);
+    EXPECT_GT(report.results[0].predictedStepSeconds, 1.05 * report.results[1].predictedStepSeconds);
+    // The field wins over the name, and one that is no limit is refused at its pointer.
+    r["system"]["power_limit_watts"] = 600;
+    EXPECT_DOUBLE_EQ(load(r).scenario.cluster.gpu.powerLimitWatts, 600.0);
+    r["system"]["power_limit_watts"] = "lots";
+    EXPECT_NE(test::refusalOf(r).find("/system/power_limit_watts"), std::string::npos);
+    // An A100 preset carries no power law for its fitted share: the stated limit is said, its own costed.
+    nlohmann::json a = record();
+    a["system"]["gpu"] = "A100-SXM4-80GB (300W)";
+    const ValidationCase a100 = load(a);
+    EXPECT_DOUBLE_EQ(a100.scenario.cluster.gpu.powerLimitWatts, 0.0);
+    EXPECT_TRUE(mentions(a100.assumptions, "carries no power law"));
+}
+
 TEST(ValidationRecord, AllocatedMemoryLeavesOutWhatTheClusterReserves) {
     nlohmann::json allocated = record();
     allocated["measured"]["memory_gb"] = 40.0;

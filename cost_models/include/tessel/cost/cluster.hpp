@@ -163,8 +163,22 @@ struct GpuSpec {
         double share = 1.0;
     };
     std::vector<DutyShare> sustainedShareByDuty;
-    // The share a block sustains whose tensor-core kernels take `duty` of its time: the measured curve, else the
-    // fitted constant.
+    // What the curve's tensor-core kernels draw against their SM clock where it was measured: the limit it was
+    // measured at, the card's draw idle at its top clock, and the exponent of dynamic power in the clock
+    // (bench/power_dvfs_fit.py). With powerLimitWatts, the limit this part runs at, a block the curve throttles
+    // holds its clock where its power meets that limit instead (FORMULAS.md §3.3).
+    struct SharePower {
+        double measuredAtWatts = 0.0;
+        double idleWatts = 0.0;
+        double clockExponent = 0.0;
+    };
+    std::optional<SharePower> sustainedSharePower;
+    double powerLimitWatts = 0.0; // 0: the limit the curve was measured at
+    // The factor a power limit other than the curve's puts on its shares: ((limit - idle) / (measured - idle))^(1 /
+    // exponent), 1 where the part runs at the curve's limit.
+    double powerLimitShareScale() const;
+    // The share a block sustains whose tensor-core kernels take `duty` of its time: the measured curve (its shares
+    // scaled to the part's power limit, at most 1), else the fitted constant.
     double sustainedTensorShare(double duty) const;
 };
 
