@@ -4,6 +4,7 @@
 #include "tessel/cost/json_reader.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -24,12 +25,35 @@ void overrideSeqLen(ModelConfig& model, const std::optional<int64_t>& seqLen, Pr
     else model.seqLen = *seqLen;
 }
 
+void addPowerLimitOption(CLI::App& app, std::optional<double>& watts) {
+    app.add_option("--power-limit", watts,
+                   "Board power limit of the GPUs in watts (nvidia-smi -pl): the measured tensor-core share curve moved "
+                   "to it by its power law (clusters with gpu.sustained_share_power: the H100 presets)");
+}
+
+void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& watts, ProblemList& problems) {
+    if (!watts) return;
+    const auto& law = cluster.gpu.sustainedSharePower;
+    if (!law) {
+        problems.add("--power-limit", cluster.gpu.name + " carries no power law for its tensor-core share "
+                                      "(gpu.sustained_share_power): only a measured curve can be moved to another limit");
+    } else if (!(*watts > law->idleWatts) || *watts > 5000.0) {
+        char what[160];
+        std::snprintf(what, sizeof what, "must be above the GPU's idle draw (%.0f W) and at most 5000 W, got %g", law->idleWatts,
+                      *watts);
+        problems.add("--power-limit", what);
+    } else {
+        cluster.gpu.powerLimitWatts = *watts;
+    }
+}
+
 void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("scenario", scenario,
                    "Scenario file or preset name (default: gpt3-175b-megatron, GPT-3 175B on 128 DGX A100 nodes)");
     app.add_option("--model", model, "Model preset name, model JSON file, HuggingFace config.json or checkpoint folder");
     app.add_option("--cluster", cluster, "Cluster preset name or cluster JSON file");
     addSeqLenOption(app, seqLen);
+    addPowerLimitOption(app, powerLimit);
     // Ranges are checked by validation so every problem is reported together, not by CLI11 one at a time.
     app.add_option("--nodes", nodes, "Number of nodes (overrides the cluster's)");
     app.add_option("--gpus-per-node", gpusPerNode, "GPUs per node the plan uses (overrides the cluster's; e.g. 1 of a host's cores)");
@@ -88,7 +112,7 @@ bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
            precision || halfDtype || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
-           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen;
+           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen || powerLimit;
 }
 
 Scenario ScenarioFlags::resolve() const {
@@ -263,6 +287,7 @@ Scenario ScenarioFlags::resolve() const {
         if (*gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*gpusPerNode));
         else s.cluster.gpusPerNode = *gpusPerNode;
     }
+    overridePowerLimit(s.cluster, powerLimit, problems);
     ProblemList planProblems;
     s.plan = parsePlan(merged, "/plan", planProblems);
     if (planProblems.empty()) validatePlan(s.model, s.cluster, s.plan, "/plan", planProblems);

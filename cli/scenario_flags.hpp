@@ -21,6 +21,7 @@ struct ScenarioFlags {
     std::optional<std::string> pipelineSplit, pipelineLayers;
     std::optional<int> firstStageLayers, lastStageLayers, cpA2a;
     std::optional<int64_t> seqLen;
+    std::optional<double> powerLimit;
 
     void addTo(CLI::App& app);
     // Whether any flag besides SCENARIO was given (a command that reads no scenario refuses them all).
@@ -35,5 +36,10 @@ struct ScenarioFlags {
 // at the flag.
 void addSeqLenOption(CLI::App& app, std::optional<int64_t>& seqLen);
 void overrideSeqLen(ModelConfig& model, const std::optional<int64_t>& seqLen, ProblemList& problems);
+// --power-limit: the board power limit the GPUs run at (nvidia-smi -pl, or a part built for another limit), which
+// moves the cluster's measured share curve by its kernels' power law (gpu.sustained_share_power, FORMULAS.md §3.3). A
+// GPU without the law, or a limit at or below its idle draw: a problem at the flag.
+void addPowerLimitOption(CLI::App& app, std::optional<double>& watts);
+void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& watts, ProblemList& problems);
 
 } // namespace tessel::cli

@@ -29,6 +29,7 @@ namespace {
 struct SearchFlags {
     std::string scenario, model, cluster;
     std::optional<int> gpus, maxGpus, maxVpp, gpusPerNode;
+    std::optional<double> powerLimit;
     std::optional<int64_t> seqLen;
     std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
     bool allowIdle = false;
@@ -337,6 +338,7 @@ int runSearch(const SearchFlags& f) {
         if (*f.gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*f.gpusPerNode));
         else s.cluster.gpusPerNode = *f.gpusPerNode;
     }
+    overridePowerLimit(s.cluster, f.powerLimit, problems);
     problems.throwIfAny();
 
     sim::SearchSpace space;
@@ -468,6 +470,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--max-gpus", f->maxGpus, "GPUs available, an upper bound: plans may leave whole nodes idle");
     cmd->add_option("--gpus-per-node", f->gpusPerNode,
                     "GPUs of each node the plans use (overrides the cluster's; e.g. 64 of a GB200 NVL72 rack's 72)");
+    addPowerLimitOption(*cmd, f->powerLimit);
     cmd->add_flag("--allow-idle", f->allowIdle, "Take --gpus as an upper bound (plans may leave whole nodes idle)");
     cmd->add_option("--global-batch", f->globalBatch,
                     "Global batch in sequences, N or a range LO:HI (each dp takes the largest batch of the range it "

@@ -249,4 +249,26 @@ import json
 g = {fw: json.load(open('$tmp/z3-%s.json' % fw))['memory']['stages'][0]['other']['zero3_gather_bytes'] for fw in ('deepspeed', 'fsdp')}
 assert g['deepspeed'] >= 2e9 and g['deepspeed'] > g['fsdp'], g" ; check "DeepSpeed's live set reaches max_live_parameters" $?
 
+
+# A power limit (nvidia-smi -pl) moves the H100's measured share curve by its kernels' power law (FORMULAS.md §3.3):
+# said with the factor, slower; a GPU without the law, or a limit below its idle draw, is refused at the flag.
+P="--model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --micro-batch 2 --global-batch 16 --zero 3 --sequence-parallel off"
+"$TESSEL" predict $P --json >"$tmp/pl700.json" 2>/dev/null; check "predict at the curve's own limit" $?
+"$TESSEL" predict $P --power-limit 500 >"$tmp/pl500.out" 2>&1; check "predict at 500 W" $?
+check "says the limit and the factor" "$(contains "$tmp/pl500.out" 'moved to this part.s 500 W limit: x0.844')"
+"$TESSEL" predict $P --power-limit 500 --json >"$tmp/pl500.json" 2>/dev/null
+python3 -c "
+import json
+a, b = (json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('pl700', 'pl500'))
+assert 1.05 < b / a < 1.2, (a, b)" ; check "500 W is slower by the tensor-core share" $?
+"$TESSEL" predict --model llama3-8b --cluster dgx-a100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --sequence-parallel off --power-limit 300 \
+    >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "a GPU without the power law refuses the limit" $([ $rc -eq 2 ]; echo $?)
+check "at the flag" "$(contains "$tmp/err" '^  --power-limit: .*carries no power law')"
+"$TESSEL" predict $P --power-limit 50 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "a limit below the idle draw is refused" $([ $rc -eq 2 ]; echo $?)
+check "naming the idle draw" "$(contains "$tmp/err" 'idle draw (78 W)')"
+"$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --global-batch 16 --power-limit 500 --no-progress --top 1 --json \
+    >"$tmp/s500.json" 2>/dev/null; check "search takes the limit" $?
+
 finish
