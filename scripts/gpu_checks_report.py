@@ -416,6 +416,16 @@ def cmd_power(a):
             phases[p["phase"]]["duty_planned"] = p.get("duty_planned")
             phases[p["phase"]]["duty_measured"] = round(p["duty_measured"], 3)
     r["figures"] = {"device": doc.get("device"), "nvidia_smi": doc.get("nvidia_smi"), "phases": phases}
+    # The clock-power law of this call (bench/power_dvfs_fit.py: dynamic power against the GEMMs' clock over the held
+    # and burst phases), beside the exponent the Hopper presets carry (gpu.sustained_share_power).
+    try:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import power_dvfs_fit
+        fit = power_dvfs_fit.fit_call(a.json)
+        r["figures"]["dvfs"] = {"exponent": round(fit["exponent"], 3), "idle_watts": round(fit["idle_watts"], 1),
+                                "points_duty_mhz_watts": [[round(d, 3), round(f), round(w)] for d, f, w in fit["points"]]}
+    except Exception as e:  # a call without the burst phases or its nvidia-smi log has no law to fit
+        r["figures"]["dvfs"] = {"not_fitted": f"{type(e).__name__}: {e}"[:200]}
     lacking = [k for k in ("gemm-bf16-8192", "copy") if "sustained" not in phases.get(k, {})]
     g = phases.get("gemm-bf16-8192", {})
     probe_verdict(a, r, f"no sustained rate for {', '.join(lacking)}" if lacking else "",

@@ -153,6 +153,16 @@ assert f['gemm-fp8-8192'] == {'error': 'no fp8 GEMM on this GPU or torch'}
 power "$tmp/w2.json" copy
 python3 "$rep" power --id power --name power --json "$tmp/w2.json" --log "$tmp/log" --rc 0 --out "$tmp/w2.res" >/dev/null
 check "a power probe without its copy phase: fail, named" "$([ "$(verdict "$tmp/w2.res")" = fail ] && grep -q 'no sustained rate for copy' "$tmp/w2.res"; echo $?)"
+check "a call without burst phases or a log says its clock-power law was not fitted" "$(python3 -c "
+import json, sys; f = json.load(open('$tmp/w1.res'))['figures']['dvfs']; sys.exit(0 if 'not_fitted' in f else 1)"; echo $?)"
+# The stored H100 call of 2026-11-28 (data/gpu/h100-2026-11-28): its law as bench/power_dvfs_fit.py fits it, the
+# burst phases at the duties they ran at (0.70-0.95), the exponent the presets' mean (2.29) is one of four of.
+python3 "$rep" power --id power --name power --json "$(dirname "$0")/../../data/gpu/h100-2026-11-28/power-h100.json" --rc 0 \
+    --out "$tmp/wh.res" >/dev/null
+check "the stored H100 call: its clock-power law fitted" "$(python3 -c "
+import json, sys; f = json.load(open('$tmp/wh.res'))['figures']['dvfs']
+d = [p[0] for p in f['points_duty_mhz_watts']]
+sys.exit(0 if abs(f['exponent'] - 2.41) < 0.01 and f['idle_watts'] == 71.6 and d[0] == 1.0 and 0.69 < min(d) < 0.71 else 1)"; echo $?)"
 python3 "$rep" power --id power --name power --json "$tmp/w1.json" --log "$tmp/log" --rc 124 --limit 90 --out "$tmp/w3.res" >/dev/null
 check "a power probe stopped by its limit: fail" "$([ "$(verdict "$tmp/w3.res")" = fail ] && grep -q 'did not finish in 90 s' "$tmp/w3.res"; echo $?)"
 
