@@ -105,11 +105,17 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
 // preset's measured share curve carries the power law of its kernels, the curve moves to that limit (FORMULAS.md
 // §3.3); said either way. False (with the refusal) for a field that is no limit.
 bool readPowerLimit(Reading& r, ClusterConfig& cluster) {
-    std::optional<double> watts = number(r.sys, "power_limit_watts");
-    std::string from = r.ptr + "/system/power_limit_watts";
-    if (r.sys.contains("power_limit_watts") && (!watts || *watts < 50.0 || *watts > 5000.0)) {
-        r.refusal = from + ": expected a board power limit in watts, 50 to 5000";
-        return false;
+    std::optional<double> watts;
+    std::string from;
+    for (const char* key : {"power_limit_watts", "power_limit_w", "tdp_watts", "tdp_w"}) {
+        if (!r.sys.contains(key)) continue;
+        watts = number(r.sys, key);
+        from = r.ptr + "/system/" + key;
+        if (!watts || *watts < 50.0 || *watts > 5000.0) {
+            r.refusal = from + ": expected a board power limit in watts, 50 to 5000";
+            return false;
+        }
+        break;
     }
     if (!watts) {
         watts = powerLimitInProse(text(r.sys, "gpu"));

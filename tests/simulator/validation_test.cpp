@@ -499,6 +499,11 @@ TEST(ValidationRecord, AStatedPowerLimitMovesTheMeasuredCurveOrIsSaid) {
     EXPECT_DOUBLE_EQ(load(r).scenario.cluster.gpu.powerLimitWatts, 600.0);
     r["system"]["power_limit_watts"] = "lots";
     EXPECT_NE(test::refusalOf(r).find("/system/power_limit_watts"), std::string::npos);
+    r["system"].erase("power_limit_watts");
+    r["system"]["tdp_w"] = 450;
+    const ValidationCase tdp = load(r);
+    EXPECT_DOUBLE_EQ(tdp.scenario.cluster.gpu.powerLimitWatts, 450.0);
+    EXPECT_TRUE(mentions(tdp.assumptions, "/system/tdp_w"));
     // An A100 preset carries no power law for its fitted share: the stated limit is said, its own costed.
     nlohmann::json a = record();
     a["system"]["gpu"] = "A100-SXM4-80GB (300W)";
