@@ -1,6 +1,7 @@
 // Reads a published record's system and plan (runs.json schema) into a tessel cluster and plan, step by step:
-// the GPU's preset in the record's shape, parallel degrees and batches, the pipeline, the framework's overlap
-// settings; then the numerics (validation_numerics.cpp): precision and sharding, the attention kernel, recompute.
+// the GPU's preset in the record's shape, parallel degrees and batches, the pipeline (validation_pipeline.cpp), the
+// framework's overlap settings; then the numerics (validation_numerics.cpp): precision and sharding, the attention
+// kernel, recompute.
 // What the record does not state is an assumption; a plan tessel cannot run is a refusal that names the field.
 #include "validation_plan.hpp"
 #include "validation_reading.hpp"
@@ -17,7 +18,6 @@
 #include <cstdio>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -25,81 +25,6 @@ namespace tessel::sim::detail {
 
 namespace {
 using namespace prose;
-
-// A pipeline schedule the record names besides 1F1B and its interleaved form: GPipe (all forwards, then all
-// backwards: "fill-drain", torchtitan's GPipe) and zero bubble (ZB-H1, torchtitan's ZBVZeroBubble and
-// InterleavedZeroBubble) are schedules tessel simulates, without virtual stages; ZB-V (torchtitan's ZBVZeroBubble) as
-// itself, and DualPipe and DualPipeV as DualPipeV (two chunks a rank in a V) where the plan allows it; any other (LoopedBFS) keeps the 1F1B
-// reading, and the assumption says so. `text` is the named schedule with the record's techniques, `named` the
-// schedule keys alone.
-void readNamedSchedule(const std::string& text, const std::string& named, Plan& plan, Reading& r) {
-    if (plan.pp < 2) return;
-    if (contains(text, "dualpipe") || contains(text, "dual pipe") || contains(text, "dual-pipe")) {
-        // DeepSeek-V3's DualPipe (report §3.2.1) and its half, DualPipeV, have the same bubble and activations
-        // (the DualPipe README's table); DualPipe also keeps a second copy of each rank's stage, for the reverse
-        // direction, which DualPipeV does not, and needs an even pp.
-        const bool v = contains(text, "dualpipev") || contains(text, "dualpipe-v") || contains(text, "dualpipe v");
-        const int layers = r.c.scenario.model.layers;
-        const int m = plan.microBatchesPerStep();
-        std::string why;
-        if (plan.vpp > 2) why = "vpp " + std::to_string(plan.vpp) + " stated, where DualPipe runs two stages a rank";
-        else if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) why = "first/last-stage layer counts stated";
-        else if (m < 2 * plan.pp) why = std::to_string(m) + " micro-batches a step, fewer than its 2 x pp";
-        else if (layers < 2 * plan.pp) why = "fewer layers than its 2 x pp virtual stages";
-        if (!why.empty()) {
-            r.assume(std::string(v ? "DualPipeV" : "DualPipe") + " named, but " + why + ": read as " +
-                     (plan.vpp > 1 ? "interleaved 1F1B" : "1F1B"));
-            return;
-        }
-        plan.vpp = 2;
-        plan.schedule = Schedule::DualPipeV;
-        r.assume(v ? std::string("pipeline schedule read as DualPipeV (two chunks a rank in a V, forward and backward chunks overlapped in pairs)")
-                   : std::string("pipeline schedule DualPipe read as DualPipeV: the same bubble, activations and overlapped "
-                                 "forward-backward pairs; DualPipe's second copy of each rank's stage (2x its parameters, "
-                                 "and their gradient sync) is not counted"));
-        return;
-    }
-    const bool gpipe = contains(text, "gpipe") || contains(text, "fill-drain") || contains(text, "fill drain") ||
-                       contains(text, "all-forward-all-backward") || contains(text, "all forward all backward");
-    const bool zeroBubbleV = contains(text, "zbv") || contains(text, "zb-v") || contains(text, "zero bubble v") ||
-                             contains(text, "zero-bubble-v") || contains(text, "zero_bubble_v");
-    const bool zeroBubble = !zeroBubbleV && (contains(text, "zero bubble") || contains(text, "zero-bubble") ||
-                                             contains(text, "zerobubble") || contains(text, "zb-h1") || contains(text, "zbh1"));
-    if (zeroBubbleV) {
-        // ZB-V (PyTorch's ScheduleZBVZeroBubble): two stages a rank in a V; any micro-batch count.
-        const int layers = r.c.scenario.model.layers;
-        std::string why;
-        if (plan.vpp > 2) why = "vpp " + std::to_string(plan.vpp) + " stated, where ZB-V runs two stages a rank";
-        else if (plan.firstStageLayers > 0 || plan.lastStageLayers > 0) why = "first/last-stage layer counts stated";
-        else if (layers < 2 * plan.pp) why = "fewer layers than its 2 x pp virtual stages";
-        if (!why.empty()) {
-            r.assume("ZB-V named, but " + why + ": read as " + (plan.vpp > 1 ? std::string("interleaved 1F1B") : std::string("1F1B")));
-            return;
-        }
-        plan.vpp = 2;
-        plan.schedule = Schedule::ZeroBubbleV;
-        r.assume("pipeline schedule read as ZB-V (two chunks a rank in a V, every backward split into input and weight halves)");
-        return;
-    }
-    const std::string shown = [&] {
-        size_t a = named.find_first_not_of(' '), b = named.find_last_not_of(' ');
-        return a == std::string::npos ? std::string() : named.substr(a, b - a + 1);
-    }();
-    if (gpipe || zeroBubble) {
-        const char* which = gpipe ? "GPipe" : "zero bubble (ZB-H1)";
-        if (plan.vpp > 1) {
-            r.assume(std::string(which) + " schedule with " + std::to_string(plan.vpp) +
-                   " virtual stages: tessel simulates it without them; read as interleaved 1F1B");
-        } else {
-            plan.schedule = gpipe ? Schedule::Gpipe : Schedule::ZeroBubble;
-            r.assume(std::string("pipeline schedule read as ") + which);
-        }
-    } else if (!shown.empty() && !contains(shown, "1f1b") && !contains(shown, "interleav") &&
-               !contains(shown, "one-forward") && !contains(shown, "one forward") && !contains(shown, "pipedream")) {
-        r.assume("pipeline schedule \"" + shown + "\" is not one tessel simulates: read as " +
-               (plan.vpp > 1 ? std::string("interleaved 1F1B") : std::string("1F1B")));
-    }
-}
 
 // A power limit the record states (system/power_limit_watts, or watts written beside the GPU's name): where the
 // preset's measured share curve carries the power law of its kernels, the curve moves to that limit (FORMULAS.md
@@ -484,175 +409,6 @@ bool readBatch(Reading& r) {
         return false;
     }
     r.microBatchAssumed = microBatchAssumed;
-    return true;
-}
-
-// The pipeline: virtual stages, the schedule and the split of the layers over the stages.
-bool readPipeline(Reading& r) {
-    const nlohmann::json& rec = r.rec;
-    const nlohmann::json& pl = r.pl;
-    Plan& plan = r.c.scenario.plan;
-    ModelConfig& model = r.c.scenario.model;
-    // Megatron-LM's first/last-rank layer counts, under the names records use.
-    int statedFirst = 0, statedLast = 0;
-    for (const char* key : {"first_stage_layers", "num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"})
-        if (auto v = count(pl, key, 1, model.layers, r.ptr + "/plan", r.refusal)) statedFirst = static_cast<int>(*v);
-    for (const char* key : {"last_stage_layers", "num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"})
-        if (auto v = count(pl, key, 1, model.layers, r.ptr + "/plan", r.refusal)) statedLast = static_cast<int>(*v);
-    if (!r.refusal.empty()) return false;
-    // The schedule a record names, under the keys records use (torchtitan's config: pipeline_parallel_schedule).
-    const std::string namedSchedule = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " +
-                                            text(pl, "pp_schedule") + " " + text(pl, "pipeline_parallel_schedule"));
-    const bool vppInferred = plan.pp > 1 && !member(pl, "vpp");
-    if (vppInferred) {
-        // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
-        // stage, the median of NVIDIA's published NeMo recipes (1-4: GPT-3 175B pp 8 vp 6, Llama 3 70B pp 4 vp 5,
-        // Llama 3.1 405B pp 8 vp 8), where the layers (or the layers plus embedding and loss) split evenly and
-        // the micro-batches divide by pp, as Megatron-LM's interleaved schedule needs; otherwise 1F1B. Stated
-        // first/last-rank counts must leave the other ranks a whole number of layers per chunk.
-        std::string sched = namedSchedule + " " + lower(text(pl, "techniques"));
-        // The record's notes count where they say it and never deny it ("non-interleaved", "without interleaving"
-        // anywhere in them leaves the notes out: a note that says both is no reading).
-        const std::string notes = lower(text(rec, "notes"));
-        if (contains(notes, "interleav") && !std::regex_search(notes, std::regex(R"((non|not|without|no)[- ]+interleav)")))
-            sched += " " + notes;
-        const int microBatches = plan.globalBatch / (plan.microBatch * plan.dp);
-        auto fitsStated = [&](int cand) {
-            if (statedFirst == 0 && statedLast == 0) return true;
-            int rest = model.layers, ranks = plan.pp;
-            if (statedFirst > 0) rest -= statedFirst, --ranks;
-            if (statedLast > 0) rest -= statedLast, --ranks;
-            return (statedFirst == 0 || statedFirst >= cand) && (statedLast == 0 || statedLast >= cand) &&
-                   (ranks == 0 ? rest == 0 : rest > 0 && rest % (ranks * cand) == 0);
-        };
-        // Whether the record says anything of its schedule (its notes count even where they deny interleaving).
-        const bool schedulesNamed =
-            contains(notes, "interleav") ||
-            std::regex_search(sched, std::regex(R"(interleav|1f1b|gpipe|fill[- ]drain|zero[- ]?bubble|\bzb|dualpipe|pipedream|looped ?bfs|\bbfs\b|\bdfs\b)"));
-        // A denial ("1F1B non-interleaved", "without interleaving") is no interleaving.
-        if (std::regex_search(sched, std::regex(R"((non|not|without|no)[- ]+interleav)"))) sched = namedSchedule.empty() ? "" : "1f1b";
-        // A Megatron-LM, NeMo or MegaScale run that names no schedule at all. Megatron-LM's command line runs 1F1B
-        // unless virtual stages are given, but the runs published with it interleave: every pipelined NeMo and
-        // Megatron-Bridge recipe in the check sets (44 of 44), and Megatron-LM's README runs, which say their
-        // pipeline communication overlaps compute, as Megatron-LM does only under the interleaved schedule
-        // (arguments.py sets overlap_p2p_comm off otherwise, 2024-07). Read as interleaved where the layers split.
-        const bool megatronKin = r.framework == "megatron" || r.framework == "nemo" || r.framework == "megascale";
-        const bool interleaveByDefault = megatronKin && !schedulesNamed;
-        if (interleaveByDefault) sched += " interleaved";
-        int v = 1;
-        // A count the schedule's words give ("vpp 2", "2 virtual stages per device", "4 model chunks") is taken where
-        // Megatron-LM could run it.
-        std::smatch counted;
-        if (std::regex_search(sched, counted, std::regex(R"(\bvpp\s*[=:]?\s*([0-9]+))")) ||
-            std::regex_search(sched, counted, std::regex(R"(([0-9]+)\s*(virtual (pipeline )?stages?|model chunks?)\b)"))) {
-            const int stated = std::stoi(counted[1].str());
-            const bool runs = stated >= 2 && microBatches % plan.pp == 0 &&
-                              ((model.layers % (plan.pp * stated) == 0) || (model.layers + 2) % (plan.pp * stated) == 0) &&
-                              fitsStated(stated);
-            if (runs) v = stated;
-            else r.assume("the schedule's " + std::to_string(stated) + " virtual stages do not split " +
-                          std::to_string(model.layers) + " layers over pp " + std::to_string(plan.pp) +
-                          " with the micro-batches dividing by pp: read without that count");
-        }
-        bool oneLayerEach = false;
-        if (v == 1 && contains(sched, "interleav") && microBatches % plan.pp == 0) {
-            for (int extra : {0, 2}) {
-                for (int cand = (model.layers + extra) / (2 * plan.pp); cand >= 2 && v == 1; --cand)
-                    if ((model.layers + extra) % (plan.pp * cand) == 0 && fitsStated(cand)) v = cand;
-                if (v > 1) break;
-            }
-            // Where no chunk of two or more layers splits them, one layer a virtual stage, as NVIDIA's Nemotron-4
-            // 340B recipes run (pp 8 x vp 12 over 96 layers, dgxc-benchmarking and NeMo 24.09).
-            for (int extra : {0, 2})
-                if (v == 1 && (model.layers + extra) % plan.pp == 0 && (model.layers + extra) / plan.pp >= 2 &&
-                    fitsStated((model.layers + extra) / plan.pp))
-                    v = (model.layers + extra) / plan.pp, oneLayerEach = true;
-        }
-        plan.vpp = v;
-        const std::string how = interleaveByDefault
-                                    ? std::string("no schedule stated: interleaved, as the published ") +
-                                          (r.framework == "nemo" ? "NeMo" : r.framework == "megascale" ? "MegaScale" : "Megatron-LM") +
-                                          " runs are (Megatron-LM overlaps pipeline communication only under it)"
-                                    : "interleaved schedule without a vpp";
-        if (v > 1 && std::regex_search(sched, std::regex(R"(\bvpp\s*[=:]?\s*[0-9]|[0-9]+\s*(virtual (pipeline )?stages?|model chunks?)\b)")))
-            r.assume("vpp = " + std::to_string(v) + ", the count the schedule names");
-        else if (v > 1 && oneLayerEach)
-            r.assume(how + ": vpp = " + std::to_string(v) + " (one layer per virtual stage; no split of two or more fits)");
-        else if (v > 1)
-            r.assume(how + ": vpp = " + std::to_string(v) + " (about two layers per virtual stage, the median of NVIDIA's "
-                     "published recipes)");
-        else if (contains(sched, "interleav") && microBatches % plan.pp != 0)
-            r.assume(how + ", but its " + std::to_string(microBatches) + " micro-batches a step do not divide by pp = " +
-                     std::to_string(plan.pp) + ", as Megatron-LM's interleaved schedule needs: 1F1B");
-        else if (contains(sched, "interleav"))
-            r.assume(how + ", and no split of one or two layers per virtual stage fits: 1F1B");
-        else
-            r.assume("vpp not stated: 1 (no interleaving)");
-    }
-    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
-    plan.firstStageLayers = statedFirst; // (set again below; the named schedule reads them)
-    plan.lastStageLayers = statedLast;
-    readNamedSchedule(namedSchedule + " " + lower(text(pl, "techniques")), namedSchedule, plan, r);
-
-    // Pipeline split: as stated (per-stage layers, or Megatron-LM's first/last-stage counts), else even where
-    // pp x vpp divides the layers and, where it does not, what the frameworks do: the embedding and the output
-    // layer + loss counted as one layer each (Megatron-LM --account-for-embedding/loss-in-pipeline-split,
-    // DeepSpeed's "type:transformer|embedding" partition of BLOOM; Llama 3 405B's 7,8x14,7 is the same), or the
-    // time-balanced split where the record says so (FORMULAS.md §5.4).
-    // Per-stage layer counts under the names records give them, as a list or as text ("7,8x14,7": 7, fourteen 8s, 7);
-    // a count that does not read is refused naming its field, never dropped.
-    for (const char* key : {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers", "num_layers_per_stage"}) {
-        const nlohmann::json* v = member(pl, key);
-        if (!v) continue;
-        bool ok = true;
-        if (v->is_array()) {
-            for (const auto& n : *v) {
-                if (n.is_number_integer() && n.get<int64_t>() >= 1 && n.get<int64_t>() <= model.layers) plan.pipelineLayers.push_back(n.get<int>());
-                else ok = false;
-            }
-        } else if (v->is_string()) {
-            std::stringstream items(v->get<std::string>());
-            std::string item;
-            while (ok && std::getline(items, item, ',')) {
-                std::smatch m;
-                if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) {
-                    ok = false;
-                    break;
-                }
-                const int layers = std::stoi(m[1].str()), times = m[2].matched ? std::stoi(m[2].str()) : 1;
-                if (layers < 1 || layers > model.layers || times < 1 || times > model.layers) ok = false;
-                else plan.pipelineLayers.insert(plan.pipelineLayers.end(), static_cast<size_t>(times), layers);
-            }
-        } else {
-            ok = false;
-        }
-        if (!ok) {
-            r.refusal = r.ptr + "/plan/" + key + ": \"" + text(pl, key) + "\" is not a list of per-stage layer counts "
-                        "(whole numbers from 1 to " + std::to_string(model.layers) + ", or text such as \"7,8x14,7\")";
-            return false;
-        }
-        break;
-    }
-    plan.firstStageLayers = statedFirst;
-    plan.lastStageLayers = statedLast;
-    if (vppInferred && plan.vpp > 1 && (statedFirst % plan.vpp != 0 || statedLast % plan.vpp != 0)) {
-        // The vpp is tessel's reading, not the record's: first/last-rank counts it does not divide are the
-        // record's schedule, not Megatron-LM's rule (which would refuse them). Llama 3's 405B run "reduces one
-        // Transformer layer each from the first and the last stages" under its interleaved schedule (Llama Team
-        // 2024, arXiv:2407.21783 §3.3.2): the missing layer comes off the chunk with the embedding or the loss.
-        const auto chunks = firstLastChunkLayers(model.layers, plan.pp, plan.vpp, statedFirst, statedLast);
-        if (!chunks.empty()) {
-            plan.pipelineLayers = chunks;
-            plan.firstStageLayers = plan.lastStageLayers = 0;
-            r.assume("first/last pipeline ranks as stated under the inferred vpp " + std::to_string(plan.vpp) +
-                   ": the layers they lack come off the chunk with the embedding / the loss (" + pipelineSplitText(chunks) + ")");
-        }
-    }
-    if (plan.pipelineLayers.empty() && plan.firstStageLayers == 0 && plan.lastStageLayers == 0 &&
-        model.layers % (plan.pp * plan.vpp) != 0) {
-        plan.pipelineSplit = contains(lower(text(pl, "pipeline_split")), "balanced") ? PipelineSplit::Balanced
-                                                                                    : PipelineSplit::EndsAsLayers;
-    }
     return true;
 }
 

@@ -30,6 +30,10 @@ struct Reading {
 };
 
 
+// The step of validation_pipeline.cpp, run after the cluster and batch steps: virtual stages, the schedule and the
+// split of the layers over the stages. False with `refusal` set when the record cannot be read.
+bool readPipeline(Reading& r);
+
 // The steps of validation_numerics.cpp, run after the cluster, batch, pipeline and framework steps: the precision
 // recipe, ZeRO stage and hybrid sharding; the attention kernel; recompute and SP raised until the plan fits, and the
 // checks of the finished plan. Each returns false with `refusal` set when the record cannot be read.
