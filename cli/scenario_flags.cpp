@@ -28,7 +28,7 @@ void overrideSeqLen(ModelConfig& model, const std::optional<int64_t>& seqLen, Pr
 void addPowerLimitOption(CLI::App& app, std::optional<double>& watts) {
     app.add_option("--power-limit", watts,
                    "Board power limit of the GPUs in watts (nvidia-smi -pl): the measured tensor-core share curve moved "
-                   "to it by its power law (clusters with gpu.sustained_share_power: the H100 presets)");
+                   "to it by its power law (clusters with gpu.sustained_share_power: the H100 and H200 presets)");
 }
 
 void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& watts, ProblemList& problems) {

@@ -299,6 +299,8 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
             // 500 W Grand Teton H100: x0.844).
             EXPECT_NEAR(c.gpu.sustainedShareByDuty.back().share, 0.853, 1e-9) << name;
             EXPECT_NEAR(c.gpu.sustainedTensorShare(1.0), 0.853 * c.gpu.powerLimitShareScale(), 1e-9) << name;
+            // The curve's power law is the GH100 die's (bench/power_dvfs_fit.py): every Hopper preset carries it.
+            if (hopper) EXPECT_TRUE(c.gpu.sustainedSharePower.has_value()) << name;
         } else {
             EXPECT_NEAR(c.gpu.sustainedTensorFraction, fit.fraction, 0.002) << name;
         }
