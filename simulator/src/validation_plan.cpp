@@ -46,6 +46,12 @@ bool readPowerLimit(Reading& r, ClusterConfig& cluster) {
         watts = powerLimitInProse(text(r.sys, "gpu"));
         from = r.ptr + "/system/gpu";
         if (watts && (*watts < 100.0 || *watts > 3000.0)) watts.reset(); // a number that reads as no board limit
+        // A Grace Hopper module's watts are the module's, shared with its CPU and memory: not the GPU's limit.
+        if (watts && contains(lower(text(r.sys, "gpu")), "gh200")) {
+            r.assume("the " + std::to_string(static_cast<int>(*watts)) + " W beside GH200 read as the module's power, "
+                     "shared with its Grace CPU, not the GPU's limit: the H200 preset's curve at its own limit");
+            watts.reset();
+        }
     }
     if (!watts) return true;
     const auto& law = cluster.gpu.sustainedSharePower;

@@ -504,6 +504,12 @@ TEST(ValidationRecord, AStatedPowerLimitMovesTheMeasuredCurveOrIsSaid) {
     const ValidationCase tdp = load(r);
     EXPECT_DOUBLE_EQ(tdp.scenario.cluster.gpu.powerLimitWatts, 450.0);
     EXPECT_TRUE(mentions(tdp.assumptions, "/system/tdp_w"));
+    // A GH200's watts are its module's (Grace shares them): said, not taken as the GPU's limit.
+    nlohmann::json gh = record();
+    gh["system"]["gpu"] = "NVIDIA GH200 96GB HBM3 (900W)";
+    const ValidationCase grace = load(gh);
+    EXPECT_DOUBLE_EQ(grace.scenario.cluster.gpu.powerLimitWatts, 0.0);
+    EXPECT_TRUE(mentions(grace.assumptions, "900 W beside GH200 read as the module's power"));
     // An A100 preset carries no power law for its fitted share: the stated limit is said, its own costed.
     nlohmann::json a = record();
     a["system"]["gpu"] = "A100-SXM4-80GB (300W)";
