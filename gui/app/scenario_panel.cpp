@@ -140,9 +140,19 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
     cg->addWidget(new QLabel(QStringLiteral("GPU")), 2, 0);
     cg->addWidget(gpuType_, 2, 1, 1, 3);
     addPair(cg, 3, QStringLiteral("NVLink"), intraGBps_, QStringLiteral("network"), interGBps_);
+    // The board power limit (nvidia-smi -pl): moves a measured share curve by its power law (FORMULAS.md §3.3).
+    powerLimit_ = intSpin(0, 5000, clusterBox);
+    powerLimit_->setObjectName(QStringLiteral("powerLimit"));
+    powerLimit_->setSuffix(QStringLiteral(" W"));
+    powerLimit_->setSpecialValueText(QStringLiteral("n/a"));
+    powerLimit_->setToolTip(QStringLiteral("Board power limit of the GPUs (nvidia-smi -pl): the tensor cores' measured share "
+                                           "curve moves to it by its clock-power law (Hopper presets; n/a where the share "
+                                           "is a fitted constant)"));
+    cg->addWidget(new QLabel(QStringLiteral("power")), 4, 0);
+    cg->addWidget(powerLimit_, 4, 1);
     clusterInfo_ = new QLabel(clusterBox);
     clusterInfo_->setWordWrap(true);
-    cg->addWidget(clusterInfo_, 4, 0, 1, 4);
+    cg->addWidget(clusterInfo_, 5, 0, 1, 4);
     outer->addWidget(clusterBox);
 
     // Search.
@@ -194,7 +204,8 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
         connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::modelFieldsEdited);
     connect(activation_, &QComboBox::activated, this, &ScenarioPanel::modelFieldsEdited);
     connect(clusterPreset_, &QComboBox::activated, this, [this](int i) { loadClusterPreset(clusterPreset_->itemText(i)); });
-    for (QSpinBox* s : {nodes_, gpusPerNode_}) connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::clusterFieldsEdited);
+    for (QSpinBox* s : {nodes_, gpusPerNode_, powerLimit_})
+        connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::clusterFieldsEdited);
     for (QDoubleSpinBox* s : {intraGBps_, interGBps_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ScenarioPanel::clusterFieldsEdited);
     connect(gpuType_, &QComboBox::activated, this, &ScenarioPanel::clusterFieldsEdited);
@@ -257,7 +268,14 @@ void ScenarioPanel::showCluster(const ClusterConfig& c) {
     gpuType_->setCurrentText(gpu);
     intraGBps_->setValue(c.intraNode.bandwidthBytesPerSecond / 1e9);
     interGBps_->setValue(c.interNode.bandwidthBytesPerSecond / 1e9);
-    clusterInfo_->setText(QStringLiteral("%1 GPUs, %2 each").arg(c.totalGpus()).arg(gibText(static_cast<double>(c.gpu.memoryBytes), 0)));
+    const auto& law = c.gpu.sustainedSharePower;
+    powerLimit_->setEnabled(law.has_value());
+    powerLimit_->setMinimum(law ? static_cast<int>(std::floor(law->idleWatts)) + 1 : 0);
+    powerLimit_->setValue(law ? static_cast<int>(std::lround(c.gpu.powerLimitWatts > 0.0 ? c.gpu.powerLimitWatts : law->measuredAtWatts)) : 0);
+    QString info = QStringLiteral("%1 GPUs, %2 each").arg(c.totalGpus()).arg(gibText(static_cast<double>(c.gpu.memoryBytes), 0));
+    if (const double scale = c.gpu.powerLimitShareScale(); scale != 1.0)
+        info += QStringLiteral("; tensor cores x%1 of the curve measured at %2 W").arg(scale, 0, 'f', 3).arg(law->measuredAtWatts, 0, 'f', 0);
+    clusterInfo_->setText(info);
     updating_ = false;
 }
 
@@ -330,13 +348,22 @@ void ScenarioPanel::clusterFieldsEdited() {
     ClusterConfig c = cluster_;
     c.nodes = nodes_->value();
     c.gpusPerNode = gpusPerNode_->value();
-    if (const auto it = gpus_.find(gpuType_->currentText()); it != gpus_.end()) c.gpu = it->second;
+    // Only a GPU type the user picked replaces the GPU: several presets name the same GPU with other figures (the
+    // calibrated h100-single beside dgx-h100-80g), and an edit of another field must keep the cluster's own.
+    if (gpuType_->currentText() != QString::fromStdString(cluster_.gpu.name))
+        if (const auto it = gpus_.find(gpuType_->currentText()); it != gpus_.end()) c.gpu = it->second;
     c.intraNode.bandwidthBytesPerSecond = intraGBps_->value() * 1e9;
     c.interNode.bandwidthBytesPerSecond = interGBps_->value() * 1e9;
+    // Another GPU brings its own limit; the same GPU takes the field's (its curve's own limit being no cap).
+    if (c.gpu.name == cluster_.gpu.name && c.gpu.sustainedSharePower) {
+        const double watts = powerLimit_->value();
+        c.gpu.powerLimitWatts = watts == c.gpu.sustainedSharePower->measuredAtWatts ? 0.0 : watts;
+    }
     // Node count alone is the job size, not a different cluster: keep the preset's name then.
     const bool hardwareEdited = c.gpusPerNode != cluster_.gpusPerNode || c.gpu.name != cluster_.gpu.name ||
                                 c.intraNode.bandwidthBytesPerSecond != cluster_.intraNode.bandwidthBytesPerSecond ||
-                                c.interNode.bandwidthBytesPerSecond != cluster_.interNode.bandwidthBytesPerSecond;
+                                c.interNode.bandwidthBytesPerSecond != cluster_.interNode.bandwidthBytesPerSecond ||
+                                c.gpu.powerLimitWatts != cluster_.gpu.powerLimitWatts;
     if (hardwareEdited && c.name.find(" (edited)") == std::string::npos) c.name += " (edited)";
     showCluster(c);
     emit clusterChanged(cluster_);

@@ -74,6 +74,7 @@ private:
     QSpinBox *nodes_, *gpusPerNode_;
     QComboBox* gpuType_;
     QDoubleSpinBox *intraGBps_, *interGBps_;
+    QSpinBox* powerLimit_;   // the GPUs' board limit in watts; "n/a" for a GPU whose share is not a measured curve
     QLabel* clusterInfo_;
     QSpinBox* globalBatch_;
     QLineEdit* fix_;

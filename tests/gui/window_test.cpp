@@ -287,6 +287,30 @@ private slots:
         window_->clearMeasuredRun();
     }
 
+    // The cluster box's power field: a Hopper preset's measured share curve moves to the limit set there (FORMULAS.md
+    // §3.3), its own limit being no cap; a GPU whose share is a fitted constant shows n/a and cannot be set.
+    void aPowerLimitMovesTheMeasuredCurve() {
+        auto* power = window_->scenarioPanel()->findChild<QSpinBox*>(QStringLiteral("powerLimit"));
+        QVERIFY(power);
+        QVERIFY(window_->openScenarioFile(QStringLiteral("gpt3-175b-megatron")));   // A100: the fitted share
+        QVERIFY(!power->isEnabled());
+        QCOMPARE(power->text(), QStringLiteral("n/a"));
+        window_->setScenario(llamaScenario());   // 8 H100 with the curve measured at 700 W
+        QVERIFY(power->isEnabled());
+        QCOMPARE(power->value(), 700);
+        QVERIFY(window_->session()->evaluation().ok());
+        const double at700 = window_->session()->evaluation().simulation->metrics.stepSeconds;
+        power->setValue(500);
+        QCOMPARE(window_->session()->scenario().cluster.gpu.powerLimitWatts, 500.0);
+        QVERIFY(window_->session()->evaluation().ok());
+        QVERIFY(window_->session()->evaluation().simulation->metrics.stepSeconds > 1.05 * at700);
+        power->setValue(700);
+        QCOMPARE(window_->session()->scenario().cluster.gpu.powerLimitWatts, 0.0);
+        // An edit of a cluster field keeps the cluster's own GPU figures, not another preset's of the same GPU name.
+        QVERIFY(window_->session()->scenario().cluster.gpu.kernelOverheadSeconds == llamaScenario().cluster.gpu.kernelOverheadSeconds);
+        QVERIFY(std::abs(window_->session()->evaluation().simulation->metrics.stepSeconds - at700) < 1e-9 * at700);
+    }
+
     void cleanupTestCase() { window_.reset(); }
 };
 
