@@ -2,6 +2,7 @@
 #include "app/scenario_panel.hpp"
 
 #include "core/format.hpp"
+#include "core/gpu_types.hpp"
 #include "core/search_controller.hpp"
 
 #include <QCheckBox>
@@ -116,17 +117,19 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
     gpuType_ = new QComboBox(clusterBox);
     compactCombo(clusterPreset_);
     compactCombo(gpuType_);
+    std::vector<ClusterConfig> presets;
     for (const auto& n : presetNames("clusters")) {
         clusterPreset_->addItem(QString::fromStdString(n));
         try {
-            const ClusterConfig c = loadClusterRef(n, n);
-            gpus_[QString::fromStdString(c.gpu.name)] = c.gpu;
+            presets.push_back(loadClusterRef(n, n));
         } catch (const std::exception&) {
             // A broken preset is reported when chosen; the GPU list just lacks it.
         }
     }
+    gpus_ = gpuTypesFromPresets(presets);
     for (const auto& [name, spec] : gpus_) gpuType_->addItem(name);
     gpuType_->setToolTip(QStringLiteral("GPU type (memory, peak FLOPs, HBM bandwidth) taken from a cluster preset"));
+    gpuType_->setObjectName(QStringLiteral("gpuType"));
     cg->addWidget(clusterPreset_, 0, 0, 1, 4);
     nodes_ = intSpin(1, 1 << 20, clusterBox);
     gpusPerNode_ = intSpin(1, 1024, clusterBox);

@@ -3,6 +3,7 @@
 #include "gui_test_support.hpp"
 
 #include "core/breakdown_data.hpp"
+#include "core/gpu_types.hpp"
 #include "core/memory_chart_data.hpp"
 #include "core/plan_session.hpp"
 
@@ -205,6 +206,26 @@ private slots:
         bool namesTp = false;
         for (const auto& p : session.evaluation().problems) namesTp = namesTp || p.where.find("tp") != std::string::npos || p.message.find("tp") != std::string::npos;
         QVERIFY(namesTp);
+    }
+
+    // The cluster box's GPU types: the first preset naming a GPU gives it, a calibrated preset never does (its GPU
+    // predicts tessel's own executor), whatever the order.
+    void gpuTypesComeFromTheFirstUncalibratedPreset() {
+        ClusterConfig first, calibrated, later;
+        first.gpu.name = calibrated.gpu.name = later.gpu.name = "H100";
+        first.gpu.kernelOverheadSeconds = 1e-6;
+        calibrated.gpu.kernelOverheadSeconds = 2e-6;
+        calibrated.calibration = nlohmann::json::object();
+        later.gpu.kernelOverheadSeconds = 3e-6;
+        ClusterConfig other;
+        other.gpu.name = "A100";
+        for (const auto& order : {std::vector<ClusterConfig>{calibrated, first, later, other},
+                                  std::vector<ClusterConfig>{first, calibrated, later, other}}) {
+            const auto types = gpuTypesFromPresets(order);
+            QCOMPARE(types.size(), size_t(2));
+            QCOMPARE(types.at(QStringLiteral("H100")).kernelOverheadSeconds, 1e-6);
+        }
+        QVERIFY(gpuTypesFromPresets({calibrated}).empty());
     }
 
     void pinnedPlansKeepTheirNumbers() {

@@ -17,6 +17,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QComboBox>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -308,6 +309,21 @@ private slots:
         QCOMPARE(window_->session()->scenario().cluster.gpu.powerLimitWatts, 0.0);
         // An edit of a cluster field keeps the cluster's own GPU figures, not another preset's of the same GPU name.
         QVERIFY(window_->session()->scenario().cluster.gpu.kernelOverheadSeconds == llamaScenario().cluster.gpu.kernelOverheadSeconds);
+        // Picking a GPU type takes it from the first preset that names it, never a calibrated one: away to the A100
+        // and back, the H100 is dgx-h100-80g's (h100-single-calibrated names the same GPU with its executor's figures).
+        auto* gpuType = window_->scenarioPanel()->findChild<QComboBox*>(QStringLiteral("gpuType"));
+        QVERIFY(gpuType);
+        const QString h100 = gpuType->currentText();
+        for (const QString& pick : {QStringLiteral("NVIDIA A100-SXM4-80GB"), h100}) {
+            const int i = gpuType->findText(pick);
+            QVERIFY(i >= 0);
+            gpuType->setCurrentIndex(i);
+            emit gpuType->activated(i);
+        }
+        const GpuSpec& back = window_->session()->scenario().cluster.gpu;
+        QCOMPARE(QString::fromStdString(back.name), h100);
+        QVERIFY(back.phaseFits.empty());   // the calibrated preset's GPU carries its executor's phase fits
+        QVERIFY(back.sustainedSharePower.has_value());
         QVERIFY(std::abs(window_->session()->evaluation().simulation->metrics.stepSeconds - at700) < 1e-9 * at700);
     }
 
