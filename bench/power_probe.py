@@ -25,7 +25,9 @@ after, beside nvidia-smi's power, SM clock and throttle reasons sampled every 10
   fill read back from CUDA events (`duty_measured`): how the clock the GEMMs get depends on the average power, as
   a layer's GEMMs between its attention and elementwise kernels;
 - duty-copy-75 / -50 / -25: the same bursts with the gaps filled by an HBM copy: whether memory-bound time lets the
-  clock recover as idle time does (tessel's block duty assumes it does).
+  clock recover as idle time does (tessel's block duty assumes it does);
+- window-2ms / -8ms / -32ms / -128ms: 4096^3 GEMM bursts and idle gaps of equal length, at those periods: how long
+  the power limiter averages over (the clock a rank regains while it waits on communication).
 
 Fitting what the clock costs per watt (the DVFS curve) from these rates is for the session that reads them;
 nothing here is fitted. Prints a table last; writes every point to --out as JSON.
@@ -162,16 +164,19 @@ def part_copy(points, log, seconds):
     hold("copy", lambda: dst.copy_(src), 2.0 * 2 * n / 1e9, "GB/s", log, seconds, points)
 
 
-def duty_cycles(points, log, seconds, phase, gap_for):
-    """8192^3 bf16 GEMM bursts of about 3 ms, each after a gap that gap_for(gap seconds) returns as (a callable that
-    enqueues the gap, fields for the point), so the GEMMs fill 75/50/25% of each period; the GEMMs timed alone."""
-    fn, work = gemm_bf16((8192, 8192, 8192))
+def duty_cycles(points, log, seconds, phase, gap_for, shape=(8192, 8192, 8192), burst=0.003, duties=(75, 50, 25),
+                name=None):
+    """bf16 GEMM bursts of about `burst` seconds (8192^3, 3 ms by default), each after a gap that gap_for(gap
+    seconds) returns as (a callable that enqueues the gap, fields for the point), so the GEMMs fill each of `duties`
+    percent of each period; the GEMMs timed alone. `name(duty)` names each phase (default PHASE-DUTY)."""
+    fn, work = gemm_bf16(shape)
     fn()
     torch.cuda.synchronize()
     per_call = timed(fn, 5) / 5
-    calls = max(1, int(0.003 / per_call))
+    calls = max(1, int(round(burst / per_call)))
     burst_seconds = calls * per_call
-    for duty in (75, 50, 25):
+    for duty in duties:
+        label = name(duty) if name else f"{phase}-{duty}"
         gap, fields = gap_for(burst_seconds * (100 - duty) / duty)
         time.sleep(1.0)
         t0 = time.time()
@@ -188,19 +193,21 @@ def duty_cycles(points, log, seconds, phase, gap_for):
             gemm_ms, period_ms = e[1].elapsed_time(e[2]), e[0].elapsed_time(e[2])
             rates.append(calls * work / 1e12 / (gemm_ms / 1e3))
             duties.append(gemm_ms / period_ms)
-        log.mark(f"{phase}-{duty}", t0, time.time())
+        log.mark(label, t0, time.time())
         tail = rates[len(rates) // 2:] or rates
         tail_duty = duties[len(duties) // 2:] or duties
         # The duty the bursts achieved on the GPU's clock (GEMMs over gap + GEMMs), beside the one planned: the
         # 2026-11-28 calls planned 75/50/25% and, their sleep kernel timed without a warm-up, got about 94/86/70%.
-        points.append({"kind": "sustained", "phase": f"{phase}-{duty}", "unit": "TFLOP/s", "gemm_calls_per_burst": calls,
+        points.append({"kind": "sustained", "phase": label, "unit": "TFLOP/s", "gemm_calls_per_burst": calls,
+                       "gemm_shape": list(shape), "burst_seconds_planned": burst_seconds,
                        **fields, "duty_planned": duty / 100, "duty_measured": sum(tail_duty) / len(tail_duty),
                        "burst_rate": rates[0], "sustained_rate": sum(tail) / len(tail),
                        "bursts": len(rates), "seconds": time.time() - t0})
 
 
-def part_duty(points, log, seconds):
-    """GEMM bursts with idle kernels (torch.cuda._sleep) between them."""
+def idle_gaps():
+    """A gap builder for duty_cycles: idle kernels (torch.cuda._sleep) of a requested length, calibrated at the
+    clock the GPU idles at (a throttled clock stretches them; the phases record the duty achieved)."""
     cycles = 1_000_000
     # Warmed first: the first launch of the sleep kernel loads its module (CUDA's lazy loading), which timed with
     # it made a call look several times longer and the gaps built from it several times shorter than planned.
@@ -212,7 +219,24 @@ def part_duty(points, log, seconds):
         idle_cycles = max(1, int(cycles * idle / sleep_seconds))
         return (lambda: torch.cuda._sleep(idle_cycles)), {"idle_seconds_per_burst": idle}
 
-    duty_cycles(points, log, seconds, "duty", idle_gap)
+    return idle_gap
+
+
+def part_duty(points, log, seconds):
+    """GEMM bursts with idle kernels (torch.cuda._sleep) between them."""
+    duty_cycles(points, log, seconds, "duty", idle_gaps())
+
+
+def part_window(points, log, seconds):
+    """How long the power limiter averages: 4096^3 GEMM bursts and idle gaps of equal length (duty 50%) with periods
+    of 2, 8, 32 and 128 ms. Periods well inside the limiter's window keep the rate a 50% average draw allows (the
+    burst rate, where that draw is under the limit); periods well beyond it throttle each burst as a held GEMM is.
+    Where the rate falls between them is the window tessel's share would need to credit a layer's idle waits (the
+    clock recovering while a rank waits on its collectives: docs/validation.md, what is left)."""
+    gap_for = idle_gaps()
+    for period_ms in (2, 8, 32, 128):
+        duty_cycles(points, log, seconds, "window", gap_for, shape=(4096, 4096, 4096), burst=period_ms / 2e3,
+                    duties=(50,), name=lambda duty, p=period_ms: f"window-{p}ms")
 
 
 def part_duty_copy(points, log, seconds):
@@ -243,7 +267,7 @@ def part_duty_copy(points, log, seconds):
 PARTS = {"gemm-bf16-8192": part_gemm_bf16_8192, "gemm-bf16-mamf": part_gemm_bf16_mamf,
          "gemm-fp8-8192": part_gemm_fp8_8192, "gemm-fp32-8192": part_gemm_fp32_8192,
          "gemm-fp32-layer": part_gemm_fp32_layer, "attention": part_attention, "copy": part_copy, "duty": part_duty,
-         "duty-copy": part_duty_copy}
+         "duty-copy": part_duty_copy, "window": part_window}
 
 
 def main():

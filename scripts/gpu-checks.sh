@@ -569,8 +569,8 @@ stage_probe() {
 stage_power() {
   # Held 5 s, as the calls behind the shipped curve were (FORMULAS.md §3.3): at 3 s the second half the rate is read
   # over comes before the power controller settles (docs/gpu-report-h200-2026-11-28-tip.md §3).
-  python_probe power "kernel classes held at the power limit (bf16/fp8/fp32 GEMM, attention, HBM copy, GEMM duty cycles)" \
-    150 power_probe.py --seconds 5
+  python_probe power "kernel classes held at the power limit (bf16/fp8/fp32 GEMM, attention, HBM copy, GEMM duty cycles, the limiter's window)" \
+    180 power_probe.py --seconds 5
 }
 
 # One PyTorch probe as a stage: bounded by what the budget allows of SECONDS, the tail of its log shown, its JSON
