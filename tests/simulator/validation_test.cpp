@@ -499,6 +499,8 @@ TEST(ValidationRecord, AStatedPowerLimitMovesTheMeasuredCurveOrIsSaid) {
     EXPECT_DOUBLE_EQ(load(r).scenario.cluster.gpu.powerLimitWatts, 600.0);
     r["system"]["power_limit_watts"] = "lots";
     EXPECT_NE(test::refusalOf(r).find("/system/power_limit_watts"), std::string::npos);
+    r["system"]["power_limit_watts"] = 60; // below what the card draws idle
+    EXPECT_NE(test::refusalOf(r).find("/system/power_limit_watts: 60 W is no limit this GPU runs at"), std::string::npos);
     r["system"].erase("power_limit_watts");
     r["system"]["tdp_w"] = 450;
     const ValidationCase tdp = load(r);
