@@ -4,7 +4,6 @@
 #include "tessel/cost/json_reader.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -33,18 +32,8 @@ void addPowerLimitOption(CLI::App& app, std::optional<double>& watts) {
 
 void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& watts, ProblemList& problems) {
     if (!watts) return;
-    const auto& law = cluster.gpu.sustainedSharePower;
-    if (!law) {
-        problems.add("--power-limit", cluster.gpu.name + " carries no power law for its tensor-core share "
-                                      "(gpu.sustained_share_power): only a measured curve can be moved to another limit");
-    } else if (!(*watts > law->idleWatts) || *watts > 5000.0) {
-        char what[160];
-        std::snprintf(what, sizeof what, "must be above the GPU's idle draw (%.0f W) and at most 5000 W, got %g", law->idleWatts,
-                      *watts);
-        problems.add("--power-limit", what);
-    } else {
-        cluster.gpu.powerLimitWatts = *watts;
-    }
+    if (const std::string why = cluster.gpu.powerLimitProblem(*watts); !why.empty()) problems.add("--power-limit", why);
+    else cluster.gpu.powerLimitWatts = *watts;
 }
 
 void ScenarioFlags::addTo(CLI::App& app) {

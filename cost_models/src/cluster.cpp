@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace tessel {
 
@@ -223,6 +224,23 @@ double GpuSpec::powerLimitShareScale() const {
     // A throttled block draws the limit: P = idle + c f^n, so at another limit its clock, and the rate of its
     // compute-bound kernels, is ((P_cap - idle) / (P_measured - idle))^(1/n) of the curve's.
     return std::pow((powerLimitWatts - w.idleWatts) / (w.measuredAtWatts - w.idleWatts), 1.0 / w.clockExponent);
+}
+
+std::string GpuSpec::powerLimitProblem(double watts) const {
+    if (!sustainedSharePower)
+        return name + " carries no power law for its tensor-core share (gpu.sustained_share_power): only a measured "
+                      "curve can be moved to another limit";
+    char why[160];
+    if (!(watts > sustainedSharePower->idleWatts)) {
+        std::snprintf(why, sizeof why, "%g W is no limit this GPU runs at (it draws %.0f W idle)", watts,
+                      sustainedSharePower->idleWatts);
+        return why;
+    }
+    if (watts > 5000.0) {
+        std::snprintf(why, sizeof why, "%g W is above 5000 W", watts);
+        return why;
+    }
+    return "";
 }
 
 double GpuSpec::sustainedTensorShare(double duty) const {
@@ -502,12 +520,8 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         if (gr.child("power_limit_watts")) {
             c.gpu.powerLimitWatts = gr.requireNumber("power_limit_watts", 1.0, 5000.0);
             // A limit scales the measured curve; without the curve's power law it would be ignored in silence.
-            if (!c.gpu.sustainedSharePower)
-                problems.add(gr.pointer("power_limit_watts"),
-                             "needs gpu/sustained_share_power (the limit its sustained_share_by_duty curve was measured "
-                             "at and the power law of its kernels) to move the curve to this limit");
-            else if (c.gpu.powerLimitWatts <= c.gpu.sustainedSharePower->idleWatts)
-                problems.add(gr.pointer("power_limit_watts"), "must be above sustained_share_power/idle_watts");
+            if (const std::string why = c.gpu.powerLimitProblem(c.gpu.powerLimitWatts); !why.empty())
+                problems.add(gr.pointer("power_limit_watts"), why);
         }
         gr.finish();
     } else {

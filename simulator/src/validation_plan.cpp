@@ -57,11 +57,11 @@ bool readPowerLimit(Reading& r, ClusterConfig& cluster) {
     const auto& law = cluster.gpu.sustainedSharePower;
     const double running = cluster.gpu.powerLimitWatts > 0.0 ? cluster.gpu.powerLimitWatts : law ? law->measuredAtWatts : 0.0;
     if (law && std::abs(*watts - running) < 0.5) return true; // the preset's own limit
-    if (law && *watts <= law->idleWatts) {
-        char why[200];
-        std::snprintf(why, sizeof why, ": %.0f W is no limit this GPU runs at (it draws %.0f W idle)", *watts, law->idleWatts);
-        r.refusal = from + why;
-        return false;
+    if (law) {
+        if (const std::string why = cluster.gpu.powerLimitProblem(*watts); !why.empty()) {
+            r.refusal = from + ": " + why;
+            return false;
+        }
     }
     char said[160];
     if (law) {

@@ -267,7 +267,7 @@ check "a GPU without the power law refuses the limit" $([ $rc -eq 2 ]; echo $?)
 check "at the flag" "$(contains "$tmp/err" '^  --power-limit: .*carries no power law')"
 "$TESSEL" predict $P --power-limit 50 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "a limit below the idle draw is refused" $([ $rc -eq 2 ]; echo $?)
-check "naming the idle draw" "$(contains "$tmp/err" 'idle draw (78 W)')"
+check "naming the idle draw" "$(contains "$tmp/err" '^  --power-limit: 50 W is no limit this GPU runs at (it draws 78 W idle)')"
 "$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --global-batch 16 --power-limit 500 --no-progress --top 1 --json \
     >"$tmp/s500.json" 2>/dev/null; check "search takes the limit" $?
 

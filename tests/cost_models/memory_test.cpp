@@ -548,17 +548,30 @@ TEST(Memory, AutocastKeepsFp32StateAnFp32StreamAndEachWeightsCopyUntilItsBackwar
                 12.0 * delta + 2.0 * T * h + 2.0 * 50304.0 * h, 1.0);
 }
 
+// The FSDP tests' case: Llama 3 8B sharded ZeRO-3 over 8 H100, full recompute, in `precision`.
+Plan fsdpOnEightGpus(const std::string& precision) {
+    Plan p;
+    p.dp = 8;
+    p.zeroStage = 3;
+    p.recompute = Recompute::Full;
+    p.precision = precision;
+    return p;
+}
+
+// The first data-parallel collective of `plan` whose name starts with `prefix`; none: a default CommOp.
+CommOp dataParallelOp(const ModelConfig& model, const ClusterConfig& c, const Plan& plan, const std::string& prefix) {
+    for (const auto& op : dataParallelCommOps(model, c, plan, 0))
+        if (op.name.rfind(prefix, 0) == 0) return op;
+    return CommOp{};
+}
+
 TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     // PyTorch FSDP with MixedPrecision(param bf16, reduce fp32): fp32 parameter shards are the master, fp32
     // gradient shards, two fp32 moments = 16 B per parameter / N, against Megatron's 2 + 4 + 4 + 8 = 18 / N.
     // What moves: parameters gathered in bf16 (2 B), gradients reduced in fp32 (4 B), or bf16 under 'PURE'.
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p;
-    p.dp = 8;
-    p.zeroStage = 3;
-    p.recompute = Recompute::Full;
-    p.precision = "fsdp";
+    Plan p = fsdpOnEightGpus("fsdp");
     const auto fsdp = predictMemory(llama, c, p).stages.front();
     p.precision = "megatron";
     const auto megatron = predictMemory(llama, c, p).stages.front();
@@ -567,11 +580,7 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
     EXPECT_NEAR(megatron.weightsBytes + megatron.gradsBytes + megatron.optimizerBytes, 18.0 / 8.0 * params, 1.0);
     EXPECT_DOUBLE_EQ(fsdp.other.zero3GatherBytes, megatron.other.zero3GatherBytes); // both gather bf16
     auto bytesOf = [&](const char* precision, const std::string& prefix) {
-        Plan q = p;
-        q.precision = precision;
-        for (const auto& op : dataParallelCommOps(llama, c, q, 0))
-            if (op.name.rfind(prefix, 0) == 0) return op.bytes;
-        return 0.0;
+        return dataParallelOp(llama, c, fsdpOnEightGpus(precision), prefix).bytes;
     };
     const double gathered = bytesOf("fsdp", "zero3_all_gather_params");
     EXPECT_DOUBLE_EQ(gathered, bytesOf("megatron", "zero3_all_gather_params"));
@@ -594,18 +603,14 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
 TEST(Memory, FsdpNoSyncKeepsTheUnshardedGradientsAndReducesOnceAStep) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
-    Plan p;
-    p.dp = 8;
-    p.zeroStage = 3;
+    Plan p = fsdpOnEightGpus("fsdp");
     p.globalBatch = 32;
-    p.recompute = Recompute::Full;
-    p.precision = "fsdp";
     p.framework.name = "fsdp";
     const auto sync = predictMemory(llama, c, p).stages.front();
     auto phaseOf = [&](const Plan& q, const std::string& prefix) {
-        for (const auto& op : dataParallelCommOps(llama, c, q, 0))
-            if (op.name.rfind(prefix, 0) == 0) return op.phase;
-        return CommPhase::PerStep;
+        const CommOp op = dataParallelOp(llama, c, q, prefix);
+        EXPECT_FALSE(op.name.empty()) << prefix;
+        return op.phase;
     };
     EXPECT_EQ(phaseOf(p, "dp_reduce_scatter_grads"), CommPhase::PerMicroBatch);
     p.framework.gradSyncEachMicroBatch = false;

@@ -26,14 +26,20 @@ using test::onNodes;
 using test::record;
 using test::refusalOf;
 
+// A record of a data-parallel run sharded ZeRO-3 under `framework` (the sharded-framework tests' case).
+nlohmann::json shardedRecord(const std::string& framework) {
+    nlohmann::json r = record();
+    dataParallelOnly(r);
+    r["plan"]["zero"] = 3;
+    r["plan"]["framework"] = framework;
+    return r;
+}
+
 TEST(ValidationRecord, FsdpReducesIn16BitsUnlessItsTrainerReducesInFp32) {
     // Where FSDP reduces is the trainer's: PyTorch's MixedPrecision with reduce_dtype unset takes param_dtype,
     // FairScale (metaseq) reduces in fp16, Accelerate and Lightning use one dtype; Composer's DEFAULT (llm-foundry)
     // and torchtitan reduce in fp32. A stated reduce dtype decides.
-    nlohmann::json r = record();
-    dataParallelOnly(r);
-    r["plan"]["zero"] = 3;
-    r["plan"]["framework"] = "metaseq (FSDP)";
+    nlohmann::json r = shardedRecord("metaseq (FSDP)");
     r["system"]["precision"] = "fp16";
     const ValidationCase metaseq = load(r);
     EXPECT_EQ(metaseq.scenario.plan.precision, "fsdp_pure");
@@ -54,11 +60,8 @@ TEST(ValidationRecord, FsdpReducesIn16BitsUnlessItsTrainerReducesInFp32) {
 // bf16 (fabric/plugins/precision/fsdp.py): recipe fsdp_amp, said; before 2.1 and from 2.6 it gathers in 16 bits.
 // TinyLlama (lit-gpt on Fabric, lightning 2.1.2) is such a run; "16-mixed" is fp16.
 TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
-    nlohmann::json r = record();
-    dataParallelOnly(r);
+    nlohmann::json r = shardedRecord("lit-gpt (Lightning Fabric FSDP)");
     r["source"] = "jzhang38/TinyLlama README (2023-09)";
-    r["plan"]["zero"] = 3;
-    r["plan"]["framework"] = "lit-gpt (Lightning Fabric FSDP)";
     r["system"]["precision"] = "bf16-mixed";
     ValidationCase c = load(r);
     EXPECT_EQ(c.scenario.plan.precision, "fsdp_amp");
@@ -112,10 +115,7 @@ TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
 // (Liger, fused RMSNorm) it is fused, and a Megatron-DeepSpeed model keeps its fused kernels. A fused optimizer
 // fuses no model kernel.
 TEST(ValidationRecord, HuggingFaceModelCodeRunsEager) {
-    nlohmann::json r = record();
-    dataParallelOnly(r);
-    r["plan"]["zero"] = 3;
-    r["plan"]["framework"] = "Hugging Face Trainer + DeepSpeed ZeRO-3";
+    nlohmann::json r = shardedRecord("Hugging Face Trainer + DeepSpeed ZeRO-3");
     r["plan"]["techniques"] = "fused AdamW";
     ValidationCase c = load(r);
     EXPECT_EQ(c.scenario.plan.framework.fusedKernels, std::optional<bool>(false));

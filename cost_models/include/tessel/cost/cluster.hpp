@@ -177,6 +177,9 @@ struct GpuSpec {
     // The factor a power limit other than the curve's puts on its shares: ((limit - idle) / (measured - idle))^(1 /
     // exponent), 1 where the part runs at the curve's limit.
     double powerLimitShareScale() const;
+    // Why `watts` cannot be the limit this GPU runs at, "" when it can: moving the curve needs its power law, and a
+    // limit above the card's idle draw, at most 5000 W.
+    std::string powerLimitProblem(double watts) const;
     // The share a block sustains whose tensor-core kernels take `duty` of its time: the measured curve (its shares
     // scaled to the part's power limit, at most 1), else the fitted constant.
     double sustainedTensorShare(double duty) const;
