@@ -1,0 +1,234 @@
+// Model architectures read from published records in their configs' words: ALiBi, mixture-of-experts (expert counts,
+// expert tensor parallelism, dispatchers and their overlap), latent attention, QK norms, and what tessel leaves unmodelled.
+#include "validation_support.hpp"
+
+#include "tessel/sim/validation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::sim {
+namespace {
+using test::load;
+using test::mentions;
+using test::onNodes;
+using test::record;
+using test::refusalOf;
+
+// Mixtral 8x7B under its HuggingFace config names on `nodes` nodes of 8 H100 at tp x pp, ep 8, batch 256.
+nlohmann::json mixtralRecord(int nodes, int tp, int pp) {
+    nlohmann::json r = onNodes(record(), nodes, tp, pp);
+    r["model"] = {{"name", "Mixtral 8x7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
+                  {"ffn_hidden", 14336}, {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab", 32000}, {"seq", 4096}};
+    r["system"]["gpu"] = "H100 SXM";
+    r["plan"]["ep"] = 8;
+    r["plan"]["global_batch"] = 256;
+    return r;
+}
+
+// BLOOM biases its attention scores with ALiBi; a record naming ALiBi gets it, not a rotary embedding.
+TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "BLOOM 176B";
+    EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Alibi);
+    r["model"]["name"] = "GPT 7B";
+    r["model"]["position_embedding"] = "ALiBi";
+    EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Alibi);
+    r["model"]["position_embedding"] = "rotary";
+    EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
+}
+
+// Shared experts without routed ones have no term yet: a record that states them is predicted without them and says
+// so, never silently. Dense layers among the expert layers and latent attention are read (this test and the next).
+TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "DeepSeek-V3";
+    r["model"]["n_routed_experts"] = 256;
+    r["model"]["num_experts_per_tok"] = 8;
+    r["model"]["moe_intermediate_size"] = 2048;
+    EXPECT_FALSE(mentions(load(r).assumptions, "not modelled"));
+    r["model"]["n_shared_experts"] = 1;   // modelled: one shared expert of the routed experts' width
+    r["model"]["first_k_dense_replace"] = 3;
+    r["model"]["kv_lora_rank"] = 512;
+    r["model"]["mlp_only_layers"] = nlohmann::json::array();    // empty: every layer sparse, nothing to say
+    r["model"]["moe_layer_freq"] = 1;                           // every layer: nothing to say
+    const ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.moe.has_value());
+    EXPECT_EQ(c.scenario.model.moe->sharedFfnHidden, 2048);
+    EXPECT_FALSE(mentions(c.assumptions, "n_shared_experts"));
+    EXPECT_FALSE(mentions(c.assumptions, "not modelled"));
+    EXPECT_EQ(c.scenario.model.moe->denseLayers, (std::vector<int>{0, 1, 2}));
+    EXPECT_TRUE(mentions(c.assumptions, "3 of 32 layers dense"));
+    EXPECT_FALSE(mentions(c.assumptions, "kv_lora_rank"));
+    ASSERT_TRUE(c.scenario.model.mla.has_value());
+    EXPECT_EQ(c.scenario.model.mtpLayers, 0);
+    EXPECT_FALSE(mentions(c.assumptions, "mlp_only_layers"));
+    // Multi-token prediction under HuggingFace's or Megatron-LM's name.
+    for (const char* key : {"num_nextn_predict_layers", "mtp_num_layers"}) {
+        nlohmann::json withMtp = r;
+        withMtp["model"][key] = 1;
+        EXPECT_EQ(load(withMtp).scenario.model.mtpLayers, 1) << key;
+    }
+    EXPECT_FALSE(mentions(c.assumptions, "moe_layer_freq"));
+    // Every other layer an expert layer (Megatron-LM's --moe-layer-freq 2, DeepSeek's rule: i % 2 == 0), Qwen's
+    // step (an expert layer where (i + 1) % step == 0) and its listed dense layers, each under its own name.
+    nlohmann::json alt = r;
+    alt["model"].erase("first_k_dense_replace");
+    alt["model"]["moe_layer_freq"] = 2;
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 16u);
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.front(), 1);
+    alt["model"].erase("moe_layer_freq");
+    alt["model"]["decoder_sparse_step"] = 4;
+    alt["model"]["mlp_only_layers"] = {3};
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 25u); // 24 by the step, layer 3 listed
+    alt["model"]["mlp_only_layers"] = {32};
+    EXPECT_NE(refusalOf(alt).find("mlp_only_layers/0"), std::string::npos);
+    // Megatron-LM's list expression: its 0s are the dense layers; one that does not cover the layers is refused.
+    alt["model"].erase("mlp_only_layers");
+    alt["model"].erase("decoder_sparse_step");
+    alt["model"]["moe_layer_freq"] = "([0]*3+[1]*29)";
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers, (std::vector<int>{0, 1, 2}));
+    alt["model"]["moe_layer_freq"] = "[1,0]*16";
+    EXPECT_EQ(load(alt).scenario.model.moe->denseLayers.size(), 16u);
+    alt["model"]["moe_layer_freq"] = "([0]*3+[1]*28)";
+    EXPECT_NE(refusalOf(alt).find("moe_layer_freq"), std::string::npos);
+    // DeepSeek's group-limited routing under its config's names (or Megatron-LM's); a group count alone is said.
+    r["model"]["n_group"] = 8;
+    r["model"]["topk_group"] = 4;
+    EXPECT_EQ(load(r).scenario.model.moe->routingGroups, 8);
+    EXPECT_EQ(load(r).scenario.model.moe->groupsPerToken, 4);
+    r["model"].erase("topk_group");
+    EXPECT_EQ(load(r).scenario.model.moe->routingGroups, 0);
+    EXPECT_TRUE(mentions(load(r).assumptions, "routing read as unlimited"));
+    r["model"].erase("n_group");
+    // A width wins over a count (Qwen's shared_expert_intermediate_size); shared experts with no routed ones are said.
+    r["model"]["shared_expert_intermediate_size"] = 5632;
+    EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 5632);
+    // None is a count too: 0 shared experts read as none, not a refused record; a negative count is refused by name.
+    r["model"].erase("shared_expert_intermediate_size");
+    r["model"]["n_shared_experts"] = 0;
+    EXPECT_EQ(load(r).scenario.model.moe->sharedFfnHidden, 0);
+    r["model"]["n_shared_experts"] = -1;
+    const auto refused = loadValidationRecords(nlohmann::json::array({r}), "t.json");
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_NE(refused[0].refusal.find("n_shared_experts"), std::string::npos) << refused[0].refusal;
+    nlohmann::json dense = record();
+    dense["model"]["n_shared_experts"] = 2;
+    EXPECT_TRUE(mentions(load(dense).assumptions, "not modelled: n_shared_experts (shared experts without routed"));
+}
+
+// DeepSeek's multi-head latent attention under its config's names (and Megatron-LM's), its unstated widths said.
+TEST(ValidationRecord, LatentAttentionIsReadUnderDeepSeeksAndMegatronsNames) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "DeepSeek-V3";
+    r["model"]["hidden"] = 7168;
+    r["model"]["heads"] = 128;
+    r["model"]["kv_heads"] = 128;
+    r["model"]["head_dim"] = 64; // transformers' DeepseekV3Config sets head_dim = qk_rope_head_dim
+    r["model"]["q_lora_rank"] = 1536;
+    r["model"]["kv_lora_rank"] = 512;
+    r["model"]["qk_nope_head_dim"] = 128;
+    r["model"]["qk_rope_head_dim"] = 64;
+    r["model"]["v_head_dim"] = 128;
+    ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.mla.has_value());
+    const MlaConfig& mla = *c.scenario.model.mla;
+    EXPECT_EQ(mla.qLoraRank, 1536);
+    EXPECT_EQ(mla.kvLoraRank, 512);
+    EXPECT_EQ(mla.qkHeadDim(), 192);
+    EXPECT_EQ(mla.vHeadDim, 128);
+    EXPECT_EQ(c.scenario.model.headDim, 192);
+    EXPECT_EQ(c.scenario.model.position, PositionEmbedding::Rope);
+    EXPECT_TRUE(mentions(c.assumptions, "head_dim 64 read as MLA's q and k heads"));
+    // 128 x 128 x 7168 output + 7168 x 1536 + 1536 x 128 x 192 (q) + 7168 x 576 + 512 x 128 x 256 (kv):
+    // DeepSeek-V3's 187,105,280 attention parameters a layer.
+    EXPECT_EQ(countParameters(c.scenario.model).perLayerAttention, 187105280);
+    // Megatron-LM's names, q without a latent (DeepSeek-V2-Lite), the rotary width unstated.
+    r["model"].erase("q_lora_rank");
+    r["model"].erase("qk_nope_head_dim");
+    r["model"].erase("qk_rope_head_dim");
+    r["model"].erase("head_dim");
+    r["model"]["qk_head_dim"] = 128;
+    c = load(r);
+    EXPECT_EQ(c.scenario.model.mla->qLoraRank, 0);
+    EXPECT_EQ(c.scenario.model.mla->qkNopeHeadDim, 128);
+    EXPECT_EQ(c.scenario.model.mla->qkRopeHeadDim, 64);
+    EXPECT_TRUE(mentions(c.assumptions, "qk_rope_head_dim not stated, DeepSeek-V2/V3's 64"));
+    // Grouped kv heads do not exist under MLA: refused at the field.
+    r["model"]["kv_heads"] = 8;
+    const auto refused = loadValidationRecords(nlohmann::json::array({r}), "t.json");
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_NE(refused[0].refusal.find("kv_heads"), std::string::npos) << refused[0].refusal;
+}
+
+// Qwen3 normalises each head of q and k; a record may say qk_norm for any model, or deny it.
+TEST(ValidationRecord, Qwen3RecordsHaveQkNorms) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "Qwen3-32B";
+    EXPECT_TRUE(load(r).scenario.model.qkNorm);
+    EXPECT_TRUE(mentions(load(r).assumptions, "with q and k norms"));
+    r["model"]["qk_norm"] = false;
+    EXPECT_FALSE(load(r).scenario.model.qkNorm);
+    r["model"]["name"] = "Llama 3 8B";
+    EXPECT_FALSE(load(r).scenario.model.qkNorm);
+    r["model"]["qk_norm"] = true;
+    EXPECT_TRUE(load(r).scenario.model.qkNorm);
+}
+
+TEST(ValidationRecord, MixtureOfExpertsUnderConfigNames) {
+    nlohmann::json r = mixtralRecord(8, 1, 4);
+    const ValidationCase c = load(r);
+    ASSERT_TRUE(c.scenario.model.moe.has_value());
+    EXPECT_EQ(c.scenario.model.moe->experts, 8);
+    EXPECT_EQ(c.scenario.model.moe->topK, 2);
+    EXPECT_EQ(c.scenario.model.moe->expertFfnHidden, 14336);
+    EXPECT_EQ(c.scenario.plan.ep, 8);
+    EXPECT_FALSE(mentions(c.assumptions, "experts per token"));
+}
+
+// A record's expert_tensor_parallel_size (or etp): the plan's etp where it differs from tp, so EP may take TP ranks.
+TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
+    for (const char* key : {"etp", "expert_tensor_parallel_size"}) {
+        nlohmann::json r = mixtralRecord(8, 2, 8);
+        r["plan"]["sequence_parallel"] = true;
+        r["plan"][key] = 1;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(c.scenario.plan.etp, 1) << key;
+        EXPECT_TRUE(c.scenario.plan.expertFolded()) << key;
+        EXPECT_EQ(c.scenario.plan.dp, 4) << key;
+        r["plan"][key] = 2; // tp's own: the default layout (ep 8 then exceeds dp 4 and the record is refused)
+        const auto refused = loadValidationRecords(nlohmann::json::array({r}), "runs.json");
+        ASSERT_EQ(refused.size(), 1u);
+        EXPECT_FALSE(refused[0].validationCase.has_value()) << key;
+        EXPECT_NE(refused[0].refusal.find("ep"), std::string::npos) << refused[0].refusal;
+    }
+}
+
+// A record's MoE dispatcher (moe_token_dispatcher_type, DeepEP / HybridEP as flex) is the plan's, and so is the
+// batch-level EP overlap where the plan passes Megatron-core's checks for it; where it does not, it is said.
+TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
+    for (const auto& [stated, want] : std::vector<std::pair<std::string, std::string>>{
+             {"flex", "flex"}, {"hybridep", "flex"}, {"alltoall", "alltoall"}, {"allgather", "alltoall"}}) {
+        nlohmann::json r = mixtralRecord(2, 1, 1);
+        r["plan"]["moe_token_dispatcher_type"] = stated;
+        r["plan"]["overlap_moe_expert_parallel_comm"] = true;
+        r["plan"]["recompute"] = "selective";
+        const ValidationCase c = load(r);
+        EXPECT_EQ(moeDispatcherOf(c.scenario.plan.framework), want) << stated;
+        EXPECT_EQ(mentions(c.assumptions, "is not one tessel costs"), stated == "allgather") << stated;
+        EXPECT_TRUE(moeA2aOverlapOf(c.scenario.plan.framework)) << stated;
+        EXPECT_TRUE(mentions(c.assumptions, "overlap_moe_expert_parallel_comm: a backward and the next forward")) << stated;
+    }
+    nlohmann::json full = mixtralRecord(2, 1, 1);
+    full["plan"]["moe_a2a_overlap"] = true;
+    full["plan"]["recompute"] = "full";
+    const ValidationCase c = load(full);
+    EXPECT_FALSE(moeA2aOverlapOf(c.scenario.plan.framework));
+    EXPECT_TRUE(mentions(c.assumptions, "moe_a2a_overlap stated, but Megatron-core does not run it with full recompute"));
+}
+
+} // namespace
+} // namespace tessel::sim
