@@ -81,7 +81,11 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             const std::string loss = crossEntropyOf(pl.framework);
             if (loss != "fused")
                 out << ", "
-                    << (loss == "te" ? "Transformer Engine's" : loss == "eager" ? "eager PyTorch" : loss == "compiled" ? "torch.compile's" : "flash-attn's")
+                    << (loss == "te"             ? "Transformer Engine's"
+                        : loss == "eager"          ? "eager PyTorch"
+                        : loss == "compiled"       ? "torch.compile's"
+                        : loss == "fused_linear"   ? "Liger-Kernel's fused linear (output layer and loss chunked)"
+                                                   : "flash-attn's")
                     << " cross-entropy";
         }
         if (pl.pp > 1 && pipelineScatterGatherOf(pl.framework, pl.tp, pl.sequenceParallel))

@@ -68,6 +68,7 @@ void forEachKernel(OpCost& op, Recompute recompute, Seconds seconds, Emit emit) 
     if (op.opClass != OpClass::Gemm) op.kernel = kernel + "_forward";
     op.seconds = seconds(op);
     emit(op, BlockPhase::Forward);
+    if (op.noBackward) return; // computed where it stands, its gradients its block's other ops; never recomputed
     // Convention: backward = 2 x forward model FLOPs (Narayanan et al. 2021, §5.1).
     if (op.opClass == OpClass::Gemm) {
         // dX and dW are each one GEMM of the forward's size (for attention's batched GEMMs both gradients

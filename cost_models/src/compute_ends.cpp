@@ -54,7 +54,25 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
     // unaligned fallback (FORMULAS.md §3.1).
     const int64_t align = 16 / e;
     const int64_t vocabGemm = eager ? s.vocabLocal : (s.vocabLocal + align - 1) / align * align;
-    b.forwardOps.push_back(gemm("lm_head", s.tokens, vocabGemm, s.hidden, e));
+    const bool fusedLinear = crossEntropyOf(plan.framework) == "fused_linear";
+    if (fusedLinear) {
+        // Liger-Kernel's fused linear cross-entropy (FORMULAS.md §3): chunk by chunk of the tokens, in the forward,
+        // the logits x_c W^T, the loss kernel's gradient written over them, dx_c = g W and dW += g^T x_c (addmm into
+        // the weight gradient, which reads it back each chunk). The backward only passes dx on. Liger multiplies
+        // with the vocabulary as it is (eager torch matmuls, no padding).
+        const int64_t chunk = kernel_cost::fusedLinearCrossEntropyChunkTokens(s.tokens, s.vocabLocal, s.hidden);
+        const double chunks = d(s.tokens) / d(chunk);
+        OpCost logits = gemm("lm_head", chunk, s.vocabLocal, s.hidden, e, chunks);
+        OpCost dgrad = gemm("lm_head_dgrad", chunk, s.hidden, s.vocabLocal, e, chunks);
+        OpCost wgrad = gemm("lm_head_wgrad", s.vocabLocal, s.hidden, chunk, e, chunks);
+        wgrad.bytes += chunks * d(s.vocabLocal) * d(s.hidden) * e;
+        for (OpCost* g : {&logits, &dgrad, &wgrad}) {
+            g->noBackward = true;
+            b.forwardOps.push_back(*g);
+        }
+    } else {
+        b.forwardOps.push_back(gemm("lm_head", s.tokens, vocabGemm, s.hidden, e));
+    }
     if (recipe.autocast) {
         // The output weight cast for this forward (and its gradient back), and in eager code the final norm's
         // fp32 output cast to the LM head's input.
@@ -63,7 +81,12 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         cast.backwardByteFactor = 1.0;
         b.forwardOps.push_back(cast);
     }
-    if (eagerLoss) {
+    if (fusedLinear) {
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy",
+                             kernel_cost::fusedLinearCrossEntropyBytes(s.tokens, s.vocabLocal, s.hidden, e));
+        ce.backwardByteFactor = 0.0; // the gradient was written in the forward
+        b.forwardOps.push_back(ce);
+    } else if (eagerLoss) {
         // cross_entropy(logits.float()): an fp32 copy, log-softmax, and their backward.
         OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));
         ce.backwardByteFactor = kernel_cost::eagerCrossEntropyBackwardFactor(e);
@@ -137,6 +160,9 @@ double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {
     one.vpp = 1;
     one.sequenceParallel = false;
     one.microBatch = 1;
+    // The convention counts the output layer's forward GEMM, three times with its gradients, whichever kernel computes
+    // them when (the fused linear cross-entropy's run in the forward): the loss kernel is left at the framework's.
+    one.framework.crossEntropy.reset();
     ClusterConfig dummy;
     dummy.gpu.hbmBytesPerSecond = 1.0;
     dummy.gpu.peakFlopsPerSecond[Dtype::Bf16] = 1.0;

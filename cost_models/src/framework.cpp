@@ -370,7 +370,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     f.version = r.optString("framework_version", "");
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy"))
-        f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn", "compiled"});
+        f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn", "compiled", "fused_linear"});
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
     if (r.has("moe_dispatcher")) f.moeDispatcher = r.optEnum("moe_dispatcher", "alltoall", {"alltoall", "flex"});
     if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});

@@ -45,6 +45,16 @@ double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, 
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
 double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
 double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return e * d(tokens) * d(vocab); }
+int64_t fusedLinearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden) {
+    const int64_t incFactor = std::max<int64_t>(1, (vocab + hidden - 1) / std::max<int64_t>(1, hidden));
+    const int64_t want = std::max<int64_t>(1, (tokens + incFactor - 1) / incFactor);
+    int64_t chunk = 1;
+    while (chunk < want) chunk *= 2; // triton.next_power_of_2
+    return std::min(chunk, std::max<int64_t>(1, tokens));
+}
+double fusedLinearCrossEntropyBytes(int64_t tokens, int64_t vocab, int64_t hidden, int e) {
+    return 3.0 * e * d(tokens) * d(vocab) + 4.0 * d(tokens) + e * (d(tokens) + d(vocab)) * d(hidden);
+}
 // Autocast's cast of the logits to fp32 (e in, 4 out) and log_softmax over them (4 in, 4 out); nll_loss reads one
 // log-probability a row and nothing is kept for a backward.
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 12.0) * d(tokens) * d(vocab); }

@@ -614,7 +614,16 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     if (last) {
         const std::string loss = crossEntropyOf(plan.framework);
-        if (loss == "te" || e >= 4.0) {
+        if (loss == "fused_linear") {
+            // Liger-Kernel's fused linear cross-entropy: no logits outlive a chunk. Each micro-batch in flight keeps
+            // the input gradient and the weight gradient its forward computed (zeros_like(_input), zeros_like(weight):
+            // the head's whole weight, V/t x h, in its dtype) until its backward hands them on; one chunk's logits
+            // (chunk x V/t) and an fp32 loss a token are the forward's transients. Each MTP module's loss the same.
+            const double chunk = static_cast<double>(kernel_cost::fusedLinearCrossEntropyChunkTokens(
+                static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLocal), static_cast<int64_t>(h)));
+            const double kept = e * T * h + e * t.vocabLocal * h;
+            o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLocal + 4.0 * T;
+        } else if (loss == "te" || e >= 4.0) {
             // The logits in their own type, overwritten by their gradient in the forward; per-row max and sum are
             // all the loss adds. Transformer Engine's parallel_cross_entropy (CrossEntropyFunction saves its
             // input, into which the Triton kernel wrote the gradient), tessel's executor (loss_in_place: the
@@ -640,14 +649,15 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // Each MTP module's loss keeps what the model's keeps per micro-batch (its logits, or their fp32 softmax)
         // until the backward; the current logits' transient is one at a time.
         const double savedPerLogit = loss == "te" || loss == "flash_attn" || loss == "compiled" || e >= 4.0 ? e : 4.0;
-        o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLocal;
+        if (loss != "fused_linear") o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLocal;
     }
     // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
     // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under
     // 1F1B, every one under GPipe), the outputs of all the others are held, detached, by the last one. Under an
     // interleaved schedule the last rank's first chunk drains while they pile up, which a sum at one instant cannot
     // size: not costed there (docs/validation.md).
-    if (last && plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage)
+    if (last && plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage &&
+        crossEntropyOf(plan.framework) != "fused_linear") // the fused loss's stage outputs its loss, no logits
         o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLocal;
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),

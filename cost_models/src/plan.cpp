@@ -539,6 +539,15 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)
         problems.add(field("sequence_parallel"), "seq_len / cp must be divisible by tp=" + n(plan.tp));
+    // Liger-Kernel's fused linear cross-entropy multiplies the whole output layer on every rank (no vocabulary-parallel
+    // version) and never materialises the logits a trainer's metrics would read.
+    if (crossEntropyOf(plan.framework) == "fused_linear" && plan.tp > 1)
+        problems.add(field("cross_entropy"), "fused_linear (Liger-Kernel's fused linear cross-entropy) runs the whole output "
+                                             "layer on each rank: it needs tp 1, got tp=" + n(plan.tp) +
+                                             " (a vocabulary-parallel head uses fused or te)");
+    else if (crossEntropyOf(plan.framework) == "fused_linear" && trainMetricLossesOf(plan.framework) > 0)
+        problems.add(field("train_metric_losses"), "fused_linear (Liger-Kernel's fused linear cross-entropy) never "
+                                                   "materialises the logits the training metrics read: set train_metric_losses 0");
     if (plan.flashAttention && plan.attentionKernel != "auto" && !cluster.gpu.attentionKernels.empty() &&
         !cluster.gpu.attentionKernels.count(plan.attentionKernel)) {
         std::string names;

@@ -108,6 +108,12 @@ void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& pr
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; flash-attn's cross_entropy is llm-foundry's model code: "
                                  "set cross_entropy fused, te or eager");
+    // Liger-Kernel patches the Hugging Face model's forward; DeepSpeed runs whatever model it is given (its config
+    // says nothing about the loss), Megatron-LM and torchtitan their own heads.
+    if (framework != "DeepSpeed" && crossEntropyOf(p.framework) == "fused_linear")
+        problems.add("/plan/cross_entropy",
+                     framework + " runs its own output layer and loss; Liger-Kernel's fused linear cross-entropy is "
+                                 "Hugging Face model code (use_liger_kernel): set cross_entropy fused, te or eager");
     if (framework != "torchtitan" && crossEntropyOf(p.framework) == "compiled")
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; the torch.compile'd cross_entropy tessel costs is "

@@ -54,6 +54,7 @@ const char* reasonText(Reason r) {
     case Reason::CpA2aHeads: return "cp a2a needs heads / tp divisible by cp";
     case Reason::SpTp: return "sequence parallelism needs tp > 1";
     case Reason::SpSeq: return "seq_len / cp not divisible by tp";
+    case Reason::LossKernel: return "fused_linear loss needs tp 1, no train metrics";
     case Reason::Precision: return "precision not supported";
     case Reason::Count: break;
     }
@@ -119,6 +120,8 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         return Reason::CpA2aHeads;
     if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0) return Reason::SpSeq;
+    if (crossEntropyOf(plan.framework) == "fused_linear" && (plan.tp > 1 || trainMetricLossesOf(plan.framework) > 0))
+        return Reason::LossKernel;
     if (!precisionOk) return Reason::Precision;
     return Reason::None;
 }

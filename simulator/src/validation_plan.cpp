@@ -570,7 +570,8 @@ bool readFramework(Reading& r) {
                  "logits (LanguageCrossEntropy, LanguagePerplexity)");
     }
     const std::string loss = lower(text(pl, "cross_entropy"));
-    const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn" || loss == "compiled";
+    const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn" || loss == "compiled" ||
+                       loss == "fused_linear";
     // OLMo-core's trainer names its loss by two switches (TrainerConfig, 2024-09 on): fused_loss, its Triton
     // cross-entropy adapted from flash-attn's (the z-loss in the same kernel), and compile_loss,
     // cross_entropy(logits.float()) and the z-loss under torch.compile.
@@ -579,8 +580,29 @@ bool readFramework(Reading& r) {
     for (const char* key : {"fused_loss", "compile_loss"})
         if (member(pl, key) && !boolean(pl, key))
             r.assume(std::string(key) + " \"" + text(pl, key) + "\" is not a yes or no: not read");
-    if (named) plan.framework.crossEntropy = loss;
-    else if (fusedLoss) {
+    // Liger-Kernel (Hugging Face's use_liger_kernel, TRL's and Axolotl's liger options, or Liger named among the
+    // techniques): its patch of a Hugging Face model replaces the output layer and the loss in training with
+    // LigerFusedLinearCrossEntropyLoss (fused_linear_cross_entropy, on by default in its apply_liger_kernel_to_*).
+    const std::string ligerWords = lower(text(pl, "framework") + " " + text(pl, "techniques") + " " + text(pl, "kernels") +
+                                         " " + text(pl, "loss") + " " + text(r.rec, "notes"));
+    static const std::regex fusedLinearRe(R"(fused[-_ ]?linear[-_ ]?cross[-_ ]?entropy)");
+    bool liger = std::regex_search(ligerWords, fusedLinearRe) ||
+                 contains(lower(text(pl, "framework") + " " + text(pl, "techniques") + " " + text(pl, "kernels")), "liger");
+    for (const char* key : {"use_liger_kernel", "use_liger", "liger_kernel"})
+        if (const auto v = boolean(pl, key)) liger = *v;
+    const bool ligerLoss = !named && liger && plan.tp == 1 && !plan.framework.trainMetricLosses.value_or(0);
+    if (!named && liger && !ligerLoss)
+        r.assume("Liger-Kernel named, but its fused linear cross-entropy " +
+                 std::string(plan.tp > 1 ? "runs the whole output layer on each rank, and this run has tp " + std::to_string(plan.tp)
+                                         : "makes no logits for the trainer's metrics, which this run computes") +
+                 ": its loss not read as it");
+    if (named) {
+        plan.framework.crossEntropy = loss;
+    } else if (ligerLoss) {
+        plan.framework.crossEntropy = "fused_linear";
+        r.assume("Liger-Kernel: the output layer and the loss as its fused linear cross-entropy (chunked over the tokens, "
+                 "the logits never whole, the head's gradients computed in the forward)");
+    } else if (fusedLoss) {
         plan.framework.crossEntropy = "flash_attn";
         r.assume("fused_loss: a Triton cross-entropy of flash-attn's kind (the 16-bit logits kept, their gradient a new "
                  "16-bit tensor, no fp32 softmax)");
@@ -594,7 +616,7 @@ bool readFramework(Reading& r) {
     }
     if (!named && !loss.empty())
         r.assume("cross_entropy \"" + text(pl, "cross_entropy") + "\" names no loss kernel tessel costs (fused, te, eager, "
-                 "flash_attn, compiled): read as " + crossEntropyOf(plan.framework));
+                 "flash_attn, compiled, fused_linear): read as " + crossEntropyOf(plan.framework));
     // PaLM's z-loss (1e-4 x log(Z)^2 beside the cross-entropy): inside a fused or compiled loss kernel it costs
     // nothing tessel counts; beside the eager loss it is one more logsumexp pass over the fp32 logits and its
     // gradient, which is not costed.

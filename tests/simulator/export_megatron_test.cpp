@@ -181,6 +181,20 @@ TEST(Export, CompiledLossIsTorchtitans) {
     EXPECT_FALSE(contains(refusal(s, ExportFormat::Torchtitan), "/plan/cross_entropy")); // its fused kernels: compiled
 }
 
+// Liger-Kernel's fused linear cross-entropy patches a Hugging Face model: Megatron-LM and torchtitan run their own
+// head and refuse it at its pointer; DeepSpeed's config says nothing of the loss of the model it is given.
+TEST(Export, LigersFusedLinearLossIsHuggingFaceModelCode) {
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.tp = 1;
+    s.plan.dp = 8;
+    s.plan.sequenceParallel = false;
+    s.plan.recompute = Recompute::Full;
+    s.plan.framework.crossEntropy = "fused_linear";
+    for (ExportFormat f : {ExportFormat::Megatron, ExportFormat::Torchtitan})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/cross_entropy"));
+    EXPECT_NO_THROW((void)exportPlan(s, ExportFormat::DeepSpeed));
+}
+
 TEST(ExportMegatron, SquaredReluIsMegatronsFlag) {
     Scenario s = preset("llama3-8b-h100");
     s.model.activation = Activation::SquaredRelu;

@@ -255,6 +255,12 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                             }
                                             // The head-split CP exchange on a slice (tiny's heads do not divide by every cp).
                                             if (vpp == 1 && gb == 24 && !sp) p.cpComm = mb == 1 ? CpComm::A2a : CpComm::AllGather;
+                                            // Liger's fused linear loss on a slice (refused with tp > 1), some
+                                            // with a trainer's metrics over the logits it never makes.
+                                            if (gb == 24 && mb == 1 && vpp == 1 && !sp) {
+                                                p.framework.crossEntropy = "fused_linear";
+                                                if (cp == 2) p.framework.trainMetricLosses = 1;
+                                            }
                                             // Megatron-core's EP overlap on a slice, some with full recompute.
                                             if (gb == 7 && mb == 1) {
                                                 p.framework.moeA2aOverlap = true;
@@ -273,7 +279,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 28u);
+    EXPECT_EQ(seen.size(), 29u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 

@@ -132,6 +132,35 @@ TEST(ValidationRecord, HuggingFaceModelCodeRunsEager) {
     EXPECT_TRUE(fusedKernelsOf(c.scenario.plan.framework));
 }
 
+// Liger-Kernel's Hugging Face patch replaces the output layer and loss with its fused linear cross-entropy (on by
+// default in apply_liger_kernel_to_*): read from its switches or its name, said, and not where the run has tensor
+// parallelism (Liger multiplies the whole head on each rank).
+TEST(ValidationRecord, LigerIsReadAsItsFusedLinearLoss) {
+    nlohmann::json r = shardedRecord("Hugging Face Trainer + FSDP");
+    EXPECT_NE(crossEntropyOf(load(r).scenario.plan.framework), "fused_linear");
+    r["plan"]["use_liger_kernel"] = true;
+    ValidationCase c = load(r);
+    EXPECT_EQ(crossEntropyOf(c.scenario.plan.framework), "fused_linear");
+    EXPECT_TRUE(mentions(c.assumptions, "Liger-Kernel: the output layer and the loss"));
+    r["plan"]["use_liger_kernel"] = false;
+    r["plan"]["techniques"] = "Liger kernels";
+    EXPECT_NE(crossEntropyOf(load(r).scenario.plan.framework), "fused_linear"); // the switch said no
+    r["plan"].erase("use_liger_kernel");
+    EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "fused_linear");
+    r["plan"].erase("techniques");
+    r["notes"] = "LigerFusedLinearCrossEntropyLoss in place of the model's lm_head and loss";
+    EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "fused_linear");
+    r["plan"]["cross_entropy"] = "fused_linear";
+    EXPECT_EQ(crossEntropyOf(load(r).scenario.plan.framework), "fused_linear");
+    r["plan"].erase("cross_entropy");
+    r["plan"]["tp"] = 2;
+    r["plan"]["dp"] = r["plan"]["dp"].get<int>() / 2;
+    r["plan"]["techniques"] = "Liger kernels";
+    c = load(r);
+    EXPECT_NE(crossEntropyOf(c.scenario.plan.framework), "fused_linear");
+    EXPECT_TRUE(mentions(c.assumptions, "Liger-Kernel named, but"));
+}
+
 // The defaults said are those that decide something for the plan, as the plan runs: FSDP's no_sync only where FSDP
 // shards gradients, and torchtitan under pipelining does not reshard after forward (fsdpGathersOncePerStep).
 TEST(ValidationRecord, TheDefaultsSaidAreTheOnesThatDecide) {

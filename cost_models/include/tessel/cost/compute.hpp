@@ -88,6 +88,15 @@ double eagerCrossEntropyBackwardFactor(int e);
 // the 16-bit gradient (factor 2).
 double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 constexpr double kCompiledCrossEntropyBackwardFactor = 2.0;
+// Liger-Kernel's fused linear cross-entropy (LigerFusedLinearCrossEntropyLoss, cross_entropy "fused_linear"): the
+// tokens go through the output layer and the loss a chunk at a time, so the logits are never whole. The chunk is
+// next_pow2(ceil(T / ceil(V / h))) tokens, a chunk of logits about the size of the chunk's hidden states
+// (ops/fused_linear_cross_entropy.py, unchanged since 2024-08), at most T.
+int64_t fusedLinearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden);
+// The loss kernel's bytes over every chunk: liger_cross_entropy_kernel reads a row of logits for its online max and
+// sum, then reads it again and writes the gradient in place (3e a logit), writing an fp32 loss a row; the forward
+// first zeroes the input gradient and the weight gradient it accumulates (e T h + e V h).
+double fusedLinearCrossEntropyBytes(int64_t tokens, int64_t vocab, int64_t hidden, int e);
 // Causal flash attention executes half of the full 4 b a s_q s_kv d (Narayanan et al. 2021, eq. 2 terms).
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t headDim);
 // The same where q/k and v heads differ in width (MLA): half of 2 b a s_q s_kv (d_qk + d_v).
@@ -162,6 +171,7 @@ struct OpCost {
     bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
     bool dropout = false;        // fused attention: attention dropout drawn inside the kernel
     bool notRecomputed = false;  // a full recompute that stops early does not rerun it (checkpointEarlyStopOf)
+    bool noBackward = false;     // GEMM: its gradients are other ops of the block, run in the forward (fused linear cross-entropy)
     std::optional<Dtype> dtype;  // the dtype it computes in when not the recipe's (FP8 GEMMs)
     double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
     double seconds = 0.0;        // roofline time, filled by costOps

@@ -1,0 +1,110 @@
+// The fused linear cross-entropy (Liger-Kernel, cross_entropy "fused_linear"): its chunk of tokens, what the last
+// stage keeps for it, where the output layer's GEMMs run, and the plans it cannot run. Cases checked by hand.
+#include "test_support.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/memory.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace tessel {
+namespace {
+
+TEST(FusedLinearLoss, ChunkIsLigersPowerOfTwoAtMostTheTokens) {
+    // Liger's own example (fused_linear_cross_entropy.py): BT = 4096 x 4, V = 32000, H = 4096 -> inc_factor
+    // ceil(32000 / 4096) = 8, chunk ceil(16384 / 8) = 2048.
+    EXPECT_EQ(kernel_cost::fusedLinearCrossEntropyChunkTokens(16384, 32000, 4096), 2048);
+    // Llama 3 8B, 4 sequences of 8192: ceil(128256 / 4096) = 32, 32768 / 32 = 1024.
+    EXPECT_EQ(kernel_cost::fusedLinearCrossEntropyChunkTokens(32768, 128256, 4096), 1024);
+    // Not a power of two: ceil(100 / 8) = 13 -> 16.
+    EXPECT_EQ(kernel_cost::fusedLinearCrossEntropyChunkTokens(100, 32000, 4096), 16);
+    // A vocabulary below the hidden size: one chunk, the tokens themselves (next_pow2(3) = 4 tokens of 3).
+    EXPECT_EQ(kernel_cost::fusedLinearCrossEntropyChunkTokens(3, 100, 4096), 3);
+    // The loss kernel: each logit read twice and written once, 3e T V; 4 B of loss a token; and the zeroed input and
+    // weight gradients, e (T + V) h.
+    EXPECT_DOUBLE_EQ(kernel_cost::fusedLinearCrossEntropyBytes(10, 100, 8, 2), 3.0 * 2 * 10 * 100 + 4.0 * 10 + 2.0 * 110 * 8);
+}
+
+Plan llamaFsdp(const char* loss) {
+    Plan p;
+    p.dp = 8;
+    p.microBatch = 4;
+    p.globalBatch = 32;
+    p.zeroStage = 3;
+    p.recompute = Recompute::Full;
+    p.precision = "fsdp";
+    p.framework.name = "fsdp";
+    p.framework.crossEntropy = loss;
+    return p;
+}
+
+TEST(FusedLinearLoss, TheLastStageKeepsTheGradientsNotTheLogits) {
+    // Llama 3 8B, 4 x 8192 tokens a micro-batch: torch.compile's loss keeps the bf16 logits and a bf16 gradient,
+    // 4 B x 32768 x 128256 = 16.8 GB; the fused linear loss keeps the input gradient (2 x 32768 x 4096) and the
+    // weight gradient (2 x 128256 x 4096) its forward computed, with one chunk of 1024 tokens' logits and an fp32
+    // loss a token as the forward's transients: 1.58 GB.
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const double T = 32768.0, V = 128256.0, h = 4096.0;
+    const double compiled = predictMemory(llama, c, llamaFsdp("compiled")).stages.back().other.logitsLossBytes;
+    const double fused = predictMemory(llama, c, llamaFsdp("fused_linear")).stages.back().other.logitsLossBytes;
+    EXPECT_DOUBLE_EQ(compiled, 4.0 * T * V);
+    EXPECT_DOUBLE_EQ(fused, 2.0 * T * h + 2.0 * V * h + 2.0 * 1024 * V + 4.0 * T);
+}
+
+TEST(FusedLinearLoss, TheOutputLayersGradientsRunInTheForwardAtTheSameWork) {
+    // The same three GEMMs as any loss's (2 T V h forward, 4 T V h backward), all in the forward; the backward has no
+    // GEMM left. MFU's model FLOPs follow the convention, not where the kernel puts them.
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const Plan compiledPlan = llamaFsdp("compiled"), fusedPlan = llamaFsdp("fused_linear");
+    const BlockCompute compiled = headCompute(llama, c, compiledPlan, precisionRecipeOf(compiledPlan));
+    const BlockCompute fused = headCompute(llama, c, fusedPlan, precisionRecipeOf(fusedPlan));
+    const double gemm = 2.0 * 32768.0 * 128256.0 * 4096.0;
+    EXPECT_DOUBLE_EQ(compiled.forward.flops, gemm);
+    EXPECT_DOUBLE_EQ(compiled.backward().flops, 2.0 * gemm);
+    EXPECT_NEAR(fused.forward.flops, 3.0 * gemm, 1e-9 * gemm);
+    EXPECT_DOUBLE_EQ(fused.backward().flops, 0.0);
+    EXPECT_GT(fused.forward.seconds, 2.5 * fused.backward().seconds + compiled.forward.seconds);
+    EXPECT_DOUBLE_EQ(modelFlopsPerStep(llama, fusedPlan), modelFlopsPerStep(llama, compiledPlan));
+    // The weight gradient's GEMM per chunk: V x h x 1024 (its k the chunk), accumulating into what it reads back.
+    const auto wgrad = std::find_if(fused.forwardOps.begin(), fused.forwardOps.end(),
+                                    [](const OpCost& op) { return op.name == "lm_head_wgrad"; });
+    ASSERT_NE(wgrad, fused.forwardOps.end());
+    EXPECT_EQ(wgrad->m, 128256);
+    EXPECT_EQ(wgrad->k, 1024);
+    EXPECT_TRUE(wgrad->noBackward);
+}
+
+TEST(FusedLinearLoss, PlansItCannotRunAreRefusedAtTheirField) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p = llamaFsdp("fused_linear");
+    ProblemList ok;
+    validatePlan(llama, c, p, "/plan", ok);
+    EXPECT_TRUE(ok.empty());
+    // Tensor parallelism: Liger multiplies the whole output layer on each rank.
+    p.tp = 2;
+    p.dp = 4;
+    ProblemList tp;
+    validatePlan(llama, c, p, "/plan", tp);
+    ASSERT_FALSE(tp.empty());
+    EXPECT_EQ(tp.items().front().where, "/plan/cross_entropy");
+    // A trainer's metrics read logits it never makes.
+    p = llamaFsdp("fused_linear");
+    p.framework.trainMetricLosses = 2;
+    ProblemList metrics;
+    validatePlan(llama, c, p, "/plan", metrics);
+    ASSERT_FALSE(metrics.empty());
+    EXPECT_EQ(metrics.items().front().where, "/plan/train_metric_losses");
+    // The plan key reads and writes back.
+    ProblemList parsed;
+    const Plan read = parsePlan({{"framework", "fsdp"}, {"cross_entropy", "fused_linear"}}, "/plan", parsed);
+    EXPECT_TRUE(parsed.empty());
+    EXPECT_EQ(planToJson(read)["cross_entropy"], "fused_linear");
+}
+
+} // namespace
+} // namespace tessel
