@@ -36,6 +36,16 @@ void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& wat
     else cluster.gpu.powerLimitWatts = *watts;
 }
 
+void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind) {
+    std::string kinds;
+    for (const std::string& k : crossEntropyKinds()) kinds += (kinds.empty() ? "" : "|") + k;
+    app.add_option("--cross-entropy", kind,
+                   "The loss kernel: " + kinds + " (fused: Megatron-core's, an fp32 softmax kept; te: Transformer "
+                   "Engine's, the gradient written into the logits; eager: cross_entropy(logits.float()); flash_attn: "
+                   "flash-attn's; compiled: torch.compile's; fused_linear: Liger-Kernel's fused linear cross-entropy, the "
+                   "logits never whole, tp 1). Default: the framework's");
+}
+
 void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("scenario", scenario,
                    "Scenario file or preset name (default: gpt3-175b-megatron, GPT-3 175B on 128 DGX A100 nodes)");
@@ -81,6 +91,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--framework", framework,
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
     app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
+    addCrossEntropyOption(app, crossEntropy);
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
     app.add_option("--offload", offload,
                    "What lives in host memory: none, or optimizer, parameters, activations (checkpointed inputs) or "
@@ -101,7 +112,7 @@ bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
            precision || halfDtype || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
-           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen || powerLimit;
+           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen || powerLimit || crossEntropy;
 }
 
 Scenario ScenarioFlags::resolve() const {
@@ -196,6 +207,7 @@ Scenario ScenarioFlags::resolve() const {
     setInt(cpA2a, "cp_a2a_size", "--cp-a2a-size");
     setStr(framework, "framework", "--framework");
     setStr(frameworkVersion, "framework_version", "--framework-version");
+    setStr(crossEntropy, "cross_entropy", "--cross-entropy");
     setOnOff(sequenceParallel, "sequence_parallel", "--sequence-parallel");
     setOnOff(flashAttention, "flash_attention", "--flash-attention");
     if (offload) {

@@ -18,7 +18,7 @@ struct ScenarioFlags {
         recomputeLayers;
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
     std::optional<std::string> attentionKernel, framework, frameworkVersion, offload, cpComm, halfDtype;
-    std::optional<std::string> pipelineSplit, pipelineLayers;
+    std::optional<std::string> pipelineSplit, pipelineLayers, crossEntropy;
     std::optional<int> firstStageLayers, lastStageLayers, cpA2a;
     std::optional<int64_t> seqLen;
     std::optional<double> powerLimit;
@@ -41,5 +41,8 @@ void overrideSeqLen(ModelConfig& model, const std::optional<int64_t>& seqLen, Pr
 // GPU without the law, or a limit at or below its idle draw: a problem at the flag.
 void addPowerLimitOption(CLI::App& app, std::optional<double>& watts);
 void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& watts, ProblemList& problems);
+// --cross-entropy: the loss kernel (plan key cross_entropy), whose choice decides what the last stage keeps of the
+// logits (docs/frameworks.md); its help lists crossEntropyKinds().
+void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind);
 
 } // namespace tessel::cli

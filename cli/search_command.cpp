@@ -42,7 +42,7 @@ struct SearchFlags {
     int threads = 0;
     std::vector<std::string> fix;
     std::string objective = "time";
-    std::optional<std::string> precision, flashAttention, framework, frameworkVersion, halfDtype;
+    std::optional<std::string> precision, flashAttention, framework, frameworkVersion, halfDtype, crossEntropy;
     bool json = false, csv = false, noProgress = false;
 };
 
@@ -413,6 +413,15 @@ int runSearch(const SearchFlags& f) {
         }
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
+    if (f.crossEntropy) {
+        const auto& kinds = crossEntropyKinds();
+        if (std::find(kinds.begin(), kinds.end(), *f.crossEntropy) != kinds.end()) space.framework.crossEntropy = *f.crossEntropy;
+        else {
+            std::string list;
+            for (const auto& k : kinds) list += (list.empty() ? "" : "|") + k;
+            problems.add("--cross-entropy", "must be one of " + list + ", got \"" + *f.crossEntropy + "\"");
+        }
+    }
     if (f.halfDtype) {
         if (*f.halfDtype == "bf16" || *f.halfDtype == "fp16") space.framework.halfDtype = *f.halfDtype;
         else problems.add("--half-dtype", "must be bf16 or fp16, got \"" + *f.halfDtype + "\"");
@@ -471,6 +480,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     cmd->add_option("--gpus-per-node", f->gpusPerNode,
                     "GPUs of each node the plans use (overrides the cluster's; e.g. 64 of a GB200 NVL72 rack's 72)");
     addPowerLimitOption(*cmd, f->powerLimit);
+    addCrossEntropyOption(*cmd, f->crossEntropy);
     cmd->add_flag("--allow-idle", f->allowIdle, "Take --gpus as an upper bound (plans may leave whole nodes idle)");
     cmd->add_option("--global-batch", f->globalBatch,
                     "Global batch in sequences, N or a range LO:HI (each dp takes the largest batch of the range it "

@@ -324,6 +324,10 @@ DeepSpeedStage3 deepSpeedStage3Of(const FrameworkSettings& f) {
     d.maxReuseDistance = f.stage3MaxReuseDistance.value_or(d.maxReuseDistance);
     return d;
 }
+const std::vector<std::string>& crossEntropyKinds() {
+    static const std::vector<std::string> kinds = {"fused", "te", "eager", "flash_attn", "compiled", "fused_linear"};
+    return kinds;
+}
 std::string crossEntropyOf(const FrameworkSettings& f) {
     if (f.crossEntropy) return *f.crossEntropy;
     if (f.lossInPlace.value_or(false)) return "te"; // tessel's executor, whatever framework the plan names
@@ -370,7 +374,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     f.version = r.optString("framework_version", "");
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy"))
-        f.crossEntropy = r.optEnum("cross_entropy", "fused", {"fused", "te", "eager", "flash_attn", "compiled", "fused_linear"});
+        f.crossEntropy = r.optEnum("cross_entropy", "fused", crossEntropyKinds());
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
     if (r.has("moe_dispatcher")) f.moeDispatcher = r.optEnum("moe_dispatcher", "alltoall", {"alltoall", "flex"});
     if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});

@@ -271,4 +271,34 @@ check "naming the idle draw" "$(contains "$tmp/err" '^  --power-limit: 50 W is n
 "$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --global-batch 16 --power-limit 500 --no-progress --top 1 --json \
     >"$tmp/s500.json" 2>/dev/null; check "search takes the limit" $?
 
+# The loss kernel from the command line (plan key cross_entropy): Liger's fused linear cross-entropy keeps the input
+# and weight gradients, not the 128k-vocabulary logits; a kernel tessel does not cost, or tp > 1 with Liger's, is
+# refused at the flag; search takes it too.
+P="--model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --micro-batch 4 --global-batch 32 --zero 3 --recompute full --sequence-parallel off --framework fsdp"
+"$TESSEL" predict $P --cross-entropy compiled --json >"$tmp/ce-compiled.json" 2>/dev/null; check "predict with torch.compile's loss" $?
+"$TESSEL" predict $P --cross-entropy fused_linear >"$tmp/ce-liger.out" 2>&1; check "predict with Liger's loss" $?
+check "says the loss kernel" "$(contains "$tmp/ce-liger.out" "Liger-Kernel's fused linear")"
+"$TESSEL" predict $P --cross-entropy fused_linear --json >"$tmp/ce-liger.json" 2>/dev/null
+python3 -c "
+import json
+a, b = (json.load(open('$tmp/ce-%s.json' % n)) for n in ('compiled', 'liger'))
+la, lb = (x['memory']['stages'][-1]['other']['logits_loss_bytes'] for x in (a, b))
+assert la > 10 * lb and lb > 1e9, (la, lb)
+ta, tb = (x['time']['step_seconds'] for x in (a, b))
+assert abs(tb / ta - 1) < 0.05, (ta, tb)" ; check "the logits gone from the last stage, the step about the same" $?
+"$TESSEL" predict $P --cross-entropy liger >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "an unknown loss kernel is refused" $([ $rc -eq 2 ]; echo $?)
+check "at the flag, with the kinds" "$(contains "$tmp/err" '^  --cross-entropy (/plan/cross_entropy): must be one of fused|te|eager|flash_attn|compiled|fused_linear')"
+"$TESSEL" predict ${P/--tp 1 --pp 1 --dp 8/--tp 2 --pp 1 --dp 4} --cross-entropy fused_linear >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "Liger's loss with tp 2 is refused" $([ $rc -eq 2 ]; echo $?)
+check "saying why" "$(contains "$tmp/err" 'needs tp 1, got tp=2')"
+"$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --global-batch 32 --cross-entropy fused_linear --no-progress --top 1 --json \
+    >"$tmp/sce.json" 2>/dev/null; check "search takes the loss kernel" $?
+python3 -c "
+import json
+d = json.load(open('$tmp/sce.json'))
+assert d['top'] and all(p['plan']['tp'] == 1 and p['plan']['cross_entropy'] == 'fused_linear' for p in d['top']), d['top']" ; check "and keeps to tp 1" $?
+"$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --cross-entropy nope --no-progress >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "search refuses an unknown kernel at the flag" "$([ $rc -eq 2 ] && contains "$tmp/err" '^  --cross-entropy: must be one of')"
+
 finish

@@ -175,6 +175,8 @@ bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
 // 2025-08-28: scripts/performance configs; v0.2.0 utils/helpers.py and recipes/llama/llama3.py); "fused"
 // otherwise (Megatron-LM's --cross-entropy-fusion-impl defaults to native). docs/frameworks.md.
 std::string crossEntropyOf(const FrameworkSettings& f);
+// The loss kernels a plan may name (plan key cross_entropy): fused, te, eager, flash_attn, compiled, fused_linear.
+const std::vector<std::string>& crossEntropyKinds();
 // The plan's MoE token dispatcher: "alltoall" (unset) or "flex" (FrameworkSettings::moeDispatcher).
 std::string moeDispatcherOf(const FrameworkSettings& f);
 // The 16-bit compute type: "bf16" (unset) or "fp16" (FrameworkSettings::halfDtype).
