@@ -12,6 +12,10 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <optional>
+#include <string>
+
 namespace tessel::gui {
 
 namespace {
@@ -72,6 +76,13 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     for (Schedule s : kSchedules) schedule_->addItem(QString::fromStdString(toString(s)));
     schedule_->setToolTip(QStringLiteral("Pipeline schedule"));
     row->addWidget(schedule_);
+    loss_ = new QComboBox(this);
+    loss_->addItem(QStringLiteral("auto"));
+    for (const std::string& k : crossEntropyKinds()) loss_->addItem(QString::fromStdString(k));
+    loss_->setToolTip(QStringLiteral("The loss kernel, which decides what the last stage keeps of the logits: auto (the "
+                                     "framework's), fused (Megatron-core's, an fp32 softmax), te (Transformer Engine's, the "
+                                     "gradient written into the logits), eager (cross_entropy(logits.float())), flash_attn, "
+                                     "compiled (torch.compile's), fused_linear (Liger-Kernel's: the logits never whole; tp 1)"));
     reset_ = new QPushButton(QStringLiteral("Reset"), this);
     reset_->setToolTip(QStringLiteral("Back to the selected plan's knobs"));
     pinA_ = new QPushButton(QStringLiteral("Pin A"), this);
@@ -84,10 +95,16 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     row->addWidget(pinB_);
     outer->addLayout(row);
     // Second line: what is on screen (the plan, marked when a knob changed it) and why it is not simulated.
+    // The loss kernel sits on this line, beside the plan it changes (the knob row fills a 1280-wide window).
     summary_ = new QLabel(this);
     summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     summary_->setWordWrap(true);
-    outer->addWidget(summary_);
+    auto* second = new QHBoxLayout;
+    second->setSpacing(6);
+    second->addWidget(summary_, 1);
+    second->addWidget(new QLabel(QStringLiteral("loss"), this));
+    second->addWidget(loss_);
+    outer->addLayout(second);
     problems_ = new QLabel(this);
     problems_->setWordWrap(true);
     problems_->setStyleSheet(QStringLiteral("color: #c62828;"));
@@ -110,6 +127,9 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
         if (!updating_) session_->setVpp(v);
     });
     connect(schedule_, &QComboBox::activated, this, [this](int i) { session_->setSchedule(kSchedules[i]); });
+    connect(loss_, &QComboBox::activated, this, [this](int i) {
+        session_->setCrossEntropy(i == 0 ? std::nullopt : std::optional<std::string>(crossEntropyKinds()[static_cast<size_t>(i - 1)]));
+    });
     connect(reset_, &QPushButton::clicked, session_, &PlanSession::resetKnobs);
     connect(pinA_, &QPushButton::clicked, this, [this]() { session_->pin(0); });
     connect(pinB_, &QPushButton::clicked, this, [this]() { session_->pin(1); });
@@ -129,6 +149,15 @@ void KnobPanel::refresh() {
     zeroReplicas_->setValue(p.zeroReplicas);
     vpp_->setValue(p.vpp);
     schedule_->setCurrentIndex(static_cast<int>(p.schedule));
+    {
+        // "auto" names the kernel the framework's default resolves to.
+        FrameworkSettings unstated = p.framework;
+        unstated.crossEntropy.reset();
+        loss_->setItemText(0, QStringLiteral("auto (%1)").arg(QString::fromStdString(crossEntropyOf(unstated))));
+        const auto& kinds = crossEntropyKinds();
+        const auto it = p.framework.crossEntropy ? std::find(kinds.begin(), kinds.end(), *p.framework.crossEntropy) : kinds.end();
+        loss_->setCurrentIndex(it == kinds.end() ? 0 : 1 + static_cast<int>(it - kinds.begin()));
+    }
     QString text = QStringLiteral("<b>%1</b>").arg(planSummary(p).toHtmlEscaped());
     if (session_->isEdited()) text += QStringLiteral(" <i>(edited)</i>");
     summary_->setText(text);

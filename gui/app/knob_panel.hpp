@@ -1,4 +1,4 @@
-// The knobs of the selected plan (micro-batch, recompute, ZeRO, vpp, schedule): turning one re-validates
+// The knobs of the selected plan (micro-batch, recompute, ZeRO, vpp, schedule, loss kernel): turning one re-validates
 // and re-simulates the plan at once through PlanSession; problems show inline, in red.
 #pragma once
 
@@ -25,6 +25,7 @@ public:
     QSpinBox* zeroReplicas() const { return zeroReplicas_; }
     QSpinBox* vpp() const { return vpp_; }
     QComboBox* schedule() const { return schedule_; }
+    QComboBox* loss() const { return loss_; } // item 0: the framework's kernel; then crossEntropyKinds()
     QPushButton* pinA() const { return pinA_; }
     QPushButton* pinB() const { return pinB_; }
 
@@ -41,6 +42,7 @@ private:
     QSpinBox* zeroReplicas_;
     QSpinBox* vpp_;
     QComboBox* schedule_;
+    QComboBox* loss_;
     QPushButton* reset_;
     QPushButton* pinA_;
     QPushButton* pinB_;

@@ -123,6 +123,12 @@ void PlanSession::setSchedule(Schedule schedule) {
     setPlan(p);
 }
 
+void PlanSession::setCrossEntropy(const std::optional<std::string>& kind) {
+    Plan p = evaluation_.plan;
+    p.framework.crossEntropy = kind;
+    setPlan(p);
+}
+
 Scenario PlanSession::currentScenario() const {
     Scenario s = scenario_;
     s.plan = evaluation_.plan;

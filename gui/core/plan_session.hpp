@@ -10,6 +10,7 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace tessel::gui {
@@ -67,6 +68,8 @@ public:
     void setZeroReplicas(int replicas); // hybrid sharding: replicas of the sharded ZeRO state (1 = shard over all)
     void setVpp(int vpp);
     void setSchedule(Schedule schedule);
+    // The loss kernel (plan key cross_entropy; unset: the framework's), what the last stage keeps of the logits.
+    void setCrossEntropy(const std::optional<std::string>& kind);
     void setPlan(const Plan& plan);             // any edit (file open, several knobs at once)
 
     const PlanEvaluation& evaluation() const { return evaluation_; }

@@ -185,6 +185,36 @@ private slots:
         QCOMPARE(session.evaluation().simulation->metrics.stepSeconds, sim::simulatePlan(s.model, s.cluster, s.plan).metrics.stepSeconds);
     }
 
+    void theLossKnobMovesTheLastStagesLogits() {
+        PlanSession session;
+        const Scenario s = llamaScenario();
+        session.setScenario(s);
+        // tp 2: Liger's fused linear loss runs the whole output layer on each rank, so the plan is refused at its field.
+        session.setCrossEntropy(std::string("fused_linear"));
+        QVERIFY(!session.evaluation().ok());
+        QCOMPARE(session.evaluation().problems.front().where, std::string("/plan/cross_entropy"));
+        // At tp 1 (data parallel 8, full recompute) it runs: the last stage keeps no logits, as predictMemory has it.
+        Plan p = session.currentPlan();
+        p.tp = 1;
+        p.dp = 8;
+        p.sequenceParallel = false;
+        p.recompute = Recompute::Full;
+        session.setPlan(p);
+        QVERIFY(session.evaluation().ok());
+        const double liger = session.evaluation().simulation->memory.stages.back().other.logitsLossBytes;
+        QCOMPARE(liger, predictMemory(s.model, s.cluster, p).stages.back().other.logitsLossBytes);
+        // Back to the framework's kernel: the logits' bytes are back.
+        session.setCrossEntropy(std::nullopt);
+        QVERIFY(session.evaluation().ok());
+        QVERIFY(!session.currentPlan().framework.crossEntropy);
+        Plan unstated = p;
+        unstated.framework.crossEntropy.reset();
+        const double fused = session.evaluation().simulation->memory.stages.back().other.logitsLossBytes;
+        QCOMPARE(fused, predictMemory(s.model, s.cluster, unstated).stages.back().other.logitsLossBytes);
+        QVERIFY(fused > 4.0 * liger); // Megatron-core's fp32 softmax beside the bf16 logits, 6 B a logit
+        QVERIFY(session.evaluation().simulation->memory.peakBytes > predictMemory(s.model, s.cluster, p).peakBytes);
+    }
+
     void invalidKnobsBecomeProblemsNotCrashes() {
         PlanSession session;
         session.setScenario(defaultScenario());

@@ -13,11 +13,11 @@
 #include "tessel/cost/memory.hpp"
 #include "tessel/sim/trace.hpp"
 
+#include <QComboBox>
 #include <QDir>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
-#include <QComboBox>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -131,6 +131,23 @@ private slots:
         QVERIFY(!memory.stages.front().fits);
         QVERIFY(memory.stages.back().fits);
         shoot(QStringLiteral("main-oom.png"));
+    }
+
+    void theLossKnobSetsTheKernel() {
+        // Item 0 names the framework's kernel; choosing another sets the plan's, and a plan it cannot run (GPT-3's
+        // tp 8 with Liger's fused linear loss) is shown as a problem, not simulated.
+        QComboBox* loss = window_->knobPanel()->loss();
+        QVERIFY(loss->itemText(0).startsWith(QStringLiteral("auto (")));
+        const int liger = loss->findText(QStringLiteral("fused_linear"));
+        QVERIFY(liger > 0);
+        loss->setCurrentIndex(liger);
+        emit loss->activated(liger); // as a user's choice
+        QCOMPARE(window_->session()->currentPlan().framework.crossEntropy, std::optional<std::string>("fused_linear"));
+        QVERIFY(!window_->session()->evaluation().ok());
+        loss->setCurrentIndex(0);
+        emit loss->activated(0);
+        QVERIFY(!window_->session()->currentPlan().framework.crossEntropy);
+        window_->session()->resetKnobs();
     }
 
     void pinnedPlansCompare() {
