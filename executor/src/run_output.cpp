@@ -72,6 +72,12 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/position_embedding", "the executor's attention has no ALiBi bias; alibi is predicted, not "
                                                   "run by tessel run yet: use rope or learned");
     if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
+    // The executor's loss writes the gradient into the logits (tessel run marks its plans loss_in_place, costed as te);
+    // a plan that names another kernel would be predicted with memory the run does not have.
+    if (plan.framework.crossEntropy && *plan.framework.crossEntropy != "te")
+        problems.add(pointer + "/cross_entropy", "the executor computes its own loss, the gradient written into the logits "
+                                                 "(te's); " + *plan.framework.crossEntropy + " is predicted and exported, "
+                                                 "not run by tessel run: unset cross_entropy or set te");
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",
                      "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");

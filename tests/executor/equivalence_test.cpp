@@ -454,5 +454,26 @@ TEST(ValidateExecutable, HybridShardingIsRefusedByName) {
     EXPECT_EQ(problems.items()[0].where, "/plan/zero_replicas");
 }
 
+// The executor's loss writes the gradient into the logits, as Transformer Engine's: a plan naming another loss kernel
+// would be predicted with a last stage the run does not have, so it is refused at the field; te or unset runs.
+TEST(ValidateExecutable, OnlyTheExecutorsOwnLossKernelRuns) {
+    Plan plan = basePlan();
+    for (const std::string& kind : crossEntropyKinds()) {
+        plan.framework.crossEntropy = kind;
+        ProblemList problems;
+        validateExecutable(tinyModel(), plan, "/plan", problems, "cpu");
+        if (kind == "te") {
+            EXPECT_TRUE(problems.empty()) << kind;
+        } else {
+            ASSERT_EQ(problems.items().size(), 1u) << kind;
+            EXPECT_EQ(problems.items()[0].where, "/plan/cross_entropy") << kind;
+        }
+    }
+    plan.framework.crossEntropy.reset();
+    ProblemList unset;
+    validateExecutable(tinyModel(), plan, "/plan", unset, "cpu");
+    EXPECT_TRUE(unset.empty());
+}
+
 } // namespace
 } // namespace tessel::exec
