@@ -616,12 +616,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const std::string loss = crossEntropyOf(plan.framework);
         if (loss == "fused_linear") {
             // Liger-Kernel's fused linear cross-entropy: no logits outlive a chunk. Each micro-batch in flight keeps
-            // the input gradient and the weight gradient its forward computed (zeros_like(_input), zeros_like(weight):
-            // the head's whole weight, V/t x h, in its dtype) until its backward hands them on; one chunk's logits
-            // (chunk x V/t) and an fp32 loss a token are the forward's transients. Each MTP module's loss the same.
+            // the input gradient and the weight gradient its forward computed (zeros_like(_input), the final norm's
+            // output, fp32 under autocast; zeros_like(weight), the head's whole weight, V/t x h, in the dtype the
+            // forward multiplies with) until its backward hands them on; one chunk's logits (chunk x V/t) and an fp32
+            // loss a token are the forward's transients. Each MTP module's loss the same.
             const double chunk = static_cast<double>(kernel_cost::fusedLinearCrossEntropyChunkTokens(
                 static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLocal), static_cast<int64_t>(h)));
-            const double kept = e * T * h + e * t.vocabLocal * h;
+            const double kept = t.residualBytes * T * h + recipe.paramGatherBytes() * t.vocabLocal * h;
             o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLocal + 4.0 * T;
         } else if (loss == "te" || e >= 4.0) {
             // The logits in their own type, overwritten by their gradient in the forward; per-row max and sum are

@@ -52,6 +52,12 @@ TEST(FusedLinearLoss, TheLastStageKeepsTheGradientsNotTheLogits) {
     const double fused = predictMemory(llama, c, llamaFsdp("fused_linear")).stages.back().other.logitsLossBytes;
     EXPECT_DOUBLE_EQ(compiled, 4.0 * T * V);
     EXPECT_DOUBLE_EQ(fused, 2.0 * T * h + 2.0 * V * h + 2.0 * 1024 * V + 4.0 * T);
+    // Under autocast over fp32 parameters (amp) the final norm's output and the head's weight are fp32, and so are
+    // the gradients Liger zeroes like them; the chunk's logits are the autocast matmul's bf16.
+    Plan amp = llamaFsdp("fused_linear");
+    amp.precision = "amp";
+    const double autocast = predictMemory(llama, c, amp).stages.back().other.logitsLossBytes;
+    EXPECT_DOUBLE_EQ(autocast, 4.0 * T * h + 4.0 * V * h + 2.0 * 1024 * V + 4.0 * T);
 }
 
 TEST(FusedLinearLoss, TheOutputLayersGradientsRunInTheForwardAtTheSameWork) {
