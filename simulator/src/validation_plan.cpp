@@ -570,8 +570,8 @@ bool readFramework(Reading& r) {
                  "logits (LanguageCrossEntropy, LanguagePerplexity)");
     }
     const std::string loss = lower(text(pl, "cross_entropy"));
-    const bool named = loss == "fused" || loss == "te" || loss == "eager" || loss == "flash_attn" || loss == "compiled" ||
-                       loss == "fused_linear";
+    const auto& kinds = crossEntropyKinds();
+    const bool named = std::find(kinds.begin(), kinds.end(), loss) != kinds.end();
     // OLMo-core's trainer names its loss by two switches (TrainerConfig, 2024-09 on): fused_loss, its Triton
     // cross-entropy adapted from flash-attn's (the z-loss in the same kernel), and compile_loss,
     // cross_entropy(logits.float()) and the z-loss under torch.compile.
@@ -614,9 +614,12 @@ bool readFramework(Reading& r) {
         r.assume("llm-foundry: flash-attn's cross_entropy (loss_fn fused_crossentropy): the bf16 logits kept, their "
                  "gradient a new bf16 tensor, no fp32 softmax");
     }
-    if (!named && !loss.empty())
-        r.assume("cross_entropy \"" + text(pl, "cross_entropy") + "\" names no loss kernel tessel costs (fused, te, eager, "
-                 "flash_attn, compiled, fused_linear): read as " + crossEntropyOf(plan.framework));
+    if (!named && !loss.empty()) {
+        std::string list;
+        for (const std::string& k : kinds) list += (list.empty() ? "" : ", ") + k;
+        r.assume("cross_entropy \"" + text(pl, "cross_entropy") + "\" names no loss kernel tessel costs (" + list +
+                 "): read as " + crossEntropyOf(plan.framework));
+    }
     // PaLM's z-loss (1e-4 x log(Z)^2 beside the cross-entropy): inside a fused or compiled loss kernel it costs
     // nothing tessel counts; beside the eager loss it is one more logsumexp pass over the fp32 logits and its
     // gradient, which is not costed.
