@@ -588,8 +588,10 @@ bool readFramework(Reading& r) {
     static const std::regex fusedLinearRe(R"(fused[-_ ]?linear[-_ ]?cross[-_ ]?entropy)");
     bool liger = std::regex_search(ligerWords, fusedLinearRe) ||
                  contains(lower(text(pl, "framework") + " " + text(pl, "techniques") + " " + text(pl, "kernels")), "liger");
-    for (const char* key : {"use_liger_kernel", "use_liger", "liger_kernel"})
+    for (const char* key : {"use_liger_kernel", "use_liger", "liger_kernel"}) {
         if (const auto v = boolean(pl, key)) liger = *v;
+        else if (member(pl, key)) r.assume(std::string(key) + " \"" + text(pl, key) + "\" is not a yes or no: not read");
+    }
     const bool ligerLoss = !named && liger && plan.tp == 1 && !plan.framework.trainMetricLosses.value_or(0);
     if (!named && liger && !ligerLoss)
         r.assume("Liger-Kernel named, but its fused linear cross-entropy " +

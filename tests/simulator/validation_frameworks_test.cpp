@@ -142,6 +142,10 @@ TEST(ValidationRecord, LigerIsReadAsItsFusedLinearLoss) {
     ValidationCase c = load(r);
     EXPECT_EQ(crossEntropyOf(c.scenario.plan.framework), "fused_linear");
     EXPECT_TRUE(mentions(c.assumptions, "Liger-Kernel: the output layer and the loss"));
+    r["plan"]["use_liger_kernel"] = "perhaps";
+    c = load(r);
+    EXPECT_NE(crossEntropyOf(c.scenario.plan.framework), "fused_linear");
+    EXPECT_TRUE(mentions(c.assumptions, "use_liger_kernel \"perhaps\" is not a yes or no"));
     r["plan"]["use_liger_kernel"] = false;
     r["plan"]["techniques"] = "Liger kernels";
     EXPECT_NE(crossEntropyOf(load(r).scenario.plan.framework), "fused_linear"); // the switch said no
