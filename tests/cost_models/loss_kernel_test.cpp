@@ -84,6 +84,35 @@ TEST(FusedLinearLoss, TheOutputLayersGradientsRunInTheForwardAtTheSameWork) {
     EXPECT_TRUE(wgrad->noBackward);
 }
 
+TEST(FusedLinearLoss, OverPresetsAndBatchesTheWorkIsEveryLosssAndTheChunkStaysSmall) {
+    // A grid of models (tied and untied heads, vocabularies from 50k to 152k) and micro-batches: the output layer's
+    // GEMM FLOPs, forward and backward together, are 6 T V h, as any loss's (the compiled one multiplies with the
+    // vocabulary padded to 8, torch.compile's pad_mm, which Liger's eager matmuls do not: GPT-2's 50257 -> 50264);
+    // MFU's model FLOPs are the same; the chunk's logits stay within Liger's design bound, chunk x V <= 2 (T h + V)
+    // (chunk <= 2 ceil(T / ceil(V / h))).
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    for (const char* name : {"gpt2-124m", "gpt3-1.3b", "llama2-7b", "llama3-8b", "qwen3-8b"}) {
+        const ModelConfig model = test::preset(name);
+        for (int mb : {1, 2, 4}) {
+            Plan compiledPlan = llamaFsdp("compiled"), fusedPlan = llamaFsdp("fused_linear");
+            compiledPlan.microBatch = fusedPlan.microBatch = mb;
+            compiledPlan.globalBatch = fusedPlan.globalBatch = 8 * mb;
+            const BlockCompute compiled = headCompute(model, c, compiledPlan, precisionRecipeOf(compiledPlan));
+            const BlockCompute fused = headCompute(model, c, fusedPlan, precisionRecipeOf(fusedPlan));
+            const int64_t T = static_cast<int64_t>(mb) * model.seqLen;
+            const double work = 6.0 * static_cast<double>(T) * model.hidden * model.vocab;
+            const double padded = 6.0 * static_cast<double>(T) * model.hidden * ((model.vocab + 7) / 8 * 8);
+            EXPECT_NEAR(fused.forward.flops + fused.backward().flops, work, 1e-9 * work) << name << " mb " << mb;
+            EXPECT_NEAR(compiled.forward.flops + compiled.backward().flops, padded, 1e-9 * padded) << name << " mb " << mb;
+            EXPECT_DOUBLE_EQ(modelFlopsPerStep(model, fusedPlan), modelFlopsPerStep(model, compiledPlan)) << name;
+            const int64_t chunk = kernel_cost::fusedLinearCrossEntropyChunkTokens(T, model.vocab, model.hidden);
+            EXPECT_LE(chunk, T) << name;
+            EXPECT_LE(static_cast<double>(chunk) * model.vocab, 2.0 * (static_cast<double>(T) * model.hidden + model.vocab))
+                << name << " mb " << mb;
+        }
+    }
+}
+
 TEST(FusedLinearLoss, PlansItCannotRunAreRefusedAtTheirField) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
