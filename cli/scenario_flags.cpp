@@ -36,14 +36,27 @@ void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& wat
     else cluster.gpu.powerLimitWatts = *watts;
 }
 
-void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind) {
+namespace {
+std::string crossEntropyKindsText() {
     std::string kinds;
     for (const std::string& k : crossEntropyKinds()) kinds += (kinds.empty() ? "" : "|") + k;
+    return kinds;
+}
+} // namespace
+
+void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind) {
     app.add_option("--cross-entropy", kind,
-                   "The loss kernel: " + kinds + " (fused: Megatron-core's, an fp32 softmax kept; te: Transformer "
+                   "The loss kernel: " + crossEntropyKindsText() + " (fused: Megatron-core's, an fp32 softmax kept; te: Transformer "
                    "Engine's, the gradient written into the logits; eager: cross_entropy(logits.float()); flash_attn: "
                    "flash-attn's; compiled: torch.compile's; fused_linear: Liger-Kernel's fused linear cross-entropy, the "
                    "logits never whole, tp 1). Default: the framework's");
+}
+
+void overrideCrossEntropy(FrameworkSettings& framework, const std::optional<std::string>& kind, ProblemList& problems) {
+    if (!kind) return;
+    const auto& kinds = crossEntropyKinds();
+    if (std::find(kinds.begin(), kinds.end(), *kind) != kinds.end()) framework.crossEntropy = *kind;
+    else problems.add("--cross-entropy", "must be one of " + crossEntropyKindsText() + ", got \"" + *kind + "\"");
 }
 
 void ScenarioFlags::addTo(CLI::App& app) {

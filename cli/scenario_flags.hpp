@@ -44,5 +44,8 @@ void overridePowerLimit(ClusterConfig& cluster, const std::optional<double>& wat
 // --cross-entropy: the loss kernel (plan key cross_entropy), whose choice decides what the last stage keeps of the
 // logits (docs/frameworks.md); its help lists crossEntropyKinds().
 void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind);
+// Search's use of it (predict and the others read it through the plan, whose reader names /plan/cross_entropy): a
+// kind tessel does not cost is a problem at the flag.
+void overrideCrossEntropy(FrameworkSettings& framework, const std::optional<std::string>& kind, ProblemList& problems);
 
 } // namespace tessel::cli

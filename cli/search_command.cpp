@@ -413,15 +413,7 @@ int runSearch(const SearchFlags& f) {
         }
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
-    if (f.crossEntropy) {
-        const auto& kinds = crossEntropyKinds();
-        if (std::find(kinds.begin(), kinds.end(), *f.crossEntropy) != kinds.end()) space.framework.crossEntropy = *f.crossEntropy;
-        else {
-            std::string list;
-            for (const auto& k : kinds) list += (list.empty() ? "" : "|") + k;
-            problems.add("--cross-entropy", "must be one of " + list + ", got \"" + *f.crossEntropy + "\"");
-        }
-    }
+    overrideCrossEntropy(space.framework, f.crossEntropy, problems);
     if (f.halfDtype) {
         if (*f.halfDtype == "bf16" || *f.halfDtype == "fp16") space.framework.halfDtype = *f.halfDtype;
         else problems.add("--half-dtype", "must be bf16 or fp16, got \"" + *f.halfDtype + "\"");
