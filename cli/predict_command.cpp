@@ -49,7 +49,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << (pl.zeroReplicas > 1 ? " over " + std::to_string(pl.zeroShardSize()) + " ranks x " + std::to_string(pl.zeroReplicas) + " replicas"
                                 : std::string())
         << " | recompute "
-        << toString(pl.recompute) << (pl.recomputeLayers > 0 ? " (" + std::to_string(pl.recomputeLayers) + " layers a chunk)" : "") << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
+        << toString(pl.recompute) << (pl.recomputeLayers > 0 ? " (" + std::to_string(pl.recomputeLayers) + " layers a chunk)" : "")
+        << (pl.recompute == Recompute::Selective && pl.recomputeModules != recompute_module::Default
+                ? " (" + (pl.recomputeModules ? recomputeModulesString(pl.recomputeModules) : std::string("nothing")) + ")"
+                : "") << " | SP " << (pl.sequenceParallel ? "on" : "off") << " | flash "
         << (pl.flashAttention ? "on" : "off") << " | " << toString(pl.schedule) << " | " << pl.precision
         << " | " << pl.rankOrderString() << (pl.offloads() ? " | offload " + offloadString(pl) : std::string()) << "\n";
     {

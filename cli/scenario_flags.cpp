@@ -59,6 +59,33 @@ void overrideCrossEntropy(FrameworkSettings& framework, const std::optional<std:
     else problems.add("--cross-entropy", "must be one of " + crossEntropyKindsText() + ", got \"" + *kind + "\"");
 }
 
+void addRecomputeModulesOption(CLI::App& app, std::optional<std::string>& modules) {
+    std::string names;
+    for (const auto& [name, bit] : recomputeModuleNames()) names += (names.empty() ? "" : ",") + name;
+    app.add_option("--recompute-modules", modules,
+                   "With --recompute selective: what each layer reruns (Megatron-core's --recompute-modules), comma-separated "
+                   "from " + names + ", or none. Default: core_attn");
+}
+
+std::optional<uint8_t> parseRecomputeModules(const std::string& text, ProblemList& problems) {
+    if (text == "none") return uint8_t{0};
+    const auto& names = recomputeModuleNames();
+    uint8_t bits = 0;
+    bool ok = !text.empty() && text.back() != ',';
+    std::string item;
+    std::stringstream ss(text);
+    while (ok && std::getline(ss, item, ',')) {
+        const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == item; });
+        ok = it != names.end();
+        if (ok) bits |= it->second;
+    }
+    if (ok) return bits;
+    std::string known;
+    for (const auto& [name, bit] : names) known += (known.empty() ? "" : ", ") + name;
+    problems.add("--recompute-modules", "must be none or module names joined by commas (" + known + "), got \"" + text + "\"");
+    return std::nullopt;
+}
+
 void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("scenario", scenario,
                    "Scenario file or preset name (default: gpt3-175b-megatron, GPT-3 175B on 128 DGX A100 nodes)");
@@ -105,6 +132,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
     app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
     addCrossEntropyOption(app, crossEntropy);
+    addRecomputeModulesOption(app, recomputeModules);
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");
     app.add_option("--offload", offload,
                    "What lives in host memory: none, or optimizer, parameters, activations (checkpointed inputs) or "
@@ -125,7 +153,8 @@ bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
            precision || halfDtype || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
-           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen || powerLimit || crossEntropy;
+           pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen || powerLimit || crossEntropy ||
+           recomputeModules;
 }
 
 Scenario ScenarioFlags::resolve() const {
@@ -261,6 +290,15 @@ Scenario ScenarioFlags::resolve() const {
         flagOf["offload_activation_layers"] = "--offload";
     }
 
+    if (recomputeModules) {
+        if (const auto bits = parseRecomputeModules(*recomputeModules, problems)) {
+            nlohmann::json list = nlohmann::json::array();
+            for (const auto& [name, bit] : recomputeModuleNames())
+                if (*bits & bit) list.push_back(name);
+            overrides["recompute_modules"] = list;
+            flagOf["recompute_modules"] = "--recompute-modules";
+        }
+    }
     setStr(pipelineSplit, "pipeline_split", "--pipeline-split");
     setInt(firstStageLayers, "first_stage_layers", "--first-stage-layers");
     setInt(lastStageLayers, "last_stage_layers", "--last-stage-layers");
@@ -292,6 +330,8 @@ Scenario ScenarioFlags::resolve() const {
     // A split given on the command line replaces the file's, however that was stated.
     if (pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers)
         for (const char* key : {"pipeline_split", "pipeline_layers", "first_stage_layers", "last_stage_layers"}) merged.erase(key);
+    // --recompute other than selective drops the file's modules, which only selective recompute reads.
+    if (recompute && *recompute != "selective" && !recomputeModules) merged.erase("recompute_modules");
     for (auto it = overrides.begin(); it != overrides.end(); ++it) merged[it.key()] = it.value();
     if (nodes) {
         if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
@@ -308,7 +348,7 @@ Scenario ScenarioFlags::resolve() const {
     if (planProblems.empty()) resolvePipelineSplit(s.model, s.cluster, s.plan);
     for (auto p : planProblems.items()) {
         for (const auto& [key, flag] : flagOf) {
-            if (p.where == "/plan/" + key) p.where = flag + " (" + p.where + ")";
+            if (p.where == "/plan/" + key || p.where.rfind("/plan/" + key + "/", 0) == 0) p.where = flag + " (" + p.where + ")";
         }
         problems.add(p.where, p.message);
     }

@@ -18,7 +18,7 @@ struct ScenarioFlags {
         recomputeLayers;
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
     std::optional<std::string> attentionKernel, framework, frameworkVersion, offload, cpComm, halfDtype;
-    std::optional<std::string> pipelineSplit, pipelineLayers, crossEntropy;
+    std::optional<std::string> pipelineSplit, pipelineLayers, crossEntropy, recomputeModules;
     std::optional<int> firstStageLayers, lastStageLayers, cpA2a;
     std::optional<int64_t> seqLen;
     std::optional<double> powerLimit;
@@ -47,5 +47,10 @@ void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind);
 // Search's use of it (predict and the others read it through the plan, whose reader names /plan/cross_entropy): a
 // kind tessel does not cost is a problem at the flag.
 void overrideCrossEntropy(FrameworkSettings& framework, const std::optional<std::string>& kind, ProblemList& problems);
+// --recompute-modules: what selective recompute reruns (plan key recompute_modules, Megatron-core's
+// --recompute-modules), its names joined by commas, "none" for an empty list. Returns the recompute_module bits; a
+// name tessel does not know is a problem at the flag (nullopt).
+void addRecomputeModulesOption(CLI::App& app, std::optional<std::string>& modules);
+std::optional<uint8_t> parseRecomputeModules(const std::string& text, ProblemList& problems);
 
 } // namespace tessel::cli

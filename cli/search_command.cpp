@@ -42,7 +42,7 @@ struct SearchFlags {
     int threads = 0;
     std::vector<std::string> fix;
     std::string objective = "time";
-    std::optional<std::string> precision, flashAttention, framework, frameworkVersion, halfDtype, crossEntropy;
+    std::optional<std::string> precision, flashAttention, framework, frameworkVersion, halfDtype, crossEntropy, recomputeModules;
     bool json = false, csv = false, noProgress = false;
 };
 
@@ -414,6 +414,20 @@ int runSearch(const SearchFlags& f) {
     }
     if (f.frameworkVersion) space.framework.version = *f.frameworkVersion;
     overrideCrossEntropy(space.framework, f.crossEntropy, problems);
+    // What selective recompute reruns: the flag's, or the scenario's own; checked once against the model and the
+    // framework here, where every selective plan of the space would otherwise be refused for it.
+    space.recomputeModules = s.plan.recomputeModules;
+    if (f.recomputeModules) {
+        if (const auto bits = parseRecomputeModules(*f.recomputeModules, problems)) space.recomputeModules = *bits;
+    }
+    if (space.recomputeModules != recompute_module::Default) {
+        Plan probe = s.plan;
+        probe.recompute = Recompute::Selective;
+        probe.recomputeModules = space.recomputeModules;
+        probe.framework = space.framework;
+        for (const auto& [key, message] : recomputeModuleProblems(s.model, probe))
+            problems.add(f.recomputeModules ? "--recompute-modules" : "/plan/" + key, message);
+    }
     if (f.halfDtype) {
         if (*f.halfDtype == "bf16" || *f.halfDtype == "fp16") space.framework.halfDtype = *f.halfDtype;
         else problems.add("--half-dtype", "must be bf16 or fp16, got \"" + *f.halfDtype + "\"");
@@ -473,6 +487,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
                     "GPUs of each node the plans use (overrides the cluster's; e.g. 64 of a GB200 NVL72 rack's 72)");
     addPowerLimitOption(*cmd, f->powerLimit);
     addCrossEntropyOption(*cmd, f->crossEntropy);
+    addRecomputeModulesOption(*cmd, f->recomputeModules);
     cmd->add_flag("--allow-idle", f->allowIdle, "Take --gpus as an upper bound (plans may leave whole nodes idle)");
     cmd->add_option("--global-batch", f->globalBatch,
                     "Global batch in sequences, N or a range LO:HI (each dp takes the largest batch of the range it "

@@ -60,10 +60,11 @@ OpCost normOp(const char* name, const ModelConfig& model, const LocalShapes& s, 
 // The kernels one forward op of a block stands for, each handed to `emit` with the phase it runs in: the forward
 // kernel, its backward (a GEMM's dX and dW, attention's backward kernel, an elementwise op's backward) and, where
 // the plan recomputes it, the forward again. `seconds(op)` times a kernel; `op` is left as its forward kernel
-// (named by phase, timed).
+// (named by phase, timed). Selective recompute reruns the ops of the plan's modules (`modules`, recompute_module
+// bits): the attention core's ops by their kind, the others by the module their block gave them.
 enum class BlockPhase { Forward, BackwardInput, BackwardWeight, Recompute };
 template <class Seconds, class Emit>
-void forEachKernel(OpCost& op, Recompute recompute, Seconds seconds, Emit emit) {
+void forEachKernel(OpCost& op, Recompute recompute, uint8_t modules, Seconds seconds, Emit emit) {
     const std::string kernel = op.kernel;
     if (op.opClass != OpClass::Gemm) op.kernel = kernel + "_forward";
     op.seconds = seconds(op);
@@ -102,7 +103,9 @@ void forEachKernel(OpCost& op, Recompute recompute, Seconds seconds, Emit emit) 
     const bool attentionCore = op.opClass == OpClass::Attention || !op.hasWeights || op.kernel == "softmax_forward" ||
                                op.kernel == "dropout_forward";
     if (op.notRecomputed) return;
-    if (recompute == Recompute::Full || (recompute == Recompute::Selective && attentionCore)) emit(op, BlockPhase::Recompute);
+    const uint8_t module = attentionCore ? recompute_module::CoreAttn : op.module;
+    if (recompute == Recompute::Full || (recompute == Recompute::Selective && (module & modules) != 0))
+        emit(op, BlockPhase::Recompute);
 }
 
 // The block's duty and the share of their benchmarked rate its tensor-core kernels sustain at the power limit
@@ -112,14 +115,14 @@ void forEachKernel(OpCost& op, Recompute recompute, Seconds seconds, Emit emit) 
 // thirds of the plateau's rate for two thirds of it (the power probe: causal attention held alone sustained what
 // GEMMs at its load do). The probe sets its duty cycles by the GEMMs' time at the start of a burst, so the duty
 // is taken at benchmark rates too.
-void setTensorShare(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
+void setTensorShare(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute, uint8_t modules) {
     if (cluster.gpu.sustainedShareByDuty.empty()) {
         b.tensorShare = cluster.gpu.sustainedTensorFraction;
         return;
     }
     double load = 0.0, total = 0.0;
     for (OpCost op : b.forwardOps)
-        forEachKernel(op, recompute, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, 1.0); },
+        forEachKernel(op, recompute, modules, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, 1.0); },
                       [&](const OpCost& k, BlockPhase) {
                           total += k.seconds;
                           const Dtype kd = k.dtype ? *k.dtype : dtype;
@@ -131,10 +134,10 @@ void setTensorShare(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, 
     b.tensorShare = cluster.gpu.sustainedTensorShare(b.tensorDuty);
 }
 
-void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute) {
-    setTensorShare(b, cluster, dtype, recompute);
+void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute, uint8_t modules) {
+    setTensorShare(b, cluster, dtype, recompute, modules);
     for (OpCost& op : b.forwardOps)
-        forEachKernel(op, recompute, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, b.tensorShare); },
+        forEachKernel(op, recompute, modules, [&](const OpCost& k) { return opSeconds(k, cluster, dtype, b.tensorShare); },
                       [&](const OpCost& k, BlockPhase phase) {
                           if (k.opClass == OpClass::Attention && (phase == BlockPhase::Forward || phase == BlockPhase::BackwardInput)) {
                               const bool fwd = phase == BlockPhase::Forward;
@@ -396,26 +399,32 @@ void addLatentProjections(std::vector<OpCost>& ops, const ModelConfig& model, co
         if (eagerRms) op.backwardByteFactor = kernel_cost::eagerRmsNormBackwardFactor(e);
         return op;
     };
+    // Megatron-core's mla_up_proj module (qkv_up_proj_and_rope_apply): everything after the down projections, the
+    // latent norms with them (each fused into its up projection, a LayerNormLinear).
+    auto upProj = [](OpCost op) {
+        op.module = recompute_module::MlaUpProj;
+        return op;
+    };
     if (s.qLatent > 0) {
         ops.push_back(gemm("q_down", own, s.qLatent, s.hidden, e));
-        ops.push_back(latentNorm("q_latent_norm", s.qLatent));
-        ops.push_back(gemm("q_up", s.tokens, s.qDimLocal, s.qLatent, e));
+        ops.push_back(upProj(latentNorm("q_latent_norm", s.qLatent)));
+        ops.push_back(upProj(gemm("q_up", s.tokens, s.qDimLocal, s.qLatent, e)));
     } else {
-        ops.push_back(gemm("q_proj", s.tokens, s.qDimLocal, s.hidden, e));
+        ops.push_back(upProj(gemm("q_proj", s.tokens, s.qDimLocal, s.hidden, e)));
     }
     ops.push_back(gemm("kv_down", own, s.kvLatent, s.hidden, e));
-    ops.push_back(latentNorm("kv_latent_norm", s.kvLoraRank));
-    ops.push_back(gemm("kv_up", s.tokens, s.headsLocal * mla.qkNopeHeadDim + s.vDimLocal, s.kvLoraRank, e));
+    ops.push_back(upProj(latentNorm("kv_latent_norm", s.kvLoraRank)));
+    ops.push_back(upProj(gemm("kv_up", s.tokens, s.headsLocal * mla.qkNopeHeadDim + s.vDimLocal, s.kvLoraRank, e)));
     if (model.position == PositionEmbedding::Rope && mla.qkRopeHeadDim > 0) {
         const int64_t rotated = (s.headsLocal + 1) * mla.qkRopeHeadDim;
         OpCost rope = memoryOp("rope", "rope", eager ? kernel_cost::eagerRopeBytes(s.tokens, rotated, e)
                                                      : kernel_cost::ropeBytes(s.tokens, rotated, e));
         if (eager) rope.backwardByteFactor = 1.0;
-        ops.push_back(rope);
+        ops.push_back(upProj(rope));
     }
     OpCost concat = memoryOp("mla_concat", "permute", 2.0 * e * d(s.tokens) * d(s.qDimLocal + s.kvDimLocal));
     concat.backwardByteFactor = 1.0;
-    ops.push_back(concat);
+    ops.push_back(upProj(concat));
 }
 
 // Context-parallel ring attention with the load-balanced split (chunks r and 2cp-1-r on rank r; Megatron-core /
@@ -523,8 +532,17 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     const bool eager = !fusedKernelsOf(plan.framework);
     // The residual stream's width: fp32 under autocast over fp32 parameters, else the activations'.
     const int r = s.residualBytes;
+    namespace rm = recompute_module;
+    // Each op's selective-recompute module (Megatron-core's --recompute-modules; the attention core's ops are known by
+    // their kind). Transformer Engine fuses a pre-norm into the GEMM after it (LayerNormLinear, LayerNormMLP) but
+    // where that is not a TE linear: MLA's input norm before its down projections, an MoE layer's pre-MLP norm before
+    // the router; those are the layernorm module's. A dense layer's pre-MLP norm is inside its MLP.
+    auto in = [](OpCost op, uint8_t module) {
+        op.module = module;
+        return op;
+    };
     auto norm = [&](const char* name) { return normOp(name, model, s, eager, recipe.autocast); };
-    ops.push_back(norm("norm_attn"));
+    ops.push_back(in(norm("norm_attn"), model.mla ? rm::Layernorm : 0));
     if (model.mla) addLatentProjections(ops, model, s, plan, eager);
     else ops.push_back(gemm("qkv", s.tokens, s.qDimLocal + 2 * s.kvDimLocal, s.hidden, e));
     if (model.qkNorm) {
@@ -626,7 +644,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     }
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.oDimLocal, e));
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
-    ops.push_back(norm("norm_mlp"));
+    ops.push_back(in(norm("norm_mlp"), model.moe ? rm::Layernorm : rm::Mlp));
     const bool swiglu = model.activation == Activation::Swiglu;
     // Squared ReLU moves GELU's bytes (read the fc1 output, write its activation; backward the same again): it is
     // costed as the gelu kernel under its own name.
@@ -636,33 +654,37 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         // experts see what EP dispatched and the expert-TP group gathered (expertTokens, LocalShapes).
         const double dispatched = d(s.moeTokensIn) * d(s.topK);
         const double routed = d(s.expertTokens);
-        ops.push_back(gemm("router", s.moeTokensIn, model.moe->experts, s.hidden, e));
-        ops.push_back(memoryOp("moe_permute", "permute", 2.0 * e * dispatched * h));
+        ops.push_back(in(gemm("router", s.moeTokensIn, model.moe->experts, s.hidden, e), rm::Moe));
+        ops.push_back(in(memoryOp("moe_permute", "permute", 2.0 * e * dispatched * h), rm::Moe));
         const int64_t perExpert = std::max<int64_t>(1, static_cast<int64_t>(routed / d(std::max<int64_t>(1, s.expertsLocal))));
         const double nExp = d(s.expertsLocal);
-        ops.push_back(gemm("expert_fc1", perExpert, (swiglu ? 2 : 1) * s.expertFfnLocal, s.hidden, e, nExp));
-        ops.push_back(memoryOp("expert_" + activation, swiglu ? "swiglu" : "gelu",
-                               (swiglu ? 3.0 : 2.0) * e * routed * d(s.expertFfnLocal)));
-        ops.push_back(gemm("expert_fc2", perExpert, s.hidden, s.expertFfnLocal, e, nExp));
-        ops.push_back(memoryOp("moe_unpermute", "permute", 3.0 * e * dispatched * h));
+        ops.push_back(in(gemm("expert_fc1", perExpert, (swiglu ? 2 : 1) * s.expertFfnLocal, s.hidden, e, nExp), rm::Moe));
+        ops.push_back(in(memoryOp("expert_" + activation, swiglu ? "swiglu" : "gelu",
+                                  (swiglu ? 3.0 : 2.0) * e * routed * d(s.expertFfnLocal)),
+                         rm::Moe | rm::MoeAct));
+        ops.push_back(in(gemm("expert_fc2", perExpert, s.hidden, s.expertFfnLocal, e, nExp), rm::Moe));
+        ops.push_back(in(memoryOp("moe_unpermute", "permute", 3.0 * e * dispatched * h), rm::Moe));
         if (s.sharedFfnLocal > 0) {
             // Shared experts: a dense MLP over every token, TP-split as the dense MLP is; its output joins the
             // routed experts' before the block's residual add (no collective of its own is costed).
-            ops.push_back(gemm("shared_fc1", s.tokens, (swiglu ? 2 : 1) * s.sharedFfnLocal, s.hidden, e));
-            ops.push_back(memoryOp("shared_" + activation, swiglu ? "swiglu" : "gelu",
-                                   kernel_cost::activationBytes(swiglu, s.tokens, s.sharedFfnLocal, e)));
-            ops.push_back(gemm("shared_fc2", s.tokens, s.hidden, s.sharedFfnLocal, e));
+            const uint8_t shared = rm::Moe | rm::SharedExperts;
+            ops.push_back(in(gemm("shared_fc1", s.tokens, (swiglu ? 2 : 1) * s.sharedFfnLocal, s.hidden, e), shared));
+            ops.push_back(in(memoryOp("shared_" + activation, swiglu ? "swiglu" : "gelu",
+                                      kernel_cost::activationBytes(swiglu, s.tokens, s.sharedFfnLocal, e)),
+                             shared));
+            ops.push_back(in(gemm("shared_fc2", s.tokens, s.hidden, s.sharedFfnLocal, e), shared));
         }
     } else {
-        ops.push_back(gemm("fc1", s.tokens, (swiglu ? 2 : 1) * s.ffnLocal, s.hidden, e));
+        ops.push_back(in(gemm("fc1", s.tokens, (swiglu ? 2 : 1) * s.ffnLocal, s.hidden, e), rm::Mlp));
         if (swiglu && eager) {
             OpCost act = memoryOp("swiglu", "swiglu", kernel_cost::eagerSwigluBytes(s.tokens, s.ffnLocal, e));
             act.backwardByteFactor = kernel_cost::kEagerSwigluBackwardFactor;
-            ops.push_back(act);
+            ops.push_back(in(act, rm::Mlp));
         } else {
-            ops.push_back(memoryOp(activation, swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)));
+            ops.push_back(in(memoryOp(activation, swiglu ? "swiglu" : "gelu", kernel_cost::activationBytes(swiglu, s.tokens, s.ffnLocal, e)),
+                             rm::Mlp));
         }
-        ops.push_back(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e));
+        ops.push_back(in(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e), rm::Mlp));
     }
     ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     if (recomputeStopsBeforeFc2(model, plan)) {
@@ -732,7 +754,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops.push_back(cast);
     }
     if (!opLevelSelectiveRecompute(model, plan)) {
-        finishBlock(b, cluster, recipe.computeDtype, plan.recompute);
+        finishBlock(b, cluster, recipe.computeDtype, plan.recompute, plan.recomputeModules);
         return b;
     }
     // torchtitan's selective checkpointing ("op" policy, FORMULAS.md §3.4): the block's backward recomputes

@@ -18,7 +18,9 @@ OpCost memoryOp(std::string name, std::string kernel, double bytes);
 // A pre-norm (or the final norm) as the framework runs it (FORMULAS.md §3.4, §3.5).
 OpCost normOp(const char* name, const ModelConfig& model, const LocalShapes& s, bool eager, bool autocast);
 // Times every op's kernels at the block's sustained tensor-core share and sums them into its phases.
-void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute);
+// Times the block's ops and sums them by phase; selective recompute reruns the ops of `modules` (recompute_module bits).
+void finishBlock(BlockCompute& b, const ClusterConfig& cluster, Dtype dtype, Recompute recompute,
+                 uint8_t modules = recompute_module::Default);
 // This micro-batch's weight gradients of `parameters` added into the step's (FORMULAS.md §3.6).
 void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
                          const PrecisionRecipe& recipe);

@@ -215,6 +215,27 @@ StageParameters chunkParameters(const ModelConfig& model, const Plan& plan, cons
     return sp;
 }
 
+namespace {
+// A layer's activations without recompute and the parts of them each selective-recompute module drops (FORMULAS.md
+// §2, "Selective recompute by module"). A module checkpointed whole (Megatron-core's tensor_parallel.checkpoint: the
+// forward under no_grad, its inputs saved) keeps its input and drops what its ops saved; an output-discarding one
+// (CheckpointWithoutOutput) keeps its input and frees its output once the ops after it have saved it, so that
+// saved copy goes too.
+struct LayerActivationParts {
+    double total = 0.0;
+    double coreAttn = 0.0;      // the attention core's own: scores, softmax and dropout; flash: the log-sum-exp (and O
+                                // under FP8 GEMMs); q, k, v are its inputs and stay, its output is the projection's input
+    double inputNormOut = 0.0;  // the input norm's output, the input of the GEMMs after it
+    double preMlpNormOut = 0.0; // the pre-MLP norm's output, the input of fc1 (or the router and shared experts)
+    double mlaUpProj = 0.0;     // MLA: q, k, v and the latent norms' outputs (the up projections' inputs)
+    double mlp = 0.0;           // a dense MLP's, but its input: fc1's input, fc1's output, fc2's input
+    double moeAct = 0.0;        // the experts' activation output, fc2's input
+    double moe = 0.0;           // an MoE layer's, but its input: router, permuted tokens, experts, shared experts
+    double shared = 0.0;        // the shared experts' fc1 output and fc2 input
+};
+LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+} // namespace
+
 double layerActivationBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     if (opLevelSelectiveRecompute(model, plan)) {
         // torchtitan's "op" policy keeps the block input and the outputs it saves: q, v, the attention output
@@ -231,21 +252,32 @@ double layerActivationBytes(const ModelConfig& model, const Plan& plan, const Pr
         const LocalShapes s = localShapes(model, plan, recipe);
         return d(s.residualBytes) * d(s.tokensSp) * d(s.hidden);
     }
-    return layerActivationBytesNoRecompute(model, plan, recipe) -
-           (plan.recompute == Recompute::Selective && !plan.flashAttention
-                ? [&] {
-                      const LocalShapes s = localShapes(model, plan, recipe);
-                      const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
-                      return (s.activationBytes + (s.maskBytes ? 1.0 + s.activationBytes : 0.0)) * scores;
-                  }()
-                : 0.0);
+    const LayerActivationParts a = layerActivationParts(model, plan, recipe);
+    if (plan.recompute != Recompute::Selective) return a.total;
+    namespace m = recompute_module;
+    // Selective recompute drops what its modules saved (the attention core alone unless the plan names others).
+    // Where two modules overlap (moe holds moe_act and shared_experts) the larger is dropped once.
+    double dropped = 0.0;
+    if (plan.recomputes(m::CoreAttn)) dropped += a.coreAttn;
+    if (plan.recomputes(m::Layernorm)) dropped += (model.mla ? a.inputNormOut : 0.0) + (model.moe ? a.preMlpNormOut : 0.0);
+    if (plan.recomputes(m::MlaUpProj)) dropped += a.mlaUpProj;
+    if (plan.recomputes(m::Mlp) && !model.moe) dropped += a.mlp;
+    if (plan.recomputes(m::Moe)) dropped += a.moe;
+    else dropped += (plan.recomputes(m::MoeAct) ? a.moeAct : 0.0) + (plan.recomputes(m::SharedExperts) ? a.shared : 0.0);
+    return a.total - dropped;
 }
 
 double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    return layerActivationParts(model, plan, recipe).total;
+}
+
+namespace {
+LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
     const double e = s.activationBytes, mask = s.maskBytes;
     const double T = d(s.tokens), Tsp = d(s.tokensSp), h = d(s.hidden);
-    double a = 0.0;
+    LayerActivationParts parts;
+    double& a = parts.total;
     // Attention block (Korthikanti et al. 2022 §4.1: 11sbh + 5as^2b for MHA, 16-bit, with dropout).
     const double g = s.gemmInputBytes;                  // FP8 (Transformer Engine) saves GEMM inputs cast to FP8
     const double r = s.residualBytes;                   // the residual stream (fp32 under autocast)
@@ -259,13 +291,18 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     const bool repeated = eager && s.kvDimLocal < s.qDimLocal;
     const int64_t kvSaved = repeated ? s.qDimLocal : s.kvDimLocal, vSaved = repeated ? s.oDimLocal : s.vDimLocal;
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: its fp32 copy and the normalised value)
-    a += g * Tsp * h;                                   // QKV GEMM input (norm output; sharded with SP)
-    a += e * T * d(s.qDimLocal + kvSaved + vSaved);     // Q, K, V (GQA: K and V have kv_heads heads; eager: repeated)
+    parts.inputNormOut = g * Tsp * h;                   // QKV GEMM input (norm output; sharded with SP)
+    a += parts.inputNormOut;
+    const double qkv = e * T * d(s.qDimLocal + kvSaved + vSaved);
+    a += qkv;                                           // Q, K, V (GQA: K and V have kv_heads heads; eager: repeated)
     if (model.mla) {
         // MLA's latents, gathered to T rows: each norm keeps its input (the down projection's output) and the up
         // projection its input (the norm's output); the rotary key and q's rotary part keep nothing (RoPE's backward
         // needs only its angles), nor does the concatenation of q and k.
         a += (e + g) * T * d(s.qLatent + s.kvLoraRank);
+        // Megatron-core's mla_up_proj reruns the up projections (each with its latent norm, a LayerNormLinear)
+        // and RoPE: the latents stay as its inputs; q, k, v and the norms' outputs go.
+        parts.mlaUpProj = qkv + g * T * d(s.qLatent + s.kvLoraRank);
     }
     if (model.qkNorm) {
         // q and k norms: each keeps its input (the QKV GEMM's q and k; eager RMSNorm its fp32 copy and the
@@ -276,20 +313,23 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     }
     if (plan.flashAttention) {
         // Log-sum-exp per query and head: fp32 for 16-bit recipes, the compute dtype when it is wider.
-        a += std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);
+        parts.coreAttn = std::max(4.0, e) * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal);
     } else {
         const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
-        a += (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
+        parts.coreAttn = (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
     }
     a += g * T * d(s.oDimLocal);                        // projection GEMM input (attention output)
     // A fused attention's backward reads its output O (D = rowsum(dO * O)): FlashAttention, cuDNN and Transformer
     // Engine's FusedAttnFunc save it beside Q, K, V. It is the projection's input, the same tensor, in 16-bit
     // recipes; with FP8 GEMMs the projection keeps its own FP8 copy and O stays in the activation type.
-    if (plan.flashAttention && g < e) a += e * T * d(s.oDimLocal);
+    if (plan.flashAttention && g < e) parts.coreAttn += e * T * d(s.oDimLocal);
+    a += parts.coreAttn;
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: as the first norm's)
-    a += g * Tsp * h;                                   // fc1 input (norm output)
+    parts.preMlpNormOut = g * Tsp * h;                  // fc1 input (norm output)
+    a += parts.preMlpNormOut;
+    const double before = a;                            // what the MLP block's own tensors add from here
     const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
     if (model.moe) {
         const double routed = d(s.expertTokens);
@@ -304,13 +344,18 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
         a += g * routed * d(s.expertFfnLocal);          // fc2 input
         a += e * routed * h;                            // expert outputs, kept for the weighted combine
         // Shared experts: a dense MLP over every token beside the routed ones (its input is the norm output above).
+        parts.moeAct = g * routed * d(s.expertFfnLocal);
+        const double sharedFrom = a;
         a += e * T * d(s.sharedFfnLocal) * gated;       // fc1 output
         a += g * T * d(s.sharedFfnLocal);               // fc2 input
         if (eager && gated > 1.0) a += e * T * d(s.sharedFfnLocal);
+        parts.shared = a - sharedFrom;
+        parts.moe = a - before;
     } else {
         a += e * T * d(s.ffnLocal) * gated;             // fc1 output = activation input (gate and up)
         a += g * T * d(s.ffnLocal);                     // activation output = fc2 input
         if (eager && gated > 1.0) a += e * T * d(s.ffnLocal); // eager SwiGLU: the SiLU output, kept by the product
+        parts.mlp = parts.preMlpNormOut + (a - before);
     }
     a += mask * Tsp * h;                                // dropout mask after fc2
     // Autocast's copy of each weight in the compute dtype, made for this forward and saved by its GEMM for the
@@ -318,15 +363,23 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
     // of the layer's forward and makes them again). Whole layers: the copy is made from the gathered weight, so
     // ZeRO-3 does not shard it.
     if (s.residualBytes > e) a += e * autocastCopiedParameters(model, plan);
-    return a;
+    return parts;
 }
+} // namespace
 
 double layerNormStatisticsBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     // Rebuilt with the layer in backward (full recompute, or torchtitan's op policy, which redoes the norms).
     if (plan.recompute == Recompute::Full || opLevelSelectiveRecompute(model, plan)) return 0.0;
     const LocalShapes s = localShapes(model, plan, recipe);
+    // Selective recompute of a norm's module runs its forward under no_grad: no statistics until its rerun. The
+    // input norm under layernorm (MLA's; the others are fused into the QKV GEMM), the pre-MLP norm under layernorm
+    // (an MoE layer's) or under mlp (a dense layer's, inside Transformer Engine's LayerNormMLP).
+    namespace m = recompute_module;
+    const bool selective = plan.recompute == Recompute::Selective;
+    const int rerun = (selective && plan.recomputes(m::Layernorm) && model.mla ? 1 : 0) +
+                      (selective && ((plan.recomputes(m::Layernorm) && model.moe) || (plan.recomputes(m::Mlp) && !model.moe)) ? 1 : 0);
     // Two norms per layer, each keeping mean and 1/std per token (fp32, or the compute dtype when wider).
-    return 2.0 * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
+    return d(2 - rerun) * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
 }
 
 // The MLP block's GEMM width per token of the layer: the dense MLP's, or the routed experts' rows (expertTokens, each

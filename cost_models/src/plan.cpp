@@ -17,6 +17,57 @@ std::string toString(Recompute r) {
     return "?";
 }
 
+const std::vector<std::pair<std::string, uint8_t>>& recomputeModuleNames() {
+    namespace m = recompute_module;
+    static const std::vector<std::pair<std::string, uint8_t>> names{
+        {"core_attn", m::CoreAttn}, {"moe_act", m::MoeAct}, {"layernorm", m::Layernorm}, {"mla_up_proj", m::MlaUpProj},
+        {"mlp", m::Mlp},            {"moe", m::Moe},        {"shared_experts", m::SharedExperts}};
+    return names;
+}
+
+std::string recomputeModulesString(uint8_t modules) {
+    std::string out;
+    for (const auto& [name, bit] : recomputeModuleNames())
+        if (modules & bit) out += (out.empty() ? "" : ",") + name;
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const ModelConfig& model, const Plan& plan) {
+    namespace m = recompute_module;
+    std::vector<std::pair<std::string, std::string>> out;
+    const uint8_t mods = plan.recomputeModules;
+    if (mods == m::Default) return out;
+    const std::string key = "recompute_modules";
+    if (plan.recompute != Recompute::Selective) {
+        out.emplace_back(key, "recompute_modules (" + recomputeModulesString(mods) + ") names what selective recompute "
+                              "reruns; it needs recompute selective, got " + toString(plan.recompute));
+        return out;
+    }
+    const std::string& fw = plan.framework.name;
+    if (fw != "megatron" && fw != "nemo" && fw != "megascale" && fw != "generic") {
+        out.emplace_back(key, "recompute_modules is Megatron-core's (--recompute-modules); framework '" + fw +
+                              "' recomputes the attention core under selective recompute: drop the key or use megatron or nemo");
+        return out;
+    }
+    // Each module must name a part the model has (Megatron-core raises for moe_act and mla_up_proj and silently
+    // skips the rest; a plan that recomputes nothing it names is taken for a mistake).
+    const bool dense = !model.moe || !model.moe->denseLayers.empty();
+    const std::vector<std::pair<uint8_t, std::string>> needs{
+        {m::Layernorm, model.mla || model.moe ? "" : "layernorm recomputes the norms Transformer Engine does not fuse into "
+                                                    "the GEMM after them (an MLA layer's input norm, an MoE layer's "
+                                                    "pre-MLP norm); this model has neither"},
+        {m::MlaUpProj, model.mla ? "" : "mla_up_proj needs multi-latent attention (the model's mla block)"},
+        {m::Mlp, dense ? "" : "mlp recomputes a dense layer's MLP; every layer of this model is an MoE layer (use moe, "
+                              "moe_act or shared_experts)"},
+        {m::MoeAct, model.moe ? "" : "moe_act needs a model with a moe block"},
+        {m::Moe, model.moe ? "" : "moe needs a model with a moe block"},
+        {m::SharedExperts, model.moe && model.moe->sharedFfnHidden > 0 ? "" : "shared_experts needs an MoE model with shared "
+                                                                               "experts (moe.shared_ffn_hidden)"}};
+    for (const auto& [bit, why] : needs)
+        if ((mods & bit) && !why.empty()) out.emplace_back(key, why);
+    return out;
+}
+
 std::string toString(Schedule s) {
     switch (s) {
     case Schedule::Gpipe: return "gpipe";
@@ -223,6 +274,26 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     auto rc = r.optEnum("recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "none" ? Recompute::None : rc == "selective" ? Recompute::Selective : Recompute::Full;
     p.recomputeLayers = static_cast<int>(r.optInt("recompute_layers", 0, 0, L::layers));
+    if (const nlohmann::json* mods = r.child("recompute_modules")) {
+        // Megatron-core's --recompute-modules: a list of its module names (an empty list reruns nothing).
+        const std::string where = r.pointer("recompute_modules");
+        std::string known;
+        for (const auto& [name, bit] : recomputeModuleNames()) known += (known.empty() ? "" : ", ") + name;
+        if (!mods->is_array()) {
+            problems.add(where, "must be an array of module names (" + known + ")");
+        } else {
+            p.recomputeModules = 0;
+            for (size_t i = 0; i < mods->size(); ++i) {
+                const auto& v = (*mods)[i];
+                const auto& names = recomputeModuleNames();
+                const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return v.is_string() && v.get<std::string>() == n.first; });
+                if (it == names.end())
+                    problems.add(where + "/" + std::to_string(i), "must be one of " + known + ", got " + v.dump());
+                else
+                    p.recomputeModules |= it->second;
+            }
+        }
+    }
     p.sequenceParallel = r.optBool("sequence_parallel", false);
     p.flashAttention = r.optBool("flash_attention", true);
     p.attentionKernel = r.optString("attention_kernel", "auto");
@@ -299,6 +370,12 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadActivations) j["offload_activations"] = true;
     if (p.offloadActivationLayers > 0) j["offload_activation_layers"] = p.offloadActivationLayers;
     if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
+    if (p.recomputeModules != recompute_module::Default) {
+        nlohmann::json mods = nlohmann::json::array();
+        for (const auto& [name, bit] : recomputeModuleNames())
+            if (p.recomputeModules & bit) mods.push_back(name);
+        j["recompute_modules"] = mods;
+    }
     if (p.cpComm != CpComm::P2p) j["cp_comm_type"] = toString(p.cpComm);
     if (p.cpA2a > 0) j["cp_a2a_size"] = p.cpA2a;
     frameworkToJson(p.framework, j);
@@ -306,6 +383,8 @@ nlohmann::json planToJson(const Plan& p) {
 }
 
 std::string recomputeString(const Plan& p) {
+    if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default)
+        return "selective:" + (p.recomputeModules ? recomputeModulesString(p.recomputeModules) : std::string("none"));
     return toString(p.recompute) + (p.recompute == Recompute::Full && p.recomputeLayers > 0 ? ":" + std::to_string(p.recomputeLayers) : "");
 }
 
@@ -505,6 +584,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                    "moe block and ep > 1, got ep=" + n(plan.ep));
         if (plan.recompute == Recompute::Full)
             problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap does not run with full recompute (Megatron-core refuses it)");
+        if (plan.recomputes(recompute_module::Moe) && plan.recompute == Recompute::Selective)
+            problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap does not run with the MoE layer recomputed (moe in "
+                                                   "recompute_modules; Megatron-core refuses it)");
         if (plan.pp > 1 && plan.vpp < 2)
             problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap with pp=" + n(plan.pp) +
                                                    " needs the interleaved schedule (vpp > 1), as Megatron-core requires");
@@ -539,6 +621,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)
         problems.add(field("sequence_parallel"), "seq_len / cp must be divisible by tp=" + n(plan.tp));
+    for (const auto& [key, message] : recomputeModuleProblems(model, plan)) problems.add(field(key.c_str()), message);
     // Liger-Kernel's fused linear cross-entropy multiplies the whole output layer on every rank (no vocabulary-parallel
     // version) and never materialises the logits a trainer's metrics would read.
     if (crossEntropyOf(plan.framework) == "fused_linear" && plan.tp > 1)

@@ -259,6 +259,18 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     return b.ops;
 }
 
+uint8_t tpCollectiveModule(const ModelConfig& model, const std::string& opName) {
+    namespace rm = recompute_module;
+    auto endsWith = [&](const char* tail) {
+        const std::string t(tail);
+        return opName.size() >= t.size() && opName.compare(opName.size() - t.size(), t.size(), t) == 0;
+    };
+    if (endsWith("_shared")) return rm::SharedExperts | rm::Moe;
+    if (endsWith("_mlp")) return model.moe ? rm::Moe : rm::Mlp;
+    if (opName == "tp_all_gather_attn" && model.mla) return rm::MlaUpProj;
+    return 0;
+}
+
 PipelineTransfer pipelineTransferOf(const Plan& plan, double hiddenStateBytes) {
     PipelineTransfer t;
     t.pairBytes = hiddenStateBytes;

@@ -55,6 +55,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (plan.zeroReplicas > 1)
         problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
                                                  "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");
+    if (plan.recompute == Recompute::Selective && plan.recomputeModules != recompute_module::Default)
+        problems.add(pointer + "/recompute_modules", "the executor recomputes whole layers (recompute full) or none; "
+                                                     "Megatron-core's recompute modules are predicted and exported "
+                                                     "(--recompute-modules), not run by tessel run yet");
     if (model.activation == Activation::SquaredRelu)
         problems.add("/model/activation", "the executor's MLP is GELU or SwiGLU; squared_relu is predicted and exported "
                                           "(Megatron-LM --squared-relu), not run by tessel run yet");

@@ -32,6 +32,7 @@ PlanSession::PlanSession(QObject* parent) : QObject(parent) {}
 void PlanSession::setScenario(const Scenario& scenario) {
     scenario_ = scenario;
     base_ = scenario.plan;
+    selectiveModules_ = recompute_module::Default;
     evaluation_.plan = scenario.plan;
     emit scenarioChanged();
     reevaluate();
@@ -64,6 +65,7 @@ void PlanSession::setGlobalBatch(int globalBatch) {
 
 void PlanSession::selectPlan(const Plan& plan) {
     base_ = plan;
+    selectiveModules_ = recompute_module::Default;
     evaluation_.plan = plan;
     reevaluate();
 }
@@ -85,6 +87,14 @@ void PlanSession::setMicroBatch(int microBatch) {
 
 void PlanSession::setRecompute(Recompute recompute) {
     Plan p = evaluation_.plan;
+    // The plan's recompute modules name what selective recompute reruns: kept aside while another is chosen, and
+    // back when selective is.
+    if (p.recompute == Recompute::Selective && recompute != Recompute::Selective) {
+        selectiveModules_ = p.recomputeModules;
+        p.recomputeModules = recompute_module::Default;
+    } else if (p.recompute != Recompute::Selective && recompute == Recompute::Selective) {
+        p.recomputeModules = selectiveModules_;
+    }
     p.recompute = recompute;
     if (recompute != Recompute::Full) p.recomputeLayers = 0; // partial recompute is a form of full recompute
     setPlan(p);

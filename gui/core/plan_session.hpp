@@ -92,6 +92,8 @@ private:
     Scenario scenario_;
     Plan base_;
     PlanEvaluation evaluation_;
+    // What selective recompute reruns, kept while the recompute knob is elsewhere (only selective reads it).
+    uint8_t selectiveModules_ = recompute_module::Default;
     std::array<std::optional<PinnedPlan>, 2> pinned_;
 };
 

@@ -90,8 +90,15 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
     double cpA2aFwd = 0.0, cpA2aBwd = 0.0; // CP's all-to-alls (a2a, and a2a+p2p's first level)
     double gradGathers = 0.0; // the backward's gathers of output gradients (before the input-gradient GEMMs)
+    // The forward's TP collectives in all, and those inside the modules selective recompute reruns.
+    double fwdTpAll = 0.0, fwdTpRerun = 0.0;
     for (const auto& op : layerCommOps(model, cluster, plan)) {
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
+        if (op.phase == CommPhase::Forward && op.group == GroupKind::Tp) {
+            fwdTpAll += commScale * op.cost.seconds;
+            if (plan.recompute == Recompute::Selective && plan.recomputes(tpCollectiveModule(model, op.name)))
+                fwdTpRerun += commScale * op.cost.seconds;
+        }
         if (op.name.rfind("cp_a2a_", 0) == 0) (op.phase == CommPhase::Forward ? cpA2aFwd : cpA2aBwd) += commScale * op.cost.seconds;
         if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
         if (op.name == "tp_all_gather_attn_grad" || op.name == "tp_all_gather_mlp_grad") gradGathers += commScale * op.cost.seconds;
@@ -135,12 +142,17 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
         bwdComm.tp = bwdComm.tp - hidden + cluster.gpu.contentionSeconds(hidden, budget);
     }
     // Full recompute replays the forward, collectives included (but the one after fc2 where it stops before fc2,
-    // FORMULAS.md §3.4); selective replays attention (CP exchange).
+    // FORMULAS.md §3.4). Selective replays its modules' (FORMULAS.md §3.4, "Selective recompute by module"): the
+    // attention core its CP exchange; MLA's up projections the gather of the latents (with SP); a dense MLP, or the
+    // shared experts, their TP pair; the whole MoE layer its dispatch, combine and expert-TP collectives as well. Each
+    // at what the framework leaves exposed of it, as in the forward.
     if (plan.recompute == Recompute::Full) {
         lc.recompute = fwdComm;
         if (recomputeStopsBeforeFc2(model, plan)) lc.recompute.tp -= fc2Comm;
     } else if (plan.recompute == Recompute::Selective) {
-        lc.recompute.cp = fwdComm.cp;
+        if (plan.recomputes(recompute_module::CoreAttn)) lc.recompute.cp = fwdComm.cp;
+        if (plan.recomputes(recompute_module::Moe)) lc.recompute.ep = fwdComm.ep;
+        if (fwdTpAll > 0.0) lc.recompute.tp = fwdComm.tp * fwdTpRerun / fwdTpAll;
     }
     return lc;
 }

@@ -322,6 +322,10 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--moe-router-topk", str(m.moe->topK));
         arg("--moe-ffn-hidden-size", str(m.moe->expertFfnHidden));
         if (m.moe->sharedFfnHidden > 0) arg("--moe-shared-expert-intermediate-size", str(m.moe->sharedFfnHidden));
+        // tessel costs a rank's experts as one grouped GEMM (compute.cpp's expert_fc1 / expert_fc2 over
+        // experts_local), Megatron-core's TEGroupedMLP; without the flag it loops over them (SequentialMLP), and
+        // the moe_act recompute module needs it.
+        arg("--moe-grouped-gemm");
         if (!m.moe->denseLayers.empty()) {
             // Megatron-LM's --moe-layer-freq as a Python list expression, 1 for an expert layer (arguments.py
             // moe_freq_type): the leading dense layers as ([0]*k+[1]*n), any other pattern written out.
@@ -411,6 +415,14 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     // Recompute: selective is Megatron's core-attention recompute (Korthikanti et al. 2022); full keeps only
     // each layer's input.
     if (p.recompute == Recompute::Selective) arg("--recompute-activations");
+    // What selective recompute reruns, where it is not the attention core alone (Megatron-core's recompute_modules,
+    // Megatron-LM from 2025-04; an empty list reruns nothing).
+    if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default) {
+        std::string names;
+        for (const auto& [name, bit] : recomputeModuleNames())
+            if (p.recomputeModules & bit) names += (names.empty() ? "" : " ") + name;
+        arg("--recompute-modules", names);
+    }
     if (p.recompute == Recompute::Full) {
         // Every layer with its own checkpoint (uniform, 1), or only the first n of each chunk (block, n).
         arg("--recompute-granularity", "full");
@@ -597,10 +609,14 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
         problems.add("/plan/precision",
                      "DeepSpeed's config has no FP8 training (it comes from Transformer Engine modules in model "
                      "code); use precision megatron, or export --format megatron or torchtitan");
-    // With flash attention, Megatron-style selective recompute stores exactly what no recompute stores (the
-    // s x s scores it drops are never kept), so it is written as no checkpointing; without flash it is not
-    // expressible in DeepSpeed's config.
-    if (p.recompute == Recompute::Selective && !p.flashAttention)
+    // With flash attention, Megatron-style selective recompute stores what no recompute stores but the attention
+    // kernel's log-sum-exp (the s x s scores it drops are never kept), so it is written as no checkpointing; without
+    // flash it is not expressible in DeepSpeed's config, nor is another module's recompute.
+    if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default)
+        problems.add("/plan/recompute_modules",
+                     "DeepSpeed's config has no per-module recompute (Megatron-core's --recompute-modules); use "
+                     "recompute full, or export --format megatron");
+    else if (p.recompute == Recompute::Selective && !p.flashAttention)
         problems.add("/plan/recompute",
                      "DeepSpeed's config has no selective (attention-only) recompute; use "
                      "recompute full, or flash_attention on (then selective stores no more "

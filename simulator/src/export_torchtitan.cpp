@@ -83,6 +83,10 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
                          "torchtitan gives every virtual stage the same layers except fewer on the first and the last; "
                          "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, cluster, p)) + ") is not of that form");
     }
+    if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default)
+        problems.add("/plan/recompute_modules",
+                     "torchtitan's selective checkpointing is its per-op (or every-n-layers) policy, not Megatron-core's "
+                     "modules: use recompute selective without recompute_modules, full, or export --format megatron");
     if (p.recomputeLayers > 0)
         problems.add("/plan/recompute_layers",
                      "torchtitan's full activation checkpointing wraps every block; it has no form that recomputes only "
@@ -229,7 +233,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
                "sole "
                "parallelism (\"DDP has not supported > 1D parallelism\"); use a recent torchtitan\n";
     // A torchtitan plan's selective recompute is torchtitan's own per-op policy; another framework's is
-    // Megatron's core-attention recompute, which under flash attention stores what no recompute stores.
+    // Megatron's core-attention recompute, which under flash attention stores what no recompute stores but the
+    // kernel's log-sum-exp.
     const bool opSelective = opLevelSelectiveRecompute(m, p);
     if (p.recompute == Recompute::Selective && !opSelective)
         out << "# recompute: tessel's selective (core attention) recompute stores nothing more than none "

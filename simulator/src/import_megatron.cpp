@@ -407,14 +407,50 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         }
     }
     plan["recompute"] = recompute;
+    // --recompute-modules (Megatron-core from 2025-04, printed as a Python list): what selective recompute reruns.
+    // A module that names nothing in this model Megatron-core skips (or refuses), so it is dropped with a word, as is a
+    // name tessel does not model (Gated DeltaNet's, hyper-connections').
+    if (const auto v = str("recompute_modules"); v && *v != "None") {
+        used.insert("recompute_modules");
+        if (recompute == "selective") {
+            ModelConfig probe;
+            probe.layers = static_cast<int>(std::max<int64_t>(layers, 1));
+            if (model.contains("mla")) probe.mla = MlaConfig{};
+            if (model.contains("moe")) {
+                probe.moe = MoeConfig{};
+                probe.moe->sharedFfnHidden = model["moe"].value("shared_ffn_hidden", int64_t{0});
+                if (model["moe"].contains("dense_layers")) probe.moe->denseLayers = {0};
+            }
+            nlohmann::json list = nlohmann::json::array();
+            uint8_t bits = 0;
+            for (const std::string& name : prose::pythonStringList(*v)) {
+                const auto& names = recomputeModuleNames();
+                const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == name; });
+                Plan one;
+                one.recompute = Recompute::Selective;
+                one.framework.name = "megatron";
+                one.recomputeModules = it == names.end() ? 0 : it->second;
+                const auto why = recomputeModuleProblems(probe, one);
+                if (it == names.end())
+                    warnings.push_back("recompute_modules names " + name + ", which tessel does not model: not recomputed");
+                else if (!why.empty() && one.recomputeModules != recompute_module::Default)
+                    warnings.push_back("recompute_modules names " + name + ": " + why.front().second + "; dropped");
+                else
+                    bits |= it->second;
+            }
+            if (bits != recompute_module::Default) {
+                for (const auto& [name, bit] : recomputeModuleNames())
+                    if (bits & bit) list.push_back(name);
+                plan["recompute_modules"] = list;
+            }
+        }
+    }
+    used.insert("moe_grouped_gemm"); // tessel costs a rank's experts as one grouped GEMM (TEGroupedMLP)
     plan["sequence_parallel"] = flag("sequence_parallel").value_or(false);
     // --cp-comm-type: one type, or one per layer (printed as a list); Megatron-core keeps a one-element list's type.
     if (const auto comm = str("cp_comm_type"); comm && cp > 1) {
-        std::vector<std::string> types{""};
-        for (char ch : *comm) {
-            if (ch == ',') types.emplace_back();
-            else if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') types.back() += ch;
-        }
+        std::vector<std::string> types = prose::pythonStringList(*comm);
+        if (types.empty()) types.emplace_back();
         const bool uniform = std::all_of(types.begin(), types.end(), [&](const std::string& t) { return t == types.front(); });
         const std::string& type = types.front();
         // a2a+p2p's levels: --hierarchical-context-parallel-sizes, the all-to-all group's size first.

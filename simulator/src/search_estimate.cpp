@@ -54,6 +54,7 @@ const char* reasonText(Reason r) {
     case Reason::CpA2aHeads: return "cp a2a needs heads / tp divisible by cp";
     case Reason::SpTp: return "sequence parallelism needs tp > 1";
     case Reason::SpSeq: return "seq_len / cp not divisible by tp";
+    case Reason::RecomputeModules: return "recompute_modules not runnable";
     case Reason::LossKernel: return "fused_linear loss needs tp 1, no train metrics";
     case Reason::Precision: return "precision not supported";
     case Reason::Count: break;
@@ -111,7 +112,8 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
             return Reason::ZeroReplicas;
     }
     if (moeA2aOverlapOf(plan.framework) &&
-        (!model.moe || plan.ep < 2 || plan.recompute == Recompute::Full || (plan.pp > 1 && plan.vpp < 2)))
+        (!model.moe || plan.ep < 2 || plan.recompute == Recompute::Full ||
+         (plan.recompute == Recompute::Selective && plan.recomputes(recompute_module::Moe)) || (plan.pp > 1 && plan.vpp < 2)))
         return Reason::EpOverlap;
     if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0) return Reason::CpSeq;
@@ -120,6 +122,8 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         return Reason::CpA2aHeads;
     if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0) return Reason::SpSeq;
+    if (plan.recomputeModules != recompute_module::Default && !recomputeModuleProblems(model, plan).empty())
+        return Reason::RecomputeModules;
     if (crossEntropyOf(plan.framework) == "fused_linear" && (plan.tp > 1 || trainMetricLossesOf(plan.framework) > 0))
         return Reason::LossKernel;
     if (!precisionOk) return Reason::Precision;
@@ -338,7 +342,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     // simulate.cpp: full recompute replays the forward's collectives (but fc2's where it stops before fc2),
     // selective only the CP exchange.
     if (plan.recompute == Recompute::Full) c.recompute = c.fwd - (recomputeStopsBeforeFc2(*ctx.model, plan) ? fc2Tp : 0.0);
-    else if (plan.recompute == Recompute::Selective) c.recompute = fwdCp;
+    // Selective: its modules' CP exchange and MoE traffic; their TP collectives are left out (a lower bound).
+    else if (plan.recompute == Recompute::Selective)
+        c.recompute = (plan.recomputes(recompute_module::CoreAttn) ? fwdCp : 0.0) + (plan.recomputes(recompute_module::Moe) ? fwdEp : 0.0);
     // simulate.cpp: vocab-parallel embedding and head collectives.
     if (plan.tp > 1) {
         const Primitive reduce = plan.sequenceParallel ? Primitive::ReduceScatter : Primitive::AllReduce;

@@ -52,6 +52,7 @@ enum class Reason : uint8_t {
     CpA2aHeads,
     SpTp,
     SpSeq,
+    RecomputeModules,
     LossKernel,
     Precision,
     Count

@@ -152,6 +152,7 @@ struct Pruner {
                 code.sp = sp ? 1 : 0;
                 for (Recompute rc : space.recompute) {
                     plan.recompute = rc;
+                    plan.recomputeModules = modulesFor(space, rc);
                     code.recompute = static_cast<uint8_t>(rc);
                     bool shapeReady = false;
                     ShapeCosts shape;
@@ -446,6 +447,7 @@ std::string problemCategory(const Problem& problem) {
     auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
     if (has("moe_a2a_overlap")) return reasonText(Reason::EpOverlap); // its messages name the moe block and experts too
     if (has("fused_linear")) return reasonText(Reason::LossKernel); // its messages name tp and the metrics too
+    if (problem.where.find("/recompute_modules") != std::string::npos) return reasonText(Reason::RecomputeModules);
     if (problem.where.find("/cp_comm_type") != std::string::npos) return reasonText(Reason::CpA2aHeads); // names heads too
     if (has("must be at least 1")) return reasonText(Reason::InvalidDegrees);
     if (has("attention heads")) return reasonText(Reason::TpHeads);

@@ -162,6 +162,7 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.base.flashAttention = in.flashAttention;
     s.base.attentionKernel = in.attentionKernel;
     s.base.framework = in.framework;
+    s.base.recomputeModules = in.recomputeModules;
     (void)model;
     return s;
 }
@@ -304,6 +305,10 @@ int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusP
 
 namespace tessel::sim::detail {
 
+uint8_t modulesFor(const Space& s, Recompute recompute) {
+    return recompute == Recompute::Selective ? s.base.recomputeModules : recompute_module::Default;
+}
+
 Plan toPlan(const Space& s, const PlanCode& c) {
     Plan p = itemPlan(s, WorkItem{c.tp, c.pp, c.cp, c.dp, c.ep, 0, c.etp, static_cast<CpComm>(c.cpComm)});
     p.vpp = c.vpp;
@@ -312,6 +317,7 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.zeroReplicas = c.replicas;
     p.recompute = static_cast<Recompute>(c.recompute);
     p.recomputeLayers = c.recomputeLayers;
+    p.recomputeModules = modulesFor(s, p.recompute);
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);
     p.rankOrder = allRankOrders()[c.order];

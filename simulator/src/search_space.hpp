@@ -88,6 +88,8 @@ std::vector<bool> foldedSpChoices(const Space& s, int tp);
 std::vector<int> foldedOrders(const Space& s);
 Plan itemPlan(const Space& s, const WorkItem& it);
 std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model);
+// The recompute modules of a searched plan with `recompute`: the space's base under selective, else the default.
+uint8_t modulesFor(const Space& s, Recompute recompute);
 Plan toPlan(const Space& s, const PlanCode& c);
 ClusterConfig clusterForGpus(const ClusterConfig& cluster, int gpus, ProblemList& problems);
 

@@ -461,6 +461,51 @@ bool readRecomputeAndCheck(Reading& r) {
             recomputeKnown = true;
             r.assume("recompute " + toString(plan.recompute) + ", read from the record's words (\"" + said->second + "\")");
         }
+    // Megatron-core's --recompute-modules (a list, or its names in one string): what selective recompute reruns.
+    // Stated beside another recompute (Megatron-core reads it under selective only), or naming what this model lacks
+    // (which Megatron-core skips), it is said and not read; a name tessel does not know is a refusal.
+    if (const nlohmann::json* mods = member(pl, "recompute_modules"); mods && !mods->is_null()) {
+        std::vector<std::string> names;
+        if (mods->is_array()) {
+            for (const auto& v : *mods) names.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+        } else {
+            std::string t = mods->is_string() ? mods->get<std::string>() : mods->dump();
+            std::replace(t.begin(), t.end(), ' ', ',');
+            for (const std::string& n : pythonStringList(t))
+                if (!n.empty()) names.push_back(n);
+        }
+        uint8_t bits = 0;
+        for (const std::string& n : names) {
+            const auto& known = recomputeModuleNames();
+            const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == n; });
+            if (it == known.end()) {
+                refusal = ptr + "/plan/recompute_modules: \"" + n + "\" is not a recompute module tessel costs (" +
+                          recomputeModulesString(recompute_module::All) + ")";
+                return false;
+            }
+            bits |= it->second;
+        }
+        if (plan.recompute != Recompute::Selective) {
+            r.assume("recompute_modules stated with recompute " + toString(plan.recompute) +
+                     ": Megatron-core reads it under selective recompute only, so it is not read");
+        } else {
+            Plan probe = plan;
+            probe.recomputeModules = bits;
+            std::string dropped;
+            for (const auto& [name, bit] : recomputeModuleNames()) {
+                if (!(bits & bit) || bit == recompute_module::Default) continue;
+                Plan one = probe;
+                one.recomputeModules = bit;
+                if (const auto why = recomputeModuleProblems(model, one); !why.empty()) {
+                    bits &= static_cast<uint8_t>(~bit);
+                    dropped += (dropped.empty() ? "" : "; ") + why.front().second;
+                }
+            }
+            plan.recomputeModules = bits;
+            r.assume("selective recompute of " + (bits ? recomputeModulesString(bits) : std::string("nothing")) +
+                     " (Megatron-core's recompute_modules)" + (dropped.empty() ? "" : "; not read: " + dropped));
+        }
+    }
     // Megatron-core's CPU offloading of the first N layers' activations (cpu_offloading_num_layers, with
     // cpu_offloading on where stated): it runs without recompute, so an unstated recompute is none.
     const auto offloadLayers = integer(pl, "cpu_offloading_num_layers");
@@ -607,6 +652,8 @@ bool readRecomputeAndCheck(Reading& r) {
         if (boolean(pl, key).value_or(false)) {
             const char* without = !model.moe || plan.ep < 2             ? "without expert parallelism"
                                   : plan.recompute == Recompute::Full  ? "with full recompute"
+                                  : plan.recompute == Recompute::Selective && plan.recomputes(recompute_module::Moe)
+                                      ? "with the MoE layer recomputed"
                                   : plan.pp > 1 && plan.vpp < 2        ? "pipelined without virtual stages"
                                                                        : nullptr;
             if (without) {

@@ -377,6 +377,16 @@ Recompute parseRecompute(const std::string& s, bool& known) {
     return Recompute::None;
 }
 
+std::vector<std::string> pythonStringList(const std::string& text) {
+    std::vector<std::string> items{""};
+    for (char ch : text) {
+        if (ch == ',') items.emplace_back();
+        else if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') items.back() += ch;
+    }
+    if (items.size() == 1 && items.front().empty()) items.clear();
+    return items;
+}
+
 std::vector<std::string> sentencesAbout(const std::string& words, const std::regex& about) {
     static const std::regex sentenceRe(R"([^.;]+)");
     std::vector<std::string> out;

@@ -79,6 +79,9 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome);
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how);
 // Activation recompute from prose; `known` is false when the text says nothing recognisable.
 Recompute parseRecompute(const std::string& s, bool& known);
+// The items of a list as Python prints it ("['p2p', 'a2a']", "[core_attn, mlp]", or one bare "p2p"), brackets,
+// quotes and spaces stripped; "[]" gives none.
+std::vector<std::string> pythonStringList(const std::string& text);
 // The sentences of a record's prose (split at '.' and ';') that match `about`.
 std::vector<std::string> sentencesAbout(const std::string& words, const std::regex& about);
 // Whether words name Lightning (Trainer or Fabric) or lit-gpt, which runs on it.

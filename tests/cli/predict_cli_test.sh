@@ -301,4 +301,44 @@ assert d['top'] and all(p['plan']['tp'] == 1 and p['plan']['cross_entropy'] == '
 "$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --cross-entropy nope --no-progress >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "search refuses an unknown kernel at the flag" "$([ $rc -eq 2 ] && contains "$tmp/err" '^  --cross-entropy: must be one of')"
 
+
+# Selective recompute by module (plan key recompute_modules, Megatron-core's --recompute-modules): Qwen3 30B-A3B with
+# the experts' activation and the MoE norms rerun beside the attention core keeps less than the attention core alone
+# and reruns more (memory-bound kernels: the same FLOPs, a longer step); names the
+# model lacks, unknown names and another recompute are refused at the flag; search takes it and keeps it to its
+# selective plans.
+Q="--model qwen3-30b-a3b --cluster dgx-h100-80g --nodes 2 --tp 1 --pp 2 --dp 8 --ep 8 --micro-batch 1 --global-batch 256 --sequence-parallel off --framework megatron --zero 1 --recompute selective"
+"$TESSEL" predict $Q --json >"$tmp/rm-core.json" 2>/dev/null; check "predict with the attention core recomputed" $?
+"$TESSEL" predict $Q --recompute-modules moe_act,layernorm >"$tmp/rm.out" 2>&1; check "predict with modules" $?
+check "the plan line names them" "$(contains "$tmp/rm.out" 'recompute selective (moe_act,layernorm)')"
+"$TESSEL" predict $Q --recompute-modules core_attn,moe_act,layernorm --json >"$tmp/rm-mods.json" 2>/dev/null
+python3 -c "
+import json
+a, b = (json.load(open('$tmp/rm-%s.json' % n)) for n in ('core', 'mods'))
+assert b['scenario']['plan']['recompute_modules'] == ['core_attn', 'moe_act', 'layernorm'], b['scenario']['plan']
+assert 'recompute_modules' not in a['scenario']['plan'], a['scenario']['plan']
+aa, ab = (x['memory']['stages'][0]['activations_bytes'] for x in (a, b))
+assert ab < aa, (aa, ab)
+fa, fb = (x['time']['hardware_flops_per_step'] for x in (a, b))
+assert fb == fa, (fa, fb)
+sa, sb = (x['time']['step_seconds'] for x in (a, b))
+assert sb > sa, (sa, sb)" ; check "keeps less, reruns memory-bound kernels: no FLOPs more, a longer step" $?
+"$TESSEL" predict $Q --recompute-modules mla_up_proj >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "a module the model lacks is refused at the flag" "$([ $rc -eq 2 ] && contains "$tmp/err" '^  --recompute-modules (/plan/recompute_modules): mla_up_proj needs multi-latent attention')"
+"$TESSEL" predict $Q --recompute-modules moe_act,attention >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "an unknown module is refused with the names" "$([ $rc -eq 2 ] && contains "$tmp/err" '^  --recompute-modules: must be none or module names joined by commas (core_attn, moe_act, layernorm')"
+"$TESSEL" predict ${Q/--recompute selective/--recompute full} --recompute-modules moe_act >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "modules with full recompute are refused" "$([ $rc -eq 2 ] && contains "$tmp/err" 'needs recompute selective, got full')"
+for rc in selective full; do
+    "$TESSEL" search --model qwen3-30b-a3b --cluster dgx-h100-80g --gpus 16 --global-batch 256 --framework megatron --recompute-modules moe \
+        --fix recompute=$rc --no-progress --top 10 --json >"$tmp/srm-$rc.json" 2>/dev/null; check "search takes the modules ($rc)" $?
+done
+python3 -c "
+import json
+sel, full = ([p['plan'] for p in json.load(open('$tmp/srm-%s.json' % n))['top']] for n in ('selective', 'full'))
+assert sel and all(p['recompute_modules'] == ['moe'] for p in sel), sel[:2]
+assert full and all('recompute_modules' not in p for p in full), full[:2]" ; check "on its selective plans only" $?
+"$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --recompute-modules moe --no-progress >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "search refuses modules the model lacks at the flag" "$([ $rc -eq 2 ] && contains "$tmp/err" '^  --recompute-modules: moe needs a model with a moe block')"
+
 finish

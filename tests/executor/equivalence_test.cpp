@@ -475,5 +475,20 @@ TEST(ValidateExecutable, OnlyTheExecutorsOwnLossKernelRuns) {
     EXPECT_TRUE(unset.empty());
 }
 
+// The executor recomputes whole layers or none: Megatron-core's recompute modules are refused at their key; selective
+// recompute of the attention core alone (the default set) runs as before.
+TEST(ValidateExecutable, RecomputeModulesAreNotRun) {
+    Plan plan = basePlan();
+    plan.recompute = Recompute::Selective;
+    ProblemList core;
+    validateExecutable(tinyModel(), plan, "/plan", core, "cpu");
+    EXPECT_TRUE(core.empty());
+    plan.recomputeModules = recompute_module::Mlp;
+    ProblemList problems;
+    validateExecutable(tinyModel(), plan, "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/recompute_modules");
+}
+
 } // namespace
 } // namespace tessel::exec

@@ -154,6 +154,22 @@ private slots:
         QCOMPARE(session.currentPlan().recomputeLayers, 0);
         session.setRecompute(Recompute::Full);
         QCOMPARE(session.currentPlan().recomputeLayers, 0);
+        // Selective recompute of named modules (the MLP here): set aside while full is chosen, so the plan stays
+        // valid, and back with selective.
+        {
+            Plan modules = session.currentPlan();
+            modules.recompute = Recompute::Selective;
+            modules.recomputeModules = recompute_module::Mlp;
+            session.setPlan(modules);
+            QVERIFY(session.evaluation().ok());
+            session.setRecompute(Recompute::Full);
+            QVERIFY(session.evaluation().ok());
+            QCOMPARE(session.currentPlan().recomputeModules, recompute_module::Default);
+            session.setRecompute(Recompute::Selective);
+            QCOMPARE(session.currentPlan().recomputeModules, recompute_module::Mlp);
+            QVERIFY(session.evaluation().ok());
+            session.setRecompute(Recompute::Full);
+        }
         // Hybrid sharding: two replicas of the sharded optimizer state hold twice the state per GPU.
         session.setZeroReplicas(2);
         expectedPlan.zeroReplicas = 2;

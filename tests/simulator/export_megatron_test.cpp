@@ -315,6 +315,30 @@ TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {
     }
 }
 
+// Selective recompute of other modules than the attention core: Megatron-core's --recompute-modules (the experts as
+// one grouped GEMM, which moe_act needs and tessel costs, in every MoE export); the other formats cannot say it.
+TEST(ExportMegatron, RecomputeModulesAreMegatronCoresList) {
+    Scenario s = preset("mixtral-8x7b-h100");
+    s.plan.recompute = Recompute::Selective;
+    auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--recompute-activations"));
+    EXPECT_FALSE(a.has("--recompute-modules")); // the default, core_attn
+    EXPECT_TRUE(a.has("--moe-grouped-gemm"));
+    s.plan.recomputeModules = recompute_module::Layernorm | recompute_module::MoeAct;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--recompute-modules"), "moe_act layernorm");
+    EXPECT_FALSE(a.has("--recompute-granularity"));
+    for (ExportFormat f : {ExportFormat::DeepSpeed, ExportFormat::Torchtitan}) {
+        try {
+            exportPlan(s, f);
+            ADD_FAILURE() << "expected a refusal";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("/plan/recompute_modules"), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_FALSE(parseMegatron(exportPlan(defaultScenario(), ExportFormat::Megatron)).has("--moe-grouped-gemm")); // dense
+}
+
 TEST(ExportMegatron, LayerActivationOffloadIsMegatronCoresCpuOffloading) {
     // Llama 3 8B on 8 DGX B200 GPUs, pp 1, no recompute: the first 8 layers' activations to the host.
     Scenario s;

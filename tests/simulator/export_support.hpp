@@ -61,7 +61,7 @@ inline MegatronArgs parseMegatron(const std::string& text) {
         std::string flag, value, extra;
         words >> flag >> value;
         // One flag a line, one value (a list flag, nargs='+', its values space-separated).
-        const bool list = flag == "--hierarchical-context-parallel-sizes";
+        const bool list = flag == "--hierarchical-context-parallel-sizes" || flag == "--recompute-modules";
         while (words >> extra) {
             EXPECT_TRUE(list) << "one flag and at most one value per line: " << line;
             value += " " + extra;

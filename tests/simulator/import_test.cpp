@@ -307,6 +307,36 @@ TEST(MegatronImport, EpOverlapIsThePlansMoeA2aOverlap) {
     expectNotWarned(run, "overlap_moe_expert_parallel_comm");
 }
 
+// --recompute-modules under selective recompute (printed as a Python list): the plan's recompute_modules; a module
+// naming what the model lacks (Megatron-core skips it) or one tessel does not model is dropped and said.
+TEST(MegatronImport, RecomputeModulesAreThePlansUnderSelective) {
+    auto importModules = [](const std::string& modules) {
+        std::string log = smallLog();
+        const std::string from = "  recompute_granularity ........................... full\n";
+        log.replace(log.find(from), from.size(),
+                    "  recompute_granularity ........................... selective\n"
+                    "  num_experts ..................................... 4\n"
+                    "  moe_ffn_hidden_size ............................. 128\n"
+                    "  moe_grouped_gemm ................................ True\n"
+                    "  recompute_modules ............................... " + modules + "\n");
+        return importMegatronLog(parseMegatronLog(log, "modules.log"), cluster());
+    };
+    const ImportedRun run = importModules("['moe_act', 'layernorm', 'mla_up_proj', 'gdn_norm_out']");
+    EXPECT_EQ(run.scenario["plan"]["recompute"], "selective");
+    EXPECT_EQ(run.scenario["plan"]["recompute_modules"], nlohmann::json({"moe_act", "layernorm"}));
+    const Plan plan = parseScenario(run.scenario, "imported").plan; // validated as tessel's plan format validates it
+    EXPECT_EQ(plan.recomputeModules, recompute_module::MoeAct | recompute_module::Layernorm);
+    auto warned = [&](const std::string& what) {
+        return std::any_of(run.warnings.begin(), run.warnings.end(), [&](const std::string& w) { return w.find(what) != std::string::npos; });
+    };
+    EXPECT_TRUE(warned("mla_up_proj needs multi-latent attention"));
+    EXPECT_TRUE(warned("gdn_norm_out, which tessel does not model"));
+    expectNotWarned(run, "moe_grouped_gemm");
+    for (const std::string& w : run.warnings) EXPECT_EQ(w.find("recompute_modules = "), std::string::npos) << w;
+    // Megatron-core's default list is the plan's default: no key.
+    EXPECT_FALSE(importModules("['core_attn']").scenario["plan"].contains("recompute_modules"));
+}
+
 // --cp-comm-type (one type, printed bare or as a one-element list): the plan's cp_comm_type; a per-layer list or
 // the hierarchical a2a+p2p is read as the ring and warned.
 TEST(MegatronImport, CpCommTypeIsThePlansExchange) {

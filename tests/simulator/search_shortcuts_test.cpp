@@ -71,6 +71,12 @@ std::vector<GridCase> boundGrid() {
                                         // Hybrid sharding (two replicas of the sharded state) on half the dp-4 plans.
                                         if (zero >= 1 && dp == 4 && (tp + pp) % 2 == 0) p.zeroReplicas = 2;
                                         p.recompute = rc;
+                                        // Megatron-core's recompute modules on half the selective plans, a set each
+                                        // model can run (latent attention, a dense layer and experts; experts; dense).
+                                        if (rc == Recompute::Selective && (tp + pp + dp) % 2 == 1)
+                                            p.recomputeModules = m.mla    ? recompute_module::MlaUpProj | recompute_module::Mlp | recompute_module::Moe
+                                                                 : m.moe ? recompute_module::Layernorm | recompute_module::MoeAct
+                                                                         : recompute_module::Mlp;
                                         p.schedule = sch;
                                         p.vpp = sch == Schedule::Interleaved1F1B || sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV ? 2 : 1;
                                         // pp 3 (and tiny's 4 layers on 4 x 2 chunks): the balanced split.
@@ -156,6 +162,7 @@ TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
                 if ((i / 5) % 3 == 2) c.plan.framework.gradSyncEachMicroBatch = false; // FSDP's no_sync
                 // Megatron-core's batch-level EP overlap, wherever the plan can run it.
                 if (i % 3 != 1 && c.model.moe && c.plan.ep > 1 && c.plan.recompute != Recompute::Full &&
+                    !(c.plan.recompute == Recompute::Selective && c.plan.recomputes(recompute_module::Moe)) &&
                     (c.plan.pp == 1 || c.plan.vpp > 1))
                     c.plan.framework.moeA2aOverlap = true, ++overlapped;
                 const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
@@ -261,6 +268,12 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                                 p.framework.crossEntropy = "fused_linear";
                                                 if (cp == 2) p.framework.trainMetricLosses = 1;
                                             }
+                                            // Megatron-core's recompute modules on a slice: the MoE layer and
+                                            // its norms, which only the MoE models have.
+                                            if (gb == 24 && mb == 3 && sp) {
+                                                p.recompute = Recompute::Selective;
+                                                p.recomputeModules = recompute_module::Moe | recompute_module::Layernorm;
+                                            }
                                             // Megatron-core's EP overlap on a slice, some with full recompute.
                                             if (gb == 7 && mb == 1) {
                                                 p.framework.moeA2aOverlap = true;
@@ -279,7 +292,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 29u);
+    EXPECT_EQ(seen.size(), 30u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 

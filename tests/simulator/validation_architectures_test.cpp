@@ -230,5 +230,28 @@ TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
     EXPECT_TRUE(mentions(c.assumptions, "moe_a2a_overlap stated, but Megatron-core does not run it with full recompute"));
 }
 
+// A record's recompute_modules (Megatron-core's --recompute-modules, a list or its command line's words) is the plan's
+// under selective recompute; beside another recompute, or naming what the model lacks, it is said and not read; a
+// name tessel does not cost is a refusal at the field.
+TEST(ValidationRecord, RecomputeModulesAreReadUnderSelective) {
+    nlohmann::json r = mixtralRecord(2, 1, 1);
+    r["plan"]["recompute"] = "selective";
+    r["plan"]["recompute_modules"] = {"moe_act", "layernorm", "mla_up_proj"};
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.recomputeModules, recompute_module::MoeAct | recompute_module::Layernorm);
+    EXPECT_TRUE(mentions(c.assumptions, "selective recompute of moe_act,layernorm (Megatron-core's recompute_modules)"));
+    EXPECT_TRUE(mentions(c.assumptions, "not read: mla_up_proj needs multi-latent attention"));
+    r["plan"]["recompute_modules"] = "moe_act layernorm";
+    EXPECT_EQ(load(r).scenario.plan.recomputeModules, recompute_module::MoeAct | recompute_module::Layernorm);
+    r["plan"]["recompute"] = "full";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.recomputeModules, recompute_module::Default);
+    EXPECT_TRUE(mentions(c.assumptions, "Megatron-core reads it under selective recompute only"));
+    r["plan"]["recompute"] = "selective";
+    r["plan"]["recompute_modules"] = {"moe_act", "attention"};
+    EXPECT_NE(refusalOf(r).find("/plan/recompute_modules: \"attention\" is not a recompute module"), std::string::npos)
+        << refusalOf(r);
+}
+
 } // namespace
 } // namespace tessel::sim

@@ -172,6 +172,8 @@ struct OpCost {
     bool dropout = false;        // fused attention: attention dropout drawn inside the kernel
     bool notRecomputed = false;  // a full recompute that stops early does not rerun it (checkpointEarlyStopOf)
     bool noBackward = false;     // GEMM: its gradients are other ops of the block, run in the forward (fused linear cross-entropy)
+    uint8_t module = 0;          // the recompute_module it belongs to (Plan::recomputeModules); the attention core's are
+                                 // known by their kind (forEachKernel), 0: rerun by full recompute only
     std::optional<Dtype> dtype;  // the dtype it computes in when not the recipe's (FP8 GEMMs)
     double backwardByteFactor = kernel_cost::kBackwardByteFactor; // memory op: backward bytes / forward bytes
     double seconds = 0.0;        // roofline time, filled by costOps

@@ -10,12 +10,31 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel {
 
 enum class Recompute { None, Selective, Full };
+// The parts of a layer selective recompute reruns in backward (Megatron-core's --recompute-modules,
+// transformer_config.py recompute_modules; FORMULAS.md §2 and §3.4), as bits of Plan::recomputeModules. CoreAttn: the
+// attention core (the only one before Megatron-core 0.12, and every other framework's selective recompute);
+// Layernorm: the norms Transformer Engine does not fuse into the GEMM after them (an MLA layer's input norm, an MoE
+// layer's pre-MLP norm), their outputs dropped once the GEMMs have read them; MlaUpProj: MLA's up projections and
+// RoPE, q, k and v dropped once the attention kernel has read them; Mlp: a dense layer's whole MLP with its norm;
+// MoeAct: the experts' activation, its output dropped once fc2 has read it; Moe: the whole MoE layer, router,
+// dispatch and combine included; SharedExperts: the shared experts' MLP.
+namespace recompute_module {
+constexpr uint8_t CoreAttn = 1, Layernorm = 2, MlaUpProj = 4, Mlp = 8, MoeAct = 16, Moe = 32, SharedExperts = 64;
+constexpr uint8_t Default = CoreAttn; // Megatron-core's default, ["core_attn"]
+constexpr uint8_t All = CoreAttn | Layernorm | MlaUpProj | Mlp | MoeAct | Moe | SharedExperts;
+} // namespace recompute_module
+// Megatron-core's names of the modules, in its documentation's order, with their bits.
+const std::vector<std::pair<std::string, uint8_t>>& recomputeModuleNames();
+// "core_attn,mlp": the set's names joined by commas, in recomputeModuleNames' order ("" for none).
+std::string recomputeModulesString(uint8_t modules);
 // DualPipeV: DeepSeek's DualPipe cut in half (PyTorch's ScheduleDualPipeV): two chunks a rank laid out in a V,
 // rank s running virtual stages s and 2 pp - 1 - s, one micro-batch's forward chunk overlapped with another's
 // backward chunk (FORMULAS.md §6). ZeroBubbleV: ZB-V (Qi et al. 2024 §6; PyTorch's ScheduleZBVZeroBubble), the same V
@@ -149,6 +168,14 @@ struct Plan {
     // are recomputed, from the chunk's first; the rest keep their activations (Megatron-LM's
     // --recompute-method block --recompute-num-layers N). 0: every layer (--recompute-method uniform, 1 layer).
     int recomputeLayers = 0;
+    // With selective recompute: the parts of each layer rerun (recompute_module bits; Megatron-core's
+    // --recompute-modules). Without selective recompute it stays the default.
+    uint8_t recomputeModules = recompute_module::Default;
+    // Whether the backward reruns the forward of `module` (a recompute_module bit): every part under full recompute,
+    // the plan's modules under selective.
+    bool recomputes(uint8_t module) const {
+        return recompute == Recompute::Full || (recompute == Recompute::Selective && (recomputeModules & module) != 0);
+    }
     // Layers recomputed of a chunk holding `chunkLayers` layers (FORMULAS.md §2, partial recompute).
     int recomputedLayersOf(int chunkLayers) const {
         if (recompute != Recompute::Full) return 0;
@@ -219,10 +246,15 @@ struct Plan {
     std::string rankOrderString() const;
 };
 
+// What is wrong with the plan's recompute modules (key, message): stated without selective recompute, on a framework
+// other than Megatron-core's, or naming a part the model lacks. Empty for the default set. validatePlan and the
+// search's verdict both read it.
+std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const ModelConfig& model, const Plan& plan);
+// The plan's recompute as a table shows it: "none", "selective", "full", "full:n" for partial recompute, or
+// "selective:mla_up_proj,mlp" for selective recompute of other modules than the attention core.
+std::string recomputeString(const Plan& p);
 // What the plan offloads: "none", or "optimizer", "parameters", "activations", "activations:N" (N layers' worth,
 // Megatron-core's CPU offloading) joined by '+'.
-// The plan's recompute as a table shows it: "none", "selective", "full", or "full:n" for partial recompute.
-std::string recomputeString(const Plan& p);
 std::string offloadString(const Plan& p);
 
 // The plan's recipe (precisionRecipeOf above, with the plan's precision and framework).

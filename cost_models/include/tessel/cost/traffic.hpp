@@ -69,6 +69,10 @@ double nodeHitProbability(const MoeConfig& moe, int64_t perNode);
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
+// The selective-recompute module (recompute_module bit) whose forward holds the forward TP collective `opName` of
+// layerCommOps, 0 for none: MLA's latent gather (with SP the up projections gather their input), a dense MLP's pair,
+// the shared experts' (theirs and the MoE layer's), an MoE layer's routed block without SP (the MoE layer's).
+uint8_t tpCollectiveModule(const ModelConfig& model, const std::string& opName);
 // Context parallelism's ring (cp_comm_type p2p, FORMULAS.md §6.1): what its K/V traffic adds to a layer once each
 // step's transfer runs under that step's attention (Transformer Engine's AttnFuncWithCPAndKVP2P posts the next
 // step's send and receive before computing the current step). `transferSeconds`: one step's K and V between ring

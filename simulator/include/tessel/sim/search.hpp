@@ -54,6 +54,7 @@ struct SearchSpace {
     bool allowIdle = false;
     std::vector<int> tp, pp, dp, cp, ep, vpp, microBatch, zeroStage;
     std::vector<Recompute> recompute;
+    uint8_t recomputeModules = recompute_module::Default; // what selective recompute reruns in the plans that use it
     std::vector<Schedule> schedules;
     std::vector<bool> sequenceParallel;
     std::vector<CpComm> cpComms;                         // cp > 1: empty = p2p, a2a and allgather (cp_comm_type)
