@@ -154,7 +154,7 @@ std::string csvQuote(const std::string& s) {
 void printCsv(const sim::SearchResult& r, std::ostream& out) {
     out << "rank,tp,pp,dp,cp,ep,vpp,micro_batch,zero_stage,recompute,sequence_parallel,schedule,rank_order,"
            "peak_bytes,step_seconds,bubble_fraction,mfu,tokens_per_second,tokens_per_dollar,gpus,idle_gpus,global_batch,"
-           "offload,frameworks,zero_replicas,recompute_layers,etp,cp_comm_type,memory_at_risk,why\n";
+           "offload,frameworks,zero_replicas,recompute_layers,etp,cp_comm_type,memory_at_risk,recompute_modules,why\n";
     char buf[512];
     for (size_t i = 0; i < r.top.size(); ++i) {
         const auto& t = r.top[i];
@@ -168,8 +168,14 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
         for (const auto& fw : t.frameworks) frameworks += (frameworks.empty() ? "" : "+") + fw;
         out << buf << p.worldSize() << "," << t.idleGpus << "," << p.globalBatch << "," << offloadString(p) << ","
             << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << p.recomputeLayers << ","
-            << p.expertTp() << "," << toString(p.cpComm) << "," << (t.memoryAtRisk ? "true" : "false") << ","
-            << csvQuote(t.why) << "\n";
+            << p.expertTp() << "," << toString(p.cpComm) << "," << (t.memoryAtRisk ? "true" : "false") << ",";
+        // What selective recompute reruns, its names joined by '+' ("none" for nothing); empty for other recompute.
+        if (p.recompute == Recompute::Selective) {
+            std::string modules = p.recomputeModules ? recomputeModulesString(p.recomputeModules) : "none";
+            std::replace(modules.begin(), modules.end(), ',', '+');
+            out << modules;
+        }
+        out << "," << csvQuote(t.why) << "\n";
     }
 }
 
@@ -416,14 +422,16 @@ int runSearch(const SearchFlags& f) {
     overrideCrossEntropy(space.framework, f.crossEntropy, problems);
     // What selective recompute reruns: the flag's, or the scenario's own; checked once against the model and the
     // framework here, where every selective plan of the space would otherwise be refused for it.
-    space.recomputeModules = s.plan.recomputeModules;
+    // Unset (and the scenario's set the default): the ladder of Megatron-Bridge's sets where the model has their parts.
+    if (s.plan.recompute == Recompute::Selective && s.plan.recomputeModules != recompute_module::Default)
+        space.recomputeModules = s.plan.recomputeModules;
     if (f.recomputeModules) {
         if (const auto bits = parseRecomputeModules(*f.recomputeModules, problems)) space.recomputeModules = *bits;
     }
-    if (space.recomputeModules != recompute_module::Default) {
+    if (space.recomputeModules && *space.recomputeModules != recompute_module::Default) {
         Plan probe = s.plan;
         probe.recompute = Recompute::Selective;
-        probe.recomputeModules = space.recomputeModules;
+        probe.recomputeModules = *space.recomputeModules;
         probe.framework = space.framework;
         for (const auto& [key, message] : recomputeModuleProblems(s.model, probe))
             problems.add(f.recomputeModules ? "--recompute-modules" : "/plan/" + key, message);

@@ -150,10 +150,11 @@ struct Pruner {
             for (bool sp : sps) {
                 plan.sequenceParallel = sp;
                 code.sp = sp ? 1 : 0;
-                for (Recompute rc : space.recompute) {
+                for (const auto& [rc, modules] : recomputeChoices(space)) {
                     plan.recompute = rc;
-                    plan.recomputeModules = modulesFor(space, rc);
+                    plan.recomputeModules = modules;
                     code.recompute = static_cast<uint8_t>(rc);
+                    code.modules = modules;
                     bool shapeReady = false;
                     ShapeCosts shape;
                     std::array<std::vector<std::optional<InnerComm>>, 2> innerComms; // per order set

@@ -162,8 +162,8 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.base.flashAttention = in.flashAttention;
     s.base.attentionKernel = in.attentionKernel;
     s.base.framework = in.framework;
-    s.base.recomputeModules = in.recomputeModules;
-    (void)model;
+    s.selectiveModules = in.recomputeModules ? std::vector<uint8_t>{*in.recomputeModules}
+                                             : selectiveModuleLadder(model, in.framework);
     return s;
 }
 
@@ -265,7 +265,7 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                     Plan plan = itemPlan(s, it);
                     // An estimate for progress (orders equal in placement are merged later, per item).
                     const uint64_t orders = plan.dp % plan.ep == 0 ? distinctOrderIndices(plan, s.orders).size() : 1;
-                    const uint64_t perShape = s.recompute.size() * s.zero.size() * orders;
+                    const uint64_t perShape = recomputeChoices(s).size() * s.zero.size() * orders;
                     it.plans = microBatchChoices(s, dp, pp).size() * spChoices(s, tp).size() *
                                scheduleChoices(s, model, pp).size() * perShape;
                     if (it.plans > 0) items.push_back(it);
@@ -280,7 +280,7 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                     WorkItem it{tp, pp, cp, dp, ep, 0, 1};
                     it.cpComm = comm;
                     const Plan plan = itemPlan(s, it);
-                    it.plans = microBatchChoices(s, dp, pp).size() * scheduleChoices(s, model, pp).size() * s.recompute.size() *
+                    it.plans = microBatchChoices(s, dp, pp).size() * scheduleChoices(s, model, pp).size() * recomputeChoices(s).size() *
                                s.zero.size() * distinctOrderIndices(plan, foldedOrders(s)).size();
                     if (it.plans > 0) items.push_back(it);
                 }
@@ -305,8 +305,32 @@ int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusP
 
 namespace tessel::sim::detail {
 
-uint8_t modulesFor(const Space& s, Recompute recompute) {
-    return recompute == Recompute::Selective ? s.base.recomputeModules : recompute_module::Default;
+std::vector<std::pair<Recompute, uint8_t>> recomputeChoices(const Space& s) {
+    std::vector<std::pair<Recompute, uint8_t>> out;
+    for (Recompute rc : s.recompute) {
+        if (rc != Recompute::Selective) out.emplace_back(rc, recompute_module::Default);
+        else
+            for (uint8_t modules : s.selectiveModules) out.emplace_back(rc, modules);
+    }
+    return out;
+}
+
+std::vector<uint8_t> selectiveModuleLadder(const ModelConfig& model, const FrameworkSettings& framework) {
+    namespace rm = recompute_module;
+    std::vector<uint8_t> out{rm::Default};
+    if (!model.moe && !model.mla) return out;
+    // Megatron-Bridge's performance recipes (scripts/performance/configs, 2026): DeepSeek-V3 ["mla_up_proj"],
+    // ["mla_up_proj", "mlp"], ["mla_up_proj", "layernorm", "moe_act"], ["moe_act"]; GPT-OSS ["layernorm", "moe_act"];
+    // and the whole MoE layer, the most an MoE layer frees short of full recompute.
+    for (uint8_t set : {uint8_t(rm::MoeAct), uint8_t(rm::Layernorm | rm::MoeAct), uint8_t(rm::MlaUpProj),
+                        uint8_t(rm::MlaUpProj | rm::Mlp), uint8_t(rm::MlaUpProj | rm::Layernorm | rm::MoeAct), uint8_t(rm::Moe)}) {
+        Plan probe;
+        probe.recompute = Recompute::Selective;
+        probe.recomputeModules = set;
+        probe.framework = framework;
+        if (recomputeModuleProblems(model, probe).empty()) out.push_back(set);
+    }
+    return out;
 }
 
 Plan toPlan(const Space& s, const PlanCode& c) {
@@ -317,7 +341,7 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.zeroReplicas = c.replicas;
     p.recompute = static_cast<Recompute>(c.recompute);
     p.recomputeLayers = c.recomputeLayers;
-    p.recomputeModules = modulesFor(s, p.recompute);
+    p.recomputeModules = p.recompute == Recompute::Selective ? c.modules : recompute_module::Default;
     p.sequenceParallel = c.sp != 0;
     p.schedule = static_cast<Schedule>(c.schedule);
     p.rankOrder = allRankOrders()[c.order];

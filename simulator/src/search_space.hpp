@@ -26,12 +26,13 @@ struct PlanCode {
     uint16_t replicas = 1; // zero_replicas (hybrid sharding)
     uint16_t recomputeLayers = 0; // partial recompute (Plan::recomputeLayers), with recompute full
     uint8_t cpComm = 0;           // Plan::cpComm (CpComm's value)
+    uint8_t modules = recompute_module::Default; // Plan::recomputeModules, with recompute selective
 };
 inline bool codeLess(const PlanCode& a, const PlanCode& b) {
     return std::tie(a.tp, a.pp, a.dp, a.cp, a.cpComm, a.ep, a.etp, a.vpp, a.microBatch, a.globalBatch, a.zero, a.replicas, a.recompute,
-                    a.recomputeLayers, a.sp, a.schedule, a.offload, a.order, a.split) <
+                    a.modules, a.recomputeLayers, a.sp, a.schedule, a.offload, a.order, a.split) <
            std::tie(b.tp, b.pp, b.dp, b.cp, b.cpComm, b.ep, b.etp, b.vpp, b.microBatch, b.globalBatch, b.zero, b.replicas, b.recompute,
-                    b.recomputeLayers, b.sp, b.schedule, b.offload, b.order, b.split);
+                    b.modules, b.recomputeLayers, b.sp, b.schedule, b.offload, b.order, b.split);
 }
 
 // The space after defaults, fixed keys and checks.
@@ -57,6 +58,7 @@ struct Space {
     }
     std::vector<int> tp, pp, cp, dpFilter, ep, microBatch, vpp, zero;
     std::vector<Recompute> recompute;
+    std::vector<uint8_t> selectiveModules{recompute_module::Default}; // the module sets tried under selective recompute
     std::vector<Schedule> schedules;
     std::vector<bool> sequenceParallel;
     std::vector<CpComm> cpComms; // cp_comm_type choices for cp > 1
@@ -88,8 +90,12 @@ std::vector<bool> foldedSpChoices(const Space& s, int tp);
 std::vector<int> foldedOrders(const Space& s);
 Plan itemPlan(const Space& s, const WorkItem& it);
 std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model);
-// The recompute modules of a searched plan with `recompute`: the space's base under selective, else the default.
-uint8_t modulesFor(const Space& s, Recompute recompute);
+// The (recompute, modules) pairs of the space: each recompute choice, selective once per module set tried.
+std::vector<std::pair<Recompute, uint8_t>> recomputeChoices(const Space& s);
+// The module sets a search tries under selective recompute when the user names none (SearchSpace::recomputeModules):
+// the attention core, then Megatron-Bridge's MoE recipes' sets, each where the model has its parts and the framework
+// runs it (recomputeModuleProblems).
+std::vector<uint8_t> selectiveModuleLadder(const ModelConfig& model, const FrameworkSettings& framework);
 Plan toPlan(const Space& s, const PlanCode& c);
 ClusterConfig clusterForGpus(const ClusterConfig& cluster, int gpus, ProblemList& problems);
 

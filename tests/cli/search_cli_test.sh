@@ -107,7 +107,7 @@ import json; a=json.load(open('$tmp/h0.json')); b=json.load(open('$tmp/h1.json')
 assert b['considered'] > a['considered'], (a['considered'], b['considered'])
 assert all(t['plan']['zero_replicas']==1 for t in a['top'])
 assert any(t['plan']['zero_replicas']>1 for t in b['top']), [t['plan']['zero_replicas'] for t in b['top']]" ; check "hybrid plans considered and ranked" $?
-check "csv names zero_replicas, recompute_layers, etp, cp_comm_type and memory_at_risk" "$(contains "$tmp/c.csv" 'zero_replicas,recompute_layers,etp,cp_comm_type,memory_at_risk,why')"
+check "csv names zero_replicas, recompute_layers, etp, cp_comm_type, memory_at_risk and recompute_modules" "$(contains "$tmp/c.csv" 'zero_replicas,recompute_layers,etp,cp_comm_type,memory_at_risk,recompute_modules,why')"
 
 # 6. The table: ranked rows, the counts and the reasons; a scenario preset with --gpus.
 "$TESSEL" search $small --top 2 >"$tmp/t.txt"; check "table exits 0" $?

@@ -2,11 +2,14 @@
 // the MoE layer's all-to-alls, the attention core's CP exchange), and the search's plans carrying the space's modules.
 #include "search_support.hpp"
 
+#include "../../simulator/src/search_space.hpp"
 #include "tessel/cost/traffic.hpp"
 #include "tessel/sim/search.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace tessel::sim {
 namespace {
@@ -130,6 +133,38 @@ TEST(RecomputeModulesSim, TheSearchsSelectivePlansCarryTheSpacesModules) {
     const SearchResult dense = searchPlans(test::preset("tiny"), c, space, options);
     EXPECT_GT(dense.rejected.count("recompute_modules not runnable"), 0u);
     for (const RankedPlan& rp : dense.top) EXPECT_NE(rp.plan.recompute, Recompute::Selective);
+}
+
+TEST(RecomputeModulesSim, UnnamedTheSearchTriesMegatronBridgesSets) {
+    // The ladder: the attention core, then the MoE recipes' sets the model has the parts for, under Megatron-core's
+    // frameworks only; a dense model, or torchtitan, the attention core alone.
+    FrameworkSettings megatron;
+    megatron.name = "megatron";
+    FrameworkSettings torchtitan;
+    torchtitan.name = "torchtitan";
+    EXPECT_EQ(detail::selectiveModuleLadder(test::preset("deepseek-v3"), megatron),
+              (std::vector<uint8_t>{rm::CoreAttn, rm::MoeAct, rm::Layernorm | rm::MoeAct, rm::MlaUpProj, rm::MlaUpProj | rm::Mlp,
+                                    rm::MlaUpProj | rm::Layernorm | rm::MoeAct, rm::Moe}));
+    EXPECT_EQ(detail::selectiveModuleLadder(test::preset("tiny-moe"), megatron),
+              (std::vector<uint8_t>{rm::CoreAttn, rm::MoeAct, rm::Layernorm | rm::MoeAct, rm::Moe}));
+    EXPECT_EQ(detail::selectiveModuleLadder(test::preset("llama3-8b"), megatron), (std::vector<uint8_t>{rm::CoreAttn}));
+    EXPECT_EQ(detail::selectiveModuleLadder(test::preset("deepseek-v3"), torchtitan), (std::vector<uint8_t>{rm::CoreAttn}));
+    // tiny-moe's selective plans come with each of its four sets, each a plan of its own that validatePlan passes.
+    const ModelConfig m = test::preset("tiny-moe");
+    const ClusterConfig c = smallNodes(8, 1, 80);
+    SearchSpace space = spaceFor(8, 16, {{"tp", 1}, {"pp", 1}, {"micro_batch", 1}});
+    space.framework.name = "megatron";
+    space.recompute = {Recompute::Selective};
+    SearchOptions options;
+    options.topK = 1000;
+    std::set<uint8_t> seen;
+    for (const RankedPlan& rp : searchPlans(m, c, space, options).top) {
+        seen.insert(rp.plan.recomputeModules);
+        ProblemList problems;
+        validatePlan(m, c, rp.plan, "/plan", problems);
+        EXPECT_TRUE(problems.empty()) << planToJson(rp.plan).dump();
+    }
+    EXPECT_EQ(seen, (std::set<uint8_t>{rm::CoreAttn, rm::MoeAct, rm::Layernorm | rm::MoeAct, rm::Moe}));
 }
 
 } // namespace

@@ -76,6 +76,17 @@ struct BruteForce {
     std::vector<Plan> feasiblePlans;
 };
 
+// The module sets the search tries under selective recompute when none is named (docs/search.md), for the models the
+// brute force sees: the attention core, and for an MoE model without latent attention or shared experts moe_act,
+// layernorm + moe_act and the whole MoE layer.
+std::vector<uint8_t> selectiveSets(const ModelConfig& m) {
+    namespace rm = recompute_module;
+    EXPECT_FALSE(m.mla.has_value()) << "the brute force's sets are for models without latent attention";
+    if (!m.moe) return {rm::CoreAttn};
+    EXPECT_EQ(m.moe->sharedFfnHidden, 0);
+    return {rm::CoreAttn, rm::MoeAct, rm::Layernorm | rm::MoeAct, rm::Moe};
+}
+
 BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, int gpus, int globalBatch,
                       std::map<std::string, int> fixed = {}, const std::string& precision = "megatron",
                       bool hybrid = false,
@@ -106,6 +117,8 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                     for (int mb : pick("micro_batch", globalBatch % dp == 0 ? divisors(globalBatch / dp) : std::vector<int>{1}))
                         for (bool sp : etp ? std::vector<bool>{true} : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
                             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
+                              for (uint8_t modules : rc == Recompute::Selective ? selectiveSets(model)
+                                                                                  : std::vector<uint8_t>{recompute_module::Default})
                                 for (Schedule sch : schedules) {
                                     if (sch == Schedule::ZeroBubble && pp == 1) continue; // is 1F1B with one stage
                                     const bool vShape = sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV;
@@ -134,6 +147,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             p.globalBatch = globalBatch;
                                             p.sequenceParallel = sp;
                                             p.recompute = rc;
+                                            p.recomputeModules = modules;
                                             p.schedule = sch;
                                             p.vpp = vpp;
                                             p.zeroStage = zero;

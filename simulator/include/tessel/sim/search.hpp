@@ -54,7 +54,10 @@ struct SearchSpace {
     bool allowIdle = false;
     std::vector<int> tp, pp, dp, cp, ep, vpp, microBatch, zeroStage;
     std::vector<Recompute> recompute;
-    uint8_t recomputeModules = recompute_module::Default; // what selective recompute reruns in the plans that use it
+    // What selective recompute reruns (recompute_module bits, Megatron-core's --recompute-modules): the one set the
+    // user names, or, unset, a ladder of the sets Megatron-Bridge's MoE recipes use wherever the model has their parts
+    // and the framework is Megatron-core's (docs/search.md); the attention core alone for every other model.
+    std::optional<uint8_t> recomputeModules;
     std::vector<Schedule> schedules;
     std::vector<bool> sequenceParallel;
     std::vector<CpComm> cpComms;                         // cp > 1: empty = p2p, a2a and allgather (cp_comm_type)
