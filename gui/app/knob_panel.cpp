@@ -8,7 +8,9 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
 #include <QPushButton>
+#include <QToolButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
@@ -41,7 +43,8 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     row->addWidget(microBatch_);
     recompute_ = new QComboBox(this);
     for (Recompute r : kRecomputes) recompute_->addItem(QString::fromStdString(toString(r)));
-    recompute_->setToolTip(QStringLiteral("Activation recomputation (rc): none, selective (attention), full"));
+    recompute_->setToolTip(QStringLiteral("Activation recomputation (rc): none, selective (the attention core, or the modules "
+                                          "chosen beside the loss kernel), full"));
     label(QStringLiteral("rc")); // as tessel's plan strings write it ("rc:full"); the tooltips say the rest
     row->addWidget(recompute_);
     recomputeLayers_ = new QSpinBox(this);
@@ -83,6 +86,29 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
                                      "framework's), fused (Megatron-core's, an fp32 softmax), te (Transformer Engine's, the "
                                      "gradient written into the logits), eager (cross_entropy(logits.float())), flash_attn, "
                                      "compiled (torch.compile's), fused_linear (Liger-Kernel's: the logits never whole; tp 1)"));
+    // Selective recompute's modules: each a checkable entry; the plan's validation says when one names a part the
+    // model lacks (shown in red below, not simulated).
+    modules_ = new QToolButton(this);
+    modules_->setPopupMode(QToolButton::InstantPopup);
+    modules_->setToolTip(QStringLiteral("With selective recompute: what each layer reruns (Megatron-core's --recompute-modules): "
+                                        "core_attn the attention core; moe_act the experts' activation; layernorm the norms "
+                                        "Transformer Engine does not fuse; mla_up_proj MLA's up projections; mlp a dense "
+                                        "layer's MLP; moe the whole MoE layer; shared_experts the shared experts"));
+    auto* menu = new QMenu(modules_);
+    for (const auto& [name, bit] : recomputeModuleNames()) {
+        QAction* action = menu->addAction(QString::fromStdString(name));
+        action->setCheckable(true);
+        action->setData(static_cast<int>(bit));
+        moduleActions_.push_back(action);
+        connect(action, &QAction::toggled, this, [this]() {
+            if (updating_) return;
+            uint8_t modules = 0;
+            for (QAction* a : moduleActions_)
+                if (a->isChecked()) modules |= static_cast<uint8_t>(a->data().toInt());
+            session_->setRecomputeModules(modules);
+        });
+    }
+    modules_->setMenu(menu);
     reset_ = new QPushButton(QStringLiteral("Reset"), this);
     reset_->setToolTip(QStringLiteral("Back to the selected plan's knobs"));
     pinA_ = new QPushButton(QStringLiteral("Pin A"), this);
@@ -102,6 +128,8 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     auto* second = new QHBoxLayout;
     second->setSpacing(6);
     second->addWidget(summary_, 1);
+    second->addWidget(new QLabel(QStringLiteral("rc modules"), this));
+    second->addWidget(modules_);
     second->addWidget(new QLabel(QStringLiteral("loss"), this));
     second->addWidget(loss_);
     outer->addLayout(second);
@@ -145,6 +173,16 @@ void KnobPanel::refresh() {
     recompute_->setCurrentIndex(static_cast<int>(p.recompute));
     recomputeLayers_->setValue(p.recomputeLayers);
     recomputeLayers_->setEnabled(p.recompute == Recompute::Full);
+    {
+        const bool selective = p.recompute == Recompute::Selective;
+        const uint8_t modules = selective ? p.recomputeModules : recompute_module::Default;
+        for (QAction* a : moduleActions_) a->setChecked((modules & a->data().toInt()) != 0);
+        modules_->setText(selective ? QString::fromStdString(modules ? recomputeModulesString(modules) : "nothing")
+                                    : QStringLiteral("-"));
+        modules_->setEnabled(selective);
+        // Wide enough for the set's names beside the menu arrow (a tool button sizes to its icon otherwise).
+        modules_->setMinimumWidth(modules_->fontMetrics().horizontalAdvance(modules_->text()) + 28);
+    }
     zero_->setCurrentIndex(p.zeroStage);
     zeroReplicas_->setValue(p.zeroReplicas);
     vpp_->setValue(p.vpp);

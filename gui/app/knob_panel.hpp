@@ -1,11 +1,15 @@
-// The knobs of the selected plan (micro-batch, recompute, ZeRO, vpp, schedule, loss kernel): turning one re-validates
+// The knobs of the selected plan (micro-batch, recompute and its modules, ZeRO, vpp, schedule, loss kernel): turning one re-validates
 // and re-simulates the plan at once through PlanSession; problems show inline, in red.
 #pragma once
 
 #include <QWidget>
 
+#include <vector>
+
+class QAction;
 class QComboBox;
 class QLabel;
+class QToolButton;
 class QPushButton;
 class QSpinBox;
 
@@ -26,6 +30,10 @@ public:
     QSpinBox* vpp() const { return vpp_; }
     QComboBox* schedule() const { return schedule_; }
     QComboBox* loss() const { return loss_; } // item 0: the framework's kernel; then crossEntropyKinds()
+    // Selective recompute's modules (Megatron-core's --recompute-modules): a menu of checkable modules, in
+    // recomputeModuleNames' order; enabled under selective recompute.
+    QToolButton* recomputeModules() const { return modules_; }
+    const std::vector<QAction*>& moduleActions() const { return moduleActions_; }
     QPushButton* pinA() const { return pinA_; }
     QPushButton* pinB() const { return pinB_; }
 
@@ -43,6 +51,8 @@ private:
     QSpinBox* vpp_;
     QComboBox* schedule_;
     QComboBox* loss_;
+    QToolButton* modules_;
+    std::vector<QAction*> moduleActions_;
     QPushButton* reset_;
     QPushButton* pinA_;
     QPushButton* pinB_;

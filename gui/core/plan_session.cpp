@@ -139,6 +139,16 @@ void PlanSession::setCrossEntropy(const std::optional<std::string>& kind) {
     setPlan(p);
 }
 
+void PlanSession::setRecomputeModules(uint8_t modules) {
+    if (evaluation_.plan.recompute != Recompute::Selective) {
+        selectiveModules_ = modules;
+        return;
+    }
+    Plan p = evaluation_.plan;
+    p.recomputeModules = modules;
+    setPlan(p);
+}
+
 Scenario PlanSession::currentScenario() const {
     Scenario s = scenario_;
     s.plan = evaluation_.plan;

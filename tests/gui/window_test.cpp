@@ -13,6 +13,7 @@
 #include "tessel/cost/memory.hpp"
 #include "tessel/sim/trace.hpp"
 
+#include <QAction>
 #include <QComboBox>
 #include <QDir>
 #include <QProgressBar>
@@ -23,6 +24,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QToolButton>
 
 #include <fstream>
 
@@ -147,6 +149,35 @@ private slots:
         loss->setCurrentIndex(0);
         emit loss->activated(0);
         QVERIFY(!window_->session()->currentPlan().framework.crossEntropy);
+        window_->session()->resetKnobs();
+    }
+
+    void theModulesKnobSetsSelectiveRecompute() {
+        // Under selective recompute the modules menu sets the plan's set (GPT-3: the MLP beside the attention core), a
+        // module the model lacks (moe) is a problem shown, not simulated; under full recompute the menu is off.
+        window_->session()->resetKnobs();
+        window_->session()->setRecompute(Recompute::Selective);
+        QToolButton* modules = window_->knobPanel()->recomputeModules();
+        QVERIFY(modules->isEnabled());
+        QCOMPARE(modules->text(), QStringLiteral("core_attn"));
+        const auto& actions = window_->knobPanel()->moduleActions();
+        QCOMPARE(actions.size(), recomputeModuleNames().size());
+        auto action = [&](const char* name) {
+            for (QAction* a : actions)
+                if (a->text() == QLatin1String(name)) return a;
+            return static_cast<QAction*>(nullptr);
+        };
+        action("mlp")->trigger(); // as a user's click: checks it
+        QCOMPARE(window_->session()->currentPlan().recomputeModules, recompute_module::CoreAttn | recompute_module::Mlp);
+        QVERIFY(window_->session()->evaluation().ok());
+        QCOMPARE(modules->text(), QStringLiteral("core_attn,mlp"));
+        action("moe")->trigger();
+        QVERIFY(!window_->session()->evaluation().ok());
+        action("moe")->trigger();
+        QVERIFY(window_->session()->evaluation().ok());
+        window_->session()->setRecompute(Recompute::Full);
+        QVERIFY(!modules->isEnabled());
+        QCOMPARE(window_->session()->currentPlan().recomputeModules, recompute_module::Default);
         window_->session()->resetKnobs();
     }
 
