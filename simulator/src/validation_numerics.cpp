@@ -464,7 +464,16 @@ bool readRecomputeAndCheck(Reading& r) {
     // Megatron-core's --recompute-modules (a list, or its names in one string): what selective recompute reruns.
     // Stated beside another recompute (Megatron-core reads it under selective only), or naming what this model lacks
     // (which Megatron-core skips), it is said and not read; a name tessel does not know is a refusal.
-    if (const nlohmann::json* mods = member(pl, "recompute_modules"); mods && !mods->is_null()) {
+    // Without the key, the recompute's own words may list them ("selective (mla_up_proj, mlp)").
+    nlohmann::json fromWords;
+    if (!member(pl, "recompute_modules") && plan.recompute == Recompute::Selective) {
+        const std::string words = lower(text(pl, "recompute"));
+        for (const auto& [name, bit] : recomputeModuleNames())
+            if (std::regex_search(words, std::regex("(^|[^a-z_])" + name + "([^a-z_]|$)"))) fromWords.push_back(name);
+    }
+    const nlohmann::json* statedModules = member(pl, "recompute_modules");
+    if (!statedModules && !fromWords.empty()) statedModules = &fromWords;
+    if (const nlohmann::json* mods = statedModules; mods && !mods->is_null()) {
         std::vector<std::string> names;
         if (mods->is_array()) {
             for (const auto& v : *mods) names.push_back(v.is_string() ? v.get<std::string>() : v.dump());

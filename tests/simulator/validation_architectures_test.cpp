@@ -247,6 +247,13 @@ TEST(ValidationRecord, RecomputeModulesAreReadUnderSelective) {
     c = load(r);
     EXPECT_EQ(c.scenario.plan.recomputeModules, recompute_module::Default);
     EXPECT_TRUE(mentions(c.assumptions, "Megatron-core reads it under selective recompute only"));
+    // Listed in the recompute's own words, without the key.
+    r["plan"].erase("recompute_modules");
+    r["plan"]["recompute"] = "selective (moe_act, layernorm)";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.recomputeModules, recompute_module::MoeAct | recompute_module::Layernorm);
+    r["plan"]["recompute"] = "selective";
+    EXPECT_EQ(load(r).scenario.plan.recomputeModules, recompute_module::Default);
     r["plan"]["recompute"] = "selective";
     r["plan"]["recompute_modules"] = {"moe_act", "attention"};
     EXPECT_NE(refusalOf(r).find("/plan/recompute_modules: \"attention\" is not a recompute module"), std::string::npos)
