@@ -356,6 +356,7 @@ bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eage
 std::string moeDispatcherOf(const FrameworkSettings& f) { return f.moeDispatcher.value_or("alltoall"); }
 std::string halfDtypeOf(const FrameworkSettings& f) { return f.halfDtype.value_or("bf16"); }
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
+bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 
@@ -379,6 +380,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("moe_dispatcher")) f.moeDispatcher = r.optEnum("moe_dispatcher", "alltoall", {"alltoall", "flex"});
     if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});
     if (r.has("moe_a2a_overlap")) f.moeA2aOverlap = r.optBool("moe_a2a_overlap", false);
+    if (r.has("moe_shared_expert_overlap")) f.moeSharedExpertOverlap = r.optBool("moe_shared_expert_overlap", false);
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
     for (const auto& [key, member] : stage3Keys())
         if (r.has(key)) f.*member = r.optInt(key, 0, 0, int64_t{1} << 50);
@@ -399,6 +401,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.moeDispatcher) plan["moe_dispatcher"] = *f.moeDispatcher;
     if (f.halfDtype) plan["half_dtype"] = *f.halfDtype;
     if (f.moeA2aOverlap) plan["moe_a2a_overlap"] = *f.moeA2aOverlap;
+    if (f.moeSharedExpertOverlap) plan["moe_shared_expert_overlap"] = *f.moeSharedExpertOverlap;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
     for (const auto& [key, member] : stage3Keys())
         if (f.*member) plan[key] = *(f.*member);

@@ -68,6 +68,22 @@ std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const M
     return out;
 }
 
+std::vector<std::pair<std::string, std::string>> sharedExpertOverlapProblems(const ModelConfig& model, const Plan& plan) {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!moeSharedExpertOverlapOf(plan.framework)) return out;
+    const std::string key = "moe_shared_expert_overlap";
+    if (!model.moe || model.moe->sharedFfnHidden <= 0)
+        out.emplace_back(key, "moe_shared_expert_overlap runs the shared experts beside the dispatch; the model has none "
+                              "(moe.shared_ffn_hidden)");
+    else if (moeA2aOverlapOf(plan.framework))
+        out.emplace_back(key, "moe_shared_expert_overlap and moe_a2a_overlap do not run together (Megatron-core refuses the "
+                              "pair: the batch-level overlap schedules the shared experts itself)");
+    else if (plan.recompute == Recompute::Selective && (plan.recomputeModules & recompute_module::SharedExperts))
+        out.emplace_back(key, "moe_shared_expert_overlap does not run with shared_experts in recompute_modules "
+                              "(Megatron-core refuses the pair)");
+    return out;
+}
+
 std::string toString(Schedule s) {
     switch (s) {
     case Schedule::Gpipe: return "gpipe";
@@ -591,6 +607,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
             problems.add(field("moe_a2a_overlap"), "moe_a2a_overlap with pp=" + n(plan.pp) +
                                                    " needs the interleaved schedule (vpp > 1), as Megatron-core requires");
     }
+    for (const auto& [key, message] : sharedExpertOverlapProblems(model, plan)) problems.add(field(key.c_str()), message);
     if (model.moe && model.moe->experts % plan.ep != 0)
         problems.add(field("ep"), "ep=" + n(plan.ep) + " does not divide the model's " + n(model.moe->experts) + " experts");
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)

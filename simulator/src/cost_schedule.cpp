@@ -92,8 +92,13 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     double gradGathers = 0.0; // the backward's gathers of output gradients (before the input-gradient GEMMs)
     // The forward's TP collectives in all, and those inside the modules selective recompute reruns.
     double fwdTpAll = 0.0, fwdTpRerun = 0.0;
+    // The EP all-to-alls by leg (dispatch, combine) and phase, for the shared-expert overlap.
+    double dispatchF = 0.0, combineF = 0.0, dispatchB = 0.0, combineB = 0.0;
     for (const auto& op : layerCommOps(model, cluster, plan)) {
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
+        const bool fwd = op.phase == CommPhase::Forward;
+        if (op.name.rfind("ep_all_to_all_dispatch", 0) == 0) (fwd ? dispatchF : dispatchB) += commScale * op.cost.seconds;
+        if (op.name.rfind("ep_all_to_all_combine", 0) == 0) (fwd ? combineF : combineB) += commScale * op.cost.seconds;
         if (op.phase == CommPhase::Forward && op.group == GroupKind::Tp) {
             fwdTpAll += commScale * op.cost.seconds;
             if (plan.recompute == Recompute::Selective && plan.recomputes(tpCollectiveModule(model, op.name)))
@@ -140,6 +145,23 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
         // share of theirs (FORMULAS.md §6.2).
         const double hidden = std::min(bwdComm.tp, budget);
         bwdComm.tp = bwdComm.tp - hidden + cluster.gpu.contentionSeconds(hidden, budget);
+    }
+    // Megatron-core's shared-expert overlap (FORMULAS.md §6.1): the shared experts on their own stream, fc1 and the
+    // activation beside the dispatch all-to-all, fc2 beside the combine; backward the gradients of fc2 beside the
+    // combine's gradient exchange and of fc1 beside the dispatch's (their backward taken as twice their forward, the
+    // FLOP convention). What an all-to-all hides still costs the contention share of its time (§6.2).
+    if (moeSharedExpertOverlapOf(plan.framework) && model.moe && plan.ep > 1) {
+        double beforeFc2 = 0.0, fc2 = 0.0;
+        for (const auto& op : layer.forwardOps) {
+            if (op.name == "shared_fc2") fc2 += op.seconds;
+            else if (op.name.rfind("shared_", 0) == 0) beforeFc2 += op.seconds;
+        }
+        auto saved = [&](double comm, double compute) {
+            const double hidden = std::min(comm, compute);
+            return hidden - cluster.gpu.contentionSeconds(hidden, compute);
+        };
+        fwdComm.ep -= saved(dispatchF, beforeFc2) + saved(combineF, fc2);
+        bwdComm.ep -= saved(combineB, 2.0 * fc2) + saved(dispatchB, 2.0 * beforeFc2);
     }
     // Full recompute replays the forward, collectives included (but the one after fc2 where it stops before fc2,
     // FORMULAS.md §3.4). Selective replays its modules' (FORMULAS.md §3.4, "Selective recompute by module"): the

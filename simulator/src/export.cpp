@@ -354,6 +354,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
             arg("--moe-token-dispatcher-type", "alltoall");
         }
         if (p.ep > 1 && moeA2aOverlapOf(p.framework)) arg("--overlap-moe-expert-parallel-comm");
+        if (m.moe->sharedFfnHidden > 0 && moeSharedExpertOverlapOf(p.framework)) arg("--moe-shared-expert-overlap");
     }
     arg("--seq-length", str(m.seqLen));
     arg("--max-position-embeddings", str(m.seqLen));

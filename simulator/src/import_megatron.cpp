@@ -523,6 +523,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     // Megatron-core's batch-level EP overlap (--overlap-moe-expert-parallel-comm).
     if (model.contains("moe"))
         if (const auto v = flag("overlap_moe_expert_parallel_comm")) plan["moe_a2a_overlap"] = *v;
+    // Megatron-core's shared-expert overlap (--moe-shared-expert-overlap), where there are shared experts to overlap.
+    if (model.contains("moe") && model["moe"].contains("shared_ffn_hidden"))
+        if (const auto v = flag("moe_shared_expert_overlap")) plan["moe_shared_expert_overlap"] = *v;
     // The loss kernel: --cross-entropy-fusion-impl te with --cross-entropy-loss-fusion is Transformer Engine's
     // in-place cross-entropy; native, fused or not, keeps the fp32 softmax (the plan's "fused").
     if (const auto fused = flag("cross_entropy_loss_fusion")) {

@@ -49,6 +49,7 @@ const char* reasonText(Reason r) {
     case Reason::EtpSp: return "folded experts with tp > 1 need SP";
     case Reason::ZeroReplicas: return "zero_replicas does not fit the plan";
     case Reason::EpOverlap: return "moe_a2a_overlap not runnable (ep, recompute, vpp)";
+    case Reason::SharedExpertOverlap: return "moe_shared_expert_overlap not runnable";
     case Reason::EpExperts: return "ep does not divide experts";
     case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
     case Reason::CpA2aHeads: return "cp a2a needs heads / tp divisible by cp";
@@ -115,6 +116,8 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         (!model.moe || plan.ep < 2 || plan.recompute == Recompute::Full ||
          (plan.recompute == Recompute::Selective && plan.recomputes(recompute_module::Moe)) || (plan.pp > 1 && plan.vpp < 2)))
         return Reason::EpOverlap;
+    if (moeSharedExpertOverlapOf(plan.framework) && !sharedExpertOverlapProblems(model, plan).empty())
+        return Reason::SharedExpertOverlap;
     if (model.moe && model.moe->experts % plan.ep != 0) return Reason::EpExperts;
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0) return Reason::CpSeq;
     if (plan.cp > 1 && plan.cpComm == CpComm::A2a &&
@@ -319,7 +322,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     // With Megatron-core's batch-level EP overlap, and in DualPipeV's overlapped pairs, the simulator hides part of
     // the all-to-all under another micro-batch's compute (cost_schedule.cpp); the bound counts none of it, so it
     // stays below the simulated step.
-    const bool epHidden = moeA2aOverlapOf(plan.framework) || plan.schedule == Schedule::DualPipeV;
+    // The shared-expert overlap hides the all-to-all under the shared experts (cost_schedule.cpp) too.
+    const bool epHidden = moeA2aOverlapOf(plan.framework) || plan.schedule == Schedule::DualPipeV ||
+                          moeSharedExpertOverlapOf(plan.framework);
     if (ctx.model->moe && plan.ep > 1 && !epHidden) {
         // traffic.cpp: the dispatcher's legs (one all-to-all, or the flex dispatcher's pipelined two).
         const std::vector<DispatchLeg> legs = dispatchLegs(*ctx.model, plan, place.ep, s.routedBytes);

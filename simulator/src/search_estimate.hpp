@@ -47,6 +47,7 @@ enum class Reason : uint8_t {
     EtpSp,
     ZeroReplicas,
     EpOverlap,
+    SharedExpertOverlap,
     EpExperts,
     CpSeq,
     CpA2aHeads,

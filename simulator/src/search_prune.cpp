@@ -446,6 +446,7 @@ std::string rejectionReason(const ModelConfig& model, const ClusterConfig& clust
 std::string problemCategory(const Problem& problem) {
     const std::string& m = problem.message;
     auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
+    if (problem.where.find("/moe_shared_expert_overlap") != std::string::npos) return reasonText(Reason::SharedExpertOverlap);
     if (has("moe_a2a_overlap")) return reasonText(Reason::EpOverlap); // its messages name the moe block and experts too
     if (has("fused_linear")) return reasonText(Reason::LossKernel); // its messages name tp and the metrics too
     if (problem.where.find("/recompute_modules") != std::string::npos) return reasonText(Reason::RecomputeModules);

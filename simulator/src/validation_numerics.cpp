@@ -675,6 +675,19 @@ bool readRecomputeAndCheck(Reading& r) {
             }
             break;
         }
+    // Megatron-core's shared-expert overlap (the shared experts beside the dispatch and combine), where the plan can run
+    // it; otherwise it is said and the all-to-all costed without it.
+    if (boolean(pl, "moe_shared_expert_overlap").value_or(false)) {
+        Plan probe = plan;
+        probe.framework.moeSharedExpertOverlap = true;
+        if (const auto why = sharedExpertOverlapProblems(model, probe); !why.empty()) {
+            r.assume("moe_shared_expert_overlap stated, not read: " + why.front().second);
+        } else {
+            plan.framework.moeSharedExpertOverlap = true;
+            r.assume("moe_shared_expert_overlap: the shared experts on their own stream, beside the dispatch and combine "
+                     "all-to-alls");
+        }
+    }
     ProblemList problems;
     validatePlan(model, c.scenario.cluster, plan, ptr + "/plan", problems);
     if (!problems.empty()) {

@@ -295,6 +295,12 @@ TEST(ExportMegatron, ExpertTensorParallelSizeIsThePlansEtp) {
     s.plan.vpp = 2;
     s.plan.schedule = Schedule::Interleaved1F1B;
     EXPECT_TRUE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--overlap-moe-expert-parallel-comm"));
+    // The shared-expert overlap likewise, for a model with shared experts.
+    s.plan.framework.moeA2aOverlap.reset();
+    s.model.moe->sharedFfnHidden = 14336;
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--moe-shared-expert-overlap"));
+    s.plan.framework.moeSharedExpertOverlap = true;
+    EXPECT_TRUE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--moe-shared-expert-overlap"));
 }
 
 TEST(ExportMegatron, PartialRecomputeIsTheBlockMethodAndOnlyMegatronWritesIt) {

@@ -334,6 +334,18 @@ TEST(MegatronImport, RecomputeModulesAreThePlansUnderSelective) {
     expectNotWarned(run, "moe_grouped_gemm");
     for (const std::string& w : run.warnings) EXPECT_EQ(w.find("recompute_modules = "), std::string::npos) << w;
     // Megatron-core's default list is the plan's default: no key.
+    {
+        std::string log = smallLog();
+        const std::string from = "  recompute_granularity ........................... full\n";
+        log.replace(log.find(from), from.size(),
+                    from + "  num_experts ..................................... 4\n"
+                           "  moe_ffn_hidden_size ............................. 128\n"
+                           "  moe_shared_expert_intermediate_size ............. 256\n"
+                           "  moe_shared_expert_overlap ....................... True\n");
+        const ImportedRun shared = importMegatronLog(parseMegatronLog(log, "shared.log"), cluster());
+        EXPECT_EQ(shared.scenario["plan"]["moe_shared_expert_overlap"], true);
+        expectNotWarned(shared, "moe_shared_expert_overlap");
+    }
     EXPECT_FALSE(importModules("['core_attn']").scenario["plan"].contains("recompute_modules"));
 }
 

@@ -321,6 +321,69 @@ TEST(FrameworkOverlap, MoeBatchLevelOverlapByHand) {
     EXPECT_NEAR(stepOff - stepOn, saved, 1e-9 * stepOff);
 }
 
+// Megatron-core's shared-expert overlap (FORMULAS.md §6.1) by hand: the shared experts' fc1 and activation beside the
+// dispatch all-to-all, fc2 beside the combine, each hiding the shorter at the contention share 0.5 of its time;
+// backward the same at twice the shared experts' forward. Every forward and backward of every micro-batch saves it.
+TEST(FrameworkOverlap, SharedExpertOverlapByHand) {
+    Case c = moeCase();
+    c.model.moe->sharedFfnHidden = 4096;
+    const double layers = 8.0, microBatches = 4.0;
+    double dispatchF = 0.0, combineF = 0.0, dispatchB = 0.0, combineB = 0.0;
+    for (const auto& op : layerCommOps(c.model, c.cluster, c.plan)) {
+        const bool fwd = op.phase == CommPhase::Forward;
+        if (op.name.rfind("ep_all_to_all_dispatch", 0) == 0) (fwd ? dispatchF : dispatchB) += op.cost.seconds;
+        if (op.name.rfind("ep_all_to_all_combine", 0) == 0) (fwd ? combineF : combineB) += op.cost.seconds;
+    }
+    const BlockCompute layer = layerCompute(c.model, c.cluster, c.plan, *findPrecisionRecipe(c.plan.precision));
+    double fc1AndAct = 0.0, fc2 = 0.0;
+    int before = 0;
+    for (const auto& op : layer.forwardOps) {
+        if (op.name == "shared_fc2") {
+            fc2 += op.seconds;
+        } else if (op.name.rfind("shared_", 0) == 0) { // shared_fc1 and the activation (shared_gelu here)
+            fc1AndAct += op.seconds;
+            ++before;
+        }
+    }
+    EXPECT_EQ(before, 2);
+    ASSERT_GT(fc1AndAct * fc2 * dispatchF * combineF, 0.0);
+    const double savedF = 0.5 * (std::min(dispatchF, fc1AndAct) + std::min(combineF, fc2));
+    const double savedB = 0.5 * (std::min(combineB, 2.0 * fc2) + std::min(dispatchB, 2.0 * fc1AndAct));
+    auto epSums = [&](const Plan& p) {
+        const ActionSchedule s = buildSchedule(c.model, p);
+        const CostTable t = costSchedule(s, c.model, c.cluster);
+        std::pair<double, double> sums{0.0, 0.0};
+        for (size_t i = 0; i < s.stages[0].actions.size(); ++i) {
+            if (s.stages[0].actions[i].kind == ActionKind::Forward) sums.first += t.perAction[0][i].epSeconds;
+            if (s.stages[0].actions[i].kind == ActionKind::Backward) sums.second += t.perAction[0][i].epSeconds;
+        }
+        return sums;
+    };
+    Plan on = c.plan;
+    on.framework.moeSharedExpertOverlap = true;
+    const auto off = epSums(c.plan), with = epSums(on);
+    EXPECT_NEAR(off.first - with.first, microBatches * layers * savedF, 1e-12);
+    EXPECT_NEAR(off.second - with.second, microBatches * layers * savedB, 1e-12);
+    EXPECT_GT(savedF, 0.0);
+    // It runs only with shared experts, without the batch-level overlap and the shared experts' own recompute.
+    ProblemList fine;
+    validatePlan(c.model, c.cluster, on, "/plan", fine);
+    EXPECT_TRUE(fine.empty());
+    const Case plain = moeCase(); // no shared experts
+    Plan withA2a = on;
+    withA2a.framework.moeA2aOverlap = true;
+    Plan withModule = on;
+    withModule.recompute = Recompute::Selective;
+    withModule.recomputeModules = recompute_module::SharedExperts;
+    const std::vector<std::pair<const ModelConfig*, const Plan*>> refused{{&plain.model, &on}, {&c.model, &withA2a}, {&c.model, &withModule}};
+    for (const auto& [model, plan] : refused) {
+        ProblemList problems;
+        validatePlan(*model, c.cluster, *plan, "/plan", problems);
+        ASSERT_FALSE(problems.empty());
+        EXPECT_EQ(problems.items().front().where, "/plan/moe_shared_expert_overlap") << problems.items().front().message;
+    }
+}
+
 // DualPipeV overlaps the forward and backward chunks of each OVERLAP_F_B pair as Megatron-core's combined 1F1B does
 // a backward and the next forward: each pair saves its chunks' expert layers x the paired-layer saving, whatever
 // the framework; the rest of its actions keep their all-to-all.

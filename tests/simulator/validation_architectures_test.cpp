@@ -230,6 +230,20 @@ TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
     EXPECT_TRUE(mentions(c.assumptions, "moe_a2a_overlap stated, but Megatron-core does not run it with full recompute"));
 }
 
+// A record's moe_shared_expert_overlap is the plan's where there are shared experts to overlap; otherwise it is said.
+TEST(ValidationRecord, SharedExpertOverlapIsReadWhereItRuns) {
+    nlohmann::json r = mixtralRecord(2, 1, 1);
+    r["plan"]["moe_shared_expert_overlap"] = true;
+    ValidationCase c = load(r);
+    EXPECT_FALSE(moeSharedExpertOverlapOf(c.scenario.plan.framework));
+    EXPECT_TRUE(mentions(c.assumptions, "moe_shared_expert_overlap stated, not read: moe_shared_expert_overlap runs the shared "
+                                        "experts beside the dispatch; the model has none"));
+    r["model"]["moe_shared_expert_intermediate_size"] = 4096;
+    c = load(r);
+    EXPECT_TRUE(moeSharedExpertOverlapOf(c.scenario.plan.framework));
+    EXPECT_TRUE(mentions(c.assumptions, "moe_shared_expert_overlap: the shared experts on their own stream"));
+}
+
 // A record's recompute_modules (Megatron-core's --recompute-modules, a list or its command line's words) is the plan's
 // under selective recompute; beside another recompute, or naming what the model lacks, it is said and not read; a
 // name tessel does not cost is a refusal at the field.

@@ -63,6 +63,11 @@ struct FrameworkSettings {
     // one's dispatch and combine all-to-alls under the other's attention and expert compute (FORMULAS.md §6.1).
     // Unset: off, Megatron-core's default.
     std::optional<bool> moeA2aOverlap;
+    // Megatron-core's shared-expert overlap (--moe-shared-expert-overlap; token_dispatcher.py, shared_experts.py): the
+    // shared experts run on a stream of their own, fc1 and the activation while the dispatch all-to-all runs, fc2
+    // while the combine runs (FORMULAS.md §6.1). Unset: off, Megatron-core's default (Megatron-Bridge's DeepSeek-V2/V3
+    // and GLM-4.5 providers set it).
+    std::optional<bool> moeSharedExpertOverlap;
     // Elements of the gradient bucket a ZeRO-2/3 optimizer reduces at a time (DeepSpeed's
     // zero_optimization.reduce_bucket_size). Unset: reduceBucketElementsOf.
     std::optional<int64_t> reduceBucketSize;
@@ -183,6 +188,8 @@ std::string moeDispatcherOf(const FrameworkSettings& f);
 std::string halfDtypeOf(const FrameworkSettings& f);
 // Whether one micro-batch's EP all-to-alls run under another's compute (FrameworkSettings::moeA2aOverlap).
 bool moeA2aOverlapOf(const FrameworkSettings& f);
+// Whether the shared experts run beside the dispatch and combine (FrameworkSettings::moeSharedExpertOverlap).
+bool moeSharedExpertOverlapOf(const FrameworkSettings& f);
 // Whether the loss is eager PyTorch, cross_entropy(logits.float()) (crossEntropyOf is "eager").
 bool eagerLossOf(const FrameworkSettings& f);
 

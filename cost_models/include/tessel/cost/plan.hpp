@@ -250,6 +250,10 @@ struct Plan {
 // other than Megatron-core's, or naming a part the model lacks. Empty for the default set. validatePlan and the
 // search's verdict both read it.
 std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const ModelConfig& model, const Plan& plan);
+// What keeps Megatron-core's shared-expert overlap from running (key, message): no shared experts to overlap, the
+// batch-level EP overlap beside it, or the shared experts' own recompute module (Megatron-core refuses the last two).
+// Empty when the plan does not ask for it. validatePlan and the search's verdict both read it.
+std::vector<std::pair<std::string, std::string>> sharedExpertOverlapProblems(const ModelConfig& model, const Plan& plan);
 // The plan's recompute as a table shows it: "none", "selective", "full", "full:n" for partial recompute, or
 // "selective:mla_up_proj,mlp" for selective recompute of other modules than the attention core.
 std::string recomputeString(const Plan& p);
