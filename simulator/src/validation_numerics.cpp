@@ -3,12 +3,14 @@
 // parallelism raised until the plan fits, with the checks of the finished plan.
 #include "validation_reading.hpp"
 
+#include "search_space.hpp"
 #include "validation_prose.hpp"
 
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/json_reader.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/sim/simulate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -588,8 +590,26 @@ bool readRecomputeAndCheck(Reading& r) {
         if (!recomputeKnown && !fits()) {
             plan.recompute = Recompute::Selective;
             raised.push_back("selective recompute");
+            // An MoE or latent-attention model under Megatron-core: before full recompute, the module sets
+            // Megatron-Bridge's MoE recipes recompute (selectiveModuleLadder), the fastest that fits, as a tuned recipe
+            // would pick.
+            if (!fits()) {
+                std::optional<std::pair<double, uint8_t>> best;
+                for (uint8_t set : selectiveModuleLadder(model, plan.framework)) {
+                    if (set == recompute_module::Default) continue;
+                    plan.recomputeModules = set;
+                    if (!fits()) continue;
+                    const double step = simulatePlan(model, c.scenario.cluster, plan).metrics.stepSeconds;
+                    if (!best || step < best->first) best = std::make_pair(step, set);
+                }
+                plan.recomputeModules = best ? best->second : recompute_module::Default;
+                if (best)
+                    raised.back() = "selective recompute of " + recomputeModulesString(best->second) +
+                                    " (the fastest of Megatron-Bridge's module sets that fits)";
+            }
             if (!fits()) {
                 plan.recompute = Recompute::Full;
+                plan.recomputeModules = recompute_module::Default;
                 raised.back() = "full recompute";
             }
         }

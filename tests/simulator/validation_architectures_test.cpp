@@ -2,6 +2,10 @@
 // expert tensor parallelism, dispatchers and their overlap), latent attention, QK norms, and what tessel leaves unmodelled.
 #include "validation_support.hpp"
 
+#include "../../simulator/src/search_space.hpp"
+#include "tessel/cost/memory.hpp"
+#include "tessel/sim/simulate.hpp"
+
 #include "tessel/sim/validation.hpp"
 
 #include <gtest/gtest.h>
@@ -228,6 +232,41 @@ TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {
     const ValidationCase c = load(full);
     EXPECT_FALSE(moeA2aOverlapOf(c.scenario.plan.framework));
     EXPECT_TRUE(mentions(c.assumptions, "moe_a2a_overlap stated, but Megatron-core does not run it with full recompute"));
+}
+
+// A DeepSeek-V3 record without its recompute (Megatron-Bridge's GB200 BF16 row of 25.11: tp 1, pp 4 x vp 4, ep 64):
+// the attention core alone does not fit, so before full recompute the module sets Megatron-Bridge's MoE recipes use
+// are tried and the fastest that fits is read, said.
+TEST(ValidationRecord, UnstatedMoeRecomputeTakesTheFastestFittingModuleSet) {
+    nlohmann::json r = nlohmann::json::parse(R"json({
+      "id": "dsv3-gb200", "group": "g", "kind": "training_throughput", "source": "Megatron-Bridge performance summary, 25.11",
+      "model": {"name": "DeepSeek-V3", "layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128, "ffn_hidden": 18432,
+                "vocab": 129280, "seq": 4096, "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+                "n_shared_experts": 1, "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512,
+                "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128},
+      "system": {"gpu": "GB200 (DGX GB200, NVL72)", "gpus_per_node": 4, "nodes": 64, "total_gpus": 256,
+                 "intra_node_link": "NVLink 5 (NVL72)", "inter_node_link": "InfiniBand NDR 400 Gb/s", "precision": "bf16"},
+      "plan": {"tp": 1, "pp": 4, "dp": 64, "cp": 1, "ep": 64, "etp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 4096,
+               "sequence_parallel": false, "zero": 1, "distributed_optimizer": true, "framework": "Megatron-Bridge",
+               "framework_version": "25.11", "moe_token_dispatcher_type": "flex"},
+      "measured": {"iteration_time_s": 20.88}})json");
+    const ValidationCase c = load(r);
+    const Plan& p = c.scenario.plan;
+    ASSERT_EQ(p.recompute, Recompute::Selective);
+    EXPECT_NE(p.recomputeModules, recompute_module::Default);
+    EXPECT_TRUE(mentions(c.assumptions, "(the fastest of Megatron-Bridge's module sets that fits)"));
+    EXPECT_TRUE(predictMemory(c.scenario.model, c.scenario.cluster, p).fits);
+    Plan core = p;
+    core.recomputeModules = recompute_module::Default;
+    EXPECT_FALSE(predictMemory(c.scenario.model, c.scenario.cluster, core).fits);
+    // No other set of the ladder that fits is faster.
+    const double step = simulatePlan(c.scenario.model, c.scenario.cluster, p).metrics.stepSeconds;
+    for (uint8_t set : detail::selectiveModuleLadder(c.scenario.model, p.framework)) {
+        Plan q = p;
+        q.recomputeModules = set;
+        if (predictMemory(c.scenario.model, c.scenario.cluster, q).fits)
+            EXPECT_GE(simulatePlan(c.scenario.model, c.scenario.cluster, q).metrics.stepSeconds, step) << recomputeModulesString(set);
+    }
 }
 
 // A record's moe_shared_expert_overlap is the plan's where there are shared experts to overlap; otherwise it is said.
