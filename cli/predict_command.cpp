@@ -96,6 +96,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (deepSpeedBf16OptimizerOf(pl.framework, pl.pp, pl.zeroStage, precisionRecipeOf(pl).weightBytes, precisionRecipeOf(pl).gradBytes))
             out << ", DeepSpeed's BF16 optimizer (bf16 gradients beside fp32 ones, all-reduced in bf16)";
         if (opLevelSelectiveRecompute(s.model, pl)) out << ", selective recompute as torchtitan's per-op policy";
+        if (s.model.moe && pl.ep > 1 && moeA2aOverlapOf(pl.framework))
+            out << ", EP all-to-alls under another micro-batch's compute (batch-level overlap)";
+        if (s.model.moe && pl.ep > 1 && moeSharedExpertOverlapOf(pl.framework))
+            out << ", shared experts beside the dispatch and combine";
         if (pl.framework.attentionUnpad.value_or(false) && pl.flashAttention)
             out << ", attention on unpadded q/k/v (llm-foundry's gathers)";
         if (const int metrics = trainMetricLossesOf(pl.framework); metrics > 0)

@@ -341,4 +341,18 @@ assert full and all('recompute_modules' not in p for p in full), full[:2]" ; che
 "$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 8 --recompute-modules moe --no-progress >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "search refuses modules the model lacks at the flag" "$([ $rc -eq 2 ] && contains "$tmp/err" '^  --recompute-modules: moe needs a model with a moe block')"
 
+
+# Megatron-core's shared-expert overlap (plan key moe_shared_expert_overlap) is said on the "runs on" line, and a model
+# without shared experts is refused at the key.
+cat >"$tmp/shared-overlap.json" <<'JSON'
+{"schema_version": 1, "name": "deepseek-v3 shared-expert overlap", "model": "deepseek-v3", "cluster": "dgx-h100-80g",
+ "plan": {"tp": 2, "pp": 8, "dp": 8, "ep": 8, "etp": 1, "micro_batch": 1, "global_batch": 64, "sequence_parallel": true,
+          "zero_stage": 1, "recompute": "full", "pipeline_split": "balanced", "framework": "nemo",
+          "moe_shared_expert_overlap": true}}
+JSON
+"$TESSEL" predict "$tmp/shared-overlap.json" --nodes 16 >"$tmp/out" 2>"$tmp/err"; check "predict with the shared-expert overlap" $?
+check "says it" "$(contains "$tmp/out" 'shared experts beside the dispatch and combine')"
+"$TESSEL" predict "$tmp/shared-overlap.json" --nodes 16 --model qwen3-30b-a3b --tp 1 --dp 16 --etp 1 --ep 16 --pp 8 --sequence-parallel off >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "refused without shared experts, at the key" "$([ $rc -eq 2 ] && contains "$tmp/err" '/plan/moe_shared_expert_overlap: moe_shared_expert_overlap runs the shared experts beside the dispatch; the model has none')"
+
 finish
