@@ -66,7 +66,7 @@ struct FrameworkSettings {
     // Megatron-core's shared-expert overlap (--moe-shared-expert-overlap; token_dispatcher.py, shared_experts.py): the
     // shared experts run on a stream of their own, fc1 and the activation while the dispatch all-to-all runs, fc2
     // while the combine runs (FORMULAS.md §6.1). Unset: off, Megatron-core's default (Megatron-Bridge's DeepSeek-V2/V3
-    // and GLM-4.5 providers set it).
+    // and GLM-4.5 providers set it, and turn it off with the flex dispatcher: flex_dispatcher_backend.py).
     std::optional<bool> moeSharedExpertOverlap;
     // Elements of the gradient bucket a ZeRO-2/3 optimizer reduces at a time (DeepSpeed's
     // zero_optimization.reduce_bucket_size). Unset: reduceBucketElementsOf.
