@@ -60,29 +60,25 @@ void overrideCrossEntropy(FrameworkSettings& framework, const std::optional<std:
 }
 
 void addRecomputeModulesOption(CLI::App& app, std::optional<std::string>& modules) {
-    std::string names;
-    for (const auto& [name, bit] : recomputeModuleNames()) names += (names.empty() ? "" : ",") + name;
     app.add_option("--recompute-modules", modules,
                    "With --recompute selective: what each layer reruns (Megatron-core's --recompute-modules), comma-separated "
-                   "from " + names + ", or none. Default: core_attn");
+                   "from " + recomputeModulesString(recompute_module::All) + ", or none. Default: core_attn");
 }
 
 std::optional<uint8_t> parseRecomputeModules(const std::string& text, ProblemList& problems) {
     if (text == "none") return uint8_t{0};
-    const auto& names = recomputeModuleNames();
     uint8_t bits = 0;
     bool ok = !text.empty() && text.back() != ',';
     std::string item;
     std::stringstream ss(text);
     while (ok && std::getline(ss, item, ',')) {
-        const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == item; });
-        ok = it != names.end();
-        if (ok) bits |= it->second;
+        const auto bit = recomputeModuleBit(item);
+        ok = bit.has_value();
+        if (ok) bits |= *bit;
     }
     if (ok) return bits;
-    std::string known;
-    for (const auto& [name, bit] : names) known += (known.empty() ? "" : ", ") + name;
-    problems.add("--recompute-modules", "must be none or module names joined by commas (" + known + "), got \"" + text + "\"");
+    problems.add("--recompute-modules", "must be none or module names joined by commas (" +
+                                            recomputeModulesString(recompute_module::All, ", ") + "), got \"" + text + "\"");
     return std::nullopt;
 }
 
@@ -292,10 +288,7 @@ Scenario ScenarioFlags::resolve() const {
 
     if (recomputeModules) {
         if (const auto bits = parseRecomputeModules(*recomputeModules, problems)) {
-            nlohmann::json list = nlohmann::json::array();
-            for (const auto& [name, bit] : recomputeModuleNames())
-                if (*bits & bit) list.push_back(name);
-            overrides["recompute_modules"] = list;
+            overrides["recompute_modules"] = nlohmann::json(recomputeModulesList(*bits));
             flagOf["recompute_modules"] = "--recompute-modules";
         }
     }

@@ -170,11 +170,7 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
             << (frameworks.empty() ? "none" : frameworks) << "," << p.zeroReplicas << "," << p.recomputeLayers << ","
             << p.expertTp() << "," << toString(p.cpComm) << "," << (t.memoryAtRisk ? "true" : "false") << ",";
         // What selective recompute reruns, its names joined by '+' ("none" for nothing); empty for other recompute.
-        if (p.recompute == Recompute::Selective) {
-            std::string modules = p.recomputeModules ? recomputeModulesString(p.recomputeModules) : "none";
-            std::replace(modules.begin(), modules.end(), ',', '+');
-            out << modules;
-        }
+        if (p.recompute == Recompute::Selective) out << (p.recomputeModules ? recomputeModulesString(p.recomputeModules, "+") : "none");
         out << "," << csvQuote(t.why) << "\n";
     }
 }

@@ -25,11 +25,23 @@ const std::vector<std::pair<std::string, uint8_t>>& recomputeModuleNames() {
     return names;
 }
 
-std::string recomputeModulesString(uint8_t modules) {
+std::string recomputeModulesString(uint8_t modules, const char* separator) {
     std::string out;
-    for (const auto& [name, bit] : recomputeModuleNames())
-        if (modules & bit) out += (out.empty() ? "" : ",") + name;
+    for (const std::string& name : recomputeModulesList(modules)) out += (out.empty() ? "" : separator) + name;
     return out;
+}
+
+std::vector<std::string> recomputeModulesList(uint8_t modules) {
+    std::vector<std::string> out;
+    for (const auto& [name, bit] : recomputeModuleNames())
+        if (modules & bit) out.push_back(name);
+    return out;
+}
+
+std::optional<uint8_t> recomputeModuleBit(const std::string& name) {
+    for (const auto& [known, bit] : recomputeModuleNames())
+        if (known == name) return bit;
+    return std::nullopt;
 }
 
 std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const ModelConfig& model, const Plan& plan) {
@@ -39,7 +51,8 @@ std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const M
     if (mods == m::Default) return out;
     const std::string key = "recompute_modules";
     if (plan.recompute != Recompute::Selective) {
-        out.emplace_back(key, "recompute_modules (" + recomputeModulesString(mods) + ") names what selective recompute "
+        out.emplace_back(key, "recompute_modules (" + (mods ? recomputeModulesString(mods, ", ") : std::string("none")) +
+                                  ") names what selective recompute "
                               "reruns; it needs recompute selective, got " + toString(plan.recompute));
         return out;
     }
@@ -293,20 +306,16 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     if (const nlohmann::json* mods = r.child("recompute_modules")) {
         // Megatron-core's --recompute-modules: a list of its module names (an empty list reruns nothing).
         const std::string where = r.pointer("recompute_modules");
-        std::string known;
-        for (const auto& [name, bit] : recomputeModuleNames()) known += (known.empty() ? "" : ", ") + name;
+        const std::string known = recomputeModulesString(recompute_module::All, ", ");
         if (!mods->is_array()) {
             problems.add(where, "must be an array of module names (" + known + ")");
         } else {
             p.recomputeModules = 0;
             for (size_t i = 0; i < mods->size(); ++i) {
                 const auto& v = (*mods)[i];
-                const auto& names = recomputeModuleNames();
-                const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return v.is_string() && v.get<std::string>() == n.first; });
-                if (it == names.end())
-                    problems.add(where + "/" + std::to_string(i), "must be one of " + known + ", got " + v.dump());
-                else
-                    p.recomputeModules |= it->second;
+                const auto bit = v.is_string() ? recomputeModuleBit(v.get<std::string>()) : std::nullopt;
+                if (!bit) problems.add(where + "/" + std::to_string(i), "must be one of " + known + ", got " + v.dump());
+                else p.recomputeModules |= *bit;
             }
         }
     }
@@ -386,12 +395,8 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadActivations) j["offload_activations"] = true;
     if (p.offloadActivationLayers > 0) j["offload_activation_layers"] = p.offloadActivationLayers;
     if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
-    if (p.recomputeModules != recompute_module::Default) {
-        nlohmann::json mods = nlohmann::json::array();
-        for (const auto& [name, bit] : recomputeModuleNames())
-            if (p.recomputeModules & bit) mods.push_back(name);
-        j["recompute_modules"] = mods;
-    }
+    if (p.recomputeModules != recompute_module::Default)
+        j["recompute_modules"] = nlohmann::json(recomputeModulesList(p.recomputeModules));
     if (p.cpComm != CpComm::P2p) j["cp_comm_type"] = toString(p.cpComm);
     if (p.cpA2a > 0) j["cp_a2a_size"] = p.cpA2a;
     frameworkToJson(p.framework, j);

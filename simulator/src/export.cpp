@@ -418,12 +418,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (p.recompute == Recompute::Selective) arg("--recompute-activations");
     // What selective recompute reruns, where it is not the attention core alone (Megatron-core's recompute_modules,
     // Megatron-LM from 2025-04; an empty list reruns nothing).
-    if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default) {
-        std::string names;
-        for (const auto& [name, bit] : recomputeModuleNames())
-            if (p.recomputeModules & bit) names += (names.empty() ? "" : " ") + name;
-        arg("--recompute-modules", names);
-    }
+    if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default)
+        arg("--recompute-modules", recomputeModulesString(p.recomputeModules, " "));
     if (p.recompute == Recompute::Full) {
         // Every layer with its own checkpoint (uniform, 1), or only the first n of each chunk (block, n).
         arg("--recompute-granularity", "full");

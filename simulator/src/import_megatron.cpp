@@ -413,36 +413,30 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     if (const auto v = str("recompute_modules"); v && *v != "None") {
         used.insert("recompute_modules");
         if (recompute == "selective") {
-            ModelConfig probe;
-            probe.layers = static_cast<int>(std::max<int64_t>(layers, 1));
+            ModelConfig probe; // the parts the modules name, for recomputeModuleProblems
             if (model.contains("mla")) probe.mla = MlaConfig{};
             if (model.contains("moe")) {
                 probe.moe = MoeConfig{};
                 probe.moe->sharedFfnHidden = model["moe"].value("shared_ffn_hidden", int64_t{0});
                 if (model["moe"].contains("dense_layers")) probe.moe->denseLayers = {0};
             }
-            nlohmann::json list = nlohmann::json::array();
             uint8_t bits = 0;
             for (const std::string& name : prose::pythonStringList(*v)) {
-                const auto& names = recomputeModuleNames();
-                const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == name; });
+                const auto bit = recomputeModuleBit(name);
+                if (!bit) {
+                    warnings.push_back("recompute_modules names " + name + ", which tessel does not model: not recomputed");
+                    continue;
+                }
                 Plan one;
                 one.recompute = Recompute::Selective;
                 one.framework.name = "megatron";
-                one.recomputeModules = it == names.end() ? 0 : it->second;
-                const auto why = recomputeModuleProblems(probe, one);
-                if (it == names.end())
-                    warnings.push_back("recompute_modules names " + name + ", which tessel does not model: not recomputed");
-                else if (!why.empty() && one.recomputeModules != recompute_module::Default)
+                one.recomputeModules = *bit;
+                if (const auto why = recomputeModuleProblems(probe, one); !why.empty())
                     warnings.push_back("recompute_modules names " + name + ": " + why.front().second + "; dropped");
                 else
-                    bits |= it->second;
+                    bits |= *bit;
             }
-            if (bits != recompute_module::Default) {
-                for (const auto& [name, bit] : recomputeModuleNames())
-                    if (bits & bit) list.push_back(name);
-                plan["recompute_modules"] = list;
-            }
+            if (bits != recompute_module::Default) plan["recompute_modules"] = nlohmann::json(recomputeModulesList(bits));
         }
     }
     used.insert("moe_grouped_gemm"); // tessel costs a rank's experts as one grouped GEMM (TEGroupedMLP)

@@ -344,8 +344,8 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.bwd += pair;
     }
     c.fwd = fwdTp + fwdCp + fwdEp;
-    // simulate.cpp: full recompute replays the forward's collectives (but fc2's where it stops before fc2),
-    // selective only the CP exchange.
+    // cost_schedule.cpp: full recompute replays the forward's collectives (but fc2's where it stops before fc2),
+    // selective its modules'.
     if (plan.recompute == Recompute::Full) c.recompute = c.fwd - (recomputeStopsBeforeFc2(*ctx.model, plan) ? fc2Tp : 0.0);
     // Selective: its modules' CP exchange and MoE traffic; their TP collectives are left out (a lower bound).
     else if (plan.recompute == Recompute::Selective)

@@ -487,14 +487,13 @@ bool readRecomputeAndCheck(Reading& r) {
         }
         uint8_t bits = 0;
         for (const std::string& n : names) {
-            const auto& known = recomputeModuleNames();
-            const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == n; });
-            if (it == known.end()) {
+            const auto bit = recomputeModuleBit(n);
+            if (!bit) {
                 refusal = ptr + "/plan/recompute_modules: \"" + n + "\" is not a recompute module tessel costs (" +
-                          recomputeModulesString(recompute_module::All) + ")";
+                          recomputeModulesString(recompute_module::All, ", ") + ")";
                 return false;
             }
-            bits |= it->second;
+            bits |= *bit;
         }
         if (plan.recompute != Recompute::Selective) {
             r.assume("recompute_modules stated with recompute " + toString(plan.recompute) +

@@ -85,6 +85,8 @@ TEST(RecomputeModules, RefusedWhereTheyCannotRun) {
     p.recompute = Recompute::Full;
     ASSERT_EQ(problemsOf(deepseek, p).size(), 1u);
     EXPECT_NE(problemsOf(deepseek, p)[0].find("needs recompute selective, got full"), std::string::npos);
+    p.recomputeModules = 0; // the empty set is named, not left blank
+    EXPECT_NE(problemsOf(deepseek, p)[0].find("recompute_modules (none) names"), std::string::npos);
     // Megatron-core's, not another framework's selective recompute.
     p = deepseekPlan(rm::Mlp);
     p.framework.name = "torchtitan";

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,8 +34,12 @@ constexpr uint8_t All = CoreAttn | Layernorm | MlaUpProj | Mlp | MoeAct | Moe | 
 } // namespace recompute_module
 // Megatron-core's names of the modules, in its documentation's order, with their bits.
 const std::vector<std::pair<std::string, uint8_t>>& recomputeModuleNames();
-// "core_attn,mlp": the set's names joined by commas, in recomputeModuleNames' order ("" for none).
-std::string recomputeModulesString(uint8_t modules);
+// "core_attn,mlp": the set's names joined by `separator`, in recomputeModuleNames' order ("" for none).
+std::string recomputeModulesString(uint8_t modules, const char* separator = ",");
+// The set's names, in the same order (a plan file's recompute_modules list).
+std::vector<std::string> recomputeModulesList(uint8_t modules);
+// The bit of one of Megatron-core's module names; nothing for a name tessel does not cost.
+std::optional<uint8_t> recomputeModuleBit(const std::string& name);
 // DualPipeV: DeepSeek's DualPipe cut in half (PyTorch's ScheduleDualPipeV): two chunks a rank laid out in a V,
 // rank s running virtual stages s and 2 pp - 1 - s, one micro-batch's forward chunk overlapped with another's
 // backward chunk (FORMULAS.md §6). ZeroBubbleV: ZB-V (Qi et al. 2024 §6; PyTorch's ScheduleZBVZeroBubble), the same V
