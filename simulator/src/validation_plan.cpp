@@ -85,23 +85,35 @@ bool readCluster(Reading& r) {
     ValidationCase& c = r.c;
     std::string& refusal = r.refusal;
     // Cluster: the GPU's preset (its figures and their sources live in scenarios/clusters), the record's shape.
-    const GpuChoice gpu = gpuPreset(text(sys, "gpu"));
+    GpuChoice gpu = gpuPreset(text(sys, "gpu"));
     if (gpu.preset.empty()) {
         refusal = ptr + "/system/gpu: \"" + text(sys, "gpu") + "\" is not a GPU tessel has figures for" +
                   (gpu.note.empty() ? "" : " (" + gpu.note + ")");
         return false;
     }
     // GPUs that talk over PCIe inside the node, at most with NVLink bridges between pairs, are the PCIe cards (no
-    // NVSwitch, a lower power limit), whatever the GPU field leaves unsaid; every built-in part is an NVLink one (SXM,
-    // NVL72). A link that names NVSwitch or NVLink other than bridges (PCIe then being the host's), or a GPU named
-    // SXM, is read as before.
+    // NVSwitch, a lower power limit), whatever the GPU field leaves unsaid: the A100's and H100's have presets of
+    // their own, other parts' PCIe cards none. A link that names NVSwitch or NVLink other than bridges (PCIe then
+    // being the host's), or a GPU named SXM, is read as before.
     const std::string intra = lower(text(sys, "intra_node_link")), gpuName = lower(text(sys, "gpu"));
     const bool nvlinkFabric = contains(intra, "nvswitch") || (contains(intra, "nvlink") && !contains(intra, "bridge"));
-    if (contains(intra, "pcie") && !nvlinkFabric && !contains(gpuName, "sxm")) {
-        refusal = ptr + "/system/intra_node_link: \"" + text(sys, "intra_node_link") + "\" puts the GPUs on PCIe inside the "
-                  "node: the PCIe card, which tessel has no figures for (its presets are NVLink parts: SXM, NVL72)";
-        return false;
+    const bool pcieCard = gpu.preset.rfind("pcie-", 0) == 0;
+    if (!pcieCard && contains(intra, "pcie") && !nvlinkFabric && !contains(gpuName, "sxm")) {
+        const GpuChoice card = gpuPreset(text(sys, "gpu") + " pcie");
+        if (card.preset.empty() || card.preset.rfind("pcie-", 0) != 0) {
+            refusal = ptr + "/system/intra_node_link: \"" + text(sys, "intra_node_link") + "\" puts the GPUs on PCIe inside "
+                      "the node: the PCIe card, which tessel has figures for only for the A100 and H100 (pcie-a100-80g, "
+                      "pcie-a100-40g, pcie-h100-80g)";
+            return false;
+        }
+        r.assume("the intra-node link is PCIe: the GPU read as the PCIe card (" + card.preset + "), not the SXM part");
+        gpu = card;
     }
+    // The PCIe presets have one tier inside the node; the NVLink bridges some servers pair their cards with are not
+    // modelled, so a group of two on a bridged pair is costed at the PCIe rate.
+    if ((pcieCard || gpu.preset.rfind("pcie-", 0) == 0) && contains(intra, "bridge"))
+        r.assume("NVLink bridges between pairs of cards not modelled: every group inside the node runs at the PCIe rate (" +
+                 gpu.preset + ")");
     if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;

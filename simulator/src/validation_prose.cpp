@@ -236,7 +236,8 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     if (has("b200")) return {"dgx-b200", ""};
     if (has("h200")) return {"h200-single", ""};
     if (has("h100") || has("h800")) {
-        if (has("pcie")) return {"", "H100 PCIe is not a built-in GPU"};
+        // The PCIe card: 114 SMs, 350 W, HBM2e, no NVSwitch (scenarios/clusters/pcie-h100-80g.json).
+        if (has("pcie")) return {"pcie-h100-80g", ""};
         if (has("h800")) return {"dgx-h100-80g", "H800 taken as an H100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 900", 200e9};
         // Meta's Grand Teton part: 96 GB of HBM2e at 2.4 TB/s, 500 W (torchtitan's H100 benchmarks ran on it).
         if (has("96") || has("hbm2e"))
@@ -249,8 +250,13 @@ GpuChoice gpuPreset(const std::string& gpuText) {
         return {has("40") ? "dgx-a100-40g" : "dgx-a100-80g", "A800 taken as an A100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 600", 200e9};
     }
     if (has("a100")) {
-        // The PCIe card has no NVSwitch (PCIe Gen4, NVLink bridges between pairs) and a 300 W limit: not the SXM part.
-        if (has("pcie")) return {"", "A100 PCIe is not a built-in GPU (no NVSwitch: PCIe Gen4 and pairwise NVLink bridges, 300 W)"};
+        // The PCIe card has no NVSwitch (PCIe Gen4, NVLink bridges between pairs) and a 300 W (80 GB) or 250 W (40 GB)
+        // limit: not the SXM part (scenarios/clusters/pcie-a100-80g.json, pcie-a100-40g.json).
+        if (has("pcie")) {
+            if (has("40")) return {"pcie-a100-40g", ""};
+            if (has("80")) return {"pcie-a100-80g", ""};
+            return {"pcie-a100-80g", "A100 PCIe memory size not stated: the 80 GB card assumed"};
+        }
         if (has("40")) return {"dgx-a100-40g", ""};
         if (has("80")) return {"dgx-a100-80g", ""};
         return {"dgx-a100-80g", "A100 memory size not stated: the 80 GB SXM part assumed"};

@@ -94,6 +94,17 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(gpuFamily("NVIDIA GB200 (Blackwell GPU of a GB200 NVL72 rack, HBM3e)"), "GB200");
     EXPECT_EQ(gpuFamily("NVIDIA GH200 (96 GB HBM3)"), "H200");
     EXPECT_EQ(gpuFamily("AMD MI300X"), "other");
+    // The PCIe cards are their own families: the SXM parts' runs do not vouch for them, so with no run of their own a
+    // prediction on one takes the band over every published run.
+    EXPECT_EQ(gpuFamily("NVIDIA A100 80GB PCIe"), "A100 PCIe");
+    EXPECT_EQ(gpuFamily("NVIDIA H100 PCIe (80 GB HBM2e, 350 W)"), "H100 PCIe");
+    Plan megatron;
+    megatron.framework.name = "megatron";
+    const auto pcie = errorBandFor(test::clusterPreset("pcie-a100-80g"), megatron);
+    const auto sxm = errorBandFor(test::clusterPreset("dgx-a100-80g"), megatron);
+    ASSERT_TRUE(pcie && sxm);
+    EXPECT_EQ(pcie->kind, "all published runs");
+    EXPECT_EQ(sxm->kind, "A100 / Megatron-style");
 }
 
 TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
@@ -293,6 +304,21 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
         const bool hopper = c.gpu.name.find("H100") != std::string::npos || c.gpu.name.find("H200") != std::string::npos;
         const bool blackwell = c.gpu.name.find("B200") != std::string::npos;
         EXPECT_EQ(!c.gpu.sustainedShareByDuty.empty(), hopper || blackwell) << name;
+        const bool pcieCard = c.gpu.name.find("PCIe") != std::string::npos;
+        if (hopper && pcieCard) {
+            // The H100 PCIe card carries the GH100 curve moved to its 350 W and 114 SMs by the die's power law
+            // (pcie-h100-80g.json's source): the SXM5 preset's shares times one factor below 1, no law of its own.
+            ++curves;
+            const ClusterConfig sxm = test::clusterPreset("dgx-h100-80g");
+            ASSERT_EQ(c.gpu.sustainedShareByDuty.size(), sxm.gpu.sustainedShareByDuty.size()) << name;
+            const double factor = c.gpu.sustainedShareByDuty.back().share / sxm.gpu.sustainedShareByDuty.back().share;
+            EXPECT_GT(factor, 0.7) << name;
+            EXPECT_LT(factor, 0.95) << name;
+            for (size_t i = 0; i < sxm.gpu.sustainedShareByDuty.size(); ++i)
+                EXPECT_NEAR(c.gpu.sustainedShareByDuty[i].share, sxm.gpu.sustainedShareByDuty[i].share * factor, 1e-3) << name;
+            EXPECT_FALSE(c.gpu.sustainedSharePower.has_value()) << name;
+            continue;
+        }
         if (hopper || blackwell) {
             ++curves;
             // The curve's full-load end as measured at 700 W, moved to the part's own limit where it differs (the

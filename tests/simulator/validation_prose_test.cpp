@@ -139,15 +139,35 @@ TEST(ValidationGpu, B200HasItsOwnPresetAndBlackwellUltraIsRefusedWithTheNearest)
     }
 }
 
-TEST(ValidationGpu, TheA100PcieCardIsRefusedNotReadAsTheSxmPart) {
-    // No NVSwitch (PCIe Gen4 and NVLink bridges between pairs) and 300 W: the dgx-a100 presets are not its figures.
+TEST(ValidationGpu, ThePcieCardsHavePresetsOfTheirOwnNotTheSxmParts) {
+    // No NVSwitch (PCIe and NVLink bridges between pairs) and a lower power limit: the dgx presets are not their
+    // figures. The A100 and H100 cards run on pcie-a100-80g / -40g and pcie-h100-80g.
     nlohmann::json r = record();
-    for (const char* part : {"A100 80GB PCIe", "NVIDIA A100-PCIE-40GB"}) {
+    const std::pair<const char*, const char*> parts[] = {{"A100 80GB PCIe", "pcie-a100-80g"},
+                                                         {"NVIDIA A100-PCIE-40GB", "pcie-a100-40g"},
+                                                         {"NVIDIA H100 PCIe", "pcie-h100-80g"}};
+    for (const auto& [part, preset] : parts) {
         r["system"]["gpu"] = part;
-        const std::string refusal = refusalOf(r);
-        EXPECT_NE(refusal.find("/system/gpu"), std::string::npos) << refusal;
-        EXPECT_NE(refusal.find("A100 PCIe"), std::string::npos) << refusal;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(c.scenario.cluster.name, preset) << part;
+        EXPECT_EQ(c.scenario.cluster.intraNode.name.rfind("PCIe", 0), 0u) << c.scenario.cluster.intraNode.name;
+        EXPECT_FALSE(mentions(c.assumptions, "memory size not stated")) << part;
     }
+    // The cards' own figures: the 80 GB A100 card's HBM2e and its MAMF plateau, the H100 card's 114-SM peak.
+    r["system"]["gpu"] = "A100 80GB PCIe";
+    const ClusterConfig a100 = load(r).scenario.cluster;
+    EXPECT_DOUBLE_EQ(a100.gpu.hbmBytesPerSecond, 1.935e12);
+    EXPECT_DOUBLE_EQ(a100.gpu.gemmModel->maxEfficiency.at(Dtype::Bf16), 0.839);
+    EXPECT_LT(a100.intraNode.bandwidthBytesPerSecond, 40e9); // PCIe 4.0 x16, not NVLink's 300 GB/s
+    r["system"]["gpu"] = "NVIDIA H100 PCIe";
+    const ClusterConfig h100 = load(r).scenario.cluster;
+    EXPECT_DOUBLE_EQ(h100.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 7.56e14);
+    EXPECT_DOUBLE_EQ(h100.gpu.hbmBytesPerSecond, 2.0e12);
+    // An A100 PCIe whose memory is not stated is the 80 GB card, said.
+    r["system"]["gpu"] = "A100 PCIe";
+    const ValidationCase bare = load(r);
+    EXPECT_EQ(bare.scenario.cluster.name, "pcie-a100-80g");
+    EXPECT_TRUE(mentions(bare.assumptions, "A100 PCIe memory size not stated"));
     r["system"]["gpu"] = "A100-SXM4-80GB";
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }

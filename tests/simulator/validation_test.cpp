@@ -413,17 +413,30 @@ TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
     EXPECT_TRUE(mentions(stated.assumptions, "DeepSpeed-Ulysses over cp = 2 ranks: its all-to-all"));
 }
 
-// GPUs on PCIe inside the node (at most bridged in pairs) are the PCIe card, which tessel has no figures for: refused at
-// the link, not read as the NVSwitch part the GPU's name alone would give.
-TEST(ValidationRecord, APcieIntraNodeLinkIsThePcieCardRefused) {
+// GPUs on PCIe inside the node (at most bridged in pairs) are the PCIe card: the A100's and H100's presets of their
+// own, said, not the NVSwitch part the GPU's name alone would give; another part's PCIe card is refused at the link.
+TEST(ValidationRecord, APcieIntraNodeLinkIsThePcieCard) {
     nlohmann::json r = record();
     r["system"]["gpu"] = "A100 80GB";
     for (const char* link : {"PCIe Gen4", "PCIe 4.0 x16, NVLink bridges between pairs"}) {
         r["system"]["intra_node_link"] = link;
-        const std::string refusal = test::refusalOf(r);
-        EXPECT_NE(refusal.find("/system/intra_node_link"), std::string::npos) << link << ": " << refusal;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(c.scenario.cluster.name, "pcie-a100-80g") << link;
+        EXPECT_TRUE(mentions(c.assumptions, "the intra-node link is PCIe: the GPU read as the PCIe card")) << link;
+        EXPECT_EQ(mentions(c.assumptions, "NVLink bridges between pairs of cards not modelled"),
+                  std::string(link).find("bridge") != std::string::npos)
+            << link;
     }
+    r["system"]["gpu"] = "H100 80GB";
+    r["system"]["intra_node_link"] = "PCIe 5.0";
+    EXPECT_EQ(load(r).scenario.cluster.name, "pcie-h100-80g");
+    // A part with no PCIe preset is refused at the link, naming the ones there are.
+    r["system"]["gpu"] = "H200 141GB";
+    const std::string refusal = test::refusalOf(r);
+    EXPECT_NE(refusal.find("/system/intra_node_link"), std::string::npos) << refusal;
+    EXPECT_NE(refusal.find("pcie-a100-80g"), std::string::npos) << refusal;
     // NVLink or NVSwitch inside the node (PCIe then being the host's link), or an SXM part, is read as before.
+    r["system"]["gpu"] = "A100 80GB";
     for (const char* link : {"NVLink + NVSwitch, PCIe Gen4 to the CPUs", "NVLink 3, PCIe Gen4 host"}) {
         r["system"]["intra_node_link"] = link;
         EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g") << link;
