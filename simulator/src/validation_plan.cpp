@@ -334,6 +334,17 @@ bool readBatch(Reading& r) {
         }
     plan.vpp = unusedDegree(r, "vpp") ? 1 : static_cast<int>(count(pl, "vpp", 1, L::virtualStages, where, refusal).value_or(1));
     if (!refusal.empty()) return false;
+    // One of tp and pp unstated beside a stated dp: the GPUs the others leave, where they divide and leave more
+    // than one (a record of 512 GPUs at tp 8 and dp 16 runs pp 4, not tp 8 x dp 64 over a stated dp 16); said.
+    const bool tpStated = member(pl, "tp") != nullptr, ppStated = member(pl, "pp") != nullptr;
+    if (const auto statedDp = integer(pl, "dp"); statedDp && *statedDp > 0 && tpStated != ppStated) {
+        const int64_t others = static_cast<int64_t>(tpStated ? plan.tp : plan.pp) * plan.cp * *statedDp;
+        if (world % others == 0 && world / others > 1 && world / others <= L::degree) {
+            (tpStated ? plan.pp : plan.tp) = static_cast<int>(world / others);
+            r.assume(std::string(tpStated ? "pp" : "tp") + " not stated: GPUs / (" + (tpStated ? "tp" : "pp") + " x cp x dp) = " +
+                     std::to_string(world / others));
+        }
+    }
     const int64_t modelRanks = static_cast<int64_t>(plan.tp) * plan.pp * plan.cp;
     if (world % modelRanks != 0) {
         refusal = ptr + "/plan: tp x pp x cp = " + std::to_string(modelRanks) + " does not divide the " +
@@ -400,8 +411,28 @@ bool readBatch(Reading& r) {
             break;
         }
     }
+    if (!gb) {
+        // No batch at all: micro_batch x grad_accum x dp where both are stated; without a pipeline, one micro-batch a
+        // step (the data-parallel frameworks' default: no accumulation unless told), said. A pipeline's bubble
+        // depends on its micro-batch count, which nothing else gives: refused.
+        const auto mbOnly = integer(pl, "micro_batch"), gaOnly = integer(pl, "grad_accum");
+        if (mbOnly && *mbOnly > 0 && gaOnly && *gaOnly > 0) {
+            gb = *mbOnly * *gaOnly * plan.dp;
+            r.assume("global_batch not stated: micro_batch x grad_accum x dp = " + std::to_string(*gb));
+        } else if (mbOnly && *mbOnly > 0 && plan.pp == 1) {
+            gb = *mbOnly * plan.dp;
+            r.assume("global_batch not stated: micro_batch x dp = " + std::to_string(*gb) +
+                     " (one micro-batch a step, no gradient accumulation)");
+        }
+        if (gb && *gb > L::globalBatch) {
+            refusal = where + "/global_batch: not stated, and micro_batch x grad_accum x dp = " + std::to_string(*gb) +
+                      " sequences are more than " + std::to_string(L::globalBatch);
+            return false;
+        }
+    }
     if (!gb || *gb <= 0) {
-        refusal = ptr + "/plan/global_batch: missing (nor a batch in tokens: global_batch_tokens)";
+        refusal = ptr + "/plan/global_batch: missing (nor a batch in tokens: global_batch_tokens" +
+                  std::string(plan.pp > 1 ? "; a pipeline's micro-batches a step decide its bubble" : ", nor a micro_batch") + ")";
         return false;
     }
     plan.globalBatch = static_cast<int>(*gb);
@@ -666,7 +697,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
             {"dp", {"data_parallel_size", "data_parallel_degree", "dp_size"}},
             {"vpp", {"virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size"}},
             {"micro_batch", {"micro_batch_size", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", "mbs"}},
-            {"global_batch", {"global_batch_size", "train_batch_size", "gbs"}}};
+            {"global_batch", {"global_batch_size", "train_batch_size", "gbs"}},
+            {"grad_accum", {"gradient_accumulation_steps", "grad_accum_steps", "gradient_accumulation"}}};
         for (const auto& [key, names] : aliases)
             if (!member(pl, key))
                 for (const char* name : names)

@@ -136,30 +136,75 @@ std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nl
     return out;
 }
 
+// The built-in model (scenarios/models) a record's model name names, compared without case, spaces, dashes and
+// underscores, a "Meta" in front and Llama 3's point releases ("Meta-Llama-3.1-70B" is llama3-70b); none when no
+// preset's name is the same.
+std::optional<ModelConfig> namedModelPreset(const std::string& name) {
+    auto squash = [](std::string s) {
+        s = lower(s);
+        s.erase(std::remove_if(s.begin(), s.end(), [](char ch) { return ch == ' ' || ch == '-' || ch == '_'; }), s.end());
+        return s;
+    };
+    std::string n = squash(name);
+    if (n.rfind("meta", 0) == 0) n.erase(0, 4);
+    for (const char* release : {"llama3.1", "llama3.2", "llama3.3"})
+        if (n.rfind(release, 0) == 0) n.replace(0, std::string(release).size(), "llama3");
+    if (n.empty()) return std::nullopt;
+    for (const std::string& preset : presetNames("models"))
+        if (squash(preset) == n) {
+            try {
+                return loadModelRef(preset, "/model/name");
+            } catch (const std::exception&) {
+                return std::nullopt;
+            }
+        }
+    return std::nullopt;
+}
+
 void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
     const nlohmann::json& m = rec.value("model", nlohmann::json::object());
     ModelConfig& model = c.scenario.model;
     model.name = text(m, "name");
     using L = ModelLimits;
     const std::string where = ptr + "/model";
-    // The schema's key, else the first of the names Megatron-LM and Hugging Face configs give it; missing names the
-    // schema's key.
-    auto need = [&](std::initializer_list<const char*> keys, int64_t most) -> int64_t {
-        const char* key = *keys.begin();
+    auto firstKey = [&](std::initializer_list<const char*> keys) -> const char* {
         for (const char* k : keys)
-            if (member(m, k)) {
-                key = k;
-                break;
-            }
+            if (member(m, k)) return k;
+        return nullptr;
+    };
+    // A model named as a built-in one gives the shape fields the record leaves out, where every one it states agrees
+    // with it (a "Llama 3 8B" of other widths is not the preset); each taken is said.
+    std::optional<ModelConfig> preset = namedModelPreset(model.name);
+    if (preset) {
+        const int64_t layers = preset->layers, hidden = preset->hidden, heads = preset->heads;
+        auto disagrees = [&](const char* k, int64_t value) { return k && integer(m, k) && *integer(m, k) != value; };
+        if (disagrees(firstKey({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}), layers) ||
+            disagrees(firstKey({"hidden", "hidden_size", "d_model", "n_embd", "dim"}), hidden) ||
+            disagrees(firstKey({"heads", "num_attention_heads", "n_heads", "n_head"}), heads))
+            preset.reset();
+    }
+    // The schema's key, else the first of the names Megatron-LM and Hugging Face configs give it; missing names the
+    // schema's key, or takes the named preset's value.
+    auto need = [&](std::initializer_list<const char*> keys, int64_t most, int64_t fromPreset) -> int64_t {
+        const char* key = firstKey(keys);
+        if (!key && preset && refusal.empty()) {
+            c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + *keys.begin() + " not stated: " +
+                                    std::to_string(fromPreset) + " (the built-in " + preset->name + "'s, which the model's name names)");
+            return fromPreset;
+        }
+        if (!key) key = *keys.begin();
         const auto v = count(m, key, 1, most, where, refusal);
         if (!v && !member(m, key) && refusal.empty()) refusal = where + "/" + key + ": missing";
         return v.value_or(0);
     };
-    model.layers = static_cast<int>(need({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}, L::layers));
-    model.hidden = need({"hidden", "hidden_size", "d_model", "n_embd", "dim"}, L::hidden);
-    model.heads = static_cast<int>(need({"heads", "num_attention_heads", "n_heads", "n_head"}, L::heads));
-    model.vocab = need({"vocab", "vocab_size", "padded_vocab_size"}, L::vocab);
-    model.seqLen = need({"seq", "seq_len", "seq_length", "sequence_length", "context_length", "max_seq_len"}, L::seqLen);
+    const int64_t none = 0; // no preset: the value is never taken
+    model.layers = static_cast<int>(need({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}, L::layers,
+                                         preset ? preset->layers : none));
+    model.hidden = need({"hidden", "hidden_size", "d_model", "n_embd", "dim"}, L::hidden, preset ? preset->hidden : none);
+    model.heads = static_cast<int>(need({"heads", "num_attention_heads", "n_heads", "n_head"}, L::heads, preset ? preset->heads : none));
+    model.vocab = need({"vocab", "vocab_size", "padded_vocab_size"}, L::vocab, preset ? preset->vocab : none);
+    model.seqLen = need({"seq", "seq_len", "seq_length", "sequence_length", "context_length", "max_seq_len"}, L::seqLen,
+                        preset ? preset->seqLen : none);
     if (!refusal.empty()) return;
     const Family f = familyOf(m);
     model.activation = f.activation;
@@ -188,6 +233,10 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         }
     if (auto kv = count(m, kvKey, 1, L::heads, where, refusal)) {
         model.kvHeads = static_cast<int>(*kv);
+    } else if (preset) {
+        model.kvHeads = preset->kvHeads;
+        c.assumptions.push_back("kv_heads not stated: " + std::to_string(model.kvHeads) + " (the built-in " + preset->name +
+                                "'s, which the model's name names)");
     } else {
         model.kvHeads = model.heads;
         c.assumptions.push_back("kv_heads not stated: multi-head attention (kv_heads = heads)");
@@ -201,6 +250,10 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     const std::optional<int64_t> multipleOf = integer(m, "multiple_of");
     if (ffn) {
         model.ffnHidden = *ffn;
+    } else if (preset && preset->hidden == model.hidden && !multiplier && !multipleOf) {
+        model.ffnHidden = preset->ffnHidden;
+        c.assumptions.push_back("ffn_hidden not stated: " + std::to_string(model.ffnHidden) + " (the built-in " + preset->name +
+                                "'s, which the model's name names)");
     } else if (model.activation == Activation::Swiglu || multiplier || multipleOf) {
         // LLaMA's rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
         // ffn_dim_multiplier where given, rounded up to multiple_of (256 in Llama 1 and 2); Llama 3 8B (4096, 1.3,

@@ -226,6 +226,43 @@ TEST(ValidationRecord, DegreesUnderConfigNames) {
     EXPECT_EQ(load(r).scenario.plan.tp, 8);
 }
 
+// A degree left out beside a stated dp is what the GPUs leave (pp was taken as 1 and the stated dp overridden), and a
+// batch left out is micro_batch x grad_accum x dp, or one micro-batch a step without a pipeline; a pipeline with no
+// batch is refused, its bubble being the micro-batch count's. Each said.
+TEST(ValidationRecord, AMissingDegreeOrBatchIsWhatTheRestGive) {
+    nlohmann::json r = record(); // 32 GPUs, tp 4 x pp 2 x dp 4
+    r["plan"].erase("pp");
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.pp, 2);
+    EXPECT_EQ(c.scenario.plan.dp, 4);
+    EXPECT_TRUE(mentions(c.assumptions, "pp not stated: GPUs / (tp x cp x dp) = 2"));
+    r = record();
+    r["plan"].erase("tp");
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.tp, 4);
+    EXPECT_TRUE(mentions(c.assumptions, "tp not stated: GPUs / (pp x cp x dp) = 4"));
+    // Both left out: nothing to split the rest between, so the old reading (tp 1, pp 1, dp from the GPUs).
+    r["plan"].erase("pp");
+    EXPECT_EQ(load(r).scenario.plan.dp, 32);
+
+    r = record();
+    r["plan"].erase("global_batch");
+    r["plan"]["gradient_accumulation_steps"] = 8;
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 2 * 8 * 4);
+    EXPECT_TRUE(mentions(c.assumptions, "global_batch not stated: micro_batch x grad_accum x dp = 64"));
+    // Without accumulation stated: refused with a pipeline, one micro-batch a step without one.
+    r["plan"].erase("gradient_accumulation_steps");
+    EXPECT_NE(test::refusalOf(r).find("a pipeline's micro-batches a step decide its bubble"), std::string::npos);
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 8;
+    r["plan"].erase("vpp");
+    r["plan"].erase("schedule");
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 2 * 8);
+    EXPECT_TRUE(mentions(c.assumptions, "(one micro-batch a step, no gradient accumulation)"));
+}
+
 // A schedule's words: a count of virtual stages it names is the vpp (it had been inferred past it), and a denial of
 // interleaving is 1F1B ("1F1B non-interleaved" had been read as interleaved).
 TEST(ValidationRecord, ScheduleWordsGiveTheVppOrDenyIt) {

@@ -446,6 +446,37 @@ TEST(ValidationRecord, APcieIntraNodeLinkIsThePcieCard) {
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }
 
+// A model named as a built-in one ("Meta-Llama-3.1-70B" is llama3-70b) takes the shape fields the record leaves out
+// from it, each said: kv_heads 8, not multi-head attention, and the vocabulary and sequence that would otherwise be
+// refused as missing. A stated field that disagrees with the preset means another model: nothing is taken.
+TEST(ValidationRecord, AModelNamedAsABuiltInOneFillsWhatTheRecordLeavesOut) {
+    nlohmann::json r = record();
+    r["model"] = {{"name", "Meta-Llama-3.1-70B"}, {"layers", 80}};
+    r["system"]["nodes"] = 8;
+    r["system"]["total_gpus"] = 64;
+    r["plan"]["tp"] = 8;
+    r["plan"]["pp"] = 4;
+    r["plan"]["dp"] = 2;
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.model.hidden, 8192);
+    EXPECT_EQ(c.scenario.model.heads, 64);
+    EXPECT_EQ(c.scenario.model.kvHeads, 8);
+    EXPECT_EQ(c.scenario.model.ffnHidden, 28672);
+    EXPECT_EQ(c.scenario.model.vocab, 128256);
+    EXPECT_EQ(c.scenario.model.seqLen, 8192);
+    EXPECT_TRUE(mentions(c.assumptions, "model/vocab not stated: 128256 (the built-in llama3-70b's"));
+    EXPECT_TRUE(mentions(c.assumptions, "kv_heads not stated: 8 (the built-in llama3-70b's"));
+    // What the record states wins over the preset.
+    r["model"]["seq"] = 4096;
+    EXPECT_EQ(load(r).scenario.model.seqLen, 4096);
+    // A stated width the preset does not have: not the preset, so the missing vocabulary is refused as before.
+    r["model"]["hidden"] = 4096;
+    EXPECT_NE(test::refusalOf(r).find("/model/heads: missing"), std::string::npos);
+    // A name no preset has: refused as before.
+    r["model"] = {{"name", "GPT 7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"seq", 2048}};
+    EXPECT_NE(test::refusalOf(r).find("/model/vocab: missing"), std::string::npos);
+}
+
 // The MLP's width: under the names configs use, and where unstated LLaMA's rule for SwiGLU models (2/3 of 4 h, times
 // ffn_dim_multiplier, rounded up to multiple_of), 4 h for the others.
 TEST(ValidationRecord, FfnWidthUnderItsNamesAndLlamasRule) {
@@ -540,7 +571,8 @@ TEST(ValidationRecord, UnreadableRecordsAreRefusedWithTheirReasonNotDropped) {
     auto loaded = loadValidationRecords(nlohmann::json::array({record(), bad, tpu, 7}), "runs.json");
     ASSERT_EQ(loaded.size(), 4u);
     EXPECT_TRUE(loaded[0].validationCase.has_value());
-    EXPECT_EQ(loaded[1].refusal, "runs.json#/1/plan/global_batch: missing (nor a batch in tokens: global_batch_tokens)");
+    EXPECT_EQ(loaded[1].refusal, "runs.json#/1/plan/global_batch: missing (nor a batch in tokens: global_batch_tokens; a "
+                                 "pipeline's micro-batches a step decide its bubble)");
     EXPECT_NE(loaded[2].refusal.find("runs.json#/2/system/gpu"), std::string::npos);
     EXPECT_NE(loaded[3].refusal.find("not an object"), std::string::npos);
     const ValidationReport report = validateRecords(loaded);
