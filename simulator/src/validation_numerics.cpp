@@ -74,6 +74,7 @@ bool readPrecisionAndSharding(Reading& r) {
     Plan& plan = r.c.scenario.plan;
     // Precision.
     const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
+    const bool noBf16 = r.c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Bf16) == 0;
     plan.precision = "megatron";
     // 4-bit training (NVFP4, MXFP4) has no recipe: its GEMMs run at twice FP8's rate behind Hadamard transforms and
     // stochastic rounding, with some layers kept in BF16, none of which tessel costs. Refused, not read as BF16.
@@ -156,7 +157,7 @@ bool readPrecisionAndSharding(Reading& r) {
                                     "(param_dtype float32 from Lightning 2.1 to 2.5; recipe fsdp_amp)"
                                   : ": parameters gathered and gradients reduced in 16 bits (Lightning before 2.1 and from 2.6)"));
         }
-        if (prec.empty() || contains(prec, "not stated"))
+        if (prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated"))
             r.assume(std::string("precision not stated: FSDP mixed precision (fp32 shards, 16-bit compute and gathers, ") +
                      (sixteenBitReduce ? "16-bit" : "fp32") + " reduction)");
         if (sixteenBitReduce && !fp32Reduce && !contains(prec, "pure") && !lightningRead)
@@ -164,7 +165,8 @@ bool readPrecisionAndSharding(Reading& r) {
                      "param_dtype, FairScale reduces in fp16, Accelerate and Lightning use one dtype; only Composer's "
                      "DEFAULT and torchtitan reduce in fp32)");
     }
-    else if (prec.empty() || contains(prec, "not stated")) r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
+    else if ((prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated")) && !noBf16)
+        r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
 
     // ZeRO / distributed optimizer; host offload (ZeRO-Offload runs on ZeRO-2, ZeRO-Infinity on ZeRO-3, the stages an
     // unstated one takes).
@@ -236,9 +238,16 @@ bool readPrecisionAndSharding(Reading& r) {
     // --bf16 forces on (megatron/arguments.py, 2021 to today); DeepSpeed's fp16 path (FP16_Optimizer, ZeRO-1/2)
     // accumulates and reduces the fp16 .grad, where its bf16 path keeps fp32 gradients (bf16_optimizer.py).
     // Lightning's "16-mixed" / "16-true" are fp16 too.
-    const bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16") || contains(prec, "16-mixed") ||
-                           contains(prec, "16-true")) &&
-                          !contains(prec, "bf16") && !contains(prec, "bfloat16");
+    bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16") || contains(prec, "16-mixed") ||
+                     contains(prec, "16-true")) &&
+                    !contains(prec, "bf16") && !contains(prec, "bfloat16");
+    // Unstated on a GPU without bf16 (Volta): the 16-bit mixed precision it has, fp16.
+    if (!fp16Only && noBf16 && (prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated")) &&
+        !contains(plan.precision, "fp8")) {
+        fp16Only = true;
+        r.assume("precision not stated on " + r.c.scenario.cluster.gpu.name +
+                 ", which has no bf16: fp16 mixed precision with fp32 master weights");
+    }
     // The 16-bit type itself: fp16 runs compute in fp16 (the only one Volta has; on Ampere and later the same rate).
     if (fp16Only && !contains(plan.precision, "fp8") && !plan.framework.halfDtype) plan.framework.halfDtype = "fp16";
     if ((framework == "megatron" || framework == "deepspeed") && fp16Only && !plan.framework.gradReduceInFp32 &&

@@ -183,14 +183,21 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             disagrees(firstKey({"heads", "num_attention_heads", "n_heads", "n_head"}), heads))
             preset.reset();
     }
-    // The schema's key, else the first of the names Megatron-LM and Hugging Face configs give it; missing names the
-    // schema's key, or takes the named preset's value.
-    auto need = [&](std::initializer_list<const char*> keys, int64_t most, int64_t fromPreset) -> int64_t {
+    // The schema's key, else the first of the names Megatron-LM and Hugging Face configs give it; missing takes the
+    // named preset's value, else the family's convention where one is given (fallback, with its reason), else is
+    // refused naming the schema's key.
+    auto need = [&](std::initializer_list<const char*> keys, int64_t most, int64_t fromPreset,
+                    std::pair<int64_t, std::string> fallback = {0, ""}) -> int64_t {
         const char* key = firstKey(keys);
         if (!key && preset && refusal.empty()) {
             c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + *keys.begin() + " not stated: " +
                                     std::to_string(fromPreset) + " (the built-in " + preset->name + "'s, which the model's name names)");
             return fromPreset;
+        }
+        if (!key && fallback.first > 0 && refusal.empty()) {
+            c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + *keys.begin() + " not stated: " +
+                                    std::to_string(fallback.first) + " (" + fallback.second + ")");
+            return fallback.first;
         }
         if (!key) key = *keys.begin();
         const auto v = count(m, key, 1, most, where, refusal);
@@ -201,10 +208,42 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.layers = static_cast<int>(need({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}, L::layers,
                                          preset ? preset->layers : none));
     model.hidden = need({"hidden", "hidden_size", "d_model", "n_embd", "dim"}, L::hidden, preset ? preset->hidden : none);
-    model.heads = static_cast<int>(need({"heads", "num_attention_heads", "n_heads", "n_head"}, L::heads, preset ? preset->heads : none));
-    model.vocab = need({"vocab", "vocab_size", "padded_vocab_size"}, L::vocab, preset ? preset->vocab : none);
+    // Conventions of the families, for a record that leaves them out and names no built-in model: heads of 128
+    // (GPT-3's and Llama's width from 6.7B / 7B up), LLaMA 1-2's SentencePiece vocabulary of 32000 and Llama 3's of
+    // 128256, GPT-2's BPE (50257) as Megatron-LM pads it (51200), and the pre-training sequence of the family (GPT-3
+    // 2048, Llama 2 4096, Llama 3 8192).
+    const std::string named = lower(model.name);
+    const bool llama3 = std::regex_search(named, std::regex(R"(llama[\s_-]*3(?![0-9]))"));
+    const bool llama2 = std::regex_search(named, std::regex(R"(llama[\s_-]*2(?![0-9]))"));
+    const bool llama12 = contains(named, "llama") && !llama3;
+    // Heads: the stated head width's, else 128's; where a stated kv_heads does not divide that, as many as it
+    // (multi-head attention).
+    std::pair<int64_t, std::string> heads128{0, ""};
+    {
+        const auto headDim = integer(m, "head_dim");
+        const int64_t width = headDim && *headDim > 0 ? *headDim : 128;
+        if (model.hidden > 0 && model.hidden % width == 0)
+            heads128 = {model.hidden / width, headDim ? "hidden / head_dim" : "hidden / 128: heads of 128, GPT-3's and Llama's from 6.7B up"};
+        std::optional<int64_t> kv;
+        for (const char* k : {"kv_heads", "num_key_value_heads", "num_query_groups", "n_kv_heads"})
+            if (!kv) kv = integer(m, k);
+        if (kv && *kv > 0 && (heads128.first == 0 || heads128.first % *kv != 0))
+            heads128 = {*kv, "kv_heads, which does not divide hidden / 128: multi-head attention"};
+    }
+    const std::pair<int64_t, std::string> vocabOf =
+        llama3 ? std::pair<int64_t, std::string>{128256, "Llama 3's tokenizer"}
+        : llama12 ? std::pair<int64_t, std::string>{32000, "LLaMA 1 and 2's SentencePiece vocabulary"}
+                  : std::pair<int64_t, std::string>{51200, "GPT-2's BPE of 50257 as Megatron-LM pads it"};
+    const std::pair<int64_t, std::string> seqOf =
+        llama3 ? std::pair<int64_t, std::string>{8192, "Llama 3's pre-training sequence"}
+        : llama2 ? std::pair<int64_t, std::string>{4096, "Llama 2's pre-training sequence"}
+        : llama12 ? std::pair<int64_t, std::string>{2048, "LLaMA's pre-training sequence"}
+                  : std::pair<int64_t, std::string>{2048, "GPT-3's sequence, the common one of GPT-style runs"};
+    model.heads = static_cast<int>(need({"heads", "num_attention_heads", "n_heads", "n_head"}, L::heads,
+                                        preset ? preset->heads : none, heads128));
+    model.vocab = need({"vocab", "vocab_size", "padded_vocab_size"}, L::vocab, preset ? preset->vocab : none, vocabOf);
     model.seqLen = need({"seq", "seq_len", "seq_length", "sequence_length", "context_length", "max_seq_len"}, L::seqLen,
-                        preset ? preset->seqLen : none);
+                        preset ? preset->seqLen : none, seqOf);
     if (!refusal.empty()) return;
     const Family f = familyOf(m);
     model.activation = f.activation;

@@ -201,6 +201,12 @@ TEST(ValidationGpu, V100sAreTheDgx1AndDgx2PartsComputingInFp16) {
     EXPECT_EQ(dgx2h.scenario.cluster.gpusPerNode, 16);
     EXPECT_DOUBLE_EQ(dgx2h.scenario.cluster.intraNode.bandwidthBytesPerSecond, 150e9);
     EXPECT_TRUE(mentions(dgx2h.assumptions, "DGX-2H's 450 W V100"));
+    // A precision left out on Volta is the 16-bit one it has, fp16 (it had been read as bf16 and refused), said.
+    r["system"].erase("precision");
+    const ValidationCase unstated = load(r);
+    EXPECT_EQ(halfDtypeOf(unstated.scenario.plan.framework), "fp16");
+    EXPECT_TRUE(mentions(unstated.assumptions, "which has no bf16: fp16 mixed precision"));
+    EXPECT_FALSE(mentions(unstated.assumptions, "BF16 mixed precision"));
     // A bf16 run cannot run on Volta: refused at the precision, naming the way out.
     r["system"]["precision"] = "bf16";
     const std::string bf16 = refusalOf(r);

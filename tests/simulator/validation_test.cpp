@@ -469,12 +469,31 @@ TEST(ValidationRecord, AModelNamedAsABuiltInOneFillsWhatTheRecordLeavesOut) {
     // What the record states wins over the preset.
     r["model"]["seq"] = 4096;
     EXPECT_EQ(load(r).scenario.model.seqLen, 4096);
-    // A stated width the preset does not have: not the preset, so the missing vocabulary is refused as before.
+    // A stated width the preset does not have: not the preset; the family's conventions instead (heads of 128,
+    // Llama 3's vocabulary), each said.
     r["model"]["hidden"] = 4096;
+    c = load(r);
+    EXPECT_EQ(c.scenario.model.heads, 32);
+    EXPECT_EQ(c.scenario.model.kvHeads, 32);
+    EXPECT_EQ(c.scenario.model.vocab, 128256);
+    EXPECT_TRUE(mentions(c.assumptions, "model/heads not stated: 32 (hidden / 128"));
+    EXPECT_FALSE(mentions(c.assumptions, "the built-in"));
+    // A name no preset has: a GPT-style run's conventions, GPT-2's vocabulary as Megatron-LM pads it and GPT-3's
+    // sequence.
+    r["model"] = {{"name", "GPT 7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}};
+    c = load(r);
+    EXPECT_EQ(c.scenario.model.vocab, 51200);
+    EXPECT_EQ(c.scenario.model.seqLen, 2048);
+    EXPECT_TRUE(mentions(c.assumptions, "model/seq not stated: 2048 (GPT-3's sequence"));
+    // LLaMA 1's 30B is not Llama 3: its vocabulary is the SentencePiece one.
+    r["model"] = {{"name", "LLaMA 30B"}, {"layers", 60}, {"hidden", 6656}, {"heads", 52}, {"seq", 2048}};
+    r["plan"]["tp"] = 4;
+    r["plan"]["dp"] = 8;
+    EXPECT_EQ(load(r).scenario.model.vocab, 32000);
+    // A width no head size divides, with no heads stated: refused, naming the field.
+    r["model"]["hidden"] = 4100;
+    r["model"].erase("heads");
     EXPECT_NE(test::refusalOf(r).find("/model/heads: missing"), std::string::npos);
-    // A name no preset has: refused as before.
-    r["model"] = {{"name", "GPT 7B"}, {"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"seq", 2048}};
-    EXPECT_NE(test::refusalOf(r).find("/model/vocab: missing"), std::string::npos);
 }
 
 // The MLP's width: under the names configs use, and where unstated LLaMA's rule for SwiGLU models (2/3 of 4 h, times
