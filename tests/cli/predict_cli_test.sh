@@ -118,6 +118,22 @@ check "A100: the fitted constant" "$(contains "$tmp/a100" 'tensor cores at 0.909
   --global-batch 4 --micro-batch 4 --precision fp32 >"$tmp/fp32" 2>&1
 check "fp32: on the CUDA cores, no share" "$(contains "$tmp/fp32" 'fp32 GEMMs on the CUDA cores at their benchmarked rate (no tensor-core share)')"
 
+# 4b'. The PCIe cards (scenarios/clusters/pcie-*.json): PCIe inside the server, so the same 8-GPU data-parallel plan is
+# slower than on the NVSwitch part; the H100 card's share is the GH100 curve moved to its 350 W; their error band is
+# the one over every published run (no run on them in a check set), not the SXM parts'.
+P="--model llama3-8b --nodes 1 --tp 1 --pp 1 --dp 8 --sequence-parallel off --micro-batch 1 --global-batch 64 --zero 1 --recompute full"
+for c in dgx-a100-80g pcie-a100-80g dgx-h100-80g pcie-h100-80g; do
+  "$TESSEL" predict $P --cluster $c --json >"$tmp/$c.json" 2>/dev/null; check "$c predicts" $?
+done
+"$TESSEL" predict $P --cluster pcie-a100-80g >"$tmp/pcie.out" 2>&1
+check "the PCIe tier is named" "$(contains "$tmp/pcie.out" 'PCIe 4.0 x16 through the host')"
+check "the band is every published run's" "$(contains "$tmp/pcie.out" 'on [0-9]* published runs of every kind (none of this kind)')"
+python3 -c "
+import json
+t = {n: json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('dgx-a100-80g', 'pcie-a100-80g', 'dgx-h100-80g', 'pcie-h100-80g')}
+assert t['pcie-a100-80g'] > 1.05 * t['dgx-a100-80g'], t
+assert t['pcie-h100-80g'] > 1.3 * t['dgx-h100-80g'], t" ; check "the PCIe cards are slower than the SXM parts" $?
+
 # 4c. A cluster given by flag takes the place of the scenario's before the scenario is read: a scenario naming a
 # cluster file that is not here (written on another machine) predicts with --cluster, and without it the error
 # names the scenario's field.
