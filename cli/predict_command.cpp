@@ -108,6 +108,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (ov.foreachOptimizer) out << ", AdamW as torch.optim's foreach ops";
         if (ov.checkpointEarlyStop && pl.recompute == Recompute::Full)
             out << ", full recompute stopping early (torch.utils.checkpoint: fc2 and the last residual not rerun)";
+        if (launchBlockingOf(pl.framework)) out << ", blocking kernel launches (CUDA_LAUNCH_BLOCKING=1)";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
         if (const auto format = sim::exportFormatOf(pl.framework.name)) {
@@ -215,6 +216,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     else
         out << "  tensor cores at " << fixed(p.layer.tensorShare, 3)
             << " of their benchmarked rate (gpu.sustained_tensor_fraction)";
+    // Blocking launches (CUDA_LAUNCH_BLOCKING=1): the host's time between kernels is in the phases above (FORMULAS.md §3.8).
+    if (p.layer.launchHostSeconds > 0.0)
+        out << "\n  launches block (CUDA_LAUNCH_BLOCKING=1): " << milliseconds(p.layer.launchHostSeconds)
+            << " ms a layer and micro-batch of the host's time between kernels, in the forward, backward and recompute above";
     // A GPU without fused attention kernels (Volta: FlashAttention needs sm75/sm80 and later) costs a flash plan's
     // attention as GEMM tiles: said, since the run would use another kernel or none.
     if (pl.flashAttention && s.cluster.gpu.attentionKernels.empty() && s.cluster.gpu.overlapsCommunication)

@@ -367,10 +367,36 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
                              const PrecisionRecipe& recipe);
 } // namespace
 
+namespace {
+// Host time of one eager PyTorch kernel, per kernel tessel costs: a stack of pre-norm GPT blocks (LayerNorm, QKV,
+// causal SDPA, projection, LayerNorm, 4x MLP, GELU, residual adds) under autocast launched about 61 kernels a layer's
+// forward and backward at 23-29 us of host time each, 1.4-1.8 ms a layer (bench/gpu_kernels_probe.py --only host
+// on a lent H100's host; docs/gpu-report-h100-2026-11-26.md §4); tessel costs that block's forward and backward as
+// 24 kernels (10 forward, 8 GEMM gradients, 6 others), so 1.6 ms / 24 each.
+constexpr double kEagerHostSecondsPerKernel = 1.6e-3 / 24.0;
+
+// Blocking launches (CUDA_LAUNCH_BLOCKING=1; FORMULAS.md §3.8): each launch returns once its kernel is done, so the
+// host's time before the next kernel is the GPU's idle time, in every phase that launches kernels.
+void addBlockingLaunches(BlockCompute& b, const Plan& plan) {
+    if (!launchBlockingOf(plan.framework)) return;
+    double kernels[4] = {0.0, 0.0, 0.0, 0.0}; // by BlockPhase
+    for (OpCost op : b.forwardOps)
+        forEachKernel(op, plan.recompute, plan.recomputeModules, [](const OpCost&) { return 0.0; },
+                      [&](const OpCost&, BlockPhase phase) { kernels[static_cast<int>(phase)] += 1.0; });
+    const double h = kEagerHostSecondsPerKernel;
+    b.forward.seconds += h * kernels[static_cast<int>(BlockPhase::Forward)];
+    b.backwardInput.seconds += h * kernels[static_cast<int>(BlockPhase::BackwardInput)];
+    b.backwardWeight.seconds += h * kernels[static_cast<int>(BlockPhase::BackwardWeight)];
+    b.recompute.seconds += h * kernels[static_cast<int>(BlockPhase::Recompute)];
+    b.launchHostSeconds = h * (kernels[0] + kernels[1] + kernels[2] + kernels[3]);
+}
+} // namespace
+
 BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan,
                           const PrecisionRecipe& recipe) {
     BlockCompute b = layerComputeOps(model, cluster, plan, recipe);
     addParameterPasses(b, layerParameters(model, plan).total(), cluster, plan, recipe);
+    addBlockingLaunches(b, plan);
     return b;
 }
 

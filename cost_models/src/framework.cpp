@@ -359,6 +359,7 @@ bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_
 bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
+bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.value_or(false); }
 
 // The plan keys of DeepSpeed ZeRO-3's coordinator limits, DeepSpeed's own config names.
 const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>>& stage3Keys() {
@@ -389,6 +390,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
     if (r.has("attention_unpad")) f.attentionUnpad = r.optBool("attention_unpad", false);
     if (r.has("train_metric_losses")) f.trainMetricLosses = static_cast<int>(r.optInt("train_metric_losses", 0, 0, 16));
+    if (r.has("launch_blocking")) f.launchBlocking = r.optBool("launch_blocking", false);
     return f;
 }
 
@@ -410,6 +412,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;
     if (f.attentionUnpad) plan["attention_unpad"] = *f.attentionUnpad;
     if (f.trainMetricLosses) plan["train_metric_losses"] = *f.trainMetricLosses;
+    if (f.launchBlocking) plan["launch_blocking"] = *f.launchBlocking;
 }
 
 } // namespace tessel

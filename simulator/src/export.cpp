@@ -482,6 +482,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     out << "), optimizer, learning-rate schedule, checkpointing"
         << (m.position == PositionEmbedding::Rope ? ", rotary base (--rotary-base)" : "") << ".\n";
     if (p.tp > 1 || p.cp > 1) out << "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
+    if (launchBlockingOf(p.framework)) out << "CUDA_LAUNCH_BLOCKING=1 "; // the plan's blocking launches (FORMULAS.md §3.8)
     out << "torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes " << s.cluster.nodes;
     if (s.cluster.nodes > 1)
         out << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port "

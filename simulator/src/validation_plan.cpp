@@ -504,6 +504,20 @@ bool readFramework(Reading& r) {
             r.assume(std::string(flag.key) + " \"" + text(pl, flag.key) + "\" is neither true nor false: the framework's "
                      "default taken");
     }
+    // Blocking launches: the plan's launch_blocking (or cuda_launch_blocking), else CUDA_LAUNCH_BLOCKING=1 written in
+    // the record's environment, techniques or notes (BigScience's BLOOM jobs set it against hangs).
+    {
+        std::optional<bool> blocking = boolean(pl, "launch_blocking");
+        if (!blocking) blocking = boolean(pl, "cuda_launch_blocking");
+        const std::string words = lower(text(pl, "environment") + " " + text(pl, "env") + " " + text(pl, "techniques") + " " +
+                                        text(r.rec, "notes"));
+        if (!blocking && std::regex_search(words, std::regex(R"(cuda_launch_blocking\s*=\s*1\b)"))) {
+            blocking = true;
+            r.assume("CUDA_LAUNCH_BLOCKING=1 read from the record's words: blocking launches, the host's time between "
+                     "kernels exposed");
+        }
+        if (blocking) plan.framework.launchBlocking = *blocking;
+    }
     // The main-gradient dtype under its frameworks' names: Megatron-LM's --grad-reduce-in-bf16 and
     // --accumulate-allreduce-grads-in-fp32, NeMo's optim.grad_sync_dtype, Megatron-core's grad_reduce_in_fp32.
     if (auto v = boolean(pl, "grad_reduce_in_bf16")) plan.framework.gradReduceInFp32 = !*v;

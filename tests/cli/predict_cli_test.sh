@@ -134,6 +134,25 @@ t = {n: json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('d
 assert t['pcie-a100-80g'] > 1.05 * t['dgx-a100-80g'], t
 assert t['pcie-h100-80g'] > 1.3 * t['dgx-h100-80g'], t" ; check "the PCIe cards are slower than the SXM parts" $?
 
+# 4b''. Blocking launches (plan key launch_blocking, CUDA_LAUNCH_BLOCKING=1): said on the "runs on" line, the host's
+# time a layer shown, and the step slower than with asynchronous launches.
+"$TESSEL" predict --model gpt3-1.3b --cluster dgx-a100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --sequence-parallel off \
+    --global-batch 64 --micro-batch 8 --recompute full --json >"$tmp/noblock.json" 2>/dev/null
+cat >"$tmp/block.json" <<'JSON'
+{"schema_version": 1, "name": "blocking", "model": "gpt3-1.3b", "cluster": "dgx-a100-80g", "nodes": 1,
+ "plan": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 8, "global_batch": 64, "recompute": "full", "sequence_parallel": false,
+          "launch_blocking": true}}
+JSON
+"$TESSEL" predict "$tmp/block.json" >"$tmp/block.out" 2>&1; check "a blocking plan predicts" $?
+check "says the launches block" "$(contains "$tmp/block.out" 'blocking kernel launches (CUDA_LAUNCH_BLOCKING=1)')"
+check "shows the host's time a layer" "$(contains "$tmp/block.out" 'launches block (CUDA_LAUNCH_BLOCKING=1): [0-9.]* ms a layer and micro-batch')"
+"$TESSEL" predict "$tmp/block.json" --json >"$tmp/block.json.out" 2>/dev/null
+python3 -c "
+import json
+a = json.load(open('$tmp/noblock.json'))['time']['step_seconds']
+b = json.load(open('$tmp/block.json.out'))['time']['step_seconds']
+assert b > a * 1.01, (a, b)" ; check "blocking launches are slower" $?
+
 # 4c. A cluster given by flag takes the place of the scenario's before the scenario is read: a scenario naming a
 # cluster file that is not here (written on another machine) predicts with --cluster, and without it the error
 # names the scenario's field.

@@ -139,7 +139,8 @@ import json; d=json.load(open('$tmp/dgxc.json')); o=d['overall']
 assert o['records']==24 and o['predicted']==24 and o['median_abs_step_error'] <= 0.09 and o['max_abs_step_error'] <= 0.18, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "DGX Cloud set within its guard" $?
 # BigScience's BLOOM runs on Jean Zay (DeepSpeed's pipeline engine with Megatron's tensor parallelism, bf16
-# optimizer; nine topologies of 2022-02-28 and the 176B training log): predicted 11-22% fast (median 13.8%), memory
+# optimizer, blocking launches; nine topologies of 2022-02-28 and the 176B training log): predicted 9-18% fast
+# (median 10.9%; 13.3% before the blocking launches were costed), memory
 # 20-26% under nvidia-smi's (docs/validation.md). Every run that ran must be predicted to fit; three more that ran
 # out of memory the same day are predicted to fit (72.6, 77.9 and 52.6 GiB of 80): a miss shipped and named, not
 # guarded. Their DeepSpeed pipeline band is their own.
@@ -147,7 +148,7 @@ assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['resu
 python3 -c "
 import json; d=json.load(open('$tmp/bloom.json')); o=d['overall']
 ran = [r for r in d['results'] if r['measured_step_seconds']]
-assert o['records']==13 and len(ran)==10 and o['median_abs_step_error'] <= 0.16 and o['max_abs_step_error'] <= 0.25, o
+assert o['records']==13 and len(ran)==10 and o['median_abs_step_error'] <= 0.13 and o['max_abs_step_error'] <= 0.21, o
 assert all(r['predicted_fits'] for r in ran), [r['id'] for r in ran if not r['predicted_fits']]
 assert sum(r['measured_out_of_memory'] is True for r in d['results']) == 3
 assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('DeepSpeed pipeline')] == ['A100 / DeepSpeed pipeline'], d['error_bands']" ; check "BLOOM set within its guard" $?

@@ -386,5 +386,40 @@ TEST(Compute, TorchAsyncTpSumsItsPartialOutputsOnTheComputeStream) {
     EXPECT_GT(b.forward.seconds, plain.forward.seconds);
     EXPECT_NEAR(b.backward().seconds, plain.backward().seconds, 1e-12);
 }
+
+TEST(Compute, BlockingLaunchesAddTheHostsTimeForEveryKernelEachPhaseLaunches) {
+    // CUDA_LAUNCH_BLOCKING=1 (FORMULAS.md §3.8): every kernel the phase launches waits for the host's time before it.
+    // GPT-2's block is the probe's (LayerNorm, QKV, causal attention, projection, LayerNorm, 4x MLP, GELU, residual
+    // adds): tessel costs its forward and backward as 24 kernels, which the probe measured at 1.6 ms of host time.
+    const ModelConfig gpt2 = test::preset("gpt2-124m");
+    const ClusterConfig c = test::clusterPreset("h100-single");
+    Plan p;
+    p.microBatch = 8;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const BlockCompute async = layerCompute(gpt2, c, p, recipe);
+    EXPECT_EQ(async.launchHostSeconds, 0.0);
+    p.framework.launchBlocking = true;
+    const BlockCompute blocking = layerCompute(gpt2, c, p, recipe);
+    EXPECT_NEAR(blocking.launchHostSeconds, 1.6e-3, 1e-12);
+    const double each = 1.6e-3 / 24.0;
+    EXPECT_NEAR(blocking.forward.seconds - async.forward.seconds, 10 * each, 1e-12);
+    EXPECT_NEAR(blocking.backward().seconds - async.backward().seconds, 14 * each, 1e-12);
+    EXPECT_EQ(blocking.recompute.seconds, async.recompute.seconds); // nothing recomputed, no launches
+    EXPECT_EQ(blocking.forward.flops, async.forward.flops);         // host time, no work
+    // Full recompute launches the forward's kernels once more.
+    p.recompute = Recompute::Full;
+    const BlockCompute full = layerCompute(gpt2, c, p, recipe);
+    EXPECT_NEAR(full.launchHostSeconds, 34 * each, 1e-12);
+    p.framework.launchBlocking = std::nullopt;
+    EXPECT_NEAR(full.recompute.seconds - layerCompute(gpt2, c, p, recipe).recompute.seconds, 10 * each, 1e-12);
+    // The plan key round-trips; unset means false.
+    Plan q;
+    q.framework.launchBlocking = true;
+    nlohmann::json j;
+    frameworkToJson(q.framework, j);
+    EXPECT_EQ(j.at("launch_blocking"), true);
+    EXPECT_FALSE(launchBlockingOf(FrameworkSettings{}));
+}
+
 } // namespace
 } // namespace tessel

@@ -16,6 +16,12 @@ TEST(ExportMegatron, DefaultScenarioIsMegatronsGpt3Recipe) {
     EXPECT_NE(a.launch.find("--node_rank"), std::string::npos);
     EXPECT_NE(a.launch.find(" pretrain_gpt.py \\"), std::string::npos);
     EXPECT_EQ(a.launch.rfind("CUDA_DEVICE_MAX_CONNECTIONS=1 ", 0), 0u) << "Megatron asserts it for tp > 1";
+    EXPECT_EQ(a.launch.find("CUDA_LAUNCH_BLOCKING"), std::string::npos) << "asynchronous launches unless the plan says";
+    // A plan with blocking launches (FORMULAS.md §3.8) is launched with them.
+    Scenario blocking = defaultScenario();
+    blocking.plan.framework.launchBlocking = true;
+    EXPECT_NE(parseMegatron(exportPlan(blocking, ExportFormat::Megatron)).launch.find("CUDA_LAUNCH_BLOCKING=1 torchrun"),
+              std::string::npos);
     EXPECT_EQ(a.at("--tensor-model-parallel-size"), "8");
     EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "8");
     EXPECT_EQ(a.at("--context-parallel-size"), "1");

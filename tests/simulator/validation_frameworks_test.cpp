@@ -677,5 +677,33 @@ TEST(ValidationRecord, MptFsdpRankComputeMatchesTheH100Probe) {
     EXPECT_EQ(found, 3);
 }
 
+
+// Blocking launches: the plan's launch_blocking (or cuda_launch_blocking), or CUDA_LAUNCH_BLOCKING=1 written in the
+// record's environment, techniques or notes (BigScience's BLOOM jobs), said; the shipped BLOOM records state it.
+TEST(ValidationRecord, BlockingLaunchesFromTheKeyOrTheRecordsWords) {
+    nlohmann::json r = record();
+    EXPECT_FALSE(launchBlockingOf(load(r).scenario.plan.framework));
+    r["plan"]["launch_blocking"] = true;
+    EXPECT_TRUE(launchBlockingOf(load(r).scenario.plan.framework));
+    r["plan"].erase("launch_blocking");
+    r["plan"]["cuda_launch_blocking"] = true;
+    EXPECT_TRUE(launchBlockingOf(load(r).scenario.plan.framework));
+    r["plan"].erase("cuda_launch_blocking");
+    r["notes"] = "The job script exports CUDA_LAUNCH_BLOCKING=1 to avoid hangs.";
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(launchBlockingOf(c.scenario.plan.framework));
+    EXPECT_TRUE(mentions(c.assumptions, "CUDA_LAUNCH_BLOCKING=1 read from the record's words"));
+    r["notes"] = "CUDA_LAUNCH_BLOCKING=0";
+    EXPECT_FALSE(launchBlockingOf(load(r).scenario.plan.framework));
+    // The BLOOM set states it, and its layers carry the host's time.
+    const std::string shared = defaultValidationFile();
+    for (const auto& rec : loadValidationFile(shared.substr(0, shared.rfind('/') + 1) + "check_bigscience_bloom.json")) {
+        ASSERT_TRUE(rec.validationCase) << rec.id;
+        const Scenario& sc = rec.validationCase->scenario;
+        EXPECT_TRUE(launchBlockingOf(sc.plan.framework)) << rec.id;
+        EXPECT_GT(layerCompute(sc.model, sc.cluster, sc.plan, precisionRecipeOf(sc.plan)).launchHostSeconds, 2e-3) << rec.id;
+    }
+}
+
 } // namespace
 } // namespace tessel::sim

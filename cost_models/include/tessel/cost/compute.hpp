@@ -219,6 +219,9 @@ struct BlockCompute {
     // (ringExposure, traffic.hpp). 0 without a ring.
     double ringDiagForwardSeconds = 0.0, ringDiagBackwardSeconds = 0.0;
     double ringStepsForwardSeconds = 0.0, ringStepsBackwardSeconds = 0.0;
+    // Host time the block's kernels wait for under blocking launches (CUDA_LAUNCH_BLOCKING=1, FORMULAS.md §3.8),
+    // one micro-batch, forward + backward + recompute; already inside the phases' seconds. 0 otherwise.
+    double launchHostSeconds = 0.0;
     PhaseCost backward() const {
         PhaseCost b = backwardInput;
         b += backwardWeight;

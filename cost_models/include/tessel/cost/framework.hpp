@@ -85,10 +85,16 @@ struct FrameworkSettings {
     // autograd (Composer's _eval_train_metrics after every micro-batch's backward; llm-foundry's MPT models report
     // LanguageCrossEntropy and LanguagePerplexity: 2). Trainer code, not a framework default: unset means 0.
     std::optional<int> trainMetricLosses;
+    // CUDA_LAUNCH_BLOCKING=1 in the job's environment: every kernel launch returns only once the kernel is done, so
+    // the host's time between kernels is not hidden behind the GPU's queue (BigScience's BLOOM runs set it against
+    // hangs). An environment setting, not a framework default: unset means false. FORMULAS.md §3.8.
+    std::optional<bool> launchBlocking;
 };
 
 // How many training-metric cross-entropies the trainer runs over a micro-batch's logits (0 unless stated).
 int trainMetricLossesOf(const FrameworkSettings& f);
+// Whether kernel launches block (CUDA_LAUNCH_BLOCKING=1; false unless stated).
+bool launchBlockingOf(const FrameworkSettings& f);
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
 struct OverlapSettings {
