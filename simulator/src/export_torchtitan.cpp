@@ -210,7 +210,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp
         << ", ep " << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch
         << " per step\n";
-    out << "# launch on every node: torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes "
+    out << "# launch on every node: " << (launchBlockingOf(p.framework) ? "CUDA_LAUNCH_BLOCKING=1 " : "")
+        << "torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes "
         << s.cluster.nodes << " -m torchtitan.train --job.config_file THIS_FILE\n";
     if (!flavor) {
         out << "# torchtitan builds models from registered flavors; register \"" << m.name << "\" with dim "

@@ -74,6 +74,12 @@ TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
     EXPECT_EQ(t.count("parallelism.pipeline_parallel_schedule"), 0u);
     // A Megatron-style plan was predicted with fused kernels: torch.compile gives them.
     EXPECT_EQ(t.at("compile.enable"), "true");
+    // Blocking launches (FORMULAS.md §3.8) go on the launch line the header gives.
+    const std::string plain = exportPlan(s, ExportFormat::Torchtitan);
+    EXPECT_EQ(plain.find("CUDA_LAUNCH_BLOCKING"), std::string::npos);
+    s.plan.framework.launchBlocking = true;
+    EXPECT_NE(exportPlan(s, ExportFormat::Torchtitan).find("# launch on every node: CUDA_LAUNCH_BLOCKING=1 torchrun"),
+              std::string::npos);
 }
 
 TEST(ExportTorchtitan, FsdpMixedPrecisionIsWrittenAndRefusedElsewhere) {
