@@ -516,6 +516,15 @@ bool readFramework(Reading& r) {
             r.assume("CUDA_LAUNCH_BLOCKING=1 read from the record's words: blocking launches, the host's time between "
                      "kernels exposed");
         }
+        // BigScience's BLOOM jobs on Jean Zay's A100s (tr11, 2022) all set it against NCCL hangs (tr11-176B-ml.slurm
+        // and its smaller-model twins; chronicles-prequel.md "dealing with JZ hanging"): their run read as they ran it.
+        const std::string who = lower(source + " " + text(r.rec, "notes") + " " + text(r.rec.value("model", nlohmann::json::object()), "name"));
+        if (!blocking && framework == "deepspeed" && (contains(who, "bigscience") || contains(who, "bloom")) &&
+            contains(lower(text(r.sys, "gpu")), "a100")) {
+            blocking = true;
+            r.assume("CUDA_LAUNCH_BLOCKING=1 as BigScience's A100 jobs ran (tr11-176B-ml.slurm, from February 2022): "
+                     "blocking launches");
+        }
         if (blocking) plan.framework.launchBlocking = *blocking;
     }
     // The main-gradient dtype under its frameworks' names: Megatron-LM's --grad-reduce-in-bf16 and

@@ -695,6 +695,23 @@ TEST(ValidationRecord, BlockingLaunchesFromTheKeyOrTheRecordsWords) {
     EXPECT_TRUE(mentions(c.assumptions, "CUDA_LAUNCH_BLOCKING=1 read from the record's words"));
     r["notes"] = "CUDA_LAUNCH_BLOCKING=0";
     EXPECT_FALSE(launchBlockingOf(load(r).scenario.plan.framework));
+    // BigScience's BLOOM jobs on A100s are read with it where the record does not say (their job scripts set it);
+    // a stated false wins, and another team's DeepSpeed run, or BigScience's V100 runs of 2021, are not.
+    nlohmann::json bloom = record();
+    bloom["source"] = "BigScience Workshop 2022, 'BLOOM: A 176B-Parameter Open-Access Multilingual Language Model'";
+    bloom["plan"]["framework"] = "Megatron-DeepSpeed";
+    const ValidationCase bc = load(bloom);
+    EXPECT_TRUE(launchBlockingOf(bc.scenario.plan.framework));
+    EXPECT_TRUE(mentions(bc.assumptions, "CUDA_LAUNCH_BLOCKING=1 as BigScience's A100 jobs ran"));
+    bloom["plan"]["launch_blocking"] = false;
+    EXPECT_FALSE(launchBlockingOf(load(bloom).scenario.plan.framework));
+    bloom["plan"].erase("launch_blocking");
+    bloom["system"]["gpu"] = "Tesla V100-SXM2-32GB";
+    bloom["system"]["precision"] = "fp16";
+    EXPECT_FALSE(launchBlockingOf(load(bloom).scenario.plan.framework));
+    nlohmann::json other = record();
+    other["plan"]["framework"] = "Megatron-DeepSpeed";
+    EXPECT_FALSE(launchBlockingOf(load(other).scenario.plan.framework));
     // The BLOOM set states it, and its layers carry the host's time.
     const std::string shared = defaultValidationFile();
     for (const auto& rec : loadValidationFile(shared.substr(0, shared.rfind('/') + 1) + "check_bigscience_bloom.json")) {
