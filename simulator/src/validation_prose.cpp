@@ -247,6 +247,9 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     }
     if (has("a800")) {
         // The export variant of the A100: same SM count, clocks and HBM; NVLink cut to 400 GB/s (NVIDIA A800 datasheet).
+        // Its PCIe card is the A100 PCIe's but for the bridge, which the PCIe presets do not model.
+        if (has("pcie"))
+            return {has("40") ? "pcie-a100-40g" : "pcie-a100-80g", "A800 PCIe taken as the A100 PCIe card (same GPU; only its NVLink bridge differs)"};
         return {has("40") ? "dgx-a100-40g" : "dgx-a100-80g", "A800 taken as an A100 SXM (same SM and HBM) with NVLink at 400 GB/s, not 600", 200e9};
     }
     if (has("a100")) {

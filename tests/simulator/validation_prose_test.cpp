@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace tessel::sim {
 namespace {
 using test::load;
@@ -163,11 +165,18 @@ TEST(ValidationGpu, ThePcieCardsHavePresetsOfTheirOwnNotTheSxmParts) {
     const ClusterConfig h100 = load(r).scenario.cluster;
     EXPECT_DOUBLE_EQ(h100.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 7.56e14);
     EXPECT_DOUBLE_EQ(h100.gpu.hbmBytesPerSecond, 2.0e12);
-    // An A100 PCIe whose memory is not stated is the 80 GB card, said.
-    r["system"]["gpu"] = "A100 PCIe";
-    const ValidationCase bare = load(r);
-    EXPECT_EQ(bare.scenario.cluster.name, "pcie-a100-80g");
-    EXPECT_TRUE(mentions(bare.assumptions, "A100 PCIe memory size not stated"));
+    // The export variants' PCIe cards are the same cards but for the NVLink bridge, which is not modelled; an A100
+    // PCIe whose memory is not stated is the 80 GB card. Each said.
+    const std::tuple<const char*, const char*, const char*> said[] = {
+        {"NVIDIA A800 80GB PCIe", "pcie-a100-80g", "A800 PCIe taken as the A100 PCIe card"},
+        {"H800 PCIe", "pcie-h100-80g", ""},
+        {"A100 PCIe", "pcie-a100-80g", "A100 PCIe memory size not stated"}};
+    for (const auto& [part, preset, words] : said) {
+        r["system"]["gpu"] = part;
+        const ValidationCase c = load(r);
+        EXPECT_EQ(c.scenario.cluster.name, preset) << part;
+        EXPECT_TRUE(mentions(c.assumptions, words)) << part;
+    }
     r["system"]["gpu"] = "A100-SXM4-80GB";
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }
