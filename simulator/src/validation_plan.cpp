@@ -111,7 +111,7 @@ bool readCluster(Reading& r) {
     }
     // The PCIe presets have one tier inside the node; the NVLink bridges some servers pair their cards with are not
     // modelled, so a group of two on a bridged pair is costed at the PCIe rate.
-    if ((pcieCard || gpu.preset.rfind("pcie-", 0) == 0) && contains(intra, "bridge"))
+    if (gpu.preset.rfind("pcie-", 0) == 0 && contains(intra, "bridge"))
         r.assume("NVLink bridges between pairs of cards not modelled: every group inside the node runs at the PCIe rate (" +
                  gpu.preset + ")");
     if (!gpu.note.empty()) r.assume(gpu.note);
@@ -507,8 +507,14 @@ bool readFramework(Reading& r) {
     // Blocking launches: the plan's launch_blocking (or cuda_launch_blocking), else CUDA_LAUNCH_BLOCKING=1 written in
     // the record's environment, techniques or notes (BigScience's BLOOM jobs set it against hangs).
     {
-        std::optional<bool> blocking = boolean(pl, "launch_blocking");
-        if (!blocking) blocking = boolean(pl, "cuda_launch_blocking");
+        std::optional<bool> blocking;
+        for (const char* key : {"launch_blocking", "cuda_launch_blocking"}) {
+            if (!member(pl, key)) continue;
+            blocking = boolean(pl, key);
+            if (!blocking)
+                r.assume(std::string(key) + " \"" + text(pl, key) + "\" is neither true nor false: asynchronous launches taken");
+            break;
+        }
         const std::string words = lower(text(pl, "environment") + " " + text(pl, "env") + " " + text(pl, "techniques") + " " +
                                         text(r.rec, "notes"));
         if (!blocking && std::regex_search(words, std::regex(R"(cuda_launch_blocking\s*=\s*1\b)"))) {
@@ -518,9 +524,12 @@ bool readFramework(Reading& r) {
         }
         // BigScience's BLOOM jobs on Jean Zay's A100s (tr11, 2022) all set it against NCCL hangs (tr11-176B-ml.slurm
         // and its smaller-model twins; chronicles-prequel.md "dealing with JZ hanging"): their run read as they ran it.
-        const std::string who = lower(source + " " + text(r.rec, "notes") + " " + text(r.rec.value("model", nlohmann::json::object()), "name"));
-        if (!blocking && framework == "deepspeed" && (contains(who, "bigscience") || contains(who, "bloom")) &&
-            contains(lower(text(r.sys, "gpu")), "a100")) {
+        // Theirs: a record from BigScience itself, or a BLOOM pre-training run under DeepSpeed's pipeline engine (a
+        // fine-tune elsewhere, ZeRO without a pipeline, is not).
+        const std::string from = lower(source + " " + text(r.rec, "notes"));
+        const bool bloomPipeline = contains(lower(text(r.rec.value("model", nlohmann::json::object()), "name")), "bloom") && plan.pp > 1;
+        if (!member(pl, "launch_blocking") && !member(pl, "cuda_launch_blocking") && !blocking && framework == "deepspeed" &&
+            (contains(from, "bigscience") || bloomPipeline) && contains(lower(text(r.sys, "gpu")), "a100")) {
             blocking = true;
             r.assume("CUDA_LAUNCH_BLOCKING=1 as BigScience's A100 jobs ran (tr11-176B-ml.slurm, from February 2022): "
                      "blocking launches");

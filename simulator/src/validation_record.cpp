@@ -167,7 +167,13 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.name = text(m, "name");
     using L = ModelLimits;
     const std::string where = ptr + "/model";
-    auto firstKey = [&](std::initializer_list<const char*> keys) -> const char* {
+    // The schema's key of each shape field, then the names Megatron-LM and Hugging Face configs give it.
+    static const std::vector<const char*> layerKeys{"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"};
+    static const std::vector<const char*> hiddenKeys{"hidden", "hidden_size", "d_model", "n_embd", "dim"};
+    static const std::vector<const char*> headKeys{"heads", "num_attention_heads", "n_heads", "n_head"};
+    static const std::vector<const char*> vocabKeys{"vocab", "vocab_size", "padded_vocab_size"};
+    static const std::vector<const char*> seqKeys{"seq", "seq_len", "seq_length", "sequence_length", "context_length", "max_seq_len"};
+    auto firstKey = [&](const std::vector<const char*>& keys) -> const char* {
         for (const char* k : keys)
             if (member(m, k)) return k;
         return nullptr;
@@ -178,39 +184,38 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     if (preset) {
         const int64_t layers = preset->layers, hidden = preset->hidden, heads = preset->heads;
         auto disagrees = [&](const char* k, int64_t value) { return k && integer(m, k) && *integer(m, k) != value; };
-        if (disagrees(firstKey({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}), layers) ||
-            disagrees(firstKey({"hidden", "hidden_size", "d_model", "n_embd", "dim"}), hidden) ||
-            disagrees(firstKey({"heads", "num_attention_heads", "n_heads", "n_head"}), heads))
+        if (disagrees(firstKey(layerKeys), layers) || disagrees(firstKey(hiddenKeys), hidden) ||
+            disagrees(firstKey(headKeys), heads))
             preset.reset();
     }
     // The schema's key, else the first of the names Megatron-LM and Hugging Face configs give it; missing takes the
     // named preset's value, else the family's convention where one is given (fallback, with its reason), else is
     // refused naming the schema's key.
-    auto need = [&](std::initializer_list<const char*> keys, int64_t most, int64_t fromPreset,
+    auto need = [&](const std::vector<const char*>& keys, int64_t most, int64_t fromPreset,
                     std::pair<int64_t, std::string> fallback = {0, ""}) -> int64_t {
         const char* key = firstKey(keys);
         if (!key && preset && refusal.empty()) {
-            c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + *keys.begin() + " not stated: " +
+            c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + keys.front() + " not stated: " +
                                     std::to_string(fromPreset) + " (the built-in " + preset->name + "'s, which the model's name names)");
             return fromPreset;
         }
         if (!key && fallback.first > 0 && refusal.empty()) {
-            c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + *keys.begin() + " not stated: " +
+            c.assumptions.push_back(where.substr(ptr.size() + 1) + "/" + keys.front() + " not stated: " +
                                     std::to_string(fallback.first) + " (" + fallback.second + ")");
             return fallback.first;
         }
-        if (!key) key = *keys.begin();
+        if (!key) key = keys.front();
         const auto v = count(m, key, 1, most, where, refusal);
         if (!v && !member(m, key) && refusal.empty()) refusal = where + "/" + key + ": missing";
         return v.value_or(0);
     };
     const int64_t none = 0; // no preset: the value is never taken
-    model.layers = static_cast<int>(need({"layers", "num_layers", "n_layers", "num_hidden_layers", "n_layer"}, L::layers,
+    model.layers = static_cast<int>(need(layerKeys, L::layers,
                                          preset ? preset->layers : none));
-    model.hidden = need({"hidden", "hidden_size", "d_model", "n_embd", "dim"}, L::hidden, preset ? preset->hidden : none);
+    model.hidden = need(hiddenKeys, L::hidden, preset ? preset->hidden : none);
     // Conventions of the families, for a record that leaves them out and names no built-in model: heads of 128
     // (GPT-3's and Llama's width from 6.7B / 7B up), LLaMA 1-2's SentencePiece vocabulary of 32000 and Llama 3's of
-    // 128256, GPT-2's BPE (50257) as Megatron-LM pads it (51200), and the pre-training sequence of the family (GPT-3
+    // 128256, GPT-2's BPE (50257) padded to 51200 as Megatron-LM's SC'21 runs state it, and the pre-training sequence of the family (GPT-3
     // 2048, Llama 2 4096, Llama 3 8192).
     const std::string named = lower(model.name);
     const bool llama3 = std::regex_search(named, std::regex(R"(llama[\s_-]*3(?![0-9]))"));
@@ -233,16 +238,16 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     const std::pair<int64_t, std::string> vocabOf =
         llama3 ? std::pair<int64_t, std::string>{128256, "Llama 3's tokenizer"}
         : llama12 ? std::pair<int64_t, std::string>{32000, "LLaMA 1 and 2's SentencePiece vocabulary"}
-                  : std::pair<int64_t, std::string>{51200, "GPT-2's BPE of 50257 as Megatron-LM pads it"};
+                  : std::pair<int64_t, std::string>{51200, "GPT-2's BPE of 50257 padded to 51200, as Megatron-LM's SC'21 runs state it"};
     const std::pair<int64_t, std::string> seqOf =
         llama3 ? std::pair<int64_t, std::string>{8192, "Llama 3's pre-training sequence"}
         : llama2 ? std::pair<int64_t, std::string>{4096, "Llama 2's pre-training sequence"}
         : llama12 ? std::pair<int64_t, std::string>{2048, "LLaMA's pre-training sequence"}
                   : std::pair<int64_t, std::string>{2048, "GPT-3's sequence, the common one of GPT-style runs"};
-    model.heads = static_cast<int>(need({"heads", "num_attention_heads", "n_heads", "n_head"}, L::heads,
+    model.heads = static_cast<int>(need(headKeys, L::heads,
                                         preset ? preset->heads : none, heads128));
-    model.vocab = need({"vocab", "vocab_size", "padded_vocab_size"}, L::vocab, preset ? preset->vocab : none, vocabOf);
-    model.seqLen = need({"seq", "seq_len", "seq_length", "sequence_length", "context_length", "max_seq_len"}, L::seqLen,
+    model.vocab = need(vocabKeys, L::vocab, preset ? preset->vocab : none, vocabOf);
+    model.seqLen = need(seqKeys, L::seqLen,
                         preset ? preset->seqLen : none, seqOf);
     if (!refusal.empty()) return;
     const Family f = familyOf(m);

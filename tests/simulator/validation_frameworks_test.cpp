@@ -712,6 +712,18 @@ TEST(ValidationRecord, BlockingLaunchesFromTheKeyOrTheRecordsWords) {
     nlohmann::json other = record();
     other["plan"]["framework"] = "Megatron-DeepSpeed";
     EXPECT_FALSE(launchBlockingOf(load(other).scenario.plan.framework));
+    // A BLOOM model trained elsewhere: its pre-training under DeepSpeed's pipeline is BigScience's, a fine-tune without
+    // a pipeline is not.
+    other["model"]["name"] = "BLOOM-7B1";
+    EXPECT_TRUE(launchBlockingOf(load(other).scenario.plan.framework)); // the fixture's pp 2
+    other["plan"]["pp"] = 1;
+    other["plan"].erase("vpp");
+    EXPECT_FALSE(launchBlockingOf(load(other).scenario.plan.framework));
+    // A value that is neither true nor false is said and read as asynchronous launches.
+    other["plan"]["launch_blocking"] = "sometimes";
+    const ValidationCase odd = load(other);
+    EXPECT_FALSE(launchBlockingOf(odd.scenario.plan.framework));
+    EXPECT_TRUE(mentions(odd.assumptions, "launch_blocking \"sometimes\" is neither true nor false"));
     // The BLOOM set states it, and its layers carry the host's time.
     const std::string shared = defaultValidationFile();
     for (const auto& rec : loadValidationFile(shared.substr(0, shared.rfind('/') + 1) + "check_bigscience_bloom.json")) {

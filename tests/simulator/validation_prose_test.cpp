@@ -169,13 +169,13 @@ TEST(ValidationGpu, ThePcieCardsHavePresetsOfTheirOwnNotTheSxmParts) {
     // PCIe whose memory is not stated is the 80 GB card. Each said.
     const std::tuple<const char*, const char*, const char*> said[] = {
         {"NVIDIA A800 80GB PCIe", "pcie-a100-80g", "A800 PCIe taken as the A100 PCIe card"},
-        {"H800 PCIe", "pcie-h100-80g", ""},
+        {"H800 PCIe", "pcie-h100-80g", ""}, // the H800 is an H100 but for NVLink, which the card has only as a bridge
         {"A100 PCIe", "pcie-a100-80g", "A100 PCIe memory size not stated"}};
     for (const auto& [part, preset, words] : said) {
         r["system"]["gpu"] = part;
         const ValidationCase c = load(r);
         EXPECT_EQ(c.scenario.cluster.name, preset) << part;
-        EXPECT_TRUE(mentions(c.assumptions, words)) << part;
+        if (*words) EXPECT_TRUE(mentions(c.assumptions, words)) << part;
     }
     r["system"]["gpu"] = "A100-SXM4-80GB";
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
