@@ -134,31 +134,43 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     const auto& peak = p.memory.stages[static_cast<size_t>(p.memory.peakStage)];
     out << "  other = ZeRO-3 gather " << gib(peak.other.zero3GatherBytes) << " + comm buffers "
         << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes)
-        << " + backward working set " << gib(peak.other.backwardWorkingBytes) << " + reserved "
-        << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
+        << " + backward working set " << gib(peak.other.backwardWorkingBytes);
+    if (peak.other.gradReduceCastBytes > 0.0)
+        out << " + 16-bit gradient copy for the all-reduce " << gib(peak.other.gradReduceCastBytes) << " (beyond the backward's)";
+    out << " + reserved " << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
     if (pl.offloads())
         out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "
             << gib(p.memory.hostBytesPerNode()) << " of " << gib(p.memory.hostCapacityBytes) << " GiB host memory per node: "
             << (p.memory.hostBytesPerNode() <= p.memory.hostCapacityBytes ? "fits" : "HOST OUT OF MEMORY") << "\n";
     const auto memoryBand = sim::memoryBandFor(pl);
-    const sim::MemoryVerdict verdict = sim::memoryVerdict(p.memory.peakBytes, p.memory.capacityBytes, memoryBand);
+    const sim::MemoryVerdict verdict = sim::memoryVerdict(p.memory.peakBytes, p.memory.reservedPeakBytes, p.memory.capacityBytes, memoryBand);
     out << "  peak " << gib(p.memory.peakBytes) << " GiB on stage " << p.memory.peakStage << " of "
         << gib(p.memory.capacityBytes) << " GiB: "
         << (verdict == sim::MemoryVerdict::OutOfMemory ? "OUT OF MEMORY"
             : verdict == sim::MemoryVerdict::MayNotFit ? "MAY NOT FIT (fits as predicted, not at the band's upper end)"
                                                          : "FITS")
         << "\n";
+    // The published peaks the bands come from are reserved memory (torch.cuda.max_memory_reserved, nvidia-smi).
+    const bool reservedAbove = p.memory.reservedPeakBytes > p.memory.peakBytes;
+    if (reservedAbove)
+        out << "  reserved " << gib(p.memory.reservedPeakBytes)
+            << " GiB: PyTorch's caching allocator keeps the step's 16-bit gradient copy (DeepSpeed's all-reduce) as a "
+               "segment of its own beside the activations' cached blocks, as torch.cuda.max_memory_reserved and nvidia-smi "
+               "show; it gives memory back only when an allocation fails, so out of memory is the allocated peak's, the "
+               "band the reserved one's\n";
     if (memoryBand) {
-        const sim::PeakRange range = sim::peakRangeWithin(p.memory.peakBytes, *memoryBand);
+        const sim::PeakRange range = sim::peakRangeWithin(p.memory.reservedPeakBytes, *memoryBand);
         out << "  trust: on " << memoryBand->records << " published " << memoryBand->kind
             << " runs with a measured peak, tessel's peak was off by " << fixed(100.0 * memoryBand->medianAbsError, 1)
             << "% at the median (90% within " << fixed(100.0 * memoryBand->p90AbsError, 1) << "%, mean "
             << (memoryBand->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * memoryBand->meanSignedError, 1)
-            << "%): peak " << gib(range.lowBytes) << "-" << gib(range.highBytes) << " GiB (tessel validate)\n";
+            << "%): " << (reservedAbove ? "reserved " : "") << "peak " << gib(range.lowBytes) << "-"
+            << gib(range.highBytes) << " GiB (tessel validate)\n";
         if (verdict == sim::MemoryVerdict::MayNotFit) {
             const double safe = sim::peakFittingBandBytes(p.memory.capacityBytes, *memoryBand);
-            out << "  to fit at the band's upper end the peak must be at most " << gib(safe) << " GiB ("
-                << gib(p.memory.peakBytes - safe) << " GiB less); tessel search --memory-band on ranks only such plans\n";
+            out << "  to fit at the band's upper end the " << (reservedAbove ? "reserved " : "") << "peak must be at most "
+                << gib(safe) << " GiB ("
+                << gib(p.memory.reservedPeakBytes - safe) << " GiB less); tessel search --memory-band on ranks only such plans\n";
         }
     } else if (sim::shippedErrorBands().memoryOverall.records > 0) {
         out << "  trust: " << sim::noMemoryBandText(pl) << "\n";
@@ -300,11 +312,11 @@ std::function<int()> addPredictCommand(CLI::App& app) {
                                            {"mean_signed_error", band->meanSignedError}};
             if (s.model.moe) j["time"]["error_band_note"] = kMoeUnvalidated;
             // The peak with its validated band and the verdict at the band's upper end ("fits" stays the verdict
-            // on the predicted peak alone).
+            // on the predicted peak alone); the band is the reserved peak's (memory.reserved_peak_bytes).
             const auto memoryBand = sim::memoryBandFor(s.plan);
-            j["memory"]["verdict"] = sim::toString(sim::memoryVerdict(p.memory.peakBytes, p.memory.capacityBytes, memoryBand));
+            j["memory"]["verdict"] = sim::toString(sim::memoryVerdict(p.memory.peakBytes, p.memory.reservedPeakBytes, p.memory.capacityBytes, memoryBand));
             if (memoryBand) {
-                const sim::PeakRange range = sim::peakRangeWithin(p.memory.peakBytes, *memoryBand);
+                const sim::PeakRange range = sim::peakRangeWithin(p.memory.reservedPeakBytes, *memoryBand);
                 j["memory"]["error_band"] = {{"kind", memoryBand->kind},
                                              {"records", memoryBand->records},
                                              {"median_abs_error", memoryBand->medianAbsError},

@@ -730,7 +730,25 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
         o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase);
     }
+    // DeepSpeed's BF16_Optimizer under its pipeline engine reduces the gradients once a step, after the last
+    // backward: _bf16_reduce_grads hands buffered_allreduce_fallback the optimizer's flat fp32 gradient of each
+    // parameter group, one tensor larger than the 5e8-element bucket, and allreduce_bucket casts it whole to the
+    // engine's communication_data_type (bf16 where bf16 is enabled and the config names none; BigScience's tr11
+    // ds_config names none) for the all-reduce and copies it back (pipe/engine.py, engine.py, bf16_optimizer.py:
+    // v0.6.2 of 2022-04 through 2025). The 16-bit copy, the stage's parameters at the reduce dtype (its largest group:
+    // all but the biases and norms), exists while the activations, logits and backward transients are freed.
+    if (deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes)) {
+        const double cast = params.total() * recipe.gradReduceBytes();
+        const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
+        o.gradReduceCastBytes = std::max(0.0, cast - backwardPhase);
+        // PyTorch's caching allocator gave the backward's tensors segments of their own sizes (a layer's stored
+        // input, its rebuilt set, the logits); a cast larger than any of them takes a new segment, kept beside the
+        // cached ones (CUDACachingAllocator: memory goes back to the device only when an allocation fails).
+        const double largestFreedBlock = std::max(t.layerFullActivations, last ? 4.0 * T * t.vocabLocal : 0.0);
+        if (cast > largestFreedBlock) st.allocatorKeptBytes = cast - o.gradReduceCastBytes;
+    }
     o.reservedBytes = reservedBytes;
+    st.capacityBytes = capacityBytes;
     st.headroomBytes = capacityBytes - st.totalBytes();
     st.hostFits = st.hostBytes <= 0.0 || st.hostBytes <= hostCapacityBytesPerGpu;
     st.fits = st.headroomBytes >= 0.0 && st.hostFits;
@@ -738,6 +756,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
 }
 
 double MemoryReport::hostBytesPerNode() const { return hostPeakBytes * gpusPerNode; }
+
+double StageMemory::reservedPeakBytes() const {
+    // Where the kept segment would not fit, the allocator frees its cached blocks and retries: it holds no more
+    // than the device has (and no less than the allocated peak).
+    const double kept = totalBytes() + allocatorKeptBytes;
+    return capacityBytes > 0.0 ? std::min(kept, std::max(totalBytes(), capacityBytes)) : kept;
+}
 
 double hostCapacityPerGpu(const ClusterConfig& cluster) {
     // The node's host memory is shared by its GPUs; a rank may use its share (ranks of one node hold alike
@@ -757,6 +782,7 @@ MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluste
         StageMemory st = stageMemory(model, plan, recipe, terms, stageParameters(model, plan, stage), stage,
                                      d(cluster.gpu.reservedBytes), report.capacityBytes, hostCapacityPerGpu(cluster));
         report.hostPeakBytes = std::max(report.hostPeakBytes, st.hostBytes);
+        report.reservedPeakBytes = std::max(report.reservedPeakBytes, st.reservedPeakBytes());
         if (st.totalBytes() > report.peakBytes) {
             report.peakBytes = st.totalBytes();
             report.peakStage = stage;

@@ -359,7 +359,7 @@ void MainWindow::refreshCharts() {
     }
     const sim::PlanSimulation& s = *e.simulation;
     MemoryChartData memory = MemoryChartData::fromReport(s.memory);
-    memory.mayNotFit = sim::memoryVerdict(s.memory.peakBytes, s.memory.capacityBytes, sim::memoryBandFor(e.plan)) ==
+    memory.mayNotFit = sim::memoryVerdict(s.memory.peakBytes, s.memory.reservedPeakBytes, s.memory.capacityBytes, sim::memoryBandFor(e.plan)) ==
                        sim::MemoryVerdict::MayNotFit;
     memoryChart_->setData(memory);
     breakdown_->setData(BreakdownData::fromSimulation(s));

@@ -57,7 +57,7 @@ void CompareModel::setPlans(const std::optional<PinnedPlan>& a, const std::optio
     text(QStringLiteral("fits"), [](const PinnedPlan& p) {
         if (!p.memory.fits) return QStringLiteral("no (OOM on stage %1)").arg(p.memory.peakStage);
         // Fits as predicted; the validated peak band (tessel validate) may still reach past the GPU's memory.
-        return sim::memoryVerdict(p.memory.peakBytes, p.memory.capacityBytes, sim::memoryBandFor(p.plan)) ==
+        return sim::memoryVerdict(p.memory.peakBytes, p.memory.reservedPeakBytes, p.memory.capacityBytes, sim::memoryBandFor(p.plan)) ==
                        sim::MemoryVerdict::MayNotFit
                    ? QStringLiteral("may not fit (the validated peak band reaches past the GPU's memory)")
                    : QStringLiteral("yes");

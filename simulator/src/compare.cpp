@@ -82,7 +82,8 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
                            {"grads", st.gradsBytes},
                            {"optimizer", st.optimizerBytes},
                            {"activations", st.activationsBytes + st.other.logitsLossBytes},
-                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes}};
+                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes +
+                                         st.other.gradReduceCastBytes}};
         m.reservedBytes = st.other.reservedBytes;
         m.totalBytes = st.totalBytes();
         p.memory.push_back(std::move(m));

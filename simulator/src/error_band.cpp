@@ -256,10 +256,16 @@ double peakFittingBandBytes(double capacityBytes, const ErrorBand& band) {
     return capacityBytes * std::max(0.0, 1.0 - band.medianAbsError); // predicted / (1 - e) <= capacity
 }
 
-MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band) {
-    if (predictedPeakBytes > capacityBytes) return MemoryVerdict::OutOfMemory;
-    if (band && predictedPeakBytes > peakFittingBandBytes(capacityBytes, *band)) return MemoryVerdict::MayNotFit;
+MemoryVerdict memoryVerdict(double allocatedPeakBytes, double reservedPeakBytes, double capacityBytes,
+                            const std::optional<ErrorBand>& band) {
+    if (allocatedPeakBytes > capacityBytes) return MemoryVerdict::OutOfMemory;
+    const double reserved = std::max(allocatedPeakBytes, reservedPeakBytes);
+    if (band && reserved > peakFittingBandBytes(capacityBytes, *band)) return MemoryVerdict::MayNotFit;
     return MemoryVerdict::Fits;
+}
+
+MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band) {
+    return memoryVerdict(predictedPeakBytes, predictedPeakBytes, capacityBytes, band);
 }
 
 const char* toString(MemoryVerdict v) {

@@ -44,6 +44,7 @@ struct Simulated {
     StepMetrics metrics;
     StageMemory peakStage;
     double peakBytes = 0.0;
+    double reservedPeakBytes = 0.0;
     int peakStageIndex = 0;
 };
 
@@ -56,6 +57,7 @@ Simulated simulateCandidate(const ModelConfig& model, const ClusterConfig& clust
     r.candidate = c;
     r.metrics = sim.metrics;
     r.peakBytes = sim.memory.peakBytes;
+    r.reservedPeakBytes = sim.memory.reservedPeakBytes;
     r.peakStageIndex = sim.memory.peakStage;
     r.peakStage = sim.memory.stages[static_cast<size_t>(sim.memory.peakStage)];
     return r;
@@ -340,6 +342,7 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         resolvePipelineSplit(model, p.cluster, r.plan);
         r.metrics = s.metrics;
         r.peakBytes = s.peakBytes;
+        r.reservedPeakBytes = s.reservedPeakBytes;
         r.peakStage = s.peakStageIndex;
         r.headroomBytes = static_cast<double>(p.cluster.gpu.memoryBytes) - s.peakBytes;
         r.lowerBoundSeconds = memoryObjective ? estimatePlan(model, p.cluster, r.plan).boundSeconds : s.candidate.boundSeconds;
@@ -357,7 +360,8 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
         result.top.empty() ? std::nullopt : errorBandFor(p.cluster, result.top.front().plan);
     for (size_t i = 0; i < result.top.size(); ++i) {
         RankedPlan& r = result.top[i];
-        r.memoryAtRisk = memoryVerdict(r.peakBytes, static_cast<double>(p.cluster.gpu.memoryBytes), memoryBandFor(r.plan)) ==
+        r.memoryAtRisk = memoryVerdict(r.peakBytes, r.reservedPeakBytes, static_cast<double>(p.cluster.gpu.memoryBytes),
+                                         memoryBandFor(r.plan)) ==
                          MemoryVerdict::MayNotFit;
         if (const auto validated = errorBandFor(p.cluster, r.plan)) {
             r.errorBandKind = validated->kind;

@@ -458,13 +458,18 @@ LastStageTail lastStageTail(const Plan& plan, int microBatches) {
 }
 
 namespace {
-// One stage's total: the memory model's own stage formula, on shape terms cached per shape. A plan whose offload
-// overfills the host does not fit: infinite bytes.
-double stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
-                       int stage, bool gpuOnly) {
+// One stage's total: the memory model's own stage formula, on shape terms cached per shape, and what the caching
+// allocator holds (the peak a --memory-band search weighs against the band, as predict does). A plan whose
+// offload overfills the host does not fit: infinite bytes.
+struct StageBytes {
+    double total = 0.0, reserved = 0.0;
+};
+StageBytes stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
+                           int stage, bool gpuOnly) {
     const StageMemory st = stageMemory(*ctx.model, plan, ctx.recipeOf(plan), s.memory, params, stage, ctx.reservedBytes,
                                        ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster));
-    return st.hostFits || gpuOnly ? st.totalBytes() : std::numeric_limits<double>::infinity();
+    if (!st.hostFits && !gpuOnly) return {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+    return {st.totalBytes(), st.reservedPeakBytes()};
 }
 } // namespace
 
@@ -475,15 +480,19 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
     // give a middle stage more layers, and an MoE model's dense layers (moe.dense_layers) make the stages that hold
     // them lighter, so then every stage is costed. Like predictMemory, a tie goes to the lower stage.
     PeakMemory pm;
-    pm.bytes = stageTotalBytes(ctx, plan, shape, first, 0, gpuOnly);
-    pm.stage = 0;
     const double fitBytes = ctx.fitBytesOf(plan);
-    bool fits = fitBytes - pm.bytes >= 0.0;
+    // The allocated peak within the GPU, and with a band the reserved one within the band's fitting bytes.
+    const bool band = fitBytes < ctx.capacityBytes;
+    auto fitsIn = [&](const StageBytes& b) { return b.total <= ctx.capacityBytes && (!band || b.reserved <= fitBytes); };
+    const StageBytes firstBytes = stageTotalBytes(ctx, plan, shape, first, 0, gpuOnly);
+    pm.bytes = firstBytes.total;
+    pm.stage = 0;
+    bool fits = fitsIn(firstBytes);
     auto consider = [&](int stage, const StageParameters& params) {
-        const double bytes = stageTotalBytes(ctx, plan, shape, params, stage, gpuOnly);
-        fits = fits && fitBytes - bytes >= 0.0;
-        if (bytes > pm.bytes) {
-            pm.bytes = bytes;
+        const StageBytes b = stageTotalBytes(ctx, plan, shape, params, stage, gpuOnly);
+        fits = fits && fitsIn(b);
+        if (b.total > pm.bytes) {
+            pm.bytes = b.total;
             pm.stage = stage;
         }
     };

@@ -53,9 +53,11 @@ CaseResult predictCase(const ValidationCase& c) {
         r.predicted = true;
         r.predictedStepSeconds = sim.metrics.stepSeconds;
         r.predictedMfu = sim.metrics.mfu;
-        // Allocated memory leaves out what the cluster reserves (CUDA context, allocator slack).
-        r.predictedPeakMemoryBytes = sim.memory.peakBytes -
-            (c.measured.memoryIsAllocated ? static_cast<double>(c.scenario.cluster.gpu.reservedBytes) : 0.0);
+        // Allocated memory leaves out what the cluster reserves (CUDA context, allocator slack); reserved memory
+        // (max_memory_reserved, nvidia-smi) holds what the caching allocator keeps beyond the allocated peak.
+        r.predictedPeakMemoryBytes = c.measured.memoryIsAllocated
+                                         ? sim.memory.peakBytes - static_cast<double>(c.scenario.cluster.gpu.reservedBytes)
+                                         : sim.memory.reservedPeakBytes;
         r.predictedFits = sim.memory.fits;
         const StepBreakdown& b = sim.metrics.breakdown;
         r.terms = {b.computeSeconds, b.tpSeconds,        b.cpSeconds,    b.epSeconds,

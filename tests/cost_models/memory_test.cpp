@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace tessel {
@@ -260,6 +261,52 @@ TEST(MemoryHand, DeepSpeedsBf16OptimizerKeepsTheBf16GradientsBesideTheFp32Ones) 
     p.zeroStage = 2; // ZeRO-2 is DeepSpeed's own ZeRO optimizer: no second gradient copy
     const auto zero2 = predictMemory(m, c, p).stages[1];
     EXPECT_NEAR(zero2.gradsBytes, 4.0 * zero2.parameters / 2.0, 1.0);
+}
+
+// After the last backward DeepSpeed's BF16_Optimizer all-reduces its flat fp32 gradient through a bf16 copy of the
+// whole of it (allreduce_bucket's cast to the communication dtype): 2 B a parameter of the stage, while the
+// activations are freed. Past what the backward held it raises the allocated peak; the caching allocator keeps
+// the copy's segment beside the activations' cached blocks, which reserved memory (nvidia-smi) shows.
+TEST(MemoryPhases, DeepSpeedsBf16ReductionCopiesTheWholeGradientAfterTheBackward) {
+    ModelConfig m = test::preset("llama2-70b");
+    ClusterConfig c = test::roundCluster(8, 4);
+    Plan p = llama70bPipelinedOver32(4, 4, 2, "megatron", "deepspeed");
+    p.zeroStage = 1;
+    p.microBatch = 1;
+    p.recompute = Recompute::Full;
+    auto check = [&](const StageMemory& st, bool pastTheBackward) {
+        const double cast = 2.0 * st.parameters;
+        const double backwardPhase = st.activationsBytes + st.other.logitsLossBytes + st.other.backwardWorkingBytes;
+        ASSERT_EQ(cast > backwardPhase, pastTheBackward);
+        EXPECT_NEAR(st.other.gradReduceCastBytes, std::max(0.0, cast - backwardPhase), 1.0);
+        EXPECT_NEAR(st.allocatorKeptBytes, cast - st.other.gradReduceCastBytes, 1.0);
+        // Where the segment would not fit, the allocator frees its cache and retries: no more than the device.
+        const double capacity = static_cast<double>(c.gpu.memoryBytes);
+        EXPECT_NEAR(st.reservedPeakBytes(),
+                    std::min(st.totalBytes() + st.allocatorKeptBytes, std::max(st.totalBytes(), capacity)), 1.0);
+    };
+    // Full recompute at one sequence: a stage's 20 layer inputs for a few micro-batches, 4.5 GB, under the
+    // 8.6 GB copy of its 4.3 B parameters.
+    const MemoryReport full = predictMemory(m, c, p);
+    check(full.stages[1], true);
+    // It fits: the reserved peak is the kept segment above the allocated one.
+    ASSERT_LT(full.stages[1].totalBytes() + full.stages[1].allocatorKeptBytes, static_cast<double>(c.gpu.memoryBytes));
+    EXPECT_GT(full.reservedPeakBytes, full.peakBytes);
+    // Without recompute the backward holds more than the copy: the allocated peak does not move (and is past the
+    // GPU's 80 GiB), so the allocator, short of memory, frees its cache: reserved is the allocated peak.
+    p.recompute = Recompute::None;
+    const MemoryReport none = predictMemory(m, c, p);
+    check(none.stages[1], false);
+    ASSERT_GT(none.stages[1].totalBytes(), static_cast<double>(c.gpu.memoryBytes));
+    EXPECT_DOUBLE_EQ(none.stages[1].reservedPeakBytes(), none.stages[1].totalBytes());
+    EXPECT_GE(none.reservedPeakBytes, none.peakBytes);
+    // Megatron-LM's own optimizer reduces its fp32 main_grad buffer in place: none of this.
+    p.recompute = Recompute::Full;
+    p.framework.name = "megatron";
+    const StageMemory megatron = predictMemory(m, c, p).stages[1];
+    EXPECT_EQ(megatron.other.gradReduceCastBytes, 0.0);
+    EXPECT_EQ(megatron.allocatorKeptBytes, 0.0);
+    EXPECT_DOUBLE_EQ(megatron.reservedPeakBytes(), megatron.totalBytes());
 }
 
 // torchtitan's FSDP under pipelining keeps each stage's parameters gathered for the whole step and its gradients

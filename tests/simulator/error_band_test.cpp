@@ -178,6 +178,12 @@ TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
     EXPECT_EQ(memoryVerdict(60.0 * GiB, 75.0 * GiB, b.memoryKinds[0]), MemoryVerdict::MayNotFit);
     EXPECT_EQ(memoryVerdict(76.0 * GiB, 75.0 * GiB, b.memoryKinds[0]), MemoryVerdict::OutOfMemory);
     EXPECT_EQ(memoryVerdict(74.0 * GiB, 75.0 * GiB, std::nullopt), MemoryVerdict::Fits); // no band: the peak alone
+    // Where the caching allocator holds more than the allocated peak, the band is read on the reserved one (the
+    // kind of peak it was measured on) and out of memory on the allocated one.
+    EXPECT_EQ(memoryVerdict(58.0 * GiB, 60.9 * GiB, 80.0 * GiB, b.memoryKinds[0]), MemoryVerdict::MayNotFit);
+    EXPECT_EQ(memoryVerdict(58.0 * GiB, 60.8 * GiB, 80.0 * GiB, b.memoryKinds[0]), MemoryVerdict::Fits);
+    EXPECT_EQ(memoryVerdict(74.0 * GiB, 90.0 * GiB, 75.0 * GiB, std::nullopt), MemoryVerdict::Fits);
+    EXPECT_EQ(memoryVerdict(76.0 * GiB, 76.0 * GiB, 75.0 * GiB, std::nullopt), MemoryVerdict::OutOfMemory);
     EXPECT_STREQ(toString(MemoryVerdict::MayNotFit), "may_not_fit");
     ErrorBand whole = b.memoryKinds[0];
     whole.medianAbsError = 1.0;

@@ -591,7 +591,7 @@ TEST(SearchHonesty, ThePeakBandMarksOrLeavesOutPlansThatMayNotFit) {
     ASSERT_FALSE(off.top.empty());
     int atRisk = 0;
     for (const auto& r : off.top) {
-        EXPECT_EQ(r.memoryAtRisk, memoryVerdict(r.peakBytes, capacity, band) == MemoryVerdict::MayNotFit);
+        EXPECT_EQ(r.memoryAtRisk, memoryVerdict(r.peakBytes, r.reservedPeakBytes, capacity, band) == MemoryVerdict::MayNotFit);
         atRisk += r.memoryAtRisk ? 1 : 0;
     }
     EXPECT_TRUE(off.top.front().memoryAtRisk);

@@ -70,8 +70,13 @@ struct OtherMemory {
     double commBufferBytes = 0.0;     // PP send/recv, SP all-gather, CP KV, EP all-to-all, ZeRO-2/3 buckets
     double logitsLossBytes = 0.0;     // last stage: fp32 softmax kept by the fused cross-entropy
     double backwardWorkingBytes = 0.0; // one layer's transient backward gradients (MLP [T, f] and [T, h] sets)
+    // DeepSpeed's BF16_Optimizer reduces its flat fp32 gradient through a 16-bit copy of it, after the last backward:
+    // what that phase holds beyond what the backward held (0 where the backward's peak is the larger).
+    double gradReduceCastBytes = 0.0;
     double reservedBytes = 0.0;       // the cluster's reserved bytes (CUDA context, allocator slack)
-    double total() const { return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + reservedBytes; }
+    double total() const {
+        return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + gradReduceCastBytes + reservedBytes;
+    }
 };
 
 struct StageMemory {
@@ -90,6 +95,13 @@ struct StageMemory {
     double headroomBytes = 0.0;       // capacity - total; negative when it does not fit
     double hostBytes = 0.0;           // what this GPU's offload keeps in host memory (offload.hpp)
     bool hostFits = true;             // hostBytes within the node's host memory / GPUs per node
+    // What PyTorch's caching allocator holds beyond the allocated peak (totalBytes): a step-phase transient made
+    // after the backward freed its activations, larger than any block they left cached, is a new segment, which
+    // the allocator keeps beside them (it returns memory to the device only when an allocation fails). Memory
+    // that torch.cuda.max_memory_reserved and nvidia-smi show, not what the plan needs: it never decides `fits`.
+    double allocatorKeptBytes = 0.0;
+    double reservedPeakBytes() const;  // totalBytes + allocatorKeptBytes, at most the larger of totalBytes and capacity
+    double capacityBytes = 0.0;
 };
 
 struct MemoryReport {
@@ -97,6 +109,7 @@ struct MemoryReport {
     double capacityBytes = 0.0;
     double peakBytes = 0.0;
     int peakStage = 0;
+    double reservedPeakBytes = 0.0;   // largest StageMemory::reservedPeakBytes() over the stages (>= peakBytes)
     bool fits = true;
     double hostPeakBytes = 0.0;       // largest per-GPU host share over the stages (offload)
     double hostCapacityBytes = 0.0;   // host memory per node (0: the cluster describes no host)

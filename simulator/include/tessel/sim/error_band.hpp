@@ -101,6 +101,11 @@ double peakFittingBandBytes(double capacityBytes, const ErrorBand& band);
 // were off by more than the headroom at the median).
 enum class MemoryVerdict { Fits, MayNotFit, OutOfMemory };
 MemoryVerdict memoryVerdict(double predictedPeakBytes, double capacityBytes, const std::optional<ErrorBand>& band);
+// The same where PyTorch's caching allocator holds more than the allocated peak (MemoryReport::reservedPeakBytes):
+// out of memory on the allocated peak, the band on the reserved one, the kind of peak the bands were measured on
+// (torch.cuda.max_memory_reserved, nvidia-smi).
+MemoryVerdict memoryVerdict(double allocatedPeakBytes, double reservedPeakBytes, double capacityBytes,
+                            const std::optional<ErrorBand>& band);
 const char* toString(MemoryVerdict v);   // "fits", "may_not_fit", "out_of_memory"
 
 

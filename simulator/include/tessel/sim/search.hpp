@@ -104,6 +104,7 @@ struct RankedPlan {
     Plan plan;
     StepMetrics metrics;
     double peakBytes = 0.0;
+    double reservedPeakBytes = 0.0;                    // what the caching allocator holds (MemoryReport::reservedPeakBytes)
     int peakStage = 0;
     double lowerBoundSeconds = 0.0;
     double tokensPerDollar = 0.0;                      // 0 when the cluster has no price
