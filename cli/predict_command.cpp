@@ -135,8 +135,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "  other = ZeRO-3 gather " << gib(peak.other.zero3GatherBytes) << " + comm buffers "
         << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes)
         << " + backward working set " << gib(peak.other.backwardWorkingBytes);
-    if (peak.other.gradReduceCastBytes > 0.0)
-        out << " + 16-bit gradient copy for the all-reduce " << gib(peak.other.gradReduceCastBytes) << " (beyond the backward's)";
+    if (peak.other.stepCopyBytes > 0.0)
+        out << " + the step's gradient copies " << gib(peak.other.stepCopyBytes) << " (beyond the backward's)";
     out << " + reserved " << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
     if (pl.offloads())
         out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "
@@ -154,8 +154,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     const bool reservedAbove = p.memory.reservedPeakBytes > p.memory.peakBytes;
     if (reservedAbove)
         out << "  reserved " << gib(p.memory.reservedPeakBytes)
-            << " GiB: PyTorch's caching allocator keeps the step's 16-bit gradient copy (DeepSpeed's all-reduce) as a "
-               "segment of its own beside the activations' cached blocks, as torch.cuda.max_memory_reserved and nvidia-smi "
+            << " GiB: PyTorch's caching allocator keeps DeepSpeed's step-time gradient copies as segments of their own "
+               "beside the activations' cached blocks, as torch.cuda.max_memory_reserved and nvidia-smi "
                "show; it gives memory back only when an allocation fails, so out of memory is the allocated peak's, the "
                "band the reserved one's\n";
     if (memoryBand) {

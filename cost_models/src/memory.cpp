@@ -730,22 +730,37 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
         o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase);
     }
-    // DeepSpeed's BF16_Optimizer under its pipeline engine reduces the gradients once a step, after the last
-    // backward: _bf16_reduce_grads hands buffered_allreduce_fallback the optimizer's flat fp32 gradient of each
-    // parameter group, one tensor larger than the 5e8-element bucket, and allreduce_bucket casts it whole to the
-    // engine's communication_data_type (bf16 where bf16 is enabled and the config names none; BigScience's tr11
-    // ds_config names none) for the all-reduce and copies it back (pipe/engine.py, engine.py, bf16_optimizer.py:
-    // v0.6.2 of 2022-04 through 2025). The 16-bit copy, the stage's parameters at the reduce dtype (its largest group:
-    // all but the biases and norms), exists while the activations, logits and backward transients are freed.
+    // DeepSpeed's optimizers copy the gradients at the step, after the last backward has freed the activations,
+    // logits and backward transients (each parameter group in turn; its largest holds all but the biases and norms):
+    // - BF16_Optimizer under its pipeline engine: _bf16_reduce_grads hands buffered_allreduce_fallback the flat
+    //   fp32 gradient of each group, one tensor larger than the 5e8-element bucket, and allreduce_bucket casts it
+    //   whole to the engine's communication_data_type (bf16 where bf16 is enabled and the config names none;
+    //   BigScience's tr11 ds_config names none) for the all-reduce and copies it back (pipe/engine.py, engine.py,
+    //   bf16_optimizer.py: v0.6.2 of 2022-04 through 2025): the stage's parameters at the reduce dtype.
+    // - ZeRO-1/2 (stage_1_and_2.py step(), the same through 2025): the partition's 16-bit gradients flattened into
+    //   one new tensor and that cast to the fp32 master's dtype for the group's optimizer step: (w + 4) / N a
+    //   parameter (w alone in fp32 training, where the cast is the tensor itself); not with the optimizer on the
+    //   host, whose partition is copied there as it is reduced.
+    double stepCopy = 0.0;
     if (deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes)) {
-        const double cast = params.total() * recipe.gradReduceBytes();
+        stepCopy = params.total() * recipe.gradReduceBytes();
+    } else if (plan.framework.name == "deepspeed" && (z == 1 || z == 2) && !plan.offloadOptimizer) {
+        const double w = recipe.weightBytes;
+        stepCopy = (w + (w < 4.0 ? 4.0 : 0.0)) *
+                   (params.dense / shardDivisor(true, denseShards) + params.expert / shardDivisor(true, expertShards));
+    }
+    if (stepCopy > 0.0) {
         const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
-        o.gradReduceCastBytes = std::max(0.0, cast - backwardPhase);
-        // PyTorch's caching allocator gave the backward's tensors segments of their own sizes (a layer's stored
-        // input, its rebuilt set, the logits); a cast larger than any of them takes a new segment, kept beside the
-        // cached ones (CUDACachingAllocator: memory goes back to the device only when an allocation fails).
-        const double largestFreedBlock = std::max(t.layerFullActivations, last ? 4.0 * T * t.vocabLocal : 0.0);
-        if (cast > largestFreedBlock) st.allocatorKeptBytes = cast - o.gradReduceCastBytes;
+        o.stepCopyBytes = std::max(0.0, stepCopy - backwardPhase);
+        // PyTorch's caching allocator gave the backward's tensors segments of their own sizes; a copy larger than
+        // any of them takes a new segment, kept beside the cached ones (CUDACachingAllocator: memory goes back to
+        // the device only when an allocation fails). The largest: the MLP's inner activation, the unfused
+        // attention's scores, the last stage's fp32 logits.
+        const double seq = d(model.seqLen) / std::max(1, plan.cp);
+        const double scores = plan.flashAttention ? 0.0 : e * plan.microBatch * d(model.heads) / plan.tp * seq * seq;
+        const double inner = e * T * t.ffnLocal * (model.activation == Activation::Swiglu ? 2.0 : 1.0);
+        const double largestFreedBlock = std::max({scores, inner, e * T * h, last ? 4.0 * T * t.vocabLocal : 0.0});
+        if (stepCopy > largestFreedBlock) st.allocatorKeptBytes = stepCopy - o.stepCopyBytes;
     }
     o.reservedBytes = reservedBytes;
     st.capacityBytes = capacityBytes;

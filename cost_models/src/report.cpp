@@ -49,7 +49,7 @@ nlohmann::json memoryToJson(const MemoryReport& m) {
                             {"comm_buffer_bytes", st.other.commBufferBytes},
                             {"backward_working_bytes", st.other.backwardWorkingBytes},
                             {"logits_loss_bytes", st.other.logitsLossBytes},
-                            {"grad_reduce_cast_bytes", st.other.gradReduceCastBytes},
+                            {"step_copy_bytes", st.other.stepCopyBytes},
                             {"reserved_bytes", st.other.reservedBytes}}},
                           {"allocator_kept_bytes", st.allocatorKeptBytes},
                           {"total_bytes", st.totalBytes()},

@@ -83,7 +83,7 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
                            {"optimizer", st.optimizerBytes},
                            {"activations", st.activationsBytes + st.other.logitsLossBytes},
                            {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes +
-                                         st.other.gradReduceCastBytes}};
+                                         st.other.stepCopyBytes}};
         m.reservedBytes = st.other.reservedBytes;
         m.totalBytes = st.totalBytes();
         p.memory.push_back(std::move(m));

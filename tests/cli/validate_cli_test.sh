@@ -279,7 +279,7 @@ assert m['error_band']['peak_low_bytes'] < r < m['capacity_bytes'] < m['error_ba
 b=m['error_band']; assert abs(b['fits_band_below_bytes'] - m['capacity_bytes'] * (1 - b['median_abs_error'])) < 1
 assert b['fits_band_below_bytes'] < r" ; check "predict JSON has the peak's band and verdict" $?
 # BF16_Optimizer's whole-gradient copy for its all-reduce: the caching allocator's segment, shown as reserved memory.
-check "predict says what the allocator reserves beyond the peak" "$(contains "$tmp/pd" 'reserved .* GiB: PyTorch.s caching allocator keeps the step.s 16-bit gradient copy')"
+check "predict says what the allocator reserves beyond the peak" "$(contains "$tmp/pd" 'reserved .* GiB: PyTorch.s caching allocator keeps DeepSpeed.s step-time gradient copies')"
 check "a dense plan's band carries no MoE caveat" "$(python3 -c "
 import json,sys; t=json.load(open('$tmp/p.json'))['time']; sys.exit('error_band_note' in t)"; echo $?)"
 # A mixture-of-experts plan is shown the band with the caveat that no MoE run is in it.

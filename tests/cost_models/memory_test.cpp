@@ -265,21 +265,20 @@ TEST(MemoryHand, DeepSpeedsBf16OptimizerKeepsTheBf16GradientsBesideTheFp32Ones) 
 
 // After the last backward DeepSpeed's BF16_Optimizer all-reduces its flat fp32 gradient through a bf16 copy of the
 // whole of it (allreduce_bucket's cast to the communication dtype): 2 B a parameter of the stage, while the
-// activations are freed. Past what the backward held it raises the allocated peak; the caching allocator keeps
+// activations are freed (and ZeRO-1/2 copies its gradient partition, below). Past what the backward held it raises the allocated peak; the caching allocator keeps
 // the copy's segment beside the activations' cached blocks, which reserved memory (nvidia-smi) shows.
-TEST(MemoryPhases, DeepSpeedsBf16ReductionCopiesTheWholeGradientAfterTheBackward) {
+TEST(MemoryPhases, DeepSpeedCopiesTheGradientsAtTheStepAfterTheBackward) {
     ModelConfig m = test::preset("llama2-70b");
     ClusterConfig c = test::roundCluster(8, 4);
     Plan p = llama70bPipelinedOver32(4, 4, 2, "megatron", "deepspeed");
     p.zeroStage = 1;
     p.microBatch = 1;
     p.recompute = Recompute::Full;
-    auto check = [&](const StageMemory& st, bool pastTheBackward) {
-        const double cast = 2.0 * st.parameters;
+    auto check = [&](const StageMemory& st, bool pastTheBackward, double cast) {
         const double backwardPhase = st.activationsBytes + st.other.logitsLossBytes + st.other.backwardWorkingBytes;
         ASSERT_EQ(cast > backwardPhase, pastTheBackward);
-        EXPECT_NEAR(st.other.gradReduceCastBytes, std::max(0.0, cast - backwardPhase), 1.0);
-        EXPECT_NEAR(st.allocatorKeptBytes, cast - st.other.gradReduceCastBytes, 1.0);
+        EXPECT_NEAR(st.other.stepCopyBytes, std::max(0.0, cast - backwardPhase), 1.0);
+        EXPECT_NEAR(st.allocatorKeptBytes, cast - st.other.stepCopyBytes, 1.0);
         // Where the segment would not fit, the allocator frees its cache and retries: no more than the device.
         const double capacity = static_cast<double>(c.gpu.memoryBytes);
         EXPECT_NEAR(st.reservedPeakBytes(),
@@ -288,7 +287,7 @@ TEST(MemoryPhases, DeepSpeedsBf16ReductionCopiesTheWholeGradientAfterTheBackward
     // Full recompute at one sequence: a stage's 20 layer inputs for a few micro-batches, 4.5 GB, under the
     // 8.6 GB copy of its 4.3 B parameters.
     const MemoryReport full = predictMemory(m, c, p);
-    check(full.stages[1], true);
+    check(full.stages[1], true, 2.0 * full.stages[1].parameters);
     // It fits: the reserved peak is the kept segment above the allocated one.
     ASSERT_LT(full.stages[1].totalBytes() + full.stages[1].allocatorKeptBytes, static_cast<double>(c.gpu.memoryBytes));
     EXPECT_GT(full.reservedPeakBytes, full.peakBytes);
@@ -296,7 +295,7 @@ TEST(MemoryPhases, DeepSpeedsBf16ReductionCopiesTheWholeGradientAfterTheBackward
     // GPU's 80 GiB), so the allocator, short of memory, frees its cache: reserved is the allocated peak.
     p.recompute = Recompute::None;
     const MemoryReport none = predictMemory(m, c, p);
-    check(none.stages[1], false);
+    check(none.stages[1], false, 2.0 * none.stages[1].parameters);
     ASSERT_GT(none.stages[1].totalBytes(), static_cast<double>(c.gpu.memoryBytes));
     EXPECT_DOUBLE_EQ(none.stages[1].reservedPeakBytes(), none.stages[1].totalBytes());
     EXPECT_GE(none.reservedPeakBytes, none.peakBytes);
@@ -304,9 +303,24 @@ TEST(MemoryPhases, DeepSpeedsBf16ReductionCopiesTheWholeGradientAfterTheBackward
     p.recompute = Recompute::Full;
     p.framework.name = "megatron";
     const StageMemory megatron = predictMemory(m, c, p).stages[1];
-    EXPECT_EQ(megatron.other.gradReduceCastBytes, 0.0);
+    EXPECT_EQ(megatron.other.stepCopyBytes, 0.0);
     EXPECT_EQ(megatron.allocatorKeptBytes, 0.0);
     EXPECT_DOUBLE_EQ(megatron.reservedPeakBytes(), megatron.totalBytes());
+    // DeepSpeed's ZeRO-1/2 optimizer at its step flattens the partition's bf16 gradients into a new tensor and casts
+    // that to fp32 (stage_1_and_2.py step()): (2 + 4) / N a parameter, N = 32 here; its host offload copies none.
+    p = llama70bPipelinedOver32(1, 1, 32, "megatron", "deepspeed");
+    p.zeroStage = 2;
+    p.microBatch = 1;
+    p.recompute = Recompute::Full;
+    const StageMemory zero2 = predictMemory(m, c, p).stages[0];
+    check(zero2, zero2.parameters * 6.0 / 32.0 > zero2.activationsBytes + zero2.other.logitsLossBytes +
+                                                     zero2.other.backwardWorkingBytes,
+          zero2.parameters * 6.0 / 32.0);
+    EXPECT_GT(zero2.allocatorKeptBytes, 0.0);
+    p.offloadOptimizer = true;
+    const StageMemory offloaded = predictMemory(m, c, p).stages[0];
+    EXPECT_EQ(offloaded.other.stepCopyBytes, 0.0);
+    EXPECT_EQ(offloaded.allocatorKeptBytes, 0.0);
 }
 
 // torchtitan's FSDP under pipelining keeps each stage's parameters gathered for the whole step and its gradients

@@ -70,12 +70,13 @@ struct OtherMemory {
     double commBufferBytes = 0.0;     // PP send/recv, SP all-gather, CP KV, EP all-to-all, ZeRO-2/3 buckets
     double logitsLossBytes = 0.0;     // last stage: fp32 softmax kept by the fused cross-entropy
     double backwardWorkingBytes = 0.0; // one layer's transient backward gradients (MLP [T, f] and [T, h] sets)
-    // DeepSpeed's BF16_Optimizer reduces its flat fp32 gradient through a 16-bit copy of it, after the last backward:
+    // DeepSpeed's optimizers copy the gradients at the step, after the last backward (BF16_Optimizer's 16-bit copy
+    // of its whole flat fp32 gradient for the all-reduce; ZeRO-1/2's flattened 16-bit partition and its fp32 cast):
     // what that phase holds beyond what the backward held (0 where the backward's peak is the larger).
-    double gradReduceCastBytes = 0.0;
+    double stepCopyBytes = 0.0;
     double reservedBytes = 0.0;       // the cluster's reserved bytes (CUDA context, allocator slack)
     double total() const {
-        return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + gradReduceCastBytes + reservedBytes;
+        return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + stepCopyBytes + reservedBytes;
     }
 };
 
