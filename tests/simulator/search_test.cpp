@@ -601,7 +601,8 @@ TEST(SearchHonesty, ThePeakBandMarksOrLeavesOutPlansThatMayNotFit) {
     ASSERT_FALSE(on.top.empty());
     for (const auto& r : on.top) {
         EXPECT_FALSE(r.memoryAtRisk);
-        EXPECT_LE(r.peakBytes, capacity * (1.0 - band->medianAbsError));
+        EXPECT_LE(r.reservedPeakBytes, capacity * (1.0 - band->medianAbsError)); // the band on the reserved peak
+        EXPECT_GE(r.reservedPeakBytes, r.peakBytes);
     }
     ASSERT_EQ(on.rejected.count(reason), 1u);
     EXPECT_GE(on.rejected.at(reason), static_cast<uint64_t>(atRisk));
