@@ -9,8 +9,7 @@ ALiBi, --embed-layernorm and Megatron-DeepSpeed's default partition method 'type
 stage, the tied embedding beside the first and last); the 02-28 rows (BF16 optimizer) are check_bigscience_bloom.json.
 Run from the repository root: python3 scripts/bigscience_zero1_check_set.py
 """
-import json
-import os
+from check_set_io import write_check_set
 
 SOURCE = ("BigScience, bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md (commit 9e64ede), "
           "section '{section}' ({date}): throughput of candidate topologies on Jean Zay, the 2nd iteration's "
@@ -124,13 +123,7 @@ def record(row):
 
 
 def main():
-    out = os.path.join("data", "validation", "check_bigscience_zero1.json")
-    records = [record(r) for r in ROWS]
-    assert len({r["id"] for r in records}) == len(records)
-    with open(out, "w") as f:
-        json.dump(records, f, indent=1)
-        f.write("\n")
-    print(f"wrote {len(records)} records to {out}")
+    write_check_set("check_bigscience_zero1.json", [record(r) for r in ROWS])
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 17u); // the shared runs and tessel's sixteen check sets of published runs
+    ASSERT_EQ(files.size(), 18u); // the shared runs and tessel's seventeen check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -278,13 +278,14 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto a100cp = errorBandFor(a100, cp);
     ASSERT_TRUE(a100cp.has_value());
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
-    // A B200 plan: its kind has two runs, fewer than a kind needs, so the band of the B200's own four runs, not
-    // the all-runs fallback measured on other GPUs (3.8% where the B200 runs are 8-13% off).
+    // A B200 plan: its kind has four runs, fewer than a kind needs, so the band of the B200's own twelve runs
+    // (Megatron-Bridge's and NeMo's long-sequence table), not the all-runs fallback measured on other GPUs (4.2%
+    // where the B200 runs are 8% off at the median).
     const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p);
     ASSERT_TRUE(b200.has_value());
     EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
-    EXPECT_EQ(b200->records, 4);
-    EXPECT_GT(b200->medianAbsError, 2.0 * shipped.overall.medianAbsError);
+    EXPECT_EQ(b200->records, 12);
+    EXPECT_GT(b200->medianAbsError, 1.5 * shipped.overall.medianAbsError);
     // An H200 plan has no runs of its own in the bands: the fallback.
     const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
     ASSERT_TRUE(h200.has_value());
