@@ -176,7 +176,8 @@ std::vector<std::string> errorBandValidationFiles() {
                               "check_torchtitan_h200.json", "check_dgxc_405b_2505.json",
                               "check_megatron_lm_2019_v100.json", "check_deepspeed_azure_zero3.json",
                               "check_olmo_core_h100.json", "check_nemotron4_340b_h100.json",
-                              "check_bigscience_zero1.json", "check_nemo_long_context.json"}) {
+                              "check_bigscience_zero1.json", "check_nemo_long_context.json",
+                              "check_dgxc_grok1_moe.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());
