@@ -53,7 +53,7 @@ def record(gpus, precision):
         "model": {
             "name": f"Grok-1 314B ({layers} of its 64 layers)" if layers < 64 else "Grok-1 314B",
             "layers": layers, "hidden": 6144, "heads": 48, "kv_heads": 8, "ffn_hidden": 32768, "vocab": 128256,
-            "seq": seq, "experts": 8, "top_k": 2, "activation": "fast-geglu", "normalization": "rmsnorm",
+            "seq": seq, "experts": 8, "top_k": 2, "activation": "fast-geglu", "norm": "rmsnorm",
             "position_embedding": "rope",
         },
         "system": {
