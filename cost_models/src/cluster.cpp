@@ -50,6 +50,7 @@ LinkTier parseTier(const nlohmann::json& doc, const std::string& ptr, ProblemLis
     t.bandwidthBytesPerSecond = r.requireNumber("bandwidth_bytes_per_second", 1e3, 1e15);
     t.latencySeconds = r.requireNumber("latency_seconds", 0.0, 1.0);
     t.efficiency = r.optNumber("efficiency", 1.0, 0.01, 1.0);
+    t.meshLinks = static_cast<int>(r.optInt("mesh_links", 0, 0, 1024));
     if (const auto* pe = r.child("primitive_efficiency")) {
         ObjectReader pr(*pe, r.pointer("primitive_efficiency"), problems);
         for (Primitive p : allPrimitives()) {
@@ -73,6 +74,7 @@ nlohmann::json tierToJson(const LinkTier& t) {
                      {"bandwidth_bytes_per_second", t.bandwidthBytesPerSecond},
                      {"latency_seconds", t.latencySeconds},
                      {"efficiency", t.efficiency}};
+    if (t.meshLinks > 0) j["mesh_links"] = t.meshLinks;
     if (!t.primitiveEfficiency.empty()) {
         nlohmann::json pe = nlohmann::json::object();
         for (const auto& [p, e] : t.primitiveEfficiency) pe[toString(p)] = e;

@@ -41,6 +41,15 @@ double LinkTier::efficiencyFor(Primitive p) const {
     return it != primitiveEfficiency.end() ? it->second : efficiency;
 }
 
+// On a full mesh each GPU has one link to each peer: RCCL's rings over m GPUs run over the m - 1 links among them
+// (8 MI300X: 317 GB/s of bus bandwidth on 7 x 64 GB/s; 2 of them: 47.7 GB/s on one link, ROCm's rccl-tests
+// screenshots and stas00/ml-engineering network/README.md), and a send/recv crosses the pair's one link.
+double LinkTier::meshShare(Primitive p, int ranksOnNode) const {
+    if (meshLinks <= 0) return 1.0;
+    const int links = p == Primitive::SendRecv ? 1 : std::clamp(ranksOnNode - 1, 1, meshLinks);
+    return static_cast<double>(links) / meshLinks;
+}
+
 std::string toString(CommAlgorithm a) {
     switch (a) {
     case CommAlgorithm::Auto:
@@ -171,9 +180,10 @@ struct CostParts {
 };
 
 
-// Achieved bus bandwidth of `tier` for `p`; rejects tiers that would divide by zero.
-double busBytesPerSecond(const LinkTier& tier, Primitive p) {
-    const double rate = tier.bandwidthBytesPerSecond * tier.efficiencyFor(p);
+// Achieved bus bandwidth of `tier` for `p` among `ranksOnNode` of a group's ranks (a mesh's share, above);
+// rejects tiers that would divide by zero.
+double busBytesPerSecond(const LinkTier& tier, Primitive p, int ranksOnNode) {
+    const double rate = tier.bandwidthBytesPerSecond * tier.efficiencyFor(p) * tier.meshShare(p, ranksOnNode);
     if (!(rate > 0.0))
         throw InputError(tier.name.empty() ? std::string("network tier") : "network tier " + tier.name,
                          "bandwidth x efficiency for " + toString(p) + " must be > 0 to cost communication");
@@ -187,7 +197,7 @@ CostParts flatCost(Primitive p, double bytes, int n, const LinkTier& tier, CommA
     CostParts c;
     if (n <= 1 || bytes <= 0.0) return c; // a phase over one rank vanishes (e.g. intra phases when k == 1)
     c.latencySeconds = latencySteps(p, n, algorithm) * tier.latencyFor(p);
-    c.bandwidthSeconds = bytes * busFactor(p, n) / busBytesPerSecond(tier, p);
+    c.bandwidthSeconds = bytes * busFactor(p, n) / busBytesPerSecond(tier, p, n);
     return c;
 }
 
@@ -205,8 +215,9 @@ double spanningRingBandwidthSeconds(Primitive p, double bytes, const GroupPlacem
     const double ringBytes = bytes * busFactor(p, n);
     const double nicsPerNode = placement.minRanksPerNode > 0 ? static_cast<double>(placement.minRanksPerNode)
                                                              : static_cast<double>(n) / placement.nodes;
-    const double interSeconds = ringBytes / nicsPerNode / busBytesPerSecond(inter, p);
-    const double intraSeconds = placement.ranksPerNode > 1 ? ringBytes / busBytesPerSecond(intra, p) : 0.0;
+    const double interSeconds = ringBytes / nicsPerNode / busBytesPerSecond(inter, p, placement.ranksPerNode);
+    const double intraSeconds =
+        placement.ranksPerNode > 1 ? ringBytes / busBytesPerSecond(intra, p, placement.ranksPerNode) : 0.0;
     return std::max(interSeconds, intraSeconds);
 }
 
@@ -258,8 +269,8 @@ CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& plac
         // Each rank sends S/n to every peer: (n-k) peers off-node over the inter tier and (k-1) on-node over
         // the intra tier, concurrently, so the slower side bounds the time; one alpha_inter per peer round.
         c.latencySeconds = (n - 1.0) * inter.latencyFor(p);
-        const double interSeconds = bytes * (n - k) / n / busBytesPerSecond(inter, p);
-        const double intraSeconds = k > 1 ? bytes * (k - 1.0) / n / busBytesPerSecond(intra, p) : 0.0;
+        const double interSeconds = bytes * (n - k) / n / busBytesPerSecond(inter, p, k);
+        const double intraSeconds = k > 1 ? bytes * (k - 1.0) / n / busBytesPerSecond(intra, p, k) : 0.0;
         c.bandwidthSeconds = std::max(interSeconds, intraSeconds);
         return c;
     }
@@ -274,8 +285,8 @@ CostParts hierarchicalCost(Primitive p, double bytes, const GroupPlacement& plac
 std::string slowestTierName(Primitive p, const GroupPlacement& placement, const ClusterConfig& cluster) {
     const bool usesIntra = placement.ranksPerNode > 1 && p != Primitive::SendRecv;
     if (!usesIntra) return cluster.interNode.name;
-    const double intraRate = cluster.intraNode.bandwidthBytesPerSecond * cluster.intraNode.efficiencyFor(p);
-    const double interRate = cluster.interNode.bandwidthBytesPerSecond * cluster.interNode.efficiencyFor(p);
+    const double intraRate = busBytesPerSecond(cluster.intraNode, p, placement.ranksPerNode);
+    const double interRate = busBytesPerSecond(cluster.interNode, p, placement.ranksPerNode);
     return intraRate < interRate ? cluster.intraNode.name : cluster.interNode.name;
 }
 

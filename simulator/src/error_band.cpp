@@ -21,7 +21,8 @@ std::string gpuFamily(const std::string& gpuName) {
     // The PCIe cards are families of their own: their links and power limits are not the SXM parts', so the SXM
     // parts' validated error does not vouch for them (no published run on them is in a check set).
     const bool pcie = g.find("PCIE") != std::string::npos;
-    for (const char* family : {"H200", "H100", "A100", "V100", "GB200", "B200"}) // GB200 before the B200 its name holds
+    // GB200 before the B200 its name holds, the MI250X before the MI250.
+    for (const char* family : {"H200", "H100", "A100", "V100", "GB200", "B200", "MI325X", "MI300X", "MI250X", "MI250"})
         if (g.find(family) != std::string::npos) return pcie ? std::string(family) + " PCIe" : std::string(family);
     return "other";
 }
@@ -177,7 +178,7 @@ std::vector<std::string> errorBandValidationFiles() {
                               "check_megatron_lm_2019_v100.json", "check_deepspeed_azure_zero3.json",
                               "check_olmo_core_h100.json", "check_nemotron4_340b_h100.json",
                               "check_bigscience_zero1.json", "check_nemo_long_context.json",
-                              "check_dgxc_grok1_moe.json"}) {
+                              "check_dgxc_grok1_moe.json", "check_lumi_megatron_mi250x.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());

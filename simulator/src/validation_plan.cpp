@@ -77,6 +77,50 @@ bool readPowerLimit(Reading& r, ClusterConfig& cluster) {
     return true;
 }
 
+// A package of several devices (an MI250X: two GCDs, each a GPU to PyTorch, HIP and Slurm; the preset is per
+// GCD): whether the record counts packages or devices, and its counts in devices. Said either way. The record's words
+// ("GCD") decide; else 4 a node is a Frontier / LUMI-G / MI250 node's 4 packages and 8 its 8 GCDs; else a plan whose
+// stated degrees multiply to twice the GPUs counts packages (MosaicML counts MI250s, the Frontier and LUMI papers
+// GCDs); else devices, as software counts them. False with the refusal when the counts cannot be devices.
+bool packageCountsAreDevices(Reading& r, const GpuChoice& gpu, int64_t statedPerNode, int64_t& world, int64_t& perNode) {
+    const int64_t per = gpu.devicesPerPackage;
+    const std::string words = lower(text(r.sys, "gpu") + " " + text(r.sys, "notes") + " " + text(r.rec, "notes"));
+    bool packages = false;
+    std::string why;
+    if (contains(words, "gcd")) {
+        why = "the record counts GCDs";
+    } else if (statedPerNode == 4) {
+        packages = true;
+        why = "4 a node are a node's 4 packages (Frontier, LUMI-G and MI250 nodes hold 4)";
+    } else if (statedPerNode == 8) {
+        why = "8 a node are a node's 8 GCDs";
+    } else {
+        int64_t product = 1;
+        bool all = true;
+        for (const char* key : {"tp", "pp", "cp", "dp"}) {
+            const nlohmann::json* v = member(r.pl, key);
+            if (v && v->is_number_integer() && v->get<int64_t>() >= 1) product *= v->get<int64_t>();
+            else if (std::string(key) == "dp" || std::string(key) == "tp") all = false;
+        }
+        packages = all && product == per * world;
+        why = packages ? "the plan's degrees multiply to " + std::to_string(product) + ", " + std::to_string(per) + " GCDs a counted GPU"
+                       : "counted as software counts them, a GCD a GPU";
+    }
+    if (packages) {
+        if (world * per > PlanLimits::degree) {
+            r.refusal = r.ptr + "/system/total_gpus: " + std::to_string(world) + " packages of " + std::to_string(per) +
+                        " GCDs are more than " + std::to_string(PlanLimits::degree) + " GPUs";
+            return false;
+        }
+        world *= per;
+        if (statedPerNode > 0) perNode *= per; // else the preset's node, already in GCDs
+    }
+    r.assume(std::string(packages ? "GPUs read as packages of " + std::to_string(per) + " GCDs, " + std::to_string(world) + " GCDs in all"
+                                  : "GPUs read as GCDs (" + std::to_string(per) + " a package)") +
+             ": " + why + " (" + gpu.preset + " is per GCD)");
+    return true;
+}
+
 // The cluster: the GPU's preset (its figures and their sources live in scenarios/clusters) in the record's
 // shape (GPUs per node, nodes) and with its inter-node link.
 bool readCluster(Reading& r) {
@@ -117,6 +161,10 @@ bool readCluster(Reading& r) {
     if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;
+    if (gpu.peakScale != 1.0) {
+        for (auto& [dtype, flops] : cluster.gpu.peakFlopsPerSecond) flops *= gpu.peakScale;
+        cluster.gpu.name = gpu.partName;
+    }
     if (const GpuPartMemory part = gpuPartMemory(text(sys, "gpu")); !part.name.empty()) {
         cluster.gpu.name = part.name;
         cluster.gpu.memoryBytes = part.memoryBytes;
@@ -134,6 +182,7 @@ bool readCluster(Reading& r) {
     int64_t nodes = count(sys, "nodes", 1, most, ptr + "/system", refusal).value_or(0);
     if (!refusal.empty()) return false;
     int64_t world = total > 0 ? total : nodes * perNode;
+    if (gpu.devicesPerPackage > 1 && !packageCountsAreDevices(r, gpu, statedPerNode, world, perNode)) return false;
     if (world > most) {
         refusal = ptr + "/system/nodes: " + std::to_string(nodes) + " nodes of " + std::to_string(perNode) + " GPUs are more than " +
                   std::to_string(most) + " GPUs";

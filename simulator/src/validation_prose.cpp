@@ -265,6 +265,39 @@ GpuChoice gpuPreset(const std::string& gpuText) {
         return {"dgx-a100-80g", "A100 memory size not stated: the 80 GB SXM part assumed"};
     }
     if (has("ampere")) return {"dgx-a100-80g", "'Ampere' GPU taken as an A100-SXM4-80GB"};
+    // AMD Instinct. CDNA3: the MI300X and MI325X, one device each on 8-GPU Infinity Fabric platforms. CDNA2: the
+    // MI250X and MI250, two GCDs a package, each a GPU to PyTorch, HIP and Slurm; frontier-mi250x is per GCD.
+    const bool instinct = has("mi2") || has("mi3") || has("instinct");
+    if (instinct) {
+        auto compact = g;
+        compact.erase(std::remove_if(compact.begin(), compact.end(), [](char ch) { return ch == ' ' || ch == '-'; }),
+                      compact.end());
+        auto part = [&](const char* s) { return compact.find(s) != std::string::npos; };
+        if (part("mi325")) return {"mi325x-platform", ""};
+        if (part("mi300x")) return {"mi300x-platform", ""};
+        if (part("mi300a"))
+            return {"", "the MI300A (an APU: 228 CUs and CPU cores on one package, 128 GB of shared HBM3) has no built-in "
+                        "figures; the nearest preset is mi300x-platform"};
+        if (part("mi350") || part("mi355"))
+            return {"", "CDNA4 parts (MI350X, MI355X) have no built-in figures; the nearest preset is mi325x-platform"};
+        if (part("mi250x")) {
+            GpuChoice c{"frontier-mi250x", ""};
+            c.devicesPerPackage = 2;
+            return c;
+        }
+        if (part("mi250")) {
+            // 208 CUs a package against the MI250X's 220, at the same 1700 MHz clock and the same HBM2e: 362.1
+            // against 383 TFLOP/s of BF16 (ROCm docs/conceptual/gpu-arch/mi250.md).
+            GpuChoice c{"frontier-mi250x", "MI250 taken as the MI250X GCD's preset with 104 of its 110 CUs: every peak x 104/110 "
+                                           "(181.0 TFLOP/s of BF16 a GCD, 362.1 a package), its links and NICs the Frontier node's"};
+            c.peakScale = 104.0 / 110.0;
+            c.partName = "AMD Instinct MI250 GCD (one of two, 64 GB HBM2e)";
+            c.devicesPerPackage = 2;
+            return c;
+        }
+        return {"", "of AMD's Instinct parts tessel has figures for the MI250X, MI250, MI300X and MI325X only "
+                    "(frontier-mi250x, mi300x-platform, mi325x-platform)"};
+    }
     if (has("v100")) {
         // The DGX-2H's 450 W part is named "-H" after the memory ("V100-SXM3-32GB-H") or as the system.
         const bool dgx2h = has("gb-h") || has("dgx-2h") || has("dgx2h");
@@ -329,7 +362,14 @@ std::optional<double> powerLimitInProse(const std::string& gpuText) {
 // four 100 Gbps adapters, p5.48xlarge 3200 Gbps over 32), so a bare EFA rate is the node's.
 double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
     constexpr double kLargestPortGbits = 800.0;   // InfiniBand XDR, 800GbE
-    const std::string t = lower(linkText);
+    std::string t = lower(linkText);
+    // A product's number is no count or rate ("4x Slingshot-11 200 Gb/s", "8x ConnectX-7 400 Gb/s"): a word joined by
+    // a hyphen to digits that no unit follows has its digits masked, in place, so positions stay the original's.
+    {
+        const std::regex named(R"([a-z]{3,}-([0-9]+)(?![0-9.])(?!\s*(g|t)(b/s|bps|b\b|bit)))");
+        for (auto it = std::sregex_iterator(t.begin(), t.end(), named); it != std::sregex_iterator(); ++it)
+            for (auto i = static_cast<size_t>(it->position(1)); i < static_cast<size_t>(it->position(1) + it->length(1)); ++i) t[i] = '#';
+    }
     std::smatch m;
     // A rate's unit as written: "GB/s" and "GBps" are bytes, "Gb/s", "Gbps" and "Gbit/s" bits (matched on the
     // lowered text, whose positions are the original's).

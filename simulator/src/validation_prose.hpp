@@ -53,6 +53,12 @@ struct GpuChoice {
     // GPUs in one NVLink domain where it spans more than a server (GB200 NVL72: the rack's 72, however many a
     // record counts to its 4-GPU compute tray); 0: the record's node is the domain.
     int nvlinkDomainGpus = 0;
+    // A part read on a sibling's preset with fewer compute units (an MI250 on the MI250X GCD's): every peak x this.
+    double peakScale = 1.0;
+    std::string partName = {}; // the GPU's name where it is not the preset's (peakScale != 1)
+    // Devices a package holds (AMD's MI250X and MI250: two GCDs, each a GPU to PyTorch and HIP; the presets are per
+    // GCD); a record may count either (readCluster decides and says which).
+    int devicesPerPackage = 1;
 };
 
 // A part's own memory where it differs from its preset's (GH200's 96 GB HBM3 on the H200 preset); empty name: none.

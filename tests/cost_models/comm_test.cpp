@@ -267,6 +267,32 @@ TEST(Comm, SendRecvUsesTheTierBetweenThePair) {
     EXPECT_TRUE(far.hierarchical);
 }
 
+// A switchless full mesh (mesh_links 7, the MI300X platform's Infinity Fabric): a group of m of the node's GPUs
+// reaches its members over m - 1 of each GPU's 7 links, a pair over one, by hand. 8 GPUs use the whole 448 GB/s,
+// as a switch would; 2 GPUs one 64 GB/s link (two MI300X all-reduce at 47.7 GB/s of bus bandwidth, 0.745 of it).
+TEST(Comm, AMeshGroupUsesTheLinksAmongItsMembers) {
+    ClusterConfig c = makeCluster();
+    c.intraNode.bandwidthBytesPerSecond = 448e9;
+    c.intraNode.efficiency = 0.7;
+    c.intraNode.meshLinks = 7;
+    const double s = kGiB;
+    const CommCost eight = commCost(Primitive::AllReduce, s, inNode(8), c, CommAlgorithm::Ring);
+    EXPECT_DOUBLE_EQ(eight.bandwidthSeconds, 2.0 * 7.0 / 8.0 * s / (448e9 * 0.7));
+    const CommCost four = commCost(Primitive::AllReduce, s, inNode(4), c, CommAlgorithm::Ring);
+    EXPECT_DOUBLE_EQ(four.bandwidthSeconds, 2.0 * 3.0 / 4.0 * s / (448e9 * 0.7 * 3.0 / 7.0));
+    const CommCost two = commCost(Primitive::AllGather, s, inNode(2), c, CommAlgorithm::Ring);
+    EXPECT_DOUBLE_EQ(two.bandwidthSeconds, 0.5 * s / (64e9 * 0.7));
+    const CommCost pair = commCost(Primitive::SendRecv, s, inNode(2), c);
+    EXPECT_DOUBLE_EQ(pair.bandwidthSeconds, s / (64e9 * 0.7));
+    // A group spanning nodes with 4 ranks on each: its NVLink side is the 4-member mesh's 3 links.
+    const CommCost spread = commCost(Primitive::AllReduce, s, placement(8, 2, 4), c, CommAlgorithm::Ring);
+    const double ringBytes = 2.0 * 7.0 / 8.0 * s;
+    EXPECT_DOUBLE_EQ(spread.bandwidthSeconds, std::max(ringBytes / 4.0 / (25e9 * 0.9), ringBytes / (448e9 * 0.7 * 3.0 / 7.0)));
+    // Behind a switch (mesh_links 0) every group size runs at the whole bandwidth.
+    c.intraNode.meshLinks = 0;
+    EXPECT_DOUBLE_EQ(commCost(Primitive::SendRecv, s, inNode(2), c).bandwidthSeconds, s / (448e9 * 0.7));
+}
+
 // 16 ranks on 2 nodes of 8 as NCCL's ring runs them, by hand: every rank moves 2(n-1)/n S; a node's share of
 // it leaves through its 8 NICs while NVLink carries the rest, at once, so the busier side sets the time. The
 // ring's 30 steps advance in lockstep at the slower hop's alpha.

@@ -282,6 +282,64 @@ TEST(ValidationGpu, Gb200IsOneNvlinkDomainARackWhateverTheRecordCallsANode) {
     EXPECT_TRUE(mentions(c256.assumptions, "the job does not fill whole racks"));
 }
 
+TEST(ValidationGpu, AmdInstinctPartsHavePresetsAndAnMi250xRecordMayCountPackagesOrGcds) {
+    // CDNA3: one device an OAM, 8 a platform on a switchless Infinity Fabric mesh.
+    nlohmann::json r = record(); // 32 GPUs, 8 a node; tp 4 x pp 2 x dp 4 = 32
+    r["system"]["gpu"] = "AMD Instinct MI300X";
+    const ValidationCase mi300x = load(r);
+    EXPECT_EQ(mi300x.scenario.cluster.name, "mi300x-platform");
+    EXPECT_EQ(mi300x.scenario.cluster.intraNode.meshLinks, 7);
+    EXPECT_DOUBLE_EQ(mi300x.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 1.3074e15);
+    r["system"]["gpu"] = "MI325X 256GB";
+    EXPECT_EQ(load(r).scenario.cluster.name, "mi325x-platform");
+    // CDNA2: the preset is one GCD (191.5 TFLOP/s of BF16); 8 a node are a Frontier / LUMI-G node's 8 GCDs ...
+    r["system"]["gpu"] = "AMD Instinct MI250X";
+    const ValidationCase gcds = load(r);
+    EXPECT_EQ(gcds.scenario.cluster.name, "frontier-mi250x");
+    EXPECT_EQ(gcds.scenario.cluster.gpusPerNode * gcds.scenario.cluster.nodes, 32);
+    EXPECT_DOUBLE_EQ(gcds.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 1.915e14);
+    EXPECT_TRUE(mentions(gcds.assumptions, "GPUs read as GCDs (2 a package): 8 a node are a node's 8 GCDs"));
+    // ... 4 a node are its 4 packages: 16 MI250X on 4 nodes are 32 GCDs, as the plan's 32 ranks say.
+    r["system"]["gpus_per_node"] = 4;
+    r["system"]["total_gpus"] = 16;
+    const ValidationCase packages = load(r);
+    EXPECT_EQ(packages.scenario.cluster.gpusPerNode, 8);
+    EXPECT_EQ(packages.scenario.cluster.nodes, 4);
+    EXPECT_TRUE(mentions(packages.assumptions, "GPUs read as packages of 2 GCDs, 32 GCDs in all"));
+    // Without a count a node, the plan's stated degrees decide: 16 counted GPUs for 32 ranks are packages ...
+    r["system"].erase("gpus_per_node");
+    r["system"].erase("nodes");
+    const ValidationCase byPlan = load(r);
+    EXPECT_EQ(byPlan.scenario.cluster.gpusPerNode * byPlan.scenario.cluster.nodes, 32);
+    EXPECT_TRUE(mentions(byPlan.assumptions, "the plan's degrees multiply to 32"));
+    // ... and a record that says GCD counts GCDs, whatever the rest.
+    r["system"]["gpu"] = "MI250X GCD";
+    r["system"]["total_gpus"] = 32;
+    EXPECT_TRUE(mentions(load(r).assumptions, "the record counts GCDs"));
+    // The MI250 is the MI250X's GCD with 104 of its 110 CUs.
+    r["system"]["gpu"] = "AMD Instinct MI250";
+    const ValidationCase mi250 = load(r);
+    EXPECT_NEAR(mi250.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 181.05e12, 0.01e12);
+    EXPECT_EQ(mi250.scenario.cluster.gpu.name, "AMD Instinct MI250 GCD (one of two, 64 GB HBM2e)");
+    // Parts without figures are refused naming the nearest preset, not read as another in silence.
+    for (const char* part : {"AMD Instinct MI300A", "AMD Instinct MI355X", "AMD Instinct MI100"}) {
+        r["system"]["gpu"] = part;
+        const std::string refusal = refusalOf(r);
+        EXPECT_NE(refusal.find("/system/gpu"), std::string::npos) << refusal;
+        EXPECT_NE(refusal.find("mi3"), std::string::npos) << refusal;
+    }
+}
+
+TEST(ValidationProse, AProductNumberInTheLinkIsNoCountOfNics) {
+    // "Slingshot-11" and "ConnectX-7" are names: 4 NICs of 200 Gb/s a node of 8 GCDs are 12.5 GB/s a GCD.
+    std::string how;
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("4x Slingshot-11 200 Gb/s per node", 8, how), 12.5e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("8x ConnectX-7 400 Gb/s InfiniBand", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("4 x ConnectX-6 HDR 200 Gb/s per node", 8, how), 12.5e9);
+    // A rate joined to its unit by a hyphenated word is still the rate.
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("RoCE-400 Gb/s per GPU", 8, how), 50e9);
+}
+
 TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
     nlohmann::json r = record();
     r["measured"] = {{"outcome", "OOM at the first step (CUDA out of memory)"}};

@@ -197,8 +197,15 @@ struct LinkTier {
     double efficiency = 1.0;                                // achieved bus bandwidth / link bandwidth
     std::map<Primitive, double> primitiveEfficiency;        // overrides `efficiency` where measured
     std::map<Primitive, double> primitiveLatencySeconds;    // overrides `latencySeconds` where measured
+    // A switchless full mesh (AMD's Infinity Fabric between MI300X GPUs): the bandwidth is the sum of a GPU's
+    // mesh_links direct links, and a group of m of the node's GPUs reaches its members over m - 1 of them, a pair
+    // over one (FORMULAS.md §5). 0: a switch (NVSwitch), every group at the whole bandwidth.
+    int meshLinks = 0;
     double latencyFor(Primitive p) const;
     double efficiencyFor(Primitive p) const;
+    // The share of the bandwidth a group with `ranksOnNode` of its ranks on one node uses on this tier: 1 behind a
+    // switch; on a mesh (m - 1) / mesh_links, one link for a send/recv.
+    double meshShare(Primitive p, int ranksOnNode) const;
 };
 
 // The host side of a node, for offload (ZeRO-Offload / ZeRO-Infinity, Megatron's optimizer CPU offload,
