@@ -137,6 +137,9 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     //        "16 bytes per parameter", Rajbhandari et al. 2020 §3.1): 2+2+4+4+4 = 16.
     // bf16_no_master: bf16 weights and grads, fp32 moments, no master copy: 2+2+4+4 = 12.
     // fp32: everything fp32, weights are the master: 4+4+4+4 = 16.
+    // tf32: the fp32 recipe's bytes, its matmuls on the tensor cores at the TF32 rate (PyTorch's
+    //      torch.backends.cuda.matmul.allow_tf32, on by default from 1.7 to 1.11; set_float32_matmul_precision("high")):
+    //      compute dtype Tf32, 4 B an element, the GPU's TF32 peak; a GPU without TF32 units has no peak for it.
     // cpu_fp64 / cpu_fp32: the CPU executor keeps weights, grads and both moments in its dtype: 32 / 16.
     // fp8: Megatron-LM with Transformer Engine (--fp8-format hybrid): the megatron recipe's 18 B, GEMMs in FP8
     //      (E4M3 forward, E5M2 gradients), and per linear weight the cached FP8 copy plus its transpose (Hopper's
@@ -162,6 +165,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
         {"mixed", Dtype::Bf16, 2, 2, 4, 4, Dtype::Bf16, 0, 0, 0},
         {"bf16_no_master", Dtype::Bf16, 2, 2, 0, 4, Dtype::Bf16, 0, 0, 0},
         {"fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0, 0, 0},
+        {"tf32", Dtype::Tf32, 4, 4, 0, 4, Dtype::Tf32, 0, 0, 0},
         {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8, Dtype::Fp64, 0, 0, 0},
         {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0, 0, 0},
         {"fp8", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp8, 2, 0, 0},
@@ -333,7 +337,7 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     for (const auto& rec : precisionRecipes()) recipeNames.push_back(rec.name);
     p.precision = r.optEnum("precision", "megatron", recipeNames);
     if (r.has("dtype")) {
-        auto dt = r.optEnum("dtype", "bf16", {"bf16", "fp16", "fp32", "fp64"});
+        auto dt = r.optEnum("dtype", "bf16", {"bf16", "fp16", "fp32", "tf32", "fp64"});
         const auto* rec = findPrecisionRecipe(p.precision);
         const bool half = dt == "bf16" || dt == "fp16";
         const bool matches = rec && ((half && rec->computeDtype == Dtype::Bf16) || dt == toString(rec->computeDtype));

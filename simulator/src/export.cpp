@@ -96,6 +96,12 @@ void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>
 
 
 void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& problems) {
+    // TF32 is PyTorch's matmul precision, a line of the training script, not a framework argument.
+    if (p.precision == "tf32")
+        problems.add("/plan/precision",
+                     framework + " has no TF32 setting: TF32 is PyTorch's torch.backends.cuda.matmul.allow_tf32 = True "
+                                 "(torch.set_float32_matmul_precision(\"high\")) in the training script; export precision "
+                                 "fp32 and set it there");
     if (p.framework.attentionUnpad.value_or(false))
         problems.add("/plan/attention_unpad",
                      framework + "'s attention takes q, k and v as they are; the unpadded gathers tessel costs are "

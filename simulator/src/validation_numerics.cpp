@@ -95,18 +95,29 @@ bool readPrecisionAndSharding(Reading& r) {
                               contains(words, "float8");
     // "TF32 off" / "no TF32" is the fp32 recipe's own setting, not TF32 training.
     const std::string tf32 = std::regex_replace(prec, std::regex(R"(tf32[ =:]*(off|disabled|false)|(no|without)[- ]+tf32)"), " ");
+    const bool tf32Off = tf32 != prec;
+    const bool hasTf32 = c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Tf32) > 0;
     if (!lowPrecision && contains(tf32, "tf32")) {
-        // TF32 tensor cores run at half the 16-bit rate over fp32 tensors; no recipe costs that, and reading it as
-        // either fp32 (CUDA cores, 8-16x slower) or bf16 (twice as fast) would be wrong by a factor.
-        refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
-                  "\": TF32 training is not modelled (tessel's recipes run fp32 on the CUDA cores and 16-bit or FP8 on the "
-                  "tensor cores)";
-        return false;
-    }
-    if (!lowPrecision && (contains(prec, "fp32") || contains(prec, "float32") || contains(prec, "full precision"))) {
-        plan.precision = "fp32";
-        r.assume("fp32 training: fp32 weights, gradients, optimizer state and GEMMs on the CUDA cores (TF32 off, "
-                 "PyTorch's default for matmul)");
+        // TF32: fp32 tensors, matmuls on the tensor cores at the TF32 rate (recipe tf32). A GPU without TF32 units
+        // (Volta, CDNA2) runs them as fp32.
+        plan.precision = hasTf32 ? "tf32" : "fp32";
+        r.assume(hasTf32 ? "TF32 training: fp32 weights, gradients, optimizer state and activations, matmuls on the tensor "
+                           "cores at the TF32 rate"
+                         : "TF32 stated, but " + c.scenario.cluster.gpu.name + " has no TF32 units: read as fp32");
+    } else if (!lowPrecision && (contains(prec, "fp32") || contains(prec, "float32") || contains(prec, "full precision"))) {
+        // PyTorch ran fp32 matmuls on TF32 tensor cores by default from 1.7 to 1.11 (torch.backends.cuda.matmul.
+        // allow_tf32 True), off from 1.12 (June 2022; pytorch/pytorch#67384, the numerical-accuracy notes of #79537):
+        // an fp32 run of software before 2022 on a GPU with TF32 units ran its matmuls in TF32 unless it says not.
+        const int softwareYr = softwareYear(r.source);
+        if (hasTf32 && !tf32Off && softwareYr > 0 && softwareYr <= 2021) {
+            plan.precision = "tf32";
+            r.assume("fp32 training of " + std::to_string(softwareYr) + ": matmuls on the tensor cores at the TF32 rate, "
+                     "PyTorch's default from 1.7 to 1.11 (allow_tf32, off from 1.12)");
+        } else {
+            plan.precision = "fp32";
+            r.assume("fp32 training: fp32 weights, gradients, optimizer state and GEMMs on the CUDA cores (TF32 off, "
+                     "PyTorch's default for matmul from 1.12)");
+        }
     }
     else if (contains(prec, "fp8") || contains(prec, "float8")) {
         if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8) && (framework == "torchtitan" || contains(prec, "torchao"))) {
@@ -393,6 +404,13 @@ bool readAttention(Reading& r) {
     } else {
         plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
         r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
+    }
+    // FlashAttention takes 16-bit inputs: a TF32 run's fp32 tensors go through attention unfused, its score GEMMs
+    // at the TF32 rate (the fp32 recipe is left as it was read).
+    if (plan.flashAttention && plan.precision == "tf32") {
+        plan.flashAttention = false;
+        plan.attentionKernel = "auto";
+        r.assume("TF32 run: attention unfused (FlashAttention takes 16-bit inputs), the scores in HBM");
     }
     // A GPU without fused attention kernels (Volta: FlashAttention is built for sm75/sm80 and later) computes
     // attention as GEMMs around a softmax, whatever the record calls it.

@@ -357,25 +357,29 @@ TEST(Schemas, PlanSchemaEnumsAreWhatTheReaderAccepts) {
             for (const auto& p : problems.items()) EXPECT_NE(p.where, std::string("/") + key) << value << ": " << p.message;
         }
     for (const auto& [dtype, precision] : std::vector<std::pair<std::string, std::string>>{
-             {"bf16", "megatron"}, {"fp16", "megatron"}, {"fp32", "fp32"}, {"fp64", "cpu_fp64"}}) {
+             {"bf16", "megatron"}, {"fp16", "megatron"}, {"fp32", "fp32"}, {"tf32", "tf32"}, {"fp64", "cpu_fp64"}}) {
         ProblemList problems;
         parsePlan(nlohmann::json{{"dtype", dtype}, {"precision", precision}}, "", problems);
         for (const auto& p : problems.items()) EXPECT_NE(p.where, "/dtype") << dtype << ": " << p.message;
     }
-    EXPECT_EQ(listed("dtype"), (std::set<std::string>{"bf16", "fp16", "fp32", "fp64"}));
+    EXPECT_EQ(listed("dtype"), (std::set<std::string>{"bf16", "fp16", "fp32", "tf32", "fp64"}));
 }
 
 TEST(Schemas, ClusterSchemaDescribesClusterToJson) {
-    const ClusterConfig c = parseCluster(readJsonFile((kScenarioDir / "clusters" / "dgx-a100-80g.json").string()));
-    const nlohmann::json written = clusterToJson(c);
-    const nlohmann::json s = schema("cluster");
-    expectKeysDescribed(s, written, "cluster");
-    expectKeysDescribed(s["properties"]["gpu"], written["gpu"], "cluster/gpu");
-    expectKeysDescribed(s["properties"]["network"], written["network"], "cluster/network");
-    for (const char* tier : {"intra_node", "inter_node"})
-        expectKeysDescribed(s["properties"]["network"]["properties"][tier], written["network"][tier],
-                            std::string("cluster/network/") + tier);
-    EXPECT_NO_THROW(parseCluster(written));
+    // A switched node (NVSwitch) and a switchless mesh (the MI300X platform's mesh_links).
+    for (const char* preset : {"dgx-a100-80g", "mi300x-platform"}) {
+        SCOPED_TRACE(preset);
+        const ClusterConfig c = parseCluster(readJsonFile((kScenarioDir / "clusters" / (std::string(preset) + ".json")).string()));
+        const nlohmann::json written = clusterToJson(c);
+        const nlohmann::json s = schema("cluster");
+        expectKeysDescribed(s, written, "cluster");
+        expectKeysDescribed(s["properties"]["gpu"], written["gpu"], "cluster/gpu");
+        expectKeysDescribed(s["properties"]["network"], written["network"], "cluster/network");
+        for (const char* tier : {"intra_node", "inter_node"})
+            expectKeysDescribed(s["properties"]["network"]["properties"][tier], written["network"][tier],
+                                std::string("cluster/network/") + tier);
+        EXPECT_EQ(parseCluster(written).intraNode.meshLinks, c.intraNode.meshLinks);
+    }
 }
 
 TEST(Schemas, PlanSchemaDescribesPlanToJson) {

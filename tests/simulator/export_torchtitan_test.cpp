@@ -12,6 +12,17 @@ namespace {
 
 using namespace export_test;
 
+// The message of the problem an export reports at `where` ("" when it reports none there).
+std::string messageAt(const Scenario& sc, ExportFormat f, const std::string& where) {
+    try {
+        exportPlan(sc, f);
+    } catch (const InputError& e) {
+        for (const auto& p : e.problems())
+            if (p.where == where) return p.message;
+    }
+    return std::string();
+}
+
 // Hybrid sharding: Megatron-LM's --num-distributed-optimizer-instances, DeepSpeed's MiCS (ZeRO-3 only) and
 // torchtitan's HSDP degrees.
 TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
@@ -125,15 +136,6 @@ TEST(ExportTorchtitan, AutocastOnlyUnderDataParallelismAlone) {
     const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("training.mixed_precision_param"), "bfloat16");
     EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "8");
-    auto messageAt = [](const Scenario& sc, ExportFormat f, const std::string& where) {
-        try {
-            exportPlan(sc, f);
-        } catch (const InputError& e) {
-            for (const auto& p : e.problems())
-                if (p.where == where) return p.message;
-        }
-        return std::string();
-    };
     s.plan.zeroStage = 3;
     EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("use precision fsdp"), std::string::npos);
     s.plan.zeroStage = 0;
@@ -144,6 +146,18 @@ TEST(ExportTorchtitan, AutocastOnlyUnderDataParallelismAlone) {
     // Megatron-LM and DeepSpeed keep bf16 weights beside an fp32 master: no autocast to export.
     EXPECT_NE(messageAt(s, ExportFormat::Megatron, "/plan/precision").find("torch.autocast"), std::string::npos);
     EXPECT_NE(messageAt(s, ExportFormat::DeepSpeed, "/plan/precision").find("torch.autocast"), std::string::npos);
+}
+
+TEST(ExportFrameworks, Tf32IsTheTrainingScriptsSettingNoFrameworkArgument) {
+    // TF32 is torch.backends.cuda.matmul.allow_tf32, a line of the script: every format refuses it at the field,
+    // naming the setting, rather than writing fp32 arguments that would run 8x slower on the CUDA cores.
+    Scenario s = preset("llama3-8b-h100");
+    s.plan.zeroStage = 3;
+    s.plan.precision = "tf32";
+    for (ExportFormat f : allExportFormats()) {
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/precision")) << toString(f);
+        EXPECT_NE(messageAt(s, f, "/plan/precision").find("allow_tf32"), std::string::npos) << toString(f);
+    }
 }
 
 TEST(ExportFrameworks, UnpaddedAttentionIsModelCodeNoFrameworkRuns) {

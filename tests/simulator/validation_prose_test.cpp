@@ -3,6 +3,7 @@
 #include "validation_support.hpp"
 
 #include "../../simulator/src/validation_prose.hpp"
+#include "tessel/sim/simulate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,8 @@ using test::mentions;
 using test::record;
 using test::refusalOf;
 using prose::outOfMemoryInProse;
+
+PlanSimulation stepOf(const Scenario& s) { return simulatePlan(s.model, s.cluster, s.plan); }
 
 // A number written as text: its leading figure, with a config's exponent ("5e8" is 5e8, not 5) and without a table's
 // thousands separators ("1,024" is 1024, not 1), prose after it ignored.
@@ -238,10 +241,10 @@ TEST(ValidationGpu, V100sAreTheDgx1AndDgx2PartsComputingInFp16) {
     EXPECT_NE(pcie.find("V100 PCIe"), std::string::npos) << pcie;
 }
 
-TEST(ValidationPrecision, Fp32TrainingIsTheFp32RecipeAndTf32IsRefused) {
+TEST(ValidationPrecision, Fp32TrainingIsTheFp32RecipeAndTf32TheTf32Recipe) {
     // A field naming only 32 bits is full-precision training (the fp32 recipe: CUDA-core GEMMs), said; "fp32" beside
-    // a 16-bit word is a mixed recipe's master copy; TF32 has no recipe, so it is refused naming the field rather
-    // than read as fp32 (8x too slow) or bf16 (2x too fast).
+    // a 16-bit word is a mixed recipe's master copy. The test record's software is of 2022 (arXiv 2205), after
+    // PyTorch 1.12 turned TF32 matmuls off by default.
     nlohmann::json r = record();
     for (const char* words : {"fp32", "float32", "FP32 (no mixed precision)", "fp32 on Ampere, TF32 off"}) {
         r["system"]["precision"] = words;
@@ -255,10 +258,35 @@ TEST(ValidationPrecision, Fp32TrainingIsTheFp32RecipeAndTf32IsRefused) {
         EXPECT_NE(c.scenario.plan.precision, "fp32") << words;
         EXPECT_FALSE(mentions(c.assumptions, "fp32 training")) << words;
     }
+    const double bf16Step = stepOf(load(r).scenario).metrics.stepSeconds;
+    // TF32 is its own recipe: fp32 tensors, matmuls at the TF32 rate, attention unfused (FlashAttention takes 16-bit
+    // inputs); between fp32 on the CUDA cores and bf16 on the tensor cores.
     r["system"]["precision"] = "tf32";
-    const std::string refusal = refusalOf(r);
-    EXPECT_NE(refusal.find("/system/precision"), std::string::npos) << refusal;
-    EXPECT_NE(refusal.find("TF32"), std::string::npos) << refusal;
+    r["plan"]["attention"] = "FlashAttention-2";
+    const ValidationCase tf32 = load(r);
+    EXPECT_EQ(tf32.scenario.plan.precision, "tf32");
+    EXPECT_FALSE(tf32.scenario.plan.flashAttention);
+    EXPECT_TRUE(mentions(tf32.assumptions, "TF32 training"));
+    EXPECT_TRUE(mentions(tf32.assumptions, "attention unfused (FlashAttention takes 16-bit inputs)"));
+    r["plan"].erase("attention");
+    r["system"]["precision"] = "fp32";
+    const double tf32Step = stepOf(tf32.scenario).metrics.stepSeconds;
+    const double fp32Step = stepOf(load(r).scenario).metrics.stepSeconds;
+    EXPECT_GT(tf32Step, 1.3 * bf16Step);
+    EXPECT_LT(tf32Step, 0.5 * fp32Step);
+    // An fp32 run of software before 2022 ran its matmuls in TF32: PyTorch's default from 1.7 to 1.11.
+    r["source"] = "Someone et al., 'An older paper' (arXiv:2107.01234)";
+    const ValidationCase older = load(r);
+    EXPECT_EQ(older.scenario.plan.precision, "tf32");
+    EXPECT_TRUE(mentions(older.assumptions, "fp32 training of 2021: matmuls on the tensor cores at the TF32 rate"));
+    r["system"]["precision"] = "fp32, TF32 off";
+    EXPECT_EQ(load(r).scenario.plan.precision, "fp32");
+    // A GPU without TF32 units runs a TF32 record as fp32, said.
+    r["system"]["gpu"] = "V100-SXM2-32GB";
+    r["system"]["precision"] = "tf32";
+    const ValidationCase volta = load(r);
+    EXPECT_EQ(volta.scenario.plan.precision, "fp32");
+    EXPECT_TRUE(mentions(volta.assumptions, "has no TF32 units: read as fp32"));
 }
 
 TEST(ValidationGpu, Gb200IsOneNvlinkDomainARackWhateverTheRecordCallsANode) {
