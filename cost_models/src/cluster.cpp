@@ -535,6 +535,10 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         else problems.add(nr.pointer("intra_node"), "required field is missing");
         if (const auto* t = nr.child("inter_node")) c.interNode = parseTier(*t, nr.pointer("inter_node"), problems);
         else problems.add(nr.pointer("inter_node"), "required field is missing");
+        // A mesh of direct GPU links is inside a node; across nodes every GPU's NIC reaches the fabric's switches.
+        if (c.interNode.meshLinks > 0)
+            problems.add(nr.pointer("inter_node") + "/mesh_links",
+                         "a mesh of direct GPU links is a node's (intra_node); across nodes the NICs reach a switched fabric");
         nr.finish();
     } else {
         problems.add(r.pointer("network"), "required field is missing");

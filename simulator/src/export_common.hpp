@@ -26,8 +26,9 @@ bool isHalfRecipe(const std::string& precision);
 void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>& layouts,
                     const std::string& framework, const std::string& how, ProblemList& problems);
 
-// What no exporter writes because it is the model's code, not the framework's settings: a plan that needs it
-// (attention_unpad, llm-foundry's unpadded flash attention) is refused by every framework, which runs its own.
+// What no exporter writes because it is the model's or the training script's code, not the framework's settings: a
+// plan that needs it (attention_unpad, llm-foundry's unpadded flash attention; tf32, PyTorch's allow_tf32) is refused by
+// every framework.
 void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& problems);
 // The optimizer state tessel predicted (16-bit master remainders, bf16 state) where `framework` cannot keep it;
 // `remainders`: the framework has a master-remainder optimizer.

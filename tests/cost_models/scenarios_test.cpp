@@ -382,6 +382,27 @@ TEST(Schemas, ClusterSchemaDescribesClusterToJson) {
     }
 }
 
+TEST(ClusterSources, AMeshIsANodesLinksAndABadCountIsNamed) {
+    // mesh_links describes direct GPU links inside a node: on the inter-node tier, or negative, it is an error at
+    // its pointer, not a silent cost.
+    nlohmann::json doc = readJsonFile((kScenarioDir / "clusters" / "mi300x-platform.json").string());
+    auto problemsAt = [](const nlohmann::json& d) {
+        std::vector<std::string> where;
+        try {
+            parseCluster(d);
+        } catch (const InputError& e) {
+            for (const auto& p : e.problems()) where.push_back(p.where);
+        }
+        return where;
+    };
+    EXPECT_TRUE(problemsAt(doc).empty());
+    doc["network"]["inter_node"]["mesh_links"] = 7;
+    EXPECT_EQ(problemsAt(doc), std::vector<std::string>{"/network/inter_node/mesh_links"});
+    doc["network"]["inter_node"].erase("mesh_links");
+    doc["network"]["intra_node"]["mesh_links"] = -1;
+    EXPECT_EQ(problemsAt(doc), std::vector<std::string>{"/network/intra_node/mesh_links"});
+}
+
 TEST(Schemas, PlanSchemaDescribesPlanToJson) {
     const nlohmann::json s = schema("plan");
     expectKeysDescribed(s, planToJson(Plan{}), "plan");
