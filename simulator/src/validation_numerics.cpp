@@ -1,6 +1,6 @@
 // Reads the numerics of a published record's run (validation_reading.hpp): its precision recipe, ZeRO stage and
-// hybrid sharding, the attention kernel its framework and software year ran, and recompute and sequence
-// parallelism raised until the plan fits, with the checks of the finished plan.
+// hybrid sharding, and recompute and sequence parallelism raised until the plan fits, with the checks of the
+// finished plan (the attention kernel is validation_attention.cpp's).
 #include "validation_reading.hpp"
 
 #include "search_space.hpp"
@@ -130,7 +130,8 @@ bool readPrecisionAndSharding(Reading& r) {
                 r.assume("MXFP8 read as FP8: its block scales (one byte per 32 elements) and both-direction casts are "
                          "costed as per-tensor FP8's cast and transpose");
         } else {
-            r.assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as BF16");
+            r.assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as " +
+                     (noBf16 ? "FP16" : "BF16"));
         }
     }
     else if (framework == "fsdp" || framework == "torchtitan") {
@@ -252,12 +253,14 @@ bool readPrecisionAndSharding(Reading& r) {
     bool fp16Only = (contains(prec, "fp16") || contains(prec, "float16") || contains(prec, "16-mixed") ||
                      contains(prec, "16-true")) &&
                     !contains(prec, "bf16") && !contains(prec, "bfloat16");
-    // Unstated on a GPU without bf16 (Volta): the 16-bit mixed precision it has, fp16.
-    if (!fp16Only && noBf16 && (prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated")) &&
-        !contains(plan.precision, "fp8")) {
+    // Unstated, or a 16-bit recipe that names no type ("mixed precision", "AMP", "half"), on a GPU without bf16
+    // (Volta): the 16-bit type it has, fp16. A record that says bf16 there keeps it and is refused by the plan check.
+    const bool unstated = prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated");
+    if (!fp16Only && noBf16 && !contains(prec, "bf16") && !contains(prec, "bfloat16") && plan.precision != "fp32" &&
+        plan.precision != "tf32" && !contains(plan.precision, "fp8")) {
         fp16Only = true;
-        r.assume("precision not stated on " + r.c.scenario.cluster.gpu.name +
-                 ", which has no bf16: fp16 mixed precision with fp32 master weights");
+        r.assume((unstated ? std::string("precision not stated") : "\"" + text(sys, "precision") + text(pl, "precision") + "\"") +
+                 " on " + r.c.scenario.cluster.gpu.name + ", which has no bf16: fp16 mixed precision with fp32 master weights");
     }
     // The 16-bit type itself: fp16 runs compute in fp16 (the only one Volta has; on Ampere and later the same rate).
     if (fp16Only && !contains(plan.precision, "fp8") && !plan.framework.halfDtype) plan.framework.halfDtype = "fp16";
@@ -315,124 +318,6 @@ bool readPrecisionAndSharding(Reading& r) {
     return true;
 }
 
-// The attention kernel: the record's words, else what its framework and software year ran.
-bool readAttention(Reading& r) {
-    const nlohmann::json& rec = r.rec;
-    const nlohmann::json& pl = r.pl;
-    ValidationCase& c = r.c;
-    const std::string& source = r.source;
-    const std::string& framework = r.framework;
-    Plan& plan = r.c.scenario.plan;
-    // Attention kernel: FlashAttention (Dao et al., arXiv:2205.14135, May 2022) cannot have been used by a run
-    // published before it; Megatron-LM made it a default only with Transformer Engine (2023-24). Which fused
-    // kernel follows the record's words, else the year of its software (as the framework version does):
-    // FlashAttention-2 from July 2023, -3 (and cuDNN's fused attention on Hopper) from 2024. MegaScale (NSDI'24,
-    // arXiv 2402) ran its Megatron-LM baseline in 2023 and names FlashAttention-2 among its own changes.
-    const std::string attn =
-        lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention"));
-    auto kernelFor = [&](const std::string& wanted) {
-        const auto& kernels = c.scenario.cluster.gpu.attentionKernels;
-        if (kernels.count(wanted)) return wanted;
-        // cuDNN's fused attention where the GPU has no figure for it (it runs on Hopper and later): Transformer
-        // Engine then runs FlashAttention, the best the GPU has.
-        if (wanted == "cudnn" && kernels.count("flash3")) return std::string("flash3");
-        if ((wanted == "flash3" || wanted == "cudnn") && kernels.count("flash2")) return std::string("flash2");
-        return std::string("auto");
-    };
-    // The software's year decides the default kernel, not the paper's (a paper submitted early in a year
-    // reports work run the year before).
-    const int softwareYr = softwareYear(source);
-    // Frameworks whose models call torch.nn.functional.scaled_dot_product_attention unless told otherwise.
-    const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
-    plan.flashAttention = true;
-    // llm-foundry's benchmark runs take `attn_impl` from submit_benchmarks.py's --attn_impl, default "triton"
-    // (llm-foundry's Triton kernel, triton-pre-mlir in its install_requires) at 5f43bf160, b2a43a147 and 5e85bd62d
-    // alike; its sweep.sh never sets it. The "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with
-    // sweep.py (5e85bd62d, 2024-01), which sets it per model: "flash" (flash-attn 2.4.2, installed as
-    // .[gpu-flash2]) for MPT-1B, -3B, -7B and -70B, "triton" for MPT-13B and -30B.
-    const bool llmFoundryLargeScale = contains(lower(source), "llm-foundry") && contains(lower(source), "large scale");
-    const std::string modelName = lower(text(rec.value("model", nlohmann::json::object()), "name"));
-    const bool largeScaleTriton = std::regex_search(modelName, std::regex(R"((^|[^0-9.])(13|30)b)"));
-    bool triton = false; // the run's attention was a Triton kernel (read as FlashAttention-1 class)
-    if (llmFoundryLargeScale && !contains(attn, "flash1") && !contains(attn, "flash2") && !contains(attn, "flash3")) {
-        plan.attentionKernel = kernelFor(largeScaleTriton ? "flash1" : "flash2");
-        triton = largeScaleTriton;
-        r.assume(largeScaleTriton
-                   ? "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl triton for this model, read as "
-                     "FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)"
-                   : "llm-foundry's Large Scale sweep (sweep.py, 5e85bd62d): attn_impl flash, flash-attn 2.4.2");
-    } else if (contains(attn, "triton") || contains(attn, "flash1") || contains(attn, "flashattention-1") ||
-        contains(attn, "flash-attn 1") || contains(attn, "flash attention 1") || contains(attn, "flash-attention 1")) {
-        plan.attentionKernel = kernelFor("flash1");
-        triton = contains(attn, "triton");
-        if (triton)
-            r.assume("Triton attention read as FlashAttention-1 class (the 2022-23 Triton kernels follow its algorithm)");
-    } else if (contains(attn, "flash3") || contains(attn, "flashattention-3")) {
-        plan.attentionKernel = kernelFor("flash3");
-    } else if (contains(attn, "cudnn") || contains(attn, "fused attention") || contains(attn, "fused_attn")) {
-        plan.attentionKernel = kernelFor("cudnn");
-    } else if (contains(attn, "flash2") || contains(attn, "flashattention-2") || contains(attn, "flash-attn 2") ||
-               contains(attn, "flash_attn_2") || contains(attn, "flash attention 2") || contains(attn, "flash-attention-2")) {
-        plan.attentionKernel = kernelFor("flash2");
-    } else if (contains(attn, "unfused") || contains(attn, "no flash") || contains(attn, "softmax") ||
-               contains(attn, "eager") || contains(attn, "standard")) {
-        plan.flashAttention = false;
-    } else if (sdpaFramework && softwareYr >= 2026 && c.scenario.cluster.gpu.attentionKernels.count("cudnn")) {
-        // From PyTorch 2.11 (2026) SDPA prefers cuDNN's attention on Hopper: check_prefer_cudnn_attention
-        // (sdp_utils.cpp) gates it on a bundled cuDNN newer than 9.15, which 2.11's wheel has; the H200 profile of
-        // docs/gpu-report-h200.md shows its kernels.
-        plan.attentionKernel = "cudnn";
-        r.assume("attention through PyTorch SDPA: cuDNN's fused attention (its default on Hopper from PyTorch 2.11)");
-    } else if (sdpaFramework && softwareYr >= 2024) {
-        // PyTorch's scaled_dot_product_attention runs FlashAttention-2 (PyTorch 2.2 release notes); its cuDNN
-        // backend is opt-in from 2.5.1 (pytorch/pytorch PR 138522; torchtitan's selective-checkpoint save list names
-        // only the flash and memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
-        plan.attentionKernel = kernelFor("flash2");
-        r.assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
-    } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
-        plan.attentionKernel = softwareYr >= 2024 ? kernelFor(sdpaFramework ? "flash3" : "cudnn")
-                               : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";
-        r.assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
-               (softwareYr > 0 ? " (software of " + std::to_string(softwareYr) + ")" : " (the GPU's default)"));
-    } else if (framework == "megatron" && softwareYr > 0 && softwareYr <= 2023) {
-        plan.flashAttention = false;
-        r.assume("attention kernel not stated: Megatron-LM of " + std::to_string(softwareYr) +
-               " without FlashAttention (fused softmax, s^2 scores in HBM)");
-    } else if (softwareYr > 0 && softwareYr <= 2022) {
-        plan.flashAttention = false;
-        r.assume("attention kernel not stated: a " + std::to_string(softwareYr) + " run predates FlashAttention's adoption");
-    } else {
-        plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
-        r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
-    }
-    // FlashAttention takes 16-bit inputs: a TF32 run's fp32 tensors go through attention unfused, its score GEMMs
-    // at the TF32 rate (the fp32 recipe is left as it was read).
-    if (plan.flashAttention && plan.precision == "tf32") {
-        plan.flashAttention = false;
-        plan.attentionKernel = "auto";
-        r.assume("TF32 run: attention unfused (FlashAttention takes 16-bit inputs), the scores in HBM");
-    }
-    // A GPU without fused attention kernels (Volta: FlashAttention is built for sm75/sm80 and later) computes
-    // attention as GEMMs around a softmax, whatever the record calls it.
-    if (plan.flashAttention && c.scenario.cluster.gpu.attentionKernels.empty()) {
-        plan.flashAttention = false;
-        plan.attentionKernel = "auto";
-        r.assume(c.scenario.cluster.gpu.name + " has no fused attention kernel (FlashAttention needs sm75/sm80 or later): "
-                 "attention unfused, the scores in HBM");
-    }
-    // llm-foundry's unpadded layout is its flash_attn_fn's: bert_padding gathers q, k and v for flash-attn's varlen
-    // kernel and scatters the output back. Its triton_flash_attn_fn hands the Triton kernel [b, s, h, d] views of
-    // the fused projection's output, no gather or scatter (attention.py at 5f43bf160, b2a43a147 and 5e85bd62d alike).
-    // A record that states attention_unpad is read as stated, whatever its framework.
-    if (auto v = boolean(pl, "attention_unpad")) plan.framework.attentionUnpad = *v;
-    else if (r.llmFoundry && plan.flashAttention) {
-        plan.framework.attentionUnpad = !triton;
-        r.assume(triton ? "llm-foundry: the Triton kernel on q, k and v as the projection left them (triton_flash_attn_fn: no unpadding)"
-                        : "llm-foundry: flash attention on unpadded q, k, v (flash_attn_fn's bert_padding gather and scatter)");
-    }
-    return true;
-}
-
 // Recompute and sequence parallelism (raised until a published plan fits), the micro-batch where one a step
 // does not fit, the framework defaults that decided something, and the plan checked as tessel's plan format checks it.
 bool readRecomputeAndCheck(Reading& r) {
@@ -447,6 +332,32 @@ bool readRecomputeAndCheck(Reading& r) {
     // memory is raised step by step (a published run ran, so it fit).
     bool recomputeKnown = false;
     plan.recompute = parseRecompute(text(pl, "recompute"), recomputeKnown);
+    // Under a config's own keys where the schema's is absent, each a flag or words: Megatron-LM's
+    // --recompute-granularity (full / selective) and --recompute-method (uniform / block: full), its older
+    // --checkpoint-activations (full) and --recompute-activations (selective: arguments.py sets the granularity),
+    // Hugging Face's gradient_checkpointing and a config's activation_checkpointing (whole layers).
+    struct RecomputeKey {
+        const char* key;
+        Recompute whenTrue;
+    };
+    static const RecomputeKey recomputeKeys[] = {
+        {"recompute_granularity", Recompute::Full},   {"activation_checkpointing", Recompute::Full},
+        {"gradient_checkpointing", Recompute::Full},  {"checkpoint_activations", Recompute::Full},
+        {"recompute_activations", Recompute::Selective}, {"recompute_method", Recompute::Full}};
+    for (const RecomputeKey& k : recomputeKeys) {
+        if (recomputeKnown || member(pl, "recompute")) break;
+        const nlohmann::json* v = member(pl, k.key);
+        if (!v) continue;
+        if (v->is_boolean()) {
+            plan.recompute = v->get<bool>() ? k.whenTrue : Recompute::None;
+            recomputeKnown = true;
+        } else {
+            plan.recompute = parseRecompute(text(pl, k.key), recomputeKnown);
+        }
+        if (recomputeKnown)
+            r.assume(std::string("recompute ") + toString(plan.recompute) + ", read from " + k.key + " " +
+                     (v->is_string() ? "\"" + v->get<std::string>() + "\"" : v->dump()));
+    }
     // Megatron-LM's block method recomputes only --recompute-num-layers layers of each chunk (plan
     // recompute_layers); its uniform method with n > 1 layers per checkpoint recomputes every layer and keeps
     // fewer inputs than tessel's one per layer. Both read from the config's names or the record's prose.
@@ -474,12 +385,9 @@ bool readRecomputeAndCheck(Reading& r) {
     }
     // As a flag (llm-foundry's "Activation Checkpointing: True", a config's activation_checkpointing): on is
     // every layer recomputed, off is none.
-    for (const char* key : {"recompute", "activation_checkpointing"}) {
-        if (recomputeKnown) break;
-        if (const nlohmann::json* flag = member(pl, key); flag && flag->is_boolean()) {
-            plan.recompute = flag->get<bool>() ? Recompute::Full : Recompute::None;
-            recomputeKnown = true;
-        }
+    if (const nlohmann::json* flag = member(pl, "recompute"); !recomputeKnown && flag && flag->is_boolean()) {
+        plan.recompute = flag->get<bool>() ? Recompute::Full : Recompute::None;
+        recomputeKnown = true;
     }
     // In the record's prose: "pre-trained on 8K sequences without activation checkpointing" (Meta's Llama 3 report),
     // "full activation checkpointing" in its techniques; said with the sentence it came from.
@@ -601,7 +509,13 @@ bool readRecomputeAndCheck(Reading& r) {
         if (sp) r.assume("sequence_parallel \"" + text(pl, "sequence_parallel") + "\" read as " + (*sp ? "on" : "off"));
     }
     plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
-    if (!model.moe) plan.ep = 1;
+    // Expert parallelism splits expert layers; a model without them has none to split, so the degree is 1, said (a
+    // record naming its experts under a key tessel does not read would otherwise lose them in silence).
+    if (!model.moe && plan.ep > 1) {
+        r.assume("ep " + std::to_string(plan.ep) + " read as 1: the model states no routed experts (num_experts, " +
+                 "num_local_experts, n_routed_experts, moe_num_experts), so it has no expert layers to split");
+        plan.ep = 1;
+    }
     auto fits = [&] {
         ProblemList problems;
         validatePlan(model, c.scenario.cluster, plan, "/plan", problems);

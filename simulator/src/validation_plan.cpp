@@ -414,7 +414,9 @@ bool readBatch(Reading& r) {
         std::string written = lower(text(pl, "global_batch"));
         written.erase(std::remove(written.begin(), written.end(), ','), written.end());
         std::smatch m;
-        if (std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([kmb])?\s*tok(en)?s?\b)"))) {
+        // With its unit, or a bare "4M" / "1B": a batch of millions of sequences is none a run has, so tokens.
+        if (std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([kmb])?\s*tok(en)?s?\b)")) ||
+            std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([mb])\s*$)"))) {
             // "4M" is 4e6 or 2^22: the one that is a whole number of sequences (Llama's "4M tokens" is 2048 x 2048).
             const double value = std::stod(m[1]), seq = static_cast<double>(c.scenario.model.seqLen);
             const double decimal = m[3] == "k" ? 1e3 : m[3] == "m" ? 1e6 : m[3] == "b" ? 1e9 : 1.0;

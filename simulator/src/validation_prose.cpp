@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <regex>
+#include <utility>
 
 namespace tessel::sim::prose {
 
@@ -30,20 +31,30 @@ std::string text(const nlohmann::json& obj, const char* key) {
     if (v->is_string()) return v->get<std::string>();
     return v->dump();
 }
+namespace {
+// A leading number of a field written as text: "8", "8 (inferred)", a config's "5e8", a table's "1,024", with an
+// abbreviated magnitude right after it ("265k", "1.5M", "22B": a letter k, M or B followed by no letter or digit),
+// given as its multiplier (1 without one).
+std::optional<std::pair<double, double>> leadingNumber(const std::string& s) {
+    static const std::regex numberRe(R"(^\s*([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+    std::smatch m;
+    if (!std::regex_search(s, m, numberRe)) return std::nullopt;
+    std::string digits = m[0].str();
+    digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+    const size_t at = static_cast<size_t>(m[0].length());
+    double scale = 1.0;
+    if (at < s.size() && std::strchr("kKMB", s[at]) &&
+        (at + 1 == s.size() || !std::isalnum(static_cast<unsigned char>(s[at + 1]))))
+        scale = s[at] == 'M' ? 1e6 : s[at] == 'B' ? 1e9 : 1e3;
+    return std::make_pair(std::stod(digits), scale);
+}
+} // namespace
+
 std::optional<double> number(const nlohmann::json& obj, const char* key) {
     const nlohmann::json* v = member(obj, key);
     if (v && v->is_number()) return v->get<double>();
-    if (v && v->is_string()) {
-        // "8", "8 (inferred)", a config's "5e8" or a table's "1,024": a leading number, with its exponent and
-        // without its thousands separators.
-        std::smatch m;
-        const std::string s = v->get<std::string>();
-        if (std::regex_search(s, m, std::regex(R"(^\s*([0-9]{1,3}(,[0-9]{3})+|[0-9]+)(\.[0-9]+)?([eE][+-]?[0-9]+)?)"))) {
-            std::string digits = m[0].str();
-            digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
-            return std::stod(digits);
-        }
-    }
+    if (v && v->is_string())
+        if (const auto n = leadingNumber(v->get<std::string>())) return n->first * n->second;
     return std::nullopt;
 }
 std::optional<int64_t> integer(const nlohmann::json& obj, const char* key) {
@@ -54,6 +65,15 @@ std::optional<int64_t> integer(const nlohmann::json& obj, const char* key) {
 std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t least, int64_t most,
                              const std::string& where, std::string& refusal) {
     if (!member(obj, key)) return std::nullopt;
+    // A count written with an abbreviated magnitude ("4k", "32K") is not read: k is 1000 in a vocabulary of 32000 and
+    // 1024 in a width of 4096, and a guess either way would be silent.
+    if (const nlohmann::json* t = member(obj, key); t->is_string())
+        if (const auto n = leadingNumber(t->get<std::string>()); n && n->second != 1.0) {
+            if (refusal.empty())
+                refusal = where + "/" + key + ": \"" + t->get<std::string>() + "\" abbreviates the count; write it whole (" +
+                          "k may be 1000 or 1024)";
+            return std::nullopt;
+        }
     const auto v = number(obj, key);
     if (v && std::floor(*v) == *v && *v >= static_cast<double>(least) && *v <= static_cast<double>(most))
         return static_cast<int64_t>(*v);

@@ -116,6 +116,47 @@ Family familyOf(const nlohmann::json& model) {
     return f;
 }
 
+// A routed-expert count under the names papers and configs use (Megatron-LM num_experts, HuggingFace
+// num_local_experts, DeepSeek n_routed_experts, DBRX moe_num_experts).
+const std::initializer_list<const char*> kExpertCountKeys{"experts",     "num_experts",     "num_local_experts", "n_routed_experts",
+                                                          "moe_experts", "moe_num_experts", "num_moe_experts",   "n_experts"};
+
+// A model's blocks nested as configs nest them (DBRX's ffn_config and attn_config, MPT's attn_config, a record's
+// "moe" object): a copy of the record with their keys read as the model's own, a key the model states itself
+// winning. Returns each key lifted with its block; none, and `flat` untouched, when the model nests nothing.
+std::vector<std::pair<std::string, std::string>> liftNestedModelBlocks(const nlohmann::json& rec, nlohmann::json& flat) {
+    std::vector<std::pair<std::string, std::string>> lifted;
+    const nlohmann::json* model = member(rec, "model");
+    if (!model || !model->is_object()) return lifted;
+    static const char* const blocks[] = {"moe", "moe_config", "mixture_of_experts", "ffn_config", "attn_config"};
+    bool nests = false;
+    for (const char* block : blocks)
+        if (const auto* b = member(*model, block); b && b->is_object() && !b->empty()) nests = true;
+    if (!nests) return lifted;
+    flat = rec;
+    nlohmann::json& m = flat["model"];
+    for (const char* block : blocks) {
+        const auto* b = member(*model, block);
+        if (!b || !b->is_object()) continue;
+        for (const auto& [key, value] : b->items())
+            if (!m.contains(key)) {
+                m[key] = value;
+                lifted.emplace_back(key, block);
+            }
+    }
+    return lifted;
+}
+
+// The lifted keys by block, for the assumption that says so: block, "key, key".
+std::vector<std::pair<std::string, std::string>> liftedByBlock(const std::vector<std::pair<std::string, std::string>>& lifted) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [key, block] : lifted) {
+        if (out.empty() || out.back().first != block) out.emplace_back(block, key);
+        else out.back().second += ", " + key;
+    }
+    return out;
+}
+
 // Architecture a record states that ModelConfig cannot express: shared experts without routed ones to sit beside.
 // Key and what it says, for each one stated with a value that changes the network.
 std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nlohmann::json& m) {
@@ -125,7 +166,7 @@ std::vector<std::pair<std::string, std::string>> unmodelledArchitecture(const nl
         return v && *v > 0;
     };
     const bool routed = [&] {
-        for (const char* key : {"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"})
+        for (const char* key : kExpertCountKeys)
             if (const auto v = integer(m, key); v && *v > 1) return true;
         return false;
     }();
@@ -230,7 +271,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         if (model.hidden > 0 && model.hidden % width == 0)
             heads128 = {model.hidden / width, headDim ? "hidden / head_dim" : "hidden / 128: heads of 128, GPT-3's and Llama's from 6.7B up"};
         std::optional<int64_t> kv;
-        for (const char* k : {"kv_heads", "num_key_value_heads", "num_query_groups", "n_kv_heads"})
+        for (const char* k : {"kv_heads", "num_key_value_heads", "num_query_groups", "n_kv_heads", "kv_n_heads"})
             if (!kv) kv = integer(m, k);
         if (kv && *kv > 0 && (heads128.first == 0 || heads128.first % *kv != 0))
             heads128 = {*kv, "kv_heads, which does not divide hidden / 128: multi-head attention"};
@@ -247,8 +288,18 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     model.heads = static_cast<int>(need(headKeys, L::heads,
                                         preset ? preset->heads : none, heads128));
     model.vocab = need(vocabKeys, L::vocab, preset ? preset->vocab : none, vocabOf);
-    model.seqLen = need(seqKeys, L::seqLen,
-                        preset ? preset->seqLen : none, seqOf);
+    // A sequence length written "2k" or "32K" is 2048 or 32768: k is 1024 in a sequence length, said.
+    std::smatch abbreviated;
+    const char* seqKey = firstKey(seqKeys);
+    const std::string seqText = seqKey && member(m, seqKey)->is_string() ? member(m, seqKey)->get<std::string>() : "";
+    if (std::regex_match(seqText, abbreviated, std::regex(R"(\s*([0-9]{1,5})\s*[kK]\s*(tokens?)?\s*)")) &&
+        std::stoll(abbreviated[1].str()) * 1024 <= L::seqLen && std::stoll(abbreviated[1].str()) > 0) {
+        model.seqLen = std::stoll(abbreviated[1].str()) * 1024;
+        c.assumptions.push_back(std::string("model/") + seqKey + " \"" + seqText + "\" read as " + std::to_string(model.seqLen) +
+                                " (k = 1024 in a sequence length)");
+    } else {
+        model.seqLen = need(seqKeys, L::seqLen, preset ? preset->seqLen : none, seqOf);
+    }
     if (!refusal.empty()) return;
     const Family f = familyOf(m);
     model.activation = f.activation;
@@ -270,7 +321,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                             (f.tied ? "tied" : "untied") + " embeddings" +
                             (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");
     const char* kvKey = "kv_heads";
-    for (const char* k : {"kv_heads", "num_key_value_heads", "num_query_groups", "n_kv_heads"})
+    for (const char* k : {"kv_heads", "num_key_value_heads", "num_query_groups", "n_kv_heads", "kv_n_heads"})
         if (member(m, k)) {
             kvKey = k;
             break;
@@ -320,7 +371,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             if (auto v = integer(m, k)) return v;
         return std::nullopt;
     };
-    if (auto experts = firstInteger({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"});
+    if (auto experts = firstInteger(kExpertCountKeys);
         experts && *experts > 1) {
         MoeConfig moe;
         // Each under whichever name the record uses, bounded as a model file's moe block is.
@@ -330,7 +381,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                 if (member(m, k)) return count(m, k, least, most, where, refusal);
             return std::nullopt;
         };
-        if (!firstCount({"experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_experts"}, L::heads)) return;
+        if (!firstCount(kExpertCountKeys, L::heads)) return;
         moe.experts = static_cast<int>(*experts);
         const auto topK = firstCount({"top_k", "moe_top_k", "moe_router_topk", "num_experts_per_tok", "experts_per_token"}, *experts);
         moe.topK = static_cast<int>(topK.value_or(std::min<int64_t>(2, *experts)));
@@ -649,9 +700,20 @@ std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const
         c.source = text(rec, "source");
         c.pointer = ptr;
         std::string refusal;
-        readModel(rec, ptr, c, refusal);
-        if (refusal.empty()) detail::readSystemAndPlan(rec, ptr, c, refusal);
-        if (refusal.empty()) readMeasured(rec, ptr, c);
+        nlohmann::json flat;
+        const auto lifted = liftNestedModelBlocks(rec, flat);
+        const nlohmann::json& read = lifted.empty() ? rec : flat;
+        for (const auto& [block, keys] : liftedByBlock(lifted))
+            c.assumptions.push_back("model/" + block + "'s keys read as the model's own: " + keys);
+        readModel(read, ptr, c, refusal);
+        if (refusal.empty()) detail::readSystemAndPlan(read, ptr, c, refusal);
+        if (refusal.empty()) readMeasured(read, ptr, c);
+        // A refusal at a lifted key names it where the record wrote it.
+        for (const auto& [key, block] : lifted) {
+            const std::string at = ptr + "/model/" + key;
+            if (refusal.rfind(at, 0) == 0 && refusal.size() > at.size() && (refusal[at.size()] == ':' || refusal[at.size()] == '/'))
+                refusal.replace(0, at.size(), ptr + "/model/" + block + "/" + key);
+        }
         if (refusal.empty()) lr.validationCase = std::move(c);
         else lr.refusal = refusal;
         out.push_back(std::move(lr));

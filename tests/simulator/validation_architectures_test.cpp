@@ -33,6 +33,38 @@ nlohmann::json mixtralRecord(int nodes, int tp, int pp) {
     return r;
 }
 
+// A model block nested as configs nest it (DBRX's ffn_config and attn_config, a record's "moe" object) is read as the
+// model's own keys, said; a refusal inside it names it where it is. An ep over a model with no experts is 1, said:
+// before, a nested expert count was dropped in silence and the model predicted dense.
+TEST(ValidationRecord, NestedExpertBlocksAreReadAndEpOverADenseModelIsSaid) {
+    nlohmann::json r = mixtralRecord(2, 1, 1);
+    r["model"].erase("num_local_experts");
+    r["model"].erase("num_experts_per_tok");
+    r["model"].erase("kv_heads");
+    r["model"]["ffn_config"] = {{"moe_num_experts", 16}, {"moe_top_k", 4}, {"ffn_hidden_size", 10752}};
+    r["model"]["attn_config"] = {{"kv_n_heads", 8}};
+    const ValidationCase dbrx = load(r);
+    ASSERT_TRUE(dbrx.scenario.model.moe.has_value());
+    EXPECT_EQ(dbrx.scenario.model.moe->experts, 16);
+    EXPECT_EQ(dbrx.scenario.model.moe->topK, 4);
+    EXPECT_EQ(dbrx.scenario.model.ffnHidden, 14336);              // the model's own key wins over the block's
+    EXPECT_EQ(dbrx.scenario.model.moe->expertFfnHidden, 14336);
+    EXPECT_EQ(dbrx.scenario.model.kvHeads, 8);
+    EXPECT_EQ(dbrx.scenario.plan.ep, 8);
+    EXPECT_TRUE(mentions(dbrx.assumptions, "model/ffn_config's keys read as the model's own: ffn_hidden_size, moe_num_experts, moe_top_k"));
+    EXPECT_TRUE(mentions(dbrx.assumptions, "model/attn_config's keys read as the model's own: kv_n_heads"));
+    // A bad value inside the block is refused at its own pointer.
+    r["model"].erase("ffn_config");
+    r["model"]["moe"] = {{"experts", 8}, {"top_k", 9}};
+    EXPECT_NE(refusalOf(r).find("/model/moe/top_k: got 9"), std::string::npos) << refusalOf(r);
+    // No experts anywhere: the model is dense and ep 8 is 1, said.
+    r["model"].erase("moe");
+    const ValidationCase dense = load(r);
+    EXPECT_FALSE(dense.scenario.model.moe.has_value());
+    EXPECT_EQ(dense.scenario.plan.ep, 1);
+    EXPECT_TRUE(mentions(dense.assumptions, "ep 8 read as 1: the model states no routed experts"));
+}
+
 // BLOOM biases its attention scores with ALiBi; a record naming ALiBi gets it, not a rotary embedding.
 TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     nlohmann::json r = record();

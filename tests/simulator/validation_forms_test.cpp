@@ -179,6 +179,12 @@ TEST(ValidationRecord, GlobalBatchWrittenInTokens) {
     EXPECT_EQ(load(r).scenario.plan.globalBatch, 2048);
     r["plan"]["global_batch"] = "64 (131k tokens)";
     EXPECT_EQ(load(r).scenario.plan.globalBatch, 64);
+    // A bare "4M" is tokens too (millions of sequences are no run's batch); a bare "1k" could be 1000 or 1024
+    // sequences and is refused naming the field (both had been read as 4 and 1).
+    r["plan"]["global_batch"] = "4M";
+    EXPECT_EQ(load(r).scenario.plan.globalBatch, 2048);
+    r["plan"]["global_batch"] = "1k";
+    EXPECT_NE(refusalOf(r).find("/plan/global_batch: \"1k\" abbreviates the count"), std::string::npos) << refusalOf(r);
 }
 
 // A FLOP rate's convention in prose: one that counts the recomputed forward is a hardware count (4/3 of the model

@@ -32,6 +32,80 @@ TEST(ValidationProse, NumbersInTextKeepTheirExponent) {
     EXPECT_DOUBLE_EQ(*prose::number(o, "f"), 1024.0); // thousands separators, as tables print counts
     EXPECT_DOUBLE_EQ(*prose::number(o, "g"), 8.0);    // a list's first number
     EXPECT_DOUBLE_EQ(*prose::number(o, "h"), 2097152.5);
+    // An abbreviated magnitude right after the number is its multiplier ("265k" had been read as 265); a unit that
+    // goes on with a letter is not one ("8kB", "400 Gb/s").
+    const nlohmann::json m = {{"k", "265k tokens/s"}, {"M", "1.5M"}, {"B", "22B"}, {"kB", "8kB"}, {"Gb", "400 Gb/s"}};
+    EXPECT_DOUBLE_EQ(*prose::number(m, "k"), 265e3);
+    EXPECT_DOUBLE_EQ(*prose::number(m, "M"), 1.5e6);
+    EXPECT_DOUBLE_EQ(*prose::number(m, "B"), 22e9);
+    EXPECT_DOUBLE_EQ(*prose::number(m, "kB"), 8.0);
+    EXPECT_DOUBLE_EQ(*prose::number(m, "Gb"), 400.0);
+    // A count so written is refused naming it: k is 1000 in a vocabulary of 32000 and 1024 in a width of 4096.
+    std::string refusal;
+    EXPECT_FALSE(prose::count(nlohmann::json{{"vocab", "32k"}}, "vocab", 1, 1 << 30, "/0/model", refusal).has_value());
+    EXPECT_NE(refusal.find("/0/model/vocab: \"32k\" abbreviates the count"), std::string::npos) << refusal;
+}
+
+// A sequence length written "2k" is 2048 (k is 1024 there), said; it had been read as a sequence of 2 tokens.
+TEST(ValidationProse, AnAbbreviatedSequenceLengthIsInUnitsOf1024) {
+    nlohmann::json r = record();
+    r["model"]["seq"] = "2k";
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.model.seqLen, 2048);
+    EXPECT_TRUE(mentions(c.assumptions, "model/seq \"2k\" read as 2048"));
+    r["model"]["seq"] = "32K tokens";
+    EXPECT_EQ(load(r).scenario.model.seqLen, 32768);
+    r["model"]["seq"] = 4096;
+    r["model"]["hidden"] = "4k";
+    EXPECT_NE(refusalOf(r).find("/model/hidden: \"4k\" abbreviates the count"), std::string::npos) << refusalOf(r);
+}
+
+// Recompute and the attention kernel under a config's own keys, where the schema's are absent: Megatron-LM's
+// --recompute-granularity / --recompute-activations / --use-flash-attn / --attention-backend, Hugging Face's
+// gradient_checkpointing and attn_implementation, llm-foundry's attn_impl. Each had been passed over for the
+// record's prose or the year's default.
+TEST(ValidationProse, RecomputeAndAttentionUnderTheirConfigKeys) {
+    nlohmann::json r = record();
+    r["plan"].erase("recompute");
+    auto recomputeOf = [&](const char* key, const nlohmann::json& value) {
+        nlohmann::json withKey = r;
+        withKey["plan"][key] = value;
+        const ValidationCase c = load(withKey);
+        EXPECT_TRUE(mentions(c.assumptions, std::string("read from ") + key)) << key;
+        return c.scenario.plan.recompute;
+    };
+    EXPECT_EQ(recomputeOf("recompute_granularity", "selective"), Recompute::Selective);
+    EXPECT_EQ(recomputeOf("recompute_granularity", "full"), Recompute::Full);
+    EXPECT_EQ(recomputeOf("recompute_activations", true), Recompute::Selective);
+    EXPECT_EQ(recomputeOf("checkpoint_activations", true), Recompute::Full);
+    EXPECT_EQ(recomputeOf("gradient_checkpointing", true), Recompute::Full);
+    EXPECT_EQ(recomputeOf("gradient_checkpointing", false), Recompute::None);
+    EXPECT_EQ(recomputeOf("activation_checkpointing", "none"), Recompute::None);
+    EXPECT_EQ(recomputeOf("recompute_method", "uniform"), Recompute::Full);
+    // The schema's key wins where both are stated.
+    r["plan"]["recompute"] = "none";
+    r["plan"]["recompute_granularity"] = "full";
+    EXPECT_EQ(load(r).scenario.plan.recompute, Recompute::None);
+
+    r = record();
+    r["plan"]["framework"] = "Megatron-LM";
+    EXPECT_FALSE(load(r).scenario.plan.flashAttention); // Megatron-LM of 2022 ran without it
+    auto kernelOf = [&](const char* key, const nlohmann::json& value) {
+        nlohmann::json withKey = r;
+        withKey["plan"][key] = value;
+        const Plan p = load(withKey).scenario.plan;
+        return p.flashAttention ? p.attentionKernel : std::string("unfused");
+    };
+    EXPECT_EQ(kernelOf("use_flash_attn", true), "flash1");          // FlashAttention of 2022
+    EXPECT_EQ(kernelOf("flash_attention", true), "flash1");
+    EXPECT_EQ(kernelOf("attn_implementation", "flash_attention_2"), "flash2");
+    EXPECT_EQ(kernelOf("attention_backend", "fused"), "flash2"); // cuDNN's, where the A100 has no figure for it: FA2
+    r["system"]["gpu"] = "H100 SXM";
+    EXPECT_EQ(kernelOf("attention_backend", "fused"), "cudnn");
+    r["system"]["gpu"] = "A100-SXM4-80GB";
+    EXPECT_EQ(kernelOf("attn_impl", "torch"), "unfused");
+    EXPECT_EQ(kernelOf("attention_backend", "unfused"), "unfused");
+    EXPECT_EQ(kernelOf("use_flash_attn", false), "unfused");
 }
 
 // ZeRO stages as records write them, the ZeRO paper's notation and ZeRO++ included.
@@ -219,6 +293,15 @@ TEST(ValidationGpu, V100sAreTheDgx1AndDgx2PartsComputingInFp16) {
     EXPECT_EQ(halfDtypeOf(unstated.scenario.plan.framework), "fp16");
     EXPECT_TRUE(mentions(unstated.assumptions, "which has no bf16: fp16 mixed precision"));
     EXPECT_FALSE(mentions(unstated.assumptions, "BF16 mixed precision"));
+    // So is a 16-bit recipe that names no type ("mixed precision", as Korthikanti's and SC'21's records write it;
+    // "AMP"; "half"), and an FP8 the GPU has no units for: each had been read as bf16 and refused.
+    for (const char* generic : {"mixed precision", "AMP", "half precision", "fp8"}) {
+        r["system"]["precision"] = generic;
+        const ValidationCase mixed = load(r);
+        EXPECT_EQ(halfDtypeOf(mixed.scenario.plan.framework), "fp16") << generic;
+        EXPECT_EQ(precisionRecipeOf(mixed.scenario.plan).computeDtype, Dtype::Fp16) << generic;
+        EXPECT_TRUE(mentions(mixed.assumptions, "which has no bf16: fp16 mixed precision")) << generic;
+    }
     // A bf16 run cannot run on Volta: refused at the precision, naming the way out.
     r["system"]["precision"] = "bf16";
     const std::string bf16 = refusalOf(r);
