@@ -8,14 +8,108 @@
 
 #include "tessel/cost/json_reader.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace tessel::sim::detail {
 
 namespace {
 using namespace prose;
+
+// Megatron-core's pipeline layout (--pipeline-model-parallel-layout, 2025): virtual stages separated by '|', each a
+// run of E (embedding), t (a transformer layer), m (an MTP layer) and L (the loss), "x*N" repeating a letter and
+// "(...)*N" a group, '|' included ("Et*3|(tt|)*29,m|L": a ',' is a space). Read as the transformer layers of each
+// virtual stage, in order, where there are pp x vpp of them and each holds one or more; otherwise refused naming the
+// field (tessel's plans give every stage a layer).
+bool readPipelineLayout(Reading& r, Plan& plan) {
+    const std::string written = text(r.pl, "pipeline_model_parallel_layout");
+    const std::string where = r.ptr + "/plan/pipeline_model_parallel_layout: \"" + written + "\" ";
+    std::string expanded;
+    size_t i = 0;
+    bool ok = true;
+    std::function<std::string(int)> group = [&](int depth) -> std::string {
+        std::string out;
+        while (ok && i < written.size()) {
+            const char ch = written[i];
+            if (ch == ')') return out;
+            std::string unit;
+            if (ch == '(') {
+                ++i;
+                if (depth > 8) { ok = false; return out; }
+                unit = group(depth + 1);
+                if (i >= written.size() || written[i] != ')') { ok = false; return out; }
+                ++i;
+            } else if (ch == 'E' || ch == 't' || ch == 'm' || ch == 'L' || ch == '|') {
+                unit = std::string(1, ch);
+                ++i;
+            } else if (ch == ',' || ch == ' ') {
+                ++i;
+                continue;
+            } else {
+                ok = false;
+                return out;
+            }
+            size_t times = 1;
+            if (i < written.size() && written[i] == '*') {
+                ++i;
+                size_t digits = 0;
+                times = 0;
+                while (i < written.size() && std::isdigit(static_cast<unsigned char>(written[i])) && digits < 6)
+                    times = times * 10 + static_cast<size_t>(written[i++] - '0'), ++digits;
+                if (digits == 0) { ok = false; return out; }
+            }
+            if (out.size() + unit.size() * times > 1000000) { ok = false; return out; }
+            for (size_t k = 0; k < times; ++k) out += unit;
+        }
+        return out;
+    };
+    expanded = group(0);
+    if (!ok || i != written.size()) {
+        r.refusal = where + "is not a layout of E, t, m, L and '|' with *N repeats (Megatron-core's syntax)";
+        return false;
+    }
+    std::vector<int> layers{0};
+    for (char ch : expanded) {
+        if (ch == '|') layers.push_back(0);
+        else if (ch == 't') ++layers.back();
+    }
+    const size_t stages = static_cast<size_t>(plan.pp) * static_cast<size_t>(std::max(plan.vpp, 1));
+    int total = 0;
+    for (int n : layers) total += n;
+    if (layers.size() != stages && layers.size() % static_cast<size_t>(plan.pp) == 0 && plan.vpp <= 1 && !member(r.pl, "vpp")) {
+        // Its virtual stages say the vpp where the record does not.
+        plan.vpp = static_cast<int>(layers.size() / static_cast<size_t>(plan.pp));
+        if (plan.schedule == Schedule::OneFOneB || plan.schedule == Schedule::Interleaved1F1B)
+            plan.schedule = plan.vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
+        r.assume("vpp = " + std::to_string(plan.vpp) + ", the layout's " + std::to_string(layers.size()) + " virtual stages over pp " +
+                 std::to_string(plan.pp));
+    }
+    if (layers.size() != static_cast<size_t>(plan.pp) * static_cast<size_t>(std::max(plan.vpp, 1))) {
+        r.refusal = where + "has " + std::to_string(layers.size()) + " stages, not pp x vpp = " +
+                    std::to_string(plan.pp * std::max(plan.vpp, 1));
+        return false;
+    }
+    if (total != r.c.scenario.model.layers) {
+        r.refusal = where + "places " + std::to_string(total) + " transformer layers, but the model has " +
+                    std::to_string(r.c.scenario.model.layers);
+        return false;
+    }
+    if (std::find(layers.begin(), layers.end(), 0) != layers.end()) {
+        r.refusal = where + "leaves a stage without transformer layers (an embedding- or loss-only stage), which tessel's "
+                    "pipeline splits do not express";
+        return false;
+    }
+    plan.pipelineLayers = layers;
+    std::string counts;
+    for (int n : layers) counts += (counts.empty() ? "" : ",") + std::to_string(n);
+    r.assume("pipeline layout \"" + written + "\": " + counts + " transformer layers a virtual stage");
+    return true;
+}
 
 // A pipeline schedule the record names besides 1F1B and its interleaved form: GPipe (all forwards, then all
 // backwards: "fill-drain", torchtitan's GPipe) and zero bubble (ZB-H1, torchtitan's ZBVZeroBubble and
@@ -110,7 +204,8 @@ bool readPipeline(Reading& r) {
     // The schedule a record names, under the keys records use (torchtitan's config: pipeline_parallel_schedule).
     const std::string namedSchedule = lower(text(pl, "schedule") + " " + text(pl, "pipeline_schedule") + " " +
                                             text(pl, "pp_schedule") + " " + text(pl, "pipeline_parallel_schedule"));
-    const bool vppInferred = plan.pp > 1 && !member(pl, "vpp");
+    // A Megatron-core layout gives the virtual stages itself (readPipelineLayout).
+    const bool vppInferred = plan.pp > 1 && !member(pl, "vpp") && !member(pl, "pipeline_model_parallel_layout");
     if (vppInferred) {
         // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
         // stage, the median of NVIDIA's published NeMo recipes (1-4: GPT-3 175B pp 8 vp 6, Llama 3 70B pp 4 vp 5,
@@ -208,9 +303,14 @@ bool readPipeline(Reading& r) {
     // time-balanced split where the record says so (FORMULAS.md §5.4).
     // Per-stage layer counts under the names records give them, as a list or as text ("7,8x14,7": 7, fourteen 8s, 7);
     // a count that does not read is refused naming its field, never dropped.
-    for (const char* key : {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers", "num_layers_per_stage"}) {
+    // pipeline_split holds counts too where it is not a word ("balanced", "even").
+    const bool splitCounts = std::regex_search(text(pl, "pipeline_split"), std::regex(R"(^\s*\[?\s*[0-9])"));
+    // Megatron-core's --pipeline-model-parallel-layout: one string of every virtual stage's layers.
+    if (member(pl, "pipeline_model_parallel_layout") && !readPipelineLayout(r, plan)) return false;
+    for (const char* key : {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers", "num_layers_per_stage",
+                            "pipeline_split"}) {
         const nlohmann::json* v = member(pl, key);
-        if (!v) continue;
+        if (!v || !plan.pipelineLayers.empty() || (std::string(key) == "pipeline_split" && !splitCounts)) continue;
         bool ok = true;
         if (v->is_array()) {
             for (const auto& n : *v) {

@@ -226,7 +226,10 @@ bool readCluster(Reading& r) {
         cluster.interNode.bandwidthBytesPerSecond = inter;
         if (contains(how, "one NIC per GPU")) r.assume("inter-node link read as " + how);
     } else if (nodes > 1) {
-        r.assume("inter-node link not stated: " + cluster.interNode.name + " (" + gpu.preset + ")");
+        const std::string written = text(sys, "inter_node_link");
+        r.assume((written.empty() ? std::string("inter-node link not stated: ")
+                                  : "inter-node link \"" + written + "\" names no rate tessel reads: ") +
+                 cluster.interNode.name + " (" + gpu.preset + ")");
     }
     c.scenario.cluster = cluster;
     c.scenario.name = c.id;
@@ -779,7 +782,8 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
             {"ep", {"expert_model_parallel_size", "expert_parallel_size", "expert_parallel_degree", "ep_size", "expert_parallel"}},
             {"dp", {"data_parallel_size", "data_parallel_degree", "dp_size"}},
             {"vpp", {"virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size"}},
-            {"micro_batch", {"micro_batch_size", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", "mbs"}},
+            {"micro_batch", {"micro_batch_size", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", "mbs",
+                             "local_batch_size"}},
             {"global_batch", {"global_batch_size", "train_batch_size", "gbs"}},
             {"grad_accum", {"gradient_accumulation_steps", "grad_accum_steps", "gradient_accumulation"}}};
         for (const auto& [key, names] : aliases)

@@ -380,7 +380,8 @@ std::optional<double> powerLimitInProse(const std::string& gpuText) {
 // such NIC per GPU (NVIDIA DGX A100 / DGX H100 user guides: 8 ConnectX-6 / ConnectX-7 compute ports for 8 GPUs).
 // AWS's Elastic Fabric Adapter is the exception: AWS gives EFA bandwidth per instance (p4d.24xlarge 400 Gbps over
 // four 100 Gbps adapters, p5.48xlarge 3200 Gbps over 32), so a bare EFA rate is the node's.
-double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
+namespace {
+double linkBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how, bool readGenerations) {
     constexpr double kLargestPortGbits = 800.0;   // InfiniBand XDR, 800GbE
     std::string t = lower(linkText);
     // A product's number is no count or rate ("4x Slingshot-11 200 Gb/s", "8x ConnectX-7 400 Gb/s"): a word joined by
@@ -404,8 +405,8 @@ double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std
         how = m.str(0) + " per node";
         return nics * gbits * 1e9 / 8.0 / gpusPerNode;
     }
-    // "M Gbps per GPU" or "M Gbps" per node.
-    if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s))"))) {
+    // "M Gbps per GPU" or "M Gbps" per node; an Ethernet port's "100GbE" or a bare "400G" is the same rate.
+    if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s|be\b|b\b|\b))"))) {
         double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0) * bitsPer(2);
         const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
         const bool perNode = contains(t, "node") || contains(t, "server") || contains(t, "host") ||
@@ -417,7 +418,26 @@ double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std
         how = m.str(0) + " per node";
         return gbits * 1e9 / 8.0 / gpusPerNode;
     }
+    // No rate written: an InfiniBand generation by name ("NDR400 x8", "4x HDR", "InfiniBand NDR") is its port's rate
+    // (XDR 800, NDR 400, HDR 200, EDR 100, FDR 56 Gb/s; a number joined to it, "NDR200", the port's own), read as if
+    // written so.
+    static const std::regex generation(R"(\b(xdr|ndr|hdr|edr|fdr)\s*-?\s*([0-9]{2,3})?\b)");
+    if (readGenerations && std::regex_search(t, m, generation)) {
+        const std::string g = m[1].str();
+        const std::string rate = m[2].matched ? m[2].str()
+                                 : g == "xdr" ? "800" : g == "ndr" ? "400" : g == "hdr" ? "200" : g == "edr" ? "100" : "56";
+        const std::string written = linkText.substr(0, static_cast<size_t>(m.position(0))) + rate + " Gb/s" +
+                                    linkText.substr(static_cast<size_t>(m.position(0) + m.length(0)));
+        const double bytes = linkBytesPerSecond(written, gpusPerNode, how, false);
+        if (bytes > 0.0) how += " (InfiniBand " + lower(m[0].str()) + ": " + rate + " Gb/s a port)";
+        return bytes;
+    }
     return 0.0;
+}
+} // namespace
+
+double interNodeBytesPerSecond(const std::string& linkText, int gpusPerNode, std::string& how) {
+    return linkBytesPerSecond(linkText, gpusPerNode, how, true);
 }
 
 Recompute parseRecompute(const std::string& s, bool& known) {
@@ -488,7 +508,16 @@ std::optional<std::pair<Recompute, std::string>> recomputeInProse(const std::str
 // ZeRO stage from a number or prose ("ZeRO-3", "FULL_SHARD", "SHARD_GRAD_OP"). -1 when unknown.
 int parseZero(const nlohmann::json& plan) {
     if (auto z = integer(plan, "zero")) return *z <= 3 ? static_cast<int>(*z) : -1;
-    const std::string z = lower(text(plan, "zero") + " " + text(plan, "fsdp_sharding") + " " + text(plan, "fsdp"));
+    // DeepSpeed's config writes the stage as zero_optimization.stage; records copy it as zero_stage.
+    if (!member(plan, "zero")) {
+        if (auto z = integer(plan, "zero_stage")) return *z <= 3 ? static_cast<int>(*z) : -1;
+        if (const nlohmann::json* zo = member(plan, "zero_optimization"))
+            if (auto z = integer(*zo, "stage")) return *z <= 3 ? static_cast<int>(*z) : -1;
+    }
+    // FSDP's sharding_strategy and Megatron FSDP's data_parallel_sharding_strategy, in their own words.
+    const std::string z = lower(text(plan, "zero") + " " + text(plan, "fsdp_sharding") + " " + text(plan, "fsdp") + " " +
+                                text(plan, "sharding_strategy") + " " + text(plan, "data_parallel_sharding_strategy") + " " +
+                                text(plan, "zero_stage"));
     auto stage = [&](char n) {
         for (const char* form : {"zero-", "zero", "zero ", "stage ", "stage-", "stage"})
             if (contains(z, std::string(form) + n)) return true;

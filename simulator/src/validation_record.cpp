@@ -121,36 +121,46 @@ Family familyOf(const nlohmann::json& model) {
 const std::initializer_list<const char*> kExpertCountKeys{"experts",     "num_experts",     "num_local_experts", "n_routed_experts",
                                                           "moe_experts", "moe_num_experts", "num_moe_experts",   "n_experts"};
 
-// A model's blocks nested as configs nest them (DBRX's ffn_config and attn_config, MPT's attn_config, a record's
-// "moe" object): a copy of the record with their keys read as the model's own, a key the model states itself
-// winning. Returns each key lifted with its block; none, and `flat` untouched, when the model nests nothing.
-std::vector<std::pair<std::string, std::string>> liftNestedModelBlocks(const nlohmann::json& rec, nlohmann::json& flat) {
-    std::vector<std::pair<std::string, std::string>> lifted;
-    const nlohmann::json* model = member(rec, "model");
-    if (!model || !model->is_object()) return lifted;
-    static const char* const blocks[] = {"moe", "moe_config", "mixture_of_experts", "ffn_config", "attn_config"};
-    bool nests = false;
-    for (const char* block : blocks)
-        if (const auto* b = member(*model, block); b && b->is_object() && !b->empty()) nests = true;
-    if (!nests) return lifted;
-    flat = rec;
-    nlohmann::json& m = flat["model"];
-    for (const char* block : blocks) {
-        const auto* b = member(*model, block);
-        if (!b || !b->is_object()) continue;
-        for (const auto& [key, value] : b->items())
-            if (!m.contains(key)) {
-                m[key] = value;
-                lifted.emplace_back(key, block);
+// A key of a block nested as configs nest it, read as its section's own: the section ("model", "plan"), the block,
+// the key as written and the key it is read as.
+struct LiftedKey {
+    std::string section, block, key, as;
+};
+
+// Blocks nested as configs nest them, read as their section's own keys, a key the section states itself winning:
+// the model's expert and attention blocks (a record's "moe" object, DBRX's ffn_config and attn_config, MPT's
+// attn_config), the plan's DeepSpeed zero_optimization (its stage read as zero_stage), llm-foundry's and Hugging
+// Face's fsdp_config, and torchtitan's parallelism and training sections. Returns each key lifted; none, and `flat`
+// untouched, when nothing nests.
+std::vector<LiftedKey> liftNestedBlocks(const nlohmann::json& rec, nlohmann::json& flat) {
+    static const std::vector<std::pair<const char*, std::vector<const char*>>> sections = {
+        {"model", {"moe", "moe_config", "mixture_of_experts", "ffn_config", "attn_config"}},
+        {"plan", {"zero_optimization", "fsdp_config", "parallelism", "training"}}};
+    std::vector<LiftedKey> lifted;
+    for (const auto& [section, blocks] : sections) {
+        const nlohmann::json* from = member(rec, section);
+        if (!from || !from->is_object()) continue;
+        for (const char* block : blocks) {
+            const nlohmann::json* b = member(*from, block);
+            if (!b || !b->is_object()) continue;
+            for (const auto& [key, value] : b->items()) {
+                const std::string as = std::string(block) == "zero_optimization" && key == "stage" ? "zero_stage" : key;
+                if (from->contains(as) || value.is_null()) continue;
+                if (lifted.empty()) flat = rec;
+                flat[section][as] = value;
+                lifted.push_back({section, block, key, as});
             }
+        }
     }
     return lifted;
 }
 
-// The lifted keys by block, for the assumption that says so: block, "key, key".
-std::vector<std::pair<std::string, std::string>> liftedByBlock(const std::vector<std::pair<std::string, std::string>>& lifted) {
+// The lifted keys by block, for the assumption that says so: "section/block", "key, key".
+std::vector<std::pair<std::string, std::string>> liftedByBlock(const std::vector<LiftedKey>& lifted) {
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& [key, block] : lifted) {
+    for (const LiftedKey& k : lifted) {
+        const std::string block = k.section + "/" + k.block;
+        const std::string key = k.as == k.key ? k.key : k.key + " (as " + k.as + ")";
         if (out.empty() || out.back().first != block) out.emplace_back(block, key);
         else out.back().second += ", " + key;
     }
@@ -606,10 +616,15 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     std::optional<std::pair<double, std::string>> memory;
     // Keys that name no unit: the unit written beside the number ("67.6 GiB", "61 GB (nvidia-smi)", "70000 MiB").
     const std::initializer_list<const char*> unitless = {"peak_memory", "memory", "memory_per_gpu", "peak_memory_per_gpu",
-                                                         "gpu_memory", "max_memory_allocated", "max_memory_reserved"};
+                                                         "gpu_memory", "max_memory_allocated", "max_memory_reserved",
+                                                         "memory_allocated", "memory_reserved", "memory_used"};
     std::optional<std::string> memoryOom; // a memory field that says the run ran out of memory
+    // Keys that name their unit (and, with "allocated" or "reserved", the allocator's counter).
     for (const char* key : {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb",
-                            "max_memory_allocated_gb", "max_memory_reserved_gb"})
+                            "max_memory_allocated_gb", "max_memory_reserved_gb", "max_memory_allocated_gib",
+                            "max_memory_reserved_gib", "memory_allocated_gb", "memory_reserved_gb", "memory_allocated_gib",
+                            "memory_reserved_gib", "allocated_memory_gb", "reserved_memory_gb", "gpu_memory_gb",
+                            "memory_used_gb", "max_memory_gb"})
         if (auto v = number(meas, key); v && *v > 0) {
             memory = std::pair<double, std::string>{*v, key};
             break;
@@ -701,18 +716,18 @@ std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const
         c.pointer = ptr;
         std::string refusal;
         nlohmann::json flat;
-        const auto lifted = liftNestedModelBlocks(rec, flat);
+        const auto lifted = liftNestedBlocks(rec, flat);
         const nlohmann::json& read = lifted.empty() ? rec : flat;
         for (const auto& [block, keys] : liftedByBlock(lifted))
-            c.assumptions.push_back("model/" + block + "'s keys read as the model's own: " + keys);
+            c.assumptions.push_back(block + "'s keys read as the " + block.substr(0, block.find('/')) + "'s own: " + keys);
         readModel(read, ptr, c, refusal);
         if (refusal.empty()) detail::readSystemAndPlan(read, ptr, c, refusal);
         if (refusal.empty()) readMeasured(read, ptr, c);
         // A refusal at a lifted key names it where the record wrote it.
-        for (const auto& [key, block] : lifted) {
-            const std::string at = ptr + "/model/" + key;
+        for (const LiftedKey& k : lifted) {
+            const std::string at = ptr + "/" + k.section + "/" + k.as;
             if (refusal.rfind(at, 0) == 0 && refusal.size() > at.size() && (refusal[at.size()] == ':' || refusal[at.size()] == '/'))
-                refusal.replace(0, at.size(), ptr + "/model/" + block + "/" + key);
+                refusal.replace(0, at.size(), ptr + "/" + k.section + "/" + k.block + "/" + k.key);
         }
         if (refusal.empty()) lr.validationCase = std::move(c);
         else lr.refusal = refusal;

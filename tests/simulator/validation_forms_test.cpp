@@ -129,7 +129,10 @@ TEST(ValidationRecord, MeasuredMemoryUnderItsWrittenNamesAndUnits) {
                                      {{{"tokens_per_s", 65536}, {"memory", "75 GB"}}, 75e9},
                                      {{{"tokens_per_s", 65536}, {"memory_per_gpu", "61 GB (nvidia-smi)"}}, 61e9},
                                      {{{"tokens_per_s", 65536}, {"gpu_memory", "70000 MiB"}}, 70000.0 * 1048576.0},
-                                     {{{"tokens_per_s", 65536}, {"max_memory_allocated", 70}}, 70e9}};
+                                     {{{"tokens_per_s", 65536}, {"max_memory_allocated", 70}}, 70e9},
+                                     // the allocator's counters under the names torch gives them, unit in the key
+                                     {{{"tokens_per_s", 65536}, {"memory_allocated_gb", 60}}, 60e9},
+                                     {{{"tokens_per_s", 65536}, {"max_memory_reserved_gib", 65}}, 65 * 1073741824.0}};
     for (const auto& f : forms) {
         nlohmann::json r = record();
         r["measured"] = f.measured;
@@ -165,6 +168,33 @@ TEST(ValidationRecord, ModelShapeUnderConfigNames) {
     EXPECT_EQ(hf.scenario.model.seqLen, schema.scenario.model.seqLen);
     r["model"].erase("num_hidden_layers");
     EXPECT_NE(refusalOf(r).find("/model/layers: missing"), std::string::npos);
+}
+
+// A plan's blocks nested as configs nest them are read as the plan's own keys, said: DeepSpeed's zero_optimization
+// (its stage and offload), torchtitan's parallelism and training sections. Before, each was passed over (no ZeRO,
+// no offload, the degrees from the GPU count alone).
+TEST(ValidationRecord, NestedPlanBlocksAreReadAsThePlansOwnKeys) {
+    nlohmann::json r = record(); // 32 GPUs
+    r["plan"].erase("zero");
+    r["plan"].erase("tp");
+    r["plan"].erase("pp");
+    r["plan"].erase("dp");
+    r["plan"].erase("micro_batch");
+    r["plan"]["framework"] = "DeepSpeed";
+    r["plan"]["zero_optimization"] = {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}};
+    r["plan"]["parallelism"] = {{"tensor_parallel_degree", 2}, {"pipeline_parallel_degree", 1}};
+    r["plan"]["training"] = {{"local_batch_size", 2}};
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.zeroStage, 3);
+    EXPECT_TRUE(c.scenario.plan.offloadOptimizer);
+    EXPECT_EQ(c.scenario.plan.tp, 2);
+    EXPECT_EQ(c.scenario.plan.dp, 16);
+    EXPECT_EQ(c.scenario.plan.microBatch, 2);
+    EXPECT_TRUE(mentions(c.assumptions, "plan/zero_optimization's keys read as the plan's own: offload_optimizer, stage (as zero_stage)"));
+    EXPECT_TRUE(mentions(c.assumptions, "plan/parallelism's keys read as the plan's own"));
+    // A key the plan states itself wins over the block's.
+    r["plan"]["tp"] = 4;
+    EXPECT_EQ(load(r).scenario.plan.tp, 4);
 }
 
 // A global batch written in tokens is that many sequences ("4M tokens" had been read as 4 sequences); a count with a

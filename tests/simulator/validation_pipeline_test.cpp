@@ -43,6 +43,42 @@ TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
     EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "5,6x10,5");
 }
 
+// Megatron-core's --pipeline-model-parallel-layout names every virtual stage's layers; pipeline_split may hold counts
+// as well as a word. Both had been passed over (the frameworks' split taken instead, in silence).
+TEST(ValidationRecord, MegatronCoresPipelineLayoutAndASplitOfCountsAreRead) {
+    nlohmann::json r = llama405(8192, 1, 8192); // 126 layers, pp 16
+    r["plan"].erase("vpp");
+    r["plan"]["pipeline_model_parallel_layout"] = "Et*6|(t*8|)*14t*8L";
+    ValidationCase c = load(r);
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "6,8x15");
+    EXPECT_EQ(c.scenario.plan.vpp, 1);
+    EXPECT_TRUE(mentions(c.assumptions, "pipeline layout \"Et*6|(t*8|)*14t*8L\": 6,8,8"));
+    EXPECT_FALSE(mentions(c.assumptions, "as the frameworks split"));
+    // Twice as many stages as pp: its virtual stages give the vpp, interleaved.
+    r["plan"]["pipeline_model_parallel_layout"] = "E(t*4|)*31t*2L";
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.vpp, 2);
+    EXPECT_EQ(c.scenario.plan.schedule, Schedule::Interleaved1F1B);
+    EXPECT_EQ(c.scenario.plan.pipelineLayers.size(), 32u);
+    EXPECT_TRUE(mentions(c.assumptions, "vpp = 2, the layout's 32 virtual stages over pp 16"));
+    // What tessel cannot express, or what is no layout, is refused naming the field.
+    r["plan"]["pipeline_model_parallel_layout"] = "E|(t*8|)*14t*14L";
+    EXPECT_NE(test::refusalOf(r).find("/plan/pipeline_model_parallel_layout: \"E|(t*8|)*14t*14L\" leaves a stage without"),
+              std::string::npos) << test::refusalOf(r);
+    r["plan"]["pipeline_model_parallel_layout"] = "Et*8|q";
+    EXPECT_NE(test::refusalOf(r).find("is not a layout"), std::string::npos) << test::refusalOf(r);
+    r["plan"]["pipeline_model_parallel_layout"] = "Et*8|t*8L";
+    EXPECT_NE(test::refusalOf(r).find("has 2 stages, not pp x vpp = 16"), std::string::npos) << test::refusalOf(r);
+    // Beside a stated vpp, the layout's stages must be pp x vpp.
+    r["plan"]["vpp"] = 1;
+    r["plan"]["pipeline_model_parallel_layout"] = "E(t*4|)*31t*2L";
+    EXPECT_NE(test::refusalOf(r).find("has 32 stages, not pp x vpp = 16"), std::string::npos) << test::refusalOf(r);
+    // A split written as counts under pipeline_split.
+    r["plan"].erase("pipeline_model_parallel_layout");
+    r["plan"]["pipeline_split"] = "6,8x15";
+    EXPECT_EQ(pipelineSplitText(load(r).scenario.model, load(r).scenario.plan), "6,8x15");
+}
+
 TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEach) {
     // Meta describes an interleaved schedule for Llama 3 405B but prints no virtual-stage count: 126 layers + the
     // embedding and the loss on 16 stages, two layers per virtual stage -> vpp 4.

@@ -119,6 +119,14 @@ TEST(ValidationProse, ZeroStagesInTheirWrittenForms) {
     EXPECT_EQ(zero("ZeRO++ (qwZ, hpZ, qgZ)"), 3);
     EXPECT_EQ(zero("positional"), -1); // "pos" inside a word is no stage
     EXPECT_EQ(zero("none"), -1);
+    // Under the keys configs use: DeepSpeed's zero_optimization.stage (or a record's zero_stage), FSDP's
+    // sharding_strategy and Megatron FSDP's data_parallel_sharding_strategy (each had been passed over: no ZeRO).
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"zero_stage", 2}}), 2);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"zero_stage", "ZeRO-3"}}), 3);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"zero_optimization", {{"stage", 3}, {"overlap_comm", true}}}}), 3);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"sharding_strategy", "SHARD_GRAD_OP"}}), 2);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"data_parallel_sharding_strategy", "optim_grads_params"}}), 3);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"stage", 3}}), -1); // a bare "stage" may be a pipeline stage's
 }
 
 // FSDP named by its long name, or by fairseq's fully_sharded backend, is FSDP; a framework tessel has no defaults
@@ -449,6 +457,26 @@ TEST(ValidationProse, AProductNumberInTheLinkIsNoCountOfNics) {
     EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("4 x ConnectX-6 HDR 200 Gb/s per node", 8, how), 12.5e9);
     // A rate joined to its unit by a hyphenated word is still the rate.
     EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("RoCE-400 Gb/s per GPU", 8, how), 50e9);
+}
+
+// A rate without "b/s" ("400G", "100GbE") and an InfiniBand generation named without one ("NDR400 x8", "4x HDR",
+// "InfiniBand NDR") are read as the port rates they are; each had been taken as no link stated (the preset's).
+TEST(ValidationProse, ALinkRateWrittenAsAPortOrAGenerationIsRead) {
+    std::string how;
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("Spectrum-X 400G", 8, how), 50e9);   // one NIC per GPU
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("TCP 100GbE", 8, how), 12.5e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("NDR400 x8", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("4x HDR", 8, how), 12.5e9);           // 4 ports of 200 a node
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("4x HDR 200", 8, how), 12.5e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("InfiniBand NDR", 8, how), 50e9);
+    EXPECT_NE(how.find("InfiniBand ndr: 400 Gb/s a port"), std::string::npos) << how;
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("8x EDR InfiniBand", 8, how), 12.5e9);
+    // A rate written in full is read as before, the generation beside it no second rate.
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("InfiniBand NDR 400 Gb/s", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("8x NVIDIA Mellanox 200Gb/s HDR", 8, how), 25e9);
+    // Words with no rate stay unread (0: the preset's link, said as named without a rate).
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("Omni-Path", 8, how), 0.0);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("high-speed fabric", 8, how), 0.0);
 }
 
 TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
