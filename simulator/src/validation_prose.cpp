@@ -188,7 +188,8 @@ std::string torchtitanKin(const std::string& words) {
         return "OLMo-core";
     if (contains(w, "torchtune")) return "torchtune";
     // fully_shard, FSDP2's API, not fairseq's `fully_sharded` (FairScale's FSDP1).
-    if (contains(w, "fsdp2") || contains(w, "fsdp 2") || std::regex_search(w, std::regex(R"(fully_shard(?!ed))")))
+    // "FSDP 2" is FSDP2, "FSDP 2.4" PyTorch 2.4's FSDP.
+    if (std::regex_search(w, std::regex(R"(fsdp ?2(?![.0-9]))")) || std::regex_search(w, std::regex(R"(fully_shard(?!ed))")))
         return "FSDP2";
     return "";
 }
@@ -239,6 +240,35 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
 GpuChoice gpuPreset(const std::string& gpuText) {
     const std::string g = lower(gpuText);
     auto has = [&](const char* s) { return contains(g, s); };
+    // A cloud instance named for its GPUs (AWS p4d/p4de/p5/p5e/p5en, Azure's ND A100 v4 SKUs, Google's A2, Oracle's
+    // BM.GPU4.8 / A100-v2.8): the GPU it carries, said, and its network as its provider states it (AWS: p4d 400 Gbps
+    // of EFA, p5 3200 Gbps; Azure ND A100 v4: 8 x 200 Gb/s HDR; Oracle: 1600 Gbps of RDMA) for a record stating none.
+    // Longer names first, where one contains another.
+    struct Instance {
+        const char* name;
+        const char* gpu;
+        const char* link;
+    };
+    static const Instance instances[] = {
+        {"p4de", "A100-SXM4-80GB", "EFA 400 Gbps per node"},       {"p4d", "A100-SXM4-40GB", "EFA 400 Gbps per node"},
+        {"p5en", "H200", "EFA 3200 Gbps per node"},                {"p5e", "H200", "EFA 3200 Gbps per node"},
+        {"p5.", "H100 SXM", "EFA 3200 Gbps per node"},             {"p5 ", "H100 SXM", "EFA 3200 Gbps per node"},
+        {"nd96amsr", "A100-SXM4-80GB", "8x 200 Gb/s HDR"},         {"ndm a100 v4", "A100-SXM4-80GB", "8x 200 Gb/s HDR"},
+        {"nd96asr", "A100-SXM4-40GB", "8x 200 Gb/s HDR"},          {"nd a100 v4", "A100-SXM4-40GB", "8x 200 Gb/s HDR"},
+        {"a2-ultragpu", "A100-SXM4-80GB", ""},                     {"a2-highgpu", "A100-SXM4-40GB", ""},
+        {"a2-megagpu", "A100-SXM4-40GB", ""},                      {"a3-ultragpu", "H200", ""},
+        {"a3-highgpu", "H100 SXM", ""},                            {"a3-megagpu", "H100 SXM", ""},
+        {"a3-edgegpu", "H100 SXM", ""},                            {"a4-highgpu", "B200", ""},
+        {"bm.gpu4.8", "A100-SXM4-40GB", "1600 Gbps per node"},     {"bm.gpu.a100-v2.8", "A100-SXM4-80GB", "1600 Gbps per node"}};
+    const std::string spaced = " " + g + " ";
+    for (const Instance& i : instances)
+        if (contains(spaced, i.name)) {
+            GpuChoice choice = gpuPreset(i.gpu);
+            if (choice.preset.empty()) return choice;
+            choice.note = "\"" + gpuText + "\" read as the instance's GPU, " + i.gpu + (choice.note.empty() ? "" : "; " + choice.note);
+            choice.instanceLink = i.link;
+            return choice;
+        }
     if (has("gh200")) {
         const GpuPartMemory part = gpuPartMemory(gpuText);
         char memory[64];

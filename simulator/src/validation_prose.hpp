@@ -59,6 +59,8 @@ struct GpuChoice {
     // Devices a package holds (AMD's MI250X and MI250: two GCDs, each a GPU to PyTorch and HIP; the presets are per
     // GCD); a record may count either (readCluster decides and says which).
     int devicesPerPackage = 1;
+    // A cloud instance named for its GPUs: its network as its provider states it, for a record that states none.
+    std::string instanceLink = {};
 };
 
 // A part's own memory where it differs from its preset's (GH200's 96 GB HBM3 on the H200 preset); empty name: none.

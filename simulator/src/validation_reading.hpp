@@ -1,4 +1,4 @@
-// One published record's reading in progress (validation_plan.cpp, validation_numerics.cpp): the state its steps
+// One published record's reading in progress (validation_plan.cpp and the step files beside it): the state its steps
 // share and the steps that read the run's numerics. Internal to the simulator library.
 #pragma once
 
@@ -33,6 +33,9 @@ struct Reading {
 // The step of validation_pipeline.cpp, run after the cluster and batch steps: virtual stages, the schedule and the
 // split of the layers over the stages. False with `refusal` set when the record cannot be read.
 bool readPipeline(Reading& r);
+
+// The step of validation_framework.cpp, run after the pipeline step: the framework, its version and its settings.
+bool readFramework(Reading& r);
 
 // The steps of validation_numerics.cpp, run after the cluster, batch, pipeline and framework steps: the precision
 // recipe, ZeRO stage and hybrid sharding; the attention kernel; recompute and SP raised until the plan fits, and the

@@ -449,6 +449,36 @@ TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
     EXPECT_EQ(frameworkOfRecord("Megatron-DeepSpeed"), "deepspeed");
     EXPECT_EQ(frameworkOfRecord("metaseq"), "fsdp");
     EXPECT_EQ(frameworkOfRecord("Megatron-LM"), "megatron");
+    // "FSDP 2.4" is PyTorch 2.4's FSDP, not FSDP2 (it had been read as torchtitan's).
+    EXPECT_EQ(frameworkOfRecord("PyTorch FSDP 2.4"), "fsdp");
+    EXPECT_EQ(frameworkOfRecord("PyTorch FSDP2"), "torchtitan");
+}
+
+// A version written in the framework's name is the framework's version (the source's year had been taken instead):
+// a container's YY.MM, a Megatron-core release, a date, or a DeepSpeed or PyTorch release's year.
+TEST(ValidationRecord, AVersionInTheFrameworksNameIsItsVersion) {
+    auto versionOf = [](const std::string& framework) {
+        nlohmann::json r = record();
+        r["plan"]["framework"] = framework;
+        const ValidationCase c = load(r);
+        EXPECT_TRUE(mentions(c.assumptions, "read from the framework's name")) << framework;
+        return c.scenario.plan.framework.version;
+    };
+    EXPECT_EQ(versionOf("NeMo 24.12"), "24.12");
+    EXPECT_EQ(versionOf("Megatron-LM core_r0.9.0"), "core_r0.9");
+    EXPECT_EQ(versionOf("torchtitan (2025-03)"), "2025");
+    EXPECT_EQ(versionOf("DeepSpeed 0.14 + Megatron-DeepSpeed"), "2024");
+    EXPECT_EQ(versionOf("DeepSpeed v0.7.3"), "2022");
+    EXPECT_EQ(versionOf("PyTorch FSDP 2.4"), "2024");
+    EXPECT_EQ(versionOf("PyTorch 1.13 FSDP"), "2022");
+    // A stated framework_version wins; a name with no version leaves the source's year.
+    nlohmann::json r = record();
+    r["plan"]["framework"] = "NeMo 24.12";
+    r["plan"]["framework_version"] = "24.07";
+    EXPECT_EQ(load(r).scenario.plan.framework.version, "24.07");
+    r["plan"].erase("framework_version");
+    r["plan"]["framework"] = "NeMo 2.0";
+    EXPECT_FALSE(mentions(load(r).assumptions, "read from the framework's name"));
 }
 
 // Nemotron-3 / -4 as NeMo's launcher builds them: squared ReLU, LayerNorm, rotary, no biases, untied, no dropout.

@@ -266,6 +266,31 @@ TEST(ValidationGpu, ThePcieCardsHavePresetsOfTheirOwnNotTheSxmParts) {
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }
 
+// A cloud instance named in place of its GPU is the GPU it carries, said, with its provider's network where the
+// record states none (each had been refused, or read as an A100 of the wrong memory).
+TEST(ValidationGpu, ACloudInstanceIsTheGpuItCarriesAndItsNetwork) {
+    nlohmann::json r = record(); // 4 nodes, no link stated below
+    r["system"].erase("inter_node_link");
+    auto read = [&](const char* gpu) {
+        r["system"]["gpu"] = gpu;
+        return load(r);
+    };
+    ValidationCase c = read("AWS p4d.24xlarge");
+    EXPECT_EQ(c.scenario.cluster.name.rfind("dgx-a100-40g", 0), 0u) << c.scenario.cluster.name;
+    EXPECT_DOUBLE_EQ(c.scenario.cluster.interNode.bandwidthBytesPerSecond, 400e9 / 8 / 8); // 400 Gbps a node of 8
+    EXPECT_TRUE(mentions(c.assumptions, "read as the instance's GPU, A100-SXM4-40GB"));
+    EXPECT_TRUE(mentions(c.assumptions, "inter-node link not stated: the instance's, EFA 400 Gbps per node"));
+    c = read("p5.48xlarge");
+    EXPECT_EQ(c.scenario.cluster.name.rfind("dgx-h100-80g", 0), 0u) << c.scenario.cluster.name;
+    EXPECT_DOUBLE_EQ(c.scenario.cluster.interNode.bandwidthBytesPerSecond, 50e9);
+    EXPECT_EQ(read("Standard_ND96amsr_A100_v4").scenario.cluster.name.rfind("dgx-a100-80g", 0), 0u);
+    EXPECT_EQ(read("Azure ND96asr_v4").scenario.cluster.name.rfind("dgx-a100-40g", 0), 0u);
+    EXPECT_EQ(read("p5en.48xlarge").scenario.cluster.name.rfind("h200", 0), 0u);
+    // A link the record states wins over the instance's.
+    r["system"]["inter_node_link"] = "8 x 400 Gb/s";
+    EXPECT_DOUBLE_EQ(read("AWS p4d.24xlarge").scenario.cluster.interNode.bandwidthBytesPerSecond, 50e9);
+}
+
 TEST(ValidationGpu, V100sAreTheDgx1AndDgx2PartsComputingInFp16) {
     // Volta: no bf16 tensor cores, so an fp16 run computes in fp16 (half_dtype), and no FlashAttention (sm70).
     nlohmann::json r = record();
