@@ -73,7 +73,18 @@ bool readPrecisionAndSharding(Reading& r) {
     const std::string& framework = r.framework;
     Plan& plan = r.c.scenario.plan;
     // Precision.
-    const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision"));
+    // Megatron-LM's and Transformer Engine's FP8 switches in the plan (--fp8-format hybrid / e4m3, --fp8-recipe, a
+    // record's fp8: true) say FP8 beside a bf16 precision; false, "none" or "off" say nothing.
+    std::string fp8Switch;
+    for (const char* key : {"fp8", "fp8_format", "fp8_recipe"}) {
+        const std::string v = lower(text(pl, key));
+        if (!v.empty() && v != "false" && v != "none" && v != "off" && v != "no" && v != "0" && v != "null") {
+            fp8Switch = std::string(key) + " " + text(pl, key);
+            break;
+        }
+    }
+    const std::string prec = lower(text(sys, "precision") + " " + text(pl, "precision")) + (fp8Switch.empty() ? "" : " fp8");
+    if (!fp8Switch.empty()) r.assume("FP8 read from plan/" + fp8Switch);
     const bool noBf16 = r.c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Bf16) == 0;
     plan.precision = "megatron";
     // 4-bit training (NVFP4, MXFP4) has no recipe: its GEMMs run at twice FP8's rate behind Hadamard transforms and

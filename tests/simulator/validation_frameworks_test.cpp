@@ -435,6 +435,20 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
         EXPECT_NE(refusal.find("/system/precision"), std::string::npos) << refusal;
         EXPECT_NE(refusal.find("4-bit training is not modelled"), std::string::npos) << refusal;
     }
+    // Megatron-LM's and Transformer Engine's FP8 switches in the plan, beside a bf16 precision (they had been passed
+    // over: a BF16 run); false or "none" say nothing.
+    fp8["system"]["precision"] = "bf16";
+    for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
+             {"fp8", "hybrid"}, {"fp8", true}, {"fp8_format", "e4m3"}, {"fp8_recipe", "delayed"}}) {
+        nlohmann::json withSwitch = fp8;
+        withSwitch["plan"][key] = value;
+        const ValidationCase on = load(withSwitch);
+        EXPECT_EQ(on.scenario.plan.precision, "fp8") << key;
+        EXPECT_TRUE(mentions(on.assumptions, std::string("FP8 read from plan/") + key)) << key;
+    }
+    fp8["plan"]["fp8"] = false;
+    fp8["plan"]["fp8_recipe"] = "none";
+    EXPECT_EQ(load(fp8).scenario.plan.precision, "megatron");
 }
 
 TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
