@@ -98,6 +98,13 @@ bool readFramework(Reading& r) {
             r.assume(std::string(flag.key) + " \"" + text(pl, flag.key) + "\" is neither true nor false: the framework's "
                      "default taken");
     }
+    // DeepSpeed's ZeRO config names the gradient reduction's overlap with the backward overlap_comm
+    // (zero_optimization.overlap_comm, read as a plan key).
+    if (!member(pl, "overlap_grad_reduce"))
+        if (auto overlap = boolean(pl, "overlap_comm")) {
+            plan.framework.overlapGradReduce = *overlap;
+            r.assume(std::string("overlap_grad_reduce = ") + (*overlap ? "true" : "false") + ", read from DeepSpeed's overlap_comm");
+        }
     // Blocking launches: the plan's launch_blocking (or cuda_launch_blocking), else CUDA_LAUNCH_BLOCKING=1 written in
     // the record's environment, techniques or notes (BigScience's BLOOM jobs set it against hangs).
     {

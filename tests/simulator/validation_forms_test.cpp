@@ -181,7 +181,7 @@ TEST(ValidationRecord, NestedPlanBlocksAreReadAsThePlansOwnKeys) {
     r["plan"].erase("dp");
     r["plan"].erase("micro_batch");
     r["plan"]["framework"] = "DeepSpeed";
-    r["plan"]["zero_optimization"] = {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}};
+    r["plan"]["zero_optimization"] = {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}, {"overlap_comm", false}};
     r["plan"]["parallelism"] = {{"tensor_parallel_degree", 2}, {"pipeline_parallel_degree", 1}};
     r["plan"]["training"] = {{"local_batch_size", 2}};
     const ValidationCase c = load(r);
@@ -190,7 +190,9 @@ TEST(ValidationRecord, NestedPlanBlocksAreReadAsThePlansOwnKeys) {
     EXPECT_EQ(c.scenario.plan.tp, 2);
     EXPECT_EQ(c.scenario.plan.dp, 16);
     EXPECT_EQ(c.scenario.plan.microBatch, 2);
-    EXPECT_TRUE(mentions(c.assumptions, "plan/zero_optimization's keys read as the plan's own: offload_optimizer, stage (as zero_stage)"));
+    EXPECT_TRUE(mentions(c.assumptions, "plan/zero_optimization's keys read as the plan's own: offload_optimizer, overlap_comm, stage (as zero_stage)"));
+    EXPECT_FALSE(c.scenario.plan.framework.overlapGradReduce.value_or(true)); // DeepSpeed's overlap_comm
+    EXPECT_TRUE(mentions(c.assumptions, "overlap_grad_reduce = false, read from DeepSpeed's overlap_comm"));
     EXPECT_TRUE(mentions(c.assumptions, "plan/parallelism's keys read as the plan's own"));
     // A key the plan states itself wins over the block's.
     r["plan"]["tp"] = 4;
