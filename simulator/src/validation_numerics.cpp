@@ -354,7 +354,8 @@ bool readRecomputeAndCheck(Reading& r) {
     static const RecomputeKey recomputeKeys[] = {
         {"recompute_granularity", Recompute::Full},   {"activation_checkpointing", Recompute::Full},
         {"gradient_checkpointing", Recompute::Full},  {"checkpoint_activations", Recompute::Full},
-        {"recompute_activations", Recompute::Selective}, {"recompute_method", Recompute::Full}};
+        {"recompute_activations", Recompute::Selective}, {"recompute_method", Recompute::Full},
+        {"activation_checkpoint", Recompute::Full}}; // torchtitan's section: its mode, "full", "selective" or "none"
     for (const RecomputeKey& k : recomputeKeys) {
         if (recomputeKnown || member(pl, "recompute")) break;
         const nlohmann::json* v = member(pl, k.key);

@@ -549,6 +549,11 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
             if (!member(pl, key))
                 for (const char* name : names)
                     if (const nlohmann::json* v = member(pl, name); v && !v->is_boolean()) { // "context_parallel": true names no degree
+                        // A config's "derive it" (torchtitan's -1, Hugging Face's DeepSpeed "auto") states nothing.
+                        if ((v->is_number() && v->get<double>() < 0) || lower(text(pl, name)) == "auto") {
+                            c.assumptions.push_back(std::string(name) + " " + text(pl, name) + " (the framework derives it): not stated");
+                            break;
+                        }
                         pl[key] = *v;
                         break;
                     }

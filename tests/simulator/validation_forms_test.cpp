@@ -197,6 +197,16 @@ TEST(ValidationRecord, NestedPlanBlocksAreReadAsThePlansOwnKeys) {
     // A key the plan states itself wins over the block's.
     r["plan"]["tp"] = 4;
     EXPECT_EQ(load(r).scenario.plan.tp, 4);
+    // torchtitan's own defaults: global_batch_size -1 (local_batch_size x dp) states no batch (it had been refused),
+    // and its activation_checkpoint section's mode is the recompute.
+    r["plan"]["training"] = {{"local_batch_size", 2}, {"global_batch_size", -1}};
+    r["plan"]["activation_checkpoint"] = {{"mode", "selective"}, {"selective_ac_option", "op"}};
+    r["plan"].erase("global_batch");
+    r["plan"].erase("recompute");
+    const ValidationCase tt = load(r);
+    EXPECT_EQ(tt.scenario.plan.globalBatch, 2 * tt.scenario.plan.dp);
+    EXPECT_EQ(tt.scenario.plan.recompute, Recompute::Selective);
+    EXPECT_TRUE(mentions(tt.assumptions, "global_batch_size -1 (the framework derives it): not stated"));
 }
 
 // A global batch written in tokens is that many sequences ("4M tokens" had been read as 4 sequences); a count with a
