@@ -361,6 +361,13 @@ bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan";
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.value_or(false); }
 
+bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
+    if (f.name != "megatron" && f.name != "nemo" && f.name != "megascale") return false;
+    if (const auto ym = containerYearMonth(f.version)) return *ym < std::make_pair(2024, 12);
+    const int year = frameworkYear(f);
+    return year != 0 && year <= 2024;
+}
+
 // The plan keys of DeepSpeed ZeRO-3's coordinator limits, DeepSpeed's own config names.
 const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>>& stage3Keys() {
     static const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>> keys = {

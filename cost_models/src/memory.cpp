@@ -416,9 +416,9 @@ double inFlightMicroBatches(const Plan& plan, int stage) {
         const double v = plan.vpp;
         // Megatron-LM schedules.py: num_warmup_microbatches = (p - rank - 1) * 2 + (v - 1) * p, then one
         // more enters before the first backward frees one; counted in model chunks of L/(p v) layers.
-        // With m == p Megatron runs every forward first (all_warmup_microbatches).
-        const double chunks =
-            m == p ? m * v : std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
+        // With m == p Megatron before core 0.10 ran every forward first (interleavedAllForwardsFirstWhenMEqualsP).
+        const bool allFirst = m == p && interleavedAllForwardsFirstWhenMEqualsP(plan.framework);
+        const double chunks = allFirst ? m * v : std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
         return chunks / v;
     }
     case Schedule::DualPipeV:

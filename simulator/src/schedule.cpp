@@ -100,14 +100,15 @@ void oneFOneB(int m, int p, int s, std::vector<Action>& out) {
     for (int mb = m - warmup; mb < m; ++mb) out.push_back(compute(ActionKind::Backward, mb, 0));
 }
 
-void interleaved(int m, int p, int v, int s, std::vector<Action>& out) {
+void interleaved(int m, int p, int v, int s, bool allForwardsFirstWhenMEqualsP, std::vector<Action>& out) {
     // Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving: virtual micro-batch k runs
     // chunk (k / p) % v (backward: v - 1 - that) of micro-batch (k / (p v)) p + k % p.
     const int total = m * v;
     auto mbOf = [&](int k) { return (k / (p * v)) * p + k % p; };
     auto fwdChunk = [&](int k) { return (k / p) % v; };
     auto bwdChunk = [&](int k) { return v - 1 - (k / p) % v; };
-    int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+    // Before Megatron-core 0.10 a step of m == p micro-batches ran every forward first (framework.hpp).
+    int warmup = m == p && allForwardsFirstWhenMEqualsP ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
     for (int k = 0; k < warmup; ++k) out.push_back(compute(ActionKind::Forward, mbOf(k), fwdChunk(k)));
     const int remaining = total - warmup;
     for (int j = 0; j < remaining; ++j) {
@@ -275,7 +276,9 @@ std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage) 
     switch (plan.schedule) {
     case Schedule::Gpipe: gpipe(microBatches, out); break;
     case Schedule::OneFOneB: oneFOneB(microBatches, plan.pp, stage, out); break;
-    case Schedule::Interleaved1F1B: interleaved(microBatches, plan.pp, plan.vpp, stage, out); break;
+    case Schedule::Interleaved1F1B:
+        interleaved(microBatches, plan.pp, plan.vpp, stage, interleavedAllForwardsFirstWhenMEqualsP(plan.framework), out);
+        break;
     case Schedule::ZeroBubble: zeroBubbleH1(microBatches, plan.pp, stage, out); break;
     case Schedule::DualPipeV: dualPipeV(microBatches, plan.pp, stage, out); break;
     case Schedule::ZeroBubbleV: zeroBubbleV(microBatches, plan.pp, stage, out); break;

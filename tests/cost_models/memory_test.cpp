@@ -397,6 +397,39 @@ TEST(MemoryStages, InFlightPerSchedule) {
     EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 3), 2.5);
 }
 
+TEST(MemoryStages, InterleavedWithAsManyMicroBatchesAsStagesFollowsTheFrameworksVersion) {
+    // m == p = 4, v = 2. Megatron-LM before core 0.10 (its 2024 code) ran every forward first: 8 chunks, 4
+    // micro-batches, on every stage. Since "tunable schedule with overlapping" (4295be1a6c, 2024-11-01) the warm-up is
+    // the usual count: stage 0 (4-0-1)*2 + (2-1)*4 = 10 chunks, +1, capped at 8; stage 3 0 + 4 = 4 chunks, +1 = 5 of
+    // half a stage = 2.5. PyTorch's ScheduleInterleaved1F1B (torchtitan) never had the exception.
+    Plan p;
+    p.pp = 4;
+    p.vpp = 2;
+    p.globalBatch = 4;
+    p.schedule = Schedule::Interleaved1F1B;
+    p.framework.name = "megatron";
+    p.framework.version = "2024";
+    EXPECT_TRUE(interleavedAllForwardsFirstWhenMEqualsP(p.framework));
+    for (int s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, s), 4.0) << s;
+    for (const char* later : {"2025", "core_r0.10.0", ""}) {
+        p.framework.version = later;
+        EXPECT_FALSE(interleavedAllForwardsFirstWhenMEqualsP(p.framework)) << later;
+        EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 0), 4.0) << later;
+        EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 3), 2.5) << later;
+    }
+    p.framework.version = "core_r0.9.0";
+    EXPECT_TRUE(interleavedAllForwardsFirstWhenMEqualsP(p.framework));
+    p.framework.name = "nemo";
+    p.framework.version = "24.09";
+    EXPECT_TRUE(interleavedAllForwardsFirstWhenMEqualsP(p.framework));
+    p.framework.version = "24.12";
+    EXPECT_FALSE(interleavedAllForwardsFirstWhenMEqualsP(p.framework));
+    p.framework.name = "torchtitan";
+    p.framework.version = "2024";
+    EXPECT_FALSE(interleavedAllForwardsFirstWhenMEqualsP(p.framework));
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(p, 3), 2.5);
+}
+
 TEST(MemoryActivations, KorthikantiTable2ForMhaWithDropout) {
     // Korthikanti et al. 2022 Table 2, 16-bit activations, per layer:
     //   no parallelism: sbh (34 + 5as/h); TP: sbh (10 + 24/t + 5as/(ht)); TP+SP: sbh/t (34 + 5as/h);

@@ -198,6 +198,17 @@ TEST(ScheduleInvariants, InFlightMatchesTheMemoryModel) {
         for (int st = 0; st < 4; ++st)
             EXPECT_DOUBLE_EQ(peakInFlight(s.stages[st], v), inFlightMicroBatches(p, st)) << toString(sch) << " stage " << st;
     }
+    // Interleaved with as many micro-batches as stages, under Megatron-LM of 2024 (every forward first) and of 2025.
+    for (const char* version : {"2024", "2025"}) {
+        Plan p = pipelinePlan(4, 4, Schedule::Interleaved1F1B, 2);
+        p.framework.name = "megatron";
+        p.framework.version = version;
+        ModelConfig model = test::megatronStyleModel(16, 256, 4, 1000, 128);
+        ActionSchedule s = buildSchedule(model, p);
+        for (int st = 0; st < 4; ++st)
+            EXPECT_DOUBLE_EQ(peakInFlight(s.stages[st], 2), inFlightMicroBatches(p, st)) << version << " stage " << st;
+        EXPECT_DOUBLE_EQ(peakInFlight(s.stages[3], 2), std::string(version) == "2024" ? 4.0 : 2.5);
+    }
 }
 
 TEST(ScheduleContent, DataParallelCollectivesPerZeroStage) {

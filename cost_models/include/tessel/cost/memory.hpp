@@ -61,7 +61,8 @@ double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, co
 
 // Micro-batches whose activations stage `stage` holds at its peak, in units of one micro-batch through
 // all the stage's layers. GPipe: m; 1F1B and ZB-H1: min(m, p - stage); interleaved: Megatron-LM's warm-up
-// count (p - stage - 1) x 2 + (v - 1) x p + 1, capped at m x v, in chunk units divided by v.
+// count (p - stage - 1) x 2 + (v - 1) x p + 1, capped at m x v, in chunk units divided by v (m on every stage where
+// m == p under a framework version that ran every forward first: interleavedAllForwardsFirstWhenMEqualsP).
 double inFlightMicroBatches(const Plan& plan, int stage);
 
 // Where "other" memory goes.
