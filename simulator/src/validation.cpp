@@ -55,9 +55,15 @@ CaseResult predictCase(const ValidationCase& c) {
         r.predictedMfu = sim.metrics.mfu;
         // Allocated memory leaves out what the cluster reserves (CUDA context, allocator slack); reserved memory
         // (max_memory_reserved, nvidia-smi) holds what the caching allocator keeps beyond the allocated peak.
+        // On the stage the record names, else the highest.
+        const StageMemory* stage = c.measured.memoryStage && *c.measured.memoryStage < static_cast<int>(sim.memory.stages.size())
+                                       ? &sim.memory.stages[static_cast<size_t>(*c.measured.memoryStage)]
+                                       : nullptr;
+        const double allocatedPeak = stage ? stage->totalBytes() : sim.memory.peakBytes;
+        const double reservedPeak = stage ? stage->reservedPeakBytes() : sim.memory.reservedPeakBytes;
         r.predictedPeakMemoryBytes = c.measured.memoryIsAllocated
-                                         ? sim.memory.peakBytes - static_cast<double>(c.scenario.cluster.gpu.reservedBytes)
-                                         : sim.memory.reservedPeakBytes;
+                                         ? allocatedPeak - static_cast<double>(c.scenario.cluster.gpu.reservedBytes)
+                                         : reservedPeak;
         r.predictedFits = sim.memory.fits;
         const StepBreakdown& b = sim.metrics.breakdown;
         r.terms = {b.computeSeconds, b.tpSeconds,        b.cpSeconds,    b.epSeconds,

@@ -501,7 +501,67 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     if (auto p = number(m, "params")) c.publishedParameters = *p;
 }
 
-void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c) {
+// Which rank's memory the record gives (measured.memory_stage: "first", "last" or a stage index; measured.memory_rank:
+// a global rank, or "last" for world_size - 1). Megatron-LM writes its memory to TensorBoard from the last rank only
+// (global_vars.py: the writer is made where rank == world_size - 1), so its logged peak is the last stage's. A rank
+// is its stage under the rank order records run with, Megatron's tp-cp-ep-dp-pp: the stages outermost.
+void readMemoryStage(const nlohmann::json& meas, const std::string& ptr, ValidationCase& c, std::string& refusal) {
+    const Plan& plan = c.scenario.plan;
+    for (const char* key : {"memory_stage", "memory_rank"}) {
+        if (!meas.contains(key) || meas[key].is_null()) continue;
+        const nlohmann::json& v = meas[key];
+        const std::string at = ptr + "/measured/" + key;
+        const bool isRank = std::string(key) == "memory_rank";
+        const int count = isRank ? plan.worldSize() : plan.pp;
+        if (v.is_string()) {
+            const std::string w = lower(v.get<std::string>());
+            if (w == "last" || w == "last stage" || w == "last rank" || w == "world_size - 1" || w == "world_size-1")
+                c.measured.memoryStage = plan.pp - 1;
+            else if (w == "first" || w == "first stage" || w == "first rank")
+                c.measured.memoryStage = 0;
+            else {
+                refusal = at + ": expected \"first\", \"last\" or " + (isRank ? "a rank" : "a stage index") + ", got \"" +
+                          v.get<std::string>() + "\"";
+                return;
+            }
+        } else if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < count) {
+            const int64_t n = v.get<int64_t>();
+            c.measured.memoryStage = static_cast<int>(isRank ? n / (plan.worldSize() / plan.pp) : n);
+        } else {
+            refusal = at + ": expected \"first\", \"last\" or " + (isRank ? "a rank from 0 to " : "a stage index from 0 to ") +
+                      std::to_string(count - 1) + ", got " + v.dump();
+            return;
+        }
+        c.assumptions.push_back("peak memory compared on pipeline stage " + std::to_string(*c.measured.memoryStage) +
+                                " (measured/" + key + ")");
+        return;
+    }
+}
+
+// A run in deterministic mode (Megatron-LM's --deterministic-mode, Transformer Engine's
+// NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, torch.use_deterministic_algorithms) runs other kernels than tessel costs: on
+// Hopper cuDNN's attention backward takes its dP-workspace decomposition (NVIDIA/cudnn-frontend PR 398), on Ampere
+// FlashAttention-2's ordered dQ accumulation, on Blackwell Transformer Engine leaves cuDNN for FlashAttention when
+// the attention has dropout (fused_attn.cpp, PR 2584), and NCCL is held to its ring algorithm. Its step time is kept
+// out of the comparison, said; its memory is compared.
+void readDeterministicMode(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c) {
+    const nlohmann::json& plan = rec.value("plan", nlohmann::json::object());
+    for (const char* key : {"deterministic", "deterministic_mode", "deterministic_algorithms"}) {
+        if (!boolean(plan, key).value_or(false)) continue;
+        if (c.measured.stepSeconds) {
+            char text[64];
+            std::snprintf(text, sizeof text, "%.4g s", *c.measured.stepSeconds);
+            c.assumptions.push_back("measured step (" + std::string(text) + ", " + c.measured.stepSource.substr(ptr.size() + 1) +
+                                    ") not compared: plan/" + key +
+                                    " runs deterministic kernels (attention backward, NCCL ring) tessel does not cost");
+            c.measured.stepSeconds.reset();
+            c.measured.stepSource.clear();
+        }
+        return;
+    }
+}
+
+void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
     const nlohmann::json& meas = rec.value("measured", nlohmann::json::object());
     const nlohmann::json& der = rec.value("derived", nlohmann::json::object());
     const Plan& plan = c.scenario.plan;
@@ -664,6 +724,8 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         if (!c.measured.memoryIsAllocated && kind.find_first_not_of(' ') == std::string::npos)
             c.assumptions.push_back("memory figure's kind not stated: taken as reserved memory (CUDA context and allocator cache included)");
     }
+    if (memory) readMemoryStage(meas, ptr, c, refusal);
+    readDeterministicMode(rec, ptr, c);
     if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
     else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;
     else if (auto fits = boolean(meas, "fits")) c.measured.outOfMemory = !*fits;
@@ -722,7 +784,7 @@ std::vector<LoadedRecord> loadValidationRecords(const nlohmann::json& doc, const
             c.assumptions.push_back(block + "'s keys read as the " + block.substr(0, block.find('/')) + "'s own: " + keys);
         readModel(read, ptr, c, refusal);
         if (refusal.empty()) detail::readSystemAndPlan(read, ptr, c, refusal);
-        if (refusal.empty()) readMeasured(read, ptr, c);
+        if (refusal.empty()) readMeasured(read, ptr, c, refusal);
         // A refusal at a lifted key names it where the record wrote it.
         for (const LiftedKey& k : lifted) {
             const std::string at = ptr + "/" + k.section + "/" + k.as;

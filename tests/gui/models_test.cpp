@@ -166,8 +166,8 @@ private slots:
     }
 
     void compareModelsFitsRowReadsThePeakBand() {
-        // The same peak, 70 of 80 GB: a DeepSpeed pipeline plan (its published peaks 23% over tessel's at the
-        // median) may not fit; a Megatron-LM plan (no published peak of its family, so no band) fits; over the GPU
+        // The same peak, 70 of 80 GB: a DeepSpeed pipeline plan (its published peaks 16% over tessel's at the
+        // median) may not fit; a Megatron-LM plan (its family's published peaks within about 1%) fits; over the GPU
         // is OOM either way.
         PinnedPlan megatron;
         megatron.label = QStringLiteral("a");

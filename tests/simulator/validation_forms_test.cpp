@@ -153,6 +153,55 @@ TEST(ValidationRecord, MeasuredMemoryUnderItsWrittenNamesAndUnits) {
     EXPECT_TRUE(mentions(o.assumptions, "out-of-memory outcome read from measured/memory_gb"));
 }
 
+// Which rank's peak (Megatron-LM logs its memory from the last rank only): measured/memory_stage or memory_rank
+// picks the stage compared; a run in deterministic mode keeps its memory compared and its step out, said.
+TEST(ValidationRecord, TheMeasuredRanksStageAndADeterministicRunsStep) {
+    nlohmann::json r = record(); // tp 4 x pp 2 x dp 4: 32 ranks, 16 a stage
+    r["measured"] = {{"iteration_time_s", 2.5}, {"max_memory_allocated_gib", 50}};
+    auto stageOf = [&](const nlohmann::json& key, const nlohmann::json& value) {
+        nlohmann::json q = r;
+        q["measured"][key.get<std::string>()] = value;
+        return load(q).measured.memoryStage;
+    };
+    EXPECT_FALSE(load(r).measured.memoryStage.has_value()); // unstated: the highest stage's
+    EXPECT_EQ(stageOf("memory_stage", "last"), 1);
+    EXPECT_EQ(stageOf("memory_stage", "first"), 0);
+    EXPECT_EQ(stageOf("memory_stage", 1), 1);
+    EXPECT_EQ(stageOf("memory_rank", 0), 0);
+    EXPECT_EQ(stageOf("memory_rank", 15), 0);
+    EXPECT_EQ(stageOf("memory_rank", 16), 1);
+    EXPECT_EQ(stageOf("memory_rank", "world_size - 1"), 1);
+    nlohmann::json bad = r;
+    bad["measured"]["memory_stage"] = 2;
+    EXPECT_NE(refusalOf(bad).find("/measured/memory_stage: expected \"first\", \"last\" or a stage index from 0 to 1, got 2"),
+              std::string::npos)
+        << refusalOf(bad);
+    bad["measured"]["memory_stage"] = "middle";
+    EXPECT_NE(refusalOf(bad).find("/measured/memory_stage: expected"), std::string::npos);
+    bad = r;
+    bad["measured"]["memory_rank"] = 32;
+    EXPECT_NE(refusalOf(bad).find("/measured/memory_rank: expected \"first\", \"last\" or a rank from 0 to 31, got 32"),
+              std::string::npos)
+        << refusalOf(bad);
+    // The stage read is the one compared: the first stage's peak differs from the last's.
+    nlohmann::json first = r, last = r;
+    first["measured"]["memory_stage"] = "first";
+    last["measured"]["memory_stage"] = "last";
+    const auto results = validateRecords(loadValidationRecords(nlohmann::json::array({first, last}), "runs.json")).results;
+    ASSERT_EQ(results.size(), 2u);
+    ASSERT_TRUE(results[0].predictedPeakMemoryBytes > 0 && results[1].predictedPeakMemoryBytes > 0);
+    EXPECT_NE(results[0].predictedPeakMemoryBytes, results[1].predictedPeakMemoryBytes);
+    // Deterministic mode: the step is kept out of the comparison, said with its value; the memory is compared.
+    nlohmann::json det = r;
+    det["plan"]["deterministic"] = true;
+    const ValidationCase d = load(det);
+    EXPECT_FALSE(d.measured.stepSeconds.has_value());
+    EXPECT_TRUE(d.measured.memoryBytes.has_value());
+    EXPECT_TRUE(mentions(d.assumptions, "measured step (2.5 s, measured/iteration_time_s) not compared: plan/deterministic"));
+    det["plan"]["deterministic"] = false;
+    EXPECT_TRUE(load(det).measured.stepSeconds.has_value());
+}
+
 // The model's shape under Megatron-LM's and Hugging Face's names reads as under the schema's; missing names the schema's.
 TEST(ValidationRecord, ModelShapeUnderConfigNames) {
     nlohmann::json r = record();

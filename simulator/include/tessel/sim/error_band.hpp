@@ -84,8 +84,9 @@ std::string memoryKind(const Plan& plan);
 // nothing (a band measured on other frameworks' allocators says little of this one's). The band over every
 // published peak (ErrorBands::memoryOverall) is kept for reports.
 std::optional<ErrorBand> memoryBandFor(const Plan& plan, int minRecords = 5);
-// What predict says where a plan has no memory band: "no published Megatron-style runs state their peak, too few for
-// a band (27 runs of other frameworks do)".
+// What predict says where a plan has no memory band: "only 3 published Megatron-style runs state their peak, too few
+// for a band (45 runs of other frameworks do)" (every family has one in the shipped bands: a bands file without
+// memory kinds, or a caller's larger minimum, leaves a plan without).
 std::string noMemoryBandText(const Plan& plan);
 // The peaks a measurement could have been, given a prediction and a band of |predicted - measured| / measured:
 // predicted / (1 + e) .. predicted / (1 - e) at e = the band's median (the upper end unbounded from e = 1 on).

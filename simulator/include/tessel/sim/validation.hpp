@@ -25,6 +25,9 @@ struct RecordMeasurement {
     // "max allocated"), which leave out the CUDA context and the allocator's cached slack; false for reserved
     // memory or nvidia-smi, which include them.
     bool memoryIsAllocated = false;
+    // The pipeline stage whose rank the figure was read on (measured.memory_stage / memory_rank); unset: the
+    // source gives the largest over the ranks, compared with the stage tessel puts highest.
+    std::optional<int> memoryStage;
     std::optional<bool> outOfMemory;     // the source says the plan ran out of memory (true) or fit (false)
 };
 
