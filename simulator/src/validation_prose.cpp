@@ -385,8 +385,12 @@ std::optional<bool> outOfMemoryInProse(const std::string& outcome) {
     std::string words = o; // letters only, so "OOM," and "(oom)" are the word oom
     for (char& ch : words)
         if (!std::isalpha(static_cast<unsigned char>(ch))) ch = ' ';
-    for (const char* oom : {" oom ", "out of memory", "out-of-memory", "not fit", "n't fit", "exceeds memory",
-                            "exceeded memory", "insufficient memory"})
+    // A negated out-of-memory ("no OOM", "without OOM errors", "did not run out of memory") is a run that fit.
+    static const std::regex negated(
+        R"( (no|not|without|never|didn t|did not|zero) (an? )?(oom|ooms|oomed|out ?of ?memory|run out of memory|ran out of memory|running out of memory)( |error))");
+    if (std::regex_search(words, negated)) return false;
+    for (const char* oom : {" oom ", " ooms ", " oomed ", " oom d ", "out of memory", "out-of-memory", "outofmemory",
+                            "not fit", "n't fit", "exceeds memory", "exceeded memory", "insufficient memory"})
         if (contains(o, oom) || contains(words, oom)) return true;
     // A failure or a negation that names no memory ("not successful", "failed: NCCL timeout") says neither.
     for (const char* unsure : {" not ", " no ", "n t ", " fail", " crash", " error"})

@@ -145,6 +145,31 @@ TEST(ValidationRecord, MeasuredMemoryUnderItsWrittenNamesAndUnits) {
     const ValidationCase c = load(bare);
     EXPECT_TRUE(mentions(c.assumptions, "measured/max_memory_allocated has no unit: read in GB"));
     EXPECT_TRUE(c.measured.memoryIsAllocated);
+    // Figures that are not one plain number: approximate, a range (its midpoint), a share of the GPU's memory (of the
+    // capacity named, else the GPU's 80 GB), one figure a rank or stage (the highest); each said. Before, "71% of
+    // 80 GB" read as 71 GB and the rest were passed over or read as their first number.
+    const std::vector<std::pair<nlohmann::json, double>> written = {
+        {"~56.5 GiB", 56.5 * 1073741824.0},
+        {"about 60 GB", 60e9},
+        {"55-57 GiB", 56.0 * 1073741824.0},
+        {"71% of 80 GB", 0.71 * 80e9},
+        {"50%", 0.5 * 80.0 * 1073741824.0}, // the record's A100-SXM4-80GB
+        {nlohmann::json::array({56.2, 50.1, 50.1, 56.55}), 56.55e9},
+        {nlohmann::json::array({"56.2 GiB", "56.55 GiB"}), 56.55 * 1073741824.0},
+        {{{"stage0", 61.5}, {"stage1", 58.0}}, 61.5e9}};
+    for (const auto& [v, bytes] : written) {
+        nlohmann::json r = record();
+        r["measured"] = {{"tokens_per_s", 65536}, {"memory_gb", v}};
+        const ValidationCase w = load(r);
+        ASSERT_TRUE(w.measured.memoryBytes.has_value()) << v.dump();
+        EXPECT_NEAR(*w.measured.memoryBytes, bytes, 1e6) << v.dump();
+        EXPECT_TRUE(mentions(w.assumptions, "measured/memory_gb ")) << v.dump(); // what was made of it, said
+    }
+    nlohmann::json bound = record();
+    bound["measured"] = {{"tokens_per_s", 65536}, {"memory_gb", "< 80 GB"}};
+    const ValidationCase b = load(bound);
+    EXPECT_FALSE(b.measured.memoryBytes.has_value());
+    EXPECT_TRUE(mentions(b.assumptions, "measured/memory_gb \"< 80 GB\" is a bound, not a peak: not compared"));
     nlohmann::json oom = record();
     oom["measured"] = {{"memory_gb", "OOM"}};
     const ValidationCase o = load(oom);

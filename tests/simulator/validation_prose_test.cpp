@@ -526,6 +526,17 @@ TEST(ValidationProse, AnOutOfMemoryOutcomeToldInWordsIsCompared) {
     EXPECT_EQ(outOfMemoryInProse("zoom"), std::nullopt); // not the word oom
     EXPECT_EQ(outOfMemoryInProse("not successful"), std::nullopt);
     EXPECT_EQ(outOfMemoryInProse("failed: NCCL timeout"), std::nullopt);
+    // PyTorch's exception name, "OOMed", and a negated out-of-memory (which had been read as one).
+    EXPECT_EQ(outOfMemoryInProse("torch.OutOfMemoryError"), true);
+    EXPECT_EQ(outOfMemoryInProse("OOMed at step 3"), true);
+    EXPECT_EQ(outOfMemoryInProse("no OOM"), false);
+    EXPECT_EQ(outOfMemoryInProse("ran without OOM errors"), false);
+    EXPECT_EQ(outOfMemoryInProse("did not run out of memory"), false);
+    EXPECT_EQ(outOfMemoryInProse("did not fit"), true); // a negated fit is still out of memory
+    // measured/error is read as outcome, status and result are.
+    r["measured"] = {{"error", "CUDA out of memory. Tried to allocate 2.00 GiB"}};
+    ASSERT_TRUE(load(r).measured.outOfMemory.has_value());
+    EXPECT_TRUE(*load(r).measured.outOfMemory);
 }
 
 // Megatron-LM's --moe-layer-freq list expressions: lists, repeats, sums, parentheses; anything else is none.

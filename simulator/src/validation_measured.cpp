@@ -1,0 +1,349 @@
+// Reads what a published training run measured (runs.json schema, "measured" and "derived"): its step time under the
+// names and units sources give it, the peak memory and the rank it was read on, the out-of-memory outcome.
+#include "validation_measured.hpp"
+
+#include "validation_prose.hpp"
+
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/memory.hpp"
+
+#include <cstdio>
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+
+namespace tessel::sim::detail {
+
+namespace {
+using namespace prose;
+
+// Which rank's memory the record gives (measured.memory_stage: "first", "last" or a stage index; measured.memory_rank:
+// a global rank, or "last" for world_size - 1). Megatron-LM writes its memory to TensorBoard from the last rank only
+// (global_vars.py: the writer is made where rank == world_size - 1), so its logged peak is the last stage's. A rank
+// is its stage under the rank order records run with, Megatron's tp-cp-ep-dp-pp: the stages outermost.
+void readMemoryStage(const nlohmann::json& meas, const std::string& ptr, ValidationCase& c, std::string& refusal) {
+    const Plan& plan = c.scenario.plan;
+    for (const char* key : {"memory_stage", "memory_rank"}) {
+        if (!meas.contains(key) || meas[key].is_null()) continue;
+        const nlohmann::json& v = meas[key];
+        const std::string at = ptr + "/measured/" + key;
+        const bool isRank = std::string(key) == "memory_rank";
+        const int count = isRank ? plan.worldSize() : plan.pp;
+        if (v.is_string()) {
+            const std::string w = lower(v.get<std::string>());
+            if (w == "last" || w == "last stage" || w == "last rank" || w == "world_size - 1" || w == "world_size-1")
+                c.measured.memoryStage = plan.pp - 1;
+            else if (w == "first" || w == "first stage" || w == "first rank")
+                c.measured.memoryStage = 0;
+            else {
+                refusal = at + ": expected \"first\", \"last\" or " + (isRank ? "a rank" : "a stage index") + ", got \"" +
+                          v.get<std::string>() + "\"";
+                return;
+            }
+        } else if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < count) {
+            const int64_t n = v.get<int64_t>();
+            c.measured.memoryStage = static_cast<int>(isRank ? n / (plan.worldSize() / plan.pp) : n);
+        } else {
+            refusal = at + ": expected \"first\", \"last\" or " + (isRank ? "a rank from 0 to " : "a stage index from 0 to ") +
+                      std::to_string(count - 1) + ", got " + v.dump();
+            return;
+        }
+        c.assumptions.push_back("peak memory compared on pipeline stage " + std::to_string(*c.measured.memoryStage) +
+                                " (measured/" + key + ")");
+        return;
+    }
+}
+
+// A run in deterministic mode (Megatron-LM's --deterministic-mode, Transformer Engine's
+// NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, torch.use_deterministic_algorithms) runs other kernels than tessel costs: on
+// Hopper cuDNN's attention backward takes its dP-workspace decomposition (NVIDIA/cudnn-frontend PR 398), on Ampere
+// FlashAttention-2's ordered dQ accumulation, on Blackwell Transformer Engine leaves cuDNN for FlashAttention when
+// the attention has dropout (fused_attn.cpp, PR 2584), and NCCL is held to its ring algorithm. Its step time is kept
+// out of the comparison, said; its memory is compared.
+void readDeterministicMode(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c) {
+    const nlohmann::json& plan = rec.value("plan", nlohmann::json::object());
+    for (const char* key : {"deterministic", "deterministic_mode", "deterministic_algorithms"}) {
+        if (!boolean(plan, key).value_or(false)) continue;
+        if (c.measured.stepSeconds) {
+            char text[64];
+            std::snprintf(text, sizeof text, "%.4g s", *c.measured.stepSeconds);
+            c.assumptions.push_back("measured step (" + std::string(text) + ", " + c.measured.stepSource.substr(ptr.size() + 1) +
+                                    ") not compared: plan/" + key +
+                                    " runs deterministic kernels (attention backward, NCCL ring) tessel does not cost");
+            c.measured.stepSeconds.reset();
+            c.measured.stepSource.clear();
+        }
+        return;
+    }
+}
+
+// The figure a memory field holds, in the unit written beside it: a number, a number with its unit ("67.6 GiB"),
+// approximate ("~56 GiB", "about 56 GB"), a range ("55-57 GiB": its midpoint), a share of the GPU's memory ("71%",
+// "71% of 80 GB"), or one figure per rank or stage (an array, or an object of them: the highest, the peak the run
+// needed, compared with tessel's highest stage). A bound ("< 80 GB", "under 40 GB") is no peak: not read, said.
+struct MemoryFigure {
+    double value = 0.0;          // in the field's unit (unless `bytes`)
+    std::string written;         // the text the unit is read from
+    std::string note;            // what was made of a field that is not one plain figure ("" for one)
+    std::optional<double> bytes; // a share of the GPU's memory, already in bytes
+    bool bound = false;          // a bound, not a figure: not compared
+};
+
+std::optional<MemoryFigure> memoryFigure(const nlohmann::json& meas, const char* key, double gpuBytes) {
+    const nlohmann::json* v = member(meas, key);
+    if (!v) return std::nullopt;
+    const std::string at = std::string("measured/") + key;
+    char num[48];
+    if (v->is_number()) return MemoryFigure{v->get<double>(), "", "", std::nullopt, false};
+    if (v->is_array() || v->is_object()) {
+        // One figure a rank or stage: the highest of those that read as a plain figure.
+        MemoryFigure best;
+        int n = 0;
+        for (const auto& [k, e] : v->items()) {
+            nlohmann::json one = {{"x", e}};
+            const auto f = memoryFigure(one, "x", gpuBytes);
+            if (!f || f->bound || f->bytes) continue;
+            ++n;
+            if (n == 1 || f->value > best.value) best = *f;
+            if (best.written.empty() && e.is_string()) best.written = e.get<std::string>();
+        }
+        if (n == 0) return std::nullopt;
+        std::snprintf(num, sizeof num, "%g", best.value);
+        best.note = at + " lists " + std::to_string(n) + " figures (one a rank or stage): the highest, " + num +
+                    ", compared with tessel's highest stage";
+        return best;
+    }
+    if (!v->is_string()) return std::nullopt;
+    const std::string raw = v->get<std::string>();
+    std::string l = lower(raw);
+    std::smatch m;
+    if (std::regex_search(l, std::regex(R"(^\s*(<|>|≤|≥|(under|over|below|above|at most|at least|up to|less than|more than)\b))"))) {
+        MemoryFigure b;
+        b.bound = true;
+        b.note = at + " \"" + raw + "\" is a bound, not a peak: not compared";
+        return b;
+    }
+    std::string note;
+    if (std::regex_search(l, m, std::regex(R"(^\s*(~|≈|about|approx\.?|approximately|around|roughly|circa|ca\.)\s*)"))) {
+        l = l.substr(static_cast<size_t>(m.length(0)));
+        note = at + " \"" + raw + "\" read as approximate";
+    }
+    if (std::regex_search(l, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*%)"))) {
+        // A share of the GPU's memory: of the capacity written after it ("of 80 GB"), else the GPU's.
+        double capacity = gpuBytes;
+        std::smatch c;
+        if (std::regex_search(l, c, std::regex(R"(of\s+([0-9]+(\.[0-9]+)?)\s*(gib|gb)\b)")))
+            capacity = std::stod(c[1].str()) * (c[3].str() == "gib" ? 1073741824.0 : 1e9);
+        MemoryFigure f;
+        f.value = std::stod(m[1].str());
+        f.bytes = f.value / 100.0 * capacity;
+        std::snprintf(num, sizeof num, "%.2f GiB", *f.bytes / 1073741824.0);
+        f.note = at + " \"" + raw + "\" read as that share of " +
+                 (capacity == gpuBytes ? std::string("the GPU's memory") : std::string("the capacity it names")) + ": " + num;
+        return f;
+    }
+    if (std::regex_search(l, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*(-|–|to)\s*([0-9]+(\.[0-9]+)?)(?![0-9.]))"))) {
+        const double lo = std::stod(m[1].str()), hi = std::stod(m[4].str());
+        if (hi > lo) {
+            std::snprintf(num, sizeof num, "%g", (lo + hi) / 2.0);
+            return MemoryFigure{(lo + hi) / 2.0, raw, at + " \"" + raw + "\" is a range: its midpoint, " + num, std::nullopt, false};
+        }
+    }
+    nlohmann::json plain = {{"x", l}};
+    const auto n = number(plain, "x");
+    if (!n) return std::nullopt;
+    return MemoryFigure{*n, raw, note, std::nullopt, false};
+}
+
+} // namespace
+
+void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
+    const nlohmann::json& meas = rec.value("measured", nlohmann::json::object());
+    const nlohmann::json& der = rec.value("derived", nlohmann::json::object());
+    const Plan& plan = c.scenario.plan;
+    const double tokens = static_cast<double>(plan.globalBatch) * static_cast<double>(c.scenario.model.seqLen);
+    // The first of `keys` the record states as a positive number, with its key.
+    auto firstOf = [&](std::initializer_list<const char*> keys) -> std::optional<std::pair<double, std::string>> {
+        for (const char* key : keys)
+            if (auto v = number(meas, key); v && *v > 0) return std::pair<double, std::string>{*v, key};
+        return std::nullopt;
+    };
+    // A step time under the names records give it, in seconds or in milliseconds (Megatron-LM's log line).
+    auto seconds = firstOf({"iteration_time_s", "step_time_s", "time_per_iteration_s", "seconds_per_step",
+                            "seconds_per_iteration", "sec_per_step", "sec_per_iter"});
+    auto millis = firstOf({"iteration_time_ms", "step_time_ms", "elapsed_time_per_iteration_ms", "ms_per_step",
+                           "ms_per_iteration"});
+    // Unitless names: the unit written beside the number ("1.42 s", "1420 ms"); a bare number is seconds, said.
+    if (!seconds && !millis)
+        for (const char* key : {"step_time", "iteration_time", "time_per_iteration", "time_per_step"}) {
+            const auto v = number(meas, key);
+            if (!v || *v <= 0) continue;
+            const std::string written = lower(text(meas, key));
+            if (std::regex_search(written, std::regex(R"([0-9.]\s*(ms|msec|millisecond))"))) millis = std::pair<double, std::string>{*v, key};
+            else {
+                seconds = std::pair<double, std::string>{*v, key};
+                if (!std::regex_search(written, std::regex(R"([0-9.]\s*(s|sec|second)s?\b)")))
+                    c.assumptions.push_back(std::string("measured/") + key + " has no unit: read in seconds");
+            }
+            break;
+        }
+    auto samples = firstOf({"samples_per_s", "sequences_per_s", "seqs_per_s", "samples_per_second", "samples_per_sec",
+                            "sequences_per_second", "seq_per_s"});
+    auto tokensPerSecond = firstOf({"tokens_per_s", "tokens_per_second", "tokens_per_sec", "tok_per_s"});
+    auto tokensPerGpu = firstOf({"tokens_per_s_per_gpu", "tokens_per_second_per_gpu", "tokens_per_sec_per_gpu",
+                                 "tps_per_gpu", "tgs"});
+    // A throughput in prose ("5770 tokens/s", "710 tokens/s/GPU", "2.8 samples/s"): by its unit.
+    if (!seconds && !millis && !samples && !tokensPerSecond && !tokensPerGpu)
+        if (const auto v = number(meas, "throughput"); v && *v > 0) {
+            const std::string written = lower(text(meas, "throughput"));
+            const bool perGpu = contains(written, "/gpu") || contains(written, "per gpu") || contains(written, "/device");
+            if (contains(written, "token") || contains(written, "tok/")) {
+                (perGpu ? tokensPerGpu : tokensPerSecond) = std::pair<double, std::string>{*v, "throughput"};
+            } else if (!perGpu && (contains(written, "sample") || contains(written, "seq"))) {
+                samples = std::pair<double, std::string>{*v, "throughput"};
+            } else {
+                c.assumptions.push_back("measured/throughput \"" + text(meas, "throughput") +
+                                        "\" is in a unit tessel does not read (tokens/s, tokens/s/GPU, samples/s): not used");
+            }
+        }
+    if (seconds || millis) {
+        c.measured.stepSeconds = seconds ? seconds->first : millis->first / 1000.0;
+        c.measured.stepSource = ptr + "/measured/" + (seconds ? seconds->second : millis->second);
+    } else if (tokensPerSecond) {
+        c.measured.stepSeconds = tokens / tokensPerSecond->first;
+        c.measured.stepSource = ptr + "/measured/" + tokensPerSecond->second;
+    } else if (tokensPerGpu) {
+        c.measured.stepSeconds = tokens / (tokensPerGpu->first * plan.worldSize());
+        c.measured.stepSource = ptr + "/measured/" + tokensPerGpu->second;
+    } else if (samples) {
+        c.measured.stepSeconds = static_cast<double>(plan.globalBatch) / samples->first;
+        c.measured.stepSource = ptr + "/measured/" + samples->second;
+    } else if (auto dt = number(der, "iteration_time_s"); dt && *dt > 0) {
+        c.measured.stepSeconds = *dt;
+        c.measured.stepSource = ptr + "/derived/iteration_time_s";
+    } else {
+        // Only a FLOP rate: the step that rate implies with tessel's model-FLOP count (FORMULAS.md §3, Narayanan
+        // et al. 2021 eq. 3), a hardware count (HFU, or SC'21's 96 B s l h^2) with full recompute being 4/3 of
+        // it. Listed as an assumption: the source's own FLOP formula may differ by a few percent.
+        const std::string kind = lower(text(meas, "tflops_kind") + " " + text(meas, "model_tflop_column"));
+        // A record with only an HFU (or only hardware FLOP rates) counts hardware FLOPs.
+        const bool onlyHfu = !number(meas, "tflops_per_gpu") && !number(meas, "aggregate_pflops") && !number(meas, "mfu") &&
+                             number(meas, "hfu");
+        // A convention that counts the recomputed forward ("including activation recomputation", "counted with
+        // recompute") is a hardware count; one that excludes it ("excluding recompute") is not.
+        const bool countsRecompute =
+            std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint))")) &&
+            !std::regex_search(kind, std::regex(R"((exclud|without|w/o|not count|no |excl\.?)[a-z ]*(activation )?(recomput|rematerial|checkpoint))")) &&
+            !std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint)[a-z]*[ ,(]*(excluded|not counted|omitted|left out))"));
+        const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96") || countsRecompute;
+        // Partial recompute (recompute_layers) replays that share of the layers' forward.
+        double replayed = 0.0;
+        for (int s = 0; s < plan.pp; ++s) replayed += recomputedLayers(c.scenario.model, plan, s).layers;
+        replayed /= std::max(1, c.scenario.model.layers);
+        const double flops = modelFlopsPerStep(c.scenario.model, plan) * (hardware ? 1.0 + replayed / 3.0 : 1.0);
+        const double peak = c.scenario.cluster.peakFlops(findPrecisionRecipe(plan.precision) ? precisionRecipeOf(plan).computeDtype
+                                                                                             : Dtype::Bf16);
+        const double gpus = static_cast<double>(plan.worldSize());
+        // A utilization as a fraction, or a percentage as tables print it (42 for 42%; none exceeds 1.5), said.
+        auto utilization = [&](const char* key) -> std::optional<double> {
+            auto u = number(meas, key);
+            if (!u || *u <= 0 || *u > 100.0) return std::nullopt;
+            if (*u < 1.5) return *u;
+            char text[48];
+            std::snprintf(text, sizeof text, "%g", *u);
+            c.assumptions.push_back(std::string("measured/") + key + " " + text + " read as a percentage");
+            return *u / 100.0;
+        };
+        if (auto tf = number(meas, "tflops_per_gpu"); tf && *tf > 0 && flops > 0) {
+            c.measured.stepSeconds = flops / (*tf * 1e12 * gpus);
+            c.measured.stepSource = ptr + "/measured/tflops_per_gpu";
+        } else if (auto agg = number(meas, "aggregate_pflops"); agg && *agg > 0 && flops > 0) {
+            c.measured.stepSeconds = flops / (*agg * 1e15);
+            c.measured.stepSource = ptr + "/measured/aggregate_pflops";
+        } else if (auto mfu = flops > 0 && peak > 0 ? utilization(onlyHfu ? "hfu" : "mfu") : std::nullopt; mfu) {
+            c.measured.stepSeconds = flops / (*mfu * peak * gpus);
+            c.measured.stepSource = ptr + (onlyHfu ? "/measured/hfu" : "/measured/mfu");
+        }
+        if (c.measured.stepSeconds)
+            c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +
+                                    " with tessel's " + (hardware ? "hardware" : "model") + "-FLOP count");
+    }
+    // The peak memory under the names records give it; a key naming GiB or the allocator's counter says so itself.
+    std::optional<std::pair<MemoryFigure, std::string>> memory;
+    const double gpuBytes = static_cast<double>(c.scenario.cluster.gpu.memoryBytes);
+    // Keys that name no unit: the unit written beside the number ("67.6 GiB", "61 GB (nvidia-smi)", "70000 MiB").
+    const std::initializer_list<const char*> unitless = {"peak_memory", "memory", "memory_per_gpu", "peak_memory_per_gpu",
+                                                         "gpu_memory", "max_memory_allocated", "max_memory_reserved",
+                                                         "memory_allocated", "memory_reserved", "memory_used"};
+    std::optional<std::string> memoryOom; // a memory field that says the run ran out of memory
+    // The first key of `keys` whose figure reads; a bound is said and passed over.
+    auto firstFigure = [&](std::initializer_list<const char*> keys) {
+        for (const char* key : keys)
+            if (auto f = memoryFigure(meas, key, gpuBytes)) {
+                if (f->bound) {
+                    c.assumptions.push_back(f->note);
+                    continue;
+                }
+                if (f->value > 0) return std::optional<std::pair<MemoryFigure, std::string>>{{*f, key}};
+            }
+        return std::optional<std::pair<MemoryFigure, std::string>>{};
+    };
+    // Keys that name their unit (and, with "allocated" or "reserved", the allocator's counter).
+    memory = firstFigure({"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb",
+                          "max_memory_allocated_gb", "max_memory_reserved_gb", "max_memory_allocated_gib",
+                          "max_memory_reserved_gib", "memory_allocated_gb", "memory_reserved_gb", "memory_allocated_gib",
+                          "memory_reserved_gib", "allocated_memory_gb", "reserved_memory_gb", "gpu_memory_gb",
+                          "memory_used_gb", "max_memory_gb"});
+    if (!memory) memory = firstFigure(unitless);
+    for (const char* key : {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb", "peak_memory",
+                            "memory", "memory_per_gpu", "peak_memory_per_gpu", "gpu_memory"})
+        if (!number(meas, key) && outOfMemoryInProse(text(meas, key)).value_or(false)) {
+            memoryOom = key;
+            break;
+        }
+    if (memory) {
+        // Sources print memory in GB of 1e9 bytes or GiB; torch.cuda.max_memory_allocated()/1e9 and nvidia-smi
+        // GiB both appear. The record's unit note (or a key in GiB, or the unit written beside the number)
+        // decides; GB (1e9) otherwise, said for a key that names no unit.
+        const MemoryFigure& fig = memory->first;
+        const std::string& key = memory->second;
+        const std::string written = lower(fig.written);
+        const std::string unit = lower(text(meas, "memory_unit")) + " " + key + " " + written;
+        double scale = contains(unit, "gib") ? 1073741824.0 : 1e9;
+        if (contains(written, "mib")) scale = 1048576.0;
+        else if (std::regex_search(written, std::regex(R"([0-9.]\s*mb\b)"))) scale = 1e6;
+        else if (std::regex_search(written, std::regex(R"([0-9.]\s*tb\b)"))) scale = 1e12;
+        const bool unitStated = contains(unit, "gib") || contains(unit, "gb") || contains(unit, "mib") || scale != 1e9;
+        if (!fig.note.empty()) c.assumptions.push_back(fig.note);
+        if (!unitStated && !fig.bytes)
+            c.assumptions.push_back(std::string("measured/") + key + " has no unit: read in GB (1e9 bytes)");
+        c.measured.memoryBytes = fig.bytes ? *fig.bytes : fig.value * scale;
+        c.measured.memorySource = ptr + "/measured/" + key;
+        const std::string kind = lower(text(meas, "memory_kind") + " " + text(meas, "memory_metric") + " " +
+                                       text(meas, "memory_note") + " " + text(rec, "notes")) +
+                                 (contains(key, "allocated") ? " allocated" : contains(key, "reserved") ? " reserved" : "");
+        c.measured.memoryIsAllocated = (contains(kind, "allocated") || contains(kind, "memory_allocated")) &&
+                                       !contains(kind, "reserved") && !contains(kind, "nvidia-smi");
+        if (!c.measured.memoryIsAllocated && kind.find_first_not_of(' ') == std::string::npos)
+            c.assumptions.push_back("memory figure's kind not stated: taken as reserved memory (CUDA context and allocator cache included)");
+    }
+    if (memory) readMemoryStage(meas, ptr, c, refusal);
+    readDeterministicMode(rec, ptr, c);
+    if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
+    else if (auto oom2 = boolean(meas, "out_of_memory")) c.measured.outOfMemory = *oom2;
+    else if (auto fits = boolean(meas, "fits")) c.measured.outOfMemory = !*fits;
+    else if (memoryOom) {
+        c.measured.outOfMemory = true;
+        c.assumptions.push_back("out-of-memory outcome read from measured/" + *memoryOom + " (\"" + text(meas, memoryOom->c_str()) + "\")");
+    } else
+        for (const char* key : {"outcome", "status", "result", "error"})
+            if (auto said = outOfMemoryInProse(text(meas, key))) {
+                c.measured.outOfMemory = *said;
+                c.assumptions.push_back(std::string("out-of-memory outcome read from measured/") + key + " (\"" +
+                                        text(meas, key) + "\")");
+                break;
+            }
+}
+
+} // namespace tessel::sim::detail
