@@ -50,11 +50,15 @@ OffloadReading readOffload(const nlohmann::json& pl) {
     const auto parameters = device({"offload_param", "offload_params", "offload_parameters", "param_offload"});
     const std::string named = affirmed(lower(text(pl, "zero") + " " + text(pl, "techniques")));
     const std::string general = affirmed(lower(text(pl, "offload") + " " + text(pl, "cpu_offload")));
+    // FSDP's CPU offload named beside its sharding ("FULL_SHARD with CPU offload"): FSDP's CPUOffload offloads the
+    // parameters only (offload_params), with their gradients and the optimizer step on the host.
+    const std::string sharding = affirmed(lower(text(pl, "fsdp_sharding") + " " + text(pl, "sharding")));
     OffloadReading o;
     o.parameters = parameters && on(*parameters);
     o.optimizer = o.parameters || (optimizer && on(*optimizer));
     if (!optimizer && !parameters) {
-        o.parameters = contains(named, "infinity") || contains(general, "param") || contains(general, "infinity");
+        o.parameters = contains(named, "infinity") || contains(general, "param") || contains(general, "infinity") ||
+                       contains(sharding, "offload");
         o.optimizer = o.parameters || contains(named, "offload") || contains(general, "optimizer") || on(general);
     }
     const std::string all = (optimizer ? *optimizer : "") + " " + (parameters ? *parameters : "") + " " + named + " " + general;
@@ -199,7 +203,14 @@ bool readPrecisionAndSharding(Reading& r) {
     const bool zeroStated = zero >= 0 || (distOpt && *distOpt);
     if (zero < 0) {
         if (distOpt && *distOpt) zero = 1;
-        else if (framework == "fsdp") zero = 3;
+        else if (framework == "fsdp" || framework == "torchtitan") {
+            // Their data parallelism shards: PyTorch FSDP's sharding_strategy defaults to FULL_SHARD, torchtitan's
+            // data_parallel_shard_degree to -1 (every rank the other dimensions leave) under FSDP2's fully_shard.
+            zero = 3;
+            r.assume(std::string("ZeRO stage not stated: ") +
+                     (framework == "fsdp" ? "PyTorch FSDP's default FULL_SHARD" : "torchtitan's default FSDP2 sharding over all data-parallel ranks") +
+                     " (ZeRO-3)");
+        }
         else if (offload.optimizer) zero = offload.parameters ? 3 : 2;
         else {
             zero = 0;
@@ -310,8 +321,8 @@ bool readPrecisionAndSharding(Reading& r) {
             break;
         }
         // FSDP's HYBRID_SHARD, or HSDP as PyTorch's FSDP2 and torchtitan call it.
-        if (!stated && (contains(sharding, "hybrid") ||
-                        std::regex_search(sharding, std::regex(R"((^|[^a-z])hsdp([^a-z]|$))")))) {
+        const bool hybridNamed = contains(sharding, "hybrid") || std::regex_search(sharding, std::regex(R"((^|[^a-z])hsdp([^a-z]|$))"));
+        if (!stated && hybridNamed) {
             // One shard group per node: the data-parallel ranks of a node (tp x cp of them share it).
             const int shard = std::min(plan.dp, std::max(1, c.scenario.cluster.gpusPerNode / (plan.tp * plan.cp)));
             if (plan.dp % shard != 0) {
@@ -323,7 +334,8 @@ bool readPrecisionAndSharding(Reading& r) {
             r.assume("hybrid sharding (" + text(pl, "fsdp_sharding") + "): state sharded over the " + std::to_string(shard) +
                    " data-parallel ranks of a node, replicated over " + std::to_string(replicas) + " nodes (FSDP's HYBRID_SHARD default)");
         }
-        if (replicas > 1 && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
+        // Sharded state, replicated or not (HYBRID_SHARD on one node is FULL_SHARD over it).
+        if ((replicas > 1 || hybridNamed) && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
         plan.zeroReplicas = replicas;
     }
     return true;

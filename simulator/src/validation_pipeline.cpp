@@ -186,6 +186,34 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
     }
 }
 
+// The keys records give per-stage layer counts under, in the order they are read.
+const std::initializer_list<const char*> kSplitKeys = {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers",
+                                                       "num_layers_per_stage", "pipeline_split"};
+
+// How many (virtual) stages the first per-stage layer counts a plan states list, a list or text such as "7,8x14,7";
+// 0 where none is stated or it does not read (readPipeline refuses those at their field).
+int statedSplitEntries(const nlohmann::json& pl, int layers) {
+    const bool splitCounts = std::regex_search(text(pl, "pipeline_split"), std::regex(R"(^\s*\[?\s*[0-9])"));
+    for (const char* key : kSplitKeys) {
+        const nlohmann::json* v = member(pl, key);
+        if (!v || (std::string(key) == "pipeline_split" && !splitCounts)) continue;
+        if (v->is_array()) return static_cast<int>(v->size());
+        if (!v->is_string()) return 0;
+        std::stringstream items(v->get<std::string>());
+        std::string item;
+        int n = 0;
+        while (std::getline(items, item, ',')) {
+            std::smatch m;
+            if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) return 0;
+            const int times = m[2].matched ? std::stoi(m[2].str()) : 1;
+            if (times < 1 || times > layers) return 0;
+            n += times;
+        }
+        return n;
+    }
+    return 0;
+}
+
 } // namespace
 
 // The pipeline: virtual stages, the schedule and the split of the layers over the stages.
@@ -206,7 +234,15 @@ bool readPipeline(Reading& r) {
                                             text(pl, "pp_schedule") + " " + text(pl, "pipeline_parallel_schedule"));
     // A Megatron-core layout gives the virtual stages itself (readPipelineLayout).
     const bool vppInferred = plan.pp > 1 && !member(pl, "vpp") && !member(pl, "pipeline_model_parallel_layout");
-    if (vppInferred) {
+    // Per-stage layer counts stated without a vpp give it: one count a virtual stage, so pp counts are a split
+    // without interleaving and k x pp counts k virtual stages (before 2026-12-01 the vpp was inferred first and a
+    // list of pp counts refused against it).
+    const int splitEntries = statedSplitEntries(pl, model.layers);
+    if (vppInferred && splitEntries > 0 && splitEntries % plan.pp == 0) {
+        plan.vpp = splitEntries / plan.pp;
+        r.assume("vpp = " + std::to_string(plan.vpp) + ": the stated per-stage split lists " + std::to_string(splitEntries) +
+                 " stages over pp " + std::to_string(plan.pp));
+    } else if (vppInferred) {
         // No virtual stages stated. A record that says its schedule is interleaved gets two layers per virtual
         // stage, the median of NVIDIA's published NeMo recipes (1-4: GPT-3 175B pp 8 vp 6, Llama 3 70B pp 4 vp 5,
         // Llama 3.1 405B pp 8 vp 8), where the layers (or the layers plus embedding and loss) split evenly and
@@ -307,8 +343,7 @@ bool readPipeline(Reading& r) {
     const bool splitCounts = std::regex_search(text(pl, "pipeline_split"), std::regex(R"(^\s*\[?\s*[0-9])"));
     // Megatron-core's --pipeline-model-parallel-layout: one string of every virtual stage's layers.
     if (member(pl, "pipeline_model_parallel_layout") && !readPipelineLayout(r, plan)) return false;
-    for (const char* key : {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers", "num_layers_per_stage",
-                            "pipeline_split"}) {
+    for (const char* key : kSplitKeys) {
         const nlohmann::json* v = member(pl, key);
         if (!v || !plan.pipelineLayers.empty() || (std::string(key) == "pipeline_split" && !splitCounts)) continue;
         bool ok = true;

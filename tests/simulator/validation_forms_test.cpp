@@ -330,6 +330,40 @@ TEST(ValidationRecord, HsdpIsHybridSharding) {
     EXPECT_TRUE(mentions(c.assumptions, "hybrid sharding (HSDP"));
 }
 
+// The sharding a torchtitan or PyTorch FSDP record leaves unstated is its framework's default, full sharding, said
+// (a torchtitan record without one had been read as unsharded: an 8B on 8 GPUs 178 GiB, out of memory); HYBRID_SHARD
+// on one node is full sharding over it (it had been read as unsharded); CPU offload named beside the sharding is
+// FSDP's parameter offload.
+TEST(ValidationRecord, UnstatedShardingIsTheFrameworksAndHybridOnOneNodeShards) {
+    nlohmann::json r = record();
+    r["system"]["nodes"] = 1;
+    r["system"]["total_gpus"] = 8;
+    r["plan"] = {{"tp", 1}, {"pp", 1}, {"dp", 8}, {"micro_batch", 2}, {"global_batch", 16}, {"framework", "torchtitan"}};
+    const ValidationCase tt = load(r);
+    EXPECT_EQ(tt.scenario.plan.zeroStage, 3);
+    EXPECT_TRUE(mentions(tt.assumptions, "ZeRO stage not stated: torchtitan's default FSDP2 sharding"));
+    r["plan"]["framework"] = "PyTorch FSDP";
+    const ValidationCase fsdp = load(r);
+    EXPECT_EQ(fsdp.scenario.plan.zeroStage, 3);
+    EXPECT_TRUE(mentions(fsdp.assumptions, "ZeRO stage not stated: PyTorch FSDP's default FULL_SHARD"));
+    r["plan"]["framework"] = "torchtitan";
+    r["plan"]["fsdp_sharding"] = "HYBRID_SHARD";
+    const ValidationCase hybrid = load(r);
+    EXPECT_EQ(hybrid.scenario.plan.zeroStage, 3);
+    EXPECT_EQ(hybrid.scenario.plan.zeroReplicas, 1);
+    r["plan"]["fsdp_sharding"] = "FULL_SHARD with CPU offload";
+    const ValidationCase offloaded = load(r);
+    EXPECT_TRUE(offloaded.scenario.plan.offloadParameters);
+    r["plan"]["fsdp_sharding"] = "FULL_SHARD, no CPU offload";
+    EXPECT_FALSE(load(r).scenario.plan.offloadParameters);
+    // A DeepSpeed record's unstated stage is DeepSpeed's default, 0, said as before.
+    r["plan"].erase("fsdp_sharding");
+    r["plan"]["framework"] = "DeepSpeed";
+    const ValidationCase ds = load(r);
+    EXPECT_EQ(ds.scenario.plan.zeroStage, 0);
+    EXPECT_TRUE(mentions(ds.assumptions, "ZeRO stage / distributed optimizer not stated: none (framework default)"));
+}
+
 // Parallel degrees and batch sizes under the configs' own names read as under the schema's: a context-parallel
 // degree written context_parallel_size had been dropped and its ranks counted as data parallelism.
 TEST(ValidationRecord, DegreesUnderConfigNames) {

@@ -246,5 +246,26 @@ TEST(ValidationRecord, PerStageLayerCountsUnderOtherNamesAndAsText) {
     }
 }
 
+// A split stated without a vpp gives it: one count a virtual stage. A Megatron-LM record that names no schedule is
+// otherwise read as interleaved (its published runs are), and a list of pp counts had been refused against that vpp.
+TEST(ValidationRecord, APerStageSplitWithoutAVppGivesIt) {
+    nlohmann::json r = record(); // 32 layers, pp 2, Megatron-LM, 16 micro-batches a step
+    r["plan"].erase("vpp");
+    r["plan"]["pipeline_layers"] = nlohmann::json::array({15, 17});
+    const ValidationCase plain = load(r);
+    EXPECT_EQ(plain.scenario.plan.vpp, 1);
+    EXPECT_EQ(plain.scenario.plan.schedule, Schedule::OneFOneB);
+    EXPECT_EQ(plain.scenario.plan.pipelineLayers, (std::vector<int>{15, 17}));
+    EXPECT_TRUE(mentions(plain.assumptions, "vpp = 1: the stated per-stage split lists 2 stages over pp 2"));
+    r["plan"]["pipeline_layers"] = "7,9x2,7";
+    const ValidationCase chunks = load(r);
+    EXPECT_EQ(chunks.scenario.plan.vpp, 2);
+    EXPECT_EQ(chunks.scenario.plan.schedule, Schedule::Interleaved1F1B);
+    EXPECT_EQ(chunks.scenario.plan.pipelineLayers, (std::vector<int>{7, 9, 9, 7}));
+    // A count of stages pp does not divide is no vpp: refused at the field, as before.
+    r["plan"]["pipeline_layers"] = nlohmann::json::array({10, 11, 11});
+    EXPECT_NE(test::refusalOf(r).find("/plan/pipeline_layers"), std::string::npos) << test::refusalOf(r);
+}
+
 } // namespace
 } // namespace tessel::sim
