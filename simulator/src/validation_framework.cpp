@@ -216,7 +216,10 @@ bool readFramework(Reading& r) {
     // (cross_entropy flash_attn), not Megatron-core's with its fp32 softmax.
     // A record that states either is read as stated, whatever its framework.
     // Whether its attention is unpadded depends on the kernel its table ran: readAttention settles it.
-    r.llmFoundry = contains(lower(source), "llm-foundry") || contains(lower(text(pl, "framework")), "composer");
+    const std::string namedFramework = lower(text(pl, "framework"));
+    r.llmFoundry = contains(lower(source), "llm-foundry") || contains(namedFramework, "composer") ||
+                   contains(namedFramework, "llm-foundry") || contains(namedFramework, "llmfoundry") ||
+                   contains(namedFramework, "llm foundry");
     const bool llmFoundry = r.llmFoundry;
     // llm-foundry's benchmark runs checkpoint activations non-reentrantly (submit_benchmarks.py sets
     // fsdp_config.activation_checkpointing_reentrant = False), which under PyTorch >= 2.1 stops the recompute early

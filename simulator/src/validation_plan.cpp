@@ -540,11 +540,15 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
             {"cp", {"context_parallel_size", "context_parallel_degree", "cp_size", "context_parallel"}},
             {"ep", {"expert_model_parallel_size", "expert_parallel_size", "expert_parallel_degree", "ep_size", "expert_parallel"}},
             {"dp", {"data_parallel_size", "data_parallel_degree", "dp_size"}},
-            {"vpp", {"virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size"}},
+            {"vpp", {"virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size",
+                     "num_virtual_stages_per_pipeline_rank"}},
+            // Hugging Face Trainer's per_device_train_batch_size, Composer's device_train_microbatch_size.
             {"micro_batch", {"micro_batch_size", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", "mbs",
-                             "local_batch_size"}},
+                             "local_batch_size", "per_device_train_batch_size", "device_train_microbatch_size"}},
             {"global_batch", {"global_batch_size", "train_batch_size", "gbs"}},
-            {"grad_accum", {"gradient_accumulation_steps", "grad_accum_steps", "gradient_accumulation"}}};
+            // Nanotron's batch_accumulation_per_replica, Lightning's accumulate_grad_batches.
+            {"grad_accum", {"gradient_accumulation_steps", "grad_accum_steps", "gradient_accumulation",
+                            "batch_accumulation_per_replica", "accumulate_grad_batches"}}};
         for (const auto& [key, names] : aliases)
             if (!member(pl, key))
                 for (const char* name : names)
@@ -557,6 +561,21 @@ void readSystemAndPlan(const nlohmann::json& rec, const std::string& ptr, Valida
                         pl[key] = *v;
                         break;
                     }
+        // Megatron-LM's --num-layers-per-virtual-pipeline-stage n gives vpp = layers / (pp x n).
+        if (const auto n = integer(pl, "num_layers_per_virtual_pipeline_stage"); n && *n >= 1 && !member(pl, "vpp")) {
+            const auto pp = integer(pl, "pp");
+            const int64_t layers = c.scenario.model.layers;
+            if (pp && *pp >= 1 && layers > 0 && layers % (*pp * *n) == 0) {
+                pl["vpp"] = layers / (*pp * *n);
+                c.assumptions.push_back("vpp = " + std::to_string(layers / (*pp * *n)) + ": " + std::to_string(layers) +
+                                        " layers / (pp " + std::to_string(*pp) + " x num_layers_per_virtual_pipeline_stage " +
+                                        std::to_string(*n) + ")");
+            } else {
+                c.assumptions.push_back("num_layers_per_virtual_pipeline_stage " + text(pl, "num_layers_per_virtual_pipeline_stage") +
+                                        " does not split " + std::to_string(layers) + " layers over pp " + text(pl, "pp") +
+                                        ": not read");
+            }
+        }
     }
     const std::string source = text(rec, "source") + " " + text(rec, "source_url");
     Reading r{rec, ptr, c, refusal, rec.value("system", nlohmann::json::object()), pl, source, frameworkOf(pl, source)};

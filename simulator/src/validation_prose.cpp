@@ -209,8 +209,10 @@ std::string frameworkOf(const nlohmann::json& plan, const std::string& source) {
     // GPT-NeoX trains with DeepSpeed's engine (pipeline, ZeRO) around Megatron's tensor parallelism.
     if (contains(f, "deepspeed") || contains(f, "neox")) return "deepspeed";
     // Metaseq (OPT) and fairscale shard with FairScale's FSDP, PyTorch FSDP's ancestor.
-    // Also by its long name ("Fully Sharded Data Parallel", fairseq's --ddp-backend fully_sharded over FairScale).
-    if (contains(f, "fsdp") || contains(f, "composer") || contains(f, "full_shard") || contains(f, "shard_grad_op") ||
+    // Also by its long name ("Fully Sharded Data Parallel", fairseq's --ddp-backend fully_sharded over FairScale), and
+    // MosaicML's llm-foundry, which trains under Composer's FSDP.
+    if (contains(f, "fsdp") || contains(f, "composer") || contains(f, "llm-foundry") || contains(f, "llmfoundry") ||
+        contains(f, "llm foundry") || contains(f, "full_shard") || contains(f, "shard_grad_op") ||
         contains(f, "metaseq") || contains(f, "fairscale") || contains(f, "fully_sharded") ||
         contains(f, "fully sharded") || contains(f, "fully-sharded"))
         return "fsdp";

@@ -380,6 +380,27 @@ TEST(ValidationRecord, DegreesUnderConfigNames) {
     // The schema's key wins where both are written.
     r["plan"]["tp"] = 8;
     EXPECT_EQ(load(r).scenario.plan.tp, 8);
+    // Other trainers' batch names (Hugging Face Trainer's per-device batch, Nanotron's and Lightning's accumulation;
+    // Nanotron's had been passed over, a step of a quarter of the batch) and Megatron-LM's layers per virtual stage.
+    nlohmann::json t = record(); // 32 layers, tp 4 x pp 2 x dp 4
+    t["plan"].erase("global_batch");
+    t["plan"].erase("micro_batch");
+    t["plan"]["per_device_train_batch_size"] = 2;
+    t["plan"]["batch_accumulation_per_replica"] = 4;
+    const ValidationCase nano = load(t);
+    EXPECT_EQ(nano.scenario.plan.microBatch, 2);
+    EXPECT_EQ(nano.scenario.plan.globalBatch, 2 * 4 * 4);
+    t["plan"].erase("batch_accumulation_per_replica");
+    t["plan"]["accumulate_grad_batches"] = 2;
+    EXPECT_EQ(load(t).scenario.plan.globalBatch, 2 * 2 * 4);
+    nlohmann::json v = record();
+    v["plan"].erase("vpp");
+    v["plan"]["num_layers_per_virtual_pipeline_stage"] = 4; // 32 layers / (pp 2 x 4) = 4 virtual stages
+    const ValidationCase chunks = load(v);
+    EXPECT_EQ(chunks.scenario.plan.vpp, 4);
+    EXPECT_TRUE(mentions(chunks.assumptions, "vpp = 4: 32 layers / (pp 2 x num_layers_per_virtual_pipeline_stage 4)"));
+    v["plan"]["num_layers_per_virtual_pipeline_stage"] = 5;
+    EXPECT_TRUE(mentions(load(v).assumptions, "num_layers_per_virtual_pipeline_stage 5 does not split 32 layers over pp 2: not read"));
 }
 
 // A degree left out beside a stated dp is what the GPUs leave (pp was taken as 1 and the stated dp overridden), and a

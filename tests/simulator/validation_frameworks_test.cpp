@@ -466,6 +466,14 @@ TEST(ValidationRecord, FrameworksUnderTheirProjectsNames) {
     // "FSDP 2.4" is PyTorch 2.4's FSDP, not FSDP2 (it had been read as torchtitan's).
     EXPECT_EQ(frameworkOfRecord("PyTorch FSDP 2.4"), "fsdp");
     EXPECT_EQ(frameworkOfRecord("PyTorch FSDP2"), "torchtitan");
+    // MosaicML's llm-foundry named alone trains under Composer's FSDP (it had been read as a framework of its own:
+    // generic, no sharding).
+    EXPECT_EQ(frameworkOfRecord("llm-foundry"), "fsdp");
+    EXPECT_EQ(frameworkOfRecord("MosaicML llm-foundry v0.4"), "fsdp");
+    nlohmann::json r = record();
+    r["source"] = "A blog post (2024)";
+    r["plan"]["framework"] = "llm-foundry";
+    EXPECT_TRUE(mentions(load(r).assumptions, "llm-foundry:"));
 }
 
 // A version written in the framework's name is the framework's version (the source's year had been taken instead):
