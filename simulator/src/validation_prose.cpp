@@ -286,7 +286,12 @@ GpuChoice gpuPreset(const std::string& gpuText) {
     // B200 test, whose name it contains.
     if (has("gb200")) return {"gb200-nvl72", "", 0.0, 72};
     if (has("b200")) return {"dgx-b200", ""};
-    if (has("h200")) return {"h200-single", ""};
+    // The H200 NVL is the PCIe card (141 GB, 4.8 TB/s, up to 600 W, NVLink bridges of two or four cards): the SXM
+    // part's figures, said; a limit the record states ("600 W") moves its power curve.
+    if (has("h200"))
+        return {"h200-single", has("nvl") ? "H200 NVL taken as the H200 SXM part (141 GB, 4.8 TB/s, 700 W): tessel has no NVL "
+                                            "figures (its 600 W limit, PCIe and NVLink bridges); a stated limit moves the power curve"
+                                          : ""};
     if (has("h100") || has("h800")) {
         // The PCIe card: 114 SMs, 350 W, HBM2e, no NVSwitch (scenarios/clusters/pcie-h100-80g.json).
         if (has("pcie")) return {"pcie-h100-80g", ""};

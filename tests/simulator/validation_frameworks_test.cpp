@@ -343,6 +343,11 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     const ValidationCase nvl = load(r);
     EXPECT_EQ(nvl.scenario.cluster.name, "dgx-h100-80g");
     EXPECT_TRUE(mentions(nvl.assumptions, "H100 NVL taken as an H100 SXM"));
+    // So is an H200 NVL (it had been read as the SXM part in silence).
+    r["system"]["gpu"] = "H200 NVL";
+    const ValidationCase h200nvl = load(r);
+    EXPECT_EQ(h200nvl.scenario.cluster.name, "h200-single");
+    EXPECT_TRUE(mentions(h200nvl.assumptions, "H200 NVL taken as the H200 SXM part"));
 }
 
 // Hybrid sharding under the names records use: FSDP's HYBRID_SHARD (a shard group per node), torchtitan's
