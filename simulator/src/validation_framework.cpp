@@ -314,6 +314,17 @@ bool readFramework(Reading& r) {
     if (dispatcher == "alltoall" || dispatcher == "flex") plan.framework.moeDispatcher = dispatcher;
     else if (!dispatcher.empty())
         r.assume("MoE dispatcher \"" + dispatcher + "\" is not one tessel costs (alltoall, flex): read as alltoall");
+    // An expert capacity (Megatron-core's --moe-expert-capacity-factor, GShard's capacity_factor): tessel routes
+    // tokens evenly, so no expert is over capacity and none is padded to it; said where a record states one (it had
+    // been passed over in silence). Megatron-core pads to it only with --moe-pad-expert-input-to-capacity.
+    for (const char* key : {"moe_expert_capacity_factor", "expert_capacity_factor", "capacity_factor"})
+        if (const auto cf = number(pl, key); cf && *cf > 0.0 && r.c.scenario.model.moe) {
+            const bool padded = boolean(pl, "moe_pad_expert_input_to_capacity").value_or(false);
+            r.assume(std::string(key) + " " + text(pl, key) + ": routing read as even, so no token dropped" +
+                     (padded ? "; the padding to capacity (moe_pad_expert_input_to_capacity) not costed"
+                             : " and no expert padded"));
+            break;
+        }
     // Megatron-core's batch-level EP overlap is read once recompute is settled (readRecomputeAndCheck).
     return true;
 }

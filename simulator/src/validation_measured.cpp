@@ -181,6 +181,8 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             if (!v || *v <= 0) continue;
             const std::string written = lower(text(meas, key));
             if (std::regex_search(written, std::regex(R"([0-9.]\s*(ms|msec|millisecond))"))) millis = std::pair<double, std::string>{*v, key};
+            else if (std::regex_search(written, std::regex(R"([0-9.]\s*(min|minute)s?\b)")))
+                seconds = std::pair<double, std::string>{*v * 60.0, key}; // "0.5 min" had been read as 0.5 s
             else {
                 seconds = std::pair<double, std::string>{*v, key};
                 if (!std::regex_search(written, std::regex(R"([0-9.]\s*(s|sec|second)s?\b)")))
@@ -188,8 +190,13 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             }
             break;
         }
+    // Steps a second (Hugging Face Trainer's train_steps_per_second, a progress bar's it/s): the step is its inverse.
+    if (!seconds && !millis)
+        if (auto rate = firstOf({"steps_per_second", "train_steps_per_second", "steps_per_s", "iterations_per_second",
+                                 "it_per_s", "iters_per_s"}))
+            seconds = std::pair<double, std::string>{1.0 / rate->first, rate->second};
     auto samples = firstOf({"samples_per_s", "sequences_per_s", "seqs_per_s", "samples_per_second", "samples_per_sec",
-                            "sequences_per_second", "seq_per_s"});
+                            "sequences_per_second", "seq_per_s", "train_samples_per_second"});
     auto tokensPerSecond = firstOf({"tokens_per_s", "tokens_per_second", "tokens_per_sec", "tok_per_s"});
     auto tokensPerGpu = firstOf({"tokens_per_s_per_gpu", "tokens_per_second_per_gpu", "tokens_per_sec_per_gpu",
                                  "tps_per_gpu", "tgs"});
@@ -200,11 +207,15 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             const bool perGpu = contains(written, "/gpu") || contains(written, "per gpu") || contains(written, "/device");
             if (contains(written, "token") || contains(written, "tok/")) {
                 (perGpu ? tokensPerGpu : tokensPerSecond) = std::pair<double, std::string>{*v, "throughput"};
+            } else if (std::regex_search(written, std::regex(R"([0-9.]\s*(s|sec|seconds?)\s*/\s*(it|iter|iteration|step)s?\b)"))) {
+                seconds = std::pair<double, std::string>{*v, "throughput"}; // "1.1 s/it"
+            } else if (std::regex_search(written, std::regex(R"([0-9.]\s*(it|iter|iteration|step)s?\s*/\s*(s|sec|second)\b)"))) {
+                seconds = std::pair<double, std::string>{1.0 / *v, "throughput"}; // "0.9 it/s"
             } else if (!perGpu && (contains(written, "sample") || contains(written, "seq"))) {
                 samples = std::pair<double, std::string>{*v, "throughput"};
             } else {
                 c.assumptions.push_back("measured/throughput \"" + text(meas, "throughput") +
-                                        "\" is in a unit tessel does not read (tokens/s, tokens/s/GPU, samples/s): not used");
+                                        "\" is in a unit tessel does not read (tokens/s, tokens/s/GPU, samples/s, it/s, s/it): not used");
             }
         }
     if (seconds || millis) {

@@ -339,9 +339,16 @@ bool readBatch(Reading& r) {
     // without it the group would be counted as dp.
     const std::string spWords = lower(text(pl, "sequence_parallel") + " " + text(pl, "sequence_parallel_type") + " " +
                                       text(pl, "techniques"));
-    const bool ulysses = contains(spWords, "ulysses");
+    // Megatron-DeepSpeed's --ds-sequence-parallel-size is Ulysses' degree by its name; DeepSpeed's own
+    // sequence_parallel_size too (a DeepSpeed record's). Elsewhere a sequence_parallel_size that names no exchange is
+    // said, not read (it had been counted as data parallelism in silence).
+    const bool ulysses = contains(spWords, "ulysses") || member(pl, "ds_sequence_parallel_size") ||
+                         (r.framework == "deepspeed" && integer(pl, "sequence_parallel_size").value_or(1) > 1);
+    if (!member(pl, "cp") && !ulysses && integer(pl, "sequence_parallel_size").value_or(1) > 1)
+        r.assume("sequence_parallel_size " + text(pl, "sequence_parallel_size") +
+                 " names a sequence split without its exchange (Ulysses, ring): not read; state cp and cp_comm_type");
     if (!member(pl, "cp") && ulysses)
-        for (const char* key : {"sequence_parallel_size", "ulysses_degree", "sp_degree", "sp"})
+        for (const char* key : {"ds_sequence_parallel_size", "sequence_parallel_size", "ulysses_degree", "sp_degree", "sp"})
             if (member(pl, key)) {
                 plan.cp = static_cast<int>(count(pl, key, 1, L::degree, where, refusal).value_or(1));
                 r.assume(std::string("DeepSpeed-Ulysses over ") + key + " = " + std::to_string(plan.cp) +

@@ -243,6 +243,18 @@ TEST(ValidationRecord, ExpertTensorParallelSizeFoldsTheExperts) {
     }
 }
 
+// An expert capacity is said (tessel routes evenly: nothing dropped, nothing padded), where it had been passed over.
+TEST(ValidationRecord, AnExpertCapacityIsSaid) {
+    nlohmann::json r = mixtralRecord(2, 1, 1);
+    const ValidationCase plain = load(r);
+    r["plan"]["moe_expert_capacity_factor"] = 1.25;
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(mentions(c.assumptions, "moe_expert_capacity_factor 1.25: routing read as even, so no token dropped and no expert padded"));
+    r["plan"]["moe_pad_expert_input_to_capacity"] = true;
+    EXPECT_TRUE(mentions(load(r).assumptions, "the padding to capacity (moe_pad_expert_input_to_capacity) not costed"));
+    EXPECT_FALSE(mentions(plain.assumptions, "capacity"));
+}
+
 // A record's MoE dispatcher (moe_token_dispatcher_type, DeepEP / HybridEP as flex) is the plan's, and so is the
 // batch-level EP overlap where the plan passes Megatron-core's checks for it; where it does not, it is said.
 TEST(ValidationRecord, MoeDispatcherAndEpOverlapAreRead) {

@@ -96,7 +96,10 @@ TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
         {{"step_time", "2.0 s"}},           {{"iteration_time", "2000 ms"}},   {{"samples_per_second", 32}},
         {{"seq_per_s", 32}},                {{"tokens_per_second", 65536}},    {{"tgs", 2048}},
         {{"throughput", "65536 tokens/s"}}, {{"throughput", "2048 tokens/s/GPU"}}, {{"throughput", "32 samples/s"}},
-        {{"ms_per_step", 2000}}};
+        {{"ms_per_step", 2000}},
+        // Steps a second and a progress bar's units (passed over before), a step in minutes (read as seconds before).
+        {{"train_steps_per_second", 0.5}},  {{"throughput", "0.5 it/s"}},      {{"throughput", "2.0 s/it"}},
+        {{"train_samples_per_second", 32}}, {{"step_time", "0.0333333333333333333 min"}}};
     for (const auto& m : forms) {
         nlohmann::json r = record();
         r["measured"] = m;

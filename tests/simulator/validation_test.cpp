@@ -411,6 +411,25 @@ TEST(ValidationRecord, UlyssesSequenceParallelismIsContextParallelismSaid) {
     EXPECT_EQ(stated.scenario.plan.cp, 2);
     EXPECT_EQ(stated.scenario.plan.cpComm, CpComm::A2a);
     EXPECT_TRUE(mentions(stated.assumptions, "DeepSpeed-Ulysses over cp = 2 ranks: its all-to-all"));
+    // Megatron-DeepSpeed's ds_sequence_parallel_size is Ulysses by its name, and a DeepSpeed record's
+    // sequence_parallel_size too; elsewhere a sequence_parallel_size naming no exchange is said and not read (it had
+    // been folded into dp in silence).
+    nlohmann::json ds = record();
+    ds["plan"]["tp"] = 1;
+    ds["plan"]["pp"] = 1;
+    ds["plan"].erase("dp");
+    ds["plan"].erase("cp");
+    ds["plan"]["ds_sequence_parallel_size"] = 4;
+    EXPECT_EQ(load(ds).scenario.plan.cp, 4);
+    EXPECT_EQ(load(ds).scenario.plan.cpComm, CpComm::A2a);
+    ds["plan"].erase("ds_sequence_parallel_size");
+    ds["plan"]["sequence_parallel_size"] = 4;
+    ds["plan"]["framework"] = "Megatron-DeepSpeed";
+    EXPECT_EQ(load(ds).scenario.plan.cp, 4);
+    ds["plan"]["framework"] = "Megatron-LM";
+    const ValidationCase unnamed = load(ds);
+    EXPECT_EQ(unnamed.scenario.plan.cp, 1);
+    EXPECT_TRUE(mentions(unnamed.assumptions, "sequence_parallel_size 4 names a sequence split without its exchange"));
 }
 
 // GPUs on PCIe inside the node (at most bridged in pairs) are the PCIe card: the A100's and H100's presets of their
