@@ -186,32 +186,44 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
     }
 }
 
-// The keys records give per-stage layer counts under, in the order they are read.
-const std::initializer_list<const char*> kSplitKeys = {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers",
-                                                       "num_layers_per_stage", "pipeline_split"};
-
-// How many (virtual) stages the first per-stage layer counts a plan states list, a list or text such as "7,8x14,7";
-// 0 where none is stated or it does not read (readPipeline refuses those at their field).
-int statedSplitEntries(const nlohmann::json& pl, int layers) {
+// The first per-stage layer counts a plan states, under the names records give them (the key is null where none
+// is), as a list or as text ("7,8x14,7": 7, fourteen 8s, 7); pipeline_split holds counts only where it is not a word
+// ("balanced", "even"). `valid` is false where the value is no list of whole numbers from 1 to `layers`.
+struct StatedSplit {
+    const char* key = nullptr;
+    bool valid = false;
+    std::vector<int> counts;
+};
+StatedSplit statedSplit(const nlohmann::json& pl, int layers) {
     const bool splitCounts = std::regex_search(text(pl, "pipeline_split"), std::regex(R"(^\s*\[?\s*[0-9])"));
-    for (const char* key : kSplitKeys) {
+    for (const char* key : {"pipeline_layers", "pp_layers", "layers_per_stage", "stage_layers", "num_layers_per_stage",
+                            "pipeline_split"}) {
         const nlohmann::json* v = member(pl, key);
         if (!v || (std::string(key) == "pipeline_split" && !splitCounts)) continue;
-        if (v->is_array()) return static_cast<int>(v->size());
-        if (!v->is_string()) return 0;
-        std::stringstream items(v->get<std::string>());
-        std::string item;
-        int n = 0;
-        while (std::getline(items, item, ',')) {
-            std::smatch m;
-            if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) return 0;
-            const int times = m[2].matched ? std::stoi(m[2].str()) : 1;
-            if (times < 1 || times > layers) return 0;
-            n += times;
+        StatedSplit out;
+        out.key = key;
+        if (v->is_array()) {
+            for (const auto& n : *v) {
+                if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > layers) return out;
+                out.counts.push_back(n.get<int>());
+            }
+        } else if (v->is_string()) {
+            std::stringstream items(v->get<std::string>());
+            std::string item;
+            while (std::getline(items, item, ',')) {
+                std::smatch m;
+                if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) return out;
+                const int count = std::stoi(m[1].str()), times = m[2].matched ? std::stoi(m[2].str()) : 1;
+                if (count < 1 || count > layers || times < 1 || times > layers) return out;
+                out.counts.insert(out.counts.end(), static_cast<size_t>(times), count);
+            }
+        } else {
+            return out;
         }
-        return n;
+        out.valid = true;
+        return out;
     }
-    return 0;
+    return {};
 }
 
 } // namespace
@@ -237,7 +249,8 @@ bool readPipeline(Reading& r) {
     // Per-stage layer counts stated without a vpp give it: one count a virtual stage, so pp counts are a split
     // without interleaving and k x pp counts k virtual stages (before 2026-12-01 the vpp was inferred first and a
     // list of pp counts refused against it).
-    const int splitEntries = statedSplitEntries(pl, model.layers);
+    const StatedSplit split = statedSplit(pl, model.layers);
+    const int splitEntries = split.valid ? static_cast<int>(split.counts.size()) : 0;
     if (vppInferred && splitEntries > 0 && splitEntries % plan.pp == 0) {
         plan.vpp = splitEntries / plan.pp;
         r.assume("vpp = " + std::to_string(plan.vpp) + ": the stated per-stage split lists " + std::to_string(splitEntries) +
@@ -337,43 +350,16 @@ bool readPipeline(Reading& r) {
     // layer + loss counted as one layer each (Megatron-LM --account-for-embedding/loss-in-pipeline-split,
     // DeepSpeed's "type:transformer|embedding" partition of BLOOM; Llama 3 405B's 7,8x14,7 is the same), or the
     // time-balanced split where the record says so (FORMULAS.md §5.4).
-    // Per-stage layer counts under the names records give them, as a list or as text ("7,8x14,7": 7, fourteen 8s, 7);
-    // a count that does not read is refused naming its field, never dropped.
-    // pipeline_split holds counts too where it is not a word ("balanced", "even").
-    const bool splitCounts = std::regex_search(text(pl, "pipeline_split"), std::regex(R"(^\s*\[?\s*[0-9])"));
     // Megatron-core's --pipeline-model-parallel-layout: one string of every virtual stage's layers.
     if (member(pl, "pipeline_model_parallel_layout") && !readPipelineLayout(r, plan)) return false;
-    for (const char* key : kSplitKeys) {
-        const nlohmann::json* v = member(pl, key);
-        if (!v || !plan.pipelineLayers.empty() || (std::string(key) == "pipeline_split" && !splitCounts)) continue;
-        bool ok = true;
-        if (v->is_array()) {
-            for (const auto& n : *v) {
-                if (n.is_number_integer() && n.get<int64_t>() >= 1 && n.get<int64_t>() <= model.layers) plan.pipelineLayers.push_back(n.get<int>());
-                else ok = false;
-            }
-        } else if (v->is_string()) {
-            std::stringstream items(v->get<std::string>());
-            std::string item;
-            while (ok && std::getline(items, item, ',')) {
-                std::smatch m;
-                if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) {
-                    ok = false;
-                    break;
-                }
-                const int layers = std::stoi(m[1].str()), times = m[2].matched ? std::stoi(m[2].str()) : 1;
-                if (layers < 1 || layers > model.layers || times < 1 || times > model.layers) ok = false;
-                else plan.pipelineLayers.insert(plan.pipelineLayers.end(), static_cast<size_t>(times), layers);
-            }
-        } else {
-            ok = false;
-        }
-        if (!ok) {
-            r.refusal = r.ptr + "/plan/" + key + ": \"" + text(pl, key) + "\" is not a list of per-stage layer counts "
+    // Per-stage layer counts (statedSplit); a count that does not read is refused naming its field, never dropped.
+    if (split.key && plan.pipelineLayers.empty()) {
+        if (!split.valid) {
+            r.refusal = r.ptr + "/plan/" + split.key + ": \"" + text(pl, split.key) + "\" is not a list of per-stage layer counts "
                         "(whole numbers from 1 to " + std::to_string(model.layers) + ", or text such as \"7,8x14,7\")";
             return false;
         }
-        break;
+        plan.pipelineLayers = split.counts;
     }
     plan.firstStageLayers = statedFirst;
     plan.lastStageLayers = statedLast;

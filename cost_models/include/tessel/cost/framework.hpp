@@ -100,9 +100,9 @@ bool launchBlockingOf(const FrameworkSettings& f);
 // num_warmup_microbatches = total_num_microbatches; all_warmup_microbatches = True`), as it did until "tunable
 // schedule with overlapping" (Megatron-LM 4295be1a6c, 2024-11-01; first in core_r0.10.0, NeMo's 24.12 container).
 // Since then the warm-up is (p - rank - 1) * 2 + (v - 1) * p chunks whatever the count, all of them only where that
-// reaches m v (get_pp_rank_microbatches). True for Megatron-LM, MegaScale and Megatron-DeepSpeed versions of 2024 or
-// earlier and NeMo containers before 24.12; false for later ones, for an unstated version (today's code) and for
-// every other framework (tessel's generic plans run today's Megatron order).
+// reaches m v (get_pp_rank_microbatches). True for Megatron-LM and MegaScale versions of 2024 or earlier and NeMo
+// containers before 24.12; false for later ones, for an unstated version (today's code) and for every other framework
+// (tessel's generic plans run today's Megatron order; DeepSpeed's pipeline engine does not interleave).
 bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f);
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
