@@ -139,6 +139,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << " + backward working set " << gib(peak.other.backwardWorkingBytes);
     if (peak.other.stepCopyBytes > 0.0)
         out << " + the step's gradient copies " << gib(peak.other.stepCopyBytes) << " (beyond the backward's)";
+    if (peak.other.collectiveLibraryBytes > 0.0) out << " + NCCL's buffers " << gib(peak.other.collectiveLibraryBytes);
     out << " + reserved " << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
     if (pl.offloads())
         out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "

@@ -479,6 +479,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         }
         c.gpu.overlapsCommunication = gr.optBool("overlaps_communication", true);
         c.gpu.syncJitterFraction = gr.optNumber("sync_jitter_fraction", 0.0, 0.0, 1.0);
+        c.gpu.ncclCollChannels = static_cast<int>(gr.optInt("nccl_channels", 0, 0, 64));
         c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
         c.gpu.commContentionMax = gr.optNumber("comm_contention_max", 0.0, 0.0, 4.0);
         c.gpu.sustainedTensorFraction = gr.optNumber("sustained_tensor_fraction", 1.0, 0.05, 1.0);
@@ -639,6 +640,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (!c.gpu.defaultAttentionKernel.empty()) j["gpu"]["default_attention_kernel"] = c.gpu.defaultAttentionKernel;
     if (!c.gpu.overlapsCommunication) j["gpu"]["overlaps_communication"] = false;
     if (c.gpu.syncJitterFraction > 0.0) j["gpu"]["sync_jitter_fraction"] = c.gpu.syncJitterFraction;
+    if (c.gpu.ncclCollChannels > 0) j["gpu"]["nccl_channels"] = c.gpu.ncclCollChannels;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
     if (c.gpu.commContentionMax > 0.0) j["gpu"]["comm_contention_max"] = c.gpu.commContentionMax;
     if (c.gpu.sustainedTensorFraction != 1.0) j["gpu"]["sustained_tensor_fraction"] = c.gpu.sustainedTensorFraction;

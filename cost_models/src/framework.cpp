@@ -75,6 +75,21 @@ std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { re
 
 int frameworkYear(const FrameworkSettings& f) { return versionReading(f.version).year; }
 
+NcclGeneration ncclGenerationOf(const FrameworkSettings& f) {
+    NcclGeneration g;
+    if (const auto ym = containerYearMonth(f.version)) {
+        const int at = ym->first * 100 + ym->second;
+        g.cuMem = at >= 202310;
+        g.connectsPerAlgorithm = at >= 202407;
+        return g;
+    }
+    const int year = frameworkYear(f);
+    if (year == 0) return g;
+    g.cuMem = year >= 2024;
+    g.connectsPerAlgorithm = year >= 2025;
+    return g;
+}
+
 namespace {
 // Megatron-LM keeps bf16 models' main gradients in fp32 (arguments.py forces --accumulate-allreduce-grads-in-fp32
 // for --bf16), and so does NeMo's base configuration (optim.grad_sync_dtype fp32). NVIDIA's published NeMo

@@ -487,7 +487,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
 
 StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
                         const MemoryShapeTerms& t, const StageParameters& params, int stage, double reservedBytes,
-                        double capacityBytes, double hostCapacityBytesPerGpu) {
+                        double capacityBytes, double hostCapacityBytesPerGpu, double collectiveLibraryBytes) {
     const double e = t.elementBytes, T = t.tokens, Tsp = t.tokensSp, h = t.hidden;
     const double denseShards = plan.zeroShardSize();
     const double expertShards = static_cast<double>(plan.expertZeroShardSize());
@@ -763,6 +763,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         if (stepCopy > largestFreedBlock) st.allocatorKeptBytes = stepCopy - o.stepCopyBytes;
     }
     o.reservedBytes = reservedBytes;
+    o.collectiveLibraryBytes = collectiveLibraryBytes;
     st.capacityBytes = capacityBytes;
     st.headroomBytes = capacityBytes - st.totalBytes();
     st.hostFits = st.hostBytes <= 0.0 || st.hostBytes <= hostCapacityBytesPerGpu;
@@ -795,7 +796,8 @@ MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluste
     report.gpusPerNode = std::max(1, cluster.gpusPerNode);
     for (int stage = 0; stage < plan.pp; ++stage) {
         StageMemory st = stageMemory(model, plan, recipe, terms, stageParameters(model, plan, stage), stage,
-                                     d(cluster.gpu.reservedBytes), report.capacityBytes, hostCapacityPerGpu(cluster));
+                                     d(cluster.gpu.reservedBytes), report.capacityBytes, hostCapacityPerGpu(cluster),
+                                     collectiveLibraryMemory(model, plan, cluster, stage).bytes);
         report.hostPeakBytes = std::max(report.hostPeakBytes, st.hostBytes);
         report.reservedPeakBytes = std::max(report.reservedPeakBytes, st.reservedPeakBytes());
         if (st.totalBytes() > report.peakBytes) {

@@ -84,7 +84,7 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
                            {"activations", st.activationsBytes + st.other.logitsLossBytes},
                            {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes +
                                          st.other.stepCopyBytes}};
-        m.reservedBytes = st.other.reservedBytes;
+        m.reservedBytes = st.other.reservedBytes + st.other.collectiveLibraryBytes; // outside the tensors either way
         m.totalBytes = st.totalBytes();
         p.memory.push_back(std::move(m));
     }

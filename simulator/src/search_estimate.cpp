@@ -467,7 +467,8 @@ struct StageBytes {
 StageBytes stageTotalBytes(const SearchContext& ctx, const Plan& plan, const ShapeCosts& s, const StageParameters& params,
                            int stage, bool gpuOnly) {
     const StageMemory st = stageMemory(*ctx.model, plan, ctx.recipeOf(plan), s.memory, params, stage, ctx.reservedBytes,
-                                       ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster));
+                                       ctx.capacityBytes, hostCapacityPerGpu(*ctx.cluster),
+                                       collectiveLibraryMemory(*ctx.model, plan, *ctx.cluster, stage).bytes);
     if (!st.hostFits && !gpuOnly) return {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
     return {st.totalBytes(), st.reservedPeakBytes()};
 }
@@ -499,6 +500,12 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
     const bool denseAmongMoe = ctx.model->moe && !ctx.model->moe->denseLayers.empty();
     if (plan.pp > 2 && (!evenPipelineSplit(*ctx.model, plan) || denseAmongMoe))
         for (int stage = 1; stage < plan.pp - 1; ++stage) consider(stage, stageParameters(*ctx.model, plan, stage));
+    else if (plan.pp > 2 && collectiveLibraryMemory(*ctx.model, plan, *ctx.cluster, 1).bytes >
+                                collectiveLibraryMemory(*ctx.model, plan, *ctx.cluster, 0).bytes)
+        // NCCL's buffers (collectiveLibraryMemory) are the one term a middle stage may hold more of than stage 0 (two
+        // pipeline neighbours inside a node to the ends' one; across nodes the peers share their buffers), and then
+        // any middle stage may peak; their parameters are alike. Where they hold no more, stage 0 bounds them all.
+        for (int stage = 1, n = plan.pp - 1; stage < n; ++stage) consider(stage, stageParameters(*ctx.model, plan, 1));
     if (plan.pp > 1) consider(plan.pp - 1, last);
     pm.fits = fits;
     return pm;

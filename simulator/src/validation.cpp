@@ -53,17 +53,21 @@ CaseResult predictCase(const ValidationCase& c) {
         r.predicted = true;
         r.predictedStepSeconds = sim.metrics.stepSeconds;
         r.predictedMfu = sim.metrics.mfu;
-        // Allocated memory leaves out what the cluster reserves (CUDA context, allocator slack); reserved memory
-        // (max_memory_reserved, nvidia-smi) holds what the caching allocator keeps beyond the allocated peak.
-        // On the stage the record names, else the highest.
-        const StageMemory* stage = c.measured.memoryStage && *c.measured.memoryStage < static_cast<int>(sim.memory.stages.size())
-                                       ? &sim.memory.stages[static_cast<size_t>(*c.measured.memoryStage)]
-                                       : nullptr;
-        const double allocatedPeak = stage ? stage->totalBytes() : sim.memory.peakBytes;
-        const double reservedPeak = stage ? stage->reservedPeakBytes() : sim.memory.reservedPeakBytes;
-        r.predictedPeakMemoryBytes = c.measured.memoryIsAllocated
-                                         ? allocatedPeak - static_cast<double>(c.scenario.cluster.gpu.reservedBytes)
-                                         : reservedPeak;
+        // Allocated memory leaves out what the cluster reserves (CUDA context, allocator slack) and NCCL's buffers;
+        // the allocator's reserved peak (max_memory_reserved) holds what it keeps beyond the allocated peak, not
+        // NCCL's buffers; the device's (nvidia-smi) holds all. On the stage the record names, else the highest.
+        const auto figureOf = [&](const StageMemory& st) {
+            if (c.measured.memoryIsAllocated)
+                return st.totalBytes() - static_cast<double>(c.scenario.cluster.gpu.reservedBytes) - st.other.collectiveLibraryBytes;
+            return st.reservedPeakBytes() - (c.measured.memoryIsAllocatorReserved ? st.other.collectiveLibraryBytes : 0.0);
+        };
+        const auto& stages = sim.memory.stages;
+        if (c.measured.memoryStage && *c.measured.memoryStage < static_cast<int>(stages.size())) {
+            r.predictedPeakMemoryBytes = figureOf(stages[static_cast<size_t>(*c.measured.memoryStage)]);
+        } else {
+            r.predictedPeakMemoryBytes = 0.0;
+            for (const StageMemory& st : stages) r.predictedPeakMemoryBytes = std::max(r.predictedPeakMemoryBytes, figureOf(st));
+        }
         r.predictedFits = sim.memory.fits;
         const StepBreakdown& b = sim.metrics.breakdown;
         r.terms = {b.computeSeconds, b.tpSeconds,        b.cpSeconds,    b.epSeconds,

@@ -336,8 +336,11 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
                                  (contains(key, "allocated") ? " allocated" : contains(key, "reserved") ? " reserved" : "");
         c.measured.memoryIsAllocated = (contains(kind, "allocated") || contains(kind, "memory_allocated")) &&
                                        !contains(kind, "reserved") && !contains(kind, "nvidia-smi");
+        c.measured.memoryIsAllocatorReserved = !c.measured.memoryIsAllocated && contains(kind, "reserved") &&
+                                               !contains(kind, "nvidia-smi") && !contains(kind, "nvidia smi");
         if (!c.measured.memoryIsAllocated && kind.find_first_not_of(' ') == std::string::npos)
-            c.assumptions.push_back("memory figure's kind not stated: taken as reserved memory (CUDA context and allocator cache included)");
+            c.assumptions.push_back("memory figure's kind not stated: taken as the device's, as nvidia-smi shows it (CUDA "
+                                    "context, NCCL's buffers and the allocator's cache included)");
     }
     if (memory) readMemoryStage(meas, ptr, c, refusal);
     readDeterministicMode(rec, ptr, c);

@@ -188,8 +188,9 @@ assert o['records']==24 and o['predicted']==24 and o['median_abs_step_error'] <=
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "DGX Cloud set within its guard" $?
 # BigScience's BLOOM runs on Jean Zay (DeepSpeed's pipeline engine with Megatron's tensor parallelism, bf16
 # optimizer, blocking launches; nine topologies of 2022-02-28 and the 176B training log): predicted 9-18% fast
-# (median 10.9%; 13.3% before the blocking launches were costed), memory 9-16% under nvidia-smi's (20-26% before the
-# BF16 optimizer's whole-gradient copy for its all-reduce and the allocator's segment for it; docs/validation.md).
+# (median 10.9%; 13.3% before the blocking launches were costed), memory 4-11% under nvidia-smi's (20-26% before the
+# BF16 optimizer's whole-gradient copy for its all-reduce and the allocator's segment for it, 9-16% before NCCL's own
+# buffers; docs/validation.md).
 # Every run that ran must be predicted to fit, and the two tp 4 x pp 6 x dp 16 runs that ran out of memory the same
 # day not to (82.4 and 82.5 GiB of 80, with that copy); the third (14336 x 82 layers, predicted 52.6 GiB where its
 # neighbours ran at 59-74) is a miss shipped and named. Their DeepSpeed pipeline band is their own.
@@ -203,19 +204,20 @@ assert sum(r['measured_out_of_memory'] is True for r in d['results']) == 3
 oom = sorted(r['id'] for r in d['results'] if r['measured_out_of_memory'] and not r['predicted_fits'])
 assert oom == ['bloom-prequel-h12288-l100-tp4-pp6-dp16-mbs1-oom', 'bloom-prequel-h12288-l100-tp4-pp6-dp16-mbs2-oom'], oom
 mem = [r['memory_error'] for r in ran if r['memory_error'] is not None]
-assert len(mem) == 9 and all(-0.18 <= e <= -0.05 for e in mem), mem
+assert len(mem) == 9 and all(-0.13 <= e <= -0.02 for e in mem), mem
 assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('DeepSpeed pipeline')] == ['A100 / DeepSpeed pipeline'], d['error_bands']" ; check "BLOOM set within its guard" $?
 # BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 23 topologies, 16 with
 # nvidia-smi's memory): predicted 9-32% fast as every DeepSpeed pipeline source is (median 17.0%), memory 8-23% under
-# nvidia-smi's with ZeRO-1's step-time copies of the gradient partition (19-32% under without them) but one snapshot
-# that reads 65 GB at micro-batch 2 beside 56 GB at 4 (-41%). Every run ran, so every one must be predicted to fit.
+# nvidia-smi's with ZeRO-1's step-time copies of the gradient partition (19-32% under without them), 2-17% with NCCL's
+# own buffers (FORMULAS.md §2), but one snapshot that reads 65 GB at micro-batch 2 beside 56 GB at 4 (-36%). Every run
+# ran, so every one must be predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" >"$tmp/z1.json" 2>/dev/null; check "BigScience ZeRO-1 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/z1.json')); o=d['overall']
 assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.19 and o['max_abs_step_error'] <= 0.34, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
 mem = sorted(r['memory_error'] for r in d['results'] if r['memory_error'] is not None)
-assert len(mem) == 16 and mem[0] < -0.4 and all(-0.25 <= e <= -0.05 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
+assert len(mem) == 16 and mem[0] < -0.3 and all(-0.19 <= e <= 0.0 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
 # GPT-NeoX-20B's training (DeepSpeed's pipeline engine again, fp16, tp 2 x pp 4 on 96 A100 40 GB): 117 teraFLOPS per
 # GPU with the codebase's own FLOP count, predicted 23.5% fast, as the BLOOM and MT-NLG runs are; it shares their band.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_eleutherai_gpt_neox.json" >"$tmp/neox.json" 2>/dev/null; check "GPT-NeoX set exits 0" $?

@@ -354,14 +354,26 @@ TEST(ValidationRecord, AllocatedMemoryLeavesOutWhatTheClusterReserves) {
     allocated["measured"]["memory_kind"] = "torch.cuda.max_memory_allocated";
     nlohmann::json reserved = allocated;
     reserved["measured"]["memory_kind"] = "nvidia-smi";
-    const auto loaded = loadValidationRecords(nlohmann::json::array({allocated, reserved}), "runs.json");
-    ASSERT_TRUE(loaded[0].validationCase && loaded[1].validationCase);
+    nlohmann::json allocatorReserved = allocated;
+    allocatorReserved["measured"]["memory_kind"] = "torch.cuda.max_memory_reserved";
+    const auto loaded = loadValidationRecords(nlohmann::json::array({allocated, reserved, allocatorReserved}), "runs.json");
+    ASSERT_TRUE(loaded[0].validationCase && loaded[1].validationCase && loaded[2].validationCase);
     EXPECT_TRUE(loaded[0].validationCase->measured.memoryIsAllocated);
     EXPECT_FALSE(loaded[1].validationCase->measured.memoryIsAllocated);
+    EXPECT_FALSE(loaded[1].validationCase->measured.memoryIsAllocatorReserved);
+    EXPECT_TRUE(loaded[2].validationCase->measured.memoryIsAllocatorReserved);
     const ValidationReport report = validateRecords(loaded);
-    const double reservedBytes = static_cast<double>(loaded[0].validationCase->scenario.cluster.gpu.reservedBytes);
+    const ValidationCase& c = *loaded[0].validationCase;
+    const double reservedBytes = static_cast<double>(c.scenario.cluster.gpu.reservedBytes);
     ASSERT_GT(reservedBytes, 0.0);
-    EXPECT_NEAR(report.results[1].predictedPeakMemoryBytes - report.results[0].predictedPeakMemoryBytes, reservedBytes, 1.0);
+    // The device's figure (nvidia-smi) holds the cluster's reserve and NCCL's buffers (FORMULAS.md §2), the
+    // allocator's reserved one the reserve alone (this record's peak takes no segment of its own beside it).
+    const MemoryReport m = predictMemory(c.scenario.model, c.scenario.cluster, c.scenario.plan);
+    const double library = m.stages[static_cast<size_t>(m.peakStage)].other.collectiveLibraryBytes;
+    ASSERT_GT(library, 0.0);
+    EXPECT_NEAR(report.results[1].predictedPeakMemoryBytes - report.results[0].predictedPeakMemoryBytes,
+                reservedBytes + library, 1.0);
+    EXPECT_NEAR(report.results[1].predictedPeakMemoryBytes - report.results[2].predictedPeakMemoryBytes, library, 1.0);
     ASSERT_TRUE(report.results[0].memoryError.has_value());
     EXPECT_NEAR(*report.results[0].memoryError, (report.results[0].predictedPeakMemoryBytes - 40e9) / 40e9, 1e-12);
 }

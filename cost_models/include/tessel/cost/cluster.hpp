@@ -118,6 +118,9 @@ struct GpuSpec {
     std::string name;
     int64_t memoryBytes = 0;
     int64_t reservedBytes = 0;                 // CUDA context + allocator slack, never usable by tensors
+    // The collective channels NCCL builds on this GPU's node (the "coll channels" of its INFO log): how many
+    // buffer sets each communicator holds (collectiveLibraryBytes, FORMULAS.md §2). 0 = not counted.
+    int ncclCollChannels = 0;
     double hbmBytesPerSecond = 0.0;
     double memoryEfficiency = 0.8;             // achieved / peak HBM bandwidth for elementwise kernels
     double kernelOverheadSeconds = 0.0;        // launch + tail per kernel

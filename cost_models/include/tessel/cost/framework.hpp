@@ -135,6 +135,15 @@ const std::vector<FrameworkFlag>& frameworkFlags();
 // The year a version string stands for: a year itself, a Megatron-core or NeMo version mapped to its release
 // year, 0 when unknown (= the framework's current defaults).
 int frameworkYear(const FrameworkSettings& f);
+// The NCCL a framework's version ran (collectiveLibraryMemory, FORMULAS.md §2): cuMem allocations from NCCL 2.19
+// (2023-09; NGC containers from 23.10, other frameworks from 2024), buffers connected per algorithm on first use
+// from 2.22 (2024-06; NGC containers from 24.07, PyTorch's wheels from 2.7, so other frameworks from 2025). A
+// version not stated is today's.
+struct NcclGeneration {
+    bool cuMem = true;
+    bool connectsPerAlgorithm = true;
+};
+NcclGeneration ncclGenerationOf(const FrameworkSettings& f);
 // Resolves every knob: stated values win, the rest are the framework's defaults for its version
 // (docs/frameworks.md lists them with their sources). `interleaved`: the plan uses the interleaved schedule.
 OverlapSettings resolveOverlap(const FrameworkSettings& f, bool interleaved, int zeroStage);

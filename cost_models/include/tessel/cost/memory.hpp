@@ -76,8 +76,12 @@ struct OtherMemory {
     // what that phase holds beyond what the backward held (0 where the backward's peak is the larger).
     double stepCopyBytes = 0.0;
     double reservedBytes = 0.0;       // the cluster's reserved bytes (CUDA context, allocator slack)
+    // NCCL's own buffers for the communicators this rank uses (collectiveLibraryBytes): device memory outside
+    // PyTorch's caching allocator, so in nvidia-smi's figure and the fits verdict, not in the allocator's counters.
+    double collectiveLibraryBytes = 0.0;
     double total() const {
-        return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + stepCopyBytes + reservedBytes;
+        return zero3GatherBytes + commBufferBytes + logitsLossBytes + backwardWorkingBytes + stepCopyBytes + reservedBytes +
+               collectiveLibraryBytes;
     }
 };
 
@@ -148,7 +152,24 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
 // One stage of predictMemory, from the shape terms and that stage's parameters.
 StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe,
                         const MemoryShapeTerms& terms, const StageParameters& params, int stage,
-                        double reservedBytes, double capacityBytes, double hostCapacityBytesPerGpu = 0.0);
+                        double reservedBytes, double capacityBytes, double hostCapacityBytesPerGpu = 0.0,
+                        double collectiveLibraryBytes = 0.0);
+
+// The collective library's (NCCL's) device buffers on one rank of `stage` (FORMULAS.md §2, "The collective
+// library's buffers"): per collective communicator the rank uses, channels x connections x the three protocols'
+// FIFOs of a connection; per point-to-point peer it receives from, its channels per peer x the same. The
+// communicators are the plan's groups (world, tp, cp, the gradient group, expert groups, the pipeline's), the
+// NCCL generation is the framework's year's. 0 where the GPU states no channel count or one rank runs alone.
+struct CollectiveLibraryMemory {
+    int collectives = 0;              // communicators that run collectives on this rank
+    int connectionsPerChannel = 0;    // summed over them: 3 a communicator where rings and trees are connected, 1 ring only
+    int p2pConnections = 0;           // point-to-point connections, counted as halves held (pipeline, ring attention, all-to-all)
+    int p2pChannels = 0;              // summed over them: NCCL's channels per peer
+    double bytesPerConnection = 0.0;
+    double bytes = 0.0;
+};
+CollectiveLibraryMemory collectiveLibraryMemory(const ModelConfig& model, const Plan& plan,
+                                                const ClusterConfig& cluster, int stage);
 
 // Model-state bytes (weights + grads + optimizer) per parameter under a recipe and ZeRO stage over N ranks
 // (Rajbhandari et al. 2020, Figure 1): for checks and quick estimates.

@@ -25,6 +25,10 @@ struct RecordMeasurement {
     // "max allocated"), which leave out the CUDA context and the allocator's cached slack; false for reserved
     // memory or nvidia-smi, which include them.
     bool memoryIsAllocated = false;
+    // The caching allocator's reserved peak (torch.cuda.max_memory_reserved, torchtitan's "memory"): the allocated
+    // peak and the cache, without what is allocated outside PyTorch (NCCL's buffers). False with memoryIsAllocated
+    // false: the device's figure (nvidia-smi, or a kind not stated), which holds everything.
+    bool memoryIsAllocatorReserved = false;
     // The pipeline stage whose rank the figure was read on (measured.memory_stage / memory_rank); unset: the
     // source gives the largest over the ranks, compared with the stage tessel puts highest.
     std::optional<int> memoryStage;
