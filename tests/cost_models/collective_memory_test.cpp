@@ -127,6 +127,46 @@ TEST(CollectiveLibrary, CountsInTheDevicesTotalAndItsVerdict) {
     }
 }
 
+TEST(CollectiveLibrary, EveryPlanOfAGridHoldsAFiniteSumOfItsConnections) {
+    // Property over plans of every framework and NCCL generation: the bytes are the connections' sum, each
+    // communicator holds one to three connections a channel, at least the world's is there, and a tensor-parallel
+    // group only adds to what the same plan holds without one.
+    const ModelConfig model = preset("llama2-7b");
+    int checked = 0;
+    for (const std::string cluster : {"dgx-a100-80g", "dgx-h100-80g"}) {
+        ClusterConfig c = clusterPreset(cluster);
+        c.nodes = 64;
+        for (const std::string fw : {"megatron", "nemo", "deepspeed", "fsdp", "torchtitan", "generic"})
+            for (const std::string version : {"2022", "2024", "2025", ""})
+                for (int tp : {1, 2, 8})
+                    for (int pp : {1, 2, 4})
+                        for (int dp : {1, 4, 16})
+                            for (int zero : {0, 1, 3}) {
+                                Plan p = plan3d(tp, pp, dp, 1, 64, fw, version);
+                                p.zeroStage = zero;
+                                Plan noTp = p;
+                                noTp.tp = 1;
+                                for (int stage = 0; stage < pp; ++stage) {
+                                    const CollectiveLibraryMemory m = collectiveLibraryMemory(model, p, c, stage);
+                                    if (p.worldSize() == 1) {
+                                        EXPECT_EQ(m.bytes, 0.0);
+                                        continue;
+                                    }
+                                    ASSERT_GE(m.collectives, 1);
+                                    ASSERT_GE(m.connectionsPerChannel, m.collectives);
+                                    ASSERT_LE(m.connectionsPerChannel, 3 * m.collectives);
+                                    ASSERT_DOUBLE_EQ(m.bytes, m.bytesPerConnection * (c.gpu.ncclCollChannels * m.connectionsPerChannel +
+                                                                                      m.p2pChannels));
+                                    ASSERT_LT(m.bytes, 8.0 * 1073741824.0) << fw << " " << planToJson(p).dump();
+                                    if (noTp.worldSize() > 1)
+                                        ASSERT_GE(m.bytes, collectiveLibraryMemory(model, noTp, c, stage).bytes) << planToJson(p).dump();
+                                    ++checked;
+                                }
+                            }
+    }
+    EXPECT_GT(checked, 2000);
+}
+
 TEST(CollectiveLibrary, APresetsChannelCountIsReadAndWritten) {
     const ClusterConfig c = clusterPreset("dgx-h100-80g");
     EXPECT_EQ(c.gpu.ncclCollChannels, 32);
