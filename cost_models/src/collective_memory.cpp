@@ -44,9 +44,8 @@ CollectiveLibraryMemory collectiveLibraryMemory(const ModelConfig& model, const 
     // 2.19; every ring and tree connected at init until 2.22 ("lazy connection establishment"), then each algorithm
     // on its first use.
     const NcclGeneration gen = ncclGenerationOf(plan.framework);
-    const bool cuMem = gen.cuMem;
     const bool perAlgorithm = gen.connectsPerAlgorithm;
-    out.bytesPerConnection = cuMem ? kCuMemConnectionBytes : kConnectionBytes;
+    out.bytesPerConnection = gen.cuMem ? kCuMemConnectionBytes : kConnectionBytes;
 
     // A collective communicator of `size` ranks, `stride` ranks apart, holds per channel its ring's connection (the
     // rank receives from one neighbour and sends to the other: one connection's two halves) and, where trees are
