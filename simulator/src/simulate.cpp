@@ -349,9 +349,13 @@ StepMetrics stepMetrics(const ActionSchedule& schedule, const CostTable& costs, 
 }
 
 
-CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline, double weight) {
-    CostTable out = costs;
-    if (!(costs.commContention > 0.0) || costs.serialStreams) return out;
+namespace {
+// withContention on the table itself: the passes of simulatePlan update one table rather than copy it each time
+// (a long schedule's table is megabytes). Only the contention parts and `seconds` change; what the busy lines read
+// (computeSeconds) does not.
+void applyContention(const ActionSchedule& schedule, CostTable& out, const Timeline& timeline, double weight) {
+    const CostTable& costs = out;
+    if (!(costs.commContention > 0.0) || costs.serialStreams) return;
     for (size_t s = 0; s < schedule.stages.size(); ++s) {
         const auto& acts = schedule.stages[s].actions;
         // Busy intervals of this rank's communication streams with the rate at which each moves its own
@@ -398,6 +402,12 @@ CostTable withContention(const ActionSchedule& schedule, const CostTable& costs,
             c.sumParts();
         }
     }
+}
+} // namespace
+
+CostTable withContention(const ActionSchedule& schedule, const CostTable& costs, const Timeline& timeline, double weight) {
+    CostTable out = costs;
+    applyContention(schedule, out, timeline, weight);
     return out;
 }
 
@@ -420,10 +430,10 @@ PlanSimulation simulatePlan(const ModelConfig& model, const ClusterConfig& clust
         // The overlap depends on the slowdown it causes: a fixed point. The first estimate (from the uncontended
         // timeline) overshoots where communication is a large part of the step; two more passes, each averaged
         // with the one before, land within 2% of the fixed point on the published runs (undamped it oscillates).
-        r.costs = withContention(r.schedule, r.costs, r.timeline, 1.0);
+        applyContention(r.schedule, r.costs, r.timeline, 1.0);
         timeActions(r.schedule, r.costs, graph, r.timeline);
         for (int pass = 0; pass < 2; ++pass) {
-            r.costs = withContention(r.schedule, r.costs, r.timeline, 0.5);
+            applyContention(r.schedule, r.costs, r.timeline, 0.5);
             timeActions(r.schedule, r.costs, graph, r.timeline);
         }
     }
