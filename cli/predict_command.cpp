@@ -235,6 +235,11 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     if (p.layer.launchHostSeconds > 0.0)
         out << "\n  launches block (CUDA_LAUNCH_BLOCKING=1): " << milliseconds(p.layer.launchHostSeconds)
             << " ms a layer and micro-batch of the host's time between kernels, in the forward, backward and recompute above";
+    // Eager ops shorter than their launches: the phases last as long as the host takes to launch them (§3.8).
+    if (p.layer.hostWaitSeconds > 0.0)
+        out << "\n  host-bound: the GPU waits " << milliseconds(p.layer.hostWaitSeconds)
+            << " ms a layer and micro-batch for the host's launches of eager ops (shorter kernels than launches), in the"
+            << " phases above";
     // A GPU without fused attention kernels (Volta: FlashAttention needs sm75/sm80 and later) costs a flash plan's
     // attention as GEMM tiles: said, since the run would use another kernel or none.
     if (pl.flashAttention && s.cluster.gpu.attentionKernels.empty() && s.cluster.gpu.overlapsCommunication)

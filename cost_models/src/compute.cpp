@@ -232,20 +232,33 @@ namespace {
 // 24 kernels (10 forward, 8 GEMM gradients, 6 others), so 1.6 ms / 24 each.
 constexpr double kEagerHostSecondsPerKernel = 1.6e-3 / 24.0;
 
-// Blocking launches (CUDA_LAUNCH_BLOCKING=1; FORMULAS.md §3.8): each launch returns once its kernel is done, so the
-// host's time before the next kernel is the GPU's idle time, in every phase that launches kernels.
-void addBlockingLaunches(BlockCompute& b, const Plan& plan) {
-    if (!launchBlockingOf(plan.framework)) return;
+// The host's launches (FORMULAS.md §3.8). Blocking (CUDA_LAUNCH_BLOCKING=1): each launch returns once its kernel is
+// done, so the host's time before the next kernel is the GPU's idle time, in every phase that launches kernels.
+// Asynchronous, with eager PyTorch ops (fused_kernels off): the host runs ahead of the GPU through its queue, and a
+// phase whose kernels take less than their launches lasts as long as the launches (the host-bound floor). With
+// fused or compiled kernels the per-kernel host time is not measured, and nothing is charged; nor on a device that
+// runs its ops in the caller's thread (the CPU presets: no queue to run ahead of).
+void addHostLaunches(BlockCompute& b, const ClusterConfig& cluster, const Plan& plan) {
+    const bool blocking = launchBlockingOf(plan.framework);
+    if (!blocking && (fusedKernelsOf(plan.framework) || !cluster.gpu.overlapsCommunication)) return;
     double kernels[4] = {0.0, 0.0, 0.0, 0.0}; // by BlockPhase
     for (OpCost op : b.forwardOps)
         forEachKernel(op, plan.recompute, plan.recomputeModules, [](const OpCost&) { return 0.0; },
                       [&](const OpCost&, BlockPhase phase) { kernels[static_cast<int>(phase)] += 1.0; });
     const double h = kEagerHostSecondsPerKernel;
-    b.forward.seconds += h * kernels[static_cast<int>(BlockPhase::Forward)];
-    b.backwardInput.seconds += h * kernels[static_cast<int>(BlockPhase::BackwardInput)];
-    b.backwardWeight.seconds += h * kernels[static_cast<int>(BlockPhase::BackwardWeight)];
-    b.recompute.seconds += h * kernels[static_cast<int>(BlockPhase::Recompute)];
-    b.launchHostSeconds = h * (kernels[0] + kernels[1] + kernels[2] + kernels[3]);
+    PhaseCost* phases[4] = {&b.forward, &b.backwardInput, &b.backwardWeight, &b.recompute};
+    const BlockPhase order[4] = {BlockPhase::Forward, BlockPhase::BackwardInput, BlockPhase::BackwardWeight,
+                                 BlockPhase::Recompute};
+    for (int i = 0; i < 4; ++i) {
+        const double host = h * kernels[static_cast<int>(order[i])];
+        if (blocking) {
+            phases[i]->seconds += host;
+            b.launchHostSeconds += host;
+        } else if (host > phases[i]->seconds) {
+            b.hostWaitSeconds += host - phases[i]->seconds;
+            phases[i]->seconds = host;
+        }
+    }
 }
 } // namespace
 
@@ -253,7 +266,7 @@ BlockCompute layerCompute(const ModelConfig& model, const ClusterConfig& cluster
                           const PrecisionRecipe& recipe) {
     BlockCompute b = layerComputeOps(model, cluster, plan, recipe);
     addParameterPasses(b, layerParameters(model, plan).total(), cluster, plan, recipe);
-    addBlockingLaunches(b, plan);
+    addHostLaunches(b, cluster, plan);
     return b;
 }
 

@@ -259,23 +259,26 @@ import json; d=json.load(open('$tmp/dsaz-no-offload-out.json')); r=d['results'][
 assert not r['predicted_fits'], r" ; check "DeepSpeed 1T at micro-batch 8 does not fit without its activation offload" $?
 # PyTorch on one H100 and one H200, measured by tessel (docs/validation.md), read as autocast over fp32
 # parameters (recipe amp). Eager runs multiply by GPT-2's 50257-word vocabulary unpadded, on cuBLAS's unaligned
-# fallback (-40% before that term; -15% and -10% on the H100 now, the rest host dispatch); torch.compile pads it
-# (-1%, +10%: its fused loss moves fewer bytes than tessel's). On the H200 the micro-batch 8 runs wait on the host
-# (GPU busy 19 of 27 ms compiled, torch-profile/), which tessel does not model: -23% and -25%; micro-batch 32:
-# -12% eager, +6% compiled. GPT-2's small GEMMs between eager kernels load the tensor cores for 40-49% of its kernel
+# fallback (-40% before that term); torch.compile pads it (-1%, +10%: its fused loss moves fewer bytes than
+# tessel's). At micro-batch 8 the eager runs' layers are shorter than their launches: the host-bound floor
+# (FORMULAS.md §3.8) takes them from -15% / -23% to +2% / -3% (H100 / H200); micro-batch 32 eager stays -10% / -12%.
+# The H200's compiled micro-batch 8 run also waits on the host (GPU busy 19 of 27 ms, torch-profile/), for which no
+# host time a compiled kernel is measured: -25%; micro-batch 32 compiled +6%. GPT-2's small GEMMs between eager kernels load the tensor cores for 40-49% of its kernel
 # time, so the H100's power curve runs them at 0.92-0.95 of their benchmarked rate (2-3 points faster than σ 0.924).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_pytorch_gpt2_h100.json" >"$tmp/pt.json" 2>/dev/null; check "PyTorch set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/pt.json')); r={x['id']: x['step_error'] for x in d['results']}
 assert len(r)==4, r
 assert all(abs(v) <= 0.17 for v in r.values()), r
-assert all(v <= -0.03 for k, v in r.items() if k.endswith('eager')), r" ; check "PyTorch set within its guard" $?
+assert abs(r['pytorch-gpt2-124m-h100-mb8-eager']) <= 0.05, r
+assert r['pytorch-gpt2-124m-h100-mb32-eager'] <= -0.03, r" ; check "PyTorch set within its guard" $?
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_pytorch_gpt2_h200.json" >"$tmp/pt200.json" 2>/dev/null; check "PyTorch H200 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/pt200.json')); r={x['id']: x['step_error'] for x in d['results']}
 assert len(r)==4, r
 assert all(abs(v) <= 0.27 for v in r.values()), r
-assert all(abs(v) <= 0.14 for k, v in r.items() if 'mb32' in k), r" ; check "PyTorch H200 set within its guard" $?
+assert all(abs(v) <= 0.14 for k, v in r.items() if 'mb32' in k), r
+assert abs(r['pytorch-gpt2-124m-h200-mb8-eager']) <= 0.05, r" ; check "PyTorch H200 set within its guard" $?
 check "fit prints the value and the shipped one" "$(contains "$tmp/fit" 'shipped in dgx-a100-80g: 0.909')"
 check "fit says a measured curve replaces it on the H100" "$(contains "$tmp/fit" 'shipped in dgx-h100-80g: none (the measured gpu.sustained_share_by_duty')"
 check "fit leaves the H100's records out" "$(contains "$tmp/fit" 'fitted on 63 records')"

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <optional>
 #include <tuple>
 
@@ -385,6 +387,52 @@ TEST(Compute, TorchAsyncTpSumsItsPartialOutputsOnTheComputeStream) {
     const BlockCompute plain = layerCompute(k.m, k.c, off, recipe);
     EXPECT_GT(b.forward.seconds, plain.forward.seconds);
     EXPECT_NEAR(b.backward().seconds, plain.backward().seconds, 1e-12);
+}
+
+TEST(Compute, EagerOpsShorterThanTheirLaunchesWaitOnTheHost) {
+    // Asynchronous launches of eager PyTorch ops (fused_kernels off; FORMULAS.md §3.8): the host runs ahead of the
+    // GPU, and a phase whose kernels are shorter than their launches (67 us a kernel tessel costs, the probe's
+    // 1.6 ms over GPT-2's 24) lasts as long as the launches. GPT-2 at one sequence on an H100 is such a layer.
+    const ModelConfig gpt2 = test::preset("gpt2-124m");
+    const ClusterConfig c = test::clusterPreset("h100-single");
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double each = 1.6e-3 / 24.0;
+    Plan p;
+    p.microBatch = 1;
+    p.framework.fusedKernels = false;
+    const BlockCompute eager = layerCompute(gpt2, c, p, recipe);
+    EXPECT_EQ(eager.launchHostSeconds, 0.0); // nothing blocks
+    // Blocking launches add each phase's host time to its kernels' (gpu + host); asynchronous ones take the larger
+    // (max(gpu, host)). Where the host binds, the asynchronous phase is the host time, a whole number of launches,
+    // and what it waits is host - gpu = 2 x async - blocking.
+    p.framework.launchBlocking = true;
+    const BlockCompute blocking = layerCompute(gpt2, c, p, recipe);
+    const double asyncPhases[3] = {eager.forward.seconds, eager.backwardInput.seconds, eager.backwardWeight.seconds};
+    const double blockingPhases[3] = {blocking.forward.seconds, blocking.backwardInput.seconds,
+                                      blocking.backwardWeight.seconds};
+    double waits = 0.0;
+    for (int i = 0; i < 3; ++i) {
+        const double wait = 2.0 * asyncPhases[i] - blockingPhases[i];
+        if (wait <= 0.0) continue;
+        waits += wait;
+        const double launches = asyncPhases[i] / each;
+        EXPECT_NEAR(launches, std::round(launches), 1e-9) << "phase " << i;
+    }
+    EXPECT_GT(eager.hostWaitSeconds, 0.0);
+    EXPECT_NEAR(eager.hostWaitSeconds, waits, 1e-12);
+    // The forward binds: its kernels take less than their launches.
+    EXPECT_GT(2.0 * eager.forward.seconds, blocking.forward.seconds);
+    p.framework.launchBlocking = std::nullopt;
+    // Fused kernels: no measured host time a kernel, nothing charged.
+    p.framework.fusedKernels = true;
+    EXPECT_EQ(layerCompute(gpt2, c, p, recipe).hostWaitSeconds, 0.0);
+    // A layer whose kernels outlast their launches (64 sequences) does not wait.
+    p.framework.fusedKernels = false;
+    p.microBatch = 64;
+    EXPECT_EQ(layerCompute(gpt2, c, p, recipe).hostWaitSeconds, 0.0);
+    // A CPU rank runs its ops in the caller's thread: no queue to wait on.
+    p.microBatch = 1;
+    EXPECT_EQ(layerCompute(gpt2, test::clusterPreset("cpu-host"), p, *findPrecisionRecipe("fp32")).hostWaitSeconds, 0.0);
 }
 
 TEST(Compute, BlockingLaunchesAddTheHostsTimeForEveryKernelEachPhaseLaunches) {

@@ -222,6 +222,9 @@ struct BlockCompute {
     // Host time the block's kernels wait for under blocking launches (CUDA_LAUNCH_BLOCKING=1, FORMULAS.md §3.8),
     // one micro-batch, forward + backward + recompute; already inside the phases' seconds. 0 otherwise.
     double launchHostSeconds = 0.0;
+    // Under asynchronous launches of eager ops, what the phases whose kernels are shorter than their launches wait on
+    // the host (the host-bound floor, FORMULAS.md §3.8), one micro-batch; already inside the phases' seconds.
+    double hostWaitSeconds = 0.0;
     PhaseCost backward() const {
         PhaseCost b = backwardInput;
         b += backwardWeight;
