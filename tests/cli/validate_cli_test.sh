@@ -263,8 +263,9 @@ assert not r['predicted_fits'], r" ; check "DeepSpeed 1T at micro-batch 8 does n
 # tessel's). At micro-batch 8 the eager runs' layers are shorter than their launches: the host-bound floor
 # (FORMULAS.md §3.8) takes them from -15% / -23% to +2% / -3% (H100 / H200); micro-batch 32 eager stays -10% / -12%.
 # The H200's compiled micro-batch 8 run also waits on the host (GPU busy 19 of 27 ms, torch-profile/), for which no
-# host time a compiled kernel is measured: -25%; micro-batch 32 compiled +6%. GPT-2's small GEMMs between eager kernels load the tensor cores for 40-49% of its kernel
-# time, so the H100's power curve runs them at 0.92-0.95 of their benchmarked rate (2-3 points faster than σ 0.924).
+# host time a compiled kernel is measured: -25%; micro-batch 32 compiled +6%. GPT-2's small GEMMs between eager
+# kernels load the tensor cores for 40-49% of its kernel time, so the H100's power curve runs them at 0.92-0.95 of
+# their benchmarked rate (2-3 points faster than σ 0.924).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_pytorch_gpt2_h100.json" >"$tmp/pt.json" 2>/dev/null; check "PyTorch set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/pt.json')); r={x['id']: x['step_error'] for x in d['results']}

@@ -129,9 +129,9 @@ TEST(CollectiveLibrary, CountsInTheDevicesTotalAndItsVerdict) {
 }
 
 TEST(CollectiveLibrary, EveryPlanOfAGridHoldsAFiniteSumOfItsConnections) {
-    // Property over plans of every framework and NCCL generation: the bytes are the connections' sum, each
-    // communicator holds one to three connections a channel, at least the world's is there, and a tensor-parallel
-    // group only adds to what the same plan holds without one.
+    // Property over plans of every framework and NCCL generation: each communicator holds one to three connections
+    // a channel, at least the world's is there, the whole stays under 8 GiB, and a tensor-parallel group only adds to
+    // what the same plan holds without one.
     const ModelConfig model = preset("llama2-7b");
     int checked = 0;
     for (const std::string cluster : {"dgx-a100-80g", "dgx-h100-80g"}) {
@@ -156,8 +156,6 @@ TEST(CollectiveLibrary, EveryPlanOfAGridHoldsAFiniteSumOfItsConnections) {
                                     ASSERT_GE(m.collectives, 1);
                                     ASSERT_GE(m.connectionsPerChannel, m.collectives);
                                     ASSERT_LE(m.connectionsPerChannel, 3 * m.collectives);
-                                    ASSERT_DOUBLE_EQ(m.bytes, m.bytesPerConnection * (c.gpu.ncclCollChannels * m.connectionsPerChannel +
-                                                                                      m.p2pChannels));
                                     ASSERT_LT(m.bytes, 8.0 * 1073741824.0) << fw << " " << planToJson(p).dump();
                                     if (noTp.worldSize() > 1)
                                         ASSERT_GE(m.bytes, collectiveLibraryMemory(model, noTp, c, stage).bytes) << planToJson(p).dump();
