@@ -74,8 +74,18 @@ CaseResult predictCase(const ValidationCase& c) {
                    b.ppSeconds,      b.dpSeconds,        b.optimizerSeconds, b.bubbleSeconds};
         if (r.measuredStepSeconds) r.stepError = (r.predictedStepSeconds - *r.measuredStepSeconds) / *r.measuredStepSeconds;
         if (r.measuredMemoryBytes) r.memoryError = (r.predictedPeakMemoryBytes - *r.measuredMemoryBytes) / *r.measuredMemoryBytes;
-        if (!r.measuredStepSeconds && !r.measuredMemoryBytes && !r.measuredOutOfMemory)
+        if (!r.measuredStepSeconds && !r.measuredMemoryBytes && !r.measuredOutOfMemory) {
             r.reason = "the record states no step time, throughput, memory or out-of-memory outcome to compare with";
+            // A figure under a name tessel does not read: named, with the names it does.
+            const auto& unread = c.measured.unreadFields;
+            if (!unread.empty()) {
+                std::string names;
+                for (size_t i = 0; i < unread.size(); ++i) names += (i ? ", " : "") + unread[i];
+                r.reason += " (" + names + (unread.size() == 1 ? " holds a figure" : " hold figures") +
+                            " under a name tessel does not read; it reads iteration_time_s or _ms, tokens_per_s, "
+                            "tokens_per_s_per_gpu, samples_per_s, tflops_per_gpu, mfu, hfu and memory_gb, among others)";
+            }
+        }
     } catch (const InputError& e) {
         r.reason = e.problems().empty() ? e.what() : e.problems().front().where + ": " + e.problems().front().message;
     } catch (const std::exception& e) {

@@ -18,6 +18,61 @@ namespace tessel::sim::detail {
 namespace {
 using namespace prose;
 
+// The names records give each figure (every one a positive number). A field of `measured` under none of these
+// names, nor the memory and outcome names read below, is said as not read (kReadElsewhere holds the rest).
+using Keys = std::initializer_list<const char*>;
+constexpr Keys kSecondsKeys = {"iteration_time_s", "step_time_s", "time_per_iteration_s", "seconds_per_step",
+                               "seconds_per_iteration", "sec_per_step", "sec_per_iter", "step_seconds",
+                               "iteration_seconds", "time_per_step_s", "step_time_sec", "iteration_time_sec"};
+constexpr Keys kMillisecondsKeys = {"iteration_time_ms", "step_time_ms", "elapsed_time_per_iteration_ms", "ms_per_step",
+                                    "ms_per_iteration", "time_per_step_ms", "time_per_iteration_ms", "step_ms"};
+constexpr Keys kStepRateKeys = {"steps_per_second", "train_steps_per_second", "steps_per_s", "iterations_per_second",
+                                "it_per_s", "iters_per_s"};
+constexpr Keys kSampleRateKeys = {"samples_per_s", "sequences_per_s", "seqs_per_s", "samples_per_second", "samples_per_sec",
+                                  "sequences_per_second", "seq_per_s", "train_samples_per_second", "throughput_samples_per_s"};
+constexpr Keys kTokenRateKeys = {"tokens_per_s", "tokens_per_second", "tokens_per_sec", "tok_per_s",
+                                 "throughput_tokens_per_s", "throughput_tokens_per_second", "global_tokens_per_s"};
+constexpr Keys kTokenRatePerGpuKeys = {"tokens_per_s_per_gpu", "tokens_per_second_per_gpu", "tokens_per_sec_per_gpu",
+                                       "tps_per_gpu", "tgs", "tokens_per_gpu_per_s", "tokens_per_gpu_per_second",
+                                       "tokens_per_s_per_device", "tokens_per_second_per_device", "tokens_per_device_per_s"};
+// TFLOP/s a GPU in the convention tflops_kind states; in the model or the hardware count by their names.
+constexpr Keys kFlopRateKeys = {"tflops_per_gpu", "tflops_per_device", "achieved_tflops_per_gpu"};
+constexpr Keys kModelFlopRateKeys = {"model_tflops_per_gpu", "model_tflops_per_device"};
+constexpr Keys kHardwareFlopRateKeys = {"hardware_tflops_per_gpu", "hfu_tflops_per_gpu", "hardware_tflops_per_device"};
+constexpr Keys kMfuKeys = {"mfu", "mfu_percent", "mfu_pct"};
+constexpr Keys kHfuKeys = {"hfu", "hfu_percent", "hfu_pct"};
+constexpr Keys kUnitlessStepKeys = {"step_time", "iteration_time", "time_per_iteration", "time_per_step"};
+constexpr Keys kUnitMemoryKeys = {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb",
+                                  "max_memory_allocated_gb", "max_memory_reserved_gb", "max_memory_allocated_gib",
+                                  "max_memory_reserved_gib", "memory_allocated_gb", "memory_reserved_gb",
+                                  "memory_allocated_gib", "memory_reserved_gib", "allocated_memory_gb",
+                                  "reserved_memory_gb", "gpu_memory_gb", "memory_used_gb", "max_memory_gb"};
+constexpr Keys kUnitlessMemoryKeys = {"peak_memory", "memory", "memory_per_gpu", "peak_memory_per_gpu", "gpu_memory",
+                                      "max_memory_allocated", "max_memory_reserved", "memory_allocated",
+                                      "memory_reserved", "memory_used"};
+// Read beside the figures: their conventions and units, the rank a peak was read on, the outcome.
+constexpr Keys kReadElsewhere = {"throughput", "aggregate_pflops", "tflops_kind", "model_tflop_column", "memory_unit",
+                                 "memory_kind", "memory_metric", "memory_note", "memory_stage", "memory_rank", "oom",
+                                 "out_of_memory", "fits", "outcome", "status", "result", "error"};
+
+// The fields of `measured` that hold a figure (a number, or text with a digit) under a name none of the lists reads.
+std::vector<std::string> unreadFields(const nlohmann::json& meas) {
+    std::vector<std::string> out;
+    if (!meas.is_object()) return out;
+    for (const auto& [key, value] : meas.items()) {
+        const bool figure = (value.is_number() && !value.is_boolean()) ||
+                            (value.is_string() && value.get<std::string>().find_first_of("0123456789") != std::string::npos);
+        if (!figure) continue;
+        bool known = false;
+        for (const Keys& keys : {kSecondsKeys, kMillisecondsKeys, kStepRateKeys, kSampleRateKeys, kTokenRateKeys,
+                                 kTokenRatePerGpuKeys, kFlopRateKeys, kModelFlopRateKeys, kHardwareFlopRateKeys, kMfuKeys,
+                                 kHfuKeys, kUnitlessStepKeys, kUnitMemoryKeys, kUnitlessMemoryKeys, kReadElsewhere})
+            for (const char* k : keys) known = known || key == k;
+        if (!known) out.push_back(key);
+    }
+    return out;
+}
+
 // Which rank's memory the record gives (measured.memory_stage: "first", "last" or a stage index; measured.memory_rank:
 // a global rank, or "last" for world_size - 1). Megatron-LM writes its memory to TensorBoard from the last rank only
 // (global_vars.py: the writer is made where rank == world_size - 1), so its logged peak is the last stage's. A rank
@@ -170,13 +225,11 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         return std::nullopt;
     };
     // A step time under the names records give it, in seconds or in milliseconds (Megatron-LM's log line).
-    auto seconds = firstOf({"iteration_time_s", "step_time_s", "time_per_iteration_s", "seconds_per_step",
-                            "seconds_per_iteration", "sec_per_step", "sec_per_iter"});
-    auto millis = firstOf({"iteration_time_ms", "step_time_ms", "elapsed_time_per_iteration_ms", "ms_per_step",
-                           "ms_per_iteration"});
+    auto seconds = firstOf(kSecondsKeys);
+    auto millis = firstOf(kMillisecondsKeys);
     // Unitless names: the unit written beside the number ("1.42 s", "1420 ms"); a bare number is seconds, said.
     if (!seconds && !millis)
-        for (const char* key : {"step_time", "iteration_time", "time_per_iteration", "time_per_step"}) {
+        for (const char* key : kUnitlessStepKeys) {
             const auto v = number(meas, key);
             if (!v || *v <= 0) continue;
             const std::string written = lower(text(meas, key));
@@ -192,14 +245,11 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         }
     // Steps a second (Hugging Face Trainer's train_steps_per_second, a progress bar's it/s): the step is its inverse.
     if (!seconds && !millis)
-        if (auto rate = firstOf({"steps_per_second", "train_steps_per_second", "steps_per_s", "iterations_per_second",
-                                 "it_per_s", "iters_per_s"}))
+        if (auto rate = firstOf(kStepRateKeys))
             seconds = std::pair<double, std::string>{1.0 / rate->first, rate->second};
-    auto samples = firstOf({"samples_per_s", "sequences_per_s", "seqs_per_s", "samples_per_second", "samples_per_sec",
-                            "sequences_per_second", "seq_per_s", "train_samples_per_second"});
-    auto tokensPerSecond = firstOf({"tokens_per_s", "tokens_per_second", "tokens_per_sec", "tok_per_s"});
-    auto tokensPerGpu = firstOf({"tokens_per_s_per_gpu", "tokens_per_second_per_gpu", "tokens_per_sec_per_gpu",
-                                 "tps_per_gpu", "tgs"});
+    auto samples = firstOf(kSampleRateKeys);
+    auto tokensPerSecond = firstOf(kTokenRateKeys);
+    auto tokensPerGpu = firstOf(kTokenRatePerGpuKeys);
     // A throughput in prose ("5770 tokens/s", "710 tokens/s/GPU", "2.8 samples/s"): by its unit.
     if (!seconds && !millis && !samples && !tokensPerSecond && !tokensPerGpu)
         if (const auto v = number(meas, "throughput"); v && *v > 0) {
@@ -238,16 +288,30 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         // et al. 2021 eq. 3), a hardware count (HFU, or SC'21's 96 B s l h^2) with full recompute being 4/3 of
         // it. Listed as an assumption: the source's own FLOP formula may differ by a few percent.
         const std::string kind = lower(text(meas, "tflops_kind") + " " + text(meas, "model_tflop_column"));
+        auto stated = [&](std::initializer_list<const char*> keys) -> std::optional<std::pair<double, std::string>> {
+            for (const char* key : keys)
+                if (auto v = number(meas, key); v && *v > 0) return std::pair<double, std::string>{*v, key};
+            return std::nullopt;
+        };
+        // A rate per GPU whose convention the record's tflops_kind says; one whose name says it (model_, hardware_).
+        const auto rate = stated(kFlopRateKeys);
+        const auto modelRate = stated(kModelFlopRateKeys);
+        const auto hardwareRate = stated(kHardwareFlopRateKeys);
+        const auto aggregate = stated({"aggregate_pflops"});
+        const auto mfuKey = stated(kMfuKeys);
+        const auto hfuKey = stated(kHfuKeys);
         // A record with only an HFU (or only hardware FLOP rates) counts hardware FLOPs.
-        const bool onlyHfu = !number(meas, "tflops_per_gpu") && !number(meas, "aggregate_pflops") && !number(meas, "mfu") &&
-                             number(meas, "hfu");
+        const bool onlyHfu = !rate && !modelRate && !aggregate && !mfuKey && (hfuKey || hardwareRate);
         // A convention that counts the recomputed forward ("including activation recomputation", "counted with
         // recompute") is a hardware count; one that excludes it ("excluding recompute") is not.
         const bool countsRecompute =
             std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint))")) &&
             !std::regex_search(kind, std::regex(R"((exclud|without|w/o|not count|no |excl\.?)[a-z ]*(activation )?(recomput|rematerial|checkpoint))")) &&
             !std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint)[a-z]*[ ,(]*(excluded|not counted|omitted|left out))"));
-        const bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96") || countsRecompute;
+        bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96") || countsRecompute;
+        // A rate named for its convention is read in it, whatever tflops_kind says of the record's other columns.
+        if (!rate && modelRate) hardware = false;
+        else if (!rate && !modelRate && hardwareRate) hardware = true;
         // Partial recompute (recompute_layers) replays that share of the layers' forward.
         double replayed = 0.0;
         for (int s = 0; s < plan.pp; ++s) replayed += recomputedLayers(c.scenario.model, plan, s).layers;
@@ -257,24 +321,27 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
                                                                                              : Dtype::Bf16);
         const double gpus = static_cast<double>(plan.worldSize());
         // A utilization as a fraction, or a percentage as tables print it (42 for 42%; none exceeds 1.5), said.
-        auto utilization = [&](const char* key) -> std::optional<double> {
-            auto u = number(meas, key);
+        auto utilization = [&](const std::string& key) -> std::optional<double> {
+            auto u = number(meas, key.c_str());
             if (!u || *u <= 0 || *u > 100.0) return std::nullopt;
             if (*u < 1.5) return *u;
             char text[48];
             std::snprintf(text, sizeof text, "%g", *u);
-            c.assumptions.push_back(std::string("measured/") + key + " " + text + " read as a percentage");
+            c.assumptions.push_back("measured/" + key + " " + text + " read as a percentage");
             return *u / 100.0;
         };
-        if (auto tf = number(meas, "tflops_per_gpu"); tf && *tf > 0 && flops > 0) {
-            c.measured.stepSeconds = flops / (*tf * 1e12 * gpus);
-            c.measured.stepSource = ptr + "/measured/tflops_per_gpu";
-        } else if (auto agg = number(meas, "aggregate_pflops"); agg && *agg > 0 && flops > 0) {
-            c.measured.stepSeconds = flops / (*agg * 1e15);
+        const auto perGpu = rate ? rate : modelRate ? modelRate : hardwareRate;
+        if (perGpu && flops > 0) {
+            c.measured.stepSeconds = flops / (perGpu->first * 1e12 * gpus);
+            c.measured.stepSource = ptr + "/measured/" + perGpu->second;
+        } else if (aggregate && flops > 0) {
+            c.measured.stepSeconds = flops / (aggregate->first * 1e15);
             c.measured.stepSource = ptr + "/measured/aggregate_pflops";
-        } else if (auto mfu = flops > 0 && peak > 0 ? utilization(onlyHfu ? "hfu" : "mfu") : std::nullopt; mfu) {
-            c.measured.stepSeconds = flops / (*mfu * peak * gpus);
-            c.measured.stepSource = ptr + (onlyHfu ? "/measured/hfu" : "/measured/mfu");
+        } else if (const auto& key = onlyHfu ? hfuKey : mfuKey; key && flops > 0 && peak > 0) {
+            if (const auto u = utilization(key->second)) {
+                c.measured.stepSeconds = flops / (*u * peak * gpus);
+                c.measured.stepSource = ptr + "/measured/" + key->second;
+            }
         }
         if (c.measured.stepSeconds)
             c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +
@@ -284,9 +351,6 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     std::optional<std::pair<MemoryFigure, std::string>> memory;
     const double gpuBytes = static_cast<double>(c.scenario.cluster.gpu.memoryBytes);
     // Keys that name no unit: the unit written beside the number ("67.6 GiB", "61 GB (nvidia-smi)", "70000 MiB").
-    const std::initializer_list<const char*> unitless = {"peak_memory", "memory", "memory_per_gpu", "peak_memory_per_gpu",
-                                                         "gpu_memory", "max_memory_allocated", "max_memory_reserved",
-                                                         "memory_allocated", "memory_reserved", "memory_used"};
     std::optional<std::string> memoryOom; // a memory field that says the run ran out of memory
     // The first key of `keys` whose figure reads; a bound is said and passed over.
     auto firstFigure = [&](std::initializer_list<const char*> keys) {
@@ -301,12 +365,8 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         return std::optional<std::pair<MemoryFigure, std::string>>{};
     };
     // Keys that name their unit (and, with "allocated" or "reserved", the allocator's counter).
-    memory = firstFigure({"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb",
-                          "max_memory_allocated_gb", "max_memory_reserved_gb", "max_memory_allocated_gib",
-                          "max_memory_reserved_gib", "memory_allocated_gb", "memory_reserved_gb", "memory_allocated_gib",
-                          "memory_reserved_gib", "allocated_memory_gb", "reserved_memory_gb", "gpu_memory_gb",
-                          "memory_used_gb", "max_memory_gb"});
-    if (!memory) memory = firstFigure(unitless);
+    memory = firstFigure(kUnitMemoryKeys);
+    if (!memory) memory = firstFigure(kUnitlessMemoryKeys);
     for (const char* key : {"memory_gb", "memory_gib", "peak_memory_gb", "peak_memory_gib", "memory_per_gpu_gb", "peak_memory",
                             "memory", "memory_per_gpu", "peak_memory_per_gpu", "gpu_memory"})
         if (!number(meas, key) && outOfMemoryInProse(text(meas, key)).value_or(false)) {
@@ -358,6 +418,10 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
                                         text(meas, key) + "\")");
                 break;
             }
+    for (const std::string& key : unreadFields(meas)) {
+        c.measured.unreadFields.push_back("measured/" + key);
+        c.assumptions.push_back("measured/" + key + " is not a field tessel reads: not compared");
+    }
 }
 
 } // namespace tessel::sim::detail

@@ -99,7 +99,10 @@ TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
         {{"ms_per_step", 2000}},
         // Steps a second and a progress bar's units (passed over before), a step in minutes (read as seconds before).
         {{"train_steps_per_second", 0.5}},  {{"throughput", "0.5 it/s"}},      {{"throughput", "2.0 s/it"}},
-        {{"train_samples_per_second", 32}}, {{"step_time", "0.0333333333333333333 min"}}};
+        {{"train_samples_per_second", 32}}, {{"step_time", "0.0333333333333333333 min"}},
+        // Names held-out records could give them (step_seconds is tessel's own GPT-2 records').
+        {{"step_seconds", 2.0}},            {{"time_per_step_ms", 2000}},     {{"throughput_tokens_per_s", 65536}},
+        {{"tokens_per_gpu_per_s", 2048}},   {{"tokens_per_s_per_device", 2048}}};
     for (const auto& m : forms) {
         nlohmann::json r = record();
         r["measured"] = m;
@@ -119,6 +122,60 @@ TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
     const ValidationCase u = load(unknown);
     EXPECT_FALSE(u.measured.stepSeconds.has_value());
     EXPECT_TRUE(mentions(u.assumptions, "is in a unit tessel does not read"));
+}
+
+// A FLOP rate whose name says its convention is read in it: model_tflops_per_gpu with the model count, and
+// hardware_tflops_per_gpu with full recompute's replayed forward (4/3 of it), whatever tflops_kind says; a
+// utilization under a percent name is a percentage.
+TEST(ValidationRecord, FlopRatesNamedForTheirConventionAreReadInIt) {
+    auto stepFrom = [](const nlohmann::json& measured) {
+        nlohmann::json r = record(); // full recompute
+        r["measured"] = measured;
+        const ValidationCase c = load(r);
+        EXPECT_TRUE(c.measured.stepSeconds.has_value()) << measured.dump();
+        return c.measured.stepSeconds.value_or(0.0);
+    };
+    const double model = stepFrom({{"model_tflops_per_gpu", 150.0}});
+    EXPECT_GT(model, 0.0);
+    EXPECT_NEAR(stepFrom({{"hardware_tflops_per_gpu", 150.0}}), model * 4.0 / 3.0, 1e-9 * model);
+    // The name wins over a tflops_kind written for another column.
+    EXPECT_NEAR(stepFrom({{"model_tflops_per_gpu", 150.0}, {"tflops_kind", "hardware (HFU)"}}), model, 1e-9 * model);
+    // The plain name keeps the record's stated convention.
+    EXPECT_NEAR(stepFrom({{"tflops_per_gpu", 150.0}, {"tflops_kind", "model FLOPs"}}), model, 1e-9 * model);
+    EXPECT_NEAR(stepFrom({{"tflops_per_gpu", 150.0}, {"tflops_kind", "hfu"}}), model * 4.0 / 3.0, 1e-9 * model);
+    // A utilization: 42 under mfu_percent is mfu 0.42, and said.
+    nlohmann::json r = record();
+    r["measured"] = {{"mfu_percent", 42}};
+    const ValidationCase pct = load(r);
+    EXPECT_NEAR(pct.measured.stepSeconds.value_or(0.0), stepFrom({{"mfu", 0.42}}), 1e-9);
+    EXPECT_TRUE(mentions(pct.assumptions, "measured/mfu_percent 42 read as a percentage"));
+}
+
+// A figure under a name tessel does not read is said, and a record whose only figure is one is not compared with
+// the field named in its reason (not "states no step time" alone). Other measured text (units, kinds) is not a figure.
+TEST(ValidationRecord, AFigureUnderANameNotReadIsNamed) {
+    nlohmann::json r = record();
+    r["measured"] = {{"tokens_per_hour", 2.4e8}, {"memory_unit", "GiB"}, {"tflops_kind", "model"}, {"note", "read off a plot"}};
+    const ValidationCase c = load(r);
+    EXPECT_FALSE(c.measured.stepSeconds.has_value());
+    ASSERT_EQ(c.measured.unreadFields.size(), 1u);
+    EXPECT_EQ(c.measured.unreadFields[0], "measured/tokens_per_hour");
+    EXPECT_TRUE(mentions(c.assumptions, "measured/tokens_per_hour is not a field tessel reads"));
+    const ValidationReport report = validateRecords(loadValidationRecords(nlohmann::json::array({r}), "runs.json"));
+    ASSERT_EQ(report.results.size(), 1u);
+    EXPECT_NE(report.results[0].reason.find("measured/tokens_per_hour holds a figure under a name tessel does not read"),
+              std::string::npos)
+        << report.results[0].reason;
+    // Beside a figure it reads, the other is said and the step compared.
+    r["measured"]["tokens_per_s"] = 65536.0;
+    const ValidationCase both = load(r);
+    EXPECT_NEAR(both.measured.stepSeconds.value_or(0.0), 2.0, 1e-9);
+    EXPECT_TRUE(mentions(both.assumptions, "measured/tokens_per_hour is not a field tessel reads"));
+    // Every field the reader knows stays unsaid.
+    nlohmann::json known = record();
+    known["measured"] = {{"iteration_time_s", 2.0}, {"tflops_per_gpu", 120}, {"mfu", 0.4}, {"hfu", 0.5},
+                         {"memory_gb", 60}, {"memory_kind", "max_memory_allocated"}, {"aggregate_pflops", 3.8}};
+    EXPECT_TRUE(load(known).measured.unreadFields.empty());
 }
 
 // Peak memory under keys that name no unit, by the unit written beside the number; an out-of-memory written in a

@@ -33,6 +33,9 @@ struct RecordMeasurement {
     // source gives the largest over the ranks, compared with the stage tessel puts highest.
     std::optional<int> memoryStage;
     std::optional<bool> outOfMemory;     // the source says the plan ran out of memory (true) or fit (false)
+    // Fields of `measured` that hold a figure under a name tessel does not read ("measured/<key>"), so a record
+    // whose only figure is under such a name is refused naming it, not with "states no step time" alone.
+    std::vector<std::string> unreadFields;
 };
 
 // One record made into a scenario. Every value that was not read from the record (a framework default, a
