@@ -21,13 +21,20 @@ std::string gpuFamily(const std::string& gpuName) {
     // The PCIe cards are families of their own: their links and power limits are not the SXM parts', so the SXM
     // parts' validated error does not vouch for them (no published run on them is in a check set).
     const bool pcie = g.find("PCIE") != std::string::npos;
-    // GB200 before the B200 its name holds, the MI250X before the MI250.
-    for (const char* family : {"H200", "H100", "A100", "V100", "GB200", "B200", "MI325X", "MI300X", "MI250X", "MI250"})
+    // GB300 before the B300 its name holds, GB200 before the B200, the MI250X before the MI250.
+    for (const char* family : {"H200", "H100", "A100", "V100", "GB300", "B300", "GB200", "B200", "MI325X", "MI300X", "MI250X", "MI250"})
         if (g.find(family) != std::string::npos) return pcie ? std::string(family) + " PCIe" : std::string(family);
     return "other";
 }
 
 std::string gpuFamilyKind(const std::string& family) { return family + " (every framework)"; }
+
+std::string siblingGpuFamily(const std::string& family) {
+    if (family == "B300") return "B200";
+    if (family == "GB300") return "GB200";
+    if (family == "MI250") return "MI250X";
+    return "";
+}
 
 std::string frameworkFamily(const FrameworkSettings& f, int pp) {
     if (f.name == "deepspeed" && pp > 1) return "DeepSpeed pipeline";
@@ -172,7 +179,8 @@ std::vector<std::string> errorBandValidationFiles() {
     std::vector<std::string> files{runs};
     for (const char* check : {"check_nemo_h100_fp8.json", "check_torchtitan_h100.json", "check_mpt_llm_foundry.json",
                               "check_megatron_lm_h100.json", "check_megatron_bridge_b200_fp8.json",
-                              "check_megatron_bridge_gb200_fp8.json", "check_dgxc_h100.json",
+                              "check_megatron_bridge_gb200_fp8.json", "check_megatron_bridge_gb300_fp8.json",
+                              "check_dgxc_h100.json",
                               "check_bigscience_bloom.json", "check_eleutherai_gpt_neox.json",
                               "check_torchtitan_h200.json", "check_dgxc_405b_2505.json",
                               "check_megatron_lm_2019_v100.json", "check_deepspeed_azure_zero3.json",
@@ -217,9 +225,12 @@ std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& 
     if (plan.cp > 1)
         for (const auto& b : bands.kinds)
             if (b.kind == kContextParallelKind && b.records >= minRecords) return b;
-    const std::string family = gpuFamilyKind(gpuFamily(cluster.gpu.name));
-    for (const auto& b : bands.kinds)
-        if (b.kind == family && b.records >= kGpuFamilyMinRecords) return b;
+    const std::string own = gpuFamily(cluster.gpu.name);
+    for (const std::string& family : {own, siblingGpuFamily(own)}) {
+        if (family.empty()) continue;
+        for (const auto& b : bands.kinds)
+            if (b.kind == gpuFamilyKind(family) && b.records >= kGpuFamilyMinRecords) return b;
+    }
     return bands.overall;
 }
 

@@ -279,9 +279,10 @@ GpuChoice gpuPreset(const std::string& gpuText) {
                                    std::string(memory) + (part.stated ? "" : " (memory not stated: the 96 GB part, the first GH200)") +
                                    "; the preset's NVLink and NICs, not the Grace module's C2C link or its shared power budget"};
     }
-    // Blackwell Ultra (B300, GB300): other clocks, memory and FP4 units, no figures in hand.
-    if (has("gb300") || has("b300"))
-        return {"", "Blackwell Ultra parts have no built-in figures; the nearest presets are gb200-nvl72 and dgx-b200"};
+    // Blackwell Ultra: the GB300 NVL72 rack (72 GPUs one NVLink domain, as the GB200's) and the B300 of HGX/DGX
+    // B300 nodes; before the GB200 and B200 tests, whose names they do not contain but whose families they share.
+    if (has("gb300")) return {"gb300-nvl72", "", 0.0, 72};
+    if (has("b300")) return {"dgx-b300", ""};
     // Grace Blackwell (GB200 NVL72): the rack's 72 GPUs are one NVLink domain, at the GB200's own clocks; before the
     // B200 test, whose name it contains.
     if (has("gb200")) return {"gb200-nvl72", "", 0.0, 72};

@@ -92,6 +92,9 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
     EXPECT_EQ(gpuFamily("NVIDIA B200 180GB HBM3e (SXM6)"), "B200");
     EXPECT_EQ(gpuFamily("NVIDIA GB200 (Blackwell GPU of a GB200 NVL72 rack, HBM3e)"), "GB200");
+    // Blackwell Ultra is a family of its own (its runs are not the B200's), the GB300 before the B300 its name holds.
+    EXPECT_EQ(gpuFamily("NVIDIA B300 288GB HBM3e (SXM, Blackwell Ultra)"), "B300");
+    EXPECT_EQ(gpuFamily("NVIDIA GB300 (Blackwell Ultra GPU of a GB300 NVL72 rack, HBM3e)"), "GB300");
     EXPECT_EQ(gpuFamily("NVIDIA GH200 (96 GB HBM3)"), "H200");
     // AMD's Instinct parts are families of their own (the MI250X before the MI250 its name holds); other GPUs none.
     EXPECT_EQ(gpuFamily("AMD Instinct MI300X OAM (192 GB HBM3)"), "MI300X");
@@ -217,7 +220,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 21u); // the shared runs and tessel's twenty check sets of published runs
+    ASSERT_EQ(files.size(), 22u); // the shared runs and tessel's twenty-one check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -300,6 +303,17 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
     ASSERT_TRUE(h200.has_value());
     EXPECT_EQ(h200->kind, "all published runs");
+    // The B300 has no runs either, but its dense rates and preset's figures are the B200's: a B300 plan is shown the
+    // B200 runs' band (8% where the fallback says 4%). The GB300 has runs of its own (Megatron-Bridge's five,
+    // check_megatron_bridge_gb300_fp8.json), so its own family's band, not its sibling's.
+    const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p);
+    ASSERT_TRUE(b300.has_value());
+    EXPECT_EQ(b300->kind, gpuFamilyKind("B200"));
+    const auto gb300 = errorBandFor(test::clusterPreset("gb300-nvl72"), p);
+    ASSERT_TRUE(gb300.has_value());
+    EXPECT_EQ(gb300->kind, gpuFamilyKind("GB300"));
+    EXPECT_EQ(siblingGpuFamily("GB300"), "GB200");
+    EXPECT_EQ(siblingGpuFamily("H200"), ""); // a family of its own, whose runs are not the H100's
 }
 
 TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
@@ -319,7 +333,7 @@ TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {
         if (!c.gpu.gemmModel) continue;
         ++gpus;
         const bool hopper = c.gpu.name.find("H100") != std::string::npos || c.gpu.name.find("H200") != std::string::npos;
-        const bool blackwell = c.gpu.name.find("B200") != std::string::npos;
+        const bool blackwell = c.gpu.name.find("B200") != std::string::npos || c.gpu.name.find("B300") != std::string::npos;
         EXPECT_EQ(!c.gpu.sustainedShareByDuty.empty(), hopper || blackwell) << name;
         const bool pcieCard = c.gpu.name.find("PCIe") != std::string::npos;
         if (hopper && pcieCard) {

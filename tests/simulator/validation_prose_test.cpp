@@ -207,7 +207,7 @@ TEST(ValidationGpu, Gh200IsTheH200sGpuWithItsOwnMemory) {
     EXPECT_FALSE(mentions(h200.assumptions, "GH200"));
 }
 
-TEST(ValidationGpu, B200HasItsOwnPresetAndBlackwellUltraIsRefusedWithTheNearest) {
+TEST(ValidationGpu, B200AndBlackwellUltraHavePresetsOfTheirOwn) {
     nlohmann::json r = record();
     r["system"]["gpu"] = "NVIDIA B200 180GB (DGX B200)";
     r["system"]["precision"] = "fp8";
@@ -217,13 +217,20 @@ TEST(ValidationGpu, B200HasItsOwnPresetAndBlackwellUltraIsRefusedWithTheNearest)
     EXPECT_DOUBLE_EQ(b200.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.25e15);
     EXPECT_DOUBLE_EQ(b200.scenario.cluster.intraNode.bandwidthBytesPerSecond, 900e9);
     EXPECT_EQ(b200.scenario.plan.precision, "fp8"); // Transformer Engine's FP8 runs on Blackwell as on Hopper
-    // The Blackwell Ultra parts are neither: refused, naming the nearest presets, not read as one in silence.
-    for (const char* part : {"B300 SXM6", "GB300"}) {
-        r["system"]["gpu"] = part;
-        const std::string refusal = refusalOf(r);
-        EXPECT_NE(refusal.find("/system/gpu"), std::string::npos) << refusal;
-        EXPECT_NE(refusal.find("gb200-nvl72"), std::string::npos) << refusal;
-    }
+    // The Blackwell Ultra parts are neither (before 2026-12-01 they were refused): the B300 of HGX/DGX B300 nodes
+    // with its 288 GB and 800 Gb/s NICs, and the GB300 rack, 72 GPUs one NVLink domain as the GB200's.
+    r["system"]["gpu"] = "NVIDIA B300 SXM6 (DGX B300)";
+    r["system"]["inter_node_link"] = nullptr; // the preset's, not the record's HDR
+    const ValidationCase b300 = load(r);
+    EXPECT_EQ(b300.scenario.cluster.name, "dgx-b300");
+    EXPECT_EQ(b300.scenario.cluster.gpu.memoryBytes, 288000000000LL);
+    EXPECT_DOUBLE_EQ(b300.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.25e15); // the B200's dense rates
+    EXPECT_DOUBLE_EQ(b300.scenario.cluster.interNode.bandwidthBytesPerSecond, 100e9);       // ConnectX-8, 800 Gb/s
+    r["system"]["gpu"] = "GB300";
+    const ValidationCase gb300 = load(r);
+    EXPECT_EQ(gb300.scenario.cluster.name, "gb300-nvl72");
+    EXPECT_EQ(gb300.scenario.cluster.gpusPerNode, 32); // the record's 32 GPUs, all in the rack's one NVLink domain
+    EXPECT_DOUBLE_EQ(gb300.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.5e15);
 }
 
 TEST(ValidationGpu, ThePcieCardsHavePresetsOfTheirOwnNotTheSxmParts) {

@@ -17,7 +17,11 @@ namespace tessel::sim {
 
 // A kind of run: "A100 / Megatron-style", "H100 / sharded data parallel", "A100 / DeepSpeed pipeline", ..., with
 // " / context parallel" when cp > 1 (those runs' errors are their own: FORMULAS.md §6, docs/validation.md).
-std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", "B200", "GB200", or "other"
+std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", "H200", "B200", "GB200", ..., or "other"
+// The family a part without published runs of its own is nearest to, on the same die's rates: Blackwell Ultra's
+// B300 and GB300 (the B200's and GB200's dense tensor rates and presets' figures), the MI250 (the MI250X GCD's
+// preset scaled); "" for any other.
+std::string siblingGpuFamily(const std::string& family);
 // "Megatron-style", "sharded data parallel" (FSDP, torchtitan, DeepSpeed ZeRO without pipelining) or "DeepSpeed
 // pipeline" (DeepSpeed's pipeline engine, pp > 1: BLOOM's and MT-NLG's 3D runs, whose errors are their own,
 // docs/validation.md).
@@ -60,14 +64,15 @@ std::string shippedErrorBandsFile();
 // The published runs the shipped bands are measured on: the shared runs.json and tessel's own check sets beside
 // it (check_nemo_h100_fp8.json, check_torchtitan_h100.json, check_mpt_llm_foundry.json,
 // check_megatron_lm_h100.json, check_megatron_bridge_b200_fp8.json,
-// check_megatron_bridge_gb200_fp8.json, check_dgxc_h100.json, check_bigscience_bloom.json,
-// check_eleutherai_gpt_neox.json, check_torchtitan_h200.json, check_dgxc_405b_2505.json), those present. `tessel validate --write-bands FILE`
+// check_megatron_bridge_gb200_fp8.json, check_megatron_bridge_gb300_fp8.json, check_dgxc_h100.json, ... : the list in
+// error_band.cpp), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
 // The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
 // context parallelism, the band of every context-parallel run (kContextParallelKind) when it has that many; else
-// its GPU family's (gpuFamilyKind) when that has kGpuFamilyMinRecords; else the overall one; nothing when no bands
-// are shipped.
+// its GPU family's (gpuFamilyKind) when that has kGpuFamilyMinRecords, or its sibling family's (siblingGpuFamily)
+// when its own has none: a B300 plan is shown the B200 runs' band, not the overall one; else the overall one;
+// nothing when no bands are shipped.
 std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords = 5);
 
 // The runs a band was measured on, for a sentence: "A100 / Megatron-style runs", or for the fallback band
