@@ -266,6 +266,13 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
             << " (tessel validate); #N= marks a plan inside #1's band"
             << (oneKind ? "" : " or its own, the wider") << ", which the model cannot tell apart\n";
     }
+    // A row no framework runs (the default search admits every plan, docs/search.md): say what the dash means and
+    // how to keep to plans one runs.
+    bool unrunnable = false;
+    for (const auto& t : r.top) unrunnable = unrunnable || (!space.runnableBy && t.frameworks.empty());
+    if (unrunnable)
+        out << "runs on -: no framework's rules admit the plan as it stands (tessel export --format megatron|deepspeed|"
+               "torchtitan says why); --framework megatron|deepspeed|torchtitan searches only plans that framework runs\n";
     bool atRisk = false;
     for (const auto& t : r.top) atRisk = atRisk || t.memoryAtRisk;
     if (atRisk)

@@ -178,6 +178,15 @@ python3 -c "
 import json; r=json.load(open('$tmp/band_on.json'))
 assert r['top'] and not any(t['memory_at_risk'] for t in r['top'])
 assert any(k.startswith('may not fit') for k in r['rejected'])" ; check "band on: no plan at risk, the rest counted" $?
+# A row no framework runs (zero bubble with Ulysses context parallelism: Megatron-LM has no ZB-H1, torchtitan no
+# all-to-all CP) shows "-" under "runs on", and a line says what that means and how to keep to runnable plans; a search
+# whose rows all run says nothing of it.
+"$TESSEL" search --model llama3-8b --cluster dgx-h100-80g --gpus 16 --fix schedule=zero_bubble,cp_comm_type=a2a,cp=2 \
+    --top 2 --no-progress >"$tmp/norun.txt" 2>&1; check "unrunnable rows exit 0" $?
+check "the dash is explained" "$(contains "$tmp/norun.txt" 'runs on -: no framework')"
+"$TESSEL" search --model gpt3-1.3b --cluster dgx-h100-80g --gpus 8 --top 2 --no-progress >"$tmp/run.txt" 2>&1
+check "runnable rows exit 0" $?
+check "no dash line when every row runs" "$(grep -q 'runs on -:' "$tmp/run.txt" && echo 1 || echo 0)"
 "$TESSEL" search --gpus 64 --global-batch 256 --memory-band maybe >/dev/null 2>"$tmp/e"; rc=$?
 check "bad --memory-band exits 2" $([ $rc -eq 2 ]; echo $?)
 check "bad --memory-band named" "$(contains "$tmp/e" '--memory-band')"
