@@ -22,7 +22,7 @@ std::string gpuFamily(const std::string& gpuName) {
     // parts' validated error does not vouch for them (no published run on them is in a check set).
     const bool pcie = g.find("PCIE") != std::string::npos;
     // GB300 before the B300 its name holds, GB200 before the B200, the MI250X before the MI250.
-    for (const char* family : {"H200", "H100", "A100", "V100", "GB300", "B300", "GB200", "B200", "MI325X", "MI300X", "MI250X", "MI250"})
+    for (const char* family : {"H200", "H100", "A100", "V100", "GB300", "B300", "GB200", "B200", "MI355X", "MI350X", "MI325X", "MI300X", "MI250X", "MI250"})
         if (g.find(family) != std::string::npos) return pcie ? std::string(family) + " PCIe" : std::string(family);
     return "other";
 }
@@ -33,6 +33,7 @@ std::string siblingGpuFamily(const std::string& family) {
     if (family == "B300") return "B200";
     if (family == "GB300") return "GB200";
     if (family == "MI250") return "MI250X";
+    if (family == "MI350X") return "MI355X";
     return "";
 }
 

@@ -336,8 +336,15 @@ GpuChoice gpuPreset(const std::string& gpuText) {
         if (part("mi300a"))
             return {"", "the MI300A (an APU: 228 CUs and CPU cores on one package, 128 GB of shared HBM3) has no built-in "
                         "figures; the nearest preset is mi300x-platform"};
-        if (part("mi350") || part("mi355"))
-            return {"", "CDNA4 parts (MI350X, MI355X) have no built-in figures; the nearest preset is mi325x-platform"};
+        // CDNA4: the MI355X, and the MI350X, the same silicon at 2200 against 2400 MHz (and 1000 W against 1400).
+        if (part("mi355")) return {"mi355x-platform", ""};
+        if (part("mi350")) {
+            GpuChoice c{"mi355x-platform", "MI350X taken as the MI355X's preset at its 2200 MHz clock: every peak x 2200/2400 "
+                                           "(2,292 TFLOP/s of BF16), its memory, links and NICs the MI355X platform's"};
+            c.peakScale = 2200.0 / 2400.0;
+            c.partName = "AMD Instinct MI350X OAM (288 GB HBM3E)";
+            return c;
+        }
         if (part("mi250x")) {
             GpuChoice c{"frontier-mi250x", ""};
             c.devicesPerPackage = 2;
@@ -353,8 +360,8 @@ GpuChoice gpuPreset(const std::string& gpuText) {
             c.devicesPerPackage = 2;
             return c;
         }
-        return {"", "of AMD's Instinct parts tessel has figures for the MI250X, MI250, MI300X and MI325X only "
-                    "(frontier-mi250x, mi300x-platform, mi325x-platform)"};
+        return {"", "of AMD's Instinct parts tessel has figures for the MI250X, MI250, MI300X, MI325X, MI350X and MI355X only "
+                    "(frontier-mi250x, mi300x-platform, mi325x-platform, mi355x-platform)"};
     }
     if (has("v100")) {
         // The DGX-2H's 450 W part is named "-H" after the memory ("V100-SXM3-32GB-H") or as the system.

@@ -314,6 +314,8 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     EXPECT_EQ(gb300->kind, gpuFamilyKind("GB300"));
     EXPECT_EQ(siblingGpuFamily("GB300"), "GB200");
     EXPECT_EQ(siblingGpuFamily("H200"), ""); // a family of its own, whose runs are not the H100's
+    EXPECT_EQ(gpuFamily("AMD Instinct MI350X OAM (288 GB HBM3E)"), "MI350X");
+    EXPECT_EQ(siblingGpuFamily("MI350X"), "MI355X");
 }
 
 TEST(SustainedFraction, TheShippedValueIsWhatTheFitGivesAndEveryGpuCarriesIt) {

@@ -472,8 +472,22 @@ TEST(ValidationGpu, AmdInstinctPartsHavePresetsAndAnMi250xRecordMayCountPackages
     const ValidationCase mi250 = load(r);
     EXPECT_NEAR(mi250.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 181.05e12, 0.01e12);
     EXPECT_EQ(mi250.scenario.cluster.gpu.name, "AMD Instinct MI250 GCD (one of two, 64 GB HBM2e)");
+    // CDNA4 (since 2026-12-01): the MI355X on its own preset, 2.5 PFLOP/s of BF16 on a mesh of 7 x 76.5 GB/s; the
+    // MI350X, the same silicon at 2200 MHz, on it with every peak x 2200/2400, said.
+    nlohmann::json cdna4 = record();
+    cdna4["system"]["gpu"] = "AMD Instinct MI355X";
+    const ValidationCase mi355x = load(cdna4);
+    EXPECT_EQ(mi355x.scenario.cluster.name, "mi355x-platform");
+    EXPECT_EQ(mi355x.scenario.cluster.intraNode.meshLinks, 7);
+    EXPECT_DOUBLE_EQ(mi355x.scenario.cluster.intraNode.bandwidthBytesPerSecond, 535.5e9);
+    EXPECT_DOUBLE_EQ(mi355x.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.5e15);
+    cdna4["system"]["gpu"] = "MI350X";
+    const ValidationCase mi350x = load(cdna4);
+    EXPECT_NEAR(mi350x.scenario.cluster.gpu.peakFlopsPerSecond.at(Dtype::Bf16), 2.5e15 * 2200.0 / 2400.0, 1e9);
+    EXPECT_EQ(mi350x.scenario.cluster.gpu.name, "AMD Instinct MI350X OAM (288 GB HBM3E)");
+    EXPECT_TRUE(mentions(mi350x.assumptions, "MI350X taken as the MI355X's preset at its 2200 MHz clock"));
     // Parts without figures are refused naming the nearest preset, not read as another in silence.
-    for (const char* part : {"AMD Instinct MI300A", "AMD Instinct MI355X", "AMD Instinct MI100"}) {
+    for (const char* part : {"AMD Instinct MI300A", "AMD Instinct MI100"}) {
         r["system"]["gpu"] = part;
         const std::string refusal = refusalOf(r);
         EXPECT_NE(refusal.find("/system/gpu"), std::string::npos) << refusal;
