@@ -302,9 +302,19 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     auto layersOf = [&](int stage, int chunk) { return sched.layersOf(stage, chunk); };
     sched.stages.resize(static_cast<size_t>(p));
 
-    // Index of send actions, to let receivers depend on them: key (kind, mb, virtual stage of the data).
-    std::map<std::tuple<int, int, int>, std::pair<int, int>> sends;   // -> (stage, index)
-    std::vector<std::vector<std::pair<int, std::tuple<int, int, int>>>> pendingRecvs(static_cast<size_t>(p));
+    // Index of send actions, to let receivers depend on them: key (kind, mb, virtual stage of the data) -> (stage,
+    // index), (-1, -1) for none. A flat table (2 x m x p v entries): a schedule of hundreds of micro-batches makes
+    // thousands of sends, and a tree of them was a measurable share of a long search's simulations.
+    using SendKey = std::tuple<int, int, int>;
+    const int virtualStages = p * v;
+    std::vector<std::pair<int, int>> sends(static_cast<size_t>(2) * static_cast<size_t>(m) * static_cast<size_t>(virtualStages),
+                                           {-1, -1});
+    auto sendSlot = [&](const SendKey& k) -> std::pair<int, int>& {
+        const auto [kind, mb, u] = k;
+        return sends[(static_cast<size_t>(kind) * static_cast<size_t>(m) + static_cast<size_t>(mb)) *
+                         static_cast<size_t>(virtualStages) + static_cast<size_t>(u)];
+    };
+    std::vector<std::vector<std::pair<int, SendKey>>> pendingRecvs(static_cast<size_t>(p));
     // Index of the last weight-gradient action of virtual stages 0 and last (tied-embedding sync).
     std::pair<int, int> embeddingLast{-1, -1}, headLast{-1, -1};
 
@@ -313,6 +323,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         list.stage = s;
         Builder b{model, plan, recipe, list.actions, s};
         const std::vector<Action> order = computeOrder(plan, m, s);
+        // Each compute action brings a few more (transfers, gathers, reductions): room for them once.
+        list.actions.reserve(order.size() * 3 + 16);
         // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
         std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
         for (int i = 0; i < static_cast<int>(order.size()); ++i) {
@@ -447,12 +459,12 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             if (fwd && u < lastVirtual && remote(u + 1)) {
                 Action snd = transfer(ActionKind::SendActivation, c.microBatch, c.chunk, plan.stageOfVirtual(u + 1));
                 snd.deps.push_back({s, idx, Dependency::When::End, 1.0});
-                sends[{0, c.microBatch, u}] = {s, b.add(std::move(snd))};
+                sendSlot({0, c.microBatch, u}) = {s, b.add(std::move(snd))};
             }
             if (bwdInput && u > 0 && remote(u - 1)) {
                 Action snd = transfer(ActionKind::SendGrad, c.microBatch, c.chunk, plan.stageOfVirtual(u - 1));
                 snd.deps.push_back({s, idx, Dependency::When::End, 1.0});
-                sends[{1, c.microBatch, u}] = {s, b.add(std::move(snd))};
+                sendSlot({1, c.microBatch, u}) = {s, b.add(std::move(snd))};
             }
             const bool producesGrads = c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
             if (producesGrads) {
@@ -567,12 +579,12 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     for (int s = 0; s < p; ++s) {
         auto& acts = sched.stages[static_cast<size_t>(s)].actions;
         for (const auto& [idx, key] : pendingRecvs[static_cast<size_t>(s)]) {
-            auto it = sends.find(key);
-            if (it == sends.end())
+            const std::pair<int, int> send = sendSlot(key);
+            if (send.first < 0)
                 throw RuntimeError("schedule: stage " + std::to_string(s) + " receives micro-batch " +
                                    std::to_string(std::get<1>(key)) + " that no stage sends");
             acts[static_cast<size_t>(idx)].deps.insert(acts[static_cast<size_t>(idx)].deps.begin(),
-                                                       {it->second.first, it->second.second, Dependency::When::StartPlus, 0.0});
+                                                       {send.first, send.second, Dependency::When::StartPlus, 0.0});
         }
     }
     return sched;
