@@ -81,6 +81,13 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (const auto* named = findPrecisionRecipe(pl.precision)) {
             const PrecisionRecipe kept = precisionRecipeOf(pl);
             if (named->gradBytes != kept.gradBytes) out << ", 16-bit main gradients";
+            if (pl.precision == "fp8") {
+                const std::string r = fp8RecipeOf(pl.framework);
+                out << ", FP8 " << (r == "tensorwise" ? "current scaling (an amax pass before each cast)"
+                                    : r == "mxfp8"    ? "MXFP8 block scaling"
+                                    : r == "blockwise" ? "block scaling"
+                                                       : "delayed scaling");
+            }
             if (kept.momentBytes < named->momentBytes) out << ", bf16 optimizer state (no fp32 master)";
             else if (kept.masterBytes == 2 && named->masterBytes == 4) out << ", fp32 master as 16-bit remainders";
             const std::string loss = crossEntropyOf(pl.framework);

@@ -123,6 +123,9 @@ void ScenarioFlags::addTo(CLI::App& app) {
                    "Precision recipe: megatron|mixed|fp8|fsdp|fsdp_pure|fsdp_fp8|fsdp_amp|amp|bf16_no_master|fp32|tf32|cpu_fp64|cpu_fp32");
     app.add_option("--half-dtype", halfDtype,
                    "The 16-bit compute type of a 16-bit recipe: bf16 (default) or fp16 (Volta has no bf16)");
+    app.add_option("--fp8-recipe", fp8Recipe,
+                   "With --precision fp8: Transformer Engine's scaling (Megatron-core's --fp8-recipe): delayed (default), "
+                   "tensorwise (current scaling: an amax pass before each cast), mxfp8 or blockwise");
     app.add_option("--attention-kernel", attentionKernel, "Fused attention kernel of the GPU (flash1, flash2, flash3, cudnn: its attention_kernels) or auto");
     app.add_option("--framework", framework,
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
@@ -148,7 +151,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
 bool ScenarioFlags::anyOverride() const {
     return !model.empty() || !cluster.empty() || nodes || gpusPerNode || tp || pp || dp || cp || ep || etp || vpp || microBatch ||
            globalBatch || zero || zeroReplicas || recomputeLayers || recompute || sequenceParallel || schedule ||
-           precision || halfDtype || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
+           precision || halfDtype || fp8Recipe || rankOrder || flashAttention || attentionKernel || framework || frameworkVersion || offload || cpComm || cpA2a ||
            pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers || seqLen || powerLimit || crossEntropy ||
            recomputeModules;
 }
@@ -239,6 +242,7 @@ Scenario ScenarioFlags::resolve() const {
     setStr(schedule, "schedule", "--schedule");
     setStr(precision, "precision", "--precision");
     setStr(halfDtype, "half_dtype", "--half-dtype");
+    setStr(fp8Recipe, "fp8_recipe", "--fp8-recipe");
     setStr(rankOrder, "rank_order", "--rank-order");
     setStr(attentionKernel, "attention_kernel", "--attention-kernel");
     setStr(cpComm, "cp_comm_type", "--cp-comm-type");

@@ -17,7 +17,7 @@ struct ScenarioFlags {
     std::optional<int> nodes, gpusPerNode, tp, pp, dp, cp, ep, etp, vpp, microBatch, globalBatch, zero, zeroReplicas,
         recomputeLayers;
     std::optional<std::string> recompute, sequenceParallel, schedule, precision, rankOrder, flashAttention;
-    std::optional<std::string> attentionKernel, framework, frameworkVersion, offload, cpComm, halfDtype;
+    std::optional<std::string> attentionKernel, framework, frameworkVersion, offload, cpComm, halfDtype, fp8Recipe;
     std::optional<std::string> pipelineSplit, pipelineLayers, crossEntropy, recomputeModules;
     std::optional<int> firstStageLayers, lastStageLayers, cpA2a;
     std::optional<int64_t> seqLen;

@@ -342,4 +342,17 @@ CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, co
     return result;
 }
 
+double scalarAllReduceSeconds(const GroupPlacement& placement, const ClusterConfig& cluster) {
+    const int n = placement.size;
+    if (n <= 1) return 0.0;
+    // NCCL's tuner defaults (src/graph/tuning.cc, ncclTunerConstantsDefaults): ring LL base latency 6.6 us, and per
+    // ring step 0.6 us over NVLink (1.0 over PCIe) and 2.7 us over the network; an all-reduce's ring has 2(n - 1)
+    // steps, 2(nodes - 1) of them between nodes. A few bytes go by the LL protocol, whose latency this is: the
+    // per-step alpha of the tiers is the Simple protocol's, fitted to messages of 16 MiB and more.
+    constexpr double kBaseSeconds = 6.6e-6, kNvlinkStepSeconds = 0.6e-6, kPcieStepSeconds = 1.0e-6, kNetStepSeconds = 2.7e-6;
+    const bool pcie = cluster.intraNode.name.find("PCIe") != std::string::npos;
+    const double steps = 2.0 * (n - 1), interSteps = 2.0 * (placement.nodes - 1);
+    return kBaseSeconds + (steps - interSteps) * (pcie ? kPcieStepSeconds : kNvlinkStepSeconds) + interSteps * kNetStepSeconds;
+}
+
 } // namespace tessel

@@ -648,6 +648,18 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
         cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e) / cast.bytes;
         ops.push_back(cast);
+        if (te && fp8RecipeOf(plan.framework) == "tensorwise") {
+            // Current scaling (Float8CurrentScalingQuantizer::quantize_impl, Transformer Engine 2.2 on): the scale
+            // is each tensor's own amax, so a cast reads its input twice, once in nvte_compute_amax and once in
+            // nvte_quantize_v2. The norm before qkv and fc1 takes the amax in its own kernel
+            // (FUSED_NORM_AMAX_FP8, normalization.cpp) but writes its output in 16 bits for the cast to read
+            // again; the gradients of the four GEMMs' outputs are each read once more for their amax.
+            const double normFusedInputs = inputs - castInputs;
+            OpCost scaling = memoryOp("fp8_current_scaling", "fp8_cast",
+                                      kernel_cost::fp8CurrentScalingForwardBytes(castInputs, normFusedInputs, e));
+            scaling.backwardByteFactor = kernel_cost::fp8CurrentScalingBackwardBytes(outputs, e) / scaling.bytes;
+            ops.push_back(scaling);
+        }
     }
     if (!opLevelSelectiveRecompute(model, plan)) {
         finishBlock(b, cluster, recipe.computeDtype, plan.recompute, plan.recomputeModules);

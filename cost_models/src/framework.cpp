@@ -370,6 +370,11 @@ bool eagerLossOf(const FrameworkSettings& f) { return crossEntropyOf(f) == "eage
 
 std::string moeDispatcherOf(const FrameworkSettings& f) { return f.moeDispatcher.value_or("alltoall"); }
 std::string halfDtypeOf(const FrameworkSettings& f) { return f.halfDtype.value_or("bf16"); }
+const std::vector<std::string>& fp8RecipeKinds() {
+    static const std::vector<std::string> kinds = {"delayed", "tensorwise", "mxfp8", "blockwise"};
+    return kinds;
+}
+std::string fp8RecipeOf(const FrameworkSettings& f) { return f.fp8Recipe.value_or("delayed"); }
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
 bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
@@ -402,6 +407,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("optimizer_dtype")) f.optimizerDtype = r.optEnum("optimizer_dtype", "fp32", {"fp32", "bf16"});
     if (r.has("moe_dispatcher")) f.moeDispatcher = r.optEnum("moe_dispatcher", "alltoall", {"alltoall", "flex"});
     if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});
+    if (r.has("fp8_recipe")) f.fp8Recipe = r.optEnum("fp8_recipe", "delayed", fp8RecipeKinds());
     if (r.has("moe_a2a_overlap")) f.moeA2aOverlap = r.optBool("moe_a2a_overlap", false);
     if (r.has("moe_shared_expert_overlap")) f.moeSharedExpertOverlap = r.optBool("moe_shared_expert_overlap", false);
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
@@ -424,6 +430,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.optimizerDtype) plan["optimizer_dtype"] = *f.optimizerDtype;
     if (f.moeDispatcher) plan["moe_dispatcher"] = *f.moeDispatcher;
     if (f.halfDtype) plan["half_dtype"] = *f.halfDtype;
+    if (f.fp8Recipe) plan["fp8_recipe"] = *f.fp8Recipe;
     if (f.moeA2aOverlap) plan["moe_a2a_overlap"] = *f.moeA2aOverlap;
     if (f.moeSharedExpertOverlap) plan["moe_shared_expert_overlap"] = *f.moeSharedExpertOverlap;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;

@@ -60,6 +60,10 @@ double fusedLinearCrossEntropyBytes(int64_t tokens, int64_t vocab, int64_t hidde
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 12.0) * d(tokens) * d(vocab); }
 double fp8CastForwardBytes(double castInputs, int e) { return (e + 1.0) * castInputs; }
 double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
+double fp8CurrentScalingForwardBytes(double castInputs, double normFusedInputs, int e) {
+    return e * castInputs + (e + 1.0) * normFusedInputs;
+}
+double fp8CurrentScalingBackwardBytes(double outputs, int e) { return e * outputs; }
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t qkHeadDim, int64_t vHeadDim) {
     return 0.5 * 2.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(qkHeadDim + vHeadDim);

@@ -362,6 +362,10 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
         else if (dt == "fp16")
             p.framework.halfDtype = "fp16";
     }
+    // Transformer Engine's scaling recipe is a setting of its FP8 GEMMs: on another precision it would say nothing.
+    if (p.framework.fp8Recipe && p.precision != "fp8")
+        problems.add(r.pointer("fp8_recipe"), "\"" + *p.framework.fp8Recipe + "\" is a Transformer Engine FP8 recipe, "
+                     "for precision \"fp8\"; precision \"" + p.precision + "\" has no FP8 scaling to choose");
     r.finish();
     return p;
 }

@@ -41,6 +41,16 @@ struct OpBuilder {
         op.cost = commCost(p, bytes, op.placement, cluster);
         ops.push_back(std::move(op));
     }
+    // An all-reduce of one fp32 scalar, at NCCL's LL latency (scalarAllReduceSeconds).
+    void addScalarAllReduce(std::string name, GroupKind g, CommPhase phase) {
+        const size_t before = ops.size();
+        add(std::move(name), g, Primitive::AllReduce, 4.0, phase);
+        if (ops.size() == before) return; // a group of one: nothing added
+        CommCost& c = ops.back().cost;
+        c.latencySeconds = c.seconds = scalarAllReduceSeconds(ops.back().placement, cluster);
+        c.bandwidthSeconds = 0.0;
+        c.algorithm = CommAlgorithm::Ring;
+    }
 };
 } // namespace
 
@@ -159,6 +169,11 @@ double ringStepTransferSeconds(double bytes, const ClusterConfig& cluster, const
     return commCost(Primitive::SendRecv, bytes, hop, cluster).seconds;
 }
 
+bool fp8CurrentScalingAmaxReduced(const Plan& plan, const PrecisionRecipe& recipe) {
+    return plan.tp > 1 && plan.sequenceParallel && recipe.fp8() && recipe.name != "fsdp_fp8" &&
+           fp8RecipeOf(plan.framework) == "tensorwise";
+}
+
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
     const PrecisionRecipe recipe = precisionRecipeOf(plan);
     const LocalShapes s = localShapes(model, plan, recipe);
@@ -191,6 +206,15 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
                 if (sp.backwardRegathersInputs)
                     b.add(std::string("tp_all_gather_") + blk + "_input_regather", GroupKind::Tp, Primitive::AllGather, gathered,
                           CommPhase::Backward);
+                // FP8 current scaling gathers its inputs in FP8 with one scale over the TP group: the column-parallel
+                // input's amax (before the all-gather) and, backward, the row-parallel output gradient's are
+                // all-reduced (MAX, one fp32) over the group first, and the compute stream waits for it
+                // (Transformer Engine's set_quantizer_amax_reduction_group under sequence parallelism;
+                // Float8CurrentScalingQuantizer::quantize_impl: allreduce(...)->wait()).
+                if (fp8CurrentScalingAmaxReduced(plan, recipe)) {
+                    b.addScalarAllReduce(std::string(kFp8AmaxAllReducePrefix) + blk, GroupKind::Tp, CommPhase::Forward);
+                    b.addScalarAllReduce(std::string(kFp8AmaxAllReducePrefix) + blk + "_grad", GroupKind::Tp, CommPhase::Backward);
+                }
             }
         } else {
             // Megatron-LM (Shoeybi et al. 2019, §3): one all-reduce per block forward (g) and backward (f).

@@ -86,6 +86,12 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
                                      "framework's), fused (Megatron-core's, an fp32 softmax), te (Transformer Engine's, the "
                                      "gradient written into the logits), eager (cross_entropy(logits.float())), flash_attn, "
                                      "compiled (torch.compile's), fused_linear (Liger-Kernel's: the logits never whole; tp 1)"));
+    fp8Recipe_ = new QComboBox(this);
+    fp8Recipe_->addItem(QStringLiteral("auto (delayed)"));
+    for (const std::string& k : fp8RecipeKinds()) fp8Recipe_->addItem(QString::fromStdString(k));
+    fp8Recipe_->setToolTip(QStringLiteral("FP8 plans: Transformer Engine's scaling (Megatron-core's --fp8-recipe): delayed (the "
+                                          "amax history), tensorwise (current scaling: an amax pass before each cast, and its "
+                                          "all-reduce over TP under SP), mxfp8 or blockwise (scales inside the cast)"));
     // Selective recompute's modules: each a checkable entry; the plan's validation says when one names a part the
     // model lacks (shown in red below, not simulated).
     modules_ = new QToolButton(this);
@@ -132,6 +138,8 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     second->addWidget(modules_);
     second->addWidget(new QLabel(QStringLiteral("loss"), this));
     second->addWidget(loss_);
+    second->addWidget(new QLabel(QStringLiteral("fp8"), this));
+    second->addWidget(fp8Recipe_);
     outer->addLayout(second);
     problems_ = new QLabel(this);
     problems_->setWordWrap(true);
@@ -157,6 +165,9 @@ KnobPanel::KnobPanel(PlanSession* session, QWidget* parent) : QWidget(parent), s
     connect(schedule_, &QComboBox::activated, this, [this](int i) { session_->setSchedule(kSchedules[i]); });
     connect(loss_, &QComboBox::activated, this, [this](int i) {
         session_->setCrossEntropy(i == 0 ? std::nullopt : std::optional<std::string>(crossEntropyKinds()[static_cast<size_t>(i - 1)]));
+    });
+    connect(fp8Recipe_, &QComboBox::activated, this, [this](int i) {
+        session_->setFp8Recipe(i == 0 ? std::nullopt : std::optional<std::string>(fp8RecipeKinds()[static_cast<size_t>(i - 1)]));
     });
     connect(reset_, &QPushButton::clicked, session_, &PlanSession::resetKnobs);
     connect(pinA_, &QPushButton::clicked, this, [this]() { session_->pin(0); });
@@ -195,6 +206,12 @@ void KnobPanel::refresh() {
         const auto& kinds = crossEntropyKinds();
         const auto it = p.framework.crossEntropy ? std::find(kinds.begin(), kinds.end(), *p.framework.crossEntropy) : kinds.end();
         loss_->setCurrentIndex(it == kinds.end() ? 0 : 1 + static_cast<int>(it - kinds.begin()));
+    }
+    {
+        const auto& kinds = fp8RecipeKinds();
+        const auto it = p.framework.fp8Recipe ? std::find(kinds.begin(), kinds.end(), *p.framework.fp8Recipe) : kinds.end();
+        fp8Recipe_->setCurrentIndex(it == kinds.end() ? 0 : 1 + static_cast<int>(it - kinds.begin()));
+        fp8Recipe_->setEnabled(p.precision == "fp8");
     }
     QString text = QStringLiteral("<b>%1</b>").arg(planSummary(p).toHtmlEscaped());
     if (session_->isEdited()) text += QStringLiteral(" <i>(edited)</i>");

@@ -30,6 +30,7 @@ public:
     QSpinBox* vpp() const { return vpp_; }
     QComboBox* schedule() const { return schedule_; }
     QComboBox* loss() const { return loss_; } // item 0: the framework's kernel; then crossEntropyKinds()
+    QComboBox* fp8Recipe() const { return fp8Recipe_; } // item 0: unstated (delayed); then fp8RecipeKinds(); FP8 plans only
     // Selective recompute's modules (Megatron-core's --recompute-modules): a menu of checkable modules, in
     // recomputeModuleNames' order; enabled under selective recompute.
     QToolButton* recomputeModules() const { return modules_; }
@@ -51,6 +52,7 @@ private:
     QSpinBox* vpp_;
     QComboBox* schedule_;
     QComboBox* loss_;
+    QComboBox* fp8Recipe_;
     QToolButton* modules_;
     std::vector<QAction*> moduleActions_;
     QPushButton* reset_;

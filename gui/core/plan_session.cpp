@@ -139,6 +139,12 @@ void PlanSession::setCrossEntropy(const std::optional<std::string>& kind) {
     setPlan(p);
 }
 
+void PlanSession::setFp8Recipe(const std::optional<std::string>& recipe) {
+    Plan p = evaluation_.plan;
+    p.framework.fp8Recipe = recipe;
+    setPlan(p);
+}
+
 void PlanSession::setRecomputeModules(uint8_t modules) {
     if (evaluation_.plan.recompute != Recompute::Selective) {
         selectiveModules_ = modules;

@@ -70,6 +70,8 @@ public:
     void setSchedule(Schedule schedule);
     // The loss kernel (plan key cross_entropy; unset: the framework's), what the last stage keeps of the logits.
     void setCrossEntropy(const std::optional<std::string>& kind);
+    // Transformer Engine's FP8 scaling (plan key fp8_recipe; unset: delayed), for FP8 plans.
+    void setFp8Recipe(const std::optional<std::string>& recipe);
     // What selective recompute reruns (recompute_module bits); kept aside while the recompute is not selective.
     void setRecomputeModules(uint8_t modules);
     void setPlan(const Plan& plan);             // any edit (file open, several knobs at once)

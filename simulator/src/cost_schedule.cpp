@@ -94,7 +94,13 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     double fwdTpAll = 0.0, fwdTpRerun = 0.0;
     // The EP all-to-alls by leg (dispatch, combine) and phase, for the shared-expert overlap.
     double dispatchF = 0.0, combineF = 0.0, dispatchB = 0.0, combineB = 0.0;
+    // FP8 current scaling's amax all-reduces: the compute stream waits for each, whatever overlaps the TP traffic.
+    double amaxF = 0.0, amaxB = 0.0;
     for (const auto& op : layerCommOps(model, cluster, plan)) {
+        if (op.name.rfind(kFp8AmaxAllReducePrefix, 0) == 0) {
+            (op.phase == CommPhase::Forward ? amaxF : amaxB) += commScale * op.cost.seconds;
+            continue;
+        }
         (op.phase == CommPhase::Forward ? fwdComm : bwdComm).add(op.group, commScale * op.cost.seconds);
         const bool fwd = op.phase == CommPhase::Forward;
         if (op.name.rfind("ep_all_to_all_dispatch", 0) == 0) (fwd ? dispatchF : dispatchB) += commScale * op.cost.seconds;
@@ -163,6 +169,8 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
         fwdComm.ep -= saved(dispatchF, beforeFc2) + saved(combineF, fc2);
         bwdComm.ep -= saved(combineB, 2.0 * fc2) + saved(dispatchB, 2.0 * beforeFc2);
     }
+    fwdComm.tp += amaxF;
+    bwdComm.tp += amaxB;
     // Full recompute replays the forward, collectives included (but the one after fc2 where it stops before fc2,
     // FORMULAS.md §3.4). Selective replays its modules' (FORMULAS.md §3.4, "Selective recompute by module"): the
     // attention core its CP exchange; MLA's up projections the gather of the latents (with SP); a dense MLP, or the

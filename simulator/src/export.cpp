@@ -456,11 +456,16 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         else arg("--grad-reduce-in-bf16");
     } // fp32, cpu_fp32: Megatron's default, fp32 weights and gradients
     if (p.precision == "fp8") {
-        // Transformer Engine FP8 as tessel models it: E4M3 forward, E5M2 gradients, delayed scaling.
+        // Transformer Engine FP8 as tessel models it: E4M3 forward, E5M2 gradients, the plan's scaling recipe
+        // (delayed unless it says; the amax history is delayed scaling's alone).
         arg("--transformer-impl", "transformer_engine");
         arg("--fp8-format", "hybrid");
-        arg("--fp8-amax-history-len", "1024");
-        arg("--fp8-amax-compute-algo", "max");
+        const std::string recipe = fp8RecipeOf(p.framework);
+        arg("--fp8-recipe", recipe);
+        if (recipe == "delayed") {
+            arg("--fp8-amax-history-len", "1024");
+            arg("--fp8-amax-compute-algo", "max");
+        }
         if (fp8ParamGatherOf(p.framework)) arg("--fp8-param-gather");
     }
     // What overlaps, as the plan's framework settings resolve (docs/frameworks.md), in current Megatron-LM's

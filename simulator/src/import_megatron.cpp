@@ -486,6 +486,14 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     if (fp8) {
         plan["precision"] = "fp8";
         plan["dtype"] = "bf16";
+        // Transformer Engine's scaling (--fp8-recipe, Megatron-core's default delayed); one it has that tessel does
+        // not name (custom) is said and read as delayed.
+        if (const auto recipe = str("fp8_recipe"); recipe && *recipe != "None") {
+            const auto& kinds = fp8RecipeKinds();
+            if (std::find(kinds.begin(), kinds.end(), *recipe) != kinds.end()) plan["fp8_recipe"] = *recipe;
+            else warnings.push_back("fp8_recipe = " + *recipe + ": not a recipe tessel costs; read as delayed scaling");
+            used.insert("fp8_recipe");
+        }
     } else if (bf16 || fp16) {
         plan["precision"] = "megatron";
         plan["dtype"] = bf16 ? "bf16" : "fp16";

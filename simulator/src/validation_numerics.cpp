@@ -67,6 +67,33 @@ OffloadReading readOffload(const nlohmann::json& pl) {
 }
 } // namespace
 
+namespace {
+// Transformer Engine's FP8 scaling recipe, from the words of the record's precision or its plan's fp8_recipe:
+// Megatron-core's names (tensorwise, delayed, mxfp8, blockwise), NeMo's and Megatron-Bridge's (cs, ds, mx, ss; the
+// performance tables' FP8-CS, FP8-DS, MXFP8) and TE's class names. Unstated, it is Megatron-core's default, delayed.
+void readFp8Recipe(Reading& r, const std::string& prec) {
+    const std::string stated = lower(text(r.pl, "fp8_recipe"));
+    const std::string words = prec + " " + stated;
+    auto said = [&](const char* pattern) { return std::regex_search(words, std::regex(pattern)); };
+    Plan& plan = r.c.scenario.plan;
+    if (said(R"(tensorwise|current[ _-]?scal|fp8[ _-]cs\b)") || stated == "cs") {
+        plan.framework.fp8Recipe = "tensorwise";
+        r.assume("FP8 with current scaling (Transformer Engine's Float8CurrentScaling, --fp8-recipe tensorwise): each "
+                 "cast reads its input once more for the tensor's amax");
+    } else if (said(R"(mxfp8|mx[ _-]?fp8|fp8[ _-]mx\b)") || stated == "mx") {
+        plan.framework.fp8Recipe = "mxfp8";
+        r.assume("MXFP8 (--fp8-recipe mxfp8): its block scales (one byte per 32 elements, taken inside the cast) and "
+                 "both-direction casts are costed as delayed scaling's cast and transpose");
+    } else if (said(R"(blockwise|block[ _-]scal|subchannel|fp8[ _-]ss\b)") || stated == "ss") {
+        plan.framework.fp8Recipe = "blockwise";
+        r.assume("FP8 with block scaling (--fp8-recipe blockwise): its per-block scales, taken inside the cast, are "
+                 "costed as delayed scaling's cast");
+    } else if (said(R"(delayed|fp8[ _-]ds\b)") || stated == "ds") {
+        plan.framework.fp8Recipe = "delayed";
+    }
+}
+} // namespace
+
 // Precision recipe, ZeRO stage and hybrid sharding.
 bool readPrecisionAndSharding(Reading& r) {
     const nlohmann::json& pl = r.pl;
@@ -141,9 +168,7 @@ bool readPrecisionAndSharding(Reading& r) {
         } else if (c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8)) {
             plan.precision = "fp8";
             r.assume("FP8 as Transformer Engine runs it: FP8 GEMMs, BF16 elsewhere, FP8 weight copies");
-            if (contains(prec, "mx"))
-                r.assume("MXFP8 read as FP8: its block scales (one byte per 32 elements) and both-direction casts are "
-                         "costed as per-tensor FP8's cast and transpose");
+            readFp8Recipe(r, prec);
         } else {
             r.assume("FP8 stated, but " + c.scenario.cluster.gpu.name + " has no FP8 tensor cores: read as " +
                      (noBf16 ? "FP16" : "BF16"));

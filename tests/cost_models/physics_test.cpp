@@ -6,6 +6,8 @@
 #include "tessel/cost/framework.hpp"
 #include "tessel/cost/json_reader.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/comm.hpp"
+#include "tessel/cost/traffic.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
+#include <vector>
 #include <tuple>
 
 namespace tessel {
@@ -568,16 +572,27 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
 namespace tessel {
 namespace {
 
-TEST(Fp8, GemmsRunInFp8WithTheirCastsAndTheWeightCopiesAreKept) {
+// The FP8 tests' layer: four layers of hidden 4096 (T = 4096 tokens a micro-batch), tp 2 with SP over a round
+// cluster whose FP8 peak is twice its bf16 one.
+struct Fp8Case {
     ModelConfig m = test::megatronStyleModel(4, 4096, 32, 32000, 4096);
-    m.dropout = 0.0;
     ClusterConfig c = test::roundCluster(8, 1);
-    c.gpu.peakFlopsPerSecond[Dtype::Fp8] = 2e15;
     Plan p;
-    p.tp = 2;
-    p.dp = 4;
-    p.globalBatch = 8;
-    p.sequenceParallel = true;
+    Fp8Case() {
+        m.dropout = 0.0;
+        c.gpu.peakFlopsPerSecond[Dtype::Fp8] = 2e15;
+        p.tp = 2;
+        p.dp = 4;
+        p.globalBatch = 8;
+        p.sequenceParallel = true;
+    }
+};
+
+TEST(Fp8, GemmsRunInFp8WithTheirCastsAndTheWeightCopiesAreKept) {
+    Fp8Case fc;
+    const ModelConfig& m = fc.m;
+    const ClusterConfig& c = fc.c;
+    Plan& p = fc.p;
     const PrecisionRecipe& bf16 = *findPrecisionRecipe("megatron");
     const PrecisionRecipe& fp8 = *findPrecisionRecipe("fp8");
     ASSERT_TRUE(fp8.fp8());
@@ -624,6 +639,71 @@ TEST(Fp8, GemmsRunInFp8WithTheirCastsAndTheWeightCopiesAreKept) {
     bool named = false;
     for (const auto& pr : problems.items()) named |= pr.where == "/plan/precision";
     EXPECT_TRUE(named);
+}
+
+TEST(Fp8, CurrentScalingReadsEveryCastInputAgainForItsAmaxAndReducesItOverTp) {
+    Fp8Case fc;
+    const ModelConfig& m = fc.m;
+    const ClusterConfig& c = fc.c;
+    Plan& p = fc.p;
+    p.precision = "fp8";
+    const PrecisionRecipe& fp8 = *findPrecisionRecipe("fp8");
+    auto opOf = [&](const Plan& plan) -> std::optional<OpCost> {
+        for (const auto& op : layerCompute(m, c, plan, fp8).forwardOps)
+            if (op.name == "fp8_current_scaling") return op;
+        return std::nullopt;
+    };
+    auto amaxReductions = [&](const Plan& plan) {
+        std::vector<CommOp> out;
+        for (const auto& op : layerCommOps(m, c, plan))
+            if (op.name.rfind(kFp8AmaxAllReducePrefix, 0) == 0) out.push_back(op);
+        return out;
+    };
+    // Delayed scaling (unstated or stated), MXFP8 and block scaling take their scales inside the cast: nothing more.
+    for (const std::optional<std::string> recipe : {std::optional<std::string>{}, std::optional<std::string>{"delayed"},
+                                                    std::optional<std::string>{"mxfp8"}, std::optional<std::string>{"blockwise"}}) {
+        Plan q = p;
+        q.framework.fp8Recipe = recipe;
+        EXPECT_FALSE(opOf(q)) << recipe.value_or("unset");
+        EXPECT_TRUE(amaxReductions(q).empty()) << recipe.value_or("unset");
+    }
+    p.framework.fp8Recipe = "tensorwise";
+    const std::optional<OpCost> scaling = opOf(p);
+    ASSERT_TRUE(scaling);
+    const double T = 4096.0, h = 4096.0, t = 2.0, e = 2.0;
+    // Forward: the projection's and fc2's bf16 inputs read once more for their amax (e each); the norms before qkv
+    // and fc1 write 16 bits that a cast then reads and writes in FP8 (e + 1), over the gathered T x h each.
+    EXPECT_DOUBLE_EQ(scaling->bytes, e * (T * h / t + T * 4 * h / t) + (e + 1.0) * (T * h + T * h));
+    // Backward: each GEMM output's gradient read once more (qkv 3h/t, proj h, fc1 4h/t, fc2 h wide).
+    const double outputs = T * (3 * h / t) + T * h + T * (4 * h / t) + T * h;
+    EXPECT_NEAR(scaling->bytes * scaling->backwardByteFactor, e * outputs, 1e-3);
+    // Under SP the qkv and fc1 inputs' amax, and the projection's and fc2's output gradients', are all-reduced over
+    // the TP pair: four scalars a layer, each at NCCL's LL latency for 2 ranks on one node (6.6 + 2 x 0.6 us).
+    const std::vector<CommOp> reductions = amaxReductions(p);
+    ASSERT_EQ(reductions.size(), 4u);
+    for (const CommOp& op : reductions) {
+        EXPECT_EQ(op.group, GroupKind::Tp);
+        EXPECT_EQ(op.bytes, 4.0);
+        EXPECT_NEAR(op.cost.seconds, 7.8e-6, 1e-12) << op.name;
+    }
+    // Without SP each rank casts the whole input itself: no reduction.
+    Plan noSp = p;
+    noSp.sequenceParallel = false;
+    EXPECT_TRUE(amaxReductions(noSp).empty());
+    EXPECT_TRUE(opOf(noSp));
+}
+
+TEST(Comm, AScalarAllReduceCostsNcclsLowLatencyProtocol) {
+    // NCCL's tuner (tuning.cc): ring LL base 6.6 us, 0.6 us a step over NVLink, 2.7 us a step between nodes; 2(n-1)
+    // steps. 8 GPUs of one node: 15.0 us, where nccl-tests measured 12.5 us for 4 B on 8 Hopper GPUs of one node.
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    GroupPlacement one{8, 1, 8, 8};
+    EXPECT_NEAR(scalarAllReduceSeconds(one, c), 6.6e-6 + 14 * 0.6e-6, 1e-12);
+    GroupPlacement two{16, 2, 8, 8};
+    EXPECT_NEAR(scalarAllReduceSeconds(two, c), 6.6e-6 + 28 * 0.6e-6 + 2 * 2.7e-6, 1e-12); // 30 steps, 2 between nodes
+    EXPECT_EQ(scalarAllReduceSeconds(GroupPlacement{}, c), 0.0);
+    // The tiers' own alpha is the Simple protocol's at 16 MiB and more: five times as long for these four bytes.
+    EXPECT_GT(commCost(Primitive::AllReduce, 4.0, one, c).seconds, 4.0 * scalarAllReduceSeconds(one, c));
 }
 
 } // namespace

@@ -210,6 +210,28 @@ TEST(PlanJson, BadValuesNameTheirPointers) {
                                             "/plan/dtype", "/plan/tensor_parallel"}));
 }
 
+TEST(PlanJson, Fp8RecipeIsTransformerEnginesScalingAndOnlyFp8PlansHaveOne) {
+    // Unstated: delayed scaling, Megatron-core's default. Each of Megatron-core's names reads and is written back.
+    ProblemList problems;
+    EXPECT_EQ(fp8RecipeOf(parsePlan(nlohmann::json{{"precision", "fp8"}}, "/plan", problems).framework), "delayed");
+    for (const char* recipe : {"delayed", "tensorwise", "mxfp8", "blockwise"}) {
+        const Plan p = parsePlan(nlohmann::json{{"precision", "fp8"}, {"fp8_recipe", recipe}}, "/plan", problems);
+        EXPECT_EQ(fp8RecipeOf(p.framework), recipe);
+        EXPECT_EQ(planToJson(p)["fp8_recipe"], recipe);
+        EXPECT_EQ(fp8RecipeOf(parsePlan(planToJson(p), "/plan", problems).framework), recipe);
+    }
+    EXPECT_TRUE(problems.empty());
+    EXPECT_FALSE(planToJson(parsePlan(nlohmann::json{{"precision", "fp8"}}, "/plan", problems)).contains("fp8_recipe"));
+    // A name Megatron-core does not have, and a recipe on a plan without FP8 GEMMs, are named at the key.
+    for (const auto& bad : {nlohmann::json{{"precision", "fp8"}, {"fp8_recipe", "current"}},
+                            nlohmann::json{{"precision", "megatron"}, {"fp8_recipe", "tensorwise"}}}) {
+        ProblemList named;
+        (void)parsePlan(bad, "/plan", named);
+        ASSERT_EQ(named.items().size(), 1u) << bad.dump();
+        EXPECT_EQ(named.items().front().where, "/plan/fp8_recipe");
+    }
+}
+
 TEST(PlanJson, Fp16NamesTheHalfDtypeAndAContradictionIsAnError) {
     // dtype "fp16" on a 16-bit recipe: the run computes in fp16 (Volta's only 16-bit tensor-core type), the same bytes.
     ProblemList problems;

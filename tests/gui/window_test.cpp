@@ -152,6 +152,32 @@ private slots:
         window_->session()->resetKnobs();
     }
 
+    void theFp8KnobSetsTheScalingRecipe() {
+        // Off for a bf16 plan; on an FP8 plan (Llama 3 70B on H100s) current scaling is chosen, slows the step (an
+        // amax pass before each cast, and its all-reduce over TP under SP) and goes back to the default.
+        window_->session()->resetKnobs();
+        QComboBox* fp8 = window_->knobPanel()->fp8Recipe();
+        QVERIFY(!fp8->isEnabled());
+        QVERIFY(window_->openScenarioFile(QStringLiteral("llama3-70b-h100")));
+        Plan plan = window_->session()->currentPlan();
+        plan.precision = "fp8";
+        window_->session()->setPlan(plan);
+        QVERIFY(fp8->isEnabled());
+        QVERIFY(window_->session()->evaluation().ok());
+        const double delayed = window_->session()->evaluation().simulation->metrics.stepSeconds;
+        const int current = fp8->findText(QStringLiteral("tensorwise"));
+        QVERIFY(current > 0);
+        fp8->setCurrentIndex(current);
+        emit fp8->activated(current); // as a user's choice
+        QCOMPARE(window_->session()->currentPlan().framework.fp8Recipe, std::optional<std::string>("tensorwise"));
+        QVERIFY(window_->session()->evaluation().ok());
+        QVERIFY(window_->session()->evaluation().simulation->metrics.stepSeconds > delayed);
+        fp8->setCurrentIndex(0);
+        emit fp8->activated(0);
+        QVERIFY(!window_->session()->currentPlan().framework.fp8Recipe);
+        QVERIFY(window_->openScenarioFile(QStringLiteral("gpt3-175b-megatron"))); // the other tests' scenario
+    }
+
     void theModulesKnobSetsSelectiveRecompute() {
         // Under selective recompute the modules menu sets the plan's set (GPT-3: the MLP beside the attention core), a
         // module the model lacks (moe) is a problem shown, not simulated; under full recompute the menu is off.

@@ -508,6 +508,14 @@ TEST(ExportMegatron, OverlapSettingsAndFp8AreWritten) {
     EXPECT_EQ(a.at("--fp8-format"), "hybrid");
     EXPECT_EQ(a.at("--transformer-impl"), "transformer_engine");
     EXPECT_TRUE(a.has("--bf16"));
+    // The scaling recipe as the plan resolves it: delayed, with its amax history, unless it names another.
+    EXPECT_EQ(a.at("--fp8-recipe"), "delayed");
+    EXPECT_EQ(a.at("--fp8-amax-history-len"), "1024");
+    s.plan.framework.fp8Recipe = "tensorwise";
+    const MegatronArgs current = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(current.at("--fp8-recipe"), "tensorwise");
+    EXPECT_FALSE(current.has("--fp8-amax-history-len")); // current scaling keeps no history
+    s.plan.framework.fp8Recipe.reset();
     // A Megatron-LM of 2023 did not overlap them: written as such.
     s.plan.framework.version = "2023";
     a = parseMegatron(exportPlan(s, ExportFormat::Megatron));

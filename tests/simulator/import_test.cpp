@@ -184,6 +184,30 @@ TEST(MegatronImport, ThePrecisionAwareOptimizerKeepsRemainders) {
     EXPECT_FALSE(importMegatronLog(parseMegatronLog(smallLog(), "plain.log"), cluster()).scenario["plan"].contains("store_param_remainders"));
 }
 
+// --fp8-recipe: the plan's fp8_recipe (Transformer Engine's scaling) beside precision fp8; a recipe tessel does not
+// cost is said and read as delayed; without FP8 the setting says nothing about the run.
+TEST(MegatronImport, Fp8RecipeIsThePlansScaling) {
+    const std::string fp8 = "  fp8 ............................................. hybrid\n";
+    auto importOnH100 = [](const std::string& args, const std::string& file) {
+        std::string log = smallLog();
+        log.insert(log.find("  tensor_model_parallel_size ...................... 1\n"), args);
+        return importMegatronLog(parseMegatronLog(log, file), cluster("dgx-h100-80g")); // FP8 needs Hopper
+    };
+    ImportedRun run = importOnH100(fp8 + "  fp8_recipe ...................................... tensorwise\n", "cs.log");
+    EXPECT_EQ(run.scenario["plan"]["precision"], "fp8");
+    EXPECT_EQ(run.scenario["plan"]["fp8_recipe"], "tensorwise");
+    EXPECT_EQ(fp8RecipeOf(parseScenario(run.scenario, "imported").plan.framework), "tensorwise");
+    expectNotWarned(run, "fp8_recipe");
+    run = importOnH100(fp8 + "  fp8_recipe ...................................... custom\n", "custom.log");
+    EXPECT_FALSE(run.scenario["plan"].contains("fp8_recipe"));
+    bool said = false;
+    for (const auto& w : run.warnings) said |= w.find("fp8_recipe = custom") != std::string::npos;
+    EXPECT_TRUE(said);
+    run = importWithArgs("  fp8_recipe ...................................... delayed\n", "bf16.log");
+    EXPECT_FALSE(run.scenario["plan"].contains("fp8_recipe"));
+    expectNotWarned(run, "fp8_recipe");
+}
+
 // --squared-relu: the model's squared_relu MLP, not GELU.
 TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
     const ImportedRun run = importWithArgs("  squared_relu .................................... True\n", "relu2.log");

@@ -432,7 +432,23 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     fp8["system"]["precision"] = "MXFP8";
     const ValidationCase mx = load(fp8);
     EXPECT_EQ(mx.scenario.plan.precision, "fp8");
-    EXPECT_TRUE(mentions(mx.assumptions, "MXFP8 read as FP8"));
+    EXPECT_EQ(fp8RecipeOf(mx.scenario.plan.framework), "mxfp8");
+    EXPECT_TRUE(mentions(mx.assumptions, "costed as delayed scaling's cast and transpose"));
+    // The scaling recipe, under the names the performance tables and the frameworks give it; unstated, delayed.
+    for (const auto& [precision, recipe] : std::vector<std::pair<const char*, const char*>>{
+             {"FP8-CS", "tensorwise"}, {"fp8_cs", "tensorwise"}, {"FP8 (current scaling)", "tensorwise"},
+             {"FP8-MX", "mxfp8"}, {"FP8-DS", "delayed"}, {"FP8 blockwise", "blockwise"}, {"FP8", "delayed"}}) {
+        fp8["system"]["precision"] = precision;
+        const ValidationCase read = load(fp8);
+        EXPECT_EQ(read.scenario.plan.precision, "fp8") << precision;
+        EXPECT_EQ(fp8RecipeOf(read.scenario.plan.framework), recipe) << precision;
+    }
+    EXPECT_FALSE(load(fp8).scenario.plan.framework.fp8Recipe); // "FP8": not stated, not written
+    fp8["plan"]["fp8_recipe"] = "tensorwise"; // Megatron-core's --fp8-recipe
+    EXPECT_EQ(fp8RecipeOf(load(fp8).scenario.plan.framework), "tensorwise");
+    fp8["plan"]["fp8_recipe"] = "cs"; // NeMo's and Megatron-Bridge's performance scripts' name
+    EXPECT_TRUE(mentions(load(fp8).assumptions, "current scaling"));
+    fp8["plan"].erase("fp8_recipe");
     // 4-bit training has no recipe: refused with the field named, never read as BF16.
     for (const char* fp4 : {"NVFP4", "MXFP4 (Transformer Engine)"}) {
         fp8["system"]["precision"] = fp4;

@@ -49,4 +49,10 @@ struct CommCost {
 CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, const ClusterConfig& cluster,
                   CommAlgorithm algorithm = CommAlgorithm::Auto);
 
+// Time of an all-reduce of a few bytes (one fp32 scalar: FP8 current scaling's amax) over a group placed as
+// `placement`: NCCL's own latency model for its LL protocol, which it picks at that size (tuning.cc), not the
+// tiers' per-step alpha, which is the Simple protocol's fitted on large messages. 12.5 us measured on 8 Hopper GPUs
+// of one node (nccl-tests, 4 B; data/validation/comm.json small-message-latency-issue-excerpts); 15.0 us here.
+double scalarAllReduceSeconds(const GroupPlacement& placement, const ClusterConfig& cluster);
+
 } // namespace tessel

@@ -59,6 +59,13 @@ double dropoutBytes(double elements, int e);                       // (2 e + 1) 
 // write 1). `outputs` and `inputs` are the elements of the layer's GEMM outputs and inputs on this rank.
 double fp8CastForwardBytes(double castInputs, int e);
 double fp8CastBackwardBytes(double outputs, double inputs, int e);
+// What current scaling (Transformer Engine's Float8CurrentScaling, Megatron-core's --fp8-recipe tensorwise) adds to
+// those casts: its scale is the tensor's own amax, taken in a pass of its own before the cast (nvte_compute_amax,
+// then nvte_quantize_v2), so every cast input is read once more (e); the norms before qkv and fc1 take the amax in
+// their own kernel but write their output in 16 bits for a separate cast to read and write in FP8 (e + 1), where
+// delayed scaling's fused norm writes FP8 directly; backward, each output gradient is read once more for its amax.
+double fp8CurrentScalingForwardBytes(double castInputs, double normFusedInputs, int e); // e x cast + (e + 1) x norm-fused
+double fp8CurrentScalingBackwardBytes(double outputs, int e);                             // e x outputs
 // Eager PyTorch (framework fused_kernels false, FORMULAS.md §3.4): every op a model line launches moves its own
 // bytes. Forward bytes per element, and the backward's (autograd through the same ops) per element:
 //   RMSNorm as torchtitan writes it, x.float() -> pow -> mean -> * rsqrt -> type_as -> * weight: 4e + 28, 6e + 52;

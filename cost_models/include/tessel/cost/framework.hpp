@@ -37,6 +37,11 @@ struct FrameworkSettings {
     std::optional<bool> fusedKernels;            // norms, rotary, GLU and loss as fused kernels (false: eager PyTorch ops)
     std::optional<bool> gradReduceInFp32;        // Megatron-style main gradients kept and reduced in fp32 (false: bf16)
     std::optional<bool> fp8ParamGather;          // FP8 recipe: the weights are FP8 (TE fp8_model_init), gathered at 1 B
+    // How Transformer Engine scales the FP8 tensors (Megatron-core's --fp8-recipe): "delayed" (DelayedScaling: the
+    // scale from the amax history, the amax taken inside the cast), "tensorwise" (Float8CurrentScaling: each
+    // tensor's own amax in a pass of its own before the cast), "mxfp8" (MXFP8BlockScaling, Blackwell: a scale per
+    // 32 elements) or "blockwise" (Float8BlockScaling: per 1 x 128 / 128 x 128 block). Unset: fp8RecipeOf.
+    std::optional<std::string> fp8Recipe;
     std::optional<bool> foreachOptimizer;        // AdamW as torch.optim's foreach ops, not one fused kernel
     std::optional<bool> checkpointEarlyStop;     // full recompute stops once every saved tensor is back (torch non-reentrant)
     // ZeRO-2/3 and FSDP reduce-scatter each micro-batch's gradients (true); false: gradient accumulation without
@@ -158,6 +163,10 @@ bool gradReduceInFp32Of(const FrameworkSettings& f);
 // else true for NeMo from container 24.09 (NeMo 2's FP8 precision recipes) and for torchtitan (its float8 guide's
 // enable_fsdp_float8_all_gather), false otherwise (docs/frameworks.md).
 bool fp8ParamGatherOf(const FrameworkSettings& f);
+// The FP8 recipes Megatron-core names (--fp8-recipe), and the plan's: "delayed" unless stated (Megatron-core's
+// default, TransformerConfig.fp8_recipe, and Transformer Engine's DelayedScaling before Blackwell).
+const std::vector<std::string>& fp8RecipeKinds();
+std::string fp8RecipeOf(const FrameworkSettings& f);
 // Whether AdamW runs as torch.optim's foreach implementation (_multi_tensor_adamw: one pass per op over every
 // tensor, about 84 B moved per fp32 parameter) rather than one fused kernel (28 B): stated, else true for torchtitan
 // before 2025 (foreach = not job_config.optimizer.fused until pytorch/torchtitan #881, 2025-02-24, made "fused" the
