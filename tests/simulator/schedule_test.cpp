@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace tessel::sim {
 namespace {
 
@@ -30,6 +32,47 @@ Plan pipelinePlan(int pp, int m, Schedule schedule, int vpp = 1) {
     p.globalBatch = m;
     p.schedule = schedule;
     return p;
+}
+
+// The dependency list keeps two inline and the rest on the heap, in order, through every operation the schedule
+// builder uses: push_back past the inline two, insert at the front and at the end, copy and move.
+TEST(DependencyList, KeepsOrderInlineAndOnTheHeap) {
+    auto dep = [](int i) { return Dependency{0, i, Dependency::When::End, 1.0, 0.0}; };
+    auto indices = [](const DependencyList& l) {
+        std::vector<int> out;
+        for (const Dependency& d : l) out.push_back(d.index);
+        return out;
+    };
+    DependencyList l;
+    EXPECT_TRUE(l.empty());
+    l.push_back(dep(1));
+    l.push_back(dep(2));
+    EXPECT_EQ(indices(l), (std::vector<int>{1, 2}));
+    l.insert(l.begin(), dep(0)); // the receive's send goes first (buildSchedule)
+    EXPECT_EQ(indices(l), (std::vector<int>{0, 1, 2}));
+    const std::vector<Dependency> more{dep(3), dep(4)};
+    l.insert(l.end(), more.begin(), more.end());
+    l.push_back(dep(5));
+    EXPECT_EQ(indices(l), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(l.size(), 6u);
+    EXPECT_EQ(l.front().index, 0);
+    EXPECT_EQ(l.back().index, 5);
+    EXPECT_EQ(l[3].index, 3);
+    EXPECT_EQ(l.end() - l.begin(), 6); // contiguous
+    DependencyList copy = l;
+    EXPECT_EQ(indices(copy), indices(l));
+    DependencyList moved = std::move(copy);
+    EXPECT_EQ(indices(moved), indices(l));
+    EXPECT_TRUE(copy.empty()); // NOLINT: a moved-from list is empty
+    DependencyList small;
+    small.push_back(dep(7));
+    small.insert(small.begin(), dep(6));
+    EXPECT_EQ(indices(small), (std::vector<int>{6, 7}));
+    moved = small; // back to inline
+    EXPECT_EQ(indices(moved), (std::vector<int>{6, 7}));
+    moved.push_back(dep(8));
+    EXPECT_EQ(indices(moved), (std::vector<int>{6, 7, 8}));
+    EXPECT_EQ(indices(small), (std::vector<int>{6, 7}));
 }
 
 TEST(ScheduleOrder, OneFOneBByHand) {

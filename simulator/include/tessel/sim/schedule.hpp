@@ -7,7 +7,9 @@
 #include "tessel/cost/plan.hpp"
 #include "tessel/cost/topology.hpp"
 
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::sim {
@@ -51,6 +53,108 @@ struct Dependency {
     double tailFraction = 0.0;
 };
 
+// The dependencies of one action. Most actions have none, one or two, so the first two live inside the action and
+// only a longer list (an optimizer step waiting on every stage's reductions) moves to the heap. Written by hand:
+// no library the project uses has a small-buffer vector (Boost's small_vector is not among its dependencies), and
+// growing a std::vector for each action's first and second dependency was 5% of a long search's instructions
+// (callgrind, docs/search.md). Contiguous, in insertion order, never shrinking.
+class DependencyList {
+public:
+    using value_type = Dependency;
+    using iterator = Dependency*;
+    using const_iterator = const Dependency*;
+
+    DependencyList() = default;
+    DependencyList(const DependencyList& o) { assign(o.begin(), o.end()); }
+    DependencyList(DependencyList&& o) noexcept : heap_(std::move(o.heap_)), size_(o.size_) {
+        if (size_ <= kInline)
+            for (size_t i = 0; i < size_; ++i) inline_[i] = o.inline_[i];
+        o.heap_.clear();
+        o.size_ = 0;
+    }
+    DependencyList& operator=(const DependencyList& o) {
+        if (this != &o) assign(o.begin(), o.end());
+        return *this;
+    }
+    DependencyList& operator=(DependencyList&& o) noexcept {
+        if (this == &o) return *this;
+        heap_ = std::move(o.heap_);
+        size_ = o.size_;
+        if (size_ <= kInline)
+            for (size_t i = 0; i < size_; ++i) inline_[i] = o.inline_[i];
+        o.heap_.clear();
+        o.size_ = 0;
+        return *this;
+    }
+
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    Dependency* begin() { return data(); }
+    Dependency* end() { return data() + size_; }
+    const Dependency* begin() const { return data(); }
+    const Dependency* end() const { return data() + size_; }
+    Dependency& operator[](size_t i) { return data()[i]; }
+    const Dependency& operator[](size_t i) const { return data()[i]; }
+    Dependency& front() { return data()[0]; }
+    const Dependency& front() const { return data()[0]; }
+    Dependency& back() { return data()[size_ - 1]; }
+    const Dependency& back() const { return data()[size_ - 1]; }
+
+    void push_back(const Dependency& d) {
+        if (size_ < kInline) {
+            inline_[size_++] = d;
+            return;
+        }
+        if (size_ == kInline) spill();
+        heap_.push_back(d);
+        ++size_;
+    }
+    // Inserts before `pos` (an iterator of this list), as std::vector::insert; [first, last) must not be of this list.
+    const Dependency* insert(const Dependency* pos, const Dependency& d) { return insert(pos, &d, &d + 1); }
+    template <typename It>
+    const Dependency* insert(const Dependency* pos, It first, It last) {
+        const size_t at = static_cast<size_t>(pos - data());
+        const size_t n = static_cast<size_t>(std::distance(first, last));
+        if (size_ + n <= kInline) {
+            for (size_t i = size_; i-- > at;) inline_[i + n] = inline_[i];
+            size_t k = at;
+            for (It it = first; it != last; ++it) inline_[k++] = *it;
+        } else {
+            if (size_ <= kInline) spill();
+            heap_.insert(heap_.begin() + static_cast<std::ptrdiff_t>(at), first, last);
+        }
+        size_ += n;
+        return data() + at;
+    }
+
+private:
+    // The elements are inline while there are at most kInline of them, all on the heap once there are more (the list
+    // never shrinks but by assignment).
+    static constexpr size_t kInline = 2;
+    Dependency* data() { return size_ <= kInline ? inline_ : heap_.data(); }
+    const Dependency* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+    void spill() {
+        heap_.reserve(2 * kInline);
+        heap_.assign(inline_, inline_ + size_);
+    }
+    template <typename It>
+    void assign(It first, It last) {
+        const size_t n = static_cast<size_t>(std::distance(first, last));
+        heap_.clear();
+        if (n <= kInline) {
+            size_t k = 0;
+            for (It it = first; it != last; ++it) inline_[k++] = *it;
+        } else {
+            heap_.assign(first, last);
+        }
+        size_ = n;
+    }
+
+    Dependency inline_[kInline];
+    std::vector<Dependency> heap_; // every element once there are more than kInline
+    size_t size_ = 0;
+};
+
 struct Action {
     ActionKind kind = ActionKind::Forward;
     int microBatch = -1;   // -1 for per-step actions (optimizer, per-step collectives)
@@ -65,7 +169,7 @@ struct Action {
     Primitive primitive = Primitive::AllReduce;
     double bytes = 0.0;
     int bucket = -1;       // gradient bucket within the chunk (one per layer), -1 otherwise
-    std::vector<Dependency> deps; // besides the previous action on the same stream
+    DependencyList deps; // besides the previous action on the same stream
     // The trace/measurement name: "forward", "send_activation", or the collective's name.
     std::string traceName() const;
 };
