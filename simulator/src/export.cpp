@@ -457,11 +457,12 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     } // fp32, cpu_fp32: Megatron's default, fp32 weights and gradients
     if (p.precision == "fp8") {
         // Transformer Engine FP8 as tessel models it: E4M3 forward, E5M2 gradients, the plan's scaling recipe
-        // (delayed unless it says; the amax history is delayed scaling's alone).
+        // (delayed unless it says; the amax history is delayed scaling's alone). --fp8-recipe is written only where
+        // the plan states one: Megatron-LM before it (2025) took delayed scaling and knew no such flag.
         arg("--transformer-impl", "transformer_engine");
         arg("--fp8-format", "hybrid");
         const std::string recipe = fp8RecipeOf(p.framework);
-        arg("--fp8-recipe", recipe);
+        if (p.framework.fp8Recipe) arg("--fp8-recipe", recipe);
         if (recipe == "delayed") {
             arg("--fp8-amax-history-len", "1024");
             arg("--fp8-amax-compute-algo", "max");

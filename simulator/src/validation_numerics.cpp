@@ -90,6 +90,9 @@ void readFp8Recipe(Reading& r, const std::string& prec) {
                  "costed as delayed scaling's cast");
     } else if (said(R"(delayed|fp8[ _-]ds\b)") || stated == "ds") {
         plan.framework.fp8Recipe = "delayed";
+    } else if (!stated.empty()) {
+        r.assume("plan/fp8_recipe \"" + text(r.pl, "fp8_recipe") + "\" names no scaling recipe tessel costs: read as "
+                 "delayed scaling, Megatron-core's default");
     }
 }
 } // namespace

@@ -448,6 +448,8 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     EXPECT_EQ(fp8RecipeOf(load(fp8).scenario.plan.framework), "tensorwise");
     fp8["plan"]["fp8_recipe"] = "cs"; // NeMo's and Megatron-Bridge's performance scripts' name
     EXPECT_TRUE(mentions(load(fp8).assumptions, "current scaling"));
+    fp8["plan"]["fp8_recipe"] = "custom"; // a recipe tessel has no costs for: said, not dropped
+    EXPECT_TRUE(mentions(load(fp8).assumptions, "names no scaling recipe tessel costs"));
     fp8["plan"].erase("fp8_recipe");
     // 4-bit training has no recipe: refused with the field named, never read as BF16.
     for (const char* fp4 : {"NVFP4", "MXFP4 (Transformer Engine)"}) {
