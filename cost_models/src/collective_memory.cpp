@@ -85,7 +85,8 @@ CollectiveLibraryMemory collectiveLibraryMemory(const ModelConfig& model, const 
     // The gradient group (dp x cp): its own communicator wherever it is not the whole world, and in Megatron-style
     // frameworks always (parallel_state.py makes every group with new_group); all-reduced without ZeRO, reduce-
     // scattered and gathered with it. Hybrid sharding adds the replicas' all-reduce.
-    if (gradGroup < plan.worldSize() || megatronStyle(f)) collective(plan.zeroStage == 0, gradGroup, plan.tp);
+    const bool megatron = megatronStyle(f); // once a call: the search asks for every stage of every plan
+    if (gradGroup < plan.worldSize() || megatron) collective(plan.zeroStage == 0, gradGroup, plan.tp);
     collective(true, plan.zeroReplicas, plan.tp * gradGroup / std::max(1, plan.zeroReplicas));
     if (model.moe && plan.ep > 1) {
         p2p(plan.ep - 1, plan.tp * plan.cp, plan.ep); // the dispatch and combine all-to-alls
@@ -100,12 +101,12 @@ CollectiveLibraryMemory collectiveLibraryMemory(const ModelConfig& model, const 
         // DeepSpeed's pipeline engine broadcasts the loss over its pipe group; torchtitan's gradient norm all-reduces
         // over its pipeline mesh dimension.
         const int ppStride = plan.tp * plan.cp * plan.dp;
-        if (megatronStyle(f) && model.tiedEmbeddings && end) collective(true, 2, ppStride * (plan.pp - 1));
-        if (f.name == "deepspeed" || !megatronStyle(f)) collective(true, plan.pp, ppStride);
+        if (megatron && model.tiedEmbeddings && end) collective(true, 2, ppStride * (plan.pp - 1));
+        if (f.name == "deepspeed" || !megatron) collective(true, plan.pp, ppStride);
     }
     // Megatron-style gradient norm (and DeepSpeed's fp16 overflow check) over the model-parallel group, tp x pp.
     // (tp ranks are adjacent; with pp > 1 the group spans the pipeline's stride)
-    if (megatronStyle(f)) collective(true, plan.tp * plan.pp, plan.pp > 1 ? plan.cp * plan.dp : 1);
+    if (megatron) collective(true, plan.tp * plan.pp, plan.pp > 1 ? plan.cp * plan.dp : 1);
 
     out.bytes = out.bytesPerConnection * (static_cast<double>(channels) * out.connectionsPerChannel + out.p2pChannels);
     return out;

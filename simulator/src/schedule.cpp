@@ -273,6 +273,8 @@ struct Builder {
 
 std::vector<Action> computeOrder(const Plan& plan, int microBatches, int stage) {
     std::vector<Action> out;
+    // A forward and a backward (or its two halves) for each micro-batch and chunk.
+    out.reserve(static_cast<size_t>(3) * static_cast<size_t>(std::max(microBatches, 0)) * static_cast<size_t>(std::max(plan.vpp, 1)));
     switch (plan.schedule) {
     case Schedule::Gpipe: gpipe(microBatches, out); break;
     case Schedule::OneFOneB: oneFOneB(microBatches, plan.pp, stage, out); break;
@@ -323,8 +325,17 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         list.stage = s;
         Builder b{model, plan, recipe, list.actions, s};
         const std::vector<Action> order = computeOrder(plan, m, s);
-        // Each compute action brings a few more (transfers, gathers, reductions): room for them once.
-        list.actions.reserve(order.size() * 3 + 16);
+        // Each compute action brings a few more (transfers, gathers, reductions), and each chunk's gradients up to a
+        // bucket a layer for each of its dense and expert parts (twice with hybrid sharding's all-reduce across
+        // replicas): room for them once, so the list is never moved while it grows.
+        // Under ZeRO-2 each backward reduces its chunk's layers bucket by bucket every micro-batch.
+        int stageLayers = 0, chunkLayersMax = 0;
+        for (int c = 0; c < v; ++c) {
+            stageLayers += layersOf(s, c);
+            chunkLayersMax = std::max(chunkLayersMax, layersOf(s, c));
+        }
+        const size_t perCompute = 3 + (plan.zeroStage == 2 ? 2 * static_cast<size_t>(chunkLayersMax) : 0);
+        list.actions.reserve(order.size() * perCompute + 16 + static_cast<size_t>(4 * stageLayers));
         // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
         std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
         for (int i = 0; i < static_cast<int>(order.size()); ++i) {
