@@ -175,7 +175,7 @@ StepStats Trainer::step(int stepIndex) {
                     if (plan.zeroStage == 1) m.writeShard(bk, shard, false);
                 }
             } else {
-                throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": unknown collective " + a.name);
+                throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": unknown collective " + std::string(a.name));
             }
             break;
         }

@@ -62,7 +62,7 @@ bool isTransfer(ActionKind k) {
            k == ActionKind::RecvGrad;
 }
 
-std::string Action::traceName() const { return kind == ActionKind::Collective ? name : toString(kind); }
+std::string Action::traceName() const { return kind == ActionKind::Collective ? std::string(name) : toString(kind); }
 
 const StageSchedule& ActionSchedule::forRank(int rank) const {
     return stages.at(static_cast<size_t>(rankCoords(plan, rank).pp));
@@ -222,13 +222,23 @@ struct ChunkParams {
     double expert = 0.0;
 };
 
-// Calls fn(parameters, group, name suffix) for the dense and the expert parameters of a chunk that have a
+// A collective's name for the dense or the expert part of a chunk's parameters: the literal chosen, so an action's name
+// is never a temporary (Action::name is a view).
+struct PartNames {
+    const char* dense;
+    const char* expert;
+    std::string_view of(bool expertPart) const { return expertPart ? expert : dense; }
+};
+constexpr PartNames kParamGather{"dp_all_gather_params", "dp_all_gather_params_expert"};
+constexpr PartNames kAcrossReplicas{"dp_all_reduce_grads_across_replicas", "dp_all_reduce_grads_across_replicas_expert"};
+
+// Calls fn(parameters, group, expert part) for the dense and the expert parameters of a chunk that have a
 // data-parallel group to talk to (dense: dp [x cp]; expert: dp/ep [x cp]); under hybrid sharding the group is
 // the replica's shard group (gathers and reduce-scatters stay inside it).
 template <typename Fn>
 void forEachShardedPart(const ChunkParams& c, const Plan& plan, Fn&& fn) {
-    if (c.dense > 0.0 && plan.dp * plan.cp > 1) fn(c.dense, zeroGroupKind(plan, false), "");
-    if (c.expert > 0.0 && plan.expertGradientGroup() > 1) fn(c.expert, zeroGroupKind(plan, true), "_expert");
+    if (c.dense > 0.0 && plan.dp * plan.cp > 1) fn(c.dense, zeroGroupKind(plan, false), false);
+    if (c.expert > 0.0 && plan.expertGradientGroup() > 1) fn(c.expert, zeroGroupKind(plan, true), true);
 }
 
 Action transfer(ActionKind kind, int mb, int chunk, int peer) {
@@ -256,10 +266,10 @@ struct Builder {
         out.push_back(std::move(a));
         return static_cast<int>(out.size()) - 1;
     }
-    Action collective(std::string name, GroupKind g, Primitive p, double bytes, int mb, int chunk, int bucket) const {
+    Action collective(std::string_view name, GroupKind g, Primitive p, double bytes, int mb, int chunk, int bucket) const {
         Action a;
         a.kind = ActionKind::Collective;
-        a.name = std::move(name);
+        a.name = name;
         a.group = g;
         a.primitive = p;
         a.bytes = bytes;
@@ -350,13 +360,13 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         // ... and FSDP's no_sync, which gathers every micro-batch but reduces once (fsdpReducesOncePerStep).
         const bool reducesOncePerStep = fsdpReducesOncePerStep(plan.framework, plan.pp, plan.zeroStage);
         std::set<int> gatheredChunks;
-        auto zero3Gather = [&](const Action& c, const char* name, bool prefetch) {
+        auto zero3Gather = [&](const Action& c, const PartNames& names, bool prefetch) {
             if (plan.zeroStage < 3) return -1;
             if (oncePerStep && (c.kind != ActionKind::Forward || !gatheredChunks.insert(c.chunk).second)) return -1;
             int last = -1;
             forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c.chunk), plan,
-                               [&](double params, GroupKind group, const char* suffix) {
-                                   Action g = b.collective(std::string(name) + suffix, group, Primitive::AllGather,
+                               [&](double params, GroupKind group, bool expertPart) {
+                                   Action g = b.collective(names.of(expertPart), group, Primitive::AllGather,
                                                            params * recipe.paramGatherBytes(), c.microBatch, c.chunk, -1);
                                    // Prefetch: the gather may start as soon as the previous compute starts.
                                    // Without (FSDP backward_prefetch=None: "no overlap", PyTorch FSDP docs),
@@ -383,13 +393,14 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         // first layer's gradients and ends no sooner than one layer's share of it after the backward).
         auto gradReduce = [&](int anchor, const Action& c, bool perMicroBatch, bool overlapped) {
             const Primitive prim = gradReducePrimitive(plan, recipe);
-            const char* name = prim == Primitive::AllReduce ? "dp_all_reduce_grads" : "dp_reduce_scatter_grads";
+            const PartNames names = prim == Primitive::AllReduce ? PartNames{"dp_all_reduce_grads", "dp_all_reduce_grads_expert"}
+                                                                 : PartNames{"dp_reduce_scatter_grads", "dp_reduce_scatter_grads_expert"};
             const int n = layersOf(s, c.chunk);
             const int buckets = plan.zeroStage >= 3 ? 1 : n;
             forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c.chunk), plan,
-                               [&](double params, GroupKind group, const char* suffix) {
+                               [&](double params, GroupKind group, bool expertPart) {
                                    for (int j = 0; j < buckets; ++j) {
-                                       Action r = b.collective(std::string(name) + suffix, group, prim,
+                                       Action r = b.collective(names.of(expertPart), group, prim,
                                                                params * recipe.gradReduceBytes() / buckets,
                                                                perMicroBatch ? c.microBatch : -1, c.chunk, j);
                                        if (buckets == 1 && overlapped && n > 1)
@@ -403,9 +414,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
                                        // replicas (FSDP HYBRID_SHARD's post-backward, Megatron-core's inter-instance
                                        // all-reduce), once the reduce-scatter is done.
                                        if (group == GroupKind::ZeroShard || group == GroupKind::ExpertZeroShard) {
-                                           const bool expertPart = group == GroupKind::ExpertZeroShard;
                                            const double shards = plan.zeroReduceGroupSize(expertPart);
-                                           Action ar = b.collective(std::string("dp_all_reduce_grads_across_replicas") + suffix,
+                                           Action ar = b.collective(kAcrossReplicas.of(expertPart),
                                                                     zeroGroupKind(plan, expertPart, true), Primitive::AllReduce,
                                                                     params * recipe.gradReduceBytes() / buckets / shards,
                                                                     perMicroBatch ? c.microBatch : -1, c.chunk, j);
@@ -420,8 +430,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         std::map<int, int> paramGatherOfChunk;
         if ((plan.zeroStage == 1 || plan.zeroStage == 2) && ov.overlapParamGather) {
             for (int c = 0; c < v; ++c)
-                forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c), plan, [&](double params, GroupKind group, const char* suffix) {
-                    Action g = b.collective(std::string("dp_all_gather_params") + suffix, group, Primitive::AllGather,
+                forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c), plan, [&](double params, GroupKind group, bool expertPart) {
+                    Action g = b.collective(kParamGather.of(expertPart), group, Primitive::AllGather,
                                             params * recipe.paramGatherBytes(), -1, c, -1);
                     paramGatherOfChunk[c] = b.add(std::move(g));
                 });
@@ -452,8 +462,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             // the current one computes); backward gathers are prefetched with backward_prefetch, and skipped
             // when parameters stay gathered from the forward (reshard_after_forward off: SHARD_GRAD_OP).
             const bool prefetched = fwd || ov.backwardPrefetch;
-            if (fwd) gather = zero3Gather(c, "zero3_all_gather_params_fwd", true);
-            else if (bwdInput && ov.reshardAfterForward) gather = zero3Gather(c, "zero3_all_gather_params_bwd", ov.backwardPrefetch);
+            if (fwd) gather = zero3Gather(c, {"zero3_all_gather_params_fwd", "zero3_all_gather_params_fwd_expert"}, true);
+            else if (bwdInput && ov.reshardAfterForward) gather = zero3Gather(c, {"zero3_all_gather_params_bwd", "zero3_all_gather_params_bwd_expert"}, ov.backwardPrefetch);
             if (recv >= 0) c.deps.push_back({s, recv, Dependency::When::End, 1.0});
             // Unprefetched, gather and compute alternate unit by unit; over the chunk that is the sum of the two,
             // which the chunk's compute waiting for its whole gather gives.
@@ -571,10 +581,10 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             const int opt = static_cast<int>(acts.size()) - 1;
             for (int c = 0; c < v; ++c) {
                 forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c), plan,
-                                   [&](double params, GroupKind group, const char* suffix) {
+                                   [&](double params, GroupKind group, bool expertPart) {
                                        Action g;
                                        g.kind = ActionKind::Collective;
-                                       g.name = std::string("dp_all_gather_params") + suffix;
+                                       g.name = kParamGather.of(expertPart);
                                        g.group = group;
                                        g.primitive = Primitive::AllGather;
                                        g.bytes = params * recipe.paramGatherBytes();

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <vector>
 
 namespace tessel::sim {
@@ -374,6 +376,46 @@ TEST(ScheduleContent, HybridShardingReducesInsideTheShardAndAllReducesAcrossRepl
         for (const auto& d : opt.deps)
             if (acts[static_cast<size_t>(d.index)].name == "dp_all_reduce_grads_across_replicas") ++waited;
         EXPECT_EQ(waited, allReduces) << "zero " << zero;
+    }
+}
+
+// Collective names are literals (Action::name is a view): the dense part's plain, the expert part's with "_expert", in
+// every ZeRO stage, with and without hybrid sharding, and the same text in two schedules built apart.
+TEST(ScheduleContent, ExpertPartsCarryTheirSuffixAndNamesAreTheSameLiteralsEachBuild) {
+    ModelConfig model = test::megatronStyleModel(4, 256, 4, 1000, 128);
+    model.moe = MoeConfig{8, 2, 512};
+    const std::set<std::string> bases{"zero3_all_gather_params_fwd", "zero3_all_gather_params_bwd", "dp_all_reduce_grads",
+                                      "dp_reduce_scatter_grads", "dp_all_reduce_grads_across_replicas", "dp_all_gather_params"};
+    for (int zero : {0, 1, 2, 3}) {
+        for (int replicas : {1, 2}) {
+            if (zero == 0 && replicas > 1) continue;
+            Plan p;
+            p.dp = 8;
+            p.ep = 2;
+            p.globalBatch = 16;
+            p.zeroStage = zero;
+            p.zeroReplicas = replicas;
+            p.framework.name = "megatron";
+            const ActionSchedule s = buildSchedule(model, p), again = buildSchedule(model, p);
+            int dense = 0, expert = 0;
+            const auto& acts = s.stages[0].actions;
+            for (size_t i = 0; i < acts.size(); ++i) {
+                const Action& a = acts[i];
+                if (a.kind != ActionKind::Collective) continue;
+                EXPECT_EQ(a.name, again.stages[0].actions[i].name);
+                const bool isExpert = a.group == GroupKind::ExpertDp || a.group == GroupKind::ExpertZeroShard ||
+                                      a.group == GroupKind::ExpertZeroReplica;
+                const std::string name(a.name);
+                const std::string suffix = "_expert";
+                const bool suffixed = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+                if (a.name == "embedding_grad_all_reduce") continue;
+                EXPECT_EQ(suffixed, isExpert) << name << " zero " << zero << " replicas " << replicas;
+                EXPECT_TRUE(bases.count(suffixed ? name.substr(0, name.size() - suffix.size()) : name)) << name;
+                ++(isExpert ? expert : dense);
+            }
+            EXPECT_GT(dense, 0) << "zero " << zero;
+            EXPECT_GT(expert, 0) << "zero " << zero;
+        }
     }
 }
 

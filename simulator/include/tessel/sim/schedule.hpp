@@ -9,6 +9,7 @@
 
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -164,7 +165,9 @@ struct Action {
     bool overlapsNext = false;
     int peerStage = -1;    // send/recv: the stage at the other end
     // Collectives only:
-    std::string name;      // the traffic name, e.g. "dp_reduce_scatter_grads", "zero3_all_gather_params_fwd"
+    // The traffic name, e.g. "dp_reduce_scatter_grads", "zero3_all_gather_params_fwd_expert": a view of a string
+    // literal (static storage, never a temporary), so that building and copying an action allocates nothing for it.
+    std::string_view name;
     GroupKind group = GroupKind::Dp;
     Primitive primitive = Primitive::AllReduce;
     double bytes = 0.0;
