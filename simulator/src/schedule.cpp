@@ -344,8 +344,12 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             stageLayers += layersOf(s, c);
             chunkLayersMax = std::max(chunkLayersMax, layersOf(s, c));
         }
-        const size_t perCompute = 3 + (plan.zeroStage == 2 ? 2 * static_cast<size_t>(chunkLayersMax) : 0);
-        list.actions.reserve(order.size() * perCompute + 16 + static_cast<size_t>(4 * stageLayers));
+        size_t backwards = 0;
+        for (const Action& c : order) backwards += c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
+        const size_t bucketsPerBackward = plan.zeroStage == 2 ? static_cast<size_t>(chunkLayersMax) * (model.moe ? 2 : 1) *
+                                                                    (plan.zeroReplicas > 1 ? 2 : 1)
+                                                              : 0;
+        list.actions.reserve(order.size() * 3 + backwards * bucketsPerBackward + 16 + static_cast<size_t>(4 * stageLayers));
         // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
         std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
         for (int i = 0; i < static_cast<int>(order.size()); ++i) {
