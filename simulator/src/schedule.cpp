@@ -335,28 +335,28 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
         list.stage = s;
         Builder b{model, plan, recipe, list.actions, s};
         const std::vector<Action> order = computeOrder(plan, m, s);
-        // Each compute action brings a few more (transfers, gathers, reductions), and each chunk's gradients up to a
-        // bucket a layer for each of its dense and expert parts (twice with hybrid sharding's all-reduce across
-        // replicas): room for them once, so the list is never moved while it grows.
-        // Under ZeRO-2 each backward reduces its chunk's layers bucket by bucket every micro-batch.
+        // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
+        std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
+        size_t backwards = 0;
+        for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+            const auto k = order[static_cast<size_t>(i)].kind;
+            if (k == ActionKind::Backward || k == ActionKind::BackwardWeight) {
+                lastGradOfChunk[order[static_cast<size_t>(i)].chunk] = i;
+                ++backwards;
+            }
+        }
+        // Room for the whole list once, so it is never moved while it grows: each compute action brings a few more
+        // (transfers, gathers), each chunk's per-step gradients up to a bucket a layer for each of its dense and expert
+        // parts (twice with hybrid sharding's all-reduce across replicas), and under ZeRO-2 every backward as many.
         int stageLayers = 0, chunkLayersMax = 0;
         for (int c = 0; c < v; ++c) {
             stageLayers += layersOf(s, c);
             chunkLayersMax = std::max(chunkLayersMax, layersOf(s, c));
         }
-        size_t backwards = 0;
-        for (const Action& c : order) backwards += c.kind == ActionKind::Backward || c.kind == ActionKind::BackwardWeight;
         const size_t bucketsPerBackward = plan.zeroStage == 2 ? static_cast<size_t>(chunkLayersMax) * (model.moe ? 2 : 1) *
                                                                     (plan.zeroReplicas > 1 ? 2 : 1)
                                                               : 0;
         list.actions.reserve(order.size() * 3 + backwards * bucketsPerBackward + 16 + static_cast<size_t>(4 * stageLayers));
-        // The last action per chunk that produces weight gradients, to anchor per-step DP reductions.
-        std::map<int, int> lastGradOfChunk; // chunk -> position in `order`
-        for (int i = 0; i < static_cast<int>(order.size()); ++i) {
-            const auto k = order[static_cast<size_t>(i)].kind;
-            if (k == ActionKind::Backward || k == ActionKind::BackwardWeight)
-                lastGradOfChunk[order[static_cast<size_t>(i)].chunk] = i;
-        }
         std::vector<int> gradCollectives;   // indices the optimizer waits for
         int previousCompute = -1;
         // FSDP under torchtitan's pipelining: each chunk gathered once a step, reduced once (fsdpGathersOncePerStep).
