@@ -68,9 +68,24 @@ OffloadReading readOffload(const nlohmann::json& pl) {
 } // namespace
 
 namespace {
+// A table of Megatron-Bridge's performance scripts from a 25.11 or later container: they name FP8 by its recipe
+// from 2025-11 (NVIDIA-NeMo/Megatron-Bridge#1279, scripts/performance/argument_parser.py: --compute_dtype bf16,
+// fp8_cs, fp8_mx, fp8_sc), with no delayed scaling among them, where --fp8_recipe had defaulted to ds; the tables
+// print MXFP8 and NVFP4 by name, so their plain "FP8" is fp8_cs.
+bool megatronBridgeNamesFp8ByRecipe(const Reading& r) {
+    const std::string who = lower(text(r.pl, "framework") + " " + r.source);
+    if (!std::regex_search(who, std::regex(R"(megatron[ _-]?bridge)"))) return false;
+    std::smatch m;
+    const std::string version = r.c.scenario.plan.framework.version;
+    if (!std::regex_search(version, m, std::regex(R"(^\s*([0-9]{2})\.([0-9]{2}))"))) return false;
+    const int yy = std::stoi(m[1]), mm = std::stoi(m[2]);
+    return yy > 25 || (yy == 25 && mm >= 11);
+}
+
 // Transformer Engine's FP8 scaling recipe, from the words of the record's precision or its plan's fp8_recipe:
 // Megatron-core's names (tensorwise, delayed, mxfp8, blockwise), NeMo's and Megatron-Bridge's (cs, ds, mx, ss; the
-// performance tables' FP8-CS, FP8-DS, MXFP8) and TE's class names. Unstated, it is Megatron-core's default, delayed.
+// performance tables' FP8-CS, FP8-DS, MXFP8) and TE's class names. Unstated, it is Megatron-core's default, delayed,
+// except in Megatron-Bridge's tables from 25.11 on (megatronBridgeNamesFp8ByRecipe), current scaling.
 void readFp8Recipe(Reading& r, const std::string& prec) {
     const std::string stated = lower(text(r.pl, "fp8_recipe"));
     const std::string words = prec + " " + stated;
@@ -93,6 +108,11 @@ void readFp8Recipe(Reading& r, const std::string& prec) {
     } else if (!stated.empty()) {
         r.assume("plan/fp8_recipe \"" + text(r.pl, "fp8_recipe") + "\" names no scaling recipe tessel costs: read as "
                  "delayed scaling, Megatron-core's default");
+    } else if (megatronBridgeNamesFp8ByRecipe(r)) {
+        plan.framework.fp8Recipe = "tensorwise";
+        r.assume("FP8 in a Megatron-Bridge table of " + plan.framework.version + ": fp8_cs, current scaling (its "
+                 "performance scripts name FP8 by recipe from 25.11, delayed scaling not among them; MXFP8 and NVFP4 "
+                 "are printed by name): each cast reads its input once more for the tensor's amax");
     }
 }
 } // namespace

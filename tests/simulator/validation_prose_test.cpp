@@ -3,6 +3,7 @@
 #include "validation_support.hpp"
 
 #include "../../simulator/src/validation_prose.hpp"
+#include "tessel/cost/framework.hpp"
 #include "tessel/sim/simulate.hpp"
 
 #include <gtest/gtest.h>
@@ -568,6 +569,38 @@ TEST(ValidationProse, LayerPatternsReadMegatronsListExpressions) {
     EXPECT_EQ(layerPattern("([1]*3+[0]*1)*2"), (std::vector<int>{1, 1, 1, 0, 1, 1, 1, 0}));
     for (const char* bad : {"", "2", "[2]", "[0]*", "([0]*3", "[0]+", "[0]*99999999", "import os"})
         EXPECT_FALSE(layerPattern(bad).has_value()) << bad;
+}
+
+// A plain "FP8" in Megatron-Bridge's performance tables is the recipe its scripts ran: delayed scaling until 25.09
+// (--fp8_recipe defaulted to ds), current scaling from 25.11 (--compute_dtype fp8_cs, fp8_mx or fp8_sc, no delayed
+// scaling among them). The table's version decides, and only for Megatron-Bridge's tables: NeMo 24.07's FP8 and
+// Megatron-LM's stay delayed, and a recipe the record names stays that recipe.
+TEST(ValidationProse, MegatronBridgeTablesFp8IsCurrentScalingFrom2511) {
+    nlohmann::json r = test::llama405(8192, 1, 8192);
+    r["system"]["precision"] = "FP8";
+    r["plan"]["framework"] = "Megatron-Bridge";
+    auto recipeAt = [&](const char* version) {
+        r["plan"]["framework_version"] = version;
+        return fp8RecipeOf(load(r).scenario.plan.framework);
+    };
+    EXPECT_EQ(recipeAt("25.09"), "delayed");
+    EXPECT_EQ(recipeAt("25.11"), "tensorwise");
+    EXPECT_EQ(recipeAt("26.02"), "tensorwise");
+    EXPECT_EQ(recipeAt("27.01"), "tensorwise");
+    EXPECT_TRUE(mentions(load(r).assumptions, "fp8_cs, current scaling"));
+    r["system"]["precision"] = "MXFP8"; // named: kept
+    EXPECT_EQ(recipeAt("26.02"), "mxfp8");
+    r["system"]["precision"] = "FP8";
+    // The table named in the source, the framework given as NeMo (its containers run Megatron-Bridge's scripts).
+    r["plan"]["framework"] = "NeMo";
+    r["source"] = "NVIDIA-NeMo/Megatron-Bridge, docs/performance-summary-archive.md: '26.04.01 NeMo Container'";
+    EXPECT_EQ(recipeAt("26.04"), "tensorwise");
+    r["source"] = "NVIDIA NeMo performance summary";
+    EXPECT_EQ(recipeAt("24.07"), "delayed");
+    EXPECT_EQ(recipeAt("26.04"), "delayed"); // not Megatron-Bridge's table: Megatron-core's default
+    r["plan"]["framework"] = "Megatron-LM";
+    r["plan"]["framework_version"] = "core_r0.13.0";
+    EXPECT_EQ(fp8RecipeOf(load(r).scenario.plan.framework), "delayed");
 }
 
 } // namespace
