@@ -181,6 +181,7 @@ std::vector<std::string> errorBandValidationFiles() {
     for (const char* check : {"check_nemo_h100_fp8.json", "check_torchtitan_h100.json", "check_mpt_llm_foundry.json",
                               "check_megatron_lm_h100.json", "check_megatron_bridge_b200_fp8.json",
                               "check_megatron_bridge_gb200_fp8.json", "check_megatron_bridge_gb300_fp8.json",
+                              "check_megatron_bridge_2026.json",
                               "check_dgxc_h100.json",
                               "check_bigscience_bloom.json", "check_eleutherai_gpt_neox.json",
                               "check_torchtitan_h200.json", "check_dgxc_405b_2505.json",

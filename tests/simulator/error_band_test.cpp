@@ -220,7 +220,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 22u); // the shared runs and tessel's twenty-one check sets of published runs
+    ASSERT_EQ(files.size(), 23u); // the shared runs and tessel's twenty-two check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -304,14 +304,15 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(h200.has_value());
     EXPECT_EQ(h200->kind, "all published runs");
     // The B300 has no runs either, but its dense rates and preset's figures are the B200's: a B300 plan is shown the
-    // B200 runs' band (8% where the fallback says 4%). The GB300 has runs of its own (Megatron-Bridge's five,
-    // check_megatron_bridge_gb300_fp8.json), so its own family's band, not its sibling's.
+    // B200 runs' band (8% where the fallback says 4%). The GB300 has runs of its own (Megatron-Bridge's, in
+    // check_megatron_bridge_gb300_fp8.json and check_megatron_bridge_2026.json), so a band of its own, not its
+    // sibling's: since the 2026 set, enough Megatron-style ones for the kind's band, not only the family's.
     const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p);
     ASSERT_TRUE(b300.has_value());
     EXPECT_EQ(b300->kind, gpuFamilyKind("B200"));
     const auto gb300 = errorBandFor(test::clusterPreset("gb300-nvl72"), p);
     ASSERT_TRUE(gb300.has_value());
-    EXPECT_EQ(gb300->kind, gpuFamilyKind("GB300"));
+    EXPECT_EQ(gb300->kind, "GB300 / Megatron-style");
     EXPECT_EQ(siblingGpuFamily("GB300"), "GB200");
     EXPECT_EQ(siblingGpuFamily("H200"), ""); // a family of its own, whose runs are not the H100's
     EXPECT_EQ(gpuFamily("AMD Instinct MI350X OAM (288 GB HBM3E)"), "MI350X");
