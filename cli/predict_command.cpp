@@ -231,7 +231,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << "power curve at the layer's tensor-core duty " << fixed(p.layer.tensorDuty, 2);
         // A part held to another power limit than the curve's runs a throttled block's clock where its draw meets it.
         if (const double scale = s.cluster.gpu.powerLimitShareScale(); scale != 1.0)
-            out << ", measured at " << fixed(s.cluster.gpu.sustainedSharePower->measuredAtWatts, 0) << " W and moved to this part's "
+            out << ", the curve's " << fixed(s.cluster.gpu.sustainedSharePower->measuredAtWatts, 0) << " W moved to this part's "
                 << fixed(s.cluster.gpu.powerLimitWatts, 0) << " W limit: x" << fixed(scale, 3);
         out << ")";
     }

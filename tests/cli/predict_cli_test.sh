@@ -290,12 +290,23 @@ assert g['deepspeed'] >= 2e9 and g['deepspeed'] > g['fsdp'], g" ; check "DeepSpe
 P="--model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --micro-batch 2 --global-batch 16 --zero 3 --sequence-parallel off"
 "$TESSEL" predict $P --json >"$tmp/pl700.json" 2>/dev/null; check "predict at the curve's own limit" $?
 "$TESSEL" predict $P --power-limit 500 >"$tmp/pl500.out" 2>&1; check "predict at 500 W" $?
-check "says the limit and the factor" "$(contains "$tmp/pl500.out" 'moved to this part.s 500 W limit: x0.844')"
+check "says the limit and the factor" "$(contains "$tmp/pl500.out" "the curve's 700 W moved to this part.s 500 W limit: x0.844")"
 "$TESSEL" predict $P --power-limit 500 --json >"$tmp/pl500.json" 2>/dev/null
 python3 -c "
 import json
 a, b = (json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('pl700', 'pl500'))
 assert 1.05 < b / a < 1.2, (a, b)" ; check "500 W is slower by the tensor-core share" $?
+# The GB300 preset runs the GB200's curve and rated clocks at its own 1400 W (gb300-nvl72.json): said, with the
+# factor, and the same plan faster than on the GB200, by at most that factor.
+G="--model llama3-8b --nodes 1 --gpus-per-node 8 --tp 1 --pp 1 --dp 8 --micro-batch 2 --global-batch 128 --sequence-parallel off --precision fp8"
+"$TESSEL" predict $G --cluster gb300-nvl72 >"$tmp/gb300.out" 2>&1; check "predict on the GB300" $?
+check "says the curve's 1200 W and its 1400 W" "$(contains "$tmp/gb300.out" "the curve's 1200 W moved to this part.s 1400 W limit: x1.074")"
+"$TESSEL" predict $G --cluster gb300-nvl72 --json >"$tmp/gb300.json" 2>/dev/null
+"$TESSEL" predict $G --cluster gb200-nvl72 --json >"$tmp/gb200.json" 2>/dev/null
+python3 -c "
+import json
+a, b = (json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('gb200', 'gb300'))
+assert 1.0 < a / b <= 1.075, (a, b)" ; check "the GB300's 1400 W: faster than the GB200, by at most its factor" $?
 "$TESSEL" predict --model llama3-8b --cluster dgx-a100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --sequence-parallel off --power-limit 300 \
     >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "a GPU without the power law refuses the limit" $([ $rc -eq 2 ]; echo $?)
