@@ -405,36 +405,6 @@ double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, co
     return e * (inputs + outputGrads);
 }
 
-double inFlightMicroBatches(const Plan& plan, int stage) {
-    const double m = plan.microBatchesPerStep();
-    const double p = plan.pp;
-    switch (plan.schedule) {
-    case Schedule::Gpipe: return m;
-    case Schedule::OneFOneB:
-    case Schedule::ZeroBubble: return std::min(m, p - stage);
-    case Schedule::Interleaved1F1B: {
-        const double v = plan.vpp;
-        // Megatron-LM schedules.py: num_warmup_microbatches = (p - rank - 1) * 2 + (v - 1) * p, then one
-        // more enters before the first backward frees one; counted in model chunks of L/(p v) layers.
-        // With m == p Megatron before core 0.10 ran every forward first (interleavedAllForwardsFirstWhenMEqualsP).
-        const bool allFirst = m == p && interleavedAllForwardsFirstWhenMEqualsP(plan.framework);
-        const double chunks = allFirst ? m * v : std::min(m * v, (p - stage - 1.0) * 2.0 + (v - 1.0) * p + 1.0);
-        return chunks / v;
-    }
-    case Schedule::DualPipeV:
-        // PyTorch's ScheduleDualPipeV (DeepSeek's DualPipe cut in half), m >= 2 p: every rank's peak is 2 p + 1
-        // chunk forwards not yet through their input-gradient backward (the DualPipe README's "PP + 1" in its
-        // units), counted in model chunks of L / (2 p) layers.
-        return (2.0 * p + 1.0) / 2.0;
-    case Schedule::ZeroBubbleV:
-        // PyTorch's ScheduleZBVZeroBubble (padded to 2p - 1 micro-batches, the extra ones dropped): min(m + s + 1,
-        // 2m, 2p) chunk forwards not yet through their input-gradient backward at stage s's peak (found by running
-        // the order, the ZB paper's "same peak as 1F1B" at m >= 2p - 1), in chunks of L / (2p) layers.
-        return std::min({m + stage + 1.0, 2.0 * m, 2.0 * p}) / 2.0;
-    }
-    return m;
-}
-
 double modelStateBytesPerParameter(const PrecisionRecipe& recipe, int zeroStage, int shards) {
     const double n = shards;
     return recipe.weightBytes / shardDivisor(zeroStage >= 3, n) + recipe.gradBytes / shardDivisor(zeroStage >= 2, n) +
@@ -567,6 +537,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // up to s sets of what the W pass needs; the peak is right after a forward, right after a B pass (before
     // the oldest W runs), or inside a B pass.
     const bool zeroBubble = plan.schedule == Schedule::ZeroBubble;
+    // Chunks of unequal layers under the interleaved schedule (inFlightLayers): on the last rank the stash may peak
+    // while no pass of the output layer is alive (its chunk holding fewer layers); both moments are costed below.
+    const InFlightLayers walk = layersPerStage > 0 ? inFlightLayers(model, plan, stage) : InFlightLayers{};
     const double pendingW = zeroBubble ? std::min<double>(stage, m) : 0.0;
     if (zeroBubble) {
         const double wSet = layersPerStage * t.weightGradientSet + (last ? e * T * h : 0.0);
@@ -574,7 +547,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
                                         stored(std::max(st.inFlight - 1.0, 0.0)) + std::min(pendingW + 1.0, m) * wSet,
                                         stored(st.inFlight) + pendingW * wSet + t.duringBackwardInput});
     } else {
-        st.activationsBytes = stored(st.inFlight);
+        // Chunks of unequal layers under the interleaved schedule: the in-flight passes weighted by their chunks'
+        // layers (peakInFlightLayers), in the stage's micro-batches.
+        st.activationsBytes = stored(layersPerStage > 0 ? (last && walk.interleavedWalk ? walk.withHead : peakInFlightLayers(model, plan, stage)) /
+                                                              layersPerStage
+                                                        : st.inFlight);
     }
     // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
     // backwards run first and free at least a layer's activations before the first rebuild.
@@ -582,6 +559,10 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         st.activationsBytes += denseHere > 0 ? std::max(t.layerFullActivations, t.denseLayerFullActivations) : t.layerFullActivations;
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
     if (plan.holdsEmbedding(stage)) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
+    // A first stage of no transformer layer (FORMULAS.md §5.4): the embedding's output [Tsp, h], alive until it is
+    // sent (and in the backward the gradient received for it), is all it adds; a stage with layers stashes it as its
+    // first layer's input.
+    if (plan.holdsEmbedding(stage) && layersPerStage == 0 && !last) st.activationsBytes += e * Tsp * h;
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.
     const double headInFlight = plan.schedule == Schedule::Gpipe ? m : zeroBubble ? std::min(pendingW + 1.0, m) : 1.0;
     if (last) st.activationsBytes += headInFlight * ((t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
@@ -713,6 +694,16 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (last && plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage &&
         crossEntropyOf(plan.framework) != "fused_linear") // the fused loss's stage outputs its loss, no logits
         o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLocal;
+    // The last rank of an interleaved schedule whose chunks differ: the stash with an output-layer pass alive (its head
+    // state and logits, as counted above), or a larger stash while none is (inFlightLayers); the larger moment is the peak.
+    if (last && walk.interleavedWalk && walk.withoutHead > walk.withHead && !plan.offloads()) {
+        const double perLayerStored = perMicroBatch / layersPerStage;
+        const double alone = walk.withoutHead * perLayerStored;
+        if (alone > st.activationsBytes + o.logitsLossBytes) {
+            st.activationsBytes = alone;
+            o.logitsLossBytes = 0.0;
+        }
+    }
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),
     // plus three [T, h] (the all-gathered output gradient, the re-gathered norm input for dW and the partial
@@ -721,6 +712,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // executor's Buffers peak; PyTorch autograd keeps the same tensors alive at that point.
     if (!model.moe && st.layers > 0)
         o.backwardWorkingBytes = e * T * ((model.activation == Activation::Swiglu ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
+    // A stage of no transformer layer: the embedding's backward makes its weight gradient dense, [V/tp, h] (and the
+    // learned positions'), in the parameters' dtype, before it is added into the gradient buffer (PyTorch's
+    // embedding_dense_backward; Megatron-core's grad hook adds param.grad into main_grad and frees it); the output
+    // layer's alone, the three [T, h] of a layer's set: the gathered norm output, the head's input gradient and the
+    // norm's input gradient (its weight gradient goes into the buffer directly, gradient-accumulation fusion).
+    if (st.layers == 0)
+        o.backwardWorkingBytes = plan.holdsEmbedding(stage) && !last ? recipe.weightBytes * embeddingParameters(model, plan) : 3.0 * e * T * h;
     // A trainer's metrics over the logits (train_metric_losses, FORMULAS.md §3.4) run after the micro-batch's
     // backward has freed its activations, head state and transients: the logits, still held in the trainer's
     // outputs, beside one metric's fp32 copy and log-softmax (4 + 4 B a logit). Where that phase needs more than

@@ -106,6 +106,18 @@ std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firs
     return out;
 }
 
+std::vector<int> endsOnlySplit(int layers, int pp, int vpp) {
+    const int slots = pp * vpp;
+    if (pp < 2 || layers >= slots || layers + 2 < slots) return {};
+    // Megatron-core get_num_layers_to_build: (layers + 2) / (pp vpp) a virtual stage, one fewer on the first
+    // (the embedding's) and the last (the loss's). One layer short of that (layers + 1 = pp vpp) goes to the
+    // embedding's stage, the lighter end.
+    std::vector<int> out(static_cast<size_t>(slots), 1);
+    out.front() = layers + 2 - slots;
+    out.back() = 0;
+    return out;
+}
+
 std::vector<int> firstLastChunkLayers(int layers, int pp, int vpp, int first, int last) {
     if (pp < 2 || vpp < 1) return {};
     int rest = layers, ranks = pp;
@@ -130,6 +142,10 @@ std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && model.layers >= p * v)
         return balancedPipelineLayers(model.layers, p, v, p > 1 ? 1.0 : 0.0, p > 1 ? 1.0 + model.mtpLayers : 0.0,
                                       plan.vShape());
+    if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && !plan.vShape()) {
+        const std::vector<int> ends = endsOnlySplit(model.layers, p, v);
+        if (!ends.empty()) return ends;
+    }
     if (plan.pipelineSplit == PipelineSplit::Balanced && model.layers >= p * v) {
         const std::vector<int>& cached = plan.resolvedPipelineLayers;
         if (cached.size() == static_cast<size_t>(p * v) && std::accumulate(cached.begin(), cached.end(), 0) == model.layers)

@@ -284,8 +284,12 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
         } else {
             for (size_t i = 0; i < layers->size(); ++i) {
                 const auto& v = (*layers)[i];
-                if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > L::layers)
-                    problems.add(where + "/" + std::to_string(i), "must be an integer >= 1 (layers of virtual stage " + std::to_string(i) + ")");
+                // 0 only at the ends, the embedding's or the output layer's virtual stage (validatePipelineSplit).
+                const bool end = layers->size() > 1 && (i == 0 || i + 1 == layers->size());
+                if (!v.is_number_integer() || v.get<int64_t>() < (end ? 0 : 1) || v.get<int64_t>() > L::layers)
+                    problems.add(where + "/" + std::to_string(i), "must be an integer >= " + std::string(end ? "0" : "1") +
+                                                                      " (layers of virtual stage " + std::to_string(i) +
+                                                                      (end ? "; 0 leaves it the embedding or the output layer alone)" : ")"));
                 else
                     p.pipelineLayers.push_back(v.get<int>());
             }
@@ -440,7 +444,7 @@ int64_t paddedVocab(const ModelConfig& model, const Plan& plan) {
 namespace {
 
 // The pipeline split (FORMULAS.md §5.4): one way of stating it, and one that gives every virtual stage at least
-// one layer and sums to the model's layers.
+// one layer, the embedding's and the output layer's excepted, and sums to the model's layers.
 void validatePipelineSplit(const ModelConfig& model, const Plan& plan, const std::string& ptr, ProblemList& problems) {
     auto n = [](int64_t v) { return std::to_string(v); };
     const int p = plan.pp, v = plan.vpp, virtualStages = p * v;
@@ -458,7 +462,19 @@ void validatePipelineSplit(const ModelConfig& model, const Plan& plan, const std
             return;
         }
         int64_t sum = 0;
-        for (int c : plan.pipelineLayers) sum += c;
+        for (size_t u = 0; u < plan.pipelineLayers.size(); ++u) {
+            const int c = plan.pipelineLayers[u];
+            sum += c;
+            // Only the virtual stages that hold the embedding or the output layer and loss may hold no layer
+            // (Megatron-core's layouts "E|..." and "...|L"); a V schedule puts both on rank 0, which would run
+            // no layer of its own.
+            const bool end = u == 0 || u + 1 == plan.pipelineLayers.size();
+            if (c < 0 || (c == 0 && (!end || plan.vShape())))
+                problems.add(where + "/" + n(static_cast<int64_t>(u)),
+                             c < 0 ? "must be >= 0" : plan.vShape() ? "must be >= 1 under a V schedule (both ends are on rank 0)"
+                                                                 : "must be >= 1: only the first and the last virtual stages (the embedding's "
+                                                                   "and the output layer's) may hold no transformer layer");
+        }
         if (sum != model.layers)
             problems.add(where, "sums to " + n(sum) + " layers, but the model has " + n(model.layers));
         return;
@@ -482,9 +498,20 @@ void validatePipelineSplit(const ModelConfig& model, const Plan& plan, const std
                                     " of " + n(model.layers) + " layers evenly (Megatron-LM's rule)");
         return;
     }
+    if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && !endsOnlySplit(model.layers, p, v).empty()) {
+        if (plan.vShape())
+            problems.add(ptr + "/pipeline_split", "ends_as_layers with fewer layers (" + n(model.layers) + ") than pp x vpp = " +
+                                                     n(virtualStages) + " virtual stages would leave rank 0 of a V schedule "
+                                                     "without a transformer layer");
+        return;
+    }
     if (model.layers < virtualStages) {
         problems.add(plan.vpp > 1 ? ptr + "/vpp" : ptr + "/pp", "pp x vpp = " + n(virtualStages) + " virtual stages, but the model has only " +
-                                                                  n(model.layers) + " layers");
+                                                                  n(model.layers) + " layers" +
+                                                                  (p > 1 && model.layers + 2 >= virtualStages
+                                                                       ? " (pipeline_split \"ends_as_layers\" gives the embedding and the loss a "
+                                                                         "virtual stage each)"
+                                                                       : ""));
         return;
     }
     if (plan.pipelineSplit == PipelineSplit::Even && model.layers % virtualStages != 0)

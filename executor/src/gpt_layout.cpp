@@ -261,14 +261,14 @@ bool GptModel::chunkHasEmbedding(int chunk) const { return impl_->chunks.at(stat
 bool GptModel::chunkHasHead(int chunk) const { return impl_->chunks.at(static_cast<size_t>(chunk)).head; }
 int64_t GptModel::hiddenRows() const { return impl_->Tl; }
 
-int GptModel::bucketsPerChunk() const {
-    const auto& c = impl_->chunks.front();
-    return c.lastLayer - c.firstLayer;
+int GptModel::bucketsPerChunk(int chunk) const {
+    const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
+    return std::max(1, c.lastLayer - c.firstLayer);
 }
 
 std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) const {
     const auto& c = impl_->chunks.at(static_cast<size_t>(chunk));
-    const int n = c.lastLayer - c.firstLayer;
+    const int n = std::max(1, c.lastLayer - c.firstLayer); // buckets
     std::vector<int> out;
     const int layer = c.lastLayer - 1 - bucket;
     for (int i = 0; i < static_cast<int>(params_.size()); ++i) {

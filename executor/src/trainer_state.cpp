@@ -94,7 +94,7 @@ Trainer::Impl::Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, 
                                 holders.push_back(&bk);
             }
         } else {
-            for (int j = 0; j < gpt.bucketsPerChunk(); ++j) addBuckets(chunk, j, gpt.bucketParameters(chunk, j, false));
+            for (int j = 0; j < gpt.bucketsPerChunk(chunk); ++j) addBuckets(chunk, j, gpt.bucketParameters(chunk, j, false));
         }
     }
     if (ctx.plan.zeroStage >= 1 && mixedPrecision()) {

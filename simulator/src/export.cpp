@@ -190,7 +190,7 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
     const int chunks = p * v;
     if (!r.even && chunks > 1 && (model.layers + 2) % chunks == 0) {
         const int k = (model.layers + 2) / chunks;
-        bool ends = k >= 2;
+        bool ends = k >= 1; // k = 1: the embedding and the loss alone in their virtual stages (Megatron-Bridge's 405B)
         for (int i = 0; i < chunks && ends; ++i)
             ends = counts[static_cast<size_t>(i)] == (i == 0 || i == chunks - 1 ? k - 1 : k);
         r.endsAsLayers = ends;

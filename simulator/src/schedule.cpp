@@ -353,7 +353,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             stageLayers += layersOf(s, c);
             chunkLayersMax = std::max(chunkLayersMax, layersOf(s, c));
         }
-        const size_t bucketsPerBackward = plan.zeroStage == 2 ? static_cast<size_t>(chunkLayersMax) * (model.moe ? 2 : 1) *
+        const size_t bucketsPerBackward = plan.zeroStage == 2 ? static_cast<size_t>(std::max(1, chunkLayersMax)) * (model.moe ? 2 : 1) *
                                                                     (plan.zeroReplicas > 1 ? 2 : 1)
                                                               : 0;
         list.actions.reserve(order.size() * 3 + backwards * bucketsPerBackward + 16 + static_cast<size_t>(4 * stageLayers));
@@ -400,7 +400,8 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
             const PartNames names = prim == Primitive::AllReduce ? PartNames{"dp_all_reduce_grads", "dp_all_reduce_grads_expert"}
                                                                  : PartNames{"dp_reduce_scatter_grads", "dp_reduce_scatter_grads_expert"};
             const int n = layersOf(s, c.chunk);
-            const int buckets = plan.zeroStage >= 3 ? 1 : n;
+            // (A chunk of no layer, the embedding or the output layer alone, reduces its one tensor as one bucket.)
+            const int buckets = plan.zeroStage >= 3 ? 1 : std::max(1, n);
             forEachShardedPart(chunkParams(model, plan, chunkLayers, s, c.chunk), plan,
                                [&](double params, GroupKind group, bool expertPart) {
                                    for (int j = 0; j < buckets; ++j) {
@@ -708,6 +709,22 @@ std::vector<std::string> checkSchedule(const ActionSchedule& sched) {
         if (std::abs(inFlight - model) > 1e-9)
             problems.push_back("stage " + std::to_string(s) + ": " + std::to_string(inFlight) +
                                " micro-batches in flight, the memory model counts " + std::to_string(model));
+        // With chunks of unequal layers, the layers in flight at the peak (the order's, against the memory model's
+        // walk of the same schedule).
+        if (plan.schedule == Schedule::Interleaved1F1B && sched.chunkLayers.size() == static_cast<size_t>(p * v)) {
+            std::vector<int> layersOf(static_cast<size_t>(v));
+            for (int c = 0; c < v; ++c) layersOf[static_cast<size_t>(c)] = sched.layersOf(s, c);
+            double live = 0.0, peakLayers = 0.0;
+            for (const auto& a : acts) {
+                if (a.kind == ActionKind::Forward) peakLayers = std::max(peakLayers, live += layersOf[static_cast<size_t>(a.chunk)]);
+                else if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) live -= layersOf[static_cast<size_t>(a.chunk)];
+            }
+            const InFlightLayers walk = inFlightLayers(plan, layersOf, s);
+            const double modelLayers = std::max(walk.withHead, walk.withoutHead);
+            if (std::abs(peakLayers - modelLayers) > 1e-9)
+                problems.push_back("stage " + std::to_string(s) + ": " + std::to_string(peakLayers) +
+                                   " layers in flight at the peak, the memory model counts " + std::to_string(modelLayers));
+        }
     }
     for (const auto& [key, balance] : transfers)
         if (balance != 0)

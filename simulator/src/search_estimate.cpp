@@ -79,7 +79,10 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (model.ffnHidden % plan.tp != 0) return Reason::TpFfn;
     if (model.moe && (model.moe->expertFfnHidden % plan.expertTp() != 0 || model.moe->sharedFfnHidden % plan.tp != 0))
         return Reason::TpExpertFfn;
-    if (model.layers < plan.pp * plan.vpp) return Reason::Layers;
+    // (A listed split, and ends_as_layers down to layers + 2 = pp x vpp, may leave the two end stages no layer.)
+    const bool endsOnly = plan.pipelineSplit == PipelineSplit::EndsAsLayers && !plan.vShape() &&
+                          !endsOnlySplit(model.layers, plan.pp, plan.vpp).empty();
+    if (model.layers < plan.pp * plan.vpp && plan.pipelineLayers.empty() && !endsOnly) return Reason::Layers;
     if (model.layers % (plan.pp * plan.vpp) != 0 && plan.pipelineSplit == PipelineSplit::Even && plan.pipelineLayers.empty() &&
         plan.firstStageLayers <= 0 && plan.lastStageLayers <= 0)
         return Reason::Layers;

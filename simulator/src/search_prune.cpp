@@ -166,8 +166,11 @@ struct Pruner {
                         code.schedule = static_cast<uint8_t>(sch);
                         code.vpp = vpp;
                         const bool uneven = space.unevenSplits && model.layers % (it.pp * vpp) != 0;
-                        code.split = uneven ? 1 : 0;
-                        plan.pipelineSplit = uneven ? PipelineSplit::Balanced : PipelineSplit::Even;
+                        // More virtual stages than layers (at most two more): the embedding and the loss each take
+                        // one, as Megatron-core's account-for-embedding/loss split does.
+                        const bool endsOnly = uneven && model.layers < it.pp * vpp;
+                        code.split = endsOnly ? 2 : uneven ? 1 : 0;
+                        plan.pipelineSplit = endsOnly ? PipelineSplit::EndsAsLayers : uneven ? PipelineSplit::Balanced : PipelineSplit::Even;
                         plan.resolvedPipelineLayers.clear();
                         acc.considered += perRc;
                         const Reason reason = fastReason(model, ctx.gpus, plan, ctx.precisionOk);

@@ -347,7 +347,7 @@ Plan toPlan(const Space& s, const PlanCode& c) {
     p.rankOrder = allRankOrders()[c.order];
     p.globalBatch = c.globalBatch;
     setOffload(p, c.offload);
-    p.pipelineSplit = c.split ? PipelineSplit::Balanced : PipelineSplit::Even;
+    p.pipelineSplit = c.split == 2 ? PipelineSplit::EndsAsLayers : c.split ? PipelineSplit::Balanced : PipelineSplit::Even;
     p.pipelineLayers.clear();
     p.firstStageLayers = p.lastStageLayers = 0;
     return p;

@@ -17,7 +17,8 @@
 namespace tessel::sim::detail {
 
 // A plan in 48 bytes; the field order is the canonical order used to break ties. `split`: 1 where pp x vpp does
-// not divide the layers and the plan takes the balanced split (FORMULAS.md §5.4).
+// not divide the layers and the plan takes the balanced split, 2 where the virtual stages outnumber the layers by
+// up to two and the embedding and the loss take one each (ends_as_layers; FORMULAS.md §5.4).
 struct PlanCode {
     int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1, microBatch = 1, globalBatch = 1;
     int32_t etp = 0; // Plan::etp: 0 (experts over tp) or 1 (folded, whole experts: tp > 1 only)

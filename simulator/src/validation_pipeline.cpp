@@ -99,11 +99,14 @@ bool readPipelineLayout(Reading& r, Plan& plan) {
                     std::to_string(r.c.scenario.model.layers);
         return false;
     }
-    if (std::find(layers.begin(), layers.end(), 0) != layers.end()) {
-        r.refusal = where + "leaves a stage without transformer layers (an embedding- or loss-only stage), which tessel's "
-                    "pipeline splits do not express";
-        return false;
-    }
+    // An embedding- or loss-only stage ("E|" at the front, "|L" at the back) holds no transformer layer; a stage in
+    // between must hold one.
+    for (size_t u = 1; u + 1 < layers.size(); ++u)
+        if (layers[u] == 0) {
+            r.refusal = where + "leaves virtual stage " + std::to_string(u) + " without transformer layers; only the first "
+                        "(the embedding's) and the last (the loss's) may hold none";
+            return false;
+        }
     plan.pipelineLayers = layers;
     std::string counts;
     for (int n : layers) counts += (counts.empty() ? "" : ",") + std::to_string(n);
@@ -188,7 +191,8 @@ void readNamedSchedule(const std::string& text, const std::string& named, Plan& 
 
 // The first per-stage layer counts a plan states, under the names records give them (the key is null where none
 // is), as a list or as text ("7,8x14,7": 7, fourteen 8s, 7); pipeline_split holds counts only where it is not a word
-// ("balanced", "even"). `valid` is false where the value is no list of whole numbers from 1 to `layers`.
+// ("balanced", "even"). `valid` is false where the value is no list of whole numbers from 1 to `layers` (0 allowed
+// for the first and the last stage, the embedding or the loss alone).
 struct StatedSplit {
     const char* key = nullptr;
     bool valid = false;
@@ -204,7 +208,7 @@ StatedSplit statedSplit(const nlohmann::json& pl, int layers) {
         out.key = key;
         if (v->is_array()) {
             for (const auto& n : *v) {
-                if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > layers) return out;
+                if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > layers) return out;
                 out.counts.push_back(n.get<int>());
             }
         } else if (v->is_string()) {
@@ -214,12 +218,15 @@ StatedSplit statedSplit(const nlohmann::json& pl, int layers) {
                 std::smatch m;
                 if (!std::regex_match(item, m, std::regex(R"(\s*([0-9]{1,6})\s*(?:[x*]\s*([0-9]{1,6}))?\s*)"))) return out;
                 const int count = std::stoi(m[1].str()), times = m[2].matched ? std::stoi(m[2].str()) : 1;
-                if (count < 1 || count > layers || times < 1 || times > layers) return out;
+                if (count < 0 || count > layers || times < 1 || times > layers) return out;
                 out.counts.insert(out.counts.end(), static_cast<size_t>(times), count);
             }
         } else {
             return out;
         }
+        for (size_t u = 1; u + 1 < out.counts.size(); ++u)
+            if (out.counts[u] == 0) return out;
+        if (out.counts.size() < 2 && !out.counts.empty() && out.counts[0] == 0) return out;
         out.valid = true;
         return out;
     }
@@ -356,7 +363,8 @@ bool readPipeline(Reading& r) {
     if (split.key && plan.pipelineLayers.empty()) {
         if (!split.valid) {
             r.refusal = r.ptr + "/plan/" + split.key + ": \"" + text(pl, split.key) + "\" is not a list of per-stage layer counts "
-                        "(whole numbers from 1 to " + std::to_string(model.layers) + ", or text such as \"7,8x14,7\")";
+                        "(whole numbers from 1 to " + std::to_string(model.layers) + ", 0 only for the first or the last stage, or text such "
+                        "as \"7,8x14,7\")";
             return false;
         }
         plan.pipelineLayers = split.counts;

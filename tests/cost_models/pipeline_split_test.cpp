@@ -106,6 +106,21 @@ TEST(PipelineSplit, EndsAsLayersIsMegatronsAccounting) {
     m.layers = 96;
     p.pp = 12;
     EXPECT_EQ(chunkLayerCounts(m, p), std::vector<int>(12, 8));
+    // More virtual stages than layers, up to two more: the embedding and the loss take a stage each (Megatron-core's
+    // (L + 2) / (pp vpp) = 1 a virtual stage, one fewer at either end: Megatron-Bridge's 405B on pp 16 x vpp 8).
+    m.layers = 126;
+    p.pp = 16;
+    p.vpp = 8;
+    p.schedule = Schedule::Interleaved1F1B;
+    EXPECT_EQ(pipelineSplitText(m, p), "0,1x126,0");
+    EXPECT_EQ(stageLayerCount(m, p, 0), 7);
+    EXPECT_EQ(stageLayerCount(m, p, 15), 7);
+    EXPECT_EQ(stageLayerCount(m, p, 7), 8);
+    m.layers = 127; // one short of that: the embedding's stage takes it
+    EXPECT_EQ(pipelineSplitText(m, p), "1x127,0");
+    EXPECT_TRUE(endsOnlySplit(125, 16, 8).empty());
+    EXPECT_TRUE(endsOnlySplit(128, 16, 8).empty()); // as many layers as stages: the balanced rule's
+    EXPECT_TRUE(endsOnlySplit(2, 1, 4).empty());    // one rank holds both ends
 }
 
 TEST(PipelineSplit, BalancedIsTheBestPossibleLoadOnAGrid) {
@@ -189,6 +204,31 @@ TEST(PipelineSplit, ProblemsNameTheField) {
     p.lastStageLayers = 5; // neither a multiple of vpp; the 20 left share evenly
     checked(m, p, where);
     EXPECT_EQ(where, (std::vector<std::string>{"/plan/first_stage_layers", "/plan/last_stage_layers"}));
+    // A virtual stage of no layer: only at either end, where the embedding or the output layer is.
+    p.firstStageLayers = p.lastStageLayers = 0;
+    p.pipelineLayers = {0, 4, 4, 4, 4, 4, 4, 6};
+    checked(m, p, where);
+    EXPECT_TRUE(where.empty());
+    p.pipelineLayers = {0, 4, 4, 4, 0, 4, 4, 10};
+    checked(m, p, where);
+    EXPECT_EQ(where, std::vector<std::string>{"/plan/pipeline_layers/4"});
+    // ends_as_layers down to layers + 2 = pp x vpp; below that the vpp is named, with the way out.
+    p.pipelineLayers.clear();
+    p.pipelineSplit = PipelineSplit::EndsAsLayers;
+    p.vpp = 8; // 32 virtual stages for 30 layers
+    checked(m, p, where);
+    EXPECT_TRUE(where.empty());
+    EXPECT_EQ(pipelineSplitText(m, p), "0,1x30,0");
+    p.vpp = 9; // 36
+    checked(m, p, where);
+    EXPECT_EQ(where, std::vector<std::string>{"/plan/vpp"});
+    // Under a V schedule rank 0 holds both ends, and would hold no layer (6 layers on pp 4 x 2 chunks).
+    m.layers = 6;
+    p.vpp = 2;
+    p.globalBatch = 16;
+    p.schedule = Schedule::DualPipeV;
+    checked(m, p, where);
+    EXPECT_EQ(where, std::vector<std::string>{"/plan/pipeline_split"});
 }
 
 TEST(PipelineSplit, JsonRoundTripAndBadValues) {
@@ -200,6 +240,10 @@ TEST(PipelineSplit, JsonRoundTripAndBadValues) {
     const Plan back = parsePlan(planToJson(p), "/plan", problems);
     EXPECT_EQ(back.pipelineSplit, PipelineSplit::Balanced);
     EXPECT_EQ(back.firstStageLayers, 3);
+    EXPECT_TRUE(problems.empty());
+    // 0 at either end reads (the embedding or the output layer alone); in between it does not.
+    EXPECT_EQ(parsePlan(nlohmann::json{{"pp", 3}, {"pipeline_layers", {0, 8, 0}}}, "/plan", problems).pipelineLayers,
+              (std::vector<int>{0, 8, 0}));
     EXPECT_TRUE(problems.empty());
     parsePlan(nlohmann::json{{"pipeline_layers", {7, 0, "x"}}, {"pipeline_split", "lumpy"}}, "/plan", problems);
     std::vector<std::string> where;

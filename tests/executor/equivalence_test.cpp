@@ -107,6 +107,30 @@ std::vector<Case> grid() {
         p.schedule = Schedule::Interleaved1F1B;
     });
     add("pp3_dp2_zero3_balanced", [](Plan& p) { p.pp = 3; p.dp = 2; p.zeroStage = 3; p.pipelineSplit = PipelineSplit::Balanced; });
+    // Chunks of unequal layers on one rank reduce a bucket a layer each (the rank's first chunk no longer sets
+    // every chunk's count); data parallel makes the buckets run.
+    add("pp2_vpp2_dp2_zero1_layers_1_3_2_2_8layers", [](Plan& p) {
+        p.pp = 2;
+        p.vpp = 2;
+        p.dp = 2;
+        p.zeroStage = 1;
+        p.pipelineLayers = {1, 3, 2, 2};
+        p.schedule = Schedule::Interleaved1F1B;
+    });
+    // Stages of no transformer layer (Megatron-core's "E|...|L" layouts, account-for-embedding/loss with
+    // layers + 2 = pp x vpp): the embedding alone on the first virtual stage, the head and loss alone on the last;
+    // a tied embedding synchronised between them; their one gradient bucket each under data parallelism.
+    add("pp3_layers_0_4_0_tied", [](Plan& p) { p.pp = 3; p.pipelineLayers = {0, 4, 0}; });
+    add("pp3_dp2_zero1_layers_0_4_0", [](Plan& p) { p.pp = 3; p.dp = 2; p.zeroStage = 1; p.pipelineLayers = {0, 4, 0}; });
+    add("pp3_dp2_zero3_layers_0_4_0", [](Plan& p) { p.pp = 3; p.dp = 2; p.zeroStage = 3; p.pipelineLayers = {0, 4, 0}; });
+    add("pp2_vpp3_dp2_zero1_ends_as_layers", [](Plan& p) {
+        p.pp = 2;
+        p.vpp = 3;
+        p.dp = 2;
+        p.zeroStage = 1;
+        p.pipelineSplit = PipelineSplit::EndsAsLayers; // 4 layers on 6 virtual stages: 0,1,1,1,1,0
+        p.schedule = Schedule::Interleaved1F1B;
+    });
     return cases;
 }
 

@@ -68,6 +68,16 @@ std::vector<MemCase> memoryCases() {
     add("dp2_zero3", [](Plan& p) { p.dp = 2; p.zeroStage = 3; });
     add("pp2_dp2_zero3", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
     add("pp4_dp2_zero3", [](Plan& p) { p.pp = 4; p.dp = 2; p.zeroStage = 3; });
+    // Stages of no transformer layer: the embedding alone on rank 0, the head and loss alone on rank 2, their one
+    // bucket each; and the same ends inside an interleaved split (4 layers on 6 virtual stages, the last rank's stash
+    // peaking while no output-layer pass is alive). Not under ZeRO-0: the model counts the embedding's dense weight
+    // gradient as PyTorch's autograd makes it before adding it into the gradient buffer, which this executor's
+    // ZeRO-0 path does not make (it scatter-adds into the gradient): rank 0 would read +23% there. Under ZeRO-1 the
+    // executor's in-process reduce-scatter takes a copy of the embedding's bucket, of about the same size.
+    add("pp3_dp2_zero1_layers_0_4_0", [](Plan& p) { p.pp = 3; p.dp = 2; p.zeroStage = 1; p.pipelineLayers = {0, 4, 0}; });
+    add("pp2_vpp3_ends_as_layers", [](Plan& p) {
+        p.pp = 2; p.vpp = 3; p.schedule = Schedule::Interleaved1F1B; p.pipelineSplit = PipelineSplit::EndsAsLayers;
+    });
     add("moe_ep2_dp2", [](Plan& p) { p.dp = 2; p.ep = 2; });
     cases.back().moe = true;
     return cases;

@@ -250,6 +250,16 @@ TEST(ExportMegatron, UnevenSplitsAsFirstAndLastStageLayers) {
     EXPECT_TRUE(a.has("--account-for-embedding-in-pipeline-split"));
     EXPECT_TRUE(a.has("--account-for-loss-in-pipeline-split"));
     EXPECT_FALSE(a.has("--decoder-first-pipeline-num-layers"));
+    // Megatron-Bridge's 405B on GB200: pp 16 x vpp 8 = 128 virtual stages for 126 layers, the embedding and the loss
+    // alone in theirs; the same two flags state it.
+    s.plan.pp = 16;
+    s.plan.globalBatch = 128;
+    s.cluster.nodes = 16;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "16");
+    EXPECT_EQ(a.at("--num-virtual-stages-per-pipeline-rank"), "8");
+    EXPECT_TRUE(a.has("--account-for-embedding-in-pipeline-split"));
+    EXPECT_TRUE(a.has("--account-for-loss-in-pipeline-split"));
 }
 
 TEST(ExportFrameworks, UnevenSplitsInTorchtitanAndRefusedByDeepSpeed) {

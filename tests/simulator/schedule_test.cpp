@@ -233,6 +233,44 @@ TEST(ScheduleInvariants, DetectsAMissingReceive) {
     EXPECT_TRUE(mentions);
 }
 
+// Chunks of unequal layers under the interleaved schedule, end chunks of no layer included (ends_as_layers with
+// layers + 2 = pp x vpp, Megatron-Bridge's Llama 3.1 405B on pp 16 x vpp 8): checkSchedule compares the layers in
+// flight at the order's peak with the memory model's walk (inFlightLayers), stage by stage, over a grid.
+TEST(ScheduleInvariants, LayersInFlightMatchTheMemoryModelWithUnequalChunks) {
+    int checked = 0;
+    for (int pp : {2, 3, 4})
+        for (int vpp : {2, 3, 4})
+            for (int extra : {-2, -1, 1, 3})
+                for (int mPerPp : {1, 2, 3, 5}) {
+                    const int layers = pp * vpp + extra;
+                    ModelConfig model = test::megatronStyleModel(layers, 256, 4, 1000, 128);
+                    Plan p = pipelinePlan(pp, pp * mPerPp, Schedule::Interleaved1F1B, vpp);
+                    p.pipelineSplit = PipelineSplit::EndsAsLayers;
+                    ProblemList problems;
+                    validatePlan(model, test::roundCluster(pp, 1), p, "/plan", problems);
+                    ASSERT_TRUE(problems.empty()) << problems.items().front().message;
+                    const ActionSchedule s = buildSchedule(model, p);
+                    const auto violations = checkSchedule(s);
+                    ASSERT_TRUE(violations.empty()) << "pp " << pp << " vpp " << vpp << " layers " << layers << ": " << violations.front();
+                    ++checked;
+                }
+    EXPECT_EQ(checked, 144);
+    // By hand: 4 layers on pp 2 x vpp 3 (0,1,1 | 1,1,0), 4 micro-batches. Stage 1 holds chunks of 1, 1 and 0 layers;
+    // its 4 warmup forwards (chunks 0,0,1,1) hold 4 layers, then the output layer's two passes come and go (4 with
+    // one alive), then forwards of chunk 0 against backwards of chunk 1 reach 5 with none alive.
+    ModelConfig model = test::megatronStyleModel(4, 256, 4, 1000, 128);
+    Plan p = pipelinePlan(2, 4, Schedule::Interleaved1F1B, 3);
+    p.pipelineSplit = PipelineSplit::EndsAsLayers;
+    EXPECT_EQ(chunkLayerCounts(model, p), (std::vector<int>{0, 1, 1, 1, 1, 0}));
+    const InFlightLayers last = inFlightLayers(model, p, 1);
+    EXPECT_DOUBLE_EQ(last.withHead, 4.0);
+    EXPECT_DOUBLE_EQ(last.withoutHead, 5.0);
+    EXPECT_DOUBLE_EQ(peakInFlightLayers(model, p, 1), 5.0);
+    // An even split gives in-flight micro-batches x layers, as before.
+    Plan even = pipelinePlan(2, 4, Schedule::Interleaved1F1B, 2);
+    EXPECT_DOUBLE_EQ(peakInFlightLayers(model, even, 0), inFlightMicroBatches(even, 0) * 2.0);
+}
+
 TEST(ScheduleInvariants, InFlightMatchesTheMemoryModel) {
     for (Schedule sch : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble, Schedule::Interleaved1F1B, Schedule::DualPipeV,
                          Schedule::ZeroBubbleV}) {

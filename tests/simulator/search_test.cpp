@@ -152,8 +152,10 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             p.vpp = vpp;
                                             p.zeroStage = zero;
                                             p.precision = precision;
-                                            // Depths that do not divide the layers take the balanced split.
-                                            if (model.layers % (pp * vpp) != 0) p.pipelineSplit = PipelineSplit::Balanced;
+                                            // Depths that do not divide the layers take the balanced split (the
+                                            // ends as a stage each where the stages outnumber the layers).
+                                            if (model.layers % (pp * vpp) != 0)
+                                                p.pipelineSplit = model.layers < pp * vpp ? PipelineSplit::EndsAsLayers : PipelineSplit::Balanced;
                                             // With hybrid sharding, ZeRO >= 1 plans also with their node-local replicas.
                                             std::vector<int> replicaChoices{1};
                                             if (hybrid && zero >= 1) {

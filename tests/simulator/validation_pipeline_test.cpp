@@ -61,9 +61,15 @@ TEST(ValidationRecord, MegatronCoresPipelineLayoutAndASplitOfCountsAreRead) {
     EXPECT_EQ(c.scenario.plan.schedule, Schedule::Interleaved1F1B);
     EXPECT_EQ(c.scenario.plan.pipelineLayers.size(), 32u);
     EXPECT_TRUE(mentions(c.assumptions, "vpp = 2, the layout's 32 virtual stages over pp 16"));
-    // What tessel cannot express, or what is no layout, is refused naming the field.
+    // The embedding alone in the first stage ("E|"), the loss alone in the last ("|L"): stages of no layer at the ends.
     r["plan"]["pipeline_model_parallel_layout"] = "E|(t*8|)*14t*14L";
-    EXPECT_NE(test::refusalOf(r).find("/plan/pipeline_model_parallel_layout: \"E|(t*8|)*14t*14L\" leaves a stage without"),
+    c = load(r);
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "0,8x14,14");
+    r["plan"]["pipeline_model_parallel_layout"] = "E|(t*9|)*14L";
+    EXPECT_EQ(pipelineSplitText(load(r).scenario.model, load(r).scenario.plan), "0,9x14,0");
+    // What tessel cannot express, or what is no layout, is refused naming the field: a stage in between of no layer.
+    r["plan"]["pipeline_model_parallel_layout"] = "Et*8||(t*8|)*13t*14L";
+    EXPECT_NE(test::refusalOf(r).find("/plan/pipeline_model_parallel_layout: \"Et*8||(t*8|)*13t*14L\" leaves virtual stage 1 without"),
               std::string::npos) << test::refusalOf(r);
     r["plan"]["pipeline_model_parallel_layout"] = "Et*8|q";
     EXPECT_NE(test::refusalOf(r).find("is not a layout"), std::string::npos) << test::refusalOf(r);
@@ -77,6 +83,29 @@ TEST(ValidationRecord, MegatronCoresPipelineLayoutAndASplitOfCountsAreRead) {
     r["plan"].erase("pipeline_model_parallel_layout");
     r["plan"]["pipeline_split"] = "6,8x15";
     EXPECT_EQ(pipelineSplitText(load(r).scenario.model, load(r).scenario.plan), "6,8x15");
+    // 0 at an end (the embedding or the loss alone), never in between.
+    r["plan"]["pipeline_split"] = "0,9x14,0";
+    EXPECT_EQ(pipelineSplitText(load(r).scenario.model, load(r).scenario.plan), "0,9x14,0");
+    r["plan"]["pipeline_split"] = "9,0,9x13,0";
+    EXPECT_NE(test::refusalOf(r).find("0 only for the first or the last stage"), std::string::npos) << test::refusalOf(r);
+}
+
+// Megatron-Bridge's Llama 3.1 405B on GB200 (pp 16 x vp 8 = 128 virtual stages for 126 layers, its recipes'
+// account_for_embedding/loss_in_pipeline_split): the embedding and the loss each take a virtual stage of their own,
+// every other virtual stage one layer (Megatron-core get_num_layers_to_build); 127 layers put one with the embedding.
+TEST(ValidationRecord, MoreVirtualStagesThanLayersGiveTheEndsAStageEach) {
+    nlohmann::json r = llama405(8192, 1, 8192); // 126 layers, pp 16
+    r["plan"]["vpp"] = 8;
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.pipelineSplit, PipelineSplit::EndsAsLayers);
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "0,1x126,0");
+    EXPECT_TRUE(mentions(c.assumptions, "(0,1x126,0)"));
+    r["model"]["layers"] = 127;
+    c = load(r);
+    EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "1x127,0");
+    // Three short of the virtual stages is no split any framework makes: refused, naming the vpp.
+    r["model"]["layers"] = 125;
+    EXPECT_NE(test::refusalOf(r).find("/plan/vpp"), std::string::npos) << test::refusalOf(r);
 }
 
 TEST(ValidationRecord, AnInterleavedScheduleWithoutVirtualStagesGetsTwoLayersEach) {

@@ -64,6 +64,20 @@ double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, co
 // count (p - stage - 1) x 2 + (v - 1) x p + 1, capped at m x v, in chunk units divided by v (m on every stage where
 // m == p under a framework version that ran every forward first: interleavedAllForwardsFirstWhenMEqualsP).
 double inFlightMicroBatches(const Plan& plan, int stage);
+// The most transformer layers' activations (in one micro-batch's layers) stage `stage` holds at once: in-flight
+// micro-batches x the stage's layers, or, under the interleaved schedule with chunks of unequal layers (an uneven
+// split, an end chunk of no layer), the in-flight (micro-batch, chunk) passes weighted by their chunks' layers at
+// the order's peak.
+double peakInFlightLayers(const ModelConfig& model, const Plan& plan, int stage);
+// The same, on the last rank split by whether a pass of the model's last virtual stage (the output layer and loss) is
+// alive at that moment; `interleavedWalk` false where no walk was needed (both fields then the same peak).
+struct InFlightLayers {
+    double withHead = 0.0, withoutHead = 0.0;
+    bool interleavedWalk = false;
+};
+InFlightLayers inFlightLayers(const ModelConfig& model, const Plan& plan, int stage);
+// The same from the stage's chunks' layer counts (chunk c of `stage`, c < vpp).
+InFlightLayers inFlightLayers(const Plan& plan, const std::vector<int>& chunkLayersOfStage, int stage);
 
 // Where "other" memory goes.
 struct OtherMemory {

@@ -329,6 +329,12 @@ bool evenPipelineSplit(const ModelConfig& model, const Plan& plan);
 // chunks are virtual stages s and 2 pp - 1 - s.
 std::vector<int> balancedPipelineLayers(int layers, int pp, int vpp, double firstExtraLayers, double lastExtraLayers,
                                         bool vShape = false);
+// ends_as_layers where the layers are fewer than the virtual stages, down to layers + 2 = pp x vpp (Megatron-core's
+// --account-for-embedding/loss-in-pipeline-split with one unit a virtual stage: Megatron-Bridge's Llama 3.1 405B,
+// 126 layers on pp 16 x vpp 8): one layer a virtual stage, none on the first (the embedding alone; one if
+// layers + 1 = pp x vpp) nor on the last (the output layer and loss alone). Empty where that does not apply
+// (pp < 2, layers >= pp x vpp, or layers + 2 < pp x vpp).
+std::vector<int> endsOnlySplit(int layers, int pp, int vpp);
 // First and last pipeline ranks holding `first` and `last` layers (0: as many as the others) under an interleaved
 // schedule whose vpp does not divide them: the other ranks share the rest evenly over their chunks, and a rank's
 // missing layers come off the chunk that holds its embedding (the first rank's chunk 0) or its output layer and

@@ -54,9 +54,11 @@ public:
     // chunk `chunk`'s backward: bucket j holds the chunk's (n-1-j)-th layer (backward runs layers in
     // reverse), the head joins bucket 0 and the embedding the last bucket. Matches the schedule's buckets.
     // `expert` selects the layer's expert parameters (reduced over the expert data-parallel group) instead of
-    // the dense ones (the router is dense); head and embedding are dense.
+    // the dense ones (the router is dense); head and embedding are dense. A chunk of no layer (the embedding
+    // or the head alone) has one bucket.
     std::vector<int> bucketParameters(int chunk, int bucket, bool expert) const;
-    int bucketsPerChunk() const;
+    // Buckets of chunk `chunk`: one a layer, at least one (the schedule's gradReduce).
+    int bucketsPerChunk(int chunk) const;
     // Indices into parameters() of the parameters each unit of chunk `chunk` uses, units in forward order
     // (see ParameterResidency). A tied word embedding on a rank holding both ends is in two units.
     std::vector<std::vector<int>> parameterUnits(int chunk) const;
