@@ -207,7 +207,11 @@ RecomputedLayers recomputedLayers(const ModelConfig& model, const Plan& plan, in
     RecomputedLayers r;
     if (plan.recompute != Recompute::Full) return r;
     // (The search's memory check calls this for millions of plans: chunk counts only where some layers are kept.)
-    if (plan.recomputeLayers == 0) return {stageLayerCount(model, plan, stage), true};
+    // (A stage of no layer, the embedding or the output layer alone, rebuilds none.)
+    if (plan.recomputeLayers == 0) {
+        const int n = stageLayerCount(model, plan, stage);
+        return {n, n > 0};
+    }
     const std::vector<int> counts = chunkLayerCounts(model, plan);
     for (int c = 0; c < plan.vpp; ++c) {
         const size_t u = static_cast<size_t>(plan.virtualStage(stage, c));

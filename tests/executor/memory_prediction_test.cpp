@@ -75,6 +75,10 @@ std::vector<MemCase> memoryCases() {
     // ZeRO-0 path does not make (it scatter-adds into the gradient): rank 0 would read +23% there. Under ZeRO-1 the
     // executor's in-process reduce-scatter takes a copy of the embedding's bucket, of about the same size.
     add("pp3_dp2_zero1_layers_0_4_0", [](Plan& p) { p.pp = 3; p.dp = 2; p.zeroStage = 1; p.pipelineLayers = {0, 4, 0}; });
+    // Full recompute rebuilds a layer in the backward, on the stage that has one: none at either end.
+    add("pp3_dp2_zero1_layers_0_4_0_recompute_full", [](Plan& p) {
+        p.pp = 3; p.dp = 2; p.zeroStage = 1; p.pipelineLayers = {0, 4, 0}; p.recompute = Recompute::Full;
+    });
     add("pp2_vpp3_ends_as_layers", [](Plan& p) {
         p.pp = 2; p.vpp = 3; p.schedule = Schedule::Interleaved1F1B; p.pipelineSplit = PipelineSplit::EndsAsLayers;
     });
