@@ -555,8 +555,12 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
     // backwards run first and free at least a layer's activations before the first rebuild.
-    if (replayed.wholeChunk)
-        st.activationsBytes += denseHere > 0 ? std::max(t.layerFullActivations, t.denseLayerFullActivations) : t.layerFullActivations;
+    const double rebuiltLayer =
+        !replayed.wholeChunk ? 0.0 : denseHere > 0 ? std::max(t.layerFullActivations, t.denseLayerFullActivations) : t.layerFullActivations;
+    // (On the last rank of the walk, a chunk of the output layer alone rebuilds nothing while its pass is alive: the
+    // rebuilt layer belongs to the other moment, below.)
+    const bool headChunkEmpty = last && walk.interleavedWalk && chunkLayerCount(model, plan, stage, plan.vpp - 1) == 0;
+    if (!headChunkEmpty) st.activationsBytes += rebuiltLayer;
     // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
     if (plan.holdsEmbedding(stage)) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
     // A first stage of no transformer layer (FORMULAS.md §5.4): the embedding's output [Tsp, h], alive until it is
@@ -696,9 +700,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLocal;
     // The last rank of an interleaved schedule whose chunks differ: the stash with an output-layer pass alive (its head
     // state and logits, as counted above), or a larger stash while none is (inFlightLayers); the larger moment is the peak.
-    if (last && walk.interleavedWalk && walk.withoutHead > walk.withHead && !plan.offloads()) {
+    if (last && walk.interleavedWalk && !plan.offloads()) {
         const double perLayerStored = perMicroBatch / layersPerStage;
-        const double alone = walk.withoutHead * perLayerStored;
+        const double alone = walk.withoutHead * perLayerStored + rebuiltLayer;
         if (alone > st.activationsBytes + o.logitsLossBytes) {
             st.activationsBytes = alone;
             o.logitsLossBytes = 0.0;

@@ -82,6 +82,11 @@ std::vector<MemCase> memoryCases() {
     add("pp2_vpp3_ends_as_layers", [](Plan& p) {
         p.pp = 2; p.vpp = 3; p.schedule = Schedule::Interleaved1F1B; p.pipelineSplit = PipelineSplit::EndsAsLayers;
     });
+    // ... with full recompute: the rebuilt layer on top of either moment of the last rank's peak.
+    add("pp2_vpp3_ends_as_layers_recompute_full", [](Plan& p) {
+        p.pp = 2; p.vpp = 3; p.schedule = Schedule::Interleaved1F1B; p.pipelineSplit = PipelineSplit::EndsAsLayers;
+        p.recompute = Recompute::Full;
+    });
     add("moe_ep2_dp2", [](Plan& p) { p.dp = 2; p.ep = 2; });
     cases.back().moe = true;
     return cases;
