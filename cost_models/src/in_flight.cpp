@@ -42,6 +42,10 @@ double inFlightMicroBatches(const Plan& plan, int stage) {
 
 InFlightLayers inFlightLayers(const ModelConfig& model, const Plan& plan, int stage) {
     const int v = std::max(plan.vpp, 1);
+    if (v == 1 || plan.schedule != Schedule::Interleaved1F1B) { // one chunk a rank, or a V: no walk
+        const double n = inFlightMicroBatches(plan, stage) * stageLayerCount(model, plan, stage);
+        return {n, n, false};
+    }
     std::vector<int> chunk(static_cast<size_t>(v));
     for (int c = 0; c < v; ++c) chunk[static_cast<size_t>(c)] = chunkLayerCount(model, plan, stage, c);
     return inFlightLayers(plan, chunk, stage);

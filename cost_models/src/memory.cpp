@@ -548,10 +548,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
                                         stored(st.inFlight) + pendingW * wSet + t.duringBackwardInput});
     } else {
         // Chunks of unequal layers under the interleaved schedule: the in-flight passes weighted by their chunks'
-        // layers (peakInFlightLayers), in the stage's micro-batches.
-        st.activationsBytes = stored(layersPerStage > 0 ? (last && walk.interleavedWalk ? walk.withHead : peakInFlightLayers(model, plan, stage)) /
-                                                              layersPerStage
-                                                        : st.inFlight);
+        // layers (inFlightLayers), in the stage's micro-batches.
+        const double layersHeld = last && walk.interleavedWalk ? walk.withHead : std::max(walk.withHead, walk.withoutHead);
+        st.activationsBytes = stored(layersPerStage > 0 ? layersHeld / layersPerStage : st.inFlight);
     }
     // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
     // backwards run first and free at least a layer's activations before the first rebuild.
