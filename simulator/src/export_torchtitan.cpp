@@ -49,6 +49,64 @@ constexpr TitanFlavor kLlama3Flavors[] = {
     {"405B", 126, 16384, 128, 8, 53248},
 };
 
+// torchtitan's own split of `layers` transformer layers over `stages` virtual stages, the embedding counted as
+// `inputWeight` layers and the norm and output layer as `outputWeight` (_generate_llm_fqn_per_model_part,
+// torchtitan/distributed/pipeline_parallel.py since #1416: the layers a stage would get, one more on the first
+// `effective % stages` stages, less the weights on the ends). Empty where torchtitan raises.
+std::vector<int> torchtitanGeneratedSplit(int stages, int layers, int inputWeight, int outputWeight) {
+    const int effective = layers + inputWeight + outputWeight;
+    const int perStage = stages > 0 ? effective / stages : 0;
+    if (stages < 2 || perStage == 0 || inputWeight > perStage || outputWeight > perStage) return {};
+    std::vector<int> counts;
+    int left = layers;
+    for (int u = 0; u < stages; ++u) {
+        int take = perStage + (u < effective % stages ? 1 : 0);
+        if (u == 0) take -= inputWeight;
+        if (u == stages - 1) take -= outputWeight;
+        take = std::min(std::max(take, 0), left);
+        counts.push_back(take);
+        left -= take;
+    }
+    return counts;
+}
+
+// The [parallelism] lines that give torchtitan the plan's layers per virtual stage: layers_per_stage and how many
+// fewer the first and the last hold where torchtitan's own split (above) reproduces the counts exactly, which it
+// does when every middle stage holds the same; else the modules of each virtual stage by name
+// (module_fqns_per_model_part, torchtitan >= 2025-07: tok_embeddings, layers.N, norm, output), which torchtitan
+// takes as given, one virtual stage per list, with layers_per_stage unset.
+std::string torchtitanPipelineKeys(const std::vector<int>& counts) {
+    std::ostringstream out;
+    const int stages = static_cast<int>(counts.size());
+    int layers = 0;
+    for (int c : counts) layers += c;
+    const int middle = stages > 2 ? counts[1] : std::max(counts.front(), counts.back());
+    if (counts.front() <= middle && counts.back() <= middle &&
+        torchtitanGeneratedSplit(stages, layers, middle - counts.front(), middle - counts.back()) == counts) {
+        out << "pipeline_parallel_layers_per_stage = " << middle << "\n";
+        out << "pipeline_parallel_first_stage_less_layers = " << middle - counts.front() << "\n";
+        out << "pipeline_parallel_last_stage_less_layers = " << middle - counts.back() << "\n";
+        return out.str();
+    }
+    out << "# torchtitan's split gives every middle virtual stage the same layers; this one names each stage's modules\n";
+    out << "module_fqns_per_model_part = [";
+    int layer = 0;
+    for (int u = 0; u < stages; ++u) {
+        std::vector<std::string> names;
+        if (u == 0) names.push_back("tok_embeddings");
+        for (int k = 0; k < counts[static_cast<size_t>(u)]; ++k) names.push_back("layers." + std::to_string(layer++));
+        if (u == stages - 1) {
+            names.push_back("norm");
+            names.push_back("output");
+        }
+        out << (u ? ", [" : "[");
+        for (size_t k = 0; k < names.size(); ++k) out << (k ? ", " : "") << tomlString(names[k]);
+        out << "]";
+    }
+    out << "]\n";
+    return out.str();
+}
+
 bool llamaArchitecture(const ModelConfig& m) {
     return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm &&
            m.position == PositionEmbedding::Rope && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias && !m.qkNorm &&
@@ -58,7 +116,7 @@ bool llamaArchitecture(const ModelConfig& m) {
 } // namespace
 
 // The plans Torchtitan cannot run: every refusal at its plan pointer (the one source of truth for export and search).
-void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
+void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(p, "torchtitan", problems);
     // torchtitan's models (deepseek_v3 included) train the next token only.
     if (m.mtpLayers > 0)
@@ -73,16 +131,8 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const P
 
     // FSDP2 (fully_shard) shards parameters, gradients and optimizer state together (ZeRO-3) or, replicated,
     // nothing (DDP); and with cp > 1 torchtitan always applies FSDP over the dp_shard x cp mesh.
-    if (p.pp > 1) {
-        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, cluster, p));
-        const int middle = counts.size() > 2 ? counts[1] : counts.back();
-        bool ok = counts.front() <= middle && counts.back() <= middle;
-        for (size_t u = 1; u + 1 < counts.size(); ++u) ok = ok && counts[u] == middle;
-        if (!ok)
-            problems.add("/plan/pipeline_layers",
-                         "torchtitan gives every virtual stage the same layers except fewer on the first and the last; "
-                         "this split (" + pipelineSplitText(m, withResolvedPipelineSplit(m, cluster, p)) + ") is not of that form");
-    }
+    // Every pipeline split is expressible: the ones torchtitan's own split makes as pipeline_parallel_layers_per_stage
+    // and the fewer layers of the ends, any other as module_fqns_per_model_part (torchtitanPipelineKeys).
     if (p.recompute == Recompute::Selective && p.recomputeModules != recompute_module::Default)
         problems.add("/plan/recompute_modules",
                      "torchtitan's selective checkpointing is its per-op (or every-n-layers) policy, not Megatron-core's "
@@ -286,14 +336,7 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
                                                                          : "1F1B";
         out << "pipeline_parallel_schedule = " << tomlString(schedule) << "\n";
         out << "pipeline_parallel_microbatch_size = " << p.microBatch << "\n";
-        // Layers per virtual stage, the embedding on the first and the LM head on the last, as tessel models it
-        // (torchtitan otherwise counts each of them as one layer when it splits); an uneven split as how many
-        // fewer layers the first and last virtual stage hold.
-        const std::vector<int> counts = chunkLayerCounts(m, withResolvedPipelineSplit(m, s.cluster, p));
-        const int middle = counts.size() > 2 ? counts[1] : counts.back();
-        out << "pipeline_parallel_layers_per_stage = " << middle << "\n";
-        out << "pipeline_parallel_first_stage_less_layers = " << middle - counts.front() << "\n";
-        out << "pipeline_parallel_last_stage_less_layers = " << middle - counts.back() << "\n";
+        out << torchtitanPipelineKeys(chunkLayerCounts(m, withResolvedPipelineSplit(m, s.cluster, p)));
     }
     out << "context_parallel_degree = " << p.cp << "\n";
     out << "expert_parallel_degree = " << p.ep << "\n";

@@ -279,8 +279,10 @@ TEST(ExportFrameworks, UnevenSplitsInTorchtitanAndRefusedByDeepSpeed) {
     EXPECT_EQ(t.at("parallelism.pipeline_parallel_last_stage_less_layers"), std::to_string(counts[1] - counts[2]));
     s.plan.pipelineSplit = PipelineSplit::Even;
     s.plan.resolvedPipelineLayers.clear();
-    s.plan.pipelineLayers = {30, 20, 30}; // heavier ends: torchtitan only takes layers away from them
-    EXPECT_TRUE(contains(refusal(s, ExportFormat::Torchtitan), "/plan/pipeline_layers"));
+    s.plan.pipelineLayers = {30, 20, 30}; // heavier ends: beyond torchtitan's own split, so each stage is named
+    const auto named = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(named.count("parallelism.pipeline_parallel_layers_per_stage"), 0u);
+    EXPECT_EQ(named.count("parallelism.module_fqns_per_model_part"), 1u);
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/pipeline_split"));
 }
 

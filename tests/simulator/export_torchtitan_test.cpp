@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,98 @@ TEST(ExportTorchtitan, DualPipeVIsWrittenWithoutCompile) {
     s.plan.schedule = Schedule::ZeroBubbleV;
     s.plan.framework.fusedKernels = false;
     EXPECT_EQ(parseToml(exportPlan(s, ExportFormat::Torchtitan)).at("parallelism.pipeline_parallel_schedule"), "ZBVZeroBubble");
+}
+
+// torchtitan's own split, transcribed from _generate_llm_fqn_per_model_part (torchtitan/distributed/pipeline_parallel.py,
+// #1416 to today): each of `stages` virtual stages gets (layers + in + out) / stages layers, one more on the first
+// (layers + in + out) % stages, less `in` on the first and `out` on the last.
+std::vector<int> torchtitanSplit(int stages, int layers, int in, int out) {
+    const int effective = layers + in + out, per = effective / stages, extra = effective % stages;
+    std::vector<int> counts;
+    int next = 0;
+    for (int u = 0; u < stages; ++u) {
+        int want = per + (u < extra ? 1 : 0) - (u == 0 ? in : 0) - (u == stages - 1 ? out : 0);
+        int took = 0;
+        for (; took < want && next < layers; ++took) ++next;
+        counts.push_back(took);
+    }
+    return counts;
+}
+
+// The transformer layers of each virtual stage torchtitan builds from an exported [parallelism] table: the named
+// modules where module_fqns_per_model_part is given (each layer once, in order, the embedding first and the norm
+// and output last), else its own split of layers_per_stage with the fewer layers of the ends.
+std::vector<int> torchtitanStages(const std::map<std::string, std::string>& t, int layers) {
+    std::vector<int> counts;
+    const auto named = t.find("parallelism.module_fqns_per_model_part");
+    if (named != t.end()) {
+        const auto parts = nlohmann::json::parse(named->second);
+        int next = 0;
+        for (size_t u = 0; u < parts.size(); ++u) {
+            std::vector<std::string> names = parts[u].get<std::vector<std::string>>();
+            if (u == 0 && !names.empty() && names.front() == "tok_embeddings") names.erase(names.begin());
+            if (u + 1 == parts.size() && names.size() >= 2 && names[names.size() - 2] == "norm" && names.back() == "output")
+                names.resize(names.size() - 2);
+            for (const auto& n : names) EXPECT_EQ(n, "layers." + std::to_string(next++)) << named->second;
+            counts.push_back(static_cast<int>(names.size()));
+        }
+        EXPECT_EQ(next, layers);
+        return counts;
+    }
+    const int per = std::stoi(t.at("parallelism.pipeline_parallel_layers_per_stage"));
+    const int in = std::stoi(t.at("parallelism.pipeline_parallel_first_stage_less_layers"));
+    const int out = std::stoi(t.at("parallelism.pipeline_parallel_last_stage_less_layers"));
+    EXPECT_LE(in, per);
+    EXPECT_LE(out, per);
+    return torchtitanSplit((layers + in + out + per - 1) / per, layers, in, out);
+}
+
+// Every split tessel costs reaches torchtitan as the same layers per virtual stage: balanced and ends-as-layers
+// splits over pp 2-8 and vpp 1-4 of Llama 3 70B's 80 layers, and listed ones torchtitan's own split cannot make
+// (heavier ends, unequal middles), read back through the transcription above.
+TEST(ExportTorchtitan, EveryPipelineSplitReachesTorchtitanUnchanged) {
+    Scenario base = preset("llama3-70b-h100");
+    base.plan.zeroStage = 3;
+    base.plan.dp = 1;
+    base.plan.globalBatch = 64;
+    int checked = 0, named = 0;
+    auto check = [&](Scenario s) {
+        s.cluster.nodes = s.plan.pp; // tp 8 a node
+        resolvePipelineSplit(s.model, s.cluster, s.plan);
+        const std::vector<int> counts = chunkLayerCounts(s.model, s.plan);
+        const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+        EXPECT_EQ(torchtitanStages(t, s.model.layers), counts) << "pp " << s.plan.pp << " vpp " << s.plan.vpp;
+        ++checked;
+        named += t.count("parallelism.module_fqns_per_model_part") > 0 ? 1 : 0;
+    };
+    for (int pp = 2; pp <= 8; ++pp)
+        for (int vpp = 1; vpp <= 4; ++vpp)
+            for (PipelineSplit split : {PipelineSplit::Balanced, PipelineSplit::EndsAsLayers}) {
+                Scenario s = base;
+                s.plan.pp = pp;
+                s.plan.vpp = vpp;
+                s.plan.schedule = vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
+                s.plan.pipelineSplit = split;
+                s.plan.resolvedPipelineLayers.clear();
+                s.cluster.nodes = pp;
+                ProblemList problems;
+                validatePlan(s.model, s.cluster, s.plan, "/plan", problems);
+                if (!problems.empty()) continue;
+                check(s);
+            }
+    for (const std::vector<int>& listed : std::vector<std::vector<int>>{{30, 20, 30}, {18, 22, 21, 19}, {21, 21, 19, 19},
+                                                                         {41, 39}, {0, 40, 40, 0}}) {
+        Scenario s = base;
+        s.plan.pp = static_cast<int>(listed.size());
+        s.plan.vpp = 1;
+        s.plan.schedule = Schedule::OneFOneB;
+        s.plan.pipelineSplit = PipelineSplit::Even;
+        s.plan.resolvedPipelineLayers.clear();
+        s.plan.pipelineLayers = listed;
+        check(s);
+    }
+    EXPECT_GE(checked, 30);
+    EXPECT_GE(named, 4); // the listed splits but {41, 39}, which torchtitan's own split makes (0 and 2 fewer)
 }
 
 TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {
