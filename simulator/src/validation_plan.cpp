@@ -512,15 +512,18 @@ bool readBatch(Reading& r) {
     } else if (ga && plan.globalBatch % (*ga * plan.dp) == 0) {
         plan.microBatch = static_cast<int>(plan.globalBatch / (*ga * plan.dp));
         r.assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
-    } else if (plan.pp == 1 && (framework == "fsdp" || framework == "torchtitan" || framework == "deepspeed") &&
+    } else if (const bool shardedEngine = framework.empty() && parseZero(pl) == 3;
+               plan.pp == 1 && (framework == "fsdp" || framework == "torchtitan" || framework == "deepspeed" || shardedEngine) &&
                plan.globalBatch % plan.dp == 0) {
         // Without a pipeline these frameworks take one micro-batch a step unless told to accumulate (DeepSpeed's
         // gradient_accumulation_steps, Composer's device_train_microbatch_size, torchtitan's and plain training
-        // loops' accumulation all default to none); 1 would multiply ZeRO-3's per-micro-batch gathers.
+        // loops' accumulation all default to none); 1 would multiply ZeRO-3's per-micro-batch gathers. So does a
+        // ZeRO-3 run under a framework tessel has no defaults for (SageMaker's sharded data parallelism,
+        // Colossal-AI's Gemini): a sharded engine's batch per GPU, accumulated only where its config says so.
         plan.microBatch = plan.globalBatch / plan.dp;
         microBatchAssumed = true;
         r.assume("micro_batch not stated: global_batch / dp = " + std::to_string(plan.microBatch) + ", no gradient accumulation (" +
-               framework + "'s default)");
+                 (shardedEngine ? std::string("a ZeRO-3 engine's default") : framework + "'s default") + ")");
     } else {
         plan.microBatch = 1;
         r.assume("micro_batch not stated: 1 (the Megatron-LM default)");

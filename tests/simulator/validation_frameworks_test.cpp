@@ -242,6 +242,16 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     EXPECT_LT(accumulated.scenario.plan.microBatch, 512);
     EXPECT_EQ(512 % accumulated.scenario.plan.microBatch, 0);
     EXPECT_TRUE(mentions(accumulated.assumptions, "does not fit in memory: micro_batch"));
+    // So does a ZeRO-3 run under a framework tessel has no defaults for (BloombergGPT's SageMaker sharded data
+    // parallelism): a sharded engine's batch per GPU; its ZeRO-1 twin keeps Megatron-LM's 1.
+    nlohmann::json smp = fsdpRun;
+    smp["plan"]["global_batch"] = 64;
+    smp["plan"]["framework"] = "SageMaker model parallelism (sharded data parallel)";
+    const ValidationCase sharded = load(smp);
+    EXPECT_EQ(sharded.scenario.plan.microBatch, 64 / 32);
+    EXPECT_TRUE(mentions(sharded.assumptions, "a ZeRO-3 engine's default"));
+    smp["plan"]["zero"] = 1;
+    EXPECT_EQ(load(smp).scenario.plan.microBatch, 1);
     nlohmann::json megatronRun = record();
     megatronRun["plan"].erase("micro_batch");
     EXPECT_EQ(load(megatronRun).scenario.plan.microBatch, 1);
