@@ -324,6 +324,16 @@ Scenario ScenarioFlags::resolve() const {
 
     nlohmann::json merged = planToJson(s.plan);
     merged.erase("dtype"); // derived from the precision recipe; an override of precision must not conflict
+    // A recipe that is the scenario's framework default (parsePlan: torchtitan's and FSDP's by how they shard,
+    // Megatron-LM's for the rest) follows the flags: --framework torchtitan on a Megatron-LM scenario runs
+    // torchtitan's recipe, not Megatron-LM's bf16 weights beside an fp32 master. --precision, or a recipe the
+    // file chose that is not its framework's default, stays.
+    if (!precision && !overrides.empty()) {
+        nlohmann::json unstated = merged;
+        unstated.erase("precision");
+        ProblemList ignored;
+        if (parsePlan(unstated, "/plan", ignored).precision == s.plan.precision) merged.erase("precision");
+    }
     // A split given on the command line replaces the file's, however that was stated.
     if (pipelineSplit || pipelineLayers || firstStageLayers || lastStageLayers)
         for (const char* key : {"pipeline_split", "pipeline_layers", "first_stage_layers", "last_stage_layers"}) merged.erase(key);

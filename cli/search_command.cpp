@@ -418,6 +418,17 @@ int runSearch(const SearchFlags& f) {
             space.framework = FrameworkSettings{};
             space.framework.name = *f.framework == "any" ? "generic" : *f.framework;
             space.framework.halfDtype = s.plan.framework.halfDtype; // the compute type is the run's, not the framework's
+            // A scenario recipe that is its framework's default (parsePlan) follows the flag, as predict's does: under
+            // torchtitan or FSDP the one their sharded plans run (fsdp; a replicated search asks --precision amp or
+            // fp32), not Megatron-LM's bf16 weights beside an fp32 master.
+            if (!f.precision && s.plan.precision == defaultPrecisionOf(s.plan)) {
+                Plan sharded = s.plan;
+                sharded.framework = space.framework;
+                sharded.zeroStage = 3;
+                sharded.dp = std::max(2, sharded.dp);
+                sharded.zeroReplicas = 1;
+                space.precision = defaultPrecisionOf(sharded);
+            }
             space.runnableBy = sim::exportFormatOf(*f.framework);
         }
     }

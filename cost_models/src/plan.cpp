@@ -220,6 +220,14 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     return r;
 }
 
+std::string defaultPrecisionOf(const Plan& plan) {
+    const std::string& fw = plan.framework.name;
+    if (fw != "torchtitan" && fw != "fsdp") return "megatron";
+    const bool sharded = (plan.zeroStage >= 1 && plan.dp / std::max(1, plan.zeroReplicas) > 1) || plan.cp > 1;
+    if (sharded) return "fsdp";
+    return fw == "torchtitan" && (plan.tp > 1 || plan.pp > 1) ? "fp32" : "amp";
+}
+
 PrecisionRecipe precisionRecipeOf(const Plan& plan) {
     return precisionRecipeOf(plan.precision, plan.framework, plan.zeroStage);
 }
@@ -337,9 +345,11 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
                  : sc == "dualpipev" ? Schedule::DualPipeV
                  : sc == "zero_bubble_v" ? Schedule::ZeroBubbleV
                                             : Schedule::ZeroBubble;
+    // The framework first: a plan that names no precision recipe runs its framework's.
+    p.framework = parseFrameworkSettings(r);
     std::vector<std::string> recipeNames;
     for (const auto& rec : precisionRecipes()) recipeNames.push_back(rec.name);
-    p.precision = r.optEnum("precision", "megatron", recipeNames);
+    p.precision = r.optEnum("precision", defaultPrecisionOf(p), recipeNames);
     if (r.has("dtype")) {
         auto dt = r.optEnum("dtype", "bf16", {"bf16", "fp16", "fp32", "tf32", "fp64"});
         const auto* rec = findPrecisionRecipe(p.precision);
@@ -356,7 +366,6 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.offloadParameters = r.optBool("offload_parameters", false);
     p.offloadActivations = r.optBool("offload_activations", false);
     p.offloadActivationLayers = static_cast<int>(r.optInt("offload_activation_layers", 0, 0, L::layers));
-    p.framework = parseFrameworkSettings(r);
     // The plan's dtype names the 16-bit compute type of a 16-bit recipe; a framework half_dtype that says otherwise
     // is a conflict, not a silent choice.
     if (const auto* rec = findPrecisionRecipe(p.precision); rec && rec->computeDtype == Dtype::Bf16 && r.has("dtype")) {

@@ -200,9 +200,18 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, con
         problems.add("/plan/flash_attention",
                      "torchtitan's attention (SDPA or FlexAttention) never stores the s x s "
                      "scores; set flash_attention on");
-    if (p.precision == "bf16_no_master")
+    // torchtitan keeps fp32 parameters, the master copy itself: sharded by fully_shard and gathered cast to
+    // mixed_precision_param (precision fsdp, or fsdp_fp8 with its float8 converter), or replicated and autocast
+    // (amp). Megatron-LM's and Transformer Engine's bf16 weights beside an fp32 master are not what it runs.
+    Plan asTorchtitan = p;
+    asTorchtitan.framework.name = "torchtitan";
+    const std::string titanPrecision = defaultPrecisionOf(asTorchtitan);
+    if (p.precision == "megatron" || p.precision == "mixed" || p.precision == "bf16_no_master" || p.precision == "fp8")
         problems.add("/plan/precision",
-                     "torchtitan keeps fp32 parameters as the master copy; use precision mixed");
+                     "torchtitan keeps fp32 parameters, the master copy itself, where precision \"" + p.precision +
+                         "\" costs bf16 weights beside one: use precision " +
+                         (p.precision == "fp8" ? "fsdp_fp8" : titanPrecision) +
+                         " (what a torchtitan plan that names none runs)");
     if (p.precision == "cpu_fp64")
         problems.add("/plan/precision",
                      "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
@@ -214,6 +223,11 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, con
                      "set grad_sync_each_micro_batch true");
     // torchtitan's mixed_precision_param takes effect through fully_shard when it shards (dp_shard or cp > 1)
     // and through torch.autocast only under DDP or on one device with no other parallelism (its config docs).
+    if ((p.precision == "fsdp" || p.precision == "fsdp_pure" || p.precision == "fsdp_fp8") && titanPrecision != "fsdp")
+        problems.add("/plan/precision",
+                     "torchtitan casts the weights through fully_shard only where it shards (dp_shard = dp / zero_replicas "
+                     "> 1 under zero_stage 3, or cp > 1); this plan shards nothing, so it runs precision " +
+                         titanPrecision + ": use that, or zero_stage 3 over more than one rank");
     if (p.precision == "amp" && (p.zeroStage >= 3 || p.cp > 1))
         problems.add("/plan/precision",
                      "torchtitan applies mixed precision through fully_shard when it shards, casting the gathered "

@@ -31,9 +31,15 @@ assert d["zero_optimization"]["stage"] == 1
 assert d["bf16"]["enabled"] is True
 PY
 
-# 3. torchtitan: FSDP (ZeRO-3) over dp 4 with TP 2 as a TOML job config.
-"$TESSEL" export llama3-8b-h100 --format torchtitan --zero 3 >"$tmp/titan.toml" 2>"$tmp/err"; rc=$?
+# 3. torchtitan: FSDP (ZeRO-3) over dp 4 with TP 2 as a TOML job config, in the recipe torchtitan runs (the
+# scenario names none, so --framework torchtitan takes torchtitan's: fp32 shards gathered in bf16); costed under
+# Megatron-LM's recipe instead, the plan is refused naming the one to use.
+"$TESSEL" export llama3-8b-h100 --format torchtitan --zero 3 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "torchtitan megatron recipe exits 2" "$(exits $rc 2)"
+check "torchtitan names precision and fsdp" "$(contains "$tmp/err" '/plan/precision: .*use precision fsdp')"
+"$TESSEL" export llama3-8b-h100 --format torchtitan --zero 3 --framework torchtitan >"$tmp/titan.toml" 2>"$tmp/err"; rc=$?
 check "torchtitan exits 0" $rc
+check "torchtitan gathers bf16" "$(contains "$tmp/titan.toml" '^mixed_precision_param = "bfloat16"$')"
 check "torchtitan shard degree" "$(contains "$tmp/titan.toml" '^data_parallel_shard_degree = 4$')"
 check "torchtitan tp degree" "$(contains "$tmp/titan.toml" '^tensor_parallel_degree = 2$')"
 check "torchtitan pp degree" "$(contains "$tmp/titan.toml" '^pipeline_parallel_degree = 1$')"

@@ -164,6 +164,39 @@ TEST(PlanJson, ZeroShardsOverContextParallelRanksUnlessTold) {
     EXPECT_EQ(p.zeroShardSize(), 4);
 }
 
+// A plan that names no precision runs its framework's recipe: torchtitan's fp32 parameters sharded and gathered in
+// bf16 where it shards, autocast over replicated ones with data parallelism alone, fp32 with tp or pp and no
+// sharding; PyTorch FSDP's the same but for the last; Megatron-LM's for every other framework. A stated one stays.
+TEST(PlanJson, APlanWithoutAPrecisionTakesItsFrameworks) {
+    auto precisionOf = [](nlohmann::json plan) {
+        ProblemList problems;
+        const Plan p = parsePlan(plan, "/plan", problems);
+        EXPECT_TRUE(problems.empty());
+        return p.precision;
+    };
+    const nlohmann::json titan{{"framework", "torchtitan"}, {"dp", 8}, {"zero_stage", 3}};
+    EXPECT_EQ(precisionOf(titan), "fsdp");
+    nlohmann::json replicated = titan;
+    replicated["zero_stage"] = 0;
+    EXPECT_EQ(precisionOf(replicated), "amp");
+    replicated["tp"] = 2;
+    EXPECT_EQ(precisionOf(replicated), "fp32");
+    nlohmann::json hybrid = titan;
+    hybrid["zero_replicas"] = 8; // one GPU a shard group: nothing sharded, so nothing cast
+    EXPECT_EQ(precisionOf(hybrid), "amp");
+    hybrid["cp"] = 2; // FSDP over dp_shard x cp whenever cp > 1
+    EXPECT_EQ(precisionOf(hybrid), "fsdp");
+    nlohmann::json fsdp{{"framework", "fsdp"}, {"dp", 8}, {"zero_stage", 3}};
+    EXPECT_EQ(precisionOf(fsdp), "fsdp");
+    fsdp["zero_stage"] = 0;
+    EXPECT_EQ(precisionOf(fsdp), "amp");
+    EXPECT_EQ(precisionOf(nlohmann::json{{"dp", 8}, {"zero_stage", 3}}), "megatron");
+    EXPECT_EQ(precisionOf(nlohmann::json{{"framework", "deepspeed"}, {"dp", 8}, {"zero_stage", 3}}), "megatron");
+    nlohmann::json stated = titan;
+    stated["precision"] = "fsdp_fp8";
+    EXPECT_EQ(precisionOf(stated), "fsdp_fp8");
+}
+
 // Hybrid sharding: replicas of the sharded state; each copy spans the ZeRO group over the replicas.
 TEST(PlanValidation, HybridShardingReplicasMustFitTheZeroGroup) {
     ModelConfig m = test::megatronStyleModel(8, 1024, 16, 50000, 2048);

@@ -265,6 +265,7 @@ TEST(ExportMegatron, UnevenSplitsAsFirstAndLastStageLayers) {
 TEST(ExportFrameworks, UnevenSplitsInTorchtitanAndRefusedByDeepSpeed) {
     Scenario s = preset("llama3-70b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.plan.vpp = 1;
     s.plan.schedule = Schedule::OneFOneB;
     s.plan.pp = 3;
@@ -561,20 +562,22 @@ TEST(ExportFrameworks, Fp8IsRefusedByDeepSpeedAndConvertedByTorchtitan) {
     s.plan.sequenceParallel = false;
     EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/precision"));
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp_fp8"; // torchao's Float8Linear under FSDP2
     s.plan.framework.reshardAfterForward = false;
     // FP8 all-gathers as the plan's fp8_param_gather resolves: off unless stated for a generic plan...
     std::string toml = exportPlan(s, ExportFormat::Torchtitan);
     EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos);
     EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = false"), std::string::npos);
-    // ...on for torchtitan, as its float8 guide launches it, and for torchao's recipe under FSDP2 the same.
+    // ...on for torchtitan, as its float8 guide launches it.
     s.plan.framework.name = "torchtitan";
-    for (const char* precision : {"fp8", "fsdp_fp8"}) {
-        s.plan.precision = precision;
-        toml = exportPlan(s, ExportFormat::Torchtitan);
-        EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos) << precision;
-        EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = true"), std::string::npos) << precision;
-        EXPECT_NE(toml.find("fsdp_reshard_after_forward = \"never\""), std::string::npos) << precision;
-    }
+    toml = exportPlan(s, ExportFormat::Torchtitan);
+    EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos);
+    EXPECT_NE(toml.find("enable_fsdp_float8_all_gather = true"), std::string::npos);
+    EXPECT_NE(toml.find("fsdp_reshard_after_forward = \"never\""), std::string::npos);
+    // Transformer Engine's recipe (bf16 weights, an fp32 master and cached FP8 copies) is not what torchtitan keeps.
+    s.plan.precision = "fp8";
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("use precision fsdp_fp8"), std::string::npos);
+    s.plan.precision = "fsdp_fp8";
     // Megatron-LM cannot run torchao's recipe and says which to use.
     EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/precision"));
 }

@@ -99,6 +99,17 @@ inline std::map<std::string, std::string> parseToml(const std::string& text) {
     return kv;
 }
 
+// The message of the problem an export reports at `where` ("" when it reports none there).
+inline std::string messageAt(const Scenario& sc, ExportFormat f, const std::string& where) {
+    try {
+        exportPlan(sc, f);
+    } catch (const InputError& e) {
+        for (const auto& p : e.problems())
+            if (p.where == where) return p.message;
+    }
+    return std::string();
+}
+
 // The pointers of the problems `exportPlan` throws, or a failure when it does not throw.
 inline std::vector<std::string> refusal(const Scenario& s, ExportFormat f) {
     try {

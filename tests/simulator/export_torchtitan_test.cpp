@@ -13,17 +13,6 @@ namespace {
 
 using namespace export_test;
 
-// The message of the problem an export reports at `where` ("" when it reports none there).
-std::string messageAt(const Scenario& sc, ExportFormat f, const std::string& where) {
-    try {
-        exportPlan(sc, f);
-    } catch (const InputError& e) {
-        for (const auto& p : e.problems())
-            if (p.where == where) return p.message;
-    }
-    return std::string();
-}
-
 // Hybrid sharding: Megatron-LM's --num-distributed-optimizer-instances, DeepSpeed's MiCS (ZeRO-3 only) and
 // torchtitan's HSDP degrees.
 TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
@@ -46,6 +35,7 @@ TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
 
     Scenario t = preset("llama3-8b-h100");
     t.plan.zeroStage = 3;
+    t.plan.precision = "fsdp";
     t.plan.zeroReplicas = 2;
     const auto toml = parseToml(exportPlan(t, ExportFormat::Torchtitan));
     EXPECT_EQ(toml.at("parallelism.data_parallel_replicate_degree"), "2");
@@ -56,6 +46,7 @@ TEST(ExportFrameworks, HybridShardingAsEachFrameworkSpellsIt) {
 TEST(ExportTorchtitan, LatentAttentionIsTorchtitansDeepSeekV3Model) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.model.kvHeads = s.model.heads;
     s.model.mla = MlaConfig{1536, 512, 128, 64, 128};
     s.model.headDim = 192;
@@ -67,6 +58,7 @@ TEST(ExportTorchtitan, LatentAttentionIsTorchtitansDeepSeekV3Model) {
 TEST(ExportTorchtitan, FsdpPlanHasTheDegrees) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("model.name"), "llama3");
     EXPECT_EQ(t.at("model.flavor"), "8B");
@@ -164,6 +156,7 @@ TEST(ExportFrameworks, Tf32IsTheTrainingScriptsSettingNoFrameworkArgument) {
 TEST(ExportFrameworks, UnpaddedAttentionIsModelCodeNoFrameworkRuns) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.plan.framework.attentionUnpad = true;
     for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/attention_unpad")) << toString(f);
     s.plan.framework.attentionUnpad = false;
@@ -180,6 +173,7 @@ TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels)
     // fused_kernels says otherwise (FORMULAS.md §3.4): the export writes what was predicted.
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.plan.framework.name = "torchtitan";
     auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("activation_checkpoint.mode"), "selective");
@@ -204,6 +198,12 @@ TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels)
 TEST(ExportTorchtitan, ReplicatedPlanAndFullRecompute) {
     Scenario s = preset("llama3-8b-h100");
     s.plan.zeroStage = 0;
+    // Replicated with tensor parallelism torchtitan neither shards nor autocasts (maybe_enable_amp): fp32.
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("use precision fp32"), std::string::npos);
+    s.plan.precision = "fsdp"; // FSDP's cast needs something sharded
+    EXPECT_NE(messageAt(s, ExportFormat::Torchtitan, "/plan/precision").find("shards nothing, so it runs precision fp32"),
+              std::string::npos);
+    s.plan.precision = "fp32";
     s.plan.recompute = Recompute::Full;
     const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "4");
@@ -215,6 +215,7 @@ TEST(ExportTorchtitan, ReplicatedPlanAndFullRecompute) {
 TEST(ExportTorchtitan, InterleavedPipelineSplitsEvenly) {
     Scenario s = preset("llama3-70b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
     EXPECT_EQ(t.at("model.flavor"), "70B");
     EXPECT_EQ(t.at("parallelism.pipeline_parallel_degree"), "4");
@@ -240,6 +241,7 @@ TEST(ExportTorchtitan, InterleavedPipelineSplitsEvenly) {
 TEST(ExportTorchtitan, DualPipeVIsWrittenWithoutCompile) {
     Scenario s = preset("llama3-70b-h100");
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.plan.schedule = Schedule::DualPipeV;
     s.plan.vpp = 2;
     s.plan.framework.fusedKernels = false;
@@ -305,11 +307,12 @@ std::vector<int> torchtitanStages(const std::map<std::string, std::string>& t, i
 TEST(ExportTorchtitan, EveryPipelineSplitReachesTorchtitanUnchanged) {
     Scenario base = preset("llama3-70b-h100");
     base.plan.zeroStage = 3;
-    base.plan.dp = 1;
-    base.plan.globalBatch = 64;
+    base.plan.precision = "fsdp";
+    base.plan.dp = 2; // FSDP shards over two ranks (over one torchtitan would neither shard nor cast)
+    base.plan.globalBatch = 128;
     int checked = 0, named = 0;
     auto check = [&](Scenario s) {
-        s.cluster.nodes = s.plan.pp; // tp 8 a node
+        s.cluster.nodes = 2 * s.plan.pp; // tp 8 a node
         resolvePipelineSplit(s.model, s.cluster, s.plan);
         const std::vector<int> counts = chunkLayerCounts(s.model, s.plan);
         const auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
@@ -326,7 +329,7 @@ TEST(ExportTorchtitan, EveryPipelineSplitReachesTorchtitanUnchanged) {
                 s.plan.schedule = vpp > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
                 s.plan.pipelineSplit = split;
                 s.plan.resolvedPipelineLayers.clear();
-                s.cluster.nodes = pp;
+                s.cluster.nodes = 2 * pp;
                 ProblemList problems;
                 validatePlan(s.model, s.cluster, s.plan, "/plan", problems);
                 if (!problems.empty()) continue;
@@ -350,6 +353,7 @@ TEST(ExportTorchtitan, EveryPipelineSplitReachesTorchtitanUnchanged) {
 TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {
     Scenario s = defaultScenario();
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     const std::string text = exportPlan(s, ExportFormat::Torchtitan);
     const auto t = parseToml(text);
     EXPECT_EQ(t.at("model.flavor"), "gpt3-175b");
@@ -359,6 +363,7 @@ TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {
 
 TEST(ExportTorchtitan, RefusesZero1And2) {
     Scenario s = preset("llama3-8b-h100"); // ZeRO-1
+    s.plan.precision = "fsdp"; // torchtitan's own, so only the sharding is refused
     EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_stage"});
     s.plan.zeroStage = 2;
     EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_stage"});
@@ -367,6 +372,7 @@ TEST(ExportTorchtitan, RefusesZero1And2) {
 TEST(ExportTorchtitan, RefusesZeroBubbleTpWithoutSpAndNoFlash) {
     Scenario s = defaultScenario();
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.plan.schedule = Schedule::ZeroBubble;
     s.plan.sequenceParallel = false;
     s.plan.flashAttention = false;
@@ -382,6 +388,7 @@ TEST(ExportTorchtitan, ContextParallelNeedsShardingOverCp) {
     s.plan.dp = 2;
     s.plan.cp = 2;
     s.plan.zeroStage = 3;
+    s.plan.precision = "fsdp";
     s.plan.zeroOverCp = false;
     EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/zero_over_cp"});
     s.plan.zeroOverCp = true;

@@ -268,6 +268,13 @@ std::string offloadString(const Plan& p);
 
 // The plan's recipe (precisionRecipeOf above, with the plan's precision and framework).
 PrecisionRecipe precisionRecipeOf(const Plan& plan);
+// The precision recipe a plan that names none runs, its framework's: torchtitan's and PyTorch FSDP's fp32 parameters,
+// sharded by fully_shard and gathered cast to bf16 ("fsdp": mixed_precision_param bfloat16, reduce float32) where
+// they shard (dp / zero_replicas > 1 under ZeRO, or cp > 1), autocast over replicated ones ("amp", DDP or one
+// device), and under torchtitan fp32 throughout with tensor or pipeline parallelism and no sharding, where it
+// neither shards nor autocasts (maybe_enable_amp: "Mixed precision training with TP or PP is only supported when
+// FSDP/HSDP/CP is enabled"); every other framework Megatron-LM's bf16 weights beside an fp32 master ("megatron").
+std::string defaultPrecisionOf(const Plan& plan);
 
 // Parses a plan object (keys in scenarios/schema/plan.schema.json); absent keys take the defaults above.
 Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
