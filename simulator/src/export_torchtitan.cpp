@@ -270,6 +270,11 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
 
     std::ostringstream out;
     out << "# tessel export: " << displayName(s) << " as a torchtitan job config (TOML)\n";
+    // torchtitan read TOML job configs up to v0.2.2; from 2026-02 (pytorch/torchtitan#2386) it builds jobs from
+    // Python config_registry functions, where some of these keys moved (the batch and sequence length, the pipeline's
+    // micro-batches): said, so a user on its main branch is not handed a file it no longer reads.
+    out << "# for torchtitan v0.2.2 and earlier: from 2026-02 (#2386) torchtitan configures jobs in Python "
+           "(config_registry.py), where the batch, seq_len and pipeline micro-batch keys moved\n";
     out << "# model " << m.name << " on " << s.cluster.nodes << " x " << s.cluster.gpusPerNode << " GPUs ("
         << s.cluster.name << "): tp " << p.tp << " x pp " << p.pp << " x dp " << p.dp << " x cp " << p.cp
         << ", ep " << p.ep << "; " << p.microBatchesPerStep() << " micro-batches of " << p.microBatch
