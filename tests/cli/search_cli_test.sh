@@ -187,6 +187,15 @@ check "the dash is explained" "$(contains "$tmp/norun.txt" 'runs on -: no framew
 "$TESSEL" search --model gpt3-1.3b --cluster dgx-h100-80g --gpus 8 --top 2 --no-progress >"$tmp/run.txt" 2>&1
 check "runnable rows exit 0" $?
 check "no dash line when every row runs" "$(grep -q 'runs on -:' "$tmp/run.txt" && echo 1 || echo 0)"
+# --framework torchtitan on a scenario naming no precision searches in torchtitan's recipe (fsdp, its sharded plans),
+# not Megatron-LM's, which torchtitan's export refuses: plans are found, each ZeRO-3.
+"$TESSEL" search llama3-8b-h100 --framework torchtitan --top 5 --json --no-progress >"$tmp/titan.json" 2>"$tmp/e"
+check "torchtitan search exits 0" $?
+python3 - "$tmp/titan.json" <<'PY'; check "torchtitan search finds sharded plans" $?
+import json, sys
+rows = json.load(open(sys.argv[1]))["top"]
+assert rows and all(r["plan"]["zero_stage"] == 3 and r["plan"]["precision"] == "fsdp" for r in rows), rows[:1]
+PY
 "$TESSEL" search --gpus 64 --global-batch 256 --memory-band maybe >/dev/null 2>"$tmp/e"; rc=$?
 check "bad --memory-band exits 2" $([ $rc -eq 2 ]; echo $?)
 check "bad --memory-band named" "$(contains "$tmp/e" '--memory-band')"

@@ -346,8 +346,8 @@ TEST(ExportTorchtitan, EveryPipelineSplitReachesTorchtitanUnchanged) {
         s.plan.pipelineLayers = listed;
         check(s);
     }
-    EXPECT_GE(checked, 30);
-    EXPECT_GE(named, 4); // the listed splits but {41, 39}, which torchtitan's own split makes (0 and 2 fewer)
+    EXPECT_GE(checked, 35); // 37 on 2026-12-02
+    EXPECT_GE(named, 20);   // 23 of them beyond torchtitan's own split, {41, 39} not (0 and 2 fewer on the ends)
 }
 
 TEST(ExportTorchtitan, UnknownShapesNameARegistrationNotAFlavor) {
