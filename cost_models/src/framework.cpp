@@ -75,6 +75,12 @@ std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { re
 
 int frameworkYear(const FrameworkSettings& f) { return versionReading(f.version).year; }
 
+std::string attentionKernelDefaultOf(const FrameworkSettings& f) {
+    if (f.name != "nemo") return "";
+    const auto ym = containerYearMonth(f.version);
+    return ym && *ym >= std::make_pair(2024, 1) && *ym <= std::make_pair(2024, 7) ? "flash2" : "";
+}
+
 NcclGeneration ncclGenerationOf(const FrameworkSettings& f) {
     NcclGeneration g;
     if (const auto ym = containerYearMonth(f.version)) {

@@ -4,6 +4,8 @@
 
 #include "validation_prose.hpp"
 
+#include "tessel/cost/framework.hpp"
+
 #include <regex>
 #include <string>
 #include <utility>
@@ -65,6 +67,8 @@ bool readAttention(Reading& r) {
     const int softwareYr = softwareYear(source);
     // Frameworks whose models call torch.nn.functional.scaled_dot_product_attention unless told otherwise.
     const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
+    // The kernel a framework's launcher chose for the run (NeMo 24.01-24.07: flash-attn 2, cuDNN's attention off).
+    const std::string launcherKernel = attentionKernelDefaultOf(plan.framework);
     plan.flashAttention = true;
     // llm-foundry's benchmark runs take `attn_impl` from submit_benchmarks.py's --attn_impl, default "triton"
     // (llm-foundry's Triton kernel, triton-pre-mlir in its install_requires) at 5f43bf160, b2a43a147 and 5e85bd62d
@@ -110,6 +114,11 @@ bool readAttention(Reading& r) {
         // only the flash and memory-efficient SDPA ops, torchtitan parallelize_llama.py, Dec 2024).
         plan.attentionKernel = kernelFor("flash2");
         r.assume("attention through PyTorch SDPA: FlashAttention-2 (its flash backend since PyTorch 2.2)");
+    } else if (!launcherKernel.empty() && (contains(attn, "flash") || contains(attn, "sdpa") || attn.find_first_not_of(' ') == std::string::npos)) {
+        // A NeMo container of 2024-01 to 2024-07 under its launcher's NVTE_FUSED_ATTN=0 (attentionKernelDefaultOf).
+        plan.attentionKernel = kernelFor(launcherKernel);
+        r.assume("attention kernel not stated: " + plan.attentionKernel + ", as NeMo " + plan.framework.version +
+                 "'s launcher ran it (NeMo-Framework-Launcher config.yaml: NVTE_FUSED_ATTN=0, cuDNN's attention off)");
     } else if (contains(attn, "flash") || contains(attn, "sdpa")) {
         plan.attentionKernel = softwareYr >= 2024 ? kernelFor(sdpaFramework ? "flash3" : "cudnn")
                                : softwareYr == 2023 ? kernelFor("flash2") : softwareYr == 2022 ? kernelFor("flash1") : "auto";

@@ -41,7 +41,8 @@ import json; d=json.load(open('$tmp/logo.json')); o=d['overall']
 assert o['predicted']==85 and o['median_abs_step_error'] <= 0.045, o['median_abs_step_error']
 assert len(d['fitted_constants'])==4, d['fitted_constants']"; check "out of sample within the guard" $?
 "$TESSEL" validate --fit >"$tmp/fit" 2>&1; check "fit exits 0" $?
-# Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (23 runs; measured 7.1% median, 10.8% max). Every one of them ran, so every one must
+# Runs never fitted on: NeMo / Megatron-Bridge H100 FP8 (23 runs; measured 7.8% median, 12.8% max; NeMo 24.07's 12
+# 4.0% since its launcher's flash-attn 2 is read, 6.0% before). Every one of them ran, so every one must
 # be predicted to fit (five were predicted OOM before bf16 main gradients and ZeRO over dp x cp, and Nemotron-4 340B
 # on 128 GPUs, 87.3 GiB, before its optim.dtype bf16 and NeMo 1's 16-bit master remainders: 65.8 GiB now).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nemo_h100_fp8.json" >"$tmp/nemo.json" 2>/dev/null; check "check set exits 0" $?
@@ -114,17 +115,18 @@ import json; d=json.load(open('$tmp/nemotron.json')); o=d['overall']
 assert o['records']==3 and o['predicted']==3 and o['max_abs_step_error'] <= 0.03, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "Nemotron-4 340B set within its guard" $?
 # NeMo's long-sequence tables (context parallelism, 4K-1M tokens; Llama 2 7B on 4-1024 H100, Llama 3 8B on 8-256
-# B200, FP8), never fitted: measured 7.6% median, 24.9% max (the H100 rows of 16K-64K, 19-25% fast), every run
-# predicted to fit without recompute, as NeMo's recipes run them. The two GPUs stay apart: H100 rows within
-# -26..-1%, B200 rows within -17..+8%.
+# B200, FP8), never fitted: measured 7.1% median, 33.4% max, every run predicted to fit without recompute, as NeMo's
+# recipes run them. The H100 rows (NeMo 24.03.01, flash-attn 2 under its launcher's NVTE_FUSED_ATTN=0) split at the
+# context-parallel ring over the network: cp 1-2 within -2..+8%, cp 4-32 (the ring across nodes) 26-34% slow; the
+# B200 rows within -17..+8% (docs/validation.md, "NeMo's launcher ran FlashAttention-2").
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nemo_long_context.json" >"$tmp/longseq.json" 2>/dev/null; check "NeMo long-context set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/longseq.json')); o=d['overall']
-assert o['records']==17 and o['predicted']==17 and o['median_abs_step_error'] <= 0.09 and o['max_abs_step_error'] <= 0.27, o
+assert o['records']==17 and o['predicted']==17 and o['median_abs_step_error'] <= 0.09 and o['max_abs_step_error'] <= 0.36, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
 h100 = [r['step_error'] for r in d['results'] if 'llama2' in r['id']]
 b200 = [r['step_error'] for r in d['results'] if 'llama3' in r['id']]
-assert len(h100) == 9 and all(-0.26 <= e <= -0.01 for e in h100), h100
+assert len(h100) == 9 and all(-0.03 <= e <= 0.09 for e in h100[:5]) and all(0.24 <= e <= 0.36 for e in h100[5:]), h100
 assert len(b200) == 8 and all(-0.17 <= e <= 0.08 for e in b200), b200" ; check "NeMo long-context set within its guard" $?
 # DGX Cloud's Grok-1 314B recipe (NeMo 24.12, a mixture of experts: 8 experts, top-2, ep 2-8; BF16 and FP8 on 8-2048
 # H100), never fitted: measured 4.2% median, 23.6% max. The runs of 128 GPUs and more (16-64 layers, pp 2-8 with

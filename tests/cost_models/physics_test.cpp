@@ -528,6 +528,16 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_TRUE(fp8ParamGatherOf(nemo));
     nemo.version = "";
     EXPECT_TRUE(fp8ParamGatherOf(nemo));
+    // NeMo-Framework-Launcher's 24.01-24.07 config.yaml set NVTE_FUSED_ATTN: 0: flash-attn 2, not cuDNN's attention.
+    for (const char* v : {"24.01", "24.03.01", "24.07"}) {
+        nemo.version = v;
+        EXPECT_EQ(attentionKernelDefaultOf(nemo), "flash2") << v;
+    }
+    for (const char* v : {"23.11", "24.09", "2024", ""}) {
+        nemo.version = v;
+        EXPECT_EQ(attentionKernelDefaultOf(nemo), "") << v;
+    }
+    EXPECT_EQ(attentionKernelDefaultOf(ds), "");
     // generic keeps tessel's idealised settings and lists nothing as defaulted.
     EXPECT_TRUE(resolveOverlap(FrameworkSettings{}, false, 0).defaulted.empty());
 }

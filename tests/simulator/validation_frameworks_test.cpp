@@ -628,6 +628,36 @@ TEST(ValidationRecord, NemosOptimizerStateAsItsRecipesKeepIt) {
     EXPECT_FALSE(mentions(load(megatron).assumptions, "store_param_remainders"));
 }
 
+// NeMo-Framework-Launcher's config.yaml of the 24.01-24.07 tags turned cuDNN's attention off (NVTE_FUSED_ATTN: 0), so
+// a NeMo run of those containers that names no kernel ran flash-attn 2 through Transformer Engine; 24.09 on, cuDNN's.
+TEST(ValidationRecord, NemosLauncherRanFlashAttention2InItsEarly2024Containers) {
+    nlohmann::json nemo = record();
+    nemo["system"]["gpu"] = "H100 80GB SXM";
+    nemo["plan"]["framework"] = "NeMo";
+    for (const char* version : {"24.01", "24.03.01", "24.05", "24.07"}) {
+        nemo["plan"]["framework_version"] = version;
+        const ValidationCase c = load(nemo);
+        EXPECT_EQ(c.scenario.plan.attentionKernel, "flash2") << version;
+        EXPECT_TRUE(mentions(c.assumptions, "NVTE_FUSED_ATTN=0")) << version;
+    }
+    nemo["plan"]["attention"] = "FlashAttention"; // its version unstated: the launcher's still
+    EXPECT_EQ(load(nemo).scenario.plan.attentionKernel, "flash2");
+    nemo["plan"]["attention"] = "cuDNN fused attention"; // stated, the record wins
+    EXPECT_EQ(load(nemo).scenario.plan.attentionKernel, "cudnn");
+    nemo["plan"].erase("attention");
+    for (const char* version : {"24.09", "24.12", "23.11"}) {
+        nemo["plan"]["framework_version"] = version;
+        const ValidationCase c = load(nemo);
+        EXPECT_NE(resolveAttentionKernel(c.scenario.cluster.gpu, c.scenario.plan.attentionKernel), "flash2") << version;
+        EXPECT_FALSE(mentions(c.assumptions, "NVTE_FUSED_ATTN")) << version;
+    }
+    // Megatron-LM of 2024 is not NeMo's launcher: Transformer Engine's own choice, cuDNN's on Hopper.
+    nemo["plan"]["framework"] = "Megatron-LM";
+    nemo["plan"]["framework_version"] = "24.07";
+    const ValidationCase megatron = load(nemo);
+    EXPECT_EQ(resolveAttentionKernel(megatron.scenario.cluster.gpu, megatron.scenario.plan.attentionKernel), "cudnn");
+}
+
 TEST(ValidationRecord, LlmFoundryRunsAsItsCodeDoes) {
     // MosaicML's MPT benchmarks: llm-foundry's flash_attn_fn unpads q, k, v (its Triton path does not), its loss is flash-attn's fused
     // cross-entropy (no fp32 copy of the logits: fused kernels stay), and the pretraining yamls build learned

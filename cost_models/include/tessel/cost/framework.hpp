@@ -315,6 +315,13 @@ struct RetainedStageOutputs {
 };
 RetainedStageOutputs torchPipeliningRetainedOutputsOf(const FrameworkSettings& f, int pp);
 
+// The attention kernel a framework's own launcher chose where the plan names none, or "" for the GPU's default
+// (cluster gpu.default_attention_kernel). NeMo containers 24.01 to 24.07 ran under NeMo-Framework-Launcher's
+// launcher_scripts/conf/config.yaml, whose env_vars set NVTE_FUSED_ATTN: 0 ("Disable cudnn FA until we've tested it
+// more"; added 562dcb45, 2024-02-13, in the 24.01-24.07 tags, removed 04b8d098, 2024-08-29, before 24.09), so
+// Transformer Engine ran flash-attn 2 where it would have chosen cuDNN's fused attention on Hopper: "flash2".
+std::string attentionKernelDefaultOf(const FrameworkSettings& f);
+
 // Reads the framework keys of a plan object ("framework", "framework_version", "ddp_impl", "overlap_grad_reduce",
 // "overlap_param_gather", "tp_comm_overlap", "async_tp_grad_reduce", "overlap_p2p_comm", "reshard_after_forward",
 // "backward_prefetch", "fused_kernels", "grad_reduce_in_fp32", "fp8_param_gather", "foreach_optimizer",
