@@ -466,7 +466,12 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // Causal FlashAttention skips the masked upper triangle: about half the products; Q, K, V, O move once.
             OpCost att;
             att.kernel = "attention";
+            // "auto": the kernel the plan's framework version ran where its launcher chose one (NeMo 24.01-24.07's
+            // flash-attn 2, attentionKernelDefaultOf), else the GPU's default (resolveAttentionKernel).
             att.variant = plan.attentionKernel;
+            if (const std::string launcher = attentionKernelDefaultOf(plan.framework);
+                att.variant == "auto" && !launcher.empty() && cluster.gpu.attentionKernels.count(launcher))
+                att.variant = launcher;
             att.opClass = OpClass::Attention;
             att.m = s.seqLocal;
             att.n = s.seqFull;

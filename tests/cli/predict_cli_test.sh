@@ -56,6 +56,15 @@ import json; a=json.load(open('$tmp/z1.json')); b=json.load(open('$tmp/nemo.json
 oa=a['memory']['stages'][1]['optimizer_bytes']; ob=b['memory']['stages'][1]['optimizer_bytes']
 assert abs(ob - oa * 10 / 12) < 1e-6 * oa, (oa, ob)" ; check "remainders hold 10 of 12 bytes" $?
 check "says the master is remainders" "$(contains "$tmp/nemo.txt" 'fp32 master as 16-bit remainders')"
+# NeMo 24.01-24.07 ran flash-attn 2 on Hopper (its launcher's NVTE_FUSED_ATTN=0), later NeMo cuDNN's attention: on
+# the H100 plan the earlier container is slower, and predict says why.
+"$TESSEL" predict llama3-8b-h100 --json --framework nemo --framework-version 24.07 >"$tmp/nemo2407.json" &&
+  "$TESSEL" predict llama3-8b-h100 --json --framework nemo --framework-version 24.09 >"$tmp/nemo2409.json" &&
+  "$TESSEL" predict llama3-8b-h100 --framework nemo --framework-version 24.07 >"$tmp/nemo2407.txt"; check "nemo H100 plans exit 0" $?
+python3 -c "
+import json; a=json.load(open('$tmp/nemo2407.json'))['time']['step_seconds']; b=json.load(open('$tmp/nemo2409.json'))['time']['step_seconds']
+assert a > 1.05 * b, (a, b)" ; check "flash-attn 2 under NeMo 24.07 is slower than cuDNN's under 24.09" $?
+check "says the launcher's attention" "$(contains "$tmp/nemo2407.txt" 'NVTE_FUSED_ATTN=0')"
 
 # DeepSpeed's pipeline engine under tp 8 without SP: its sends are split over TP and all-gathered (scatter-gather),
 # and bf16 runs on its BF16 optimizer, 2 B of bf16 gradients beside the 4 B fp32 ones; predict names both.

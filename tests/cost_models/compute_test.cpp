@@ -480,5 +480,31 @@ TEST(Compute, AttentionOpCarriesSequencesTimesHeads) {
     EXPECT_EQ(att.n, 2048);
     EXPECT_EQ(att.k, 1024 / 16);
 }
+
+// A plan whose attention kernel is "auto" runs what its framework version ran: NeMo 24.01-24.07 flash-attn 2 (its
+// launcher's NVTE_FUSED_ATTN=0), later NeMo the H100's default, cuDNN's; a stated kernel is the plan's.
+TEST(Compute, AnAutoAttentionKernelIsWhatTheFrameworkVersionRan) {
+    const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = test::preset("llama2-7b");
+    Plan p;
+    p.flashAttention = true;
+    p.microBatch = 1;
+    p.globalBatch = 8;
+    p.framework.name = "nemo";
+    auto attention = [&](const Plan& plan) {
+        return forwardOpNamed(layerCompute(m, h100, plan, *findPrecisionRecipe("megatron")), "attention_core_flash");
+    };
+    p.framework.version = "24.05";
+    const OpCost launcher = attention(p);
+    EXPECT_EQ(launcher.variant, "flash2");
+    p.framework.version = "24.09";
+    const OpCost later = attention(p);
+    EXPECT_EQ(later.variant, "auto");
+    EXPECT_EQ(resolveAttentionKernel(h100.gpu, later.variant), "cudnn");
+    EXPECT_GT(launcher.seconds, 1.3 * later.seconds); // FlashAttention-2 against cuDNN's Hopper kernel at 4k
+    p.framework.version = "24.05";
+    p.attentionKernel = "cudnn";
+    EXPECT_EQ(attention(p).variant, "cudnn");
+}
 } // namespace
 } // namespace tessel
