@@ -651,6 +651,14 @@ TEST(ValidationRecord, NemosLauncherRanFlashAttention2InItsEarly2024Containers) 
         EXPECT_NE(resolveAttentionKernel(c.scenario.cluster.gpu, c.scenario.plan.attentionKernel), "flash2") << version;
         EXPECT_FALSE(mentions(c.assumptions, "NVTE_FUSED_ATTN")) << version;
     }
+    // A GPU without flash-attn 2 figures is not told it ran it (a V100 runs attention unfused).
+    nemo["plan"]["framework_version"] = "24.07";
+    nlohmann::json volta = nemo;
+    volta["system"]["gpu"] = "V100 32GB";
+    volta["system"]["precision"] = "fp16";
+    const ValidationCase onVolta = load(volta);
+    EXPECT_FALSE(onVolta.scenario.plan.flashAttention);
+    EXPECT_FALSE(mentions(onVolta.assumptions, "NVTE_FUSED_ATTN"));
     // Megatron-LM of 2024 is not NeMo's launcher: Transformer Engine's own choice, cuDNN's on Hopper.
     nemo["plan"]["framework"] = "Megatron-LM";
     nemo["plan"]["framework_version"] = "24.07";
