@@ -118,9 +118,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (ov.checkpointEarlyStop && pl.recompute == Recompute::Full)
             out << ", full recompute stopping early (torch.utils.checkpoint: fc2 and the last residual not rerun)";
         if (launchBlockingOf(pl.framework)) out << ", blocking kernel launches (CUDA_LAUNCH_BLOCKING=1)";
-        if (const std::string launcher = attentionKernelDefaultOf(pl.framework);
-            pl.flashAttention && pl.attentionKernel == "auto" && !launcher.empty() &&
-            launcher != s.cluster.gpu.defaultAttentionKernel && s.cluster.gpu.attentionKernels.count(launcher))
+        if (const std::string launcher = launcherAttentionKernelOf(pl, s.cluster.gpu);
+            pl.flashAttention && pl.attentionKernel == "auto" && !launcher.empty() && launcher != s.cluster.gpu.defaultAttentionKernel)
             out << ", attention " << launcher << " (its launcher set NVTE_FUSED_ATTN=0, cuDNN's attention off)";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).

@@ -469,8 +469,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // "auto": the kernel the plan's framework version ran where its launcher chose one (NeMo 24.01-24.07's
             // flash-attn 2, attentionKernelDefaultOf), else the GPU's default (resolveAttentionKernel).
             att.variant = plan.attentionKernel;
-            if (const std::string launcher = attentionKernelDefaultOf(plan.framework);
-                att.variant == "auto" && !launcher.empty() && cluster.gpu.attentionKernels.count(launcher))
+            if (const std::string launcher = launcherAttentionKernelOf(plan, cluster.gpu); att.variant == "auto" && !launcher.empty())
                 att.variant = launcher;
             att.opClass = OpClass::Attention;
             att.m = s.seqLocal;
@@ -714,6 +713,11 @@ bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan) {
 bool columnParallelInputGemm(const std::string& opName) {
     return opName == "qkv" || opName == "fc1" || opName == "expert_fc1" || opName == "shared_fc1" || opName == "q_up" ||
            opName == "q_proj" || opName == "kv_up";
+}
+
+std::string launcherAttentionKernelOf(const Plan& plan, const GpuSpec& gpu) {
+    const std::string kernel = attentionKernelDefaultOf(plan.framework);
+    return gpu.attentionKernels.count(kernel) ? kernel : std::string();
 }
 
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {

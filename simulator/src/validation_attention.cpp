@@ -4,7 +4,7 @@
 
 #include "validation_prose.hpp"
 
-#include "tessel/cost/framework.hpp"
+#include "tessel/cost/compute.hpp"
 
 #include <regex>
 #include <string>
@@ -69,8 +69,7 @@ bool readAttention(Reading& r) {
     const bool sdpaFramework = framework == "torchtitan" || framework == "fsdp";
     // The kernel a framework's launcher chose for the run, where the GPU has it (NeMo 24.01-24.07 on Hopper: flash-attn
     // 2, cuDNN's attention off).
-    std::string launcherKernel = attentionKernelDefaultOf(plan.framework);
-    if (!c.scenario.cluster.gpu.attentionKernels.count(launcherKernel)) launcherKernel.clear();
+    const std::string launcherKernel = launcherAttentionKernelOf(plan, c.scenario.cluster.gpu);
     plan.flashAttention = true;
     // llm-foundry's benchmark runs take `attn_impl` from submit_benchmarks.py's --attn_impl, default "triton"
     // (llm-foundry's Triton kernel, triton-pre-mlir in its install_requires) at 5f43bf160, b2a43a147 and 5e85bd62d

@@ -268,6 +268,9 @@ double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan,
 // Whether the plan's selective recompute is torchtitan's per-op policy (keep the attention output and every
 // other matmul's, redo the rest) rather than Megatron-LM's (redo the attention core): FORMULAS.md §3.4.
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan);
+// The attention kernel the plan's framework version ran where its launcher chose one and this GPU has it
+// (attentionKernelDefaultOf: NeMo 24.01-24.07's flash-attn 2), else "": the plan's own, or the GPU's default.
+std::string launcherAttentionKernelOf(const Plan& plan, const GpuSpec& gpu);
 // A layer's column-parallel GEMM fed by a tensor-parallel gather of its input (QKV, fc1, the experts' and shared
 // experts' fc1, MLA's q and kv up projections): Megatron-LM's asynchronous TP overlap runs the all-reduce or
 // reduce-scatter of its input gradient under its weight-gradient GEMM.
