@@ -1,23 +1,28 @@
 // `tessel calibrate MEASUREMENTS... --cluster BASE -o OUT.json`: fits the cost model's terms to microbenchmarks
-// (`tessel bench` folders or bench.jsonl files) and training runs (`tessel run` folders), and writes a cluster
-// file of the same format with a `calibration` block.
+// (`tessel bench` folders or bench.jsonl files), training runs (`tessel run` folders, `tessel import torch`) and
+// runs known by their step alone (`tessel import megatron`), and writes a cluster file of the same format with a
+// `calibration` block.
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "table.hpp"
 
 #include "tessel/cost/calibration.hpp"
 #include "tessel/cost/scenario.hpp"
+#include "tessel/sim/compare.hpp"
 #include "tessel/sim/schedule.hpp"
 #include "tessel/sim/simulate.hpp"
+#include "tessel/sim/step_calibration.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace tessel::cli {
@@ -127,6 +132,31 @@ RunFolder loadRunFolder(const fs::path& dir) {
 bool isComputeKind(const std::string& k) {
     return k == "forward" || k == "backward" || k == "backward_input" || k == "backward_weight" || k == "optimizer_step";
 }
+
+// A run folder that gives its step and no action durations (`tessel import megatron` writes trace.json with
+// otherData.step_seconds and no measurements.jsonl), on the GPU being calibrated.
+sim::StepRun loadStepRun(const fs::path& dir, const ClusterConfig& base) {
+    Scenario scenario = loadScenarioFile(dir / "scenario.json");
+    finishScenario(scenario);
+    const sim::MeasuredRun measured = sim::MeasuredRun::load(dir);
+    if (scenario.cluster.gpu.name != base.gpu.name)
+        throw InputError((dir / "scenario.json").string() + "#/cluster",
+                         "the run was on " + scenario.cluster.gpu.name + ", not the " + base.gpu.name +
+                             " of --cluster: a scale fitted to one GPU's steps says nothing of another's "
+                             "(give --cluster the run's own cluster)");
+    sim::StepRun r;
+    r.source = dir.string();
+    r.model = scenario.model;
+    r.plan = scenario.plan;
+    r.nodes = scenario.cluster.nodes;
+    r.gpusPerNode = scenario.cluster.gpusPerNode;
+    r.measuredStepSeconds = measured.stepSeconds();
+    if (!(r.measuredStepSeconds > 0.0))
+        throw InputError((dir / "trace.json").string(), "no measured step (otherData.step_seconds or timed events)");
+    return r;
+}
+
+std::string percent(double relative) { return (relative >= 0.0 ? "+" : "") + fixed(100.0 * relative, 1) + "%"; }
 } // namespace
 
 namespace {
@@ -168,7 +198,10 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         bool json = false;
     };
     auto o = std::make_shared<Options>();
-    cmd->add_option("measurements", o->inputs, "tessel bench folders, bench.jsonl files and tessel run folders")->required();
+    cmd->add_option("measurements", o->inputs,
+                    "tessel bench folders, bench.jsonl files, tessel run folders and imported runs (tessel import; a "
+                    "Megatron-LM log's import gives a step alone, which fits one time scale on the compute phases)")
+        ->required();
     cmd->add_option("--cluster", o->cluster, "Base cluster (preset name or file) whose terms are refitted")->required();
     cmd->add_option("-o,--output", o->out, "Calibrated cluster file to write")->required();
     cmd->add_flag("--force", o->force, "Overwrite the output file");
@@ -177,8 +210,10 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         if (!cmd->parsed()) return -1;
         ProblemList problems;
         ClusterConfig base;
+        bool baseLoaded = false;
         try {
             base = loadClusterRef(o->cluster, "--cluster");
+            baseLoaded = true;
         } catch (const InputError& e) {
             problems.append(e.problems());
         }
@@ -186,6 +221,7 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         CalibrationOptions options;
         options.createdUtc = utcNow();
         std::vector<RunFolder> runs;
+        std::vector<sim::StepRun> stepRuns;
         for (const std::string& path : o->inputs) {
             try {
                 const fs::path p(path);
@@ -193,6 +229,11 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 // its steps' phases as a run.
                 const bool bench = fs::is_directory(p) && fs::exists(p / "bench.jsonl");
                 const bool run = fs::is_directory(p) && fs::exists(p / "measurements.jsonl");
+                if (!bench && !run && fs::is_directory(p) && fs::exists(p / "scenario.json") && fs::exists(p / "trace.json")) {
+                    if (baseLoaded) stepRuns.push_back(loadStepRun(p, base));
+                    in.sources.push_back(p.string());
+                    continue;
+                }
                 if (bench) {
                     auto samples = parseBenchSamples(readText(p / "bench.jsonl"), (p / "bench.jsonl").string());
                     in.bench.insert(in.bench.end(), samples.begin(), samples.end());
@@ -210,15 +251,17 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                     in.bench.insert(in.bench.end(), samples.begin(), samples.end());
                     in.sources.push_back(p.string());
                 } else {
-                    problems.add(path, "not a tessel bench folder (bench.jsonl), a bench.jsonl file or a tessel run "
-                                       "folder (measurements.jsonl, scenario.json, memory.json; or one `tessel import` wrote)");
+                    problems.add(path, "not a tessel bench folder (bench.jsonl), a bench.jsonl file, a tessel run "
+                                       "folder (measurements.jsonl, scenario.json, memory.json) or one `tessel import` "
+                                       "wrote (scenario.json and trace.json)");
                 }
             } catch (const InputError& e) {
                 problems.append(e.problems());
             }
         }
-        if (in.bench.empty() && problems.empty())
-            problems.add("measurements", "no microbenchmark points: give at least one `tessel bench` folder");
+        if (in.bench.empty() && runs.empty() && stepRuns.empty() && problems.empty())
+            problems.add("measurements", "nothing to fit: give a `tessel bench` folder, a `tessel run` folder or a run "
+                                         "`tessel import` wrote");
         // Every measured action must be in the schedule of its run's scenario (steps 2 and 3 index into it).
         std::vector<sim::ActionSchedule> schedules;
         for (const RunFolder& run : runs) {
@@ -297,9 +340,65 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
             }
         }
         calibrateSyncJitter(result, in);
+        // 4. Runs known by their step alone: where no run measured its actions, they fit one time scale on the
+        // forward and backward phases (FORMULAS.md §7.8); where runs did, the phases are theirs and these runs are
+        // predicted with the result, as a check on plans the action-level fit did not see.
+        nlohmann::json stepReport = nlohmann::json::array();
+        const bool phasesFitted = std::any_of(result.terms.begin(), result.terms.end(), [](const TermReport& t) {
+            return t.term == "gpu/phase_fits/forward" || t.term == "gpu/phase_fits/backward";
+        });
+        std::optional<sim::StepScaleFit> stepFit;
+        if (!stepRuns.empty() && !phasesFitted) {
+            stepFit = sim::fitComputeScaleToSteps(result.cluster, stepRuns);
+            if (!stepFit->reached) {
+                std::vector<double> before = stepFit->errorsBefore;
+                std::sort(before.begin(), before.end());
+                throw InputError("measurements",
+                                 "no time scale on the compute phases between " + fixed(sim::kMinComputeScale, 1) + " and " +
+                                     fixed(sim::kMaxComputeScale, 1) + " brings the runs' predicted steps to their measured "
+                                     "ones (predicted / measured - 1 before: " + percent(before.front()) + " to " +
+                                     percent(before.back()) + "): what is off is not the compute (set each run against "
+                                     "its prediction with `tessel compare`); nothing written");
+            }
+            const nlohmann::json before = {{"forward", result.cluster.gpu.phaseFit("forward").timeScale},
+                                           {"backward", result.cluster.gpu.phaseFit("backward").timeScale}};
+            result.cluster = sim::withComputeScale(result.cluster, stepFit->scale);
+            std::erase_if(result.uncalibrated, [](const std::string& u) {
+                return u.rfind("gpu/phase_fits/forward:", 0) == 0 || u.rfind("gpu/phase_fits/backward:", 0) == 0;
+            });
+            TermReport t;
+            t.term = "gpu/phase_fits/forward + gpu/phase_fits/backward";
+            t.points = static_cast<int>(stepRuns.size());
+            double rms = 0.0;
+            for (double e : stepFit->errorsAfter) {
+                rms += e * e;
+                t.maxAbsRelativeResidual = std::max(t.maxAbsRelativeResidual, std::abs(e));
+            }
+            t.rmsRelativeResidual = std::sqrt(rms / static_cast<double>(stepRuns.size()));
+            t.values = {{"time_scale", stepFit->scale},
+                        {"from", "the measured steps of " + std::to_string(stepRuns.size()) +
+                                     " run(s): the median of log(predicted / measured) made zero"},
+                        {"before", before}};
+            result.terms.push_back(t);
+        }
+        for (size_t i = 0; i < stepRuns.size(); ++i) {
+            const sim::StepRun& r = stepRuns[i];
+            nlohmann::json row{{"run", r.source}, {"measured_step_seconds", r.measuredStepSeconds}};
+            if (stepFit) {
+                row["error_before"] = stepFit->errorsBefore[i];
+                row["error_after"] = stepFit->errorsAfter[i];
+                if (!stepFit->heldOutErrors.empty()) row["error_held_out"] = stepFit->heldOutErrors[i];
+            } else {
+                row["error_before"] = sim::predictedStepSeconds(base, r) / r.measuredStepSeconds - 1.0;
+                row["error_after"] = sim::predictedStepSeconds(result.cluster, r) / r.measuredStepSeconds - 1.0;
+                row["role"] = "check (the phases were fitted to action-level runs)";
+            }
+            stepReport.push_back(row);
+        }
         nlohmann::json doc = clusterToJson(result.cluster);
         doc["name"] = base.name + "-calibrated";
         doc["calibration"] = calibrationBlock(result, in, options);
+        if (!stepRuns.empty()) doc["calibration"]["step_runs"] = stepReport;
         citeCalibratedTerms(doc, result);
         writeOutputFile(o->out, doc.dump(2) + "\n", o->force, "--output");
         if (o->json) {
@@ -318,6 +417,29 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 m.addRow({r.term, std::to_string(r.points), fixed(r.values.value("bytes_per_second", 0.0) / 1e9, 1),
                           fixed(r.values.value("overhead_seconds", 0.0) * 1e6, 1), fixed(100.0 * r.rmsRelativeResidual, 1)});
             std::cout << m.render();
+        }
+        if (!stepRuns.empty()) {
+            // Each run's step against the prediction before and after; held out: with the scale fitted to the
+            // other runs, what the fit says of a plan it has not seen.
+            Table st({"run", "measured s", "error before", "after", "held out"});
+            for (const auto& row : stepReport)
+                st.addRow({row["run"].get<std::string>(), fixed(row["measured_step_seconds"].get<double>(), 3),
+                           percent(row["error_before"].get<double>()), percent(row["error_after"].get<double>()),
+                           row.contains("error_held_out") ? percent(row["error_held_out"].get<double>())
+                                                          : std::string(stepFit ? "- (one run)" : "- (a check)")});
+            std::cout << st.render();
+            if (stepFit)
+                std::cout << "compute phases x " << fixed(stepFit->scale, 3) << ", fitted to the steps of " << stepRuns.size()
+                          << " run(s)" << (stepRuns.size() < 2 ? "; give two or more runs of different plans to see whether "
+                                                                 "it carries to a plan it has not seen"
+                                                               : "")
+                          << "\n";
+            const sim::StepRun& first = stepRuns.front();
+            std::string shape;
+            if (first.nodes != base.nodes) shape += " --nodes " + std::to_string(first.nodes);
+            if (first.gpusPerNode != base.gpusPerNode) shape += " --gpus-per-node " + std::to_string(first.gpusPerNode);
+            std::cout << "each run against the calibrated prediction: tessel compare " << first.source << "/scenario.json "
+                      << first.source << " --cluster " << o->out << shape << "\n";
         }
         std::cout << result.uncalibrated.size() << " terms left uncalibrated (listed in the file's calibration block)\n";
         std::cout << "wrote " << o->out << "\n";

@@ -25,6 +25,35 @@ check "megatron: compare prints measured memory" $(contains "$tmp/meg.cmp" "tota
 "$TESSEL" import megatron "$meg" --cluster dgx-a100-80g -o "$tmp/meg" >"$tmp/err" 2>&1
 check "megatron: an existing import needs --force" $([ $? -eq 2 ] && echo 0 || echo 1)
 
+# Calibrate from the log's step alone: one time scale on the compute phases; the run is then predicted at its step.
+"$TESSEL" calibrate "$tmp/meg" --cluster dgx-a100-80g -o "$tmp/meg-cal.json" >"$tmp/meg-cal.out" 2>&1
+check "megatron: calibrate fits the step" $?
+cat "$tmp/meg-cal.out"
+check "megatron: names the fitted term" $(contains "$tmp/meg-cal.out" "gpu/phase_fits/forward + gpu/phase_fits/backward")
+check "megatron: one run has no held-out error" $(contains "$tmp/meg-cal.out" "- (one run)")
+"$TESSEL" compare "$tmp/meg/scenario.json" "$tmp/meg" --cluster "$tmp/meg-cal.json" --gpus-per-node 1 >"$tmp/meg.cmp2" 2>&1
+check "megatron: the calibrated cluster predicts the run at its step" $(grep -qE "measured 849.800 \(as the run states it\), error [+-]0\.0%" "$tmp/meg.cmp2" && echo 0 || echo 1)
+# A second run of the same plan 20% slower: each held out is predicted with the other's scale, +20.0% and -16.7%.
+cp -r "$tmp/meg" "$tmp/meg-slow"
+python3 -c "
+import json,sys; p=sys.argv[1]; t=json.load(open(p)); t['otherData']['step_seconds']*=1.2; json.dump(t,open(p,'w'))" "$tmp/meg-slow/trace.json"
+"$TESSEL" calibrate "$tmp/meg" "$tmp/meg-slow" --cluster dgx-a100-80g -o "$tmp/meg-cal2.json" >"$tmp/meg-cal2.out" 2>&1
+check "megatron: calibrate fits two runs" $?
+cat "$tmp/meg-cal2.out"
+check "megatron: the faster run held out is predicted 20% slow" $(contains "$tmp/meg-cal2.out" "+20.0%")
+check "megatron: the slower run held out is predicted 16.7% fast" $(contains "$tmp/meg-cal2.out" "-16.7%")
+check "megatron: the block lists the runs" $(python3 -c "
+import json,sys; r=json.load(open(sys.argv[1]))['calibration']['step_runs']; sys.exit(0 if len(r)==2 and 'error_held_out' in r[0] else 1)" "$tmp/meg-cal2.json" && echo 0 || echo 1)
+"$TESSEL" calibrate "$tmp/meg" --cluster dgx-h100-80g -o "$tmp/x.json" >"$tmp/err" 2>&1
+check "megatron: a run on another GPU exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
+check "megatron: names the run's cluster" $(contains "$tmp/err" "meg/scenario.json#/cluster: the run was on")
+python3 -c "
+import json,sys; p=sys.argv[1]; t=json.load(open(p)); t['otherData']['step_seconds']=1e-7; json.dump(t,open(p,'w'))" "$tmp/meg-slow/trace.json"
+"$TESSEL" calibrate "$tmp/meg-slow" --cluster dgx-a100-80g -o "$tmp/x.json" >"$tmp/err" 2>&1
+check "megatron: a step no compute scale reaches exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
+check "megatron: says what is off is not the compute" $(contains "$tmp/err" "what is off is not the compute")
+check "megatron: writes nothing then" $([ ! -e "$tmp/x.json" ] && echo 0 || echo 1)
+
 # Bad logs: exit 2 naming the line.
 head -n 30 "$meg" >"$tmp/cut.log"
 "$TESSEL" import megatron "$tmp/cut.log" --cluster dgx-a100-80g -o "$tmp/x" >"$tmp/err" 2>&1
@@ -63,6 +92,13 @@ print(f"unseen plan (batch 4, sequence 96): predicted {pred*1e3:.2f} ms, measure
 sys.exit(0 if abs(err) < 0.10 else 1)
 PY
 check "torch: calibrated prediction of the unseen plan within 10% of its measured step" $?
+# A run known by its step alone beside runs with their phases: the phases are the latter's, the step a check.
+mkdir -p "$tmp/unseen-step" && cp "$tmp/unseen-b4-s96/scenario.json" "$tmp/unseen-b4-s96/trace.json" "$tmp/unseen-step/"
+"$TESSEL" calibrate "$tmp/seen-b2-s128" "$tmp/seen-b8-s64" "$tmp/unseen-step" --cluster cpu-host -o "$tmp/cal-check.json" >"$tmp/cal-check.out" 2>&1
+check "torch: a step-only run beside action runs calibrates" $?
+check "torch: that run is a check" $(contains "$tmp/cal-check.out" "- (a check)")
+check "torch: the phases come from the action runs alone" $(python3 -c "
+import json,sys; a=json.load(open(sys.argv[1]))['gpu']['phase_fits']; b=json.load(open(sys.argv[2]))['gpu']['phase_fits']; sys.exit(0 if a==b else 1)" "$tmp/cal.json" "$tmp/cal-check.json" && echo 0 || echo 1)
 "$TESSEL" compare "$data/torch/unseen-b4-s96.json" "$tmp/unseen-b4-s96" --cluster "$tmp/cal.json" --gpus-per-node 1 >"$tmp/cmp" 2>&1
 check "torch: compare lays the imported run over the prediction" $?
 check "torch: per phase" $(contains "$tmp/cmp" "optimizer_step")
