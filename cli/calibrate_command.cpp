@@ -421,7 +421,7 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         if (!stepRuns.empty()) {
             // Each run's step against the prediction before and after; held out: with the scale fitted to the
             // other runs, what the fit says of a plan it has not seen.
-            Table st({"run", "measured s", "error before", "after", "held out"});
+            Table st({"run", "measured s", "predicted / measured - 1: before", "after", "held out"});
             for (const auto& row : stepReport)
                 st.addRow({row["run"].get<std::string>(), fixed(row["measured_step_seconds"].get<double>(), 3),
                            percent(row["error_before"].get<double>()), percent(row["error_after"].get<double>()),
