@@ -1,7 +1,7 @@
 // `tessel calibrate MEASUREMENTS... --cluster BASE -o OUT.json`: fits the cost model's terms to microbenchmarks
 // (`tessel bench` folders or bench.jsonl files), training runs (`tessel run` folders, `tessel import torch`) and
-// runs known by their step alone (`tessel import megatron`), and writes a cluster file of the same format with a
-// `calibration` block.
+// runs known by their step alone (`tessel import megatron`, records in the runs.json schema), and writes a cluster
+// file of the same format with a `calibration` block.
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "table.hpp"
@@ -12,6 +12,7 @@
 #include "tessel/sim/schedule.hpp"
 #include "tessel/sim/simulate.hpp"
 #include "tessel/sim/step_calibration.hpp"
+#include "tessel/sim/validation.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -156,6 +157,40 @@ sim::StepRun loadStepRun(const fs::path& dir, const ClusterConfig& base) {
     return r;
 }
 
+// The records of a runs.json-schema file as runs known by their step (each record's scenario as `tessel validate`
+// resolves it). A record tessel cannot read is an error naming it; one without a step time is listed in `notUsed`.
+std::vector<sim::StepRun> stepRunsFromRecords(const fs::path& file, const ClusterConfig& base, std::vector<std::string>& notUsed) {
+    std::vector<sim::StepRun> runs;
+    ProblemList problems;
+    for (const sim::LoadedRecord& r : sim::loadValidationFile(file.string())) {
+        if (!r.validationCase) {
+            problems.add(r.pointer, "record " + r.id + " cannot be predicted: " + r.refusal);
+            continue;
+        }
+        const sim::ValidationCase& c = *r.validationCase;
+        if (!c.measured.stepSeconds) {
+            notUsed.push_back(r.pointer + " (" + r.id + "): no step time");
+            continue;
+        }
+        if (c.scenario.cluster.gpu.name != base.gpu.name) {
+            problems.add(r.pointer, "record " + r.id + " ran on " + c.scenario.cluster.gpu.name + ", not the " +
+                                        base.gpu.name + " of --cluster: a scale fitted to one GPU's steps says nothing of "
+                                        "another's (calibrate each GPU's records on its own cluster)");
+            continue;
+        }
+        sim::StepRun s;
+        s.source = r.id;
+        s.model = c.scenario.model;
+        s.plan = c.scenario.plan;
+        s.nodes = c.scenario.cluster.nodes;
+        s.gpusPerNode = c.scenario.cluster.gpusPerNode;
+        s.measuredStepSeconds = *c.measured.stepSeconds;
+        runs.push_back(std::move(s));
+    }
+    problems.throwIfAny();
+    return runs;
+}
+
 std::string percent(double relative) { return (relative >= 0.0 ? "+" : "") + fixed(100.0 * relative, 1) + "%"; }
 } // namespace
 
@@ -199,8 +234,9 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
     };
     auto o = std::make_shared<Options>();
     cmd->add_option("measurements", o->inputs,
-                    "tessel bench folders, bench.jsonl files, tessel run folders and imported runs (tessel import; a "
-                    "Megatron-LM log's import gives a step alone, which fits one time scale on the compute phases)")
+                    "tessel bench folders, bench.jsonl files, tessel run folders, imported runs (tessel import) and "
+                    ".json files of run records (the runs.json schema); runs known by their step alone (a Megatron-LM "
+                    "log's import, a record) fit one time scale on the compute phases")
         ->required();
     cmd->add_option("--cluster", o->cluster, "Base cluster (preset name or file) whose terms are refitted")->required();
     cmd->add_option("-o,--output", o->out, "Calibrated cluster file to write")->required();
@@ -222,6 +258,8 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         options.createdUtc = utcNow();
         std::vector<RunFolder> runs;
         std::vector<sim::StepRun> stepRuns;
+        std::vector<std::string> notUsed; // records read but giving no step to fit, with why
+        bool firstStepRunIsFolder = false; // the first run known by its step came from a run folder
         for (const std::string& path : o->inputs) {
             try {
                 const fs::path p(path);
@@ -230,7 +268,10 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                 const bool bench = fs::is_directory(p) && fs::exists(p / "bench.jsonl");
                 const bool run = fs::is_directory(p) && fs::exists(p / "measurements.jsonl");
                 if (!bench && !run && fs::is_directory(p) && fs::exists(p / "scenario.json") && fs::exists(p / "trace.json")) {
-                    if (baseLoaded) stepRuns.push_back(loadStepRun(p, base));
+                    if (baseLoaded) {
+                        if (stepRuns.empty()) firstStepRunIsFolder = true;
+                        stepRuns.push_back(loadStepRun(p, base));
+                    }
                     in.sources.push_back(p.string());
                     continue;
                 }
@@ -245,23 +286,31 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
                     in.sources.push_back(p.string());
                 }
                 if (bench || run) continue;
-                if (fs::is_regular_file(p)) {
+                if (fs::is_regular_file(p) && p.extension() == ".json") {
+                    // Published or the user's own runs in the runs.json schema (data/validation/README.md): each
+                    // record with a step time is a run known by its step.
+                    if (baseLoaded) {
+                        std::vector<sim::StepRun> more = stepRunsFromRecords(p, base, notUsed);
+                        stepRuns.insert(stepRuns.end(), more.begin(), more.end());
+                    }
+                    in.sources.push_back(p.string());
+                } else if (fs::is_regular_file(p)) {
                     auto samples = parseBenchSamples(readText(p), p.string());
                     if (samples.empty()) throw InputError(path, "holds no microbenchmark records");
                     in.bench.insert(in.bench.end(), samples.begin(), samples.end());
                     in.sources.push_back(p.string());
                 } else {
                     problems.add(path, "not a tessel bench folder (bench.jsonl), a bench.jsonl file, a tessel run "
-                                       "folder (measurements.jsonl, scenario.json, memory.json) or one `tessel import` "
-                                       "wrote (scenario.json and trace.json)");
+                                       "folder (measurements.jsonl, scenario.json, memory.json), one `tessel import` "
+                                       "wrote (scenario.json and trace.json) or a .json file of run records");
                 }
             } catch (const InputError& e) {
                 problems.append(e.problems());
             }
         }
         if (in.bench.empty() && runs.empty() && stepRuns.empty() && problems.empty())
-            problems.add("measurements", "nothing to fit: give a `tessel bench` folder, a `tessel run` folder or a run "
-                                         "`tessel import` wrote");
+            problems.add("measurements", "nothing to fit: give a `tessel bench` folder, a `tessel run` folder, a run "
+                                         "`tessel import` wrote or a file of run records with a step time");
         // Every measured action must be in the schedule of its run's scenario (steps 2 and 3 index into it).
         std::vector<sim::ActionSchedule> schedules;
         for (const RunFolder& run : runs) {
@@ -399,6 +448,7 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         doc["name"] = base.name + "-calibrated";
         doc["calibration"] = calibrationBlock(result, in, options);
         if (!stepRuns.empty()) doc["calibration"]["step_runs"] = stepReport;
+        if (!notUsed.empty()) doc["calibration"]["records_not_used"] = notUsed;
         citeCalibratedTerms(doc, result);
         writeOutputFile(o->out, doc.dump(2) + "\n", o->force, "--output");
         if (o->json) {
@@ -438,8 +488,13 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
             std::string shape;
             if (first.nodes != base.nodes) shape += " --nodes " + std::to_string(first.nodes);
             if (first.gpusPerNode != base.gpusPerNode) shape += " --gpus-per-node " + std::to_string(first.gpusPerNode);
-            std::cout << "each run against the calibrated prediction: tessel compare " << first.source << "/scenario.json "
-                      << first.source << " --cluster " << o->out << shape << "\n";
+            if (firstStepRunIsFolder)
+                std::cout << "each run against the calibrated prediction: tessel compare " << first.source << "/scenario.json "
+                          << first.source << " --cluster " << o->out << shape << "\n";
+            else
+                std::cout << "each record's scenario for `tessel predict --cluster " << o->out
+                          << "`: tessel validate FILE --scenarios DIR\n";
+            for (const std::string& n : notUsed) std::cout << "not used: " << n << "\n";
         }
         std::cout << result.uncalibrated.size() << " terms left uncalibrated (listed in the file's calibration block)\n";
         std::cout << "wrote " << o->out << "\n";

@@ -54,6 +54,21 @@ check "megatron: a step no compute scale reaches exits 2" $([ $? -eq 2 ] && echo
 check "megatron: says what is off is not the compute" $(contains "$tmp/err" "what is off is not the compute")
 check "megatron: writes nothing then" $([ ! -e "$tmp/x.json" ] && echo 0 || echo 1)
 
+# Records in the runs.json schema: each one with a step time is a run known by its step (two of Megatron-LM's
+# published H100 runs here); a record on another GPU than --cluster's exits 2 naming it.
+records="$(dirname "$0")/../../data/validation/check_megatron_lm_h100.json"
+python3 -c "
+import json,sys; r=json.load(open(sys.argv[1])); json.dump([x for x in r if x['id'] in ('mlm-weak-1.7B','mlm-weak-7.1B')], open(sys.argv[2],'w'))" \
+    "$records" "$tmp/two.json"
+"$TESSEL" calibrate "$tmp/two.json" --cluster dgx-h100-80g -o "$tmp/rec-cal.json" >"$tmp/rec-cal.out" 2>&1
+check "records: calibrate fits their steps" $?
+cat "$tmp/rec-cal.out"
+check "records: each is a row" $(contains "$tmp/rec-cal.out" "mlm-weak-7.1B")
+check "records: says how to predict them" $(contains "$tmp/rec-cal.out" "tessel validate FILE --scenarios DIR")
+"$TESSEL" calibrate "$tmp/two.json" --cluster dgx-a100-80g -o "$tmp/x.json" >"$tmp/err" 2>&1
+check "records: a record on another GPU exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
+check "records: names it" $(contains "$tmp/err" "two.json#/0: record mlm-weak-1.7B ran on NVIDIA H100")
+
 # Bad logs: exit 2 naming the line.
 head -n 30 "$meg" >"$tmp/cut.log"
 "$TESSEL" import megatron "$tmp/cut.log" --cluster dgx-a100-80g -o "$tmp/x" >"$tmp/err" 2>&1
