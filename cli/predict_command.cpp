@@ -250,6 +250,21 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         out << "\n  host-bound: the GPU waits " << milliseconds(p.layer.hostWaitSeconds)
             << " ms a layer and micro-batch for the host's launches of eager ops (shorter kernels than launches), in the"
             << " phases above";
+    // A calibrated cluster's phase fits (FORMULAS.md §7.5, §7.8) act on the step, not on the per-op times above: said,
+    // so the table and the step are read together.
+    {
+        std::string fits;
+        for (const char* phase : {"forward", "backward", "optimizer", "communication"}) {
+            const PhaseFit& f = s.cluster.gpu.phaseFit(phase);
+            if (f.timeScale == 1.0 && f.overheadSeconds == 0.0 && f.perTensorSeconds == 0.0) continue;
+            fits += std::string(fits.empty() ? "" : ", ") + phase + " x" + fixed(f.timeScale, 3);
+            if (f.overheadSeconds != 0.0) fits += " + " + fixed(f.overheadSeconds * 1e6, 1) + " us";
+            if (f.perTensorSeconds != 0.0) fits += " + " + fixed(f.perTensorSeconds * 1e6, 1) + " us a tensor";
+        }
+        if (!fits.empty())
+            out << "\n  calibrated phases (tessel calibrate, the cluster file's calibration block): " << fits
+                << "; the step below applies them, the per-op times above do not";
+    }
     // A GPU without fused attention kernels (Volta: FlashAttention needs sm75/sm80 and later) costs a flash plan's
     // attention as GEMM tiles: said, since the run would use another kernel or none.
     if (pl.flashAttention && s.cluster.gpu.attentionKernels.empty() && s.cluster.gpu.overlapsCommunication)
@@ -289,11 +304,11 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             << fixed(s.cluster.peakFlops(recipe->computeDtype) / 1e12, 0) << " TFLOP/s); the " << toString(recipe->gemmDtype)
             << " GEMMs' peak is " << fixed(s.cluster.peakFlops(recipe->gemmDtype) / 1e12, 0) << " TFLOP/s\n";
     if (const auto band = sim::errorBandFor(s.cluster, s.plan))
-        out << "  trust: on " << band->records << " published " << sim::bandRunsText(band->kind) << ", tessel's step was off by "
+        out << "  trust: on " << band->records << " " << sim::bandSourceText(band->kind) << ", tessel's step was off by "
             << fixed(100.0 * band->medianAbsError, 1) << "% at the median (90% within " << fixed(100.0 * band->p90AbsError, 1)
             << "%, mean " << (band->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * band->meanSignedError, 1)
             << "%): step " << fixed(mt.stepSeconds * (1.0 - band->medianAbsError), 2) << "-"
-            << fixed(mt.stepSeconds * (1.0 + band->medianAbsError), 2) << " s (tessel validate)\n";
+            << fixed(mt.stepSeconds * (1.0 + band->medianAbsError), 2) << " s (" << sim::bandCommand(band->kind) << ")\n";
     if (s.model.moe) out << "  " << kMoeUnvalidated << "\n";
     Table br({"stage", "compute", "TP", "CP", "EP", "PP", "DP", "optimizer", "bubble", "step s"});
     auto pct = [&](double v) { return fixed(100.0 * v / mt.stepSeconds, 1) + "%"; };

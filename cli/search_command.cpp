@@ -261,9 +261,10 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
     if (!r.top.empty() && !r.top.front().errorBandKind.empty()) {
         bool oneKind = true;
         for (const auto& p : r.top) oneKind = oneKind && p.errorBandKind == r.top.front().errorBandKind;
-        out << "±%: median |step error| of tessel on published "
-            << (oneKind ? sim::bandRunsText(r.top.front().errorBandKind) : std::string("runs of each plan's kind"))
-            << " (tessel validate); #N= marks a plan inside #1's band"
+        out << "±%: median |step error| of tessel on "
+            << (oneKind ? sim::bandSourceText(r.top.front().errorBandKind) : std::string("published runs of each plan's kind"))
+            << " (" << (oneKind ? sim::bandCommand(r.top.front().errorBandKind) : std::string("tessel validate"))
+            << "); #N= marks a plan inside #1's band"
             << (oneKind ? "" : " or its own, the wider") << ", which the model cannot tell apart\n";
     }
     // A row no framework runs (the default search admits every plan, docs/search.md): say what the dash means and

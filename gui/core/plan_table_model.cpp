@@ -19,8 +19,9 @@ struct ColumnInfo {
 constexpr std::array<ColumnInfo, PlanTableModel::ColumnCount> kColumns{{
     {"rank", "#", "Rank by the search objective"},
     {"step", "step", "Simulated step time"},
-    {"band", "±", "Median |step error| of tessel on published runs of this kind (tessel validate); a rank marked = is "
-                  "inside the wider of its band and #1's: the model cannot tell the two plans apart"},
+    {"band", "±", "Median |step error| of tessel on published runs of this kind (tessel validate), or on the runs a "
+                  "calibrated cluster was fitted to, each held out (tessel calibrate); a rank marked = is inside the "
+                  "wider of its band and #1's: the model cannot tell the two plans apart"},
     {"mfu", "MFU", "Model FLOPs utilisation"},
     {"bubble", "bubble", "Pipeline bubble (mean over stages, share of the step)"},
     {"peak", "peak GiB", "Peak memory per GPU over the pipeline stages"},

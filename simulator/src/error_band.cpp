@@ -113,7 +113,26 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
 }
 
 std::string bandRunsText(const std::string& kind) {
+    if (kind == kCalibratedKind) return "runs this cluster was calibrated on, each held out";
     return kind == kOverallKind ? std::string("runs of every kind (none of this kind)") : kind + " runs";
+}
+
+std::string bandSourceText(const std::string& kind) {
+    return kind == kCalibratedKind ? bandRunsText(kind) : "published " + bandRunsText(kind);
+}
+
+std::string bandCommand(const std::string& kind) { return kind == kCalibratedKind ? "tessel calibrate" : "tessel validate"; }
+
+std::optional<ErrorBand> calibratedErrorBand(const ClusterConfig& cluster) {
+    if (!cluster.calibration || !cluster.calibration->is_object()) return std::nullopt;
+    const auto it = cluster.calibration->find("step_runs");
+    if (it == cluster.calibration->end() || !it->is_array()) return std::nullopt;
+    std::vector<double> heldOut;
+    for (const auto& run : *it)
+        if (run.is_object() && run.contains("error_held_out") && run["error_held_out"].is_number())
+            heldOut.push_back(run["error_held_out"].get<double>());
+    if (static_cast<int>(heldOut.size()) < kGpuFamilyMinRecords) return std::nullopt;
+    return bandOf(kCalibratedKind, heldOut);
 }
 
 nlohmann::json toJson(const ErrorBands& bands) {
@@ -219,6 +238,7 @@ const ErrorBands& shippedErrorBands() {
 }
 
 std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords) {
+    if (auto own = calibratedErrorBand(cluster)) return own;
     const ErrorBands& bands = shippedErrorBands();
     if (bands.overall.records == 0) return std::nullopt;
     const std::string kind = runKind(cluster, plan);

@@ -31,6 +31,9 @@ check "megatron: calibrate fits the step" $?
 cat "$tmp/meg-cal.out"
 check "megatron: names the fitted term" $(contains "$tmp/meg-cal.out" "gpu/phase_fits/forward + gpu/phase_fits/backward")
 check "megatron: one run has no held-out error" $(contains "$tmp/meg-cal.out" "- (one run)")
+"$TESSEL" predict "$tmp/meg/scenario.json" --cluster "$tmp/meg-cal.json" --gpus-per-node 1 >"$tmp/meg.pred2" 2>&1
+check "megatron: predict says the calibrated phases it applies" $(contains "$tmp/meg.pred2" "calibrated phases (tessel calibrate, the cluster file's calibration block): forward x6.19")
+check "megatron: an uncalibrated cluster says none" $(grep -q "calibrated phases" "$tmp/meg.predict" && echo 1 || echo 0)
 "$TESSEL" compare "$tmp/meg/scenario.json" "$tmp/meg" --cluster "$tmp/meg-cal.json" --gpus-per-node 1 >"$tmp/meg.cmp2" 2>&1
 check "megatron: the calibrated cluster predicts the run at its step" $(grep -qE "measured 849.800 \(as the run states it\), error [+-]0\.0%" "$tmp/meg.cmp2" && echo 0 || echo 1)
 # A second run of the same plan 20% slower: each held out is predicted with the other's scale, +20.0% and -16.7%.
@@ -65,6 +68,15 @@ check "records: calibrate fits their steps" $?
 cat "$tmp/rec-cal.out"
 check "records: each is a row" $(contains "$tmp/rec-cal.out" "mlm-weak-7.1B")
 check "records: says how to predict them" $(contains "$tmp/rec-cal.out" "tessel validate FILE --scenarios DIR")
+# Three runs held out make the calibrated cluster's own band, which predict shows in place of the published one.
+python3 -c "
+import json,sys; r=json.load(open(sys.argv[1])); json.dump([x for x in r if x['id'] in ('mlm-weak-1.7B','mlm-weak-7.1B','mlm-weak-16B')], open(sys.argv[2],'w'))" \
+    "$records" "$tmp/three.json"
+"$TESSEL" calibrate "$tmp/three.json" --cluster dgx-h100-80g -o "$tmp/rec-cal3.json" >"$tmp/rec-cal3.out" 2>&1
+check "records: calibrate fits three" $?
+"$TESSEL" predict llama3-8b-h100 --cluster "$tmp/rec-cal3.json" >"$tmp/rec-pred" 2>&1
+check "records: predict trusts the held-out runs" $(contains "$tmp/rec-pred" "trust: on 3 runs this cluster was calibrated on, each held out")
+check "records: and says where the figure comes from" $(contains "$tmp/rec-pred" "(tessel calibrate)")
 "$TESSEL" calibrate "$tmp/two.json" --cluster dgx-a100-80g -o "$tmp/x.json" >"$tmp/err" 2>&1
 check "records: a record on another GPU exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
 check "records: names it" $(contains "$tmp/err" "two.json#/0: record mlm-weak-1.7B ran on NVIDIA H100")

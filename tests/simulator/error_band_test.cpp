@@ -114,6 +114,36 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(sxm->kind, "A100 / Megatron-style");
 }
 
+TEST(ErrorBands, ACalibratedClusterIsShownItsOwnHeldOutRuns) {
+    // `tessel calibrate` from runs known by their step writes each run's error with the scale the others gave; from
+    // three such runs on, those errors are the band of every plan on that cluster, by hand: |+10%|, |-2%|, |+5%| ->
+    // median 5%, p90 (nearest rank) 10%, mean +4.33%.
+    ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    Plan megatron;
+    megatron.framework.name = "megatron";
+    c.calibration = nlohmann::json{{"step_runs",
+                                    {{{"run", "a"}, {"error_held_out", 0.10}},
+                                     {{"run", "b"}, {"error_held_out", -0.02}},
+                                     {{"run", "c"}, {"error_held_out", 0.05}},
+                                     {{"run", "d (a check: no held-out error)"}, {"error_after", 0.3}}}}};
+    const auto band = errorBandFor(c, megatron);
+    ASSERT_TRUE(band);
+    EXPECT_EQ(band->kind, kCalibratedKind);
+    EXPECT_EQ(band->records, 3);
+    EXPECT_NEAR(band->medianAbsError, 0.05, 1e-12);
+    EXPECT_NEAR(band->p90AbsError, 0.10, 1e-12);
+    EXPECT_NEAR(band->meanSignedError, 0.13 / 3.0, 1e-12);
+    EXPECT_EQ(bandCommand(band->kind), "tessel calibrate");
+    EXPECT_EQ(bandSourceText(band->kind), "runs this cluster was calibrated on, each held out");
+    EXPECT_EQ(bandSourceText("A100 / Megatron-style"), "published A100 / Megatron-style runs");
+    // Two held-out runs are too few: the published band stands.
+    c.calibration = nlohmann::json{{"step_runs", {{{"error_held_out", 0.1}}, {{"error_held_out", 0.2}}}}};
+    const auto published = errorBandFor(c, megatron);
+    ASSERT_TRUE(published);
+    EXPECT_EQ(published->kind, "A100 / Megatron-style");
+    EXPECT_FALSE(calibratedErrorBand(test::clusterPreset("dgx-a100-80g")));
+}
+
 TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
     // Peaks are banded per framework family (not per GPU) over the records that state one; step-only records
     // stay out of them.

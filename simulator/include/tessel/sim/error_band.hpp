@@ -68,7 +68,14 @@ std::string shippedErrorBandsFile();
 // error_band.cpp), those present. `tessel validate --write-bands FILE`
 // with these files writes error_bands.json.
 std::vector<std::string> errorBandValidationFiles();
-// The band for a plan: its kind's when that kind has at least `minRecords` published runs; else, for a plan with
+// The band of a calibrated cluster (`tessel calibrate` from runs known by their step): the errors of its runs, each
+// predicted with the scale the other runs gave (its calibration block's step_runs[].error_held_out), when there are
+// kGpuFamilyMinRecords or more. The user's own cluster and framework, held out, say more of its plans than
+// published runs of others.
+inline constexpr const char* kCalibratedKind = "held-out runs this cluster was calibrated on";
+std::optional<ErrorBand> calibratedErrorBand(const ClusterConfig& cluster);
+// The band for a plan: a calibrated cluster's own (calibratedErrorBand) when it has one; else its kind's when that
+// kind has at least `minRecords` published runs; else, for a plan with
 // context parallelism, the band of every context-parallel run (kContextParallelKind) when it has that many; else
 // its GPU family's (gpuFamilyKind) when that has kGpuFamilyMinRecords, or its sibling family's (siblingGpuFamily)
 // when its own has none: a B300 plan is shown the B200 runs' band, not the overall one; else the overall one;
@@ -78,6 +85,10 @@ std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& 
 // The runs a band was measured on, for a sentence: "A100 / Megatron-style runs", or for the fallback band
 // "runs of every kind (none of this kind)".
 std::string bandRunsText(const std::string& kind);
+// The same with where the figure comes from: "published A100 / Megatron-style runs" (tessel validate) or, for a
+// calibrated cluster's band, "runs this cluster was calibrated on, each held out"; and the command that made it.
+std::string bandSourceText(const std::string& kind);
+std::string bandCommand(const std::string& kind);
 
 // Whether a plan's step is inside the band of the best plan's: the model cannot tell the two apart.
 bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& band);
