@@ -134,17 +134,21 @@ bool isComputeKind(const std::string& k) {
     return k == "forward" || k == "backward" || k == "backward_input" || k == "backward_weight" || k == "optimizer_step";
 }
 
+// Why a run on `runGpu` cannot calibrate `baseGpu`, or "" when it can.
+std::string otherGpuProblem(const std::string& runGpu, const std::string& baseGpu) {
+    if (runGpu == baseGpu) return "";
+    return "ran on " + runGpu + ", not the " + baseGpu + " of --cluster: a scale fitted to one GPU's steps says nothing " +
+           "of another's (calibrate each GPU's runs on its own cluster)";
+}
+
 // A run folder that gives its step and no action durations (`tessel import megatron` writes trace.json with
 // otherData.step_seconds and no measurements.jsonl), on the GPU being calibrated.
 sim::StepRun loadStepRun(const fs::path& dir, const ClusterConfig& base) {
     Scenario scenario = loadScenarioFile(dir / "scenario.json");
     finishScenario(scenario);
     const sim::MeasuredRun measured = sim::MeasuredRun::load(dir);
-    if (scenario.cluster.gpu.name != base.gpu.name)
-        throw InputError((dir / "scenario.json").string() + "#/cluster",
-                         "the run was on " + scenario.cluster.gpu.name + ", not the " + base.gpu.name +
-                             " of --cluster: a scale fitted to one GPU's steps says nothing of another's "
-                             "(give --cluster the run's own cluster)");
+    if (const std::string why = otherGpuProblem(scenario.cluster.gpu.name, base.gpu.name); !why.empty())
+        throw InputError((dir / "scenario.json").string() + "#/cluster", "the run " + why);
     sim::StepRun r;
     r.source = dir.string();
     r.model = scenario.model;
@@ -172,10 +176,8 @@ std::vector<sim::StepRun> stepRunsFromRecords(const fs::path& file, const Cluste
             notUsed.push_back(r.pointer + " (" + r.id + "): no step time");
             continue;
         }
-        if (c.scenario.cluster.gpu.name != base.gpu.name) {
-            problems.add(r.pointer, "record " + r.id + " ran on " + c.scenario.cluster.gpu.name + ", not the " +
-                                        base.gpu.name + " of --cluster: a scale fitted to one GPU's steps says nothing of "
-                                        "another's (calibrate each GPU's records on its own cluster)");
+        if (const std::string why = otherGpuProblem(c.scenario.cluster.gpu.name, base.gpu.name); !why.empty()) {
+            problems.add(r.pointer, "record " + r.id + " " + why);
             continue;
         }
         sim::StepRun s;
@@ -432,13 +434,14 @@ std::function<int()> addCalibrateCommand(CLI::App& app) {
         }
         for (size_t i = 0; i < stepRuns.size(); ++i) {
             const sim::StepRun& r = stepRuns[i];
-            nlohmann::json row{{"run", r.source}, {"measured_step_seconds", r.measuredStepSeconds}};
+            // Before: on --cluster as given; after: on the calibrated result.
+            nlohmann::json row{{"run", r.source},
+                               {"measured_step_seconds", r.measuredStepSeconds},
+                               {"error_before", sim::predictedStepSeconds(base, r) / r.measuredStepSeconds - 1.0}};
             if (stepFit) {
-                row["error_before"] = stepFit->errorsBefore[i];
                 row["error_after"] = stepFit->errorsAfter[i];
                 if (!stepFit->heldOutErrors.empty()) row["error_held_out"] = stepFit->heldOutErrors[i];
             } else {
-                row["error_before"] = sim::predictedStepSeconds(base, r) / r.measuredStepSeconds - 1.0;
                 row["error_after"] = sim::predictedStepSeconds(result.cluster, r) / r.measuredStepSeconds - 1.0;
                 row["role"] = "check (the phases were fitted to action-level runs)";
             }

@@ -49,7 +49,7 @@ check "megatron: the block lists the runs" $(python3 -c "
 import json,sys; r=json.load(open(sys.argv[1]))['calibration']['step_runs']; sys.exit(0 if len(r)==2 and 'error_held_out' in r[0] else 1)" "$tmp/meg-cal2.json" && echo 0 || echo 1)
 "$TESSEL" calibrate "$tmp/meg" --cluster dgx-h100-80g -o "$tmp/x.json" >"$tmp/err" 2>&1
 check "megatron: a run on another GPU exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
-check "megatron: names the run's cluster" $(contains "$tmp/err" "meg/scenario.json#/cluster: the run was on")
+check "megatron: names the run's cluster" $(contains "$tmp/err" "meg/scenario.json#/cluster: the run ran on NVIDIA A100")
 python3 -c "
 import json,sys; p=sys.argv[1]; t=json.load(open(p)); t['otherData']['step_seconds']=1e-7; json.dump(t,open(p,'w'))" "$tmp/meg-slow/trace.json"
 "$TESSEL" calibrate "$tmp/meg-slow" --cluster dgx-a100-80g -o "$tmp/x.json" >"$tmp/err" 2>&1
