@@ -556,6 +556,21 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
     if (const auto* cal = r.child("calibration")) {
         if (!cal->is_object()) problems.add(r.pointer("calibration"), "expected an object");
         else c.calibration = *cal;
+        // The held-out errors of `tessel calibrate`'s runs known by their step are the calibrated cluster's error
+        // band (sim::calibratedErrorBand): an entry that is not a number is a problem, not a run left out.
+        if (cal->is_object() && cal->contains("step_runs")) {
+            const std::string at = r.pointer("calibration") + "/step_runs";
+            const nlohmann::json& runs = (*cal)["step_runs"];
+            if (!runs.is_array()) problems.add(at, "expected the array of runs `tessel calibrate` writes");
+            else
+                for (size_t i = 0; i < runs.size(); ++i) {
+                    const std::string here = at + "/" + std::to_string(i);
+                    if (!runs[i].is_object()) problems.add(here, "expected an object");
+                    else if (runs[i].contains("error_held_out") &&
+                             (!runs[i]["error_held_out"].is_number() || !std::isfinite(runs[i]["error_held_out"].get<double>())))
+                        problems.add(here + "/error_held_out", "expected a number (predicted / measured - 1)");
+                }
+        }
     }
     r.finish();
     return c;

@@ -47,12 +47,11 @@ struct Solved {
 
 // The s at which median log(predicted(s) / measured) over `runs` (indices into all) is zero, by bisection on log s:
 // the median grows with s, since no compute action gets shorter and none of the step's other parts depends on it.
-Solved solve(const ClusterConfig& cluster, const std::vector<StepRun>& all, const std::vector<size_t>& runs, int& evaluations) {
+Solved solve(const ClusterConfig& cluster, const std::vector<StepRun>& all, const std::vector<size_t>& runs) {
     auto medianLogError = [&](double logScale) {
         const ClusterConfig scaled = withComputeScale(cluster, std::exp(logScale));
         std::vector<double> logs;
         for (size_t i : runs) {
-            ++evaluations;
             logs.push_back(std::log(predictedStepSeconds(scaled, all[i]) / all[i].measuredStepSeconds));
         }
         return medianOf(logs);
@@ -81,22 +80,20 @@ StepScaleFit fitComputeScaleToSteps(const ClusterConfig& cluster, const std::vec
     StepScaleFit fit;
     std::vector<size_t> every(runs.size());
     for (size_t i = 0; i < runs.size(); ++i) every[i] = i;
-    const Solved all = solve(cluster, runs, every, fit.evaluations);
+    const Solved all = solve(cluster, runs, every);
     fit.scale = all.scale;
     fit.reached = all.reached;
     const ClusterConfig scaled = withComputeScale(cluster, fit.scale);
     for (const StepRun& r : runs) {
         fit.errorsBefore.push_back(predictedStepSeconds(cluster, r) / r.measuredStepSeconds - 1.0);
         fit.errorsAfter.push_back(predictedStepSeconds(scaled, r) / r.measuredStepSeconds - 1.0);
-        fit.evaluations += 2;
     }
     if (runs.size() >= 2)
         for (size_t i = 0; i < runs.size(); ++i) {
             std::vector<size_t> others;
             for (size_t j = 0; j < runs.size(); ++j)
                 if (j != i) others.push_back(j);
-            const Solved without = solve(cluster, runs, others, fit.evaluations);
-            ++fit.evaluations;
+            const Solved without = solve(cluster, runs, others);
             fit.heldOutErrors.push_back(predictedStepSeconds(withComputeScale(cluster, without.scale), runs[i]) /
                                             runs[i].measuredStepSeconds - 1.0);
         }

@@ -500,5 +500,25 @@ TEST(BenchSamples, WrongTypesAndMissingGemmDimensionsNameTheField) {
               "b.jsonl:1#/group_size: expected a whole number from 1 to 1048576\nb.jsonl:1#/rank: expected a whole number from 0 to 1048575\n");
 }
 
+// The held-out errors of a calibration from step times are read back as the calibrated cluster's error band, so a
+// cluster file whose step_runs hold anything but numbers there is refused, every such entry named.
+TEST(Calibration, StepRunsOfACalibratedClusterFileAreChecked) {
+    nlohmann::json doc = clusterToJson(test::clusterPreset("dgx-a100-80g"));
+    doc["calibration"] = {{"step_runs", {{{"run", "a"}, {"error_held_out", 0.05}}, {{"run", "b (a check)"}, {"error_after", 0.1}}}}};
+    ASSERT_TRUE(parseCluster(doc).calibration);
+    doc["calibration"]["step_runs"][0]["error_held_out"] = "5%";
+    doc["calibration"]["step_runs"][1] = 3;
+    try {
+        parseCluster(doc);
+        ADD_FAILURE() << "accepted step_runs that are not runs";
+    } catch (const InputError& e) {
+        ASSERT_EQ(e.problems().size(), 2u);
+        EXPECT_EQ(e.problems()[0].where, "/calibration/step_runs/0/error_held_out");
+        EXPECT_EQ(e.problems()[1].where, "/calibration/step_runs/1");
+    }
+    doc["calibration"]["step_runs"] = "none";
+    EXPECT_THROW(parseCluster(doc), InputError);
+}
+
 } // namespace
 } // namespace tessel

@@ -43,7 +43,6 @@ struct StepScaleFit {
     // Per run, its error when s is fitted on the other runs alone: what the scale says of a plan it has not
     // seen. Empty with a single run.
     std::vector<double> heldOutErrors;
-    int evaluations = 0;                // simulations run
 };
 
 inline constexpr double kMinComputeScale = 0.1;
