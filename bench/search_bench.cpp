@@ -1,10 +1,13 @@
 // Benchmarks of `tessel search` on GPT-3 175B over 1024 A100 GPUs (global batch 1536, the whole declared space):
-// plans per second through the pruning stage (validity + memory + lower bound) and the full search's wall time.
+// plans per second through the pruning stage (validity + memory + lower bound) and the full search's wall time;
+// and the full search of Llama 3 70B over 64 H100 (global batch 512).
 #include "tessel/cost/scenario.hpp"
+#include "tessel/sim/heap.hpp"
 #include "tessel/sim/search.hpp"
 
 #include <benchmark/benchmark.h>
 
+#include <string>
 #include <thread>
 
 namespace {
@@ -64,6 +67,38 @@ void BM_FullSearch(benchmark::State& state) {
 }
 BENCHMARK(BM_FullSearch)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
+// Llama 3 70B (sequence 8192) on 64 H100, global batch 512: most plans it simulates run hundreds of micro-batches,
+// so each simulation builds and frees tens of MiB (what retainFreedHeap is measured on, with --malloc-default).
+void BM_FullSearchLlama3_70b(benchmark::State& state) {
+    static const tessel::Scenario s = tessel::loadScenarioFile(tessel::resolveScenarioPath("llama3-70b-h100", "bench"));
+    tessel::sim::SearchSpace space;
+    space.gpus = 64;
+    space.globalBatch = 512;
+    tessel::sim::SearchOptions options;
+    options.threads = static_cast<int>(state.range(0));
+    tessel::sim::SearchResult r;
+    for (auto _ : state) r = tessel::sim::searchPlans(s.model, s.cluster, space, options);
+    state.counters["simulated"] = static_cast<double>(r.simulated);
+    state.counters["simulation_s"] = r.simulationSeconds;
+    state.counters["best_step_s"] = r.top.empty() ? 0.0 : r.top.front().metrics.stepSeconds;
+}
+BENCHMARK(BM_FullSearchLlama3_70b)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
 } // namespace
 
-BENCHMARK_MAIN();
+// Arg of main: --malloc-default leaves glibc's allocator as it is (the baseline retainFreedHeap is measured against).
+int main(int argc, char** argv) {
+    bool keepDefault = false;
+    int kept = 1;
+    for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) == "--malloc-default") keepDefault = true;
+        else argv[kept++] = argv[i];
+    }
+    argc = kept;
+    if (!keepDefault) tessel::sim::retainFreedHeap();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -2,6 +2,7 @@
 #include "commands.hpp"
 
 #include "tessel/cost/errors.hpp"
+#include "tessel/sim/heap.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 int main(int argc, char** argv) {
+    tessel::sim::retainFreedHeap(); // search, validate and calibrate simulate thousands of plans
     CLI::App app{"tessel: plan, predict and run parallel LLM training"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "tessel 0.1.0");

@@ -1,12 +1,14 @@
 // tessel-gui: explore parallelism plans, see memory and pipeline bubbles, compare with what ran.
 #include "app/main_window.hpp"
 #include "app/scenario_panel.hpp"
+#include "tessel/sim/heap.hpp"
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QTimer>
 
 int main(int argc, char** argv) {
+    tessel::sim::retainFreedHeap(); // the search simulates thousands of plans on worker threads
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("tessel-gui"));
     QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
