@@ -307,7 +307,8 @@ a, b = (json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('p
 assert 1.05 < b / a < 1.2, (a, b)" ; check "500 W is slower by the tensor-core share" $?
 # The GB300 preset runs the GB200's curve and rated clocks at its own 1400 W (gb300-nvl72.json): said, with the
 # factor, and the same plan faster than on the GB200: every tensor-core op by that factor, attention's forward by
-# cuDNN's measured GB300 / GB200 rate (x1.204, docs/validation.md "Blackwell Ultra's attention") on top.
+# more (the GB300's eta 0.662, the B200's 0.55 x cuDNN's measured GB300 / GB200 x1.204, docs/validation.md
+# "Blackwell Ultra's attention", against the GB200's measured curve, 0.538 at 8k; the flat eta takes the s / (s + 128) ramp, the curve does not).
 G="--model llama3-8b --nodes 1 --gpus-per-node 8 --tp 1 --pp 1 --dp 8 --micro-batch 2 --global-batch 128 --sequence-parallel off --precision fp8"
 "$TESSEL" predict $G --cluster gb300-nvl72 >"$tmp/gb300.out" 2>&1; check "predict on the GB300" $?
 check "says the curve's 1200 W and its 1400 W" "$(contains "$tmp/gb300.out" "the curve's 1200 W moved to this part.s 1400 W limit: x1.074")"
@@ -316,12 +317,12 @@ check "says the curve's 1200 W and its 1400 W" "$(contains "$tmp/gb300.out" "the
 python3 -c "
 import json
 a, b = (json.load(open('$tmp/%s.json' % n))['time']['step_seconds'] for n in ('gb200', 'gb300'))
-assert 1.0 < a / b <= 1.075 * 1.204, (a, b)
+assert 1.0 < a / b <= 1.075 * 1.25, (a, b)
 ops = {n: {o['name']: o['seconds'] for o in json.load(open('$tmp/%s.json' % n))['compute']['per_layer']['forward_ops']}
        for n in ('gb200', 'gb300')}
 gemm = ops['gb200']['qkv'] / ops['gb300']['qkv']
 attention = ops['gb200']['attention_core_flash'] / ops['gb300']['attention_core_flash']
-assert 1.0 < gemm <= 1.075 and abs(attention / gemm - 1.204) < 0.002, (gemm, attention)" ; check "the GB300's 1400 W and its attention: faster than the GB200, by their factors" $?
+assert 1.0 < gemm <= 1.075 and abs(attention / gemm - 0.662 * 8192 / (8192 + 128) / (1211.140 / 2250)) < 0.002, (gemm, attention)" ; check "the GB300's 1400 W and its attention: faster than the GB200, by their factors" $?
 "$TESSEL" predict --model llama3-8b --cluster dgx-a100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --sequence-parallel off --power-limit 300 \
     >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "a GPU without the power law refuses the limit" $([ $rc -eq 2 ]; echo $?)

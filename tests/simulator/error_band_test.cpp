@@ -323,18 +323,18 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
     // A B200 plan: its kind has four runs, fewer than a kind needs, so the band of the B200's own twelve runs
     // (Megatron-Bridge's and NeMo's long-sequence table), not the all-runs fallback measured on other GPUs (4.2%
-    // where the B200 runs are 8% off at the median).
+    // where the B200 runs are 5.5% off at the median; 7.8% before the B200's attention was measured).
     const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p);
     ASSERT_TRUE(b200.has_value());
     EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
     EXPECT_EQ(b200->records, 12);
-    EXPECT_GT(b200->medianAbsError, 1.5 * shipped.overall.medianAbsError);
+    EXPECT_GT(b200->medianAbsError, 1.2 * shipped.overall.medianAbsError);
     // An H200 plan has no runs of its own in the bands: the fallback.
     const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
     ASSERT_TRUE(h200.has_value());
     EXPECT_EQ(h200->kind, "all published runs");
     // The B300 has no runs either, but its dense rates and preset's figures are the B200's: a B300 plan is shown the
-    // B200 runs' band (8% where the fallback says 4%). The GB300 has runs of its own (Megatron-Bridge's, in
+    // B200 runs' band (5.5% where the fallback says 4.2%). The GB300 has runs of its own (Megatron-Bridge's, in
     // check_megatron_bridge_gb300_fp8.json and check_megatron_bridge_2026.json), so a band of its own, not its
     // sibling's: since the 2026 set, enough Megatron-style ones for the kind's band, not only the family's.
     const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p);
