@@ -37,6 +37,34 @@ int bytesPerElement(Dtype d) {
 bool runsOnTensorCores(Dtype d) { return d != Dtype::Fp32; }
 
 namespace {
+// A measured curve of the GPU (`key`): a non-empty array of {x, y} points by increasing x, each value in its range,
+// every problem named at its pointer.
+struct CurveAxis {
+    const char* key;
+    double min, max;
+};
+std::vector<std::pair<double, double>> readCurve(ObjectReader& gr, const char* key, CurveAxis x, CurveAxis y,
+                                                 ProblemList& problems) {
+    std::vector<std::pair<double, double>> out;
+    const auto* arr = gr.child(key);
+    if (!arr) return out;
+    const std::string at = gr.pointer(key);
+    if (!arr->is_array() || arr->empty()) {
+        problems.add(at, std::string("expected a non-empty array of {") + x.key + ", " + y.key + "}");
+        return out;
+    }
+    for (size_t i = 0; i < arr->size(); ++i) {
+        ObjectReader pr((*arr)[i], at + "/" + std::to_string(i), problems);
+        const double xv = pr.requireNumber(x.key, x.min, x.max);
+        const double yv = pr.requireNumber(y.key, y.min, y.max);
+        pr.finish();
+        if (!out.empty() && xv <= out.back().first)
+            problems.add(at + "/" + std::to_string(i) + "/" + x.key, "must increase along the curve");
+        out.emplace_back(xv, yv);
+    }
+    return out;
+}
+
 const std::vector<Dtype>& allDtypes() {
     static const std::vector<Dtype> v{Dtype::Fp64, Dtype::Fp32, Dtype::Tf32, Dtype::Bf16, Dtype::Fp16, Dtype::Fp8};
     return v;
@@ -256,6 +284,21 @@ double GpuSpec::sustainedTensorShare(double duty) const {
         below = p;
     }
     return below.share;
+}
+
+double GpuSpec::contentionShareOfCtas(double ctas) const {
+    if (contentionByCtas.empty() || !(ctas > 0.0)) return 0.0;
+    CtaShare below{0.0, 0.0};
+    for (const CtaShare& p : contentionByCtas) {
+        if (ctas <= p.ctas) return below.share + (ctas - below.ctas) / (p.ctas - below.ctas) * (p.share - below.share);
+        below = p;
+    }
+    return below.share;
+}
+
+double GpuSpec::collectiveContention(double ctas) const {
+    if (contentionByCtas.empty() || ncclCollChannels <= 0) return commContention;
+    return std::max(0.0, commContention - contentionShareOfCtas(ncclCollChannels) + contentionShareOfCtas(ctas));
 }
 
 double contentionSeconds(double kappa, double kappaMax, double commSeconds, double computeSeconds) {
@@ -482,23 +525,13 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         c.gpu.ncclCollChannels = static_cast<int>(gr.optInt("nccl_channels", 0, 0, 64));
         c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
         c.gpu.commContentionMax = gr.optNumber("comm_contention_max", 0.0, 0.0, 4.0);
+        for (const auto& [ctas, share] : readCurve(gr, "contention_by_ctas", {"ctas", 1.0, 1024.0}, {"share", 0.0, 4.0}, problems))
+            c.gpu.contentionByCtas.push_back({ctas, share});
         c.gpu.sustainedTensorFraction = gr.optNumber("sustained_tensor_fraction", 1.0, 0.05, 1.0);
-        if (const auto* sd = gr.child("sustained_share_by_duty")) {
-            const std::string sp = gr.pointer("sustained_share_by_duty");
-            if (!sd->is_array() || sd->empty()) {
-                problems.add(sp, "expected a non-empty array of {duty, share}");
-            } else {
-                for (size_t i = 0; i < sd->size(); ++i) {
-                    ObjectReader pr((*sd)[i], sp + "/" + std::to_string(i), problems);
-                    GpuSpec::DutyShare p;
-                    p.duty = pr.requireNumber("duty", 0.001, 1.0);
-                    p.share = pr.requireNumber("share", 0.05, 1.0);
-                    pr.finish();
-                    if (!c.gpu.sustainedShareByDuty.empty() && p.duty <= c.gpu.sustainedShareByDuty.back().duty)
-                        problems.add(sp + "/" + std::to_string(i) + "/duty", "must increase along the curve");
-                    c.gpu.sustainedShareByDuty.push_back(p);
-                }
-            }
+        if (gr.child("sustained_share_by_duty")) {
+            for (const auto& [duty, share] :
+                 readCurve(gr, "sustained_share_by_duty", {"duty", 0.001, 1.0}, {"share", 0.05, 1.0}, problems))
+                c.gpu.sustainedShareByDuty.push_back({duty, share});
             // The measured curve replaces the fitted constant: given both, one would be ignored in silence.
             if (gr.child("sustained_tensor_fraction"))
                 problems.add(gr.pointer("sustained_tensor_fraction"),
@@ -658,6 +691,11 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (c.gpu.ncclCollChannels > 0) j["gpu"]["nccl_channels"] = c.gpu.ncclCollChannels;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
     if (c.gpu.commContentionMax > 0.0) j["gpu"]["comm_contention_max"] = c.gpu.commContentionMax;
+    if (!c.gpu.contentionByCtas.empty()) {
+        nlohmann::json curve = nlohmann::json::array();
+        for (const auto& p : c.gpu.contentionByCtas) curve.push_back({{"ctas", p.ctas}, {"share", p.share}});
+        j["gpu"]["contention_by_ctas"] = curve;
+    }
     if (c.gpu.sustainedTensorFraction != 1.0) j["gpu"]["sustained_tensor_fraction"] = c.gpu.sustainedTensorFraction;
     if (!c.gpu.sustainedShareByDuty.empty()) {
         nlohmann::json curve = nlohmann::json::array();

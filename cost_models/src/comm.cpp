@@ -355,4 +355,12 @@ double scalarAllReduceSeconds(const GroupPlacement& placement, const ClusterConf
     return kBaseSeconds + (steps - interSteps) * (pcie ? kPcieStepSeconds : kNvlinkStepSeconds) + interSteps * kNetStepSeconds;
 }
 
+double ncclUserBufferCtas(Primitive p, const GroupPlacement& placement) {
+    const bool gather = p == Primitive::AllGather;
+    if (!gather && p != Primitive::ReduceScatter && p != Primitive::AllReduce) return 0.0;
+    if (!placement.spansNodes()) return gather ? 4.0 : 5.0;
+    if (placement.ranksPerNode > 1) return 16.0;
+    return gather ? 1.0 : 4.0;
+}
+
 } // namespace tessel

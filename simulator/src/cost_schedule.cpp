@@ -279,6 +279,24 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
         collectiveCache.emplace(key, t);
         return t;
     };
+    // The data-parallel collectives on NCCL user buffers (Megatron-core's nccl_ub) hold the few SMs of NCCL's
+    // SM-efficient kernels, not its channels' CTAs: their contention per second is the GPU's at that CTA count
+    // (GpuSpec::collectiveContention, FORMULAS.md §6.2), here as a weight on the table's commContention.
+    std::map<std::pair<int, int>, double> userBufferWeights;
+    auto userBufferContentionWeight = [&](const Action& a) {
+        const bool dataParallel = a.group == GroupKind::Dp || a.group == GroupKind::ExpertDp || a.group == GroupKind::DpCp ||
+                                  a.group == GroupKind::ZeroShard || a.group == GroupKind::ZeroReplica ||
+                                  a.group == GroupKind::ExpertZeroShard || a.group == GroupKind::ExpertZeroReplica;
+        if (!ncclUbOf(plan.framework) || !dataParallel || !(cluster.gpu.commContention > 0.0)) return 1.0;
+        const auto key = std::make_pair(static_cast<int>(a.group), static_cast<int>(a.primitive));
+        auto it = userBufferWeights.find(key);
+        if (it == userBufferWeights.end()) {
+            const double ctas = ncclUserBufferCtas(a.primitive, placeGroup(plan, cluster, a.group));
+            const double weight = ctas > 0.0 ? cluster.gpu.collectiveContention(ctas) / cluster.gpu.commContention : 1.0;
+            it = userBufferWeights.emplace(key, weight).first;
+        }
+        return it->second;
+    };
     // Synchronisation waits (FORMULAS.md §6): compute actions with TP/CP/EP collectives inside wait on the
     // largest of those groups; a collective waits on its group for the work since that group last met.
     const double jitter = cluster.gpu.syncJitterFraction;
@@ -409,6 +427,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                     seconds = L * collectiveSeconds(oneLayer).first;
                 }
                 c.computeSeconds = seconds + fsdpCopySeconds(a);
+                c.contentionWeight = userBufferContentionWeight(a);
                 c.syncGroupSize = ranks;
                 c.syncWorkSeconds = workSinceSync.at(static_cast<size_t>(a.group));
                 workSinceSync.at(static_cast<size_t>(a.group)) = 0.0;

@@ -475,6 +475,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (ov.overlapParamGather && p.zeroStage == 1) arg("--overlap-param-gather");
     if (ov.tpCommOverlap && p.tp > 1) arg("--tp-comm-overlap");
     if (p.schedule == Schedule::Interleaved1F1B && !ov.overlapP2pComm) arg("--no-overlap-p2p-communication");
+    // The data-parallel buffers registered with NCCL (Megatron-LM's --nccl-ub, 2026-04 on).
+    if (ncclUbOf(p.framework)) arg("--nccl-ub");
 
     const int64_t padded = paddedVocab(m, p);
     std::ostringstream out;

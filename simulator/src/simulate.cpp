@@ -371,7 +371,7 @@ void applyContention(const ActionSchedule& schedule, CostTable& out, const Timel
             const double span = ta.endSeconds - ta.startSeconds;
             if (!(own > 0.0) || !(span > 0.0)) continue;
             if (k == ActionKind::Collective) {
-                dp.add(ta.startSeconds, ta.endSeconds, std::min(1.0, own / span));
+                dp.add(ta.startSeconds, ta.endSeconds, std::min(1.0, own / span) * costs.perAction[s][i].contentionWeight);
             } else if (k == ActionKind::RecvActivation || k == ActionKind::RecvGrad) {
                 recv.add(ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0);
             } else if (isTransfer(k) && !schedule.p2pBlocksCompute) {

@@ -137,6 +137,11 @@ bool readFramework(Reading& r) {
         }
         if (blocking) plan.framework.launchBlocking = *blocking;
     }
+    // The data-parallel collectives on NCCL user buffers (Megatron-core's nccl_ub, Megatron-LM's --nccl-ub).
+    if (member(pl, "nccl_ub")) {
+        if (auto v = boolean(pl, "nccl_ub")) plan.framework.ncclUb = *v;
+        else r.assume("nccl_ub \"" + text(pl, "nccl_ub") + "\" is neither true nor false: NCCL's own buffers taken");
+    }
     // The main-gradient dtype under its frameworks' names: Megatron-LM's --grad-reduce-in-bf16 and
     // --accumulate-allreduce-grads-in-fp32, NeMo's optim.grad_sync_dtype, Megatron-core's grad_reduce_in_fp32.
     if (auto v = boolean(pl, "grad_reduce_in_bf16")) plan.framework.gradReduceInFp32 = !*v;

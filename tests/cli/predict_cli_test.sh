@@ -162,6 +162,27 @@ a = json.load(open('$tmp/noblock.json'))['time']['step_seconds']
 b = json.load(open('$tmp/block.json.out'))['time']['step_seconds']
 assert b > a * 1.01, (a, b)" ; check "blocking launches are slower" $?
 
+# 4b'''. NCCL user buffers (plan key nccl_ub, Megatron-core's --nccl-ub): said on the "runs on" line, and a ZeRO-3 plan
+# on an H100 node (its contention probe's curve) is faster: its gathers and reduce-scatters hold 4-5 SMs, not 32.
+cat >"$tmp/ub.json" <<'JSON'
+{"schema_version": 1, "name": "user buffers", "model": "llama3-8b", "cluster": "dgx-h100-80g", "nodes": 1,
+ "plan": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "global_batch": 64, "zero_stage": 3, "framework": "megatron",
+          "nccl_ub": true}}
+JSON
+python3 -c "
+import json
+s = json.load(open('$tmp/ub.json')); s['plan']['nccl_ub'] = False
+json.dump(s, open('$tmp/noub.json', 'w'))"
+"$TESSEL" predict "$tmp/ub.json" >"$tmp/ub.out" 2>&1; check "a plan on NCCL user buffers predicts" $?
+check "says the collectives run on NCCL user buffers" "$(contains "$tmp/ub.out" 'data-parallel collectives on NCCL user buffers')"
+"$TESSEL" predict "$tmp/ub.json" --json >"$tmp/ub.json.out" 2>/dev/null
+"$TESSEL" predict "$tmp/noub.json" --json >"$tmp/noub.json.out" 2>/dev/null
+python3 -c "
+import json
+a = json.load(open('$tmp/noub.json.out'))['time']['step_seconds']
+b = json.load(open('$tmp/ub.json.out'))['time']['step_seconds']
+assert b < a * 0.995, (a, b)" ; check "user buffers cost the compute less contention" $?
+
 # 4c. A cluster given by flag takes the place of the scenario's before the scenario is read: a scenario naming a
 # cluster file that is not here (written on another machine) predicts with --cluster, and without it the error
 # names the scenario's field.

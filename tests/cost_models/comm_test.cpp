@@ -496,5 +496,46 @@ TEST(Comm, BadInputThrows) {
     EXPECT_THROW(commCost(Primitive::AllReduce, 1.0, inNode(8), c), InputError);
 }
 
+// NCCL's SMs for a collective on registered user buffers: Megatron-core's table (nccl_ub), by where the group runs.
+TEST(Comm, UserBufferCollectivesHoldMegatronCoresTableOfSms) {
+    GroupPlacement node; // 8 ranks inside one NVLink domain
+    node.size = 8;
+    node.ranksPerNode = 8;
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::AllGather, node), 4.0);
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::ReduceScatter, node), 5.0);
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::AllReduce, node), 5.0);
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::AllToAll, node), 0.0); // not one of the registered collectives
+    GroupPlacement nodes = node; // 4 nodes of 8: NVLink and the NICs
+    nodes.size = 32;
+    nodes.nodes = 4;
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::AllGather, nodes), 16.0);
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::ReduceScatter, nodes), 16.0);
+    GroupPlacement nics; // one rank a node: the NICs alone
+    nics.size = 16;
+    nics.nodes = 16;
+    nics.ranksPerNode = 1;
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::AllGather, nics), 1.0);
+    EXPECT_DOUBLE_EQ(ncclUserBufferCtas(Primitive::ReduceScatter, nics), 4.0);
+}
+
+// The measured share of κ a kernel's CTAs make (contention_by_ctas): straight lines from (0, 0), held past the last
+// point; a collective on c CTAs is charged κ - share(NCCL's channels) + share(c); without the curve, κ.
+TEST(Comm, ACollectiveOnFewerCtasThanNcclsChannelsIsChargedLess) {
+    GpuSpec g;
+    g.commContention = 0.87;
+    g.ncclCollChannels = 32;
+    EXPECT_DOUBLE_EQ(g.contentionShareOfCtas(8.0), 0.0);
+    EXPECT_DOUBLE_EQ(g.collectiveContention(4.0), 0.87); // no curve
+    g.contentionByCtas = {{8.0, 0.139}, {16.0, 0.34}, {32.0, 0.433}, {64.0, 0.571}};
+    EXPECT_DOUBLE_EQ(g.contentionShareOfCtas(0.0), 0.0);
+    EXPECT_NEAR(g.contentionShareOfCtas(4.0), 0.0695, 1e-12);
+    EXPECT_NEAR(g.contentionShareOfCtas(24.0), (0.34 + 0.433) / 2.0, 1e-12);
+    EXPECT_DOUBLE_EQ(g.contentionShareOfCtas(128.0), 0.571);
+    EXPECT_NEAR(g.collectiveContention(4.0), 0.87 - 0.433 + 0.0695, 1e-12);
+    EXPECT_NEAR(g.collectiveContention(32.0), 0.87, 1e-12); // NCCL's own channels: κ itself
+    g.ncclCollChannels = 0;
+    EXPECT_DOUBLE_EQ(g.collectiveContention(4.0), 0.87); // no channel count to stand in for
+}
+
 } // namespace
 } // namespace tessel

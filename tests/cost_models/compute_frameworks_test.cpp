@@ -469,5 +469,20 @@ TEST(Compute, BlockingLaunchesAddTheHostsTimeForEveryKernelEachPhaseLaunches) {
     EXPECT_FALSE(launchBlockingOf(FrameworkSettings{}));
 }
 
+// Megatron-core's NCCL user buffers (plan key nccl_ub): read and written as the plan states them, unset means false,
+// and a value that is not a boolean is named at its pointer.
+TEST(FrameworkSettings, NcclUserBuffersRoundTripAndAreRefusedAtTheirPointer) {
+    EXPECT_FALSE(ncclUbOf(FrameworkSettings{}));
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"framework", "megatron"}, {"nccl_ub", true}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_TRUE(ncclUbOf(parsed.framework));
+    EXPECT_EQ(planToJson(parsed).at("nccl_ub"), true);
+    EXPECT_FALSE(planToJson(Plan{}).contains("nccl_ub"));
+    (void)parsePlan({{"nccl_ub", "yes"}}, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems.items().front().where, "/plan/nccl_ub");
+}
+
 } // namespace
 } // namespace tessel

@@ -80,6 +80,15 @@ TEST(SustainedShare, TheCurveAndTheDropoutFactorsAreReadWrittenAndRefusedAtTheir
     ProblemList both;
     parseCluster(bad, "", both);
     EXPECT_TRUE(named(both, "/gpu/sustained_tensor_fraction"));
+    ASSERT_EQ(back.gpu.contentionByCtas.size(), 4u); // the contention probe's curve, read back as written
+    EXPECT_DOUBLE_EQ(back.gpu.contentionShareOfCtas(16.0), 0.34);
+    bad = j;
+    bad["gpu"]["contention_by_ctas"][2]["ctas"] = 12; // below the point before it
+    bad["gpu"]["contention_by_ctas"][0]["share"] = -0.1;
+    ProblemList curve;
+    parseCluster(bad, "", curve);
+    EXPECT_TRUE(named(curve, "/gpu/contention_by_ctas/2/ctas"));
+    EXPECT_TRUE(named(curve, "/gpu/contention_by_ctas/0/share"));
     bad = j;
     bad["gpu"]["sustained_share_by_duty"] = nlohmann::json::array();
     ProblemList empty;

@@ -22,6 +22,11 @@ TEST(ExportMegatron, DefaultScenarioIsMegatronsGpt3Recipe) {
     blocking.plan.framework.launchBlocking = true;
     EXPECT_NE(parseMegatron(exportPlan(blocking, ExportFormat::Megatron)).launch.find("CUDA_LAUNCH_BLOCKING=1 torchrun"),
               std::string::npos);
+    // NCCL user buffers (nccl_ub) only where the plan states them.
+    EXPECT_FALSE(a.has("--nccl-ub"));
+    Scenario registered = defaultScenario();
+    registered.plan.framework.ncclUb = true;
+    EXPECT_TRUE(parseMegatron(exportPlan(registered, ExportFormat::Megatron)).has("--nccl-ub"));
     EXPECT_EQ(a.at("--tensor-model-parallel-size"), "8");
     EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "8");
     EXPECT_EQ(a.at("--context-parallel-size"), "1");

@@ -618,6 +618,51 @@ TEST(Contention, AComputeActionLosesAtMostTheCeilingShareOfItsOwnTime) {
     for (const auto& b : capped.timeline.perStage) EXPECT_NEAR(b.total(), capped.metrics.stepSeconds, 1e-9 * capped.metrics.stepSeconds);
 }
 
+// NCCL user buffers (Megatron-core's nccl_ub, FORMULAS.md §6.2): the data-parallel collectives hold NCCL's few
+// SM-efficient CTAs, so the compute beside them loses κ less the part NCCL's channels make plus the part those
+// CTAs make (GpuSpec::collectiveContention). On a GPU without the measured curve nothing changes.
+TEST(Contention, DataParallelCollectivesOnNcclUserBuffersCostTheComputeLess) {
+    Case c;
+    c.plan.framework.name = "megatron";
+    c.plan.zeroStage = 3;
+    c.plan.dp = 8; // one node of the 8 x 2 cluster: NVLink only, 4 CTAs a gather and 5 a reduce-scatter
+    c.plan.globalBatch = 32;
+    c.cluster.gpu.commContention = 0.87;
+    c.cluster.gpu.ncclCollChannels = 32;
+    auto lostOf = [](const PlanSimulation& sim) {
+        double lost = 0.0;
+        for (const auto& cost : sim.costs.perAction[0]) lost += cost.contentionDpSeconds;
+        return lost;
+    };
+    const PlanSimulation channels = simulatePlan(c.model, c.cluster, c.plan);
+    c.plan.framework.ncclUb = true;
+    const PlanSimulation noCurve = simulatePlan(c.model, c.cluster, c.plan);
+    EXPECT_DOUBLE_EQ(noCurve.metrics.stepSeconds, channels.metrics.stepSeconds); // no curve: κ as before
+    ASSERT_GT(lostOf(channels), 0.0);
+
+    c.cluster.gpu.contentionByCtas = {{8.0, 0.139}, {16.0, 0.34}, {32.0, 0.433}, {64.0, 0.571}};
+    c.plan.framework.ncclUb = false;
+    const PlanSimulation own = simulatePlan(c.model, c.cluster, c.plan);
+    EXPECT_DOUBLE_EQ(own.metrics.stepSeconds, channels.metrics.stepSeconds); // the curve alone changes nothing
+    c.plan.framework.ncclUb = true;
+    const PlanSimulation registered = simulatePlan(c.model, c.cluster, c.plan);
+    const auto& acts = registered.schedule.stages[0].actions;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        if (acts[i].kind != ActionKind::Collective) continue;
+        const double weight = registered.costs.perAction[0][i].contentionWeight;
+        // 0.87 - 0.433 + 0.139 x 4 / 8 for a gather, x 5 / 8 for a reduce-scatter, over 0.87.
+        const double expected = acts[i].primitive == Primitive::AllGather ? (0.87 - 0.433 + 0.0695) / 0.87
+                                                                          : (0.87 - 0.433 + 0.086875) / 0.87;
+        EXPECT_NEAR(weight, expected, 1e-12) << acts[i].name;
+    }
+    // Less than at the channels' κ, not below the weights' share of it (the fixed point moves the overlap a little).
+    EXPECT_LT(lostOf(registered), 0.8 * lostOf(own));
+    EXPECT_GT(lostOf(registered), 0.5 * lostOf(own));
+    EXPECT_LT(registered.metrics.stepSeconds, own.metrics.stepSeconds);
+    for (const auto& b : registered.timeline.perStage)
+        EXPECT_NEAR(b.total(), registered.metrics.stepSeconds, 1e-9 * registered.metrics.stepSeconds);
+}
+
 TEST(Contention, TheChargeIsKappaOfTheCommunicationAtMostTheCeilingOfTheCompute) {
     EXPECT_DOUBLE_EQ(contentionSeconds(0.87, 0.0, 2.0, 1.0), 1.74);   // no ceiling
     EXPECT_DOUBLE_EQ(contentionSeconds(0.87, 0.76, 0.5, 1.0), 0.435); // below it

@@ -857,5 +857,25 @@ TEST(ValidationRecord, BlockingLaunchesFromTheKeyOrTheRecordsWords) {
     }
 }
 
+// NCCL user buffers: the record's nccl_ub (Megatron-core's DistributedDataParallelConfig key) is the plan's; a value
+// that is neither true nor false is said; the two Megatron-Bridge H100 FSDP rows state it, from their recipes.
+TEST(ValidationRecord, NcclUserBuffersFromThePlanKey) {
+    nlohmann::json r = record();
+    EXPECT_FALSE(ncclUbOf(load(r).scenario.plan.framework));
+    r["plan"]["nccl_ub"] = true;
+    EXPECT_TRUE(ncclUbOf(load(r).scenario.plan.framework));
+    r["plan"]["nccl_ub"] = "maybe";
+    const ValidationCase odd = load(r);
+    EXPECT_FALSE(ncclUbOf(odd.scenario.plan.framework));
+    EXPECT_TRUE(mentions(odd.assumptions, "nccl_ub \"maybe\" is neither true nor false"));
+    const std::string shared = defaultValidationFile();
+    int stated = 0;
+    for (const auto& rec : loadValidationFile(shared.substr(0, shared.rfind('/') + 1) + "check_nemo_h100_fp8.json")) {
+        ASSERT_TRUE(rec.validationCase) << rec.id;
+        if (ncclUbOf(rec.validationCase->scenario.plan.framework)) ++stated;
+    }
+    EXPECT_EQ(stated, 2);
+}
+
 } // namespace
 } // namespace tessel::sim

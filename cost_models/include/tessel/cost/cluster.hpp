@@ -153,6 +153,22 @@ struct GpuSpec {
     // Compute seconds lost by `computeSeconds` of kernels that `commSeconds` of communication (its isolated time) ran
     // beside (contentionSeconds below with this GPU's two terms).
     double contentionSeconds(double commSeconds, double computeSeconds) const;
+    // Where measured (bench/gpu_kernels_probe.py --only contention): compute seconds lost per second of a kernel's
+    // isolated time when that kernel holds `ctas` of the SMs and streams HBM beside the compute, as a collective's
+    // channels do. Points by increasing CTA count, joined by straight lines, (0, 0) below the first. It sizes the
+    // part of commContention a collective's own CTAs make, so that one running on fewer SMs than NCCL's channels
+    // (NCCL user buffers, FORMULAS.md §6.2) is charged less: collectiveContention.
+    struct CtaShare {
+        double ctas = 0.0;
+        double share = 0.0;
+    };
+    std::vector<CtaShare> contentionByCtas;
+    // The measured curve at `ctas` (0 where the GPU has none).
+    double contentionShareOfCtas(double ctas) const;
+    // Compute seconds lost per second of a collective that holds `ctas` SMs: commContention less the part NCCL's
+    // ncclCollChannels CTAs make, plus the part `ctas` make (both from contentionByCtas). commContention itself
+    // where the GPU has no curve or no channel count.
+    double collectiveContention(double ctas) const;
     // Share of the benchmarked tensor-core throughput (the GEMM plateau, the attention kernels) that a training
     // step sustains: the benchmarks behind them time one kernel for a fraction of a second, a training step runs
     // them for seconds at the power limit (FORMULAS.md §3.3). Fitted to published runs by `tessel validate --fit`,

@@ -55,4 +55,11 @@ CommCost commCost(Primitive p, double bytes, const GroupPlacement& placement, co
 // of one node (nccl-tests, 4 B; data/validation/comm.json small-message-latency-issue-excerpts); 15.0 us here.
 double scalarAllReduceSeconds(const GroupPlacement& placement, const ClusterConfig& cluster);
 
+// The SMs NCCL's kernels hold for a collective whose buffers are registered with it (Megatron-core's nccl_ub),
+// from Megatron-core's table of expected SM usage (DistributedDataParallelConfig.nccl_ub, 2026): inside one NVLink
+// domain 4 for an all-gather and 5 for a reduce-scatter; across nodes of several GPUs each 16 for either (SHARP,
+// which tessel does not model, would make it 6); one GPU a node, over the NICs alone, 1 and 4. An all-reduce is
+// taken at the reduce-scatter's, the larger; other primitives do not use them (0).
+double ncclUserBufferCtas(Primitive p, const GroupPlacement& placement);
+
 } // namespace tessel

@@ -94,7 +94,15 @@ struct FrameworkSettings {
     // the host's time between kernels is not hidden behind the GPU's queue (BigScience's BLOOM runs set it against
     // hangs). An environment setting, not a framework default: unset means false. FORMULAS.md §3.8.
     std::optional<bool> launchBlocking;
+    // Megatron-core's NCCL user buffers (--nccl-ub, DistributedDataParallelConfig.nccl_ub): the parameter and
+    // gradient buffers of the data-parallel collectives (the distributed optimizer's, Megatron FSDP's) registered
+    // with NCCL, which then runs them with its SM-efficient kernels, 4-5 SMs inside an NVLink domain in place of its
+    // channels' (ncclUserBufferCtas, FORMULAS.md §6.2). A launch setting: unset means false.
+    std::optional<bool> ncclUb;
 };
+
+// Whether the data-parallel collectives run on NCCL user buffers (--nccl-ub; false unless stated).
+bool ncclUbOf(const FrameworkSettings& f);
 
 // How many training-metric cross-entropies the trainer runs over a micro-batch's logits (0 unless stated).
 int trainMetricLossesOf(const FrameworkSettings& f);

@@ -30,6 +30,9 @@ struct ActionCost {
     // by what caused it: data-parallel collectives, pipeline transfers. Part of `seconds`.
     double contentionDpSeconds = 0.0;
     double contentionPpSeconds = 0.0;
+    // A communication action's contention per second over CostTable::commContention's: 1, or less for a
+    // collective that holds fewer SMs than NCCL's channels (GpuSpec::collectiveContention; NCCL user buffers).
+    double contentionWeight = 1.0;
     int syncGroupSize = 1;
     double syncWorkSeconds = 0.0;
     double flops = 0.0;       // hardware FLOPs: model-convention FLOPs executed, recompute included
