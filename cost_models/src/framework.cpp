@@ -69,9 +69,9 @@ const VersionReading& versionReading(const std::string& v) {
     return it->second;
 }
 
-// A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
-std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { return versionReading(v).containerYm; }
 } // namespace
+
+std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { return versionReading(v).containerYm; }
 
 int frameworkYear(const FrameworkSettings& f) { return versionReading(f.version).year; }
 

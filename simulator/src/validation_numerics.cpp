@@ -267,6 +267,20 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     if ((framework == "megatron" || framework == "megascale") && zero == 0 && distOpt && *distOpt) zero = 1;
     plan.zeroStage = zero;
+    // Megatron-Bridge's performance recipes register Megatron FSDP's buffers with NCCL on H100 (the Llama 3 8B
+    // configs from the 25.09 container on: llama3_8b_llm_pretrain.yaml `nccl_ub: true` at cac49dcd7, 2025-09;
+    // `cfg.ddp.nccl_ub = True` under Megatron FSDP in llama3_8b_h100_config / llama3_8b_pretrain_config_h100 through
+    // 2026-07): a row of their tables that runs Megatron FSDP on H100 and does not say is read as its recipe ran it.
+    if (framework == "nemo" && zero == 3 && !member(pl, "nccl_ub") &&
+        contains(lower(r.source + " " + text(pl, "framework")), "megatron-bridge") &&
+        contains(lower(text(r.sys, "gpu")), "h100")) {
+        const auto ym = containerYearMonth(plan.framework.version);
+        if (ym && *ym >= std::make_pair(2025, 9)) {
+            plan.framework.ncclUb = true;
+            r.assume("nccl_ub: Megatron FSDP's buffers registered with NCCL, as Megatron-Bridge's H100 performance "
+                     "recipes set it under Megatron FSDP from the 25.09 container (FORMULAS.md §6.2)");
+        }
+    }
     // ZeRO++ (DeepSpeed's zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients, or the names in
     // prose): not plan features, so said: its communication is costed as ZeRO-3's, an upper bound.
     {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -869,12 +870,34 @@ TEST(ValidationRecord, NcclUserBuffersFromThePlanKey) {
     EXPECT_FALSE(ncclUbOf(odd.scenario.plan.framework));
     EXPECT_TRUE(mentions(odd.assumptions, "nccl_ub \"maybe\" is neither true nor false"));
     const std::string shared = defaultValidationFile();
+    const std::string dir = shared.substr(0, shared.rfind('/') + 1);
     int stated = 0;
-    for (const auto& rec : loadValidationFile(shared.substr(0, shared.rfind('/') + 1) + "check_nemo_h100_fp8.json")) {
+    for (const auto& rec : loadValidationFile(dir + "check_nemo_h100_fp8.json")) {
         ASSERT_TRUE(rec.validationCase) << rec.id;
         if (ncclUbOf(rec.validationCase->scenario.plan.framework)) ++stated;
     }
     EXPECT_EQ(stated, 2);
+    // Where such a row does not say, its recipe is read: Megatron-Bridge's H100 Megatron FSDP rows from the 25.09
+    // container on register their buffers; its 25.07 rows, its GB200 FSDP rows and its distributed-optimizer rows do not.
+    const nlohmann::json file = nlohmann::json::parse(std::ifstream(dir + "check_nemo_h100_fp8.json"));
+    nlohmann::json row;
+    for (const auto& rec : file)
+        if (rec.at("id") == "mb2511-llama3-8b-fsdp") row = rec;
+    ASSERT_FALSE(row.is_null());
+    row["plan"].erase("nccl_ub");
+    const ValidationCase inferred = load(row);
+    EXPECT_TRUE(ncclUbOf(inferred.scenario.plan.framework));
+    EXPECT_TRUE(mentions(inferred.assumptions, "nccl_ub: Megatron FSDP's buffers registered with NCCL"));
+    nlohmann::json older = row;
+    older["plan"]["framework_version"] = "25.07";
+    EXPECT_FALSE(ncclUbOf(load(older).scenario.plan.framework));
+    nlohmann::json gb200 = row;
+    gb200["system"]["gpu"] = "GB200";
+    EXPECT_FALSE(ncclUbOf(load(gb200).scenario.plan.framework));
+    nlohmann::json zero1 = row;
+    zero1["plan"]["zero"] = 1;
+    zero1["plan"]["framework"] = "Megatron-Bridge";
+    EXPECT_FALSE(ncclUbOf(load(zero1).scenario.plan.framework));
 }
 
 } // namespace

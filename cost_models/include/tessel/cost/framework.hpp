@@ -103,6 +103,8 @@ struct FrameworkSettings {
 
 // Whether the data-parallel collectives run on NCCL user buffers (--nccl-ub; false unless stated).
 bool ncclUbOf(const FrameworkSettings& f);
+// A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
+std::optional<std::pair<int, int>> containerYearMonth(const std::string& version);
 
 // How many training-metric cross-entropies the trainer runs over a micro-batch's logits (0 unless stated).
 int trainMetricLossesOf(const FrameworkSettings& f);
