@@ -527,6 +527,10 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         c.gpu.commContentionMax = gr.optNumber("comm_contention_max", 0.0, 0.0, 4.0);
         for (const auto& [ctas, share] : readCurve(gr, "contention_by_ctas", {"ctas", 1.0, 1024.0}, {"share", 0.0, 4.0}, problems))
             c.gpu.contentionByCtas.push_back({ctas, share});
+        // The curve is read against NCCL's own channels (collectiveContention): without them it would be ignored in silence.
+        if (gr.child("contention_by_ctas") && c.gpu.ncclCollChannels <= 0)
+            problems.add(gr.pointer("contention_by_ctas"),
+                         "needs nccl_channels, the CTAs NCCL's own collectives hold, to price a collective on fewer");
         c.gpu.sustainedTensorFraction = gr.optNumber("sustained_tensor_fraction", 1.0, 0.05, 1.0);
         if (gr.child("sustained_share_by_duty")) {
             for (const auto& [duty, share] :

@@ -90,6 +90,11 @@ TEST(SustainedShare, TheCurveAndTheDropoutFactorsAreReadWrittenAndRefusedAtTheir
     EXPECT_TRUE(named(curve, "/gpu/contention_by_ctas/2/ctas"));
     EXPECT_TRUE(named(curve, "/gpu/contention_by_ctas/0/share"));
     bad = j;
+    bad["gpu"].erase("nccl_channels"); // the curve without the channels it is read against
+    ProblemList channels;
+    parseCluster(bad, "", channels);
+    EXPECT_TRUE(named(channels, "/gpu/contention_by_ctas"));
+    bad = j;
     bad["gpu"]["sustained_share_by_duty"] = nlohmann::json::array();
     ProblemList empty;
     parseCluster(bad, "", empty);
