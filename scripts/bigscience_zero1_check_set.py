@@ -80,6 +80,7 @@ def record(row):
         "plan.recompute": "the recipe's --checkpoint-activations, every layer",
         "model.vocab": "the 250k tokenizer padded to a multiple of 128 x tp: 250880",
         "model.ffn_hidden": "Megatron's default 4 x hidden",
+        "model.dropout": DROPOUT_SOURCE,
         "measured.memory_unit": "nvidia-smi prints MiB; the table's 'GB' read as MiB / 1024",
         "plan.launch_blocking": (
             "CUDA_LAUNCH_BLOCKING=1: without it 320 GPUs 'always hangs' ('dealing with JZ hanging on the large model', "
@@ -99,7 +100,7 @@ def record(row):
         "model": {
             "name": "BLOOM-style", "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": heads,
             "ffn_hidden": 4 * hidden, "vocab": 250880, "seq": 2048, "position_embedding": "alibi",
-            "dropout": 0.0, "activation": "gelu", "norm": "layernorm", "params": None,
+            "dropout": 0.1, "activation": "gelu", "norm": "layernorm", "params": None,
         },
         "system": {
             "gpu": "A100-SXM4-80GB", "gpus_per_node": 8, "nodes": nodes, "total_gpus": nodes * 8,
@@ -120,6 +121,13 @@ def record(row):
         "notes": "One snapshot of iteration 2 per row ('I take the snapshot of a single iteration (always 2nd) the data "
                  "isn't exact and can fluctuate a bit'). Jean Zay's A100 80 GB partition.",
     }
+
+
+# The recipes pass no dropout flag, so Megatron-DeepSpeed's defaults ran (arguments.py: --attention-dropout and
+# --hidden-dropout default 0.1), as the tr11 README says of the final run.
+DROPOUT_SOURCE = ("no --attention-dropout or --hidden-dropout in tr11-200B-ml.slurm, so Megatron-DeepSpeed's defaults "
+                  "(0.1 each, megatron/arguments.py); tr11-176B-ml README: 'The default Megatron-LM dropout settings "
+                  "are inherited: --attention-dropout 0.1, --hidden-dropout default=0.1'")
 
 
 def main():

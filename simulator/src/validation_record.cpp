@@ -77,8 +77,10 @@ Family familyOf(const nlohmann::json& model) {
         // NumParams grows with the sequence by exactly its extra rows x d_model).
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, false, true, "MPT"};
     } else if (contains(n, "bloom")) {
-        // BLOOM: ALiBi on the attention scores (Le Scao et al. 2022, BigScience's Megatron-DeepSpeed).
-        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Alibi, true, true, "BLOOM"};
+        // BLOOM: ALiBi on the attention scores (Le Scao et al. 2022, BigScience's Megatron-DeepSpeed), trained with
+        // Megatron's default dropout of 0.1 (tr11-176B-ml README: "The default Megatron-LM dropout settings are
+        // inherited"); the released Hugging Face config's 0.0 is for inference.
+        f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Alibi, true, true, "BLOOM", 0.1};
     } else if (contains(n, "nemotron")) {
         // Nemotron-3 / -4 as NeMo's launcher configs build them (conf/training/nemotron/*.yaml): squared ReLU,
         // layernorm1p (a LayerNorm), rotary positions on half the head, no biases, untied embeddings, no dropout.

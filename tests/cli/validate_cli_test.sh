@@ -209,9 +209,10 @@ import json; d=json.load(open('$tmp/dgxc.json')); o=d['overall']
 assert o['records']==24 and o['predicted']==24 and o['median_abs_step_error'] <= 0.09 and o['max_abs_step_error'] <= 0.18, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "DGX Cloud set within its guard" $?
 # BigScience's BLOOM runs on Jean Zay (DeepSpeed's pipeline engine with Megatron's tensor parallelism, bf16
-# optimizer, blocking launches; nine topologies of 2022-02-28 and the 176B training log): predicted 9-18% fast
-# (median 10.9%; 13.3% before the blocking launches were costed), memory 4-11% under nvidia-smi's (20-26% before the
-# BF16 optimizer's whole-gradient copy for its all-reduce and the allocator's segment for it, 9-16% before NCCL's own
+# optimizer, blocking launches, Megatron's default dropout of 0.1; nine topologies of 2022-02-28 and the 176B training
+# log): predicted 7-17% fast (median 9.2%; 10.9% with the records' dropout read as 0, 13.3% before the blocking
+# launches were costed), memory 2-8% under nvidia-smi's (4-11% without the dropout masks, 20-26% before the BF16
+# optimizer's whole-gradient copy for its all-reduce and the allocator's segment for it, 9-16% before NCCL's own
 # buffers; docs/validation.md).
 # Every run that ran must be predicted to fit, and the two tp 4 x pp 6 x dp 16 runs that ran out of memory the same
 # day not to (82.4 and 82.5 GiB of 80, with that copy); the third (14336 x 82 layers, predicted 52.6 GiB where its
@@ -220,26 +221,27 @@ assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['resu
 python3 -c "
 import json; d=json.load(open('$tmp/bloom.json')); o=d['overall']
 ran = [r for r in d['results'] if r['measured_step_seconds']]
-assert o['records']==13 and len(ran)==10 and o['median_abs_step_error'] <= 0.13 and o['max_abs_step_error'] <= 0.21, o
+assert o['records']==13 and len(ran)==10 and o['median_abs_step_error'] <= 0.11 and o['max_abs_step_error'] <= 0.19, o
 assert all(r['predicted_fits'] for r in ran), [r['id'] for r in ran if not r['predicted_fits']]
 assert sum(r['measured_out_of_memory'] is True for r in d['results']) == 3
 oom = sorted(r['id'] for r in d['results'] if r['measured_out_of_memory'] and not r['predicted_fits'])
 assert oom == ['bloom-prequel-h12288-l100-tp4-pp6-dp16-mbs1-oom', 'bloom-prequel-h12288-l100-tp4-pp6-dp16-mbs2-oom'], oom
 mem = [r['memory_error'] for r in ran if r['memory_error'] is not None]
-assert len(mem) == 9 and all(-0.13 <= e <= -0.02 for e in mem), mem
+assert len(mem) == 9 and all(-0.10 <= e <= 0.0 for e in mem), mem
 assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('DeepSpeed pipeline')] == ['A100 / DeepSpeed pipeline'], d['error_bands']" ; check "BLOOM set within its guard" $?
 # BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 23 topologies, 16 with
-# nvidia-smi's memory): predicted 9-32% fast as every DeepSpeed pipeline source is (median 17.0%), memory 8-23% under
-# nvidia-smi's with ZeRO-1's step-time copies of the gradient partition (19-32% under without them), 2-17% with NCCL's
-# own buffers (FORMULAS.md §2), but one snapshot that reads 65 GB at micro-batch 2 beside 56 GB at 4 (-36%). Every run
-# ran, so every one must be predicted to fit.
+# nvidia-smi's memory): predicted 8-31% fast as every DeepSpeed pipeline source is (median 15.6%; 17.0% with the
+# records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
+# (19-32% under without them), 2-17% with NCCL's own buffers (FORMULAS.md §2), 0-14% with the dropout masks, but one
+# snapshot that reads 65 GB at micro-batch 2 beside 56 GB at 4 (-35%). Every run ran, so every one must be predicted
+# to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" >"$tmp/z1.json" 2>/dev/null; check "BigScience ZeRO-1 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/z1.json')); o=d['overall']
-assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.19 and o['max_abs_step_error'] <= 0.34, o
+assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.17 and o['max_abs_step_error'] <= 0.33, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
 mem = sorted(r['memory_error'] for r in d['results'] if r['memory_error'] is not None)
-assert len(mem) == 16 and mem[0] < -0.3 and all(-0.19 <= e <= 0.0 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
+assert len(mem) == 16 and mem[0] < -0.3 and all(-0.16 <= e <= 0.02 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
 # GPT-NeoX-20B's training (DeepSpeed's pipeline engine again, fp16, tp 2 x pp 4 on 96 A100 40 GB): 117 teraFLOPS per
 # GPU with the codebase's own FLOP count, predicted 23.5% fast, as the BLOOM and MT-NLG runs are; it shares their band.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_eleutherai_gpt_neox.json" >"$tmp/neox.json" 2>/dev/null; check "GPT-NeoX set exits 0" $?
@@ -351,14 +353,14 @@ check "predict shows the Megatron-style peak band" "$(contains "$tmp/p" 'trust: 
 python3 -c "
 import json; m=json.load(open('$tmp/p.json'))['memory']
 assert m['verdict']=='fits' and m['fits'] and m['error_band']['kind']=='Megatron-style' and m['error_band']['records']==6" ; check "predict JSON: the Megatron-style peak band, and the plan fits" $?
-# The same plan under DeepSpeed's pipeline engine: BigScience's peaks ran 9% over tessel's device ones at the median
-# (2026-12-01, with NCCL's buffers), so a 68 GiB peak, 74 GiB reserved with the allocator's gradient-copy segment, of
-# 80 may not fit.
-"$TESSEL" predict --framework deepspeed >"$tmp/pd" 2>&1; check "deepspeed predict exits 0" $?
+# The same plan at sequence 2560 under DeepSpeed's pipeline engine: BigScience's peaks ran 7% over tessel's device ones
+# at the median (2026-12-03, with NCCL's buffers and the dropout masks), so a 71 GiB peak, 76 GiB reserved with the
+# allocator's gradient-copy segment, of 80 may not fit.
+"$TESSEL" predict --framework deepspeed --seq-len 2560 >"$tmp/pd" 2>&1; check "deepspeed predict exits 0" $?
 check "predict shows the peak's band" "$(contains "$tmp/pd" 'trust: on .* published DeepSpeed pipeline runs with a measured peak')"
 check "predict says MAY NOT FIT" "$(contains "$tmp/pd" 'MAY NOT FIT')"
 check "predict says how far the peak must come down" "$(contains "$tmp/pd" 'to fit at the band.s upper end the reserved peak must be at most')"
-"$TESSEL" predict --framework deepspeed --json >"$tmp/pd.json" 2>&1
+"$TESSEL" predict --framework deepspeed --seq-len 2560 --json >"$tmp/pd.json" 2>&1
 python3 -c "
 import json; m=json.load(open('$tmp/pd.json'))['memory']
 assert m['verdict']=='may_not_fit' and m['fits'] and m['error_band']['kind']=='DeepSpeed pipeline'

@@ -166,7 +166,7 @@ private slots:
     }
 
     void compareModelsFitsRowReadsThePeakBand() {
-        // The same peak, 75 of 80 GB: a DeepSpeed pipeline plan (its published peaks 9% over tessel's at the
+        // The same peak, 75 of 80 GB: a DeepSpeed pipeline plan (its published peaks 7% over tessel's at the
         // median) may not fit; a Megatron-LM plan (its family's published peaks within about 1%) fits; over the GPU
         // is OOM either way.
         PinnedPlan megatron;

@@ -65,11 +65,16 @@ TEST(ValidationRecord, NestedExpertBlocksAreReadAndEpOverADenseModelIsSaid) {
     EXPECT_TRUE(mentions(dense.assumptions, "ep 8 read as 1: the model states no routed experts"));
 }
 
-// BLOOM biases its attention scores with ALiBi; a record naming ALiBi gets it, not a rotary embedding.
+// BLOOM biases its attention scores with ALiBi; a record naming ALiBi gets it, not a rotary embedding. BLOOM trained
+// with Megatron's default dropout (0.1), which a record that states none is read with; a stated value wins.
 TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     nlohmann::json r = record();
     r["model"]["name"] = "BLOOM 176B";
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Alibi);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.dropout, 0.1);
+    r["model"]["dropout"] = 0.0;
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.dropout, 0.0);
+    r["model"].erase("dropout");
     r["model"]["name"] = "GPT 7B";
     r["model"]["position_embedding"] = "ALiBi";
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Alibi);
