@@ -13,6 +13,7 @@
 #include "tessel/cost/memory.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -216,6 +217,84 @@ std::optional<ModelConfig> namedModelPreset(const std::string& name) {
     return std::nullopt;
 }
 
+// A family's conventions on a model.
+void applyFamily(const Family& f, ModelConfig& model) {
+    model.activation = f.activation;
+    model.norm = f.norm;
+    model.position = f.position;
+    model.tiedEmbeddings = f.tied;
+    model.linearBias = f.bias;
+    model.dropout = f.dropout;
+    model.qkNorm = f.qkNorm;
+}
+
+// LLaMA's MLP width rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
+// ffn_dim_multiplier where given, rounded up to multiple_of.
+int64_t llamaFfnWidth(int64_t hidden, std::optional<double> multiplier, int64_t multipleOf) {
+    int64_t width = static_cast<int64_t>(2.0 * 4.0 * static_cast<double>(hidden) / 3.0);
+    if (multiplier && *multiplier > 0.0) width = static_cast<int64_t>(*multiplier * static_cast<double>(width));
+    return std::min<int64_t>((width + multipleOf - 1) / multipleOf * multipleOf, ModelLimits::ffnHidden);
+}
+
+std::string billions(double parameters) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f B", parameters / 1e9);
+    return buf;
+}
+
+// The record's published parameter count against tessel's count of the shape it read (FORMULAS.md §1). Published
+// counts are exact or rounded ("7B" for 6.74 B); within 5% the two agree and nothing is done. Further apart, what the
+// record left unstated is the suspect, tried in turn, the first that brings tessel's count within 5% kept and said:
+// - a model of no family tessel knows, whose record states no activation, norm, positions, biases or tying, read with
+//   LLaMA's conventions (a gated MLP, RMSNorm, rotary, no biases, untied: the open models since 2023 are built so)
+//   instead of GPT-2's, its MLP width by LLaMA's rule where the record gives none;
+// - an MLP width the record does not give, solved from the count under the conventions read (rounded to 128, and
+//   only between hidden / 2 and 8 x hidden).
+// Where neither reconciles them (or the record states all of it, or the model has experts, whose published totals
+// follow no one convention), the gap is said and the stated shape is predicted.
+void reconcileParameters(ModelConfig& model, ValidationCase& c, double published, bool conventionsFree, bool ffnDerived) {
+    const auto countOf = [](const ModelConfig& mc) { return static_cast<double>(countParameters(mc).total(mc.layers)); };
+    const auto within = [published](double n) { return std::abs(n / published - 1.0) <= 0.05; };
+    const double read = countOf(model);
+    if (published <= 0.0 || within(read)) return;
+    char gap[48];
+    std::snprintf(gap, sizeof gap, "%+.1f%%", 100.0 * (read / published - 1.0));
+    const std::string head = "model/params " + billions(published) + " against tessel's " + billions(read) +
+                             " for the shape read (" + gap + "): ";
+    if (!model.moe && conventionsFree) {
+        ModelConfig llama = model;
+        applyFamily({Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false, "Llama-style"}, llama);
+        if (ffnDerived) llama.ffnHidden = llamaFfnWidth(model.hidden, std::nullopt, 256);
+        if (within(countOf(llama))) {
+            c.assumptions.push_back(head + "read with LLaMA's conventions instead (swiglu, rmsnorm, rotary, no biases, "
+                                    "untied embeddings, no dropout" +
+                                    (ffnDerived ? ", ffn_hidden " + std::to_string(llama.ffnHidden) : std::string()) +
+                                    "), " + billions(countOf(llama)));
+            model = llama;
+            return;
+        }
+    }
+    if (!model.moe && ffnDerived) {
+        // The count is linear in the MLP's width: two widths give the slope.
+        ModelConfig solved = model;
+        const double at = countOf(solved);
+        solved.ffnHidden += 128;
+        const double slope = (countOf(solved) - at) / 128.0;
+        const double width = static_cast<double>(model.ffnHidden) + (published - at) / slope;
+        const int64_t rounded = static_cast<int64_t>(std::llround(width / 128.0)) * 128;
+        solved.ffnHidden = rounded;
+        if (slope > 0.0 && rounded >= model.hidden / 2 && rounded <= 8 * model.hidden &&
+            rounded <= ModelLimits::ffnHidden && within(countOf(solved))) {
+            c.assumptions.push_back(head + "ffn_hidden solved from it, " + std::to_string(rounded) + " (was " +
+                                    std::to_string(model.ffnHidden) + "), " + billions(countOf(solved)));
+            model.ffnHidden = rounded;
+            return;
+        }
+    }
+    c.assumptions.push_back(head + "the prediction follows the stated shape" +
+                            (model.moe ? " (a model with experts: its published total is not reconciled)" : ""));
+}
+
 void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
     const nlohmann::json& m = rec.value("model", nlohmann::json::object());
     ModelConfig& model = c.scenario.model;
@@ -316,13 +395,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     }
     if (!refusal.empty()) return;
     const Family f = familyOf(m);
-    model.activation = f.activation;
-    model.norm = f.norm;
-    model.position = f.position;
-    model.tiedEmbeddings = f.tied;
-    model.linearBias = f.bias;
-    model.dropout = f.dropout;
-    model.qkNorm = f.qkNorm;
+    applyFamily(f, model);
     // A gated GELU (GeGLU: Gemma, GLM-130B, T5 v1.1) has SwiGLU's three matrices and one gated elementwise kernel
     // of the same bytes: costed as SwiGLU, and named as what the record wrote.
     const std::string statedAct = lower(text(m, "activation") + " " + text(m, "hidden_act"));
@@ -357,6 +430,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         if (!ffn && member(m, key)) ffn = count(m, key, 1, L::ffnHidden, where, refusal);
     const std::optional<double> multiplier = member(m, "ffn_dim_multiplier") ? number(m, "ffn_dim_multiplier") : number(m, "ffn_multiplier");
     const std::optional<int64_t> multipleOf = integer(m, "multiple_of");
+    bool ffnDerived = false; // by a rule, not stated nor a named model's
     if (ffn) {
         model.ffnHidden = *ffn;
     } else if (preset && preset->hidden == model.hidden && !multiplier && !multipleOf) {
@@ -368,14 +442,14 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         // ffn_dim_multiplier where given, rounded up to multiple_of (256 in Llama 1 and 2); Llama 3 8B (4096, 1.3,
         // 1024) gives 14336, Llama 2 7B (4096, none, 256) 11008.
         const int64_t of = multipleOf && *multipleOf > 0 ? *multipleOf : 256;
-        int64_t width = static_cast<int64_t>(2.0 * 4.0 * static_cast<double>(model.hidden) / 3.0);
-        if (multiplier && *multiplier > 0.0) width = static_cast<int64_t>(*multiplier * static_cast<double>(width));
-        model.ffnHidden = std::min<int64_t>((width + of - 1) / of * of, L::ffnHidden);
+        model.ffnHidden = llamaFfnWidth(model.hidden, multiplier, of);
+        ffnDerived = true;
         c.assumptions.push_back("ffn_hidden not stated: LLaMA's SwiGLU width, 2/3 of 4 x hidden" +
                                 std::string(multiplier ? " x ffn_dim_multiplier" : "") + " rounded up to a multiple of " +
                                 std::to_string(of) + ": " + std::to_string(model.ffnHidden));
     } else {
         model.ffnHidden = 4 * model.hidden;
+        ffnDerived = true;
         c.assumptions.push_back("ffn_hidden not stated: 4 x hidden");
     }
     // Mixture of experts, under the names papers and configs use (Megatron-LM num_experts / moe_router_topk /
@@ -502,7 +576,15 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         return;
     }
     if (model.headDim == 0) model.headDim = model.hidden / model.heads;
-    if (auto p = number(m, "params")) c.publishedParameters = *p;
+    if (auto p = number(m, "params")) {
+        c.publishedParameters = *p;
+        const bool conventionsFree =
+            f.name == "GPT (default)" && lower(text(m, "activation") + text(m, "hidden_act") + text(m, "norm") +
+                                               text(m, "position_embedding") + text(m, "positional_embedding"))
+                                             .find_first_not_of(' ') == std::string::npos &&
+            !boolean(m, "tied_embeddings") && !boolean(m, "bias");
+        reconcileParameters(model, c, *p, conventionsFree, ffnDerived);
+    }
 }
 
 } // namespace

@@ -82,6 +82,66 @@ TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
 }
 
+// A record's published parameter count checks the shape read. Yi-34B's shape (60 layers, hidden 7168, 56 heads over
+// 8 kv heads, ffn 20480, vocabulary 64000) under a name tessel does not know: GPT-2's conventions give two MLP
+// matrices and tied embeddings, 25 B; LLaMA's give 60 x (7168 x 16384 + 3 x 7168 x 20480 + 2 x 7168) + 2 x 64000 x
+// 7168 + 7168 = 34,388,917,248, the published 34.39 B: read so, and said.
+TEST(ValidationRecord, PublishedParametersChooseTheUnstatedConventions) {
+    nlohmann::json r = record();
+    r["model"] = {{"name", "Foo 34B"}, {"layers", 60}, {"hidden", 7168}, {"heads", 56}, {"kv_heads", 8},
+                  {"ffn_hidden", 20480}, {"vocab", 64000}, {"seq", 4096}, {"params", 34.39e9}};
+    const ValidationCase c = load(r);
+    const ModelConfig& m = c.scenario.model;
+    EXPECT_EQ(m.activation, Activation::Swiglu);
+    EXPECT_EQ(m.norm, NormKind::RmsNorm);
+    EXPECT_FALSE(m.tiedEmbeddings);
+    EXPECT_FALSE(m.linearBias);
+    EXPECT_EQ(countParameters(m).total(m.layers), 34388917248);
+    EXPECT_TRUE(mentions(c.assumptions, "model/params 34.39 B against tessel's"));
+    EXPECT_TRUE(mentions(c.assumptions, "read with LLaMA's conventions instead"));
+    // The same shape with its conventions stated agrees with the count: nothing to say.
+    r["model"]["activation"] = "swiglu";
+    r["model"]["norm"] = "rmsnorm";
+    r["model"]["position_embedding"] = "rope";
+    r["model"]["tied_embeddings"] = false;
+    r["model"]["bias"] = false;
+    EXPECT_FALSE(mentions(load(r).assumptions, "model/params"));
+    // Stated GPT-2 conventions are kept however far the count is: the gap is said, the stated shape predicted.
+    r["model"]["activation"] = "gelu";
+    r["model"]["norm"] = "layernorm";
+    const ValidationCase stated = load(r);
+    EXPECT_EQ(stated.scenario.model.activation, Activation::Gelu);
+    EXPECT_EQ(stated.scenario.model.ffnHidden, 20480);
+    EXPECT_TRUE(mentions(stated.assumptions, "the prediction follows the stated shape"));
+}
+
+// An MLP width the record leaves out is solved from its published count where the conventions alone do not reach it:
+// a GPT of 32 layers at hidden 4096 (biases, tied embeddings, learned positions) counts 6.7 B at 4 x hidden; 8.0 B
+// published is 32 x (2 x 4096 + 1) x ffn more, ffn about 21500, rounded to 128.
+TEST(ValidationRecord, PublishedParametersSolveAnUnstatedMlpWidth) {
+    nlohmann::json r = record();
+    r["model"]["params"] = 8.0e9;
+    const ValidationCase c = load(r);
+    const ModelConfig& m = c.scenario.model;
+    EXPECT_EQ(m.activation, Activation::Gelu); // "GPT 7B": GPT's conventions, a family tessel knows
+    EXPECT_EQ(m.ffnHidden % 128, 0);
+    EXPECT_GT(m.ffnHidden, 21000);
+    EXPECT_LT(m.ffnHidden, 22000);
+    EXPECT_NEAR(static_cast<double>(countParameters(m).total(m.layers)) / 8.0e9, 1.0, 0.01);
+    EXPECT_TRUE(mentions(c.assumptions, "ffn_hidden solved from it"));
+    // A width the record states is never moved: the gap is said.
+    r["model"]["ffn_hidden"] = 16384;
+    const ValidationCase stated = load(r);
+    EXPECT_EQ(stated.scenario.model.ffnHidden, 16384);
+    EXPECT_TRUE(mentions(stated.assumptions, "the prediction follows the stated shape"));
+    // A width that would have to leave 0.5-8 x hidden is not taken: 30 B from this shape is not an MLP's doing.
+    r["model"].erase("ffn_hidden");
+    r["model"]["params"] = 30e9;
+    const ValidationCase far = load(r);
+    EXPECT_EQ(far.scenario.model.ffnHidden, 4 * 4096);
+    EXPECT_TRUE(mentions(far.assumptions, "the prediction follows the stated shape"));
+}
+
 // Shared experts without routed ones have no term yet: a record that states them is predicted without them and says
 // so, never silently. Dense layers among the expert layers and latent attention are read (this test and the next).
 TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {
