@@ -319,6 +319,31 @@ static void readContextParallelExchange(Reading& r, Plan& plan) {
 
 // Parallel degrees, the global batch and the micro-batch: stated, implied by the GPU count, or the framework's
 // default.
+// A step runs whole micro-batches on every data-parallel rank, so a batch that is not a multiple of `unit` (micro_batch
+// x dp) is a rounded figure ("2M tokens" for OPT-175B's 992 ranks): read as the nearest multiple where that moves it
+// by at most 5%, said. Further off the plan and the batch disagree: refused with the nearest ones named, or, where
+// `refuse` is false (a trial reading), left as it was.
+bool roundedToWholeMicroBatches(Reading& r, const std::string& ptr, int64_t unit, const char* what, bool refuse = true) {
+    Plan& plan = r.c.scenario.plan;
+    if (unit <= 0 || plan.globalBatch % unit == 0) return true;
+    const int64_t below = plan.globalBatch / unit * unit, above = below + unit;
+    const int64_t nearest = below > 0 && plan.globalBatch - below <= above - plan.globalBatch ? below : above;
+    const double moved = std::abs(static_cast<double>(nearest - plan.globalBatch)) / plan.globalBatch;
+    if (moved > 0.05 || nearest > PlanLimits::globalBatch) {
+        if (refuse)
+            r.refusal = ptr + "/plan/global_batch: " + std::to_string(plan.globalBatch) + " is not a multiple of " + what +
+                        " = " + std::to_string(unit) + " (the nearest, " +
+                        (below > 0 ? std::to_string(below) + " or " : std::string()) + std::to_string(above) +
+                        ", are more than 5% from it)";
+        return false;
+    }
+    r.assume("global_batch " + std::to_string(plan.globalBatch) + " read as " + std::to_string(nearest) +
+             ", the nearest multiple of " + what + " = " + std::to_string(unit) +
+             " (a step runs whole micro-batches on every rank; the published figure is rounded)");
+    plan.globalBatch = static_cast<int>(nearest);
+    return true;
+}
+
 bool readBatch(Reading& r) {
     const nlohmann::json& pl = r.pl;
     const std::string& ptr = r.ptr;
@@ -514,7 +539,7 @@ bool readBatch(Reading& r) {
         r.assume("micro_batch = global_batch / (grad_accum x dp) = " + std::to_string(plan.microBatch));
     } else if (const bool shardedEngine = framework.empty() && parseZero(pl) == 3;
                plan.pp == 1 && (framework == "fsdp" || framework == "torchtitan" || framework == "deepspeed" || shardedEngine) &&
-               plan.globalBatch % plan.dp == 0) {
+               (plan.globalBatch % plan.dp == 0 || roundedToWholeMicroBatches(r, ptr, plan.dp, "dp", false))) {
         // Without a pipeline these frameworks take one micro-batch a step unless told to accumulate (DeepSpeed's
         // gradient_accumulation_steps, Composer's device_train_microbatch_size, torchtitan's and plain training
         // loops' accumulation all default to none); 1 would multiply ZeRO-3's per-micro-batch gathers. So does a
@@ -528,11 +553,7 @@ bool readBatch(Reading& r) {
         plan.microBatch = 1;
         r.assume("micro_batch not stated: 1 (the Megatron-LM default)");
     }
-    if (plan.globalBatch % (static_cast<int64_t>(plan.microBatch) * plan.dp) != 0) {
-        refusal = ptr + "/plan/global_batch: " + std::to_string(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +
-                  std::to_string(static_cast<int64_t>(plan.microBatch) * plan.dp);
-        return false;
-    }
+    if (!roundedToWholeMicroBatches(r, ptr, static_cast<int64_t>(plan.microBatch) * plan.dp, "micro_batch x dp")) return false;
     r.microBatchAssumed = microBatchAssumed;
     return true;
 }

@@ -500,6 +500,30 @@ TEST(ValidationRecord, AMissingDegreeOrBatchIsWhatTheRestGive) {
     EXPECT_TRUE(mentions(c.assumptions, "(one micro-batch a step, no gradient accumulation)"));
 }
 
+// A step runs whole micro-batches on every rank, so a batch that is not a multiple of micro_batch x dp is a rounded
+// figure: 1024 sequences over dp 124 (OPT-175B's "2M tokens" on 992 GPUs at tp 8) read as 992, said; a sharded
+// engine's micro-batch then comes from the rounded batch (992 / 124 = 8). More than 5% off, refused at the field
+// with the nearest named.
+TEST(ValidationRecord, ARoundedGlobalBatchIsReadAsWholeMicroBatches) {
+    nlohmann::json r = record(); // 32 GPUs, tp 4 x pp 2 x dp 4, micro-batch 2
+    r["plan"]["global_batch"] = 66; // 64 or 72 with micro_batch x dp = 8: 64 is 3% away
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 64);
+    EXPECT_TRUE(mentions(c.assumptions, "global_batch 66 read as 64, the nearest multiple of micro_batch x dp = 8"));
+    r["plan"]["global_batch"] = 60; // 56 or 64: both more than 5% away
+    const std::string refusal = test::refusalOf(r);
+    EXPECT_NE(refusal.find("/plan/global_batch: 60 is not a multiple of micro_batch x dp = 8 (the nearest, 56 or 64"),
+              std::string::npos) << refusal;
+    r = record();
+    r["system"]["nodes"] = 124;
+    r["system"]["total_gpus"] = 992;
+    r["plan"] = {{"tp", 8}, {"pp", 1}, {"dp", 124}, {"global_batch", 1024}, {"zero", 3}, {"framework", "FSDP"}};
+    c = load(r);
+    EXPECT_EQ(c.scenario.plan.globalBatch, 992);
+    EXPECT_EQ(c.scenario.plan.microBatch, 8);
+    EXPECT_TRUE(mentions(c.assumptions, "global_batch 1024 read as 992, the nearest multiple of dp = 124"));
+}
+
 // A schedule's words: a count of virtual stages it names is the vpp (it had been inferred past it), and a denial of
 // interleaving is 1F1B ("1F1B non-interleaved" had been read as interleaved).
 TEST(ValidationRecord, ScheduleWordsGiveTheVppOrDenyIt) {
