@@ -119,6 +119,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
             out << ", full recompute stopping early (torch.utils.checkpoint: fc2 and the last residual not rerun)";
         if (launchBlockingOf(pl.framework)) out << ", blocking kernel launches (CUDA_LAUNCH_BLOCKING=1)";
         if (ncclUbOf(pl.framework)) out << ", data-parallel collectives on NCCL user buffers (nccl_ub: NCCL's SM-efficient kernels)";
+        if (kvReplicationOf(pl.framework)) out << ", K and V replicated over TP beyond the model's key/value heads (kv_replication)";
         if (const std::string launcher = launcherAttentionKernelOf(pl, s.cluster.gpu);
             pl.flashAttention && pl.attentionKernel == "auto" && !launcher.empty() && launcher != s.cluster.gpu.defaultAttentionKernel)
             out << ", attention " << launcher << " (its launcher set NVTE_FUSED_ATTN=0, cuDNN's attention off)";

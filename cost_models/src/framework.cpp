@@ -387,6 +387,7 @@ bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan";
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.value_or(false); }
 bool ncclUbOf(const FrameworkSettings& f) { return f.ncclUb.value_or(false); }
+bool kvReplicationOf(const FrameworkSettings& f) { return f.kvReplication.value_or(false); }
 
 bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
     if (f.name != "megatron" && f.name != "nemo" && f.name != "megascale") return false;
@@ -427,6 +428,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("train_metric_losses")) f.trainMetricLosses = static_cast<int>(r.optInt("train_metric_losses", 0, 0, 16));
     if (r.has("launch_blocking")) f.launchBlocking = r.optBool("launch_blocking", false);
     if (r.has("nccl_ub")) f.ncclUb = r.optBool("nccl_ub", false);
+    if (r.has("kv_replication")) f.kvReplication = r.optBool("kv_replication", false);
     return f;
 }
 
@@ -451,6 +453,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.trainMetricLosses) plan["train_metric_losses"] = *f.trainMetricLosses;
     if (f.launchBlocking) plan["launch_blocking"] = *f.launchBlocking;
     if (f.ncclUb) plan["nccl_ub"] = *f.ncclUb;
+    if (f.kvReplication) plan["kv_replication"] = *f.kvReplication;
 }
 
 } // namespace tessel

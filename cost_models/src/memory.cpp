@@ -38,11 +38,12 @@ double mlpParamsLocal(const ModelConfig& m, int64_t ffn, int tp) {
 }
 
 // Standard attention's QKV (column-parallel, with its bias where the model has one) and output projection
-// (row-parallel, its bias replicated) on one rank.
+// (row-parallel, its bias replicated) on one rank. With fewer key/value heads than tp ranks (kv_replication), each
+// rank holds the one K/V head its query heads read.
 std::pair<double, double> attentionModulesLocal(const ModelConfig& m, int tp) {
-    const double h = d(m.hidden), q = d(m.heads) * d(m.headDim), kv = d(m.kvHeads) * d(m.headDim);
-    return {h * (q + 2.0 * kv) / tp + (m.linearBias || m.qkvBias ? (q + 2.0 * kv) / tp : 0.0),
-            q * h / tp + (m.linearBias ? h : 0.0)};
+    const double h = d(m.hidden), q = d(m.heads) * d(m.headDim) / tp;
+    const double kv = d(std::max<int64_t>(1, m.kvHeads / tp)) * d(m.headDim);
+    return {h * (q + 2.0 * kv) + (m.linearBias || m.qkvBias ? q + 2.0 * kv : 0.0), q * h + (m.linearBias ? h : 0.0)};
 }
 
 struct LayerParamsLocal {

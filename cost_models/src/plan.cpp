@@ -549,9 +549,10 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     }
     if (model.heads % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide the model's " + n(model.heads) + " attention heads");
-    else if (model.kvHeads % plan.tp != 0)
+    else if (model.kvHeads % plan.tp != 0 && !(kvReplicationOf(plan.framework) && plan.tp % model.kvHeads == 0))
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide the model's " + n(model.kvHeads) +
-                                      " key/value heads (Megatron needs num_query_groups % tp == 0)");
+                                      " key/value heads (Megatron needs num_query_groups % tp == 0; with tp a multiple"
+                                      " of them, kv_replication: true replicates K and V over the ranks)");
     if (model.ffnHidden % plan.tp != 0)
         problems.add(field("tp"), "tp=" + n(plan.tp) + " does not divide ffn_hidden=" + n(model.ffnHidden));
     if (model.moe && model.moe->expertFfnHidden % plan.expertTp() != 0)

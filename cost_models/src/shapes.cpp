@@ -15,7 +15,7 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.tokensSp = plan.sequenceParallel ? s.tokens / t : s.tokens;
     s.hidden = model.hidden;
     s.headsLocal = model.heads / t;
-    s.kvHeadsLocal = model.kvHeads / t;
+    s.kvHeadsLocal = std::max<int64_t>(1, model.kvHeads / t); // fewer than tp: each rank's one, replicated
     s.headDim = model.qkHeadDim();
     s.vHeadDim = model.vHeadDim();
     s.qDimLocal = s.headsLocal * s.headDim;

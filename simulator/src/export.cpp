@@ -95,7 +95,14 @@ void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>
 }
 
 
-void modelCodeRules(const Plan& p, const std::string& framework, ProblemList& problems) {
+void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& framework, ProblemList& problems) {
+    // Each splits the key/value heads over TP (Megatron-core's num_query_groups_per_partition, Transformer Engine's
+    // and torchtitan's head split): K and V replicated beyond them is BigCode's Megatron-LM fork's model code.
+    if (kvReplicationOf(p.framework) && m.kvHeads % p.tp != 0)
+        problems.add("/plan/kv_replication",
+                     framework + " splits the " + std::to_string(m.kvHeads) + " key/value heads over tp " +
+                         std::to_string(p.tp) + " and cannot replicate them (BigCode's Megatron-LM fork does): use a tp "
+                         "that divides them, or kv_heads a multiple of tp in the model");
     // TF32 is PyTorch's matmul precision, a line of the training script, not a framework argument.
     if (p.precision == "tf32")
         problems.add("/plan/precision",
@@ -200,7 +207,7 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
-    modelCodeRules(p, "Megatron-LM", problems);
+    modelCodeRules(m, p, "Megatron-LM", problems);
     if (m.position == PositionEmbedding::Alibi)
         problems.add("/model/position_embedding",
                      "Megatron-LM has no ALiBi (--position-embedding-type takes learned_absolute, rope, mrope, "
@@ -521,7 +528,7 @@ int deepSpeedStage(const Plan& p) {
 }
 
 void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
-    modelCodeRules(p, "DeepSpeed", problems);
+    modelCodeRules(m, p, "DeepSpeed", problems);
     optimizerStateRules(p, "DeepSpeed", false, problems);
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32

@@ -142,6 +142,18 @@ bool readFramework(Reading& r) {
         if (auto v = boolean(pl, "nccl_ub")) plan.framework.ncclUb = *v;
         else r.assume("nccl_ub \"" + text(pl, "nccl_ub") + "\" is neither true nor false: NCCL's own buffers taken");
     }
+    // Fewer key/value heads than tp ranks, tp a multiple of them: the run replicated K and V over the ranks (no other
+    // way runs it: Megatron-core and Transformer Engine refuse such a plan), said; a stated kv_replication wins.
+    const int64_t kvHeads = r.c.scenario.model.kvHeads;
+    if (auto v = boolean(pl, "kv_replication")) {
+        plan.framework.kvReplication = *v;
+    } else if (kvHeads > 0 && kvHeads < plan.tp && plan.tp % kvHeads == 0) {
+        plan.framework.kvReplication = true;
+        r.assume("kv_heads " + std::to_string(kvHeads) + " < tp " + std::to_string(plan.tp) +
+                 ": each K/V head replicated on tp / kv_heads = " + std::to_string(plan.tp / kvHeads) +
+                 " ranks (kv_replication, as BigCode's Megatron-LM fork ran multi-query attention; Megatron-core "
+                 "needs kv_heads % tp == 0)");
+    }
     // The main-gradient dtype under its frameworks' names: Megatron-LM's --grad-reduce-in-bf16 and
     // --accumulate-allreduce-grads-in-fp32, NeMo's optim.grad_sync_dtype, Megatron-core's grad_reduce_in_fp32.
     if (auto v = boolean(pl, "grad_reduce_in_bf16")) plan.framework.gradReduceInFp32 = !*v;

@@ -484,5 +484,53 @@ TEST(FrameworkSettings, NcclUserBuffersRoundTripAndAreRefusedAtTheirPointer) {
     EXPECT_EQ(problems.items().front().where, "/plan/nccl_ub");
 }
 
+// K and V replicated over TP (plan key kv_replication): a model of 2 key/value heads at tp 4 is refused at /plan/tp
+// without it and runs with it; each rank then projects the one K/V head its 8 query heads read, so the QKV GEMM of
+// Llama 3 8B's widths (hidden 4096, 32 heads of 128) is 4096 / 4 + 2 x 128 = 1280 wide and its weight 4096 x 1280.
+TEST(FrameworkSettings, KvReplicationRunsFewerKvHeadsThanTpRanks) {
+    EXPECT_FALSE(kvReplicationOf(FrameworkSettings{}));
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"kv_replication", true}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_TRUE(kvReplicationOf(parsed.framework));
+    EXPECT_EQ(planToJson(parsed).at("kv_replication"), true);
+    EXPECT_FALSE(planToJson(Plan{}).contains("kv_replication"));
+
+    ModelConfig m = test::preset("llama3-8b");
+    m.kvHeads = 2;
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.tp = 4;
+    p.dp = 2;
+    p.globalBatch = 8;
+    ProblemList refused;
+    validatePlan(m, c, p, "/plan", refused);
+    ASSERT_FALSE(refused.empty());
+    EXPECT_EQ(refused.items().front().where, "/plan/tp");
+    EXPECT_NE(refused.items().front().message.find("kv_replication: true"), std::string::npos);
+    p.framework.kvReplication = true;
+    ProblemList ok;
+    validatePlan(m, c, p, "/plan", ok);
+    EXPECT_TRUE(ok.empty()) << ok.items().front().message;
+    const LocalShapes s = localShapes(m, p, precisionRecipeOf(p));
+    EXPECT_EQ(s.kvHeadsLocal, 1);
+    EXPECT_EQ(s.kvDimLocal, 128);
+    EXPECT_EQ(test::forwardOpNamed(layerCompute(m, c, p, precisionRecipeOf(p)), "qkv").n, 1280);
+    const StageParameters one = stageParameters(m, p, 0);
+    ModelConfig four = m;
+    four.kvHeads = 4; // over tp 4 without the knob: the same one head a rank, so the same parameters
+    Plan plain = p;
+    plain.framework.kvReplication.reset();
+    EXPECT_DOUBLE_EQ(one.dense, stageParameters(four, plain, 0).dense);
+    // A tp that is not a multiple of the key/value heads is refused with the knob too.
+    m.kvHeads = 8;
+    m.heads = 24;
+    p.tp = 3;
+    ProblemList notMultiple;
+    validatePlan(m, c, p, "/plan", notMultiple);
+    ASSERT_FALSE(notMultiple.empty());
+    EXPECT_EQ(notMultiple.items().front().where, "/plan/tp");
+}
+
 } // namespace
 } // namespace tessel

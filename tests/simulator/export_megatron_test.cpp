@@ -511,6 +511,18 @@ TEST(ExportMegatron, ListsEveryInexpressibleFieldAtOnce) {
     EXPECT_TRUE(contains(where, "/plan/precision"));
 }
 
+// K and V replicated over TP beyond the model's key/value heads is BigCode's fork's model code: Megatron-LM, DeepSpeed
+// and torchtitan split the heads over TP, so each refuses such a plan at its pointer; where the heads divide tp the
+// knob changes nothing and nothing is refused.
+TEST(ExportMegatron, KvReplicationBeyondTheHeadsIsRefusedEverywhere) {
+    Scenario s = preset("llama3-70b-h100"); // 8 key/value heads
+    s.plan.framework.kvReplication = true;
+    EXPECT_NO_THROW((void)exportPlan(s, ExportFormat::Megatron));
+    s.model.kvHeads = s.plan.tp / 2;
+    for (const ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::Torchtitan})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/kv_replication"));
+}
+
 TEST(ExportMegatron, OverlapSettingsAndFp8AreWritten) {
     Scenario s = preset("llama3-70b-h100"); // interleaved, ZeRO-1, SP
     s.plan.framework.name = "megatron";

@@ -142,6 +142,22 @@ TEST(ValidationRecord, PublishedParametersSolveAnUnstatedMlpWidth) {
     EXPECT_TRUE(mentions(far.assumptions, "the prediction follows the stated shape"));
 }
 
+// StarCoder's multi-query attention (one key/value head) at tp 4: no framework that splits the heads runs it, so the
+// run replicated K and V over the ranks, read so and said; a record that states kv_replication false is refused at
+// its tp, where the plan cannot run.
+TEST(ValidationRecord, FewerKvHeadsThanTpRanksAreReadAsReplicated) {
+    nlohmann::json r = record(); // tp 4
+    r["model"]["kv_heads"] = 1;
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(kvReplicationOf(c.scenario.plan.framework));
+    EXPECT_TRUE(mentions(c.assumptions, "kv_heads 1 < tp 4: each K/V head replicated on tp / kv_heads = 4 ranks"));
+    r["model"]["kv_heads"] = 4;
+    EXPECT_FALSE(kvReplicationOf(load(r).scenario.plan.framework));
+    r["model"]["kv_heads"] = 1;
+    r["plan"]["kv_replication"] = false;
+    EXPECT_NE(test::refusalOf(r).find("/plan/tp"), std::string::npos);
+}
+
 // Shared experts without routed ones have no term yet: a record that states them is predicted without them and says
 // so, never silently. Dense layers among the expert layers and latent attention are read (this test and the next).
 TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {

@@ -99,10 +99,17 @@ struct FrameworkSettings {
     // with NCCL, which then runs them with its SM-efficient kernels, 4-5 SMs inside an NVLink domain in place of its
     // channels' (ncclUserBufferCtas, FORMULAS.md §6.2). A launch setting: unset means false.
     std::optional<bool> ncclUb;
+    // K and V replicated over TP where the model has fewer key/value heads than tp ranks (tp a multiple of them):
+    // each rank projects the one K/V head its query heads read, and the copies' weight gradients are summed over
+    // their ranks. BigCode's Megatron-LM fork ran StarCoder's multi-query attention at tp 4 so; Megatron-core and
+    // Transformer Engine need kv_heads % tp == 0 instead. Not a default anywhere: unset means false.
+    std::optional<bool> kvReplication;
 };
 
 // Whether the data-parallel collectives run on NCCL user buffers (--nccl-ub; false unless stated).
 bool ncclUbOf(const FrameworkSettings& f);
+// Whether K and V are replicated over TP ranks beyond the model's key/value heads (false unless stated).
+bool kvReplicationOf(const FrameworkSettings& f);
 // A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
 std::optional<std::pair<int, int>> containerYearMonth(const std::string& version);
 
