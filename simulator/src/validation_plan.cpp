@@ -350,7 +350,7 @@ bool readBatch(Reading& r) {
     ValidationCase& c = r.c;
     std::string& refusal = r.refusal;
     const std::string& framework = r.framework;
-    const int64_t world = r.world;
+    int64_t world = r.world;
     // Plan.
     Plan& plan = c.scenario.plan;
     using L = PlanLimits;
@@ -436,6 +436,20 @@ bool readBatch(Reading& r) {
         }
     }
     const int64_t modelRanks = static_cast<int64_t>(plan.tp) * plan.pp * plan.cp;
+    // Every degree stated and their product a few GPUs off the count: the count is the rounded figure ("1000 GPUs"
+    // for 1024), since the plan's ranks are the GPUs the job ran on; where it fills whole nodes and is within 5%,
+    // the plan's, said.
+    if (const auto statedDp = integer(pl, "dp"); statedDp && *statedDp > 0 && tpStated && ppStated) {
+        const int64_t ranks = modelRanks * *statedDp;
+        ClusterConfig& cluster = c.scenario.cluster;
+        if (ranks != world && ranks <= L::degree && ranks % cluster.gpusPerNode == 0 &&
+            std::abs(static_cast<double>(ranks - world)) <= 0.05 * static_cast<double>(world)) {
+            r.assume(std::to_string(world) + " GPUs read as the plan's tp x pp x cp x dp = " + std::to_string(ranks) +
+                     " (the published count rounded)");
+            world = r.world = ranks;
+            cluster.nodes = static_cast<int>(ranks / cluster.gpusPerNode);
+        }
+    }
     if (world % modelRanks != 0) {
         refusal = ptr + "/plan: tp x pp x cp = " + std::to_string(modelRanks) + " does not divide the " +
                   std::to_string(world) + " GPUs";
@@ -450,59 +464,51 @@ bool readBatch(Reading& r) {
     plan.dp = impliedDp;
     // A global batch written in tokens ("4M tokens", "2,097,152 tokens"): that many sequences of the model's length.
     std::optional<int64_t> gb;
-    std::optional<double> batchTokens;
-    {
-        std::string written = lower(text(pl, "global_batch"));
+    // A batch written in tokens, with its unit or a bare "4M" / "1B" (a batch of millions of sequences is none a run
+    // has); under a tokens key any number, suffixed or not. "4M" is 4e6 or 2^22: the one that is a whole number of
+    // sequences (Llama's "4M tokens" is 2048 x 2048).
+    const auto tokensWritten = [&](const char* key, bool tokensKey) -> std::optional<double> {
+        const nlohmann::json* v = member(pl, key);
+        if (!v || v->is_null()) return std::nullopt;
+        if (tokensKey && v->is_number()) return v->get<double>();
+        std::string written = lower(text(pl, key));
         written.erase(std::remove(written.begin(), written.end(), ','), written.end());
         std::smatch m;
-        // With its unit, or a bare "4M" / "1B": a batch of millions of sequences is none a run has, so tokens.
-        if (std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([kmb])?\s*tok(en)?s?\b)")) ||
-            std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([mb])\s*$)"))) {
-            // "4M" is 4e6 or 2^22: the one that is a whole number of sequences (Llama's "4M tokens" is 2048 x 2048).
-            const double value = std::stod(m[1]), seq = static_cast<double>(c.scenario.model.seqLen);
-            const double decimal = m[3] == "k" ? 1e3 : m[3] == "m" ? 1e6 : m[3] == "b" ? 1e9 : 1.0;
-            const double binary = m[3] == "k" ? 1024.0 : m[3] == "m" ? 1048576.0 : m[3] == "b" ? 1073741824.0 : 1.0;
-            auto whole = [&](double t) { return std::fabs(t / seq - std::round(t / seq)) < 1e-9; };
-            batchTokens = !whole(value * decimal) && whole(value * binary) ? value * binary : value * decimal;
-        }
-    }
+        if (!std::regex_search(written, m, std::regex(R"(^\s*([0-9]+(\.[0-9]+)?)\s*([kmb])?\s*tok(en)?s?\b)")) &&
+            !std::regex_search(written, m, std::regex(tokensKey ? R"(^\s*([0-9]+(\.[0-9]+)?)\s*([kmb])?\s*$)"
+                                                                : R"(^\s*([0-9]+(\.[0-9]+)?)\s*([mb])\s*$)")))
+            return std::nullopt;
+        const double value = std::stod(m[1]), seq = static_cast<double>(c.scenario.model.seqLen);
+        const double decimal = m[3] == "k" ? 1e3 : m[3] == "m" ? 1e6 : m[3] == "b" ? 1e9 : 1.0;
+        const double binary = m[3] == "k" ? 1024.0 : m[3] == "m" ? 1048576.0 : m[3] == "b" ? 1073741824.0 : 1.0;
+        auto whole = [&](double t) { return std::fabs(t / seq - std::round(t / seq)) < 1e-9; };
+        return !whole(value * decimal) && whole(value * binary) ? value * binary : value * decimal;
+    };
+    const char* tokensKey = "global_batch";
+    std::optional<double> batchTokens = tokensWritten("global_batch", false);
+    if (!batchTokens && !member(pl, "global_batch"))
+        for (const char* key : {"global_batch_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens"})
+            if ((batchTokens = tokensWritten(key, true))) {
+                tokensKey = key;
+                break;
+            }
     if (batchTokens) {
         const double seq = static_cast<double>(c.scenario.model.seqLen);
         const double sequences = std::round(*batchTokens / seq);
+        const std::string written = text(pl, tokensKey);
         if (sequences < 1 || sequences > static_cast<double>(L::globalBatch)) {
-            refusal = where + "/global_batch: \"" + text(pl, "global_batch") + "\" is not a batch of " +
+            refusal = where + "/" + tokensKey + ": \"" + written + "\" is not a batch of " +
                       std::to_string(c.scenario.model.seqLen) + "-token sequences tessel takes";
             return false;
         }
         gb = static_cast<int64_t>(sequences);
-        r.assume("global_batch \"" + text(pl, "global_batch") + "\" read in tokens: " + std::to_string(*gb) + " sequences of " +
+        r.assume(std::string(tokensKey) + " \"" + written + "\" read in tokens: " + std::to_string(*gb) + " sequences of " +
                  std::to_string(c.scenario.model.seqLen) +
                  (std::fabs(sequences * seq - *batchTokens) > 0.5 ? " (the nearest whole number)" : ""));
     } else {
         gb = count(pl, "global_batch", 1, L::globalBatch, where, refusal);
     }
     if (!refusal.empty()) return false;
-    if (!gb) {
-        // A batch given in tokens (Meta's "Tokens/Batch", llm-foundry's "GlobalBatchSize (T)") is that many
-        // sequences of the model's length when it divides.
-        for (const char* key : {"global_batch_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens"}) {
-            const auto tokens = integer(pl, key);
-            if (!tokens || *tokens <= 0) continue;
-            if (*tokens % c.scenario.model.seqLen != 0) {
-                refusal = ptr + "/plan/" + key + ": " + std::to_string(*tokens) + " tokens are not a whole number of " +
-                          std::to_string(c.scenario.model.seqLen) + "-token sequences";
-                return false;
-            }
-            gb = *tokens / c.scenario.model.seqLen;
-            if (*gb > L::globalBatch) {
-                refusal = ptr + "/plan/" + key + ": " + std::to_string(*gb) + " sequences are more than " +
-                          std::to_string(L::globalBatch);
-                return false;
-            }
-            r.assume("global_batch = " + std::string(key) + " / seq = " + std::to_string(*gb));
-            break;
-        }
-    }
     if (!gb) {
         // No batch at all: micro_batch x grad_accum x dp where both are stated; without a pipeline, one micro-batch a
         // step (the data-parallel frameworks' default: no accumulation unless told), said. A pipeline's bubble

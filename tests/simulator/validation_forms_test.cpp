@@ -524,6 +524,27 @@ TEST(ValidationRecord, ARoundedGlobalBatchIsReadAsWholeMicroBatches) {
     EXPECT_TRUE(mentions(c.assumptions, "global_batch 1024 read as 992, the nearest multiple of dp = 124"));
 }
 
+// Every degree stated, their product a few GPUs off the published count ("1000 GPUs" for tp 4 x pp 2 x dp 128 =
+// 1024): the count is the rounded figure, read as the plan's ranks, said; further off the GPUs stay the count and the
+// data-parallel degree is what they leave, as before.
+TEST(ValidationRecord, ARoundedGpuCountIsReadAsThePlansRanks) {
+    nlohmann::json r = record(); // tp 4 x pp 2 x dp 4 on 32 GPUs
+    r["plan"]["dp"] = 128;
+    r["plan"]["global_batch"] = 256;
+    r["system"]["total_gpus"] = 1000;
+    r["system"]["nodes"] = 125;
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.dp, 128);
+    EXPECT_EQ(c.scenario.cluster.nodes, 128);
+    EXPECT_TRUE(mentions(c.assumptions, "1000 GPUs read as the plan's tp x pp x cp x dp = 1024"));
+    r["system"]["total_gpus"] = 960; // 6.7% off
+    r["system"]["nodes"] = 120;
+    r["plan"]["global_batch"] = 480;
+    const ValidationCase far = load(r);
+    EXPECT_EQ(far.scenario.plan.dp, 120);
+    EXPECT_TRUE(mentions(far.assumptions, "dp 128 does not fill the 960 GPUs"));
+}
+
 // A schedule's words: a count of virtual stages it names is the vpp (it had been inferred past it), and a denial of
 // interleaving is 1F1B ("1F1B non-interleaved" had been read as interleaved).
 TEST(ValidationRecord, ScheduleWordsGiveTheVppOrDenyIt) {

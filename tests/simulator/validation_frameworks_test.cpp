@@ -313,10 +313,14 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     inTokens["plan"].erase("global_batch");
     inTokens["plan"]["global_batch_tokens"] = 64 * 2048;
     EXPECT_EQ(load(inTokens).scenario.plan.globalBatch, 64);
+    // Not a whole number of sequences: a rounded figure, the nearest whole number of them, said.
     inTokens["plan"]["global_batch_tokens"] = 64 * 2048 + 1;
-    const auto uneven = loadValidationRecords(nlohmann::json::array({inTokens}), "runs.json");
-    EXPECT_NE(uneven[0].refusal.find("/plan/global_batch_tokens: 131073 tokens are not a whole number of 2048-token sequences"),
-              std::string::npos) << uneven[0].refusal;
+    const ValidationCase uneven = load(inTokens);
+    EXPECT_EQ(uneven.scenario.plan.globalBatch, 64);
+    EXPECT_TRUE(mentions(uneven.assumptions, "global_batch_tokens \"131073\" read in tokens: 64 sequences of 2048 (the nearest whole number)"));
+    // "4M" under a tokens key as under global_batch: 2^22, the reading that is whole sequences (4e6 is not).
+    inTokens["plan"]["global_batch_tokens"] = "4M";
+    EXPECT_EQ(load(inTokens).scenario.plan.globalBatch, 2048);
     // fp16 under Megatron-LM keeps fp16 main gradients (only --bf16 forces --accumulate-allreduce-grads-in-fp32):
     // 2 B of gradient per parameter, said; bf16, or a record that states fp32 accumulation, keeps fp32.
     nlohmann::json fp16 = record();
