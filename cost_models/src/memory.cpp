@@ -711,11 +711,22 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),
     // plus three [T, h] (the all-gathered output gradient, the re-gathered norm input for dW and the partial
-    // input gradient before its TP reduction). The attention backward's set (dO, dQ, dK, dV, the gathered
+    // input gradient before its TP reduction). A fused attention's backward set (dO, dQ, dK, dV, the gathered
     // gradient) is smaller for every dense model here (q and kv widths <= h, f >= 2h). Measured on the CPU
     // executor's Buffers peak; PyTorch autograd keeps the same tensors alive at that point.
-    if (!model.moe && st.layers > 0)
+    // The unfused attention's backward goes through its b (a/t) s s probabilities: the batched PV's backward writes
+    // their gradient, the dropout's backward a second one beside it (the eager softmax's backward likewise: not in
+    // place, where Megatron's fused kernel writes into its input gradient), so one or two score-sized gradients are
+    // alive at once, with the rebuilt layer's own probabilities among the stored activations. With many heads a rank
+    // and long sequences that is the larger set (BLOOM's 128 heads at tp 4, micro-batch 2: 1.07 GB against the
+    // MLP's 0.59).
+    const double scoreSeq = d(model.seqLen) / std::max(1, plan.cp);
+    const double scoresBytes = plan.flashAttention ? 0.0 : e * plan.microBatch * d(model.heads) / plan.tp * scoreSeq * scoreSeq;
+    if (!model.moe && st.layers > 0) {
         o.backwardWorkingBytes = e * T * ((model.activation == Activation::Swiglu ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
+        const double scoreGradients = model.dropout > 0.0 || !fusedKernelsOf(plan.framework) ? 2.0 : 1.0;
+        o.backwardWorkingBytes = std::max(o.backwardWorkingBytes, scoreGradients * scoresBytes);
+    }
     // A stage of no transformer layer: the embedding's backward makes its weight gradient dense, [V/tp, h] (and the
     // learned positions'), in the parameters' dtype, before it is added into the gradient buffer (PyTorch's
     // embedding_dense_backward; Megatron-core's grad hook adds param.grad into main_grad and frees it); the output
@@ -758,10 +769,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // any of them takes a new segment, kept beside the cached ones (CUDACachingAllocator: memory goes back to
         // the device only when an allocation fails). The largest: the MLP's inner activation, the unfused
         // attention's scores, the last stage's fp32 logits.
-        const double seq = d(model.seqLen) / std::max(1, plan.cp);
-        const double scores = plan.flashAttention ? 0.0 : e * plan.microBatch * d(model.heads) / plan.tp * seq * seq;
         const double inner = e * T * t.ffnLocal * (model.activation == Activation::Swiglu ? 2.0 : 1.0);
-        const double largestFreedBlock = std::max({scores, inner, e * T * h, last ? 4.0 * T * t.vocabLocal : 0.0});
+        const double largestFreedBlock = std::max({scoresBytes, inner, e * T * h, last ? 4.0 * T * t.vocabLocal : 0.0});
         if (stepCopy > largestFreedBlock) st.allocatorKeptBytes = stepCopy - o.stepCopyBytes;
     }
     o.reservedBytes = reservedBytes;
