@@ -317,8 +317,6 @@ static void readContextParallelExchange(Reading& r, Plan& plan) {
         r.assume("context-parallel exchange not stated: the ring (cp_comm_type p2p)");
 }
 
-// Parallel degrees, the global batch and the micro-batch: stated, implied by the GPU count, or the framework's
-// default.
 // A step runs whole micro-batches on every data-parallel rank, so a batch that is not a multiple of `unit` (micro_batch
 // x dp) is a rounded figure ("2M tokens" for OPT-175B's 992 ranks): read as the nearest multiple where that moves it
 // by at most 5%, said. Further off the plan and the batch disagree: refused with the nearest ones named, or, where
@@ -344,6 +342,8 @@ bool roundedToWholeMicroBatches(Reading& r, const std::string& ptr, int64_t unit
     return true;
 }
 
+// Parallel degrees, the global batch and the micro-batch: stated, implied by the GPU count, or the framework's
+// default.
 bool readBatch(Reading& r) {
     const nlohmann::json& pl = r.pl;
     const std::string& ptr = r.ptr;
@@ -486,7 +486,7 @@ bool readBatch(Reading& r) {
     };
     const char* tokensKey = "global_batch";
     std::optional<double> batchTokens = tokensWritten("global_batch", false);
-    if (!batchTokens && !member(pl, "global_batch"))
+    if (const nlohmann::json* stated = member(pl, "global_batch"); !batchTokens && (!stated || stated->is_null()))
         for (const char* key : {"global_batch_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens"})
             if ((batchTokens = tokensWritten(key, true))) {
                 tokensKey = key;

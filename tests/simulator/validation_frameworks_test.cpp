@@ -321,6 +321,8 @@ TEST(ValidationRecord, TorchtitansH100AndItsAttention) {
     // "4M" under a tokens key as under global_batch: 2^22, the reading that is whole sequences (4e6 is not).
     inTokens["plan"]["global_batch_tokens"] = "4M";
     EXPECT_EQ(load(inTokens).scenario.plan.globalBatch, 2048);
+    inTokens["plan"]["global_batch"] = nullptr; // a null batch beside it says nothing
+    EXPECT_EQ(load(inTokens).scenario.plan.globalBatch, 2048);
     // fp16 under Megatron-LM keeps fp16 main gradients (only --bf16 forces --accumulate-allreduce-grads-in-fp32):
     // 2 B of gradient per parameter, said; bf16, or a record that states fp32 accumulation, keeps fp32.
     nlohmann::json fp16 = record();
