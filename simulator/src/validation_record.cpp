@@ -266,6 +266,10 @@ void reconcileParameters(ModelConfig& model, ValidationCase& c, double published
         applyFamily({Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false, "Llama-style"}, llama);
         if (ffnDerived) llama.ffnHidden = llamaFfnWidth(model.hidden, std::nullopt, 256);
         if (within(countOf(llama))) {
+            // The conventions line said before is no longer what is predicted: this one stands in its place.
+            c.assumptions.erase(std::remove_if(c.assumptions.begin(), c.assumptions.end(),
+                                               [](const std::string& a) { return a.rfind("architecture: ", 0) == 0; }),
+                                c.assumptions.end());
             c.assumptions.push_back(head + "read with LLaMA's conventions instead (swiglu, rmsnorm, rotary, no biases, "
                                     "untied embeddings, no dropout" +
                                     (ffnDerived ? ", ffn_hidden " + std::to_string(llama.ffnHidden) : std::string()) +
@@ -576,7 +580,9 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         return;
     }
     if (model.headDim == 0) model.headDim = model.hidden / model.heads;
-    if (auto p = number(m, "params")) {
+    if (const nlohmann::json* stated = member(m, "params"); stated && !stated->is_null() && !(number(m, "params") > 0.0))
+        c.assumptions.push_back("model/params \"" + text(m, "params") + "\" is not a parameter count: not compared");
+    if (auto p = number(m, "params"); p && *p > 0.0) {
         c.publishedParameters = *p;
         const bool conventionsFree =
             f.name == "GPT (default)" && lower(text(m, "activation") + text(m, "hidden_act") + text(m, "norm") +

@@ -13,7 +13,9 @@
 #include <cmath>
 
 #include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace tessel {
 namespace {
@@ -503,15 +505,20 @@ TEST(FrameworkSettings, KvReplicationRunsFewerKvHeadsThanTpRanks) {
     p.tp = 4;
     p.dp = 2;
     p.globalBatch = 8;
-    ProblemList refused;
-    validatePlan(m, c, p, "/plan", refused);
-    ASSERT_FALSE(refused.empty());
-    EXPECT_EQ(refused.items().front().where, "/plan/tp");
-    EXPECT_NE(refused.items().front().message.find("kv_replication: true"), std::string::npos);
+    // The plan's problems, each as "pointer: message".
+    const auto problemsOf = [&c](const ModelConfig& model, const Plan& plan) {
+        ProblemList problems;
+        validatePlan(model, c, plan, "/plan", problems);
+        std::vector<std::string> out;
+        for (const auto& pr : problems.items()) out.push_back(pr.where + ": " + pr.message);
+        return out;
+    };
+    const auto refused = problemsOf(m, p);
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].rfind("/plan/tp: tp=4 does not divide the model's 2 key/value heads", 0), 0u) << refused[0];
+    EXPECT_NE(refused[0].find("kv_replication: true"), std::string::npos);
     p.framework.kvReplication = true;
-    ProblemList ok;
-    validatePlan(m, c, p, "/plan", ok);
-    EXPECT_TRUE(ok.empty()) << ok.items().front().message;
+    EXPECT_TRUE(problemsOf(m, p).empty());
     const LocalShapes s = localShapes(m, p, precisionRecipeOf(p));
     EXPECT_EQ(s.kvHeadsLocal, 1);
     EXPECT_EQ(s.kvDimLocal, 128);
@@ -522,14 +529,13 @@ TEST(FrameworkSettings, KvReplicationRunsFewerKvHeadsThanTpRanks) {
     Plan plain = p;
     plain.framework.kvReplication.reset();
     EXPECT_DOUBLE_EQ(one.dense, stageParameters(four, plain, 0).dense);
-    // A tp that is not a multiple of the key/value heads is refused with the knob too.
-    m.kvHeads = 8;
-    m.heads = 24;
-    p.tp = 3;
-    ProblemList notMultiple;
-    validatePlan(m, c, p, "/plan", notMultiple);
+    // A tp that is not a multiple of the key/value heads is refused with the knob too: 3 key/value heads at tp 2.
+    m.kvHeads = 3;
+    m.heads = 30;
+    p.tp = 2;
+    const auto notMultiple = problemsOf(m, p);
     ASSERT_FALSE(notMultiple.empty());
-    EXPECT_EQ(notMultiple.items().front().where, "/plan/tp");
+    EXPECT_EQ(notMultiple[0].rfind("/plan/tp: tp=2 does not divide the model's 3 key/value heads", 0), 0u) << notMultiple[0];
 }
 
 } // namespace

@@ -99,6 +99,7 @@ TEST(ValidationRecord, PublishedParametersChooseTheUnstatedConventions) {
     EXPECT_EQ(countParameters(m).total(m.layers), 34388917248);
     EXPECT_TRUE(mentions(c.assumptions, "model/params 34.39 B against tessel's"));
     EXPECT_TRUE(mentions(c.assumptions, "read with LLaMA's conventions instead"));
+    EXPECT_FALSE(mentions(c.assumptions, "architecture: GPT (default) conventions")); // replaced, not contradicted
     // The same shape with its conventions stated agrees with the count: nothing to say.
     r["model"]["activation"] = "swiglu";
     r["model"]["norm"] = "rmsnorm";
@@ -140,6 +141,9 @@ TEST(ValidationRecord, PublishedParametersSolveAnUnstatedMlpWidth) {
     const ValidationCase far = load(r);
     EXPECT_EQ(far.scenario.model.ffnHidden, 4 * 4096);
     EXPECT_TRUE(mentions(far.assumptions, "the prediction follows the stated shape"));
+    // A count that is not one is said, not compared.
+    r["model"]["params"] = "unknown";
+    EXPECT_TRUE(mentions(load(r).assumptions, "model/params \"unknown\" is not a parameter count: not compared"));
 }
 
 // StarCoder's multi-query attention (one key/value head) at tp 4: no framework that splits the heads runs it, so the
