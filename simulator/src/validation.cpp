@@ -76,6 +76,10 @@ CaseResult predictCase(const ValidationCase& c) {
         if (r.measuredMemoryBytes) r.memoryError = (r.predictedPeakMemoryBytes - *r.measuredMemoryBytes) / *r.measuredMemoryBytes;
         if (!r.measuredStepSeconds && !r.measuredMemoryBytes && !r.measuredOutOfMemory) {
             r.reason = "the record states no step time, throughput, memory or out-of-memory outcome to compare with";
+            // A figure under a name tessel reads that is not one: named, with why.
+            const auto& invalid = c.measured.invalidFields;
+            if (!invalid.empty()) r.reason = "nothing to compare with";
+            for (size_t i = 0; i < invalid.size(); ++i) r.reason += (i ? "; " : ": ") + invalid[i];
             // A figure under a name tessel does not read: named, with the names it does.
             const auto& unread = c.measured.unreadFields;
             if (!unread.empty()) {

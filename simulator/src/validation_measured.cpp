@@ -7,6 +7,7 @@
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/memory.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <regex>
@@ -211,6 +212,35 @@ std::optional<MemoryFigure> memoryFigure(const nlohmann::json& meas, const char*
     return MemoryFigure{*n, raw, note, std::nullopt, false};
 }
 
+// The figure fields written under a name tessel reads whose value is not one: not a positive number (a negative or
+// zero figure, a word, an object), a utilization above 100%, a memory figure its reader cannot read (a bound, or
+// words saying the run ran out of memory, are read as such below): "measured/<key>: <value> ...", each said, not read.
+std::vector<std::string> invalidFigures(const nlohmann::json& meas, double gpuBytes) {
+    std::vector<std::string> out;
+    if (!meas.is_object()) return out;
+    auto bad = [&](const char* key, const char* why) { out.push_back(std::string("measured/") + key + ": " + member(meas, key)->dump() + why); };
+    for (const Keys& keys : {kSecondsKeys, kMillisecondsKeys, kStepRateKeys, kSampleRateKeys, kTokenRateKeys,
+                             kTokenRatePerGpuKeys, kFlopRateKeys, kModelFlopRateKeys, kHardwareFlopRateKeys, kMfuKeys,
+                             kHfuKeys, kUnitlessStepKeys})
+        for (const char* key : keys) {
+            const nlohmann::json* v = member(meas, key);
+            if (!v || v->is_null()) continue;
+            const auto n = number(meas, key);
+            if (!n || !(*n > 0) || !std::isfinite(*n)) bad(key, " is not a positive number");
+            else if ((keys.begin() == kMfuKeys.begin() || keys.begin() == kHfuKeys.begin()) && *n > 100.0) bad(key, " is above 100%");
+        }
+    for (const Keys& keys : {kUnitMemoryKeys, kUnitlessMemoryKeys})
+        for (const char* key : keys) {
+            const nlohmann::json* v = member(meas, key);
+            if (!v || v->is_null()) continue;
+            if (v->is_string() && outOfMemoryInProse(v->get<std::string>()).value_or(false)) continue;
+            const auto f = memoryFigure(meas, key, gpuBytes);
+            if (f && (f->bound || (f->value > 0 && std::isfinite(f->value)))) continue;
+            bad(key, " is not a memory figure tessel reads (a positive number with its unit)");
+        }
+    return out;
+}
+
 } // namespace
 
 void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationCase& c, std::string& refusal) {
@@ -347,6 +377,31 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +
                                     " with tessel's " + (hardware ? "hardware" : "model") + "-FLOP count");
     }
+    // A step no run of this plan on this GPU can have: not a positive finite time (a rate so large it rounds the step to
+    // nothing), or one at which the model's FLOPs would run faster than twice the GPU's highest dense peak (twice:
+    // a count of causal attention as whole, as some sources make, at most doubles what the kernels do).
+    if (c.measured.stepSeconds) {
+        double highestPeak = 0.0;
+        for (const auto& [dtype, flops] : c.scenario.cluster.gpu.peakFlopsPerSecond) highestPeak = std::max(highestPeak, flops);
+        const double step = *c.measured.stepSeconds;
+        const double rate = step > 0 ? modelFlopsPerStep(c.scenario.model, plan) / (step * plan.worldSize()) : 0.0;
+        std::string why;
+        char text[160];
+        if (!(step > 0) || !std::isfinite(step) || !std::isfinite(rate)) {
+            std::snprintf(text, sizeof text, "gives a step of %g s, no time a step can take", step);
+            why = text;
+        } else if (highestPeak > 0 && rate > 2.0 * highestPeak) {
+            std::snprintf(text, sizeof text, "gives a step of %.3g s, at which the model's FLOPs would run at %.3g TFLOP/s a GPU, "
+                          "above twice the GPU's highest dense peak (%.4g TFLOP/s)", step, rate / 1e12, highestPeak / 1e12);
+            why = text;
+        }
+        if (!why.empty()) {
+            c.measured.invalidFields.push_back(c.measured.stepSource.substr(ptr.size() + 1) + " " + why);
+            c.assumptions.push_back(c.measured.invalidFields.back() + ": not compared");
+            c.measured.stepSeconds.reset();
+            c.measured.stepSource.clear();
+        }
+    }
     // The peak memory under the names records give it; a key naming GiB or the allocator's counter says so itself.
     std::optional<std::pair<MemoryFigure, std::string>> memory;
     const double gpuBytes = static_cast<double>(c.scenario.cluster.gpu.memoryBytes);
@@ -402,6 +457,18 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             c.assumptions.push_back("memory figure's kind not stated: taken as the device's, as nvidia-smi shows it (CUDA "
                                     "context, NCCL's buffers and the allocator's cache included)");
     }
+    // A peak no GPU of this kind can hold: above twice its memory (a device's own figure cannot pass it; twice leaves
+    // room for a requirement a run that ran out of memory states), or not finite.
+    if (c.measured.memoryBytes && (!std::isfinite(*c.measured.memoryBytes) || *c.measured.memoryBytes > 2.0 * gpuBytes)) {
+        char text[160];
+        std::snprintf(text, sizeof text, " gives a peak of %.4g GB, above twice the GPU's %.4g GB",
+                      *c.measured.memoryBytes / 1e9, gpuBytes / 1e9);
+        c.measured.invalidFields.push_back(c.measured.memorySource.substr(ptr.size() + 1) + text);
+        c.assumptions.push_back(c.measured.invalidFields.back() + ": not compared");
+        c.measured.memoryBytes.reset();
+        c.measured.memorySource.clear();
+        memory.reset();
+    }
     if (memory) readMemoryStage(meas, ptr, c, refusal);
     readDeterministicMode(rec, ptr, c);
     if (auto oom = boolean(meas, "oom")) c.measured.outOfMemory = *oom;
@@ -418,6 +485,10 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
                                         text(meas, key) + "\")");
                 break;
             }
+    for (const std::string& bad : invalidFigures(meas, gpuBytes)) {
+        c.measured.invalidFields.push_back(bad);
+        c.assumptions.push_back(bad + ": not read");
+    }
     for (const std::string& key : unreadFields(meas)) {
         c.measured.unreadFields.push_back("measured/" + key);
         c.assumptions.push_back("measured/" + key + " is not a field tessel reads: not compared");

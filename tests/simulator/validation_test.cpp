@@ -676,6 +676,41 @@ TEST(ValidationRecord, CountsOutOfRangeAreRefusedNamingTheFieldNeverWrapped) {
     EXPECT_TRUE(mentions(c.assumptions, "kv_heads not stated"));
 }
 
+// A measured figure under a name tessel reads that is not one (a negative rate, a word, a utilization over 100%), or
+// that gives a step or peak no run of this plan on this GPU can have, is said and not compared; where it was the
+// record's only figure the reason names it, not "states no step time". Found by mutating shipped records: a rate of
+// 1e300 TFLOP/s had given a measured step of 0 s and an error of +inf%.
+TEST(ValidationRecord, AMeasuredFigureThatIsNoneIsNamedNotCompared) {
+    auto resultOf = [](nlohmann::json measured) {
+        nlohmann::json r = record();
+        r["measured"] = std::move(measured);
+        const ValidationReport report = validateRecords(loadValidationRecords(nlohmann::json::array({r}), "runs.json"));
+        return report.results.at(0);
+    };
+    const CaseResult negative = resultOf({{"tokens_per_s", -1}});
+    EXPECT_TRUE(negative.predicted);
+    EXPECT_FALSE(negative.stepError.has_value());
+    EXPECT_EQ(negative.reason, "nothing to compare with: measured/tokens_per_s: -1 is not a positive number");
+    EXPECT_TRUE(mentions(negative.assumptions, "measured/tokens_per_s: -1 is not a positive number: not read"));
+    EXPECT_EQ(resultOf({{"mfu", 150}}).reason, "nothing to compare with: measured/mfu: 150 is above 100%");
+    EXPECT_EQ(resultOf({{"iteration_time_s", "soon"}}).reason,
+              "nothing to compare with: measured/iteration_time_s: \"soon\" is not a positive number");
+    // 131072 tokens a step (64 x 2048) at 1e20 tokens/s: 1.3e-15 s a step, which would run the model's FLOPs far
+    // faster than an A100's 312 TFLOP/s.
+    const CaseResult fast = resultOf({{"tokens_per_s", 1e20}});
+    EXPECT_FALSE(fast.stepError.has_value());
+    EXPECT_NE(fast.reason.find("measured/tokens_per_s gives a step of 1.31e-15 s"), std::string::npos) << fast.reason;
+    EXPECT_NE(fast.reason.find("above twice the GPU's highest dense peak (312 TFLOP/s)"), std::string::npos) << fast.reason;
+    // A peak past twice the GPU's memory is not compared; the step beside it still is.
+    const CaseResult huge = resultOf({{"tokens_per_s", 65536.0}, {"memory_gb", 1e6}});
+    ASSERT_TRUE(huge.stepError.has_value());
+    EXPECT_NEAR(huge.measuredStepSeconds.value_or(0.0), 2.0, 1e-12);
+    EXPECT_FALSE(huge.memoryError.has_value());
+    EXPECT_TRUE(mentions(huge.assumptions, "measured/memory_gb gives a peak of 1e+06 GB, above twice the GPU's"));
+    // The record as written, its figures compared.
+    EXPECT_TRUE(resultOf(record()["measured"]).stepError.has_value());
+}
+
 TEST(ValidationReport, SummariesByHand) {
     ValidationReport r;
     auto result = [](const char* id, const char* group, double err) {

@@ -36,6 +36,9 @@ struct RecordMeasurement {
     // Fields of `measured` that hold a figure under a name tessel does not read ("measured/<key>"), so a record
     // whose only figure is under such a name is refused naming it, not with "states no step time" alone.
     std::vector<std::string> unreadFields;
+    // Figures under a name tessel reads that are not one: not a positive number, or a step or peak no run of this plan
+    // on this GPU can have ("measured/<key>: <why>"), each said and not compared, and named where nothing else is.
+    std::vector<std::string> invalidFields;
 };
 
 // One record made into a scenario. Every value that was not read from the record (a framework default, a
