@@ -152,7 +152,7 @@ OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, co
     return op;
 }
 
-double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {
+double modelFlopsPerStep(const ModelConfig& model, const Plan& plan, double attentionShare) {
     // Evaluate on one rank with no model-parallel split, one sequence, then scale by the global batch.
     Plan one = plan;
     one.tp = one.cp = one.ep = one.dp = one.pp = 1;
@@ -167,9 +167,12 @@ double modelFlopsPerStep(const ModelConfig& model, const Plan& plan) {
     dummy.gpu.hbmBytesPerSecond = 1.0;
     dummy.gpu.peakFlopsPerSecond[Dtype::Bf16] = 1.0;
     const PrecisionRecipe& recipe = *findPrecisionRecipe("mixed");
-    auto sumForward = [](const BlockCompute& b) {
+    auto sumForward = [attentionShare](const BlockCompute& b) {
         double f = 0.0;
-        for (const auto& op : b.forwardOps) f += op.modelFlops;
+        for (const auto& op : b.forwardOps) {
+            const bool scores = op.opClass == OpClass::Attention || op.name == "attention_scores" || op.name == "attention_context";
+            f += (scores ? attentionShare : 1.0) * op.modelFlops;
+        }
         return f;
     };
     // An MoE model's dense layers (moe.dense_layers) count the dense MLP's FLOPs.

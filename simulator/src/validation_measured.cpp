@@ -6,6 +6,7 @@
 
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/model.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -212,6 +213,22 @@ std::optional<MemoryFigure> memoryFigure(const nlohmann::json& meas, const char*
     return MemoryFigure{*n, raw, note, std::nullopt, false};
 }
 
+// What a source's FLOP count holds of attention, read from its stated convention (tflops_kind, model_tflop_column;
+// lower case): whole (tessel's count, Narayanan et al. 2021 eq. 3), half under a causal mask ("causal" without
+// "whole" or "full": NeMo's flops_formulas since 2025-08-09), or none: 6 N a token ("6ND", "6 x params"; 8 N with the
+// recompute) with no term added, or attention said to be left out.
+enum class AttentionCounted { Whole, Causal, None };
+AttentionCounted attentionCountedIn(const std::string& kind) {
+    static const std::regex excluded(R"((exclud\w*|without|not count\w*|ignor\w*|omit\w*)\s+(the\s+)?attention|attention\s+(flops\s+)?((is|are)\s+)?(excluded|not counted|ignored|omitted|left out))");
+    // 6 N a token, or 8 N where the count takes in the recomputed forward (read as hardware FLOPs by its words).
+    static const std::regex sixN(R"((^|[^0-9.])[68]\s*[x*]?\s*n(d|t)?\b|(^|[^0-9.])[68]\s*[x*]\s*(the\s+)?(num_|number of )?param)");
+    if (std::regex_search(kind, excluded) ||
+        (std::regex_search(kind, sixN) && kind.find('+') == std::string::npos && !contains(kind, "attention")))
+        return AttentionCounted::None;
+    if (contains(kind, "causal") && !contains(kind, "whole") && !contains(kind, "full")) return AttentionCounted::Causal;
+    return AttentionCounted::Whole;
+}
+
 // The figure fields written under a name tessel reads whose value is not one: not a positive number (a negative or
 // zero figure, a word, an object), a utilization above 100%, a memory figure its reader cannot read (a bound, or
 // words saying the run ran out of memory, are read as such below): "measured/<key>: <value> ...", each said, not read.
@@ -346,7 +363,27 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         double replayed = 0.0;
         for (int s = 0; s < plan.pp; ++s) replayed += recomputedLayers(c.scenario.model, plan, s).layers;
         replayed /= std::max(1, c.scenario.model.layers);
-        const double flops = modelFlopsPerStep(c.scenario.model, plan) * (hardware ? 1.0 + replayed / 3.0 : 1.0);
+        // The source's own count where its convention says how it counts attention (whole is tessel's).
+        const AttentionCounted counted = attentionCountedIn(kind);
+        std::string countName = "tessel's " + std::string(hardware ? "hardware" : "model") + "-FLOP count";
+        double counts = 0.0;
+        if (counted == AttentionCounted::None) {
+            // 6 N a token: N the record's params for a dense model, else (an MoE model, or none stated) the
+            // parameters a token uses by tessel's count.
+            const auto published = number(rec.value("model", nlohmann::json::object()), "params");
+            const bool byRecord = !c.scenario.model.moe && published && *published > 0;
+            const double n = byRecord ? *published : static_cast<double>(activeParameters(c.scenario.model));
+            counts = 6.0 * n * tokens;
+            char text[160];
+            std::snprintf(text, sizeof text, "the source's 6 x N x tokens (N = %.4g B, %s; attention not counted, as its convention says)",
+                          n / 1e9, byRecord ? "model/params" : "the parameters a token uses");
+            countName = text;
+        } else {
+            counts = modelFlopsPerStep(c.scenario.model, plan, counted == AttentionCounted::Causal ? 0.5 : 1.0);
+            if (counted == AttentionCounted::Causal)
+                countName += " with attention under its causal mask counted half, as the source's convention says";
+        }
+        const double flops = counts * (hardware ? 1.0 + replayed / 3.0 : 1.0);
         const double peak = c.scenario.cluster.peakFlops(findPrecisionRecipe(plan.precision) ? precisionRecipeOf(plan).computeDtype
                                                                                              : Dtype::Bf16);
         const double gpus = static_cast<double>(plan.worldSize());
@@ -375,7 +412,7 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         }
         if (c.measured.stepSeconds)
             c.assumptions.push_back("step time not stated: derived from " + c.measured.stepSource.substr(ptr.size() + 1) +
-                                    " with tessel's " + (hardware ? "hardware" : "model") + "-FLOP count");
+                                    " with " + countName);
     }
     // A step no run of this plan on this GPU can have: not a positive finite time (a rate so large it rounds the step to
     // nothing), or one at which the model's FLOPs would run faster than twice the GPU's highest dense peak (twice:

@@ -711,6 +711,43 @@ TEST(ValidationRecord, AMeasuredFigureThatIsNoneIsNamedNotCompared) {
     EXPECT_TRUE(resultOf(record()["measured"]).stepError.has_value());
 }
 
+// A step read from a FLOP rate counts FLOPs as the source's stated convention does: attention whole (tessel's count,
+// the default), half under a causal mask, or not at all (6 N a token, N the record's params for a dense model).
+TEST(ValidationRecord, AFlopRateIsReadInTheSourcesOwnCount) {
+    auto stepOf = [](const char* kind) {
+        nlohmann::json r = record();
+        r["model"]["params"] = 6.7e9;
+        r["measured"] = {{"tflops_per_gpu", 100.0}, {"tflops_kind", kind}};
+        const ValidationCase c = load(r);
+        EXPECT_TRUE(c.measured.stepSeconds.has_value()) << kind;
+        return std::make_pair(c.measured.stepSeconds.value_or(0.0), c.assumptions);
+    };
+    const ValidationCase base = load(record());
+    const double gpus = 32.0, tokens = 64.0 * 2048.0, rate = 100e12 * gpus; // tp 4 x pp 2 x dp 4; 64 x 2048 tokens
+    const double whole = modelFlopsPerStep(base.scenario.model, base.scenario.plan) / rate;
+    const double causal = modelFlopsPerStep(base.scenario.model, base.scenario.plan, 0.5) / rate;
+    EXPECT_LT(causal, whole);
+    EXPECT_NEAR(stepOf("model").first, whole, 1e-12);
+    EXPECT_NEAR(stepOf("6*N + attention 6*L*2*2*d*s").first, whole, 1e-12);
+    EXPECT_NEAR(stepOf("model (NeMo flops_formulas, causal attention counted whole)").first, whole, 1e-12);
+    const auto [halved, said] = stepOf("model FLOPs with attention under its causal mask");
+    EXPECT_NEAR(halved, causal, 1e-12);
+    EXPECT_TRUE(mentions(said, "causal mask counted half, as the source's convention says"));
+    const double sixN = 6.0 * 6.7e9 * tokens / rate; // 1.647 s
+    EXPECT_NEAR(stepOf("MFU = 6ND / (peak x time)").first, sixN, 1e-12);
+    EXPECT_NEAR(stepOf("6 x params x tokens").first, sixN, 1e-12);
+    const auto [excluded, saidSix] = stepOf("model FLOPs, attention excluded");
+    EXPECT_NEAR(excluded, sixN, 1e-12);
+    EXPECT_TRUE(mentions(saidSix, "the source's 6 x N x tokens (N = 6.7 B, model/params; attention not counted"));
+    // An HFU in 6N's convention counts the recomputed forward: 8 N a token under full recompute.
+    nlohmann::json hfu = record();
+    hfu["model"]["params"] = 6.7e9;
+    hfu["measured"] = {{"hfu", 0.5}, {"tflops_kind", "hardware: 8ND with recompute"}};
+    const ValidationCase h = load(hfu);
+    ASSERT_TRUE(h.measured.stepSeconds.has_value());
+    EXPECT_NEAR(*h.measured.stepSeconds, 8.0 * 6.7e9 * tokens / (0.5 * 312e12 * gpus), 1e-9);
+}
+
 TEST(ValidationReport, SummariesByHand) {
     ValidationReport r;
     auto result = [](const char* id, const char* group, double err) {

@@ -296,7 +296,10 @@ OpCost optimizerCompute(double localParameters, const ClusterConfig& cluster, co
                         bool foreachAdamw);
 
 // Model FLOPs of one training step (forward + backward, no recompute) for the whole model and global batch,
-// the numerator of MFU: 3 x the forward model FLOPs of every layer, the embedding and the LM head.
-double modelFlopsPerStep(const ModelConfig& model, const Plan& plan);
+// the numerator of MFU: 3 x the forward model FLOPs of every layer, the embedding and the LM head. The attention
+// scores' and context's FLOPs (QK^T and PV, fused or not) are counted whole, as Narayanan et al. 2021 eq. 3 and
+// most sources count them; `attentionShare` scales them for a source that counts otherwise (0.5: a causal mask's
+// half, NeMo's flops_formulas since 2025-08-09).
+double modelFlopsPerStep(const ModelConfig& model, const Plan& plan, double attentionShare = 1.0);
 
 } // namespace tessel
