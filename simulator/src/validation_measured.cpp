@@ -355,7 +355,9 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint))")) &&
             !std::regex_search(kind, std::regex(R"((exclud|without|w/o|not count|no |excl\.?)[a-z ]*(activation )?(recomput|rematerial|checkpoint))")) &&
             !std::regex_search(kind, std::regex(R"((recomput|rematerial|checkpoint)[a-z]*[ ,(]*(excluded|not counted|omitted|left out))"));
-        bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || contains(kind, "96") || countsRecompute;
+        // Megatron's 96 B s l h^2 formula (SC'21 eq. 3) counts the recomputed forward; a bare 96 ("6ND on 96 GPUs") is not it.
+        static const std::regex megatron96(R"((^|[^0-9.])96\s*[*x]?\s*b\b)");
+        bool hardware = onlyHfu || contains(kind, "hfu") || contains(kind, "hardware") || std::regex_search(kind, megatron96) || countsRecompute;
         // A rate named for its convention is read in it, whatever tflops_kind says of the record's other columns.
         if (!rate && modelRate) hardware = false;
         else if (!rate && !modelRate && hardwareRate) hardware = true;

@@ -736,6 +736,7 @@ TEST(ValidationRecord, AFlopRateIsReadInTheSourcesOwnCount) {
     const double sixN = 6.0 * 6.7e9 * tokens / rate; // 1.647 s
     EXPECT_NEAR(stepOf("MFU = 6ND / (peak x time)").first, sixN, 1e-12);
     EXPECT_NEAR(stepOf("6 x params x tokens").first, sixN, 1e-12);
+    EXPECT_NEAR(stepOf("6ND on 96 GPUs").first, sixN, 1e-12); // a GPU count, not Megatron's 96 B s l h^2
     const auto [excluded, saidSix] = stepOf("model FLOPs, attention excluded");
     EXPECT_NEAR(excluded, sixN, 1e-12);
     EXPECT_TRUE(mentions(saidSix, "the source's 6 x N x tokens (N = 6.7 B, model/params; attention not counted"));
