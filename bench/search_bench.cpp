@@ -1,6 +1,6 @@
 // Benchmarks of `tessel search` on GPT-3 175B over 1024 A100 GPUs (global batch 1536, the whole declared space):
 // plans per second through the pruning stage (validity + memory + lower bound) and the full search's wall time;
-// and the full search of Llama 3 70B over 64 H100 (global batch 512).
+// the pruning stage on worlds up to 2^20 GPUs; and the full search of Llama 3 70B over 64 H100 (global batch 512).
 #include "tessel/cost/scenario.hpp"
 #include "tessel/sim/heap.hpp"
 #include "tessel/sim/search.hpp"
@@ -46,6 +46,25 @@ void BM_PruningStage(benchmark::State& state) {
     state.counters["threads"] = options.threads > 0 ? options.threads : static_cast<double>(std::thread::hardware_concurrency());
 }
 BENCHMARK(BM_PruningStage)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+// GPT-3 175B's pruning stage on worlds of 1024 to 2^20 GPUs (global batch 1536, every core): the rank placements
+// are read from a node's residues, so the stage's time should grow with the plans, not with the ranks.
+void BM_PruningStageWorld(benchmark::State& state) {
+    tessel::Scenario s = gpt3();
+    tessel::sim::SearchSpace space = gpt3Space();
+    space.gpus = static_cast<int>(state.range(0));
+    s.cluster.nodes = space.gpus / s.cluster.gpusPerNode;
+    tessel::sim::PruningResult r;
+    double plans = 0.0;
+    for (auto _ : state) {
+        r = tessel::sim::prunePlans(s.model, s.cluster, space, tessel::sim::SearchOptions{});
+        plans += static_cast<double>(r.considered);
+    }
+    state.counters["plans_per_second"] = benchmark::Counter(plans, benchmark::Counter::kIsRate);
+    state.counters["considered"] = static_cast<double>(r.considered);
+    state.counters["feasible"] = static_cast<double>(r.feasible);
+}
+BENCHMARK(BM_PruningStageWorld)->Arg(1024)->Arg(131072)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 void BM_FullSearch(benchmark::State& state) {
     const auto& s = gpt3();

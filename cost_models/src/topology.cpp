@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -350,9 +351,8 @@ GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, in
     if (it != cache.end()) return it->second;
     GroupPlacement worst;
     bool any = false;
-    for (int r = 0; r < plan.worldSize(); ++r) {
+    for (int r : stageRepresentatives(plan, cluster.gpusPerNode, from)) {
         RankCoords c = rankCoords(plan, r);
-        if (c.pp != from) continue;
         c.pp = to;
         const GroupPlacement p = placeRanks({r, rankOf(plan, c)}, cluster.gpusPerNode);
         if (!any || worsePlacement(p, worst)) worst = p;
@@ -363,6 +363,27 @@ GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, in
     return worst;
 }
 
+std::vector<int> stageRepresentatives(const Plan& plan, int gpusPerNode, int stage) {
+    checkLayout(plan);
+    int stride = 1;
+    for (ParallelDim d : plan.rankOrder) {
+        if (d == ParallelDim::Pp) break;
+        stride *= dimSize(plan, d, Layout::Dense);
+    }
+    const int node = std::max(1, gpusPerNode);
+    const int block = stride * plan.pp;  // ranks of one cycle through the stages
+    const int cycles = plan.worldSize() / block;
+    const int offsets = std::min(stride, node);
+    const int repeats = std::min(cycles, node / std::gcd(block, node));
+    std::vector<int> ranks;
+    if (stage < 0 || stage >= plan.pp) return ranks;
+    ranks.reserve(static_cast<size_t>(offsets) * static_cast<size_t>(repeats));
+    for (int b = 0; b < repeats; ++b)
+        for (int a = 0; a < offsets; ++a)
+            ranks.push_back(a + stride * stage + block * b);
+    return ranks;
+}
+
 namespace {
 GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
     checkLayout(plan);
@@ -370,14 +391,14 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
     GroupPlacement worst;
     bool any = false;
     if (kind == GroupKind::PpPair) {
-        // One pair per rank of stages 0..pp-2; with pp == 1 there is no pair and nothing to send.
-        for (int r = 0; r < world; ++r) {
-            const std::vector<int> pair = groupRanks(plan, kind, r);
-            if (pair.empty()) continue;
-            const GroupPlacement p = placeRanks(pair, cluster.gpusPerNode);
-            if (!any || worsePlacement(p, worst)) worst = p;
-            any = true;
-        }
+        // One pair per rank of stages 0..pp-2 (each stage's representatives show every placement there is);
+        // with pp == 1 there is no pair and nothing to send.
+        for (int stage = 0; stage + 1 < plan.pp; ++stage)
+            for (int r : stageRepresentatives(plan, cluster.gpusPerNode, stage)) {
+                const GroupPlacement p = placeRanks(groupRanks(plan, kind, r), cluster.gpusPerNode);
+                if (!any || worsePlacement(p, worst)) worst = p;
+                any = true;
+            }
         return any ? worst : GroupPlacement{};
     }
     if (isSplitKind(kind)) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 namespace tessel::sim::detail {
@@ -120,13 +121,13 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
         if (plan.pp < 2) return GroupPlacement{};
         GroupPlacement worst{};
         bool any = false;
-        for (int r = 0; r < world; ++r) {
-            if ((r / stride[ppPos]) % plan.pp == plan.pp - 1) continue;
-            const GroupPlacement p = pairPlacement(r, r + stride[ppPos], gpusPerNode);
-            if (!any || worsePlacement(p, worst)) worst = p;
-            any = true;
-            if (worst.nodes == 2) break; // cannot get worse than spanning two nodes
-        }
+        for (int stage = 0; stage + 1 < plan.pp && worst.nodes < 2; ++stage)
+            for (int r : stageRepresentatives(plan, gpusPerNode, stage)) {
+                const GroupPlacement p = pairPlacement(r, r + stride[ppPos], gpusPerNode);
+                if (!any || worsePlacement(p, worst)) worst = p;
+                any = true;
+                if (worst.nodes == 2) break; // cannot get worse than spanning two nodes
+            }
         return worst;
     }
     // Varied dims in ascending stride order: members enumerated this way have increasing ranks, so ranks on
@@ -144,11 +145,19 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
     }
     if (groupSize == 1) return GroupPlacement{1, 1, 1, 1};
     if (world <= gpusPerNode) return GroupPlacement{groupSize, 1, groupSize, groupSize}; // the whole world is one node
-    const int groups = world / groupSize;
+    // A group's placement depends on its first rank only through that rank mod gpusPerNode (a whole node's shift moves
+    // every member by the same nodes), and a fixed dim's coordinate c adds c x stride to it, whose residue repeats every
+    // gpusPerNode / gcd(stride, gpusPerNode) values of c: the coordinates below that show every placement there is.
+    std::array<int, 5> reach{};
+    for (int j = 0; j < nf; ++j) {
+        const int st = stride[static_cast<size_t>(fpos[static_cast<size_t>(j)])];
+        reach[static_cast<size_t>(j)] = std::min(size[static_cast<size_t>(fpos[static_cast<size_t>(j)])],
+                                                 gpusPerNode / std::gcd(st, gpusPerNode));
+    }
     GroupPlacement worst{};
     bool any = false;
     std::array<int, 5> fc{};
-    for (int g = 0; g < groups; ++g) {
+    for (bool more = true; more;) {
         int base = 0;
         for (int j = 0; j < nf; ++j) base += fc[static_cast<size_t>(j)] * stride[static_cast<size_t>(fpos[static_cast<size_t>(j)])];
         std::array<int, 5> vc{};
@@ -176,9 +185,10 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
         if (!any || worsePlacement(p, worst)) worst = p;
         any = true;
         if (worst.nodes == groupSize) break; // one rank per node: no group can be worse
-        for (int j = 0; j < nf; ++j) {
-            if (++fc[static_cast<size_t>(j)] < size[static_cast<size_t>(fpos[static_cast<size_t>(j)])]) break;
-            fc[static_cast<size_t>(j)] = 0;
+        more = false;
+        for (int j = 0; j < nf && !more; ++j) {
+            if (++fc[static_cast<size_t>(j)] < reach[static_cast<size_t>(j)]) more = true;
+            else fc[static_cast<size_t>(j)] = 0;
         }
     }
     return worst;
@@ -194,14 +204,16 @@ GroupPlacement cheapestStagePair(const Plan& plan, int gpusPerNode) {
         if (dim == ParallelDim::Pp) break;
         stridePp *= dimSize(plan, dim);
     }
-    const int world = plan.worldSize();
     GroupPlacement best = pairPlacement(0, stridePp, gpusPerNode);
-    for (int r = 0; r < world && best.nodes > 1; ++r) {
-        const int stage = (r / stridePp) % plan.pp;
-        const int peer = stage + 1 < plan.pp ? r + stridePp : r - (plan.pp - 1) * stridePp;
-        const GroupPlacement p = pairPlacement(r, peer, gpusPerNode);
-        if (worsePlacement(best, p)) best = p;
-    }
+    // A hop of s >= gpusPerNode ranks always leaves the node (the last-to-first one is (pp - 1) s long).
+    if (stridePp >= gpusPerNode) return best;
+    for (int stage = 0; stage < plan.pp && best.nodes > 1; ++stage)
+        for (int r : stageRepresentatives(plan, gpusPerNode, stage)) {
+            const int peer = stage + 1 < plan.pp ? r + stridePp : r - (plan.pp - 1) * stridePp;
+            const GroupPlacement p = pairPlacement(r, peer, gpusPerNode);
+            if (worsePlacement(best, p)) best = p;
+            if (best.nodes == 1) break;
+        }
     return best;
 }
 

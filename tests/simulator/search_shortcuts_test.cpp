@@ -1,6 +1,6 @@
 // The search's shortcuts against the slow paths they stand in for: the step lower bound never above the
 // simulated step, the fast peak memory equal to predictMemory, the fast verdict equal to validatePlan's first
-// problem, the fast placement equal to placeGroup, and the distinct rank orders.
+// problem, the fast placement equal to placeGroup and to every rank visited, and the distinct rank orders.
 #include "search_support.hpp"
 
 #include "../../simulator/src/search_estimate.hpp"
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -314,13 +315,16 @@ TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
 }
 
 // Placement and rank orders.
-TEST(SearchPlacement, FastPlacementEqualsPlaceGroup) {
-    int checked = 0;
-    for (int gpn : {2, 4, 8})
-        for (int tp : {1, 2, 4})
-            for (int pp : {1, 2, 4})
-                for (int cp : {1, 2})
-                    for (int dp : {1, 2, 4})
+// Every plan of the grid tp x pp x cp x dp x ep (ep dividing dp) whose world fills whole nodes of gpn GPUs, under every
+// rank order: fn(plan, gpn, cluster).
+template <class Fn>
+void forEachPlacedPlan(std::initializer_list<int> gpns, std::initializer_list<int> tps, std::initializer_list<int> pps,
+                       std::initializer_list<int> cps, std::initializer_list<int> dps, Fn fn) {
+    for (int gpn : gpns)
+        for (int tp : tps)
+            for (int pp : pps)
+                for (int cp : cps)
+                    for (int dp : dps)
                         for (int ep : {1, 2}) {
                             if (dp % ep != 0) continue;
                             Plan p;
@@ -329,22 +333,85 @@ TEST(SearchPlacement, FastPlacementEqualsPlaceGroup) {
                             p.cp = cp;
                             p.dp = dp;
                             p.ep = ep;
-                            const int world = p.worldSize();
-                            if (world % gpn != 0) continue;
-                            ClusterConfig c = smallNodes(gpn, world / gpn, 80);
+                            if (p.worldSize() % gpn != 0) continue;
+                            const ClusterConfig c = smallNodes(gpn, p.worldSize() / gpn, 80);
                             for (const auto& o : permutations()) {
                                 p.rankOrder = o;
-                                for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
-                                                    GroupKind::DpCp, GroupKind::Pp, GroupKind::PpPair}) {
-                                    const GroupPlacement want = placeGroup(p, c, g);
-                                    const GroupPlacement got = detail::fastPlaceGroup(p, gpn, g);
-                                    ASSERT_TRUE(detail::samePlacement(want, got))
-                                        << toString(g) << " " << p.rankOrderString() << " tp" << tp << " pp" << pp << " cp" << cp
-                                        << " dp" << dp << " ep" << ep << " gpn" << gpn;
-                                    ++checked;
-                                }
+                                fn(p, gpn, c);
                             }
                         }
+}
+
+TEST(SearchPlacement, FastPlacementEqualsPlaceGroup) {
+    int checked = 0;
+    forEachPlacedPlan({2, 4, 8}, {1, 2, 4}, {1, 2, 4}, {1, 2}, {1, 2, 4}, [&](const Plan& p, int gpn, const ClusterConfig& c) {
+        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp, GroupKind::DpCp,
+                            GroupKind::Pp, GroupKind::PpPair}) {
+            const GroupPlacement want = placeGroup(p, c, g);
+            const GroupPlacement got = detail::fastPlaceGroup(p, gpn, g);
+            ASSERT_TRUE(detail::samePlacement(want, got))
+                << toString(g) << " " << p.rankOrderString() << " tp" << p.tp << " pp" << p.pp << " cp" << p.cp << " dp"
+                << p.dp << " ep" << p.ep << " gpn" << gpn;
+            ++checked;
+        }
+    });
+    EXPECT_GT(checked, 10000);
+}
+
+// Every rank visited, the slow way, against the shortcuts that visit a node's residues of them (stageRepresentatives,
+// the fixed coordinates' residues mod the node size): nodes of 4, 6 and 8 GPUs, degrees of 3 and 6 among powers of
+// two, so that world sizes are not multiples of the period and groups straddle nodes unevenly.
+TEST(SearchPlacement, ShortcutsAgreeWithEveryRankVisited) {
+    auto worst = [](const std::vector<GroupPlacement>& all) {
+        GroupPlacement w{};
+        bool any = false;
+        for (const auto& p : all) {
+            if (!any || worsePlacement(p, w)) w = p;
+            any = true;
+        }
+        return w;
+    };
+    int checked = 0;
+    forEachPlacedPlan({4, 6, 8}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2}, {1, 2, 6}, [&](const Plan& p, int gpn, const ClusterConfig& c) {
+        const int world = p.worldSize();
+        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Dp, GroupKind::DpCp, GroupKind::PpPair}) {
+            std::vector<GroupPlacement> every;
+            for (int r = 0; r < world; ++r) {
+                const std::vector<int> ranks = groupRanks(p, g, r);
+                if (!ranks.empty()) every.push_back(placeRanks(ranks, gpn));
+            }
+            const GroupPlacement want = worst(every);
+            ASSERT_TRUE(detail::samePlacement(want, placeGroup(p, c, g)))
+                << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn;
+            ASSERT_TRUE(detail::samePlacement(want, detail::fastPlaceGroup(p, gpn, g)))
+                << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn;
+            ++checked;
+        }
+        // Each hop between two stages, and the cheapest hop of all (the bound's).
+        GroupPlacement cheapest{};
+        bool anyHop = false;
+        for (int from = 0; from < p.pp; ++from)
+            for (int to = 0; to < p.pp; ++to) {
+                if (from == to) continue;
+                std::vector<GroupPlacement> hops;
+                for (int r = 0; r < world; ++r) {
+                    RankCoords rc = rankCoords(p, r);
+                    if (rc.pp != from) continue;
+                    rc.pp = to;
+                    hops.push_back(placeRanks({r, rankOf(p, rc)}, gpn));
+                }
+                const GroupPlacement want = worst(hops);
+                ASSERT_TRUE(detail::samePlacement(want, placeStagePair(p, c, from, to)))
+                    << from << "->" << to << " " << p.rankOrderString() << " world " << world;
+                if (to != (from + 1) % p.pp) continue;
+                for (const auto& h : hops)
+                    if (!anyHop || worsePlacement(cheapest, h)) cheapest = h;
+                anyHop = true;
+            }
+        if (p.pp > 1)
+            ASSERT_TRUE(detail::samePlacement(cheapest, detail::innerPlacements(p, gpn).ppPair))
+                << p.rankOrderString() << " world " << world << " gpn " << gpn;
+    });
     EXPECT_GT(checked, 10000);
 }
 

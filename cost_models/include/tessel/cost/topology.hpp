@@ -58,5 +58,11 @@ GroupPlacement placeGroup(const Plan& plan, int gpusPerNode, GroupKind kind);
 // Placement of the pipeline transfers between stages `from` and `to` (any two stages: the interleaved schedule's
 // last-to-first hop too): the worst over every rank of stage `from` paired with its counterpart on stage `to`.
 GroupPlacement placeStagePair(const Plan& plan, const ClusterConfig& cluster, int from, int to);
+// Ranks of pipeline stage `stage` whose hops to any other stage show every placement such a hop has: a hop's
+// placement depends on its rank only through the rank mod gpus_per_node (the hop's length is fixed by the two stages),
+// so of the stage's ranks a + s (stage + pp b) (s: pp's stride in rank_order, a < s) the a below gpus_per_node and
+// the b below gpus_per_node / gcd(s pp, gpus_per_node) suffice: at most gpus_per_node^2 whatever the world size, so a
+// search over 100,000 GPUs places its hops without visiting every rank.
+std::vector<int> stageRepresentatives(const Plan& plan, int gpusPerNode, int stage);
 
 } // namespace tessel
