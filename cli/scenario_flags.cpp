@@ -348,6 +348,7 @@ Scenario ScenarioFlags::resolve() const {
         if (*gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*gpusPerNode));
         else s.cluster.gpusPerNode = *gpusPerNode;
     }
+    if (nodes || gpusPerNode) checkClusterGpus(s.cluster.nodes, s.cluster.gpusPerNode, nodes ? "--nodes" : "--gpus-per-node", problems);
     overridePowerLimit(s.cluster, powerLimit, problems);
     ProblemList planProblems;
     s.plan = parsePlan(merged, "/plan", planProblems);

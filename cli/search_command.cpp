@@ -28,7 +28,7 @@ namespace tessel::cli {
 namespace {
 struct SearchFlags {
     std::string scenario, model, cluster;
-    std::optional<int> gpus, maxGpus, maxVpp, gpusPerNode;
+    std::optional<int> gpus, maxGpus, nodes, maxVpp, gpusPerNode;
     std::optional<double> powerLimit;
     std::optional<int64_t> seqLen;
     std::optional<std::string> globalBatch, tokensPerStep, batchTolerance;
@@ -347,6 +347,18 @@ int runSearch(const SearchFlags& f) {
         // GPUs of each server; the node's links stay the cluster's.
         if (*f.gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*f.gpusPerNode));
         else s.cluster.gpusPerNode = *f.gpusPerNode;
+        // Without --gpus or --nodes the world is the cluster's nodes of this many GPUs.
+        if (!f.gpus && !f.maxGpus && !f.nodes)
+            checkClusterGpus(s.cluster.nodes, s.cluster.gpusPerNode, "--gpus-per-node", problems);
+    }
+    if (f.nodes) {
+        // --nodes N is --gpus N x gpus_per_node, as predict's --nodes sizes the cluster.
+        if (*f.nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*f.nodes));
+        else if (f.gpus || f.maxGpus) problems.add("--nodes", "give either --nodes or --gpus / --max-gpus, not both");
+        else {
+            checkClusterGpus(*f.nodes, s.cluster.gpusPerNode, "--nodes", problems);
+            s.cluster.nodes = *f.nodes;
+        }
     }
     overridePowerLimit(s.cluster, f.powerLimit, problems);
     problems.throwIfAny();
@@ -506,6 +518,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
     addSeqLenOption(*cmd, f->seqLen);
     cmd->add_option("--gpus", f->gpus, "Number of GPUs (whole nodes of the cluster; default: the scenario's)");
     cmd->add_option("--max-gpus", f->maxGpus, "GPUs available, an upper bound: plans may leave whole nodes idle");
+    cmd->add_option("--nodes", f->nodes, "Number of nodes, instead of --gpus (N x the GPUs of each node)");
     cmd->add_option("--gpus-per-node", f->gpusPerNode,
                     "GPUs of each node the plans use (overrides the cluster's; e.g. 64 of a GB200 NVL72 rack's 72)");
     addPowerLimitOption(*cmd, f->powerLimit);

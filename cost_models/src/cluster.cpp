@@ -395,6 +395,13 @@ std::string resolveAttentionKernel(const GpuSpec& gpu, const std::string& reques
     return requested;
 }
 
+void checkClusterGpus(int64_t nodes, int64_t gpusPerNode, const std::string& where, ProblemList& problems) {
+    if (nodes < 1 || gpusPerNode < 1 || nodes * gpusPerNode <= kMaxClusterGpus) return;
+    problems.add(where, std::to_string(nodes) + " nodes x " + std::to_string(gpusPerNode) + " GPUs = " +
+                            std::to_string(nodes * gpusPerNode) + " GPUs, more than the " +
+                            std::to_string(kMaxClusterGpus) + " (2^20) a cluster may have");
+}
+
 ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
     ClusterConfig c;
     ObjectReader r(doc, pointer, problems);
@@ -403,6 +410,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
     c.name = r.requireString("name");
     c.gpusPerNode = static_cast<int>(r.requireInt("gpus_per_node", 1, 1024));
     c.nodes = static_cast<int>(r.requireInt("nodes", 1, 1 << 20));
+    checkClusterGpus(c.nodes, c.gpusPerNode, r.pointer("nodes"), problems);
     c.pricePerGpuHour = r.optNumber("price_per_gpu_hour", 0.0, 0.0, 1e4);
     if (const auto* h = r.child("host")) {
         ObjectReader hr(*h, r.pointer("host"), problems);

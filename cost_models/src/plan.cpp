@@ -580,11 +580,13 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("schedule"), "interleaved_1f1b needs vpp >= 2 (with vpp = 1 it is plain 1f1b)");
     if (plan.schedule == Schedule::Interleaved1F1B && plan.pp < 2)
         problems.add(field("schedule"), "interleaved_1f1b needs pp >= 2");
-    const int world = plan.worldSize();
-    if (world != cluster.totalGpus())
+    // In 64 bits: each degree and the cluster's two counts are bounded, their products are not (yet).
+    const int64_t world = int64_t{plan.tp} * plan.pp * plan.dp * plan.cp;
+    const int64_t gpus = int64_t{cluster.gpusPerNode} * cluster.nodes;
+    if (world != gpus)
         problems.add(ptr, "tp x pp x dp x cp = " + n(plan.tp) + " x " + n(plan.pp) + " x " + n(plan.dp) + " x " +
                               n(plan.cp) + " = " + n(world) + " ranks, but the cluster has " + n(cluster.gpusPerNode) +
-                              " x " + n(cluster.nodes) + " = " + n(cluster.totalGpus()) + " GPUs");
+                              " x " + n(cluster.nodes) + " = " + n(gpus) + " GPUs");
     const int64_t perStep = static_cast<int64_t>(plan.microBatch) * plan.dp;
     if (plan.globalBatch % perStep != 0)
         problems.add(field("global_batch"), "global_batch=" + n(plan.globalBatch) + " is not a multiple of micro_batch x dp = " +

@@ -160,6 +160,9 @@ Scenario parseScenario(const nlohmann::json& doc, const std::string& source, con
     if (r.has("nodes")) s.cluster.nodes = static_cast<int>(r.requireInt("nodes", 1, 1 << 20));
     // Part of a node (one process of a workstation's cores, one GPU of eight): the plan then uses that many per node.
     if (r.has("gpus_per_node")) s.cluster.gpusPerNode = static_cast<int>(r.requireInt("gpus_per_node", 1, 1 << 20));
+    if (r.has("nodes") || r.has("gpus_per_node"))
+        checkClusterGpus(s.cluster.nodes, s.cluster.gpusPerNode, r.pointer(r.has("nodes") ? "nodes" : "gpus_per_node"),
+                         problems);
     if (const auto* p = r.child("plan")) s.plan = parsePlan(*p, r.pointer("plan"), problems);
     else r.accept("plan");
     r.finish();

@@ -52,6 +52,9 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.runnableBy = in.runnableBy;
     s.unevenSplits = in.unevenSplits;
     if (in.gpus < 1) problems.add("--gpus", "must be at least 1, got " + std::to_string(in.gpus));
+    else if (in.gpus > kMaxClusterGpus)
+        problems.add("--gpus", "must be at most " + std::to_string(kMaxClusterGpus) + " (2^20, the most a cluster may have), got " +
+                                   std::to_string(in.gpus));
     if (in.globalBatch < 1) problems.add("--global-batch", "must be at least 1, got " + std::to_string(in.globalBatch));
     if (in.maxGlobalBatch != 0 && in.maxGlobalBatch < in.globalBatch)
         problems.add("--global-batch", "the range's upper end " + std::to_string(in.maxGlobalBatch) +

@@ -152,6 +152,17 @@ assert all(57 <= t['global_batch'] <= 68 and t['global_batch'] % t['plan']['dp']
 "$TESSEL" search --model gpt3-1.3b --cluster dgx-a100-80g --gpus 8 --global-batch 64:32 >/dev/null 2>"$tmp/e"; rc=$?
 check "reversed range exits 2" $([ $rc -eq 2 ]; echo $?)
 check "reversed range names the flag" "$(contains "$tmp/e" '--global-batch')"
+# --nodes N is --gpus N x gpus_per_node (predict's flag); with --gpus too it is refused, naming it.
+"$TESSEL" search --model tiny --cluster dgx-a100-80g --nodes 2 --global-batch 16 --top 1 --json --no-progress >"$tmp/nodes.json"
+check "--nodes exits 0" $?
+python3 -c "import json; assert json.load(open('$tmp/nodes.json'))['gpus'] == 16" ; check "--nodes 2 is 16 GPUs" $?
+"$TESSEL" search --model tiny --cluster dgx-a100-80g --nodes 2 --gpus 16 --no-progress >/dev/null 2>"$tmp/e"; rc=$?
+check "--nodes with --gpus exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names --nodes" "$(contains "$tmp/e" '--nodes: give either --nodes or --gpus')"
+# A world past 2^20 GPUs is refused at once, naming the flag (it used to search for many minutes).
+timeout 20 "$TESSEL" search --gpus 2000000000 --no-progress >/dev/null 2>"$tmp/e"; rc=$?
+check "2e9 GPUs exits 2" $([ $rc -eq 2 ]; echo $?)
+check "2e9 GPUs names --gpus" "$(contains "$tmp/e" '--gpus: must be at most 1048576')"
 "$TESSEL" search --model llama2-70b --cluster dgx-a100-80g --gpus 8 --global-batch 16 --max-vpp 2 --top 2 --no-progress \
     --framework deepspeed >"$tmp/off.txt" 2>&1; check "offload search exits 0" $?
 check "offload column shown" "$(contains "$tmp/off.txt" 'offload')"

@@ -403,6 +403,35 @@ TEST(ClusterSources, AMeshIsANodesLinksAndABadCountIsNamed) {
     EXPECT_EQ(problemsAt(doc), std::vector<std::string>{"/network/intra_node/mesh_links"});
 }
 
+TEST(ClusterSources, AWorldPast2To20GpusIsRefusedAtTheCountThatMadeIt) {
+    // nodes and gpus_per_node are each in range, their product is not: refused at the count, never wrapped to an int.
+    auto problemsOf = [](auto&& parse) {
+        std::vector<std::string> out;
+        try {
+            parse();
+        } catch (const InputError& e) {
+            for (const auto& p : e.problems()) out.push_back(p.where + ": " + p.message);
+        }
+        return out;
+    };
+    nlohmann::json cluster = readJsonFile((kScenarioDir / "clusters" / "dgx-a100-80g.json").string());
+    cluster["nodes"] = kMaxClusterGpus / 8; // exactly 2^20 GPUs: still a cluster
+    EXPECT_TRUE(problemsOf([&] { parseCluster(cluster); }).empty());
+    cluster["nodes"] = kMaxClusterGpus / 8 + 1;
+    EXPECT_EQ(problemsOf([&] { parseCluster(cluster); }),
+              std::vector<std::string>{"/nodes: 131073 nodes x 8 GPUs = 1048584 GPUs, more than the 1048576 (2^20) a "
+                                       "cluster may have"});
+    // A scenario's own nodes and gpus_per_node: 2^20 x 2^20 GPUs would be 0 in an int; both problems say 2^40.
+    const nlohmann::json scenario = nlohmann::json::parse(R"({"schema_version": 1, "model": "gpt3-1.3b",
+        "cluster": "dgx-a100-80g", "nodes": 1048576, "gpus_per_node": 1048576, "plan": {"tp": 1, "pp": 1, "dp": 8,
+        "global_batch": 8}})");
+    const std::vector<std::string> problems = problemsOf([&] { parseScenario(scenario, "test"); });
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems[0], "test#/nodes: 1048576 nodes x 1048576 GPUs = 1099511627776 GPUs, more than the 1048576 (2^20) a "
+                           "cluster may have");
+    for (const auto& p : problems) EXPECT_EQ(p.find("= 0 GPUs"), std::string::npos) << p;
+}
+
 TEST(Schemas, PlanSchemaDescribesPlanToJson) {
     const nlohmann::json s = schema("plan");
     expectKeysDescribed(s, planToJson(Plan{}), "plan");

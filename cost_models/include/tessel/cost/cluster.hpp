@@ -251,6 +251,13 @@ struct ClusterConfig {
     double peakFlops(Dtype d) const;                        // throws InputError when the GPU has no figure
 };
 
+// The most GPUs a cluster (nodes x gpus_per_node) or a search may have: 2^20, five times the largest training cluster
+// built by 2026 (about 200,000 GPUs), a world whose rank arithmetic stays well inside an int and which a search covers
+// in seconds (bench/search_bench.cpp, BM_PruningStageWorld).
+constexpr int kMaxClusterGpus = 1 << 20;
+// Adds a problem at `where` when nodes x gpusPerNode is above kMaxClusterGpus (computed without overflow).
+void checkClusterGpus(int64_t nodes, int64_t gpusPerNode, const std::string& where, ProblemList& problems);
+
 ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer = "");
 ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems);
 nlohmann::json clusterToJson(const ClusterConfig& c);
