@@ -1,6 +1,7 @@
 // Benchmarks of `tessel search` on GPT-3 175B over 1024 A100 GPUs (global batch 1536, the whole declared space):
 // plans per second through the pruning stage (validity + memory + lower bound) and the full search's wall time;
-// the pruning stage on worlds up to 2^20 GPUs; and the full search of Llama 3 70B over 64 H100 (global batch 512).
+// the pruning stage on worlds up to 2^20 GPUs (and Mixtral 8x7B's up to 65,536); and the full search of Llama 3 70B
+// over 64 H100 (global batch 512).
 #include "tessel/cost/scenario.hpp"
 #include "tessel/sim/heap.hpp"
 #include "tessel/sim/search.hpp"
@@ -49,9 +50,8 @@ BENCHMARK(BM_PruningStage)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRe
 
 // GPT-3 175B's pruning stage on worlds of 1024 to 2^20 GPUs (global batch 1536, every core): the rank placements
 // are read from a node's residues, so the stage's time should grow with the plans, not with the ranks.
-void BM_PruningStageWorld(benchmark::State& state) {
-    tessel::Scenario s = gpt3();
-    tessel::sim::SearchSpace space = gpt3Space();
+// The pruning stage of `s` on a world of state.range(0) GPUs (every core).
+void pruneWorld(benchmark::State& state, tessel::Scenario s, tessel::sim::SearchSpace space) {
     space.gpus = static_cast<int>(state.range(0));
     s.cluster.nodes = space.gpus / s.cluster.gpusPerNode;
     tessel::sim::PruningResult r;
@@ -64,7 +64,18 @@ void BM_PruningStageWorld(benchmark::State& state) {
     state.counters["considered"] = static_cast<double>(r.considered);
     state.counters["feasible"] = static_cast<double>(r.feasible);
 }
+
+void BM_PruningStageWorld(benchmark::State& state) { pruneWorld(state, gpt3(), gpt3Space()); }
 BENCHMARK(BM_PruningStageWorld)->Arg(1024)->Arg(131072)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+// Mixtral 8x7B (the mixtral-8x7b-h100 preset, global batch 1536) the same way on 1024 to 65,536 H100: a mixture of
+// experts adds the folded plans (etp other than tp), whose expert groups have a layout of their own.
+void BM_PruningStageWorldMoe(benchmark::State& state) {
+    tessel::sim::SearchSpace space;
+    space.globalBatch = 1536;
+    pruneWorld(state, tessel::loadScenarioFile(tessel::resolveScenarioPath("mixtral-8x7b-h100", "bench")), space);
+}
+BENCHMARK(BM_PruningStageWorldMoe)->Arg(1024)->Arg(8192)->Arg(65536)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 void BM_FullSearch(benchmark::State& state) {
     const auto& s = gpt3();

@@ -316,7 +316,8 @@ TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
 
 // Placement and rank orders.
 // Every plan of the grid tp x pp x cp x dp x ep (ep dividing dp) whose world fills whole nodes of gpn GPUs, under every
-// rank order: fn(plan, gpn, cluster).
+// rank order, and its folded twins (etp 1..3 other than tp, ep 1..4 with etp x ep dividing tp x cp x dp: the expert
+// layers' own layout) under every order with pp last: fn(plan, gpn, cluster).
 template <class Fn>
 void forEachPlacedPlan(std::initializer_list<int> gpns, std::initializer_list<int> tps, std::initializer_list<int> pps,
                        std::initializer_list<int> cps, std::initializer_list<int> dps, Fn fn) {
@@ -325,33 +326,34 @@ void forEachPlacedPlan(std::initializer_list<int> gpns, std::initializer_list<in
             for (int pp : pps)
                 for (int cp : cps)
                     for (int dp : dps)
-                        for (int ep : {1, 2}) {
-                            if (dp % ep != 0) continue;
-                            Plan p;
-                            p.tp = tp;
-                            p.pp = pp;
-                            p.cp = cp;
-                            p.dp = dp;
-                            p.ep = ep;
-                            if (p.worldSize() % gpn != 0) continue;
-                            const ClusterConfig c = smallNodes(gpn, p.worldSize() / gpn, 80);
-                            for (const auto& o : permutations()) {
-                                p.rankOrder = o;
-                                fn(p, gpn, c);
+                        for (int etp : {0, 1, 2, 3})
+                            for (int ep : {1, 2, 3, 4}) {
+                                if (etp == tp) continue;
+                                if (etp == 0 ? (ep > 2 || dp % ep != 0) : (tp * cp * dp) % (etp * ep) != 0) continue;
+                                Plan p = test::plan3d(tp, pp, dp, 1, dp); // placement reads no batch
+                                p.cp = cp;
+                                p.ep = ep;
+                                p.etp = etp;
+                                if (p.worldSize() % gpn != 0) continue;
+                                const ClusterConfig c = smallNodes(gpn, p.worldSize() / gpn, 80);
+                                for (const auto& o : permutations()) {
+                                    if (p.expertFolded() && o.back() != ParallelDim::Pp) continue;
+                                    p.rankOrder = o;
+                                    fn(p, gpn, c);
+                                }
                             }
-                        }
 }
 
 TEST(SearchPlacement, FastPlacementEqualsPlaceGroup) {
     int checked = 0;
     forEachPlacedPlan({2, 4, 8}, {1, 2, 4}, {1, 2, 4}, {1, 2}, {1, 2, 4}, [&](const Plan& p, int gpn, const ClusterConfig& c) {
-        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp, GroupKind::DpCp,
-                            GroupKind::Pp, GroupKind::PpPair}) {
+        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
+                            GroupKind::ExpertTp, GroupKind::DpCp, GroupKind::Pp, GroupKind::PpPair}) {
             const GroupPlacement want = placeGroup(p, c, g);
             const GroupPlacement got = detail::fastPlaceGroup(p, gpn, g);
             ASSERT_TRUE(detail::samePlacement(want, got))
                 << toString(g) << " " << p.rankOrderString() << " tp" << p.tp << " pp" << p.pp << " cp" << p.cp << " dp"
-                << p.dp << " ep" << p.ep << " gpn" << gpn;
+                << p.dp << " ep" << p.ep << " etp" << p.etp << " gpn" << gpn;
             ++checked;
         }
     });
@@ -374,7 +376,8 @@ TEST(SearchPlacement, ShortcutsAgreeWithEveryRankVisited) {
     int checked = 0;
     forEachPlacedPlan({4, 6, 8}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2}, {1, 2, 6}, [&](const Plan& p, int gpn, const ClusterConfig& c) {
         const int world = p.worldSize();
-        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Dp, GroupKind::DpCp, GroupKind::PpPair}) {
+        for (GroupKind g : {GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
+                            GroupKind::ExpertTp, GroupKind::DpCp, GroupKind::PpPair}) {
             std::vector<GroupPlacement> every;
             for (int r = 0; r < world; ++r) {
                 const std::vector<int> ranks = groupRanks(p, g, r);
@@ -382,9 +385,9 @@ TEST(SearchPlacement, ShortcutsAgreeWithEveryRankVisited) {
             }
             const GroupPlacement want = worst(every);
             ASSERT_TRUE(detail::samePlacement(want, placeGroup(p, c, g)))
-                << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn;
+                << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn << " etp " << p.etp;
             ASSERT_TRUE(detail::samePlacement(want, detail::fastPlaceGroup(p, gpn, g)))
-                << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn;
+                << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn << " etp " << p.etp;
             ++checked;
         }
         // Each hop between two stages, and the cheapest hop of all (the bound's).
