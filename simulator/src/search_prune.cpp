@@ -115,7 +115,7 @@ struct Pruner {
         if (replicas > 1) {
             Plan hybrid = plan;
             hybrid.zeroReplicas = replicas;
-            hybridClasses = effectiveOrders(hybrid, gpn, space.orders);
+            hybridClasses = effectiveOrders(hybrid, gpn, plan.expertFolded() ? foldedOrders(space) : space.orders);
             orderSets.push_back({&hybridClasses, replicas});
         }
         // Plans per (micro-batch, SP, recompute, schedule) shape: every ZeRO stage with each of its order sets.

@@ -443,6 +443,17 @@ TEST(Search, HybridShardingAddsTheNodeLocalVariantOfEveryShardedPlan) {
     SearchSpace moeSpace = spaceFor(8, 8);
     moeSpace.hybridSharding = true;
     expectSameCounts(searchPlans(moe, twoNodes, moeSpace, {}), bruteForce(moe, twoNodes, 8, 8, {}, "megatron", true));
+    // Folded experts (etp 1 under tp 2) with pipeline stages: their hybrid variants keep the expert layout's rule that
+    // pp comes last in the rank order (the search once tried every order there and stopped with an InputError).
+    const ClusterConfig fourNodes = smallNodes(4, 4, 80);
+    const std::map<std::string, int> folded{{"tp", 2}, {"pp", 2}, {"micro_batch", 1}, {"zero_stage", 1}};
+    SearchSpace foldedSpace = spaceFor(16, 16, folded);
+    foldedSpace.hybridSharding = true;
+    const BruteForce foldedBf = bruteForce(moe, fourNodes, 16, 16, folded, "megatron", true);
+    size_t foldedHybrid = 0;
+    for (const Plan& p : foldedBf.feasiblePlans) foldedHybrid += p.expertFolded() && p.zeroReplicas > 1;
+    EXPECT_GT(foldedHybrid, 0u);
+    expectSameCounts(searchPlans(moe, fourNodes, foldedSpace, {}), foldedBf);
 }
 
 TEST(Search, AskingForEveryPlanSimulatesEveryFeasiblePlan) {
