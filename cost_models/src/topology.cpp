@@ -202,6 +202,43 @@ std::vector<std::vector<int>> hybridGroups(const Plan& plan, GroupKind kind, con
     return out;
 }
 
+// Leaders (varied coords 0) of groups that vary `dims` in `layout`, one for each residue their first rank takes mod
+// gpusPerNode. A group's ranks are its first rank plus offsets set by the varied coords alone, so first ranks a whole
+// number of nodes apart place their groups alike; a fixed dim's coordinate c adds c x stride, whose residue repeats
+// every gpusPerNode / gcd(stride, gpusPerNode) values of c, so the coordinates below that reach every residue there
+// is. At most gpusPerNode leaders, from at most as many candidates as there are groups.
+std::vector<RankCoords> residueLeaders(const Plan& plan, Layout layout, const std::vector<ParallelDim>& dims,
+                                       int gpusPerNode) {
+    const int node = std::max(1, gpusPerNode);
+    std::vector<int> strides, reaches;
+    int stride = 1;
+    for (ParallelDim d : plan.rankOrder) {
+        const int n = dimSize(plan, d, layout);
+        if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+            strides.push_back(stride);
+            reaches.push_back(std::min(n, node / std::gcd(stride, node)));
+        }
+        stride *= n;
+    }
+    std::vector<RankCoords> leaders;
+    std::vector<bool> seen(static_cast<size_t>(node), false);
+    std::vector<int> c(strides.size(), 0);
+    for (bool more = true; more;) {
+        int base = 0;
+        for (size_t j = 0; j < c.size(); ++j) base += c[j] * strides[j];
+        if (!seen[static_cast<size_t>(base % node)]) {
+            seen[static_cast<size_t>(base % node)] = true;
+            leaders.push_back(coordsIn(plan, layout, base));
+        }
+        more = false;
+        for (size_t j = 0; j < c.size() && !more; ++j) {
+            if (++c[j] < reaches[j]) more = true;
+            else c[j] = 0;
+        }
+    }
+    return leaders;
+}
+
 } // namespace
 
 // The order of badness placeGroup reports by (topology.hpp).
@@ -387,7 +424,6 @@ std::vector<int> stageRepresentatives(const Plan& plan, int gpusPerNode, int sta
 namespace {
 GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, GroupKind kind) {
     checkLayout(plan);
-    const int world = plan.worldSize();
     GroupPlacement worst;
     bool any = false;
     if (kind == GroupKind::PpPair) {
@@ -401,30 +437,20 @@ GroupPlacement computePlacement(const Plan& plan, const ClusterConfig& cluster, 
             }
         return any ? worst : GroupPlacement{};
     }
+    const Layout layout = layoutOf(plan, kind);
     if (isSplitKind(kind)) {
-        // Visit each whole data-parallel group once, from its leader, and place every group it splits into:
-        // O(world) in all.
+        // Each whole data-parallel group from its leader (one per residue, below), and every group it splits into.
         const bool expert = kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
-        const std::vector<ParallelDim> dims = variedDims(wholeZeroGroup(plan, expert));
-        for (int r = 0; r < world; ++r) {
-            const RankCoords c = coordsIn(plan, layoutOf(plan, kind), r);
-            if (!std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; })) continue;
+        for (const RankCoords& c : residueLeaders(plan, layout, variedDims(wholeZeroGroup(plan, expert)), cluster.gpusPerNode))
             for (const auto& group : hybridGroups(plan, kind, c)) {
                 const GroupPlacement p = placeRanks(group, cluster.gpusPerNode);
                 if (!any || worsePlacement(p, worst)) worst = p;
                 any = true;
             }
-        }
         return worst;
     }
-    // Visit each group once, from its leader (the member whose varied coords are all 0): O(world log) total.
     const std::vector<ParallelDim> dims = variedDims(kind);
-    const Layout layout = layoutOf(plan, kind);
-    for (int r = 0; r < world; ++r) {
-        const RankCoords c = coordsIn(plan, layout, r);
-        const bool leader =
-            std::all_of(dims.begin(), dims.end(), [&](ParallelDim d) { return coordOf(c, d) == 0; });
-        if (!leader) continue;
+    for (const RankCoords& c : residueLeaders(plan, layout, dims, cluster.gpusPerNode)) {
         const GroupPlacement p = placeRanks(enumerateGroup(plan, layout, dims, c), cluster.gpusPerNode);
         if (!any || worsePlacement(p, worst)) worst = p;
         any = true;

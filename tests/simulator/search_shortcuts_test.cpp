@@ -390,6 +390,26 @@ TEST(SearchPlacement, ShortcutsAgreeWithEveryRankVisited) {
                 << toString(g) << " " << p.rankOrderString() << " world " << world << " gpn " << gpn << " etp " << p.etp;
             ++checked;
         }
+        // Hybrid sharding: the shard and replica groups, runs of the whole data-parallel group, for each replica
+        // count that divides it (placeGroup reads one leader a residue of the node size, not every group).
+        for (GroupKind g : {GroupKind::ZeroShard, GroupKind::ZeroReplica, GroupKind::ExpertZeroShard,
+                            GroupKind::ExpertZeroReplica}) {
+            const bool expert = g == GroupKind::ExpertZeroShard || g == GroupKind::ExpertZeroReplica;
+            const GroupKind whole = expert ? GroupKind::ExpertDp : p.cp > 1 ? GroupKind::DpCp : GroupKind::Dp;
+            const int size = static_cast<int>(groupRanks(p, whole, 0).size());
+            for (int replicas : {2, 3}) {
+                if (size % replicas != 0) continue;
+                Plan h = p;
+                h.zeroStage = 1;
+                h.zeroReplicas = replicas;
+                std::vector<GroupPlacement> every;
+                for (int r = 0; r < world; ++r) every.push_back(placeRanks(groupRanks(h, g, r), gpn));
+                ASSERT_TRUE(detail::samePlacement(worst(every), placeGroup(h, c, g)))
+                    << toString(g) << " x" << replicas << " " << p.rankOrderString() << " world " << world << " gpn " << gpn
+                    << " etp " << p.etp;
+                ++checked;
+            }
+        }
         // Each hop between two stages, and the cheapest hop of all (the bound's).
         GroupPlacement cheapest{};
         bool anyHop = false;
