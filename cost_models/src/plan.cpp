@@ -219,6 +219,21 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     if (framework.name == "deepspeed" && r.weightBytes == 2 && r.gradBytes == 4) r.reduceBytes = r.weightBytes;
     return r;
 }
+std::string precisionUnsupported(const ClusterConfig& cluster, const std::string& precision, const FrameworkSettings& framework) {
+    const PrecisionRecipe* rec = findPrecisionRecipe(precision);
+    if (!rec) return "";
+    const auto& peaks = cluster.gpu.peakFlopsPerSecond;
+    if (rec->fp8() && !peaks.count(Dtype::Fp8))
+        return "\"" + precision + "\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
+               "' gives no peak (FP8 tensor cores arrived with Hopper)";
+    const Dtype computes = precisionRecipeOf(precision, framework).computeDtype;
+    if (peaks.count(computes)) return "";
+    return "\"" + precision + "\" computes in " + toString(computes) + ", for which cluster '" + cluster.name +
+           "' gives no peak flops" +
+           (computes == Dtype::Bf16 && peaks.count(Dtype::Fp16)
+                ? " (a GPU without bf16, such as Volta: set half_dtype \"fp16\" in the plan, or --half-dtype fp16)"
+                : "");
+}
 
 std::string defaultPrecisionOf(const Plan& plan) {
     const std::string& fw = plan.framework.name;
@@ -750,17 +765,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (plan.offloadActivations && plan.recompute != Recompute::Full)
         problems.add(field("offload_activations"), "activation offload swaps the checkpointed layer inputs to the host "
                                                    "(DeepSpeed cpu_checkpointing); needs recompute full");
-    if (const auto* rec = findPrecisionRecipe(plan.precision); rec && rec->fp8() && !cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp8))
-        problems.add(field("precision"), "\"fp8\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
-                                             "' gives no peak (FP8 tensor cores arrived with Hopper)");
     if (const auto* rec = findPrecisionRecipe(plan.precision)) {
-        const Dtype computes = precisionRecipeOf(plan).computeDtype;
-        if (!cluster.gpu.peakFlopsPerSecond.count(computes))
-            problems.add(field("precision"), "\"" + plan.precision + "\" computes in " + toString(computes) +
-                                                 ", for which cluster '" + cluster.name + "' gives no peak flops" +
-                                                 (computes == Dtype::Bf16 && cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp16)
-                                                      ? " (a GPU without bf16, such as Volta: set half_dtype \"fp16\", --half-dtype fp16)"
-                                                      : ""));
+        if (const std::string why = precisionUnsupported(cluster, plan.precision, plan.framework); !why.empty())
+            problems.add(field("precision"), why);
         // The optimizer-state keys change only a distributed optimizer's fp32 master of bf16 weights; stated where
         // there is none, they would change nothing, so the plan says something tessel does not predict.
         const bool bf16Master = rec->weightBytes == 2 && rec->masterBytes == 4 && plan.zeroStage >= 1;

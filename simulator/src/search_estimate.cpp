@@ -64,9 +64,8 @@ const char* reasonText(Reason r) {
 }
 
 bool precisionSupported(const ClusterConfig& cluster, const std::string& precision, const FrameworkSettings& framework) {
-    if (!findPrecisionRecipe(precision)) return false;
-    // The recipe as the framework runs it (half_dtype fp16 computes in fp16: Volta).
-    return cluster.gpu.peakFlopsPerSecond.count(precisionRecipeOf(precision, framework).computeDtype) > 0;
+    // The recipe as the framework runs it (half_dtype fp16 computes in fp16: Volta), FP8 GEMMs only with an FP8 peak.
+    return findPrecisionRecipe(precision) && precisionUnsupported(cluster, precision, framework).empty();
 }
 
 Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk) {

@@ -61,13 +61,8 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
                                            " is below its lower end " + std::to_string(in.globalBatch));
     if (in.maxVpp < 1) problems.add("max_vpp", "must be at least 1, got " + std::to_string(in.maxVpp));
     if (!findPrecisionRecipe(in.precision)) problems.add("--precision", "unknown precision recipe \"" + in.precision + "\"");
-    else if (!precisionSupported(cluster, in.precision, in.framework))
-        problems.add("--precision", "\"" + in.precision + "\" computes in a dtype for which cluster '" + cluster.name +
-                                        "' gives no peak flops" +
-                                        (!cluster.gpu.peakFlopsPerSecond.count(Dtype::Bf16) &&
-                                                 cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp16)
-                                             ? " (a GPU without bf16, such as Volta: set half_dtype \"fp16\" in the plan, or --half-dtype fp16)"
-                                             : ""));
+    else if (const std::string why = precisionUnsupported(cluster, in.precision, in.framework); !why.empty())
+        problems.add("--precision", why);
     auto checkList = [&](const std::vector<int>& values, const char* key, int lo, int hi) {
         for (int v : values)
             if (v < lo || v > hi)

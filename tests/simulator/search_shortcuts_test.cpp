@@ -312,6 +312,15 @@ TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
     } catch (const InputError& e) {
         EXPECT_EQ(e.problems().front().where, "--precision");
     }
+    // An FP8 recipe on a GPU without an FP8 peak is refused at the flag too, not deep in the cost of a plan.
+    ClusterConfig noFp8 = smallNodes(8, 1, 80);
+    noFp8.gpu.peakFlopsPerSecond.erase(Dtype::Fp8);
+    for (const char* fp8 : {"fp8", "fsdp_fp8"}) {
+        space.precision = fp8;
+        const std::string why = test::inputErrorOf([&] { searchPlans(model, noFp8, space, {}); });
+        EXPECT_EQ(why.rfind("--precision", 0), 0u) << why;
+        EXPECT_NE(why.find("FP8"), std::string::npos) << why;
+    }
 }
 
 // Placement and rank orders.

@@ -122,6 +122,10 @@ const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 // communication_data_type is the 16-bit dtype where fp16 or bf16 is enabled and the config names none, for its
 // BF16_Optimizer and its ZeRO-1/2/3 optimizers alike. half_dtype fp16 computes in fp16 (Volta).
 PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkSettings& framework, int zeroStage = 0);
+// What keeps `cluster` from running the recipe `precision` as the framework runs it ("" where nothing does): an FP8
+// recipe's GEMMs on a GPU with no FP8 peak, or a compute dtype with no peak (bf16 on Volta). validatePlan and the
+// search's space both say it.
+std::string precisionUnsupported(const ClusterConfig& cluster, const std::string& precision, const FrameworkSettings& framework);
 
 // The largest counts a plan may hold, from any source (plan JSON, CLI, a validation record): past these a count
 // no longer fits the int it is kept in, or the products of degrees overflow.
