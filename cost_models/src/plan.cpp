@@ -225,7 +225,7 @@ std::string precisionUnsupported(const ClusterConfig& cluster, const std::string
     const auto& peaks = cluster.gpu.peakFlopsPerSecond;
     if (rec->fp8() && !peaks.count(Dtype::Fp8))
         return "\"" + precision + "\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
-               "' gives no peak (FP8 tensor cores arrived with Hopper)";
+               "' gives no peak (FP8 matrix units arrived with NVIDIA Hopper and AMD CDNA 3)";
     const Dtype computes = precisionRecipeOf(precision, framework).computeDtype;
     if (peaks.count(computes)) return "";
     return "\"" + precision + "\" computes in " + toString(computes) + ", for which cluster '" + cluster.name +
