@@ -49,6 +49,13 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     else
         ctx.embedding = makeGroup("embedding", {rank}, rank);
     comm.createGroup(ctx.embedding);
+    // Every rank holds the same plan, so all create these two or none.
+    if (plan.zeroReplicas > 1 && plan.zeroStage >= 1) {
+        ctx.zeroShard = makeGroup("zero_shard", groupRanks(plan, GroupKind::ZeroShard, rank), rank);
+        ctx.zeroReplica = makeGroup("zero_replica", groupRanks(plan, GroupKind::ZeroReplica, rank), rank);
+        comm.createGroup(ctx.zeroShard);
+        comm.createGroup(ctx.zeroReplica);
+    }
     return ctx;
 }
 

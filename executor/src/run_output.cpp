@@ -52,9 +52,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/schedule", "dualpipev hides the expert all-to-all of its overlapped forward-backward pairs, "
                                             "which the executor runs one after the other; predicted and exported, not run "
                                             "by tessel run with ep > 1");
-    if (plan.zeroReplicas > 1)
-        problems.add(pointer + "/zero_replicas", "the executor shards ZeRO state over the whole data-parallel group; hybrid "
-                                                 "sharding (zero_replicas > 1) is predicted but not run yet: use zero_replicas 1");
     if (plan.recompute == Recompute::Selective && plan.recomputeModules != recompute_module::Default)
         problems.add(pointer + "/recompute_modules", "the executor recomputes whole layers (recompute full) or none; "
                                                      "Megatron-core's recompute modules are predicted and exported "

@@ -140,7 +140,12 @@ StepStats Trainer::step(int stepIndex) {
             break;
         }
         case sim::ActionKind::Collective: {
-            if (a.name.rfind("dp_all_reduce_grads", 0) == 0 || a.name.rfind("dp_reduce_scatter_grads", 0) == 0) {
+            if (a.name.rfind("dp_all_reduce_grads_across_replicas", 0) == 0) {
+                if (a.name.find("_expert") != std::string::npos)
+                    throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": " + std::string(a.name) +
+                                       ": expert buckets run under ZeRO-0 only, without replicas");
+                m.reduceAcrossReplicas(a, rec);
+            } else if (a.name.rfind("dp_all_reduce_grads", 0) == 0 || a.name.rfind("dp_reduce_scatter_grads", 0) == 0) {
                 if (a.name.find("_expert") != std::string::npos) {
                     m.reduceExpertBucket(a, rec);
                 } else if (plan.zeroStage >= 3) {
@@ -169,6 +174,9 @@ StepStats Trainer::step(int stepIndex) {
                     const auto& eb = m.embeddingBucket;
                     Bucket& bk = m.buckets.at({eb[0], eb[1]}).at(static_cast<size_t>(eb[2]));
                     // Under ZeRO-1 the reduced shard lives in the full gradients: sum a copy, write it back.
+                    if (bk.pending.defined())
+                        throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": the embedding's gradient shard is not "
+                                           "yet summed across the ZeRO replicas when the embedding sync runs");
                     Tensor shard = plan.zeroStage == 1 ? m.readShard(bk, false) : bk.gradShard;
                     rec.bytes = static_cast<double>(shard.numel() * elementBytes(shard.type()));
                     m.ctx.comm->allReduce(shard, m.ctx.embedding);

@@ -29,6 +29,8 @@ struct Bucket {
                         // optimizer updates the full values' own elements of the shard in place.
     Tensor m, v;        // [shard, 1] Adam moments of the shard (ZeRO >= 1)
     Tensor master;      // [shard, 1] fp32 master values of the shard (ZeRO >= 1, mixed precision only; Optimizer)
+    Tensor pending;     // [shard, 1] hybrid sharding, ZeRO-2/3: the micro-batch's shard reduced inside its copy, not yet
+                        // summed across the copies (dp_all_reduce_grads_across_replicas adds it to gradShard)
 };
 } // namespace detail
 
@@ -96,7 +98,8 @@ struct Trainer::Impl : ParameterResidency {
     // an all-reduce over cp (so every CP rank of a replica holds the same reduced gradients and shards).
     bool shardOverCp() const { return ctx.plan.cp > 1 && ctx.plan.zeroOverCp; }
     bool preReduceCp() const { return ctx.plan.cp > 1 && !ctx.plan.zeroOverCp; }
-    const Group& shardGroup() const { return shardOverCp() ? ctx.dpCp : ctx.dp; }
+    bool hybrid() const { return ctx.plan.zeroReplicas > 1 && ctx.plan.zeroStage >= 1; }
+    const Group& shardGroup() const { return hybrid() ? ctx.zeroShard : shardOverCp() ? ctx.dpCp : ctx.dp; }
     const Group& denseGroup() const { return shardGroup(); }
 
     // Elements [offset, offset + length) of a parameter's tensor as a [length, 1] view.
@@ -112,6 +115,8 @@ struct Trainer::Impl : ParameterResidency {
 
     void reduceBucket(const sim::Action& a, ActionRecord& rec);
     void reduceOne(Bucket& bk, ActionRecord& rec);
+    // Hybrid sharding: the reduced shards of the action's buckets summed across the copies (zero_replica group).
+    void reduceAcrossReplicas(const sim::Action& a, ActionRecord& rec);
 
     // Under ZeRO-2/3 the full gradients exist from a backward to their bucket's reduction (flatten frees
     // them); ensureGrads brings them back, zeroed, for the next backward: a transient buffer, as in DeepSpeed's

@@ -205,8 +205,20 @@ void Trainer::Impl::reduceBucket(const sim::Action& a, ActionRecord& rec) {
 
 void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
     const Group& g = denseGroup();
-    rec.group = ctx.plan.cp > 1 ? ctx.dpCp.name : g.name;
-    rec.groupSize = ctx.plan.cp > 1 ? ctx.dpCp.size() : g.size();
+    const Group& reported = ctx.plan.cp > 1 && !hybrid() ? ctx.dpCp : g;
+    rec.group = reported.name;
+    rec.groupSize = reported.size();
+    // Hybrid sharding under ZeRO-2/3: the micro-batch's shard waits for its sum across the copies before it joins
+    // the accumulated gradients (an earlier one still waiting is summed with it: the sums commute).
+    auto keep = [&](const Tensor& shard) {
+        if (!hybrid()) {
+            be.add(shard, bk.gradShard);
+        } else if (bk.pending.defined()) {
+            be.add(shard, bk.pending);
+        } else {
+            bk.pending = shard;
+        }
+    };
     // Under ZeRO-2/3 the full gradients are spent once flattened (only the shard is kept).
     Tensor flat = flatten(bk, false, MemoryCategory::Buffers, ctx.plan.zeroStage >= 2);
     rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
@@ -216,7 +228,7 @@ void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
         if (ctx.plan.zeroStage <= 1) {
             unflatten(flat, bk, false);
         } else {
-            be.add(flat, bk.gradShard);
+            keep(flat);
         }
         return;
     }
@@ -235,7 +247,37 @@ void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
         writeShard(bk, shard, false);
         return;
     }
-    be.add(shard, bk.gradShard);
+    keep(shard);
+}
+
+void Trainer::Impl::reduceAcrossReplicas(const sim::Action& a, ActionRecord& rec) {
+    const Group& g = ctx.zeroReplica;
+    if (!hybrid()) throw RuntimeError("rank " + std::to_string(ctx.rank) + ": " + std::string(a.name) + " needs zero_replicas > 1");
+    rec.group = g.name;
+    rec.groupSize = g.size();
+    auto across = [&](Bucket& bk) {
+        if (ctx.plan.zeroStage == 1) {
+            // Under ZeRO-1 the shard reduced inside the copy lives in the full gradients' own elements.
+            Tensor shard = readShard(bk, false);
+            rec.bytes += static_cast<double>(shard.numel() * elementBytes(shard.type()));
+            ctx.comm->allReduce(shard, g);
+            writeShard(bk, shard, false);
+            return;
+        }
+        if (!bk.pending.defined()) return; // summed already, with a later micro-batch's
+        rec.bytes += static_cast<double>(bk.pending.numel() * elementBytes(bk.pending.type()));
+        ctx.comm->allReduce(bk.pending, g);
+        be.add(bk.pending, bk.gradShard);
+        bk.pending = Tensor();
+    };
+    if (ctx.plan.zeroStage >= 3) {
+        // ZeRO-3 reduces a chunk's gradients, all its unit buckets, at once (runtime.cpp).
+        for (auto& [key, list] : buckets)
+            if (key.first == a.chunk)
+                for (Bucket& bk : list) across(bk);
+        return;
+    }
+    for (Bucket& bk : buckets.at({a.chunk, a.bucket})) across(bk);
 }
 
 void Trainer::Impl::ensureGrads(int chunk) {
@@ -362,8 +404,15 @@ double Trainer::Impl::localSquaredNorm() {
         }
         return be.sumSquaresAll(grads);
     }
-    // Without zero_over_cp the CP ranks of a replica hold identical shards: count them on cp index 0.
+    for (const auto& [key, list] : buckets)
+        for (const Bucket& bk : list)
+            if (bk.pending.defined())
+                throw RuntimeError("rank " + std::to_string(ctx.rank) + ": the optimizer step found a gradient shard of chunk " +
+                                   std::to_string(key.first) + " not summed across the ZeRO replicas");
+    // Without zero_over_cp the CP ranks of a replica hold identical shards: count them on cp index 0. With hybrid
+    // sharding the copies hold identical shards: count them on the first.
     if (preReduceCp() && ctx.cp.myIndex != 0) return 0.0;
+    if (hybrid() && ctx.zeroReplica.myIndex != 0) return 0.0;
     // A bucket mixes kinds of parameters: the shard's element ranges, parameter by parameter (the full
     // gradients' own elements under ZeRO-1, the reduced shard's above), summed where they live.
     std::vector<Tensor> pieces;
