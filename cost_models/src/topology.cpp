@@ -20,9 +20,7 @@ enum class Layout { Dense, Expert };
 
 // The layout a group of `kind` is laid out in: the expert groups of a folded plan take the expert layout.
 Layout layoutOf(const Plan& plan, GroupKind kind) {
-    const bool expertKind = kind == GroupKind::Ep || kind == GroupKind::ExpertDp || kind == GroupKind::ExpertTp ||
-                            kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
-    return expertKind && plan.expertFolded() ? Layout::Expert : Layout::Dense;
+    return isExpertGroup(kind) && plan.expertFolded() ? Layout::Expert : Layout::Dense;
 }
 
 int dimSize(const Plan& plan, ParallelDim d, Layout layout = Layout::Dense) {
@@ -240,6 +238,11 @@ std::vector<RankCoords> residueLeaders(const Plan& plan, Layout layout, const st
 }
 
 } // namespace
+
+bool isExpertGroup(GroupKind kind) {
+    return kind == GroupKind::Ep || kind == GroupKind::ExpertDp || kind == GroupKind::ExpertTp ||
+           kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
+}
 
 // The order of badness placeGroup reports by (topology.hpp).
 bool worsePlacement(const GroupPlacement& a, const GroupPlacement& b) {

@@ -60,12 +60,6 @@ unsigned variedMask(GroupKind kind) {
     return 0;
 }
 
-// The kinds topology.cpp lays out in a folded plan's expert layout (its layoutOf).
-bool isExpertKind(GroupKind kind) {
-    return kind == GroupKind::Ep || kind == GroupKind::ExpertDp || kind == GroupKind::ExpertTp ||
-           kind == GroupKind::ExpertZeroShard || kind == GroupKind::ExpertZeroReplica;
-}
-
 GroupPlacement pairPlacement(int a, int b, int gpusPerNode) {
     const bool same = a / gpusPerNode == b / gpusPerNode;
     return GroupPlacement{2, same ? 1 : 2, same ? 2 : 1, same ? 2 : 1};
@@ -115,7 +109,7 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
     // groups are laid out by the expert sizes, the same world of ranks in the same order (pp last in both).
     // Hybrid-sharding groups are runs of a group, not whole dims: the topology places them.
     if (variedMask(kind) == 0 && kind != GroupKind::PpPair) return placeGroup(plan, gpusPerNode, kind);
-    const bool expertLayout = plan.expertFolded() && isExpertKind(kind);
+    const bool expertLayout = plan.expertFolded() && isExpertGroup(kind);
     std::array<int, 5> size{}, stride{};
     int world = 1;
     for (size_t i = 0; i < 5; ++i) {

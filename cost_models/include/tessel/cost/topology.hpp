@@ -52,6 +52,9 @@ GroupPlacement placeRanks(const std::vector<int>& ranks, int gpusPerNode);
 // Worse placement first: more nodes spanned, then fewer ranks sharing the busiest node (more traffic leaves
 // it), then fewer on the emptiest (fewer NICs for a ring's traffic). placeGroup reports the worst group.
 bool worsePlacement(const GroupPlacement& a, const GroupPlacement& b);
+// The groups of a kind a folded plan (etp != tp) lays out in its expert layout: Ep, ExpertDp, ExpertTp and their
+// hybrid-sharding splits.
+bool isExpertGroup(GroupKind kind);
 // Placement of the group of `kind`; the worst case (most nodes spanned) over all groups of that kind.
 GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupKind kind);
 GroupPlacement placeGroup(const Plan& plan, int gpusPerNode, GroupKind kind);
