@@ -482,7 +482,12 @@ int runSearch(const SearchFlags& f) {
     if (auto o = sim::parseObjective(f.objective)) options.objective = *o;
     else problems.add("--objective", "must be time, memory or tokens_per_dollar, got \"" + f.objective + "\"");
     if (f.json && f.csv) problems.add("--csv", "choose one of --json and --csv");
-    problems.append(sim::searchProblems(s.model, s.cluster, space, options));
+    // The search names its GPU count --gpus; given as --max-gpus, each such problem is named as the user gave it.
+    std::vector<Problem> spaceProblems = sim::searchProblems(s.model, s.cluster, space, options);
+    if (f.maxGpus)
+        for (Problem& p : spaceProblems)
+            if (p.where == "--gpus") p.where = "--max-gpus";
+    problems.append(spaceProblems);
     problems.throwIfAny();
 
     ProgressPrinter printer(!f.noProgress);

@@ -116,13 +116,13 @@ python3 -c "import json; d=json.load(open('$tmp/metrics.json')); del d['plan']['
 "$TESSEL" predict "$tmp/nometrics.json" >"$tmp/nometrics" 2>&1; check "plain plan exits 0" $?
 check "no metrics unless stated" "$([ "$(contains "$tmp/nometrics" 'training metrics')" != 0 ]; echo $?)"
 
-# 4b. The share of their benchmarked rate the layer's tensor cores run at: the measured power curve on an H100 (at the
-# layer's duty), the fitted constant on an A100 (FORMULAS.md §3.3).
 # nodes x GPUs a node past 2^20 is named at the flag, and the count is not wrapped to 0.
 "$TESSEL" predict --nodes 1048576 --gpus-per-node 1048576 >/dev/null 2>"$tmp/err"; rc=$?
 check "a 2^40-GPU cluster exits 2" $([ $rc -eq 2 ]; echo $?)
 check "names --nodes" "$(contains "$tmp/err" '--nodes: 1048576 nodes x 1048576 GPUs = 1099511627776 GPUs')"
 check "no wrapped count" "$([ "$(contains "$tmp/err" '= 0 GPUs')" = 1 ]; echo $?)"
+# 4b. The share of their benchmarked rate the layer's tensor cores run at: the measured power curve on an H100 (at the
+# layer's duty), the fitted constant on an A100 (FORMULAS.md §3.3).
 "$TESSEL" predict --model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/h100" 2>&1
 check "H100: the power curve at the layer's duty" "$(contains "$tmp/h100" "tensor cores at 0\.8[0-9]* of their benchmarked rate (the GPU's measured power curve at the layer's tensor-core duty 0\.[0-9]*)")"
 "$TESSEL" predict --model llama3-8b --cluster dgx-a100-80g --nodes 1 --tp 8 --pp 1 --dp 1 --global-batch 8 >"$tmp/a100" 2>&1

@@ -163,6 +163,10 @@ check "names --nodes" "$(contains "$tmp/e" '--nodes: give either --nodes or --gp
 timeout 20 "$TESSEL" search --gpus 2000000000 --no-progress >/dev/null 2>"$tmp/e"; rc=$?
 check "2e9 GPUs exits 2" $([ $rc -eq 2 ]; echo $?)
 check "2e9 GPUs names --gpus" "$(contains "$tmp/e" '--gpus: must be at most 1048576')"
+timeout 20 "$TESSEL" search --max-gpus 2000000000 --no-progress >/dev/null 2>"$tmp/e"; rc=$?
+check "--max-gpus 2e9 exits 2" $([ $rc -eq 2 ]; echo $?)
+check "--max-gpus 2e9 names --max-gpus" "$(contains "$tmp/e" '--max-gpus: must be at most 1048576')"
+check "--max-gpus 2e9 names no --gpus" $([ "$(contains "$tmp/e" '  --gpus:')" != 0 ]; echo $?)
 "$TESSEL" search --model llama2-70b --cluster dgx-a100-80g --gpus 8 --global-batch 16 --max-vpp 2 --top 2 --no-progress \
     --framework deepspeed >"$tmp/off.txt" 2>&1; check "offload search exits 0" $?
 check "offload column shown" "$(contains "$tmp/off.txt" 'offload')"

@@ -251,9 +251,9 @@ struct ClusterConfig {
     double peakFlops(Dtype d) const;                        // throws InputError when the GPU has no figure
 };
 
-// The most GPUs a cluster (nodes x gpus_per_node) or a search may have: 2^20, five times the largest training cluster
-// built by 2026 (about 200,000 GPUs), a world whose rank arithmetic stays well inside an int and which a search covers
-// in seconds (bench/search_bench.cpp, BM_PruningStageWorld).
+// The most GPUs a cluster (nodes x gpus_per_node) or a search may have: 2^20, a world whose rank arithmetic stays well
+// inside an int and which a search covers in seconds (bench/search_bench.cpp, BM_PruningStageWorld: 3.1 s for GPT-3
+// 175B's pruning stage on 2^20 GPUs, 2026-12-03).
 constexpr int kMaxClusterGpus = 1 << 20;
 // Adds a problem at `where` when nodes x gpusPerNode is above kMaxClusterGpus (computed without overflow).
 void checkClusterGpus(int64_t nodes, int64_t gpusPerNode, const std::string& where, ProblemList& problems);
