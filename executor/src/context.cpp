@@ -49,12 +49,15 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     else
         ctx.embedding = makeGroup("embedding", {rank}, rank);
     comm.createGroup(ctx.embedding);
-    // Every rank holds the same plan, so all create these two or none.
+    // Every rank holds the same plan, so all create these four or none (the expert pair equals the dense one without
+    // expert parallelism; the plan's check makes zero_replicas divide both groups).
     if (plan.zeroReplicas > 1 && plan.zeroStage >= 1) {
         ctx.zeroShard = makeGroup("zero_shard", groupRanks(plan, GroupKind::ZeroShard, rank), rank);
         ctx.zeroReplica = makeGroup("zero_replica", groupRanks(plan, GroupKind::ZeroReplica, rank), rank);
-        comm.createGroup(ctx.zeroShard);
-        comm.createGroup(ctx.zeroReplica);
+        ctx.expertZeroShard = makeGroup("expert_zero_shard", groupRanks(plan, GroupKind::ExpertZeroShard, rank), rank);
+        ctx.expertZeroReplica = makeGroup("expert_zero_replica", groupRanks(plan, GroupKind::ExpertZeroReplica, rank), rank);
+        for (const Group* g : {&ctx.zeroShard, &ctx.zeroReplica, &ctx.expertZeroShard, &ctx.expertZeroReplica})
+            comm.createGroup(*g);
     }
     return ctx;
 }

@@ -17,11 +17,9 @@ namespace tessel::exec {
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend) {
     if (model.moe) {
-        // Expert tensor parallelism, CP and ZeRO >= 1 with MoE layers are not implemented yet.
+        // Expert tensor parallelism and CP with MoE layers are not implemented yet.
         if (plan.tp > 1) problems.add(pointer + "/tp", "the executor runs mixture-of-experts layers with tp 1 only");
         if (plan.cp > 1) problems.add(pointer + "/cp", "the executor runs mixture-of-experts layers with cp 1 only");
-        if (plan.zeroStage > 0)
-            problems.add(pointer + "/zero_stage", "the executor runs mixture-of-experts layers with zero_stage 0 only");
         if (!model.moe->denseLayers.empty())
             problems.add("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer; "
                                                     "dense layers among them are predicted and exported, not run by "

@@ -141,21 +141,9 @@ StepStats Trainer::step(int stepIndex) {
         }
         case sim::ActionKind::Collective: {
             if (a.name.rfind("dp_all_reduce_grads_across_replicas", 0) == 0) {
-                if (a.name.find("_expert") != std::string::npos)
-                    throw RuntimeError("rank " + std::to_string(m.ctx.rank) + ": " + std::string(a.name) +
-                                       ": expert buckets run under ZeRO-0 only, without replicas");
                 m.reduceAcrossReplicas(a, rec);
             } else if (a.name.rfind("dp_all_reduce_grads", 0) == 0 || a.name.rfind("dp_reduce_scatter_grads", 0) == 0) {
-                if (a.name.find("_expert") != std::string::npos) {
-                    m.reduceExpertBucket(a, rec);
-                } else if (plan.zeroStage >= 3) {
-                    // ZeRO-3 reduces a chunk's gradients, all its unit buckets, once per micro-batch.
-                    for (auto& [bucketKey, list] : m.buckets)
-                        if (bucketKey.first == a.chunk)
-                            for (Bucket& bk : list) m.reduceOne(bk, rec);
-                } else {
-                    m.reduceBucket(a, rec);
-                }
+                m.reduceBucket(a, rec);
             } else if (a.name.rfind("dp_all_gather_params", 0) == 0) {
                 m.gatherParams(a, rec);
             } else if (a.name.rfind("zero3_all_gather_params", 0) == 0) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 // buffer padded to a multiple of the group size.
 struct Bucket {
     std::vector<int> params;
+    bool expert = false; // expert parameters: sharded and reduced over the expert data-parallel group
     int64_t flat = 0;
     int64_t shard = 0;
     Tensor gradShard;   // [shard, 1] reduced gradient shard where gradients accumulate (ZeRO-2/3, Grads). Under
@@ -58,14 +61,23 @@ struct Trainer::Impl : ParameterResidency {
     // clock since runStart, places them on the records' time axis (-1 until the first region).
     double deviceOriginSeconds = -1.0;
     std::array<int, 3> embeddingBucket{-1, -1, -1}; // (chunk, schedule bucket, index) of the tied embedding
+    // (chunk, expert part) whose gradients the schedule reduces. A part with no data-parallel peer (dp x cp of one,
+    // or an expert data-parallel group of one) has no reduction; under ZeRO-2/3 its gradients reach their shard (all
+    // of the bucket) at the optimizer step (foldUnreduced).
+    std::set<std::pair<int, bool>> reducedParts;
 
     // ZeRO-3: buckets are the model's units (embedding, layer, head; ParameterResidency), keyed (chunk, unit);
     // a unit's full values exist only from the gather before its use to its release after it, one unit ahead
     // prefetched. `unitBuckets` gives the buckets holding a unit's parameters (a tied embedding on a rank
     // holding both ends lies in the embedding's bucket and is gathered with the head too).
+    struct Gathered {
+        Bucket* bucket = nullptr;
+        Tensor flat;           // the bucket's gathered [shard x members, 1] values
+        bool done = false;     // gathered since the unit became resident (the dense and expert parts come apart)
+    };
     struct Resident {
         int chunk = 0, unit = 0;
-        std::vector<std::pair<Bucket*, Tensor>> flats; // bucket -> its gathered [shard x members, 1] values
+        std::vector<Gathered> flats;
     };
     std::map<std::pair<int, int>, std::vector<Bucket*>> unitBuckets;
     std::map<int, int> unitCount;                   // chunk -> units
@@ -100,7 +112,22 @@ struct Trainer::Impl : ParameterResidency {
     bool preReduceCp() const { return ctx.plan.cp > 1 && !ctx.plan.zeroOverCp; }
     bool hybrid() const { return ctx.plan.zeroReplicas > 1 && ctx.plan.zeroStage >= 1; }
     const Group& shardGroup() const { return hybrid() ? ctx.zeroShard : shardOverCp() ? ctx.dpCp : ctx.dp; }
-    const Group& denseGroup() const { return shardGroup(); }
+    // Expert parameters are sharded over EP and replicated over the expert data-parallel group (dp / ep ranks): their
+    // gradients are summed there, and ZeRO shards their state there (Megatron-core's expert distributed optimizer).
+    const Group& expertShardGroup() const { return hybrid() ? ctx.expertZeroShard : ctx.expertDp; }
+    // The group a bucket is reduced and sharded over, and (hybrid sharding) the one its shards are summed across.
+    const Group& groupOf(const Bucket& bk) const { return bk.expert ? expertShardGroup() : shardGroup(); }
+    const Group& replicaGroupOf(const Bucket& bk) const { return bk.expert ? ctx.expertZeroReplica : ctx.zeroReplica; }
+    // Whether a collective of the schedule moves the expert part of a chunk's parameters (its name ends in "_expert").
+    static bool expertAction(const sim::Action& a) { return a.name.find("_expert") != std::string::npos; }
+    // Calls f(bucket) for every bucket of a chunk's (or, with bucket >= 0, of one schedule bucket's) dense or expert part.
+    template <class F>
+    void forBucketsOf(int chunk, int bucket, bool expert, F f) {
+        for (auto& [key, list] : buckets)
+            if (key.first == chunk && (bucket < 0 || key.second == bucket))
+                for (Bucket& bk : list)
+                    if (bk.expert == expert) f(bk);
+    }
 
     // Elements [offset, offset + length) of a parameter's tensor as a [length, 1] view.
     Tensor elementRange(const Tensor& t, int64_t offset, int64_t length);
@@ -113,6 +140,7 @@ struct Trainer::Impl : ParameterResidency {
     Tensor readShard(const Bucket& bk, bool values);
     void writeShard(const Bucket& bk, const Tensor& shard, bool values);
 
+    // The schedule's gradient reduction of a bucket (ZeRO-0-2) or of a chunk (ZeRO-3), its dense or expert part.
     void reduceBucket(const sim::Action& a, ActionRecord& rec);
     void reduceOne(Bucket& bk, ActionRecord& rec);
     // Hybrid sharding: the reduced shards of the action's buckets summed across the copies (zero_replica group).
@@ -123,10 +151,6 @@ struct Trainer::Impl : ParameterResidency {
     // stage 2.
     void ensureGrads(int chunk);
 
-    // Expert parameters are sharded over EP and replicated over the expert data-parallel group (dp/ep ranks):
-    // their gradients are summed there. ZeRO-0 only (the model rejects MoE with ZeRO >= 1 for now).
-    void reduceExpertBucket(const sim::Action& a, ActionRecord& rec);
-
     // ZeRO-1/2: the updated shards are all-gathered into the resident full values after the optimizer.
     void gatherParams(const sim::Action& a, ActionRecord& rec);
 
@@ -135,8 +159,10 @@ struct Trainer::Impl : ParameterResidency {
     // Points every parameter of the resident units at its piece of the newest gathered copy; the others have
     // no value.
     void aliasResident();
-    // All-gathers the full values of a unit from every member's shard (again, in place, when it is resident).
-    Resident& gatherUnit(int chunk, int unit, ActionRecord* rec);
+    // All-gathers the full values of a unit from every member's shard (again, in place, when it is resident): the
+    // buckets `which` picks (all by default; the schedule gathers a unit's dense and expert parts as two actions).
+    enum class Part { All, Dense, Expert, Missing };
+    Resident& gatherUnit(int chunk, int unit, ActionRecord* rec, Part which = Part::All);
     // Frees every gathered unit but `keep` (nullptr: all of them).
     void releaseResidentBut(const Resident* keep);
 
@@ -156,6 +182,10 @@ struct Trainer::Impl : ParameterResidency {
     // replicated-over-TP parameters on TP rank 0 only, unsharded (ZeRO-0) gradients on DP rank 0 only, the
     // tied embedding's last-stage copy not at all (it equals the first stage's after the sync).
     double localSquaredNorm();
+
+    // ZeRO-2/3: the gradients of the parts the schedule never reduces, accumulated in the full tensors over the
+    // step's micro-batches, added into their buckets' gradient shards (which are the whole bucket) and freed.
+    void foldUnreduced();
 
     double optimizerStep();
 };

@@ -38,12 +38,17 @@ Trainer::Impl::Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, 
     : model(m), ctx(c), be(b), hyper(hp), data(std::move(d)), gpt(m, c, b, hp.seed) {
     schedule = sim::buildSchedule(model, ctx.plan);
     mine = &schedule.forRank(ctx.rank);
-    const int dpSize = shardGroup().size();
-    auto makeBucket = [&](std::vector<int> params) {
+    for (const sim::Action& a : mine->actions)
+        if (a.kind == sim::ActionKind::Collective &&
+            (a.name.rfind("dp_all_reduce_grads", 0) == 0 || a.name.rfind("dp_reduce_scatter_grads", 0) == 0))
+            reducedParts.insert({a.chunk, expertAction(a)});
+    auto makeBucket = [&](std::vector<int> params, bool expert) {
         Bucket bk;
         bk.params = std::move(params);
+        bk.expert = expert;
         for (int p : bk.params) bk.flat += gpt.parameters()[static_cast<size_t>(p)].value.numel();
-        bk.shard = (bk.flat + dpSize - 1) / dpSize;
+        const int64_t members = groupOf(bk).size();
+        bk.shard = (bk.flat + members - 1) / members;
         if (ctx.plan.zeroStage >= 1) {
             // Under ZeRO-2/3 the gradient shard is where gradients accumulate, and under ZeRO-3 the value
             // shard is the parameters' only copy: both persist. Under ZeRO-1 the full gradients and under
@@ -57,21 +62,24 @@ Trainer::Impl::Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, 
         }
         return bk;
     };
+    // A schedule bucket's parameters, as up to three buckets: the dense ones, a tied embedding shared with the other
+    // end of the pipeline, and the experts (their own group).
     auto addBuckets = [&](int chunk, int j, const std::vector<int>& params) {
-        std::vector<int> plain, shared;
+        std::vector<int> plain, shared, experts;
         for (int p : params) {
             const ParamInfo& info = gpt.parameters()[static_cast<size_t>(p)].info;
             const bool tiedShared = ctx.embedding.size() > 1 && !info.pieces.empty() &&
                                     info.pieces.front().fullName == "wte";
-            (tiedShared ? shared : plain).push_back(p);
+            (info.expert ? experts : tiedShared ? shared : plain).push_back(p);
         }
-        if (plain.empty() && shared.empty()) return;
+        if (plain.empty() && shared.empty() && experts.empty()) return;
         auto& list = buckets[{chunk, j}];
-        if (!plain.empty()) list.push_back(makeBucket(plain));
+        if (!plain.empty()) list.push_back(makeBucket(plain, false));
         if (!shared.empty()) {
-            list.push_back(makeBucket(shared));
+            list.push_back(makeBucket(shared, false));
             embeddingBucket = {chunk, j, static_cast<int>(list.size()) - 1};
         }
+        if (!experts.empty()) list.push_back(makeBucket(experts, true));
     };
     for (int chunk = 0; chunk < gpt.chunks(); ++chunk) {
         if (ctx.plan.zeroStage >= 3) {
@@ -94,7 +102,11 @@ Trainer::Impl::Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, 
                                 holders.push_back(&bk);
             }
         } else {
-            for (int j = 0; j < gpt.bucketsPerChunk(chunk); ++j) addBuckets(chunk, j, gpt.bucketParameters(chunk, j, false));
+            for (int j = 0; j < gpt.bucketsPerChunk(chunk); ++j) {
+                std::vector<int> params = gpt.bucketParameters(chunk, j, false);
+                for (int p : gpt.bucketParameters(chunk, j, true)) params.push_back(p);
+                addBuckets(chunk, j, params);
+            }
         }
     }
     if (ctx.plan.zeroStage >= 1 && mixedPrecision()) {
@@ -104,20 +116,18 @@ Trainer::Impl::Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, 
         // here adamw sees only transient row temporaries, so the master must persist here. It is made from
         // the initial values (still resident: ZeRO-3 drops them just below) and counted under Optimizer,
         // which gives the mixed recipe's 4 B/param of master weights.
-        const int64_t lo0 = static_cast<int64_t>(shardGroup().myIndex);
         for (auto& [key, list] : buckets)
             for (Bucket& bk : list) {
                 bk.master = be.empty({bk.shard, 1}, MemoryCategory::Optimizer);
-                be.copyRows(flatten(bk, true, MemoryCategory::Buffers), lo0 * bk.shard, bk.master);
+                be.copyRows(flatten(bk, true, MemoryCategory::Buffers), groupOf(bk).myIndex * bk.shard, bk.master);
             }
     }
     if (ctx.plan.zeroStage >= 3) {
         // Only this rank's shard of the values persists; the full values are gathered around their use.
-        const int64_t lo0 = static_cast<int64_t>(shardGroup().myIndex);
         for (auto& [key, list] : buckets)
             for (Bucket& bk : list) {
                 Tensor flatValues = flatten(bk, true, MemoryCategory::Buffers);
-                be.copyRows(flatValues, lo0 * bk.shard, bk.valueShard);
+                be.copyRows(flatValues, groupOf(bk).myIndex * bk.shard, bk.valueShard);
             }
         for (auto& p : gpt.parameters()) p.value = Tensor();
         gpt.setParameterResidency(this);
@@ -144,7 +154,7 @@ Trainer::Impl::Impl(const ModelConfig& m, const ParallelContext& c, Backend& b, 
 }
 
 Tensor Trainer::Impl::flatten(const Bucket& bk, bool values, MemoryCategory cat, bool release) {
-    Tensor flat = be.zeros({bk.shard * shardGroup().size(), 1}, cat);
+    Tensor flat = be.zeros({bk.shard * groupOf(bk).size(), 1}, cat);
     int64_t at = 0;
     for (int p : bk.params) {
         Tensor& t = values ? param(p).value : param(p).grad;
@@ -174,7 +184,7 @@ Tensor Trainer::Impl::elementRange(const Tensor& t, int64_t offset, int64_t leng
 
 template <class F>
 void Trainer::Impl::forShardPieces(const Bucket& bk, F f) {
-    const int64_t lo = static_cast<int64_t>(shardGroup().myIndex) * bk.shard;
+    const int64_t lo = static_cast<int64_t>(groupOf(bk).myIndex) * bk.shard;
     int64_t at = 0;
     for (int p : bk.params) {
         const int64_t n = paramElements(p);
@@ -200,12 +210,13 @@ void Trainer::Impl::writeShard(const Bucket& bk, const Tensor& shard, bool value
 }
 
 void Trainer::Impl::reduceBucket(const sim::Action& a, ActionRecord& rec) {
-    for (Bucket& bk : buckets.at({a.chunk, a.bucket})) reduceOne(bk, rec);
+    // ZeRO-3 reduces a chunk's gradients, all its unit buckets, once per micro-batch.
+    forBucketsOf(a.chunk, ctx.plan.zeroStage >= 3 ? -1 : a.bucket, expertAction(a), [&](Bucket& bk) { reduceOne(bk, rec); });
 }
 
 void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
-    const Group& g = denseGroup();
-    const Group& reported = ctx.plan.cp > 1 && !hybrid() ? ctx.dpCp : g;
+    const Group& g = groupOf(bk);
+    const Group& reported = ctx.plan.cp > 1 && !hybrid() && !bk.expert ? ctx.dpCp : g;
     rec.group = reported.name;
     rec.groupSize = reported.size();
     // Hybrid sharding under ZeRO-2/3: the micro-batch's shard waits for its sum across the copies before it joins
@@ -251,8 +262,8 @@ void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
 }
 
 void Trainer::Impl::reduceAcrossReplicas(const sim::Action& a, ActionRecord& rec) {
-    const Group& g = ctx.zeroReplica;
     if (!hybrid()) throw RuntimeError("rank " + std::to_string(ctx.rank) + ": " + std::string(a.name) + " needs zero_replicas > 1");
+    const Group& g = expertAction(a) ? ctx.expertZeroReplica : ctx.zeroReplica;
     rec.group = g.name;
     rec.groupSize = g.size();
     auto across = [&](Bucket& bk) {
@@ -270,14 +281,8 @@ void Trainer::Impl::reduceAcrossReplicas(const sim::Action& a, ActionRecord& rec
         be.add(bk.pending, bk.gradShard);
         bk.pending = Tensor();
     };
-    if (ctx.plan.zeroStage >= 3) {
-        // ZeRO-3 reduces a chunk's gradients, all its unit buckets, at once (runtime.cpp).
-        for (auto& [key, list] : buckets)
-            if (key.first == a.chunk)
-                for (Bucket& bk : list) across(bk);
-        return;
-    }
-    for (Bucket& bk : buckets.at({a.chunk, a.bucket})) across(bk);
+    // ZeRO-3 reduces a chunk's gradients, all its unit buckets, at once (reduceBucket).
+    forBucketsOf(a.chunk, ctx.plan.zeroStage >= 3 ? -1 : a.bucket, expertAction(a), across);
 }
 
 void Trainer::Impl::ensureGrads(int chunk) {
@@ -287,32 +292,17 @@ void Trainer::Impl::ensureGrads(int chunk) {
             p.grad = be.zeros({localRows(p.info), localCols(p.info)}, MemoryCategory::Buffers);
 }
 
-void Trainer::Impl::reduceExpertBucket(const sim::Action& a, ActionRecord& rec) {
-    if (ctx.plan.zeroStage != 0)
-        throw RuntimeError("expert-parallel gradient buckets run under ZeRO-0 only");
-    const Group& g = ctx.expertDp;
-    rec.group = g.name;
-    rec.groupSize = g.size();
-    for (int p : gpt.bucketParameters(a.chunk, a.bucket, true)) {
-        Tensor& grad = param(p).grad;
-        rec.bytes += static_cast<double>(grad.numel() * elementBytes(grad.type()));
-        if (g.size() > 1) ctx.comm->allReduce(grad, g);
-    }
-}
-
 void Trainer::Impl::gatherParams(const sim::Action& a, ActionRecord& rec) {
-    const Group& g = denseGroup();
+    const bool expert = expertAction(a);
+    const Group& g = expert ? expertShardGroup() : shardGroup();
     rec.group = g.name;
     rec.groupSize = g.size();
-    for (auto& [key, list] : buckets) {
-        if (key.first != a.chunk) continue;
-        for (Bucket& bk : list) {
-            Tensor flat = be.empty({bk.shard * g.size(), 1}, MemoryCategory::Buffers);
-            ctx.comm->allGather(readShard(bk, true), flat, g);
-            rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
-            unflatten(flat, bk, true);
-        }
-    }
+    forBucketsOf(a.chunk, -1, expert, [&](Bucket& bk) {
+        Tensor flat = be.empty({bk.shard * g.size(), 1}, MemoryCategory::Buffers);
+        ctx.comm->allGather(readShard(bk, true), flat, g);
+        rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
+        unflatten(flat, bk, true);
+    });
 }
 
 // ---- ZeRO-3 parameter residency ----
@@ -327,19 +317,18 @@ void Trainer::Impl::aliasResident() {
     for (auto& p : gpt.parameters()) p.value = Tensor();
     gatheredBytes = 0;
     for (Resident& r : resident)
-        for (auto& [bk, flat] : r.flats) {
-            gatheredBytes += flat.numel() * elementBytes(flat.type());
+        for (const Gathered& gathered : r.flats) {
+            gatheredBytes += gathered.flat.numel() * elementBytes(gathered.flat.type());
             int64_t at = 0;
-            for (int p : bk->params) {
-                param(p).value = aliasElements(flat, at, {localRows(param(p).info), localCols(param(p).info)});
+            for (int p : gathered.bucket->params) {
+                param(p).value = aliasElements(gathered.flat, at, {localRows(param(p).info), localCols(param(p).info)});
                 at += paramElements(p);
             }
         }
     gatheredPeakBytes = std::max(gatheredPeakBytes, gatheredBytes);
 }
 
-Trainer::Impl::Resident& Trainer::Impl::gatherUnit(int chunk, int unit, ActionRecord* rec) {
-    const Group& g = denseGroup();
+Trainer::Impl::Resident& Trainer::Impl::gatherUnit(int chunk, int unit, ActionRecord* rec, Part which) {
     Resident* r = findResident(chunk, unit);
     if (!r) {
         auto it = unitBuckets.find({chunk, unit});
@@ -349,11 +338,16 @@ Trainer::Impl::Resident& Trainer::Impl::gatherUnit(int chunk, int unit, ActionRe
         resident.push_back({chunk, unit, {}});
         r = &resident.back();
         for (Bucket* bk : it->second)
-            r->flats.emplace_back(bk, be.empty({bk->shard * g.size(), 1}, MemoryCategory::Buffers));
+            r->flats.push_back({bk, be.empty({bk->shard * groupOf(*bk).size(), 1}, MemoryCategory::Buffers), false});
     }
-    for (auto& [bk, flat] : r->flats) {
-        ctx.comm->allGather(bk->valueShard, flat, g);
-        if (rec) rec->bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
+    for (Gathered& gathered : r->flats) {
+        const bool expert = gathered.bucket->expert;
+        const bool wanted = which == Part::All || (which == Part::Missing && !gathered.done) ||
+                            (which == Part::Expert && expert) || (which == Part::Dense && !expert);
+        if (!wanted) continue;
+        ctx.comm->allGather(gathered.bucket->valueShard, gathered.flat, groupOf(*gathered.bucket));
+        gathered.done = true;
+        if (rec) rec->bytes += static_cast<double>(gathered.flat.numel() * elementBytes(gathered.flat.type()));
     }
     aliasResident();
     return *r;
@@ -366,13 +360,14 @@ void Trainer::Impl::releaseResidentBut(const Resident* keep) {
 }
 
 void Trainer::Impl::zero3GatherAction(const sim::Action& a, ActionRecord& rec) {
-    if (a.name.find("_expert") != std::string::npos)
-        throw RuntimeError("expert-parallel ZeRO-3 gathers are not implemented (the executor runs MoE under ZeRO-0)");
-    const Group& g = denseGroup();
+    // The dense and the expert part of the unit are two actions of the schedule (the expert one gathers nothing when
+    // the unit has no experts: the embedding, the output layer).
+    const bool expert = expertAction(a);
+    const Group& g = expert ? expertShardGroup() : shardGroup();
     rec.group = g.name;
     rec.groupSize = g.size();
     const bool backward = a.name.find("_bwd") != std::string::npos;
-    const Resident& gathered = gatherUnit(a.chunk, backward ? unitCount.at(a.chunk) - 1 : 0, &rec);
+    const Resident& gathered = gatherUnit(a.chunk, backward ? unitCount.at(a.chunk) - 1 : 0, &rec, expert ? Part::Expert : Part::Dense);
     releaseResidentBut(&gathered);
 }
 
@@ -380,6 +375,7 @@ void Trainer::Impl::beforeUnit(int chunk, int unit, bool backward) {
     Resident* cur = findResident(chunk, unit);
     releaseResidentBut(cur);
     if (!cur) cur = &gatherUnit(chunk, unit, nullptr);
+    else gatherUnit(chunk, unit, nullptr, Part::Missing); // a part the schedule's gathers left
     const int next = backward ? unit - 1 : unit + 1;
     if (next >= 0 && next < unitCount.at(chunk) && !findResident(chunk, next)) gatherUnit(chunk, next, nullptr);
 }
@@ -410,23 +406,42 @@ double Trainer::Impl::localSquaredNorm() {
                 throw RuntimeError("rank " + std::to_string(ctx.rank) + ": the optimizer step found a gradient shard of chunk " +
                                    std::to_string(key.first) + " not summed across the ZeRO replicas");
     // Without zero_over_cp the CP ranks of a replica hold identical shards: count them on cp index 0. With hybrid
-    // sharding the copies hold identical shards: count them on the first.
+    // sharding the copies hold identical shards: count them on the first (of the dense or the expert split).
     if (preReduceCp() && ctx.cp.myIndex != 0) return 0.0;
-    if (hybrid() && ctx.zeroReplica.myIndex != 0) return 0.0;
     // A bucket mixes kinds of parameters: the shard's element ranges, parameter by parameter (the full
     // gradients' own elements under ZeRO-1, the reduced shard's above), summed where they live.
     std::vector<Tensor> pieces;
     for (auto& [key, list] : buckets)
-        for (Bucket& bk : list)
+        for (Bucket& bk : list) {
+            if (hybrid() && replicaGroupOf(bk).myIndex != 0) continue;
             forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
                 if ((param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy) return;
                 pieces.push_back(ctx.plan.zeroStage == 1 ? elementRange(param(p).grad, inParam, length)
                                                          : elementRange(bk.gradShard, inShard, length));
             });
+        }
     return be.sumSquaresAll(pieces);
 }
 
+void Trainer::Impl::foldUnreduced() {
+    if (ctx.plan.zeroStage < 2) return;
+    for (auto& [key, list] : buckets) {
+        if (reducedParts.count({key.first, false}) && reducedParts.count({key.first, true})) continue;
+        for (Bucket& bk : list) {
+            if (reducedParts.count({key.first, bk.expert})) continue;
+            if (groupOf(bk).size() != 1)
+                throw RuntimeError("rank " + std::to_string(ctx.rank) + ": chunk " + std::to_string(key.first) + "'s " +
+                                   (bk.expert ? "expert" : "dense") + " gradients have " + std::to_string(groupOf(bk).size()) +
+                                   " data-parallel peers but no reduction in the schedule");
+            bool any = false;
+            for (int p : bk.params) any = any || param(p).grad.defined();
+            if (any) be.add(flatten(bk, false, MemoryCategory::Buffers, true), bk.gradShard);
+        }
+    }
+}
+
 double Trainer::Impl::optimizerStep() {
+    foldUnreduced();
     const std::vector<double> total = ctx.comm->allReduceHost({localSquaredNorm()}, ctx.world);
     const double norm = std::sqrt(total[0]);
     // Global-norm clipping (Pascanu et al. 2013), as torch.nn.utils.clip_grad_norm_ (eps 1e-6).

@@ -117,6 +117,7 @@ struct Case {
     std::string name;
     Plan plan;
     bool tied = false;
+    bool moe = false; // tiny-moe (4 experts, top 2), short sequences
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -136,6 +137,12 @@ std::vector<Case> plans() {
     add("pp2_interleaved_vpp2", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
     add("pp2_dp2_zero2_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; }, true);
     add("dp2_zero3_fp32", [](Plan& p) { p.dp = 2; p.zeroStage = 3; p.precision = "cpu_fp32"; });
+    add("dp1_zero2", [](Plan& p) { p.zeroStage = 2; });
+    // Expert buckets: their shards over the expert data-parallel group, and its hybrid split.
+    add("moe_ep2_dp4_zero1", [](Plan& p) { p.dp = 4; p.ep = 2; p.zeroStage = 1; p.globalBatch = 16; });
+    cases.back().moe = true;
+    add("moe_ep2_dp4_zero3_x2", [](Plan& p) { p.dp = 4; p.ep = 2; p.zeroStage = 3; p.zeroReplicas = 2; p.globalBatch = 16; });
+    cases.back().moe = true;
     return cases;
 }
 
@@ -144,6 +151,10 @@ class Resume : public ::testing::TestWithParam<Case> {};
 TEST_P(Resume, IsBitwiseEqualToAnUninterruptedRun) {
     const Case& c = GetParam();
     ModelConfig model = tinyModel();
+    if (c.moe) {
+        model = loadModelRef("tiny-moe", "test");
+        model.seqLen = 16;
+    }
     model.tiedEmbeddings = c.tied;
     CheckpointDir dir;
     const Segment whole = runSegment(model, c.plan, dir.str() + "/whole", false, 4, {});

@@ -65,6 +65,7 @@ std::vector<Case> grid() {
     add("pp4_zbv_8layers", [&](Plan& p) { zbv(p, 4); });
     add("pp2_dp2_zero1_zbv", [&](Plan& p) { p.dp = 2; p.zeroStage = 1; zbv(p, 2); });
     for (int z = 0; z <= 3; ++z) add("dp2_zero" + std::to_string(z), [z](Plan& p) { p.dp = 2; p.zeroStage = z; });
+    for (int z = 1; z <= 3; ++z) add("dp1_zero" + std::to_string(z), [z](Plan& p) { p.zeroStage = z; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
     add("pp2_dp2_zero2_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 2; });
     // Context parallelism (load-balanced zig-zag split of each sequence; seq_len 16 % (2 cp) == 0).
@@ -258,6 +259,44 @@ TEST(ExpertParallel, Ep2Dp4ClippedMatchesOneRank) {
     hyper.clipNorm = 1e-3;
     expectMoeMatchesOneRank(tinyMoeModel(), expertPlan(4, 2), hyper);
 }
+
+// ZeRO with experts: the expert buckets are sharded and reduced over the expert data-parallel group (dp / ep ranks),
+// the dense ones over dp, as Megatron-core's distributed optimizer and FSDP with expert parallelism do. Expert
+// shard groups of one (ep = dp) and of two, expert parallelism of one (experts sharded like the dense part),
+// pipeline stages, hybrid sharding (the expert copies summed over expert_zero_replica), two micro-batches a step
+// (ZeRO-2/3 reduce each); the clipped cases check that the gradient norm counts each expert shard once.
+struct MoeZeroCase {
+    std::string name;
+    int dp, ep, pp, zero, replicas;
+    bool clipped = false;
+};
+
+class ExpertZero : public ::testing::TestWithParam<MoeZeroCase> {};
+
+TEST_P(ExpertZero, MatchesOneRank) {
+    const MoeZeroCase& c = GetParam();
+    Plan p = expertPlan(c.dp, c.ep, c.pp);
+    p.zeroStage = c.zero;
+    p.zeroReplicas = c.replicas;
+    p.microBatch = 1;
+    p.globalBatch = 2 * c.dp;
+    TrainHyper hyper;
+    if (c.clipped) hyper.clipNorm = 1e-3;
+    Plan one = basePlan();
+    one.globalBatch = p.globalBatch;
+    expectMatchesOneRank(tinyMoeModel(), p, one, hyper);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, ExpertZero,
+                         ::testing::Values(MoeZeroCase{"ep2_dp2_zero1", 2, 2, 1, 1, 1}, MoeZeroCase{"ep2_dp2_zero2", 2, 2, 1, 2, 1},
+                                           MoeZeroCase{"ep2_dp2_zero3", 2, 2, 1, 3, 1}, MoeZeroCase{"ep2_dp4_zero1", 4, 2, 1, 1, 1},
+                                           MoeZeroCase{"ep2_dp4_zero2_clipped", 4, 2, 1, 2, 1, true},
+                                           MoeZeroCase{"ep2_dp4_zero3_clipped", 4, 2, 1, 3, 1, true},
+                                           MoeZeroCase{"ep1_dp2_zero2", 2, 1, 1, 2, 1}, MoeZeroCase{"ep2_dp2_pp2_zero1", 2, 2, 2, 1, 1},
+                                           MoeZeroCase{"ep2_dp2_pp2_zero3", 2, 2, 2, 3, 1},
+                                           MoeZeroCase{"ep2_dp4_zero1_x2_clipped", 4, 2, 1, 1, 2, true},
+                                           MoeZeroCase{"ep2_dp4_zero2_x2", 4, 2, 1, 2, 2}, MoeZeroCase{"ep2_dp8_zero3_x2_clipped", 8, 2, 1, 3, 2, true}),
+                         [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
 
 TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {
     Plan p = basePlan();

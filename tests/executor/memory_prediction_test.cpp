@@ -89,6 +89,12 @@ std::vector<MemCase> memoryCases() {
     });
     add("moe_ep2_dp2", [](Plan& p) { p.dp = 2; p.ep = 2; });
     cases.back().moe = true;
+    // ZeRO with experts: the expert state sharded over the expert data-parallel group (2 ranks of dp 4), the dense
+    // state over dp.
+    for (int z = 1; z <= 3; ++z) {
+        add("moe_ep2_dp4_zero" + std::to_string(z), [z](Plan& p) { p.dp = 4; p.ep = 2; p.zeroStage = z; p.globalBatch = 16; });
+        cases.back().moe = true;
+    }
     return cases;
 }
 

@@ -15,8 +15,9 @@ struct ParallelContext {
     Comm* comm = nullptr;
     Group tp, cp, ep, dp, expertDp, dpCp, pp;
     // Hybrid sharding (plan.zeroReplicas > 1): the run of the ZeRO group one copy of the state is sharded over, and
-    // the ranks holding the same shard in the other copies. Empty otherwise.
-    Group zeroShard, zeroReplica;
+    // the ranks holding the same shard in the other copies; the same split of the expert data-parallel group for
+    // expert parameters. Empty otherwise.
+    Group zeroShard, zeroReplica, expertZeroShard, expertZeroReplica;
     Group embedding;        // first and last stage of this pipeline (tied embeddings, pp > 1); empty otherwise
     Group world;
     int stage() const { return coords.pp; }
