@@ -136,7 +136,9 @@ std::vector<ParallelDim> variedDims(GroupKind kind) {
     case GroupKind::Dp:
         return {ParallelDim::Ep, ParallelDim::Dp};
     case GroupKind::ExpertDp:
-        return {ParallelDim::Dp};
+        // The CP ranks see other tokens of the same experts: expert gradients sum over them too (Megatron-core's
+        // expert data-parallel group with CP). A folded plan's expert layout has cp 1, so there it is edp alone.
+        return {ParallelDim::Cp, ParallelDim::Dp};
     case GroupKind::DpCp:
         return {ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp};
     case GroupKind::Pp:

@@ -46,7 +46,7 @@ unsigned variedMask(GroupKind kind) {
     case GroupKind::Cp: return bit(ParallelDim::Cp);
     case GroupKind::Ep: return bit(ParallelDim::Ep);
     case GroupKind::Dp: return bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
-    case GroupKind::ExpertDp: return bit(ParallelDim::Dp);
+    case GroupKind::ExpertDp: return bit(ParallelDim::Cp) | bit(ParallelDim::Dp);
     case GroupKind::ExpertTp: return bit(ParallelDim::Tp);
     case GroupKind::DpCp: return bit(ParallelDim::Cp) | bit(ParallelDim::Ep) | bit(ParallelDim::Dp);
     case GroupKind::Pp: return bit(ParallelDim::Pp);

@@ -61,7 +61,7 @@ int expectedGroupSize(const Plan& p, GroupKind kind) {
     case GroupKind::Dp:
         return p.dp;
     case GroupKind::ExpertDp:
-        return p.expertDp();
+        return p.expertGradientGroup();
     case GroupKind::ExpertTp:
         return p.expertTp();
     case GroupKind::DpCp:
@@ -73,7 +73,7 @@ int expectedGroupSize(const Plan& p, GroupKind kind) {
     case GroupKind::ZeroShard:
         return (p.cp > 1 ? p.dp * p.cp : p.dp) / p.zeroReplicas;
     case GroupKind::ExpertZeroShard:
-        return p.expertDp() / p.zeroReplicas;
+        return p.expertGradientGroup() / p.zeroReplicas;
     case GroupKind::ZeroReplica:
     case GroupKind::ExpertZeroReplica:
         return p.zeroReplicas;
@@ -198,6 +198,11 @@ TEST(Topology, ExpertParallelCarvedOutOfDataParallel) {
     EXPECT_EQ(c.ep, 2);
     EXPECT_EQ(c.edp, 1);
     EXPECT_EQ(c.dpIndex(p), 6);
+    // With cp the CP ranks hold the same experts and see other tokens: the expert gradient group spans them too
+    // (Megatron-core's expert data-parallel group with CP): cp 2 x dp/ep 2, cp fastest.
+    const Plan withCp = makePlan(1, 1, 4, 2, 2);
+    EXPECT_EQ(groupRanks(withCp, GroupKind::ExpertDp, 0), (std::vector<int>{0, 1, 4, 5}));
+    EXPECT_EQ(groupRanks(withCp, GroupKind::ExpertDp, 3), (std::vector<int>{2, 3, 6, 7}));
 }
 
 // MoE parallel folding (etp != tp), laid out as Megatron-core's expert RankGenerator does: rank_order with sizes
@@ -488,9 +493,9 @@ TEST(Topology, GroupMembersDifferOnlyInVariedDims) {
             const RankCoords d = rankCoords(p, m);
             EXPECT_TRUE(d.tp == c.tp && d.cp == c.cp && d.pp == c.pp);
         }
-        for (int m : groupRanks(p, GroupKind::ExpertDp, r)) {
+        for (int m : groupRanks(p, GroupKind::ExpertDp, r)) { // cp x dp/ep: the same experts, other tokens
             const RankCoords d = rankCoords(p, m);
-            EXPECT_TRUE(d.tp == c.tp && d.cp == c.cp && d.ep == c.ep && d.pp == c.pp);
+            EXPECT_TRUE(d.tp == c.tp && d.ep == c.ep && d.pp == c.pp);
         }
         for (int m : groupRanks(p, GroupKind::DpCp, r)) {
             const RankCoords d = rankCoords(p, m);

@@ -250,8 +250,8 @@ struct Plan {
         return (expertFolded() ? expertDp() : expertDp() * (zeroOverCp ? cp : 1)) / std::max(1, zeroReplicas);
     }
     // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
-    // the dense gradient group (dp x cp) or the expert one (expertDp()) over the replicas.
-    int zeroReduceGroupSize(bool expert) const { return (expert ? expertDp() : dp * cp) / std::max(1, zeroReplicas); }
+    // the dense gradient group (dp x cp) or the expert one (expertGradientGroup()) over the replicas.
+    int zeroReduceGroupSize(bool expert) const { return (expert ? expertGradientGroup() : dp * cp) / std::max(1, zeroReplicas); }
     std::string rankOrderString() const;
 };
 

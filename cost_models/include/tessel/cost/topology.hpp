@@ -10,7 +10,8 @@
 namespace tessel {
 
 // The groups a plan communicates over. Dp is the dense-parameter data-parallel group (ep x dp/ep ranks);
-// ExpertDp is the data-parallel group of expert parameters (dp/ep ranks); DpCp is dp x cp (ZeRO over CP);
+// ExpertDp is the data-parallel group of expert parameters (cp x dp/ep ranks: the CP ranks' tokens differ, so
+// their expert gradients are summed too; folded, the expert layout's edp); DpCp is dp x cp (ZeRO over CP);
 // PpPair is two ranks of adjacent pipeline stages (stage s and s+1). With hybrid sharding (plan.zeroReplicas > 1)
 // the dense gradient group (DpCp with cp > 1, else Dp) splits into ZeroShard groups of zeroShardSize() consecutive
 // members (in the group's own order), and ZeroReplica joins the members at the same place of every shard group;
