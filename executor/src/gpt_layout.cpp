@@ -26,11 +26,9 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     Impl& m = *impl_;
     const Plan& plan = ctx.plan;
     if (model.moe) {
-        // Expert TP and CP are not implemented yet.
+        // Expert TP is not implemented yet.
         if (plan.tp > 1)
             throw InputError("/plan/tp", "the executor runs mixture-of-experts layers with tp 1 only (no expert tensor parallelism yet)");
-        if (plan.cp > 1)
-            throw InputError("/plan/cp", "the executor runs mixture-of-experts layers with cp 1 only");
         if (plan.expertTp() != 1)
             throw InputError("/plan/etp", "the executor runs mixture-of-experts layers with etp 1 only (no expert tensor parallelism yet)");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)

@@ -17,9 +17,8 @@ namespace tessel::exec {
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend) {
     if (model.moe) {
-        // Expert tensor parallelism and CP with MoE layers are not implemented yet.
+        // Expert tensor parallelism is not implemented yet.
         if (plan.tp > 1) problems.add(pointer + "/tp", "the executor runs mixture-of-experts layers with tp 1 only");
-        if (plan.cp > 1) problems.add(pointer + "/cp", "the executor runs mixture-of-experts layers with cp 1 only");
         if (!model.moe->denseLayers.empty())
             problems.add("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer; "
                                                     "dense layers among them are predicted and exported, not run by "

@@ -112,9 +112,12 @@ struct Trainer::Impl : ParameterResidency {
     bool preReduceCp() const { return ctx.plan.cp > 1 && !ctx.plan.zeroOverCp; }
     bool hybrid() const { return ctx.plan.zeroReplicas > 1 && ctx.plan.zeroStage >= 1; }
     const Group& shardGroup() const { return hybrid() ? ctx.zeroShard : shardOverCp() ? ctx.dpCp : ctx.dp; }
-    // Expert parameters are sharded over EP and replicated over the expert data-parallel group (dp / ep ranks): their
-    // gradients are summed there, and ZeRO shards their state there (Megatron-core's expert distributed optimizer).
-    const Group& expertShardGroup() const { return hybrid() ? ctx.expertZeroShard : ctx.expertDp; }
+    // Expert parameters are sharded over EP and replicated over the expert data-parallel group (cp x dp / ep ranks):
+    // their gradients are summed there, and ZeRO shards their state there (Megatron-core's expert distributed
+    // optimizer); without zero_over_cp, as the dense state, over the ranks of one CP index after the cp all-reduce.
+    const Group& expertShardGroup() const {
+        return hybrid() ? ctx.expertZeroShard : preReduceCp() ? ctx.expertDpInCp : ctx.expertDp;
+    }
     // The group a bucket is reduced and sharded over, and (hybrid sharding) the one its shards are summed across.
     const Group& groupOf(const Bucket& bk) const { return bk.expert ? expertShardGroup() : shardGroup(); }
     const Group& replicaGroupOf(const Bucket& bk) const { return bk.expert ? ctx.expertZeroReplica : ctx.zeroReplica; }

@@ -216,7 +216,7 @@ void Trainer::Impl::reduceBucket(const sim::Action& a, ActionRecord& rec) {
 
 void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
     const Group& g = groupOf(bk);
-    const Group& reported = ctx.plan.cp > 1 && !hybrid() && !bk.expert ? ctx.dpCp : g;
+    const Group& reported = ctx.plan.cp > 1 && !hybrid() ? (bk.expert ? ctx.expertDp : ctx.dpCp) : g;
     rec.group = reported.name;
     rec.groupSize = reported.size();
     // Hybrid sharding under ZeRO-2/3: the micro-batch's shard waits for its sum across the copies before it joins
@@ -390,12 +390,12 @@ void Trainer::Impl::afterUnit(int chunk, int unit, bool backward) {
 double Trainer::Impl::localSquaredNorm() {
     const bool tpLead = ctx.tp.myIndex == 0;
     if (ctx.plan.zeroStage == 0) {
-        // Expert gradients are identical over the expert data-parallel group: count them on its index 0.
-        if (ctx.cp.myIndex != 0) return 0.0;
+        // Reduced gradients are identical over dp x cp, expert ones over the expert data-parallel group (which spans
+        // the CP ranks): count them on index 0.
         std::vector<Tensor> grads;
         for (auto& p : gpt.parameters()) {
             if ((p.info.replicatedOverTp && !tpLead) || p.info.tiedEmbeddingCopy) continue;
-            if ((p.info.expert ? ctx.expertDp.myIndex : ctx.dp.myIndex) != 0) continue;
+            if (p.info.expert ? ctx.expertDp.myIndex != 0 : ctx.dp.myIndex != 0 || ctx.cp.myIndex != 0) continue;
             grads.push_back(p.grad);
         }
         return be.sumSquaresAll(grads);

@@ -269,6 +269,8 @@ struct MoeZeroCase {
     std::string name;
     int dp, ep, pp, zero, replicas;
     bool clipped = false;
+    int cp = 1;           // CP ranks route other tokens to the same experts: expert gradients sum over cp x dp / ep
+    bool overCp = false;  // zero_over_cp: the expert state sharded over cp x dp / ep (else over dp / ep after cp)
 };
 
 class ExpertZero : public ::testing::TestWithParam<MoeZeroCase> {};
@@ -278,6 +280,8 @@ TEST_P(ExpertZero, MatchesOneRank) {
     Plan p = expertPlan(c.dp, c.ep, c.pp);
     p.zeroStage = c.zero;
     p.zeroReplicas = c.replicas;
+    p.cp = c.cp;
+    p.zeroOverCp = c.overCp;
     p.microBatch = 1;
     p.globalBatch = 2 * c.dp;
     TrainHyper hyper;
@@ -295,7 +299,13 @@ INSTANTIATE_TEST_SUITE_P(Grid, ExpertZero,
                                            MoeZeroCase{"ep1_dp2_zero2", 2, 1, 1, 2, 1}, MoeZeroCase{"ep2_dp2_pp2_zero1", 2, 2, 2, 1, 1},
                                            MoeZeroCase{"ep2_dp2_pp2_zero3", 2, 2, 2, 3, 1},
                                            MoeZeroCase{"ep2_dp4_zero1_x2_clipped", 4, 2, 1, 1, 2, true},
-                                           MoeZeroCase{"ep2_dp4_zero2_x2", 4, 2, 1, 2, 2}, MoeZeroCase{"ep2_dp8_zero3_x2_clipped", 8, 2, 1, 3, 2, true}),
+                                           MoeZeroCase{"ep2_dp4_zero2_x2", 4, 2, 1, 2, 2}, MoeZeroCase{"ep2_dp8_zero3_x2_clipped", 8, 2, 1, 3, 2, true},
+                                           MoeZeroCase{"cp2_ep2_dp2_zero0_clipped", 2, 2, 1, 0, 1, true, 2},
+                                           MoeZeroCase{"cp2_ep2_dp4_zero1_clipped", 4, 2, 1, 1, 1, true, 2},
+                                           MoeZeroCase{"cp2_ep2_dp2_zero2_over_cp_clipped", 2, 2, 1, 2, 1, true, 2, true},
+                                           MoeZeroCase{"cp2_ep1_dp2_zero0_over_cp", 2, 1, 1, 0, 1, false, 2, true},
+                                           MoeZeroCase{"cp2_ep2_dp2_pp2_zero3", 2, 2, 2, 3, 1, false, 2},
+                                           MoeZeroCase{"cp2_ep2_dp2_zero3_over_cp_x2_clipped", 2, 2, 1, 3, 2, true, 2, true}),
                          [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
 
 TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {

@@ -95,6 +95,11 @@ std::vector<MemCase> memoryCases() {
         add("moe_ep2_dp4_zero" + std::to_string(z), [z](Plan& p) { p.dp = 4; p.ep = 2; p.zeroStage = z; p.globalBatch = 16; });
         cases.back().moe = true;
     }
+    // ... with cp 2: the expert state over dp / ep after the cp all-reduce, or over cp x dp / ep with zero_over_cp.
+    add("moe_cp2_ep2_dp2_zero1", [](Plan& p) { p.cp = 2; p.dp = 2; p.ep = 2; p.zeroStage = 1; });
+    cases.back().moe = true;
+    add("moe_cp2_ep2_dp2_zero3_over_cp", [](Plan& p) { p.cp = 2; p.dp = 2; p.ep = 2; p.zeroStage = 3; p.zeroOverCp = true; });
+    cases.back().moe = true;
     return cases;
 }
 

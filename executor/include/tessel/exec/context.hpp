@@ -14,6 +14,9 @@ struct ParallelContext {
     RankCoords coords;
     Comm* comm = nullptr;
     Group tp, cp, ep, dp, expertDp, dpCp, pp;
+    // The expert data-parallel ranks of my CP index (dp / ep ranks; expertDp spans cp x dp / ep): the group expert
+    // state is sharded over after the all-reduce over cp, without zero_over_cp. expertDp itself when cp is 1.
+    Group expertDpInCp;
     // Hybrid sharding (plan.zeroReplicas > 1): the run of the ZeRO group one copy of the state is sharded over, and
     // the ranks holding the same shard in the other copies; the same split of the expert data-parallel group for
     // expert parameters. Empty otherwise.
