@@ -259,7 +259,7 @@ DpPlacements dpPlacements(const Plan& plan, int gpusPerNode) {
     const int r = plan.zeroReplicas;
     const bool denseHybrid = r > 1 && (plan.cp == 1 || plan.zeroOverCp) && (plan.dp * plan.cp) % r == 0;
     const bool expertHybrid = r > 1 && plan.ep > 0 && (plan.expertFolded() || plan.dp % plan.ep == 0) &&
-                              plan.expertDp() > 0 && plan.expertDp() % r == 0;
+                              plan.expertGradientGroup() > 0 && plan.expertGradientGroup() % r == 0;
     if (denseHybrid) {
         p.dense = placeGroup(plan, gpusPerNode, GroupKind::ZeroShard);
         p.denseReplicas = placeGroup(plan, gpusPerNode, GroupKind::ZeroReplica);

@@ -10,6 +10,16 @@
 namespace tessel {
 namespace {
 
+// validatePlan finds exactly one problem, at `where`, whose message holds `fragment`.
+void expectOneProblem(const ModelConfig& m, const ClusterConfig& c, const Plan& plan, const std::string& where,
+                      const std::string& fragment) {
+    ProblemList problems;
+    validatePlan(m, c, plan, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, where);
+    EXPECT_NE(problems.items()[0].message.find(fragment), std::string::npos) << problems.items()[0].message;
+}
+
 TEST(PrecisionRecipes, BytesPerParameterAreTheNamedOnes) {
     EXPECT_EQ(findPrecisionRecipe("megatron")->bytesPerParameter(), 18);
     EXPECT_EQ(findPrecisionRecipe("mixed")->bytesPerParameter(), 16);
@@ -226,6 +236,15 @@ TEST(PlanValidation, HybridShardingReplicasMustFitTheZeroGroup) {
     bad = p;
     bad.zeroOverCp = false; // the replicas split dp x cp
     EXPECT_EQ(problemsOf(bad), std::vector<std::string>{"/plan/zero_replicas"});
+    // With experts the replicas split the expert data-parallel group too, which spans the CP ranks: cp 2 x dp 8 / ep 4
+    // = 4 ranks over 4 replicas fits (dp / ep alone, 2, would not); ep 8 leaves 2 ranks, which 4 replicas cannot split.
+    m.moe = MoeConfig{8, 2, 1024};
+    Plan experts = p;
+    experts.ep = 4;
+    EXPECT_EQ(experts.zeroReduceGroupSize(true), 1);
+    EXPECT_TRUE(problemsOf(experts).empty());
+    experts.ep = 8;
+    expectOneProblem(m, c, experts, "/plan/zero_replicas", "(cp x dp / ep = 2)");
     ProblemList problems;
     parsePlan(nlohmann::json{{"zero_replicas", 0}}, "/plan", problems);
     ASSERT_EQ(problems.items().size(), 1u);
@@ -307,11 +326,7 @@ TEST(PlanValidation, AVoltaPlanMustComputeInFp16) {
     Plan p;
     p.dp = 8;
     p.globalBatch = 8;
-    ProblemList problems;
-    validatePlan(m, v100, p, "/plan", problems);
-    ASSERT_EQ(problems.items().size(), 1u);
-    EXPECT_EQ(problems.items()[0].where, "/plan/precision");
-    EXPECT_NE(problems.items()[0].message.find("half_dtype \"fp16\""), std::string::npos) << problems.items()[0].message;
+    expectOneProblem(m, v100, p, "/plan/precision", "half_dtype \"fp16\"");
     p.framework.halfDtype = "fp16";
     ProblemList fine;
     validatePlan(m, v100, p, "/plan", fine);
