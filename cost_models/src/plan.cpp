@@ -654,7 +654,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         else if (group % plan.zeroReplicas != 0)
             problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the " + n(group) +
                                                      " ranks ZeRO shards over (" + (plan.zeroOverCp && plan.cp > 1 ? "dp x cp" : "dp") + ")");
-        else if (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertGradientGroup() % plan.zeroReplicas != 0)
+        else if (model.moe && !plan.replicasSplitExperts(plan.zeroReplicas))
             problems.add(field("zero_replicas"), "zero_replicas=" + n(plan.zeroReplicas) + " does not divide the expert data-parallel group (" +
                                                      (plan.expertFolded() ? "tp x cp x dp / (etp x ep)" : plan.cp > 1 ? "cp x dp / ep" : "dp / ep") +
                                                      " = " + n(plan.expertGradientGroup()) + ")");

@@ -35,10 +35,6 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     ctx.expertDp = makeGroup("expert_dp", groupRanks(plan, GroupKind::ExpertDp, rank), rank);
     ctx.dpCp = makeGroup("dp_cp", groupRanks(plan, GroupKind::DpCp, rank), rank);
     ctx.pp = makeGroup("pp", groupRanks(plan, GroupKind::Pp, rank), rank);
-    std::vector<int> inCp;
-    for (int r : ctx.expertDp.ranks)
-        if (rankCoords(plan, r).cp == ctx.coords.cp) inCp.push_back(r);
-    ctx.expertDpInCp = makeGroup("expert_dp_in_cp", inCp, rank);
     std::vector<int> all(static_cast<size_t>(plan.worldSize()));
     std::iota(all.begin(), all.end(), 0);
     ctx.world = makeGroup("world", all, rank);
@@ -46,8 +42,15 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     for (const Group* g : {&ctx.tp, &ctx.cp, &ctx.ep, &ctx.dp, &ctx.expertDp, &ctx.dpCp, &ctx.pp, &ctx.world})
         comm.createGroup(*g);
     // Every rank holds the same plan, so all create it or none.
-    if (plan.cp > 1) comm.createGroup(ctx.expertDpInCp);
-    else ctx.expertDpInCp = ctx.expertDp;
+    if (plan.cp > 1) {
+        std::vector<int> inCp;
+        for (int r : ctx.expertDp.ranks)
+            if (rankCoords(plan, r).cp == ctx.coords.cp) inCp.push_back(r);
+        ctx.expertDpInCp = makeGroup("expert_dp_in_cp", inCp, rank);
+        comm.createGroup(ctx.expertDpInCp);
+    } else {
+        ctx.expertDpInCp = ctx.expertDp;
+    }
     // The embedding group pairs the first and last stage; ranks on middle stages form singleton groups so
     // that the collective creation still lines up.
     const int last = plan.stageOfVirtual(plan.pp * plan.vpp - 1);

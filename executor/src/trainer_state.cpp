@@ -426,7 +426,6 @@ double Trainer::Impl::localSquaredNorm() {
 void Trainer::Impl::foldUnreduced() {
     if (ctx.plan.zeroStage < 2) return;
     for (auto& [key, list] : buckets) {
-        if (reducedParts.count({key.first, false}) && reducedParts.count({key.first, true})) continue;
         for (Bucket& bk : list) {
             if (reducedParts.count({key.first, bk.expert})) continue;
             if (groupOf(bk).size() != 1)

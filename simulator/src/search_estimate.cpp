@@ -111,7 +111,7 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (plan.zeroReplicas > 1) {
         const int group = plan.zeroOverCp ? plan.dp * plan.cp : plan.dp;
         if (plan.zeroStage < 1 || (plan.cp > 1 && !plan.zeroOverCp) || group % plan.zeroReplicas != 0 ||
-            (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertGradientGroup() % plan.zeroReplicas != 0))
+            (model.moe && !plan.replicasSplitExperts(plan.zeroReplicas)))
             return Reason::ZeroReplicas;
     }
     if (moeA2aOverlapOf(plan.framework) &&

@@ -296,7 +296,7 @@ int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusP
     const int shard = std::min(group, std::max(1, gpusPerNode / plan.tp));
     if (shard >= group || group % shard != 0) return 1;
     const int replicas = group / shard;
-    if (model.moe && (plan.ep > 1 || plan.expertFolded()) && plan.expertGradientGroup() % replicas != 0) return 1;
+    if (model.moe && !plan.replicasSplitExperts(replicas)) return 1;
     return replicas;
 }
 } // namespace tessel::sim
