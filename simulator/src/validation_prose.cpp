@@ -592,7 +592,10 @@ int parseZero(const nlohmann::json& plan) {
     if (const nlohmann::json* f = member(plan, "fsdp"); f && (f->is_number() || f->is_boolean())) {
         if (auto on = boolean(plan, "fsdp"); on && *on) return 3;
     }
-    if (contains(z, "no_shard") || contains(z, "zero-0")) return 0;
+    if (contains(z, "no_shard") || stage('0')) return 0;
+    // No ZeRO, said in words or as false ("none", "off", "disabled", "no"); true names no stage.
+    if (const nlohmann::json* f = member(plan, "zero"); f && f->is_boolean() && !f->get<bool>()) return 0;
+    if (std::regex_match(lower(text(plan, "zero")), std::regex(R"(\s*(none|no|off|disabled|false|not used)\s*)"))) return 0;
     return -1;
 }
 

@@ -119,7 +119,14 @@ TEST(ValidationProse, ZeroStagesInTheirWrittenForms) {
     EXPECT_EQ(zero("$P_{os}$"), 1);
     EXPECT_EQ(zero("ZeRO++ (qwZ, hpZ, qgZ)"), 3);
     EXPECT_EQ(zero("positional"), -1); // "pos" inside a word is no stage
-    EXPECT_EQ(zero("none"), -1);
+    // No ZeRO said in words is stage 0, not "not stated" (which FSDP and torchtitan records read as full sharding).
+    EXPECT_EQ(zero("none"), 0);
+    EXPECT_EQ(zero("ZeRO stage 0"), 0);
+    EXPECT_EQ(zero("off"), 0);
+    EXPECT_EQ(zero("Disabled"), 0);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"zero", false}}), 0);
+    EXPECT_EQ(prose::parseZero(nlohmann::json{{"zero", true}}), -1); // on, stage unnamed
+    EXPECT_EQ(zero("not stated"), -1);
     // Under the keys configs use: DeepSpeed's zero_optimization.stage (or a record's zero_stage), FSDP's
     // sharding_strategy and Megatron FSDP's data_parallel_sharding_strategy (each had been passed over: no ZeRO).
     EXPECT_EQ(prose::parseZero(nlohmann::json{{"zero_stage", 2}}), 2);
