@@ -164,7 +164,10 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
         a += g * routed * h;                            // permuted tokens: expert fc1 input
         a += e * routed * d(s.expertFfnLocal) * gated;  // fc1 output (gate+up)
         a += g * routed * d(s.expertFfnLocal);          // fc2 input
-        a += e * routed * h;                            // expert outputs, kept for the weighted combine
+        // Expert outputs, kept for the weighted combine: its own copies (router x top-k rows), after expert TP's
+        // reduce-scatter and the return all-to-all (Megatron-core's token_unpermutation weights the rows with
+        // the probabilities last, on the rank that routed them).
+        a += e * router * d(s.topK) * h;
         // Shared experts: a dense MLP over every token beside the routed ones (its input is the norm output above).
         parts.moeAct = g * routed * d(s.expertFfnLocal);
         const double sharedFrom = a;

@@ -187,11 +187,11 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     be.copy(x, a.x2);
     be.add(y, a.x2);
     normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);           // [Tl, h]
-    Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h]
     Tensor y2;
     if (moe) {
-        y2 = moeForward(L, n2f, a, acts, cat);                                // [T, h] (tp == 1)
+        y2 = moeForward(L, a.n2, a, acts, cat);                               // [Tl, h]
     } else {
+        Tensor n2f = gatherSeq(a.n2, kBuf);                                   // [T, h]
         a.h1 = linear(n2f, L.fc1, L.fc1b, cat);                               // [T, fL or 2 fL]
         a.a = be.empty({T, fL}, cat);                                         // [T, fL]
         if (swiglu) be.swigluForward(a.h1, a.a);
@@ -212,11 +212,11 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
                                      ChunkActs& acts, bool defer) {
     // MLP block: out = x2 + g(act(f(n2) W1) W2).
     replicatedBiasGrad(L.fc2b, dout);
-    Tensor dp2 = gatherSeq(dout, kBuf);                                       // [T, h]
     Tensor dn2;
     if (moe) {
-        dn2 = moeBackward(L, dp2, gatherSeq(a.n2, kBuf), a, acts, defer);      // [T, h] (tp == 1)
+        dn2 = moeBackward(L, dout, a.n2, a, acts, defer);                     // [Tl, h]
     } else {
+        Tensor dp2 = gatherSeq(dout, kBuf);                                   // [T, h]
         Tensor da = be.empty({T, fL}, kBuf);                                      // [T, fL] = dp2 W2^T
         be.gemm(false, true, 1.0, dp2, W(L.fc2), 0.0, da);
         weightGrad(acts, a.a, dp2, L.fc2, false, defer);

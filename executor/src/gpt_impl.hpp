@@ -19,7 +19,8 @@ struct LayerParams {
     int layer = -1;
     int ln1w = -1, ln1b = -1, q = -1, k = -1, v = -1, qb = -1, kb = -1, vb = -1, proj = -1, projb = -1;
     int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
-    // Mixture of experts: the router [h, E] and this EP rank's experts (fc1 [h, F or 2F], fc2 [F, h]).
+    // Mixture of experts: the router [h, E] (replicated over TP) and this EP rank's experts, F split over TP as the
+    // dense MLP's (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / tp: expert TP = tp, Megatron-core's default).
     int router = -1;
     std::vector<int> expertFc1, expertFc2;
 };
@@ -32,8 +33,8 @@ struct MoeActs {
     std::vector<int> sel;                       // [T, K] chosen experts, in selection order
     std::vector<int64_t> sendRow;               // [T, K] row of each (token, k) copy in the dispatch buffer
     int64_t cap = 0;                            // rows per all-to-all block (padded)
-    std::vector<std::vector<int64_t>> recvRows; // per local expert: its rows in the received buffer
-    std::vector<Tensor> xe, h1e, ae;            // per local expert: [n_e, h], [n_e, F or 2F], [n_e, F]
+    std::vector<std::vector<int64_t>> recvRows; // per local expert: its rows in the received buffer, gathered over TP
+    std::vector<Tensor> xe, h1e, ae;            // per local expert: [n_e, h], [n_e, Fl or 2 Fl], [n_e, Fl]
     Tensor out;                                 // [T K, h] expert output of each (token, k) copy, after the combine
 };
 
@@ -105,7 +106,7 @@ struct GptModel::Impl {
     }
     bool moe = false;
     int experts = 0, topK = 0;
-    int64_t expertF = 0;
+    int64_t expertF = 0, expertFl = 0; // expert FFN width, and this TP rank's share of it
     std::map<std::pair<int, int>, detail::ChunkActs> live; // (mb, chunk) -> activations
     double lossSum = 0.0;
     ParameterResidency* residency = nullptr;       // ZeRO-3: gathers units' values around their use
@@ -165,20 +166,26 @@ struct GptModel::Impl {
                         const Tensor& rstd);
 
     // ---- mixture of experts (GShard-style dispatch/combine over the EP group; no capacity dropping) ----
-    // Expert e lives on EP member e / (E/ep). Every rank routes its own tokens; the dispatch buffer has one
-    // block of `cap` rows per EP member (padded to the largest block of the call), rows ordered by expert,
-    // then by (token, k). Padding rows are zeros and never read.
+    // Expert e lives on EP member e / (E/ep). Every rank routes its own tokens (with TP, its sequence-parallel
+    // share); the dispatch buffer has one block of `cap` rows per EP member (padded to the largest block of the
+    // call over EP and TP), rows ordered by expert, then by (token, k). Padding rows are zeros and never read.
+    // With tp > 1 (Megatron-core's order, etp = tp): the rows received over EP are all-gathered over TP, each TP
+    // rank runs its F/tp of every local expert on all of them, and the partial outputs are reduce-scattered back
+    // over TP before the return all-to-all.
     Tensor epExchange(const std::vector<double>& host, int64_t rows);
+    // [rows, h] per TP rank -> [tp rows, h] (gather) or [tp rows, h] partial -> [rows, h] summed (reduce-scatter).
+    std::vector<double> tpGatherRows(const std::vector<double>& host, int64_t rows);
+    std::vector<double> tpReduceScatterRows(const std::vector<double>& host, int64_t rows);
     Tensor gatherHostRows(const std::vector<double>& src, const std::vector<int64_t>& rows,
                           MemoryCategory cat);
     void scatterHostRows(const Tensor& t, const std::vector<int64_t>& rows, std::vector<double>& dst);
 
-    // y [T, h] = sum_k gate_tk expert_{sel_tk}(x_t) for x = n2f [T, h].
-    Tensor moeForward(const detail::LayerParams& L, const Tensor& xf, detail::LayerActs& la,
+    // y [Tl, h] = sum_k gate_tk expert_{sel_tk}(x_t) for this rank's tokens x = n2 [Tl, h].
+    Tensor moeForward(const detail::LayerParams& L, const Tensor& x, detail::LayerActs& la,
                       detail::ChunkActs& acts, MemoryCategory cat);
 
-    // dx [T, h] of the MoE block for dy [T, h]; router and expert weight gradients accumulate.
-    Tensor moeBackward(const detail::LayerParams& L, const Tensor& dy, const Tensor& xf,
+    // dx [Tl, h] of the MoE block for dy [Tl, h]; router and expert weight gradients accumulate.
+    Tensor moeBackward(const detail::LayerParams& L, const Tensor& dy, const Tensor& x,
                        detail::LayerActs& la, detail::ChunkActs& acts, bool defer);
 
     // ---- one transformer layer ----

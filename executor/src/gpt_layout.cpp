@@ -26,11 +26,15 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     Impl& m = *impl_;
     const Plan& plan = ctx.plan;
     if (model.moe) {
-        // Expert TP is not implemented yet.
-        if (plan.tp > 1)
-            throw InputError("/plan/tp", "the executor runs mixture-of-experts layers with tp 1 only (no expert tensor parallelism yet)");
-        if (plan.expertTp() != 1)
-            throw InputError("/plan/etp", "the executor runs mixture-of-experts layers with etp 1 only (no expert tensor parallelism yet)");
+        // Megatron-LM and Megatron-core refuse MoE with tensor parallelism but without sequence parallelism
+        // (arguments.py, TransformerConfig); the experts are split over TP as the dense MLP is (etp = tp).
+        if (plan.tp > 1 && !plan.sequenceParallel)
+            throw InputError("/plan/sequence_parallel",
+                             "mixture-of-experts layers with tp > 1 need sequence parallelism (as Megatron requires)");
+        if (plan.expertTp() != plan.tp)
+            throw InputError("/plan/etp", "the executor runs expert layers with etp = tp; MoE parallel folding (etp " +
+                                              std::to_string(plan.expertTp()) + " with tp " + std::to_string(plan.tp) +
+                                              ") is not run yet");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
             throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
         if (!model.moe->denseLayers.empty())
@@ -42,6 +46,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
         m.experts = model.moe->experts;
         m.topK = model.moe->topK;
         m.expertF = model.moe->expertFfnHidden;
+        if (m.expertF % plan.tp != 0) throw InputError("/plan/tp", "tp must divide moe.expert_ffn_hidden");
+        m.expertFl = m.expertF / plan.tp;
     } else if (plan.ep > 1) {
         throw InputError("/plan/ep", "ep > 1 needs a model with a moe block");
     }
@@ -178,7 +184,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             if (!m.rms) L.ln2b = vec(pre + "ln2.bias", h, InitKind::Zeros, true, layer, c);
             if (m.moe) {
                 const int E = m.experts, El = E / plan.ep;
-                const int64_t F = m.expertF;
+                const int64_t F = m.expertF, Fl = m.expertFl;
                 ParamInfo r;
                 r.name = pre + "mlp.router.weight";
                 r.pieces = {piece(r.name, h, E, 0, h, 0, E)};
@@ -192,17 +198,17 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                     ParamInfo fc1;
                     fc1.name = epre + "fc1.weight";
                     if (m.swiglu)
-                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, 0, F, 0, 0),
-                                      piece(epre + "up.weight", h, F, 0, h, 0, F, 0, F)};
+                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, t * Fl, (t + 1) * Fl, 0, 0),
+                                      piece(epre + "up.weight", h, F, 0, h, t * Fl, (t + 1) * Fl, 0, Fl)};
                     else
-                        fc1.pieces = {piece(fc1.name, h, F, 0, h, 0, F)};
+                        fc1.pieces = {piece(fc1.name, h, F, 0, h, t * Fl, (t + 1) * Fl)};
                     fc1.expert = true;
                     fc1.layer = layer;
                     fc1.chunk = c;
                     L.expertFc1.push_back(add(fc1));
                     ParamInfo fc2;
                     fc2.name = epre + "fc2.weight";
-                    fc2.pieces = {piece(fc2.name, F, h, 0, F, 0, h)};
+                    fc2.pieces = {piece(fc2.name, F, h, t * Fl, (t + 1) * Fl, 0, h)};
                     fc2.initStd = outStd;
                     fc2.expert = true;
                     fc2.layer = layer;

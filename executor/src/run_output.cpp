@@ -17,8 +17,14 @@ namespace tessel::exec {
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend) {
     if (model.moe) {
-        // Expert tensor parallelism is not implemented yet.
-        if (plan.tp > 1) problems.add(pointer + "/tp", "the executor runs mixture-of-experts layers with tp 1 only");
+        // Megatron refuses MoE with TP but without SP; the executor splits the experts over TP (etp = tp) only.
+        if (plan.tp > 1 && !plan.sequenceParallel)
+            problems.add(pointer + "/sequence_parallel", "mixture-of-experts layers with tp > 1 need sequence parallelism "
+                                                         "(Megatron-LM and Megatron-core refuse them without)");
+        if (plan.expertTp() != plan.tp)
+            problems.add(pointer + "/etp", "the executor splits the experts over TP as the dense MLP (etp = tp); MoE "
+                                           "parallel folding (etp != tp) is predicted and exported, not run by tessel "
+                                           "run yet");
         if (!model.moe->denseLayers.empty())
             problems.add("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer; "
                                                     "dense layers among them are predicted and exported, not run by "

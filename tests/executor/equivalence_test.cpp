@@ -271,6 +271,8 @@ struct MoeZeroCase {
     bool clipped = false;
     int cp = 1;           // CP ranks route other tokens to the same experts: expert gradients sum over cp x dp / ep
     bool overCp = false;  // zero_over_cp: the expert state sharded over cp x dp / ep (else over dp / ep after cp)
+    int tp = 1;           // expert TP = tp, sequence parallel (the TensorParallel grid below)
+    bool zeroBubble = false;
 };
 
 class ExpertZero : public ::testing::TestWithParam<MoeZeroCase> {};
@@ -282,6 +284,9 @@ TEST_P(ExpertZero, MatchesOneRank) {
     p.zeroReplicas = c.replicas;
     p.cp = c.cp;
     p.zeroOverCp = c.overCp;
+    p.tp = c.tp;
+    p.sequenceParallel = c.tp > 1;
+    if (c.zeroBubble) p.schedule = Schedule::ZeroBubble;
     p.microBatch = 1;
     p.globalBatch = 2 * c.dp;
     TrainHyper hyper;
@@ -307,6 +312,37 @@ INSTANTIATE_TEST_SUITE_P(Grid, ExpertZero,
                                            MoeZeroCase{"cp2_ep2_dp2_pp2_zero3", 2, 2, 2, 3, 1, false, 2},
                                            MoeZeroCase{"cp2_ep2_dp2_zero3_over_cp_x2_clipped", 2, 2, 1, 3, 2, true, 2, true}),
                          [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
+
+// Expert tensor parallelism (etp = tp, sequence parallel, as Megatron-core runs MoE with TP): each TP rank routes
+// its own tokens, the rows received over EP are gathered over TP, every TP rank runs F/tp of each local expert and
+// the partial outputs are reduce-scattered back; the router's gradient is summed over TP. With EP, pipeline stages,
+// CP, ZeRO-1/2/3, a clipped step and zero-bubble's split backward (the router's TP sum inside the B pass).
+INSTANTIATE_TEST_SUITE_P(
+    TensorParallel, ExpertZero,
+    ::testing::Values(MoeZeroCase{"tp2_ep1", 1, 1, 1, 0, 1, false, 1, false, 2},
+                      MoeZeroCase{"tp2_ep2_dp2", 2, 2, 1, 0, 1, false, 1, false, 2},
+                      MoeZeroCase{"tp2_ep2_dp4_zero1_clipped", 4, 2, 1, 1, 1, true, 1, false, 2},
+                      MoeZeroCase{"tp2_ep2_dp2_pp2_zero3", 2, 2, 2, 3, 1, false, 1, false, 2},
+                      MoeZeroCase{"tp2_cp2_ep2_dp2", 2, 2, 1, 0, 1, false, 2, false, 2},
+                      MoeZeroCase{"tp2_ep1_dp2_zero2_clipped", 2, 1, 1, 2, 1, true, 1, false, 2},
+                      MoeZeroCase{"tp2_ep2_dp2_pp2_zero_bubble", 2, 2, 2, 0, 1, false, 1, false, 2, true}),
+    [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
+
+// MoE with TP but without SP is refused at its field (Megatron refuses it too), and so is parallel folding.
+TEST(ExpertTensorParallel, NeedsSequenceParallelismAndEtpEqualToTp) {
+    Plan p = expertPlan(2, 2);
+    p.tp = 2;
+    ProblemList problems;
+    validateExecutable(tinyMoeModel(), p, "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/sequence_parallel");
+    p.sequenceParallel = true;
+    p.etp = 1;
+    ProblemList folded;
+    validateExecutable(tinyMoeModel(), p, "/plan", folded, "cpu");
+    ASSERT_EQ(folded.items().size(), 1u);
+    EXPECT_EQ(folded.items()[0].where, "/plan/etp");
+}
 
 TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {
     Plan p = basePlan();
@@ -368,9 +404,12 @@ TEST(ExpertParallel, GradientsMatchFiniteDifferences) {
     EXPECT_GE(checked, 10);
 }
 
-TEST(ExpertParallel, RejectsExpertTensorParallelism) {
+TEST(ExpertParallel, RejectsTensorParallelismWithoutSequenceParallelismAndFolding) {
     Plan p = basePlan();
     p.tp = 2;
+    EXPECT_THROW(test::runPlan(tinyMoeModel(), p, 1), InputError);
+    p.sequenceParallel = true;
+    p.etp = 1;
     EXPECT_THROW(test::runPlan(tinyMoeModel(), p, 1), InputError);
 }
 

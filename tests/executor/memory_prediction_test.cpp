@@ -100,6 +100,11 @@ std::vector<MemCase> memoryCases() {
     cases.back().moe = true;
     add("moe_cp2_ep2_dp2_zero3_over_cp", [](Plan& p) { p.cp = 2; p.dp = 2; p.ep = 2; p.zeroStage = 3; p.zeroOverCp = true; });
     cases.back().moe = true;
+    // ... with expert TP (etp = tp, sequence parallel): each rank holds F/tp of its experts and routes its T/tp tokens.
+    add("moe_tp2_ep2_dp2", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.dp = 2; p.ep = 2; });
+    cases.back().moe = true;
+    add("moe_tp2_ep2_dp2_zero3", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.zeroStage = 3; });
+    cases.back().moe = true;
     return cases;
 }
 

@@ -45,15 +45,18 @@ TEST(ParameterTensors, TheModelCountsWhatTheExecutorMakes) {
         p.vpp = 2;
         p.globalBatch = 8;
         expectCountsMatch(model, p, name + " pp2 vpp2");
-        if (!model.moe) {   // the executor runs MoE layers with tp 1 only
-            Plan t = test::basePlan();
-            t.tp = 2;
-            expectCountsMatch(model, t, name + " tp2");
-        } else {
+        Plan t = test::basePlan();
+        t.tp = 2;
+        t.sequenceParallel = model.moe.has_value(); // MoE with TP runs sequence parallel (as Megatron requires)
+        expectCountsMatch(model, t, name + " tp2");
+        if (model.moe) {
             Plan e = test::basePlan();
             e.dp = 2;
             e.ep = 2;
             expectCountsMatch(model, e, name + " ep2");
+            e.tp = 2;
+            e.sequenceParallel = true;
+            expectCountsMatch(model, e, name + " tp2 ep2");
         }
     }
 }
