@@ -51,6 +51,12 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     } else {
         ctx.expertDpInCp = ctx.expertDp;
     }
+    if (plan.expertFolded()) {
+        ctx.expertTp = makeGroup("expert_tp", groupRanks(plan, GroupKind::ExpertTp, rank), rank);
+        comm.createGroup(ctx.expertTp);
+    } else {
+        ctx.expertTp = ctx.tp;
+    }
     // The embedding group pairs the first and last stage; ranks on middle stages form singleton groups so
     // that the collective creation still lines up.
     const int last = plan.stageOfVirtual(plan.pp * plan.vpp - 1);

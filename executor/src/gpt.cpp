@@ -156,6 +156,35 @@ Tensor GptModel::Impl::normBackward(const Tensor& dy, const Tensor& x, int w, in
     return dx;
 }
 
+// ---- the dense MLP block ----
+Tensor GptModel::Impl::mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
+                                  MemoryCategory cat) {
+    Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h]
+    h1 = linear(n2f, fc1, fc1b, cat);                                         // [T, fl or 2 fl]
+    act = be.empty({T, fl}, cat);                                             // [T, fl]
+    if (swiglu) be.swigluForward(h1, act);
+    else be.geluForward(h1, act);
+    Tensor partial = linear(act, fc2, -1, kBuf);                              // [T, h] partial over TP
+    return reduceSeq(partial);                                                // [Tl, h]
+}
+
+Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2,
+                                   const Tensor& h1, const Tensor& act, ChunkActs& acts, bool defer) {
+    Tensor dp2 = gatherSeq(dy, kBuf);                                         // [T, h]
+    Tensor da = be.empty({T, fl}, kBuf);                                      // [T, fl] = dp2 W2^T
+    be.gemm(false, true, 1.0, dp2, W(fc2), 0.0, da);
+    weightGrad(acts, act, dp2, fc2, false, defer);
+    Tensor dh1 = be.empty(h1.shape(), kBuf);                                  // [T, fl or 2 fl]
+    if (swiglu) be.swigluBackward(da, h1, dh1);
+    else be.geluBackward(da, h1, dh1);
+    biasGrad(fc1b, dh1);
+    Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h] re-gathered for dW
+    Tensor dn2f = be.empty({T, h}, kBuf);                                     // [T, h] partial
+    be.gemm(false, true, 1.0, dh1, W(fc1), 0.0, dn2f);
+    weightGrad(acts, n2f, dh1, fc1, false, defer);
+    return reduceSeq(dn2f);                                                   // [Tl, h]
+}
+
 // ---- one transformer layer ----
 Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, LayerActs& a, ChunkActs& acts,
                                     MemoryCategory cat) {
@@ -188,16 +217,14 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     be.add(y, a.x2);
     normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);           // [Tl, h]
     Tensor y2;
-    if (moe) {
+    if (L.moe) {
         y2 = moeForward(L, a.n2, a, acts, cat);                               // [Tl, h]
+        if (L.sharedFc1 >= 0) {                                               // + shared experts over every token
+            Tensor ys = mlpForward(L.sharedFc1, -1, L.sharedFc2, sharedFl, a.n2, a.sh1, a.sa, cat);
+            be.add(ys, y2);
+        }
     } else {
-        Tensor n2f = gatherSeq(a.n2, kBuf);                                   // [T, h]
-        a.h1 = linear(n2f, L.fc1, L.fc1b, cat);                               // [T, fL or 2 fL]
-        a.a = be.empty({T, fL}, cat);                                         // [T, fL]
-        if (swiglu) be.swigluForward(a.h1, a.a);
-        else be.geluForward(a.h1, a.a);
-        Tensor partial2 = linear(a.a, L.fc2, -1, kBuf);                       // [T, h] partial over TP
-        y2 = reduceSeq(partial2);                                             // [Tl, h]
+        y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat);     // [Tl, h]
     }
     if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
     // The output is the next layer's input (kept for backward, also under full recompute) or the stage's
@@ -213,22 +240,14 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     // MLP block: out = x2 + g(act(f(n2) W1) W2).
     replicatedBiasGrad(L.fc2b, dout);
     Tensor dn2;
-    if (moe) {
+    if (L.moe) {
         dn2 = moeBackward(L, dout, a.n2, a, acts, defer);                     // [Tl, h]
+        if (L.sharedFc1 >= 0) {
+            Tensor ds = mlpBackward(L.sharedFc1, -1, L.sharedFc2, sharedFl, dout, a.n2, a.sh1, a.sa, acts, defer);
+            be.add(ds, dn2);
+        }
     } else {
-        Tensor dp2 = gatherSeq(dout, kBuf);                                   // [T, h]
-        Tensor da = be.empty({T, fL}, kBuf);                                      // [T, fL] = dp2 W2^T
-        be.gemm(false, true, 1.0, dp2, W(L.fc2), 0.0, da);
-        weightGrad(acts, a.a, dp2, L.fc2, false, defer);
-        Tensor dh1 = be.empty(a.h1.shape(), kBuf);                                // [T, fL or 2 fL]
-        if (swiglu) be.swigluBackward(da, a.h1, dh1);
-        else be.geluBackward(da, a.h1, dh1);
-        biasGrad(L.fc1b, dh1);
-        Tensor n2f = gatherSeq(a.n2, kBuf);                                       // [T, h] re-gathered for dW
-        Tensor dn2f = be.empty({T, h}, kBuf);                                     // [T, h] partial
-        be.gemm(false, true, 1.0, dh1, W(L.fc1), 0.0, dn2f);
-        weightGrad(acts, n2f, dh1, L.fc1, false, defer);
-        dn2 = reduceSeq(dn2f);                                                    // [Tl, h]
+        dn2 = mlpBackward(L.fc1, L.fc1b, L.fc2, fL, dout, a.n2, a.h1, a.a, acts, defer); // [Tl, h]
     }
     Tensor dx2 = normBackward(dn2, a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2);   // [Tl, h]
     be.add(dout, dx2);                                                        // residual

@@ -23,6 +23,8 @@ struct LayerParams {
     // dense MLP's (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / tp: expert TP = tp, Megatron-core's default).
     int router = -1;
     std::vector<int> expertFc1, expertFc2;
+    bool moe = false;                     // an MoE layer (an MoE model's dense_layers keep the dense MLP: fc1, fc2)
+    int sharedFc1 = -1, sharedFc2 = -1;   // shared experts: a dense MLP of shared_ffn_hidden / tp beside the routed ones
 };
 
 // What an MoE layer keeps from forward for backward. The tensors a GPU implementation keeps on the device are
@@ -57,6 +59,7 @@ struct LayerActs {
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
     Tensor a;                 // [T, fL] activation output
     MoeActs moe;              // MoE layers only
+    Tensor sh1, sa;           // shared experts: as h1 and a, sharedFl wide
 };
 
 // A GEMM weight gradient dW += X^T dY whose computation ZB-H1 defers to the W pass.
@@ -104,9 +107,9 @@ struct GptModel::Impl {
     bool recomputes(size_t layerInChunk) const {
         return fullRecompute && (recomputeLayers == 0 || layerInChunk < static_cast<size_t>(recomputeLayers));
     }
-    bool moe = false;
     int experts = 0, topK = 0;
-    int64_t expertF = 0, expertFl = 0; // expert FFN width, and this TP rank's share of it
+    int64_t expertF = 0, expertFl = 0; // expert FFN width, and this expert-TP rank's share of it (F / etp)
+    int64_t sharedFl = 0;              // shared experts' FFN width on this TP rank (0: none)
     std::map<std::pair<int, int>, detail::ChunkActs> live; // (mb, chunk) -> activations
     double lossSum = 0.0;
     ParameterResidency* residency = nullptr;       // ZeRO-3: gathers units' values around their use
@@ -169,11 +172,11 @@ struct GptModel::Impl {
     // Expert e lives on EP member e / (E/ep). Every rank routes its own tokens (with TP, its sequence-parallel
     // share); the dispatch buffer has one block of `cap` rows per EP member (padded to the largest block of the
     // call over EP and TP), rows ordered by expert, then by (token, k). Padding rows are zeros and never read.
-    // With tp > 1 (Megatron-core's order, etp = tp): the rows received over EP are all-gathered over TP, each TP
-    // rank runs its F/tp of every local expert on all of them, and the partial outputs are reduce-scattered back
-    // over TP before the return all-to-all.
+    // With expert TP (Megatron-core's order; etp = tp, or its own group when the plan folds the experts): the rows
+    // received over EP are all-gathered over expert TP, each of its ranks runs its F/etp of every local expert on all
+    // of them, and the partial outputs are reduce-scattered back before the return all-to-all.
     Tensor epExchange(const std::vector<double>& host, int64_t rows);
-    // [rows, h] per TP rank -> [tp rows, h] (gather) or [tp rows, h] partial -> [rows, h] summed (reduce-scatter).
+    // [rows, h] per expert-TP rank -> [etp rows, h] (gather), or [etp rows, h] partial -> [rows, h] summed.
     std::vector<double> tpGatherRows(const std::vector<double>& host, int64_t rows);
     std::vector<double> tpReduceScatterRows(const std::vector<double>& host, int64_t rows);
     Tensor gatherHostRows(const std::vector<double>& src, const std::vector<int64_t>& rows,
@@ -187,6 +190,14 @@ struct GptModel::Impl {
     // dx [Tl, h] of the MoE block for dy [Tl, h]; router and expert weight gradients accumulate.
     Tensor moeBackward(const detail::LayerParams& L, const Tensor& dy, const Tensor& x,
                        detail::LayerActs& la, detail::ChunkActs& acts, bool defer);
+
+    // ---- the dense MLP block (a dense layer's, or an MoE layer's shared experts) ----
+    // y [Tl, h] = g(act(f(n2) W1 + b1) W2) for n2 [Tl, h]; W1 column- and W2 row-split over TP, width fl on this
+    // rank; keeps h1 [T, fl or 2 fl] and act [T, fl]. Backward: dn2 [Tl, h] for dy [Tl, h], weight grads accumulate.
+    Tensor mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
+                      MemoryCategory cat);
+    Tensor mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2, const Tensor& h1,
+                       const Tensor& act, detail::ChunkActs& acts, bool defer);
 
     // ---- one transformer layer ----
     Tensor layerForward(const detail::LayerParams& L, const Tensor& x, detail::LayerActs& a,

@@ -5,6 +5,7 @@
 
 #include "tessel/cost/errors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,23 +32,27 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
         if (plan.tp > 1 && !plan.sequenceParallel)
             throw InputError("/plan/sequence_parallel",
                              "mixture-of-experts layers with tp > 1 need sequence parallelism (as Megatron requires)");
-        if (plan.expertTp() != plan.tp)
-            throw InputError("/plan/etp", "the executor runs expert layers with etp = tp; MoE parallel folding (etp " +
-                                              std::to_string(plan.expertTp()) + " with tp " + std::to_string(plan.tp) +
-                                              ") is not run yet");
+        // Folded experts (etp != tp) have their own layout over the stage's tp x cp x dp ranks; their gradients then
+        // sum over the expert data-parallel group alone, which the trainer's CP pre-reduction would mix.
+        if (plan.expertFolded() && plan.cp > 1)
+            throw InputError("/plan/cp", "the executor runs MoE parallel folding (etp " + std::to_string(plan.expertTp()) +
+                                             " with tp " + std::to_string(plan.tp) + ") with cp 1 only");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
             throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
-        if (!model.moe->denseLayers.empty())
-            throw InputError("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer");
+        if (model.linearBias)
+            throw InputError("/model/linear_bias", "the executor's experts have no biases (Megatron-core's grouped GEMM "
+                                                   "experts have none either); set linear_bias false for an MoE model");
         if (model.moe->experts % plan.ep != 0)
             throw InputError("/plan/ep", "ep must divide the model's experts");
-        if (plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
-        m.moe = true;
+        if (!plan.expertFolded() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
         m.experts = model.moe->experts;
         m.topK = model.moe->topK;
         m.expertF = model.moe->expertFfnHidden;
-        if (m.expertF % plan.tp != 0) throw InputError("/plan/tp", "tp must divide moe.expert_ffn_hidden");
-        m.expertFl = m.expertF / plan.tp;
+        if (m.expertF % plan.expertTp() != 0)
+            throw InputError(plan.etp > 0 ? "/plan/etp" : "/plan/tp", "expert TP must divide moe.expert_ffn_hidden");
+        m.expertFl = m.expertF / plan.expertTp();
+        if (model.moe->sharedFfnHidden % plan.tp != 0) throw InputError("/plan/tp", "tp must divide moe.shared_ffn_hidden");
+        m.sharedFl = model.moe->sharedFfnHidden / plan.tp;
     } else if (plan.ep > 1) {
         throw InputError("/plan/ep", "ep > 1 needs a model with a moe block");
     }
@@ -182,9 +187,29 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);
             L.ln2w = vec(pre + "ln2.weight", h, InitKind::Ones, true, layer, c);
             if (!m.rms) L.ln2b = vec(pre + "ln2.bias", h, InitKind::Zeros, true, layer, c);
-            if (m.moe) {
+            L.moe = model.moe && std::find(model.moe->denseLayers.begin(), model.moe->denseLayers.end(), layer) ==
+                                     model.moe->denseLayers.end();
+            // The dense MLP (a dense layer's, or an MoE layer's shared experts): fc1 column-split over TP, one local
+            // [h, 2 wl] weight = [gate columns | up columns] with SwiGLU (Megatron's fused fc1); fc2 row-split.
+            auto denseMlp = [&](const std::string& mpre, int64_t width, int64_t wl, bool withBias, int& fc1, int& fc1b,
+                                int& fc2) {
+                if (m.swiglu) {
+                    ParamInfo w1;
+                    w1.name = mpre + "fc1.weight";
+                    w1.pieces = {piece(mpre + "gate.weight", h, width, 0, h, t * wl, (t + 1) * wl, 0, 0),
+                                 piece(mpre + "up.weight", h, width, 0, h, t * wl, (t + 1) * wl, 0, wl)};
+                    w1.layer = layer;
+                    w1.chunk = c;
+                    fc1 = add(w1);
+                } else {
+                    fc1 = colSplit(mpre + "fc1.weight", h, width, wl, 0.02, layer, c);
+                    if (withBias) fc1b = vec(mpre + "fc1.bias", width, InitKind::Zeros, false, layer, c, t * wl, (t + 1) * wl);
+                }
+                fc2 = rowSplit(mpre + "fc2.weight", width, h, wl, outStd, layer, c);
+            };
+            if (L.moe) {
                 const int E = m.experts, El = E / plan.ep;
-                const int64_t F = m.expertF, Fl = m.expertFl;
+                const int64_t F = m.expertF, Fl = m.expertFl, te = ctx.expertTp.myIndex;
                 ParamInfo r;
                 r.name = pre + "mlp.router.weight";
                 r.pieces = {piece(r.name, h, E, 0, h, 0, E)};
@@ -198,40 +223,32 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                     ParamInfo fc1;
                     fc1.name = epre + "fc1.weight";
                     if (m.swiglu)
-                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, t * Fl, (t + 1) * Fl, 0, 0),
-                                      piece(epre + "up.weight", h, F, 0, h, t * Fl, (t + 1) * Fl, 0, Fl)};
+                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, te * Fl, (te + 1) * Fl, 0, 0),
+                                      piece(epre + "up.weight", h, F, 0, h, te * Fl, (te + 1) * Fl, 0, Fl)};
                     else
-                        fc1.pieces = {piece(fc1.name, h, F, 0, h, t * Fl, (t + 1) * Fl)};
+                        fc1.pieces = {piece(fc1.name, h, F, 0, h, te * Fl, (te + 1) * Fl)};
                     fc1.expert = true;
                     fc1.layer = layer;
                     fc1.chunk = c;
                     L.expertFc1.push_back(add(fc1));
                     ParamInfo fc2;
                     fc2.name = epre + "fc2.weight";
-                    fc2.pieces = {piece(fc2.name, F, h, t * Fl, (t + 1) * Fl, 0, h)};
+                    fc2.pieces = {piece(fc2.name, F, h, te * Fl, (te + 1) * Fl, 0, h)};
                     fc2.initStd = outStd;
                     fc2.expert = true;
                     fc2.layer = layer;
                     fc2.chunk = c;
                     L.expertFc2.push_back(add(fc2));
                 }
+                if (m.sharedFl > 0) {
+                    int unusedBias = -1;
+                    denseMlp(pre + "mlp.shared.", model.moe->sharedFfnHidden, m.sharedFl, false, L.sharedFc1, unusedBias,
+                             L.sharedFc2);
+                }
                 cp.layers.push_back(L);
                 continue;
             }
-            if (m.swiglu) {
-                // One local [h, 2 fL] weight = [gate columns | up columns] of this TP rank (Megatron's fused fc1).
-                ParamInfo fc1;
-                fc1.name = pre + "mlp.fc1.weight";
-                fc1.pieces = {piece(pre + "mlp.gate.weight", h, f, 0, h, t * m.fL, (t + 1) * m.fL, 0, 0),
-                              piece(pre + "mlp.up.weight", h, f, 0, h, t * m.fL, (t + 1) * m.fL, 0, m.fL)};
-                fc1.layer = layer;
-                fc1.chunk = c;
-                L.fc1 = add(fc1);
-            } else {
-                L.fc1 = colSplit(pre + "mlp.fc1.weight", h, f, m.fL, 0.02, layer, c);
-                if (m.bias) L.fc1b = vec(pre + "mlp.fc1.bias", f, InitKind::Zeros, false, layer, c, t * m.fL, (t + 1) * m.fL);
-            }
-            L.fc2 = rowSplit(pre + "mlp.fc2.weight", f, h, m.fL, outStd, layer, c);
+            denseMlp(pre + "mlp.", f, m.fL, m.bias, L.fc1, L.fc1b, L.fc2);
             if (m.bias) L.fc2b = vec(pre + "mlp.fc2.bias", h, InitKind::Zeros, true, layer, c);
             cp.layers.push_back(L);
         }

@@ -22,20 +22,20 @@ Tensor GptModel::Impl::epExchange(const std::vector<double>& host, int64_t rows)
 }
 
 std::vector<double> GptModel::Impl::tpGatherRows(const std::vector<double>& host, int64_t rows) {
-    if (ctx.tp.size() == 1) return host;
+    if (ctx.expertTp.size() == 1) return host;
     Tensor t = be.empty({rows, h}, kBuf);
     be.upload(host, t);
-    Tensor out = be.empty({ctx.tp.size() * rows, h}, kBuf);
-    ctx.comm->allGather(t, out, ctx.tp);
+    Tensor out = be.empty({ctx.expertTp.size() * rows, h}, kBuf);
+    ctx.comm->allGather(t, out, ctx.expertTp);
     return be.download(out);
 }
 
 std::vector<double> GptModel::Impl::tpReduceScatterRows(const std::vector<double>& host, int64_t rows) {
-    if (ctx.tp.size() == 1) return host;
-    Tensor t = be.empty({ctx.tp.size() * rows, h}, kBuf);
+    if (ctx.expertTp.size() == 1) return host;
+    Tensor t = be.empty({ctx.expertTp.size() * rows, h}, kBuf);
     be.upload(host, t);
     Tensor out = be.empty({rows, h}, kBuf);
-    ctx.comm->reduceScatter(t, out, ctx.tp);
+    ctx.comm->reduceScatter(t, out, ctx.expertTp);
     return be.download(out);
 }
 
@@ -61,7 +61,7 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
     (void)acts;
     MoeActs& a = la.moe;
     const int E = experts, K = topK, ep = ctx.ep.size(), me = ctx.ep.myIndex, El = E / ep;
-    const int tp = ctx.tp.size(), ti = ctx.tp.myIndex;
+    const int tp = ctx.expertTp.size(), ti = ctx.expertTp.myIndex;         // expert TP (tp unless folded)
     const int64_t n = x.dim(0);                                               // this rank's tokens (Tl)
     Tensor logits = be.empty({n, E}, kBuf);                                   // [n, E]
     be.gemm(false, false, 1.0, x, W(L.router), 0.0, logits);
@@ -69,7 +69,7 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
     std::vector<double> probs(static_cast<size_t>(n * E), 0.0);              // [n, E]
     std::vector<double> gates(static_cast<size_t>(n * K), 0.0);              // [n, K]
     a.sel.assign(static_cast<size_t>(n * K), 0);
-    // Copies per (TP rank, source EP member, expert): each rank fills its own slot, the sums share them.
+    // Copies per (expert-TP rank, source EP member, expert): each rank fills its own slot, the sums share them.
     std::vector<double> cnt(static_cast<size_t>(tp * ep * E), 0.0);
     const size_t mine = static_cast<size_t>((ti * ep + me) * E);
     for (int64_t t = 0; t < n; ++t) {
@@ -99,7 +99,7 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
     be.upload(gates, a.gates);
     gates = be.download(a.gates); // what backward sees (rounded to the element type)
     if (ep > 1) cnt = ctx.comm->allReduceHost(cnt, ctx.ep);
-    if (tp > 1) cnt = ctx.comm->allReduceHost(cnt, ctx.tp);
+    if (tp > 1) cnt = ctx.comm->allReduceHost(cnt, ctx.expertTp);
     auto count = [&](int tr, int src, int e) { return static_cast<int64_t>(cnt[static_cast<size_t>((tr * ep + src) * E + e)]); };
     a.cap = 1;
     for (int tr = 0; tr < tp; ++tr)
@@ -178,7 +178,7 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
 Tensor GptModel::Impl::moeBackward(const LayerParams& L, const Tensor& dy, const Tensor& x, LayerActs& la,
                                    ChunkActs& acts, bool defer) {
     MoeActs& a = la.moe;
-    const int E = experts, K = topK, ep = ctx.ep.size(), El = E / ep, tp = ctx.tp.size();
+    const int E = experts, K = topK, ep = ctx.ep.size(), El = E / ep, tp = ctx.expertTp.size();
     const int64_t n = x.dim(0);
     const int64_t rows = ep * a.cap;
     const std::vector<double> g = be.download(dy);

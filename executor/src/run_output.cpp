@@ -21,17 +21,13 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (plan.tp > 1 && !plan.sequenceParallel)
             problems.add(pointer + "/sequence_parallel", "mixture-of-experts layers with tp > 1 need sequence parallelism "
                                                          "(Megatron-LM and Megatron-core refuse them without)");
-        if (plan.expertTp() != plan.tp)
-            problems.add(pointer + "/etp", "the executor splits the experts over TP as the dense MLP (etp = tp); MoE "
-                                           "parallel folding (etp != tp) is predicted and exported, not run by tessel "
-                                           "run yet");
-        if (!model.moe->denseLayers.empty())
-            problems.add("/model/moe/dense_layers", "the executor runs every layer of an MoE model as an expert layer; "
-                                                    "dense layers among them are predicted and exported, not run by "
-                                                    "tessel run yet");
-        if (model.moe->sharedFfnHidden > 0)
-            problems.add("/model/moe/shared_ffn_hidden", "the executor's mixture-of-experts layer has no shared experts; "
-                                                         "they are predicted and exported, not run by tessel run yet");
+        if (plan.expertFolded() && plan.cp > 1)
+            problems.add(pointer + "/cp", "the executor runs MoE parallel folding (etp != tp) with cp 1 only; with cp > 1 "
+                                          "it is predicted and exported, not run by tessel run yet");
+        if (model.linearBias)
+            problems.add("/model/linear_bias", "the executor's experts have no biases (Megatron-core's grouped GEMM experts "
+                                               "have none either); an MoE model with linear_bias is predicted, not run by "
+                                               "tessel run");
         // Its schedule runs one action at a time, so a prediction with the overlap would meet a run without it.
         if (moeA2aOverlapOf(plan.framework))
             problems.add(pointer + "/moe_a2a_overlap", "the executor runs the expert all-to-all exposed (no batch-level "

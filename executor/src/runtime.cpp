@@ -216,11 +216,14 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
             for (int unit = 0; unit < units; ++unit)
                 if (!m.findResident(chunk, unit)) m.gatherUnit(chunk, unit, nullptr);
     }
-    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sums; // name -> (values, counts)
+    // name -> (values, counts), dense and expert apart: a tensor's pieces are summed over the ranks that split it,
+    // TP for dense ones, expert TP for experts (with MoE parallel folding the TP ranks hold other experts).
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sumsOf[2];
     std::map<std::string, std::pair<int64_t, int64_t>> shapes;
     for (auto& p : m.gpt.parameters()) {
         const std::vector<double> local = m.be.download(p.value);
         const int64_t cols = localCols(p.info);
+        auto& sums = sumsOf[p.info.expert ? 1 : 0];
         for (const auto& pc : p.info.pieces) {
             auto& entry = sums[pc.fullName];
             const size_t n = static_cast<size_t>(pc.fullRows * pc.fullCols);
@@ -244,15 +247,18 @@ std::map<std::string, std::vector<double>> Trainer::gatherFullParameters() {
     if (m.ctx.plan.zeroStage >= 3) m.releaseResidentBut(nullptr);
     m.gatheredPeakBytes = trainingPeak;
     std::map<std::string, std::vector<double>> out;
-    for (auto& [name, vc] : sums) {
-        std::vector<double> values = vc.first, counts = vc.second;
-        if (m.ctx.tp.size() > 1) {
-            values = m.ctx.comm->allReduceHost(values, m.ctx.tp);
-            counts = m.ctx.comm->allReduceHost(counts, m.ctx.tp);
+    for (int expert = 0; expert < 2; ++expert) {
+        const Group& g = expert ? m.ctx.expertTp : m.ctx.tp;
+        for (auto& [name, vc] : sumsOf[expert]) {
+            std::vector<double> values = vc.first, counts = vc.second;
+            if (g.size() > 1) {
+                values = m.ctx.comm->allReduceHost(values, g);
+                counts = m.ctx.comm->allReduceHost(counts, g);
+            }
+            for (size_t i = 0; i < values.size(); ++i)
+                if (counts[i] > 0.0) values[i] /= counts[i];
+            out[name] = std::move(values);
         }
-        for (size_t i = 0; i < values.size(); ++i)
-            if (counts[i] > 0.0) values[i] /= counts[i];
-        out[name] = std::move(values);
     }
     return out;
 }

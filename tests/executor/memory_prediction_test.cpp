@@ -18,12 +18,17 @@ struct MemCase {
     Plan plan;
     bool swiglu = false;
     bool moe = false;   // scenarios/models/tiny-moe.json with its MoE block (short sequences)
+    bool mixed = false; // ... with a dense first layer and shared experts
 };
 
 ModelConfig caseModel(const MemCase& c) {
     if (!c.moe) return test::tinyModel(c.swiglu);
     ModelConfig m = loadModelRef("tiny-moe", "test");
     m.seqLen = 16;
+    if (c.mixed) {
+        m.moe->denseLayers = {0};
+        m.moe->sharedFfnHidden = m.moe->expertFfnHidden / 2;
+    }
     return m;
 }
 
@@ -105,6 +110,16 @@ std::vector<MemCase> memoryCases() {
     cases.back().moe = true;
     add("moe_tp2_ep2_dp2_zero3", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.zeroStage = 3; });
     cases.back().moe = true;
+    // ... folded (etp 1 with tp 2: EP over the TP ranks, experts whole on their rank, edp 2).
+    add("moe_tp2_etp1_ep2_dp2_zero1", [](Plan& p) { p.tp = 2; p.etp = 1; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.zeroStage = 1; });
+    cases.back().moe = true;
+    // ... a dense first layer and shared experts (the dense MLP's state and activations beside the experts').
+    add("moe_dense0_shared_ep2_dp2_zero1", [](Plan& p) { p.dp = 2; p.ep = 2; p.zeroStage = 1; });
+    cases.back().moe = cases.back().mixed = true;
+    add("moe_dense0_shared_tp2_ep2_dp2_zero3", [](Plan& p) {
+        p.tp = 2; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.zeroStage = 3;
+    });
+    cases.back().moe = cases.back().mixed = true;
     return cases;
 }
 

@@ -36,8 +36,11 @@ TEST(ParameterTensors, TheModelCountsWhatTheExecutorMakes) {
     qwen.qkvBias = true;
     ModelConfig moe = loadModelRef("tiny-moe", "test");
     moe.seqLen = 16;
+    ModelConfig mixed = moe;             // a dense first layer and shared experts (DeepSeek's layout)
+    mixed.moe->denseLayers = {0};
+    mixed.moe->sharedFfnHidden = 64;
     for (const auto& [name, model] : std::vector<std::pair<std::string, ModelConfig>>{
-             {"gpt", gpt}, {"llama", llama}, {"tied", tied}, {"qkv-bias", qwen}, {"moe", moe}}) {
+             {"gpt", gpt}, {"llama", llama}, {"tied", tied}, {"qkv-bias", qwen}, {"moe", moe}, {"moe-mixed", mixed}}) {
         Plan p = test::basePlan();
         expectCountsMatch(model, p, name + " pp1");
         p.pp = 2;
@@ -57,6 +60,9 @@ TEST(ParameterTensors, TheModelCountsWhatTheExecutorMakes) {
             e.tp = 2;
             e.sequenceParallel = true;
             expectCountsMatch(model, e, name + " tp2 ep2");
+            e.dp = 1;
+            e.etp = 1; // folded: EP over the two TP ranks
+            expectCountsMatch(model, e, name + " tp2 etp1 ep2");
         }
     }
 }

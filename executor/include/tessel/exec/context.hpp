@@ -17,6 +17,9 @@ struct ParallelContext {
     // The expert data-parallel ranks of my CP index (dp / ep ranks; expertDp spans cp x dp / ep): the group expert
     // state is sharded over after the all-reduce over cp, without zero_over_cp. expertDp itself when cp is 1.
     Group expertDpInCp;
+    // The ranks splitting an expert's FFN (Megatron-core's expert tensor-parallel group): tp itself unless the plan
+    // folds the experts (etp != tp), whose layout is etp x ep x edp over the stage's tp x cp x dp ranks.
+    Group expertTp;
     // Hybrid sharding (plan.zeroReplicas > 1): the run of the ZeRO group one copy of the state is sharded over, and
     // the ranks holding the same shard in the other copies; the same split of the expert data-parallel group for
     // expert parameters. Empty otherwise.
