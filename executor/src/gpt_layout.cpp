@@ -32,11 +32,6 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
         if (plan.tp > 1 && !plan.sequenceParallel)
             throw InputError("/plan/sequence_parallel",
                              "mixture-of-experts layers with tp > 1 need sequence parallelism (as Megatron requires)");
-        // Folded experts (etp != tp) have their own layout over the stage's tp x cp x dp ranks; their gradients then
-        // sum over the expert data-parallel group alone, which the trainer's CP pre-reduction would mix.
-        if (plan.expertFolded() && plan.cp > 1)
-            throw InputError("/plan/cp", "the executor runs MoE parallel folding (etp " + std::to_string(plan.expertTp()) +
-                                             " with tp " + std::to_string(plan.tp) + ") with cp 1 only");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
             throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
         if (model.linearBias)

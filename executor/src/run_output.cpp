@@ -21,9 +21,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (plan.tp > 1 && !plan.sequenceParallel)
             problems.add(pointer + "/sequence_parallel", "mixture-of-experts layers with tp > 1 need sequence parallelism "
                                                          "(Megatron-LM and Megatron-core refuse them without)");
-        if (plan.expertFolded() && plan.cp > 1)
-            problems.add(pointer + "/cp", "the executor runs MoE parallel folding (etp != tp) with cp 1 only; with cp > 1 "
-                                          "it is predicted and exported, not run by tessel run yet");
         if (model.linearBias)
             problems.add("/model/linear_bias", "the executor's experts have no biases (Megatron-core's grouped GEMM experts "
                                                "have none either); an MoE model with linear_bias is predicted, not run by "

@@ -233,7 +233,7 @@ void Trainer::Impl::reduceOne(Bucket& bk, ActionRecord& rec) {
     // Under ZeRO-2/3 the full gradients are spent once flattened (only the shard is kept).
     Tensor flat = flatten(bk, false, MemoryCategory::Buffers, ctx.plan.zeroStage >= 2);
     rec.bytes += static_cast<double>(flat.numel() * elementBytes(flat.type()));
-    if (preReduceCp()) ctx.comm->allReduce(flat, ctx.cp);
+    if (preReducesCp(bk)) ctx.comm->allReduce(flat, ctx.cp);
     if (g.size() == 1) {
         // No data-parallel peers: the cp all-reduce was the whole reduction.
         if (ctx.plan.zeroStage <= 1) {
@@ -405,15 +405,16 @@ double Trainer::Impl::localSquaredNorm() {
             if (bk.pending.defined())
                 throw RuntimeError("rank " + std::to_string(ctx.rank) + ": the optimizer step found a gradient shard of chunk " +
                                    std::to_string(key.first) + " not summed across the ZeRO replicas");
-    // Without zero_over_cp the CP ranks of a replica hold identical shards: count them on cp index 0. With hybrid
-    // sharding the copies hold identical shards: count them on the first (of the dense or the expert split).
-    if (preReduceCp() && ctx.cp.myIndex != 0) return 0.0;
+    // Without zero_over_cp the CP ranks of a replica hold identical shards (but folded experts'): count them on cp
+    // index 0. With hybrid sharding the copies hold identical shards: count them on the first (of the dense or the
+    // expert split).
     // A bucket mixes kinds of parameters: the shard's element ranges, parameter by parameter (the full
     // gradients' own elements under ZeRO-1, the reduced shard's above), summed where they live.
     std::vector<Tensor> pieces;
     for (auto& [key, list] : buckets)
         for (Bucket& bk : list) {
             if (hybrid() && replicaGroupOf(bk).myIndex != 0) continue;
+            if (preReducesCp(bk) && ctx.cp.myIndex != 0) continue;
             forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
                 if ((param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy) return;
                 pieces.push_back(ctx.plan.zeroStage == 1 ? elementRange(param(p).grad, inParam, length)

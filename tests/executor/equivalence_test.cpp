@@ -349,8 +349,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
 
 // MoE parallel folding (Megatron-core's etp != tp): the expert layers laid out as etp x ep x edp over the stage's
-// tp x dp ranks, so EP takes TP ranks (etp 1) or expert TP takes data-parallel ranks (etp 2 over tp 1); the expert
-// gradients sum over edp alone.
+// tp x cp x dp ranks, so EP takes TP and CP ranks (etp 1) or expert TP takes data-parallel ranks (etp 2 over tp 1);
+// the expert gradients sum over edp alone.
 INSTANTIATE_TEST_SUITE_P(
     Folded, ExpertZero,
     ::testing::Values(MoeZeroCase{"tp2_etp1_ep2", 1, 2, 1, 0, 1, false, 1, false, 2, false, false, 1},
@@ -358,11 +358,17 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeZeroCase{"tp2_etp1_ep2_dp2_zero3", 2, 2, 1, 3, 1, false, 1, false, 2, false, false, 1},
                       MoeZeroCase{"tp1_etp2_ep1_dp2", 2, 1, 1, 0, 1, false, 1, false, 1, false, false, 2},
                       MoeZeroCase{"tp2_etp1_ep2_dp2_pp2_zero2_mixed", 2, 2, 2, 2, 1, false, 1, false, 2, false, true, 1},
-                      MoeZeroCase{"tp2_etp1_ep2_dp4_zero1_x2_clipped", 4, 2, 1, 1, 2, true, 1, false, 2, false, false, 1}),
+                      MoeZeroCase{"tp2_etp1_ep2_dp4_zero1_x2_clipped", 4, 2, 1, 1, 2, true, 1, false, 2, false, false, 1},
+                      // With cp 2 the folded EP and edp groups take CP ranks: the experts' gradients are not pre-reduced
+                      // over cp (it holds other experts there), with or without zero_over_cp.
+                      MoeZeroCase{"tp2_cp2_etp1_ep2_zero0_clipped", 1, 2, 1, 0, 1, true, 2, false, 2, false, false, 1},
+                      MoeZeroCase{"tp2_cp2_etp1_ep4_dp2_zero1_clipped", 2, 4, 1, 1, 1, true, 2, false, 2, false, false, 1},
+                      MoeZeroCase{"tp2_cp2_etp1_ep2_zero2", 1, 2, 1, 2, 1, false, 2, false, 2, false, false, 1},
+                      MoeZeroCase{"tp2_cp2_etp1_ep2_dp2_zero3_over_cp_mixed", 2, 2, 1, 3, 1, false, 2, true, 2, false, true, 1}),
     [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
 
 // MoE with TP but without SP is refused at its field (Megatron refuses it too), and so is parallel folding.
-TEST(ExpertTensorParallel, NeedsSequenceParallelismAndFoldsWithoutCp) {
+TEST(ExpertTensorParallel, NeedsSequenceParallelismAndRunsFolded) {
     Plan p = expertPlan(2, 2);
     p.tp = 2;
     ProblemList problems;
@@ -374,11 +380,6 @@ TEST(ExpertTensorParallel, NeedsSequenceParallelismAndFoldsWithoutCp) {
     ProblemList folded;
     validateExecutable(tinyMoeModel(), p, "/plan", folded, "cpu");
     EXPECT_TRUE(folded.empty());
-    p.cp = 2;
-    ProblemList foldedCp;
-    validateExecutable(tinyMoeModel(), p, "/plan", foldedCp, "cpu");
-    ASSERT_EQ(foldedCp.items().size(), 1u);
-    EXPECT_EQ(foldedCp.items()[0].where, "/plan/cp");
 }
 
 TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {

@@ -113,6 +113,8 @@ std::vector<MemCase> memoryCases() {
     // ... folded (etp 1 with tp 2: EP over the TP ranks, experts whole on their rank, edp 2).
     add("moe_tp2_etp1_ep2_dp2_zero1", [](Plan& p) { p.tp = 2; p.etp = 1; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.zeroStage = 1; });
     cases.back().moe = true;
+    add("moe_tp2_cp2_etp1_ep2_zero2", [](Plan& p) { p.tp = 2; p.cp = 2; p.etp = 1; p.sequenceParallel = true; p.ep = 2; p.zeroStage = 2; });
+    cases.back().moe = true;
     // ... a dense first layer and shared experts (the dense MLP's state and activations beside the experts').
     add("moe_dense0_shared_ep2_dp2_zero1", [](Plan& p) { p.dp = 2; p.ep = 2; p.zeroStage = 1; });
     cases.back().moe = cases.back().mixed = true;
