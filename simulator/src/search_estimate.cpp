@@ -339,7 +339,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.bwd += 2.0 * a2a;
     }
     if (s.expertGatherBytes > 0.0 && !epHidden) {
-        // The expert-TP gather and scatter: the search's plans keep etp = tp, so they run over the TP group.
+        // The expert-TP gather and scatter: the search's plans have etp = tp (the TP group) or etp 1 (folded: no gather).
         const double pair = expertLayerShare(*ctx.model, plan) * (cost(Primitive::AllGather, s.expertGatherBytes, place.tp) +
                                                                   cost(Primitive::ReduceScatter, s.expertGatherBytes, place.tp));
         fwdEp += pair;
