@@ -247,7 +247,28 @@ std::function<int()> addCompareCommand(CLI::App& app) {
 
         const sim::RunComparison c = sim::compareRun(prediction, run);
         const size_t top = static_cast<size_t>(o->top);
-        const std::string text = o->json ? sim::comparisonToJson(c, top).dump(2) + "\n" : renderTables(c, top, planNote);
+        // CPU ranks beyond the host's hardware threads share cores: their times are the sharing's, not the plan's.
+        nlohmann::json host;
+        if (const fs::path versions = fs::path(o->measured) / "versions.json"; fs::is_regular_file(versions, ec)) {
+            std::ifstream in(versions);
+            const nlohmann::json v = nlohmann::json::parse(in, nullptr, false);
+            if (v.is_object() && v.value("host_threads", 0) > 0 && v.value("ranks", 0) > 0) {
+                const int ranks = v.value("ranks", 0), threads = v.value("host_threads", 0);
+                host = {{"ranks", ranks}, {"host_threads", threads}, {"oversubscribed", ranks > threads}};
+                if (ranks > threads)
+                    planNote += "\nhost: the run put " + std::to_string(ranks) + " CPU ranks on " + std::to_string(threads) +
+                                " hardware threads; they shared cores, so its measured times include that sharing (run at "
+                                "most " + std::to_string(threads) + " ranks to measure the plan itself)";
+            }
+        }
+        std::string text;
+        if (o->json) {
+            nlohmann::json j = sim::comparisonToJson(c, top);
+            if (!host.is_null()) j["host"] = host;
+            text = j.dump(2) + "\n";
+        } else {
+            text = renderTables(c, top, planNote);
+        }
         if (o->output.empty() || o->output == "-") {
             std::cout << text;
         } else {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifndef TESSEL_DATA_PATH
@@ -139,6 +140,10 @@ std::function<int()> addRunCommand(CLI::App& app) {
                   << " steps -> " << o->out;
         if (o->resume) std::cerr << " (resuming from " << exec::checkpointStepDir(checkpointDir, exec::newestCheckpointStep(checkpointDir)) << ")";
         std::cerr << "\n";
+        const unsigned threads = std::thread::hardware_concurrency();
+        if (o->backend == "cpu" && threads > 0 && static_cast<unsigned>(o->ranks) > threads)
+            std::cerr << "tessel run: note: " << o->ranks << " CPU ranks on " << threads << " hardware threads share cores; "
+                      << "the losses are the plan's, the measured times are not (tessel compare says so)\n";
         const int rc = runAndWait(argv);
         if (rc != 0) {
             const std::string detail = describeFailedRanks(o->out, o->ranks);

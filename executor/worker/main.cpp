@@ -29,6 +29,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 namespace {
 // Written by the SIGTERM handler (async-signal-safe: open/write/_exit only): mpirun terminates the other ranks
@@ -202,6 +203,12 @@ void runRank(const Options& o, std::unique_ptr<tessel::exec::Comm> comm, const t
             nlohmann::json versions = softwareVersions();
             versions["launcher"] = launch.inProcess ? "in-process" : "mpirun";
             versions["comm"] = comm->name();
+            // The CPU reference's ranks all run on this host (tessel run's mpirun is local): how many hardware threads
+            // they had, so that `tessel compare` can say when they shared cores.
+            if (o.backend == "cpu") {
+                versions["ranks"] = s.plan.worldSize();
+                versions["host_threads"] = static_cast<int>(std::thread::hardware_concurrency());
+            }
             for (const auto& [key, value] : backend->provenance()) versions[key] = value;   // cuda: device, driver, ...
             writeFileAtomically((fs::path(o.runDir) / "versions.json").string(), versions.dump(2) + "\n");
         }

@@ -116,4 +116,19 @@ check "--top 0 exits 2" $([ $rc -eq 2 ]; echo $?)
 "$TESSEL" compare tiny-cpu >/dev/null 2>"$tmp/err"; rc=$?
 check "no MEASURED exits 2" $([ $rc -eq 2 ]; echo $?)
 
+# 5. CPU ranks beyond the host's hardware threads: compare says the times include the sharing (versions.json of
+# the run records both; here one thread, as a 1-core host would have written).
+cp -r "$tmp/run" "$tmp/shared"
+python3 - "$tmp/shared/versions.json" <<'PY'; check "versions.json records ranks and host threads" $?
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["ranks"] == 2 and v["host_threads"] >= 1, v
+v["host_threads"] = 1
+json.dump(v, open(sys.argv[1], "w"))
+PY
+"$TESSEL" compare tiny-cpu "$tmp/shared" >"$tmp/shared.txt" 2>"$tmp/err"; check "compare of a shared-core run exits 0" $?
+check "names the sharing" "$(contains "$tmp/shared.txt" "host: the run put 2 CPU ranks on 1 hardware threads")"
+"$TESSEL" compare tiny-cpu "$tmp/shared" --json 2>/dev/null | python3 -c "import json,sys; h = json.load(sys.stdin)['host']; assert h == {'ranks': 2, 'host_threads': 1, 'oversubscribed': True}, h"
+check "JSON host block" $?
+
 finish
