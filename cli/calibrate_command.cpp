@@ -124,6 +124,16 @@ RunFolder loadRunFolder(const fs::path& dir) {
         r.durations[key][j["rank"].get<int>()].push_back(j["duration_seconds"].get<double>());
         r.kinds[key] = j["kind"].get<std::string>();
     }
+    // CPU ranks beyond the host's hardware threads shared cores: their times would fit the model to the sharing.
+    if (fs::exists(dir / "versions.json")) {
+        const nlohmann::json v = nlohmann::json::parse(readText(dir / "versions.json"), nullptr, false);
+        const int ranks = v.is_object() ? v.value("ranks", 0) : 0, threads = v.is_object() ? v.value("host_threads", 0) : 0;
+        if (threads > 0 && ranks > threads)
+            problems.add((dir / "versions.json").string() + "#/ranks",
+                         "the run put " + std::to_string(ranks) + " CPU ranks on " + std::to_string(threads) +
+                             " hardware threads: its times are of shared cores and would fit the cost model to that; "
+                             "measure with at most " + std::to_string(threads) + " ranks");
+    }
     problems.throwIfAny();
     if (r.durations.empty())
         throw InputError((dir / "measurements.jsonl").string(), "no measurements after the first step (run 2 steps or more)");

@@ -23,10 +23,12 @@ mkdir -p "$tmp/badrun"
 cp "$data/seen-pp2.json" "$tmp/badrun/scenario.json"
 echo '{"ranks": [{"rank": 0, "stage": "zero"}]}' >"$tmp/badrun/memory.json"
 printf '{"stage":0,"index":0,"step":1,"rank":0,"kind":"forward","duration_seconds":"slow"}\n' >"$tmp/badrun/measurements.jsonl"
+echo '{"ranks": 4, "host_threads": 1}' >"$tmp/badrun/versions.json"   # four CPU ranks shared one core
 "$TESSEL" calibrate "$tmp/bad.jsonl" "$tmp/badrun" --cluster cpu-host -o "$tmp/x.json" >"$tmp/err5" 2>&1
 check "calibrate: a bad run folder exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
 check "calibrate: lists the bad memory field" $(contains "$tmp/err5" "memory.json#/ranks/0/stage")
 check "calibrate: lists the bad measurement field" $(contains "$tmp/err5" "measurements.jsonl:1#/duration_seconds")
+check "calibrate: refuses times of ranks that shared cores" $(contains "$tmp/err5" "versions.json#/ranks: the run put 4 CPU ranks on 1 hardware threads")
 
 mkdir -p "$tmp/badrun2"
 cp "$data/seen-pp2.json" "$tmp/badrun2/scenario.json"
