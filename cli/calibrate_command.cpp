@@ -127,8 +127,11 @@ RunFolder loadRunFolder(const fs::path& dir) {
     // CPU ranks beyond the host's hardware threads shared cores: their times would fit the model to the sharing.
     if (fs::exists(dir / "versions.json")) {
         const nlohmann::json v = nlohmann::json::parse(readText(dir / "versions.json"), nullptr, false);
-        const int ranks = v.is_object() ? v.value("ranks", 0) : 0, threads = v.is_object() ? v.value("host_threads", 0) : 0;
-        if (threads > 0 && ranks > threads)
+        const auto count = [&](const char* key) { return v.is_object() && v.contains(key) && v[key].is_number_integer() ? v[key].get<int>() : 0; };
+        const int ranks = count("ranks"), threads = count("host_threads");
+        if (!v.is_object())
+            problems.add((dir / "versions.json").string(), "not a JSON object (tessel run writes one)");
+        else if (threads > 0 && ranks > threads)
             problems.add((dir / "versions.json").string() + "#/ranks",
                          "the run put " + std::to_string(ranks) + " CPU ranks on " + std::to_string(threads) +
                              " hardware threads: its times are of shared cores and would fit the cost model to that; "

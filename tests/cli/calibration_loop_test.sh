@@ -29,6 +29,11 @@ check "calibrate: a bad run folder exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
 check "calibrate: lists the bad memory field" $(contains "$tmp/err5" "memory.json#/ranks/0/stage")
 check "calibrate: lists the bad measurement field" $(contains "$tmp/err5" "measurements.jsonl:1#/duration_seconds")
 check "calibrate: refuses times of ranks that shared cores" $(contains "$tmp/err5" "versions.json#/ranks: the run put 4 CPU ranks on 1 hardware threads")
+mkdir -p "$tmp/badrun4" && cp "$tmp/badrun/scenario.json" "$tmp/badrun/memory.json" "$tmp/badrun/measurements.jsonl" "$tmp/badrun4/"
+echo 'not json' >"$tmp/badrun4/versions.json"
+"$TESSEL" calibrate "$tmp/badrun4" --cluster cpu-host -o "$tmp/x.json" >"$tmp/err7" 2>&1
+check "calibrate: a broken versions.json exits 2" $([ $? -eq 2 ] && echo 0 || echo 1)
+check "calibrate: names the broken versions.json" $(contains "$tmp/err7" "badrun4/versions.json: not a JSON object")
 
 mkdir -p "$tmp/badrun2"
 cp "$data/seen-pp2.json" "$tmp/badrun2/scenario.json"

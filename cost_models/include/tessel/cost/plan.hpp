@@ -249,14 +249,14 @@ struct Plan {
     int expertZeroShardSize() const {
         return (expertFolded() ? expertDp() : expertDp() * (zeroOverCp ? cp : 1)) / std::max(1, zeroReplicas);
     }
-    // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
-    // the dense gradient group (dp x cp) or the expert one (expertGradientGroup()) over the replicas.
     // Whether hybrid sharding's `replicas` split the expert data-parallel group a model with experts shards over (the
     // group is checked only where experts are laid out apart: ep > 1 or folded). validatePlan and the search's
     // verdict and replica choice ask it.
     bool replicasSplitExperts(int replicas) const {
         return (ep <= 1 && !expertFolded()) || (expertGradientGroup() > 0 && expertGradientGroup() % replicas == 0);
     }
+    // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
+    // the dense gradient group (dp x cp) or the expert one (expertGradientGroup()) over the replicas.
     int zeroReduceGroupSize(bool expert) const { return (expert ? expertGradientGroup() : dp * cp) / std::max(1, zeroReplicas); }
     std::string rankOrderString() const;
 };
