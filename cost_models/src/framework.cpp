@@ -396,6 +396,14 @@ bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
     return year != 0 && year <= 2024;
 }
 
+bool expertRankGeneratorOf(const FrameworkSettings& f) {
+    if (f.name == "generic") return true;
+    if (f.name != "megatron" && f.name != "nemo") return false;
+    if (const auto ym = containerYearMonth(f.version)) return *ym >= std::make_pair(2024, 12);
+    const int year = frameworkYear(f);
+    return year == 0 || year >= 2025;
+}
+
 // The plan keys of DeepSpeed ZeRO-3's coordinator limits, DeepSpeed's own config names.
 const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>>& stage3Keys() {
     static const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSettings::*>> keys = {

@@ -622,20 +622,28 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("ep"), "ep=" + n(plan.ep) + " needs a model with a moe block");
     if (plan.etp > 0 && !model.moe)
         problems.add(field("etp"), "etp=" + n(plan.etp) + " needs a model with a moe block");
-    if (plan.expertFolded()) {
-        // MoE parallel folding (Megatron-core): the expert layers lay etp x ep x edp over the stage's tp x cp x dp
-        // ranks; their pipeline stages are the dense ones', so pp must be the slowest dim of rank_order.
+    if (plan.expertLayoutApart()) {
+        // The expert layers' own layout (MoE parallel folding, or Megatron-core's expert RankGenerator with cp > 1):
+        // etp x ep x edp over the stage's tp x cp x dp ranks; their pipeline stages are the dense ones', so pp must be
+        // the slowest dim of rank_order (Megatron-core asserts the two layouts' pp groups agree).
         const int64_t stageRanks = static_cast<int64_t>(plan.tp) * plan.cp * plan.dp;
-        const int64_t expertRanks = static_cast<int64_t>(plan.etp) * plan.ep;
+        const int64_t expertRanks = static_cast<int64_t>(plan.expertTp()) * plan.ep;
+        const std::string why = plan.expertFolded()
+                                    ? "etp=" + n(plan.etp) + " differs from tp=" + n(plan.tp)
+                                    : "with cp=" + n(plan.cp) + " Megatron-core " +
+                                          (plan.framework.name == "generic" ? std::string("from 0.10, which a plan of no framework follows,")
+                                           : plan.framework.version.empty() ? std::string("(0.10 on)")
+                                                                            : "as of \"" + plan.framework.version + "\"") +
+                                          " lays out the expert layers with a rank generator of their own";
         if (stageRanks % expertRanks != 0)
-            problems.add(field("etp"), "etp x ep = " + n(plan.etp) + " x " + n(plan.ep) + " must divide the " + n(stageRanks) +
-                                           " ranks of a pipeline stage (tp x cp x dp = " + n(plan.tp) + " x " + n(plan.cp) + " x " +
-                                           n(plan.dp) + "), which the expert layers are laid out over");
+            problems.add(field(plan.expertFolded() ? "etp" : "ep"),
+                         "etp x ep = " + n(plan.expertTp()) + " x " + n(plan.ep) + " must divide the " + n(stageRanks) +
+                             " ranks of a pipeline stage (tp x cp x dp = " + n(plan.tp) + " x " + n(plan.cp) + " x " + n(plan.dp) +
+                             "), which the expert layers are laid out over (" + why + ")");
         if (plan.rankOrder.back() != ParallelDim::Pp)
-            problems.add(field("rank_order"), "etp=" + n(plan.etp) + " differs from tp=" + n(plan.tp) +
-                                                  ", so the expert layers have their own layout; it needs pp last in rank_order, got \"" +
+            problems.add(field("rank_order"), why + ", so the expert layers have their own layout; it needs pp last in rank_order, got \"" +
                                                   plan.rankOrderString() + "\"");
-        if (plan.tp > 1 && !plan.sequenceParallel)
+        if (plan.expertFolded() && plan.tp > 1 && !plan.sequenceParallel)
             problems.add(field("sequence_parallel"), "etp=" + n(plan.etp) + " with tp=" + n(plan.tp) +
                                                          " needs sequence parallelism (Megatron-core dispatches each TP rank's own "
                                                          "tokens; without it they are copies)");

@@ -13,18 +13,18 @@ namespace {
 
 // The two layouts of a plan's ranks. Dense: rank_order's dims with sizes tp, cp, ep, dp/ep, pp ("dp" is the
 // expert-data-parallel part: EP is carved out of DP, as in Megatron-core without folding; dp % ep == 0 is checked by
-// validatePlan). Expert: the expert layers' own layout when etp differs from tp (MoE parallel folding, Megatron-core's
-// expert RankGenerator): the same order with sizes etp, 1, ep, tp x cp x dp / (etp x ep), pp. A folded plan's dense
-// layout keeps ep out of it (ep 1, dp whole).
+// validatePlan). Expert: the expert layers' own layout (Plan::expertLayoutApart: etp differs from tp, MoE parallel
+// folding, or Megatron-core's expert RankGenerator with cp > 1): the same order with sizes etp, 1, ep,
+// tp x cp x dp / (etp x ep), pp. Such a plan's dense layout keeps ep out of it (ep 1, dp whole).
 enum class Layout { Dense, Expert };
 
-// The layout a group of `kind` is laid out in: the expert groups of a folded plan take the expert layout.
+// The layout a group of `kind` is laid out in: the expert groups of a plan laid out apart take the expert layout.
 Layout layoutOf(const Plan& plan, GroupKind kind) {
-    return isExpertGroup(kind) && plan.expertFolded() ? Layout::Expert : Layout::Dense;
+    return isExpertGroup(kind) && plan.expertLayoutApart() ? Layout::Expert : Layout::Dense;
 }
 
 int dimSize(const Plan& plan, ParallelDim d, Layout layout = Layout::Dense) {
-    const bool folded = plan.expertFolded();
+    const bool folded = plan.expertLayoutApart();
     const bool expert = layout == Layout::Expert && folded;
     switch (d) {
     case ParallelDim::Tp:
@@ -86,11 +86,12 @@ void checkLayout(const Plan& plan) {
                                               " has size < 1 (every degree must be >= 1 and ep must divide dp, or with etp "
                                               "etp x ep must divide tp x cp x dp)");
         }
-    if (!plan.expertFolded() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp to lay out ranks");
-    if (plan.expertFolded() && plan.expertDp() < 1)
-        throw InputError("/plan/etp", "etp x ep must divide tp x cp x dp to lay out the expert ranks");
-    if (plan.expertFolded() && plan.rankOrder.back() != ParallelDim::Pp)
-        throw InputError("/plan/rank_order", "a plan with etp != tp needs pp last in rank_order");
+    if (!plan.expertLayoutApart() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp to lay out ranks");
+    if (plan.expertLayoutApart() && plan.expertDp() < 1)
+        throw InputError(plan.expertFolded() ? "/plan/etp" : "/plan/ep",
+                         "etp x ep must divide tp x cp x dp to lay out the expert ranks");
+    if (plan.expertLayoutApart() && plan.rankOrder.back() != ParallelDim::Pp)
+        throw InputError("/plan/rank_order", "a plan whose expert layers have a layout of their own needs pp last in rank_order");
 }
 
 // Coordinates of `rank` in `layout` (rank_order's dims, fastest first).
@@ -364,7 +365,7 @@ GroupPlacement placeGroup(const Plan& plan, const ClusterConfig& cluster, GroupK
     Key key{plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, static_cast<int>(plan.rankOrder[0]),
             static_cast<int>(plan.rankOrder[1]), static_cast<int>(plan.rankOrder[2]),
             static_cast<int>(plan.rankOrder[3]), static_cast<int>(plan.rankOrder[4]), cluster.gpusPerNode,
-            static_cast<int>(kind), isSplitKind(kind) ? plan.zeroReplicas : 1, plan.expertFolded() ? plan.etp : 0};
+            static_cast<int>(kind), isSplitKind(kind) ? plan.zeroReplicas : 1, plan.expertLayoutApart() ? plan.expertTp() : 0};
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     const GroupPlacement placement = computePlacement(plan, cluster, kind);

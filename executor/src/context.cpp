@@ -51,7 +51,7 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     } else {
         ctx.expertDpInCp = ctx.expertDp;
     }
-    if (plan.expertFolded()) {
+    if (plan.expertLayoutApart()) {
         ctx.expertTp = makeGroup("expert_tp", groupRanks(plan, GroupKind::ExpertTp, rank), rank);
         comm.createGroup(ctx.expertTp);
     } else {

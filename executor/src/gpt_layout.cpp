@@ -39,7 +39,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                                                    "experts have none either); set linear_bias false for an MoE model");
         if (model.moe->experts % plan.ep != 0)
             throw InputError("/plan/ep", "ep must divide the model's experts");
-        if (!plan.expertFolded() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
+        if (!plan.expertLayoutApart() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
         m.experts = model.moe->experts;
         m.topK = model.moe->topK;
         m.expertF = model.moe->expertFfnHidden;

@@ -115,13 +115,14 @@ struct Trainer::Impl : ParameterResidency {
     // Expert parameters are sharded over EP and replicated over the expert data-parallel group (cp x dp / ep ranks):
     // their gradients are summed there, and ZeRO shards their state there (Megatron-core's expert distributed
     // optimizer); without zero_over_cp, as the dense state, over the ranks of one CP index after the cp all-reduce.
-    // Folded experts (etp != tp) have the CP ranks inside their expert data-parallel group, where across cp they hold
-    // other experts: their gradients are never pre-reduced over cp, but summed and sharded over that group alone.
+    // Experts laid out apart (folded, or Megatron-core's expert layout with cp > 1) have the CP ranks inside their expert
+    // data-parallel group, where across cp they hold other experts: their gradients are never pre-reduced over cp, but
+    // summed and sharded over that group alone.
     const Group& expertShardGroup() const {
-        return hybrid() ? ctx.expertZeroShard : preReduceCp() && !ctx.plan.expertFolded() ? ctx.expertDpInCp : ctx.expertDp;
+        return hybrid() ? ctx.expertZeroShard : preReduceCp() && !ctx.plan.expertLayoutApart() ? ctx.expertDpInCp : ctx.expertDp;
     }
     // Whether a bucket's gradients are all-reduced over cp before its own group's reduction.
-    bool preReducesCp(const Bucket& bk) const { return preReduceCp() && !(bk.expert && ctx.plan.expertFolded()); }
+    bool preReducesCp(const Bucket& bk) const { return preReduceCp() && !(bk.expert && ctx.plan.expertLayoutApart()); }
     // The group a bucket is reduced and sharded over, and (hybrid sharding) the one its shards are summed across.
     const Group& groupOf(const Bucket& bk) const { return bk.expert ? expertShardGroup() : shardGroup(); }
     const Group& replicaGroupOf(const Bucket& bk) const { return bk.expert ? ctx.expertZeroReplica : ctx.zeroReplica; }

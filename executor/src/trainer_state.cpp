@@ -405,7 +405,7 @@ double Trainer::Impl::localSquaredNorm() {
             if (bk.pending.defined())
                 throw RuntimeError("rank " + std::to_string(ctx.rank) + ": the optimizer step found a gradient shard of chunk " +
                                    std::to_string(key.first) + " not summed across the ZeRO replicas");
-    // Without zero_over_cp the CP ranks of a replica hold identical shards (but folded experts'): count them on cp
+    // Without zero_over_cp the CP ranks of a replica hold identical shards (but experts laid out apart): count them on cp
     // index 0. With hybrid sharding the copies hold identical shards: count them on the first (of the dense or the
     // expert split).
     // A bucket mixes kinds of parameters: the shard's element ranges, parameter by parameter (the full

@@ -66,7 +66,7 @@ std::vector<ParallelDim> activeOrder(const std::array<ParallelDim, 5>& order, co
         const int size = d == ParallelDim::Tp   ? std::max(p.tp, p.expertTp())
                          : d == ParallelDim::Cp ? p.cp
                          : d == ParallelDim::Ep ? p.ep
-                         : d == ParallelDim::Dp ? (p.expertFolded() ? std::max(p.dp, p.expertDp()) : p.dp / p.ep)
+                         : d == ParallelDim::Dp ? (p.expertLayoutApart() ? std::max(p.dp, p.expertDp()) : p.dp / p.ep)
                                                 : p.pp;
         if (size > 1) dims.push_back(d);
     }

@@ -175,8 +175,9 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, con
                          "(ep <= data_parallel_shard_degree x cp); expert parallelism needs zero_stage 3");
         if (p.cp > 1)
             problems.add("/plan/ep",
-                         "torchtitan's expert groups include the context-parallel ranks (cp <= ep <= "
-                         "dp_shard x cp); tessel carves ep out of dp alone, so ep > 1 needs cp 1");
+                         "torchtitan's expert groups include every context-parallel rank (cp <= ep <= "
+                         "dp_shard x cp) and its experts' tensor parallelism is its own; tessel costs that layout only "
+                         "as Megatron-core's, so ep > 1 needs cp 1 here (or export --format megatron)");
     }
     if (p.schedule == Schedule::ZeroBubble)
         problems.add(

@@ -45,7 +45,7 @@ const char* reasonText(Reason r) {
     case Reason::EpNeedsMoe: return "ep needs a MoE model";
     case Reason::EpDp: return "ep does not divide dp";
     case Reason::EtpRanks: return "etp x ep does not divide a stage's ranks";
-    case Reason::EtpOrder: return "folded experts need pp last in rank order";
+    case Reason::EtpOrder: return "experts laid out apart need pp last in rank order";
     case Reason::EtpSp: return "folded experts with tp > 1 need SP";
     case Reason::ZeroReplicas: return "zero_replicas does not fit the plan";
     case Reason::EpOverlap: return "moe_a2a_overlap not runnable (ep, recompute, vpp)";
@@ -100,11 +100,11 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (dualPipe && plan.microBatchesPerStep() < 2 * plan.pp) return Reason::DualPipeVMicroBatches;
     if (interleaved && plan.microBatchesPerStep() % plan.pp != 0) return Reason::InterleavedMicroBatches;
     if ((plan.ep > 1 || plan.etp > 0) && !model.moe) return Reason::EpNeedsMoe;
-    if (plan.expertFolded()) {
-        if ((static_cast<int64_t>(plan.tp) * plan.cp * plan.dp) % (static_cast<int64_t>(plan.etp) * plan.ep) != 0)
+    if (plan.expertLayoutApart()) {
+        if ((static_cast<int64_t>(plan.tp) * plan.cp * plan.dp) % (static_cast<int64_t>(plan.expertTp()) * plan.ep) != 0)
             return Reason::EtpRanks;
         if (plan.rankOrder.back() != ParallelDim::Pp) return Reason::EtpOrder;
-        if (plan.tp > 1 && !plan.sequenceParallel) return Reason::EtpSp;
+        if (plan.expertFolded() && plan.tp > 1 && !plan.sequenceParallel) return Reason::EtpSp;
     } else if (plan.dp % plan.ep != 0) {
         return Reason::EpDp;
     }

@@ -15,7 +15,7 @@ namespace {
 // Size of a dense-layout dim: "dp" in rank_order is the expert-data-parallel part dp/ep; a folded plan's dense
 // layout has no ep (topology.cpp).
 int dimSize(const Plan& plan, ParallelDim dim) {
-    const bool folded = plan.expertFolded();
+    const bool folded = plan.expertLayoutApart();
     switch (dim) {
     case ParallelDim::Tp: return plan.tp;
     case ParallelDim::Cp: return plan.cp;
@@ -87,7 +87,7 @@ uint32_t orderSignature(const Plan& plan, const std::array<ParallelDim, 5>& orde
     uint32_t sig = 0;
     // A dim of one rank goes anywhere; a folded plan's dim counts where either layout has more than one.
     for (ParallelDim dim : order)
-        if (dimSize(plan, dim) > 1 || (plan.expertFolded() && expertDimSize(plan, dim) > 1))
+        if (dimSize(plan, dim) > 1 || (plan.expertLayoutApart() && expertDimSize(plan, dim) > 1))
             sig = (sig << 3) | (static_cast<uint32_t>(dim) + 1u);
     return sig;
 }
@@ -109,7 +109,7 @@ GroupPlacement fastPlaceGroup(const Plan& plan, int gpusPerNode, GroupKind kind)
     // groups are laid out by the expert sizes, the same world of ranks in the same order (pp last in both).
     // Hybrid-sharding groups are runs of a group, not whole dims: the topology places them.
     if (variedMask(kind) == 0 && kind != GroupKind::PpPair) return placeGroup(plan, gpusPerNode, kind);
-    const bool expertLayout = plan.expertFolded() && isExpertGroup(kind);
+    const bool expertLayout = plan.expertLayoutApart() && isExpertGroup(kind);
     std::array<int, 5> size{}, stride{};
     int world = 1;
     for (size_t i = 0; i < 5; ++i) {
@@ -258,7 +258,7 @@ DpPlacements dpPlacements(const Plan& plan, int gpusPerNode) {
     // where the replicas divide them (validatePlan requires it of a model with experts).
     const int r = plan.zeroReplicas;
     const bool denseHybrid = r > 1 && (plan.cp == 1 || plan.zeroOverCp) && (plan.dp * plan.cp) % r == 0;
-    const bool expertHybrid = r > 1 && plan.ep > 0 && (plan.expertFolded() || plan.dp % plan.ep == 0) &&
+    const bool expertHybrid = r > 1 && plan.ep > 0 && (plan.expertLayoutApart() || plan.dp % plan.ep == 0) &&
                               plan.expertGradientGroup() > 0 && plan.expertGradientGroup() % r == 0;
     if (denseHybrid) {
         p.dense = placeGroup(plan, gpusPerNode, GroupKind::ZeroShard);

@@ -93,7 +93,7 @@ struct Pruner {
 
         // Rank orders distinct in effect (placements of every group the simulator costs).
         OrderClasses oc;
-        if (plan.expertFolded()) {
+        if (plan.expertLayoutApart()) {
             oc = effectiveOrders(plan, gpn, foldedOrders(space)); // the expert layout needs pp last
         } else if (plan.dp % plan.ep != 0) {
             oc.orders = {space.orders.front()}; // every plan of the item is rejected ("ep does not divide dp")
@@ -115,7 +115,7 @@ struct Pruner {
         if (replicas > 1) {
             Plan hybrid = plan;
             hybrid.zeroReplicas = replicas;
-            hybridClasses = effectiveOrders(hybrid, gpn, plan.expertFolded() ? foldedOrders(space) : space.orders);
+            hybridClasses = effectiveOrders(hybrid, gpn, plan.expertLayoutApart() ? foldedOrders(space) : space.orders);
             orderSets.push_back({&hybridClasses, replicas});
         }
         // Plans per (micro-batch, SP, recompute, schedule) shape: every ZeRO stage with each of its order sets.

@@ -249,7 +249,11 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                 if (prod > s.gpus || s.gpus % prod != 0) continue;
                 const int dp = static_cast<int>(s.gpus / prod);
                 if (!s.dpFilter.empty() && !std::binary_search(s.dpFilter.begin(), s.dpFilter.end(), dp)) continue;
-                const std::vector<int> eps = !s.ep.empty() ? s.ep : (model.moe ? divisorsOf(dp) : std::vector<int>{1});
+                // With cp > 1 Megatron-core's expert layout (0.10 on) lets EP take CP ranks: ep divides cp x dp.
+                const bool expertLayoutOwn = cp > 1 && expertRankGeneratorOf(s.base.framework);
+                const std::vector<int> eps = !s.ep.empty() ? s.ep
+                                             : model.moe   ? divisorsOf(expertLayoutOwn ? cp * dp : dp)
+                                                           : std::vector<int>{1};
                 // Context parallelism's exchange is a choice only where there is context parallelism, and only for a
                 // (tp, cp) that some plan can use: tp dividing the heads and the MLP, 2 x cp the sequence. Elsewhere
                 // every plan is rejected whatever the exchange, so the ring stands for them once (docs/search.md).
@@ -262,7 +266,9 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
                     it.cpComm = comm;
                     Plan plan = itemPlan(s, it);
                     // An estimate for progress (orders equal in placement are merged later, per item).
-                    const uint64_t orders = plan.dp % plan.ep == 0 ? distinctOrderIndices(plan, s.orders).size() : 1;
+                    const uint64_t orders = plan.expertLayoutApart() ? distinctOrderIndices(plan, foldedOrders(s)).size()
+                                            : plan.dp % plan.ep == 0 ? distinctOrderIndices(plan, s.orders).size()
+                                                                     : 1;
                     const uint64_t perShape = recomputeChoices(s).size() * s.zero.size() * orders;
                     it.plans = microBatchChoices(s, dp, pp).size() * spChoices(s, tp).size() *
                                scheduleChoices(s, model, pp).size() * perShape;
@@ -290,7 +296,7 @@ std::vector<WorkItem> workItems(const Space& s, const ModelConfig& model) {
 
 namespace tessel::sim {
 int hybridShardingReplicas(const ModelConfig& model, const Plan& plan, int gpusPerNode) {
-    if (plan.ep < 1 || (!plan.expertFolded() && plan.dp % plan.ep != 0) || (plan.cp > 1 && !plan.zeroOverCp) || plan.tp < 1)
+    if (plan.ep < 1 || (!plan.expertLayoutApart() && plan.dp % plan.ep != 0) || (plan.cp > 1 && !plan.zeroOverCp) || plan.tp < 1)
         return 1;
     const int group = plan.dp * plan.cp;
     const int shard = std::min(group, std::max(1, gpusPerNode / plan.tp));

@@ -12,10 +12,14 @@
 namespace tessel {
 namespace {
 
+// Megatron-core 0.9's layout, EP carved out of dp whatever cp is: the grids below run every rank order, which
+// Megatron-core's own expert layout (0.10 on, MegatronCoreExpertLayout... below) restricts to pp last.
 Plan makePlan(int tp, int pp, int dp, int cp = 1, int ep = 1,
               std::array<ParallelDim, 5> order = {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep,
                                                   ParallelDim::Dp, ParallelDim::Pp}) {
     Plan p;
+    p.framework.name = "megatron";
+    p.framework.version = "core_r0.9.0";
     p.tp = tp;
     p.pp = pp;
     p.dp = dp;
@@ -244,7 +248,73 @@ TEST(Topology, FoldedExpertLayoutSpansTheStagesTpAndDpRanks) {
     EXPECT_EQ(groupRanks(same, GroupKind::ExpertTp, 0), groupRanks(same, GroupKind::Tp, 0));
 }
 
-// Folded plans over a grid: every kind partitions the world with the expected sizes, and each expert group's
+// Megatron-core from 0.10 lays the expert layers out with a RankGenerator of their own whatever etp is (sizes etp, 1,
+// ep, tp x cp x dp / (etp x ep), pp; parallel_state.py): with cp > 1 an EP group takes CP ranks before data-parallel
+// ones and ep may exceed dp. tp 2, cp 2, dp 2 on 8 ranks, default order tp-cp-ep-dp-pp.
+TEST(Topology, MegatronCoreExpertLayoutTakesCpRanksFirst) {
+    Plan carved = makePlan(2, 1, 2, 2, 2);
+    Plan own = carved;
+    own.framework.version = "core_r0.10.0";
+    ASSERT_FALSE(carved.expertLayoutApart());
+    ASSERT_TRUE(own.expertLayoutApart());
+    EXPECT_FALSE(own.expertFolded());
+    // ep 2 carved out of dp 2: EP strides over tp x cp (4); its expert data-parallel group is the CP pair.
+    EXPECT_EQ(groupRanks(carved, GroupKind::Ep, 0), (std::vector<int>{0, 4}));
+    EXPECT_EQ(groupRanks(carved, GroupKind::ExpertDp, 0), (std::vector<int>{0, 2}));
+    // Megatron-core's own layout: tp (stride 1), ep (stride 2), edp = cp x dp / ep = 2 (stride 4): the same sizes,
+    // the groups swapped.
+    EXPECT_EQ(groupRanks(own, GroupKind::Ep, 0), (std::vector<int>{0, 2}));
+    EXPECT_EQ(groupRanks(own, GroupKind::ExpertDp, 0), (std::vector<int>{0, 4}));
+    EXPECT_EQ(groupRanks(own, GroupKind::ExpertTp, 5), groupRanks(own, GroupKind::Tp, 5));
+    EXPECT_EQ(own.expertGradientGroup(), 2);
+    EXPECT_EQ(own.expertZeroShardSize(), 2);
+    // The dense groups do not move: CP pairs {0, 2}, DP pairs {0, 4}.
+    EXPECT_EQ(groupRanks(own, GroupKind::Cp, 0), groupRanks(carved, GroupKind::Cp, 0));
+    EXPECT_EQ(groupRanks(own, GroupKind::Dp, 1), (std::vector<int>{1, 5}));
+    EXPECT_EQ(rankCoords(own, 5).dpIndex(own), 1);
+
+    // ep 4 > dp 2: laid out over tp x ep, one rank a expert data-parallel group; the carved layout cannot hold it.
+    Plan wide = own;
+    wide.ep = 4;
+    EXPECT_EQ(wide.expertDp(), 1);
+    EXPECT_EQ(groupRanks(wide, GroupKind::Ep, 3), (std::vector<int>{1, 3, 5, 7}));
+    EXPECT_EQ(groupRanks(wide, GroupKind::ExpertDp, 3), (std::vector<int>{3}));
+    Plan wideCarved = carved;
+    wideCarved.ep = 4;
+    EXPECT_THROW(groupRanks(wideCarved, GroupKind::Ep, 0), InputError);
+    // Its pipeline groups must be the dense layout's, so pp is last in rank_order.
+    wide.rankOrder = {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Pp, ParallelDim::Dp};
+    EXPECT_THROW(groupRanks(wide, GroupKind::Ep, 0), InputError);
+
+    // Which versions build it: Megatron-core 0.10 on (2025), NeMo from 24.12, today's code, generic plans.
+    FrameworkSettings f;
+    EXPECT_TRUE(expertRankGeneratorOf(f)); // generic
+    for (const char* v : {"", "core_r0.10.0", "core_v0.15.0", "2025"}) {
+        f.name = "megatron";
+        f.version = v;
+        EXPECT_TRUE(expertRankGeneratorOf(f)) << v;
+    }
+    for (const char* v : {"core_r0.9.0", "2024", "v3.0"}) {
+        f.version = v;
+        EXPECT_FALSE(expertRankGeneratorOf(f)) << v;
+    }
+    f.name = "nemo";
+    f.version = "24.09";
+    EXPECT_FALSE(expertRankGeneratorOf(f));
+    f.version = "24.12";
+    EXPECT_TRUE(expertRankGeneratorOf(f));
+    for (const char* name : {"megascale", "deepspeed", "fsdp", "torchtitan"}) {
+        f.name = name;
+        f.version = "";
+        EXPECT_FALSE(expertRankGeneratorOf(f)) << name;
+    }
+    // With cp 1 both layouts are one: nothing is laid out apart.
+    Plan noCp = makePlan(2, 1, 4, 1, 2);
+    noCp.framework.version = "";
+    EXPECT_FALSE(noCp.expertLayoutApart());
+}
+
+// Folded plans, and Megatron-core's expert layout with cp > 1, over a grid: every kind partitions the world with the expected sizes, and each expert group's
 // placement from placeGroup is the worst over every rank's own group.
 TEST(Topology, FoldedGroupsPartitionTheWorld) {
     const auto orders = allOrders();
@@ -252,11 +322,12 @@ TEST(Topology, FoldedGroupsPartitionTheWorld) {
     for (int tp : {1, 2, 4})
         for (int cp : {1, 2})
             for (int dp : {1, 2, 4})
-                for (int etp : {1, 2})
+                for (int etp : {0, 1, 2})
                     for (int ep : {1, 2, 4, 8}) {
                         Plan p = makePlan(tp, 2, dp, cp, ep);
                         p.etp = etp;
-                        if (!p.expertFolded() || (tp * cp * dp) % (etp * ep) != 0) continue;
+                        if (etp == 0) p.framework.version = "core_r0.10.0"; // Megatron-core's own expert layout
+                        if (!p.expertLayoutApart() || (tp * cp * dp) % (p.expertTp() * ep) != 0) continue;
                         for (size_t o = 0; o < orders.size(); o += 5) {
                             if (orders[o].back() != ParallelDim::Pp) continue;
                             p.rankOrder = orders[o];

@@ -280,6 +280,9 @@ struct MoeZeroCase {
     bool zeroBubble = false;
     bool mixed = false;   // a dense first layer and shared experts (the Mixed grid below)
     int etp = 0;          // expert TP other than tp: MoE parallel folding (the Folded grid below)
+    // Megatron-core 0.9's layout (EP carved out of dp with cp > 1; the Carved grid below); otherwise today's, whose
+    // expert layers with cp > 1 take a layout of their own (EP over CP ranks first).
+    bool carved = false;
 };
 
 class ExpertZero : public ::testing::TestWithParam<MoeZeroCase> {};
@@ -295,6 +298,11 @@ TEST_P(ExpertZero, MatchesOneRank) {
     p.etp = c.etp;
     p.sequenceParallel = c.tp > 1;
     if (c.zeroBubble) p.schedule = Schedule::ZeroBubble;
+    if (c.carved) {
+        p.framework.name = "megatron";
+        p.framework.version = "core_r0.9.0";
+    }
+    ASSERT_EQ(p.expertLayoutApart(), c.etp > 0 && c.etp != c.tp ? true : c.cp > 1 && c.ep > 1 && !c.carved) << c.name;
     p.microBatch = 1;
     p.globalBatch = 2 * c.dp;
     TrainHyper hyper;
@@ -365,6 +373,30 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeZeroCase{"tp2_cp2_etp1_ep4_dp2_zero1_clipped", 2, 4, 1, 1, 1, true, 2, false, 2, false, false, 1},
                       MoeZeroCase{"tp2_cp2_etp1_ep2_zero2", 1, 2, 1, 2, 1, false, 2, false, 2, false, false, 1},
                       MoeZeroCase{"tp2_cp2_etp1_ep2_dp2_zero3_over_cp_mixed", 2, 2, 1, 3, 1, false, 2, true, 2, false, true, 1}),
+    [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
+
+// Megatron-core's expert layout with cp > 1 and etp = tp (0.10 on: the expert RankGenerator whatever etp is): EP takes
+// CP ranks before data-parallel ones, so ep may exceed dp, and the expert gradients sum over cp x dp / ep without a
+// pre-reduction over cp. The Grid's and TensorParallel's cp 2 cases run it too; these are the ones the carved layout
+// cannot hold (ep > dp).
+INSTANTIATE_TEST_SUITE_P(
+    CoreExpertLayout, ExpertZero,
+    ::testing::Values(MoeZeroCase{"cp2_ep2_dp1_zero1_clipped", 1, 2, 1, 1, 1, true, 2},
+                      MoeZeroCase{"cp2_ep4_dp2_zero3_over_cp_clipped", 2, 4, 1, 3, 1, true, 2, true},
+                      MoeZeroCase{"cp2_ep4_dp2_pp2_zero2", 2, 4, 2, 2, 1, false, 2},
+                      MoeZeroCase{"tp2_cp2_ep2_dp1", 1, 2, 1, 0, 1, false, 2, false, 2},
+                      MoeZeroCase{"cp2_ep2_dp1_zero2_mixed", 1, 2, 1, 2, 1, false, 2, false, 1, false, true}),
+    [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
+
+// Megatron-core 0.9's layout with cp > 1 (EP carved out of dp; CP ranks hold the same experts and pre-reduce their
+// gradients over cp without zero_over_cp), kept for plans of that version and MegaScale's fork.
+INSTANTIATE_TEST_SUITE_P(
+    Carved, ExpertZero,
+    ::testing::Values(MoeZeroCase{"cp2_ep2_dp2_zero0_clipped", 2, 2, 1, 0, 1, true, 2, false, 1, false, false, 0, true},
+                      MoeZeroCase{"cp2_ep2_dp4_zero1_clipped", 4, 2, 1, 1, 1, true, 2, false, 1, false, false, 0, true},
+                      MoeZeroCase{"cp2_ep2_dp2_zero2_over_cp_clipped", 2, 2, 1, 2, 1, true, 2, true, 1, false, false, 0, true},
+                      MoeZeroCase{"cp2_ep2_dp2_zero3_over_cp_x2_clipped", 2, 2, 1, 3, 2, true, 2, true, 1, false, false, 0, true},
+                      MoeZeroCase{"tp2_cp2_ep2_dp2", 2, 2, 1, 0, 1, false, 2, false, 2, false, false, 0, true}),
     [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
 
 // MoE with TP but without SP is refused at its field (Megatron refuses it too), and so is parallel folding.

@@ -325,8 +325,9 @@ TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
 
 // Placement and rank orders.
 // Every plan of the grid tp x pp x cp x dp x ep (ep dividing dp) whose world fills whole nodes of gpn GPUs, under every
-// rank order, and its folded twins (etp 1..3 other than tp, ep 1..4 with etp x ep dividing tp x cp x dp: the expert
-// layers' own layout) under every order with pp last: fn(plan, gpn, cluster).
+// rank order, and its twins whose expert layers have a layout of their own (folded: etp 1..3 other than tp, ep 1..4
+// with etp x ep dividing tp x cp x dp; and with cp > 1 Megatron-core's from 0.10, ep dividing cp x dp) under every
+// order with pp last, beside Megatron-core 0.9's carved layout under every order: fn(plan, gpn, cluster).
 template <class Fn>
 void forEachPlacedPlan(std::initializer_list<int> gpns, std::initializer_list<int> tps, std::initializer_list<int> pps,
                        std::initializer_list<int> cps, std::initializer_list<int> dps, Fn fn) {
@@ -336,17 +337,25 @@ void forEachPlacedPlan(std::initializer_list<int> gpns, std::initializer_list<in
                 for (int cp : cps)
                     for (int dp : dps)
                         for (int etp : {0, 1, 2, 3})
-                            for (int ep : {1, 2, 3, 4}) {
+                            for (int ep : {1, 2, 3, 4})
+                            for (bool carved : {false, true}) {
                                 if (etp == tp) continue;
-                                if (etp == 0 ? (ep > 2 || dp % ep != 0) : (tp * cp * dp) % (etp * ep) != 0) continue;
+                                // etp 0 with cp > 1: Megatron-core's own expert layout (0.10 on), and 0.9's carved one.
+                                if (carved && (etp != 0 || cp == 1 || ep == 1)) continue;
                                 Plan p = test::plan3d(tp, pp, dp, 1, dp); // placement reads no batch
                                 p.cp = cp;
                                 p.ep = ep;
                                 p.etp = etp;
+                                if (carved) {
+                                    p.framework.name = "megatron";
+                                    p.framework.version = "core_r0.9.0";
+                                }
+                                if (!p.expertLayoutApart() ? (ep > 2 || dp % ep != 0) : (tp * cp * dp) % (p.expertTp() * ep) != 0)
+                                    continue;
                                 if (p.worldSize() % gpn != 0) continue;
                                 const ClusterConfig c = smallNodes(gpn, p.worldSize() / gpn, 80);
                                 for (const auto& o : permutations()) {
-                                    if (p.expertFolded() && o.back() != ParallelDim::Pp) continue;
+                                    if (p.expertLayoutApart() && o.back() != ParallelDim::Pp) continue;
                                     p.rankOrder = o;
                                     fn(p, gpn, c);
                                 }

@@ -42,7 +42,7 @@ std::vector<std::array<ParallelDim, 5>> ordersByPlacement(Plan plan, const Clust
     std::vector<std::array<ParallelDim, 5>> out;
     std::vector<std::vector<int>> seen;
     for (const auto& o : permutations()) {
-        if (plan.expertFolded() && o.back() != ParallelDim::Pp) continue; // the expert layout needs pp last
+        if (plan.expertLayoutApart() && o.back() != ParallelDim::Pp) continue; // the expert layout needs pp last
         plan.rankOrder = o;
         std::vector<int> key;
         std::vector<GroupKind> kinds{GroupKind::Tp, GroupKind::Cp, GroupKind::Ep, GroupKind::Dp, GroupKind::ExpertDp,
@@ -103,7 +103,8 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                 if (gpus % (tp * pp * cp) != 0) continue;
                 const int dp = gpus / (tp * pp * cp);
                 if (fixed.count("dp") && fixed["dp"] != dp) continue;
-                // MoE: the experts over tp with EP inside dp, and (tp > 1) folded: whole experts, EP over
+                // MoE: the experts over tp with EP inside dp (inside cp x dp with cp > 1: the plans' framework is
+                // generic, laid out as Megatron-core 0.10 on), and (tp > 1) folded: whole experts, EP over
                 // tp x cp x dp, SP on (docs/search.md).
                 // Context parallelism's exchange: the ring, the all-to-all and the gather where cp > 1 and tp divides the
                 // heads and the MLP and 2 x cp the sequence (elsewhere every plan is rejected whatever the exchange,
@@ -113,7 +114,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                 for (CpComm comm : cp > 1 && shapeRuns ? std::vector<CpComm>{CpComm::P2p, CpComm::A2a, CpComm::AllGather}
                                                        : std::vector<CpComm>{CpComm::P2p})
                 for (int etp : model.moe && tp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0})
-                for (int ep : pick("ep", !model.moe ? std::vector<int>{1} : etp ? divisors(tp * cp * dp) : divisors(dp)))
+                for (int ep : pick("ep", !model.moe ? std::vector<int>{1} : etp ? divisors(tp * cp * dp) : divisors(cp * dp)))
                     for (int mb : pick("micro_batch", globalBatch % dp == 0 ? divisors(globalBatch / dp) : std::vector<int>{1}))
                         for (bool sp : etp ? std::vector<bool>{true} : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
                             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
@@ -165,7 +166,7 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             for (int r : replicaChoices) {
                                             p.zeroReplicas = r;
                                             p.rankOrder = Plan{}.rankOrder;
-                                            const auto orders = etp || dp % ep == 0 ? ordersByPlacement(p, cluster)
+                                            const auto orders = p.expertLayoutApart() || dp % ep == 0 ? ordersByPlacement(p, cluster)
                                                                              : std::vector<std::array<ParallelDim, 5>>{p.rankOrder};
                                             for (const auto& o : orders) {
                                                 p.rankOrder = o;

@@ -126,6 +126,15 @@ bool launchBlockingOf(const FrameworkSettings& f);
 // containers before 24.12; false for later ones, for an unstated version (today's code) and for every other framework
 // (tessel's generic plans run today's Megatron order; DeepSpeed's pipeline engine does not interleave).
 bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f);
+// Whether the expert layers take a rank layout of their own whatever etp is. Megatron-core from 0.10 ("MoE parallel
+// folding: separate MoE parallel states from dense", Megatron-LM 7f22e210cd, 2024-11-23; first in core_r0.10.0,
+// NeMo's 24.12 container) builds the expert groups from a RankGenerator of sizes etp, ep, edp = tp x cp x dp /
+// (etp x ep), pp with cp = 1 (parallel_state.py, expert_decoder_rank_generator), so with cp > 1 an EP group takes CP
+// ranks before data-parallel ones and ep need only divide cp x dp. Before it (core_r0.9.0: generator_wrapper('ep',
+// independent_ep=True)) EP was carved out of dp, as MegaScale's fork of 2023 does. True for Megatron-LM / Megatron-core
+// of 2025 or core 0.10 on, NeMo containers from 24.12, an unstated version (today's code) and generic plans (tessel's
+// MoE plans follow Megatron-core); false for older versions and every other framework.
+bool expertRankGeneratorOf(const FrameworkSettings& f);
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
 struct OverlapSettings {

@@ -226,34 +226,40 @@ struct Plan {
     bool holdsEmbedding(int stage) const { return stage == 0; }
     bool holdsHead(int stage) const { return stage == stageOfVirtual(pp * vpp - 1); }
     int expertTp() const { return etp > 0 ? etp : tp; }
-    // The expert layers laid out on their own (etp differs from tp: topology.hpp's expert layout).
+    // MoE parallel folding: etp differs from tp, so the expert layers split their experts their own way.
     bool expertFolded() const { return etp > 0 && etp != tp; }
-    // Expert data parallelism: the ranks holding the same expert shard. Folded: tp x cp x dp / (etp x ep);
+    // The expert layers laid out on their own (topology.hpp's expert layout): folded, or Megatron-core's expert
+    // RankGenerator (expertRankGeneratorOf) with cp > 1 and ep > 1, where its EP takes CP ranks first. Elsewhere
+    // (cp 1, or older frameworks) EP is carved out of dp, which with cp 1 is the same layout.
+    bool expertLayoutApart() const {
+        return expertFolded() || (cp > 1 && ep > 1 && expertRankGeneratorOf(framework));
+    }
+    // Expert data parallelism: the ranks holding the same expert shard. Laid out apart: tp x cp x dp / (etp x ep);
     // otherwise dp / ep (EP carved out of dp).
     // 0 where etp x ep does not divide the stage's ranks (validatePlan's /plan/etp); in 64 bits, as the degrees
     // are checked only after.
     int expertDp() const {
         if (ep < 1) return 0;
-        if (!expertFolded()) return dp / ep;
+        if (!expertLayoutApart()) return dp / ep;
         const int64_t stage = int64_t{tp} * cp * dp, expert = int64_t{expertTp()} * ep;
         return stage % expert == 0 ? static_cast<int>(stage / expert) : 0;
     }
     int microBatchesPerStep() const { return static_cast<int>(globalBatch / (static_cast<int64_t>(microBatch) * dp)); }
     // Ranks one copy of the ZeRO state is sharded over: the ZeRO group over its replicas.
     int zeroShardSize() const { return (zeroOverCp ? dp * cp : dp) / std::max(1, zeroReplicas); }
-    // Ranks that hold the same expert shard and sum its gradients: expertDp(), or dp / ep x cp unfolded (the CP
-    // ranks' tokens differ, so their gradients are summed too).
-    int expertGradientGroup() const { return expertFolded() ? expertDp() : expertDp() * cp; }
-    // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp; folded: expertDp(),
-    // which already spans the CP ranks) over the replicas.
+    // Ranks that hold the same expert shard and sum its gradients: expertDp(), or dp / ep x cp where EP is carved out
+    // of dp (the CP ranks' tokens differ, so their gradients are summed too).
+    int expertGradientGroup() const { return expertLayoutApart() ? expertDp() : expertDp() * cp; }
+    // The same for expert parameters: their data-parallel group (dp / ep, x cp with zeroOverCp; laid out apart:
+    // expertDp(), which already spans the CP ranks) over the replicas.
     int expertZeroShardSize() const {
-        return (expertFolded() ? expertDp() : expertDp() * (zeroOverCp ? cp : 1)) / std::max(1, zeroReplicas);
+        return (expertLayoutApart() ? expertDp() : expertDp() * (zeroOverCp ? cp : 1)) / std::max(1, zeroReplicas);
     }
     // Whether hybrid sharding's `replicas` split the expert data-parallel group a model with experts shards over (the
     // group is checked only where experts are laid out apart: ep > 1 or folded). validatePlan and the search's
     // verdict and replica choice ask it.
     bool replicasSplitExperts(int replicas) const {
-        return (ep <= 1 && !expertFolded()) || (expertGradientGroup() > 0 && expertGradientGroup() % replicas == 0);
+        return (ep <= 1 && !expertLayoutApart()) || (expertGradientGroup() > 0 && expertGradientGroup() % replicas == 0);
     }
     // Ranks a hybrid-sharding gradient reduce-scatter spans (the ZeroShard / ExpertZeroShard group of topology.hpp):
     // the dense gradient group (dp x cp) or the expert one (expertGradientGroup()) over the replicas.

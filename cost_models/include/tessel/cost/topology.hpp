@@ -16,8 +16,8 @@ namespace tessel {
 // the dense gradient group (DpCp with cp > 1, else Dp) splits into ZeroShard groups of zeroShardSize() consecutive
 // members (in the group's own order), and ZeroReplica joins the members at the same place of every shard group;
 // ExpertZeroShard and ExpertZeroReplica split ExpertDp the same way. ExpertTp splits each expert (the Tp group
-// unless etp differs from tp). With etp != tp (MoE parallel folding) the expert groups (Ep, ExpertTp, ExpertDp and
-// its splits) come from the expert layout: rank_order with sizes etp, 1, ep, tp x cp x dp / (etp x ep), pp, as
+// unless etp differs from tp). With etp != tp (MoE parallel folding), or Megatron-core's expert RankGenerator with
+// cp > 1 (Plan::expertLayoutApart), the expert groups (Ep, ExpertTp, ExpertDp and its splits) come from the expert layout: rank_order with sizes etp, 1, ep, tp x cp x dp / (etp x ep), pp, as
 // Megatron-core's expert RankGenerator lays them; the dense layout then has no ep (Dp is the whole dp).
 enum class GroupKind { Tp, Cp, Ep, Dp, ExpertDp, DpCp, Pp, PpPair, ZeroShard, ZeroReplica, ExpertZeroShard, ExpertZeroReplica, ExpertTp };
 constexpr int kGroupKinds = 13;
@@ -32,7 +32,7 @@ GroupKind zeroGroupKind(const Plan& plan, bool expert, bool replicas = false);
 // dp whole). `dpIndex` is ep_index + ep * edp_index.
 struct RankCoords {
     int tp = 0, cp = 0, ep = 0, edp = 0, pp = 0;
-    int dpIndex(const Plan& p) const { return ep + (p.expertFolded() ? 1 : p.ep) * edp; }
+    int dpIndex(const Plan& p) const { return ep + (p.expertLayoutApart() ? 1 : p.ep) * edp; }
 };
 RankCoords rankCoords(const Plan& plan, int rank);
 int rankOf(const Plan& plan, const RankCoords& c);
