@@ -3,7 +3,8 @@
 to one rank's of the same global batch (1e-9 relative) or be refused naming a field; never crash or hang.
 
 Usage: python3 bench/fuzz_moe_runs.py [--seed 1] [--plans 30] [--tessel build/ci/cli/tessel]   (from the repo root)
-The models: scenarios/models/tiny-moe.json at sequence 16, and the same with a dense first layer and shared experts.
+The models: scenarios/models/tiny-moe.json at sequence 16, and the same with a dense first layer and shared experts;
+each with and without linear_bias (every expert's, the shared experts' and the dense layer's biases).
 """
 import argparse, json, os, random, shutil, subprocess, sys, tempfile
 
@@ -17,18 +18,19 @@ work = tempfile.mkdtemp(prefix="tessel-moe-fuzz-")
 base = json.load(open("scenarios/models/tiny-moe.json"))
 
 
-def model_file(mixed):
+def model_file(mixed, bias):
     m = json.loads(json.dumps(base))
     m["seq_len"] = 16
+    m["linear_bias"] = bias
     if mixed:
         m["moe"]["dense_layers"] = [0]
         m["moe"]["shared_ffn_hidden"] = 64
-    path = os.path.join(work, "mixed.json" if mixed else "moe.json")
+    path = os.path.join(work, ("mixed" if mixed else "moe") + ("-bias" if bias else "") + ".json")
     json.dump(m, open(path, "w"))
     return path
 
 
-models = {False: model_file(False), True: model_file(True)}
+models = {(mixed, bias): model_file(mixed, bias) for mixed in (False, True) for bias in (False, True)}
 
 
 def run(flags, ranks):
@@ -47,7 +49,7 @@ def run(flags, ranks):
 
 reference, counts, bad = {}, {}, 0
 for _ in range(args.plans):
-    mixed = random.random() < 0.5
+    mixed = (random.random() < 0.5, random.random() < 0.5)  # (dense layer and shared experts, linear_bias)
     tp, cp, pp, dp = random.choice([1, 1, 2]), random.choice([1, 1, 2]), random.choice([1, 1, 2]), random.choice([1, 2, 4])
     ranks = tp * cp * pp * dp
     if ranks > 8:

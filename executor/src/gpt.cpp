@@ -220,7 +220,8 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     if (L.moe) {
         y2 = moeForward(L, a.n2, a, acts, cat);                               // [Tl, h]
         if (L.sharedFc1 >= 0) {                                               // + shared experts over every token
-            Tensor ys = mlpForward(L.sharedFc1, -1, L.sharedFc2, sharedFl, a.n2, a.sh1, a.sa, cat);
+            Tensor ys = mlpForward(L.sharedFc1, L.sharedFc1b, L.sharedFc2, sharedFl, a.n2, a.sh1, a.sa, cat);
+            if (L.sharedFc2b >= 0) be.addBias(ys, W(L.sharedFc2b).view({h}));
             be.add(ys, y2);
         }
     } else {
@@ -243,7 +244,8 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     if (L.moe) {
         dn2 = moeBackward(L, dout, a.n2, a, acts, defer);                     // [Tl, h]
         if (L.sharedFc1 >= 0) {
-            Tensor ds = mlpBackward(L.sharedFc1, -1, L.sharedFc2, sharedFl, dout, a.n2, a.sh1, a.sa, acts, defer);
+            replicatedBiasGrad(L.sharedFc2b, dout);
+            Tensor ds = mlpBackward(L.sharedFc1, L.sharedFc1b, L.sharedFc2, sharedFl, dout, a.n2, a.sh1, a.sa, acts, defer);
             be.add(ds, dn2);
         }
     } else {

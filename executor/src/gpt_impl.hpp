@@ -19,12 +19,14 @@ struct LayerParams {
     int layer = -1;
     int ln1w = -1, ln1b = -1, q = -1, k = -1, v = -1, qb = -1, kb = -1, vb = -1, proj = -1, projb = -1;
     int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
-    // Mixture of experts: the router [h, E] (replicated over TP) and this EP rank's experts, F split over TP as the
-    // dense MLP's (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / tp: expert TP = tp, Megatron-core's default).
+    // Mixture of experts: the router [h, E] (replicated over TP) and this EP rank's experts, F split over expert TP as
+    // the dense MLP's over TP (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / etp). With linear_bias each expert has an fc1
+    // bias [Fl or 2 Fl] split as fc1 and an fc2 bias [h] replicated over expert TP (empty vectors without).
     int router = -1;
-    std::vector<int> expertFc1, expertFc2;
+    std::vector<int> expertFc1, expertFc2, expertFc1b, expertFc2b;
     bool moe = false;                     // an MoE layer (an MoE model's dense_layers keep the dense MLP: fc1, fc2)
-    int sharedFc1 = -1, sharedFc2 = -1;   // shared experts: a dense MLP of shared_ffn_hidden / tp beside the routed ones
+    // Shared experts: a dense MLP of shared_ffn_hidden / tp beside the routed ones (its biases with linear_bias).
+    int sharedFc1 = -1, sharedFc2 = -1, sharedFc1b = -1, sharedFc2b = -1;
 };
 
 // What an MoE layer keeps from forward for backward. The tensors a GPU implementation keeps on the device are

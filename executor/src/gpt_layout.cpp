@@ -18,6 +18,19 @@ ParamPiece piece(const std::string& full, int64_t fullRows, int64_t fullCols, in
                  int64_t c1, int64_t localRow = 0, int64_t localCol = 0) {
     return {full, fullRows, fullCols, r0, r1, c0, c1, localRow, localCol};
 }
+
+// A SwiGLU fc1's bias on split index `at` of widthLocal columns: one local [1, 2 widthLocal] = [gate | up], as the
+// fused weight, from the gate and up biases of width `width` (prefix + "gate.bias", "up.bias"), zero-initialised.
+ParamInfo gluBias(const std::string& prefix, int64_t width, int64_t widthLocal, int64_t at, int layer, int chunk) {
+    ParamInfo b;
+    b.name = prefix + "fc1.bias";
+    b.pieces = {piece(prefix + "gate.bias", 1, width, 0, 1, at * widthLocal, (at + 1) * widthLocal, 0, 0),
+                piece(prefix + "up.bias", 1, width, 0, 1, at * widthLocal, (at + 1) * widthLocal, 0, widthLocal)};
+    b.init = InitKind::Zeros;
+    b.layer = layer;
+    b.chunk = chunk;
+    return b;
+}
 } // namespace
 
 GptModel::~GptModel() = default;
@@ -34,9 +47,6 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                              "mixture-of-experts layers with tp > 1 need sequence parallelism (as Megatron requires)");
         if (model.moe->experts < 1 || model.moe->topK < 1 || model.moe->topK > model.moe->experts)
             throw InputError("/model/moe", "top_k must be between 1 and the number of experts");
-        if (model.linearBias)
-            throw InputError("/model/linear_bias", "the executor's experts have no biases (Megatron-core's grouped GEMM "
-                                                   "experts have none either); set linear_bias false for an MoE model");
         if (model.moe->experts % plan.ep != 0)
             throw InputError("/plan/ep", "ep must divide the model's experts");
         if (!plan.expertLayoutApart() && plan.dp % plan.ep != 0) throw InputError("/plan/ep", "ep must divide dp");
@@ -185,7 +195,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             L.moe = model.moe && std::find(model.moe->denseLayers.begin(), model.moe->denseLayers.end(), layer) ==
                                      model.moe->denseLayers.end();
             // The dense MLP (a dense layer's, or an MoE layer's shared experts): fc1 column-split over TP, one local
-            // [h, 2 wl] weight = [gate columns | up columns] with SwiGLU (Megatron's fused fc1); fc2 row-split.
+            // [h, 2 wl] weight = [gate columns | up columns] with SwiGLU (Megatron's fused fc1), its bias split the same
+            // way; fc2 row-split.
             auto denseMlp = [&](const std::string& mpre, int64_t width, int64_t wl, bool withBias, int& fc1, int& fc1b,
                                 int& fc2) {
                 if (m.swiglu) {
@@ -196,6 +207,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                     w1.layer = layer;
                     w1.chunk = c;
                     fc1 = add(w1);
+                    if (withBias) fc1b = add(gluBias(mpre, width, wl, t, layer, c));
                 } else {
                     fc1 = colSplit(mpre + "fc1.weight", h, width, wl, 0.02, layer, c);
                     if (withBias) fc1b = vec(mpre + "fc1.bias", width, InitKind::Zeros, false, layer, c, t * wl, (t + 1) * wl);
@@ -212,33 +224,50 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                 r.layer = layer;
                 r.chunk = c;
                 L.router = add(r);
+                // One of an expert's parameters: sharded over EP, reduced over the expert data-parallel group;
+                // `replicated` over expert TP, the group that splits the expert.
+                auto expertParam = [&](const std::string& name, std::vector<ParamPiece> pieces, InitKind init,
+                                       double stdDev, bool replicated) {
+                    ParamInfo info;
+                    info.name = name;
+                    info.pieces = std::move(pieces);
+                    info.init = init;
+                    info.initStd = stdDev;
+                    info.replicatedOverTp = replicated;
+                    info.expert = true;
+                    info.layer = layer;
+                    info.chunk = c;
+                    return add(info);
+                };
                 for (int le = 0; le < El; ++le) {
                     const int e = ctx.ep.myIndex * El + le;
                     const std::string epre = pre + "mlp.expert." + std::to_string(e) + ".";
-                    ParamInfo fc1;
-                    fc1.name = epre + "fc1.weight";
-                    if (m.swiglu)
-                        fc1.pieces = {piece(epre + "gate.weight", h, F, 0, h, te * Fl, (te + 1) * Fl, 0, 0),
-                                      piece(epre + "up.weight", h, F, 0, h, te * Fl, (te + 1) * Fl, 0, Fl)};
-                    else
-                        fc1.pieces = {piece(fc1.name, h, F, 0, h, te * Fl, (te + 1) * Fl)};
-                    fc1.expert = true;
-                    fc1.layer = layer;
-                    fc1.chunk = c;
-                    L.expertFc1.push_back(add(fc1));
-                    ParamInfo fc2;
-                    fc2.name = epre + "fc2.weight";
-                    fc2.pieces = {piece(fc2.name, F, h, te * Fl, (te + 1) * Fl, 0, h)};
-                    fc2.initStd = outStd;
-                    fc2.expert = true;
-                    fc2.layer = layer;
-                    fc2.chunk = c;
-                    L.expertFc2.push_back(add(fc2));
+                    const int64_t c0 = te * Fl, c1 = (te + 1) * Fl;
+                    L.expertFc1.push_back(expertParam(
+                        epre + "fc1.weight",
+                        m.swiglu ? std::vector<ParamPiece>{piece(epre + "gate.weight", h, F, 0, h, c0, c1, 0, 0),
+                                                           piece(epre + "up.weight", h, F, 0, h, c0, c1, 0, Fl)}
+                                 : std::vector<ParamPiece>{piece(epre + "fc1.weight", h, F, 0, h, c0, c1)},
+                        InitKind::Normal, 0.02, false));
+                    if (m.bias) {
+                        // fc1's bias split over expert TP as fc1 (SwiGLU: [gate | up] as the fused weight); fc2's
+                        // replicated over it (added once, on expert-TP rank 0, before the partial outputs are
+                        // reduce-scattered).
+                        L.expertFc1b.push_back(expertParam(
+                            epre + "fc1.bias",
+                            m.swiglu ? gluBias(epre, F, Fl, te, layer, c).pieces
+                                     : std::vector<ParamPiece>{piece(epre + "fc1.bias", 1, F, 0, 1, c0, c1)},
+                            InitKind::Zeros, 0.0, false));
+                        L.expertFc2b.push_back(
+                            expertParam(epre + "fc2.bias", {piece(epre + "fc2.bias", 1, h, 0, 1, 0, h)}, InitKind::Zeros, 0.0, true));
+                    }
+                    L.expertFc2.push_back(expertParam(epre + "fc2.weight", {piece(epre + "fc2.weight", F, h, c0, c1, 0, h)},
+                                                      InitKind::Normal, outStd, false));
                 }
                 if (m.sharedFl > 0) {
-                    int unusedBias = -1;
-                    denseMlp(pre + "mlp.shared.", model.moe->sharedFfnHidden, m.sharedFl, false, L.sharedFc1, unusedBias,
+                    denseMlp(pre + "mlp.shared.", model.moe->sharedFfnHidden, m.sharedFl, m.bias, L.sharedFc1, L.sharedFc1b,
                              L.sharedFc2);
+                    if (m.bias) L.sharedFc2b = vec(pre + "mlp.shared.fc2.bias", h, InitKind::Zeros, true, layer, c);
                 }
                 cp.layers.push_back(L);
                 continue;

@@ -148,11 +148,14 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
         if (rr.empty()) continue;
         const int64_t ne = static_cast<int64_t>(rr.size());
         Tensor xe = gatherHostRows(recv, rr, cat);                            // [n_e, h]
-        Tensor h1 = linear(xe, L.expertFc1[static_cast<size_t>(le)], -1, cat); // [n_e, Fl or 2 Fl]
+        const int b1 = L.expertFc1b.empty() ? -1 : L.expertFc1b[static_cast<size_t>(le)];
+        Tensor h1 = linear(xe, L.expertFc1[static_cast<size_t>(le)], b1, cat); // [n_e, Fl or 2 Fl]
         Tensor act = be.empty({ne, expertFl}, cat);                           // [n_e, Fl]
         if (swiglu) be.swigluForward(h1, act);
         else be.geluForward(h1, act);
         Tensor ye = linear(act, L.expertFc2[static_cast<size_t>(le)], -1, kBuf); // [n_e, h] partial over TP
+        // fc2's bias, replicated over expert TP, joins one rank's partial sum so that the reduce-scatter adds it once.
+        if (!L.expertFc2b.empty() && ti == 0) be.addBias(ye, W(L.expertFc2b[static_cast<size_t>(le)]).view({h}));
         scatterHostRows(ye, rr, outHost);
         a.xe[static_cast<size_t>(le)] = xe;
         a.h1e[static_cast<size_t>(le)] = h1;
@@ -213,6 +216,10 @@ Tensor GptModel::Impl::moeBackward(const LayerParams& L, const Tensor& dy, const
         Tensor dh1 = be.empty(a.h1e[static_cast<size_t>(le)].shape(), kBuf);
         if (swiglu) be.swigluBackward(da, a.h1e[static_cast<size_t>(le)], dh1);
         else be.geluBackward(da, a.h1e[static_cast<size_t>(le)], dh1);
+        if (!L.expertFc1b.empty()) biasGrad(L.expertFc1b[static_cast<size_t>(le)], dh1);
+        // dye holds every row of this expert (gathered over expert TP): each expert-TP rank's copy of fc2's bias
+        // gets the whole gradient, as a replicated row-parallel bias does.
+        if (!L.expertFc2b.empty()) biasGrad(L.expertFc2b[static_cast<size_t>(le)], dye);
         Tensor dxe = be.empty({ne, h}, kBuf);                                 // [n_e, h] = dh1 W1^T, partial over TP
         be.gemm(false, true, 1.0, dh1, W(fc1), 0.0, dxe);
         weightGrad(acts, a.xe[static_cast<size_t>(le)], dh1, fc1, false, defer);

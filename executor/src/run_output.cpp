@@ -21,10 +21,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (plan.tp > 1 && !plan.sequenceParallel)
             problems.add(pointer + "/sequence_parallel", "mixture-of-experts layers with tp > 1 need sequence parallelism "
                                                          "(Megatron-LM and Megatron-core refuse them without)");
-        if (model.linearBias)
-            problems.add("/model/linear_bias", "the executor's experts have no biases (Megatron-core's grouped GEMM experts "
-                                               "have none either); an MoE model with linear_bias is predicted, not run by "
-                                               "tessel run");
         // Its schedule runs one action at a time, so a prediction with the overlap would meet a run without it.
         if (moeA2aOverlapOf(plan.framework))
             problems.add(pointer + "/moe_a2a_overlap", "the executor runs the expert all-to-all exposed (no batch-level "

@@ -388,13 +388,14 @@ void Trainer::Impl::afterUnit(int chunk, int unit, bool backward) {
 }
 
 double Trainer::Impl::localSquaredNorm() {
-    const bool tpLead = ctx.tp.myIndex == 0;
+    // A replicated parameter counts on index 0 of the TP group that splits its layer: expert TP for an expert's.
+    auto leadOf = [&](const ParamInfo& info) { return (info.expert ? ctx.expertTp.myIndex : ctx.tp.myIndex) == 0; };
     if (ctx.plan.zeroStage == 0) {
         // Reduced gradients are identical over dp x cp, expert ones over the expert data-parallel group (which spans
         // the CP ranks): count them on index 0.
         std::vector<Tensor> grads;
         for (auto& p : gpt.parameters()) {
-            if ((p.info.replicatedOverTp && !tpLead) || p.info.tiedEmbeddingCopy) continue;
+            if ((p.info.replicatedOverTp && !leadOf(p.info)) || p.info.tiedEmbeddingCopy) continue;
             if (p.info.expert ? ctx.expertDp.myIndex != 0 : ctx.dp.myIndex != 0 || ctx.cp.myIndex != 0) continue;
             grads.push_back(p.grad);
         }
@@ -416,7 +417,7 @@ double Trainer::Impl::localSquaredNorm() {
             if (hybrid() && replicaGroupOf(bk).myIndex != 0) continue;
             if (preReducesCp(bk) && ctx.cp.myIndex != 0) continue;
             forShardPieces(bk, [&](int p, int64_t inParam, int64_t inShard, int64_t length) {
-                if ((param(p).info.replicatedOverTp && !tpLead) || param(p).info.tiedEmbeddingCopy) return;
+                if ((param(p).info.replicatedOverTp && !leadOf(param(p).info)) || param(p).info.tiedEmbeddingCopy) return;
                 pieces.push_back(ctx.plan.zeroStage == 1 ? elementRange(param(p).grad, inParam, length)
                                                          : elementRange(bk.gradShard, inShard, length));
             });

@@ -283,6 +283,7 @@ struct MoeZeroCase {
     // Megatron-core 0.9's layout (EP carved out of dp with cp > 1; the Carved grid below); otherwise today's, whose
     // expert layers with cp > 1 take a layout of their own (EP over CP ranks first).
     bool carved = false;
+    bool bias = false;    // linear_bias: every expert's fc1 and fc2 biases, the shared experts' and the dense layer's
 };
 
 class ExpertZero : public ::testing::TestWithParam<MoeZeroCase> {};
@@ -309,7 +310,9 @@ TEST_P(ExpertZero, MatchesOneRank) {
     if (c.clipped) hyper.clipNorm = 1e-3;
     Plan one = basePlan();
     one.globalBatch = p.globalBatch;
-    expectMatchesOneRank(tinyMoeModel(c.mixed), p, one, hyper);
+    ModelConfig model = tinyMoeModel(c.mixed);
+    model.linearBias = c.bias;
+    expectMatchesOneRank(model, p, one, hyper);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, ExpertZero,
@@ -399,6 +402,19 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeZeroCase{"tp2_cp2_ep2_dp2", 2, 2, 1, 0, 1, false, 2, false, 2, false, false, 0, true}),
     [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
 
+// Experts with biases (linear_bias; GPT-OSS's experts carry them): fc1's split over expert TP as fc1 (SwiGLU's gate and
+// up halves apart), fc2's replicated over expert TP and added once before the reduce-scatter, summed and sharded over
+// the expert data-parallel group; the shared experts' and the dense layer's SwiGLU biases with them.
+INSTANTIATE_TEST_SUITE_P(
+    Biases, ExpertZero,
+    ::testing::Values(MoeZeroCase{"ep2_dp2_zero1", 2, 2, 1, 1, 1, false, 1, false, 1, false, false, 0, false, true},
+                      MoeZeroCase{"tp2_ep2_dp2_zero3_clipped", 2, 2, 1, 3, 1, true, 1, false, 2, false, false, 0, false, true},
+                      MoeZeroCase{"tp2_etp1_ep2_dp2_zero2_clipped", 2, 2, 1, 2, 1, true, 1, false, 2, false, false, 1, false, true},
+                      MoeZeroCase{"tp1_etp2_ep1_dp2_clipped", 2, 1, 1, 0, 1, true, 1, false, 1, false, false, 2, false, true},
+                      MoeZeroCase{"dense0_shared_tp2_ep2_dp2_pp2_zero1", 2, 2, 2, 1, 1, false, 1, false, 2, false, true, 0, false, true},
+                      MoeZeroCase{"cp2_ep2_dp1_zero_bubble", 1, 2, 2, 0, 1, false, 2, false, 1, true, false, 0, false, true}),
+    [](const ::testing::TestParamInfo<MoeZeroCase>& i) { return i.param.name; });
+
 // MoE with TP but without SP is refused at its field (Megatron refuses it too), and so is parallel folding.
 TEST(ExpertTensorParallel, NeedsSequenceParallelismAndRunsFolded) {
     Plan p = expertPlan(2, 2);
@@ -431,8 +447,9 @@ TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {
 // loss on one rank, for elements of the router and of an expert of the first layer.
 // The mixed model (a dense first layer, shared experts) checks the dense layer's MLP and the shared experts' weights
 // of the first MoE layer the same way.
-void expectMoeGradientsMatchFiniteDifferences(bool mixed, const std::vector<std::string>& names) {
-    const ModelConfig model = tinyMoeModel(mixed);
+void expectMoeGradientsMatchFiniteDifferences(bool mixed, const std::vector<std::string>& names, bool bias = false) {
+    ModelConfig model = tinyMoeModel(mixed);
+    model.linearBias = bias;
     const Plan plan = basePlan();
     auto w = makeInProcessWorld(1);
     auto comm = makeInProcessComm(w, 0);
@@ -483,6 +500,11 @@ TEST(ExpertParallel, GradientsMatchFiniteDifferences) {
     expectMoeGradientsMatchFiniteDifferences(
         true, {"layer.0.mlp.fc1.weight", "layer.0.mlp.fc2.weight", "layer.1.mlp.router.weight",
                "layer.1.mlp.shared.fc1.weight", "layer.1.mlp.shared.fc2.weight", "layer.1.mlp.expert.3.fc1.weight"});
+    // With linear_bias: the experts' fc1 and fc2 biases, the shared experts' and the dense layer's SwiGLU fc1 bias.
+    expectMoeGradientsMatchFiniteDifferences(
+        true, {"layer.0.mlp.fc1.bias", "layer.0.mlp.fc2.bias", "layer.1.mlp.expert.2.fc1.bias", "layer.1.mlp.expert.2.fc2.bias",
+               "layer.1.mlp.shared.fc1.bias", "layer.1.mlp.shared.fc2.bias"},
+        true);
 }
 
 TEST(ExpertParallel, RejectsTensorParallelismWithoutSequenceParallelism) {
@@ -533,7 +555,6 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
              m.kvHeads = m.heads;
              m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};
          }},
-        {"/model/linear_bias", [](ModelConfig& m) { m.moe = MoeConfig{4, 2, m.ffnHidden}; }}, // experts without biases
     };
     for (const auto& [where, change] : cases) {
         ModelConfig model = tinyModel();
