@@ -397,7 +397,7 @@ bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
 }
 
 bool expertRankGeneratorOf(const FrameworkSettings& f) {
-    if (f.name == "generic") return true;
+    if (f.name == "generic" || f.name == "torchtitan") return true;
     if (f.name != "megatron" && f.name != "nemo") return false;
     if (const auto ym = containerYearMonth(f.version)) return *ym >= std::make_pair(2024, 12);
     const int year = frameworkYear(f);

@@ -168,16 +168,21 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, con
                      "torchtitan's tensor parallelism always shards norms and dropout "
                      "along the sequence (SequenceParallel); set sequence_parallel on");
     if (p.ep > 1) {
-        // torchtitan's "dp2ep": expert groups are borrowed from dp_shard (x cp), cp <= ep <= dp_shard x cp.
+        // torchtitan's "dp2ep" (parallel_dims.py): the expert mesh borrows dp_shard and every CP rank, and at
+        // expert_tensor_parallel_degree 1 every TP rank too (ep = dp_shard_in_ep x cp [x tp]); etp is tp or 1.
         if (p.zeroStage != 3)
             problems.add("/plan/ep",
                          "torchtitan borrows expert-parallel ranks from the FSDP shard dimension "
                          "(ep <= data_parallel_shard_degree x cp); expert parallelism needs zero_stage 3");
-        if (p.cp > 1)
+        if (p.expertTp() != p.tp && p.expertTp() != 1)
+            problems.add("/plan/etp", "torchtitan's expert tensor parallelism is tp or 1 (expert_tensor_parallel_degree); "
+                                      "etp " + str(p.expertTp()) + " is neither: export --format megatron");
+        const int inner = p.cp * (p.expertFolded() ? p.tp : 1);
+        if (p.ep % inner != 0)
             problems.add("/plan/ep",
-                         "torchtitan's expert groups include every context-parallel rank (cp <= ep <= "
-                         "dp_shard x cp) and its experts' tensor parallelism is its own; tessel costs that layout only "
-                         "as Megatron-core's, so ep > 1 needs cp 1 here (or export --format megatron)");
+                         "torchtitan's expert groups take every context-parallel rank" +
+                             std::string(p.expertFolded() ? " and every tensor-parallel rank" : "") + " first, so ep must be "
+                             "a multiple of " + str(inner) + "; ep " + str(p.ep) + " is not (or export --format megatron)");
     }
     if (p.schedule == Schedule::ZeroBubble)
         problems.add(
@@ -360,6 +365,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     }
     out << "context_parallel_degree = " << p.cp << "\n";
     out << "expert_parallel_degree = " << p.ep << "\n";
+    // torchtitan's default is 1 (whole experts, EP over the TP ranks too: since 2025-08, aeb3a4baf); tessel's etp.
+    if (p.ep > 1) out << "expert_tensor_parallel_degree = " << p.expertTp() << "\n";
 
     if (isFp8Recipe(p.precision)) {
         // torchao float8 training on the linear layers, with FP8 all-gathers under FSDP as fp8_param_gather resolves

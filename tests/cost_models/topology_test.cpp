@@ -303,7 +303,9 @@ TEST(Topology, MegatronCoreExpertLayoutTakesCpRanksFirst) {
     EXPECT_FALSE(expertRankGeneratorOf(f));
     f.version = "24.12";
     EXPECT_TRUE(expertRankGeneratorOf(f));
-    for (const char* name : {"megascale", "deepspeed", "fsdp", "torchtitan"}) {
+    f.name = "torchtitan";
+    EXPECT_TRUE(expertRankGeneratorOf(f));
+    for (const char* name : {"megascale", "deepspeed", "fsdp"}) {
         f.name = name;
         f.version = "";
         EXPECT_FALSE(expertRankGeneratorOf(f)) << name;

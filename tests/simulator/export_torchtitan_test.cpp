@@ -402,6 +402,45 @@ TEST(ExportTorchtitan, ContextParallelNeedsShardingOverCp) {
     }
 }
 
+// torchtitan's expert mesh borrows every CP rank (and at expert_tensor_parallel_degree 1 every TP rank) before
+// data-parallel ones, as tessel lays out a torchtitan plan with cp > 1: ep a multiple of cp (x tp), written with the
+// plan's expert TP, which torchtitan would otherwise take as 1.
+TEST(ExportTorchtitan, ExpertParallelismTakesTheContextParallelRanks) {
+    Scenario s = preset("mixtral-8x7b-h100"); // 64 H100
+    s.plan.framework.name = "torchtitan";
+    s.plan.tp = 2;
+    s.plan.sequenceParallel = true;
+    s.plan.pp = 4;
+    s.plan.cp = 2;
+    s.plan.dp = 4;
+    s.plan.ep = 4;
+    s.plan.zeroStage = 3;
+    s.plan.zeroOverCp = true;
+    s.plan.precision = "fsdp";
+    ASSERT_TRUE(s.plan.expertLayoutApart());
+    auto t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("parallelism.expert_parallel_degree"), "4");
+    EXPECT_EQ(t.at("parallelism.expert_tensor_parallel_degree"), "2");
+    EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "2");
+    // Whole experts (etp 1): EP takes the TP ranks too, so ep must be a multiple of tp x cp = 4.
+    s.plan.etp = 1;
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.at("parallelism.expert_tensor_parallel_degree"), "1");
+    s.plan.ep = 2;
+    EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/ep"});
+    // With etp = tp an EP group smaller than cp would split the CP ranks, which torchtitan's mesh cannot.
+    s.plan.etp = 0;
+    s.plan.ep = 2;
+    s.plan.cp = 4;
+    s.plan.dp = 2;
+    EXPECT_EQ(refusal(s, ExportFormat::Torchtitan), std::vector<std::string>{"/plan/ep"});
+    s.plan.cp = 2;
+    s.plan.dp = 4;
+    s.plan.ep = 1;
+    t = parseToml(exportPlan(s, ExportFormat::Torchtitan));
+    EXPECT_EQ(t.count("parallelism.expert_tensor_parallel_degree"), 0u);
+}
+
 // ---------------------------------------------------------------------------------------------- all formats
 
 TEST(Export, InvalidPlanIsRefusedBeforeExport) {

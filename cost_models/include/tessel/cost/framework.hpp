@@ -132,8 +132,9 @@ bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f);
 // (etp x ep), pp with cp = 1 (parallel_state.py, expert_decoder_rank_generator), so with cp > 1 an EP group takes CP
 // ranks before data-parallel ones and ep need only divide cp x dp. Before it (core_r0.9.0: generator_wrapper('ep',
 // independent_ep=True)) EP was carved out of dp, as MegaScale's fork of 2023 does. True for Megatron-LM / Megatron-core
-// of 2025 or core 0.10 on, NeMo containers from 24.12, an unstated version (today's code) and generic plans (tessel's
-// MoE plans follow Megatron-core); false for older versions and every other framework.
+// of 2025 or core 0.10 on, NeMo containers from 24.12, an unstated version (today's code), generic plans (tessel's
+// MoE plans follow Megatron-core) and torchtitan, whose expert mesh has always borrowed the CP ranks (parallel_dims.py:
+// ep = dp_shard_in_ep x cp, x tp at expert_tensor_parallel_degree 1); false for older versions and other frameworks.
 bool expertRankGeneratorOf(const FrameworkSettings& f);
 
 // The resolved settings the simulator uses, with what was taken from defaults (for reports).
