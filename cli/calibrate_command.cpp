@@ -125,11 +125,9 @@ RunFolder loadRunFolder(const fs::path& dir) {
         r.kinds[key] = j["kind"].get<std::string>();
     }
     // CPU ranks beyond the host's hardware threads shared cores: their times would fit the model to the sharing.
-    if (fs::exists(dir / "versions.json")) {
-        const nlohmann::json v = nlohmann::json::parse(readText(dir / "versions.json"), nullptr, false);
-        const auto count = [&](const char* key) { return v.is_object() && v.contains(key) && v[key].is_number_integer() ? v[key].get<int>() : 0; };
-        const int ranks = count("ranks"), threads = count("host_threads");
-        if (!v.is_object())
+    if (const RunHost host = readRunHost(dir); host.present) {
+        const int ranks = host.ranks, threads = host.threads;
+        if (!host.isObject)
             problems.add((dir / "versions.json").string(), "not a JSON object (tessel run writes one)");
         else if (threads > 0 && ranks > threads)
             problems.add((dir / "versions.json").string() + "#/ranks",
@@ -237,6 +235,21 @@ void citeCalibratedTerms(nlohmann::json& doc, const CalibrationResult& result) {
     }
 }
 } // namespace
+
+RunHost readRunHost(const fs::path& runDir) {
+    RunHost host;
+    const fs::path file = runDir / "versions.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) return host;
+    host.present = true;
+    std::ifstream in(file);
+    const nlohmann::json v = nlohmann::json::parse(in, nullptr, false);
+    host.isObject = v.is_object();
+    const auto count = [&](const char* key) { return host.isObject && v.contains(key) && v[key].is_number_integer() ? v[key].get<int>() : 0; };
+    host.ranks = count("ranks");
+    host.threads = count("host_threads");
+    return host;
+}
 
 std::function<int()> addCalibrateCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand("calibrate", "Fit the cost model to microbenchmarks and training runs; write a calibrated cluster file");

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <functional>
 
 namespace tessel::cli {
@@ -23,6 +24,15 @@ std::function<int()> addCompareCommand(CLI::App& app);
 std::function<int()> addBenchCommand(CLI::App& app);
 // Registers `calibrate` (fits a cluster file to microbenchmarks and training runs).
 std::function<int()> addCalibrateCommand(CLI::App& app);
+// What a run folder's versions.json says of its host: whether the file is there and a JSON object, and the CPU ranks
+// and the host's hardware threads it records (0 where absent or not an integer). calibrate and compare read it.
+struct RunHost {
+    bool present = false;
+    bool isObject = false;
+    int ranks = 0;
+    int threads = 0;
+};
+RunHost readRunHost(const std::filesystem::path& runDir);
 // Registers `validate` (predicts published training runs and reports the error per record and group).
 std::function<int()> addValidateCommand(CLI::App& app);
 // Registers `import` (a Megatron-LM log or PyTorch profiler traces -> a tessel run folder).

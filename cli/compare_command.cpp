@@ -249,17 +249,12 @@ std::function<int()> addCompareCommand(CLI::App& app) {
         const size_t top = static_cast<size_t>(o->top);
         // CPU ranks beyond the host's hardware threads share cores: their times are the sharing's, not the plan's.
         nlohmann::json host;
-        if (const fs::path versions = fs::path(o->measured) / "versions.json"; fs::is_regular_file(versions, ec)) {
-            std::ifstream in(versions);
-            const nlohmann::json v = nlohmann::json::parse(in, nullptr, false);
-            if (v.is_object() && v.value("host_threads", 0) > 0 && v.value("ranks", 0) > 0) {
-                const int ranks = v.value("ranks", 0), threads = v.value("host_threads", 0);
-                host = {{"ranks", ranks}, {"host_threads", threads}, {"oversubscribed", ranks > threads}};
-                if (ranks > threads)
-                    planNote += "\nhost: the run put " + std::to_string(ranks) + " CPU ranks on " + std::to_string(threads) +
-                                " hardware threads; they shared cores, so its measured times include that sharing (run at "
-                                "most " + std::to_string(threads) + " ranks to measure the plan itself)";
-            }
+        if (const RunHost h = readRunHost(o->measured); h.threads > 0 && h.ranks > 0) {
+            host = {{"ranks", h.ranks}, {"host_threads", h.threads}, {"oversubscribed", h.ranks > h.threads}};
+            if (h.ranks > h.threads)
+                planNote += "\nhost: the run put " + std::to_string(h.ranks) + " CPU ranks on " + std::to_string(h.threads) +
+                            " hardware threads; they shared cores, so its measured times include that sharing (run at "
+                            "most " + std::to_string(h.threads) + " ranks to measure the plan itself)";
         }
         std::string text;
         if (o->json) {

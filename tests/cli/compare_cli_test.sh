@@ -130,5 +130,9 @@ PY
 check "names the sharing" "$(contains "$tmp/shared.txt" "host: the run put 2 CPU ranks on 1 hardware threads")"
 "$TESSEL" compare tiny-cpu "$tmp/shared" --json 2>/dev/null | python3 -c "import json,sys; h = json.load(sys.stdin)['host']; assert h == {'ranks': 2, 'host_threads': 1, 'oversubscribed': True}, h"
 check "JSON host block" $?
+# A hand-edited versions.json whose counts are not integers says nothing of the host (it had thrown an internal error).
+echo '{"ranks": "two", "host_threads": 1}' >"$tmp/shared/versions.json"
+"$TESSEL" compare tiny-cpu "$tmp/shared" >"$tmp/shared2.txt" 2>"$tmp/err"; check "compare with non-integer counts exits 0" $?
+check "and says nothing of sharing" "$(! grep -q "host: the run put" "$tmp/shared2.txt"; echo $?)"
 
 finish
