@@ -28,7 +28,8 @@ const char* const kMoeUnvalidated =
     "24-30% fast (30B-A3B on 16 GPUs, each with the dispatcher its recipe ran) and 50% slow (235B-A22B, whose EP "
     "all-to-all its recipe overlaps tessel hides at the shared contention share) (docs/validation.md)";
 
-void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimulation& simulation, std::ostream& out) {
+void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimulation& simulation, const std::string& nodeNote,
+                std::ostream& out) {
     const auto& m = s.model;
     const auto& c = s.cluster;
     const auto& pl = s.plan;
@@ -44,6 +45,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";
+    if (!nodeNote.empty()) out << "  note     " << nodeNote << "\n";
     const std::string split = pipelineSplitText(m, pl);
     out << "  plan     tp " << pl.tp << ", pp " << pl.pp << (split.empty() ? "" : " (layers " + split + ")") << ", dp " << pl.dp << ", cp " << pl.cp << (pl.cp > 1 ? " (" + toString(pl.cpComm) + (pl.cpComm == CpComm::A2aP2p ? ", " + std::to_string(pl.cpHeadSplit()) + " x " + std::to_string(pl.cpRing()) : std::string()) + ")" : std::string()) << ", ep " << pl.ep
         << (pl.expertFolded() ? ", etp " + std::to_string(pl.etp) : std::string()) << ", vpp " << pl.vpp << " | micro-batch " << pl.microBatch << ", global batch " << pl.globalBatch << " ("
@@ -333,7 +335,8 @@ std::function<int()> addPredictCommand(CLI::App& app) {
     cmd->add_flag("--json", *json, "Print one JSON object instead of tables");
     return [cmd, flags, json]() {
         if (!cmd->parsed()) return -1;
-        Scenario s = flags->resolve();
+        std::string nodeNote;
+        Scenario s = flags->resolve(&nodeNote);
         CostPrediction p = predictCosts(s);
         const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
         if (*json) {
@@ -361,9 +364,10 @@ std::function<int()> addPredictCommand(CLI::App& app) {
                                              {"peak_high_bytes", range.highBytes},
                                              {"fits_band_below_bytes", sim::peakFittingBandBytes(p.memory.capacityBytes, *memoryBand)}};
             }
+            if (!nodeNote.empty()) j["cluster_note"] = nodeNote;
             std::cout << j.dump(2) << "\n";
         } else {
-            printHuman(s, p, simulation, std::cout);
+            printHuman(s, p, simulation, nodeNote, std::cout);
         }
         return 0;
     };

@@ -156,7 +156,7 @@ bool ScenarioFlags::anyOverride() const {
            recomputeModules;
 }
 
-Scenario ScenarioFlags::resolve() const {
+Scenario ScenarioFlags::resolve(std::string* nodeNote) const {
     ProblemList problems;
     Scenario s;
     std::optional<ModelConfig> flagModel;
@@ -344,6 +344,7 @@ Scenario ScenarioFlags::resolve() const {
         if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
         else s.cluster.nodes = *nodes;
     }
+    const int presetGpusPerNode = s.cluster.gpusPerNode;
     if (gpusPerNode) {
         if (*gpusPerNode < 1) problems.add("--gpus-per-node", "must be at least 1, got " + std::to_string(*gpusPerNode));
         else s.cluster.gpusPerNode = *gpusPerNode;
@@ -361,7 +362,22 @@ Scenario ScenarioFlags::resolve() const {
         problems.add(p.where, p.message);
     }
     problems.throwIfAny();
+    if (nodeNote) *nodeNote = nodeSizeNote(s.cluster, presetGpusPerNode);
     return s;
+}
+
+std::string nodeSizeNote(const ClusterConfig& cluster, int presetGpusPerNode) {
+    const int n = cluster.gpusPerNode;
+    // Part of one node (64 of a rack's 72, one of a host's cores) keeps every link the cluster's: nothing to say.
+    if (n == presetGpusPerNode || presetGpusPerNode < 1 || (n < presetGpusPerNode && cluster.nodes == 1)) return "";
+    std::string note = "nodes of " + std::to_string(n) + " GPUs, where a node of " + cluster.name + " holds " +
+                       std::to_string(presetGpusPerNode) + " behind " + cluster.intraNode.name;
+    if (n > presetGpusPerNode) return note + ": tessel costs all " + std::to_string(n) + " behind it, a node larger than the cluster's";
+    note += ": GPUs of different nodes talk over " + cluster.interNode.name;
+    const int64_t world = static_cast<int64_t>(n) * cluster.nodes;
+    if (cluster.nodes > 1 && world <= presetGpusPerNode)
+        note += " (the " + std::to_string(world) + " GPUs in one node: --nodes 1 --gpus-per-node " + std::to_string(world) + ")";
+    return note;
 }
 
 } // namespace tessel::cli

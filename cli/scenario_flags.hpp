@@ -27,9 +27,18 @@ struct ScenarioFlags {
     // Whether any flag besides SCENARIO was given (a command that reads no scenario refuses them all).
     bool anyOverride() const;
     // Loads the scenario, applies every override and validates the result. Throws InputError listing
-    // every problem; problems in overridden plan fields name the flag ("--tp (/plan/tp)").
-    Scenario resolve() const;
+    // every problem; problems in overridden plan fields name the flag ("--tp (/plan/tp)"). With `nodeNote`, what
+    // --gpus-per-node did to the cluster's nodes (nodeSizeNote), "" where nothing.
+    Scenario resolve(std::string* nodeNote = nullptr) const;
 };
+
+// A line saying what --gpus-per-node did to the cluster's nodes, "" where it kept their size: tessel's node is the
+// cluster's fast-link domain and GPUs of different nodes talk over its network tier, so a node split smaller puts
+// collectives the domain would keep on NVLink onto the network (64 GPUs of one GB200 NVL72 rack as 16 nodes of 4:
+// the expert all-to-alls over InfiniBand, Mixtral 8x7B's step 1.128 -> 2.342 s), and a larger one puts GPUs behind
+// one switch that no such node has. Part of one node (nodes 1, fewer GPUs) keeps every link and says nothing.
+// `presetGpusPerNode` is the cluster's own size; `cluster` the one overridden.
+std::string nodeSizeNote(const ClusterConfig& cluster, int presetGpusPerNode);
 
 // --seq-len: the training sequence length in place of the model's (a HuggingFace config gives its position table's
 // size; a learned table is taken at this length, as a tessel model file's seq_len is). Out of range: a problem

@@ -176,7 +176,7 @@ void printCsv(const sim::SearchResult& r, std::ostream& out) {
 }
 
 void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::SearchOptions& options,
-                const sim::SearchResult& r, std::ostream& out) {
+                const sim::SearchResult& r, const std::string& nodeNote, std::ostream& out) {
     const int nodes = space.gpus / std::max(1, s.cluster.gpusPerNode);
     const bool batchRange = space.maxGlobalBatch > space.globalBatch;
     out << "tessel search: " << s.model.name << " on " << (space.allowIdle ? "up to " : "") << space.gpus << " x "
@@ -184,7 +184,9 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         << "), global batch " << space.globalBatch;
     if (batchRange) out << ":" << space.maxGlobalBatch;
     out << ", objective " << sim::toString(options.objective) << ", framework "
-        << (space.runnableBy ? sim::toString(*space.runnableBy) + " (only plans it runs)" : std::string("any")) << "\n\n";
+        << (space.runnableBy ? sim::toString(*space.runnableBy) + " (only plans it runs)" : std::string("any")) << "\n";
+    if (!nodeNote.empty()) out << "note: " << nodeNote << "\n";
+    out << "\n";
     const bool dollars = options.objective == sim::Objective::TokensPerDollar;
     const bool priced = space.allowIdle && s.cluster.pricePerGpuHour > 0.0;
     bool offloads = false;
@@ -342,6 +344,7 @@ int runSearch(const SearchFlags& f) {
         }
     }
     overrideSeqLen(s.model, f.seqLen, problems);
+    const int presetGpusPerNode = s.cluster.gpusPerNode;
     if (f.gpusPerNode) {
         // GPUs of a node the plans use: a share of a rack-scale NVLink domain (64 of a GB200 NVL72's 72), or fewer
         // GPUs of each server; the node's links stay the cluster's.
@@ -505,10 +508,14 @@ int runSearch(const SearchFlags& f) {
     std::signal(SIGINT, previous);
     printer.finish();
     s.cluster.nodes = std::max(1, space.gpus / std::max(1, s.cluster.gpusPerNode));
+    const std::string nodeNote = nodeSizeNote(s.cluster, presetGpusPerNode);
 
-    if (f.json) std::cout << resultToJson(s, space, options, result).dump(2) << "\n";
-    else if (f.csv) printCsv(result, std::cout);
-    else printTable(s, space, options, result, std::cout);
+    if (f.json) {
+        nlohmann::json j = resultToJson(s, space, options, result);
+        if (!nodeNote.empty()) j["cluster_note"] = nodeNote;
+        std::cout << j.dump(2) << "\n";
+    } else if (f.csv) printCsv(result, std::cout);
+    else printTable(s, space, options, result, nodeNote, std::cout);
     return result.cancelled ? 130 : 0;
 }
 } // namespace

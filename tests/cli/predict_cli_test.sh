@@ -443,4 +443,24 @@ check "says it" "$(contains "$tmp/out" 'shared experts beside the dispatch and c
 "$TESSEL" predict "$tmp/shared-overlap.json" --nodes 16 --model qwen3-30b-a3b --tp 1 --dp 16 --etp 1 --ep 16 --pp 8 --sequence-parallel off >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "refused without shared experts, at the key" "$([ $rc -eq 2 ] && contains "$tmp/err" '/plan/moe_shared_expert_overlap: moe_shared_expert_overlap runs the shared experts beside the dispatch; the model has none')"
 
+# --gpus-per-node other than the cluster's node says what it did: tessel's node is the NVLink domain, so 64 GPUs of one
+# GB200 NVL72 rack given as 16 nodes of 4 put the expert all-to-alls on InfiniBand (a slower step), and the note names
+# the one-node form; the preset's own size, or the rack's 64 as one node, says nothing.
+M="--model mixtral-8x7b --cluster gb200-nvl72 --tp 1 --pp 1 --dp 64 --ep 8 --micro-batch 2 --global-batch 256 --zero 1 --sequence-parallel off"
+"$TESSEL" predict $M --nodes 16 --gpus-per-node 4 >"$tmp/split.txt" 2>"$tmp/err"; check "rack split into trays exits 0" $?
+check "says the split and the one-node form" "$(contains "$tmp/split.txt" '^  note     nodes of 4 GPUs, where a node of gb200-nvl72 holds 72 behind NVLink 5.*: GPUs of different nodes talk over InfiniBand.*(the 64 GPUs in one node: --nodes 1 --gpus-per-node 64)')"
+"$TESSEL" predict $M --nodes 16 --gpus-per-node 4 --json >"$tmp/split.json" 2>"$tmp/err"; check "split JSON exits 0" $?
+"$TESSEL" predict $M --nodes 1 --gpus-per-node 64 --json >"$tmp/rack.json" 2>"$tmp/err"; check "one rack JSON exits 0" $?
+python3 - "$tmp/split.json" "$tmp/rack.json" <<'PY'; check "the note in JSON, and the split costs the network" $?
+import json, sys
+split, rack = (json.load(open(f)) for f in sys.argv[1:3])
+assert split["cluster_note"].startswith("nodes of 4 GPUs, where a node of gb200-nvl72 holds 72"), split["cluster_note"]
+assert "cluster_note" not in rack, rack.get("cluster_note")
+assert split["time"]["step_seconds"] > 1.5 * rack["time"]["step_seconds"], (split["time"]["step_seconds"], rack["time"]["step_seconds"])
+PY
+"$TESSEL" predict --model llama3-8b --cluster dgx-h100-80g --nodes 1 --gpus-per-node 16 --tp 8 --dp 2 --pp 1 --global-batch 16 >"$tmp/big.txt" 2>"$tmp/err"; check "a node larger than the cluster's exits 0" $?
+check "says the larger node" "$(contains "$tmp/big.txt" '^  note     nodes of 16 GPUs, where a node of dgx-h100-80g holds 8 .*: tessel costs all 16 behind it')"
+"$TESSEL" predict --model llama3-8b --cluster dgx-h100-80g --nodes 2 --gpus-per-node 8 --tp 8 --dp 2 --pp 1 --global-batch 16 >"$tmp/same.txt" 2>"$tmp/err"; check "the cluster's own node size exits 0" $?
+check "no note for the cluster's own node size" "$([ -z "$(grep '^  note     nodes of' "$tmp/same.txt")" ]; echo $?)"
+
 finish

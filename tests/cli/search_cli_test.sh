@@ -74,7 +74,8 @@ check "points at --gpus-per-node" "$(contains "$tmp/err" '--gpus-per-node N uses
 "$TESSEL" search --model tiny --cluster dgx-a100-80g --gpus 12 --gpus-per-node 6 --global-batch 12 --top 2 --json --no-progress >"$tmp/g.json"; check "gpus-per-node exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/g.json'))
-assert d['gpus'] == 12 and d['top'] and all(t['gpus'] == 12 for t in d['top']), d['gpus']" ; check "gpus-per-node honoured" $?
+assert d['gpus'] == 12 and d['top'] and all(t['gpus'] == 12 for t in d['top']), d['gpus']
+assert d['cluster_note'].startswith('nodes of 6 GPUs, where a node of dgx-a100-80g holds 8'), d.get('cluster_note')" ; check "gpus-per-node honoured, and said" $?
 "$TESSEL" search $small --json --csv >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "json+csv exits 2" $([ $rc -eq 2 ]; echo $?)
 
