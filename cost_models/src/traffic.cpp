@@ -91,17 +91,25 @@ double nodeHitProbability(const MoeConfig& moe, int64_t perNode) {
 }
 
 std::vector<DispatchLeg> dispatchLegs(const ModelConfig& model, const Plan& plan, const GroupPlacement& ep, double routedBytes) {
-    if (!model.moe || moeDispatcherOf(plan.framework) != "flex" || !ep.spansNodes()) return {{"", ep, routedBytes}};
+    if (!model.moe || moeDispatcherOf(plan.framework) != "flex" || ep.size <= 1) return {{"", ep, routedBytes}};
+    // DeepEP sends a token once to each rank that holds one of its experts (buffer.py dispatch: `is_token_in_rank`,
+    // `num_tokens_per_rank`) and the receiving rank copies it to its experts, so the NVLink leg carries a token to
+    // the ranks it reaches, not its top_k copies: a buffer of ranks x hit tokens (hit: a rank of E/R experts
+    // reached), of which the (n - 1) / n off the rank move. The combine returns one sum per rank the same way.
+    const double token = routedBytes / static_cast<double>(model.moe->topK);
+    const int ranks = ep.size;
+    const double rankHit = nodeHitProbability(*model.moe, model.moe->experts / ranks);
+    const double nvlinkBytes = token * ranks * rankHit;
+    if (!ep.spansNodes()) return {{"", ep, nvlinkBytes}};
     const int nodes = ep.nodes;
     const int perNode = ep.ranksPerNode;
     const int64_t expertsPerNode = model.moe->experts / nodes;
     const double hit = nodeHitProbability(*model.moe, expertsPerNode);
-    // Inter-node: one copy of each token (routedBytes / top_k) to each node hit; a buffer of nodes x hit copies of
-    // which the (nodes - 1) / nodes off the rank cross the network. Intra-node: the top_k copies reach their experts'
-    // ranks over NVLink, as a plain all-to-all among the node's part of the group would move them.
-    const double token = routedBytes / static_cast<double>(model.moe->topK);
+    // Inter-node: one copy of each token to each node hit; a buffer of nodes x hit copies of which the
+    // (nodes - 1) / nodes off the rank cross the network. Intra-node: forwarded over NVLink to the ranks hit there,
+    // the same ranks x hit copies in all, costed as an all-to-all among the node's part of the group.
     return {{"_internode", GroupPlacement{nodes, nodes, 1, 1}, token * nodes * hit},
-            {"_intranode", GroupPlacement{perNode, 1, perNode, perNode}, routedBytes}};
+            {"_intranode", GroupPlacement{perNode, 1, perNode, perNode}, nvlinkBytes}};
 }
 
 std::vector<double> pipelinedLegSeconds(const std::vector<DispatchLeg>& legs, std::vector<double> seconds) {

@@ -262,8 +262,8 @@ TEST(ExpertLayout, GroupLimitedRoutingReachesFewerNodes) {
 }
 
 // The flex dispatcher across two 8-GPU nodes (ep 16): the network leg carries each token once per node it reaches,
-// the NVLink leg every copy; its time counts only beyond the network leg's. One node, or the all-to-all
-// dispatcher: one all-to-all of every copy.
+// the NVLink leg once per rank it reaches (DeepEP's is_token_in_rank); its time counts only beyond the network
+// leg's. One node: the NVLink leg alone. The all-to-all dispatcher: one all-to-all of every copy.
 TEST(ExpertLayout, FlexDispatcherSendsATokenOncePerNode) {
     ModelConfig m = moeModel();
     m.moe = MoeConfig{128, 8, 768};
@@ -288,7 +288,12 @@ TEST(ExpertLayout, FlexDispatcherSendsATokenOncePerNode) {
     EXPECT_EQ(legs[1].suffix, "_intranode");
     EXPECT_EQ(legs[1].placement.size, 8);
     EXPECT_EQ(legs[1].placement.nodes, 1);
-    EXPECT_DOUBLE_EQ(legs[1].bytes, routed);
+    // 8 of the 128 experts a rank: a token reaches 16 x (1 - C(120, 8) / C(128, 8)) = 6.9 ranks, not its 8 copies.
+    double missRank = 1.0;
+    for (int i = 0; i < 8; ++i) missRank *= (120.0 - i) / (128.0 - i);
+    EXPECT_DOUBLE_EQ(legs[1].bytes, routed / 8.0 * 16.0 * nodeHitProbability(128, 8, 8));
+    EXPECT_NEAR(legs[1].bytes / routed, 2.0 * (1.0 - missRank), 1e-12);
+    EXPECT_LT(legs[1].bytes, routed);
     // Pipelined: the NVLink leg adds only what it takes beyond the network leg.
     const auto taken = pipelinedLegSeconds(legs, {3.0, 5.0});
     EXPECT_DOUBLE_EQ(taken[0], 3.0);
@@ -302,13 +307,29 @@ TEST(ExpertLayout, FlexDispatcherSendsATokenOncePerNode) {
     ASSERT_NE(nvl, nullptr);
     EXPECT_DOUBLE_EQ(net->cost.seconds, commCost(Primitive::AllToAll, legs[0].bytes, legs[0].placement, c).seconds);
     EXPECT_DOUBLE_EQ(nvl->cost.seconds, pipelinedLegSeconds(legs, {net->cost.seconds,
-                                                                   commCost(Primitive::AllToAll, routed, legs[1].placement, c).seconds})[1]);
+                                                                   commCost(Primitive::AllToAll, legs[1].bytes, legs[1].placement, c).seconds})[1]);
     EXPECT_EQ(findComm(ops, "ep_all_to_all_dispatch"), nullptr);
-    // Inside one node there is no network leg: the flex dispatcher is the all-to-all.
+    // Inside one node there is no network leg: one all-to-all, a token once to each rank it reaches (16 experts a
+    // rank: 8 x (1 - C(112, 8) / C(128, 8)) = 5.3 ranks of 8 copies).
     Plan one = p;
     one.dp = 8;
     one.ep = 8;
-    EXPECT_EQ(dispatchLegs(m, one, placeGroup(one, test::roundCluster(8, 1), GroupKind::Ep), routed).size(), 1u);
+    const auto inNode = dispatchLegs(m, one, placeGroup(one, test::roundCluster(8, 1), GroupKind::Ep), routed);
+    ASSERT_EQ(inNode.size(), 1u);
+    EXPECT_EQ(inNode[0].suffix, "");
+    double miss = 1.0;
+    for (int i = 0; i < 8; ++i) miss *= (112.0 - i) / (128.0 - i);
+    EXPECT_NEAR(inNode[0].bytes, routed / 8.0 * 8.0 * (1.0 - miss), 1e-6);
+    // A router that keeps a token's experts on one rank (AutoModel's fake balanced gate: experts 8t .. 8t + 7, so
+    // one block of 8 of the 16 a rank holds; as group-limited routing, 16 groups of 8, one a token): one copy.
+    ModelConfig blocked = m;
+    blocked.moe->routingGroups = 16;
+    blocked.moe->groupsPerToken = 1;
+    const auto oneRank = dispatchLegs(blocked, one, placeGroup(one, test::roundCluster(8, 1), GroupKind::Ep), routed);
+    EXPECT_NEAR(oneRank[0].bytes, routed / 8.0, 1e-6);
+    // The all-to-all dispatcher inside the node still moves every copy.
+    one.framework.moeDispatcher = "alltoall";
+    EXPECT_DOUBLE_EQ(dispatchLegs(blocked, one, placeGroup(one, test::roundCluster(8, 1), GroupKind::Ep), routed)[0].bytes, routed);
 }
 
 TEST(ExpertLayout, PlanJsonKeepsEtp) {

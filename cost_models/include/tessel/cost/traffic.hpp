@@ -51,9 +51,10 @@ struct DispatchLeg {
 // The legs of one dispatch of `routedBytes` (every top-k copy of the router's tokens) over an EP group placed at
 // `ep`. The all-to-all dispatcher: one all-to-all of them over the group. The flex dispatcher (DeepEP / HybridEP)
 // across nodes: each token once to every other node holding one of its experts, the rank's peer there (one rank a
-// node), then the copies over NVLink among the group's ranks on the node (DeepSeek-V3 report, arXiv:2412.19437,
-// §3.2.2; DeepEP's normal kernels). With balanced routing a token reaches a node of E/N experts with probability
-// 1 - C(E - E/N, k) / C(E, k) (FORMULAS.md §5). The two legs run pipelined in one kernel (chunks forwarded over
+// node), then over NVLink to the group's ranks on the node that hold one of its experts (DeepSeek-V3 report,
+// arXiv:2412.19437, §3.2.2; DeepEP's normal kernels); inside one node only the NVLink leg. Each leg sends a token once
+// per destination (DeepEP's `is_token_in_rank`), not once per expert: with balanced routing a token reaches a node
+// (or rank) of E/N experts with probability 1 - C(E - E/N, k) / C(E, k) (FORMULAS.md §5). The two legs run pipelined in one kernel (chunks forwarded over
 // NVLink while the next cross the network), so the dispatch takes the longer leg: the NVLink leg is costed as what
 // it adds beyond the network leg (traffic.cpp).
 std::vector<DispatchLeg> dispatchLegs(const ModelConfig& model, const Plan& plan, const GroupPlacement& ep, double routedBytes);
