@@ -24,7 +24,7 @@ namespace {
 const char* const kMoeUnvalidated =
     "the only mixture-of-experts runs among them are DGX Cloud's Grok-1 314B recipe (8 experts, top-2, the all-to-all "
     "dispatcher padded to capacity: 1-8% fast on 128-2048 H100, its 2-8-layer proxies 6-24% fast) and NeMo AutoModel's "
-    "Qwen3-30B-A3B on 8 H100 (128 experts, top-8, DeepEP, its benchmark's balanced gate: 4% fast); other expert "
+    "Qwen3-30B-A3B on 8 H100 and DeepSeek-V3 on 256 (DeepEP, its benchmark's balanced gate: 5% and 10% fast); other expert "
     "designs are not validated: Megatron-Bridge's Qwen3 MoE runs on H100 (128 fine-grained experts, dropless) came out "
     "24-30% fast (30B-A3B on 16 GPUs, each with the dispatcher its recipe ran) and 50% slow (235B-A22B, whose EP "
     "all-to-all its recipe overlaps tessel hides at the shared contention share) (docs/validation.md)";

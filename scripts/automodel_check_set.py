@@ -3,7 +3,7 @@
 
 NeMo AutoModel trains Hugging Face-style models with PyTorch FSDP2 (NVIDIA-NeMo/Automodel). Its
 docs/performance-summary.md prints, for DGX-H100 in BF16, the time per global step of benchmark recipes whose YAML
-files the same repository holds. Two rows are read here, each with the recipe of the commit that published it:
+files the same repository holds. Three rows are read here, each with the recipe of the commit that published it:
 
 - Qwen3 MoE 30B (Qwen3-30B-A3B) on 8 GPUs, 21.773 s: docs/performance-summary.md at 89e3a9fdd (2025-10-06, the table's
   first version) and examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml at the same commit: FSDP2 over 8 ranks
@@ -17,6 +17,9 @@ files the same repository holds. Two rows are read here, each with the recipe of
   SDPA attention (context parallelism needs it), the Hugging Face Llama code, MaskedCrossEntropy (fp32_upcast
   default true), Transformer Engine's FusedAdam, FSDP2 prefetching, gradient sync every micro-batch
   (defer_fsdp_grad_sync false).
+- DeepSeek-V3 671B on 256 GPUs, 8.18 s: the table of 89e3a9fdd and examples/benchmark/configs/deepseek_v3_te_deepep.yaml
+  at the same commit: pp 4 (AutoPipeline, interleaved 1F1B, 32 virtual stages), EP 64, FSDP2 over 64, the Qwen3 row's
+  kernels, gate, loss and optimizer, the shared expert on its own stream.
 
 What the recipes run that tessel reads in its own words is listed in each record's inferred_fields.
 Run from the repository root: python3 scripts/automodel_check_set.py
@@ -50,7 +53,8 @@ def qwen3_moe_30b():
             "recompute": "full (activation_checkpointing: true)", "sequence_parallel": False, "zero": 3,
             "fsdp_sharding": "FULL_SHARD", "framework": "NeMo AutoModel (PyTorch FSDP2)", "framework_version": "2025",
             "attention": "cudnn", "fused_kernels": True, "cross_entropy": "compiled",
-            "moe_token_dispatcher_type": "deepep", "foreach_optimizer": True,
+            "moe_token_dispatcher_type": "deepep", "foreach_optimizer": True, "torch_dtype": "bf16",
+            "optimizer_dtype": "bf16",
         },
         "measured": {"iteration_time_s": 21.773, "tokens_per_s_per_gpu": 12040},
         "inferred_fields": {
@@ -69,12 +73,14 @@ def qwen3_moe_30b():
             "plan.foreach_optimizer": "torch.optim.Adam with its defaults: the foreach implementation on CUDA",
             "plan.recompute": "parallelizer activation_checkpointing: true: every block checkpointed",
             "plan.zero": "FSDP2Manager: every rank shards (dp_replicate_size 1)",
+            "plan.torch_dtype": ("the model is cast to bf16 (Qwen3MoeForCausalLM init_weights: self.to(dtype), bf16 by "
+                                 "default) and FSDP2 keeps its shards so (MixedPrecisionPolicy param_dtype bf16, "
+                                 "reduce_dtype fp32, nemo_automodel/components/moe/parallelizer.py): no fp32 master"),
+            "plan.optimizer_dtype": "torch.optim.Adam keeps its moments in the parameters' dtype (zeros_like(p)): bf16",
         },
-        "notes": ("Mock data, no gradient clipping, 989 TFLOP/s peak (the table's notes). AutoModel casts its MoE "
-                  "models to bf16 (model.to(bf16)) and FSDP2 keeps them so (param_dtype bf16, reduce_dtype fp32, "
-                  "nemo_automodel/components/moe/parallelizer.py), so torch.optim.Adam's state is bf16 too; tessel "
-                  "reads FSDP2 as fp32 shards, which moves the optimizer step's bytes (about 0.1 s of the step) and "
-                  "the memory (not published). The table does not state the memory."),
+        "notes": ("Mock data, no gradient clipping, 989 TFLOP/s peak (the table's notes). The gradients are "
+                  "reduce-scattered in fp32 (reduce_dtype) and kept in bf16; tessel's bf16_no_master recipe reduces "
+                  "them at 2 B. The table does not state the memory."),
     }
 
 
@@ -99,7 +105,7 @@ def llama31_70b():
             "fsdp_sharding": "FULL_SHARD",
             "framework": "NeMo AutoModel (PyTorch FSDP2, Hugging Face Llama model code, torch.compile)",
             "framework_version": "2026", "attention": "flash2", "fused_kernels": True, "cross_entropy": "eager",
-            "foreach_optimizer": False,
+            "foreach_optimizer": False, "torch_dtype": "bf16",
         },
         "measured": {"iteration_time_s": 18.90, "tokens_per_s_per_gpu": 866.77},
         "inferred_fields": {
@@ -109,13 +115,75 @@ def llama31_70b():
             "plan.cross_entropy": "MaskedCrossEntropy with its default fp32_upcast=True: cross_entropy(logits.float())",
             "plan.foreach_optimizer": "transformer_engine.pytorch.optimizers.FusedAdam: one fused kernel",
             "plan.recompute": "activation_checkpointing: True: every block checkpointed",
+            "plan.torch_dtype": ("the recipe's torch_dtype: bf16, FSDP2Config's default policy (param, reduce and "
+                                 "output dtype bf16): bf16 shards, no fp32 master; Transformer Engine's FusedAdam keeps "
+                                 "its moments in fp32 (exp_avg_dtype, exp_avg_sq_dtype default float32)"),
         },
         "notes": ("Mock data, 989 TFLOP/s peak. The context-parallel exchange is PyTorch's (the recipe states none); "
-                  "tessel reads it as its ring. The model is loaded in bf16 (torch_dtype: bf16); FSDP2's default policy "
-                  "here reduces in bf16 (FSDP2Config at 2013a4dd6: param, reduce and output dtype bf16), read so; "
-                  "tessel keeps FSDP2's shards in fp32. The table does not state the memory."),
+                  "tessel reads it as its ring. The table does not state the memory."),
+    }
+
+
+def deepseek_v3_256():
+    # AutoPipeline (nemo_automodel/components/distributed/pipelining/functional.py at 89e3a9fdd):
+    # calculate_virtual_stages gives ceil(61 / layers_per_stage 2) + 1 = 32 stages (a multiple of pp 4, 8 a rank), and
+    # generate_hf_model_split spreads the 61 layers as 61 // 32 = 1 a stage plus one more on the first 61 % 32 = 29,
+    # the embedding on the first stage, the norm and head on the last.
+    split = [2] * 29 + [1] * 3
+    assert sum(split) == 61 and len(split) == 32
+    return {
+        "id": "automodel-deepseek-v3-256gpu",
+        "group": "automodel_h100",
+        "kind": "training_throughput",
+        "source": ("NVIDIA-NeMo/Automodel docs/performance-summary.md at 89e3a9fdd (2025-10-06): 'Pre-Training "
+                   "Performance', System: DGX-H100, Precision: BF16, DeepSeek V3 671B on 256 GPUs, 'Time per Global "
+                   "Step (s)'; recipe examples/benchmark/configs/deepseek_v3_te_deepep.yaml at 89e3a9fdd"),
+        "source_url": f"{REPO}/89e3a9fdd/docs/performance-summary.md",
+        "model": {
+            "name": "DeepSeek-V3 671B", "layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128,
+            "ffn_hidden": 18432, "vocab": 129280, "seq": 4096, "n_routed_experts": 256, "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048, "n_shared_experts": 1, "first_k_dense_replace": 3, "kv_lora_rank": 512,
+            "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+            "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope",
+            "routing_groups": 32, "groups_per_token": 1,
+        },
+        "system": dict(H100, nodes=32, total_gpus=256,
+                       precision="bf16 (FSDP2 MixedPrecisionPolicy: param_dtype bf16, reduce_dtype fp32)"),
+        "plan": {
+            "tp": 1, "pp": 4, "dp": 64, "cp": 1, "ep": 64, "vpp": 8, "micro_batch": 1, "global_batch": 512,
+            "pipeline_layers": split, "pipeline_schedule": "Interleaved1F1B",
+            "recompute": "full (activation_checkpointing: true)", "sequence_parallel": False, "zero": 3,
+            "fsdp_sharding": "FULL_SHARD", "framework": "NeMo AutoModel (PyTorch FSDP2, torch.distributed.pipelining)",
+            "framework_version": "2025", "attention": "cudnn", "fused_kernels": True, "cross_entropy": "compiled",
+            "moe_token_dispatcher_type": "deepep", "moe_shared_expert_overlap": True, "foreach_optimizer": True,
+            "torch_dtype": "bf16", "optimizer_dtype": "bf16",
+        },
+        "measured": {"iteration_time_s": 8.18, "tokens_per_s_per_gpu": 1002},
+        "inferred_fields": {
+            "plan.dp": "256 GPUs over pp 4 (the table's FSDP column, 64)",
+            "plan.pipeline_layers": ("AutoPipeline with layers_per_stage 2, interleaved1f1b, "
+                                     "round_virtual_stages_to_pp_multiple down: 32 virtual stages (the table's VP 8), "
+                                     "2 layers on the first 29, 1 on the last 3"),
+            "plan.micro_batch": "pp_microbatch_size 1: the local batch of 8 in 8 micro-batches (GA 1)",
+            "model.routing_groups": ("fake_balanced_gate: true: token t takes experts 8t .. 8t + 7 mod 256, one aligned "
+                                     "block of 8 (two ranks of 4 experts, one node of 32): read as 32 groups of 8, one "
+                                     "a token"),
+            "model.groups_per_token": "as routing_groups",
+            "plan.moe_shared_expert_overlap": ("MoE.forward (nemo_automodel/components/moe/layers.py): the shared "
+                                               "expert on its own CUDA stream beside the routed experts' dispatch"),
+            "plan.attention": "BackendConfig attn: te: Transformer Engine's DotProductAttention (cuDNN's fused attention)",
+            "plan.fused_kernels": "rms_norm: te and linear: te",
+            "plan.cross_entropy": "MaskedCrossEntropy(fp32_upcast=False), as the compiled kind",
+            "plan.moe_token_dispatcher_type": "enable_deepep: true",
+            "plan.foreach_optimizer": "torch.optim.Adam with its defaults",
+            "plan.recompute": "parallelizer activation_checkpointing: true",
+            "plan.torch_dtype": "as the Qwen3 MoE record: the model cast to bf16, FSDP2 shards in bf16, no fp32 master",
+            "plan.optimizer_dtype": "torch.optim.Adam's moments in the parameters' dtype: bf16",
+        },
+        "notes": ("Mock data, no gradient clipping. AutoModel's DeepSeek-V3 has no multi-token-prediction module. The "
+                  "table does not state the memory."),
     }
 
 
 if __name__ == "__main__":
-    write_check_set("check_automodel_h100.json", [qwen3_moe_30b(), llama31_70b()])
+    write_check_set("check_automodel_h100.json", [qwen3_moe_30b(), deepseek_v3_256(), llama31_70b()])

@@ -204,8 +204,13 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     // may be kept as remainders: the 16 low bits of each fp32 weight, whose high 16 bits are the bf16 weight itself
     // (Apex DistributedFusedAdam store_param_remainders; Transformer Engine FusedAdam under Megatron-core's
     // precision-aware optimizer), 2 B in place of 4. FP8 parameters are no bf16 weights to complete: fp32 master.
+    // A recipe of bf16 weights and no master (a model held in bf16): torch.optim keeps Adam's moments in the
+    // parameters' dtype (torch/optim/adam.py _init_group: zeros_like(p)), 2 B each where optimizer_dtype says bf16.
     const bool bf16Master = zeroStage >= 1 && r.weightBytes == 2 && r.masterBytes == 4;
-    if (bf16Master && optimizerDtypeOf(framework) == "bf16") {
+    const bool bf16NoMaster = r.weightBytes == 2 && r.masterBytes == 0 && !r.fp8();
+    if (bf16NoMaster && optimizerDtypeOf(framework) == "bf16") {
+        r.momentBytes = 2;
+    } else if (bf16Master && optimizerDtypeOf(framework) == "bf16") {
         r.momentBytes = 2;
         r.masterBytes = fp8Params ? 2 : 0;
     } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.fp8())) {
@@ -779,11 +784,14 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         // The optimizer-state keys change only a distributed optimizer's fp32 master of bf16 weights; stated where
         // there is none, they would change nothing, so the plan says something tessel does not predict.
         const bool bf16Master = rec->weightBytes == 2 && rec->masterBytes == 4 && plan.zeroStage >= 1;
+        const bool bf16NoMaster = rec->weightBytes == 2 && rec->masterBytes == 0 && !rec->fp8();
         const std::string why = plan.zeroStage < 1 ? "needs a distributed optimizer (zero_stage >= 1)"
                                                    : "needs a recipe with bf16 weights beside an fp32 master (megatron, mixed, fp8); \"" +
                                                          plan.precision + "\" has none";
-        if (plan.framework.optimizerDtype.value_or("fp32") == "bf16" && !bf16Master)
-            problems.add(field("optimizer_dtype"), "bf16 optimizer state " + why);
+        if (plan.framework.optimizerDtype.value_or("fp32") == "bf16" && !bf16Master && !bf16NoMaster)
+            problems.add(field("optimizer_dtype"), "bf16 optimizer state " + why +
+                                                       (plan.zeroStage < 1 ? " or bf16 weights without a master (bf16_no_master)"
+                                                                           : " nor bf16 weights without one (bf16_no_master)"));
         if (plan.framework.storeParamRemainders.value_or(false) && !bf16Master)
             problems.add(field("store_param_remainders"), "keeping the fp32 master as 16-bit remainders " + why);
     } else {

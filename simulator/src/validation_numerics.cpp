@@ -239,6 +239,18 @@ bool readPrecisionAndSharding(Reading& r) {
             r.assume("FSDP gradients reduced in 16 bits (reduce dtype not stated: PyTorch FSDP's reduce_dtype takes "
                      "param_dtype, FairScale reduces in fp16, Accelerate and Lightning use one dtype; only Composer's "
                      "DEFAULT and torchtitan reduce in fp32)");
+        // A model held in bf16 (Hugging Face's torch_dtype, NeMo AutoModel's model.to(bf16), torchtune's dtype): FSDP
+        // shards the bf16 parameters themselves and no fp32 master exists (recipe bf16_no_master); the optimizer's
+        // state is what optimizer_dtype says (torch.optim keeps it in the parameters' dtype, Transformer Engine's
+        // FusedAdam in fp32 unless told).
+        for (const char* key : {"torch_dtype", "model_dtype"}) {
+            const std::string held = lower(text(pl, key));
+            if (!contains(held, "bf16") && !contains(held, "bfloat16")) continue;
+            plan.precision = "bf16_no_master";
+            r.assume(std::string(key) + " \"" + text(pl, key) + "\": FSDP shards the bf16 parameters and gradients "
+                     "themselves, no fp32 master (recipe bf16_no_master)");
+            break;
+        }
     }
     else if ((prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated")) && !noBf16)
         r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");

@@ -135,6 +135,21 @@ TEST(PrecisionRecipes, TheOptimizersStateFollowsTheFramework) {
     ProblemList ok;
     validatePlan(model, cluster, plan, "/plan", ok);
     EXPECT_TRUE(ok.empty());
+    // A model held in bf16 (bf16_no_master: 2 + 2 + 0 + 2 x 4 = 12 B a parameter) whose torch.optim state follows its
+    // parameters' dtype: the moments in bf16, 8 B in all, at any ZeRO stage (FSDP's ZeRO-3 here, none below).
+    FrameworkSettings pure;
+    pure.optimizerDtype = "bf16";
+    const PrecisionRecipe held = precisionRecipeOf("bf16_no_master", pure, 3);
+    EXPECT_EQ(held.weightBytes + held.gradBytes + held.masterBytes + 2 * held.momentBytes, 8);
+    EXPECT_EQ(precisionRecipeOf("bf16_no_master", FrameworkSettings{}, 3).momentBytes, 4);
+    plan.precision = "bf16_no_master";
+    plan.framework.storeParamRemainders.reset();
+    for (int zero : {0, 3}) {
+        plan.zeroStage = zero;
+        ProblemList noMaster;
+        validatePlan(model, cluster, plan, "/plan", noMaster);
+        EXPECT_TRUE(noMaster.empty()) << (noMaster.empty() ? "" : noMaster.items().front().message);
+    }
 }
 
 TEST(PlanJson, RoundTripsEveryField) {

@@ -636,6 +636,33 @@ TEST(ValidationRecord, NemosOptimizerStateAsItsRecipesKeepIt) {
     EXPECT_FALSE(mentions(load(megatron).assumptions, "store_param_remainders"));
 }
 
+// A model held in bf16 under FSDP (torch_dtype / model_dtype: NeMo AutoModel's MoE models, Hugging Face's
+// torch_dtype, torchtune's dtype): bf16 shards and no master, the optimizer's state as optimizer_dtype says; FSDP's
+// usual reading (fp32 shards) otherwise, and a Megatron-style record is not moved by the key.
+TEST(ValidationRecord, AModelHeldInBf16UnderFsdpKeepsNoMaster) {
+    auto recipe = [](const nlohmann::json& r) { return precisionRecipeOf(load(r).scenario.plan); };
+    nlohmann::json fsdp = record();
+    fsdp["plan"]["framework"] = "NeMo AutoModel (PyTorch FSDP2)";
+    fsdp["plan"]["zero"] = 3;
+    EXPECT_EQ(load(fsdp).scenario.plan.precision, "fsdp");
+    for (const char* key : {"torch_dtype", "model_dtype"}) {
+        nlohmann::json held = fsdp;
+        held["plan"][key] = "bfloat16";
+        EXPECT_EQ(load(held).scenario.plan.precision, "bf16_no_master") << key;
+        EXPECT_TRUE(mentions(load(held).assumptions, "no fp32 master (recipe bf16_no_master)")) << key;
+        EXPECT_EQ(recipe(held).weightBytes, 2) << key;
+        EXPECT_EQ(recipe(held).optimizerBytesPerParameter(), 8) << key; // fp32 moments (Transformer Engine's FusedAdam)
+        held["plan"]["optimizer_dtype"] = "bf16";                       // torch.optim.Adam over bf16 parameters
+        EXPECT_EQ(recipe(held).optimizerBytesPerParameter(), 4) << key;
+        held["plan"].erase("optimizer_dtype");
+        held["plan"][key] = "float32";
+        EXPECT_EQ(load(held).scenario.plan.precision, "fsdp") << key;
+    }
+    nlohmann::json megatron = record();
+    megatron["plan"]["torch_dtype"] = "bf16";
+    EXPECT_EQ(load(megatron).scenario.plan.precision, load(record()).scenario.plan.precision);
+}
+
 // NeMo-Framework-Launcher's config.yaml of the 24.01-24.07 tags turned cuDNN's attention off (NVTE_FUSED_ATTN: 0), so
 // a NeMo run of those containers that names no kernel ran flash-attn 2 through Transformer Engine; 24.09 on, cuDNN's.
 TEST(ValidationRecord, NemosLauncherRanFlashAttention2InItsEarly2024Containers) {
