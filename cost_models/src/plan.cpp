@@ -781,8 +781,9 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (const auto* rec = findPrecisionRecipe(plan.precision)) {
         if (const std::string why = precisionUnsupported(cluster, plan.precision, plan.framework); !why.empty())
             problems.add(field("precision"), why);
-        // The optimizer-state keys change only a distributed optimizer's fp32 master of bf16 weights; stated where
-        // there is none, they would change nothing, so the plan says something tessel does not predict.
+        // The optimizer-state keys change a distributed optimizer's fp32 master of bf16 weights, and optimizer_dtype
+        // also the moments of bf16 weights held without a master (bf16_no_master); stated where neither is, they
+        // would change nothing, so the plan says something tessel does not predict.
         const bool bf16Master = rec->weightBytes == 2 && rec->masterBytes == 4 && plan.zeroStage >= 1;
         const bool bf16NoMaster = rec->weightBytes == 2 && rec->masterBytes == 0 && !rec->fp8();
         const std::string why = plan.zeroStage < 1 ? "needs a distributed optimizer (zero_stage >= 1)"

@@ -254,6 +254,12 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     else if ((prec.find_first_not_of(' ') == std::string::npos || contains(prec, "not stated")) && !noBf16)
         r.assume("precision not stated: BF16 mixed precision with fp32 master weights and grads");
+    // A model dtype stated beside a recipe that keeps its own master (Megatron-style, DeepSpeed, FP8): said, not read.
+    if (framework != "fsdp" && framework != "torchtitan")
+        for (const char* key : {"torch_dtype", "model_dtype"})
+            if (!text(pl, key).empty())
+                r.assume(std::string(key) + " \"" + text(pl, key) + "\" read under FSDP only: this record's recipe (" +
+                         plan.precision + ") keeps its own weights and master");
 
     // ZeRO / distributed optimizer; host offload (ZeRO-Offload runs on ZeRO-2, ZeRO-Infinity on ZeRO-3, the stages an
     // unstated one takes).

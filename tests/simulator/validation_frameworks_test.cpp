@@ -661,6 +661,7 @@ TEST(ValidationRecord, AModelHeldInBf16UnderFsdpKeepsNoMaster) {
     nlohmann::json megatron = record();
     megatron["plan"]["torch_dtype"] = "bf16";
     EXPECT_EQ(load(megatron).scenario.plan.precision, load(record()).scenario.plan.precision);
+    EXPECT_TRUE(mentions(load(megatron).assumptions, "torch_dtype \"bf16\" read under FSDP only"));
 }
 
 // NeMo-Framework-Launcher's config.yaml of the 24.01-24.07 tags turned cuDNN's attention off (NVTE_FUSED_ATTN: 0), so
