@@ -245,6 +245,10 @@ bool readPrecisionAndSharding(Reading& r) {
         // FusedAdam in fp32 unless told).
         for (const char* key : {"torch_dtype", "model_dtype"}) {
             const std::string held = lower(text(pl, key));
+            // An fp16 model without a master (or any other dtype) is no recipe tessel costs: said, not dropped.
+            if (!held.empty() && !contains(held, "bf16") && !contains(held, "bfloat16") && !contains(held, "32"))
+                r.assume(std::string(key) + " \"" + text(pl, key) + "\" is not a held dtype tessel costs (bf16, fp32): "
+                         "read as FSDP's fp32 shards");
             if (!contains(held, "bf16") && !contains(held, "bfloat16")) continue;
             plan.precision = "bf16_no_master";
             r.assume(std::string(key) + " \"" + text(pl, key) + "\": FSDP shards the bf16 parameters and gradients "

@@ -657,6 +657,10 @@ TEST(ValidationRecord, AModelHeldInBf16UnderFsdpKeepsNoMaster) {
         held["plan"].erase("optimizer_dtype");
         held["plan"][key] = "float32";
         EXPECT_EQ(load(held).scenario.plan.precision, "fsdp") << key;
+        EXPECT_FALSE(mentions(load(held).assumptions, "is not a held dtype")) << key;
+        held["plan"][key] = "float16"; // no recipe tessel costs: said, and read as fp32 shards
+        EXPECT_EQ(load(held).scenario.plan.precision, "fsdp") << key;
+        EXPECT_TRUE(mentions(load(held).assumptions, "is not a held dtype tessel costs")) << key;
     }
     nlohmann::json megatron = record();
     megatron["plan"]["torch_dtype"] = "bf16";
