@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 namespace tessel {
 
@@ -186,12 +188,68 @@ void checkSchemaVersion(ObjectReader& reader) {
     reader.requireInt("schema_version", 1, 1);
 }
 
+namespace {
+// Where the parser is: one frame per open object or array, with the key or index of the value being read, so
+// a duplicate key is reported at its JSON pointer. nlohmann::json keeps the last of two equal keys without a
+// word (RFC 8259 leaves the choice open), which would let a user's second "tp" silently replace the first.
+struct ParseFrame {
+    bool array = false;
+    int64_t index = -1;
+    std::string key;
+    std::set<std::string> keys;
+};
+
+std::string framePointer(const std::vector<ParseFrame>& frames, size_t depth) {
+    std::string out;
+    for (size_t i = 0; i < depth && i < frames.size(); ++i)
+        out += "/" + (frames[i].array ? std::to_string(frames[i].index) : jsonPointerEscape(frames[i].key));
+    return out;
+}
+} // namespace
+
 nlohmann::json parseJsonText(const std::string& text, const std::string& source) {
+    using Event = nlohmann::json::parse_event_t;
+    std::vector<ParseFrame> frames;
+    ProblemList duplicates;
+    auto enterValue = [&]() {
+        if (!frames.empty() && frames.back().array) ++frames.back().index;
+    };
+    auto callback = [&](int, Event event, nlohmann::json& parsed) -> bool {
+        switch (event) {
+        case Event::object_start:
+        case Event::array_start:
+            enterValue();
+            frames.push_back({event == Event::array_start, -1, {}, {}});
+            break;
+        case Event::object_end:
+        case Event::array_end:
+            if (!frames.empty()) frames.pop_back();
+            break;
+        case Event::key: {
+            ParseFrame& f = frames.back();
+            f.key = parsed.get<std::string>();
+            if (!f.keys.insert(f.key).second)
+                duplicates.add(source + "#" + framePointer(frames, frames.size()),
+                               "duplicate key: the object states it more than once (JSON keeps only the last)");
+            break;
+        }
+        case Event::value:
+            enterValue();
+            break;
+        }
+        return true;
+    };
+    nlohmann::json doc;
     try {
-        return nlohmann::json::parse(text);
+        doc = nlohmann::json::parse(text, callback);
     } catch (const nlohmann::json::parse_error& e) {
         throw InputError(source, std::string("malformed JSON: ") + e.what());
+    } catch (const nlohmann::json::out_of_range& e) {
+        // A number literal beyond a double's range (1e999): the parser stops without a byte offset.
+        throw InputError(source, std::string("a number is out of range (beyond +-1.8e308): ") + e.what());
     }
+    duplicates.throwIfAny();
+    return doc;
 }
 
 nlohmann::json readJsonFile(const std::string& path) {

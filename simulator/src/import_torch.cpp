@@ -184,6 +184,8 @@ TorchTrace parseTorchTrace(const std::string& text, const std::string& source) {
         t.doc = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
         throw InputError(source + "#", "not valid JSON (truncated?) at byte " + std::to_string(e.byte) + ": " + e.what());
+    } catch (const nlohmann::json::out_of_range& e) {
+        throw InputError(source + "#", std::string("a number is out of range (beyond +-1.8e308): ") + e.what());
     }
     const bool bare = t.doc.is_array();
     if (!bare && !(t.doc.is_object() && t.doc.contains("traceEvents") && t.doc["traceEvents"].is_array()))

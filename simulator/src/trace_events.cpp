@@ -30,6 +30,8 @@ nlohmann::json readJsonFile(const fs::path& path) {
         return nlohmann::json::parse(text.str());
     } catch (const nlohmann::json::parse_error& e) {
         throw InputError(path.string(), std::string("not JSON: ") + e.what());
+    } catch (const nlohmann::json::out_of_range& e) {
+        throw InputError(path.string(), std::string("a number is out of range (beyond +-1.8e308): ") + e.what());
     }
 }
 

@@ -66,6 +66,39 @@ TEST(JsonReader, MalformedJsonAndMissingFileAreInputErrors) {
     }
 }
 
+TEST(JsonReader, DuplicateKeysAreReportedAtTheirPointers) {
+    // JSON parsers keep the last of two equal keys; a user's second "tp" must not silently replace the first.
+    try {
+        parseJsonText(R"({"plan": {"tp": 0, "pp": 2, "tp": 1}, "list": [{"a": 1}, {"b": 2, "b": 3}]})", "x.json");
+        FAIL() << "duplicate keys accepted";
+    } catch (const InputError& e) {
+        ASSERT_EQ(e.problems().size(), 2u);
+        EXPECT_EQ(e.problems()[0].where, "x.json#/plan/tp");
+        EXPECT_NE(e.problems()[0].message.find("duplicate key"), std::string::npos);
+        EXPECT_EQ(e.problems()[1].where, "x.json#/list/1/b");
+    }
+    // The same key in sibling objects, and escaped pointer characters, are not duplicates.
+    const nlohmann::json ok = parseJsonText(R"({"a": {"k": 1}, "b": {"k": 2}, "c/d": [[{"k": 1}], {"k": 2}]})", "x.json");
+    EXPECT_EQ(ok["b"]["k"], 2);
+    try {
+        parseJsonText(R"({"c/d": [[{"k": 1, "k": 2}]]})", "y.json");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "y.json#/c~1d/0/0/k");
+    }
+}
+
+TEST(JsonReader, NumberBeyondADoubleIsAnInputError) {
+    // nlohmann throws out_of_range (not parse_error) for 1e999: an input error naming the file, not an internal one.
+    try {
+        parseJsonText(R"({"plan": {"tp": 1e999}})", "x.json");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.problems().front().where, "x.json");
+        EXPECT_NE(e.problems().front().message.find("out of range"), std::string::npos);
+    }
+}
+
 TEST(JsonReader, NotAnObjectIsReported) {
     ProblemList problems;
     ObjectReader r(nlohmann::json::array(), "/plan", problems);
