@@ -75,6 +75,16 @@ std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { re
 
 int frameworkYear(const FrameworkSettings& f) { return versionReading(f.version).year; }
 
+bool frameworkVersionDated(const std::string& version) {
+    const VersionReading& r = versionReading(version);
+    return r.year > 0 || r.containerYm.has_value();
+}
+
+std::string frameworkVersionProblem(const std::string& version) {
+    return "no date can be read from \"" + version + "\": give a year (2024), a NeMo or NGC container (24.05) or a "
+           "Megatron-core release (core_r0.9.0); the framework's defaults follow its date";
+}
+
 std::string attentionKernelDefaultOf(const FrameworkSettings& f) {
     if (f.name != "nemo") return "";
     const auto ym = containerYearMonth(f.version);
@@ -417,6 +427,8 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;
     f.name = r.optEnum("framework", "generic", frameworkNames());
     f.version = r.optString("framework_version", "");
+    if (!f.version.empty() && !frameworkVersionDated(f.version))
+        r.problems().add(r.pointer("framework_version"), frameworkVersionProblem(f.version));
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy"))
         f.crossEntropy = r.optEnum("cross_entropy", "fused", crossEntropyKinds());

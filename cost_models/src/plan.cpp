@@ -746,9 +746,17 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                  "Megatron's distributed optimizer); needs zero_stage >= 1");
     if (plan.offloadParameters && (plan.zeroStage != 3 || !plan.offloadOptimizer))
         problems.add(field("offload_parameters"), "parameter offload is ZeRO-Infinity: needs zero_stage 3 and offload_optimizer");
-    if (plan.recomputeLayers > 0 && plan.recompute != Recompute::Full)
+    if (plan.recomputeLayers > 0 && plan.recompute != Recompute::Full) {
         problems.add(field("recompute_layers"), "recompute_layers (the layers of each chunk recomputed, Megatron-LM's "
                                                 "block method) needs recompute full, got " + toString(plan.recompute));
+    } else if (plan.recomputeLayers > 0) {
+        const std::vector<int> chunks = chunkLayerCounts(model, plan);
+        const int most = chunks.empty() ? 0 : *std::max_element(chunks.begin(), chunks.end());
+        if (plan.recomputeLayers > most)
+            problems.add(field("recompute_layers"), n(plan.recomputeLayers) + " layers recomputed a chunk, but a chunk has " +
+                                                        n(most) + " at the most (pp x vpp = " + n(plan.pp * plan.vpp) +
+                                                        " chunks): use at most " + n(most) + ", or 0 for every layer");
+    }
     for (const auto& [key, member] : stage3Keys())
         if (plan.framework.*member && plan.framework.name != "deepspeed")
             problems.add(field(key), std::string(key) + " is a DeepSpeed ZeRO-3 setting (its parameter coordinator); "

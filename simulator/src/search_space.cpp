@@ -6,6 +6,7 @@
 #include "search_space.hpp"
 
 #include "tessel/cost/errors.hpp"
+#include "tessel/cost/framework.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -59,7 +60,10 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     if (in.maxGlobalBatch != 0 && in.maxGlobalBatch < in.globalBatch)
         problems.add("--global-batch", "the range's upper end " + std::to_string(in.maxGlobalBatch) +
                                            " is below its lower end " + std::to_string(in.globalBatch));
-    if (in.maxVpp < 1) problems.add("max_vpp", "must be at least 1, got " + std::to_string(in.maxVpp));
+    if (!in.framework.version.empty() && !frameworkVersionDated(in.framework.version))
+        problems.add("--framework-version", frameworkVersionProblem(in.framework.version));
+    if (in.maxVpp < 1 || in.maxVpp > 1024)
+        problems.add("--max-vpp", "must be in 1..1024 (as a vpp in the space), got " + std::to_string(in.maxVpp));
     if (!findPrecisionRecipe(in.precision)) problems.add("--precision", "unknown precision recipe \"" + in.precision + "\"");
     else if (const std::string why = precisionUnsupported(cluster, in.precision, in.framework); !why.empty())
         problems.add("--precision", why);
@@ -177,7 +181,8 @@ std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const Mode
                 for (int v : s.vpp)
                     if (v >= 2) out.push_back({sch, v});
             } else {
-                for (int v = 2; v <= s.maxVpp; ++v)
+                // No more chunks than layers: pp x v stays within the model's layers (and an int).
+                for (int v = 2; v <= s.maxVpp && static_cast<int64_t>(pp) * v <= model.layers; ++v)
                     if (model.layers % (pp * v) == 0) out.push_back({sch, v});
             }
         } else if (s.vpp.empty() || std::binary_search(s.vpp.begin(), s.vpp.end(), 1)) {

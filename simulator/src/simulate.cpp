@@ -302,6 +302,11 @@ void attribute(const ActionSchedule& schedule, const CostTable& costs, Timeline&
         const double dpTail = std::max(0.0, std::min(lastEnd, t.stepSeconds) - prevEnd);
         b.dpSeconds += dpTail;
         b.bubbleSeconds += tail - dpTail;
+        // Sums and differences of the same times leave rounding residue (-1e-17 s where a term is zero): a part of
+        // the step is never negative, so the residue is cleared rather than reported as a negative time.
+        for (double* part : {&b.computeSeconds, &b.tpSeconds, &b.cpSeconds, &b.epSeconds, &b.ppSeconds, &b.dpSeconds,
+                             &b.optimizerSeconds, &b.bubbleSeconds})
+            if (*part < 0.0 && *part > -1e-9 * std::max(1.0, t.stepSeconds)) *part = 0.0;
     }
 }
 } // namespace
@@ -396,7 +401,7 @@ void applyContention(const ActionSchedule& schedule, CostTable& out, const Timel
             // speed: the charge, split between DP and PP as the communication was, is capped by its own compute.
             const double lost = contentionSeconds(costs.commContention, costs.commContentionMax, dpComm + ppComm, c.computeSeconds);
             const double dpNow = dpComm + ppComm > 0.0 ? lost * dpComm / (dpComm + ppComm) : 0.0;
-            const double ppNow = lost - dpNow;
+            const double ppNow = std::max(0.0, lost - dpNow);
             c.contentionDpSeconds = weight * dpNow + (1.0 - weight) * c.contentionDpSeconds;
             c.contentionPpSeconds = weight * ppNow + (1.0 - weight) * c.contentionPpSeconds;
             c.sumParts();

@@ -74,6 +74,11 @@ bool readFramework(Reading& r) {
             if (!stated.empty()) r.assume(framework + " version " + stated + ", read from the framework's name (" + how + ")");
         }
         const int swYear = softwareYear(source);
+        if (!stated.empty() && !frameworkVersionDated(stated)) {
+            r.assume(framework + " version \"" + stated + "\" carries no date tessel reads (a year, a container YY.MM, a "
+                     "Megatron-core release): not used");
+            stated.clear();
+        }
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";
         if (stated.empty() && swYear > 0) r.assume(framework + " version taken as of " + std::to_string(swYear) + " (the source's date)");
         if (const std::string kin = torchtitanKin(text(pl, "framework") + " " + text(pl, "fsdp_sharding"));

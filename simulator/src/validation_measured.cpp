@@ -376,7 +376,7 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
             const bool byRecord = !c.scenario.model.moe && published && *published > 0;
             const double n = byRecord ? *published : static_cast<double>(activeParameters(c.scenario.model));
             counts = 6.0 * n * tokens;
-            char text[160];
+            char text[256];
             std::snprintf(text, sizeof text, "the source's 6 x N x tokens (N = %.4g B, %s; attention not counted, as its convention says)",
                           n / 1e9, byRecord ? "model/params" : "the parameters a token uses");
             countName = text;
@@ -425,9 +425,14 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
         const double step = *c.measured.stepSeconds;
         const double rate = step > 0 ? modelFlopsPerStep(c.scenario.model, plan) / (step * plan.worldSize()) : 0.0;
         std::string why;
-        char text[160];
+        char text[256];
         if (!(step > 0) || !std::isfinite(step) || !std::isfinite(rate)) {
             std::snprintf(text, sizeof text, "gives a step of %g s, no time a step can take", step);
+            why = text;
+        } else if (highestPeak > 0 && rate < 1e-6 * highestPeak) {
+            // A bound on what a record can mean, not on efficiency: a millionth of the peak is a GPU that idles.
+            std::snprintf(text, sizeof text, "gives a step of %.3g s, at which the model's FLOPs would run at %.3g FLOP/s a GPU, "
+                          "below a millionth of the GPU's highest dense peak (%.4g TFLOP/s)", step, rate, highestPeak / 1e12);
             why = text;
         } else if (highestPeak > 0 && rate > 2.0 * highestPeak) {
             std::snprintf(text, sizeof text, "gives a step of %.3g s, at which the model's FLOPs would run at %.3g TFLOP/s a GPU, "
@@ -499,7 +504,7 @@ void readMeasured(const nlohmann::json& rec, const std::string& ptr, ValidationC
     // A peak no GPU of this kind can hold: above twice its memory (a device's own figure cannot pass it; twice leaves
     // room for a requirement a run that ran out of memory states), or not finite.
     if (c.measured.memoryBytes && (!std::isfinite(*c.measured.memoryBytes) || *c.measured.memoryBytes > 2.0 * gpuBytes)) {
-        char text[160];
+        char text[256];
         std::snprintf(text, sizeof text, " gives a peak of %.4g GB, above twice the GPU's %.4g GB",
                       *c.measured.memoryBytes / 1e9, gpuBytes / 1e9);
         c.measured.invalidFields.push_back(c.measured.memorySource.substr(ptr.size() + 1) + text);

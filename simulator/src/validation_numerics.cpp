@@ -268,6 +268,15 @@ bool readPrecisionAndSharding(Reading& r) {
     // ZeRO / distributed optimizer; host offload (ZeRO-Offload runs on ZeRO-2, ZeRO-Infinity on ZeRO-3, the stages an
     // unstated one takes).
     const OffloadReading offload = readOffload(pl);
+    // A stage written as a number is 0, 1, 2 or 3; any other number is no stage a framework has.
+    for (const char* key : {"zero", "zero_stage"})
+        if (const nlohmann::json* z = member(pl, key); z && z->is_number()) {
+            const double v = z->get<double>();
+            if (!(v >= 0.0 && v <= 3.0 && std::floor(v) == v)) {
+                refusal = ptr + "/plan/" + key + ": got " + z->dump() + ", expected a ZeRO stage 0, 1, 2 or 3";
+                return false;
+            }
+        }
     int zero = parseZero(pl);
     const auto distOpt = boolean(pl, "distributed_optimizer");
     const bool zeroStated = zero >= 0 || (distOpt && *distOpt);
@@ -754,6 +763,17 @@ bool readRecomputeAndCheck(Reading& r) {
             plan.framework.moeSharedExpertOverlap = true;
             r.assume("moe_shared_expert_overlap: the shared experts on their own stream, beside the dispatch and combine "
                      "all-to-alls");
+        }
+    }
+    // The block method's count past a chunk's layers recomputes the whole chunk (Megatron-LM's `layer_number <
+    // recompute_num_layers`): every layer, as a plan says it (recompute_layers 0).
+    if (plan.recomputeLayers > 0) {
+        const std::vector<int> chunks = chunkLayerCounts(model, plan);
+        const int most = chunks.empty() ? 0 : *std::max_element(chunks.begin(), chunks.end());
+        if (plan.recomputeLayers >= most) {
+            r.assume("recompute_layers " + std::to_string(plan.recomputeLayers) + " reaches every layer of every chunk (" +
+                     std::to_string(most) + " at the most): every layer recomputed");
+            plan.recomputeLayers = 0;
         }
     }
     ProblemList problems;

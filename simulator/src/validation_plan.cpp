@@ -459,6 +459,9 @@ bool readBatch(Reading& r) {
     auto dp = integer(pl, "dp");
     if (!dp || *dp != impliedDp) {
         if (dp) r.assume("dp " + std::to_string(*dp) + " does not fill the " + std::to_string(world) + " GPUs with tp x pp x cp; dp = " + std::to_string(impliedDp));
+        else if (member(pl, "dp") && !member(pl, "dp")->is_null())
+            r.assume("dp " + text(pl, "dp") + " is not a whole number of GPUs: dp = GPUs / (tp x pp x cp) = " +
+                     std::to_string(impliedDp));
         else r.assume("dp = GPUs / (tp x pp x cp) = " + std::to_string(impliedDp));
     }
     plan.dp = impliedDp;

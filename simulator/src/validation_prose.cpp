@@ -59,7 +59,8 @@ std::optional<double> number(const nlohmann::json& obj, const char* key) {
 }
 std::optional<int64_t> integer(const nlohmann::json& obj, const char* key) {
     auto v = number(obj, key);
-    if (!v || *v < 0 || std::floor(*v) != *v) return std::nullopt;
+    // Past 2^62 no count a record states is meant, and the cast would overflow.
+    if (!v || *v < 0 || std::floor(*v) != *v || *v > 4.6e18) return std::nullopt;
     return static_cast<int64_t>(*v);
 }
 std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t least, int64_t most,

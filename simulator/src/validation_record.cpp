@@ -398,6 +398,11 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         model.seqLen = need(seqKeys, L::seqLen, preset ? preset->seqLen : none, seqOf);
     }
     if (!refusal.empty()) return;
+    // A dropout is a probability: below 1 (at 1 every activation is zeroed), not negative.
+    if (const auto dr = number(m, "dropout"); dr && !(*dr >= 0.0 && *dr < 1.0)) {
+        refusal = where + "/dropout: got " + text(m, "dropout") + ", expected a probability from 0 up to (not including) 1";
+        return;
+    }
     const Family f = familyOf(m);
     applyFamily(f, model);
     // A gated GELU (GeGLU: Gemma, GLM-130B, T5 v1.1) has SwiGLU's three matrices and one gated elementwise kernel

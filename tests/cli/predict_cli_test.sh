@@ -463,4 +463,37 @@ check "says the larger node" "$(contains "$tmp/big.txt" '^  note     nodes of 16
 "$TESSEL" predict --model llama3-8b --cluster dgx-h100-80g --nodes 2 --gpus-per-node 8 --tp 8 --dp 2 --pp 1 --global-batch 16 >"$tmp/same.txt" 2>"$tmp/err"; check "the cluster's own node size exits 0" $?
 check "no note for the cluster's own node size" "$([ -z "$(grep '^  note     nodes of' "$tmp/same.txt")" ]; echo $?)"
 
+# Input a JSON parser would take silently: a key stated twice (the parser keeps the last) and a number past a double
+# (1e999) are input errors naming the file (exit 2), not a plan read from the second value or an internal error.
+cat >"$tmp/dup.json" <<'JSON'
+{"schema_version": 1, "model": "tiny", "cluster": "cpu-host",
+ "plan": {"tp": 0, "tp": 1, "pp": 2, "micro_batch": 2, "global_batch": 8, "precision": "cpu_fp64"}}
+JSON
+"$TESSEL" predict "$tmp/dup.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "duplicate key exits 2" $([ $rc -eq 2 ]; echo $?)
+check "duplicate key named at its pointer" "$(contains "$tmp/err" 'dup.json#/plan/tp: duplicate key')"
+sed 's/"tp": 0, "tp": 1/"tp": 1e999/' "$tmp/dup.json" >"$tmp/huge.json"
+"$TESSEL" predict "$tmp/huge.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "1e999 exits 2" $([ $rc -eq 2 ]; echo $?)
+check "1e999 named as out of range" "$(contains "$tmp/err" 'huge.json: a number is out of range')"
+# recompute_layers beyond a chunk's layers would recompute nothing more: refused with the chunk's size.
+"$TESSEL" predict --model tiny --cluster cpu-host --tp 1 --pp 2 --dp 1 --micro-batch 2 --global-batch 8 --precision cpu_fp64 \
+    --sequence-parallel off --recompute full --recompute-layers 99 >/dev/null 2>"$tmp/err"; rc=$?
+check "recompute_layers past the chunk exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names the chunk's layers" "$(contains "$tmp/err" '--recompute-layers (/plan/recompute_layers): 99 layers recomputed a chunk, but a chunk has 2 at the most')"
+# No part of a step is a negative time (a zero-bubble plan on one stage had left -1e-18 s of pipeline time).
+"$TESSEL" predict "$(dirname "$0")/../../scenarios/plans/llama3-8b-h100.json" --schedule zero_bubble --json >"$tmp/zb.json" 2>"$tmp/err"
+check "zero_bubble JSON exits 0" $?
+python3 - "$tmp/zb.json" <<'PY'; check "no negative time in the breakdowns" $?
+import json, sys
+def walk(v, path):
+    if isinstance(v, dict):
+        for k, x in v.items(): walk(x, path + "/" + k)
+    elif isinstance(v, list):
+        for i, x in enumerate(v): walk(x, path + "/" + str(i))
+    elif isinstance(v, float) and path.endswith("_seconds"):
+        assert v >= 0.0, (path, v)
+walk(json.load(open(sys.argv[1])), "")
+PY
+
 finish

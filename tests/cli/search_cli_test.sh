@@ -168,6 +168,14 @@ timeout 20 "$TESSEL" search --max-gpus 2000000000 --no-progress >/dev/null 2>"$t
 check "--max-gpus 2e9 exits 2" $([ $rc -eq 2 ]; echo $?)
 check "--max-gpus 2e9 names --max-gpus" "$(contains "$tmp/e" '--max-gpus: must be at most 1048576')"
 check "--max-gpus 2e9 names no --gpus" $([ "$(contains "$tmp/e" '  --gpus:')" != 0 ]; echo $?)
+# --max-vpp past the 1024 a vpp may be is refused naming the flag (at 2^31 - 1 pp x vpp overflowed and the search
+# died of a division by zero); a framework version with no date is refused, not read as the current defaults.
+timeout 20 "$TESSEL" search $small --max-vpp 2147483647 >/dev/null 2>"$tmp/e"; rc=$?
+check "--max-vpp 2^31-1 exits 2" $([ $rc -eq 2 ]; echo $?)
+check "--max-vpp named" "$(contains "$tmp/e" '--max-vpp: must be in 1..1024')"
+timeout 20 "$TESSEL" search $small --framework megatron --framework-version bogus >/dev/null 2>"$tmp/e"; rc=$?
+check "undated --framework-version exits 2" $([ $rc -eq 2 ]; echo $?)
+check "undated --framework-version named" "$(contains "$tmp/e" '--framework-version: no date can be read')"
 "$TESSEL" search --model llama2-70b --cluster dgx-a100-80g --gpus 8 --global-batch 16 --max-vpp 2 --top 2 --no-progress \
     --framework deepspeed >"$tmp/off.txt" 2>&1; check "offload search exits 0" $?
 check "offload column shown" "$(contains "$tmp/off.txt" 'offload')"

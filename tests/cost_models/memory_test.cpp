@@ -534,5 +534,18 @@ TEST(MemoryPartialRecompute, BetweenNoneAndFullByHandAndFullBeyondTheChunk) {
     validatePlan(s.model, s.cluster, bad, "/plan", problems);
     ASSERT_FALSE(problems.empty());
     EXPECT_EQ(problems.items().front().where, "/plan/recompute_layers");
+    // At most a chunk's layers: 12 is every layer of a 12-layer stage; 13 says it would be nothing more.
+    Plan whole = full;
+    whole.recomputeLayers = 12;
+    ProblemList fine;
+    validatePlan(s.model, s.cluster, whole, "/plan", fine);
+    EXPECT_TRUE(fine.empty());
+    Plan beyond = full;
+    beyond.recomputeLayers = 13;
+    ProblemList over;
+    validatePlan(s.model, s.cluster, beyond, "/plan", over);
+    ASSERT_EQ(over.items().size(), 1u);
+    EXPECT_EQ(over.items().front().where, "/plan/recompute_layers");
+    EXPECT_NE(over.items().front().message.find("12 at the most"), std::string::npos) << over.items().front().message;
 }
 } // namespace tessel

@@ -542,6 +542,23 @@ TEST(Framework, DefaultsFollowTheFrameworkAndItsVersion) {
     EXPECT_TRUE(resolveOverlap(FrameworkSettings{}, false, 0).defaulted.empty());
 }
 
+TEST(Framework, AVersionWithoutADateIsNamed) {
+    // The defaults follow the version's date: text tessel reads no date from is a problem, not the current defaults.
+    for (const char* dated : {"2024", "24.05", "core_r0.9.0", "v3.0", "0.14", "24.07.01"}) {
+        ProblemList problems;
+        parsePlan(nlohmann::json{{"framework", "megatron"}, {"framework_version", dated}}, "/plan", problems);
+        EXPECT_TRUE(problems.empty()) << dated;
+        EXPECT_TRUE(frameworkVersionDated(dated)) << dated;
+    }
+    for (const char* undated : {"bogus", "-1", "1800", "latest"}) {
+        ProblemList problems;
+        parsePlan(nlohmann::json{{"framework", "megatron"}, {"framework_version", undated}}, "/plan", problems);
+        ASSERT_EQ(problems.items().size(), 1u) << undated;
+        EXPECT_EQ(problems.items()[0].where, "/plan/framework_version");
+        EXPECT_NE(problems.items()[0].message.find("no date"), std::string::npos);
+    }
+}
+
 TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     nlohmann::json doc{{"framework", "megatron"}, {"framework_version", "core_r0.8.0"}, {"ddp_impl", "torch"},
                        {"overlap_param_gather", true}, {"tp_comm_overlap", false}, {"attention_unpad", true},

@@ -442,6 +442,24 @@ TEST(Schemas, PlanSchemaDescribesPlanToJson) {
     const nlohmann::json written = planToJson(fp16);
     ASSERT_TRUE(written.contains("half_dtype"));
     expectKeysDescribed(s, written, "plan (fp16)");
+    // A plan setting the optional keys the writer leaves out at their defaults: each one it writes is described
+    // (the schema once lacked seven keys the reader took, and rejected files tessel accepts).
+    Plan all;
+    all.cp = 4;
+    all.cpComm = CpComm::A2aP2p;
+    all.cpA2a = 2;
+    all.recompute = Recompute::Full;
+    all.recomputeLayers = 1;
+    all.precision = "fp8";
+    all.framework.fp8Recipe = "mxfp8";
+    all.framework.launchBlocking = true;
+    all.framework.ncclUb = true;
+    all.framework.kvReplication = true;
+    const nlohmann::json every = planToJson(all);
+    for (const char* key : {"cp_comm_type", "cp_a2a_size", "recompute_layers", "fp8_recipe", "launch_blocking", "nccl_ub",
+                            "kv_replication"})
+        EXPECT_TRUE(every.contains(key)) << key;
+    expectKeysDescribed(s, every, "plan (optional keys)");
 }
 
 TEST(Schemas, ScenarioSchemaDescribesScenarioToJson) {

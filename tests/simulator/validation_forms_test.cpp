@@ -124,6 +124,34 @@ TEST(ValidationRecord, MeasuredStepUnderItsWrittenNamesAndUnits) {
     EXPECT_TRUE(mentions(u.assumptions, "is in a unit tessel does not read"));
 }
 
+// Values no run has are named, not read: a dropout outside [0, 1), a ZeRO stage written as a number outside 0-3 (1e300
+// had been read as ZeRO-0 and -1 as ZeRO-3), a throughput at which the GPUs would idle (1e-300 tokens/s had been
+// compared as a -100% error), a dp that is no count of GPUs (said beside the one the GPUs give).
+TEST(ValidationRecord, ValuesNoRunHasAreNamed) {
+    for (const double p : {-0.5, 1.0, 1.8e19}) {
+        nlohmann::json r = record();
+        r["model"]["dropout"] = p;
+        EXPECT_NE(refusalOf(r).find("/model/dropout: got"), std::string::npos) << p;
+    }
+    for (const double z : {1e300, -1.0, 4.0, 1.5}) {
+        nlohmann::json r = record();
+        r["plan"]["zero"] = z;
+        EXPECT_NE(refusalOf(r).find("/plan/zero: got"), std::string::npos) << z;
+    }
+    nlohmann::json stage = record();
+    stage["plan"].erase("zero");
+    stage["plan"]["zero_stage"] = 7;
+    EXPECT_NE(refusalOf(stage).find("/plan/zero_stage: got 7, expected a ZeRO stage 0, 1, 2 or 3"), std::string::npos);
+    nlohmann::json slow = record();
+    slow["measured"]["tokens_per_s"] = 1e-300;
+    const ValidationCase c = load(slow);
+    EXPECT_FALSE(c.measured.stepSeconds.has_value());
+    EXPECT_TRUE(mentions(c.assumptions, "below a millionth of the GPU's highest dense peak"));
+    nlohmann::json dp = record();
+    dp["plan"]["dp"] = -7;
+    EXPECT_TRUE(mentions(load(dp).assumptions, "dp -7 is not a whole number of GPUs: dp = GPUs / (tp x pp x cp) = 4"));
+}
+
 // A FLOP rate whose name says its convention is read in it: model_tflops_per_gpu with the model count, and
 // hardware_tflops_per_gpu with full recompute's replayed forward (4/3 of it), whatever tflops_kind says; a
 // utilization under a percent name is a percentage.

@@ -112,6 +112,11 @@ bool ncclUbOf(const FrameworkSettings& f);
 bool kvReplicationOf(const FrameworkSettings& f);
 // A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
 std::optional<std::pair<int, int>> containerYearMonth(const std::string& version);
+// Whether tessel reads a date from a framework version (a year such as 2024, a container YY.MM such as 24.05, a
+// Megatron-core release such as core_r0.9.0, Megatron-LM v2.x / v3.x): the framework's defaults follow that date.
+bool frameworkVersionDated(const std::string& version);
+// What to say about a version tessel reads no date from (the accepted forms).
+std::string frameworkVersionProblem(const std::string& version);
 
 // How many training-metric cross-entropies the trainer runs over a micro-batch's logits (0 unless stated).
 int trainMetricLossesOf(const FrameworkSettings& f);
