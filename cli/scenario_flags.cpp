@@ -159,6 +159,7 @@ bool ScenarioFlags::anyOverride() const {
 Scenario ScenarioFlags::resolve(std::string* nodeNote) const {
     ProblemList problems;
     Scenario s;
+    std::string scenarioFile; // the scenario's path, once resolved
     std::optional<ModelConfig> flagModel;
     std::optional<ClusterConfig> flagCluster;
     if (!model.empty()) {
@@ -183,6 +184,7 @@ Scenario ScenarioFlags::resolve(std::string* nodeNote) const {
             // a reference the scenario names that does not resolve here (a scenario written on the GPU machine,
             // naming a cluster file there) is no error when the flag replaces it.
             const std::filesystem::path path = resolveScenarioPath(scenario, "SCENARIO");
+            scenarioFile = path.string();
             nlohmann::json doc = readJsonFile(path.string());
             if (doc.is_object() && flagModel) doc["model"] = modelToJson(*flagModel);
             if (doc.is_object() && flagCluster) {
@@ -355,10 +357,14 @@ Scenario ScenarioFlags::resolve(std::string* nodeNote) const {
     s.plan = parsePlan(merged, "/plan", planProblems);
     if (planProblems.empty()) validatePlan(s.model, s.cluster, s.plan, "/plan", planProblems);
     if (planProblems.empty()) resolvePipelineSplit(s.model, s.cluster, s.plan);
+    // A problem of a file's plan, no flag changing it, is named in the file as the parser names its own
+    // (FILE#/plan/tp); with flags it may be theirs or the file's, so the plan's pointer stays as it is.
+    const bool fileOnly = !scenarioFile.empty() && !anyOverride();
     for (auto p : planProblems.items()) {
         for (const auto& [key, flag] : flagOf) {
             if (p.where == "/plan/" + key || p.where.rfind("/plan/" + key + "/", 0) == 0) p.where = flag + " (" + p.where + ")";
         }
+        if (fileOnly && p.where.rfind("/plan", 0) == 0) p.where = scenarioFile + "#" + p.where;
         problems.add(p.where, p.message);
     }
     problems.throwIfAny();

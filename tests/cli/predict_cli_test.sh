@@ -476,6 +476,11 @@ sed 's/"tp": 0, "tp": 1/"tp": 1e999/' "$tmp/dup.json" >"$tmp/huge.json"
 "$TESSEL" predict "$tmp/huge.json" >/dev/null 2>"$tmp/err"; rc=$?
 check "1e999 exits 2" $([ $rc -eq 2 ]; echo $?)
 check "1e999 named as out of range" "$(contains "$tmp/err" 'huge.json: a number is out of range')"
+# A problem of a file's own plan, no flag changing it, names the file as the parser's problems do.
+sed 's/"tp": 0, "tp": 1/"tp": 3/' "$tmp/dup.json" >"$tmp/tp3.json"
+"$TESSEL" predict "$tmp/tp3.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "a file's plan problem exits 2" $([ $rc -eq 2 ]; echo $?)
+check "names the file and the key" "$(contains "$tmp/err" "tp3.json#/plan/tp: tp=3 does not divide the model's 4 attention heads")"
 # recompute_layers beyond a chunk's layers would recompute nothing more: refused with the chunk's size.
 "$TESSEL" predict --model tiny --cluster cpu-host --tp 1 --pp 2 --dp 1 --micro-batch 2 --global-batch 8 --precision cpu_fp64 \
     --sequence-parallel off --recompute full --recompute-layers 99 >/dev/null 2>"$tmp/err"; rc=$?
