@@ -156,6 +156,11 @@ std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan) {
     return std::vector<int>(static_cast<size_t>(p * v), model.layers / (p * v));
 }
 
+int largestChunkLayers(const ModelConfig& model, const Plan& plan) {
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    return counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+}
+
 void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, Plan& plan) {
     plan.resolvedPipelineLayers.clear();
     const int p = std::max(plan.pp, 1), v = std::max(plan.vpp, 1);

@@ -750,8 +750,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         problems.add(field("recompute_layers"), "recompute_layers (the layers of each chunk recomputed, Megatron-LM's "
                                                 "block method) needs recompute full, got " + toString(plan.recompute));
     } else if (plan.recomputeLayers > 0) {
-        const std::vector<int> chunks = chunkLayerCounts(model, plan);
-        const int most = chunks.empty() ? 0 : *std::max_element(chunks.begin(), chunks.end());
+        const int most = largestChunkLayers(model, plan);
         if (plan.recomputeLayers > most)
             problems.add(field("recompute_layers"), n(plan.recomputeLayers) + " layers recomputed a chunk, but a chunk has " +
                                                         n(most) + " at the most (pp x vpp = " + n(plan.pp * plan.vpp) +

@@ -768,8 +768,7 @@ bool readRecomputeAndCheck(Reading& r) {
     // The block method's count past a chunk's layers recomputes the whole chunk (Megatron-LM's `layer_number <
     // recompute_num_layers`): every layer, as a plan says it (recompute_layers 0).
     if (plan.recomputeLayers > 0) {
-        const std::vector<int> chunks = chunkLayerCounts(model, plan);
-        const int most = chunks.empty() ? 0 : *std::max_element(chunks.begin(), chunks.end());
+        const int most = largestChunkLayers(model, plan);
         if (plan.recomputeLayers >= most) {
             r.assume("recompute_layers " + std::to_string(plan.recomputeLayers) + " reaches every layer of every chunk (" +
                      std::to_string(most) + " at the most): every layer recomputed");

@@ -317,6 +317,8 @@ int64_t paddedVocab(const ModelConfig& model, const Plan& plan);
 // by resolvePipelineSplit, or balanced on FLOPs when no cluster resolved it), else even. Entries may be
 // wrong (not summing to the layers) only for a plan validatePlan rejects.
 std::vector<int> chunkLayerCounts(const ModelConfig& model, const Plan& plan);
+// The most transformer layers any virtual stage holds (the largest of chunkLayerCounts; 0 for none).
+int largestChunkLayers(const ModelConfig& model, const Plan& plan);
 // Computes the balanced split on `cluster`'s compute model (time, not FLOPs) into resolvedPipelineLayers; a
 // no-op for any other split. Call it whenever a plan meets its cluster or its shape changes.
 void resolvePipelineSplit(const ModelConfig& model, const ClusterConfig& cluster, Plan& plan);
