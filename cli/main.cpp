@@ -10,6 +10,21 @@
 #include <string>
 #include <vector>
 
+namespace {
+
+// CLI11 reads an empty value ("--tp ''", "--model=") as the option's default, so a value lost to an unset shell
+// variable ran the default scenario without a word. Every option that takes a value refuses an empty one, named.
+void refuseEmptyValues(CLI::App& app) {
+    const CLI::Validator nonEmpty(
+        [](std::string& value) { return value.empty() ? std::string("empty value (give one, or leave the option out)") : std::string(); },
+        "");
+    for (CLI::Option* opt : app.get_options([](const CLI::Option* o) { return o->get_items_expected_min() > 0; }))
+        opt->check(nonEmpty);
+    for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) refuseEmptyValues(*sub);
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
     tessel::sim::retainFreedHeap(); // search, validate and calibrate simulate thousands of plans
     CLI::App app{"tessel: plan, predict and run parallel LLM training"};
@@ -26,6 +41,7 @@ int main(int argc, char** argv) {
     commands.push_back(tessel::cli::addCalibrateCommand(app));
     commands.push_back(tessel::cli::addValidateCommand(app));
     commands.push_back(tessel::cli::addImportCommand(app));
+    refuseEmptyValues(app);
     // CLI11 answers --help before it notices an unknown positional, so `tessel frobnicate --help` would print
     // the main help and exit 0: the first word that is not an option must name a subcommand.
     if (argc > 1 && argv[1][0] != '-') {

@@ -8,6 +8,7 @@
 
 #include "output_file.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -246,6 +247,18 @@ std::function<int()> addValidateCommand(CLI::App& app) {
                           (b.meanSignedError >= 0 ? "+" : "") + fixed(100.0 * b.meanSignedError, 1) + "%"});
             std::cout << "\nError band per kind of run (shown beside predictions and used for ties in search)\n"
                       << (bands.kinds.empty() ? "  none: no record here has a step-time comparison\n" : k.render());
+        }
+        // A run that predicted nothing validated nothing: the report above says why for each record; the exit
+        // status says it to a script (2, bad input, as any refused input is).
+        const bool anyPredicted = std::any_of(report.results.begin(), report.results.end(),
+                                              [](const sim::CaseResult& r) { return r.predicted; });
+        if (!report.results.empty() && !anyPredicted) {
+            std::cerr << "tessel validate: "
+                      << (report.results.size() == 1 ? std::string("the record was not predicted (its reason is in the report)")
+                                                     : "none of the " + std::to_string(report.results.size()) +
+                                                           " records was predicted (each one's reason is in the report)")
+                      << "\n";
+            return 2;
         }
         return 0;
     };

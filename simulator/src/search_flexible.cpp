@@ -65,14 +65,17 @@ double maxTokensPerSecond(const ModelConfig& model, const ClusterConfig& cluster
 // searched.
 bool anySplit(const ModelConfig& m, int gpus, int minBatch, int maxBatch) {
     auto batchFits = [&](int dp) { return (std::max(minBatch, maxBatch) / dp) * dp >= minBatch; };
-    for (int tp = 1; tp <= gpus; ++tp) {
+    // Each degree divides a model size (tp the heads, pp the layers, 2 cp the sequence), so it stops there: the loops
+    // are the model's, not the GPU count's (a million GPUs would otherwise cost a million steps a count).
+    const int64_t maxCp = std::max<int64_t>(1, m.seqLen / 2);
+    for (int tp = 1; tp <= std::min(gpus, std::max(1, m.heads)); ++tp) {
         if (gpus % tp || m.heads % tp || m.kvHeads % tp || m.ffnHidden % tp) continue;
         if (m.moe && m.moe->sharedFfnHidden % tp) continue;
         const int rest = gpus / tp;
-        for (int pp = 1; pp <= rest; ++pp) {
+        for (int pp = 1; pp <= std::min(rest, std::max(1, m.layers)); ++pp) {
             if (rest % pp || m.layers % pp) continue;
             const int rest2 = rest / pp;
-            for (int cp = 1; cp <= rest2; ++cp) {
+            for (int cp = 1; cp <= std::min<int64_t>(rest2, maxCp); ++cp) {
                 if (rest2 % cp || (cp > 1 && m.seqLen % (2 * cp))) continue;
                 if (batchFits(rest2 / cp)) return true;
             }

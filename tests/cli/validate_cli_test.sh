@@ -335,10 +335,17 @@ cat >"$tmp/runs.json" <<'J'
 [{"id": "tpu-run", "group": "mine", "model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 100, "seq": 32},
   "system": {"gpu": "TPU v4", "total_gpus": 8}, "plan": {"global_batch": 8}, "measured": {"iteration_time_s": 1.0}}]
 J
-"$TESSEL" validate "$tmp/runs.json" >"$tmp/one" 2>&1; check "a refused record is not an error" $?
+"$TESSEL" validate "$tmp/runs.json" >"$tmp/one" 2>"$tmp/one.err"; rc=$?
+check "a file of nothing but refused records exits 2" $([ $rc -eq 2 ]; echo $?)
+check "and says nothing was predicted" "$(contains "$tmp/one.err" 'the record was not predicted')"
 check "names the refused record and field" "$(contains "$tmp/one" 'tpu-run: .*runs.json#/0/system/gpu')"
 check "a group with nothing predicted shows no error, not 0.0%" "$(contains "$tmp/one" '^mine  *1  *0  *-  *-  *-  *-$')"
 check "nor an empty band table" "$(contains "$tmp/one" 'none: no record here has a step-time comparison')"
+python3 -c "
+import json; r=json.load(open('$tmp/runs.json'))[0]; ok=dict(r, id='a100-run', system={'gpu': 'A100 80GB', 'total_gpus': 8})
+json.dump([r, ok], open('$tmp/runs2.json', 'w'))"
+"$TESSEL" validate "$tmp/runs2.json" >"$tmp/two" 2>&1; check "a refused record beside a predicted one is not an error" $?
+check "and is still named" "$(contains "$tmp/two" 'tpu-run: .*runs2.json#/0/system/gpu')"
 echo '{"not": "records"}' >"$tmp/bad.json"
 "$TESSEL" validate "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "not records exits 2" $([ $rc -eq 2 ]; echo $?)
