@@ -56,6 +56,9 @@ std::string renderTables(const sim::RunComparison& c, size_t top, const std::str
 
     std::string compared;
     for (int s : c.comparedSteps) compared += (compared.empty() ? "" : ",") + std::to_string(s);
+    // compare reads the run against the prediction (measured / predicted - 1: +10% is a run 10% slower than
+    // predicted), the reverse of validate's predicted / measured - 1; the legend says which.
+    out << "Errors are measured / predicted - 1 (+: the run was slower or larger than predicted)\n";
     out << "Step time (ms): predicted " << milliseconds(c.predictedStepSeconds) << ", measured "
         << milliseconds(c.measuredStepSeconds)
         << (compared.empty() ? std::string(" (as the run states it)") : " (median of steps " + compared + ")") << ", error "

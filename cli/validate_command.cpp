@@ -50,6 +50,8 @@ void printHuman(const sim::ValidationReport& report, const ValidateOptions& o, c
                       fixed(100.0 * r.predictedMfu, 1) + "%"});
         }
         out << t.render();
+        out << "  error: predicted / measured - 1 (-: tessel predicted the run faster, or its memory smaller, than "
+               "measured; tessel compare prints the reverse, measured / predicted - 1)\n";
         for (const auto& r : report.results) {
             if (!r.reason.empty()) out << "  " << r.id << ": " << r.reason << "\n";
             if (r.memoryError)

@@ -36,6 +36,7 @@ check "megatron: predict says the calibrated phases it applies" $(contains "$tmp
 check "megatron: an uncalibrated cluster says none" $(grep -q "calibrated phases" "$tmp/meg.predict" && echo 1 || echo 0)
 "$TESSEL" compare "$tmp/meg/scenario.json" "$tmp/meg" --cluster "$tmp/meg-cal.json" --gpus-per-node 1 >"$tmp/meg.cmp2" 2>&1
 check "megatron: the calibrated cluster predicts the run at its step" $(grep -qE "measured 849.800 \(as the run states it\), error [+-]0\.0%" "$tmp/meg.cmp2" && echo 0 || echo 1)
+check "compare says which way its errors run" "$(contains "$tmp/meg.cmp2" '^Errors are measured / predicted - 1')"
 # A second run of the same plan 20% slower: each held out is predicted with the other's scale, +20.0% and -16.7%.
 cp -r "$tmp/meg" "$tmp/meg-slow"
 python3 -c "

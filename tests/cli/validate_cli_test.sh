@@ -346,6 +346,7 @@ import json; r=json.load(open('$tmp/runs.json'))[0]; ok=dict(r, id='a100-run', s
 json.dump([r, ok], open('$tmp/runs2.json', 'w'))"
 "$TESSEL" validate "$tmp/runs2.json" >"$tmp/two" 2>&1; check "a refused record beside a predicted one is not an error" $?
 check "and is still named" "$(contains "$tmp/two" 'tpu-run: .*runs2.json#/0/system/gpu')"
+check "validate says which way its errors run" "$(contains "$tmp/two" 'error: predicted / measured - 1')"
 echo '{"not": "records"}' >"$tmp/bad.json"
 "$TESSEL" validate "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "not records exits 2" $([ $rc -eq 2 ]; echo $?)
