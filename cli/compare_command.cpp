@@ -1,5 +1,6 @@
-// `tessel compare PREDICTED MEASURED`: a prediction (a scenario, simulated here, or a `tessel trace` file) against
-// a measured run (a `tessel run --out` folder or its trace.json): step, memory, most-wrong actions, categories.
+// `tessel compare PREDICTED MEASURED` (or `tessel compare RUN`): a prediction (a scenario, simulated here, or a
+// `tessel trace` file) against a measured run (a `tessel run --out` folder or its trace.json): step, memory,
+// most-wrong actions, categories.
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "scenario_flags.hpp"
@@ -149,7 +150,8 @@ std::function<int()> addCompareCommand(CLI::App& app) {
     auto flags = std::make_shared<ScenarioFlags>();
     flags->addTo(*cmd);   // its positional SCENARIO is PREDICTED
     cmd->get_option("scenario")->description(
-        "PREDICTED: a scenario file or preset name (simulated here, with the flags below), or a `tessel trace` .json");
+        "PREDICTED: a scenario file or preset name (simulated here, with the flags below), or a `tessel trace` .json; "
+        "given alone, a run folder: the run against the scenario.json it ran");
     struct Options {
         std::string measured;
         std::string predictedMemory;
@@ -169,6 +171,18 @@ std::function<int()> addCompareCommand(CLI::App& app) {
     return [cmd, flags, o]() {
         if (!cmd->parsed()) return -1;
         ProblemList problems;
+        // One argument that is a run folder: the run against the scenario it ran (its scenario.json), the usual
+        // question after `tessel run --out DIR`; the report's "predicted:" line names the file.
+        std::error_code dirEc;
+        if (o->measured.empty() && !flags->scenario.empty() && fs::is_directory(flags->scenario, dirEc) &&
+            fs::exists(fs::path(flags->scenario) / "trace.json", dirEc)) {
+            const fs::path own = fs::path(flags->scenario) / "scenario.json";
+            if (!fs::exists(own, dirEc))
+                problems.add("MEASURED", "required: \"" + flags->scenario + "\" is a run folder without the scenario.json it ran; "
+                                         "give PREDICTED and MEASURED (tessel compare SCENARIO " + flags->scenario + ")");
+            o->measured = flags->scenario;
+            flags->scenario = own.string();
+        }
         if (flags->scenario.empty()) problems.add("PREDICTED", "required: a scenario (file or preset) or a predicted trace .json");
         if (o->measured.empty()) problems.add("MEASURED", "required: a run folder (tessel run --out) or its trace.json");
         if (o->top < 1) problems.add("--top", "must be at least 1");

@@ -52,6 +52,20 @@ for word in "Step time" "Peak memory per stage" "Most wrong actions" "Per stage 
   check "table has '$word'" "$(contains "$tmp/table" "$word")"
 done
 check "table names the checked plan" "$(contains "$tmp/table" 'plan: the same as the run')"
+check "table says which way its errors run" "$(contains "$tmp/table" '^Errors are measured / predicted - 1')"
+# One argument, the run folder: the run against its own scenario.json, the same step as the preset's.
+"$TESSEL" compare "$tmp/run" --json >"$tmp/own.json" 2>"$tmp/err"; check "compare RUN alone exits 0" $?
+python3 - "$tmp/c.json" "$tmp/own.json" "$tmp/run/scenario.json" <<'PY'; check "compare RUN predicts from RUN/scenario.json" $?
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert b["predicted_source"] == sys.argv[3], b["predicted_source"]
+assert abs(a["step"]["predicted_seconds"] - b["step"]["predicted_seconds"]) < 1e-12
+assert a["step"]["measured_seconds"] == b["step"]["measured_seconds"]
+PY
+mkdir -p "$tmp/bare" && cp "$tmp/run/trace.json" "$tmp/bare/"
+"$TESSEL" compare "$tmp/bare" >/dev/null 2>"$tmp/err"; rc=$?
+check "a run folder without scenario.json alone exits 2" $([ $rc -eq 2 ]; echo $?)
+check "and asks for PREDICTED" "$(contains "$tmp/err" 'without the scenario.json it ran')"
 "$TESSEL" predict tiny-cpu --json >"$tmp/predict.json" 2>/dev/null; check "predict exits 0" $?
 "$TESSEL" compare "$tmp/predicted.json" "$tmp/run" --predicted-memory "$tmp/predict.json" --json >"$tmp/t.json" 2>"$tmp/err"; rc=$?
 check "compare a predicted trace exits 0" $rc
