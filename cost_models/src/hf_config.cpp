@@ -33,7 +33,8 @@ struct SupportedType {
 // model's parameters).
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
-    {"qwen2", Family::LlamaLike}, {"qwen3", Family::LlamaLike},   {"qwen3_moe", Family::LlamaLike},
+    {"qwen2", Family::LlamaLike}, {"qwen2_moe", Family::LlamaLike}, {"qwen3", Family::LlamaLike},
+    {"qwen3_moe", Family::LlamaLike},
     {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
     {"deepseek_v3", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
@@ -155,7 +156,9 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         const bool attentionBias = r.optBool("attention_bias", false);
         const bool mlpBias = r.optBool("mlp_bias", false);
         m.linearBias = attentionBias && mlpBias;
-        m.qkvBias = attentionBias || modelType == "qwen2"; // Qwen2 always has q/k/v biases (modeling_qwen2.py)
+        // Qwen2 and Qwen2-MoE always have q/k/v biases (modeling_qwen2.py, modeling_qwen2_moe.py: bias=True on
+        // q_proj, k_proj, v_proj; o_proj none).
+        m.qkvBias = attentionBias || modelType == "qwen2" || modelType == "qwen2_moe";
         // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint).
         m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
         // Qwen3 normalises each head of q and k with an RMSNorm of head_dim weights (q_norm, k_norm in
@@ -167,14 +170,19 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
             moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
             moe.expertFfnHidden = m.ffnHidden; // each expert is a SwiGLU MLP of intermediate_size
             m.moe = moe;
-        } else if (modelType == "qwen3_moe") {
+        } else if (modelType == "qwen3_moe" || modelType == "qwen2_moe") {
             // Every layer sparse unless the config says otherwise: Qwen3MoeDecoderLayer uses the experts where the
             // layer is not in mlp_only_layers and (layer + 1) % decoder_sparse_step == 0; intermediate_size is then
             // unused. Each expert is a SwiGLU MLP of moe_intermediate_size; the router is hidden x num_experts.
+            // Qwen2-MoE (Qwen2MoeSparseMoeBlock, the same layer rule) adds one shared expert, a SwiGLU MLP of
+            // shared_expert_intermediate_size beside the routed ones; its sigmoid gate (shared_expert_gate, hidden
+            // x 1 a layer: 49,152 parameters of Qwen1.5-MoE-A2.7B's 14.3 B) is not counted.
             MoeConfig moe;
             moe.experts = static_cast<int>(r.requireInt("num_experts", 1, ModelLimits::heads));
             moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
             moe.expertFfnHidden = r.requireInt("moe_intermediate_size", 1, ModelLimits::ffnHidden);
+            if (modelType == "qwen2_moe")
+                moe.sharedFfnHidden = r.requireInt("shared_expert_intermediate_size", 1, ModelLimits::ffnHidden);
             // Qwen3MoeDecoderLayer: an expert layer where the layer is not in mlp_only_layers and
             // (layer + 1) % decoder_sparse_step == 0, else the dense MLP of intermediate_size.
             const int64_t step = r.optInt("decoder_sparse_step", 1, 1, ModelLimits::layers);

@@ -22,6 +22,15 @@ nlohmann::json hfConfig(const std::string& folder) { return readJsonFile(kDataDi
 
 ModelConfig parseHf(const std::string& folder) { return parseModel(hfConfig(folder)); }
 
+// The routed experts a config declares: count, experts a token and each one's MLP width. A fatal failure when there
+// are none: callers wrap it in ASSERT_NO_FATAL_FAILURE before they read m.moe.
+void expectRoutedExperts(const ModelConfig& m, int experts, int topK, int64_t width) {
+    ASSERT_TRUE(m.moe.has_value());
+    EXPECT_EQ(m.moe->experts, experts);
+    EXPECT_EQ(m.moe->topK, topK);
+    EXPECT_EQ(m.moe->expertFfnHidden, width);
+}
+
 ModelConfig preset(const std::string& name) { return parseModel(readJsonFile(kScenarioDir + "/models/" + name + ".json")); }
 
 bool hasProblemAt(const ProblemList& problems, const std::string& where) {
@@ -140,10 +149,7 @@ TEST(HfConfig, Qwen3_8bHasQkNorms) {
 // Qwen3-30B-A3B: every layer 128 SwiGLU experts of 768, 8 a token; its model card: 30.5B parameters, 3.3B active.
 TEST(HfConfig, Qwen3MoeIsEveryLayerSparse) {
     const ModelConfig m = parseHf("qwen3-30b-a3b");
-    ASSERT_TRUE(m.moe.has_value());
-    EXPECT_EQ(m.moe->experts, 128);
-    EXPECT_EQ(m.moe->topK, 8);
-    EXPECT_EQ(m.moe->expertFfnHidden, 768);
+    ASSERT_NO_FATAL_FAILURE(expectRoutedExperts(m, 128, 8, 768));
     EXPECT_TRUE(m.qkNorm);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{30'532'122'624});
     EXPECT_EQ(activeParameters(m), int64_t{3'353'032'704});
@@ -352,8 +358,36 @@ TEST(HfConfig, UnsupportedModelTypeIsAProblemAtModelType) {
     }
 }
 
-TEST(HfConfig, QwenMoeIsRejectedRatherThanApproximated) {
-    const nlohmann::json doc = {{"model_type", "qwen2_moe"}, {"hidden_size", 2048}};
+// Qwen1.5-MoE-A2.7B (Qwen/Qwen1.5-MoE-A2.7B config.json): 60 routed experts of 1408, top 4, and one shared expert
+// of 5632 in every layer; q/k/v biases. Its model card: "14.3B parameters in total and 2.7B activated". By hand,
+// a layer is attention 4 x 2048^2 + 3 x 2048 (biases), routed 60 x 3 x 2048 x 1408, router 2048 x 60, shared
+// 3 x 2048 x 5632 and two norms: 570,558,464; 24 of them, untied 151936 x 2048 embedding and head, the final
+// norm: 14,315,735,040 (the card's 14.3 B less the 49,152 of the shared experts' gates, not counted).
+TEST(HfConfig, Qwen2MoeHasASharedExpertBesideTheRoutedOnes) {
+    const ModelConfig m = parseHf("qwen1.5-moe-a2.7b");
+    ASSERT_NO_FATAL_FAILURE(expectRoutedExperts(m, 60, 4, 1408));
+    EXPECT_EQ(m.moe->sharedFfnHidden, 5632);
+    EXPECT_TRUE(m.moe->denseLayers.empty());
+    EXPECT_TRUE(m.qkvBias);
+    EXPECT_FALSE(m.linearBias);
+    EXPECT_FALSE(m.qkNorm);
+    EXPECT_FALSE(m.tiedEmbeddings);
+    EXPECT_EQ(m.kvHeads, 16);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{14'315'735'040});
+    // Activated: the attention, the router, 4 of the 60 experts and the shared one a layer, the embedding and head.
+    const double active = static_cast<double>(activeParameters(m));
+    EXPECT_NEAR(active / 1e9, 2.7, 0.05);
+    // A missing shared width is a problem at its key, not the HF default taken silently.
+    nlohmann::json doc = hfConfig("qwen1.5-moe-a2.7b");
+    doc.erase("shared_expert_intermediate_size");
+    ProblemList problems;
+    parseHuggingFaceConfig(doc, "", problems);
+    EXPECT_TRUE(hasProblemAt(problems, "/shared_expert_intermediate_size")) << describe(problems);
+}
+
+TEST(HfConfig, UnreadModelTypesAreRejectedRatherThanApproximated) {
+    // Gemma's gated GELU (GeGLU) MLP has no activation of tessel's to stand for it: refused, not read as SwiGLU.
+    const nlohmann::json doc = {{"model_type", "gemma"}, {"hidden_size", 2048}};
     ProblemList problems;
     parseHuggingFaceConfig(doc, "", problems);
     EXPECT_TRUE(hasProblemAt(problems, "/model_type")) << describe(problems);
