@@ -342,6 +342,20 @@ Scenario ScenarioFlags::resolve(std::string* nodeNote) const {
     // --recompute other than selective drops the file's modules, which only selective recompute reads.
     if (recompute && *recompute != "selective" && !recomputeModules) merged.erase("recompute_modules");
     for (auto it = overrides.begin(); it != overrides.end(); ++it) merged[it.key()] = it.value();
+    // A degree of 1 given on the command line takes with it the file's settings that only exist above 1, as
+    // --recompute takes the modules: sequence parallelism at --tp 1 (a no-op that Megatron-LM itself switches off,
+    // "Disabling sequence parallelism because tensor model parallelism is disabled"), and at --pp 1 the pipelined
+    // schedules and their virtual stages (plain 1f1b, one chunk). A flag that states them keeps them, and the plan's
+    // check says why they cannot run.
+    if (tp && *tp == 1 && !sequenceParallel) merged["sequence_parallel"] = false;
+    if (pp && *pp == 1 && !schedule && !vpp) {
+        ProblemList ignored;
+        const Plan file = parsePlan(merged, "/plan", ignored);
+        if (file.schedule == Schedule::Interleaved1F1B || file.vShape()) {
+            merged["schedule"] = "1f1b";
+            merged["vpp"] = 1;
+        }
+    }
     if (nodes) {
         if (*nodes < 1) problems.add("--nodes", "must be at least 1, got " + std::to_string(*nodes));
         else s.cluster.nodes = *nodes;

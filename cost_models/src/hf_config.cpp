@@ -24,10 +24,12 @@ struct SupportedType {
     Family family;
 };
 
-// qwen2_moe is left out on purpose: its shared expert's sigmoid gate (shared_expert_gate, hidden weights a layer)
-// has no counterpart in ModelConfig (shared experts without a gate do: moe.shared_ffn_hidden), and an approximate
-// mapping would give wrong parameter counts. qwen3_moe has none; its per-layer dense/sparse mix (decoder_sparse_step,
-// mlp_only_layers) is moe.dense_layers. deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading
+// qwen2_moe: routed experts and one shared expert (moe.shared_ffn_hidden); the shared expert's sigmoid gate
+// (shared_expert_gate, hidden weights a layer: 3.4e-6 of Qwen1.5-MoE-A2.7B, and a scalar a token) has no counterpart in
+// ModelConfig and is left out, as DeepSeek-V3's router bias is. qwen3_moe has no shared expert; both mix dense and
+// sparse layers (decoder_sparse_step, mlp_only_layers) as moe.dense_layers. gpt_neox (Pythia, GPT-NeoX-20B): GELU MLP,
+// LayerNorm and biases everywhere, rotary over rotary_pct of each head (costed over the whole head, a few MB a layer)
+// and attention and MLP side by side (use_parallel_residual: the same kernels, so the same cost). deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading
 // dense layers; the multi-token-prediction modules (num_nextn_predict_layers) are the model's mtp_layers, trained
 // with it (DeepSeek-V3 report §2.2) though transformers does not build them (and tessel does not count them in the
 // model's parameters).
@@ -36,7 +38,7 @@ constexpr SupportedType kSupported[] = {
     {"qwen2", Family::LlamaLike}, {"qwen2_moe", Family::LlamaLike}, {"qwen3", Family::LlamaLike},
     {"qwen3_moe", Family::LlamaLike},
     {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
-    {"deepseek_v3", Family::LlamaLike}, {"gpt2", Family::Gpt2},
+    {"deepseek_v3", Family::LlamaLike}, {"gpt_neox", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
 
 std::string supportedList() {
@@ -136,8 +138,15 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         m.dropout = r.optNumber("resid_pdrop", 0.1, 0.0, 0.99);
     } else {
         m.ffnHidden = r.requireInt("intermediate_size", 1, ModelLimits::ffnHidden);
-        const std::string act = r.optString("hidden_act", modelType == "nemotron" ? "relu2" : "silu");
-        if (act == "silu" || act == "swish") {
+        const bool neox = modelType == "gpt_neox";
+        const std::string act = r.optString("hidden_act", modelType == "nemotron" ? "relu2" : neox ? "gelu" : "silu");
+        if (neox) {
+            // GPTNeoXMLP: dense_h_to_4h, act, dense_4h_to_h (no gate).
+            if (act.rfind("gelu", 0) == 0) m.activation = Activation::Gelu; // gelu, gelu_new, gelu_fast: same cost
+            else
+                problems.add(r.pointer("hidden_act"), "unsupported hidden_act \"" + act +
+                                                          "\" for model_type gpt_neox (tessel models its GELU MLP)");
+        } else if (act == "silu" || act == "swish") {
             m.activation = Activation::Swiglu; // gate_proj * silu, up_proj, down_proj
         } else if (act == "relu2" && modelType == "nemotron") {
             m.activation = Activation::SquaredRelu; // NemotronMLP: up_proj, relu(x)^2, down_proj (no gate)
@@ -147,20 +156,25 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         }
         // Nemotron normalises with LayerNorm1P (a LayerNorm with weight and bias, modeling_nemotron.py) and rotates
         // partial_rotary_factor of each head (0.5), a rotary op of a few MB a layer read here as the whole head.
-        m.norm = modelType == "nemotron" ? NormKind::LayerNorm : NormKind::RmsNorm;
+        m.norm = modelType == "nemotron" || neox ? NormKind::LayerNorm : NormKind::RmsNorm;
         m.position = PositionEmbedding::Rope;
         m.tiedEmbeddings = r.optBool("tie_word_embeddings", false);
         // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has
         // "all linears" or "QKV only": attention_bias alone maps to QKV bias, leaving out o_proj's `hidden`
         // bias elements per layer (no released llama/mistral/mixtral checkpoint sets it).
-        const bool attentionBias = r.optBool("attention_bias", false);
-        const bool mlpBias = r.optBool("mlp_bias", false);
+        // GPT-NeoX: query_key_value and dense take attention_bias (GPTNeoXConfig's default true), the MLP always biases.
+        const bool attentionBias = r.optBool("attention_bias", neox);
+        const bool mlpBias = neox || r.optBool("mlp_bias", false);
+        if (neox && !attentionBias)
+            problems.add(r.pointer("attention_bias"), "false beside GPT-NeoX's MLP biases: tessel's model has biases on "
+                                                      "every linear or on q/k/v only, not on the MLP alone");
         m.linearBias = attentionBias && mlpBias;
         // Qwen2 and Qwen2-MoE always have q/k/v biases (modeling_qwen2.py, modeling_qwen2_moe.py: bias=True on
         // q_proj, k_proj, v_proj; o_proj none).
         m.qkvBias = attentionBias || modelType == "qwen2" || modelType == "qwen2_moe";
-        // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint).
-        m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
+        // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint); GPT-NeoX's
+        // hidden_dropout (0.0 in Pythia's) drops the residual branches.
+        m.dropout = neox ? r.optNumber("hidden_dropout", 0.0, 0.0, 0.99) : r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
         // Qwen3 normalises each head of q and k with an RMSNorm of head_dim weights (q_norm, k_norm in
         // modeling_qwen3.py and modeling_qwen3_moe.py).
         m.qkNorm = modelType == "qwen3" || modelType == "qwen3_moe";

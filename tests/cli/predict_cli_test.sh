@@ -501,4 +501,19 @@ def walk(v, path):
 walk(json.load(open(sys.argv[1])), "")
 PY
 
+# A degree of 1 on the command line takes the file's settings that exist only above it: sequence parallelism at
+# --tp 1, the interleaved schedule and its virtual stages at --pp 1. Stated by a flag, they stay and are refused.
+plans="$(dirname "$0")/../../scenarios/plans"
+"$TESSEL" predict --tp 1 --dp 128 --json >"$tmp/tp1.json" 2>"$tmp/err"; check "--tp 1 on an SP scenario runs" $?
+python3 -c "import json,sys; p=json.load(open('$tmp/tp1.json'))['scenario']['plan']; sys.exit(not (p['tp'] == 1 and p['sequence_parallel'] is False))"
+check "--tp 1 runs without sequence parallelism" $?
+"$TESSEL" predict --tp 1 --dp 128 --sequence-parallel on >/dev/null 2>"$tmp/err"; rc=$?
+check "--tp 1 --sequence-parallel on exits 2" $([ $rc -eq 2 ]; echo $?)
+check "and names the flag" "$(contains "$tmp/err" '--sequence-parallel (/plan/sequence_parallel): sequence parallelism needs tp > 1')"
+"$TESSEL" predict "$plans/llama3-70b-h100.json" --pp 1 --dp 8 --json >"$tmp/pp1.json" 2>"$tmp/err"; check "--pp 1 on an interleaved scenario runs" $?
+python3 -c "import json,sys; p=json.load(open('$tmp/pp1.json'))['scenario']['plan']; sys.exit(not (p['pp'] == 1 and p['vpp'] == 1 and p['schedule'] == '1f1b'))"
+check "--pp 1 runs plain 1f1b, one chunk" $?
+"$TESSEL" predict "$plans/llama3-70b-h100.json" --pp 1 --dp 8 --schedule interleaved_1f1b >/dev/null 2>"$tmp/err"; rc=$?
+check "--pp 1 --schedule interleaved_1f1b exits 2" $([ $rc -eq 2 ]; echo $?)
+
 finish

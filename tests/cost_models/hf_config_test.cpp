@@ -385,6 +385,38 @@ TEST(HfConfig, Qwen2MoeHasASharedExpertBesideTheRoutedOnes) {
     EXPECT_TRUE(hasProblemAt(problems, "/shared_expert_intermediate_size")) << describe(problems);
 }
 
+// Pythia (EleutherAI/pythia-160m config.json), GPT-NeoX in transformers: LayerNorm, a GELU MLP and biases on every
+// linear, rotary positions, untied embed_in and embed_out. Its model card: 162,322,944 parameters; pythia-70m's
+// (6 layers of 512, 8 heads, an MLP of 2048): 70,426,624.
+TEST(HfConfig, GptNeoxIsPythia) {
+    const ModelConfig m = parseHf("pythia-160m");
+    EXPECT_EQ(m.activation, Activation::Gelu);
+    EXPECT_EQ(m.norm, NormKind::LayerNorm);
+    EXPECT_EQ(m.position, PositionEmbedding::Rope);
+    EXPECT_TRUE(m.linearBias);
+    EXPECT_FALSE(m.tiedEmbeddings);
+    EXPECT_FALSE(m.moe.has_value());
+    EXPECT_EQ(m.seqLen, 2048);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{162'322'944});
+    nlohmann::json doc = hfConfig("pythia-160m");
+    doc["num_hidden_layers"] = 6;
+    doc["hidden_size"] = 512;
+    doc["num_attention_heads"] = 8;
+    doc["intermediate_size"] = 2048;
+    const ModelConfig small = parseModel(doc);
+    EXPECT_EQ(countParameters(small).total(small.layers), int64_t{70'426'624});
+    // Attention without biases beside the MLP's has no layout of tessel's: a problem at the key, not a guess.
+    doc["attention_bias"] = false;
+    ProblemList problems;
+    parseHuggingFaceConfig(doc, "", problems);
+    EXPECT_TRUE(hasProblemAt(problems, "/attention_bias")) << describe(problems);
+    doc["attention_bias"] = true;
+    doc["hidden_act"] = "relu";
+    ProblemList relu;
+    parseHuggingFaceConfig(doc, "", relu);
+    EXPECT_TRUE(hasProblemAt(relu, "/hidden_act")) << describe(relu);
+}
+
 TEST(HfConfig, UnreadModelTypesAreRejectedRatherThanApproximated) {
     // Gemma's gated GELU (GeGLU) MLP has no activation of tessel's to stand for it: refused, not read as SwiGLU.
     const nlohmann::json doc = {{"model_type", "gemma"}, {"hidden_size", 2048}};
