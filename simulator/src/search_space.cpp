@@ -186,9 +186,10 @@ std::vector<std::pair<Schedule, int>> scheduleChoices(const Space& s, const Mode
                     if (model.layers % (pp * v) == 0) out.push_back({sch, v});
             }
         } else if (s.vpp.empty() || std::binary_search(s.vpp.begin(), s.vpp.end(), 1)) {
-            // With one stage ZB-H1 is 1F1B (each W follows its B at once: same time, same memory), so it is
-            // not a plan of its own when 1F1B is in the space.
-            const bool same = sch == Schedule::ZeroBubble && pp == 1 &&
+            // With one stage ZB-H1 is 1F1B (each W follows its B at once: same time, same memory), and GPipe is 1F1B
+            // with every micro-batch's activations held to the end (same time, more memory; what Megatron-LM's
+            // no-pipelining schedule runs is 1F1B's order), so neither is a plan of its own when 1F1B is in the space.
+            const bool same = (sch == Schedule::ZeroBubble || sch == Schedule::Gpipe) && pp == 1 &&
                               std::find(s.schedules.begin(), s.schedules.end(), Schedule::OneFOneB) != s.schedules.end();
             if (!same) out.push_back({sch, 1});
         }

@@ -121,7 +121,9 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                               for (uint8_t modules : rc == Recompute::Selective ? selectiveSets(model)
                                                                                   : std::vector<uint8_t>{recompute_module::Default})
                                 for (Schedule sch : schedules) {
-                                    if (sch == Schedule::ZeroBubble && pp == 1) continue; // is 1F1B with one stage
+                                    // With one stage ZB-H1 is 1F1B, and GPipe 1F1B holding more: not plans of their own.
+                                    const bool has1f1b = std::find(schedules.begin(), schedules.end(), Schedule::OneFOneB) != schedules.end();
+                                    if ((sch == Schedule::ZeroBubble || sch == Schedule::Gpipe) && pp == 1 && has1f1b) continue;
                                     const bool vShape = sch == Schedule::DualPipeV || sch == Schedule::ZeroBubbleV;
                                     if (vShape && pp == 1) continue;  // two chunks a rank, pp >= 2
                                     std::vector<int> vpps;
