@@ -25,14 +25,14 @@ struct SupportedType {
 };
 
 // qwen2_moe: routed experts and one shared expert (moe.shared_ffn_hidden); the shared expert's sigmoid gate
-// (shared_expert_gate, hidden weights a layer: 3.4e-6 of Qwen1.5-MoE-A2.7B, and a scalar a token) has no counterpart in
-// ModelConfig and is left out, as DeepSeek-V3's router bias is. qwen3_moe has no shared expert; both mix dense and
-// sparse layers (decoder_sparse_step, mlp_only_layers) as moe.dense_layers. gpt_neox (Pythia, GPT-NeoX-20B): GELU MLP,
-// LayerNorm and biases everywhere, rotary over rotary_pct of each head (costed over the whole head, a few MB a layer)
-// and attention and MLP side by side (use_parallel_residual: the same kernels, so the same cost). deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading
-// dense layers; the multi-token-prediction modules (num_nextn_predict_layers) are the model's mtp_layers, trained
-// with it (DeepSeek-V3 report §2.2) though transformers does not build them (and tessel does not count them in the
-// model's parameters).
+// (shared_expert_gate, hidden weights a layer: 3.4e-6 of Qwen1.5-MoE-A2.7B, and a scalar a token) has no
+// counterpart in ModelConfig and is left out, as DeepSeek-V3's router bias is. qwen3_moe has no shared expert;
+// both mix dense and sparse layers (decoder_sparse_step, mlp_only_layers) as moe.dense_layers. gpt_neox (Pythia,
+// GPT-NeoX-20B): GELU MLP, LayerNorm and biases everywhere, rotary over rotary_pct of each head (costed over the
+// whole head, a few MB a layer) and attention and MLP side by side (use_parallel_residual: the same kernels, so the
+// same cost). deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading dense layers; the
+// multi-token-prediction modules (num_nextn_predict_layers) are the model's mtp_layers, trained with it (DeepSeek-V3
+// report §2.2) though transformers does not build them (and tessel does not count them in the model's parameters).
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
     {"qwen2", Family::LlamaLike}, {"qwen2_moe", Family::LlamaLike}, {"qwen3", Family::LlamaLike},
@@ -162,19 +162,22 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has
         // "all linears" or "QKV only": attention_bias alone maps to QKV bias, leaving out o_proj's `hidden`
         // bias elements per layer (no released llama/mistral/mixtral checkpoint sets it).
-        // GPT-NeoX: query_key_value and dense take attention_bias (GPTNeoXConfig's default true), the MLP always biases.
+        // GPT-NeoX: query_key_value and dense take attention_bias (GPTNeoXConfig's default true); its MLP always
+        // has biases.
         const bool attentionBias = r.optBool("attention_bias", neox);
         const bool mlpBias = neox || r.optBool("mlp_bias", false);
         if (neox && !attentionBias)
-            problems.add(r.pointer("attention_bias"), "false beside GPT-NeoX's MLP biases: tessel's model has biases on "
-                                                      "every linear or on q/k/v only, not on the MLP alone");
+            problems.add(r.pointer("attention_bias"),
+                         "false beside GPT-NeoX's MLP biases: tessel's model has biases on every linear or on q/k/v "
+                         "only, not on the MLP alone");
         m.linearBias = attentionBias && mlpBias;
         // Qwen2 and Qwen2-MoE always have q/k/v biases (modeling_qwen2.py, modeling_qwen2_moe.py: bias=True on
         // q_proj, k_proj, v_proj; o_proj none).
         m.qkvBias = attentionBias || modelType == "qwen2" || modelType == "qwen2_moe";
         // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint); GPT-NeoX's
         // hidden_dropout (0.0 in Pythia's) drops the residual branches.
-        m.dropout = neox ? r.optNumber("hidden_dropout", 0.0, 0.0, 0.99) : r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
+        m.dropout = neox ? r.optNumber("hidden_dropout", 0.0, 0.0, 0.99)
+                         : r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
         // Qwen3 normalises each head of q and k with an RMSNorm of head_dim weights (q_norm, k_norm in
         // modeling_qwen3.py and modeling_qwen3_moe.py).
         m.qkNorm = modelType == "qwen3" || modelType == "qwen3_moe";
