@@ -174,10 +174,17 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         // Qwen2 and Qwen2-MoE always have q/k/v biases (modeling_qwen2.py, modeling_qwen2_moe.py: bias=True on
         // q_proj, k_proj, v_proj; o_proj none).
         m.qkvBias = attentionBias || modelType == "qwen2" || modelType == "qwen2_moe";
-        // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint); GPT-NeoX's
-        // hidden_dropout (0.0 in Pythia's) drops the residual branches.
-        m.dropout = neox ? r.optNumber("hidden_dropout", 0.0, 0.0, 0.99)
-                         : r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
+        // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint). GPT-NeoX
+        // has attention_dropout and hidden_dropout (0.0 both in Pythia's); tessel's model has one probability, so
+        // two that differ are a problem rather than one of them taken.
+        m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
+        if (neox && doc.contains("hidden_dropout")) {
+            const double hidden = r.optNumber("hidden_dropout", 0.0, 0.0, 0.99);
+            if (doc.contains("attention_dropout") && hidden != m.dropout)
+                problems.add(r.pointer("attention_dropout"),
+                             "differs from hidden_dropout; tessel's model has one dropout probability for both");
+            m.dropout = hidden;
+        }
         // Qwen3 normalises each head of q and k with an RMSNorm of head_dim weights (q_norm, k_norm in
         // modeling_qwen3.py and modeling_qwen3_moe.py).
         m.qkNorm = modelType == "qwen3" || modelType == "qwen3_moe";

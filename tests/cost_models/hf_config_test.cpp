@@ -374,9 +374,11 @@ TEST(HfConfig, Qwen2MoeHasASharedExpertBesideTheRoutedOnes) {
     EXPECT_FALSE(m.tiedEmbeddings);
     EXPECT_EQ(m.kvHeads, 16);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{14'315'735'040});
-    // Activated: the attention, the router, 4 of the 60 experts and the shared one a layer, the embedding and head.
-    const double active = static_cast<double>(activeParameters(m));
-    EXPECT_NEAR(active / 1e9, 2.7, 0.05);
+    // Activated (card: 2.7 B): a layer's attention with its biases 16,783,360, the router 122,880, 4 of the 60
+    // experts 34,603,008, the shared one 34,603,008 and the norms 4,096, x 24; the embedding, head and final norm.
+    EXPECT_EQ(activeParameters(m), int64_t{24} * (16'783'360 + 122'880 + 34'603'008 + 34'603'008 + 4'096) +
+                                       int64_t{2} * 151'936 * 2'048 + 2'048);
+    EXPECT_EQ(activeParameters(m), int64_t{2'689'124'352});
     // A missing shared width is a problem at its key, not the HF default taken silently.
     nlohmann::json doc = hfConfig("qwen1.5-moe-a2.7b");
     doc.erase("shared_expert_intermediate_size");
@@ -411,6 +413,14 @@ TEST(HfConfig, GptNeoxIsPythia) {
     parseHuggingFaceConfig(doc, "", problems);
     EXPECT_TRUE(hasProblemAt(problems, "/attention_bias")) << describe(problems);
     doc["attention_bias"] = true;
+    // One dropout probability in tessel's model: GPT-NeoX's two, when they differ, are a problem, not one of them.
+    doc["hidden_dropout"] = 0.1;
+    EXPECT_DOUBLE_EQ(parseModel(doc).dropout, 0.1);
+    doc["attention_dropout"] = 0.0;
+    ProblemList dropouts;
+    parseHuggingFaceConfig(doc, "", dropouts);
+    EXPECT_TRUE(hasProblemAt(dropouts, "/attention_dropout")) << describe(dropouts);
+    doc.erase("attention_dropout");
     doc["hidden_act"] = "relu";
     ProblemList relu;
     parseHuggingFaceConfig(doc, "", relu);
