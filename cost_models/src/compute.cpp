@@ -452,8 +452,15 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops.push_back(qk);
     }
     if (model.position == PositionEmbedding::Rope && !model.mla) {
-        OpCost rope = memoryOp("rope", "rope", eager ? kernel_cost::eagerRopeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e)
-                                                     : kernel_cost::ropeBytes(s.tokens, s.qDimLocal + s.kvDimLocal, e));
+        // A partial rotary (rotary_percent < 1) costs the fused kernel the same bytes: Transformer Engine's
+        // fused_rope writes a new tensor and copies the unrotated tail into it ("copy the rest", fused_rope.cu).
+        // Eager, the fp32 chain runs over the rotated columns and torch.cat then copies the whole head back
+        // together (Megatron-core's _apply_rotary_pos_emb_bshd, transformers' GPT-NeoX and Phi-3).
+        const int64_t cols = s.qDimLocal + s.kvDimLocal;
+        const int64_t rotated = (s.headsLocal + s.kvHeadsLocal) * model.rotaryDim();
+        const double eagerBytes = kernel_cost::eagerRopeBytes(s.tokens, rotated, e) +
+                                  (rotated < cols ? kernel_cost::ropeBytes(s.tokens, cols, e) : 0.0);
+        OpCost rope = memoryOp("rope", "rope", eager ? eagerBytes : kernel_cost::ropeBytes(s.tokens, cols, e));
         if (eager) rope.backwardByteFactor = 1.0;
         ops.push_back(rope);
     }

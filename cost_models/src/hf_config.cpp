@@ -28,9 +28,8 @@ struct SupportedType {
 // (shared_expert_gate, hidden weights a layer: 3.4e-6 of Qwen1.5-MoE-A2.7B, and a scalar a token) has no
 // counterpart in ModelConfig and is left out, as DeepSeek-V3's router bias is. qwen3_moe has no shared expert;
 // both mix dense and sparse layers (decoder_sparse_step, mlp_only_layers) as moe.dense_layers. gpt_neox (Pythia,
-// GPT-NeoX-20B): GELU MLP, LayerNorm and biases everywhere, rotary over rotary_pct of each head (costed over the
-// whole head, a few MB a layer) and attention and MLP side by side (use_parallel_residual: the same kernels, so the
-// same cost). deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading dense layers; the
+// GPT-NeoX-20B): GELU MLP, LayerNorm and biases everywhere, rotary over rotary_pct of each head, and attention and
+// MLP side by side (use_parallel_residual: the same kernels, so the same cost). deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading dense layers; the
 // multi-token-prediction modules (num_nextn_predict_layers) are the model's mtp_layers, trained with it (DeepSeek-V3
 // report §2.2) though transformers does not build them (and tessel does not count them in the model's parameters).
 constexpr SupportedType kSupported[] = {
@@ -154,10 +153,16 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
             problems.add(r.pointer("hidden_act"), "unsupported hidden_act \"" + act + "\" for model_type " +
                                                       modelType + " (tessel models the SwiGLU MLP, hidden_act silu)");
         }
-        // Nemotron normalises with LayerNorm1P (a LayerNorm with weight and bias, modeling_nemotron.py) and rotates
-        // partial_rotary_factor of each head (0.5), a rotary op of a few MB a layer read here as the whole head.
+        // Nemotron normalises with LayerNorm1P (a LayerNorm with weight and bias, modeling_nemotron.py).
         m.norm = modelType == "nemotron" || neox ? NormKind::LayerNorm : NormKind::RmsNorm;
         m.position = PositionEmbedding::Rope;
+        // Partial rotary: the part of each head RoPE rotates. GPTNeoXConfig's rotary_pct (default 0.25),
+        // NemotronConfig's and Phi3Config's partial_rotary_factor (defaults 0.5 and 1.0); their modeling files
+        // rotate q[..., :int(head_dim x factor)] and pass the rest. The other families' modeling code rotates the
+        // whole head whatever the config says, so the key is not read for them.
+        if (neox) m.rotaryPercent = r.optNumber("rotary_pct", 0.25, 0.0, 1.0);
+        else if (modelType == "nemotron") m.rotaryPercent = r.optNumber("partial_rotary_factor", 0.5, 0.0, 1.0);
+        else if (modelType == "phi3") m.rotaryPercent = r.optNumber("partial_rotary_factor", 1.0, 0.0, 1.0);
         m.tiedEmbeddings = r.optBool("tie_word_embeddings", false);
         // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has
         // "all linears" or "QKV only": attention_bias alone maps to QKV bias, leaving out o_proj's `hidden`

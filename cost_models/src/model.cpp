@@ -4,6 +4,8 @@
 #include "tessel/cost/hf_config.hpp"
 #include "tessel/cost/json_reader.hpp"
 
+#include <sstream>
+
 namespace tessel {
 
 std::string toString(Activation a) {
@@ -28,8 +30,15 @@ int64_t mlpParameters(const ModelConfig& m, int64_t ffn) {
 int64_t normParameters(const ModelConfig& m, int64_t width) { return m.norm == NormKind::LayerNorm ? 2 * width : width; }
 int64_t normParameters(const ModelConfig& m) { return normParameters(m, m.hidden); }
 
+std::string numberText(double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+}
+
 // Cross-field checks. `hf` selects the HuggingFace key names so pointers name keys the file really has.
-void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& problems, bool hf) {
+void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& problems, bool hf,
+                const std::string& rotaryKey = "/rotary_percent") {
     const std::string kvKey = hf ? "/num_key_value_heads" : "/kv_heads";
     const std::string headsKey = hf ? "/num_attention_heads" : "/heads";
     const std::string topKKey = hf ? "/num_experts_per_tok" : "/moe/top_k";
@@ -55,6 +64,18 @@ void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& probl
             problems.add(perTokenKey, std::to_string(e.groupsPerToken) + " groups of " +
                                           std::to_string(e.experts / e.routingGroups) + " experts hold fewer than top_k " +
                                           std::to_string(e.topK));
+    }
+    if (m.rotaryPercent != 1.0) {
+        const std::string key = ptr + (hf ? rotaryKey : "/rotary_percent");
+        if (m.position != PositionEmbedding::Rope)
+            problems.add(key, "a rotary fraction needs position_embedding rope, got " + toString(m.position));
+        else if (m.mla)
+            problems.add(key, "multi-head latent attention rotates its own part of the heads (qk_rope_head_dim); "
+                              "leave the rotary fraction at 1");
+        else if (m.headDim > 0 && (m.rotaryDim() < 2 || m.rotaryDim() % 2 != 0))
+            problems.add(key, "rotates int(" + std::to_string(m.headDim) + " x " + numberText(m.rotaryPercent) +
+                                  ") = " + std::to_string(m.rotaryDim()) +
+                                  " columns of each head; RoPE rotates pairs, so that must be even and at least 2");
     }
     if (m.mla) {
         // Latent attention gives every head its own key and value from the shared latent: no grouped heads, and
@@ -92,6 +113,13 @@ int64_t attentionParameters(const ModelConfig& m) {
 
 void checkModelShape(const ModelConfig& m, const std::string& pointer, ProblemList& problems) {
     checkModel(m, pointer, problems, false);
+}
+
+int64_t ModelConfig::rotaryDim() const {
+    if (mla) return mla->qkRopeHeadDim;
+    // Megatron-core: dim = int(kv_channels * rotary_percent) when rotary_percent < 1.0; transformers: int(head_dim *
+    // partial_rotary_factor). The same double product truncated, so the same width.
+    return rotaryPercent < 1.0 ? static_cast<int64_t>(static_cast<double>(headDim) * rotaryPercent) : headDim;
 }
 
 int ModelConfig::denseLayersIn(int first, int count) const {
@@ -151,7 +179,8 @@ int64_t activeParameters(const ModelConfig& m) {
 ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, ProblemList& problems) {
     if (isHuggingFaceConfig(doc)) {
         ModelConfig m = parseHuggingFaceConfig(doc, pointer, problems);
-        checkModel(m, pointer, problems, true);
+        const bool neox = doc.is_object() && doc.value("model_type", "") == "gpt_neox";
+        checkModel(m, pointer, problems, true, neox ? "/rotary_pct" : "/partial_rotary_factor");
         return m;
     }
     ModelConfig m;
@@ -181,6 +210,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.qkvBias = r.optBool("qkv_bias", false);
     m.qkNorm = r.optBool("qk_norm", false);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
+    m.rotaryPercent = r.optNumber("rotary_percent", 1.0, 0.0, 1.0);
     m.mtpLayers = static_cast<int>(r.optInt("mtp_layers", 0, 0, 16));
     if (const auto* moe = r.child("moe")) {
         ObjectReader mr(*moe, r.pointer("moe"), problems);
@@ -272,6 +302,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
         if (m.mla->qLoraRank > 0) j["mla"]["q_lora_rank"] = m.mla->qLoraRank;
     }
     if (m.qkNorm) j["qk_norm"] = true;
+    if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;
     if (m.mtpLayers > 0) j["mtp_layers"] = m.mtpLayers;
     if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};

@@ -99,15 +99,18 @@ public:
         return {m, n, k};
     }
 
-    // RoPE's x [tokens, heads, d] with an even d and one position per token. Returns {tokens, heads, d}.
+    // RoPE's x [tokens, heads, d], `rotated` columns of each head (even, 2..d) and one position per token.
+    // Returns {tokens, heads, d}.
     struct RopeShape {
         int64_t tokens, heads, d;
     };
-    RopeShape ropeShape(const Tensor& x, const std::vector<int64_t>& positions) const {
+    RopeShape ropeShape(const Tensor& x, const std::vector<int64_t>& positions, int64_t rotated) const {
         check("rope", "x", x);
         if (x.shape().size() != 3) fail("rope", "x must be [tokens, heads, d], got " + x.shapeString());
         const int64_t tokens = x.dim(0), heads = x.dim(1), d = x.dim(2);
-        if (d % 2 != 0) fail("rope", "head dim of x " + x.shapeString() + " is odd");
+        if (rotated < 2 || rotated > d || rotated % 2 != 0)
+            fail("rope", std::to_string(rotated) + " rotated columns of x " + x.shapeString() +
+                             ": RoPE rotates an even number of columns, 2 to the head dim");
         if (static_cast<int64_t>(positions.size()) != tokens)
             fail("rope", std::to_string(positions.size()) + " positions for x " + x.shapeString());
         return {tokens, heads, d};

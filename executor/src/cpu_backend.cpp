@@ -355,24 +355,24 @@ public:
             }
     }
 
-    void rope(Tensor& x, const std::vector<int64_t>& positions, double base, bool inverse) override {
-        // x [tokens, heads, d], positions [tokens]
-        const auto [tokens, heads, d] = Checks::ropeShape(x, positions);
-        const int64_t half = d / 2;
+    void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) override {
+        // x [tokens, heads, d], positions [tokens]; columns from `rotated` on are passed through
+        const auto [tokens, heads, d] = Checks::ropeShape(x, positions, rotated);
+        const int64_t half = rotated / 2;
         T* px = x.data<T>();
         for (int64_t t = 0; t < tokens; ++t) {
             const double pos = static_cast<double>(positions[static_cast<size_t>(t)]);
             for (int64_t i = 0; i < half; ++i) {
-                // RoFormer (Su et al. 2021) eq. 15: theta_i = base^(-2i/d); angle = position * theta_i; the
-                // inverse rotates by -angle, which is the transpose (= backward) of the rotation.
-                const double angle = pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+                // RoFormer (Su et al. 2021) eq. 15 over the rotated width r: theta_i = base^(-2i/r); angle =
+                // position * theta_i; the inverse rotates by -angle, the transpose (= backward) of the rotation.
+                const double angle = pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rotated));
                 const double cs = std::cos(angle);
                 const double sn = inverse ? -std::sin(angle) : std::sin(angle);
                 for (int64_t h = 0; h < heads; ++h) {
                     T* row = px + (t * heads + h) * d;
                     const double x1 = static_cast<double>(row[i]);
                     const double x2 = static_cast<double>(row[i + half]);
-                    // rotate_half convention (GPT-NeoX, HF Llama): pairs (i, i + d/2),
+                    // rotate_half convention (GPT-NeoX, HF Llama): pairs (i, i + r/2),
                     // [x1, x2] -> [x1 cos - x2 sin, x2 cos + x1 sin]
                     row[i] = static_cast<T>(x1 * cs - x2 * sn);
                     row[i + half] = static_cast<T>(x2 * cs + x1 * sn);

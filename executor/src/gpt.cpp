@@ -197,8 +197,8 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     const std::vector<int64_t> pos = tokenPositions(T, 0);
     if (rope) {
         Tensor qv = a.q.view({T, aL, d}), kv = a.k.view({T, kvhL, d});
-        be.rope(qv, pos, kRopeBase, false);
-        be.rope(kv, pos, kRopeBase, false);
+        be.rope(qv, pos, kRopeBase, ropeDim, false);
+        be.rope(kv, pos, kRopeBase, ropeDim, false);
     }
     a.o = be.empty({T, qL}, cat);                                             // [T, qL]
     a.lse = be.empty({T, aL}, cat);                                           // [T, aL]
@@ -278,8 +278,8 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     Tensor dkv = dk.view({T, kvhL, d});
     if (rope) {
         const std::vector<int64_t> pos = tokenPositions(T, 0);
-        be.rope(dqv, pos, kRopeBase, true);
-        be.rope(dkv, pos, kRopeBase, true);
+        be.rope(dqv, pos, kRopeBase, ropeDim, true);
+        be.rope(dkv, pos, kRopeBase, ropeDim, true);
     }
     biasGrad(L.qb, dq);
     biasGrad(L.kb, dk);

@@ -104,6 +104,7 @@ struct GptModel::Impl {
     std::vector<std::vector<int64_t>> rankPos; // [cp][sLocal] every CP rank's positions
     double lossScale = 1.0;
     bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
+    int64_t ropeDim = 0; // with rope: the columns of each head it rotates (ModelConfig::rotaryDim)
     bool fullRecompute = false;
     int recomputeLayers = 0; // with fullRecompute: the first n layers of each chunk (0: all; Plan::recomputeLayers)
     bool recomputes(size_t layerInChunk) const {

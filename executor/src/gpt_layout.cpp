@@ -103,6 +103,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.rms = model.norm == NormKind::RmsNorm;
     m.swiglu = model.activation == Activation::Swiglu;
     m.rope = model.position == PositionEmbedding::Rope;
+    m.ropeDim = model.rotaryDim();
     m.bias = model.linearBias;
     m.qkvBias = model.linearBias || model.qkvBias;
     m.fullRecompute = plan.recompute == Recompute::Full;

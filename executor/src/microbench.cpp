@@ -263,9 +263,9 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
             std::vector<int64_t> positions(static_cast<size_t>(n));
             for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i % 1024;
             const double ropeBytes = kernel_cost::ropeBytes(n, c, e);
-            record(measure("rope_forward", [&] { Tensor r = bufs().x.view({n, c / d, d}); be.rope(r, positions, 10000.0, false); }),
+            record(measure("rope_forward", [&] { Tensor r = bufs().x.view({n, c / d, d}); be.rope(r, positions, 10000.0, d, false); }),
                    shape, 0.0, ropeBytes);
-            record(measure("rope_backward", [&] { Tensor r = bufs().x.view({n, c / d, d}); be.rope(r, positions, 10000.0, true); }),
+            record(measure("rope_backward", [&] { Tensor r = bufs().x.view({n, c / d, d}); be.rope(r, positions, 10000.0, d, true); }),
                    shape, 0.0, kernel_cost::kBackwardByteFactor * ropeBytes);
             // Embedding lookup over a vocabulary of 256 byte tokens (the executor's tokenizer).
             const int64_t vocab = 256;

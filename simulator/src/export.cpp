@@ -372,6 +372,7 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     arg("--seq-length", str(m.seqLen));
     arg("--max-position-embeddings", str(m.seqLen));
     arg("--position-embedding-type", m.position == PositionEmbedding::Rope ? "rope" : "learned_absolute");
+    if (m.position == PositionEmbedding::Rope && m.rotaryPercent != 1.0) arg("--rotary-percent", decimal(m.rotaryPercent));
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.activation == Activation::Swiglu) arg("--swiglu");
     if (m.activation == Activation::SquaredRelu) arg("--squared-relu");

@@ -282,6 +282,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     model["position_embedding"] = alibi ? "alibi" : rope ? "rope" : "learned";
     if (!alibi && !rope && !learned)
         warnings.push_back("position_embedding_type = " + position + ": modelled as learned positions");
+    // --rotary-percent (default 1.0): the part of each head RoPE rotates.
+    if (const auto pct = str("rotary_percent"); rope && pct)
+        if (const auto v = toNumber(*pct); v && *v != 1.0) model["rotary_percent"] = *v;
     model["tied_embeddings"] = !flag("untie_embeddings_and_output_weights").value_or(false);
     model["linear_bias"] = flag("add_bias_linear").value_or(true);
     if (flag("add_qkv_bias").value_or(false)) model["qkv_bias"] = true;

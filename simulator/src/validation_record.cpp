@@ -36,6 +36,7 @@ struct Family {
     std::string name;
     double dropout = 0.0;
     bool qkNorm = false;
+    double rotaryPercent = 1.0; // the part of each head RoPE rotates
 };
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
@@ -72,6 +73,7 @@ Family familyOf(const nlohmann::json& model) {
         // GPT-NeoX and Pythia (Black et al. 2022; Biderman et al. 2023): GELU, LayerNorm, rotary on part of each
         // head, biases, untied embeddings, no dropout.
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, false, "GPT-NeoX"};
+        f.rotaryPercent = 0.25; // rotary_pct in 20B.yml and every Pythia config
     } else if (contains(n, "mpt")) {
         // MPT as llm-foundry's pretraining yamls build it: no biases, LayerNorm without bias, tied embeddings, and
         // learned positions (MPTConfig's learned_pos_emb default; the yamls set no ALiBi: the benchmark table's
@@ -86,6 +88,7 @@ Family familyOf(const nlohmann::json& model) {
         // Nemotron-3 / -4 as NeMo's launcher configs build them (conf/training/nemotron/*.yaml): squared ReLU,
         // layernorm1p (a LayerNorm), rotary positions on half the head, no biases, untied embeddings, no dropout.
         f = {Activation::SquaredRelu, NormKind::LayerNorm, PositionEmbedding::Rope, false, false, "Nemotron"};
+        f.rotaryPercent = 0.5; // rotary_percentage 0.5
     } else if (contains(n, "gpt") || contains(n, "megatron") || contains(n, "opt")) {
         // Megatron-LM's GPT defaults: --attention-dropout 0.1 --hidden-dropout 0.1 (arguments.py).
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Learned, true, true, "GPT", 0.1};
@@ -585,6 +588,26 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         return;
     }
     if (model.headDim == 0) model.headDim = model.hidden / model.heads;
+    // A partial rotary as stated (Megatron-LM rotary_percent, NeMo rotary_percentage, HuggingFace rotary_pct or
+    // partial_rotary_factor), else the family's; only the eager rotary op's bytes depend on it.
+    if (model.position == PositionEmbedding::Rope && !model.mla) {
+        model.rotaryPercent = f.rotaryPercent;
+        for (const char* key : {"rotary_percent", "rotary_percentage", "rotary_pct", "partial_rotary_factor"}) {
+            if (!member(m, key)) continue;
+            const auto pct = number(m, key);
+            model.rotaryPercent = pct.value_or(-1.0);
+            if (!pct || *pct <= 0.0 || *pct > 1.0 || model.rotaryDim() < 2 || model.rotaryDim() % 2 != 0) {
+                refusal = where + "/" + key + ": got " + text(m, key) + ", expected a fraction of the " +
+                          std::to_string(model.headDim) + "-wide heads that rotates an even number of columns";
+                return;
+            }
+            break;
+        }
+        if (model.rotaryDim() < 2 || model.rotaryDim() % 2 != 0) model.rotaryPercent = 1.0;
+        if (model.rotaryPercent != 1.0)
+            c.assumptions.push_back("rotary embedding on " + std::to_string(model.rotaryDim()) + " of each head's " +
+                                    std::to_string(model.headDim) + " columns");
+    }
     if (const nlohmann::json* stated = member(m, "params"); stated && !stated->is_null() && !(number(m, "params") > 0.0))
         c.assumptions.push_back("model/params \"" + text(m, "params") + "\" is not a parameter count: not compared");
     if (auto p = number(m, "params"); p && *p > 0.0) {

@@ -40,6 +40,15 @@ TEST(Compute, EagerPyTorchMovesEveryOpsOwnBytes) {
     // x.float(), pow, mean, * rsqrt, type_as, * weight: (e + 4) + 8 + 4 + 8 + (4 + e) + 2e = 4e + 28 per element.
     EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "norm_attn").bytes, (4.0 * e + 28.0) * T * h);
     EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "rope").bytes, (2.0 * e + 16.0) * T * (4096.0 + 1024.0));
+    // A partial rotary (a quarter of each 128-wide head): the fp32 chain over the rotated 32 columns of the 40 heads,
+    // then torch.cat copying whole heads back; the fused kernel reads and writes the whole head either way (TE's
+    // fused_rope copies the unrotated rest).
+    ModelConfig quarter = llama;
+    quarter.rotaryPercent = 0.25;
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layerCompute(quarter, c, p, recipe), "rope").bytes,
+                     (2.0 * e + 16.0) * T * 40.0 * 32.0 + 2.0 * e * T * (4096.0 + 1024.0));
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layerCompute(quarter, c, Plan{}, recipe), "rope").bytes,
+                     forwardOpNamed(layerCompute(llama, c, Plan{}, recipe), "rope").bytes);
     EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "swiglu").bytes, 5.0 * e * T * 14336.0);
     // repeat_kv copies K and V to all 32 heads (read 1024, write 4096 columns each); the output is made contiguous.
     EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "attention_layout").bytes, (2.0 * e * (4096.0 + 1024.0) + 2.0 * e * 4096.0) * T);

@@ -220,6 +220,17 @@ TEST(HfConfig, Phi3IsLlamaLike) {
     EXPECT_EQ(m.activation, Activation::Swiglu);
     EXPECT_FALSE(m.qkNorm);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{3'821'079'552});
+    EXPECT_EQ(m.rotaryDim(), 96); // Phi3Config's partial_rotary_factor defaults to 1.0
+    // Phi-4-mini's 0.75 (its config.json): int(128 x 0.75) = 96 of each head rotated.
+    nlohmann::json doc = hfConfig("phi3-mini");
+    doc["partial_rotary_factor"] = 0.75;
+    doc["head_dim"] = 128;
+    EXPECT_EQ(parseModel(doc).rotaryDim(), 96);
+    // int(128 x 0.01) = 1 column cannot be rotated in pairs: a problem at the key.
+    doc["partial_rotary_factor"] = 0.01;
+    ProblemList problems;
+    (void)parseModel(doc, "", problems);
+    EXPECT_TRUE(hasProblemAt(problems, "/partial_rotary_factor")) << describe(problems);
 }
 
 // Nemotron-4 4B (Minitron) as TensorRT-LLM's tests write its HuggingFace config: squared ReLU without a gate,
@@ -230,6 +241,8 @@ TEST(HfConfig, NemotronIsSquaredReluWithLayerNorm) {
     EXPECT_EQ(m.activation, Activation::SquaredRelu);
     EXPECT_EQ(m.norm, NormKind::LayerNorm);
     EXPECT_EQ(m.position, PositionEmbedding::Rope);
+    EXPECT_DOUBLE_EQ(m.rotaryPercent, 0.5); // partial_rotary_factor: 64 of each 128-wide head rotated
+    EXPECT_EQ(m.rotaryDim(), 64);
     EXPECT_FALSE(m.tiedEmbeddings);
     EXPECT_FALSE(m.linearBias);
     // By hand: embedding and head 2 x 256000 x 3072; a layer q and o 2 x 3072^2, k and v 2 x 3072 x 1024, up and
@@ -400,7 +413,18 @@ TEST(HfConfig, GptNeoxIsPythia) {
     EXPECT_FALSE(m.moe.has_value());
     EXPECT_EQ(m.seqLen, 2048);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{162'322'944});
+    // rotary_pct 0.25 of each 64-wide head; GPTNeoXConfig's default is the same 0.25 when the key is absent.
+    EXPECT_DOUBLE_EQ(m.rotaryPercent, 0.25);
+    EXPECT_EQ(m.rotaryDim(), 16);
+    EXPECT_DOUBLE_EQ(parseModel(modelToJson(m)).rotaryPercent, 0.25);
     nlohmann::json doc = hfConfig("pythia-160m");
+    doc.erase("rotary_pct");
+    EXPECT_DOUBLE_EQ(parseModel(doc).rotaryPercent, 0.25);
+    doc["rotary_pct"] = 1.5;
+    ProblemList pct;
+    parseHuggingFaceConfig(doc, "", pct);
+    EXPECT_TRUE(hasProblemAt(pct, "/rotary_pct")) << describe(pct);
+    doc["rotary_pct"] = 0.25;
     doc["num_hidden_layers"] = 6;
     doc["hidden_size"] = 512;
     doc["num_attention_heads"] = 8;

@@ -129,6 +129,9 @@ TEST(ModelJson, LatentAttentionRoundTripsAndItsRulesNameTheirFields) {
     nlohmann::json wide = doc;
     wide["head_dim"] = 4;
     EXPECT_TRUE(problemsOf(wide).count("/head_dim"));
+    nlohmann::json partial = doc; // latent attention's rotary part is its own qk_rope_head_dim
+    partial["rotary_percent"] = 0.5;
+    EXPECT_TRUE(problemsOf(partial).count("/rotary_percent"));
     nlohmann::json missing = doc;
     missing["mla"].erase("kv_lora_rank");
     EXPECT_TRUE(problemsOf(missing).count("/mla/kv_lora_rank"));
@@ -209,6 +212,36 @@ TEST(ModelJson, AlibiHasNoParametersAndRoundTrips) {
     } catch (const InputError& e) {
         EXPECT_EQ(e.problems().front().where, "/position_embedding");
     }
+}
+
+TEST(ModelJson, PartialRotaryRoundTripsAndItsRulesNameTheField) {
+    // Megatron-LM's --rotary-percent: int(head_dim x fraction) columns of each head rotated, no parameters.
+    nlohmann::json doc = modelToJson(handModel());
+    EXPECT_FALSE(doc.contains("rotary_percent")); // the whole head: not written
+    doc["head_dim"] = 8;
+    doc["rotary_percent"] = 0.5;
+    const ModelConfig m = parseModel(doc);
+    EXPECT_DOUBLE_EQ(m.rotaryPercent, 0.5);
+    EXPECT_EQ(m.rotaryDim(), 4);
+    EXPECT_EQ(handModel().rotaryDim(), 2);
+    EXPECT_DOUBLE_EQ(parseModel(modelToJson(m)).rotaryPercent, 0.5);
+    ModelConfig whole = m;
+    whole.rotaryPercent = 1.0;
+    EXPECT_EQ(countParameters(m).total(2), countParameters(whole).total(2));
+    auto problemAt = [](const nlohmann::json& d) {
+        ProblemList problems;
+        parseModel(d, "", problems);
+        return problems.empty() ? std::string() : problems.items().front().where;
+    };
+    nlohmann::json odd = doc;
+    odd["rotary_percent"] = 0.375; // int(8 x 0.375) = 3 columns: not pairs
+    EXPECT_EQ(problemAt(odd), "/rotary_percent");
+    nlohmann::json wide = doc;
+    wide["rotary_percent"] = 1.25;
+    EXPECT_EQ(problemAt(wide), "/rotary_percent");
+    nlohmann::json learned = doc;
+    learned["position_embedding"] = "learned";
+    EXPECT_EQ(problemAt(learned), "/rotary_percent");
 }
 
 TEST(ModelJson, InconsistentHeadsAreReported) {

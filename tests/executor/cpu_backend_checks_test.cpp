@@ -93,9 +93,11 @@ TEST(CpuBackend, ShapeMismatchesThrowRuntimeErrorNamingTheOp) {
     expectRuntimeError([&] { b->swigluForward(c24, c24); }, "swigluForward");  // y must be [2, 2]
     expectRuntimeError([&] { b->swigluBackward(c24, c24, c24); }, "swigluBackward");
     Tensor x3 = t({2, 1, 4}), x3odd = t({2, 1, 3});
-    expectRuntimeError([&] { b->rope(x3, {0, 1, 2}, 10000.0, false); }, "rope");
-    expectRuntimeError([&] { b->rope(x3odd, {0, 1}, 10000.0, false); }, "rope");
-    expectRuntimeError([&] { b->rope(a23, {0, 1}, 10000.0, false); }, "rope");
+    expectRuntimeError([&] { b->rope(x3, {0, 1, 2}, 10000.0, 4, false); }, "rope");
+    expectRuntimeError([&] { b->rope(x3odd, {0, 1}, 10000.0, 3, false); }, "rope");  // an odd rotated width
+    expectRuntimeError([&] { b->rope(x3, {0, 1}, 10000.0, 6, false); }, "rope");     // wider than the head
+    expectRuntimeError([&] { b->rope(x3, {0, 1}, 10000.0, 0, false); }, "rope");
+    expectRuntimeError([&] { b->rope(a23, {0, 1}, 10000.0, 2, false); }, "rope");
     Tensor q = t({4, 3, 2}), k = t({4, 2, 2}), v = t({4, 2, 2}), o = t({4, 3, 2}), lse = t({4, 3});
     expectRuntimeError([&] { b->attentionForward(q, k, v, 1, iota(0, 4), iota(0, 4), o, lse); }, "attentionForward");
     Tensor k1 = t({4, 1, 2}), v1 = t({4, 1, 2});

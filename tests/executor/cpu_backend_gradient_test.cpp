@@ -118,14 +118,16 @@ TEST(CpuBackendGradients, RopeInverseIsTheBackward) {
     auto b = f64();
     const Positions pos = {3, 4, 5, 9};
     const Values xv = randomValues(count({4, 2, 6}), 31), w = randomValues(count({4, 2, 6}), 32);
-    auto loss = [&](const Values& x) {
-        Tensor t = make(*b, {4, 2, 6}, x);
-        b->rope(t, pos, 500.0, false);
-        return dot(b->download(t), w);
-    };
-    Tensor grad = make(*b, {4, 2, 6}, w);  // dx = rope^-1(dy)
-    b->rope(grad, pos, 500.0, true);
-    EXPECT_LT(relativeError(b->download(grad), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
+    for (const int64_t rotated : {6, 4}) {  // the whole head and a partial rotary
+        auto loss = [&](const Values& x) {
+            Tensor t = make(*b, {4, 2, 6}, x);
+            b->rope(t, pos, 500.0, rotated, false);
+            return dot(b->download(t), w);
+        };
+        Tensor grad = make(*b, {4, 2, 6}, w);  // dx = rope^-1(dy)
+        b->rope(grad, pos, 500.0, rotated, true);
+        EXPECT_LT(relativeError(b->download(grad), finiteDifference(loss, xv)), kFiniteDifferenceTolerance) << rotated;
+    }
 }
 
 TEST(CpuBackendGradients, AttentionBackwardMatchesFiniteDifferences) {

@@ -84,15 +84,17 @@ Values swigluReference(const Values& x, int64_t n, int64_t f) {
 
 // HF Llama apply_rotary_pos_emb: emb = cat(freqs, freqs), out = x cos(emb) + rotate_half(x) sin(emb),
 // rotate_half(x) = cat(-x2, x1), freqs = pos / base^(2i/d). x [tokens, heads, d].
-Values ropeReference(const Values& x, const Positions& pos, int64_t heads, int64_t d, double base) {
-    Values y(x.size());
-    const int64_t half = d / 2;
+// transformers' apply_rotary_pos_emb as GPT-NeoX and Phi-3 write it: the first r columns of each head become
+// x cos(emb) + rotate_half(x) sin(emb) with emb = cat(freqs, freqs), freqs_i = pos / base^(2i/r); the rest pass.
+Values ropeReference(const Values& x, const Positions& pos, int64_t heads, int64_t d, int64_t r, double base) {
+    Values y(x);
+    const int64_t half = r / 2;
     for (size_t t = 0; t < pos.size(); ++t)
         for (int64_t h = 0; h < heads; ++h) {
             const size_t off = (t * static_cast<size_t>(heads) + static_cast<size_t>(h)) * static_cast<size_t>(d);
-            for (int64_t c = 0; c < d; ++c) {
+            for (int64_t c = 0; c < r; ++c) {
                 const int64_t i = c % half;
-                const double emb = static_cast<double>(pos[t]) / std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(d));
+                const double emb = static_cast<double>(pos[t]) / std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(r));
                 const double rotated = c < half ? -x[off + static_cast<size_t>(c + half)] : x[off + static_cast<size_t>(c - half)];
                 y[off + static_cast<size_t>(c)] = x[off + static_cast<size_t>(c)] * std::cos(emb) + rotated * std::sin(emb);
             }
@@ -248,11 +250,17 @@ TYPED_TEST(CpuBackendTyped, RopeMatchesReferenceAndInverseIsIdentity) {
     const int64_t tokens = 6, heads = 3, d = 8;
     const Positions pos = {0, 1, 2, 7, 8, 100};
     const Values xv = randomValues(count({tokens, heads, d}), 12);
-    Tensor x = make(b, {tokens, heads, d}, xv);  // x [tokens, heads, d]
-    b.rope(x, pos, 10000.0, false);
-    EXPECT_LT(relativeError(b.download(x), ropeReference(xv, pos, heads, d, 10000.0)), this->kTolerance);
-    b.rope(x, pos, 10000.0, true);
-    EXPECT_LT(relativeError(b.download(x), xv), this->kTolerance);
+    const Values stored = b.download(make(b, {tokens, heads, d}, xv));  // xv in the backend's type
+    for (const int64_t rotated : {d, int64_t{4}, int64_t{2}}) {  // the whole head, then partial rotaries
+        Tensor x = make(b, {tokens, heads, d}, xv);  // x [tokens, heads, d]
+        b.rope(x, pos, 10000.0, rotated, false);
+        const Values y = b.download(x);
+        EXPECT_LT(relativeError(y, ropeReference(xv, pos, heads, d, rotated, 10000.0)), this->kTolerance) << rotated;
+        for (size_t c = static_cast<size_t>(rotated); c < static_cast<size_t>(d); ++c)
+            EXPECT_EQ(y[c], stored[c]) << "column " << c << " of the first head is past the rotated " << rotated;
+        b.rope(x, pos, 10000.0, rotated, true);
+        EXPECT_LT(relativeError(b.download(x), xv), this->kTolerance) << rotated;
+    }
 }
 
 TYPED_TEST(CpuBackendTyped, AttentionForwardMatchesReference) {

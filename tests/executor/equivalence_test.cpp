@@ -80,6 +80,9 @@ std::vector<Case> grid() {
     add("cp2_dp2_zero1_over_cp", [](Plan& p) { p.cp = 2; p.dp = 2; p.zeroStage = 1; p.zeroOverCp = true; });
     add("cp2_zero3_over_cp", [](Plan& p) { p.cp = 2; p.zeroStage = 3; p.zeroOverCp = true; });
     add("cp2_swiglu_rope", [](Plan& p) { p.cp = 2; }, true);
+    // A partial rotary (Pythia's rotary_pct 0.25: 4 of each head's 16 columns) split over heads and over positions.
+    add("tp2_swiglu_partial_rope", [](Plan& p) { p.tp = 2; }, true);
+    add("cp2_swiglu_partial_rope", [](Plan& p) { p.cp = 2; }, true);
     add("cp2_pp2_tied", [](Plan& p) { p.cp = 2; p.pp = 2; });
     // ZeRO-3 gathers unit by unit (embedding, layers, head) around their use: a tied embedding on one stage
     // (gathered again for the head) and across stages (its own bucket on both), one layer per stage and per
@@ -179,6 +182,7 @@ TEST_P(Equivalence, MatchesOneRank) {
     ModelConfig model = tinyModel(c.swiglu);
     if (c.name.find("tied") != std::string::npos) model.tiedEmbeddings = true;
     if (c.name.find("8layers") != std::string::npos) model.layers = 8;
+    if (c.name.find("partial_rope") != std::string::npos) model.rotaryPercent = 0.25;
     Plan one = basePlan();
     one.precision = c.plan.precision;
     one.globalBatch = c.plan.globalBatch;

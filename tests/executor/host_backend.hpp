@@ -77,7 +77,7 @@ public:
     void geluBackward(const Tensor&, const Tensor&, Tensor&) override { unsupported(); }
     void swigluForward(const Tensor&, Tensor&) override { unsupported(); }
     void swigluBackward(const Tensor&, const Tensor&, Tensor&) override { unsupported(); }
-    void rope(Tensor&, const std::vector<int64_t>&, double, bool) override { unsupported(); }
+    void rope(Tensor&, const std::vector<int64_t>&, double, int64_t, bool) override { unsupported(); }
     void attentionForward(const Tensor&, const Tensor&, const Tensor&, int64_t, const std::vector<int64_t>&,
                           const std::vector<int64_t>&, Tensor&, Tensor&) override {
         unsupported();

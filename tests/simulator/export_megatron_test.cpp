@@ -92,7 +92,12 @@ TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     EXPECT_EQ(a.at("--use-distributed-optimizer"), "") << "the preset is ZeRO-1";
     EXPECT_EQ(a.at("--sequence-parallel"), "");
     EXPECT_FALSE(a.has("--add-qkv-bias"));
-    for (const char* absent : {"--multi-latent-attention", "--kv-lora-rank", "--kv-channels"}) EXPECT_FALSE(a.has(absent)) << absent;
+    for (const char* absent : {"--multi-latent-attention", "--kv-lora-rank", "--kv-channels", "--rotary-percent"})
+        EXPECT_FALSE(a.has(absent)) << absent;
+    // A partial rotary (Pythia's quarter of each head) is Megatron-LM's --rotary-percent.
+    Scenario s = preset("llama3-8b-h100");
+    s.model.rotaryPercent = 0.25;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--rotary-percent"), "0.25");
 }
 
 // Latent attention as Megatron-LM's MLA flags (arguments.py), with no --kv-channels beside them.

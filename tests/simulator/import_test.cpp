@@ -228,6 +228,20 @@ TEST(MegatronImport, PositionEmbeddingEnumsAreReadAsThemselves) {
     }
 }
 
+// --rotary-percent: the part of each head RoPE rotates (Pythia's 0.25); its default 1.0, or beside learned
+// positions, says nothing.
+TEST(MegatronImport, RotaryPercentIsTheModels) {
+    const std::string rope = "  position_embedding_type ......................... rope\n";
+    const ImportedRun run = importWithArgs(rope + "  rotary_percent .................................. 0.25\n", "pct.log");
+    const ModelConfig m = parseScenario(run.scenario, "imported").model;
+    EXPECT_DOUBLE_EQ(m.rotaryPercent, 0.25);
+    EXPECT_EQ(m.rotaryDim(), 4); // 64 / 4 heads = 16 columns a head
+    expectNotWarned(run, "rotary");
+    for (const std::string& args : {rope + "  rotary_percent .................................. 1.0\n",
+                                    std::string("  rotary_percent .................................. 0.5\n")})
+        EXPECT_FALSE(importWithArgs(args, "pct.log").scenario["model"].contains("rotary_percent")) << args;
+}
+
 // --num-experts with --moe-shared-expert-intermediate-size: the model's routed and shared experts.
 TEST(MegatronImport, SharedExpertSizeIsTheModelsSharedExperts) {
     for (const auto& [logged, want] : std::vector<std::pair<std::string, int64_t>>{{"512", 512}, {"None", 0}}) {

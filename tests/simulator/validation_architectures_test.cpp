@@ -82,6 +82,30 @@ TEST(ValidationRecord, BloomAndAlibiRecordsAreReadWithAlibi) {
     EXPECT_EQ(load(r).scenario.model.position, PositionEmbedding::Rope);
 }
 
+// GPT-NeoX and Pythia rotate a quarter of each head (rotary_pct 0.25), Nemotron half; a stated fraction wins, under
+// Megatron-LM's, NeMo's or HuggingFace's name, and one that is not a fraction of the heads is refused at its key.
+TEST(ValidationRecord, GptNeoxAndNemotronRotatePartOfEachHead) {
+    nlohmann::json r = record(); // 32 heads of 128
+    r["model"]["name"] = "Pythia 6.9B";
+    const ValidationCase pythia = load(r);
+    EXPECT_EQ(pythia.scenario.model.position, PositionEmbedding::Rope);
+    EXPECT_EQ(pythia.scenario.model.rotaryDim(), 32);
+    EXPECT_TRUE(mentions(pythia.assumptions, "rotary embedding on 32 of each head's 128 columns"));
+    r["model"]["name"] = "Nemotron-4 15B";
+    EXPECT_EQ(load(r).scenario.model.rotaryDim(), 64);
+    r["model"]["rotary_percentage"] = 1.0;
+    EXPECT_EQ(load(r).scenario.model.rotaryDim(), 128);
+    r["model"].erase("rotary_percentage");
+    r["model"]["rotary_pct"] = 0.01; // int(128 x 0.01) = 1 column
+    EXPECT_NE(refusalOf(r).find("/model/rotary_pct: got 0.01"), std::string::npos) << refusalOf(r);
+    r["model"]["rotary_pct"] = "a quarter";
+    EXPECT_NE(refusalOf(r).find("/model/rotary_pct: got"), std::string::npos) << refusalOf(r);
+    r["model"].erase("rotary_pct");
+    r["model"]["name"] = "GPT 7B";
+    r["model"]["position_embedding"] = "rotary";
+    EXPECT_EQ(load(r).scenario.model.rotaryDim(), 128);
+}
+
 // A record's published parameter count checks the shape read. Yi-34B's shape (60 layers, hidden 7168, 56 heads over
 // 8 kv heads, ffn 20480, vocabulary 64000) under a name tessel does not know: GPT-2's conventions give two MLP
 // matrices and tied embeddings, 25 B; LLaMA's give 60 x (7168 x 16384 + 3 x 7168 x 20480 + 2 x 7168) + 2 x 64000 x

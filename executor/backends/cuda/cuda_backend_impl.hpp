@@ -153,7 +153,7 @@ public:
     void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) override;
     void swigluForward(const Tensor& x, Tensor& y) override;
     void swigluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) override;
-    void rope(Tensor& x, const std::vector<int64_t>& positions, double base, bool inverse) override;
+    void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) override;
     void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                           const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
                           Tensor& o, Tensor& lse) override;

@@ -89,17 +89,17 @@ void CudaBackend::swigluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) 
     cuda::swigluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), n, twoF / 2);
 }
 
-void CudaBackend::rope(Tensor& x, const std::vector<int64_t>& positions, double base, bool inverse) {
-    const auto [tokens, heads, d] = ropeShape(x, positions);
+void CudaBackend::rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) {
+    const auto [tokens, heads, d] = ropeShape(x, positions, rotated);
     touched(x);
-    // theta_i = base^(-2i/d) (RoFormer eq. 15), in fp64 on the host
-    std::vector<double> invFreq(static_cast<size_t>(d / 2));
-    for (int64_t i = 0; i < d / 2; ++i)
-        invFreq[static_cast<size_t>(i)] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-    Scratch pos(allocator_, tokens * 8), freq(allocator_, (d / 2) * 8);
+    // theta_i = base^(-2i/r) over the rotated width r (RoFormer eq. 15), in fp64 on the host
+    std::vector<double> invFreq(static_cast<size_t>(rotated / 2));
+    for (int64_t i = 0; i < rotated / 2; ++i)
+        invFreq[static_cast<size_t>(i)] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rotated));
+    Scratch pos(allocator_, tokens * 8), freq(allocator_, (rotated / 2) * 8);
     h2d(positions.data(), pos.as<void>(), positions.size() * 8);
     h2d(invFreq.data(), freq.as<void>(), invFreq.size() * 8);
-    cuda::rope(kc_, dt(x), x.data<void>(), pos.as<int64_t>(), freq.as<double>(), tokens, heads, d, inverse);
+    cuda::rope(kc_, dt(x), x.data<void>(), pos.as<int64_t>(), freq.as<double>(), tokens, heads, d, rotated, inverse);
 }
 
 // ---- attention ----

@@ -46,9 +46,10 @@ void geluBackward(const KernelContext& k, DType t, const void* dy, const void* x
 void swigluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f);
 void swigluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f);
 
-// x [tokens, heads, d] rotated in place; positions [tokens] and invFreq [d / 2] (fp64) on the device.
+// x [tokens, heads, d]: each head's first `rotated` columns rotated in place, the rest untouched; positions [tokens]
+// and invFreq [rotated / 2] (fp64) on the device.
 void rope(const KernelContext& k, DType t, void* x, const int64_t* positions, const double* invFreq, int64_t tokens,
-          int64_t heads, int64_t d, bool inverse);
+          int64_t heads, int64_t d, int64_t rotated, bool inverse);
 
 // out [n, h] = table rows (row < 0: zeros); rows [n] on the device.
 void embeddingForward(const KernelContext& k, DType t, const void* table, const int64_t* rows, int64_t n, int64_t h,

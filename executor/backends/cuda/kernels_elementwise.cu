@@ -195,11 +195,11 @@ __global__ void swigluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, 
 
 template <typename T>
 __global__ void ropeKernel(T* x, const int64_t* positions, const double* invFreq, int64_t tokens, int64_t heads,
-                           int64_t d, bool inverse) {
-    const int64_t half = d / 2;
+                           int64_t d, int64_t rotated, bool inverse) {
+    const int64_t half = rotated / 2;
     TESSEL_GRID_STRIDE(idx, tokens * heads * half) {
         const int64_t i = idx % half, th = idx / half, t = th / heads;
-        // RoFormer (Su et al. 2021) eq. 15, rotate_half pairs (i, i + d/2); angle in fp64
+        // RoFormer (Su et al. 2021) eq. 15, rotate_half pairs (i, i + r/2) of the rotated width r; angle in fp64
         const double angle = static_cast<double>(positions[t]) * invFreq[i];
         double sn, cs;
         sincos(angle, &sn, &cs);
@@ -471,13 +471,13 @@ void swigluBackward(const KernelContext& k, DType t, const void* dy, const void*
 }
 
 void rope(const KernelContext& k, DType t, void* x, const int64_t* positions, const double* invFreq, int64_t tokens,
-          int64_t heads, int64_t d, bool inverse) {
-    if (tokens * heads * d <= 0) return;
-    const ElementwiseLaunch l = planElementwise(tokens * heads * (d / 2), k.multiprocessors);
+          int64_t heads, int64_t d, int64_t rotated, bool inverse) {
+    if (tokens * heads * rotated <= 0) return;
+    const ElementwiseLaunch l = planElementwise(tokens * heads * (rotated / 2), k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
         ropeKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), positions, invFreq, tokens, heads, d,
-                                                                    inverse);
+                                                                    rotated, inverse);
     });
     checkLaunch("rope");
 }

@@ -141,13 +141,14 @@ TEST_P(Kernels, RopeAndItsInverse) {
     const auto x = rnd(static_cast<size_t>(tokens * heads * d), 17);
     std::vector<int64_t> pos(static_cast<size_t>(tokens));
     for (int64_t t = 0; t < tokens; ++t) pos[static_cast<size_t>(t)] = (t * 7) % 23;
-    compare("rope", [&](Backend& be) {
-        Tensor X = make(be, x, {tokens, heads, d});
-        be.rope(X, pos, 10000.0, false);
-        const auto rotated = be.download(X);
-        be.rope(X, pos, 10000.0, true);
-        return std::vector<std::vector<double>>{rotated, be.download(X)};
-    });
+    for (const int64_t r : {d, int64_t{4}})  // the whole head, and a partial rotary (the rest passed through)
+        compare("rope", [&](Backend& be) {
+            Tensor X = make(be, x, {tokens, heads, d});
+            be.rope(X, pos, 10000.0, r, false);
+            const auto rotated = be.download(X);
+            be.rope(X, pos, 10000.0, r, true);
+            return std::vector<std::vector<double>>{rotated, be.download(X)};
+        });
 }
 
 const char* attentionName(CudaAttention a) { return a == CudaAttention::Gemm ? "gemm" : "tiles"; }

@@ -82,6 +82,9 @@ struct ModelConfig {
     bool qkvBias = false;          // bias on QKV only (Qwen2); implied by linearBias
     bool qkNorm = false;           // the model's norm over each head of q and k before attention (Qwen3)
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
+    // Partial rotary embedding: the fraction of each q and k head RoPE rotates, the rest passed through
+    // (Megatron-LM --rotary-percent, HuggingFace GPT-NeoX rotary_pct, Phi-3 / Nemotron partial_rotary_factor).
+    double rotaryPercent = 1.0;
     std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
     std::optional<MlaConfig> mla;  // latent attention instead of the QKV projection when set (kv_heads == heads)
     // Multi-token prediction (DeepSeek-V3 report §2.2; Megatron-core --mtp-num-layers; HuggingFace
@@ -91,6 +94,9 @@ struct ModelConfig {
     int mtpLayers = 0;
     // Head widths attention runs at: q and k, and v (and the output). head_dim for both without MLA.
     int64_t qkHeadDim() const { return mla ? mla->qkHeadDim() : headDim; }
+    // Width of each q and k head RoPE rotates: int(head_dim x rotary_percent), as Megatron-core's RotaryEmbedding
+    // and transformers' rope init round it (MLA: its own rotary part, qk_rope_head_dim).
+    int64_t rotaryDim() const;
     // Layers whose MLP is dense (all of them without MoE; those listed in moe.dense_layers with it).
     int denseLayerCount() const { return moe ? static_cast<int>(moe->denseLayers.size()) : layers; }
     // Dense layers among the first `count` layers from `first` (a chunk of a pipeline stage).

@@ -62,9 +62,11 @@ public:
     virtual void swigluForward(const Tensor& x, Tensor& y) = 0;
     virtual void swigluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) = 0;
 
-    // Rotary embedding in place on x [tokens, heads, d] (pairs (i, i + d/2), base 10000); `positions` gives
-    // each token's position in its sequence; inverse = true rotates back (the backward pass).
-    virtual void rope(Tensor& x, const std::vector<int64_t>& positions, double base, bool inverse) = 0;
+    // Rotary embedding in place on x [tokens, heads, d]: the first `rotated` columns of each head (even, at most d;
+    // d for the whole head, less for a partial rotary) in pairs (i, i + rotated/2) at angles position x
+    // base^(-2i/rotated), the rest untouched; `positions` gives each token's position in its sequence;
+    // inverse = true rotates back (the backward pass).
+    virtual void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) = 0;
 
     // Causal attention with GQA for `sequences` sequences. q [sequences * sq, hq, d]; k, v [sequences * skv,
     // hkv, d]; query i may see key j when keyPositions[j] <= queryPositions[i] (positions per sequence,
