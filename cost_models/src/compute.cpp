@@ -277,6 +277,15 @@ double attentionCoreFlops(const LocalShapes& s, int64_t seqQ, int64_t seqKv) {
     return 2.0 * kernel_cost::flashAttentionFlops(s.microBatch, s.headsLocal, seqQ, seqKv, s.headDim, s.vHeadDim);
 }
 
+// The keys a sliding window of w leaves each of s queries, over those the causal mask leaves: query i sees
+// min(i + 1, w) keys, W(w) = w (w + 1) / 2 + (s - w) w in all against s (s + 1) / 2; 1 without a window or when
+// it spans the sequence.
+double slidingWindowKeyFraction(int64_t seq, int64_t window) {
+    if (window <= 0 || window >= seq) return 1.0;
+    const double s = d(seq), w = d(window);
+    return (0.5 * w * (w + 1.0) + (s - w) * w) / (0.5 * s * (s + 1.0));
+}
+
 // Multi-head latent attention's projections (DeepSeek-V2 §2.1; Megatron-core MLASelfAttention, FORMULAS.md §3.2), in
 // place of the QKV GEMM. The down projections to the latents are duplicated on every TP rank (TELinear "duplicated")
 // and run over the rank's own tokens (T / tp with sequence parallelism, whose all-gather then carries the latents;
@@ -488,6 +497,12 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             att.modelFlops = full;
             att.name = "attention_core_flash";
             att.flops = 0.5 * full;
+            if (model.slidingWindow > 0 && model.slidingWindow < s.seqFull) {
+                // A sliding window: the kernel skips the key blocks left of the band (flash-attn's window_size,
+                // cuDNN's (left, 0) window) and runs at the rate of a causal kernel as long as the window.
+                att.flops *= slidingWindowKeyFraction(s.seqFull, model.slidingWindow);
+                att.n = model.slidingWindow;
+            }
             att.bytes = kernel_cost::attentionBytes(s.tokens, s.qDimLocal, s.kvDimLocal, s.vDimLocal, s.oDimLocal, e);
             att.dropout = model.dropout > 0.0;
             // tessel's own executor (`tessel run`, marked by its in-place loss) gathers K and V over the group and

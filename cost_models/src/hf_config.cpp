@@ -1,5 +1,5 @@
-// Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, nemotron,
-// deepseek_v2, deepseek_v3, gpt2) into tessel ModelConfigs.
+// Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe,
+// phi3, nemotron, stablelm, gpt_neox, deepseek_v2, deepseek_v3, gpt2) into tessel ModelConfigs.
 #include "tessel/cost/hf_config.hpp"
 
 #include "tessel/cost/json_reader.hpp"
@@ -29,15 +29,19 @@ struct SupportedType {
 // counterpart in ModelConfig and is left out, as DeepSeek-V3's router bias is. qwen3_moe has no shared expert;
 // both mix dense and sparse layers (decoder_sparse_step, mlp_only_layers) as moe.dense_layers. gpt_neox (Pythia,
 // GPT-NeoX-20B): GELU MLP, LayerNorm and biases everywhere, rotary over rotary_pct of each head, and attention and
-// MLP side by side (use_parallel_residual: the same kernels, so the same cost). deepseek_v2 / deepseek_v3: latent attention, shared experts and their leading dense layers; the
-// multi-token-prediction modules (num_nextn_predict_layers) are the model's mtp_layers, trained with it (DeepSeek-V3
-// report §2.2) though transformers does not build them (and tessel does not count them in the model's parameters).
+// MLP side by side (use_parallel_residual: the same kernels, so the same cost). stablelm (StableLM-3B-4E1T,
+// StableLM 2): Llama's SwiGLU MLP and untied head with LayerNorm (weight and bias), rotary over
+// partial_rotary_factor of each head, q/k/v biases where use_qkv_bias. deepseek_v2 / deepseek_v3: latent
+// attention, shared experts and their leading dense layers; the multi-token-prediction modules
+// (num_nextn_predict_layers) are the model's mtp_layers, trained with it (DeepSeek-V3 report §2.2) though
+// transformers does not build them (and tessel does not count them in the model's parameters).
 constexpr SupportedType kSupported[] = {
     {"llama", Family::LlamaLike}, {"mistral", Family::LlamaLike}, {"mixtral", Family::LlamaLike},
     {"qwen2", Family::LlamaLike}, {"qwen2_moe", Family::LlamaLike}, {"qwen3", Family::LlamaLike},
     {"qwen3_moe", Family::LlamaLike},
     {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
-    {"deepseek_v3", Family::LlamaLike}, {"gpt_neox", Family::LlamaLike}, {"gpt2", Family::Gpt2},
+    {"deepseek_v3", Family::LlamaLike}, {"gpt_neox", Family::LlamaLike}, {"stablelm", Family::LlamaLike},
+    {"gpt2", Family::Gpt2},
 };
 
 std::string supportedList() {
@@ -68,6 +72,32 @@ int64_t optIntOrNull(ObjectReader& r, const nlohmann::json& doc, const std::stri
         return fallback;
     }
     return r.optInt(key, fallback, lo, hi);
+}
+
+// Sliding-window attention as transformers builds it: Mistral, Mixtral and Phi-3 window every layer by
+// sliding_window (null: none); Qwen2 / Qwen3 (and their MoE) only with use_sliding_window, and then the layers from
+// max_window_layers on (Qwen2Config's layer_types; its default 28); a layer_types list says it layer by layer. Each
+// query sees itself and the sliding_window - 1 keys before it (sliding_window_causal_mask_function). Other families'
+// modeling code attends over the whole prefix whatever the config holds. tessel windows every layer or none, so a
+// config that windows some is a problem, not a guess.
+void readSlidingWindow(ObjectReader& r, const nlohmann::json& doc, const std::string& modelType, ModelConfig& m,
+                       ProblemList& problems) {
+    const bool qwen = modelType.rfind("qwen", 0) == 0;
+    if (!(qwen || modelType == "mistral" || modelType == "mixtral" || modelType == "phi3")) return;
+    if (!doc.contains("sliding_window") || isNull(doc, "sliding_window")) return;
+    if (qwen && !r.optBool("use_sliding_window", false)) return;
+    const int64_t window = r.optInt("sliding_window", 0, 1, ModelLimits::seqLen);
+    int64_t windowed = qwen ? m.layers - std::min<int64_t>(m.layers, r.optInt("max_window_layers", 28, 0, ModelLimits::layers))
+                            : m.layers;
+    std::string where = qwen ? "max_window_layers" : "sliding_window";
+    if (const auto types = doc.find("layer_types"); types != doc.end() && types->is_array()) {
+        windowed = std::count(types->begin(), types->end(), nlohmann::json("sliding_attention"));
+        where = "layer_types";
+    }
+    if (windowed == m.layers) m.slidingWindow = window;
+    else if (windowed > 0)
+        problems.add(r.pointer(where), "windows " + std::to_string(windowed) + " of the " + std::to_string(m.layers) +
+                                           " layers' attention; tessel's model windows every layer or none");
 }
 
 } // namespace
@@ -154,7 +184,8 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
                                                       modelType + " (tessel models the SwiGLU MLP, hidden_act silu)");
         }
         // Nemotron normalises with LayerNorm1P (a LayerNorm with weight and bias, modeling_nemotron.py).
-        m.norm = modelType == "nemotron" || neox ? NormKind::LayerNorm : NormKind::RmsNorm;
+        const bool stablelm = modelType == "stablelm";
+        m.norm = modelType == "nemotron" || neox || stablelm ? NormKind::LayerNorm : NormKind::RmsNorm;
         m.position = PositionEmbedding::Rope;
         // Partial rotary: the part of each head RoPE rotates. GPTNeoXConfig's rotary_pct (default 0.25),
         // NemotronConfig's and Phi3Config's partial_rotary_factor (defaults 0.5 and 1.0); their modeling files
@@ -162,6 +193,7 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         // whole head whatever the config says, so the key is not read for them.
         if (neox) m.rotaryPercent = r.optNumber("rotary_pct", 0.25, 0.0, 1.0);
         else if (modelType == "nemotron") m.rotaryPercent = r.optNumber("partial_rotary_factor", 0.5, 0.0, 1.0);
+        else if (stablelm) m.rotaryPercent = r.optNumber("partial_rotary_factor", 0.25, 0.0, 1.0);
         else if (modelType == "phi3") m.rotaryPercent = r.optNumber("partial_rotary_factor", 1.0, 0.0, 1.0);
         m.tiedEmbeddings = r.optBool("tie_word_embeddings", false);
         // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has
@@ -178,12 +210,19 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         m.linearBias = attentionBias && mlpBias;
         // Qwen2 and Qwen2-MoE always have q/k/v biases (modeling_qwen2.py, modeling_qwen2_moe.py: bias=True on
         // q_proj, k_proj, v_proj; o_proj none).
-        m.qkvBias = attentionBias || modelType == "qwen2" || modelType == "qwen2_moe";
+        m.qkvBias = attentionBias || modelType == "qwen2" || modelType == "qwen2_moe" ||
+                    (stablelm && r.optBool("use_qkv_bias", false));
+        // StableLM's qk_layernorm is a LayerNorm of its own for every head (StableLmLayerNormPerHead: heads x
+        // head_dim weights and biases), where tessel's q and k norms are one head wide and shared by the heads.
+        if (stablelm && r.optBool("qk_layernorm", false))
+            problems.add(r.pointer("qk_layernorm"), "StableLM's per-head LayerNorms (a weight and bias for every head) "
+                                                    "have no counterpart in tessel's model, whose q and k norms are "
+                                                    "shared by the heads");
         // attention_dropout is the only dropout these configs carry (0.0 in every released checkpoint). GPT-NeoX
-        // has attention_dropout and hidden_dropout (0.0 both in Pythia's); tessel's model has one probability, so
-        // two that differ are a problem rather than one of them taken.
+        // and StableLM have attention_dropout and hidden_dropout (0.0 both in Pythia's); tessel's model has one
+        // probability, so two that differ are a problem rather than one of them taken.
         m.dropout = r.optNumber("attention_dropout", 0.0, 0.0, 0.99);
-        if (neox && doc.contains("hidden_dropout")) {
+        if ((neox || stablelm) && doc.contains("hidden_dropout")) {
             const double hidden = r.optNumber("hidden_dropout", 0.0, 0.0, 0.99);
             if (doc.contains("attention_dropout") && hidden != m.dropout)
                 problems.add(r.pointer("attention_dropout"),
@@ -268,6 +307,7 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
                 m.moe = moe;
             }
         }
+        readSlidingWindow(r, doc, modelType, m, problems);
     }
 
     const auto nameIt = doc.find("_name_or_path");

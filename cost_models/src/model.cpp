@@ -211,6 +211,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.qkNorm = r.optBool("qk_norm", false);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
     m.rotaryPercent = r.optNumber("rotary_percent", 1.0, 0.0, 1.0);
+    m.slidingWindow = r.optInt("sliding_window", 0, 0, L::seqLen);
     m.mtpLayers = static_cast<int>(r.optInt("mtp_layers", 0, 0, 16));
     if (const auto* moe = r.child("moe")) {
         ObjectReader mr(*moe, r.pointer("moe"), problems);
@@ -303,6 +304,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     }
     if (m.qkNorm) j["qk_norm"] = true;
     if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;
+    if (m.slidingWindow > 0) j["sliding_window"] = m.slidingWindow;
     if (m.mtpLayers > 0) j["mtp_layers"] = m.mtpLayers;
     if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};

@@ -714,6 +714,12 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
                                                     " key/value heads a rank (heads / tp) divisible by " + n(split) +
                                                     " (Transformer Engine's check); use p2p or allgather");
     }
+    // Transformer Engine runs sliding-window attention under context parallelism with the all-to-all or the
+    // all-gather exchange only (attn_forward_func_with_cp: "The context parallel running configs cannot support
+    // sliding window attetnion!").
+    if (plan.cp > 1 && model.slidingWindow > 0 && (plan.cpComm == CpComm::P2p || plan.cpComm == CpComm::A2aP2p))
+        problems.add(field("cp_comm_type"), toString(plan.cpComm) + " does not run the model's sliding-window attention "
+                                            "(Transformer Engine's check): use a2a or allgather");
     if (plan.sequenceParallel && plan.tp == 1)
         problems.add(field("sequence_parallel"), "sequence parallelism needs tp > 1");
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)

@@ -61,6 +61,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
+    if (model.slidingWindow > 0)
+        problems.add("/model/sliding_window", "the executor's attention sees the whole causal prefix; sliding-window "
+                                              "attention is predicted and exported (Megatron-LM --window-size), not run "
+                                              "by tessel run yet");
     if (model.position == PositionEmbedding::Alibi)
         problems.add("/model/position_embedding", "the executor's attention has no ALiBi bias; alibi is predicted, not "
                                                   "run by tessel run yet: use rope or learned");

@@ -373,6 +373,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     arg("--max-position-embeddings", str(m.seqLen));
     arg("--position-embedding-type", m.position == PositionEmbedding::Rope ? "rope" : "learned_absolute");
     if (m.position == PositionEmbedding::Rope && m.rotaryPercent != 1.0) arg("--rotary-percent", decimal(m.rotaryPercent));
+    // Megatron-core's window (left, right) counts the keys beside the query's own: w keys is (w - 1, 0).
+    if (m.slidingWindow > 0) arg("--window-size", str(m.slidingWindow - 1) + ",0");
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.activation == Activation::Swiglu) arg("--swiglu");
     if (m.activation == Activation::SquaredRelu) arg("--squared-relu");

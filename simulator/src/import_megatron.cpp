@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace tessel::sim {
 
@@ -289,6 +290,24 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     model["linear_bias"] = flag("add_bias_linear").value_or(true);
     if (flag("add_qkv_bias").value_or(false)) model["qkv_bias"] = true;
     if (flag("qk_layernorm").value_or(false)) model["qk_norm"] = true;
+    // --window-size (left, right): a causal window of left + 1 keys when right is 0, in every layer unless
+    // --window-attn-skip-freq gives some layers full attention (not a model of tessel's: said, not guessed).
+    if (const auto w = str("window_size"); w && !isUnset(*w)) {
+        std::vector<int64_t> sides;
+        for (size_t i = 0; i < w->size();) {
+            const size_t digit = w->find_first_of("-0123456789", i);
+            if (digit == std::string::npos) break;
+            size_t len = 0;
+            try { sides.push_back(std::stoll(w->substr(digit), &len)); } catch (const std::exception&) { break; }
+            i = digit + std::max<size_t>(len, 1);
+        }
+        const auto skip = str("window_attn_skip_freq");
+        if (sides.size() == 2 && sides[0] >= 0 && sides[1] == 0 && (!skip || isUnset(*skip)))
+            model["sliding_window"] = sides[0] + 1;
+        else
+            warnings.push_back("window_size = " + *w + (skip && !isUnset(*skip) ? " with window_attn_skip_freq = " + *skip : "") +
+                               ": tessel's model windows every layer causally (left, 0) or none; modelled without it");
+    }
     if (const auto d = str("hidden_dropout"); d && toNumber(*d)) model["dropout"] = *toNumber(*d);
     if (const auto e = str("num_experts"); e && *e != "None") {
         model["moe"] = {{"experts", integer("num_experts", std::nullopt, ML::heads)},

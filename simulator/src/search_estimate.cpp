@@ -53,6 +53,7 @@ const char* reasonText(Reason r) {
     case Reason::EpExperts: return "ep does not divide experts";
     case Reason::CpSeq: return "cp needs seq_len divisible by 2 x cp";
     case Reason::CpA2aHeads: return "cp a2a needs heads / tp divisible by cp";
+    case Reason::CpWindow: return "a sliding window needs cp a2a or allgather";
     case Reason::SpTp: return "sequence parallelism needs tp > 1";
     case Reason::SpSeq: return "seq_len / cp not divisible by tp";
     case Reason::RecomputeModules: return "recompute_modules not runnable";
@@ -125,6 +126,8 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
     if (plan.cp > 1 && plan.cpComm == CpComm::A2a &&
         ((model.heads / plan.tp) % plan.cp != 0 || (model.kvHeads / plan.tp) % plan.cp != 0))
         return Reason::CpA2aHeads;
+    if (plan.cp > 1 && model.slidingWindow > 0 && (plan.cpComm == CpComm::P2p || plan.cpComm == CpComm::A2aP2p))
+        return Reason::CpWindow;
     if (plan.sequenceParallel && plan.tp == 1) return Reason::SpTp;
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0) return Reason::SpSeq;
     if (plan.recomputeModules != recompute_module::Default && !recomputeModuleProblems(model, plan).empty())

@@ -51,6 +51,7 @@ enum class Reason : uint8_t {
     EpExperts,
     CpSeq,
     CpA2aHeads,
+    CpWindow,
     SpTp,
     SpSeq,
     RecomputeModules,

@@ -453,7 +453,8 @@ std::string problemCategory(const Problem& problem) {
     if (has("moe_a2a_overlap")) return reasonText(Reason::EpOverlap); // its messages name the moe block and experts too
     if (has("fused_linear")) return reasonText(Reason::LossKernel); // its messages name tp and the metrics too
     if (problem.where.find("/recompute_modules") != std::string::npos) return reasonText(Reason::RecomputeModules);
-    if (problem.where.find("/cp_comm_type") != std::string::npos) return reasonText(Reason::CpA2aHeads); // names heads too
+    if (problem.where.find("/cp_comm_type") != std::string::npos)
+        return reasonText(has("sliding") ? Reason::CpWindow : Reason::CpA2aHeads); // names heads too
     if (has("must be at least 1")) return reasonText(Reason::InvalidDegrees);
     if (has("attention heads")) return reasonText(Reason::TpHeads);
     if (has("key/value heads")) return reasonText(Reason::TpKvHeads);

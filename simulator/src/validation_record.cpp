@@ -608,6 +608,11 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             c.assumptions.push_back("rotary embedding on " + std::to_string(model.rotaryDim()) + " of each head's " +
                                     std::to_string(model.headDim) + " columns");
     }
+    // Sliding-window attention in every layer (HuggingFace sliding_window: the keys each query sees, itself among
+    // them; null or absent: none).
+    if (const nlohmann::json* w = member(m, "sliding_window"); w && !w->is_null())
+        if (const auto window = count(m, "sliding_window", 1, L::seqLen, where, refusal)) model.slidingWindow = *window;
+    if (!refusal.empty()) return;
     if (const nlohmann::json* stated = member(m, "params"); stated && !stated->is_null() && !(number(m, "params") > 0.0))
         c.assumptions.push_back("model/params \"" + text(m, "params") + "\" is not a parameter count: not compared");
     if (auto p = number(m, "params"); p && *p > 0.0) {

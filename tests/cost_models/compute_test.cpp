@@ -31,6 +31,19 @@ TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
     const double full = 4.0 * 2 * (16.0 / 4) * 2048.0 * 2048.0 * 64;
     EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "attention_core_flash").modelFlops, full);
     EXPECT_DOUBLE_EQ(forwardOpNamed(layer, "attention_core_flash").flops, full / 2);
+    // A sliding window of 512 keys over 2048: query i sees min(i + 1, 512) keys, 512 x 513 / 2 + 1536 x 512 in all,
+    // against the causal 2048 x 2049 / 2; the kernel runs at a 512-key rate. A window as long as the sequence is none.
+    Tp4Case windowed;
+    windowed.m.slidingWindow = 512;
+    const auto w = layerCompute(windowed.m, windowed.c, windowed.p, recipe);
+    const double fraction = (512.0 * 513.0 / 2.0 + 1536.0 * 512.0) / (2048.0 * 2049.0 / 2.0);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(w, "attention_core_flash").flops, full / 2 * fraction);
+    EXPECT_EQ(forwardOpNamed(w, "attention_core_flash").n, 512);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(w, "attention_core_flash").modelFlops, full); // the MFU convention: unchanged
+    EXPECT_LT(w.forward.seconds, layer.forward.seconds);
+    windowed.m.slidingWindow = 2048;
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layerCompute(windowed.m, windowed.c, windowed.p, recipe), "attention_core_flash").flops,
+                     full / 2);
 }
 
 TEST(Compute, RooflineTakesTheSlowerBound) {

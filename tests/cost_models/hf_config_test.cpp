@@ -44,6 +44,15 @@ std::string describe(const ProblemList& problems) {
     return s;
 }
 
+// Whether reading `doc` as a model (a HuggingFace config, then the model's cross-field checks) reports a problem at
+// `where`; else the problems it did report.
+::testing::AssertionResult problemAt(const nlohmann::json& doc, const std::string& where) {
+    ProblemList problems;
+    (void)parseModel(doc, "", problems);
+    if (hasProblemAt(problems, where)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "no problem at " << where << "; got:\n" << describe(problems);
+}
+
 // The shape every config gives: layers, hidden, heads, kv heads, head size, MLP width, vocabulary.
 struct Shape {
     int layers, heads, kvHeads;
@@ -169,9 +178,7 @@ TEST(HfConfig, Qwen3MoeIsEveryLayerSparse) {
     const int64_t expertMlp = 128 * 3 * 2048 * 768 + 2048 * 128, denseMlp = 3 * 2048 * 6144;
     EXPECT_EQ(countParameters(listed).total(listed.layers), int64_t{30'532'122'624} - 2 * (expertMlp - denseMlp));
     doc["mlp_only_layers"] = nlohmann::json::array({48});
-    ProblemList problems;
-    parseHuggingFaceConfig(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/mlp_only_layers/0")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/mlp_only_layers/0"));
 }
 
 // DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json): latent attention, 1 shared and 256 routed experts, the first 3
@@ -221,6 +228,7 @@ TEST(HfConfig, Phi3IsLlamaLike) {
     EXPECT_FALSE(m.qkNorm);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{3'821'079'552});
     EXPECT_EQ(m.rotaryDim(), 96); // Phi3Config's partial_rotary_factor defaults to 1.0
+    EXPECT_EQ(m.slidingWindow, 2047); // its config's sliding_window, every layer
     // Phi-4-mini's 0.75 (its config.json): int(128 x 0.75) = 96 of each head rotated.
     nlohmann::json doc = hfConfig("phi3-mini");
     doc["partial_rotary_factor"] = 0.75;
@@ -228,9 +236,7 @@ TEST(HfConfig, Phi3IsLlamaLike) {
     EXPECT_EQ(parseModel(doc).rotaryDim(), 96);
     // int(128 x 0.01) = 1 column cannot be rotated in pairs: a problem at the key.
     doc["partial_rotary_factor"] = 0.01;
-    ProblemList problems;
-    (void)parseModel(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/partial_rotary_factor")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/partial_rotary_factor"));
 }
 
 // Nemotron-4 4B (Minitron) as TensorRT-LLM's tests write its HuggingFace config: squared ReLU without a gate,
@@ -395,9 +401,7 @@ TEST(HfConfig, Qwen2MoeHasASharedExpertBesideTheRoutedOnes) {
     // A missing shared width is a problem at its key, not the HF default taken silently.
     nlohmann::json doc = hfConfig("qwen1.5-moe-a2.7b");
     doc.erase("shared_expert_intermediate_size");
-    ProblemList problems;
-    parseHuggingFaceConfig(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/shared_expert_intermediate_size")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/shared_expert_intermediate_size"));
 }
 
 // Pythia (EleutherAI/pythia-160m config.json), GPT-NeoX in transformers: LayerNorm, a GELU MLP and biases on every
@@ -421,9 +425,7 @@ TEST(HfConfig, GptNeoxIsPythia) {
     doc.erase("rotary_pct");
     EXPECT_DOUBLE_EQ(parseModel(doc).rotaryPercent, 0.25);
     doc["rotary_pct"] = 1.5;
-    ProblemList pct;
-    parseHuggingFaceConfig(doc, "", pct);
-    EXPECT_TRUE(hasProblemAt(pct, "/rotary_pct")) << describe(pct);
+    EXPECT_TRUE(problemAt(doc, "/rotary_pct"));
     doc["rotary_pct"] = 0.25;
     doc["num_hidden_layers"] = 6;
     doc["hidden_size"] = 512;
@@ -433,30 +435,77 @@ TEST(HfConfig, GptNeoxIsPythia) {
     EXPECT_EQ(countParameters(small).total(small.layers), int64_t{70'426'624});
     // Attention without biases beside the MLP's has no layout of tessel's: a problem at the key, not a guess.
     doc["attention_bias"] = false;
-    ProblemList problems;
-    parseHuggingFaceConfig(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/attention_bias")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/attention_bias"));
     doc["attention_bias"] = true;
     // One dropout probability in tessel's model: GPT-NeoX's two, when they differ, are a problem, not one of them.
     doc["hidden_dropout"] = 0.1;
     EXPECT_DOUBLE_EQ(parseModel(doc).dropout, 0.1);
     doc["attention_dropout"] = 0.0;
-    ProblemList dropouts;
-    parseHuggingFaceConfig(doc, "", dropouts);
-    EXPECT_TRUE(hasProblemAt(dropouts, "/attention_dropout")) << describe(dropouts);
+    EXPECT_TRUE(problemAt(doc, "/attention_dropout"));
     doc.erase("attention_dropout");
     doc["hidden_act"] = "relu";
-    ProblemList relu;
-    parseHuggingFaceConfig(doc, "", relu);
-    EXPECT_TRUE(hasProblemAt(relu, "/hidden_act")) << describe(relu);
+    EXPECT_TRUE(problemAt(doc, "/hidden_act"));
+}
+
+// StableLM-3B-4E1T (stabilityai/stablelm-3b-4e1t config.json, transformers' stablelm): Llama's SwiGLU MLP and untied
+// head with LayerNorm, a quarter of each head rotated. Its model card: 2,795,443,200 parameters; by hand, embedding
+// and head 2 x 50,304 x 2,560, a layer 4 x 2,560^2 + 3 x 2,560 x 6,912 + two LayerNorms 4 x 2,560, and the final
+// LayerNorm 2 x 2,560.
+TEST(HfConfig, StableLmIsLlamaLikeWithLayerNormAndAPartialRotary) {
+    const ModelConfig m = parseHf("stablelm-3b-4e1t");
+    EXPECT_EQ(m.activation, Activation::Swiglu);
+    EXPECT_EQ(m.norm, NormKind::LayerNorm);
+    EXPECT_EQ(m.rotaryDim(), 20); // int(80 x 0.25)
+    EXPECT_FALSE(m.qkvBias);
+    EXPECT_FALSE(m.linearBias);
+    EXPECT_FALSE(m.tiedEmbeddings);
+    const int64_t layer = 4 * 2560LL * 2560 + 3 * 2560LL * 6912 + 4 * 2560;
+    EXPECT_EQ(countParameters(m).total(m.layers), 2 * 50304LL * 2560 + 32 * layer + 2 * 2560);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{2'795'443'200});
+    // StableLM 2's use_qkv_bias puts biases on q, k and v (3 x 2,560 a layer).
+    nlohmann::json doc = hfConfig("stablelm-3b-4e1t");
+    doc["use_qkv_bias"] = true;
+    const ModelConfig biased = parseModel(doc);
+    EXPECT_TRUE(biased.qkvBias);
+    EXPECT_EQ(countParameters(biased).total(32) - countParameters(m).total(32), 32 * 3 * 2560LL);
+    // A LayerNorm of every head's own (qk_layernorm) has no counterpart: a problem at the key.
+    doc["qk_layernorm"] = true;
+    EXPECT_TRUE(problemAt(doc, "/qk_layernorm"));
+}
+
+// Sliding-window attention as transformers builds it: Mistral's sliding_window in every layer (null: none); Qwen2's
+// only with use_sliding_window, from max_window_layers on; a config that windows some layers is a problem.
+TEST(HfConfig, SlidingWindowsAreReadWhereTheModelCodeUsesThem) {
+    nlohmann::json mistral = hfConfig("llama3-8b");
+    mistral["model_type"] = "mistral";
+    mistral["sliding_window"] = 4096;
+    EXPECT_EQ(parseModel(mistral).slidingWindow, 4096);
+    EXPECT_EQ(parseModel(modelToJson(parseModel(mistral))).slidingWindow, 4096);
+    mistral["sliding_window"] = nullptr;
+    EXPECT_EQ(parseModel(mistral).slidingWindow, 0);
+    nlohmann::json llama = hfConfig("llama3-8b"); // LlamaAttention has no window whatever the config says
+    llama["sliding_window"] = 4096;
+    EXPECT_EQ(parseModel(llama).slidingWindow, 0);
+    nlohmann::json qwen = hfConfig("qwen2-7b"); // use_sliding_window false, sliding_window 131072
+    EXPECT_EQ(parseModel(qwen).slidingWindow, 0);
+    qwen["use_sliding_window"] = true;
+    qwen["sliding_window"] = 4096;
+    qwen["max_window_layers"] = 28; // windows the layers from 28 on: none of its 28
+    EXPECT_EQ(parseModel(qwen).slidingWindow, 0);
+    qwen["max_window_layers"] = 0;
+    EXPECT_EQ(parseModel(qwen).slidingWindow, 4096);
+    qwen["max_window_layers"] = 14;
+    EXPECT_TRUE(problemAt(qwen, "/max_window_layers"));
+    mistral["sliding_window"] = 4096;
+    mistral["layer_types"] = nlohmann::json::array();
+    for (int i = 0; i < 32; ++i) mistral["layer_types"].push_back(i % 2 ? "full_attention" : "sliding_attention");
+    EXPECT_TRUE(problemAt(mistral, "/layer_types"));
 }
 
 TEST(HfConfig, UnreadModelTypesAreRejectedRatherThanApproximated) {
     // Gemma's gated GELU (GeGLU) MLP has no activation of tessel's to stand for it: refused, not read as SwiGLU.
     const nlohmann::json doc = {{"model_type", "gemma"}, {"hidden_size", 2048}};
-    ProblemList problems;
-    parseHuggingFaceConfig(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/model_type")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/model_type"));
 }
 
 TEST(HfConfig, MissingHiddenSizeIsAProblemAtItsPointer) {
@@ -483,23 +532,17 @@ TEST(HfConfig, MissingHiddenSizeIsAProblemAtItsPointer) {
 TEST(HfConfig, MissingExpertCountIsAProblem) {
     auto doc = hfConfig("mixtral-8x7b");
     doc.erase("num_local_experts");
-    ProblemList problems;
-    parseHuggingFaceConfig(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/num_local_experts")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/num_local_experts"));
 }
 
 TEST(HfConfig, UnsupportedActivationIsAProblem) {
     auto doc = hfConfig("llama3-8b");
     doc["hidden_act"] = "gelu";
-    ProblemList problems;
-    parseHuggingFaceConfig(doc, "", problems);
-    EXPECT_TRUE(hasProblemAt(problems, "/hidden_act")) << describe(problems);
+    EXPECT_TRUE(problemAt(doc, "/hidden_act"));
 
     auto gpt2 = hfConfig("gpt2");
     gpt2["activation_function"] = "relu";
-    ProblemList gpt2Problems;
-    parseHuggingFaceConfig(gpt2, "", gpt2Problems);
-    EXPECT_TRUE(hasProblemAt(gpt2Problems, "/activation_function")) << describe(gpt2Problems);
+    EXPECT_TRUE(problemAt(gpt2, "/activation_function"));
 }
 
 TEST(HfConfig, ForeignKeysAreNotErrors) {

@@ -214,6 +214,13 @@ TEST(ModelJson, AlibiHasNoParametersAndRoundTrips) {
     }
 }
 
+// Where reading `doc` reports its first problem; empty when it reads cleanly.
+std::string problemAt(const nlohmann::json& doc) {
+    ProblemList problems;
+    parseModel(doc, "", problems);
+    return problems.empty() ? std::string() : problems.items().front().where;
+}
+
 TEST(ModelJson, PartialRotaryRoundTripsAndItsRulesNameTheField) {
     // Megatron-LM's --rotary-percent: int(head_dim x fraction) columns of each head rotated, no parameters.
     nlohmann::json doc = modelToJson(handModel());
@@ -228,11 +235,6 @@ TEST(ModelJson, PartialRotaryRoundTripsAndItsRulesNameTheField) {
     ModelConfig whole = m;
     whole.rotaryPercent = 1.0;
     EXPECT_EQ(countParameters(m).total(2), countParameters(whole).total(2));
-    auto problemAt = [](const nlohmann::json& d) {
-        ProblemList problems;
-        parseModel(d, "", problems);
-        return problems.empty() ? std::string() : problems.items().front().where;
-    };
     nlohmann::json odd = doc;
     odd["rotary_percent"] = 0.375; // int(8 x 0.375) = 3 columns: not pairs
     EXPECT_EQ(problemAt(odd), "/rotary_percent");
@@ -242,6 +244,18 @@ TEST(ModelJson, PartialRotaryRoundTripsAndItsRulesNameTheField) {
     nlohmann::json learned = doc;
     learned["position_embedding"] = "learned";
     EXPECT_EQ(problemAt(learned), "/rotary_percent");
+}
+
+TEST(ModelJson, SlidingWindowRoundTripsWithoutParameters) {
+    ModelConfig m = handModel();
+    EXPECT_FALSE(modelToJson(m).contains("sliding_window"));
+    const auto whole = countParameters(m).total(2);
+    m.slidingWindow = 2;
+    EXPECT_EQ(parseModel(modelToJson(m)).slidingWindow, 2);
+    EXPECT_EQ(countParameters(m).total(2), whole);
+    nlohmann::json doc = modelToJson(m);
+    doc["sliding_window"] = -1;
+    EXPECT_EQ(problemAt(doc), "/sliding_window");
 }
 
 TEST(ModelJson, InconsistentHeadsAreReported) {

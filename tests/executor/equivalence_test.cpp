@@ -555,6 +555,7 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
+        {"/model/sliding_window", [](ModelConfig& m) { m.slidingWindow = 8; }},
         {"/model/mla", [](ModelConfig& m) {
              m.kvHeads = m.heads;
              m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};

@@ -92,12 +92,27 @@ TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     EXPECT_EQ(a.at("--use-distributed-optimizer"), "") << "the preset is ZeRO-1";
     EXPECT_EQ(a.at("--sequence-parallel"), "");
     EXPECT_FALSE(a.has("--add-qkv-bias"));
-    for (const char* absent : {"--multi-latent-attention", "--kv-lora-rank", "--kv-channels", "--rotary-percent"})
+    for (const char* absent : {"--multi-latent-attention", "--kv-lora-rank", "--kv-channels", "--rotary-percent",
+                               "--window-size"})
         EXPECT_FALSE(a.has(absent)) << absent;
     // A partial rotary (Pythia's quarter of each head) is Megatron-LM's --rotary-percent.
     Scenario s = preset("llama3-8b-h100");
     s.model.rotaryPercent = 0.25;
     EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--rotary-percent"), "0.25");
+    // A sliding window of 4096 keys is Megatron-core's (left, right) window (4095, 0); under context parallelism
+    // Transformer Engine runs it with the all-to-all or all-gather exchange only.
+    s.model.slidingWindow = 4096;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--window-size"), "4095,0");
+    s.plan.cp = 2;
+    s.plan.dp /= 2;
+    ProblemList problems;
+    validatePlan(s.model, s.cluster, s.plan, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems.items().front().where, "/plan/cp_comm_type");
+    s.plan.cpComm = CpComm::AllGather;
+    ProblemList gathered;
+    validatePlan(s.model, s.cluster, s.plan, "/plan", gathered);
+    EXPECT_TRUE(gathered.empty()) << gathered.items().front().message;
 }
 
 // Latent attention as Megatron-LM's MLA flags (arguments.py), with no --kv-channels beside them.

@@ -242,6 +242,22 @@ TEST(MegatronImport, RotaryPercentIsTheModels) {
         EXPECT_FALSE(importWithArgs(args, "pct.log").scenario["model"].contains("rotary_percent")) << args;
 }
 
+// --window-size (4095, 0): a causal window of 4096 keys in every layer; with --window-attn-skip-freq some layers
+// attend fully, which tessel's model cannot say: warned, not windowed.
+TEST(MegatronImport, WindowSizeIsTheModelsSlidingWindow) {
+    const std::string window = "  window_size ..................................... (4095, 0)\n";
+    const ImportedRun run = importWithArgs(window, "window.log");
+    EXPECT_EQ(parseScenario(run.scenario, "imported").model.slidingWindow, 4096);
+    expectNotWarned(run, "window");
+    const ImportedRun skipped = importWithArgs(window + "  window_attn_skip_freq ........................... 4\n", "skip.log");
+    EXPECT_FALSE(skipped.scenario["model"].contains("sliding_window"));
+    bool warned = false;
+    for (const auto& w : skipped.warnings) warned = warned || w.find("window_attn_skip_freq") != std::string::npos;
+    EXPECT_TRUE(warned);
+    EXPECT_FALSE(importWithArgs("  window_size ..................................... None\n", "none.log")
+                     .scenario["model"].contains("sliding_window"));
+}
+
 // --num-experts with --moe-shared-expert-intermediate-size: the model's routed and shared experts.
 TEST(MegatronImport, SharedExpertSizeIsTheModelsSharedExperts) {
     for (const auto& [logged, want] : std::vector<std::pair<std::string, int64_t>>{{"512", 512}, {"None", 0}}) {

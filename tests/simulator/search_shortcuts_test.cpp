@@ -223,8 +223,11 @@ ModelConfig oddModel(bool moe) {
 
 TEST(SearchValidity, FastReasonEqualsValidatePlan) {
     const ClusterConfig cluster = smallNodes(8, 2, 80);
+    ModelConfig windowed = test::preset("tiny"); // sliding-window attention: the ring exchange refused
+    windowed.name = "tiny-window";
+    windowed.slidingWindow = 16;
     std::vector<ModelConfig> models{test::preset("tiny"), test::preset("tiny-moe"), test::preset("gpt3-1.3b"),
-                                    oddModel(false), oddModel(true)};
+                                    oddModel(false), oddModel(true), windowed};
     int invalid = 0;
     std::map<std::string, int> seen;
     for (const ModelConfig& model : models)
@@ -296,7 +299,7 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
                                         }
     EXPECT_GT(invalid, 10000);
     // Every category but "invalid degrees" (degrees < 1 never reach the search) is exercised.
-    EXPECT_EQ(seen.size(), 31u);
+    EXPECT_EQ(seen.size(), 32u);
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 

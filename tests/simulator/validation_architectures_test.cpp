@@ -106,6 +106,19 @@ TEST(ValidationRecord, GptNeoxAndNemotronRotatePartOfEachHead) {
     EXPECT_EQ(load(r).scenario.model.rotaryDim(), 128);
 }
 
+// A record's sliding_window (HuggingFace's name: the keys each query sees) is the model's; null is none, and the
+// ring exchange the record's cp would otherwise use cannot run it.
+TEST(ValidationRecord, SlidingWindowIsReadAsStated) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "Mistral 7B";
+    r["model"]["sliding_window"] = 1024;
+    EXPECT_EQ(load(r).scenario.model.slidingWindow, 1024);
+    r["model"]["sliding_window"] = nullptr;
+    EXPECT_EQ(load(r).scenario.model.slidingWindow, 0);
+    r["model"]["sliding_window"] = "4k";
+    EXPECT_NE(refusalOf(r).find("/model/sliding_window"), std::string::npos) << refusalOf(r);
+}
+
 // A record's published parameter count checks the shape read. Yi-34B's shape (60 layers, hidden 7168, 56 heads over
 // 8 kv heads, ffn 20480, vocabulary 64000) under a name tessel does not know: GPT-2's conventions give two MLP
 // matrices and tied embeddings, 25 B; LLaMA's give 60 x (7168 x 16384 + 3 x 7168 x 20480 + 2 x 7168) + 2 x 64000 x

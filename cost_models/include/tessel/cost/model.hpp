@@ -85,6 +85,10 @@ struct ModelConfig {
     // Partial rotary embedding: the fraction of each q and k head RoPE rotates, the rest passed through
     // (Megatron-LM --rotary-percent, HuggingFace GPT-NeoX rotary_pct, Phi-3 / Nemotron partial_rotary_factor).
     double rotaryPercent = 1.0;
+    // Sliding-window attention in every layer (Mistral-7B v0.1, Phi-3-mini, StarCoder2; HuggingFace sliding_window,
+    // Megatron-LM --window-size W-1,0): each query sees itself and the sliding_window - 1 keys before it. 0: the whole
+    // causal prefix.
+    int64_t slidingWindow = 0;
     std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
     std::optional<MlaConfig> mla;  // latent attention instead of the QKV projection when set (kv_heads == heads)
     // Multi-token prediction (DeepSeek-V3 report §2.2; Megatron-core --mtp-num-layers; HuggingFace
