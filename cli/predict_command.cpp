@@ -42,7 +42,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         std::to_string(m.mla->kvLoraRank) + ", heads " + std::to_string(m.mla->qkHeadDim()) + " / " +
                         std::to_string(m.mla->vHeadDim) + " wide)"
                   : std::to_string(m.kvHeads) + " kv")
-        << ", ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen << "\n";
+        << ", ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen
+        << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) : std::string())
+        << (m.rotaryPercent != 1.0 && !m.mla ? ", rotary on " + std::to_string(m.rotaryDim()) + " of " +
+                                                   std::to_string(m.headDim) + " per head"
+                                             : std::string())
+        << "\n";
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";

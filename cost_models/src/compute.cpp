@@ -478,6 +478,10 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         // 2 * b * heads * s_q * s_kv * (qk head_dim + v head_dim) FLOPs, 4 * ... * head_dim where both are one
         // width (Narayanan et al. 2021, eq. 2 terms; MLA's heads are nope + rope wide for QK^T, v_head_dim for PV).
         const double full = attentionCoreFlops(s, s.seqLocal, s.seqFull);
+        // The MFU convention counts every query against every key (PaLM appendix B's 12 L H Q T); under a sliding
+        // window each query has w keys in place of s, so the model's attention FLOPs are w / s of that.
+        const bool windowed = model.slidingWindow > 0 && model.slidingWindow < s.seqFull;
+        const double modelShare = windowed ? d(model.slidingWindow) / d(s.seqFull) : 1.0;
         if (plan.flashAttention) {
             // Causal FlashAttention skips the masked upper triangle: about half the products; Q, K, V, O move once.
             OpCost att;
@@ -494,10 +498,10 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             att.batch = s.microBatch * s.headsLocal;
             att.sequences = s.microBatch;
             att.kvHeads = std::max<int64_t>(s.kvHeadsLocal, 1);
-            att.modelFlops = full;
+            att.modelFlops = full * modelShare;
             att.name = "attention_core_flash";
             att.flops = 0.5 * full;
-            if (model.slidingWindow > 0 && model.slidingWindow < s.seqFull) {
+            if (windowed) {
                 // A sliding window: the kernel skips the key blocks left of the band (flash-attn's window_size,
                 // cuDNN's (left, 0) window) and runs at the rate of a causal kernel as long as the window.
                 att.flops *= slidingWindowKeyFraction(s.seqFull, model.slidingWindow);
@@ -529,7 +533,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             }
             OpCost qk = gemm("attention_scores", s.seqLocal, s.seqFull, s.headDim, e, d(batch));
             qk.hasWeights = false;
-            qk.modelFlops = qk.flops;
+            qk.modelFlops = qk.flops * modelShare;
             ops.push_back(qk);
             if (eager) {
                 // The model's own ops on the scores (FORMULAS.md §3.4): scale, mask, softmax, each a pass.
@@ -546,7 +550,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             }
             OpCost pv = gemm("attention_context", s.seqLocal, s.vHeadDim, s.seqFull, e, d(batch));
             pv.hasWeights = false;
-            pv.modelFlops = pv.flops;
+            pv.modelFlops = pv.flops * modelShare;
             ops.push_back(pv);
         }
     }

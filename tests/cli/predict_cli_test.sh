@@ -233,6 +233,15 @@ if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; th
   check "search --seq-len exits 0" $rc
   python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['top'][0]; assert abs(t['tokens_per_second'] - t['global_batch'] * 4096 / t['step_seconds']) < 1e-6 * t['tokens_per_second'], t" \
     "$tmp/seqs.json"; check "search --seq-len: tokens of 4096" $?
+  # Phi-3-mini windows its attention at 2047 keys: the model line says so (and pythia's quarter rotary).
+  "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/phi3-mini" --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 \
+    --global-batch 8 >"$tmp/phi3.txt" 2>"$tmp/err"; rc=$?
+  check "phi3 exits 0" $rc
+  check "phi3: its window on the model line" "$(contains "$tmp/phi3.txt" "seq 4096, sliding window 2047")"
+  "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/pythia-160m" --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 \
+    --global-batch 64 >"$tmp/pythia.txt" 2>"$tmp/err"; rc=$?
+  check "pythia exits 0" $rc
+  check "pythia: its rotary on the model line" "$(contains "$tmp/pythia.txt" "rotary on 16 of 64 per head")"
   "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/qwen3-8b" --seq-len 0 >/dev/null 2>"$tmp/err"; rc=$?
   check "--seq-len 0 exits 2" $([ $rc -eq 2 ]; echo $?)
   check "--seq-len 0 names the flag" "$(contains "$tmp/err" "--seq-len: must be between 1")"

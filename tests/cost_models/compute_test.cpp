@@ -39,7 +39,8 @@ TEST(Compute, GemmFlopsAreTwoMnkPerRank) {
     const double fraction = (512.0 * 513.0 / 2.0 + 1536.0 * 512.0) / (2048.0 * 2049.0 / 2.0);
     EXPECT_DOUBLE_EQ(forwardOpNamed(w, "attention_core_flash").flops, full / 2 * fraction);
     EXPECT_EQ(forwardOpNamed(w, "attention_core_flash").n, 512);
-    EXPECT_DOUBLE_EQ(forwardOpNamed(w, "attention_core_flash").modelFlops, full); // the MFU convention: unchanged
+    // The MFU convention's every-query-against-every-key count becomes each query against its 512 keys.
+    EXPECT_DOUBLE_EQ(forwardOpNamed(w, "attention_core_flash").modelFlops, full * 512.0 / 2048.0);
     EXPECT_LT(w.forward.seconds, layer.forward.seconds);
     windowed.m.slidingWindow = 2048;
     EXPECT_DOUBLE_EQ(forwardOpNamed(layerCompute(windowed.m, windowed.c, windowed.p, recipe), "attention_core_flash").flops,
