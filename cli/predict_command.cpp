@@ -43,7 +43,11 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         std::to_string(m.mla->vHeadDim) + " wide)"
                   : std::to_string(m.kvHeads) + " kv")
         << ", ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen
-        << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) : std::string())
+        << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) +
+                                      (m.fullAttentionLayers.empty() ? std::string()
+                                                                     : " (" + std::to_string(m.fullAttentionLayers.size()) +
+                                                                           " layers full)")
+                                : std::string())
         << (m.rotaryPercent != 1.0 && !m.mla ? ", rotary on " + std::to_string(m.rotaryDim()) + " of " +
                                                    std::to_string(m.headDim) + " per head"
                                              : std::string())
@@ -225,6 +229,12 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         out << "  dense layers (" << dense.size() << " of " << m.layers << ", from layer " << dense.front() << "): the dense "
             << "MLP of ffn " << m.ffnHidden << " in place of the experts: forward " << milliseconds(p.denseLayer->forward.seconds)
             << " ms, backward " << milliseconds(p.denseLayer->backward().seconds) << " ms\n";
+    }
+    if (p.fullAttentionLayer) {
+        // A windowed model's full-attention layers (full_attention_layers) are costed as the model without its window.
+        out << "  full-attention layers (" << m.fullAttentionLayers.size() << " of " << m.layers << ", the rest windowed at "
+            << m.slidingWindow << "): forward " << milliseconds(p.fullAttentionLayer->forward.seconds) << " ms, backward "
+            << milliseconds(p.fullAttentionLayer->backward().seconds) << " ms\n";
     }
     if (m.mtpLayers > 0) {
         // Multi-token prediction: each module a layer, the head and loss again and its own ops, on the head's stage.

@@ -175,11 +175,25 @@ double modelFlopsPerStep(const ModelConfig& model, const Plan& plan, double atte
         }
         return f;
     };
-    // An MoE model's dense layers (moe.dense_layers) count the dense MLP's FLOPs.
+    // Each kind of layer counts its own: an MoE model's dense layers (moe.dense_layers) the dense MLP's FLOPs, a
+    // windowed model's full-attention layers (full_attention_layers) every key.
     const int dense = model.moe ? static_cast<int>(model.moe->denseLayers.size()) : 0;
-    double perSequence = (model.layers - dense) * sumForward(layerCompute(model, dummy, one, recipe)) +
+    const int full = model.slidingWindow > 0 ? static_cast<int>(model.fullAttentionLayers.size()) : 0;
+    int denseFull = 0; // dense and full attention both
+    if (model.moe && full > 0)
+        for (int l : model.fullAttentionLayers) denseFull += model.isDenseLayer(l) ? 1 : 0;
+    const double kindLayers[2][2] = {{static_cast<double>(model.layers - dense - full + denseFull), static_cast<double>(full - denseFull)},
+                                     {static_cast<double>(dense - denseFull), static_cast<double>(denseFull)}};
+    // (The model's own kind of layer first, then the head, then the other kinds: the sum's order before kinds.)
+    double perSequence = kindLayers[0][0] * sumForward(layerCompute(model, dummy, one, recipe)) +
                          sumForward(headCompute(model, dummy, one, recipe));
-    if (dense > 0) perSequence += dense * sumForward(layerCompute(model.denseLayerModel(), dummy, one, recipe));
+    for (int d = 0; d < 2; ++d)
+        for (int f = 0; f < 2; ++f)
+            if ((d || f) && kindLayers[d][f] > 0.0) {
+                ModelConfig kind = d ? model.denseLayerModel() : model;
+                if (f) kind = kind.fullAttentionLayerModel();
+                perSequence += kindLayers[d][f] * sumForward(layerCompute(kind, dummy, one, recipe));
+            }
     // Multi-token prediction as Megatron-LM counts it (num_floating_point_operations): each module's eh_proj and
     // norms and its logits, not its transformer layer.
     if (model.mtpLayers > 0)

@@ -76,10 +76,10 @@ int64_t optIntOrNull(ObjectReader& r, const nlohmann::json& doc, const std::stri
 
 // Sliding-window attention as transformers builds it: Mistral, Mixtral and Phi-3 window every layer by
 // sliding_window (null: none); Qwen2 / Qwen3 (and their MoE) only with use_sliding_window, and then the layers from
-// max_window_layers on (Qwen2Config's layer_types; its default 28); a layer_types list says it layer by layer. Each
-// query sees itself and the sliding_window - 1 keys before it (sliding_window_causal_mask_function). Other families'
-// modeling code attends over the whole prefix whatever the config holds. tessel windows every layer or none, so a
-// config that windows some is a problem, not a guess.
+// max_window_layers on (Qwen2Config's layer_types; its default 28); a layer_types list says it layer by layer
+// ("sliding_attention" or "full_attention"). Each query sees itself and the sliding_window - 1 keys before it
+// (sliding_window_causal_mask_function). The layers left whole are the model's full_attention_layers. Other
+// families' modeling code attends over the whole prefix whatever the config holds.
 void readSlidingWindow(ObjectReader& r, const nlohmann::json& doc, const std::string& modelType, ModelConfig& m,
                        ProblemList& problems) {
     const bool qwen = modelType.rfind("qwen", 0) == 0;
@@ -87,17 +87,25 @@ void readSlidingWindow(ObjectReader& r, const nlohmann::json& doc, const std::st
     if (!doc.contains("sliding_window") || isNull(doc, "sliding_window")) return;
     if (qwen && !r.optBool("use_sliding_window", false)) return;
     const int64_t window = r.optInt("sliding_window", 0, 1, ModelLimits::seqLen);
-    int64_t windowed = qwen ? m.layers - std::min<int64_t>(m.layers, r.optInt("max_window_layers", 28, 0, ModelLimits::layers))
-                            : m.layers;
-    std::string where = qwen ? "max_window_layers" : "sliding_window";
-    if (const auto types = doc.find("layer_types"); types != doc.end() && types->is_array()) {
-        windowed = std::count(types->begin(), types->end(), nlohmann::json("sliding_attention"));
-        where = "layer_types";
+    const int64_t firstWindowed = qwen ? r.optInt("max_window_layers", 28, 0, ModelLimits::layers) : 0;
+    std::vector<bool> windowed(static_cast<size_t>(std::max(m.layers, 0)), false);
+    for (int i = 0; i < m.layers; ++i) windowed[static_cast<size_t>(i)] = i >= firstWindowed;
+    if (const auto types = doc.find("layer_types"); types != doc.end() && !types->is_null()) {
+        const std::string where = r.pointer("layer_types");
+        if (!types->is_array() || types->size() != windowed.size()) {
+            problems.add(where, "expected one entry a layer (" + std::to_string(m.layers) + ")");
+            return;
+        }
+        for (size_t i = 0; i < types->size(); ++i) {
+            const auto& t = (*types)[i];
+            if (t == "sliding_attention" || t == "full_attention") windowed[i] = t == "sliding_attention";
+            else problems.add(where + "/" + std::to_string(i), "expected \"sliding_attention\" or \"full_attention\"");
+        }
     }
-    if (windowed == m.layers) m.slidingWindow = window;
-    else if (windowed > 0)
-        problems.add(r.pointer(where), "windows " + std::to_string(windowed) + " of the " + std::to_string(m.layers) +
-                                           " layers' attention; tessel's model windows every layer or none");
+    if (std::find(windowed.begin(), windowed.end(), true) == windowed.end()) return;
+    m.slidingWindow = window;
+    for (int i = 0; i < m.layers; ++i)
+        if (!windowed[static_cast<size_t>(i)]) m.fullAttentionLayers.push_back(i);
 }
 
 } // namespace

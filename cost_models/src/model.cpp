@@ -36,6 +36,27 @@ std::string numberText(double v) {
     return out.str();
 }
 
+// A list of 0-based layer indices (moe.dense_layers, full_attention_layers): integers of the model's layers,
+// ascending and distinct, each problem under its element's pointer.
+std::vector<int> readLayerIndices(const nlohmann::json& list, const std::string& where, int layers, ProblemList& problems) {
+    std::vector<int> out;
+    if (!list.is_array()) {
+        problems.add(where, "expected an array of layer indices (0-based)");
+        return out;
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+        const auto& v = list[i];
+        const std::string at = where + "/" + std::to_string(i);
+        if (!v.is_number_integer()) problems.add(at, "expected a layer index (an integer)");
+        else if (v.get<int64_t>() < 0 || v.get<int64_t>() >= layers)
+            problems.add(at, "layer " + std::to_string(v.get<int64_t>()) + " is not one of the model's " +
+                                 std::to_string(layers) + " layers (0-based)");
+        else if (!out.empty() && v.get<int>() <= out.back()) problems.add(at, "layer indices must be ascending and distinct");
+        else out.push_back(v.get<int>());
+    }
+    return out;
+}
+
 // Cross-field checks. `hf` selects the HuggingFace key names so pointers name keys the file really has.
 void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& problems, bool hf,
                 const std::string& rotaryKey = "/rotary_percent") {
@@ -135,6 +156,26 @@ ModelConfig ModelConfig::denseLayerModel() const {
     return m;
 }
 
+int ModelConfig::windowedLayersIn(int first, int count) const {
+    if (slidingWindow <= 0) return 0;
+    int full = 0;
+    for (int l : fullAttentionLayers) full += l >= first && l < first + count ? 1 : 0;
+    return count - full;
+}
+
+ModelConfig ModelConfig::fullAttentionLayerModel() const {
+    ModelConfig m = *this;
+    m.slidingWindow = 0;
+    m.fullAttentionLayers.clear();
+    return m;
+}
+
+ModelConfig ModelConfig::layerModel(int index) const {
+    ModelConfig m = isDenseLayer(index) && moe ? denseLayerModel() : *this;
+    if (slidingWindow > 0 && !isWindowedLayer(index)) m = m.fullAttentionLayerModel();
+    return m;
+}
+
 ParameterCounts countParameters(const ModelConfig& m) {
     ParameterCounts c;
     const int64_t h = m.hidden;
@@ -212,6 +253,13 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
     m.rotaryPercent = r.optNumber("rotary_percent", 1.0, 0.0, 1.0);
     m.slidingWindow = r.optInt("sliding_window", 0, 0, L::seqLen);
+    if (const auto* full = r.child("full_attention_layers")) {
+        const std::string where = r.pointer("full_attention_layers");
+        m.fullAttentionLayers = readLayerIndices(*full, where, m.layers, problems);
+        if (m.slidingWindow == 0) problems.add(where, "names the layers a sliding window skips; the model has no sliding_window");
+        else if (m.layers > 0 && static_cast<int>(m.fullAttentionLayers.size()) == m.layers)
+            problems.add(where, "lists every layer: a model that windows none has no sliding_window");
+    }
     m.mtpLayers = static_cast<int>(r.optInt("mtp_layers", 0, 0, 16));
     if (const auto* moe = r.child("moe")) {
         ObjectReader mr(*moe, r.pointer("moe"), problems);
@@ -220,22 +268,8 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
         cfg.topK = static_cast<int>(mr.requireInt("top_k", 1, L::heads));
         cfg.expertFfnHidden = mr.requireInt("expert_ffn_hidden", 1, L::ffnHidden);
         cfg.sharedFfnHidden = mr.optInt("shared_ffn_hidden", 0, 0, L::ffnHidden);
-        if (const auto* dense = mr.child("dense_layers")) {
-            const std::string where = mr.pointer("dense_layers");
-            if (!dense->is_array()) problems.add(where, "expected an array of layer indices (0-based)");
-            else
-                for (size_t i = 0; i < dense->size(); ++i) {
-                    const auto& v = (*dense)[i];
-                    const std::string at = where + "/" + std::to_string(i);
-                    if (!v.is_number_integer()) problems.add(at, "expected a layer index (an integer)");
-                    else if (v.get<int64_t>() < 0 || v.get<int64_t>() >= m.layers)
-                        problems.add(at, "layer " + std::to_string(v.get<int64_t>()) + " is not one of the model's " +
-                                             std::to_string(m.layers) + " layers (0-based)");
-                    else if (!cfg.denseLayers.empty() && v.get<int>() <= cfg.denseLayers.back())
-                        problems.add(at, "layer indices must be ascending and distinct");
-                    else cfg.denseLayers.push_back(v.get<int>());
-                }
-        }
+        if (const auto* dense = mr.child("dense_layers"))
+            cfg.denseLayers = readLayerIndices(*dense, mr.pointer("dense_layers"), m.layers, problems);
         cfg.routingGroups = static_cast<int>(mr.optInt("routing_groups", 0, 0, L::heads));
         cfg.groupsPerToken = static_cast<int>(mr.optInt("groups_per_token", 0, 0, L::heads));
         mr.finish();
@@ -305,6 +339,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     if (m.qkNorm) j["qk_norm"] = true;
     if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;
     if (m.slidingWindow > 0) j["sliding_window"] = m.slidingWindow;
+    if (!m.fullAttentionLayers.empty()) j["full_attention_layers"] = m.fullAttentionLayers;
     if (m.mtpLayers > 0) j["mtp_layers"] = m.mtpLayers;
     if (m.moe) {
         j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->topK}, {"expert_ffn_hidden", m.moe->expertFfnHidden}};

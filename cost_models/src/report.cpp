@@ -10,6 +10,8 @@ CostPrediction predictCosts(const Scenario& s) {
     p.layer = layerCompute(s.model, s.cluster, s.plan, recipe);
     if (s.model.moe && !s.model.moe->denseLayers.empty())
         p.denseLayer = layerCompute(s.model.denseLayerModel(), s.cluster, s.plan, recipe);
+    if (s.model.slidingWindow > 0 && !s.model.fullAttentionLayers.empty())
+        p.fullAttentionLayer = layerCompute(s.model.fullAttentionLayerModel(), s.cluster, s.plan, recipe);
     p.embedding = embeddingCompute(s.model, s.cluster, s.plan, recipe);
     p.head = headCompute(s.model, s.cluster, s.plan, recipe);
     if (s.model.mtpLayers > 0) p.mtpModule = mtpCompute(s.model, s.cluster, s.plan, recipe);
@@ -130,6 +132,7 @@ nlohmann::json predictionToJson(const Scenario& s, const CostPrediction& p) {
             {"communication", {{"per_layer", list(p.layerComm)}, {"pipeline", list(p.pipelineComm)},
                                {"data_parallel", dp}}}};
     if (p.denseLayer) out["compute"]["dense_layer"] = blockToJson(*p.denseLayer); // an MoE model's dense layers
+    if (p.fullAttentionLayer) out["compute"]["full_attention_layer"] = blockToJson(*p.fullAttentionLayer);
     if (p.mtpModule) {
         // Each module's own ops; it also runs a layer (per_layer, or dense_layer where the last layer is dense) and the
         // head again, on the stage holding the head.

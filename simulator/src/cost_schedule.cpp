@@ -195,14 +195,45 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const double commScale = cluster.gpu.phaseFit("communication").timeScale;
     const LayerCosts expertLayer = layerCosts(model, cluster, plan, recipe, schedule.overlap, commScale);
     const BlockCompute& layer = expertLayer.compute;
-    const InnerComm &fwdComm = expertLayer.fwd, &bwdComm = expertLayer.bwd, &recomputeComm = expertLayer.recompute;
-    // An MoE model's dense layers (moe.dense_layers) are layers of their own kind: the dense MLP, no EP traffic.
+    const InnerComm &fwdComm = expertLayer.fwd, &bwdComm = expertLayer.bwd;
+    // The kinds of transformer layer, each with its own costs: an MoE model's dense layers (moe.dense_layers: the
+    // dense MLP, no EP traffic) and a windowed model's full-attention layers (full_attention_layers), and their
+    // product. Per virtual stage, in model order, how many of the chunk's layers are of each kind, and how many of
+    // those among the ones a partial full recompute replays (the chunk's first recompute_layers).
+    struct KindCount {
+        LayerCosts costs;
+        bool dense = false;
+        std::vector<int> layers, recomputed; // per virtual stage
+    };
     const bool denseAmongMoe = model.moe && !model.moe->denseLayers.empty();
-    const LayerCosts dense = denseAmongMoe ? layerCosts(model.denseLayerModel(), cluster, plan, recipe, schedule.overlap, commScale)
-                                           : LayerCosts{};
-    std::vector<int> denseOfChunk(schedule.chunkLayers.size(), 0); // per virtual stage, model order
-    for (size_t u = 0, first = 0; denseAmongMoe && u < schedule.chunkLayers.size(); first += static_cast<size_t>(schedule.chunkLayers[u]), ++u)
-        denseOfChunk[u] = model.denseLayersIn(static_cast<int>(first), schedule.chunkLayers[u]);
+    const bool windowPattern = model.slidingWindow > 0 && !model.fullAttentionLayers.empty();
+    std::vector<KindCount> kinds;
+    std::map<std::pair<bool, bool>, size_t> kindOf; // (dense among MoE, full attention among windowed) -> kind
+    for (bool dense : {false, true})
+        for (bool full : {false, true}) {
+            if ((dense && !denseAmongMoe) || (full && !windowPattern)) continue;
+            ModelConfig m = dense ? model.denseLayerModel() : model;
+            if (full) m = m.fullAttentionLayerModel();
+            kindOf[{dense, full}] = kinds.size();
+            KindCount k;
+            k.costs = dense || full ? layerCosts(m, cluster, plan, recipe, schedule.overlap, commScale) : expertLayer;
+            k.dense = dense;
+            k.layers.assign(schedule.chunkLayers.size(), 0);
+            k.recomputed.assign(schedule.chunkLayers.size(), 0);
+            kinds.push_back(std::move(k));
+        }
+    auto kindOfLayer = [&](int index) {
+        return kindOf.at({denseAmongMoe && model.isDenseLayer(index), windowPattern && !model.isWindowedLayer(index)});
+    };
+    for (size_t u = 0, first = 0; u < schedule.chunkLayers.size(); first += static_cast<size_t>(schedule.chunkLayers[u]), ++u) {
+        const int L = schedule.chunkLayers[u];
+        const int R = plan.recompute == Recompute::Full ? plan.recomputedLayersOf(L) : L;
+        for (int i = 0; i < L; ++i) {
+            KindCount& k = kinds[kindOfLayer(static_cast<int>(first) + i)];
+            ++k.layers[u];
+            if (i < R) ++k.recomputed[u];
+        }
+    }
     const BlockCompute emb = embeddingCompute(model, cluster, plan, recipe);
     const BlockCompute head = headCompute(model, cluster, plan, recipe);
     const int lastVirtual = plan.pp * plan.vpp - 1;
@@ -211,8 +242,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // ops (mtpCompute), whose TP collectives are the lookup's (as the embedding's) and eh_proj's output gathered from
     // h/t to h (and its gradient reduce-scattered back).
     const int mtp = model.mtpLayers;
-    const bool mtpDense = denseAmongMoe && model.moe->denseLayers.back() == model.layers - 1;
-    const LayerCosts& mtpLayer = mtpDense ? dense : expertLayer;
+    const LayerCosts& mtpLayer = kinds[kindOfLayer(model.layers - 1)].costs;
     const BlockCompute mtpOwn = mtp > 0 ? mtpCompute(model, cluster, plan, recipe) : BlockCompute{};
 
     // Vocab-parallel embedding and head need TP collectives of one hidden state (Megatron-LM): the embedding
@@ -301,7 +331,8 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     // largest of those groups; a collective waits on its group for the work since that group last met.
     const double jitter = cluster.gpu.syncJitterFraction;
     int innerSyncRanks = 1;
-    if (fwdComm.tp > 0.0 || bwdComm.tp > 0.0 || dense.fwd.tp > 0.0 || dense.bwd.tp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.tp);
+    for (const KindCount& k : kinds)
+        if (k.costs.fwd.tp > 0.0 || k.costs.bwd.tp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.tp);
     if (fwdComm.cp > 0.0 || bwdComm.cp > 0.0) innerSyncRanks = std::max(innerSyncRanks, plan.cp);
     // The expert layers' collectives (dispatch over EP, gather over expert TP) are counted together.
     if (fwdComm.ep > 0.0 || bwdComm.ep > 0.0) innerSyncRanks = std::max({innerSyncRanks, plan.ep, plan.expertTp()});
@@ -342,12 +373,20 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             const int u = plan.virtualStage(static_cast<int>(s), a.chunk);
             const bool first = u == 0, last = u == lastVirtual;
             const double L = a.chunk >= 0 ? schedule.layersOf(static_cast<int>(s), a.chunk) : 0.0;
-            // The chunk's dense layers (an MoE model's moe.dense_layers) and its expert layers.
-            const double D = a.chunk >= 0 ? denseOfChunk[static_cast<size_t>(u)] : 0.0, M = L - D;
+            // Every kind of layer in the chunk (all of one kind but for dense or full-attention layers), each with its
+            // own compute and collectives.
+            auto layersOfKinds = [&](auto part, bool recomputed) {
+                ActionCost sum;
+                if (a.chunk < 0) return sum;
+                for (const KindCount& k : kinds) {
+                    const double n = (recomputed ? k.recomputed : k.layers)[static_cast<size_t>(u)];
+                    if (n > 0.0) accumulate(sum, part(k.costs, n));
+                }
+                return sum;
+            };
             switch (a.kind) {
             case ActionKind::Forward:
-                c = phase(layer.forward, M, fwdComm, M);
-                if (D > 0.0) accumulate(c, phase(dense.compute.forward, D, dense.fwd, D));
+                c = layersOfKinds([](const LayerCosts& k, double n) { return phase(k.compute.forward, n, k.fwd, n); }, false);
                 if (first) accumulate(c, phase(emb.forward, 1, embComm, 1));
                 if (last) accumulate(c, phase(head.forward, 1, headFwdComm, 1));
                 if (last && mtp > 0) {
@@ -359,18 +398,14 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
             case ActionKind::Backward:
             case ActionKind::BackwardInput: {
                 const bool whole = a.kind == ActionKind::Backward;
-                c = phase(layer.backwardInput, M, bwdComm, M);
+                c = layersOfKinds([](const LayerCosts& k, double n) { return phase(k.compute.backwardInput, n, k.bwd, n); }, false);
                 // Full recompute replays the chunk's first recompute_layers layers (all when 0; FORMULAS.md §2,
-                // partial recompute); dense layers are taken as the first (DeepSeek's lead the model).
-                const double R = plan.recompute == Recompute::Full ? plan.recomputedLayersOf(static_cast<int>(L)) : L;
-                const double RD = std::min(R, D);
-                accumulate(c, phase(layer.recompute, R - RD, recomputeComm, R - RD));
-                if (whole) accumulate(c, phase(layer.backwardWeight, M, InnerComm{}, 0));
-                if (D > 0.0) {
-                    accumulate(c, phase(dense.compute.backwardInput, D, dense.bwd, D));
-                    accumulate(c, phase(dense.compute.recompute, RD, dense.recompute, RD));
-                    if (whole) accumulate(c, phase(dense.compute.backwardWeight, D, InnerComm{}, 0));
-                }
+                // partial recompute), each of its own kind.
+                accumulate(c, layersOfKinds([](const LayerCosts& k, double n) { return phase(k.compute.recompute, n, k.recompute, n); },
+                                            true));
+                if (whole)
+                    accumulate(c, layersOfKinds([](const LayerCosts& k, double n) { return phase(k.compute.backwardWeight, n, InnerComm{}, 0); },
+                                                false));
                 if (last) {
                     accumulate(c, phase(head.backwardInput, 1, headBwdComm, 1));
                     if (whole) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
@@ -391,8 +426,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 break;
             }
             case ActionKind::BackwardWeight:
-                c = phase(layer.backwardWeight, M, InnerComm{}, 0);
-                if (D > 0.0) accumulate(c, phase(dense.compute.backwardWeight, D, InnerComm{}, 0));
+                c = layersOfKinds([](const LayerCosts& k, double n) { return phase(k.compute.backwardWeight, n, InnerComm{}, 0); }, false);
                 if (last) accumulate(c, phase(head.backwardWeight, 1, InnerComm{}, 0));
                 if (last && mtp > 0) {
                     accumulate(c, phase(mtpLayer.compute.backwardWeight, mtp, InnerComm{}, 0));
@@ -501,7 +535,10 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 if (j == acts.size() || acts[j].kind != (dualPipe ? ActionKind::Backward : ActionKind::Forward)) continue;
                 // Expert layers pair; an MoE model's dense layers have no all-to-all to hide.
                 auto expertLayers = [&](int chunk) {
-                    return schedule.layersOf(static_cast<int>(s), chunk) - denseOfChunk[static_cast<size_t>(plan.virtualStage(static_cast<int>(s), chunk))];
+                    int n = 0;
+                    for (const KindCount& k : kinds)
+                        if (!k.dense) n += k.layers[static_cast<size_t>(plan.virtualStage(static_cast<int>(s), chunk))];
+                    return n;
                 };
                 const double layers = std::min(expertLayers(acts[i].chunk), expertLayers(acts[j].chunk));
                 const double exposed = costs[i].epSeconds + costs[j].epSeconds;

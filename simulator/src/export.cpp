@@ -375,6 +375,16 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (m.position == PositionEmbedding::Rope && m.rotaryPercent != 1.0) arg("--rotary-percent", decimal(m.rotaryPercent));
     // Megatron-core's window (left, right) counts the keys beside the query's own: w keys is (w - 1, 0).
     if (m.slidingWindow > 0) arg("--window-size", str(m.slidingWindow - 1) + ",0");
+    if (m.slidingWindow > 0 && !m.fullAttentionLayers.empty()) {
+        // --window-attn-skip-freq (arguments.py moe_freq_type; is_layer_window_attention): N when every N-th layer
+        // (1-based) and only those attend in full, else the per-layer list, 1 for a windowed layer.
+        const int n = m.fullAttentionLayers.front() + 1;
+        bool everyN = n >= 2;
+        for (int i = 0; everyN && i < m.layers; ++i) everyN = m.isWindowedLayer(i) == ((i + 1) % n != 0);
+        std::string pattern;
+        for (int i = 0; !everyN && i < m.layers; ++i) pattern += std::string(i == 0 ? "[" : ",") + (m.isWindowedLayer(i) ? "1" : "0");
+        arg("--window-attn-skip-freq", everyN ? str(n) : "'" + pattern + "]'");
+    }
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.activation == Activation::Swiglu) arg("--swiglu");
     if (m.activation == Activation::SquaredRelu) arg("--squared-relu");

@@ -39,6 +39,18 @@ std::optional<double> toNumber(const std::string& s) {
 std::string where(const std::string& source, int line) { return source + ":" + std::to_string(line); }
 
 // Megatron prints None, True/False, numbers and enums ("AttnBackend.auto") as Python's str() does.
+// A Megatron-LM per-layer argument (--moe-layer-freq, --window-attn-skip-freq): an integer N, expanded layer by layer
+// (0-based) as `everyN` says, or the list of 0s and 1s it was expanded to; empty unless one flag a layer.
+template <class EveryN>
+std::vector<int> layerFlagsOf(const std::string& value, int64_t layers, EveryN everyN) {
+    std::vector<int> pattern;
+    if (const auto n = toNumber(value); n && *n >= 1.0 && *n == std::floor(*n))
+        for (int64_t i = 0; i < layers; ++i) pattern.push_back(everyN(i, static_cast<int64_t>(*n)) ? 1 : 0);
+    else if (const auto list = prose::layerPattern(value)) pattern = *list;
+    if (pattern.size() != static_cast<size_t>(std::max<int64_t>(layers, 0))) pattern.clear();
+    return pattern;
+}
+
 bool isUnset(const std::string& v) { return v == "None" || v == "False" || v == "0" || v == "0.0" || v == "[]" || v.empty(); }
 
 double medianOf(std::vector<double> v) {
@@ -291,7 +303,8 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     if (flag("add_qkv_bias").value_or(false)) model["qkv_bias"] = true;
     if (flag("qk_layernorm").value_or(false)) model["qk_norm"] = true;
     // --window-size (left, right): a causal window of left + 1 keys when right is 0, in every layer unless
-    // --window-attn-skip-freq gives some layers full attention (not a model of tessel's: said, not guessed).
+    // --window-attn-skip-freq gives some layers full attention: an integer N, every N-th layer (1-based, Megatron-core
+    // is_layer_window_attention), or the list it was expanded to (1: windowed).
     if (const auto w = str("window_size"); w && !isUnset(*w)) {
         std::vector<int64_t> sides;
         for (size_t i = 0; i < w->size();) {
@@ -302,11 +315,25 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
             i = digit + std::max<size_t>(len, 1);
         }
         const auto skip = str("window_attn_skip_freq");
-        if (sides.size() == 2 && sides[0] >= 0 && sides[1] == 0 && (!skip || isUnset(*skip)))
+        if (sides.size() == 2 && sides[0] >= 0 && sides[1] == 0) {
             model["sliding_window"] = sides[0] + 1;
-        else
-            warnings.push_back("window_size = " + *w + (skip && !isUnset(*skip) ? " with window_attn_skip_freq = " + *skip : "") +
-                               ": tessel's model windows every layer causally (left, 0) or none; modelled without it");
+            if (skip && !isUnset(*skip)) {
+                const std::vector<int> pattern =
+                    layerFlagsOf(*skip, layers, [](int64_t i, int64_t n) { return (i + 1) % n != 0; });
+                if (pattern.empty() && layers > 0)
+                    problems.add(at("window_attn_skip_freq"), "argument window_attn_skip_freq = \"" + *skip + "\" is neither a "
+                                                              "layer count nor a list of 0s and 1s for the model's " +
+                                                              std::to_string(layers) + " layers");
+                nlohmann::json full = nlohmann::json::array();
+                for (size_t i = 0; i < pattern.size(); ++i)
+                    if (pattern[i] == 0) full.push_back(i);
+                if (full.size() == pattern.size() && !pattern.empty()) model.erase("sliding_window"); // no layer windowed
+                else if (!full.empty()) model["full_attention_layers"] = full;
+            }
+        } else {
+            warnings.push_back("window_size = " + *w + ": tessel's model windows causally (left, 0) or not at all; modelled "
+                               "without it");
+        }
     }
     if (const auto d = str("hidden_dropout"); d && toNumber(*d)) model["dropout"] = *toNumber(*d);
     if (const auto e = str("num_experts"); e && *e != "None") {
@@ -317,11 +344,8 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
             model["moe"]["shared_ffn_hidden"] = integer("moe_shared_expert_intermediate_size", std::nullopt, ML::ffnHidden);
         // --moe-layer-freq: an integer N (an expert layer where i % N == 0) or the list it was expanded to (1: expert).
         if (const auto freq = str("moe_layer_freq"); freq && *freq != "None") {
-            std::vector<int> pattern;
-            if (const auto n = toNumber(*freq); n && *n >= 1.0 && *n == std::floor(*n))
-                for (int64_t i = 0; i < layers; ++i) pattern.push_back(i % static_cast<int64_t>(*n) == 0 ? 1 : 0);
-            else if (const auto list = prose::layerPattern(*freq)) pattern = *list;
-            if (pattern.size() != static_cast<size_t>(std::max<int64_t>(layers, 0)))
+            const std::vector<int> pattern = layerFlagsOf(*freq, layers, [](int64_t i, int64_t n) { return i % n == 0; });
+            if (pattern.empty() && layers > 0)
                 problems.add(at("moe_layer_freq"), "argument moe_layer_freq = \"" + *freq + "\" is neither a layer count nor a list "
                                                    "of 0s and 1s for the model's " + std::to_string(layers) + " layers");
             nlohmann::json dense = nlohmann::json::array();

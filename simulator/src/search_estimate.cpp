@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 namespace tessel::sim::detail {
 
@@ -208,15 +209,23 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.headBwdWeight = bwd * head.backwardWeight.seconds;
     for (const auto& op : layer.forwardOps)
         if (columnParallelInputGemm(op.name)) c.tpOverlapBudget += op.seconds;
-    if (model.moe && !model.moe->denseLayers.empty()) {
-        // An MoE model's dense layers cost their own: the bound takes the cheaper kind of layer for every layer.
-        const BlockCompute dense = layerCompute(model.denseLayerModel(), cluster, plan, recipe);
-        c.layerFwd = std::min(c.layerFwd, fwd * dense.forward.seconds);
-        c.layerBwdInput = std::min(c.layerBwdInput, bwd * dense.backwardInput.seconds);
-        c.layerBwdWeight = std::min(c.layerBwdWeight, bwd * dense.backwardWeight.seconds);
-        c.layerRecompute = std::min(c.layerRecompute, bwd * dense.recompute.seconds);
+    // An MoE model's dense layers and a windowed model's full-attention layers cost their own: the bound takes the
+    // cheapest kind of layer for every layer.
+    std::vector<ModelConfig> otherKinds;
+    if (model.moe && !model.moe->denseLayers.empty()) otherKinds.push_back(model.denseLayerModel());
+    if (model.slidingWindow > 0 && !model.fullAttentionLayers.empty()) {
+        const size_t n = otherKinds.size();
+        for (size_t i = 0; i < n; ++i) otherKinds.push_back(otherKinds[i].fullAttentionLayerModel());
+        otherKinds.push_back(model.fullAttentionLayerModel());
+    }
+    for (const ModelConfig& kind : otherKinds) {
+        const BlockCompute other = layerCompute(kind, cluster, plan, recipe);
+        c.layerFwd = std::min(c.layerFwd, fwd * other.forward.seconds);
+        c.layerBwdInput = std::min(c.layerBwdInput, bwd * other.backwardInput.seconds);
+        c.layerBwdWeight = std::min(c.layerBwdWeight, bwd * other.backwardWeight.seconds);
+        c.layerRecompute = std::min(c.layerRecompute, bwd * other.recompute.seconds);
         double budget = 0.0;
-        for (const auto& op : dense.forwardOps)
+        for (const auto& op : other.forwardOps)
             if (columnParallelInputGemm(op.name)) budget += op.seconds;
         c.tpOverlapBudget = std::max(c.tpOverlapBudget, budget);
     }

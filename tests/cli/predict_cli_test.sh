@@ -238,6 +238,14 @@ if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; th
     --global-batch 8 >"$tmp/phi3.txt" 2>"$tmp/err"; rc=$?
   check "phi3 exits 0" $rc
   check "phi3: its window on the model line" "$(contains "$tmp/phi3.txt" "seq 4096, sliding window 2047")"
+  # Qwen2 windowing the layers from max_window_layers on: the rest attend in full, each kind costed and said.
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(use_sliding_window=True, sliding_window=4096, max_window_layers=14); json.dump(c, open(sys.argv[2], 'w'))" \
+    "$TESSEL_TEST_DATA/hf/qwen2-7b/config.json" "$tmp/qwen2-window.json"
+  "$TESSEL" predict --model "$tmp/qwen2-window.json" --cluster dgx-h100-80g --nodes 1 --tp 4 --pp 2 --dp 1 \
+    --global-batch 8 --seq-len 32768 >"$tmp/qwen2w.txt" 2>"$tmp/err"; rc=$?
+  check "qwen2 windowed exits 0" $rc
+  check "qwen2: its pattern on the model line" "$(contains "$tmp/qwen2w.txt" "sliding window 4096 (14 layers full)")"
+  check "qwen2: the full-attention layers' own line" "$(contains "$tmp/qwen2w.txt" "full-attention layers (14 of 28, the rest windowed at 4096)")"
   "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/pythia-160m" --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 \
     --global-batch 64 >"$tmp/pythia.txt" 2>"$tmp/err"; rc=$?
   check "pythia exits 0" $rc

@@ -474,7 +474,8 @@ TEST(HfConfig, StableLmIsLlamaLikeWithLayerNormAndAPartialRotary) {
 }
 
 // Sliding-window attention as transformers builds it: Mistral's sliding_window in every layer (null: none); Qwen2's
-// only with use_sliding_window, from max_window_layers on; a config that windows some layers is a problem.
+// only with use_sliding_window, from max_window_layers on; layer_types layer by layer. The layers left whole are the
+// model's full_attention_layers.
 TEST(HfConfig, SlidingWindowsAreReadWhereTheModelCodeUsesThem) {
     nlohmann::json mistral = hfConfig("llama3-8b");
     mistral["model_type"] = "mistral";
@@ -494,11 +495,33 @@ TEST(HfConfig, SlidingWindowsAreReadWhereTheModelCodeUsesThem) {
     EXPECT_EQ(parseModel(qwen).slidingWindow, 0);
     qwen["max_window_layers"] = 0;
     EXPECT_EQ(parseModel(qwen).slidingWindow, 4096);
-    qwen["max_window_layers"] = 14;
-    EXPECT_TRUE(problemAt(qwen, "/max_window_layers"));
+    EXPECT_TRUE(parseModel(qwen).fullAttentionLayers.empty());
+    qwen["max_window_layers"] = 14; // layers 0-13 whole, 14-27 windowed
+    const ModelConfig half = parseModel(qwen);
+    EXPECT_EQ(half.slidingWindow, 4096);
+    ASSERT_EQ(half.fullAttentionLayers.size(), 14u);
+    EXPECT_EQ(half.fullAttentionLayers.front(), 0);
+    EXPECT_EQ(half.fullAttentionLayers.back(), 13);
+    EXPECT_EQ(half.windowedLayersIn(0, 28), 14);
+    EXPECT_EQ(half.windowedLayersIn(10, 8), 4); // layers 14-17 of 10-17
+    EXPECT_EQ(parseModel(modelToJson(half)).fullAttentionLayers, half.fullAttentionLayers);
     mistral["sliding_window"] = 4096;
     mistral["layer_types"] = nlohmann::json::array();
     for (int i = 0; i < 32; ++i) mistral["layer_types"].push_back(i % 2 ? "full_attention" : "sliding_attention");
+    const ModelConfig alternating = parseModel(mistral); // gpt-oss's and Gemma 2's alternation
+    EXPECT_EQ(alternating.slidingWindow, 4096);
+    ASSERT_EQ(alternating.fullAttentionLayers.size(), 16u);
+    EXPECT_TRUE(alternating.isWindowedLayer(0));
+    EXPECT_FALSE(alternating.isWindowedLayer(1));
+    EXPECT_EQ(alternating.fullAttentionLayerModel().slidingWindow, 0);
+    EXPECT_EQ(alternating.layerModel(1).slidingWindow, 0);
+    EXPECT_EQ(alternating.layerModel(2).slidingWindow, 4096);
+    // Every layer whole: no window. A kind tessel does not know, or a list of the wrong length: at its element.
+    for (auto& t : mistral["layer_types"]) t = "full_attention";
+    EXPECT_EQ(parseModel(mistral).slidingWindow, 0);
+    mistral["layer_types"][3] = "chunked_attention";
+    EXPECT_TRUE(problemAt(mistral, "/layer_types/3"));
+    mistral["layer_types"].erase(3);
     EXPECT_TRUE(problemAt(mistral, "/layer_types"));
 }
 

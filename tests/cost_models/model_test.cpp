@@ -256,6 +256,23 @@ TEST(ModelJson, SlidingWindowRoundTripsWithoutParameters) {
     nlohmann::json doc = modelToJson(m);
     doc["sliding_window"] = -1;
     EXPECT_EQ(problemAt(doc), "/sliding_window");
+    // Layers that attend in full beside windowed ones: the model's two layers, 0-based, ascending, not all of them,
+    // and only with a window.
+    m.fullAttentionLayers = {1};
+    const ModelConfig pattern = parseModel(modelToJson(m));
+    EXPECT_EQ(pattern.fullAttentionLayers, (std::vector<int>{1}));
+    EXPECT_EQ(pattern.windowedLayersIn(0, 2), 1);
+    EXPECT_EQ(countParameters(pattern).total(2), whole);
+    doc = modelToJson(m);
+    doc["full_attention_layers"] = {2};
+    EXPECT_EQ(problemAt(doc), "/full_attention_layers/0");
+    doc["full_attention_layers"] = {0, 1};
+    EXPECT_EQ(problemAt(doc), "/full_attention_layers");
+    doc["full_attention_layers"] = "1";
+    EXPECT_EQ(problemAt(doc), "/full_attention_layers");
+    doc["full_attention_layers"] = {1};
+    doc.erase("sliding_window");
+    EXPECT_EQ(problemAt(doc), "/full_attention_layers");
 }
 
 TEST(ModelJson, InconsistentHeadsAreReported) {

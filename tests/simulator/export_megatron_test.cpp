@@ -103,6 +103,16 @@ TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     // Transformer Engine runs it with the all-to-all or all-gather exchange only.
     s.model.slidingWindow = 4096;
     EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--window-size"), "4095,0");
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--window-attn-skip-freq"));
+    // Every other layer in full (layer numbers 2, 4, ... of Megatron-core's 1-based count) is a skip frequency of 2;
+    // any other pattern the per-layer list, 1 for a windowed layer.
+    for (int i = 1; i < s.model.layers; i += 2) s.model.fullAttentionLayers.push_back(i);
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--window-attn-skip-freq"), "2");
+    s.model.fullAttentionLayers = {0};
+    std::string list = "'[0";
+    for (int i = 1; i < s.model.layers; ++i) list += ",1";
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--window-attn-skip-freq"), list + "]'");
+    s.model.fullAttentionLayers.clear();
     s.plan.cp = 2;
     s.plan.dp /= 2;
     ProblemList problems;

@@ -242,18 +242,26 @@ TEST(MegatronImport, RotaryPercentIsTheModels) {
         EXPECT_FALSE(importWithArgs(args, "pct.log").scenario["model"].contains("rotary_percent")) << args;
 }
 
-// --window-size (4095, 0): a causal window of 4096 keys in every layer; with --window-attn-skip-freq some layers
-// attend fully, which tessel's model cannot say: warned, not windowed.
+// --window-size (4095, 0): a causal window of 4096 keys in every layer; --window-attn-skip-freq N gives every N-th
+// layer (1-based) full attention, a 0/1 list (1: windowed) names them: the model's full_attention_layers.
 TEST(MegatronImport, WindowSizeIsTheModelsSlidingWindow) {
     const std::string window = "  window_size ..................................... (4095, 0)\n";
     const ImportedRun run = importWithArgs(window, "window.log");
     EXPECT_EQ(parseScenario(run.scenario, "imported").model.slidingWindow, 4096);
     expectNotWarned(run, "window");
-    const ImportedRun skipped = importWithArgs(window + "  window_attn_skip_freq ........................... 4\n", "skip.log");
-    EXPECT_FALSE(skipped.scenario["model"].contains("sliding_window"));
-    bool warned = false;
-    for (const auto& w : skipped.warnings) warned = warned || w.find("window_attn_skip_freq") != std::string::npos;
-    EXPECT_TRUE(warned);
+    const ImportedRun skipped = importWithArgs(window + "  window_attn_skip_freq ........................... 2\n", "skip.log");
+    const ModelConfig every2 = parseScenario(skipped.scenario, "imported").model;
+    EXPECT_EQ(every2.slidingWindow, 4096);
+    EXPECT_EQ(every2.fullAttentionLayers, (std::vector<int>{1, 3})) << skipped.scenario["model"].dump(); // numbers 2, 4 of 4
+    expectNotWarned(skipped, "window");
+    const ImportedRun listed = importWithArgs(window + "  window_attn_skip_freq ........................... [1, 0, 1, 1]\n",
+                                              "list.log");
+    EXPECT_EQ(parseScenario(listed.scenario, "imported").model.fullAttentionLayers, (std::vector<int>{1}));
+    // Every layer full: no window; a pattern of the wrong length names the argument.
+    EXPECT_FALSE(importWithArgs(window + "  window_attn_skip_freq ........................... 1\n", "one.log")
+                     .scenario["model"].contains("sliding_window"));
+    EXPECT_THROW(importWithArgs(window + "  window_attn_skip_freq ........................... [1, 0]\n", "short.log"),
+                 std::exception);
     EXPECT_FALSE(importWithArgs("  window_size ..................................... None\n", "none.log")
                      .scenario["model"].contains("sliding_window"));
 }

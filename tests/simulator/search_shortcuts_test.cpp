@@ -44,12 +44,29 @@ ModelConfig latentTinyMoe() {
     return m;
 }
 
+// tiny-moe with four kinds of layer: a dense first layer among the expert layers, a sliding window of 16 keys of its
+// 64 and every other layer attending in full (gpt-oss's alternation).
+ModelConfig windowPatternTinyMoe() {
+    ModelConfig m = test::preset("tiny-moe");
+    m.name = "tiny-moe-dense-window-pattern";
+    m.moe->denseLayers = {0};
+    m.slidingWindow = 16;
+    m.fullAttentionLayers = {1, 3};
+    return m;
+}
+
 std::vector<GridCase> boundGrid() {
     std::vector<GridCase> cases;
-    const std::vector<std::pair<std::string, int>> models{
-        {"tiny", 1}, {"tiny-moe", 1}, {"tiny-moe-mla-dense-mtp", 2}, {"gpt3-1.3b", 1}, {"llama3-8b", 2}};
+    const std::vector<std::pair<std::string, int>> models{{"tiny", 1},
+                                                          {"tiny-moe", 1},
+                                                          {"tiny-moe-mla-dense-mtp", 2},
+                                                          {"tiny-moe-dense-window-pattern", 2},
+                                                          {"gpt3-1.3b", 1},
+                                                          {"llama3-8b", 2}};
     for (const auto& [name, stride] : models) {
-        const ModelConfig m = name == "tiny-moe-mla-dense-mtp" ? latentTinyMoe() : test::preset(name);
+        const ModelConfig m = name == "tiny-moe-mla-dense-mtp"          ? latentTinyMoe()
+                            : name == "tiny-moe-dense-window-pattern" ? windowPatternTinyMoe()
+                                                                      : test::preset(name);
         for (int gpn : {4, 8})
             for (int tp : {1, 2, 4})
                 for (int pp : {1, 2, 3, 4})

@@ -249,6 +249,21 @@ TEST(Simulation, DataParallelReductionOverlapsTheLastBackward) {
     EXPECT_NEAR(sim.metrics.breakdown.dpSeconds, sim.metrics.stepSeconds - compute, 1e-9);
 }
 
+// The first forward's compute on a stage (its first micro-batch).
+double firstForwardSeconds(const ActionSchedule& schedule, const CostTable& costs, int stage) {
+    const auto& acts = schedule.stages[static_cast<size_t>(stage)].actions;
+    for (size_t i = 0; i < acts.size(); ++i)
+        if (acts[i].kind == ActionKind::Forward) return costs.perAction[static_cast<size_t>(stage)][i].computeSeconds;
+    throw std::runtime_error("no forward");
+}
+
+// pp 2 x dp 4 with experts over 2 ranks, 8 sequences a step: two stages of four layers of an 8-layer model.
+Plan pipelinedExpertPlan() {
+    Plan p;
+    std::tie(p.pp, p.dp, p.ep, p.globalBatch) = std::make_tuple(2, 4, 2, 8);
+    return p;
+}
+
 // An MoE model's dense layers (moe.dense_layers) are costed as the dense model's layers: a chunk's forward is its
 // expert layers at the MoE layer's cost plus its dense layers at the dense one's, and its parameters and gradient
 // reductions hold the dense MLP where the experts would be.
@@ -257,11 +272,7 @@ TEST(Simulation, DenseLayersAmongExpertLayersCostTheDenseLayer) {
     model.layers = 8;
     model.moe->denseLayers = {0, 1, 2};
     ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
-    Plan p;
-    p.pp = 2;
-    p.dp = 4;
-    p.ep = 2;
-    p.globalBatch = 8;
+    const Plan p = pipelinedExpertPlan();
     const ActionSchedule schedule = buildSchedule(model, p);
     const CostTable costs = costSchedule(schedule, model, cluster);
     const PrecisionRecipe recipe = precisionRecipeOf(p);
@@ -269,12 +280,7 @@ TEST(Simulation, DenseLayersAmongExpertLayersCostTheDenseLayer) {
     const BlockCompute dense = layerCompute(model.denseLayerModel(), cluster, p, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, p, recipe);
     const BlockCompute head = headCompute(model, cluster, p, recipe);
-    auto firstForward = [&](int stage) {
-        const auto& acts = schedule.stages[static_cast<size_t>(stage)].actions;
-        for (size_t i = 0; i < acts.size(); ++i)
-            if (acts[i].kind == ActionKind::Forward) return costs.perAction[static_cast<size_t>(stage)][i].computeSeconds;
-        throw std::runtime_error("no forward");
-    };
+    auto firstForward = [&](int stage) { return firstForwardSeconds(schedule, costs, stage); };
     // Stage 0 holds layers 0-3 (three dense, one expert) and the embedding; stage 1 layers 4-7 and the head.
     EXPECT_NEAR(firstForward(0), 3.0 * dense.forward.seconds + expert.forward.seconds + emb.forward.seconds, 1e-12);
     EXPECT_NEAR(firstForward(1), 4.0 * expert.forward.seconds + head.forward.seconds, 1e-12);
@@ -293,6 +299,52 @@ TEST(Simulation, DenseLayersAmongExpertLayersCostTheDenseLayer) {
     const MemoryShapeTerms t = memoryShapeTerms(model, p, recipe);
     EXPECT_LT(t.denseLayerActivations, t.layerActivations);
     EXPECT_DOUBLE_EQ(t.denseLayerActivations, layerActivationBytes(model.denseLayerModel(), p, recipe));
+}
+
+// A windowed model's full-attention layers (full_attention_layers) are layers of their own kind, as an MoE model's
+// dense layers are, and the two mix: a chunk's forward is each of its layers at its own kind's cost (dense or expert
+// MLP, windowed or full attention); the model's FLOPs count each layer's keys; the kinds change no parameter.
+TEST(Simulation, FullAttentionLayersAmongWindowedLayersCostTheFullLayer) {
+    ModelConfig model = test::preset("mixtral-8x7b");
+    model.layers = 8;
+    model.seqLen = 8192;
+    model.slidingWindow = 1024;
+    model.moe->denseLayers = {0, 1, 2};
+    model.fullAttentionLayers = {1, 3, 5, 7}; // every other layer, as gpt-oss and Gemma 2
+    ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");
+    const Plan p = pipelinedExpertPlan();
+    const ActionSchedule schedule = buildSchedule(model, p);
+    const CostTable costs = costSchedule(schedule, model, cluster);
+    const PrecisionRecipe recipe = precisionRecipeOf(p);
+    const double expertWindowed = layerCompute(model, cluster, p, recipe).forward.seconds;
+    const double expertFull = layerCompute(model.fullAttentionLayerModel(), cluster, p, recipe).forward.seconds;
+    const double denseWindowed = layerCompute(model.denseLayerModel(), cluster, p, recipe).forward.seconds;
+    const double denseFull = layerCompute(model.denseLayerModel().fullAttentionLayerModel(), cluster, p, recipe).forward.seconds;
+    ASSERT_LT(expertWindowed, expertFull);
+    ASSERT_LT(denseWindowed, denseFull);
+    for (int l = 0; l < model.layers; ++l) {
+        const ModelConfig kind = model.layerModel(l);
+        EXPECT_EQ(kind.slidingWindow, l % 2 ? 0 : 1024) << l;
+        EXPECT_EQ(kind.moe.has_value(), l > 2) << l;
+    }
+    auto firstForward = [&](int stage) { return firstForwardSeconds(schedule, costs, stage); };
+    const double emb = embeddingCompute(model, cluster, p, recipe).forward.seconds;
+    const double head = headCompute(model, cluster, p, recipe).forward.seconds;
+    // Stage 0: layers 0 (dense, windowed), 1 (dense, full), 2 (dense, windowed), 3 (expert, full) and the embedding;
+    // stage 1: layers 4 and 6 (expert, windowed), 5 and 7 (expert, full) and the head.
+    EXPECT_NEAR(firstForward(0), 2.0 * denseWindowed + denseFull + expertFull + emb, 1e-12);
+    EXPECT_NEAR(firstForward(1), 2.0 * expertWindowed + 2.0 * expertFull + head, 1e-12);
+    // The model FLOPs: between the all-windowed and the unwindowed model's, halfway in attention.
+    ModelConfig allWindowed = model, none = model.fullAttentionLayerModel();
+    allWindowed.fullAttentionLayers.clear();
+    const double windowed = modelFlopsPerStep(allWindowed, p), full = modelFlopsPerStep(none, p);
+    ASSERT_LT(windowed, full);
+    EXPECT_NEAR(modelFlopsPerStep(model, p), 0.5 * (windowed + full), 1e-9 * full);
+    EXPECT_EQ(countParameters(model).total(model.layers), countParameters(none).total(none.layers));
+    // The step lies between the all-windowed and the unwindowed model's.
+    const double step = simulatePlan(model, cluster, p).metrics.stepSeconds;
+    EXPECT_GT(step, simulatePlan(allWindowed, cluster, p).metrics.stepSeconds);
+    EXPECT_LT(step, simulatePlan(none, cluster, p).metrics.stepSeconds);
 }
 
 // Synchronisation waits (FORMULAS.md §6) by hand: a DP collective waits σ e(dp) x the compute since the DP

@@ -89,6 +89,10 @@ struct ModelConfig {
     // Megatron-LM --window-size W-1,0): each query sees itself and the sliding_window - 1 keys before it. 0: the whole
     // causal prefix.
     int64_t slidingWindow = 0;
+    // Layers (0-based, ascending) that attend over the whole causal prefix although the model has a sliding window:
+    // Megatron-LM --window-attn-skip-freq, HuggingFace layer_types' "full_attention" (Gemma 2/3, gpt-oss), Qwen2's
+    // layers below max_window_layers. Empty: every layer windowed. Only with slidingWindow > 0.
+    std::vector<int> fullAttentionLayers;
     std::optional<MoeConfig> moe;  // every layer's MLP is an MoE block when set
     std::optional<MlaConfig> mla;  // latent attention instead of the QKV projection when set (kv_heads == heads)
     // Multi-token prediction (DeepSeek-V3 report §2.2; Megatron-core --mtp-num-layers; HuggingFace
@@ -108,6 +112,16 @@ struct ModelConfig {
     // The model a dense layer of an MoE model is: the same attention, the dense MLP.
     ModelConfig denseLayerModel() const;
     int64_t vHeadDim() const { return mla ? mla->vHeadDim : headDim; }
+    // Layers among the first `count` from `first` whose attention is windowed (0 without a sliding window).
+    int windowedLayersIn(int first, int count) const;
+    // Whether layer `index` (0-based) has a dense MLP (an MoE model's moe.dense_layers; every layer without MoE) and
+    // whether it attends through the sliding window.
+    bool isDenseLayer(int index) const { return denseLayersIn(index, 1) == 1; }
+    bool isWindowedLayer(int index) const { return windowedLayersIn(index, 1) == 1; }
+    // The model a full-attention layer of a windowed model is: the same layer without the window.
+    ModelConfig fullAttentionLayerModel() const;
+    // The model layer `index` is: its own MLP kind and attention kind (denseLayerModel, fullAttentionLayerModel).
+    ModelConfig layerModel(int index) const;
     std::vector<std::string> sources;
 };
 

@@ -18,6 +18,7 @@ struct CostPrediction {
     MemoryReport memory;
     BlockCompute layer;            // one transformer layer, one micro-batch, one rank
     std::optional<BlockCompute> denseLayer; // an MoE model's dense layers (moe.dense_layers), the same way
+    std::optional<BlockCompute> fullAttentionLayer; // a windowed model's full-attention layers, the same way
     BlockCompute embedding;
     BlockCompute head;
     // A multi-token-prediction module's own ops (model.mtpLayers > 0), beside its layer and the head it runs again.
