@@ -571,10 +571,11 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.oDimLocal, e));
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     ops.push_back(in(norm("norm_mlp"), model.moe ? rm::Layernorm : rm::Mlp));
-    const bool swiglu = model.activation == Activation::Swiglu;
+    const bool swiglu = model.gatedMlp();
     // Squared ReLU moves GELU's bytes (read the fc1 output, write its activation; backward the same again): it is
-    // costed as the gelu kernel under its own name.
-    const std::string activation = swiglu ? "swiglu" : model.activation == Activation::SquaredRelu ? "squared_relu" : "gelu";
+    // costed as the gelu kernel under its own name. GeGLU moves SwiGLU's (read gate and up, write their product; its
+    // tanh-GELU's few more FLOPs an element stay under the bytes): the swiglu kernel under its own name.
+    const std::string activation = toString(model.activation);
     if (model.moe) {
         // The router and the local permutation see this rank's own tokens (moeTokensIn: T / tp with SP); the
         // experts see what EP dispatched and the expert-TP group gathered (expertTokens, LocalShapes).
@@ -603,7 +604,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     } else {
         ops.push_back(in(gemm("fc1", s.tokens, (swiglu ? 2 : 1) * s.ffnLocal, s.hidden, e), rm::Mlp));
         if (swiglu && eager) {
-            OpCost act = memoryOp("swiglu", "swiglu", kernel_cost::eagerSwigluBytes(s.tokens, s.ffnLocal, e));
+            OpCost act = memoryOp(activation, "swiglu", kernel_cost::eagerSwigluBytes(s.tokens, s.ffnLocal, e));
             act.backwardByteFactor = kernel_cost::kEagerSwigluBackwardFactor;
             ops.push_back(in(act, rm::Mlp));
         } else {

@@ -41,6 +41,7 @@ constexpr SupportedType kSupported[] = {
     {"qwen3_moe", Family::LlamaLike},
     {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
     {"deepseek_v3", Family::LlamaLike}, {"gpt_neox", Family::LlamaLike}, {"stablelm", Family::LlamaLike},
+    {"gemma", Family::LlamaLike},
     {"gpt2", Family::Gpt2},
 };
 
@@ -176,8 +177,21 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
     } else {
         m.ffnHidden = r.requireInt("intermediate_size", 1, ModelLimits::ffnHidden);
         const bool neox = modelType == "gpt_neox";
-        const std::string act = r.optString("hidden_act", modelType == "nemotron" ? "relu2" : neox ? "gelu" : "silu");
-        if (neox) {
+        const bool gemma = modelType == "gemma";
+        // Gemma names its gate's GELU hidden_activation (GemmaConfig; hidden_act in its first configs, "gelu" there).
+        const std::string actKey = gemma && doc.contains("hidden_activation") && !isNull(doc, "hidden_activation")
+                                       ? "hidden_activation"
+                                       : "hidden_act";
+        if (actKey != "hidden_act") r.accept("hidden_act");
+        const std::string act = r.optString(actKey, modelType == "nemotron" ? "relu2" : neox ? "gelu" : gemma ? "gelu_pytorch_tanh" : "silu");
+        if (gemma) {
+            // GemmaMLP: down_proj(act(gate_proj(x)) * up_proj(x)), the GELU in its tanh form (Gemma Team 2024,
+            // arXiv:2403.08295 §2: GeGLU).
+            if (act.rfind("gelu", 0) == 0) m.activation = Activation::Geglu;
+            else
+                problems.add(r.pointer(actKey), "unsupported " + actKey + " \"" + act +
+                                                    "\" for model_type gemma (tessel models its gated GELU MLP)");
+        } else if (neox) {
             // GPTNeoXMLP: dense_h_to_4h, act, dense_4h_to_h (no gate).
             if (act.rfind("gelu", 0) == 0) m.activation = Activation::Gelu; // gelu, gelu_new, gelu_fast: same cost
             else
@@ -203,7 +217,8 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         else if (modelType == "nemotron") m.rotaryPercent = r.optNumber("partial_rotary_factor", 0.5, 0.0, 1.0);
         else if (stablelm) m.rotaryPercent = r.optNumber("partial_rotary_factor", 0.25, 0.0, 1.0);
         else if (modelType == "phi3") m.rotaryPercent = r.optNumber("partial_rotary_factor", 1.0, 0.0, 1.0);
-        m.tiedEmbeddings = r.optBool("tie_word_embeddings", false);
+        // GemmaConfig ties the output layer to the embedding unless told (its released configs do not say).
+        m.tiedEmbeddings = r.optBool("tie_word_embeddings", gemma);
         // Llama's attention_bias puts biases on q/k/v and o_proj, mlp_bias on the MLP. ModelConfig has
         // "all linears" or "QKV only": attention_bias alone maps to QKV bias, leaving out o_proj's `hidden`
         // bias elements per layer (no released llama/mistral/mixtral checkpoint sets it).

@@ -152,7 +152,7 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
     parts.preMlpNormOut = g * Tsp * h;                  // fc1 input (norm output)
     a += parts.preMlpNormOut;
     const double before = a;                            // what the MLP block's own tensors add from here
-    const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
+    const double gated = model.gatedMlp() ? 2.0 : 1.0;
     if (model.moe) {
         const double routed = d(s.expertTokens);
         const double router = d(s.moeTokensIn);
@@ -217,7 +217,7 @@ double mlpWidthPerToken(const ModelConfig& model, const LocalShapes& s) {
 double weightGradientPendingBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
     const double e = s.activationBytes, T = d(s.tokens), h = d(s.hidden);
-    const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
+    const double gated = model.gatedMlp() ? 2.0 : 1.0;
     const double f = mlpWidthPerToken(model, s);
     // dW = X^T dY for QKV, projection, fc1, fc2: inputs X (norm outputs gathered to T rows, attention output,
     // activation output) and output gradients dY (QKV, projection output, fc1 output, fc2 output).
@@ -272,7 +272,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
         // During a B pass the layer being processed holds both its activations and the new parts of its W
         // set (the output gradients, and the gathered inputs with sequence parallelism).
         const double f = mlpWidthPerToken(model, s);
-        const double gated = model.activation == Activation::Swiglu ? 2.0 : 1.0;
+        const double gated = model.gatedMlp() ? 2.0 : 1.0;
         const double grads = t.elementBytes * t.tokens *
                              (d(s.qDimLocal + s.kvDimLocal + s.vDimLocal) + 2.0 * t.hidden + gated * f);
         t.duringBackwardInput = grads + (plan.sequenceParallel ? 2.0 * t.elementBytes * t.tokens * t.hidden : 0.0);
@@ -547,7 +547,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     const double scoreSeq = d(model.seqLen) / std::max(1, plan.cp);
     const double scoresBytes = plan.flashAttention ? 0.0 : e * plan.microBatch * d(model.heads) / plan.tp * scoreSeq * scoreSeq;
     if (!model.moe && st.layers > 0) {
-        o.backwardWorkingBytes = e * T * ((model.activation == Activation::Swiglu ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
+        o.backwardWorkingBytes = e * T * ((model.gatedMlp() ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
         const double scoreGradients = model.dropout > 0.0 || !fusedKernelsOf(plan.framework) ? 2.0 : 1.0;
         o.backwardWorkingBytes = std::max(o.backwardWorkingBytes, scoreGradients * scoresBytes);
     }
@@ -593,7 +593,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // any of them takes a new segment, kept beside the cached ones (CUDACachingAllocator: memory goes back to
         // the device only when an allocation fails). The largest: the MLP's inner activation, the unfused
         // attention's scores, the last stage's fp32 logits.
-        const double inner = e * T * t.ffnLocal * (model.activation == Activation::Swiglu ? 2.0 : 1.0);
+        const double inner = e * T * t.ffnLocal * (model.gatedMlp() ? 2.0 : 1.0);
         const double largestFreedBlock = std::max({scoresBytes, inner, e * T * h, last ? 4.0 * T * t.vocabLocal : 0.0});
         if (stepCopy > largestFreedBlock) st.allocatorKeptBytes = stepCopy - o.stepCopyBytes;
     }

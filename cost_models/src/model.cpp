@@ -9,7 +9,7 @@
 namespace tessel {
 
 std::string toString(Activation a) {
-    return a == Activation::Gelu ? "gelu" : a == Activation::Swiglu ? "swiglu" : "squared_relu";
+    return a == Activation::Gelu ? "gelu" : a == Activation::Swiglu ? "swiglu" : a == Activation::Geglu ? "geglu" : "squared_relu";
 }
 std::string toString(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
 std::string toString(PositionEmbedding p) {
@@ -17,11 +17,11 @@ std::string toString(PositionEmbedding p) {
 }
 
 namespace {
-// Elements of one MLP of width `ffn`: GELU has fc1 (h x f) and fc2 (f x h); SwiGLU has gate, up (h x f)
+// Elements of one MLP of width `ffn`: GELU has fc1 (h x f) and fc2 (f x h); SwiGLU and GeGLU have gate, up (h x f)
 // and down (f x h). Biases: f (or 2f) + h.
 int64_t mlpParameters(const ModelConfig& m, int64_t ffn) {
     const int64_t h = m.hidden;
-    const int64_t inWidth = m.activation == Activation::Swiglu ? 2 * ffn : ffn;
+    const int64_t inWidth = m.gatedMlp() ? 2 * ffn : ffn;
     int64_t n = h * inWidth + ffn * h;
     if (m.linearBias) n += inWidth + h;
     return n;
@@ -238,8 +238,11 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.ffnHidden = r.requireInt("ffn_hidden", 1, L::ffnHidden);
     m.vocab = r.requireInt("vocab", 1, L::vocab);
     m.seqLen = r.requireInt("seq_len", 1, L::seqLen);
-    const std::string activation = r.requireEnum("activation", {"gelu", "swiglu", "squared_relu"});
-    m.activation = activation == "gelu" ? Activation::Gelu : activation == "swiglu" ? Activation::Swiglu : Activation::SquaredRelu;
+    const std::string activation = r.requireEnum("activation", {"gelu", "swiglu", "squared_relu", "geglu"});
+    m.activation = activation == "gelu"     ? Activation::Gelu
+                 : activation == "swiglu"   ? Activation::Swiglu
+                 : activation == "geglu"    ? Activation::Geglu
+                                            : Activation::SquaredRelu;
     m.norm = r.optEnum("norm", "layernorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::LayerNorm
                                                                                         : NormKind::RmsNorm;
     const std::string position = r.optEnum("position_embedding", "learned", {"learned", "rope", "alibi"});

@@ -21,7 +21,7 @@ double normParams(const ModelConfig& m) { return normParams(m, m.hidden); }
 // replicated.
 std::pair<double, double> mlpModulesLocal(const ModelConfig& m, int64_t ffn, int tp) {
     const double h = d(m.hidden);
-    const double inWidth = (m.activation == Activation::Swiglu ? 2.0 : 1.0) * d(ffn);
+    const double inWidth = (m.gatedMlp() ? 2.0 : 1.0) * d(ffn);
     const double bias = m.linearBias ? 1.0 : 0.0;
     return {h * inWidth / tp + bias * inWidth / tp, d(ffn) * h / tp + bias * h};
 }

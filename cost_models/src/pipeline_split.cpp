@@ -244,7 +244,7 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     // (fc1's only without SwiGLU), or a router and fc1 + fc2 for each of the rank's experts.
     const int norm = model.norm == NormKind::RmsNorm ? 1 : 2;
     const bool bias = model.linearBias, qkvBias = model.linearBias || model.qkvBias;
-    const bool swiglu = model.activation == Activation::Swiglu;
+    const bool swiglu = model.gatedMlp();
     // MLA: q_down, its latent's norm and q_up (or one q_proj), kv_down, its latent's norm and kv_up, the output.
     const int attention = model.mla ? 2 * norm + (model.mla->qLoraRank > 0 ? 2 + norm : 1) + 2 + norm + 1 + (bias ? 1 : 0)
                                     : (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);

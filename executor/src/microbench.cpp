@@ -71,7 +71,7 @@ std::set<GemmShape> gemmShapes(const BenchOptions& o) {
                 const int64_t T = mb * model.seqLen;
                 const int64_t hd = model.hidden / model.heads;
                 const int64_t q = model.heads / tp * hd, kv = model.kvHeads / tp * hd;
-                const bool swiglu = model.activation == Activation::Swiglu;
+                const bool swiglu = model.gatedMlp();
                 addLinear(shapes, T, model.hidden, q);
                 addLinear(shapes, T, model.hidden, kv);
                 addLinear(shapes, T, q, model.hidden);

@@ -93,7 +93,7 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
     vocab_ = intSpin(1, 1 << 24, modelBox);
     seqLen_ = intSpin(1, 1 << 24, modelBox);
     activation_ = new QComboBox(modelBox);
-    activation_->addItems({QStringLiteral("gelu"), QStringLiteral("swiglu"), QStringLiteral("squared_relu")});
+    activation_->addItems({QStringLiteral("gelu"), QStringLiteral("swiglu"), QStringLiteral("squared_relu"), QStringLiteral("geglu")});
     // Object names let tests (and style sheets) find the fields.
     layers_->setObjectName(QStringLiteral("layers"));
     hidden_->setObjectName(QStringLiteral("hidden"));
@@ -245,7 +245,10 @@ void ScenarioPanel::showModel(const ModelConfig& m) {
     ffnHidden_->setValue(static_cast<int>(m.ffnHidden));
     vocab_->setValue(static_cast<int>(m.vocab));
     seqLen_->setValue(static_cast<int>(m.seqLen));
-    activation_->setCurrentIndex(m.activation == Activation::Swiglu ? 1 : m.activation == Activation::SquaredRelu ? 2 : 0);
+    activation_->setCurrentIndex(m.activation == Activation::Swiglu        ? 1
+                                 : m.activation == Activation::SquaredRelu ? 2
+                                 : m.activation == Activation::Geglu       ? 3
+                                                                           : 0);
     QString info = paramsText(countParameters(m).total(m.layers)) + QStringLiteral(" parameters");
     if (m.moe) info += QStringLiteral(", MoE %1 experts top-%2").arg(m.moe->experts).arg(m.moe->topK);
     modelInfo_->setText(info);
@@ -332,7 +335,7 @@ void ScenarioPanel::modelFieldsEdited() {
     m.vocab = vocab_->value();
     m.seqLen = seqLen_->value();
     const int act = activation_->currentIndex();
-    m.activation = act == 1 ? Activation::Swiglu : act == 2 ? Activation::SquaredRelu : Activation::Gelu;
+    m.activation = act == 1 ? Activation::Swiglu : act == 2 ? Activation::SquaredRelu : act == 3 ? Activation::Geglu : Activation::Gelu;
     if (derivedHeadDim && m.heads > 0) m.headDim = m.hidden / m.heads;
     // Latent attention gives every head its own key and value: kv heads follow the heads.
     if (m.mla) m.kvHeads = m.heads;

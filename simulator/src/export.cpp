@@ -208,6 +208,12 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
     modelCodeRules(m, p, "Megatron-LM", problems);
+    // A GELU behind a gate: Megatron-LM's arguments gate with SiLU only (--swiglu); Megatron-core builds one from its
+    // TransformerConfig (gated_linear_unit, activation_func), as NeMo's Gemma recipes do.
+    if (m.activation == Activation::Geglu)
+        problems.add("/model/activation", "Megatron-LM's arguments have no gated GELU (geglu): --swiglu gates with SiLU. "
+                                          "Megatron-core runs one from its TransformerConfig (gated_linear_unit with "
+                                          "activation_func gelu), which a launch script cannot set");
     if (m.position == PositionEmbedding::Alibi)
         problems.add("/model/position_embedding",
                      "Megatron-LM has no ALiBi (--position-embedding-type takes learned_absolute, rope, mrope, "

@@ -61,9 +61,9 @@ Family familyOf(const nlohmann::json& model) {
              olmo2 ? "OLMo 2" : "OLMo"};
         f.qkNorm = olmo2;
     } else if (contains(n, "gemma")) {
-        // Gemma (Gemma Team 2024, arXiv:2403.08295 §2): GeGLU (a gated MLP: three matrices, costed as SwiGLU's),
-        // RMSNorm, rotary, no biases, the embedding shared with the output.
-        f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, true, "Gemma"};
+        // Gemma (Gemma Team 2024, arXiv:2403.08295 §2): GeGLU (a gated MLP: three matrices), RMSNorm, rotary, no
+        // biases, the embedding shared with the output.
+        f = {Activation::Geglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, true, "Gemma"};
     } else if (contains(n, "falcon")) {
         // Falcon (Almazrouei et al. 2023, arXiv:2311.16867 §4.1): GELU, LayerNorm, rotary, no biases, tied
         // embeddings, no dropout; its attention and MLP read the same input in parallel, costed here one after the
@@ -106,8 +106,11 @@ Family familyOf(const nlohmann::json& model) {
     if (f.name == "GPT (default)" && (gated || contains(statedNorm, "rms")))
         f = {Activation::Swiglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, false,
              "Llama-style (from its stated gated MLP or RMSNorm)"};
-    if (gated) f.activation = Activation::Swiglu;
+    // A GELU behind a gate (GeGLU, T5's "gated-gelu"; Gemma's configs name the gate's GELU alone: hidden_act "gelu").
+    const bool gelu = contains(act, "gelu") || contains(act, "geglu");
+    if (gated) f.activation = gelu ? Activation::Geglu : Activation::Swiglu;
     else if (contains(act, "relu2") || (contains(act, "squared") && contains(act, "relu"))) f.activation = Activation::SquaredRelu;
+    else if (f.name == "Gemma" && gelu) f.activation = Activation::Geglu;
     else if (act.find_first_not_of(' ') != std::string::npos) f.activation = Activation::Gelu;
     if (contains(statedNorm, "rms")) f.norm = NormKind::RmsNorm;
     else if (contains(statedNorm, "layer")) f.norm = NormKind::LayerNorm;
@@ -408,12 +411,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     }
     const Family f = familyOf(m);
     applyFamily(f, model);
-    // A gated GELU (GeGLU: Gemma, GLM-130B, T5 v1.1) has SwiGLU's three matrices and one gated elementwise kernel
-    // of the same bytes: costed as SwiGLU, and named as what the record wrote.
-    const std::string statedAct = lower(text(m, "activation") + " " + text(m, "hidden_act"));
-    const bool geglu = f.activation == Activation::Swiglu &&
-                       (contains(statedAct, "geglu") || contains(statedAct, "gelu") || f.name == "Gemma");
-    const std::string actName = geglu ? "geglu, costed as swiglu" : toString(f.activation);
+    const std::string actName = toString(f.activation);
     c.assumptions.push_back("architecture: " + f.name + " conventions (" + actName + ", " +
                             toString(f.norm) + (f.qkNorm ? " with q and k norms" : "") + ", " +
                             (f.bias ? "biases" : "no biases") + ", " +

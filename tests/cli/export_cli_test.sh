@@ -59,6 +59,17 @@ check "megatron zero 3 exits 2" "$(exits $rc 2)"
 check "megatron names zero_stage" "$(contains "$tmp/err" '/plan/zero_stage')"
 check "megatron names schedule" "$(contains "$tmp/err" '/plan/schedule')"
 check "refusal prints nothing" "$([ ! -s "$tmp/out" ]; echo $?)"
+# Gemma's gated GELU: Megatron-LM's arguments have only SiLU's gate (--swiglu), so the export refuses at the model's key.
+if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/gemma-7b" ]; then
+  "$TESSEL" export --format megatron --model "$TESSEL_TEST_DATA/hf/gemma-7b" --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 \
+    --dp 1 --global-batch 8 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "gemma megatron export exits 2" "$(exits $rc 2)"
+  check "gemma: names /model/activation" "$(contains "$tmp/err" '/model/activation: Megatron-LM.s arguments have no gated GELU')"
+  "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/gemma-7b" --cluster dgx-h100-80g --nodes 1 --tp 8 --pp 1 --dp 1 \
+    --global-batch 8 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "gemma predicts" "$rc"
+  check "gemma: its 8.54 B parameters" "$(contains "$tmp/out" 'gemma: 8.54 B parameters, 28 layers')"
+fi
 "$TESSEL" export llama3-8b-h100 --format torchtitan >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "torchtitan zero 1 exits 2" "$(exits $rc 2)"
 check "torchtitan names zero_stage" "$(contains "$tmp/err" '/plan/zero_stage')"

@@ -102,6 +102,29 @@ TEST(Compute, ASustainedShareSlowsTensorCoreKernelsOnly) {
     EXPECT_DOUBLE_EQ(parseCluster(j).gpu.sustainedTensorFraction, 1.0);
 }
 
+// Gemma's GeGLU reads gate and up and writes their product as SwiGLU does, around a gate and up of the same shapes:
+// a dense model's and an MoE model's layers cost SwiGLU's, keep its memory and parameters, and name the op geglu.
+TEST(Compute, GegluCostsWhatSwigluCostsUnderItsOwnName) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    for (const char* preset : {"llama3-8b", "tiny-moe"}) {
+        const ModelConfig swiglu = test::preset(preset);
+        ModelConfig geglu = swiglu;
+        geglu.activation = Activation::Geglu;
+        Plan p;
+        p.tp = 2;
+        p.dp = 4;
+        const BlockCompute s = layerCompute(swiglu, c, p, recipe), g = layerCompute(geglu, c, p, recipe);
+        const std::string op = swiglu.moe ? "expert_" : "";
+        EXPECT_DOUBLE_EQ(forwardOpNamed(g, op + "geglu").seconds, forwardOpNamed(s, op + "swiglu").seconds) << preset;
+        EXPECT_THROW(forwardOpNamed(g, op + "swiglu"), std::runtime_error) << preset;
+        EXPECT_DOUBLE_EQ(g.forward.seconds + g.backward().seconds, s.forward.seconds + s.backward().seconds) << preset;
+        EXPECT_EQ(countParameters(geglu).total(geglu.layers), countParameters(swiglu).total(swiglu.layers)) << preset;
+        EXPECT_DOUBLE_EQ(predictMemory(geglu, c, p).peakBytes, predictMemory(swiglu, c, p).peakBytes) << preset;
+        EXPECT_EQ(modelToJson(geglu)["activation"], "geglu");
+    }
+}
+
 TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
     // Nemotron's squared ReLU, like GELU, reads the fc1 output and writes its activation, the backward the same
     // again, between an fc1 and an fc2 of the same shapes: time, memory and parameters are GELU's; only the name

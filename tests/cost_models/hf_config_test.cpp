@@ -526,9 +526,45 @@ TEST(HfConfig, SlidingWindowsAreReadWhereTheModelCodeUsesThem) {
 }
 
 TEST(HfConfig, UnreadModelTypesAreRejectedRatherThanApproximated) {
-    // Gemma's gated GELU (GeGLU) MLP has no activation of tessel's to stand for it: refused, not read as SwiGLU.
-    const nlohmann::json doc = {{"model_type", "gemma"}, {"hidden_size", 2048}};
+    // Gemma 2's norms after attention and the MLP and its soft-capped logits are not tessel's: refused, not read as
+    // Gemma's.
+    const nlohmann::json doc = {{"model_type", "gemma2"}, {"hidden_size", 2048}};
     EXPECT_TRUE(problemAt(doc, "/model_type"));
+}
+
+// Gemma 7B (google/gemma-7b config.json, transformers' gemma; Gemma Team 2024, arXiv:2403.08295 §2): a gated GELU MLP
+// (GeGLU), RMSNorm, rotary, 16 heads of 256 (wider than hidden 3,072 / 16), the head tied to the embedding. Its
+// 8.54 B parameters by hand: embedding 256,000 x 3,072, a layer 4 x 3,072 x 4,096 + 3 x 3,072 x 24,576 + 2 x 3,072,
+// the final RMSNorm 3,072. Gemma 2B (one kv head, 18 layers of 2,048, ffn 16,384): 2,506,172,416.
+TEST(HfConfig, GemmaIsAGatedGeluWithWideHeadsAndATiedHead) {
+    const ModelConfig m = parseHf("gemma-7b");
+    EXPECT_EQ(m.activation, Activation::Geglu);
+    EXPECT_TRUE(m.gatedMlp());
+    EXPECT_EQ(m.norm, NormKind::RmsNorm);
+    EXPECT_EQ(m.headDim, 256);
+    EXPECT_TRUE(m.tiedEmbeddings);
+    EXPECT_FALSE(m.qkvBias);
+    const int64_t layer = 4 * 3072LL * 4096 + 3 * 3072LL * 24576 + 2 * 3072;
+    EXPECT_EQ(countParameters(m).total(m.layers), 256000LL * 3072 + 28 * layer + 3072);
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{8'537'680'896});
+    nlohmann::json doc = hfConfig("gemma-7b");
+    doc.update({{"hidden_size", 2048}, {"intermediate_size", 16384}, {"num_attention_heads", 8}, {"num_key_value_heads", 1},
+                {"num_hidden_layers", 18}});
+    const ModelConfig small = parseModel(doc);
+    EXPECT_EQ(countParameters(small).total(small.layers), int64_t{2'506'172'416});
+    // The newer configs' hidden_activation wins over hidden_act; an MLP that is not GELU's is a problem at its key.
+    doc["hidden_activation"] = "gelu_pytorch_tanh";
+    EXPECT_EQ(parseModel(doc).activation, Activation::Geglu);
+    doc["hidden_activation"] = "silu";
+    EXPECT_TRUE(problemAt(doc, "/hidden_activation"));
+    doc["tie_word_embeddings"] = false;
+    doc.erase("hidden_activation");
+    EXPECT_FALSE(parseModel(doc).tiedEmbeddings);
+    // Costed as SwiGLU's shapes: the same parameters, the gated op under its own name.
+    ModelConfig swiglu = m;
+    swiglu.activation = Activation::Swiglu;
+    EXPECT_EQ(countParameters(swiglu).total(28), countParameters(m).total(28));
+    EXPECT_EQ(parseModel(modelToJson(m)).activation, Activation::Geglu);
 }
 
 TEST(HfConfig, MissingHiddenSizeIsAProblemAtItsPointer) {

@@ -329,7 +329,7 @@ TEST(Schemas, ModelSchemaEnumsAreWhatTheReaderAcceptsAndTheWriterEmits) {
         const auto& values = listed(key);
         EXPECT_NE(std::find(values.begin(), values.end(), value), values.end()) << key << " = " << value;
     };
-    for (auto a : {Activation::Gelu, Activation::Swiglu, Activation::SquaredRelu})
+    for (auto a : {Activation::Gelu, Activation::Swiglu, Activation::SquaredRelu, Activation::Geglu})
         emits("activation", [a](ModelConfig& m) { m.activation = a; });
     for (auto n : {NormKind::LayerNorm, NormKind::RmsNorm}) emits("norm", [n](ModelConfig& m) { m.norm = n; });
     for (auto p : {PositionEmbedding::Learned, PositionEmbedding::Rope, PositionEmbedding::Alibi})

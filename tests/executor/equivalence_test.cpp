@@ -552,6 +552,7 @@ TEST(Training, LossFallsOnTheTinyModel) {
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
+        {"/model/activation", [](ModelConfig& m) { m.activation = Activation::Geglu; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},

@@ -519,6 +519,15 @@ TEST(ExportMegatron, RefusesAlibi) {
     EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/position_embedding")); // model code is the user's
 }
 
+TEST(ExportMegatron, RefusesAGatedGelu) {
+    // Megatron-LM's arguments gate with SiLU only (--swiglu); exporting Gemma's GeGLU as --swiglu would train another
+    // model. DeepSpeed runs the user's model code.
+    Scenario s = defaultScenario();
+    s.model.activation = Activation::Geglu;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/activation"});
+    EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/activation"));
+}
+
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {
     Scenario s = defaultScenario();
     for (auto sched : {Schedule::ZeroBubble, Schedule::Gpipe, Schedule::DualPipeV}) {

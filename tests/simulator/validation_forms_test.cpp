@@ -663,7 +663,7 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     };
     for (const Case& k : {Case{"OLMo 2 13B", Activation::Swiglu, NormKind::RmsNorm, false, false, true, 0.0},
                           Case{"OLMo 7B", Activation::Swiglu, NormKind::LayerNorm, false, false, false, 0.0},
-                          Case{"Gemma 7B", Activation::Swiglu, NormKind::RmsNorm, false, true, false, 0.0},
+                          Case{"Gemma 7B", Activation::Geglu, NormKind::RmsNorm, false, true, false, 0.0},
                           Case{"Falcon-40B", Activation::Gelu, NormKind::LayerNorm, false, true, false, 0.0},
                           Case{"Pythia 12B", Activation::Gelu, NormKind::LayerNorm, true, false, false, 0.0},
                           Case{"InternLM2 20B", Activation::Swiglu, NormKind::RmsNorm, false, false, false, 0.0},
@@ -698,19 +698,21 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     r["model"].erase("dropout");
     r["model"]["norm"] = "RMSNorm";
     EXPECT_FALSE(load(r).scenario.model.linearBias);
-    // A gated GELU, in the words records use (GLM-130B's GeGLU, T5 v1.1's "gated-gelu"), is a gated MLP costed as
-    // SwiGLU and named as the record wrote it; a plain GELU is not gated.
+    // A gated GELU, in the words records use (GLM-130B's GeGLU, T5 v1.1's "gated-gelu"), is the gated MLP geglu; a
+    // plain GELU is not gated, but in a Gemma, whose configs name the gate's GELU alone.
     for (const char* act : {"GeGLU", "gated-gelu"}) {
         r["model"]["activation"] = act;
         const ValidationCase g = load(r);
-        EXPECT_EQ(g.scenario.model.activation, Activation::Swiglu) << act;
-        EXPECT_TRUE(mentions(g.assumptions, "(geglu, costed as swiglu,")) << act;
+        EXPECT_EQ(g.scenario.model.activation, Activation::Geglu) << act;
+        EXPECT_TRUE(mentions(g.assumptions, "(geglu,")) << act;
     }
     r["model"]["activation"] = "gelu";
     EXPECT_EQ(load(r).scenario.model.activation, Activation::Gelu);
     r["model"]["name"] = "Gemma 7B";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Geglu);
     r["model"].erase("activation");
-    EXPECT_TRUE(mentions(load(r).assumptions, "Gemma conventions (geglu, costed as swiglu,"));
+    EXPECT_TRUE(mentions(load(r).assumptions, "Gemma conventions (geglu,"));
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Geglu);
 }
 } // namespace
 } // namespace tessel::sim

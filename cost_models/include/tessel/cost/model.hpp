@@ -13,8 +13,9 @@
 namespace tessel {
 
 // The MLP's activation. GELU and squared ReLU (Nemotron-3/-4, Megatron-LM --squared-relu) are one fc1 and one fc2
-// around an elementwise op of the same bytes; SwiGLU gates: fc1 is twice as wide (gate and up).
-enum class Activation { Gelu, Swiglu, SquaredRelu };
+// around an elementwise op of the same bytes; SwiGLU and GeGLU (Gemma: GELU's tanh form on the gate) gate: fc1 is
+// twice as wide (gate and up) and the gated op reads both halves.
+enum class Activation { Gelu, Swiglu, SquaredRelu, Geglu };
 enum class NormKind { LayerNorm, RmsNorm };
 // Where a layer learns token positions: a learned table added to the embedding (GPT-2, GPT-3), rotary embeddings on
 // q and k (Llama), or ALiBi's fixed per-head linear bias on the attention scores (Press et al. 2022; BLOOM): neither
@@ -100,6 +101,8 @@ struct ModelConfig {
     // embedding), two norms and a projection 2h -> h, a transformer layer of the last layer's kind, a final norm and the
     // shared output head with its own loss. Trained with the model, not counted in its parameters.
     int mtpLayers = 0;
+    // A gated MLP (SwiGLU, GeGLU): gate and up of ffn_hidden each, and the gated elementwise op between.
+    bool gatedMlp() const { return activation == Activation::Swiglu || activation == Activation::Geglu; }
     // Head widths attention runs at: q and k, and v (and the output). head_dim for both without MLA.
     int64_t qkHeadDim() const { return mla ? mla->qkHeadDim() : headDim; }
     // Width of each q and k head RoPE rotates: int(head_dim x rotary_percent), as Megatron-core's RotaryEmbedding
