@@ -42,7 +42,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         std::to_string(m.mla->kvLoraRank) + ", heads " + std::to_string(m.mla->qkHeadDim()) + " / " +
                         std::to_string(m.mla->vHeadDim) + " wide)"
                   : std::to_string(m.kvHeads) + " kv")
-        << ", ffn " << m.ffnHidden << ", vocab " << m.vocab << ", seq " << m.seqLen
+        << ", ffn " << m.ffnHidden << (m.postNorms ? " (norms before and after each block)" : "") << ", vocab " << m.vocab
+        << ", seq " << m.seqLen
         << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) +
                                       (m.fullAttentionLayers.empty() ? std::string()
                                                                      : " (" + std::to_string(m.fullAttentionLayers.size()) +

@@ -569,6 +569,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops.push_back(layout);
     }
     ops.push_back(gemm("attn_proj", s.tokens, s.hidden, s.oDimLocal, e));
+    // Gemma 2 / 3's norm of the attention block's output before its residual add (and of the MLP's, below): the
+    // norm's bytes over the same tokens (after the projection's reduce-scatter with SP); rerun by full recompute.
+    if (model.postNorms) ops.push_back(norm("norm_post_attn"));
     ops.push_back(memoryOp("residual_attn", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     ops.push_back(in(norm("norm_mlp"), model.moe ? rm::Layernorm : rm::Mlp));
     const bool swiglu = model.gatedMlp();
@@ -613,6 +616,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         }
         ops.push_back(in(gemm("fc2", s.tokens, s.hidden, s.ffnLocal, e), rm::Mlp));
     }
+    if (model.postNorms) ops.push_back(norm("norm_post_mlp"));
     ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     if (recomputeStopsBeforeFc2(model, plan)) {
         // torch.utils.checkpoint's early stop (non-reentrant, PyTorch >= 2.1): the recompute ends when fc2 saves its

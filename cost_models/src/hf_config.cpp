@@ -41,7 +41,7 @@ constexpr SupportedType kSupported[] = {
     {"qwen3_moe", Family::LlamaLike},
     {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
     {"deepseek_v3", Family::LlamaLike}, {"gpt_neox", Family::LlamaLike}, {"stablelm", Family::LlamaLike},
-    {"gemma", Family::LlamaLike},
+    {"gemma", Family::LlamaLike}, {"gemma2", Family::LlamaLike}, {"gemma3_text", Family::LlamaLike},
     {"gpt2", Family::Gpt2},
 };
 
@@ -78,19 +78,24 @@ int64_t optIntOrNull(ObjectReader& r, const nlohmann::json& doc, const std::stri
 // Sliding-window attention as transformers builds it: Mistral, Mixtral and Phi-3 window every layer by
 // sliding_window (null: none); Qwen2 / Qwen3 (and their MoE) only with use_sliding_window, and then the layers from
 // max_window_layers on (Qwen2Config's layer_types; its default 28); a layer_types list says it layer by layer
-// ("sliding_attention" or "full_attention"). Each query sees itself and the sliding_window - 1 keys before it
+// ("sliding_attention" or "full_attention"). Gemma 2 windows the even layers (Gemma2DecoderLayer's is_sliding), Gemma
+// 3 all but every sliding_window_pattern-th (default 6: (layer + 1) % 6 != 0), both at 4096 keys unless told.
+// Each query sees itself and the sliding_window - 1 keys before it
 // (sliding_window_causal_mask_function). The layers left whole are the model's full_attention_layers. Other
 // families' modeling code attends over the whole prefix whatever the config holds.
 void readSlidingWindow(ObjectReader& r, const nlohmann::json& doc, const std::string& modelType, ModelConfig& m,
                        ProblemList& problems) {
     const bool qwen = modelType.rfind("qwen", 0) == 0;
-    if (!(qwen || modelType == "mistral" || modelType == "mixtral" || modelType == "phi3")) return;
-    if (!doc.contains("sliding_window") || isNull(doc, "sliding_window")) return;
+    const bool gemma2 = modelType == "gemma2", gemma3 = modelType == "gemma3_text";
+    if (!(qwen || gemma2 || gemma3 || modelType == "mistral" || modelType == "mixtral" || modelType == "phi3")) return;
+    if ((!doc.contains("sliding_window") && !(gemma2 || gemma3)) || isNull(doc, "sliding_window")) return;
     if (qwen && !r.optBool("use_sliding_window", false)) return;
-    const int64_t window = r.optInt("sliding_window", 0, 1, ModelLimits::seqLen);
+    const int64_t window = r.optInt("sliding_window", 4096, 1, ModelLimits::seqLen);
     const int64_t firstWindowed = qwen ? r.optInt("max_window_layers", 28, 0, ModelLimits::layers) : 0;
+    const int64_t everyNthFull = gemma2 ? 2 : gemma3 ? r.optInt("sliding_window_pattern", 6, 1, ModelLimits::layers) : 0;
     std::vector<bool> windowed(static_cast<size_t>(std::max(m.layers, 0)), false);
-    for (int i = 0; i < m.layers; ++i) windowed[static_cast<size_t>(i)] = i >= firstWindowed;
+    for (int i = 0; i < m.layers; ++i)
+        windowed[static_cast<size_t>(i)] = i >= firstWindowed && (everyNthFull == 0 || (i + 1) % everyNthFull != 0);
     if (const auto types = doc.find("layer_types"); types != doc.end() && !types->is_null()) {
         const std::string where = r.pointer("layer_types");
         if (!types->is_array() || types->size() != windowed.size()) {
@@ -177,7 +182,9 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
     } else {
         m.ffnHidden = r.requireInt("intermediate_size", 1, ModelLimits::ffnHidden);
         const bool neox = modelType == "gpt_neox";
-        const bool gemma = modelType == "gemma";
+        // Gemma 1, 2 and 3 (text): a gated GELU, a head tied to the embedding; 2 and 3 normalise each block's
+        // output too, 3 each head of q and k.
+        const bool gemma = modelType == "gemma" || modelType == "gemma2" || modelType == "gemma3_text";
         // Gemma names its gate's GELU hidden_activation (GemmaConfig; hidden_act in its first configs, "gelu" there).
         const std::string actKey = gemma && doc.contains("hidden_activation") && !isNull(doc, "hidden_activation")
                                        ? "hidden_activation"
@@ -190,7 +197,8 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
             if (act.rfind("gelu", 0) == 0) m.activation = Activation::Geglu;
             else
                 problems.add(r.pointer(actKey), "unsupported " + actKey + " \"" + act +
-                                                    "\" for model_type gemma (tessel models its gated GELU MLP)");
+                                                    "\" for model_type " + modelType +
+                                                    " (tessel models its gated GELU MLP)");
         } else if (neox) {
             // GPTNeoXMLP: dense_h_to_4h, act, dense_4h_to_h (no gate).
             if (act.rfind("gelu", 0) == 0) m.activation = Activation::Gelu; // gelu, gelu_new, gelu_fast: same cost
@@ -254,7 +262,20 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         }
         // Qwen3 normalises each head of q and k with an RMSNorm of head_dim weights (q_norm, k_norm in
         // modeling_qwen3.py and modeling_qwen3_moe.py).
-        m.qkNorm = modelType == "qwen3" || modelType == "qwen3_moe";
+        m.qkNorm = modelType == "qwen3" || modelType == "qwen3_moe" || modelType == "gemma3_text";
+        // Gemma 2 and 3 (Gemma2DecoderLayer, Gemma3DecoderLayer): post_attention_layernorm and
+        // post_feedforward_layernorm on each block's output before its residual add.
+        m.postNorms = modelType == "gemma2" || modelType == "gemma3_text";
+        // Gemma 2's tanh soft-capping of the attention scores and of the logits (Gemma2Config's defaults 50 and 30;
+        // Gemma 3's are null): neither is in tessel's cost model, so a config that caps is a problem at its key.
+        for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+            const bool caps = doc.contains(cap) ? !isNull(doc, cap) : modelType == "gemma2";
+            if (caps && m.postNorms)
+                problems.add(r.pointer(cap), std::string(cap[0] == 'a' ? "soft-capped attention scores (tanh, which needs an "
+                                                                          "attention kernel taking softcap or eager attention)"
+                                                                        : "soft-capped logits (tanh passes over the logits)") +
+                                                 " are not in tessel's cost model; set it null to predict without them");
+        }
         if (modelType == "mixtral") {
             MoeConfig moe;
             moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, ModelLimits::heads));

@@ -146,6 +146,10 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
     // recipes; with FP8 GEMMs the projection keeps its own FP8 copy and O stays in the activation type.
     if (plan.flashAttention && g < e) parts.coreAttn += e * T * d(s.oDimLocal);
     a += parts.coreAttn;
+    // Gemma 2 / 3's post-attention norm keeps its input, the projection's output (eager: its fp32 copy and the
+    // normalised value too); the post-MLP norm the same below.
+    const double postNorm = model.postNorms ? (e + eagerNormExtra) * Tsp * h : 0.0;
+    a += postNorm;
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: as the first norm's)
@@ -182,6 +186,7 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
         if (eager && gated > 1.0) a += e * T * d(s.ffnLocal); // eager SwiGLU: the SiLU output, kept by the product
         parts.mlp = parts.preMlpNormOut + (a - before);
     }
+    a += postNorm;                                      // the post-MLP norm's input (fc2's output)
     a += mask * Tsp * h;                                // dropout mask after fc2
     // Autocast's copy of each weight in the compute dtype, made for this forward and saved by its GEMM for the
     // backward: a micro-batch's copies live as long as its activations (full recompute drops them with the rest
@@ -203,8 +208,9 @@ double layerNormStatisticsBytes(const ModelConfig& model, const Plan& plan, cons
     const bool selective = plan.recompute == Recompute::Selective;
     const int rerun = (selective && plan.recomputes(m::Layernorm) && model.mla ? 1 : 0) +
                       (selective && ((plan.recomputes(m::Layernorm) && model.moe) || (plan.recomputes(m::Mlp) && !model.moe)) ? 1 : 0);
-    // Two norms per layer, each keeping mean and 1/std per token (fp32, or the compute dtype when wider).
-    return d(2 - rerun) * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
+    // Two norms per layer (four with post-norms), each keeping mean and 1/std per token (fp32, or the compute dtype
+    // when wider).
+    return d((model.postNorms ? 4 : 2) - rerun) * 2.0 * d(s.tokensSp) * std::max(4.0, static_cast<double>(s.activationBytes));
 }
 
 // The MLP block's GEMM width per token of the layer: the dense MLP's, or the routed experts' rows (expertTokens, each

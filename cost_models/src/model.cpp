@@ -190,7 +190,7 @@ ParameterCounts countParameters(const ModelConfig& m) {
     } else {
         c.perLayerMlp = mlpParameters(m, m.ffnHidden);
     }
-    c.perLayerNorms = 2 * normParameters(m);
+    c.perLayerNorms = (m.postNorms ? 4 : 2) * normParameters(m);
     // q and k norms (Qwen3's q_norm / k_norm, Megatron-LM's --qk-layernorm): one weight a head wide each, shared by
     // the heads.
     if (m.qkNorm) c.perLayerNorms += 2 * normParameters(m, m.headDim);
@@ -253,6 +253,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.linearBias = r.optBool("linear_bias", false);
     m.qkvBias = r.optBool("qkv_bias", false);
     m.qkNorm = r.optBool("qk_norm", false);
+    m.postNorms = r.optBool("post_norms", false);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
     m.rotaryPercent = r.optNumber("rotary_percent", 1.0, 0.0, 1.0);
     m.slidingWindow = r.optInt("sliding_window", 0, 0, L::seqLen);
@@ -340,6 +341,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
         if (m.mla->qLoraRank > 0) j["mla"]["q_lora_rank"] = m.mla->qLoraRank;
     }
     if (m.qkNorm) j["qk_norm"] = true;
+    if (m.postNorms) j["post_norms"] = true;
     if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;
     if (m.slidingWindow > 0) j["sliding_window"] = m.slidingWindow;
     if (!m.fullAttentionLayers.empty()) j["full_attention_layers"] = m.fullAttentionLayers;

@@ -62,7 +62,7 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
         const auto [qkv, proj] = attentionModulesLocal(m, p.tp);
         l.dense = qkv + proj;
     }
-    l.dense += 2.0 * normParams(m);                              // the two pre-norms, replicated over TP
+    l.dense += (m.postNorms ? 4.0 : 2.0) * normParams(m);        // the two pre-norms (and post-norms), replicated over TP
     if (m.qkNorm) l.dense += (m.norm == NormKind::LayerNorm ? 4.0 : 2.0) * d(m.headDim); // q and k norms, replicated
     if (m.moe) {
         l.dense += h * m.moe->experts;                           // router, replicated

@@ -248,12 +248,13 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     // MLA: q_down, its latent's norm and q_up (or one q_proj), kv_down, its latent's norm and kv_up, the output.
     const int attention = model.mla ? 2 * norm + (model.mla->qLoraRank > 0 ? 2 + norm : 1) + 2 + norm + 1 + (bias ? 1 : 0)
                                     : (model.qkNorm ? 4 : 2) * norm + 3 + (qkvBias ? 3 : 0) + 1 + (bias ? 1 : 0);
+    const int postNorms = model.postNorms ? 2 * norm : 0; // after attention and after the MLP
     const int denseMlp = 2 + (bias && !swiglu ? 1 : 0) + (bias ? 1 : 0);
     const int moeMlp = model.moe ? 1 + 2 * (model.moe->experts / std::max(1, plan.ep)) + (model.moe->sharedFfnHidden > 0 ? 2 : 0)
                                  : denseMlp;
     // An MoE model's dense layers (moe.dense_layers) hold the dense MLP's tensors.
     const int layers = stageLayerCount(model, plan, stage), dense = denseLayersOfStage(model, plan, stage);
-    int tensors = (layers - dense) * (attention + moeMlp) + dense * (attention + denseMlp);
+    int tensors = (layers - dense) * (attention + moeMlp) + dense * (attention + denseMlp) + layers * postNorms;
     // The embedding (and learned positions) on the first stage; the final norm and the output matrix on the
     // last, which is the embedding's own tensor only when one chunk holds both ends (tied, pp x vpp = 1).
     if (plan.holdsEmbedding(stage)) tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0);

@@ -61,6 +61,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
+    if (model.postNorms)
+        problems.add("/model/post_norms", "the executor's layer normalises before attention and the MLP only; norms after "
+                                          "them are predicted, not run by tessel run yet");
     if (model.activation == Activation::Geglu)
         problems.add("/model/activation", "the executor's MLP gates with SiLU (swiglu) or runs GELU / squared ReLU alone; "
                                           "geglu is predicted, not run by tessel run yet");

@@ -37,6 +37,7 @@ struct Family {
     double dropout = 0.0;
     bool qkNorm = false;
     double rotaryPercent = 1.0; // the part of each head RoPE rotates
+    bool postNorms = false;     // norms after attention and the MLP too (Gemma 2 and 3)
 };
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
@@ -64,6 +65,14 @@ Family familyOf(const nlohmann::json& model) {
         // Gemma (Gemma Team 2024, arXiv:2403.08295 §2): GeGLU (a gated MLP: three matrices), RMSNorm, rotary, no
         // biases, the embedding shared with the output.
         f = {Activation::Geglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, true, "Gemma"};
+        // Gemma 2 and 3 (arXiv:2408.00118 §2, arXiv:2503.19786 §2): RMSNorm after each block as well as before; Gemma
+        // 3 normalises q and k (QK-norm) in place of Gemma 2's soft-capping, which tessel does not cost.
+        const bool v3 = std::regex_search(n, std::regex(R"(gemma[ -]?3)"));
+        if (v3 || std::regex_search(n, std::regex(R"(gemma[ -]?2)"))) {
+            f.name = v3 ? "Gemma 3" : "Gemma 2 (its soft-capping not costed)";
+            f.postNorms = true;
+            f.qkNorm = v3;
+        }
     } else if (contains(n, "falcon")) {
         // Falcon (Almazrouei et al. 2023, arXiv:2311.16867 §4.1): GELU, LayerNorm, rotary, no biases, tied
         // embeddings, no dropout; its attention and MLP read the same input in parallel, costed here one after the
@@ -232,6 +241,7 @@ void applyFamily(const Family& f, ModelConfig& model) {
     model.linearBias = f.bias;
     model.dropout = f.dropout;
     model.qkNorm = f.qkNorm;
+    model.postNorms = f.postNorms;
 }
 
 // LLaMA's MLP width rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
@@ -413,7 +423,8 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     applyFamily(f, model);
     const std::string actName = toString(f.activation);
     c.assumptions.push_back("architecture: " + f.name + " conventions (" + actName + ", " +
-                            toString(f.norm) + (f.qkNorm ? " with q and k norms" : "") + ", " +
+                            toString(f.norm) + (f.postNorms ? " before and after each block" : "") +
+                            (f.qkNorm ? " with q and k norms" : "") + ", " +
                             (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +
                             (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");

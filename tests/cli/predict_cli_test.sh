@@ -246,6 +246,11 @@ if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; th
   check "qwen2 windowed exits 0" $rc
   check "qwen2: its pattern on the model line" "$(contains "$tmp/qwen2w.txt" "sliding window 4096 (14 layers full)")"
   check "qwen2: the full-attention layers' own line" "$(contains "$tmp/qwen2w.txt" "full-attention layers (14 of 28, the rest windowed at 4096)")"
+  # Gemma 3 1B: norms after each block and a 512-key window in five layers of six, on its model line.
+  "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/gemma-3-1b" --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 \
+    --global-batch 64 --seq-len 8192 >"$tmp/gemma3.txt" 2>"$tmp/err"; rc=$?
+  check "gemma3 exits 0" $rc
+  check "gemma3: its model line" "$(contains "$tmp/gemma3.txt" "gemma3_text: 1.00 B parameters, 26 layers, hidden 1152, 4 heads / 1 kv, ffn 6912 (norms before and after each block), vocab 262144, seq 8192, sliding window 512 (4 layers full)")"
   "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/pythia-160m" --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 \
     --global-batch 64 >"$tmp/pythia.txt" 2>"$tmp/err"; rc=$?
   check "pythia exits 0" $rc

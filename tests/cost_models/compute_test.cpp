@@ -125,6 +125,32 @@ TEST(Compute, GegluCostsWhatSwigluCostsUnderItsOwnName) {
     }
 }
 
+// Norms after attention and the MLP (Gemma 2 and 3): two more norms a layer, each with the bytes of the one before
+// its block, keeping its input (the block's output, 16-bit) and its statistics, and one more weight each.
+TEST(Compute, PostNormsAreTwoMoreNormsOfTheSameCost) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const ModelConfig pre = test::preset("llama3-8b");
+    ModelConfig sandwich = pre;
+    sandwich.postNorms = true;
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.sequenceParallel = true;
+    const BlockCompute a = layerCompute(pre, c, p, recipe), b = layerCompute(sandwich, c, p, recipe);
+    for (const char* name : {"norm_post_attn", "norm_post_mlp"}) {
+        EXPECT_THROW(forwardOpNamed(a, name), std::runtime_error);
+        EXPECT_DOUBLE_EQ(forwardOpNamed(b, name).bytes, forwardOpNamed(b, "norm_attn").bytes) << name;
+    }
+    // The two norms' time, and a little more: the block's tensor-core duty moves with its length (FORMULAS.md §3.3).
+    const double norms = 2.0 * forwardOpNamed(b, "norm_mlp").seconds;
+    EXPECT_NEAR(b.forward.seconds - a.forward.seconds, norms, 0.1 * norms);
+    EXPECT_EQ(countParameters(sandwich).total(32) - countParameters(pre).total(32), 32 * 2 * 4096LL);
+    const double tokensSp = 8192.0 / 2.0; // one sequence of 8192, split over tp 2 by SP
+    EXPECT_DOUBLE_EQ(layerActivationBytes(sandwich, p, recipe) - layerActivationBytes(pre, p, recipe), 2.0 * 2.0 * tokensSp * 4096);
+    EXPECT_DOUBLE_EQ(layerNormStatisticsBytes(sandwich, p, recipe), 2.0 * layerNormStatisticsBytes(pre, p, recipe));
+}
+
 TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
     // Nemotron's squared ReLU, like GELU, reads the fc1 output and writes its activation, the backward the same
     // again, between an fc1 and an fc2 of the same shapes: time, memory and parameters are GELU's; only the name

@@ -553,6 +553,7 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::Geglu; }},
+        {"/model/post_norms", [](ModelConfig& m) { m.postNorms = true; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},

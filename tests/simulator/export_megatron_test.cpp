@@ -519,13 +519,17 @@ TEST(ExportMegatron, RefusesAlibi) {
     EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/position_embedding")); // model code is the user's
 }
 
-TEST(ExportMegatron, RefusesAGatedGelu) {
-    // Megatron-LM's arguments gate with SiLU only (--swiglu); exporting Gemma's GeGLU as --swiglu would train another
-    // model. DeepSpeed runs the user's model code.
+TEST(ExportMegatron, RefusesGemmasGatedGeluAndPostNorms) {
+    // Megatron-LM's arguments gate with SiLU only (--swiglu) and normalise before each block only; exporting Gemma's
+    // GeGLU as --swiglu, or without its post-norms, would train another model. DeepSpeed runs the user's model code.
     Scenario s = defaultScenario();
     s.model.activation = Activation::Geglu;
     EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/activation"});
     EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/activation"));
+    s.model.activation = Activation::Swiglu;
+    s.model.postNorms = true;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/post_norms"});
+    EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/post_norms"));
 }
 
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {

@@ -713,6 +713,16 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     r["model"].erase("activation");
     EXPECT_TRUE(mentions(load(r).assumptions, "Gemma conventions (geglu,"));
     EXPECT_EQ(load(r).scenario.model.activation, Activation::Geglu);
+    EXPECT_FALSE(load(r).scenario.model.postNorms);
+    // Gemma 2 and 3 normalise each block's output too; Gemma 3 q and k as well; Gemma 2's soft-capping is said.
+    r["model"]["name"] = "Gemma 2 9B";
+    EXPECT_TRUE(load(r).scenario.model.postNorms);
+    EXPECT_FALSE(load(r).scenario.model.qkNorm);
+    EXPECT_TRUE(mentions(load(r).assumptions, "soft-capping not costed"));
+    r["model"]["name"] = "gemma-3-27b";
+    EXPECT_TRUE(load(r).scenario.model.postNorms);
+    EXPECT_TRUE(load(r).scenario.model.qkNorm);
+    EXPECT_TRUE(mentions(load(r).assumptions, "rmsnorm before and after each block with q and k norms"));
 }
 } // namespace
 } // namespace tessel::sim

@@ -82,6 +82,9 @@ struct ModelConfig {
     bool linearBias = false;       // biases on QKV/proj/MLP linears (GPT-2/3: yes, Llama: no)
     bool qkvBias = false;          // bias on QKV only (Qwen2); implied by linearBias
     bool qkNorm = false;           // the model's norm over each head of q and k before attention (Qwen3)
+    // Norms after attention and after the MLP, on each block's output before its residual add, beside the two
+    // before them (Gemma 2 and 3's post_attention_layernorm and post_feedforward_layernorm): four a layer.
+    bool postNorms = false;
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
     // Partial rotary embedding: the fraction of each q and k head RoPE rotates, the rest passed through
     // (Megatron-LM --rotary-percent, HuggingFace GPT-NeoX rotary_pct, Phi-3 / Nemotron partial_rotary_factor).
