@@ -43,7 +43,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         std::to_string(m.mla->vHeadDim) + " wide)"
                   : std::to_string(m.kvHeads) + " kv")
         << ", ffn " << m.ffnHidden << (m.postNorms ? " (norms before and after each block)" : "") << ", vocab " << m.vocab
-        << ", seq " << m.seqLen
+        << (m.embeddingNorm ? " (a norm over the embedding)" : "") << ", seq " << m.seqLen
         << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) +
                                       (m.fullAttentionLayers.empty() ? std::string()
                                                                      : " (" + std::to_string(m.fullAttentionLayers.size()) +

@@ -37,6 +37,21 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
         b.recompute.add(op);
         b.recompute.modelFlops -= op.modelFlops;
     }
+    if (model.embeddingNorm) {
+        // BLOOM's norm over the embedding's output (word_embeddings_layernorm; BigScience's Megatron-DeepSpeed
+        // --embed-layernorm, applied in VocabParallelEmbedding.forward after the TP all-reduce): a norm's bytes
+        // forward and backward. No layer checkpoint covers it, so no recompute reruns it.
+        OpCost norm = normOp("norm_embedding", model, s, !fusedKernelsOf(plan.framework), recipe.autocast);
+        norm.kernel = "norm_forward";
+        norm.seconds = opSeconds(norm, cluster, recipe.computeDtype);
+        b.forwardOps.push_back(norm);
+        b.forward.add(norm);
+        OpCost normBack = norm;
+        normBack.kernel = "norm_backward";
+        normBack.bytes *= norm.backwardByteFactor;
+        normBack.seconds = opSeconds(normBack, cluster, recipe.computeDtype);
+        b.backwardInput.add(normBack);
+    }
     addParameterPasses(b, embeddingParameters(model, plan), cluster, plan, recipe);
     return b;
 }

@@ -94,6 +94,12 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
 }
 
 namespace {
+// What an eager RMSNorm keeps per element beside its input (fused_kernels off: x.float() and the normalised value
+// before the weight, FORMULAS.md §2 "Eager ops"); a fused norm or a LayerNorm keeps its input only.
+double eagerNormExtraBytes(const ModelConfig& model, const Plan& plan, double residualBytes) {
+    return !fusedKernelsOf(plan.framework) && model.norm == NormKind::RmsNorm ? std::max(4.0, residualBytes) : 0.0;
+}
+
 LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     const LocalShapes s = localShapes(model, plan, recipe);
     const double e = s.activationBytes, mask = s.maskBytes;
@@ -109,7 +115,7 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
     // head; silu(w1 x) * w3 x keeps the SiLU output beside both GEMM outputs. Measured on an H100: 3.25 GiB per
     // Llama 3.1 8B layer at 2 x 8192 tokens, where the fused count gives 2.13 (docs/validation.md).
     const bool eager = !fusedKernelsOf(plan.framework);
-    const double eagerNormExtra = eager && model.norm == NormKind::RmsNorm ? std::max(4.0, r) : 0.0;
+    const double eagerNormExtra = eagerNormExtraBytes(model, plan, r);
     const bool repeated = eager && s.kvDimLocal < s.qDimLocal;
     const int64_t kvSaved = repeated ? s.qDimLocal : s.kvDimLocal, vSaved = repeated ? s.oDimLocal : s.vDimLocal;
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: its fp32 copy and the normalised value)
@@ -260,6 +266,11 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.keptNormStatistics = layerNormStatisticsBytes(model, kept, recipe);
     t.elementBytes = s.activationBytes;
     t.residualBytes = s.residualBytes;
+    // The embedding's norm (BLOOM's word_embeddings_layernorm) saves its input, the embedding's output in the residual
+    // stream's dtype, and its mean and 1/std per token, as a layer's first norm does; nothing recomputes it.
+    if (model.embeddingNorm)
+        t.embeddingNorm = (s.residualBytes + eagerNormExtraBytes(model, plan, s.residualBytes)) * d(s.tokensSp) * d(s.hidden) +
+                          2.0 * std::max(4.0, static_cast<double>(s.activationBytes)) * d(s.tokensSp);
     t.tokens = d(s.tokens);
     t.tokensSp = d(s.tokensSp);
     t.hidden = d(s.hidden);
@@ -391,8 +402,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // rebuilt layer belongs to the other moment, below.)
     const bool headChunkEmpty = last && walk.interleavedWalk && chunkLayerCount(model, plan, stage, plan.vpp - 1) == 0;
     if (!headChunkEmpty) st.activationsBytes += rebuiltLayer;
-    // Token ids (int64) and the embedding dropout mask per micro-batch in flight.
-    if (plan.holdsEmbedding(stage)) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h);
+    // Token ids (int64), the embedding dropout mask and the embedding norm's saved state per micro-batch in flight.
+    if (plan.holdsEmbedding(stage)) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h + t.embeddingNorm);
     // A first stage of no transformer layer (FORMULAS.md §5.4): the embedding's output [Tsp, h], alive until it is
     // sent (and in the backward the gradient received for it), is all it adds; a stage with layers stashes it as its
     // first layer's input.

@@ -180,7 +180,7 @@ ParameterCounts countParameters(const ModelConfig& m) {
     ParameterCounts c;
     const int64_t h = m.hidden;
     c.positionEmbedding = m.position == PositionEmbedding::Learned ? m.seqLen * h : 0;
-    c.embedding = m.vocab * h + c.positionEmbedding;
+    c.embedding = m.vocab * h + c.positionEmbedding + (m.embeddingNorm ? normParameters(m) : 0);
     c.perLayerAttention = attentionParameters(m);
     if (m.moe) {
         c.perLayerMlp = m.moe->experts * mlpParameters(m, m.moe->expertFfnHidden) + h * m.moe->experts; // + router
@@ -254,6 +254,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.qkvBias = r.optBool("qkv_bias", false);
     m.qkNorm = r.optBool("qk_norm", false);
     m.postNorms = r.optBool("post_norms", false);
+    m.embeddingNorm = r.optBool("embedding_norm", false);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
     m.rotaryPercent = r.optNumber("rotary_percent", 1.0, 0.0, 1.0);
     m.slidingWindow = r.optInt("sliding_window", 0, 0, L::seqLen);
@@ -342,6 +343,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     }
     if (m.qkNorm) j["qk_norm"] = true;
     if (m.postNorms) j["post_norms"] = true;
+    if (m.embeddingNorm) j["embedding_norm"] = true;
     if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;
     if (m.slidingWindow > 0) j["sliding_window"] = m.slidingWindow;
     if (!m.fullAttentionLayers.empty()) j["full_attention_layers"] = m.fullAttentionLayers;

@@ -100,6 +100,7 @@ StageParameters layerParameters(const ModelConfig& model, const Plan& plan) {
 double embeddingParameters(const ModelConfig& model, const Plan& plan) {
     double emb = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp; // vocab-parallel word embedding
     if (model.position == PositionEmbedding::Learned) emb += d(model.seqLen) * d(model.hidden);
+    if (model.embeddingNorm) emb += normParams(model); // BLOOM's embedding norm, replicated over TP
     return emb;
 }
 

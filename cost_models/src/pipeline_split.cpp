@@ -255,9 +255,11 @@ int stageParameterTensors(const ModelConfig& model, const Plan& plan, int stage)
     // An MoE model's dense layers (moe.dense_layers) hold the dense MLP's tensors.
     const int layers = stageLayerCount(model, plan, stage), dense = denseLayersOfStage(model, plan, stage);
     int tensors = (layers - dense) * (attention + moeMlp) + dense * (attention + denseMlp) + layers * postNorms;
-    // The embedding (and learned positions) on the first stage; the final norm and the output matrix on the
-    // last, which is the embedding's own tensor only when one chunk holds both ends (tied, pp x vpp = 1).
-    if (plan.holdsEmbedding(stage)) tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0);
+    // The embedding (and learned positions, and BLOOM's norm over it) on the first stage; the final norm and the
+    // output matrix on the last, which is the embedding's own tensor only when one chunk holds both ends (tied,
+    // pp x vpp = 1).
+    if (plan.holdsEmbedding(stage))
+        tensors += 1 + (model.position == PositionEmbedding::Learned ? 1 : 0) + (model.embeddingNorm ? norm : 0);
     if (plan.holdsHead(stage)) tensors += norm + (model.tiedEmbeddings && plan.pp * plan.vpp == 1 ? 0 : 1);
     return tensors;
 }

@@ -61,6 +61,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
+    if (model.embeddingNorm)
+        problems.add("/model/embedding_norm", "the executor's embedding feeds the first layer as it is; a norm over it "
+                                              "(BLOOM's) is predicted, not run by tessel run yet");
     if (model.postNorms)
         problems.add("/model/post_norms", "the executor's layer normalises before attention and the MLP only; norms after "
                                           "them are predicted, not run by tessel run yet");

@@ -210,6 +210,9 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
     modelCodeRules(m, p, "Megatron-LM", problems);
     // A GELU behind a gate: Megatron-LM's arguments gate with SiLU only (--swiglu); Megatron-core builds one from its
     // TransformerConfig (gated_linear_unit, activation_func), as NeMo's Gemma recipes do.
+    if (m.embeddingNorm)
+        problems.add("/model/embedding_norm", "Megatron-LM's arguments have no norm over the embedding (BLOOM's): that is "
+                                              "BigScience's Megatron-DeepSpeed --embed-layernorm");
     if (m.postNorms)
         problems.add("/model/post_norms", "Megatron-LM's arguments have no norms after attention and the MLP (Gemma 2 and "
                                           "3's); its layer spec normalises before them only");

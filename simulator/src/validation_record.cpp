@@ -38,6 +38,7 @@ struct Family {
     bool qkNorm = false;
     double rotaryPercent = 1.0; // the part of each head RoPE rotates
     bool postNorms = false;     // norms after attention and the MLP too (Gemma 2 and 3)
+    bool embeddingNorm = false; // a norm over the embedding's output (BLOOM)
 };
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
@@ -93,6 +94,9 @@ Family familyOf(const nlohmann::json& model) {
         // Megatron's default dropout of 0.1 (tr11-176B-ml README: "The default Megatron-LM dropout settings are
         // inherited"); the released Hugging Face config's 0.0 is for inference.
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Alibi, true, true, "BLOOM", 0.1};
+        // Its LayerNorm over the word embeddings (BloomModel.word_embeddings_layernorm; every tr11 recipe, the
+        // 2022-02 tr11-200B-ml rounds' included, passes Megatron-DeepSpeed --embed-layernorm).
+        f.embeddingNorm = true;
     } else if (contains(n, "nemotron")) {
         // Nemotron-3 / -4 as NeMo's launcher configs build them (conf/training/nemotron/*.yaml): squared ReLU,
         // layernorm1p (a LayerNorm), rotary positions on half the head, no biases, untied embeddings, no dropout.
@@ -133,6 +137,9 @@ Family familyOf(const nlohmann::json& model) {
     // Qwen3 normalises each head of q and k (q_norm, k_norm); a record may say so for any model.
     f.qkNorm = f.qkNorm || contains(n, "qwen3");
     if (auto qk = boolean(model, "qk_norm")) f.qkNorm = *qk;
+    // Megatron-DeepSpeed's flag (--embed-layernorm) or the model key, for a run that states it either way.
+    for (const char* key : {"embedding_norm", "embed_layernorm"})
+        if (auto en = boolean(model, key)) f.embeddingNorm = *en;
     return f;
 }
 
@@ -242,6 +249,7 @@ void applyFamily(const Family& f, ModelConfig& model) {
     model.dropout = f.dropout;
     model.qkNorm = f.qkNorm;
     model.postNorms = f.postNorms;
+    model.embeddingNorm = f.embeddingNorm;
 }
 
 // LLaMA's MLP width rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
@@ -424,6 +432,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
     const std::string actName = toString(f.activation);
     c.assumptions.push_back("architecture: " + f.name + " conventions (" + actName + ", " +
                             toString(f.norm) + (f.postNorms ? " before and after each block" : "") +
+                            (f.embeddingNorm ? ", one over the embedding" : "") +
                             (f.qkNorm ? " with q and k norms" : "") + ", " +
                             (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +

@@ -151,6 +151,30 @@ TEST(Compute, PostNormsAreTwoMoreNormsOfTheSameCost) {
     EXPECT_DOUBLE_EQ(layerNormStatisticsBytes(sandwich, p, recipe), 2.0 * layerNormStatisticsBytes(pre, p, recipe));
 }
 
+// BLOOM's embedding norm: one norm op of a layer norm's bytes in the embedding's forward, its backward in the input
+// gradients, never in the recompute (it is outside the layer checkpoints); 2h more parameters in the model's count.
+TEST(Compute, EmbeddingNormIsOneNormForwardAndBackwardNeverRecomputed) {
+    const ClusterConfig c = test::clusterPreset("dgx-a100-80g");
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const ModelConfig plain = test::preset("gpt3-1.3b");
+    ModelConfig bloom = plain;
+    bloom.embeddingNorm = true;
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.recompute = Recompute::Full;
+    const BlockCompute a = embeddingCompute(plain, c, p, recipe), b = embeddingCompute(bloom, c, p, recipe);
+    EXPECT_THROW(forwardOpNamed(a, "norm_embedding"), std::runtime_error);
+    const OpCost& norm = forwardOpNamed(b, "norm_embedding");
+    EXPECT_DOUBLE_EQ(norm.bytes, forwardOpNamed(layerCompute(plain, c, p, recipe), "norm_attn").bytes);
+    EXPECT_DOUBLE_EQ(norm.bytes, 2.0 * 2.0 * 2048.0 * 2048.0); // one sequence of 2048 at hidden 2048, 16-bit, read and written
+    EXPECT_DOUBLE_EQ(b.forward.seconds - a.forward.seconds, norm.seconds);
+    EXPECT_GT(b.backwardInput.seconds - a.backwardInput.seconds, norm.seconds);
+    EXPECT_DOUBLE_EQ(b.recompute.seconds, a.recompute.seconds);
+    EXPECT_EQ(countParameters(bloom).total(bloom.layers) - countParameters(plain).total(plain.layers), 2 * 2048LL);
+    EXPECT_TRUE(parseModel(modelToJson(bloom)).embeddingNorm);
+}
+
 TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
     // Nemotron's squared ReLU, like GELU, reads the fc1 output and writes its activation, the backward the same
     // again, between an fc1 and an fc2 of the same shapes: time, memory and parameters are GELU's; only the name

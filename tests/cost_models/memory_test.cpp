@@ -375,6 +375,30 @@ TEST(MemoryStages, FirstHasEmbeddingLastHasHeadAndLogits) {
     for (int s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(mem.stages[s].inFlight, 4 - s);
 }
 
+// BLOOM's norm over the embedding (embedding_norm): 2h more weights on the first stage, and per micro-batch in flight
+// there its input (the 16-bit embedding output, T h) and its fp32 mean and 1/std (8 B a token), which no layer
+// checkpoint covers; the other stages do not move.
+TEST(MemoryStages, EmbeddingNormKeepsItsInputPerMicroBatchInFlightOnTheFirstStage) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 1024);
+    ClusterConfig c = test::roundCluster(4, 1);
+    Plan p;
+    p.pp = 4;
+    p.microBatch = 2;
+    p.globalBatch = 16;
+    p.recompute = Recompute::Full;
+    const auto before = predictMemory(m, c, p);
+    m.embeddingNorm = true;
+    const auto after = predictMemory(m, c, p);
+    const double T = 2.0 * 1024.0, h = 1024.0;
+    EXPECT_DOUBLE_EQ(after.stages[0].inFlight, 4.0);
+    EXPECT_DOUBLE_EQ(after.stages[0].parameters - before.stages[0].parameters, 2.0 * h);
+    EXPECT_DOUBLE_EQ(after.stages[0].activationsBytes - before.stages[0].activationsBytes, 4.0 * (2.0 * T * h + 8.0 * T));
+    for (int s = 1; s < 4; ++s) {
+        EXPECT_DOUBLE_EQ(after.stages[s].activationsBytes, before.stages[s].activationsBytes) << s;
+        EXPECT_DOUBLE_EQ(after.stages[s].parameters, before.stages[s].parameters) << s;
+    }
+}
+
 TEST(MemoryStages, InFlightPerSchedule) {
     Plan p;
     p.pp = 4;

@@ -554,6 +554,7 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::Geglu; }},
         {"/model/post_norms", [](ModelConfig& m) { m.postNorms = true; }},
+        {"/model/embedding_norm", [](ModelConfig& m) { m.embeddingNorm = true; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},

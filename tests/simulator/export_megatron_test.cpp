@@ -530,6 +530,11 @@ TEST(ExportMegatron, RefusesGemmasGatedGeluAndPostNorms) {
     s.model.postNorms = true;
     EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/post_norms"});
     EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/post_norms"));
+    // BLOOM's norm over the embedding is BigScience's Megatron-DeepSpeed (--embed-layernorm), not Megatron-LM.
+    s.model.postNorms = false;
+    s.model.embeddingNorm = true;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/embedding_norm"});
+    EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/embedding_norm"));
 }
 
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {

@@ -724,5 +724,23 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     EXPECT_TRUE(load(r).scenario.model.qkNorm);
     EXPECT_TRUE(mentions(load(r).assumptions, "rmsnorm before and after each block with q and k norms"));
 }
+
+// BLOOM normalises its embedding (word_embeddings_layernorm, Megatron-DeepSpeed --embed-layernorm), as every BLOOM
+// record's run did; a record may say otherwise under the model key or the flag's name. Other families have none.
+TEST(ValidationForms, BloomRecordsNormaliseTheEmbeddingUnlessTheyStateOtherwise) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "an in-house 30B";
+    EXPECT_FALSE(load(r).scenario.model.embeddingNorm);
+    r["model"]["name"] = "BLOOM-style";
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(c.scenario.model.embeddingNorm);
+    EXPECT_TRUE(mentions(c.assumptions, "layernorm, one over the embedding"));
+    r["model"]["embed_layernorm"] = false;
+    EXPECT_FALSE(load(r).scenario.model.embeddingNorm);
+    r["model"].erase("embed_layernorm");
+    r["model"]["name"] = "GPT 7B";
+    r["model"]["embedding_norm"] = true;
+    EXPECT_TRUE(load(r).scenario.model.embeddingNorm);
+}
 } // namespace
 } // namespace tessel::sim

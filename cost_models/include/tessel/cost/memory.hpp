@@ -132,6 +132,9 @@ struct MemoryShapeTerms {
     double qDimLocal = 0.0, kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, ffnLocal = 0.0;
     double moeTokensIn = 0.0, expertTokens = 0.0, expertTpGather = 1.0; // LocalShapes' MoE token flow
     double residualBytes = 2.0;        // the residual stream's element (fp32 under autocast)
+    // A micro-batch's embedding norm (model.embeddingNorm) on the first stage: its saved input and statistics, kept
+    // from its forward to its backward outside every layer checkpoint. 0 without one.
+    double embeddingNorm = 0.0;
 };
 MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
 // One stage of predictMemory, from the shape terms and that stage's parameters.

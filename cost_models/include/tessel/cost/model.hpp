@@ -85,6 +85,10 @@ struct ModelConfig {
     // Norms after attention and after the MLP, on each block's output before its residual add, beside the two
     // before them (Gemma 2 and 3's post_attention_layernorm and post_feedforward_layernorm): four a layer.
     bool postNorms = false;
+    // A norm over the embedding's output on the first stage, outside the transformer layers (BLOOM's
+    // word_embeddings_layernorm; BigScience's Megatron-DeepSpeed --embed-layernorm): its weights, one norm op, and its
+    // saved input and statistics per micro-batch in flight, since no layer checkpoint covers it.
+    bool embeddingNorm = false;
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
     // Partial rotary embedding: the fraction of each q and k head RoPE rotates, the rest passed through
     // (Megatron-LM --rotary-percent, HuggingFace GPT-NeoX rotary_pct, Phi-3 / Nemotron partial_rotary_factor).
