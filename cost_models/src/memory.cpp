@@ -453,6 +453,19 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         o.commBufferBytes += buffers * e * Tsp * h;
     } else if (plan.pp > 1) {
         o.commBufferBytes += 2.0 * e * Tsp * h; // p2p send and receive
+        if (plan.framework.name == "deepspeed") {
+            // DeepSpeed's PipelineEngine (runtime/pipe/engine.py, 2020 on) keeps per micro-batch in flight what it
+            // sent until that micro-batch's backward frees pipe_buffers['outputs']: with TP the partition of the
+            // stage's output it sent (PartitionedTensor's clone of 1/tp; the output's own data is cleared), without
+            // it the output whole. Without TP a receiving stage also keeps the received input beside the clone its
+            // forward runs on (_exec_forward_pass: pipe_buffers['inputs'][id].clone()), whose gradient it sends back;
+            // with TP the gathered input replaces the received part.
+            const bool partitioned = pipelineScatterGatherOf(plan.framework, plan.tp, plan.sequenceParallel);
+            double held = 0.0;
+            if (!last) held += partitioned ? e * T * h / plan.tp : e * Tsp * h;
+            if (!partitioned && !plan.holdsEmbedding(stage)) held += e * Tsp * h;
+            o.commBufferBytes += st.inFlight * held;
+        }
     }
     if (plan.sequenceParallel) o.commBufferBytes += e * T * h;               // all-gathered norm output
     if (plan.cp > 1) {

@@ -399,6 +399,37 @@ TEST(MemoryStages, EmbeddingNormKeepsItsInputPerMicroBatchInFlightOnTheFirstStag
     }
 }
 
+// DeepSpeed's PipelineEngine keeps, per micro-batch in flight, what it sent until that micro-batch's backward: without
+// TP the stage's output whole, and on a receiving stage the received input beside the clone its forward runs on; with
+// TP the 1/tp partition it sent only. The same plan under Megatron-LM (which frees the output after sending) is the
+// baseline: the difference is those tensors times the stage's micro-batches in flight.
+TEST(MemoryStages, DeepSpeedsPipelineEngineKeepsWhatItSentUntilTheBackward) {
+    const ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 1024);
+    const ClusterConfig c = test::roundCluster(8, 1);
+    const double T = 2.0 * 1024.0, h = 1024.0, e = 2.0;
+    for (int tp : {1, 2}) {
+        Plan p;
+        p.tp = tp;
+        p.pp = 4;
+        p.microBatch = 2;
+        p.globalBatch = 16;
+        p.recompute = Recompute::Full;
+        p.framework.name = "megatron";
+        const auto megatron = predictMemory(m, c, p);
+        p.framework.name = "deepspeed";
+        const auto deepspeed = predictMemory(m, c, p);
+        for (int s = 0; s < 4; ++s) {
+            const double inFlight = 4.0 - s;
+            const double output = s == 3 ? 0.0 : tp > 1 ? e * T * h / tp : e * T * h;
+            const double input = tp == 1 && s > 0 ? e * T * h : 0.0;
+            EXPECT_DOUBLE_EQ(deepspeed.stages[s].inFlight, inFlight) << tp << " " << s;
+            EXPECT_DOUBLE_EQ(deepspeed.stages[s].other.commBufferBytes - megatron.stages[s].other.commBufferBytes,
+                             inFlight * (output + input))
+                << "tp " << tp << ", stage " << s;
+        }
+    }
+}
+
 TEST(MemoryStages, InFlightPerSchedule) {
     Plan p;
     p.pp = 4;

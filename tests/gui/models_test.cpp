@@ -166,7 +166,7 @@ private slots:
     }
 
     void compareModelsFitsRowReadsThePeakBand() {
-        // The same peak, 78 of 80 GB: a DeepSpeed pipeline plan (its published peaks 4% over tessel's at the
+        // The same peak, 78 of 80 GB: a DeepSpeed pipeline plan (its published peaks 3% over tessel's at the
         // median) may not fit; a Megatron-LM plan (its family's published peaks within about 1%) fits; over the GPU
         // is OOM either way.
         PinnedPlan megatron;
