@@ -478,13 +478,22 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * t.moeTokensIn * t.topK * h; // dispatch + combine
     if (model.moe && t.expertTpGather > 1) o.commBufferBytes += e * t.expertTokens * h;     // expert-TP gathered rows
-    if (z >= 2) {
+    // DeepSpeed's ZeRO-1 runs the same optimizer class as ZeRO-2 (stage_1_and_2.py) and allocates the same reduce
+    // bucket, with contiguous_gradients (its default, true): in backward() without a pipeline; under the pipeline
+    // engine, which never calls that backward, reduce_gradients(pipeline_parallel=True) allocates one ("with PP we must
+    // create ipg buffer, since backward is handled outside zero"), kept in self.ipg_buffer until the next step's. Not
+    // BF16_Optimizer (deepSpeedBf16OptimizerOf, BLOOM's "stage 0"), which has no bucket.
+    const bool deepSpeedZero1Bucket = z == 1 && plan.framework.name == "deepspeed" &&
+                                      !deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes);
+    if (z >= 2 || deepSpeedZero1Bucket) {
         const double bucket = static_cast<double>(reduceBucketElementsOf(plan.framework));
         if (plan.framework.name == "deepspeed") {
             // DeepSpeed allocates its reduce bucket whole, whatever the model's size, in the weights' dtype:
-            // stage 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
-            // overlap_comm is enabled"), stage 3 one (stage3.py: __ipg_bucket_flat_buffer).
-            o.commBufferBytes += (z == 2 && deepSpeedOverlapCommOf(plan.framework, z) ? 2.0 : 1.0) * bucket * recipe.weightBytes;
+            // stages 1 and 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
+            // overlap_comm is enabled"; the pipeline's reduce_gradients one), stage 3 one (stage3.py:
+            // __ipg_bucket_flat_buffer).
+            const bool twoBuffers = z <= 2 && plan.pp == 1 && deepSpeedOverlapCommOf(plan.framework, z);
+            o.commBufferBytes += (twoBuffers ? 2.0 : 1.0) * bucket * recipe.weightBytes;
             // ZeRO-3: a module's whole gradient, in the gathered parameters' dtype, is autograd's before stage3.py's
             // hook copies it into the bucket (or reduces it, when larger) and frees it: the largest module's, beside
             // the gathered ones (DeepSpeed's estimator's 4 B x largest_layer_params: 2 B gathered, 2 B gradient).

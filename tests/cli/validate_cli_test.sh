@@ -249,15 +249,15 @@ assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('Deep
 # nvidia-smi's memory): predicted 8-31% fast as every DeepSpeed pipeline source is (median 15.6%; 17.0% with the
 # records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
 # (19-32% under without them), 2-17% with NCCL's own buffers (FORMULAS.md §2), 0-14% with the dropout masks, +2% ..
-# -12% with BLOOM's norm over the embedding, but one snapshot that reads 65 GB at micro-batch 2 beside 56 GB at 4
-# (-34%). Every run ran, so every one must be predicted to fit.
+# -12% with BLOOM's norm over the embedding, +6% .. -10% with ZeRO-1's reduce bucket, but one snapshot that reads 65 GB
+# at micro-batch 2 beside 56 GB at 4 (-32%). Every run ran, so every one must be predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" >"$tmp/z1.json" 2>/dev/null; check "BigScience ZeRO-1 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/z1.json')); o=d['overall']
 assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.17 and o['max_abs_step_error'] <= 0.33, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
 mem = sorted(r['memory_error'] for r in d['results'] if r['memory_error'] is not None)
-assert len(mem) == 16 and mem[0] < -0.3 and all(-0.13 <= e <= 0.03 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
+assert len(mem) == 16 and mem[0] < -0.3 and all(-0.11 <= e <= 0.06 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
 # GPT-NeoX-20B's training (DeepSpeed's pipeline engine again, fp16, tp 2 x pp 4 on 96 A100 40 GB): 117 teraFLOPS per
 # GPU with the codebase's own FLOP count, predicted 23.5% fast, as the BLOOM and MT-NLG runs are; it shares their band.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_eleutherai_gpt_neox.json" >"$tmp/neox.json" 2>/dev/null; check "GPT-NeoX set exits 0" $?
@@ -377,14 +377,14 @@ check "predict shows the Megatron-style peak band" "$(contains "$tmp/p" 'trust: 
 python3 -c "
 import json; m=json.load(open('$tmp/p.json'))['memory']
 assert m['verdict']=='fits' and m['fits'] and m['error_band']['kind']=='Megatron-style' and m['error_band']['records']==6" ; check "predict JSON: the Megatron-style peak band, and the plan fits" $?
-# The same plan at sequence 2816 under DeepSpeed's pipeline engine: BigScience's peaks ran 3% over tessel's device ones
-# at the median (2026-12-05, with NCCL's buffers, the dropout masks, BLOOM's embedding norm and the pipe buffers),
-# so a 72 GiB peak, 77.6 GiB reserved with the allocator's gradient-copy segment, of 80 may not fit.
-"$TESSEL" predict --framework deepspeed --seq-len 2816 >"$tmp/pd" 2>&1; check "deepspeed predict exits 0" $?
+# The same plan at sequence 3008 under DeepSpeed's pipeline engine: BigScience's peaks ran 3% over tessel's device ones
+# at the median (2026-12-05, with NCCL's buffers, the dropout masks, BLOOM's embedding norm, the pipe buffers and ZeRO-1's
+# reduce bucket), so a 73 GiB peak, 78.6 GiB reserved with the allocator's gradient-copy segment, of 80 may not fit.
+"$TESSEL" predict --framework deepspeed --seq-len 3008 >"$tmp/pd" 2>&1; check "deepspeed predict exits 0" $?
 check "predict shows the peak's band" "$(contains "$tmp/pd" 'trust: on .* published DeepSpeed pipeline runs with a measured peak')"
 check "predict says MAY NOT FIT" "$(contains "$tmp/pd" 'MAY NOT FIT')"
 check "predict says how far the peak must come down" "$(contains "$tmp/pd" 'to fit at the band.s upper end the reserved peak must be at most')"
-"$TESSEL" predict --framework deepspeed --seq-len 2816 --json >"$tmp/pd.json" 2>&1
+"$TESSEL" predict --framework deepspeed --seq-len 3008 --json >"$tmp/pd.json" 2>&1
 python3 -c "
 import json; m=json.load(open('$tmp/pd.json'))['memory']
 assert m['verdict']=='may_not_fit' and m['fits'] and m['error_band']['kind']=='DeepSpeed pipeline'

@@ -132,6 +132,27 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     EXPECT_DOUBLE_EQ(bucket(p) - stage2, 2.0 * 5e8);
     p.framework.reduceBucketSize = 50000000;
     EXPECT_DOUBLE_EQ(stage2 - 2.0 * 5e8 + 2.0 * 2.0 * 5e7, bucket(p));
+    // Stage 1 runs the same optimizer and allocates the same buffers in its backward (one, two with overlap_comm);
+    // Megatron-LM's distributed optimizer (ZeRO-1) reduces in its own buckets, counted elsewhere: none here.
+    p.framework.reduceBucketSize.reset();
+    p.framework.overlapGradReduce.reset();
+    p.zeroStage = 1;
+    const double stage1 = bucket(p);
+    p.framework.name = "megatron";
+    EXPECT_DOUBLE_EQ(stage1 - bucket(p), 2.0 * 5e8);
+    p.framework.name = "deepspeed";
+    p.framework.overlapGradReduce = true;
+    EXPECT_DOUBLE_EQ(bucket(p) - stage1, 2.0 * 5e8);
+    // Under the pipeline engine reduce_gradients(pipeline_parallel=True) allocates one, overlap or not; BLOOM's
+    // BF16_Optimizer (bf16 weights beside fp32 gradients under a pipeline, written zero 1) none.
+    p.pp = 4;
+    p.dp = 8;
+    const double piped = predictMemory(m, c, p).stages[1].other.commBufferBytes;
+    p.framework.name = "megatron";
+    p.framework.overlapGradReduce.reset();
+    const double pipedMegatron = predictMemory(m, c, p).stages[1].other.commBufferBytes;
+    EXPECT_GE(piped - pipedMegatron, 2.0 * 5e8);
+    EXPECT_LT(piped - pipedMegatron, 2.0 * 2.0 * 5e8);
     // The plan key round-trips; a bucket of no elements is refused at its pointer.
     ProblemList problems;
     const Plan parsed = parsePlan({{"framework", "deepspeed"}, {"reduce_bucket_size", 200000000}}, "/plan", problems);

@@ -298,7 +298,9 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto shardedBand = memoryBandFor(torchtitan);
     ASSERT_TRUE(shardedBand.has_value());
     EXPECT_EQ(shardedBand->kind, "sharded data parallel");
-    EXPECT_LT(shardedBand->medianAbsError, bloomBand->medianAbsError);
+    // Its own runs' band (torchtitan's, MPT's, OLMo-core's peaks), not the DeepSpeed pipeline's.
+    EXPECT_GE(shardedBand->records, 20);
+    EXPECT_NE(shardedBand->medianAbsError, bloomBand->medianAbsError);
     // A plan gets its kind's band.
     const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
     Plan p;
