@@ -173,6 +173,19 @@ TEST(Compute, EmbeddingNormIsOneNormForwardAndBackwardNeverRecomputed) {
     EXPECT_DOUBLE_EQ(b.recompute.seconds, a.recompute.seconds);
     EXPECT_EQ(countParameters(bloom).total(bloom.layers) - countParameters(plain).total(plain.layers), 2 * 2048LL);
     EXPECT_TRUE(parseModel(modelToJson(bloom)).embeddingNorm);
+    // BLOOM 176B as BigScience released it (70 layers, hidden 14336, 112 heads, ALiBi, biases, tied embeddings, the
+    // vocabulary padded to 250880): 176,247,271,424 parameters, the Hugging Face model card's count, the embedding's
+    // LayerNorm (2 x 14336) included.
+    ModelConfig bloom176 = plain;
+    bloom176.layers = 70;
+    bloom176.hidden = 14336;
+    bloom176.heads = bloom176.kvHeads = 112;
+    bloom176.headDim = 128;
+    bloom176.ffnHidden = 4 * 14336;
+    bloom176.vocab = 250880;
+    bloom176.position = PositionEmbedding::Alibi;
+    bloom176.embeddingNorm = true;
+    EXPECT_EQ(countParameters(bloom176).total(70), 176247271424LL);
 }
 
 TEST(Compute, SquaredReluCostsWhatGeluCostsUnderItsOwnName) {
