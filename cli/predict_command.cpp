@@ -29,6 +29,17 @@ const char* const kMoeUnvalidated =
     "24-30% fast (30B-A3B on 16 GPUs, each with the dispatcher its recipe ran) and 50% slow (235B-A22B, whose EP "
     "all-to-all its recipe overlaps tessel hides at the shared contention share) (docs/validation.md)";
 
+// The model's tanh soft-capping as costed: inside a FlashAttention kernel that takes softcap the tanh runs on the
+// scores the kernel computes anyway, one special-function op a score beside its exponential, and is not costed.
+std::string softcapText(const ModelConfig& m, const Plan& pl) {
+    if (m.attentionSoftcap == 0.0 && m.logitSoftcap == 0.0) return {};
+    std::string t = ", tanh soft-capping of the ";
+    if (m.attentionSoftcap > 0.0)
+        t += "scores at " + fixed(m.attentionSoftcap, 1) + (pl.flashAttention ? " (inside the flash kernel: not costed)" : "");
+    if (m.logitSoftcap > 0.0) t += std::string(m.attentionSoftcap > 0.0 ? " and the " : "") + "logits at " + fixed(m.logitSoftcap, 1);
+    return t;
+}
+
 void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimulation& simulation, const std::string& nodeNote,
                 std::ostream& out) {
     const auto& m = s.model;
@@ -43,7 +54,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         std::to_string(m.mla->vHeadDim) + " wide)"
                   : std::to_string(m.kvHeads) + " kv")
         << ", ffn " << m.ffnHidden << (m.postNorms ? " (norms before and after each block)" : "") << ", vocab " << m.vocab
-        << (m.embeddingNorm ? " (a norm over the embedding)" : "") << ", seq " << m.seqLen
+        << (m.embeddingNorm ? " (a norm over the embedding)" : "") << (m.embeddingScale ? " (embedding x sqrt(hidden))" : "")
+        << ", seq " << m.seqLen
         << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) +
                                       (m.fullAttentionLayers.empty() ? std::string()
                                                                      : " (" + std::to_string(m.fullAttentionLayers.size()) +
@@ -52,7 +64,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << (m.rotaryPercent != 1.0 && !m.mla ? ", rotary on " + std::to_string(m.rotaryDim()) + " of " +
                                                    std::to_string(m.headDim) + " per head"
                                              : std::string())
-        << "\n";
+        << softcapText(m, pl) << "\n";
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";

@@ -43,6 +43,13 @@ OpCost memoryOp(std::string name, std::string kernel, double bytes) {
     return op;
 }
 
+OpCost softcapOp(const char* name, double elements, int e) {
+    OpCost op = memoryOp(name, "softcap", kernel_cost::eagerSoftcapBytes(elements, e));
+    op.backwardByteFactor = kernel_cost::kEagerSoftcapBackwardFactor;
+    op.hasWeights = false;
+    return op;
+}
+
 // A pre-norm (or the final norm) as the framework runs it (FORMULAS.md §3.4, §3.5). LayerNorm is one native kernel
 // either way; eager RMSNorm is torchtitan's chain of ops. Under autocast it reads the fp32 residual stream and
 // writes fp32 (eager: the cast to the GEMM's input is its own kernel, autocast_casts) or, compiled, writes the
@@ -535,6 +542,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             qk.hasWeights = false;
             qk.modelFlops = qk.flops * modelShare;
             ops.push_back(qk);
+            // Gemma 2's soft-capping of the scores before the mask and softmax (Hugging Face's eager Gemma2Attention,
+            // NeMo's Gemma2DotProductAttention): its three ops over every score.
+            if (model.attentionSoftcap > 0.0) ops.push_back(softcapOp("attention_softcap", scores, e));
             if (eager) {
                 // The model's own ops on the scores (FORMULAS.md §3.4): scale, mask, softmax, each a pass.
                 OpCost sm = memoryOp("attention_softmax", "softmax", kernel_cost::eagerScaleMaskSoftmaxBytes(scores, e));

@@ -37,20 +37,30 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
         b.recompute.add(op);
         b.recompute.modelFlops -= op.modelFlops;
     }
+    // An elementwise op on the embedding's output before the first layer: its kernel forward and backward (its bytes
+    // times its backwardByteFactor). No layer checkpoint covers it, so no recompute reruns it.
+    auto addOutsideCheckpoints = [&](OpCost extra) {
+        const std::string kernel = extra.kernel;
+        extra.kernel = kernel + "_forward";
+        extra.seconds = opSeconds(extra, cluster, recipe.computeDtype);
+        b.forwardOps.push_back(extra);
+        b.forward.add(extra);
+        extra.kernel = kernel + "_backward";
+        extra.bytes *= extra.backwardByteFactor;
+        extra.seconds = opSeconds(extra, cluster, recipe.computeDtype);
+        b.backwardInput.add(extra);
+    };
+    // BLOOM's norm over the embedding's output (word_embeddings_layernorm; BigScience's Megatron-DeepSpeed
+    // --embed-layernorm, applied in VocabParallelEmbedding.forward after the TP all-reduce): a norm's bytes.
     if (model.embeddingNorm) {
-        // BLOOM's norm over the embedding's output (word_embeddings_layernorm; BigScience's Megatron-DeepSpeed
-        // --embed-layernorm, applied in VocabParallelEmbedding.forward after the TP all-reduce): a norm's bytes
-        // forward and backward. No layer checkpoint covers it, so no recompute reruns it.
-        OpCost norm = normOp("norm_embedding", model, s, !fusedKernelsOf(plan.framework), recipe.autocast);
-        norm.kernel = "norm_forward";
-        norm.seconds = opSeconds(norm, cluster, recipe.computeDtype);
-        b.forwardOps.push_back(norm);
-        b.forward.add(norm);
-        OpCost normBack = norm;
-        normBack.kernel = "norm_backward";
-        normBack.bytes *= norm.backwardByteFactor;
-        normBack.seconds = opSeconds(normBack, cluster, recipe.computeDtype);
-        b.backwardInput.add(normBack);
+        addOutsideCheckpoints(normOp("norm_embedding", model, s, !fusedKernelsOf(plan.framework), recipe.autocast));
+    }
+    // Gemma's hidden_states * sqrt(hidden) (a 0-d tensor in the embedding's dtype): the rows read and written, and
+    // backward the gradient times the same constant. Nothing is kept.
+    if (model.embeddingScale) {
+        OpCost scale = memoryOp("embedding_scale", "scale", 2.0 * r * d(s.tokens) * d(s.hidden));
+        scale.backwardByteFactor = 1.0;
+        addOutsideCheckpoints(scale);
     }
     addParameterPasses(b, embeddingParameters(model, plan), cluster, plan, recipe);
     return b;
@@ -87,6 +97,10 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         }
     } else {
         b.forwardOps.push_back(gemm("lm_head", s.tokens, vocabGemm, s.hidden, e));
+        // Gemma 2's soft-capping of the logits before the loss, three ops over them each way. Liger's fused linear
+        // cross-entropy takes the cap inside its kernel (softcap), on logits it reads anyway: nothing added there.
+        if (model.logitSoftcap > 0.0)
+            b.forwardOps.push_back(softcapOp("logit_softcap", d(s.tokens) * d(s.vocabLocal), e));
     }
     if (recipe.autocast) {
         // The output weight cast for this forward (and its gradient back), and in eager code the final norm's

@@ -15,6 +15,9 @@ double d(int64_t v);
 OpCost gemm(std::string name, int64_t m, int64_t n, int64_t k, int bytesPerElem, double count = 1.0);
 // A memory-bound op; `kernel` names its kernel without the phase ("norm" -> "norm_forward"/"norm_backward").
 OpCost memoryOp(std::string name, std::string kernel, double bytes);
+// Soft-capping over `elements` scores or logits (ModelConfig::attentionSoftcap, logitSoftcap): three eager ops each
+// way (kernel_cost::eagerSoftcapBytes), no weights.
+OpCost softcapOp(const char* name, double elements, int e);
 // A pre-norm (or the final norm) as the framework runs it (FORMULAS.md §3.4, §3.5).
 OpCost normOp(const char* name, const ModelConfig& model, const LocalShapes& s, bool eager, bool autocast);
 // Times every op's kernels at the block's sustained tensor-core share and sums them into its phases.

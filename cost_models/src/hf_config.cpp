@@ -266,16 +266,18 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         // Gemma 2 and 3 (Gemma2DecoderLayer, Gemma3DecoderLayer): post_attention_layernorm and
         // post_feedforward_layernorm on each block's output before its residual add.
         m.postNorms = modelType == "gemma2" || modelType == "gemma3_text";
+        // Gemma 1-3 multiply the embedding by sqrt(hidden_size) (GemmaModel, Gemma2Model, Gemma3TextModel's normalizer).
+        m.embeddingScale = gemma;
         // Gemma 2's tanh soft-capping of the attention scores and of the logits (Gemma2Config's defaults 50 and 30;
-        // Gemma 3's are null): neither is in tessel's cost model, so a config that caps is a problem at its key.
-        for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-            const bool caps = doc.contains(cap) ? !isNull(doc, cap) : modelType == "gemma2";
-            if (caps && m.postNorms)
-                problems.add(r.pointer(cap), std::string(cap[0] == 'a' ? "soft-capped attention scores (tanh, which needs an "
-                                                                          "attention kernel taking softcap or eager attention)"
-                                                                        : "soft-capped logits (tanh passes over the logits)") +
-                                                 " are not in tessel's cost model; set it null to predict without them");
-        }
+        // Gemma 3's are null, and no other model's config names them).
+        const double softcapLimit = 1e6;
+        auto softcap = [&](const char* key, double gemma2Default) {
+            if (!doc.contains(key)) return modelType == "gemma2" ? gemma2Default : 0.0;
+            if (isNull(doc, key)) return 0.0;
+            return r.optNumber(key, 0.0, 0.0, softcapLimit);
+        };
+        m.attentionSoftcap = softcap("attn_logit_softcapping", 50.0);
+        m.logitSoftcap = softcap("final_logit_softcapping", 30.0);
         if (modelType == "mixtral") {
             MoeConfig moe;
             moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, ModelLimits::heads));

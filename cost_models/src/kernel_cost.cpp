@@ -34,6 +34,7 @@ double eagerRmsNormBytes(int64_t rows, int64_t cols, int e) { return (4.0 * e + 
 double eagerRmsNormBackwardFactor(int e) { return (6.0 * e + 52.0) / (4.0 * e + 28.0); }
 double eagerScaleMaskSoftmaxBytes(double scores, int e) { return 6.0 * e * scores; }
 double eagerScaleMaskSoftmaxBackwardFactor() { return 7.0 / 6.0; }
+double eagerSoftcapBytes(double elements, int e) { return 6.0 * e * elements; }
 double eagerRopeBytes(int64_t tokens, int64_t rotatedCols, int e) { return (2.0 * e + 16.0) * d(tokens) * d(rotatedCols); }
 double eagerSwigluBytes(int64_t rows, int64_t outCols, int e) { return 5.0 * e * d(rows) * d(outCols); }
 double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, int e) {

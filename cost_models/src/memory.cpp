@@ -145,6 +145,9 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
     } else {
         const double scores = d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal) * d(s.seqFull);
         parts.coreAttn = (e + (mask > 0 ? 1.0 + e : 0.0)) * scores; // softmax output, dropout mask, dropout output
+        // Gemma 2's soft-capping keeps its tanh output for tanh's backward (the divide and multiply by a constant
+        // keep nothing).
+        if (model.attentionSoftcap > 0.0) parts.coreAttn += e * scores;
     }
     a += g * T * d(s.oDimLocal);                        // projection GEMM input (attention output)
     // A fused attention's backward reads its output O (D = rowsum(dO * O)): FlashAttention, cuDNN and Transformer
@@ -552,6 +555,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // until the backward; the current logits' transient is one at a time.
         const double savedPerLogit = loss == "te" || loss == "flash_attn" || loss == "compiled" || e >= 4.0 ? e : 4.0;
         if (loss != "fused_linear") o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLocal;
+        // Gemma 2's soft-capping of the logits keeps its tanh output, the logits' size in their type, per micro-batch
+        // in flight until its backward; Liger's fused linear loss caps inside its kernel and keeps nothing more.
+        if (model.logitSoftcap > 0.0 && loss != "fused_linear") o.logitsLossBytes += headInFlight * e * T * t.vocabLocal;
     }
     // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
     // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under

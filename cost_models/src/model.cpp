@@ -255,6 +255,9 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.qkNorm = r.optBool("qk_norm", false);
     m.postNorms = r.optBool("post_norms", false);
     m.embeddingNorm = r.optBool("embedding_norm", false);
+    m.embeddingScale = r.optBool("embedding_scale", false);
+    m.attentionSoftcap = r.optNumber("attention_softcap", 0.0, 0.0, 1e6);
+    m.logitSoftcap = r.optNumber("logit_softcap", 0.0, 0.0, 1e6);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
     m.rotaryPercent = r.optNumber("rotary_percent", 1.0, 0.0, 1.0);
     m.slidingWindow = r.optInt("sliding_window", 0, 0, L::seqLen);
@@ -344,6 +347,9 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     if (m.qkNorm) j["qk_norm"] = true;
     if (m.postNorms) j["post_norms"] = true;
     if (m.embeddingNorm) j["embedding_norm"] = true;
+    if (m.embeddingScale) j["embedding_scale"] = true;
+    if (m.attentionSoftcap > 0.0) j["attention_softcap"] = m.attentionSoftcap;
+    if (m.logitSoftcap > 0.0) j["logit_softcap"] = m.logitSoftcap;
     if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;
     if (m.slidingWindow > 0) j["sliding_window"] = m.slidingWindow;
     if (!m.fullAttentionLayers.empty()) j["full_attention_layers"] = m.fullAttentionLayers;

@@ -216,6 +216,13 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
     if (m.postNorms)
         problems.add("/model/post_norms", "Megatron-LM's arguments have no norms after attention and the MLP (Gemma 2 and "
                                           "3's); its layer spec normalises before them only");
+    if (m.embeddingScale)
+        problems.add("/model/embedding_scale", "Megatron-LM's arguments have no scaling of the embedding by sqrt(hidden) "
+                                               "(Gemma's); NeMo's Gemma models run it, which a launch script cannot set");
+    for (const auto& [key, cap] : {std::pair{"attention_softcap", m.attentionSoftcap}, std::pair{"logit_softcap", m.logitSoftcap}})
+        if (cap > 0.0)
+            problems.add(std::string("/model/") + key, "Megatron-LM's arguments have no tanh soft-capping (Gemma 2's); NeMo's "
+                                                      "Gemma2Model runs it from its own config, which a launch script cannot set");
     if (m.activation == Activation::Geglu)
         problems.add("/model/activation", "Megatron-LM's arguments have no gated GELU (geglu): --swiglu gates with SiLU. "
                                           "Megatron-core runs one from its TransformerConfig (gated_linear_unit with "

@@ -39,6 +39,9 @@ struct Family {
     double rotaryPercent = 1.0; // the part of each head RoPE rotates
     bool postNorms = false;     // norms after attention and the MLP too (Gemma 2 and 3)
     bool embeddingNorm = false; // a norm over the embedding's output (BLOOM)
+    bool embeddingScale = false;   // the embedding multiplied by sqrt(hidden) (Gemma)
+    double attentionSoftcap = 0.0; // tanh soft-capping of the attention scores (Gemma 2: 50)
+    double logitSoftcap = 0.0;     // and of the logits (Gemma 2: 30)
 };
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
@@ -66,13 +69,19 @@ Family familyOf(const nlohmann::json& model) {
         // Gemma (Gemma Team 2024, arXiv:2403.08295 §2): GeGLU (a gated MLP: three matrices), RMSNorm, rotary, no
         // biases, the embedding shared with the output.
         f = {Activation::Geglu, NormKind::RmsNorm, PositionEmbedding::Rope, false, true, "Gemma"};
+        f.embeddingScale = true; // its embedding times sqrt(hidden) (the models' normalizer)
         // Gemma 2 and 3 (arXiv:2408.00118 §2, arXiv:2503.19786 §2): RMSNorm after each block as well as before; Gemma
-        // 3 normalises q and k (QK-norm) in place of Gemma 2's soft-capping, which tessel does not cost.
+        // 3 normalises q and k (QK-norm) in place of Gemma 2's soft-capping of the attention scores and the logits
+        // (Gemma2Config's attn_logit_softcapping 50 and final_logit_softcapping 30).
         const bool v3 = std::regex_search(n, std::regex(R"(gemma[ -]?3)"));
         if (v3 || std::regex_search(n, std::regex(R"(gemma[ -]?2)"))) {
-            f.name = v3 ? "Gemma 3" : "Gemma 2 (its soft-capping not costed)";
+            f.name = v3 ? "Gemma 3" : "Gemma 2";
             f.postNorms = true;
             f.qkNorm = v3;
+            if (!v3) {
+                f.attentionSoftcap = 50.0;
+                f.logitSoftcap = 30.0;
+            }
         }
     } else if (contains(n, "falcon")) {
         // Falcon (Almazrouei et al. 2023, arXiv:2311.16867 §4.1): GELU, LayerNorm, rotary, no biases, tied
@@ -140,6 +149,13 @@ Family familyOf(const nlohmann::json& model) {
     // Megatron-DeepSpeed's flag (--embed-layernorm) or the model key, for a run that states it either way.
     for (const char* key : {"embedding_norm", "embed_layernorm"})
         if (auto en = boolean(model, key)) f.embeddingNorm = *en;
+    if (auto es = boolean(model, "embedding_scale")) f.embeddingScale = *es;
+    // Soft-capping under the model file's names or Hugging Face's (a null there: none).
+    for (const auto& [key, cap] : {std::pair{"attention_softcap", &Family::attentionSoftcap},
+                                   std::pair{"attn_logit_softcapping", &Family::attentionSoftcap},
+                                   std::pair{"logit_softcap", &Family::logitSoftcap},
+                                   std::pair{"final_logit_softcapping", &Family::logitSoftcap}})
+        if (model.is_object() && model.contains(key)) f.*cap = number(model, key).value_or(0.0);
     return f;
 }
 
@@ -250,6 +266,9 @@ void applyFamily(const Family& f, ModelConfig& model) {
     model.qkNorm = f.qkNorm;
     model.postNorms = f.postNorms;
     model.embeddingNorm = f.embeddingNorm;
+    model.embeddingScale = f.embeddingScale;
+    model.attentionSoftcap = f.attentionSoftcap;
+    model.logitSoftcap = f.logitSoftcap;
 }
 
 // LLaMA's MLP width rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
@@ -427,13 +446,21 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
         refusal = where + "/dropout: got " + text(m, "dropout") + ", expected a probability from 0 up to (not including) 1";
         return;
     }
+    // A soft-cap is a positive number, or null (or 0) for none.
+    for (const char* key : {"attention_softcap", "attn_logit_softcapping", "logit_softcap", "final_logit_softcapping"})
+        if (const nlohmann::json* v = member(m, key); v && !(v->is_number() && v->get<double>() >= 0.0)) {
+            refusal = where + "/" + key + ": got " + v->dump() + ", expected a soft-cap (a positive number), or null or 0 for none";
+            return;
+        }
     const Family f = familyOf(m);
     applyFamily(f, model);
     const std::string actName = toString(f.activation);
     c.assumptions.push_back("architecture: " + f.name + " conventions (" + actName + ", " +
                             toString(f.norm) + (f.postNorms ? " before and after each block" : "") +
                             (f.embeddingNorm ? ", one over the embedding" : "") +
-                            (f.qkNorm ? " with q and k norms" : "") + ", " +
+                            (f.qkNorm ? " with q and k norms" : "") +
+                            (f.attentionSoftcap > 0.0 || f.logitSoftcap > 0.0 ? ", tanh soft-capping" : "") +
+                            (f.embeddingScale ? ", the embedding scaled by sqrt(hidden)" : "") + ", " +
                             (f.bias ? "biases" : "no biases") + ", " +
                             (f.tied ? "tied" : "untied") + " embeddings" +
                             (f.dropout > 0.0 ? ", dropout " + std::to_string(f.dropout).substr(0, 4) : "") + ")");

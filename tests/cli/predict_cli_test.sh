@@ -250,7 +250,17 @@ if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; th
   "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/gemma-3-1b" --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 \
     --global-batch 64 --seq-len 8192 >"$tmp/gemma3.txt" 2>"$tmp/err"; rc=$?
   check "gemma3 exits 0" $rc
-  check "gemma3: its model line" "$(contains "$tmp/gemma3.txt" "gemma3_text: 1.00 B parameters, 26 layers, hidden 1152, 4 heads / 1 kv, ffn 6912 (norms before and after each block), vocab 262144, seq 8192, sliding window 512 (4 layers full)")"
+  check "gemma3: its model line" "$(contains "$tmp/gemma3.txt" "gemma3_text: 1.00 B parameters, 26 layers, hidden 1152, 4 heads / 1 kv, ffn 6912 (norms before and after each block), vocab 262144 (embedding x sqrt(hidden)), seq 8192, sliding window 512 (4 layers full)")"
+  # Gemma 2 9B (the preset): its soft-capping on the model line, the scores' inside the flash kernel said to be uncosted;
+  # with flash off, costed, and no such note.
+  "$TESSEL" predict --model gemma2-9b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --global-batch 64 \
+    >"$tmp/gemma2.txt" 2>"$tmp/err"; rc=$?
+  check "gemma2-9b exits 0" $rc
+  check "gemma2-9b: its caps on the model line" "$(contains "$tmp/gemma2.txt" "tanh soft-capping of the scores at 50.0 (inside the flash kernel: not costed) and the logits at 30.0")"
+  "$TESSEL" predict --model gemma2-9b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --global-batch 64 --flash-attention off \
+    >"$tmp/gemma2u.txt" 2>"$tmp/err"; rc=$?
+  check "gemma2-9b unfused exits 0" $rc
+  check "gemma2-9b unfused: the scores' cap is an op" "$(contains "$tmp/gemma2u.txt" "attention_softcap")"
   "$TESSEL" predict --model "$TESSEL_TEST_DATA/hf/pythia-160m" --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 \
     --global-batch 64 >"$tmp/pythia.txt" 2>"$tmp/err"; rc=$?
   check "pythia exits 0" $rc

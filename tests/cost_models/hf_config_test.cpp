@@ -583,20 +583,30 @@ TEST(HfConfig, Gemma3NormalisesEachBlocksOutputAndWindowsFiveLayersOfSix) {
     EXPECT_EQ(countParameters(m).total(m.layers), 262144LL * 1152 + 26 * layer + 1152);
     EXPECT_EQ(countParameters(m).total(m.layers), int64_t{999'885'952});
     EXPECT_TRUE(parseModel(modelToJson(m)).postNorms);
+    EXPECT_TRUE(m.embeddingScale); // Gemma3TextModel's normalizer, sqrt(hidden)
+    EXPECT_DOUBLE_EQ(m.attentionSoftcap, 0.0); // Gemma 3's config: null
+    EXPECT_DOUBLE_EQ(m.logitSoftcap, 0.0);
     // Gemma 2 2B's shape (gemma2: 26 layers of 2,304, 8 heads / 4 kv of 256, ffn 9,216, vocab 256,000), its
-    // safetensors' 2,614,341,888, windows every other layer from the first. Its soft-capping (Gemma2Config's 50 and
-    // 30 unless set) is not costed: a problem at each key until set null.
+    // safetensors' 2,614,341,888, windows every other layer from the first. Its soft-capping: Gemma2Config's 50 and 30
+    // where the config does not say, the config's own value where it does, none where it is null; a negative cap is a
+    // problem at its key.
     nlohmann::json g2 = hfConfig("gemma-3-1b");
     g2.update({{"model_type", "gemma2"}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_attention_heads", 8},
                {"num_key_value_heads", 4}, {"vocab_size", 256000}, {"sliding_window", 4096}});
     g2.erase("sliding_window_pattern");
     g2.erase("attn_logit_softcapping");
-    g2["final_logit_softcapping"] = 30.0;
-    EXPECT_TRUE(problemAt(g2, "/attn_logit_softcapping"));
+    g2["final_logit_softcapping"] = 25.0;
+    const ModelConfig capped = parseModel(g2);
+    EXPECT_DOUBLE_EQ(capped.attentionSoftcap, 50.0);
+    EXPECT_DOUBLE_EQ(capped.logitSoftcap, 25.0);
+    EXPECT_DOUBLE_EQ(parseModel(modelToJson(capped)).logitSoftcap, 25.0);
+    g2["final_logit_softcapping"] = -1.0;
     EXPECT_TRUE(problemAt(g2, "/final_logit_softcapping"));
     g2["attn_logit_softcapping"] = nullptr;
     g2["final_logit_softcapping"] = nullptr;
     const ModelConfig two = parseModel(g2);
+    EXPECT_DOUBLE_EQ(two.attentionSoftcap, 0.0);
+    EXPECT_DOUBLE_EQ(two.logitSoftcap, 0.0);
     EXPECT_FALSE(two.qkNorm);
     EXPECT_TRUE(two.postNorms);
     EXPECT_EQ(countParameters(two).total(two.layers), int64_t{2'614'341'888});

@@ -257,6 +257,7 @@ INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
                                            ParameterSpot{"llama3-70b", 70'553'706'496, 0.0},
                                            ParameterSpot{"mixtral-8x7b", 46'702'792'704, 0.0},
                                            ParameterSpot{"deepseek-v3", 671'026'404'352, 0.0},
+                                           ParameterSpot{"gemma2-9b", 9'241'705'984, 0.0},
                                            ParameterSpot{"gpt3-175b", 174'600'000'000, 0.005}),
                          [](const ::testing::TestParamInfo<ParameterSpot>& param) {
                              std::string n = param.param.model;
@@ -298,9 +299,12 @@ TEST(Schemas, ModelSchemaDescribesModelToJson) {
     m.headDim = 32;
     m.qkNorm = true;
     m.moe->sharedFfnHidden = 64;
+    m.embeddingScale = true;
+    m.attentionSoftcap = 50.0;
+    m.logitSoftcap = 30.0;
     const nlohmann::json written = modelToJson(m);
     ASSERT_TRUE(written.contains("head_dim") && written.contains("moe") && written.contains("sources") &&
-                written.contains("qk_norm"));
+                written.contains("qk_norm") && written.contains("embedding_scale") && written.contains("logit_softcap"));
     const nlohmann::json s = schema("model");
     expectKeysDescribed(s, written, "model");
     expectKeysDescribed(s["properties"]["moe"], written["moe"], "model/moe");

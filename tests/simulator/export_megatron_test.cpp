@@ -535,6 +535,14 @@ TEST(ExportMegatron, RefusesGemmasGatedGeluAndPostNorms) {
     s.model.embeddingNorm = true;
     EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/embedding_norm"});
     EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/embedding_norm"));
+    // Gemma 2's soft-capping is NeMo's Gemma2Model, not an argument of Megatron-LM's: each cap at its own key.
+    s.model.embeddingNorm = false;
+    s.model.attentionSoftcap = 50.0;
+    s.model.logitSoftcap = 30.0;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), (std::vector<std::string>{"/model/attention_softcap", "/model/logit_softcap"}));
+    s.model.attentionSoftcap = s.model.logitSoftcap = 0.0;
+    s.model.embeddingScale = true;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/embedding_scale"});
 }
 
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {

@@ -714,14 +714,27 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     EXPECT_TRUE(mentions(load(r).assumptions, "Gemma conventions (geglu,"));
     EXPECT_EQ(load(r).scenario.model.activation, Activation::Geglu);
     EXPECT_FALSE(load(r).scenario.model.postNorms);
-    // Gemma 2 and 3 normalise each block's output too; Gemma 3 q and k as well; Gemma 2's soft-capping is said.
+    // Gemma 2 and 3 normalise each block's output too; Gemma 3 q and k as well, Gemma 2 soft-caps its scores and
+    // logits (Gemma2Config's 50 and 30), said, unless the record states its own caps (null: none).
     r["model"]["name"] = "Gemma 2 9B";
     EXPECT_TRUE(load(r).scenario.model.postNorms);
     EXPECT_FALSE(load(r).scenario.model.qkNorm);
-    EXPECT_TRUE(mentions(load(r).assumptions, "soft-capping not costed"));
+    EXPECT_TRUE(load(r).scenario.model.embeddingScale);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.attentionSoftcap, 50.0);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 30.0);
+    EXPECT_TRUE(mentions(load(r).assumptions, "tanh soft-capping"));
+    r["model"]["attn_logit_softcapping"] = nullptr;
+    r["model"]["logit_softcap"] = 20;
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.attentionSoftcap, 0.0);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 20.0);
+    r["model"]["logit_softcap"] = "capped";
+    EXPECT_NE(test::refusalOf(r).find("/model/logit_softcap: got \"capped\""), std::string::npos) << test::refusalOf(r);
+    r["model"].erase("logit_softcap");
+    r["model"].erase("attn_logit_softcapping");
     r["model"]["name"] = "gemma-3-27b";
     EXPECT_TRUE(load(r).scenario.model.postNorms);
     EXPECT_TRUE(load(r).scenario.model.qkNorm);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 0.0);
     EXPECT_TRUE(mentions(load(r).assumptions, "rmsnorm before and after each block with q and k norms"));
 }
 

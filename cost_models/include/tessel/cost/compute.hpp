@@ -81,6 +81,12 @@ double eagerRmsNormBytes(int64_t rows, int64_t cols, int e);
 double eagerRmsNormBackwardFactor(int e);
 double eagerScaleMaskSoftmaxBytes(double scores, int e);
 double eagerScaleMaskSoftmaxBackwardFactor();
+// Gemma 2's soft-capping, cap * tanh(x / cap), as every framework that trains it writes it (Hugging Face's
+// Gemma2Attention and Gemma2ForCausalLM, NeMo's logit_softcapping, llm-foundry): three eager ops over `elements`
+// (divide, tanh, multiply), each reading and writing them, 6e; backward, the multiply's and the divide's gradients
+// read and write the gradient (2e each) and tanh's reads it and the saved output and writes one (3e): 7e.
+double eagerSoftcapBytes(double elements, int e);
+constexpr double kEagerSoftcapBackwardFactor = 7.0 / 6.0;
 double eagerRopeBytes(int64_t tokens, int64_t rotatedCols, int e);
 double eagerSwigluBytes(int64_t rows, int64_t outCols, int e);
 constexpr double kEagerSwigluBackwardFactor = 9.0 / 5.0;

@@ -89,6 +89,15 @@ struct ModelConfig {
     // word_embeddings_layernorm; BigScience's Megatron-DeepSpeed --embed-layernorm): its weights, one norm op, and its
     // saved input and statistics per micro-batch in flight, since no layer checkpoint covers it.
     bool embeddingNorm = false;
+    // The embedding's output multiplied by sqrt(hidden) before the first layer (Gemma 1-3: Gemma*Model.forward's
+    // normalizer, in the embedding's dtype): one elementwise pass over it forward and backward, nothing kept.
+    bool embeddingScale = false;
+    // Gemma 2's tanh soft-capping, cap x tanh(x / cap) (Gemma Team 2024, arXiv:2408.00118 §2; Gemma2Config's
+    // attn_logit_softcapping 50 and final_logit_softcapping 30): of each attention score before the softmax, and of
+    // the logits before the loss. 0: none. Three elementwise ops over the scores or logits each way, and the tanh
+    // output kept for the backward (FORMULAS.md §2-3).
+    double attentionSoftcap = 0.0;
+    double logitSoftcap = 0.0;
     double dropout = 0.0;          // dropout probability; > 0 means dropout masks are kept for backward
     // Partial rotary embedding: the fraction of each q and k head RoPE rotates, the rest passed through
     // (Megatron-LM --rotary-percent, HuggingFace GPT-NeoX rotary_pct, Phi-3 / Nemotron partial_rotary_factor).
