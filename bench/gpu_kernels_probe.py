@@ -16,6 +16,11 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
   stream beside a persistent copy kernel on another that holds n SMs (8-64, NCCL's channel counts) and streams
   HBM as a collective does. Seconds of GEMM lost per second of copy is what kappa stands for; a one-GPU proxy:
   the SM and HBM share a collective takes, without its link;
+- soft-capping (Gemma 2's cap * tanh(x / cap), FORMULAS.md §3 "Soft-capping"): the three eager ops over a bf16
+  tensor of logits' size, forward and backward, against the bytes tessel charges them (6e an element forward, 7e
+  backward) for the bandwidth they reach; and FlexAttention (torch.compile'd flex_attention) with the tanh as its
+  score_mod against the same kernel without, head dim 128 and 256, causal, 8k at 16k tokens (45 s of compiles at
+  most): the time the in-kernel tanh adds, which tessel does not cost;
 - host dispatch of PyTorch eager (autocast bf16 over fp32 parameters, as Composer runs MPT): GPT blocks at hidden
   768-2048, forward + backward per layer from 64 to 16k tokens; at 64 tokens the time is the host's, the floor
   tessel's kernel sums do not see (docs/validation.md: the small models are predicted too fast).
@@ -318,17 +323,73 @@ def host_dispatch(points, quick):
         del model, x
 
 
+def softcap(points, quick):
+    """Gemma 2's soft-capping: the eager ops tessel costs, and the in-kernel tanh it does not."""
+    cap = 30.0
+    for n in ((1 << 28,) if quick else (1 << 26, 1 << 28)):  # 64 Mi and 256 Mi elements (8192 x 32k, x 256k vocab)
+        row = {"kind": "softcap_eager", "elements": n}
+        try:
+            x = torch.randn(n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            fwd = lambda: cap * torch.tanh(x / cap)
+            t = bench(fwd)
+            y = fwd()
+            g = torch.randn_like(y)
+            tb = bench(lambda: y.backward(g, retain_graph=True), grad_to_none=[x])
+            # tessel's bytes (kernel_cost::eagerSoftcapBytes): 6e forward, 7e backward, e = 2.
+            row.update(forward_seconds=t, backward_seconds=tb, forward_gb_per_s=12.0 * n / t / 1e9,
+                       backward_gb_per_s=14.0 * n / tb / 1e9)
+            del x, y, g
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:200]
+        points.append(row)
+    try:
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        flex = torch.compile(flex_attention)
+    except Exception as e:
+        points.append({"kind": "softcap_flex", "error": f"{type(e).__name__}: {e}"[:200]})
+        return
+    hidden, tokens, started = 2048, 16384, time.time()
+    for d in (128, 256):
+        for s_len in (8192,):
+            for capped in (False, True):
+                row = {"kind": "softcap_flex", "head_dim": d, "seq": s_len, "batch": tokens // s_len,
+                       "heads": hidden // d, "causal": True, "softcap": 50.0 if capped else None}
+                if time.time() - started > 45:  # compiles take most of it: the probe stage's budget is shared
+                    row["error"] = "skipped: 45 s of FlexAttention compiles spent"
+                    points.append(row)
+                    continue
+                try:
+                    b, h = row["batch"], row["heads"]
+                    q, k, v = (torch.randn(b, h, s_len, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                               for _ in range(3))
+                    mask = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s_len, s_len)
+                    mod = (lambda sc, b_, h_, qi, ki: 50.0 * torch.tanh(sc / 50.0)) if capped else None
+                    fwd = lambda: flex(q, k, v, score_mod=mod, block_mask=mask)
+                    o = fwd()
+                    t = bench(fwd)
+                    g = torch.randn_like(o)
+                    tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
+                    flops = 4 * b * s_len * s_len * h * d / 2
+                    row.update(forward_seconds=t, backward_seconds=tb, forward_tflops=flops / t / 1e12,
+                               backward_tflops=2.5 * flops / tb / 1e12)
+                    del q, k, v, o, g
+                except Exception as e:
+                    row["error"] = f"{type(e).__name__}: {e}"[:200]
+                points.append(row)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file for every point")
     ap.add_argument("--quick", action="store_true", help="a few points of each kind (rehearsals)")
-    ap.add_argument("--only", choices=["copy", "gemm", "attention", "contention", "host"], action="append",
+    ap.add_argument("--only", choices=["copy", "gemm", "attention", "softcap", "contention", "host"], action="append",
                     help="parts to run (default all)")
     args = ap.parse_args()
     doc = run_probe(torch, "gpu_kernels_probe", "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
-                    args.only or ["copy", "gemm", "attention", "contention", "host"],
+                    args.only or ["copy", "gemm", "attention", "softcap", "contention", "host"],
                     {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
                      "attention": lambda p: attention(p, args.quick),
+                     "softcap": lambda p: softcap(p, args.quick),
                      "contention": lambda p: contention(p, args.quick),
                      "host": lambda p: host_dispatch(p, args.quick)}, args.out)
     if doc is None:
@@ -353,6 +414,13 @@ def main():
             fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
                    if "backward_tflops" in p else p.get("error", "")[:60])
             print(f"attn {p['backend']:<7}d{p['head_dim']:<4}causal s{p['seq']:<6} dropout {p['dropout_p']}  {fig}")
+    for p in pts:
+        if p["kind"] == "softcap_eager" and "backward_seconds" in p:
+            print(f"softcap eager {p['elements'] / 2**20:5.0f} Mi  fwd {p['forward_gb_per_s']:6.0f}  "
+                  f"bwd {p['backward_gb_per_s']:6.0f} GB/s at tessel's bytes")
+        elif p["kind"] == "softcap_flex" and "backward_tflops" in p:
+            print(f"flex d{p['head_dim']:<4}causal s{p['seq']:<6} softcap {p['softcap']}  fwd {p['forward_tflops']:6.1f}  "
+                  f"bwd {p['backward_tflops']:6.1f} TFLOP/s")
     for p in pts:
         if p["kind"] == "contention":
             print(f"contention ({p.get('order', 'gemms first')}): copy on {p['ctas']:>3} of {p['sms']} SMs at "

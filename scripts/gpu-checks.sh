@@ -12,7 +12,8 @@
 #           that order).
 #           Every stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
 #           probe: bench/gpu_kernels_probe.py, the presets' paper figures (HBM copy, bf16/fp8 GEMM sweep,
-#           FlashAttention-2 and cuDNN attention curves, GEMM/copy contention) measured through PyTorch.
+#           FlashAttention-2 and cuDNN attention curves, Gemma 2's soft-capping eager and inside FlexAttention,
+#           GEMM/copy contention) measured through PyTorch.
 #           power: bench/power_probe.py, each kernel class (bf16/fp8 GEMM, attention, HBM copy, GEMMs at 75/50/25%
 #           duty between idle or HBM-copy gaps) held at the power limit: first ~40 ms against sustained rate, power
 #           and SM clock.
@@ -560,8 +561,8 @@ PY
 # (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes, and
 # the GEMM time a copy on n SMs takes away (contention, kappa's proxy).
 stage_probe() {
-  python_probe probe "kernel figures through PyTorch (HBM copy, bf16/fp8 GEMM sweep, FlashAttention-2 and cuDNN attention)" \
-    180 gpu_kernels_probe.py
+  python_probe probe "kernel figures through PyTorch (HBM copy, bf16/fp8 GEMM sweep, FlashAttention-2 and cuDNN attention, soft-capping)" \
+    240 gpu_kernels_probe.py
 }
 
 # What the GPU sustains at its power limit, kernel class by kernel class (bench/power_probe.py): the sustained

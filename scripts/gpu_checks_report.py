@@ -356,6 +356,25 @@ def cmd_probe(a):
                 "backward": round(p["backward_seconds"] / base[0]["backward_seconds"], 3)}
     if slow:
         figures["attention_dropout_time_over_none"] = slow
+    # Soft-capping (a probe from before 2026-12-05 has none and still passes): the eager ops' bandwidth at the bytes
+    # tessel charges them, over the copy's (1 = tessel's time); FlexAttention with the tanh as its score_mod over the
+    # same kernel without (the in-kernel cost tessel leaves out).
+    copy = figures["copy_d2d_best_gb_per_s"]
+    eager = {str(p["elements"]): {"forward": round(p["forward_gb_per_s"] / copy, 3), "backward": round(p["backward_gb_per_s"] / copy, 3)}
+             for p in pts if p["kind"] == "softcap_eager" and "backward_gb_per_s" in p and copy}
+    if eager:
+        figures["softcap_eager_bandwidth_over_copy"] = eager
+    capped = {}
+    for p in pts:
+        if p["kind"] != "softcap_flex" or not p.get("softcap") or "backward_seconds" not in p:
+            continue
+        base = [q for q in pts if q["kind"] == "softcap_flex" and not q.get("softcap") and "backward_seconds" in q and
+                q.get("head_dim") == p.get("head_dim") and q.get("seq") == p.get("seq")]
+        if base:
+            capped[f"d{p['head_dim']}_s{p['seq']}"] = {"forward": round(p["forward_seconds"] / base[0]["forward_seconds"], 3),
+                                                      "backward": round(p["backward_seconds"] / base[0]["backward_seconds"], 3)}
+    if capped:
+        figures["flex_softcap_time_over_none"] = capped
     # Contention (kappa's one-GPU proxy): GEMM seconds lost per second of a copy holding n SMs, by n, for each
     # order the probe ran (the copy first, as a collective in flight; after, on a high-priority stream; a probe
     # before 2026-11-26 names no order). Host dispatch: the eager floor per layer by hidden size. Both extras: a

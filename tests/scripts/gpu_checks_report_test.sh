@@ -100,6 +100,12 @@ pts = [{"kind": "copy_d2d", "bytes": 2 << 30, "seconds": 0.001, "gb_per_s": 4100
         "gemm_seconds_together": 0.051, "copy_seconds_together": 0.033, "gemm_seconds_lost_per_copy_second": 0.3},
        {"kind": "contention", "order": "copy after, high priority", "ctas": 16, "sms": 132, "gemm_seconds_alone": 0.042,
         "copy_seconds_alone": 0.03, "gemm_seconds_together": 0.0426, "copy_seconds_together": 0.12},
+       {"kind": "softcap_eager", "elements": 1 << 28, "forward_seconds": 0.0008, "backward_seconds": 0.001,
+        "forward_gb_per_s": 3280.0, "backward_gb_per_s": 3690.0},
+       {"kind": "softcap_flex", "head_dim": 128, "seq": 8192, "batch": 2, "heads": 16, "causal": True, "softcap": None,
+        "forward_seconds": 0.010, "backward_seconds": 0.030},
+       {"kind": "softcap_flex", "head_dim": 128, "seq": 8192, "batch": 2, "heads": 16, "causal": True, "softcap": 50.0,
+        "forward_seconds": 0.0115, "backward_seconds": 0.0336},
        {"kind": "host_dispatch", "d_model": 768, "batch": 1, "seq": 64, "precision": "autocast bf16 over fp32 parameters",
         "ms_per_layer_forward_backward": 1.5},
        {"kind": "host_dispatch", "d_model": 768, "batch": 1, "seq": 64, "precision": "bf16 parameters, no autocast",
@@ -118,10 +124,12 @@ assert f['attention_dropout_time_over_none'] == {'flash2_d128_s8192': {'forward'
 assert f['contention_gemm_seconds_lost_per_copy_second_by_ctas'] == {'16': 0.3}
 assert f['contention_after_high_priority_gemm_seconds_lost_by_ctas'] == {'16': 0.02}
 assert f['host_dispatch_floor_ms_per_layer_by_hidden'] == {'768': 1.5}
+assert f['softcap_eager_bandwidth_over_copy'] == {'268435456': {'forward': 0.8, 'backward': 0.9}}
+assert f['flex_softcap_time_over_none'] == {'d128_s8192': {'forward': 1.15, 'backward': 1.12}}
 " "$tmp/p1.res"; echo $?)"
-probe "$tmp/p4.json" contention host_dispatch
+probe "$tmp/p4.json" contention host_dispatch softcap_eager softcap_flex
 python3 "$rep" probe --id probe --name probe --json "$tmp/p4.json" --log "$tmp/log" --rc 0 --out "$tmp/p4.res" >/dev/null
-check "a probe without contention or host points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
+check "a probe without contention, host or softcap points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
 probe "$tmp/p2.json" attention
 python3 "$rep" probe --id probe --name probe --json "$tmp/p2.json" --log "$tmp/log" --rc 0 --out "$tmp/p2.res" >/dev/null
 check "a probe without attention points: fail, named" "$([ "$(verdict "$tmp/p2.res")" = fail ] && grep -q 'no points for attention' "$tmp/p2.res"; echo $?)"
