@@ -194,8 +194,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     const bool reservedAbove = p.memory.reservedPeakBytes > p.memory.peakBytes;
     if (reservedAbove)
         out << "  reserved " << gib(p.memory.reservedPeakBytes)
-            << " GiB: PyTorch's caching allocator keeps DeepSpeed's step-time gradient copies as segments of their own "
-               "beside the activations' cached blocks, as torch.cuda.max_memory_reserved and nvidia-smi "
+            << " GiB: PyTorch's caching allocator keeps DeepSpeed's step-time gradient copies (and ZeRO-1's reduce "
+               "bucket) as segments of their own beside the activations' cached blocks, as torch.cuda.max_memory_reserved and nvidia-smi "
                "show; it gives memory back only when an allocation fails, so out of memory is the allocated peak's, the "
                "band the reserved one's\n";
     if (memoryBand) {

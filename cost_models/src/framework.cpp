@@ -345,6 +345,10 @@ bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8) {
 }
 std::string optimizerDtypeOf(const FrameworkSettings& f) { return f.optimizerDtype.value_or("fp32"); }
 bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage) { return f.overlapGradReduce.value_or(zeroStage >= 3); }
+bool deepSpeedZero1ContiguousGradientsOf(const FrameworkSettings& f) {
+    const int year = frameworkYear(f);
+    return year == 0 || year >= 2024;
+}
 int64_t reduceBucketElementsOf(const FrameworkSettings& f) {
     return f.reduceBucketSize.value_or(f.name == "deepspeed" ? int64_t{500000000} : int64_t{40000000});
 }

@@ -481,13 +481,24 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * t.moeTokensIn * t.topK * h; // dispatch + combine
     if (model.moe && t.expertTpGather > 1) o.commBufferBytes += e * t.expertTokens * h;     // expert-TP gathered rows
-    // DeepSpeed's ZeRO-1 runs the same optimizer class as ZeRO-2 (stage_1_and_2.py) and allocates the same reduce
-    // bucket, with contiguous_gradients (its default, true): in backward() without a pipeline; under the pipeline
-    // engine, which never calls that backward, reduce_gradients(pipeline_parallel=True) allocates one ("with PP we must
-    // create ipg buffer, since backward is handled outside zero"), kept in self.ipg_buffer until the next step's. Not
-    // BF16_Optimizer (deepSpeedBf16OptimizerOf, BLOOM's "stage 0"), which has no bucket.
-    const bool deepSpeedZero1Bucket = z == 1 && plan.framework.name == "deepspeed" &&
-                                      !deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes);
+    // DeepSpeed's ZeRO-1 runs the same optimizer class as ZeRO-2 (stage_1_and_2.py). Where it keeps
+    // contiguous_gradients (deepSpeedZero1ContiguousGradientsOf: DeepSpeed from 2024) and runs without a pipeline,
+    // backward() allocates ZeRO-2's reduce bucket (ipg_buffer, two with overlap_comm) beside each backward's
+    // activations. Under the pipeline engine, which never calls that backward, reduce_gradients(pipeline_parallel=True)
+    // allocates one after the last backward and the epilogue releases it (_release_ipg_buffers); and where ZeRO-1 ran
+    // with contiguous_gradients off (2021-07 to 2024-01), allreduce_bucket flattens each bucket of gradients into a new
+    // tensor for its all-reduce and frees it. Both are a bucket alive after the backward, never beside the activations:
+    // the step-phase transients below (zero1ReduceTransient). Not BF16_Optimizer (deepSpeedBf16OptimizerOf, BLOOM's
+    // "stage 0"), which has no bucket.
+    // (With the optimizer on the host the optimizer sets contiguous_gradients whatever the engine passed.)
+    const bool deepSpeedZero1 = z == 1 && plan.framework.name == "deepspeed" &&
+                                !deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes);
+    const bool deepSpeedZero1Bucket = deepSpeedZero1 && plan.pp == 1 &&
+                                      (deepSpeedZero1ContiguousGradientsOf(plan.framework) || plan.offloadOptimizer);
+    const double zero1ReduceTransient =
+        deepSpeedZero1 && !deepSpeedZero1Bucket
+            ? recipe.weightBytes * std::min(params.total(), static_cast<double>(reduceBucketElementsOf(plan.framework)))
+            : 0.0;
     if (z >= 2 || deepSpeedZero1Bucket) {
         const double bucket = static_cast<double>(reduceBucketElementsOf(plan.framework));
         if (plan.framework.name == "deepspeed") {
@@ -495,7 +506,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // stages 1 and 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
             // overlap_comm is enabled"; the pipeline's reduce_gradients one), stage 3 one (stage3.py:
             // __ipg_bucket_flat_buffer).
-            const bool twoBuffers = z <= 2 && plan.pp == 1 && deepSpeedOverlapCommOf(plan.framework, z);
+            // (ZeRO-1's overlap_comm was forced off with its contiguous_gradients until 2024.)
+            const bool twoBuffers = (z == 2 || (deepSpeedZero1Bucket && deepSpeedZero1ContiguousGradientsOf(plan.framework))) &&
+                                    plan.pp == 1 && deepSpeedOverlapCommOf(plan.framework, z);
             o.commBufferBytes += (twoBuffers ? 2.0 : 1.0) * bucket * recipe.weightBytes;
             // ZeRO-3: a module's whole gradient, in the gathered parameters' dtype, is autograd's before stage3.py's
             // hook copies it into the bucket (or reduces it, when larger) and frees it: the largest module's, beside
@@ -631,16 +644,21 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         stepCopy = (w + (w < 4.0 ? 4.0 : 0.0)) *
                    (params.dense / shardDivisor(true, denseShards) + params.expert / shardDivisor(true, expertShards));
     }
-    if (stepCopy > 0.0) {
+    if (stepCopy > 0.0 || zero1ReduceTransient > 0.0) {
+        // ZeRO-1's reduce bucket (above) comes first and is freed before the step's copies: the phase holds the
+        // larger of the two at once.
         const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
-        o.stepCopyBytes = std::max(0.0, stepCopy - backwardPhase);
-        // PyTorch's caching allocator gave the backward's tensors segments of their own sizes; a copy larger than
-        // any of them takes a new segment, kept beside the cached ones (CUDACachingAllocator: memory goes back to
-        // the device only when an allocation fails). The largest: the MLP's inner activation, the unfused
-        // attention's scores, the last stage's fp32 logits.
+        o.stepCopyBytes = std::max(0.0, std::max(stepCopy, zero1ReduceTransient) - backwardPhase);
+        // PyTorch's caching allocator gave the backward's tensors segments of their own sizes; a transient larger
+        // than any of them takes a new segment, kept beside the cached ones (CUDACachingAllocator: memory goes back
+        // to the device only when an allocation fails). The largest: the MLP's inner activation, the unfused
+        // attention's scores, the last stage's fp32 logits. The step's copies reuse the bucket's segment where they
+        // fit in it.
         const double inner = e * T * t.ffnLocal * (model.gatedMlp() ? 2.0 : 1.0);
         const double largestFreedBlock = std::max({scoresBytes, inner, e * T * h, last ? 4.0 * T * t.vocabLocal : 0.0});
-        if (stepCopy > largestFreedBlock) st.allocatorKeptBytes = stepCopy - o.stepCopyBytes;
+        const double bucketSegment = zero1ReduceTransient > largestFreedBlock ? zero1ReduceTransient : 0.0;
+        const double copySegment = stepCopy > std::max(largestFreedBlock, bucketSegment) ? stepCopy : 0.0;
+        st.allocatorKeptBytes = std::max(0.0, bucketSegment + copySegment - o.stepCopyBytes);
     }
     o.reservedBytes = reservedBytes;
     o.collectiveLibraryBytes = collectiveLibraryBytes;

@@ -132,8 +132,8 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     EXPECT_DOUBLE_EQ(bucket(p) - stage2, 2.0 * 5e8);
     p.framework.reduceBucketSize = 50000000;
     EXPECT_DOUBLE_EQ(stage2 - 2.0 * 5e8 + 2.0 * 2.0 * 5e7, bucket(p));
-    // Stage 1 runs the same optimizer and allocates the same buffers in its backward (one, two with overlap_comm);
-    // Megatron-LM's distributed optimizer (ZeRO-1) reduces in its own buckets, counted elsewhere: none here.
+    // Stage 1 runs the same optimizer and, in today's DeepSpeed, allocates the same buffers in its backward (one, two
+    // with overlap_comm); Megatron-LM's distributed optimizer (ZeRO-1) reduces in its own buckets, counted elsewhere.
     p.framework.reduceBucketSize.reset();
     p.framework.overlapGradReduce.reset();
     p.zeroStage = 1;
@@ -143,16 +143,28 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     p.framework.name = "deepspeed";
     p.framework.overlapGradReduce = true;
     EXPECT_DOUBLE_EQ(bucket(p) - stage1, 2.0 * 5e8);
-    // Under the pipeline engine reduce_gradients(pipeline_parallel=True) allocates one, overlap or not; BLOOM's
-    // BF16_Optimizer (bf16 weights beside fp32 gradients under a pipeline, written zero 1) none.
+    // DeepSpeed of 2021-07 to 2024-01 ran ZeRO-1 with contiguous_gradients and overlap_comm off: no buffer beside the
+    // backward (its all-reduce flattens each bucket after the backward, below).
+    p.framework.version = "2022";
+    p.framework.name = "megatron";
+    const double megatron2022 = bucket(p);
+    p.framework.name = "deepspeed";
+    EXPECT_DOUBLE_EQ(bucket(p), megatron2022);
+    // Under the pipeline engine (and in 2022 without one) the bucket lives after the last backward only:
+    // reduce_gradients(pipeline_parallel=True) allocates it and the epilogue frees it. Never beside the activations:
+    // the allocated peak is the step phase's larger transient (its copies of the gradient partition, here), and the
+    // bucket's segment, larger than any block the backward left cached, stays reserved beside them.
+    p.framework.version.clear();
+    p.framework.overlapGradReduce.reset();
     p.pp = 4;
     p.dp = 8;
-    const double piped = predictMemory(m, c, p).stages[1].other.commBufferBytes;
-    p.framework.name = "megatron";
-    p.framework.overlapGradReduce.reset();
-    const double pipedMegatron = predictMemory(m, c, p).stages[1].other.commBufferBytes;
-    EXPECT_GE(piped - pipedMegatron, 2.0 * 5e8);
-    EXPECT_LT(piped - pipedMegatron, 2.0 * 2.0 * 5e8);
+    const StageMemory piped = predictMemory(m, c, p).stages[1];
+    p.framework.reduceBucketSize = 300000000;
+    const StageMemory smaller = predictMemory(m, c, p).stages[1];
+    EXPECT_DOUBLE_EQ(piped.other.commBufferBytes, smaller.other.commBufferBytes);
+    EXPECT_DOUBLE_EQ(piped.totalBytes(), smaller.totalBytes());
+    EXPECT_DOUBLE_EQ(piped.allocatorKeptBytes - smaller.allocatorKeptBytes, 2.0 * 2e8);
+    p.framework.reduceBucketSize.reset();
     // The plan key round-trips; a bucket of no elements is refused at its pointer.
     ProblemList problems;
     const Plan parsed = parsePlan({{"framework", "deepspeed"}, {"reduce_bucket_size", 200000000}}, "/plan", problems);

@@ -238,6 +238,12 @@ const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSetting
 // DeepSpeed's zero_optimization.overlap_comm (the plan's overlap_grad_reduce): stated, else its default, true for
 // ZeRO-3 and false below (deepspeed/runtime/zero/config.py); resolveOverlap's deepspeed value, without its report.
 bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
+// Whether DeepSpeed's ZeRO-1 keeps its contiguous_gradients (default true) and overlap_comm: from 2024 (microsoft/
+// DeepSpeed #4887, 2024-01-06, "Release overlap_comm & contiguous_gradients restrictions for ZeRO 1"); from #1246
+// (2021-07-26) until then the engine set both false for stage 1 ("Overlap and contiguous grads are meaningless in
+// stage 1 and are ignored", engine.py), so ZeRO-1 had no reduce buffer of its own. A plan of no stated year runs
+// today's DeepSpeed.
+bool deepSpeedZero1ContiguousGradientsOf(const FrameworkSettings& f);
 // The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
 // (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
 // loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
