@@ -258,6 +258,7 @@ INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
                                            ParameterSpot{"mixtral-8x7b", 46'702'792'704, 0.0},
                                            ParameterSpot{"deepseek-v3", 671'026'404'352, 0.0},
                                            ParameterSpot{"gemma2-9b", 9'241'705'984, 0.0},
+                                           ParameterSpot{"gemma2-27b", 27'227'128'320, 0.0},
                                            ParameterSpot{"gpt3-175b", 174'600'000'000, 0.005}),
                          [](const ::testing::TestParamInfo<ParameterSpot>& param) {
                              std::string n = param.param.model;
