@@ -488,9 +488,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // allocates one after the last backward and the epilogue releases it (_release_ipg_buffers); and where ZeRO-1 ran
     // with contiguous_gradients off (2021-07 to 2024-01), allreduce_bucket flattens each bucket of gradients into a new
     // tensor for its all-reduce and frees it. Both are a bucket alive after the backward, never beside the activations:
-    // the step-phase transients below (zero1ReduceTransient). Not BF16_Optimizer (deepSpeedBf16OptimizerOf, BLOOM's
+    // the step-phase transients below (zero1ReduceTransient). With the optimizer on the host, stage_1_and_2.py turns
+    // contiguous_gradients on whatever the engine passed. Not BF16_Optimizer (deepSpeedBf16OptimizerOf, BLOOM's
     // "stage 0"), which has no bucket.
-    // (With the optimizer on the host the optimizer sets contiguous_gradients whatever the engine passed.)
     const bool deepSpeedZero1 = z == 1 && plan.framework.name == "deepspeed" &&
                                 !deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes);
     const bool deepSpeedZero1Bucket = deepSpeedZero1 && plan.pp == 1 &&
@@ -504,9 +504,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         if (plan.framework.name == "deepspeed") {
             // DeepSpeed allocates its reduce bucket whole, whatever the model's size, in the weights' dtype:
             // stages 1 and 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
-            // overlap_comm is enabled"; the pipeline's reduce_gradients one), stage 3 one (stage3.py:
-            // __ipg_bucket_flat_buffer).
-            // (ZeRO-1's overlap_comm was forced off with its contiguous_gradients until 2024.)
+            // overlap_comm is enabled", which ZeRO-1 had forced off with its contiguous_gradients until 2024), stage 3
+            // one (stage3.py: __ipg_bucket_flat_buffer).
             const bool twoBuffers = (z == 2 || (deepSpeedZero1Bucket && deepSpeedZero1ContiguousGradientsOf(plan.framework))) &&
                                     plan.pp == 1 && deepSpeedOverlapCommOf(plan.framework, z);
             o.commBufferBytes += (twoBuffers ? 2.0 : 1.0) * bucket * recipe.weightBytes;
