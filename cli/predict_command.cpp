@@ -31,11 +31,12 @@ const char* const kMoeUnvalidated =
 
 // The model's tanh soft-capping as costed: inside a FlashAttention kernel that takes softcap the tanh runs on the
 // scores the kernel computes anyway, one special-function op a score beside its exponential, and is not costed.
-std::string softcapText(const ModelConfig& m, const Plan& pl) {
+std::string softcapText(const ModelConfig& m, const Plan& pl, const GpuSpec& gpu) {
     if (m.attentionSoftcap == 0.0 && m.logitSoftcap == 0.0) return {};
     std::string t = ", tanh soft-capping of the ";
     if (m.attentionSoftcap > 0.0)
-        t += "scores at " + fixed(m.attentionSoftcap, 1) + (pl.flashAttention ? " (inside the flash kernel: not costed)" : "");
+        t += "scores at " + fixed(m.attentionSoftcap, 1) +
+             (pl.flashAttention ? " (inside " + attentionKernelOf(m, pl, gpu) + ": not costed)" : "");
     if (m.logitSoftcap > 0.0) t += std::string(m.attentionSoftcap > 0.0 ? " and the " : "") + "logits at " + fixed(m.logitSoftcap, 1);
     return t;
 }
@@ -64,7 +65,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << (m.rotaryPercent != 1.0 && !m.mla ? ", rotary on " + std::to_string(m.rotaryDim()) + " of " +
                                                    std::to_string(m.headDim) + " per head"
                                              : std::string())
-        << softcapText(m, pl) << "\n";
+        << softcapText(m, pl, c.gpu) << "\n";
     out << "  cluster  " << c.name << ": " << c.nodes << " x " << c.gpusPerNode << " " << c.gpu.name << " ("
         << gib(static_cast<double>(c.gpu.memoryBytes), 1) << " GiB), " << c.intraNode.name << " / " << c.interNode.name
         << "\n";
@@ -148,6 +149,11 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (const std::string launcher = launcherAttentionKernelOf(pl, s.cluster.gpu);
             pl.flashAttention && pl.attentionKernel == "auto" && !launcher.empty() && launcher != s.cluster.gpu.defaultAttentionKernel)
             out << ", attention " << launcher << " (its launcher set NVTE_FUSED_ATTN=0, cuDNN's attention off)";
+        if (const std::string kernel = attentionKernelOf(s.model, pl, s.cluster.gpu);
+            pl.flashAttention && pl.attentionKernel == "auto" && s.model.attentionSoftcap > 0.0 &&
+            kernel != resolveAttentionKernel(s.cluster.gpu, launcherAttentionKernelOf(pl, s.cluster.gpu).empty()
+                                                                ? "auto" : launcherAttentionKernelOf(pl, s.cluster.gpu)))
+            out << ", attention " << kernel << " (the model soft-caps its scores, which the GPU's default kernel does not)";
         out << (ov.defaulted.empty() ? "" : " (framework defaults where unstated)") << "\n";
         // The same framework's rules as `tessel export` and `tessel search --framework` (one source of truth).
         if (const auto format = sim::exportFormatOf(pl.framework.name)) {

@@ -494,10 +494,13 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             OpCost att;
             att.kernel = "attention";
             // "auto": the kernel the plan's framework version ran where its launcher chose one (NeMo 24.01-24.07's
-            // flash-attn 2, attentionKernelDefaultOf), else the GPU's default (resolveAttentionKernel).
+            // flash-attn 2, attentionKernelDefaultOf), else the GPU's default (resolveAttentionKernel), else one that
+            // soft-caps for a model that needs it (attentionKernelOf).
             att.variant = plan.attentionKernel;
             if (const std::string launcher = launcherAttentionKernelOf(plan, cluster.gpu); att.variant == "auto" && !launcher.empty())
                 att.variant = launcher;
+            if (const std::string kernel = attentionKernelOf(model, plan, cluster.gpu); kernel != resolveAttentionKernel(cluster.gpu, att.variant))
+                att.variant = kernel;
             att.opClass = OpClass::Attention;
             att.m = s.seqLocal;
             att.n = s.seqFull;
@@ -759,6 +762,24 @@ bool columnParallelInputGemm(const std::string& opName) {
 std::string launcherAttentionKernelOf(const Plan& plan, const GpuSpec& gpu) {
     const std::string kernel = attentionKernelDefaultOf(plan.framework);
     return gpu.attentionKernels.count(kernel) ? kernel : std::string();
+}
+
+bool attentionKernelTakesSoftcap(const std::string& kernel) { return kernel == "flash2" || kernel == "flash3"; }
+
+bool softcapKernelMissing(const ModelConfig& model, const Plan& plan, const GpuSpec& gpu) {
+    return model.attentionSoftcap > 0.0 && plan.flashAttention && !gpu.attentionKernels.empty() &&
+           !attentionKernelTakesSoftcap(attentionKernelOf(model, plan, gpu));
+}
+
+std::string attentionKernelOf(const ModelConfig& model, const Plan& plan, const GpuSpec& gpu) {
+    std::string requested = plan.attentionKernel;
+    if (requested == "auto")
+        if (const std::string launcher = launcherAttentionKernelOf(plan, gpu); !launcher.empty()) requested = launcher;
+    const std::string kernel = resolveAttentionKernel(gpu, requested);
+    if (model.attentionSoftcap > 0.0 && plan.attentionKernel == "auto" && !attentionKernelTakesSoftcap(kernel))
+        for (const char* capped : {"flash2", "flash3"})
+            if (gpu.attentionKernels.count(capped)) return capped;
+    return kernel;
 }
 
 bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan) {

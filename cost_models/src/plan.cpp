@@ -1,6 +1,7 @@
 // Plan JSON loading, precision recipes, and validation of a plan against its model and cluster.
 #include "tessel/cost/plan.hpp"
 
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/json_reader.hpp"
 
 #include <algorithm>
@@ -740,6 +741,15 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
         for (const auto& [name, spec] : cluster.gpu.attentionKernels) names += (names.empty() ? "" : ", ") + name;
         problems.add(field("attention_kernel"), "\"" + plan.attentionKernel + "\" is not an attention kernel of " +
                                                     cluster.gpu.name + " (it has: " + names + ", or \"auto\")");
+    }
+    // A fused kernel without softcap would run the model's attention without its soft-cap: not the model.
+    if (softcapKernelMissing(model, plan, cluster.gpu)) {
+        const std::string kernel = attentionKernelOf(model, plan, cluster.gpu);
+        problems.add(field(plan.attentionKernel == "auto" ? "flash_attention" : "attention_kernel"),
+                     "the model soft-caps its attention scores (attention_softcap), which " + kernel + " on " +
+                         cluster.gpu.name + " does not do: name flash2 or flash3 (flash-attn from 2.6 and "
+                         "FlashAttention-3 take softcap) where the GPU has them, or set flash_attention off (an "
+                         "unfused attention, as NeMo's Gemma 2 runs it)");
     }
     if (plan.offloads() && !cluster.host.present())
         problems.add(field(plan.offloadOptimizer ? "offload_optimizer" : plan.offloadParameters ? "offload_parameters"

@@ -59,6 +59,7 @@ const char* reasonText(Reason r) {
     case Reason::SpSeq: return "seq_len / cp not divisible by tp";
     case Reason::RecomputeModules: return "recompute_modules not runnable";
     case Reason::LossKernel: return "fused_linear loss needs tp 1, no train metrics";
+    case Reason::AttentionSoftcap: return "attention kernel without soft-cap";
     case Reason::Precision: return "precision not supported";
     case Reason::Count: break;
     }
@@ -70,7 +71,7 @@ bool precisionSupported(const ClusterConfig& cluster, const std::string& precisi
     return findPrecisionRecipe(precision) && precisionUnsupported(cluster, precision, framework).empty();
 }
 
-Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk) {
+Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk, const GpuSpec* gpu) {
     // The same checks, in the same order, as tessel::validatePlan (plan.cpp); the first failing one wins.
     if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.cp < 1 || plan.ep < 1 || plan.vpp < 1 ||
         plan.microBatch < 1 || plan.globalBatch < 1)
@@ -135,6 +136,7 @@ Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool pre
         return Reason::RecomputeModules;
     if (crossEntropyOf(plan.framework) == "fused_linear" && (plan.tp > 1 || trainMetricLossesOf(plan.framework) > 0))
         return Reason::LossKernel;
+    if (gpu && softcapKernelMissing(model, plan, *gpu)) return Reason::AttentionSoftcap;
     if (!precisionOk) return Reason::Precision;
     return Reason::None;
 }

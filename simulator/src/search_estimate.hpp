@@ -56,6 +56,7 @@ enum class Reason : uint8_t {
     SpSeq,
     RecomputeModules,
     LossKernel,
+    AttentionSoftcap,
     Precision,
     Count
 };
@@ -66,8 +67,9 @@ constexpr const char* kOomLast = "OOM (a later stage)"; // the last, or a middle
 constexpr const char* kPeakBand = "may not fit (the validated peak band reaches past the GPU's memory)";
 
 // The first problem validatePlan would report, as a category; `precisionOk` = the recipe exists and the GPU
-// has peak flops for its dtype (a property of the whole space).
-Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk);
+// has peak flops for its dtype (a property of the whole space); `gpu`, where given, for the attention kernel's
+// soft-cap (softcapKernelMissing).
+Reason fastReason(const ModelConfig& model, int gpus, const Plan& plan, bool precisionOk, const GpuSpec* gpu = nullptr);
 bool precisionSupported(const ClusterConfig& cluster, const std::string& precision, const FrameworkSettings& framework);
 
 // All 120 rank orders, in std::next_permutation order starting from tp-cp-ep-dp-pp.

@@ -173,7 +173,7 @@ struct Pruner {
                         plan.pipelineSplit = endsOnly ? PipelineSplit::EndsAsLayers : uneven ? PipelineSplit::Balanced : PipelineSplit::Even;
                         plan.resolvedPipelineLayers.clear();
                         acc.considered += perRc;
-                        const Reason reason = fastReason(model, ctx.gpus, plan, ctx.precisionOk);
+                        const Reason reason = fastReason(model, ctx.gpus, plan, ctx.precisionOk, &ctx.cluster->gpu);
                         if (reason != Reason::None) {
                             acc.reasons[static_cast<size_t>(reason)] += perRc;
                             continue;
@@ -443,7 +443,7 @@ double stepLowerBoundSeconds(const ModelConfig& model, const ClusterConfig& clus
 }
 
 std::string rejectionReason(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
-    return reasonText(fastReason(model, cluster.totalGpus(), plan, precisionSupported(cluster, plan.precision, plan.framework)));
+    return reasonText(fastReason(model, cluster.totalGpus(), plan, precisionSupported(cluster, plan.precision, plan.framework), &cluster.gpu));
 }
 
 std::string problemCategory(const Problem& problem) {
@@ -482,6 +482,7 @@ std::string problemCategory(const Problem& problem) {
     if (has("load-balanced causal attention")) return reasonText(Reason::CpSeq);
     if (has("sequence parallelism needs tp > 1")) return reasonText(Reason::SpTp);
     if (has("seq_len / cp must be divisible")) return reasonText(Reason::SpSeq);
+    if (has("soft-caps its attention")) return reasonText(Reason::AttentionSoftcap);
     if (has("peak flops") || has("precision recipe")) return reasonText(Reason::Precision);
     return m;
 }

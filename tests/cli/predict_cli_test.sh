@@ -256,7 +256,12 @@ if [ -n "${TESSEL_TEST_DATA:-}" ] && [ -d "$TESSEL_TEST_DATA/hf/llama3-8b" ]; th
   "$TESSEL" predict --model gemma2-9b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --global-batch 64 \
     >"$tmp/gemma2.txt" 2>"$tmp/err"; rc=$?
   check "gemma2-9b exits 0" $rc
-  check "gemma2-9b: its caps on the model line" "$(contains "$tmp/gemma2.txt" "tanh soft-capping of the scores at 50.0 (inside the flash kernel: not costed) and the logits at 30.0")"
+  check "gemma2-9b: its caps on the model line" "$(contains "$tmp/gemma2.txt" "tanh soft-capping of the scores at 50.0 (inside flash2: not costed) and the logits at 30.0")"
+  check "gemma2-9b: flash2 in place of the H100's cuDNN, said" "$(contains "$tmp/gemma2.txt" "attention flash2 (the model soft-caps its scores")"
+  # cuDNN's fused attention takes no soft-cap: named, it is refused at its field.
+  "$TESSEL" predict --model gemma2-9b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --global-batch 64 \
+    --attention-kernel cudnn >/dev/null 2>"$tmp/err"; rc=$?
+  check "gemma2-9b on cudnn: refused" "$([ $rc -ne 0 ] && grep -q '/plan/attention_kernel' "$tmp/err" && grep -q 'soft-caps' "$tmp/err"; echo $?)"
   "$TESSEL" predict --model gemma2-9b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --global-batch 64 --flash-attention off \
     >"$tmp/gemma2u.txt" 2>"$tmp/err"; rc=$?
   check "gemma2-9b unfused exits 0" $rc

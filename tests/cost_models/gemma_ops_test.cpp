@@ -89,6 +89,38 @@ TEST(Softcap, EachCapKeepsItsTanhOutputForTheBackward) {
                      layerActivationBytesNoRecompute(k.m, k.p, k.recipe()));
 }
 
+// Which fused kernel a soft-capping model runs: on an H100, whose default is cuDNN's (no softcap), "auto" takes
+// flash2; a model without the cap keeps cuDNN. Named, cuDNN is refused at attention_kernel; on a B200, whose presets
+// hold cuDNN only, "auto" is refused at flash_attention; unfused attention runs anywhere.
+TEST(Softcap, AFusedKernelWithoutSoftcapIsRefusedAndAutoPicksOneWithIt) {
+    const ModelConfig gemma = test::preset("gemma2-9b");
+    ModelConfig plain = gemma;
+    plain.attentionSoftcap = 0.0;
+    const ClusterConfig h100 = test::clusterPreset("dgx-h100-80g"), b200 = test::clusterPreset("dgx-b200");
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 64;
+    EXPECT_EQ(attentionKernelOf(gemma, p, h100.gpu), "flash2");
+    EXPECT_EQ(attentionKernelOf(plain, p, h100.gpu), "cudnn");
+    auto problemAt = [&](const ModelConfig& m, const ClusterConfig& c, const Plan& q) {
+        ProblemList problems;
+        validatePlan(m, c, q, "/plan", problems);
+        for (const auto& item : problems.items())
+            if (item.message.find("soft-caps") != std::string::npos) return item.where;
+        return std::string();
+    };
+    EXPECT_EQ(problemAt(gemma, h100, p), "");
+    EXPECT_EQ(problemAt(gemma, b200, p), "/plan/flash_attention");
+    p.attentionKernel = "cudnn";
+    EXPECT_EQ(problemAt(gemma, h100, p), "/plan/attention_kernel");
+    EXPECT_EQ(problemAt(plain, h100, p), "");
+    p.attentionKernel = "flash3";
+    EXPECT_EQ(problemAt(gemma, h100, p), "");
+    p.attentionKernel = "auto";
+    p.flashAttention = false;
+    EXPECT_EQ(problemAt(gemma, b200, p), "");
+}
+
 // The embedding times sqrt(hidden): one pass over the rank's rows (T x h, read and written, 16-bit) forward and one
 // backward, never rerun by a recompute, nothing kept; the first stage's memory does not move.
 TEST(EmbeddingScale, IsOnePassEachWayAndKeepsNothing) {

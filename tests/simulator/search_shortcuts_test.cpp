@@ -320,6 +320,25 @@ TEST(SearchValidity, FastReasonEqualsValidatePlan) {
     for (const auto& [reason, n] : seen) EXPECT_LT(reason.size(), 50u) << reason; // short names, not messages
 }
 
+// A soft-capping model (Gemma 2) on a GPU whose only fused attention kernel takes no soft-cap: the search rejects the
+// flash plans under validatePlan's category, keeps the unfused ones, and on an H100 "auto" takes flash2.
+TEST(SearchValidity, ASoftcappingModelNeedsAKernelThatCaps) {
+    const ModelConfig model = test::preset("gemma2-9b");
+    const ClusterConfig b200 = test::clusterPreset("dgx-b200"), h100 = test::clusterPreset("dgx-h100-80g");
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 64;
+    ProblemList problems;
+    validatePlan(model, b200, p, "/plan", problems);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(rejectionReason(model, b200, p), problemCategory(problems.items().front()));
+    EXPECT_EQ(rejectionReason(model, b200, p), "attention kernel without soft-cap");
+    p.flashAttention = false;
+    EXPECT_EQ(rejectionReason(model, b200, p), "");
+    p.flashAttention = true;
+    EXPECT_EQ(rejectionReason(model, h100, p), "");
+}
+
 TEST(SearchValidity, PrecisionIsCheckedForTheWholeSpace) {
     const ModelConfig model = test::preset("tiny");
     ClusterConfig cluster = smallNodes(8, 1, 80);

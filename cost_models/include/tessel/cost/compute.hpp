@@ -277,6 +277,18 @@ bool opLevelSelectiveRecompute(const ModelConfig& model, const Plan& plan);
 // The attention kernel the plan's framework version ran where its launcher chose one and this GPU has it
 // (attentionKernelDefaultOf: NeMo 24.01-24.07's flash-attn 2), else "": the plan's own, or the GPU's default.
 std::string launcherAttentionKernelOf(const Plan& plan, const GpuSpec& gpu);
+// Whether a fused attention kernel applies a soft-cap to its scores (ModelConfig::attentionSoftcap): flash-attn 2
+// from 2.6 (`softcap`, Dao-AILab/flash-attention #1025) and FlashAttention-3 do; cuDNN's fused attention (Transformer
+// Engine's) and FlashAttention-1 do not.
+bool attentionKernelTakesSoftcap(const std::string& kernel);
+// The fused attention kernel a plan runs on this GPU: the plan's own; for "auto", its launcher's
+// (launcherAttentionKernelOf), else the GPU's default; and for a model that soft-caps its scores, where that default
+// takes no soft-cap, the GPU's flash2, else its flash3 (what Hugging Face's flash_attention_2 and llm-foundry run for
+// Gemma 2). A kernel that takes no soft-cap for such a model is validatePlan's problem.
+std::string attentionKernelOf(const ModelConfig& model, const Plan& plan, const GpuSpec& gpu);
+// Whether the plan runs a soft-capping model's attention in a fused kernel that cannot cap (validatePlan's problem
+// at flash_attention or attention_kernel, search's rejection).
+bool softcapKernelMissing(const ModelConfig& model, const Plan& plan, const GpuSpec& gpu);
 // A layer's column-parallel GEMM fed by a tensor-parallel gather of its input (QKV, fc1, the experts' and shared
 // experts' fc1, MLA's q and kv up projections): Megatron-LM's asynchronous TP overlap runs the all-reduce or
 // reduce-scatter of its input gradient under its weight-gradient GEMM.
