@@ -452,6 +452,15 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             refusal = where + "/" + key + ": got " + v->dump() + ", expected a soft-cap (a positive number), or null or 0 for none";
             return;
         }
+    // The same cap under tessel's name and Hugging Face's: two values that differ leave no way to choose one.
+    for (const auto& [ours, theirs] : {std::pair{"attention_softcap", "attn_logit_softcapping"},
+                                       std::pair{"logit_softcap", "final_logit_softcapping"}})
+        if (m.is_object() && m.contains(ours) && m.contains(theirs) &&
+            number(m, ours).value_or(0.0) != number(m, theirs).value_or(0.0)) {
+            refusal = where + "/" + ours + " and " + where + "/" + theirs + ": got " + m[ours].dump() + " and " +
+                      m[theirs].dump() + ", the same soft-cap under two names; state one, or the same value in both";
+            return;
+        }
     const Family f = familyOf(m);
     applyFamily(f, model);
     const std::string actName = toString(f.activation);

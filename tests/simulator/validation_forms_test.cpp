@@ -729,6 +729,22 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 20.0);
     r["model"]["logit_softcap"] = "capped";
     EXPECT_NE(test::refusalOf(r).find("/model/logit_softcap: got \"capped\""), std::string::npos) << test::refusalOf(r);
+    // The same cap under both names: one value is read, two that differ are refused at both pointers.
+    r["model"]["logit_softcap"] = 20;
+    r["model"]["final_logit_softcapping"] = 20.0;
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 20.0);
+    r["model"]["final_logit_softcapping"] = 30;
+    EXPECT_NE(test::refusalOf(r).find("/0/model/logit_softcap and runs.json#/0/model/final_logit_softcapping: got 20 and 30"), std::string::npos)
+        << test::refusalOf(r);
+    r["model"]["attention_softcap"] = 0;
+    EXPECT_NE(test::refusalOf(r).find("/model/logit_softcap and"), std::string::npos) << test::refusalOf(r);
+    r["model"].erase("final_logit_softcapping");
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.attentionSoftcap, 0.0);
+    r["model"]["attention_softcap"] = 50;
+    EXPECT_NE(test::refusalOf(r).find("/0/model/attention_softcap and runs.json#/0/model/attn_logit_softcapping: got 50 and null"),
+              std::string::npos)
+        << test::refusalOf(r);
+    r["model"].erase("attention_softcap");
     r["model"].erase("logit_softcap");
     r["model"].erase("attn_logit_softcapping");
     r["model"]["name"] = "gemma-3-27b";
