@@ -129,7 +129,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--attention-kernel", attentionKernel, "Fused attention kernel of the GPU (flash1, flash2, flash3, cudnn: its attention_kernels) or auto");
     app.add_option("--framework", framework,
                    "What runs the plan, for its overlap defaults: generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan");
-    app.add_option("--framework-version", frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
+    app.add_option("--framework-version", frameworkVersion, "Framework version: a year, a container (24.05) or the framework's release (core_r0.9.0, DeepSpeed 0.6.0, PyTorch 2.1)");
     addCrossEntropyOption(app, crossEntropy);
     addRecomputeModulesOption(app, recomputeModules);
     app.add_option("--rank-order", rankOrder, "Rank order, fastest first (default tp-cp-ep-dp-pp)");

@@ -567,7 +567,7 @@ std::function<int()> addSearchCommand(CLI::App& app) {
                     "What runs the plans: its overlap defaults (docs/frameworks.md), and only plans it can run "
                     "(tessel export's rules): generic|megatron|nemo|megascale|deepspeed|fsdp|torchtitan|any "
                     "(any, generic: no restriction, each row lists the frameworks that run it; default: the scenario's)");
-    cmd->add_option("--framework-version", f->frameworkVersion, "Framework version: a year, core_r0.9.0, 24.05, ...");
+    cmd->add_option("--framework-version", f->frameworkVersion, "Framework version: a year, a container (24.05) or the framework's release (core_r0.9.0, DeepSpeed 0.6.0, PyTorch 2.1)");
     cmd->add_option("--max-vpp", f->maxVpp, "Largest virtual pipeline size tried by interleaved_1f1b (default 8)");
     cmd->add_flag("--even-splits-only", f->evenSplitsOnly,
                   "Reject pipeline depths that do not divide the layers (default: give them the balanced split)");

@@ -43,7 +43,7 @@ struct VersionReading {
     std::optional<std::pair<int, int>> containerYm;   // containerYearMonth
 };
 
-VersionReading readVersion(const std::string& v) {
+VersionReading readVersion(const std::string& framework, const std::string& v) {
     VersionReading out;
     if (v.empty()) return out;
     std::smatch m;
@@ -52,6 +52,13 @@ VersionReading readVersion(const std::string& v) {
         out.containerYm = std::make_pair(2000 + std::stoi(m[1]), std::stoi(m[2]));
     if (std::regex_search(v, m, std::regex(R"((20[1-3][0-9]))"))) out.year = std::stoi(m[1]);
     else if (out.containerYm) out.year = out.containerYm->first;
+    // A release number is the framework's own: DeepSpeed 0.6.0 is 2022, where Megatron-core 0.6 is 2024.
+    else if (framework == "deepspeed") {
+        if (std::regex_search(v, m, std::regex(R"(^\s*v?0\.([0-9]+)(\.[0-9]+)*\s*$)"))) out.year = deepSpeedReleaseYear(std::stoi(m[1]));
+    } else if (framework == "fsdp" || framework == "torchtitan") {
+        if (std::regex_search(v, m, std::regex(R"(^\s*v?([12])\.([0-9]+)(\.[0-9]+)*\s*$)")))
+            out.year = pytorchReleaseYear(std::stoi(m[1]), std::stoi(m[2]));
+    }
     // Megatron-core releases: 0.1-0.4 in 2023, 0.5-0.9 in 2024, 0.10 and later from 2025 (GitHub release dates).
     else if (std::regex_search(v, m, std::regex(R"((?:core[_ r]*|^\s*v?)0\.([0-9]+))"))) {
         const int minor = std::stoi(m[1]);
@@ -62,27 +69,39 @@ VersionReading readVersion(const std::string& v) {
     return out;
 }
 
-const VersionReading& versionReading(const std::string& v) {
+const VersionReading& versionReading(const std::string& framework, const std::string& v) {
     thread_local std::unordered_map<std::string, VersionReading> cache;
-    auto it = cache.find(v);
-    if (it == cache.end()) it = cache.emplace(v, readVersion(v)).first;
+    const std::string key = framework + '\n' + v;
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, readVersion(framework, v)).first;
     return it->second;
 }
 
 } // namespace
 
-std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { return versionReading(v).containerYm; }
+int deepSpeedReleaseYear(int minor) {
+    return minor <= 3 ? 2020 : minor <= 5 ? 2021 : minor <= 7 ? 2022 : minor <= 12 ? 2023 : minor <= 16 ? 2024 : 2025;
+}
+int pytorchReleaseYear(int major, int minor) {
+    if (major <= 1) return minor <= 7 ? 2020 : minor <= 10 ? 2021 : 2022;
+    return minor <= 1 ? 2023 : minor <= 5 ? 2024 : minor <= 9 ? 2025 : 2026;
+}
 
-int frameworkYear(const FrameworkSettings& f) { return versionReading(f.version).year; }
+std::optional<std::pair<int, int>> containerYearMonth(const std::string& v) { return versionReading("", v).containerYm; }
 
-bool frameworkVersionDated(const std::string& version) {
-    const VersionReading& r = versionReading(version);
+int frameworkYear(const FrameworkSettings& f) { return versionReading(f.name, f.version).year; }
+
+bool frameworkVersionDated(const std::string& framework, const std::string& version) {
+    const VersionReading& r = versionReading(framework, version);
     return r.year > 0 || r.containerYm.has_value();
 }
 
-std::string frameworkVersionProblem(const std::string& version) {
-    return "no date can be read from \"" + version + "\": give a year (2024), a NeMo or NGC container (24.05) or a "
-           "Megatron-core release (core_r0.9.0); the framework's defaults follow its date";
+std::string frameworkVersionProblem(const std::string& framework, const std::string& version) {
+    const std::string release = framework == "deepspeed"                          ? "a DeepSpeed release (0.6.0)"
+                                : framework == "fsdp" || framework == "torchtitan" ? "a PyTorch release (2.1)"
+                                                                                   : "a Megatron-core release (core_r0.9.0)";
+    return "no date can be read from \"" + version + "\" for " + framework + ": give a year (2024), a NeMo or NGC container " +
+           "(24.05) or " + release + "; the framework's defaults follow its date";
 }
 
 std::string attentionKernelDefaultOf(const FrameworkSettings& f) {
@@ -349,6 +368,10 @@ bool deepSpeedZero1ContiguousGradientsOf(const FrameworkSettings& f) {
     const int year = frameworkYear(f);
     return year == 0 || year >= 2024;
 }
+bool deepSpeedZero1AllReducesOf(const FrameworkSettings& f) {
+    const int year = frameworkYear(f);
+    return f.name == "deepspeed" && year >= 2021 && year <= 2023;
+}
 int64_t reduceBucketElementsOf(const FrameworkSettings& f) {
     return f.reduceBucketSize.value_or(f.name == "deepspeed" ? int64_t{500000000} : int64_t{40000000});
 }
@@ -431,8 +454,8 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     FrameworkSettings f;
     f.name = r.optEnum("framework", "generic", frameworkNames());
     f.version = r.optString("framework_version", "");
-    if (!f.version.empty() && !frameworkVersionDated(f.version))
-        r.problems().add(r.pointer("framework_version"), frameworkVersionProblem(f.version));
+    if (!f.version.empty() && !frameworkVersionDated(f.name, f.version))
+        r.problems().add(r.pointer("framework_version"), frameworkVersionProblem(f.name, f.version));
     if (r.has("ddp_impl")) f.ddpImpl = r.optEnum("ddp_impl", "local", {"local", "torch"});
     if (r.has("cross_entropy"))
         f.crossEntropy = r.optEnum("cross_entropy", "fused", crossEntropyKinds());

@@ -332,7 +332,8 @@ std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfi
 
 Primitive gradReducePrimitive(const Plan& plan, const PrecisionRecipe& recipe) {
     if (plan.zeroStage == 0 ||
-        deepSpeedBf16OptimizerOf(plan.framework, plan.pp, plan.zeroStage, recipe.weightBytes, recipe.gradBytes))
+        deepSpeedBf16OptimizerOf(plan.framework, plan.pp, plan.zeroStage, recipe.weightBytes, recipe.gradBytes) ||
+        (plan.zeroStage == 1 && deepSpeedZero1AllReducesOf(plan.framework)))
         return Primitive::AllReduce;
     return Primitive::ReduceScatter;
 }
@@ -366,7 +367,7 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             break;
         case 1:
             // ZeRO-1 / Megatron distributed optimizer: reduce-scatter grads, all-gather updated params; DeepSpeed's
-            // BF16 optimizer all-reduces the grads instead (gradReducePrimitive).
+            // BF16 optimizer and its ZeRO-1 of 2021-2023 all-reduce the grads instead (gradReducePrimitive).
             if (gradReducePrimitive(plan, recipe) == Primitive::AllReduce)
                 b.add("dp_all_reduce_grads_" + tag, part.group, Primitive::AllReduce, grads, CommPhase::PerStep);
             else

@@ -60,8 +60,8 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     if (in.maxGlobalBatch != 0 && in.maxGlobalBatch < in.globalBatch)
         problems.add("--global-batch", "the range's upper end " + std::to_string(in.maxGlobalBatch) +
                                            " is below its lower end " + std::to_string(in.globalBatch));
-    if (!in.framework.version.empty() && !frameworkVersionDated(in.framework.version))
-        problems.add("--framework-version", frameworkVersionProblem(in.framework.version));
+    if (!in.framework.version.empty() && !frameworkVersionDated(in.framework.name, in.framework.version))
+        problems.add("--framework-version", frameworkVersionProblem(in.framework.name, in.framework.version));
     if (in.maxVpp < 1 || in.maxVpp > 1024)
         problems.add("--max-vpp", "must be in 1..1024 (as a vpp in the space), got " + std::to_string(in.maxVpp));
     if (!findPrecisionRecipe(in.precision)) problems.add("--precision", "unknown precision recipe \"" + in.precision + "\"");

@@ -36,19 +36,14 @@ std::string versionInFrameworkName(const std::string& framework, const std::stri
         how = "a Megatron-core release";
         return "core_r" + m[1].str();
     }
-    // DeepSpeed 0.x: 0.3-0.5 2020-21, 0.6-0.7 2022, 0.8-0.12 2023, 0.13-0.16 2024, 0.17 on 2025.
     if (framework == "deepspeed" && std::regex_search(w, m, std::regex(R"(deepspeed[^0-9]{0,12}v?0\.([0-9]+))"))) {
-        const int minor = std::stoi(m[1]);
         how = "DeepSpeed 0." + m[1].str() + "'s release year";
-        return std::to_string(minor <= 3 ? 2020 : minor <= 5 ? 2021 : minor <= 7 ? 2022 : minor <= 12 ? 2023 : minor <= 16 ? 2024 : 2025);
+        return std::to_string(deepSpeedReleaseYear(std::stoi(m[1])));
     }
-    // PyTorch 1.6-2.x: 1.6-1.7 2020, 1.8-1.10 2021, 1.11-1.13 2022, 2.0-2.1 2023, 2.2-2.5 2024, 2.6-2.9 2025, 2.10 on 2026.
     if ((framework == "fsdp" || framework == "torchtitan") &&
         std::regex_search(w, m, std::regex(R"((torch|pytorch|fsdp)[^0-9]{0,12}v?([12])\.([0-9]+))"))) {
-        const int major = std::stoi(m[2]), minor = std::stoi(m[3]);
         how = "PyTorch " + m[2].str() + "." + m[3].str() + "'s release year";
-        if (major == 1) return std::to_string(minor <= 7 ? 2020 : minor <= 10 ? 2021 : 2022);
-        return std::to_string(minor <= 1 ? 2023 : minor <= 5 ? 2024 : minor <= 9 ? 2025 : 2026);
+        return std::to_string(pytorchReleaseYear(std::stoi(m[2]), std::stoi(m[3])));
     }
     return "";
 }
@@ -74,9 +69,12 @@ bool readFramework(Reading& r) {
             if (!stated.empty()) r.assume(framework + " version " + stated + ", read from the framework's name (" + how + ")");
         }
         const int swYear = softwareYear(source);
-        if (!stated.empty() && !frameworkVersionDated(stated)) {
-            r.assume(framework + " version \"" + stated + "\" carries no date tessel reads (a year, a container YY.MM, a "
-                     "Megatron-core release): not used");
+        if (!stated.empty() && !frameworkVersionDated(framework, stated)) {
+            r.assume(framework + " version \"" + stated + "\" carries no date tessel reads (a year, a container YY.MM, a " +
+                     (framework == "deepspeed"                          ? "DeepSpeed release"
+                      : framework == "fsdp" || framework == "torchtitan" ? "PyTorch release"
+                                                                          : "Megatron-core release") +
+                     "): not used");
             stated.clear();
         }
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";

@@ -246,8 +246,8 @@ mem = [r['memory_error'] for r in ran if r['memory_error'] is not None]
 assert len(mem) == 9 and all(-0.06 <= e <= 0.01 for e in mem), mem
 assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('DeepSpeed pipeline')] == ['A100 / DeepSpeed pipeline'], d['error_bands']" ; check "BLOOM set within its guard" $?
 # BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 23 topologies, 16 with
-# nvidia-smi's memory): predicted 8-31% fast as every DeepSpeed pipeline source is (median 15.6%; 17.0% with the
-# records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
+# nvidia-smi's memory): predicted 7-31% fast as every DeepSpeed pipeline source is (median 14.5%; 15.6% before ZeRO-1's
+# all-reduce of 2021-2023, 17.0% with the records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
 # (19-32% under without them), 2-17% with NCCL's own buffers (FORMULAS.md §2), 0-14% with the dropout masks, +2% ..
 # -12% with BLOOM's norm over the embedding, +6% .. -10% with ZeRO-1's reduce bucket, but one snapshot that reads 65 GB
 # at micro-batch 2 beside 56 GB at 4 (-32%). Every run ran, so every one must be predicted to fit.

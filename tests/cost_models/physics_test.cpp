@@ -548,7 +548,7 @@ TEST(Framework, AVersionWithoutADateIsNamed) {
         ProblemList problems;
         parsePlan(nlohmann::json{{"framework", "megatron"}, {"framework_version", dated}}, "/plan", problems);
         EXPECT_TRUE(problems.empty()) << dated;
-        EXPECT_TRUE(frameworkVersionDated(dated)) << dated;
+        EXPECT_TRUE(frameworkVersionDated("megatron", dated)) << dated;
     }
     for (const char* undated : {"bogus", "-1", "1800", "latest"}) {
         ProblemList problems;
@@ -557,6 +557,41 @@ TEST(Framework, AVersionWithoutADateIsNamed) {
         EXPECT_EQ(problems.items()[0].where, "/plan/framework_version");
         EXPECT_NE(problems.items()[0].message.find("no date"), std::string::npos);
     }
+}
+
+TEST(Framework, AReleaseNumberIsReadAsThePlansFrameworksOwn) {
+    auto yearOf = [](const std::string& name, const std::string& version) {
+        FrameworkSettings f;
+        f.name = name;
+        f.version = version;
+        return frameworkYear(f);
+    };
+    // Megatron-core 0.6 is 2024; DeepSpeed 0.6.0 was tagged 2022-03-07, 0.13.0 2024-01-19, 0.3.15 in 2021-04 (0.3.0
+    // 2020-09); PyTorch 2.1 was 2023-10, 1.13 2022-10. Before, every 0.x was read as a Megatron-core release and
+    // every 2.x as Megatron-LM v2 (2021).
+    EXPECT_EQ(yearOf("megatron", "0.6.0"), 2024);
+    EXPECT_EQ(yearOf("deepspeed", "0.6.0"), 2022);
+    EXPECT_EQ(yearOf("deepspeed", "v0.13.1"), 2024);
+    EXPECT_EQ(yearOf("deepspeed", "0.3.15"), 2020);
+    EXPECT_EQ(yearOf("deepspeed", "2022"), 2022);
+    EXPECT_EQ(yearOf("fsdp", "2.1"), 2023);
+    EXPECT_EQ(yearOf("fsdp", "1.13.1"), 2022);
+    EXPECT_EQ(yearOf("torchtitan", "2.6"), 2025);
+    EXPECT_EQ(yearOf("megatron", "v2.5"), 2021);
+    // Another framework's release form carries no date for this one: named at the key, with this framework's form.
+    for (const auto& [name, undated] : {std::pair{"deepspeed", "core_r0.9.0"}, std::pair{"deepspeed", "v3.0"},
+                                        std::pair{"torchtitan", "0.1.0"}, std::pair{"fsdp", "core_r0.9.0"}}) {
+        EXPECT_FALSE(frameworkVersionDated(name, undated)) << name << " " << undated;
+        ProblemList problems;
+        parsePlan(nlohmann::json{{"framework", name}, {"framework_version", undated}}, "/plan", problems);
+        ASSERT_EQ(problems.items().size(), 1u) << name << " " << undated;
+        EXPECT_EQ(problems.items()[0].where, "/plan/framework_version");
+        EXPECT_NE(problems.items()[0].message.find(std::string("for ") + name), std::string::npos) << problems.items()[0].message;
+    }
+    ProblemList problems;
+    parsePlan(nlohmann::json{{"framework", "deepspeed"}, {"framework_version", "bogus"}}, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_NE(problems.items()[0].message.find("a DeepSpeed release (0.6.0)"), std::string::npos) << problems.items()[0].message;
 }
 
 TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {

@@ -161,8 +161,8 @@ TEST(Traffic, PipelineScatterGatherSendsATensorParallelShareAndGathersIt) {
 }
 
 // DeepSpeed's BF16 optimizer all-reduces its fp32 gradients over data parallelism and then all-gathers the updated
-// bf16 partitions (_bf16_reduce_grads); Megatron's distributed optimizer, and DeepSpeed's own ZeRO-1 for fp16,
-// reduce-scatter them.
+// bf16 partitions (_bf16_reduce_grads); Megatron's distributed optimizer reduce-scatters them (DeepSpeed's own
+// ZeRO-1 for fp16 depends on its version: the next test).
 // GPT-3 175B on DGX A100 under DeepSpeed 2022's pipeline engine, tp 8 pp 8 dp 4, bf16 (BF16_Optimizer).
 Plan deepSpeedBf16Plan() {
     Plan plan = test::plan3d(8, 8, 4, 1, 64, "deepspeed", "2022");
@@ -190,6 +190,36 @@ TEST(Traffic, DeepSpeedsBf16OptimizerAllReducesItsGradients) {
     EXPECT_TRUE(names().count("dp_reduce_scatter_grads_dense"));
     plan.zeroStage = 0;
     EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::AllReduce);
+}
+
+// DeepSpeed's ZeRO-1 for fp16 ran with contiguous_gradients forced off from v0.4.4 (2021-07) to v0.13.0 (2024-01), so
+// each bucket went to allreduce_bucket, whose `rank = None` made it an all-reduce of the whole gradient; before it
+// (stage1.py, DeepSpeed 0.3) and after it (average_tensor) each rank's partition is reduced: a reduce-scatter.
+TEST(Traffic, DeepSpeedsZero1AllReducedItsGradientsFrom2021To2023) {
+    const ModelConfig model = test::preset("gpt3-175b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan plan = deepSpeedBf16Plan();
+    plan.precision = "mixed"; // fp16 / bf16 gradients inside the ZeRO optimizer, not BF16_Optimizer
+    auto primitiveAt = [&](const std::string& version) {
+        plan.framework.version = version;
+        return gradReducePrimitive(plan, precisionRecipeOf(plan));
+    };
+    for (const char* v : {"2021", "2022", "2023", "0.6.0", "0.12.6"}) EXPECT_EQ(primitiveAt(v), Primitive::AllReduce) << v;
+    for (const char* v : {"2020", "0.3.15", "2024", "0.13.0", ""}) EXPECT_EQ(primitiveAt(v), Primitive::ReduceScatter) << v;
+    // The all-reduce moves the whole gradient twice over the ring, the reduce-scatter once: 2 (N - 1) / N against
+    // (N - 1) / N of the same bytes, and the updated weights are gathered after either.
+    plan.framework.version = "2022";
+    std::map<std::string, CommOp> ops;
+    for (const auto& op : dataParallelCommOps(model, cluster, plan, 1)) ops[op.name] = op;
+    ASSERT_TRUE(ops.count("dp_all_reduce_grads_dense"));
+    EXPECT_TRUE(ops.count("dp_all_gather_params_dense"));
+    EXPECT_DOUBLE_EQ(ops.at("dp_all_reduce_grads_dense").bytes, 2.0 * stageParameters(model, plan, 1).dense);
+    // ZeRO-2 reduces each partition (contiguous_gradients stayed on), and Megatron-LM's optimizer reduce-scatters.
+    plan.zeroStage = 2;
+    EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::ReduceScatter);
+    plan.zeroStage = 1;
+    plan.framework.name = "megatron";
+    EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::ReduceScatter);
 }
 
 // DeepSpeed's engine casts the BF16_Optimizer's fp32 gradients to its communication_data_type, bf16 by default, so

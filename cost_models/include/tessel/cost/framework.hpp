@@ -112,11 +112,19 @@ bool ncclUbOf(const FrameworkSettings& f);
 bool kvReplicationOf(const FrameworkSettings& f);
 // A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
 std::optional<std::pair<int, int>> containerYearMonth(const std::string& version);
-// Whether tessel reads a date from a framework version (a year such as 2024, a container YY.MM such as 24.05, a
-// Megatron-core release such as core_r0.9.0, Megatron-LM v2.x / v3.x): the framework's defaults follow that date.
-bool frameworkVersionDated(const std::string& version);
-// What to say about a version tessel reads no date from (the accepted forms).
-std::string frameworkVersionProblem(const std::string& version);
+// Whether tessel reads a date from a framework version (a year such as 2024, a container YY.MM such as 24.05, and
+// the framework's own releases: Megatron-core such as core_r0.9.0 and Megatron-LM v2.x / v3.x under megatron, nemo,
+// megascale and generic; DeepSpeed's 0.x under deepspeed; PyTorch's 1.x / 2.x under fsdp and torchtitan): the
+// framework's defaults follow that date. A release number is read as the framework's own, never another's.
+bool frameworkVersionDated(const std::string& framework, const std::string& version);
+// What to say about a version tessel reads no date from (the accepted forms for that framework).
+std::string frameworkVersionProblem(const std::string& framework, const std::string& version);
+// The year of a DeepSpeed 0.x release by its minor version (the first tag of each minor in microsoft/DeepSpeed:
+// v0.3.0 2020-09, v0.4.0 2021-06, v0.6.0 2022-03, v0.8.0 2023-01, v0.13.0 2024-01, v0.17 2025).
+int deepSpeedReleaseYear(int minor);
+// The year of a PyTorch release (1.6-1.7 2020, 1.8-1.10 2021, 1.11-1.13 2022, 2.0-2.1 2023, 2.2-2.5 2024,
+// 2.6-2.9 2025, 2.10 on 2026).
+int pytorchReleaseYear(int major, int minor);
 
 // How many training-metric cross-entropies the trainer runs over a micro-batch's logits (0 unless stated).
 int trainMetricLossesOf(const FrameworkSettings& f);
@@ -169,8 +177,8 @@ struct FrameworkFlag {
     std::optional<bool> FrameworkSettings::*member;
 };
 const std::vector<FrameworkFlag>& frameworkFlags();
-// The year a version string stands for: a year itself, a Megatron-core or NeMo version mapped to its release
-// year, 0 when unknown (= the framework's current defaults).
+// The year a version string stands for: a year itself, a container's, or a release of the plan's framework mapped
+// to its release year (frameworkVersionDated), 0 when unknown (= the framework's current defaults).
 int frameworkYear(const FrameworkSettings& f);
 // The NCCL a framework's version ran (collectiveLibraryMemory, FORMULAS.md §2): cuMem allocations from NCCL 2.19
 // (2023-09; NGC containers from 23.10, other frameworks from 2024), buffers connected per algorithm on first use
@@ -244,6 +252,12 @@ bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
 // stage 1 and are ignored", engine.py), so ZeRO-1 had no reduce buffer of its own. A plan of no stated year runs
 // today's DeepSpeed.
 bool deepSpeedZero1ContiguousGradientsOf(const FrameworkSettings& f);
+// Whether DeepSpeed's ZeRO-1 all-reduces its whole gradient rather than reducing each rank's partition: from #1246
+// (v0.4.4, 2021-07) until #4887 and #4946 (v0.13.0, 2024-01) ZeRO-1 ran with contiguous_gradients off, so each
+// bucket went through buffered_reduce_fallback to allreduce_bucket, which set `rank = None` on entry and so called
+// dist.all_reduce (stage_1_and_2.py, v0.5-v0.12). Years 2021-2023; before, ZeRO-1 was stage1.py's reduce-scatter
+// (DeepSpeed 0.3, 2020; the v0.4.0-v0.4.3 weeks of 2021 reduced per partition), after, average_tensor's reduces.
+bool deepSpeedZero1AllReducesOf(const FrameworkSettings& f);
 // The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
 // (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
 // loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
