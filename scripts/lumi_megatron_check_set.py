@@ -48,7 +48,7 @@ def record(nodes, tokens, tflops, comment):
         "plan": {"tp": 2, "pp": 1, "cp": 1, "dp": gcds // 2, "micro_batch": 2, "global_batch": GBS,
                  "recompute": "none (RECOMPUTE=0)", "sequence_parallel": True, "zero": 1,
                  "distributed_optimizer": True, "overlap_grad_reduce": True, "overlap_param_gather": True,
-                 "async_tp_grad_reduce": False,
+                 "async_tp_grad_reduce": False, "gradient_accumulation_fusion": False,
                  "framework": "Megatron-LM (ROCm/Megatron-LM, megatron-core models, Transformer Engine)",
                  "attention": "flash attention 2 (--use-flash-attn, ROCm's Composable Kernel backend)"},
         "measured": {"iteration_time_s": None, "tokens_per_s_per_gpu": tokens, "tflops_per_gpu": tflops},
@@ -58,8 +58,9 @@ def record(nodes, tokens, tflops, comment):
             "plan.dp": "GCDs / tp",
             "model.vocab": "the HuggingFace tokenizer NousResearch/Llama-2-7b-chat-hf (TOKENIZER_MODEL default): 32000",
         },
-        "notes": "Not costed: --no-gradient-accumulation-fusion (an fp32 main-gradient add a micro-batch, about 2% of "
-                 "the step) and GEMM_TUNING=1 (hipBLASLt's per-shape tuning, which the MAMF plateau stands for)." +
+        "notes": "torch_llama2.sh passes --no-gradient-accumulation-fusion: each micro-batch's bf16 weight gradient is "
+                 "added into the fp32 main_grad (the plan's gradient_accumulation_fusion false). Not costed: GEMM_TUNING=1 "
+                 "(hipBLASLt's per-shape tuning, which the MAMF plateau stands for)." +
                  (" " + comment if comment else ""),
     }
 

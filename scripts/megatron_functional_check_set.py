@@ -63,7 +63,8 @@ def record(case, platform, commit, date, step_s, peak_bytes, after_bytes):
     plan = dict(PLANS[case])
     plan.update({"global_batch": 8, "recompute": "none", "sequence_parallel": False, "distributed_optimizer": True,
                  "overlap_grad_reduce": True, "overlap_param_gather": True, "tp_comm_overlap": False,
-                 "framework": "Megatron-LM", "framework_version": date[:4], "deterministic": True})
+                 "framework": "Megatron-LM", "framework_version": date[:4], "deterministic": True,
+                 "gradient_accumulation_fusion": False})
     system = dict(SYSTEMS[platform])
     system["precision"] = "bf16"
     file = f"golden_values_dev_{platform}.json"

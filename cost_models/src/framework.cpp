@@ -217,8 +217,12 @@ double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int
         // fused_weight_gradient_mlp_cuda is built: every NGC container): the weight-gradient GEMM accumulates into
         // main_grad. Before it, the local DDP's hook ran param.main_grad.add_(param.grad) after every micro-batch's
         // backward (megatron/model/distributed.py, 2021), torch DDP left autograd to accumulate under no_sync.
+        // Turned off (--no-gradient-accumulation-fusion), the GEMM writes a 16-bit .grad and Megatron-core's DDP
+        // param hook runs param.main_grad.add_(param.grad.data) after it (distributed_data_parallel.py
+        // _make_backward_post_hook), as the 2021 local DDP did.
         const int year = frameworkYear(f);
-        if (f.name != "megatron" || year == 0 || year >= 2022) return 0.0;
+        const bool before = f.name == "megatron" && year > 0 && year < 2022;
+        if (!before) return gradAccumulationFusionOf(f) ? 0.0 : 2.0 * g + w;
         if (f.ddpImpl.value_or("local") == "torch") return autograd;
         return 2.0 * g + w;
     }
@@ -423,6 +427,7 @@ bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedEx
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.value_or(false); }
+bool gradAccumulationFusionOf(const FrameworkSettings& f) { return f.gradAccumulationFusion.value_or(true); }
 bool ncclUbOf(const FrameworkSettings& f) { return f.ncclUb.value_or(false); }
 bool kvReplicationOf(const FrameworkSettings& f) { return f.kvReplication.value_or(false); }
 
@@ -474,6 +479,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("attention_unpad")) f.attentionUnpad = r.optBool("attention_unpad", false);
     if (r.has("train_metric_losses")) f.trainMetricLosses = static_cast<int>(r.optInt("train_metric_losses", 0, 0, 16));
     if (r.has("launch_blocking")) f.launchBlocking = r.optBool("launch_blocking", false);
+    if (r.has("gradient_accumulation_fusion")) f.gradAccumulationFusion = r.optBool("gradient_accumulation_fusion", true);
     if (r.has("nccl_ub")) f.ncclUb = r.optBool("nccl_ub", false);
     if (r.has("kv_replication")) f.kvReplication = r.optBool("kv_replication", false);
     return f;
@@ -499,6 +505,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.attentionUnpad) plan["attention_unpad"] = *f.attentionUnpad;
     if (f.trainMetricLosses) plan["train_metric_losses"] = *f.trainMetricLosses;
     if (f.launchBlocking) plan["launch_blocking"] = *f.launchBlocking;
+    if (f.gradAccumulationFusion) plan["gradient_accumulation_fusion"] = *f.gradAccumulationFusion;
     if (f.ncclUb) plan["nccl_ub"] = *f.ncclUb;
     if (f.kvReplication) plan["kv_replication"] = *f.kvReplication;
 }

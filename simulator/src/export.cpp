@@ -516,6 +516,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     if (p.schedule == Schedule::Interleaved1F1B && !ov.overlapP2pComm) arg("--no-overlap-p2p-communication");
     // The data-parallel buffers registered with NCCL (Megatron-LM's --nccl-ub, 2026-04 on).
     if (ncclUbOf(p.framework)) arg("--nccl-ub");
+    // The weight-gradient GEMMs write a 16-bit gradient that is added into main_grad (FORMULAS.md §3.6).
+    if (!gradAccumulationFusionOf(p.framework)) arg("--no-gradient-accumulation-fusion");
 
     const int64_t padded = paddedVocab(m, p);
     std::ostringstream out;

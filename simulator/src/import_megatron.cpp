@@ -556,6 +556,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     for (const char* key : {"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})
         if (const auto v = flag(key)) plan[key] = *v;
     if (const auto v = flag("async_tensor_model_parallel_allreduce")) plan["async_tp_grad_reduce"] = *v;
+    // --no-gradient-accumulation-fusion: a 16-bit weight gradient added into main_grad every micro-batch (on is the
+    // plan's default, so only the off is written).
+    if (const auto v = flag("gradient_accumulation_fusion"); v && !*v) plan["gradient_accumulation_fusion"] = false;
     // The MoE token dispatcher: alltoall, or flex (DeepEP / HybridEP, whichever --moe-flex-dispatcher-backend):
     // what tessel costs. The allgather dispatcher (Megatron-core's default) is not, and stays among the arguments
     // the scenario does not express.

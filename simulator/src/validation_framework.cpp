@@ -140,6 +140,26 @@ bool readFramework(Reading& r) {
         }
         if (blocking) plan.framework.launchBlocking = *blocking;
     }
+    // Megatron-LM's gradient accumulation fusion, under its argument's name or the flag that turns it off
+    // (no_gradient_accumulation_fusion: true, or --no-gradient-accumulation-fusion in the record's words).
+    {
+        std::optional<bool> fusion;
+        if (member(pl, "gradient_accumulation_fusion")) {
+            fusion = boolean(pl, "gradient_accumulation_fusion");
+            if (!fusion)
+                r.assume("gradient_accumulation_fusion \"" + text(pl, "gradient_accumulation_fusion") +
+                         "\" is neither true nor false: the fusion taken");
+        } else if (member(pl, "no_gradient_accumulation_fusion")) {
+            if (auto off = boolean(pl, "no_gradient_accumulation_fusion")) fusion = !*off;
+            else r.assume("no_gradient_accumulation_fusion \"" + text(pl, "no_gradient_accumulation_fusion") +
+                          "\" is neither true nor false: the fusion taken");
+        } else if (contains(lower(text(pl, "techniques") + " " + text(r.rec, "notes")), "--no-gradient-accumulation-fusion")) {
+            fusion = false;
+            r.assume("--no-gradient-accumulation-fusion read from the record's words: each micro-batch's 16-bit weight "
+                     "gradient added into main_grad");
+        }
+        if (fusion) plan.framework.gradAccumulationFusion = *fusion;
+    }
     // The data-parallel collectives on NCCL user buffers (Megatron-core's nccl_ub, Megatron-LM's --nccl-ub).
     if (member(pl, "nccl_ub")) {
         if (auto v = boolean(pl, "nccl_ub")) plan.framework.ncclUb = *v;

@@ -263,6 +263,18 @@ TEST(Compute, GradientAccumulationBytesByFrameworkByHand) {
     // Gradient accumulation fusion (2022 on), NeMo, MegaScale, the generic best case: nothing apart.
     for (const auto& f : {fw("megatron", "2022"), fw("megatron"), fw("nemo", "24.07"), fw("megascale"), fw("generic")})
         EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, false), 0.0) << f.name;
+    // --no-gradient-accumulation-fusion (the plan's gradient_accumulation_fusion false, Megatron-LM's deterministic
+    // tests and ROCm runs): Megatron-core's DDP hook adds each micro-batch's bf16 .grad into the fp32 main_grad,
+    // 4 + 4 + 2, as the 2021 local DDP did; a 2021 plan is unchanged by it.
+    for (auto f : {fw("megatron", "2024"), fw("megatron"), fw("nemo", "24.07"), fw("megascale")}) {
+        f.gradAccumulationFusion = false;
+        EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, false), 10.0) << f.name;
+        f.gradAccumulationFusion = true;
+        EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(f, 8, 1, 8, 16, 2, 4, false), 0.0) << f.name;
+    }
+    FrameworkSettings unfused2021 = fw("megatron", "2021", "torch");
+    unfused2021.gradAccumulationFusion = false;
+    EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(unfused2021, 1, 0, 8, 4, 2, 4, false), 4.5);
     // Plain PyTorch under autocast: fp32 .grad, autograd's add: 3 x 4 x 7/8.
     EXPECT_DOUBLE_EQ(gradAccumulationBytesPerParameter(fw("generic"), 1, 0, 8, 8, 4, 4, true), 10.5);
     // DeepSpeed: bf16 (fp32 gradients) under the pipeline engine, update_hp_grads every micro-batch: the bf16

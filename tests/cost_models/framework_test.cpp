@@ -203,5 +203,22 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/attention_unpad"), where.end());
 }
 
+// gradient_accumulation_fusion: on unless the plan says, read and written under Megatron-LM's argument name, and a
+// value that is not a boolean named at its key.
+TEST(Framework, GradientAccumulationFusionIsAPlanKey) {
+    ProblemList problems;
+    Plan p = parsePlan(nlohmann::json{{"framework", "megatron"}}, "/plan", problems);
+    ASSERT_TRUE(problems.empty());
+    EXPECT_TRUE(gradAccumulationFusionOf(p.framework));
+    EXPECT_FALSE(planToJson(p).contains("gradient_accumulation_fusion"));
+    p = parsePlan(nlohmann::json{{"framework", "megatron"}, {"gradient_accumulation_fusion", false}}, "/plan", problems);
+    ASSERT_TRUE(problems.empty());
+    EXPECT_FALSE(gradAccumulationFusionOf(p.framework));
+    EXPECT_EQ(planToJson(p).at("gradient_accumulation_fusion"), false);
+    parsePlan(nlohmann::json{{"framework", "megatron"}, {"gradient_accumulation_fusion", "no"}}, "/plan", problems);
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/gradient_accumulation_fusion");
+}
+
 } // namespace
 } // namespace tessel

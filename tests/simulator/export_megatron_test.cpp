@@ -27,6 +27,11 @@ TEST(ExportMegatron, DefaultScenarioIsMegatronsGpt3Recipe) {
     Scenario registered = defaultScenario();
     registered.plan.framework.ncclUb = true;
     EXPECT_TRUE(parseMegatron(exportPlan(registered, ExportFormat::Megatron)).has("--nccl-ub"));
+    // The weight-gradient GEMMs accumulate into main_grad unless the plan turns the fusion off.
+    EXPECT_FALSE(a.has("--no-gradient-accumulation-fusion"));
+    Scenario unfused = defaultScenario();
+    unfused.plan.framework.gradAccumulationFusion = false;
+    EXPECT_TRUE(parseMegatron(exportPlan(unfused, ExportFormat::Megatron)).has("--no-gradient-accumulation-fusion"));
     EXPECT_EQ(a.at("--tensor-model-parallel-size"), "8");
     EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "8");
     EXPECT_EQ(a.at("--context-parallel-size"), "1");

@@ -94,6 +94,11 @@ struct FrameworkSettings {
     // the host's time between kernels is not hidden behind the GPU's queue (BigScience's BLOOM runs set it against
     // hangs). An environment setting, not a framework default: unset means false. FORMULAS.md §3.8.
     std::optional<bool> launchBlocking;
+    // Megatron-LM's gradient_accumulation_fusion (on unless --no-gradient-accumulation-fusion): the weight-gradient
+    // GEMM accumulates into the fp32 main_grad (APEX's fused_weight_gradient_mlp_cuda). Off, the GEMM writes a
+    // 16-bit .grad that Megatron-core's DDP hook adds into main_grad every micro-batch (gradAccumulationBytesPerParameter).
+    // Off in Megatron-LM's deterministic-mode tests and in ROCm runs that pass the flag. Unset means on.
+    std::optional<bool> gradAccumulationFusion;
     // Megatron-core's NCCL user buffers (--nccl-ub, DistributedDataParallelConfig.nccl_ub): the parameter and
     // gradient buffers of the data-parallel collectives (the distributed optimizer's, Megatron FSDP's) registered
     // with NCCL, which then runs them with its SM-efficient kernels, 4-5 SMs inside an NVLink domain in place of its
@@ -130,6 +135,8 @@ int pytorchReleaseYear(int major, int minor);
 int trainMetricLossesOf(const FrameworkSettings& f);
 // Whether kernel launches block (CUDA_LAUNCH_BLOCKING=1; false unless stated).
 bool launchBlockingOf(const FrameworkSettings& f);
+// Whether Megatron's weight-gradient GEMMs accumulate into main_grad (gradient_accumulation_fusion; true unless stated).
+bool gradAccumulationFusionOf(const FrameworkSettings& f);
 // Whether Megatron's interleaved schedule runs every forward before any backward when the step has exactly as many
 // micro-batches as pipeline stages (schedules.py: `if num_microbatches == pipeline_parallel_size:
 // num_warmup_microbatches = total_num_microbatches; all_warmup_microbatches = True`), as it did until "tunable
@@ -307,7 +314,8 @@ bool deepSpeedBf16OptimizerOf(const FrameworkSettings& f, int pp, int zeroStage,
 // Bytes moved per parameter a rank holds, per micro-batch (averaged over the step's micro-batches), to add each
 // micro-batch's weight gradients into what the step accumulates (FORMULAS.md §3.6): 0
 // where the weight-gradient GEMM accumulates in place (Megatron-LM's gradient_accumulation_fusion, from 2022;
-// the generic best case); Megatron-LM's local DDP before it, main_grad.add_(grad) every micro-batch: 2 g + w;
+// the generic best case); Megatron-LM's local DDP before it, and Megatron-core's DDP hook when the plan turns the
+// fusion off (gradAccumulationFusionOf), main_grad.add_(grad) every micro-batch: 2 g + w;
 // autograd's .grad += new_grad from the second micro-batch on: 3 w (m - 1)/m (torch DDP under no_sync,
 // DeepSpeed fp16, plain PyTorch); DeepSpeed's BF16_Optimizer (deepSpeedBf16OptimizerOf), update_hp_grads every
 // micro-batch, hp.add_(lp.to(fp32)): w + 4 for the fp32 copy, 3 x 4 for the add; ZeRO-2/3 and FSDP add each micro-batch's reduced shard into the accumulated one, 1/shard
