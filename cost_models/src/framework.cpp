@@ -41,6 +41,7 @@ namespace {
 struct VersionReading {
     int year = 0;                                     // frameworkYear
     std::optional<std::pair<int, int>> containerYm;   // containerYearMonth
+    int deepSpeedMinor = -1;                          // DeepSpeed 0.x's x, where the version is one
 };
 
 VersionReading readVersion(const std::string& framework, const std::string& v) {
@@ -54,7 +55,10 @@ VersionReading readVersion(const std::string& framework, const std::string& v) {
     else if (out.containerYm) out.year = out.containerYm->first;
     // A release number is the framework's own: DeepSpeed 0.6.0 is 2022, where Megatron-core 0.6 is 2024.
     else if (framework == "deepspeed") {
-        if (std::regex_search(v, m, std::regex(R"(^\s*v?0\.([0-9]+)(\.[0-9]+)*\s*$)"))) out.year = deepSpeedReleaseYear(std::stoi(m[1]));
+        if (std::regex_search(v, m, std::regex(R"(^\s*v?0\.([0-9]+)(\.[0-9]+)*\s*$)"))) {
+            out.deepSpeedMinor = std::stoi(m[1]);
+            out.year = deepSpeedReleaseYear(out.deepSpeedMinor);
+        }
     } else if (framework == "fsdp" || framework == "torchtitan") {
         if (std::regex_search(v, m, std::regex(R"(^\s*v?([12])\.([0-9]+)(\.[0-9]+)*\s*$)")))
             out.year = pytorchReleaseYear(std::stoi(m[1]), std::stoi(m[2]));
@@ -368,13 +372,21 @@ bool storeParamRemaindersOf(const FrameworkSettings& f, bool fp8) {
 }
 std::string optimizerDtypeOf(const FrameworkSettings& f) { return f.optimizerDtype.value_or("fp32"); }
 bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage) { return f.overlapGradReduce.value_or(zeroStage >= 3); }
-bool deepSpeedZero1ContiguousGradientsOf(const FrameworkSettings& f) {
-    const int year = frameworkYear(f);
-    return year == 0 || year >= 2024;
+bool deepSpeedContiguousGradientsOf(const FrameworkSettings& f, int zeroStage, bool offloadOptimizer) {
+    if (offloadOptimizer) return true;
+    const VersionReading& r = versionReading(f.name, f.version);
+    const int minor = f.name == "deepspeed" ? r.deepSpeedMinor : -1;
+    // ZeRO-1 on stage2's code with the engine's override: v0.4.4-v0.12 (years 2021-2023). v0.4.0-0.4.3 left it at
+    // the then default, off, which the same minor covers.
+    if (zeroStage == 1 && (minor >= 0 ? minor >= 4 && minor <= 12 : r.year >= 2021 && r.year <= 2023)) return false;
+    if (f.contiguousGradients) return *f.contiguousGradients;
+    return minor >= 0 ? minor >= 5 : r.year == 0 || r.year >= 2021;
 }
-bool deepSpeedZero1AllReducesOf(const FrameworkSettings& f) {
-    const int year = frameworkYear(f);
-    return f.name == "deepspeed" && year >= 2021 && year <= 2023;
+bool deepSpeedAllReducesGradientsOf(const FrameworkSettings& f, int zeroStage, bool offloadOptimizer) {
+    if (f.name != "deepspeed" || zeroStage < 1 || zeroStage > 2) return false;
+    const VersionReading& r = versionReading(f.name, f.version);
+    const bool stage1py = zeroStage == 1 && (r.deepSpeedMinor >= 0 ? r.deepSpeedMinor <= 3 : r.year > 0 && r.year <= 2020);
+    return !stage1py && !deepSpeedContiguousGradientsOf(f, zeroStage, offloadOptimizer);
 }
 int64_t reduceBucketElementsOf(const FrameworkSettings& f) {
     return f.reduceBucketSize.value_or(f.name == "deepspeed" ? int64_t{500000000} : int64_t{40000000});
@@ -479,6 +491,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("attention_unpad")) f.attentionUnpad = r.optBool("attention_unpad", false);
     if (r.has("train_metric_losses")) f.trainMetricLosses = static_cast<int>(r.optInt("train_metric_losses", 0, 0, 16));
     if (r.has("launch_blocking")) f.launchBlocking = r.optBool("launch_blocking", false);
+    if (r.has("contiguous_gradients")) f.contiguousGradients = r.optBool("contiguous_gradients", true);
     if (r.has("gradient_accumulation_fusion")) f.gradAccumulationFusion = r.optBool("gradient_accumulation_fusion", true);
     if (r.has("nccl_ub")) f.ncclUb = r.optBool("nccl_ub", false);
     if (r.has("kv_replication")) f.kvReplication = r.optBool("kv_replication", false);
@@ -505,6 +518,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.attentionUnpad) plan["attention_unpad"] = *f.attentionUnpad;
     if (f.trainMetricLosses) plan["train_metric_losses"] = *f.trainMetricLosses;
     if (f.launchBlocking) plan["launch_blocking"] = *f.launchBlocking;
+    if (f.contiguousGradients) plan["contiguous_gradients"] = *f.contiguousGradients;
     if (f.gradAccumulationFusion) plan["gradient_accumulation_fusion"] = *f.gradAccumulationFusion;
     if (f.ncclUb) plan["nccl_ub"] = *f.ncclUb;
     if (f.kvReplication) plan["kv_replication"] = *f.kvReplication;

@@ -482,19 +482,19 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (model.moe && plan.ep > 1) o.commBufferBytes += 2.0 * e * t.moeTokensIn * t.topK * h; // dispatch + combine
     if (model.moe && t.expertTpGather > 1) o.commBufferBytes += e * t.expertTokens * h;     // expert-TP gathered rows
     // DeepSpeed's ZeRO-1 runs the same optimizer class as ZeRO-2 (stage_1_and_2.py). Where it keeps
-    // contiguous_gradients (deepSpeedZero1ContiguousGradientsOf: DeepSpeed from 2024) and runs without a pipeline,
+    // contiguous_gradients (deepSpeedContiguousGradientsOf: DeepSpeed from 2024) and runs without a pipeline,
     // backward() allocates ZeRO-2's reduce bucket (ipg_buffer, two with overlap_comm) beside each backward's
     // activations. Under the pipeline engine, which never calls that backward, reduce_gradients(pipeline_parallel=True)
     // allocates one after the last backward and the epilogue releases it (_release_ipg_buffers); and where ZeRO-1 ran
     // with contiguous_gradients off (2021-07 to 2024-01), allreduce_bucket flattens each bucket of gradients into a new
     // tensor for its all-reduce and frees it. Both are a bucket alive after the backward, never beside the activations:
     // the step-phase transients below (zero1ReduceTransient). With the optimizer on the host, stage_1_and_2.py turns
-    // contiguous_gradients on whatever the engine passed. Not BF16_Optimizer (deepSpeedBf16OptimizerOf, BLOOM's
-    // "stage 0"), which has no bucket.
+    // contiguous_gradients on whatever the engine passed (deepSpeedContiguousGradientsOf says so). Not BF16_Optimizer
+    // (deepSpeedBf16OptimizerOf, BLOOM's "stage 0"), which has no bucket.
     const bool deepSpeedZero1 = z == 1 && plan.framework.name == "deepspeed" &&
                                 !deepSpeedBf16OptimizerOf(plan.framework, plan.pp, z, recipe.weightBytes, recipe.gradBytes);
-    const bool deepSpeedZero1Bucket = deepSpeedZero1 && plan.pp == 1 &&
-                                      (deepSpeedZero1ContiguousGradientsOf(plan.framework) || plan.offloadOptimizer);
+    const bool deepSpeedZero1Bucket =
+        deepSpeedZero1 && plan.pp == 1 && deepSpeedContiguousGradientsOf(plan.framework, 1, plan.offloadOptimizer);
     const double zero1ReduceTransient =
         deepSpeedZero1 && !deepSpeedZero1Bucket
             ? recipe.weightBytes * std::min(params.total(), static_cast<double>(reduceBucketElementsOf(plan.framework)))
@@ -505,8 +505,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // DeepSpeed allocates its reduce bucket whole, whatever the model's size, in the weights' dtype:
             // stages 1 and 2 (stage_1_and_2.py backward: ipg_buffer, a second one "to avoid data access conflict when
             // overlap_comm is enabled", which ZeRO-1 had forced off with its contiguous_gradients until 2024), stage 3
-            // one (stage3.py: __ipg_bucket_flat_buffer).
-            const bool twoBuffers = (z == 2 || (deepSpeedZero1Bucket && deepSpeedZero1ContiguousGradientsOf(plan.framework))) &&
+            // one (stage3.py: __ipg_bucket_flat_buffer). ZeRO-2 without contiguous_gradients has no ipg_buffer: each
+            // bucket's gradients are flattened into one new tensor for allreduce_bucket, a bucket beside the backward.
+            // (ZeRO-1's overlap_comm stays forced off with the optimizer on the host in those years.)
+            const bool twoBuffers = (z == 2 ? deepSpeedContiguousGradientsOf(plan.framework, 2, plan.offloadOptimizer)
+                                            : deepSpeedZero1Bucket && deepSpeedContiguousGradientsOf(plan.framework, 1, false)) &&
                                     plan.pp == 1 && deepSpeedOverlapCommOf(plan.framework, z);
             o.commBufferBytes += (twoBuffers ? 2.0 : 1.0) * bucket * recipe.weightBytes;
             // ZeRO-3: a module's whole gradient, in the gathered parameters' dtype, is autograd's before stage3.py's

@@ -333,7 +333,7 @@ std::vector<CommOp> pipelineCommOps(const ModelConfig& model, const ClusterConfi
 Primitive gradReducePrimitive(const Plan& plan, const PrecisionRecipe& recipe) {
     if (plan.zeroStage == 0 ||
         deepSpeedBf16OptimizerOf(plan.framework, plan.pp, plan.zeroStage, recipe.weightBytes, recipe.gradBytes) ||
-        (plan.zeroStage == 1 && deepSpeedZero1AllReducesOf(plan.framework)))
+        deepSpeedAllReducesGradientsOf(plan.framework, plan.zeroStage, plan.offloadOptimizer))
         return Primitive::AllReduce;
     return Primitive::ReduceScatter;
 }
@@ -367,7 +367,8 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             break;
         case 1:
             // ZeRO-1 / Megatron distributed optimizer: reduce-scatter grads, all-gather updated params; DeepSpeed's
-            // BF16 optimizer and its ZeRO-1 of 2021-2023 all-reduce the grads instead (gradReducePrimitive).
+            // BF16 optimizer, and its ZeRO-1/2 without contiguous_gradients, all-reduce the grads instead
+            // (gradReducePrimitive).
             if (gradReducePrimitive(plan, recipe) == Primitive::AllReduce)
                 b.add("dp_all_reduce_grads_" + tag, part.group, Primitive::AllReduce, grads, CommPhase::PerStep);
             else
@@ -375,8 +376,12 @@ std::vector<CommOp> dataParallelCommOps(const ModelConfig& model, const ClusterC
             b.add("dp_all_gather_params_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerStep);
             break;
         case 2:
-            // ZeRO-2: gradients are partitioned, so each micro-batch's gradients are reduce-scattered.
-            b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, reducePhase);
+            // ZeRO-2: gradients are partitioned, so each micro-batch's gradients are reduce-scattered (all-reduced by
+            // DeepSpeed without contiguous_gradients, gradReducePrimitive).
+            if (gradReducePrimitive(plan, recipe) == Primitive::AllReduce)
+                b.add("dp_all_reduce_grads_" + tag, part.group, Primitive::AllReduce, grads, reducePhase);
+            else
+                b.add("dp_reduce_scatter_grads_" + tag, part.group, Primitive::ReduceScatter, grads, reducePhase);
             b.add("dp_all_gather_params_" + tag, part.group, Primitive::AllGather, weights, CommPhase::PerStep);
             break;
         default:

@@ -708,7 +708,10 @@ std::string exportDeepSpeed(const Scenario& s, ProblemList& problems) {
     zero["stage"] = stage;
     if (stage >= 1) {
         zero["overlap_comm"] = ov.overlapGradReduce;
-        zero["contiguous_gradients"] = true;
+        // The version's contiguous_gradients, as the plan is costed: off, ZeRO-1/2 all-reduce their buckets
+        // (deepSpeedAllReducesGradientsOf).
+        zero["contiguous_gradients"] = stage >= 3 || p.framework.name != "deepspeed" ||
+                                       deepSpeedContiguousGradientsOf(p.framework, stage, p.offloadOptimizer);
         zero["reduce_scatter"] = true;
         // The bucket tessel's memory model holds (FORMULAS.md "Other"): the plan's reduce_bucket_size, else
         // DeepSpeed's own default, 5e8.

@@ -160,6 +160,12 @@ bool readFramework(Reading& r) {
         }
         if (fusion) plan.framework.gradAccumulationFusion = *fusion;
     }
+    // DeepSpeed's zero_optimization.contiguous_gradients (lifted from a nested zero_optimization block as a plan key).
+    if (member(pl, "contiguous_gradients")) {
+        if (auto v = boolean(pl, "contiguous_gradients")) plan.framework.contiguousGradients = *v;
+        else r.assume("contiguous_gradients \"" + text(pl, "contiguous_gradients") + "\" is neither true nor false: the "
+                      "version's default taken");
+    }
     // The data-parallel collectives on NCCL user buffers (Megatron-core's nccl_ub, Megatron-LM's --nccl-ub).
     if (member(pl, "nccl_ub")) {
         if (auto v = boolean(pl, "nccl_ub")) plan.framework.ncclUb = *v;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -201,6 +202,46 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/ddp_impl"), where.end());
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/overlap_grad_reduce"), where.end());
     EXPECT_NE(std::find(where.begin(), where.end(), "/plan/attention_unpad"), where.end());
+}
+
+// DeepSpeed's contiguous_gradients by version and stage: off by default before v0.5.0 (2021-08), forced off at ZeRO-1
+// from v0.4.4 to v0.12 whatever is stated, always on with the optimizer on the host; a plan key under its config name.
+TEST(Framework, DeepSpeedsContiguousGradientsFollowTheVersion) {
+    FrameworkSettings f;
+    f.name = "deepspeed";
+    auto at = [&](const std::string& version, int stage, bool offload = false) {
+        f.version = version;
+        return deepSpeedContiguousGradientsOf(f, stage, offload);
+    };
+    EXPECT_FALSE(at("0.3.15", 2));
+    EXPECT_FALSE(at("0.4.2", 2));
+    EXPECT_TRUE(at("0.5.0", 2));
+    EXPECT_TRUE(at("2022", 2));
+    EXPECT_TRUE(at("", 2));
+    EXPECT_FALSE(at("0.6.0", 1));
+    EXPECT_FALSE(at("2023", 1));
+    EXPECT_TRUE(at("0.13.0", 1));
+    EXPECT_TRUE(at("2022", 1, true));
+    f.contiguousGradients = true;
+    EXPECT_FALSE(at("2022", 1)); // the engine overrode it
+    EXPECT_TRUE(at("2020", 2));
+    f.contiguousGradients = false;
+    EXPECT_FALSE(at("", 2));
+    // ZeRO-1 all-reduces without it, but for DeepSpeed 0.3's stage1.py; ZeRO-3 and other frameworks never.
+    f.contiguousGradients.reset();
+    f.version = "0.6.0";
+    EXPECT_TRUE(deepSpeedAllReducesGradientsOf(f, 1, false));
+    f.version = "0.3.15";
+    EXPECT_FALSE(deepSpeedAllReducesGradientsOf(f, 1, false));
+    EXPECT_TRUE(deepSpeedAllReducesGradientsOf(f, 2, false));
+    EXPECT_FALSE(deepSpeedAllReducesGradientsOf(f, 3, false));
+    f.name = "megatron";
+    EXPECT_FALSE(deepSpeedAllReducesGradientsOf(f, 1, false));
+    ProblemList problems;
+    Plan p = parsePlan(nlohmann::json{{"framework", "deepspeed"}, {"contiguous_gradients", false}}, "/plan", problems);
+    ASSERT_TRUE(problems.empty());
+    EXPECT_EQ(p.framework.contiguousGradients, std::optional<bool>(false));
+    EXPECT_EQ(planToJson(p).at("contiguous_gradients"), false);
 }
 
 // gradient_accumulation_fusion: on unless the plan says, read and written under Megatron-LM's argument name, and a

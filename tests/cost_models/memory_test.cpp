@@ -130,6 +130,14 @@ TEST(MemoryHand, DeepSpeedsReduceBucketIsAllocatedWhole) {
     const double stage2 = bucket(p);
     p.framework.overlapGradReduce = true; // overlap_comm: the second ipg buffer
     EXPECT_DOUBLE_EQ(bucket(p) - stage2, 2.0 * 5e8);
+    // Without contiguous_gradients (DeepSpeed before v0.5.0, or stated) there is no ipg_buffer: each bucket is
+    // flattened into one new tensor for its all-reduce, one bucket beside the backward whatever overlap_comm says.
+    p.framework.contiguousGradients = false;
+    EXPECT_DOUBLE_EQ(bucket(p), stage2);
+    p.framework.contiguousGradients.reset();
+    p.framework.version = "0.4.2";
+    EXPECT_DOUBLE_EQ(bucket(p), stage2);
+    p.framework.version.clear();
     p.framework.reduceBucketSize = 50000000;
     EXPECT_DOUBLE_EQ(stage2 - 2.0 * 5e8 + 2.0 * 2.0 * 5e7, bucket(p));
     // Stage 1 runs the same optimizer and, in today's DeepSpeed, allocates the same buffers in its backward (one, two

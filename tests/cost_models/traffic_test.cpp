@@ -214,12 +214,53 @@ TEST(Traffic, DeepSpeedsZero1AllReducedItsGradientsFrom2021To2023) {
     ASSERT_TRUE(ops.count("dp_all_reduce_grads_dense"));
     EXPECT_TRUE(ops.count("dp_all_gather_params_dense"));
     EXPECT_DOUBLE_EQ(ops.at("dp_all_reduce_grads_dense").bytes, 2.0 * stageParameters(model, plan, 1).dense);
-    // ZeRO-2 reduces each partition (contiguous_gradients stayed on), and Megatron-LM's optimizer reduce-scatters.
-    plan.zeroStage = 2;
-    EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::ReduceScatter);
-    plan.zeroStage = 1;
+    // A stated contiguous_gradients does not move ZeRO-1 in those years (the engine overrode it), and from 2024 a
+    // stated false all-reduces again (buffered_reduce_fallback); so does the optimizer on the host never.
+    plan.framework.contiguousGradients = true;
+    EXPECT_EQ(primitiveAt("2022"), Primitive::AllReduce);
+    plan.framework.contiguousGradients = false;
+    EXPECT_EQ(primitiveAt("2024"), Primitive::AllReduce);
+    EXPECT_EQ(primitiveAt("0.3.15"), Primitive::ReduceScatter); // stage1.py
+    plan.offloadOptimizer = true;
+    EXPECT_EQ(primitiveAt("2022"), Primitive::ReduceScatter);
+    plan.offloadOptimizer = false;
+    plan.framework.contiguousGradients.reset();
+    // Megatron-LM's optimizer reduce-scatters whatever its year.
+    plan.framework.version = "2022";
     plan.framework.name = "megatron";
     EXPECT_EQ(gradReducePrimitive(plan, precisionRecipeOf(plan)), Primitive::ReduceScatter);
+}
+
+// DeepSpeed's ZeRO-2 reduces each micro-batch's gradients; with contiguous_gradients off (its default before v0.5.0,
+// 2021-08, or stated) each bucket is all-reduced, twice the bytes of the reduce-scatter over the ring.
+TEST(Traffic, DeepSpeedsZero2AllReducesWithoutContiguousGradients) {
+    const ModelConfig model = test::preset("gpt3-175b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    Plan plan = test::plan3d(1, 1, 64, 1, 256, "deepspeed", "2020");
+    plan.zeroStage = 2;
+    plan.precision = "mixed";
+    auto reduceOf = [&] {
+        for (const auto& op : dataParallelCommOps(model, cluster, plan, 0))
+            if (op.name == "dp_all_reduce_grads_dense" || op.name == "dp_reduce_scatter_grads_dense") return op;
+        return CommOp{};
+    };
+    EXPECT_EQ(reduceOf().name, "dp_all_reduce_grads_dense");
+    EXPECT_EQ(reduceOf().phase, CommPhase::PerMicroBatch);
+    for (const char* v : {"0.4.2", "2020"}) {
+        plan.framework.version = v;
+        EXPECT_FALSE(deepSpeedContiguousGradientsOf(plan.framework, 2, false)) << v;
+        EXPECT_EQ(reduceOf().primitive, Primitive::AllReduce) << v;
+    }
+    for (const char* v : {"0.5.0", "2022", ""}) {
+        plan.framework.version = v;
+        EXPECT_TRUE(deepSpeedContiguousGradientsOf(plan.framework, 2, false)) << v;
+        EXPECT_EQ(reduceOf().name, "dp_reduce_scatter_grads_dense") << v;
+    }
+    plan.framework.contiguousGradients = false; // stated in the config
+    EXPECT_EQ(reduceOf().primitive, Primitive::AllReduce);
+    plan.framework.version = "2020";
+    plan.framework.contiguousGradients = true;
+    EXPECT_EQ(reduceOf().primitive, Primitive::ReduceScatter);
 }
 
 // DeepSpeed's engine casts the BF16_Optimizer's fp32 gradients to its communication_data_type, bf16 by default, so

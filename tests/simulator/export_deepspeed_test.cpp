@@ -30,6 +30,12 @@ TEST(ExportDeepSpeed, BatchSizesMultiplyOutAndPrecisionIsBf16WithFp32Grads) {
     deepspeed.plan.framework.name = "deepspeed";
     EXPECT_EQ(nlohmann::json::parse(exportPlan(deepspeed, ExportFormat::DeepSpeed)).at("zero_optimization").at("reduce_bucket_size"),
               500000000);
+    // contiguous_gradients as the plan is costed: on today, off for a DeepSpeed of 2022 (whose engine forced it off at
+    // ZeRO-1, so its buckets are all-reduced) or where the plan says.
+    EXPECT_EQ(ds.at("zero_optimization").at("contiguous_gradients"), true);
+    deepspeed.plan.framework.version = "0.6.0";
+    EXPECT_EQ(nlohmann::json::parse(exportPlan(deepspeed, ExportFormat::DeepSpeed)).at("zero_optimization").at("contiguous_gradients"),
+              false);
     Scenario stated = s;
     stated.plan.framework.reduceBucketSize = 200000000;
     const auto b = nlohmann::json::parse(exportPlan(stated, ExportFormat::DeepSpeed));

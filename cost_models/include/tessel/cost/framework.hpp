@@ -94,6 +94,9 @@ struct FrameworkSettings {
     // the host's time between kernels is not hidden behind the GPU's queue (BigScience's BLOOM runs set it against
     // hangs). An environment setting, not a framework default: unset means false. FORMULAS.md §3.8.
     std::optional<bool> launchBlocking;
+    // DeepSpeed's zero_optimization.contiguous_gradients (deepSpeedContiguousGradientsOf): unset means the version's
+    // default.
+    std::optional<bool> contiguousGradients;
     // Megatron-LM's gradient_accumulation_fusion (on unless --no-gradient-accumulation-fusion): the weight-gradient
     // GEMM accumulates into the fp32 main_grad (APEX's fused_weight_gradient_mlp_cuda). Off, the GEMM writes a
     // 16-bit .grad that Megatron-core's DDP hook adds into main_grad every micro-batch (gradAccumulationBytesPerParameter).
@@ -253,18 +256,21 @@ const std::vector<std::pair<const char*, std::optional<int64_t> FrameworkSetting
 // DeepSpeed's zero_optimization.overlap_comm (the plan's overlap_grad_reduce): stated, else its default, true for
 // ZeRO-3 and false below (deepspeed/runtime/zero/config.py); resolveOverlap's deepspeed value, without its report.
 bool deepSpeedOverlapCommOf(const FrameworkSettings& f, int zeroStage);
-// Whether DeepSpeed's ZeRO-1 keeps its contiguous_gradients (default true) and overlap_comm: from 2024 (microsoft/
-// DeepSpeed #4887, 2024-01-06, "Release overlap_comm & contiguous_gradients restrictions for ZeRO 1"); from #1246
-// (2021-07-26) until then the engine set both false for stage 1 ("Overlap and contiguous grads are meaningless in
-// stage 1 and are ignored", engine.py), so ZeRO-1 had no reduce buffer of its own. A plan of no stated year runs
-// today's DeepSpeed.
-bool deepSpeedZero1ContiguousGradientsOf(const FrameworkSettings& f);
-// Whether DeepSpeed's ZeRO-1 all-reduces its whole gradient rather than reducing each rank's partition: from #1246
-// (v0.4.4, 2021-07) until #4887 and #4946 (v0.13.0, 2024-01) ZeRO-1 ran with contiguous_gradients off, so each
-// bucket went through buffered_reduce_fallback to allreduce_bucket, which set `rank = None` on entry and so called
-// dist.all_reduce (stage_1_and_2.py, v0.5-v0.12). Years 2021-2023; before, ZeRO-1 was stage1.py's reduce-scatter
-// (DeepSpeed 0.3, 2020; the v0.4.0-v0.4.3 weeks of 2021 reduced per partition), after, average_tensor's reduces.
-bool deepSpeedZero1AllReducesOf(const FrameworkSettings& f);
+// Whether DeepSpeed's ZeRO-1/2 optimizer (stage_1_and_2.py) runs with contiguous_gradients: the plan's
+// contiguous_gradients (DeepSpeed's zero_optimization key), else its default, false until v0.5.0 (2021-08-16; a
+// DeepSpeed 0.3-0.4 version, or a year up to 2020) and true since; with the optimizer on the host (ZeRO-Offload)
+// always on (stage_1_and_2.py sets it whatever it was passed). At ZeRO-1 the engine forced it off from #1246 (v0.4.4,
+// 2021-07-26, "Overlap and contiguous grads are meaningless in stage 1 and are ignored") until #4887 (v0.13.0,
+// 2024-01, "Release overlap_comm & contiguous_gradients restrictions for ZeRO 1"): a DeepSpeed 0.4-0.12 version or a
+// year 2021-2023, whatever the plan states. Off, there is no reduce buffer (ipg_buffer) of its own. A plan of no
+// stated version runs today's DeepSpeed.
+bool deepSpeedContiguousGradientsOf(const FrameworkSettings& f, int zeroStage, bool offloadOptimizer);
+// Whether DeepSpeed's ZeRO-1/2 all-reduces the whole gradient rather than reducing each rank's partition: with
+// contiguous_gradients off each bucket goes through buffered_reduce_fallback to allreduce_bucket, which is passed
+// rank None (and until #4946, v0.13.0, set `rank = None` on entry whatever it was passed), so it calls dist.all_reduce
+// (stage2.py from ZeRO-2's first release, 2020-05, stage_1_and_2.py to today). DeepSpeed 0.3's ZeRO-1 (a year up to
+// 2020) was stage1.py's own reduce_scatter_gradients.
+bool deepSpeedAllReducesGradientsOf(const FrameworkSettings& f, int zeroStage, bool offloadOptimizer);
 // The loss kernel a plan runs (FrameworkSettings::crossEntropy): stated, else "te" for tessel's own executor
 // (loss_in_place, the same in-place gradient); "eager" without fused kernels and always under torchtitan, whose
 // loss_fn runs outside the compiled blocks (train.py, Dec 2024); "te" for NeMo from container 25.09, whose
