@@ -36,14 +36,16 @@ std::string versionInFrameworkName(const std::string& framework, const std::stri
         how = "a Megatron-core release";
         return "core_r" + m[1].str();
     }
-    if (framework == "deepspeed" && std::regex_search(w, m, std::regex(R"(deepspeed[^0-9]{0,12}v?0\.([0-9]+))"))) {
-        how = "DeepSpeed 0." + m[1].str() + "'s release year";
-        return std::to_string(deepSpeedReleaseYear(std::stoi(m[1])));
+    // A release of the framework's own, kept as its number (frameworkYear reads it; DeepSpeed's minor also decides
+    // its ZeRO optimizer's defaults, deepSpeedContiguousGradientsOf).
+    if (framework == "deepspeed" && std::regex_search(w, m, std::regex(R"(deepspeed[^0-9]{0,12}v?(0\.[0-9]+))"))) {
+        how = "a DeepSpeed release";
+        return m[1].str();
     }
     if ((framework == "fsdp" || framework == "torchtitan") &&
-        std::regex_search(w, m, std::regex(R"((torch|pytorch|fsdp)[^0-9]{0,12}v?([12])\.([0-9]+))"))) {
-        how = "PyTorch " + m[2].str() + "." + m[3].str() + "'s release year";
-        return std::to_string(pytorchReleaseYear(std::stoi(m[2]), std::stoi(m[3])));
+        std::regex_search(w, m, std::regex(R"((torch|pytorch|fsdp)[^0-9]{0,12}v?([12]\.[0-9]+))"))) {
+        how = "a PyTorch release";
+        return m[2].str();
     }
     return "";
 }

@@ -530,10 +530,25 @@ TEST(ValidationRecord, AVersionInTheFrameworksNameIsItsVersion) {
     EXPECT_EQ(versionOf("NeMo 24.12"), "24.12");
     EXPECT_EQ(versionOf("Megatron-LM core_r0.9.0"), "core_r0.9");
     EXPECT_EQ(versionOf("torchtitan (2025-03)"), "2025");
-    EXPECT_EQ(versionOf("DeepSpeed 0.14 + Megatron-DeepSpeed"), "2024");
-    EXPECT_EQ(versionOf("DeepSpeed v0.7.3"), "2022");
-    EXPECT_EQ(versionOf("PyTorch FSDP 2.4"), "2024");
-    EXPECT_EQ(versionOf("PyTorch 1.13 FSDP"), "2022");
+    // DeepSpeed's and PyTorch's releases stay their numbers, read as the framework's own (DeepSpeed 0.4 is 2021 and
+    // before contiguous_gradients became its default).
+    EXPECT_EQ(versionOf("DeepSpeed 0.14 + Megatron-DeepSpeed"), "0.14");
+    EXPECT_EQ(versionOf("DeepSpeed v0.7.3"), "0.7");
+    EXPECT_EQ(versionOf("PyTorch FSDP 2.4"), "2.4");
+    EXPECT_EQ(versionOf("PyTorch 1.13 FSDP"), "1.13");
+    auto yearOf = [](const std::string& framework) {
+        nlohmann::json r = record();
+        r["plan"]["framework"] = framework;
+        return frameworkYear(load(r).scenario.plan.framework);
+    };
+    EXPECT_EQ(yearOf("DeepSpeed 0.14 + Megatron-DeepSpeed"), 2024);
+    EXPECT_EQ(yearOf("DeepSpeed v0.7.3"), 2022);
+    EXPECT_EQ(yearOf("PyTorch FSDP 2.4"), 2024);
+    EXPECT_EQ(yearOf("PyTorch 1.13 FSDP"), 2022);
+    nlohmann::json early = record();
+    early["plan"]["framework"] = "DeepSpeed 0.4";
+    early["plan"]["zero"] = 2;
+    EXPECT_FALSE(deepSpeedContiguousGradientsOf(load(early).scenario.plan.framework, 2, false));
     // A stated framework_version wins; a name with no version leaves the source's year.
     nlohmann::json r = record();
     r["plan"]["framework"] = "NeMo 24.12";
