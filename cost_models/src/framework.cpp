@@ -73,11 +73,17 @@ VersionReading readVersion(const std::string& framework, const std::string& v) {
     return out;
 }
 
+// The frameworks whose release numbers read alike: DeepSpeed's, PyTorch's (fsdp, torchtitan), Megatron's (the rest).
+int releaseFamily(const std::string& framework) {
+    return framework == "deepspeed" ? 1 : framework == "fsdp" || framework == "torchtitan" ? 2 : 0;
+}
+
+// One cache per release family, looked up by the version text itself: no string is built on the search's hot path.
 const VersionReading& versionReading(const std::string& framework, const std::string& v) {
-    thread_local std::unordered_map<std::string, VersionReading> cache;
-    const std::string key = framework + '\n' + v;
-    auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, readVersion(framework, v)).first;
+    thread_local std::unordered_map<std::string, VersionReading> cache[3];
+    auto& family = cache[releaseFamily(framework)];
+    auto it = family.find(v);
+    if (it == family.end()) it = family.emplace(v, readVersion(framework, v)).first;
     return it->second;
 }
 
