@@ -72,11 +72,7 @@ bool readFramework(Reading& r) {
         }
         const int swYear = softwareYear(source);
         if (!stated.empty() && !frameworkVersionDated(framework, stated)) {
-            r.assume(framework + " version \"" + stated + "\" carries no date tessel reads (a year, a container YY.MM, a " +
-                     (framework == "deepspeed"                          ? "DeepSpeed release"
-                      : framework == "fsdp" || framework == "torchtitan" ? "PyTorch release"
-                                                                          : "Megatron-core release") +
-                     "): not used");
+            r.assume("framework_version not used: " + frameworkVersionProblem(framework, stated));
             stated.clear();
         }
         plan.framework.version = !stated.empty() ? stated : swYear > 0 ? std::to_string(swYear) : "";

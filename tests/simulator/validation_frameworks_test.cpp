@@ -549,6 +549,13 @@ TEST(ValidationRecord, AVersionInTheFrameworksNameIsItsVersion) {
     early["plan"]["framework"] = "DeepSpeed 0.4";
     early["plan"]["zero"] = 2;
     EXPECT_FALSE(deepSpeedContiguousGradientsOf(load(early).scenario.plan.framework, 2, false));
+    // Another framework's release form is not read as this one's: said, and the source's year taken instead.
+    nlohmann::json foreign = record();
+    foreign["plan"]["framework"] = "DeepSpeed";
+    foreign["plan"]["framework_version"] = "core_r0.9.0";
+    EXPECT_TRUE(mentions(load(foreign).assumptions,
+                         "framework_version not used: no date can be read from \"core_r0.9.0\" for deepspeed"));
+    EXPECT_NE(load(foreign).scenario.plan.framework.version, "core_r0.9.0");
     // A stated framework_version wins; a name with no version leaves the source's year.
     nlohmann::json r = record();
     r["plan"]["framework"] = "NeMo 24.12";
