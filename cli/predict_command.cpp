@@ -54,7 +54,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         std::to_string(m.mla->kvLoraRank) + ", heads " + std::to_string(m.mla->qkHeadDim()) + " / " +
                         std::to_string(m.mla->vHeadDim) + " wide)"
                   : std::to_string(m.kvHeads) + " kv")
-        << ", ffn " << m.ffnHidden << (m.postNorms ? " (norms before and after each block)" : "") << ", vocab " << m.vocab
+        << ", ffn " << m.ffnHidden << (m.postNorms ? " (norms before and after each block)" : "")
+        << (m.parallelResidual ? " (beside attention, one residual add)" : "") << ", vocab " << m.vocab
         << (m.embeddingNorm ? " (a norm over the embedding)" : "") << (m.embeddingScale ? " (embedding x sqrt(hidden))" : "")
         << ", seq " << m.seqLen
         << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) +

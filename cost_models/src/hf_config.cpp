@@ -29,7 +29,7 @@ struct SupportedType {
 // counterpart in ModelConfig and is left out, as DeepSeek-V3's router bias is. qwen3_moe has no shared expert;
 // both mix dense and sparse layers (decoder_sparse_step, mlp_only_layers) as moe.dense_layers. gpt_neox (Pythia,
 // GPT-NeoX-20B): GELU MLP, LayerNorm and biases everywhere, rotary over rotary_pct of each head, and attention and
-// MLP side by side (use_parallel_residual: the same kernels, so the same cost). stablelm (StableLM-3B-4E1T,
+// MLP side by side (use_parallel_residual, ModelConfig::parallelResidual). stablelm (StableLM-3B-4E1T,
 // StableLM 2): Llama's SwiGLU MLP and untied head with LayerNorm (weight and bias), rotary over
 // partial_rotary_factor of each head, q/k/v biases where use_qkv_bias. deepseek_v2 / deepseek_v3: latent
 // attention, shared experts and their leading dense layers; the multi-token-prediction modules
@@ -266,6 +266,10 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         // Gemma 2 and 3 (Gemma2DecoderLayer, Gemma3DecoderLayer): post_attention_layernorm and
         // post_feedforward_layernorm on each block's output before its residual add.
         m.postNorms = modelType == "gemma2" || modelType == "gemma3_text";
+        // GPT-NeoX (GPTNeoXLayer: x + attn(ln1(x)) + mlp(ln2(x)) where use_parallel_residual, its default and every
+        // Pythia config's) and StableLM (StableLmDecoderLayer, default false; StableLM 2 12B sets it) run attention
+        // and the MLP side by side.
+        if (neox || stablelm) m.parallelResidual = r.optBool("use_parallel_residual", neox);
         // Gemma 1-3 multiply the embedding by sqrt(hidden_size) (GemmaModel, Gemma2Model, Gemma3TextModel's normalizer).
         m.embeddingScale = gemma;
         // Gemma 2's tanh soft-capping of the attention scores and of the logits (Gemma2Config's defaults 50 and 30;

@@ -161,7 +161,9 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
     a += postNorm;
     a += mask * Tsp * h;                                // dropout mask after the projection
     // MLP block (Korthikanti: 19sbh for f = 4h with GELU).
-    a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: as the first norm's)
+    // norm input (eager: as the first norm's); a parallel block's MLP norm reads the layer input, which the attention's
+    // norm already keeps (its own eager copies are its own)
+    a += ((model.parallelResidual ? 0.0 : r) + eagerNormExtra) * Tsp * h;
     parts.preMlpNormOut = g * Tsp * h;                  // fc1 input (norm output)
     a += parts.preMlpNormOut;
     const double before = a;                            // what the MLP block's own tensors add from here

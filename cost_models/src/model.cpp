@@ -86,6 +86,11 @@ void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& probl
                                           std::to_string(e.experts / e.routingGroups) + " experts hold fewer than top_k " +
                                           std::to_string(e.topK));
     }
+    // tessel costs a parallel block's one reduction as the sum of a dense MLP's and attention's row-parallel outputs;
+    // an MoE layer's experts return through their own combine, and no model pairs the two.
+    if (m.parallelResidual && m.moe)
+        problems.add(ptr + (hf ? "/use_parallel_residual" : "/parallel_residual"),
+                     "attention and MLP side by side are modelled with a dense MLP; this model's MLP is a mixture of experts");
     if (m.rotaryPercent != 1.0) {
         const std::string key = ptr + (hf ? rotaryKey : "/rotary_percent");
         if (m.position != PositionEmbedding::Rope)
@@ -256,6 +261,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.postNorms = r.optBool("post_norms", false);
     m.embeddingNorm = r.optBool("embedding_norm", false);
     m.embeddingScale = r.optBool("embedding_scale", false);
+    m.parallelResidual = r.optBool("parallel_residual", false);
     m.attentionSoftcap = r.optNumber("attention_softcap", 0.0, 0.0, 1e6);
     m.logitSoftcap = r.optNumber("logit_softcap", 0.0, 0.0, 1e6);
     m.dropout = r.optNumber("dropout", 0.0, 0.0, 0.99);
@@ -348,6 +354,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     if (m.postNorms) j["post_norms"] = true;
     if (m.embeddingNorm) j["embedding_norm"] = true;
     if (m.embeddingScale) j["embedding_scale"] = true;
+    if (m.parallelResidual) j["parallel_residual"] = true;
     if (m.attentionSoftcap > 0.0) j["attention_softcap"] = m.attentionSoftcap;
     if (m.logitSoftcap > 0.0) j["logit_softcap"] = m.logitSoftcap;
     if (m.rotaryPercent != 1.0) j["rotary_percent"] = m.rotaryPercent;

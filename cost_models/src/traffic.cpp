@@ -196,6 +196,11 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     std::vector<const char*> blocks{"attn"};
     if (!moeSp) blocks.push_back("mlp");
     if (model.moe && model.moe->sharedFfnHidden > 0) blocks.push_back("shared");
+    // A parallel block whose framework sums the attention's and the MLP's row-parallel outputs before reducing them
+    // (GPT-NeoX's gpt_j_residual): the MLP's reduction carries the sum, the attention has none of its own forward,
+    // and with SP its gradient's gather backward is the MLP's too (parallelResidualReducesOnceOf).
+    const bool oneReduction = model.parallelResidual && !model.moe && parallelResidualReducesOnceOf(plan.framework);
+    auto reducesOwnOutput = [&](const char* blk) { return !(oneReduction && std::string(blk) == "attn"); };
     if (plan.tp > 1) {
         if (plan.sequenceParallel) {
             // Korthikanti et al. 2022 §4.2.2: each all-reduce becomes an all-gather + reduce-scatter pair;
@@ -208,8 +213,10 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
                 const double in = latent ? e * d(s.tokens) * d((s.qLatent > 0 ? s.qLatent : s.hidden) + s.kvLatent) : act;
                 const double gathered = latent ? in : sp.forwardGatherBytesPerElement / e * act;
                 b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, gathered, CommPhase::Forward);
-                b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
-                b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
+                if (reducesOwnOutput(blk)) {
+                    b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
+                    b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
+                }
                 b.add(std::string("tp_reduce_scatter_") + blk + "_grad", GroupKind::Tp, Primitive::ReduceScatter, in, CommPhase::Backward);
                 if (sp.backwardRegathersInputs)
                     b.add(std::string("tp_all_gather_") + blk + "_input_regather", GroupKind::Tp, Primitive::AllGather, gathered,
@@ -227,7 +234,8 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         } else {
             // Megatron-LM (Shoeybi et al. 2019, §3): one all-reduce per block forward (g) and backward (f).
             for (const char* blk : blocks) {
-                b.add(std::string("tp_all_reduce_") + blk, GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Forward);
+                if (reducesOwnOutput(blk))
+                    b.add(std::string("tp_all_reduce_") + blk, GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Forward);
                 b.add(std::string("tp_all_reduce_") + blk + "_grad", GroupKind::Tp, Primitive::AllReduce, act, CommPhase::Backward);
             }
         }

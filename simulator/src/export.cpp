@@ -216,6 +216,11 @@ void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Pla
     if (m.postNorms)
         problems.add("/model/post_norms", "Megatron-LM's arguments have no norms after attention and the MLP (Gemma 2 and "
                                           "3's); its layer spec normalises before them only");
+    if (m.parallelResidual)
+        problems.add("/model/parallel_residual",
+                     "Megatron-LM's arguments have no parallel attention and MLP (GPT-J's block); GPT-NeoX runs it "
+                     "(gpt_j_residual in its config, one TP all-reduce a layer: export --format deepspeed with its "
+                     "model code), NeMo's Falcon layer spec from its own config");
     if (m.embeddingScale)
         problems.add("/model/embedding_scale", "Megatron-LM's arguments have no scaling of the embedding by sqrt(hidden) "
                                                "(Gemma's); NeMo's Gemma models run it, which a launch script cannot set");

@@ -110,8 +110,8 @@ std::string torchtitanPipelineKeys(const std::vector<int>& counts) {
 bool llamaArchitecture(const ModelConfig& m) {
     return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm && m.position == PositionEmbedding::Rope &&
            m.rotaryPercent == 1.0 && m.slidingWindow == 0 && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias &&
-           !m.qkNorm && !m.postNorms && !m.embeddingNorm && !m.embeddingScale && m.attentionSoftcap == 0.0 && m.logitSoftcap == 0.0 && !m.moe &&
-           !m.mla;
+           !m.qkNorm && !m.postNorms && !m.parallelResidual && !m.embeddingNorm && !m.embeddingScale && m.attentionSoftcap == 0.0 &&
+           m.logitSoftcap == 0.0 && !m.moe && !m.mla;
 }
 
 } // namespace
@@ -302,8 +302,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
         out << "\n";
         if (!llamaArchitecture(m))
             out << "# note: torchtitan's llama3 is SwiGLU / RMSNorm / RoPE over the whole head, untied, without biases, "
-                   "q and k norms, norms after attention and the MLP or over the embedding, a scaled embedding, soft-capping, "
-                   "experts, latent or sliding-window attention; "
+                   "q and k norms, norms after attention and the MLP or over the embedding, attention and MLP side by side, a "
+                   "scaled embedding, soft-capping, experts, latent or sliding-window attention; "
                 << m.name << " differs, so it needs its own model\n";
     }
     if (p.zeroStage == 0 && (p.tp > 1 || p.pp > 1))

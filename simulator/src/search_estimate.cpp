@@ -276,6 +276,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
     double fwdTp = 0.0, fwdCp = 0.0, fwdEp = 0.0, fc2Tp = 0.0;
     if (plan.tp > 1) {
         double bwdTp = 0.0, gradGathers = 0.0;
+        // A parallel block reduced once (parallelResidualReducesOnceOf): one reduction forward, not two.
+        const ModelConfig& model = *ctx.model;
+        const bool oneReduction = model.parallelResidual && !model.moe && parallelResidualReducesOnceOf(plan.framework);
         if (plan.sequenceParallel) {
             const SequenceParallelTraffic sp = sequenceParallelTraffic(*ctx.model, plan, ctx.recipeOf(plan), s.elemBytes);
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);
@@ -293,9 +296,14 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             bwdTp = ag + rsAttnGrad + (sp.backwardRegathersInputs ? agAttn : 0.0) +
                     (mlp ? ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0) : 0.0);
             gradGathers = mlp ? 2.0 * ag : ag;
+            if (oneReduction) { // the attention's reduce-scatter and its gradient's gather are the MLP's
+                fwdTp -= rs;
+                bwdTp -= ag;
+                gradGathers -= ag;
+            }
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);
-            fwdTp = 2.0 * ar;
+            fwdTp = (oneReduction ? 1.0 : 2.0) * ar;
             bwdTp = 2.0 * ar;
             fc2Tp = ar;
         }

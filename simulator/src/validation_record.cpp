@@ -42,7 +42,12 @@ struct Family {
     bool embeddingScale = false;   // the embedding multiplied by sqrt(hidden) (Gemma)
     double attentionSoftcap = 0.0; // tanh soft-capping of the attention scores (Gemma 2: 50)
     double logitSoftcap = 0.0;     // and of the logits (Gemma 2: 30)
+    bool parallelResidual = false; // attention and the MLP side by side (GPT-NeoX, Pythia, Falcon)
 };
+
+// The names a parallel block goes by: the model file's, Hugging Face's (GPTNeoXConfig, StableLmConfig; FalconConfig)
+// and GPT-NeoX's own config key.
+constexpr const char* kParallelResidualKeys[] = {"parallel_residual", "use_parallel_residual", "parallel_attn", "gpt_j_residual"};
 
 // Architecture conventions of a model family, from the record's name (and explicit fields where present).
 Family familyOf(const nlohmann::json& model) {
@@ -85,14 +90,15 @@ Family familyOf(const nlohmann::json& model) {
         }
     } else if (contains(n, "falcon")) {
         // Falcon (Almazrouei et al. 2023, arXiv:2311.16867 §4.1): GELU, LayerNorm, rotary, no biases, tied
-        // embeddings, no dropout; its attention and MLP read the same input in parallel, costed here one after the
-        // other (the same kernels).
+        // embeddings, no dropout; its attention and MLP read the same input side by side (parallel_attn).
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, false, true, "Falcon"};
+        f.parallelResidual = true; // FalconConfig's parallel_attn, true in every released Falcon
     } else if (contains(n, "pythia") || contains(n, "neox")) {
         // GPT-NeoX and Pythia (Black et al. 2022; Biderman et al. 2023): GELU, LayerNorm, rotary on part of each
         // head, biases, untied embeddings, no dropout.
         f = {Activation::Gelu, NormKind::LayerNorm, PositionEmbedding::Rope, true, false, "GPT-NeoX"};
         f.rotaryPercent = 0.25; // rotary_pct in 20B.yml and every Pythia config
+        f.parallelResidual = true; // gpt_j_residual in 20B.yml, use_parallel_residual in every Pythia config
     } else if (contains(n, "mpt")) {
         // MPT as llm-foundry's pretraining yamls build it: no biases, LayerNorm without bias, tied embeddings, and
         // learned positions (MPTConfig's learned_pos_emb default; the yamls set no ALiBi: the benchmark table's
@@ -150,6 +156,8 @@ Family familyOf(const nlohmann::json& model) {
     for (const char* key : {"embedding_norm", "embed_layernorm"})
         if (auto en = boolean(model, key)) f.embeddingNorm = *en;
     if (auto es = boolean(model, "embedding_scale")) f.embeddingScale = *es;
+    for (const char* key : kParallelResidualKeys)
+        if (auto pr = boolean(model, key)) f.parallelResidual = *pr;
     // Soft-capping under the model file's names or Hugging Face's (a null there: none).
     for (const auto& [key, cap] : {std::pair{"attention_softcap", &Family::attentionSoftcap},
                                    std::pair{"attn_logit_softcapping", &Family::attentionSoftcap},
@@ -269,6 +277,7 @@ void applyFamily(const Family& f, ModelConfig& model) {
     model.embeddingScale = f.embeddingScale;
     model.attentionSoftcap = f.attentionSoftcap;
     model.logitSoftcap = f.logitSoftcap;
+    model.parallelResidual = f.parallelResidual;
 }
 
 // LLaMA's MLP width rule (Meta's llama model.py FeedForward; torchtitan's the same): 2/3 of 4 x hidden, times
@@ -452,6 +461,22 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
             refusal = where + "/" + key + ": got " + v->dump() + ", expected a soft-cap (a positive number), or null or 0 for none";
             return;
         }
+    // A parallel block is stated true or false, under one name or several that agree.
+    std::string parallelKey;
+    for (const char* key : kParallelResidualKeys) {
+        const nlohmann::json* v = member(m, key);
+        if (!v) continue;
+        if (!v->is_boolean()) {
+            refusal = where + "/" + key + ": got " + v->dump() + ", expected true or false (attention and the MLP side by side)";
+            return;
+        }
+        if (!parallelKey.empty() && m[parallelKey] != *v) {
+            refusal = where + "/" + parallelKey + " and " + where + "/" + key + ": got " + m[parallelKey].dump() + " and " +
+                      v->dump() + ", the same block under two names; state one, or the same value in both";
+            return;
+        }
+        parallelKey = key;
+    }
     // The same cap under tessel's name and Hugging Face's: two values that differ leave no way to choose one.
     for (const auto& [ours, theirs] : {std::pair{"attention_softcap", "attn_logit_softcapping"},
                                        std::pair{"logit_softcap", "final_logit_softcapping"}})
@@ -468,6 +493,7 @@ void readModel(const nlohmann::json& rec, const std::string& ptr, ValidationCase
                             toString(f.norm) + (f.postNorms ? " before and after each block" : "") +
                             (f.embeddingNorm ? ", one over the embedding" : "") +
                             (f.qkNorm ? " with q and k norms" : "") +
+                            (f.parallelResidual ? ", attention and MLP side by side" : "") +
                             (f.attentionSoftcap > 0.0 || f.logitSoftcap > 0.0 ? ", tanh soft-capping" : "") +
                             (f.embeddingScale ? ", the embedding scaled by sqrt(hidden)" : "") + ", " +
                             (f.bias ? "biases" : "no biases") + ", " +

@@ -445,6 +445,16 @@ TEST(HfConfig, GptNeoxIsPythia) {
     doc.erase("attention_dropout");
     doc["hidden_act"] = "relu";
     EXPECT_TRUE(problemAt(doc, "/hidden_act"));
+    // Attention and the MLP side by side: Pythia's use_parallel_residual, GPTNeoXConfig's default when absent.
+    EXPECT_TRUE(m.parallelResidual);
+    EXPECT_TRUE(parseModel(modelToJson(m)).parallelResidual);
+    doc = hfConfig("pythia-160m");
+    doc.erase("use_parallel_residual");
+    EXPECT_TRUE(parseModel(doc).parallelResidual);
+    doc["use_parallel_residual"] = false;
+    EXPECT_FALSE(parseModel(doc).parallelResidual);
+    doc["use_parallel_residual"] = "yes";
+    EXPECT_TRUE(problemAt(doc, "/use_parallel_residual"));
 }
 
 // StableLM-3B-4E1T (stabilityai/stablelm-3b-4e1t config.json, transformers' stablelm): Llama's SwiGLU MLP and untied
@@ -471,6 +481,11 @@ TEST(HfConfig, StableLmIsLlamaLikeWithLayerNormAndAPartialRotary) {
     // A LayerNorm of every head's own (qk_layernorm) has no counterpart: a problem at the key.
     doc["qk_layernorm"] = true;
     EXPECT_TRUE(problemAt(doc, "/qk_layernorm"));
+    // StableLmConfig's use_parallel_residual defaults to false (StableLM-3B-4E1T); StableLM 2 12B sets it.
+    EXPECT_FALSE(m.parallelResidual);
+    doc = hfConfig("stablelm-3b-4e1t");
+    doc["use_parallel_residual"] = true;
+    EXPECT_TRUE(parseModel(doc).parallelResidual);
 }
 
 // Sliding-window attention as transformers builds it: Mistral's sliding_window in every layer (null: none); Qwen2's

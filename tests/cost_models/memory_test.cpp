@@ -561,6 +561,24 @@ TEST(MemoryActivations, FlashAttentionRemovesTheQuadraticTerm) {
     EXPECT_DOUBLE_EQ(layerActivationBytes(m, p, recipe), 34 * s * h + 4 * a * s);
 }
 
+// A parallel block's MLP norm reads the layer input, which the attention's norm already keeps: Korthikanti's 34 sbh
+// less the 2 sbh of the second norm's own input (16-bit), in every parallel layout; a full-recompute checkpoint is the
+// layer input either way.
+TEST(MemoryActivations, AParallelBlockKeepsTheLayerInputOnce) {
+    ModelConfig m = test::megatronStyleModel(8, 1024, 16, 51200, 4096);
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    const double s = 4096, h = 1024, a = 16, t = 4;
+    Plan p;
+    p.flashAttention = true;
+    m.parallelResidual = true;
+    EXPECT_DOUBLE_EQ(layerActivationBytes(m, p, recipe), 32 * s * h + 4 * a * s);
+    p.tp = 4;
+    p.sequenceParallel = true;
+    EXPECT_DOUBLE_EQ(layerActivationBytes(m, p, recipe), 32 * s * h / t + 4 * a * s / t);
+    p.recompute = Recompute::Full;
+    EXPECT_DOUBLE_EQ(layerActivationBytes(m, p, recipe), 2 * s * h / t);
+}
+
 TEST(MemoryVerdict, OversizedPlanIsOomWithNegativeHeadroomNotAnException) {
     ModelConfig m = test::preset("gpt3-175b");
     ClusterConfig c = test::clusterPreset("dgx-a100-80g");

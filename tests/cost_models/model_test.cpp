@@ -221,6 +221,24 @@ std::string problemAt(const nlohmann::json& doc) {
     return problems.empty() ? std::string() : problems.items().front().where;
 }
 
+// Attention and the MLP side by side: the same parameters, written back only when set, and refused beside experts,
+// whose combine tessel does not merge with attention's reduction.
+TEST(ModelJson, ParallelResidualRoundTripsWithTheSameParameters) {
+    ModelConfig m = handModel();
+    const auto sequential = countParameters(m);
+    EXPECT_FALSE(modelToJson(m).contains("parallel_residual"));
+    m.parallelResidual = true;
+    EXPECT_EQ(countParameters(m).total(2), sequential.total(2));
+    auto j = modelToJson(m);
+    EXPECT_EQ(j["parallel_residual"], true);
+    EXPECT_TRUE(parseModel(j).parallelResidual);
+    j["parallel_residual"] = 1;
+    EXPECT_EQ(problemAt(j), "/parallel_residual");
+    j["parallel_residual"] = true;
+    j["moe"] = {{"experts", 8}, {"top_k", 2}, {"expert_ffn_hidden", 64}};
+    EXPECT_EQ(problemAt(j), "/parallel_residual");
+}
+
 TEST(ModelJson, PartialRotaryRoundTripsAndItsRulesNameTheField) {
     // Megatron-LM's --rotary-percent: int(head_dim x fraction) columns of each head rotated, no parameters.
     nlohmann::json doc = modelToJson(handModel());

@@ -312,6 +312,13 @@ TEST(Schemas, ModelSchemaDescribesModelToJson) {
     EXPECT_TRUE(written["moe"].contains("shared_ffn_hidden"));
     // Round trip: what the writer emits loads again.
     EXPECT_NO_THROW(parseModel(written));
+    // A parallel block is a dense model's (refused beside experts).
+    ModelConfig dense = parseModel(readJsonFile((kScenarioDir / "models" / "tiny.json").string()));
+    dense.parallelResidual = true;
+    const nlohmann::json parallel = modelToJson(dense);
+    ASSERT_TRUE(parallel.contains("parallel_residual"));
+    expectKeysDescribed(s, parallel, "model");
+    EXPECT_TRUE(parseModel(parallel).parallelResidual);
 }
 
 TEST(Schemas, ModelSchemaEnumsAreWhatTheReaderAcceptsAndTheWriterEmits) {

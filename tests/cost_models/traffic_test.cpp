@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace tessel {
 namespace {
@@ -91,6 +92,37 @@ TEST(Traffic, TorchtitanKeepsTheGatheredInputAndGathersFloat8InFloat8) {
             EXPECT_EQ(ops.at("tp_all_gather_" + b + "_grad"), c.hiddenState(2.0));
             EXPECT_EQ(ops.at("tp_reduce_scatter_" + b + "_grad"), c.hiddenState(2.0));
         }
+    }
+}
+
+// A parallel block (GPT-NeoX's gpt_j_residual): where the framework sums the attention's and the MLP's row-parallel
+// outputs before reducing (GPT-NeoX, read as deepspeed), one reduction forward, the MLP's, of the same bytes; with
+// sequence parallelism its gradient's one gather backward too. Each column-parallel block keeps its input-gradient
+// reduction. Where each row-parallel linear reduces its own output (Megatron-core, NeMo's Falcon), nothing changes.
+TEST(Traffic, AParallelBlockReducesOnceWhereTheFrameworkSumsFirst) {
+    for (const bool sp : {false, true}) {
+        TpCase sequential("deepspeed", "megatron", Recompute::Full);
+        sequential.plan.sequenceParallel = sp;
+        TpCase parallel = sequential;
+        parallel.model.parallelResidual = true;
+        const auto before = sequential.bytesByName(), after = parallel.bytesByName();
+        const double a = sequential.hiddenState(2.0);
+        const std::vector<std::string> gone = sp ? std::vector<std::string>{"tp_reduce_scatter_attn", "tp_all_gather_attn_grad"}
+                                                 : std::vector<std::string>{"tp_all_reduce_attn"};
+        ASSERT_EQ(after.size(), before.size() - gone.size()) << sp;
+        for (const auto& name : gone) {
+            EXPECT_EQ(before.at(name), a) << name;
+            EXPECT_EQ(after.count(name), 0u) << name;
+        }
+        for (const auto& [name, bytes] : after) EXPECT_EQ(before.at(name), bytes) << name; // the rest as before
+        EXPECT_EQ(after.at(sp ? "tp_reduce_scatter_mlp" : "tp_all_reduce_mlp"), a);
+        EXPECT_EQ(after.count(sp ? "tp_reduce_scatter_attn_grad" : "tp_all_reduce_attn_grad"), 1u);
+
+        TpCase megatron = parallel;
+        megatron.plan.framework.name = "megatron";
+        TpCase megatronSequential = sequential;
+        megatronSequential.plan.framework.name = "megatron";
+        EXPECT_EQ(megatron.bytesByName(), megatronSequential.bytesByName()) << sp;
     }
 }
 

@@ -555,6 +555,7 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::Geglu; }},
         {"/model/post_norms", [](ModelConfig& m) { m.postNorms = true; }},
         {"/model/embedding_norm", [](ModelConfig& m) { m.embeddingNorm = true; }},
+        {"/model/parallel_residual", [](ModelConfig& m) { m.parallelResidual = true; }},
         {"/model/embedding_scale", [](ModelConfig& m) { m.embeddingScale = true; }},
         {"/model/attention_softcap", [](ModelConfig& m) { m.attentionSoftcap = 50.0; }},
         {"/model/logit_softcap", [](ModelConfig& m) { m.logitSoftcap = 30.0; }},

@@ -548,6 +548,11 @@ TEST(ExportMegatron, RefusesGemmasGatedGeluAndPostNorms) {
     s.model.attentionSoftcap = s.model.logitSoftcap = 0.0;
     s.model.embeddingScale = true;
     EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/embedding_scale"});
+    // GPT-NeoX's attention and MLP side by side (gpt_j_residual) are its own model code, not an argument of Megatron-LM's.
+    s.model.embeddingScale = false;
+    s.model.parallelResidual = true;
+    EXPECT_EQ(refusal(s, ExportFormat::Megatron), std::vector<std::string>{"/model/parallel_residual"});
+    EXPECT_FALSE(contains(refusal(s, ExportFormat::DeepSpeed), "/model/parallel_residual"));
 }
 
 TEST(ExportMegatron, RefusesZeroBubbleAndGpipe) {

@@ -192,6 +192,28 @@ TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
     EXPECT_GT(overlapped, 10);
 }
 
+// And for parallel blocks (attention and MLP side by side), reduced once (GPT-NeoX, read as deepspeed) or each block
+// on its own (Megatron-core).
+TEST(SearchBound, NeverAboveTheSimulatedStepForParallelBlocks) {
+    const std::vector<GridCase> cases = boundGrid();
+    int checked = 0, reducedOnce = 0;
+    for (size_t i = 0; i < cases.size(); i += 5)
+        for (const char* fw : {"deepspeed", "megatron"}) {
+            GridCase c = cases[i];
+            if (c.model.moe) continue;
+            c.model.parallelResidual = true;
+            c.plan.framework = FrameworkSettings{};
+            c.plan.framework.name = fw;
+            const double bound = stepLowerBoundSeconds(c.model, c.cluster, c.plan);
+            const double step = simulatePlan(c.model, c.cluster, c.plan).metrics.stepSeconds;
+            ASSERT_LE(bound, step * (1.0 + 1e-9)) << fw << " " << planToJson(c.plan).dump();
+            ++checked;
+            reducedOnce += std::string(fw) == "deepspeed" && c.plan.tp > 1 ? 1 : 0;
+        }
+    EXPECT_GT(checked, 200);
+    EXPECT_GT(reducedOnce, 50);
+}
+
 TEST(SearchBound, TightForGpt3Megatron) {
     Scenario s = defaultScenario();
     const double bound = stepLowerBoundSeconds(s.model, s.cluster, s.plan);

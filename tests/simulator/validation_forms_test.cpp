@@ -754,6 +754,38 @@ TEST(ValidationRecord, ModelFamiliesByName) {
     EXPECT_TRUE(mentions(load(r).assumptions, "rmsnorm before and after each block with q and k norms"));
 }
 
+// GPT-NeoX, Pythia and Falcon run attention and the MLP side by side (gpt_j_residual, use_parallel_residual,
+// parallel_attn), said in the record's assumptions; a record may state it under any of those names or tessel's, and
+// names that disagree, or a value that is not true or false, are refused at their pointers.
+TEST(ValidationForms, ParallelBlocksByFamilyAndByName) {
+    nlohmann::json r = record();
+    for (const char* name : {"GPT-NeoX-20B", "Pythia 12B", "Falcon-40B"}) {
+        r["model"]["name"] = name;
+        EXPECT_TRUE(load(r).scenario.model.parallelResidual) << name;
+        EXPECT_TRUE(mentions(load(r).assumptions, "attention and MLP side by side")) << name;
+    }
+    r["model"]["name"] = "an in-house 30B";
+    EXPECT_FALSE(load(r).scenario.model.parallelResidual);
+    for (const char* key : {"parallel_residual", "use_parallel_residual", "parallel_attn", "gpt_j_residual"}) {
+        nlohmann::json k = r;
+        k["model"][key] = true;
+        EXPECT_TRUE(load(k).scenario.model.parallelResidual) << key;
+    }
+    r["model"]["name"] = "Pythia 12B";
+    r["model"]["use_parallel_residual"] = false;
+    EXPECT_FALSE(load(r).scenario.model.parallelResidual);
+    r["model"]["gpt_j_residual"] = false;
+    EXPECT_FALSE(load(r).scenario.model.parallelResidual);
+    r["model"]["gpt_j_residual"] = true;
+    EXPECT_NE(test::refusalOf(r).find("/0/model/use_parallel_residual and runs.json#/0/model/gpt_j_residual: got false and true"),
+              std::string::npos)
+        << test::refusalOf(r);
+    r["model"].erase("gpt_j_residual");
+    r["model"]["use_parallel_residual"] = "yes";
+    EXPECT_NE(test::refusalOf(r).find("/model/use_parallel_residual: got \"yes\", expected true or false"), std::string::npos)
+        << test::refusalOf(r);
+}
+
 // BLOOM normalises its embedding (word_embeddings_layernorm, Megatron-DeepSpeed --embed-layernorm), as every BLOOM
 // record's run did; a record may say otherwise under the model key or the flag's name. Other families have none.
 TEST(ValidationForms, BloomRecordsNormaliseTheEmbeddingUnlessTheyStateOtherwise) {

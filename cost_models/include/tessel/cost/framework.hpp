@@ -301,6 +301,16 @@ bool eagerLossOf(const FrameworkSettings& f);
 // neither is fused (FORMULAS.md §6.1). Without sequence parallelism there is nothing it fuses.
 bool torchAsyncTpOf(const FrameworkSettings& f);
 
+// Whether a parallel block (ModelConfig::parallelResidual) sums its attention's and MLP's row-parallel outputs before
+// one tensor-parallel reduction (an all-reduce, or with sequence parallelism a reduce-scatter) in place of one each.
+// GPT-NeoX's ParallelTransformerLayer does (megatron/model/transformer.py, gpt_j_residual: the two sublayers'
+// RowParallelLinears built with parallel_output, then reduce_from_model_parallel_region of their sum), and it is the
+// DeepSpeed pipeline codebase with such a block. Megatron-core's RowParallelLinear reduces its own output (NeMo's
+// Falcon layer sums two reduced outputs; Megatron-LM has no parallel block), as PyTorch's RowwiseParallel plans do.
+// The backward keeps one input-gradient reduction per column-parallel block either way: each block's
+// ColumnParallelLinear copies its own input into the TP region.
+bool parallelResidualReducesOnceOf(const FrameworkSettings& f);
+
 // Whether pipeline sends use the scatter-gather optimization (Narayanan et al. SC'21 §4.1): with tp > 1 and no
 // sequence parallelism each tensor-parallel rank sends 1/tp of the hidden state to its peer and the receiving
 // stage all-gathers it over its tensor-parallel group. Megatron-LM ran it by default from 2021-02

@@ -92,6 +92,12 @@ struct ModelConfig {
     // The embedding's output multiplied by sqrt(hidden) before the first layer (Gemma 1-3: Gemma*Model.forward's
     // normalizer, in the embedding's dtype): one elementwise pass over it forward and backward, nothing kept.
     bool embeddingScale = false;
+    // Attention and the MLP side by side, each reading the layer's input, their outputs added to it together: x +
+    // attn(ln1(x)) + mlp(ln2(x)) (GPT-J; GPT-NeoX's gpt_j_residual and Hugging Face's use_parallel_residual, Pythia
+    // and GPT-NeoX-20B; Falcon's parallel_attn; PaLM, Chowdhery et al. 2022 §2). The same GEMMs and kernels; the
+    // MLP's norm reads the tensor the attention's norm already keeps, and a framework that sums the two row-parallel
+    // outputs before reducing them runs one tensor-parallel reduction a layer forward, not two (FORMULAS.md §2, §5).
+    bool parallelResidual = false;
     // Gemma 2's tanh soft-capping, cap x tanh(x / cap) (Gemma Team 2024, arXiv:2408.00118 §2; Gemma2Config's
     // attn_logit_softcapping 50 and final_logit_softcapping 30): of each attention score before the softmax, and of
     // the logits before the loss. 0: none. Three elementwise ops over the scores or logits each way, and the tanh
