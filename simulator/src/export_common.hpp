@@ -1,5 +1,5 @@
-// What export.cpp and export_torchtitan.cpp share: text helpers, the recipe families, the rank-order check, and
-// the torchtitan exporter's entry points (the Megatron-LM and DeepSpeed ones stay in export.cpp).
+// What export.cpp, export_deepspeed.cpp and export_torchtitan.cpp share: text helpers, the recipe families, the
+// rank-order check, and the DeepSpeed and torchtitan exporters' entry points (Megatron-LM's stays in export.cpp).
 #pragma once
 
 #include "tessel/cost/errors.hpp"
@@ -40,6 +40,10 @@ constexpr auto Cp = ParallelDim::Cp;
 constexpr auto Ep = ParallelDim::Ep;
 constexpr auto Dp = ParallelDim::Dp;
 constexpr auto Pp = ParallelDim::Pp;
+
+// The plans DeepSpeed cannot run, every one at its plan pointer; and the ds_config.json of one it can.
+void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder);
+std::string exportDeepSpeed(const Scenario& s, ProblemList& problems);
 
 // The plans torchtitan cannot run, every one at its plan pointer; and the TOML job config of one it can.
 void torchtitanRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder);

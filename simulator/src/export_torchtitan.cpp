@@ -219,9 +219,6 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, con
                          "\" costs bf16 weights beside one: use precision " +
                          (p.precision == "fp8" ? "fsdp_fp8" : titanPrecision) +
                          " (what a torchtitan plan that names none runs)");
-    if (p.precision == "cpu_fp64")
-        problems.add("/plan/precision",
-                     "torchtitan does not train in fp64; cpu_fp64 is the CPU executor's recipe");
     // torchtitan's train_step reduce-scatters every micro-batch's gradients under FSDP2 (no
     // set_requires_gradient_sync toggling); only its pipelining reduces once a step.
     if (p.zeroStage >= 2 && p.pp == 1 && !p.framework.gradSyncEachMicroBatch.value_or(true))
