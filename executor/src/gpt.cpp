@@ -158,19 +158,20 @@ Tensor GptModel::Impl::normBackward(const Tensor& dy, const Tensor& x, int w, in
 
 // ---- the dense MLP block ----
 Tensor GptModel::Impl::mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
-                                  MemoryCategory cat) {
+                                  MemoryCategory cat, bool reduce) {
     Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h]
     h1 = linear(n2f, fc1, fc1b, cat);                                         // [T, fl or 2 fl]
     act = be.empty({T, fl}, cat);                                             // [T, fl]
     if (swiglu) be.swigluForward(h1, act);
     else be.geluForward(h1, act);
     Tensor partial = linear(act, fc2, -1, kBuf);                              // [T, h] partial over TP
-    return reduceSeq(partial);                                                // [Tl, h]
+    return reduce ? reduceSeq(partial) : partial;                             // [Tl, h], or [T, h] unreduced
 }
 
 Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2,
-                                   const Tensor& h1, const Tensor& act, ChunkActs& acts, bool defer) {
-    Tensor dp2 = gatherSeq(dy, kBuf);                                         // [T, h]
+                                   const Tensor& h1, const Tensor& act, ChunkActs& acts, bool defer,
+                                   const Tensor& dyGathered) {
+    Tensor dp2 = dyGathered.defined() ? dyGathered : gatherSeq(dy, kBuf);    // [T, h]
     Tensor da = be.empty({T, fl}, kBuf);                                      // [T, fl] = dp2 W2^T
     be.gemm(false, true, 1.0, dp2, W(fc2), 0.0, da);
     weightGrad(acts, act, dp2, fc2, false, defer);
@@ -210,6 +211,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
                         seqPos, keyPos, ov, a.lse);
     Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
+    if (parallel) return parallelBlockForward(L, x, partial, a, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
     if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
     a.x2 = be.empty({Tl, h}, cat);                                            // [Tl, h] x + attention
@@ -236,8 +238,33 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     return out;
 }
 
+// A parallel block: out = x + g(attn(f(ln1(x))) Wproj) + g(act(f(ln2(x)) W1) W2), the two g one reduction of the
+// summed partials where the framework sums first (GPT-NeoX's gpt_j_residual), each block's own otherwise.
+Tensor GptModel::Impl::parallelBlockForward(const LayerParams& L, const Tensor& x, Tensor& attnPartial, LayerActs& a,
+                                            MemoryCategory cat) {
+    normForward(x, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);             // [Tl, h] from the layer input
+    Tensor y;
+    if (reduceOnce) {
+        Tensor mlpPartial = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat, false); // [T, h]
+        be.add(attnPartial, mlpPartial);
+        y = reduceSeq(mlpPartial);                                            // [Tl, h]
+    } else {
+        y = reduceSeq(attnPartial);                                           // [Tl, h]
+        Tensor y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat); // [Tl, h]
+        be.add(y2, y);
+    }
+    if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
+    if (L.fc2b >= 0) be.addBias(y, W(L.fc2b).view({h}));
+    Tensor out = be.empty({Tl, h}, kAct);                                     // [Tl, h] the next layer's input
+    be.copy(x, out);
+    be.add(y, out);
+    return out;
+}
+
 Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, LayerActs& a,
                                      ChunkActs& acts, bool defer) {
+    // A parallel block: both blocks take dout; with one reduction forward, its gradient is gathered once (SP).
+    const Tensor doutGathered = parallel && reduceOnce ? gatherSeq(dout, kBuf) : Tensor();
     // MLP block: out = x2 + g(act(f(n2) W1) W2).
     replicatedBiasGrad(L.fc2b, dout);
     Tensor dn2;
@@ -249,13 +276,16 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
             be.add(ds, dn2);
         }
     } else {
-        dn2 = mlpBackward(L.fc1, L.fc1b, L.fc2, fL, dout, a.n2, a.h1, a.a, acts, defer); // [Tl, h]
+        dn2 = mlpBackward(L.fc1, L.fc1b, L.fc2, fL, dout, a.n2, a.h1, a.a, acts, defer, doutGathered); // [Tl, h]
     }
-    Tensor dx2 = normBackward(dn2, a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2);   // [Tl, h]
+    // The attention block's output gradient: dx2 (sequential), or dout itself beside the MLP (parallel), whose
+    // norm's input gradient joins the layer input's.
+    Tensor dx2 = normBackward(dn2, parallel ? a.x : a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2); // [Tl, h]
     be.add(dout, dx2);                                                        // residual
+    const Tensor& dAttn = parallel ? dout : dx2;
     // Attention block: x2 = x + g(attn(f(n1)) Wproj).
-    replicatedBiasGrad(L.projb, dx2);
-    Tensor dpp = gatherSeq(dx2, kBuf);                                        // [T, h]
+    replicatedBiasGrad(L.projb, dAttn);
+    Tensor dpp = doutGathered.defined() ? doutGathered : gatherSeq(dAttn, kBuf); // [T, h]
     Tensor dO = be.empty({T, qL}, kBuf);                                      // [T, qL]
     be.gemm(false, true, 1.0, dpp, W(L.proj), 0.0, dO);
     weightGrad(acts, a.o, dpp, L.proj, false, defer);

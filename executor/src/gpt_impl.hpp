@@ -56,7 +56,7 @@ struct LayerActs {
     Tensor n1, mean1, rstd1;  // [Tl, h], [Tl], [Tl]
     Tensor q, k, v;           // [T, qL], [T, kvL], [T, kvL] (q, k after RoPE)
     Tensor o, lse;            // [T, qL], [T, aL]
-    Tensor x2;                // [Tl, h] after the attention residual
+    Tensor x2;                // [Tl, h] after the attention residual (a parallel block has none: its MLP reads x)
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
     Tensor a;                 // [T, fL] activation output
@@ -104,6 +104,9 @@ struct GptModel::Impl {
     std::vector<std::vector<int64_t>> rankPos; // [cp][sLocal] every CP rank's positions
     double lossScale = 1.0;
     bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
+    // Attention and the MLP side by side (ModelConfig::parallelResidual): both read the layer input; with
+    // reduceOnce their row-parallel outputs are summed before one TP reduction (parallelResidualReducesOnceOf).
+    bool parallel = false, reduceOnce = false;
     int64_t ropeDim = 0; // with rope: the columns of each head it rotates (ModelConfig::rotaryDim)
     bool fullRecompute = false;
     int recomputeLayers = 0; // with fullRecompute: the first n layers of each chunk (0: all; Plan::recomputeLayers)
@@ -196,15 +199,21 @@ struct GptModel::Impl {
 
     // ---- the dense MLP block (a dense layer's, or an MoE layer's shared experts) ----
     // y [Tl, h] = g(act(f(n2) W1 + b1) W2) for n2 [Tl, h]; W1 column- and W2 row-split over TP, width fl on this
-    // rank; keeps h1 [T, fl or 2 fl] and act [T, fl]. Backward: dn2 [Tl, h] for dy [Tl, h], weight grads accumulate.
+    // rank; keeps h1 [T, fl or 2 fl] and act [T, fl]; with `reduce` false, the [T, h] partial sum before g. Backward:
+    // dn2 [Tl, h] for dy [Tl, h] (or its gathered [T, h] where the caller has it), weight grads accumulate.
     Tensor mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
-                      MemoryCategory cat);
+                      MemoryCategory cat, bool reduce = true);
     Tensor mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2, const Tensor& h1,
-                       const Tensor& act, detail::ChunkActs& acts, bool defer);
+                       const Tensor& act, detail::ChunkActs& acts, bool defer, const Tensor& dyGathered = Tensor());
 
     // ---- one transformer layer ----
     Tensor layerForward(const detail::LayerParams& L, const Tensor& x, detail::LayerActs& a,
                         detail::ChunkActs& acts, MemoryCategory cat);
+
+    // The rest of a parallel block's forward from the attention's partial output [T, h]: its MLP on the layer input,
+    // the reduction(s) and the residual.
+    Tensor parallelBlockForward(const detail::LayerParams& L, const Tensor& x, Tensor& attnPartial,
+                                detail::LayerActs& a, MemoryCategory cat);
 
     Tensor layerBackward(const detail::LayerParams& L, const Tensor& dout, detail::LayerActs& a,
                          detail::ChunkActs& acts, bool defer);

@@ -4,6 +4,7 @@
 #include "gpt_impl.hpp"
 
 #include "tessel/cost/errors.hpp"
+#include "tessel/cost/framework.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -106,6 +107,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.ropeDim = model.rotaryDim();
     m.bias = model.linearBias;
     m.qkvBias = model.linearBias || model.qkvBias;
+    m.parallel = model.parallelResidual;
+    m.reduceOnce = model.parallelResidual && parallelResidualReducesOnceOf(plan.framework);
     m.fullRecompute = plan.recompute == Recompute::Full;
     m.recomputeLayers = plan.recomputeLayers;
     m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));

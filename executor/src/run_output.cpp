@@ -71,10 +71,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (cap > 0.0)
             problems.add(std::string("/model/") + key, "the executor's attention and loss take the scores and logits as they "
                                                       "are; tanh soft-capping (Gemma 2's) is predicted, not run by tessel run yet");
-    if (model.parallelResidual)
-        problems.add("/model/parallel_residual", "the executor's layer runs attention and then the MLP on its output; "
-                                                 "attention and the MLP side by side (GPT-NeoX's) are predicted, not run "
-                                                 "by tessel run yet");
     if (model.postNorms)
         problems.add("/model/post_norms", "the executor's layer normalises before attention and the MLP only; norms after "
                                           "them are predicted, not run by tessel run yet");

@@ -35,6 +35,19 @@ std::vector<Case> grid() {
     add("tp2", [](Plan& p) { p.tp = 2; });
     add("tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("tp2_swiglu_rope", [](Plan& p) { p.tp = 2; }, true);
+    // A parallel block: each block's own reduction (Megatron-core's layers), or one of their summed outputs
+    // (GPT-NeoX, framework deepspeed), with and without SP, and replayed under full recompute.
+    add("tp2_parallel", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_parallel", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("tp2_parallel_once", [](Plan& p) { p.tp = 2; p.framework.name = "deepspeed"; });
+    add("tp2_sp_swiglu_parallel_once", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.framework.name = "deepspeed"; }, true);
+    add("tp2_sp_parallel_once_recompute", [](Plan& p) {
+        p.tp = 2;
+        p.sequenceParallel = true;
+        p.framework.name = "deepspeed";
+        p.recompute = Recompute::Full;
+    });
+    add("pp2_dp2_zero3_parallel", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
@@ -183,6 +196,7 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("tied") != std::string::npos) model.tiedEmbeddings = true;
     if (c.name.find("8layers") != std::string::npos) model.layers = 8;
     if (c.name.find("partial_rope") != std::string::npos) model.rotaryPercent = 0.25;
+    if (c.name.find("parallel") != std::string::npos) model.parallelResidual = true;
     Plan one = basePlan();
     one.precision = c.plan.precision;
     one.globalBatch = c.plan.globalBatch;
@@ -451,9 +465,8 @@ TEST(ExpertParallel, Ep1Dp2AndZeroBubbleFullRecomputeMatchOneRank) {
 // loss on one rank, for elements of the router and of an expert of the first layer.
 // The mixed model (a dense first layer, shared experts) checks the dense layer's MLP and the shared experts' weights
 // of the first MoE layer the same way.
-void expectMoeGradientsMatchFiniteDifferences(bool mixed, const std::vector<std::string>& names, bool bias = false) {
-    ModelConfig model = tinyMoeModel(mixed);
-    model.linearBias = bias;
+// The gradients `names` of `model` on one rank against central differences of the loss, at four or five elements each.
+void expectGradientsMatchFiniteDifferences(const ModelConfig& model, const std::vector<std::string>& names) {
     const Plan plan = basePlan();
     auto w = makeInProcessWorld(1);
     auto comm = makeInProcessComm(w, 0);
@@ -472,7 +485,7 @@ void expectMoeGradientsMatchFiniteDifferences(bool mixed, const std::vector<std:
     std::vector<std::vector<double>> grads;
     for (auto& p : gpt.parameters()) grads.push_back(backend->download(p.grad));
     int checked = 0;
-    size_t index = 0;
+    size_t index = 0, found = 0;
     for (auto& p : gpt.parameters()) {
         const std::vector<double>& grad = grads[index++];
         if (std::find(names.begin(), names.end(), p.info.name) == names.end()) continue;
@@ -494,8 +507,16 @@ void expectMoeGradientsMatchFiniteDifferences(bool mixed, const std::vector<std:
             ++checked;
         }
         EXPECT_TRUE(moves) << p.info.name;
+        ++found;
     }
-    EXPECT_GE(checked, 5 * static_cast<int>(names.size()));
+    EXPECT_EQ(found, names.size()); // every name is one of the model's parameters
+    EXPECT_GE(checked, 4 * static_cast<int>(names.size()));
+}
+
+void expectMoeGradientsMatchFiniteDifferences(bool mixed, const std::vector<std::string>& names, bool bias = false) {
+    ModelConfig model = tinyMoeModel(mixed);
+    model.linearBias = bias;
+    expectGradientsMatchFiniteDifferences(model, names);
 }
 
 TEST(ExpertParallel, GradientsMatchFiniteDifferences) {
@@ -509,6 +530,22 @@ TEST(ExpertParallel, GradientsMatchFiniteDifferences) {
         true, {"layer.0.mlp.fc1.bias", "layer.0.mlp.fc2.bias", "layer.1.mlp.expert.2.fc1.bias", "layer.1.mlp.expert.2.fc2.bias",
                "layer.1.mlp.shared.fc1.bias", "layer.1.mlp.shared.fc2.bias"},
         true);
+}
+
+// A parallel block (GPT-NeoX's): both norms read the layer input, both blocks' outputs join it; every weight and
+// bias of the layer, the two norms' included, by central differences.
+TEST(ParallelBlock, GradientsMatchFiniteDifferences) {
+    for (const bool swiglu : {false, true}) { // GELU with LayerNorm, SwiGLU with RMSNorm (no norm biases)
+        ModelConfig model = tinyModel(swiglu);
+        model.parallelResidual = true;
+        model.linearBias = true;
+        std::vector<std::string> names{"layer.0.ln1.weight",       "layer.0.ln2.weight",     "layer.0.attn.q.weight",
+                                       "layer.0.attn.v.bias",      "layer.0.attn.proj.weight", "layer.0.attn.proj.bias",
+                                       "layer.0.mlp.fc1.weight",   "layer.0.mlp.fc2.weight", "layer.0.mlp.fc2.bias",
+                                       "layer.1.ln2.weight"};
+        if (model.norm == NormKind::LayerNorm) names.insert(names.end(), {"layer.0.ln1.bias", "layer.0.ln2.bias"});
+        expectGradientsMatchFiniteDifferences(model, names);
+    }
 }
 
 TEST(ExpertParallel, RejectsTensorParallelismWithoutSequenceParallelism) {
@@ -555,7 +592,6 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::Geglu; }},
         {"/model/post_norms", [](ModelConfig& m) { m.postNorms = true; }},
         {"/model/embedding_norm", [](ModelConfig& m) { m.embeddingNorm = true; }},
-        {"/model/parallel_residual", [](ModelConfig& m) { m.parallelResidual = true; }},
         {"/model/embedding_scale", [](ModelConfig& m) { m.embeddingScale = true; }},
         {"/model/attention_softcap", [](ModelConfig& m) { m.attentionSoftcap = 50.0; }},
         {"/model/logit_softcap", [](ModelConfig& m) { m.logitSoftcap = 30.0; }},

@@ -22,7 +22,12 @@ struct MemCase {
 };
 
 ModelConfig caseModel(const MemCase& c) {
-    if (!c.moe) return test::tinyModel(c.swiglu);
+    if (!c.moe) {
+        ModelConfig m = test::tinyModel(c.swiglu);
+        // A parallel block keeps the layer input once for both norms (no x + attention tensor).
+        m.parallelResidual = c.name.find("parallel") != std::string::npos;
+        return m;
+    }
     ModelConfig m = loadModelRef("tiny-moe", "test");
     m.seqLen = 16;
     if (c.mixed) {
@@ -43,6 +48,9 @@ std::vector<MemCase> memoryCases() {
     add("tp2", [](Plan& p) { p.tp = 2; });
     add("tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("tp2_swiglu_rope", [](Plan& p) { p.tp = 2; }, true);
+    add("tp2_parallel", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_swiglu_parallel", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
+    add("pp2_parallel", [](Plan& p) { p.pp = 2; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
