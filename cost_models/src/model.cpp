@@ -91,6 +91,11 @@ void checkModel(const ModelConfig& m, const std::string& ptr, ProblemList& probl
     if (m.parallelResidual && m.moe)
         problems.add(ptr + (hf ? "/use_parallel_residual" : "/parallel_residual"),
                      "attention and MLP side by side are modelled with a dense MLP; this model's MLP is a mixture of experts");
+    // A norm after each block needs each block's output whole, which the parallel block's one reduction of their sum
+    // never forms; no model has both.
+    if (m.parallelResidual && m.postNorms)
+        problems.add(ptr + (hf ? "/use_parallel_residual" : "/parallel_residual"),
+                     "attention and MLP side by side are modelled without norms after each block (post_norms)");
     if (m.rotaryPercent != 1.0) {
         const std::string key = ptr + (hf ? rotaryKey : "/rotary_percent");
         if (m.position != PositionEmbedding::Rope)

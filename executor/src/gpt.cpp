@@ -141,6 +141,17 @@ void GptModel::Impl::normForward(const Tensor& x, int w, int b, Tensor& y, Tenso
     be.normForward(x, W(w).view({h}), b >= 0 ? W(b).view({h}) : Tensor(), rms, kNormEps, y, mean, rstd);
 }
 
+Tensor GptModel::Impl::keptInputNorm(const Tensor& x, int w, int b, Tensor& kept, Tensor& mean, Tensor& rstd,
+                                     MemoryCategory cat) {
+    kept = be.empty(x.shape(), cat);                                          // the norm's input, for backward
+    be.copy(x, kept);
+    mean = be.empty({x.dim(0)}, cat);
+    rstd = be.empty({x.dim(0)}, cat);
+    Tensor y = be.empty(x.shape(), kBuf);                                     // added into the residual stream
+    be.normForward(kept, W(w).view({h}), b >= 0 ? W(b).view({h}) : Tensor(), rms, kNormEps, y, mean, rstd);
+    return y;
+}
+
 Tensor GptModel::Impl::normBackward(const Tensor& dy, const Tensor& x, int w, int b, const Tensor& mean,
                                     const Tensor& rstd) {
     Tensor dx = be.empty(x.shape(), kBuf);
@@ -214,6 +225,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     if (parallel) return parallelBlockForward(L, x, partial, a, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
     if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
+    if (postNorms) y = keptInputNorm(y, L.lnpaw, L.lnpab, a.ya, a.meanpa, a.rstdpa, cat); // [Tl, h]
     a.x2 = be.empty({Tl, h}, cat);                                            // [Tl, h] x + attention
     be.copy(x, a.x2);
     be.add(y, a.x2);
@@ -230,6 +242,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat);     // [Tl, h]
     }
     if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
+    if (postNorms) y2 = keptInputNorm(y2, L.lnpmw, L.lnpmb, a.ym, a.meanpm, a.rstdpm, cat); // [Tl, h]
     // The output is the next layer's input (kept for backward, also under full recompute) or the stage's
     // output: an activation either way.
     Tensor out = be.empty({Tl, h}, kAct);                                     // [Tl, h]
@@ -265,25 +278,27 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
                                      ChunkActs& acts, bool defer) {
     // A parallel block: both blocks take dout; with one reduction forward, its gradient is gathered once (SP).
     const Tensor doutGathered = parallel && reduceOnce ? gatherSeq(dout, kBuf) : Tensor();
-    // MLP block: out = x2 + g(act(f(n2) W1) W2).
-    replicatedBiasGrad(L.fc2b, dout);
+    // MLP block: out = x2 + g(act(f(n2) W1) W2) (with post_norms, x2 + norm(that)).
+    const Tensor dy2 = postNorms ? normBackward(dout, a.ym, L.lnpmw, L.lnpmb, a.meanpm, a.rstdpm) : dout; // [Tl, h]
+    replicatedBiasGrad(L.fc2b, dy2);
     Tensor dn2;
     if (L.moe) {
-        dn2 = moeBackward(L, dout, a.n2, a, acts, defer);                     // [Tl, h]
+        dn2 = moeBackward(L, dy2, a.n2, a, acts, defer);                      // [Tl, h]
         if (L.sharedFc1 >= 0) {
-            replicatedBiasGrad(L.sharedFc2b, dout);
-            Tensor ds = mlpBackward(L.sharedFc1, L.sharedFc1b, L.sharedFc2, sharedFl, dout, a.n2, a.sh1, a.sa, acts, defer);
+            replicatedBiasGrad(L.sharedFc2b, dy2);
+            Tensor ds = mlpBackward(L.sharedFc1, L.sharedFc1b, L.sharedFc2, sharedFl, dy2, a.n2, a.sh1, a.sa, acts, defer);
             be.add(ds, dn2);
         }
     } else {
-        dn2 = mlpBackward(L.fc1, L.fc1b, L.fc2, fL, dout, a.n2, a.h1, a.a, acts, defer, doutGathered); // [Tl, h]
+        dn2 = mlpBackward(L.fc1, L.fc1b, L.fc2, fL, dy2, a.n2, a.h1, a.a, acts, defer, doutGathered); // [Tl, h]
     }
     // The attention block's output gradient: dx2 (sequential), or dout itself beside the MLP (parallel), whose
     // norm's input gradient joins the layer input's.
     Tensor dx2 = normBackward(dn2, parallel ? a.x : a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2); // [Tl, h]
     be.add(dout, dx2);                                                        // residual
-    const Tensor& dAttn = parallel ? dout : dx2;
-    // Attention block: x2 = x + g(attn(f(n1)) Wproj).
+    Tensor dAttn = parallel ? dout : dx2;
+    // Attention block: x2 = x + g(attn(f(n1)) Wproj) (with post_norms, x + norm(that)).
+    if (postNorms) dAttn = normBackward(dAttn, a.ya, L.lnpaw, L.lnpab, a.meanpa, a.rstdpa); // [Tl, h]
     replicatedBiasGrad(L.projb, dAttn);
     Tensor dpp = doutGathered.defined() ? doutGathered : gatherSeq(dAttn, kBuf); // [T, h]
     Tensor dO = be.empty({T, qL}, kBuf);                                      // [T, qL]
@@ -336,6 +351,7 @@ Tensor GptModel::Impl::embed(const ChunkParams& c, ChunkActs& acts, const MicroB
     Tensor x = reduceSeq(partial);                                            // [Tl, h]
     Tensor out = be.empty({Tl, h}, kAct);
     be.copy(x, out);
+    if (embeddingScale != 1.0) be.scale(out, embeddingScale);                 // Gemma: x sqrt(hidden)
     if (c.wpe >= 0) {
         const int64_t firstRow = sp ? ctx.tp.myIndex * Tl : 0;
         acts.positions = tokenPositions(Tl, firstRow);
@@ -344,10 +360,15 @@ Tensor GptModel::Impl::embed(const ChunkParams& c, ChunkActs& acts, const MicroB
         be.embeddingForward(pos, W(c.wpe), 0, pe);
         be.add(pe, out);
     }
+    if (c.lnew >= 0) {                                                        // BLOOM's norm over the embedding
+        Tensor y = keptInputNorm(out, c.lnew, c.lneb, acts.embX, acts.meane, acts.rstde, kAct);
+        be.copy(y, out);                                                      // [Tl, h] the first layer's input
+    }
     return out;
 }
 
-void GptModel::Impl::embedBackward(const ChunkParams& c, ChunkActs& acts, const Tensor& dx) {
+void GptModel::Impl::embedBackward(const ChunkParams& c, ChunkActs& acts, const Tensor& dxOut) {
+    const Tensor dx = c.lnew >= 0 ? normBackward(dxOut, acts.embX, c.lnew, c.lneb, acts.meane, acts.rstde) : dxOut;
     if (c.wpe >= 0) {
         std::vector<int32_t> pos(acts.positions.begin(), acts.positions.end());
         Tensor dpe = be.zeros(W(c.wpe).shape(), kBuf);
@@ -355,6 +376,12 @@ void GptModel::Impl::embedBackward(const ChunkParams& c, ChunkActs& acts, const 
         addReplicatedGrad(c.wpe, dpe);
     }
     Tensor dfull = gatherSeq(dx, kBuf);                                       // [T, h]
+    if (embeddingScale != 1.0) {                                              // the token rows' share of the scale
+        Tensor scaled = be.empty(dfull.shape(), kBuf);
+        be.copy(dfull, scaled);
+        be.scale(scaled, embeddingScale);
+        dfull = scaled;
+    }
     be.embeddingBackward(acts.tokens, dfull, vocabBegin, G(c.wte));
 }
 

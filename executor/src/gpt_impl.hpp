@@ -19,6 +19,8 @@ struct LayerParams {
     int layer = -1;
     int ln1w = -1, ln1b = -1, q = -1, k = -1, v = -1, qb = -1, kb = -1, vb = -1, proj = -1, projb = -1;
     int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
+    // Norms after attention and after the MLP on each block's output (post_norms: Gemma 2 and 3).
+    int lnpaw = -1, lnpab = -1, lnpmw = -1, lnpmb = -1;
     // Mixture of experts: the router [h, E] (replicated over TP) and this EP rank's experts, F split over expert TP as
     // the dense MLP's over TP (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / etp). With linear_bias each expert has an fc1
     // bias [Fl or 2 Fl] split as fc1 and an fc2 bias [h] replicated over expert TP (empty vectors without).
@@ -47,6 +49,7 @@ struct ChunkParams {
     int firstLayer = 0, lastLayer = 0; // [first, last)
     bool embedding = false, head = false;
     int wte = -1, wpe = -1, lnfw = -1, lnfb = -1, lmHead = -1;
+    int lnew = -1, lneb = -1; // the norm over the embedding (embedding_norm: BLOOM's word_embeddings_layernorm)
     std::vector<LayerParams> layers;
 };
 
@@ -60,6 +63,8 @@ struct LayerActs {
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
     Tensor a;                 // [T, fL] activation output
+    Tensor ya, meanpa, rstdpa; // post_norms: the attention block's output [Tl, h] before its norm, [Tl], [Tl]
+    Tensor ym, meanpm, rstdpm; // post_norms: the MLP block's output [Tl, h] before its norm, [Tl], [Tl]
     MoeActs moe;              // MoE layers only
     Tensor sh1, sa;           // shared experts: as h1 and a, sharedFl wide
 };
@@ -77,6 +82,7 @@ struct ChunkActs {
     // Embedding (virtual stage 0).
     std::vector<int32_t> tokens;
     std::vector<int64_t> positions;     // per local row
+    Tensor embX, meane, rstde;          // embedding_norm: its input [Tl, h] and statistics [Tl]
     // Head (last virtual stage).
     Tensor headX, nf, meanf, rstdf;     // [Tl, h] x3, [Tl] x2
     Tensor logits;                      // [T, Vl] overwritten by its gradient in backward
@@ -107,6 +113,8 @@ struct GptModel::Impl {
     // Attention and the MLP side by side (ModelConfig::parallelResidual): both read the layer input; with
     // reduceOnce their row-parallel outputs are summed before one TP reduction (parallelResidualReducesOnceOf).
     bool parallel = false, reduceOnce = false;
+    bool postNorms = false, embeddingNorm = false;
+    double embeddingScale = 1.0; // embedding_scale: sqrt(hidden) (Gemma's normalizer), else 1
     int64_t ropeDim = 0; // with rope: the columns of each head it rotates (ModelConfig::rotaryDim)
     bool fullRecompute = false;
     int recomputeLayers = 0; // with fullRecompute: the first n layers of each chunk (0: all; Plan::recomputeLayers)
@@ -170,6 +178,8 @@ struct GptModel::Impl {
 
     void normForward(const Tensor& x, int w, int b, Tensor& y, Tensor& mean, Tensor& rstd,
                      MemoryCategory cat);
+    // A norm whose input is kept (cat) and whose output is a transient buffer: post_norms' and the embedding's.
+    Tensor keptInputNorm(const Tensor& x, int w, int b, Tensor& kept, Tensor& mean, Tensor& rstd, MemoryCategory cat);
     // dx = norm backward; the norm's weight/bias gradients are replicated over TP.
     Tensor normBackward(const Tensor& dy, const Tensor& x, int w, int b, const Tensor& mean,
                         const Tensor& rstd);

@@ -107,6 +107,9 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.ropeDim = model.rotaryDim();
     m.bias = model.linearBias;
     m.qkvBias = model.linearBias || model.qkvBias;
+    m.postNorms = model.postNorms;
+    m.embeddingNorm = model.embeddingNorm;
+    m.embeddingScale = model.embeddingScale ? std::sqrt(static_cast<double>(model.hidden)) : 1.0;
     m.parallel = model.parallelResidual;
     m.reduceOnce = model.parallelResidual && parallelResidualReducesOnceOf(plan.framework);
     m.fullRecompute = plan.recompute == Recompute::Full;
@@ -177,6 +180,10 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                 pe.chunk = c;
                 cp.wpe = add(pe);
             }
+            if (model.embeddingNorm) {
+                cp.lnew = vec("embed_norm.weight", h, InitKind::Ones, true, -1, c);
+                if (!m.rms) cp.lneb = vec("embed_norm.bias", h, InitKind::Zeros, true, -1, c);
+            }
         }
         for (int layer = cp.firstLayer; layer < cp.lastLayer; ++layer) {
             const std::string pre = "layer." + std::to_string(layer) + ".";
@@ -194,6 +201,12 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             }
             L.proj = rowSplit(pre + "attn.proj.weight", q, h, m.qL, outStd, layer, c);
             if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);
+            if (model.postNorms) {
+                L.lnpaw = vec(pre + "ln_post_attn.weight", h, InitKind::Ones, true, layer, c);
+                if (!m.rms) L.lnpab = vec(pre + "ln_post_attn.bias", h, InitKind::Zeros, true, layer, c);
+                L.lnpmw = vec(pre + "ln_post_mlp.weight", h, InitKind::Ones, true, layer, c);
+                if (!m.rms) L.lnpmb = vec(pre + "ln_post_mlp.bias", h, InitKind::Zeros, true, layer, c);
+            }
             L.ln2w = vec(pre + "ln2.weight", h, InitKind::Ones, true, layer, c);
             if (!m.rms) L.ln2b = vec(pre + "ln2.bias", h, InitKind::Zeros, true, layer, c);
             L.moe = model.moe && std::find(model.moe->denseLayers.begin(), model.moe->denseLayers.end(), layer) ==
@@ -322,8 +335,9 @@ std::vector<int> GptModel::bucketParameters(int chunk, int bucket, bool expert) 
         const ParamInfo& info = params_[static_cast<size_t>(i)].info;
         if (info.chunk != chunk || info.expert != expert) continue;
         const bool inLayer = info.layer == layer;
-        const bool isHead = !expert && info.layer < 0 && bucket == 0 && c.head && i != c.wte && i != c.wpe;
-        const bool isEmbedding = !expert && info.layer < 0 && bucket == n - 1 && c.embedding && (i == c.wte || i == c.wpe);
+        const bool embeddingParam = i == c.wte || i == c.wpe || i == c.lnew || i == c.lneb;
+        const bool isHead = !expert && info.layer < 0 && bucket == 0 && c.head && !embeddingParam;
+        const bool isEmbedding = !expert && info.layer < 0 && bucket == n - 1 && c.embedding && embeddingParam;
         if (inLayer || isHead || isEmbedding) out.push_back(i);
     }
     return out;
@@ -334,7 +348,8 @@ std::vector<std::vector<int>> GptModel::parameterUnits(int chunk) const {
     std::vector<std::vector<int>> units;
     if (c.embedding) {
         units.push_back({c.wte});
-        if (c.wpe >= 0) units.back().push_back(c.wpe);
+        for (int i : {c.wpe, c.lnew, c.lneb})
+            if (i >= 0) units.back().push_back(i);
     }
     for (const LayerParams& L : c.layers) {
         std::vector<int> unit;

@@ -61,19 +61,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
-    if (model.embeddingNorm)
-        problems.add("/model/embedding_norm", "the executor's embedding feeds the first layer as it is; a norm over it "
-                                              "(BLOOM's) is predicted, not run by tessel run yet");
-    if (model.embeddingScale)
-        problems.add("/model/embedding_scale", "the executor's embedding feeds the first layer unscaled; Gemma's sqrt(hidden) "
-                                               "scale is predicted, not run by tessel run yet");
     for (const auto& [key, cap] : {std::pair{"attention_softcap", model.attentionSoftcap}, std::pair{"logit_softcap", model.logitSoftcap}})
         if (cap > 0.0)
             problems.add(std::string("/model/") + key, "the executor's attention and loss take the scores and logits as they "
                                                       "are; tanh soft-capping (Gemma 2's) is predicted, not run by tessel run yet");
-    if (model.postNorms)
-        problems.add("/model/post_norms", "the executor's layer normalises before attention and the MLP only; norms after "
-                                          "them are predicted, not run by tessel run yet");
     if (model.activation == Activation::Geglu)
         problems.add("/model/activation", "the executor's MLP gates with SiLU (swiglu) or runs GELU / squared ReLU alone; "
                                           "geglu is predicted, not run by tessel run yet");

@@ -222,7 +222,7 @@ std::string problemAt(const nlohmann::json& doc) {
 }
 
 // Attention and the MLP side by side: the same parameters, written back only when set, and refused beside experts,
-// whose combine tessel does not merge with attention's reduction.
+// whose combine tessel does not merge with attention's reduction, and beside norms after each block.
 TEST(ModelJson, ParallelResidualRoundTripsWithTheSameParameters) {
     ModelConfig m = handModel();
     const auto sequential = countParameters(m);
@@ -236,6 +236,9 @@ TEST(ModelJson, ParallelResidualRoundTripsWithTheSameParameters) {
     EXPECT_EQ(problemAt(j), "/parallel_residual");
     j["parallel_residual"] = true;
     j["moe"] = {{"experts", 8}, {"top_k", 2}, {"expert_ffn_hidden", 64}};
+    EXPECT_EQ(problemAt(j), "/parallel_residual");
+    j.erase("moe");
+    j["post_norms"] = true;
     EXPECT_EQ(problemAt(j), "/parallel_residual");
 }
 

@@ -48,6 +48,15 @@ std::vector<Case> grid() {
         p.recompute = Recompute::Full;
     });
     add("pp2_dp2_zero3_parallel", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
+    // Gemma's norms after each block and scaled embedding, BLOOM's norm over the embedding: over TP (with SP), CP,
+    // pipeline stages (interleaved, the embedding's own bucket) and ZeRO-3's units, and replayed under full recompute.
+    add("tp2_postnorms", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_swiglu_postnorms_embscale", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
+    add("cp2_postnorms_embnorm", [](Plan& p) { p.cp = 2; });
+    add("tp2_sp_embnorm_recompute", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.recompute = Recompute::Full; });
+    add("pp2_interleaved_vpp2_postnorms_embscale", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
+    add("pp2_dp2_zero1_embnorm_embscale_tied", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 1; });
+    add("dp2_zero3_embnorm_postnorms", [](Plan& p) { p.dp = 2; p.zeroStage = 3; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
@@ -197,6 +206,9 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("8layers") != std::string::npos) model.layers = 8;
     if (c.name.find("partial_rope") != std::string::npos) model.rotaryPercent = 0.25;
     if (c.name.find("parallel") != std::string::npos) model.parallelResidual = true;
+    if (c.name.find("postnorms") != std::string::npos) model.postNorms = true;
+    if (c.name.find("embnorm") != std::string::npos) model.embeddingNorm = true;
+    if (c.name.find("embscale") != std::string::npos) model.embeddingScale = true;
     Plan one = basePlan();
     one.precision = c.plan.precision;
     one.globalBatch = c.plan.globalBatch;
@@ -548,6 +560,26 @@ TEST(ParallelBlock, GradientsMatchFiniteDifferences) {
     }
 }
 
+// Gemma's norms after each block (post_norms) and its embedding x sqrt(hidden) (embedding_scale), BLOOM's norm over
+// the embedding (embedding_norm): every parameter they touch by central differences, with LayerNorm (GELU, learned
+// positions) and RMSNorm (SwiGLU, rotary).
+TEST(ModelFeatures, NormsAndEmbeddingScaleGradientsMatchFiniteDifferences) {
+    for (const bool swiglu : {false, true}) {
+        ModelConfig model = tinyModel(swiglu);
+        model.postNorms = true;
+        model.embeddingNorm = true;
+        model.embeddingScale = true;
+        model.linearBias = true;
+        std::vector<std::string> names{"wte",                        "embed_norm.weight",        "layer.0.ln_post_attn.weight",
+                                       "layer.0.ln_post_mlp.weight", "layer.0.attn.proj.weight", "layer.0.attn.proj.bias",
+                                       "layer.0.mlp.fc2.bias",       "layer.0.ln2.weight",       "layer.1.ln_post_mlp.weight"};
+        if (model.norm == NormKind::LayerNorm)
+            names.insert(names.end(), {"embed_norm.bias", "layer.0.ln_post_attn.bias", "layer.0.ln_post_mlp.bias"});
+        if (model.position == PositionEmbedding::Learned) names.push_back("wpe");
+        expectGradientsMatchFiniteDifferences(model, names);
+    }
+}
+
 TEST(ExpertParallel, RejectsTensorParallelismWithoutSequenceParallelism) {
     Plan p = basePlan();
     p.tp = 2;
@@ -590,9 +622,6 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::Geglu; }},
-        {"/model/post_norms", [](ModelConfig& m) { m.postNorms = true; }},
-        {"/model/embedding_norm", [](ModelConfig& m) { m.embeddingNorm = true; }},
-        {"/model/embedding_scale", [](ModelConfig& m) { m.embeddingScale = true; }},
         {"/model/attention_softcap", [](ModelConfig& m) { m.attentionSoftcap = 50.0; }},
         {"/model/logit_softcap", [](ModelConfig& m) { m.logitSoftcap = 30.0; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},

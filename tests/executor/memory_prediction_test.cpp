@@ -26,6 +26,9 @@ ModelConfig caseModel(const MemCase& c) {
         ModelConfig m = test::tinyModel(c.swiglu);
         // A parallel block keeps the layer input once for both norms (no x + attention tensor).
         m.parallelResidual = c.name.find("parallel") != std::string::npos;
+        m.postNorms = c.name.find("postnorms") != std::string::npos;       // two more kept norm inputs a layer
+        m.embeddingNorm = c.name.find("embnorm") != std::string::npos;     // its input per micro-batch in flight
+        m.embeddingScale = c.name.find("embscale") != std::string::npos;   // nothing kept
         return m;
     }
     ModelConfig m = loadModelRef("tiny-moe", "test");
@@ -51,6 +54,10 @@ std::vector<MemCase> memoryCases() {
     add("tp2_parallel", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_swiglu_parallel", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_parallel", [](Plan& p) { p.pp = 2; });
+    add("tp2_postnorms", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_swiglu_postnorms_embscale", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
+    add("pp2_embnorm", [](Plan& p) { p.pp = 2; });
+    add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
