@@ -291,11 +291,8 @@ public:
         checkShape("geluForward", "y", y, x.shape());
         const T* px = x.data<T>();
         T* py = y.data<T>();
-        for (int64_t i = 0; i < x.numel(); ++i) {
-            const double v = static_cast<double>(px[i]);
-            // GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. in sec. 2; GPT-2): 0.5 x (1 + tanh(u))
-            py[i] = static_cast<T>(0.5 * v * (1.0 + std::tanh(geluInner(v))));
-        }
+        // GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. in sec. 2; GPT-2): 0.5 x (1 + tanh(u))
+        for (int64_t i = 0; i < x.numel(); ++i) py[i] = static_cast<T>(activation(static_cast<double>(px[i]), GateActivation::Gelu));
     }
 
     void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) override {
@@ -306,40 +303,47 @@ public:
         const T* pdy = dy.data<T>();
         const T* px = x.data<T>();
         T* pdx = dx.data<T>();
-        for (int64_t i = 0; i < x.numel(); ++i) {
-            const double v = static_cast<double>(px[i]);
-            const double t = std::tanh(geluInner(v));
-            // d/dx of 0.5 x (1 + tanh(u)), u = s (x + 0.044715 x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 0.044715 x^2)
-            const double du = kGeluScale * (1.0 + 3.0 * kGeluCubic * v * v);
-            const double grad = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du;
-            pdx[i] = static_cast<T>(static_cast<double>(pdy[i]) * grad);
-        }
+        for (int64_t i = 0; i < x.numel(); ++i)
+            pdx[i] = static_cast<T>(static_cast<double>(pdy[i]) * activationDerivative(static_cast<double>(px[i]), GateActivation::Gelu));
     }
 
-    void swigluForward(const Tensor& x, Tensor& y) override {
+    // SiLU, silu(g) = g sigmoid(g), d/dg = s (1 + g (1 - s)); GELU's tanh form 0.5 g (1 + tanh(u)), u = c (g +
+    // 0.044715 g^3), d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) c (1 + 3 0.044715 g^2) with t = tanh(u), c = sqrt(2/pi).
+    static double activation(double g, GateActivation act) {
+        return act == GateActivation::Silu ? g * sigmoid(g) : 0.5 * g * (1.0 + std::tanh(geluInner(g)));
+    }
+    static double activationDerivative(double g, GateActivation act) {
+        if (act == GateActivation::Silu) {
+            const double s = sigmoid(g);
+            return s * (1.0 + g * (1.0 - s));
+        }
+        const double t = std::tanh(geluInner(g));
+        return 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * kGeluScale * (1.0 + 3.0 * kGeluCubic * g * g);
+    }
+
+    void gluForward(const Tensor& x, Tensor& y, GateActivation act) override {
         // x [n, 2f] = [gate | up], y [n, f]
-        const auto [n, twoF] = matrixShape("swigluForward", "x", x);
-        if (twoF % 2 != 0) fail("swigluForward", "x " + x.shapeString() + " has an odd number of columns");
+        const auto [n, twoF] = matrixShape("gluForward", "x", x);
+        if (twoF % 2 != 0) fail("gluForward", "x " + x.shapeString() + " has an odd number of columns");
         const int64_t f = twoF / 2;
-        checkShape("swigluForward", "y", y, {n, f});
+        checkShape("gluForward", "y", y, {n, f});
         const T* px = x.data<T>();
         T* py = y.data<T>();
         for (int64_t r = 0; r < n; ++r)
             for (int64_t j = 0; j < f; ++j) {
                 const double g = static_cast<double>(px[r * twoF + j]);
                 const double u = static_cast<double>(px[r * twoF + f + j]);
-                // SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer"): silu(gate) * up, silu(g) = g sigmoid(g)
-                py[r * f + j] = static_cast<T>(g * sigmoid(g) * u);
+                py[r * f + j] = static_cast<T>(activation(g, act) * u); // act(gate) * up
             }
     }
 
-    void swigluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) override {
+    void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) override {
         // dy [n, f], x [n, 2f], dx [n, 2f]
-        const auto [n, twoF] = matrixShape("swigluBackward", "x", x);
-        if (twoF % 2 != 0) fail("swigluBackward", "x " + x.shapeString() + " has an odd number of columns");
+        const auto [n, twoF] = matrixShape("gluBackward", "x", x);
+        if (twoF % 2 != 0) fail("gluBackward", "x " + x.shapeString() + " has an odd number of columns");
         const int64_t f = twoF / 2;
-        checkShape("swigluBackward", "dy", dy, {n, f});
-        checkShape("swigluBackward", "dx", dx, {n, twoF});
+        checkShape("gluBackward", "dy", dy, {n, f});
+        checkShape("gluBackward", "dx", dx, {n, twoF});
         const T* pdy = dy.data<T>();
         const T* px = x.data<T>();
         T* pdx = dx.data<T>();
@@ -348,10 +352,9 @@ public:
                 const double g = static_cast<double>(px[r * twoF + j]);
                 const double u = static_cast<double>(px[r * twoF + f + j]);
                 const double d = static_cast<double>(pdy[r * f + j]);
-                const double s = sigmoid(g);
-                // d silu(g)/dg = s (1 + g (1 - s)); dgate = dy up silu'(g); dup = dy silu(g)
-                pdx[r * twoF + j] = static_cast<T>(d * u * s * (1.0 + g * (1.0 - s)));
-                pdx[r * twoF + f + j] = static_cast<T>(d * g * s);
+                // dgate = dy up act'(g); dup = dy act(g)
+                pdx[r * twoF + j] = static_cast<T>(d * u * activationDerivative(g, act));
+                pdx[r * twoF + f + j] = static_cast<T>(d * activation(g, act));
             }
     }
 

@@ -173,7 +173,7 @@ Tensor GptModel::Impl::mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const 
     Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h]
     h1 = linear(n2f, fc1, fc1b, cat);                                         // [T, fl or 2 fl]
     act = be.empty({T, fl}, cat);                                             // [T, fl]
-    if (swiglu) be.swigluForward(h1, act);
+    if (gated) be.gluForward(h1, act, gateAct);
     else be.geluForward(h1, act);
     Tensor partial = linear(act, fc2, -1, kBuf);                              // [T, h] partial over TP
     return reduce ? reduceSeq(partial) : partial;                             // [Tl, h], or [T, h] unreduced
@@ -187,7 +187,7 @@ Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const
     be.gemm(false, true, 1.0, dp2, W(fc2), 0.0, da);
     weightGrad(acts, act, dp2, fc2, false, defer);
     Tensor dh1 = be.empty(h1.shape(), kBuf);                                  // [T, fl or 2 fl]
-    if (swiglu) be.swigluBackward(da, h1, dh1);
+    if (gated) be.gluBackward(da, h1, dh1, gateAct);
     else be.geluBackward(da, h1, dh1);
     biasGrad(fc1b, dh1);
     Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h] re-gathered for dW

@@ -109,7 +109,10 @@ struct GptModel::Impl {
     std::vector<int64_t> localPos;      // [sLocal] this rank's global positions within a sequence
     std::vector<std::vector<int64_t>> rankPos; // [cp][sLocal] every CP rank's positions
     double lossScale = 1.0;
-    bool rms = false, swiglu = false, rope = false, bias = false, qkvBias = false, sp = false;
+    bool rms = false, rope = false, bias = false, qkvBias = false, sp = false;
+    // A gated MLP (SwiGLU, GeGLU): fc1 [h, 2 fl] = [gate | up], and the gate's activation.
+    bool gated = false;
+    GateActivation gateAct = GateActivation::Silu;
     // Attention and the MLP side by side (ModelConfig::parallelResidual): both read the layer input; with
     // reduceOnce their row-parallel outputs are summed before one TP reduction (parallelResidualReducesOnceOf).
     bool parallel = false, reduceOnce = false;

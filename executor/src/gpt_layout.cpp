@@ -102,7 +102,8 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.vocabLocal = vPad / tp;
     m.vocabBegin = ctx.tp.myIndex * m.vocabLocal;
     m.rms = model.norm == NormKind::RmsNorm;
-    m.swiglu = model.activation == Activation::Swiglu;
+    m.gated = model.gatedMlp();
+    m.gateAct = model.activation == Activation::Geglu ? GateActivation::Gelu : GateActivation::Silu;
     m.rope = model.position == PositionEmbedding::Rope;
     m.ropeDim = model.rotaryDim();
     m.bias = model.linearBias;
@@ -216,7 +217,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             // way; fc2 row-split.
             auto denseMlp = [&](const std::string& mpre, int64_t width, int64_t wl, bool withBias, int& fc1, int& fc1b,
                                 int& fc2) {
-                if (m.swiglu) {
+                if (m.gated) {
                     ParamInfo w1;
                     w1.name = mpre + "fc1.weight";
                     w1.pieces = {piece(mpre + "gate.weight", h, width, 0, h, t * wl, (t + 1) * wl, 0, 0),
@@ -262,7 +263,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                     const int64_t c0 = te * Fl, c1 = (te + 1) * Fl;
                     L.expertFc1.push_back(expertParam(
                         epre + "fc1.weight",
-                        m.swiglu ? std::vector<ParamPiece>{piece(epre + "gate.weight", h, F, 0, h, c0, c1, 0, 0),
+                        m.gated ? std::vector<ParamPiece>{piece(epre + "gate.weight", h, F, 0, h, c0, c1, 0, 0),
                                                            piece(epre + "up.weight", h, F, 0, h, c0, c1, 0, Fl)}
                                  : std::vector<ParamPiece>{piece(epre + "fc1.weight", h, F, 0, h, c0, c1)},
                         InitKind::Normal, 0.02, false));
@@ -272,7 +273,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                         // reduce-scattered).
                         L.expertFc1b.push_back(expertParam(
                             epre + "fc1.bias",
-                            m.swiglu ? gluBias(epre, F, Fl, te, layer, c).pieces
+                            m.gated ? gluBias(epre, F, Fl, te, layer, c).pieces
                                      : std::vector<ParamPiece>{piece(epre + "fc1.bias", 1, F, 0, 1, c0, c1)},
                             InitKind::Zeros, 0.0, false));
                         L.expertFc2b.push_back(

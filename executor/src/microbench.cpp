@@ -249,8 +249,8 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
             const double swigluBytes = kernel_cost::activationBytes(true, n, c / 2, e);
             auto s = shape;
             s["cols"] = c / 2;
-            record(measure("swiglu_forward", [&] { Bufs& t = bufs(); be.swigluForward(t.x, t.h); }), s, 0.0, swigluBytes);
-            record(measure("swiglu_backward", [&] { Bufs& t = bufs(); be.swigluBackward(t.dh, t.x, t.dx); }), s, 0.0,
+            record(measure("swiglu_forward", [&] { Bufs& t = bufs(); be.gluForward(t.x, t.h, GateActivation::Silu); }), s, 0.0, swigluBytes);
+            record(measure("swiglu_backward", [&] { Bufs& t = bufs(); be.gluBackward(t.dh, t.x, t.dx, GateActivation::Silu); }), s, 0.0,
                    kernel_cost::kBackwardByteFactor * swigluBytes);
         }
         const double residual = kernel_cost::residualBytes(n, c, e, 0);

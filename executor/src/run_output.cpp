@@ -65,9 +65,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         if (cap > 0.0)
             problems.add(std::string("/model/") + key, "the executor's attention and loss take the scores and logits as they "
                                                       "are; tanh soft-capping (Gemma 2's) is predicted, not run by tessel run yet");
-    if (model.activation == Activation::Geglu)
-        problems.add("/model/activation", "the executor's MLP gates with SiLU (swiglu) or runs GELU / squared ReLU alone; "
-                                          "geglu is predicted, not run by tessel run yet");
     if (model.slidingWindow > 0)
         problems.add("/model/sliding_window", "the executor's attention sees the whole causal prefix; sliding-window "
                                               "attention is predicted and exported (Megatron-LM --window-size), not run "

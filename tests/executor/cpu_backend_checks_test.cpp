@@ -89,9 +89,9 @@ TEST(CpuBackend, ShapeMismatchesThrowRuntimeErrorNamingTheOp) {
                        "normBackward");
     expectRuntimeError([&] { b->geluForward(a23, c24); }, "geluForward");
     expectRuntimeError([&] { b->geluBackward(a23, a23, c24); }, "geluBackward");
-    expectRuntimeError([&] { b->swigluForward(a23, c24); }, "swigluForward");  // odd columns
-    expectRuntimeError([&] { b->swigluForward(c24, c24); }, "swigluForward");  // y must be [2, 2]
-    expectRuntimeError([&] { b->swigluBackward(c24, c24, c24); }, "swigluBackward");
+    expectRuntimeError([&] { b->gluForward(a23, c24, GateActivation::Silu); }, "gluForward");  // odd columns
+    expectRuntimeError([&] { b->gluForward(c24, c24, GateActivation::Gelu); }, "gluForward");  // y must be [2, 2]
+    expectRuntimeError([&] { b->gluBackward(c24, c24, c24, GateActivation::Silu); }, "gluBackward");
     Tensor x3 = t({2, 1, 4}), x3odd = t({2, 1, 3});
     expectRuntimeError([&] { b->rope(x3, {0, 1, 2}, 10000.0, 4, false); }, "rope");
     expectRuntimeError([&] { b->rope(x3odd, {0, 1}, 10000.0, 3, false); }, "rope");  // an odd rotated width

@@ -101,17 +101,20 @@ TEST(CpuBackendGradients, GeluBackwardMatchesFiniteDifferences) {
     EXPECT_LT(relativeError(b->download(dx), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
 }
 
-TEST(CpuBackendGradients, SwigluBackwardMatchesFiniteDifferences) {
+// SwiGLU and GeGLU: silu or GELU (tanh form) of the gate times the up half.
+TEST(CpuBackendGradients, GatedActivationBackwardMatchesFiniteDifferences) {
     auto b = f64();
     const Values xv = randomValues(24, 29, -3.0, 3.0), w = randomValues(12, 30);  // x [4, 6], dy [4, 3]
-    auto loss = [&](const Values& x) {
-        Tensor y = b->empty({4, 3}, MemoryCategory::Activations);
-        b->swigluForward(make(*b, {4, 6}, x), y);
-        return dot(b->download(y), w);
-    };
-    Tensor dx = filled(*b, {4, 6}, std::numeric_limits<double>::quiet_NaN());
-    b->swigluBackward(make(*b, {4, 3}, w), make(*b, {4, 6}, xv), dx);
-    EXPECT_LT(relativeError(b->download(dx), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
+    for (const GateActivation act : {GateActivation::Silu, GateActivation::Gelu}) {
+        auto loss = [&](const Values& x) {
+            Tensor y = b->empty({4, 3}, MemoryCategory::Activations);
+            b->gluForward(make(*b, {4, 6}, x), y, act);
+            return dot(b->download(y), w);
+        };
+        Tensor dx = filled(*b, {4, 6}, std::numeric_limits<double>::quiet_NaN());
+        b->gluBackward(make(*b, {4, 3}, w), make(*b, {4, 6}, xv), dx, act);
+        EXPECT_LT(relativeError(b->download(dx), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
+    }
 }
 
 TEST(CpuBackendGradients, RopeInverseIsTheBackward) {
@@ -267,7 +270,7 @@ TEST(CpuBackendFloat, BackwardOpsMatchFloat64) {
             Tensor x = make(*b, {4, 6}, xv), dx = b->empty({4, 6}, MemoryCategory::Activations);
             b->geluBackward(make(*b, {4, 6}, w), x, dx);
             Values all = b->download(dx);
-            b->swigluBackward(make(*b, {4, 3}, w2), x, dx);
+            b->gluBackward(make(*b, {4, 3}, w2), x, dx, GateActivation::Silu);
             const Values s = b->download(dx);
             all.insert(all.end(), s.begin(), s.end());
             results.push_back(all);

@@ -71,13 +71,13 @@ double geluReference(double x) {
     return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
 }
 
-// x [n, 2f] -> silu(x[:, :f]) * x[:, f:]  [n, f]
-Values swigluReference(const Values& x, int64_t n, int64_t f) {
+// x [n, 2f] -> silu(x[:, :f]) * x[:, f:]  [n, f] (SwiGLU), or gelu(x[:, :f]) * x[:, f:] (GeGLU)
+Values gluReference(const Values& x, int64_t n, int64_t f, bool gelu) {
     Values y(static_cast<size_t>(n * f));
     for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < f; ++j) {
             const double g = x[static_cast<size_t>(i * 2 * f + j)], u = x[static_cast<size_t>(i * 2 * f + f + j)];
-            y[static_cast<size_t>(i * f + j)] = g / (1.0 + std::exp(-g)) * u;
+            y[static_cast<size_t>(i * f + j)] = (gelu ? geluReference(g) : g / (1.0 + std::exp(-g))) * u;
         }
     return y;
 }
@@ -231,7 +231,7 @@ TYPED_TEST(CpuBackendTyped, NormForwardMatchesReference) {
     }
 }
 
-TYPED_TEST(CpuBackendTyped, GeluAndSwigluForwardMatchReference) {
+TYPED_TEST(CpuBackendTyped, GeluAndGatedForwardMatchReference) {
     Backend& b = *this->backend;
     const Values xv = randomValues(24, 11, -4.0, 4.0);
     Tensor x = make(b, {4, 6}, xv), y = b.empty({4, 6}, MemoryCategory::Activations);
@@ -241,8 +241,10 @@ TYPED_TEST(CpuBackendTyped, GeluAndSwigluForwardMatchReference) {
     EXPECT_LT(relativeError(b.download(y), expected), this->kTolerance);
 
     Tensor ys = b.empty({4, 3}, MemoryCategory::Activations);  // x [4, 6] = [gate | up] -> [4, 3]
-    b.swigluForward(x, ys);
-    EXPECT_LT(relativeError(b.download(ys), swigluReference(xv, 4, 3)), this->kTolerance);
+    for (const bool gelu : {false, true}) {
+        b.gluForward(x, ys, gelu ? GateActivation::Gelu : GateActivation::Silu);
+        EXPECT_LT(relativeError(b.download(ys), gluReference(xv, 4, 3, gelu)), this->kTolerance) << gelu;
+    }
 }
 
 TYPED_TEST(CpuBackendTyped, RopeMatchesReferenceAndInverseIsIdentity) {

@@ -75,8 +75,8 @@ public:
     }
     void geluForward(const Tensor&, Tensor&) override { unsupported(); }
     void geluBackward(const Tensor&, const Tensor&, Tensor&) override { unsupported(); }
-    void swigluForward(const Tensor&, Tensor&) override { unsupported(); }
-    void swigluBackward(const Tensor&, const Tensor&, Tensor&) override { unsupported(); }
+    void gluForward(const Tensor&, Tensor&, GateActivation) override { unsupported(); }
+    void gluBackward(const Tensor&, const Tensor&, Tensor&, GateActivation) override { unsupported(); }
     void rope(Tensor&, const std::vector<int64_t>&, double, int64_t, bool) override { unsupported(); }
     void attentionForward(const Tensor&, const Tensor&, const Tensor&, int64_t, const std::vector<int64_t>&,
                           const std::vector<int64_t>&, Tensor&, Tensor&) override {

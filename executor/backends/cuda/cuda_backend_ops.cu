@@ -72,21 +72,21 @@ void CudaBackend::geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) {
     cuda::geluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), x.numel());
 }
 
-void CudaBackend::swigluForward(const Tensor& x, Tensor& y) {
-    const auto [n, twoF] = matrixShape("swigluForward", "x", x);
-    if (twoF % 2 != 0) fail("swigluForward", "x " + x.shapeString() + " has an odd number of columns");
-    checkShape("swigluForward", "y", y, {n, twoF / 2}, x.type());
+void CudaBackend::gluForward(const Tensor& x, Tensor& y, GateActivation act) {
+    const auto [n, twoF] = matrixShape("gluForward", "x", x);
+    if (twoF % 2 != 0) fail("gluForward", "x " + x.shapeString() + " has an odd number of columns");
+    checkShape("gluForward", "y", y, {n, twoF / 2}, x.type());
     touched(y);
-    cuda::swigluForward(kc_, dt(x), x.data<void>(), y.data<void>(), n, twoF / 2);
+    cuda::gluForward(kc_, dt(x), x.data<void>(), y.data<void>(), n, twoF / 2, act == GateActivation::Gelu);
 }
 
-void CudaBackend::swigluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-    const auto [n, twoF] = matrixShape("swigluBackward", "x", x);
-    if (twoF % 2 != 0) fail("swigluBackward", "x " + x.shapeString() + " has an odd number of columns");
-    checkShape("swigluBackward", "dy", dy, {n, twoF / 2}, x.type());
-    checkShape("swigluBackward", "dx", dx, {n, twoF}, x.type());
+void CudaBackend::gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) {
+    const auto [n, twoF] = matrixShape("gluBackward", "x", x);
+    if (twoF % 2 != 0) fail("gluBackward", "x " + x.shapeString() + " has an odd number of columns");
+    checkShape("gluBackward", "dy", dy, {n, twoF / 2}, x.type());
+    checkShape("gluBackward", "dx", dx, {n, twoF}, x.type());
     touched(dx);
-    cuda::swigluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), n, twoF / 2);
+    cuda::gluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), n, twoF / 2, act == GateActivation::Gelu);
 }
 
 void CudaBackend::rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) {

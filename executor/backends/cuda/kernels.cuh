@@ -43,8 +43,9 @@ void normBackward(const KernelContext& k, DType t, const void* dy, const void* x
 
 void geluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n);
 void geluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n);
-void swigluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f);
-void swigluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f);
+// A gated MLP's activation (x [n, 2f] = [gate | up] -> act(gate) * up [n, f]): GELU's tanh form with `gelu`, else SiLU.
+void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, bool gelu);
+void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f, bool gelu);
 
 // x [tokens, heads, d]: each head's first `rotated` columns rotated in place, the rest untouched; positions [tokens]
 // and invFreq [rotated / 2] (fp64) on the device.

@@ -152,44 +152,50 @@ __global__ void normParamPartialsKernel(const T* dy, const T* x, const float* me
     partialB[chunk * c + col] = b;
 }
 
+__device__ __forceinline__ float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+// GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or SiLU,
+// x sigmoid(x) (the gate of SwiGLU, Shazeer 2020); and their derivatives (d silu(g)/dg = s (1 + g (1 - s))).
+__device__ __forceinline__ float activationOf(float v, bool gelu) {
+    return gelu ? 0.5f * v * (1.0f + tanhf(kGeluScale * (v + kGeluCubic * v * v * v))) : v * sigmoidf(v);
+}
+__device__ __forceinline__ float activationDerivativeOf(float v, bool gelu) {
+    if (!gelu) {
+        const float s = sigmoidf(v);
+        return s * (1.0f + v * (1.0f - s));
+    }
+    const float t = tanhf(kGeluScale * (v + kGeluCubic * v * v * v));
+    const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+}
+
 template <typename T>
 __global__ void geluForwardKernel(const T* x, T* y, int64_t n) {
-    TESSEL_GRID_STRIDE(i, n) {
-        const float v = ld(x, i);
-        // GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        st(y, i, 0.5f * v * (1.0f + tanhf(kGeluScale * (v + kGeluCubic * v * v * v))));
-    }
+    TESSEL_GRID_STRIDE(i, n) { st(y, i, activationOf(ld(x, i), true)); }
 }
 
 template <typename T>
 __global__ void geluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n) {
-    TESSEL_GRID_STRIDE(i, n) {
-        const float v = ld(x, i);
-        const float t = tanhf(kGeluScale * (v + kGeluCubic * v * v * v));
-        const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
-        st(dx, i, ld(dy, i) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
-    }
+    TESSEL_GRID_STRIDE(i, n) { st(dx, i, ld(dy, i) * activationDerivativeOf(ld(x, i), true)); }
 }
 
-__device__ __forceinline__ float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
-
+// A gated MLP's activation over x [n, 2f] = [gate | up]: act(gate) * up (SwiGLU with SiLU, GeGLU with GELU).
 template <typename T>
-__global__ void swigluForwardKernel(const T* x, T* y, int64_t n, int64_t f) {
+__global__ void gluForwardKernel(const T* x, T* y, int64_t n, int64_t f, bool gelu) {
     TESSEL_GRID_STRIDE(i, n * f) {
         const int64_t r = i / f, j = i % f;
         const float g = ld(x, r * 2 * f + j), u = ld(x, r * 2 * f + f + j);
-        st(y, i, g * sigmoidf(g) * u);   // SwiGLU (Shazeer 2020): silu(gate) * up
+        st(y, i, activationOf(g, gelu) * u);
     }
 }
 
 template <typename T>
-__global__ void swigluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, int64_t f) {
+__global__ void gluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, int64_t f, bool gelu) {
     TESSEL_GRID_STRIDE(i, n * f) {
         const int64_t r = i / f, j = i % f;
         const float g = ld(x, r * 2 * f + j), u = ld(x, r * 2 * f + f + j), d = ld(dy, i);
-        const float s = sigmoidf(g);
-        st(dx, r * 2 * f + j, d * u * s * (1.0f + g * (1.0f - s)));   // d silu(g)/dg = s (1 + g (1 - s))
-        st(dx, r * 2 * f + f + j, d * g * s);
+        st(dx, r * 2 * f + j, d * u * activationDerivativeOf(g, gelu));   // dgate = dy up act'(g)
+        st(dx, r * 2 * f + f + j, d * activationOf(g, gelu));             // dup = dy act(g)
     }
 }
 
@@ -450,24 +456,25 @@ void geluBackward(const KernelContext& k, DType t, const void* dy, const void* x
     checkLaunch("geluBackward");
 }
 
-void swigluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f) {
+void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, bool gelu) {
     if (n * f <= 0) return;
     const ElementwiseLaunch l = planElementwise(n * f, k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
-        swigluForwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), as<T>(y), n, f);
+        gluForwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), as<T>(y), n, f, gelu);
     });
-    checkLaunch("swigluForward");
+    checkLaunch("gluForward");
 }
 
-void swigluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f) {
+void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f,
+                 bool gelu) {
     if (n * f <= 0) return;
     const ElementwiseLaunch l = planElementwise(n * f, k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
-        swigluBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n, f);
+        gluBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n, f, gelu);
     });
-    checkLaunch("swigluBackward");
+    checkLaunch("gluBackward");
 }
 
 void rope(const KernelContext& k, DType t, void* x, const int64_t* positions, const double* invFreq, int64_t tokens,

@@ -116,7 +116,7 @@ TEST_P(Kernels, LayerNormAndRmsNormForwardAndBackward) {
     }
 }
 
-TEST_P(Kernels, GeluAndSwiglu) {
+TEST_P(Kernels, GeluAndGatedActivations) {
     const int64_t n = 33, f = 50;
     const auto x = rnd(static_cast<size_t>(n * 2 * f), 15, 2.0), dy = rnd(static_cast<size_t>(n * 2 * f), 16);
     compare("gelu", [&](Backend& be) {
@@ -127,13 +127,14 @@ TEST_P(Kernels, GeluAndSwiglu) {
         return std::vector<std::vector<double>>{be.download(Y), be.download(DX)};
     });
     const std::vector<double> dyHalf(dy.begin(), dy.begin() + n * f);
-    compare("swiglu", [&](Backend& be) {
-        Tensor X = make(be, x, {n, 2 * f}), Y = be.empty({n, f}, MemoryCategory::Activations);
-        be.swigluForward(X, Y);
-        Tensor DY = make(be, dyHalf, {n, f}), DX = be.empty({n, 2 * f}, MemoryCategory::Buffers);
-        be.swigluBackward(DY, X, DX);
-        return std::vector<std::vector<double>>{be.download(Y), be.download(DX)};
-    });
+    for (const GateActivation act : {GateActivation::Silu, GateActivation::Gelu})
+        compare(act == GateActivation::Silu ? "swiglu" : "geglu", [&](Backend& be) {
+            Tensor X = make(be, x, {n, 2 * f}), Y = be.empty({n, f}, MemoryCategory::Activations);
+            be.gluForward(X, Y, act);
+            Tensor DY = make(be, dyHalf, {n, f}), DX = be.empty({n, 2 * f}, MemoryCategory::Buffers);
+            be.gluBackward(DY, X, DX, act);
+            return std::vector<std::vector<double>>{be.download(Y), be.download(DX)};
+        });
 }
 
 TEST_P(Kernels, RopeAndItsInverse) {

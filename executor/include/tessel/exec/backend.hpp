@@ -11,6 +11,10 @@
 
 namespace tessel::exec {
 
+// The activation of a gated MLP's gate: SiLU (SwiGLU, Shazeer 2020, "GLU Variants Improve Transformer") or GELU in
+// its tanh form (GeGLU, the same paper; Gemma's gelu_pytorch_tanh).
+enum class GateActivation { Silu, Gelu };
+
 // Shapes: activations are row-major [tokens, features] with tokens ordered (sequence, position) of the
 // micro-batch; attention tensors are [tokens, heads, head_dim]. "+=" in a comment means the op accumulates
 // into its output (gradients accumulate over micro-batches).
@@ -56,11 +60,12 @@ public:
     virtual void normBackward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                               const Tensor& rstd, bool rms, Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
 
-    // GELU (tanh approximation, as GPT-2) and SwiGLU (x [n, 2f] = [gate | up] -> silu(gate) * up [n, f]).
+    // GELU (tanh approximation, as GPT-2) and a gated MLP's activation (x [n, 2f] = [gate | up] -> act(gate) * up
+    // [n, f]: SwiGLU with Silu, GeGLU with Gelu).
     virtual void geluForward(const Tensor& x, Tensor& y) = 0;
     virtual void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) = 0;
-    virtual void swigluForward(const Tensor& x, Tensor& y) = 0;
-    virtual void swigluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) = 0;
+    virtual void gluForward(const Tensor& x, Tensor& y, GateActivation act) = 0;
+    virtual void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) = 0;
 
     // Rotary embedding in place on x [tokens, heads, d]: the first `rotated` columns of each head (even, at most d;
     // d for the whole head, less for a partial rotary) in pairs (i, i + rotated/2) at angles position x
