@@ -141,6 +141,34 @@ void GptModel::Impl::normForward(const Tensor& x, int w, int b, Tensor& y, Tenso
     be.normForward(x, W(w).view({h}), b >= 0 ? W(b).view({h}) : Tensor(), rms, kNormEps, y, mean, rstd);
 }
 
+Tensor GptModel::Impl::headNormForward(const Tensor& x, int64_t heads, int w, int b, Tensor& mean, Tensor& rstd,
+                                       MemoryCategory cat) {
+    const int64_t rows = x.dim(0) * heads;
+    Tensor y = be.empty(x.shape(), cat);
+    mean = be.empty({rows}, cat);
+    rstd = be.empty({rows}, cat);
+    Tensor yv = y.view({rows, d});
+    be.normForward(x.view({rows, d}), W(w).view({d}), b >= 0 ? W(b).view({d}) : Tensor(), rms, kNormEps, yv, mean, rstd);
+    return y;
+}
+
+Tensor GptModel::Impl::headNormBackward(const Tensor& dy, const Tensor& x, int64_t heads, int w, int b,
+                                        const Tensor& mean, const Tensor& rstd) {
+    const int64_t rows = x.dim(0) * heads;
+    Tensor dx = be.empty(x.shape(), kBuf);
+    Tensor dxv = dx.view({rows, d});
+    Tensor dg = be.zeros({1, d}, kBuf);
+    Tensor db = b >= 0 ? be.zeros({1, d}, kBuf) : Tensor();
+    Tensor dgv = dg.view({d}), dbv = b >= 0 ? db.view({d}) : Tensor();
+    be.normBackward(dy.view({rows, d}), x.view({rows, d}), W(w).view({d}), mean, rstd, rms, dxv, dgv, dbv);
+    for (auto [param, grad] : {std::pair{w, dg}, std::pair{b, db}}) {
+        if (param < 0) continue;
+        if (ctx.tp.size() > 1) ctx.comm->allReduce(grad, ctx.tp); // this rank's heads' share
+        be.add(grad, G(param));
+    }
+    return dx;
+}
+
 Tensor GptModel::Impl::keptInputNorm(const Tensor& x, int w, int b, Tensor& kept, Tensor& mean, Tensor& rstd,
                                      MemoryCategory cat) {
     kept = be.empty(x.shape(), cat);                                          // the norm's input, for backward
@@ -206,6 +234,12 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     a.q = linear(n1f, L.q, L.qb, cat);                                        // [T, qL]
     a.k = linear(n1f, L.k, L.kb, cat);                                        // [T, kvL]
     a.v = linear(n1f, L.v, L.vb, cat);                                        // [T, kvL]
+    if (qkNorm) {                                                             // each head of q and k, before RoPE
+        a.qIn = a.q;
+        a.kIn = a.k;
+        a.q = headNormForward(a.qIn, aL, L.qnw, L.qnb, a.meanq, a.rstdq, cat);   // [T, qL]
+        a.k = headNormForward(a.kIn, kvhL, L.knw, L.knb, a.meank, a.rstdk, cat); // [T, kvL]
+    }
     const std::vector<int64_t> pos = tokenPositions(T, 0);
     if (rope) {
         Tensor qv = a.q.view({T, aL, d}), kv = a.k.view({T, kvhL, d});
@@ -325,6 +359,10 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
         const std::vector<int64_t> pos = tokenPositions(T, 0);
         be.rope(dqv, pos, kRopeBase, ropeDim, true);
         be.rope(dkv, pos, kRopeBase, ropeDim, true);
+    }
+    if (qkNorm) {
+        dq = headNormBackward(dq, a.qIn, aL, L.qnw, L.qnb, a.meanq, a.rstdq);  // [T, qL]
+        dk = headNormBackward(dk, a.kIn, kvhL, L.knw, L.knb, a.meank, a.rstdk); // [T, kvL]
     }
     biasGrad(L.qb, dq);
     biasGrad(L.kb, dk);

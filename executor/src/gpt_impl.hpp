@@ -21,6 +21,8 @@ struct LayerParams {
     int ln2w = -1, ln2b = -1, fc1 = -1, fc1b = -1, fc2 = -1, fc2b = -1;
     // Norms after attention and after the MLP on each block's output (post_norms: Gemma 2 and 3).
     int lnpaw = -1, lnpab = -1, lnpmw = -1, lnpmb = -1;
+    // qk_norm: one norm over each head of q and one over each head of k, head_dim wide, shared by the heads.
+    int qnw = -1, qnb = -1, knw = -1, knb = -1;
     // Mixture of experts: the router [h, E] (replicated over TP) and this EP rank's experts, F split over expert TP as
     // the dense MLP's over TP (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / etp). With linear_bias each expert has an fc1
     // bias [Fl or 2 Fl] split as fc1 and an fc2 bias [h] replicated over expert TP (empty vectors without).
@@ -58,6 +60,8 @@ struct LayerActs {
     Tensor x;                 // [Tl, h] layer input
     Tensor n1, mean1, rstd1;  // [Tl, h], [Tl], [Tl]
     Tensor q, k, v;           // [T, qL], [T, kvL], [T, kvL] (q, k after RoPE)
+    Tensor qIn, kIn;          // qk_norm: q and k before their norms [T, qL], [T, kvL]
+    Tensor meanq, rstdq, meank, rstdk; // qk_norm: their statistics [T aL], [T kvhL]
     Tensor o, lse;            // [T, qL], [T, aL]
     Tensor x2;                // [Tl, h] after the attention residual (a parallel block has none: its MLP reads x)
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
@@ -116,7 +120,7 @@ struct GptModel::Impl {
     // Attention and the MLP side by side (ModelConfig::parallelResidual): both read the layer input; with
     // reduceOnce their row-parallel outputs are summed before one TP reduction (parallelResidualReducesOnceOf).
     bool parallel = false, reduceOnce = false;
-    bool postNorms = false, embeddingNorm = false;
+    bool postNorms = false, embeddingNorm = false, qkNorm = false;
     double embeddingScale = 1.0; // embedding_scale: sqrt(hidden) (Gemma's normalizer), else 1
     int64_t ropeDim = 0; // with rope: the columns of each head it rotates (ModelConfig::rotaryDim)
     bool fullRecompute = false;
@@ -181,6 +185,12 @@ struct GptModel::Impl {
 
     void normForward(const Tensor& x, int w, int b, Tensor& y, Tensor& mean, Tensor& rstd,
                      MemoryCategory cat);
+    // qk_norm: x [T, heads d] normalised over each head's d columns by the one norm `w`, `b` ([d]); y in cat. The
+    // backward returns dx [T, heads d]; the norm's gradient, summed over this rank's heads, is summed over TP too
+    // (the ranks hold different heads).
+    Tensor headNormForward(const Tensor& x, int64_t heads, int w, int b, Tensor& mean, Tensor& rstd, MemoryCategory cat);
+    Tensor headNormBackward(const Tensor& dy, const Tensor& x, int64_t heads, int w, int b, const Tensor& mean,
+                            const Tensor& rstd);
     // A norm whose input is kept (cat) and whose output is a transient buffer: post_norms' and the embedding's.
     Tensor keptInputNorm(const Tensor& x, int w, int b, Tensor& kept, Tensor& mean, Tensor& rstd, MemoryCategory cat);
     // dx = norm backward; the norm's weight/bias gradients are replicated over TP.

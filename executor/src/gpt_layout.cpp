@@ -109,6 +109,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.bias = model.linearBias;
     m.qkvBias = model.linearBias || model.qkvBias;
     m.postNorms = model.postNorms;
+    m.qkNorm = model.qkNorm;
     m.embeddingNorm = model.embeddingNorm;
     m.embeddingScale = model.embeddingScale ? std::sqrt(static_cast<double>(model.hidden)) : 1.0;
     m.parallel = model.parallelResidual;
@@ -199,6 +200,14 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                 L.qb = vec(pre + "attn.q.bias", q, InitKind::Zeros, false, layer, c, t * m.qL, (t + 1) * m.qL);
                 L.kb = vec(pre + "attn.k.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
                 L.vb = vec(pre + "attn.v.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
+            }
+            if (model.qkNorm) {
+                L.qnw = vec(pre + "attn.q_norm.weight", m.d, InitKind::Ones, true, layer, c);
+                L.knw = vec(pre + "attn.k_norm.weight", m.d, InitKind::Ones, true, layer, c);
+                if (!m.rms) {
+                    L.qnb = vec(pre + "attn.q_norm.bias", m.d, InitKind::Zeros, true, layer, c);
+                    L.knb = vec(pre + "attn.k_norm.bias", m.d, InitKind::Zeros, true, layer, c);
+                }
             }
             L.proj = rowSplit(pre + "attn.proj.weight", q, h, m.qL, outStd, layer, c);
             if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);

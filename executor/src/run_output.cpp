@@ -51,9 +51,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (model.activation == Activation::SquaredRelu)
         problems.add("/model/activation", "the executor's MLP is GELU or SwiGLU; squared_relu is predicted and exported "
                                           "(Megatron-LM --squared-relu), not run by tessel run yet");
-    if (model.qkNorm)
-        problems.add("/model/qk_norm", "the executor's attention has no q and k norms; qk_norm is predicted and "
-                                       "exported (Megatron-LM --qk-layernorm), not run by tessel run yet");
     if (model.mtpLayers > 0)
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");

@@ -60,6 +60,12 @@ std::vector<Case> grid() {
     // Gemma's MLP (GeGLU) with its post-norms and scaled embedding, over TP with SP and over pipeline stages.
     add("tp2_sp_geglu_postnorms_embscale", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_dp2_zero1_geglu", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 1; }, true);
+    // q and k normalised per head (Qwen3, Gemma 3): the norms' gradients summed over the TP ranks' heads, with and
+    // without SP, with rotary (SwiGLU model) and without, over CP's gathered keys and pipeline stages, recomputed.
+    add("tp2_qknorm", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
+    add("cp2_swiglu_qknorm", [](Plan& p) { p.cp = 2; }, true);
+    add("pp2_dp2_zero3_qknorm_recompute", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.recompute = Recompute::Full; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
@@ -213,6 +219,7 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("embnorm") != std::string::npos) model.embeddingNorm = true;
     if (c.name.find("embscale") != std::string::npos) model.embeddingScale = true;
     if (c.name.find("geglu") != std::string::npos) model.activation = Activation::Geglu; // the gated layout, GELU's gate
+    if (c.name.find("qknorm") != std::string::npos) model.qkNorm = true;
     Plan one = basePlan();
     one.precision = c.plan.precision;
     one.globalBatch = c.plan.globalBatch;
@@ -584,6 +591,20 @@ TEST(ModelFeatures, NormsAndEmbeddingScaleGradientsMatchFiniteDifferences) {
     }
 }
 
+// q and k normalised per head (qk_norm), LayerNorm (weight and bias) and RMSNorm, before RoPE in the second.
+TEST(ModelFeatures, QkNormGradientsMatchFiniteDifferences) {
+    for (const bool swiglu : {false, true}) {
+        ModelConfig model = tinyModel(swiglu);
+        model.qkNorm = true;
+        std::vector<std::string> names{"layer.0.attn.q_norm.weight", "layer.0.attn.k_norm.weight", "layer.0.attn.q.weight",
+                                       "layer.0.attn.k.weight", "layer.1.attn.k_norm.weight"};
+        // (k_norm's bias moves every key of a head alike, q.b the same for each key of a query: the softmax ignores it,
+        // its gradient is zero and there is nothing for the differences to see.)
+        if (model.norm == NormKind::LayerNorm) names.push_back("layer.0.attn.q_norm.bias");
+        expectGradientsMatchFiniteDifferences(model, names);
+    }
+}
+
 // Gemma's gated GELU (GeGLU): the gate's and up projection's weights and biases, and what feeds them.
 TEST(ModelFeatures, GegluGradientsMatchFiniteDifferences) {
     ModelConfig model = tinyModel(true);
@@ -637,7 +658,6 @@ TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
         {"/model/attention_softcap", [](ModelConfig& m) { m.attentionSoftcap = 50.0; }},
         {"/model/logit_softcap", [](ModelConfig& m) { m.logitSoftcap = 30.0; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
-        {"/model/qk_norm", [](ModelConfig& m) { m.qkNorm = true; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
         {"/model/sliding_window", [](ModelConfig& m) { m.slidingWindow = 8; }},
         {"/model/mla", [](ModelConfig& m) {

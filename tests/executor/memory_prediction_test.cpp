@@ -30,6 +30,7 @@ ModelConfig caseModel(const MemCase& c) {
         m.embeddingNorm = c.name.find("embnorm") != std::string::npos;     // its input per micro-batch in flight
         m.embeddingScale = c.name.find("embscale") != std::string::npos;   // nothing kept
         if (c.name.find("geglu") != std::string::npos) m.activation = Activation::Geglu; // SwiGLU's layout and bytes
+        m.qkNorm = c.name.find("qknorm") != std::string::npos;             // q and k before their norms, statistics
         return m;
     }
     ModelConfig m = loadModelRef("tiny-moe", "test");
@@ -59,6 +60,8 @@ std::vector<MemCase> memoryCases() {
     add("tp2_sp_swiglu_postnorms_embscale", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_embnorm", [](Plan& p) { p.pp = 2; });
     add("tp2_geglu", [](Plan& p) { p.tp = 2; }, true);
+    add("tp2_qknorm", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
