@@ -358,6 +358,23 @@ public:
             }
     }
 
+    void softcap(Tensor& x, double cap) override {
+        check("softcap", "x", x);
+        T* px = x.data<T>();
+        for (int64_t i = 0; i < x.numel(); ++i) px[i] = static_cast<T>(capped(static_cast<double>(px[i]), cap));
+    }
+
+    void softcapBackward(Tensor& dy, const Tensor& y, double cap) override {
+        check("softcapBackward", "y", y);
+        checkShape("softcapBackward", "dy", dy, y.shape());
+        T* pdy = dy.data<T>();
+        const T* py = y.data<T>();
+        for (int64_t i = 0; i < y.numel(); ++i) {
+            const double t = static_cast<double>(py[i]) / cap; // tanh(x / cap), from the capped value
+            pdy[i] = static_cast<T>(static_cast<double>(pdy[i]) * (1.0 - t * t));
+        }
+    }
+
     void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) override {
         // x [tokens, heads, d], positions [tokens]; columns from `rotated` on are passed through
         const auto [tokens, heads, d] = Checks::ropeShape(x, positions, rotated);
@@ -386,7 +403,7 @@ public:
 
     void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                           const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
-                          Tensor& o, Tensor& lse) override {
+                          Tensor& o, Tensor& lse, double scoreSoftcap) override {
         // q [S * sq, hq, d]; k, v [S * skv, hkv, d]; o [S * sq, hq, d]; lse [S * sq, hq]
         const AttentionShape a = attentionShape("attentionForward", q, k, v, sequences, queryPositions, keyPositions);
         checkShape("attentionForward", "o", o, q.shape());
@@ -411,7 +428,7 @@ public:
                     for (int64_t j = 0; j < a.skv; ++j) {
                         if (keyPositions[static_cast<size_t>(j)] > qPos) continue;
                         const T* kj = pk + ((s * a.skv + j) * a.hkv + g) * a.d;
-                        const double sc = dotRow(qi, kj, a.d) * a.scale;
+                        const double sc = capped(dotRow(qi, kj, a.d) * a.scale, scoreSoftcap);
                         score[static_cast<size_t>(j)] = sc;
                         maxScore = any ? std::max(maxScore, sc) : sc;
                         any = true;
@@ -438,7 +455,8 @@ public:
 
     void attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                            const Tensor& lse, int64_t sequences, const std::vector<int64_t>& queryPositions,
-                           const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv) override {
+                           const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv,
+                           double scoreSoftcap) override {
         // dout, q, o, dq [S * sq, hq, d]; k, v, dk, dv [S * skv, hkv, d]; lse [S * sq, hq]
         const AttentionShape a =
             attentionShape("attentionBackward", q, k, v, sequences, queryPositions, keyPositions);
@@ -476,10 +494,13 @@ public:
                         const int64_t kOff = ((s * a.skv + j) * a.hkv + g) * a.d;
                         const T* kj = pk + kOff;
                         const T* vj = pv + kOff;
-                        // P = exp(S - lse); dV += P^T dO; dP = dO V^T; dS = P (dP - D) (FlashAttention-2, alg. 2)
-                        const double p = std::exp(dotRow(qi, kj, a.d) * a.scale - l);
+                        // P = exp(S - lse); dV += P^T dO; dP = dO V^T; dS = P (dP - D) (FlashAttention-2, alg. 2);
+                        // through a soft-cap, dS times 1 - tanh^2 of the raw score over the cap
+                        const double raw = dotRow(qi, kj, a.d) * a.scale, sc = capped(raw, scoreSoftcap);
+                        const double p = std::exp(sc - l);
                         const double dp = dotRow(doi, vj, a.d);
-                        const double ds = p * (dp - dsum);
+                        const double slope = scoreSoftcap > 0.0 ? 1.0 - (sc / scoreSoftcap) * (sc / scoreSoftcap) : 1.0;
+                        const double ds = p * (dp - dsum) * slope;
                         for (int64_t c = 0; c < a.d; ++c) {
                             const auto cc = static_cast<size_t>(c);
                             const auto kc = static_cast<size_t>(kOff + c);
@@ -658,6 +679,8 @@ private:
     };
 
     static double geluInner(double x) { return kGeluScale * (x + kGeluCubic * x * x * x); }
+    // cap tanh(x / cap) (Gemma 2's soft-capping), x where cap is 0.
+    static double capped(double x, double cap) { return cap > 0.0 ? cap * std::tanh(x / cap) : x; }
     static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
     static double dotRow(const T* a, const T* b, int64_t n) {

@@ -254,7 +254,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                        // [b s, kvL] with CP
     Tensor ov = a.o.view({T, aL, d});
     be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
-                        seqPos, keyPos, ov, a.lse);
+                        seqPos, keyPos, ov, a.lse, model.attentionSoftcap);
     Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
     if (parallel) return parallelBlockForward(L, x, partial, a, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
@@ -350,7 +350,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
         Tensor dkv0 = dkAll.view({S, kvhL, d}), dvv0 = dvAll.view({S, kvhL, d});
         be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, kvhL, d}),
                              vAll.view({S, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, keyPos, dqv,
-                             dkv0, dvv0);
+                             dkv0, dvv0, model.attentionSoftcap);
     }
     Tensor dk = cpReduce(dkAll);                                              // [T, kvL] this rank's keys
     Tensor dv = cpReduce(dvAll);                                              // [T, kvL]
@@ -431,6 +431,11 @@ void GptModel::Impl::head(const ChunkParams& c, ChunkActs& acts, const Tensor& x
     Tensor nff = gatherSeq(acts.nf, kBuf);                                    // [T, h]
     acts.logits = be.empty({T, vocabLocal}, kAct);                            // [T, Vl] = nff W^T, W [Vl, h]
     be.gemm(false, true, 1.0, nff, W(c.lmHead), 0.0, acts.logits);
+    if (model.logitSoftcap > 0.0) {                                           // Gemma 2: cap tanh(logits / cap)
+        be.softcap(acts.logits, model.logitSoftcap);
+        acts.cappedLogits = be.empty({T, vocabLocal}, kAct);                 // kept, before the padding's mask
+        be.copy(acts.logits, acts.cappedLogits);
+    }
     // Padding rows of the vocabulary (Megatron pads to a multiple of 128 x tp) are masked out of the
     // softmax so the model does not depend on the padding, and so on tp.
     const int64_t validLocal = std::clamp<int64_t>(model.vocab - vocabBegin, 0, vocabLocal);
@@ -464,6 +469,7 @@ void GptModel::Impl::head(const ChunkParams& c, ChunkActs& acts, const Tensor& x
 
 Tensor GptModel::Impl::headBackward(const ChunkParams& c, ChunkActs& acts, bool defer) {
     be.crossEntropyBackward(acts.logits, acts.max, acts.sumExp, acts.targets, vocabBegin, lossScale); // [T, Vl]
+    if (model.logitSoftcap > 0.0) be.softcapBackward(acts.logits, acts.cappedLogits, model.logitSoftcap);
     Tensor nff = gatherSeq(acts.nf, kBuf);                                    // [T, h]
     Tensor dnff = be.empty({T, h}, kBuf);                                     // [T, h] partial = dlogits W
     be.gemm(false, false, 1.0, acts.logits, W(c.lmHead), 0.0, dnff);

@@ -90,6 +90,7 @@ struct ChunkActs {
     // Head (last virtual stage).
     Tensor headX, nf, meanf, rstdf;     // [Tl, h] x3, [Tl] x2
     Tensor logits;                      // [T, Vl] overwritten by its gradient in backward
+    Tensor cappedLogits;                // [T, Vl] logit_softcap: the capped logits, for the cap's backward
     std::vector<double> max, sumExp;    // [T]
     std::vector<int32_t> targets;
     std::vector<PendingWeightGrad> pending;

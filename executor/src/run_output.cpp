@@ -58,10 +58,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
-    for (const auto& [key, cap] : {std::pair{"attention_softcap", model.attentionSoftcap}, std::pair{"logit_softcap", model.logitSoftcap}})
-        if (cap > 0.0)
-            problems.add(std::string("/model/") + key, "the executor's attention and loss take the scores and logits as they "
-                                                      "are; tanh soft-capping (Gemma 2's) is predicted, not run by tessel run yet");
     if (model.slidingWindow > 0)
         problems.add("/model/sliding_window", "the executor's attention sees the whole causal prefix; sliding-window "
                                               "attention is predicted and exported (Megatron-LM --window-size), not run "
@@ -98,6 +94,13 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         else if (plan.precision == "mixed" && halfDtypeOf(plan.framework) == "fp16")
             problems.add(pointer + "/half_dtype", "the cuda backend computes the mixed recipe in bf16, not fp16 (its "
                                                   "kernels have no fp16 path); drop half_dtype, or run fp32");
+        // Soft-capped scores run on its tiled attention kernels (CudaBackend::attentionForward), built for head
+        // widths of 16, 32, 64 and 128.
+        if (model.attentionSoftcap > 0.0 && model.headDim != 16 && model.headDim != 32 && model.headDim != 64 &&
+            model.headDim != 128)
+            problems.add("/model/attention_softcap", "the cuda backend caps attention scores in its tiled kernels, which "
+                                                     "take head_dim 16, 32, 64 or 128, not " + std::to_string(model.headDim) +
+                                                     "; run with --backend cpu");
     } else {
         problems.add("--backend", "unknown backend \"" + backend + "\"; the executor has cpu and cuda");
     }

@@ -133,8 +133,24 @@ TEST(CpuBackendGradients, RopeInverseIsTheBackward) {
     }
 }
 
+TEST(CpuBackendGradients, SoftcapBackwardMatchesFiniteDifferences) {
+    auto b = f64();
+    const Values xv = randomValues(20, 37, -60.0, 60.0), w = randomValues(20, 38);  // beyond the cap and inside it
+    auto loss = [&](const Values& x) {
+        Tensor t = make(*b, {4, 5}, x);
+        b->softcap(t, 30.0);
+        return dot(b->download(t), w);
+    };
+    Tensor y = make(*b, {4, 5}, xv), dy = make(*b, {4, 5}, w);
+    b->softcap(y, 30.0);
+    b->softcapBackward(dy, y, 30.0);
+    EXPECT_LT(relativeError(b->download(dy), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
+}
+
+// Plain and soft-capped scores (a cap of 1.5 bends most of these scores; Gemma 2 caps at 50).
 TEST(CpuBackendGradients, AttentionBackwardMatchesFiniteDifferences) {
     auto b = f64();
+    for (const double softcap : {0.0, 1.5})
     for (const AttentionCase& a : {gqaCase(), offsetCase()}) {
         const Values qv = randomValues(count(a.qShape()), 33, -2.0, 2.0);
         const Values kv = randomValues(count(a.kShape()), 34, -2.0, 2.0), vv = randomValues(count(a.kShape()), 35);
@@ -143,13 +159,14 @@ TEST(CpuBackendGradients, AttentionBackwardMatchesFiniteDifferences) {
             Tensor o = b->empty(a.qShape(), MemoryCategory::Activations);
             Tensor lse = b->empty(a.lseShape(), MemoryCategory::Activations);
             b->attentionForward(make(*b, a.qShape(), q), make(*b, a.kShape(), k), make(*b, a.kShape(), v), a.sequences,
-                                a.queryPositions, a.keyPositions, o, lse);
+                                a.queryPositions, a.keyPositions, o, lse, softcap);
             return dot(b->download(o), w);
         };
         // dk, dv accumulate onto 0.5.
-        const AttentionGradients g = attentionGradients(*b, a, qv, kv, vv, w, 0.5);
+        const AttentionGradients g = attentionGradients(*b, a, qv, kv, vv, w, 0.5, softcap);
         const Values half(count(a.kShape()), 0.5);
-        const std::string label = "sq " + std::to_string(a.sq()) + " skv " + std::to_string(a.skv());
+        const std::string label = "sq " + std::to_string(a.sq()) + " skv " + std::to_string(a.skv()) + " softcap " +
+                                  std::to_string(softcap);
         EXPECT_LT(relativeError(g.dq, finiteDifference([&](const Values& x) { return loss(x, kv, vv); }, qv)),
                   kFiniteDifferenceTolerance)
             << label;

@@ -63,6 +63,10 @@ std::vector<Case> grid() {
     // q and k normalised per head (Qwen3, Gemma 3): the norms' gradients summed over the TP ranks' heads, with and
     // without SP, with rotary (SwiGLU model) and without, over CP's gathered keys and pipeline stages, recomputed.
     add("tp2_qknorm", [](Plan& p) { p.tp = 2; });
+    // Gemma 2's soft-capping of the scores and the vocabulary-parallel logits, over TP, CP's gathered keys and stages.
+    add("tp2_softcap", [](Plan& p) { p.tp = 2; });
+    add("cp2_swiglu_softcap_postnorms", [](Plan& p) { p.cp = 2; }, true);
+    add("pp2_tp2_sp_softcap_recompute", [](Plan& p) { p.pp = 2; p.tp = 2; p.sequenceParallel = true; p.recompute = Recompute::Full; });
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("cp2_swiglu_qknorm", [](Plan& p) { p.cp = 2; }, true);
     add("pp2_dp2_zero3_qknorm_recompute", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.recompute = Recompute::Full; });
@@ -220,6 +224,10 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("embscale") != std::string::npos) model.embeddingScale = true;
     if (c.name.find("geglu") != std::string::npos) model.activation = Activation::Geglu; // the gated layout, GELU's gate
     if (c.name.find("qknorm") != std::string::npos) model.qkNorm = true;
+    if (c.name.find("softcap") != std::string::npos) {                        // Gemma 2's, small enough to bend the
+        model.attentionSoftcap = 2.0;                                         // tiny model's scores and logits
+        model.logitSoftcap = 1.0;
+    }
     Plan one = basePlan();
     one.precision = c.plan.precision;
     one.globalBatch = c.plan.globalBatch;
@@ -605,6 +613,15 @@ TEST(ModelFeatures, QkNormGradientsMatchFiniteDifferences) {
     }
 }
 
+// Gemma 2's soft-capping of the attention scores and the logits, by central differences.
+TEST(ModelFeatures, SoftcapGradientsMatchFiniteDifferences) {
+    ModelConfig model = tinyModel(true);
+    model.attentionSoftcap = 2.0;
+    model.logitSoftcap = 1.0;
+    expectGradientsMatchFiniteDifferences(model, {"layer.0.attn.q.weight", "layer.0.attn.k.weight", "layer.1.attn.v.weight",
+                                                  "lnf.weight", "lm_head", "wte"});
+}
+
 // Gemma's gated GELU (GeGLU): the gate's and up projection's weights and biases, and what feeds them.
 TEST(ModelFeatures, GegluGradientsMatchFiniteDifferences) {
     ModelConfig model = tinyModel(true);
@@ -655,8 +672,6 @@ TEST(Training, LossFallsOnTheTinyModel) {
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
-        {"/model/attention_softcap", [](ModelConfig& m) { m.attentionSoftcap = 50.0; }},
-        {"/model/logit_softcap", [](ModelConfig& m) { m.logitSoftcap = 30.0; }},
         {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
         {"/model/sliding_window", [](ModelConfig& m) { m.slidingWindow = 8; }},
@@ -737,6 +752,29 @@ TEST(ValidateExecutable, OnlyTheHeadSplitCpExchangeIsRefused) {
 
 // validateExecutable: each backend accepts its own precision recipes and refuses the others at
 // /plan/precision, naming the backend that does run them; an unknown backend is a problem at --backend.
+// The CUDA backend caps scores in its tiled kernels, built for head widths of 16 to 128: Gemma 2's 256-wide heads are
+// refused there (the CPU backend runs them), its logit cap runs on both.
+TEST(ValidateExecutable, SoftcappedScoresOnCudaNeedATiledHeadWidth) {
+    ModelConfig model = tinyModel();
+    model.attentionSoftcap = 50.0;
+    model.logitSoftcap = 30.0;
+    Plan plan = basePlan();
+    plan.precision = "mixed";
+    ProblemList fits;
+    validateExecutable(model, plan, "/plan", fits, "cuda");
+    EXPECT_TRUE(fits.empty());
+    model.headDim = 256;
+    ProblemList wide;
+    validateExecutable(model, plan, "/plan", wide, "cuda");
+    ASSERT_EQ(wide.items().size(), 1u);
+    EXPECT_EQ(wide.items()[0].where, "/model/attention_softcap");
+    EXPECT_NE(wide.items()[0].message.find("--backend cpu"), std::string::npos) << wide.items()[0].message;
+    plan.precision = "cpu_fp64";
+    ProblemList cpu;
+    validateExecutable(model, plan, "/plan", cpu, "cpu");
+    EXPECT_TRUE(cpu.empty());
+}
+
 TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {
     const ModelConfig model = tinyModel();
     auto problemsFor = [&](const std::string& precision, const std::string& backend) {

@@ -79,14 +79,16 @@ public:
     void gluBackward(const Tensor&, const Tensor&, Tensor&, GateActivation) override { unsupported(); }
     void rope(Tensor&, const std::vector<int64_t>&, double, int64_t, bool) override { unsupported(); }
     void attentionForward(const Tensor&, const Tensor&, const Tensor&, int64_t, const std::vector<int64_t>&,
-                          const std::vector<int64_t>&, Tensor&, Tensor&) override {
+                          const std::vector<int64_t>&, Tensor&, Tensor&, double) override {
         unsupported();
     }
     void attentionBackward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                            int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&, Tensor&, Tensor&,
-                           Tensor&) override {
+                           Tensor&, double) override {
         unsupported();
     }
+    void softcap(Tensor&, double) override { unsupported(); }
+    void softcapBackward(Tensor&, const Tensor&, double) override { unsupported(); }
     void embeddingForward(const std::vector<int32_t>&, const Tensor&, int64_t, Tensor&) override { unsupported(); }
     void embeddingBackward(const std::vector<int32_t>&, const Tensor&, int64_t, Tensor&) override { unsupported(); }
     std::vector<double> rowMax(const Tensor&) override { unsupported(); }

@@ -31,6 +31,10 @@ ModelConfig caseModel(const MemCase& c) {
         m.embeddingScale = c.name.find("embscale") != std::string::npos;   // nothing kept
         if (c.name.find("geglu") != std::string::npos) m.activation = Activation::Geglu; // SwiGLU's layout and bytes
         m.qkNorm = c.name.find("qknorm") != std::string::npos;             // q and k before their norms, statistics
+        if (c.name.find("softcap") != std::string::npos) {                 // the capped logits kept; the scores not
+            m.attentionSoftcap = 2.0;
+            m.logitSoftcap = 1.0;
+        }
         return m;
     }
     ModelConfig m = loadModelRef("tiny-moe", "test");
@@ -61,6 +65,8 @@ std::vector<MemCase> memoryCases() {
     add("pp2_embnorm", [](Plan& p) { p.pp = 2; });
     add("tp2_geglu", [](Plan& p) { p.tp = 2; }, true);
     add("tp2_qknorm", [](Plan& p) { p.tp = 2; });
+    add("tp2_softcap", [](Plan& p) { p.tp = 2; });
+    add("pp2_softcap", [](Plan& p) { p.pp = 2; });
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {

@@ -156,10 +156,13 @@ public:
     void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) override;
     void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                           const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
-                          Tensor& o, Tensor& lse) override;
+                          Tensor& o, Tensor& lse, double scoreSoftcap) override;
     void attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                            const Tensor& lse, int64_t sequences, const std::vector<int64_t>& queryPositions,
-                           const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv) override;
+                           const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv,
+                           double scoreSoftcap) override;
+    void softcap(Tensor& x, double cap) override;
+    void softcapBackward(Tensor& dy, const Tensor& y, double cap) override;
     void embeddingForward(const std::vector<int32_t>& tokens, const Tensor& table, int64_t vocabBegin,
                           Tensor& out) override;
     void embeddingBackward(const std::vector<int32_t>& tokens, const Tensor& dout, int64_t vocabBegin,

@@ -102,10 +102,24 @@ void CudaBackend::rope(Tensor& x, const std::vector<int64_t>& positions, double 
     cuda::rope(kc_, dt(x), x.data<void>(), pos.as<int64_t>(), freq.as<double>(), tokens, heads, d, rotated, inverse);
 }
 
+void CudaBackend::softcap(Tensor& x, double cap) {
+    check("softcap", "x", x);
+    touched(x);
+    cuda::softcap(kc_, dt(x), x.data<void>(), x.numel(), static_cast<float>(cap));
+}
+
+void CudaBackend::softcapBackward(Tensor& dy, const Tensor& y, double cap) {
+    check("softcapBackward", "y", y);
+    checkShape("softcapBackward", "dy", dy, y.shape(), y.type());
+    touched(dy);
+    cuda::softcapBackward(kc_, dt(y), dy.data<void>(), y.data<void>(), y.numel(), static_cast<float>(cap));
+}
+
 // ---- attention ----
 void CudaBackend::attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                                    const std::vector<int64_t>& queryPositions,
-                                   const std::vector<int64_t>& keyPositions, Tensor& o, Tensor& lse) {
+                                   const std::vector<int64_t>& keyPositions, Tensor& o, Tensor& lse,
+                                   double scoreSoftcap) {
     const cuda::AttentionDims dims = attentionDims("attentionForward", q, k, v, sequences, queryPositions, keyPositions);
     checkShape("attentionForward", "o", o, q.shape(), q.type());
     checkShape("attentionForward", "lse", lse, {sequences * dims.queries, dims.queryHeads}, q.type());
@@ -119,9 +133,12 @@ void CudaBackend::attentionForward(const Tensor& q, const Tensor& k, const Tenso
     touched(lse);
     float* lseF = fp32View(lse);
     Scratch qp(allocator_, dims.queries * 8), kp(allocator_, dims.keys * 8);
-    const cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
+    cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
+    args.softcap = static_cast<float>(scoreSoftcap);
     void* lseT = lse.type() == ElementType::F32 ? nullptr : lse.data<void>();
-    if (attention_ == CudaAttention::Gemm)
+    // Soft-capped scores run on the tiled kernels, which cap each score as they form it (the GEMM path's backward
+    // overwrites its score buffer with dP before the score gradient that needs the cap's slope).
+    if (attention_ == CudaAttention::Gemm && scoreSoftcap <= 0.0)
         attentionGemmForward(dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF, lseT);
     else
         cuda::attentionForward(kc_, dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF,
@@ -132,7 +149,7 @@ void CudaBackend::attentionBackward(const Tensor& dout, const Tensor& q, const T
                                     const Tensor& o, const Tensor& lse, int64_t sequences,
                                     const std::vector<int64_t>& queryPositions,
                                     const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk,
-                                    Tensor& dv) {
+                                    Tensor& dv, double scoreSoftcap) {
     const cuda::AttentionDims dims =
         attentionDims("attentionBackward", q, k, v, sequences, queryPositions, keyPositions);
     checkShape("attentionBackward", "dout", dout, q.shape(), q.type());
@@ -147,8 +164,9 @@ void CudaBackend::attentionBackward(const Tensor& dout, const Tensor& q, const T
     touched(dv);
     Scratch qp(allocator_, dims.queries * 8), kp(allocator_, dims.keys * 8);
     Scratch delta(allocator_, sequences * dims.queries * dims.queryHeads * 4);
-    const cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
-    if (attention_ == CudaAttention::Gemm)
+    cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
+    args.softcap = static_cast<float>(scoreSoftcap);
+    if (attention_ == CudaAttention::Gemm && scoreSoftcap <= 0.0)   // soft-capped: the tiled kernels, as forward
         attentionGemmBackward(dt(q), args, dout.data<void>(), q.data<void>(), k.data<void>(), v.data<void>(),
                               o.data<void>(), lseF, delta.as<float>(), dq.data<void>(), dk.data<void>(),
                               dv.data<void>());

@@ -46,6 +46,9 @@ void geluBackward(const KernelContext& k, DType t, const void* dy, const void* x
 // A gated MLP's activation (x [n, 2f] = [gate | up] -> act(gate) * up [n, f]): GELU's tanh form with `gelu`, else SiLU.
 void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, bool gelu);
 void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f, bool gelu);
+// x = cap tanh(x / cap) in place; dy *= 1 - (y / cap)^2 from the capped values y.
+void softcap(const KernelContext& k, DType t, void* x, int64_t n, float cap);
+void softcapBackward(const KernelContext& k, DType t, void* dy, const void* y, int64_t n, float cap);
 
 // x [tokens, heads, d]: each head's first `rotated` columns rotated in place, the rest untouched; positions [tokens]
 // and invFreq [rotated / 2] (fp64) on the device.
@@ -86,6 +89,7 @@ void sumSquares(const KernelContext& k, DType t, const void* x, int64_t n, doubl
 struct AttentionArgs {
     AttentionDims dims;
     float scale = 1.0f;
+    float softcap = 0.0f;   // > 0: each score capped to softcap tanh(S / softcap) (the tiled kernels only)
     const int64_t* queryPositions = nullptr;
     const int64_t* keyPositions = nullptr;
 };

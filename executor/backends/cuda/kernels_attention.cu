@@ -64,6 +64,14 @@ __device__ long long loadKeyValueTile(const T* k, const T* v, const AttentionArg
     return tileMin;
 }
 
+// A soft-capped score, cap tanh(s / cap) (Gemma 2), and its slope 1 - tanh^2; s and 1 where cap is 0.
+__device__ __forceinline__ float cappedScore(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+__device__ __forceinline__ float capSlope(float capped, float cap) {
+    if (cap <= 0.0f) return 1.0f;
+    const float t = capped / cap;
+    return 1.0f - t * t;
+}
+
 template <int D, typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionForwardKernel(const T* q, const T* k, const T* v, T* o, float* lseF, T* lse, AttentionArgs a) {
@@ -101,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int c = 0; c < P; ++c) dot += qr[c] * sK[j * D + c * kThreadsPerRow + part];
             dot = rowSum(dot);
-            sc[j] = sPos[j] <= qpos ? dot * a.scale : -INFINITY;
+            sc[j] = sPos[j] <= qpos ? cappedScore(dot * a.scale, a.softcap) : -INFINITY;
             tmax = fmaxf(tmax, sc[j]);
         }
         if (tmax != -INFINITY) {
@@ -211,8 +219,9 @@ __global__ void __launch_bounds__(kThreads)
                 dqk = rowSum(dqk);
                 ddv = rowSum(ddv);
                 // P = exp(S - lse); dV += P^T dO; dP = dO V^T; dS = P (dP - D); dK += dS^T Q (alg. 2 lines 11-16)
-                const float p = kpos <= sPos[i] ? expf(dqk * a.scale - sLse[i]) : 0.0f;
-                const float ds = p * (ddv - sDelta[i]);
+                const float sc = cappedScore(dqk * a.scale, a.softcap);
+                const float p = kpos <= sPos[i] ? expf(sc - sLse[i]) : 0.0f;
+                const float ds = p * (ddv - sDelta[i]) * capSlope(sc, a.softcap);
 #pragma unroll
                 for (int c = 0; c < P; ++c) {
                     dvAcc[c] += p * sdO[i * D + c * kThreadsPerRow + part];
@@ -273,8 +282,9 @@ __global__ void __launch_bounds__(kThreads)
             }
             dqk = rowSum(dqk);
             dpv = rowSum(dpv);
-            const float p = sPos[j] <= qpos ? expf(dqk * a.scale - lseI) : 0.0f;
-            const float ds = p * (dpv - deltaI);
+            const float sc = cappedScore(dqk * a.scale, a.softcap);
+            const float p = sPos[j] <= qpos ? expf(sc - lseI) : 0.0f;
+            const float ds = p * (dpv - deltaI) * capSlope(sc, a.softcap);
 #pragma unroll
             for (int c = 0; c < P; ++c) dqAcc[c] += ds * sK[j * D + c * kThreadsPerRow + part];
         }

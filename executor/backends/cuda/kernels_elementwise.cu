@@ -200,6 +200,19 @@ __global__ void gluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, int
 }
 
 template <typename T>
+__global__ void softcapKernel(T* x, int64_t n, float cap) {
+    TESSEL_GRID_STRIDE(i, n) { st(x, i, cap * tanhf(ld(x, i) / cap)); }   // Gemma 2's soft-capping
+}
+
+template <typename T>
+__global__ void softcapBackwardKernel(T* dy, const T* y, int64_t n, float cap) {
+    TESSEL_GRID_STRIDE(i, n) {
+        const float t = ld(y, i) / cap;   // tanh(x / cap) from the capped value
+        st(dy, i, ld(dy, i) * (1.0f - t * t));
+    }
+}
+
+template <typename T>
 __global__ void ropeKernel(T* x, const int64_t* positions, const double* invFreq, int64_t tokens, int64_t heads,
                            int64_t d, int64_t rotated, bool inverse) {
     const int64_t half = rotated / 2;
@@ -475,6 +488,26 @@ void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x,
         gluBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n, f, gelu);
     });
     checkLaunch("gluBackward");
+}
+
+void softcap(const KernelContext& k, DType t, void* x, int64_t n, float cap) {
+    if (n <= 0) return;
+    const ElementwiseLaunch l = planElementwise(n, k.multiprocessors);
+    withType(t, [&](auto tag) {
+        using T = decltype(tag);
+        softcapKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), n, cap);
+    });
+    checkLaunch("softcap");
+}
+
+void softcapBackward(const KernelContext& k, DType t, void* dy, const void* y, int64_t n, float cap) {
+    if (n <= 0) return;
+    const ElementwiseLaunch l = planElementwise(n, k.multiprocessors);
+    withType(t, [&](auto tag) {
+        using T = decltype(tag);
+        softcapBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(y), n, cap);
+    });
+    checkLaunch("softcapBackward");
 }
 
 void rope(const KernelContext& k, DType t, void* x, const int64_t* positions, const double* invFreq, int64_t tokens,

@@ -66,6 +66,10 @@ public:
     virtual void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) = 0;
     virtual void gluForward(const Tensor& x, Tensor& y, GateActivation act) = 0;
     virtual void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) = 0;
+    // Tanh soft-capping in place, x = cap tanh(x / cap) (Gemma 2's final_logit_softcapping), and its backward from the
+    // capped values y: dy *= 1 - (y / cap)^2.
+    virtual void softcap(Tensor& x, double cap) = 0;
+    virtual void softcapBackward(Tensor& dy, const Tensor& y, double cap) = 0;
 
     // Rotary embedding in place on x [tokens, heads, d]: the first `rotated` columns of each head (even, at most d;
     // d for the whole head, less for a partial rotary) in pairs (i, i + rotated/2) at angles position x
@@ -76,14 +80,17 @@ public:
     // Causal attention with GQA for `sequences` sequences. q [sequences * sq, hq, d]; k, v [sequences * skv,
     // hkv, d]; query i may see key j when keyPositions[j] <= queryPositions[i] (positions per sequence,
     // length sq and skv). o [sequences * sq, hq, d]; lse [sequences * sq, hq] (log-sum-exp, for backward).
+    // scoreSoftcap > 0: each score S soft-capped to cap tanh(S / cap) before the softmax (Gemma 2's
+    // attn_logit_softcapping), the same in the backward.
     virtual void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                                   const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
-                                  Tensor& o, Tensor& lse) = 0;
+                                  Tensor& o, Tensor& lse, double scoreSoftcap = 0.0) = 0;
     // dq = ; dk +=, dv += (so chunks of keys from several sources can accumulate).
     virtual void attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& o, const Tensor& lse, int64_t sequences,
                                    const std::vector<int64_t>& queryPositions,
-                                   const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
+                                   const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv,
+                                   double scoreSoftcap = 0.0) = 0;
 
     // Vocab-parallel embedding: rows of table [vocabLocal, h] hold tokens [vocabBegin, vocabBegin + vocabLocal);
     // out [n, h] gets the row of each token in the shard and zeros elsewhere; backward scatter-adds.
