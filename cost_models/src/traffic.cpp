@@ -199,7 +199,7 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
     // A parallel block whose framework sums the attention's and the MLP's row-parallel outputs before reducing them
     // (GPT-NeoX's gpt_j_residual): the MLP's reduction carries the sum, the attention has none of its own forward,
     // and with SP its gradient's gather backward is the MLP's too (parallelResidualReducesOnceOf).
-    const bool oneReduction = model.parallelResidual && !model.moe && parallelResidualReducesOnceOf(plan.framework);
+    const bool oneReduction = model.parallelResidual && !model.moe && parallelResidualReducesOnceOf(plan.framework, plan.pp);
     auto reducesOwnOutput = [&](const char* blk) { return !(oneReduction && std::string(blk) == "attn"); };
     if (plan.tp > 1) {
         if (plan.sequenceParallel) {

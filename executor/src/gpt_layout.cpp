@@ -113,7 +113,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.embeddingNorm = model.embeddingNorm;
     m.embeddingScale = model.embeddingScale ? std::sqrt(static_cast<double>(model.hidden)) : 1.0;
     m.parallel = model.parallelResidual;
-    m.reduceOnce = model.parallelResidual && parallelResidualReducesOnceOf(plan.framework);
+    m.reduceOnce = model.parallelResidual && parallelResidualReducesOnceOf(plan.framework, plan.pp);
     m.fullRecompute = plan.recompute == Recompute::Full;
     m.recomputeLayers = plan.recomputeLayers;
     m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));

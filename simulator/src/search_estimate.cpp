@@ -278,7 +278,7 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         double bwdTp = 0.0, gradGathers = 0.0;
         // A parallel block reduced once (parallelResidualReducesOnceOf): one reduction forward, not two.
         const ModelConfig& model = *ctx.model;
-        const bool oneReduction = model.parallelResidual && !model.moe && parallelResidualReducesOnceOf(plan.framework);
+        const bool oneReduction = model.parallelResidual && !model.moe && parallelResidualReducesOnceOf(plan.framework, plan.pp);
         if (plan.sequenceParallel) {
             const SequenceParallelTraffic sp = sequenceParallelTraffic(*ctx.model, plan, ctx.recipeOf(plan), s.elemBytes);
             const double ag = cost(Primitive::AllGather, s.actBytes, place.tp);

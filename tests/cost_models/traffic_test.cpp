@@ -96,13 +96,15 @@ TEST(Traffic, TorchtitanKeepsTheGatheredInputAndGathersFloat8InFloat8) {
 }
 
 // A parallel block (GPT-NeoX's gpt_j_residual): where the framework sums the attention's and the MLP's row-parallel
-// outputs before reducing (GPT-NeoX, read as deepspeed), one reduction forward, the MLP's, of the same bytes; with
-// sequence parallelism its gradient's one gather backward too. Each column-parallel block keeps its input-gradient
-// reduction. Where each row-parallel linear reduces its own output (Megatron-core, NeMo's Falcon), nothing changes.
+// outputs before reducing (GPT-NeoX, read as deepspeed with pp > 1), one reduction forward, the MLP's, of the same
+// bytes; with sequence parallelism its gradient's one gather backward too. Each column-parallel block keeps its
+// input-gradient reduction. Where each row-parallel linear reduces its own output (Megatron-core, NeMo's Falcon,
+// DeepSpeed's AutoTP at pp 1), nothing changes.
 TEST(Traffic, AParallelBlockReducesOnceWhereTheFrameworkSumsFirst) {
     for (const bool sp : {false, true}) {
         TpCase sequential("deepspeed", "megatron", Recompute::Full);
         sequential.plan.sequenceParallel = sp;
+        sequential.plan.pp = 2;
         TpCase parallel = sequential;
         parallel.model.parallelResidual = true;
         const auto before = sequential.bytesByName(), after = parallel.bytesByName();
@@ -123,6 +125,11 @@ TEST(Traffic, AParallelBlockReducesOnceWhereTheFrameworkSumsFirst) {
         TpCase megatronSequential = sequential;
         megatronSequential.plan.framework.name = "megatron";
         EXPECT_EQ(megatron.bytesByName(), megatronSequential.bytesByName()) << sp;
+        TpCase autoTp = parallel; // DeepSpeed at pp 1: AutoTP's LinearAllreduce on each block
+        autoTp.plan.pp = 1;
+        TpCase autoTpSequential = sequential;
+        autoTpSequential.plan.pp = 1;
+        EXPECT_EQ(autoTp.bytesByName(), autoTpSequential.bytesByName()) << sp;
     }
 }
 

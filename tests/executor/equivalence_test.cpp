@@ -36,13 +36,19 @@ std::vector<Case> grid() {
     add("tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("tp2_swiglu_rope", [](Plan& p) { p.tp = 2; }, true);
     // A parallel block: each block's own reduction (Megatron-core's layers), or one of their summed outputs
-    // (GPT-NeoX, framework deepspeed), with and without SP, and replayed under full recompute.
+    // (GPT-NeoX, framework deepspeed with pp > 1), with and without SP, and replayed under full recompute.
     add("tp2_parallel", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_parallel", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
-    add("tp2_parallel_once", [](Plan& p) { p.tp = 2; p.framework.name = "deepspeed"; });
-    add("tp2_sp_swiglu_parallel_once", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.framework.name = "deepspeed"; }, true);
-    add("tp2_sp_parallel_once_recompute", [](Plan& p) {
+    add("tp2_pp2_parallel_once", [](Plan& p) { p.tp = 2; p.pp = 2; p.framework.name = "deepspeed"; });
+    add("tp2_pp2_sp_swiglu_parallel_once", [](Plan& p) {
         p.tp = 2;
+        p.pp = 2;
+        p.sequenceParallel = true;
+        p.framework.name = "deepspeed";
+    }, true);
+    add("tp2_pp2_sp_parallel_once_recompute", [](Plan& p) {
+        p.tp = 2;
+        p.pp = 2;
         p.sequenceParallel = true;
         p.framework.name = "deepspeed";
         p.recompute = Recompute::Full;

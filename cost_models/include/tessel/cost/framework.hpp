@@ -305,11 +305,13 @@ bool torchAsyncTpOf(const FrameworkSettings& f);
 // one tensor-parallel reduction (an all-reduce, or with sequence parallelism a reduce-scatter) in place of one each.
 // GPT-NeoX's ParallelTransformerLayer does (megatron/model/transformer.py, gpt_j_residual: the two sublayers'
 // RowParallelLinears built with parallel_output, then reduce_from_model_parallel_region of their sum), and it is the
-// DeepSpeed pipeline codebase with such a block. Megatron-core's RowParallelLinear reduces its own output (NeMo's
-// Falcon layer sums two reduced outputs; Megatron-LM has no parallel block), as PyTorch's RowwiseParallel plans do.
-// The backward keeps one input-gradient reduction per column-parallel block either way: each block's
-// ColumnParallelLinear copies its own input into the TP region.
-bool parallelResidualReducesOnceOf(const FrameworkSettings& f);
+// DeepSpeed pipeline codebase with such a block: framework deepspeed with pp > 1, the Megatron-style model code
+// under PipelineModule. With pp = 1 tessel reads DeepSpeed's TP as AutoTP on a Hugging Face model (as its export
+// does), whose LinearAllreduce reduces attention.dense and mlp.dense_4h_to_h each. Megatron-core's RowParallelLinear
+// reduces its own output (NeMo's Falcon layer sums two reduced outputs; Megatron-LM has no parallel block), as
+// PyTorch's RowwiseParallel plans do. The backward keeps one input-gradient reduction per column-parallel block
+// either way: each block's ColumnParallelLinear copies its own input into the TP region.
+bool parallelResidualReducesOnceOf(const FrameworkSettings& f, int pp);
 
 // Whether pipeline sends use the scatter-gather optimization (Narayanan et al. SC'21 §4.1): with tp > 1 and no
 // sequence parallelism each tensor-parallel rank sends 1/tp of the hidden state to its peer and the receiving
