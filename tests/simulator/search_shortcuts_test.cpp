@@ -192,8 +192,8 @@ TEST(SearchBound, NeverAboveTheSimulatedStepUnderEveryFramework) {
     EXPECT_GT(overlapped, 10);
 }
 
-// And for parallel blocks (attention and MLP side by side), reduced once (GPT-NeoX, read as deepspeed) or each block
-// on its own (Megatron-core).
+// And for parallel blocks (attention and MLP side by side), reduced once (GPT-NeoX, read as deepspeed with pp > 1)
+// or each block on its own (Megatron-core).
 TEST(SearchBound, NeverAboveTheSimulatedStepForParallelBlocks) {
     const std::vector<GridCase> cases = boundGrid();
     int checked = 0, reducedOnce = 0;
