@@ -1,5 +1,6 @@
-// Model architectures read from published records in their configs' words: ALiBi, mixture-of-experts (expert counts,
-// expert tensor parallelism, dispatchers and their overlap), latent attention, QK norms, and what tessel leaves unmodelled.
+// Model architectures read from published records in their configs' words: the shape under config names, families by
+// name (their norms, embeddings, parallel blocks), ALiBi, mixture-of-experts (expert counts, expert tensor parallelism,
+// dispatchers and their overlap), latent attention, QK norms, and what tessel leaves unmodelled.
 #include "validation_support.hpp"
 
 #include "../../simulator/src/search_space.hpp"
@@ -479,5 +480,176 @@ TEST(ValidationRecord, RecomputeModulesAreReadUnderSelective) {
         << refusalOf(r);
 }
 
+
+// The model's shape under Megatron-LM's and Hugging Face's names reads as under the schema's; missing names the schema's.
+TEST(ValidationRecord, ModelShapeUnderConfigNames) {
+    nlohmann::json r = record();
+    const ValidationCase schema = load(r);
+    r["model"] = {{"name", "GPT 7B"}, {"num_hidden_layers", 32}, {"hidden_size", 4096}, {"num_attention_heads", 32},
+                  {"num_key_value_heads", 8}, {"vocab_size", 51200}, {"seq_length", 2048}};
+    const ValidationCase hf = load(r);
+    EXPECT_EQ(hf.scenario.model.layers, schema.scenario.model.layers);
+    EXPECT_EQ(hf.scenario.model.hidden, schema.scenario.model.hidden);
+    EXPECT_EQ(hf.scenario.model.heads, schema.scenario.model.heads);
+    EXPECT_EQ(hf.scenario.model.kvHeads, 8);
+    EXPECT_EQ(hf.scenario.model.vocab, schema.scenario.model.vocab);
+    EXPECT_EQ(hf.scenario.model.seqLen, schema.scenario.model.seqLen);
+    r["model"].erase("num_hidden_layers");
+    EXPECT_NE(refusalOf(r).find("/model/layers: missing"), std::string::npos);
+}
+
+// Model families by name: OLMo 2's q and k norms, Gemma's tied embeddings, Falcon's and GPT-NeoX's conventions, and a
+// model of no known family whose record states a gated MLP read with LLaMA's conventions (no biases, no dropout), not
+// GPT-2's.
+TEST(ValidationRecord, ModelFamiliesByName) {
+    struct Case {
+        const char* name;
+        Activation activation;
+        NormKind norm;
+        bool bias, tied, qkNorm;
+        double dropout;
+    };
+    for (const Case& k : {Case{"OLMo 2 13B", Activation::Swiglu, NormKind::RmsNorm, false, false, true, 0.0},
+                          Case{"OLMo 7B", Activation::Swiglu, NormKind::LayerNorm, false, false, false, 0.0},
+                          Case{"Gemma 7B", Activation::Geglu, NormKind::RmsNorm, false, true, false, 0.0},
+                          Case{"Falcon-40B", Activation::Gelu, NormKind::LayerNorm, false, true, false, 0.0},
+                          Case{"Pythia 12B", Activation::Gelu, NormKind::LayerNorm, true, false, false, 0.0},
+                          Case{"InternLM2 20B", Activation::Swiglu, NormKind::RmsNorm, false, false, false, 0.0},
+                          Case{"an in-house 30B", Activation::Gelu, NormKind::LayerNorm, true, true, false, 0.1}}) {
+        nlohmann::json r = record();
+        r["model"]["name"] = k.name;
+        const ModelConfig& m = load(r).scenario.model;
+        EXPECT_EQ(m.activation, k.activation) << k.name;
+        EXPECT_EQ(m.norm, k.norm) << k.name;
+        EXPECT_EQ(m.linearBias, k.bias) << k.name;
+        EXPECT_EQ(m.tiedEmbeddings, k.tied) << k.name;
+        EXPECT_EQ(m.qkNorm, k.qkNorm) << k.name;
+        EXPECT_DOUBLE_EQ(m.dropout, k.dropout) << k.name;
+    }
+    // The unknown model with a stated gated MLP or RMSNorm: LLaMA's generation.
+    nlohmann::json r = record();
+    r["model"]["name"] = "an in-house 30B";
+    r["model"]["activation"] = "SwiGLU";
+    const ValidationCase c = load(r);
+    EXPECT_FALSE(c.scenario.model.linearBias);
+    EXPECT_FALSE(c.scenario.model.tiedEmbeddings);
+    EXPECT_DOUBLE_EQ(c.scenario.model.dropout, 0.0);
+    EXPECT_EQ(c.scenario.model.position, PositionEmbedding::Rope);
+    EXPECT_TRUE(mentions(c.assumptions, "Llama-style (from its stated gated MLP or RMSNorm)"));
+    // What the record states still decides.
+    r["model"]["dropout"] = 0.1;
+    r["model"]["position_embedding"] = "learned";
+    const ModelConfig& stated = load(r).scenario.model;
+    EXPECT_DOUBLE_EQ(stated.dropout, 0.1);
+    EXPECT_EQ(stated.position, PositionEmbedding::Learned);
+    r["model"].erase("activation");
+    r["model"].erase("dropout");
+    r["model"]["norm"] = "RMSNorm";
+    EXPECT_FALSE(load(r).scenario.model.linearBias);
+    // A gated GELU, in the words records use (GLM-130B's GeGLU, T5 v1.1's "gated-gelu"), is the gated MLP geglu; a
+    // plain GELU is not gated, but in a Gemma, whose configs name the gate's GELU alone.
+    for (const char* act : {"GeGLU", "gated-gelu"}) {
+        r["model"]["activation"] = act;
+        const ValidationCase g = load(r);
+        EXPECT_EQ(g.scenario.model.activation, Activation::Geglu) << act;
+        EXPECT_TRUE(mentions(g.assumptions, "(geglu,")) << act;
+    }
+    r["model"]["activation"] = "gelu";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Gelu);
+    r["model"]["name"] = "Gemma 7B";
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Geglu);
+    r["model"].erase("activation");
+    EXPECT_TRUE(mentions(load(r).assumptions, "Gemma conventions (geglu,"));
+    EXPECT_EQ(load(r).scenario.model.activation, Activation::Geglu);
+    EXPECT_FALSE(load(r).scenario.model.postNorms);
+    // Gemma 2 and 3 normalise each block's output too; Gemma 3 q and k as well, Gemma 2 soft-caps its scores and
+    // logits (Gemma2Config's 50 and 30), said, unless the record states its own caps (null: none).
+    r["model"]["name"] = "Gemma 2 9B";
+    EXPECT_TRUE(load(r).scenario.model.postNorms);
+    EXPECT_FALSE(load(r).scenario.model.qkNorm);
+    EXPECT_TRUE(load(r).scenario.model.embeddingScale);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.attentionSoftcap, 50.0);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 30.0);
+    EXPECT_TRUE(mentions(load(r).assumptions, "tanh soft-capping"));
+    r["model"]["attn_logit_softcapping"] = nullptr;
+    r["model"]["logit_softcap"] = 20;
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.attentionSoftcap, 0.0);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 20.0);
+    r["model"]["logit_softcap"] = "capped";
+    EXPECT_NE(test::refusalOf(r).find("/model/logit_softcap: got \"capped\""), std::string::npos) << test::refusalOf(r);
+    // The same cap under both names: one value is read, two that differ are refused at both pointers.
+    r["model"]["logit_softcap"] = 20;
+    r["model"]["final_logit_softcapping"] = 20.0;
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 20.0);
+    r["model"]["final_logit_softcapping"] = 30;
+    EXPECT_NE(test::refusalOf(r).find("/0/model/logit_softcap and runs.json#/0/model/final_logit_softcapping: got 20 and 30"), std::string::npos)
+        << test::refusalOf(r);
+    r["model"]["attention_softcap"] = 0;
+    EXPECT_NE(test::refusalOf(r).find("/model/logit_softcap and"), std::string::npos) << test::refusalOf(r);
+    r["model"].erase("final_logit_softcapping");
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.attentionSoftcap, 0.0);
+    r["model"]["attention_softcap"] = 50;
+    EXPECT_NE(test::refusalOf(r).find("/0/model/attention_softcap and runs.json#/0/model/attn_logit_softcapping: got 50 and null"),
+              std::string::npos)
+        << test::refusalOf(r);
+    r["model"].erase("attention_softcap");
+    r["model"].erase("logit_softcap");
+    r["model"].erase("attn_logit_softcapping");
+    r["model"]["name"] = "gemma-3-27b";
+    EXPECT_TRUE(load(r).scenario.model.postNorms);
+    EXPECT_TRUE(load(r).scenario.model.qkNorm);
+    EXPECT_DOUBLE_EQ(load(r).scenario.model.logitSoftcap, 0.0);
+    EXPECT_TRUE(mentions(load(r).assumptions, "rmsnorm before and after each block with q and k norms"));
+}
+
+// GPT-NeoX, Pythia and Falcon run attention and the MLP side by side (gpt_j_residual, use_parallel_residual,
+// parallel_attn), said in the record's assumptions; a record may state it under any of those names or tessel's, and
+// names that disagree, or a value that is not true or false, are refused at their pointers.
+TEST(ValidationForms, ParallelBlocksByFamilyAndByName) {
+    nlohmann::json r = record();
+    for (const char* name : {"GPT-NeoX-20B", "Pythia 12B", "Falcon-40B"}) {
+        r["model"]["name"] = name;
+        EXPECT_TRUE(load(r).scenario.model.parallelResidual) << name;
+        EXPECT_TRUE(mentions(load(r).assumptions, "attention and MLP side by side")) << name;
+    }
+    r["model"]["name"] = "an in-house 30B";
+    EXPECT_FALSE(load(r).scenario.model.parallelResidual);
+    for (const char* key : {"parallel_residual", "use_parallel_residual", "parallel_attn", "gpt_j_residual"}) {
+        nlohmann::json k = r;
+        k["model"][key] = true;
+        EXPECT_TRUE(load(k).scenario.model.parallelResidual) << key;
+    }
+    r["model"]["name"] = "Pythia 12B";
+    r["model"]["use_parallel_residual"] = false;
+    EXPECT_FALSE(load(r).scenario.model.parallelResidual);
+    r["model"]["gpt_j_residual"] = false;
+    EXPECT_FALSE(load(r).scenario.model.parallelResidual);
+    r["model"]["gpt_j_residual"] = true;
+    EXPECT_NE(test::refusalOf(r).find("/0/model/use_parallel_residual and runs.json#/0/model/gpt_j_residual: got false and true"),
+              std::string::npos)
+        << test::refusalOf(r);
+    r["model"].erase("gpt_j_residual");
+    r["model"]["use_parallel_residual"] = "yes";
+    EXPECT_NE(test::refusalOf(r).find("/model/use_parallel_residual: got \"yes\", expected true or false"), std::string::npos)
+        << test::refusalOf(r);
+}
+
+// BLOOM normalises its embedding (word_embeddings_layernorm, Megatron-DeepSpeed --embed-layernorm), as every BLOOM
+// record's run did; a record may say otherwise under the model key or the flag's name. Other families have none.
+TEST(ValidationForms, BloomRecordsNormaliseTheEmbeddingUnlessTheyStateOtherwise) {
+    nlohmann::json r = record();
+    r["model"]["name"] = "an in-house 30B";
+    EXPECT_FALSE(load(r).scenario.model.embeddingNorm);
+    r["model"]["name"] = "BLOOM-style";
+    const ValidationCase c = load(r);
+    EXPECT_TRUE(c.scenario.model.embeddingNorm);
+    EXPECT_TRUE(mentions(c.assumptions, "layernorm, one over the embedding"));
+    r["model"]["embed_layernorm"] = false;
+    EXPECT_FALSE(load(r).scenario.model.embeddingNorm);
+    r["model"].erase("embed_layernorm");
+    r["model"]["name"] = "GPT 7B";
+    r["model"]["embedding_norm"] = true;
+    EXPECT_TRUE(load(r).scenario.model.embeddingNorm);
+}
 } // namespace
 } // namespace tessel::sim
