@@ -403,7 +403,7 @@ public:
 
     void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                           const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
-                          Tensor& o, Tensor& lse, double scoreSoftcap) override {
+                          Tensor& o, Tensor& lse, const ScoreRule& rule) override {
         // q [S * sq, hq, d]; k, v [S * skv, hkv, d]; o [S * sq, hq, d]; lse [S * sq, hq]
         const AttentionShape a = attentionShape("attentionForward", q, k, v, sequences, queryPositions, keyPositions);
         checkShape("attentionForward", "o", o, q.shape());
@@ -421,14 +421,17 @@ public:
                 for (int64_t h = 0; h < a.hq; ++h) {
                     const int64_t g = h / a.group;  // GQA: query head h reads kv head h / (hq / hkv)
                     const T* qi = pq + (qRow * a.hq + h) * a.d;
-                    // S_j = q . k_j / sqrt(d) (Vaswani et al. 2017, eq. 1) for visible keys; max subtracted
-                    // before exp for stability (as FlashAttention's online softmax)
+                    const double slope = headSlope(rule, h);
+                    // S_j = q . k_j / sqrt(d) (Vaswani et al. 2017, eq. 1) for visible keys, soft-capped, plus
+                    // ALiBi's bias; max subtracted before exp for stability (as FlashAttention's online softmax)
                     double maxScore = -std::numeric_limits<double>::infinity();
                     bool any = false;
                     for (int64_t j = 0; j < a.skv; ++j) {
-                        if (keyPositions[static_cast<size_t>(j)] > qPos) continue;
+                        const int64_t kPos = keyPositions[static_cast<size_t>(j)];
+                        if (!keyVisible(rule.window, kPos, qPos)) continue;
                         const T* kj = pk + ((s * a.skv + j) * a.hkv + g) * a.d;
-                        const double sc = capped(dotRow(qi, kj, a.d) * a.scale, scoreSoftcap);
+                        const double sc = capped(dotRow(qi, kj, a.d) * a.scale, rule.softcap) +
+                                          slope * static_cast<double>(kPos - qPos);
                         score[static_cast<size_t>(j)] = sc;
                         maxScore = any ? std::max(maxScore, sc) : sc;
                         any = true;
@@ -439,7 +442,7 @@ public:
                     std::fill(acc.begin(), acc.end(), 0.0);
                     double sum = 0.0;
                     for (int64_t j = 0; j < a.skv; ++j) {
-                        if (keyPositions[static_cast<size_t>(j)] > qPos) continue;
+                        if (!keyVisible(rule.window, keyPositions[static_cast<size_t>(j)], qPos)) continue;
                         const double p = std::exp(score[static_cast<size_t>(j)] - maxScore);
                         sum += p;
                         const T* vj = pv + ((s * a.skv + j) * a.hkv + g) * a.d;
@@ -456,7 +459,7 @@ public:
     void attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                            const Tensor& lse, int64_t sequences, const std::vector<int64_t>& queryPositions,
                            const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv,
-                           double scoreSoftcap) override {
+                           const ScoreRule& rule) override {
         // dout, q, o, dq [S * sq, hq, d]; k, v, dk, dv [S * skv, hkv, d]; lse [S * sq, hq]
         const AttentionShape a =
             attentionShape("attentionBackward", q, k, v, sequences, queryPositions, keyPositions);
@@ -488,19 +491,22 @@ public:
                     const double l = static_cast<double>(plse[qRow * a.hq + h]);
                     // D_i = rowsum(dO * O) (FlashAttention-2, Dao 2023, alg. 2 line 4)
                     const double dsum = dotRow(doi, po + qOff, a.d);
+                    const double alibi = headSlope(rule, h);
                     std::fill(dqAcc.begin(), dqAcc.end(), 0.0);
                     for (int64_t j = 0; j < a.skv; ++j) {
-                        if (keyPositions[static_cast<size_t>(j)] > qPos) continue;
+                        const int64_t kPos = keyPositions[static_cast<size_t>(j)];
+                        if (!keyVisible(rule.window, kPos, qPos)) continue;
                         const int64_t kOff = ((s * a.skv + j) * a.hkv + g) * a.d;
                         const T* kj = pk + kOff;
                         const T* vj = pv + kOff;
                         // P = exp(S - lse); dV += P^T dO; dP = dO V^T; dS = P (dP - D) (FlashAttention-2, alg. 2);
-                        // through a soft-cap, dS times 1 - tanh^2 of the raw score over the cap
-                        const double raw = dotRow(qi, kj, a.d) * a.scale, sc = capped(raw, scoreSoftcap);
-                        const double p = std::exp(sc - l);
+                        // through a soft-cap, dS times 1 - tanh^2 of the raw score over the cap; ALiBi's bias, a
+                        // constant, only moves P
+                        const double sc = capped(dotRow(qi, kj, a.d) * a.scale, rule.softcap);
+                        const double p = std::exp(sc + alibi * static_cast<double>(kPos - qPos) - l);
                         const double dp = dotRow(doi, vj, a.d);
-                        const double slope = scoreSoftcap > 0.0 ? 1.0 - (sc / scoreSoftcap) * (sc / scoreSoftcap) : 1.0;
-                        const double ds = p * (dp - dsum) * slope;
+                        const double capSlope = rule.softcap > 0.0 ? 1.0 - (sc / rule.softcap) * (sc / rule.softcap) : 1.0;
+                        const double ds = p * (dp - dsum) * capSlope;
                         for (int64_t c = 0; c < a.d; ++c) {
                             const auto cc = static_cast<size_t>(c);
                             const auto kc = static_cast<size_t>(kOff + c);
@@ -681,6 +687,10 @@ private:
     static double geluInner(double x) { return kGeluScale * (x + kGeluCubic * x * x * x); }
     // cap tanh(x / cap) (Gemma 2's soft-capping), x where cap is 0.
     static double capped(double x, double cap) { return cap > 0.0 ? cap * std::tanh(x / cap) : x; }
+    // ALiBi's slope of the call's head h (0 without ALiBi).
+    static double headSlope(const ScoreRule& rule, int64_t h) {
+        return rule.alibiHeads > 0 ? alibiSlope(rule.headOffset + h, rule.alibiHeads) : 0.0;
+    }
     static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
     static double dotRow(const T* a, const T* b, int64_t n) {

@@ -225,6 +225,17 @@ Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const
     return reduceSeq(dn2f);                                                   // [Tl, h]
 }
 
+ScoreRule GptModel::Impl::scoreRule(const LayerParams& L) const {
+    ScoreRule r;
+    r.softcap = model.attentionSoftcap;
+    if (model.isWindowedLayer(L.layer)) r.window = model.slidingWindow;
+    if (model.position == PositionEmbedding::Alibi) {
+        r.alibiHeads = model.heads;
+        r.headOffset = static_cast<int64_t>(ctx.tp.myIndex) * aL; // TP rank t holds heads [t aL, (t + 1) aL)
+    }
+    return r;
+}
+
 // ---- one transformer layer ----
 Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, LayerActs& a, ChunkActs& acts,
                                     MemoryCategory cat) {
@@ -254,7 +265,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                        // [b s, kvL] with CP
     Tensor ov = a.o.view({T, aL, d});
     be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
-                        seqPos, keyPos, ov, a.lse, model.attentionSoftcap);
+                        seqPos, keyPos, ov, a.lse, scoreRule(L));
     Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
     if (parallel) return parallelBlockForward(L, x, partial, a, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
@@ -350,7 +361,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
         Tensor dkv0 = dkAll.view({S, kvhL, d}), dvv0 = dvAll.view({S, kvhL, d});
         be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, kvhL, d}),
                              vAll.view({S, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, keyPos, dqv,
-                             dkv0, dvv0, model.attentionSoftcap);
+                             dkv0, dvv0, scoreRule(L));
     }
     Tensor dk = cpReduce(dkAll);                                              // [T, kvL] this rank's keys
     Tensor dv = cpReduce(dvAll);                                              // [T, kvL]

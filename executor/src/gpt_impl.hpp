@@ -190,6 +190,9 @@ struct GptModel::Impl {
     // backward returns dx [T, heads d]; the norm's gradient, summed over this rank's heads, is summed over TP too
     // (the ranks hold different heads).
     Tensor headNormForward(const Tensor& x, int64_t heads, int w, int b, Tensor& mean, Tensor& rstd, MemoryCategory cat);
+    // What layer L's attention does to its scores: the model's soft-cap, its sliding window where the layer is
+    // windowed, ALiBi's biases for this TP rank's heads.
+    ScoreRule scoreRule(const detail::LayerParams& L) const;
     Tensor headNormBackward(const Tensor& dy, const Tensor& x, int64_t heads, int w, int b, const Tensor& mean,
                             const Tensor& rstd);
     // A norm whose input is kept (cat) and whose output is a transient buffer: post_norms' and the embedding's.

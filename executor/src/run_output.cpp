@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
 
 namespace tessel::exec {
 
@@ -58,13 +60,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
-    if (model.slidingWindow > 0)
-        problems.add("/model/sliding_window", "the executor's attention sees the whole causal prefix; sliding-window "
-                                              "attention is predicted and exported (Megatron-LM --window-size), not run "
-                                              "by tessel run yet");
-    if (model.position == PositionEmbedding::Alibi)
-        problems.add("/model/position_embedding", "the executor's attention has no ALiBi bias; alibi is predicted, not "
-                                                  "run by tessel run yet: use rope or learned");
     if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
     // The executor's loss writes the gradient into the logits (tessel run marks its plans loss_in_place, costed as te);
     // a plan that names another kernel would be predicted with memory the run does not have.
@@ -94,13 +89,18 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         else if (plan.precision == "mixed" && halfDtypeOf(plan.framework) == "fp16")
             problems.add(pointer + "/half_dtype", "the cuda backend computes the mixed recipe in bf16, not fp16 (its "
                                                   "kernels have no fp16 path); drop half_dtype, or run fp32");
-        // Soft-capped scores run on its tiled attention kernels (CudaBackend::attentionForward), built for head
-        // widths of 16, 32, 64 and 128.
-        if (model.attentionSoftcap > 0.0 && model.headDim != 16 && model.headDim != 32 && model.headDim != 64 &&
-            model.headDim != 128)
-            problems.add("/model/attention_softcap", "the cuda backend caps attention scores in its tiled kernels, which "
-                                                     "take head_dim 16, 32, 64 or 128, not " + std::to_string(model.headDim) +
-                                                     "; run with --backend cpu");
+        // Soft-capped, windowed and ALiBi scores run on its tiled attention kernels (CudaBackend::attentionForward),
+        // built for head widths of 16, 32, 64 and 128.
+        const bool tiledWidth = model.headDim == 16 || model.headDim == 32 || model.headDim == 64 || model.headDim == 128;
+        const std::pair<bool, const char*> rules[] = {
+            {model.attentionSoftcap > 0.0, "/model/attention_softcap"},
+            {model.slidingWindow > 0, "/model/sliding_window"},
+            {model.position == PositionEmbedding::Alibi, "/model/position_embedding"}};
+        for (const auto& [used, field] : rules)
+            if (used && !tiledWidth)
+                problems.add(field, std::string("the cuda backend applies it to the attention scores in its tiled "
+                                                "kernels, which take head_dim 16, 32, 64 or 128, not ") +
+                                        std::to_string(model.headDim) + "; run with --backend cpu");
     } else {
         problems.add("--backend", "unknown backend \"" + backend + "\"; the executor has cpu and cuda");
     }

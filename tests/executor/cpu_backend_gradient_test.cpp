@@ -147,10 +147,20 @@ TEST(CpuBackendGradients, SoftcapBackwardMatchesFiniteDifferences) {
     EXPECT_LT(relativeError(b->download(dy), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
 }
 
-// Plain and soft-capped scores (a cap of 1.5 bends most of these scores; Gemma 2 caps at 50).
+// Plain and soft-capped scores (a cap of 1.5 bends most of these scores; Gemma 2 caps at 50), a sliding window of 3
+// keys, ALiBi's biases (heads 4-7 of 8: slopes 2^-5 .. 2^-8, too gentle to test; heads 0-3 of 4: 2^-2 .. 2^-8), and
+// all three at once.
 TEST(CpuBackendGradients, AttentionBackwardMatchesFiniteDifferences) {
     auto b = f64();
-    for (const double softcap : {0.0, 1.5})
+    ScoreRule capped, windowed, alibi, all;
+    capped.softcap = 1.5;
+    windowed.window = 3;
+    alibi.alibiHeads = 4;
+    all.softcap = 1.5;
+    all.window = 3;
+    all.alibiHeads = 8;
+    all.headOffset = 1;
+    for (const ScoreRule& rule : {ScoreRule{}, capped, windowed, alibi, all})
     for (const AttentionCase& a : {gqaCase(), offsetCase()}) {
         const Values qv = randomValues(count(a.qShape()), 33, -2.0, 2.0);
         const Values kv = randomValues(count(a.kShape()), 34, -2.0, 2.0), vv = randomValues(count(a.kShape()), 35);
@@ -159,14 +169,15 @@ TEST(CpuBackendGradients, AttentionBackwardMatchesFiniteDifferences) {
             Tensor o = b->empty(a.qShape(), MemoryCategory::Activations);
             Tensor lse = b->empty(a.lseShape(), MemoryCategory::Activations);
             b->attentionForward(make(*b, a.qShape(), q), make(*b, a.kShape(), k), make(*b, a.kShape(), v), a.sequences,
-                                a.queryPositions, a.keyPositions, o, lse, softcap);
+                                a.queryPositions, a.keyPositions, o, lse, rule);
             return dot(b->download(o), w);
         };
         // dk, dv accumulate onto 0.5.
-        const AttentionGradients g = attentionGradients(*b, a, qv, kv, vv, w, 0.5, softcap);
+        const AttentionGradients g = attentionGradients(*b, a, qv, kv, vv, w, 0.5, rule);
         const Values half(count(a.kShape()), 0.5);
         const std::string label = "sq " + std::to_string(a.sq()) + " skv " + std::to_string(a.skv()) + " softcap " +
-                                  std::to_string(softcap);
+                                  std::to_string(rule.softcap) + " window " + std::to_string(rule.window) +
+                                  " alibi heads " + std::to_string(rule.alibiHeads);
         EXPECT_LT(relativeError(g.dq, finiteDifference([&](const Values& x) { return loss(x, kv, vv); }, qv)),
                   kFiniteDifferenceTolerance)
             << label;

@@ -12,7 +12,9 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tessel::exec::test::cpu_backend {
@@ -106,8 +108,52 @@ struct AttentionReference {
     Values o, lse;
 };
 
-// Full masked score matrix per (sequence, head), softmax over each row: o = softmax(q k^T / sqrt(d)) v.
-AttentionReference attentionReference(const AttentionCase& a, const Values& q, const Values& k, const Values& v) {
+// ALiBi's slopes as the paper's code writes them (Press, Smith & Lewis 2022, github.com/ofirpress/attention_with_linear_biases,
+// get_slopes): a geometric sequence from 2^(-2^-(log2 n - 3)) for n a power of two; otherwise that of the closest
+// smaller power of two, then every other slope of twice it.
+Values pressSlopes(int64_t n) {
+    auto powerOfTwo = [](int64_t m) {
+        const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(m)) - 3.0)));
+        Values out;
+        for (int64_t i = 0; i < m; ++i) out.push_back(start * std::pow(start, static_cast<double>(i)));
+        return out;
+    };
+    const double l = std::log2(static_cast<double>(n));
+    if (l == std::floor(l)) return powerOfTwo(n);
+    const auto closest = static_cast<int64_t>(std::pow(2.0, std::floor(l)));
+    Values out = powerOfTwo(closest);
+    const Values twice = pressSlopes(2 * closest);
+    for (size_t i = 0; i < twice.size() && static_cast<int64_t>(out.size()) < n; i += 2) out.push_back(twice[i]);
+    return out;
+}
+
+TEST(ScoreRule, AlibiSlopesAreThePapers) {
+    EXPECT_DOUBLE_EQ(alibiSlope(0, 8), 0.5);         // 2^-1 .. 2^-8 over 8 heads
+    EXPECT_DOUBLE_EQ(alibiSlope(7, 8), 1.0 / 256.0);
+    EXPECT_DOUBLE_EQ(alibiSlope(8, 12), std::pow(2.0, -0.5)); // 12 heads: 8 of the 8-sequence, then 2^-0.5, 2^-1.5, ...
+    EXPECT_DOUBLE_EQ(alibiSlope(9, 12), std::pow(2.0, -1.5));
+    for (int64_t n : {1, 2, 5, 12, 16, 40, 96, 112}) {   // 112: BLOOM-176B's heads
+        const Values press = pressSlopes(n);
+        ASSERT_EQ(static_cast<int64_t>(press.size()), n);
+        for (int64_t h = 0; h < n; ++h) EXPECT_NEAR(alibiSlope(h, n), press[static_cast<size_t>(h)], 1e-15) << n << " " << h;
+    }
+}
+
+TEST(ScoreRule, AWindowKeepsItselfAndTheKeysBeforeIt) {
+    EXPECT_TRUE(keyVisible(0, 0, 9));    // no window: the causal prefix
+    EXPECT_FALSE(keyVisible(0, 10, 9));
+    EXPECT_TRUE(keyVisible(3, 9, 9));    // window 3: positions 7, 8, 9
+    EXPECT_TRUE(keyVisible(3, 7, 9));
+    EXPECT_FALSE(keyVisible(3, 6, 9));
+    EXPECT_FALSE(keyVisible(3, 10, 9));
+    EXPECT_FALSE(ScoreRule{}.changesScores());
+}
+
+// Full masked score matrix per (sequence, head), softmax over each row: o = softmax(q k^T / sqrt(d) + bias) v, the
+// mask causal and windowed, the bias ALiBi's from the paper's slopes; no soft-cap.
+AttentionReference attentionReference(const AttentionCase& a, const Values& q, const Values& k, const Values& v,
+                                      int64_t window = 0, int64_t alibiHeads = 0, int64_t headOffset = 0) {
+    const Values slopes = alibiHeads > 0 ? pressSlopes(alibiHeads) : Values{};
     AttentionReference r{Values(count(a.qShape())), Values(count(a.lseShape()))};
     const double inf = std::numeric_limits<double>::infinity();
     const int64_t sq = a.sq(), skv = a.skv();
@@ -118,11 +164,13 @@ AttentionReference attentionReference(const AttentionCase& a, const Values& q, c
                 Values scores(static_cast<size_t>(skv), -inf);
                 const auto qi = static_cast<size_t>(((s * sq + i) * a.hq + h) * a.d);
                 for (int64_t j = 0; j < skv; ++j) {
-                    if (a.keyPositions[static_cast<size_t>(j)] > a.queryPositions[static_cast<size_t>(i)]) continue;
+                    const int64_t kp = a.keyPositions[static_cast<size_t>(j)], qp = a.queryPositions[static_cast<size_t>(i)];
+                    if (kp > qp || (window > 0 && kp <= qp - window)) continue;
                     const auto kj = static_cast<size_t>(((s * skv + j) * a.hkv + g) * a.d);
                     double sc = 0.0;
                     for (int64_t c = 0; c < a.d; ++c) sc += q[qi + static_cast<size_t>(c)] * k[kj + static_cast<size_t>(c)];
-                    scores[static_cast<size_t>(j)] = sc / std::sqrt(static_cast<double>(a.d));
+                    const double bias = slopes.empty() ? 0.0 : -slopes[static_cast<size_t>(headOffset + h)] * static_cast<double>(qp - kp);
+                    scores[static_cast<size_t>(j)] = sc / std::sqrt(static_cast<double>(a.d)) + bias;
                 }
                 const double m = *std::max_element(scores.begin(), scores.end());
                 double sum = 0.0;
@@ -277,7 +325,48 @@ TYPED_TEST(CpuBackendTyped, AttentionForwardMatchesReference) {
         const AttentionReference r = attentionReference(a, qv, kv, vv);
         EXPECT_LT(relativeError(b.download(o), r.o), this->kTolerance) << "hq " << a.hq << " sq " << a.sq();
         EXPECT_LT(relativeError(b.download(lse), r.lse), this->kTolerance) << "hq " << a.hq << " sq " << a.sq();
+        // A sliding window of 3 keys, ALiBi over the call's heads, and the second half of 2 hq heads (TP rank 1 of
+        // 2) with a window of 2.
+        struct Rule {
+            int64_t window, heads, offset;
+        };
+        for (const Rule& rl : {Rule{3, 0, 0}, Rule{0, a.hq, 0}, Rule{2, 2 * a.hq, a.hq}}) {
+            ScoreRule rule;
+            rule.window = rl.window;
+            rule.alibiHeads = rl.heads;
+            rule.headOffset = rl.offset;
+            b.attentionForward(q, k, v, a.sequences, a.queryPositions, a.keyPositions, o, lse, rule);
+            const AttentionReference ruled = attentionReference(a, qv, kv, vv, rl.window, rl.heads, rl.offset);
+            const std::string what = "hq " + std::to_string(a.hq) + " sq " + std::to_string(a.sq()) + " window " +
+                                     std::to_string(rl.window) + " alibi " + std::to_string(rl.heads);
+            EXPECT_LT(relativeError(b.download(o), ruled.o), this->kTolerance) << what;
+            EXPECT_LT(relativeError(b.download(lse), ruled.lse), this->kTolerance) << what;
+            EXPECT_GT(relativeError(ruled.o, r.o), 1e-3) << what << ": the rule changes nothing here";
+        }
     }
+}
+
+// One query at position 1 over keys at 0 and 1 with equal q . k: ALiBi's slope s on the one head of one moves the
+// weights from 1/2 each to 1 / (1 + e^s) and e^s / (1 + e^s), with s = 2^-8; on head 0 of 8, s = 1/2. A window of 1
+// leaves the query its own key.
+TEST(CpuBackendAttention, AlibiAndWindowOnTwoKeysByHand) {
+    auto b = f64();
+    const AttentionCase a{1, 1, 1, 2, {1}, {0, 1}};
+    Tensor q = make(*b, a.qShape(), {0.0, 0.0}), k = make(*b, a.kShape(), {0.3, -0.2, 0.3, -0.2});
+    Tensor v = make(*b, a.kShape(), {1.0, 0.0, 0.0, 1.0});
+    Tensor o = b->empty(a.qShape(), MemoryCategory::Activations), lse = b->empty(a.lseShape(), MemoryCategory::Activations);
+    for (const auto& [heads, s] : {std::pair<int64_t, double>{1, 1.0 / 256.0}, {8, 0.5}}) {
+        ScoreRule rule;
+        rule.alibiHeads = heads;
+        b->attentionForward(q, k, v, 1, a.queryPositions, a.keyPositions, o, lse, rule);
+        const Values out = b->download(o);
+        EXPECT_NEAR(out[0], 1.0 / (1.0 + std::exp(s)), 1e-15) << heads;   // key 0's weight, its bias -s
+        EXPECT_NEAR(out[1], std::exp(s) / (1.0 + std::exp(s)), 1e-15) << heads;
+    }
+    ScoreRule window;
+    window.window = 1;
+    b->attentionForward(q, k, v, 1, a.queryPositions, a.keyPositions, o, lse, window);
+    EXPECT_EQ(b->download(o), (Values{0.0, 1.0}));
 }
 
 TYPED_TEST(CpuBackendTyped, EmbeddingForwardTakesRowsOfItsShard) {

@@ -127,14 +127,14 @@ struct AttentionGradients {
 // Runs forward then backward with dout = w, dk and dv starting from `dkvStart`.
 inline AttentionGradients attentionGradients(Backend& b, const AttentionCase& a, const Values& qv,
                                              const Values& kv, const Values& vv, const Values& w,
-                                             double dkvStart, double softcap = 0.0) {
+                                             double dkvStart, const ScoreRule& rule = {}) {
     Tensor q = make(b, a.qShape(), qv), k = make(b, a.kShape(), kv), v = make(b, a.kShape(), vv);
     Tensor o = b.empty(a.qShape(), MemoryCategory::Activations), lse = b.empty(a.lseShape(), MemoryCategory::Activations);
-    b.attentionForward(q, k, v, a.sequences, a.queryPositions, a.keyPositions, o, lse, softcap);
+    b.attentionForward(q, k, v, a.sequences, a.queryPositions, a.keyPositions, o, lse, rule);
     Tensor dq = filled(b, a.qShape(), std::numeric_limits<double>::quiet_NaN());
     Tensor dk = filled(b, a.kShape(), dkvStart), dv = filled(b, a.kShape(), dkvStart);
     b.attentionBackward(make(b, a.qShape(), w), q, k, v, o, lse, a.sequences, a.queryPositions, a.keyPositions, dq,
-                        dk, dv, softcap);
+                        dk, dv, rule);
     return {b.download(dq), b.download(dk), b.download(dv)};
 }
 

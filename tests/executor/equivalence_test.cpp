@@ -75,6 +75,18 @@ std::vector<Case> grid() {
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("cp2_swiglu_qknorm", [](Plan& p) { p.cp = 2; }, true);
     add("pp2_dp2_zero3_qknorm_recompute", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.recompute = Recompute::Full; });
+    // ALiBi's biases (BLOOM, MPT; each TP rank's heads take their own slopes) and a sliding window (Mistral; Gemma 2's
+    // with full-attention layers between), over TP with SP, CP's gathered keys (the all-gather exchange, which runs
+    // windows), pipeline stages with ZeRO-3, and replayed under full recompute.
+    add("tp2_alibi", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_swiglu_alibi_window_recompute", [](Plan& p) {
+        p.tp = 2;
+        p.sequenceParallel = true;
+        p.recompute = Recompute::Full;
+    }, true);
+    add("cp2_alibi_windowmix", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; });
+    add("cp2_tp2_swiglu_window", [](Plan& p) { p.cp = 2; p.tp = 2; p.cpComm = CpComm::AllGather; }, true);
+    add("pp2_dp2_zero3_alibi_windowmix", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
@@ -229,6 +241,9 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("embscale") != std::string::npos) model.embeddingScale = true;
     if (c.name.find("geglu") != std::string::npos) model.activation = Activation::Geglu; // the gated layout, GELU's gate
     if (c.name.find("qknorm") != std::string::npos) model.qkNorm = true;
+    if (c.name.find("alibi") != std::string::npos) model.position = PositionEmbedding::Alibi;
+    if (c.name.find("window") != std::string::npos) model.slidingWindow = 5;  // 16 positions a sequence
+    if (c.name.find("windowmix") != std::string::npos) model.fullAttentionLayers = {1};
     if (c.name.find("softcap") != std::string::npos) {                        // Gemma 2's, small enough to bend the
         model.attentionSoftcap = 2.0;                                         // tiny model's scores and logits
         model.logitSoftcap = 1.0;
@@ -625,6 +640,18 @@ TEST(ModelFeatures, SoftcapGradientsMatchFiniteDifferences) {
     model.logitSoftcap = 1.0;
     expectGradientsMatchFiniteDifferences(model, {"layer.0.attn.q.weight", "layer.0.attn.k.weight", "layer.1.attn.v.weight",
                                                   "lnf.weight", "lm_head", "wte"});
+}
+
+// ALiBi's biases and a sliding window of 5 of the 16 positions, layer 1 attending over the whole prefix: the
+// projections of both layers and what feeds them (the biases and the mask add no parameter; no position embedding).
+TEST(ModelFeatures, AlibiAndWindowGradientsMatchFiniteDifferences) {
+    ModelConfig model = tinyModel(false);
+    model.position = PositionEmbedding::Alibi;
+    model.slidingWindow = 5;
+    model.fullAttentionLayers = {1};
+    expectGradientsMatchFiniteDifferences(model, {"layer.0.attn.q.weight", "layer.0.attn.k.weight", "layer.0.attn.v.weight",
+                                                  "layer.1.attn.q.weight", "layer.1.attn.k.weight", "layer.0.ln1.weight",
+                                                  "wte"});
 }
 
 // Gemma's gated GELU (GeGLU): the gate's and up projection's weights and biases, and what feeds them.

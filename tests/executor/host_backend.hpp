@@ -79,12 +79,12 @@ public:
     void gluBackward(const Tensor&, const Tensor&, Tensor&, GateActivation) override { unsupported(); }
     void rope(Tensor&, const std::vector<int64_t>&, double, int64_t, bool) override { unsupported(); }
     void attentionForward(const Tensor&, const Tensor&, const Tensor&, int64_t, const std::vector<int64_t>&,
-                          const std::vector<int64_t>&, Tensor&, Tensor&, double) override {
+                          const std::vector<int64_t>&, Tensor&, Tensor&, const ScoreRule&) override {
         unsupported();
     }
     void attentionBackward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                            int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&, Tensor&, Tensor&,
-                           Tensor&, double) override {
+                           Tensor&, const ScoreRule&) override {
         unsupported();
     }
     void softcap(Tensor&, double) override { unsupported(); }

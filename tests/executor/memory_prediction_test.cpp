@@ -35,6 +35,10 @@ ModelConfig caseModel(const MemCase& c) {
             m.attentionSoftcap = 2.0;
             m.logitSoftcap = 1.0;
         }
+        // ALiBi's biases and the window's mask are formed inside the attention kernel: nothing more kept, and ALiBi
+        // takes the learned position table away (a weight and its gradient and moments).
+        if (c.name.find("alibi") != std::string::npos) m.position = PositionEmbedding::Alibi;
+        if (c.name.find("window") != std::string::npos) m.slidingWindow = 5;
         return m;
     }
     ModelConfig m = loadModelRef("tiny-moe", "test");
@@ -67,6 +71,8 @@ std::vector<MemCase> memoryCases() {
     add("tp2_qknorm", [](Plan& p) { p.tp = 2; });
     add("tp2_softcap", [](Plan& p) { p.tp = 2; });
     add("pp2_softcap", [](Plan& p) { p.pp = 2; });
+    add("tp2_alibi_window", [](Plan& p) { p.tp = 2; });
+    add("cp2_swiglu_window", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; }, true);
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {

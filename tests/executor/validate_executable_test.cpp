@@ -24,9 +24,7 @@ using test::tinyModel;
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
-        {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
-        {"/model/sliding_window", [](ModelConfig& m) { m.slidingWindow = 8; }},
         {"/model/mla", [](ModelConfig& m) {
              m.kvHeads = m.heads;
              m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};
@@ -104,27 +102,34 @@ TEST(ValidateExecutable, OnlyTheHeadSplitCpExchangeIsRefused) {
 
 // validateExecutable: each backend accepts its own precision recipes and refuses the others at
 // /plan/precision, naming the backend that does run them; an unknown backend is a problem at --backend.
-// The CUDA backend caps scores in its tiled kernels, built for head widths of 16 to 128: Gemma 2's 256-wide heads are
-// refused there (the CPU backend runs them), its logit cap runs on both.
-TEST(ValidateExecutable, SoftcappedScoresOnCudaNeedATiledHeadWidth) {
-    ModelConfig model = tinyModel();
-    model.attentionSoftcap = 50.0;
-    model.logitSoftcap = 30.0;
-    Plan plan = basePlan();
-    plan.precision = "mixed";
-    ProblemList fits;
-    validateExecutable(model, plan, "/plan", fits, "cuda");
-    EXPECT_TRUE(fits.empty());
-    model.headDim = 256;
-    ProblemList wide;
-    validateExecutable(model, plan, "/plan", wide, "cuda");
-    ASSERT_EQ(wide.items().size(), 1u);
-    EXPECT_EQ(wide.items()[0].where, "/model/attention_softcap");
-    EXPECT_NE(wide.items()[0].message.find("--backend cpu"), std::string::npos) << wide.items()[0].message;
-    plan.precision = "cpu_fp64";
-    ProblemList cpu;
-    validateExecutable(model, plan, "/plan", cpu, "cpu");
-    EXPECT_TRUE(cpu.empty());
+// The CUDA backend caps, windows and biases scores (ALiBi) in its tiled kernels, built for head widths of 16 to 128:
+// Gemma 2's 256-wide heads are refused there at each such field (the CPU backend runs them), its logit cap runs on
+// both.
+TEST(ValidateExecutable, ScoreRulesOnCudaNeedATiledHeadWidth) {
+    const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
+        {"/model/attention_softcap", [](ModelConfig& m) { m.attentionSoftcap = 50.0; m.logitSoftcap = 30.0; }},
+        {"/model/sliding_window", [](ModelConfig& m) { m.slidingWindow = 8; }},
+        {"/model/position_embedding", [](ModelConfig& m) { m.position = PositionEmbedding::Alibi; }},
+    };
+    for (const auto& [where, change] : cases) {
+        ModelConfig model = tinyModel();
+        change(model);
+        Plan plan = basePlan();
+        plan.precision = "mixed";
+        ProblemList fits;
+        validateExecutable(model, plan, "/plan", fits, "cuda");
+        EXPECT_TRUE(fits.empty()) << where;
+        model.headDim = 256;
+        ProblemList wide;
+        validateExecutable(model, plan, "/plan", wide, "cuda");
+        ASSERT_EQ(wide.items().size(), 1u) << where;
+        EXPECT_EQ(wide.items()[0].where, where);
+        EXPECT_NE(wide.items()[0].message.find("--backend cpu"), std::string::npos) << wide.items()[0].message;
+        plan.precision = "cpu_fp64";
+        ProblemList cpu;
+        validateExecutable(model, plan, "/plan", cpu, "cpu");
+        EXPECT_TRUE(cpu.empty()) << where;
+    }
 }
 
 TEST(ValidateExecutable, PrecisionRecipeFollowsTheBackend) {

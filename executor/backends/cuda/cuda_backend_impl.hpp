@@ -156,11 +156,11 @@ public:
     void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) override;
     void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                           const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
-                          Tensor& o, Tensor& lse, double scoreSoftcap) override;
+                          Tensor& o, Tensor& lse, const ScoreRule& rule) override;
     void attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                            const Tensor& lse, int64_t sequences, const std::vector<int64_t>& queryPositions,
                            const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv,
-                           double scoreSoftcap) override;
+                           const ScoreRule& rule) override;
     void softcap(Tensor& x, double cap) override;
     void softcapBackward(Tensor& dy, const Tensor& y, double cap) override;
     void embeddingForward(const std::vector<int32_t>& tokens, const Tensor& table, int64_t vocabBegin,

@@ -116,10 +116,20 @@ void CudaBackend::softcapBackward(Tensor& dy, const Tensor& y, double cap) {
 }
 
 // ---- attention ----
+namespace {
+// The tiled kernels' copy of a score rule.
+void withRule(cuda::AttentionArgs& args, const ScoreRule& rule) {
+    args.softcap = static_cast<float>(rule.softcap);
+    args.window = static_cast<long long>(rule.window);
+    args.alibiHeads = static_cast<long long>(rule.alibiHeads);
+    args.headOffset = static_cast<long long>(rule.headOffset);
+}
+} // namespace
+
 void CudaBackend::attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                                    const std::vector<int64_t>& queryPositions,
                                    const std::vector<int64_t>& keyPositions, Tensor& o, Tensor& lse,
-                                   double scoreSoftcap) {
+                                   const ScoreRule& rule) {
     const cuda::AttentionDims dims = attentionDims("attentionForward", q, k, v, sequences, queryPositions, keyPositions);
     checkShape("attentionForward", "o", o, q.shape(), q.type());
     checkShape("attentionForward", "lse", lse, {sequences * dims.queries, dims.queryHeads}, q.type());
@@ -134,11 +144,12 @@ void CudaBackend::attentionForward(const Tensor& q, const Tensor& k, const Tenso
     float* lseF = fp32View(lse);
     Scratch qp(allocator_, dims.queries * 8), kp(allocator_, dims.keys * 8);
     cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
-    args.softcap = static_cast<float>(scoreSoftcap);
+    withRule(args, rule);
     void* lseT = lse.type() == ElementType::F32 ? nullptr : lse.data<void>();
-    // Soft-capped scores run on the tiled kernels, which cap each score as they form it (the GEMM path's backward
-    // overwrites its score buffer with dP before the score gradient that needs the cap's slope).
-    if (attention_ == CudaAttention::Gemm && scoreSoftcap <= 0.0)
+    // Soft-capped, windowed and ALiBi scores run on the tiled kernels, which apply the rule to each score as they form
+    // it (the GEMM path masks causally only, and its backward overwrites its score buffer with dP before the score
+    // gradient that needs the cap's slope).
+    if (attention_ == CudaAttention::Gemm && !rule.changesScores())
         attentionGemmForward(dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF, lseT);
     else
         cuda::attentionForward(kc_, dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF,
@@ -149,7 +160,7 @@ void CudaBackend::attentionBackward(const Tensor& dout, const Tensor& q, const T
                                     const Tensor& o, const Tensor& lse, int64_t sequences,
                                     const std::vector<int64_t>& queryPositions,
                                     const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk,
-                                    Tensor& dv, double scoreSoftcap) {
+                                    Tensor& dv, const ScoreRule& rule) {
     const cuda::AttentionDims dims =
         attentionDims("attentionBackward", q, k, v, sequences, queryPositions, keyPositions);
     checkShape("attentionBackward", "dout", dout, q.shape(), q.type());
@@ -165,8 +176,8 @@ void CudaBackend::attentionBackward(const Tensor& dout, const Tensor& q, const T
     Scratch qp(allocator_, dims.queries * 8), kp(allocator_, dims.keys * 8);
     Scratch delta(allocator_, sequences * dims.queries * dims.queryHeads * 4);
     cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
-    args.softcap = static_cast<float>(scoreSoftcap);
-    if (attention_ == CudaAttention::Gemm && scoreSoftcap <= 0.0)   // soft-capped: the tiled kernels, as forward
+    withRule(args, rule);
+    if (attention_ == CudaAttention::Gemm && !rule.changesScores())   // a score rule: the tiled kernels, as forward
         attentionGemmBackward(dt(q), args, dout.data<void>(), q.data<void>(), k.data<void>(), v.data<void>(),
                               o.data<void>(), lseF, delta.as<float>(), dq.data<void>(), dk.data<void>(),
                               dv.data<void>());

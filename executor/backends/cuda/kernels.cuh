@@ -89,7 +89,10 @@ void sumSquares(const KernelContext& k, DType t, const void* x, int64_t n, doubl
 struct AttentionArgs {
     AttentionDims dims;
     float scale = 1.0f;
-    float softcap = 0.0f;   // > 0: each score capped to softcap tanh(S / softcap) (the tiled kernels only)
+    // The soft-cap, the sliding window and ALiBi's biases (score_rule.hpp; the tiled kernels only).
+    float softcap = 0.0f;
+    long long window = 0;
+    long long alibiHeads = 0, headOffset = 0;
     const int64_t* queryPositions = nullptr;
     const int64_t* keyPositions = nullptr;
 };

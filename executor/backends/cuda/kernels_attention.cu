@@ -7,6 +7,7 @@
 #include "cuda_common.cuh"
 
 #include "tessel/cost/errors.hpp"
+#include "tessel/exec/score_rule.hpp"
 
 #include <climits>
 #include <string>
@@ -64,6 +65,11 @@ __device__ long long loadKeyValueTile(const T* k, const T* v, const AttentionArg
     return tileMin;
 }
 
+// ALiBi's slope of the call's head h (score_rule.hpp; 0 without ALiBi).
+__device__ __forceinline__ float headSlope(const AttentionArgs& a, int64_t h) {
+    return a.alibiHeads > 0 ? static_cast<float>(alibiSlope(a.headOffset + h, a.alibiHeads)) : 0.0f;
+}
+
 // A soft-capped score, cap tanh(s / cap) (Gemma 2), and its slope 1 - tanh^2; s and 1 where cap is 0.
 __device__ __forceinline__ float cappedScore(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 __device__ __forceinline__ float capSlope(float capped, float cap) {
@@ -88,6 +94,7 @@ __global__ void __launch_bounds__(kThreads)
     const bool valid = qi < d.queries;
     const long long qpos = valid ? a.queryPositions[qi] : LLONG_MIN;
     const int64_t qoff = ((s * d.queries + qi) * d.queryHeads + h) * D;
+    const float slope = headSlope(a, h);
     float qr[P], acc[P];
 #pragma unroll
     for (int c = 0; c < P; ++c) {
@@ -100,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
         const long long tileMin = loadKeyValueTile<D>(k, v, a, s, g, kt, sK, sV, sPos);
         if (tileMin > sMaxQ) continue;   // every key of the tile is in every query's future (uniform branch)
-        // S_j = q . k_j / sqrt(d) for visible keys (Vaswani et al. 2017, eq. 1)
+        // S_j = q . k_j / sqrt(d) for visible keys (Vaswani et al. 2017, eq. 1), soft-capped, plus ALiBi's bias
         float sc[kTile];
         float tmax = -INFINITY;
 #pragma unroll
@@ -109,7 +116,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int c = 0; c < P; ++c) dot += qr[c] * sK[j * D + c * kThreadsPerRow + part];
             dot = rowSum(dot);
-            sc[j] = sPos[j] <= qpos ? cappedScore(dot * a.scale, a.softcap) : -INFINITY;
+            sc[j] = keyVisible(a.window, sPos[j], qpos)
+                        ? cappedScore(dot * a.scale, a.softcap) + slope * static_cast<float>(sPos[j] - qpos)
+                        : -INFINITY;
             tmax = fmaxf(tmax, sc[j]);
         }
         if (tmax != -INFINITY) {
@@ -192,6 +201,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     for (int64_t hh = 0; hh < group; ++hh) {
         const int64_t h = g * group + hh;
+        const float slope = headSlope(a, h);
         for (int64_t qt = 0; qt < d.queries; qt += kTile) {
             __syncthreads();
             loadTile<D>(q, s * d.queries + qt, s * d.queries + d.queries, d.queryHeads, h, sQ);
@@ -218,9 +228,12 @@ __global__ void __launch_bounds__(kThreads)
                 }
                 dqk = rowSum(dqk);
                 ddv = rowSum(ddv);
-                // P = exp(S - lse); dV += P^T dO; dP = dO V^T; dS = P (dP - D); dK += dS^T Q (alg. 2 lines 11-16)
+                // P = exp(S - lse); dV += P^T dO; dP = dO V^T; dS = P (dP - D); dK += dS^T Q (alg. 2 lines 11-16);
+                // ALiBi's bias, a constant, only moves P
                 const float sc = cappedScore(dqk * a.scale, a.softcap);
-                const float p = kpos <= sPos[i] ? expf(sc - sLse[i]) : 0.0f;
+                const float p = keyVisible(a.window, kpos, sPos[i])
+                                    ? expf(sc + slope * static_cast<float>(kpos - sPos[i]) - sLse[i])
+                                    : 0.0f;
                 const float ds = p * (ddv - sDelta[i]) * capSlope(sc, a.softcap);
 #pragma unroll
                 for (int c = 0; c < P; ++c) {
@@ -260,6 +273,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t at = (s * d.queries + qi) * d.queryHeads + h;
     const int64_t qoff = at * D;
     const float lseI = valid ? lseF[at] : 0.0f, deltaI = valid ? delta[at] : 0.0f;
+    const float slope = headSlope(a, h);
     float qr[P], dor[P], dqAcc[P];
 #pragma unroll
     for (int c = 0; c < P; ++c) {
@@ -283,7 +297,8 @@ __global__ void __launch_bounds__(kThreads)
             dqk = rowSum(dqk);
             dpv = rowSum(dpv);
             const float sc = cappedScore(dqk * a.scale, a.softcap);
-            const float p = sPos[j] <= qpos ? expf(sc - lseI) : 0.0f;
+            const float p =
+                keyVisible(a.window, sPos[j], qpos) ? expf(sc + slope * static_cast<float>(sPos[j] - qpos) - lseI) : 0.0f;
             const float ds = p * (dpv - deltaI) * capSlope(sc, a.softcap);
 #pragma unroll
             for (int c = 0; c < P; ++c) dqAcc[c] += ds * sK[j * D + c * kThreadsPerRow + part];

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace tessel::exec {
 namespace {
@@ -172,7 +173,7 @@ std::vector<std::vector<double>> runAttention(Backend& be, int64_t S, int64_t sq
                                               const std::vector<int64_t>& kpos, const std::vector<double>& q,
                                               const std::vector<double>& k, const std::vector<double>& v,
                                               const std::vector<double>& dout, const std::vector<double>& dk0,
-                                              double softcap = 0.0) {
+                                              const ScoreRule& rule = {}) {
     auto make = [&](const std::vector<double>& x, std::vector<int64_t> shape, MemoryCategory c) {
         Tensor t = be.empty(std::move(shape), c);
         be.upload(x, t);
@@ -181,10 +182,10 @@ std::vector<std::vector<double>> runAttention(Backend& be, int64_t S, int64_t sq
     const auto A = MemoryCategory::Activations, B = MemoryCategory::Buffers;
     Tensor Q = make(q, {S * sq, hq, d}, A), K = make(k, {S * skv, hkv, d}, A), V = make(v, {S * skv, hkv, d}, A);
     Tensor O = be.empty({S * sq, hq, d}, A), L = be.empty({S * sq, hq}, A);
-    be.attentionForward(Q, K, V, S, qpos, kpos, O, L, softcap);
+    be.attentionForward(Q, K, V, S, qpos, kpos, O, L, rule);
     Tensor DO = make(dout, {S * sq, hq, d}, A), DQ = be.empty({S * sq, hq, d}, B);
     Tensor DK = make(dk0, {S * skv, hkv, d}, B), DV = be.zeros({S * skv, hkv, d}, B);
-    be.attentionBackward(DO, Q, K, V, O, L, S, qpos, kpos, DQ, DK, DV, softcap);
+    be.attentionBackward(DO, Q, K, V, O, L, S, qpos, kpos, DQ, DK, DV, rule);
     return {be.download(O), be.download(L), be.download(DQ), be.download(DK), be.download(DV)};
 }
 
@@ -204,11 +205,24 @@ TEST_P(Kernels, CausalGqaAttentionForwardAndBackward) {
             compare(std::string("attention ") + attentionName(impl) + " d=" + std::to_string(d), [&](Backend& be) {
                 return runAttention(be, S, sq, skv, hq, hkv, d, qpos, kpos, q, k, v, dout, dk0);
             });
-            // Gemma 2's soft-capped scores (a cap of 2 on these scores bends most of them): the tiled kernels
-            // either way (the gemm path hands capped scores to them).
-            compare(std::string("attention softcap ") + attentionName(impl) + " d=" + std::to_string(d), [&](Backend& be) {
-                return runAttention(be, S, sq, skv, hq, hkv, d, qpos, kpos, q, k, v, dout, dk0, 2.0);
-            });
+            // Gemma 2's soft-capped scores (a cap of 2 on these scores bends most of them), a sliding window of 13
+            // keys (tiles of 32 keys partly and wholly outside it), ALiBi's biases on the second half of 8 heads (TP
+            // rank 1 of 2) and all three: the tiled kernels either way (the gemm path hands such scores to them).
+            ScoreRule capped, windowed, alibi, all;
+            capped.softcap = 2.0;
+            windowed.window = 13;
+            alibi.alibiHeads = 8;
+            alibi.headOffset = 4;
+            all = alibi;
+            all.softcap = 2.0;
+            all.window = 13;
+            const std::pair<const char*, ScoreRule> rules[] = {
+                {"softcap", capped}, {"window", windowed}, {"alibi", alibi}, {"softcap+window+alibi", all}};
+            for (const auto& [name, rule] : rules)
+                compare(std::string("attention ") + name + " " + attentionName(impl) + " d=" + std::to_string(d),
+                        [&](Backend& be) {
+                            return runAttention(be, S, sq, skv, hq, hkv, d, qpos, kpos, q, k, v, dout, dk0, rule);
+                        });
         }
     }
 }

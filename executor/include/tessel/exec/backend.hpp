@@ -2,6 +2,7 @@
 // The model is written once against it; `cpu` (float64/float32, Eigen) is the reference, `cuda` follows.
 #pragma once
 
+#include "tessel/exec/score_rule.hpp"
 #include "tessel/exec/tensor.hpp"
 
 #include <cstdint>
@@ -79,18 +80,18 @@ public:
 
     // Causal attention with GQA for `sequences` sequences. q [sequences * sq, hq, d]; k, v [sequences * skv,
     // hkv, d]; query i may see key j when keyPositions[j] <= queryPositions[i] (positions per sequence,
-    // length sq and skv). o [sequences * sq, hq, d]; lse [sequences * sq, hq] (log-sum-exp, for backward).
-    // scoreSoftcap > 0: each score S soft-capped to cap tanh(S / cap) before the softmax (Gemma 2's
-    // attn_logit_softcapping), the same in the backward.
+    // length sq and skv) and, with a window, keyVisible says so. o [sequences * sq, hq, d]; lse [sequences * sq, hq]
+    // (log-sum-exp, for backward). `rule` (score_rule.hpp): the window, the soft-cap and ALiBi's biases, the same in
+    // the backward.
     virtual void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                                   const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,
-                                  Tensor& o, Tensor& lse, double scoreSoftcap = 0.0) = 0;
+                                  Tensor& o, Tensor& lse, const ScoreRule& rule = {}) = 0;
     // dq = ; dk +=, dv += (so chunks of keys from several sources can accumulate).
     virtual void attentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& o, const Tensor& lse, int64_t sequences,
                                    const std::vector<int64_t>& queryPositions,
                                    const std::vector<int64_t>& keyPositions, Tensor& dq, Tensor& dk, Tensor& dv,
-                                   double scoreSoftcap = 0.0) = 0;
+                                   const ScoreRule& rule = {}) = 0;
 
     // Vocab-parallel embedding: rows of table [vocabLocal, h] hold tokens [vocabBegin, vocabBegin + vocabLocal);
     // out [n, h] gets the row of each token in the shard and zeros elsewhere; backward scatter-adds.
