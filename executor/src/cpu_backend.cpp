@@ -285,43 +285,54 @@ public:
         }
     }
 
-    void geluForward(const Tensor& x, Tensor& y) override {
+    void activationForward(const Tensor& x, Tensor& y, Pointwise f) override {
         // x, y: any shape, equal
-        check("geluForward", "x", x);
-        checkShape("geluForward", "y", y, x.shape());
+        check("activationForward", "x", x);
+        checkShape("activationForward", "y", y, x.shape());
         const T* px = x.data<T>();
         T* py = y.data<T>();
-        // GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. in sec. 2; GPT-2): 0.5 x (1 + tanh(u))
-        for (int64_t i = 0; i < x.numel(); ++i) py[i] = static_cast<T>(activation(static_cast<double>(px[i]), GateActivation::Gelu));
+        for (int64_t i = 0; i < x.numel(); ++i) py[i] = static_cast<T>(activation(static_cast<double>(px[i]), f));
     }
 
-    void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) override {
+    void activationBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise f) override {
         // dy, x, dx: any shape, equal
-        check("geluBackward", "x", x);
-        checkShape("geluBackward", "dy", dy, x.shape());
-        checkShape("geluBackward", "dx", dx, x.shape());
+        check("activationBackward", "x", x);
+        checkShape("activationBackward", "dy", dy, x.shape());
+        checkShape("activationBackward", "dx", dx, x.shape());
         const T* pdy = dy.data<T>();
         const T* px = x.data<T>();
         T* pdx = dx.data<T>();
         for (int64_t i = 0; i < x.numel(); ++i)
-            pdx[i] = static_cast<T>(static_cast<double>(pdy[i]) * activationDerivative(static_cast<double>(px[i]), GateActivation::Gelu));
+            pdx[i] = static_cast<T>(static_cast<double>(pdy[i]) * activationDerivative(static_cast<double>(px[i]), f));
     }
 
-    // SiLU, silu(g) = g sigmoid(g), d/dg = s (1 + g (1 - s)); GELU's tanh form 0.5 g (1 + tanh(u)), u = c (g +
-    // 0.044715 g^3), d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) c (1 + 3 0.044715 g^2) with t = tanh(u), c = sqrt(2/pi).
-    static double activation(double g, GateActivation act) {
-        return act == GateActivation::Silu ? g * sigmoid(g) : 0.5 * g * (1.0 + std::tanh(geluInner(g)));
+    // SiLU, silu(g) = g sigmoid(g), d/dg = s (1 + g (1 - s)); GELU's tanh form (Hendrycks & Gimpel 2016, sec. 2;
+    // GPT-2) 0.5 g (1 + tanh(u)), u = c (g + 0.044715 g^3), d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) c (1 + 3 0.044715 g^2)
+    // with t = tanh(u), c = sqrt(2/pi); squared ReLU max(0, g)^2, d/dg = 2 max(0, g).
+    static double activation(double g, Pointwise f) {
+        switch (f) {
+        case Pointwise::Silu: return g * sigmoid(g);
+        case Pointwise::Gelu: return 0.5 * g * (1.0 + std::tanh(geluInner(g)));
+        case Pointwise::SquaredRelu: return g > 0.0 ? g * g : 0.0;
+        }
+        return 0.0;
     }
-    static double activationDerivative(double g, GateActivation act) {
-        if (act == GateActivation::Silu) {
+    static double activationDerivative(double g, Pointwise f) {
+        switch (f) {
+        case Pointwise::Silu: {
             const double s = sigmoid(g);
             return s * (1.0 + g * (1.0 - s));
         }
-        const double t = std::tanh(geluInner(g));
-        return 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * kGeluScale * (1.0 + 3.0 * kGeluCubic * g * g);
+        case Pointwise::Gelu: {
+            const double t = std::tanh(geluInner(g));
+            return 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * kGeluScale * (1.0 + 3.0 * kGeluCubic * g * g);
+        }
+        case Pointwise::SquaredRelu: return g > 0.0 ? 2.0 * g : 0.0;
+        }
+        return 0.0;
     }
 
-    void gluForward(const Tensor& x, Tensor& y, GateActivation act) override {
+    void gluForward(const Tensor& x, Tensor& y, Pointwise act) override {
         // x [n, 2f] = [gate | up], y [n, f]
         const auto [n, twoF] = matrixShape("gluForward", "x", x);
         if (twoF % 2 != 0) fail("gluForward", "x " + x.shapeString() + " has an odd number of columns");
@@ -337,7 +348,7 @@ public:
             }
     }
 
-    void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) override {
+    void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise act) override {
         // dy [n, f], x [n, 2f], dx [n, 2f]
         const auto [n, twoF] = matrixShape("gluBackward", "x", x);
         if (twoF % 2 != 0) fail("gluBackward", "x " + x.shapeString() + " has an odd number of columns");

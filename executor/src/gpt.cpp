@@ -201,8 +201,8 @@ Tensor GptModel::Impl::mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const 
     Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h]
     h1 = linear(n2f, fc1, fc1b, cat);                                         // [T, fl or 2 fl]
     act = be.empty({T, fl}, cat);                                             // [T, fl]
-    if (gated) be.gluForward(h1, act, gateAct);
-    else be.geluForward(h1, act);
+    if (gated) be.gluForward(h1, act, mlpAct);
+    else be.activationForward(h1, act, mlpAct);
     Tensor partial = linear(act, fc2, -1, kBuf);                              // [T, h] partial over TP
     return reduce ? reduceSeq(partial) : partial;                             // [Tl, h], or [T, h] unreduced
 }
@@ -215,8 +215,8 @@ Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const
     be.gemm(false, true, 1.0, dp2, W(fc2), 0.0, da);
     weightGrad(acts, act, dp2, fc2, false, defer);
     Tensor dh1 = be.empty(h1.shape(), kBuf);                                  // [T, fl or 2 fl]
-    if (gated) be.gluBackward(da, h1, dh1, gateAct);
-    else be.geluBackward(da, h1, dh1);
+    if (gated) be.gluBackward(da, h1, dh1, mlpAct);
+    else be.activationBackward(da, h1, dh1, mlpAct);
     biasGrad(fc1b, dh1);
     Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h] re-gathered for dW
     Tensor dn2f = be.empty({T, h}, kBuf);                                     // [T, h] partial

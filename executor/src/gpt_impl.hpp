@@ -115,9 +115,9 @@ struct GptModel::Impl {
     std::vector<std::vector<int64_t>> rankPos; // [cp][sLocal] every CP rank's positions
     double lossScale = 1.0;
     bool rms = false, rope = false, bias = false, qkvBias = false, sp = false;
-    // A gated MLP (SwiGLU, GeGLU): fc1 [h, 2 fl] = [gate | up], and the gate's activation.
+    // A gated MLP (SwiGLU, GeGLU): fc1 [h, 2 fl] = [gate | up]; the activation, of the gate where gated.
     bool gated = false;
-    GateActivation gateAct = GateActivation::Silu;
+    Pointwise mlpAct = Pointwise::Gelu;
     // Attention and the MLP side by side (ModelConfig::parallelResidual): both read the layer input; with
     // reduceOnce their row-parallel outputs are summed before one TP reduction (parallelResidualReducesOnceOf).
     bool parallel = false, reduceOnce = false;

@@ -22,6 +22,18 @@ ParamPiece piece(const std::string& full, int64_t fullRows, int64_t fullCols, in
 
 // A SwiGLU fc1's bias on split index `at` of widthLocal columns: one local [1, 2 widthLocal] = [gate | up], as the
 // fused weight, from the gate and up biases of width `width` (prefix + "gate.bias", "up.bias"), zero-initialised.
+// The backends' activation for the model's MLP: GELU (GPT-2) and GeGLU's gate GELU's tanh form, SwiGLU's gate SiLU,
+// Nemotron's squared ReLU.
+Pointwise mlpActivationOf(Activation a) {
+    switch (a) {
+    case Activation::Gelu:
+    case Activation::Geglu: return Pointwise::Gelu;
+    case Activation::Swiglu: return Pointwise::Silu;
+    case Activation::SquaredRelu: return Pointwise::SquaredRelu;
+    }
+    return Pointwise::Gelu;
+}
+
 ParamInfo gluBias(const std::string& prefix, int64_t width, int64_t widthLocal, int64_t at, int layer, int chunk) {
     ParamInfo b;
     b.name = prefix + "fc1.bias";
@@ -103,7 +115,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.vocabBegin = ctx.tp.myIndex * m.vocabLocal;
     m.rms = model.norm == NormKind::RmsNorm;
     m.gated = model.gatedMlp();
-    m.gateAct = model.activation == Activation::Geglu ? GateActivation::Gelu : GateActivation::Silu;
+    m.mlpAct = mlpActivationOf(model.activation);
     m.rope = model.position == PositionEmbedding::Rope;
     m.ropeDim = model.rotaryDim();
     m.bias = model.linearBias;

@@ -151,8 +151,8 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
         const int b1 = L.expertFc1b.empty() ? -1 : L.expertFc1b[static_cast<size_t>(le)];
         Tensor h1 = linear(xe, L.expertFc1[static_cast<size_t>(le)], b1, cat); // [n_e, Fl or 2 Fl]
         Tensor act = be.empty({ne, expertFl}, cat);                           // [n_e, Fl]
-        if (gated) be.gluForward(h1, act, gateAct);
-        else be.geluForward(h1, act);
+        if (gated) be.gluForward(h1, act, mlpAct);
+        else be.activationForward(h1, act, mlpAct);
         Tensor ye = linear(act, L.expertFc2[static_cast<size_t>(le)], -1, kBuf); // [n_e, h] partial over TP
         // fc2's bias, replicated over expert TP, joins one rank's partial sum so that the reduce-scatter adds it once.
         if (!L.expertFc2b.empty() && ti == 0) be.addBias(ye, W(L.expertFc2b[static_cast<size_t>(le)]).view({h}));
@@ -214,8 +214,8 @@ Tensor GptModel::Impl::moeBackward(const LayerParams& L, const Tensor& dy, const
         be.gemm(false, true, 1.0, dye, W(fc2), 0.0, da);
         weightGrad(acts, a.ae[static_cast<size_t>(le)], dye, fc2, false, defer);
         Tensor dh1 = be.empty(a.h1e[static_cast<size_t>(le)].shape(), kBuf);
-        if (gated) be.gluBackward(da, a.h1e[static_cast<size_t>(le)], dh1, gateAct);
-        else be.geluBackward(da, a.h1e[static_cast<size_t>(le)], dh1);
+        if (gated) be.gluBackward(da, a.h1e[static_cast<size_t>(le)], dh1, mlpAct);
+        else be.activationBackward(da, a.h1e[static_cast<size_t>(le)], dh1, mlpAct);
         if (!L.expertFc1b.empty()) biasGrad(L.expertFc1b[static_cast<size_t>(le)], dh1);
         // dye holds every row of this expert (gathered over expert TP): each expert-TP rank's copy of fc2's bias
         // gets the whole gradient, as a replicated row-parallel bias does.

@@ -242,15 +242,15 @@ std::vector<BenchPoint> runComputeBenchmarks(Backend& be, const BenchOptions& o,
                    s, 0.0, kernel_cost::kBackwardByteFactor * normBytes);
         }
         const double geluBytes = kernel_cost::activationBytes(false, n, c, e);
-        record(measure("gelu_forward", [&] { Bufs& t = bufs(); be.geluForward(t.x, t.y); }), shape, 0.0, geluBytes);
-        record(measure("gelu_backward", [&] { Bufs& t = bufs(); be.geluBackward(t.dy, t.x, t.dx); }), shape, 0.0,
+        record(measure("gelu_forward", [&] { Bufs& t = bufs(); be.activationForward(t.x, t.y, Pointwise::Gelu); }), shape, 0.0, geluBytes);
+        record(measure("gelu_backward", [&] { Bufs& t = bufs(); be.activationBackward(t.dy, t.x, t.dx, Pointwise::Gelu); }), shape, 0.0,
                kernel_cost::kBackwardByteFactor * geluBytes);
         if (c % 2 == 0) {
             const double swigluBytes = kernel_cost::activationBytes(true, n, c / 2, e);
             auto s = shape;
             s["cols"] = c / 2;
-            record(measure("swiglu_forward", [&] { Bufs& t = bufs(); be.gluForward(t.x, t.h, GateActivation::Silu); }), s, 0.0, swigluBytes);
-            record(measure("swiglu_backward", [&] { Bufs& t = bufs(); be.gluBackward(t.dh, t.x, t.dx, GateActivation::Silu); }), s, 0.0,
+            record(measure("swiglu_forward", [&] { Bufs& t = bufs(); be.gluForward(t.x, t.h, Pointwise::Silu); }), s, 0.0, swigluBytes);
+            record(measure("swiglu_backward", [&] { Bufs& t = bufs(); be.gluBackward(t.dh, t.x, t.dx, Pointwise::Silu); }), s, 0.0,
                    kernel_cost::kBackwardByteFactor * swigluBytes);
         }
         const double residual = kernel_cost::residualBytes(n, c, e, 0);

@@ -50,9 +50,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/recompute_modules", "the executor recomputes whole layers (recompute full) or none; "
                                                      "Megatron-core's recompute modules are predicted and exported "
                                                      "(--recompute-modules), not run by tessel run yet");
-    if (model.activation == Activation::SquaredRelu)
-        problems.add("/model/activation", "the executor's MLP is GELU or SwiGLU; squared_relu is predicted and exported "
-                                          "(Megatron-LM --squared-relu), not run by tessel run yet");
     if (model.mtpLayers > 0)
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");

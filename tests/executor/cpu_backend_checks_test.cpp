@@ -87,11 +87,11 @@ TEST(CpuBackend, ShapeMismatchesThrowRuntimeErrorNamingTheOp) {
     Tensor dx23 = t({2, 3}), dg3 = t({3}), db3 = t({3});
     expectRuntimeError([&] { b->normBackward(t({2, 4}), a23, t({3}), mean2, rstd2, false, dx23, dg3, db3); },
                        "normBackward");
-    expectRuntimeError([&] { b->geluForward(a23, c24); }, "geluForward");
-    expectRuntimeError([&] { b->geluBackward(a23, a23, c24); }, "geluBackward");
-    expectRuntimeError([&] { b->gluForward(a23, c24, GateActivation::Silu); }, "gluForward");  // odd columns
-    expectRuntimeError([&] { b->gluForward(c24, c24, GateActivation::Gelu); }, "gluForward");  // y must be [2, 2]
-    expectRuntimeError([&] { b->gluBackward(c24, c24, c24, GateActivation::Silu); }, "gluBackward");
+    expectRuntimeError([&] { b->activationForward(a23, c24, Pointwise::Gelu); }, "activationForward");
+    expectRuntimeError([&] { b->activationBackward(a23, a23, c24, Pointwise::SquaredRelu); }, "activationBackward");
+    expectRuntimeError([&] { b->gluForward(a23, c24, Pointwise::Silu); }, "gluForward");  // odd columns
+    expectRuntimeError([&] { b->gluForward(c24, c24, Pointwise::Gelu); }, "gluForward");  // y must be [2, 2]
+    expectRuntimeError([&] { b->gluBackward(c24, c24, c24, Pointwise::Silu); }, "gluBackward");
     Tensor x3 = t({2, 1, 4}), x3odd = t({2, 1, 3});
     expectRuntimeError([&] { b->rope(x3, {0, 1, 2}, 10000.0, 4, false); }, "rope");
     expectRuntimeError([&] { b->rope(x3odd, {0, 1}, 10000.0, 3, false); }, "rope");  // an odd rotated width
@@ -139,7 +139,7 @@ TEST(CpuBackend, ElementTypeMismatchThrows) {
     auto b32 = makeCpuBackend(ElementType::F32);
     Tensor x32 = b32->zeros({2, 2}, MemoryCategory::Activations);
     Tensor y64 = b64->zeros({2, 2}, MemoryCategory::Activations);
-    expectRuntimeError([&] { b64->geluForward(x32, y64); }, "geluForward");
+    expectRuntimeError([&] { b64->activationForward(x32, y64, Pointwise::Gelu); }, "activationForward");
     expectRuntimeError([&] { b64->download(x32); }, "download");
     expectRuntimeError([&] { b32->gemm(false, false, 1.0, x32, y64, 0.0, x32); }, "gemm");
 }

@@ -88,24 +88,28 @@ TEST(CpuBackendGradients, NormBackwardMatchesFiniteDifferences) {
     }
 }
 
-TEST(CpuBackendGradients, GeluBackwardMatchesFiniteDifferences) {
+// GELU, SiLU and squared ReLU (its kink at 0 is not among these 20 points, none within the differences' step of it).
+TEST(CpuBackendGradients, ActivationBackwardMatchesFiniteDifferences) {
     auto b = f64();
     const Values xv = randomValues(20, 27, -4.0, 4.0), w = randomValues(20, 28);
-    auto loss = [&](const Values& x) {
-        Tensor y = b->empty({4, 5}, MemoryCategory::Activations);
-        b->geluForward(make(*b, {4, 5}, x), y);
-        return dot(b->download(y), w);
-    };
-    Tensor dx = filled(*b, {4, 5}, std::numeric_limits<double>::quiet_NaN());
-    b->geluBackward(make(*b, {4, 5}, w), make(*b, {4, 5}, xv), dx);
-    EXPECT_LT(relativeError(b->download(dx), finiteDifference(loss, xv)), kFiniteDifferenceTolerance);
+    for (const Pointwise f : {Pointwise::Gelu, Pointwise::Silu, Pointwise::SquaredRelu}) {
+        auto loss = [&](const Values& x) {
+            Tensor y = b->empty({4, 5}, MemoryCategory::Activations);
+            b->activationForward(make(*b, {4, 5}, x), y, f);
+            return dot(b->download(y), w);
+        };
+        Tensor dx = filled(*b, {4, 5}, std::numeric_limits<double>::quiet_NaN());
+        b->activationBackward(make(*b, {4, 5}, w), make(*b, {4, 5}, xv), dx, f);
+        EXPECT_LT(relativeError(b->download(dx), finiteDifference(loss, xv)), kFiniteDifferenceTolerance)
+            << static_cast<int>(f);
+    }
 }
 
-// SwiGLU and GeGLU: silu or GELU (tanh form) of the gate times the up half.
+// SwiGLU and GeGLU: silu or GELU (tanh form) of the gate times the up half; squared ReLU's gate as well.
 TEST(CpuBackendGradients, GatedActivationBackwardMatchesFiniteDifferences) {
     auto b = f64();
     const Values xv = randomValues(24, 29, -3.0, 3.0), w = randomValues(12, 30);  // x [4, 6], dy [4, 3]
-    for (const GateActivation act : {GateActivation::Silu, GateActivation::Gelu}) {
+    for (const Pointwise act : {Pointwise::Silu, Pointwise::Gelu, Pointwise::SquaredRelu}) {
         auto loss = [&](const Values& x) {
             Tensor y = b->empty({4, 3}, MemoryCategory::Activations);
             b->gluForward(make(*b, {4, 6}, x), y, act);
@@ -296,9 +300,9 @@ TEST(CpuBackendFloat, BackwardOpsMatchFloat64) {
         std::vector<Values> results;
         for (Backend* b : {b64.get(), b32.get()}) {
             Tensor x = make(*b, {4, 6}, xv), dx = b->empty({4, 6}, MemoryCategory::Activations);
-            b->geluBackward(make(*b, {4, 6}, w), x, dx);
+            b->activationBackward(make(*b, {4, 6}, w), x, dx, Pointwise::Gelu);
             Values all = b->download(dx);
-            b->gluBackward(make(*b, {4, 3}, w2), x, dx, GateActivation::Silu);
+            b->gluBackward(make(*b, {4, 3}, w2), x, dx, Pointwise::Silu);
             const Values s = b->download(dx);
             all.insert(all.end(), s.begin(), s.end());
             results.push_back(all);

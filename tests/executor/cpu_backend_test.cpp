@@ -283,14 +283,17 @@ TYPED_TEST(CpuBackendTyped, GeluAndGatedForwardMatchReference) {
     Backend& b = *this->backend;
     const Values xv = randomValues(24, 11, -4.0, 4.0);
     Tensor x = make(b, {4, 6}, xv), y = b.empty({4, 6}, MemoryCategory::Activations);
-    b.geluForward(x, y);
+    b.activationForward(x, y, Pointwise::Gelu);
     Values expected(xv.size());
     std::transform(xv.begin(), xv.end(), expected.begin(), geluReference);
+    EXPECT_LT(relativeError(b.download(y), expected), this->kTolerance);
+    b.activationForward(x, y, Pointwise::SquaredRelu);                       // max(0, x)^2
+    std::transform(xv.begin(), xv.end(), expected.begin(), [](double v) { return v > 0.0 ? v * v : 0.0; });
     EXPECT_LT(relativeError(b.download(y), expected), this->kTolerance);
 
     Tensor ys = b.empty({4, 3}, MemoryCategory::Activations);  // x [4, 6] = [gate | up] -> [4, 3]
     for (const bool gelu : {false, true}) {
-        b.gluForward(x, ys, gelu ? GateActivation::Gelu : GateActivation::Silu);
+        b.gluForward(x, ys, gelu ? Pointwise::Gelu : Pointwise::Silu);
         EXPECT_LT(relativeError(b.download(ys), gluReference(xv, 4, 3, gelu)), this->kTolerance) << gelu;
     }
 }

@@ -87,6 +87,9 @@ std::vector<Case> grid() {
     add("cp2_alibi_windowmix", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; });
     add("cp2_tp2_swiglu_window", [](Plan& p) { p.cp = 2; p.tp = 2; p.cpComm = CpComm::AllGather; }, true);
     add("pp2_dp2_zero3_alibi_windowmix", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
+    // Nemotron's squared ReLU MLP, over TP with SP and over pipeline stages with ZeRO-3, replayed under full recompute.
+    add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("pp2_dp2_zero3_sqrelu_recompute", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.recompute = Recompute::Full; });
     for (Schedule s : {Schedule::Gpipe, Schedule::OneFOneB, Schedule::ZeroBubble}) {
         add("pp2_" + toString(s), [s](Plan& p) { p.pp = 2; p.schedule = s; });
         add("pp4_" + toString(s), [s](Plan& p) { p.pp = 4; p.schedule = s; });
@@ -242,6 +245,7 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("geglu") != std::string::npos) model.activation = Activation::Geglu; // the gated layout, GELU's gate
     if (c.name.find("qknorm") != std::string::npos) model.qkNorm = true;
     if (c.name.find("alibi") != std::string::npos) model.position = PositionEmbedding::Alibi;
+    if (c.name.find("sqrelu") != std::string::npos) model.activation = Activation::SquaredRelu;
     if (c.name.find("window") != std::string::npos) model.slidingWindow = 5;  // 16 positions a sequence
     if (c.name.find("windowmix") != std::string::npos) model.fullAttentionLayers = {1};
     if (c.name.find("softcap") != std::string::npos) {                        // Gemma 2's, small enough to bend the
@@ -652,6 +656,14 @@ TEST(ModelFeatures, AlibiAndWindowGradientsMatchFiniteDifferences) {
     expectGradientsMatchFiniteDifferences(model, {"layer.0.attn.q.weight", "layer.0.attn.k.weight", "layer.0.attn.v.weight",
                                                   "layer.1.attn.q.weight", "layer.1.attn.k.weight", "layer.0.ln1.weight",
                                                   "wte"});
+}
+
+// Nemotron's squared ReLU: the MLP's weights and biases on both sides of it, and what feeds them.
+TEST(ModelFeatures, SquaredReluGradientsMatchFiniteDifferences) {
+    ModelConfig model = tinyModel(false);
+    model.activation = Activation::SquaredRelu;
+    expectGradientsMatchFiniteDifferences(model, {"layer.0.mlp.fc1.weight", "layer.0.mlp.fc1.bias", "layer.0.mlp.fc2.weight",
+                                                  "layer.1.mlp.fc1.weight", "layer.1.ln2.weight"});
 }
 
 // Gemma's gated GELU (GeGLU): the gate's and up projection's weights and biases, and what feeds them.

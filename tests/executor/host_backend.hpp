@@ -73,10 +73,10 @@ public:
                       Tensor&) override {
         unsupported();
     }
-    void geluForward(const Tensor&, Tensor&) override { unsupported(); }
-    void geluBackward(const Tensor&, const Tensor&, Tensor&) override { unsupported(); }
-    void gluForward(const Tensor&, Tensor&, GateActivation) override { unsupported(); }
-    void gluBackward(const Tensor&, const Tensor&, Tensor&, GateActivation) override { unsupported(); }
+    void activationForward(const Tensor&, Tensor&, Pointwise) override { unsupported(); }
+    void activationBackward(const Tensor&, const Tensor&, Tensor&, Pointwise) override { unsupported(); }
+    void gluForward(const Tensor&, Tensor&, Pointwise) override { unsupported(); }
+    void gluBackward(const Tensor&, const Tensor&, Tensor&, Pointwise) override { unsupported(); }
     void rope(Tensor&, const std::vector<int64_t>&, double, int64_t, bool) override { unsupported(); }
     void attentionForward(const Tensor&, const Tensor&, const Tensor&, int64_t, const std::vector<int64_t>&,
                           const std::vector<int64_t>&, Tensor&, Tensor&, const ScoreRule&) override {

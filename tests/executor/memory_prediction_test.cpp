@@ -39,6 +39,7 @@ ModelConfig caseModel(const MemCase& c) {
         // takes the learned position table away (a weight and its gradient and moments).
         if (c.name.find("alibi") != std::string::npos) m.position = PositionEmbedding::Alibi;
         if (c.name.find("window") != std::string::npos) m.slidingWindow = 5;
+        if (c.name.find("sqrelu") != std::string::npos) m.activation = Activation::SquaredRelu; // GELU's bytes and layout
         return m;
     }
     ModelConfig m = loadModelRef("tiny-moe", "test");
@@ -72,6 +73,7 @@ std::vector<MemCase> memoryCases() {
     add("tp2_softcap", [](Plan& p) { p.tp = 2; });
     add("pp2_softcap", [](Plan& p) { p.pp = 2; });
     add("tp2_alibi_window", [](Plan& p) { p.tp = 2; });
+    add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("cp2_swiglu_window", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; }, true);
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });

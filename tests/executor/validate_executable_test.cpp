@@ -23,7 +23,6 @@ using test::tinyModel;
 // not as a QKV GEMM.
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
-        {"/model/activation", [](ModelConfig& m) { m.activation = Activation::SquaredRelu; }},
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
         {"/model/mla", [](ModelConfig& m) {
              m.kvHeads = m.heads;

@@ -149,10 +149,10 @@ public:
                      Tensor& mean, Tensor& rstd) override;
     void normBackward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                       bool rms, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
-    void geluForward(const Tensor& x, Tensor& y) override;
-    void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) override;
-    void gluForward(const Tensor& x, Tensor& y, GateActivation act) override;
-    void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) override;
+    void activationForward(const Tensor& x, Tensor& y, Pointwise f) override;
+    void activationBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise f) override;
+    void gluForward(const Tensor& x, Tensor& y, Pointwise act) override;
+    void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise act) override;
     void rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) override;
     void attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t sequences,
                           const std::vector<int64_t>& queryPositions, const std::vector<int64_t>& keyPositions,

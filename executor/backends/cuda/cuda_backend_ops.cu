@@ -57,36 +57,36 @@ void CudaBackend::normBackward(const Tensor& dy, const Tensor& x, const Tensor& 
 }
 
 // ---- activations ----
-void CudaBackend::geluForward(const Tensor& x, Tensor& y) {
-    check("geluForward", "x", x);
-    checkShape("geluForward", "y", y, x.shape(), x.type());
+void CudaBackend::activationForward(const Tensor& x, Tensor& y, Pointwise f) {
+    check("activationForward", "x", x);
+    checkShape("activationForward", "y", y, x.shape(), x.type());
     touched(y);
-    cuda::geluForward(kc_, dt(x), x.data<void>(), y.data<void>(), x.numel());
+    cuda::activationForward(kc_, dt(x), x.data<void>(), y.data<void>(), x.numel(), f);
 }
 
-void CudaBackend::geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-    check("geluBackward", "x", x);
-    checkShape("geluBackward", "dy", dy, x.shape(), x.type());
-    checkShape("geluBackward", "dx", dx, x.shape(), x.type());
+void CudaBackend::activationBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise f) {
+    check("activationBackward", "x", x);
+    checkShape("activationBackward", "dy", dy, x.shape(), x.type());
+    checkShape("activationBackward", "dx", dx, x.shape(), x.type());
     touched(dx);
-    cuda::geluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), x.numel());
+    cuda::activationBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), x.numel(), f);
 }
 
-void CudaBackend::gluForward(const Tensor& x, Tensor& y, GateActivation act) {
+void CudaBackend::gluForward(const Tensor& x, Tensor& y, Pointwise act) {
     const auto [n, twoF] = matrixShape("gluForward", "x", x);
     if (twoF % 2 != 0) fail("gluForward", "x " + x.shapeString() + " has an odd number of columns");
     checkShape("gluForward", "y", y, {n, twoF / 2}, x.type());
     touched(y);
-    cuda::gluForward(kc_, dt(x), x.data<void>(), y.data<void>(), n, twoF / 2, act == GateActivation::Gelu);
+    cuda::gluForward(kc_, dt(x), x.data<void>(), y.data<void>(), n, twoF / 2, act);
 }
 
-void CudaBackend::gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) {
+void CudaBackend::gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise act) {
     const auto [n, twoF] = matrixShape("gluBackward", "x", x);
     if (twoF % 2 != 0) fail("gluBackward", "x " + x.shapeString() + " has an odd number of columns");
     checkShape("gluBackward", "dy", dy, {n, twoF / 2}, x.type());
     checkShape("gluBackward", "dx", dx, {n, twoF}, x.type());
     touched(dx);
-    cuda::gluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), n, twoF / 2, act == GateActivation::Gelu);
+    cuda::gluBackward(kc_, dt(x), dy.data<void>(), x.data<void>(), dx.data<void>(), n, twoF / 2, act);
 }
 
 void CudaBackend::rope(Tensor& x, const std::vector<int64_t>& positions, double base, int64_t rotated, bool inverse) {

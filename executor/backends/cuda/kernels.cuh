@@ -3,6 +3,7 @@
 #pragma once
 
 #include "launch_plan.hpp"
+#include "tessel/exec/pointwise.hpp"
 
 #include <cuda_runtime.h>
 
@@ -41,11 +42,13 @@ void normBackward(const KernelContext& k, DType t, const void* dy, const void* x
                   const float* meanF, const float* rstdF, bool rms, int64_t n, int64_t c, void* dx, void* dgamma,
                   void* dbeta, float* partials);
 
-void geluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n);
-void geluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n);
-// A gated MLP's activation (x [n, 2f] = [gate | up] -> act(gate) * up [n, f]): GELU's tanh form with `gelu`, else SiLU.
-void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, bool gelu);
-void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f, bool gelu);
+// The MLP's activation f over n elements: y = f(x); dx = dy f'(x).
+void activationForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, Pointwise f);
+void activationBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, Pointwise f);
+// A gated MLP's activation (x [n, 2f] = [gate | up] -> act(gate) * up [n, f]).
+void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, Pointwise act);
+void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f,
+                 Pointwise act);
 // x = cap tanh(x / cap) in place; dy *= 1 - (y / cap)^2 from the capped values y.
 void softcap(const KernelContext& k, DType t, void* x, int64_t n, float cap);
 void softcapBackward(const KernelContext& k, DType t, void* dy, const void* y, int64_t n, float cap);

@@ -154,48 +154,60 @@ __global__ void normParamPartialsKernel(const T* dy, const T* x, const float* me
 
 __device__ __forceinline__ float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-// GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or SiLU,
-// x sigmoid(x) (the gate of SwiGLU, Shazeer 2020); and their derivatives (d silu(g)/dg = s (1 + g (1 - s))).
-__device__ __forceinline__ float activationOf(float v, bool gelu) {
-    return gelu ? 0.5f * v * (1.0f + tanhf(kGeluScale * (v + kGeluCubic * v * v * v))) : v * sigmoidf(v);
+// The MLP's activations (pointwise.hpp): GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 +
+// tanh(sqrt(2/pi) (x + 0.044715 x^3))); SiLU, x sigmoid(x) (the gate of SwiGLU, Shazeer 2020); squared ReLU, max(0,
+// x)^2 (Primer; Nemotron-4); and their derivatives (d silu(g)/dg = s (1 + g (1 - s)); d relu(g)^2/dg = 2 max(0, g)).
+__device__ __forceinline__ float activationOf(float v, Pointwise f) {
+    switch (f) {
+    case Pointwise::Silu: return v * sigmoidf(v);
+    case Pointwise::Gelu: return 0.5f * v * (1.0f + tanhf(kGeluScale * (v + kGeluCubic * v * v * v)));
+    case Pointwise::SquaredRelu: return v > 0.0f ? v * v : 0.0f;
+    }
+    return 0.0f;
 }
-__device__ __forceinline__ float activationDerivativeOf(float v, bool gelu) {
-    if (!gelu) {
+__device__ __forceinline__ float activationDerivativeOf(float v, Pointwise f) {
+    switch (f) {
+    case Pointwise::Silu: {
         const float s = sigmoidf(v);
         return s * (1.0f + v * (1.0f - s));
     }
-    const float t = tanhf(kGeluScale * (v + kGeluCubic * v * v * v));
-    const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+    case Pointwise::Gelu: {
+        const float t = tanhf(kGeluScale * (v + kGeluCubic * v * v * v));
+        const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
+        return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+    }
+    case Pointwise::SquaredRelu: return v > 0.0f ? 2.0f * v : 0.0f;
+    }
+    return 0.0f;
 }
 
 template <typename T>
-__global__ void geluForwardKernel(const T* x, T* y, int64_t n) {
-    TESSEL_GRID_STRIDE(i, n) { st(y, i, activationOf(ld(x, i), true)); }
+__global__ void activationForwardKernel(const T* x, T* y, int64_t n, Pointwise f) {
+    TESSEL_GRID_STRIDE(i, n) { st(y, i, activationOf(ld(x, i), f)); }
 }
 
 template <typename T>
-__global__ void geluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n) {
-    TESSEL_GRID_STRIDE(i, n) { st(dx, i, ld(dy, i) * activationDerivativeOf(ld(x, i), true)); }
+__global__ void activationBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, Pointwise f) {
+    TESSEL_GRID_STRIDE(i, n) { st(dx, i, ld(dy, i) * activationDerivativeOf(ld(x, i), f)); }
 }
 
 // A gated MLP's activation over x [n, 2f] = [gate | up]: act(gate) * up (SwiGLU with SiLU, GeGLU with GELU).
 template <typename T>
-__global__ void gluForwardKernel(const T* x, T* y, int64_t n, int64_t f, bool gelu) {
+__global__ void gluForwardKernel(const T* x, T* y, int64_t n, int64_t f, Pointwise act) {
     TESSEL_GRID_STRIDE(i, n * f) {
         const int64_t r = i / f, j = i % f;
         const float g = ld(x, r * 2 * f + j), u = ld(x, r * 2 * f + f + j);
-        st(y, i, activationOf(g, gelu) * u);
+        st(y, i, activationOf(g, act) * u);
     }
 }
 
 template <typename T>
-__global__ void gluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, int64_t f, bool gelu) {
+__global__ void gluBackwardKernel(const T* dy, const T* x, T* dx, int64_t n, int64_t f, Pointwise act) {
     TESSEL_GRID_STRIDE(i, n * f) {
         const int64_t r = i / f, j = i % f;
         const float g = ld(x, r * 2 * f + j), u = ld(x, r * 2 * f + f + j), d = ld(dy, i);
-        st(dx, r * 2 * f + j, d * u * activationDerivativeOf(g, gelu));   // dgate = dy up act'(g)
-        st(dx, r * 2 * f + f + j, d * activationOf(g, gelu));             // dup = dy act(g)
+        st(dx, r * 2 * f + j, d * u * activationDerivativeOf(g, act));   // dgate = dy up act'(g)
+        st(dx, r * 2 * f + f + j, d * activationOf(g, act));             // dup = dy act(g)
     }
 }
 
@@ -449,43 +461,43 @@ void normBackward(const KernelContext& k, DType t, const void* dy, const void* x
     checkLaunch("normBackward");
 }
 
-void geluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n) {
+void activationForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, Pointwise f) {
     if (n <= 0) return;
     const ElementwiseLaunch l = planElementwise(n, k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
-        geluForwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), as<T>(y), n);
+        activationForwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), as<T>(y), n, f);
     });
-    checkLaunch("geluForward");
+    checkLaunch("activationForward");
 }
 
-void geluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n) {
+void activationBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, Pointwise f) {
     if (n <= 0) return;
     const ElementwiseLaunch l = planElementwise(n, k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
-        geluBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n);
+        activationBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n, f);
     });
-    checkLaunch("geluBackward");
+    checkLaunch("activationBackward");
 }
 
-void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, bool gelu) {
+void gluForward(const KernelContext& k, DType t, const void* x, void* y, int64_t n, int64_t f, Pointwise act) {
     if (n * f <= 0) return;
     const ElementwiseLaunch l = planElementwise(n * f, k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
-        gluForwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), as<T>(y), n, f, gelu);
+        gluForwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), as<T>(y), n, f, act);
     });
     checkLaunch("gluForward");
 }
 
 void gluBackward(const KernelContext& k, DType t, const void* dy, const void* x, void* dx, int64_t n, int64_t f,
-                 bool gelu) {
+                 Pointwise act) {
     if (n * f <= 0) return;
     const ElementwiseLaunch l = planElementwise(n * f, k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
-        gluBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n, f, gelu);
+        gluBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(x), as<T>(dx), n, f, act);
     });
     checkLaunch("gluBackward");
 }

@@ -132,16 +132,19 @@ TEST_P(Kernels, SoftcapAndItsBackward) {
 TEST_P(Kernels, GeluAndGatedActivations) {
     const int64_t n = 33, f = 50;
     const auto x = rnd(static_cast<size_t>(n * 2 * f), 15, 2.0), dy = rnd(static_cast<size_t>(n * 2 * f), 16);
-    compare("gelu", [&](Backend& be) {
-        Tensor X = make(be, x, {n, 2 * f}), Y = be.empty({n, 2 * f}, MemoryCategory::Activations);
-        be.geluForward(X, Y);
-        Tensor DY = make(be, dy, {n, 2 * f}), DX = be.empty({n, 2 * f}, MemoryCategory::Buffers);
-        be.geluBackward(DY, X, DX);
-        return std::vector<std::vector<double>>{be.download(Y), be.download(DX)};
-    });
+    const std::pair<const char*, Pointwise> plain[] = {
+        {"gelu", Pointwise::Gelu}, {"silu", Pointwise::Silu}, {"squared relu", Pointwise::SquaredRelu}};
+    for (const auto& [name, fn] : plain)
+        compare(name, [&](Backend& be) {
+            Tensor X = make(be, x, {n, 2 * f}), Y = be.empty({n, 2 * f}, MemoryCategory::Activations);
+            be.activationForward(X, Y, fn);
+            Tensor DY = make(be, dy, {n, 2 * f}), DX = be.empty({n, 2 * f}, MemoryCategory::Buffers);
+            be.activationBackward(DY, X, DX, fn);
+            return std::vector<std::vector<double>>{be.download(Y), be.download(DX)};
+        });
     const std::vector<double> dyHalf(dy.begin(), dy.begin() + n * f);
-    for (const GateActivation act : {GateActivation::Silu, GateActivation::Gelu})
-        compare(act == GateActivation::Silu ? "swiglu" : "geglu", [&](Backend& be) {
+    for (const Pointwise act : {Pointwise::Silu, Pointwise::Gelu})
+        compare(act == Pointwise::Silu ? "swiglu" : "geglu", [&](Backend& be) {
             Tensor X = make(be, x, {n, 2 * f}), Y = be.empty({n, f}, MemoryCategory::Activations);
             be.gluForward(X, Y, act);
             Tensor DY = make(be, dyHalf, {n, f}), DX = be.empty({n, 2 * f}, MemoryCategory::Buffers);

@@ -2,6 +2,7 @@
 // The model is written once against it; `cpu` (float64/float32, Eigen) is the reference, `cuda` follows.
 #pragma once
 
+#include "tessel/exec/pointwise.hpp"
 #include "tessel/exec/score_rule.hpp"
 #include "tessel/exec/tensor.hpp"
 
@@ -11,10 +12,6 @@
 #include <vector>
 
 namespace tessel::exec {
-
-// The activation of a gated MLP's gate: SiLU (SwiGLU, Shazeer 2020, "GLU Variants Improve Transformer") or GELU in
-// its tanh form (GeGLU, the same paper; Gemma's gelu_pytorch_tanh).
-enum class GateActivation { Silu, Gelu };
 
 // Shapes: activations are row-major [tokens, features] with tokens ordered (sequence, position) of the
 // micro-batch; attention tensors are [tokens, heads, head_dim]. "+=" in a comment means the op accumulates
@@ -61,12 +58,12 @@ public:
     virtual void normBackward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                               const Tensor& rstd, bool rms, Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
 
-    // GELU (tanh approximation, as GPT-2) and a gated MLP's activation (x [n, 2f] = [gate | up] -> act(gate) * up
-    // [n, f]: SwiGLU with Silu, GeGLU with Gelu).
-    virtual void geluForward(const Tensor& x, Tensor& y) = 0;
-    virtual void geluBackward(const Tensor& dy, const Tensor& x, Tensor& dx) = 0;
-    virtual void gluForward(const Tensor& x, Tensor& y, GateActivation act) = 0;
-    virtual void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, GateActivation act) = 0;
+    // The MLP's activation f (pointwise.hpp), y = f(x), dx = dy f'(x); and a gated MLP's (x [n, 2f] = [gate | up] ->
+    // f(gate) * up [n, f]: SwiGLU with Silu, GeGLU with Gelu).
+    virtual void activationForward(const Tensor& x, Tensor& y, Pointwise f) = 0;
+    virtual void activationBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise f) = 0;
+    virtual void gluForward(const Tensor& x, Tensor& y, Pointwise act) = 0;
+    virtual void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise act) = 0;
     // Tanh soft-capping in place, x = cap tanh(x / cap) (Gemma 2's final_logit_softcapping), and its backward from the
     // capped values y: dy *= 1 - (y / cap)^2.
     virtual void softcap(Tensor& x, double cap) = 0;
