@@ -124,6 +124,40 @@ Tensor GptModel::Impl::cpReduce(const Tensor& full) {
     return mine;
 }
 
+Tensor GptModel::Impl::cpHeadsToAll(const Tensor& x) {
+    const int64_t w = x.dim(1) / cp;                                          // one block of the heads' columns
+    Tensor recv = be.empty({cp * T, w}, kBuf);                                // [cp T, w] block i from CP rank i
+    {
+        Tensor send = be.empty({cp * T, w}, kBuf);                            // [cp T, w] block j to CP rank j
+        Tensor block = be.empty({T, w}, kBuf);
+        for (int j = 0; j < cp; ++j) {
+            be.copyColumns(x, j * w, block);
+            be.copyRowsInto(block, send, j * T);
+        }
+        ctx.comm->allToAll(send, recv, ctx.cp);
+    }
+    Tensor full = be.empty({sequences * seqLen, w}, kBuf);                    // [S, w] position order
+    cpReorder(recv, full, true);
+    return full;
+}
+
+Tensor GptModel::Impl::cpHeadsToMine(const Tensor& full, MemoryCategory cat) {
+    const int64_t w = full.dim(1);
+    Tensor recv = be.empty({cp * T, w}, kBuf);                                // [cp T, w] block j: head block j
+    {
+        Tensor send = be.empty({cp * T, w}, kBuf);                            // [cp T, w] rank-major
+        cpReorder(full, send, false);
+        ctx.comm->allToAll(send, recv, ctx.cp);
+    }
+    Tensor mine = be.zeros({T, cp * w}, cat);                                 // [T, heads x d]
+    Tensor block = be.empty({T, w}, kBuf);
+    for (int j = 0; j < cp; ++j) {
+        be.copyRows(recv, j * T, block);
+        be.addColumnsInto(block, mine, j * w);
+    }
+    return mine;
+}
+
 std::vector<int32_t> GptModel::Impl::localRows(const std::vector<int32_t>& full) const {
     if (cp == 1) return full;
     std::vector<int32_t> out;
@@ -232,8 +266,38 @@ ScoreRule GptModel::Impl::scoreRule(const LayerParams& L) const {
     if (model.position == PositionEmbedding::Alibi) {
         r.alibiHeads = model.heads;
         r.headOffset = static_cast<int64_t>(ctx.tp.myIndex) * aL; // TP rank t holds heads [t aL, (t + 1) aL)
+        if (cpA2a) r.headOffset += static_cast<int64_t>(ctx.cp.myIndex) * (aL / cp); // and CP rank c their c-th block
     }
     return r;
+}
+
+void GptModel::Impl::attentionA2aForward(const LayerParams& L, LayerActs& a, MemoryCategory cat) {
+    const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
+    const std::vector<int64_t> pos = allPositions();                          // queries and keys: every position
+    Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v); // [S, aH d], [S, kvH d] x2
+    Tensor oh = be.empty({S, aH * d}, kBuf), lseh = be.empty({S, aH}, kBuf);
+    Tensor ohv = oh.view({S, aH, d});
+    be.attentionForward(qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}), sequences, pos, pos, ohv, lseh,
+                        scoreRule(L));
+    a.o = cpHeadsToMine(oh, cat);                                             // [T, qL]
+    a.lse = cpHeadsToMine(lseh, cat);                                         // [T, aL]
+}
+
+void GptModel::Impl::attentionA2aBackward(const LayerParams& L, const LayerActs& a, const Tensor& dO, Tensor& dq,
+                                          Tensor& dk, Tensor& dv) {
+    const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
+    const std::vector<int64_t> pos = allPositions();
+    // The kept tensors in this rank's tokens' layout go to the heads' layout again (Transformer Engine keeps that
+    // layout instead; the same bytes).
+    Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v);
+    Tensor oh = cpHeadsToAll(a.o), lseh = cpHeadsToAll(a.lse), dOh = cpHeadsToAll(dO);
+    Tensor dqh = be.empty({S, aH * d}, kBuf), dkh = be.zeros({S, kvH * d}, kBuf), dvh = be.zeros({S, kvH * d}, kBuf);
+    Tensor dqv = dqh.view({S, aH, d}), dkv = dkh.view({S, kvH, d}), dvv = dvh.view({S, kvH, d});
+    be.attentionBackward(dOh.view({S, aH, d}), qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}),
+                         oh.view({S, aH, d}), lseh, sequences, pos, pos, dqv, dkv, dvv, scoreRule(L));
+    dq = cpHeadsToMine(dqh, kBuf);                                            // [T, qL]
+    dk = cpHeadsToMine(dkh, kBuf);                                            // [T, kvL]
+    dv = cpHeadsToMine(dvh, kBuf);                                            // [T, kvL]
 }
 
 // ---- one transformer layer ----
@@ -257,15 +321,19 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         be.rope(qv, pos, kRopeBase, ropeDim, false);
         be.rope(kv, pos, kRopeBase, ropeDim, false);
     }
-    a.o = be.empty({T, qL}, cat);                                             // [T, qL]
-    a.lse = be.empty({T, aL}, cat);                                           // [T, aL]
-    const std::vector<int64_t> seqPos = tokenPositions(sLocal, 0);            // queries: this rank's positions
-    const std::vector<int64_t> keyPos = allPositions();                       // keys: every position
-    const int64_t S = sequences * seqLen;
-    Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                        // [b s, kvL] with CP
-    Tensor ov = a.o.view({T, aL, d});
-    be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
-                        seqPos, keyPos, ov, a.lse, scoreRule(L));
+    if (cpA2a) {
+        attentionA2aForward(L, a, cat);
+    } else {
+        a.o = be.empty({T, qL}, cat);                                         // [T, qL]
+        a.lse = be.empty({T, aL}, cat);                                       // [T, aL]
+        const std::vector<int64_t> seqPos = tokenPositions(sLocal, 0);        // queries: this rank's positions
+        const std::vector<int64_t> keyPos = allPositions();                   // keys: every position
+        const int64_t S = sequences * seqLen;
+        Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                    // [b s, kvL] with CP
+        Tensor ov = a.o.view({T, aL, d});
+        be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
+                            seqPos, keyPos, ov, a.lse, scoreRule(L));
+    }
     Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
     if (parallel) return parallelBlockForward(L, x, partial, a, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
@@ -349,22 +417,25 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     Tensor dO = be.empty({T, qL}, kBuf);                                      // [T, qL]
     be.gemm(false, true, 1.0, dpp, W(L.proj), 0.0, dO);
     weightGrad(acts, a.o, dpp, L.proj, false, defer);
-    const int64_t S = sequences * seqLen;                                     // keys: T without CP
-    Tensor dq = be.empty({T, qL}, kBuf);                                      // [T, qL]
-    Tensor dkAll = be.zeros({S, kvL}, kBuf);                                  // [S, kvL] accumulated
-    Tensor dvAll = be.zeros({S, kvL}, kBuf);                                  // [S, kvL] accumulated
-    const std::vector<int64_t> seqPos = tokenPositions(sLocal, 0);
-    const std::vector<int64_t> keyPos = allPositions();
-    Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                        // re-gathered over CP
-    Tensor dqv = dq.view({T, aL, d});
-    {
-        Tensor dkv0 = dkAll.view({S, kvhL, d}), dvv0 = dvAll.view({S, kvhL, d});
+    Tensor dq, dk, dv;                                                        // [T, qL], [T, kvL] x2
+    if (cpA2a) {
+        attentionA2aBackward(L, a, dO, dq, dk, dv);
+    } else {
+        const int64_t S = sequences * seqLen;                                 // keys: T without CP
+        dq = be.empty({T, qL}, kBuf);
+        Tensor dkAll = be.zeros({S, kvL}, kBuf);                              // [S, kvL] accumulated
+        Tensor dvAll = be.zeros({S, kvL}, kBuf);                              // [S, kvL] accumulated
+        const std::vector<int64_t> seqPos = tokenPositions(sLocal, 0);
+        const std::vector<int64_t> keyPos = allPositions();
+        Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                    // re-gathered over CP
+        Tensor dqv0 = dq.view({T, aL, d}), dkv0 = dkAll.view({S, kvhL, d}), dvv0 = dvAll.view({S, kvhL, d});
         be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, kvhL, d}),
-                             vAll.view({S, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, keyPos, dqv,
+                             vAll.view({S, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, keyPos, dqv0,
                              dkv0, dvv0, scoreRule(L));
+        dk = cpReduce(dkAll);                                                 // [T, kvL] this rank's keys
+        dv = cpReduce(dvAll);                                                 // [T, kvL]
     }
-    Tensor dk = cpReduce(dkAll);                                              // [T, kvL] this rank's keys
-    Tensor dv = cpReduce(dvAll);                                              // [T, kvL]
+    Tensor dqv = dq.view({T, aL, d});
     Tensor dkv = dk.view({T, kvhL, d});
     if (rope) {
         const std::vector<int64_t> pos = tokenPositions(T, 0);

@@ -181,6 +181,12 @@ struct GptModel::Impl {
     Tensor cpGather(const Tensor& x);
     // [sequences * seqLen, kvL] partial gradients -> [T, kvL] this rank's rows, summed over CP.
     Tensor cpReduce(const Tensor& full);
+    // The all-to-all exchange (cp_comm_type a2a; DeepSpeed-Ulysses, Transformer Engine's a2a): [T, heads x d] of this
+    // rank's tokens -> [sequences * seqLen, heads/cp x d], every position's rows of the CP rank's block of the heads
+    // (block i of cp on CP rank i); and back, cpHeadsToMine, into a new tensor of `cat`.
+    Tensor cpHeadsToAll(const Tensor& x);
+    Tensor cpHeadsToMine(const Tensor& full, MemoryCategory cat);
+    bool cpA2a = false; // cp > 1 with the all-to-all exchange
     // This rank's tokens (or targets) of the full micro-batch.
     std::vector<int32_t> localRows(const std::vector<int32_t>& full) const;
 
@@ -193,6 +199,11 @@ struct GptModel::Impl {
     // What layer L's attention does to its scores: the model's soft-cap, its sliding window where the layer is
     // windowed, ALiBi's biases for this TP rank's heads.
     ScoreRule scoreRule(const detail::LayerParams& L) const;
+    // Attention over every position of this CP rank's block of the heads (the all-to-all exchange): forward, keeping
+    // o and lse in this rank's tokens' layout, and backward from them.
+    void attentionA2aForward(const detail::LayerParams& L, detail::LayerActs& a, MemoryCategory cat);
+    void attentionA2aBackward(const detail::LayerParams& L, const detail::LayerActs& a, const Tensor& dO, Tensor& dq,
+                              Tensor& dk, Tensor& dv);
     Tensor headNormBackward(const Tensor& dy, const Tensor& x, int64_t heads, int w, int b, const Tensor& mean,
                             const Tensor& rstd);
     // A norm whose input is kept (cat) and whose output is a transient buffer: post_norms' and the embedding's.

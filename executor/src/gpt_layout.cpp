@@ -93,6 +93,11 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.seqLen = model.seqLen;
     m.sequences = plan.microBatch;
     m.cp = plan.cp;
+    m.cpA2a = plan.cp > 1 && plan.cpComm == CpComm::A2a;
+    if (m.cpA2a && (m.aL % m.cp != 0 || m.kvhL % m.cp != 0))   // plan validation's rule, for a model built without it
+        throw InputError("/plan/cp_comm_type", "a2a splits each rank's " + std::to_string(m.aL) + " query and " +
+                                                   std::to_string(m.kvhL) + " key/value heads over cp=" +
+                                                   std::to_string(m.cp) + " ranks: they must divide by it");
     m.sLocal = m.seqLen / m.cp;
     m.rankPos.resize(static_cast<size_t>(m.cp));
     for (int r = 0; r < m.cp; ++r) {

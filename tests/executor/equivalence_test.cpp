@@ -87,6 +87,20 @@ std::vector<Case> grid() {
     add("cp2_alibi_windowmix", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; });
     add("cp2_tp2_swiglu_window", [](Plan& p) { p.cp = 2; p.tp = 2; p.cpComm = CpComm::AllGather; }, true);
     add("pp2_dp2_zero3_alibi_windowmix", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; });
+    // Context parallelism's all-to-all exchange (DeepSpeed-Ulysses, Transformer Engine's a2a): each CP rank attends
+    // over every position with its block of the heads (GQA's groups kept whole), with TP + SP, ALiBi's slopes by the
+    // heads' model index, a window, pipeline stages with ZeRO-1 and full recompute.
+    add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    add("cp2_tp2_sp_swiglu_mha_a2a", [](Plan& p) { p.cp = 2; p.tp = 2; p.sequenceParallel = true; p.cpComm = CpComm::A2a; }, true);
+    add("cp2_a2a_alibi_window", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    add("pp2_cp2_dp2_zero1_a2a_recompute", [](Plan& p) {
+        p.pp = 2;
+        p.cp = 2;
+        p.dp = 2;
+        p.zeroStage = 1;
+        p.cpComm = CpComm::A2a;
+        p.recompute = Recompute::Full;
+    });
     // Nemotron's squared ReLU MLP, over TP with SP and over pipeline stages with ZeRO-3, replayed under full recompute.
     add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("pp2_dp2_zero3_sqrelu_recompute", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.recompute = Recompute::Full; });
@@ -246,6 +260,7 @@ TEST_P(Equivalence, MatchesOneRank) {
     if (c.name.find("qknorm") != std::string::npos) model.qkNorm = true;
     if (c.name.find("alibi") != std::string::npos) model.position = PositionEmbedding::Alibi;
     if (c.name.find("sqrelu") != std::string::npos) model.activation = Activation::SquaredRelu;
+    if (c.name.find("mha") != std::string::npos) model.kvHeads = model.heads;  // two key/value heads a TP rank
     if (c.name.find("window") != std::string::npos) model.slidingWindow = 5;  // 16 positions a sequence
     if (c.name.find("windowmix") != std::string::npos) model.fullAttentionLayers = {1};
     if (c.name.find("softcap") != std::string::npos) {                        // Gemma 2's, small enough to bend the
@@ -673,6 +688,22 @@ TEST(ModelFeatures, GegluGradientsMatchFiniteDifferences) {
     model.linearBias = true;
     expectGradientsMatchFiniteDifferences(model, {"layer.0.mlp.fc1.weight", "layer.0.mlp.fc1.bias", "layer.0.mlp.fc2.weight",
                                                   "layer.1.ln2.weight", "layer.1.attn.q.weight"});
+}
+
+// The all-to-all exchange splits each rank's heads over CP: one key/value head a rank (tiny-moe's 2 at tp 2) cannot
+// split over cp 2, refused at the field rather than run.
+TEST(ContextParallel, AllToAllRefusesHeadsThatDoNotSplit) {
+    Plan p = basePlan();
+    p.tp = 2;
+    p.cp = 2;
+    p.sequenceParallel = true;
+    p.cpComm = CpComm::A2a;
+    try {
+        test::runPlan(tinyModel(true), p, 1);
+        FAIL() << "ran";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("/plan/cp_comm_type"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ExpertParallel, RejectsTensorParallelismWithoutSequenceParallelism) {

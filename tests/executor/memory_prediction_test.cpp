@@ -74,6 +74,7 @@ std::vector<MemCase> memoryCases() {
     add("pp2_softcap", [](Plan& p) { p.pp = 2; });
     add("tp2_alibi_window", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     add("cp2_swiglu_window", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; }, true);
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });

@@ -81,18 +81,21 @@ TEST(ValidateExecutable, EpOverlapIsRefusedAtItsField) {
 }
 
 // The executor's context parallelism gathers K and V over the group, which p2p and allgather plans run as (and are
-// costed as, marked by the in-place loss); the all-to-all over heads is refused at its field.
-TEST(ValidateExecutable, OnlyTheHeadSplitCpExchangeIsRefused) {
+// costed as, marked by the in-place loss), or exchanges heads for positions over the whole group (a2a); the two-level
+// a2a+p2p is refused at its field.
+TEST(ValidateExecutable, OnlyTheTwoLevelCpExchangeIsRefused) {
     const ModelConfig model = tinyModel();
     Plan plan = basePlan();
     plan.cp = 2;
-    for (CpComm comm : {CpComm::P2p, CpComm::AllGather}) {
+    for (CpComm comm : {CpComm::P2p, CpComm::AllGather, CpComm::A2a}) {
         plan.cpComm = comm;
         ProblemList none;
         validateExecutable(model, plan, "/plan", none, "cpu");
         EXPECT_TRUE(none.empty()) << (none.empty() ? "" : none.items()[0].message);
     }
-    plan.cpComm = CpComm::A2a;
+    plan.cp = 4;
+    plan.cpComm = CpComm::A2aP2p;
+    plan.cpA2a = 2;
     ProblemList problems;
     validateExecutable(model, plan, "/plan", problems, "cpu");
     ASSERT_EQ(problems.items().size(), 1u);
