@@ -230,15 +230,31 @@ Tensor GptModel::Impl::normBackward(const Tensor& dy, const Tensor& x, int w, in
 }
 
 // ---- the dense MLP block ----
-Tensor GptModel::Impl::mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
-                                  MemoryCategory cat, bool reduce) {
+void GptModel::Impl::mlpActivations(int fc1, int fc1b, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
+                                     MemoryCategory cat) {
     Tensor n2f = gatherSeq(n2, kBuf);                                         // [T, h]
     h1 = linear(n2f, fc1, fc1b, cat);                                         // [T, fl or 2 fl]
     act = be.empty({T, fl}, cat);                                             // [T, fl]
     if (gated) be.gluForward(h1, act, mlpAct);
     else be.activationForward(h1, act, mlpAct);
+}
+
+Tensor GptModel::Impl::mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
+                                  MemoryCategory cat, bool reduce) {
+    mlpActivations(fc1, fc1b, fl, n2, h1, act, cat);
     Tensor partial = linear(act, fc2, -1, kBuf);                              // [T, h] partial over TP
     return reduce ? reduceSeq(partial) : partial;                             // [Tl, h], or [T, h] unreduced
+}
+
+void GptModel::Impl::dropMlp(LayerActs& a, MemoryCategory cat) const {
+    if (mlpCategory(cat) == cat) return;
+    a.n2 = a.mean2 = a.rstd2 = a.h1 = a.a = Tensor();
+}
+
+void GptModel::Impl::rebuildMlp(const LayerParams& L, LayerActs& a) {
+    if (a.h1.defined()) return;                                               // kept: nothing to rebuild
+    normForward(parallel ? a.x : a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, kBuf); // [Tl, h]
+    mlpActivations(L.fc1, L.fc1b, fL, a.n2, a.h1, a.a, kBuf);                 // [T, fl or 2 fl], [T, fl]
 }
 
 Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2,
@@ -342,7 +358,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     a.x2 = be.empty({Tl, h}, cat);                                            // [Tl, h] x + attention
     be.copy(x, a.x2);
     be.add(y, a.x2);
-    normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);           // [Tl, h]
+    normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, L.moe ? cat : mlpCategory(cat)); // [Tl, h]
     Tensor y2;
     if (L.moe) {
         y2 = moeForward(L, a.n2, a, acts, cat);                               // [Tl, h]
@@ -352,7 +368,8 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
             be.add(ys, y2);
         }
     } else {
-        y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat);     // [Tl, h]
+        y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, mlpCategory(cat)); // [Tl, h]
+        dropMlp(a, cat);
     }
     if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
     if (postNorms) y2 = keptInputNorm(y2, L.lnpmw, L.lnpmb, a.ym, a.meanpm, a.rstdpm, cat); // [Tl, h]
@@ -368,17 +385,19 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
 // summed partials where the framework sums first (GPT-NeoX's gpt_j_residual), each block's own otherwise.
 Tensor GptModel::Impl::parallelBlockForward(const LayerParams& L, const Tensor& x, Tensor& attnPartial, LayerActs& a,
                                             MemoryCategory cat) {
-    normForward(x, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, cat);             // [Tl, h] from the layer input
+    const MemoryCategory mc = mlpCategory(cat);
+    normForward(x, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, mc);              // [Tl, h] from the layer input
     Tensor y;
     if (reduceOnce) {
-        Tensor mlpPartial = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat, false); // [T, h]
+        Tensor mlpPartial = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, mc, false); // [T, h]
         be.add(attnPartial, mlpPartial);
         y = reduceSeq(mlpPartial);                                            // [Tl, h]
     } else {
         y = reduceSeq(attnPartial);                                           // [Tl, h]
-        Tensor y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, cat); // [Tl, h]
+        Tensor y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, mc); // [Tl, h]
         be.add(y2, y);
     }
+    dropMlp(a, cat);
     if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
     if (L.fc2b >= 0) be.addBias(y, W(L.fc2b).view({h}));
     Tensor out = be.empty({Tl, h}, kAct);                                     // [Tl, h] the next layer's input
@@ -403,6 +422,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
             be.add(ds, dn2);
         }
     } else {
+        rebuildMlp(L, a);                                                     // recompute_modules mlp
         dn2 = mlpBackward(L.fc1, L.fc1b, L.fc2, fL, dy2, a.n2, a.h1, a.a, acts, defer, doutGathered); // [Tl, h]
     }
     // The attention block's output gradient: dx2 (sequential), or dout itself beside the MLP (parallel), whose

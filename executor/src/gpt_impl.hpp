@@ -241,6 +241,15 @@ struct GptModel::Impl {
     // dn2 [Tl, h] for dy [Tl, h] (or its gathered [T, h] where the caller has it), weight grads accumulate.
     Tensor mlpForward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act,
                       MemoryCategory cat, bool reduce = true);
+    // Its first half: h1 and act from n2.
+    void mlpActivations(int fc1, int fc1b, int64_t fl, const Tensor& n2, Tensor& h1, Tensor& act, MemoryCategory cat);
+    // Megatron-core's selective recompute of the dense MLP (recompute_modules mlp): the forward keeps none of the MLP
+    // block's own tensors (the norm's output and statistics, h1, act: the memory model's `mlp` part), the backward
+    // rebuilds them from the block's input. The category the forward gives them, and the rebuild.
+    MemoryCategory mlpCategory(MemoryCategory cat) const { return recomputeMlp && cat == detail::kAct ? detail::kBuf : cat; }
+    void dropMlp(detail::LayerActs& a, MemoryCategory cat) const;
+    void rebuildMlp(const detail::LayerParams& L, detail::LayerActs& a);
+    bool recomputeMlp = false;
     Tensor mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2, const Tensor& h1,
                        const Tensor& act, detail::ChunkActs& acts, bool defer, const Tensor& dyGathered = Tensor());
 

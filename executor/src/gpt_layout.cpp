@@ -132,6 +132,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.parallel = model.parallelResidual;
     m.reduceOnce = model.parallelResidual && parallelResidualReducesOnceOf(plan.framework, plan.pp);
     m.fullRecompute = plan.recompute == Recompute::Full;
+    m.recomputeMlp = plan.recompute == Recompute::Selective && (plan.recomputeModules & recompute_module::Mlp) && !model.moe;
     m.recomputeLayers = plan.recomputeLayers;
     m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
 

@@ -48,10 +48,17 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/schedule", "dualpipev hides the expert all-to-all of its overlapped forward-backward pairs, "
                                             "which the executor runs one after the other; predicted and exported, not run "
                                             "by tessel run with ep > 1");
-    if (plan.recompute == Recompute::Selective && plan.recomputeModules != recompute_module::Default)
-        problems.add(pointer + "/recompute_modules", "the executor recomputes whole layers (recompute full) or none; "
-                                                     "Megatron-core's recompute modules are predicted and exported "
-                                                     "(--recompute-modules), not run by tessel run yet");
+    // The executor's selective recompute: core_attn (its attention keeps the log-sum-exp only, whatever is asked), the
+    // dense MLP, and layernorm where it drops nothing (no latent attention, no experts: Transformer Engine fuses the
+    // norms into their GEMMs). The rest are an MoE or MLA model's.
+    namespace rm = recompute_module;
+    const uint8_t runs = rm::CoreAttn | rm::Mlp | (model.moe || model.mla ? 0 : rm::Layernorm);
+    if (plan.recompute == Recompute::Selective && (plan.recomputeModules & ~runs) != 0)
+        problems.add(pointer + "/recompute_modules", "the executor recomputes " + recomputeModulesString(runs, ", ") +
+                                                     " of Megatron-core's recompute modules; " +
+                                                     recomputeModulesString(plan.recomputeModules & ~runs, ", ") +
+                                                     " are predicted and exported (--recompute-modules), not run by "
+                                                     "tessel run yet");
     if (model.mtpLayers > 0)
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");

@@ -101,6 +101,30 @@ std::vector<Case> grid() {
         p.cpComm = CpComm::A2a;
         p.recompute = Recompute::Full;
     });
+    // Megatron-core's selective recompute of the dense MLP (recompute_modules mlp): rebuilt from its block's input in
+    // the backward, over TP with SP, a parallel block (its MLP reads the layer input), ZB-H1's deferred weight
+    // gradients and ZeRO-3's units.
+    add("tp2_sp_swiglu_recompute_mlp", [](Plan& p) {
+        p.tp = 2;
+        p.sequenceParallel = true;
+        p.recompute = Recompute::Selective;
+        p.recomputeModules = recompute_module::CoreAttn | recompute_module::Mlp;
+    }, true);
+    add("tp2_pp2_parallel_once_recompute_mlp", [](Plan& p) {
+        p.tp = 2;
+        p.pp = 2;
+        p.framework.name = "deepspeed";
+        p.recompute = Recompute::Selective;
+        p.recomputeModules = recompute_module::Mlp;
+    });
+    add("pp2_zb_dp2_zero3_postnorms_recompute_mlp", [](Plan& p) {
+        p.pp = 2;
+        p.schedule = Schedule::ZeroBubble;
+        p.dp = 2;
+        p.zeroStage = 3;
+        p.recompute = Recompute::Selective;
+        p.recomputeModules = recompute_module::Mlp;
+    });
     // Nemotron's squared ReLU MLP, over TP with SP and over pipeline stages with ZeRO-3, replayed under full recompute.
     add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("pp2_dp2_zero3_sqrelu_recompute", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 3; p.recompute = Recompute::Full; });

@@ -75,6 +75,19 @@ std::vector<MemCase> memoryCases() {
     add("tp2_alibi_window", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    // The dense MLP's own tensors rebuilt in the backward (recompute_modules mlp): n2, h1 and act not kept.
+    add("tp2_sp_recompute_mlp", [](Plan& p) {
+        p.tp = 2;
+        p.sequenceParallel = true;
+        p.recompute = Recompute::Selective;
+        p.recomputeModules = recompute_module::CoreAttn | recompute_module::Mlp;
+    });
+    add("pp2_swiglu", [](Plan& p) { p.pp = 2; }, true);
+    add("pp2_swiglu_recompute_mlp", [](Plan& p) {
+        p.pp = 2;
+        p.recompute = Recompute::Selective;
+        p.recomputeModules = recompute_module::Mlp;
+    }, true);
     add("cp2_swiglu_window", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; }, true);
     add("tp2_sp_swiglu_qknorm", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("pp2_recompute_full_embnorm_postnorms", [](Plan& p) { p.pp = 2; p.recompute = Recompute::Full; });

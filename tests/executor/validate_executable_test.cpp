@@ -211,19 +211,27 @@ TEST(ValidateExecutable, OnlyTheExecutorsOwnLossKernelRuns) {
     EXPECT_TRUE(unset.empty());
 }
 
-// The executor recomputes whole layers or none: Megatron-core's recompute modules are refused at their key; selective
-// recompute of the attention core alone (the default set) runs as before.
-TEST(ValidateExecutable, RecomputeModulesAreNotRun) {
+// The executor recomputes whole layers, or of Megatron-core's modules the attention core, the dense MLP and, on a
+// dense model without latent attention, layernorm (which drops nothing there); an MoE model's modules are refused at
+// the key, naming them.
+TEST(ValidateExecutable, RecomputeModulesTheExecutorRuns) {
+    namespace rm = recompute_module;
     Plan plan = basePlan();
     plan.recompute = Recompute::Selective;
-    ProblemList core;
-    validateExecutable(tinyModel(), plan, "/plan", core, "cpu");
-    EXPECT_TRUE(core.empty());
-    plan.recomputeModules = recompute_module::Mlp;
+    for (uint8_t modules : {rm::Default, uint8_t(rm::CoreAttn | rm::Mlp), uint8_t(rm::Mlp | rm::Layernorm)}) {
+        plan.recomputeModules = modules;
+        ProblemList runs;
+        validateExecutable(tinyModel(), plan, "/plan", runs, "cpu");
+        EXPECT_TRUE(runs.empty()) << int(modules) << ": " << (runs.empty() ? "" : runs.items()[0].message);
+    }
+    const ModelConfig moe = loadModelRef("tiny-moe", "test");
+    plan.recomputeModules = rm::CoreAttn | rm::MoeAct | rm::Layernorm;
     ProblemList problems;
-    validateExecutable(tinyModel(), plan, "/plan", problems, "cpu");
+    validateExecutable(moe, plan, "/plan", problems, "cpu");
     ASSERT_EQ(problems.items().size(), 1u);
     EXPECT_EQ(problems.items()[0].where, "/plan/recompute_modules");
+    EXPECT_NE(problems.items()[0].message.find("moe_act, layernorm are predicted"), std::string::npos)
+        << problems.items()[0].message;
 }
 
 } // namespace
