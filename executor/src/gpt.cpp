@@ -291,22 +291,25 @@ void GptModel::Impl::attentionA2aForward(const LayerParams& L, LayerActs& a, Mem
     const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
     const std::vector<int64_t> pos = allPositions();                          // queries and keys: every position
     Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v); // [S, aH d], [S, kvH d] x2
-    Tensor oh = be.empty({S, aH * d}, kBuf), lseh = be.empty({S, aH}, kBuf);
+    // The log-sum-exp stays in the heads' layout ([S, aH], as many values as [T, aL]): the backward reads it there,
+    // and a device backend keeps its fp32 values beside the tensor its forward wrote.
+    Tensor oh = be.empty({S, aH * d}, kBuf);
+    a.lse = be.empty({S, aH}, cat);                                           // [S, aH]
     Tensor ohv = oh.view({S, aH, d});
-    be.attentionForward(qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}), sequences, pos, pos, ohv, lseh,
+    be.attentionForward(qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}), sequences, pos, pos, ohv, a.lse,
                         scoreRule(L));
-    a.o = cpHeadsToMine(oh, cat);                                             // [T, qL]
-    a.lse = cpHeadsToMine(lseh, cat);                                         // [T, aL]
+    a.o = cpHeadsToMine(oh, cat);                                             // [T, qL] the projection's input
 }
 
 void GptModel::Impl::attentionA2aBackward(const LayerParams& L, const LayerActs& a, const Tensor& dO, Tensor& dq,
                                           Tensor& dk, Tensor& dv) {
     const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
     const std::vector<int64_t> pos = allPositions();
-    // The kept tensors in this rank's tokens' layout go to the heads' layout again (Transformer Engine keeps that
-    // layout instead; the same bytes).
+    // The kept q, k, v and output in this rank's tokens' layout go to the heads' layout again (Transformer Engine keeps
+    // that layout instead; the same bytes); the log-sum-exp was kept there.
     Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v);
-    Tensor oh = cpHeadsToAll(a.o), lseh = cpHeadsToAll(a.lse), dOh = cpHeadsToAll(dO);
+    Tensor oh = cpHeadsToAll(a.o), dOh = cpHeadsToAll(dO);
+    const Tensor& lseh = a.lse;                                               // [S, aH]
     Tensor dqh = be.empty({S, aH * d}, kBuf), dkh = be.zeros({S, kvH * d}, kBuf), dvh = be.zeros({S, kvH * d}, kBuf);
     Tensor dqv = dqh.view({S, aH, d}), dkv = dkh.view({S, kvH, d}), dvv = dvh.view({S, kvH, d});
     be.attentionBackward(dOh.view({S, aH, d}), qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}),

@@ -62,7 +62,7 @@ struct LayerActs {
     Tensor q, k, v;           // [T, qL], [T, kvL], [T, kvL] (q, k after RoPE)
     Tensor qIn, kIn;          // qk_norm: q and k before their norms [T, qL], [T, kvL]
     Tensor meanq, rstdq, meank, rstdk; // qk_norm: their statistics [T aL], [T kvhL]
-    Tensor o, lse;            // [T, qL], [T, aL]
+    Tensor o, lse;            // [T, qL], [T, aL] ([S, aL / cp] of the CP rank's heads with the all-to-all exchange)
     Tensor x2;                // [Tl, h] after the attention residual (a parallel block has none: its MLP reads x)
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
@@ -200,7 +200,7 @@ struct GptModel::Impl {
     // windowed, ALiBi's biases for this TP rank's heads.
     ScoreRule scoreRule(const detail::LayerParams& L) const;
     // Attention over every position of this CP rank's block of the heads (the all-to-all exchange): forward, keeping
-    // o and lse in this rank's tokens' layout, and backward from them.
+    // o in this rank's tokens' layout and lse in the heads', and backward from them.
     void attentionA2aForward(const detail::LayerParams& L, detail::LayerActs& a, MemoryCategory cat);
     void attentionA2aBackward(const detail::LayerParams& L, const detail::LayerActs& a, const Tensor& dO, Tensor& dq,
                               Tensor& dk, Tensor& dv);

@@ -165,6 +165,10 @@ std::vector<MultiRankCase> multiRankCases() {
     add("dp2_zero1", [](Plan& p) { p.dp = 2; p.zeroStage = 1; });
     add("dp2_zero3", [](Plan& p) { p.dp = 2; p.zeroStage = 3; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
+    // Context parallelism both ways: K and V gathered, and the heads exchanged by all-to-all (its log-sum-exp kept in
+    // the heads' layout, where the backend's fp32 values for it live).
+    add("cp2_allgather", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; });
+    add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     return cases;
 }
 
