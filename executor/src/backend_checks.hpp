@@ -2,6 +2,7 @@
 // vectors), so an error reads the same from the CPU and the CUDA backend; each keeps its own element types.
 #pragma once
 
+#include "tessel/exec/dropout.hpp"
 #include "tessel/exec/tensor.hpp"
 
 #include "tessel/cost/errors.hpp"
@@ -114,6 +115,17 @@ public:
         if (static_cast<int64_t>(positions.size()) != tokens)
             fail("rope", std::to_string(positions.size()) + " positions for x " + x.shapeString());
         return {tokens, heads, d};
+    }
+
+    // Dropout's x [n, c], one sequence and one position per row, p in [0, 1). Returns {n, c}.
+    std::pair<int64_t, int64_t> dropoutShape(const Tensor& x, const DropoutRule& rule, const std::vector<int64_t>& sequences,
+                                             const std::vector<int64_t>& positions) const {
+        const auto shape = matrixShape("dropout", "x", x);
+        if (static_cast<int64_t>(sequences.size()) != shape.first || static_cast<int64_t>(positions.size()) != shape.first)
+            fail("dropout", std::to_string(sequences.size()) + " sequences and " + std::to_string(positions.size()) +
+                                " positions for x " + x.shapeString());
+        if (!(rule.p >= 0.0 && rule.p < 1.0)) fail("dropout", "p = " + std::to_string(rule.p) + " is outside [0, 1)");
+        return shape;
     }
 
     // whole [n, w] and block [r, w] (rank >= 1, seen as [dim 0, rest]) with rows [rowBegin, rowBegin + r) in range.

@@ -369,6 +369,18 @@ public:
             }
     }
 
+    void dropout(Tensor& x, const DropoutRule& rule, const std::vector<int64_t>& sequences,
+                 const std::vector<int64_t>& positions) override {
+        const auto [rows, cols] = Checks::dropoutShape(x, rule, sequences, positions);
+        if (!rule.active()) return;
+        T* px = x.data<T>();
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+                const double f = dropoutFactor(rule, sequences[static_cast<size_t>(r)], positions[static_cast<size_t>(r)], c);
+                px[r * cols + c] = static_cast<T>(static_cast<double>(px[r * cols + c]) * f);
+            }
+    }
+
     void softcap(Tensor& x, double cap) override {
         check("softcap", "x", x);
         T* px = x.data<T>();
@@ -456,8 +468,11 @@ public:
                         if (!keyVisible(rule.window, keyPositions[static_cast<size_t>(j)], qPos)) continue;
                         const double p = std::exp(score[static_cast<size_t>(j)] - maxScore);
                         sum += p;
+                        // attention dropout on the probability; the normaliser stays the undropped one's
+                        const double pd = p * dropoutFactor(rule.dropout, rule.firstSequence + s, qPos,
+                                                            keyPositions[static_cast<size_t>(j)], rule.headOffset + h);
                         const T* vj = pv + ((s * a.skv + j) * a.hkv + g) * a.d;
-                        for (int64_t c = 0; c < a.d; ++c) acc[static_cast<size_t>(c)] += p * static_cast<double>(vj[c]);
+                        for (int64_t c = 0; c < a.d; ++c) acc[static_cast<size_t>(c)] += pd * static_cast<double>(vj[c]);
                     }
                     // o = sum_j softmax_j v_j; lse = max + log(sum_j exp(S_j - max))
                     T* oi = po + (qRow * a.hq + h) * a.d;
@@ -515,13 +530,16 @@ public:
                         // constant, only moves P
                         const double sc = capped(dotRow(qi, kj, a.d) * a.scale, rule.softcap);
                         const double p = std::exp(sc + alibi * static_cast<double>(kPos - qPos) - l);
-                        const double dp = dotRow(doi, vj, a.d);
+                        // with dropout's factor z on P: O = sum_j z_j P_j V_j, so dV += z P dO and dP = z dO V^T,
+                        // while D = rowsum(dO * O) is still sum_j P_j dP_j
+                        const double z = dropoutFactor(rule.dropout, rule.firstSequence + s, qPos, kPos, rule.headOffset + h);
+                        const double dp = z * dotRow(doi, vj, a.d);
                         const double capSlope = rule.softcap > 0.0 ? 1.0 - (sc / rule.softcap) * (sc / rule.softcap) : 1.0;
                         const double ds = p * (dp - dsum) * capSlope;
                         for (int64_t c = 0; c < a.d; ++c) {
                             const auto cc = static_cast<size_t>(c);
                             const auto kc = static_cast<size_t>(kOff + c);
-                            dvAcc[kc] += p * static_cast<double>(doi[c]);
+                            dvAcc[kc] += z * p * static_cast<double>(doi[c]);
                             dqAcc[cc] += ds * static_cast<double>(kj[c]);   // dQ = dS K * scale
                             dkAcc[kc] += ds * static_cast<double>(qi[c]);   // dK += dS^T Q * scale
                         }

@@ -30,6 +30,8 @@ DataSource textDataSource(std::string text, int64_t seqLen, int microBatch, int 
         MicroBatchData d;
         d.sequences = microBatch;
         d.seqLen = seqLen;
+        d.firstSequence = static_cast<int64_t>(dpIndex) * perReplica + static_cast<int64_t>(mb) * microBatch;
+        d.dropoutKey = mix(mix(seed) ^ (static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL + 0x64726f70ULL)); // "drop"
         d.tokens.reserve(static_cast<size_t>(microBatch * seqLen));
         d.targets.reserve(static_cast<size_t>(microBatch * seqLen));
         for (int i = 0; i < microBatch; ++i) {

@@ -275,19 +275,36 @@ Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const
     return reduceSeq(dn2f);                                                   // [Tl, h]
 }
 
-ScoreRule GptModel::Impl::scoreRule(const LayerParams& L) const {
+ScoreRule GptModel::Impl::scoreRule(const LayerParams& L, const ChunkActs& acts) const {
     ScoreRule r;
     r.softcap = model.attentionSoftcap;
     if (model.isWindowedLayer(L.layer)) r.window = model.slidingWindow;
-    if (model.position == PositionEmbedding::Alibi) {
-        r.alibiHeads = model.heads;
-        r.headOffset = static_cast<int64_t>(ctx.tp.myIndex) * aL; // TP rank t holds heads [t aL, (t + 1) aL)
-        if (cpA2a) r.headOffset += static_cast<int64_t>(ctx.cp.myIndex) * (aL / cp); // and CP rank c their c-th block
-    }
+    if (model.position == PositionEmbedding::Alibi) r.alibiHeads = model.heads;
+    r.headOffset = static_cast<int64_t>(ctx.tp.myIndex) * aL; // TP rank t holds heads [t aL, (t + 1) aL)
+    if (cpA2a) r.headOffset += static_cast<int64_t>(ctx.cp.myIndex) * (aL / cp); // and CP rank c their c-th block
+    r.dropout = dropoutRule(acts, L.layer, DropoutSite::Attention);
+    r.firstSequence = acts.firstSequence;
     return r;
 }
 
-void GptModel::Impl::attentionA2aForward(const LayerParams& L, LayerActs& a, MemoryCategory cat) {
+void GptModel::Impl::hiddenDropout(Tensor& x, const ChunkActs& acts, int layer, DropoutSite site) {
+    if (dropout <= 0.0) return;
+    const int64_t rows = x.dim(0), firstRow = sp ? ctx.tp.myIndex * Tl : 0; // rows are (sequence, position) ordered
+    std::vector<int64_t> sequence(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) sequence[static_cast<size_t>(r)] = acts.firstSequence + (firstRow + r) / sLocal;
+    be.dropout(x, dropoutRule(acts, layer, site), sequence, tokenPositions(rows, firstRow));
+}
+
+Tensor GptModel::Impl::hiddenDropoutBackward(const Tensor& dy, const ChunkActs& acts, int layer, DropoutSite site) {
+    if (dropout <= 0.0) return dy;
+    Tensor masked = be.empty(dy.shape(), kBuf);
+    be.copy(dy, masked);
+    hiddenDropout(masked, acts, layer, site);
+    return masked;
+}
+
+void GptModel::Impl::attentionA2aForward(const LayerParams& /*L*/, LayerActs& a, const ScoreRule& rule,
+                                         MemoryCategory cat) {
     const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
     const std::vector<int64_t> pos = allPositions();                          // queries and keys: every position
     Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v); // [S, aH d], [S, kvH d] x2
@@ -297,12 +314,12 @@ void GptModel::Impl::attentionA2aForward(const LayerParams& L, LayerActs& a, Mem
     a.lse = be.empty({S, aH}, cat);                                           // [S, aH]
     Tensor ohv = oh.view({S, aH, d});
     be.attentionForward(qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}), sequences, pos, pos, ohv, a.lse,
-                        scoreRule(L));
+                        rule);
     a.o = cpHeadsToMine(oh, cat);                                             // [T, qL] the projection's input
 }
 
-void GptModel::Impl::attentionA2aBackward(const LayerParams& L, const LayerActs& a, const Tensor& dO, Tensor& dq,
-                                          Tensor& dk, Tensor& dv) {
+void GptModel::Impl::attentionA2aBackward(const LayerParams& /*L*/, const LayerActs& a, const ScoreRule& rule,
+                                          const Tensor& dO, Tensor& dq, Tensor& dk, Tensor& dv) {
     const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
     const std::vector<int64_t> pos = allPositions();
     // The kept q, k, v and output in this rank's tokens' layout go to the heads' layout again (Transformer Engine keeps
@@ -313,7 +330,7 @@ void GptModel::Impl::attentionA2aBackward(const LayerParams& L, const LayerActs&
     Tensor dqh = be.empty({S, aH * d}, kBuf), dkh = be.zeros({S, kvH * d}, kBuf), dvh = be.zeros({S, kvH * d}, kBuf);
     Tensor dqv = dqh.view({S, aH, d}), dkv = dkh.view({S, kvH, d}), dvv = dvh.view({S, kvH, d});
     be.attentionBackward(dOh.view({S, aH, d}), qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}),
-                         oh.view({S, aH, d}), lseh, sequences, pos, pos, dqv, dkv, dvv, scoreRule(L));
+                         oh.view({S, aH, d}), lseh, sequences, pos, pos, dqv, dkv, dvv, rule);
     dq = cpHeadsToMine(dqh, kBuf);                                            // [T, qL]
     dk = cpHeadsToMine(dkh, kBuf);                                            // [T, kvL]
     dv = cpHeadsToMine(dvh, kBuf);                                            // [T, kvL]
@@ -341,7 +358,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         be.rope(kv, pos, kRopeBase, ropeDim, false);
     }
     if (cpA2a) {
-        attentionA2aForward(L, a, cat);
+        attentionA2aForward(L, a, scoreRule(L, acts), cat);
     } else {
         a.o = be.empty({T, qL}, cat);                                         // [T, qL]
         a.lse = be.empty({T, aL}, cat);                                       // [T, aL]
@@ -351,13 +368,14 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         Tensor kAll = cpGather(a.k), vAll = cpGather(a.v);                    // [b s, kvL] with CP
         Tensor ov = a.o.view({T, aL, d});
         be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
-                            seqPos, keyPos, ov, a.lse, scoreRule(L));
+                            seqPos, keyPos, ov, a.lse, scoreRule(L, acts));
     }
     Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
-    if (parallel) return parallelBlockForward(L, x, partial, a, cat);
+    if (parallel) return parallelBlockForward(L, x, partial, a, acts, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
     if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
     if (postNorms) y = keptInputNorm(y, L.lnpaw, L.lnpab, a.ya, a.meanpa, a.rstdpa, cat); // [Tl, h]
+    hiddenDropout(y, acts, L.layer, DropoutSite::AttentionOutput);
     a.x2 = be.empty({Tl, h}, cat);                                            // [Tl, h] x + attention
     be.copy(x, a.x2);
     be.add(y, a.x2);
@@ -376,6 +394,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     }
     if (L.fc2b >= 0) be.addBias(y2, W(L.fc2b).view({h}));
     if (postNorms) y2 = keptInputNorm(y2, L.lnpmw, L.lnpmb, a.ym, a.meanpm, a.rstdpm, cat); // [Tl, h]
+    hiddenDropout(y2, acts, L.layer, DropoutSite::MlpOutput);
     // The output is the next layer's input (kept for backward, also under full recompute) or the stage's
     // output: an activation either way.
     Tensor out = be.empty({Tl, h}, kAct);                                     // [Tl, h]
@@ -387,7 +406,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
 // A parallel block: out = x + g(attn(f(ln1(x))) Wproj) + g(act(f(ln2(x)) W1) W2), the two g one reduction of the
 // summed partials where the framework sums first (GPT-NeoX's gpt_j_residual), each block's own otherwise.
 Tensor GptModel::Impl::parallelBlockForward(const LayerParams& L, const Tensor& x, Tensor& attnPartial, LayerActs& a,
-                                            MemoryCategory cat) {
+                                            const ChunkActs& acts, MemoryCategory cat) {
     const MemoryCategory mc = mlpCategory(cat);
     normForward(x, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, mc);              // [Tl, h] from the layer input
     Tensor y;
@@ -403,6 +422,7 @@ Tensor GptModel::Impl::parallelBlockForward(const LayerParams& L, const Tensor& 
     dropMlp(a, cat);
     if (L.projb >= 0) be.addBias(y, W(L.projb).view({h}));
     if (L.fc2b >= 0) be.addBias(y, W(L.fc2b).view({h}));
+    hiddenDropout(y, acts, L.layer, DropoutSite::MlpOutput);                  // one dropout on the summed blocks (NeoX)
     Tensor out = be.empty({Tl, h}, kAct);                                     // [Tl, h] the next layer's input
     be.copy(x, out);
     be.add(y, out);
@@ -411,10 +431,12 @@ Tensor GptModel::Impl::parallelBlockForward(const LayerParams& L, const Tensor& 
 
 Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, LayerActs& a,
                                      ChunkActs& acts, bool defer) {
+    // The block's output through its dropout (a parallel block's one, on the sum of both blocks).
+    const Tensor dMlpOut = hiddenDropoutBackward(dout, acts, L.layer, DropoutSite::MlpOutput); // [Tl, h]
     // A parallel block: both blocks take dout; with one reduction forward, its gradient is gathered once (SP).
-    const Tensor doutGathered = parallel && reduceOnce ? gatherSeq(dout, kBuf) : Tensor();
-    // MLP block: out = x2 + g(act(f(n2) W1) W2) (with post_norms, x2 + norm(that)).
-    const Tensor dy2 = postNorms ? normBackward(dout, a.ym, L.lnpmw, L.lnpmb, a.meanpm, a.rstdpm) : dout; // [Tl, h]
+    const Tensor doutGathered = parallel && reduceOnce ? gatherSeq(dMlpOut, kBuf) : Tensor();
+    // MLP block: out = x2 + dropout(g(act(f(n2) W1) W2)) (with post_norms, x2 + dropout(norm(that))).
+    const Tensor dy2 = postNorms ? normBackward(dMlpOut, a.ym, L.lnpmw, L.lnpmb, a.meanpm, a.rstdpm) : dMlpOut; // [Tl, h]
     replicatedBiasGrad(L.fc2b, dy2);
     Tensor dn2;
     if (L.moe) {
@@ -432,8 +454,8 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     // norm's input gradient joins the layer input's.
     Tensor dx2 = normBackward(dn2, parallel ? a.x : a.x2, L.ln2w, L.ln2b, a.mean2, a.rstd2); // [Tl, h]
     be.add(dout, dx2);                                                        // residual
-    Tensor dAttn = parallel ? dout : dx2;
-    // Attention block: x2 = x + g(attn(f(n1)) Wproj) (with post_norms, x + norm(that)).
+    Tensor dAttn = parallel ? dMlpOut : hiddenDropoutBackward(dx2, acts, L.layer, DropoutSite::AttentionOutput);
+    // Attention block: x2 = x + dropout(g(attn(f(n1)) Wproj)) (with post_norms, x + dropout(norm(that))).
     if (postNorms) dAttn = normBackward(dAttn, a.ya, L.lnpaw, L.lnpab, a.meanpa, a.rstdpa); // [Tl, h]
     replicatedBiasGrad(L.projb, dAttn);
     Tensor dpp = doutGathered.defined() ? doutGathered : gatherSeq(dAttn, kBuf); // [T, h]
@@ -442,7 +464,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     weightGrad(acts, a.o, dpp, L.proj, false, defer);
     Tensor dq, dk, dv;                                                        // [T, qL], [T, kvL] x2
     if (cpA2a) {
-        attentionA2aBackward(L, a, dO, dq, dk, dv);
+        attentionA2aBackward(L, a, scoreRule(L, acts), dO, dq, dk, dv);
     } else {
         const int64_t S = sequences * seqLen;                                 // keys: T without CP
         dq = be.empty({T, qL}, kBuf);
@@ -454,7 +476,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
         Tensor dqv0 = dq.view({T, aL, d}), dkv0 = dkAll.view({S, kvhL, d}), dvv0 = dvAll.view({S, kvhL, d});
         be.attentionBackward(dO.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, kvhL, d}),
                              vAll.view({S, kvhL, d}), a.o.view({T, aL, d}), a.lse, sequences, seqPos, keyPos, dqv0,
-                             dkv0, dvv0, scoreRule(L));
+                             dkv0, dvv0, scoreRule(L, acts));
         dk = cpReduce(dkAll);                                                 // [T, kvL] this rank's keys
         dv = cpReduce(dvAll);                                                 // [T, kvL]
     }
@@ -503,6 +525,7 @@ Tensor GptModel::Impl::embed(const ChunkParams& c, ChunkActs& acts, const MicroB
         be.embeddingForward(pos, W(c.wpe), 0, pe);
         be.add(pe, out);
     }
+    hiddenDropout(out, acts, 0, DropoutSite::Embedding);                      // Megatron-LM's embedding_dropout
     if (c.lnew >= 0) {                                                        // BLOOM's norm over the embedding
         Tensor y = keptInputNorm(out, c.lnew, c.lneb, acts.embX, acts.meane, acts.rstde, kAct);
         be.copy(y, out);                                                      // [Tl, h] the first layer's input
@@ -511,7 +534,8 @@ Tensor GptModel::Impl::embed(const ChunkParams& c, ChunkActs& acts, const MicroB
 }
 
 void GptModel::Impl::embedBackward(const ChunkParams& c, ChunkActs& acts, const Tensor& dxOut) {
-    const Tensor dx = c.lnew >= 0 ? normBackward(dxOut, acts.embX, c.lnew, c.lneb, acts.meane, acts.rstde) : dxOut;
+    const Tensor dxNorm = c.lnew >= 0 ? normBackward(dxOut, acts.embX, c.lnew, c.lneb, acts.meane, acts.rstde) : dxOut;
+    const Tensor dx = hiddenDropoutBackward(dxNorm, acts, 0, DropoutSite::Embedding);
     if (c.wpe >= 0) {
         std::vector<int32_t> pos(acts.positions.begin(), acts.positions.end());
         Tensor dpe = be.zeros(W(c.wpe).shape(), kBuf);
@@ -600,6 +624,8 @@ Tensor GptModel::forward(int mb, int chunk, const Tensor& input, const MicroBatc
     auto [it, fresh] = m.live.try_emplace({mb, chunk});
     if (!fresh) throw RuntimeError("forward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk) + " twice");
     ChunkActs& acts = it->second;
+    acts.firstSequence = data.firstSequence;
+    acts.dropoutKey = data.dropoutKey;
     Tensor x = input;                                                             // [Tl, h]
     if (c.embedding) m.withUnit(chunk, 0, false, [&] { x = m.embed(c, acts, data); });
     if (!c.embedding && (x.dim(0) != m.Tl || x.dim(1) != m.h))

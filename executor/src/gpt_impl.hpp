@@ -94,6 +94,9 @@ struct ChunkActs {
     std::vector<double> max, sumExp;    // [T]
     std::vector<int32_t> targets;
     std::vector<PendingWeightGrad> pending;
+    // Dropout's coordinates of the micro-batch (MicroBatchData): the step's index of its first sequence, the step's key.
+    int64_t firstSequence = 0;
+    uint64_t dropoutKey = 0;
 };
 } // namespace detail
 
@@ -198,12 +201,28 @@ struct GptModel::Impl {
     Tensor headNormForward(const Tensor& x, int64_t heads, int w, int b, Tensor& mean, Tensor& rstd, MemoryCategory cat);
     // What layer L's attention does to its scores: the model's soft-cap, its sliding window where the layer is
     // windowed, ALiBi's biases for this TP rank's heads.
-    ScoreRule scoreRule(const detail::LayerParams& L) const;
+    // With dropout, attention dropout on the probabilities at the micro-batch's coordinates.
+    ScoreRule scoreRule(const detail::LayerParams& L, const detail::ChunkActs& acts) const;
     // Attention over every position of this CP rank's block of the heads (the all-to-all exchange): forward, keeping
     // o in this rank's tokens' layout and lse in the heads', and backward from them.
-    void attentionA2aForward(const detail::LayerParams& L, detail::LayerActs& a, MemoryCategory cat);
-    void attentionA2aBackward(const detail::LayerParams& L, const detail::LayerActs& a, const Tensor& dO, Tensor& dq,
-                              Tensor& dk, Tensor& dv);
+    void attentionA2aForward(const detail::LayerParams& L, detail::LayerActs& a, const ScoreRule& rule, MemoryCategory cat);
+    void attentionA2aBackward(const detail::LayerParams& L, const detail::LayerActs& a, const ScoreRule& rule,
+                              const Tensor& dO, Tensor& dq, Tensor& dk, Tensor& dv);
+    // ---- dropout (dropout.hpp; ModelConfig::dropout on the embedding, the attention probabilities and each block's
+    // output before its residual add, as Megatron-LM's embedding_dropout, attention_dropout and bias-dropout-add) ----
+    double dropout = 0.0;
+    DropoutRule dropoutRule(const detail::ChunkActs& acts, int layer, DropoutSite site) const {
+        DropoutRule r;
+        r.p = dropout;
+        r.key = acts.dropoutKey;
+        r.layer = static_cast<uint32_t>(layer);
+        r.site = site;
+        return r;
+    }
+    // x [Tl, h] of this rank's rows (its sequence-parallel share) in place; on a gradient, that dropout's backward.
+    void hiddenDropout(Tensor& x, const detail::ChunkActs& acts, int layer, DropoutSite site);
+    // The gradient through a block's output dropout: dy itself without dropout, else a masked copy.
+    Tensor hiddenDropoutBackward(const Tensor& dy, const detail::ChunkActs& acts, int layer, DropoutSite site);
     Tensor headNormBackward(const Tensor& dy, const Tensor& x, int64_t heads, int w, int b, const Tensor& mean,
                             const Tensor& rstd);
     // A norm whose input is kept (cat) and whose output is a transient buffer: post_norms' and the embedding's.
@@ -258,9 +277,9 @@ struct GptModel::Impl {
                         detail::ChunkActs& acts, MemoryCategory cat);
 
     // The rest of a parallel block's forward from the attention's partial output [T, h]: its MLP on the layer input,
-    // the reduction(s) and the residual.
+    // the reduction(s), the block's one output dropout and the residual.
     Tensor parallelBlockForward(const detail::LayerParams& L, const Tensor& x, Tensor& attnPartial,
-                                detail::LayerActs& a, MemoryCategory cat);
+                                detail::LayerActs& a, const detail::ChunkActs& acts, MemoryCategory cat);
 
     Tensor layerBackward(const detail::LayerParams& L, const Tensor& dout, detail::LayerActs& a,
                          detail::ChunkActs& acts, bool defer);

@@ -77,8 +77,11 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
         throw InputError("/plan/cp", "seq_len must divide by 2 cp (the load-balanced context-parallel split)");
     if (model.mla) throw InputError("/model/mla", "the executor runs multi-head attention; latent attention (mla) is not run yet");
-    if (model.dropout > 0.0)
-        throw InputError("/model/dropout", "the executor trains without dropout; set dropout to 0");
+    if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))
+        throw InputError("/model/dropout", "the executor's dropout masks name at most " +
+                                               std::to_string(kDropoutMaxLayers) + " layers and " +
+                                               std::to_string(kDropoutMaxHeads) + " heads");
+    m.dropout = model.dropout;
     if (!plan.flashAttention)
         throw InputError("/plan/flash_attention",
                          "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");

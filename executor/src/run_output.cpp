@@ -2,6 +2,8 @@
 // files into the run folder's measurements, Chrome trace and memory report.
 #include "tessel/exec/run_output.hpp"
 
+#include "tessel/exec/dropout.hpp"
+
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/json_reader.hpp"
 
@@ -66,7 +68,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
                                    "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
                                    "run yet");
-    if (model.dropout > 0.0) problems.add("/model/dropout", "the executor trains without dropout; use a model with dropout 0");
+    if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))
+        problems.add("/model/dropout", "the executor's dropout masks name at most " + std::to_string(kDropoutMaxLayers) +
+                                           " layers and " + std::to_string(kDropoutMaxHeads) + " heads");
     // The executor's loss writes the gradient into the logits (tessel run marks its plans loss_in_place, costed as te);
     // a plan that names another kernel would be predicted with memory the run does not have.
     if (plan.framework.crossEntropy && *plan.framework.crossEntropy != "te")
@@ -95,13 +99,14 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         else if (plan.precision == "mixed" && halfDtypeOf(plan.framework) == "fp16")
             problems.add(pointer + "/half_dtype", "the cuda backend computes the mixed recipe in bf16, not fp16 (its "
                                                   "kernels have no fp16 path); drop half_dtype, or run fp32");
-        // Soft-capped, windowed and ALiBi scores run on its tiled attention kernels (CudaBackend::attentionForward),
-        // built for head widths of 16, 32, 64 and 128.
+        // Soft-capped, windowed and ALiBi scores and attention dropout run on its tiled attention kernels
+        // (CudaBackend::attentionForward), built for head widths of 16, 32, 64 and 128.
         const bool tiledWidth = model.headDim == 16 || model.headDim == 32 || model.headDim == 64 || model.headDim == 128;
         const std::pair<bool, const char*> rules[] = {
             {model.attentionSoftcap > 0.0, "/model/attention_softcap"},
             {model.slidingWindow > 0, "/model/sliding_window"},
-            {model.position == PositionEmbedding::Alibi, "/model/position_embedding"}};
+            {model.position == PositionEmbedding::Alibi, "/model/position_embedding"},
+            {model.dropout > 0.0, "/model/dropout"}};
         for (const auto& [used, field] : rules)
             if (used && !tiledWidth)
                 problems.add(field, std::string("the cuda backend applies it to the attention scores in its tiled "

@@ -118,6 +118,7 @@ struct Case {
     Plan plan;
     bool tied = false;
     bool moe = false; // tiny-moe (4 experts, top 2), short sequences
+    bool dropout = false; // dropout 0.2: the resumed steps' masks from the step index, as the uninterrupted run's
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -132,6 +133,8 @@ std::vector<Case> plans() {
     add("one_rank", [](Plan&) {});
     add("pp2_1f1b", [](Plan& p) { p.pp = 2; p.schedule = Schedule::OneFOneB; });
     add("tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    cases.back().dropout = true;
     for (int z = 0; z <= 3; ++z) add("dp2_zero" + std::to_string(z), [z](Plan& p) { p.dp = 2; p.zeroStage = z; });
     add("tp2_pp2_dp2_zero1", [](Plan& p) { p.tp = 2; p.pp = 2; p.dp = 2; p.zeroStage = 1; });
     add("pp2_interleaved_vpp2", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
@@ -156,6 +159,7 @@ TEST_P(Resume, IsBitwiseEqualToAnUninterruptedRun) {
         model.seqLen = 16;
     }
     model.tiedEmbeddings = c.tied;
+    if (c.dropout) model.dropout = 0.2;
     CheckpointDir dir;
     const Segment whole = runSegment(model, c.plan, dir.str() + "/whole", false, 4, {});
     ASSERT_FALSE(whole.failed()) << errorsOf(whole);

@@ -15,21 +15,6 @@
 namespace tessel::exec::test::cpu_backend {
 namespace {
 
-// Central finite differences: g_i = (f(x + h e_i) - f(x - h e_i)) / 2h.
-Values finiteDifference(const std::function<double(const Values&)>& f, Values x, double h = 1e-5) {
-    Values g(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-        const double xi = x[i];
-        x[i] = xi + h;
-        const double plus = f(x);
-        x[i] = xi - h;
-        const double minus = f(x);
-        x[i] = xi;
-        g[i] = (plus - minus) / (2.0 * h);
-    }
-    return g;
-}
-
 constexpr double kFiniteDifferenceTolerance = 1e-6;
 
 // ---------------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -64,6 +65,21 @@ inline double relativeError(const Values& a, const Values& b) {
     for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
     const double scale = std::max(norm(a), norm(b));
     return scale == 0.0 ? 0.0 : norm(d) / scale;
+}
+
+// Central finite differences: g_i = (f(x + h e_i) - f(x - h e_i)) / 2h.
+inline Values finiteDifference(const std::function<double(const Values&)>& f, Values x, double h = 1e-5) {
+    Values g(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double xi = x[i];
+        x[i] = xi + h;
+        const double plus = f(x);
+        x[i] = xi - h;
+        const double minus = f(x);
+        x[i] = xi;
+        g[i] = (plus - minus) / (2.0 * h);
+    }
+    return g;
 }
 
 inline Values subtract(const Values& a, const Values& b) {

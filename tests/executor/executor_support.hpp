@@ -7,11 +7,13 @@
 #include "tessel/exec/context.hpp"
 #include "tessel/exec/cpu_backend.hpp"
 #include "tessel/exec/data.hpp"
+#include "tessel/exec/gpt.hpp"
 #include "tessel/exec/inproc_comm.hpp"
 #include "tessel/exec/runtime.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -130,6 +132,71 @@ inline double maxRelDiff(const std::vector<double>& a, const std::vector<double>
         worst = std::max(worst, std::abs(a[i] - b[i]) / scale);
     }
     return a.size() == b.size() ? worst : 1e300;
+}
+
+// Trains `model` for 3 steps on `plan` and on `oneRank`: same losses and updated parameters to 1e-10, and
+// the loss falls.
+inline void expectMatchesOneRank(const ModelConfig& model, const Plan& plan, const Plan& oneRank, const TrainHyper& hyper = {}) {
+    const test::RunResult ref = runPlan(model, oneRank, 3, hyper);
+    const test::RunResult got = runPlan(model, plan, 3, hyper);
+    ASSERT_EQ(ref.losses.size(), got.losses.size());
+    for (size_t i = 0; i < ref.losses.size(); ++i)
+        EXPECT_LT(std::abs(ref.losses[i] - got.losses[i]) / ref.losses[i], 1e-10) << "step " << i;
+    ASSERT_EQ(ref.params.size(), got.params.size());
+    for (const auto& [name, values] : ref.params) {
+        auto it = got.params.find(name);
+        ASSERT_NE(it, got.params.end()) << name;
+        EXPECT_LT(maxRelDiff(values, it->second), 1e-10) << name;
+    }
+    EXPECT_LT(got.losses.back(), got.losses.front()); // it trains
+}
+
+// The gradients `names` of `model` on one rank against central differences of the loss, at four or five elements each.
+inline void expectGradientsMatchFiniteDifferences(const ModelConfig& model, const std::vector<std::string>& names) {
+    const Plan plan = basePlan();
+    auto w = makeInProcessWorld(1);
+    auto comm = makeInProcessComm(w, 0);
+    auto backend = makeCpuBackend(ElementType::F64);
+    ParallelContext ctx = makeContext(plan, 0, *comm, model.tiedEmbeddings);
+    GptModel gpt(model, ctx, *backend, 99);
+    const MicroBatchData data =
+        textDataSource(testText(), model.seqLen, plan.microBatch, plan.globalBatch, 1, 7)(0, 0, 0);
+    const double scale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
+    auto loss = [&] {
+        gpt.forward(0, 0, Tensor(), data);
+        gpt.backward(0, 0, Tensor(), false);
+        return gpt.takeLossSum() * scale;
+    };
+    loss(); // gradients of the unperturbed parameters (read before the perturbed passes accumulate more)
+    std::vector<std::vector<double>> grads;
+    for (auto& p : gpt.parameters()) grads.push_back(backend->download(p.grad));
+    int checked = 0;
+    size_t index = 0, found = 0;
+    for (auto& p : gpt.parameters()) {
+        const std::vector<double>& grad = grads[index++];
+        if (std::find(names.begin(), names.end(), p.info.name) == names.end()) continue;
+        std::vector<double> value = backend->download(p.value);
+        bool moves = false; // the loss depends on it (a parameter left out of the forward would pass at 0 = 0)
+        for (size_t i = 0; i < value.size(); i += value.size() / 5 + 1) {
+            const double v0 = value[i], eps = 1e-5;
+            value[i] = v0 + eps;
+            backend->upload(value, p.value);
+            const double up = loss();
+            value[i] = v0 - eps;
+            backend->upload(value, p.value);
+            const double down = loss();
+            value[i] = v0;
+            backend->upload(value, p.value);
+            const double fd = (up - down) / (2 * eps);
+            EXPECT_NEAR(grad[i], fd, 1e-4 * std::abs(fd) + 1e-10) << p.info.name << " " << i;
+            moves = moves || std::abs(fd) > 1e-9;
+            ++checked;
+        }
+        EXPECT_TRUE(moves) << p.info.name;
+        ++found;
+    }
+    EXPECT_EQ(found, names.size()); // every name is one of the model's parameters
+    EXPECT_GE(checked, 4 * static_cast<int>(names.size()));
 }
 
 } // namespace tessel::exec::test

@@ -78,6 +78,9 @@ public:
     void gluForward(const Tensor&, Tensor&, Pointwise) override { unsupported(); }
     void gluBackward(const Tensor&, const Tensor&, Tensor&, Pointwise) override { unsupported(); }
     void rope(Tensor&, const std::vector<int64_t>&, double, int64_t, bool) override { unsupported(); }
+    void dropout(Tensor&, const DropoutRule&, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
+        unsupported();
+    }
     void attentionForward(const Tensor&, const Tensor&, const Tensor&, int64_t, const std::vector<int64_t>&,
                           const std::vector<int64_t>&, Tensor&, Tensor&, const ScoreRule&) override {
         unsupported();

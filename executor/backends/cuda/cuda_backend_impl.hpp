@@ -163,6 +163,8 @@ public:
                            const ScoreRule& rule) override;
     void softcap(Tensor& x, double cap) override;
     void softcapBackward(Tensor& dy, const Tensor& y, double cap) override;
+    void dropout(Tensor& x, const DropoutRule& rule, const std::vector<int64_t>& sequences,
+                 const std::vector<int64_t>& positions) override;
     void embeddingForward(const std::vector<int32_t>& tokens, const Tensor& table, int64_t vocabBegin,
                           Tensor& out) override;
     void embeddingBackward(const std::vector<int32_t>& tokens, const Tensor& dout, int64_t vocabBegin,

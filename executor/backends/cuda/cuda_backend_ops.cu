@@ -115,6 +115,17 @@ void CudaBackend::softcapBackward(Tensor& dy, const Tensor& y, double cap) {
     cuda::softcapBackward(kc_, dt(y), dy.data<void>(), y.data<void>(), y.numel(), static_cast<float>(cap));
 }
 
+void CudaBackend::dropout(Tensor& x, const DropoutRule& rule, const std::vector<int64_t>& sequences,
+                          const std::vector<int64_t>& positions) {
+    const auto [rows, cols] = dropoutShape(x, rule, sequences, positions);
+    if (!rule.active() || rows == 0) return;
+    touched(x);
+    Scratch seq(allocator_, rows * 8), pos(allocator_, rows * 8);
+    h2d(sequences.data(), seq.as<void>(), sequences.size() * 8);
+    h2d(positions.data(), pos.as<void>(), positions.size() * 8);
+    cuda::dropout(kc_, dt(x), x.data<void>(), seq.as<int64_t>(), pos.as<int64_t>(), rows, cols, rule);
+}
+
 // ---- attention ----
 namespace {
 // The tiled kernels' copy of a score rule.
@@ -123,6 +134,8 @@ void withRule(cuda::AttentionArgs& args, const ScoreRule& rule) {
     args.window = static_cast<long long>(rule.window);
     args.alibiHeads = static_cast<long long>(rule.alibiHeads);
     args.headOffset = static_cast<long long>(rule.headOffset);
+    args.dropout = rule.dropout;
+    args.firstSequence = static_cast<long long>(rule.firstSequence);
 }
 } // namespace
 
@@ -146,8 +159,8 @@ void CudaBackend::attentionForward(const Tensor& q, const Tensor& k, const Tenso
     cuda::AttentionArgs args = attentionArgs(dims, queryPositions, keyPositions, qp, kp);
     withRule(args, rule);
     void* lseT = lse.type() == ElementType::F32 ? nullptr : lse.data<void>();
-    // Soft-capped, windowed and ALiBi scores run on the tiled kernels, which apply the rule to each score as they form
-    // it (the GEMM path masks causally only, and its backward overwrites its score buffer with dP before the score
+    // Soft-capped, windowed and ALiBi scores and dropped probabilities run on the tiled kernels, which apply the rule to
+    // each score as they form it (the GEMM path masks causally only, and its backward overwrites its score buffer with dP before the score
     // gradient that needs the cap's slope).
     if (attention_ == CudaAttention::Gemm && !rule.changesScores())
         attentionGemmForward(dt(q), args, q.data<void>(), k.data<void>(), v.data<void>(), o.data<void>(), lseF, lseT);

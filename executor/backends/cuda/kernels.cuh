@@ -3,6 +3,7 @@
 #pragma once
 
 #include "launch_plan.hpp"
+#include "tessel/exec/dropout.hpp"
 #include "tessel/exec/pointwise.hpp"
 
 #include <cuda_runtime.h>
@@ -87,6 +88,11 @@ void widen(const KernelContext& k, DType pt, const void* param, float* master, i
 // Sum of squares in fp64: `partials` holds planReduction(n).blocks doubles; the result lands in *out.
 void sumSquares(const KernelContext& k, DType t, const void* x, int64_t n, double* partials, double* out);
 
+// Dropout in place on x [n, c]: element (r, col) times dropoutFactor(rule, sequences[r], positions[r], col);
+// sequences, positions [n] on the device.
+void dropout(const KernelContext& k, DType t, void* x, const int64_t* sequences, const int64_t* positions, int64_t n,
+             int64_t c, const DropoutRule& rule);
+
 // Attention (FlashAttention-2 style, Dao 2023): see launch_plan.hpp for the tiles. Positions on the device;
 // lseF [S sq, hq] fp32; lse (may be null) gets it in the tensor type.
 struct AttentionArgs {
@@ -96,6 +102,10 @@ struct AttentionArgs {
     float softcap = 0.0f;
     long long window = 0;
     long long alibiHeads = 0, headOffset = 0;
+    // Attention dropout on the probabilities (score_rule.hpp, dropout.hpp); sequence s of the call is the step's
+    // firstSequence + s.
+    DropoutRule dropout;
+    long long firstSequence = 0;
     const int64_t* queryPositions = nullptr;
     const int64_t* keyPositions = nullptr;
 };

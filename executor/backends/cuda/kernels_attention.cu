@@ -70,6 +70,14 @@ __device__ __forceinline__ float headSlope(const AttentionArgs& a, int64_t h) {
     return a.alibiHeads > 0 ? static_cast<float>(alibiSlope(a.headOffset + h, a.alibiHeads)) : 0.0f;
 }
 
+// Attention dropout's factor on P_ij of the call's sequence s and head h (score_rule.hpp): 1 without dropout.
+__device__ __forceinline__ float dropFactor(const AttentionArgs& a, int64_t s, long long qpos, long long kpos, int64_t h) {
+    if (!a.dropout.active()) return 1.0f;
+    return dropoutKeeps(a.dropout, a.firstSequence + s, qpos, kpos, a.headOffset + h)
+               ? static_cast<float>(1.0 / (1.0 - a.dropout.p))
+               : 0.0f;
+}
+
 // A soft-capped score, cap tanh(s / cap) (Gemma 2), and its slope 1 - tanh^2; s and 1 where cap is 0.
 __device__ __forceinline__ float cappedScore(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 __device__ __forceinline__ float capSlope(float capped, float cap) {
@@ -131,9 +139,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int j = 0; j < kTile; ++j) {
                 const float p = expf(sc[j] - mNew);
-                l += p;
+                l += p;   // the normaliser of the undropped probabilities
+                const float pd = p == 0.0f ? 0.0f : p * dropFactor(a, s, qpos, sPos[j], h);
 #pragma unroll
-                for (int c = 0; c < P; ++c) acc[c] += p * sV[j * D + c * kThreadsPerRow + part];
+                for (int c = 0; c < P; ++c) acc[c] += pd * sV[j * D + c * kThreadsPerRow + part];
             }
             m = mNew;
         }
@@ -234,10 +243,12 @@ __global__ void __launch_bounds__(kThreads)
                 const float p = keyVisible(a.window, kpos, sPos[i])
                                     ? expf(sc + slope * static_cast<float>(kpos - sPos[i]) - sLse[i])
                                     : 0.0f;
-                const float ds = p * (ddv - sDelta[i]) * capSlope(sc, a.softcap);
+                // dropout's factor z: dV += z P dO, dP = z dO V^T (D = rowsum(dO * O) already holds it)
+                const float z = p == 0.0f ? 0.0f : dropFactor(a, s, sPos[i], kpos, h);
+                const float ds = p * (z * ddv - sDelta[i]) * capSlope(sc, a.softcap);
 #pragma unroll
                 for (int c = 0; c < P; ++c) {
-                    dvAcc[c] += p * sdO[i * D + c * kThreadsPerRow + part];
+                    dvAcc[c] += z * p * sdO[i * D + c * kThreadsPerRow + part];
                     dkAcc[c] += ds * sQ[i * D + c * kThreadsPerRow + part];
                 }
             }
@@ -299,7 +310,8 @@ __global__ void __launch_bounds__(kThreads)
             const float sc = cappedScore(dqk * a.scale, a.softcap);
             const float p =
                 keyVisible(a.window, sPos[j], qpos) ? expf(sc + slope * static_cast<float>(sPos[j] - qpos) - lseI) : 0.0f;
-            const float ds = p * (dpv - deltaI) * capSlope(sc, a.softcap);
+            const float z = p == 0.0f ? 0.0f : dropFactor(a, s, qpos, sPos[j], h);
+            const float ds = p * (z * dpv - deltaI) * capSlope(sc, a.softcap);
 #pragma unroll
             for (int c = 0; c < P; ++c) dqAcc[c] += ds * sK[j * D + c * kThreadsPerRow + part];
         }

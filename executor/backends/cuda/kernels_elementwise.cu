@@ -225,6 +225,16 @@ __global__ void softcapBackwardKernel(T* dy, const T* y, int64_t n, float cap) {
 }
 
 template <typename T>
+__global__ void dropoutKernel(T* x, const int64_t* sequences, const int64_t* positions, int64_t n, int64_t c,
+                              DropoutRule rule) {
+    const float kept = static_cast<float>(1.0 / (1.0 - rule.p));
+    TESSEL_GRID_STRIDE(i, n * c) {
+        const int64_t r = i / c, col = i % c;
+        st(x, i, dropoutKeeps(rule, sequences[r], positions[r], col) ? ld(x, i) * kept : 0.0f);
+    }
+}
+
+template <typename T>
 __global__ void ropeKernel(T* x, const int64_t* positions, const double* invFreq, int64_t tokens, int64_t heads,
                            int64_t d, int64_t rotated, bool inverse) {
     const int64_t half = rotated / 2;
@@ -520,6 +530,17 @@ void softcapBackward(const KernelContext& k, DType t, void* dy, const void* y, i
         softcapBackwardKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(dy), as<T>(y), n, cap);
     });
     checkLaunch("softcapBackward");
+}
+
+void dropout(const KernelContext& k, DType t, void* x, const int64_t* sequences, const int64_t* positions, int64_t n,
+             int64_t c, const DropoutRule& rule) {
+    if (n * c <= 0 || !rule.active()) return;
+    const ElementwiseLaunch l = planElementwise(n * c, k.multiprocessors);
+    withType(t, [&](auto tag) {
+        using T = decltype(tag);
+        dropoutKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), sequences, positions, n, c, rule);
+    });
+    checkLaunch("dropout");
 }
 
 void rope(const KernelContext& k, DType t, void* x, const int64_t* positions, const double* invFreq, int64_t tokens,

@@ -129,6 +129,28 @@ TEST_P(Kernels, SoftcapAndItsBackward) {
     });
 }
 
+// Dropout in place, the masks read at each row's (sequence, position) and the column: the same elements dropped as on
+// the CPU backend (an element dropped on one side and kept on the other would be an error of order 1).
+TEST_P(Kernels, DropoutReadsTheCpuBackendsMasks) {
+    const int64_t n = 37, f = 70;
+    const auto x = rnd(static_cast<size_t>(n * f), 25);
+    std::vector<int64_t> seq(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) {
+        seq[static_cast<size_t>(r)] = 3 + r / 16;
+        pos[static_cast<size_t>(r)] = 100 + r % 16;
+    }
+    DropoutRule rule;
+    rule.p = 0.25;
+    rule.key = 0xfeedULL << 32 | 0xbeefULL;
+    rule.layer = 7;
+    rule.site = DropoutSite::MlpOutput;
+    compare("dropout", [&](Backend& be) {
+        Tensor X = make(be, x, {n, f});
+        be.dropout(X, rule, seq, pos);
+        return std::vector<std::vector<double>>{be.download(X)};
+    });
+}
+
 TEST_P(Kernels, GeluAndGatedActivations) {
     const int64_t n = 33, f = 50;
     const auto x = rnd(static_cast<size_t>(n * 2 * f), 15, 2.0), dy = rnd(static_cast<size_t>(n * 2 * f), 16);
@@ -211,7 +233,9 @@ TEST_P(Kernels, CausalGqaAttentionForwardAndBackward) {
             // Gemma 2's soft-capped scores (a cap of 2 on these scores bends most of them), a sliding window of 13
             // keys (tiles of 32 keys partly and wholly outside it), ALiBi's biases on the second half of 8 heads (TP
             // rank 1 of 2) and all three: the tiled kernels either way (the gemm path hands such scores to them).
-            ScoreRule capped, windowed, alibi, all;
+            // Attention dropout (0.1 of the probabilities, the masks read at the sequence's, positions' and head's
+            // coordinates by the same Philox as the CPU backend), alone and with the other three.
+            ScoreRule capped, windowed, alibi, all, dropped, droppedAll;
             capped.softcap = 2.0;
             windowed.window = 13;
             alibi.alibiHeads = 8;
@@ -219,8 +243,18 @@ TEST_P(Kernels, CausalGqaAttentionForwardAndBackward) {
             all = alibi;
             all.softcap = 2.0;
             all.window = 13;
+            dropped.dropout.p = 0.1;
+            dropped.dropout.key = 0x5eed;
+            dropped.dropout.layer = 3;
+            dropped.dropout.site = DropoutSite::Attention;
+            dropped.firstSequence = 6;
+            dropped.headOffset = 4;
+            droppedAll = all;
+            droppedAll.dropout = dropped.dropout;
+            droppedAll.firstSequence = dropped.firstSequence;
             const std::pair<const char*, ScoreRule> rules[] = {
-                {"softcap", capped}, {"window", windowed}, {"alibi", alibi}, {"softcap+window+alibi", all}};
+                {"softcap", capped}, {"window", windowed}, {"alibi", alibi}, {"softcap+window+alibi", all},
+                {"dropout", dropped}, {"dropout+softcap+window+alibi", droppedAll}};
             for (const auto& [name, rule] : rules)
                 compare(std::string("attention ") + name + " " + attentionName(impl) + " d=" + std::to_string(d),
                         [&](Backend& be) {

@@ -142,7 +142,8 @@ class GpuMultiRank : public ::testing::TestWithParam<MultiRankCase> {};
 
 TEST_P(GpuMultiRank, MatchesOneRank) {
     TESSEL_REQUIRE_GPU();
-    const ModelConfig model = test::tinyModel();
+    ModelConfig model = test::tinyModel();
+    if (GetParam().name.find("dropout") != std::string::npos) model.dropout = 0.1; // the masks read at coordinates
     for (CudaPrecision precision : {CudaPrecision::Fp32, CudaPrecision::Mixed}) {
         const test::RunResult one = runOnGpu(model, withPrecision(test::basePlan(), precision), 3, precision);
         const test::RunResult many = runOnGpu(model, withPrecision(GetParam().plan, precision), 3, precision);
@@ -169,6 +170,9 @@ std::vector<MultiRankCase> multiRankCases() {
     // the heads' layout, where the backend's fp32 values for it live).
     add("cp2_allgather", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; });
     add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    // Dropout on the embedding, the probabilities and both blocks' outputs: each rank drops what one rank drops.
+    add("tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("cp2_a2a_dropout", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     return cases;
 }
 

@@ -2,6 +2,7 @@
 // The model is written once against it; `cpu` (float64/float32, Eigen) is the reference, `cuda` follows.
 #pragma once
 
+#include "tessel/exec/dropout.hpp"
 #include "tessel/exec/pointwise.hpp"
 #include "tessel/exec/score_rule.hpp"
 #include "tessel/exec/tensor.hpp"
@@ -64,6 +65,10 @@ public:
     virtual void activationBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise f) = 0;
     virtual void gluForward(const Tensor& x, Tensor& y, Pointwise act) = 0;
     virtual void gluBackward(const Tensor& dy, const Tensor& x, Tensor& dx, Pointwise act) = 0;
+    // Dropout in place on x [n, c] (dropout.hpp): element (r, col) is multiplied by dropoutFactor(rule, sequences[r],
+    // positions[r], col), 1 / (1 - p) or 0. The same call on the output's gradient is its backward.
+    virtual void dropout(Tensor& x, const DropoutRule& rule, const std::vector<int64_t>& sequences,
+                         const std::vector<int64_t>& positions) = 0;
     // Tanh soft-capping in place, x = cap tanh(x / cap) (Gemma 2's final_logit_softcapping), and its backward from the
     // capped values y: dy *= 1 - (y / cap)^2.
     virtual void softcap(Tensor& x, double cap) = 0;

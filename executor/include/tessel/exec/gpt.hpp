@@ -35,6 +35,10 @@ struct MicroBatchData {
     int64_t seqLen = 0;
     std::vector<int32_t> tokens;
     std::vector<int32_t> targets;
+    // Dropout's coordinates (dropout.hpp): the step's index of the first sequence (data-parallel replica d of D
+    // starts at d B / D, whatever the plan) and the step's key, so that every plan drops the same elements.
+    int64_t firstSequence = 0;
+    uint64_t dropoutKey = 0;
 };
 
 class GptModel {

@@ -15,7 +15,7 @@
 namespace tessel::exec {
 
 // Checks that the executor can run `plan` for `model` on `backend` ("cpu" or "cuda"; beyond validatePlan):
-// features it does not run yet, dropout, non-memory-efficient attention, a precision recipe the backend does
+// features it does not run yet, non-memory-efficient attention, a precision recipe the backend does
 // not implement (cpu: cpu_fp64 and cpu_fp32; cuda: mixed and fp32). An unknown backend is a problem at --backend.
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend = "cpu");

@@ -1,6 +1,9 @@
-// Which keys a query sees and what is added to its scores (the causal mask, a sliding window, ALiBi's linear biases,
-// Gemma 2's soft-cap): one definition for the CPU reference backend and the CUDA kernels.
+// Which keys a query sees and what is done to its scores and probabilities (the causal mask, a sliding window, ALiBi's
+// linear biases, Gemma 2's soft-cap, attention dropout): one definition for the CPU reference backend and the CUDA
+// kernels.
 #pragma once
+
+#include "tessel/exec/dropout.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -26,7 +29,14 @@ struct ScoreRule {
     // i is the model's head headOffset + i (tensor parallelism gives each rank a contiguous block of heads).
     int64_t alibiHeads = 0;
     int64_t headOffset = 0;
-    TESSEL_HOST_DEVICE bool changesScores() const { return softcap > 0.0 || window > 0 || alibiHeads > 0; }
+    // Attention dropout (dropout.hpp) on the probabilities: the probability P_ij of query i for key j is multiplied by
+    // dropoutFactor(dropout, firstSequence + the call's sequence, query position, key position, headOffset + head);
+    // the softmax's normaliser and the log-sum-exp stay those of the undropped P (FlashAttention's dropout).
+    DropoutRule dropout;
+    int64_t firstSequence = 0;
+    TESSEL_HOST_DEVICE bool changesScores() const {
+        return softcap > 0.0 || window > 0 || alibiHeads > 0 || dropout.active();
+    }
 };
 
 // Whether a query at queryPos sees the key at keyPos: the causal mask, and the window where there is one.
