@@ -215,11 +215,13 @@ std::function<int()> addCompareCommand(CLI::App& app) {
                 problems.add("--predicted-memory", "only with a predicted trace; a scenario's memory is predicted here");
             try {
                 Scenario s = flags->resolve();
-                // `tessel run` records that its executor computes the loss in place (loss_in_place); a scenario
-                // that does not say otherwise is predicted as run.
+                // `tessel run` records that its executor computes the loss in place (loss_in_place) and keeps no
+                // dropout masks (dropout_masks_kept false); a scenario that does not say otherwise is predicted as run.
                 const auto& runPlan = run.planJson();
                 if (!s.plan.framework.lossInPlace && runPlan && runPlan->value("loss_in_place", false))
                     s.plan.framework.lossInPlace = true;
+                if (!s.plan.framework.dropoutMasksKept && runPlan && !runPlan->value("dropout_masks_kept", true))
+                    s.plan.framework.dropoutMasksKept = false;
                 const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
                 prediction = sim::predictionFromSimulation(simulation, flags->scenario);
                 prediction.modelJson = modelToJson(s.model);
@@ -236,7 +238,7 @@ std::function<int()> addCompareCommand(CLI::App& app) {
         else if (!prediction.planJson)
             planNote = "plan: the predicted trace names no plan (otherData.plan), so it was not checked";
         else {
-            // Who ran it is not the plan: `tessel run` records loss_in_place for its executor (applied above to
+            // Who ran it is not the plan: `tessel run` records loss_in_place and dropout_masks_kept for its executor (applied above to
             // a scenario's prediction; a predicted trace carries its memory separately).
             // Both read back through the plan reader, so a key the run's tessel did not write yet (zero_replicas)
             // counts as its default, as that tessel ran it.
@@ -246,8 +248,10 @@ std::function<int()> addCompareCommand(CLI::App& app) {
                 return parseProblems.empty() ? planToJson(parsed) : plan;
             };
             nlohmann::json predictedPlan = normalized(*prediction.planJson), measuredPlan = normalized(*run.planJson());
-            predictedPlan.erase("loss_in_place");
-            measuredPlan.erase("loss_in_place");
+            for (const char* executorKey : {"loss_in_place", "dropout_masks_kept"}) {
+                predictedPlan.erase(executorKey);
+                measuredPlan.erase(executorKey);
+            }
             problems.append(sim::jsonDifferences(predictedPlan, measuredPlan, run.planSource(), "the prediction"));
             planNote = "plan: the same as the run's (" + run.planSource() + ")";
         }

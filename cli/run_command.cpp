@@ -73,8 +73,10 @@ std::function<int()> addRunCommand(CLI::App& app) {
         try {
             s = flags->resolve();
             // The run folder's scenario (and its checkpoints) say who ran it: tessel's executor, whose loss
-            // overwrites the logits in place (loss_in_place), so `tessel compare` predicts the memory it has.
+            // overwrites the logits in place (loss_in_place) and whose dropout keeps no masks (dropout_masks_kept
+            // false), so `tessel compare` predicts the memory it has.
             s.plan.framework.lossInPlace = true;
+            s.plan.framework.dropoutMasksKept = false;
         } catch (const InputError& e) {
             problems.append(e.problems());
         }

@@ -495,6 +495,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     for (const FrameworkFlag& flag : frameworkFlags())
         if (r.has(flag.key)) f.*flag.member = r.optBool(flag.key, false);
     if (r.has("loss_in_place")) f.lossInPlace = r.optBool("loss_in_place", false);
+    if (r.has("dropout_masks_kept")) f.dropoutMasksKept = r.optBool("dropout_masks_kept", true);
     if (r.has("attention_unpad")) f.attentionUnpad = r.optBool("attention_unpad", false);
     if (r.has("train_metric_losses")) f.trainMetricLosses = static_cast<int>(r.optInt("train_metric_losses", 0, 0, 16));
     if (r.has("launch_blocking")) f.launchBlocking = r.optBool("launch_blocking", false);
@@ -522,6 +523,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     for (const FrameworkFlag& flag : frameworkFlags())
         if (f.*flag.member) plan[flag.key] = *(f.*flag.member);
     if (f.lossInPlace) plan["loss_in_place"] = *f.lossInPlace;
+    if (f.dropoutMasksKept) plan["dropout_masks_kept"] = *f.dropoutMasksKept;
     if (f.attentionUnpad) plan["attention_unpad"] = *f.attentionUnpad;
     if (f.trainMetricLosses) plan["train_metric_losses"] = *f.trainMetricLosses;
     if (f.launchBlocking) plan["launch_blocking"] = *f.launchBlocking;

@@ -41,7 +41,8 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.vocabLocal = s.vocabPadded / t;
     s.activationBytes = bytesPerElement(recipe.computeDtype);
     s.gemmInputBytes = bytesPerElement(recipe.gemmDtype);
-    s.maskBytes = model.dropout > 0.0 ? 1 : 0;
+    // A byte a dropped element's mask, where the masks are kept for the backward (dropout_masks_kept).
+    s.maskBytes = model.dropout > 0.0 && plan.framework.dropoutMasksKept.value_or(true) ? 1 : 0;
     // Autocast leaves the embedding, the residual adds and LayerNorm/RMSNorm in fp32 (torch.amp's op lists:
     // layer_norm runs in fp32, add keeps its widest input), so over fp32 parameters the residual stream is fp32.
     s.residualBytes = recipe.autocast ? std::max(4, s.activationBytes) : s.activationBytes;

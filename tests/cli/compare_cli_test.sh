@@ -149,4 +149,22 @@ echo '{"ranks": "two", "host_threads": 1}' >"$tmp/shared/versions.json"
 "$TESSEL" compare tiny-cpu "$tmp/shared" >"$tmp/shared2.txt" 2>"$tmp/err"; check "compare with non-integer counts exits 0" $?
 check "and says nothing of sharing" "$(! grep -q "host: the run put" "$tmp/shared2.txt"; echo $?)"
 
+# 3. A model with dropout: `tessel run` records that its executor keeps no masks (dropout_masks_kept false), and
+# compare, predicting from a scenario that does not say so, predicts the activations the run has.
+python3 -c "
+import json; m = json.load(open('$(dirname "$0")/../../scenarios/models/tiny.json')); m['name'] = 'tiny-dropout'; m['dropout'] = 0.1
+json.dump(m, open('$tmp/tiny-dropout.json', 'w'))"
+"$TESSEL" run tiny-cpu --model "$tmp/tiny-dropout.json" --ranks 2 --steps 2 --out "$tmp/drop" >/dev/null 2>"$tmp/err"
+check "a run with dropout exits 0" $?
+check "its scenario says the masks were not kept" \
+  "$(python3 -c "import json,sys; sys.exit(0 if json.load(open('$tmp/drop/scenario.json'))['plan']['dropout_masks_kept'] is False else 1)"; echo $?)"
+"$TESSEL" compare tiny-cpu "$tmp/drop" --model "$tmp/tiny-dropout.json" --json >"$tmp/drop.json" 2>"$tmp/err"
+check "compare of the dropout run exits 0" $?
+python3 - "$tmp/drop.json" <<'PY'; check "its activations predicted as run, without mask bytes" $?
+import json, sys
+for m in json.load(open(sys.argv[1]))["memory"]["stages"]:
+    act = {x["category"]: x for x in m["categories"]}["activations"]
+    assert abs(act["error"]) < 0.005, (m["stage"], act)   # with the masks counted: -2.1% and -1.4%
+PY
+
 finish

@@ -221,8 +221,8 @@ ModelConfig droppedModel(bool swiglu) {
 
 // The masks are read at each element's coordinates in the step, so a plan on N ranks drops exactly what one rank
 // drops: the same losses and parameters to 1e-10, whichever rank holds a token (tp + SP, cp's two exchanges, pp with
-// ZeRO-3 and full recompute, an interleaved pipeline, a parallel block with one reduction, data parallelism), and the
-// training differs from the same run without dropout.
+// ZeRO-3 and full recompute, an interleaved pipeline, a parallel block with one reduction, data parallelism, experts
+// over EP); DroppedModel below checks that the training differs from the same run without dropout.
 struct DroppedCase {
     std::string name;
     Plan plan;
@@ -236,6 +236,11 @@ class DroppedEquivalence : public ::testing::TestWithParam<DroppedCase> {};
 TEST_P(DroppedEquivalence, MatchesOneRank) {
     const DroppedCase& c = GetParam();
     ModelConfig model = droppedModel(c.swiglu);
+    if (c.name.find("moe") != std::string::npos) {   // the MoE block's output dropped as the dense MLP's
+        model = loadModelRef("tiny-moe", "test");
+        model.seqLen = 16;
+        model.dropout = 0.2;
+    }
     if (c.name.find("parallel") != std::string::npos) model.parallelResidual = true;
     if (c.name.find("embnorm") != std::string::npos) model.embeddingNorm = true;
     if (c.name.find("postnorms") != std::string::npos) model.postNorms = true;
@@ -272,6 +277,7 @@ std::vector<DroppedCase> droppedCases() {
         p.recompute = Recompute::Full;
     });
     add("pp2_vpp2_interleaved", [](Plan& p) { p.pp = 2; p.vpp = 2; p.schedule = Schedule::Interleaved1F1B; });
+    add("moe_tp2_sp_ep2_dp2", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.ep = 2; p.dp = 2; });
     add("tp2_sp_recompute_mlp_swiglu", [](Plan& p) {
         p.tp = 2;
         p.sequenceParallel = true;

@@ -40,6 +40,7 @@ ModelConfig caseModel(const MemCase& c) {
         if (c.name.find("alibi") != std::string::npos) m.position = PositionEmbedding::Alibi;
         if (c.name.find("window") != std::string::npos) m.slidingWindow = 5;
         if (c.name.find("sqrelu") != std::string::npos) m.activation = Activation::SquaredRelu; // GELU's bytes and layout
+        if (c.name.find("dropout") != std::string::npos) m.dropout = 0.1;   // its masks read again, none kept
         return m;
     }
     ModelConfig m = loadModelRef("tiny-moe", "test");
@@ -75,6 +76,9 @@ std::vector<MemCase> memoryCases() {
     add("tp2_alibi_window", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    // Dropout as the executor runs it (dropout_masks_kept false, as `tessel run` records): no mask bytes.
+    add("tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.framework.dropoutMasksKept = false; });
+    add("pp2_dropout_embnorm", [](Plan& p) { p.pp = 2; p.framework.dropoutMasksKept = false; });
     // The dense MLP's own tensors rebuilt in the backward (recompute_modules mlp): n2, h1 and act not kept.
     add("tp2_sp_recompute_mlp", [](Plan& p) {
         p.tp = 2;

@@ -82,6 +82,10 @@ struct FrameworkSettings {
     // The loss overwrites the logits with their gradient and keeps per-row max and sum only, no softmax copy
     // (tessel's own executor, `tessel run`). Not a framework default anywhere: unset means false.
     std::optional<bool> lossInPlace;
+    // Dropout keeps its masks for the backward, a byte an element (torch's dropout, Megatron-LM's bias-dropout-add);
+    // false: the backward reads them again from a counter-based generator and nothing is kept (tessel's own executor,
+    // `tessel run`). Not a framework default anywhere: unset means true.
+    std::optional<bool> dropoutMasksKept;
     // The model gathers q, k and v into flash-attn's unpadded (varlen) layout and scatters the output back,
     // padding or none (llm-foundry's flash_attn_fn, bert_padding.index_first_axis / pad_input). Model code, not a
     // framework default anywhere: unset means false.
