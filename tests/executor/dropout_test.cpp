@@ -83,6 +83,20 @@ TEST(Dropout, MasksDropTheirShareAndEachCoordinateDrawsAnother) {
     EXPECT_EQ(agreement([&](int64_t a, int64_t b) { return dropoutKeeps(r, 7, a, b, 2); }), 1.0);
 }
 
+// Four neighbours share a draw (word b mod 4 of group b / 4), and the walk that keeps the last draw reads the same
+// masks in any order: keys in order, backwards, and jumping between groups.
+TEST(Dropout, NeighboursShareADrawAndTheWalkReadsTheSameMasks) {
+    const DropoutRule r = rule(0.5);
+    for (int64_t b = 0; b < 16; ++b)
+        EXPECT_EQ(dropoutKeeps(r, 2, 9, b, 1), dropoutKeepsWord(r, dropoutDraw(r, 2, 9, b / 4, 1).v[b % 4])) << b;
+    std::vector<int64_t> order;
+    for (int64_t b = 0; b < 40; ++b) order.push_back(b);
+    for (int64_t b = 39; b >= 0; --b) order.push_back(b);
+    for (int64_t b : {5, 17, 6, 4, 33, 18, 7, 0}) order.push_back(b);
+    DropoutWalk walk;
+    for (int64_t b : order) EXPECT_EQ(walk.keeps(r, 2, 9, b, 1), dropoutKeeps(r, 2, 9, b, 1)) << b;
+}
+
 TEST(Dropout, FactorIsInvertedDropoutAndOneWithout) {
     const DropoutRule r = rule(0.25);
     for (int64_t b = 0; b < 64; ++b) {

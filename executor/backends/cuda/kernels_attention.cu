@@ -78,6 +78,18 @@ __device__ __forceinline__ float dropFactor(const AttentionArgs& a, int64_t s, l
                : 0.0f;
 }
 
+// The same factors for one query walking its keys in order: the draw of the last group of four key positions is kept,
+// so consecutive keys take one Philox draw per four (dropout.hpp).
+struct QueryDropout {
+    DropoutWalk walk;
+    __device__ __forceinline__ float factor(const AttentionArgs& a, int64_t s, long long qpos, long long kpos, int64_t h) {
+        if (!a.dropout.active()) return 1.0f;
+        return walk.keeps(a.dropout, a.firstSequence + s, qpos, kpos, a.headOffset + h)
+                   ? static_cast<float>(1.0 / (1.0 - a.dropout.p))
+                   : 0.0f;
+    }
+};
+
 // A soft-capped score, cap tanh(s / cap) (Gemma 2), and its slope 1 - tanh^2; s and 1 where cap is 0.
 __device__ __forceinline__ float cappedScore(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 __device__ __forceinline__ float capSlope(float capped, float cap) {
@@ -110,6 +122,7 @@ __global__ void __launch_bounds__(kThreads)
         acc[c] = 0.0f;
     }
     if (threadIdx.x == 0) sMaxQ = blockMaxQueryPosition(a);
+    QueryDropout drop;
     float m = -INFINITY, l = 0.0f;
     for (int64_t kt = 0; kt < d.keys; kt += kTile) {
         __syncthreads();
@@ -140,7 +153,7 @@ __global__ void __launch_bounds__(kThreads)
             for (int j = 0; j < kTile; ++j) {
                 const float p = expf(sc[j] - mNew);
                 l += p;   // the normaliser of the undropped probabilities
-                const float pd = p == 0.0f ? 0.0f : p * dropFactor(a, s, qpos, sPos[j], h);
+                const float pd = p == 0.0f ? 0.0f : p * drop.factor(a, s, qpos, sPos[j], h);
 #pragma unroll
                 for (int c = 0; c < P; ++c) acc[c] += pd * sV[j * D + c * kThreadsPerRow + part];
             }
@@ -293,6 +306,7 @@ __global__ void __launch_bounds__(kThreads)
         dqAcc[c] = 0.0f;
     }
     if (threadIdx.x == 0) sMaxQ = blockMaxQueryPosition(a);
+    QueryDropout drop;
     for (int64_t kt = 0; kt < d.keys; kt += kTile) {
         __syncthreads();
         const long long tileMin = loadKeyValueTile<D>(k, v, a, s, g, kt, sK, sV, sPos);
@@ -310,7 +324,7 @@ __global__ void __launch_bounds__(kThreads)
             const float sc = cappedScore(dqk * a.scale, a.softcap);
             const float p =
                 keyVisible(a.window, sPos[j], qpos) ? expf(sc + slope * static_cast<float>(sPos[j] - qpos) - lseI) : 0.0f;
-            const float z = p == 0.0f ? 0.0f : dropFactor(a, s, qpos, sPos[j], h);
+            const float z = p == 0.0f ? 0.0f : drop.factor(a, s, qpos, sPos[j], h);
             const float ds = p * (z * dpv - deltaI) * capSlope(sc, a.softcap);
 #pragma unroll
             for (int c = 0; c < P; ++c) dqAcc[c] += ds * sK[j * D + c * kThreadsPerRow + part];

@@ -224,13 +224,19 @@ __global__ void softcapBackwardKernel(T* dy, const T* y, int64_t n, float cap) {
     }
 }
 
+// One thread per four neighbouring columns of a row: one Philox draw serves them (dropout.hpp).
 template <typename T>
 __global__ void dropoutKernel(T* x, const int64_t* sequences, const int64_t* positions, int64_t n, int64_t c,
                               DropoutRule rule) {
     const float kept = static_cast<float>(1.0 / (1.0 - rule.p));
-    TESSEL_GRID_STRIDE(i, n * c) {
-        const int64_t r = i / c, col = i % c;
-        st(x, i, dropoutKeeps(rule, sequences[r], positions[r], col) ? ld(x, i) * kept : 0.0f);
+    const int64_t groups = (c + 3) / 4;
+    TESSEL_GRID_STRIDE(i, n * groups) {
+        const int64_t r = i / groups, g = i % groups;
+        const Philox4x32 draw = dropoutDraw(rule, sequences[r], positions[r], g);
+        for (int64_t w = 0; w < 4 && 4 * g + w < c; ++w) {
+            const int64_t at = r * c + 4 * g + w;
+            st(x, at, dropoutKeepsWord(rule, draw.v[w]) ? ld(x, at) * kept : 0.0f);
+        }
     }
 }
 
@@ -535,7 +541,7 @@ void softcapBackward(const KernelContext& k, DType t, void* dy, const void* y, i
 void dropout(const KernelContext& k, DType t, void* x, const int64_t* sequences, const int64_t* positions, int64_t n,
              int64_t c, const DropoutRule& rule) {
     if (n * c <= 0 || !rule.active()) return;
-    const ElementwiseLaunch l = planElementwise(n * c, k.multiprocessors);
+    const ElementwiseLaunch l = planElementwise(n * ((c + 3) / 4), k.multiprocessors);
     withType(t, [&](auto tag) {
         using T = decltype(tag);
         dropoutKernel<T><<<gridOf(l.blocks), l.threads, 0, k.stream>>>(as<T>(x), sequences, positions, n, c, rule);

@@ -68,16 +68,40 @@ struct DropoutRule {
 constexpr int64_t kDropoutMaxLayers = 1 << 14;
 constexpr int64_t kDropoutMaxHeads = 1 << 16;
 
-// Whether the element at (sequence, a, b) is kept: the first word of Philox at counter (a, b, sequence, site word)
-// under the step's key, read as a fraction of 2^32, is at least p. head: the model's head (0 for a hidden state).
+// One draw serves four neighbours: the elements (sequence, a, 4 g + i), i = 0..3, read word i of Philox at counter
+// (a, g, sequence, site word) under the step's key (a kernel walking b in order draws once per four elements).
+// head: the model's head (0 for a hidden state).
+TESSEL_DROPOUT_HD inline Philox4x32 dropoutDraw(const DropoutRule& r, int64_t sequence, int64_t a, int64_t group,
+                                                int64_t head = 0) {
+    const uint32_t word = (r.layer << 18) | (static_cast<uint32_t>(head) << 2) | static_cast<uint32_t>(r.site);
+    return philox4x32(static_cast<uint32_t>(a), static_cast<uint32_t>(group), static_cast<uint32_t>(sequence), word,
+                      static_cast<uint32_t>(r.key), static_cast<uint32_t>(r.key >> 32));
+}
+
+// A word of a draw, read as a fraction of 2^32, keeps its element when it is at least p.
+TESSEL_DROPOUT_HD inline bool dropoutKeepsWord(const DropoutRule& r, uint32_t word) {
+    return static_cast<double>(word) * (1.0 / 4294967296.0) >= r.p;
+}
+
+// Whether the element at (sequence, a, b) is kept: word b mod 4 of the draw of group b / 4.
 TESSEL_DROPOUT_HD inline bool dropoutKeeps(const DropoutRule& r, int64_t sequence, int64_t a, int64_t b,
                                            int64_t head = 0) {
-    const uint32_t word = (r.layer << 18) | (static_cast<uint32_t>(head) << 2) | static_cast<uint32_t>(r.site);
-    const Philox4x32 x = philox4x32(static_cast<uint32_t>(a), static_cast<uint32_t>(b),
-                                    static_cast<uint32_t>(sequence), word, static_cast<uint32_t>(r.key),
-                                    static_cast<uint32_t>(r.key >> 32));
-    return static_cast<double>(x.v[0]) * (1.0 / 4294967296.0) >= r.p;
+    return dropoutKeepsWord(r, dropoutDraw(r, sequence, a, b >> 2, head).v[b & 3]);
 }
+
+// dropoutKeeps for one (sequence, a, head) walking b: the last group's draw is kept, so b in order takes one Philox
+// draw per four elements (the CUDA attention kernels' walk over a query's keys). Any order gives dropoutKeeps.
+struct DropoutWalk {
+    int64_t group = -1;
+    Philox4x32 draw{};
+    TESSEL_DROPOUT_HD bool keeps(const DropoutRule& r, int64_t sequence, int64_t a, int64_t b, int64_t head = 0) {
+        if ((b >> 2) != group) {
+            group = b >> 2;
+            draw = dropoutDraw(r, sequence, a, group, head);
+        }
+        return dropoutKeepsWord(r, draw.v[b & 3]);
+    }
+};
 
 // The factor an element is multiplied by: 1 / (1 - p) kept, 0 dropped, 1 without dropout.
 TESSEL_DROPOUT_HD inline double dropoutFactor(const DropoutRule& r, int64_t sequence, int64_t a, int64_t b,
