@@ -51,6 +51,16 @@ ParallelContext makeContext(const Plan& plan, int rank, Comm& comm, bool tiedEmb
     } else {
         ctx.expertDpInCp = ctx.expertDp;
     }
+    if (plan.cp > 1 && plan.cpComm == CpComm::A2aP2p) {
+        const int a = plan.cpA2a, c = ctx.cp.myIndex;   // CP index c: group c / a, member c % a
+        std::vector<int> inner, outer;
+        for (int i = 0; i < a; ++i) inner.push_back(ctx.cp.ranks[static_cast<size_t>(c - c % a + i)]);
+        for (int o = 0; o < plan.cp / a; ++o) outer.push_back(ctx.cp.ranks[static_cast<size_t>(o * a + c % a)]);
+        ctx.cpA2a = makeGroup("cp_a2a", inner, rank);
+        ctx.cpP2p = makeGroup("cp_p2p", outer, rank);
+        comm.createGroup(ctx.cpA2a);
+        comm.createGroup(ctx.cpP2p);
+    }
     if (plan.expertLayoutApart()) {
         ctx.expertTp = makeGroup("expert_tp", groupRanks(plan, GroupKind::ExpertTp, rank), rank);
         comm.createGroup(ctx.expertTp);

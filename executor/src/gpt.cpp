@@ -92,72 +92,6 @@ std::vector<int64_t> GptModel::Impl::tokenPositions(int64_t rows, int64_t firstR
     return pos;
 }
 
-// ---- context parallelism: K/V all-gather over CP and the reduce-scatter of their gradients ----
-void GptModel::Impl::cpReorder(const Tensor& src, Tensor& dst, bool toPositionOrder) {
-    const int64_t c = seqLen / (2 * cp), cols = src.dim(1);
-    Tensor tmp = be.empty({c, cols}, kBuf);
-    for (int r = 0; r < cp; ++r)
-        for (int64_t i = 0; i < sequences; ++i)
-            for (int half = 0; half < 2; ++half) {
-                const int64_t rankRow = (r * sequences + i) * sLocal + half * c;
-                const int64_t posRow = i * seqLen + rankPos[static_cast<size_t>(r)][static_cast<size_t>(half * c)];
-                be.copyRows(src, toPositionOrder ? rankRow : posRow, tmp);
-                be.copyRowsInto(tmp, dst, toPositionOrder ? posRow : rankRow);
-            }
-}
-
-Tensor GptModel::Impl::cpGather(const Tensor& x) {
-    if (cp == 1) return x;
-    Tensor all = be.empty({T * cp, x.dim(1)}, kBuf);
-    ctx.comm->allGather(x, all, ctx.cp);
-    Tensor full = be.empty({sequences * seqLen, x.dim(1)}, kBuf);
-    cpReorder(all, full, true);
-    return full;
-}
-
-Tensor GptModel::Impl::cpReduce(const Tensor& full) {
-    if (cp == 1) return full;
-    Tensor all = be.empty({T * cp, full.dim(1)}, kBuf);
-    cpReorder(full, all, false);
-    Tensor mine = be.empty({T, full.dim(1)}, kBuf);
-    ctx.comm->reduceScatter(all, mine, ctx.cp);
-    return mine;
-}
-
-Tensor GptModel::Impl::cpHeadsToAll(const Tensor& x) {
-    const int64_t w = x.dim(1) / cp;                                          // one block of the heads' columns
-    Tensor recv = be.empty({cp * T, w}, kBuf);                                // [cp T, w] block i from CP rank i
-    {
-        Tensor send = be.empty({cp * T, w}, kBuf);                            // [cp T, w] block j to CP rank j
-        Tensor block = be.empty({T, w}, kBuf);
-        for (int j = 0; j < cp; ++j) {
-            be.copyColumns(x, j * w, block);
-            be.copyRowsInto(block, send, j * T);
-        }
-        ctx.comm->allToAll(send, recv, ctx.cp);
-    }
-    Tensor full = be.empty({sequences * seqLen, w}, kBuf);                    // [S, w] position order
-    cpReorder(recv, full, true);
-    return full;
-}
-
-Tensor GptModel::Impl::cpHeadsToMine(const Tensor& full, MemoryCategory cat) {
-    const int64_t w = full.dim(1);
-    Tensor recv = be.empty({cp * T, w}, kBuf);                                // [cp T, w] block j: head block j
-    {
-        Tensor send = be.empty({cp * T, w}, kBuf);                            // [cp T, w] rank-major
-        cpReorder(full, send, false);
-        ctx.comm->allToAll(send, recv, ctx.cp);
-    }
-    Tensor mine = be.zeros({T, cp * w}, cat);                                 // [T, heads x d]
-    Tensor block = be.empty({T, w}, kBuf);
-    for (int j = 0; j < cp; ++j) {
-        be.copyRows(recv, j * T, block);
-        be.addColumnsInto(block, mine, j * w);
-    }
-    return mine;
-}
-
 std::vector<int32_t> GptModel::Impl::localRows(const std::vector<int32_t>& full) const {
     if (cp == 1) return full;
     std::vector<int32_t> out;
@@ -281,7 +215,8 @@ ScoreRule GptModel::Impl::scoreRule(const LayerParams& L, const ChunkActs& acts)
     if (model.isWindowedLayer(L.layer)) r.window = model.slidingWindow;
     if (model.position == PositionEmbedding::Alibi) r.alibiHeads = model.heads;
     r.headOffset = static_cast<int64_t>(ctx.tp.myIndex) * aL; // TP rank t holds heads [t aL, (t + 1) aL)
-    if (cpA2a) r.headOffset += static_cast<int64_t>(ctx.cp.myIndex) * (aL / cp); // and CP rank c their c-th block
+    if (cpA2a) // and member i of the all-to-all group their i-th block
+        r.headOffset += static_cast<int64_t>(cpHeadsGroup().myIndex) * (aL / cpHeadsGroup().size());
     r.dropout = dropoutRule(acts, L.layer, DropoutSite::Attention);
     r.firstSequence = acts.firstSequence;
     return r;
@@ -301,39 +236,6 @@ Tensor GptModel::Impl::hiddenDropoutBackward(const Tensor& dy, const ChunkActs& 
     be.copy(dy, masked);
     hiddenDropout(masked, acts, layer, site);
     return masked;
-}
-
-void GptModel::Impl::attentionA2aForward(const LayerParams& /*L*/, LayerActs& a, const ScoreRule& rule,
-                                         MemoryCategory cat) {
-    const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
-    const std::vector<int64_t> pos = allPositions();                          // queries and keys: every position
-    Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v); // [S, aH d], [S, kvH d] x2
-    // The log-sum-exp stays in the heads' layout ([S, aH], as many values as [T, aL]): the backward reads it there,
-    // and a device backend keeps its fp32 values beside the tensor its forward wrote.
-    Tensor oh = be.empty({S, aH * d}, kBuf);
-    a.lse = be.empty({S, aH}, cat);                                           // [S, aH]
-    Tensor ohv = oh.view({S, aH, d});
-    be.attentionForward(qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}), sequences, pos, pos, ohv, a.lse,
-                        rule);
-    a.o = cpHeadsToMine(oh, cat);                                             // [T, qL] the projection's input
-}
-
-void GptModel::Impl::attentionA2aBackward(const LayerParams& /*L*/, const LayerActs& a, const ScoreRule& rule,
-                                          const Tensor& dO, Tensor& dq, Tensor& dk, Tensor& dv) {
-    const int64_t S = sequences * seqLen, aH = aL / cp, kvH = kvhL / cp;
-    const std::vector<int64_t> pos = allPositions();
-    // The kept q, k, v and output in this rank's tokens' layout go to the heads' layout again (Transformer Engine keeps
-    // that layout instead; the same bytes); the log-sum-exp was kept there.
-    Tensor qh = cpHeadsToAll(a.q), kh = cpHeadsToAll(a.k), vh = cpHeadsToAll(a.v);
-    Tensor oh = cpHeadsToAll(a.o), dOh = cpHeadsToAll(dO);
-    const Tensor& lseh = a.lse;                                               // [S, aH]
-    Tensor dqh = be.empty({S, aH * d}, kBuf), dkh = be.zeros({S, kvH * d}, kBuf), dvh = be.zeros({S, kvH * d}, kBuf);
-    Tensor dqv = dqh.view({S, aH, d}), dkv = dkh.view({S, kvH, d}), dvv = dvh.view({S, kvH, d});
-    be.attentionBackward(dOh.view({S, aH, d}), qh.view({S, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}),
-                         oh.view({S, aH, d}), lseh, sequences, pos, pos, dqv, dkv, dvv, rule);
-    dq = cpHeadsToMine(dqh, kBuf);                                            // [T, qL]
-    dk = cpHeadsToMine(dkh, kBuf);                                            // [T, kvL]
-    dv = cpHeadsToMine(dvh, kBuf);                                            // [T, kvL]
 }
 
 // ---- one transformer layer ----
@@ -358,7 +260,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         be.rope(kv, pos, kRopeBase, ropeDim, false);
     }
     if (cpA2a) {
-        attentionA2aForward(L, a, scoreRule(L, acts), cat);
+        attentionA2aForward(a, scoreRule(L, acts), cat);
     } else {
         a.o = be.empty({T, qL}, cat);                                         // [T, qL]
         a.lse = be.empty({T, aL}, cat);                                       // [T, aL]
@@ -464,7 +366,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     weightGrad(acts, a.o, dpp, L.proj, false, defer);
     Tensor dq, dk, dv;                                                        // [T, qL], [T, kvL] x2
     if (cpA2a) {
-        attentionA2aBackward(L, a, scoreRule(L, acts), dO, dq, dk, dv);
+        attentionA2aBackward(a, scoreRule(L, acts), dO, dq, dk, dv);
     } else {
         const int64_t S = sequences * seqLen;                                 // keys: T without CP
         dq = be.empty({T, qL}, kBuf);

@@ -184,12 +184,29 @@ struct GptModel::Impl {
     Tensor cpGather(const Tensor& x);
     // [sequences * seqLen, kvL] partial gradients -> [T, kvL] this rank's rows, summed over CP.
     Tensor cpReduce(const Tensor& full);
-    // The all-to-all exchange (cp_comm_type a2a; DeepSpeed-Ulysses, Transformer Engine's a2a): [T, heads x d] of this
-    // rank's tokens -> [sequences * seqLen, heads/cp x d], every position's rows of the CP rank's block of the heads
-    // (block i of cp on CP rank i); and back, cpHeadsToMine, into a new tensor of `cat`.
-    Tensor cpHeadsToAll(const Tensor& x);
-    Tensor cpHeadsToMine(const Tensor& full, MemoryCategory cat);
-    bool cpA2a = false; // cp > 1 with the all-to-all exchange
+    // The all-to-all exchanges (gpt_cp.cpp): cp_comm_type a2a (DeepSpeed-Ulysses, Transformer Engine's a2a) trades
+    // the heads for the positions over the whole CP group; a2a+p2p (Megatron-core's hierarchical context parallelism)
+    // over each group of cp_a2a_size consecutive CP ranks, whose K and V are then gathered over the groups (cpP2p: the
+    // ranks of my index in every group), as the executor's p2p gathers them. Member i of the heads group takes head
+    // block i of n; its queries are the group's tokens, its keys every position.
+    bool cpA2a = false;  // cp > 1 with either all-to-all exchange
+    bool cpRing = false; // ... with a2a+p2p
+    const Group& cpHeadsGroup() const;
+    // [T, heads x d] of this rank's tokens -> [n T, heads/n x d]: block j of the columns to member j, the rows
+    // received member-major ([n][sequences][sLocal]); and back (rows [n T, w] member-major -> [T, n w] in `cat`).
+    Tensor headsToGroup(const Tensor& x);
+    Tensor headsFromGroup(const Tensor& rows, MemoryCategory cat);
+    // Member-major rows [n][sequences][sLocal] <-> sequence-major [sequences][n sLocal] (the queries' layout), and
+    // the queries' positions in a sequence: each member's, in member order.
+    void groupRowsToSequences(const Tensor& src, Tensor& dst, bool toSequences);
+    std::vector<int64_t> groupQueryPositions() const;
+    // q (or o, dO) -> [sequences n sLocal, heads/n x d] the group's queries; and back to [T, heads x d] in `cat`.
+    Tensor queriesOfGroup(const Tensor& x);
+    Tensor queriesToMine(const Tensor& x, MemoryCategory cat);
+    // k or v -> [sequences seqLen, kv heads/n x d] every position of my block of the heads; their gradients back to
+    // [T, kv heads x d], summed over the groups.
+    Tensor keysOfAll(const Tensor& x);
+    Tensor keyGradientsToMine(const Tensor& full);
     // This rank's tokens (or targets) of the full micro-batch.
     std::vector<int32_t> localRows(const std::vector<int32_t>& full) const;
 
@@ -203,11 +220,11 @@ struct GptModel::Impl {
     // windowed, ALiBi's biases for this TP rank's heads.
     // With dropout, attention dropout on the probabilities at the micro-batch's coordinates.
     ScoreRule scoreRule(const detail::LayerParams& L, const detail::ChunkActs& acts) const;
-    // Attention over every position of this CP rank's block of the heads (the all-to-all exchange): forward, keeping
-    // o in this rank's tokens' layout and lse in the heads', and backward from them.
-    void attentionA2aForward(const detail::LayerParams& L, detail::LayerActs& a, const ScoreRule& rule, MemoryCategory cat);
-    void attentionA2aBackward(const detail::LayerParams& L, const detail::LayerActs& a, const ScoreRule& rule,
-                              const Tensor& dO, Tensor& dq, Tensor& dk, Tensor& dv);
+    // Attention of the group's queries over every position for this rank's block of the heads (the all-to-all
+    // exchanges): forward, keeping o in this rank's tokens' layout and lse in the heads', and backward from them.
+    void attentionA2aForward(detail::LayerActs& a, const ScoreRule& rule, MemoryCategory cat);
+    void attentionA2aBackward(const detail::LayerActs& a, const ScoreRule& rule, const Tensor& dO, Tensor& dq, Tensor& dk,
+                              Tensor& dv);
     // ---- dropout (dropout.hpp; ModelConfig::dropout on the embedding, the attention probabilities and each block's
     // output before its residual add, as Megatron-LM's embedding_dropout, attention_dropout and bias-dropout-add) ----
     double dropout = 0.0;

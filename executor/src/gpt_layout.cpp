@@ -96,11 +96,14 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.seqLen = model.seqLen;
     m.sequences = plan.microBatch;
     m.cp = plan.cp;
-    m.cpA2a = plan.cp > 1 && plan.cpComm == CpComm::A2a;
-    if (m.cpA2a && (m.aL % m.cp != 0 || m.kvhL % m.cp != 0))   // plan validation's rule, for a model built without it
-        throw InputError("/plan/cp_comm_type", "a2a splits each rank's " + std::to_string(m.aL) + " query and " +
-                                                   std::to_string(m.kvhL) + " key/value heads over cp=" +
-                                                   std::to_string(m.cp) + " ranks: they must divide by it");
+    m.cpA2a = plan.cp > 1 && (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p);
+    m.cpRing = plan.cp > 1 && plan.cpComm == CpComm::A2aP2p;
+    const int heads = m.cpRing ? plan.cpA2a : m.cp;   // the ranks of one all-to-all
+    if (m.cpA2a && (m.aL % heads != 0 || m.kvhL % heads != 0))   // plan validation's rule, for a model built without it
+        throw InputError(m.cpRing ? "/plan/cp_a2a_size" : "/plan/cp_comm_type",
+                         "the all-to-all splits each rank's " + std::to_string(m.aL) + " query and " +
+                             std::to_string(m.kvhL) + " key/value heads over " + std::to_string(heads) +
+                             " ranks: they must divide by it");
     m.sLocal = m.seqLen / m.cp;
     m.rankPos.resize(static_cast<size_t>(m.cp));
     for (int r = 0; r < m.cp; ++r) {

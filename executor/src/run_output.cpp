@@ -30,14 +30,6 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
             problems.add(pointer + "/moe_a2a_overlap", "the executor runs the expert all-to-all exposed (no batch-level "
                                                        "overlap yet); it is predicted and exported, not run by tessel run");
     }
-    // The executor's context parallelism gathers K and V over the group and runs one kernel over all the keys (p2p and
-    // allgather), or exchanges the heads for the positions by all-to-all over the whole group (a2a) (gpt.cpp); the
-    // two-level a2a+p2p is not implemented.
-    if (plan.cp > 1 && plan.cpComm == CpComm::A2aP2p)
-        problems.add(pointer + "/cp_comm_type", "the executor's context parallelism gathers K and V (p2p and allgather run "
-                                                "so) or exchanges heads over the whole group (a2a); a2a+p2p, all-to-all in "
-                                                "groups of cp_a2a_size and a ring between them, is predicted and exported, "
-                                                "not run by tessel run yet: use a2a");
     // DualPipeV's V puts the embedding and the output layer on rank 0, as separate copies of a tied matrix that the
     // executor would have to sum on the rank (it syncs them across stages only, over the embedding group).
     if (plan.vShape() && model.tiedEmbeddings)

@@ -234,7 +234,7 @@ ModelConfig droppedModel(bool swiglu) {
 }
 
 // The masks are read at each element's coordinates in the step, so a plan on N ranks drops exactly what one rank
-// drops: the same losses and parameters to 1e-10, whichever rank holds a token (tp + SP, cp's two exchanges, pp with
+// drops: the same losses and parameters to 1e-10, whichever rank holds a token (tp + SP, cp's exchanges, pp with
 // ZeRO-3 and full recompute, an interleaved pipeline, a parallel block with one reduction, data parallelism, experts
 // over EP); DroppedModel below checks that the training differs from the same run without dropout.
 struct DroppedCase {
@@ -284,6 +284,7 @@ std::vector<DroppedCase> droppedCases() {
     add("cp2_allgather", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::AllGather; });
     add("cp2_a2a_mha", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     add("cp2_tp2_sp", [](Plan& p) { p.cp = 2; p.tp = 2; p.sequenceParallel = true; });
+    add("cp4_a2a2_p2p", [](Plan& p) { p.cp = 4; p.cpComm = CpComm::A2aP2p; p.cpA2a = 2; });
     add("pp2_dp2_zero3_recompute_full_embnorm_postnorms", [](Plan& p) {
         p.pp = 2;
         p.dp = 2;

@@ -26,6 +26,8 @@ struct Case {
     bool swiglu = false;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 std::vector<Case> grid() {
     std::vector<Case> cases;
     auto add = [&](std::string name, auto edit, bool swiglu = false) {
@@ -95,6 +97,17 @@ std::vector<Case> grid() {
     add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     add("cp2_tp2_sp_swiglu_mha_a2a", [](Plan& p) { p.cp = 2; p.tp = 2; p.sequenceParallel = true; p.cpComm = CpComm::A2a; }, true);
     add("cp2_a2a_alibi_window", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    // ... and Megatron-core's hierarchical one (a2a+p2p): the all-to-all in groups of 2 consecutive CP ranks, K and V
+    // gathered over the groups; with TP + SP (MHA: a key/value head a rank per all-to-all member), ALiBi and a window.
+    auto hierarchical = [](Plan& p) {
+        p.cp = 4;
+        p.cpComm = CpComm::A2aP2p;
+        p.cpA2a = 2;
+    };
+    add("cp4_a2a2_p2p", hierarchical);
+    add("cp4_a2a2_p2p_tp2_sp_swiglu_mha", [&](Plan& p) { hierarchical(p); p.tp = 2; p.sequenceParallel = true; }, true);
+    add("cp4_a2a2_p2p_alibi_windowmix", hierarchical);
+    add("pp2_cp4_a2a2_p2p_recompute", [&](Plan& p) { hierarchical(p); p.pp = 2; p.recompute = Recompute::Full; });
     add("pp2_cp2_dp2_zero1_a2a_recompute", [](Plan& p) {
         p.pp = 2;
         p.cp = 2;
@@ -664,6 +677,16 @@ TEST(ContextParallel, AllToAllRefusesHeadsThatDoNotSplit) {
         FAIL() << "ran";
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("/plan/cp_comm_type"), std::string::npos) << e.what();
+    }
+    // a2a+p2p: the all-to-all group's size must split the heads (2 query, 1 key/value head a TP rank here).
+    p.cp = 4;
+    p.cpComm = CpComm::A2aP2p;
+    p.cpA2a = 2;
+    try {
+        test::runPlan(tinyModel(true), p, 1);
+        FAIL() << "ran";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("/plan/cp_a2a_size"), std::string::npos) << e.what();
     }
 }
 

@@ -76,6 +76,7 @@ std::vector<MemCase> memoryCases() {
     add("tp2_alibi_window", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_sqrelu", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    add("cp4_a2a2_p2p", [](Plan& p) { p.cp = 4; p.cpComm = CpComm::A2aP2p; p.cpA2a = 2; });
     // Dropout as the executor runs it (dropout_masks_kept false, as `tessel run` records): no mask bytes.
     add("tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; p.framework.dropoutMasksKept = false; });
     add("pp2_dropout_embnorm", [](Plan& p) { p.pp = 2; p.framework.dropoutMasksKept = false; });

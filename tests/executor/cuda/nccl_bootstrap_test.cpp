@@ -77,9 +77,17 @@ TEST_P(SplitAgainstContext, ColoursMatchGroupsAndKeysMatchIndices) {
     }
 }
 
+// ... and a2a+p2p's two context-parallel groups (all-to-all pairs, and the ranks of one index across them).
+Plan hierarchicalCp() {
+    Plan p = plan(1, 2, 1, 4);
+    p.cpComm = CpComm::A2aP2p;
+    p.cpA2a = 2;
+    return p;
+}
+
 INSTANTIATE_TEST_SUITE_P(Plans, SplitAgainstContext,
                          ::testing::Values(plan(2, 2, 2, 1), plan(2, 1, 4, 1), plan(1, 4, 2, 1), plan(2, 2, 1, 2),
-                                           plan(1, 1, 1, 1)));
+                                           plan(1, 1, 1, 1), hierarchicalCp()));
 
 TEST(SplitColorKey, RefusesARankThatIsNotTheNamedMember) {
     Group g;

@@ -173,6 +173,8 @@ std::vector<MultiRankCase> multiRankCases() {
     // Dropout on the embedding, the probabilities and both blocks' outputs: each rank drops what one rank drops.
     add("tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("cp2_a2a_dropout", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
+    // Megatron-core's hierarchical exchange: all-to-all in pairs, K and V gathered across them.
+    add("cp4_a2a2_p2p", [](Plan& p) { p.cp = 4; p.cpComm = CpComm::A2aP2p; p.cpA2a = 2; });
     return cases;
 }
 

@@ -24,6 +24,9 @@ struct ParallelContext {
     // the ranks holding the same shard in the other copies; the same split of the expert data-parallel group for
     // expert parameters. Empty otherwise.
     Group zeroShard, zeroReplica, expertZeroShard, expertZeroReplica;
+    // a2a+p2p (plan.cpComm A2aP2p): the all-to-all group, cp_a2a_size consecutive CP ranks, and the ranks of my index in
+    // every such group (Megatron-core's hierarchical context-parallel groups). Empty otherwise.
+    Group cpA2a, cpP2p;
     Group embedding;        // first and last stage of this pipeline (tied embeddings, pp > 1); empty otherwise
     Group world;
     int stage() const { return coords.pp; }
