@@ -191,6 +191,20 @@ void GptModel::Impl::rebuildMlp(const LayerParams& L, LayerActs& a) {
     mlpActivations(L.fc1, L.fc1b, fL, a.n2, a.h1, a.a, kBuf);                 // [T, fl or 2 fl], [T, fl]
 }
 
+void GptModel::Impl::rebuildMoe(const LayerParams& L, LayerActs& a, ChunkActs& acts) {
+    if (!a.n2.defined()) normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, kBuf); // layernorm: [Tl, h]
+    if (!a.moe.out.defined()) moeForward(L, a.n2, a, acts, kBuf);            // moe: the block again, collectives too
+    for (size_t le = 0; le < a.moe.ae.size(); ++le) {                         // moe_act: each expert's activation
+        if (a.moe.ae[le].defined() || !a.moe.h1e[le].defined()) continue;
+        Tensor act = be.empty({a.moe.h1e[le].dim(0), expertFl}, kBuf);
+        if (gated) be.gluForward(a.moe.h1e[le], act, mlpAct);
+        else be.activationForward(a.moe.h1e[le], act, mlpAct);
+        a.moe.ae[le] = act;
+    }
+    if (L.sharedFc1 >= 0 && !a.sh1.defined())                                 // shared_experts
+        mlpActivations(L.sharedFc1, L.sharedFc1b, sharedFl, a.n2, a.sh1, a.sa, kBuf);
+}
+
 Tensor GptModel::Impl::mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2,
                                    const Tensor& h1, const Tensor& act, ChunkActs& acts, bool defer,
                                    const Tensor& dyGathered) {
@@ -281,14 +295,21 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
     a.x2 = be.empty({Tl, h}, cat);                                            // [Tl, h] x + attention
     be.copy(x, a.x2);
     be.add(y, a.x2);
-    normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2, L.moe ? cat : mlpCategory(cat)); // [Tl, h]
+    normForward(a.x2, L.ln2w, L.ln2b, a.n2, a.mean2, a.rstd2,
+                L.moe ? dropped(recomputeMoeNorm, cat) : mlpCategory(cat));  // [Tl, h]
     Tensor y2;
     if (L.moe) {
-        y2 = moeForward(L, a.n2, a, acts, cat);                               // [Tl, h]
+        y2 = moeForward(L, a.n2, a, acts, dropped(recomputeMoe, cat));        // [Tl, h]
         if (L.sharedFc1 >= 0) {                                               // + shared experts over every token
-            Tensor ys = mlpForward(L.sharedFc1, L.sharedFc1b, L.sharedFc2, sharedFl, a.n2, a.sh1, a.sa, cat);
+            Tensor ys = mlpForward(L.sharedFc1, L.sharedFc1b, L.sharedFc2, sharedFl, a.n2, a.sh1, a.sa,
+                                   dropped(recomputeMoe || recomputeShared, cat));
             if (L.sharedFc2b >= 0) be.addBias(ys, W(L.sharedFc2b).view({h}));
             be.add(ys, y2);
+        }
+        if (cat == kAct) {                                                    // the recompute modules' drops
+            if (recomputeMoe) a.moe = MoeActs{};
+            if (recomputeMoe || recomputeShared) a.sh1 = a.sa = Tensor();
+            if (recomputeMoeNorm) a.n2 = a.mean2 = a.rstd2 = Tensor();
         }
     } else {
         y2 = mlpForward(L.fc1, L.fc1b, L.fc2, fL, a.n2, a.h1, a.a, mlpCategory(cat)); // [Tl, h]
@@ -342,6 +363,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     replicatedBiasGrad(L.fc2b, dy2);
     Tensor dn2;
     if (L.moe) {
+        rebuildMoe(L, a, acts);                                               // recompute_modules moe, moe_act, ...
         dn2 = moeBackward(L, dy2, a.n2, a, acts, defer);                      // [Tl, h]
         if (L.sharedFc1 >= 0) {
             replicatedBiasGrad(L.sharedFc2b, dy2);

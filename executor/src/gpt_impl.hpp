@@ -286,6 +286,17 @@ struct GptModel::Impl {
     void dropMlp(detail::LayerActs& a, MemoryCategory cat) const;
     void rebuildMlp(const detail::LayerParams& L, detail::LayerActs& a);
     bool recomputeMlp = false;
+    // An MoE model's recompute modules (Megatron-core's): `moe` the whole MoE block from its input (router, dispatch,
+    // experts, combine, shared experts, their collectives rerun in the backward); `moe_act` each expert's activation
+    // (its fc2 input), `shared_experts` the shared experts' fc1 output and activation, `layernorm` an MoE layer's
+    // pre-MLP norm output and statistics (a dense layer's norm is fused into its fc1: nothing to drop). What each
+    // drops is made as a buffer in the forward and rebuilt before the backward that reads it.
+    bool recomputeMoe = false, recomputeMoeAct = false, recomputeShared = false, recomputeMoeNorm = false;
+    MemoryCategory dropped(bool recomputed, MemoryCategory cat) const {
+        return recomputed && cat == detail::kAct ? detail::kBuf : cat;
+    }
+    // Rebuilds what the forward of MoE layer L dropped (a no-op for what it kept).
+    void rebuildMoe(const detail::LayerParams& L, detail::LayerActs& a, detail::ChunkActs& acts);
     Tensor mlpBackward(int fc1, int fc1b, int fc2, int64_t fl, const Tensor& dy, const Tensor& n2, const Tensor& h1,
                        const Tensor& act, detail::ChunkActs& acts, bool defer, const Tensor& dyGathered = Tensor());
 

@@ -139,6 +139,13 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.reduceOnce = model.parallelResidual && parallelResidualReducesOnceOf(plan.framework, plan.pp);
     m.fullRecompute = plan.recompute == Recompute::Full;
     m.recomputeMlp = plan.recompute == Recompute::Selective && (plan.recomputeModules & recompute_module::Mlp) && !model.moe;
+    const auto recomputes = [&](uint8_t module) {
+        return plan.recompute == Recompute::Selective && (plan.recomputeModules & module) != 0 && model.moe;
+    };
+    m.recomputeMoe = recomputes(recompute_module::Moe);
+    m.recomputeMoeAct = recomputes(recompute_module::MoeAct) && !m.recomputeMoe;
+    m.recomputeShared = recomputes(recompute_module::SharedExperts) && !m.recomputeMoe;
+    m.recomputeMoeNorm = recomputes(recompute_module::Layernorm);
     m.recomputeLayers = plan.recomputeLayers;
     m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
 

@@ -150,7 +150,7 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
         Tensor xe = gatherHostRows(recv, rr, cat);                            // [n_e, h]
         const int b1 = L.expertFc1b.empty() ? -1 : L.expertFc1b[static_cast<size_t>(le)];
         Tensor h1 = linear(xe, L.expertFc1[static_cast<size_t>(le)], b1, cat); // [n_e, Fl or 2 Fl]
-        Tensor act = be.empty({ne, expertFl}, cat);                           // [n_e, Fl]
+        Tensor act = be.empty({ne, expertFl}, dropped(recomputeMoeAct, cat)); // [n_e, Fl]
         if (gated) be.gluForward(h1, act, mlpAct);
         else be.activationForward(h1, act, mlpAct);
         Tensor ye = linear(act, L.expertFc2[static_cast<size_t>(le)], -1, kBuf); // [n_e, h] partial over TP
@@ -159,7 +159,7 @@ Tensor GptModel::Impl::moeForward(const LayerParams& L, const Tensor& x, LayerAc
         scatterHostRows(ye, rr, outHost);
         a.xe[static_cast<size_t>(le)] = xe;
         a.h1e[static_cast<size_t>(le)] = h1;
-        a.ae[static_cast<size_t>(le)] = act;
+        if (!(recomputeMoeAct && cat == kAct)) a.ae[static_cast<size_t>(le)] = act; // moe_act: rebuilt from h1
     }
     const std::vector<double> combined =
         be.download(epExchange(tpReduceScatterRows(outHost, rows), rows));   // my copies' outputs

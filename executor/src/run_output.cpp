@@ -43,10 +43,11 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
                                             "which the executor runs one after the other; predicted and exported, not run "
                                             "by tessel run with ep > 1");
     // The executor's selective recompute: core_attn (its attention keeps the log-sum-exp only, whatever is asked), the
-    // dense MLP, and layernorm where it drops nothing (no latent attention, no experts: Transformer Engine fuses the
-    // norms into their GEMMs). The rest are an MoE or MLA model's.
+    // dense MLP, layernorm (an MoE layer's pre-MLP norm; a dense layer's, fused by Transformer Engine into its GEMM,
+    // drops nothing), and an MoE model's moe, moe_act and shared_experts. mla_up_proj is a latent-attention model's,
+    // which the executor does not run.
     namespace rm = recompute_module;
-    const uint8_t runs = rm::CoreAttn | rm::Mlp | (model.moe || model.mla ? 0 : rm::Layernorm);
+    const uint8_t runs = rm::CoreAttn | rm::Mlp | rm::Layernorm | rm::MoeAct | rm::SharedExperts | rm::Moe;
     if (plan.recompute == Recompute::Selective && (plan.recomputeModules & ~runs) != 0)
         problems.add(pointer + "/recompute_modules", "the executor recomputes " + recomputeModulesString(runs, ", ") +
                                                      " of Megatron-core's recompute modules; " +

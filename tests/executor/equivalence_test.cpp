@@ -19,6 +19,7 @@ using test::basePlan;
 using test::expectGradientsMatchFiniteDifferences;
 using test::expectMatchesOneRank;
 using test::tinyModel;
+using test::tinyMoeModel;
 
 struct Case {
     std::string name;
@@ -328,18 +329,6 @@ TEST(ShardedGradients, ClippedStepsMatchOneRank) {
 
 // Mixture of experts: the tiny-moe model (4 experts, top 2, SwiGLU/RMSNorm/RoPE) with its MoE block kept,
 // short sequences; N ranks with expert parallelism against one rank running all experts locally.
-ModelConfig tinyMoeModel(bool mixed = false) {
-    ModelConfig m = loadModelRef("tiny-moe", "test");
-    m.ffnHidden = 128;
-    m.moe->expertFfnHidden = 64;
-    m.seqLen = 16;
-    if (mixed) {                    // DeepSeek's layout: a dense first layer, shared experts beside the routed ones
-        m.moe->denseLayers = {0};
-        m.moe->sharedFfnHidden = 32;
-    }
-    return m;
-}
-
 void expectMoeMatchesOneRank(const ModelConfig& model, const Plan& plan, const TrainHyper& hyper = {}) {
     expectMatchesOneRank(model, plan, basePlan(), hyper);
 }

@@ -66,6 +66,20 @@ inline ModelConfig tinyModel(bool swiglu = false) {
     return m;
 }
 
+// The tiny MoE model (scenarios/models/tiny-moe.json) with narrow experts and short sequences; `mixed`: DeepSeek's
+// layout, a dense first layer and shared experts beside the routed ones.
+inline ModelConfig tinyMoeModel(bool mixed = false) {
+    ModelConfig m = loadModelRef("tiny-moe", "test");
+    m.ffnHidden = 128;
+    m.moe->expertFfnHidden = 64;
+    m.seqLen = 16;
+    if (mixed) {
+        m.moe->denseLayers = {0};
+        m.moe->sharedFfnHidden = 32;
+    }
+    return m;
+}
+
 // The executor's reference recipe on a global batch of 8 sequences in micro-batches of 2.
 inline Plan basePlan() {
     Plan p;

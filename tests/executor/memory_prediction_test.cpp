@@ -171,6 +171,17 @@ std::vector<MemCase> memoryCases() {
     // ... a dense first layer and shared experts (the dense MLP's state and activations beside the experts').
     add("moe_dense0_shared_ep2_dp2_zero1", [](Plan& p) { p.dp = 2; p.ep = 2; p.zeroStage = 1; });
     cases.back().moe = cases.back().mixed = true;
+    // Megatron-core's MoE recompute modules: an expert's activation, the shared experts' fc1 output and activation, the
+    // MoE layers' pre-MLP norm (moe_act, shared_experts, layernorm); the whole MoE block from its input (moe).
+    add("moe_dense0_shared_tp2_ep2_dp2_recompute_moe_act_shared_layernorm", [](Plan& p) {
+        p.tp = 2; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.recompute = Recompute::Selective;
+        p.recomputeModules = recompute_module::MoeAct | recompute_module::SharedExperts | recompute_module::Layernorm;
+    });
+    cases.back().moe = cases.back().mixed = true;
+    add("moe_dense0_shared_ep2_dp2_recompute_moe", [](Plan& p) {
+        p.dp = 2; p.ep = 2; p.recompute = Recompute::Selective; p.recomputeModules = recompute_module::Moe;
+    });
+    cases.back().moe = cases.back().mixed = true;
     add("moe_dense0_shared_tp2_ep2_dp2_zero3", [](Plan& p) {
         p.tp = 2; p.sequenceParallel = true; p.dp = 2; p.ep = 2; p.zeroStage = 3;
     });

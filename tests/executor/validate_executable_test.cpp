@@ -208,9 +208,9 @@ TEST(ValidateExecutable, OnlyTheExecutorsOwnLossKernelRuns) {
     EXPECT_TRUE(unset.empty());
 }
 
-// The executor recomputes whole layers, or of Megatron-core's modules the attention core, the dense MLP and, on a
-// dense model without latent attention, layernorm (which drops nothing there); an MoE model's modules are refused at
-// the key, naming them.
+// The executor recomputes whole layers, or any of Megatron-core's modules but mla_up_proj: the attention core, the
+// dense MLP, layernorm, and an MoE model's moe_act, shared_experts and moe. mla_up_proj is refused at the key, naming
+// it (the executor does not run latent attention).
 TEST(ValidateExecutable, RecomputeModulesTheExecutorRuns) {
     namespace rm = recompute_module;
     Plan plan = basePlan();
@@ -222,12 +222,19 @@ TEST(ValidateExecutable, RecomputeModulesTheExecutorRuns) {
         EXPECT_TRUE(runs.empty()) << int(modules) << ": " << (runs.empty() ? "" : runs.items()[0].message);
     }
     const ModelConfig moe = loadModelRef("tiny-moe", "test");
-    plan.recomputeModules = rm::CoreAttn | rm::MoeAct | rm::Layernorm;
+    for (uint8_t modules : {uint8_t(rm::CoreAttn | rm::MoeAct | rm::Layernorm), uint8_t(rm::Moe),
+                            uint8_t(rm::SharedExperts | rm::MoeAct)}) {
+        plan.recomputeModules = modules;
+        ProblemList runs;
+        validateExecutable(moe, plan, "/plan", runs, "cpu");
+        EXPECT_TRUE(runs.empty()) << int(modules) << ": " << (runs.empty() ? "" : runs.items()[0].message);
+    }
+    plan.recomputeModules = rm::CoreAttn | rm::MlaUpProj;
     ProblemList problems;
     validateExecutable(moe, plan, "/plan", problems, "cpu");
     ASSERT_EQ(problems.items().size(), 1u);
     EXPECT_EQ(problems.items()[0].where, "/plan/recompute_modules");
-    EXPECT_NE(problems.items()[0].message.find("moe_act, layernorm are predicted"), std::string::npos)
+    EXPECT_NE(problems.items()[0].message.find("mla_up_proj are predicted"), std::string::npos)
         << problems.items()[0].message;
 }
 
