@@ -449,7 +449,8 @@ Tensor GptModel::Impl::embed(const ChunkParams& c, ChunkActs& acts, const MicroB
         be.embeddingForward(pos, W(c.wpe), 0, pe);
         be.add(pe, out);
     }
-    hiddenDropout(out, acts, 0, DropoutSite::Embedding);                      // Megatron-LM's embedding_dropout
+    hiddenDropout(out, acts, 0, DropoutSite::Embedding);                      // Megatron-LM's embedding_dropout (before
+                                                                              // the embedding norm: docs/decisions.md)
     if (c.lnew >= 0) {                                                        // BLOOM's norm over the embedding
         Tensor y = keptInputNorm(out, c.lnew, c.lneb, acts.embX, acts.meane, acts.rstde, kAct);
         be.copy(y, out);                                                      // [Tl, h] the first layer's input
