@@ -56,7 +56,31 @@ struct LayerActivationParts {
     double shared = 0.0;        // the shared experts' fc1 output and fc2 input
 };
 LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+
+// What selective recompute's modules drop from a layer, by the block whose backward reruns them: the stored
+// activations lose both, and while one block's backward runs its part is alive again (its modules' forward rerun
+// just before, their tensors freed as that backward consumes them). Zero but under selective recompute.
+SelectiveRebuild selectiveRebuild(const LayerActivationParts& a, const ModelConfig& model, const Plan& plan) {
+    SelectiveRebuild r;
+    if (plan.recompute != Recompute::Selective || opLevelSelectiveRecompute(model, plan)) return r;
+    namespace m = recompute_module;
+    // Where two modules overlap (moe holds moe_act and shared_experts) the larger is dropped once.
+    if (plan.recomputes(m::CoreAttn)) r.attentionBytes += a.coreAttn;
+    if (plan.recomputes(m::Layernorm)) {
+        r.attentionBytes += model.mla ? a.inputNormOut : 0.0;
+        r.mlpBytes += model.moe ? a.preMlpNormOut : 0.0;
+    }
+    if (plan.recomputes(m::MlaUpProj)) r.attentionBytes += a.mlaUpProj;
+    if (plan.recomputes(m::Mlp) && !model.moe) r.mlpBytes += a.mlp;
+    if (plan.recomputes(m::Moe)) r.mlpBytes += a.moe;
+    else r.mlpBytes += (plan.recomputes(m::MoeAct) ? a.moeAct : 0.0) + (plan.recomputes(m::SharedExperts) ? a.shared : 0.0);
+    return r;
+}
 } // namespace
+
+SelectiveRebuild layerSelectiveRebuild(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
+    return selectiveRebuild(layerActivationParts(model, plan, recipe), model, plan);
+}
 
 double layerActivationBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
     if (opLevelSelectiveRecompute(model, plan)) {
@@ -74,19 +98,10 @@ double layerActivationBytes(const ModelConfig& model, const Plan& plan, const Pr
         const LocalShapes s = localShapes(model, plan, recipe);
         return d(s.residualBytes) * d(s.tokensSp) * d(s.hidden);
     }
-    const LayerActivationParts a = layerActivationParts(model, plan, recipe);
-    if (plan.recompute != Recompute::Selective) return a.total;
-    namespace m = recompute_module;
     // Selective recompute drops what its modules saved (the attention core alone unless the plan names others).
-    // Where two modules overlap (moe holds moe_act and shared_experts) the larger is dropped once.
-    double dropped = 0.0;
-    if (plan.recomputes(m::CoreAttn)) dropped += a.coreAttn;
-    if (plan.recomputes(m::Layernorm)) dropped += (model.mla ? a.inputNormOut : 0.0) + (model.moe ? a.preMlpNormOut : 0.0);
-    if (plan.recomputes(m::MlaUpProj)) dropped += a.mlaUpProj;
-    if (plan.recomputes(m::Mlp) && !model.moe) dropped += a.mlp;
-    if (plan.recomputes(m::Moe)) dropped += a.moe;
-    else dropped += (plan.recomputes(m::MoeAct) ? a.moeAct : 0.0) + (plan.recomputes(m::SharedExperts) ? a.shared : 0.0);
-    return a.total - dropped;
+    const LayerActivationParts a = layerActivationParts(model, plan, recipe);
+    const SelectiveRebuild dropped = selectiveRebuild(a, model, plan);
+    return a.total - dropped.attentionBytes - dropped.mlpBytes;
 }
 
 double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
@@ -258,12 +273,15 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     MemoryShapeTerms t;
     t.layerActivations = layerActivationBytes(model, plan, recipe);
     t.layerFullActivations = layerActivationBytesNoRecompute(model, plan, recipe);
+    t.rebuild = layerSelectiveRebuild(model, plan, recipe);
     t.denseLayerActivations = t.layerActivations;
     t.denseLayerFullActivations = t.layerFullActivations;
+    t.denseRebuild = t.rebuild;
     if (model.moe && !model.moe->denseLayers.empty()) {
         const ModelConfig dense = model.denseLayerModel();
         t.denseLayerActivations = layerActivationBytes(dense, plan, recipe);
         t.denseLayerFullActivations = layerActivationBytesNoRecompute(dense, plan, recipe);
+        t.denseRebuild = layerSelectiveRebuild(dense, plan, recipe);
     }
     t.normStatistics = layerNormStatisticsBytes(model, plan, recipe);
     Plan kept = plan;
@@ -608,10 +626,22 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // MLP's 0.59).
     const double scoreSeq = d(model.seqLen) / std::max(1, plan.cp);
     const double scoresBytes = plan.flashAttention ? 0.0 : e * plan.microBatch * d(model.heads) / plan.tp * scoreSeq * scoreSeq;
-    if (!model.moe && st.layers > 0) {
-        o.backwardWorkingBytes = e * T * ((model.gatedMlp() ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
-        const double scoreGradients = model.dropout > 0.0 || !fusedKernelsOf(plan.framework) ? 2.0 : 1.0;
-        o.backwardWorkingBytes = std::max(o.backwardWorkingBytes, scoreGradients * scoresBytes);
+    // Under selective recompute a block's backward runs beside what its modules dropped and reran for it (the
+    // rebuilt layer of full recompute is among the stored activations above); each block's set is the larger of
+    // the stage's MoE and dense layers'. (An MoE layer's own backward gradients are not counted.)
+    if (st.layers > 0) {
+        double mlpSet = 0.0, attentionSet = 0.0;
+        if (!model.moe) {
+            mlpSet = e * T * ((model.gatedMlp() ? 3.0 : 2.0) * t.ffnLocal + 3.0 * h);
+            const double scoreGradients = model.dropout > 0.0 || !fusedKernelsOf(plan.framework) ? 2.0 : 1.0;
+            attentionSet = scoreGradients * scoresBytes;
+        }
+        const bool moeHere = st.layers > denseHere;
+        auto rebuilt = [&](double SelectiveRebuild::*part) {
+            return std::max(moeHere ? t.rebuild.*part : 0.0, denseHere > 0 ? t.denseRebuild.*part : 0.0);
+        };
+        o.backwardWorkingBytes = std::max(mlpSet + rebuilt(&SelectiveRebuild::mlpBytes),
+                                          attentionSet + rebuilt(&SelectiveRebuild::attentionBytes));
     }
     // A stage of no transformer layer: the embedding's backward makes its weight gradient dense, [V/tp, h] (and the
     // learned positions'), in the parameters' dtype, before it is added into the gradient buffer (PyTorch's

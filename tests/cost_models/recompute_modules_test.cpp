@@ -181,6 +181,58 @@ TEST(RecomputeModules, EachModuleDropsItsTensorsByHand) {
     EXPECT_DOUBLE_EQ(kept(rm::Mlp), all);
 }
 
+// What a module drops is alive again while its block's backward runs: one layer's rerun beside the stored
+// activations, the attention block's (core_attn, mla_up_proj, MLA's input norm) or the MLP block's (mlp, moe, moe_act,
+// shared_experts, the MoE layer's pre-MLP norm), whichever set is larger, never both.
+TEST(RecomputeModules, TheRerunBlockIsAliveDuringItsBackward) {
+    const ModelConfig m = test::preset("deepseek-v3");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const PrecisionRecipe r = precisionRecipeOf(deepseekPlan(0));
+    const double all = layerActivationBytesNoRecompute(m, deepseekPlan(0), r);
+    auto dropped = [&](uint8_t modules) { return all - layerActivationBytes(m, deepseekPlan(modules), r); };
+    auto working = [&](uint8_t modules, int stage) {
+        Plan p = deepseekPlan(modules);
+        p.pp = 4; // stage 0 holds the three dense layers and MoE layers, stage 1 MoE layers only
+        p.dp = 2;
+        return predictMemory(m, c, p).stages[static_cast<size_t>(stage)].other.backwardWorkingBytes;
+    };
+    // An MoE layer's own backward gradients are not counted: the set is the rerun block alone.
+    EXPECT_DOUBLE_EQ(working(rm::MlaUpProj, 1), dropped(rm::MlaUpProj));
+    EXPECT_DOUBLE_EQ(working(rm::Moe, 1), dropped(rm::Moe));
+    const double moeBytes = dropped(rm::Moe), upProj = dropped(rm::MlaUpProj);
+    EXPECT_NE(moeBytes, upProj);
+    EXPECT_DOUBLE_EQ(working(rm::MlaUpProj | rm::Moe, 1), std::max(moeBytes, upProj)); // one block at a time
+    // layernorm splits across the blocks: MLA's input norm reruns with the attention, the pre-MLP norm with the MoE.
+    EXPECT_NEAR(working(rm::Layernorm | rm::Moe, 1), moeBytes + 0.5 * dropped(rm::Layernorm), 1e-9 * moeBytes);
+    EXPECT_DOUBLE_EQ(working(0, 1), 0.0); // nothing dropped, nothing rerun
+    // The stage with dense layers: the larger of the dense layer's mlp rerun and the MoE layers' own.
+    const ModelConfig dense = m.denseLayerModel();
+    const double denseMlp = layerActivationBytesNoRecompute(dense, deepseekPlan(0), r) -
+                            layerActivationBytes(dense, deepseekPlan(rm::Mlp), r);
+    EXPECT_GT(denseMlp, 0.0);
+    EXPECT_DOUBLE_EQ(working(rm::Mlp, 0), denseMlp);
+    EXPECT_DOUBLE_EQ(working(rm::Mlp, 1), 0.0); // mlp names no MoE layer's tensors
+    EXPECT_DOUBLE_EQ(working(rm::Mlp | rm::Moe, 0), std::max(denseMlp, moeBytes));
+
+    // A dense model: the MLP's backward gradients (fc2 input and fc1 output, three [T, h]) beside its rerun.
+    const ModelConfig llama = test::preset("llama3-8b");
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.sequenceParallel = true;
+    p.globalBatch = 64;
+    p.framework.name = "megatron";
+    p.recompute = Recompute::Selective;
+    p.recomputeModules = rm::Mlp;
+    const LocalShapes s = localShapes(llama, p, r);
+    const double e = s.activationBytes, g = s.gemmInputBytes, T = d(s.tokens), h = d(s.hidden), f = d(s.ffnLocal);
+    const double gradients = e * T * (3.0 * f + 3.0 * h);
+    const double rerun = g * d(s.tokensSp) * h + e * T * f * 2.0 + g * T * f;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages[0].other.backwardWorkingBytes, gradients + rerun);
+    p.recomputeModules = rm::CoreAttn; // flash: its log-sum-exp, far below the MLP's set
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages[0].other.backwardWorkingBytes, gradients);
+}
+
 // The ops each module's forward holds, as Megatron-core's code draws them (transformer_layer.py, multi_latent_attention.py,
 // moe_layer.py, experts.py), by compute.cpp's op names.
 const std::map<std::string, uint8_t>& moduleOfOp() {

@@ -207,13 +207,14 @@ TEST_P(MemoryPrediction, WithinFivePercentPerCategory) {
         // at other moments than the activations, so only the total tells whether the categories the model adds
         // up are the ones alive together. The model adds each category's peak, so it may read high where they
         // do not coincide (a pipeline's last stage under ZeRO-3: +7.5%); reading low is what would run a plan
-        // out of memory, so that side keeps the 5% bound.
+        // out of memory, so that side keeps a tighter bound, 3.5% (every case reads within 3.2% since selective
+        // recompute's rerun modules are counted beside the backward: moe read -4.8% before).
         const double allocated = st.totalBytes() - st.other.reservedBytes;
         const double total = static_cast<double>(m.peakTotalBytes);
         const double err = (allocated - total) / total;
         std::printf("memory %-32s %-11s predicted %10.0f measured %10.0f error %+6.2f%%\n",
                     (c.name + " rank " + std::to_string(r)).c_str(), "total", allocated, total, 100.0 * err);
-        EXPECT_GT(err, -0.05) << c.name << " rank " << r << " total";
+        EXPECT_GT(err, -0.035) << c.name << " rank " << r << " total";
         EXPECT_LT(err, 0.10) << c.name << " rank " << r << " total";
     }
 }

@@ -21,6 +21,16 @@ bool deepSpeedGathersByModule(const Plan& plan);
 double layerActivationBytes(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
 // The same layer's activations with no recompute (the working set rebuilt during full recompute).
 double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
+// What selective recompute's modules drop from one layer and micro-batch on one rank, split by the block whose
+// backward reruns them (FORMULAS.md §2, "Selective recompute by module"): the attention block's (core_attn,
+// mla_up_proj, MLA's input norm) and the MLP block's (mlp, moe, moe_act, shared_experts, an MoE layer's pre-MLP
+// norm). Stored activations lose both; during one block's backward its part is alive again. Zero unless
+// recompute is selective by module (torchtitan's op policy is counted in layerActivationBytes).
+struct SelectiveRebuild {
+    double attentionBytes = 0.0;
+    double mlpBytes = 0.0;
+};
+SelectiveRebuild layerSelectiveRebuild(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
 
 // Mean and 1/std kept by the two norms of a layer for backward (not part of Korthikanti's Table 2, which
 // omits them; fp32, or the compute dtype when wider). Zero under full recompute.
@@ -124,6 +134,8 @@ struct MemoryShapeTerms {
     // The same two for an MoE model's dense layers (moe.dense_layers: the dense MLP in place of the experts); equal
     // to the two above where there are none.
     double denseLayerActivations = 0.0, denseLayerFullActivations = 0.0;
+    // layerSelectiveRebuild of the model's layers and of its dense layers (equal where there are none).
+    SelectiveRebuild rebuild, denseRebuild;
     double normStatistics = 0.0;       // layerNormStatisticsBytes
     double keptNormStatistics = 0.0;   // layerNormStatisticsBytes of a layer that is not recomputed
     double weightGradientSet = 0.0;    // weightGradientPendingBytes (ZB-H1)
