@@ -13,9 +13,6 @@ namespace tessel::exec {
 
 namespace {
 using namespace detail;
-
-constexpr double kNormEps = 1e-5;
-constexpr double kRopeBase = 10000.0;
 } // namespace
 
 // ---- tensor-parallel communication (Megatron's f and g operators; Korthikanti's SP variants) ----
@@ -257,6 +254,10 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
                                     MemoryCategory cat) {
     a.x = x;                                                                  // [Tl, h]
     normForward(x, L.ln1w, L.ln1b, a.n1, a.mean1, a.rstd1, cat);              // [Tl, h]
+    if (mla) {
+        mlaForward(L, a, acts, cat);                                          // q, k, v, o [T, oL], lse
+        return attentionOutputForward(L, x, a, acts, cat);
+    }
     Tensor n1f = gatherSeq(a.n1, kBuf);                                       // [T, h]
     a.q = linear(n1f, L.q, L.qb, cat);                                        // [T, qL]
     a.k = linear(n1f, L.k, L.kb, cat);                                        // [T, kvL]
@@ -286,6 +287,12 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, kvhL, d}), vAll.view({S, kvhL, d}), sequences,
                             seqPos, keyPos, ov, a.lse, scoreRule(L, acts));
     }
+    return attentionOutputForward(L, x, a, acts, cat);
+}
+
+// The rest of the layer from the attention's output a.o [T, oL]: the output projection, the residuals and the MLP.
+Tensor GptModel::Impl::attentionOutputForward(const LayerParams& L, const Tensor& x, LayerActs& a, ChunkActs& acts,
+                                              MemoryCategory cat) {
     Tensor partial = linear(a.o, L.proj, -1, kBuf);                           // [T, h] partial over TP
     if (parallel) return parallelBlockForward(L, x, partial, a, acts, cat);
     Tensor y = reduceSeq(partial);                                            // [Tl, h]
@@ -383,9 +390,15 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     if (postNorms) dAttn = normBackward(dAttn, a.ya, L.lnpaw, L.lnpab, a.meanpa, a.rstdpa); // [Tl, h]
     replicatedBiasGrad(L.projb, dAttn);
     Tensor dpp = doutGathered.defined() ? doutGathered : gatherSeq(dAttn, kBuf); // [T, h]
-    Tensor dO = be.empty({T, qL}, kBuf);                                      // [T, qL]
+    Tensor dO = be.empty({T, oL}, kBuf);                                      // [T, oL]
     be.gemm(false, true, 1.0, dpp, W(L.proj), 0.0, dO);
     weightGrad(acts, a.o, dpp, L.proj, false, defer);
+    if (mla) {
+        Tensor dn1 = mlaBackward(L, a, acts, dO, defer);                      // [Tl, h]
+        Tensor dx = normBackward(dn1, a.x, L.ln1w, L.ln1b, a.mean1, a.rstd1); // [Tl, h]
+        be.add(dx2, dx);                                                      // residual
+        return dx;
+    }
     Tensor dq, dk, dv;                                                        // [T, qL], [T, kvL] x2
     if (cpA2a) {
         attentionA2aBackward(a, scoreRule(L, acts), dO, dq, dk, dv);

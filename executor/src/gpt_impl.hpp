@@ -13,6 +13,8 @@ namespace tessel::exec {
 namespace detail {
 constexpr MemoryCategory kAct = MemoryCategory::Activations;
 constexpr MemoryCategory kBuf = MemoryCategory::Buffers;
+constexpr double kNormEps = 1e-5;
+constexpr double kRopeBase = 10000.0;
 
 // Indices of one layer's parameters in the model's list (-1 when the layer has none of that kind).
 struct LayerParams {
@@ -23,6 +25,11 @@ struct LayerParams {
     int lnpaw = -1, lnpab = -1, lnpmw = -1, lnpmb = -1;
     // qk_norm: one norm over each head of q and one over each head of k, head_dim wide, shared by the heads.
     int qnw = -1, qnb = -1, knw = -1, knb = -1;
+    // Multi-head latent attention (model.mla): the down projections to the latents [h, qLora] and [h, kvLora + dr],
+    // replicated over TP; the latents' norms; the key/value up projection [kvLora, heads (dn + dv)], column-split by
+    // heads. q's up projection [qLora, heads dqk] (or, without a q latent, q's projection [h, heads dqk]) is `q`, the
+    // output projection [heads dv, h] `proj`.
+    int qDown = -1, qLatentNormW = -1, qLatentNormB = -1, kvDown = -1, kvLatentNormW = -1, kvLatentNormB = -1, kvUp = -1;
     // Mixture of experts: the router [h, E] (replicated over TP) and this EP rank's experts, F split over expert TP as
     // the dense MLP's over TP (fc1 [h, Fl or 2 Fl], fc2 [Fl, h]; Fl = F / etp). With linear_bias each expert has an fc1
     // bias [Fl or 2 Fl] split as fc1 and an fc2 bias [h] replicated over expert TP (empty vectors without).
@@ -62,7 +69,10 @@ struct LayerActs {
     Tensor q, k, v;           // [T, qL], [T, kvL], [T, kvL] (q, k after RoPE)
     Tensor qIn, kIn;          // qk_norm: q and k before their norms [T, qL], [T, kvL]
     Tensor meanq, rstdq, meank, rstdk; // qk_norm: their statistics [T aL], [T kvhL]
-    Tensor o, lse;            // [T, qL], [T, aL] ([S, aL / cp] of the CP rank's heads with the all-to-all exchange)
+    Tensor o, lse;            // [T, oL], [T, aL] ([S, aL / cp] of the CP rank's heads with the all-to-all exchange)
+    // MLA: the latents gathered to T rows, each norm's input and output (the up projection's input) and statistics.
+    Tensor cq, cqn, meancq, rstdcq;     // [T, qLora] x2, [T] x2
+    Tensor ckv, ckvn, meanckv, rstdckv; // [T, kvLora] x2, [T] x2
     Tensor x2;                // [Tl, h] after the attention residual (a parallel block has none: its MLP reads x)
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
@@ -127,6 +137,27 @@ struct GptModel::Impl {
     bool postNorms = false, embeddingNorm = false, qkNorm = false;
     double embeddingScale = 1.0; // embedding_scale: sqrt(hidden) (Gemma's normalizer), else 1
     int64_t ropeDim = 0; // with rope: the columns of each head it rotates (ModelConfig::rotaryDim)
+    // The attention output's width on this rank, the output projection's input: aL x v's head width (qL but for MLA).
+    int64_t oL = 0;
+    // ---- multi-head latent attention (model.mla, gpt_mla.cpp; DeepSeek-V2/V3 as Megatron-core's MLASelfAttention) ----
+    // A head of q and k is [rotary dRope | position-free dNope] (d = dRope + dNope; the order inside a head is the
+    // executor's, the same for q and k, so the scores are those of [dNope | dRope]); k's rotary part is one key of
+    // dRope columns shared by the heads; v's heads are dV wide, padded with zero columns to d for the attention kernel
+    // (exact: the padded output columns are zero and their gradient is zero).
+    bool mla = false;
+    int64_t qLora = 0, kvLora = 0, dNope = 0, dRope = 0, dV = 0;
+    void latentNormForward(const Tensor& x, int w, int b, Tensor& y, Tensor& mean, Tensor& rstd, MemoryCategory cat);
+    // The latent norm's backward from a gradient that is partial over TP (each rank's heads' share): dx partial too,
+    // the norm's own gradient summed over TP.
+    Tensor latentNormBackward(const Tensor& dy, const Tensor& x, int w, int b, const Tensor& mean, const Tensor& rstd);
+    // [T, aL w] <-> [T, aL d] per head: w columns at column `at` of each d-wide head (zeros elsewhere), and back.
+    Tensor widenHeads(const Tensor& x, int64_t w, int64_t at, MemoryCategory cat);
+    Tensor narrowHeads(const Tensor& x, int64_t w, int64_t at, MemoryCategory cat);
+    // q, k, v (kept in a), the attention and its output a.o [T, oL] from the layer's norm output a.n1 [Tl, h].
+    void mlaForward(const detail::LayerParams& L, detail::LayerActs& a, const detail::ChunkActs& acts, MemoryCategory cat);
+    // dn1 [Tl, h] from dO [T, oL]; the weight gradients accumulate.
+    Tensor mlaBackward(const detail::LayerParams& L, const detail::LayerActs& a, detail::ChunkActs& acts, const Tensor& dO,
+                       bool defer);
     bool fullRecompute = false;
     int recomputeLayers = 0; // with fullRecompute: the first n layers of each chunk (0: all; Plan::recomputeLayers)
     bool recomputes(size_t layerInChunk) const {
@@ -303,6 +334,11 @@ struct GptModel::Impl {
     // ---- one transformer layer ----
     Tensor layerForward(const detail::LayerParams& L, const Tensor& x, detail::LayerActs& a,
                         detail::ChunkActs& acts, MemoryCategory cat);
+
+    // The rest of the layer's forward from the attention's output a.o [T, oL]: the output projection, its reduction,
+    // the residual and the MLP block.
+    Tensor attentionOutputForward(const detail::LayerParams& L, const Tensor& x, detail::LayerActs& a,
+                                  detail::ChunkActs& acts, MemoryCategory cat);
 
     // The rest of a parallel block's forward from the attention's partial output [T, h]: its MLP on the layer input,
     // the reduction(s), the block's one output dropout and the residual.

@@ -3,6 +3,8 @@
 
 #include "gpt_impl.hpp"
 
+#include "tessel/exec/run_output.hpp"
+
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/framework.hpp"
 
@@ -76,7 +78,11 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     }
     if (plan.cp > 1 && model.seqLen % (2 * plan.cp) != 0)
         throw InputError("/plan/cp", "seq_len must divide by 2 cp (the load-balanced context-parallel split)");
-    if (model.mla) throw InputError("/model/mla", "the executor runs multi-head attention; latent attention (mla) is not run yet");
+    if (model.mla) {
+        ProblemList mlaProblems;
+        latentAttentionProblems(model, plan, "/plan", mlaProblems);
+        mlaProblems.throwIfAny();
+    }
     if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))
         throw InputError("/model/dropout", "the executor's dropout masks name at most " +
                                                std::to_string(kDropoutMaxLayers) + " layers and " +
@@ -87,11 +93,20 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                          "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");
     const int64_t tp = plan.tp;
     m.h = model.hidden;
-    m.d = model.headDim;
+    m.d = model.qkHeadDim();
     m.aL = model.heads / tp;
     m.kvhL = model.kvHeads / tp;
     m.qL = m.aL * m.d;
     m.kvL = m.kvhL * m.d;
+    m.oL = m.aL * model.vHeadDim();
+    if (model.mla) {
+        m.mla = true;
+        m.qLora = model.mla->qLoraRank;
+        m.kvLora = model.mla->kvLoraRank;
+        m.dNope = model.mla->qkNopeHeadDim;
+        m.dRope = model.mla->qkRopeHeadDim;
+        m.dV = model.mla->vHeadDim;
+    }
     m.fL = model.ffnHidden / tp;
     m.seqLen = model.seqLen;
     m.sequences = plan.microBatch;
@@ -189,6 +204,18 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
         return add(p);
     };
 
+    // A matrix every TP rank holds whole (MLA's down projections).
+    auto replicatedMatrix = [&](const std::string& name, int64_t rows, int64_t cols, double stdDev, int layer, int chunk) {
+        ParamInfo p;
+        p.name = name;
+        p.pieces = {piece(name, rows, cols, 0, rows, 0, cols)};
+        p.initStd = stdDev;
+        p.replicatedOverTp = true;
+        p.layer = layer;
+        p.chunk = chunk;
+        return add(p);
+    };
+
     const int p = plan.pp, v = plan.vpp, stage = ctx.coords.pp;
     // Virtual stage u holds layers [start[u], start[u + 1]) of the model (even or uneven split, FORMULAS.md §5.4).
     const std::vector<int> counts = chunkLayerCounts(model, plan);
@@ -224,10 +251,28 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
             L.layer = layer;
             L.ln1w = vec(pre + "ln1.weight", h, InitKind::Ones, true, layer, c);
             if (!m.rms) L.ln1b = vec(pre + "ln1.bias", h, InitKind::Zeros, true, layer, c);
-            L.q = colSplit(pre + "attn.q.weight", h, q, m.qL, 0.02, layer, c);
-            L.k = colSplit(pre + "attn.k.weight", h, kv, m.kvL, 0.02, layer, c);
-            L.v = colSplit(pre + "attn.v.weight", h, kv, m.kvL, 0.02, layer, c);
-            if (m.qkvBias) {
+            if (m.mla) {
+                // A head of q and of k is [rotary | position-free] (gpt_impl.hpp), so q's up projection holds each
+                // head's rotary columns first; kv_up each head's key columns, then its value columns.
+                if (m.qLora > 0) {
+                    L.qDown = replicatedMatrix(pre + "attn.q_down.weight", h, m.qLora, 0.02, layer, c);
+                    L.qLatentNormW = vec(pre + "attn.q_latent_norm.weight", m.qLora, InitKind::Ones, true, layer, c);
+                    if (!m.rms) L.qLatentNormB = vec(pre + "attn.q_latent_norm.bias", m.qLora, InitKind::Zeros, true, layer, c);
+                    L.q = colSplit(pre + "attn.q_up.weight", m.qLora, q, m.qL, 0.02, layer, c);
+                } else {
+                    L.q = colSplit(pre + "attn.q.weight", h, q, m.qL, 0.02, layer, c);
+                }
+                L.kvDown = replicatedMatrix(pre + "attn.kv_down.weight", h, m.kvLora + m.dRope, 0.02, layer, c);
+                L.kvLatentNormW = vec(pre + "attn.kv_latent_norm.weight", m.kvLora, InitKind::Ones, true, layer, c);
+                if (!m.rms) L.kvLatentNormB = vec(pre + "attn.kv_latent_norm.bias", m.kvLora, InitKind::Zeros, true, layer, c);
+                L.kvUp = colSplit(pre + "attn.kv_up.weight", m.kvLora, model.heads * (m.dNope + m.dV), m.aL * (m.dNope + m.dV),
+                                  0.02, layer, c);
+            } else {
+                L.q = colSplit(pre + "attn.q.weight", h, q, m.qL, 0.02, layer, c);
+                L.k = colSplit(pre + "attn.k.weight", h, kv, m.kvL, 0.02, layer, c);
+                L.v = colSplit(pre + "attn.v.weight", h, kv, m.kvL, 0.02, layer, c);
+            }
+            if (m.qkvBias && !m.mla) {
                 L.qb = vec(pre + "attn.q.bias", q, InitKind::Zeros, false, layer, c, t * m.qL, (t + 1) * m.qL);
                 L.kb = vec(pre + "attn.k.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
                 L.vb = vec(pre + "attn.v.bias", kv, InitKind::Zeros, false, layer, c, t * m.kvL, (t + 1) * m.kvL);
@@ -240,7 +285,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
                     L.knb = vec(pre + "attn.k_norm.bias", m.d, InitKind::Zeros, true, layer, c);
                 }
             }
-            L.proj = rowSplit(pre + "attn.proj.weight", q, h, m.qL, outStd, layer, c);
+            L.proj = rowSplit(pre + "attn.proj.weight", model.heads * model.vHeadDim(), h, m.oL, outStd, layer, c);
             if (m.bias) L.projb = vec(pre + "attn.proj.bias", h, InitKind::Zeros, true, layer, c);
             if (model.postNorms) {
                 L.lnpaw = vec(pre + "ln_post_attn.weight", h, InitKind::Ones, true, layer, c);

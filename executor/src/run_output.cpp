@@ -18,6 +18,23 @@
 
 namespace tessel::exec {
 
+void latentAttentionProblems(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
+    if (!model.mla) return;
+    // DeepSeek-V2/V3 have none of these; each would need its own code in the executor's latent attention.
+    if (plan.cp > 1)
+        problems.add(pointer + "/cp", "the executor runs latent attention (mla) without context parallelism; it is "
+                                      "predicted and exported with it, not run by tessel run");
+    if (model.qkNorm) problems.add("/model/qk_norm", "latent attention (mla) has its own latent norms, not qk_norm");
+    if (model.qkvBias) problems.add("/model/qkv_bias", "latent attention (mla) has no q, k, v biases");
+    if (model.kvHeads != model.heads)
+        problems.add("/model/kv_heads", "latent attention (mla) gives every head its own key and value: kv_heads must "
+                                        "equal heads");
+    if (model.position != PositionEmbedding::Rope)
+        problems.add("/model/position_embedding", "latent attention (mla) rotates its decoupled key: it needs rope");
+    if (model.mla->qkRopeHeadDim < 2 || model.mla->qkRopeHeadDim % 2 != 0)
+        problems.add("/model/mla/qk_rope_head_dim", "RoPE rotates pairs of columns: an even width of at least 2");
+}
+
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend) {
     if (model.moe) {
@@ -44,10 +61,10 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
                                             "by tessel run with ep > 1");
     // The executor's selective recompute: core_attn (its attention keeps the log-sum-exp only, whatever is asked), the
     // dense MLP, layernorm (an MoE layer's pre-MLP norm; a dense layer's, fused by Transformer Engine into its GEMM,
-    // drops nothing), and an MoE model's moe, moe_act and shared_experts. mla_up_proj is a latent-attention model's,
-    // which the executor does not run.
+    // drops nothing), and an MoE model's moe, moe_act and shared_experts. Of a latent-attention model's, neither
+    // mla_up_proj nor layernorm (which reruns MLA's input norm too) yet.
     namespace rm = recompute_module;
-    const uint8_t runs = rm::CoreAttn | rm::Mlp | rm::Layernorm | rm::MoeAct | rm::SharedExperts | rm::Moe;
+    const uint8_t runs = rm::CoreAttn | rm::Mlp | rm::MoeAct | rm::SharedExperts | rm::Moe | (model.mla ? 0 : rm::Layernorm);
     if (plan.recompute == Recompute::Selective && (plan.recomputeModules & ~runs) != 0)
         problems.add(pointer + "/recompute_modules", "the executor recomputes " + recomputeModulesString(runs, ", ") +
                                                      " of Megatron-core's recompute modules; " +
@@ -57,10 +74,7 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (model.mtpLayers > 0)
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");
-    if (model.mla)
-        problems.add("/model/mla", "the executor's attention projects q, k and v in one GEMM; multi-head latent attention "
-                                   "is predicted and exported (Megatron-LM --multi-latent-attention), not run by tessel "
-                                   "run yet");
+    latentAttentionProblems(model, plan, pointer, problems);
     if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))
         problems.add("/model/dropout", "the executor's dropout masks name at most " + std::to_string(kDropoutMaxLayers) +
                                            " layers and " + std::to_string(kDropoutMaxHeads) + " heads");

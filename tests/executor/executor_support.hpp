@@ -148,6 +148,18 @@ inline double maxRelDiff(const std::vector<double>& a, const std::vector<double>
     return a.size() == b.size() ? worst : 1e300;
 }
 
+// Selective and full recompute of every layer train bitwise as `plan` without recompute (2 steps).
+inline void expectRecomputeIsBitwise(const ModelConfig& model, const Plan& plan) {
+    const RunResult none = runPlan(model, plan, 2);
+    for (Recompute rc : {Recompute::Selective, Recompute::Full}) {
+        Plan q = plan;
+        q.recompute = rc;
+        const RunResult r = runPlan(model, q, 2);
+        EXPECT_EQ(r.losses, none.losses) << toString(rc);
+        EXPECT_EQ(r.params, none.params) << toString(rc);
+    }
+}
+
 // Trains `model` for 3 steps on `plan` and on `oneRank`: same losses and updated parameters to 1e-10, and
 // the loss falls.
 inline void expectMatchesOneRank(const ModelConfig& model, const Plan& plan, const Plan& oneRank, const TrainHyper& hyper = {}) {

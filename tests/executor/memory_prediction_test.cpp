@@ -21,6 +21,14 @@ struct MemCase {
     bool mixed = false; // ... with a dense first layer and shared experts
 };
 
+// Latent attention (DeepSeek's MLA) on a case's model: 4 heads of q/k width 12, value heads of 10, latents of 24 and 16.
+ModelConfig withLatentAttention(ModelConfig m, const MemCase& c) {
+    if (c.name.find("mla") == std::string::npos) return m;
+    m.kvHeads = m.heads;
+    m.mla = MlaConfig{24, 16, 8, 4, 10};
+    return m;
+}
+
 ModelConfig caseModel(const MemCase& c) {
     if (!c.moe) {
         ModelConfig m = test::tinyModel(c.swiglu);
@@ -62,6 +70,9 @@ std::vector<MemCase> memoryCases() {
     add("one_rank", [](Plan&) {});
     add("tp2", [](Plan& p) { p.tp = 2; });
     add("tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    // Latent attention: the latents gathered to T rows, each norm's input and output, q, k, v and the output kept.
+    add("mla_tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
+    add("mla_pp2_dp2_zero1", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 1; }, true);
     add("tp2_swiglu_rope", [](Plan& p) { p.tp = 2; }, true);
     add("tp2_parallel", [](Plan& p) { p.tp = 2; });
     add("tp2_sp_swiglu_parallel", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
@@ -193,7 +204,7 @@ class MemoryPrediction : public ::testing::TestWithParam<MemCase> {};
 
 TEST_P(MemoryPrediction, WithinFivePercentPerCategory) {
     const MemCase& c = GetParam();
-    const ModelConfig model = caseModel(c);
+    const ModelConfig model = withLatentAttention(caseModel(c), c);
     const test::RunResult run = test::runPlan(model, c.plan, 1);
     ClusterConfig cluster = loadClusterRef("cpu-host", "test");
     cluster.gpusPerNode = c.plan.worldSize();
@@ -245,7 +256,7 @@ std::vector<std::pair<double, MemoryStats>> zero3GatherPeaks(const ModelConfig& 
 TEST(MemoryPredictionZero3, GatherBuffersWithinFivePercent) {
     for (const MemCase& c : memoryCases()) {
         if (c.plan.zeroStage < 3) continue;
-        const ModelConfig model = caseModel(c);
+        const ModelConfig model = withLatentAttention(caseModel(c), c);
         ClusterConfig cluster = loadClusterRef("cpu-host", "test");
         cluster.gpusPerNode = c.plan.worldSize();
         cluster.nodes = 1;

@@ -19,13 +19,14 @@ using test::basePlan;
 using test::tinyModel;
 
 // Model features tessel predicts and exports but the executor does not run are refused at their field, never run as
-// something else: a squared-ReLU MLP (Nemotron) not as GELU, ALiBi (BLOOM) not without its bias, latent attention
-// not as a QKV GEMM.
+// something else: multi-token prediction not as the next token alone; latent attention without the rotary key its
+// decoupled RoPE needs not as MLA with one (what it does not run of MLA: tests/executor/mla_test.cpp).
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
-        {"/model/mla", [](ModelConfig& m) {
+        {"/model/mla/qk_rope_head_dim", [](ModelConfig& m) {
              m.kvHeads = m.heads;
+             m.position = PositionEmbedding::Rope;
              m.mla = MlaConfig{0, 8, m.headDim, 0, m.headDim};
          }},
     };

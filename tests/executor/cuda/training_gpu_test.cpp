@@ -143,6 +143,12 @@ class GpuMultiRank : public ::testing::TestWithParam<MultiRankCase> {};
 TEST_P(GpuMultiRank, MatchesOneRank) {
     TESSEL_REQUIRE_GPU();
     ModelConfig model = test::tinyModel();
+    if (GetParam().name.find("mla") != std::string::npos) {
+        // Latent attention: q/k heads of 16 (12 + 4 rotary), value heads of 8 padded to 16, on the RoPE model.
+        model = test::tinyModel(true);
+        model.kvHeads = model.heads;
+        model.mla = MlaConfig{24, 16, 12, 4, 8};
+    }
     if (GetParam().name.find("dropout") != std::string::npos) model.dropout = 0.1; // the masks read at coordinates
     for (CudaPrecision precision : {CudaPrecision::Fp32, CudaPrecision::Mixed}) {
         const test::RunResult one = runOnGpu(model, withPrecision(test::basePlan(), precision), 3, precision);
@@ -175,6 +181,9 @@ std::vector<MultiRankCase> multiRankCases() {
     add("cp2_a2a_dropout", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     // Megatron-core's hierarchical exchange: all-to-all in pairs, K and V gathered across them.
     add("cp4_a2a2_p2p", [](Plan& p) { p.cp = 4; p.cpComm = CpComm::A2aP2p; p.cpA2a = 2; });
+    // Latent attention (MLA): heads split, latents gathered; with dropout, the tiled kernels.
+    add("mla_tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("mla_tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     return cases;
 }
 
