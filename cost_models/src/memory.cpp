@@ -50,6 +50,7 @@ struct LayerActivationParts {
     double inputNormOut = 0.0;  // the input norm's output, the input of the GEMMs after it
     double preMlpNormOut = 0.0; // the pre-MLP norm's output, the input of fc1 (or the router and shared experts)
     double mlaUpProj = 0.0;     // MLA: q, k, v and the latent norms' outputs (the up projections' inputs)
+    double mlaUpProjInput = 0.0; // MLA: the rotary key before RoPE, which mla_up_proj's checkpoint keeps as its input
     double mlp = 0.0;           // a dense MLP's, but its input: fc1's input, fc1's output, fc2's input
     double moeAct = 0.0;        // the experts' activation output, fc2's input
     double moe = 0.0;           // an MoE layer's, but its input: router, permuted tokens, experts, shared experts
@@ -70,7 +71,10 @@ SelectiveRebuild selectiveRebuild(const LayerActivationParts& a, const ModelConf
         r.attentionBytes += model.mla ? a.inputNormOut : 0.0;
         r.mlpBytes += model.moe ? a.preMlpNormOut : 0.0;
     }
-    if (plan.recomputes(m::MlaUpProj)) r.attentionBytes += a.mlaUpProj;
+    if (plan.recomputes(m::MlaUpProj)) {
+        r.attentionBytes += a.mlaUpProj;
+        r.keptInputBytes += a.mlaUpProjInput;
+    }
     if (plan.recomputes(m::Mlp) && !model.moe) r.mlpBytes += a.mlp;
     if (plan.recomputes(m::Moe)) r.mlpBytes += a.moe;
     else r.mlpBytes += (plan.recomputes(m::MoeAct) ? a.moeAct : 0.0) + (plan.recomputes(m::SharedExperts) ? a.shared : 0.0);
@@ -101,7 +105,7 @@ double layerActivationBytes(const ModelConfig& model, const Plan& plan, const Pr
     // Selective recompute drops what its modules saved (the attention core alone unless the plan names others).
     const LayerActivationParts a = layerActivationParts(model, plan, recipe);
     const SelectiveRebuild dropped = selectiveRebuild(a, model, plan);
-    return a.total - dropped.attentionBytes - dropped.mlpBytes;
+    return a.total - dropped.attentionBytes - dropped.mlpBytes + dropped.keptInputBytes;
 }
 
 double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe) {
@@ -146,6 +150,9 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
         // Megatron-core's mla_up_proj reruns the up projections (each with its latent norm, a LayerNormLinear)
         // and RoPE: the latents stay as its inputs; q, k, v and the norms' outputs go.
         parts.mlaUpProj = qkv + g * T * d(s.qLatent + s.kvLoraRank);
+        // Its checkpoint's inputs are the latents, kept anyway, and the rotary key before RoPE (k_pos_emb), which
+        // nothing else keeps.
+        parts.mlaUpProjInput = e * T * d(model.mla->qkRopeHeadDim);
     }
     if (model.qkNorm) {
         // q and k norms: each keeps its input (the QKV GEMM's q and k; eager RMSNorm its fp32 copy and the

@@ -253,9 +253,10 @@ Tensor GptModel::Impl::hiddenDropoutBackward(const Tensor& dy, const ChunkActs& 
 Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, LayerActs& a, ChunkActs& acts,
                                     MemoryCategory cat) {
     a.x = x;                                                                  // [Tl, h]
-    normForward(x, L.ln1w, L.ln1b, a.n1, a.mean1, a.rstd1, cat);              // [Tl, h]
+    normForward(x, L.ln1w, L.ln1b, a.n1, a.mean1, a.rstd1, dropped(recomputeMlaNorm, cat)); // [Tl, h]
     if (mla) {
         mlaForward(L, a, acts, cat);                                          // q, k, v, o [T, oL], lse
+        if (recomputeMlaNorm && cat == kAct) a.n1 = a.mean1 = a.rstd1 = Tensor(); // layernorm: rebuilt in backward
         return attentionOutputForward(L, x, a, acts, cat);
     }
     Tensor n1f = gatherSeq(a.n1, kBuf);                                       // [T, h]
@@ -394,6 +395,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     be.gemm(false, true, 1.0, dpp, W(L.proj), 0.0, dO);
     weightGrad(acts, a.o, dpp, L.proj, false, defer);
     if (mla) {
+        rebuildMla(L, a);                                                     // recompute_modules mla_up_proj, layernorm
         Tensor dn1 = mlaBackward(L, a, acts, dO, defer);                      // [Tl, h]
         Tensor dx = normBackward(dn1, a.x, L.ln1w, L.ln1b, a.mean1, a.rstd1); // [Tl, h]
         be.add(dx2, dx);                                                      // residual

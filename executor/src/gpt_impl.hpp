@@ -73,6 +73,7 @@ struct LayerActs {
     // MLA: the latents gathered to T rows, each norm's input and output (the up projection's input) and statistics.
     Tensor cq, cqn, meancq, rstdcq;     // [T, qLora] x2, [T] x2
     Tensor ckv, ckvn, meanckv, rstdckv; // [T, kvLora] x2, [T] x2
+    Tensor kr;                          // [T, dRope] the rotary key before RoPE: kept under mla_up_proj only
     Tensor x2;                // [Tl, h] after the attention residual (a parallel block has none: its MLP reads x)
     Tensor n2, mean2, rstd2;  // [Tl, h], [Tl], [Tl]
     Tensor h1;                // [T, fL] (GELU) or [T, 2 fL] (SwiGLU: gate | up)
@@ -155,6 +156,14 @@ struct GptModel::Impl {
     Tensor narrowHeads(const Tensor& x, int64_t w, int64_t at, MemoryCategory cat);
     // q, k, v (kept in a), the attention and its output a.o [T, oL] from the layer's norm output a.n1 [Tl, h].
     void mlaForward(const detail::LayerParams& L, detail::LayerActs& a, const detail::ChunkActs& acts, MemoryCategory cat);
+    // From the latents a.cq, a.ckv (and, without a q latent, a.n1) and the rotary key before RoPE kr [T, dRope]: the
+    // latent norms, q, k and v in `cat` (what mla_up_proj reruns).
+    void mlaUpProjections(const detail::LayerParams& L, detail::LayerActs& a, const Tensor& kr, MemoryCategory cat);
+    // Megatron-core's recompute modules of a latent-attention layer: mla_up_proj drops the latent norms' outputs, q, k
+    // and v (keeping the latents and the rotary key before RoPE), layernorm the input norm's output and statistics;
+    // each is rebuilt before the attention's backward.
+    bool recomputeMlaUpProj = false, recomputeMlaNorm = false;
+    void rebuildMla(const detail::LayerParams& L, detail::LayerActs& a);
     // dn1 [Tl, h] from dO [T, oL]; the weight gradients accumulate.
     Tensor mlaBackward(const detail::LayerParams& L, const detail::LayerActs& a, detail::ChunkActs& acts, const Tensor& dO,
                        bool defer);

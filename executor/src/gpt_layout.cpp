@@ -161,6 +161,11 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
     m.recomputeMoeAct = recomputes(recompute_module::MoeAct) && !m.recomputeMoe;
     m.recomputeShared = recomputes(recompute_module::SharedExperts) && !m.recomputeMoe;
     m.recomputeMoeNorm = recomputes(recompute_module::Layernorm);
+    const auto recomputesMla = [&](uint8_t module) {
+        return plan.recompute == Recompute::Selective && (plan.recomputeModules & module) != 0 && model.mla;
+    };
+    m.recomputeMlaUpProj = recomputesMla(recompute_module::MlaUpProj);
+    m.recomputeMlaNorm = recomputesMla(recompute_module::Layernorm);
     m.recomputeLayers = plan.recomputeLayers;
     m.lossScale = 1.0 / (static_cast<double>(plan.globalBatch) * static_cast<double>(model.seqLen));
 

@@ -52,7 +52,6 @@ Tensor GptModel::Impl::narrowHeads(const Tensor& x, int64_t w, int64_t at, Memor
 }
 
 void GptModel::Impl::mlaForward(const LayerParams& L, LayerActs& a, const ChunkActs& acts, MemoryCategory cat) {
-    const std::vector<int64_t> pos = tokenPositions(T, 0);
     // A down projection runs on this rank's rows (its sequence-parallel share) with the weight every TP rank holds,
     // and its latent is gathered to T rows (Megatron-core: gather_from_sequence_parallel_region after
     // linear_q_down_proj and linear_kv_down_proj).
@@ -61,35 +60,16 @@ void GptModel::Impl::mlaForward(const LayerParams& L, LayerActs& a, const ChunkA
         Tensor mine = linear(a.n1, w, -1, kBuf);                              // [Tl, width]
         return gatherSeq(mine, out);                                          // [T, width]
     };
-    if (qLora > 0) {
-        a.cq = down(L.qDown, cat);                                            // [T, qLora]
-        latentNormForward(a.cq, L.qLatentNormW, L.qLatentNormB, a.cqn, a.meancq, a.rstdcq, cat);
-        a.q = linear(a.cqn, L.q, -1, cat);                                    // [T, aL d]
-    } else {
-        Tensor n1f = gatherSeq(a.n1, kBuf);                                   // [T, h]
-        a.q = linear(n1f, L.q, -1, cat);                                      // [T, aL d]
-    }
+    if (qLora > 0) a.cq = down(L.qDown, cat);                                 // [T, qLora]
     Tensor ckvAll = down(L.kvDown, kBuf);                                     // [T, kvLora + dRope]
     a.ckv = be.empty({T, kvLora}, cat);                                       // [T, kvLora]
     be.copyColumns(ckvAll, 0, a.ckv);
-    Tensor kr = be.empty({T, dRope}, kBuf);                                      // [T, dRope] the heads' one rotary key
+    // The heads' one rotary key before RoPE: mla_up_proj keeps it as its checkpoint's input (Megatron-core's k_pos_emb).
+    const bool drops = recomputeMlaUpProj && cat == kAct;
+    Tensor kr = be.empty({T, dRope}, drops ? kAct : kBuf);                    // [T, dRope]
     be.copyColumns(ckvAll, kvLora, kr);
-    latentNormForward(a.ckv, L.kvLatentNormW, L.kvLatentNormB, a.ckvn, a.meanckv, a.rstdckv, cat);
-    Tensor kvUp = linear(a.ckvn, L.kvUp, -1, kBuf);                           // [T, aL (dNope + dV)]: per head [k | v]
-    Tensor kvUpHeads = kvUp.view({T * aL, dNope + dV});
-    Tensor kn = be.empty({T, aL * dNope}, kBuf);                                 // [T, aL dNope]
-    Tensor knv = kn.view({T * aL, dNope});
-    be.copyColumns(kvUpHeads, 0, knv);
-    a.v = be.empty({T, aL * dV}, cat);                                        // [T, aL dV]
-    Tensor vv = a.v.view({T * aL, dV});
-    be.copyColumns(kvUpHeads, dNope, vv);
-    // RoPE on each head's first dRope columns of q and on the shared key; k = [rotary key | its head's position-free part].
-    Tensor qv = a.q.view({T, aL, d});
-    be.rope(qv, pos, kRopeBase, dRope, false);
-    Tensor krv = kr.view({T, 1, dRope});
-    be.rope(krv, pos, kRopeBase, dRope, false);
-    a.k = widenHeads(kn, dNope, dRope, cat);                                        // [T, aL d]
-    for (int64_t j = 0; j < aL; ++j) be.addColumnsInto(kr, a.k, j * d);
+    if (drops) a.kr = kr;
+    mlaUpProjections(L, a, kr, dropped(recomputeMlaUpProj, cat));
     // Attention over d-wide heads, v padded with zero columns.
     const bool padded = dV != d;
     Tensor vPad = padded ? widenHeads(a.v, dV, 0, kBuf) : a.v;                // [T, aL d]
@@ -99,6 +79,42 @@ void GptModel::Impl::mlaForward(const LayerParams& L, LayerActs& a, const ChunkA
     be.attentionForward(a.q.view({T, aL, d}), a.k.view({T, aL, d}), vPad.view({T, aL, d}), sequences,
                         tokenPositions(sLocal, 0), allPositions(), ov, a.lse, scoreRule(L, acts));
     a.o = padded ? narrowHeads(oPad, dV, 0, cat) : oPad;                      // [T, aL dV]
+    if (drops) a.cqn = a.meancq = a.rstdcq = a.ckvn = a.meanckv = a.rstdckv = a.q = a.k = a.v = Tensor();
+}
+
+void GptModel::Impl::mlaUpProjections(const LayerParams& L, LayerActs& a, const Tensor& krIn, MemoryCategory cat) {
+    const std::vector<int64_t> pos = tokenPositions(T, 0);
+    if (qLora > 0) {
+        latentNormForward(a.cq, L.qLatentNormW, L.qLatentNormB, a.cqn, a.meancq, a.rstdcq, cat);
+        a.q = linear(a.cqn, L.q, -1, cat);                                    // [T, aL d]
+    } else {
+        Tensor n1f = gatherSeq(a.n1, kBuf);                                   // [T, h]
+        a.q = linear(n1f, L.q, -1, cat);                                      // [T, aL d]
+    }
+    latentNormForward(a.ckv, L.kvLatentNormW, L.kvLatentNormB, a.ckvn, a.meanckv, a.rstdckv, cat);
+    Tensor kvUp = linear(a.ckvn, L.kvUp, -1, kBuf);                           // [T, aL (dNope + dV)]: per head [k | v]
+    Tensor kvUpHeads = kvUp.view({T * aL, dNope + dV});
+    Tensor kn = be.empty({T, aL * dNope}, kBuf);                              // [T, aL dNope]
+    Tensor knv = kn.view({T * aL, dNope});
+    be.copyColumns(kvUpHeads, 0, knv);
+    a.v = be.empty({T, aL * dV}, cat);                                        // [T, aL dV]
+    Tensor vv = a.v.view({T * aL, dV});
+    be.copyColumns(kvUpHeads, dNope, vv);
+    // RoPE on each head's first dRope columns of q and on the shared key; k = [rotary key | its head's position-free
+    // part].
+    Tensor qv = a.q.view({T, aL, d});
+    be.rope(qv, pos, kRopeBase, dRope, false);
+    Tensor kr = be.empty({T, dRope}, kBuf);                                   // [T, dRope]
+    be.copy(krIn, kr);
+    Tensor krv = kr.view({T, 1, dRope});
+    be.rope(krv, pos, kRopeBase, dRope, false);
+    a.k = widenHeads(kn, dNope, dRope, cat);                                  // [T, aL d]
+    for (int64_t j = 0; j < aL; ++j) be.addColumnsInto(kr, a.k, j * d);
+}
+
+void GptModel::Impl::rebuildMla(const LayerParams& L, LayerActs& a) {
+    if (!a.n1.defined()) normForward(a.x, L.ln1w, L.ln1b, a.n1, a.mean1, a.rstd1, kBuf); // layernorm: [Tl, h]
+    if (!a.q.defined()) mlaUpProjections(L, a, a.kr, kBuf);                   // mla_up_proj
 }
 
 Tensor GptModel::Impl::mlaBackward(const LayerParams& L, const LayerActs& a, ChunkActs& acts, const Tensor& dO,

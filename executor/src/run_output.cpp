@@ -59,18 +59,8 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/schedule", "dualpipev hides the expert all-to-all of its overlapped forward-backward pairs, "
                                             "which the executor runs one after the other; predicted and exported, not run "
                                             "by tessel run with ep > 1");
-    // The executor's selective recompute: core_attn (its attention keeps the log-sum-exp only, whatever is asked), the
-    // dense MLP, layernorm (an MoE layer's pre-MLP norm; a dense layer's, fused by Transformer Engine into its GEMM,
-    // drops nothing), and an MoE model's moe, moe_act and shared_experts. Of a latent-attention model's, neither
-    // mla_up_proj nor layernorm (which reruns MLA's input norm too) yet.
-    namespace rm = recompute_module;
-    const uint8_t runs = rm::CoreAttn | rm::Mlp | rm::MoeAct | rm::SharedExperts | rm::Moe | (model.mla ? 0 : rm::Layernorm);
-    if (plan.recompute == Recompute::Selective && (plan.recomputeModules & ~runs) != 0)
-        problems.add(pointer + "/recompute_modules", "the executor recomputes " + recomputeModulesString(runs, ", ") +
-                                                     " of Megatron-core's recompute modules; " +
-                                                     recomputeModulesString(plan.recomputeModules & ~runs, ", ") +
-                                                     " are predicted and exported (--recompute-modules), not run by "
-                                                     "tessel run yet");
+    // Selective recompute: the executor runs every one of Megatron-core's recompute modules (core_attn keeps only the
+    // log-sum-exp either way), so none is refused here.
     if (model.mtpLayers > 0)
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");

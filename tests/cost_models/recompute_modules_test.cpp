@@ -146,9 +146,10 @@ TEST(RecomputeModules, EachModuleDropsItsTensorsByHand) {
     // core_attn under a fused kernel: the checkpoint keeps q, k, v (its inputs) and the projection keeps the output,
     // so only the kernel's fp32 log-sum-exp goes.
     EXPECT_DOUBLE_EQ(all - kept(rm::CoreAttn), 4.0 * d(s.microBatch) * d(s.headsLocal) * d(s.seqLocal));
-    // mla_up_proj: q, k and v, and the latent norms' outputs the up projections read.
-    EXPECT_DOUBLE_EQ(all - kept(rm::MlaUpProj),
-                     e * T * d(s.qDimLocal + s.kvDimLocal + s.vDimLocal) + g * T * d(s.qLatent + s.kvLoraRank));
+    // mla_up_proj: q, k and v, and the latent norms' outputs the up projections read; it keeps its input the rotary
+    // key before RoPE (Megatron-core's k_pos_emb), which nothing else keeps.
+    EXPECT_DOUBLE_EQ(all - kept(rm::MlaUpProj), e * T * d(s.qDimLocal + s.kvDimLocal + s.vDimLocal) +
+                                                    g * T * d(s.qLatent + s.kvLoraRank) - e * T * d(m.mla->qkRopeHeadDim));
     // layernorm: MLA's input norm and the MoE layer's pre-MLP norm, each output a token's hidden state (SP-split).
     EXPECT_DOUBLE_EQ(all - kept(rm::Layernorm), 2.0 * g * Tsp * h);
     // moe_act: the experts' activation output, fc2's input.
@@ -196,10 +197,15 @@ TEST(RecomputeModules, TheRerunBlockIsAliveDuringItsBackward) {
         p.dp = 2;
         return predictMemory(m, c, p).stages[static_cast<size_t>(stage)].other.backwardWorkingBytes;
     };
-    // An MoE layer's own backward gradients are not counted: the set is the rerun block alone.
-    EXPECT_DOUBLE_EQ(working(rm::MlaUpProj, 1), dropped(rm::MlaUpProj));
+    // An MoE layer's own backward gradients are not counted: the set is the rerun block alone (mla_up_proj's: what it
+    // dropped, without the rotary key it keeps as its input, which stays stored).
+    const LocalShapes shapes = localShapes(m, deepseekPlan(0), r);
+    const double rotaryKey = shapes.activationBytes * d(shapes.tokens) * d(m.mla->qkRopeHeadDim);
+    const double upProj = dropped(rm::MlaUpProj) + rotaryKey;
+    EXPECT_DOUBLE_EQ(working(rm::MlaUpProj, 1), upProj);
+    EXPECT_DOUBLE_EQ(layerSelectiveRebuild(m, deepseekPlan(rm::MlaUpProj), r).attentionBytes, upProj);
     EXPECT_DOUBLE_EQ(working(rm::Moe, 1), dropped(rm::Moe));
-    const double moeBytes = dropped(rm::Moe), upProj = dropped(rm::MlaUpProj);
+    const double moeBytes = dropped(rm::Moe);
     EXPECT_NE(moeBytes, upProj);
     EXPECT_DOUBLE_EQ(working(rm::MlaUpProj | rm::Moe, 1), std::max(moeBytes, upProj)); // one block at a time
     // layernorm splits across the blocks: MLA's input norm reruns with the attention, the pre-MLP norm with the MoE.

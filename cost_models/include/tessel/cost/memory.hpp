@@ -29,6 +29,9 @@ double layerActivationBytesNoRecompute(const ModelConfig& model, const Plan& pla
 struct SelectiveRebuild {
     double attentionBytes = 0.0;
     double mlpBytes = 0.0;
+    // What a module's checkpoint keeps as its input that the layer keeps nowhere else (mla_up_proj's rotary key
+    // before RoPE): stored beside the layer's other activations.
+    double keptInputBytes = 0.0;
 };
 SelectiveRebuild layerSelectiveRebuild(const ModelConfig& model, const Plan& plan, const PrecisionRecipe& recipe);
 
