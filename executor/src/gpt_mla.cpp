@@ -70,13 +70,17 @@ void GptModel::Impl::mlaForward(const LayerParams& L, LayerActs& a, const ChunkA
     be.copyColumns(ckvAll, kvLora, kr);
     if (drops) a.kr = kr;
     mlaUpProjections(L, a, kr, dropped(recomputeMlaUpProj, cat));
-    // Attention over d-wide heads, v padded with zero columns.
+    // Attention over d-wide heads, v padded with zero columns; with CP over every position's keys, K and V
+    // all-gathered (the executor's p2p exchange).
     const bool padded = dV != d;
-    Tensor vPad = padded ? widenHeads(a.v, dV, 0, kBuf) : a.v;                // [T, aL d]
+    const int64_t S = sequences * seqLen;                                     // keys: T without CP
+    Tensor kAll = cpGather(a.k);                                              // [S, aL d]
+    Tensor vAll = cpGather(a.v);                                              // [S, aL dV]
+    Tensor vPad = padded ? widenHeads(vAll, dV, 0, kBuf) : vAll;              // [S, aL d]
     Tensor oPad = be.empty({T, aL * d}, padded ? kBuf : cat);                 // [T, aL d]
     a.lse = be.empty({T, aL}, cat);                                           // [T, aL]
     Tensor ov = oPad.view({T, aL, d});
-    be.attentionForward(a.q.view({T, aL, d}), a.k.view({T, aL, d}), vPad.view({T, aL, d}), sequences,
+    be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, aL, d}), vPad.view({S, aL, d}), sequences,
                         tokenPositions(sLocal, 0), allPositions(), ov, a.lse, scoreRule(L, acts));
     a.o = padded ? narrowHeads(oPad, dV, 0, cat) : oPad;                      // [T, aL dV]
     if (drops) a.cqn = a.meancq = a.rstdcq = a.ckvn = a.meanckv = a.rstdckv = a.q = a.k = a.v = Tensor();
@@ -121,16 +125,22 @@ Tensor GptModel::Impl::mlaBackward(const LayerParams& L, const LayerActs& a, Chu
                                    bool defer) {
     const std::vector<int64_t> pos = tokenPositions(T, 0);
     const bool padded = dV != d;
+    const int64_t S = sequences * seqLen;                                     // keys: T without CP
     Tensor dOPad = padded ? widenHeads(dO, dV, 0, kBuf) : dO;                // [T, aL d]
     Tensor oPad = padded ? widenHeads(a.o, dV, 0, kBuf) : a.o;               // [T, aL d]
-    Tensor vPad = padded ? widenHeads(a.v, dV, 0, kBuf) : a.v;               // [T, aL d]
+    Tensor kAll = cpGather(a.k);                                              // [S, aL d] re-gathered over CP
+    Tensor vAll = cpGather(a.v);                                              // [S, aL dV]
+    Tensor vPad = padded ? widenHeads(vAll, dV, 0, kBuf) : vAll;              // [S, aL d]
     Tensor dq = be.empty({T, aL * d}, kBuf);                                  // [T, aL d]
-    Tensor dk = be.zeros({T, aL * d}, kBuf);                                  // [T, aL d] accumulated
-    Tensor dvPad = be.zeros({T, aL * d}, kBuf);                               // [T, aL d] accumulated
-    Tensor dqv = dq.view({T, aL, d}), dkv = dk.view({T, aL, d}), dvv = dvPad.view({T, aL, d});
-    be.attentionBackward(dOPad.view({T, aL, d}), a.q.view({T, aL, d}), a.k.view({T, aL, d}), vPad.view({T, aL, d}),
+    Tensor dkAll = be.zeros({S, aL * d}, kBuf);                               // [S, aL d] accumulated
+    Tensor dvPad = be.zeros({S, aL * d}, kBuf);                               // [S, aL d] accumulated
+    Tensor dqv = dq.view({T, aL, d}), dkv = dkAll.view({S, aL, d}), dvv = dvPad.view({S, aL, d});
+    be.attentionBackward(dOPad.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, aL, d}), vPad.view({S, aL, d}),
                          oPad.view({T, aL, d}), a.lse, sequences, tokenPositions(sLocal, 0), allPositions(), dqv, dkv,
                          dvv, scoreRule(L, acts));
+    Tensor dk = cpReduce(dkAll);                                              // [T, aL d] this rank's keys
+    Tensor dvAll = padded ? narrowHeads(dvPad, dV, 0, kBuf) : dvPad;          // [S, aL dV]
+    Tensor dvMine = cpReduce(dvAll);                                          // [T, aL dV]
     // The shared rotary key's gradient, summed over this rank's heads (and over TP with its latent's, below).
     Tensor dkr = be.zeros({T, dRope}, kBuf);                                     // [T, dRope]
     Tensor oneHead = be.empty({T, dRope}, kBuf);
@@ -146,8 +156,7 @@ Tensor GptModel::Impl::mlaBackward(const LayerParams& L, const LayerActs& a, Chu
     Tensor dKvUpHeads = dKvUp.view({T * aL, dNope + dV});
     Tensor dkn = narrowHeads(dk, dNope, dRope, kBuf);                               // [T, aL dNope]
     be.addColumnsInto(dkn.view({T * aL, dNope}), dKvUpHeads, 0);
-    Tensor dvn = padded ? narrowHeads(dvPad, dV, 0, kBuf) : dvPad;            // [T, aL dV]
-    be.addColumnsInto(dvn.view({T * aL, dV}), dKvUpHeads, dNope);
+    be.addColumnsInto(dvMine.view({T * aL, dV}), dKvUpHeads, dNope);
     Tensor dckvn = be.empty({T, kvLora}, kBuf);                               // [T, kvLora] partial over TP
     be.gemm(false, true, 1.0, dKvUp, W(L.kvUp), 0.0, dckvn);
     weightGrad(acts, a.ckvn, dKvUp, L.kvUp, false, defer);

@@ -21,9 +21,10 @@ namespace tessel::exec {
 void latentAttentionProblems(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
     if (!model.mla) return;
     // DeepSeek-V2/V3 have none of these; each would need its own code in the executor's latent attention.
-    if (plan.cp > 1)
-        problems.add(pointer + "/cp", "the executor runs latent attention (mla) without context parallelism; it is "
-                                      "predicted and exported with it, not run by tessel run");
+    if (plan.cp > 1 && (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p))
+        problems.add(pointer + "/cp_comm_type", "the executor runs latent attention (mla) under context parallelism with "
+                                                "K and V gathered (p2p, allgather), not with the all-to-all exchanges; "
+                                                "they are predicted and exported, not run by tessel run");
     if (model.qkNorm) problems.add("/model/qk_norm", "latent attention (mla) has its own latent norms, not qk_norm");
     if (model.qkvBias) problems.add("/model/qkv_bias", "latent attention (mla) has no q, k, v biases");
     if (model.kvHeads != model.heads)

@@ -133,7 +133,7 @@ check "--force replaced the checkpoints" "$([ -f "$tmp/split/checkpoints/step-1/
   [ ! -e "$tmp/split/checkpoints/step-4" ]; echo $?)"
 
 # A latent-attention model (DeepSeek's MLA) trains over TP with SP and Megatron-Bridge's DeepSeek-V3 module set;
-# with context parallelism, which the executor does not run with it, it is refused at the field.
+# with context parallelism's all-to-all, which the executor does not run with it, it is refused at the field.
 cat >"$tmp/mla.json" <<'JSON'
 {"schema_version": 1, "name": "tiny-mla", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 4, "ffn_hidden": 128,
  "vocab": 256, "seq_len": 64, "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope",
@@ -149,8 +149,9 @@ import json, sys
 losses = [json.loads(l)["loss"] for l in open(sys.argv[1] + "/losses.jsonl")]
 assert len(losses) == 3 and losses[-1] < losses[0], losses
 PY
-"$TESSEL" run tiny-cpu --model "$tmp/mla.json" --ranks 2 --cp 2 --pp 1 --steps 1 --out "$tmp/mlacp" >/dev/null 2>"$tmp/err"; rc=$?
-check "MLA with cp refused (exit 2)" $([ $rc -eq 2 ]; echo $?)
-check "... at /plan/cp" "$(contains "$tmp/err" '/plan/cp')"
+"$TESSEL" run tiny-cpu --model "$tmp/mla.json" --ranks 2 --cp 2 --cp-comm-type a2a --pp 1 --steps 1 --out "$tmp/mlacp" \
+  >/dev/null 2>"$tmp/err"; rc=$?
+check "MLA with cp a2a refused (exit 2)" $([ $rc -eq 2 ]; echo $?)
+check "... at /plan/cp_comm_type" "$(contains "$tmp/err" '/plan/cp_comm_type')"
 
 finish

@@ -57,6 +57,13 @@ TEST(Mla, ManyRanksMatchOneRank) {
     pp.zeroStage = 3;
     pp.recompute = Recompute::Full;
     test::expectMatchesOneRank(model, pp, one);
+    Plan cp = one;                               // K and V gathered over CP, dK and dV reduce-scattered back
+    cp.cp = 2;
+    test::expectMatchesOneRank(model, cp, one);
+    cp.tp = 2;
+    cp.sequenceParallel = true;
+    cp.cpComm = CpComm::AllGather;
+    test::expectMatchesOneRank(model, cp, one);
     Plan zb = one;                               // deferred weight gradients of the up projections
     zb.pp = 2;
     zb.tp = 2;
@@ -184,7 +191,8 @@ TEST(Mla, PaddedValueHeadsAreExact) {
 // What the executor's latent attention does not run is refused at its field, by tessel run and by the model.
 TEST(Mla, RefusesWhatItDoesNotRun) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&, Plan&)>>> cases{
-        {"/plan/cp", [](ModelConfig&, Plan& p) { p.cp = 2; }},
+        {"/plan/cp_comm_type", [](ModelConfig&, Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; }},
+        {"/plan/cp_comm_type", [](ModelConfig&, Plan& p) { p.cp = 4; p.cpComm = CpComm::A2aP2p; p.cpA2a = 2; }},
         {"/model/qk_norm", [](ModelConfig& m, Plan&) { m.qkNorm = true; }},
         {"/model/qkv_bias", [](ModelConfig& m, Plan&) { m.qkvBias = true; }},
         {"/model/kv_heads", [](ModelConfig& m, Plan&) { m.kvHeads = 2; }},

@@ -184,6 +184,7 @@ std::vector<MultiRankCase> multiRankCases() {
     // Latent attention (MLA): heads split, latents gathered; with dropout, the tiled kernels.
     add("mla_tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("mla_tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
+    add("mla_cp2", [](Plan& p) { p.cp = 2; });
     return cases;
 }
 
