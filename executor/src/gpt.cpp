@@ -276,7 +276,7 @@ Tensor GptModel::Impl::layerForward(const LayerParams& L, const Tensor& x, Layer
         be.rope(kv, pos, kRopeBase, ropeDim, false);
     }
     if (cpA2a) {
-        attentionA2aForward(a, scoreRule(L, acts), cat);
+        a.o = attentionA2aForward(a.q, a.k, a.v, scoreRule(L, acts), a.lse, cat);
     } else {
         a.o = be.empty({T, qL}, cat);                                         // [T, qL]
         a.lse = be.empty({T, aL}, cat);                                       // [T, aL]
@@ -403,7 +403,7 @@ Tensor GptModel::Impl::layerBackward(const LayerParams& L, const Tensor& dout, L
     }
     Tensor dq, dk, dv;                                                        // [T, qL], [T, kvL] x2
     if (cpA2a) {
-        attentionA2aBackward(a, scoreRule(L, acts), dO, dq, dk, dv);
+        attentionA2aBackward(a.q, a.k, a.v, a.o, a.lse, scoreRule(L, acts), dO, dq, dk, dv);
     } else {
         const int64_t S = sequences * seqLen;                                 // keys: T without CP
         dq = be.empty({T, qL}, kBuf);

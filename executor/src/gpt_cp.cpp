@@ -132,33 +132,35 @@ Tensor GptModel::Impl::keyGradientsToMine(const Tensor& full) {
     return headsFromGroup(all, kBuf);
 }
 
-void GptModel::Impl::attentionA2aForward(LayerActs& a, const ScoreRule& rule, MemoryCategory cat) {
+Tensor GptModel::Impl::attentionA2aForward(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreRule& rule,
+                                           Tensor& lse, MemoryCategory cat) {
     const int n = cpHeadsGroup().size();
     const int64_t Sq = sequences * n * sLocal, S = sequences * seqLen, aH = aL / n, kvH = kvhL / n;
-    Tensor qh = queriesOfGroup(a.q);                                          // [Sq, aH d] the group's queries
-    Tensor kh = keysOfAll(a.k), vh = keysOfAll(a.v);                          // [S, kvH d] every position's keys
+    Tensor qh = queriesOfGroup(q);                                            // [Sq, aH d] the group's queries
+    Tensor kh = keysOfAll(k), vh = keysOfAll(v);                              // [S, kvH d] every position's keys
     // The log-sum-exp stays in the heads' layout ([Sq, aH], as many values as [T, aL]): the backward reads it there,
     // and a device backend keeps its fp32 values beside the tensor its forward wrote.
     Tensor oh = be.empty({Sq, aH * d}, kBuf);
-    a.lse = be.empty({Sq, aH}, cat);
+    lse = be.empty({Sq, aH}, cat);
     Tensor ohv = oh.view({Sq, aH, d});
     be.attentionForward(qh.view({Sq, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}), sequences,
-                        groupQueryPositions(), allPositions(), ohv, a.lse, rule);
-    a.o = queriesToMine(oh, cat);                                             // [T, qL] the projection's input
+                        groupQueryPositions(), allPositions(), ohv, lse, rule);
+    return queriesToMine(oh, cat);                                            // [T, qL] the projection's input
 }
 
-void GptModel::Impl::attentionA2aBackward(const LayerActs& a, const ScoreRule& rule, const Tensor& dO, Tensor& dq,
+void GptModel::Impl::attentionA2aBackward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                                          const Tensor& lse, const ScoreRule& rule, const Tensor& dO, Tensor& dq,
                                           Tensor& dk, Tensor& dv) {
     const int n = cpHeadsGroup().size();
     const int64_t Sq = sequences * n * sLocal, S = sequences * seqLen, aH = aL / n, kvH = kvhL / n;
     // The kept q, k, v and output in this rank's tokens' layout go to the heads' layout again (Transformer Engine keeps
     // that layout instead; the same bytes); the log-sum-exp was kept there.
-    Tensor qh = queriesOfGroup(a.q), kh = keysOfAll(a.k), vh = keysOfAll(a.v);
-    Tensor oh = queriesOfGroup(a.o), dOh = queriesOfGroup(dO);
+    Tensor qh = queriesOfGroup(q), kh = keysOfAll(k), vh = keysOfAll(v);
+    Tensor oh = queriesOfGroup(o), dOh = queriesOfGroup(dO);
     Tensor dqh = be.empty({Sq, aH * d}, kBuf), dkh = be.zeros({S, kvH * d}, kBuf), dvh = be.zeros({S, kvH * d}, kBuf);
     Tensor dqv = dqh.view({Sq, aH, d}), dkv = dkh.view({S, kvH, d}), dvv = dvh.view({S, kvH, d});
     be.attentionBackward(dOh.view({Sq, aH, d}), qh.view({Sq, aH, d}), kh.view({S, kvH, d}), vh.view({S, kvH, d}),
-                         oh.view({Sq, aH, d}), a.lse, sequences, groupQueryPositions(), allPositions(), dqv, dkv, dvv,
+                         oh.view({Sq, aH, d}), lse, sequences, groupQueryPositions(), allPositions(), dqv, dkv, dvv,
                          rule);
     dq = queriesToMine(dqh, kBuf);                                            // [T, qL]
     dk = keyGradientsToMine(dkh);                                             // [T, kvL]

@@ -262,9 +262,10 @@ struct GptModel::Impl {
     ScoreRule scoreRule(const detail::LayerParams& L, const detail::ChunkActs& acts) const;
     // Attention of the group's queries over every position for this rank's block of the heads (the all-to-all
     // exchanges): forward, keeping o in this rank's tokens' layout and lse in the heads', and backward from them.
-    void attentionA2aForward(detail::LayerActs& a, const ScoreRule& rule, MemoryCategory cat);
-    void attentionA2aBackward(const detail::LayerActs& a, const ScoreRule& rule, const Tensor& dO, Tensor& dq, Tensor& dk,
-                              Tensor& dv);
+    Tensor attentionA2aForward(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreRule& rule, Tensor& lse,
+                               MemoryCategory cat);
+    void attentionA2aBackward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                              const ScoreRule& rule, const Tensor& dO, Tensor& dq, Tensor& dk, Tensor& dv);
     // ---- dropout (dropout.hpp; ModelConfig::dropout on the embedding, the attention probabilities and each block's
     // output before its residual add, as Megatron-LM's embedding_dropout, attention_dropout and bias-dropout-add) ----
     double dropout = 0.0;

@@ -80,7 +80,7 @@ GptModel::GptModel(const ModelConfig& model, const ParallelContext& ctx, Backend
         throw InputError("/plan/cp", "seq_len must divide by 2 cp (the load-balanced context-parallel split)");
     if (model.mla) {
         ProblemList mlaProblems;
-        latentAttentionProblems(model, plan, "/plan", mlaProblems);
+        latentAttentionProblems(model, mlaProblems);
         mlaProblems.throwIfAny();
     }
     if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))

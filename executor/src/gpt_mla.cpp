@@ -2,6 +2,7 @@
 // splits it over TP: down projections replicated, their latents gathered to T rows, up projections by heads.
 #include "gpt_impl.hpp"
 
+#include <utility>
 #include <vector>
 
 namespace tessel::exec {
@@ -71,18 +72,25 @@ void GptModel::Impl::mlaForward(const LayerParams& L, LayerActs& a, const ChunkA
     if (drops) a.kr = kr;
     mlaUpProjections(L, a, kr, dropped(recomputeMlaUpProj, cat));
     // Attention over d-wide heads, v padded with zero columns; with CP over every position's keys, K and V
-    // all-gathered (the executor's p2p exchange).
+    // all-gathered (the executor's p2p exchange), or the heads traded for the positions (a2a, a2a+p2p; v padded
+    // before the exchange).
     const bool padded = dV != d;
-    const int64_t S = sequences * seqLen;                                     // keys: T without CP
-    Tensor kAll = cpGather(a.k);                                              // [S, aL d]
-    Tensor vAll = cpGather(a.v);                                              // [S, aL dV]
-    Tensor vPad = padded ? widenHeads(vAll, dV, 0, kBuf) : vAll;              // [S, aL d]
-    Tensor oPad = be.empty({T, aL * d}, padded ? kBuf : cat);                 // [T, aL d]
-    a.lse = be.empty({T, aL}, cat);                                           // [T, aL]
-    Tensor ov = oPad.view({T, aL, d});
-    be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, aL, d}), vPad.view({S, aL, d}), sequences,
-                        tokenPositions(sLocal, 0), allPositions(), ov, a.lse, scoreRule(L, acts));
-    a.o = padded ? narrowHeads(oPad, dV, 0, cat) : oPad;                      // [T, aL dV]
+    if (cpA2a) {
+        Tensor vPad = padded ? widenHeads(a.v, dV, 0, kBuf) : a.v;            // [T, aL d]
+        Tensor oPad = attentionA2aForward(a.q, a.k, vPad, scoreRule(L, acts), a.lse, padded ? kBuf : cat);
+        a.o = padded ? narrowHeads(oPad, dV, 0, cat) : oPad;                  // [T, aL dV]
+    } else {
+        const int64_t S = sequences * seqLen;                                 // keys: T without CP
+        Tensor kAll = cpGather(a.k);                                          // [S, aL d]
+        Tensor vAll = cpGather(a.v);                                          // [S, aL dV]
+        Tensor vPad = padded ? widenHeads(vAll, dV, 0, kBuf) : vAll;          // [S, aL d]
+        Tensor oPad = be.empty({T, aL * d}, padded ? kBuf : cat);             // [T, aL d]
+        a.lse = be.empty({T, aL}, cat);                                       // [T, aL]
+        Tensor ov = oPad.view({T, aL, d});
+        be.attentionForward(a.q.view({T, aL, d}), kAll.view({S, aL, d}), vPad.view({S, aL, d}), sequences,
+                            tokenPositions(sLocal, 0), allPositions(), ov, a.lse, scoreRule(L, acts));
+        a.o = padded ? narrowHeads(oPad, dV, 0, cat) : oPad;                  // [T, aL dV]
+    }
     if (drops) a.cqn = a.meancq = a.rstdcq = a.ckvn = a.meanckv = a.rstdckv = a.q = a.k = a.v = Tensor();
 }
 
@@ -125,22 +133,31 @@ Tensor GptModel::Impl::mlaBackward(const LayerParams& L, const LayerActs& a, Chu
                                    bool defer) {
     const std::vector<int64_t> pos = tokenPositions(T, 0);
     const bool padded = dV != d;
-    const int64_t S = sequences * seqLen;                                     // keys: T without CP
     Tensor dOPad = padded ? widenHeads(dO, dV, 0, kBuf) : dO;                // [T, aL d]
     Tensor oPad = padded ? widenHeads(a.o, dV, 0, kBuf) : a.o;               // [T, aL d]
-    Tensor kAll = cpGather(a.k);                                              // [S, aL d] re-gathered over CP
-    Tensor vAll = cpGather(a.v);                                              // [S, aL dV]
-    Tensor vPad = padded ? widenHeads(vAll, dV, 0, kBuf) : vAll;              // [S, aL d]
-    Tensor dq = be.empty({T, aL * d}, kBuf);                                  // [T, aL d]
-    Tensor dkAll = be.zeros({S, aL * d}, kBuf);                               // [S, aL d] accumulated
-    Tensor dvPad = be.zeros({S, aL * d}, kBuf);                               // [S, aL d] accumulated
-    Tensor dqv = dq.view({T, aL, d}), dkv = dkAll.view({S, aL, d}), dvv = dvPad.view({S, aL, d});
-    be.attentionBackward(dOPad.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, aL, d}), vPad.view({S, aL, d}),
-                         oPad.view({T, aL, d}), a.lse, sequences, tokenPositions(sLocal, 0), allPositions(), dqv, dkv,
-                         dvv, scoreRule(L, acts));
-    Tensor dk = cpReduce(dkAll);                                              // [T, aL d] this rank's keys
-    Tensor dvAll = padded ? narrowHeads(dvPad, dV, 0, kBuf) : dvPad;          // [S, aL dV]
-    Tensor dvMine = cpReduce(dvAll);                                          // [T, aL dV]
+    Tensor dq, dk, dvMine;                                                    // [T, aL d] x2, [T, aL dV]
+    if (cpA2a) {
+        Tensor vPad = padded ? widenHeads(a.v, dV, 0, kBuf) : a.v;            // [T, aL d]
+        Tensor dvPad;                                                         // [T, aL d]
+        attentionA2aBackward(a.q, a.k, vPad, oPad, a.lse, scoreRule(L, acts), dOPad, dq, dk, dvPad);
+        dvMine = padded ? narrowHeads(dvPad, dV, 0, kBuf) : dvPad;
+    } else {
+        const int64_t S = sequences * seqLen;                                 // keys: T without CP
+        Tensor kAll = cpGather(a.k);                                          // [S, aL d] re-gathered over CP
+        Tensor vAll = cpGather(a.v);                                          // [S, aL dV]
+        Tensor vPad = padded ? widenHeads(vAll, dV, 0, kBuf) : vAll;          // [S, aL d]
+        dq = be.empty({T, aL * d}, kBuf);
+        Tensor dkAll = be.zeros({S, aL * d}, kBuf);                           // [S, aL d] accumulated
+        Tensor dvPad = be.zeros({S, aL * d}, kBuf);                           // [S, aL d] accumulated
+        Tensor dqAll = dq.view({T, aL, d}), dkv = dkAll.view({S, aL, d}), dvv = dvPad.view({S, aL, d});
+        be.attentionBackward(dOPad.view({T, aL, d}), a.q.view({T, aL, d}), kAll.view({S, aL, d}),
+                             vPad.view({S, aL, d}), oPad.view({T, aL, d}), a.lse, sequences, tokenPositions(sLocal, 0),
+                             allPositions(), dqAll, dkv, dvv, scoreRule(L, acts));
+        dk = cpReduce(dkAll);                                                 // [T, aL d] this rank's keys
+        Tensor dvAll = padded ? narrowHeads(dvPad, dV, 0, kBuf) : dvPad;      // [S, aL dV]
+        dvMine = cpReduce(dvAll);                                             // [T, aL dV]
+    }
+    Tensor dqv = dq.view({T, aL, d});
     // The shared rotary key's gradient, summed over this rank's heads (and over TP with its latent's, below).
     Tensor dkr = be.zeros({T, dRope}, kBuf);                                     // [T, dRope]
     Tensor oneHead = be.empty({T, dRope}, kBuf);

@@ -18,13 +18,9 @@
 
 namespace tessel::exec {
 
-void latentAttentionProblems(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems) {
+void latentAttentionProblems(const ModelConfig& model, ProblemList& problems) {
     if (!model.mla) return;
     // DeepSeek-V2/V3 have none of these; each would need its own code in the executor's latent attention.
-    if (plan.cp > 1 && (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p))
-        problems.add(pointer + "/cp_comm_type", "the executor runs latent attention (mla) under context parallelism with "
-                                                "K and V gathered (p2p, allgather), not with the all-to-all exchanges; "
-                                                "they are predicted and exported, not run by tessel run");
     if (model.qkNorm) problems.add("/model/qk_norm", "latent attention (mla) has its own latent norms, not qk_norm");
     if (model.qkvBias) problems.add("/model/qkv_bias", "latent attention (mla) has no q, k, v biases");
     if (model.kvHeads != model.heads)
@@ -65,7 +61,7 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
     if (model.mtpLayers > 0)
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");
-    latentAttentionProblems(model, plan, pointer, problems);
+    latentAttentionProblems(model, problems);
     if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))
         problems.add("/model/dropout", "the executor's dropout masks name at most " + std::to_string(kDropoutMaxLayers) +
                                            " layers and " + std::to_string(kDropoutMaxHeads) + " heads");

@@ -132,8 +132,8 @@ check "--force starts afresh" $rc
 check "--force replaced the checkpoints" "$([ -f "$tmp/split/checkpoints/step-1/manifest.json" ] &&
   [ ! -e "$tmp/split/checkpoints/step-4" ]; echo $?)"
 
-# A latent-attention model (DeepSeek's MLA) trains over TP with SP and Megatron-Bridge's DeepSeek-V3 module set;
-# with context parallelism's all-to-all, which the executor does not run with it, it is refused at the field.
+# A latent-attention model (DeepSeek's MLA) trains over TP with SP and Megatron-Bridge's DeepSeek-V3 module set, and
+# with context parallelism's all-to-all; with q/k norms, which it does not have, it is refused at the field.
 cat >"$tmp/mla.json" <<'JSON'
 {"schema_version": 1, "name": "tiny-mla", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 4, "ffn_hidden": 128,
  "vocab": 256, "seq_len": 64, "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope",
@@ -149,9 +149,12 @@ import json, sys
 losses = [json.loads(l)["loss"] for l in open(sys.argv[1] + "/losses.jsonl")]
 assert len(losses) == 3 and losses[-1] < losses[0], losses
 PY
-"$TESSEL" run tiny-cpu --model "$tmp/mla.json" --ranks 2 --cp 2 --cp-comm-type a2a --pp 1 --steps 1 --out "$tmp/mlacp" \
+"$TESSEL" run tiny-cpu --model "$tmp/mla.json" --ranks 2 --cp 2 --cp-comm-type a2a --pp 1 --steps 2 --out "$tmp/mlacp" \
   >/dev/null 2>"$tmp/err"; rc=$?
-check "MLA with cp a2a refused (exit 2)" $([ $rc -eq 2 ]; echo $?)
-check "... at /plan/cp_comm_type" "$(contains "$tmp/err" '/plan/cp_comm_type')"
+check "an MLA model runs with cp a2a" $rc
+sed 's/"dropout": 0.0,/"dropout": 0.0, "qk_norm": true,/' "$tmp/mla.json" >"$tmp/mlaqk.json"
+"$TESSEL" run tiny-cpu --model "$tmp/mlaqk.json" --ranks 2 --pp 1 --steps 1 --out "$tmp/mlaqk" >/dev/null 2>"$tmp/err"; rc=$?
+check "MLA with qk_norm refused (exit 2)" $([ $rc -eq 2 ]; echo $?)
+check "... at the model's qk_norm" "$(contains "$tmp/err" 'mlaqk.json#/qk_norm')"
 
 finish

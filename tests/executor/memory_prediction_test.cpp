@@ -74,6 +74,7 @@ std::vector<MemCase> memoryCases() {
     add("mla_tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; }, true);
     add("mla_pp2_dp2_zero1", [](Plan& p) { p.pp = 2; p.dp = 2; p.zeroStage = 1; }, true);
     add("mla_cp2_tp2_sp", [](Plan& p) { p.cp = 2; p.tp = 2; p.sequenceParallel = true; }, true);
+    add("mla_cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; }, true);
     add("mla_tp2_sp_recompute_mla_up_proj_layernorm", [](Plan& p) {
         p.tp = 2; p.sequenceParallel = true; p.recompute = Recompute::Selective;
         p.recomputeModules = recompute_module::MlaUpProj | recompute_module::Layernorm;

@@ -64,6 +64,14 @@ TEST(Mla, ManyRanksMatchOneRank) {
     cp.sequenceParallel = true;
     cp.cpComm = CpComm::AllGather;
     test::expectMatchesOneRank(model, cp, one);
+    Plan a2a = one;                              // the heads traded for the positions (v padded before the exchange)
+    a2a.cp = 2;
+    a2a.cpComm = CpComm::A2a;
+    test::expectMatchesOneRank(model, a2a, one);
+    a2a.cp = 4;                                  // in pairs, K and V gathered across them
+    a2a.cpComm = CpComm::A2aP2p;
+    a2a.cpA2a = 2;
+    test::expectMatchesOneRank(model, a2a, one);
     Plan zb = one;                               // deferred weight gradients of the up projections
     zb.pp = 2;
     zb.tp = 2;
@@ -191,8 +199,6 @@ TEST(Mla, PaddedValueHeadsAreExact) {
 // What the executor's latent attention does not run is refused at its field, by tessel run and by the model.
 TEST(Mla, RefusesWhatItDoesNotRun) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&, Plan&)>>> cases{
-        {"/plan/cp_comm_type", [](ModelConfig&, Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; }},
-        {"/plan/cp_comm_type", [](ModelConfig&, Plan& p) { p.cp = 4; p.cpComm = CpComm::A2aP2p; p.cpA2a = 2; }},
         {"/model/qk_norm", [](ModelConfig& m, Plan&) { m.qkNorm = true; }},
         {"/model/qkv_bias", [](ModelConfig& m, Plan&) { m.qkvBias = true; }},
         {"/model/kv_heads", [](ModelConfig& m, Plan&) { m.kvHeads = 2; }},

@@ -185,6 +185,7 @@ std::vector<MultiRankCase> multiRankCases() {
     add("mla_tp2_sp", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("mla_tp2_sp_dropout", [](Plan& p) { p.tp = 2; p.sequenceParallel = true; });
     add("mla_cp2", [](Plan& p) { p.cp = 2; });
+    add("mla_cp2_a2a", [](Plan& p) { p.cp = 2; p.cpComm = CpComm::A2a; });
     return cases;
 }
 

@@ -19,10 +19,9 @@ namespace tessel::exec {
 // not implement (cpu: cpu_fp64 and cpu_fp32; cuda: mixed and fp32). An unknown backend is a problem at --backend.
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend = "cpu");
-// What the executor's latent attention (model.mla) does not run: context parallelism's all-to-all exchanges (a2a,
-// a2a+p2p; K and V gathered, p2p and allgather, it runs), qk_norm, q/k/v biases,
-// kv_heads other than heads, a position embedding other than RoPE, an odd rotary width. Plan fields under `pointer`.
-void latentAttentionProblems(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems);
+// What the executor's latent attention (model.mla) does not run, each at its model field: qk_norm, q/k/v biases,
+// kv_heads other than heads, a position embedding other than RoPE, an odd rotary width.
+void latentAttentionProblems(const ModelConfig& model, ProblemList& problems);
 
 // One measurement record (DESIGN.md §3): rank, action, shapes/bytes, group, timing, device and versions.
 nlohmann::json measurementToJson(const ActionRecord& r, const std::string& device);
