@@ -30,6 +30,10 @@ void latentAttentionProblems(const ModelConfig& model, ProblemList& problems) {
         problems.add("/model/position_embedding", "latent attention (mla) rotates its decoupled key: it needs rope");
     if (model.mla->qkRopeHeadDim < 2 || model.mla->qkRopeHeadDim % 2 != 0)
         problems.add("/model/mla/qk_rope_head_dim", "RoPE rotates pairs of columns: an even width of at least 2");
+    if (model.mla->vHeadDim > model.mla->qkHeadDim())
+        problems.add("/model/mla/v_head_dim", "the executor pads each value head to the query heads' width (qk_nope_head_dim + "
+                                              "qk_rope_head_dim = " + std::to_string(model.mla->qkHeadDim()) +
+                                              "): v_head_dim " + std::to_string(model.mla->vHeadDim) + " is wider");
 }
 
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,

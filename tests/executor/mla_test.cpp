@@ -204,6 +204,7 @@ TEST(Mla, RefusesWhatItDoesNotRun) {
         {"/model/kv_heads", [](ModelConfig& m, Plan&) { m.kvHeads = 2; }},
         {"/model/position_embedding", [](ModelConfig& m, Plan&) { m.position = PositionEmbedding::Learned; }},
         {"/model/mla/qk_rope_head_dim", [](ModelConfig& m, Plan&) { m.mla->qkRopeHeadDim = 3; }},
+        {"/model/mla/v_head_dim", [](ModelConfig& m, Plan&) { m.mla->vHeadDim = 16; }},
     };
     for (const auto& [where, edit] : cases) {
         ModelConfig m = tinyMla();

@@ -20,7 +20,7 @@ namespace tessel::exec {
 void validateExecutable(const ModelConfig& model, const Plan& plan, const std::string& pointer, ProblemList& problems,
                         const std::string& backend = "cpu");
 // What the executor's latent attention (model.mla) does not run, each at its model field: qk_norm, q/k/v biases,
-// kv_heads other than heads, a position embedding other than RoPE, an odd rotary width.
+// kv_heads other than heads, a position embedding other than RoPE, an odd rotary width, value heads wider than q's.
 void latentAttentionProblems(const ModelConfig& model, ProblemList& problems);
 
 // One measurement record (DESIGN.md §3): rank, action, shapes/bytes, group, timing, device and versions.
