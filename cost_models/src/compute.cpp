@@ -177,12 +177,15 @@ void addGradAccumulation(BlockCompute& b, double parameters, const ClusterConfig
     double perParameter = gradAccumulationBytesPerParameter(
         plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(), plan.microBatchesPerStep(), recipe.weightBytes,
         recipe.gradBytes, recipe.autocast);
-    // FSDP's no_sync: autograd adds each later micro-batch's gradient into the unsharded one, in the gathered
-    // parameter's dtype (reads both, writes one), with no reduce-scatter between.
+    // FSDP's no_sync: each later micro-batch's gradient added into the unsharded one (reads both, writes one), with
+    // no reduce-scatter between: FSDP1's by autograd in the gathered parameter's dtype; FSDP2's upcast once to the
+    // reduce dtype after the first backward (reads e, writes a) and each later one added into it (a + e + a), the
+    // total of a step spread over its micro-batches.
     if (fsdpReducesOncePerStep(plan.framework, plan.pp, plan.zeroStage) &&
         !fsdpGathersOncePerStep(plan.framework, plan.pp, plan.zeroStage)) {
         const double m = std::max(1, plan.microBatchesPerStep());
-        perParameter = 3.0 * recipe.paramGatherBytes() * (m - 1.0) / m;
+        const double e = recipe.paramGatherBytes(), a = fsdpNoSyncGradBytes(plan.framework, recipe);
+        perParameter = a == e ? 3.0 * e * (m - 1.0) / m : (e + a + (m - 1.0) * (2.0 * a + e)) / m;
     }
     if (!(perParameter > 0.0) || !(parameters > 0.0)) return;
     OpCost op = memoryOp("grad_accumulate", "grad_accumulate_backward", perParameter * parameters);

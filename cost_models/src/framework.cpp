@@ -2,6 +2,7 @@
 #include "tessel/cost/framework.hpp"
 
 #include "tessel/cost/json_reader.hpp"
+#include "tessel/cost/plan.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -293,6 +294,10 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
 bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
     return fsdpGathersOncePerStep(f, pp, zeroStage) ||
            ((f.name == "fsdp" || f.name == "torchtitan") && zeroStage >= 2 && !f.gradSyncEachMicroBatch.value_or(true));
+}
+
+int fsdpNoSyncGradBytes(const FrameworkSettings& f, const PrecisionRecipe& recipe) {
+    return f.name == "torchtitan" ? recipe.gradReduceBytes() : recipe.paramGatherBytes();
 }
 
 bool torchPipeliningOf(const FrameworkSettings& f, int pp) { return f.name == "torchtitan" && pp > 1; }

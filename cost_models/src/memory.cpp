@@ -463,9 +463,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         if (z >= 3)
             o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
         // FSDP's no_sync (fsdpReducesOncePerStep without the once-a-step gathers): each unit's unsharded gradient,
-        // in the dtype of the unsharded parameter it belongs to, kept from the first micro-batch's backward to the
-        // step's one reduce-scatter.
-        if (fsdpReducesOncePerStep(plan.framework, plan.pp, z)) st.gradsBytes += params.total() * recipe.paramGatherBytes();
+        // kept from the first micro-batch's backward to the step's one reduce-scatter: FSDP1's in the dtype of the
+        // unsharded parameter it belongs to, FSDP2's (torchtitan's costs) upcast to the reduce dtype
+        // (FSDPParam.to_accumulated_grad_if_needed, then accumulate_unsharded_grad_if_needed adds each later one).
+        if (fsdpReducesOncePerStep(plan.framework, plan.pp, z))
+            st.gradsBytes += params.total() * fsdpNoSyncGradBytes(plan.framework, recipe);
     }
     if (torchPipeliningOf(plan.framework, plan.pp)) {
         // torch.distributed.pipelining (torchPipeliningOf): each of the rank's virtual stages but the model's first

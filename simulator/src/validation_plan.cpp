@@ -211,6 +211,17 @@ bool readCluster(Reading& r) {
         refusal = ptr + "/system/total_gpus: " + std::to_string(world) + " GPUs do not fill nodes of " + std::to_string(perNode);
         return false;
     }
+    // Four SXM GPUs of the A100 / H100 / H200 generations a node sit on an HGX 4-GPU board, which has no NVSwitch:
+    // each GPU's NVLinks are split evenly over direct links to its three peers (A100 4 a peer of 12, Hopper 6 of 18),
+    // so a group of m of the board's GPUs reaches the others over m - 1 of the three (a pair over one), where the
+    // 8-GPU board's NVSwitch gives every group all of them (LinkTier::meshShare; FORMULAS.md §5).
+    if (statedPerNode == 4 && gpu.nvlinkDomainGpus == 0 && cluster.intraNode.meshLinks == 0 &&
+        contains(lower(cluster.intraNode.name), "via nvswitch") && !contains(intra, "nvswitch") &&
+        (contains(cluster.intraNode.name, "NVLink 3") || contains(cluster.intraNode.name, "NVLink 4"))) {
+        cluster.intraNode.meshLinks = 3;
+        cluster.intraNode.name = "NVLink, 4 GPUs a node on an HGX 4-GPU board: direct links, a third of each GPU's to each peer";
+        r.assume("4 SXM GPUs a node: an HGX 4-GPU board, no NVSwitch; each GPU's NVLinks a third to each of its 3 peers");
+    }
     cluster.gpusPerNode = static_cast<int>(perNode);
     cluster.nodes = static_cast<int>(nodes);
     std::string how;

@@ -224,8 +224,8 @@ TEST(Memory, FsdpKeepsFp32ShardsGathersBf16AndReducesInItsReduceDtype) {
 }
 
 // FSDP's no_sync (grad_sync_each_micro_batch false: Accelerate's accumulate, Fabric's no_backward_sync): the
-// gathers stay per micro-batch, the reduce-scatter runs once a step, and every unit's unsharded gradient (in the
-// gathered dtype) is kept until then. By hand, Llama 3 8B on 8 GPUs, 4 micro-batches: + N x 2 B of gradients.
+// gathers stay per micro-batch, the reduce-scatter runs once a step, and every unit's unsharded gradient (FSDP1: in
+// the gathered dtype; FSDP2: in the reduce dtype) is kept until then. By hand, Llama 3 8B on 8 GPUs, 4 micro-batches: + N x 2 B of gradients.
 TEST(Memory, FsdpNoSyncKeepsTheUnshardedGradientsAndReducesOnceAStep) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
@@ -253,8 +253,16 @@ TEST(Memory, FsdpNoSyncKeepsTheUnshardedGradientsAndReducesOnceAStep) {
     EXPECT_NEAR(predictMemory(llama, c, p).stages.front().gradsBytes -
                     predictMemory(llama, c, synced).stages.front().gradsBytes,
                 4.0 * params, 1.0);
-    // Megatron-LM's and DeepSpeed's engines have no such switch: the flag moves nothing there.
+    // FSDP2 (torchtitan's costs) upcasts the kept gradient to the reduce dtype (FSDPParam.to_accumulated_grad_if_needed):
+    // the fsdp recipe reduces in fp32, so 4 B a parameter where FSDP1 keeps the gathered 2.
     p.precision = "fsdp";
+    p.framework.name = "torchtitan";
+    synced = p;
+    synced.framework.gradSyncEachMicroBatch = true;
+    EXPECT_NEAR(predictMemory(llama, c, p).stages.front().gradsBytes -
+                    predictMemory(llama, c, synced).stages.front().gradsBytes,
+                4.0 * params, 1.0);
+    // Megatron-LM's and DeepSpeed's engines have no such switch: the flag moves nothing there.
     p.framework.name = "deepspeed";
     synced = p;
     synced.framework.gradSyncEachMicroBatch = true;

@@ -428,6 +428,41 @@ TEST(ValidationRecord, APcieIntraNodeLinkIsThePcieCard) {
     EXPECT_EQ(load(r).scenario.cluster.name, "dgx-a100-80g");
 }
 
+// Four SXM GPUs a node of the A100 / H100 / H200 generations are an HGX 4-GPU board: no NVSwitch, each GPU's
+// NVLinks a third to each of its three peers, said; a pair of them reaches the other over one third (meshShare),
+// all four over all of it. Eight a node keep the NVSwitch; a rack-scale NVL72 record counting 4 a tray keeps its
+// domain; a record whose link names NVSwitch is read as it says.
+TEST(ValidationRecord, FourSxmGpusANodeAreAnHgxBoardWithoutNvswitch) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "H200 (SXM, 141 GB HBM3e)";
+    r["system"]["intra_node_link"] = "NVLink";
+    r["system"]["gpus_per_node"] = 4;
+    r["system"]["nodes"] = 2;
+    r["system"]["total_gpus"] = 8;
+    r["plan"]["tp"] = 4;
+    r["plan"]["pp"] = 1;
+    r["plan"]["dp"] = 2;
+    const ValidationCase board = load(r);
+    const LinkTier& tier = board.scenario.cluster.intraNode;
+    EXPECT_EQ(tier.meshLinks, 3);
+    EXPECT_TRUE(mentions(board.assumptions, "HGX 4-GPU board, no NVSwitch")) << board.assumptions.size();
+    EXPECT_DOUBLE_EQ(tier.meshShare(Primitive::AllGather, 4), 1.0);
+    EXPECT_DOUBLE_EQ(tier.meshShare(Primitive::AllGather, 2), 1.0 / 3.0);
+    r["system"]["intra_node_link"] = "NVLink 4 via NVSwitch";
+    EXPECT_EQ(load(r).scenario.cluster.intraNode.meshLinks, 0);
+    r["system"]["intra_node_link"] = "NVLink";
+    r["system"]["gpus_per_node"] = 8;
+    r["system"]["nodes"] = 1;
+    EXPECT_EQ(load(r).scenario.cluster.intraNode.meshLinks, 0);
+    r["system"]["gpu"] = "GB200 (DGX GB200, NVL72)";
+    r["system"]["intra_node_link"] = "NVLink 5 (NVL72)";
+    r["system"]["gpus_per_node"] = 4;
+    r["system"]["nodes"] = 2;
+    const ValidationCase rack = load(r);
+    EXPECT_EQ(rack.scenario.cluster.intraNode.meshLinks, 0);
+    EXPECT_FALSE(mentions(rack.assumptions, "HGX 4-GPU board"));
+}
+
 // A model named as a built-in one ("Meta-Llama-3.1-70B" is llama3-70b) takes the shape fields the record leaves out
 // from it, each said: kv_heads 8, not multi-head attention, and the vocabulary and sequence that would otherwise be
 // refused as missing. A stated field that disagrees with the preset means another model: nothing is taken.

@@ -13,6 +13,8 @@
 
 namespace tessel {
 
+struct PrecisionRecipe; // plan.hpp
+
 // What the plan states. An unset knob takes the framework's default for its version (resolveOverlap).
 struct FrameworkSettings {
     std::string name = "generic";  // megatron | nemo | megascale | deepspeed | fsdp | torchtitan | generic
@@ -378,6 +380,9 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 // pipelining (fsdpGathersOncePerStep), or FSDP (1 or 2) with grad_sync_each_micro_batch false, its no_sync
 // (FrameworkSettings::gradSyncEachMicroBatch), which still gathers the parameters every micro-batch.
 bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
+// The bytes a parameter of the unsharded gradient FSDP's no_sync keeps: FSDP1 (fsdp) in the gathered parameter's
+// dtype, FSDP2 (torchtitan's costs) in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed upcasts it).
+int fsdpNoSyncGradBytes(const FrameworkSettings& f, const PrecisionRecipe& recipe);
 
 // Pipeline transfers through torch.distributed.pipelining (torchtitan with pp > 1): a PipelineStage allocates a
 // receive buffer per micro-batch for its input (not on the first stage) and another for the gradient of its output

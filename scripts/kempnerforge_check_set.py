@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Writes data/validation/check_kempnerforge_h200.json: KempnerForge's published benchmarks on 4-GPU H200 nodes.
+
+KempnerForge (KempnerInstitute/KempnerForge) is a PyTorch-native trainer: FSDP2 (`fully_shard` per block and once
+over the model), DTensor tensor parallelism with sequence parallelism (`parallelize_module`, ColwiseParallel /
+RowwiseParallel / SequenceParallel), full activation checkpointing per block (non-reentrant), torch.compile of the
+whole model, fused AdamW, PyTorch 2.11 (cu128, its uv.lock). Its benchmark reports print, for Llama-3-shaped models
+on the Kempner cluster's nodes of 4 H200 (141 GB) with NVLink inside a node and InfiniBand NDR 400 Gb/s between
+(benchmarks/config_validation/config_validation.md), the step time, tokens/s over all GPUs and rank 0's
+`torch.cuda.max_memory_allocated` in GiB (kempnerforge/metrics/memory.py: / 1024**3; the logs' "mem=36.2/140GB").
+
+Two reports are read, each with the run scripts of its commit:
+
+- benchmarks/mfu_scaling/mfu_scaling_2026-04-05.md (git 01b461a; mfu_bench.sh at 9f3f03a): 14 runs of 7B / 13B / 70B
+  on 1-32 GPUs, FSDP, TP and both; steady state averaged over the last 5 of 20 steps.
+- benchmarks/weak_scaling_160gpu/README.md (2026-06-30, git 3ad9d9a; weak_scaling_160gpu_bench.sh and the 13 logs
+  under results/ at e9f9189): 13B and 70B at TP 4 x FSDP 2-40 on 8-160 GPUs; the median over the back half of each
+  run (the 160-GPU rows are the mean of two repeats).
+
+What the code runs that the reports do not print, read from kempnerforge at those commits:
+
+- The model is built in bf16 and kept so (distributed/parallel.py build_parallel_model: `model.to(dtype=param_dtype)`,
+  bf16): bf16 FSDP shards, no fp32 master; torch.optim.AdamW(fused=True) keeps its moments in the parameters' dtype.
+- FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (default_mp_policy; the logs print it), and
+  reshard_after_forward left at True (scripts/train.py).
+- Gradient accumulation under FSDP2's `set_requires_gradient_sync(False)` on every micro-step but the last
+  (training/grad.py maybe_no_sync): one reduce-scatter a step.
+- The loss: `F.cross_entropy` over the model's bf16 logits (training/loss.py, loss_fn 'cross_entropy',
+  ce_chunk_size 0), outside the compiled model.
+- SDPA with the backend left to PyTorch (sdpa_backend 'auto'): the 13B profile of 2026-04-07
+  (benchmarks/profiling/13b_24gpu_profiling.md) shows `aten::_cudnn_attention_backward`, cuDNN's fused attention.
+
+Run from the repository root: python3 scripts/kempnerforge_check_set.py
+"""
+from check_set_io import write_check_set
+
+REPO = "https://github.com/KempnerInstitute/KempnerForge/blob"
+
+MODELS = {
+    # dim, layers, heads, kv_heads, ffn (Llama's rule at ffn_dim_multiplier 1.3, multiple_of 256, or stated), params
+    "7b": ("Llama 3 8B shape (KempnerForge 7B)", 4096, 32, 32, 8, 14336, 8.03e9),
+    "13b": ("Llama 3 shape, 13B (KempnerForge 13B)", 5120, 40, 40, 8, 17920, 14.84e9),
+    "70b": ("Llama 3 70B shape (KempnerForge 70B)", 8192, 80, 64, 8, 28672, 70.55e9),
+}
+
+INFERRED = {
+    "plan.torch_dtype": ("build_parallel_model casts the model to bf16 (model.to(dtype=param_dtype)) before "
+                         "training: bf16 FSDP shards, no fp32 master"),
+    "plan.optimizer_dtype": "torch.optim.AdamW(fused=True) keeps exp_avg / exp_avg_sq in the parameters' dtype: bf16",
+    "plan.grad_sync_each_micro_batch": ("training/grad.py maybe_no_sync: FSDP2 set_requires_gradient_sync(False) on "
+                                        "every micro-step but the last"),
+    "plan.cross_entropy": ("F.cross_entropy over the bf16 logits (no fp32 upcast, outside torch.compile): the 16-bit "
+                           "logits and their 16-bit gradient, read as the compiled kind's 4 B a logit"),
+    "plan.attention": ("SDPA, backend 'auto': cuDNN's fused attention on the H200 "
+                       "(benchmarks/profiling/13b_24gpu_profiling.md: aten::_cudnn_attention_backward)"),
+    "plan.fused_kernels": "train.compile_model (torch.compile of the whole model)",
+    "system.inter_node_link": "config_validation.md: 'InfiniBand (NDR 400Gbps) inter-node', read as one NIC a GPU",
+}
+
+
+def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, step_s, tokens_s, mfu, mem_gib,
+           notes):
+    name, dim, layers, heads, kv, ffn, params = MODELS[model]
+    dp = gpus // tp
+    plan = {
+        "tp": tp, "pp": 1, "dp": dp, "cp": 1, "ep": 1, "vpp": 1, "micro_batch": mb,
+        "global_batch": mb * accum * dp, "recompute": "full (activation_checkpointing full, every TransformerBlock)",
+        "sequence_parallel": tp > 1, "zero": 3 if dp > 1 else 0,
+        "framework": "KempnerForge (PyTorch FSDP2 fully_shard, DTensor tensor parallelism)",
+        "framework_version": "2026", "compile": compile_model, "fused_kernels": compile_model,
+        "attention": "cudnn", "cross_entropy": "compiled", "foreach_optimizer": False, "torch_dtype": "bf16",
+        "optimizer_dtype": "bf16", "tp_comm_overlap": False,
+    }
+    if dp > 1:
+        plan["fsdp_sharding"] = "FULL_SHARD"
+        plan["reshard_after_forward"] = True
+    if dp > 1 and accum > 1:
+        plan["grad_sync_each_micro_batch"] = False
+    inferred = {k: v for k, v in INFERRED.items()
+                if (k != "plan.grad_sync_each_micro_batch" or "grad_sync_each_micro_batch" in plan)}
+    return {
+        "id": rid, "group": group, "kind": "training_throughput", "source": source, "source_url": url,
+        "model": {"name": name, "layers": layers, "hidden": dim, "heads": heads, "kv_heads": kv, "ffn_hidden": ffn,
+                  "vocab": 128256, "seq": 4096, "params": params, "activation": "swiglu", "norm": "rmsnorm",
+                  "position_embedding": "rope", "tie_embeddings": False},
+        "system": {"gpu": "H200 (SXM, 141 GB HBM3e)", "gpus_per_node": 4, "nodes": max(1, gpus // 4),
+                   "total_gpus": gpus, "intra_node_link": "NVLink", "inter_node_link": "InfiniBand NDR 400 Gb/s",
+                   "precision": "bf16 (FSDP2 MixedPrecisionPolicy: param_dtype bf16, reduce_dtype fp32)"},
+        "plan": plan,
+        "measured": {"iteration_time_s": step_s, "tokens_per_s": tokens_s, "mfu": mfu / 100.0,
+                     "memory_gb": mem_gib, "memory_unit": "GiB",
+                     "memory_kind": "peak allocated (rank 0's torch.cuda.max_memory_allocated / 1024**3)"},
+        "inferred_fields": inferred,
+        "notes": notes,
+    }
+
+
+def mfu_scaling():
+    src = ("KempnerInstitute/KempnerForge benchmarks/mfu_scaling/mfu_scaling_2026-04-05.md (git 01b461a), 'Full "
+           "Results Table'; run arguments from benchmarks/mfu_scaling/mfu_bench.sh at 9f3f03a")
+    url = f"{REPO}/9f3f03a070668192230c7c542a3ecebb22d9a20c/benchmarks/mfu_scaling/mfu_scaling_2026-04-05.md"
+    note = ("Steady state: the last 5 of 20 steps. seq_len 4096, full activation checkpointing, fused AdamW, "
+            "torch.compile unless stated. MFU is KempnerForge's (6 x active parameters with the LM head, plus 12 x "
+            "layers x dim x seq) over 989 TFLOP/s.")
+    rows = [
+        # id, model, gpus, tp, mb, accum, compile, step, tok/s, mfu, mem
+        ("kf2604-7b-1gpu", "7b", 1, 1, 2, 4, True, 3.13, 10471, 57.8, 80.7),
+        ("kf2604-7b-2gpu-fsdp2", "7b", 2, 1, 2, 4, True, 3.50, 18728, 51.7, 62.4),
+        ("kf2604-7b-2gpu-tp2", "7b", 2, 2, 4, 2, True, 2.49, 13163, 36.4, 57.8),
+        ("kf2604-7b-4gpu-fsdp4", "7b", 4, 1, 4, 2, True, 3.36, 38983, 53.8, 61.1),
+        ("kf2604-7b-4gpu-tp4", "7b", 4, 4, 4, 2, True, 1.30, 25135, 34.7, 39.4),
+        ("kf2604-7b-4gpu-tp2-fsdp2", "7b", 4, 2, 4, 2, True, 2.52, 25980, 35.9, 45.9),
+        ("kf2604-7b-8gpu-tp4-fsdp2", "7b", 8, 4, 4, 2, True, 1.48, 44299, 30.6, 32.7),
+        ("kf2604-13b-8gpu-fsdp8-eager", "13b", 8, 1, 4, 4, False, 14.81, 35405, 44.4, 88.5),
+        ("kf2604-13b-8gpu-tp4-fsdp2", "13b", 8, 4, 4, 4, True, 4.79, 27345, 34.3, 45.1),
+        ("kf2604-7b-16gpu-tp4-fsdp4", "7b", 16, 4, 4, 2, True, 1.58, 82988, 28.6, 29.4),
+        ("kf2604-13b-16gpu-tp4-fsdp4", "13b", 16, 4, 4, 4, True, 4.87, 53814, 33.7, 39.2),
+        ("kf2604-7b-32gpu-tp4-fsdp8", "7b", 32, 4, 4, 2, True, 1.68, 155917, 26.9, 27.6),
+        ("kf2604-13b-32gpu-tp4-fsdp8", "13b", 32, 4, 4, 4, True, 5.03, 104309, 32.7, 36.3),
+        ("kf2604-70b-32gpu-tp4-fsdp8", "70b", 32, 4, 2, 4, True, 14.85, 17657, 25.4, 93.2),
+    ]
+    out = []
+    for rid, model, gpus, tp, mb, accum, comp, step, tok, mfu, mem in rows:
+        n = note if comp else note + " This run: compile_model=false (eager)."
+        out.append(record("kempnerforge_h200_2026", rid, src, url, model, gpus, tp, mb, accum, comp, step, tok, mfu,
+                          mem, n))
+    return out
+
+
+def weak_scaling():
+    src = ("KempnerInstitute/KempnerForge benchmarks/weak_scaling_160gpu/README.md (2026-06-30, git 3ad9d9a), "
+           "'Results'; run arguments from weak_scaling_160gpu_bench.sh and the logs in results/ at e9f9189")
+    url = f"{REPO}/e9f91892905dc840f7048a01e8028083eb4033e7/benchmarks/weak_scaling_160gpu/README.md"
+    note = ("Steady state: the median over the back half of each run (30 steps; 200 at 160 GPUs, the mean of two "
+            "repeats). TP 4 inside a node (DeviceMesh dp_shard x tp) x FSDP across nodes; seq_len 4096, full "
+            "activation checkpointing, fused AdamW, torch.compile. The 8-GPU rows are the 2-node pre-flights of the "
+            "same configs.")
+    rows = [
+        ("kf2606-13b-8gpu-tp4-fsdp2", "13b", 8, 4, 4, 4.39, 29860, 35.9, 45.0),
+        ("kf2606-13b-32gpu-tp4-fsdp8", "13b", 32, 4, 4, 4.75, 110373, 33.2, 36.2),
+        ("kf2606-13b-64gpu-tp4-fsdp16", "13b", 64, 4, 4, 4.84, 216507, 32.6, 34.8),
+        ("kf2606-13b-128gpu-tp4-fsdp32", "13b", 128, 4, 4, 4.95, 423306, 31.8, 34.0),
+        ("kf2606-13b-160gpu-tp4-fsdp40", "13b", 160, 4, 4, 4.91, 534644, 32.2, 33.9),
+        ("kf2606-70b-8gpu-tp4-fsdp2", "70b", 8, 4, 2, 18.09, 3623, 20.6, 128.5),
+        ("kf2606-70b-32gpu-tp4-fsdp8", "70b", 32, 4, 2, 14.03, 18688, 26.5, 93.2),
+        ("kf2606-70b-64gpu-tp4-fsdp16", "70b", 64, 4, 2, 14.63, 35824, 25.4, 86.8),
+        ("kf2606-70b-96gpu-tp4-fsdp24", "70b", 96, 4, 2, 15.07, 52190, 24.7, 84.6),
+        ("kf2606-70b-128gpu-tp4-fsdp32", "70b", 128, 4, 2, 14.98, 69985, 24.8, 83.6),
+        ("kf2606-70b-160gpu-tp4-fsdp40", "70b", 160, 4, 2, 15.32, 85571, 24.3, 82.9),
+    ]
+    return [record("kempnerforge_h200_2026", rid, src, url, model, gpus, tp, mb, 4, True, step, tok, mfu, mem, note)
+            for rid, model, gpus, tp, mb, step, tok, mfu, mem in rows]
+
+
+if __name__ == "__main__":
+    records = mfu_scaling() + weak_scaling()
+    for r in records:  # every step is the tokens a step over the published tokens/s, to the table's rounding
+        p = r["plan"]
+        tokens = p["global_batch"] * r["model"]["seq"]
+        assert abs(tokens / r["measured"]["tokens_per_s"] / r["measured"]["iteration_time_s"] - 1.0) < 0.01, r["id"]
+    write_check_set("check_kempnerforge_h200.json", records)
