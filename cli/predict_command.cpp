@@ -147,6 +147,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         if (launchBlockingOf(pl.framework)) out << ", blocking kernel launches (CUDA_LAUNCH_BLOCKING=1)";
         if (ncclUbOf(pl.framework)) out << ", data-parallel collectives on NCCL user buffers (nccl_ub: NCCL's SM-efficient kernels)";
         if (kvReplicationOf(pl.framework)) out << ", K and V replicated over TP beyond the model's key/value heads (kv_replication)";
+        if (pl.tp > 1 && !lossParallelOf(pl.framework)) out << ", logits gathered over TP and the loss run whole on every rank (loss_parallel false)";
+        if (pl.tp > 1 && !vocabParallelEmbeddingOf(pl.framework)) out << ", the word embedding whole on every TP rank (vocab_parallel_embedding false)";
         if (const std::string launcher = launcherAttentionKernelOf(pl, s.cluster.gpu);
             pl.flashAttention && pl.attentionKernel == "auto" && !launcher.empty() && launcher != s.cluster.gpu.defaultAttentionKernel)
             out << ", attention " << launcher << " (its launcher set NVTE_FUSED_ATTN=0, cuDNN's attention off)";

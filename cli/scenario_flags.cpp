@@ -49,7 +49,8 @@ void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind) {
                    "The loss kernel: " + crossEntropyKindsText() + " (fused: Megatron-core's, an fp32 softmax kept; te: Transformer "
                    "Engine's, the gradient written into the logits; eager: cross_entropy(logits.float()); flash_attn: "
                    "flash-attn's; compiled: torch.compile's; fused_linear: Liger-Kernel's fused linear cross-entropy, the "
-                   "logits never whole, tp 1). Default: the framework's");
+                   "logits never whole, tp 1; eager_16bit: cross_entropy over the 16-bit logits, no upcast). Default: the "
+                   "framework's");
 }
 
 void overrideCrossEntropy(FrameworkSettings& framework, const std::optional<std::string>& kind, ProblemList& problems) {

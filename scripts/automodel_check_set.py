@@ -52,7 +52,7 @@ def qwen3_moe_30b():
             "tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 8, "vpp": 1, "micro_batch": 4, "global_batch": 512,
             "recompute": "full (activation_checkpointing: true)", "sequence_parallel": False, "zero": 3,
             "fsdp_sharding": "FULL_SHARD", "framework": "NeMo AutoModel (PyTorch FSDP2)", "framework_version": "2025",
-            "attention": "cudnn", "fused_kernels": True, "cross_entropy": "compiled",
+            "attention": "cudnn", "fused_kernels": True, "cross_entropy": "eager_16bit",
             "moe_token_dispatcher_type": "deepep", "foreach_optimizer": True, "torch_dtype": "bf16",
             "optimizer_dtype": "bf16",
         },
@@ -67,8 +67,8 @@ def qwen3_moe_30b():
             "plan.attention": ("BackendConfig attn: te: Transformer Engine's DotProductAttention, which takes cuDNN's "
                                "fused attention on H100"),
             "plan.fused_kernels": "rms_norm: te and linear: te (Transformer Engine's fused RMSNorm and linears)",
-            "plan.cross_entropy": ("MaskedCrossEntropy(fp32_upcast=False): cross_entropy over the 16-bit logits, 4 B a "
-                                   "logit kept with its gradient, as the compiled kind (no fp32 copy)"),
+            "plan.cross_entropy": ("MaskedCrossEntropy(fp32_upcast=False): cross_entropy over the 16-bit logits as they "
+                                   "are, no fp32 copy: tessel's eager_16bit"),
             "plan.moe_token_dispatcher_type": "enable_deepep: true: DeepEP's normal kernels (tessel's flex dispatcher)",
             "plan.foreach_optimizer": "torch.optim.Adam with its defaults: the foreach implementation on CUDA",
             "plan.recompute": "parallelizer activation_checkpointing: true: every block checkpointed",
@@ -79,8 +79,7 @@ def qwen3_moe_30b():
             "plan.optimizer_dtype": "torch.optim.Adam keeps its moments in the parameters' dtype (zeros_like(p)): bf16",
         },
         "notes": ("Mock data, no gradient clipping, 989 TFLOP/s peak (the table's notes). The gradients are "
-                  "reduce-scattered in fp32 (reduce_dtype) and kept in bf16; tessel's bf16_no_master recipe reduces "
-                  "them at 2 B. The table does not state the memory."),
+                  "reduce-scattered in fp32 (reduce_dtype, 4 B a parameter over the links) and kept in bf16. The table does not state the memory."),
     }
 
 
@@ -154,7 +153,7 @@ def deepseek_v3_256():
             "pipeline_layers": split, "pipeline_schedule": "Interleaved1F1B",
             "recompute": "full (activation_checkpointing: true)", "sequence_parallel": False, "zero": 3,
             "fsdp_sharding": "FULL_SHARD", "framework": "NeMo AutoModel (PyTorch FSDP2, torch.distributed.pipelining)",
-            "framework_version": "2025", "attention": "cudnn", "fused_kernels": True, "cross_entropy": "compiled",
+            "framework_version": "2025", "attention": "cudnn", "fused_kernels": True, "cross_entropy": "eager_16bit",
             "moe_token_dispatcher_type": "deepep", "moe_shared_expert_overlap": True, "foreach_optimizer": True,
             "torch_dtype": "bf16", "optimizer_dtype": "bf16",
         },
@@ -173,7 +172,7 @@ def deepseek_v3_256():
                                                "expert on its own CUDA stream beside the routed experts' dispatch"),
             "plan.attention": "BackendConfig attn: te: Transformer Engine's DotProductAttention (cuDNN's fused attention)",
             "plan.fused_kernels": "rms_norm: te and linear: te",
-            "plan.cross_entropy": "MaskedCrossEntropy(fp32_upcast=False), as the compiled kind",
+            "plan.cross_entropy": "MaskedCrossEntropy(fp32_upcast=False): eager_16bit",
             "plan.moe_token_dispatcher_type": "enable_deepep: true",
             "plan.foreach_optimizer": "torch.optim.Adam with its defaults",
             "plan.recompute": "parallelizer activation_checkpointing: true",

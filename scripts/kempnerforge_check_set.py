@@ -26,7 +26,8 @@ What the code runs that the reports do not print, read from kempnerforge at thos
 - Gradient accumulation under FSDP2's `set_requires_gradient_sync(False)` on every micro-step but the last
   (training/grad.py maybe_no_sync): one reduce-scatter a step.
 - The loss: `F.cross_entropy` over the model's bf16 logits (training/loss.py, loss_fn 'cross_entropy',
-  ce_chunk_size 0), outside the compiled model.
+  ce_chunk_size 0), outside the compiled model; with TP the logits are gathered to every rank first
+  (ColwiseParallel(output_layouts=Replicate()) on the head) and the token embedding is left whole on each.
 - SDPA with the backend left to PyTorch (sdpa_backend 'auto'): the 13B profile of 2026-04-07
   (benchmarks/profiling/13b_24gpu_profiling.md) shows `aten::_cudnn_attention_backward`, cuDNN's fused attention.
 
@@ -49,11 +50,17 @@ INFERRED = {
     "plan.optimizer_dtype": "torch.optim.AdamW(fused=True) keeps exp_avg / exp_avg_sq in the parameters' dtype: bf16",
     "plan.grad_sync_each_micro_batch": ("training/grad.py maybe_no_sync: FSDP2 set_requires_gradient_sync(False) on "
                                         "every micro-step but the last"),
-    "plan.cross_entropy": ("F.cross_entropy over the bf16 logits (no fp32 upcast, outside torch.compile): the 16-bit "
-                           "logits and their 16-bit gradient, read as the compiled kind's 4 B a logit"),
+    "plan.cross_entropy": ("training/loss.py cross_entropy_loss: F.cross_entropy over the model's bf16 logits, no fp32 "
+                           "upcast, outside torch.compile (ce_chunk_size 0): tessel's eager_16bit"),
     "plan.attention": ("SDPA, backend 'auto': cuDNN's fused attention on the H200 "
                        "(benchmarks/profiling/13b_24gpu_profiling.md: aten::_cudnn_attention_backward)"),
     "plan.fused_kernels": "train.compile_model (torch.compile of the whole model)",
+    "plan.loss_parallel": ("distributed/tensor_parallel.py apply_tensor_parallel: output_head.proj is "
+                           "ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()) and the loss runs outside "
+                           "any loss_parallel context: the logits gathered to every TP rank, the loss over the whole "
+                           "vocabulary on each"),
+    "plan.vocab_parallel_embedding": ("apply_tensor_parallel leaves token_embedding unsharded (only a forward hook that "
+                                      "marks its output Replicate): the whole table on every TP rank"),
     "system.inter_node_link": "config_validation.md: 'InfiniBand (NDR 400Gbps) inter-node', read as one NIC a GPU",
 }
 
@@ -68,7 +75,7 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
         "sequence_parallel": tp > 1, "zero": 3 if dp > 1 else 0,
         "framework": "KempnerForge (PyTorch FSDP2 fully_shard, DTensor tensor parallelism)",
         "framework_version": "2026", "compile": compile_model, "fused_kernels": compile_model,
-        "attention": "cudnn", "cross_entropy": "compiled", "foreach_optimizer": False, "torch_dtype": "bf16",
+        "attention": "cudnn", "cross_entropy": "eager_16bit", "foreach_optimizer": False, "torch_dtype": "bf16",
         "optimizer_dtype": "bf16", "tp_comm_overlap": False,
     }
     if dp > 1:
@@ -76,8 +83,10 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
         plan["reshard_after_forward"] = True
     if dp > 1 and accum > 1:
         plan["grad_sync_each_micro_batch"] = False
-    inferred = {k: v for k, v in INFERRED.items()
-                if (k != "plan.grad_sync_each_micro_batch" or "grad_sync_each_micro_batch" in plan)}
+    if tp > 1:
+        plan["loss_parallel"] = False
+        plan["vocab_parallel_embedding"] = False
+    inferred = {k: v for k, v in INFERRED.items() if not k.startswith("plan.") or k[len("plan."):] in plan}
     return {
         "id": rid, "group": group, "kind": "training_throughput", "source": source, "source_url": url,
         "model": {"name": name, "layers": layers, "hidden": dim, "heads": heads, "kv_heads": kv, "ffn_hidden": ffn,

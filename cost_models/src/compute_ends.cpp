@@ -100,7 +100,7 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         // Gemma 2's soft-capping of the logits before the loss, three ops over them each way. Liger's fused linear
         // cross-entropy takes the cap inside its kernel (softcap), on logits it reads anyway: nothing added there.
         if (model.logitSoftcap > 0.0)
-            b.forwardOps.push_back(softcapOp("logit_softcap", d(s.tokens) * d(s.vocabLocal), e));
+            b.forwardOps.push_back(softcapOp("logit_softcap", d(s.tokens) * d(s.vocabLoss), e));
     }
     if (recipe.autocast) {
         // The output weight cast for this forward (and its gradient back), and in eager code the final norm's
@@ -116,26 +116,32 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         ce.backwardByteFactor = 0.0; // the gradient was written in the forward
         b.forwardOps.push_back(ce);
     } else if (eagerLoss) {
+        // From here the loss reads the logits it holds: the rank's vocabulary shard, or, where they are gathered over
+        // TP (loss_parallel false), all of them on every rank (s.vocabLoss).
         // cross_entropy(logits.float()): an fp32 copy, log-softmax, and their backward.
-        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLocal, e));
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eagerCrossEntropyBytes(s.tokens, s.vocabLoss, e));
         ce.backwardByteFactor = kernel_cost::eagerCrossEntropyBackwardFactor(e);
+        b.forwardOps.push_back(ce);
+    } else if (crossEntropyOf(plan.framework) == "eager_16bit") {
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::eager16BitCrossEntropyBytes(s.tokens, s.vocabLoss, e));
+        ce.backwardByteFactor = kernel_cost::kEager16BitCrossEntropyBackwardFactor;
         b.forwardOps.push_back(ce);
     } else if (crossEntropyOf(plan.framework) == "compiled") {
         // torch.compile's kernels for cross_entropy(logits.float()) (torchtitan's compiled loss): the upcast fused
         // into an online log-sum-exp over the 16-bit logits, and a backward that writes their 16-bit gradient.
-        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::compiledCrossEntropyBytes(s.tokens, s.vocabLocal, e));
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::compiledCrossEntropyBytes(s.tokens, s.vocabLoss, e));
         ce.backwardByteFactor = kernel_cost::kCompiledCrossEntropyBackwardFactor;
         b.forwardOps.push_back(ce);
     } else {
         // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
-        b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLocal, e)));
+        b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLoss, e)));
     }
     // The trainer's training metrics, each an eager cross_entropy over the same logits outside autograd (Composer's
     // _eval_train_metrics after every micro-batch's backward, in its autocast context, where cross_entropy runs in
     // fp32): the cast and the log-softmax, no backward (FORMULAS.md §3.4).
     if (const int metrics = trainMetricLossesOf(plan.framework); metrics > 0) {
         OpCost m = memoryOp("train_metrics", "cross_entropy",
-                            metrics * kernel_cost::metricCrossEntropyBytes(s.tokens, s.vocabLocal, e));
+                            metrics * kernel_cost::metricCrossEntropyBytes(s.tokens, s.vocabLoss, e));
         m.backwardByteFactor = 0.0;
         b.forwardOps.push_back(m);
     }

@@ -410,7 +410,7 @@ DeepSpeedStage3 deepSpeedStage3Of(const FrameworkSettings& f) {
     return d;
 }
 const std::vector<std::string>& crossEntropyKinds() {
-    static const std::vector<std::string> kinds = {"fused", "te", "eager", "flash_attn", "compiled", "fused_linear"};
+    static const std::vector<std::string> kinds = {"fused", "te", "eager", "flash_attn", "compiled", "fused_linear", "eager_16bit"};
     return kinds;
 }
 std::string crossEntropyOf(const FrameworkSettings& f) {
@@ -454,6 +454,8 @@ bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.valu
 bool gradAccumulationFusionOf(const FrameworkSettings& f) { return f.gradAccumulationFusion.value_or(true); }
 bool ncclUbOf(const FrameworkSettings& f) { return f.ncclUb.value_or(false); }
 bool kvReplicationOf(const FrameworkSettings& f) { return f.kvReplication.value_or(false); }
+bool lossParallelOf(const FrameworkSettings& f) { return f.lossParallel.value_or(true); }
+bool vocabParallelEmbeddingOf(const FrameworkSettings& f) { return f.vocabParallelEmbedding.value_or(true); }
 
 bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
     if (f.name != "megatron" && f.name != "nemo" && f.name != "megascale") return false;
@@ -508,6 +510,8 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("gradient_accumulation_fusion")) f.gradAccumulationFusion = r.optBool("gradient_accumulation_fusion", true);
     if (r.has("nccl_ub")) f.ncclUb = r.optBool("nccl_ub", false);
     if (r.has("kv_replication")) f.kvReplication = r.optBool("kv_replication", false);
+    if (r.has("loss_parallel")) f.lossParallel = r.optBool("loss_parallel", true);
+    if (r.has("vocab_parallel_embedding")) f.vocabParallelEmbedding = r.optBool("vocab_parallel_embedding", true);
     return f;
 }
 
@@ -536,6 +540,8 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.gradAccumulationFusion) plan["gradient_accumulation_fusion"] = *f.gradAccumulationFusion;
     if (f.ncclUb) plan["nccl_ub"] = *f.ncclUb;
     if (f.kvReplication) plan["kv_replication"] = *f.kvReplication;
+    if (f.lossParallel) plan["loss_parallel"] = *f.lossParallel;
+    if (f.vocabParallelEmbedding) plan["vocab_parallel_embedding"] = *f.vocabParallelEmbedding;
 }
 
 } // namespace tessel

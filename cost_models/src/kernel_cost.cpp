@@ -46,6 +46,7 @@ double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, 
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
 double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
 double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return e * d(tokens) * d(vocab); }
+double eager16BitCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return 4.0 * e * d(tokens) * d(vocab); }
 int64_t fusedLinearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden) {
     const int64_t incFactor = std::max<int64_t>(1, (vocab + hidden - 1) / std::max<int64_t>(1, hidden));
     const int64_t want = std::max<int64_t>(1, (tokens + incFactor - 1) / incFactor);

@@ -313,6 +313,7 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
     t.expertTokens = d(s.expertTokens);
     t.expertTpGather = d(s.expertTpGather);
     t.vocabLocal = d(s.vocabLocal);
+    t.vocabLoss = d(s.vocabLoss);
     {
         // Used only by ZB-H1 plans, but computed for every shape so the terms do not depend on the schedule.
         t.weightGradientSet = weightGradientPendingBytes(model, plan, recipe);
@@ -454,11 +455,17 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     }
 
     OtherMemory& o = st.other;
+    // Where FSDP reduces once a step, the sharded gradient exists only from that reduce-scatter on: the optimizer
+    // set it to None after the last step (zero_grad(set_to_none=True), PyTorch's default from 2.0), every
+    // micro-batch before the last accumulates into the unsharded gradient, and the last one's reduce-scatter frees
+    // each unit's unsharded gradient as it writes its shard. The unsharded gradient is the stage's gradient memory,
+    // in place of the shard, not beside it.
+    const double shardedGrads = st.gradsBytes;
     if (fsdpGathersOncePerStep(plan.framework, plan.pp, z)) {
         // Gathered once a step and kept: the stage's whole unsharded copy, and its unsharded gradients accumulated in
         // the reduce dtype until the step's one reduce-scatter (FSDP2's to_accumulated_grad_if_needed).
         st.weightsBytes += params.total() * recipe.paramGatherBytes();
-        st.gradsBytes += params.total() * recipe.gradReduceBytes();
+        st.gradsBytes = std::max(shardedGrads, params.total() * recipe.gradReduceBytes());
     } else {
         if (z >= 3)
             o.zero3GatherBytes = zero3GatherParameters(model, plan, stage) * recipe.paramGatherBytes(); // in use + prefetched
@@ -467,7 +474,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // unsharded parameter it belongs to, FSDP2's (torchtitan's costs) upcast to the reduce dtype
         // (FSDPParam.to_accumulated_grad_if_needed, then accumulate_unsharded_grad_if_needed adds each later one).
         if (fsdpReducesOncePerStep(plan.framework, plan.pp, z))
-            st.gradsBytes += params.total() * fsdpNoSyncGradBytes(plan.framework, recipe);
+            st.gradsBytes = std::max(shardedGrads, params.total() * fsdpNoSyncGradBytes(plan.framework, recipe));
     }
     if (torchPipeliningOf(plan.framework, plan.pp)) {
         // torch.distributed.pipelining (torchPipeliningOf): each of the rank's virtual stages but the model's first
@@ -569,39 +576,46 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // forward multiplies with) until its backward hands them on; one chunk's logits (chunk x V/t) and an fp32
             // loss a token are the forward's transients. Each MTP module's loss the same.
             const double chunk = static_cast<double>(kernel_cost::fusedLinearCrossEntropyChunkTokens(
-                static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLocal), static_cast<int64_t>(h)));
-            const double kept = t.residualBytes * T * h + recipe.paramGatherBytes() * t.vocabLocal * h;
-            o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLocal + 4.0 * T;
+                static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLoss), static_cast<int64_t>(h)));
+            const double kept = t.residualBytes * T * h + recipe.paramGatherBytes() * t.vocabLoss * h;
+            o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLoss + 4.0 * T;
         } else if (loss == "te" || e >= 4.0) {
             // The logits in their own type, overwritten by their gradient in the forward; per-row max and sum are
             // all the loss adds. Transformer Engine's parallel_cross_entropy (CrossEntropyFunction saves its
             // input, into which the Triton kernel wrote the gradient), tessel's executor (loss_in_place: the
             // CUDA backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy), and
             // every loss computing in fp32/fp64, whose logits are already that type.
-            o.logitsLossBytes = headInFlight * e * T * t.vocabLocal;
+            o.logitsLossBytes = headInFlight * e * T * t.vocabLoss;
         } else if (loss == "flash_attn" || loss == "compiled") {
             // flash-attn's cross_entropy (flash_attn/ops/triton/cross_entropy.py; apex's xentropy before it): it
             // saves the 16-bit logits and an fp32 log-sum-exp per row, and its backward writes the gradient into a
             // new tensor like the logits (inplace_backward off, llm-foundry's FusedCrossEntropyLoss default).
             // torch.compile's kernels for cross_entropy(logits.float()) ("compiled") save the same: the upcast is
             // fused away, the 16-bit logits and a row's log-sum-exp kept, the gradient a new 16-bit tensor.
-            o.logitsLossBytes = headInFlight * e * T * t.vocabLocal + e * T * t.vocabLocal;
+            o.logitsLossBytes = headInFlight * e * T * t.vocabLoss + e * T * t.vocabLoss;
+        } else if (loss == "eager_16bit") {
+            // cross_entropy over the 16-bit logits as they are: per micro-batch in flight the logits (the caller
+            // holds them) and log_softmax's 16-bit output it saved; at the backward nll_loss's dense gradient and
+            // the input gradient log_softmax_backward writes, both of the logits' size.
+            o.logitsLossBytes = headInFlight * 2.0 * e * T * t.vocabLoss + 2.0 * e * T * t.vocabLoss;
         } else if (loss == "eager") {
             // cross_entropy(logits.float()): at its backward's peak the fp32 log-softmax output it kept, the
             // dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.
-            o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLocal;
+            o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLoss;
         } else {
             // Megatron-core's vocab-parallel cross-entropy (fused or not) keeps an fp32 softmax per micro-batch
             // in flight while the 16-bit logits of the current one exist.
-            o.logitsLossBytes = headInFlight * 4.0 * T * t.vocabLocal + e * T * t.vocabLocal;
+            o.logitsLossBytes = headInFlight * 4.0 * T * t.vocabLoss + e * T * t.vocabLoss;
         }
         // Each MTP module's loss keeps what the model's keeps per micro-batch (its logits, or their fp32 softmax)
         // until the backward; the current logits' transient is one at a time.
-        const double savedPerLogit = loss == "te" || loss == "flash_attn" || loss == "compiled" || e >= 4.0 ? e : 4.0;
-        if (loss != "fused_linear") o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLocal;
+        const double savedPerLogit = loss == "eager_16bit"                                             ? 2.0 * e
+                                     : loss == "te" || loss == "flash_attn" || loss == "compiled" || e >= 4.0 ? e
+                                                                                                              : 4.0;
+        if (loss != "fused_linear") o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLoss;
         // Gemma 2's soft-capping of the logits keeps its tanh output, the logits' size in their type, per micro-batch
         // in flight until its backward; Liger's fused linear loss caps inside its kernel and keeps nothing more.
-        if (model.logitSoftcap > 0.0 && loss != "fused_linear") o.logitsLossBytes += headInFlight * e * T * t.vocabLocal;
+        if (model.logitSoftcap > 0.0 && loss != "fused_linear") o.logitsLossBytes += headInFlight * e * T * t.vocabLoss;
     }
     // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
     // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under
@@ -610,7 +624,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // size: not costed there (docs/validation.md).
     if (last && plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage &&
         crossEntropyOf(plan.framework) != "fused_linear") // the fused loss's stage outputs its loss, no logits
-        o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLocal;
+        o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLoss;
     // The last rank of an interleaved schedule whose chunks differ: the stash with an output-layer pass alive (its head
     // state and logits, as counted above), or a larger stash while none is (inFlightLayers); the larger moment is the peak.
     if (last && walk.interleavedWalk && !plan.offloads()) {
@@ -664,7 +678,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // outputs, beside one metric's fp32 copy and log-softmax (4 + 4 B a logit). Where that phase needs more than
     // the backward held, the excess is the stage's peak's, counted with the logits and loss.
     if (last && trainMetricLossesOf(plan.framework) > 0) {
-        const double metricsPhase = (e + 8.0) * T * t.vocabLocal;
+        const double metricsPhase = (e + 8.0) * T * t.vocabLoss;
         const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
         o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase);
     }
@@ -698,7 +712,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         // attention's scores, the last stage's fp32 logits. The step's copies reuse the bucket's segment where they
         // fit in it.
         const double inner = e * T * t.ffnLocal * (model.gatedMlp() ? 2.0 : 1.0);
-        const double largestFreedBlock = std::max({scoresBytes, inner, e * T * h, last ? 4.0 * T * t.vocabLocal : 0.0});
+        const double largestFreedBlock = std::max({scoresBytes, inner, e * T * h, last ? 4.0 * T * t.vocabLoss : 0.0});
         const double bucketSegment = zero1ReduceTransient > largestFreedBlock ? zero1ReduceTransient : 0.0;
         const double copySegment = stepCopy > std::max(largestFreedBlock, bucketSegment) ? stepCopy : 0.0;
         st.allocatorKeptBytes = std::max(0.0, bucketSegment + copySegment - o.stepCopyBytes);

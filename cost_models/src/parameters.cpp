@@ -98,7 +98,8 @@ StageParameters layerParameters(const ModelConfig& model, const Plan& plan) {
 }
 
 double embeddingParameters(const ModelConfig& model, const Plan& plan) {
-    double emb = d(paddedVocab(model, plan)) * d(model.hidden) / plan.tp; // vocab-parallel word embedding
+    // The vocab-parallel word embedding, or the whole table on every TP rank (vocab_parallel_embedding false).
+    double emb = d(paddedVocab(model, plan)) * d(model.hidden) / (vocabParallelEmbeddingOf(plan.framework) ? plan.tp : 1);
     if (model.position == PositionEmbedding::Learned) emb += d(model.seqLen) * d(model.hidden);
     if (model.embeddingNorm) emb += normParams(model); // BLOOM's embedding norm, replicated over TP
     return emb;

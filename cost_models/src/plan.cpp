@@ -190,6 +190,15 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
         if (r.gemmDtype == Dtype::Bf16) r.gemmDtype = Dtype::Fp16;
     }
     if (r.megatronMainGrads() && !gradReduceInFp32Of(framework)) r.gradBytes = 2;
+    // PyTorch FSDP over 16-bit parameters (bf16_no_master) with MixedPrecisionPolicy(reduce_dtype=float32) stated:
+    // each gradient is cast to fp32 for its reduce-scatter and the reduced shard cast back to the parameters' dtype
+    // (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce), so 4 B a parameter cross the links,
+    // and FSDP2's no-sync accumulation keeps the unsharded gradient in fp32 (fsdpNoSyncGradBytes). KempnerForge's
+    // default_mp_policy, AutoModel's MoE parallelizer. Only where the plan states it: FSDP2 without a reduce_dtype
+    // reduces in the parameters' dtype.
+    if (precision == "bf16_no_master" && (framework.name == "fsdp" || framework.name == "torchtitan") &&
+        framework.gradReduceInFp32.value_or(false))
+        r.reduceBytes = 4;
     // FP8 parameters (--fp8-param-gather, NeMo 2's fp8_params): the linear weights are kept in FP8 with their
     // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings and
     // norms stay bf16 and are gathered at 2 B; counting them at 1 B moves up to 13% too few bytes (Llama 3 8B,

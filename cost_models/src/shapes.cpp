@@ -39,6 +39,7 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     }
     s.vocabPadded = paddedVocab(model, plan);
     s.vocabLocal = s.vocabPadded / t;
+    s.vocabLoss = lossParallelOf(plan.framework) ? s.vocabLocal : s.vocabPadded;
     s.activationBytes = bytesPerElement(recipe.computeDtype);
     s.gemmInputBytes = bytesPerElement(recipe.gemmDtype);
     // A byte a dropped element's mask, where the masks are kept for the backward (dropout_masks_kept).

@@ -55,7 +55,7 @@ DeepSpeedLiveSet deepSpeedZero3LiveParameters(const ModelConfig& model, const Pl
         layer.push_back(std::move(ids));
     }
     const int word = static_cast<int>(numel.size());
-    numel.push_back(d(paddedVocab(model, plan)) * h / tp);
+    numel.push_back(d(paddedVocab(model, plan)) * h / (vocabParallelEmbeddingOf(plan.framework) ? tp : 1.0));
     int position = -1;
     if (model.position == PositionEmbedding::Learned) {
         position = static_cast<int>(numel.size());

@@ -105,6 +105,19 @@ void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& fram
                      framework + " splits the " + std::to_string(m.kvHeads) + " key/value heads over tp " +
                          std::to_string(p.tp) + " and cannot replicate them (BigCode's Megatron-LM fork does): use a tp "
                          "that divides them, or kv_heads a multiple of tp in the model");
+    // Each splits the word embedding over TP by vocabulary (Megatron-core's VocabParallelEmbedding, DeepSpeed's
+    // Megatron code the same, torchtitan's RowwiseParallel tok_embeddings); a TP plan that leaves it whole is another
+    // trainer's (KempnerForge's).
+    if (p.tp > 1 && !vocabParallelEmbeddingOf(p.framework))
+        problems.add("/plan/vocab_parallel_embedding",
+                     framework + " splits the word embedding over tp by vocabulary and cannot keep it whole on every "
+                                 "rank: drop vocab_parallel_embedding false");
+    // Megatron-LM's and DeepSpeed's loss is the vocab-parallel cross-entropy, always; torchtitan gathers the logits
+    // with --parallelism.disable_loss_parallel (written by its export).
+    if (p.tp > 1 && !lossParallelOf(p.framework) && framework != "torchtitan")
+        problems.add("/plan/loss_parallel",
+                     framework + " runs the loss over each tp rank's vocabulary shard and cannot gather the logits: "
+                                 "drop loss_parallel false, or export for torchtitan (disable_loss_parallel)");
     // TF32 is PyTorch's matmul precision, a line of the training script, not a framework argument.
     if (p.precision == "tf32")
         problems.add("/plan/precision",
@@ -121,6 +134,10 @@ void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& fram
         problems.add("/plan/train_metric_losses",
                      framework + " computes no training metrics over the logits; the cross-entropies tessel costs for "
                                  "them are Composer's trainer (llm-foundry); set train_metric_losses 0");
+    if (p.framework.crossEntropy.value_or("") == "eager_16bit")
+        problems.add("/plan/cross_entropy",
+                     framework + " runs its own loss kernel; cross_entropy over the 16-bit logits without an upcast is "
+                                 "the trainer's own code (KempnerForge's, AutoModel's): set cross_entropy fused, te or eager");
     if (p.framework.crossEntropy.value_or("") == "flash_attn")
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; flash-attn's cross_entropy is llm-foundry's model code: "

@@ -349,6 +349,8 @@ std::string exportTorchtitan(const Scenario& s, ProblemList& problems) {
     const bool reshard = ov.reshardAfterForward && !fsdpGathersOncePerStep(p.framework, p.pp, p.zeroStage);
     if (p.zeroStage == 3) out << "fsdp_reshard_after_forward = " << tomlString(reshard ? "always" : "never") << "\n";
     out << "tensor_parallel_degree = " << p.tp << "\n";
+    // The logits gathered over TP and the loss run whole on every rank (loss_parallel false).
+    if (p.tp > 1 && !lossParallelOf(p.framework)) out << "disable_loss_parallel = true\n";
     // Async TP (torch's micro-pipelined collective matmuls) is torchtitan's TP overlap.
     out << "enable_async_tensor_parallel = " << (ov.tpCommOverlap && p.tp > 1 ? "true" : "false") << "\n";
     out << "pipeline_parallel_degree = " << p.pp << "\n";

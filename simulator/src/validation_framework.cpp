@@ -169,6 +169,14 @@ bool readFramework(Reading& r) {
         if (auto v = boolean(pl, "nccl_ub")) plan.framework.ncclUb = *v;
         else r.assume("nccl_ub \"" + text(pl, "nccl_ub") + "\" is neither true nor false: NCCL's own buffers taken");
     }
+    // The TP plan's ends: the loss over each rank's vocabulary shard or over logits gathered to every rank
+    // (loss_parallel, torchtitan's disable_loss_parallel), the embedding split by vocabulary or whole on each rank.
+    if (auto v = boolean(pl, "loss_parallel")) plan.framework.lossParallel = *v;
+    else if (auto off = boolean(pl, "disable_loss_parallel")) plan.framework.lossParallel = !*off;
+    if (auto v = boolean(pl, "vocab_parallel_embedding")) plan.framework.vocabParallelEmbedding = *v;
+    for (const char* key : {"loss_parallel", "disable_loss_parallel", "vocab_parallel_embedding"})
+        if (member(pl, key) && !boolean(pl, key))
+            r.assume(std::string(key) + " \"" + text(pl, key) + "\" is neither true nor false: the split kept");
     // Fewer key/value heads than tp ranks, tp a multiple of them: the run replicated K and V over the ranks (no other
     // way runs it: Megatron-core and Transformer Engine refuse such a plan), said; a stated kv_replication wins.
     const int64_t kvHeads = r.c.scenario.model.kvHeads;

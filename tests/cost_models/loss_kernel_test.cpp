@@ -4,6 +4,7 @@
 
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/parameters.hpp"
 
 #include <gtest/gtest.h>
 
@@ -82,6 +83,84 @@ TEST(FusedLinearLoss, TheOutputLayersGradientsRunInTheForwardAtTheSameWork) {
     EXPECT_EQ(wgrad->m, 128256);
     EXPECT_EQ(wgrad->k, 1024);
     EXPECT_TRUE(wgrad->noBackward);
+}
+
+// A TP plan's ends (loss_parallel, vocab_parallel_embedding). Llama 3 8B at tp 4 with sequence parallelism, one
+// micro-batch of 4 x 8192 tokens, torch.compile's loss (4 B a logit: the bf16 logits and their bf16 gradient). With
+// the loss over each rank's vocabulary shard the last stage keeps 4 B x 32768 x 128256 / 4 = 4.20 GB; with the logits
+// gathered to every rank (DTensor's ColwiseParallel(output_layouts=Replicate())) all of them, 16.8 GB, and the loss's
+// kernels read and write four times the bytes; the LM head's GEMM is still the rank's V / 4 columns. The embedding
+// whole on every rank adds its other three quarters, 128256 x 4096 x 3/4, to the rank's parameters and their state.
+TEST(TpPlanEnds, GatheredLogitsAndAWholeEmbeddingByHand) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    Plan p = test::plan3d(4, 1, 1, 4, 4, "torchtitan", "2026");
+    p.sequenceParallel = true;
+    p.recompute = Recompute::Full;
+    p.framework.crossEntropy = "compiled";
+    const double T = 32768.0, V = 128256.0, h = 4096.0;
+    const auto split = predictMemory(llama, c, p).stages.back();
+    EXPECT_DOUBLE_EQ(split.other.logitsLossBytes, 4.0 * T * V / 4.0);
+    Plan gathered = p;
+    gathered.framework.lossParallel = false;
+    const auto whole = predictMemory(llama, c, gathered).stages.back();
+    EXPECT_DOUBLE_EQ(whole.other.logitsLossBytes, 4.0 * T * V);
+    EXPECT_DOUBLE_EQ(whole.weightsBytes, split.weightsBytes); // the head stays column-parallel
+    auto opBytes = [&](const Plan& q, const std::string& name) {
+        const BlockCompute b = headCompute(llama, c, q, precisionRecipeOf(q));
+        for (const OpCost& op : b.forwardOps)
+            if (op.name == name) return op.bytes;
+        ADD_FAILURE() << name;
+        return 0.0;
+    };
+    EXPECT_DOUBLE_EQ(opBytes(gathered, "cross_entropy"), 4.0 * opBytes(p, "cross_entropy"));
+    const BlockCompute headSplit = headCompute(llama, c, p, precisionRecipeOf(p));
+    const BlockCompute headWhole = headCompute(llama, c, gathered, precisionRecipeOf(gathered));
+    EXPECT_DOUBLE_EQ(headWhole.forward.flops, headSplit.forward.flops); // 2 T (V / 4) h either way
+    // Stated true, or tp 1, nothing moves.
+    gathered.framework.lossParallel = true;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, gathered).stages.back().other.logitsLossBytes, split.other.logitsLossBytes);
+    Plan one = test::plan3d(1, 1, 1, 1, 1, "torchtitan", "2026");
+    one.framework.crossEntropy = "compiled";
+    Plan oneWhole = one;
+    oneWhole.framework.lossParallel = false;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, oneWhole).stages.back().other.logitsLossBytes,
+                     predictMemory(llama, c, one).stages.back().other.logitsLossBytes);
+    // The embedding: the rank holds V h / 4 parameters of it, or V h; bf16 weights beside fp32 master, gradients and
+    // moments (the megatron recipe, bytesPerParameter: 2 + 4 + 4 + 4 + 4 = 18 B, no ZeRO).
+    Plan embWhole = p;
+    embWhole.framework.vocabParallelEmbedding = false;
+    const auto first = predictMemory(llama, c, p).stages.front();
+    const auto firstWhole = predictMemory(llama, c, embWhole).stages.front();
+    const double extra = V * h * 3.0 / 4.0;
+    const double state = precisionRecipeOf(p).bytesPerParameter();
+    EXPECT_NEAR((firstWhole.weightsBytes + firstWhole.gradsBytes + firstWhole.optimizerBytes) -
+                    (first.weightsBytes + first.gradsBytes + first.optimizerBytes),
+                extra * state, 1.0);
+    EXPECT_DOUBLE_EQ(embeddingParameters(llama, embWhole), V * h);
+    EXPECT_DOUBLE_EQ(embeddingParameters(llama, p), V * h / 4.0);
+}
+
+// cross_entropy over the 16-bit logits without an upcast (eager_16bit), Llama 3 8B, 4 x 8192 tokens: the logits and
+// log_softmax's bf16 output kept, nll_loss's dense gradient and the input gradient at the backward: 8 B a logit,
+// 33.6 GB, where the compiled kernels keep 4 and the fp32 eager loss 12. Its kernels move 4 x 2 B a logit forward
+// (log_softmax reads a row three times and writes it) and 5 x 2 B backward.
+TEST(EagerLoss16Bit, KeepsFourTensorsOfTheLogitsAtItsBackward) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const double T = 32768.0, V = 128256.0;
+    auto lossMemory = [&](const char* kind) {
+        return predictMemory(llama, c, llamaFsdp(kind)).stages.back().other.logitsLossBytes;
+    };
+    EXPECT_DOUBLE_EQ(lossMemory("eager_16bit"), 8.0 * T * V);
+    EXPECT_DOUBLE_EQ(lossMemory("compiled"), 4.0 * T * V);
+    const Plan p = llamaFsdp("eager_16bit");
+    const BlockCompute head = headCompute(llama, c, p, precisionRecipeOf(p));
+    const auto ce = std::find_if(head.forwardOps.begin(), head.forwardOps.end(),
+                                 [](const OpCost& op) { return op.name == "cross_entropy"; });
+    ASSERT_NE(ce, head.forwardOps.end());
+    EXPECT_DOUBLE_EQ(ce->bytes, 8.0 * T * V);
+    EXPECT_DOUBLE_EQ(ce->backwardByteFactor, 5.0 / 4.0);
 }
 
 TEST(FusedLinearLoss, OverPresetsAndBatchesTheWorkIsEveryLosssAndTheChunkStaysSmall) {

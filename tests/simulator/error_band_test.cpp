@@ -250,7 +250,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 24u); // the shared runs and tessel's twenty-three check sets of published runs
+    ASSERT_EQ(files.size(), 25u); // the shared runs and tessel's twenty-four check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -331,10 +331,12 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
     EXPECT_EQ(b200->records, 12);
     EXPECT_GT(b200->medianAbsError, 1.2 * shipped.overall.medianAbsError);
-    // An H200 plan has no runs of its own in the bands: the fallback.
+    // An H200 Megatron-style plan: no Megatron-style H200 runs, but the H200's own 27 (torchtitan's two, KempnerForge's
+    // 25), so the GPU family's band, not the all-runs fallback.
     const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
     ASSERT_TRUE(h200.has_value());
-    EXPECT_EQ(h200->kind, "all published runs");
+    EXPECT_EQ(h200->kind, gpuFamilyKind("H200"));
+    EXPECT_EQ(h200->records, 27);
     // The B300 has no runs either, but its dense rates and preset's figures are the B200's: a B300 plan is shown the
     // B200 runs' band (5.5% where the fallback says 4.2%). The GB300 has runs of its own (Megatron-Bridge's, in
     // check_megatron_bridge_gb300_fp8.json and check_megatron_bridge_2026.json), so a band of its own, not its

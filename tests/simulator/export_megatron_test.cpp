@@ -589,6 +589,40 @@ TEST(ExportMegatron, KvReplicationBeyondTheHeadsIsRefusedEverywhere) {
         EXPECT_TRUE(contains(refusal(s, f), "/plan/kv_replication"));
 }
 
+// A TP plan's ends: every format splits the word embedding by vocabulary, so a whole one is refused at its pointer;
+// the logits gathered over TP are torchtitan's disable_loss_parallel, which its export writes, and Megatron-LM and
+// DeepSpeed refuse (their loss is vocab-parallel). At tp 1 neither says anything.
+TEST(ExportMegatron, TpPlanEndsAreWrittenOrRefusedAtTheirPointers) {
+    Scenario s = preset("llama3-70b-h100"); // tp 8
+    s.plan.framework.vocabParallelEmbedding = false;
+    for (const ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::Torchtitan})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/vocab_parallel_embedding"));
+    s.plan.framework.vocabParallelEmbedding.reset();
+    s.plan.framework.lossParallel = false;
+    for (const ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed})
+        EXPECT_TRUE(contains(refusal(s, f), "/plan/loss_parallel"));
+    Scenario t = preset("llama3-8b-h100");
+    t.plan.tp = 2;
+    t.plan.pp = 1;
+    t.plan.cp = 1;
+    t.plan.dp = t.cluster.totalGpus() / 2;
+    t.plan.zeroStage = 3;
+    t.plan.precision = "fsdp";
+    t.plan.framework.lossParallel = false;
+    const std::string text = exportPlan(t, ExportFormat::Torchtitan);
+    EXPECT_NE(text.find("disable_loss_parallel = true"), std::string::npos) << text;
+    t.plan.framework.lossParallel.reset();
+    EXPECT_EQ(exportPlan(t, ExportFormat::Torchtitan).find("disable_loss_parallel"), std::string::npos);
+    t.plan.tp = 1;
+    t.plan.sequenceParallel = false;
+    t.plan.dp = t.cluster.totalGpus();
+    t.plan.framework.lossParallel = false;
+    t.plan.framework.vocabParallelEmbedding = false;
+    std::string one;
+    EXPECT_NO_THROW(one = exportPlan(t, ExportFormat::Torchtitan));
+    EXPECT_EQ(one.find("disable_loss_parallel"), std::string::npos);
+}
+
 TEST(ExportMegatron, OverlapSettingsAndFp8AreWritten) {
     Scenario s = preset("llama3-70b-h100"); // interleaved, ZeRO-1, SP
     s.plan.framework.name = "megatron";

@@ -463,6 +463,27 @@ TEST(ValidationRecord, FourSxmGpusANodeAreAnHgxBoardWithoutNvswitch) {
     EXPECT_FALSE(mentions(rack.assumptions, "HGX 4-GPU board"));
 }
 
+// A record's TP plan ends: loss_parallel (or torchtitan's disable_loss_parallel) and vocab_parallel_embedding read
+// as stated; unstated, both split; a value that is no boolean is said and the split kept.
+TEST(ValidationRecord, TpPlanEndsAreReadAsStated) {
+    nlohmann::json r = record();
+    const ValidationCase plain = load(r);
+    EXPECT_TRUE(lossParallelOf(plain.scenario.plan.framework));
+    EXPECT_TRUE(vocabParallelEmbeddingOf(plain.scenario.plan.framework));
+    r["plan"]["loss_parallel"] = false;
+    r["plan"]["vocab_parallel_embedding"] = false;
+    const ValidationCase stated = load(r);
+    EXPECT_FALSE(lossParallelOf(stated.scenario.plan.framework));
+    EXPECT_FALSE(vocabParallelEmbeddingOf(stated.scenario.plan.framework));
+    r["plan"].erase("loss_parallel");
+    r["plan"]["disable_loss_parallel"] = true;
+    EXPECT_FALSE(lossParallelOf(load(r).scenario.plan.framework));
+    r["plan"]["disable_loss_parallel"] = "sometimes";
+    const ValidationCase unread = load(r);
+    EXPECT_TRUE(lossParallelOf(unread.scenario.plan.framework));
+    EXPECT_TRUE(mentions(unread.assumptions, "disable_loss_parallel \"sometimes\" is neither true nor false"));
+}
+
 // A model named as a built-in one ("Meta-Llama-3.1-70B" is llama3-70b) takes the shape fields the record leaves out
 // from it, each said: kv_heads 8, not multi-head attention, and the vocabulary and sequence that would otherwise be
 // refused as missing. A stated field that disagrees with the preset means another model: nothing is taken.

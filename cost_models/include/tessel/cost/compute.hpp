@@ -101,6 +101,12 @@ double eagerCrossEntropyBackwardFactor(int e);
 // the 16-bit gradient (factor 2).
 double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 constexpr double kCompiledCrossEntropyBackwardFactor = 2.0;
+// PyTorch's cross_entropy over 16-bit logits without an upcast ("eager_16bit"): log_softmax's row kernel reads a
+// row for its max, again for its sum and again for its output, which it writes in the logits' type (4e a logit);
+// the backward zero-fills nll_loss's dense gradient (e) and log_softmax_backward reads it for its row sum and again
+// with the saved output and writes the input gradient (4e): 5e, factor 5/4.
+double eager16BitCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
+constexpr double kEager16BitCrossEntropyBackwardFactor = 5.0 / 4.0;
 // Liger-Kernel's fused linear cross-entropy (LigerFusedLinearCrossEntropyLoss, cross_entropy "fused_linear"): the
 // tokens go through the output layer and the loss a chunk at a time, so the logits are never whole. The chunk is
 // next_pow2(ceil(T / ceil(V / h))) tokens, a chunk of logits about the size of the chunk's hidden states

@@ -27,7 +27,10 @@ struct FrameworkSettings {
     // fused_crossentropy): the logits and a per-row fp32 log-sum-exp kept, the gradient a new tensor of the
     // logits' type (inplace_backward off, its default). "compiled": torch.compile's Inductor kernels for
     // cross_entropy(logits.float()) (torchtitan's loss under training.compile from 2025-04): the upcast and the
-    // log-softmax fused, so the same as flash_attn's: the 16-bit logits kept, a new 16-bit gradient.
+    // log-softmax fused, so the same as flash_attn's: the 16-bit logits kept, a new 16-bit gradient. "eager_16bit":
+    // PyTorch's cross_entropy over the 16-bit logits as they are, no upcast (KempnerForge's loss, AutoModel's
+    // MaskedCrossEntropy(fp32_upcast=False)): the logits and log_softmax's 16-bit output kept, and at the backward
+    // nll_loss's dense gradient and the input gradient beside them.
     std::optional<std::string> crossEntropy;
     std::optional<bool> overlapGradReduce;       // gradient reduction runs during backward (per bucket)
     std::optional<bool> overlapParamGather;      // ZeRO-1/2: updated-parameter all-gather overlaps the next forward
@@ -118,7 +121,21 @@ struct FrameworkSettings {
     // their ranks. BigCode's Megatron-LM fork ran StarCoder's multi-query attention at tp 4 so; Megatron-core and
     // Transformer Engine need kv_heads % tp == 0 instead. Not a default anywhere: unset means false.
     std::optional<bool> kvReplication;
+    // The loss over each TP rank's vocabulary shard of the logits (Megatron-core's vocab-parallel cross-entropy,
+    // torchtitan's loss_parallel): true unless stated. False: the column-parallel LM head's logits are all-gathered
+    // over TP (DTensor's ColwiseParallel(output_layouts=Replicate()), torchtitan's disable_loss_parallel) and every
+    // rank holds them whole and runs the loss over the whole vocabulary.
+    std::optional<bool> lossParallel;
+    // The word embedding split over TP by vocabulary (Megatron-core's VocabParallelEmbedding, torchtitan's
+    // RowwiseParallel tok_embeddings): true unless stated. False: every TP rank holds the whole table (a TP plan that
+    // leaves the embedding out, KempnerForge's), with its gradient and optimizer state.
+    std::optional<bool> vocabParallelEmbedding;
 };
+
+// Whether the loss runs over each TP rank's vocabulary shard (true unless loss_parallel is stated false).
+bool lossParallelOf(const FrameworkSettings& f);
+// Whether the word embedding is split over TP by vocabulary (true unless vocab_parallel_embedding is stated false).
+bool vocabParallelEmbeddingOf(const FrameworkSettings& f);
 
 // Whether the data-parallel collectives run on NCCL user buffers (--nccl-ub; false unless stated).
 bool ncclUbOf(const FrameworkSettings& f);

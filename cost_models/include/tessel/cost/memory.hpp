@@ -145,6 +145,7 @@ struct MemoryShapeTerms {
     double duringBackwardInput = 0.0;  // ZB-H1: what one layer's B pass adds before it frees the layer
     double elementBytes = 2.0, tokens = 0.0, tokensSp = 0.0, hidden = 0.0, maskBytes = 0.0;
     double qDimLocal = 0.0, kvDimLocal = 0.0, topK = 0.0, vocabLocal = 0.0, ffnLocal = 0.0;
+    double vocabLoss = 0.0; // the logits' columns the loss holds: vocabLocal, or V where gathered over TP (LocalShapes::vocabLoss)
     double moeTokensIn = 0.0, expertTokens = 0.0, expertTpGather = 1.0; // LocalShapes' MoE token flow
     double residualBytes = 2.0;        // the residual stream's element (fp32 under autocast)
     // A micro-batch's embedding norm (model.embeddingNorm) on the first stage: its saved input and statistics, kept

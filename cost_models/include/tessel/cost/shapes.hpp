@@ -42,8 +42,10 @@ struct LocalShapes {
     int64_t moeTokensIn = 0;
     int64_t expertTpGather = 1;
     int64_t expertTokens = 0;
-    int64_t vocabLocal = 0;     // padded V / tp
+    int64_t vocabLocal = 0;     // padded V / tp: the LM head's output columns on this rank
     int64_t vocabPadded = 0;
+    int64_t vocabLoss = 0;      // the logits' columns the loss holds and reads on this rank: vocabLocal, or the
+                                // whole padded V where they are gathered over TP (lossParallelOf false)
     int activationBytes = 2;    // bytes per activation element (the recipe's compute dtype)
     int gemmInputBytes = 2;     // bytes per element of a GEMM input saved for backward (1 under FP8)
     int maskBytes = 0;          // 1 when the model uses dropout (a byte mask per element), else 0
