@@ -575,10 +575,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // output, fp32 under autocast; zeros_like(weight), the head's whole weight, V/t x h, in the dtype the
             // forward multiplies with) until its backward hands them on; one chunk's logits (chunk x V/t) and an fp32
             // loss a token are the forward's transients. Each MTP module's loss the same.
+            // (tp 1 only: the head's columns are the whole vocabulary.)
             const double chunk = static_cast<double>(kernel_cost::fusedLinearCrossEntropyChunkTokens(
-                static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLoss), static_cast<int64_t>(h)));
-            const double kept = t.residualBytes * T * h + recipe.paramGatherBytes() * t.vocabLoss * h;
-            o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLoss + 4.0 * T;
+                static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLocal), static_cast<int64_t>(h)));
+            const double kept = t.residualBytes * T * h + recipe.paramGatherBytes() * t.vocabLocal * h;
+            o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLocal + 4.0 * T;
         } else if (loss == "te" || e >= 4.0) {
             // The logits in their own type, overwritten by their gradient in the forward; per-row max and sum are
             // all the loss adds. Transformer Engine's parallel_cross_entropy (CrossEntropyFunction saves its
