@@ -124,7 +124,9 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         : loss == "eager"          ? "eager PyTorch"
                         : loss == "compiled"       ? "torch.compile's"
                         : loss == "fused_linear"   ? "Liger-Kernel's fused linear (output layer and loss chunked)"
-                                                   : "flash-attn's")
+                        : loss == "eager_16bit"    ? "eager PyTorch, over the 16-bit logits (no upcast),"
+                        : loss == "flash_attn"     ? "flash-attn's"
+                                                   : loss)
                     << " cross-entropy";
         }
         if (pl.pp > 1 && pipelineScatterGatherOf(pl.framework, pl.tp, pl.sequenceParallel))

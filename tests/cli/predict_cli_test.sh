@@ -403,6 +403,16 @@ P="--model llama3-8b --cluster dgx-h100-80g --nodes 1 --tp 1 --pp 1 --dp 8 --mic
 "$TESSEL" predict $P --cross-entropy compiled --json >"$tmp/ce-compiled.json" 2>/dev/null; check "predict with torch.compile's loss" $?
 "$TESSEL" predict $P --cross-entropy fused_linear >"$tmp/ce-liger.out" 2>&1; check "predict with Liger's loss" $?
 check "says the loss kernel" "$(contains "$tmp/ce-liger.out" "Liger-Kernel's fused linear")"
+# cross_entropy over the 16-bit logits, no upcast: said as itself (8 B a logit kept at its backward, twice the
+# compiled kernels' 4).
+"$TESSEL" predict $P --cross-entropy eager_16bit >"$tmp/ce-16.out" 2>&1; check "predict with the 16-bit eager loss" $?
+check "says that loss kernel" "$(contains "$tmp/ce-16.out" "eager PyTorch, over the 16-bit logits (no upcast), cross-entropy")"
+"$TESSEL" predict $P --cross-entropy eager_16bit --json >"$tmp/ce-16.json" 2>/dev/null
+python3 -c "
+import json
+a, b = (json.load(open('$tmp/ce-%s.json' % n)) for n in ('compiled', '16'))
+la, lb = (x['memory']['stages'][-1]['other']['logits_loss_bytes'] for x in (a, b))
+assert abs(lb / la - 2) < 1e-9, (la, lb)" ; check "the 16-bit eager loss keeps twice the compiled loss's bytes" $?
 "$TESSEL" predict $P --cross-entropy fused_linear --json >"$tmp/ce-liger.json" 2>/dev/null
 python3 -c "
 import json
@@ -413,7 +423,7 @@ ta, tb = (x['time']['step_seconds'] for x in (a, b))
 assert abs(tb / ta - 1) < 0.05, (ta, tb)" ; check "the logits gone from the last stage, the step about the same" $?
 "$TESSEL" predict $P --cross-entropy liger >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "an unknown loss kernel is refused" $([ $rc -eq 2 ]; echo $?)
-check "at the flag, with the kinds" "$(contains "$tmp/err" '^  --cross-entropy (/plan/cross_entropy): must be one of fused|te|eager|flash_attn|compiled|fused_linear')"
+check "at the flag, with the kinds" "$(contains "$tmp/err" '^  --cross-entropy (/plan/cross_entropy): must be one of fused|te|eager|flash_attn|compiled|fused_linear|eager_16bit')"
 "$TESSEL" predict ${P/--tp 1 --pp 1 --dp 8/--tp 2 --pp 1 --dp 4} --cross-entropy fused_linear >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "Liger's loss with tp 2 is refused" $([ $rc -eq 2 ]; echo $?)
 check "saying why" "$(contains "$tmp/err" 'needs tp 1, got tp=2')"
