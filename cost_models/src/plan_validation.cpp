@@ -264,6 +264,12 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
     if (plan.sequenceParallel && (model.seqLen / plan.cp) % plan.tp != 0)
         problems.add(field("sequence_parallel"), "seq_len / cp must be divisible by tp=" + n(plan.tp));
     for (const auto& [key, message] : recomputeModuleProblems(model, plan)) problems.add(field(key.c_str()), message);
+    // A tied embedding is the LM head's weight, which tessel costs column-parallel (V/tp a rank): it cannot also be
+    // whole on every rank.
+    if (model.tiedEmbeddings && plan.tp > 1 && !vocabParallelEmbeddingOf(plan.framework))
+        problems.add(field("vocab_parallel_embedding"), "the model ties its embedding to the LM head, which is split over "
+                                                        "tp=" + n(plan.tp) + " by vocabulary: a tied embedding cannot be "
+                                                        "whole on every rank (untie it, or drop vocab_parallel_embedding false)");
     // Liger-Kernel's fused linear cross-entropy multiplies the whole output layer on every rank (no vocabulary-parallel
     // version) and never materialises the logits a trainer's metrics would read.
     if (crossEntropyOf(plan.framework) == "fused_linear" && plan.tp > 1)

@@ -139,6 +139,21 @@ TEST(TpPlanEnds, GatheredLogitsAndAWholeEmbeddingByHand) {
                 extra * state, 1.0);
     EXPECT_DOUBLE_EQ(embeddingParameters(llama, embWhole), V * h);
     EXPECT_DOUBLE_EQ(embeddingParameters(llama, p), V * h / 4.0);
+    // A tied embedding is the column-parallel head's weight: whole on every rank it cannot be, refused at the key.
+    ModelConfig tied = llama;
+    tied.tiedEmbeddings = true;
+    auto pointersOf = [&](const Plan& q) {
+        ProblemList problems;
+        validatePlan(tied, c, q, "/plan", problems);
+        std::vector<std::string> where;
+        for (const auto& item : problems.items()) where.push_back(item.where);
+        return where;
+    };
+    auto names = [](const std::vector<std::string>& v) {
+        return std::count(v.begin(), v.end(), std::string("/plan/vocab_parallel_embedding"));
+    };
+    EXPECT_EQ(names(pointersOf(embWhole)), 1);
+    EXPECT_EQ(names(pointersOf(p)), 0); // split, the tied head and embedding agree
 }
 
 // cross_entropy over the 16-bit logits without an upcast (eager_16bit), Llama 3 8B, 4 x 8192 tokens: the logits and

@@ -464,7 +464,8 @@ TEST(ValidationRecord, FourSxmGpusANodeAreAnHgxBoardWithoutNvswitch) {
 }
 
 // A record's TP plan ends: loss_parallel (or torchtitan's disable_loss_parallel) and vocab_parallel_embedding read
-// as stated; unstated, both split; a value that is no boolean is said and the split kept.
+// as stated; unstated, both split; a value that is no boolean is said and the split kept; a whole embedding tied to
+// the split head is refused at its key.
 TEST(ValidationRecord, TpPlanEndsAreReadAsStated) {
     nlohmann::json r = record();
     const ValidationCase plain = load(r);
@@ -472,6 +473,9 @@ TEST(ValidationRecord, TpPlanEndsAreReadAsStated) {
     EXPECT_TRUE(vocabParallelEmbeddingOf(plain.scenario.plan.framework));
     r["plan"]["loss_parallel"] = false;
     r["plan"]["vocab_parallel_embedding"] = false;
+    // The record's GPT ties its embedding to the head, which tp splits: a whole embedding is refused at the key.
+    EXPECT_NE(test::refusalOf(r).find("/plan/vocab_parallel_embedding"), std::string::npos);
+    r["model"]["tied_embeddings"] = false;
     const ValidationCase stated = load(r);
     EXPECT_FALSE(lossParallelOf(stated.scenario.plan.framework));
     EXPECT_FALSE(vocabParallelEmbeddingOf(stated.scenario.plan.framework));
