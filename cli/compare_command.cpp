@@ -222,6 +222,11 @@ std::function<int()> addCompareCommand(CLI::App& app) {
                     s.plan.framework.lossInPlace = true;
                 if (!s.plan.framework.dropoutMasksKept && runPlan && !runPlan->value("dropout_masks_kept", true))
                     s.plan.framework.dropoutMasksKept = false;
+                // The executor frees the logits as the head's backward ends since 2026-12-06 (its runs record
+                // logits_held_through_backward false); one recorded before, without the key, kept them to the end
+                // of the micro-batch's backward.
+                if (!s.plan.framework.logitsHeldThroughBackward && runPlan && runPlan->value("loss_in_place", false))
+                    s.plan.framework.logitsHeldThroughBackward = runPlan->value("logits_held_through_backward", true);
                 const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
                 prediction = sim::predictionFromSimulation(simulation, flags->scenario);
                 prediction.modelJson = modelToJson(s.model);
@@ -238,7 +243,8 @@ std::function<int()> addCompareCommand(CLI::App& app) {
         else if (!prediction.planJson)
             planNote = "plan: the predicted trace names no plan (otherData.plan), so it was not checked";
         else {
-            // Who ran it is not the plan: `tessel run` records loss_in_place and dropout_masks_kept for its executor (applied above to
+            // Who ran it is not the plan: `tessel run` records loss_in_place, dropout_masks_kept and
+            // logits_held_through_backward for its executor (applied above to
             // a scenario's prediction; a predicted trace carries its memory separately).
             // Both read back through the plan reader, so a key the run's tessel did not write yet (zero_replicas)
             // counts as its default, as that tessel ran it.
@@ -248,7 +254,7 @@ std::function<int()> addCompareCommand(CLI::App& app) {
                 return parseProblems.empty() ? planToJson(parsed) : plan;
             };
             nlohmann::json predictedPlan = normalized(*prediction.planJson), measuredPlan = normalized(*run.planJson());
-            for (const char* executorKey : {"loss_in_place", "dropout_masks_kept"}) {
+            for (const char* executorKey : {"loss_in_place", "dropout_masks_kept", "logits_held_through_backward"}) {
                 predictedPlan.erase(executorKey);
                 measuredPlan.erase(executorKey);
             }

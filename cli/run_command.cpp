@@ -73,10 +73,13 @@ std::function<int()> addRunCommand(CLI::App& app) {
         try {
             s = flags->resolve();
             // The run folder's scenario (and its checkpoints) say who ran it: tessel's executor, whose loss
-            // overwrites the logits in place (loss_in_place) and whose dropout keeps no masks (dropout_masks_kept
-            // false), so `tessel compare` predicts the memory it has.
+            // overwrites the logits in place (loss_in_place), whose dropout keeps no masks (dropout_masks_kept
+            // false) and which frees the logits as the head's backward ends (logits_held_through_backward false;
+            // a run recorded without the key is of the executor before 2026-12-06, which kept them to the end of
+            // the micro-batch's backward), so `tessel compare` predicts the memory it has.
             s.plan.framework.lossInPlace = true;
             s.plan.framework.dropoutMasksKept = false;
+            if (!s.plan.framework.logitsHeldThroughBackward) s.plan.framework.logitsHeldThroughBackward = false;
         } catch (const InputError& e) {
             problems.append(e.problems());
         }

@@ -54,7 +54,7 @@ def qwen3_moe_30b():
             "fsdp_sharding": "FULL_SHARD", "framework": "NeMo AutoModel (PyTorch FSDP2)", "framework_version": "2025",
             "attention": "cudnn", "fused_kernels": True, "cross_entropy": "eager_16bit",
             "moe_token_dispatcher_type": "deepep", "foreach_optimizer": True, "torch_dtype": "bf16",
-            "optimizer_dtype": "bf16",
+            "optimizer_dtype": "bf16", "logits_held_through_backward": True,
         },
         "measured": {"iteration_time_s": 21.773, "tokens_per_s_per_gpu": 12040},
         "inferred_fields": {
@@ -77,6 +77,7 @@ def qwen3_moe_30b():
                                  "default) and FSDP2 keeps its shards so (MixedPrecisionPolicy param_dtype bf16, "
                                  "reduce_dtype fp32, nemo_automodel/components/moe/parallelizer.py): no fp32 master"),
             "plan.optimizer_dtype": "torch.optim.Adam keeps its moments in the parameters' dtype (zeros_like(p)): bf16",
+            "plan.logits_held_through_backward": ("nemo_automodel/engine/_engine.py _forward_backward_window (read at 1e8e58f1, 2026; the 2025 recipe's own loop was not read): `output = self.model(...)`, `loss_fn(output, ...)` and `.backward()` in one scope, the output and its logits referenced through the backward"),
         },
         "notes": ("Mock data, no gradient clipping, 989 TFLOP/s peak (the table's notes). The gradients are "
                   "reduce-scattered in fp32 (reduce_dtype, 4 B a parameter over the links) and kept in bf16. The table does not state the memory."),
@@ -104,7 +105,7 @@ def llama31_70b():
             "fsdp_sharding": "FULL_SHARD",
             "framework": "NeMo AutoModel (PyTorch FSDP2, Hugging Face Llama model code, torch.compile)",
             "framework_version": "2026", "attention": "flash2", "fused_kernels": True, "cross_entropy": "eager",
-            "foreach_optimizer": False, "torch_dtype": "bf16",
+            "foreach_optimizer": False, "torch_dtype": "bf16", "logits_held_through_backward": True,
         },
         "measured": {"iteration_time_s": 18.90, "tokens_per_s_per_gpu": 866.77},
         "inferred_fields": {
@@ -113,6 +114,7 @@ def llama31_70b():
             "plan.fused_kernels": "enable_compile: True (torch.compile over the model's blocks)",
             "plan.cross_entropy": "MaskedCrossEntropy with its default fp32_upcast=True: cross_entropy(logits.float())",
             "plan.foreach_optimizer": "transformer_engine.pytorch.optimizers.FusedAdam: one fused kernel",
+            "plan.logits_held_through_backward": "as the Qwen3 MoE record (nemo_automodel/engine/_engine.py at 1e8e58f1)",
             "plan.recompute": "activation_checkpointing: True: every block checkpointed",
             "plan.torch_dtype": ("the recipe's torch_dtype: bf16, FSDP2Config's default policy (param, reduce and "
                                  "output dtype bf16): bf16 shards, no fp32 master; Transformer Engine's FusedAdam keeps "
@@ -155,7 +157,7 @@ def deepseek_v3_256():
             "fsdp_sharding": "FULL_SHARD", "framework": "NeMo AutoModel (PyTorch FSDP2, torch.distributed.pipelining)",
             "framework_version": "2025", "attention": "cudnn", "fused_kernels": True, "cross_entropy": "eager_16bit",
             "moe_token_dispatcher_type": "deepep", "moe_shared_expert_overlap": True, "foreach_optimizer": True,
-            "torch_dtype": "bf16", "optimizer_dtype": "bf16",
+            "torch_dtype": "bf16", "optimizer_dtype": "bf16", "logits_held_through_backward": True,
         },
         "measured": {"iteration_time_s": 8.18, "tokens_per_s_per_gpu": 1002},
         "inferred_fields": {
@@ -178,6 +180,7 @@ def deepseek_v3_256():
             "plan.recompute": "parallelizer activation_checkpointing: true",
             "plan.torch_dtype": "as the Qwen3 MoE record: the model cast to bf16, FSDP2 shards in bf16, no fp32 master",
             "plan.optimizer_dtype": "torch.optim.Adam's moments in the parameters' dtype: bf16",
+            "plan.logits_held_through_backward": ("nemo_automodel/engine/_engine.py _forward_backward_window (read at 1e8e58f1, 2026; the 2025 recipe's own loop was not read): `output = self.model(...)`, `loss_fn(output, ...)` and `.backward()` in one scope, the output and its logits referenced through the backward"),
         },
         "notes": ("Mock data, no gradient clipping. AutoModel's DeepSeek-V3 has no multi-token-prediction module. The "
                   "table does not state the memory."),

@@ -28,6 +28,10 @@ What the code runs that the reports do not print, read from kempnerforge at thos
 - The loss: `F.cross_entropy` over the model's bf16 logits (training/loss.py, loss_fn 'cross_entropy',
   ce_chunk_size 0), outside the compiled model; with TP the logits are gathered to every rank first
   (ColwiseParallel(output_layouts=Replicate()) on the head) and the token embedding is left whole on each.
+- The logits stay referenced through the backward (scripts/train.py: `logits = model(input_ids)`, then
+  `scaled_loss.backward()`), so they outlive the loss's backward.
+- With TP on, the mesh always has a dp_shard dimension (distributed/setup.py, "even if dp_shard=1") and fully_shard
+  is applied over it: the TP-only rows run FSDP2 over one rank (its no-sync fp32 gradient and all).
 - SDPA with the backend left to PyTorch (sdpa_backend 'auto'): the 13B profile of 2026-04-07
   (benchmarks/profiling/13b_24gpu_profiling.md) shows `aten::_cudnn_attention_backward`, cuDNN's fused attention.
 
@@ -61,6 +65,12 @@ INFERRED = {
                            "vocabulary on each"),
     "plan.vocab_parallel_embedding": ("apply_tensor_parallel leaves token_embedding unsharded (only a forward hook that "
                                       "marks its output Replicate): the whole table on every TP rank"),
+    "plan.zero": ("distributed/setup.py builds the mesh with a dp_shard dimension whenever TP is on, of size 1 where "
+                  "every GPU is in the TP group ('always include dp_shard when TP is active, even if dp_shard=1'), and "
+                  "parallel.py applies fully_shard over it: FSDP2 over one rank"),
+    "plan.logits_held_through_backward": ("scripts/train.py binds `logits = model(input_ids)` and calls "
+                                          "scaled_loss.backward() with it still referenced: the logits outlive the "
+                                          "loss's backward"),
     "system.inter_node_link": "config_validation.md: 'InfiniBand (NDR 400Gbps) inter-node', read as one NIC a GPU",
 }
 
@@ -69,24 +79,27 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
            notes):
     name, dim, layers, heads, kv, ffn, params = MODELS[model]
     dp = gpus // tp
+    fsdp = dp > 1 or tp > 1  # fully_shard over dp_shard, of one rank where TP spans every GPU
     plan = {
         "tp": tp, "pp": 1, "dp": dp, "cp": 1, "ep": 1, "vpp": 1, "micro_batch": mb,
         "global_batch": mb * accum * dp, "recompute": "full (activation_checkpointing full, every TransformerBlock)",
-        "sequence_parallel": tp > 1, "zero": 3 if dp > 1 else 0,
+        "sequence_parallel": tp > 1, "zero": 3 if fsdp else 0,
         "framework": "KempnerForge (PyTorch FSDP2 fully_shard, DTensor tensor parallelism)",
         "framework_version": "2026", "compile": compile_model, "fused_kernels": compile_model,
         "attention": "cudnn", "cross_entropy": "eager_16bit", "foreach_optimizer": False, "torch_dtype": "bf16",
-        "optimizer_dtype": "bf16", "tp_comm_overlap": False,
+        "optimizer_dtype": "bf16", "tp_comm_overlap": False, "logits_held_through_backward": True,
     }
-    if dp > 1:
+    if fsdp:
         plan["fsdp_sharding"] = "FULL_SHARD"
         plan["reshard_after_forward"] = True
-    if dp > 1 and accum > 1:
+    if fsdp and accum > 1:
         plan["grad_sync_each_micro_batch"] = False
     if tp > 1:
         plan["loss_parallel"] = False
         plan["vocab_parallel_embedding"] = False
     inferred = {k: v for k, v in INFERRED.items() if not k.startswith("plan.") or k[len("plan."):] in plan}
+    if dp > 1:
+        del inferred["plan.zero"]  # FSDP over the data-parallel ranks: the record's own plan
     return {
         "id": rid, "group": group, "kind": "training_throughput", "source": source, "source_url": url,
         "model": {"name": name, "layers": layers, "hidden": dim, "heads": heads, "kv_heads": kv, "ffn_hidden": ffn,

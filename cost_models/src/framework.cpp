@@ -456,6 +456,9 @@ bool ncclUbOf(const FrameworkSettings& f) { return f.ncclUb.value_or(false); }
 bool kvReplicationOf(const FrameworkSettings& f) { return f.kvReplication.value_or(false); }
 bool lossParallelOf(const FrameworkSettings& f) { return f.lossParallel.value_or(true); }
 bool vocabParallelEmbeddingOf(const FrameworkSettings& f) { return f.vocabParallelEmbedding.value_or(true); }
+bool logitsHeldThroughBackwardOf(const FrameworkSettings& f) {
+    return f.logitsHeldThroughBackward.value_or(trainMetricLossesOf(f) > 0);
+}
 
 bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
     if (f.name != "megatron" && f.name != "nemo" && f.name != "megascale") return false;
@@ -512,6 +515,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("kv_replication")) f.kvReplication = r.optBool("kv_replication", false);
     if (r.has("loss_parallel")) f.lossParallel = r.optBool("loss_parallel", true);
     if (r.has("vocab_parallel_embedding")) f.vocabParallelEmbedding = r.optBool("vocab_parallel_embedding", true);
+    if (r.has("logits_held_through_backward")) f.logitsHeldThroughBackward = r.optBool("logits_held_through_backward", false);
     return f;
 }
 
@@ -542,6 +546,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.kvReplication) plan["kv_replication"] = *f.kvReplication;
     if (f.lossParallel) plan["loss_parallel"] = *f.lossParallel;
     if (f.vocabParallelEmbedding) plan["vocab_parallel_embedding"] = *f.vocabParallelEmbedding;
+    if (f.logitsHeldThroughBackward) plan["logits_held_through_backward"] = *f.logitsHeldThroughBackward;
 }
 
 } // namespace tessel

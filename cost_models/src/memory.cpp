@@ -432,7 +432,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // (On the last rank of the walk, a chunk of the output layer alone rebuilds nothing while its pass is alive: the
     // rebuilt layer belongs to the other moment, below.)
     const bool headChunkEmpty = last && walk.interleavedWalk && chunkLayerCount(model, plan, stage, plan.vpp - 1) == 0;
-    if (!headChunkEmpty) st.activationsBytes += rebuiltLayer;
+    const double rebuiltAdded = headChunkEmpty ? 0.0 : rebuiltLayer;
+    st.activationsBytes += rebuiltAdded;
     // Token ids (int64), the embedding dropout mask and the embedding norm's saved state per micro-batch in flight.
     if (plan.holdsEmbedding(stage)) st.activationsBytes += st.inFlight * (8.0 * T + t.maskBytes * Tsp * h + t.embeddingNorm);
     // A first stage of no transformer layer (FORMULAS.md §5.4): the embedding's output [Tsp, h], alive until it is
@@ -441,18 +442,25 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (plan.holdsEmbedding(stage) && layersPerStage == 0 && !last) st.activationsBytes += e * Tsp * h;
     // Micro-batches whose head state (norm input, LM-head input, norm statistics, logits) is alive at once.
     const double headInFlight = plan.schedule == Schedule::Gpipe ? m : zeroBubble ? std::min(pendingW + 1.0, m) : 1.0;
-    if (last) st.activationsBytes += headInFlight * ((t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
+    const double activationsBeforeHead = st.activationsBytes;
+    // The head's saved tensors are freed by its backward (B); what a delayed W pass needs of it, the gathered norm
+    // output and the logits' gradient, is counted with the W sets and the loss.
+    const double headStatesInFlight = zeroBubble ? 1.0 : headInFlight;
+    if (last) st.activationsBytes += headStatesInFlight * ((t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
     // Autocast's copy of the output weight, kept by the LM head GEMM for its backward.
-    if (last && t.residualBytes > e) st.activationsBytes += headInFlight * e * t.vocabLocal * h;
+    if (last && t.residualBytes > e) st.activationsBytes += headStatesInFlight * e * t.vocabLocal * h;
     // Multi-token prediction (model.mtpLayers) beside each micro-batch's head state: per module its layer as the stage
     // keeps its layers (the plan's recompute; an MoE model's last layer's kind), eh_proj's input (the concatenated
     // [embedding, hidden], 2h), and a head state of its own; its loss's saved logits below.
     if (last && model.mtpLayers > 0) {
         const bool mtpDense = model.moe && !model.moe->denseLayers.empty() && model.moe->denseLayers.back() == model.layers - 1;
         const double layerKept = (mtpDense ? t.denseLayerActivations : t.layerActivations) + t.normStatistics;
-        st.activationsBytes += headInFlight * model.mtpLayers *
+        st.activationsBytes += headStatesInFlight * model.mtpLayers *
                                (layerKept + 2.0 * e * Tsp * h + (t.residualBytes + e) * Tsp * h + 2.0 * statBytes * Tsp);
     }
+    // The head state (and the MTP modules') of the micro-batches in flight on the last stage: each micro-batch's is
+    // freed by its head's backward, before its last layer's.
+    const double headStateBytes = st.activationsBytes - activationsBeforeHead;
 
     OtherMemory& o = st.other;
     // Where FSDP reduces once a step, the sharded gradient exists only from that reduce-scatter on: the optimizer
@@ -567,8 +575,15 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             o.commBufferBytes += std::min(params.total(), bucket) * recipe.gradReduceBytes(); // Megatron-style bucket
         }
     }
+    // The last stage's loss, by what outlives what (FORMULAS.md §2, "The last stage's two moments"): what each
+    // micro-batch in flight keeps until its loss's backward (perMicroBatch), what that backward adds for the current
+    // one (atBackward), and what of the current one outlives it (heldAfter: the logits, where the trainer still
+    // references them).
+    double lossPerMicroBatch = 0.0, lossAtBackward = 0.0, lossHeldAfter = 0.0, lossRetained = 0.0;
     if (last) {
         const std::string loss = crossEntropyOf(plan.framework);
+        const double logits = e * T * t.vocabLoss;
+        const bool held = logitsHeldThroughBackwardOf(plan.framework) && loss != "fused_linear";
         if (loss == "fused_linear") {
             // Liger-Kernel's fused linear cross-entropy: no logits outlive a chunk. Each micro-batch in flight keeps
             // the input gradient and the weight gradient its forward computed (zeros_like(_input), the final norm's
@@ -579,62 +594,59 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             const double chunk = static_cast<double>(kernel_cost::fusedLinearCrossEntropyChunkTokens(
                 static_cast<int64_t>(T), static_cast<int64_t>(t.vocabLocal), static_cast<int64_t>(h)));
             const double kept = t.residualBytes * T * h + recipe.paramGatherBytes() * t.vocabLocal * h;
-            o.logitsLossBytes = (1.0 + model.mtpLayers) * headInFlight * kept + e * chunk * t.vocabLocal + 4.0 * T;
+            lossPerMicroBatch = (1.0 + model.mtpLayers) * kept;
+            lossAtBackward = e * chunk * t.vocabLocal + 4.0 * T;
         } else if (loss == "te" || e >= 4.0) {
             // The logits in their own type, overwritten by their gradient in the forward; per-row max and sum are
             // all the loss adds. Transformer Engine's parallel_cross_entropy (CrossEntropyFunction saves its
             // input, into which the Triton kernel wrote the gradient), tessel's executor (loss_in_place: the
             // CUDA backend's rowMax / rowSumExp / crossEntropyBackward, the CPU backend's crossEntropy), and
             // every loss computing in fp32/fp64, whose logits are already that type.
-            o.logitsLossBytes = headInFlight * e * T * t.vocabLoss;
+            lossPerMicroBatch = logits;
         } else if (loss == "flash_attn" || loss == "compiled") {
             // flash-attn's cross_entropy (flash_attn/ops/triton/cross_entropy.py; apex's xentropy before it): it
             // saves the 16-bit logits and an fp32 log-sum-exp per row, and its backward writes the gradient into a
             // new tensor like the logits (inplace_backward off, llm-foundry's FusedCrossEntropyLoss default).
             // torch.compile's kernels for cross_entropy(logits.float()) ("compiled") save the same: the upcast is
             // fused away, the 16-bit logits and a row's log-sum-exp kept, the gradient a new 16-bit tensor.
-            o.logitsLossBytes = headInFlight * e * T * t.vocabLoss + e * T * t.vocabLoss;
+            lossPerMicroBatch = logits;
+            lossAtBackward = logits;
         } else if (loss == "eager_16bit") {
-            // cross_entropy over the 16-bit logits as they are: per micro-batch in flight the logits (the caller
-            // holds them) and log_softmax's 16-bit output it saved; at the backward nll_loss's dense gradient and
+            // cross_entropy over the 16-bit logits as they are: log_softmax saves its 16-bit output (not its input:
+            // the logits live on only where the trainer holds them); at the backward nll_loss's dense gradient and
             // the input gradient log_softmax_backward writes, both of the logits' size.
-            o.logitsLossBytes = headInFlight * 2.0 * e * T * t.vocabLoss + 2.0 * e * T * t.vocabLoss;
+            lossPerMicroBatch = logits + (held ? logits : 0.0);
+            lossAtBackward = 2.0 * logits;
         } else if (loss == "eager") {
-            // cross_entropy(logits.float()): at its backward's peak the fp32 log-softmax output it kept, the
-            // dense fp32 gradient nll_loss hands back, and the fp32 input gradient it makes.
-            o.logitsLossBytes = headInFlight * 12.0 * T * t.vocabLoss;
+            // cross_entropy(logits.float()): the fp32 log-softmax output it kept (the fp32 copy it ran on is not
+            // saved), and at its backward the dense fp32 gradient nll_loss hands back and the fp32 input gradient
+            // it makes; the 16-bit logits beside them where the trainer holds them.
+            lossPerMicroBatch = 4.0 * T * t.vocabLoss + (held ? logits : 0.0);
+            lossAtBackward = 8.0 * T * t.vocabLoss;
         } else {
             // Megatron-core's vocab-parallel cross-entropy (fused or not) keeps an fp32 softmax per micro-batch
             // in flight while the 16-bit logits of the current one exist.
-            o.logitsLossBytes = headInFlight * 4.0 * T * t.vocabLoss + e * T * t.vocabLoss;
+            lossPerMicroBatch = 4.0 * T * t.vocabLoss + (held ? logits : 0.0);
+            lossAtBackward = held ? 0.0 : logits;
         }
+        lossHeldAfter = held ? logits : 0.0;
         // Each MTP module's loss keeps what the model's keeps per micro-batch (its logits, or their fp32 softmax)
         // until the backward; the current logits' transient is one at a time.
         const double savedPerLogit = loss == "eager_16bit"                                             ? 2.0 * e
                                      : loss == "te" || loss == "flash_attn" || loss == "compiled" || e >= 4.0 ? e
                                                                                                               : 4.0;
-        if (loss != "fused_linear") o.logitsLossBytes += model.mtpLayers * headInFlight * savedPerLogit * T * t.vocabLoss;
+        if (loss != "fused_linear") lossPerMicroBatch += model.mtpLayers * savedPerLogit * T * t.vocabLoss;
         // Gemma 2's soft-capping of the logits keeps its tanh output, the logits' size in their type, per micro-batch
         // in flight until its backward; Liger's fused linear loss caps inside its kernel and keeps nothing more.
-        if (model.logitSoftcap > 0.0 && loss != "fused_linear") o.logitsLossBytes += headInFlight * e * T * t.vocabLoss;
-    }
-    // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
-    // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under
-    // 1F1B, every one under GPipe), the outputs of all the others are held, detached, by the last one. Under an
-    // interleaved schedule the last rank's first chunk drains while they pile up, which a sum at one instant cannot
-    // size: not costed there (docs/validation.md).
-    if (last && plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage &&
-        crossEntropyOf(plan.framework) != "fused_linear") // the fused loss's stage outputs its loss, no logits
-        o.logitsLossBytes += std::max(m - headInFlight, 0.0) * e * T * t.vocabLoss;
-    // The last rank of an interleaved schedule whose chunks differ: the stash with an output-layer pass alive (its head
-    // state and logits, as counted above), or a larger stash while none is (inFlightLayers); the larger moment is the peak.
-    if (last && walk.interleavedWalk && !plan.offloads()) {
-        const double perLayerStored = perMicroBatch / layersPerStage;
-        const double alone = walk.withoutHead * perLayerStored + rebuiltLayer;
-        if (alone > st.activationsBytes + o.logitsLossBytes) {
-            st.activationsBytes = alone;
-            o.logitsLossBytes = 0.0;
-        }
+        if (model.logitSoftcap > 0.0 && loss != "fused_linear") lossPerMicroBatch += logits;
+        // The last stage's outputs, the logits, kept in output_chunks until the step returns where the version did
+        // (torchPipeliningRetainedOutputsOf): beside the head state of the micro-batches in flight there (one under
+        // 1F1B, every one under GPipe), the outputs of all the others are held, detached, by the last one. Under an
+        // interleaved schedule the last rank's first chunk drains while they pile up, which a sum at one instant
+        // cannot size: not costed there (docs/validation.md). (The fused loss's stage outputs its loss, no logits.)
+        if (plan.vpp <= 1 && torchPipeliningRetainedOutputsOf(plan.framework, plan.pp).lastStage && loss != "fused_linear")
+            lossRetained = std::max(m - headInFlight, 0.0) * logits;
+        o.logitsLossBytes = headInFlight * lossPerMicroBatch + lossAtBackward + lossRetained;
     }
     // The backward of one layer holds its own transient gradients on top of the stored activations: in the
     // MLP, the gradient at the fc2 input [T, f/tp] and at the fc1 output [T, f/tp] ([T, 2f/tp] for SwiGLU),
@@ -674,6 +686,48 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // norm's input gradient (its weight gradient goes into the buffer directly, gradient-accumulation fusion).
     if (st.layers == 0)
         o.backwardWorkingBytes = plan.holdsEmbedding(stage) && !last ? recipe.weightBytes * embeddingParameters(model, plan) : 3.0 * e * T * h;
+    // The last stage's peak is one of two moments of the micro-batch whose backward starts it (FORMULAS.md §2, "The
+    // last stage's two moments"), not their sum:
+    // - the loss's backward: every stored activation and the head state, the loss's saved tensors and the gradients
+    //   its backward makes; no layer has been rebuilt yet and no layer's backward runs;
+    // - the last layer's backward: the layer rebuilt (full recompute) and its working set, beside what of the loss
+    //   outlives its backward (the logits, where the trainer holds them; the other micro-batches' in flight) and the
+    //   head state of the others.
+    // A stage of the output layer alone keeps the sum (its head's backward runs beside the loss's gradient).
+    const double layerWorkingBytes = o.backwardWorkingBytes;
+    st.lossBackwardBytes = o.logitsLossBytes;
+    st.layerBackwardWorkingBytes = st.layers > 0 ? layerWorkingBytes : 0.0;
+    if (last && st.layers > 0) {
+        const double atLoss = st.activationsBytes - rebuiltAdded + o.logitsLossBytes;
+        const double othersInFlight = std::max(headInFlight - 1.0, 0.0);
+        const double activationsAtLayer = st.activationsBytes - headStateBytes / headStatesInFlight;
+        const double lossAtLayer = othersInFlight * lossPerMicroBatch + lossHeldAfter + lossRetained;
+        const double atLayer = activationsAtLayer + lossAtLayer + o.backwardWorkingBytes;
+        if (atLoss >= atLayer) {
+            st.moment = StageMemory::Moment::LossBackward;
+            st.otherMomentActivationsBytes = activationsAtLayer + lossAtLayer;
+            st.activationsBytes -= rebuiltAdded;
+            o.backwardWorkingBytes = 0.0;
+        } else {
+            st.moment = StageMemory::Moment::LastLayerBackward;
+            st.otherMomentActivationsBytes = st.activationsBytes - rebuiltAdded + o.logitsLossBytes;
+            st.activationsBytes = activationsAtLayer;
+            o.logitsLossBytes = lossAtLayer;
+        }
+    }
+    // The last rank of an interleaved schedule whose chunks differ: the moments above with an output-layer pass
+    // alive, or a larger stash while none is (inFlightLayers); the larger is the peak.
+    if (last && walk.interleavedWalk && !plan.offloads()) {
+        const double perLayerStored = perMicroBatch / layersPerStage;
+        const double alone = walk.withoutHead * perLayerStored + rebuiltLayer;
+        if (alone + layerWorkingBytes > st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes) {
+            st.moment = StageMemory::Moment::Whole; // a moment with no output-layer pass alive
+            st.otherMomentActivationsBytes = 0.0;
+            st.activationsBytes = alone;
+            o.logitsLossBytes = 0.0;
+            o.backwardWorkingBytes = layerWorkingBytes;
+        }
+    }
     // A trainer's metrics over the logits (train_metric_losses, FORMULAS.md §3.4) run after the micro-batch's
     // backward has freed its activations, head state and transients: the logits, still held in the trainer's
     // outputs, beside one metric's fp32 copy and log-softmax (4 + 4 B a logit). Where that phase needs more than
@@ -718,6 +772,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const double copySegment = stepCopy > std::max(largestFreedBlock, bucketSegment) ? stepCopy : 0.0;
         st.allocatorKeptBytes = std::max(0.0, bucketSegment + copySegment - o.stepCopyBytes);
     }
+    // The eager fp32 loss over 16-bit logits the trainer let go of (torchtitan's `del pred`): the logits' block is freed
+    // before the loss's backward, whose tensors are each twice its size (4 B a logit), so none of them fits in it and
+    // the caching allocator keeps it beside them at the peak (CUDACachingAllocator returns memory to the device only
+    // when an allocation fails). Reserved, not allocated.
+    if (last && st.moment == StageMemory::Moment::LossBackward && crossEntropyOf(plan.framework) == "eager" &&
+        !logitsHeldThroughBackwardOf(plan.framework) && e < 4.0)
+        st.allocatorKeptBytes += e * T * t.vocabLoss;
     o.reservedBytes = reservedBytes;
     o.collectiveLibraryBytes = collectiveLibraryBytes;
     st.capacityBytes = capacityBytes;
@@ -725,6 +786,14 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     st.hostFits = st.hostBytes <= 0.0 || st.hostBytes <= hostCapacityBytesPerGpu;
     st.fits = st.headroomBytes >= 0.0 && st.hostFits;
     return st;
+}
+
+double activationsCategoryPeakBytes(const StageMemory& st) {
+    return std::max(st.activationsBytes + st.other.logitsLossBytes, st.otherMomentActivationsBytes);
+}
+double buffersCategoryPeakBytes(const StageMemory& st) {
+    return st.other.zero3GatherBytes + st.other.commBufferBytes +
+           std::max(st.other.backwardWorkingBytes, st.layerBackwardWorkingBytes) + st.other.stepCopyBytes;
 }
 
 double MemoryReport::hostBytesPerNode() const { return hostPeakBytes * gpusPerNode; }

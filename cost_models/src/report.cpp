@@ -54,6 +54,12 @@ nlohmann::json memoryToJson(const MemoryReport& m) {
                             {"step_copy_bytes", st.other.stepCopyBytes},
                             {"reserved_bytes", st.other.reservedBytes},
                             {"collective_library_bytes", st.other.collectiveLibraryBytes}}},
+                          {"peak_moment", st.moment == StageMemory::Moment::LossBackward        ? "loss_backward"
+                                          : st.moment == StageMemory::Moment::LastLayerBackward ? "last_layer_backward"
+                                                                                                : "whole"},
+                          {"other_moment_activations_bytes", st.otherMomentActivationsBytes},
+                          {"loss_backward_bytes", st.lossBackwardBytes},
+                          {"layer_backward_working_bytes", st.layerBackwardWorkingBytes},
                           {"allocator_kept_bytes", st.allocatorKeptBytes},
                           {"total_bytes", st.totalBytes()},
                           {"fits", st.fits},

@@ -544,7 +544,15 @@ Tensor GptModel::Impl::headBackward(const ChunkParams& c, ChunkActs& acts, bool 
     be.gemm(false, false, 1.0, acts.logits, W(c.lmHead), 0.0, dnff);
     weightGrad(acts, nff, acts.logits, c.lmHead, true, defer);
     Tensor dnf = reduceSeq(dnff);                                             // [Tl, h]
-    return normBackward(dnf, acts.headX, c.lnfw, c.lnfb, acts.meanf, acts.rstdf);
+    Tensor dx = normBackward(dnf, acts.headX, c.lnfw, c.lnfb, acts.meanf, acts.rstdf);
+    // The head's saved tensors go as its backward ends, before the last layer's backward rebuilds that layer
+    // (PyTorch's autograd frees a node's saved tensors so; the cost model's last-stage moments, FORMULAS.md §2): the
+    // logits, now their gradient (a deferred weight gradient keeps its own reference), the capped logits, the norm's
+    // input, output and statistics.
+    acts.logits = Tensor{};
+    acts.cappedLogits = Tensor{};
+    acts.headX = acts.nf = acts.meanf = acts.rstdf = Tensor{};
+    return dx;
 }
 
 double GptModel::takeLossSum() {

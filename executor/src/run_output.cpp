@@ -75,6 +75,12 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/cross_entropy", "the executor computes its own loss, the gradient written into the logits "
                                                  "(te's); " + *plan.framework.crossEntropy + " is predicted and exported, "
                                                  "not run by tessel run: unset cross_entropy or set te");
+    // The executor lets go of the logits as the head's backward ends; a plan that holds them would be predicted with
+    // memory the run does not have.
+    if (plan.framework.logitsHeldThroughBackward.value_or(false))
+        problems.add(pointer + "/logits_held_through_backward",
+                     "the executor frees the logits as the head's backward ends; held logits are predicted, not run by "
+                     "tessel run: unset logits_held_through_backward or set false");
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",
                      "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");

@@ -81,9 +81,8 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
         m.categoryBytes = {{"weights", st.weightsBytes},
                            {"grads", st.gradsBytes},
                            {"optimizer", st.optimizerBytes},
-                           {"activations", st.activationsBytes + st.other.logitsLossBytes},
-                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes +
-                                         st.other.stepCopyBytes}};
+                           {"activations", activationsCategoryPeakBytes(st)},
+                           {"other", buffersCategoryPeakBytes(st)}};
         m.reservedBytes = st.other.reservedBytes + st.other.collectiveLibraryBytes; // outside the tensors either way
         m.totalBytes = st.totalBytes();
         p.memory.push_back(std::move(m));
@@ -162,10 +161,15 @@ void setPredictedMemory(Prediction& prediction, const nlohmann::json& predictJso
         m.categoryBytes["activations"] = r.requireNumber("activations_bytes", 0, kMax);
         m.totalBytes = r.requireNumber("total_bytes", 0, kMax);
         if (const nlohmann::json* other = r.child("other")) {
+            // Each category at its own moment, as activationsCategoryPeakBytes / buffersCategoryPeakBytes read a
+            // simulation (the last stage's other moment and a layer's backward working set, where predict wrote them).
             ObjectReader o(*other, r.pointer("other"), problems);
-            m.categoryBytes["activations"] += o.optNumber("logits_loss_bytes", 0, 0, kMax);
+            m.categoryBytes["activations"] = std::max(m.categoryBytes["activations"] + o.optNumber("logits_loss_bytes", 0, 0, kMax),
+                                                      r.optNumber("other_moment_activations_bytes", 0, 0, kMax));
             m.categoryBytes["other"] = o.optNumber("zero3_gather_bytes", 0, 0, kMax) + o.optNumber("comm_buffer_bytes", 0, 0, kMax) +
-                                       o.optNumber("backward_working_bytes", 0, 0, kMax);
+                                       std::max(o.optNumber("backward_working_bytes", 0, 0, kMax),
+                                                r.optNumber("layer_backward_working_bytes", 0, 0, kMax)) +
+                                       o.optNumber("step_copy_bytes", 0, 0, kMax);
             m.reservedBytes = o.optNumber("reserved_bytes", 0, 0, kMax);
         } else {
             m.categoryBytes["other"] = r.requireNumber("other_bytes", 0, kMax);

@@ -134,6 +134,12 @@ void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& fram
         problems.add("/plan/train_metric_losses",
                      framework + " computes no training metrics over the logits; the cross-entropies tessel costs for "
                                  "them are Composer's trainer (llm-foundry); set train_metric_losses 0");
+    // Each lets go of the logits before the loss's backward (torchtitan's `del pred`; Megatron-LM's and DeepSpeed's
+    // loss inside the model); a trainer that holds them is another's (KempnerForge's, AutoModel's, Composer's).
+    if (p.framework.logitsHeldThroughBackward.value_or(false) && trainMetricLossesOf(p.framework) == 0)
+        problems.add("/plan/logits_held_through_backward",
+                     framework + " lets go of the logits before the loss's backward; holding them is the trainer's own "
+                                 "loop (KempnerForge's, AutoModel's): drop logits_held_through_backward true");
     if (p.framework.crossEntropy.value_or("") == "eager_16bit")
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; cross_entropy over the 16-bit logits without an upcast is "

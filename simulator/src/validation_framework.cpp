@@ -300,6 +300,18 @@ bool readFramework(Reading& r) {
         r.assume("llm-foundry: Composer's training metrics after every micro-batch, two eager cross-entropies over the "
                  "logits (LanguageCrossEntropy, LanguagePerplexity)");
     }
+    // Whether the trainer keeps each micro-batch's logits referenced through its backward (memory.cpp: they then sit
+    // beside the last layer's backward). Composer binds the model's output to state.outputs before the loss and keeps
+    // it until the next micro-batch's forward replaces it (trainer.py _train_microbatch), metrics or not.
+    if (auto v = boolean(pl, "logits_held_through_backward")) {
+        plan.framework.logitsHeldThroughBackward = *v;
+    } else if (member(pl, "logits_held_through_backward")) {
+        r.assume("logits_held_through_backward \"" + text(pl, "logits_held_through_backward") +
+                 "\" is neither true nor false: the framework's default taken");
+    } else if (llmFoundry) {
+        plan.framework.logitsHeldThroughBackward = true;
+        r.assume("llm-foundry: Composer keeps each micro-batch's outputs, the logits, in state.outputs through its backward");
+    }
     const std::string loss = lower(text(pl, "cross_entropy"));
     const auto& kinds = crossEntropyKinds();
     const bool named = std::find(kinds.begin(), kinds.end(), loss) != kinds.end();

@@ -53,7 +53,8 @@ assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['resu
 # torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
 # (CP, TP, PP: 8B to 405B on 8-512 GPUs), and the June 2025 async-TP benchmark (70B on 256 GPUs and 8B on 64,
 # vanilla and async TP, BF16 and Float8); measured 5.2% median step error (14.6% before the 500 W limit moved the
-# power curve, 2026-11-30), 3.3% median peak-memory error, every run predicted to fit.
+# power curve, 2026-11-30), 4.4% median peak-memory error (3.3% when every last-stage peak summed the loss's backward
+# with the last layer's; the 70B 2D rows' DTensor loss is the open term, docs/validation.md), every run predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_torchtitan_h100.json" >"$tmp/tt.json" 2>/dev/null; check "torchtitan set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
@@ -70,13 +71,14 @@ assert o['records']==2 and o['max_abs_step_error'] <= 0.07, o
 assert o['median_abs_memory_error'] <= 0.06, o" ; check "torchtitan H200 set within its guard" $?
 # KempnerForge's 2026 reports (FSDP2 + DTensor TP, torch.compile, 1-160 H200 on nodes of 4; docs/validation.md): a
 # framework tessel had not read, never fitted; measured 7.9% median, 35.1% max (70B on 8 GPUs at 128.5 of 140 GiB),
-# every record read with the HGX 4-GPU board's NVLink mesh; peaks (rank 0's max_memory_allocated) 7.9% at the median
-# (47.7% low before its gathered logits, whole embedding, eager 16-bit loss and fp32 no-sync gradients were costed).
+# every record read with the HGX 4-GPU board's NVLink mesh; peaks (rank 0's max_memory_allocated) 3.3% at the median
+# (47.7% low before its gathered logits, whole embedding, eager 16-bit loss and fp32 no-sync gradients were costed;
+# 7.9% before the last stage's two moments, the logits held through the backward and FSDP2 over one rank at TP only).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_kempnerforge_h200.json" >"$tmp/kf.json" 2>/dev/null; check "KempnerForge set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/kf.json')); o=d['overall']
 assert o['records']==25 and o['predicted']==25 and o['median_abs_step_error'] <= 0.10 and o['max_abs_step_error'] <= 0.40, o
-assert o['median_abs_memory_error'] <= 0.10 and all(r['predicted_fits'] for r in d['results']), o
+assert o['median_abs_memory_error'] <= 0.05 and all(r['predicted_fits'] for r in d['results']), o
 assert sum('HGX 4-GPU board' in ' '.join(r['assumptions']) for r in d['results']) == 25, 'every record: 4 GPUs a node'" ; check "KempnerForge set within its guard" $?
 # AI2's OLMo-core throughput table (2024-09 to 2024-11; OLMo 2 1B/7B/13B and a Llama 3 8B shape, BF16 and torchao
 # Float8, FSDP2 and torch.compile on one 8-GPU H100 node): a framework tessel had not read, never fitted; measured
@@ -178,13 +180,14 @@ assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['resu
 e = [r['step_error'] for r in d['results']]
 assert all(-0.25 <= x <= -0.16 for x in e) and max(e) - min(e) <= 0.04, e" ; check "LUMI MI250X set within its guard" $?
 # Megatron-LM's own memory-and-speed CI runs (a 7B GPT at tp1 pp4 with 8 virtual stages and at tp4 pp1 on 8 H100,
-# GB200 and A100; docs/validation.md "Megatron-LM's own memory"): the last rank's allocated peak within 2% on each,
+# GB200 and A100; docs/validation.md "Megatron-LM's own memory"): the last rank's allocated peak within 2.5% on each
+# (-2.3% at worst, the tp4 pp1 rows, since the last stage's peak is one of its two moments),
 # the deterministic mode's step kept out of the comparison and said, every run fitting.
 "$TESSEL" validate --json --assumptions "$(dirname "$0")/../../data/validation/check_megatron_functional_memory_speed.json" >"$tmp/mlmft.json" 2>/dev/null; check "Megatron-LM functional set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mlmft.json')); rs=d['results']
 assert len(rs)==6 and all(r['predicted'] and r['step_error'] is None for r in rs), rs
-assert all(abs(r['memory_error']) <= 0.02 for r in rs), [(r['id'], r['memory_error']) for r in rs]
+assert all(abs(r['memory_error']) <= 0.025 for r in rs), [(r['id'], r['memory_error']) for r in rs]
 assert all(r['predicted_fits'] for r in rs)
 assert all(any('not compared: plan/deterministic' in a for a in r['assumptions']) for r in rs)
 assert all(any('compared on pipeline stage ' + ('3' if 'pp4' in r['id'] else '0') in a for a in r['assumptions']) for r in rs)" ; check "Megatron-LM functional set within its guard" $?

@@ -49,15 +49,15 @@ TEST(FusedLinearLoss, TheLastStageKeepsTheGradientsNotTheLogits) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
     const double T = 32768.0, V = 128256.0, h = 4096.0;
-    const double compiled = predictMemory(llama, c, llamaFsdp("compiled")).stages.back().other.logitsLossBytes;
-    const double fused = predictMemory(llama, c, llamaFsdp("fused_linear")).stages.back().other.logitsLossBytes;
+    const double compiled = predictMemory(llama, c, llamaFsdp("compiled")).stages.back().lossBackwardBytes;
+    const double fused = predictMemory(llama, c, llamaFsdp("fused_linear")).stages.back().lossBackwardBytes;
     EXPECT_DOUBLE_EQ(compiled, 4.0 * T * V);
     EXPECT_DOUBLE_EQ(fused, 2.0 * T * h + 2.0 * V * h + 2.0 * 1024 * V + 4.0 * T);
     // Under autocast over fp32 parameters (amp) the final norm's output and the head's weight are fp32, and so are
     // the gradients Liger zeroes like them; the chunk's logits are the autocast matmul's bf16.
     Plan amp = llamaFsdp("fused_linear");
     amp.precision = "amp";
-    const double autocast = predictMemory(llama, c, amp).stages.back().other.logitsLossBytes;
+    const double autocast = predictMemory(llama, c, amp).stages.back().lossBackwardBytes;
     EXPECT_DOUBLE_EQ(autocast, 4.0 * T * h + 4.0 * V * h + 2.0 * 1024 * V + 4.0 * T);
 }
 
@@ -156,18 +156,23 @@ TEST(TpPlanEnds, GatheredLogitsAndAWholeEmbeddingByHand) {
     EXPECT_EQ(names(pointersOf(p)), 0); // split, the tied head and embedding agree
 }
 
-// cross_entropy over the 16-bit logits without an upcast (eager_16bit), Llama 3 8B, 4 x 8192 tokens: the logits and
-// log_softmax's bf16 output kept, nll_loss's dense gradient and the input gradient at the backward: 8 B a logit,
-// 33.6 GB, where the compiled kernels keep 4 and the fp32 eager loss 12. Its kernels move 4 x 2 B a logit forward
-// (log_softmax reads a row three times and writes it) and 5 x 2 B backward.
+// cross_entropy over the 16-bit logits without an upcast (eager_16bit), Llama 3 8B, 4 x 8192 tokens: log_softmax's
+// bf16 output kept, nll_loss's dense gradient and the input gradient at the backward, and the logits themselves where
+// the trainer still holds them: 8 B a logit, 33.6 GB (6 B, 25.2 GB, where it does not), where the compiled kernels
+// keep 4 and the fp32 eager loss 12. Its kernels move 4 x 2 B a logit forward (log_softmax reads a row three times
+// and writes it) and 5 x 2 B backward.
 TEST(EagerLoss16Bit, KeepsFourTensorsOfTheLogitsAtItsBackward) {
     const ModelConfig llama = test::preset("llama3-8b");
     const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
     const double T = 32768.0, V = 128256.0;
-    auto lossMemory = [&](const char* kind) {
-        return predictMemory(llama, c, llamaFsdp(kind)).stages.back().other.logitsLossBytes;
+    auto lossMemory = [&](const char* kind, bool held = true) {
+        Plan p = llamaFsdp(kind);
+        p.framework.logitsHeldThroughBackward = held;
+        return predictMemory(llama, c, p).stages.back().lossBackwardBytes;
     };
     EXPECT_DOUBLE_EQ(lossMemory("eager_16bit"), 8.0 * T * V);
+    EXPECT_DOUBLE_EQ(lossMemory("eager_16bit", false), 6.0 * T * V);
+    EXPECT_DOUBLE_EQ(lossMemory("compiled", false), 4.0 * T * V); // the loss saves the logits: held or not, 4 B
     EXPECT_DOUBLE_EQ(lossMemory("compiled"), 4.0 * T * V);
     const Plan p = llamaFsdp("eager_16bit");
     const BlockCompute head = headCompute(llama, c, p, precisionRecipeOf(p));

@@ -234,9 +234,9 @@ TEST(RecomputeModules, TheRerunBlockIsAliveDuringItsBackward) {
     const double e = s.activationBytes, g = s.gemmInputBytes, T = d(s.tokens), h = d(s.hidden), f = d(s.ffnLocal);
     const double gradients = e * T * (3.0 * f + 3.0 * h);
     const double rerun = g * d(s.tokensSp) * h + e * T * f * 2.0 + g * T * f;
-    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages[0].other.backwardWorkingBytes, gradients + rerun);
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages[0].layerBackwardWorkingBytes, gradients + rerun);
     p.recomputeModules = rm::CoreAttn; // flash: its log-sum-exp, far below the MLP's set
-    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages[0].other.backwardWorkingBytes, gradients);
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages[0].layerBackwardWorkingBytes, gradients);
 }
 
 // The ops each module's forward holds, as Megatron-core's code draws them (transformer_layer.py, multi_latent_attention.py,

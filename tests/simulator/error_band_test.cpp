@@ -284,12 +284,13 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(bloomBand.has_value());
     EXPECT_EQ(bloomBand->kind, "DeepSpeed pipeline");
     EXPECT_GE(bloomBand->records, 9);
-    // Megatron-LM's functional tests: six allocated peaks (two plans on three GPUs), each within 1.1%.
+    // Megatron-LM's functional tests: six allocated peaks (two plans on three GPUs), each within 2.3% (1.1% when the last
+    // stage's peak summed its two moments).
     const auto megatronBand = memoryBandFor(megatronPlan);
     ASSERT_TRUE(megatronBand.has_value());
     EXPECT_EQ(megatronBand->kind, "Megatron-style");
     EXPECT_EQ(megatronBand->records, 6);
-    EXPECT_LT(megatronBand->p90AbsError, 0.02);
+    EXPECT_LT(megatronBand->p90AbsError, 0.025);
     EXPECT_FALSE(memoryBandFor(megatronPlan, 7).has_value());
     EXPECT_EQ(noMemoryBandText(megatronPlan), "only 6 published Megatron-style runs state their peak, too few for a band (" +
                                                   std::to_string(shipped.memoryOverall.records - 6) + " runs of other frameworks do)");

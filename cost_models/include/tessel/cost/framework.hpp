@@ -130,12 +130,23 @@ struct FrameworkSettings {
     // RowwiseParallel tok_embeddings): true unless stated. False: every TP rank holds the whole table (a TP plan that
     // leaves the embedding out, KempnerForge's), with its gradient and optimizer state.
     std::optional<bool> vocabParallelEmbedding;
+    // The trainer keeps each micro-batch's logits referenced until its backward is over: a Python local bound to the
+    // model's output across loss.backward() (KempnerForge's `logits = model(...)`, AutoModel's Engine `output`), or
+    // a state it reads afterwards (Composer's state.outputs, which its training metrics read). The logits then outlive
+    // the loss's backward and sit beside the last layer's backward (memory.cpp, the last stage's two moments).
+    // torchtitan deletes them before the backward (`del pred`), Megatron-LM computes its loss inside the model: unset
+    // means true where the trainer computes training metrics over them (train_metric_losses > 0), false elsewhere
+    // (tessel's executor frees them with the head's other saved tensors as the head's backward ends).
+    std::optional<bool> logitsHeldThroughBackward;
 };
 
 // Whether the loss runs over each TP rank's vocabulary shard (true unless loss_parallel is stated false).
 bool lossParallelOf(const FrameworkSettings& f);
 // Whether the word embedding is split over TP by vocabulary (true unless vocab_parallel_embedding is stated false).
 bool vocabParallelEmbeddingOf(const FrameworkSettings& f);
+// Whether the trainer holds each micro-batch's logits until its backward is over (logits_held_through_backward;
+// unset: true where it computes training metrics over them).
+bool logitsHeldThroughBackwardOf(const FrameworkSettings& f);
 
 // Whether the data-parallel collectives run on NCCL user buffers (--nccl-ub; false unless stated).
 bool ncclUbOf(const FrameworkSettings& f);

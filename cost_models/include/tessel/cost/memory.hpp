@@ -106,7 +106,23 @@ struct StageMemory {
     double allocatorKeptBytes = 0.0;
     double reservedPeakBytes() const;  // totalBytes + allocatorKeptBytes, at most the larger of totalBytes and capacity
     double capacityBytes = 0.0;
+    // The last stage's peak is the larger of two moments (FORMULAS.md §2, "The last stage's two moments"): the loss's
+    // backward, or the last layer's backward. Which one the figures above are of, and the activations with the
+    // logits and loss at the other one (what an activations-only counter peaks at where that is the larger share).
+    enum class Moment { Whole, LossBackward, LastLayerBackward };
+    Moment moment = Moment::Whole; // Whole: a stage without the loss, or of the output layer alone
+    double otherMomentActivationsBytes = 0.0;
+    // Whatever the moment: the loss's bytes at its own backward (last stage: every micro-batch's in flight, and the
+    // current one's backward), and one layer's backward working set (a stage with layers).
+    double lossBackwardBytes = 0.0;
+    double layerBackwardWorkingBytes = 0.0;
 };
+
+// What a per-category counter (tessel's executor's MemoryStats) peaks at on a stage, each category at its own
+// moment: the activations with the logits and loss at whichever of the last stage's two moments holds more of them;
+// the buffers (ZeRO-3 gathers, communication buffers, a layer's backward working set, the step's copies).
+double activationsCategoryPeakBytes(const StageMemory& st);
+double buffersCategoryPeakBytes(const StageMemory& st);
 
 struct MemoryReport {
     std::vector<StageMemory> stages;  // one per pipeline stage
