@@ -622,7 +622,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             // saved), and at its backward the dense fp32 gradient nll_loss hands back and the fp32 input gradient
             // it makes; the 16-bit logits beside them where the trainer holds them.
             lossPerMicroBatch = 4.0 * T * t.vocabLoss + (held ? logits : 0.0);
-            lossAtBackward = 8.0 * T * t.vocabLoss;
+            // Under torchtitan's loss_parallel (tp > 1: DTensor's handlers in torch/distributed/tensor/parallel/loss.py)
+            // the backward is _nll_loss_and_log_softmax_backward, separate ops over the rank's shard: zeros_like of
+            // the saved output, then (grad_input + exp(output)) * grad_output, so the zero-filled gradient, the exp,
+            // their sum and its product: three fp32 tensors beside the saved output at once, where the fused
+            // kernels make two.
+            const bool dtensorLossParallel = plan.framework.name == "torchtitan" && plan.tp > 1 && lossParallelOf(plan.framework);
+            lossAtBackward = (dtensorLossParallel ? 12.0 : 8.0) * T * t.vocabLoss;
         } else {
             // Megatron-core's vocab-parallel cross-entropy (fused or not) keeps an fp32 softmax per micro-batch
             // in flight while the 16-bit logits of the current one exist.

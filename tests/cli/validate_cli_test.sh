@@ -53,8 +53,8 @@ assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['resu
 # torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
 # (CP, TP, PP: 8B to 405B on 8-512 GPUs), and the June 2025 async-TP benchmark (70B on 256 GPUs and 8B on 64,
 # vanilla and async TP, BF16 and Float8); measured 5.2% median step error (14.6% before the 500 W limit moved the
-# power curve, 2026-11-30), 4.4% median peak-memory error (3.3% when every last-stage peak summed the loss's backward
-# with the last layer's; the 70B 2D rows' DTensor loss is the open term, docs/validation.md), every run predicted to fit.
+# power curve, 2026-11-30), 4.3% median peak-memory error (3.3% when every last-stage peak summed the loss's backward
+# with the last layer's, docs/validation.md), every run predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_torchtitan_h100.json" >"$tmp/tt.json" 2>/dev/null; check "torchtitan set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/tt.json')); o=d['overall']

@@ -156,6 +156,26 @@ TEST(TpPlanEnds, GatheredLogitsAndAWholeEmbeddingByHand) {
     EXPECT_EQ(names(pointersOf(p)), 0); // split, the tied head and embedding agree
 }
 
+// torchtitan's fp32 eager loss, cross_entropy(pred.float()), at its backward: the fused kernels keep the log-softmax
+// output and make nll_loss's dense gradient and log_softmax_backward's output, 12 B a logit (Llama 3 8B, 4 x 8192
+// tokens: 50.4 GB); under loss_parallel at tp 2 DTensor's _nll_loss_and_log_softmax_backward makes the zero-filled
+// gradient, exp(output), their sum and its product over each rank's half of the vocabulary, three at once beside the
+// saved output: 16 B a logit of the shard, 33.6 GB.
+TEST(EagerLossFp32, DTensorLossParallelHoldsThreeTemporariesBesideTheSavedOutput) {
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const double T = 32768.0, V = 128256.0;
+    Plan p = llamaFsdp("eager");
+    p.framework.name = "torchtitan";
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().lossBackwardBytes, 12.0 * T * V);
+    p.tp = 2;
+    p.dp = 4;
+    p.sequenceParallel = true;
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().lossBackwardBytes, 16.0 * T * V / 2.0);
+    p.framework.lossParallel = false; // the logits gathered: the fused kernels over the whole vocabulary
+    EXPECT_DOUBLE_EQ(predictMemory(llama, c, p).stages.back().lossBackwardBytes, 12.0 * T * V);
+}
+
 // cross_entropy over the 16-bit logits without an upcast (eager_16bit), Llama 3 8B, 4 x 8192 tokens: log_softmax's
 // bf16 output kept, nll_loss's dense gradient and the input gradient at the backward, and the logits themselves where
 // the trainer still holds them: 8 B a logit, 33.6 GB (6 B, 25.2 GB, where it does not), where the compiled kernels
