@@ -189,6 +189,15 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         out << " + the step's gradient copies " << gib(peak.other.stepCopyBytes) << " (beyond the backward's)";
     if (peak.other.collectiveLibraryBytes > 0.0) out << " + NCCL's buffers " << gib(peak.other.collectiveLibraryBytes);
     out << " + reserved " << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
+    // The last stage's peak is one of its two moments (FORMULAS.md §2): say which, and what the other holds.
+    if (peak.moment == StageMemory::Moment::LossBackward)
+        out << "  at the loss's backward (no layer rebuilt yet, no layer's backward running; the last layer's backward "
+               "holds " << gib(peak.otherMomentActivationsBytes + peak.layerBackwardWorkingBytes)
+            << " GiB of activations, loss and working set)\n";
+    else if (peak.moment == StageMemory::Moment::LastLayerBackward)
+        out << "  at the last layer's backward (the loss's backward, before it, holds " << gib(peak.lossBackwardBytes)
+            << " GiB of loss beside " << gib(peak.otherMomentActivationsBytes - peak.lossBackwardBytes)
+            << " GiB of activations)\n";
     if (pl.offloads())
         out << "  host     " << gib(p.memory.hostPeakBytes) << " GiB per GPU offloaded (" << offloadString(pl) << "), "
             << gib(p.memory.hostBytesPerNode()) << " of " << gib(p.memory.hostCapacityBytes) << " GiB host memory per node: "

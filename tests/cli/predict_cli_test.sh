@@ -407,6 +407,9 @@ check "says the loss kernel" "$(contains "$tmp/ce-liger.out" "Liger-Kernel's fus
 # compiled kernels' 4, where the trainer lets go of the logits; 8 B where it holds them, logits_held_through_backward).
 "$TESSEL" predict $P --cross-entropy eager_16bit >"$tmp/ce-16.out" 2>&1; check "predict with the 16-bit eager loss" $?
 check "says that loss kernel" "$(contains "$tmp/ce-16.out" "eager PyTorch, over the 16-bit logits (no upcast), cross-entropy")"
+# The last stage's peak is one of its two moments (FORMULAS.md §2): with 4 x 8192 tokens of 128k-vocabulary logits
+# the loss's backward, which the text names with what the other moment holds.
+check "names the peak's moment" "$(contains "$tmp/ce-16.out" "^  at the loss's backward (no layer rebuilt yet")"
 "$TESSEL" predict $P --cross-entropy eager_16bit --json >"$tmp/ce-16.json" 2>/dev/null
 python3 -c "
 import json
