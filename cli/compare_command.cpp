@@ -218,15 +218,23 @@ std::function<int()> addCompareCommand(CLI::App& app) {
                 // `tessel run` records that its executor computes the loss in place (loss_in_place) and keeps no
                 // dropout masks (dropout_masks_kept false); a scenario that does not say otherwise is predicted as run.
                 const auto& runPlan = run.planJson();
-                if (!s.plan.framework.lossInPlace && runPlan && runPlan->value("loss_in_place", false))
-                    s.plan.framework.lossInPlace = true;
-                if (!s.plan.framework.dropoutMasksKept && runPlan && !runPlan->value("dropout_masks_kept", true))
+                // Each read as a boolean where the run's plan has it, its default where not; anything else is named.
+                auto runFlag = [&](const char* key, bool absent) {
+                    if (!runPlan || !runPlan->is_object() || !runPlan->contains(key)) return absent;
+                    const nlohmann::json& v = (*runPlan)[key];
+                    if (v.is_boolean()) return v.get<bool>();
+                    problems.add(run.planSource() + "/" + key, "expected true or false, got " + v.dump());
+                    return absent;
+                };
+                const bool runLossInPlace = runFlag("loss_in_place", false);
+                if (!s.plan.framework.lossInPlace && runLossInPlace) s.plan.framework.lossInPlace = true;
+                if (!s.plan.framework.dropoutMasksKept && !runFlag("dropout_masks_kept", true))
                     s.plan.framework.dropoutMasksKept = false;
                 // The executor frees the logits as the head's backward ends since 2026-12-06 (its runs record
                 // logits_held_through_backward false); one recorded before, without the key, kept them to the end
                 // of the micro-batch's backward.
-                if (!s.plan.framework.logitsHeldThroughBackward && runPlan && runPlan->value("loss_in_place", false))
-                    s.plan.framework.logitsHeldThroughBackward = runPlan->value("logits_held_through_backward", true);
+                if (!s.plan.framework.logitsHeldThroughBackward && runLossInPlace)
+                    s.plan.framework.logitsHeldThroughBackward = runFlag("logits_held_through_backward", true);
                 const sim::PlanSimulation simulation = sim::simulatePlan(s.model, s.cluster, s.plan);
                 prediction = sim::predictionFromSimulation(simulation, flags->scenario);
                 prediction.modelJson = modelToJson(s.model);

@@ -98,8 +98,8 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
         plan["loss_parallel"] = False
         plan["vocab_parallel_embedding"] = False
     inferred = {k: v for k, v in INFERRED.items() if not k.startswith("plan.") or k[len("plan."):] in plan}
-    if dp > 1:
-        del inferred["plan.zero"]  # FSDP over the data-parallel ranks: the record's own plan
+    if not (tp > 1 and dp == 1):
+        del inferred["plan.zero"]  # only the TP-only rows' FSDP2 over one rank is read from the code, not the report
     return {
         "id": rid, "group": group, "kind": "training_throughput", "source": source, "source_url": url,
         "model": {"name": name, "layers": layers, "hidden": dim, "heads": heads, "kv_heads": kv, "ffn_hidden": ffn,

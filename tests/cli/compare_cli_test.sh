@@ -173,5 +173,13 @@ for m in json.load(open(sys.argv[1]))["memory"]["stages"]:
         # docs/validation.md. Never read low; within the one micro-batch's head state and logits.
         assert -0.17 < act["error"] <= 0.0, (m["stage"], act)
 PY
+# What the run records of its executor is read as a boolean or named: a hand-edited "yes" exits 2 at its key.
+cp -r "$tmp/drop" "$tmp/drop-bad"
+python3 -c "
+import json; p = '$tmp/drop-bad/scenario.json'; s = json.load(open(p)); s['plan']['logits_held_through_backward'] = 'yes'
+json.dump(s, open(p, 'w'))"
+"$TESSEL" compare tiny-cpu "$tmp/drop-bad" --model "$tmp/tiny-dropout.json" >/dev/null 2>"$tmp/err"; rc=$?
+check "a run's executor key that is no boolean exits 2" $([ $rc -eq 2 ]; echo $?)
+check "named at its pointer" "$(contains "$tmp/err" 'scenario.json#/plan/logits_held_through_backward: expected true or false, got "yes"')"
 
 finish

@@ -67,8 +67,9 @@ InFlightLayers inFlightLayers(const Plan& plan, const std::vector<int>& chunkLay
 struct OtherMemory {
     double zero3GatherBytes = 0.0;    // gathered parameters at their peak (current + prefetched layer; DeepSpeed: its coordinator's)
     double commBufferBytes = 0.0;     // PP send/recv, SP all-gather, CP KV, EP all-to-all, ZeRO-2/3 buckets
-    double logitsLossBytes = 0.0;     // last stage: fp32 softmax kept by the fused cross-entropy
-    double backwardWorkingBytes = 0.0; // one layer's transient backward gradients (MLP [T, f] and [T, h] sets)
+    double logitsLossBytes = 0.0;     // last stage: the logits and the loss's tensors at the peak's moment (StageMemory::moment)
+    // One layer's transient backward gradients at the peak's moment: 0 where the last stage peaks at the loss's backward.
+    double backwardWorkingBytes = 0.0; // MLP [T, f] and [T, h] sets
     // DeepSpeed's optimizers copy the gradients at the step, after the last backward (BF16_Optimizer's 16-bit copy
     // of its whole flat fp32 gradient for the all-reduce; ZeRO-1/2's flattened 16-bit partition and its fp32 cast):
     // what that phase holds beyond what the backward held (0 where the backward's peak is the larger).
