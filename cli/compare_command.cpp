@@ -9,6 +9,7 @@
 #include "tessel/sim/compare.hpp"
 #include "tessel/sim/simulate.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -76,6 +77,13 @@ std::string renderTables(const sim::RunComparison& c, size_t top, const std::str
 
     out << "Peak memory per stage (the executor counts its own allocations, so the reserved bytes are "
            "left out of the comparison)\n";
+    // Which moment the category rows are of: the same on both sides, said so a row is not read as the other.
+    const bool atTotalPeak = std::all_of(c.memory.begin(), c.memory.end(), [](const auto& m) { return m.categoriesAtTotalPeak; });
+    const bool ownPeaks = std::none_of(c.memory.begin(), c.memory.end(), [](const auto& m) { return m.categoriesAtTotalPeak; });
+    if (!c.memory.empty())
+        out << (atTotalPeak ? "categories: what each held when the total peaked (they add up to the total)\n"
+                : ownPeaks  ? "categories: each at its own peak, as the run recorded them (they need not add up to the total)\n"
+                            : "categories: stage by stage, at the total's peak where the run recorded it, else each at its own peak\n");
     Table mem({"stage", "category", "predicted", "measured", "error"});
     for (const auto& m : c.memory) {
         for (const auto& x : m.categories)

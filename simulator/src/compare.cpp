@@ -77,12 +77,16 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
     for (const auto& st : sim.memory.stages) {
         PredictedStageMemory m;
         m.stage = st.stage;
-        // Mapped as the executor counts (see memoryCategories()).
+        // Mapped as the executor counts (see memoryCategories()): at the peak's moment, and each at its own.
         m.categoryBytes = {{"weights", st.weightsBytes},
                            {"grads", st.gradsBytes},
                            {"optimizer", st.optimizerBytes},
-                           {"activations", activationsCategoryPeakBytes(st)},
-                           {"other", buffersCategoryPeakBytes(st)}};
+                           {"activations", st.activationsBytes + st.other.logitsLossBytes},
+                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes +
+                                         st.other.stepCopyBytes}};
+        m.categoryOwnPeakBytes = m.categoryBytes;
+        m.categoryOwnPeakBytes["activations"] = activationsCategoryPeakBytes(st);
+        m.categoryOwnPeakBytes["other"] = buffersCategoryPeakBytes(st);
         m.reservedBytes = st.other.reservedBytes + st.other.collectiveLibraryBytes; // outside the tensors either way
         m.totalBytes = st.totalBytes();
         p.memory.push_back(std::move(m));
@@ -160,19 +164,23 @@ void setPredictedMemory(Prediction& prediction, const nlohmann::json& predictJso
         m.categoryBytes["optimizer"] = r.requireNumber("optimizer_bytes", 0, kMax);
         m.categoryBytes["activations"] = r.requireNumber("activations_bytes", 0, kMax);
         m.totalBytes = r.requireNumber("total_bytes", 0, kMax);
+        m.categoryOwnPeakBytes = m.categoryBytes;
         if (const nlohmann::json* other = r.child("other")) {
-            // Each category at its own moment, as activationsCategoryPeakBytes / buffersCategoryPeakBytes read a
-            // simulation (the last stage's other moment and a layer's backward working set, where predict wrote them).
+            // At the peak's moment, as predictionFromSimulation maps a simulation; each category at its own moment as
+            // activationsCategoryPeakBytes / buffersCategoryPeakBytes do (the last stage's other moment and a layer's
+            // backward working set, where predict wrote them).
             ObjectReader o(*other, r.pointer("other"), problems);
-            m.categoryBytes["activations"] = std::max(m.categoryBytes["activations"] + o.optNumber("logits_loss_bytes", 0, 0, kMax),
-                                                      r.optNumber("other_moment_activations_bytes", 0, 0, kMax));
-            m.categoryBytes["other"] = o.optNumber("zero3_gather_bytes", 0, 0, kMax) + o.optNumber("comm_buffer_bytes", 0, 0, kMax) +
-                                       std::max(o.optNumber("backward_working_bytes", 0, 0, kMax),
-                                                r.optNumber("layer_backward_working_bytes", 0, 0, kMax)) +
-                                       o.optNumber("step_copy_bytes", 0, 0, kMax);
+            const double activations = m.categoryBytes["activations"] + o.optNumber("logits_loss_bytes", 0, 0, kMax);
+            const double kept = o.optNumber("zero3_gather_bytes", 0, 0, kMax) + o.optNumber("comm_buffer_bytes", 0, 0, kMax) +
+                                o.optNumber("step_copy_bytes", 0, 0, kMax);
+            const double working = o.optNumber("backward_working_bytes", 0, 0, kMax);
+            m.categoryBytes["activations"] = activations;
+            m.categoryBytes["other"] = kept + working;
+            m.categoryOwnPeakBytes["activations"] = std::max(activations, r.optNumber("other_moment_activations_bytes", 0, 0, kMax));
+            m.categoryOwnPeakBytes["other"] = kept + std::max(working, r.optNumber("layer_backward_working_bytes", 0, 0, kMax));
             m.reservedBytes = o.optNumber("reserved_bytes", 0, 0, kMax);
         } else {
-            m.categoryBytes["other"] = r.requireNumber("other_bytes", 0, kMax);
+            m.categoryBytes["other"] = m.categoryOwnPeakBytes["other"] = r.requireNumber("other_bytes", 0, kMax);
         }
         out.push_back(std::move(m));
     }
@@ -381,11 +389,21 @@ RunComparison compareRun(const Prediction& prediction, const MeasuredRun& run) {
         for (const auto& m : run.memory())
             if (m.stage == stage && m.processPeakBytes)
                 s.measuredProcessPeakBytes = std::max(s.measuredProcessPeakBytes.value_or(0.0), *m.processPeakBytes);
+        // Like for like: a run that recorded what each category held when its total peaked against the model's
+        // categories at its peak's moment; one that recorded each category's own peak against those.
+        // (Nothing measured: the model's own rows, which add up to its total.)
+        s.categoriesAtTotalPeak = true;
+        for (const auto& m : run.memory())
+            if (m.stage == stage && !m.categoryPeakBytes.empty())
+                s.categoriesAtTotalPeak = s.categoriesAtTotalPeak && m.categoriesAtTotalPeak;
         for (const auto& cat : memoryCategories()) {
             CategoryMemoryComparison x;
             x.category = cat;
-            if (p != prediction.memory.end())
-                if (const auto b = p->categoryBytes.find(cat); b != p->categoryBytes.end()) x.predictedBytes = b->second;
+            if (p != prediction.memory.end()) {
+                const auto& predicted =
+                    s.categoriesAtTotalPeak || p->categoryOwnPeakBytes.empty() ? p->categoryBytes : p->categoryOwnPeakBytes;
+                if (const auto b = predicted.find(cat); b != predicted.end()) x.predictedBytes = b->second;
+            }
             // The hungriest rank of the stage, category by category.
             for (const auto& m : run.memory())
                 if (m.stage == stage)
@@ -470,6 +488,7 @@ nlohmann::json comparisonToJson(const RunComparison& c, size_t top) {
                           {"error", optionalNumber(m.error())},
                           {"measured_process_peak_bytes", optionalNumber(m.measuredProcessPeakBytes)},
                           {"process_error", optionalNumber(m.processError())},
+                          {"categories_at", m.categoriesAtTotalPeak ? "total_peak" : "own_peak"},
                           {"categories", cats}});
     }
     return {{"schema_version", 1},

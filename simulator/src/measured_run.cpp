@@ -128,6 +128,7 @@ void MeasuredRun::setMemory(const nlohmann::json& memory, const std::string& sou
         const char* nested = e.contains("at_peak_total_bytes")                       ? "at_peak_total_bytes"
                              : e.contains("peak_bytes") && e["peak_bytes"].is_object() ? "peak_bytes"
                                                                                       : nullptr;
+        m.categoriesAtTotalPeak = e.contains("at_peak_total_bytes");
         const nlohmann::json& parts = nested ? e[nested] : e;
         bool partsOk = true;
         for (auto it = parts.begin(); it != parts.end(); ++it) {

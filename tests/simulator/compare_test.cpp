@@ -283,6 +283,27 @@ TEST(CompareMemory, PerCategoryAgainstTheHungriestRankWithoutReserved) {
     const RunComparison c2 = compareRun(p, run);
     for (const auto& x : c2.memory[0].categories)
         EXPECT_NEAR(*x.error(), 0.0, 1e-12) << x.category; // 200 buffers at the peak, not their own 600 peak
+    EXPECT_TRUE(c2.memory[0].categoriesAtTotalPeak);
+    EXPECT_FALSE(c.memory[0].categoriesAtTotalPeak);
+    EXPECT_EQ(comparisonToJson(c2, 1)["memory"]["stages"][0]["categories_at"], "total_peak");
+    EXPECT_EQ(comparisonToJson(c, 1)["memory"]["stages"][0]["categories_at"], "own_peak");
+    // Like for like on the predicted side too: where the model's categories peak at other moments than its total
+    // (the last stage's activations at the loss's backward, its buffers at the last layer's), a run's
+    // at-the-total's-peak composition is set against the model's at its peak's moment, and a run's own peaks
+    // against the model's own peaks.
+    Prediction moments = p;
+    moments.memory[0].categoryOwnPeakBytes = m0.categoryBytes;
+    moments.memory[0].categoryOwnPeakBytes["activations"] = 480;
+    moments.memory[0].categoryOwnPeakBytes["other"] = 600;
+    const RunComparison atPeakRun = compareRun(moments, run);
+    for (const auto& x : atPeakRun.memory[0].categories) EXPECT_NEAR(*x.error(), 0.0, 1e-12) << x.category;
+    run.setMemory({{"schema_version", 1},
+                   {"ranks", {{{"rank", 0}, {"stage", 0}, {"peak_total_bytes", 1000},
+                               {"peak_bytes", {{"weights_bytes", 100}, {"grads_bytes", 100}, {"optimizer_bytes", 200},
+                                               {"activations_bytes", 480}, {"buffers_bytes", 600}}}}}}});
+    const RunComparison ownPeakRun = compareRun(moments, run);
+    EXPECT_FALSE(ownPeakRun.memory[0].categoriesAtTotalPeak);
+    for (const auto& x : ownPeakRun.memory[0].categories) EXPECT_NEAR(*x.error(), 0.0, 1e-12) << x.category;
     // A composition that is not an object, or a category that is not a number, is named, not skipped.
     for (const auto& [entry, where] : std::vector<std::pair<nlohmann::json, std::string>>{
              {{{"rank", 0}, {"stage", 0}, {"peak_total_bytes", 10}, {"at_peak_total_bytes", 5}}, "m.json#/ranks/0/at_peak_total_bytes"},
@@ -328,14 +349,23 @@ TEST(ComparePrediction, ASimulationAndItsOwnTraceAgree) {
     ASSERT_EQ(withMemory.memory.size(), a.memory.size());
     for (size_t s = 0; s < a.memory.size(); ++s) {
         EXPECT_EQ(withMemory.memory[s].categoryBytes, a.memory[s].categoryBytes);
+        EXPECT_EQ(withMemory.memory[s].categoryOwnPeakBytes, a.memory[s].categoryOwnPeakBytes);
+        // At the peak's moment the categories add up to the allocated total, as a run's at_peak_total_bytes do.
+        double sum = 0.0;
+        for (const auto& [cat, bytes] : a.memory[s].categoryBytes) sum += bytes;
+        EXPECT_NEAR(sum, a.memory[s].allocatedBytes(), 1e-6 * sum) << "stage " << s;
         EXPECT_DOUBLE_EQ(withMemory.memory[s].reservedBytes, a.memory[s].reservedBytes);
         EXPECT_DOUBLE_EQ(withMemory.memory[s].totalBytes, a.memory[s].totalBytes);
     }
     // The executor's mapping: activations include the logits the model files under "other".
     const auto& last = sim.memory.stages.back();
     EXPECT_GT(last.lossBackwardBytes, 0.0);
-    EXPECT_DOUBLE_EQ(a.memory.back().categoryBytes.at("activations"), activationsCategoryPeakBytes(last));
-    EXPECT_GE(activationsCategoryPeakBytes(last), last.activationsBytes + last.other.logitsLossBytes);
+    EXPECT_DOUBLE_EQ(a.memory.back().categoryBytes.at("activations"), last.activationsBytes + last.other.logitsLossBytes);
+    EXPECT_DOUBLE_EQ(a.memory.back().categoryOwnPeakBytes.at("activations"), activationsCategoryPeakBytes(last));
+    EXPECT_DOUBLE_EQ(a.memory.back().categoryOwnPeakBytes.at("other"), buffersCategoryPeakBytes(last));
+    // tiny-cpu's last stage peaks at its last layer's backward; its activations peak at the loss's backward.
+    EXPECT_EQ(last.moment, StageMemory::Moment::LastLayerBackward);
+    EXPECT_GT(activationsCategoryPeakBytes(last), last.activationsBytes + last.other.logitsLossBytes);
     EXPECT_THROW(setPredictedMemory(withMemory, {{"memory", {{"stages", {{{"stage", 0}}}}}}}, "p.json"), InputError);
 }
 

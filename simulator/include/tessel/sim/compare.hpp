@@ -51,8 +51,9 @@ struct MeasuredMemory {
     int stage = 0;
     double peakBytes = 0.0;     // the peak of the total, not the sum of the per-category peaks
     // Keys from memoryCategories(), where the file says: at the total's peak (at_peak_total_bytes) when the
-    // run recorded it, else each category's own peak.
+    // run recorded it (categoriesAtTotalPeak), else each category's own peak.
     std::map<std::string, double> categoryPeakBytes;
+    bool categoriesAtTotalPeak = false;
     // The process's peak resident set (process_peak_resident_bytes), where the run recorded it: everything
     // the rank held, runtime and allocator slack included, so it is set against the predicted total.
     std::optional<double> processPeakBytes;
@@ -125,7 +126,12 @@ struct PredictedAction {
 
 struct PredictedStageMemory {
     int stage = 0;
-    std::map<std::string, double> categoryBytes;   // memoryCategories(), mapped as described there
+    // memoryCategories(), mapped as described there, at the model's peak moment: they add up to allocatedBytes(),
+    // as a run's at_peak_total_bytes add up to its peak.
+    std::map<std::string, double> categoryBytes;
+    // The same, each category at its own moment (cost::activationsCategoryPeakBytes, buffersCategoryPeakBytes): what
+    // a run's per-category counters peak at, compared with a run that recorded only those.
+    std::map<std::string, double> categoryOwnPeakBytes;
     double reservedBytes = 0.0;
     double totalBytes = 0.0;                       // the model's total, reserved bytes included
     double allocatedBytes() const { return totalBytes - reservedBytes; }
@@ -228,6 +234,9 @@ struct StageMemoryComparison {
     std::optional<double> measuredPeakBytes;
     std::optional<double> measuredProcessPeakBytes;     // the hungriest rank's peak resident set
     std::vector<CategoryMemoryComparison> categories;   // memoryCategories() order; empty without a prediction
+    // Which pairing the categories are: what each held when the total peaked, on both sides (the run recorded
+    // at_peak_total_bytes), or each category's own peak on both sides.
+    bool categoriesAtTotalPeak = false;
     double predictedAllocatedBytes() const { return predictedTotalBytes - predictedReservedBytes; }
     // measured peak / predicted allocated bytes - 1 (the reserved bytes are not measured, see memoryCategories).
     std::optional<double> error() const;
