@@ -153,7 +153,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     // fsdp_pure: Composer's 'PURE' (reduce_dtype = param_dtype): the same, gradients reduced in bf16 (2 B).
     // amp: PyTorch autocast(bfloat16) over fp32 parameters, the plain-PyTorch recipe (torch.amp; HF Trainer --bf16,
     //      Lightning "bf16-mixed", nanoGPT): fp32 weights are the master (4), fp32 gradients (4, reduced in fp32),
-    //      two moments: 16 B; the bf16 copies autocast makes are counted with the activations' lifetime (memory.cpp).
+    //      two moments: 16 B; the bf16 copies autocast makes are counted with the activations' lifetime (layer_activations.cpp).
     // fsdp_amp: PyTorch FSDP under torch.autocast with fp32 parameters gathered as they are kept, as Lightning's
     //      FSDP "bf16-mixed" / "16-mixed" ran from 2.1 to 2.5 (lightning/fabric/plugins/precision/fsdp.py:
     //      MixedPrecision(param_dtype=float32, reduce_dtype=buffer_dtype=bfloat16) inside torch.autocast): fp32
