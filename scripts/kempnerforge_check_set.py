@@ -58,7 +58,7 @@ INFERRED = {
                            "upcast, outside torch.compile (ce_chunk_size 0): tessel's eager_16bit"),
     "plan.attention": ("SDPA, backend 'auto': cuDNN's fused attention on the H200 "
                        "(benchmarks/profiling/13b_24gpu_profiling.md: aten::_cudnn_attention_backward)"),
-    "plan.fused_kernels": "train.compile_model (torch.compile of the whole model)",
+    "plan.fused_kernels": "train.compile_model: torch.compile of the whole model where true, eager ops where false",
     "plan.loss_parallel": ("distributed/tensor_parallel.py apply_tensor_parallel: output_head.proj is "
                            "ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()) and the loss runs outside "
                            "any loss_parallel context: the logits gathered to every TP rank, the loss over the whole "
@@ -117,6 +117,13 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
     }
 
 
+def records_of(rows, src, url, note, eager_note):
+    """One record a row (id, model, gpus, tp, mb, accum, compile, step s, tok/s, MFU %, GiB); an eager run's notes say so."""
+    return [record("kempnerforge_h200_2026", rid, src, url, model, gpus, tp, mb, accum, comp, step, tok, mfu, mem,
+                   note if comp else note + eager_note)
+            for rid, model, gpus, tp, mb, accum, comp, step, tok, mfu, mem in rows]
+
+
 def mfu_scaling():
     src = ("KempnerInstitute/KempnerForge benchmarks/mfu_scaling/mfu_scaling_2026-04-05.md (git 01b461a), 'Full "
            "Results Table'; run arguments from benchmarks/mfu_scaling/mfu_bench.sh at 9f3f03a")
@@ -141,12 +148,7 @@ def mfu_scaling():
         ("kf2604-13b-32gpu-tp4-fsdp8", "13b", 32, 4, 4, 4, True, 5.03, 104309, 32.7, 36.3),
         ("kf2604-70b-32gpu-tp4-fsdp8", "70b", 32, 4, 2, 4, True, 14.85, 17657, 25.4, 93.2),
     ]
-    out = []
-    for rid, model, gpus, tp, mb, accum, comp, step, tok, mfu, mem in rows:
-        n = note if comp else note + " This run: compile_model=false (eager)."
-        out.append(record("kempnerforge_h200_2026", rid, src, url, model, gpus, tp, mb, accum, comp, step, tok, mfu,
-                          mem, n))
-    return out
+    return records_of(rows, src, url, note, " This run: compile_model=false (eager).")
 
 
 def weak_scaling():
@@ -157,21 +159,26 @@ def weak_scaling():
             "repeats). TP 4 inside a node (DeviceMesh dp_shard x tp) x FSDP across nodes; seq_len 4096, full "
             "activation checkpointing, fused AdamW, torch.compile. The 8-GPU rows are the 2-node pre-flights of the "
             "same configs.")
+    # Each run's batch, accumulation and compile are its log's JobConfig line (results/<id>.log), not the README's
+    # model table: the 70B pre-flight on 8 GPUs (results/preflight_70b_008gpu_tp4_fsdp2.log, SLURM job
+    # kf-mfu-preflight) ran batch_size=1, grad_accum_steps=8, compile_model=False, where the README's table gives
+    # the 70B campaign's 2 x 4 compiled; its 16 sequences a step are the same, its micro-batches and kernels are not.
     rows = [
-        ("kf2606-13b-8gpu-tp4-fsdp2", "13b", 8, 4, 4, 4.39, 29860, 35.9, 45.0),
-        ("kf2606-13b-32gpu-tp4-fsdp8", "13b", 32, 4, 4, 4.75, 110373, 33.2, 36.2),
-        ("kf2606-13b-64gpu-tp4-fsdp16", "13b", 64, 4, 4, 4.84, 216507, 32.6, 34.8),
-        ("kf2606-13b-128gpu-tp4-fsdp32", "13b", 128, 4, 4, 4.95, 423306, 31.8, 34.0),
-        ("kf2606-13b-160gpu-tp4-fsdp40", "13b", 160, 4, 4, 4.91, 534644, 32.2, 33.9),
-        ("kf2606-70b-8gpu-tp4-fsdp2", "70b", 8, 4, 2, 18.09, 3623, 20.6, 128.5),
-        ("kf2606-70b-32gpu-tp4-fsdp8", "70b", 32, 4, 2, 14.03, 18688, 26.5, 93.2),
-        ("kf2606-70b-64gpu-tp4-fsdp16", "70b", 64, 4, 2, 14.63, 35824, 25.4, 86.8),
-        ("kf2606-70b-96gpu-tp4-fsdp24", "70b", 96, 4, 2, 15.07, 52190, 24.7, 84.6),
-        ("kf2606-70b-128gpu-tp4-fsdp32", "70b", 128, 4, 2, 14.98, 69985, 24.8, 83.6),
-        ("kf2606-70b-160gpu-tp4-fsdp40", "70b", 160, 4, 2, 15.32, 85571, 24.3, 82.9),
+        # id, model, gpus, tp, mb, accum, compile, step, tok/s, mfu, mem
+        ("kf2606-13b-8gpu-tp4-fsdp2", "13b", 8, 4, 4, 4, True, 4.39, 29860, 35.9, 45.0),
+        ("kf2606-13b-32gpu-tp4-fsdp8", "13b", 32, 4, 4, 4, True, 4.75, 110373, 33.2, 36.2),
+        ("kf2606-13b-64gpu-tp4-fsdp16", "13b", 64, 4, 4, 4, True, 4.84, 216507, 32.6, 34.8),
+        ("kf2606-13b-128gpu-tp4-fsdp32", "13b", 128, 4, 4, 4, True, 4.95, 423306, 31.8, 34.0),
+        ("kf2606-13b-160gpu-tp4-fsdp40", "13b", 160, 4, 4, 4, True, 4.91, 534644, 32.2, 33.9),
+        ("kf2606-70b-8gpu-tp4-fsdp2", "70b", 8, 4, 1, 8, False, 18.09, 3623, 20.6, 128.5),
+        ("kf2606-70b-32gpu-tp4-fsdp8", "70b", 32, 4, 2, 4, True, 14.03, 18688, 26.5, 93.2),
+        ("kf2606-70b-64gpu-tp4-fsdp16", "70b", 64, 4, 2, 4, True, 14.63, 35824, 25.4, 86.8),
+        ("kf2606-70b-96gpu-tp4-fsdp24", "70b", 96, 4, 2, 4, True, 15.07, 52190, 24.7, 84.6),
+        ("kf2606-70b-128gpu-tp4-fsdp32", "70b", 128, 4, 2, 4, True, 14.98, 69985, 24.8, 83.6),
+        ("kf2606-70b-160gpu-tp4-fsdp40", "70b", 160, 4, 2, 4, True, 15.32, 85571, 24.3, 82.9),
     ]
-    return [record("kempnerforge_h200_2026", rid, src, url, model, gpus, tp, mb, 4, True, step, tok, mfu, mem, note)
-            for rid, model, gpus, tp, mb, step, tok, mfu, mem in rows]
+    return records_of(rows, src, url, note, " This run, by its log (results/preflight_70b_008gpu_tp4_fsdp2.log): "
+                      "batch_size=1, grad_accum_steps=8, compile_model=false (eager).")
 
 
 if __name__ == "__main__":

@@ -70,14 +70,18 @@ import json; d=json.load(open('$tmp/tt200.json')); o=d['overall']
 assert o['records']==2 and o['max_abs_step_error'] <= 0.07, o
 assert o['median_abs_memory_error'] <= 0.06, o" ; check "torchtitan H200 set within its guard" $?
 # KempnerForge's 2026 reports (FSDP2 + DTensor TP, torch.compile, 1-160 H200 on nodes of 4; docs/validation.md): a
-# framework tessel had not read, never fitted; measured 7.9% median, 35.1% max (70B on 8 GPUs at 128.5 of 140 GiB),
+# framework tessel had not read, never fitted; measured 7.9% median, 19.7% max (70B on 8 GPUs, read from its log as
+# it ran: one sequence a micro-batch, eight of them, eager; -35.1% when read as the campaign's 2 x 4 compiled),
 # every record read with the HGX 4-GPU board's NVLink mesh; peaks (rank 0's max_memory_allocated) 3.3% at the median
 # (47.7% low before its gathered logits, whole embedding, eager 16-bit loss and fp32 no-sync gradients were costed;
 # 7.9% before the last stage's two moments, the logits held through the backward and FSDP2 over one rank at TP only).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_kempnerforge_h200.json" >"$tmp/kf.json" 2>/dev/null; check "KempnerForge set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/kf.json')); o=d['overall']
-assert o['records']==25 and o['predicted']==25 and o['median_abs_step_error'] <= 0.10 and o['max_abs_step_error'] <= 0.40, o
+assert o['records']==25 and o['predicted']==25 and o['median_abs_step_error'] <= 0.10 and o['max_abs_step_error'] <= 0.25, o
+pre = [r for r in d['results'] if r['id'] == 'kf2606-70b-8gpu-tp4-fsdp2'][0]
+f, i = pre['record'].split('#/')
+assert ' mb1 gb16 ' in ' ' + pre['plan'] + ' ' and json.load(open(f))[int(i)]['plan']['compile'] is False, pre
 assert o['median_abs_memory_error'] <= 0.05 and all(r['predicted_fits'] for r in d['results']), o
 assert sum('HGX 4-GPU board' in ' '.join(r['assumptions']) for r in d['results']) == 25, 'every record: 4 GPUs a node'" ; check "KempnerForge set within its guard" $?
 # AI2's OLMo-core throughput table (2024-09 to 2024-11; OLMo 2 1B/7B/13B and a Llama 3 8B shape, BF16 and torchao
