@@ -80,7 +80,10 @@ std::string renderTables(const sim::RunComparison& c, size_t top, const std::str
     // Which moment the category rows are of: the same on both sides, said so a row is not read as the other.
     const bool atTotalPeak = std::all_of(c.memory.begin(), c.memory.end(), [](const auto& m) { return m.categoriesAtTotalPeak; });
     const bool ownPeaks = std::none_of(c.memory.begin(), c.memory.end(), [](const auto& m) { return m.categoriesAtTotalPeak; });
-    if (!c.memory.empty())
+    const bool categoriesMeasured = std::any_of(c.memory.begin(), c.memory.end(), [](const auto& m) {
+        return std::any_of(m.categories.begin(), m.categories.end(), [](const auto& x) { return x.measuredBytes.has_value(); });
+    });
+    if (categoriesMeasured)
         out << (atTotalPeak ? "categories: what each held when the total peaked (they add up to the total)\n"
                 : ownPeaks  ? "categories: each at its own peak, as the run recorded them (they need not add up to the total)\n"
                             : "categories: stage by stage, at the total's peak where the run recorded it, else each at its own peak\n");

@@ -22,6 +22,8 @@ check "megatron: predict accepts the scenario as written" $?
 check "megatron: compare runs" $?
 check "megatron: compare prints predicted vs measured step" $(contains "$tmp/meg.cmp" "measured 849.800 (as the run states it)")
 check "megatron: compare prints measured memory" $(contains "$tmp/meg.cmp" "total allocated")
+# The log states totals only: no line says which moment per-category rows are of, since none was measured.
+check "megatron: no moment line without measured categories" $(grep -q "^categories: " "$tmp/meg.cmp" && echo 1 || echo 0)
 "$TESSEL" import megatron "$meg" --cluster dgx-a100-80g -o "$tmp/meg" >"$tmp/err" 2>&1
 check "megatron: an existing import needs --force" $([ $? -eq 2 ] && echo 0 || echo 1)
 
