@@ -560,12 +560,15 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     return st;
 }
 
+double activationsAtPeakBytes(const StageMemory& st) { return st.activationsBytes + st.other.logitsLossBytes; }
+double buffersAtPeakBytes(const StageMemory& st) {
+    return st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes + st.other.stepCopyBytes;
+}
 double activationsCategoryPeakBytes(const StageMemory& st) {
-    return std::max(st.activationsBytes + st.other.logitsLossBytes, st.otherMomentActivationsBytes);
+    return std::max(activationsAtPeakBytes(st), st.otherMomentActivationsBytes);
 }
 double buffersCategoryPeakBytes(const StageMemory& st) {
-    return st.other.zero3GatherBytes + st.other.commBufferBytes +
-           std::max(st.other.backwardWorkingBytes, st.layerBackwardWorkingBytes) + st.other.stepCopyBytes;
+    return buffersAtPeakBytes(st) + std::max(0.0, st.layerBackwardWorkingBytes - st.other.backwardWorkingBytes);
 }
 
 double MemoryReport::hostBytesPerNode() const { return hostPeakBytes * gpusPerNode; }

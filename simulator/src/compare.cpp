@@ -81,9 +81,8 @@ Prediction predictionFromSimulation(const PlanSimulation& sim, const std::string
         m.categoryBytes = {{"weights", st.weightsBytes},
                            {"grads", st.gradsBytes},
                            {"optimizer", st.optimizerBytes},
-                           {"activations", st.activationsBytes + st.other.logitsLossBytes},
-                           {"other", st.other.zero3GatherBytes + st.other.commBufferBytes + st.other.backwardWorkingBytes +
-                                         st.other.stepCopyBytes}};
+                           {"activations", activationsAtPeakBytes(st)},
+                           {"other", buffersAtPeakBytes(st)}};
         m.categoryOwnPeakBytes = m.categoryBytes;
         m.categoryOwnPeakBytes["activations"] = activationsCategoryPeakBytes(st);
         m.categoryOwnPeakBytes["other"] = buffersCategoryPeakBytes(st);

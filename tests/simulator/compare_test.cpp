@@ -361,6 +361,8 @@ TEST(ComparePrediction, ASimulationAndItsOwnTraceAgree) {
     const auto& last = sim.memory.stages.back();
     EXPECT_GT(last.lossBackwardBytes, 0.0);
     EXPECT_DOUBLE_EQ(a.memory.back().categoryBytes.at("activations"), last.activationsBytes + last.other.logitsLossBytes);
+    EXPECT_DOUBLE_EQ(a.memory.back().categoryBytes.at("other"), last.other.zero3GatherBytes + last.other.commBufferBytes +
+                                                                    last.other.backwardWorkingBytes + last.other.stepCopyBytes);
     EXPECT_DOUBLE_EQ(a.memory.back().categoryOwnPeakBytes.at("activations"), activationsCategoryPeakBytes(last));
     EXPECT_DOUBLE_EQ(a.memory.back().categoryOwnPeakBytes.at("other"), buffersCategoryPeakBytes(last));
     // tiny-cpu's last stage peaks at its last layer's backward; its activations peak at the loss's backward.

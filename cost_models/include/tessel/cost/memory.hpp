@@ -119,9 +119,13 @@ struct StageMemory {
     double layerBackwardWorkingBytes = 0.0;
 };
 
-// What a per-category counter (tessel's executor's MemoryStats) peaks at on a stage, each category at its own
-// moment: the activations with the logits and loss at whichever of the last stage's two moments holds more of them;
-// the buffers (ZeRO-3 gathers, communication buffers, a layer's backward working set, the step's copies).
+// The stage's figures as a per-category counter (tessel's executor's MemoryStats) files them: activations with the
+// logits and loss; buffers (ZeRO-3 gathers, communication buffers, a layer's backward working set, the step's copies).
+// At the peak's moment they add up to the allocated total (all but the reserved and collective-library bytes).
+double activationsAtPeakBytes(const StageMemory& st);
+double buffersAtPeakBytes(const StageMemory& st);
+// The same, each category at its own moment: the activations at whichever of the last stage's two moments holds more
+// of them, the buffers with a layer's backward working set where the peak's moment has none.
 double activationsCategoryPeakBytes(const StageMemory& st);
 double buffersCategoryPeakBytes(const StageMemory& st);
 
