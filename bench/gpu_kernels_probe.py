@@ -21,6 +21,13 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
   backward) for the bandwidth they reach; and FlexAttention (torch.compile'd flex_attention) with the tanh as its
   score_mod against the same kernel without, head dim 128 and 256, causal, 8k at 16k tokens (45 s of compiles at
   most): the time the in-kernel tanh adds, which tessel does not cost;
+- gradient accumulation under torch.compile (docs/validation.md, KempnerForge's 7B on one GPU): a stack of
+  checkpointed bf16 blocks run for micro-batches of accumulation eager, compiled whole (one graph, as
+  KempnerForge's `torch.compile(model)` without FSDP and nanoGPT compile) and compiled block by block (as
+  torchtitan), the peak allocated of the first micro-batch and of the later ones. A whole-model graph's backward is
+  one autograd Function that returns every parameter's gradient at once, so the later micro-batches would hold a
+  second full set beside the accumulated one (about 1 in units of the model's gradient bytes), the per-block graphs
+  one block's (about 1 / layers), eager one tensor's;
 - host dispatch of PyTorch eager (autocast bf16 over fp32 parameters, as Composer runs MPT): GPT blocks at hidden
   768-2048, forward + backward per layer from 64 to 16k tokens; at 64 tokens the time is the host's, the floor
   tessel's kernel sums do not see (docs/validation.md: the small models are predicted too fast).
@@ -323,6 +330,76 @@ def host_dispatch(points, quick):
         del model, x
 
 
+def compile_grads(points, quick):
+    """Peak memory of gradient accumulation eager, compiled whole and compiled block by block (docstring above)."""
+    import torch.nn as nn
+    from torch.utils.checkpoint import checkpoint
+
+    d, heads, ffn, vocab, layers = 2048, 16, 5632, 32000, 4 if quick else 8
+    batch, seq, micro = 2, 2048, 3 if quick else 4
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            self.gate_up, self.down = nn.Linear(d, 2 * ffn, bias=False), nn.Linear(ffn, d, bias=False)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).view(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d))
+            g, u = self.gate_up(self.n2(x)).chunk(2, dim=-1)
+            return x + self.down(F.silu(g) * u)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.norm, self.head = nn.RMSNorm(d), nn.Linear(d, vocab, bias=False)
+
+        def forward(self, tokens):
+            h = self.emb(tokens)
+            for blk in self.blocks:
+                h = checkpoint(blk, h, use_reentrant=False)
+            return self.head(self.norm(h))
+
+    tokens = torch.randint(0, vocab, (micro, batch, seq + 1), device="cuda")
+    for mode in ("eager", "compile_whole", "compile_per_block"):
+        torch._dynamo.reset()
+        model = Model().to(device="cuda", dtype=torch.bfloat16)
+        grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        run = model
+        if mode == "compile_whole":
+            run = torch.compile(model)
+        elif mode == "compile_per_block":
+            for blk in model.blocks:
+                blk.compile()
+        row = {"kind": "compile_grads", "mode": mode, "layers": layers, "d_model": d, "tokens": batch * seq,
+               "micro_batches": micro, "grad_bytes": grad_bytes}
+        for step in range(2):  # the first step compiles; the second is measured
+            model.zero_grad(set_to_none=True)
+            bases, peaks = [], []
+            for m in range(micro):
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                bases.append(torch.cuda.memory_allocated())  # parameters, and from the second on the gradients
+                logits = run(tokens[m, :, :-1])
+                loss = F.cross_entropy(logits.view(-1, vocab), tokens[m, :, 1:].reshape(-1)) / micro
+                del logits
+                loss.backward()
+                torch.cuda.synchronize()
+                peaks.append(torch.cuda.max_memory_allocated())
+        row["base_bytes_by_micro_batch"], row["peak_bytes_by_micro_batch"] = bases, peaks
+        # what a later micro-batch adds over what it starts with, in the model's gradient bytes: compare the modes
+        # (compile_whole - compile_per_block is the whole graph's gradients held at once, about 1 - 1 / layers)
+        row["later_peak_over_base_in_grad_bytes"] = max(p - b for p, b in zip(peaks[1:], bases[1:])) / grad_bytes
+        points.append(row)
+        del model, run
+        torch.cuda.empty_cache()
+
+
 def softcap(points, quick):
     """Gemma 2's soft-capping: the eager ops tessel costs, and the in-kernel tanh it does not."""
     cap = 30.0
@@ -382,16 +459,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file for every point")
     ap.add_argument("--quick", action="store_true", help="a few points of each kind (rehearsals)")
-    ap.add_argument("--only", choices=["copy", "gemm", "attention", "softcap", "contention", "host"], action="append",
+    ap.add_argument("--only", choices=["copy", "gemm", "attention", "softcap", "contention", "host", "compile_grads"], action="append",
                     help="parts to run (default all)")
     args = ap.parse_args()
     doc = run_probe(torch, "gpu_kernels_probe", "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
-                    args.only or ["copy", "gemm", "attention", "softcap", "contention", "host"],
+                    args.only or ["copy", "gemm", "attention", "softcap", "contention", "host", "compile_grads"],
                     {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
                      "attention": lambda p: attention(p, args.quick),
                      "softcap": lambda p: softcap(p, args.quick),
                      "contention": lambda p: contention(p, args.quick),
-                     "host": lambda p: host_dispatch(p, args.quick)}, args.out)
+                     "host": lambda p: host_dispatch(p, args.quick),
+                     "compile_grads": lambda p: compile_grads(p, args.quick)}, args.out)
     if doc is None:
         return 3
 
@@ -433,6 +511,12 @@ def main():
                      if "kernels_per_step" in p else "")
             print(f"host d{p['d_model']:<5} b{p['batch']} s{p['seq']:<5} {p['ms_per_layer_forward_backward']:7.3f} ms per layer "
                   f"(enqueue {p['host_enqueue_ms_per_layer'] or float('nan'):.3f}; {p['precision']}){extra}")
+    for p in pts:
+        if p["kind"] == "compile_grads":
+            print(f"grad accumulation {p['mode']:<18} {p['layers']} layers: peak by micro-batch "
+                  f"{', '.join(f'{b / 2**30:.2f}' for b in p['peak_bytes_by_micro_batch'])} GiB; a later one's peak "
+                  f"over its start {p['later_peak_over_base_in_grad_bytes']:.2f} x the gradients' "
+                  f"{p['grad_bytes'] / 2**30:.2f} GiB")
     print(f"errors: {doc.get('errors', 'none')}; seconds per part: {doc['seconds']}")
     return 0
 

@@ -391,6 +391,13 @@ def cmd_probe(a):
              if p["kind"] == "host_dispatch" and p.get("seq") == 64 and p.get("precision", "").startswith("autocast")}
     if floor:
         figures["host_dispatch_floor_ms_per_layer_by_hidden"] = floor
+    # Gradient accumulation under torch.compile: a later micro-batch's peak over its start, in the model's gradient
+    # bytes, by mode (eager, compiled whole, compiled per block); whole - per block is the whole graph's gradients
+    # returned at once (docs/validation.md, KempnerForge's 7B on one GPU).
+    held = {p["mode"]: round(p["later_peak_over_base_in_grad_bytes"], 3) for p in pts
+            if p["kind"] == "compile_grads" and "later_peak_over_base_in_grad_bytes" in p}
+    if held:
+        figures["compile_grads_later_peak_over_base_in_grad_bytes"] = held
     errors = [p for p in pts if "error" in p] + [{"error": e} for e in doc.get("errors", [])]
     figures["points_with_errors"] = len(errors)
     r["figures"] = figures

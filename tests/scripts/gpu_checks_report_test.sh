@@ -109,7 +109,10 @@ pts = [{"kind": "copy_d2d", "bytes": 2 << 30, "seconds": 0.001, "gb_per_s": 4100
        {"kind": "host_dispatch", "d_model": 768, "batch": 1, "seq": 64, "precision": "autocast bf16 over fp32 parameters",
         "ms_per_layer_forward_backward": 1.5},
        {"kind": "host_dispatch", "d_model": 768, "batch": 1, "seq": 64, "precision": "bf16 parameters, no autocast",
-        "ms_per_layer_forward_backward": 1.2}]
+        "ms_per_layer_forward_backward": 1.2},
+       {"kind": "compile_grads", "mode": "eager", "layers": 8, "grad_bytes": 1000, "later_peak_over_base_in_grad_bytes": 1.2},
+       {"kind": "compile_grads", "mode": "compile_whole", "layers": 8, "grad_bytes": 1000,
+        "later_peak_over_base_in_grad_bytes": 2.05}]
 pts = [p for p in pts if p["kind"] not in sys.argv[2:]]
 json.dump({"device": "NVIDIA H200", "points": pts}, open(sys.argv[1], "w"))
 PY
@@ -124,12 +127,13 @@ assert f['attention_dropout_time_over_none'] == {'flash2_d128_s8192': {'forward'
 assert f['contention_gemm_seconds_lost_per_copy_second_by_ctas'] == {'16': 0.3}
 assert f['contention_after_high_priority_gemm_seconds_lost_by_ctas'] == {'16': 0.02}
 assert f['host_dispatch_floor_ms_per_layer_by_hidden'] == {'768': 1.5}
+assert f['compile_grads_later_peak_over_base_in_grad_bytes'] == {'eager': 1.2, 'compile_whole': 2.05}
 assert f['softcap_eager_bandwidth_over_copy'] == {'268435456': {'forward': 0.8, 'backward': 0.9}}
 assert f['flex_softcap_time_over_none'] == {'d128_s8192': {'forward': 1.15, 'backward': 1.12}}
 " "$tmp/p1.res"; echo $?)"
-probe "$tmp/p4.json" contention host_dispatch softcap_eager softcap_flex
+probe "$tmp/p4.json" contention host_dispatch softcap_eager softcap_flex compile_grads
 python3 "$rep" probe --id probe --name probe --json "$tmp/p4.json" --log "$tmp/log" --rc 0 --out "$tmp/p4.res" >/dev/null
-check "a probe without contention, host or softcap points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
+check "a probe without contention, host, softcap or compile points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
 probe "$tmp/p2.json" attention
 python3 "$rep" probe --id probe --name probe --json "$tmp/p2.json" --log "$tmp/log" --rc 0 --out "$tmp/p2.res" >/dev/null
 check "a probe without attention points: fail, named" "$([ "$(verdict "$tmp/p2.res")" = fail ] && grep -q 'no points for attention' "$tmp/p2.res"; echo $?)"
