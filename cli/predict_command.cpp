@@ -186,11 +186,20 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << gib(peak.other.commBufferBytes) << " + logits/loss " << gib(peak.other.logitsLossBytes)
         << " + backward working set " << gib(peak.other.backwardWorkingBytes);
     if (peak.other.stepCopyBytes > 0.0)
-        out << " + the step's gradient copies " << gib(peak.other.stepCopyBytes) << " (beyond the backward's)";
+        out << (compileWholeModelOf(s.plan.framework) ? " + the compiled backward's gradients, returned at once, "
+                                                      : " + the step's gradient copies ")
+            << gib(peak.other.stepCopyBytes) << " (beyond the backward's)";
     if (peak.other.collectiveLibraryBytes > 0.0) out << " + NCCL's buffers " << gib(peak.other.collectiveLibraryBytes);
     out << " + reserved " << gib(peak.other.reservedBytes) << " (stage " << peak.stage << ")\n";
-    // The last stage's peak is one of its two moments (FORMULAS.md §2): say which, and what the other holds.
-    if (peak.moment == StageMemory::Moment::LossBackward)
+    // The last stage's peak is one of its two moments (FORMULAS.md §2): say which, and what the other holds; or a
+    // phase after the backward, where it holds more (FORMULAS.md §2, "Phases after the backward").
+    if (peak.other.stepCopyBytes > 0.0)
+        out << "  after the backward, its activations freed: "
+            << (compileWholeModelOf(s.plan.framework) ? "the compiled graph's gradients, returned at once beside the "
+                                                        "accumulated ones"
+                                                      : "the step's gradient copies")
+            << " (the backward itself peaks " << gib(peak.other.stepCopyBytes) << " GiB lower)\n";
+    else if (peak.moment == StageMemory::Moment::LossBackward)
         out << "  at the loss's backward (no layer rebuilt yet, no layer's backward running; the last layer's backward "
                "holds " << gib(peak.otherMomentActivationsBytes + peak.layerBackwardWorkingBytes)
             << " GiB of activations, loss and working set)\n";

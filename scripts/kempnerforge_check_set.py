@@ -32,6 +32,8 @@ What the code runs that the reports do not print, read from kempnerforge at thos
   `scaled_loss.backward()`), so they outlive the loss's backward.
 - With TP on, the mesh always has a dp_shard dimension (distributed/setup.py, "even if dp_shard=1") and fully_shard
   is applied over it: the TP-only rows run FSDP2 over one rank (its no-sync fp32 gradient and all).
+- On one GPU the same function returns no mesh (world size 1), so nothing is FSDP2-wrapped and `torch.compile(model)`
+  compiles the whole model as one graph: its backward returns every gradient at once (compile_whole_model).
 - SDPA with the backend left to PyTorch (sdpa_backend 'auto'): the 13B profile of 2026-04-07
   (benchmarks/profiling/13b_24gpu_profiling.md) shows `aten::_cudnn_attention_backward`, cuDNN's fused attention.
 
@@ -71,6 +73,11 @@ INFERRED = {
     "plan.logits_held_through_backward": ("scripts/train.py binds `logits = model(input_ids)` and calls "
                                           "scaled_loss.backward() with it still referenced: the logits outlive the "
                                           "loss's backward"),
+    "plan.compile_whole_model": ("distributed/setup.py init_distributed returns no device mesh when the world size is "
+                                 "1 (at 01b461a, the campaign's commit), so build_parallel_model wraps nothing in FSDP2 "
+                                 "and scripts/train.py's torch.compile(model) compiles the whole model as one graph, "
+                                 "whose backward returns every gradient at once (FSDP2's hooks split every other row's "
+                                 "graph at each block)"),
     "system.inter_node_link": "config_validation.md: 'InfiniBand (NDR 400Gbps) inter-node', read as one NIC a GPU",
 }
 
@@ -94,6 +101,8 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
         plan["reshard_after_forward"] = True
     if fsdp and accum > 1:
         plan["grad_sync_each_micro_batch"] = False
+    if compile_model and not fsdp:
+        plan["compile_whole_model"] = True
     if tp > 1:
         plan["loss_parallel"] = False
         plan["vocab_parallel_embedding"] = False

@@ -459,6 +459,7 @@ bool vocabParallelEmbeddingOf(const FrameworkSettings& f) { return f.vocabParall
 bool logitsHeldThroughBackwardOf(const FrameworkSettings& f) {
     return f.logitsHeldThroughBackward.value_or(trainMetricLossesOf(f) > 0);
 }
+bool compileWholeModelOf(const FrameworkSettings& f) { return f.compileWholeModel.value_or(false); }
 
 bool interleavedAllForwardsFirstWhenMEqualsP(const FrameworkSettings& f) {
     if (f.name != "megatron" && f.name != "nemo" && f.name != "megascale") return false;
@@ -516,6 +517,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("loss_parallel")) f.lossParallel = r.optBool("loss_parallel", true);
     if (r.has("vocab_parallel_embedding")) f.vocabParallelEmbedding = r.optBool("vocab_parallel_embedding", true);
     if (r.has("logits_held_through_backward")) f.logitsHeldThroughBackward = r.optBool("logits_held_through_backward", false);
+    if (r.has("compile_whole_model")) f.compileWholeModel = r.optBool("compile_whole_model", false);
     return f;
 }
 
@@ -547,6 +549,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.lossParallel) plan["loss_parallel"] = *f.lossParallel;
     if (f.vocabParallelEmbedding) plan["vocab_parallel_embedding"] = *f.vocabParallelEmbedding;
     if (f.logitsHeldThroughBackward) plan["logits_held_through_backward"] = *f.logitsHeldThroughBackward;
+    if (f.compileWholeModel) plan["compile_whole_model"] = *f.compileWholeModel;
 }
 
 } // namespace tessel

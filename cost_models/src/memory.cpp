@@ -509,6 +509,19 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
         o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase);
     }
+    // torch.compile over the whole model as one graph (compile_whole_model) where nothing splits it (no ZeRO or FSDP
+    // wrapper, whose hooks break the graph at every unit, and no DDP, whose DDPOptimizer breaks it at every bucket): the
+    // backward is one autograd.Function (AOTAutograd's CompiledFunction) that returns every parameter's gradient at
+    // once, after the whole backward, and the autograd engine adds them into .grad only then. From the second
+    // micro-batch of accumulation a whole second set of the gradients sits beside the accumulated one, after the
+    // backward has freed its activations and transients, with the logits where the trainer holds them. Where that
+    // phase needs more than the backward held, the excess is the stage's peak's (counted with the step's copies).
+    double gradientsReturned = 0.0;
+    if (compileWholeModelOf(plan.framework) && z == 0 && plan.dp == 1 && m > 1) {
+        const bool logitsHeld = last && logitsHeldThroughBackwardOf(plan.framework) && crossEntropyOf(plan.framework) != "fused_linear";
+        const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
+        gradientsReturned = std::max(0.0, st.gradsBytes + (logitsHeld ? e * T * t.vocabLoss : 0.0) - backwardPhase);
+    }
     // DeepSpeed's optimizers copy the gradients at the step, after the last backward has freed the activations,
     // logits and backward transients (each parameter group in turn; its largest holds all but the biases and norms):
     // - BF16_Optimizer under its pipeline engine: _bf16_reduce_grads hands buffered_allreduce_fallback the flat
@@ -551,6 +564,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (last && st.moment == StageMemory::Moment::LossBackward && crossEntropyOf(plan.framework) == "eager" &&
         !logitsHeldThroughBackwardOf(plan.framework) && e < 4.0)
         st.allocatorKeptBytes += e * T * t.vocabLoss;
+    o.stepCopyBytes = std::max(o.stepCopyBytes, gradientsReturned);
     o.reservedBytes = reservedBytes;
     o.collectiveLibraryBytes = collectiveLibraryBytes;
     st.capacityBytes = capacityBytes;

@@ -81,6 +81,12 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add(pointer + "/logits_held_through_backward",
                      "the executor frees the logits as the head's backward ends; held logits are predicted, not run by "
                      "tessel run: unset logits_held_through_backward or set false");
+    // The executor runs its own kernels, no torch.compile graph: a plan costed with one's gradients held at once
+    // would be predicted with memory the run does not have.
+    if (compileWholeModelOf(plan.framework))
+        problems.add(pointer + "/compile_whole_model",
+                     "the executor compiles no graph; a whole-model torch.compile is predicted, not run by tessel run: "
+                     "unset compile_whole_model or set false");
     if (!plan.flashAttention)
         problems.add(pointer + "/flash_attention",
                      "the executor's attention keeps only the log-sum-exp (memory-efficient); set flash_attention true");

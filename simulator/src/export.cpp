@@ -140,6 +140,12 @@ void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& fram
         problems.add("/plan/logits_held_through_backward",
                      framework + " lets go of the logits before the loss's backward; holding them is the trainer's own "
                                  "loop (KempnerForge's, AutoModel's): drop logits_held_through_backward true");
+    // Megatron-LM and DeepSpeed compile nothing; torchtitan compiles block by block (a whole-model graph is the
+    // trainer's own: KempnerForge's, nanoGPT's).
+    if (compileWholeModelOf(p.framework))
+        problems.add("/plan/compile_whole_model",
+                     framework + " does not compile the whole model as one graph; that is the trainer's own "
+                                 "(`torch.compile(model)`: KempnerForge's, nanoGPT's): drop compile_whole_model true");
     if (p.framework.crossEntropy.value_or("") == "eager_16bit")
         problems.add("/plan/cross_entropy",
                      framework + " runs its own loss kernel; cross_entropy over the 16-bit logits without an upcast is "

@@ -312,6 +312,13 @@ bool readFramework(Reading& r) {
         plan.framework.logitsHeldThroughBackward = true;
         r.assume("llm-foundry: Composer keeps each micro-batch's outputs, the logits, in state.outputs through its backward");
     }
+    // Whether the trainer compiles the whole model as one graph (memory.cpp: without FSDP or DDP to split it, its
+    // backward returns every gradient at once).
+    if (auto v = boolean(pl, "compile_whole_model")) {
+        plan.framework.compileWholeModel = *v;
+    } else if (member(pl, "compile_whole_model")) {
+        r.assume("compile_whole_model \"" + text(pl, "compile_whole_model") + "\" is neither true nor false: read as false");
+    }
     const std::string loss = lower(text(pl, "cross_entropy"));
     const auto& kinds = crossEntropyKinds();
     const bool named = std::find(kinds.begin(), kinds.end(), loss) != kinds.end();

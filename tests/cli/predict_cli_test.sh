@@ -116,6 +116,29 @@ python3 -c "import json; d=json.load(open('$tmp/metrics.json')); del d['plan']['
 "$TESSEL" predict "$tmp/nometrics.json" >"$tmp/nometrics" 2>&1; check "plain plan exits 0" $?
 check "no metrics unless stated" "$([ "$(contains "$tmp/nometrics" 'training metrics')" != 0 ]; echo $?)"
 
+# 4b. A whole-model compiled graph on one GPU (compile_whole_model, KempnerForge's 7B): from the second micro-batch its
+# backward's gradients, returned at once, sit beside the accumulated ones; the peak is that phase, said as such, and
+# the same plan on two DDP ranks (whose buckets split the graph) has none of it.
+cat >"$tmp/whole.json" <<'JSON'
+{"schema_version": 1, "model": "llama3-8b", "cluster": "h200-single", "nodes": 1, "gpus_per_node": 1,
+ "plan": {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 4, "zero_stage": 0, "precision": "bf16_no_master",
+          "framework": "torchtitan", "recompute": "full", "compile_whole_model": true}}
+JSON
+"$TESSEL" predict "$tmp/whole.json" >"$tmp/whole.out" 2>&1; check "a whole-model compiled plan predicts" $?
+check "says the phase after the backward" "$(contains "$tmp/whole.out" "^  after the backward, its activations freed: the compiled graph's gradients, returned at once")"
+"$TESSEL" predict "$tmp/whole.json" --json >"$tmp/whole.json.out" 2>/dev/null
+python3 -c "import json; d=json.load(open('$tmp/whole.json')); d['plan']['compile_whole_model']=False; json.dump(d, open('$tmp/notwhole.json', 'w'))"
+"$TESSEL" predict "$tmp/notwhole.json" --json >"$tmp/notwhole.json.out" 2>/dev/null
+python3 -c "
+import json
+w, n = (json.load(open(f))['memory'] for f in ('$tmp/whole.json.out', '$tmp/notwhole.json.out'))
+sw, sn = w['stages'][0], n['stages'][0]
+extra = sw['other']['step_copy_bytes']
+assert extra > 0 and sn['other']['step_copy_bytes'] == 0, (sw['other'], sn['other'])
+assert abs(w['peak_bytes'] - n['peak_bytes'] - extra) < 1, (w['peak_bytes'], n['peak_bytes'], extra)
+backward = sn['activations_bytes'] + sn['other']['logits_loss_bytes'] + sn['other']['backward_working_bytes']
+assert abs(extra - (sn['grads_bytes'] - backward)) < 1, (extra, sn['grads_bytes'], backward)" ; check "its peak: the gradients past the backward's" $?
+
 # nodes x GPUs a node past 2^20 is named at the flag, and the count is not wrapped to 0.
 "$TESSEL" predict --nodes 1048576 --gpus-per-node 1048576 >/dev/null 2>"$tmp/err"; rc=$?
 check "a 2^40-GPU cluster exits 2" $([ $rc -eq 2 ]; echo $?)

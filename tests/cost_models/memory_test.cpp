@@ -663,4 +663,52 @@ TEST(MemoryPartialRecompute, BetweenNoneAndFullByHandAndFullBeyondTheChunk) {
     EXPECT_EQ(over.items().front().where, "/plan/recompute_layers");
     EXPECT_NE(over.items().front().message.find("12 at the most"), std::string::npos) << over.items().front().message;
 }
+
+// torch.compile over the whole model as one graph (compile_whole_model; KempnerForge's 7B on one GPU): its backward
+// returns every parameter's gradient at once, so from the second micro-batch of accumulation a whole second set of
+// the gradients sits beside the accumulated one, with the logits the trainer holds, once the backward has freed its
+// activations. Past what the backward held, that raises the peak; nothing splits the graph only at zero 0 and dp 1.
+TEST(MemoryPhases, AWholeModelGraphReturnsEveryGradientAtOnce) {
+    ModelConfig m = test::preset("llama3-8b");
+    m.seqLen = 4096; // KempnerForge's 7B: Llama 3 8B's shape at 4096
+    ClusterConfig c = test::roundCluster(2, 1);
+    c.gpu.memoryBytes = int64_t{140} << 30;
+    Plan p = test::plan3d(1, 1, 1, 2, 8, "torchtitan");
+    p.recompute = Recompute::Full;
+    p.precision = "bf16_no_master";
+    p.vocabDivisibleBy = 1;
+    p.framework.logitsHeldThroughBackward = true;
+    p.framework.crossEntropy = "eager_16bit";
+    const StageMemory eager = predictMemory(m, c, p).stages[0];
+    p.framework.compileWholeModel = true;
+    const StageMemory whole = predictMemory(m, c, p).stages[0];
+    // 8.03 B parameters' bf16 gradients (16.1 GB) and 2 x 4096 bf16 logits of 128,256 (2.1 GB), against the backward's
+    // 8192 tokens of layer inputs and the 16-bit loss's four logit-sized tensors: the new phase is the peak.
+    const double logits = 2.0 * 2 * static_cast<double>(m.seqLen) * static_cast<double>(m.vocab);
+    const double backwardPhase = eager.activationsBytes + eager.other.logitsLossBytes + eager.other.backwardWorkingBytes;
+    EXPECT_NEAR(eager.gradsBytes, 2.0 * eager.parameters, 1.0);
+    ASSERT_GT(eager.gradsBytes + logits, backwardPhase);
+    EXPECT_EQ(eager.other.stepCopyBytes, 0.0);
+    EXPECT_NEAR(whole.other.stepCopyBytes, eager.gradsBytes + logits - backwardPhase, 1.0);
+    EXPECT_NEAR(whole.totalBytes() - eager.totalBytes(), whole.other.stepCopyBytes, 1.0);
+    // Nothing of it where something splits the graph or nothing accumulates: one micro-batch a step (the gradients
+    // become .grad), DDP over two ranks (its buckets), FSDP (its units' hooks).
+    auto extra = [&](Plan q) { return predictMemory(m, c, q).stages[0].other.stepCopyBytes; };
+    Plan one = p;
+    one.globalBatch = 2;
+    EXPECT_EQ(extra(one), 0.0);
+    Plan ddp = p;
+    ddp.dp = 2;
+    ddp.globalBatch = 16;
+    EXPECT_EQ(extra(ddp), 0.0);
+    Plan fsdp = ddp;
+    fsdp.zeroStage = 3;
+    EXPECT_EQ(extra(fsdp), 0.0);
+    // The trainer that lets go of the logits (torchtitan's `del pred`) holds the gradients alone.
+    Plan released = p;
+    released.framework.logitsHeldThroughBackward = false;
+    const StageMemory r = predictMemory(m, c, released).stages[0];
+    EXPECT_NEAR(r.other.stepCopyBytes,
+                std::max(0.0, r.gradsBytes - (r.activationsBytes + r.other.logitsLossBytes + r.other.backwardWorkingBytes)), 1.0);
+}
 } // namespace tessel

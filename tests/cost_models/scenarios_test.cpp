@@ -467,9 +467,15 @@ TEST(Schemas, PlanSchemaDescribesPlanToJson) {
     all.framework.launchBlocking = true;
     all.framework.ncclUb = true;
     all.framework.kvReplication = true;
+    // (and four more the schema lacked until 2026-12-06: the trainer-code keys KempnerForge's records state)
+    all.framework.lossParallel = false;
+    all.framework.vocabParallelEmbedding = false;
+    all.framework.logitsHeldThroughBackward = true;
+    all.framework.compileWholeModel = true;
     const nlohmann::json every = planToJson(all);
     for (const char* key : {"cp_comm_type", "cp_a2a_size", "recompute_layers", "fp8_recipe", "launch_blocking", "nccl_ub",
-                            "kv_replication"})
+                            "kv_replication", "loss_parallel", "vocab_parallel_embedding", "logits_held_through_backward",
+                            "compile_whole_model"})
         EXPECT_TRUE(every.contains(key)) << key;
     expectKeysDescribed(s, every, "plan (optional keys)");
 }

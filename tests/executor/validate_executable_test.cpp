@@ -209,6 +209,21 @@ TEST(ValidateExecutable, OnlyTheExecutorsOwnLossKernelRuns) {
     EXPECT_TRUE(unset.empty());
 }
 
+// The executor compiles no graph: a plan costed with a whole-model torch.compile graph's gradients held at once is
+// refused at the field; false or unset runs.
+TEST(ValidateExecutable, AWholeModelCompiledGraphIsPredictedNotRun) {
+    Plan plan = basePlan();
+    plan.framework.compileWholeModel = true;
+    ProblemList problems;
+    validateExecutable(tinyModel(), plan, "/plan", problems, "cpu");
+    ASSERT_EQ(problems.items().size(), 1u);
+    EXPECT_EQ(problems.items()[0].where, "/plan/compile_whole_model");
+    plan.framework.compileWholeModel = false;
+    ProblemList off;
+    validateExecutable(tinyModel(), plan, "/plan", off, "cpu");
+    EXPECT_TRUE(off.empty());
+}
+
 // The executor recomputes whole layers, or any of Megatron-core's modules: the attention core, the dense MLP,
 // layernorm, an MoE model's moe_act, shared_experts and moe, a latent-attention model's mla_up_proj (a module naming
 // what the model lacks is validatePlan's refusal, tests/cost_models/recompute_modules_test.cpp).

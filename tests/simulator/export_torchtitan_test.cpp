@@ -166,6 +166,11 @@ TEST(ExportFrameworks, UnpaddedAttentionIsModelCodeNoFrameworkRuns) {
     for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/train_metric_losses")) << toString(f);
     s.plan.framework.trainMetricLosses = 0;
     EXPECT_NO_THROW(exportPlan(s, ExportFormat::Torchtitan));
+    // A whole-model compiled graph is the trainer's own (KempnerForge's, nanoGPT's); torchtitan compiles block by block.
+    s.plan.framework.compileWholeModel = true;
+    for (ExportFormat f : allExportFormats()) EXPECT_TRUE(contains(refusal(s, f), "/plan/compile_whole_model")) << toString(f);
+    s.plan.framework.compileWholeModel = false;
+    EXPECT_NO_THROW(exportPlan(s, ExportFormat::Torchtitan));
 }
 
 TEST(ExportTorchtitan, ATorchtitanPlanKeepsItsOwnSelectivePolicyAndEagerKernels) {

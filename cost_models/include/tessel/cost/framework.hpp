@@ -138,6 +138,14 @@ struct FrameworkSettings {
     // means true where the trainer computes training metrics over them (train_metric_losses > 0), false elsewhere
     // (tessel's executor frees them with the head's other saved tensors as the head's backward ends).
     std::optional<bool> logitsHeldThroughBackward;
+    // The trainer compiles the whole model as one graph (`torch.compile(model)`: KempnerForge's train.py, nanoGPT's),
+    // not block by block (torchtitan). Where nothing splits that graph (no FSDP or ZeRO wrapper, whose hooks break it
+    // at every unit, and no DDP, whose DDPOptimizer breaks it at every bucket: zero stage 0 and dp 1), its backward
+    // is one autograd.Function (AOTAutograd's CompiledFunction) that returns every parameter's gradient at once,
+    // after the whole backward, and the autograd engine adds them into .grad only then: from the second micro-batch
+    // of accumulation a whole second set of the gradients sits beside the accumulated one (memory.cpp). Trainer
+    // code, not a framework default: unset means false.
+    std::optional<bool> compileWholeModel;
 };
 
 // Whether the loss runs over each TP rank's vocabulary shard (true unless loss_parallel is stated false).
@@ -147,6 +155,8 @@ bool vocabParallelEmbeddingOf(const FrameworkSettings& f);
 // Whether the trainer holds each micro-batch's logits until its backward is over (logits_held_through_backward;
 // unset: true where it computes training metrics over them).
 bool logitsHeldThroughBackwardOf(const FrameworkSettings& f);
+// Whether the trainer compiles the whole model as one graph (compile_whole_model; false unless stated).
+bool compileWholeModelOf(const FrameworkSettings& f);
 
 // Whether the data-parallel collectives run on NCCL user buffers (--nccl-ub; false unless stated).
 bool ncclUbOf(const FrameworkSettings& f);

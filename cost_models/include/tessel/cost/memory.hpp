@@ -70,8 +70,9 @@ struct OtherMemory {
     double logitsLossBytes = 0.0;     // last stage: the logits and the loss's tensors at the peak's moment (StageMemory::moment)
     // One layer's transient backward gradients at the peak's moment: 0 where the last stage peaks at the loss's backward.
     double backwardWorkingBytes = 0.0; // MLP [T, f] and [T, h] sets
-    // DeepSpeed's optimizers copy the gradients at the step, after the last backward (BF16_Optimizer's 16-bit copy
-    // of its whole flat fp32 gradient for the all-reduce; ZeRO-1/2's flattened 16-bit partition and its fp32 cast):
+    // Gradient copies held after a backward: DeepSpeed's optimizers' at the step (BF16_Optimizer's 16-bit copy of
+    // its whole flat fp32 gradient for the all-reduce; ZeRO-1/2's flattened 16-bit partition and its fp32 cast), or
+    // a whole-model compiled graph's gradients, returned at once beside the accumulated ones (compile_whole_model):
     // what that phase holds beyond what the backward held (0 where the backward's peak is the larger).
     double stepCopyBytes = 0.0;
     double reservedBytes = 0.0;       // the cluster's reserved bytes (CUDA context, allocator slack)
