@@ -22,12 +22,12 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
   score_mod against the same kernel without, head dim 128 and 256, causal, 8k at 16k tokens (45 s of compiles at
   most): the time the in-kernel tanh adds, which tessel does not cost;
 - gradient accumulation under torch.compile (docs/validation.md, KempnerForge's 7B on one GPU): a stack of
-  checkpointed bf16 blocks run for micro-batches of accumulation eager, compiled whole (one graph, as
-  KempnerForge's `torch.compile(model)` without FSDP and nanoGPT compile) and compiled block by block (as
-  torchtitan), the peak allocated of the first micro-batch and of the later ones. A whole-model graph's backward is
-  one autograd Function that returns every parameter's gradient at once, so the later micro-batches would hold a
-  second full set beside the accumulated one (about 1 in units of the model's gradient bytes), the per-block graphs
-  one block's (about 1 / layers), eager one tensor's;
+  checkpointed bf16 blocks (0.54 B parameters, 512 tokens a micro-batch) run for micro-batches of accumulation eager,
+  compiled whole (one graph, as KempnerForge's `torch.compile(model)` without FSDP and nanoGPT's compile) and
+  compiled block by block (as torchtitan): each micro-batch's peak over what it started with. A whole-model graph's
+  backward is one autograd Function that returns every parameter's gradient at once, so a later micro-batch would
+  hold a second full set beside the accumulated one (about 1 in units of the model's gradient bytes), the per-block
+  graphs one block's and eager one tensor's beside the activations (well under 1 here);
 - host dispatch of PyTorch eager (autocast bf16 over fp32 parameters, as Composer runs MPT): GPT blocks at hidden
   768-2048, forward + backward per layer from 64 to 16k tokens; at 64 tokens the time is the host's, the floor
   tessel's kernel sums do not see (docs/validation.md: the small models are predicted too fast).
@@ -335,8 +335,10 @@ def compile_grads(points, quick):
     import torch.nn as nn
     from torch.utils.checkpoint import checkpoint
 
+    # Few tokens against many parameters (512 tokens, 0.54 B parameters: about 1.1 GB of bf16 gradients against a few
+    # hundred MB of activations and loss), so that a second set of gradients is the peak where it is held.
     d, heads, ffn, vocab, layers = 2048, 16, 5632, 32000, 4 if quick else 8
-    batch, seq, micro = 2, 2048, 3 if quick else 4
+    batch, seq, micro = 1, 512, 3 if quick else 4
 
     class Block(nn.Module):
         def __init__(self):
@@ -392,8 +394,9 @@ def compile_grads(points, quick):
                 torch.cuda.synchronize()
                 peaks.append(torch.cuda.max_memory_allocated())
         row["base_bytes_by_micro_batch"], row["peak_bytes_by_micro_batch"] = bases, peaks
-        # what a later micro-batch adds over what it starts with, in the model's gradient bytes: compare the modes
-        # (compile_whole - compile_per_block is the whole graph's gradients held at once, about 1 - 1 / layers)
+        # what a later micro-batch adds over what it starts with, in the model's gradient bytes: about 1 where the
+        # whole graph's gradients are held at once (compile_whole), the activations' and one block's or one tensor's
+        # share, well under 1 at these sizes, eager and per block
         row["later_peak_over_base_in_grad_bytes"] = max(p - b for p, b in zip(peaks[1:], bases[1:])) / grad_bytes
         points.append(row)
         del model, run
