@@ -21,13 +21,13 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
   backward) for the bandwidth they reach; and FlexAttention (torch.compile'd flex_attention) with the tanh as its
   score_mod against the same kernel without, head dim 128 and 256, causal, 8k at 16k tokens (45 s of compiles at
   most): the time the in-kernel tanh adds, which tessel does not cost;
-- gradient accumulation under torch.compile (docs/validation.md, KempnerForge's 7B on one GPU): a stack of
-  checkpointed bf16 blocks (0.54 B parameters, 512 tokens a micro-batch) run for micro-batches of accumulation eager,
-  compiled whole (one graph, as KempnerForge's `torch.compile(model)` without FSDP and nanoGPT's compile) and
-  compiled block by block (as torchtitan): each micro-batch's peak over what it started with. A whole-model graph's
-  backward is one autograd Function that returns every parameter's gradient at once, so a later micro-batch would
-  hold a second full set beside the accumulated one (about 1 in units of the model's gradient bytes), the per-block
-  graphs one block's and eager one tensor's beside the activations (well under 1 here);
+- gradient accumulation under torch.compile (docs/validation.md, KempnerForge's 7B on one GPU): a stack of four
+  checkpointed bf16 blocks at hidden 2048 (0.34 B parameters, 512 tokens a micro-batch) run for micro-batches of
+  accumulation eager, compiled whole (one graph, as KempnerForge's `torch.compile(model)` without FSDP and nanoGPT's
+  compile) and compiled block by block (as torchtitan): each micro-batch's peak over what it started with. A
+  whole-model graph's backward is one autograd Function that returns every parameter's gradient at once, so a later
+  micro-batch would hold a second full set beside the accumulated one (about 1 in units of the model's gradient
+  bytes), the per-block graphs one block's and eager one tensor's beside the activations (well under 1 here);
 - host dispatch of PyTorch eager (autocast bf16 over fp32 parameters, as Composer runs MPT): GPT blocks at hidden
   768-2048, forward + backward per layer from 64 to 16k tokens; at 64 tokens the time is the host's, the floor
   tessel's kernel sums do not see (docs/validation.md: the small models are predicted too fast).
@@ -335,9 +335,10 @@ def compile_grads(points, quick):
     import torch.nn as nn
     from torch.utils.checkpoint import checkpoint
 
-    # Few tokens against many parameters (512 tokens, 0.54 B parameters: about 1.1 GB of bf16 gradients against a few
-    # hundred MB of activations and loss), so that a second set of gradients is the peak where it is held.
-    d, heads, ffn, vocab, layers = 2048, 16, 5632, 32000, 4 if quick else 8
+    # Few tokens against many parameters (512 tokens, 0.34 B parameters: about 0.67 GB of bf16 gradients against a few
+    # hundred MB of activations and loss), so that a second set of gradients is the peak where it is held; four blocks
+    # keep the whole graph's compile short inside the probe stage's budget.
+    d, heads, ffn, vocab, layers = 2048, 16, 5632, 32000, 4
     batch, seq, micro = 1, 512, 3 if quick else 4
 
     class Block(nn.Module):
