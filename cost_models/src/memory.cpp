@@ -500,14 +500,16 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
             o.backwardWorkingBytes = layerWorkingBytes;
         }
     }
+    // What the backward holds at the stage's peak moment, against which each phase after it is measured (FORMULAS.md
+    // §2, "Phases after the backward"): a phase's excess over it is the peak's.
+    auto backwardPhase = [&] { return st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes; };
     // A trainer's metrics over the logits (train_metric_losses, FORMULAS.md §3.4) run after the micro-batch's
     // backward has freed its activations, head state and transients: the logits, still held in the trainer's
     // outputs, beside one metric's fp32 copy and log-softmax (4 + 4 B a logit). Where that phase needs more than
     // the backward held, the excess is the stage's peak's, counted with the logits and loss.
     if (last && trainMetricLossesOf(plan.framework) > 0) {
         const double metricsPhase = (e + 8.0) * T * t.vocabLoss;
-        const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
-        o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase);
+        o.logitsLossBytes += std::max(0.0, metricsPhase - backwardPhase());
     }
     // torch.compile over the whole model as one graph (compile_whole_model) where nothing splits it (no ZeRO or FSDP
     // wrapper, whose hooks break the graph at every unit, and no DDP, whose DDPOptimizer breaks it at every bucket): the
@@ -517,11 +519,8 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // backward has freed its activations and transients, with the logits where the trainer holds them. Where that
     // phase needs more than the backward held, the excess is the stage's peak's (counted with the step's copies).
     double gradientsReturned = 0.0;
-    if (compileWholeModelOf(plan.framework) && z == 0 && plan.dp == 1 && m > 1) {
-        const bool logitsHeld = last && logitsHeldThroughBackwardOf(plan.framework) && crossEntropyOf(plan.framework) != "fused_linear";
-        const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
-        gradientsReturned = std::max(0.0, st.gradsBytes + (logitsHeld ? e * T * t.vocabLoss : 0.0) - backwardPhase);
-    }
+    if (compileWholeModelOf(plan.framework) && z == 0 && plan.dp == 1 && m > 1)
+        gradientsReturned = std::max(0.0, st.gradsBytes + lossHeldAfter - backwardPhase());
     // DeepSpeed's optimizers copy the gradients at the step, after the last backward has freed the activations,
     // logits and backward transients (each parameter group in turn; its largest holds all but the biases and norms):
     // - BF16_Optimizer under its pipeline engine: _bf16_reduce_grads hands buffered_allreduce_fallback the flat
@@ -544,8 +543,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     if (stepCopy > 0.0 || zero1ReduceTransient > 0.0) {
         // ZeRO-1's reduce bucket (above) comes first and is freed before the step's copies: the phase holds the
         // larger of the two at once.
-        const double backwardPhase = st.activationsBytes + o.logitsLossBytes + o.backwardWorkingBytes;
-        o.stepCopyBytes = std::max(0.0, std::max(stepCopy, zero1ReduceTransient) - backwardPhase);
+        o.stepCopyBytes = std::max(0.0, std::max(stepCopy, zero1ReduceTransient) - backwardPhase());
         // PyTorch's caching allocator gave the backward's tensors segments of their own sizes; a transient larger
         // than any of them takes a new segment, kept beside the cached ones (CUDACachingAllocator: memory goes back
         // to the device only when an allocation fails). The largest: the MLP's inner activation, the unfused
