@@ -2,7 +2,7 @@
 """Writes data/validation/check_bigscience_zero1.json: BigScience's fp16 ZeRO-1 topology rounds before BLOOM.
 
 The rows are transcribed from bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md (commit
-9e64ede): 'Best TFLOPs' (2022-02-17, the fp16 200B rows), '48 node contenders' (02-21), 'Final round comparison'
+9e64ede): 'Best TFLOPs' (2022-02-17, the fp16 20B row on one node and 200B rows), '48 node contenders' (02-21), 'Final round comparison'
 (02-23) and 'Re-do' (02-27). Until 02-28 the recipe (train/tr11-200B-ml/tr11-200B-ml.slurm at a16f0ea, fd852d7,
 523069f) ran --fp16 with ZERO_STAGE=1 (DeepSpeed's ZeRO-1 optimizer over 16-bit gradients), --checkpoint-activations,
 ALiBi, --embed-layernorm and Megatron-DeepSpeed's default partition method 'type:transformer' (layers / pp on every
@@ -18,6 +18,10 @@ OMNIPATH = "4x Omni-Path 100 Gb/s per node (tr11 README: '4 OmniPath links'; Omn
 
 # (section, date, hidden, layers, heads, tp, pp, dp, mb, memory GiB or None, seconds, nodes, split, note)
 ROWS = [
+    ("Best TFLOPs", "2022-02-17", 14400, 8, 32, 8, 1, 1, 1, 67, 769.99, 1, "type:transformer",
+     "the section's one-node row, '20B model: TP=8, PP=1, NLAYERS=8, NHIDDEN=14400, NHEADS=32' ('to measure best "
+     "TFLOPs possible use a single [node], so that it uses all the intra-node connections (NVLink) and doesn't touch "
+     "the network'): the same recipe with no pipeline and no network"),
     ("Best TFLOPs", "2022-02-17", 14400, 80, 96, 8, 10, 1, 1, 73, 844.81, 10, "type:transformer", None),
     ("Best TFLOPs", "2022-02-17", 14400, 80, 96, 8, 10, 2, 1, 51, 430.21, 20, "type:transformer", None),
     ("48 node contenders", "2022-02-21", 14336, 72, 64, 8, 12, 4, 1, 29, 143.31, 48, "type:transformer", None),
@@ -88,7 +92,9 @@ def record(row):
             "training!!!'), so the benchmark jobs' setting is read from the chronicle" if blocking else
             "not yet: the chronicle's hanging workaround comes after this round of 10 and 20 nodes"),
     }
-    if note:
+    if note and pp == 1:
+        inferred["measured.iteration_time_s"] = note
+    elif note:
         inferred["measured.memory_gb"] = note
     return {
         "id": rid,

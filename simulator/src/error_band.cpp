@@ -37,13 +37,13 @@ std::string siblingGpuFamily(const std::string& family) {
     return "";
 }
 
-std::string frameworkFamily(const FrameworkSettings& f, int pp) {
-    if (f.name == "deepspeed" && pp > 1) return "DeepSpeed pipeline";
+std::string frameworkFamily(const FrameworkSettings& f, int tp, int pp) {
+    if (f.name == "deepspeed" && (pp > 1 || tp > 1)) return "DeepSpeed pipeline";
     return f.name == "fsdp" || f.name == "torchtitan" || f.name == "deepspeed" ? "sharded data parallel" : "Megatron-style";
 }
 
 std::string runKind(const ClusterConfig& cluster, const Plan& plan) {
-    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework, plan.pp) +
+    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework, plan.tp, plan.pp) +
            (plan.cp > 1 ? " / context parallel" : "");
 }
 
@@ -261,7 +261,7 @@ bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& ban
     return stepSeconds <= bestStepSeconds * (1.0 + band.medianAbsError);
 }
 
-std::string memoryKind(const Plan& plan) { return frameworkFamily(plan.framework, plan.pp); }
+std::string memoryKind(const Plan& plan) { return frameworkFamily(plan.framework, plan.tp, plan.pp); }
 
 std::optional<ErrorBand> memoryBandFor(const Plan& plan, int minRecords) {
     // No fallback to other families: their peaks are other allocators' (BLOOM's nvidia-smi under DeepSpeed runs

@@ -271,14 +271,18 @@ assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('Deep
 # all-reduce of 2021-2023, 17.0% with the records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
 # (19-32% under without them), 2-17% with NCCL's own buffers (FORMULAS.md §2), 0-14% with the dropout masks, +2% ..
 # -12% with BLOOM's norm over the embedding, +6% .. -10% with ZeRO-1's reduce bucket, but one snapshot that reads 65 GB
-# at micro-batch 2 beside 56 GB at 4 (-32%). Every run ran, so every one must be predicted to fit.
+# at micro-batch 2 beside 56 GB at 4 (-32%). Every run ran, so every one must be predicted to fit. The round's one-node
+# row (20B, tp 8, no pipeline, no network) is as fast as the rest (-25.7%, its memory -1.0%): what is missing is inside
+# the node, which the guard on that row keeps in view.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" >"$tmp/z1.json" 2>/dev/null; check "BigScience ZeRO-1 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/z1.json')); o=d['overall']
-assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <= 0.17 and o['max_abs_step_error'] <= 0.33, o
+assert o['records']==24 and o['predicted']==24 and o['median_abs_step_error'] <= 0.17 and o['max_abs_step_error'] <= 0.33, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
 mem = sorted(r['memory_error'] for r in d['results'] if r['memory_error'] is not None)
-assert len(mem) == 16 and mem[0] < -0.3 and all(-0.11 <= e <= 0.06 for e in mem[1:]), mem" ; check "BigScience ZeRO-1 set within its guard" $?
+assert len(mem) == 17 and mem[0] < -0.3 and all(-0.11 <= e <= 0.06 for e in mem[1:]), mem
+one = [r for r in d['results'] if r['id'] == 'bigscience-02-17-h14400-l8-a32-tp8-pp1-dp1-mbs1']
+assert len(one) == 1 and -0.32 <= one[0]['step_error'] <= -0.18 and abs(one[0]['memory_error']) <= 0.05, one" ; check "BigScience ZeRO-1 set within its guard" $?
 # GPT-NeoX-20B's training (DeepSpeed's pipeline engine again, fp16, tp 2 x pp 4 on 96 A100 40 GB): 117 teraFLOPS per
 # GPU with the codebase's own FLOP count, predicted 23.3% fast (its parallel block reduced once over TP), as the BLOOM
 # and MT-NLG runs are; it shares their band.

@@ -51,7 +51,9 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(b.kinds[1].kind, "H100 / sharded data parallel");
     EXPECT_EQ(b.overall.records, 4);
     EXPECT_DOUBLE_EQ(b.overall.medianAbsError, 0.07);
-    // DeepSpeed's pipeline engine is a kind of its own; its ZeRO without pipelining is sharded data parallelism.
+    // DeepSpeed's pipeline engine is a kind of its own, and so is Megatron-DeepSpeed's tensor parallelism without
+    // pipelining (its model runs through the engine all the same); ZeRO as pure data parallelism is sharded data
+    // parallelism.
     ClusterConfig a100;
     a100.gpu.name = "NVIDIA A100-SXM4-80GB";
     Plan deepspeed;
@@ -60,6 +62,8 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(runKind(a100, deepspeed), "A100 / DeepSpeed pipeline");
     deepspeed.pp = 1;
     EXPECT_EQ(runKind(a100, deepspeed), "A100 / sharded data parallel");
+    deepspeed.tp = 8;
+    EXPECT_EQ(runKind(a100, deepspeed), "A100 / DeepSpeed pipeline");
     // Round trip, and a broken file names the field.
     const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
     EXPECT_DOUBLE_EQ(back.kinds[1].medianAbsError, 0.30);
@@ -234,6 +238,8 @@ TEST(ErrorBands, PeakMemoryBandsByHandAndTheVerdictAtTheBandsUpperEnd) {
     EXPECT_EQ(memoryKind(pipeline), "DeepSpeed pipeline");
     pipeline.pp = 1;
     EXPECT_EQ(memoryKind(pipeline), "sharded data parallel");
+    pipeline.tp = 2;
+    EXPECT_EQ(memoryKind(pipeline), "DeepSpeed pipeline");
 }
 
 // The record predicted with the share fitted on it alone.

@@ -22,10 +22,11 @@ std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", 
 // B300 and GB300 (the B200's and GB200's dense tensor rates and presets' figures), the MI250 (the MI250X GCD's
 // preset scaled); "" for any other.
 std::string siblingGpuFamily(const std::string& family);
-// "Megatron-style", "sharded data parallel" (FSDP, torchtitan, DeepSpeed ZeRO without pipelining) or "DeepSpeed
-// pipeline" (DeepSpeed's pipeline engine, pp > 1: BLOOM's and MT-NLG's 3D runs, whose errors are their own,
-// docs/validation.md).
-std::string frameworkFamily(const FrameworkSettings& f, int pp);
+// "Megatron-style", "sharded data parallel" (FSDP, torchtitan, DeepSpeed ZeRO as pure data parallelism) or "DeepSpeed
+// pipeline" (Megatron-DeepSpeed: DeepSpeed's pipeline engine with Megatron's tensor parallelism, pp > 1 or tp > 1,
+// which runs its model through the engine whatever pp is: BLOOM's, MT-NLG's and BigScience's runs, whose errors are
+// their own, docs/validation.md).
+std::string frameworkFamily(const FrameworkSettings& f, int tp, int pp);
 std::string runKind(const ClusterConfig& cluster, const Plan& plan);
 // The band over every run with context parallelism, whatever its GPU and framework.
 inline constexpr const char* kContextParallelKind = "context parallel (every GPU and framework)";
