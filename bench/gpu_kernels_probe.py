@@ -226,7 +226,10 @@ def contention(points, quick):
             a @ b
 
     t_gemm = median(lambda: timed((gemm_stream, gemm_loop))[0])
-    for ctas in ((16,) if quick else (8, 16, 32, 64)):
+    # 2 and 4: the few CTAs of NCCL's kernels on registered buffers (Megatron-core's nccl_ub, 4-5 in a node) and of a
+    # send/recv over a communicator that spans nodes (2 channels a network peer), where the presets' curve is a
+    # straight line from (0, 0) to its first measured point (FORMULAS.md §6.2).
+    for ctas in ((16,) if quick else (2, 4, 8, 16, 32, 64)):
         t_pass = median(lambda: timed((copy_stream, lambda: persistent_copy[(ctas,)](
             src, dst, src.numel(), 1, BLOCK=4096, num_warps=4)))[0])
         passes = max(1, int(0.8 * t_gemm / t_pass))   # the copy ends inside the GEMM loop
