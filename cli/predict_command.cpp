@@ -126,6 +126,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                         : loss == "fused_linear"   ? "Liger-Kernel's fused linear (output layer and loss chunked)"
                         : loss == "eager_16bit"    ? "eager PyTorch, over the 16-bit logits (no upcast),"
                         : loss == "flash_attn"     ? "flash-attn's"
+                        : loss == "unfused"        ? "Megatron's unfused vocab-parallel"
                                                    : loss)
                     << " cross-entropy";
         }

@@ -46,7 +46,8 @@ std::string crossEntropyKindsText() {
 
 void addCrossEntropyOption(CLI::App& app, std::optional<std::string>& kind) {
     app.add_option("--cross-entropy", kind,
-                   "The loss kernel: " + crossEntropyKindsText() + " (fused: Megatron-core's, an fp32 softmax kept; te: Transformer "
+                   "The loss kernel: " + crossEntropyKindsText() + " (fused: Megatron-core's under --cross-entropy-loss-fusion, an "
+                   "fp32 softmax kept; unfused: the same loss as separate kernels, Megatron-LM's default; te: Transformer "
                    "Engine's, the gradient written into the logits; eager: cross_entropy(logits.float()); flash_attn: "
                    "flash-attn's; compiled: torch.compile's; fused_linear: Liger-Kernel's fused linear cross-entropy, the "
                    "logits never whole, tp 1; eager_16bit: cross_entropy over the 16-bit logits, no upcast). Default: the "

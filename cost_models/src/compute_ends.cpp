@@ -132,6 +132,10 @@ BlockCompute headCompute(const ModelConfig& model, const ClusterConfig& cluster,
         OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::compiledCrossEntropyBytes(s.tokens, s.vocabLoss, e));
         ce.backwardByteFactor = kernel_cost::kCompiledCrossEntropyBackwardFactor;
         b.forwardOps.push_back(ce);
+    } else if (crossEntropyOf(plan.framework) == "unfused") {
+        OpCost ce = memoryOp("cross_entropy", "cross_entropy", kernel_cost::unfusedCrossEntropyBytes(s.tokens, s.vocabLoss, e));
+        ce.backwardByteFactor = kernel_cost::unfusedCrossEntropyBackwardFactor(e);
+        b.forwardOps.push_back(ce);
     } else {
         // Fused vocab-parallel cross-entropy: reads the logits, keeps fp32 softmax for backward.
         b.forwardOps.push_back(memoryOp("cross_entropy", "cross_entropy", kernel_cost::crossEntropyBytes(s.tokens, s.vocabLoss, e)));

@@ -410,7 +410,7 @@ DeepSpeedStage3 deepSpeedStage3Of(const FrameworkSettings& f) {
     return d;
 }
 const std::vector<std::string>& crossEntropyKinds() {
-    static const std::vector<std::string> kinds = {"fused", "te", "eager", "flash_attn", "compiled", "fused_linear", "eager_16bit"};
+    static const std::vector<std::string> kinds = {"fused", "unfused", "te", "eager", "flash_attn", "compiled", "fused_linear", "eager_16bit"};
     return kinds;
 }
 std::string crossEntropyOf(const FrameworkSettings& f) {
@@ -433,6 +433,9 @@ std::string crossEntropyOf(const FrameworkSettings& f) {
         const int year = frameworkYear(f);
         return year == 0 || year >= 2026 ? "te" : "fused";
     }
+    // Megatron-LM (and Megatron-DeepSpeed, its fork) run the vocab-parallel loss unfused unless
+    // --cross-entropy-loss-fusion, which defaults to false (model_parallel_config.py, 2024-2026); NeMo's configs set it.
+    if (f.name == "megatron" || f.name == "deepspeed") return "unfused";
     return "fused";
 }
 

@@ -45,6 +45,13 @@ double eagerAttentionLayoutBytes(int64_t tokens, int64_t qCols, int64_t kvCols, 
 }
 double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 16.0) * d(tokens) * d(vocab); }
 double eagerCrossEntropyBackwardFactor(int e) { return (20.0 + e) / (e + 16.0); }
+namespace {
+double unfusedCastBytes(int e) { return e < 4 ? 4.0 + e : 0.0; } // .float() copies only a narrower type
+} // namespace
+double unfusedCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) {
+    return (unfusedCastBytes(e) + 32.0) * d(tokens) * d(vocab);
+}
+double unfusedCrossEntropyBackwardFactor(int e) { return (8.0 + unfusedCastBytes(e)) / (unfusedCastBytes(e) + 32.0); }
 double compiledCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return e * d(tokens) * d(vocab); }
 double eager16BitCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return 4.0 * e * d(tokens) * d(vocab); }
 int64_t fusedLinearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden) {

@@ -507,8 +507,9 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--recompute-num-layers", str(p.recomputeLayers > 0 ? p.recomputeLayers : 1));
     }
     // The loss kernel (crossEntropyOf): tessel costs "fused" as Megatron-core's fused vocab-parallel kernel and
-    // "te" as Transformer Engine's, which writes the gradient into the logits; "eager" is Megatron's unfused default.
-    if (const std::string loss = crossEntropyOf(p.framework); loss != "eager") {
+    // "te" as Transformer Engine's, which writes the gradient into the logits; "unfused" (and "eager") is Megatron's
+    // default, no flag.
+    if (const std::string loss = crossEntropyOf(p.framework); loss != "eager" && loss != "unfused") {
         arg("--cross-entropy-loss-fusion");
         if (loss == "te") arg("--cross-entropy-fusion-impl", "te");
     }

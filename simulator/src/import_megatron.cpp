@@ -578,10 +578,11 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     if (model.contains("moe") && model["moe"].contains("shared_ffn_hidden"))
         if (const auto v = flag("moe_shared_expert_overlap")) plan["moe_shared_expert_overlap"] = *v;
     // The loss kernel: --cross-entropy-fusion-impl te with --cross-entropy-loss-fusion is Transformer Engine's
-    // in-place cross-entropy; native, fused or not, keeps the fp32 softmax (the plan's "fused").
+    // in-place cross-entropy; native keeps the fp32 softmax, fused (the plan's "fused") or, without the flag, as
+    // separate kernels ("unfused").
     if (const auto fused = flag("cross_entropy_loss_fusion")) {
         const auto impl = str("cross_entropy_fusion_impl");
-        plan["cross_entropy"] = *fused && impl && *impl == "te" ? "te" : "fused";
+        plan["cross_entropy"] = !*fused ? "unfused" : impl && *impl == "te" ? "te" : "fused";
     }
     // Main gradients: bf16 models keep them in fp32 (the megatron recipe; arguments.py forces
     // accumulate_allreduce_grads_in_fp32 for bf16) unless --grad-reduce-in-bf16.

@@ -203,6 +203,44 @@ TEST(EagerLoss16Bit, KeepsFourTensorsOfTheLogitsAtItsBackward) {
     EXPECT_DOUBLE_EQ(ce->backwardByteFactor, 5.0 / 4.0);
 }
 
+TEST(UnfusedMegatronLoss, EachStepItsOwnKernelAtTheFusedLossMemory) {
+    // Megatron-LM without --cross-entropy-loss-fusion (megatron/core/tensor_parallel/cross_entropy.py): forward the
+    // fp32 copy of bf16 logits (2 + 4), the row max (4), the max subtracted in place (8), exp in place (8), the row
+    // sum (4), the division in place (8): 38 B a logit; backward the in-place multiply (8) and the cast back to bf16
+    // (4 + 2): 14 B. The fused kernels' 10 + 20; the memory the same, the fp32 softmax beside the logits.
+    const ModelConfig llama = test::preset("llama3-8b");
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const double T = 32768.0, V = 128256.0;
+    EXPECT_DOUBLE_EQ(kernel_cost::unfusedCrossEntropyBytes(10, 100, 2), 38.0 * 1000);
+    EXPECT_DOUBLE_EQ(kernel_cost::unfusedCrossEntropyBackwardFactor(2), 14.0 / 38.0);
+    // fp32 logits: .float() copies nothing, and nothing is cast back (32 and 8 B).
+    EXPECT_DOUBLE_EQ(kernel_cost::unfusedCrossEntropyBytes(10, 100, 4), 32.0 * 1000);
+    EXPECT_DOUBLE_EQ(kernel_cost::unfusedCrossEntropyBackwardFactor(4), 8.0 / 32.0);
+    auto loss = [&](const char* kind) {
+        Plan p = llamaFsdp(kind);
+        p.framework.name = "megatron";
+        p.zeroStage = 1;
+        p.precision = "megatron";
+        const BlockCompute head = headCompute(llama, c, p, precisionRecipeOf(p));
+        const auto ce = std::find_if(head.forwardOps.begin(), head.forwardOps.end(),
+                                     [](const OpCost& op) { return op.name == "cross_entropy"; });
+        EXPECT_NE(ce, head.forwardOps.end());
+        return std::make_pair(*ce, predictMemory(llama, c, p).stages.back().other.logitsLossBytes);
+    };
+    const auto [unfused, unfusedMemory] = loss("unfused");
+    const auto [fused, fusedMemory] = loss("fused");
+    EXPECT_DOUBLE_EQ(unfused.bytes, 38.0 * T * V);
+    EXPECT_DOUBLE_EQ(unfused.bytes * unfused.backwardByteFactor, 14.0 * T * V);
+    EXPECT_DOUBLE_EQ(fused.bytes, 10.0 * T * V);
+    EXPECT_DOUBLE_EQ(fused.bytes * fused.backwardByteFactor, 20.0 * T * V);
+    EXPECT_DOUBLE_EQ(unfusedMemory, fusedMemory);
+    // Megatron-LM's default is the unfused one.
+    Plan byDefault = llamaFsdp("fused");
+    byDefault.framework.name = "megatron";
+    byDefault.framework.crossEntropy.reset();
+    EXPECT_EQ(crossEntropyOf(byDefault.framework), "unfused");
+}
+
 TEST(FusedLinearLoss, OverPresetsAndBatchesTheWorkIsEveryLosssAndTheChunkStaysSmall) {
     // A grid of models (tied and untied heads, vocabularies from 50k to 152k) and micro-batches: the output layer's
     // GEMM FLOPs, forward and backward together, are 6 T V h, as any loss's (the compiled one multiplies with the

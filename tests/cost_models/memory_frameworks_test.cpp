@@ -130,7 +130,13 @@ TEST(Memory, TransformerEnginesCrossEntropyKeepsTheLogitsItOverwrites) {
     EXPECT_DOUBLE_EQ(lossBytes(f), 2.0 * T * V);
     FrameworkSettings m;
     m.name = "megatron";
-    EXPECT_EQ(crossEntropyOf(m), "fused"); // Megatron-LM's --cross-entropy-fusion-impl defaults to native
+    // Megatron-LM's --cross-entropy-loss-fusion defaults to false: the native loss as separate kernels, whose memory
+    // is the fused one's (the fp32 softmax beside the logits).
+    EXPECT_EQ(crossEntropyOf(m), "unfused");
+    EXPECT_DOUBLE_EQ(lossBytes(m), 6.0 * T * V);
+    FrameworkSettings ds;
+    ds.name = "deepspeed";
+    EXPECT_EQ(crossEntropyOf(ds), "unfused"); // Megatron-DeepSpeed's loss is Megatron's
     m.crossEntropy = "te";
     EXPECT_DOUBLE_EQ(lossBytes(m), 2.0 * T * V);
     m.crossEntropy = "eager";

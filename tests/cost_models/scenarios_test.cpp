@@ -361,6 +361,8 @@ TEST(Schemas, PlanSchemaEnumsAreWhatTheReaderAccepts) {
     for (const auto& r : precisionRecipes()) recipes.insert(r.name);
     EXPECT_EQ(listed("precision"), recipes);
     EXPECT_EQ(listed("framework"), std::set<std::string>(frameworkNames().begin(), frameworkNames().end()));
+    // The loss kernels in full (eager_16bit had been left out of the schema when it was added).
+    EXPECT_EQ(listed("cross_entropy"), std::set<std::string>(crossEntropyKinds().begin(), crossEntropyKinds().end()));
     for (const char* key :
          {"pipeline_split", "recompute", "schedule", "ddp_impl", "cross_entropy", "optimizer_dtype", "half_dtype"})
         for (const auto& value : listed(key)) {

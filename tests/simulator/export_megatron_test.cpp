@@ -177,9 +177,15 @@ TEST(ExportMegatron, DenseLayersAmongExpertsAreAMoeLayerFreqPattern) {
 TEST(ExportMegatron, TheLossKernelIsWrittenAsMegatronsCrossEntropyFlags) {
     // "fused" is what tessel costs for Megatron-core's vocab-parallel loss; "te" keeps only the logits, which
     // Transformer Engine's kernel overwrites with their gradient; NeMo's performance recipes run it from 25.09.
+    // A plan of no named framework costs the fused kernel and writes its flag; Megatron-LM's own default,
+    // "unfused", writes none.
     Scenario s = preset("llama3-8b-h100");
     auto a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
     EXPECT_EQ(a.at("--cross-entropy-loss-fusion"), "");
+    EXPECT_FALSE(a.has("--cross-entropy-fusion-impl"));
+    s.plan.framework.name = "megatron";
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_FALSE(a.has("--cross-entropy-loss-fusion"));
     EXPECT_FALSE(a.has("--cross-entropy-fusion-impl"));
     s.plan.framework.name = "nemo";
     s.plan.framework.version = "25.11";

@@ -148,7 +148,8 @@ TEST(MegatronImport, BfloatMainGradientsFollowGradReduceInBf16) {
     for (const auto& w : run.warnings) EXPECT_EQ(w.find("grad_reduce_in_bf16"), std::string::npos) << w;
 }
 
-// --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te: the plan's cross_entropy "te"; native is "fused".
+// --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te: the plan's cross_entropy "te"; native is "fused";
+// without the flag, "unfused".
 TEST(MegatronImport, TheCrossEntropyFlagsNameTheLossKernel) {
     const std::string at = "  use_distributed_optimizer ....................... True\n";
     auto import = [&](const std::string& impl) {
@@ -164,6 +165,9 @@ TEST(MegatronImport, TheCrossEntropyFlagsNameTheLossKernel) {
         for (const auto& w : run.warnings) EXPECT_EQ(w.find("cross_entropy"), std::string::npos) << w;
     }
     EXPECT_FALSE(importMegatronLog(parseMegatronLog(smallLog(), "plain.log"), cluster()).scenario["plan"].contains("cross_entropy"));
+    std::string off = smallLog();
+    off.insert(off.find(at), "  cross_entropy_loss_fusion ....................... False\n");
+    EXPECT_EQ(importMegatronLog(parseMegatronLog(off, "off.log"), cluster()).scenario["plan"]["cross_entropy"], "unfused");
 }
 
 // --use-precision-aware-optimizer with the distributed optimizer: the master as remainders unless

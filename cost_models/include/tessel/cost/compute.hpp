@@ -95,6 +95,13 @@ double eagerCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 // A cross-entropy outside autograd under autocast (a trainer's metric): the fp32 cast and the log-softmax.
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
 double eagerCrossEntropyBackwardFactor(int e);
+// Megatron's vocab-parallel cross-entropy without --cross-entropy-loss-fusion ("unfused", Megatron-LM's and
+// Megatron-DeepSpeed's default; megatron/core/tensor_parallel/cross_entropy.py): each step its own kernel over the
+// rank's logits. Forward: the fp32 copy (e read, 4 written; none where the logits are already fp32), the row max (4),
+// the max subtracted in place (8), exp in place (8), the row sum (4), the division in place (8): e + 36 a logit.
+// Backward: the gradient multiplied in place (8) and cast back to the logits' type (4 + e): 12 + e.
+double unfusedCrossEntropyBytes(int64_t tokens, int64_t vocab, int e);
+double unfusedCrossEntropyBackwardFactor(int e);
 // torch.compile's cross_entropy(logits.float()): one read of the 16-bit logits for the log-sum-exp (Inductor's online
 // softmax, torch/_inductor/config.py `online_softmax`, default on; the release that made it the default was not
 // checked, and a two-pass reduction before it reads them twice), and a backward that reads them again and writes

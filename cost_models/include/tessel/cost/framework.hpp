@@ -20,8 +20,9 @@ struct FrameworkSettings {
     std::string name = "generic";  // megatron | nemo | megascale | deepspeed | fsdp | torchtitan | generic
     std::string version;           // free text: a year ("2023"), a Megatron-core version ("core_r0.9.0"), ...
     std::optional<std::string> ddpImpl;          // Megatron: "local" (bucketed after backward) | "torch" (DDP hooks)
-    // The loss kernel: "fused" (Megatron-core's vocab-parallel cross-entropy, fused or not: an fp32 softmax kept
-    // for backward), "te" (Transformer Engine's parallel_cross_entropy, --cross-entropy-fusion-impl te: the gradient
+    // The loss kernel: "fused" (Megatron-core's vocab-parallel cross-entropy under --cross-entropy-loss-fusion: an
+    // fp32 softmax kept for backward), "unfused" (the same loss without the flag, Megatron-LM's and
+    // Megatron-DeepSpeed's default: the same memory, its elementwise steps as separate kernels), "te" (Transformer Engine's parallel_cross_entropy, --cross-entropy-fusion-impl te: the gradient
     // written into the logits in forward) or "eager" (PyTorch's cross_entropy(logits.float())). Unset: the
     // framework's default for its version (crossEntropyOf). "flash_attn": flash-attn's cross_entropy (llm-foundry's
     // fused_crossentropy): the logits and a per-row fp32 log-sum-exp kept, the gradient a new tensor of the
