@@ -31,25 +31,13 @@ BlockCompute embeddingCompute(const ModelConfig& model, const ClusterConfig& clu
     OpCost back = op;
     back.kernel = "embedding_backward";
     back.bytes = kernel_cost::embeddingBackwardBytes(s.tokens, s.hidden, r);
-    // PyTorch's embedding backward (embedding_dense_backward) writes a dense gradient of the whole table, zero-filled,
-    // in the weight's type, every micro-batch, and scatters the tokens' rows into it. Megatron-family runs whose GEMMs
-    // accumulate into main_grad (gradient accumulation fusion) still add this one there in their DDP hook, as every
-    // parameter that is no GEMM's weight (main_grad.add_(grad): 2 g + w); without the fusion the parameter passes
-    // below charge it with every parameter. The PyTorch trainers tessel names; not a plan of no named framework, nor
-    // tessel's executor (loss_in_place), which scatter-adds into its own gradient.
-    const std::string& f = plan.framework.name;
-    const bool pytorchTrainer = f == "megatron" || f == "nemo" || f == "megascale" || f == "deepspeed" || f == "fsdp" ||
-                                f == "torchtitan";
-    if (pytorchTrainer && !plan.framework.lossInPlace.value_or(false)) {
-        const double table = d(vocabParallelEmbeddingOf(plan.framework) ? s.vocabLocal : s.vocabPadded) * d(s.hidden) +
-                             (model.position == PositionEmbedding::Learned ? d(model.seqLen) * d(model.hidden) : 0.0);
-        back.bytes += recipe.weightBytes * table;
-        const bool megatronFamily = f == "megatron" || f == "nemo" || f == "megascale";
-        if (megatronFamily && gradAccumulationBytesPerParameter(plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(),
-                                                                plan.microBatchesPerStep(), recipe.weightBytes,
-                                                                recipe.gradBytes, recipe.autocast) == 0.0)
-            back.bytes += (2.0 * recipe.gradBytes + recipe.weightBytes) * table;
-    }
+    // The dense gradient of the whole table PyTorch's embedding backward writes, and where it goes
+    // (embeddingGradientBytesPerParameter; the word table and learned positions, the parameter passes below the rest).
+    const double table = d(vocabParallelEmbeddingOf(plan.framework) ? s.vocabLocal : s.vocabPadded) * d(s.hidden) +
+                         (model.position == PositionEmbedding::Learned ? d(model.seqLen) * d(model.hidden) : 0.0);
+    back.bytes += table * embeddingGradientBytesPerParameter(plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(),
+                                                             plan.microBatchesPerStep(), recipe.weightBytes,
+                                                             recipe.gradBytes, recipe.autocast);
     back.seconds = opSeconds(back, cluster, recipe.computeDtype);
     b.backwardWeight.add(back);
     if (plan.recompute == Recompute::Full) {

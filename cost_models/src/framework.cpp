@@ -253,6 +253,17 @@ double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int
     return autocast ? autograd : 0.0;
 }
 
+double embeddingGradientBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
+                                          int microBatches, int weightBytes, int accumulateBytes, bool autocast) {
+    const bool megatron = f.name == "megatron" || f.name == "nemo" || f.name == "megascale";
+    const bool pytorch = megatron || f.name == "deepspeed" || f.name == "fsdp" || f.name == "torchtitan";
+    if (!pytorch || f.lossInPlace.value_or(false)) return 0.0;
+    const double zeroFill = weightBytes;
+    const bool fused = megatron && gradAccumulationBytesPerParameter(f, pp, zeroStage, zeroShards, microBatches, weightBytes,
+                                                                     accumulateBytes, autocast) == 0.0;
+    return zeroFill + (fused ? 2.0 * accumulateBytes + weightBytes : 0.0);
+}
+
 FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                         int microBatches, bool reshardAfterForward, int gradBytes, int reduceBytes,
                                         int shardBytes, int gatherBytes) {

@@ -314,6 +314,21 @@ TEST(Compute, GradientAccumulationIsAWeightGradientPassOverTheLayersParameters) 
     // embedding backward writes (2 B): the same for both.
     EXPECT_NEAR(embeddingCompute(k.m, k.c, old, recipe).backwardWeight.seconds - embeddingCompute(k.m, k.c, fused, recipe).backwardWeight.seconds,
                 0.0, 1e-12);
+    // Per table element, bf16 weights and fp32 main gradients, 2 micro-batches: the zero fill (2), and the hook
+    // (10) only where the fusion spares every GEMM; nothing for a plan of no named trainer or for tessel's executor.
+    auto perElement = [&](const FrameworkSettings& f) {
+        return embeddingGradientBytesPerParameter(f, 1, 0, 1, 2, 2, 4, false);
+    };
+    EXPECT_DOUBLE_EQ(perElement(fused.framework), 12.0);
+    EXPECT_DOUBLE_EQ(perElement(old.framework), 2.0); // Megatron-LM 2021: its local DDP's add is the parameter pass's
+    FrameworkSettings other;
+    other.name = "fsdp";
+    EXPECT_DOUBLE_EQ(perElement(other), 2.0);
+    other.name = "generic";
+    EXPECT_DOUBLE_EQ(perElement(other), 0.0);
+    FrameworkSettings executor = fused.framework;
+    executor.lossInPlace = true;
+    EXPECT_DOUBLE_EQ(perElement(executor), 0.0);
     Plan plain = fused;
     plain.framework.name = "generic"; // no named trainer: the scatter alone
     EXPECT_NEAR(embeddingCompute(k.m, k.c, fused, recipe).backwardWeight.seconds - embeddingCompute(k.m, k.c, plain, recipe).backwardWeight.seconds,

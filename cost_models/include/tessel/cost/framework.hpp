@@ -386,6 +386,14 @@ bool deepSpeedBf16OptimizerOf(const FrameworkSettings& f, int pp, int zeroStage,
 // width), g: the accumulation buffer's.
 double gradAccumulationBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                          int microBatches, int weightBytes, int accumulateBytes, bool autocast);
+// Bytes per embedding-table element per micro-batch beyond the tokens' scatter and gradAccumulationBytesPerParameter
+// (FORMULAS.md §3.6): PyTorch's embedding backward (embedding_dense_backward) zero-fills a dense gradient of the whole
+// table in the weight's type (w); where the Megatron family's GEMMs accumulate into main_grad (the fusion: 0 above),
+// its DDP hook still adds this table's gradient there (2 g + w: the embedding is no GEMM). The PyTorch trainers
+// tessel names; 0 for a plan of no named framework and for tessel's executor (loss_in_place), which scatter-adds into
+// its own gradient.
+double embeddingGradientBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
+                                          int microBatches, int weightBytes, int accumulateBytes, bool autocast);
 
 // PyTorch FSDP's own memory-bound copies around one sharded unit, bytes per parameter of the unit per micro-batch
 // (FORMULAS.md §3.7), beside its collectives and the shard accumulation above. `fsdp` is FullyShardedDataParallel
