@@ -224,7 +224,10 @@ TEST(UnfusedMegatronLoss, EachStepItsOwnKernelAtTheFusedLossMemory) {
         const BlockCompute head = headCompute(llama, c, p, precisionRecipeOf(p));
         const auto ce = std::find_if(head.forwardOps.begin(), head.forwardOps.end(),
                                      [](const OpCost& op) { return op.name == "cross_entropy"; });
-        EXPECT_NE(ce, head.forwardOps.end());
+        if (ce == head.forwardOps.end()) {
+            ADD_FAILURE() << kind << ": no cross_entropy op";
+            return std::make_pair(OpCost{}, 0.0);
+        }
         return std::make_pair(*ce, predictMemory(llama, c, p).stages.back().other.logitsLossBytes);
     };
     const auto [unfused, unfusedMemory] = loss("unfused");
