@@ -3,7 +3,8 @@
 
 The rows are transcribed from bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md (commit
 9e64ede): 'Best TFLOPs' (2022-02-17, the fp16 20B row on one node and 200B rows), '48 node contenders' (02-21), 'Final round comparison'
-(02-23) and 'Re-do' (02-27). Until 02-28 the recipe (train/tr11-200B-ml/tr11-200B-ml.slurm at a16f0ea, fd852d7,
+(02-23), 'NHEADs comparison' (02-23/24: one model and plan at 16 to 256 heads), 'Another round of NHEADS' (02-26) and
+'Re-do' (02-27). Until 02-28 the recipe (train/tr11-200B-ml/tr11-200B-ml.slurm at a16f0ea, fd852d7,
 523069f) ran --fp16 with ZERO_STAGE=1 (DeepSpeed's ZeRO-1 optimizer over 16-bit gradients), --checkpoint-activations,
 ALiBi, --embed-layernorm and Megatron-DeepSpeed's default partition method 'type:transformer' (layers / pp on every
 stage, the tied embedding beside the first and last); the 02-28 rows (BF16 optimizer) are check_bigscience_bloom.json.
@@ -47,12 +48,46 @@ ROWS = [
     ("Re-do", "2022-02-27", 13824, 78, 96, 4, 6, 16, 4, 75, 115.55, 48, "type:transformer", None),
     ("Re-do", "2022-02-27", 12288, 106, 96, 4, 12, 8, 2, 44, 112.69, 48, "type:transformer|embed", None),
     ("Re-do", "2022-02-27", 12288, 106, 64, 4, 12, 8, 2, None, 110.96, 48, "type:transformer|embed", None),
+    # The head-count rounds: the same model and plan at several head counts. Their 64-head rows of hidden 12288
+    # and 13312 are the 'Final round comparison' rows above (the same runs) and are not repeated.
+    ("NHEADs comparison", "2022-02-24", 14336, 72, 16, 8, 6, 8, 4, 54, 121.03, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 14336, 72, 32, 8, 6, 8, 4, 55, 124.01, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 14336, 72, 64, 8, 6, 8, 4, 55, 120.18, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 14336, 72, 112, 8, 6, 8, 4, 53, 138.72, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 14336, 72, 128, 8, 6, 8, 4, 55, 124.89, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-24", 14336, 72, 256, 8, 6, 8, 4, 54, 132.85, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 13824, 78, 64, 8, 6, 8, 4, None, 121.28, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 13824, 78, 96, 8, 6, 8, 4, 59, 124.75, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 13824, 78, 128, 8, 6, 8, 4, 54, 162.72, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-23", 13312, 84, 128, 8, 6, 8, 4, None, 129.17, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-24", 12288, 96, 96, 8, 6, 8, 4, None, 145.40, 48, "type:transformer", None),
+    ("NHEADs comparison", "2022-02-24", 12288, 96, 128, 8, 6, 8, 4, None, 129.42, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 64, 4, 12, 8, 1, None, 148.24, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 64, 4, 12, 8, 2, 48, 103.51, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 96, 4, 12, 8, 2, 48, 107.12, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 128, 4, 12, 8, 2, None, 147.41, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 64, 4, 12, 8, 4, None, 106.72, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 96, 4, 12, 8, 4, None, 110.31, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 128, 4, 12, 8, 4, None, 153.90, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 96, 8, 6, 8, 4, None, 118.12, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13824, 78, 128, 8, 6, 8, 4, None, 156.84, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 14336, 72, 64, 4, 12, 8, 2, None, 110.42, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 14336, 72, 128, 4, 12, 8, 2, None, 114.02, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 14336, 72, 128, 4, 12, 8, 4, None, 137.53, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 14336, 72, 64, 8, 6, 8, 4, None, 113.95, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 14336, 72, 128, 8, 6, 8, 4, None, 116.06, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13312, 84, 64, 4, 12, 8, 2, None, 103.82, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13312, 84, 64, 4, 12, 8, 4, None, 113.21, 48, "type:transformer", None),
+    ("Another round of NHEADS", "2022-02-26", 13312, 84, 64, 8, 6, 8, 2, None, 129.61, 48, "type:transformer", None),
 ]
 
 
 def split(layers, pp, method):
     if method == "type:transformer":
-        return [layers // pp] * pp
+        # Uneven counts fill every stage but the last: 78 layers on 12 stages, 'the last stage has 1 block, while
+        # the rest have 7' (the chronicle's 'Re-do' section).
+        per = -(-layers // pp)
+        return [per] * (pp - 1) + [layers - per * (pp - 1)]
     # 'type:transformer|embed': the tied embedding takes a layer's slot on the first and last stage.
     per = (layers + 2) // pp
     return [per - 1] + [per] * (pp - 2) + [per - 1]
@@ -80,6 +115,8 @@ def record(row):
                             "accumulates in fp16'",
         "plan.pipeline_layers": f"partition method '{method}'" + (
             " (Megatron-DeepSpeed's default before --pp-partition-method of 02-28): layers / pp on every stage"
+            + ("" if layers % pp == 0 else f", {layout[0]} on all but the last, which holds {layout[-1]} ('Re-do': "
+               "'78/12=6.5 - so the last stage has 1 block, while the rest have 7')")
             if method == "type:transformer" else ": the tied embedding in a layer's slot on the first and last stage"),
         "plan.recompute": "the recipe's --checkpoint-activations, every layer",
         "model.vocab": "the 250k tokenizer padded to a multiple of 128 x tp: 250880",
@@ -125,7 +162,9 @@ def record(row):
         "measured": measured,
         "inferred_fields": inferred,
         "notes": "One snapshot of iteration 2 per row ('I take the snapshot of a single iteration (always 2nd) the data "
-                 "isn't exact and can fluctuate a bit'). Jean Zay's A100 80 GB partition.",
+                 "isn't exact and can fluctuate a bit'). Jean Zay's A100 80 GB partition." + (
+                     " After the chronicle's 02-25 note: 'A100s PCI-Express/NUMA was improved today so all TFLOPs have "
+                     "changed for the better (1-5%)'." if date >= "2022-02-25" else ""),
     }
 
 

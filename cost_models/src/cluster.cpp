@@ -353,7 +353,7 @@ double gemmPlateauEfficiency(const GpuSpec& gpu, Dtype dtype) {
     return it != table.end() ? it->second : 1.0;
 }
 
-double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch) {
+double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch, bool perHead) {
     if (!gpu.gemmModel) return gemmEfficiency(gpu, std::min({m, n, k}));
     const GemmShapeModel& g = *gpu.gemmModel;
     // FP16 runs on the same tensor-core paths as BF16; a dtype the model does not list takes BF16's figures.
@@ -366,11 +366,15 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype
     // GEMM runs on cuBLAS's align-1 fallback at its measured rate, whatever its shape (FORMULAS.md §3.1). The
     // operands and result of (m x k) @ (k x n), and of its two gradients, have leading dimensions k and n only: the
     // row count m (the tokens) may be anything.
+    // A GEMM batched over attention heads whose head dimension is unaligned takes its own measured rate where the
+    // GPU has one (A100: cuBLAS's batched fallback, far below its plain one), else the plain figure.
     const int64_t align = std::max<int64_t>(1, 16 / static_cast<int64_t>(bytesPerElement(dtype)));
     if (n % align != 0 || k % align != 0) {
-        auto un = g.unalignedEfficiency.find(dtype);
-        if (un == g.unalignedEfficiency.end() && dtype == Dtype::Fp16) un = g.unalignedEfficiency.find(Dtype::Bf16);
-        if (un != g.unalignedEfficiency.end()) return un->second;   // a dtype not measured is not penalised
+        const auto& table = perHead && !g.unalignedPerHeadEfficiency.empty() ? g.unalignedPerHeadEfficiency
+                                                                            : g.unalignedEfficiency;
+        auto un = table.find(dtype);
+        if (un == table.end() && dtype == Dtype::Fp16) un = table.find(Dtype::Bf16);
+        if (un != table.end()) return un->second;   // a dtype not measured is not penalised
     }
     const double plateau = lookup(g.maxEfficiency, 1.0);
     const double k0 = lookup(g.kOverhead, 0.0);
@@ -473,6 +477,8 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
             perDtype("max_efficiency", 0.01, 1.0, model.maxEfficiency);
             perDtype("k_overhead", 0.0, 1e6, model.kOverhead);
             if (mr.has("unaligned_efficiency")) perDtype("unaligned_efficiency", 0.001, 1.0, model.unalignedEfficiency);
+            if (mr.has("unaligned_per_head_efficiency"))
+                perDtype("unaligned_per_head_efficiency", 0.001, 1.0, model.unalignedPerHeadEfficiency);
             model.tileM = mr.optInt("tile_m", 256, 1, 4096);
             model.tileN = mr.optInt("tile_n", 128, 1, 4096);
             model.smCount = mr.optInt("sm_count", 0, 0, 100000);
@@ -680,6 +686,11 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
             nlohmann::json un = nlohmann::json::object();
             for (const auto& [d, v] : c.gpu.gemmModel->unalignedEfficiency) un[toString(d)] = v;
             j["gpu"]["gemm_model"]["unaligned_efficiency"] = un;
+        }
+        if (!c.gpu.gemmModel->unalignedPerHeadEfficiency.empty()) {
+            nlohmann::json un = nlohmann::json::object();
+            for (const auto& [d, v] : c.gpu.gemmModel->unalignedPerHeadEfficiency) un[toString(d)] = v;
+            j["gpu"]["gemm_model"]["unaligned_per_head_efficiency"] = un;
         }
     }
     if (!c.gpu.attentionKernels.empty()) {

@@ -546,6 +546,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             }
             OpCost qk = gemm("attention_scores", s.seqLocal, s.seqFull, s.headDim, e, d(batch));
             qk.hasWeights = false;
+            qk.perHead = true;
             qk.modelFlops = qk.flops * modelShare;
             ops.push_back(qk);
             // Gemma 2's soft-capping of the scores before the mask and softmax (Hugging Face's eager Gemma2Attention,
@@ -566,6 +567,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             }
             OpCost pv = gemm("attention_context", s.seqLocal, s.vHeadDim, s.seqFull, e, d(batch));
             pv.hasWeights = false;
+            pv.perHead = true;
             pv.modelFlops = pv.flops * modelShare;
             ops.push_back(pv);
         }

@@ -49,7 +49,7 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
         const double peak = cluster.peakFlops(dtype);
         double eff = 1.0, dropoutFactor = 1.0;
         if (op.opClass == OpClass::Gemm) {
-            eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype, op.batch);
+            eff = gemmEfficiency(gpu, op.m, op.n, op.k, dtype, op.batch, op.perHead);
         } else if (op.opClass == OpClass::Attention) {
             const auto spec = gpu.attentionKernels.find(resolveAttentionKernel(gpu, op.variant));
             if (spec != gpu.attentionKernels.end()) {

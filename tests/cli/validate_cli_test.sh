@@ -266,23 +266,31 @@ assert oom == ['bloom-prequel-h12288-l100-tp4-pp6-dp16-mbs1-oom', 'bloom-prequel
 mem = [r['memory_error'] for r in ran if r['memory_error'] is not None]
 assert len(mem) == 9 and all(-0.06 <= e <= 0.01 for e in mem), mem
 assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('DeepSpeed pipeline')] == ['A100 / DeepSpeed pipeline'], d['error_bands']" ; check "BLOOM set within its guard" $?
-# BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 23 topologies, 16 with
-# nvidia-smi's memory): predicted 7-31% fast as every DeepSpeed pipeline source is (median 14.5%; 15.6% before ZeRO-1's
+# BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 53 runs, 27 with
+# nvidia-smi's memory): predicted 1-34% fast as every DeepSpeed pipeline source is (median 13.5%; 15.6% before ZeRO-1's
 # all-reduce of 2021-2023, 17.0% with the records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
 # (19-32% under without them), 2-17% with NCCL's own buffers (FORMULAS.md §2), 0-14% with the dropout masks, +2% ..
 # -12% with BLOOM's norm over the embedding, +6% .. -10% with ZeRO-1's reduce bucket, but one snapshot that reads 65 GB
-# at micro-batch 2 beside 56 GB at 4 (-32%). Every run ran, so every one must be predicted to fit. The round's one-node
-# row (20B, tp 8, no pipeline, no network) is as fast as the rest (-25.7%, its memory -1.0%): what is missing is inside
-# the node, which the guard on that row keeps in view.
+# at micro-batch 2 beside 56 GB at 4 (-32%). Every run ran, so every one must be predicted to fit. The head-count rounds
+# (02-23/24/26) ran one 182B job at 96 and 128 heads (head dimension 144 and 108); the A100's per-head unaligned GEMM
+# figure is derived from those four pairs (scripts/a100_unaligned_head_fit.py), so each 128-head row must sit within 3
+# points of its 96-head twin. The 02-17 rows at hidden 14400 (heads of 450 and 150, not in that fit) were -25..-30% before
+# the figure; the one-node row (20B, tp 8, no pipeline, no network) is now -5.0% (memory -1.0%) and must stay within 10%.
+# Unexplained and kept: 112 heads at hidden 14336 and 96 at 12288 (-24%, -26%: head dimension 128, aligned) and the
+# 02-26 micro-batch-1 row (-34%).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" >"$tmp/z1.json" 2>/dev/null; check "BigScience ZeRO-1 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/z1.json')); o=d['overall']
-assert o['records']==24 and o['predicted']==24 and o['median_abs_step_error'] <= 0.17 and o['max_abs_step_error'] <= 0.33, o
+assert o['records']==53 and o['predicted']==53 and o['median_abs_step_error'] <= 0.15 and o['max_abs_step_error'] <= 0.37, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
 mem = sorted(r['memory_error'] for r in d['results'] if r['memory_error'] is not None)
-assert len(mem) == 17 and mem[0] < -0.3 and all(-0.11 <= e <= 0.06 for e in mem[1:]), mem
+assert len(mem) == 27 and mem[0] < -0.3 and all(-0.11 <= e <= 0.06 for e in mem[1:]), mem
+err = {r['id']: r['step_error'] for r in d['results']}
+for day, plan in [('02-23', 'tp8-pp6-dp8-mbs4'), ('02-26', 'tp4-pp12-dp8-mbs2'), ('02-26', 'tp4-pp12-dp8-mbs4'), ('02-26', 'tp8-pp6-dp8-mbs4')]:
+    a96, a128 = (err[f'bigscience-{day}-h13824-l78-a{h}-{plan}'] for h in (96, 128))
+    assert abs(a128 - a96) <= 0.03, (day, plan, a96, a128)
 one = [r for r in d['results'] if r['id'] == 'bigscience-02-17-h14400-l8-a32-tp8-pp1-dp1-mbs1']
-assert len(one) == 1 and -0.32 <= one[0]['step_error'] <= -0.18 and abs(one[0]['memory_error']) <= 0.05, one" ; check "BigScience ZeRO-1 set within its guard" $?
+assert len(one) == 1 and -0.10 <= one[0]['step_error'] <= 0.0 and abs(one[0]['memory_error']) <= 0.05, one" ; check "BigScience ZeRO-1 set within its guard" $?
 # GPT-NeoX-20B's training (DeepSpeed's pipeline engine again, fp16, tp 2 x pp 4 on 96 A100 40 GB): 117 teraFLOPS per
 # GPU with the codebase's own FLOP count, predicted 23.3% fast (its parallel block reduced once over TP), as the BLOOM
 # and MT-NLG runs are; it shares their band.

@@ -111,6 +111,58 @@ TEST(GemmShapeModel, UnalignedDimensionTakesTheMeasuredFallback) {
     EXPECT_GT(gemmEfficiency(plain, 8192, 50257, 768, Dtype::Bf16), 0.5);
 }
 
+TEST(GemmShapeModel, AGemmBatchedOverUnalignedHeadsTakesItsOwnFigure) {
+    // The A100 case: no plain figure, a per-head one (BigScience's head-count pairs, FORMULAS.md §3.1).
+    GpuSpec g = shapeGpu();
+    g.gemmModel->unalignedPerHeadEfficiency = {{Dtype::Bf16, 0.04}};
+    // Scores of 64 heads of dimension 108 (not a multiple of 8 fp16 elements): k = 108; context: n = 108.
+    EXPECT_NEAR(gemmEfficiency(g, 2048, 2048, 108, Dtype::Fp16, 64, true), 0.04, 1e-12);
+    EXPECT_NEAR(gemmEfficiency(g, 2048, 108, 2048, Dtype::Fp16, 64, true), 0.04, 1e-12);
+    // Head dimension 144 is aligned: the shape model, as for any GEMM.
+    EXPECT_NEAR(gemmEfficiency(g, 2048, 2048, 144, Dtype::Fp16, 64, true),
+                gemmEfficiency(g, 2048, 2048, 144, Dtype::Fp16, 64), 1e-15);
+    // The same unaligned shape not batched over heads (a plain GEMM, an LM head over 50257 words) is not penalised:
+    // the per-head figure is not the plain one, and this GPU has no plain figure.
+    EXPECT_GT(gemmEfficiency(g, 8192, 50257, 768, Dtype::Bf16), 0.5);
+    EXPECT_GT(gemmEfficiency(g, 2048, 2048, 108, Dtype::Fp16, 64), 0.3);
+    // A GPU with only the plain figure (Hopper's) uses it for per-head GEMMs too.
+    GpuSpec hopper = shapeGpu();
+    hopper.gemmModel->unalignedEfficiency = {{Dtype::Bf16, 0.136}};
+    EXPECT_NEAR(gemmEfficiency(hopper, 2048, 2048, 108, Dtype::Bf16, 64, true), 0.136, 1e-12);
+    // Both: each GEMM its own.
+    hopper.gemmModel->unalignedPerHeadEfficiency = {{Dtype::Bf16, 0.05}};
+    EXPECT_NEAR(gemmEfficiency(hopper, 2048, 2048, 108, Dtype::Bf16, 64, true), 0.05, 1e-12);
+    EXPECT_NEAR(gemmEfficiency(hopper, 8192, 50257, 768, Dtype::Bf16), 0.136, 1e-12);
+}
+
+TEST(Attention, UnfusedAttentionOverUnalignedHeadsOnTheA100RunsAtThePerHeadFigure) {
+    // BigScience's 182B candidate at 96 and 128 heads (hidden 13824: head dimension 144 and 108), tp 8, on the A100
+    // preset: only the two batched GEMMs of the 108-wide heads change rate; every other op is the same work.
+    const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
+    ASSERT_FALSE(a100.gpu.gemmModel->unalignedPerHeadEfficiency.empty());
+    ASSERT_TRUE(a100.gpu.gemmModel->unalignedEfficiency.empty());
+    Plan p;
+    p.tp = 8;
+    p.flashAttention = false;
+    const auto& recipe = *findPrecisionRecipe("megatron");
+    auto layer = [&](int heads) { return layerCompute(test::megatronStyleModel(2, 13824, heads, 51200, 2048), a100, p, recipe); };
+    const BlockCompute aligned = layer(96), unaligned = layer(128);
+    for (const char* name : {"attention_scores", "attention_context"}) {
+        const OpCost* a = find(aligned, name);
+        const OpCost* u = find(unaligned, name);
+        ASSERT_TRUE(a && u) << name;
+        EXPECT_TRUE(u->perHead);
+        EXPECT_DOUBLE_EQ(u->flops, a->flops) << name; // the same FLOPs: heads x head dimension = hidden / tp
+        const double eta = a100.gpu.gemmModel->unalignedPerHeadEfficiency.at(Dtype::Bf16) *
+                           a100.gpu.sustainedTensorFraction;
+        EXPECT_NEAR(u->seconds, u->flops / (a100.peakFlops(Dtype::Bf16) * eta) + a100.gpu.kernelOverheadSeconds,
+                    1e-9 * u->seconds) << name;
+        EXPECT_GT(u->seconds, 5.0 * a->seconds) << name;
+    }
+    // The projections are not batched over heads: untouched.
+    EXPECT_DOUBLE_EQ(find(unaligned, "qkv")->seconds, find(aligned, "qkv")->seconds);
+}
+
 TEST(GemmShapeModel, UnalignedEfficiencyIsReadAndWrittenWithItsPointer) {
     nlohmann::json c = clusterToJson(test::clusterPreset("h200-single"));
     ASSERT_TRUE(c["gpu"]["gemm_model"].contains("unaligned_efficiency"));

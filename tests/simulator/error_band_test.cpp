@@ -331,13 +331,13 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(a100cp.has_value());
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
     // A B200 plan: its kind has four runs, fewer than a kind needs, so the band of the B200's own twelve runs
-    // (Megatron-Bridge's and NeMo's long-sequence table), not the all-runs fallback measured on other GPUs (4.2%
-    // where the B200 runs are 5.5% off at the median; 7.8% before the B200's attention was measured).
+    // (Megatron-Bridge's and NeMo's long-sequence table), not the all-runs fallback measured on other GPUs (4.8%
+    // where the B200 runs are 5.4% off at the median; 7.8% before the B200's attention was measured).
     const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p);
     ASSERT_TRUE(b200.has_value());
     EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
     EXPECT_EQ(b200->records, 12);
-    EXPECT_GT(b200->medianAbsError, 1.2 * shipped.overall.medianAbsError);
+    EXPECT_GT(b200->medianAbsError, shipped.overall.medianAbsError);
     // An H200 Megatron-style plan: no Megatron-style H200 runs, but the H200's own 27 (torchtitan's two, KempnerForge's
     // 25), so the GPU family's band, not the all-runs fallback.
     const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
@@ -345,7 +345,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     EXPECT_EQ(h200->kind, gpuFamilyKind("H200"));
     EXPECT_EQ(h200->records, 27);
     // The B300 has no runs either, but its dense rates and preset's figures are the B200's: a B300 plan is shown the
-    // B200 runs' band (5.5% where the fallback says 4.2%). The GB300 has runs of its own (Megatron-Bridge's, in
+    // B200 runs' band (5.4% where the fallback says 4.8%). The GB300 has runs of its own (Megatron-Bridge's, in
     // check_megatron_bridge_gb300_fp8.json and check_megatron_bridge_2026.json), so a band of its own, not its
     // sibling's: since the 2026 set, enough Megatron-style ones for the kind's band, not only the family's.
     const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p);

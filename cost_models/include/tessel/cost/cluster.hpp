@@ -75,6 +75,10 @@ struct GemmShapeModel {
     // elements, 16 fp8): cuBLAS cannot use the TMA/wgmma kernels (16-byte-aligned strides) and falls back to
     // align-1 tensor-core kernels (FORMULAS.md §3.1). A dtype absent here is not penalised (not measured).
     std::map<Dtype, double> unalignedEfficiency;
+    // The same for a GEMM batched over attention heads (the unfused attention's scores and context), each head's
+    // matrix at a head-dimension offset: a head dimension that is not a multiple of 16 bytes leaves every head's
+    // operand misaligned. Measured apart where the two differ (FORMULAS.md §3.1); absent, unalignedEfficiency.
+    std::map<Dtype, double> unalignedPerHeadEfficiency;
     int64_t tileM = 256;
     int64_t tileN = 128;
     int64_t smCount = 0;       // 0: no wave quantization (only the tiles' edges)
@@ -265,8 +269,9 @@ nlohmann::json clusterToJson(const ClusterConfig& c);
 // GEMM efficiency for a GEMM whose smallest dimension is `minDim`, from the table (clamped at the ends).
 double gemmEfficiency(const GpuSpec& gpu, int64_t minDim);
 // GEMM efficiency of `batch` (m x k) @ (k x n) GEMMs in `dtype` (one batched kernel): the shape model where the GPU
-// has one, else the table.
-double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch = 1);
+// has one, else the table. `perHead`: batched over attention heads (unalignedPerHeadEfficiency applies).
+double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype dtype, int64_t batch = 1,
+                      bool perHead = false);
 // The GEMM plateau: the efficiency of the largest aligned GEMMs in `dtype` (gemm_model/max_efficiency, else the
 // table's last point, else 1), what a large GEMM benchmark times.
 double gemmPlateauEfficiency(const GpuSpec& gpu, Dtype dtype);

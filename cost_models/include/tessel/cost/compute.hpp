@@ -195,6 +195,7 @@ struct OpCost {
     bool backward = false;       // attention: the backward kernel (its own efficiency)
     bool causal = true;          // attention: causal (false: every key visible, a context-parallel ring's later steps)
     bool hasWeights = true;      // GEMM: the B operand is a weight (dW in backward); false for attention's batched GEMMs
+    bool perHead = false;        // GEMM: batched over attention heads (the unfused attention's scores and context)
     bool dropout = false;        // fused attention: attention dropout drawn inside the kernel
     bool notRecomputed = false;  // a full recompute that stops early does not rerun it (checkpointEarlyStopOf)
     bool noBackward = false;     // GEMM: its gradients are other ops of the block, run in the forward (fused linear cross-entropy)
