@@ -28,6 +28,12 @@ datasheets, so each can be checked against this GPU (docs/validation.md, docs/cu
   whole-model graph's backward is one autograd Function that returns every parameter's gradient at once, so a later
   micro-batch would hold a second full set beside the accumulated one (about 1 in units of the model's gradient
   bytes), the per-block graphs one block's and eager one tensor's beside the activations (well under 1 here);
+- attention's batched GEMMs over heads as Megatron's unfused attention runs them (FORMULAS.md §3.1, "Batched over
+  heads"): a fused QKV tensor [s, b, heads, 3 d] split into query, key and value views, the scores baddbmm and the
+  context bmm over b x heads, forward and backward, fp16 and bf16, at head dimensions 96-160 and 450 (BigScience's
+  108 and 450 among them, not multiples of 8): TFLOP/s by head dimension, against which the presets'
+  unaligned_per_head_efficiency is read (the A100's is derived from BigScience's runs; a Hopper figure is the plain
+  GEMM's until this measures it);
 - host dispatch of PyTorch eager (autocast bf16 over fp32 parameters, as Composer runs MPT): GPT blocks at hidden
   768-2048, forward + backward per layer from 64 to 16k tokens; at 64 tokens the time is the host's, the floor
   tessel's kernel sums do not see (docs/validation.md: the small models are predicted too fast).
@@ -407,6 +413,39 @@ def compile_grads(points, quick):
         torch.cuda.empty_cache()
 
 
+def heads(points, quick):
+    """Megatron's unfused attention GEMMs over heads: aligned and unaligned head dimensions, fp16 and bf16."""
+    seq, batch, heads_n = 2048, 4, 16  # BigScience's tp 8 x micro-batch 4 at 128 heads: 64 head-sequences
+    for dtype, name in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
+        for d in ((108, 128) if quick else (96, 104, 108, 112, 128, 144, 150, 160, 450)):
+            row = {"kind": "head_gemm", "dtype": name, "head_dim": d, "seq": seq, "batch": batch, "heads": heads_n}
+            try:
+                mixed = torch.randn(seq, batch, heads_n, 3 * d, device="cuda", dtype=dtype, requires_grad=True)
+                scale = 1.0 / d ** 0.5
+
+                def fwd():
+                    q, k, v = mixed.split(d, dim=-1)  # views, each head's d elements 3 d apart
+                    q = q.reshape(seq, batch * heads_n, d).transpose(0, 1)
+                    k = k.reshape(seq, batch * heads_n, d).transpose(0, 1)
+                    v = v.reshape(seq, batch * heads_n, d).transpose(0, 1)
+                    out = torch.empty(batch * heads_n, seq, seq, device="cuda", dtype=dtype)
+                    scores = torch.baddbmm(out, q, k.transpose(1, 2), beta=0.0, alpha=scale)
+                    return torch.bmm(torch.softmax(scores, dim=-1), v)
+
+                t = bench(fwd)
+                o = fwd()
+                g = torch.randn_like(o)
+                tb = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[mixed])
+                # the softmax's time is in both: small beside the GEMMs at 2k keys, and the same at every head dimension
+                flops = 2 * 2 * batch * heads_n * seq * seq * d  # scores and context, 2 m n k each
+                row.update(forward_seconds=t, backward_seconds=tb, forward_tflops=flops / t / 1e12,
+                           backward_tflops=2 * flops / tb / 1e12, aligned=d % 8 == 0)
+                del mixed, o, g
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {e}"[:200]
+            points.append(row)
+
+
 def softcap(points, quick):
     """Gemma 2's soft-capping: the eager ops tessel costs, and the in-kernel tanh it does not."""
     cap = 30.0
@@ -466,13 +505,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file for every point")
     ap.add_argument("--quick", action="store_true", help="a few points of each kind (rehearsals)")
-    ap.add_argument("--only", choices=["copy", "gemm", "attention", "softcap", "contention", "host", "compile_grads"], action="append",
+    ap.add_argument("--only", choices=["copy", "gemm", "attention", "heads", "softcap", "contention", "host", "compile_grads"],
+                    action="append",
                     help="parts to run (default all)")
     args = ap.parse_args()
     doc = run_probe(torch, "gpu_kernels_probe", "kernel figures measured through PyTorch (bench/gpu_kernels_probe.py)",
-                    args.only or ["copy", "gemm", "attention", "softcap", "contention", "host", "compile_grads"],
+                    args.only or ["copy", "gemm", "attention", "heads", "softcap", "contention", "host", "compile_grads"],
                     {"copy": copy_bandwidth, "gemm": lambda p: gemm(p, args.quick),
                      "attention": lambda p: attention(p, args.quick),
+                     "heads": lambda p: heads(p, args.quick),
                      "softcap": lambda p: softcap(p, args.quick),
                      "contention": lambda p: contention(p, args.quick),
                      "host": lambda p: host_dispatch(p, args.quick),
@@ -499,6 +540,11 @@ def main():
             fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
                    if "backward_tflops" in p else p.get("error", "")[:60])
             print(f"attn {p['backend']:<7}d{p['head_dim']:<4}causal s{p['seq']:<6} dropout {p['dropout_p']}  {fig}")
+    for p in pts:
+        if p["kind"] == "head_gemm":
+            fig = (f"fwd {p['forward_tflops']:6.1f}  bwd {p['backward_tflops']:6.1f} TFLOP/s"
+                   if "backward_tflops" in p else p.get("error", "")[:60])
+            print(f"heads {p['dtype']} d{p['head_dim']:<4}{'aligned  ' if p.get('aligned') else 'unaligned'} {fig}")
     for p in pts:
         if p["kind"] == "softcap_eager" and "backward_seconds" in p:
             print(f"softcap eager {p['elements'] / 2**20:5.0f} Mi  fwd {p['forward_gb_per_s']:6.0f}  "

@@ -13,7 +13,7 @@
 #           Every stage builds first (a no-op when the build is there), so any stage runs on a fresh machine.
 #           probe: bench/gpu_kernels_probe.py, the presets' paper figures (HBM copy, bf16/fp8 GEMM sweep,
 #           FlashAttention-2 and cuDNN attention curves, Gemma 2's soft-capping eager and inside FlexAttention,
-#           GEMM/copy contention) measured through PyTorch.
+#           attention GEMMs over unaligned heads, GEMM/copy contention) measured through PyTorch.
 #           power: bench/power_probe.py, each kernel class (bf16/fp8 GEMM, attention, HBM copy, GEMMs at 75/50/25%
 #           duty between idle or HBM-copy gaps) held at the power limit: first ~40 ms against sustained rate, power
 #           and SM clock.
@@ -558,8 +558,9 @@ PY
 
 # The figures the cluster presets take from papers and datasheets, measured here through PyTorch
 # (bench/gpu_kernels_probe.py): HBM copy bandwidth, bf16 and fp8 GEMMs over a MAMF-style sweep, and attention
-# (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes, and
-# the GEMM time a copy on n SMs takes away (contention, kappa's proxy).
+# (FlashAttention-2 and cuDNN through scaled_dot_product_attention) at the FlashAttention-3 paper's shapes, the
+# unfused attention's GEMMs over aligned and unaligned heads, and the GEMM time a copy on n SMs takes away
+# (contention, kappa's proxy).
 stage_probe() {
   python_probe probe "kernel figures through PyTorch (HBM copy, bf16/fp8 GEMM sweep, FlashAttention-2 and cuDNN attention, soft-capping)" \
     240 gpu_kernels_probe.py

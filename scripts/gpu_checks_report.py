@@ -398,6 +398,23 @@ def cmd_probe(a):
             if p["kind"] == "compile_grads" and "later_peak_over_base_in_grad_bytes" in p}
     if held:
         figures["compile_grads_later_peak_over_base_in_grad_bytes"] = held
+    # Attention's GEMMs over heads (Megatron's unfused layout): forward + backward TFLOP/s by dtype and head
+    # dimension, and each unaligned one over the mean of the aligned ones of its dtype: the GPU's per-head figure is
+    # that ratio times its aligned efficiency (FORMULAS.md §3.1, "Batched over heads").
+    by_head = {}
+    for p in pts:
+        if p["kind"] == "head_gemm" and "backward_seconds" in p:
+            by_head.setdefault(p["dtype"], {})[str(p["head_dim"])] = round(
+                3 * p["forward_tflops"] * p["forward_seconds"] / (p["forward_seconds"] + p["backward_seconds"]), 1)
+    if by_head:
+        figures["head_gemm_tflops_by_head_dim"] = by_head
+        ratio = {}
+        for dt, row in by_head.items():
+            aligned = [v for d, v in row.items() if int(d) % 8 == 0]
+            if aligned:
+                mean = sum(aligned) / len(aligned)
+                ratio[dt] = {d: round(v / mean, 3) for d, v in row.items() if int(d) % 8 != 0}
+        figures["head_gemm_unaligned_over_aligned"] = ratio
     errors = [p for p in pts if "error" in p] + [{"error": e} for e in doc.get("errors", [])]
     figures["points_with_errors"] = len(errors)
     r["figures"] = figures

@@ -112,7 +112,13 @@ pts = [{"kind": "copy_d2d", "bytes": 2 << 30, "seconds": 0.001, "gb_per_s": 4100
         "ms_per_layer_forward_backward": 1.2},
        {"kind": "compile_grads", "mode": "eager", "layers": 8, "grad_bytes": 1000, "later_peak_over_base_in_grad_bytes": 1.2},
        {"kind": "compile_grads", "mode": "compile_whole", "layers": 8, "grad_bytes": 1000,
-        "later_peak_over_base_in_grad_bytes": 2.05}]
+        "later_peak_over_base_in_grad_bytes": 2.05},
+       {"kind": "head_gemm", "dtype": "fp16", "head_dim": 128, "forward_tflops": 200.0, "forward_seconds": 0.01,
+        "backward_seconds": 0.02, "aligned": True},
+       {"kind": "head_gemm", "dtype": "fp16", "head_dim": 144, "forward_tflops": 220.0, "forward_seconds": 0.01,
+        "backward_seconds": 0.02, "aligned": True},
+       {"kind": "head_gemm", "dtype": "fp16", "head_dim": 108, "forward_tflops": 10.0, "forward_seconds": 0.2,
+        "backward_seconds": 0.4, "aligned": False}]
 pts = [p for p in pts if p["kind"] not in sys.argv[2:]]
 json.dump({"device": "NVIDIA H200", "points": pts}, open(sys.argv[1], "w"))
 PY
@@ -130,10 +136,12 @@ assert f['host_dispatch_floor_ms_per_layer_by_hidden'] == {'768': 1.5}
 assert f['compile_grads_later_peak_over_base_in_grad_bytes'] == {'eager': 1.2, 'compile_whole': 2.05}
 assert f['softcap_eager_bandwidth_over_copy'] == {'268435456': {'forward': 0.8, 'backward': 0.9}}
 assert f['flex_softcap_time_over_none'] == {'d128_s8192': {'forward': 1.15, 'backward': 1.12}}
+assert f['head_gemm_tflops_by_head_dim'] == {'fp16': {'128': 200.0, '144': 220.0, '108': 10.0}}, f['head_gemm_tflops_by_head_dim']
+assert f['head_gemm_unaligned_over_aligned'] == {'fp16': {'108': 0.048}}, f['head_gemm_unaligned_over_aligned']
 " "$tmp/p1.res"; echo $?)"
-probe "$tmp/p4.json" contention host_dispatch softcap_eager softcap_flex compile_grads
+probe "$tmp/p4.json" contention host_dispatch softcap_eager softcap_flex compile_grads head_gemm
 python3 "$rep" probe --id probe --name probe --json "$tmp/p4.json" --log "$tmp/log" --rc 0 --out "$tmp/p4.res" >/dev/null
-check "a probe without contention, host, softcap or compile points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
+check "a probe without contention, host, softcap, compile or head points (extras): still pass" "$([ "$(verdict "$tmp/p4.res")" = pass ]; echo $?)"
 probe "$tmp/p2.json" attention
 python3 "$rep" probe --id probe --name probe --json "$tmp/p2.json" --log "$tmp/log" --rc 0 --out "$tmp/p2.res" >/dev/null
 check "a probe without attention points: fail, named" "$([ "$(verdict "$tmp/p2.res")" = fail ] && grep -q 'no points for attention' "$tmp/p2.res"; echo $?)"
