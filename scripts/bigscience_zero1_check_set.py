@@ -3,8 +3,9 @@
 
 The rows are transcribed from bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md (commit
 9e64ede): 'Best TFLOPs' (2022-02-17, the fp16 20B row on one node and 200B rows), '48 node contenders' (02-21), 'Final round comparison'
-(02-23), 'NHEADs comparison' (02-23/24: one model and plan at 16 to 256 heads), 'Another round of NHEADS' (02-26) and
-'Re-do' (02-27). Until 02-28 the recipe (train/tr11-200B-ml/tr11-200B-ml.slurm at a16f0ea, fd852d7,
+(02-23), 'NHEADs comparison' (02-23/24: one model and plan at 16 to 256 heads), 'GBS Variations', 'some more configs
+with lower PP' and 'Tweaking TP' (02-25: global batches of 1568-2048, tp 1-8, pp 1-48, three runs out of memory),
+'Another round of NHEADS' (02-26) and 'Re-do' (02-27). Until 02-28 the recipe (train/tr11-200B-ml/tr11-200B-ml.slurm at a16f0ea, fd852d7,
 523069f) ran --fp16 with ZERO_STAGE=1 (DeepSpeed's ZeRO-1 optimizer over 16-bit gradients), --checkpoint-activations,
 ALiBi, --embed-layernorm and Megatron-DeepSpeed's default partition method 'type:transformer' (layers / pp on every
 stage, the tied embedding beside the first and last); the 02-28 rows (BF16 optimizer) are check_bigscience_bloom.json.
@@ -79,6 +80,39 @@ ROWS = [
     ("Another round of NHEADS", "2022-02-26", 13312, 84, 64, 4, 12, 8, 2, None, 103.82, 48, "type:transformer", None),
     ("Another round of NHEADS", "2022-02-26", 13312, 84, 64, 4, 12, 8, 4, None, 113.21, 48, "type:transformer", None),
     ("Another round of NHEADS", "2022-02-26", 13312, 84, 64, 8, 6, 8, 2, None, 129.61, 48, "type:transformer", None),
+    # 02-25 ('GBS Variations', 'some more configs with lower PP', 'Tweaking TP'): hidden 14336, 72 layers, 64 heads,
+    # global batches of 1568-2048 (the 15th field; 2048 where absent); no seconds: the table's 'OOM'.
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 6, 8, 4, 56, 113.01, 48, "type:transformer",
+     ("measured.iteration_time_s", "at global batch 1568 the table reads 113.01 s beside 114.11 s at 2048 for the same plan, where its pp 12 pair "
+     "scales with the batch (92.75 / 117.07 s): one snapshot, kept as published"), 1568),
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 6, 8, 4, 55, 114.11, 48, "type:transformer", None),
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 6, 8, 6, 66, 123.57, 48, "type:transformer", None, 2016),
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 12, 4, 4, None, 92.75, 48, "type:transformer", None, 1568),
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 12, 4, 4, 49, 117.07, 48, "type:transformer", None),
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 12, 4, 2, None, 99.93, 48, "type:transformer", None, 1568),
+    ("GBS Variations", "2022-02-25", 14336, 72, 64, 8, 12, 4, 2, None, 128.82, 48, "type:transformer", None),
+    ("some more configs with lower PP", "2022-02-25", 14336, 72, 64, 8, 8, 6, 4, 52, 113.16, 48, "type:transformer", None, 2016),
+    ("some more configs with lower PP", "2022-02-25", 14336, 72, 64, 8, 4, 12, 2, 53, 125.52, 48, "type:transformer", None, 2016),
+    ("some more configs with lower PP", "2022-02-25", 14336, 72, 64, 8, 4, 12, 4, 59, 114.81, 48, "type:transformer", None, 2016),
+    ("some more configs with lower PP", "2022-02-25", 14336, 72, 64, 8, 2, 24, 1, 65, 145.45, 48, "type:transformer", None, 2016),
+    ("some more configs with lower PP", "2022-02-25", 14336, 72, 64, 8, 2, 24, 2, 76, 136.13, 48, "type:transformer", None, 2016),
+    ("some more configs with lower PP", "2022-02-25", 14336, 72, 64, 8, 1, 48, 1, None, None, 48, "type:transformer", None, 2016),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 4, 12, 8, 4, 60, 111.89, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 4, 12, 8, 2, 44, 110.48, 48, "type:transformer",
+     ("measured.iteration_time_s", "the table runs this plan twice, 110.48 s at 44GB and 113.54 s at 38GB: both kept")),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 4, 12, 8, 2, 38, 113.54, 48, "type:transformer",
+     ("measured.iteration_time_s", "the second run of the plan above (110.48 s at 44GB)")),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 4, 6, 16, 4, 75, 117.11, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 4, 6, 16, 2, 57, 111.71, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 2, 12, 16, 2, 63, 112.50, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 2, 6, 32, 2, None, None, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 2, 6, 32, 1, None, None, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 2, 24, 8, 1, 44, 119.53, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 2, 24, 8, 2, 53, 122.75, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 14336, 72, 64, 4, 24, 4, 1, None, 130.60, 48, "type:transformer", None),
+    ("Tweaking TP", "2022-02-25", 12288, 96, 64, 1, 48, 8, 1, 58, 142.17, 48, "type:transformer",
+     ("model.heads", "the section's last table, 'NHIDDEN=12288 / NLAYERS=96', names no head count: the rounds' 64 "
+                     "(the 'Final round comparison': 'all NHEADS=64')")),
 ]
 
 
@@ -93,13 +127,16 @@ def split(layers, pp, method):
     return [per - 1] + [per] * (pp - 2) + [per - 1]
 
 
-def record(row):
-    section, date, hidden, layers, heads, tp, pp, dp, mb, mem, seconds, nodes, method, note = row
+def record(row, repeat=0):
+    section, date, hidden, layers, heads, tp, pp, dp, mb, mem, seconds, nodes, method, note, *rest = row
+    gbs = rest[0] if rest else 2048
     assert tp * pp * dp == nodes * 8, row
+    assert gbs % (dp * mb) == 0, row
     layout = split(layers, pp, method)
     assert sum(layout) == layers, (row, layout)
     rid = f"bigscience-{date[5:]}-h{hidden}-l{layers}-a{heads}-tp{tp}-pp{pp}-dp{dp}-mbs{mb}"
-    measured = {"iteration_time_s": seconds}
+    rid += (f"-gbs{gbs}" if gbs != 2048 else "") + (f"-run{repeat + 1}" if repeat else "") + ("-oom" if seconds is None else "")
+    measured = {"iteration_time_s": seconds} if seconds is not None else {"oom": True, "outcome": "OOM (the table's Mem column)"}
     if mem is not None:
         measured.update({
             "memory_gb": mem,
@@ -129,7 +166,9 @@ def record(row):
             "training!!!'), so the benchmark jobs' setting is read from the chronicle" if blocking else
             "not yet: the chronicle's hanging workaround comes after this round of 10 and 20 nodes"),
     }
-    if note and pp == 1:
+    if isinstance(note, tuple):  # (the field it is about, the note)
+        inferred[note[0]] = note[1]
+    elif note and pp == 1:
         inferred["measured.iteration_time_s"] = note
     elif note:
         inferred["measured.memory_gb"] = note
@@ -152,7 +191,7 @@ def record(row):
             "precision": "fp16 (--fp16; DeepSpeed fp16.enabled)",
         },
         "plan": {
-            "tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1, "vpp": 1, "micro_batch": mb, "global_batch": 2048,
+            "tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1, "vpp": 1, "micro_batch": mb, "global_batch": gbs,
             "recompute": "full (--checkpoint-activations)", "sequence_parallel": False, "zero": 1,
             "distributed_optimizer": False, "framework": "deepspeed", "framework_version": "2022",
             "attention": "unfused: Megatron's fused scaled masked softmax with ALiBi (--abort-on-unmet-fused-kernel-constraints)",
@@ -176,7 +215,12 @@ DROPOUT_SOURCE = ("no --attention-dropout or --hidden-dropout in tr11-200B-ml.sl
 
 
 def main():
-    write_check_set("check_bigscience_zero1.json", [record(r) for r in ROWS])
+    records, seen = [], {}
+    for r in ROWS:
+        key = r[:9] + (r[14:],)  # a plan the table ran twice (same section, date, shape and batch)
+        records.append(record(r, seen.get(key, 0)))
+        seen[key] = seen.get(key, 0) + 1
+    write_check_set("check_bigscience_zero1.json", records)
 
 
 if __name__ == "__main__":

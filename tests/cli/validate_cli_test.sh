@@ -266,8 +266,8 @@ assert oom == ['bloom-prequel-h12288-l100-tp4-pp6-dp16-mbs1-oom', 'bloom-prequel
 mem = [r['memory_error'] for r in ran if r['memory_error'] is not None]
 assert len(mem) == 9 and all(-0.06 <= e <= 0.01 for e in mem), mem
 assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('DeepSpeed pipeline')] == ['A100 / DeepSpeed pipeline'], d['error_bands']" ; check "BLOOM set within its guard" $?
-# BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 53 runs, 27 with
-# nvidia-smi's memory): predicted 1-34% fast as every DeepSpeed pipeline source is (median 13.5%; 15.6% before ZeRO-1's
+# BigScience's fp16 ZeRO-1 rounds before BLOOM (2022-02-17 to 02-27, chronicles-prequel.md; 75 runs, 45 with
+# nvidia-smi's memory): predicted 1-34% fast as every DeepSpeed pipeline source is (median 12.6%; 15.6% before ZeRO-1's
 # all-reduce of 2021-2023, 17.0% with the records' dropout read as 0), memory 8-23% under nvidia-smi's with ZeRO-1's step-time copies of the gradient partition
 # (19-32% under without them), 2-17% with NCCL's own buffers (FORMULAS.md §2), 0-14% with the dropout masks, +2% ..
 # -12% with BLOOM's norm over the embedding, +6% .. -10% with ZeRO-1's reduce bucket, but one snapshot that reads 65 GB
@@ -277,14 +277,19 @@ assert [b['kind'] for b in d['error_bands']['kinds'] if b['kind'].endswith('Deep
 # points of its 96-head twin. The 02-17 rows at hidden 14400 (heads of 450 and 150, not in that fit) were -25..-30% before
 # the figure; the one-node row (20B, tp 8, no pipeline, no network) is now -5.0% (memory -1.0%) and must stay within 10%.
 # Unexplained and kept: 112 heads at hidden 14336 and 96 at 12288 (-24%, -26%: head dimension 128, aligned) and the
-# 02-26 micro-batch-1 row (-34%).
+# 02-26 micro-batch-1 row (-34%). The 02-25 rounds (global batches 1568-2048, tp 1-8, pp 1-48) add 22 runs and three
+# that ran out of memory: two predicted so, the third (tp 2 x pp 6, micro-batch 1) predicted at 79.5 of 80 GiB, fitting.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" >"$tmp/z1.json" 2>/dev/null; check "BigScience ZeRO-1 set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/z1.json')); o=d['overall']
-assert o['records']==53 and o['predicted']==53 and o['median_abs_step_error'] <= 0.15 and o['max_abs_step_error'] <= 0.37, o
-assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]
-mem = sorted(r['memory_error'] for r in d['results'] if r['memory_error'] is not None)
-assert len(mem) == 27 and mem[0] < -0.3 and all(-0.11 <= e <= 0.06 for e in mem[1:]), mem
+assert o['records']==78 and o['predicted']==75 and o['median_abs_step_error'] <= 0.14 and o['max_abs_step_error'] <= 0.37, o
+ran = [r for r in d['results'] if not r['measured_out_of_memory']]
+assert all(r['predicted_fits'] for r in ran), [r['id'] for r in ran if not r['predicted_fits']]
+oom = sorted(r['id'] for r in d['results'] if r['measured_out_of_memory'] and not r['predicted_fits'])
+assert oom == ['bigscience-02-25-h14336-l72-a64-tp2-pp6-dp32-mbs2-oom', 'bigscience-02-25-h14336-l72-a64-tp8-pp1-dp48-mbs1-gbs2016-oom'], oom
+mem = sorted(r['memory_error'] for r in ran if r['memory_error'] is not None)
+# the one low outlier (65 GB at micro-batch 2 beside 56 at 4) and the one high (the same plan run twice, 44 and 38 GB)
+assert len(mem) == 45 and mem[0] < -0.3 and mem[-1] > 0.2 and all(-0.12 <= e <= 0.07 for e in mem[1:-1]), mem
 err = {r['id']: r['step_error'] for r in d['results']}
 for day, plan in [('02-23', 'tp8-pp6-dp8-mbs4'), ('02-26', 'tp4-pp12-dp8-mbs2'), ('02-26', 'tp4-pp12-dp8-mbs4'), ('02-26', 'tp8-pp6-dp8-mbs4')]:
     a96, a128 = (err[f'bigscience-{day}-h13824-l78-a{h}-{plan}'] for h in (96, 128))
