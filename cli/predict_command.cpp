@@ -304,6 +304,25 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     else
         out << "  tensor cores at " << fixed(p.layer.tensorShare, 3)
             << " of their benchmarked rate (gpu.sustained_tensor_fraction)";
+    // Attention's GEMMs over heads whose dimension is not a multiple of 16 bytes: cuBLAS's batched fallback, at the
+    // GPU's measured figure where it has one (FORMULAS.md §3.1, "Batched over heads"), said so the table's times read.
+    for (const auto& op : p.layer.forwardOps) {
+        const Dtype dt = op.dtype.value_or(precisionRecipeOf(pl).computeDtype);
+        const int64_t align = std::max<int64_t>(1, 16 / static_cast<int64_t>(bytesPerElement(dt)));
+        if (!op.perHead || (op.n % align == 0 && op.k % align == 0)) continue;
+        const auto& g = s.cluster.gpu.gemmModel;
+        const bool perHead = g && !g->unalignedPerHeadEfficiency.empty();
+        const bool plain = g && !g->unalignedEfficiency.empty();
+        const int64_t headDim = op.name == "attention_scores" ? op.k : op.n;
+        out << "\n  heads of " << headDim << " (not a multiple of " << align << " " << toString(dt)
+            << " elements): attention's batched GEMMs "
+            << (perHead || plain ? "at cuBLAS's unaligned fallback, " +
+                                       fixed(gemmEfficiency(s.cluster.gpu, op.m, op.n, op.k, dt, op.batch, true), 3) +
+                                       " of peak (gpu.gemm_model." +
+                                       (perHead ? "unaligned_per_head_efficiency" : "unaligned_efficiency") + ")"
+                                 : "not penalised (this GPU has no unaligned figure)");
+        break;
+    }
     // Blocking launches (CUDA_LAUNCH_BLOCKING=1): the host's time between kernels is in the phases above (FORMULAS.md §3.8).
     if (p.layer.launchHostSeconds > 0.0)
         out << "\n  launches block (CUDA_LAUNCH_BLOCKING=1): " << milliseconds(p.layer.launchHostSeconds)

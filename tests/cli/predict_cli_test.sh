@@ -574,6 +574,19 @@ def walk(v, path):
 walk(json.load(open(sys.argv[1])), "")
 PY
 
+# Heads whose dimension is not a multiple of 8 fp16 elements on an A100 (BigScience's 182B at 128 heads, 108 wide):
+# predict says the batched attention GEMMs run at the preset's per-head fallback figure; at 96 heads (144) it says
+# nothing, and the 128-head layer is the slower.
+"$TESSEL" validate "$(dirname "$0")/../../data/validation/check_bigscience_zero1.json" --scenarios "$tmp/bs" >/dev/null 2>&1
+check "BigScience scenarios written" $?
+"$TESSEL" predict "$tmp/bs/bigscience-02-23-h13824-l78-a128-tp8-pp6-dp8-mbs4.json" >"$tmp/a128.txt" 2>"$tmp/err" &&
+  "$TESSEL" predict "$tmp/bs/bigscience-02-23-h13824-l78-a96-tp8-pp6-dp8-mbs4.json" >"$tmp/a96.txt" 2>"$tmp/err"
+check "both head counts predict" $?
+check "says the heads of 108 take the per-head fallback" \
+  "$(contains "$tmp/a128.txt" 'heads of 108 (not a multiple of 8 fp16 elements): attention')"
+check "names the figure" "$(contains "$tmp/a128.txt" 'unaligned_per_head_efficiency')"
+grep -q 'heads of' "$tmp/a96.txt"; check "says nothing of aligned heads" $([ $? -ne 0 ]; echo $?)
+
 # A degree of 1 on the command line takes the file's settings that exist only above it: sequence parallelism at
 # --tp 1, the interleaved schedule and its virtual stages at --pp 1. Stated by a flag, they stay and are refused.
 plans="$(dirname "$0")/../../scenarios/plans"
