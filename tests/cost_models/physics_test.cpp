@@ -178,6 +178,29 @@ TEST(GemmShapeModel, UnalignedEfficiencyIsReadAndWrittenWithItsPointer) {
     EXPECT_TRUE(named);
 }
 
+TEST(GemmShapeModel, UnalignedPerHeadEfficiencyIsReadAndWrittenWithItsPointer) {
+    const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
+    nlohmann::json c = clusterToJson(a100);
+    ASSERT_TRUE(c["gpu"]["gemm_model"].contains("unaligned_per_head_efficiency"));
+    EXPECT_FALSE(c["gpu"]["gemm_model"].contains("unaligned_efficiency"));
+    ProblemList ok;
+    const ClusterConfig back = parseCluster(c, "", ok);
+    EXPECT_TRUE(ok.empty());
+    EXPECT_EQ(back.gpu.gemmModel->unalignedPerHeadEfficiency, a100.gpu.gemmModel->unalignedPerHeadEfficiency);
+    // Out of range and of the wrong type: both named by their pointers, nothing defaulted.
+    c["gpu"]["gemm_model"]["unaligned_per_head_efficiency"]["fp16"] = 1.5;
+    c["gpu"]["gemm_model"]["unaligned_per_head_efficiency"]["bf16"] = "fast";
+    ProblemList bad;
+    parseCluster(c, "", bad);
+    bool fp16 = false, bf16 = false;
+    for (const auto& pr : bad.items()) {
+        fp16 |= pr.where == "/gpu/gemm_model/unaligned_per_head_efficiency/fp16";
+        bf16 |= pr.where == "/gpu/gemm_model/unaligned_per_head_efficiency/bf16";
+    }
+    EXPECT_TRUE(fp16);
+    EXPECT_TRUE(bf16);
+}
+
 // The Hopper k overhead against the bf16 sweep measured on a lent H200 (bench/gpu_kernels_probe.py; the H100 has
 // the same SMs and clocks): with the shipped k0 the measured / modelled ratio is flat over k = 128..49152 (its
 // level is the sustained share and the clocks of that call, not a shape effect); the earlier k0 of 350 is not.
