@@ -348,8 +348,7 @@ void addLatentProjections(std::vector<OpCost>& ops, const ModelConfig& model, co
 // against half the arriving keys, or half the queries against all of them), each at its own key length's rate;
 // around them the merges and gradient accumulations, memory-bound. `att` is the whole causal share, whose FLOPs
 // the steps split (2 b h (s/cp)^2 d cp in all).
-void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, bool eager,
-                      int e) {
+void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, int e) {
     const int cp = plan.cp;
     OpCost diag = att;
     diag.n = s.seqLocal;
@@ -365,14 +364,12 @@ void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalSh
     ring.modelFlops = att.modelFlops - diag.modelFlops;
     ring.bytes = att.bytes - diag.bytes;
     ops.push_back(ring);
-    // torchtitan repeats K and V to every query head before the kernel (repeat_kv); TE's kernels take GQA as is.
-    const bool torchtitan = plan.framework.name == "torchtitan";
-    const kernel_cost::RingMerge style =
-        torchtitan ? kernel_cost::RingMerge::PyTorch : kernel_cost::RingMerge::TransformerEngine;
+    const RingAttentionStyle ringStyle = ringAttentionStyleOf(plan);
+    const kernel_cost::RingMerge style = ringStyle.merge;
     // The merged output is o wide; K and V travel together (their mean width: MLA's differ).
     const double eq = d(s.tokens) * d(s.oDimLocal);
-    const double ekv = torchtitan || eager ? 0.5 * d(s.tokens) * d(s.qDimLocal + s.oDimLocal)
-                                           : 0.5 * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
+    const double ekv = ringStyle.kvAtQueryHeads ? 0.5 * d(s.tokens) * d(s.qDimLocal + s.oDimLocal)
+                                                : 0.5 * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
     OpCost merge = memoryOp("attention_ring_merge", "ring_merge", kernel_cost::ringMergeForwardBytes(style, eq, ekv, cp, e));
     merge.backwardByteFactor = kernel_cost::ringMergeBackwardBytes(style, eq, ekv, cp, e) / merge.bytes;
     ops.push_back(merge);
@@ -391,7 +388,7 @@ void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalSh
 // a2a+p2p (Megatron-core's hierarchical CP, Transformer Engine's AttnFuncWithCPAndKVP2P over its a2a group): the
 // all-to-all over a = cp_a2a_size ranks leaves each rank s a / cp queries for heads / a of its heads, which then run
 // the ring over cp / a groups: addRingAttention at those shapes, with the all-to-all's copies beside it.
-void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, bool eager, int e) {
+void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, int e) {
     // q and o, and K and V, by their mean widths (equal without MLA).
     const double eq = 0.5 * d(s.tokens) * d(s.qDimLocal + s.oDimLocal), ekv = 0.5 * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
     if (plan.cpComm == CpComm::A2aP2p) {
@@ -411,7 +408,7 @@ void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShap
         share.m = r.seqLocal;
         share.batch = s.microBatch * r.headsLocal;
         share.kvHeads = r.kvHeadsLocal;
-        addRingAttention(ops, share, r, ring, eager, e);
+        addRingAttention(ops, share, r, ring, e);
     }
     if (plan.cpComm == CpComm::A2a || plan.cpComm == CpComm::A2aP2p) {
         if (plan.cpComm == CpComm::A2a) {
@@ -525,8 +522,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // tessel's own executor (`tessel run`, marked by its in-place loss) gathers K and V over the group and
             // runs one kernel over all the keys (executor/src/gpt.cpp): the whole share as one op.
             const bool ownExecutor = plan.framework.lossInPlace.value_or(false);
-            if (plan.cp > 1 && !ownExecutor && plan.cpComm == CpComm::P2p) addRingAttention(ops, att, s, plan, eager, e);
-            else if (plan.cp > 1 && !ownExecutor) addCpAttention(ops, att, s, plan, eager, e);
+            if (plan.cp > 1 && !ownExecutor && plan.cpComm == CpComm::P2p) addRingAttention(ops, att, s, plan, e);
+            else if (plan.cp > 1 && !ownExecutor) addCpAttention(ops, att, s, plan, e);
             else ops.push_back(att);
         } else {
             // Unfused (Megatron-LM before FlashAttention): batched QK^T writes the b (a/t) s_q s_kv scores to HBM,
@@ -757,6 +754,14 @@ double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan,
 
 bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan) {
     return plan.recompute == Recompute::Full && checkpointEarlyStopOf(plan.framework) && !model.moe && !(model.dropout > 0.0);
+}
+
+RingAttentionStyle ringAttentionStyleOf(const Plan& plan) {
+    const bool torchtitan = plan.framework.name == "torchtitan";
+    RingAttentionStyle style;
+    style.merge = torchtitan ? kernel_cost::RingMerge::PyTorch : kernel_cost::RingMerge::TransformerEngine;
+    style.kvAtQueryHeads = torchtitan || !fusedKernelsOf(plan.framework);
+    return style;
 }
 
 bool columnParallelInputGemm(const std::string& opName) {

@@ -136,7 +136,7 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
 }
 
 RingExposure ringExposure(double diagForward, double stepsForward, double diagBackward, double stepsBackward, int cp,
-                          double transferSeconds, const GpuSpec& gpu) {
+                          double transferSeconds, double gradTransferSeconds, const GpuSpec& gpu) {
     RingExposure r;
     if (cp < 2 || transferSeconds <= 0.0) return r;
     // Exposed is what a transfer outlasts the step it runs under by; the later steps' kernels take equal shares.
@@ -148,15 +148,21 @@ RingExposure ringExposure(double diagForward, double stepsForward, double diagBa
     r.forwardSeconds = exposedF + gpu.contentionSeconds((cp - 1.0) * x - exposedF, diagForward + (cp - 2.0) * stepF);
     // Backward: under step 0 the next K and V, under steps 1 .. cp - 2 those and the previous step's dK, dV, under the
     // last step the previous dK, dV; its own dK, dV go to their owner after it, exposed.
+    const double g = gradTransferSeconds;
     const double stepB = stepsBackward / (cp - 1.0);
-    const double exposedB = exposedOver(x, diagBackward) + (cp - 2.0) * exposedOver(2.0 * x, stepB) + exposedOver(x, stepB) + x;
-    r.backwardSeconds = exposedB + gpu.contentionSeconds(2.0 * (cp - 1.0) * x + x - exposedB, diagBackward + stepsBackward);
+    const double exposedB = exposedOver(x, diagBackward) + (cp - 2.0) * exposedOver(x + g, stepB) + exposedOver(g, stepB) + g;
+    r.backwardSeconds = exposedB + gpu.contentionSeconds((cp - 1.0) * (x + g) + g - exposedB, diagBackward + stepsBackward);
     return r;
 }
 
-double ringStepBytes(const ModelConfig& model, const Plan& plan) {
+RingStepBytes ringStepBytes(const ModelConfig& model, const Plan& plan) {
     const LocalShapes s = localShapes(model, plan, precisionRecipeOf(plan));
-    return s.activationBytes * d(s.tokens) * d(s.kvDimLocal + s.vDimLocal);
+    const RingAttentionStyle style = ringAttentionStyleOf(plan);
+    const double width = style.kvAtQueryHeads ? d(s.qDimLocal + s.oDimLocal) : d(s.kvDimLocal + s.vDimLocal);
+    RingStepBytes b;
+    b.kv = s.activationBytes * d(s.tokens) * width;
+    b.grads = style.merge == kernel_cost::RingMerge::PyTorch ? 4.0 * d(s.tokens) * width : b.kv;
+    return b;
 }
 
 CpLevels cpLevels(const Plan& plan, const ClusterConfig& cluster) {
@@ -263,10 +269,18 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         // Ring attention (p2p): every rank's K and V travel around the CP ring (an all-gather's volume); backward
         // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism). allgather moves
         // the same bytes as collectives: K and V gathered forward and again backward, their gradients reduce-scattered.
-        const double kv = e * d(s.microBatch) * d(s.seqFull) * d(s.kvDimLocal + s.vDimLocal);
+        // K and V are the kernel's: at every query head where the framework repeats them before it
+        // (ringAttentionStyleOf: torchtitan's repeat_kv). PyTorch's ring (torch.distributed.tensor.experimental.
+        // _attention, torchtitan's) accumulates dK and dV in fp32 (_cp_options.convert_to_f32, on by default) and
+        // passes the accumulator to the next rank at every one of its cp steps (dkv_rotater, an all-to-all): cp
+        // sends of the rank's fp32 share, which a reduce-scatter of cp / (cp - 1) times the fp32 whole moves.
+        const RingAttentionStyle style = ringAttentionStyleOf(plan);
+        const double width = style.kvAtQueryHeads ? d(s.qDimLocal + s.oDimLocal) : d(s.kvDimLocal + s.vDimLocal);
+        const double kv = e * d(s.microBatch) * d(s.seqFull) * width;
+        const double grads = style.merge == kernel_cost::RingMerge::PyTorch ? 4.0 / e * kv * d(plan.cp) / d(plan.cp - 1) : kv;
         b.add("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward);
         b.add("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward);
-        b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, kv, CommPhase::Backward);
+        b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, grads, CommPhase::Backward);
     }
     if (model.moe && plan.ep > 1) {
         // Token dispatch and combine (GShard, Lepikhin et al. 2020): top_k copies of every token the router saw,

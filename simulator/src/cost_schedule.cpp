@@ -118,10 +118,13 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     // exchange's whole volume. allgather and a2a are blocking collectives, counted whole (traffic.cpp).
     // a2a+p2p: its all-to-alls whole, then the ring across the all-to-all groups the same way.
     if (plan.cp > 1 && (plan.cpComm == CpComm::P2p || plan.cpComm == CpComm::A2aP2p) && layer.ringStepsForwardSeconds > 0.0) {
-        const double transfer = commScale * ringStepTransferSeconds(ringStepBytes(model, plan), cluster, cpLevels(plan, cluster).ring);
+        const RingStepBytes step = ringStepBytes(model, plan);
+        const GroupPlacement hop = cpLevels(plan, cluster).ring;
+        const double transfer = commScale * ringStepTransferSeconds(step.kv, cluster, hop);
+        const double gradTransfer = commScale * ringStepTransferSeconds(step.grads, cluster, hop);
         const RingExposure ring = ringExposure(layer.ringDiagForwardSeconds, layer.ringStepsForwardSeconds,
                                                layer.ringDiagBackwardSeconds, layer.ringStepsBackwardSeconds, plan.cpRing(),
-                                               transfer, cluster.gpu);
+                                               transfer, gradTransfer, cluster.gpu);
         fwdComm.cp = cpA2aFwd + ring.forwardSeconds;
         bwdComm.cp = cpA2aBwd + ring.backwardSeconds;
     }

@@ -243,6 +243,7 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     }
     c.qLocalBytes = c.elemBytes * c.tokens * 0.5 * d(s.qDimLocal + s.oDimLocal); // q and the output (MLA: o narrower)
     c.kvLocalBytes = c.elemBytes * c.tokens * c.kvDimLocal;
+    c.ringStep = ringStepBytes(model, plan);
     // simulate.cpp takes the ring's steps unscaled: so does the bound, which keeps its CP term equal to the simulator's.
     c.ringDiagFwd = layer.ringDiagForwardSeconds;
     c.ringStepsFwd = layer.ringStepsForwardSeconds;
@@ -332,8 +333,10 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         c.bwd += a2a;
     } else if (plan.cp > 1 && plan.cpComm == CpComm::P2p && s.ringStepsFwd > 0.0) {
         // simulate.cpp: the ring's steps under its attention.
-        const double transfer = commScale * ringStepTransferSeconds(2.0 * s.kvLocalBytes, cluster, place.cp); // ringStepBytes
-        const RingExposure ring = ringExposure(s.ringDiagFwd, s.ringStepsFwd, s.ringDiagBwd, s.ringStepsBwd, plan.cp, transfer, cluster.gpu);
+        const double transfer = commScale * ringStepTransferSeconds(s.ringStep.kv, cluster, place.cp);
+        const double gradTransfer = commScale * ringStepTransferSeconds(s.ringStep.grads, cluster, place.cp);
+        const RingExposure ring = ringExposure(s.ringDiagFwd, s.ringStepsFwd, s.ringDiagBwd, s.ringStepsBwd, plan.cp, transfer,
+                                               gradTransfer, cluster.gpu);
         fwdCp = ring.forwardSeconds;
         c.bwd += ring.backwardSeconds;
     } else if (plan.cp > 1 && plan.cpComm == CpComm::A2aP2p) {

@@ -8,6 +8,7 @@
 #include "tessel/cost/model.hpp"
 #include "tessel/cost/plan.hpp"
 #include "tessel/cost/topology.hpp"
+#include "tessel/cost/traffic.hpp"
 #include "tessel/sim/search.hpp"
 
 #include <algorithm>
@@ -136,6 +137,7 @@ struct ShapeCosts {
     double tpOverlapBudget = 0.0;            // forward seconds of the QKV and fc1 GEMMs (simulate.cpp's async TP budget)
     // CP: each rank's q (and output) and K or V (cp_comm_type a2a's all-to-alls), the ring's attention steps (p2p)
     double qLocalBytes = 0.0, kvLocalBytes = 0.0;
+    RingStepBytes ringStep; // one ring step's K, V and dK, dV (ringStepBytes)
     double ringDiagFwd = 0.0, ringStepsFwd = 0.0, ringDiagBwd = 0.0, ringStepsBwd = 0.0;
 };
 ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan);

@@ -118,7 +118,7 @@ TEST(CpComm, HierarchicalRunsTheRingAcrossTheAllToAllGroupsOnTheirHeads) {
     EXPECT_EQ(ops.at("cp_kv_exchange").placement.size, 2);
     EXPECT_DOUBLE_EQ(ops.at("cp_kv_exchange").bytes, 2.0 * 8192 * 2 * 1024 / 4);
     // The ring moves what the plain ring's step does: a times the tokens of 1/a of the heads.
-    EXPECT_DOUBLE_EQ(ringStepBytes(m, p), ringStepBytes(m, cpPlan(8, CpComm::P2p)));
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, p).kv, ringStepBytes(m, cpPlan(8, CpComm::P2p)).kv);
 }
 
 TEST(CpComm, HierarchicalLevelsAreChecked) {
@@ -185,25 +185,54 @@ TEST(CpComm, TheRingIsHiddenUnderItsStepsUpToWhatOutlastsThem) {
     free.commContention = 0.0;
     free.commContentionMax = 0.0;
     // cp 4: forward transfers under the diagonal (1 s) and two of three later steps (3 s together, 1 s each).
-    const RingExposure hidden = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, free);
+    const RingExposure hidden = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, 0.5, free);
     EXPECT_DOUBLE_EQ(hidden.forwardSeconds, 0.0);
     // Backward: K, V under the diagonal, K, V and dK, dV (1 s) under the two middle steps (2.5 s each), dK, dV under
     // the last; the last dK, dV hop (0.5 s) is exposed.
     EXPECT_DOUBLE_EQ(hidden.backwardSeconds, 0.5);
     // A 2 s transfer outlasts each 1 s forward step by 1 s: 3 s in all. Backward: 2 s under the 2.5 s diagonal, 4 s
     // under each middle step (1.5 s out), 2 s under the last, and the 2 s hop: 2 x 1.5 + 2.
-    const RingExposure slow = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 2.0, free);
+    const RingExposure slow = ringExposure(1.0, 3.0, 2.5, 7.5, 4, 2.0, 2.0, free);
     EXPECT_DOUBLE_EQ(slow.forwardSeconds, 3.0);
     EXPECT_DOUBLE_EQ(slow.backwardSeconds, 2.0 * 1.5 + 2.0);
     // With contention the hidden part costs kappa of its time, at most kappa_max of the compute it runs under.
     GpuSpec shared;
     shared.commContention = 0.5;
     shared.commContentionMax = 0.0;
-    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, shared).forwardSeconds, 0.5 * 3 * 0.5);
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, 0.5, shared).forwardSeconds, 0.5 * 3 * 0.5);
     shared.commContentionMax = 0.1;
-    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, shared).forwardSeconds, 0.1 * 3.0);
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, 0.5, shared).forwardSeconds, 0.1 * 3.0);
     // No ring, nothing.
-    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 1, 0.5, shared).forwardSeconds, 0.0);
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 1, 0.5, 0.5, shared).forwardSeconds, 0.0);
+}
+
+TEST(CpComm, PyTorchsRingCarriesRepeatedKAndVAndPassesFp32Gradients) {
+    const ClusterConfig c = test::clusterPreset("dgx-h100-80g");
+    const ModelConfig m = gqaModel(); // 32 heads, 8 kv heads of 128, sequence 8192
+    // Megatron-core (Transformer Engine): a step's K and V at the 8 kv heads, 2048 tokens, bf16; dK, dV the same.
+    const Plan te = cpPlan(4, CpComm::P2p);
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, te).kv, 2.0 * 2048 * (1024 + 1024));
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, te).grads, ringStepBytes(m, te).kv);
+    EXPECT_DOUBLE_EQ(cpOps(m, c, te).at("cp_kv_grad_reduce").bytes, 2.0 * 8192 * 2048);
+    // torchtitan repeats K and V to the 32 query heads before SDPA (repeat_kv), so the ring carries 4x the bytes,
+    // and PyTorch's ring passes dK, dV on in fp32 at each of its 4 steps: 4 B x 2048 tokens x 8192 columns a step,
+    // which a reduce-scatter of 4/3 of the fp32 whole (8192 tokens) moves.
+    Plan tt = te;
+    tt.framework.name = "torchtitan";
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, tt).kv, 2.0 * 2048 * (4096 + 4096));
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, tt).grads, 4.0 * 2048 * (4096 + 4096));
+    const auto ops = cpOps(m, c, tt);
+    EXPECT_DOUBLE_EQ(ops.at("cp_kv_exchange").bytes, 2.0 * 8192 * 8192);
+    EXPECT_DOUBLE_EQ(ops.at("cp_kv_grad_reduce").bytes, 4.0 * 8192 * 8192 * 4.0 / 3.0);
+    // What a reduce-scatter of that size moves per rank, (cp - 1) / cp of it, is the 4 sends of the rank's share.
+    EXPECT_DOUBLE_EQ(0.75 * ops.at("cp_kv_grad_reduce").bytes, 4 * ringStepBytes(m, tt).grads);
+    // Backward with dK, dV slower than K, V (x 0.5 s, y 2.5 s; steps of 2.5 s, no contention): K, V under the
+    // diagonal, x + y = 3 s under each of the two middle steps (0.5 s out each), y under the last, y exposed after.
+    GpuSpec free;
+    free.commContention = 0.0;
+    free.commContentionMax = 0.0;
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, 2.5, free).backwardSeconds, 2 * 0.5 + 2.5);
+    EXPECT_DOUBLE_EQ(ringExposure(1.0, 3.0, 2.5, 7.5, 4, 0.5, 2.5, free).forwardSeconds, 0.0);
 }
 
 TEST(CpComm, ARingStepCrossesNodesOnlyWhereTheGroupDoes) {
@@ -217,7 +246,7 @@ TEST(CpComm, ARingStepCrossesNodesOnlyWhereTheGroupDoes) {
     overNodes.size = 4;
     overNodes.nodes = 4;
     overNodes.ranksPerNode = overNodes.minRanksPerNode = 1;
-    const double nvlink = ringStepTransferSeconds(ringStepBytes(m, p), c, inNode), network = ringStepTransferSeconds(ringStepBytes(m, p), c, overNodes);
+    const double nvlink = ringStepTransferSeconds(ringStepBytes(m, p).kv, c, inNode), network = ringStepTransferSeconds(ringStepBytes(m, p).kv, c, overNodes);
     const double nvlinkRate = c.intraNode.bandwidthBytesPerSecond * c.intraNode.efficiencyFor(Primitive::SendRecv);
     const double networkRate = c.interNode.bandwidthBytesPerSecond * c.interNode.efficiencyFor(Primitive::SendRecv);
     // The bytes at each tier's rate, and a message's latency (microseconds) on top.

@@ -231,9 +231,9 @@ TEST(FrameworkOverlap, ContextParallelExchangesByHand) {
     // p2p: the steps' kernels and one step's K and V to the next rank (the group sits in one node).
     const BlockCompute ring = layerCompute(c.model, c.cluster, c.plan, recipe);
     ASSERT_GT(ring.ringStepsForwardSeconds, 0.0);
-    const double transfer = ringStepTransferSeconds(ringStepBytes(c.model, c.plan), c.cluster, placeGroup(c.plan, c.cluster, GroupKind::Cp));
+    const double transfer = ringStepTransferSeconds(ringStepBytes(c.model, c.plan).kv, c.cluster, placeGroup(c.plan, c.cluster, GroupKind::Cp));
     const RingExposure want = ringExposure(ring.ringDiagForwardSeconds, ring.ringStepsForwardSeconds, ring.ringDiagBackwardSeconds,
-                                           ring.ringStepsBackwardSeconds, 4, transfer, c.cluster.gpu);
+                                           ring.ringStepsBackwardSeconds, 4, transfer, transfer, c.cluster.gpu);
     auto [f, b] = cpOf(c.plan);
     EXPECT_NEAR(f, layers * want.forwardSeconds, 1e-12);
     EXPECT_NEAR(b, layers * want.backwardSeconds, 1e-12);

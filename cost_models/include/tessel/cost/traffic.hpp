@@ -87,15 +87,22 @@ uint8_t tpCollectiveModule(const ModelConfig& model, const std::string& opName);
 // then cp - 2 of the later steps; the last step has nothing to fetch); backward step 0 fetches the next K and V,
 // the middle steps those and send the previous step's dK, dV (twice the bytes), the last step only the dK, dV,
 // and its own dK, dV hop to their owner after it, exposed. What overlaps still costs the contention share of its
-// own time (GpuSpec::contentionSeconds, FORMULAS.md §6.2). Returns the forward's and the backward's seconds.
+// own time (GpuSpec::contentionSeconds, FORMULAS.md §6.2). `gradTransferSeconds`: one step's dK, dV, which PyTorch's
+// ring passes on in fp32 (ringStepBytes). Returns the forward's and the backward's seconds.
 struct RingExposure {
     double forwardSeconds = 0.0, backwardSeconds = 0.0;
 };
 RingExposure ringExposure(double diagForward, double stepsForward, double diagBackward, double stepsBackward, int cp,
-                          double transferSeconds, const GpuSpec& gpu);
-// One ring step's K and V (b s/cp 2 g d / t elements) sent to the next rank: over the inter-node link where the CP
-// group spans nodes (a ring over nodes has hops between them), else NVLink. ringStepBytes: those elements' bytes.
-double ringStepBytes(const ModelConfig& model, const Plan& plan);
+                          double transferSeconds, double gradTransferSeconds, const GpuSpec& gpu);
+// One ring step's K and V (b s/cp 2 g d / t elements, at the query heads' a where the framework repeats them before
+// the kernel, ringAttentionStyleOf) sent to the next rank: over the inter-node link where the CP group spans nodes (a
+// ring over nodes has hops between them), else NVLink. ringStepBytes: those elements' bytes, and the bytes of the
+// dK, dV a backward step passes on: fp32 under PyTorch's ring (_cp_options.convert_to_f32, on by default), else the
+// activation type.
+struct RingStepBytes {
+    double kv = 0.0, grads = 0.0;
+};
+RingStepBytes ringStepBytes(const ModelConfig& model, const Plan& plan);
 // The CP group's all-to-all and ring levels as rank 0's sit: under a2a+p2p the all-to-all over its first
 // cp_a2a_size ranks (the fastest-varying, Megatron-core's first hierarchical size) and the ring over the ranks that
 // far apart; otherwise the whole group for both.
