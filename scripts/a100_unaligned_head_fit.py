@@ -11,6 +11,8 @@ by pair, by bisection, and prints the median. The absolute times, which DeepSpee
 any head count, do not enter.
 
 Run from the repository root after building: python3 scripts/a100_unaligned_head_fit.py [--tessel build/dev/cli/tessel]
+[--check]. With --check it exits 1 unless the figure every A100 preset ships lies within the pairs' fitted range
+(ctest scripts.a100_unaligned_head_fit), so the preset and its derivation cannot part.
 """
 import argparse
 import glob
@@ -30,35 +32,55 @@ PAIRS = [  # (96 heads, 128 heads): the same date, plan and micro-batch
 ]
 
 
-def predicted_steps(tessel, scenarios, efficiency):
+def a100_presets(scenarios):
+    return sorted(glob.glob(os.path.join(scenarios, "clusters", "*a100*.json")))
+
+
+def shipped_figures():
+    """The per-head figure each A100 preset of the repository ships, by preset file."""
+    out = {}
+    for path in a100_presets("scenarios"):
+        with open(path) as f:
+            figure = json.load(f)["gpu"]["gemm_model"].get("unaligned_per_head_efficiency", {})
+        out[os.path.basename(path)] = figure.get("fp16")
+    return out
+
+
+def predicted_steps(tessel, scenarios, records, efficiency):
     """Each pair record's predicted step with the A100 presets' per-head figure set to `efficiency`."""
-    for path in glob.glob(os.path.join(scenarios, "clusters", "*a100*.json")):
+    for path in a100_presets(scenarios):
         with open(path) as f:
             doc = json.load(f)
         doc["gpu"]["gemm_model"]["unaligned_per_head_efficiency"] = {"fp16": efficiency, "bf16": efficiency}
         with open(path, "w") as f:
             json.dump(doc, f, indent=2)
     env = dict(os.environ, TESSEL_SCENARIOS=scenarios)
-    out = subprocess.run([tessel, "validate", CHECK, "--json"], env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run([tessel, "validate", records, "--json"], env=env, check=True, capture_output=True, text=True)
     return {r["id"]: r["predicted_step_seconds"] for r in json.loads(out.stdout)["results"]}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tessel", default="build/dev/cli/tessel")
+    parser.add_argument("--check", action="store_true", help="exit 1 unless every A100 preset's figure lies in the fitted range")
     args = parser.parse_args()
     with open(CHECK) as f:
-        measured = {r["id"]: r["measured"]["iteration_time_s"] for r in json.load(f)}
+        runs = json.load(f)
+    wanted = {i for pair in PAIRS for i in pair}
+    measured = {r["id"]: r["measured"]["iteration_time_s"] for r in runs if r["id"] in wanted}
     with tempfile.TemporaryDirectory() as tmp:
         scenarios = os.path.join(tmp, "scenarios")
         shutil.copytree("scenarios", scenarios)
+        records = os.path.join(tmp, "pairs.json")  # the eight records alone: each bisection step validates only them
+        with open(records, "w") as f:
+            json.dump([r for r in runs if r["id"] in wanted], f)
         fits = []
         for aligned, unaligned in PAIRS:
             target = measured[unaligned] / measured[aligned]
             lo, hi = 0.005, 1.0  # a lower efficiency gives a larger ratio
-            for _ in range(30):
+            for _ in range(16):  # the geometric bracket 200x wide, to 1e-4 of its value
                 mid = (lo * hi) ** 0.5
-                steps = predicted_steps(args.tessel, scenarios, mid)
+                steps = predicted_steps(args.tessel, scenarios, records, mid)
                 if steps[unaligned] / steps[aligned] > target:
                     lo = mid
                 else:
@@ -66,6 +88,14 @@ def main():
             fits.append(mid)
             print(f"{unaligned}: measured ratio {target:.4f} -> efficiency {mid:.4f}")
     print(f"median {statistics.median(fits):.4f} (range {min(fits):.4f}-{max(fits):.4f})")
+    if args.check:
+        failed = False
+        for preset, figure in shipped_figures().items():
+            inside = figure is not None and min(fits) <= figure <= max(fits)
+            print(f"{preset}: ships {figure} -> {'inside' if inside else 'OUTSIDE'} the fitted range")
+            failed = failed or not inside
+        if failed:
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":
