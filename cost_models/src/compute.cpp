@@ -7,6 +7,7 @@
 
 #include "tessel/cost/framework.hpp"
 #include "tessel/cost/memory.hpp"
+#include "tessel/cost/traffic.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -642,8 +643,9 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops[ops.size() - 2].notRecomputed = true;
         ops.back().notRecomputed = true;
     }
-    if (plan.tp > 1 && plan.sequenceParallel && torchAsyncTpOf(plan.framework) &&
-        resolveOverlap(plan.framework, plan.vpp > 1, plan.zeroStage).tpCommOverlap) {
+    const bool asyncTp = plan.tp > 1 && plan.sequenceParallel && torchAsyncTpOf(plan.framework) &&
+                         resolveOverlap(plan.framework, plan.vpp > 1, plan.zeroStage).tpCommOverlap;
+    if (asyncTp) {
         // PyTorch's async TP (torchAsyncTpOf): its fused matmul + reduce-scatter exchanges the tp partial outputs by
         // copy engine and then sums them in one reduction kernel on the compute stream, reading the stacked partials
         // (T x h) and writing the rank's T/tp x h (torch/distributed/_symmetric_memory/__init__.py,
@@ -659,6 +661,27 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             mlpSum.backwardByteFactor = 0.0;
             mlpSum.notRecomputed = recomputeStopsBeforeFc2(model, plan);
             ops.push_back(mlpSum);
+        }
+    }
+    if (plan.tp > 1 && plan.sequenceParallel && !model.moe && dtensorTpOf(plan.framework) && !asyncTp) {
+        // DTensor's sequence-parallel collectives on dim 1 (dtensorTpOf): a torch.cat copy of the whole T x h tensor
+        // (read and written) after each all-gather and before each reduce-scatter. Forward: the gathers before the
+        // QKV and fc1 GEMMs (float8 under torchao's Float8ColwiseParallel, sequenceParallelTraffic) and the
+        // reduce-scatters after the projection and fc2 (fc2's not rerun where the recompute stops before it).
+        // Backward: each reduce-scatter's adjoint is a gather of the output gradient, copied before the
+        // input-gradient GEMM; each gather's adjoint a reduce-scatter of the summed input gradients (q, k and v's, or
+        // the gate and up projections'), whose cat torch.compile fuses into that sum's pointwise kernel and eager
+        // PyTorch runs as one more copy. torchtitan#437 measured the forward's two around an FFN at 0.18 ms of its
+        // 3 ms (8k tokens, batch 1, H100). Async TP's fused collectives take their shards in place (none).
+        const double gathered = sequenceParallelTraffic(model, plan, recipe, e).forwardGatherBytesPerElement;
+        OpCost gathers = memoryOp("sp_gather_copies", "permute", 2.0 * 2.0 * gathered * T * h);
+        gathers.backwardByteFactor = eager ? e / gathered : 0.0;
+        ops.push_back(gathers);
+        for (const char* blk : {"attn", "mlp"}) {
+            OpCost scatter = memoryOp(std::string("sp_scatter_copies_") + blk, "permute", 2.0 * e * T * h);
+            scatter.backwardByteFactor = 1.0;
+            scatter.notRecomputed = std::string(blk) == "mlp" && recomputeStopsBeforeFc2(model, plan);
+            ops.push_back(scatter);
         }
     }
     if (recipe.autocast) {

@@ -462,6 +462,7 @@ std::string fp8RecipeOf(const FrameworkSettings& f) { return f.fp8Recipe.value_o
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
 bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
+bool dtensorTpOf(const FrameworkSettings& f) { return f.name == "torchtitan" || f.name == "fsdp"; }
 bool parallelResidualReducesOnceOf(const FrameworkSettings& f, int pp) { return f.name == "deepspeed" && pp > 1; }
 int trainMetricLossesOf(const FrameworkSettings& f) { return f.trainMetricLosses.value_or(0); }
 bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.value_or(false); }

@@ -125,7 +125,7 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
                                                 double activationBytes) {
     SequenceParallelTraffic t;
     t.forwardGatherBytesPerElement = activationBytes;
-    if (plan.framework.name != "torchtitan" && plan.framework.name != "fsdp") return t;
+    if (!dtensorTpOf(plan.framework)) return t;
     // PyTorch's own TP (torchtitan's parallelize_llama.py, DTensor): the gathered input is what autograd saves, and
     // with Float8 linears torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput cast the input to float8
     // before the all-gather, so the GEMMs that read it share one float8 gather (torchao float8_tensor_parallel.py).

@@ -404,6 +404,7 @@ TEST(Compute, TorchAsyncTpSumsItsPartialOutputsOnTheComputeStream) {
     k.p.sequenceParallel = true;
     k.p.framework.name = "torchtitan";
     k.p.framework.tpCommOverlap = true;
+    k.p.framework.fusedKernels = true; // async TP is an Inductor pass: torchtitan compiles the model for it
     const PrecisionRecipe& recipe = *findPrecisionRecipe(k.p.precision);
     const BlockCompute b = layerCompute(k.m, k.c, k.p, recipe);
     const double tokens = 2.0 * 2048.0; // micro-batch 2 of sequence 2048, gathered over the TP group
@@ -427,10 +428,66 @@ TEST(Compute, TorchAsyncTpSumsItsPartialOutputsOnTheComputeStream) {
     EXPECT_FALSE(hasSum(off));
     EXPECT_FALSE(hasSum(noSp));
     EXPECT_FALSE(hasSum(te));
-    // The forward pays the two passes' time; the backward nothing more.
+    // The forward pays the two passes' time; the backward nothing more. Plain TP pays DTensor's copies around its
+    // collectives (DtensorSequenceParallelCopiesEachCollectivesWholeTensor), which the fused collectives do not.
     const BlockCompute plain = layerCompute(k.m, k.c, off, recipe);
-    EXPECT_GT(b.forward.seconds, plain.forward.seconds);
-    EXPECT_NEAR(b.backward().seconds, plain.backward().seconds, 1e-12);
+    double copiesForward = 0.0, copiesBackward = 0.0;
+    for (const auto& op : plain.forwardOps)
+        if (op.name.rfind("sp_", 0) == 0) {
+            copiesForward += op.seconds;
+            copiesBackward += op.seconds * op.backwardByteFactor;
+        }
+    EXPECT_GT(copiesForward, 0.0);
+    EXPECT_GT(b.forward.seconds, plain.forward.seconds - copiesForward);
+    EXPECT_NEAR(b.backward().seconds, plain.backward().seconds - copiesBackward, 1e-12);
+}
+
+// DTensor's sequence parallelism (torchtitan, fsdp) gathers and reduce-scatters [b, s, h] on dim 1 through
+// _functional_collectives, with a torch.cat copy of the whole T x h tensor after each gather and before each
+// reduce-scatter: forward the two gathers and the two reduce-scatters; backward their adjoints, of which the
+// reduce-scatters of the summed input gradients lose their copy under torch.compile. None under Megatron-core
+// (gathers on dim 0), without SP, or under async TP (its fused collectives take the shards in place).
+TEST(Compute, DtensorSequenceParallelCopiesEachCollectivesWholeTensor) {
+    Tp4Case k;
+    k.p.sequenceParallel = true;
+    k.p.framework.name = "torchtitan";
+    k.p.framework.fusedKernels = false;
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(k.p.precision);
+    const double copy = 2.0 * 2.0 * (2.0 * 2048.0) * 1024.0; // bf16 T x h (micro-batch 2 of 2048), read and written
+    const BlockCompute eager = layerCompute(k.m, k.c, k.p, recipe);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "sp_gather_copies").bytes, 2.0 * copy);
+    EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "sp_gather_copies").backwardByteFactor, 1.0);
+    for (const char* name : {"sp_scatter_copies_attn", "sp_scatter_copies_mlp"}) {
+        EXPECT_DOUBLE_EQ(forwardOpNamed(eager, name).bytes, copy) << name;
+        EXPECT_DOUBLE_EQ(forwardOpNamed(eager, name).backwardByteFactor, 1.0) << name;
+    }
+    Plan compiled = k.p;
+    compiled.framework.fusedKernels = true;
+    EXPECT_DOUBLE_EQ(forwardOpNamed(layerCompute(k.m, k.c, compiled, recipe), "sp_gather_copies").backwardByteFactor, 0.0);
+    // On the round cluster (2e12 B/s): the eager layer's four forward copies, 4 x copy / 2e12 s, beside Megatron-core's.
+    Plan megatron = k.p;
+    megatron.framework.name = "megatron";
+    const BlockCompute te = layerCompute(k.m, k.c, megatron, recipe);
+    auto hasCopies = [&](const Plan& p) {
+        for (const auto& op : layerCompute(k.m, k.c, p, recipe).forwardOps)
+            if (op.name.rfind("sp_", 0) == 0 && op.name.find("copies") != std::string::npos) return true;
+        return false;
+    };
+    double copies = 0.0;
+    for (const auto& op : eager.forwardOps)
+        if (op.name.rfind("sp_", 0) == 0) copies += op.seconds;
+    EXPECT_NEAR(copies, 4.0 * copy / 2e12, 1e-15);
+    EXPECT_FALSE(hasCopies(megatron));
+    EXPECT_GT(eager.forward.seconds, te.forward.seconds);
+    Plan noSp = k.p;
+    noSp.sequenceParallel = false;
+    Plan async = compiled;
+    async.framework.tpCommOverlap = true;
+    Plan fsdp = k.p;
+    fsdp.framework.name = "fsdp";
+    EXPECT_FALSE(hasCopies(noSp));
+    EXPECT_FALSE(hasCopies(async));
+    EXPECT_TRUE(hasCopies(fsdp));
 }
 
 TEST(Compute, EagerOpsShorterThanTheirLaunchesWaitOnTheHost) {

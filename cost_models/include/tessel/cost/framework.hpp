@@ -345,6 +345,13 @@ bool eagerLossOf(const FrameworkSettings& f);
 // separate linears; pytorch#149946) and the inputs re-gathered for the weight gradients feed them transposed, so
 // neither is fused (FORMULAS.md §6.1). Without sequence parallelism there is nothing it fuses.
 bool torchAsyncTpOf(const FrameworkSettings& f);
+// Whether the plan's tensor parallelism is PyTorch's DTensor (torchtitan, and any PyTorch-native TP, framework fsdp),
+// whose sequence parallelism shards the [b, s, h] activations on dim 1 (Shard(1)): each all-gather and
+// reduce-scatter of it runs through torch.distributed._functional_collectives on dim 0 with a torch.cat around it
+// (all_gather_tensor: cat(chunk(out, tp, dim=0), dim=1) after; reduce_scatter_tensor: cat(chunk(x, tp, dim=1)) before),
+// a copy of the whole gathered tensor each (FORMULAS.md §3.4; torchtitan#437). Megatron-core and Transformer
+// Engine keep [s, b, h] and gather on dim 0, with no copy.
+bool dtensorTpOf(const FrameworkSettings& f);
 
 // Whether a parallel block (ModelConfig::parallelResidual) sums its attention's and MLP's row-parallel outputs before
 // one tensor-parallel reduction (an all-reduce, or with sequence parallelism a reduce-scatter) in place of one each.
