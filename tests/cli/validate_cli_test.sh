@@ -52,14 +52,18 @@ assert o['records']==23 and o['predicted']==23 and o['median_abs_step_error'] <=
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "check set within its guard" $?
 # torchtitan's own H100 benchmarks: Tables 1 and 3 (FSDP, eager and compiled, BF16 and Float8) and Tables 2, 4-6
 # (CP, TP, PP: 8B to 405B on 8-512 GPUs), and the June 2025 async-TP benchmark (70B on 256 GPUs and 8B on 64,
-# vanilla and async TP, BF16 and Float8); measured 5.2% median step error (14.6% before the 500 W limit moved the
+# vanilla and async TP, BF16 and Float8); measured 4.6% median step error, max 20.2% (5.2% / 22.7% before PyTorch's
+# ring carried torchtitan's repeated K and V and fp32 gradients, 2026-12-07; 14.6% before the 500 W limit moved the
 # power curve, 2026-11-30), 4.3% median peak-memory error (3.3% when every last-stage peak summed the loss's backward
-# with the last layer's, docs/validation.md), every run predicted to fit.
+# with the last layer's, docs/validation.md), every run predicted to fit; the 405B's context-parallel rows over RoCE
+# -2.7% / +4.0% / -5.7% at cp 2 / 4 / 8 (-11..-23% before the ring's traffic was PyTorch's).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_torchtitan_h100.json" >"$tmp/tt.json" 2>/dev/null; check "torchtitan set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/tt.json')); o=d['overall']
-assert o['records']==26 and o['median_abs_step_error'] <= 0.065, o
-assert o['max_abs_step_error'] <= 0.25, o
+assert o['records']==26 and o['median_abs_step_error'] <= 0.055, o
+assert o['max_abs_step_error'] <= 0.23, o
+cp405 = {r['id']: r['step_error'] for r in d['results'] if r['id'].startswith('tt-405b-512gpu-cp') and not r['id'].endswith('cp1-seq32k')}
+assert len(cp405) == 3 and all(abs(e) <= 0.10 for e in cp405.values()), cp405
 assert o['median_abs_memory_error'] <= 0.06, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "torchtitan set within its guard" $?
 # torchtitan's June 2025 Llama 3.1 8B runs on 32 and 64 H200 (compile, float8, selective recompute): a 700 W part,
@@ -75,11 +79,12 @@ assert o['median_abs_memory_error'] <= 0.06, o" ; check "torchtitan H200 set wit
 # every record read with the HGX 4-GPU board's NVLink mesh; peaks (rank 0's max_memory_allocated) 3.3% at the median
 # (47.7% low before its gathered logits, whole embedding, eager 16-bit loss and fp32 no-sync gradients were costed;
 # 7.9% before the last stage's two moments, the logits held through the backward and FSDP2 over one rank at TP only);
-# the 7B on one GPU, compiled whole with no FSDP, -4.9% with its backward's gradients returned at once (-13.5% before).
+# the 7B on one GPU, compiled whole with no FSDP, -4.9% with its backward's gradients returned at once (-13.5% before);
+# DTensor's sequence-parallel copies (2026-12-07) took the max to 17.9% (8.4% median, the 13B rows slower).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_kempnerforge_h200.json" >"$tmp/kf.json" 2>/dev/null; check "KempnerForge set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/kf.json')); o=d['overall']
-assert o['records']==25 and o['predicted']==25 and o['median_abs_step_error'] <= 0.10 and o['max_abs_step_error'] <= 0.25, o
+assert o['records']==25 and o['predicted']==25 and o['median_abs_step_error'] <= 0.10 and o['max_abs_step_error'] <= 0.21, o
 pre = [r for r in d['results'] if r['id'] == 'kf2606-70b-8gpu-tp4-fsdp2'][0]
 f, i = pre['record'].split('#/')
 assert ' mb1 gb16 ' in ' ' + pre['plan'] + ' ' and json.load(open(f))[int(i)]['plan']['compile'] is False, pre
