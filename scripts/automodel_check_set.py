@@ -106,11 +106,17 @@ def llama31_70b():
             "framework": "NeMo AutoModel (PyTorch FSDP2, Hugging Face Llama model code, torch.compile)",
             "framework_version": "2026", "attention": "flash2", "fused_kernels": True, "cross_entropy": "eager",
             "foreach_optimizer": False, "torch_dtype": "bf16", "logits_held_through_backward": True,
+            "repeat_kv": False,
         },
         "measured": {"iteration_time_s": 18.90, "tokens_per_s_per_gpu": 866.77},
         "inferred_fields": {
             "plan.dp": "the recipe's dp_size: null, 'auto: 64 / (tp1 * cp2 * pp1) = 32'",
             "plan.attention": "attn_implementation: sdpa ('required for cp>1'): PyTorch SDPA's flash backend, FlashAttention-2",
+            "plan.repeat_kv": ("the Llama model (nemo_automodel/components/models/llama/model.py at 2013a4dd6) calls "
+                               "transformers' sdpa_attention_forward (transformers 5.3, torch 2.6-2.10), which repeats K "
+                               "and V only where use_gqa_in_sdpa is false (torch < 2.5 or an attention mask) and "
+                               "otherwise passes enable_gqa; a causal batch without padding has no mask, and "
+                               "cp_utils.attach_cp_sdpa_hooks passes enable_gqa on to the ring: K and V at the 8 kv heads"),
             "plan.fused_kernels": "enable_compile: True (torch.compile over the model's blocks)",
             "plan.cross_entropy": "MaskedCrossEntropy with its default fp32_upcast=True: cross_entropy(logits.float())",
             "plan.foreach_optimizer": "transformer_engine.pytorch.optimizers.FusedAdam: one fused kernel",

@@ -51,6 +51,8 @@ MODELS = {
 }
 
 INFERRED = {
+    "plan.repeat_kv": ("kempnerforge/model/attention.py at 01b461a: k and v repeat_interleave(n_rep) to every query "
+                       "head before F.scaled_dot_product_attention"),
     "plan.torch_dtype": ("build_parallel_model casts the model to bf16 (model.to(dtype=param_dtype)) before "
                          "training: bf16 FSDP shards, no fp32 master"),
     "plan.optimizer_dtype": "torch.optim.AdamW(fused=True) keeps exp_avg / exp_avg_sq in the parameters' dtype: bf16",
@@ -95,6 +97,7 @@ def record(group, rid, source, url, model, gpus, tp, mb, accum, compile_model, s
         "framework_version": "2026", "compile": compile_model, "fused_kernels": compile_model,
         "attention": "cudnn", "cross_entropy": "eager_16bit", "foreach_optimizer": False, "torch_dtype": "bf16",
         "optimizer_dtype": "bf16", "tp_comm_overlap": False, "logits_held_through_backward": True,
+        "repeat_kv": True,
     }
     if fsdp:
         plan["fsdp_sharding"] = "FULL_SHARD"

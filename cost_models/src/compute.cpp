@@ -580,7 +580,10 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         ops.push_back(unpad);
     }
     if (eager && !unpadded) {
-        OpCost layout = memoryOp("attention_layout", "permute", kernel_cost::eagerAttentionLayoutBytes(s.tokens, s.qDimLocal, s.kvDimLocal, e));
+        // repeat_kv's copy only where the model code repeats K and V (repeatKvOf; SDPA's enable_gqa takes them as
+        // they are, which the layout reads as K and V already at the query heads' width: nothing expanded).
+        const int64_t kvCols = repeatKvOf(plan.framework) ? s.kvDimLocal : s.qDimLocal;
+        OpCost layout = memoryOp("attention_layout", "permute", kernel_cost::eagerAttentionLayoutBytes(s.tokens, s.qDimLocal, kvCols, e));
         layout.backwardByteFactor = 1.0;
         ops.push_back(layout);
     }
@@ -783,7 +786,7 @@ RingAttentionStyle ringAttentionStyleOf(const Plan& plan) {
     const bool torchtitan = plan.framework.name == "torchtitan";
     RingAttentionStyle style;
     style.merge = torchtitan ? kernel_cost::RingMerge::PyTorch : kernel_cost::RingMerge::TransformerEngine;
-    style.kvAtQueryHeads = torchtitan || !fusedKernelsOf(plan.framework);
+    style.kvAtQueryHeads = repeatKvOf(plan.framework);
     return style;
 }
 

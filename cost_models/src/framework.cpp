@@ -469,6 +469,14 @@ bool launchBlockingOf(const FrameworkSettings& f) { return f.launchBlocking.valu
 bool gradAccumulationFusionOf(const FrameworkSettings& f) { return f.gradAccumulationFusion.value_or(true); }
 bool ncclUbOf(const FrameworkSettings& f) { return f.ncclUb.value_or(false); }
 bool kvReplicationOf(const FrameworkSettings& f) { return f.kvReplication.value_or(false); }
+bool repeatKvOf(const FrameworkSettings& f) {
+    if (f.repeatKv) return *f.repeatKv;
+    if (f.name == "torchtitan") {
+        const int year = frameworkYear(f);
+        return year > 0 && year < 2026;
+    }
+    return !fusedKernelsOf(f);
+}
 bool lossParallelOf(const FrameworkSettings& f) { return f.lossParallel.value_or(true); }
 bool vocabParallelEmbeddingOf(const FrameworkSettings& f) { return f.vocabParallelEmbedding.value_or(true); }
 bool logitsHeldThroughBackwardOf(const FrameworkSettings& f) {
@@ -529,6 +537,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("gradient_accumulation_fusion")) f.gradAccumulationFusion = r.optBool("gradient_accumulation_fusion", true);
     if (r.has("nccl_ub")) f.ncclUb = r.optBool("nccl_ub", false);
     if (r.has("kv_replication")) f.kvReplication = r.optBool("kv_replication", false);
+    if (r.has("repeat_kv")) f.repeatKv = r.optBool("repeat_kv", false);
     if (r.has("loss_parallel")) f.lossParallel = r.optBool("loss_parallel", true);
     if (r.has("vocab_parallel_embedding")) f.vocabParallelEmbedding = r.optBool("vocab_parallel_embedding", true);
     if (r.has("logits_held_through_backward")) f.logitsHeldThroughBackward = r.optBool("logits_held_through_backward", false);
@@ -561,6 +570,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.gradAccumulationFusion) plan["gradient_accumulation_fusion"] = *f.gradAccumulationFusion;
     if (f.ncclUb) plan["nccl_ub"] = *f.ncclUb;
     if (f.kvReplication) plan["kv_replication"] = *f.kvReplication;
+    if (f.repeatKv) plan["repeat_kv"] = *f.repeatKv;
     if (f.lossParallel) plan["loss_parallel"] = *f.lossParallel;
     if (f.vocabParallelEmbedding) plan["vocab_parallel_embedding"] = *f.vocabParallelEmbedding;
     if (f.logitsHeldThroughBackward) plan["logits_held_through_backward"] = *f.logitsHeldThroughBackward;

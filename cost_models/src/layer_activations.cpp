@@ -114,7 +114,7 @@ LayerActivationParts layerActivationParts(const ModelConfig& model, const Plan& 
     // Llama 3.1 8B layer at 2 x 8192 tokens, where the fused count gives 2.13 (docs/validation.md).
     const bool eager = !fusedKernelsOf(plan.framework);
     const double eagerNormExtra = eagerNormExtraBytes(model, plan, r);
-    const bool repeated = eager && s.kvDimLocal < s.qDimLocal;
+    const bool repeated = eager && repeatKvOf(plan.framework) && s.kvDimLocal < s.qDimLocal;
     const int64_t kvSaved = repeated ? s.qDimLocal : s.kvDimLocal, vSaved = repeated ? s.oDimLocal : s.vDimLocal;
     a += (r + eagerNormExtra) * Tsp * h;                // norm input (eager: its fp32 copy and the normalised value)
     parts.inputNormOut = g * Tsp * h;                   // QKV GEMM input (norm output; sharded with SP)

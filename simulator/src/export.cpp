@@ -105,6 +105,19 @@ void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& fram
                      framework + " splits the " + std::to_string(m.kvHeads) + " key/value heads over tp " +
                          std::to_string(p.tp) + " and cannot replicate them (BigCode's Megatron-LM fork does): use a tp "
                          "that divides them, or kv_heads a multiple of tp in the model");
+    // Whether K and V reach the kernel at every query head is the model code's (repeatKvOf): a stated repeat_kv the
+    // exported framework's code does not follow is another model's.
+    if (p.framework.repeatKv) {
+        FrameworkSettings code = p.framework;
+        code.name = framework == "Megatron-LM" ? "megatron" : framework == "DeepSpeed" ? "deepspeed" : "torchtitan";
+        code.repeatKv.reset();
+        if (repeatKvOf(code) != *p.framework.repeatKv)
+            problems.add("/plan/repeat_kv",
+                         framework + "'s model code " + (repeatKvOf(code) ? "repeats" : "does not repeat") +
+                             " grouped-query K and V to every query head before its attention kernel" +
+                             (code.name == "torchtitan" ? " at this framework_version (torchtitan#2259, 2026-01-27)" : "") +
+                             ": drop repeat_kv " + (*p.framework.repeatKv ? "true" : "false"));
+    }
     // Each splits the word embedding over TP by vocabulary (Megatron-core's VocabParallelEmbedding, DeepSpeed's
     // Megatron code the same, torchtitan's RowwiseParallel tok_embeddings); a TP plan that leaves it whole is another
     // trainer's (KempnerForge's).

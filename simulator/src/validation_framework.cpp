@@ -177,6 +177,9 @@ bool readFramework(Reading& r) {
     for (const char* key : {"loss_parallel", "disable_loss_parallel", "vocab_parallel_embedding"})
         if (member(pl, key) && !boolean(pl, key))
             r.assume(std::string(key) + " \"" + text(pl, key) + "\" is neither true nor false: the split kept");
+    // Whether the model code repeats K and V to every query head before its kernel (repeatKvOf's default otherwise).
+    if (auto v = boolean(pl, "repeat_kv")) plan.framework.repeatKv = *v;
+    else if (member(pl, "repeat_kv")) r.assume("repeat_kv \"" + text(pl, "repeat_kv") + "\" is neither true nor false: the framework's default kept");
     // Fewer key/value heads than tp ranks, tp a multiple of them: the run replicated K and V over the ranks (no other
     // way runs it: Megatron-core and Transformer Engine refuse such a plan), said; a stated kv_replication wins.
     const int64_t kvHeads = r.c.scenario.model.kvHeads;

@@ -170,8 +170,9 @@ assert len(small) == 8 and all(-0.26 <= e <= -0.04 for e in small), small" ; che
 # NeMo AutoModel's H100 benchmarks (PyTorch FSDP2, docs/validation.md "NeMo AutoModel"), never fitted: Qwen3-30B-A3B
 # on 8 GPUs with DeepEP and the benchmark's balanced gate within 8% (+25% before DeepEP's per-rank dispatch was
 # costed, 2026-12-04), DeepSeek-V3 on 256 GPUs within 15% and fitting (predicted out of memory at 99.5 GiB before its
-# bf16 parameters and Adam state were read), the dense Llama 3.1 70B on 64 GPUs (FSDP2 over dp 32 x cp 2) 20% slow on
-# its exposed gathers; all read (none refused) and fitting.
+# bf16 parameters and Adam state were read), the dense Llama 3.1 70B on 64 GPUs (FSDP2 over dp 32 x cp 2) 18% slow on
+# its exposed gathers (its ring at the 8 kv heads, repeat_kv false: +23.5% with them repeated, 2026-12-07); all read
+# (none refused) and fitting.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_automodel_h100.json" >"$tmp/automodel.json" 2>/dev/null; check "AutoModel set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/automodel.json')); o=d['overall']
@@ -180,7 +181,7 @@ assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['resu
 e = {r['id']: r['step_error'] for r in d['results']}
 assert abs(e['automodel-qwen3-moe-30b-8gpu']) <= 0.08, e
 assert abs(e['automodel-deepseek-v3-256gpu']) <= 0.15, e
-assert 0.0 <= e['automodel-llama31-70b-64gpu'] <= 0.25, e" ; check "AutoModel set within its guard" $?
+assert 0.0 <= e['automodel-llama31-70b-64gpu'] <= 0.20, e" ; check "AutoModel set within its guard" $?
 # LUMI's ReFrame references for ROCm Megatron-LM's Llama 2 7B on 16-128 MI250X GCDs (the first AMD runs; their
 # records count GCDs): the frontier-mi250x preset, from AMD's and LUMI's figures, never fitted, predicts them 18-21%
 # fast at every scale (19-22% before their --no-gradient-accumulation-fusion was costed) (docs/validation.md "AMD Instinct"). Guarded so that they stay read (none refused, the GCDs

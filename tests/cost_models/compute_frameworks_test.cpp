@@ -36,6 +36,7 @@ TEST(Compute, EagerPyTorchMovesEveryOpsOwnBytes) {
     EXPECT_DOUBLE_EQ(forwardOpNamed(fused, "norm_attn").bytes, 2.0 * e * T * h);
     EXPECT_THROW(forwardOpNamed(fused, "attention_layout"), std::runtime_error);
     p.framework.name = "torchtitan";
+    p.framework.version = "2024-12"; // its Llama repeats K and V for SDPA until pytorch/torchtitan#2259 (2026-01-27)
     const BlockCompute eager = layerCompute(llama, c, p, recipe);
     // x.float(), pow, mean, * rsqrt, type_as, * weight: (e + 4) + 8 + 4 + 8 + (4 + e) + 2e = 4e + 28 per element.
     EXPECT_DOUBLE_EQ(forwardOpNamed(eager, "norm_attn").bytes, (4.0 * e + 28.0) * T * h);
@@ -583,6 +584,34 @@ TEST(FrameworkSettings, NcclUserBuffersRoundTripAndAreRefusedAtTheirPointer) {
     (void)parsePlan({{"nccl_ub", "yes"}}, "/plan", problems);
     ASSERT_FALSE(problems.empty());
     EXPECT_EQ(problems.items().front().where, "/plan/nccl_ub");
+}
+
+// Whether the model code repeats K and V before its kernel (plan key repeat_kv): torchtitan's Llama did until
+// pytorch/torchtitan#2259 (2026-01-27), eager model code does, Transformer Engine does not; a stated value wins,
+// round-trips, and a non-boolean is named by its pointer.
+TEST(FrameworkSettings, RepeatKvFollowsTheModelCodesDate) {
+    FrameworkSettings f;
+    EXPECT_FALSE(repeatKvOf(f)); // generic, fused kernels
+    f.name = "torchtitan";
+    EXPECT_FALSE(repeatKvOf(f)); // today's torchtitan: enable_gqa
+    f.version = "2024-12";
+    EXPECT_TRUE(repeatKvOf(f));
+    f.version = "2026";
+    EXPECT_FALSE(repeatKvOf(f));
+    FrameworkSettings eager;
+    eager.name = "fsdp";
+    eager.fusedKernels = false;
+    EXPECT_TRUE(repeatKvOf(eager));
+    ProblemList problems;
+    const Plan parsed = parsePlan({{"framework", "torchtitan"}, {"framework_version", "2024"}, {"repeat_kv", false}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_FALSE(repeatKvOf(parsed.framework));
+    EXPECT_EQ(planToJson(parsed).at("repeat_kv"), false);
+    EXPECT_FALSE(planToJson(Plan{}).contains("repeat_kv"));
+    ProblemList bad;
+    (void)parsePlan({{"repeat_kv", "yes"}}, "/plan", bad);
+    ASSERT_FALSE(bad.empty());
+    EXPECT_EQ(bad.items()[0].where, "/plan/repeat_kv");
 }
 
 // K and V replicated over TP (plan key kv_replication): a model of 2 key/value heads at tp 4 is refused at /plan/tp

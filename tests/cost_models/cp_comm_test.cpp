@@ -219,6 +219,7 @@ TEST(CpComm, PyTorchsRingCarriesRepeatedKAndVAndPassesFp32Gradients) {
     // which a reduce-scatter of 4/3 of the fp32 whole (8192 tokens) moves.
     Plan tt = te;
     tt.framework.name = "torchtitan";
+    tt.framework.version = "2024-12"; // its Llama repeated K and V until pytorch/torchtitan#2259 (2026-01-27)
     EXPECT_DOUBLE_EQ(ringStepBytes(m, tt).kv, 2.0 * 2048 * (4096 + 4096));
     EXPECT_DOUBLE_EQ(ringStepBytes(m, tt).grads, 4.0 * 2048 * (4096 + 4096));
     const auto ops = cpOps(m, c, tt);
@@ -226,6 +227,14 @@ TEST(CpComm, PyTorchsRingCarriesRepeatedKAndVAndPassesFp32Gradients) {
     EXPECT_DOUBLE_EQ(ops.at("cp_kv_grad_reduce").bytes, 4.0 * 8192 * 8192 * 4.0 / 3.0);
     // What a reduce-scatter of that size moves per rank, (cp - 1) / cp of it, is the 4 sends of the rank's share.
     EXPECT_DOUBLE_EQ(0.75 * ops.at("cp_kv_grad_reduce").bytes, 4 * ringStepBytes(m, tt).grads);
+    // torchtitan from 2026 passes enable_gqa (pytorch/torchtitan#2259): the ring at the kv heads, still fp32 dK, dV;
+    // a plan that states repeat_kv decides either way.
+    Plan gqa = tt;
+    gqa.framework.version = "2026";
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, gqa).kv, 2.0 * 2048 * (1024 + 1024));
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, gqa).grads, 4.0 * 2048 * (1024 + 1024));
+    gqa.framework.repeatKv = true;
+    EXPECT_DOUBLE_EQ(ringStepBytes(m, gqa).kv, ringStepBytes(m, tt).kv);
     // Backward with dK, dV slower than K, V (x 0.5 s, y 2.5 s; steps of 2.5 s, no contention): K, V under the
     // diagonal, x + y = 3 s under each of the two middle steps (0.5 s out each), y under the last, y exposed after.
     GpuSpec free;

@@ -51,6 +51,7 @@ TEST(Memory, EagerOpsKeepWhatTorchtitansBlockSavesWithoutRecompute) {
     p.microBatch = 2;
     p.recompute = Recompute::None;
     p.framework.name = "torchtitan";
+    p.framework.version = "2024-12"; // repeat_kv, as its Llama did until pytorch/torchtitan#2259 (2026-01-27)
     const auto& recipe = *findPrecisionRecipe("fsdp");
     const double T = 2.0 * 8192, h = 4096, q = 4096, kv = 1024, f = 14336;
     const double lse = 4.0 * 32 * T;

@@ -474,10 +474,11 @@ TEST(Schemas, PlanSchemaDescribesPlanToJson) {
     all.framework.vocabParallelEmbedding = false;
     all.framework.logitsHeldThroughBackward = true;
     all.framework.compileWholeModel = true;
+    all.framework.repeatKv = false;
     const nlohmann::json every = planToJson(all);
     for (const char* key : {"cp_comm_type", "cp_a2a_size", "recompute_layers", "fp8_recipe", "launch_blocking", "nccl_ub",
                             "kv_replication", "loss_parallel", "vocab_parallel_embedding", "logits_held_through_backward",
-                            "compile_whole_model"})
+                            "compile_whole_model", "repeat_kv"})
         EXPECT_TRUE(every.contains(key)) << key;
     expectKeysDescribed(s, every, "plan (optional keys)");
 }

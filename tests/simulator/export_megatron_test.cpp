@@ -595,6 +595,18 @@ TEST(ExportMegatron, KvReplicationBeyondTheHeadsIsRefusedEverywhere) {
         EXPECT_TRUE(contains(refusal(s, f), "/plan/kv_replication"));
 }
 
+// Whether K and V are repeated before the kernel is the model code's: a stated repeat_kv that the exported
+// framework's code does not follow is refused at its pointer (Megatron-LM's Transformer Engine takes grouped K and V
+// as they are; torchtitan's Llama repeated them before 2026); one that agrees is written by nothing and refused by none.
+TEST(ExportMegatron, RepeatKvAgainstTheModelCodeIsRefused) {
+    Scenario s = preset("llama3-70b-h100");
+    s.plan.framework.repeatKv = false;
+    EXPECT_NO_THROW((void)exportPlan(s, ExportFormat::Megatron));
+    s.plan.framework.repeatKv = true;
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::Megatron), "/plan/repeat_kv"));
+    EXPECT_TRUE(contains(refusal(s, ExportFormat::DeepSpeed), "/plan/repeat_kv"));
+}
+
 // A TP plan's ends: every format splits the word embedding by vocabulary, so a whole one is refused at its pointer;
 // the logits gathered over TP are torchtitan's disable_loss_parallel, which its export writes, and Megatron-LM and
 // DeepSpeed refuse (their loss is vocab-parallel). At tp 1 neither says anything.

@@ -200,6 +200,20 @@ TEST(ValidationRecord, FewerKvHeadsThanTpRanksAreReadAsReplicated) {
     EXPECT_NE(test::refusalOf(r).find("/plan/tp"), std::string::npos);
 }
 
+// Whether the model code repeats K and V before its kernel: a record's repeat_kv is read, and a value neither true
+// nor false keeps the framework's default and says so.
+TEST(ValidationRecord, RepeatKvIsReadOrItsOddValueSaid) {
+    nlohmann::json r = record();
+    r["plan"]["repeat_kv"] = true;
+    EXPECT_TRUE(repeatKvOf(load(r).scenario.plan.framework));
+    r["plan"]["repeat_kv"] = false;
+    EXPECT_FALSE(repeatKvOf(load(r).scenario.plan.framework));
+    r["plan"]["repeat_kv"] = "sometimes";
+    const ValidationCase c = load(r);
+    EXPECT_FALSE(c.scenario.plan.framework.repeatKv.has_value());
+    EXPECT_TRUE(mentions(c.assumptions, "repeat_kv \"sometimes\" is neither true nor false"));
+}
+
 // Shared experts without routed ones have no term yet: a record that states them is predicted without them and says
 // so, never silently. Dense layers among the expert layers and latent attention are read (this test and the next).
 TEST(ValidationRecord, UnmodelledMoeAndAttentionAreSaid) {

@@ -122,6 +122,10 @@ struct FrameworkSettings {
     // their ranks. BigCode's Megatron-LM fork ran StarCoder's multi-query attention at tp 4 so; Megatron-core and
     // Transformer Engine need kv_heads % tp == 0 instead. Not a default anywhere: unset means false.
     std::optional<bool> kvReplication;
+    // The model code repeats grouped-query K and V to every query head before the attention kernel (torchtitan's
+    // Llama `repeat_kv` before 2026-01-27, KempnerForge's `repeat_interleave`, eager attention); false: the kernel
+    // takes them as they are (Transformer Engine, flash-attn, SDPA's enable_gqa). repeatKvOf gives the default.
+    std::optional<bool> repeatKv;
     // The loss over each TP rank's vocabulary shard of the logits (Megatron-core's vocab-parallel cross-entropy,
     // torchtitan's loss_parallel): true unless stated. False: the column-parallel LM head's logits are all-gathered
     // over TP (DTensor's ColwiseParallel(output_layouts=Replicate()), torchtitan's disable_loss_parallel) and every
@@ -163,6 +167,11 @@ bool compileWholeModelOf(const FrameworkSettings& f);
 bool ncclUbOf(const FrameworkSettings& f);
 // Whether K and V are replicated over TP ranks beyond the model's key/value heads (false unless stated).
 bool kvReplicationOf(const FrameworkSettings& f);
+// Whether K and V reach the attention kernel (and a context-parallel ring) at every query head: stated, else for
+// torchtitan by its date (its Llama repeats them until "GQA without kv repeats", pytorch/torchtitan#2259,
+// 2026-01-27, read as: a year before 2026), else for the eager frameworks (fusedKernelsOf false), whose model code
+// repeats them for SDPA. FORMULAS.md §3.2, §5.
+bool repeatKvOf(const FrameworkSettings& f);
 // A NeMo / NGC container version, YY.MM, as 2000 + YY and MM; nothing for any other version text.
 std::optional<std::pair<int, int>> containerYearMonth(const std::string& version);
 // Whether tessel reads a date from a framework version (a year such as 2024, a container YY.MM such as 24.05, and
