@@ -673,8 +673,8 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         // reduce-scatters after the projection and fc2 (fc2's not rerun where the recompute stops before it).
         // Backward: each reduce-scatter's adjoint is a gather of the output gradient, copied before the
         // input-gradient GEMM; each gather's adjoint a reduce-scatter of the summed input gradients (q, k and v's, or
-        // the gate and up projections'), whose cat torch.compile fuses into that sum's pointwise kernel and eager
-        // PyTorch runs as one more copy. torchtitan#437 measured the forward's two around an FFN at 0.18 ms of its
+        // the gate and up projections'), whose cat is read as fused by torch.compile into that sum's pointwise kernel
+        // (not profiled) and eager PyTorch runs as one more copy. torchtitan#437 measured the forward's two around an FFN at 0.18 ms of its
         // 3 ms (8k tokens, batch 1, H100). Async TP's fused collectives take their shards in place (none).
         const double gathered = sequenceParallelTraffic(model, plan, recipe, e).forwardGatherBytesPerElement;
         OpCost gathers = memoryOp("sp_gather_copies", "permute", 2.0 * 2.0 * gathered * T * h);

@@ -269,15 +269,15 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
         // Ring attention (p2p): every rank's K and V travel around the CP ring (an all-gather's volume); backward
         // re-circulates K/V and reduce-scatters their gradients (Megatron-core context parallelism). allgather moves
         // the same bytes as collectives: K and V gathered forward and again backward, their gradients reduce-scattered.
-        // K and V are the kernel's: at every query head where the framework repeats them before it
-        // (ringAttentionStyleOf: torchtitan's repeat_kv). PyTorch's ring (torch.distributed.tensor.experimental.
-        // _attention, torchtitan's) accumulates dK and dV in fp32 (_cp_options.convert_to_f32, on by default) and
-        // passes the accumulator to the next rank at every one of its cp steps (dkv_rotater, an all-to-all): cp
-        // sends of the rank's fp32 share, which a reduce-scatter of cp / (cp - 1) times the fp32 whole moves.
-        const RingAttentionStyle style = ringAttentionStyleOf(plan);
-        const double width = style.kvAtQueryHeads ? d(s.qDimLocal + s.oDimLocal) : d(s.kvDimLocal + s.vDimLocal);
-        const double kv = e * d(s.microBatch) * d(s.seqFull) * width;
-        const double grads = style.merge == kernel_cost::RingMerge::PyTorch ? 4.0 / e * kv * d(plan.cp) / d(plan.cp - 1) : kv;
+        // K and V are the kernel's, cp ring steps of them (ringStepBytes: at every query head where the model code
+        // repeats them first). PyTorch's ring (torchtitan's) passes its fp32 dK, dV accumulator to the next rank at
+        // every one of its cp steps (dkv_rotater, an all-to-all): cp sends of a step's gradient bytes, which a
+        // reduce-scatter of cp / (cp - 1) times their sum moves.
+        const RingStepBytes step = ringStepBytes(model, plan);
+        const double kv = d(plan.cp) * step.kv;
+        const double grads = ringAttentionStyleOf(plan).merge == kernel_cost::RingMerge::PyTorch
+                                 ? d(plan.cp) * step.grads * d(plan.cp) / d(plan.cp - 1)
+                                 : kv;
         b.add("cp_kv_exchange", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Forward);
         b.add("cp_kv_exchange_grad", GroupKind::Cp, Primitive::AllGather, kv, CommPhase::Backward);
         b.add("cp_kv_grad_reduce", GroupKind::Cp, Primitive::ReduceScatter, grads, CommPhase::Backward);

@@ -314,8 +314,8 @@ bool columnParallelInputGemm(const std::string& opName);
 bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan);
 // How the plan's framework runs context parallelism's ring (FORMULAS.md §3.2, §5): whose merges and gradient
 // accumulations (PyTorch's for torchtitan, Transformer Engine's otherwise), and whether K and V reach the ring at
-// every query head: torchtitan and the eager frameworks repeat them before the kernel (`repeat_kv`), so the ring
-// carries and merges them at the query heads' width, where Transformer Engine takes grouped-query K and V as they are.
+// every query head (repeatKvOf: the model code repeats them before the kernel), so the ring carries and merges them
+// at the query heads' width, where Transformer Engine and SDPA's enable_gqa take grouped-query K and V as they are.
 struct RingAttentionStyle {
     kernel_cost::RingMerge merge = kernel_cost::RingMerge::TransformerEngine;
     bool kvAtQueryHeads = false;

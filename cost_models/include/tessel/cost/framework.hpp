@@ -358,7 +358,7 @@ bool torchAsyncTpOf(const FrameworkSettings& f);
 // whose sequence parallelism shards the [b, s, h] activations on dim 1 (Shard(1)): each all-gather and
 // reduce-scatter of it runs through torch.distributed._functional_collectives on dim 0 with a torch.cat around it
 // (all_gather_tensor: cat(chunk(out, tp, dim=0), dim=1) after; reduce_scatter_tensor: cat(chunk(x, tp, dim=1)) before),
-// a copy of the whole gathered tensor each (FORMULAS.md §3.4; torchtitan#437). Megatron-core and Transformer
+// a copy of the whole gathered tensor each (FORMULAS.md §3.7a; torchtitan#437). Megatron-core and Transformer
 // Engine keep [s, b, h] and gather on dim 0, with no copy.
 bool dtensorTpOf(const FrameworkSettings& f);
 
