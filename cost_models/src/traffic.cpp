@@ -6,6 +6,8 @@
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/shapes.hpp"
 
+#include <algorithm>
+
 namespace tessel {
 
 std::string toString(CommPhase p) {
@@ -133,6 +135,11 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
     if (recipe.name == "fsdp_fp8") t.forwardGatherBytesPerElement = 1.0;
     t.backwardRegathersInputs = opLevelSelectiveRecompute(model, plan);
     return t;
+}
+
+double pipelinedCollectiveExposedSeconds(double gemmSeconds, double commSeconds, int chunks) {
+    const double n = static_cast<double>(std::max(chunks, 1));
+    return std::max(gemmSeconds, commSeconds) + std::min(gemmSeconds, commSeconds) / n - gemmSeconds;
 }
 
 RingExposure ringExposure(double diagForward, double stepsForward, double diagBackward, double stepsBackward, int cp,

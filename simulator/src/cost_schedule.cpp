@@ -74,6 +74,26 @@ double pairedLayerSavedSeconds(double F, double B, double expertShare, double ep
     return std::max(0.0, saved);
 }
 
+// The forward seconds of the GEMMs PyTorch's async TP fuses `collective` with (FORMULAS.md §6.1): the forward's
+// gathers with the column-parallel GEMMs after them (torch's _fused_all_gather_matmul takes every matmul of the
+// gathered input: q, k and v, or the gate and up projections), its reduce-scatters with the row-parallel GEMM
+// before them, and the backward's output-gradient gathers with that GEMM's input gradient (a GEMM of the forward's
+// size). 0 for any other collective, and where the layer has no such GEMM (an MoE layer's routed experts).
+double asyncTpGemmSeconds(const BlockCompute& layer, const std::string& collective) {
+    auto attentionColumn = [](const std::string& n) { return columnParallelInputGemm(n) && (n == "qkv" || n.rfind("q_", 0) == 0 || n == "kv_up"); };
+    double seconds = 0.0;
+    for (const OpCost& op : layer.forwardOps) {
+        const std::string& n = op.name;
+        const bool fused = collective == "tp_all_gather_attn"                                                  ? attentionColumn(n)
+                           : collective == "tp_reduce_scatter_attn" || collective == "tp_all_gather_attn_grad" ? n == "attn_proj"
+                           : collective == "tp_all_gather_mlp"                                                 ? n == "fc1"
+                           : collective == "tp_reduce_scatter_mlp" || collective == "tp_all_gather_mlp_grad"   ? n == "fc2"
+                                                                                                               : false;
+        if (fused) seconds += op.seconds;
+    }
+    return seconds;
+}
+
 // One kind of transformer layer's compute and the blocking collectives inside it, after what the framework hides.
 struct LayerCosts {
     BlockCompute compute;
@@ -89,13 +109,18 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     InnerComm& bwdComm = lc.bwd;
     double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
     double cpA2aFwd = 0.0, cpA2aBwd = 0.0; // CP's all-to-alls (a2a, and a2a+p2p's first level)
-    double gradGathers = 0.0; // the backward's gathers of output gradients (before the input-gradient GEMMs)
     // The forward's TP collectives in all, and those inside the modules selective recompute reruns.
     double fwdTpAll = 0.0, fwdTpRerun = 0.0;
     // The EP all-to-alls by leg (dispatch, combine) and phase, for the shared-expert overlap.
     double dispatchF = 0.0, combineF = 0.0, dispatchB = 0.0, combineB = 0.0;
     // FP8 current scaling's amax all-reduces: the compute stream waits for each, whatever overlaps the TP traffic.
     double amaxF = 0.0, amaxB = 0.0;
+    struct TpOp {
+        std::string name;
+        bool forward;
+        double seconds;
+    };
+    std::vector<TpOp> tpOps; // the TP collectives, for the GEMMs a TP overlap pipelines them with
     for (const auto& op : layerCommOps(model, cluster, plan)) {
         if (op.name.rfind(kFp8AmaxAllReducePrefix, 0) == 0) {
             (op.phase == CommPhase::Forward ? amaxF : amaxB) += commScale * op.cost.seconds;
@@ -112,7 +137,7 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
         }
         if (op.name.rfind("cp_a2a_", 0) == 0) (op.phase == CommPhase::Forward ? cpA2aFwd : cpA2aBwd) += commScale * op.cost.seconds;
         if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
-        if (op.name == "tp_all_gather_attn_grad" || op.name == "tp_all_gather_mlp_grad") gradGathers += commScale * op.cost.seconds;
+        if (op.group == GroupKind::Tp) tpOps.push_back({op.name, op.phase == CommPhase::Forward, commScale * op.cost.seconds});
     }
     // The CP ring's K/V steps run under its attention steps (FORMULAS.md §6.1): what they add in place of the
     // exchange's whole volume. allgather and a2a are blocking collectives, counted whole (traffic.cpp).
@@ -133,13 +158,24 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     // (and, with SP, reduce-scatter) of the column-parallel layers' input gradients runs under their
     // weight-gradient GEMMs; with SP the re-gather of their inputs runs under the input-gradient GEMMs.
     // PyTorch's async TP (torchtitan) fuses fewer: the forward's collectives and the backward's output-gradient
-    // gathers, each with one chunk exposed; the backward's reduce-scatters and re-gathers stay whole, and without
-    // sequence parallelism nothing is fused (torchAsyncTpOf).
+    // gathers; the backward's reduce-scatters and re-gathers stay whole, and without sequence parallelism nothing is
+    // fused (torchAsyncTpOf). Each fused pair lasts the longer of its GEMMs and its collective plus one of the tp
+    // chunks of the shorter (pipelinedCollectiveExposedSeconds): one chunk exposed under a longer GEMM, the difference
+    // and a chunk where the collective is the longer (a grouped-query qkv, the attention's projection at tp 8). A
+    // fused collective with no GEMM of its own here keeps one chunk exposed.
     if (plan.tp > 1 && ov.tpCommOverlap && torchAsyncTpOf(plan.framework)) {
         if (plan.sequenceParallel) {
-            fwdComm.tp /= plan.tp;
-            bwdComm.tp -= gradGathers * (1.0 - 1.0 / plan.tp);
-            fc2Comm /= plan.tp;
+            auto exposed = [&](const TpOp& c) {
+                const double g = asyncTpGemmSeconds(layer, c.name);
+                return g > 0.0 ? pipelinedCollectiveExposedSeconds(g, c.seconds, plan.tp) : c.seconds / plan.tp;
+            };
+            fwdComm.tp = 0.0;
+            for (const TpOp& c : tpOps) {
+                const bool gradGather = c.name == "tp_all_gather_attn_grad" || c.name == "tp_all_gather_mlp_grad";
+                if (c.forward) fwdComm.tp += exposed(c);
+                else if (gradGather) bwdComm.tp -= c.seconds - exposed(c);
+                if (c.name == "tp_reduce_scatter_mlp") fc2Comm = exposed(c);
+            }
         }
     } else if (plan.tp > 1 && ov.tpCommOverlap) {
         fwdComm.tp /= plan.tp;

@@ -311,7 +311,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
         // simulate.cpp: what the framework hides under the GEMMs (and what that still costs in contention).
         const OverlapSettings& ov = ctx.overlapOf(plan);
         if (ov.tpCommOverlap && torchAsyncTpOf(plan.framework)) {
-            if (plan.sequenceParallel) { // cost_schedule.cpp: PyTorch's async TP fuses fewer collectives
+            // cost_schedule.cpp: PyTorch's async TP fuses fewer collectives. One chunk of each fused one, the least
+            // a pair adds (a collective that outlasts its GEMMs adds more there), keeps the bound a lower bound.
+            if (plan.sequenceParallel) {
                 fwdTp /= plan.tp;
                 bwdTp -= gradGathers * (1.0 - 1.0 / plan.tp);
                 fc2Tp /= plan.tp;

@@ -44,6 +44,16 @@ struct TpCase {
     }
 };
 
+// A collective pipelined with its GEMM in 4 chunks: one chunk of the collective under a longer GEMM; the
+// difference and one chunk of the GEMM where the collective is the longer; one chunk of either when they are equal.
+TEST(Traffic, APipelinedCollectiveAddsWhatOutlastsItsGemm) {
+    EXPECT_DOUBLE_EQ(pipelinedCollectiveExposedSeconds(3.0, 1.0, 4), 0.25);
+    EXPECT_DOUBLE_EQ(pipelinedCollectiveExposedSeconds(1.0, 3.0, 4), 3.0 - 1.0 + 0.25);
+    EXPECT_DOUBLE_EQ(pipelinedCollectiveExposedSeconds(2.0, 2.0, 4), 0.5);
+    EXPECT_DOUBLE_EQ(pipelinedCollectiveExposedSeconds(2.0, 0.0, 4), 0.0);
+    EXPECT_DOUBLE_EQ(pipelinedCollectiveExposedSeconds(0.0, 2.0, 4), 2.0);
+}
+
 TEST(Traffic, MegatronRegathersTheSequenceParallelInputsForTheWeightGradients) {
     for (const char* precision : {"megatron", "fp8"}) {
         const TpCase c("megatron", precision, Recompute::Full);

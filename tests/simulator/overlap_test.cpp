@@ -175,38 +175,63 @@ TEST(FrameworkOverlap, TensorParallelOverlapByHand) {
 }
 
 // PyTorch's async TP (torchtitan) by hand: Inductor's micro_pipeline_tp fuses the forward's gathers and
-// reduce-scatters and the backward's output-gradient gathers, one of tp chunks exposed, and leaves the backward's
-// input-gradient reduce-scatters and re-gathered inputs whole; without sequence parallelism it fuses nothing.
+// reduce-scatters and the backward's output-gradient gathers with their GEMMs, each pair lasting the longer of the
+// two plus one of tp chunks of the shorter, and leaves the backward's input-gradient reduce-scatters and re-gathered
+// inputs whole; without sequence parallelism it fuses nothing.
 TEST(FrameworkOverlap, TorchAsyncTensorParallelByHand) {
     Case c;
+    // Wide enough that fc1 outlasts its gather while the attention's projection is shorter than its reduce-scatter.
+    c.model = test::megatronStyleModel(8, 8192, 64, 32000, 2048);
     c.plan.tp = 8;
     c.plan.dp = 2;
     c.plan.globalBatch = 8;
     c.plan.sequenceParallel = true;
     c.plan.framework.name = "torchtitan";
-    double fwdTp = 0.0, bwdTp = 0.0, gradGathers = 0.0, rest = 0.0;
+    Plan async = c.plan;
+    async.framework.tpCommOverlap = true;
+    const BlockCompute layer = layerCompute(c.model, c.cluster, async, *findPrecisionRecipe(async.precision));
+    auto gemmSeconds = [&](const std::string& name) {
+        for (const auto& op : layer.forwardOps)
+            if (op.name == name) return op.seconds;
+        ADD_FAILURE() << "no " << name;
+        return 0.0;
+    };
+    double fwdTp = 0.0, bwdTp = 0.0, fwdFused = 0.0, bwdFused = 0.0, rest = 0.0;
+    bool collectiveLonger = false, gemmLonger = false;
     for (const auto& op : layerCommOps(c.model, c.cluster, c.plan)) {
         if (op.group != GroupKind::Tp) continue;
-        (op.phase == CommPhase::Forward ? fwdTp : bwdTp) += op.cost.seconds;
-        if (op.name == "tp_all_gather_attn_grad" || op.name == "tp_all_gather_mlp_grad") gradGathers += op.cost.seconds;
-        else if (op.phase == CommPhase::Backward) rest += op.cost.seconds;
+        const bool fwd = op.phase == CommPhase::Forward;
+        (fwd ? fwdTp : bwdTp) += op.cost.seconds;
+        const std::string& n = op.name;
+        const std::string gemm = n == "tp_all_gather_attn"                                         ? "qkv"
+                                 : n == "tp_reduce_scatter_attn" || n == "tp_all_gather_attn_grad" ? "attn_proj"
+                                 : n == "tp_all_gather_mlp"                                        ? "fc1"
+                                 : n == "tp_reduce_scatter_mlp" || n == "tp_all_gather_mlp_grad"   ? "fc2"
+                                                                                                   : "";
+        if (gemm.empty()) {
+            ASSERT_FALSE(fwd) << n;
+            rest += op.cost.seconds; // the input gradients' reduce-scatters and the re-gathered inputs
+            continue;
+        }
+        const double G = gemmSeconds(gemm), C = op.cost.seconds;
+        (C > G ? collectiveLonger : gemmLonger) = true;
+        (fwd ? fwdFused : bwdFused) += std::max(G, C) + std::min(G, C) / 8.0 - G;
     }
-    ASSERT_GT(gradGathers, 0.0);
-    ASSERT_GT(rest, 0.0); // the input gradients' reduce-scatters and the re-gathered inputs
+    ASSERT_TRUE(collectiveLonger && gemmLonger) << "the case should hold pairs of both kinds";
+    ASSERT_GT(rest, 0.0);
     auto tpOf = [&](const Plan& p) { return firstForwardBackward(c, p, &ActionCost::tpSeconds); };
     const double layers = 8.0;
     auto [f0, b0] = tpOf(c.plan);
     const double headFwd = f0 - layers * fwdTp, headBwd = b0 - layers * bwdTp;
-    Plan async = c.plan;
-    async.framework.tpCommOverlap = true;
     auto [f1, b1] = tpOf(async);
-    EXPECT_NEAR(f1, headFwd + layers * fwdTp / 8.0, 1e-12);
-    EXPECT_NEAR(b1, headBwd + layers * (gradGathers / 8.0 + rest), 1e-12);
-    // Transformer Engine's overlap on the same plan (Megatron-LM) hides every backward collective but a chunk.
+    EXPECT_NEAR(f1, headFwd + layers * fwdFused, 1e-12);
+    EXPECT_NEAR(b1, headBwd + layers * (bwdFused + rest), 1e-12);
+    EXPECT_GT(f1, headFwd + layers * fwdTp / 8.0); // more than a chunk, where a collective outlasts its GEMM
+    // Transformer Engine's overlap on the same plan (Megatron-LM) keeps one chunk of every collective exposed.
     Plan te = async;
     te.framework.name = "megatron";
     auto [f2, b2] = tpOf(te);
-    EXPECT_NEAR(f2, f1, 1e-12);
+    EXPECT_NEAR(f2, headFwd + layers * fwdTp / 8.0, 1e-12);
     EXPECT_LT(b2, b1);
     // Without sequence parallelism (all-reduces) there is no gather or reduce-scatter to fuse.
     Plan noSp = c.plan;
