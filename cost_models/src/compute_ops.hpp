@@ -1,12 +1,14 @@
 // The ops every compute block is built from (a GEMM, a memory-bound kernel, a norm as the framework runs it) and the
 // passes that finish a block (kernel times at the block's tensor-core share, gradient accumulation, FSDP's copies):
-// shared by compute.cpp (the transformer layer) and compute_ends.cpp (embedding, output layer, MTP, optimizer).
+// shared by compute.cpp (the transformer layer) and compute_ends.cpp (embedding, output layer, MTP, optimizer); and
+// attention's own ops, compute_attention.cpp's, which the layer calls.
 #pragma once
 
 #include "tessel/cost/compute.hpp"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessel::compute_detail {
 
@@ -33,5 +35,18 @@ void addFsdpCopies(BlockCompute& b, double parameters, const ClusterConfig& clus
 // Both passes over a block's `parameters`: the gradient accumulation and FSDP's copies.
 void addParameterPasses(BlockCompute& b, double parameters, const ClusterConfig& cluster, const Plan& plan,
                         const PrecisionRecipe& recipe);
+
+// Attention's own ops (compute_attention.cpp, FORMULAS.md §3.2):
+// QK^T and PV of one rank's heads, seqQ queries against seqKv keys, counted whole (a causal kernel does half).
+double attentionCoreFlops(const LocalShapes& s, int64_t seqQ, int64_t seqKv);
+// The keys a sliding window leaves the queries, over those the causal mask leaves (1 without a window).
+double slidingWindowKeyFraction(int64_t seq, int64_t window);
+// Multi-head latent attention's projections, in place of the QKV GEMM.
+void addLatentProjections(std::vector<OpCost>& ops, const ModelConfig& model, const LocalShapes& s, const Plan& plan,
+                          bool eager);
+// The load-balanced context-parallel ring's steps and merges in place of the causal kernel `att`.
+void addRingAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, int e);
+// The other context-parallel exchanges' kernels and copies (a2a, a2a+p2p, allgather) in place of `att`.
+void addCpAttention(std::vector<OpCost>& ops, const OpCost& att, const LocalShapes& s, const Plan& plan, int e);
 
 } // namespace tessel::compute_detail
