@@ -97,7 +97,8 @@ void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>
 }
 
 
-void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& framework, ProblemList& problems) {
+void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& framework, const std::string& codeName,
+                    ProblemList& problems) {
     // Each splits the key/value heads over TP (Megatron-core's num_query_groups_per_partition, Transformer Engine's
     // and torchtitan's head split): K and V replicated beyond them is BigCode's Megatron-LM fork's model code.
     if (kvReplicationOf(p.framework) && m.kvHeads % p.tp != 0)
@@ -109,7 +110,7 @@ void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& fram
     // exported framework's code does not follow is another model's.
     if (p.framework.repeatKv) {
         FrameworkSettings code = p.framework;
-        code.name = framework == "Megatron-LM" ? "megatron" : framework == "DeepSpeed" ? "deepspeed" : "torchtitan";
+        code.name = codeName;
         code.repeatKv.reset();
         if (repeatKvOf(code) != *p.framework.repeatKv)
             problems.add("/plan/repeat_kv",
@@ -253,7 +254,7 @@ RankSplit rankSplit(const ModelConfig& model, const ClusterConfig& cluster, cons
 
 // The plans Megatron cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void megatronRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
-    modelCodeRules(m, p, "Megatron-LM", problems);
+    modelCodeRules(m, p, "Megatron-LM", "megatron", problems);
     // A GELU behind a gate: Megatron-LM's arguments gate with SiLU only (--swiglu); Megatron-core builds one from its
     // TransformerConfig (gated_linear_unit, activation_func), as NeMo's Gemma recipes do.
     if (m.embeddingNorm)

@@ -28,8 +28,10 @@ void checkRankOrder(const Plan& p, const std::vector<std::array<ParallelDim, 5>>
 
 // What no exporter writes because it is the model's or the training script's code, not the framework's settings: a
 // plan that needs it (attention_unpad, llm-foundry's unpadded flash attention; tf32, PyTorch's allow_tf32) is refused by
-// every framework.
-void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& framework, ProblemList& problems);
+// every framework. `framework` is the target's name in messages ("Megatron-LM"), `codeName` tessel's name for it
+// ("megatron", FrameworkSettings::name), whose defaults say what its model code does.
+void modelCodeRules(const ModelConfig& m, const Plan& p, const std::string& framework, const std::string& codeName,
+                    ProblemList& problems);
 // The optimizer state tessel predicted (16-bit master remainders, bf16 state) where `framework` cannot keep it;
 // `remainders`: the framework has a master-remainder optimizer.
 void optimizerStateRules(const Plan& p, const std::string& framework, bool remainders, ProblemList& problems);

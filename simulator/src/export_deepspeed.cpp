@@ -28,7 +28,7 @@ int deepSpeedStage(const Plan& p) {
 // context parallelism, expert parallelism, selective recompute) lives in model code, so such plans are refused with
 // the alternative named. Every refusal at its plan pointer (the one source of truth for export and search).
 void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Plan& p, ProblemList& problems, bool withOrder) {
-    modelCodeRules(m, p, "DeepSpeed", problems);
+    modelCodeRules(m, p, "DeepSpeed", "deepspeed", problems);
     optimizerStateRules(p, "DeepSpeed", false, problems);
     const bool half = isHalfRecipe(p.precision);
     // ZeRO stage DeepSpeed runs. Without ZeRO, bf16 in DeepSpeed means BF16_Optimizer, which shards the fp32

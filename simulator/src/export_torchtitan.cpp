@@ -118,7 +118,7 @@ bool llamaArchitecture(const ModelConfig& m) {
 
 // The plans Torchtitan cannot run: every refusal at its plan pointer (the one source of truth for export and search).
 void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, const Plan& p, ProblemList& problems, bool withOrder) {
-    modelCodeRules(m, p, "torchtitan", problems);
+    modelCodeRules(m, p, "torchtitan", "torchtitan", problems);
     // torchtitan's models (deepseek_v3 included) train the next token only.
     if (m.mtpLayers > 0)
         problems.add("/model/mtp_layers", "torchtitan's models have no multi-token prediction modules; export --format "
