@@ -6,7 +6,6 @@
 #include "tessel/cost/framework.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 namespace tessel::compute_detail {
 

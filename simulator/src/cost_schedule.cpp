@@ -80,7 +80,8 @@ double pairedLayerSavedSeconds(double F, double B, double expertShare, double ep
 // before them, and the backward's output-gradient gathers with that GEMM's input gradient (a GEMM of the forward's
 // size). 0 for any other collective, and where the layer has no such GEMM (an MoE layer's routed experts).
 double asyncTpGemmSeconds(const BlockCompute& layer, const std::string& collective) {
-    auto attentionColumn = [](const std::string& n) { return columnParallelInputGemm(n) && (n == "qkv" || n.rfind("q_", 0) == 0 || n == "kv_up"); };
+    // The attention's column-parallel GEMMs (columnParallelInputGemm's: q|k|v, or MLA's up projections).
+    auto attentionColumn = [](const std::string& n) { return n == "qkv" || n == "q_up" || n == "q_proj" || n == "kv_up"; };
     double seconds = 0.0;
     for (const OpCost& op : layer.forwardOps) {
         const std::string& n = op.name;

@@ -94,9 +94,9 @@ struct RingExposure {
 };
 RingExposure ringExposure(double diagForward, double stepsForward, double diagBackward, double stepsBackward, int cp,
                           double transferSeconds, double gradTransferSeconds, const GpuSpec& gpu);
-// A TP collective split into `chunks` and pipelined with the GEMM that consumes or produces it (Transformer
-// Engine's userbuffers overlap, PyTorch's async TP): a two-stage pipeline of equal chunks lasts the longer stage
-// plus one chunk of the shorter, so the collective adds comm / chunks to a longer GEMM and
+// A TP collective split into `chunks` and pipelined with the GEMM that consumes or produces it (PyTorch's async TP;
+// Transformer Engine's overlap is costed as one chunk, cost_schedule.cpp): a two-stage pipeline of equal chunks lasts
+// the longer stage plus one chunk of the shorter, so the collective adds comm / chunks to a longer GEMM and
 // comm - gemm + gemm / chunks where it is itself the longer (FORMULAS.md §6.1).
 double pipelinedCollectiveExposedSeconds(double gemmSeconds, double commSeconds, int chunks);
 // One ring step's K and V (b s/cp 2 g d / t elements, at the query heads' a where the framework repeats them before
