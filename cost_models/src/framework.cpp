@@ -299,7 +299,11 @@ FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int 
 }
 
 bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
-    return f.name == "torchtitan" && pp > 1 && zeroStage >= 3 && !f.reshardAfterForward.value_or(false);
+    if (pp < 2 || zeroStage < 3) return false;
+    // torchtitan's default under pipelining; generic's where the plan states reshard_after_forward false (the Llama
+    // 3 paper's own FSDP, §3.3.2). FSDP1 frees after each backward and regathers the next forward's units.
+    if (f.name == "torchtitan") return !f.reshardAfterForward.value_or(false);
+    return f.name == "generic" && !f.reshardAfterForward.value_or(true);
 }
 
 bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {

@@ -85,6 +85,8 @@ bool readFramework(Reading& r) {
                                          : std::string("PyTorch FSDP2 (fully_shard), whose per-parameter sharding and copies "
                                                        "torchtitan's costs are")) +
                      ", its defaults for the year");
+    } else if (lower(text(pl, "framework")) == "generic") {
+        r.assume("framework generic, as stated: every overlap tessel models, the plan's stated settings on top");
     } else if (!text(pl, "framework").empty()) {
         r.assume("framework \"" + text(pl, "framework") + "\" is not one tessel has defaults for: every overlap tessel models (generic)");
     } else {

@@ -727,10 +727,14 @@ bool readRecomputeAndCheck(Reading& r) {
     }
     if (plan.pipelineSplit != PipelineSplit::Even) {
         resolvePipelineSplit(model, c.scenario.cluster, plan); // once recompute and SP are settled
-        if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)
+        if (plan.pipelineSplit == PipelineSplit::EndsAsLayers && contains(lower(text(pl, "pipeline_split")), "ends"))
+            r.assume("pipeline split as stated (ends_as_layers): embedding and loss counted as a layer each over pp x vpp = " +
+                     std::to_string(plan.pp * plan.vpp) + " for " + std::to_string(model.layers) + " layers (" +
+                     pipelineSplitText(model, plan) + ")");
+        else if (plan.pipelineSplit == PipelineSplit::EndsAsLayers)
             r.assume("pipeline split not stated and pp x vpp = " + std::to_string(plan.pp * plan.vpp) + " does not divide " +
-                   std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
-                   "split (" + pipelineSplitText(model, plan) + ")");
+                     std::to_string(model.layers) + " layers: embedding and loss counted as a layer each, as the frameworks "
+                     "split (" + pipelineSplitText(model, plan) + ")");
     }
     // Megatron-core 0.14's batch-level EP overlap (one micro-batch's all-to-alls under another's compute), where the
     // plan passes Megatron-core's own checks for it; otherwise it is said and the all-to-all costed exposed.

@@ -332,6 +332,60 @@ static void readContextParallelExchange(Reading& r, Plan& plan) {
 // x dp) is a rounded figure ("2M tokens" for OPT-175B's 992 ranks): read as the nearest multiple where that moves it
 // by at most 5%, said. Further off the plan and the batch disagree: refused with the nearest ones named, or, where
 // `refuse` is false (a trial reading), left as it was.
+// The order of the parallel dimensions over the ranks, fastest first: tessel's rank_order, a record's
+// parallelism_order as its source writes it (the Llama 3 paper's "[TP, CP, PP, DP]", Megatron-core's "tp-cp-ep-dp-pp"),
+// with a missing ep placed after cp (where both of Megatron-core's orders have it), or Megatron-LM's
+// --use-tp-pp-dp-mapping (tp-cp-ep-pp-dp). Unstated: tessel's (Megatron-core's) default. One that does not read is
+// refused naming its field, never dropped.
+static bool readRankOrder(Reading& r, Plan& plan, const std::string& where) {
+    const nlohmann::json& pl = r.pl;
+    if (boolean(pl, "use_tp_pp_dp_mapping").value_or(false) && !member(pl, "rank_order") && !member(pl, "parallelism_order")) {
+        plan.rankOrder = {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Pp, ParallelDim::Dp};
+        r.assume("use_tp_pp_dp_mapping: ranks ordered tp-cp-ep-pp-dp (Megatron-LM's mapping)");
+        return true;
+    }
+    for (const char* key : {"rank_order", "parallelism_order"}) {
+        const nlohmann::json* v = member(pl, key);
+        if (!v) continue;
+        std::string written;
+        if (v->is_array()) {
+            for (const auto& e : *v) written += (e.is_string() ? e.get<std::string>() : e.dump()) + " ";
+        } else {
+            written = text(pl, key);
+        }
+        static const std::vector<std::pair<std::string, ParallelDim>> names{
+            {"tp", ParallelDim::Tp}, {"tensor", ParallelDim::Tp}, {"cp", ParallelDim::Cp}, {"context", ParallelDim::Cp},
+            {"ep", ParallelDim::Ep}, {"expert", ParallelDim::Ep}, {"dp", ParallelDim::Dp}, {"data", ParallelDim::Dp},
+            {"fsdp", ParallelDim::Dp}, {"pp", ParallelDim::Pp}, {"pipeline", ParallelDim::Pp}};
+        std::vector<ParallelDim> dims;
+        bool ok = true;
+        const std::string l = lower(written);
+        static const std::regex word_re("[a-z]+");
+        for (std::sregex_iterator it(l.begin(), l.end(), word_re), end; it != end && ok; ++it) {
+            const std::string word = it->str();
+            if (word == "parallel" || word == "parallelism") continue;
+            const auto n = std::find_if(names.begin(), names.end(), [&](const auto& e) { return e.first == word; });
+            ok = n != names.end() && std::find(dims.begin(), dims.end(), n->second) == dims.end();
+            if (ok) dims.push_back(n->second);
+        }
+        const bool hasEp = std::find(dims.begin(), dims.end(), ParallelDim::Ep) != dims.end();
+        if (ok && dims.size() == 4 && !hasEp) {
+            const auto cp = std::find(dims.begin(), dims.end(), ParallelDim::Cp);
+            dims.insert(cp == dims.end() ? cp : cp + 1, ParallelDim::Ep);
+            if (plan.ep > 1) r.assume(std::string(key) + " names no ep: placed after cp, where Megatron-core's orders have it");
+        }
+        if (!ok || dims.size() != 5) {
+            if (r.refusal.empty())
+                r.refusal = where + "/" + key + ": \"" + written + "\" is not an order of the parallel dimensions (tp, cp, ep, dp "
+                            "and pp once each, fastest first; ep may be left out)";
+            return false;
+        }
+        std::copy(dims.begin(), dims.end(), plan.rankOrder.begin());
+        return true;
+    }
+    return true;
+}
+
 bool roundedToWholeMicroBatches(Reading& r, const std::string& ptr, int64_t unit, const char* what, bool refuse = true) {
     Plan& plan = r.c.scenario.plan;
     if (unit <= 0 || plan.globalBatch % unit == 0) return true;
@@ -425,6 +479,7 @@ bool readBatch(Reading& r) {
     } else if (plan.cp > 1 && !member(pl, "cp_comm_type") && !member(pl, "cp_comm")) {
         readContextParallelExchange(r, plan);
     }
+    if (!readRankOrder(r, plan, where)) return false;
     // Expert tensor parallelism (Megatron-core's expert_tensor_parallel_size; absent: tp). One that differs from tp
     // is MoE parallel folding.
     for (const char* key : {"etp", "expert_tensor_parallel_size"})

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <set>
 
 #include <vector>
@@ -357,21 +359,35 @@ TEST(ScheduleContent, TorchtitanPipelinedFsdpGathersAndReducesOnceAStep) {
         p.framework.name = framework;
         return p;
     };
+    // Stage 0's forward gathers, backward gathers and gradient reduce-scatters.
+    auto collectives = [&](const Plan& p) {
+        return std::array<int, 3>{count(p, "zero3_all_gather_params_fwd"), count(p, "zero3_all_gather_params_bwd"),
+                                  count(p, "dp_reduce_scatter_grads")};
+    };
+    using Counts = std::array<int, 3>;
     Plan p = fsdp("torchtitan", Schedule::OneFOneB, 1);
-    EXPECT_EQ(count(p, "zero3_all_gather_params_fwd"), 1);
-    EXPECT_EQ(count(p, "zero3_all_gather_params_bwd"), 0);
-    EXPECT_EQ(count(p, "dp_reduce_scatter_grads"), 1);
+    EXPECT_EQ(collectives(p), (Counts{1, 0, 1}));
     EXPECT_EQ(count(p, "dp_reduce_scatter_grads", 1), 1);
     // Interleaved: once per model chunk.
-    const Plan v = fsdp("torchtitan", Schedule::Interleaved1F1B, 2);
-    EXPECT_EQ(count(v, "zero3_all_gather_params_fwd"), 2);
-    EXPECT_EQ(count(v, "dp_reduce_scatter_grads"), 2);
+    EXPECT_EQ(collectives(fsdp("torchtitan", Schedule::Interleaved1F1B, 2)), (Counts{2, 0, 2}));
     // Stated resharding, FSDP outside torchtitan, or no pipeline: per micro-batch, as before.
     p.framework.reshardAfterForward = true;
     EXPECT_EQ(count(p, "zero3_all_gather_params_fwd"), 4);
-    const Plan f = fsdp("fsdp", Schedule::OneFOneB, 1);
-    EXPECT_EQ(count(f, "zero3_all_gather_params_fwd"), 4);
-    EXPECT_EQ(count(f, "dp_reduce_scatter_grads"), 4);
+    Plan f = fsdp("fsdp", Schedule::OneFOneB, 1);
+    EXPECT_EQ(collectives(f), (Counts{4, 4, 4}));
+    // FSDP1 that does not reshard after forward still frees after each backward: gathered every forward.
+    f.framework.reshardAfterForward = false;
+    EXPECT_EQ(collectives(f), (Counts{4, 0, 4}));
+    // The generic framework reshards by default; stated false under a pipeline (Llama 3's 405B run, arXiv:2407.21783
+    // §3.3.2), each chunk is kept gathered through the step and its gradients reduced once, as torchtitan's.
+    Plan g = fsdp("generic", Schedule::Interleaved1F1B, 2);
+    EXPECT_EQ(collectives(g), (Counts{8, 8, 8}));
+    g.framework.reshardAfterForward = false;
+    EXPECT_EQ(collectives(g), (Counts{2, 0, 2}));
+    g.pp = 1;
+    g.vpp = 1;
+    g.schedule = Schedule::OneFOneB;
+    EXPECT_EQ(collectives(g), (Counts{4, 0, 4})); // no pipeline: per micro-batch
 }
 
 // Hybrid sharding: ZeRO's collectives run inside a replica's shard group, and every gradient reduce-scatter is

@@ -17,6 +17,7 @@ using test::llama405;
 using test::mentions;
 using test::onNodes;
 using test::record;
+using test::refusalOf;
 
 TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
     // Not stated: the embedding and the loss counted as a layer each, as the frameworks split, which is Meta's
@@ -41,6 +42,30 @@ TEST(ValidationRecord, UnevenPipelineSplitsAreReadOrBalancedNeverRefused) {
     c = load(seventy);
     // BLOOM-176B's split (70 layers, pp 12, Megatron-DeepSpeed partition "type:transformer|embedding").
     EXPECT_EQ(pipelineSplitText(c.scenario.model, c.scenario.plan), "5,6x10,5");
+}
+
+// The order of the parallel dimensions over the ranks, as records state it: tessel's rank_order, the Llama 3 paper's
+// "[TP, CP, PP, DP]" (ep, which it leaves out, after cp as in Megatron-core's orders), Megatron-LM's
+// --use-tp-pp-dp-mapping. It had not been read (tessel's default order taken in silence); one that does not read is
+// refused naming its field.
+TEST(ValidationRecord, ARecordsRankOrderIsRead) {
+    nlohmann::json r = llama405(8192, 1, 8192);
+    EXPECT_EQ(load(r).scenario.plan.rankOrderString(), "tp-cp-ep-dp-pp"); // unstated: Megatron-core's order
+    r["plan"]["parallelism_order"] = "[TP, CP, PP, DP]";
+    EXPECT_EQ(load(r).scenario.plan.rankOrderString(), "tp-cp-ep-pp-dp");
+    r["plan"].erase("parallelism_order");
+    r["plan"]["rank_order"] = nlohmann::json::array({"tp", "pp", "cp", "ep", "dp"});
+    EXPECT_EQ(load(r).scenario.plan.rankOrderString(), "tp-pp-cp-ep-dp");
+    r["plan"].erase("rank_order");
+    r["plan"]["use_tp_pp_dp_mapping"] = true;
+    ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.rankOrderString(), "tp-cp-ep-pp-dp");
+    EXPECT_TRUE(mentions(c.assumptions, "use_tp_pp_dp_mapping"));
+    r["plan"].erase("use_tp_pp_dp_mapping");
+    r["plan"]["rank_order"] = "tp-dp-tp-pp";
+    const std::string why = refusalOf(r);
+    EXPECT_NE(why.find("/plan/rank_order"), std::string::npos) << why;
+    EXPECT_NE(why.find("tp-dp-tp-pp"), std::string::npos) << why;
 }
 
 // Megatron-core's --pipeline-model-parallel-layout names every virtual stage's layers; pipeline_split may hold counts

@@ -437,7 +437,10 @@ FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int 
 // FSDP under torch.distributed.pipelining as torchtitan runs it (parallelize_llama.py at 9dec370: with pp > 1 no
 // block reshards after forward; PipelineStage syncs gradients on the last backward only): a stage gathers its
 // parameters once a step and keeps them, accumulates unsharded gradients in the reduce dtype, and reduce-scatters
-// them once at the step's end (FORMULAS.md §2, §5). A plan that states reshard_after_forward true does not.
+// them once at the step's end (FORMULAS.md §2, §5). A plan that states reshard_after_forward true does not. The
+// generic framework does the same where its plan states reshard_after_forward false: Llama 3's 405B run (Llama
+// Team 2024, arXiv:2407.21783 §3.3.2: FSDP that does not reshard after forward under its pipeline, gradients
+// accumulated and reduce-scattered in fp32).
 bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 // Gradients reduce-scattered once a step, the whole unsharded gradient kept until then: FSDP under torchtitan's
 // pipelining (fsdpGathersOncePerStep), or FSDP (1 or 2) with grad_sync_each_micro_batch false, its no_sync
