@@ -18,16 +18,14 @@
 namespace tessel::cli {
 
 namespace {
-// The shipped bands hold one mixture-of-experts recipe, of one design: they say little of other routing, token
-// permutation and expert all-to-all (docs/validation.md, "A mixture of experts: DGX Cloud's Grok-1 314B recipe" and
-// "Mixture-of-experts on H100").
+// What the mixture-of-experts band is measured on (error_band.hpp kMoeKind and its per-GPU kinds): a plan's
+// routing, dispatcher and expert shapes may be none of these (docs/validation.md, "A mixture of experts: DGX Cloud's
+// Grok-1 314B recipe", "Megatron-Bridge's Qwen3 MoE on H100" and "NeMo AutoModel").
 const char* const kMoeUnvalidated =
-    "the only mixture-of-experts runs among them are DGX Cloud's Grok-1 314B recipe (8 experts, top-2, the all-to-all "
-    "dispatcher padded to capacity: 1-8% fast on 128-2048 H100, its 2-8-layer proxies 6-24% fast) and NeMo AutoModel's "
-    "Qwen3-30B-A3B on 8 H100 and DeepSeek-V3 on 256 (DeepEP, its benchmark's balanced gate: 5% and 10% fast); other expert "
-    "designs are not validated: Megatron-Bridge's Qwen3 MoE runs on H100 (128 fine-grained experts, dropless) came out "
-    "24-30% fast (30B-A3B on 16 GPUs, each with the dispatcher its recipe ran) and 50% slow (235B-A22B, whose EP "
-    "all-to-all its recipe overlaps tessel hides at the shared contention share) (docs/validation.md)";
+    "the mixture-of-experts runs the band is measured on: DGX Cloud's Grok-1 314B (8 experts, top-2, the all-to-all "
+    "padded to capacity), NeMo AutoModel's Qwen3-30B-A3B and DeepSeek-V3 (DeepEP) and Megatron-Bridge's Qwen3-30B-A3B "
+    "and 235B-A22B on H100 (128 fine-grained experts, dropless; HybridEP, and the all-to-all under batch-level "
+    "overlap); other expert designs are not validated (docs/validation.md)";
 
 // The model's tanh soft-capping as costed: inside a FlashAttention kernel that takes softcap the tanh runs on the
 // scores the kernel computes anyway, one special-function op a score beside its exponential, and is not costed.
@@ -385,7 +383,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         out << "  MFU and HFU are of the " << toString(recipe->computeDtype) << " peak ("
             << fixed(s.cluster.peakFlops(recipe->computeDtype) / 1e12, 0) << " TFLOP/s); the " << toString(recipe->gemmDtype)
             << " GEMMs' peak is " << fixed(s.cluster.peakFlops(recipe->gemmDtype) / 1e12, 0) << " TFLOP/s\n";
-    if (const auto band = sim::errorBandFor(s.cluster, s.plan))
+    if (const auto band = sim::errorBandFor(s.cluster, s.plan, s.model.moe.has_value()))
         out << "  trust: on " << band->records << " " << sim::bandSourceText(band->kind) << ", tessel's step was off by "
             << fixed(100.0 * band->medianAbsError, 1) << "% at the median (90% within " << fixed(100.0 * band->p90AbsError, 1)
             << "%, mean " << (band->meanSignedError >= 0 ? "+" : "") << fixed(100.0 * band->meanSignedError, 1)
@@ -420,7 +418,7 @@ std::function<int()> addPredictCommand(CLI::App& app) {
         if (*json) {
             nlohmann::json j = predictionToJson(s, p);
             j["time"] = sim::timeToJson(simulation.metrics, simulation.timeline);
-            if (const auto band = sim::errorBandFor(s.cluster, s.plan))
+            if (const auto band = sim::errorBandFor(s.cluster, s.plan, s.model.moe.has_value()))
                 j["time"]["error_band"] = {{"kind", band->kind},
                                            {"records", band->records},
                                            {"median_abs_error", band->medianAbsError},

@@ -49,6 +49,7 @@ CHECK_SETS = [
     ("DGX Cloud's Llama 3.1 405B recipe of May 2025, H100", "check_dgxc_405b_2505.json", "dgxc_llama31_405b_h100_2505"),
     ("DGX Cloud's Grok-1 314B recipe (mixture of experts), H100", "check_dgxc_grok1_moe.json", None),
     ("The Llama 3 paper's 405B pre-training stages, 8192-16384 H100", "check_llama3_405b_paper.json", None),
+    ("Megatron-Bridge's Qwen3 MoE rows, H100 FP8", "check_megatron_bridge_moe_h100.json", None),
     ("Nemotron-4 340B technical report, batch ramp-up on 1536-6144 H100", "check_nemotron4_340b_h100.json", None),
     ("BigScience BLOOM under DeepSpeed's pipeline engine, A100 80 GB", "check_bigscience_bloom.json", None),
     ("BigScience's fp16 ZeRO-1 topology rounds before BLOOM (2022-02-17 to 02-27)", "check_bigscience_zero1.json", None),

@@ -42,9 +42,9 @@ std::string frameworkFamily(const FrameworkSettings& f, int tp, int pp) {
     return f.name == "fsdp" || f.name == "torchtitan" || f.name == "deepspeed" ? "sharded data parallel" : "Megatron-style";
 }
 
-std::string runKind(const ClusterConfig& cluster, const Plan& plan) {
+std::string runKind(const ClusterConfig& cluster, const Plan& plan, bool moe) {
     return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework, plan.tp, plan.pp) +
-           (plan.cp > 1 ? " / context parallel" : "");
+           (plan.cp > 1 ? " / context parallel" : "") + (moe ? " / mixture of experts" : "");
 }
 
 namespace {
@@ -75,14 +75,15 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
     out.source = source;
     std::map<std::string, std::vector<double>> byKind;
     std::vector<std::string> order;
-    std::vector<double> all, contextParallel;
+    std::vector<double> all, contextParallel, moe;
     std::map<std::string, std::vector<double>> byFamily;
     std::vector<std::string> families;
     for (size_t i = 0; i < report.results.size() && i < records.size(); ++i) {
         const CaseResult& r = report.results[i];
         if (!r.stepError || !records[i].validationCase) continue;
         const Scenario& s = records[i].validationCase->scenario;
-        const std::string kind = runKind(s.cluster, s.plan);
+        const bool isMoe = s.model.moe.has_value();
+        const std::string kind = runKind(s.cluster, s.plan, isMoe);
         if (!byKind.count(kind)) order.push_back(kind);
         byKind[kind].push_back(*r.stepError);
         const std::string family = gpuFamilyKind(gpuFamily(s.cluster.gpu.name));
@@ -90,9 +91,11 @@ ErrorBands computeErrorBands(const std::vector<LoadedRecord>& records, const Val
         byFamily[family].push_back(*r.stepError);
         all.push_back(*r.stepError);
         if (s.plan.cp > 1) contextParallel.push_back(*r.stepError);
+        if (isMoe) moe.push_back(*r.stepError);
     }
     for (const auto& k : order) out.kinds.push_back(bandOf(k, byKind[k]));
     if (!contextParallel.empty()) out.kinds.push_back(bandOf(kContextParallelKind, contextParallel));
+    if (!moe.empty()) out.kinds.push_back(bandOf(kMoeKind, moe));
     for (const auto& f : families) out.kinds.push_back(bandOf(f, byFamily[f]));
     out.overall = bandOf(kOverallKind, all);
 
@@ -209,7 +212,8 @@ std::vector<std::string> errorBandValidationFiles() {
                               "check_bigscience_zero1.json", "check_nemo_long_context.json",
                               "check_dgxc_grok1_moe.json", "check_lumi_megatron_mi250x.json",
                               "check_megatron_functional_memory_speed.json", "check_automodel_h100.json",
-                              "check_kempnerforge_h200.json", "check_llama3_405b_paper.json"}) {
+                              "check_kempnerforge_h200.json", "check_llama3_405b_paper.json",
+                              "check_megatron_bridge_moe_h100.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());
@@ -238,13 +242,16 @@ const ErrorBands& shippedErrorBands() {
     return bands;
 }
 
-std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords) {
+std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, bool moe, int minRecords) {
     if (auto own = calibratedErrorBand(cluster)) return own;
     const ErrorBands& bands = shippedErrorBands();
     if (bands.overall.records == 0) return std::nullopt;
-    const std::string kind = runKind(cluster, plan);
+    const std::string kind = runKind(cluster, plan, moe);
     for (const auto& b : bands.kinds)
         if (b.kind == kind && b.records >= minRecords) return b;
+    if (moe)
+        for (const auto& b : bands.kinds)
+            if (b.kind == kMoeKind && b.records >= minRecords) return b;
     if (plan.cp > 1)
         for (const auto& b : bands.kinds)
             if (b.kind == kContextParallelKind && b.records >= minRecords) return b;

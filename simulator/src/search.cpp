@@ -357,13 +357,13 @@ SearchResult searchPlans(const ModelConfig& model, const ClusterConfig& cluster,
     // whose step is inside the wider of its own band and #1's marked as ties (a context-parallel #1, whose kind
     // is off by 14% or more, cannot be told from a plan 5% behind it however narrow that plan's band is).
     const std::optional<ErrorBand> bestBand =
-        result.top.empty() ? std::nullopt : errorBandFor(p.cluster, result.top.front().plan);
+        result.top.empty() ? std::nullopt : errorBandFor(p.cluster, result.top.front().plan, model.moe.has_value());
     for (size_t i = 0; i < result.top.size(); ++i) {
         RankedPlan& r = result.top[i];
         r.memoryAtRisk = memoryVerdict(r.peakBytes, r.reservedPeakBytes, static_cast<double>(p.cluster.gpu.memoryBytes),
                                          memoryBandFor(r.plan)) ==
                          MemoryVerdict::MayNotFit;
-        if (const auto validated = errorBandFor(p.cluster, r.plan)) {
+        if (const auto validated = errorBandFor(p.cluster, r.plan, model.moe.has_value())) {
             r.errorBandKind = validated->kind;
             r.errorBand = validated->medianAbsError;
             const ErrorBand& wider =

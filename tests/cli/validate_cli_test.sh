@@ -104,6 +104,16 @@ assert all(abs(x['step_error']) <= 0.10 for k,x in r.items() if '-cp1-' in k), {
 assert all(abs(x['step_error']) <= 0.16 for x in r.values()), {k:x['step_error'] for k,x in r.items()}
 assert all(x['dominant_term'] == 'compute' for x in r.values()), {k:x['dominant_term'] for k,x in r.items()}
 assert all('pipeline split as stated (ends_as_layers)' in ' '.join(x['assumptions']) for x in r.values())" ; check "Llama 3 paper set within its guard" $?
+# Megatron-Bridge's Qwen3 MoE rows on H100 (26.02-26.04.01 tables, FP8; check_megatron_bridge_moe_h100.json), never
+# fitted and not explained: the 30B-A3B on 16 GPUs (HybridEP) -27.9% / -27.4%, the 235B-A22B on 256 (the all-to-all
+# under batch-level overlap) +42.1% to +51.0% (docs/validation.md, "Megatron-Bridge's Qwen3 MoE on H100"). The guard
+# holds today's figures with a margin; they are in the MoE band, which MoE plans are shown.
+"$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_bridge_moe_h100.json" >"$tmp/mbmoe.json" 2>/dev/null; check "Megatron-Bridge MoE set exits 0" $?
+python3 -c "
+import json; d=json.load(open('$tmp/mbmoe.json')); r={x['id']:x['step_error'] for x in d['results']}
+assert len(r)==6 and all(v is not None for v in r.values()), r
+assert all(abs(v) <= 0.33 for k,v in r.items() if '30b' in k), r
+assert all(abs(v) <= 0.56 for k,v in r.items() if '235b' in k), r" ; check "Megatron-Bridge MoE set within its guard" $?
 # AI2's OLMo-core throughput table (2024-09 to 2024-11; OLMo 2 1B/7B/13B and a Llama 3 8B shape, BF16 and torchao
 # Float8, FSDP2 and torch.compile on one 8-GPU H100 node): a framework tessel had not read, never fitted; measured
 # 4.1% median, 12.3% max (the 13B Float8 row), mean -1.0%.
@@ -452,9 +462,11 @@ assert b['fits_band_below_bytes'] < r" ; check "predict JSON has the peak's band
 check "predict says what the allocator reserves beyond the peak" "$(contains "$tmp/pd" 'reserved .* GiB: PyTorch.s caching allocator keeps DeepSpeed.s step-time gradient copies')"
 check "a dense plan's band carries no MoE caveat" "$(python3 -c "
 import json,sys; t=json.load(open('$tmp/p.json'))['time']; sys.exit('error_band_note' in t)"; echo $?)"
-# A mixture-of-experts plan is shown the band with the caveat that its only MoE runs are one recipe's.
+# A mixture-of-experts plan is shown the MoE runs' band (its own kind, not the dense H100 one) and which MoE runs
+# that band holds.
 "$TESSEL" predict "$(dirname "$0")/../../scenarios/plans/mixtral-8x7b-h100.json" >"$tmp/moe" 2>&1; check "MoE predict exits 0" $?
-check "MoE predict says which MoE runs its band holds" "$(contains "$tmp/moe" 'the only mixture-of-experts runs among them are DGX Cloud.s Grok-1')"
+check "MoE predict is shown the MoE runs' band" "$(contains "$tmp/moe" 'published H100 / Megatron-style / mixture of experts runs')"
+check "MoE predict says which MoE runs its band holds" "$(contains "$tmp/moe" 'the mixture-of-experts runs the band is measured on: DGX Cloud.s Grok-1')"
 "$TESSEL" search --gpus 64 --global-batch 256 --fix tp=8,pp=8 --top 4 --no-progress >"$tmp/s" 2>&1; check "search exits 0" $?
 check "search shows the band column" "$(contains "$tmp/s" '±%')"
 finish

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -59,11 +60,11 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     Plan deepspeed;
     deepspeed.framework.name = "deepspeed";
     deepspeed.pp = 12;
-    EXPECT_EQ(runKind(a100, deepspeed), "A100 / DeepSpeed pipeline");
+    EXPECT_EQ(runKind(a100, deepspeed, false), "A100 / DeepSpeed pipeline");
     deepspeed.pp = 1;
-    EXPECT_EQ(runKind(a100, deepspeed), "A100 / sharded data parallel");
+    EXPECT_EQ(runKind(a100, deepspeed, false), "A100 / sharded data parallel");
     deepspeed.tp = 8;
-    EXPECT_EQ(runKind(a100, deepspeed), "A100 / DeepSpeed pipeline");
+    EXPECT_EQ(runKind(a100, deepspeed, false), "A100 / DeepSpeed pipeline");
     // Round trip, and a broken file names the field.
     const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
     EXPECT_DOUBLE_EQ(back.kinds[1].medianAbsError, 0.30);
@@ -93,6 +94,23 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_DOUBLE_EQ(withCp.kinds[4].medianAbsError, 0.15);
     EXPECT_NEAR(withCp.kinds[4].meanSignedError, -0.15, 1e-12);
     EXPECT_EQ(withCp.kinds[0].records, 3); // the A100 Megatron-style band keeps its own runs only
+    // A mixture-of-experts run is a kind of its own too, and lands in one band over every MoE run; the dense kinds
+    // keep their own runs.
+    add("NVIDIA H100 80GB HBM3", "megatron", 0.40);
+    records.back().validationCase->scenario.model.moe = MoeConfig{};
+    add("NVIDIA H100 80GB HBM3", "megatron", -0.30);
+    records.back().validationCase->scenario.model.moe = MoeConfig{};
+    records.back().validationCase->scenario.plan.cp = 2;
+    const ErrorBands withMoe = computeErrorBands(records, report, "test");
+    std::map<std::string, ErrorBand> kinds;
+    for (const auto& k : withMoe.kinds) kinds[k.kind] = k;
+    ASSERT_TRUE(kinds.count("H100 / Megatron-style / mixture of experts"));
+    ASSERT_TRUE(kinds.count("H100 / Megatron-style / context parallel / mixture of experts"));
+    ASSERT_TRUE(kinds.count(kMoeKind));
+    EXPECT_EQ(kinds[kMoeKind].records, 2);
+    EXPECT_DOUBLE_EQ(kinds[kMoeKind].medianAbsError, 0.35);
+    EXPECT_EQ(kinds["H100 / Megatron-style / context parallel"].records, 1); // the dense run only
+    EXPECT_EQ(kinds[kContextParallelKind].records, 3);                        // every cp run, MoE or not
     EXPECT_EQ(gpuFamily("NVIDIA H200 (SXM, 141 GB HBM3e)"), "H200");
     EXPECT_EQ(gpuFamily("NVIDIA B200 180GB HBM3e (SXM6)"), "B200");
     EXPECT_EQ(gpuFamily("NVIDIA GB200 (Blackwell GPU of a GB200 NVL72 rack, HBM3e)"), "GB200");
@@ -111,8 +129,8 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(gpuFamily("NVIDIA H100 PCIe (80 GB HBM2e, 350 W)"), "H100 PCIe");
     Plan megatron;
     megatron.framework.name = "megatron";
-    const auto pcie = errorBandFor(test::clusterPreset("pcie-a100-80g"), megatron);
-    const auto sxm = errorBandFor(test::clusterPreset("dgx-a100-80g"), megatron);
+    const auto pcie = errorBandFor(test::clusterPreset("pcie-a100-80g"), megatron, false);
+    const auto sxm = errorBandFor(test::clusterPreset("dgx-a100-80g"), megatron, false);
     ASSERT_TRUE(pcie && sxm);
     EXPECT_EQ(pcie->kind, "all published runs");
     EXPECT_EQ(sxm->kind, "A100 / Megatron-style");
@@ -130,7 +148,7 @@ TEST(ErrorBands, ACalibratedClusterIsShownItsOwnHeldOutRuns) {
                                      {{"run", "b"}, {"error_held_out", -0.02}},
                                      {{"run", "c"}, {"error_held_out", 0.05}},
                                      {{"run", "d (a check: no held-out error)"}, {"error_after", 0.3}}}}};
-    const auto band = errorBandFor(c, megatron);
+    const auto band = errorBandFor(c, megatron, false);
     ASSERT_TRUE(band);
     EXPECT_EQ(band->kind, kCalibratedKind);
     EXPECT_EQ(band->records, 3);
@@ -142,7 +160,7 @@ TEST(ErrorBands, ACalibratedClusterIsShownItsOwnHeldOutRuns) {
     EXPECT_EQ(bandSourceText("A100 / Megatron-style"), "published A100 / Megatron-style runs");
     // Two held-out runs are too few: the published band stands.
     c.calibration = nlohmann::json{{"step_runs", {{{"error_held_out", 0.1}}, {{"error_held_out", 0.2}}}}};
-    const auto published = errorBandFor(c, megatron);
+    const auto published = errorBandFor(c, megatron, false);
     ASSERT_TRUE(published);
     EXPECT_EQ(published->kind, "A100 / Megatron-style");
     EXPECT_FALSE(calibratedErrorBand(test::clusterPreset("dgx-a100-80g")));
@@ -256,7 +274,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 26u); // the shared runs and tessel's twenty-five check sets of published runs
+    ASSERT_EQ(files.size(), 27u); // the shared runs and tessel's twenty-six check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -312,35 +330,35 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const ClusterConfig a100 = test::clusterPreset("dgx-a100-80g");
     Plan p;
     p.framework.name = "megatron";
-    const auto band = errorBandFor(a100, p);
+    const auto band = errorBandFor(a100, p, false);
     ASSERT_TRUE(band.has_value());
     EXPECT_EQ(band->kind, "A100 / Megatron-style");
     // H100 Megatron-style plans get the band of NVIDIA's own H100 runs, not the all-runs fallback.
-    const auto h100 = errorBandFor(test::clusterPreset("dgx-h100-80g"), p);
+    const auto h100 = errorBandFor(test::clusterPreset("dgx-h100-80g"), p, false);
     ASSERT_TRUE(h100.has_value());
     EXPECT_EQ(h100->kind, "H100 / Megatron-style");
     // A context-parallel plan is shown with the context-parallel runs' band: its own kind's where there are enough
     // of them (NeMo's H100 runs), else every context-parallel run's (no A100 run in the sets has cp > 1).
     Plan cp = p;
     cp.cp = 2;
-    const auto h100cp = errorBandFor(test::clusterPreset("dgx-h100-80g"), cp);
+    const auto h100cp = errorBandFor(test::clusterPreset("dgx-h100-80g"), cp, false);
     ASSERT_TRUE(h100cp.has_value());
     EXPECT_EQ(h100cp->kind, "H100 / Megatron-style / context parallel");
     EXPECT_NE(h100cp->medianAbsError, h100->medianAbsError); // its own runs' figure, not the plain kind's
-    const auto a100cp = errorBandFor(a100, cp);
+    const auto a100cp = errorBandFor(a100, cp, false);
     ASSERT_TRUE(a100cp.has_value());
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
     // A B200 plan: its kind has four runs, fewer than a kind needs, so the band of the B200's own twelve runs
     // (Megatron-Bridge's and NeMo's long-sequence table), not the all-runs fallback measured on other GPUs (4.8%
     // where the B200 runs are 5.4% off at the median; 7.8% before the B200's attention was measured).
-    const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p);
+    const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p, false);
     ASSERT_TRUE(b200.has_value());
     EXPECT_EQ(b200->kind, gpuFamilyKind("B200"));
     EXPECT_EQ(b200->records, 12);
     EXPECT_GT(b200->medianAbsError, shipped.overall.medianAbsError);
     // An H200 Megatron-style plan: no Megatron-style H200 runs, but the H200's own 27 (torchtitan's two, KempnerForge's
     // 25), so the GPU family's band, not the all-runs fallback.
-    const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p);
+    const auto h200 = errorBandFor(test::clusterPreset("h200-single"), p, false);
     ASSERT_TRUE(h200.has_value());
     EXPECT_EQ(h200->kind, gpuFamilyKind("H200"));
     EXPECT_EQ(h200->records, 27);
@@ -348,12 +366,21 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     // B200 runs' band (5.4% where the fallback says 4.8%). The GB300 has runs of its own (Megatron-Bridge's, in
     // check_megatron_bridge_gb300_fp8.json and check_megatron_bridge_2026.json), so a band of its own, not its
     // sibling's: since the 2026 set, enough Megatron-style ones for the kind's band, not only the family's.
-    const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p);
+    const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p, false);
     ASSERT_TRUE(b300.has_value());
     EXPECT_EQ(b300->kind, gpuFamilyKind("B200"));
-    const auto gb300 = errorBandFor(test::clusterPreset("gb300-nvl72"), p);
+    const auto gb300 = errorBandFor(test::clusterPreset("gb300-nvl72"), p, false);
     ASSERT_TRUE(gb300.has_value());
     EXPECT_EQ(gb300->kind, "GB300 / Megatron-style");
+    // A mixture-of-experts plan is shown the MoE runs' band (Megatron-Bridge's Qwen3 rows on H100, DGX Cloud's Grok-1,
+    // NeMo AutoModel's), never the dense runs' of its GPU and framework, which say nothing of routing and dispatch.
+    const auto moe = errorBandFor(test::clusterPreset("dgx-h100-80g"), p, true);
+    ASSERT_TRUE(moe.has_value());
+    EXPECT_NE(moe->kind.find("mixture of experts"), std::string::npos) << moe->kind;
+    EXPECT_GT(moe->p90AbsError, h100->p90AbsError);
+    const auto moeB200 = errorBandFor(test::clusterPreset("dgx-b200"), p, true);
+    ASSERT_TRUE(moeB200.has_value());
+    EXPECT_EQ(moeB200->kind, kMoeKind); // no B200 MoE run: every MoE run's band, not the B200's dense ones
     EXPECT_EQ(siblingGpuFamily("GB300"), "GB200");
     EXPECT_EQ(siblingGpuFamily("H200"), ""); // a family of its own, whose runs are not the H100's
     EXPECT_EQ(gpuFamily("AMD Instinct MI350X OAM (288 GB HBM3E)"), "MI350X");

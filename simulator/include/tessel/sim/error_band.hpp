@@ -27,9 +27,14 @@ std::string siblingGpuFamily(const std::string& family);
 // which runs its model through the engine whatever pp is: BLOOM's, MT-NLG's and BigScience's runs, whose errors are
 // their own, docs/validation.md).
 std::string frameworkFamily(const FrameworkSettings& f, int tp, int pp);
-std::string runKind(const ClusterConfig& cluster, const Plan& plan);
+// A run's kind: "H100 / Megatron-style", with " / context parallel" where cp > 1 and " / mixture of experts" for an
+// MoE model (`moe`), whose routing, permutation and expert all-to-all are errors of their own: a dense plan is not
+// shown them, nor an MoE plan the dense runs' band.
+std::string runKind(const ClusterConfig& cluster, const Plan& plan, bool moe);
 // The band over every run with context parallelism, whatever its GPU and framework.
 inline constexpr const char* kContextParallelKind = "context parallel (every GPU and framework)";
+// The band over every mixture-of-experts run, whatever its GPU and framework.
+inline constexpr const char* kMoeKind = "mixture of experts (every GPU and framework)";
 // The band over every run on one GPU family, whatever its framework: "B200 (every framework)".
 std::string gpuFamilyKind(const std::string& family);
 // A GPU family's own runs, few as they may be, say more of its plans than other GPUs' many: its band is used from
@@ -76,12 +81,13 @@ std::vector<std::string> errorBandValidationFiles();
 inline constexpr const char* kCalibratedKind = "held-out runs this cluster was calibrated on";
 std::optional<ErrorBand> calibratedErrorBand(const ClusterConfig& cluster);
 // The band for a plan: a calibrated cluster's own (calibratedErrorBand) when it has one; else its kind's when that
-// kind has at least `minRecords` published runs; else, for a plan with
+// kind has at least `minRecords` published runs; else, for an MoE model (`moe`), the band of every MoE run
+// (kMoeKind) when it has that many; else, for a plan with
 // context parallelism, the band of every context-parallel run (kContextParallelKind) when it has that many; else
 // its GPU family's (gpuFamilyKind) when that has kGpuFamilyMinRecords, or its sibling family's (siblingGpuFamily)
 // when its own has none: a B300 plan is shown the B200 runs' band, not the overall one; else the overall one;
 // nothing when no bands are shipped.
-std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, int minRecords = 5);
+std::optional<ErrorBand> errorBandFor(const ClusterConfig& cluster, const Plan& plan, bool moe, int minRecords = 5);
 
 // The runs a band was measured on, for a sentence: "A100 / Megatron-style runs", or for the fallback band
 // "runs of every kind (none of this kind)".
