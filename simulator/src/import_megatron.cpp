@@ -82,7 +82,7 @@ bool noEffectOnPrediction(const std::string& name) {
         "apply_residual_connection_post_layernorm", "layernorm_epsilon", "norm_epsilon", "init_", "rotary_",
         "rope_scaling", "use_rotary_position_embeddings", "yaml_cfg", "timing_", "tp_comm_bootstrap_backend",
         "enable_ft_package", "calculate_per_token_loss", "deterministic_mode", "test_mode", "use_torch_fsdp2",
-        "nccl_communicator_config_path", "use_tp_pp_dp_mapping", "straggler_", "run_workload_inspector_server"};
+        "nccl_communicator_config_path", "straggler_", "run_workload_inspector_server"};
     for (const char* p : prefixes)
         if (name.rfind(p, 0) == 0) return true;
     return false;
@@ -602,6 +602,9 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         used.insert("store_param_remainders");
     }
     if (const auto v = str("rank_order"); v && *v != "None") plan["rank_order"] = *v;
+    // --use-tp-pp-dp-mapping: Megatron-core's other rank order, pp inside dp (tessel's export writes it so).
+    else if (flag("use_tp_pp_dp_mapping").value_or(false)) plan["rank_order"] = "tp-cp-ep-pp-dp";
+    used.insert("use_tp_pp_dp_mapping");
     for (const char* name : {"bf16", "fp16", "fp8", "fp8_format", "fp8_e4m3", "fp8_hybrid", "use_flash_attn", "attention_backend",
                              "checkpoint_activations", "recompute_method", "recompute_num_layers", "data_parallel_size",
                              "world_size", "swiglu", "normalization", "group_query_attention", "num_query_groups"})

@@ -148,6 +148,19 @@ TEST(MegatronImport, BfloatMainGradientsFollowGradReduceInBf16) {
     for (const auto& w : run.warnings) EXPECT_EQ(w.find("grad_reduce_in_bf16"), std::string::npos) << w;
 }
 
+// --use-tp-pp-dp-mapping, which tessel's Megatron export writes for a tp-cp-ep-pp-dp plan, is read back as that rank
+// order (it had been passed over as an argument that decides nothing), so export and import round-trip the layout.
+TEST(MegatronImport, TpPpDpMappingIsThePlansRankOrder) {
+    std::string log = smallLog();
+    const std::string at = "  bf16 ............................................ True\n";
+    ImportedRun run = importMegatronLog(parseMegatronLog(log, "plain.log"), cluster());
+    EXPECT_EQ(parseScenario(run.scenario, "plain").plan.rankOrderString(), "tp-cp-ep-dp-pp");
+    log.insert(log.find(at) + at.size(), "  use_tp_pp_dp_mapping ............................ True\n");
+    run = importMegatronLog(parseMegatronLog(log, "mapped.log"), cluster());
+    EXPECT_EQ(parseScenario(run.scenario, "mapped").plan.rankOrderString(), "tp-cp-ep-pp-dp");
+    for (const auto& w : run.warnings) EXPECT_EQ(w.find("use_tp_pp_dp_mapping"), std::string::npos) << w;
+}
+
 // --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te: the plan's cross_entropy "te"; native is "fused";
 // without the flag, "unfused".
 TEST(MegatronImport, TheCrossEntropyFlagsNameTheLossKernel) {
