@@ -328,10 +328,6 @@ static void readContextParallelExchange(Reading& r, Plan& plan) {
         r.assume("context-parallel exchange not stated: the ring (cp_comm_type p2p)");
 }
 
-// A step runs whole micro-batches on every data-parallel rank, so a batch that is not a multiple of `unit` (micro_batch
-// x dp) is a rounded figure ("2M tokens" for OPT-175B's 992 ranks): read as the nearest multiple where that moves it
-// by at most 5%, said. Further off the plan and the batch disagree: refused with the nearest ones named, or, where
-// `refuse` is false (a trial reading), left as it was.
 // The order of the parallel dimensions over the ranks, fastest first: tessel's rank_order, a record's
 // parallelism_order as its source writes it (the Llama 3 paper's "[TP, CP, PP, DP]", Megatron-core's "tp-cp-ep-dp-pp"),
 // with a missing ep placed after cp (where both of Megatron-core's orders have it), or Megatron-LM's
@@ -386,6 +382,10 @@ static bool readRankOrder(Reading& r, Plan& plan, const std::string& where) {
     return true;
 }
 
+// A step runs whole micro-batches on every data-parallel rank, so a batch that is not a multiple of `unit` (micro_batch
+// x dp) is a rounded figure ("2M tokens" for OPT-175B's 992 ranks): read as the nearest multiple where that moves it
+// by at most 5%, said. Further off the plan and the batch disagree: refused with the nearest ones named, or, where
+// `refuse` is false (a trial reading), left as it was.
 bool roundedToWholeMicroBatches(Reading& r, const std::string& ptr, int64_t unit, const char* what, bool refuse = true) {
     Plan& plan = r.c.scenario.plan;
     if (unit <= 0 || plan.globalBatch % unit == 0) return true;
