@@ -231,7 +231,9 @@ bool readCluster(Reading& r) {
         linkText = gpu.instanceLink;
         r.assume("inter-node link not stated: the instance's, " + linkText);
     }
-    const double inter = interNodeBytesPerSecond(linkText, cluster.gpusPerNode, how);
+    // A rate "per node" is shared by the GPUs of the record's node: on a rack-scale NVLink domain that is the
+    // compute tray the record counts (a GB200's 4), not the domain tessel calls a node.
+    const double inter = interNodeBytesPerSecond(linkText, statedPerNode > 0 ? static_cast<int>(statedPerNode) : cluster.gpusPerNode, how);
     if (inter > 0.0) {
         // The record's link, not the preset's name for its own (Jean Zay's 4 Omni-Path ports per node are not a
         // DGX's eight InfiniBand HCAs): its bandwidth is the record's; latency and protocol stay the preset's.

@@ -458,7 +458,20 @@ double linkBytesPerSecond(const std::string& linkText, int gpusPerNode, std::str
     // "M Gbps per GPU" or "M Gbps" per node; an Ethernet port's "100GbE" or a bare "400G" is the same rate.
     if (std::regex_search(t, m, std::regex(R"(([0-9]+(?:\.[0-9]+)?)\s*(g|t)(?:b/s|bps|bit/s|be\b|b\b|\b))"))) {
         double gbits = std::stod(m[1]) * (m[2] == "t" ? 1000.0 : 1.0) * bitsPer(2);
-        const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu");
+        const bool perGpu = contains(t, "per gpu") || contains(t, "/gpu") || contains(t, " a gpu") || contains(t, "each gpu");
+        // A port's rate with its count written after it: "NDR 400 Gb/s, 8x ConnectX-7 a node", "400 Gb/s x 8",
+        // "400 Gb/s (8 per node)". The count is the NICs of a node, whatever the order the record wrote them in.
+        if (!perGpu && gbits <= kLargestPortGbits) {
+            const std::string rest = t.substr(static_cast<size_t>(m.position(0) + m.length(0)));
+            std::smatch c;
+            static const std::regex countAfter(
+                R"((?:^|[^0-9a-z.#])([0-9]{1,2})\s*x(?![a-z0-9])|(?:^|[^a-z0-9])x\s*([0-9]{1,2})(?![0-9.])|(?:^|[^0-9.#])([0-9]{1,2})\s*(?:nics?|hcas?|adapters?|ports?|rails?)?\s*(?:per|a|each)\s+(?:node|server|host))");
+            if (std::regex_search(rest, c, countAfter)) {
+                const double nics = std::stod(c[1].matched ? c[1].str() : c[2].matched ? c[2].str() : c[3].str());
+                how = m.str(0) + " x " + std::to_string(static_cast<int>(nics)) + " per node";
+                return nics * gbits * 1e9 / 8.0 / gpusPerNode;
+            }
+        }
         const bool perNode = contains(t, "node") || contains(t, "server") || contains(t, "host") ||
                              contains(t, "aggregate") || contains(t, "efa") || gbits > kLargestPortGbits;
         if (perGpu || !perNode) {

@@ -439,6 +439,10 @@ TEST(ValidationGpu, Gb200IsOneNvlinkDomainARackWhateverTheRecordCallsANode) {
     EXPECT_EQ(c256.scenario.cluster.gpusPerNode, 64);
     EXPECT_EQ(c256.scenario.cluster.nodes, 4);
     EXPECT_TRUE(mentions(c256.assumptions, "the job does not fill whole racks"));
+    // A rate "per node" is the record's node's, the 4-GPU tray's, not the 64-GPU domain's: 4 x 400 Gb/s a tray is
+    // 50 GB/s a GPU (it had been 3.1, and MLPerf's GB200 rows +54% to +142%).
+    r["system"]["inter_node_link"] = "4x ConnectX-7 InfiniBand NDR 400 Gb/s per node";
+    EXPECT_DOUBLE_EQ(load(r).scenario.cluster.interNode.bandwidthBytesPerSecond, 50e9);
 }
 
 TEST(ValidationGpu, AmdInstinctPartsHavePresetsAndAnMi250xRecordMayCountPackagesOrGcds) {
@@ -511,6 +515,25 @@ TEST(ValidationProse, AProductNumberInTheLinkIsNoCountOfNics) {
     EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("4 x ConnectX-6 HDR 200 Gb/s per node", 8, how), 12.5e9);
     // A rate joined to its unit by a hyphenated word is still the rate.
     EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("RoCE-400 Gb/s per GPU", 8, how), 50e9);
+}
+
+// A port's rate with the node's count of them written after it had been read as the node's whole rate, shared by its
+// GPUs: "NDR 400 Gb/s, 8x ConnectX-7 a node" gave 6.25 GB/s a GPU, not 50 (MLPerf's Eos rows predicted +50-160%).
+TEST(ValidationProse, ACountOfNicsWrittenAfterTheRateIsRead) {
+    std::string how;
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (Eos)", 8, how), 50e9);
+    EXPECT_NE(how.find("x 8 per node"), std::string::npos) << how;
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("InfiniBand NDR 400 Gb/s, 8x Quantum-2 CX7 a node", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("400 Gb/s x 8", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("HDR 200 Gb/s x4", 8, how), 12.5e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("InfiniBand HDR 200 Gb/s (4 per node)", 8, how), 12.5e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("200 Gb/s HDR, 2 HCAs per server", 8, how), 6.25e9);
+    // "a GPU" is "per GPU"; a node's aggregate above any port's rate stays the node's; no count keeps one NIC a GPU.
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("RoCE v2, 400 Gb/s a GPU (OCI BM.GPU.H100.8)", 8, how), 50e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("1600 Gbps node-node interconnect (RoCE), 8 a node", 8, how), 25e9);
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("InfiniBand NDR 400 Gb/s", 8, how), 50e9);
+    // A product's number after the rate is no count ("ConnectX-7", "CX7"), nor is a generation's.
+    EXPECT_DOUBLE_EQ(prose::interNodeBytesPerSecond("400 Gb/s ConnectX-7 per node", 8, how), 6.25e9);
 }
 
 // A rate without "b/s" ("400G", "100GbE") and an InfiniBand generation named without one ("NDR400 x8", "4x HDR",
