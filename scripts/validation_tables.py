@@ -29,7 +29,8 @@ SHARED_GROUPS = [
     ("mosaicml_llm_foundry_mpt_benchmarks", "MosaicML llm-foundry MPT (A100 40/80 GB, H100)"),
 ]
 
-# The check sets, never fitted: (label, file under data/validation/, the record groups the row takes, or None for all).
+# The check sets, never fitted: (label, file under data/validation/, the record group the row takes, a group prefix
+# ending in "*", or None for all).
 CHECK_SETS = [
     ("NVIDIA NeMo 24.07 / Megatron-Bridge 25.x-26.x, H100 FP8", "check_nemo_h100_fp8.json", None),
     ("NeMo's long-sequence tables, H100 (24.03.01) and B200 (25.04), FP8, cp 1-32", "check_nemo_long_context.json", None),
@@ -50,6 +51,12 @@ CHECK_SETS = [
     ("DGX Cloud's Grok-1 314B recipe (mixture of experts), H100", "check_dgxc_grok1_moe.json", None),
     ("The Llama 3 paper's 405B pre-training stages, 8192-16384 H100", "check_llama3_405b_paper.json", None),
     ("Megatron-Bridge's Qwen3 MoE rows, H100 FP8", "check_megatron_bridge_moe_h100.json", None),
+    ("MLPerf Training GPT-3 175B, NVIDIA-stack submissions v3.1-v4.1 (256-11616 H100, 64 B200), FP8",
+     "check_mlperf_training.json", "mlperf_gpt3_*"),
+    ("MLPerf Training v5.0 Llama 3.1 405B, NVIDIA on 512-8192 H100, FP8", "check_mlperf_training.json",
+     "mlperf_llama31_405b_v5.0_h100"),
+    ("MLPerf Training v5.0 Llama 3.1 405B, NVIDIA and CoreWeave on 256-2496 GB200, FP8", "check_mlperf_training.json",
+     "mlperf_llama31_405b_v5.0_gb200"),
     ("Nemotron-4 340B technical report, batch ramp-up on 1536-6144 H100", "check_nemotron4_340b_h100.json", None),
     ("BigScience BLOOM under DeepSpeed's pipeline engine, A100 80 GB", "check_bigscience_bloom.json", None),
     ("BigScience's fp16 ZeRO-1 topology rounds before BLOOM (2022-02-17 to 02-27)", "check_bigscience_zero1.json", None),
@@ -115,7 +122,8 @@ def check_table(tessel, root):
     for label, name, group in CHECK_SETS:
         if name not in cache:
             cache[name] = validate(tessel, [os.path.join(root, "data", "validation", name)])["results"]
-        results = [r for r in cache[name] if group is None or r["group"] == group]
+        results = [r for r in cache[name] if group is None or r["group"] == group or
+                   (group.endswith("*") and r["group"].startswith(group[:-1]))]
         assert results, (name, group)
         steps = [r["step_error"] for r in results if r.get("step_error") is not None]
         peaks = [abs(r["memory_error"]) for r in results if r.get("memory_error") is not None]
