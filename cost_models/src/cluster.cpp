@@ -539,6 +539,7 @@ ClusterConfig parseCluster(const nlohmann::json& doc, const std::string& pointer
         c.gpu.ncclCollChannels = static_cast<int>(gr.optInt("nccl_channels", 0, 0, 64));
         c.gpu.commContention = gr.optNumber("comm_contention", 0.0, 0.0, 4.0);
         c.gpu.commContentionMax = gr.optNumber("comm_contention_max", 0.0, 0.0, 4.0);
+        c.gpu.fp8GemmAnyLayout = gr.optBool("fp8_gemm_any_layout", false);
         for (const auto& [ctas, share] : readCurve(gr, "contention_by_ctas", {"ctas", 1.0, 1024.0}, {"share", 0.0, 4.0}, problems))
             c.gpu.contentionByCtas.push_back({ctas, share});
         // The curve is read against NCCL's own channels (collectiveContention): without them it would be ignored in silence.
@@ -714,6 +715,7 @@ nlohmann::json clusterToJson(const ClusterConfig& c) {
     if (c.gpu.ncclCollChannels > 0) j["gpu"]["nccl_channels"] = c.gpu.ncclCollChannels;
     if (c.gpu.commContention > 0.0) j["gpu"]["comm_contention"] = c.gpu.commContention;
     if (c.gpu.commContentionMax > 0.0) j["gpu"]["comm_contention_max"] = c.gpu.commContentionMax;
+    if (c.gpu.fp8GemmAnyLayout) j["gpu"]["fp8_gemm_any_layout"] = true;
     if (!c.gpu.contentionByCtas.empty()) {
         nlohmann::json curve = nlohmann::json::array();
         for (const auto& p : c.gpu.contentionByCtas) curve.push_back({{"ctas", p.ctas}, {"share", p.share}});

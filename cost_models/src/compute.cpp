@@ -571,7 +571,10 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         }
         if (!te) castInputs = T * d(s.oDimLocal);
         OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
-        cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e) / cast.bytes;
+        // Without transposes (fp8OnGpu: a GPU whose FP8 GEMMs take any layout) the backward casts each output
+        // gradient once and transposes no saved input for its weight gradient.
+        const bool transposes = fp8OnGpu(recipe, plan.framework, cluster.gpu).fp8Transposes;
+        cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e, transposes) / cast.bytes;
         ops.push_back(cast);
         if (te && fp8RecipeOf(plan.framework) == "tensorwise") {
             // Current scaling (Float8CurrentScalingQuantizer::quantize_impl, Transformer Engine 2.2 on): the scale

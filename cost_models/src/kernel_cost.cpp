@@ -68,7 +68,9 @@ double fusedLinearCrossEntropyBytes(int64_t tokens, int64_t vocab, int64_t hidde
 // log-probability a row and nothing is kept for a backward.
 double metricCrossEntropyBytes(int64_t tokens, int64_t vocab, int e) { return (e + 12.0) * d(tokens) * d(vocab); }
 double fp8CastForwardBytes(double castInputs, int e) { return (e + 1.0) * castInputs; }
-double fp8CastBackwardBytes(double outputs, double inputs, int e) { return (e + 2.0) * outputs + 2.0 * inputs; }
+double fp8CastBackwardBytes(double outputs, double inputs, int e, bool transposes) {
+    return transposes ? (e + 2.0) * outputs + 2.0 * inputs : (e + 1.0) * outputs;
+}
 double fp8CurrentScalingForwardBytes(double castInputs, double normFusedInputs, int e) {
     return e * castInputs + (e + 1.0) * normFusedInputs;
 }

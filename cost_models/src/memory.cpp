@@ -112,15 +112,18 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         return bytes * (params.dense / shardDivisor(sharded, denseShards) + params.expert / shardDivisor(sharded, expertShards));
     };
     st.weightsBytes = states(recipe.weightBytes, z >= 3);
-    if (recipe.fp8WeightCopyBytes > 0) {
+    if (recipe.fp8WeightCopyBytes > 0 || (recipe.fp8Params && !recipe.fp8Transposes)) {
         // Transformer Engine's cached FP8 weight and transpose for every linear layer of the stage (sharded as
-        // the weights are under ZeRO-3, where they are made per gathered layer).
+        // the weights are under ZeRO-3, where they are made per gathered layer); the FP8 weight alone where the
+        // GPU keeps no transpose (fp8OnGpu). FP8 parameters are the weights themselves, counted at 2 B (data and
+        // transpose): 1 B less each without the transpose.
         // The stage's layers' parameters: its embedding and head are not FP8 linears.
         const StageParameters layers = stageParameters(model, plan, stage);
         const double ends = (plan.holdsEmbedding(stage) ? embeddingParameters(model, plan) : 0.0) +
                             (plan.holdsHead(stage) ? headParameters(model, plan) + mtpEmbeddingCopy(model, plan) : 0.0);
-        st.weightsBytes += recipe.fp8WeightCopyBytes *
-                           ((layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards));
+        const double linear =
+            (layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards);
+        st.weightsBytes += recipe.fp8WeightCopyBytes > 0 ? recipe.fp8WeightCopyBytes * linear : -1.0 * linear;
     }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
     // DeepSpeed's BF16_Optimizer keeps every parameter's bf16 .grad beside the full fp32 gradient it accumulates
@@ -600,7 +603,7 @@ double hostCapacityPerGpu(const ClusterConfig& cluster) {
 
 MemoryReport predictMemory(const ModelConfig& model, const ClusterConfig& cluster, const Plan& given) {
     const Plan plan = withResolvedPipelineSplit(model, cluster, given);
-    const PrecisionRecipe recipe = precisionRecipeOf(plan);
+    const PrecisionRecipe recipe = fp8OnGpu(precisionRecipeOf(plan), plan.framework, cluster.gpu);
     const MemoryShapeTerms terms = memoryShapeTerms(model, plan, recipe);
     MemoryReport report;
     report.capacityBytes = d(cluster.gpu.memoryBytes);

@@ -207,6 +207,7 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     if (fp8Params) {
         r.fp8WeightCopyBytes = 0;
         r.gatherBytes = 1;
+        r.fp8Params = true;
     }
     // The distributed optimizer's own state (ZeRO >= 1, bf16 weights beside an fp32 master). NeMo 1's Apex
     // DistributedFusedAdam with optim.dtype=bf16 keeps Adam's moments in bf16 and, the optimizer's dtype being the
@@ -257,6 +258,16 @@ std::string defaultPrecisionOf(const Plan& plan) {
     const bool sharded = (plan.zeroStage >= 1 && plan.dp / std::max(1, plan.zeroReplicas) > 1) || plan.cp > 1;
     if (sharded) return "fsdp";
     return fw == "torchtitan" && (plan.tp > 1 || plan.pp > 1) ? "fp32" : "amp";
+}
+
+PrecisionRecipe fp8OnGpu(PrecisionRecipe recipe, const FrameworkSettings& framework, const GpuSpec& gpu) {
+    // Transformer Engine only (torchao's Float8Linear, fsdp_fp8, transposes per GEMM and keeps nothing).
+    if (!recipe.fp8() || recipe.name == "fsdp_fp8" || !gpu.fp8GemmAnyLayout) return recipe;
+    const std::string scaling = fp8RecipeOf(framework);
+    if (scaling != "delayed" && scaling != "tensorwise") return recipe;
+    recipe.fp8Transposes = false;
+    if (recipe.fp8WeightCopyBytes > 0) recipe.fp8WeightCopyBytes = 1;
+    return recipe;
 }
 
 PrecisionRecipe precisionRecipeOf(const Plan& plan) {

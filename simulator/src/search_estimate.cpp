@@ -154,7 +154,7 @@ SearchContext makeContext(const ModelConfig& model, const ClusterConfig& cluster
         for (int piped = 0; piped < 2; ++piped)
             for (int z = 0; z < 4; ++z)
                 ctx.recipeByZero[static_cast<size_t>(piped)][static_cast<size_t>(z)] =
-                    precisionRecipeOf(precision, framework, z);
+                    fp8OnGpu(precisionRecipeOf(precision, framework, z), framework, cluster.gpu);
     ctx.capacityBytes = d(cluster.gpu.memoryBytes);
     ctx.fitBytes = {ctx.capacityBytes, ctx.capacityBytes};
     ctx.reservedBytes = d(cluster.gpu.reservedBytes);

@@ -116,8 +116,9 @@ assert all(abs(v) <= 0.33 for k,v in r.items() if '30b' in k), r
 assert all(abs(v) <= 0.56 for k,v in r.items() if '235b' in k), r" ; check "Megatron-Bridge MoE set within its guard" $?
 # MLPerf Training's NVIDIA-stack submissions (check_mlperf_training.json: GPT-3 175B v3.1-v4.1, Llama 3.1 405B
 # v5.0; step times from the logs' training blocks, peaks from mlperf-common's max_memory_usage), never fitted:
-# GPT-3 -8.1% .. +9.8%, the 405B on H100 -1.3% .. -4.5% (peaks +0.3%), on GB200 -5.4% .. -11.1% (peaks +10.6% ..
-# +16.5%, docs/validation.md "MLPerf Training"). The guard holds today's figures with a margin.
+# GPT-3 -8.1% .. +9.8%, the 405B on H100 -1.3% .. -4.5% (peaks +0.3%), on GB200 -6.3% .. -11.9% (peaks -1.4% ..
+# +4.6% since Blackwell's FP8 weights carry no transpose; +10.6% .. +16.5% before, docs/validation.md "MLPerf
+# Training"). The guard holds today's figures with a margin.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_mlperf_training.json" >"$tmp/mlperf.json" 2>/dev/null; check "MLPerf set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mlperf.json')); r={x['id']:x for x in d['results']}
@@ -126,6 +127,7 @@ assert all(abs(x['step_error']) <= 0.12 for k,x in r.items() if 'gpt3' in k), {k
 assert all(abs(x['step_error']) <= 0.07 for k,x in r.items() if 'eos-dfw-llama31' in k), {k:x['step_error'] for k,x in r.items()}
 assert all(abs(x['step_error']) <= 0.14 for x in r.values()), {k:x['step_error'] for k,x in r.items()}
 assert all(abs(x['memory_error']) <= 0.02 for k,x in r.items() if 'eos-dfw-llama31' in k), {k:x['memory_error'] for k,x in r.items()}
+assert all(abs(x['memory_error']) <= 0.07 for k,x in r.items() if x.get('memory_error') is not None), {k:x['memory_error'] for k,x in r.items()}
 assert all(x['predicted_fits'] for x in r.values()), [k for k,x in r.items() if not x['predicted_fits']]" ; check "MLPerf set within its guard" $?
 # AI2's OLMo-core throughput table (2024-09 to 2024-11; OLMo 2 1B/7B/13B and a Llama 3 8B shape, BF16 and torchao
 # Float8, FSDP2 and torch.compile on one 8-GPU H100 node): a framework tessel had not read, never fitted; measured

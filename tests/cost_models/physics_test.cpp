@@ -590,6 +590,52 @@ TEST(Fp8, GemmsRunInFp8WithTheirCastsAndTheWeightCopiesAreKept) {
     EXPECT_TRUE(named);
 }
 
+// Transformer Engine 2.x keeps no FP8 transpose on a GPU whose FP8 GEMMs take any layout (Blackwell): a linear
+// weight's FP8 copy is 1 B, FP8 parameters 1 B where Hopper's are data and transpose (2 B), and the backward casts
+// each output gradient once, transposing no saved input. MXFP8 keeps its columnwise copy, as Hopper's transpose.
+TEST(Fp8, AGpuWhoseFp8GemmsTakeAnyLayoutKeepsNoTranspose) {
+    Fp8Case fc;
+    const ModelConfig& m = fc.m;
+    Plan& p = fc.p;
+    p.precision = "fp8";
+    ClusterConfig hopper = fc.c;
+    ClusterConfig blackwell = fc.c;
+    blackwell.gpu.fp8GemmAnyLayout = true;
+    const StageParameters layer = layerParameters(m, p);
+    const double linear = 4 * layer.dense; // the stage's four layers; the embedding and head are no FP8 linears
+    // The cached copy: 2 B a linear weight on Hopper, 1 on Blackwell.
+    const double copies = predictMemory(m, hopper, p).stages[0].weightsBytes - predictMemory(m, blackwell, p).stages[0].weightsBytes;
+    EXPECT_NEAR(copies, 1.0 * linear, 1.0);
+    // FP8 parameters: the weights themselves, 2 B (data and transpose) on Hopper, 1 on Blackwell.
+    p.framework.fp8ParamGather = true;
+    EXPECT_NEAR(predictMemory(m, hopper, p).stages[0].weightsBytes - predictMemory(m, blackwell, p).stages[0].weightsBytes,
+                1.0 * linear, 1.0);
+    // MXFP8 (and blockwise) scaling quantizes a columnwise copy of its own: nothing changes.
+    p.framework.fp8Recipe = "mxfp8";
+    EXPECT_DOUBLE_EQ(predictMemory(m, hopper, p).stages[0].weightsBytes, predictMemory(m, blackwell, p).stages[0].weightsBytes);
+    p.framework.fp8Recipe.reset();
+    p.framework.fp8ParamGather.reset();
+    // The backward casts: (e + 2) x outputs + 2 x inputs on Hopper, (e + 1) x outputs on Blackwell.
+    const PrecisionRecipe& fp8 = *findPrecisionRecipe("fp8");
+    auto castBytes = [&](const ClusterConfig& c) {
+        for (const auto& op : layerCompute(m, c, p, fp8).forwardOps)
+            if (op.name == "fp8_casts") return std::pair<double, double>{op.bytes, op.bytes * op.backwardByteFactor};
+        return std::pair<double, double>{0.0, 0.0};
+    };
+    const double T = 4096.0, h = 4096.0, t = 2.0;
+    const double outputs = T * (3 * h / t) + T * h + T * (4 * h / t) + T * h;
+    EXPECT_DOUBLE_EQ(castBytes(blackwell).first, castBytes(hopper).first); // the forward casts write no transpose on either
+    EXPECT_NEAR(castBytes(blackwell).second, 3.0 * outputs, 1e-3);
+    // The recipe says why, and leaves torchao's Float8Linear (which keeps nothing) and non-FP8 recipes alone.
+    EXPECT_FALSE(fp8OnGpu(fp8, p.framework, blackwell.gpu).fp8Transposes);
+    EXPECT_TRUE(fp8OnGpu(fp8, p.framework, hopper.gpu).fp8Transposes);
+    EXPECT_TRUE(fp8OnGpu(*findPrecisionRecipe("fsdp_fp8"), p.framework, blackwell.gpu).fp8Transposes);
+    // The shipped Blackwell presets say so; Hopper's do not.
+    for (const char* name : {"dgx-b200", "gb200-nvl72", "dgx-b300", "gb300-nvl72"})
+        EXPECT_TRUE(test::clusterPreset(name).gpu.fp8GemmAnyLayout) << name;
+    EXPECT_FALSE(test::clusterPreset("dgx-h100-80g").gpu.fp8GemmAnyLayout);
+}
+
 TEST(Fp8, CurrentScalingReadsEveryCastInputAgainForItsAmaxAndReducesItOverTp) {
     Fp8Case fc;
     const ModelConfig& m = fc.m;

@@ -154,6 +154,10 @@ struct GpuSpec {
     // that kernel's own time: the kernel then runs at 1 / (1 + this) of its speed, however long the collective
     // (FORMULAS.md §6.2). Caps commContention's charge on each compute action. 0 = no ceiling.
     double commContentionMax = 0.0;
+    // Whether the GPU's FP8 tensor-core GEMMs take operands in any layout (Blackwell, sm 100-119 and 130 on), so that
+    // Transformer Engine keeps no transpose beside a per-tensor-scaled FP8 tensor (its quantizers' create_transpose =
+    // columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()); Hopper's take TN only (FORMULAS.md §3.6).
+    bool fp8GemmAnyLayout = false;
     // Compute seconds lost by `computeSeconds` of kernels that `commSeconds` of communication (its isolated time) ran
     // beside (contentionSeconds below with this GPU's two terms).
     double contentionSeconds(double commSeconds, double computeSeconds) const;

@@ -56,9 +56,10 @@ double dropoutBytes(double elements, int e);                       // (2 e + 1) 
 // FP8 casts around a layer's GEMMs (Transformer Engine): forward, the bf16 inputs of the GEMMs whose input no
 // fused norm writes in FP8 (the attention projection's, fc2's, the experts'); backward, each output gradient cast
 // and transposed (read e, write 1 + 1) and each saved FP8 input transposed for its weight gradient (read 1,
-// write 1). `outputs` and `inputs` are the elements of the layer's GEMM outputs and inputs on this rank.
+// write 1). `outputs` and `inputs` are the elements of the layer's GEMM outputs and inputs on this rank. Without
+// transposes (a GPU whose FP8 GEMMs take any layout, fp8OnGpu) each output gradient is cast once (read e, write 1).
 double fp8CastForwardBytes(double castInputs, int e);
-double fp8CastBackwardBytes(double outputs, double inputs, int e);
+double fp8CastBackwardBytes(double outputs, double inputs, int e, bool transposes = true);
 // What current scaling (Transformer Engine's Float8CurrentScaling, Megatron-core's --fp8-recipe tensorwise) adds to
 // those casts: its scale is the tensor's own amax, taken in a pass of its own before the cast (nvte_compute_amax,
 // then nvte_quantize_v2), so every cast input is read once more (e); the norms before qkv and fc1 take the amax in

@@ -97,6 +97,11 @@ struct PrecisionRecipe {
     // loss stay fp32 (autocastResidualBytes), every weight is cast once a forward and the copy is kept by its
     // GEMM for the backward (FORMULAS.md §2, §3.5).
     bool autocast = false;
+    // FP8 parameters (fp8_param_gather): the linear weights are kept in FP8 alone, no 16-bit copy beside them.
+    bool fp8Params = false;
+    // Whether Transformer Engine keeps each FP8 tensor's transpose beside it (Hopper's FP8 GEMMs take TN operands
+    // only); false on a GPU whose FP8 GEMMs take any layout under per-tensor scaling (fp8OnGpu).
+    bool fp8Transposes = true;
     bool fp8() const { return gemmDtype == Dtype::Fp8; }
     // Megatron-style fp32 main gradients beside bf16 weights and an fp32 master (megatron, fp8): what the
     // framework's grad_reduce_in_fp32 decides (precisionRecipeOf).
@@ -284,6 +289,11 @@ std::string offloadString(const Plan& p);
 
 // The plan's recipe (precisionRecipeOf above, with the plan's precision and framework).
 PrecisionRecipe precisionRecipeOf(const Plan& plan);
+// The recipe on a GPU: Transformer Engine 2.x keeps no FP8 transpose on a GPU whose FP8 GEMMs take any layout
+// (GpuSpec::fp8GemmAnyLayout) under per-tensor scaling (fp8_recipe delayed or tensorwise; MXFP8 and blockwise
+// scaling quantize the columnwise copy on its own blocks, kept as Hopper's transpose is), so an FP8 weight is 1 B,
+// not data and transpose, 2 (FORMULAS.md §3.6).
+PrecisionRecipe fp8OnGpu(PrecisionRecipe recipe, const FrameworkSettings& framework, const GpuSpec& gpu);
 // The precision recipe a plan that names none runs, its framework's: torchtitan's and PyTorch FSDP's fp32 parameters,
 // sharded by fully_shard and gathered cast to bf16 ("fsdp": mixed_precision_param bfloat16, reduce float32) where
 // they shard (dp / zero_replicas > 1 under ZeRO, or cp > 1), autocast over replicated ones ("amp", DDP or one
