@@ -2,7 +2,7 @@
 """Writes data/validation/check_mlperf_training.json: MLPerf Training's GPT-3 175B and Llama 3.1 405B pre-training
 submissions on NVIDIA's NeMo stack.
 
-Each row is one closed-division result directory of mlcommons/training_results_v3.1, v4.0, v4.1 and v5.0, read
+Each row is one closed-division result directory of mlcommons/training_results_v3.1, v4.0, v4.1, v5.0 and v5.1, read
 from its own files: the plan from the submission's config_*.sh and conf/*.yaml (or, where the log prints it, the
 resolved config in the log), the global batch and gradient accumulation from the log's MLLOG events, the step time
 from the log's training blocks. A block runs between a `block_start` and the next `block_stop` event (MLPerf's
@@ -22,7 +22,7 @@ overlap_param_sync true, grad_sync_dtype bf16); the interleaved schedule with p2
 From v4.0 on the weights are gathered in FP8 (FP8_PARAMS=True). Not costed: per-layer CUDA graphs (LAYER_CUDA_GRAPH,
 v4.0's largest rows and the B200 row), the embedding's deferred weight gradient (v4.1), VBOOST.
 
-Llama 3.1 405B (v5.0, NVIDIA's benchmarks/llama31_405b/implementations/*): the public model's shape (126 layers,
+Llama 3.1 405B (v5.0, and v5.1's FP8 rows; NVIDIA's benchmarks/llama31_405b/implementations/*): the public model's shape (126 layers,
 hidden 16384, 128 heads of which 8 key/value, FFN 53248, SwiGLU, RMSNorm, RoPE, untied embeddings) at sequence
 8192 with the benchmark's Mixtral 8x22B tokenizer (vocabulary 32000, the MLCommons reference's; NeMo pads it);
 FP8 delayed scaling; no recompute; TP communication overlap; the distributed optimizer with both overlaps and FP8
@@ -60,6 +60,7 @@ REPO = {
     "v4.0": ("mlcommons/training_results_v4.0", "6fe9543"),
     "v4.1": ("mlcommons/training_results_v4.1", "b87b9e3"),
     "v5.0": ("mlcommons/training_results_v5.0", "0fdc28f"),
+    "v5.1": ("mlcommons/training_results_v5.1", "441d65f"),
 }
 
 GPT3 = {"name": "GPT3 175B", "layers": 96, "hidden": 12288, "heads": 96, "kv_heads": 96, "ffn_hidden": 49152,
@@ -132,42 +133,63 @@ ROWS = [
 #  (GiB, every file the same) or None, extra plan keys, note). H100 rows: NeMo 25.01 (pytorch:25.01, NeMo v2.2.0,
 #  Megatron-core core_r0.11.0); GB200 rows: 25.04 (NeMo and Megatron-core 25.04-alpha.rc2, Transformer Engine v2.2.1).
 GB_NOTE = " Full-iteration CUDA graphs (FULL_CUDA_GRAPH=True), not costed."
+NEBIUS = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (Nebius)", "H200 141GB SXM")
+NEBIUS_NOTE = " The train_step_time median is over the three files together."
+UF = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (DGX B200's; the system file names InfiniBand without a rate)",
+      "B200 180GB SXM")
+UF_PLAN = {"fp8_recipe": "tensorwise", "tp_comm_overlap": False}
+UF_NOTE = (" Its configs source the b200_nemo folder's config_common*.sh (the README's 'refer to ../b200_nemo'). A "
+           "full-iteration CUDA graph (FULL_CUDA_GRAPH=1), not costed.")
 # TP_PP_DP_MAPPING=True (use_tp_pp_dp_mapping): Megatron-core's rank order tp-cp-ep-pp-dp.
 MAPPED = ({"rank_order": "tp-cp-ep-pp-dp"}, GB_NOTE + " TP_PP_DP_MAPPING=True.")
 LLAMA_ROWS = [
-    ("NVIDIA/results/eos-dfw_n64_ngc25.01_nemo", EOS, 64, 8, "25.01", "config_DGXH100_64x8x288xtp8pp8cp2.sh",
+    ("v5.0", "NVIDIA/results/eos-dfw_n64_ngc25.01_nemo", EOS, 64, 8, "25.01", "config_DGXH100_64x8x288xtp8pp8cp2.sh",
      8, 8, 8, 2, 1, 1152, 288, [55.1793, 55.2354, 55.219], [55.0998, 55.1608, 55.1406], 58.817, {}, ""),
-    ("NVIDIA/results/eos-dfw_n256_ngc25.01_nemo", EOS, 256, 8, "25.01", "config_DGXH100_256x8x72xtp8pp8cp2.sh",
+    ("v5.0", "NVIDIA/results/eos-dfw_n256_ngc25.01_nemo", EOS, 256, 8, "25.01", "config_DGXH100_256x8x72xtp8pp8cp2.sh",
      8, 8, 8, 2, 1, 1152, 72, [14.2332, 14.2529, 14.2755], [14.2054, 14.2263, 14.2212], 52.484, {}, ""),
-    ("NVIDIA/results/eos-dfw_n304_ngc25.01_nemo", EOS, 304, 8, "25.01", "config_DGXH100_304x8x64xtp8pp8cp2.sh",
+    ("v5.0", "NVIDIA/results/eos-dfw_n304_ngc25.01_nemo", EOS, 304, 8, "25.01", "config_DGXH100_304x8x64xtp8pp8cp2.sh",
      8, 8, 8, 2, 1, 1216, 64, [12.7424, 12.7449, 12.9487], [12.7001, 12.7113, 12.8644], 52.151, {}, ""),
-    ("NVIDIA/results/eos-dfw_n320_ngc25.01_nemo", EOS, 320, 8, "25.01", "config_DGXH100_320x8x56xtp8pp8cp2.sh",
+    ("v5.0", "NVIDIA/results/eos-dfw_n320_ngc25.01_nemo", EOS, 320, 8, "25.01", "config_DGXH100_320x8x56xtp8pp8cp2.sh",
      8, 8, 8, 2, 1, 1120, 56, [11.4201, 11.2265, 11.3349], [11.1839, 11.1727, 11.1643], 52.062, {}, ""),
-    ("NVIDIA/results/eos-dfw_n1024_ngc25.01_nemo", EOS, 1024, 8, "25.01", "config_DGXH100_1024x8x24xtp8pp8cp2.sh",
+    ("v5.0", "NVIDIA/results/eos-dfw_n1024_ngc25.01_nemo", EOS, 1024, 8, "25.01", "config_DGXH100_1024x8x24xtp8pp8cp2.sh",
      8, 8, 8, 2, 1, 1536, 24, [5.2592, 5.2546, 5.2568], [5.1804, 5.1776, 5.175], 50.901, {}, ""),
-    ("NVIDIA/results/tyche_ngpu256_ngc25.04_nemo", GB200, 64, 4, "25.04", "config_GB200_64x4x112xtp4pp8cp2_cg.sh",
+    ("v5.0", "NVIDIA/results/tyche_ngpu256_ngc25.04_nemo", GB200, 64, 4, "25.04", "config_GB200_64x4x112xtp4pp8cp2_cg.sh",
      4, 8, 8, 2, 1, 448, 112, [19.0982, 19.176, 19.1883], [19.0932, 19.1684, 19.1871], None, {},
      " It also sources a config_common_cg.sh not in the submission (CUDA graphs by its name, not costed). Its log has"
      " one block_stop, at the end: each block is read to its first validation step's event."),
-    ("NVIDIA/results/tyche_ngpu512_ngc25.04_nemo", GB200, 128, 4, "25.04",
+    ("v5.0", "NVIDIA/results/tyche_ngpu512_ngc25.04_nemo", GB200, 128, 4, "25.04",
      "config_GB200_128x4x112xtp4pp8cp2_cg_dplast.sh", 4, 8, 8, 2, 1, 896, 112, [19.6374, 19.4377, 19.4223],
      [19.5997, 19.4324, 19.4282], None, {"rank_order": "tp-cp-ep-pp-dp"},
      GB_NOTE + " TP_PP_DP_MAPPING=True. One block_stop, at the end: blocks read to their first validation event."),
-    ("IBM+CoreWeave+NVIDIA/results/carina_ngpu512_ngc25.04_nemo", GB200, 128, 4, "25.04",
+    ("v5.0", "IBM+CoreWeave+NVIDIA/results/carina_ngpu512_ngc25.04_nemo", GB200, 128, 4, "25.04",
      "config_GB200_128x4x112xtp4pp8cp2.sh", 4, 8, 8, 2, 1, 896, 112, [19.4312, 19.3218, 19.2554],
      [19.4294, 19.2782, 19.253], 93.521, *MAPPED),
-    ("IBM+CoreWeave+NVIDIA/results/carina_ngpu1024_ngc25.04_nemo", GB200, 256, 4, "25.04",
+    ("v5.0", "IBM+CoreWeave+NVIDIA/results/carina_ngpu1024_ngc25.04_nemo", GB200, 256, 4, "25.04",
      "config_GB200_256x4x48xtp4pp8cp2.sh", 4, 8, 8, 2, 1, 768, 48, [8.4721, 8.4745, 8.4725],
      [8.4482, 8.4521, 8.4454], 92.1, *MAPPED),
-    ("IBM+CoreWeave+NVIDIA/results/carina_ngpu1536_ngc25.04_nemo", GB200, 384, 4, "25.04",
+    ("v5.0", "IBM+CoreWeave+NVIDIA/results/carina_ngpu1536_ngc25.04_nemo", GB200, 384, 4, "25.04",
      "config_GB200_384x4x48xtp4pp8cp2.sh", 4, 8, 8, 2, 1, 1152, 48, [8.5172, 8.5272, 8.5967],
      [8.4904, 8.4992, 8.5244], 91.631, *MAPPED),
-    ("IBM+CoreWeave+NVIDIA/results/carina_ngpu2048_ngc25.04_nemo", GB200, 512, 4, "25.04",
+    ("v5.0", "IBM+CoreWeave+NVIDIA/results/carina_ngpu2048_ngc25.04_nemo", GB200, 512, 4, "25.04",
      "config_GB200_512x4x40xtp4pp8cp2.sh", 4, 8, 8, 2, 1, 1280, 40, [7.1848, 7.1766, 7.1926],
      [7.1515, 7.1584, 7.1779], 92.802, *MAPPED),
-    ("IBM+CoreWeave+NVIDIA/results/carina_ngpu2496_ngc25.04_nemo", GB200, 624, 4, "25.04",
+    ("v5.0", "IBM+CoreWeave+NVIDIA/results/carina_ngpu2496_ngc25.04_nemo", GB200, 624, 4, "25.04",
      "config_GB200_624x4x32xtp4pp8cp2.sh", 4, 8, 8, 2, 1, 1248, 32, [5.8279, 5.8293, 5.8478],
      [5.8223, 5.8193, 5.836], 92.422, *MAPPED),
+    # v5.1 (441d65f): the FP8 rows of other submitters on NVIDIA's 405B code (NVIDIA's own ran NVFP4, which tessel
+    # does not cost). Nebius's H200 ran v5.0's code on pytorch:25.01 (its Dockerfile), delayed scaling, its log
+    # printing the resolved NeMo config; the University of Florida's DGX B200 ran 25.09's with current scaling
+    # (FP8_RECIPE tensorwise), TP_COMM_OVERLAP commented out (the yaml's false) and a full-iteration CUDA graph.
+    ("v5.1", "Nebius/results/nebius_h200_n64", NEBIUS, 64, 8, "25.01", "config_DGXH200_64x8x144xtp4pp8cp2.sh",
+     4, 8, 8, 2, 1, 1152, 144, [50.1018, 50.124, 50.0789], [50.0126], 109.067, {}, NEBIUS_NOTE),
+    ("v5.1", "Nebius/results/nebius_h200_n128", NEBIUS, 128, 8, "25.01", "config_DGXH200_128x8x72xtp4pp8cp2.sh",
+     4, 8, 8, 2, 1, 1152, 72, [25.4606, 25.3991, 25.3991], [25.3559], 104.846, {}, NEBIUS_NOTE),
+    ("v5.1", "University-of-Florida/results/hpg.dgxb200x8.n32", UF, 32, 8, "25.09",
+     "config_DGXB200_32x8x144xtp4pp8cp2_cg.sh", 4, 8, 8, 2, 1, 576, 144, [27.6127, 27.6403, 27.7372], [27.6457],
+     None, UF_PLAN, UF_NOTE),
+    ("v5.1", "University-of-Florida/results/hpg.dgxb200x8.n56", UF, 56, 8, "25.09",
+     "config_DGXB200_56x8x144xtp4pp8cp2_cg.sh", 4, 8, 8, 2, 1, 1008, 144, [27.985, 27.9905, 28.0078], None,
+     None, UF_PLAN, UF_NOTE),
 ]
 
 
@@ -233,7 +255,7 @@ def gpt3_record(row):
 
 
 def llama_record(row):
-    (result_dir, (network, gpu), nodes, per_node, container, config, tp, pp, vp, cp, mbs, gbs, accum, blocks,
+    (rnd, result_dir, (network, gpu), nodes, per_node, container, config, tp, pp, vp, cp, mbs, gbs, accum, blocks,
      step_time, memory_gib, extra, note) = row
     gpus = nodes * per_node
     assert gpus % (tp * pp * cp) == 0, row
@@ -241,7 +263,7 @@ def llama_record(row):
     assert gbs == mbs * accum * dp, (row, mbs * accum * dp)
     assert (LLAMA405B["layers"] + 2) % (pp * vp) == 0, row
     step = median(blocks)
-    repo, commit = REPO["v5.0"]
+    repo, commit = REPO[rnd]
     submitter, _, system_dir = result_dir.split("/", 2)
     plan = {
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "vpp": vp, "micro_batch": mbs, "global_batch": gbs,
@@ -255,18 +277,23 @@ def llama_record(row):
         measured.update({"max_memory_allocated_gib": memory_gib,
                          "memory_kind": "allocated (torch.cuda.max_memory_allocated, mlperf-common's LoggingCallback)",
                          "memory_stage": "first"})
-    notes = (f"Generated by scripts/mlperf_training_check_set.py. MLPerf Training v5.0, closed division, {submitter}, "
+    notes = (f"Generated by scripts/mlperf_training_check_set.py. MLPerf Training {rnd}, closed division, {submitter}, "
              f"{system_dir} ({gpus} GPUs, {per_node} a node), Llama 3.1 405B, NeMo {container}; plan from {config}: "
              f"TP {tp}, PP {pp}, VP {vp}, CP {cp}, MBS {mbs}; the log's global batch {gbs} and gradient accumulation "
              f"{accum} (= MBS x accumulation x DP {dp}). Step time: median of the training blocks' wall time a step, "
-             f"per result file {blocks} s, their median {step} s; the log's train_step_time medians {step_time} s.")
+             f"per result file {blocks} s, their median {step} s" +
+             (f"; the log's train_step_time medians {step_time} s." if step_time else "."))
     if memory_gib is not None:
         notes += f" Peak: max_memory_usage {memory_gib} GiB allocated on global rank 0 (pipeline stage 0)."
     notes += note
-    short = system_dir.split("_")[0]
+    short = system_dir.split("_")[0].split(".")[0]
+    if short == submitter.lower():
+        short = None
+    kind = "gb200" if per_node == 4 else "h200" if "H200" in gpu else "b200" if "B200" in gpu else "h100"
+    short = short or kind
     return {
-        "id": f"mlperf50-{submitter.split('+')[-1].lower()}-{short}-llama31-405b-{gpus}",
-        "group": f"mlperf_llama31_405b_v5.0_{'gb200' if per_node == 4 else 'h100'}",
+        "id": f"mlperf{rnd[1:].replace('.', '')}-{submitter.split('+')[-1].lower()}-{short}-llama31-405b-{gpus}",
+        "group": f"mlperf_llama31_405b_{rnd}_{kind}",
         "kind": "training_throughput",
         "source": (f"{repo} at {commit}: {result_dir}/llama31_405b/result_*.txt (MLLOG), "
                    f"{submitter}/benchmarks/llama31_405b ({config}), {submitter}/systems/{system_dir}.json"),
@@ -286,6 +313,8 @@ def llama_record(row):
             "model.vocab": "32000: the benchmark's Mixtral 8x22B tokenizer (the MLCommons reference README; the "
                            "configs' mock_tokenizer_vocab_size default); NeMo pads it to a multiple of 128 x TP",
             "plan.cp_comm_type": "not stated by the configs: Megatron-core's default ring (p2p)",
+            **({"system.inter_node_link": "the DGX B200's eight ConnectX-7 NDR 400 Gb/s: the system file names "
+                                          "InfiniBand without a rate"} if "without a rate" in network else {}),
         },
     }
 
