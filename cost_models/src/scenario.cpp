@@ -118,7 +118,8 @@ fs::path resolveScenarioPath(const std::string& ref, const std::string& where) {
 PrecisionRecipe Scenario::recipe() const {
     if (!findPrecisionRecipe(plan.precision))
         throw InputError("/plan/precision", "unknown precision recipe \"" + plan.precision + "\"");
-    return precisionRecipeOf(plan);
+    // On this scenario's GPU (fp8OnGpu: Blackwell's FP8 copies without a transpose), as the memory model takes it.
+    return fp8OnGpu(precisionRecipeOf(plan), plan.framework, cluster.gpu);
 }
 
 Scenario parseScenario(const nlohmann::json& doc, const std::string& source, const fs::path& baseDir) {

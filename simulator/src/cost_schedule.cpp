@@ -230,7 +230,9 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
 
 CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model, const ClusterConfig& cluster) {
     const Plan& plan = schedule.plan;
-    const PrecisionRecipe recipe = precisionRecipeOf(plan);
+    // The recipe on this GPU (fp8OnGpu: Blackwell's FP8 weight copies without a transpose), as the memory model and
+    // the search's estimate take it.
+    const PrecisionRecipe recipe = fp8OnGpu(precisionRecipeOf(plan), plan.framework, cluster.gpu);
     // Collectives in training against the microbenchmarks they were fitted on (FORMULAS.md §7.6); 1 uncalibrated.
     const double commScale = cluster.gpu.phaseFit("communication").timeScale;
     const LayerCosts expertLayer = layerCosts(model, cluster, plan, recipe, schedule.overlap, commScale);

@@ -630,6 +630,9 @@ TEST(Fp8, AGpuWhoseFp8GemmsTakeAnyLayoutKeepsNoTranspose) {
     EXPECT_FALSE(fp8OnGpu(fp8, p.framework, blackwell.gpu).fp8Transposes);
     EXPECT_TRUE(fp8OnGpu(fp8, p.framework, hopper.gpu).fp8Transposes);
     EXPECT_TRUE(fp8OnGpu(*findPrecisionRecipe("fsdp_fp8"), p.framework, blackwell.gpu).fp8Transposes);
+    // The optimizer's once-a-step re-cast writes the 1 B copy, not 2 (the simulator's cost table and the search's
+    // estimate both take the recipe on the GPU).
+    EXPECT_DOUBLE_EQ(kernel_cost::optimizerAuxBytes(1.0, fp8) - kernel_cost::optimizerAuxBytes(1.0, fp8OnGpu(fp8, p.framework, blackwell.gpu)), 1.0);
     // The shipped Blackwell presets say so; Hopper's do not.
     for (const char* name : {"dgx-b200", "gb200-nvl72", "dgx-b300", "gb300-nvl72"})
         EXPECT_TRUE(test::clusterPreset(name).gpu.fp8GemmAnyLayout) << name;

@@ -21,7 +21,7 @@ struct Scenario {
     ClusterConfig cluster;
     Plan plan;
     // The plan's precision recipe (validated to exist) as its framework, ZeRO stage and pipeline run it
-    // (precisionRecipeOf): what the cost model and the simulator cost.
+    // (precisionRecipeOf) on this scenario's GPU (fp8OnGpu): what the cost model and the simulator cost.
     PrecisionRecipe recipe() const;
 };
 
