@@ -361,7 +361,6 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(b200Family.has_value());
     EXPECT_EQ(b200Family->kind, gpuFamilyKind("B200"));
     EXPECT_EQ(b200Family->records, 15);
-    EXPECT_NE(b200Family->medianAbsError, shipped.overall.medianAbsError);
     // An H200 Megatron-style plan: no Megatron-style H200 runs without context parallelism, but the H200's own 29
     // (torchtitan's two, KempnerForge's 25, MLPerf's two Nebius 405B rows at cp 2), so the GPU family's band, not the
     // all-runs fallback.
