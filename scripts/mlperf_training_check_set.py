@@ -34,6 +34,20 @@ mlperf-common's LoggingCallback, round(torch.cuda.max_memory_allocated() / 2^30,
 0, the first pipeline stage (NVIDIA/mlperf-common 53f892f, 2025-02-27). Not costed: the GB200 rows' full-iteration
 CUDA graphs (FULL_CUDA_GRAPH); those rows source a config_common_blackwell.sh the submission does not include, so
 what else it set is not known (the plan's keys are read from the files that are there).
+
+Llama 3.1 8B (v5.1's FP8 rows, every submitter's; NVIDIA's benchmarks/llama31_8b code and its forks): the public
+model's shape (32 layers, hidden 4096, 32 heads of which 8 key/value, FFN 14336) with Llama 3.1's own vocabulary,
+128256 (the logs print "Padded vocab_size: 128256, original vocab_size: 128256" and 8030261248 parameters on rank
+(0, 0), the whole model), sequence 8192, trained from scratch; no pipeline; one micro-batch a step on every rank
+(global batch = micro-batch x DP, accumulation 1), so each step carries the data-parallel traffic and optimizer
+of one micro-batch. NVIDIA's 25.09 code: FP8 current scaling (FP8_RECIPE tensorwise), FP8 parameter gathers, the
+distributed optimizer with both overlaps, cuDNN attention in BF16 (NVTE_DPA_FP8_RECIPE unset or "F16"), TP overlap
+only at TP 2. Cisco's H100 rows ran an older fork (pytorch:25.01): delayed scaling (the yaml's default), TP overlap,
+FP8 parameters. Their blocks' `samples_count` is the block's size (a `block_stop`'s `step` its end). Not costed:
+full-iteration CUDA graphs (every row but Cisco's and Supermicro's B300); the NCCL communicator configuration all of
+NVIDIA's code from v4.0 on loads (conf/nccl/custom_communicator_cta.yaml: at most 8 CTAs for the data-parallel
+communicators, 2 for the pipeline's, 1 for context parallelism's), which tessel's contention charge does not read;
+Megatron-core's DDP bucket size (BUCKET_SIZE). Left out: the NVFP4 rows (13), which tessel does not cost.
 Run from the repository root: python3 scripts/mlperf_training_check_set.py
 """
 from check_set_io import write_check_set
@@ -142,6 +156,9 @@ UF_NOTE = (" Its configs source the b200_nemo folder's config_common*.sh (the RE
            "full-iteration CUDA graph (FULL_CUDA_GRAPH=1), not costed.")
 # TP_PP_DP_MAPPING=True (use_tp_pp_dp_mapping): Megatron-core's rank order tp-cp-ep-pp-dp.
 MAPPED = ({"rank_order": "tp-cp-ep-pp-dp"}, GB_NOTE + " TP_PP_DP_MAPPING=True.")
+LLAMA8B = {"name": "Llama 3.1 8B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
+           "vocab": 128256, "seq": 8192, "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope",
+           "tied_embeddings": False}
 LLAMA_ROWS = [
     ("v5.0", "NVIDIA/results/eos-dfw_n64_ngc25.01_nemo", EOS, 64, 8, "25.01", "config_DGXH100_64x8x288xtp8pp8cp2.sh",
      8, 8, 8, 2, 1, 1152, 288, [55.1793, 55.2354, 55.219], [55.0998, 55.1608, 55.1406], 58.817, {}, ""),
@@ -190,6 +207,109 @@ LLAMA_ROWS = [
     ("v5.1", "University-of-Florida/results/hpg.dgxb200x8.n56", UF, 56, 8, "25.09",
      "config_DGXB200_56x8x144xtp4pp8cp2_cg.sh", 4, 8, 8, 2, 1, 1008, 144, [27.985, 27.9905, 28.0078], None,
      None, UF_PLAN, UF_NOTE),
+]
+
+# v5.1's Llama 3.1 8B FP8 rows (441d65f): (submitter/result dir, system, nodes, GPUs a node, container, config path
+# under the submitter's benchmarks/, TP, CP, MBS, GBS (logged), accumulation (logged), per-file block medians (s),
+# per-file train_step_time medians (s), max_memory_usage GiB or None, extra plan keys, note)
+CISCO = ("RoCE, 8x ConnectX-7 400 Gb/s a node (BlueField-3, on Cisco's Silicon One G200 Ethernet fabric)", "H100 80GB SXM")
+HPE = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (HPE Cray XD670: MCX75310AAS-NEAT; its eight Slingshot 200 Gb/s "
+       "NICs are not NCCL's: the configs load no network plugin)", "H200 141GB SXM")
+DELL = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (assumed: the system file leaves the network blank)",
+        "B200 180GB SXM")
+ONE_NODE_B300 = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (not used: one node)", "B300 270GB SXM")
+THEIA = ("4x ConnectX-8 InfiniBand XDR 800 Gb/s per node (a GB300 NVL72 compute tray of 4 GPUs)", "GB300 NVL72")
+OCI_B200 = ("RoCE v2, 8x 400 Gb/s a node (OCI BM.GPU.B200.8)", "B200 180GB SXM")
+VERDA = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (assumed: the system file says '100GbE InfiniBand', the "
+         "management network's)", "B200 180GB SXM")
+TP2 = {"sequence_parallel": True, "tp_comm_overlap": True}
+FULL_CG = " A full-iteration CUDA graph (FULL_CUDA_GRAPH=1), not costed."
+UF8B_NOTE = " Its configs source the b200_nemo folder's config_common*.sh (the README's 'refer to ../b200_nemo')." + FULL_CG
+CISCO_NOTE = (" Cisco's fork on pytorch:25.01 (its Dockerfile; the system file says 23.09): FP8=True with the yaml's "
+              "delayed scaling, FP8_PARAMS, TP_COMM_OVERLAP=True, MCORE_CUDA_GRAPH=False.")
+CISCO_PLAN = {"fp8_recipe": "delayed"}
+CISCO_TP2 = {**CISCO_PLAN, **TP2}
+LLAMA8B_ROWS = [
+    ("Cisco/results/hpf_n16", CISCO, 16, 8, "25.01",
+     "llama31_8b/implementations/nemo/config_DGXH100_16x8x1xtp2pp1cp1.sh",
+     2, 1, 1, 64, 1, [0.5242, 0.5288, 0.5275, 0.5278, 0.5253, 0.5312, 0.5284, 0.5273, 0.5268, 0.5245],
+     [0.483, 0.485, 0.4865, 0.483, 0.4853, 0.4844, 0.4869, 0.485, 0.4868, 0.4831], 35.706, CISCO_TP2, CISCO_NOTE),
+    ("Cisco/results/hpf_n8", CISCO, 8, 8, "25.01",
+     "llama31_8b/implementations/nemo/config_DGXH100_8x8x1xtp1pp1cp1.sh",
+     1, 1, 1, 64, 1, [0.7405, 0.7423, 0.7437, 0.7431, 0.7408, 0.7415, 0.7422, 0.7433, 0.7406, 0.7408],
+     [0.7198, 0.7207, 0.7211, 0.7208, 0.72, 0.7203, 0.7209, 0.7212, 0.7202, 0.7202], 71.229, CISCO_PLAN, CISCO_NOTE),
+    ("Dell/results/1xXE9780x8B300-SXM-270GB", ONE_NODE_B300, 1, 8, "25.09",
+     "llama31_8b/implementations/nemo/config_XE9780x8B300-SXM-270GB_1x8x2xtp1pp1cp1_8b.sh",
+     1, 1, 2, 16, 1, [0.5486, 0.5485, 0.5486, 0.5485, 0.5483, 0.5483, 0.5481, 0.5485, 0.5486, 0.5487],
+     [0.548, 0.548, 0.5481, 0.5479, 0.5477, 0.5476, 0.5475, 0.548, 0.548, 0.5479], None, {}, FULL_CG),
+    ("Dell/results/2xXE9680Lx8B200-SXM-180GB", DELL, 2, 8, "25.09",
+     "llama31_8b/implementations/nemo/config_2xXE9680Lx8B200-SXM-180GB_2x8x2xtp1pp1cp1_8b.sh",
+     1, 1, 2, 32, 1, [0.5943, 0.5917, 0.5915, 0.591, 0.5908, 0.5909, 0.5919, 0.5926, 0.5936, 0.5921],
+     [0.5814, 0.5824, 0.5808, 0.5802, 0.5814, 0.5805, 0.5813, 0.5813, 0.5815, 0.5812], None, {}, FULL_CG),
+    ("Dell/results/2xXE9685Lx8B200-SXM-180GB", DELL, 2, 8, "25.09",
+     "llama31_8b/implementations/nemo/config_XE9685Lx8B200-SXM-180GB_2x8x2xtp1pp1cp1.sh",
+     1, 1, 2, 32, 1, [0.5864, 0.5874, 0.5865, 0.5862, 0.5898, 0.5868, 0.5859, 0.5882, 0.5874, 0.585],
+     [0.5731, 0.575, 0.5757, 0.5732, 0.5799, 0.5757, 0.5749, 0.5762, 0.574, 0.5731], None, {}, FULL_CG),
+    ("HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09", HPE, 8, 8, "25.08",
+     "llama3_8b/implementations/nemo-x86_64/config_XD670_8x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 32, 1, [0.3539, 0.3539, 0.3538, 0.3539, 0.3539, 0.354, 0.354, 0.3539, 0.354, 0.354],
+     [0.353, 0.3531, 0.3529, 0.3529, 0.3529, 0.353, 0.353, 0.3529, 0.3528, 0.3532], None, {}, FULL_CG),
+    ("Lambda/results/gb300_n18_ngc25.04_nemo", THEIA, 18, 4, "25.09",
+     "llama31_8b/implementations/gb300_0922/config_GB300_18x4x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 36, 1, [0.1631, 0.1635, 0.1632, 0.1628, 0.1633, 0.1635, 0.1633, 0.1627, 0.163, 0.1628],
+     [0.1611, 0.1616, 0.1612, 0.1609, 0.1612, 0.1613, 0.1613, 0.1608, 0.1611, 0.1606], None, {}, FULL_CG),
+    ("NVIDIA/results/theia_ngpu512_ngc25.09_nemo", THEIA, 128, 4, "25.09",
+     "llama31_8b/implementations/nemo/config_GB300_128x4x1xtp2pp1cp4_8b.sh",
+     2, 4, 1, 64, 1, [0.0865, 0.0867, 0.0867, 0.0867, 0.0866, 0.0866, 0.0866, 0.0866, 0.0866, 0.0867],
+     [0.0854, 0.0853, 0.0854, 0.0854, 0.0854, 0.0854, 0.0853, 0.0853, 0.0853, 0.0854], None, TP2, FULL_CG),
+    ("NVIDIA/results/theia_ngpu72_ngc25.09_nemo", THEIA, 18, 4, "25.09",
+     "llama31_8b/implementations/nemo/config_GB300_18x4x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 36, 1, [0.1478, 0.1477, 0.1478, 0.1487, 0.1491, 0.1488, 0.149, 0.1485, 0.1486, 0.1486],
+     [0.1472, 0.1471, 0.1472, 0.1482, 0.1485, 0.1483, 0.1484, 0.1479, 0.148, 0.148], None, {}, FULL_CG),
+    ("NVIDIA/results/tyche_ngpu512_ngc25.09_nemo", GB200, 128, 4, "25.09",
+     "llama31_8b/implementations/nemo/config_GB200_128x4x1xtp2pp1cp4_8b.sh",
+     2, 4, 1, 64, 1, [0.0902, 0.0903, 0.0902, 0.09, 0.0901, 0.09, 0.0902, 0.09, 0.0901, 0.0902],
+     [0.0889, 0.089, 0.0889, 0.0888, 0.0889, 0.0887, 0.0888, 0.0888, 0.0888, 0.0889], None, TP2, FULL_CG),
+    ("NVIDIA/results/tyche_ngpu72_ngc25.09_nemo", GB200, 18, 4, "25.09",
+     "llama31_8b/implementations/nemo/config_GB200_18x4x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 36, 1, [0.1695, 0.1716, 0.1722, 0.1734, 0.1715, 0.1731, 0.1714, 0.1695, 0.1713, 0.1741],
+     [0.1685, 0.171, 0.1712, 0.1727, 0.1706, 0.1724, 0.1705, 0.1687, 0.1704, 0.1734], None, {}, FULL_CG),
+    ("Oracle/results/8xBM.GPU.B200.8", OCI_B200, 8, 8, "25.09",
+     "llama31_8b/config_DGXB200_8x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 32, 1, [0.1922, 0.1908, 0.1909, 0.1912, 0.191, 0.191, 0.1922, 0.1909, 0.1907, 0.1911],
+     [0.1911, 0.1898, 0.1899, 0.1902, 0.19, 0.1901, 0.1911, 0.1896, 0.1897, 0.1897], None, {}, FULL_CG),
+    ("Supermicro/results/AS-8126GS-NB3RT", ONE_NODE_B300, 1, 8, "25.09",
+     "llama31_8b/implementations/AS-8126GS-NB3RT/config_DGXB200_1x8x2xtp1pp1cp1_8b.sh",
+     1, 1, 2, 16, 1, [0.5513, 0.5514, 0.5511, 0.5509, 0.5501, 0.5499, 0.5499, 0.5505, 0.5505, 0.5502],
+     [0.5508, 0.551, 0.5505, 0.5502, 0.5495, 0.5496, 0.5494, 0.5501, 0.5501, 0.5497], None, {}, " No CUDA graphs (the log's enable_cuda_graph False)."),
+    ("University-of-Florida/results/hpg.dgxb200x8.n1", UF, 1, 8, "25.09",
+     "llama31_8b/implementations/hpg.dgxb200x8/config_DGXB200_1x8x2xtp1pp1cp1_8b.sh",
+     1, 1, 2, 16, 1, [0.5445, 0.5446, 0.5459, 0.546, 0.5444, 0.546, 0.5443, 0.546, 0.5491, 0.5439],
+     [0.5435, 0.5436, 0.5442, 0.5451, 0.5428, 0.5446, 0.5429, 0.5453, 0.5479, 0.5429], None, {}, UF8B_NOTE),
+    ("University-of-Florida/results/hpg.dgxb200x8.n16", UF, 16, 8, "25.09",
+     "llama31_8b/implementations/hpg.dgxb200x8/config_DGXB200_16x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 64, 1, [0.1942, 0.1944, 0.1943, 0.1942, 0.1942, 0.1942, 0.1943, 0.1943, 0.1943, 0.1942],
+     [0.1927, 0.1926, 0.1926, 0.1927, 0.1926, 0.1927, 0.1923, 0.1927, 0.1921, 0.1927], None, {}, UF8B_NOTE),
+    ("University-of-Florida/results/hpg.dgxb200x8.n2", UF, 2, 8, "25.09",
+     "llama31_8b/implementations/hpg.dgxb200x8/config_DGXB200_2x8x2xtp1pp1cp1_8b.sh",
+     1, 1, 2, 32, 1, [0.5723, 0.5739, 0.5763, 0.5772, 0.5776, 0.5724, 0.5739, 0.5766, 0.5771, 0.5776],
+     [0.5711, 0.5725, 0.5744, 0.5757, 0.5762, 0.5703, 0.5725, 0.5751, 0.5763, 0.5761], None, {}, UF8B_NOTE),
+    ("University-of-Florida/results/hpg.dgxb200x8.n32", UF, 32, 8, "25.09",
+     "llama31_8b/implementations/hpg.dgxb200x8/config_DGXB200_32x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 128, 1, [0.2226, 0.2226, 0.2226, 0.2226, 0.2226, 0.2227, 0.2227, 0.2226, 0.2226, 0.2225],
+     [0.2212, 0.2208, 0.221, 0.2209, 0.2208, 0.2208, 0.2208, 0.2209, 0.2211, 0.2211], None, {}, UF8B_NOTE),
+    ("University-of-Florida/results/hpg.dgxb200x8.n4", UF, 4, 8, "25.09",
+     "llama31_8b/implementations/hpg.dgxb200x8/config_DGXB200_4x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 16, 1, [0.1885, 0.1885, 0.19, 0.1885, 0.1901, 0.1885, 0.19, 0.19, 0.19, 0.1899],
+     [0.1875, 0.1874, 0.1884, 0.1874, 0.1888, 0.1875, 0.189, 0.1888, 0.1881, 0.1888], None, {}, UF8B_NOTE),
+    ("University-of-Florida/results/hpg.dgxb200x8.n8", UF, 8, 8, "25.09",
+     "llama31_8b/implementations/hpg.dgxb200x8/config_DGXB200_8x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 32, 1, [0.1906, 0.1905, 0.1905, 0.1906, 0.1907, 0.1906, 0.1906, 0.1907, 0.1906, 0.1907],
+     [0.1892, 0.1892, 0.1889, 0.1892, 0.1895, 0.1892, 0.1893, 0.1894, 0.189, 0.1893], None, {}, UF8B_NOTE),
+    ("Verda/results/b200_8x8_ngc25.09", VERDA, 8, 8, "25.09",
+     "llama31_8b/implementations/b200_8x8_ngc25.09/config_DGXB200_8x8x1xtp1pp1cp2_8b.sh",
+     1, 2, 1, 32, 1, [0.192, 0.1917, 0.1932, 0.1925, 0.1928, 0.1921, 0.1921, 0.1922, 0.1915, 0.1924],
+     [0.1908, 0.1907, 0.1921, 0.1909, 0.1913, 0.1906, 0.1906, 0.1908, 0.1901, 0.1906], None, {}, FULL_CG),
 ]
 
 
@@ -254,52 +374,104 @@ def gpt3_record(row):
     }
 
 
+def gpu_kind(gpu):
+    for kind in ("GB300", "GB200", "B300", "B200", "H200", "H100"):
+        if kind in gpu:
+            return kind.lower()
+    raise ValueError(gpu)
+
+
 def llama_record(row):
-    (rnd, result_dir, (network, gpu), nodes, per_node, container, config, tp, pp, vp, cp, mbs, gbs, accum, blocks,
+    """A Llama 3.1 405B row (v5.0, v5.1): pipeline-parallel, the embedding and the loss as a layer each."""
+    (rnd, result_dir, system, nodes, per_node, container, config, tp, pp, vp, cp, mbs, gbs, accum, blocks,
      step_time, memory_gib, extra, note) = row
-    gpus = nodes * per_node
-    assert gpus % (tp * pp * cp) == 0, row
-    dp = gpus // (tp * pp * cp)
-    assert gbs == mbs * accum * dp, (row, mbs * accum * dp)
     assert (LLAMA405B["layers"] + 2) % (pp * vp) == 0, row
+    submitter = result_dir.split("/", 1)[0]
+    plan = {"pp": pp, "vpp": vp, "sequence_parallel": True, "tp_comm_overlap": True,
+            "pipeline_split": "ends_as_layers", **extra}
+    return llama_common(LLAMA405B, "llama31_405b", rnd, result_dir, system, nodes, per_node, container,
+                        f"{submitter}/benchmarks/llama31_405b ({config})", config, tp, cp, mbs, gbs, accum, blocks,
+                        step_time, memory_gib, plan, f"PP {pp}, VP {vp}, ", note)
+
+
+def llama8b_record(row):
+    """A Llama 3.1 8B row (v5.1): no pipeline, TP 1 or 2, one micro-batch a step."""
+    (result_dir, system, nodes, per_node, container, config_path, tp, cp, mbs, gbs, accum, blocks, step_time,
+     memory_gib, extra, note) = row
+    submitter = result_dir.split("/", 1)[0]
+    plan = {"pp": 1, "vpp": 1, "sequence_parallel": False, "tp_comm_overlap": False, "fp8_recipe": "tensorwise",
+            **extra}
+    return llama_common(LLAMA8B, "llama31_8b", "v5.1", result_dir, system, nodes, per_node, container,
+                        f"{submitter}/benchmarks/{config_path}", config_path.rsplit("/", 1)[-1], tp, cp, mbs, gbs,
+                        accum, blocks, step_time, memory_gib, plan, "", note)
+
+
+def llama_common(model, bench, rnd, result_dir, system, nodes, per_node, container, config_source, config, tp, cp,
+                 mbs, gbs, accum, blocks, step_time, memory_gib, plan_keys, pipeline_text, note):
+    network, gpu = system
+    pp = plan_keys["pp"]
+    gpus = nodes * per_node
+    assert gpus % (tp * pp * cp) == 0, result_dir
+    dp = gpus // (tp * pp * cp)
+    assert gbs == mbs * accum * dp, (result_dir, mbs * accum * dp)
     step = median(blocks)
     repo, commit = REPO[rnd]
     submitter, _, system_dir = result_dir.split("/", 2)
     plan = {
-        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "vpp": vp, "micro_batch": mbs, "global_batch": gbs,
-        "recompute": "none", "sequence_parallel": True, "zero": 1, "distributed_optimizer": True,
-        "grad_reduce_in_fp32": False, "tp_comm_overlap": True, "fp8_param_gather": True, "attention": "cudnn",
-        "pipeline_split": "ends_as_layers", "framework": "NeMo", "framework_version": container,
+        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "vpp": plan_keys["vpp"], "micro_batch": mbs,
+        "global_batch": gbs, "recompute": "none", "sequence_parallel": plan_keys["sequence_parallel"], "zero": 1,
+        "distributed_optimizer": True, "grad_reduce_in_fp32": False, "tp_comm_overlap": plan_keys["tp_comm_overlap"],
+        "fp8_param_gather": True, "attention": "cudnn",
     }
-    plan.update(extra)
+    if "pipeline_split" in plan_keys:
+        plan["pipeline_split"] = plan_keys["pipeline_split"]
+    plan.update({"framework": "NeMo", "framework_version": container})
+    plan.update({k: v for k, v in plan_keys.items() if k not in plan or k in ("tp_comm_overlap", "sequence_parallel")})
+    if pp == 1:
+        del plan["vpp"]
     measured = {"iteration_time_s": step}
     if memory_gib is not None:
         measured.update({"max_memory_allocated_gib": memory_gib,
                          "memory_kind": "allocated (torch.cuda.max_memory_allocated, mlperf-common's LoggingCallback)",
                          "memory_stage": "first"})
     notes = (f"Generated by scripts/mlperf_training_check_set.py. MLPerf Training {rnd}, closed division, {submitter}, "
-             f"{system_dir} ({gpus} GPUs, {per_node} a node), Llama 3.1 405B, NeMo {container}; plan from {config}: "
-             f"TP {tp}, PP {pp}, VP {vp}, CP {cp}, MBS {mbs}; the log's global batch {gbs} and gradient accumulation "
+             f"{system_dir} ({gpus} GPUs, {per_node} a node), {model['name']}, NeMo {container}; plan from {config}: "
+             f"TP {tp}, {pipeline_text}CP {cp}, MBS {mbs}; the log's global batch {gbs} and gradient accumulation "
              f"{accum} (= MBS x accumulation x DP {dp}). Step time: median of the training blocks' wall time a step, "
              f"per result file {blocks} s, their median {step} s" +
              (f"; the log's train_step_time medians {step_time} s." if step_time else "."))
     if memory_gib is not None:
-        notes += f" Peak: max_memory_usage {memory_gib} GiB allocated on global rank 0 (pipeline stage 0)."
+        notes += f" Peak: max_memory_usage {memory_gib} GiB allocated on global rank 0" + \
+                 (" (pipeline stage 0)." if pp > 1 else ".")
     notes += note
-    short = system_dir.split("_")[0].split(".")[0]
+    short = system_dir.split("_")[0].split(".")[0].lower()
+    kind = gpu_kind(gpu)
     if short == submitter.lower():
-        short = None
-    kind = "gb200" if per_node == 4 else "h200" if "H200" in gpu else "b200" if "B200" in gpu else "h100"
-    short = short or kind
+        short = kind
+    size = bench.split("_", 1)[1]
+    inferred = {
+        "plan.attention": "cudnn: no config forces a kernel; the containers' Transformer Engine gives FusedAttention "
+                          "(cuDNN) preference on Hopper and later (get_attention_backend)",
+    }
+    if bench == "llama31_405b":
+        inferred["model.vocab"] = ("32000: the benchmark's Mixtral 8x22B tokenizer (the MLCommons reference README; the "
+                                   "configs' mock_tokenizer_vocab_size default); NeMo pads it to a multiple of 128 x TP")
+    if cp > 1:
+        inferred["plan.cp_comm_type"] = "not stated by the configs: Megatron-core's default ring (p2p)"
+    if "without a rate" in network:
+        inferred["system.inter_node_link"] = ("the DGX B200's eight ConnectX-7 NDR 400 Gb/s: the system file names "
+                                              "InfiniBand without a rate")
+    elif "assumed" in network:
+        inferred["system.inter_node_link"] = network
     return {
-        "id": f"mlperf{rnd[1:].replace('.', '')}-{submitter.split('+')[-1].lower()}-{short}-llama31-405b-{gpus}",
-        "group": f"mlperf_llama31_405b_{rnd}_{kind}",
+        "id": f"mlperf{rnd[1:].replace('.', '')}-{submitter.split('+')[-1].lower()}-{short}-llama31-{size}-{gpus}",
+        "group": f"mlperf_{bench}_{rnd}_{'gb200' if bench == 'llama31_405b' and per_node == 4 else kind}",
         "kind": "training_throughput",
-        "source": (f"{repo} at {commit}: {result_dir}/llama31_405b/result_*.txt (MLLOG), "
-                   f"{submitter}/benchmarks/llama31_405b ({config}), {submitter}/systems/{system_dir}.json"),
-        "source_url": f"https://github.com/{repo}/tree/main/{result_dir}/llama31_405b",
+        "source": (f"{repo} at {commit}: {result_dir}/{bench}/result_*.txt (MLLOG), {config_source}, "
+                   f"{submitter}/systems/{system_dir}.json"),
+        "source_url": f"https://github.com/{repo}/tree/main/{result_dir}/{bench}",
         "source_quality": "primary (the submission's own logs and configuration)",
-        "model": dict(LLAMA405B),
+        "model": dict(model),
         "system": {
             "gpu": gpu, "gpus_per_node": per_node, "nodes": nodes, "total_gpus": gpus, "intra_node_link": "NVLink",
             "inter_node_link": network, "precision": "FP8",
@@ -307,20 +479,13 @@ def llama_record(row):
         "plan": plan,
         "measured": measured,
         "notes": notes,
-        "inferred_fields": {
-            "plan.attention": "cudnn: no config forces a kernel; the containers' Transformer Engine gives FusedAttention "
-                              "(cuDNN) preference on Hopper and later (get_attention_backend)",
-            "model.vocab": "32000: the benchmark's Mixtral 8x22B tokenizer (the MLCommons reference README; the "
-                           "configs' mock_tokenizer_vocab_size default); NeMo pads it to a multiple of 128 x TP",
-            "plan.cp_comm_type": "not stated by the configs: Megatron-core's default ring (p2p)",
-            **({"system.inter_node_link": "the DGX B200's eight ConnectX-7 NDR 400 Gb/s: the system file names "
-                                          "InfiniBand without a rate"} if "without a rate" in network else {}),
-        },
+        "inferred_fields": inferred,
     }
 
 
 def records():
-    return [gpt3_record(r) for r in ROWS] + [llama_record(r) for r in LLAMA_ROWS]
+    return ([gpt3_record(r) for r in ROWS] + [llama_record(r) for r in LLAMA_ROWS] +
+            [llama8b_record(r) for r in LLAMA8B_ROWS])
 
 
 if __name__ == "__main__":

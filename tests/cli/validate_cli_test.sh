@@ -119,15 +119,23 @@ assert all(abs(v) <= 0.56 for k,v in r.items() if '235b' in k), r" ; check "Mega
 # +3.3%; step times from the logs' training blocks, peaks from mlperf-common's max_memory_usage), never fitted:
 # GPT-3 -8.1% .. +9.8%, the 405B on H100 -1.3% .. -4.5% (peaks +0.3%), on GB200 -6.3% .. -11.9% (peaks -1.4% ..
 # +4.6% since Blackwell's FP8 weights carry no transpose; +10.6% .. +16.5% before, docs/validation.md "MLPerf
-# Training"). The guard holds today's figures with a margin.
+# Training"). v5.1's twenty FP8 Llama 3.1 8B rows (one micro-batch a step, 8-512 GPUs of five kinds): Cisco's two
+# H100 rows over RoCE -15.3% / -30.6% (peaks -6.1% / -6.2%), the B200 and B300 single-micro-batch rows of two
+# sequences -4.6% .. -9.1%, the context-parallel B200 rows +5.7% .. +15.6%, HPE's H200 -1.8%, GB200 and GB300 -15.2%
+# .. +7.4%. The guard holds today's figures with a margin.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_mlperf_training.json" >"$tmp/mlperf.json" 2>/dev/null; check "MLPerf set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mlperf.json')); r={x['id']:x for x in d['results']}
-assert len(r) == 32 and all(x['step_error'] is not None for x in r.values()), len(r)
-assert all(abs(x['step_error']) <= 0.12 for k,x in r.items() if 'gpt3' in k), {k:x['step_error'] for k,x in r.items() if 'gpt3' in k}
-assert all(abs(x['step_error']) <= 0.07 for k,x in r.items() if 'eos-dfw-llama31' in k or 'mlperf51' in k), {k:x['step_error'] for k,x in r.items()}
-assert all(abs(x['step_error']) <= 0.14 for x in r.values()), {k:x['step_error'] for k,x in r.items()}
-assert all(abs(x['memory_error']) <= 0.02 for k,x in r.items() if 'eos-dfw-llama31' in k or 'h200' in k), {k:x['memory_error'] for k,x in r.items()}
+assert len(r) == 52 and all(x['step_error'] is not None for x in r.values()), len(r)
+big = {k:x for k,x in r.items() if '-8b-' not in k}
+small = {k:x for k,x in r.items() if '-8b-' in k}
+assert len(small) == 20, len(small)
+assert all(abs(x['step_error']) <= 0.12 for k,x in big.items() if 'gpt3' in k), {k:x['step_error'] for k,x in big.items() if 'gpt3' in k}
+assert all(abs(x['step_error']) <= 0.07 for k,x in big.items() if 'eos-dfw-llama31' in k or 'mlperf51' in k), {k:x['step_error'] for k,x in big.items()}
+assert all(abs(x['step_error']) <= 0.14 for x in big.values()), {k:x['step_error'] for k,x in big.items()}
+assert all(abs(x['step_error']) <= 0.18 for k,x in small.items() if 'cisco' not in k), {k:x['step_error'] for k,x in small.items()}
+assert all(abs(x['step_error']) <= 0.34 for x in small.values()), {k:x['step_error'] for k,x in small.items()}
+assert all(abs(x['memory_error']) <= 0.02 for k,x in big.items() if 'eos-dfw-llama31' in k or 'h200' in k), {k:x['memory_error'] for k,x in big.items()}
 assert all(abs(x['memory_error']) <= 0.07 for k,x in r.items() if x.get('memory_error') is not None), {k:x['memory_error'] for k,x in r.items()}
 assert all(x['predicted_fits'] for x in r.values()), [k for k,x in r.items() if not x['predicted_fits']]" ; check "MLPerf set within its guard" $?
 # AI2's OLMo-core throughput table (2024-09 to 2024-11; OLMo 2 1B/7B/13B and a Llama 3 8B shape, BF16 and torchao
@@ -455,10 +463,10 @@ check "predict shows the trust band" "$(contains "$tmp/p" 'trust: on .* publishe
 "$TESSEL" predict --json >"$tmp/p.json" 2>&1
 python3 -c "
 import json; t=json.load(open('$tmp/p.json'))['time']; assert t['error_band']['kind']=='A100 / Megatron-style'" ; check "predict JSON has the band" $?
-check "predict shows the Megatron-style peak band" "$(contains "$tmp/p" 'trust: on 18 published Megatron-style runs with a measured peak')"
+check "predict shows the Megatron-style peak band" "$(contains "$tmp/p" 'trust: on 20 published Megatron-style runs with a measured peak')"
 python3 -c "
 import json; m=json.load(open('$tmp/p.json'))['memory']
-assert m['verdict']=='fits' and m['fits'] and m['error_band']['kind']=='Megatron-style' and m['error_band']['records']==18" ; check "predict JSON: the Megatron-style peak band, and the plan fits" $?
+assert m['verdict']=='fits' and m['fits'] and m['error_band']['kind']=='Megatron-style' and m['error_band']['records']==20" ; check "predict JSON: the Megatron-style peak band, and the plan fits" $?
 # The same plan at sequence 3008 under DeepSpeed's pipeline engine: BigScience's peaks ran 3% over tessel's device ones
 # at the median (2026-12-05, with NCCL's buffers, the dropout masks, BLOOM's embedding norm, the pipe buffers and ZeRO-1's
 # reduce bucket), so a 73 GiB peak, 78.6 GiB reserved with the allocator's gradient-copy segment, of 80 may not fit.
