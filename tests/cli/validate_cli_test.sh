@@ -119,10 +119,10 @@ assert all(abs(v) <= 0.56 for k,v in r.items() if '235b' in k), r" ; check "Mega
 # +3.3%; step times from the logs' training blocks, peaks from mlperf-common's max_memory_usage), never fitted:
 # GPT-3 -8.1% .. +9.8%, the 405B on H100 -1.3% .. -4.5% (peaks +0.3%), on GB200 -6.3% .. -11.9% (peaks -1.4% ..
 # +4.6% since Blackwell's FP8 weights carry no transpose; +10.6% .. +16.5% before, docs/validation.md "MLPerf
-# Training"). v5.1's twenty FP8 Llama 3.1 8B rows (one micro-batch a step, 8-512 GPUs of five kinds): Cisco's two
+# Training"). v5.1's twenty FP8 Llama 3.1 8B rows (one micro-batch a step, 8-512 GPUs of six kinds): Cisco's two
 # H100 rows over RoCE -15.3% / -30.6% (peaks -6.1% / -6.2%), the B200 and B300 single-micro-batch rows of two
-# sequences -4.6% .. -9.1%, the context-parallel B200 rows +5.7% .. +15.6%, HPE's H200 -1.8%, GB200 and GB300 -15.2%
-# .. +7.4%. The guard holds today's figures with a margin.
+# sequences -2.6% .. -7.3%, the context-parallel B200 rows +7.2% .. +17.3%, HPE's H200 -1.8%, GB200 and GB300 -14.7%
+# .. +8.5% (with Blackwell's memory-bound kernels at 0.75 of the HBM). The guard holds today's figures with a margin.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_mlperf_training.json" >"$tmp/mlperf.json" 2>/dev/null; check "MLPerf set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mlperf.json')); r={x['id']:x for x in d['results']}
@@ -133,7 +133,7 @@ assert len(small) == 20, len(small)
 assert all(abs(x['step_error']) <= 0.12 for k,x in big.items() if 'gpt3' in k), {k:x['step_error'] for k,x in big.items() if 'gpt3' in k}
 assert all(abs(x['step_error']) <= 0.07 for k,x in big.items() if 'eos-dfw-llama31' in k or 'mlperf51' in k), {k:x['step_error'] for k,x in big.items()}
 assert all(abs(x['step_error']) <= 0.14 for x in big.values()), {k:x['step_error'] for k,x in big.items()}
-assert all(abs(x['step_error']) <= 0.18 for k,x in small.items() if 'cisco' not in k), {k:x['step_error'] for k,x in small.items()}
+assert all(abs(x['step_error']) <= 0.20 for k,x in small.items() if 'cisco' not in k), {k:x['step_error'] for k,x in small.items()}
 assert all(abs(x['step_error']) <= 0.34 for x in small.values()), {k:x['step_error'] for k,x in small.items()}
 assert all(abs(x['memory_error']) <= 0.02 for k,x in big.items() if 'eos-dfw-llama31' in k or 'h200' in k), {k:x['memory_error'] for k,x in big.items()}
 assert all(abs(x['memory_error']) <= 0.07 for k,x in r.items() if x.get('memory_error') is not None), {k:x['memory_error'] for k,x in r.items()}
