@@ -2,7 +2,7 @@
 """Writes data/validation/check_mlperf_training.json: MLPerf Training's GPT-3 175B and Llama 3.1 405B pre-training
 submissions on NVIDIA's NeMo stack.
 
-Each row is one closed-division result directory of mlcommons/training_results_v3.1, v4.0, v4.1, v5.0 and v5.1, read
+Each row is one closed-division result directory of mlcommons/training_results_v3.0, v3.1, v4.0, v4.1, v5.0 and v5.1, read
 from its own files: the plan from the submission's config_*.sh and conf/*.yaml (or, where the log prints it, the
 resolved config in the log), the global batch and gradient accumulation from the log's MLLOG events, the step time
 from the log's training blocks. A block runs between a `block_start` and the next `block_stop` event (MLPerf's
@@ -57,6 +57,9 @@ from check_set_io import write_check_set
 # whenever it is available, cuDNN's fused attention only without it; from v1.6 (v4.0's TE_REVISION v1.6rc1, and the
 # 24.09 container's) it selects "FusedAttention on sm90 and FlashAttention on others for performance".
 ATTENTION = {
+    "23.04": ("flash1", "Transformer Engine release_v0.8 (the Dockerfile's TE_REVISION) runs flash-attn whenever it is "
+                       "installed (DotProductAttention, NVTE_FLASH_ATTN defaulting to 1), at >= 1.0.2 through "
+                       "FlashAttention-1's flash_attn_unpadded_func; FlashAttention-2 came two months after this round"),
     "23.09": ("flash2", "Transformer Engine at 09ba842 (the Dockerfile's TE_REVISION) runs flash-attn when it is "
                        "available (DotProductAttention.forward returns self.flash_attention first)"),
     "24.04": ("cudnn", "Transformer Engine v1.6rc1 (the Dockerfile's TE_REVISION) selects FusedAttention (cuDNN) on "
@@ -70,6 +73,7 @@ LLAMA405B = {"name": "Llama 3.1 405B", "layers": 126, "hidden": 16384, "heads": 
              "position_embedding": "rope", "tied_embeddings": False}
 
 REPO = {
+    "v3.0": ("mlcommons/training_results_v3.0", "63e326c"),
     "v3.1": ("mlcommons/training_results_v3.1", "d06288b"),
     "v4.0": ("mlcommons/training_results_v4.0", "6fe9543"),
     "v4.1": ("mlcommons/training_results_v4.1", "b87b9e3"),
@@ -82,6 +86,12 @@ GPT3 = {"name": "GPT3 175B", "layers": 96, "hidden": 12288, "heads": 96, "kv_hea
         "position_embedding": "learned", "tied_embeddings": True}
 
 EOS = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (Eos)", "H100 80GB SXM")
+DGXH100 = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (NVIDIA's DGX H100 cluster of 2023)", "H100 80GB SXM")
+COREWEAVE = ("InfiniBand NDR 400 Gb/s, 8x ConnectX-7 a node (CoreWeave HGX H100)", "H100 80GB SXM")
+V30_NOTE = (" v3.0's logs hold one block over the whole run with the evaluations inside it: a step is read between an "
+            "evaluation's end and the next one's start (the first from the block's start), over the tokens between "
+            "them (epoch_num / (global batch x 2048)). NeMo 1.17 on pytorch:23.04, Transformer Engine release_v0.8 "
+            "(its userbuffers for the TP overlap); FP8 weights were not gathered in FP8 until v4.0.")
 AZURE = ("InfiniBand NDR 400 Gb/s, 8x Quantum-2 CX7 a node (Azure ND H100 v5)", "H100 80GB SXM")
 OCI = ("RoCE v2, 400 Gb/s a GPU (OCI BM.GPU.H100.8)", "H100 80GB SXM")
 GB200 = ("4x ConnectX-7 InfiniBand NDR 400 Gb/s per node (a GB200 NVL72 compute tray of 4 GPUs)", "GB200 NVL72")
@@ -94,6 +104,20 @@ ORACLE_NOTE = (" NVIDIA's v4.0 code (defaults as v4.0's) on the 24.09 early-acce
 # (round, submitter/result dir, system, nodes, container, config file, tp, pp, vp, mbs, gbs (logged), accumulation
 #  (logged), per-file block medians (s), per-file train_step_timing medians (s) or None, extra plan keys, note)
 ROWS = [
+    # v3.0 (63e326c): the first GPT-3 round on H100, NVIDIA's and CoreWeave's with the same code and configs.
+    ("v3.0", "NVIDIA/results/dgxh100_n64_nemo", DGXH100, 64, "23.04", "config_DGXH100_64x8x128x4x8_mbs1.sh",
+     4, 8, 12, 1, 2048, 128, [12.1133, 12.1031, 12.1045], [12.0827, 12.0713, 12.0741], {}, V30_NOTE),
+    ("v3.0", "NVIDIA/results/dgxh100_n96_nemo", DGXH100, 96, "23.04", "config_DGXH100_96x8x128x4x8_mbs1.sh",
+     4, 8, 12, 1, 3072, 128, [12.1606, 12.1606, 12.1574], [12.1282, 12.1274, 12.1236], {}, V30_NOTE),
+    ("v3.0", "NVIDIA_CoreWeave/results/coreweave_hgxh100_n96_ngc23.04_pytorch", COREWEAVE, 96, "23.04",
+     "config_DGXH100_96x8x128x4x8_mbs1.sh", 4, 8, 12, 1, 3072, 128, [12.3625, 12.3208, 12.3443],
+     [12.3223, 12.2857, 12.3049], {}, V30_NOTE),
+    ("v3.0", "NVIDIA_CoreWeave/results/coreweave_hgxh100_n192_ngc23.04_pytorch", COREWEAVE, 192, "23.04",
+     "config_DGXH100_192x8x64x4x8_mbs1.sh", 4, 8, 12, 1, 3072, 64, [6.3788, 6.4105, 6.3916],
+     [6.3264, 6.3573, 6.3397], {}, V30_NOTE),
+    ("v3.0", "NVIDIA_CoreWeave/results/coreweave_hgxh100_n448_ngc23.04_pytorch", COREWEAVE, 448, "23.04",
+     "config_DGXH100_448x8x24x4x8_mbs1.sh", 4, 8, 12, 1, 2688, 24, [2.6312, 2.6414, 2.6399],
+     [2.5943, 2.6005, 2.6021], {}, V30_NOTE),
     ("v3.1", "NVIDIA/results/eos_n64_ngc23.09_nemo", EOS, 64, "23.09",
      "config_DGXH100_64x8x192x4x8_mbs1.sh (MINIBS overridden: the log's batch is 2048)", 4, 8, 12, 1, 2048, 128,
      [11.0661, 11.0719, 11.0744], [11.0453, 11.055, 11.0539], {}, ""),
