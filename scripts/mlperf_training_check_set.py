@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes data/validation/check_mlperf_training.json: MLPerf Training's GPT-3 175B and Llama 3.1 405B pre-training
-submissions on NVIDIA's NeMo stack.
+"""Writes data/validation/check_mlperf_training.json: MLPerf Training's GPT-3 175B, Llama 3.1 405B and Llama 3.1 8B
+pre-training submissions on NVIDIA's NeMo stack.
 
 Each row is one closed-division result directory of mlcommons/training_results_v3.0, v3.1, v4.0, v4.1, v5.0 and v5.1, read
 from its own files: the plan from the submission's config_*.sh and conf/*.yaml (or, where the log prints it, the
@@ -43,7 +43,9 @@ model's shape (32 layers, hidden 4096, 32 heads of which 8 key/value, FFN 14336)
 of one micro-batch. NVIDIA's 25.09 code: FP8 current scaling (FP8_RECIPE tensorwise), FP8 parameter gathers, the
 distributed optimizer with both overlaps, cuDNN attention in BF16 (NVTE_DPA_FP8_RECIPE unset or "F16"), TP overlap
 only at TP 2. Cisco's H100 rows ran an older fork (pytorch:25.01): delayed scaling (the yaml's default), TP overlap,
-FP8 parameters. Their blocks' `samples_count` is the block's size (a `block_stop`'s `step` its end). Not costed:
+FP8 parameters. A block's steps are its samples over the global batch: in the 25.09 code the `samples_count` a
+`block_stop` carries is the block's size (its `step` metadata agrees); in Cisco's fork, the next evaluation's
+`samples_count` less the block's start. Not costed:
 full-iteration CUDA graphs (every row but Cisco's and Supermicro's B300); the NCCL communicator configuration all of
 NVIDIA's code from v4.0 on loads (conf/nccl/custom_communicator_cta.yaml: at most 8 CTAs for the data-parallel
 communicators, 2 for the pipeline's, 1 for context parallelism's), which tessel's contention charge does not read;
