@@ -113,6 +113,10 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                                     : r == "blockwise" ? "block scaling"
                                                        : "delayed scaling");
             }
+            if (pl.precision == "nvfp4")
+                out << ", NVFP4 " << (nvfp4RhtOf(pl.framework) ? "with" : "without") << " the Hadamard transform, gradients "
+                    << (nvfp4StochasticRoundingOf(pl.framework) ? "stochastically rounded" : "rounded to nearest")
+                    << (fp4ParamGatherOf(pl.framework) ? ", NVFP4 parameters" : "");
             if (kept.momentBytes < named->momentBytes) out << ", bf16 optimizer state (no fp32 master)";
             else if (kept.masterBytes == 2 && named->masterBytes == 4) out << ", fp32 master as 16-bit remainders";
             const std::string loss = crossEntropyOf(pl.framework);
@@ -306,7 +310,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
     // GPU's measured figure where it has one (FORMULAS.md §3.1, "Batched over heads"), said so the table's times read.
     for (const auto& op : p.layer.forwardOps) {
         const Dtype dt = op.dtype.value_or(precisionRecipeOf(pl).computeDtype);
-        const int64_t align = std::max<int64_t>(1, 16 / static_cast<int64_t>(bytesPerElement(dt)));
+        const int64_t align = std::max<int64_t>(1, static_cast<int64_t>(16.0 / bytesPerElement(dt)));
         if (!op.perHead || (op.n % align == 0 && op.k % align == 0)) continue;
         const auto& g = s.cluster.gpu.gemmModel;
         const bool perHead = g && !g->unalignedPerHeadEfficiency.empty();

@@ -122,7 +122,7 @@ void ScenarioFlags::addTo(CLI::App& app) {
     app.add_option("--flash-attention", flashAttention, "Flash attention: on|off");
     app.add_option("--schedule", schedule, "Pipeline schedule: gpipe|1f1b|interleaved_1f1b|zero_bubble|dualpipev|zero_bubble_v (the last two: vpp 2)");
     app.add_option("--precision", precision,
-                   "Precision recipe: megatron|mixed|fp8|fsdp|fsdp_pure|fsdp_fp8|fsdp_amp|amp|bf16_no_master|fp32|tf32|cpu_fp64|cpu_fp32");
+                   "Precision recipe: megatron|mixed|fp8|nvfp4|fsdp|fsdp_pure|fsdp_fp8|fsdp_amp|amp|bf16_no_master|fp32|tf32|cpu_fp64|cpu_fp32");
     app.add_option("--half-dtype", halfDtype,
                    "The 16-bit compute type of a 16-bit recipe: bf16 (default) or fp16 (Volta has no bf16)");
     app.add_option("--fp8-recipe", fp8Recipe,

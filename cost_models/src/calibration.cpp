@@ -320,7 +320,7 @@ CalibrationResult calibrateFromBench(const ClusterConfig& base, const Calibratio
     // dimension; other backends (the CPU's row loop) keep the fused counts the points carry, whose FLOPs grow
     // with s^2 and bytes with s. Where the two columns are proportional over the points only FLOPs are fitted.
     const bool scoreGemmAttention = o.provenance.value("backend", "") == "cuda";
-    const int benchElementBytes = bytesPerElement(benchDtype(o.provenance.value("dtype", "fp64")));
+    const int benchElementBytes = static_cast<int>(bytesPerElement(benchDtype(o.provenance.value("dtype", "fp64"))));
     for (const std::string& name : kernel_cost::kernelNames()) {
         if (name == "gemm") continue;
         const auto it = byKernel.find(name);

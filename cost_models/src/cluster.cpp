@@ -18,11 +18,12 @@ std::string toString(Dtype d) {
     case Dtype::Bf16: return "bf16";
     case Dtype::Fp16: return "fp16";
     case Dtype::Fp8: return "fp8";
+    case Dtype::Fp4: return "fp4";
     }
     return "?";
 }
 
-int bytesPerElement(Dtype d) {
+double bytesPerElement(Dtype d) {
     switch (d) {
     case Dtype::Fp64: return 8;
     case Dtype::Fp32:
@@ -30,6 +31,7 @@ int bytesPerElement(Dtype d) {
     case Dtype::Bf16:
     case Dtype::Fp16: return 2;
     case Dtype::Fp8: return 1;
+    case Dtype::Fp4: return 0.5; // E2M1, two to a byte; its block scales are the recipe's (quantizedElementBytes)
     }
     return 0;
 }
@@ -66,7 +68,8 @@ std::vector<std::pair<double, double>> readCurve(ObjectReader& gr, const char* k
 }
 
 const std::vector<Dtype>& allDtypes() {
-    static const std::vector<Dtype> v{Dtype::Fp64, Dtype::Fp32, Dtype::Tf32, Dtype::Bf16, Dtype::Fp16, Dtype::Fp8};
+    static const std::vector<Dtype> v{Dtype::Fp64, Dtype::Fp32, Dtype::Tf32, Dtype::Bf16, Dtype::Fp16, Dtype::Fp8,
+                                      Dtype::Fp4};
     return v;
 }
 
@@ -368,7 +371,7 @@ double gemmEfficiency(const GpuSpec& gpu, int64_t m, int64_t n, int64_t k, Dtype
     // row count m (the tokens) may be anything.
     // A GEMM batched over attention heads whose head dimension is unaligned takes its own measured rate where the
     // GPU has one (A100: cuBLAS's batched fallback, far below its plain one), else the plain figure.
-    const int64_t align = std::max<int64_t>(1, 16 / static_cast<int64_t>(bytesPerElement(dtype)));
+    const int64_t align = std::max<int64_t>(1, static_cast<int64_t>(16.0 / bytesPerElement(dtype)));
     if (n % align != 0 || k % align != 0) {
         const auto& table = perHead && !g.unalignedPerHeadEfficiency.empty() ? g.unalignedPerHeadEfficiency
                                                                             : g.unalignedEfficiency;

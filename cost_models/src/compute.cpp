@@ -205,7 +205,7 @@ FsdpCopyBytes fsdpCopies(const Plan& plan, const PrecisionRecipe& recipe) {
     const OverlapSettings o = resolveOverlap(plan.framework, plan.schedule == Schedule::Interleaved1F1B, plan.zeroStage);
     return fsdpCopyBytesPerParameter(plan.framework, plan.pp, plan.zeroStage, plan.zeroShardSize(),
                                      plan.microBatchesPerStep(), o.reshardAfterForward,
-                                     bytesPerElement(recipe.computeDtype), recipe.gradReduceBytes(),
+                                     static_cast<int>(bytesPerElement(recipe.computeDtype)), recipe.gradReduceBytes(),
                                      recipe.weightBytes, recipe.paramGatherBytes());
 }
 
@@ -548,7 +548,7 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
         cast.backwardByteFactor = 1.0;
         ops.push_back(cast);
     }
-    if (recipe.fp8()) {
+    if (recipe.quantizedGemms()) {
         // Transformer Engine: the linear layers' GEMMs run in FP8 (the router and attention's batched GEMMs do
         // not), with the casts around them as memory-bound kernels.
         // Transformer Engine's LayerNormLinear writes the norm's output in FP8 (qkv, fc1, and latent attention's up
@@ -570,23 +570,40 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             if (te && !normFused) castInputs += d(op.m) * d(op.k) * d(op.batch);
         }
         if (!te) castInputs = T * d(s.oDimLocal);
-        OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
-        // Without transposes (fp8OnGpu: a GPU whose FP8 GEMMs take any layout) the backward casts each output
-        // gradient once and transposes no saved input for its weight gradient.
-        const bool transposes = fp8OnGpu(recipe, plan.framework, cluster.gpu).fp8Transposes;
-        cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e, transposes) / cast.bytes;
-        ops.push_back(cast);
-        if (te && fp8RecipeOf(plan.framework) == "tensorwise") {
-            // Current scaling (Float8CurrentScalingQuantizer::quantize_impl, Transformer Engine 2.2 on): the scale
-            // is each tensor's own amax, so a cast reads its input twice, once in nvte_compute_amax and once in
-            // nvte_quantize_v2. The norm before qkv and fc1 takes the amax in its own kernel
-            // (FUSED_NORM_AMAX_FP8, normalization.cpp) but writes its output in 16 bits for the cast to read
-            // again; the gradients of the four GEMMs' outputs are each read once more for their amax.
-            const double normFusedInputs = inputs - castInputs;
-            OpCost scaling = memoryOp("fp8_current_scaling", "fp8_cast",
-                                      kernel_cost::fp8CurrentScalingForwardBytes(castInputs, normFusedInputs, e));
-            scaling.backwardByteFactor = kernel_cost::fp8CurrentScalingBackwardBytes(outputs, e) / scaling.bytes;
-            ops.push_back(scaling);
+        if (recipe.fp4()) {
+            // NVFP4 (Transformer Engine's NVFP4BlockScaling, pytorch/csrc/quantizer.cpp NVFP4Quantizer::quantize_impl):
+            // each GEMM input is quantized rowwise (forward) and columnwise (weight gradient) from 16 bits in one
+            // kernel, e in and 2 x 0.5625 out, the norm's output too (FUSED_NORM_AMAX_NVFP4 writes a 16-bit
+            // temporary and its amax, the cast reads it again: normalization.cpp); the per-tensor scale needs the
+            // tensor's amax first, a pass of its own (nvte_compute_amax, or nvte_hadamard_transform_amax under the
+            // Hadamard transform) but where the norm takes it, which it does only without the transform. Backward:
+            // each output gradient's amax pass and its two casts, stochastically rounded (FORMULAS.md §6.4).
+            const double q = recipe.quantizedBytes();
+            const bool rht = nvfp4RhtOf(plan.framework);
+            const double amaxInputs = rht ? inputs : castInputs;
+            OpCost cast = memoryOp("nvfp4_casts", "fp8_cast", kernel_cost::nvfp4CastForwardBytes(inputs, amaxInputs, e, q));
+            cast.backwardByteFactor =
+                kernel_cost::nvfp4CastBackwardBytes(outputs, e, q, nvfp4StochasticRoundingOf(plan.framework)) / cast.bytes;
+            ops.push_back(cast);
+        } else {
+            OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
+            // Without transposes (fp8OnGpu: a GPU whose FP8 GEMMs take any layout) the backward casts each output
+            // gradient once and transposes no saved input for its weight gradient.
+            const bool transposes = fp8OnGpu(recipe, plan.framework, cluster.gpu).fp8Transposes;
+            cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e, transposes) / cast.bytes;
+            ops.push_back(cast);
+            if (te && fp8RecipeOf(plan.framework) == "tensorwise") {
+                // Current scaling (Float8CurrentScalingQuantizer::quantize_impl, Transformer Engine 2.2 on): the scale
+                // is each tensor's own amax, so a cast reads its input twice, once in nvte_compute_amax and once in
+                // nvte_quantize_v2. The norm before qkv and fc1 takes the amax in its own kernel
+                // (FUSED_NORM_AMAX_FP8, normalization.cpp) but writes its output in 16 bits for the cast to read
+                // again; the gradients of the four GEMMs' outputs are each read once more for their amax.
+                const double normFusedInputs = inputs - castInputs;
+                OpCost scaling = memoryOp("fp8_current_scaling", "fp8_cast",
+                                          kernel_cost::fp8CurrentScalingForwardBytes(castInputs, normFusedInputs, e));
+                scaling.backwardByteFactor = kernel_cost::fp8CurrentScalingBackwardBytes(outputs, e) / scaling.bytes;
+                ops.push_back(scaling);
+            }
         }
     }
     if (!opLevelSelectiveRecompute(model, plan)) {

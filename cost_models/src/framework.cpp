@@ -266,7 +266,7 @@ double embeddingGradientBytesPerParameter(const FrameworkSettings& f, int pp, in
 
 FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                         int microBatches, bool reshardAfterForward, int gradBytes, int reduceBytes,
-                                        int shardBytes, int gatherBytes) {
+                                        int shardBytes, double gatherBytes) {
     FsdpCopyBytes out;
     const bool fsdp1 = f.name == "fsdp", fsdp2 = f.name == "torchtitan";
     if ((!fsdp1 && !fsdp2) || zeroStage < 2 || zeroShards < 2) return out;
@@ -311,7 +311,7 @@ bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage) {
            ((f.name == "fsdp" || f.name == "torchtitan") && zeroStage >= 2 && !f.gradSyncEachMicroBatch.value_or(true));
 }
 
-int fsdpNoSyncGradBytes(const FrameworkSettings& f, const PrecisionRecipe& recipe) {
+double fsdpNoSyncGradBytes(const FrameworkSettings& f, const PrecisionRecipe& recipe) {
     return f.name == "torchtitan" ? recipe.gradReduceBytes() : recipe.paramGatherBytes();
 }
 
@@ -464,6 +464,9 @@ const std::vector<std::string>& fp8RecipeKinds() {
 }
 std::string fp8RecipeOf(const FrameworkSettings& f) { return f.fp8Recipe.value_or("delayed"); }
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
+bool fp4ParamGatherOf(const FrameworkSettings& f) { return f.fp4ParamGather.value_or(false); }
+bool nvfp4RhtOf(const FrameworkSettings& f) { return f.nvfp4Rht.value_or(true); }
+bool nvfp4StochasticRoundingOf(const FrameworkSettings& f) { return f.nvfp4StochasticRounding.value_or(true); }
 bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
 bool dtensorTpOf(const FrameworkSettings& f) { return f.name == "torchtitan" || f.name == "fsdp"; }
@@ -526,6 +529,9 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("half_dtype")) f.halfDtype = r.optEnum("half_dtype", "bf16", {"bf16", "fp16"});
     if (r.has("fp8_recipe")) f.fp8Recipe = r.optEnum("fp8_recipe", "delayed", fp8RecipeKinds());
     if (r.has("moe_a2a_overlap")) f.moeA2aOverlap = r.optBool("moe_a2a_overlap", false);
+    if (r.has("fp4_param_gather")) f.fp4ParamGather = r.optBool("fp4_param_gather", false);
+    if (r.has("nvfp4_rht")) f.nvfp4Rht = r.optBool("nvfp4_rht", true);
+    if (r.has("nvfp4_stochastic_rounding")) f.nvfp4StochasticRounding = r.optBool("nvfp4_stochastic_rounding", true);
     if (r.has("moe_shared_expert_overlap")) f.moeSharedExpertOverlap = r.optBool("moe_shared_expert_overlap", false);
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
     for (const auto& [key, member] : stage3Keys())
@@ -559,6 +565,9 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.halfDtype) plan["half_dtype"] = *f.halfDtype;
     if (f.fp8Recipe) plan["fp8_recipe"] = *f.fp8Recipe;
     if (f.moeA2aOverlap) plan["moe_a2a_overlap"] = *f.moeA2aOverlap;
+    if (f.fp4ParamGather) plan["fp4_param_gather"] = *f.fp4ParamGather;
+    if (f.nvfp4Rht) plan["nvfp4_rht"] = *f.nvfp4Rht;
+    if (f.nvfp4StochasticRounding) plan["nvfp4_stochastic_rounding"] = *f.nvfp4StochasticRounding;
     if (f.moeSharedExpertOverlap) plan["moe_shared_expert_overlap"] = *f.moeSharedExpertOverlap;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
     for (const auto& [key, member] : stage3Keys())

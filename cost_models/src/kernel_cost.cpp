@@ -75,6 +75,12 @@ double fp8CurrentScalingForwardBytes(double castInputs, double normFusedInputs, 
     return e * castInputs + (e + 1.0) * normFusedInputs;
 }
 double fp8CurrentScalingBackwardBytes(double outputs, int e) { return e * outputs; }
+double nvfp4CastForwardBytes(double inputs, double amaxInputs, int e, double q) {
+    return (e + 2.0 * q) * inputs + e * amaxInputs;
+}
+double nvfp4CastBackwardBytes(double outputs, int e, double q, bool stochasticRounding) {
+    return e * outputs + (e + 2.0 * q) * outputs * (stochasticRounding ? kNvfp4StochasticRoundingTimeFactor : 1.0);
+}
 double dropoutBytes(double elements, int e) { return (2.0 * e + 1.0) * elements; }
 double flashAttentionFlops(int64_t sequences, int64_t heads, int64_t seqQ, int64_t seqKv, int64_t qkHeadDim, int64_t vHeadDim) {
     return 0.5 * 2.0 * d(sequences) * d(heads) * d(seqQ) * d(seqKv) * d(qkHeadDim + vHeadDim);
@@ -142,8 +148,8 @@ double optimizerAuxBytes(double parameters, const PrecisionRecipe& recipe) {
     // clears the gradient buffer) and PyTorch's clip_grad_norm_ + zero_grad: memory-bound passes.
     double perParam = 2.0 * recipe.gradBytes;                                    // norm read + zeroing write
     if (recipe.masterBytes > 0) perParam += recipe.masterBytes + recipe.weightBytes; // master -> weights copy
-    // FP8: the new weights are cast once a step into the cached FP8 copy and its transpose.
-    if (recipe.fp8WeightCopyBytes > 0) perParam += recipe.weightBytes + recipe.fp8WeightCopyBytes;
+    // FP8 and NVFP4: the new weights are cast once a step into their cached quantized copies.
+    if (recipe.quantizedWeightCopyBytes > 0.0) perParam += recipe.weightBytes + recipe.quantizedWeightCopyBytes;
     return perParam * parameters;
 }
 double foreachOptimizerExtraBytes(double parameters, const PrecisionRecipe& recipe) {

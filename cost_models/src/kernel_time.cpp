@@ -26,7 +26,7 @@ double kernelSeconds(const OpCost& op, const ClusterConfig& cluster, Dtype dtype
             if (f.scoreGemms && op.opClass == OpClass::Attention) {
                 // The executor's GEMM attention: its own counts from the op's shape (m queries, n keys, k head
                 // dim, batch = sequences x query heads), not the fused kernel's.
-                const int e = bytesPerElement(op.dtype ? *op.dtype : dtype);
+                const int e = static_cast<int>(bytesPerElement(op.dtype ? *op.dtype : dtype));
                 const double flops = kernel_cost::scoreGemmFlops(1, op.batch, op.m, op.n, op.k, op.backward);
                 const double bytes = kernel_cost::scoreGemmBytes(1, op.batch, op.m, op.n, op.k, e, op.backward);
                 const int64_t sequences = std::max<int64_t>(op.sequences, 1);

@@ -112,18 +112,22 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         return bytes * (params.dense / shardDivisor(sharded, denseShards) + params.expert / shardDivisor(sharded, expertShards));
     };
     st.weightsBytes = states(recipe.weightBytes, z >= 3);
-    if (recipe.fp8WeightCopyBytes > 0 || (recipe.fp8Params && !recipe.fp8Transposes)) {
-        // Transformer Engine's cached FP8 weight and transpose for every linear layer of the stage (sharded as
-        // the weights are under ZeRO-3, where they are made per gathered layer); the FP8 weight alone where the
-        // GPU keeps no transpose (fp8OnGpu). FP8 parameters are the weights themselves, counted at 2 B (data and
-        // transpose): 1 B less each without the transpose.
-        // The stage's layers' parameters: its embedding and head are not FP8 linears.
+    // torchao's FP8 parameters (fsdp_fp8) are its fp32 shards, cast before each gather: kept as they are.
+    const double keptAsParams =
+        recipe.quantizedParams && recipe.name != "fsdp_fp8" ? recipe.quantizedParamBytes() - recipe.weightBytes : 0.0;
+    if (recipe.quantizedWeightCopyBytes > 0.0 || keptAsParams != 0.0) {
+        // Transformer Engine's cached quantized weights for every linear layer of the stage (FP8's weight and
+        // transpose, or the weight alone where the GPU keeps no transpose, fp8OnGpu; NVFP4's rowwise and columnwise
+        // copies), sharded as the weights are under ZeRO-3, where they are made per gathered layer. Quantized
+        // parameters are the weights themselves (quantizedParamBytes in place of the 16-bit weight: FP8 2 B with
+        // the transpose, 1 B without; NVFP4 1.125 B).
+        // The stage's layers' parameters: its embedding and head are not quantized linears.
         const StageParameters layers = stageParameters(model, plan, stage);
         const double ends = (plan.holdsEmbedding(stage) ? embeddingParameters(model, plan) : 0.0) +
                             (plan.holdsHead(stage) ? headParameters(model, plan) + mtpEmbeddingCopy(model, plan) : 0.0);
         const double linear =
             (layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards);
-        st.weightsBytes += recipe.fp8WeightCopyBytes > 0 ? recipe.fp8WeightCopyBytes * linear : -1.0 * linear;
+        st.weightsBytes += (recipe.quantizedWeightCopyBytes > 0.0 ? recipe.quantizedWeightCopyBytes : keptAsParams) * linear;
     }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
     // DeepSpeed's BF16_Optimizer keeps every parameter's bf16 .grad beside the full fp32 gradient it accumulates

@@ -146,6 +146,12 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
     // fp8: Megatron-LM with Transformer Engine (--fp8-format hybrid): the megatron recipe's 18 B, GEMMs in FP8
     //      (E4M3 forward, E5M2 gradients), and per linear weight the cached FP8 copy plus its transpose (Hopper's
     //      FP8 GEMMs take only the TN layout), 1 + 1 B (Transformer Engine module.base, fp8 weight caching).
+    // nvfp4: Megatron-core with Transformer Engine's NVFP4BlockScaling (--fp4-format e2m1 --fp4-recipe nvfp4,
+    //      Blackwell): the megatron recipe's 18 B and all three GEMMs of every linear layer (forward, input and weight
+    //      gradients) in E2M1 with an E4M3 scale per 16 elements and an fp32 one per tensor; per linear weight its
+    //      rowwise and columnwise NVFP4 copies, each quantized from the bf16 weight, 2 x 0.5625 B (Transformer Engine
+    //      recipe/__init__.py NVFP4BlockScaling, pytorch/module/linear.py). The embedding, the output layer, the norms
+    //      and attention stay bf16 (Megatron-core fp4_utils.py get_fp4_context wraps the transformer layers only).
     // fsdp: PyTorch FSDP / FSDP2 with MixedPrecision(param_dtype=bf16, reduce_dtype=fp32), as torchtitan
     //      (mixed_precision_param bfloat16, mixed_precision_reduce float32) and Composer's amp_bf16 'DEFAULT' run
     //      it: the sharded fp32 parameters are the master (4), fp32 gradient shards (4), two moments: 16 B;
@@ -171,6 +177,7 @@ const std::vector<PrecisionRecipe>& precisionRecipes() {
         {"cpu_fp64", Dtype::Fp64, 8, 8, 0, 8, Dtype::Fp64, 0, 0, 0},
         {"cpu_fp32", Dtype::Fp32, 4, 4, 0, 4, Dtype::Fp32, 0, 0, 0},
         {"fp8", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp8, 2, 0, 0},
+        {"nvfp4", Dtype::Bf16, 2, 4, 4, 4, Dtype::Fp4, 2.0 * (0.5 + 1.0 / 16.0), 0, 0},
         {"fsdp", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 4},
         {"fsdp_pure", Dtype::Bf16, 4, 4, 0, 4, Dtype::Bf16, 0, 2, 2},
         {"fsdp_fp8", Dtype::Bf16, 4, 4, 0, 4, Dtype::Fp8, 0, 2, 4},
@@ -203,11 +210,15 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings and
     // norms stay bf16 and are gathered at 2 B; counting them at 1 B moves up to 13% too few bytes (Llama 3 8B,
     // whose untied 128K-token embeddings are 1.05 of its 8.0 B parameters).
-    const bool fp8Params = r.fp8() && fp8ParamGatherOf(framework);
+    // NVFP4 parameters (--fp4-param-gather): the linear weights kept as their two NVFP4 copies alone, the
+    // distributed optimizer gathering the rowwise data, 0.5 B (Megatron-core fp4_utils.py
+    // modify_nvfp4_rowwise_storage maps only the packed rowwise bytes into the parameter buffer; the block scales
+    // are computed on every rank from amaxes all-reduced before the cast).
+    const bool fp8Params = (r.fp8() && fp8ParamGatherOf(framework)) || (r.fp4() && fp4ParamGatherOf(framework));
     if (fp8Params) {
-        r.fp8WeightCopyBytes = 0;
-        r.gatherBytes = 1;
-        r.fp8Params = true;
+        r.quantizedWeightCopyBytes = 0.0;
+        r.gatherBytes = bytesPerElement(r.gemmDtype);
+        r.quantizedParams = true;
     }
     // The distributed optimizer's own state (ZeRO >= 1, bf16 weights beside an fp32 master). NeMo 1's Apex
     // DistributedFusedAdam with optim.dtype=bf16 keeps Adam's moments in bf16 and, the optimizer's dtype being the
@@ -219,13 +230,13 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     // A recipe of bf16 weights and no master (a model held in bf16): torch.optim keeps Adam's moments in the
     // parameters' dtype (torch/optim/adam.py _init_group: zeros_like(p)), 2 B each where optimizer_dtype says bf16.
     const bool bf16Master = zeroStage >= 1 && r.weightBytes == 2 && r.masterBytes == 4;
-    const bool bf16NoMaster = r.weightBytes == 2 && r.masterBytes == 0 && !r.fp8();
+    const bool bf16NoMaster = r.weightBytes == 2 && r.masterBytes == 0 && !r.quantizedGemms();
     if (bf16NoMaster && optimizerDtypeOf(framework) == "bf16") {
         r.momentBytes = 2;
     } else if (bf16Master && optimizerDtypeOf(framework) == "bf16") {
         r.momentBytes = 2;
         r.masterBytes = fp8Params ? 2 : 0;
-    } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.fp8())) {
+    } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.quantizedGemms())) {
         r.masterBytes = 2;
     }
     // DeepSpeed reduces gradients cast to the engine's communication_data_type, which is the 16-bit dtype where fp16
@@ -243,6 +254,9 @@ std::string precisionUnsupported(const ClusterConfig& cluster, const std::string
     if (rec->fp8() && !peaks.count(Dtype::Fp8))
         return "\"" + precision + "\" runs its GEMMs in FP8, for which cluster '" + cluster.name +
                "' gives no peak (FP8 matrix units arrived with NVIDIA Hopper and AMD CDNA 3)";
+    if (rec->fp4() && !peaks.count(Dtype::Fp4))
+        return "\"" + precision + "\" runs its GEMMs in NVFP4, for which cluster '" + cluster.name +
+               "' gives no fp4 peak (Transformer Engine trains in NVFP4 on Blackwell, SM 10.0 and 10.3)";
     const Dtype computes = precisionRecipeOf(precision, framework).computeDtype;
     if (peaks.count(computes)) return "";
     return "\"" + precision + "\" computes in " + toString(computes) + ", for which cluster '" + cluster.name +
@@ -266,7 +280,7 @@ PrecisionRecipe fp8OnGpu(PrecisionRecipe recipe, const FrameworkSettings& framew
     const std::string scaling = fp8RecipeOf(framework);
     if (scaling != "delayed" && scaling != "tensorwise") return recipe;
     recipe.fp8Transposes = false;
-    if (recipe.fp8WeightCopyBytes > 0) recipe.fp8WeightCopyBytes = 1;
+    if (recipe.quantizedWeightCopyBytes > 0.0) recipe.quantizedWeightCopyBytes = 1.0;
     return recipe;
 }
 
@@ -421,6 +435,13 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     if (p.framework.fp8Recipe && p.precision != "fp8")
         problems.add(r.pointer("fp8_recipe"), "\"" + *p.framework.fp8Recipe + "\" is a Transformer Engine FP8 recipe, "
                      "for precision \"fp8\"; precision \"" + p.precision + "\" has no FP8 scaling to choose");
+    // NVFP4's switches say nothing on another precision.
+    for (const auto& [key, set] : {std::pair<const char*, bool>{"fp4_param_gather", p.framework.fp4ParamGather.has_value()},
+                                   {"nvfp4_rht", p.framework.nvfp4Rht.has_value()},
+                                   {"nvfp4_stochastic_rounding", p.framework.nvfp4StochasticRounding.has_value()}})
+        if (set && p.precision != "nvfp4")
+            problems.add(r.pointer(key), std::string(key) + " is a setting of NVFP4 training (precision \"nvfp4\"); "
+                         "precision \"" + p.precision + "\" has none");
     r.finish();
     return p;
 }

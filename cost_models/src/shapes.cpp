@@ -40,8 +40,10 @@ LocalShapes localShapes(const ModelConfig& model, const Plan& plan, const Precis
     s.vocabPadded = paddedVocab(model, plan);
     s.vocabLocal = s.vocabPadded / t;
     s.vocabLoss = lossParallelOf(plan.framework) ? s.vocabLocal : s.vocabPadded;
-    s.activationBytes = bytesPerElement(recipe.computeDtype);
-    s.gemmInputBytes = bytesPerElement(recipe.gemmDtype);
+    s.activationBytes = static_cast<int>(bytesPerElement(recipe.computeDtype));
+    // Transformer Engine saves a quantized GEMM's input in its quantized form: FP8's one copy, NVFP4's columnwise copy
+    // alone (pytorch/module/linear.py: update_usage(rowwise_usage=False, columnwise_usage=True)).
+    s.gemmInputBytes = recipe.quantizedBytes();
     // A byte a dropped element's mask, where the masks are kept for the backward (dropout_masks_kept).
     s.maskBytes = model.dropout > 0.0 && plan.framework.dropoutMasksKept.value_or(true) ? 1 : 0;
     // Autocast leaves the embedding, the residual adds and LayerNorm/RMSNorm in fp32 (torch.amp's op lists:

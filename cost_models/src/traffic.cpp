@@ -127,6 +127,16 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
                                                 double activationBytes) {
     SequenceParallelTraffic t;
     t.forwardGatherBytesPerElement = activationBytes;
+    t.gradGatherBytesPerElement = activationBytes;
+    // Transformer Engine under NVFP4 quantizes before it gathers (distributed.py gather_along_first_dim ->
+    // _all_gather_nvfp4, release_v2.8 on): the QKV and fc1 inputs rowwise for the forward GEMM and again columnwise
+    // for dW (0.5625 B each), and the output gradients of the projection and fc2 both ways for dgrad and dW
+    // (module/base.py grad_output_preprocess: gather_along_first_dim(grad_output, quantizer=...)). FP8 takes the same
+    // path (_all_gather_fp8) and is still costed at the activation type: docs/validation.md, "NVFP4".
+    if (recipe.fp4() && !dtensorTpOf(plan.framework)) {
+        t.forwardGatherBytesPerElement = recipe.quantizedBytes();
+        t.gradGatherBytesPerElement = 2.0 * recipe.quantizedBytes();
+    }
     if (!dtensorTpOf(plan.framework)) return t;
     // PyTorch's own TP (torchtitan's parallelize_llama.py, DTensor): the gathered input is what autograd saves, and
     // with Float8 linears torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput cast the input to float8
@@ -228,7 +238,8 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
                 b.add(std::string("tp_all_gather_") + blk, GroupKind::Tp, Primitive::AllGather, gathered, CommPhase::Forward);
                 if (reducesOwnOutput(blk)) {
                     b.add(std::string("tp_reduce_scatter_") + blk, GroupKind::Tp, Primitive::ReduceScatter, act, CommPhase::Forward);
-                    b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather, act, CommPhase::Backward);
+                    b.add(std::string("tp_all_gather_") + blk + "_grad", GroupKind::Tp, Primitive::AllGather,
+                          latent ? act : sp.gradGatherBytesPerElement / e * act, CommPhase::Backward);
                 }
                 b.add(std::string("tp_reduce_scatter_") + blk + "_grad", GroupKind::Tp, Primitive::ReduceScatter, in, CommPhase::Backward);
                 if (sp.backwardRegathersInputs)

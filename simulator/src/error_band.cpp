@@ -213,7 +213,8 @@ std::vector<std::string> errorBandValidationFiles() {
                               "check_dgxc_grok1_moe.json", "check_lumi_megatron_mi250x.json",
                               "check_megatron_functional_memory_speed.json", "check_automodel_h100.json",
                               "check_kempnerforge_h200.json", "check_llama3_405b_paper.json",
-                              "check_megatron_bridge_moe_h100.json", "check_mlperf_training.json"}) {
+                              "check_megatron_bridge_moe_h100.json", "check_mlperf_training.json",
+                              "check_nvfp4_blackwell.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());

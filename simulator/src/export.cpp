@@ -535,11 +535,12 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
     }
     // Precision recipes (docs/decisions.md): megatron = bf16 weights + fp32 main grads; mixed = bf16 grads; megatron
     // and fp8 keep bf16 main grads too where grad_reduce_in_fp32 resolves false (NeMo's performance recipes).
-    if ((p.precision == "megatron" || p.precision == "fp8" || p.precision == "mixed") && halfDtypeOf(p.framework) == "fp16") {
+    const bool bf16Weights = p.precision == "megatron" || p.precision == "fp8" || p.precision == "nvfp4" || p.precision == "mixed";
+    if (bf16Weights && halfDtypeOf(p.framework) == "fp16") {
         // --fp16 (dynamic loss scaling by default) keeps fp16 main gradients unless told to accumulate in fp32.
         arg("--fp16");
         if (precisionRecipeOf(p).gradBytes == 4) arg("--accumulate-allreduce-grads-in-fp32");
-    } else if (p.precision == "megatron" || p.precision == "fp8" || p.precision == "mixed") {
+    } else if (bf16Weights) {
         arg("--bf16");
         if (precisionRecipeOf(p).gradBytes == 4) arg("--accumulate-allreduce-grads-in-fp32");
         else arg("--grad-reduce-in-bf16");
@@ -557,6 +558,14 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
             arg("--fp8-amax-compute-algo", "max");
         }
         if (fp8ParamGatherOf(p.framework)) arg("--fp8-param-gather");
+    }
+    if (p.precision == "nvfp4") {
+        // Transformer Engine's NVFP4BlockScaling through Megatron-core (--fp4-format e2m1, --fp4-recipe nvfp4); its
+        // Hadamard transform and stochastic rounding are environment switches (launch line).
+        arg("--transformer-impl", "transformer_engine");
+        arg("--fp4-format", "e2m1");
+        arg("--fp4-recipe", "nvfp4");
+        if (fp4ParamGatherOf(p.framework)) arg("--fp4-param-gather");
     }
     // What overlaps, as the plan's framework settings resolve (docs/frameworks.md), in current Megatron-LM's
     // flags: the interleaved schedule overlaps its transfers unless told not to.
@@ -588,6 +597,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         << (m.position == PositionEmbedding::Rope ? ", rotary base (--rotary-base)" : "") << ".\n";
     if (p.tp > 1 || p.cp > 1) out << "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
     if (launchBlockingOf(p.framework)) out << "CUDA_LAUNCH_BLOCKING=1 "; // the plan's blocking launches (FORMULAS.md §3.8)
+    if (p.precision == "nvfp4" && !nvfp4RhtOf(p.framework)) out << "NVTE_NVFP4_DISABLE_RHT=1 ";
+    if (p.precision == "nvfp4" && !nvfp4StochasticRoundingOf(p.framework)) out << "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1 ";
     out << "torchrun --nproc_per_node " << s.cluster.gpusPerNode << " --nnodes " << s.cluster.nodes;
     if (s.cluster.nodes > 1)
         out << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port "

@@ -121,9 +121,9 @@ void deepSpeedRules(const ModelConfig& m, const ClusterConfig& cluster, const Pl
         problems.add("/plan/precision",
                      "\"" + p.precision + "\" is PyTorch FSDP's mixed precision (fp32 parameter shards); DeepSpeed "
                      "keeps bf16 partitions and an fp32 master: use precision mixed, or export --format torchtitan");
-    if (p.precision == "fp8")
+    if (p.precision == "fp8" || p.precision == "nvfp4")
         problems.add("/plan/precision",
-                     "DeepSpeed's config has no FP8 training (it comes from Transformer Engine modules in model "
+                     "DeepSpeed's config has no FP8 or NVFP4 training (it comes from Transformer Engine modules in model "
                      "code); use precision megatron, or export --format megatron or torchtitan");
     // With flash attention, Megatron-style selective recompute stores what no recompute stores but the attention
     // kernel's log-sum-exp (the s x s scores it drops are never kept), so it is written as no checkpointing; without

@@ -213,7 +213,11 @@ void torchtitanRules(const ModelConfig& m, const ClusterConfig& /*cluster*/, con
     Plan asTorchtitan = p;
     asTorchtitan.framework.name = "torchtitan";
     const std::string titanPrecision = defaultPrecisionOf(asTorchtitan);
-    if (p.precision == "megatron" || p.precision == "mixed" || p.precision == "bf16_no_master" || p.precision == "fp8")
+    if (p.precision == "nvfp4")
+        problems.add("/plan/precision",
+                     "tessel's nvfp4 is Transformer Engine's NVFP4BlockScaling under Megatron-core; torchtitan has no "
+                     "such recipe tessel costs: use precision fsdp_fp8, or export --format megatron");
+    else if (p.precision == "megatron" || p.precision == "mixed" || p.precision == "bf16_no_master" || p.precision == "fp8")
         problems.add("/plan/precision",
                      "torchtitan keeps fp32 parameters, the master copy itself, where precision \"" + p.precision +
                          "\" costs bf16 weights beside one: use precision " +

@@ -529,7 +529,18 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
     // and keeps fp16 main gradients unless --accumulate-allreduce-grads-in-fp32 (a store_true flag only --bf16
     // forces on); dynamic loss scaling is not modelled.
     if (fp16 && !fp8) warnings.push_back("fp16 = True: the megatron recipe computing in fp16; dynamic loss scaling is not modelled");
-    if (fp8) {
+    // --fp4-format e2m1 (Megatron-core refuses it beside --fp8-format): Transformer Engine's NVFP4 recipe, the one
+    // 4-bit recipe tessel costs (--fp4-recipe nvfp4, Megatron-core's default; custom is said and read as it).
+    const bool fp4 = str("fp4").value_or("None") != "None" || str("fp4_format").value_or("None") != "None";
+    if (fp4) {
+        plan["precision"] = "nvfp4";
+        plan["dtype"] = "bf16";
+        if (const auto recipe = str("fp4_recipe"); recipe && *recipe != "None" && *recipe != "nvfp4")
+            warnings.push_back("fp4_recipe = " + *recipe + ": not a recipe tessel costs; read as nvfp4");
+        if (const auto v = flag("fp4_param_gather")) plan["fp4_param_gather"] = *v;
+        else if (const auto w = flag("fp4_param")) plan["fp4_param_gather"] = *w;
+        for (const char* name : {"fp4", "fp4_format", "fp4_recipe", "fp4_param_gather", "fp4_param"}) used.insert(name);
+    } else if (fp8) {
         plan["precision"] = "fp8";
         plan["dtype"] = "bf16";
         // Transformer Engine's scaling (--fp8-recipe, Megatron-core's default delayed); one it has that tessel does

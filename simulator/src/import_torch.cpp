@@ -255,7 +255,7 @@ ImportedRun importTorchTraces(const std::vector<TorchTrace>& traces, const Scena
     problems.throwIfAny();
 
     const PrecisionRecipe& recipe = scenario.recipe();
-    const int defaultE = bytesPerElement(recipe.computeDtype);
+    const int defaultE = static_cast<int>(bytesPerElement(recipe.computeDtype));
     const int64_t tokens = static_cast<int64_t>(plan.microBatch) * scenario.model.seqLen;
     const ActionSchedule schedule = buildSchedule(scenario.model, plan);
     const StageSchedule& stage0 = schedule.stages.at(0);

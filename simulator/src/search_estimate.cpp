@@ -287,6 +287,9 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             const double agInput = sp.forwardGatherBytesPerElement == s.elemBytes
                                        ? ag
                                        : cost(Primitive::AllGather, sp.forwardGatherBytesPerElement / s.elemBytes * s.actBytes, place.tp);
+            const double agGrad = sp.gradGatherBytesPerElement == s.elemBytes
+                                      ? ag
+                                      : cost(Primitive::AllGather, sp.gradGatherBytesPerElement / s.elemBytes * s.actBytes, place.tp);
             // The attention block's gather (and its gradient's reduce-scatter) carries MLA's latents where it has them.
             const double agAttn = s.latentBytes > 0.0 ? cost(Primitive::AllGather, s.latentBytes, place.tp) : agInput;
             const double rsAttnGrad = s.latentBytes > 0.0 ? cost(Primitive::ReduceScatter, s.latentBytes, place.tp) : rs;
@@ -294,13 +297,13 @@ InnerComm innerComm(const SearchContext& ctx, const Plan& plan, const ShapeCosts
             fwdTp = agAttn + rs + (mlp ? agInput + rs : 0.0);
             fc2Tp = mlp ? rs : 0.0;
             // grads, plus re-gathered GEMM inputs for dW
-            bwdTp = ag + rsAttnGrad + (sp.backwardRegathersInputs ? agAttn : 0.0) +
-                    (mlp ? ag + rs + (sp.backwardRegathersInputs ? agInput : 0.0) : 0.0);
-            gradGathers = mlp ? 2.0 * ag : ag;
+            bwdTp = agGrad + rsAttnGrad + (sp.backwardRegathersInputs ? agAttn : 0.0) +
+                    (mlp ? agGrad + rs + (sp.backwardRegathersInputs ? agInput : 0.0) : 0.0);
+            gradGathers = mlp ? 2.0 * agGrad : agGrad;
             if (oneReduction) { // the attention's reduce-scatter and its gradient's gather are the MLP's
                 fwdTp -= rs;
-                bwdTp -= ag;
-                gradGathers -= ag;
+                bwdTp -= agGrad;
+                gradGathers -= agGrad;
             }
         } else {
             const double ar = cost(Primitive::AllReduce, s.actBytes, place.tp);

@@ -141,11 +141,23 @@ bool readPrecisionAndSharding(Reading& r) {
     if (!fp8Switch.empty()) r.assume("FP8 read from plan/" + fp8Switch);
     const bool noBf16 = r.c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Bf16) == 0;
     plan.precision = "megatron";
-    // 4-bit training (NVFP4, MXFP4) has no recipe: its GEMMs run at twice FP8's rate behind Hadamard transforms and
-    // stochastic rounding, with some layers kept in BF16, none of which tessel costs. Refused, not read as BF16.
-    if (contains(prec, "fp4") || contains(prec, "float4") || contains(prec, "int4")) {
+    // 4-bit training: NVFP4 as Transformer Engine runs it (its NVFP4BlockScaling, the only 4-bit training recipe it
+    // has; Megatron-core's --fp4-format e2m1 --fp4-recipe nvfp4), on a GPU with FP4 tensor cores. MXFP4 (E8M0 scales
+    // a 32-element block) and integer 4-bit training are other recipes, not costed: refused, not read as NVFP4.
+    const bool fp4Said = contains(prec, "fp4") || contains(prec, "float4") || contains(prec, "e2m1");
+    if (fp4Said && (contains(prec, "mxfp4") || contains(prec, "mx fp4"))) {
         refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
-                  "\": 4-bit training is not modelled (tessel's recipes stop at FP8)";
+                  "\": MXFP4 training is not modelled (tessel's 4-bit recipe is NVFP4, Transformer Engine's NVFP4BlockScaling)";
+        return false;
+    }
+    if (contains(prec, "int4")) {
+        refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") +
+                  "\": integer 4-bit training is not modelled (tessel's 4-bit recipe is NVFP4)";
+        return false;
+    }
+    if (fp4Said && !c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Fp4)) {
+        refusal = ptr + "/system/precision: \"" + text(sys, "precision") + text(pl, "precision") + "\": NVFP4 needs FP4 "
+                  "tensor cores (Blackwell); " + c.scenario.cluster.gpu.name + " has no fp4 peak";
         return false;
     }
     // Full-precision training: every word of the field names 32 bits. "fp32" beside a 16-bit or FP8 word is the master
@@ -162,7 +174,31 @@ bool readPrecisionAndSharding(Reading& r) {
     const std::string tf32 = std::regex_replace(prec, std::regex(R"(tf32[ =:]*(off|disabled|false)|(no|without)[- ]+tf32)"), " ");
     const bool tf32Off = tf32 != prec;
     const bool hasTf32 = c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Tf32) > 0;
-    if (!lowPrecision && contains(tf32, "tf32")) {
+    // Transformer Engine's FP8 attention (Megatron-core's --fp8-dot-product-attention, NVTE_DPA_FP8_RECIPE) has no
+    // cost of its own here: said, and the attention costed in BF16.
+    for (const char* key : {"fp8_dot_product_attention", "fp8_dpa"})
+        if (boolean(pl, key).value_or(false)) {
+            r.assume(std::string(key) + ": Transformer Engine's FP8 attention is not costed; the attention is costed in BF16");
+            break;
+        }
+    if (fp4Said) {
+        plan.precision = "nvfp4";
+        // Megatron-core's --fp4-param-gather and Transformer Engine's NVTE_NVFP4_DISABLE_* switches, as plan keys.
+        for (const auto& [key, knob] : {std::pair<const char*, std::optional<bool> FrameworkSettings::*>{
+                                            "fp4_param_gather", &FrameworkSettings::fp4ParamGather},
+                                        {"nvfp4_rht", &FrameworkSettings::nvfp4Rht},
+                                        {"nvfp4_stochastic_rounding", &FrameworkSettings::nvfp4StochasticRounding}}) {
+            if (auto v = boolean(pl, key)) plan.framework.*knob = *v;
+            else if (member(pl, key))
+                r.assume(std::string(key) + " \"" + text(pl, key) + "\" is neither true nor false: the default taken");
+        }
+        const auto& fw = plan.framework;
+        r.assume(std::string("NVFP4 as Transformer Engine runs it (NVFP4BlockScaling): the linear layers' three GEMMs in "
+                             "E2M1 with E4M3 block scales, attention, norms, embedding and output layer in BF16; ") +
+                 (nvfp4RhtOf(fw) ? "the Hadamard transform" : "no Hadamard transform") + ", " +
+                 (nvfp4StochasticRoundingOf(fw) ? "stochastically rounded gradients" : "gradients rounded to nearest") +
+                 (fp4ParamGatherOf(fw) ? ", NVFP4 parameters gathered at 0.5 B" : ""));
+    } else if (!lowPrecision && contains(tf32, "tf32")) {
         // TF32: fp32 tensors, matmuls on the tensor cores at the TF32 rate (recipe tf32). A GPU without TF32 units
         // (Volta, CDNA2) runs them as fp32.
         plan.precision = hasTf32 ? "tf32" : "fp32";
@@ -717,10 +753,12 @@ bool readRecomputeAndCheck(Reading& r) {
     }
     // The master's remainders only where there is an fp32 master of bf16 weights under a distributed optimizer, and
     // their default depends on the GEMMs' dtype (storeParamRemaindersOf), so it is said here, resolved for this plan.
+    const bool quantizedParams = (fp8 && fp8ParamGatherOf(plan.framework)) ||
+                                 (named && named->fp4() && fp4ParamGatherOf(plan.framework));
     if (named && named->weightBytes == 2 && named->masterBytes == 4 && plan.zeroStage >= 1 &&
-        !plan.framework.storeParamRemainders && optimizerDtypeOf(plan.framework) == "fp32" &&
-        !(fp8 && fp8ParamGatherOf(plan.framework)) && plan.framework.name == "nemo") {
-        const bool remainders = storeParamRemaindersOf(plan.framework, fp8);
+        !plan.framework.storeParamRemainders && optimizerDtypeOf(plan.framework) == "fp32" && !quantizedParams &&
+        plan.framework.name == "nemo") {
+        const bool remainders = storeParamRemaindersOf(plan.framework, named->quantizedGemms());
         r.assume(std::string("store_param_remainders = ") + (remainders ? "true" : "false") + " (" + plan.framework.name +
                  (plan.framework.version.empty() ? " (current)" : " " + plan.framework.version) + " default" +
                  (remainders ? ": the fp32 master as 16-bit remainders beside the bf16 weights)" : ")"));

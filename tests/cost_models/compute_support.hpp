@@ -1,5 +1,5 @@
-// Shared by the compute tests: a block's forward op by name (it must be there), a small TP case, and the tp 2 plan
-// the hand-counted layer tests share.
+// Shared by the compute tests: a block's forward op by name (it must be there), a small TP case, the FP8 and NVFP4
+// tests' layer, and the tp 2 plan the hand-counted layer tests share.
 #pragma once
 
 #include "test_support.hpp"
@@ -25,6 +25,23 @@ struct Tp4Case {
         p.tp = 4;
         p.dp = 2;
         p.microBatch = 2;
+    }
+};
+
+// The FP8 and NVFP4 tests' layer: four layers of hidden 4096 (T = 4096 tokens a micro-batch), tp 2 with SP over a
+// round cluster whose FP8 peak is twice its bf16 one and whose FP4 peak is twice that.
+struct QuantizedLayerCase {
+    ModelConfig m = test::megatronStyleModel(4, 4096, 32, 32000, 4096);
+    ClusterConfig c = test::roundCluster(8, 1);
+    Plan p;
+    QuantizedLayerCase() {
+        m.dropout = 0.0;
+        c.gpu.peakFlopsPerSecond[Dtype::Fp8] = 2e15;
+        c.gpu.peakFlopsPerSecond[Dtype::Fp4] = 4e15;
+        p.tp = 2;
+        p.dp = 4;
+        p.globalBatch = 8;
+        p.sequenceParallel = true;
     }
 };
 

@@ -1,6 +1,7 @@
 // Tests of the physics added for published runs: the GEMM shape model, fused and unfused attention, FP8 and the
 // small-message all-reduce (hand-checkable numbers; FORMULAS.md §3.1, §3.2); the framework defaults are in
 // framework_test.cpp.
+#include "compute_support.hpp"
 #include "test_support.hpp"
 
 #include "tessel/cost/compute.hpp"
@@ -521,21 +522,8 @@ TEST(Attention, AnUnknownKernelIsAPlanErrorNamingTheField) {
 namespace tessel {
 namespace {
 
-// The FP8 tests' layer: four layers of hidden 4096 (T = 4096 tokens a micro-batch), tp 2 with SP over a round
-// cluster whose FP8 peak is twice its bf16 one.
-struct Fp8Case {
-    ModelConfig m = test::megatronStyleModel(4, 4096, 32, 32000, 4096);
-    ClusterConfig c = test::roundCluster(8, 1);
-    Plan p;
-    Fp8Case() {
-        m.dropout = 0.0;
-        c.gpu.peakFlopsPerSecond[Dtype::Fp8] = 2e15;
-        p.tp = 2;
-        p.dp = 4;
-        p.globalBatch = 8;
-        p.sequenceParallel = true;
-    }
-};
+// The FP8 tests' layer (compute_support.hpp).
+using Fp8Case = test::QuantizedLayerCase;
 
 TEST(Fp8, GemmsRunInFp8WithTheirCastsAndTheWeightCopiesAreKept) {
     Fp8Case fc;

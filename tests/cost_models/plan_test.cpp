@@ -47,16 +47,16 @@ TEST(PrecisionRecipes, MainGradientsFollowTheFramework) {
     EXPECT_EQ(precisionRecipeOf("megatron", nemo).bytesPerParameter(), 16);
     EXPECT_EQ(precisionRecipeOf("fp8", nemo).gradBytes, 2);
     EXPECT_EQ(precisionRecipeOf("fp8", nemo).gradReduceBytes(), 2);
-    EXPECT_EQ(precisionRecipeOf("fp8", nemo).fp8WeightCopyBytes, 2);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).quantizedWeightCopyBytes, 2);
     // Recipes without Megatron-style fp32 main gradients are what their names say under any framework.
     EXPECT_EQ(precisionRecipeOf("fsdp", nemo).gradReduceBytes(), 4);
     EXPECT_EQ(precisionRecipeOf("mixed", megatron).gradBytes, 2);
     nemo.gradReduceInFp32 = true;
     EXPECT_EQ(precisionRecipeOf("megatron", nemo).bytesPerParameter(), 18);
     // FP8 parameters (NeMo from 24.09): no bf16 weights beside the FP8 ones, gathered at 1 B.
-    EXPECT_EQ(precisionRecipeOf("fp8", nemo).fp8WeightCopyBytes, 2); // 24.07
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).quantizedWeightCopyBytes, 2); // 24.07
     nemo.version = "25.11";
-    EXPECT_EQ(precisionRecipeOf("fp8", nemo).fp8WeightCopyBytes, 0);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).quantizedWeightCopyBytes, 0);
     EXPECT_EQ(precisionRecipeOf("fp8", nemo).paramGatherBytes(), 1);
     EXPECT_EQ(precisionRecipeOf("megatron", nemo).paramGatherBytes(), 2); // bf16 runs are untouched
     EXPECT_THROW(precisionRecipeOf("nope", megatron), InputError);

@@ -274,7 +274,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 28u); // the shared runs and tessel's twenty-seven check sets of published runs
+    ASSERT_EQ(files.size(), 29u); // the shared runs and tessel's twenty-eight check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());
@@ -351,17 +351,18 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     const auto a100cp = errorBandFor(a100, cp, false);
     ASSERT_TRUE(a100cp.has_value());
     EXPECT_EQ(a100cp->kind, kContextParallelKind);
-    // A B200 plan: its kind has nine runs (Megatron-Bridge's four, MLPerf's GPT-3 preview and four of MLPerf v5.1's
-    // Llama 3.1 8B rows), more than a kind needs; were ten the minimum it would take the band of the B200's own 25
-    // runs (Megatron-Bridge's, NeMo's long-sequence table, MLPerf's), not the all-runs fallback measured on other GPUs.
+    // A B200 plan: its kind has eighteen runs (Megatron-Bridge's four, MLPerf's GPT-3 preview, four of MLPerf v5.1's
+    // Llama 3.1 8B FP8 rows and nine of its NVFP4 ones), more than a kind needs; were nineteen the minimum it would take
+    // the band of the B200's own 34 runs (Megatron-Bridge's, NeMo's long-sequence table, MLPerf's), not the all-runs
+    // fallback measured on other GPUs.
     const auto b200 = errorBandFor(test::clusterPreset("dgx-b200"), p, false);
     ASSERT_TRUE(b200.has_value());
     EXPECT_EQ(b200->kind, "B200 / Megatron-style");
-    EXPECT_EQ(b200->records, 9);
-    const auto b200Family = errorBandFor(test::clusterPreset("dgx-b200"), p, false, 10);
+    EXPECT_EQ(b200->records, 18);
+    const auto b200Family = errorBandFor(test::clusterPreset("dgx-b200"), p, false, 19);
     ASSERT_TRUE(b200Family.has_value());
     EXPECT_EQ(b200Family->kind, gpuFamilyKind("B200"));
-    EXPECT_EQ(b200Family->records, 25);
+    EXPECT_EQ(b200Family->records, 34);
     // An H200 Megatron-style plan: no Megatron-style H200 runs without context parallelism, but the H200's own 30
     // (torchtitan's two, KempnerForge's 25, MLPerf's two Nebius 405B rows and HPE's 8B row, all three at cp 2), so the
     // GPU family's band, not the all-runs fallback.
@@ -369,13 +370,15 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(h200.has_value());
     EXPECT_EQ(h200->kind, gpuFamilyKind("H200"));
     EXPECT_EQ(h200->records, 30);
-    // The B300 has two runs (MLPerf v5.1's Llama 3.1 8B on one node, Dell's and Supermicro's), fewer than a band
-    // needs, and its dense rates and preset's figures are the B200's: a B300 plan is shown the B200 runs' band. The GB300 has runs of its own (Megatron-Bridge's, in
+    // The B300 has four runs (MLPerf v5.1's Llama 3.1 8B on one node: Dell's and Supermicro's in FP8, Lenovo's and
+    // Nebius's in NVFP4), fewer than a kind's band needs but enough for its GPU family's (kGpuFamilyMinRecords): a B300
+    // plan is shown the B300's own runs' band, no longer the B200's. The GB300 has runs of its own (Megatron-Bridge's, in
     // check_megatron_bridge_gb300_fp8.json and check_megatron_bridge_2026.json), so a band of its own, not its
     // sibling's: since the 2026 set, enough Megatron-style ones for the kind's band, not only the family's.
     const auto b300 = errorBandFor(test::clusterPreset("dgx-b300"), p, false);
     ASSERT_TRUE(b300.has_value());
-    EXPECT_EQ(b300->kind, gpuFamilyKind("B200"));
+    EXPECT_EQ(b300->kind, gpuFamilyKind("B300"));
+    EXPECT_EQ(b300->records, 4);
     const auto gb300 = errorBandFor(test::clusterPreset("gb300-nvl72"), p, false);
     ASSERT_TRUE(gb300.has_value());
     EXPECT_EQ(gb300->kind, "GB300 / Megatron-style");

@@ -674,6 +674,40 @@ TEST(ExportMegatron, OverlapSettingsAndFp8AreWritten) {
     EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--overlap-grad-reduce"));
 }
 
+// NVFP4 as Megatron-core takes it: Transformer Engine, --fp4-format e2m1 --fp4-recipe nvfp4, --fp4-param-gather where
+// the plan keeps NVFP4 parameters, and Transformer Engine's switches on the launch line where the plan turns them off.
+TEST(ExportMegatron, Nvfp4IsWrittenAsMegatronCoresFp4Flags) {
+    Scenario s = preset("llama3-8b-h100");
+    s.cluster = loadClusterRef("dgx-b200", "/cluster");
+    s.plan.precision = "nvfp4";
+    MegatronArgs a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_EQ(a.at("--transformer-impl"), "transformer_engine");
+    EXPECT_EQ(a.at("--fp4-format"), "e2m1");
+    EXPECT_EQ(a.at("--fp4-recipe"), "nvfp4");
+    EXPECT_TRUE(a.has("--bf16"));
+    EXPECT_FALSE(a.has("--fp8-format"));
+    EXPECT_FALSE(a.has("--fp4-param-gather"));
+    EXPECT_EQ(a.launch.find("NVTE_NVFP4"), std::string::npos);
+    s.plan.framework.fp4ParamGather = true;
+    s.plan.framework.nvfp4Rht = false;
+    s.plan.framework.nvfp4StochasticRounding = false;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--fp4-param-gather"));
+    EXPECT_NE(a.launch.find("NVTE_NVFP4_DISABLE_RHT=1"), std::string::npos) << a.launch;
+    EXPECT_NE(a.launch.find("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1"), std::string::npos) << a.launch;
+    // DeepSpeed's config and torchtitan have no such recipe: refused at /plan/precision.
+    for (ExportFormat f : {ExportFormat::DeepSpeed, ExportFormat::Torchtitan}) {
+        try {
+            (void)exportPlan(s, f);
+            ADD_FAILURE() << "exported";
+        } catch (const InputError& err) {
+            bool named = false;
+            for (const auto& pr : err.problems()) named |= pr.where == "/plan/precision";
+            EXPECT_TRUE(named);
+        }
+    }
+}
+
 TEST(ExportMegatron, RefusesOverlapItCannotRun) {
     Scenario s = defaultScenario(); // 1F1B, ZeRO-0
     s.plan.sequenceParallel = false;

@@ -225,6 +225,19 @@ TEST(MegatronImport, Fp8RecipeIsThePlansScaling) {
     expectNotWarned(run, "fp8_recipe");
 }
 
+// --fp4-format e2m1: NVFP4, Transformer Engine's NVFP4BlockScaling, with --fp4-param-gather where the log has it.
+TEST(MegatronImport, Fp4FormatIsNvfp4) {
+    std::string log = smallLog();
+    log.insert(log.find("  tensor_model_parallel_size ...................... 1\n"),
+               "  fp4 ............................................. e2m1\n"
+               "  fp4_param_gather ................................ True\n");
+    const ImportedRun run = importMegatronLog(parseMegatronLog(log, "fp4.log"), cluster("dgx-b200"));
+    EXPECT_EQ(run.scenario["plan"]["precision"], "nvfp4");
+    EXPECT_EQ(run.scenario["plan"]["fp4_param_gather"], true);
+    EXPECT_TRUE(fp4ParamGatherOf(parseScenario(run.scenario, "imported").plan.framework));
+    expectNotWarned(run, "fp4");
+}
+
 // --squared-relu: the model's squared_relu MLP, not GELU.
 TEST(MegatronImport, SquaredReluIsTheModelsActivation) {
     const ImportedRun run = importWithArgs("  squared_relu .................................... True\n", "relu2.log");

@@ -78,12 +78,16 @@ TEST(ValidationRecord, Fp8IsTransformerEnginesRecipeOnHopperAndBf16Elsewhere) {
     fp8["plan"]["fp8_recipe"] = "custom"; // a recipe tessel has no costs for: said, not dropped
     EXPECT_TRUE(mentions(load(fp8).assumptions, "names no scaling recipe tessel costs"));
     fp8["plan"].erase("fp8_recipe");
-    // 4-bit training has no recipe: refused with the field named, never read as BF16.
-    for (const char* fp4 : {"NVFP4", "MXFP4 (Transformer Engine)"}) {
+    // 4-bit training on a GPU without FP4 tensor cores (this record's H100), MXFP4 and integer 4-bit training:
+    // refused with the field named, never read as BF16 (NVFP4 on Blackwell: NvFp4IsTransformerEnginesRecipeOnBlackwell).
+    for (const auto& [fp4, why] : std::vector<std::pair<const char*, const char*>>{
+             {"NVFP4", "NVFP4 needs FP4 tensor cores"},
+             {"MXFP4 (Transformer Engine)", "MXFP4 training is not modelled"},
+             {"INT4 QAT", "integer 4-bit training is not modelled"}}) {
         fp8["system"]["precision"] = fp4;
         const std::string refusal = refusalOf(fp8);
         EXPECT_NE(refusal.find("/system/precision"), std::string::npos) << refusal;
-        EXPECT_NE(refusal.find("4-bit training is not modelled"), std::string::npos) << refusal;
+        EXPECT_NE(refusal.find(why), std::string::npos) << refusal;
     }
     // Megatron-LM's and Transformer Engine's FP8 switches in the plan, beside a bf16 precision (they had been passed
     // over: a BF16 run); false or "none" say nothing.
@@ -236,6 +240,38 @@ TEST(ValidationRecord, NcclUserBuffersFromThePlanKey) {
     zero1["plan"]["zero"] = 1;
     zero1["plan"]["framework"] = "Megatron-Bridge";
     EXPECT_FALSE(ncclUbOf(load(zero1).scenario.plan.framework));
+}
+
+// NVFP4 on Blackwell: Transformer Engine's NVFP4BlockScaling, its switches read from the plan as Megatron-core and
+// Transformer Engine name them, and said; MXFP4 on the same GPU is still refused.
+TEST(ValidationRecord, NvFp4IsTransformerEnginesRecipeOnBlackwell) {
+    nlohmann::json r = record();
+    r["system"]["gpu"] = "B200";
+    r["system"]["precision"] = "NVFP4";
+    const ValidationCase c = load(r);
+    EXPECT_EQ(c.scenario.plan.precision, "nvfp4");
+    EXPECT_TRUE(mentions(c.assumptions, "NVFP4 as Transformer Engine runs it"));
+    EXPECT_TRUE(mentions(c.assumptions, "the Hadamard transform, stochastically rounded gradients"));
+    EXPECT_FALSE(fp4ParamGatherOf(c.scenario.plan.framework));
+    r["plan"]["fp4_param_gather"] = true;
+    r["plan"]["nvfp4_rht"] = false;
+    r["plan"]["nvfp4_stochastic_rounding"] = false;
+    const ValidationCase vanilla = load(r);
+    EXPECT_TRUE(fp4ParamGatherOf(vanilla.scenario.plan.framework));
+    EXPECT_FALSE(nvfp4RhtOf(vanilla.scenario.plan.framework));
+    EXPECT_FALSE(nvfp4StochasticRoundingOf(vanilla.scenario.plan.framework));
+    EXPECT_TRUE(mentions(vanilla.assumptions, "no Hadamard transform, gradients rounded to nearest, NVFP4 parameters"));
+    r["plan"]["nvfp4_rht"] = "sometimes"; // not a boolean: said, the default taken
+    const ValidationCase unclear = load(r);
+    EXPECT_TRUE(nvfp4RhtOf(unclear.scenario.plan.framework));
+    EXPECT_TRUE(mentions(unclear.assumptions, "nvfp4_rht \"sometimes\" is neither true nor false"));
+    // The weights kept as NVFP4 parameters: 1.125 B a linear weight in place of bf16's 2 B and no copy beside them.
+    const PrecisionRecipe kept = precisionRecipeOf(vanilla.scenario.plan);
+    EXPECT_TRUE(kept.quantizedParams);
+    EXPECT_DOUBLE_EQ(kept.quantizedWeightCopyBytes, 0.0);
+    EXPECT_DOUBLE_EQ(kept.paramGatherBytes(), 0.5);
+    r["system"]["precision"] = "MXFP4";
+    EXPECT_NE(refusalOf(r).find("MXFP4 training is not modelled"), std::string::npos);
 }
 } // namespace
 } // namespace tessel::sim

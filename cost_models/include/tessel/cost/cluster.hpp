@@ -13,9 +13,9 @@
 
 namespace tessel {
 
-enum class Dtype { Fp64, Fp32, Tf32, Bf16, Fp16, Fp8 };
+enum class Dtype { Fp64, Fp32, Tf32, Bf16, Fp16, Fp8, Fp4 };
 std::string toString(Dtype d);
-int bytesPerElement(Dtype d);
+double bytesPerElement(Dtype d); // fp4: 0.5
 // Whether GEMMs in this dtype run on the tensor cores: every dtype but fp32, which cuBLAS runs as FFMA on the CUDA
 // cores when TF32 is off (PyTorch's default for matmul, tessel's fp32 recipe). The sustained share at the power
 // limit (FORMULAS.md §3.3) applies to tensor-core work only: fp32 GEMMs held 6 s on a lent H200 kept their first

@@ -67,6 +67,16 @@ double fp8CastBackwardBytes(double outputs, double inputs, int e, bool transpose
 // delayed scaling's fused norm writes FP8 directly; backward, each output gradient is read once more for its amax.
 double fp8CurrentScalingForwardBytes(double castInputs, double normFusedInputs, int e); // e x cast + (e + 1) x norm-fused
 double fp8CurrentScalingBackwardBytes(double outputs, int e);                             // e x outputs
+// NVFP4 casts around a layer's GEMMs (Transformer Engine's NVFP4BlockScaling; q = 0.5625 B an element of one copy with
+// its block scales): forward, every GEMM input read once (e) and written rowwise and columnwise (2q), the norm's
+// 16-bit output too, and read once more for the tensor's amax where no producer took it (`amaxInputs`); backward,
+// each output gradient read for its amax (e), then read and written twice (e + 2q), at the rate the stochastic
+// rounding leaves the cast kernel where it is on: Transformer Engine's tuned NVFP4 cast (NVIDIA/TransformerEngine
+// #2412, B300, BF16 in, rowwise and columnwise) ran 6.4 TB/s rounding to nearest, 4.5 TB/s rounding stochastically,
+// so those bytes take 6.4 / 4.5 of their time (kNvfp4StochasticRoundingTimeFactor).
+constexpr double kNvfp4StochasticRoundingTimeFactor = 6.4 / 4.5;
+double nvfp4CastForwardBytes(double inputs, double amaxInputs, int e, double q);            // (e + 2q) in + e amax
+double nvfp4CastBackwardBytes(double outputs, int e, double q, bool stochasticRounding);    // e + (e + 2q) x SR
 // Eager PyTorch (framework fused_kernels false, FORMULAS.md §3.4): every op a model line launches moves its own
 // bytes. Forward bytes per element, and the backward's (autograd through the same ops) per element:
 //   RMSNorm as torchtitan writes it, x.float() -> pow -> mean -> * rsqrt -> type_as -> * weight: 4e + 28, 6e + 52;

@@ -74,6 +74,15 @@ struct FrameworkSettings {
     // one's dispatch and combine all-to-alls under the other's attention and expert compute (FORMULAS.md §6.1).
     // Unset: off, Megatron-core's default.
     std::optional<bool> moeA2aOverlap;
+    // NVFP4 training (precision nvfp4), Megatron-core's --fp4-param-gather (TransformerConfig.fp4_param): the linear
+    // weights kept in NVFP4 alone, their rowwise 0.5 B gathered by the distributed optimizer. Unset: off, Megatron-core's
+    // default (Megatron-Bridge's bf16_with_nvfp4_mixed sets it).
+    std::optional<bool> fp4ParamGather;
+    // Transformer Engine's NVFP4BlockScaling switches (NVTE_NVFP4_DISABLE_RHT, NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING
+    // negated): the random Hadamard transform before the columnwise (weight-gradient) casts of inputs and gradients,
+    // and stochastic rounding of the gradients' casts. Unset: on, Transformer Engine's defaults (recipe/__init__.py).
+    std::optional<bool> nvfp4Rht;
+    std::optional<bool> nvfp4StochasticRounding;
     // Megatron-core's shared-expert overlap (--moe-shared-expert-overlap; token_dispatcher.py, shared_experts.py): the
     // shared experts run on a stream of their own, fc1 and the activation while the dispatch all-to-all runs, fc2
     // while the combine runs (FORMULAS.md §6.1). Unset: off, Megatron-core's default (Megatron-Bridge's DeepSeek-V2/V3
@@ -267,6 +276,9 @@ bool gradReduceInFp32Of(const FrameworkSettings& f);
 // else true for NeMo from container 24.09 (NeMo 2's FP8 precision recipes) and for torchtitan (its float8 guide's
 // enable_fsdp_float8_all_gather), false otherwise (docs/frameworks.md).
 bool fp8ParamGatherOf(const FrameworkSettings& f);
+bool fp4ParamGatherOf(const FrameworkSettings& f);
+bool nvfp4RhtOf(const FrameworkSettings& f);
+bool nvfp4StochasticRoundingOf(const FrameworkSettings& f);
 // The FP8 recipes Megatron-core names (--fp8-recipe), and the plan's: "delayed" unless stated (Megatron-core's
 // default, TransformerConfig.fp8_recipe, and Transformer Engine's DelayedScaling before Blackwell).
 const std::vector<std::string>& fp8RecipeKinds();
@@ -432,7 +444,7 @@ struct FsdpCopyBytes {
 };
 FsdpCopyBytes fsdpCopyBytesPerParameter(const FrameworkSettings& f, int pp, int zeroStage, int zeroShards,
                                         int microBatches, bool reshardAfterForward, int gradBytes, int reduceBytes,
-                                        int shardBytes, int gatherBytes);
+                                        int shardBytes, double gatherBytes);
 
 // FSDP under torch.distributed.pipelining as torchtitan runs it (parallelize_llama.py at 9dec370: with pp > 1 no
 // block reshards after forward; PipelineStage syncs gradients on the last backward only): a stage gathers its
@@ -448,7 +460,7 @@ bool fsdpGathersOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 bool fsdpReducesOncePerStep(const FrameworkSettings& f, int pp, int zeroStage);
 // The bytes a parameter of the unsharded gradient FSDP's no_sync keeps: FSDP1 (fsdp) in the gathered parameter's
 // dtype, FSDP2 (torchtitan's costs) in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed upcasts it).
-int fsdpNoSyncGradBytes(const FrameworkSettings& f, const PrecisionRecipe& recipe);
+double fsdpNoSyncGradBytes(const FrameworkSettings& f, const PrecisionRecipe& recipe);
 
 // Pipeline transfers through torch.distributed.pipelining (torchtitan with pp > 1): a PipelineStage allocates a
 // receive buffer per micro-batch for its input (not on the first stage) and another for the gradient of its output

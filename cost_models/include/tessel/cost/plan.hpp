@@ -82,31 +82,45 @@ struct PrecisionRecipe {
     int gradBytes = 2;                  // gradient buffer the backward accumulates into
     int masterBytes = 4;                // fp32 master copy (0 when the weights are the master; 2 as remainders)
     int momentBytes = 4;                // each of Adam's two moments
-    // FP8 training as Transformer Engine does it: GEMMs in this dtype (activations and everything else in
-    // computeDtype), GEMM inputs saved for backward at its width, and per linear weight an FP8 copy and its
-    // transpose (fp8WeightCopyBytes) kept for the step.
+    // FP8 and NVFP4 training as Transformer Engine does it: GEMMs in this dtype (activations and everything else in
+    // computeDtype), GEMM inputs saved for backward at its width (quantizedBytes), and per linear weight its
+    // quantized copies (quantizedWeightCopyBytes: FP8's copy and transpose, NVFP4's rowwise and columnwise copies)
+    // kept for the step.
     Dtype gemmDtype = Dtype::Bf16;
-    int fp8WeightCopyBytes = 0;
+    double quantizedWeightCopyBytes = 0.0;
     // What the data-parallel collectives move per parameter when it differs from what is kept: PyTorch FSDP
     // keeps fp32 parameter shards and gathers them cast to bf16 (param_dtype), and reduces in reduce_dtype.
     // 0 = the kept width (weightBytes, gradBytes).
-    int gatherBytes = 0;
+    double gatherBytes = 0.0;
     int reduceBytes = 0;
     // PyTorch autocast over fp32 parameters (torch.autocast: HF Trainer --bf16, Lightning bf16-mixed, nanoGPT):
     // GEMMs and attention run in computeDtype on copies autocast makes, the residual stream, the norms and the
     // loss stay fp32 (autocastResidualBytes), every weight is cast once a forward and the copy is kept by its
     // GEMM for the backward (FORMULAS.md §2, §3.5).
     bool autocast = false;
-    // FP8 parameters (fp8_param_gather): the linear weights are kept in FP8 alone, no 16-bit copy beside them.
-    bool fp8Params = false;
+    // Quantized parameters (fp8_param_gather, fp4_param_gather): the linear weights are kept in FP8 or NVFP4 alone,
+    // no 16-bit copy beside them.
+    bool quantizedParams = false;
     // Whether Transformer Engine keeps each FP8 tensor's transpose beside it (Hopper's FP8 GEMMs take TN operands
     // only); false on a GPU whose FP8 GEMMs take any layout under per-tensor scaling (fp8OnGpu).
     bool fp8Transposes = true;
     bool fp8() const { return gemmDtype == Dtype::Fp8; }
+    bool fp4() const { return gemmDtype == Dtype::Fp4; }
+    // Transformer Engine's (or torchao's) quantized GEMMs: FP8 or NVFP4.
+    bool quantizedGemms() const { return fp8() || fp4(); }
+    // One quantized copy of a GEMM operand, bytes an element with its scales: FP8 1 (one fp32 scale a tensor);
+    // NVFP4 0.5 of E2M1 data and one E4M3 scale per 16 elements, 0.5625 (Transformer Engine
+    // pytorch/tensor/nvfp4_tensor.py: two elements a byte, get_scale_shape's K/16 scales a row; the scales' padding
+    // to 128 x 4 blocks is left out). Otherwise the dtype's width.
+    double quantizedBytes() const { return fp4() ? 0.5 + 1.0 / 16.0 : bytesPerElement(gemmDtype); }
+    // What a quantized parameter takes as kept (quantizedParams): FP8 its data and transpose (1 B without the
+    // transpose, fp8OnGpu); NVFP4 its rowwise and columnwise copies, the columnwise rebuilt by transposing the gathered
+    // rowwise one (Transformer Engine utils.py _nvfp4_2d_multi_tensor_transpose).
+    double quantizedParamBytes() const { return fp4() ? 2.0 * quantizedBytes() : fp8Transposes ? 2.0 : 1.0; }
     // Megatron-style fp32 main gradients beside bf16 weights and an fp32 master (megatron, fp8): what the
     // framework's grad_reduce_in_fp32 decides (precisionRecipeOf).
     bool megatronMainGrads() const { return weightBytes == 2 && gradBytes == 4 && masterBytes == 4; }
-    int paramGatherBytes() const { return gatherBytes > 0 ? gatherBytes : weightBytes; }
+    double paramGatherBytes() const { return gatherBytes > 0.0 ? gatherBytes : weightBytes; }
     int gradReduceBytes() const { return reduceBytes > 0 ? reduceBytes : gradBytes; }
     int bytesPerParameter() const { return weightBytes + gradBytes + masterBytes + 2 * momentBytes; }
     int optimizerBytesPerParameter() const { return masterBytes + 2 * momentBytes; }
@@ -115,7 +129,8 @@ struct PrecisionRecipe {
 // The named recipes: megatron (18 B), mixed (16 B), bf16_no_master (12 B), fp32 (16 B), amp (16 B + the
 // 2 B autocast copy of each weight from its forward to its backward),
 // cpu_fp64 (32 B) and cpu_fp32 (16 B), the last two being what the CPU executor allocates; fp8 is megatron's
-// 18 B with FP8 GEMMs and 2 B more per linear weight (Transformer Engine).
+// 18 B with FP8 GEMMs and 2 B more per linear weight (Transformer Engine); nvfp4 the same with NVFP4 GEMMs and
+// 1.125 B more per linear weight.
 const std::vector<PrecisionRecipe>& precisionRecipes();
 const PrecisionRecipe* findPrecisionRecipe(const std::string& name);
 // The recipe as the framework runs it: a recipe with Megatron-style main gradients (bf16 weights, fp32 gradient

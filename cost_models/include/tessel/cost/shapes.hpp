@@ -47,7 +47,7 @@ struct LocalShapes {
     int64_t vocabLoss = 0;      // the logits' columns the loss holds and reads on this rank: vocabLocal, or the
                                 // whole padded V where they are gathered over TP (lossParallelOf false)
     int activationBytes = 2;    // bytes per activation element (the recipe's compute dtype)
-    int gemmInputBytes = 2;     // bytes per element of a GEMM input saved for backward (1 under FP8)
+    double gemmInputBytes = 2;  // bytes per element of a GEMM input saved for backward (1 under FP8, 0.5625 NVFP4)
     int maskBytes = 0;          // 1 when the model uses dropout (a byte mask per element), else 0
     int residualBytes = 2;      // the residual stream and the norms (fp32 under autocast, else activationBytes)
 };

@@ -32,6 +32,9 @@ struct SequenceParallelTraffic {
     // Bytes per element of the forward all-gathers of the attention and MLP inputs: the activation type, or 1
     // where torchao's float8 TP casts the input before gathering it (PrepareFloat8ModuleInput; recipe fsdp_fp8).
     double forwardGatherBytesPerElement = 2.0;
+    // Bytes per element of the backward all-gathers of the row-parallel GEMMs' output gradients: the activation type,
+    // or NVFP4's two copies (2 x 0.5625) where Transformer Engine quantizes the gradient before gathering it.
+    double gradGatherBytesPerElement = 2.0;
     // Backward all-gathers the sharded inputs of the QKV and fc1 GEMMs again for dW: Megatron-LM and Transformer
     // Engine keep the shard; PyTorch's DTensor TP (torchtitan, fsdp) keeps the gathered input in autograd, except
     // under torchtitan's per-op selective checkpointing, whose recompute replays the all-gathers (not in its
