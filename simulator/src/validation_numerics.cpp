@@ -174,6 +174,14 @@ bool readPrecisionAndSharding(Reading& r) {
     const std::string tf32 = std::regex_replace(prec, std::regex(R"(tf32[ =:]*(off|disabled|false)|(no|without)[- ]+tf32)"), " ");
     const bool tf32Off = tf32 != prec;
     const bool hasTf32 = c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Tf32) > 0;
+    // Megatron-core's --first-last-layers-bf16 (FP8 and NVFP4 recipes): the end layers outside the quantized context.
+    // Not modelled: every layer is costed in the recipe, and the record says so.
+    if (boolean(pl, "first_last_layers_bf16").value_or(false) && (contains(prec, "fp8") || contains(prec, "float8") || fp4Said)) {
+        const std::string start = text(pl, "num_layers_at_start_in_bf16"), end = text(pl, "num_layers_at_end_in_bf16");
+        r.assume("first_last_layers_bf16: the first " + (start.empty() ? std::string("1") : start) + " and last " +
+                 (end.empty() ? std::string("1") : end) + " layers run in BF16 (Megatron-core), not modelled: every layer "
+                 "is costed in the quantized recipe");
+    }
     // Transformer Engine's FP8 attention (Megatron-core's --fp8-dot-product-attention, NVTE_DPA_FP8_RECIPE) has no
     // cost of its own here: said, and the attention costed in BF16.
     for (const char* key : {"fp8_dot_product_attention", "fp8_dpa"})

@@ -270,6 +270,13 @@ TEST(ValidationRecord, NvFp4IsTransformerEnginesRecipeOnBlackwell) {
     EXPECT_TRUE(kept.quantizedParams);
     EXPECT_DOUBLE_EQ(kept.quantizedWeightCopyBytes, 0.0);
     EXPECT_DOUBLE_EQ(kept.paramGatherBytes(), 0.5);
+    // What is not costed is said: Megatron-core's BF16 end layers, Transformer Engine's FP8 attention.
+    r["plan"]["first_last_layers_bf16"] = true;
+    r["plan"]["num_layers_at_end_in_bf16"] = 4;
+    r["plan"]["fp8_dot_product_attention"] = true;
+    const ValidationCase said = load(r);
+    EXPECT_TRUE(mentions(said.assumptions, "first 1 and last 4 layers run in BF16 (Megatron-core), not modelled"));
+    EXPECT_TRUE(mentions(said.assumptions, "fp8_dot_product_attention: Transformer Engine's FP8 attention is not costed"));
     r["system"]["precision"] = "MXFP4";
     EXPECT_NE(refusalOf(r).find("MXFP4 training is not modelled"), std::string::npos);
 }
