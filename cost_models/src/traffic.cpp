@@ -200,9 +200,11 @@ double ringStepTransferSeconds(double bytes, const ClusterConfig& cluster, const
     return commCost(Primitive::SendRecv, bytes, hop, cluster).seconds;
 }
 
-bool fp8CurrentScalingAmaxReduced(const Plan& plan, const PrecisionRecipe& recipe) {
-    return plan.tp > 1 && plan.sequenceParallel && recipe.fp8() && recipe.name != "fsdp_fp8" &&
-           fp8RecipeOf(plan.framework) == "tensorwise";
+bool amaxAllReducedOverTp(const Plan& plan, const PrecisionRecipe& recipe) {
+    // NVFP4's per-tensor scale is an amax too, all-reduced over the group before a gathered tensor is cast
+    // (NVFP4Quantizer::quantize_impl's reduce_amaxes: allreduce_coalesced(...)->wait()).
+    return plan.tp > 1 && plan.sequenceParallel &&
+           ((recipe.fp8() && recipe.name != "fsdp_fp8" && fp8RecipeOf(plan.framework) == "tensorwise") || recipe.fp4());
 }
 
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan) {
@@ -250,7 +252,7 @@ std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& 
                 // all-reduced (MAX, one fp32) over the group first, and the compute stream waits for it
                 // (Transformer Engine's set_quantizer_amax_reduction_group under sequence parallelism;
                 // Float8CurrentScalingQuantizer::quantize_impl: allreduce(...)->wait()).
-                if (fp8CurrentScalingAmaxReduced(plan, recipe)) {
+                if (amaxAllReducedOverTp(plan, recipe)) {
                     b.addScalarAllReduce(std::string(kFp8AmaxAllReducePrefix) + blk, GroupKind::Tp, CommPhase::Forward);
                     b.addScalarAllReduce(std::string(kFp8AmaxAllReducePrefix) + blk + "_grad", GroupKind::Tp, CommPhase::Backward);
                 }

@@ -141,8 +141,8 @@ assert all(abs(x['memory_error']) <= 0.07 for k,x in r.items() if x.get('memory_
 assert all(x['predicted_fits'] for x in r.values()), [k for k,x in r.items() if not x['predicted_fits']]" ; check "MLPerf set within its guard" $?
 # NVFP4 on Blackwell (check_nvfp4_blackwell.json: MLPerf v5.1's thirteen Llama 3.1 8B rows and NVIDIA's four 405B rows,
 # Megatron-Bridge's seventeen 70B / 405B rows on GB300 and GB200), never fitted: the 8B rows +0.9% .. +8.5%, the
-# MLPerf 405B rows -5.2% .. +7.8%, Megatron-Bridge's -14.7% .. +24.6% (its GB200 405B rows at pp 16 x vp 8 carry
-# 5-7 s of exposed pipeline sends between racks; docs/validation.md "NVFP4"); median 6.6%. The guard holds today's
+# MLPerf 405B rows -4.9% .. +8.2%, Megatron-Bridge's -14.4% .. +24.8% (its GB200 405B rows at pp 16 x vp 8 carry
+# 5-7 s of exposed pipeline sends between racks; docs/validation.md "NVFP4 on Blackwell"); median 6.3%. The guard holds today's
 # figures with a margin, and every row is predicted to fit.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_nvfp4_blackwell.json" >"$tmp/nvfp4.json" 2>/dev/null; check "NVFP4 set exits 0" $?
 python3 -c "

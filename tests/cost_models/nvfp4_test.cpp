@@ -9,11 +9,13 @@
 #include "tessel/cost/json_reader.hpp"
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/parameters.hpp"
+#include "tessel/cost/traffic.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -94,6 +96,33 @@ TEST(NvFp4, GemmsRunAtTheFp4PeakAndTheCastsAreWhatTransformerEngineMoves) {
     EXPECT_NEAR(plain->bytes, (e + 2 * q) * inputs + e * (T * (h / t) + T * (4 * h / t)), 1e-3);
     EXPECT_NEAR(plain->bytes * plain->backwardByteFactor, (2 * e + 2 * q) * outputs, 1e-3);
     EXPECT_DOUBLE_EQ(kernel_cost::nvfp4CastBackwardBytes(1.0, 2, q, true), 2.0 + 3.125 * 6.4 / 4.5);
+}
+
+TEST(NvFp4, SequenceParallelGathersMoveNvfp4AndTheirAmaxIsAllReducedFirst) {
+    Nvfp4Case nc;
+    Plan bf16 = nc.p;
+    bf16.precision = "megatron";
+    auto byName = [&](const Plan& plan) {
+        std::map<std::string, CommOp> out;
+        for (const auto& op : layerCommOps(nc.m, nc.c, plan)) out[op.name] = op;
+        return out;
+    };
+    const auto a = byName(bf16), b = byName(nc.p);
+    // The QKV and fc1 inputs gathered as one NVFP4 copy, the projection's and fc2's output gradients as both; the
+    // reduce-scatters in bf16.
+    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_attn").bytes, a.at("tp_all_gather_attn").bytes * q / e);
+    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_mlp_input_regather").bytes, a.at("tp_all_gather_mlp_input_regather").bytes * q / e);
+    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_mlp_grad").bytes, a.at("tp_all_gather_mlp_grad").bytes * 2 * q / e);
+    EXPECT_DOUBLE_EQ(b.at("tp_reduce_scatter_mlp").bytes, a.at("tp_reduce_scatter_mlp").bytes);
+    // Each gathered tensor's amax all-reduced over TP before its cast: four scalars a layer (none in bf16, none
+    // without SP).
+    int amax = 0;
+    for (const auto& [name, op] : b) amax += name.rfind(kFp8AmaxAllReducePrefix, 0) == 0 ? 1 : 0;
+    EXPECT_EQ(amax, 4);
+    for (const auto& [name, op] : a) EXPECT_NE(name.rfind(kFp8AmaxAllReducePrefix, 0), 0u) << name;
+    Plan noSp = nc.p;
+    noSp.sequenceParallel = false;
+    EXPECT_FALSE(amaxAllReducedOverTp(noSp, *findPrecisionRecipe("nvfp4")));
 }
 
 TEST(NvFp4, MemoryKeepsTwoCopiesOfEachLinearWeightAndSavesTheColumnwiseInput) {

@@ -73,11 +73,11 @@ double nodeHitProbability(const MoeConfig& moe, int64_t perNode);
 // Collectives of ONE transformer layer for ONE micro-batch (forward and backward): TP all-reduce or SP
 // all-gather/reduce-scatter, CP K/V exchange, EP all-to-all. Each op's cost is filled in.
 std::vector<CommOp> layerCommOps(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan);
-// FP8 current scaling (Transformer Engine's recipe, fp8_recipe tensorwise) under sequence parallelism all-reduces
-// the amax of each column-parallel input and each row-parallel output gradient over the TP group before casting, the
-// compute stream waiting for it: layerCommOps names them kFp8AmaxAllReducePrefix + block (+ "_grad"), and no TP
-// overlap hides them.
-bool fp8CurrentScalingAmaxReduced(const Plan& plan, const PrecisionRecipe& recipe);
+// FP8 current scaling (Transformer Engine's recipe, fp8_recipe tensorwise) and NVFP4 under sequence parallelism
+// all-reduce the amax of each column-parallel input and each row-parallel output gradient over the TP group before
+// casting, the compute stream waiting for it: layerCommOps names them kFp8AmaxAllReducePrefix + block (+ "_grad"),
+// and no TP overlap hides them.
+bool amaxAllReducedOverTp(const Plan& plan, const PrecisionRecipe& recipe);
 inline constexpr const char* kFp8AmaxAllReducePrefix = "tp_fp8_amax_all_reduce_";
 // The selective-recompute module (recompute_module bit) whose forward holds the forward TP collective `opName` of
 // layerCommOps, 0 for none: MLA's latent gather (with SP the up projections gather their input), a dense MLP's pair,
