@@ -56,6 +56,15 @@ MemoryShapeTerms memoryShapeTerms(const ModelConfig& model, const Plan& plan, co
         t.denseLayerFullActivations = layerActivationBytesNoRecompute(dense, plan, recipe);
         t.denseRebuild = layerSelectiveRebuild(dense, plan, recipe);
     }
+    t.bf16LayerActivations = t.layerActivations;
+    t.bf16LayerFullActivations = t.layerFullActivations;
+    if (plan.bf16EndLayers()) {
+        Plan bf16 = plan;
+        bf16.precision = "megatron";
+        const PrecisionRecipe r16 = precisionRecipeOf(bf16);
+        t.bf16LayerActivations = layerActivationBytes(model, bf16, r16);
+        t.bf16LayerFullActivations = layerActivationBytesNoRecompute(model, bf16, r16);
+    }
     t.normStatistics = layerNormStatisticsBytes(model, plan, recipe);
     Plan kept = plan;
     kept.recompute = Recompute::None;
@@ -125,8 +134,11 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         const StageParameters layers = stageParameters(model, plan, stage);
         const double ends = (plan.holdsEmbedding(stage) ? embeddingParameters(model, plan) : 0.0) +
                             (plan.holdsHead(stage) ? headParameters(model, plan) + mtpEmbeddingCopy(model, plan) : 0.0);
-        const double linear =
-            (layers.dense - ends) / shardDivisor(z >= 3, denseShards) + layers.expert / shardDivisor(z >= 3, expertShards);
+        // An FP8 or NVFP4 plan's BF16 end layers (first_last_layers_bf16) keep no quantized copy either.
+        const StageParameters one = layerParameters(model, plan);
+        const double bf16Layers = bf16LayersOfStage(model, plan, stage);
+        const double linear = (layers.dense - ends - bf16Layers * one.dense) / shardDivisor(z >= 3, denseShards) +
+                              (layers.expert - bf16Layers * one.expert) / shardDivisor(z >= 3, expertShards);
         st.weightsBytes += (recipe.quantizedWeightCopyBytes > 0.0 ? recipe.quantizedWeightCopyBytes : keptAsParams) * linear;
     }
     st.gradsBytes = states(recipe.gradBytes, z >= 2);
@@ -156,13 +168,19 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     const int denseHere = denseLayersOfStage(model, plan, stage);
     const double denseKept = plan.recompute == Recompute::Full ? std::min(denseHere, layersPerStage - recomputed) : denseHere;
     const double denseReplayed = denseHere - denseKept;
+    // An FP8 or NVFP4 plan's BF16 end layers keep their GEMM inputs in 16 bits, taken among the kept layers first as
+    // the dense ones are; a replayed one keeps its input, whatever its precision.
+    const int bf16Here = bf16LayersOfStage(model, plan, stage);
+    const double bf16Kept = plan.recompute == Recompute::Full ? std::min(bf16Here, layersPerStage - recomputed) : bf16Here;
     const double perMicroBatch =
         (plan.recompute == Recompute::Full
              ? recomputed * (t.layerActivations + t.normStatistics) +
                    (layersPerStage - recomputed) * (t.layerFullActivations + t.keptNormStatistics) +
-                   denseKept * (t.denseLayerFullActivations - t.layerFullActivations)
+                   denseKept * (t.denseLayerFullActivations - t.layerFullActivations) +
+                   bf16Kept * (t.bf16LayerFullActivations - t.layerFullActivations)
              : layersPerStage * (t.layerActivations + t.normStatistics) +
-                   denseKept * (t.denseLayerActivations - t.layerActivations)) +
+                   denseKept * (t.denseLayerActivations - t.layerActivations) +
+                   bf16Kept * (t.bf16LayerActivations - t.layerActivations)) +
         denseReplayed * (t.denseLayerActivations - t.layerActivations);
     // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed layer
     // inputs go to the host as they are made, and the GPU keeps two layers' inputs (the one being copied and the
@@ -201,7 +219,9 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
     // One layer rebuilt in backward on top of what is stored; where a chunk keeps some layers whole, their
     // backwards run first and free at least a layer's activations before the first rebuild.
     const double rebuiltLayer =
-        !replayed.wholeChunk ? 0.0 : denseHere > 0 ? std::max(t.layerFullActivations, t.denseLayerFullActivations) : t.layerFullActivations;
+        !replayed.wholeChunk ? 0.0
+                             : std::max({t.layerFullActivations, denseHere > 0 ? t.denseLayerFullActivations : 0.0,
+                                         bf16Here > 0 ? t.bf16LayerFullActivations : 0.0});
     // (On the last rank of the walk, a chunk of the output layer alone rebuilds nothing while its pass is alive: the
     // rebuilt layer belongs to the other moment, below.)
     const bool headChunkEmpty = last && walk.interleavedWalk && chunkLayerCount(model, plan, stage, plan.vpp - 1) == 0;

@@ -208,6 +208,19 @@ int denseLayersOfStage(const ModelConfig& model, const Plan& plan, int stage) {
     return n;
 }
 
+int bf16LayersOfStage(const ModelConfig& model, const Plan& plan, int stage) {
+    if (!plan.bf16EndLayers()) return 0;
+    const std::vector<int> counts = chunkLayerCounts(model, plan);
+    int n = 0;
+    for (int c = 0; c < plan.vpp; ++c) {
+        const size_t u = static_cast<size_t>(plan.virtualStage(stage, c));
+        if (u >= counts.size()) continue;
+        const int first = std::accumulate(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(u), 0);
+        for (int i = first; i < first + counts[u]; ++i) n += plan.isBf16Layer(i, model.layers) ? 1 : 0;
+    }
+    return n;
+}
+
 RecomputedLayers recomputedLayers(const ModelConfig& model, const Plan& plan, int stage) {
     RecomputedLayers r;
     if (plan.recompute != Recompute::Full) return r;

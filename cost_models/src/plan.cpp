@@ -422,6 +422,19 @@ Plan parsePlan(const nlohmann::json& doc, const std::string& pointer, ProblemLis
     p.offloadParameters = r.optBool("offload_parameters", false);
     p.offloadActivations = r.optBool("offload_activations", false);
     p.offloadActivationLayers = static_cast<int>(r.optInt("offload_activation_layers", 0, 0, L::layers));
+    // Megatron-core's --first-last-layers-bf16 and its counts (each 1 where the flag is on and the count unstated, its
+    // default); a count without the flag says nothing Megatron-core would run, so it is named.
+    if (r.optBool("first_last_layers_bf16", false)) {
+        p.bf16LayersAtStart = static_cast<int>(r.optInt("num_layers_at_start_in_bf16", 1, 0, L::layers));
+        p.bf16LayersAtEnd = static_cast<int>(r.optInt("num_layers_at_end_in_bf16", 1, 0, L::layers));
+    } else {
+        for (const char* key : {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"})
+            if (r.has(key)) {
+                (void)r.optInt(key, 0, 0, L::layers); // read, so that it is named once, here
+                problems.add(r.pointer(key), std::string(key) + " counts Megatron-core's BF16 end layers; it needs "
+                                             "first_last_layers_bf16 true");
+            }
+    }
     // The plan's dtype names the 16-bit compute type of a 16-bit recipe; a framework half_dtype that says otherwise
     // is a conflict, not a silent choice.
     if (const auto* rec = findPrecisionRecipe(p.precision); rec && rec->computeDtype == Dtype::Bf16 && r.has("dtype")) {
@@ -478,6 +491,11 @@ nlohmann::json planToJson(const Plan& p) {
     if (p.offloadParameters) j["offload_parameters"] = true;
     if (p.offloadActivations) j["offload_activations"] = true;
     if (p.offloadActivationLayers > 0) j["offload_activation_layers"] = p.offloadActivationLayers;
+    if (p.bf16EndLayers()) {
+        j["first_last_layers_bf16"] = true;
+        j["num_layers_at_start_in_bf16"] = p.bf16LayersAtStart;
+        j["num_layers_at_end_in_bf16"] = p.bf16LayersAtEnd;
+    }
     if (p.recomputeLayers > 0) j["recompute_layers"] = p.recomputeLayers;
     if (p.recomputeModules != recompute_module::Default)
         j["recompute_modules"] = nlohmann::json(recomputeModulesList(p.recomputeModules));

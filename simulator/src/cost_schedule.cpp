@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 namespace tessel::sim {
 
@@ -239,9 +240,10 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const BlockCompute& layer = expertLayer.compute;
     const InnerComm &fwdComm = expertLayer.fwd, &bwdComm = expertLayer.bwd;
     // The kinds of transformer layer, each with its own costs: an MoE model's dense layers (moe.dense_layers: the
-    // dense MLP, no EP traffic) and a windowed model's full-attention layers (full_attention_layers), and their
-    // product. Per virtual stage, in model order, how many of the chunk's layers are of each kind, and how many of
-    // those among the ones a partial full recompute replays (the chunk's first recompute_layers).
+    // dense MLP, no EP traffic), a windowed model's full-attention layers (full_attention_layers) and the BF16 end
+    // layers of an FP8 or NVFP4 plan (first_last_layers_bf16: the layer costed as the megatron recipe runs it), and
+    // their products. Per virtual stage, in model order, how many of the chunk's layers are of each kind, and how many
+    // of those among the ones a partial full recompute replays (the chunk's first recompute_layers).
     struct KindCount {
         LayerCosts costs;
         bool dense = false;
@@ -249,23 +251,32 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     };
     const bool denseAmongMoe = model.moe && !model.moe->denseLayers.empty();
     const bool windowPattern = model.slidingWindow > 0 && !model.fullAttentionLayers.empty();
+    const bool bf16Ends = plan.bf16EndLayers();
+    Plan bf16Plan = plan;
+    bf16Plan.precision = "megatron";
+    const PrecisionRecipe bf16Recipe = precisionRecipeOf(bf16Plan);
     std::vector<KindCount> kinds;
-    std::map<std::pair<bool, bool>, size_t> kindOf; // (dense among MoE, full attention among windowed) -> kind
+    std::map<std::tuple<bool, bool, bool>, size_t> kindOf; // (dense among MoE, full attention, BF16 end layer) -> kind
     for (bool dense : {false, true})
-        for (bool full : {false, true}) {
-            if ((dense && !denseAmongMoe) || (full && !windowPattern)) continue;
-            ModelConfig m = dense ? model.denseLayerModel() : model;
-            if (full) m = m.fullAttentionLayerModel();
-            kindOf[{dense, full}] = kinds.size();
-            KindCount k;
-            k.costs = dense || full ? layerCosts(m, cluster, plan, recipe, schedule.overlap, commScale) : expertLayer;
-            k.dense = dense;
-            k.layers.assign(schedule.chunkLayers.size(), 0);
-            k.recomputed.assign(schedule.chunkLayers.size(), 0);
-            kinds.push_back(std::move(k));
-        }
+        for (bool full : {false, true})
+            for (bool bf16 : {false, true}) {
+                if ((dense && !denseAmongMoe) || (full && !windowPattern) || (bf16 && !bf16Ends)) continue;
+                ModelConfig m = dense ? model.denseLayerModel() : model;
+                if (full) m = m.fullAttentionLayerModel();
+                kindOf[{dense, full, bf16}] = kinds.size();
+                KindCount k;
+                k.costs = !(dense || full || bf16)
+                              ? expertLayer
+                              : layerCosts(m, cluster, bf16 ? bf16Plan : plan, bf16 ? bf16Recipe : recipe, schedule.overlap,
+                                           commScale);
+                k.dense = dense;
+                k.layers.assign(schedule.chunkLayers.size(), 0);
+                k.recomputed.assign(schedule.chunkLayers.size(), 0);
+                kinds.push_back(std::move(k));
+            }
     auto kindOfLayer = [&](int index) {
-        return kindOf.at({denseAmongMoe && model.isDenseLayer(index), windowPattern && !model.isWindowedLayer(index)});
+        return kindOf.at({denseAmongMoe && model.isDenseLayer(index), windowPattern && !model.isWindowedLayer(index),
+                          bf16Ends && plan.isBf16Layer(index, model.layers)});
     };
     for (size_t u = 0, first = 0; u < schedule.chunkLayers.size(); first += static_cast<size_t>(schedule.chunkLayers[u]), ++u) {
         const int L = schedule.chunkLayers[u];

@@ -567,6 +567,11 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--fp4-recipe", "nvfp4");
         if (fp4ParamGatherOf(p.framework)) arg("--fp4-param-gather");
     }
+    if (p.bf16EndLayers()) {
+        arg("--first-last-layers-bf16");
+        arg("--num-layers-at-start-in-bf16", str(p.bf16LayersAtStart));
+        arg("--num-layers-at-end-in-bf16", str(p.bf16LayersAtEnd));
+    }
     // What overlaps, as the plan's framework settings resolve (docs/frameworks.md), in current Megatron-LM's
     // flags: the interleaved schedule overlaps its transfers unless told not to.
     if (ov.overlapGradReduce) arg("--overlap-grad-reduce");

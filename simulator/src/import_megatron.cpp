@@ -562,6 +562,13 @@ ImportedRun importMegatronLog(const MegatronLog& log, const ClusterConfig& clust
         plan["precision"] = "fp32";
         plan["dtype"] = "fp32";
     }
+    // --first-last-layers-bf16 with its counts (Megatron-core's defaults 1 and 1), where the run is FP8 or NVFP4.
+    if ((fp8 || fp4) && flag("first_last_layers_bf16").value_or(false)) {
+        plan["first_last_layers_bf16"] = true;
+        for (const char* key : {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"})
+            plan[key] = integer(key, 1, layers);
+    }
+    for (const char* name : {"first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"}) used.insert(name);
     plan["framework"] = "megatron";
     // Overlap flags: Megatron-LM's argument names are the plan's keys (docs/frameworks.md).
     for (const char* key : {"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})

@@ -174,14 +174,6 @@ bool readPrecisionAndSharding(Reading& r) {
     const std::string tf32 = std::regex_replace(prec, std::regex(R"(tf32[ =:]*(off|disabled|false)|(no|without)[- ]+tf32)"), " ");
     const bool tf32Off = tf32 != prec;
     const bool hasTf32 = c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Tf32) > 0;
-    // Megatron-core's --first-last-layers-bf16 (FP8 and NVFP4 recipes): the end layers outside the quantized context.
-    // Not modelled: every layer is costed in the recipe, and the record says so.
-    if (boolean(pl, "first_last_layers_bf16").value_or(false) && (contains(prec, "fp8") || contains(prec, "float8") || fp4Said)) {
-        const std::string start = text(pl, "num_layers_at_start_in_bf16"), end = text(pl, "num_layers_at_end_in_bf16");
-        r.assume("first_last_layers_bf16: the first " + (start.empty() ? std::string("1") : start) + " and last " +
-                 (end.empty() ? std::string("1") : end) + " layers run in BF16 (Megatron-core), not modelled: every layer "
-                 "is costed in the quantized recipe");
-    }
     // Transformer Engine's FP8 attention (Megatron-core's --fp8-dot-product-attention, NVTE_DPA_FP8_RECIPE) has no
     // cost of its own here: said, and the attention costed in BF16.
     for (const char* key : {"fp8_dot_product_attention", "fp8_dpa"})
@@ -474,6 +466,37 @@ bool readPrecisionAndSharding(Reading& r) {
         // Sharded state, replicated or not (HYBRID_SHARD on one node is FULL_SHARD over it).
         if ((replicas > 1 || hybridNamed) && plan.zeroStage == 0) plan.zeroStage = framework == "fsdp" || framework == "torchtitan" ? 3 : 1;
         plan.zeroReplicas = replicas;
+    }
+    // Megatron-core's --first-last-layers-bf16 (and its counts, each 1 unstated): under Transformer Engine's FP8 or
+    // NVFP4 the end layers run outside the quantized context, costed as the megatron recipe runs them.
+    if (boolean(pl, "first_last_layers_bf16").value_or(false)) {
+        const PrecisionRecipe* named = findPrecisionRecipe(plan.precision);
+        if (!named || !named->quantizedGemms() || plan.precision == "fsdp_fp8") {
+            r.assume("first_last_layers_bf16 stated, but the run is " + plan.precision + ", not Transformer Engine's FP8 "
+                     "or NVFP4: nothing is kept in BF16 apart");
+        } else {
+            int counts[2] = {1, 1};
+            const char* keys[2] = {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"};
+            for (int i = 0; i < 2; ++i) {
+                if (!member(pl, keys[i])) continue;
+                const auto v = number(pl, keys[i]);
+                if (!v || *v < 0 || *v != std::floor(*v) || *v > r.c.scenario.model.layers) {
+                    refusal = ptr + "/plan/" + keys[i] + ": \"" + text(pl, keys[i]) + "\" is no count of the model's " +
+                              std::to_string(r.c.scenario.model.layers) + " layers";
+                    return false;
+                }
+                counts[i] = static_cast<int>(*v);
+            }
+            if (counts[0] + counts[1] > r.c.scenario.model.layers) {
+                refusal = ptr + "/plan/num_layers_at_end_in_bf16: " + std::to_string(counts[0]) + " + " +
+                          std::to_string(counts[1]) + " BF16 end layers, more than the model's " + std::to_string(r.c.scenario.model.layers);
+                return false;
+            }
+            plan.bf16LayersAtStart = counts[0];
+            plan.bf16LayersAtEnd = counts[1];
+            r.assume("first_last_layers_bf16: the first " + std::to_string(counts[0]) + " and last " +
+                     std::to_string(counts[1]) + " layers in BF16 (Megatron-core), costed as the megatron recipe runs them");
+        }
     }
     return true;
 }

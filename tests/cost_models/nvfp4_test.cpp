@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 namespace tessel {
 namespace {
@@ -195,6 +196,57 @@ TEST(NvFp4, ItsSwitchesReadAndWriteBackAndOnlyNvfp4PlansHaveThem) {
         (void)parsePlan(nlohmann::json{{"precision", "fp8"}, {key, true}}, "/plan", named);
         ASSERT_EQ(named.items().size(), 1u) << key;
         EXPECT_EQ(named.items().front().where, std::string("/plan/") + key);
+    }
+}
+
+// Megatron-core's --first-last-layers-bf16: the end layers keep no quantized weight copies and save 16-bit GEMM
+// inputs; its counts parse, write back, and are named where they say nothing Megatron-core would run.
+TEST(Bf16EndLayers, KeepNoQuantizedCopiesAndSaveSixteenBitInputs) {
+    Nvfp4Case nc;
+    Plan ends = nc.p;
+    ends.bf16LayersAtStart = 1;
+    ends.bf16LayersAtEnd = 1;
+    EXPECT_EQ(bf16LayersOfStage(nc.m, ends, 0), 2);
+    EXPECT_TRUE(ends.isBf16Layer(0, 4) && ends.isBf16Layer(3, 4) && !ends.isBf16Layer(1, 4) && !ends.isBf16Layer(2, 4));
+    const StageMemory plain = predictMemory(nc.m, nc.c, nc.p).stages[0];
+    const StageMemory withEnds = predictMemory(nc.m, nc.c, ends).stages[0];
+    // Two layers' NVFP4 copies (1.125 B a linear weight) fewer.
+    EXPECT_NEAR(plain.weightsBytes - withEnds.weightsBytes, 1.125 * 2 * layerParameters(nc.m, nc.p).dense, 1.0);
+    // Two layers' saved inputs at 2 B in place of NVFP4's, for each micro-batch in flight.
+    Plan bf16 = nc.p;
+    bf16.precision = "megatron";
+    const double perLayer = layerActivationBytes(nc.m, bf16, precisionRecipeOf(bf16)) -
+                            layerActivationBytes(nc.m, nc.p, precisionRecipeOf(nc.p));
+    EXPECT_GT(perLayer, 0.0);
+    EXPECT_NEAR(withEnds.activationsBytes - plain.activationsBytes, 2 * plain.inFlight * perLayer, 1.0);
+    // The plan keys: Megatron-core's names, its defaults of one layer each.
+    ProblemList problems;
+    const Plan read = parsePlan(nlohmann::json{{"precision", "fp8"}, {"first_last_layers_bf16", true},
+                                               {"num_layers_at_end_in_bf16", 2}}, "/plan", problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(read.bf16LayersAtStart, 1);
+    EXPECT_EQ(read.bf16LayersAtEnd, 2);
+    const nlohmann::json back = planToJson(read);
+    EXPECT_EQ(back["first_last_layers_bf16"], true);
+    EXPECT_EQ(back["num_layers_at_start_in_bf16"], 1);
+    EXPECT_EQ(back["num_layers_at_end_in_bf16"], 2);
+    EXPECT_FALSE(planToJson(parsePlan(nlohmann::json{{"precision", "fp8"}}, "/plan", problems)).contains("first_last_layers_bf16"));
+    ProblemList countWithoutFlag;
+    (void)parsePlan(nlohmann::json{{"precision", "fp8"}, {"num_layers_at_start_in_bf16", 2}}, "/plan", countWithoutFlag);
+    ASSERT_EQ(countWithoutFlag.items().size(), 1u);
+    EXPECT_EQ(countWithoutFlag.items().front().where, "/plan/num_layers_at_start_in_bf16");
+    // A bf16 plan has no quantized context to keep layers out of; more end layers than the model has are named.
+    for (const auto& [precision, start, where] : {std::tuple<const char*, int, const char*>{"megatron", 1, "/plan/first_last_layers_bf16"},
+                                                  {"nvfp4", 4, "/plan/num_layers_at_end_in_bf16"}}) {
+        Plan bad = nc.p;
+        bad.precision = precision;
+        bad.bf16LayersAtStart = start;
+        bad.bf16LayersAtEnd = 1;
+        ProblemList named;
+        validatePlan(nc.m, nc.c, bad, "/plan", named);
+        bool found = false;
+        for (const auto& pr : named.items()) found |= pr.where == where;
+        EXPECT_TRUE(found) << precision;
     }
 }
 

@@ -695,6 +695,13 @@ TEST(ExportMegatron, Nvfp4IsWrittenAsMegatronCoresFp4Flags) {
     EXPECT_TRUE(a.has("--fp4-param-gather"));
     EXPECT_NE(a.launch.find("NVTE_NVFP4_DISABLE_RHT=1"), std::string::npos) << a.launch;
     EXPECT_NE(a.launch.find("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1"), std::string::npos) << a.launch;
+    EXPECT_FALSE(a.has("--first-last-layers-bf16"));
+    s.plan.bf16LayersAtStart = 1;
+    s.plan.bf16LayersAtEnd = 2;
+    a = parseMegatron(exportPlan(s, ExportFormat::Megatron));
+    EXPECT_TRUE(a.has("--first-last-layers-bf16"));
+    EXPECT_EQ(a.at("--num-layers-at-start-in-bf16"), "1");
+    EXPECT_EQ(a.at("--num-layers-at-end-in-bf16"), "2");
     // DeepSpeed's config and torchtitan have no such recipe: refused at /plan/precision.
     for (ExportFormat f : {ExportFormat::DeepSpeed, ExportFormat::Torchtitan}) {
         try {

@@ -230,9 +230,14 @@ TEST(MegatronImport, Fp4FormatIsNvfp4) {
     std::string log = smallLog();
     log.insert(log.find("  tensor_model_parallel_size ...................... 1\n"),
                "  fp4 ............................................. e2m1\n"
-               "  fp4_param_gather ................................ True\n");
+               "  fp4_param_gather ................................ True\n"
+               "  first_last_layers_bf16 .......................... True\n"
+               "  num_layers_at_start_in_bf16 ..................... 1\n"
+               "  num_layers_at_end_in_bf16 ....................... 2\n");
     const ImportedRun run = importMegatronLog(parseMegatronLog(log, "fp4.log"), cluster("dgx-b200"));
     EXPECT_EQ(run.scenario["plan"]["precision"], "nvfp4");
+    EXPECT_EQ(run.scenario["plan"]["num_layers_at_end_in_bf16"], 2);
+    EXPECT_EQ(parseScenario(run.scenario, "imported").plan.bf16LayersAtEnd, 2);
     EXPECT_EQ(run.scenario["plan"]["fp4_param_gather"], true);
     EXPECT_TRUE(fp4ParamGatherOf(parseScenario(run.scenario, "imported").plan.framework));
     expectNotWarned(run, "fp4");

@@ -524,6 +524,36 @@ TEST(Simulation, AParameterGatherLongerThanTheForwardItFeedsIsExposedDp) {
     EXPECT_GE(b.dpSeconds, stretch * (1.0 - 1e-9));
 }
 
+// An FP8 or NVFP4 plan's BF16 end layers (first_last_layers_bf16) are a layer kind of their own, costed as the megatron
+// recipe runs a layer: with 2 of 32 layers in BF16 the stage's forward and backward compute moves 2/32 of the way from
+// the all-NVFP4 plan to the one with every layer in BF16, and that one computes what the megatron recipe does.
+TEST(Simulation, Bf16EndLayersAreCostedAsTheMegatronRecipeRunsThem) {
+    const ModelConfig model = test::preset("llama3-8b");
+    const ClusterConfig cluster = test::clusterPreset("dgx-b200");
+    Plan p = test::plan3d(2, 2, 2, 1, 8, "megatron", "2025");
+    p.sequenceParallel = true;
+    p.precision = "nvfp4";
+    auto compute = [&](const Plan& plan) {
+        const PlanSimulation sim = simulatePlan(model, cluster, plan);
+        double sum = 0.0;
+        for (size_t st = 0; st < sim.schedule.stages.size(); ++st) {
+            const auto& acts = sim.schedule.stages[st].actions;
+            for (size_t i = 0; i < acts.size(); ++i)
+                if (acts[i].kind == ActionKind::Forward || acts[i].kind == ActionKind::Backward)
+                    sum += sim.costs.perAction[st][i].computeSeconds;
+        }
+        return sum;
+    };
+    Plan ends = p, all = p, bf16 = p;
+    ends.bf16LayersAtStart = ends.bf16LayersAtEnd = 1;
+    all.bf16LayersAtStart = all.bf16LayersAtEnd = 16;
+    bf16.precision = "megatron";
+    const double a = compute(p), b = compute(ends), c = compute(all), d = compute(bf16);
+    EXPECT_GT(c, a);
+    EXPECT_NEAR(b - a, (c - a) * 2.0 / 32.0, 1e-9 * c);
+    EXPECT_NEAR(c, d, 1e-9 * d);
+}
+
 TEST(Simulation, BreakdownSumsToTheStepOverAGridOfRealPlans) {
     ModelConfig model = test::preset("llama3-8b");
     ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");

@@ -270,13 +270,24 @@ TEST(ValidationRecord, NvFp4IsTransformerEnginesRecipeOnBlackwell) {
     EXPECT_TRUE(kept.quantizedParams);
     EXPECT_DOUBLE_EQ(kept.quantizedWeightCopyBytes, 0.0);
     EXPECT_DOUBLE_EQ(kept.paramGatherBytes(), 0.5);
-    // What is not costed is said: Megatron-core's BF16 end layers, Transformer Engine's FP8 attention.
+    // Megatron-core's BF16 end layers read into the plan (its default of one layer where a count is unstated);
+    // Transformer Engine's FP8 attention said, not costed.
     r["plan"]["first_last_layers_bf16"] = true;
     r["plan"]["num_layers_at_end_in_bf16"] = 4;
     r["plan"]["fp8_dot_product_attention"] = true;
     const ValidationCase said = load(r);
-    EXPECT_TRUE(mentions(said.assumptions, "first 1 and last 4 layers run in BF16 (Megatron-core), not modelled"));
+    EXPECT_EQ(said.scenario.plan.bf16LayersAtStart, 1);
+    EXPECT_EQ(said.scenario.plan.bf16LayersAtEnd, 4);
+    EXPECT_TRUE(mentions(said.assumptions, "first 1 and last 4 layers in BF16 (Megatron-core), costed as the megatron recipe"));
     EXPECT_TRUE(mentions(said.assumptions, "fp8_dot_product_attention: Transformer Engine's FP8 attention is not costed"));
+    r["plan"]["num_layers_at_end_in_bf16"] = "many"; // no count: refused, named
+    EXPECT_NE(refusalOf(r).find("/plan/num_layers_at_end_in_bf16"), std::string::npos);
+    r["plan"]["num_layers_at_end_in_bf16"] = 4;
+    nlohmann::json bf16 = r; // a bf16 run has no quantized context to keep layers out of: said, nothing read
+    bf16["system"]["precision"] = "bf16";
+    const ValidationCase plain = load(bf16);
+    EXPECT_FALSE(plain.scenario.plan.bf16EndLayers());
+    EXPECT_TRUE(mentions(plain.assumptions, "nothing is kept in BF16 apart"));
     r["system"]["precision"] = "MXFP4";
     EXPECT_NE(refusalOf(r).find("MXFP4 training is not modelled"), std::string::npos);
 }

@@ -159,6 +159,9 @@ struct MemoryShapeTerms {
     // The same two for an MoE model's dense layers (moe.dense_layers: the dense MLP in place of the experts); equal
     // to the two above where there are none.
     double denseLayerActivations = 0.0, denseLayerFullActivations = 0.0;
+    // An FP8 or NVFP4 plan's BF16 end layers (first_last_layers_bf16): their activations as the megatron recipe keeps
+    // them (16-bit GEMM inputs); the quantized layer's where the plan has none.
+    double bf16LayerActivations = 0.0, bf16LayerFullActivations = 0.0;
     // layerSelectiveRebuild of the model's layers and of its dense layers (equal where there are none).
     SelectiveRebuild rebuild, denseRebuild;
     double normStatistics = 0.0;       // layerNormStatisticsBytes

@@ -229,6 +229,17 @@ struct Plan {
     bool offloads() const {
         return offloadOptimizer || offloadParameters || offloadActivations || offloadActivationLayers > 0;
     }
+    // Megatron-core's --first-last-layers-bf16 under an FP8 or NVFP4 recipe: the model's first bf16LayersAtStart and
+    // last bf16LayersAtEnd transformer layers run outside the quantized context, in bf16 (Megatron-core fp8_utils.py /
+    // fp4_utils.py get_fp8_context / get_fp4_context: nullcontext for layer < num_layers_at_start_in_bf16 or >= layers
+    // - num_layers_at_end_in_bf16; FORMULAS.md §6.3). 0 and 0: every layer quantized.
+    int bf16LayersAtStart = 0;
+    int bf16LayersAtEnd = 0;
+    bool bf16EndLayers() const { return bf16LayersAtStart > 0 || bf16LayersAtEnd > 0; }
+    // Whether transformer layer `index` (0-based, model order) of a model of `layers` layers is one of them.
+    bool isBf16Layer(int index, int layers) const {
+        return index < bf16LayersAtStart || index >= layers - bf16LayersAtEnd;
+    }
     int vocabDivisibleBy = 0;           // vocabulary padded to a multiple of this x tp; 0: the framework's (vocabMultipleOf)
     FrameworkSettings framework;        // what runs the plan, and the settings that decide overlap
 
@@ -359,6 +370,8 @@ int chunkLayerCount(const ModelConfig& model, const Plan& plan, int stage, int c
 // model without MoE or without dense layers among its expert layers.
 int denseLayersOfChunk(const ModelConfig& model, const Plan& plan, int stage, int chunk);
 int denseLayersOfStage(const ModelConfig& model, const Plan& plan, int stage);
+// How many of the stage's transformer layers are BF16 end layers of an FP8 or NVFP4 plan (first_last_layers_bf16).
+int bf16LayersOfStage(const ModelConfig& model, const Plan& plan, int stage);
 // The layers of pipeline rank `stage` whose forward full recompute replays (recompute_layers of each chunk, or all),
 // and whether some chunk of it replays every one of its layers (FORMULAS.md §2, partial recompute). None without
 // full recompute.
