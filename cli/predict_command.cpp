@@ -117,6 +117,9 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                 out << ", NVFP4 " << (nvfp4RhtOf(pl.framework) ? "with" : "without") << " the Hadamard transform, gradients "
                     << (nvfp4StochasticRoundingOf(pl.framework) ? "stochastically rounded" : "rounded to nearest")
                     << (fp4ParamGatherOf(pl.framework) ? ", NVFP4 parameters" : "");
+            if (pl.bf16EndLayers())
+                out << ", the first " << pl.bf16LayersAtStart << " and last " << pl.bf16LayersAtEnd
+                    << " layers in BF16 (first_last_layers_bf16)";
             if (kept.momentBytes < named->momentBytes) out << ", bf16 optimizer state (no fp32 master)";
             else if (kept.masterBytes == 2 && named->masterBytes == 4) out << ", fp32 master as 16-bit remainders";
             const std::string loss = crossEntropyOf(pl.framework);
