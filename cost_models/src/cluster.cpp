@@ -31,7 +31,7 @@ double bytesPerElement(Dtype d) {
     case Dtype::Bf16:
     case Dtype::Fp16: return 2;
     case Dtype::Fp8: return 1;
-    case Dtype::Fp4: return 0.5; // E2M1, two to a byte; its block scales are the recipe's (quantizedElementBytes)
+    case Dtype::Fp4: return 0.5; // E2M1, two to a byte; its block scales are the recipe's (PrecisionRecipe::quantizedBytes)
     }
     return 0;
 }

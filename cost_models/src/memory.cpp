@@ -121,9 +121,7 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
         return bytes * (params.dense / shardDivisor(sharded, denseShards) + params.expert / shardDivisor(sharded, expertShards));
     };
     st.weightsBytes = states(recipe.weightBytes, z >= 3);
-    // torchao's FP8 parameters (fsdp_fp8) are its fp32 shards, cast before each gather: kept as they are.
-    const double keptAsParams =
-        recipe.quantizedParams && recipe.name != "fsdp_fp8" ? recipe.quantizedParamBytes() - recipe.weightBytes : 0.0;
+    const double keptAsParams = recipe.quantizedParams ? recipe.quantizedParamBytes() - recipe.weightBytes : 0.0;
     if (recipe.quantizedWeightCopyBytes > 0.0 || keptAsParams != 0.0) {
         // Transformer Engine's cached quantized weights for every linear layer of the stage (FP8's weight and
         // transpose, or the weight alone where the GPU keeps no transpose, fp8OnGpu; NVFP4's rowwise and columnwise

@@ -214,11 +214,13 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
     // distributed optimizer gathering the rowwise data, 0.5 B (Megatron-core fp4_utils.py
     // modify_nvfp4_rowwise_storage maps only the packed rowwise bytes into the parameter buffer; the block scales
     // are computed on every rank from amaxes all-reduced before the cast).
-    const bool fp8Params = (r.fp8() && fp8ParamGatherOf(framework)) || (r.fp4() && fp4ParamGatherOf(framework));
-    if (fp8Params) {
+    // torchao's FP8 all-gather (fsdp_fp8) casts the fp32 shards it keeps before each gather: 1 B moved, nothing
+    // kept quantized.
+    const bool quantizedParams = (r.fp8() && fp8ParamGatherOf(framework)) || (r.fp4() && fp4ParamGatherOf(framework));
+    if (quantizedParams) {
         r.quantizedWeightCopyBytes = 0.0;
         r.gatherBytes = bytesPerElement(r.gemmDtype);
-        r.quantizedParams = true;
+        r.quantizedParams = r.name != "fsdp_fp8";
     }
     // The distributed optimizer's own state (ZeRO >= 1, bf16 weights beside an fp32 master). NeMo 1's Apex
     // DistributedFusedAdam with optim.dtype=bf16 keeps Adam's moments in bf16 and, the optimizer's dtype being the
@@ -235,8 +237,8 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
         r.momentBytes = 2;
     } else if (bf16Master && optimizerDtypeOf(framework) == "bf16") {
         r.momentBytes = 2;
-        r.masterBytes = fp8Params ? 2 : 0;
-    } else if (bf16Master && !fp8Params && storeParamRemaindersOf(framework, r.quantizedGemms())) {
+        r.masterBytes = quantizedParams ? 2 : 0;
+    } else if (bf16Master && !quantizedParams && storeParamRemaindersOf(framework, r.quantizedGemms())) {
         r.masterBytes = 2;
     }
     // DeepSpeed reduces gradients cast to the engine's communication_data_type, which is the 16-bit dtype where fp16

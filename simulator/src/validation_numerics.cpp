@@ -469,6 +469,9 @@ bool readPrecisionAndSharding(Reading& r) {
     }
     // Megatron-core's --first-last-layers-bf16 (and its counts, each 1 unstated): under Transformer Engine's FP8 or
     // NVFP4 the end layers run outside the quantized context, costed as the megatron recipe runs them.
+    if (member(pl, "first_last_layers_bf16") && !boolean(pl, "first_last_layers_bf16"))
+        r.assume("first_last_layers_bf16 \"" + text(pl, "first_last_layers_bf16") + "\" is neither true nor false: every "
+                 "layer taken in the run's precision");
     if (boolean(pl, "first_last_layers_bf16").value_or(false)) {
         const PrecisionRecipe* named = findPrecisionRecipe(plan.precision);
         if (!named || !named->quantizedGemms() || plan.precision == "fsdp_fp8") {

@@ -283,6 +283,11 @@ TEST(ValidationRecord, NvFp4IsTransformerEnginesRecipeOnBlackwell) {
     r["plan"]["num_layers_at_end_in_bf16"] = "many"; // no count: refused, named
     EXPECT_NE(refusalOf(r).find("/plan/num_layers_at_end_in_bf16"), std::string::npos);
     r["plan"]["num_layers_at_end_in_bf16"] = 4;
+    nlohmann::json unclearEnds = r; // neither true nor false: said, nothing read
+    unclearEnds["plan"]["first_last_layers_bf16"] = "maybe";
+    const ValidationCase unclearRead = load(unclearEnds);
+    EXPECT_FALSE(unclearRead.scenario.plan.bf16EndLayers());
+    EXPECT_TRUE(mentions(unclearRead.assumptions, "first_last_layers_bf16 \"maybe\" is neither true nor false"));
     nlohmann::json bf16 = r; // a bf16 run has no quantized context to keep layers out of: said, nothing read
     bf16["system"]["precision"] = "bf16";
     const ValidationCase plain = load(bf16);
