@@ -183,6 +183,9 @@ void printTable(const Scenario& s, const sim::SearchSpace& space, const sim::Sea
         << s.cluster.gpu.name << " (" << s.cluster.name << ", " << std::max(1, nodes) << " node" << (nodes == 1 ? "" : "s")
         << "), global batch " << space.globalBatch;
     if (batchRange) out << ":" << space.maxGlobalBatch;
+    out << ", precision " << space.precision;
+    if (space.bf16LayersAtStart > 0 || space.bf16LayersAtEnd > 0)
+        out << " (the first " << space.bf16LayersAtStart << " and last " << space.bf16LayersAtEnd << " layers in BF16)";
     out << ", objective " << sim::toString(options.objective) << ", framework "
         << (space.runnableBy ? sim::toString(*space.runnableBy) + " (only plans it runs)" : std::string("any")) << "\n";
     if (!nodeNote.empty()) out << "note: " << nodeNote << "\n";
@@ -367,12 +370,12 @@ int runSearch(const SearchFlags& f) {
     problems.throwIfAny();
 
     sim::SearchSpace space;
+    sim::takeScenarioPlan(space, s.plan);
     space.gpus = f.maxGpus ? *f.maxGpus : f.gpus.value_or(s.cluster.totalGpus());
     if (f.maxGpus && f.gpus && *f.gpus != *f.maxGpus)
         problems.add("--max-gpus", "--gpus " + std::to_string(*f.gpus) + " and --max-gpus " + std::to_string(*f.maxGpus) +
                                        " disagree; give one (--max-gpus N is --gpus N --allow-idle)");
     space.allowIdle = f.allowIdle || f.maxGpus.has_value();
-    space.globalBatch = s.plan.globalBatch;
     if (f.globalBatch && f.tokensPerStep)
         problems.add("--tokens-per-step", "give either --global-batch or --tokens-per-step");
     if (f.globalBatch) {
@@ -418,10 +421,7 @@ int runSearch(const SearchFlags& f) {
         problems.add("--partial-recompute", "must be on or off, got \"" + f.partialRecompute + "\"");
     if (f.memoryBand == "on") space.memoryBand = true;
     else if (f.memoryBand != "off") problems.add("--memory-band", "must be on or off, got \"" + f.memoryBand + "\"");
-    space.precision = f.precision.value_or(s.plan.precision);
-    space.flashAttention = s.plan.flashAttention;
-    space.attentionKernel = s.plan.attentionKernel;
-    space.framework = s.plan.framework;
+    if (f.precision) space.precision = *f.precision;
     if (f.framework) {
         // One flag, two effects (docs/frameworks.md): the framework's overlap defaults, and only plans it can run
         // (tessel export's rules). "any" (and "generic") restrict nothing; each row then lists who runs it.
@@ -453,8 +453,6 @@ int runSearch(const SearchFlags& f) {
     // What selective recompute reruns: the flag's, or the scenario's own; checked once against the model and the
     // framework here, where every selective plan of the space would otherwise be refused for it.
     // Unset (and the scenario's set the default): the ladder of Megatron-Bridge's sets where the model has their parts.
-    if (s.plan.recompute == Recompute::Selective && s.plan.recomputeModules != recompute_module::Default)
-        space.recomputeModules = s.plan.recomputeModules;
     if (f.recomputeModules) {
         if (const auto bits = parseRecomputeModules(*f.recomputeModules, problems)) space.recomputeModules = *bits;
     }

@@ -62,7 +62,10 @@ std::vector<int> firstLastSplit(const ModelConfig& model, const Plan& plan) {
 }
 
 // Work of the embedding and of the output layer + loss in layers' worth of `work` (forward, backward and the
-// plan's recompute of one micro-batch): seconds on a cluster, or FLOPs when none is known.
+// plan's recompute of one micro-batch): seconds on a cluster, or FLOPs when none is known. An FP8 or NVFP4 plan's
+// BF16 end layers (first_last_layers_bf16) add what each costs beyond a quantized layer to its end: the first N are
+// the first virtual stage's, the last M the last one's (a count that overflows that stage's layers is still charged
+// to it, an approximation the balance makes only for N or M above a chunk's layers).
 template <class Work>
 std::pair<double, double> extraLayers(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, Work work) {
     const PrecisionRecipe recipe = findPrecisionRecipe(plan.precision) ? precisionRecipeOf(plan) : precisionRecipeOf("megatron", plan.framework);
@@ -72,13 +75,19 @@ std::pair<double, double> extraLayers(const ModelConfig& model, const ClusterCon
     // The output layer's end also runs the multi-token-prediction modules: each a layer, the head again and its own.
     const double head = total(headCompute(model, cluster, plan, recipe));
     const double mtp = model.mtpLayers > 0 ? model.mtpLayers * (layer + head + total(mtpCompute(model, cluster, plan, recipe))) : 0.0;
-    return {total(embeddingCompute(model, cluster, plan, recipe)) / layer, (head + mtp) / layer};
+    double bf16Extra = 0.0;
+    if (plan.bf16EndLayers() && findPrecisionRecipe(plan.precision)) {
+        const Plan bf16 = bf16EndLayerPlan(plan);
+        bf16Extra = total(layerCompute(model, cluster, bf16, precisionRecipeOf(bf16))) / layer - 1.0;
+    }
+    return {total(embeddingCompute(model, cluster, plan, recipe)) / layer + plan.bf16LayersAtStart * bf16Extra,
+            (head + mtp) / layer + plan.bf16LayersAtEnd * bf16Extra};
 }
 
 std::pair<double, double> extraLayersByFlops(const ModelConfig& model, const Plan& plan) {
     ClusterConfig unit; // FLOPs do not depend on the cluster's figures
     unit.gpu.hbmBytesPerSecond = 1.0;
-    for (Dtype d : {Dtype::Bf16, Dtype::Fp16, Dtype::Fp32, Dtype::Fp64, Dtype::Fp8}) unit.gpu.peakFlopsPerSecond[d] = 1.0;
+    for (Dtype d : {Dtype::Bf16, Dtype::Fp16, Dtype::Fp32, Dtype::Fp64, Dtype::Fp8, Dtype::Fp4}) unit.gpu.peakFlopsPerSecond[d] = 1.0;
     return extraLayers(model, unit, plan, [](const PhaseCost& c) { return c.flops; });
 }
 

@@ -99,6 +99,12 @@ std::vector<std::pair<std::string, std::string>> sharedExpertOverlapProblems(con
     return out;
 }
 
+Plan bf16EndLayerPlan(const Plan& plan) {
+    Plan out = plan;
+    out.precision = "megatron";
+    return out;
+}
+
 std::string toString(Schedule s) {
     switch (s) {
     case Schedule::Gpipe: return "gpipe";

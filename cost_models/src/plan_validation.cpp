@@ -90,6 +90,23 @@ void validatePipelineSplit(const ModelConfig& model, const Plan& plan, const std
 
 } // namespace
 
+std::vector<std::pair<std::string, std::string>> bf16EndLayerProblems(const ModelConfig& model, const Plan& plan) {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!plan.bf16EndLayers()) return out;
+    // Megatron-core applies it inside Transformer Engine's FP8 / NVFP4 contexts (fp8_utils.py, fp4_utils.py);
+    // torchao's Float8Linear (fsdp_fp8) and a bf16 recipe have none.
+    const PrecisionRecipe* rec = findPrecisionRecipe(plan.precision);
+    if (!rec || !rec->quantizedGemms() || plan.precision == "fsdp_fp8")
+        out.emplace_back("first_last_layers_bf16", "Megatron-core keeps end layers in BF16 out of Transformer Engine's FP8 "
+                                                   "or NVFP4 context: needs precision fp8 or nvfp4, got " + plan.precision);
+    if (plan.bf16LayersAtStart + plan.bf16LayersAtEnd > model.layers)
+        out.emplace_back("num_layers_at_end_in_bf16", std::to_string(plan.bf16LayersAtStart) + " + " +
+                                                          std::to_string(plan.bf16LayersAtEnd) +
+                                                          " BF16 end layers, more than the model's " +
+                                                          std::to_string(model.layers));
+    return out;
+}
+
 void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const Plan& plan, const std::string& ptr,
                   ProblemList& problems) {
     auto field = [&](const char* key) { return ptr + "/" + key; };
@@ -342,19 +359,7 @@ void validatePlan(const ModelConfig& model, const ClusterConfig& cluster, const 
             problems.add(field("offload_activation_layers"), "one activation offload at a time: offload_activations "
                                                              "(checkpointed inputs) or offload_activation_layers");
     }
-    if (plan.bf16EndLayers()) {
-        // Megatron-core applies it inside Transformer Engine's FP8 / NVFP4 contexts (fp8_utils.py, fp4_utils.py);
-        // torchao's Float8Linear (fsdp_fp8) and a bf16 recipe have none.
-        const PrecisionRecipe* rec = findPrecisionRecipe(plan.precision);
-        if (!rec || !rec->quantizedGemms() || plan.precision == "fsdp_fp8")
-            problems.add(field("first_last_layers_bf16"), "Megatron-core keeps end layers in BF16 out of Transformer "
-                                                          "Engine's FP8 or NVFP4 context: needs precision fp8 or nvfp4, got " +
-                                                              plan.precision);
-        if (plan.bf16LayersAtStart + plan.bf16LayersAtEnd > model.layers)
-            problems.add(field("num_layers_at_end_in_bf16"),
-                         std::to_string(plan.bf16LayersAtStart) + " + " + std::to_string(plan.bf16LayersAtEnd) +
-                             " BF16 end layers, more than the model's " + std::to_string(model.layers));
-    }
+    for (const auto& [key, message] : bf16EndLayerProblems(model, plan)) problems.add(field(key.c_str()), message);
     if (plan.offloadActivations && plan.recompute != Recompute::Full)
         problems.add(field("offload_activations"), "activation offload swaps the checkpointed layer inputs to the host "
                                                    "(DeepSpeed cpu_checkpointing); needs recompute full");

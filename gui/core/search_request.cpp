@@ -21,11 +21,7 @@ SearchRequest makeSearchRequest(const Scenario& scenario, const QString& fixText
     r.model = scenario.model;
     r.cluster = scenario.cluster;
     r.space.gpus = scenario.cluster.totalGpus();
-    r.space.globalBatch = scenario.plan.globalBatch;
-    r.space.precision = scenario.plan.precision;
-    r.space.flashAttention = scenario.plan.flashAttention;
-    r.space.attentionKernel = scenario.plan.attentionKernel;
-    r.space.framework = scenario.plan.framework;
+    sim::takeScenarioPlan(r.space, scenario.plan);
     // A scenario that shards hybrid asks the search to weigh hybrid sharding too (tessel search --hybrid-sharding).
     r.space.hybridSharding = scenario.plan.zeroReplicas > 1;
     r.space.memoryBand = memoryBand;

@@ -252,8 +252,7 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
     const bool denseAmongMoe = model.moe && !model.moe->denseLayers.empty();
     const bool windowPattern = model.slidingWindow > 0 && !model.fullAttentionLayers.empty();
     const bool bf16Ends = plan.bf16EndLayers();
-    Plan bf16Plan = plan;
-    bf16Plan.precision = "megatron";
+    const Plan bf16Plan = bf16EndLayerPlan(plan);
     const PrecisionRecipe bf16Recipe = precisionRecipeOf(bf16Plan);
     std::vector<KindCount> kinds;
     std::map<std::tuple<bool, bool, bool>, size_t> kindOf; // (dense among MoE, full attention, BF16 end layer) -> kind

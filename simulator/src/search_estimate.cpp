@@ -211,17 +211,25 @@ ShapeCosts makeShapeCosts(const SearchContext& ctx, const Plan& plan) {
     c.headBwdWeight = bwd * head.backwardWeight.seconds;
     for (const auto& op : layer.forwardOps)
         if (columnParallelInputGemm(op.name)) c.tpOverlapBudget += op.seconds;
-    // An MoE model's dense layers and a windowed model's full-attention layers cost their own: the bound takes the
-    // cheapest kind of layer for every layer.
-    std::vector<ModelConfig> otherKinds;
-    if (model.moe && !model.moe->denseLayers.empty()) otherKinds.push_back(model.denseLayerModel());
+    // An MoE model's dense layers, a windowed model's full-attention layers and an FP8 or NVFP4 plan's BF16 end layers
+    // cost their own (cost_schedule.cpp's kinds and their products): the bound takes the cheapest kind of layer for
+    // every layer (a BF16 layer is the cheaper one where the quantized layer's casts outweigh its faster GEMMs).
+    std::vector<ModelConfig> otherModels;
+    if (model.moe && !model.moe->denseLayers.empty()) otherModels.push_back(model.denseLayerModel());
     if (model.slidingWindow > 0 && !model.fullAttentionLayers.empty()) {
-        const size_t n = otherKinds.size();
-        for (size_t i = 0; i < n; ++i) otherKinds.push_back(otherKinds[i].fullAttentionLayerModel());
-        otherKinds.push_back(model.fullAttentionLayerModel());
+        const size_t n = otherModels.size();
+        for (size_t i = 0; i < n; ++i) otherModels.push_back(otherModels[i].fullAttentionLayerModel());
+        otherModels.push_back(model.fullAttentionLayerModel());
     }
-    for (const ModelConfig& kind : otherKinds) {
-        const BlockCompute other = layerCompute(kind, cluster, plan, recipe);
+    const Plan bf16Plan = bf16EndLayerPlan(plan);
+    const PrecisionRecipe bf16Recipe = plan.bf16EndLayers() ? precisionRecipeOf(bf16Plan) : recipe;
+    std::vector<BlockCompute> otherKinds;
+    for (const ModelConfig& kind : otherModels) otherKinds.push_back(layerCompute(kind, cluster, plan, recipe));
+    if (plan.bf16EndLayers()) {
+        otherKinds.push_back(layerCompute(model, cluster, bf16Plan, bf16Recipe));
+        for (const ModelConfig& kind : otherModels) otherKinds.push_back(layerCompute(kind, cluster, bf16Plan, bf16Recipe));
+    }
+    for (const BlockCompute& other : otherKinds) {
         c.layerFwd = std::min(c.layerFwd, fwd * other.forward.seconds);
         c.layerBwdInput = std::min(c.layerBwdInput, bwd * other.backwardInput.seconds);
         c.layerBwdWeight = std::min(c.layerBwdWeight, bwd * other.backwardWeight.seconds);
@@ -530,7 +538,9 @@ PeakMemory peakMemory(const SearchContext& ctx, const Plan& plan, const ShapeCos
         }
     };
     const bool denseAmongMoe = ctx.model->moe && !ctx.model->moe->denseLayers.empty();
-    if (plan.pp > 2 && (!evenPipelineSplit(*ctx.model, plan) || denseAmongMoe))
+    // (BF16 end layers hold no quantized copies and keep 16-bit inputs: where they spill past the end stages, a middle
+    // stage differs from its neighbours too.)
+    if (plan.pp > 2 && (!evenPipelineSplit(*ctx.model, plan) || denseAmongMoe || plan.bf16EndLayers()))
         for (int stage = 1; stage < plan.pp - 1; ++stage) consider(stage, stageParameters(*ctx.model, plan, stage));
     else if (plan.pp > 2 && collectiveLibraryMemory(*ctx.model, plan, *ctx.cluster, 1).bytes >
                                 collectiveLibraryMemory(*ctx.model, plan, *ctx.cluster, 0).bytes)

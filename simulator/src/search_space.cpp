@@ -164,6 +164,10 @@ Space normalizeSpace(const ModelConfig& model, const ClusterConfig& cluster, con
     s.base.flashAttention = in.flashAttention;
     s.base.attentionKernel = in.attentionKernel;
     s.base.framework = in.framework;
+    s.base.bf16LayersAtStart = in.bf16LayersAtStart;
+    s.base.bf16LayersAtEnd = in.bf16LayersAtEnd;
+    // The space's own: every plan would be refused for them, so they are said once, at the plan keys they come from.
+    for (const auto& [key, message] : bf16EndLayerProblems(model, s.base)) problems.add("/plan/" + key, message);
     s.selectiveModules = in.recomputeModules ? std::vector<uint8_t>{*in.recomputeModules}
                                              : selectiveModuleLadder(model, in.framework);
     return s;
@@ -398,6 +402,18 @@ Prepared prepare(const ModelConfig& model, const ClusterConfig& cluster, const S
 
 namespace tessel::sim {
 using namespace detail;
+
+void takeScenarioPlan(SearchSpace& space, const Plan& plan) {
+    space.globalBatch = plan.globalBatch;
+    space.precision = plan.precision;
+    space.flashAttention = plan.flashAttention;
+    space.attentionKernel = plan.attentionKernel;
+    space.framework = plan.framework;
+    space.bf16LayersAtStart = plan.bf16LayersAtStart;
+    space.bf16LayersAtEnd = plan.bf16LayersAtEnd;
+    if (plan.recompute == Recompute::Selective && plan.recomputeModules != recompute_module::Default)
+        space.recomputeModules = plan.recomputeModules;
+}
 
 std::vector<Problem> searchProblems(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                     const SearchOptions& options) {

@@ -223,4 +223,26 @@ PY
 "$TESSEL" search --gpus 64 --global-batch 256 --memory-band maybe >/dev/null 2>"$tmp/e"; rc=$?
 check "bad --memory-band exits 2" $([ $rc -eq 2 ]; echo $?)
 check "bad --memory-band named" "$(contains "$tmp/e" '--memory-band')"
+# A scenario's BF16 end layers (first_last_layers_bf16 under fp8 or nvfp4) are kept by every plan the search ranks, and
+# --precision megatron beside them is named at the plan's key.
+python3 - "$tmp/ends.json" <<'PY'
+import json, sys
+json.dump({"schema_version": 1, "model": "llama3-8b", "cluster": "dgx-b200",
+           "plan": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "global_batch": 64, "framework": "megatron",
+                    "framework_version": "2025", "precision": "nvfp4", "first_last_layers_bf16": True,
+                    "num_layers_at_end_in_bf16": 2}}, open(sys.argv[1], "w"))
+PY
+"$TESSEL" search "$tmp/ends.json" --top 3 --json --no-progress >"$tmp/ends_out.json" 2>"$tmp/e"
+check "bf16 end layers search exits 0" $?
+python3 - "$tmp/ends_out.json" <<'PY'; check "every ranked plan keeps the BF16 end layers" $?
+import json, sys
+rows = json.load(open(sys.argv[1]))["top"]
+assert rows and all(r["plan"].get("num_layers_at_start_in_bf16") == 1 and r["plan"].get("num_layers_at_end_in_bf16") == 2
+                    for r in rows), rows[:1]
+PY
+"$TESSEL" search "$tmp/ends.json" --top 1 --no-progress >"$tmp/ends.txt" 2>&1
+check "the header says the BF16 end layers" "$(contains "$tmp/ends.txt" 'precision nvfp4 (the first 1 and last 2 layers in BF16)')"
+"$TESSEL" search "$tmp/ends.json" --precision megatron --no-progress >/dev/null 2>"$tmp/e"; rc=$?
+check "bf16 end layers under megatron exits 2" $([ $rc -eq 2 ]; echo $?)
+check "bf16 end layers under megatron named" "$(contains "$tmp/e" '/plan/first_last_layers_bf16')"
 finish

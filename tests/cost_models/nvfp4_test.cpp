@@ -250,5 +250,32 @@ TEST(Bf16EndLayers, KeepNoQuantizedCopiesAndSaveSixteenBitInputs) {
     }
 }
 
+// The balanced split weighs the BF16 end layers: each costs what a BF16 layer does beyond a quantized one, charged to
+// its end of the pipeline with the embedding (first N) or the output layer and loss (last M), so the end stages take
+// fewer layers than they would with every layer in NVFP4.
+TEST(Bf16EndLayers, TheBalancedSplitWeighsThem) {
+    const ModelConfig model = test::preset("llama3-8b"); // 32 layers on 3 stages: balanced
+    const ClusterConfig cluster = test::clusterPreset("dgx-b200");
+    Plan p = test::plan3d(1, 3, 1, 1, 8, "megatron", "2025");
+    p.precision = "nvfp4";
+    p.pipelineSplit = PipelineSplit::Balanced;
+    Plan ends = p;
+    ends.bf16LayersAtStart = ends.bf16LayersAtEnd = 3;
+    resolvePipelineSplit(model, cluster, p);
+    resolvePipelineSplit(model, cluster, ends);
+    auto total = [](const BlockCompute& b) { return b.forward.seconds + b.backward().seconds + b.recompute.seconds; };
+    const PrecisionRecipe recipe = precisionRecipeOf(p);
+    const double layer = total(layerCompute(model, cluster, p, recipe));
+    const Plan bf16 = bf16EndLayerPlan(p);
+    const double extra = total(layerCompute(model, cluster, bf16, precisionRecipeOf(bf16))) / layer - 1.0;
+    EXPECT_GT(extra, 0.3) << "a BF16 layer is slower than an NVFP4 one on a B200";
+    const double first = total(embeddingCompute(model, cluster, p, recipe)) / layer;
+    const double last = total(headCompute(model, cluster, p, recipe)) / layer;
+    EXPECT_EQ(p.resolvedPipelineLayers, balancedPipelineLayers(32, 3, 1, first, last, false));
+    EXPECT_EQ(ends.resolvedPipelineLayers, balancedPipelineLayers(32, 3, 1, first + 3 * extra, last + 3 * extra, false));
+    EXPECT_LT(ends.resolvedPipelineLayers.front(), p.resolvedPipelineLayers.front());
+    EXPECT_GT(ends.resolvedPipelineLayers[1], p.resolvedPipelineLayers[1]);
+}
+
 } // namespace
 } // namespace tessel

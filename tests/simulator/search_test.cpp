@@ -4,6 +4,7 @@
 #include "search_support.hpp"
 
 #include "../../simulator/src/search_estimate.hpp"
+#include "tessel/cost/compute.hpp"
 #include "tessel/cost/memory.hpp"
 #include "tessel/cost/topology.hpp"
 #include "tessel/sim/search.hpp"
@@ -91,7 +92,8 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                       std::map<std::string, int> fixed = {}, const std::string& precision = "megatron",
                       bool hybrid = false,
                       std::vector<Schedule> schedules = {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B,
-                                                         Schedule::ZeroBubble}) {
+                                                         Schedule::ZeroBubble},
+                      std::pair<int, int> bf16Ends = {0, 0}) {
     BruteForce bf;
     auto pick = [&](const char* key, std::vector<int> all) {
         auto it = fixed.find(key);
@@ -155,6 +157,8 @@ BruteForce bruteForce(const ModelConfig& model, const ClusterConfig& cluster, in
                                             p.vpp = vpp;
                                             p.zeroStage = zero;
                                             p.precision = precision;
+                                            p.bf16LayersAtStart = bf16Ends.first;
+                                            p.bf16LayersAtEnd = bf16Ends.second;
                                             // Depths that do not divide the layers take the balanced split (the
                                             // ends as a stage each where the stages outnumber the layers).
                                             if (model.layers % (pp * vpp) != 0)
@@ -289,10 +293,12 @@ std::vector<Simulated> simulateAll(const ModelConfig& model, const ClusterConfig
 
 void expectTopMatches(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                       const std::map<std::string, int>& fixed) {
-    const BruteForce bf = space.schedules.empty()
-                              ? bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, "megatron", space.hybridSharding)
-                              : bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, "megatron",
-                                           space.hybridSharding, space.schedules);
+    const BruteForce bf =
+        bruteForce(model, cluster, space.gpus, space.globalBatch, fixed, space.precision, space.hybridSharding,
+                   space.schedules.empty() ? std::vector<Schedule>{Schedule::Gpipe, Schedule::OneFOneB,
+                                                                   Schedule::Interleaved1F1B, Schedule::ZeroBubble}
+                                           : space.schedules,
+                   {space.bf16LayersAtStart, space.bf16LayersAtEnd});
     ASSERT_GT(bf.feasible, 10u);
     std::vector<Simulated> all = simulateAll(model, cluster, bf);
     for (Objective objective : {Objective::Time, Objective::Memory, Objective::TokensPerDollar}) {
@@ -350,6 +356,38 @@ TEST(Search, TopPlansEqualBruteForceArgminForMoe) {
     const ModelConfig model = test::preset("tiny-moe");
     const ClusterConfig cluster = smallNodes(4, 2, 80);
     expectTopMatches(model, cluster, spaceFor(8, 8), {});
+}
+
+// An FP8 plan's BF16 end layers (first_last_layers_bf16) are the space's: every plan keeps them, the counts and verdicts
+// agree with the loops and the top plans with the brute-force argmin. At this size a BF16 layer is the cheaper kind
+// (FP8's casts outweigh its GEMMs), so a bound that priced every layer as FP8 would prune best plans.
+TEST(Search, TopPlansEqualBruteForceArgminWithBf16EndLayers) {
+    const ModelConfig model = test::preset("tiny");
+    ClusterConfig cluster = test::clusterPreset("dgx-h100-80g");
+    cluster.nodes = 1;
+    cluster.host = {};
+    cluster.gpu.reservedBytes = 0;
+    SearchSpace space = spaceFor(8, 16);
+    space.precision = "fp8";
+    space.bf16LayersAtStart = 1;
+    space.bf16LayersAtEnd = 1;
+    Plan probe = test::plan3d(1, 1, 8, 1, 16, "generic", "");
+    probe.precision = "fp8";
+    const double fp8Layer = layerCompute(model, cluster, probe, precisionRecipeOf(probe)).forward.seconds;
+    const Plan bf16 = bf16EndLayerPlan(probe);
+    ASSERT_LT(layerCompute(model, cluster, bf16, precisionRecipeOf(bf16)).forward.seconds, fp8Layer);
+    expectTopMatches(model, cluster, space, {});
+    const SearchResult r = searchPlans(model, cluster, space, {});
+    ASSERT_FALSE(r.top.empty());
+    for (const RankedPlan& t : r.top) EXPECT_TRUE(t.plan.bf16LayersAtStart == 1 && t.plan.bf16LayersAtEnd == 1);
+    expectSameCounts(r, bruteForce(model, cluster, 8, 16, {}, "fp8", false,
+                                   {Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved1F1B, Schedule::ZeroBubble},
+                                   {1, 1}));
+    // A recipe without a quantized context to keep them out of is the space's problem, said once at the plan's key.
+    space.precision = "megatron";
+    bool named = false;
+    for (const Problem& p : searchProblems(model, cluster, space, {})) named |= p.where == "/plan/first_last_layers_bf16";
+    EXPECT_TRUE(named);
 }
 
 // DualPipeV is searched when asked for (schedule=dualpipev): its plans' counts and verdicts agree with the loops, and

@@ -306,6 +306,14 @@ std::vector<std::pair<std::string, std::string>> recomputeModuleProblems(const M
 // batch-level EP overlap beside it, or the shared experts' own recompute module (Megatron-core refuses the last two).
 // Empty when the plan does not ask for it. validatePlan and the search's verdict both read it.
 std::vector<std::pair<std::string, std::string>> sharedExpertOverlapProblems(const ModelConfig& model, const Plan& plan);
+// What keeps the plan's BF16 end layers from running (key, message): no Transformer Engine FP8 or NVFP4 recipe to keep
+// them out of (Megatron-core's fp8_utils.py / fp4_utils.py; torchao's Float8Linear has no such option), or more of them
+// than the model has layers. Empty without them. validatePlan and the search's space check both read it.
+std::vector<std::pair<std::string, std::string>> bf16EndLayerProblems(const ModelConfig& model, const Plan& plan);
+// The plan a BF16 end layer is costed with: the same plan under the megatron recipe (bf16 GEMMs, no casts, no
+// quantized copies), as Megatron-core runs a layer outside the FP8 / FP4 context. The simulator, the balanced
+// pipeline split and the search's bound all cost such a layer with it.
+Plan bf16EndLayerPlan(const Plan& plan);
 // The plan's recompute as a table shows it: "none", "selective", "full", "full:n" for partial recompute, or
 // "selective:mla_up_proj,mlp" for selective recompute of other modules than the attention core.
 std::string recomputeString(const Plan& p);

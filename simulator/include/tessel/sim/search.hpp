@@ -69,6 +69,10 @@ struct SearchSpace {
     bool flashAttention = true;
     std::string attentionKernel = "auto";
     FrameworkSettings framework;                       // every plan runs on this framework (its overlap settings)
+    // An FP8 or NVFP4 space's BF16 end layers (Plan::bf16LayersAtStart / End, Megatron-core's
+    // --first-last-layers-bf16): every plan keeps the model's first and last this many layers in BF16.
+    int bf16LayersAtStart = 0;
+    int bf16LayersAtEnd = 0;
     // Offload (optimizer, parameters, activations to host memory) as a dimension: tried only for plans that do not
     // fit without it, on clusters with a host block (docs/search.md).
     bool offload = true;
@@ -136,6 +140,11 @@ struct SearchResult {
     double simulationSeconds = 0.0;                    // sorting the candidates and simulating them
     int threads = 1;                                   // threads used
 };
+
+// Takes what a scenario's plan says of every plan into the space: its global batch, precision recipe, attention
+// kernel, framework (settings and version), BF16 end layers, and a selective plan's own recompute modules. The
+// command line's flags (tessel search) and the GUI's fields then override it.
+void takeScenarioPlan(SearchSpace& space, const Plan& plan);
 
 // Applies pinned fields written as `key=value` (the `--fix` syntax: tp, pp, dp, cp, ep, vpp, micro_batch or
 // mb, zero_stage or zero, recompute, schedule, sp, rank_order) to the space. Problems are recorded at
