@@ -1,7 +1,7 @@
 // Reads a published record's system and plan (runs.json schema) into a tessel cluster and plan, step by step:
 // the GPU's preset in the record's shape, parallel degrees and batches, the pipeline (validation_pipeline.cpp), the
-// framework's settings (validation_framework.cpp); then the numerics (validation_numerics.cpp): precision and
-// sharding, the attention kernel (validation_attention.cpp), recompute.
+// framework's settings (validation_framework.cpp); then the numerics: precision and sharding
+// (validation_numerics.cpp), the attention kernel (validation_attention.cpp), recompute (validation_recompute.cpp).
 // What the record does not state is an assumption; a plan tessel cannot run is a refusal that names the field.
 #include "validation_plan.hpp"
 #include "validation_reading.hpp"

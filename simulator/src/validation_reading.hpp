@@ -37,9 +37,10 @@ bool readPipeline(Reading& r);
 // The step of validation_framework.cpp, run after the pipeline step: the framework, its version and its settings.
 bool readFramework(Reading& r);
 
-// The steps of validation_numerics.cpp, run after the cluster, batch, pipeline and framework steps: the precision
-// recipe, ZeRO stage and hybrid sharding; the attention kernel; recompute and SP raised until the plan fits, and the
-// checks of the finished plan. Each returns false with `refusal` set when the record cannot be read.
+// The numerics, run after the cluster, batch, pipeline and framework steps: the precision recipe, ZeRO stage and
+// hybrid sharding (validation_numerics.cpp); the attention kernel (validation_attention.cpp); recompute and SP raised
+// until the plan fits, and the checks of the finished plan (validation_recompute.cpp). Each returns false with
+// `refusal` set when the record cannot be read.
 bool readPrecisionAndSharding(Reading& r);
 bool readAttention(Reading& r);
 bool readRecomputeAndCheck(Reading& r);
