@@ -1,5 +1,5 @@
 // Translates HuggingFace transformers config.json files (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe,
-// phi3, nemotron, stablelm, gpt_neox, deepseek_v2, deepseek_v3, gpt2) into tessel ModelConfigs.
+// phi3, nemotron, stablelm, gpt_neox, deepseek_v2, deepseek_v3, gemma 1-3, gpt_oss, gpt2) into tessel ModelConfigs.
 #include "tessel/cost/hf_config.hpp"
 
 #include "tessel/cost/json_reader.hpp"
@@ -15,7 +15,8 @@ namespace {
 
 // The two architecture families tessel maps. Llama-like: pre-RMSNorm, RoPE, SwiGLU MLP, no biases
 // (llama, mistral, mixtral, phi3 (its fused qkv_proj and gate_up_proj hold the same weights); qwen2 adds a QKV
-// bias, qwen3 an RMSNorm over each head of q and k, qwen3_moe experts). GPT-2: pre-LayerNorm, learned positions,
+// bias, qwen3 an RMSNorm over each head of q and k, qwen3_moe experts; gpt_oss biases on every linear, experts,
+// the even layers windowed). GPT-2: pre-LayerNorm, learned positions,
 // GELU MLP, biases everywhere, tied embeddings.
 enum class Family { LlamaLike, Gpt2 };
 
@@ -42,7 +43,7 @@ constexpr SupportedType kSupported[] = {
     {"phi3", Family::LlamaLike},  {"nemotron", Family::LlamaLike}, {"deepseek_v2", Family::LlamaLike},
     {"deepseek_v3", Family::LlamaLike}, {"gpt_neox", Family::LlamaLike}, {"stablelm", Family::LlamaLike},
     {"gemma", Family::LlamaLike}, {"gemma2", Family::LlamaLike}, {"gemma3_text", Family::LlamaLike},
-    {"gpt2", Family::Gpt2},
+    {"gpt_oss", Family::LlamaLike}, {"gpt2", Family::Gpt2},
 };
 
 std::string supportedList() {
@@ -86,13 +87,15 @@ int64_t optIntOrNull(ObjectReader& r, const nlohmann::json& doc, const std::stri
 void readSlidingWindow(ObjectReader& r, const nlohmann::json& doc, const std::string& modelType, ModelConfig& m,
                        ProblemList& problems) {
     const bool qwen = modelType.rfind("qwen", 0) == 0;
-    const bool gemma2 = modelType == "gemma2", gemma3 = modelType == "gemma3_text";
-    if (!(qwen || gemma2 || gemma3 || modelType == "mistral" || modelType == "mixtral" || modelType == "phi3")) return;
-    if ((!doc.contains("sliding_window") && !(gemma2 || gemma3)) || isNull(doc, "sliding_window")) return;
+    const bool gemma2 = modelType == "gemma2", gemma3 = modelType == "gemma3_text", gptOss = modelType == "gpt_oss";
+    if (!(qwen || gemma2 || gemma3 || gptOss || modelType == "mistral" || modelType == "mixtral" || modelType == "phi3"))
+        return;
+    if ((!doc.contains("sliding_window") && !(gemma2 || gemma3 || gptOss)) || isNull(doc, "sliding_window")) return;
     if (qwen && !r.optBool("use_sliding_window", false)) return;
-    const int64_t window = r.optInt("sliding_window", 4096, 1, ModelLimits::seqLen);
+    const int64_t window = r.optInt("sliding_window", gptOss ? 128 : 4096, 1, ModelLimits::seqLen);
     const int64_t firstWindowed = qwen ? r.optInt("max_window_layers", 28, 0, ModelLimits::layers) : 0;
-    const int64_t everyNthFull = gemma2 ? 2 : gemma3 ? r.optInt("sliding_window_pattern", 6, 1, ModelLimits::layers) : 0;
+    // gpt-oss (GptOssConfig's default layer_types) windows the even layers, as Gemma 2 does.
+    const int64_t everyNthFull = gemma2 || gptOss ? 2 : gemma3 ? r.optInt("sliding_window_pattern", 6, 1, ModelLimits::layers) : 0;
     std::vector<bool> windowed(static_cast<size_t>(std::max(m.layers, 0)), false);
     for (int i = 0; i < m.layers; ++i)
         windowed[static_cast<size_t>(i)] = i >= firstWindowed && (everyNthFull == 0 || (i + 1) % everyNthFull != 0);
@@ -232,12 +235,15 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         // bias elements per layer (no released llama/mistral/mixtral checkpoint sets it).
         // GPT-NeoX: query_key_value and dense take attention_bias (GPTNeoXConfig's default true); its MLP always
         // has biases.
-        const bool attentionBias = r.optBool("attention_bias", neox);
-        const bool mlpBias = neox || r.optBool("mlp_bias", false);
-        if (neox && !attentionBias)
+        // gpt-oss: q/k/v and o_proj take attention_bias (GptOssConfig: true), and its router and experts always
+        // have biases (GptOssTopKRouter's bias, GptOssExperts' gate_up_proj_bias and down_proj_bias).
+        const bool gptOss = modelType == "gpt_oss";
+        const bool attentionBias = r.optBool("attention_bias", neox || gptOss);
+        const bool mlpBias = neox || gptOss || r.optBool("mlp_bias", false);
+        if ((neox || gptOss) && !attentionBias)
             problems.add(r.pointer("attention_bias"),
-                         "false beside GPT-NeoX's MLP biases: tessel's model has biases on every linear or on q/k/v "
-                         "only, not on the MLP alone");
+                         std::string("false beside ") + (neox ? "GPT-NeoX's MLP" : "gpt-oss's expert") +
+                             " biases: tessel's model has biases on every linear or on q/k/v only, not on the MLP alone");
         m.linearBias = attentionBias && mlpBias;
         // Qwen2 and Qwen2-MoE always have q/k/v biases (modeling_qwen2.py, modeling_qwen2_moe.py: bias=True on
         // q_proj, k_proj, v_proj; o_proj none).
@@ -282,10 +288,17 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         };
         m.attentionSoftcap = softcap("attn_logit_softcapping", 50.0);
         m.logitSoftcap = softcap("final_logit_softcapping", 30.0);
-        if (modelType == "mixtral") {
+        if (modelType == "mixtral" || gptOss) {
+            // Every layer sparse. gpt-oss (modeling_gpt_oss.py): num_local_experts experts of intermediate_size, top
+            // num_experts_per_tok (its own checkpoints' experts_per_token), a gated SiLU clamped at swiglu_limit and
+            // costed as SwiGLU; each head's learned attention sink (one logit a head, 64 parameters a layer) and the
+            // YaRN rotary scaling change no shape and are not counted.
             MoeConfig moe;
             moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, ModelLimits::heads));
-            moe.topK = static_cast<int>(r.requireInt("num_experts_per_tok", 1, ModelLimits::heads));
+            moe.topK = static_cast<int>(r.requireInt(gptOss ? firstPresent(r, {"num_experts_per_tok", "experts_per_token"})
+                                                            : std::string("num_experts_per_tok"),
+                                                     1, ModelLimits::heads));
+            if (gptOss) r.accept("experts_per_token");
             moe.expertFfnHidden = m.ffnHidden; // each expert is a SwiGLU MLP of intermediate_size
             m.moe = moe;
         } else if (modelType == "qwen3_moe" || modelType == "qwen2_moe") {

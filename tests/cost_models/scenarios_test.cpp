@@ -249,7 +249,8 @@ TEST_P(PresetParameters, MatchPublishedCounts) {
 }
 
 // Exact counts of the released checkpoints (tied GPT-2 embeddings with 1024 learned positions; Mixtral
-// including its routers); GPT-3 175B as the ~174.6B implied by Brown et al. 2020 Table 2.1.
+// including its routers); GPT-3 175B as the ~174.6B implied by Brown et al. 2020 Table 2.1; gpt-oss-120b as OpenAI's
+// model card's 116.83 B (to its rounding; its router biases and attention sinks, 6,912 parameters, are not counted).
 INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
                          ::testing::Values(ParameterSpot{"gpt2-124m", 124'439'808, 0.0},
                                            ParameterSpot{"llama2-7b", 6'738'415'616, 0.0},
@@ -259,7 +260,8 @@ INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
                                            ParameterSpot{"deepseek-v3", 671'026'404'352, 0.0},
                                            ParameterSpot{"gemma2-9b", 9'241'705'984, 0.0},
                                            ParameterSpot{"gemma2-27b", 27'227'128'320, 0.0},
-                                           ParameterSpot{"gpt3-175b", 174'600'000'000, 0.005}),
+                                           ParameterSpot{"gpt3-175b", 174'600'000'000, 0.005},
+                                           ParameterSpot{"gpt-oss-120b", 116'830'000'000, 0.00005}),
                          [](const ::testing::TestParamInfo<ParameterSpot>& param) {
                              std::string n = param.param.model;
                              std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
