@@ -308,6 +308,7 @@ ActionSchedule buildSchedule(const ModelConfig& model, const Plan& plan) {
     const std::vector<int>& chunkLayers = sched.chunkLayers;
     const int p = plan.pp, v = plan.vpp, m = sched.microBatches;
     sched.p2pBlocksCompute = p > 1 && !ov.overlapP2pComm;
+    sched.p2pSerial = sched.p2pBlocksCompute && plan.framework.name == "deepspeed";
     const int lastVirtual = p * v - 1;
     const PrecisionRecipe recipe = precisionRecipeOf(plan);
     // Gradient buckets per chunk: one per layer.

@@ -58,6 +58,16 @@ struct ActionGraph {
     size_t id(int s, int i) const { return offset[static_cast<size_t>(s)] + static_cast<size_t>(i); }
 };
 
+namespace {
+// A pipeline transfer the schedule runs on the compute stream: blocking sends (overlap_p2p_comm off), and under
+// DeepSpeed's pipeline engine its receives too (ActionSchedule::p2pSerial).
+bool holdsComputeStream(const ActionSchedule& schedule, ActionKind k) {
+    const bool send = k == ActionKind::SendActivation || k == ActionKind::SendGrad;
+    const bool recv = k == ActionKind::RecvActivation || k == ActionKind::RecvGrad;
+    return schedule.p2pBlocksCompute && (send || (recv && schedule.p2pSerial));
+}
+} // namespace
+
 ActionGraph buildGraph(const ActionSchedule& schedule, bool serialStreams) {
     ActionGraph g;
     const size_t stages = schedule.stages.size();
@@ -80,8 +90,7 @@ ActionGraph buildGraph(const ActionSchedule& schedule, bool serialStreams) {
             const size_t me = id(static_cast<int>(s), static_cast<int>(i));
             // A device that cannot overlap communication with compute runs each rank's list in order on one
             // stream (the CPU executor's single thread).
-            const bool blocking = schedule.p2pBlocksCompute &&
-                                  (acts[i].kind == ActionKind::SendActivation || acts[i].kind == ActionKind::SendGrad);
+            const bool blocking = holdsComputeStream(schedule, acts[i].kind);
             const auto st = serialStreams || blocking ? size_t{0} : static_cast<size_t>(streamOf(acts[i].kind));
             if (last[st] >= 0) {
                 streamPrev[me] = last[st];
@@ -212,8 +221,7 @@ void attribute(const ActionSchedule& schedule, const CostTable& costs, Timeline&
         for (size_t i = 0; i < acts.size(); ++i) {
             const Action& a = acts[i];
             const TimedAction& ta = t.perAction[s][i];
-            const bool blockingTransfer = schedule.p2pBlocksCompute &&
-                                          (a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad);
+            const bool blockingTransfer = holdsComputeStream(schedule, a.kind);
             if (streamOf(a.kind) != Stream::Compute && !blockingTransfer) {
                 lastEnd = std::max(lastEnd, ta.endSeconds);
                 continue;
@@ -377,9 +385,11 @@ void applyContention(const ActionSchedule& schedule, CostTable& out, const Timel
             if (!(own > 0.0) || !(span > 0.0)) continue;
             if (k == ActionKind::Collective) {
                 dp.add(ta.startSeconds, ta.endSeconds, std::min(1.0, own / span) * costs.perAction[s][i].contentionWeight);
+            } else if (holdsComputeStream(schedule, k)) {
+                continue; // on the compute stream: beside no compute
             } else if (k == ActionKind::RecvActivation || k == ActionKind::RecvGrad) {
                 recv.add(ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0);
-            } else if (isTransfer(k) && !schedule.p2pBlocksCompute) {
+            } else if (isTransfer(k)) {
                 send.add(ta.endSeconds - std::min(own, span), ta.endSeconds, 1.0);
             }
         }

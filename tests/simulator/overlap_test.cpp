@@ -96,13 +96,19 @@ TEST(FrameworkOverlap, WithoutOverlapEveryBucketWaitsForTheWholeBackward) {
     for (const auto& b : local.timeline.perStage) EXPECT_NEAR(b.total(), local.metrics.stepSeconds, 1e-9 * local.metrics.stepSeconds);
 }
 
-TEST(FrameworkOverlap, BlockingPipelineSendsHoldTheComputeStream) {
+// Two pipeline stages of 8 data-parallel ranks, 4 micro-batches a step, on `framework` of `version`.
+Case twoStages(const char* framework, const char* version) {
     Case c;
     c.plan.dp = 8;
     c.plan.pp = 2;
     c.plan.globalBatch = 32;
-    c.plan.framework.name = "megatron";
-    c.plan.framework.version = "2022";
+    c.plan.framework.name = framework;
+    c.plan.framework.version = version;
+    return c;
+}
+
+TEST(FrameworkOverlap, BlockingPipelineSendsHoldTheComputeStream) {
+    Case c = twoStages("megatron", "2022");
     const PlanSimulation blocking = simulatePlan(c.model, c.cluster, c.plan);
     ASSERT_TRUE(blocking.schedule.p2pBlocksCompute);
     // Every send starts after the compute before it and the next compute starts after the send.
@@ -127,6 +133,37 @@ TEST(FrameworkOverlap, BlockingPipelineSendsHoldTheComputeStream) {
     const PlanSimulation overlapped = simulatePlan(c.model, c.cluster, c.plan);
     EXPECT_FALSE(overlapped.schedule.p2pBlocksCompute);
     EXPECT_LT(overlapped.metrics.stepSeconds, blocking.metrics.stepSeconds);
+}
+
+// DeepSpeed's pipeline engine sends and receives with one blocking call each, in turn on the compute stream
+// (engine.py's _exec_send_* / _exec_recv_* over p2p.py): on every stage the compute, the sends and the receives run one
+// after another, and the step is longer than with Megatron-LM's batched send and receive, which overlap each other.
+TEST(FrameworkOverlap, DeepSpeedsPipelineEngineRunsEachTransferAlone) {
+    Case c = twoStages("deepspeed", "2022");
+    c.plan.zeroStage = 1;
+    const ActionSchedule serial = buildSchedule(c.model, c.plan);
+    ASSERT_TRUE(serial.p2pBlocksCompute && serial.p2pSerial);
+    const CostTable costs = costSchedule(serial, c.model, c.cluster);
+    const Timeline t = simulate(serial, costs);
+    int receives = 0;
+    for (size_t s = 0; s < 2; ++s) {
+        const auto& acts = serial.stages[s].actions;
+        double streamEnd = 0.0;
+        for (size_t i = 0; i < acts.size(); ++i) {
+            if (!isCompute(acts[i].kind) && !isTransfer(acts[i].kind)) continue;
+            EXPECT_GE(t.perAction[s][i].startSeconds, streamEnd - 1e-12) << s << " " << acts[i].traceName();
+            streamEnd = t.perAction[s][i].endSeconds;
+            receives += acts[i].kind == ActionKind::RecvActivation || acts[i].kind == ActionKind::RecvGrad;
+        }
+        EXPECT_NEAR(t.perStage[s].total(), t.stepSeconds, 1e-9 * t.stepSeconds);
+    }
+    EXPECT_EQ(receives, 2 * c.plan.microBatchesPerStep());
+    ActionSchedule batched = serial;
+    batched.p2pSerial = false;
+    EXPECT_LT(simulate(batched, costs).stepSeconds, t.stepSeconds);
+    // Megatron-LM's plans keep the batched pair.
+    c.plan.framework.name = "megatron";
+    EXPECT_FALSE(buildSchedule(c.model, c.plan).p2pSerial);
 }
 
 TEST(FrameworkOverlap, TensorParallelOverlapByHand) {

@@ -191,6 +191,10 @@ struct ActionSchedule {
     // isend/irecv followed by a wait does: sends run on the compute stream, and each receive is posted only after
     // the compute action before it, so a send and the next receive overlap each other but not compute.
     bool p2pBlocksCompute = false;
+    // DeepSpeed's pipeline engine: each send and each receive is its own blocking call on the compute stream, one
+    // after the other (deepspeed/runtime/pipe/engine.py _exec_send_activations / _exec_recv_activations over p2p.py's
+    // send and recv), so a receive does not overlap the send beside it either. Implies p2pBlocksCompute.
+    bool p2pSerial = false;
     int microBatches = 0;
     std::vector<int> chunkLayers; // transformer layers of every virtual stage, model order (chunkLayerCounts)
     int layersOf(int stage, int chunk) const {
