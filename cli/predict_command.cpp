@@ -55,6 +55,7 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
         << ", ffn " << m.ffnHidden << (m.postNorms ? " (norms before and after each block)" : "")
         << (m.parallelResidual ? " (beside attention, one residual add)" : "") << ", vocab " << m.vocab
         << (m.embeddingNorm ? " (a norm over the embedding)" : "") << (m.embeddingScale ? " (embedding x sqrt(hidden))" : "")
+        << (m.attentionSinks ? " (a learned attention sink a head)" : "")
         << ", seq " << m.seqLen
         << (m.slidingWindow > 0 ? ", sliding window " + std::to_string(m.slidingWindow) +
                                       (m.fullAttentionLayers.empty() ? std::string()

@@ -278,6 +278,8 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         if (neox || stablelm) m.parallelResidual = r.optBool("use_parallel_residual", neox);
         // Gemma 1-3 multiply the embedding by sqrt(hidden_size) (GemmaModel, Gemma2Model, Gemma3TextModel's normalizer).
         m.embeddingScale = gemma;
+        // gpt-oss's attention has a learned sink a head (GptOssAttention.sinks).
+        m.attentionSinks = modelType == "gpt_oss";
         // Gemma 2's tanh soft-capping of the attention scores and of the logits (Gemma2Config's defaults 50 and 30;
         // Gemma 3's are null, and no other model's config names them).
         const double softcapLimit = 1e6;
@@ -291,8 +293,8 @@ ModelConfig parseHuggingFaceConfig(const nlohmann::json& doc, const std::string&
         if (modelType == "mixtral" || gptOss) {
             // Every layer sparse. gpt-oss (modeling_gpt_oss.py): num_local_experts experts of intermediate_size, top
             // num_experts_per_tok (its own checkpoints' experts_per_token), a gated SiLU clamped at swiglu_limit and
-            // costed as SwiGLU; each head's learned attention sink (one logit a head, 64 parameters a layer) and the
-            // YaRN rotary scaling change no shape and are not counted.
+            // costed as SwiGLU; each head's learned attention sink is attention_sinks; the router's bias (experts
+            // parameters a layer) has no place in ModelConfig and is not counted; the YaRN rotary scaling changes no shape.
             MoeConfig moe;
             moe.experts = static_cast<int>(r.requireInt("num_local_experts", 1, ModelLimits::heads));
             moe.topK = static_cast<int>(r.requireInt(gptOss ? firstPresent(r, {"num_experts_per_tok", "experts_per_token"})

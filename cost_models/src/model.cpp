@@ -130,6 +130,7 @@ int64_t attentionParameters(const ModelConfig& m) {
         const int64_t kv = h * (l.kvLoraRank + l.qkRopeHeadDim) + l.kvLoraRank * a * (l.qkNopeHeadDim + l.vHeadDim);
         int64_t n = q + kv + a * l.vHeadDim * h;
         if (m.linearBias) n += h;
+        if (m.attentionSinks) n += a;
         return n;
     }
     const int64_t qDim = static_cast<int64_t>(m.heads) * m.headDim;
@@ -138,6 +139,7 @@ int64_t attentionParameters(const ModelConfig& m) {
     int64_t n = h * (qDim + 2 * kvDim) + qDim * h;
     if (m.linearBias || m.qkvBias) n += qDim + 2 * kvDim;
     if (m.linearBias) n += h;
+    if (m.attentionSinks) n += m.heads;
     return n;
 }
 } // namespace
@@ -266,6 +268,7 @@ ModelConfig parseModel(const nlohmann::json& doc, const std::string& pointer, Pr
     m.postNorms = r.optBool("post_norms", false);
     m.embeddingNorm = r.optBool("embedding_norm", false);
     m.embeddingScale = r.optBool("embedding_scale", false);
+    m.attentionSinks = r.optBool("attention_sinks", false);
     m.parallelResidual = r.optBool("parallel_residual", false);
     m.attentionSoftcap = r.optNumber("attention_softcap", 0.0, 0.0, 1e6);
     m.logitSoftcap = r.optNumber("logit_softcap", 0.0, 0.0, 1e6);
@@ -359,6 +362,7 @@ nlohmann::json modelToJson(const ModelConfig& m) {
     if (m.postNorms) j["post_norms"] = true;
     if (m.embeddingNorm) j["embedding_norm"] = true;
     if (m.embeddingScale) j["embedding_scale"] = true;
+    if (m.attentionSinks) j["attention_sinks"] = true;
     if (m.parallelResidual) j["parallel_residual"] = true;
     if (m.attentionSoftcap > 0.0) j["attention_softcap"] = m.attentionSoftcap;
     if (m.logitSoftcap > 0.0) j["logit_softcap"] = m.logitSoftcap;

@@ -36,7 +36,9 @@ double mlpParamsLocal(const ModelConfig& m, int64_t ffn, int tp) {
 std::pair<double, double> attentionModulesLocal(const ModelConfig& m, int tp) {
     const double h = d(m.hidden), q = d(m.heads) * d(m.headDim) / tp;
     const double kv = d(std::max<int64_t>(1, m.kvHeads / tp)) * d(m.headDim);
-    return {h * (q + 2.0 * kv) + (m.linearBias || m.qkvBias ? q + 2.0 * kv : 0.0), q * h + (m.linearBias ? h : 0.0)};
+    // A learned sink per head (attention_sinks) goes with its head's share.
+    const double sinks = m.attentionSinks ? d(m.heads) / tp : 0.0;
+    return {h * (q + 2.0 * kv) + (m.linearBias || m.qkvBias ? q + 2.0 * kv : 0.0) + sinks, q * h + (m.linearBias ? h : 0.0)};
 }
 
 struct LayerParamsLocal {
@@ -56,7 +58,7 @@ LayerParamsLocal layerParamsLocal(const ModelConfig& m, const Plan& p) {
         const double down = h * d(a.qLoraRank) + h * d(a.kvLoraRank + a.qkRopeHeadDim);
         const double up = (a.qLoraRank > 0 ? d(a.qLoraRank) : h) * heads * d(a.qkHeadDim()) +
                           d(a.kvLoraRank) * heads * d(a.qkNopeHeadDim + a.vHeadDim) + heads * d(a.vHeadDim) * h;
-        l.dense = down + up / p.tp + normParams(m, a.qLoraRank) + normParams(m, a.kvLoraRank);
+        l.dense = down + (up + (m.attentionSinks ? heads : 0.0)) / p.tp + normParams(m, a.qLoraRank) + normParams(m, a.kvLoraRank);
         if (m.linearBias) l.dense += h;                          // projection bias is replicated
     } else {
         const auto [qkv, proj] = attentionModulesLocal(m, p.tp);

@@ -66,6 +66,9 @@ void validateExecutable(const ModelConfig& model, const Plan& plan, const std::s
         problems.add("/model/mtp_layers", "the executor trains the next token only; multi-token prediction is predicted and "
                                           "exported (Megatron-LM --mtp-num-layers), not run by tessel run yet");
     latentAttentionProblems(model, problems);
+    if (model.attentionSinks)
+        problems.add("/model/attention_sinks", "the executor's attention softmax has no learned sink (gpt-oss's); predicted "
+                                               "and exported (Megatron-core --softmax-type learnable), not run by tessel run yet");
     if (model.dropout > 0.0 && (model.layers >= kDropoutMaxLayers || model.heads >= kDropoutMaxHeads))
         problems.add("/model/dropout", "the executor's dropout masks name at most " + std::to_string(kDropoutMaxLayers) +
                                            " layers and " + std::to_string(kDropoutMaxHeads) + " heads");

@@ -453,6 +453,8 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         for (int i = 0; !everyN && i < m.layers; ++i) pattern += std::string(i == 0 ? "[" : ",") + (m.isWindowedLayer(i) ? "1" : "0");
         arg("--window-attn-skip-freq", everyN ? str(n) : "'" + pattern + "]'");
     }
+    // A learned sink a head (gpt-oss): Megatron-core's softmax_type "learnable" (TransformerConfig, 2025-09 on).
+    if (m.attentionSinks) arg("--softmax-type", "learnable");
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.activation == Activation::Swiglu) arg("--swiglu");
     if (m.activation == Activation::SquaredRelu) arg("--squared-relu");

@@ -319,6 +319,7 @@ TEST_P(HfMatchesPreset, SameShapes) {
         EXPECT_EQ(hf.moe->topK, tessel.moe->topK);
         EXPECT_EQ(hf.moe->expertFfnHidden, tessel.moe->expertFfnHidden);
     }
+    EXPECT_EQ(hf.attentionSinks, tessel.attentionSinks);
     EXPECT_EQ(hf.slidingWindow, tessel.slidingWindow);
     EXPECT_EQ(hf.fullAttentionLayers, tessel.fullAttentionLayers);
     // seq_len may differ (Mixtral's preset trains at 4096), but only learned positions would change the count.
@@ -546,12 +547,12 @@ TEST(HfConfig, SlidingWindowsAreReadWhereTheModelCodeUsesThem) {
 // gpt-oss-120b (openai/gpt-oss-120b config.json, transformers' gpt_oss): biases on every linear (q/k/v and o_proj under
 // attention_bias, the experts' gate_up_proj_bias and down_proj_bias), 128 experts of 2,880, top 4, every layer
 // sparse, the even layers windowed at 128 keys and the odd ones whole (layer_types), 64 heads of 64 (wider than
-// hidden 2,880 / 64), an untied head. OpenAI's model card gives 116.83 B parameters; by hand a layer is
-// 2,880 x (4,096 + 2 x 512) + 4,096 x 2,880 + 5,632 attention biases + 2,880 x 128 router + 128 x (2,880 x 5,760 +
-// 2,880 x 2,880 + 8,640 biases) + 2 x 2,880 norms = 3,213,073,280, x 36, with 2 x 201,088 x 2,880 of embedding and head
-// and the final norm: 116,829,149,760, the card's 116,829,156,672 less the router's biases and each head's attention
-// sink (128 + 64 a layer), which ModelConfig has no place for. gpt-oss-20b (24 layers, 32 experts) by the same hand:
-// 20,914,754,880 (the card's 20.91 B).
+// hidden 2,880 / 64), a learned attention sink a head, an untied head. OpenAI's model card gives 116.83 B parameters;
+// by hand a layer is 2,880 x (4,096 + 2 x 512) + 4,096 x 2,880 + 5,632 attention biases + 64 sinks + 2,880 x 128 router
+// + 128 x (2,880 x 5,760 + 2,880 x 2,880 + 8,640 biases) + 2 x 2,880 norms = 3,213,073,344, x 36, with 2 x 201,088 x
+// 2,880 of embedding and head and the final norm: 116,829,152,064, the card's 116,829,156,672 less the router's biases
+// (128 a layer), which ModelConfig has no place for. gpt-oss-20b (24 layers, 32 experts) by the same hand:
+// 20,914,756,416 (the card's 20.91 B).
 TEST(HfConfig, GptOssIsBiasedExpertsOverAlternatingWindows) {
     const ModelConfig m = parseHf("gpt-oss-120b");
     expectShape(m, {36, 64, 8, 2880, 64, 2880, 201088});
@@ -559,6 +560,9 @@ TEST(HfConfig, GptOssIsBiasedExpertsOverAlternatingWindows) {
     EXPECT_TRUE(m.moe->denseLayers.empty());
     EXPECT_EQ(m.moe->sharedFfnHidden, 0);
     EXPECT_TRUE(m.linearBias);
+    EXPECT_TRUE(m.attentionSinks);
+    EXPECT_EQ(modelToJson(m).value("attention_sinks", false), true);
+    EXPECT_TRUE(parseModel(modelToJson(m)).attentionSinks);
     EXPECT_EQ(m.activation, Activation::Swiglu);
     EXPECT_EQ(m.norm, NormKind::RmsNorm);
     EXPECT_FALSE(m.tiedEmbeddings);
@@ -566,7 +570,7 @@ TEST(HfConfig, GptOssIsBiasedExpertsOverAlternatingWindows) {
     std::vector<int> odd;
     for (int i = 1; i < 36; i += 2) odd.push_back(i);
     EXPECT_EQ(m.fullAttentionLayers, odd);
-    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{116'829'149'760});
+    EXPECT_EQ(countParameters(m).total(m.layers), int64_t{116'829'152'064});
     // gpt-oss-20b's shape, its top-k under the checkpoints' own key alone, its layer_types left to the default.
     nlohmann::json small = hfConfig("gpt-oss-120b");
     small.erase("num_experts_per_tok");
@@ -576,7 +580,7 @@ TEST(HfConfig, GptOssIsBiasedExpertsOverAlternatingWindows) {
     ASSERT_NO_FATAL_FAILURE(expectRoutedExperts(s, 32, 4, 2880));
     EXPECT_EQ(s.fullAttentionLayers.size(), 12u);
     EXPECT_EQ(s.fullAttentionLayers.front(), 1);
-    EXPECT_EQ(countParameters(s).total(s.layers), int64_t{20'914'754'880});
+    EXPECT_EQ(countParameters(s).total(s.layers), int64_t{20'914'756'416});
     // Biases on the experts but not the attention: a shape tessel's model cannot hold, named rather than approximated.
     nlohmann::json unbiased = hfConfig("gpt-oss-120b");
     unbiased["attention_bias"] = false;

@@ -250,7 +250,7 @@ TEST_P(PresetParameters, MatchPublishedCounts) {
 
 // Exact counts of the released checkpoints (tied GPT-2 embeddings with 1024 learned positions; Mixtral
 // including its routers); GPT-3 175B as the ~174.6B implied by Brown et al. 2020 Table 2.1; gpt-oss-120b as OpenAI's
-// model card's 116.83 B (to its rounding; its router biases and attention sinks, 6,912 parameters, are not counted).
+// model card's 116.83 B (to its rounding; its router's biases, 4,608 parameters, are not counted).
 INSTANTIATE_TEST_SUITE_P(Published, PresetParameters,
                          ::testing::Values(ParameterSpot{"gpt2-124m", 124'439'808, 0.0},
                                            ParameterSpot{"llama2-7b", 6'738'415'616, 0.0},

@@ -19,11 +19,13 @@ using test::basePlan;
 using test::tinyModel;
 
 // Model features tessel predicts and exports but the executor does not run are refused at their field, never run as
-// something else: multi-token prediction not as the next token alone; latent attention without the rotary key its
+// something else: multi-token prediction not as the next token alone; gpt-oss's learned attention sinks not as a
+// plain softmax; latent attention without the rotary key its
 // decoupled RoPE needs not as MLA with one (what it does not run of MLA: tests/executor/mla_test.cpp).
 TEST(ValidateExecutable, PredictedOnlyModelFeaturesAreRefusedAtTheirField) {
     const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases{
         {"/model/mtp_layers", [](ModelConfig& m) { m.mtpLayers = 1; }},
+        {"/model/attention_sinks", [](ModelConfig& m) { m.attentionSinks = true; }},
         {"/model/mla/qk_rope_head_dim", [](ModelConfig& m) {
              m.kvHeads = m.heads;
              m.position = PositionEmbedding::Rope;

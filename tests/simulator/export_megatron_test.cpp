@@ -117,6 +117,11 @@ TEST(ExportMegatron, Llama3PresetHasGqaSwigluRmsnormRope) {
     std::string list = "'[0";
     for (int i = 1; i < s.model.layers; ++i) list += ",1";
     EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--window-attn-skip-freq"), list + "]'");
+    // A learned sink a head (gpt-oss) is Megatron-core's learnable softmax; without one no --softmax-type is written.
+    EXPECT_FALSE(parseMegatron(exportPlan(s, ExportFormat::Megatron)).has("--softmax-type"));
+    s.model.attentionSinks = true;
+    EXPECT_EQ(parseMegatron(exportPlan(s, ExportFormat::Megatron)).at("--softmax-type"), "learnable");
+    s.model.attentionSinks = false;
     s.model.fullAttentionLayers.clear();
     s.plan.cp = 2;
     s.plan.dp /= 2;

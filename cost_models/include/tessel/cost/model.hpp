@@ -92,6 +92,10 @@ struct ModelConfig {
     // The embedding's output multiplied by sqrt(hidden) before the first layer (Gemma 1-3: Gemma*Model.forward's
     // normalizer, in the embedding's dtype): one elementwise pass over it forward and backward, nothing kept.
     bool embeddingScale = false;
+    // A learned logit for every head in each attention softmax, a "sink" the scores may spill into (gpt-oss's
+    // self_attn.sinks; Megatron-core's --softmax-type learnable): heads parameters a layer, sharded with the heads
+    // over TP. One more column in each softmax row: no cost tessel counts.
+    bool attentionSinks = false;
     // Attention and the MLP side by side, each reading the layer's input, their outputs added to it together: x +
     // attn(ln1(x)) + mlp(ln2(x)) (GPT-J; GPT-NeoX's gpt_j_residual and Hugging Face's use_parallel_residual, Pythia
     // and GPT-NeoX-20B; Falcon's parallel_attn; PaLM, Chowdhery et al. 2022 §2). The same GEMMs and kernels; the
