@@ -34,7 +34,7 @@ SHARED_GROUPS = [
 CHECK_SETS = [
     ("NVIDIA NeMo 24.07 / Megatron-Bridge 25.x-26.x, H100 FP8", "check_nemo_h100_fp8.json", None),
     ("NeMo's long-sequence tables, H100 (24.03.01) and B200 (25.04), FP8, cp 1-32", "check_nemo_long_context.json", None),
-    ("Megatron-LM README weak scaling, H100 BF16", "check_megatron_lm_h100.json", None),
+    ("Megatron-LM README weak and strong scaling, H100 BF16", "check_megatron_lm_h100.json", None),
     ("Megatron-LM's CI functional runs (peaks only)", "check_megatron_functional_memory_speed.json", None),
     ("MosaicML MPT rows the shared set does not hold (A100, H100)", "check_mpt_llm_foundry.json", None),
     ("torchtitan, Grand Teton H100 (500 W)", "check_torchtitan_h100.json", None),

@@ -184,13 +184,14 @@ assert not unfit, unfit
 by={}
 for r in d['results']: by.setdefault(re.match(r'mpt-\w+?-(\w+)-seq', r['id']).group(1), []).append(r['step_error'])
 assert all(abs(statistics.median(v)) <= 0.055 for v in by.values()), {k: statistics.median(v) for k, v in by.items()}" ; check "MPT set within its guard, per model size too" $?
-# Megatron-LM's own H100 weak-scaling table (9 GPT runs, 1.7B-462B on 48-6144 GPUs; measured 7.3% median,
-# 23.0% max: the 32B run at dp 48, too slow; every run predicted to fit). Its five pipelined runs name no schedule
-# and are read as interleaved, as Megatron-LM runs the pipeline overlap the README states (6.6% median as 1F1B).
+# Megatron-LM's own H100 weak-scaling table (9 GPT runs, 1.7B-462B on 48-6144 GPUs; measured 7.0% median,
+# 23.4% max: the 32B run at dp 48, too slow; every run predicted to fit) and the two ends of its strong-scaling
+# text (177B on 96 and 4608 GPUs, -16.4% / -5.8%). Its pipelined runs name no schedule and are read as
+# interleaved, as Megatron-LM runs the pipeline overlap the README states (6.6% median as 1F1B).
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_lm_h100.json" >"$tmp/mlm.json" 2>/dev/null; check "Megatron-LM set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mlm.json')); o=d['overall']
-assert o['records']==9 and o['predicted']==9 and o['median_abs_step_error'] <= 0.08 and o['max_abs_step_error'] <= 0.25, o
+assert o['records']==11 and o['predicted']==11 and o['median_abs_step_error'] <= 0.09 and o['max_abs_step_error'] <= 0.25, o
 assert all(r['predicted_fits'] for r in d['results']), [r['id'] for r in d['results'] if not r['predicted_fits']]" ; check "Megatron-LM set within its guard" $?
 # The Nemotron-4 340B technical report's batch ramp-up (Table 2: 1536-6144 H100, tp 8 x pp 12 interleaved, the
 # iteration time and MFU of each size), never fitted: measured +0.3..+0.4%.
