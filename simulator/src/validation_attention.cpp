@@ -53,6 +53,7 @@ bool readAttention(Reading& r) {
     // arXiv 2402) ran its Megatron-LM baseline in 2023 and names FlashAttention-2 among its own changes.
     const std::string attn = lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention") +
                                    attentionConfigWords(pl));
+    const size_t assumptionsBefore = c.assumptions.size();
     auto kernelFor = [&](const std::string& wanted) {
         const auto& kernels = c.scenario.cluster.gpu.attentionKernels;
         if (kernels.count(wanted)) return wanted;
@@ -136,6 +137,16 @@ bool readAttention(Reading& r) {
         plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
         r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
     }
+    // Attention words that named no kernel ("GQA", "magic") read as unstated: said so, with what they were.
+    for (size_t i = assumptionsBefore; i < c.assumptions.size(); ++i)
+        if (c.assumptions[i].rfind("attention kernel not stated", 0) == 0) {
+            for (const auto& [field, obj] : {std::pair<const char*, const nlohmann::json*>{"model/attention", member(rec, "model")},
+                                             {"plan/attention", &pl}})
+                if (obj && !text(*obj, "attention").empty())
+                    r.unread(field, text(*obj, "attention"), "attention kernel tessel reads (flash, flash2, flash3, cudnn, "
+                             "triton, unfused, eager, sdpa)", "read as not stated");
+            break;
+        }
     // FlashAttention takes 16-bit inputs: a TF32 run's fp32 tensors go through attention unfused, its score GEMMs
     // at the TF32 rate (the fp32 recipe is left as it was read).
     if (plan.flashAttention && plan.precision == "tf32") {

@@ -34,7 +34,7 @@ std::optional<int64_t> count(const nlohmann::json& obj, const char* key, int64_t
 // layer): its 0/1 per layer, from lists of 0s and 1s, `* n` repeats and `+`; nothing when the text is not such an
 // expression.
 std::optional<std::vector<int>> layerPattern(const std::string& text);
-// true/false, yes/no, on/off, or a number (non-zero is true).
+// true/false, yes/no, on/off, the words "enabled" / "disabled" and "1" / "0", or a number (non-zero is true).
 std::optional<bool> boolean(const nlohmann::json& obj, const char* key);
 // The year a source was published, from its citation ("SC'21", "NSDI'24", "2022"): the earliest named; 0 if none.
 int sourceYear(const std::string& source);

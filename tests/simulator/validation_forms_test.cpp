@@ -152,6 +152,41 @@ TEST(ValidationRecord, ValuesNoRunHasAreNamed) {
     EXPECT_TRUE(mentions(load(dp).assumptions, "dp -7 is not a whole number of GPUs: dp = GPUs / (tp x pp x cp) = 4"));
 }
 
+// A field stated in words tessel does not read is said with its value, not reported as unstated (before, a
+// recompute of "sometimes" was listed as "recompute not stated" and a link of any words ran silently as the
+// preset's); switches written enabled / disabled or "1" / "0" are read.
+TEST(ValidationRecord, AFieldStatedInWordsNotReadIsSaidNotTakenAsUnstated) {
+    nlohmann::json r = record();
+    r["plan"]["recompute"] = "sometimes";
+    r["plan"]["sequence_parallel"] = "maybe";
+    r["plan"]["distributed_optimizer"] = "perhaps";
+    r["plan"]["zero"] = "three";
+    r["plan"]["attention"] = "magic";
+    r["system"]["intra_node_link"] = "carrier pigeon";
+    r["system"]["precision"] = "weird";
+    const ValidationCase c = load(r);
+    for (const char* said : {"plan/recompute \"sometimes\" names no recompute", "plan/sequence_parallel \"maybe\" names no setting",
+                             "plan/distributed_optimizer \"perhaps\" names no setting", "plan/zero \"three\" names no ZeRO stage",
+                             "plan/attention \"magic\" names no attention kernel",
+                             "system/intra_node_link \"carrier pigeon\" names no link tessel reads",
+                             "system/precision \"weird\" names no precision tessel reads"})
+        EXPECT_TRUE(mentions(c.assumptions, said)) << said;
+    EXPECT_EQ(c.scenario.plan.precision, "megatron"); // BF16 mixed precision, said as taken
+    EXPECT_EQ(c.scenario.plan.zeroStage, 0);
+    // What tessel reads is not said to be unread.
+    const ValidationCase plain = load(record());
+    EXPECT_FALSE(mentions(plain.assumptions, "names no"));
+    for (const auto& [word, on] : {std::pair<const char*, bool>{"enabled", true}, {"disabled", false}, {"1", true}, {"0", false}}) {
+        nlohmann::json s = record();
+        s["plan"]["sequence_parallel"] = word;
+        EXPECT_EQ(load(s).scenario.plan.sequenceParallel, on) << word;
+        nlohmann::json d = record();
+        d["plan"].erase("zero");
+        d["plan"]["distributed_optimizer"] = word;
+        EXPECT_EQ(load(d).scenario.plan.zeroStage, on ? 1 : 0) << word;
+    }
+}
+
 // A FLOP rate whose name says its convention is read in it: model_tflops_per_gpu with the model count, and
 // hardware_tflops_per_gpu with full recompute's replayed forward (4/3 of it), whatever tflops_kind says; a
 // utilization under a percent name is a percentage.
