@@ -81,6 +81,12 @@ for key, text in preset.get("sources", {}).items():
 for key, value in preset["gpu"].items():
     if key not in gpu["gpu"] and made["gpu"].get(key) == value:
         made["gpu"].pop(key)
+# A link figure calibrate copies from the preset unfitted (the all-to-all shares, measured sources since 2026-12-07)
+# is the preset's, as it stands now.
+for tier in ("intra_node", "inter_node"):
+    for key, value in preset["network"][tier].get("primitive_efficiency", {}).items():
+        if made["network"][tier].get("primitive_efficiency", {}).get(key) == value:
+            gpu["network"][tier]["primitive_efficiency"][key] = value
 assert made == gpu, "tessel calibrate here differs from what the GPU machine wrote"
 PY
 check "the 2026-11-30 calibration made here is the GPU's" $?

@@ -1,6 +1,8 @@
 // Tests of the communication cost model: bus factors, ring/tree terms, hierarchical groups, tier choice.
 #include "tessel/cost/comm.hpp"
 
+#include "test_support.hpp"
+
 #include <cmath>
 #include <gtest/gtest.h>
 #include <algorithm>
@@ -535,6 +537,28 @@ TEST(Comm, ACollectiveOnFewerCtasThanNcclsChannelsIsChargedLess) {
     EXPECT_NEAR(g.collectiveContention(32.0), 0.87, 1e-12); // NCCL's own channels: κ itself
     g.ncclCollChannels = 0;
     EXPECT_DOUBLE_EQ(g.collectiveContention(4.0), 0.87); // no channel count to stand in for
+}
+
+// The presets' all-to-all read back against NVIDIA's own figures (GTC 2025 session S72583, the slide "All-to-all
+// Communication Bandwidth", NCCL tests alltoall bus bandwidth): 8 GPUs of a node, A100 210, H100 320, B200 640 GB/s;
+// 32 GPUs on four nodes of eight, DGX A100 (8 x 200 Gb/s) 24 and DGX H100 (8 x 400 Gb/s) 48 GB/s; 32 GPUs of one
+// GB200 NVL72 rack 640 GB/s. busbw = algbw x (n - 1)/n (nccl-tests PERFORMANCE.md), at a message whose latency is
+// negligible.
+TEST(Comm, PresetAllToAllIsNvidiasMeasuredBusBandwidth) {
+    struct Case {
+        const char* preset;
+        int ranks, nodes, perNode;
+        double busGBps;
+    };
+    for (const Case& k : {Case{"dgx-a100-80g", 8, 1, 8, 210.0}, Case{"dgx-h100-80g", 8, 1, 8, 320.0},
+                          Case{"dgx-b200", 8, 1, 8, 640.0}, Case{"dgx-a100-80g", 32, 4, 8, 24.0},
+                          Case{"dgx-h100-80g", 32, 4, 8, 48.0}, Case{"gb200-nvl72", 32, 1, 32, 640.0}}) {
+        const ClusterConfig c = test::clusterPreset(k.preset);
+        const double s = 64.0 * kGiB;
+        const CommCost cost = commCost(Primitive::AllToAll, s, placement(k.ranks, k.nodes, k.perNode), c);
+        const double bus = s / cost.bandwidthSeconds * (k.ranks - 1.0) / k.ranks;
+        EXPECT_NEAR(bus / 1e9, k.busGBps, 0.01 * k.busGBps) << k.preset << ", " << k.ranks << " GPUs";
+    }
 }
 
 } // namespace
