@@ -140,11 +140,14 @@ bool readAttention(Reading& r) {
     // Attention words that named no kernel ("GQA", "magic") read as unstated: said so, with what they were.
     for (size_t i = assumptionsBefore; i < c.assumptions.size(); ++i)
         if (c.assumptions[i].rfind("attention kernel not stated", 0) == 0) {
-            for (const auto& [field, obj] : {std::pair<const char*, const nlohmann::json*>{"model/attention", member(rec, "model")},
-                                             {"plan/attention", &pl}})
+            for (const auto& [field, obj] :
+                 {std::pair<const char*, const nlohmann::json*>{"model/attention", member(rec, "model")},
+                  {"plan/attention", &pl}})
                 if (obj && !text(*obj, "attention").empty())
-                    r.unread(field, text(*obj, "attention"), "attention kernel tessel reads (flash, flash2, flash3, cudnn, "
-                             "triton, unfused, eager, sdpa)", "read as not stated");
+                    r.unread(field, text(*obj, "attention"),
+                             "attention kernel tessel reads (flash, flash2, flash3, cudnn, "
+                             "triton, unfused, eager, sdpa)",
+                             "read as not stated");
             break;
         }
     // FlashAttention takes 16-bit inputs: a TF32 run's fp32 tensors go through attention unfused, its score GEMMs

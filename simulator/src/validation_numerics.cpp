@@ -168,13 +168,17 @@ bool readPrecisionAndSharding(Reading& r) {
     // "TF32 off" / "no TF32" is the fp32 recipe's own setting, not TF32 training.
     const std::string tf32 = std::regex_replace(prec, std::regex(R"(tf32[ =:]*(off|disabled|false)|(no|without)[- ]+tf32)"), " ");
     const bool tf32Off = tf32 != prec;
-    // Words that name no recipe ("weird", "default") are said, and BF16 mixed precision (or the GPU's 16-bit type) taken.
+    // Words that name no recipe ("weird", "default") are said, and BF16 mixed precision (or the GPU's 16-bit
+    // type) taken.
     const bool precisionRead = lowPrecision || fp4Said || contains(prec, "tf32") || contains(prec, "fp32") ||
-                               contains(prec, "float32") || contains(prec, "full precision") || contains(prec, "32-true") ||
-                               contains(prec, "not stated") || prec.find_first_not_of(' ') == std::string::npos;
+                               contains(prec, "float32") || contains(prec, "full precision") ||
+                               contains(prec, "32-true") || contains(prec, "not stated") ||
+                               prec.find_first_not_of(' ') == std::string::npos;
     if (!precisionRead)
         r.unread(text(sys, "precision").empty() ? "plan/precision" : "system/precision",
-                 text(sys, "precision") + (text(sys, "precision").empty() || text(pl, "precision").empty() ? "" : " ") + text(pl, "precision"),
+                 text(sys, "precision") +
+                     (text(sys, "precision").empty() || text(pl, "precision").empty() ? "" : " ") +
+                     text(pl, "precision"),
                  "precision tessel reads (bf16, fp16, mixed, fp8, nvfp4, fp32, tf32)",
                  noBf16 ? "fp16 mixed precision taken" : "BF16 mixed precision taken");
     const bool hasTf32 = c.scenario.cluster.gpu.peakFlopsPerSecond.count(Dtype::Tf32) > 0;
@@ -320,13 +324,14 @@ bool readPrecisionAndSharding(Reading& r) {
     int zero = parseZero(pl);
     const auto distOpt = boolean(pl, "distributed_optimizer");
     if (const nlohmann::json* v = member(pl, "distributed_optimizer"); v && !v->is_null() && !distOpt)
-        r.unread("plan/distributed_optimizer", text(pl, "distributed_optimizer"), "setting tessel reads (true / false)",
-                 "read as not stated");
+        r.unread("plan/distributed_optimizer", text(pl, "distributed_optimizer"),
+                 "setting tessel reads (true / false)", "read as not stated");
     if (zero < 0)
         for (const char* key : {"zero", "zero_stage"})
             if (const nlohmann::json* v = member(pl, key); v && !v->is_null()) {
                 r.unread(std::string("plan/") + key, text(pl, key),
-                         "ZeRO stage tessel reads (0-3, ZeRO-n, FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, none)", "read as not stated");
+                         "ZeRO stage tessel reads (0-3, ZeRO-n, FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, none)",
+                         "read as not stated");
                 break;
             }
     const bool zeroStated = zero >= 0 || (distOpt && *distOpt);

@@ -161,10 +161,12 @@ bool readCluster(Reading& r) {
     if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     // A link named in words tessel does not read runs as the preset's, said.
-    if (intra.find_first_not_of(' ') != std::string::npos && !contains(intra, "nvlink") && !contains(intra, "nvswitch") &&
-        !contains(intra, "nvl") && !contains(intra, "pcie") && !contains(intra, "xgmi") && !contains(intra, "infinity"))
+    if (intra.find_first_not_of(' ') != std::string::npos && !contains(intra, "nvlink") &&
+        !contains(intra, "nvswitch") && !contains(intra, "nvl") && !contains(intra, "pcie") &&
+        !contains(intra, "xgmi") && !contains(intra, "infinity"))
         r.unread("system/intra_node_link", text(sys, "intra_node_link"),
-                 "link tessel reads (NVLink, NVSwitch, PCIe, xGMI / Infinity Fabric)", "the preset's " + cluster.intraNode.name);
+                 "link tessel reads (NVLink, NVSwitch, PCIe, xGMI / Infinity Fabric)",
+                 "the preset's " + cluster.intraNode.name);
     if (gpu.nvlinkBytesPerSecond > 0.0) cluster.intraNode.bandwidthBytesPerSecond = gpu.nvlinkBytesPerSecond;
     if (gpu.peakScale != 1.0) {
         for (auto& [dtype, flops] : cluster.gpu.peakFlopsPerSecond) flops *= gpu.peakScale;

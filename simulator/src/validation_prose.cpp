@@ -143,8 +143,12 @@ std::optional<bool> boolean(const nlohmann::json& obj, const char* key) {
     if (v->is_boolean()) return v->get<bool>();
     if (v->is_string()) {
         const std::string s = lower(v->get<std::string>());
-        if (s.starts_with("true") || s.starts_with("yes") || s.starts_with("on") || s == "enabled" || s == "1") return true;
-        if (s.starts_with("false") || s.starts_with("no") || s.starts_with("off") || s == "disabled" || s == "0") return false;
+        if (s.starts_with("true") || s.starts_with("yes") || s.starts_with("on") || s == "enabled" ||
+            s == "1")
+            return true;
+        if (s.starts_with("false") || s.starts_with("no") || s.starts_with("off") || s == "disabled" ||
+            s == "0")
+            return false;
     }
     if (v->is_number()) return v->get<double>() != 0.0;
     return std::nullopt;

@@ -27,10 +27,11 @@ struct Reading {
     bool llmFoundry = false;        // MosaicML's llm-foundry / Composer model code (readFramework)
     // What the record did not state and tessel took, listed with the case.
     void assume(std::string what) { c.assumptions.push_back(std::move(what)); }
-    // A field the record states in words tessel does not read: named with its value and what is taken instead, so
-    // that an unread statement is never reported as an unstated one ("plan/recompute \"sometimes\" names no
-    // recompute tessel reads (...): read as not stated").
-    void unread(const std::string& field, const std::string& value, const std::string& expected, const std::string& taken) {
+    // A field the record states in words tessel does not read: named with its value and what is taken
+    // instead, so that an unread statement is never reported as an unstated one ("plan/recompute
+    // \"sometimes\" names no recompute tessel reads (...): read as not stated").
+    void unread(const std::string& field, const std::string& value, const std::string& expected,
+                const std::string& taken) {
         assume(field + " \"" + value + "\" names no " + expected + ": " + taken);
     }
 };

@@ -104,11 +104,13 @@ bool readRecomputeAndCheck(Reading& r) {
         }
     // Stated in words none of the above reads: said as such, not as unstated.
     if (!recomputeKnown) {
-        for (const char* key : {"recompute", "recompute_granularity", "activation_checkpointing", "gradient_checkpointing",
-                                "checkpoint_activations", "recompute_activations", "recompute_method", "activation_checkpoint"})
+        for (const char* key :
+             {"recompute", "recompute_granularity", "activation_checkpointing", "gradient_checkpointing",
+              "checkpoint_activations", "recompute_activations", "recompute_method", "activation_checkpoint"})
             if (const nlohmann::json* v = member(pl, key); v && !v->is_null()) {
                 r.unread(std::string("plan/") + key, text(pl, key),
-                         "recompute tessel reads (full, selective, none, true / false, or words naming them)", "read as not stated");
+                         "recompute tessel reads (full, selective, none, true / false, or words naming them)",
+                         "read as not stated");
                 break;
             }
     }
@@ -223,7 +225,8 @@ bool readRecomputeAndCheck(Reading& r) {
         if (sp) r.assume("sequence_parallel \"" + text(pl, "sequence_parallel") + "\" read as " + (*sp ? "on" : "off"));
         else if (const nlohmann::json* v = member(pl, "sequence_parallel"); v && !v->is_null())
             r.unread("plan/sequence_parallel", text(pl, "sequence_parallel"),
-                     "setting tessel reads (true / false, on / off, enabled / disabled)", "read as not stated");
+                     "setting tessel reads (true / false, on / off, enabled / disabled)",
+                     "read as not stated");
     }
     plan.sequenceParallel = sp.value_or(false) && plan.tp > 1;
     // Expert parallelism splits expert layers; a model without them has none to split, so the degree is 1, said (a

@@ -1,11 +1,10 @@
 // Tests of the communication cost model: bus factors, ring/tree terms, hierarchical groups, tier choice.
 #include "tessel/cost/comm.hpp"
-
 #include "test_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
-#include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
@@ -539,11 +538,11 @@ TEST(Comm, ACollectiveOnFewerCtasThanNcclsChannelsIsChargedLess) {
     EXPECT_DOUBLE_EQ(g.collectiveContention(4.0), 0.87); // no channel count to stand in for
 }
 
-// The presets' all-to-all read back against NVIDIA's own figures (GTC 2025 session S72583, the slide "All-to-all
-// Communication Bandwidth", NCCL tests alltoall bus bandwidth): 8 GPUs of a node, A100 210, H100 320, B200 640 GB/s;
-// 32 GPUs on four nodes of eight, DGX A100 (8 x 200 Gb/s) 24 and DGX H100 (8 x 400 Gb/s) 48 GB/s; 32 GPUs of one
-// GB200 NVL72 rack 640 GB/s. busbw = algbw x (n - 1)/n (nccl-tests PERFORMANCE.md), at a message whose latency is
-// negligible.
+// The presets' all-to-all read back against NVIDIA's own figures (GTC 2025 session S72583, the slide
+// "All-to-all Communication Bandwidth", NCCL tests alltoall bus bandwidth): 8 GPUs of a node, A100 210, H100
+// 320, B200 640 GB/s; 32 GPUs on four nodes of eight, DGX A100 (8 x 200 Gb/s) 24 and DGX H100 (8 x 400 Gb/s)
+// 48 GB/s; 32 GPUs of one GB200 NVL72 rack 640 GB/s. busbw = algbw x (n - 1)/n (nccl-tests PERFORMANCE.md),
+// at a message whose latency is negligible.
 TEST(Comm, PresetAllToAllIsNvidiasMeasuredBusBandwidth) {
     struct Case {
         const char* preset;

@@ -165,18 +165,21 @@ TEST(ValidationRecord, AFieldStatedInWordsNotReadIsSaidNotTakenAsUnstated) {
     r["system"]["intra_node_link"] = "carrier pigeon";
     r["system"]["precision"] = "weird";
     const ValidationCase c = load(r);
-    for (const char* said : {"plan/recompute \"sometimes\" names no recompute", "plan/sequence_parallel \"maybe\" names no setting",
-                             "plan/distributed_optimizer \"perhaps\" names no setting", "plan/zero \"three\" names no ZeRO stage",
-                             "plan/attention \"magic\" names no attention kernel",
-                             "system/intra_node_link \"carrier pigeon\" names no link tessel reads",
-                             "system/precision \"weird\" names no precision tessel reads"})
+    for (const char* said :
+         {"plan/recompute \"sometimes\" names no recompute",
+          "plan/sequence_parallel \"maybe\" names no setting",
+          "plan/distributed_optimizer \"perhaps\" names no setting",
+          "plan/zero \"three\" names no ZeRO stage", "plan/attention \"magic\" names no attention kernel",
+          "system/intra_node_link \"carrier pigeon\" names no link tessel reads",
+          "system/precision \"weird\" names no precision tessel reads"})
         EXPECT_TRUE(mentions(c.assumptions, said)) << said;
     EXPECT_EQ(c.scenario.plan.precision, "megatron"); // BF16 mixed precision, said as taken
     EXPECT_EQ(c.scenario.plan.zeroStage, 0);
     // What tessel reads is not said to be unread.
     const ValidationCase plain = load(record());
     EXPECT_FALSE(mentions(plain.assumptions, "names no"));
-    for (const auto& [word, on] : {std::pair<const char*, bool>{"enabled", true}, {"disabled", false}, {"1", true}, {"0", false}}) {
+    for (const auto& [word, on] :
+         {std::pair<const char*, bool>{"enabled", true}, {"disabled", false}, {"1", true}, {"0", false}}) {
         nlohmann::json s = record();
         s["plan"]["sequence_parallel"] = word;
         EXPECT_EQ(load(s).scenario.plan.sequenceParallel, on) << word;
