@@ -38,6 +38,14 @@ bool looksLikePath(const std::string& ref) {
     return ref.find('/') != std::string::npos || ref.ends_with(".json") || ref == "." || ref == "..";
 }
 
+// Why a path that names no regular file cannot be read: absent, or there but a device, pipe or socket.
+std::string notAFile(const std::string& ref) {
+    std::error_code ec;
+    if (fs::exists(ref, ec))
+        return "\"" + ref + "\" is not a regular file (a device, pipe or socket): give a JSON file";
+    return "file \"" + ref + "\" does not exist";
+}
+
 nlohmann::json loadRefDocument(const std::string& ref, const std::string& kind, const std::string& where,
                                fs::path& resolved) {
     std::error_code ec;
@@ -48,7 +56,7 @@ nlohmann::json loadRefDocument(const std::string& ref, const std::string& kind, 
         if (!fs::is_regular_file(p, ec))
             throw InputError(where, "folder \"" + ref + "\" has no config.json (expected a HuggingFace checkpoint folder)");
     } else if (!fs::is_regular_file(p, ec)) {
-        if (looksLikePath(ref)) throw InputError(where, "file \"" + ref + "\" does not exist");
+        if (looksLikePath(ref)) throw InputError(where, notAFile(ref));
         p = findPreset(kind, ref);
         if (p.empty())
             throw InputError(where, "no file or preset named \"" + ref + "\"; presets: " + joinNames(presetNames(kind)));
@@ -108,7 +116,7 @@ fs::path resolveScenarioPath(const std::string& ref, const std::string& where) {
     std::error_code ec;
     if (fs::is_regular_file(ref, ec)) return fs::path(ref);
     if (fs::is_directory(ref, ec)) throw InputError(where, "\"" + ref + "\" is a folder, expected a scenario file");
-    if (looksLikePath(ref)) throw InputError(where, "file \"" + ref + "\" does not exist");
+    if (looksLikePath(ref)) throw InputError(where, notAFile(ref));
     auto p = findPreset("plans", ref);
     if (p.empty())
         throw InputError(where, "no scenario file or preset named \"" + ref + "\"; presets: " + joinNames(presetNames("plans")));

@@ -226,6 +226,22 @@ TEST(ScenarioFiles, ARelativeReferenceIsFoundBesideTheScenarioFileFirst) {
     fs::remove_all(dir);
 }
 
+// A path that names no regular file says which: absent, or there but a device (before, /dev/null was said not
+// to exist).
+TEST(ScenarioFiles, APathThatIsNoFileSaysWhetherItIsAbsentOrNotAFile) {
+    auto messageOf = [](const std::string& ref) {
+        try {
+            loadClusterRef(ref, "--cluster");
+        } catch (const InputError& e) {
+            return problemsText(e);
+        }
+        return std::string("loaded");
+    };
+    EXPECT_NE(messageOf("/dev/null").find("\"/dev/null\" is not a regular file"), std::string::npos);
+    const std::string absent = (fs::temp_directory_path() / "tessel-no-such-cluster.json").string();
+    EXPECT_NE(messageOf(absent).find("file \"" + absent + "\" does not exist"), std::string::npos);
+}
+
 // ---------------------------------------------------------------- parameter counts
 
 struct ParameterSpot {
