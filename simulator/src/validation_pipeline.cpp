@@ -241,6 +241,12 @@ bool readPipeline(Reading& r) {
     const nlohmann::json& pl = r.pl;
     Plan& plan = r.c.scenario.plan;
     ModelConfig& model = r.c.scenario.model;
+    // Virtual stages without a pipeline have nothing to interleave: read as one, said (the plan check would
+    // refuse the schedule, a field the record did not write).
+    if (plan.pp == 1 && plan.vpp > 1) {
+        r.assume("vpp " + std::to_string(plan.vpp) + " read as 1: pp 1 has no pipeline to interleave");
+        plan.vpp = 1;
+    }
     // Megatron-LM's first/last-rank layer counts, under the names records use.
     int statedFirst = 0, statedLast = 0;
     for (const char* key : {"first_stage_layers", "num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"})

@@ -175,6 +175,15 @@ TEST(ValidationRecord, AFieldStatedInWordsNotReadIsSaidNotTakenAsUnstated) {
         EXPECT_TRUE(mentions(c.assumptions, said)) << said;
     EXPECT_EQ(c.scenario.plan.precision, "megatron"); // BF16 mixed precision, said as taken
     EXPECT_EQ(c.scenario.plan.zeroStage, 0);
+    // Virtual stages without a pipeline are read as one, said, not refused at a schedule the record did not
+    // write.
+    nlohmann::json flat = record();
+    flat["plan"]["pp"] = 1;
+    flat["plan"]["dp"] = 8;
+    flat["plan"]["vpp"] = 4;
+    const ValidationCase f = load(flat);
+    EXPECT_EQ(f.scenario.plan.vpp, 1);
+    EXPECT_TRUE(mentions(f.assumptions, "vpp 4 read as 1: pp 1 has no pipeline to interleave"));
     // What tessel reads is not said to be unread.
     const ValidationCase plain = load(record());
     EXPECT_FALSE(mentions(plain.assumptions, "names no"));
