@@ -108,10 +108,11 @@ std::string torchtitanPipelineKeys(const std::vector<int>& counts) {
 }
 
 bool llamaArchitecture(const ModelConfig& m) {
-    return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm && m.position == PositionEmbedding::Rope &&
-           m.rotaryPercent == 1.0 && m.slidingWindow == 0 && !m.tiedEmbeddings && !m.linearBias && !m.qkvBias &&
-           !m.qkNorm && !m.postNorms && !m.parallelResidual && !m.embeddingNorm && !m.embeddingScale && !m.attentionSinks && m.attentionSoftcap == 0.0 &&
-           m.logitSoftcap == 0.0 && !m.moe && !m.mla;
+    return m.activation == Activation::Swiglu && m.norm == NormKind::RmsNorm &&
+           m.position == PositionEmbedding::Rope && m.rotaryPercent == 1.0 && m.slidingWindow == 0 &&
+           !m.tiedEmbeddings && !m.linearBias && !m.qkvBias && !m.qkNorm && !m.postNorms &&
+           !m.parallelResidual && !m.embeddingNorm && !m.embeddingScale && !m.attentionSinks &&
+           m.attentionSoftcap == 0.0 && m.logitSoftcap == 0.0 && !m.moe && !m.mla;
 }
 
 } // namespace

@@ -53,7 +53,7 @@ bool readAttention(Reading& r) {
     // arXiv 2402) ran its Megatron-LM baseline in 2023 and names FlashAttention-2 among its own changes.
     const std::string attn = lower(text(rec.value("model", nlohmann::json::object()), "attention") + " " + text(pl, "attention") +
                                    attentionConfigWords(pl));
-    const size_t assumptionsBefore = c.assumptions.size();
+    bool kernelUnread = false; // no word of the record named a kernel (the last three readings below)
     auto kernelFor = [&](const std::string& wanted) {
         const auto& kernels = c.scenario.cluster.gpu.attentionKernels;
         if (kernels.count(wanted)) return wanted;
@@ -127,29 +127,29 @@ bool readAttention(Reading& r) {
         r.assume("FlashAttention version not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel) +
                (softwareYr > 0 ? " (software of " + std::to_string(softwareYr) + ")" : " (the GPU's default)"));
     } else if (framework == "megatron" && softwareYr > 0 && softwareYr <= 2023) {
+        kernelUnread = true;
         plan.flashAttention = false;
         r.assume("attention kernel not stated: Megatron-LM of " + std::to_string(softwareYr) +
                " without FlashAttention (fused softmax, s^2 scores in HBM)");
     } else if (softwareYr > 0 && softwareYr <= 2022) {
+        kernelUnread = true;
         plan.flashAttention = false;
         r.assume("attention kernel not stated: a " + std::to_string(softwareYr) + " run predates FlashAttention's adoption");
     } else {
+        kernelUnread = true;
         plan.attentionKernel = softwareYr == 2023 ? kernelFor("flash2") : "auto";
         r.assume("attention kernel not stated: " + (plan.attentionKernel == "auto" ? c.scenario.cluster.gpu.defaultAttentionKernel : plan.attentionKernel));
     }
     // Attention words that named no kernel ("GQA", "magic") read as unstated: said so, with what they were.
-    for (size_t i = assumptionsBefore; i < c.assumptions.size(); ++i)
-        if (c.assumptions[i].rfind("attention kernel not stated", 0) == 0) {
-            for (const auto& [field, obj] :
-                 {std::pair<const char*, const nlohmann::json*>{"model/attention", member(rec, "model")},
-                  {"plan/attention", &pl}})
-                if (obj && !text(*obj, "attention").empty())
-                    r.unread(field, text(*obj, "attention"),
-                             "attention kernel tessel reads (flash, flash2, flash3, cudnn, "
-                             "triton, unfused, eager, sdpa)",
-                             "read as not stated");
-            break;
-        }
+    if (kernelUnread)
+        for (const auto& [field, obj] :
+             {std::pair<const char*, const nlohmann::json*>{"model/attention", member(rec, "model")},
+              {"plan/attention", &pl}})
+            if (obj && !text(*obj, "attention").empty())
+                r.unread(field, text(*obj, "attention"),
+                         "attention kernel tessel reads (flash, flash2, flash3, cudnn, triton, unfused, "
+                         "eager, sdpa)",
+                         "read as not stated");
     // FlashAttention takes 16-bit inputs: a TF32 run's fp32 tensors go through attention unfused, its score GEMMs
     // at the TF32 rate (the fp32 recipe is left as it was read).
     if (plan.flashAttention && plan.precision == "tf32") {

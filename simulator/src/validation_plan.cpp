@@ -161,9 +161,9 @@ bool readCluster(Reading& r) {
     if (!gpu.note.empty()) r.assume(gpu.note);
     ClusterConfig cluster = loadClusterRef(gpu.preset, ptr + "/system/gpu");
     // A link named in words tessel does not read runs as the preset's, said.
-    if (intra.find_first_not_of(' ') != std::string::npos && !contains(intra, "nvlink") &&
-        !contains(intra, "nvswitch") && !contains(intra, "nvl") && !contains(intra, "pcie") &&
-        !contains(intra, "xgmi") && !contains(intra, "infinity"))
+    if (intra.find_first_not_of(' ') != std::string::npos && !contains(intra, "nvl") &&
+        !contains(intra, "nvswitch") && !contains(intra, "pcie") && !contains(intra, "xgmi") &&
+        !contains(intra, "infinity"))
         r.unread("system/intra_node_link", text(sys, "intra_node_link"),
                  "link tessel reads (NVLink, NVSwitch, PCIe, xGMI / Infinity Fabric)",
                  "the preset's " + cluster.intraNode.name);
