@@ -105,15 +105,21 @@ assert all(abs(x['step_error']) <= 0.16 for x in r.values()), {k:x['step_error']
 assert all(x['dominant_term'] == 'compute' for x in r.values()), {k:x['dominant_term'] for k,x in r.items()}
 assert all('pipeline split as stated (ends_as_layers)' in ' '.join(x['assumptions']) for x in r.values())" ; check "Llama 3 paper set within its guard" $?
 # Megatron-Bridge's Qwen3 MoE rows on H100 (26.02-26.04.01 tables, FP8; check_megatron_bridge_moe_h100.json), never
-# fitted and not explained: the 30B-A3B on 16 GPUs (HybridEP) -27.9% / -27.4%, the 235B-A22B on 256 (the all-to-all
-# under batch-level overlap) +42.1% to +51.0% (docs/validation.md, "Megatron-Bridge's Qwen3 MoE on H100"). The guard
-# holds today's figures with a margin; they are in the MoE band, which MoE plans are shown.
+# fitted and not explained: the 30B-A3B on 16 GPUs (HybridEP) -32.3% / -31.9%, the 235B-A22B on 256 (the all-to-all
+# under batch-level overlap) +22.5% to +30.2% (docs/validation.md, "Megatron-Bridge's Qwen3 MoE on H100"); and the
+# repository's own A/B of the batch-level overlap on the 30B in BF16 (2026-07-25), off -15.6%, on -4.1%, where tessel
+# saves 3.4% of the step and the run 15.1% ("The batch-level overlap, switched alone"). The guard holds today's
+# figures with a margin, and the overlap must save something; they are in the MoE band, which MoE plans are shown.
 "$TESSEL" validate --json "$(dirname "$0")/../../data/validation/check_megatron_bridge_moe_h100.json" >"$tmp/mbmoe.json" 2>/dev/null; check "Megatron-Bridge MoE set exits 0" $?
 python3 -c "
 import json; d=json.load(open('$tmp/mbmoe.json')); r={x['id']:x['step_error'] for x in d['results']}
-assert len(r)==6 and all(v is not None for v in r.values()), r
-assert all(abs(v) <= 0.33 for k,v in r.items() if '30b' in k), r
-assert all(abs(v) <= 0.56 for k,v in r.items() if '235b' in k), r" ; check "Megatron-Bridge MoE set within its guard" $?
+assert len(r)==8 and all(v is not None for v in r.values()), r
+assert all(abs(v) <= 0.34 for k,v in r.items() if '30b' in k and 'fp8' in k), r
+assert all(abs(v) <= 0.33 for k,v in r.items() if '235b' in k), r
+assert abs(r['mb-skill-h100-qwen3-30b-a3b-bf16-16-epoverlap-off']) <= 0.18, r
+assert abs(r['mb-skill-h100-qwen3-30b-a3b-bf16-16-epoverlap-on']) <= 0.08, r
+p={x['id']:x['predicted_step_seconds'] for x in d['results']}
+assert p['mb-skill-h100-qwen3-30b-a3b-bf16-16-epoverlap-on'] < p['mb-skill-h100-qwen3-30b-a3b-bf16-16-epoverlap-off'], p" ; check "Megatron-Bridge MoE set within its guard" $?
 # MLPerf Training's NVIDIA-stack submissions (check_mlperf_training.json: GPT-3 175B v3.0-v4.1, Llama 3.1 405B
 # v5.0 and v5.1's FP8 rows, Nebius's H200 -0.7% / -0.4% with peaks -0.1%, the University of Florida's B200 +4.5% /
 # +3.3%; step times from the logs' training blocks, peaks from mlperf-common's max_memory_usage), never fitted:
@@ -480,10 +486,10 @@ check "predict shows the trust band" "$(contains "$tmp/p" 'trust: on .* publishe
 "$TESSEL" predict --json >"$tmp/p.json" 2>&1
 python3 -c "
 import json; t=json.load(open('$tmp/p.json'))['time']; assert t['error_band']['kind']=='A100 / Megatron-style'" ; check "predict JSON has the band" $?
-check "predict shows the Megatron-style peak band" "$(contains "$tmp/p" 'trust: on 20 published Megatron-style runs with a measured peak')"
+check "predict shows the Megatron-style peak band" "$(contains "$tmp/p" 'trust: on 21 published Megatron-style runs with a measured peak')"
 python3 -c "
 import json; m=json.load(open('$tmp/p.json'))['memory']
-assert m['verdict']=='fits' and m['fits'] and m['error_band']['kind']=='Megatron-style' and m['error_band']['records']==20" ; check "predict JSON: the Megatron-style peak band, and the plan fits" $?
+assert m['verdict']=='fits' and m['fits'] and m['error_band']['kind']=='Megatron-style' and m['error_band']['records']==21" ; check "predict JSON: the Megatron-style peak band, and the plan fits" $?
 # The same plan at sequence 3008 under DeepSpeed's pipeline engine: BigScience's peaks ran 3% over tessel's device ones
 # at the median (2026-12-05, with NCCL's buffers, the dropout masks, BLOOM's embedding norm, the pipe buffers and ZeRO-1's
 # reduce bucket), so a 73 GiB peak, 78.6 GiB reserved with the allocator's gradient-copy segment, of 80 may not fit.

@@ -308,19 +308,21 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_TRUE(bloomBand.has_value());
     EXPECT_EQ(bloomBand->kind, "DeepSpeed pipeline");
     EXPECT_GE(bloomBand->records, 9);
-    // Megatron-LM's functional tests (six allocated peaks, two plans on three GPUs, each within 2.3%), MLPerf's
-    // Llama 3.1 405B (twelve, stage 0's: five on H100 within 0.3%, two on H200 within 0.1%, five on GB200 within 4.6%
-    // since Blackwell's FP8 weights are kept without a transpose; 11-17% over before) and Cisco's two Llama 3.1 8B
-    // peaks on H100 (-6.1%, -6.2%).
+    // Megatron-LM's functional tests (six allocated peaks, two plans on three GPUs, each within 2.3%),
+    // MLPerf's Llama 3.1 405B (twelve, stage 0's: five on H100 within 0.3%, two on H200 within 0.1%, five on
+    // GB200 within 4.6% since Blackwell's FP8 weights are kept without a transpose; 11-17% over before) and
+    // Cisco's two Llama 3.1 8B peaks on H100 (-6.1%, -6.2%), and Megatron-Bridge's rank-0 allocated peak of
+    // its overlap A/B (-5.6%).
     const auto megatronBand = memoryBandFor(megatronPlan);
     ASSERT_TRUE(megatronBand.has_value());
     EXPECT_EQ(megatronBand->kind, "Megatron-style");
-    EXPECT_EQ(megatronBand->records, 20);
+    EXPECT_EQ(megatronBand->records, 21);
     EXPECT_LT(megatronBand->medianAbsError, 0.01);
-    EXPECT_LT(megatronBand->p90AbsError, 0.05);
-    EXPECT_FALSE(memoryBandFor(megatronPlan, 21).has_value());
-    EXPECT_EQ(noMemoryBandText(megatronPlan), "only 20 published Megatron-style runs state their peak, too few for a band (" +
-                                                  std::to_string(shipped.memoryOverall.records - 20) + " runs of other frameworks do)");
+    EXPECT_LT(megatronBand->p90AbsError, 0.06);
+    EXPECT_FALSE(memoryBandFor(megatronPlan, 22).has_value());
+    EXPECT_EQ(noMemoryBandText(megatronPlan),
+              "only 21 published Megatron-style runs state their peak, too few for a band (" +
+                  std::to_string(shipped.memoryOverall.records - 21) + " runs of other frameworks do)");
     Plan torchtitan = megatronPlan;
     torchtitan.framework.name = "torchtitan";
     const auto shardedBand = memoryBandFor(torchtitan);
