@@ -50,7 +50,7 @@ CHECK_SETS = [
     ("DGX Cloud's Llama 3.1 405B recipe of May 2025, H100", "check_dgxc_405b_2505.json", "dgxc_llama31_405b_h100_2505"),
     ("DGX Cloud's Grok-1 314B recipe (mixture of experts), H100", "check_dgxc_grok1_moe.json", None),
     ("The Llama 3 paper's 405B pre-training stages, 8192-16384 H100", "check_llama3_405b_paper.json", None),
-    ("Megatron-Bridge's Qwen3 MoE rows, H100 FP8", "check_megatron_bridge_moe_h100.json", None),
+    ("Megatron-Bridge's Qwen3 MoE rows, H100 FP8, and its BF16 overlap A/B", "check_megatron_bridge_moe_h100.json", None),
     ("MLPerf Training GPT-3 175B, NVIDIA-stack submissions v3.0-v4.1 (256-11616 H100, 64 B200), FP8",
      "check_mlperf_training.json", "mlperf_gpt3_*"),
     ("MLPerf Training v5.0 Llama 3.1 405B, NVIDIA on 512-8192 H100, FP8", "check_mlperf_training.json",
