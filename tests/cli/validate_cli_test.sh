@@ -114,7 +114,7 @@ assert all('pipeline split as stated (ends_as_layers)' in ' '.join(x['assumption
 python3 -c "
 import json; d=json.load(open('$tmp/mbmoe.json')); r={x['id']:x['step_error'] for x in d['results']}
 assert len(r)==8 and all(v is not None for v in r.values()), r
-assert all(abs(v) <= 0.34 for k,v in r.items() if '30b' in k and 'fp8' in k), r
+assert all(abs(v) <= 0.33 for k,v in r.items() if '30b' in k and 'fp8' in k), r
 assert all(abs(v) <= 0.33 for k,v in r.items() if '235b' in k), r
 assert abs(r['mb-skill-h100-qwen3-30b-a3b-bf16-16-epoverlap-off']) <= 0.18, r
 assert abs(r['mb-skill-h100-qwen3-30b-a3b-bf16-16-epoverlap-on']) <= 0.08, r
