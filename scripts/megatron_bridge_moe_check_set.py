@@ -161,6 +161,13 @@ def overlap_record(row):
         "plan": plan,
         "measured": measured,
         "notes": notes,
+        "inferred_fields": {
+            "plan.framework_version": "not named by the skill; the recipe is Megatron-Bridge's of 2026-07-24 (8198fd9cd), "
+                                      "read under 26.06's defaults",
+            "plan.zero": "the recipe's distributed optimizer (use_distributed_optimizer True)",
+            "plan.grad_reduce_in_fp32": "the recipe's (grad_reduce_in_fp32 False)",
+            "system.inter_node_link": "DGX H100 (one 400 Gb/s NDR port per GPU); the skill says 16xH100",
+        },
     }
 
 
