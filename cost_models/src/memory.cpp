@@ -180,12 +180,13 @@ StageMemory stageMemory(const ModelConfig& model, const Plan& plan, const Precis
                    denseKept * (t.denseLayerActivations - t.layerActivations) +
                    bf16Kept * (t.bf16LayerActivations - t.layerActivations)) +
         denseReplayed * (t.denseLayerActivations - t.layerActivations);
-    // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed layer
-    // inputs go to the host as they are made, and the GPU keeps two layers' inputs (the one being copied and the
-    // next, DeepSpeed's cpu_checkpointing double buffer).
-    // With Megatron-core's CPU offloading (pp 1, no recompute) the first N layers' activations go to the host
-    // after their forward and come back before their backward; Transformer Engine's double-buffered offload handler
-    // keeps at most two of those layers on the GPU while it copies (cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler).
+    // What n micro-batches' stored activations occupy on the GPU: with activation offload the checkpointed
+    // layer inputs go to the host as they are made, and the GPU keeps two layers' inputs (the running
+    // layer's, until DeepSpeed's cpu_checkpointing points it at its host copy, and its output, the next
+    // layer's). With Megatron-core's CPU offloading (pp 1, no recompute) the first N layers' activations go
+    // to the host after their forward and come back before their backward; Transformer Engine's
+    // double-buffered offload handler keeps at most two of those layers on the GPU while it copies
+    // (cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler).
     const double perLayer = layersPerStage > 0 ? perMicroBatch / layersPerStage : 0.0;
     const double layersOff = std::min<double>(plan.offloadActivationLayers, layersPerStage);
     auto stored = [&](double n) {

@@ -524,13 +524,19 @@ CostTable costSchedule(const ActionSchedule& schedule, const ModelConfig& model,
                 const double share = stageLayers > 0.0 ? L / stageLayers : 1.0 / plan.vpp;
                 const double fetchPerChunk = offload.paramFetchSecondsPerPass * share;
                 const double swapPerChunk = offload.activationSwapSecondsPerPass * share;
-                // Host -> GPU and GPU -> host are separate PCIe directions: forward fetches (H2D) while it swaps
-                // out (D2H); backward fetches again (twice with full recompute) and swaps the inputs back in (H2D).
+                // Host -> GPU and GPU -> host are separate PCIe directions: forward fetches (H2D) while it
+                // swaps out (D2H); backward fetches again (twice with full recompute) and swaps the inputs
+                // back in (H2D). DeepSpeed's cpu_checkpointing copies each checkpointed input with a plain
+                // tensor.to(device) on the compute stream (checkpointing.py copy_to_device / move_to_device,
+                // v0.6 to today: no side stream, no non_blocking), so its swap adds to the pass;
+                // Megatron-core's layer offload copies on a side stream under the next layers' compute.
+                const double fetchBack = fetchPerChunk * (plan.recompute == Recompute::Full ? 2.0 : 1.0);
+                const double serialSwap = plan.offloadActivations ? swapPerChunk : 0.0;
+                const double hiddenSwap = plan.offloadActivations ? 0.0 : swapPerChunk;
                 if (a.kind == ActionKind::Forward)
-                    c.computeSeconds = std::max({c.computeSeconds, fetchPerChunk, swapPerChunk});
+                    c.computeSeconds = std::max({c.computeSeconds + serialSwap, fetchPerChunk, hiddenSwap});
                 if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
-                    c.computeSeconds = std::max(c.computeSeconds,
-                                                fetchPerChunk * (plan.recompute == Recompute::Full ? 2.0 : 1.0) + swapPerChunk);
+                    c.computeSeconds = std::max(c.computeSeconds + serialSwap, fetchBack + swapPerChunk);
             }
             if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput || a.kind == ActionKind::BackwardWeight)
                 lastBackwardSeconds = c.computeSeconds;

@@ -249,6 +249,52 @@ TEST(Simulation, DataParallelReductionOverlapsTheLastBackward) {
     EXPECT_NEAR(sim.metrics.breakdown.dpSeconds, sim.metrics.stepSeconds - compute, 1e-9);
 }
 
+// Activation offload on one node of GPT-3 1.3B (dp 8, ZeRO-1, full recompute, 4 micro-batches each):
+// DeepSpeed's cpu_checkpointing copies each layer's checkpointed input down in the forward and up in the
+// backward with a plain tensor.to(device) on the compute stream (checkpointing.py), so each pass lasts its
+// compute plus the swap, the stage's 24 layer inputs over the host link; Megatron-core's layer offload copies
+// on a side stream, so a pass lasts the longer of the two.
+TEST(Simulation, DeepSpeedActivationSwapsAddToEachPassLayerOffloadHidesUnderIt) {
+    ModelConfig model = test::preset("gpt3-1.3b");
+    ClusterConfig cluster = test::clusterPreset("dgx-a100-80g");
+    cluster.nodes = 1;
+    Plan p;
+    p.dp = 8;
+    p.globalBatch = 32;
+    p.zeroStage = 1;
+    p.recompute = Recompute::Full;
+    auto passes = [&](const Plan& plan) {
+        PlanSimulation sim = simulatePlan(model, cluster, plan);
+        std::map<ActionKind, double> first;
+        const auto& acts = sim.schedule.stages[0].actions;
+        for (size_t i = 0; i < acts.size(); ++i)
+            if (!first.count(acts[i].kind)) first[acts[i].kind] = sim.costs.perAction[0][i].computeSeconds;
+        return first;
+    };
+    const auto plain = passes(p);
+    Plan deepspeed = p;
+    deepspeed.offloadActivations = true;
+    const auto swapped = passes(deepspeed);
+    const PrecisionRecipe& recipe = *findPrecisionRecipe(p.precision);
+    const double swap =
+        model.layers * layerActivationBytes(model, p, recipe) / cluster.host.pcieBytesPerSecond;
+    ASSERT_GT(swap, 0.0);
+    EXPECT_NEAR(swapped.at(ActionKind::Forward) - plain.at(ActionKind::Forward), swap, 1e-9);
+    EXPECT_NEAR(swapped.at(ActionKind::Backward) - plain.at(ActionKind::Backward), swap, 1e-9);
+    // Megatron-core's offload (no recompute) of the first layer: its copy hides under the pass; of the first
+    // 23: the pass lasts the copy, the longer of the two, not the sum.
+    Plan megatron = p;
+    megatron.recompute = Recompute::None;
+    const double eager = passes(megatron).at(ActionKind::Forward);
+    const double oneLayer = layerActivationBytes(model, megatron, recipe) / cluster.host.pcieBytesPerSecond;
+    megatron.offloadActivationLayers = 1;
+    ASSERT_LT(oneLayer, eager);
+    EXPECT_DOUBLE_EQ(passes(megatron).at(ActionKind::Forward), eager);
+    megatron.offloadActivationLayers = 23;
+    ASSERT_GT(23 * oneLayer, eager);
+    EXPECT_NEAR(passes(megatron).at(ActionKind::Forward), 23 * oneLayer, 1e-9);
+}
+
 // The first forward's compute on a stage (its first micro-batch).
 double firstForwardSeconds(const ActionSchedule& schedule, const CostTable& costs, int stage) {
     const auto& acts = schedule.stages[static_cast<size_t>(stage)].actions;
