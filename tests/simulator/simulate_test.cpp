@@ -249,6 +249,15 @@ TEST(Simulation, DataParallelReductionOverlapsTheLastBackward) {
     EXPECT_NEAR(sim.metrics.breakdown.dpSeconds, sim.metrics.stepSeconds - compute, 1e-9);
 }
 
+// The compute of a stage's first action of a kind (its first micro-batch's forward, by default).
+double firstPassSeconds(const ActionSchedule& schedule, const CostTable& costs, int stage,
+                        ActionKind kind = ActionKind::Forward) {
+    const auto& acts = schedule.stages[static_cast<size_t>(stage)].actions;
+    for (size_t i = 0; i < acts.size(); ++i)
+        if (acts[i].kind == kind) return costs.perAction[static_cast<size_t>(stage)][i].computeSeconds;
+    throw std::runtime_error("no action of that kind");
+}
+
 // Activation offload on one node of GPT-3 1.3B (dp 8, ZeRO-1, full recompute, 4 micro-batches each):
 // DeepSpeed's cpu_checkpointing copies each layer's checkpointed input down in the forward and up in the
 // backward with a plain tensor.to(device) on the compute stream (checkpointing.py), so each pass lasts its
@@ -266,9 +275,8 @@ TEST(Simulation, DeepSpeedActivationSwapsAddToEachPassLayerOffloadHidesUnderIt) 
     auto passes = [&](const Plan& plan) {
         PlanSimulation sim = simulatePlan(model, cluster, plan);
         std::map<ActionKind, double> first;
-        const auto& acts = sim.schedule.stages[0].actions;
-        for (size_t i = 0; i < acts.size(); ++i)
-            if (!first.count(acts[i].kind)) first[acts[i].kind] = sim.costs.perAction[0][i].computeSeconds;
+        for (ActionKind k : {ActionKind::Forward, ActionKind::Backward})
+            first[k] = firstPassSeconds(sim.schedule, sim.costs, 0, k);
         return first;
     };
     const auto plain = passes(p);
@@ -295,14 +303,6 @@ TEST(Simulation, DeepSpeedActivationSwapsAddToEachPassLayerOffloadHidesUnderIt) 
     EXPECT_NEAR(passes(megatron).at(ActionKind::Forward), 23 * oneLayer, 1e-9);
 }
 
-// The first forward's compute on a stage (its first micro-batch).
-double firstForwardSeconds(const ActionSchedule& schedule, const CostTable& costs, int stage) {
-    const auto& acts = schedule.stages[static_cast<size_t>(stage)].actions;
-    for (size_t i = 0; i < acts.size(); ++i)
-        if (acts[i].kind == ActionKind::Forward) return costs.perAction[static_cast<size_t>(stage)][i].computeSeconds;
-    throw std::runtime_error("no forward");
-}
-
 // pp 2 x dp 4 with experts over 2 ranks, 8 sequences a step: two stages of four layers of an 8-layer model.
 Plan pipelinedExpertPlan() {
     Plan p;
@@ -326,7 +326,7 @@ TEST(Simulation, DenseLayersAmongExpertLayersCostTheDenseLayer) {
     const BlockCompute dense = layerCompute(model.denseLayerModel(), cluster, p, recipe);
     const BlockCompute emb = embeddingCompute(model, cluster, p, recipe);
     const BlockCompute head = headCompute(model, cluster, p, recipe);
-    auto firstForward = [&](int stage) { return firstForwardSeconds(schedule, costs, stage); };
+    auto firstForward = [&](int stage) { return firstPassSeconds(schedule, costs, stage); };
     // Stage 0 holds layers 0-3 (three dense, one expert) and the embedding; stage 1 layers 4-7 and the head.
     EXPECT_NEAR(firstForward(0), 3.0 * dense.forward.seconds + expert.forward.seconds + emb.forward.seconds, 1e-12);
     EXPECT_NEAR(firstForward(1), 4.0 * expert.forward.seconds + head.forward.seconds, 1e-12);
@@ -373,7 +373,7 @@ TEST(Simulation, FullAttentionLayersAmongWindowedLayersCostTheFullLayer) {
         EXPECT_EQ(kind.slidingWindow, l % 2 ? 0 : 1024) << l;
         EXPECT_EQ(kind.moe.has_value(), l > 2) << l;
     }
-    auto firstForward = [&](int stage) { return firstForwardSeconds(schedule, costs, stage); };
+    auto firstForward = [&](int stage) { return firstPassSeconds(schedule, costs, stage); };
     const double emb = embeddingCompute(model, cluster, p, recipe).forward.seconds;
     const double head = headCompute(model, cluster, p, recipe).forward.seconds;
     // Stage 0: layers 0 (dense, windowed), 1 (dense, full), 2 (dense, windowed), 3 (expert, full) and the embedding;
