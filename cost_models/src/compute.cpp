@@ -487,11 +487,14 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
     if (model.postNorms) ops.push_back(norm("norm_post_mlp"));
     ops.push_back(memoryOp("residual_mlp", "residual", kernel_cost::residualBytes(s.tokensSp, s.hidden, e, s.maskBytes, r)));
     if (recomputeStopsBeforeFc2(model, plan)) {
-        // torch.utils.checkpoint's early stop (non-reentrant, PyTorch >= 2.1): the recompute ends when fc2 saves its
-        // input, the last tensor the backward needs (autograd saves a GEMM's inputs before its kernel runs), so fc2
-        // and the residual add after it, which saves nothing, are not rerun. With hidden dropout its mask is saved
-        // after fc2, and nothing is skipped. Measured: torchtitan's Llama 3 8B block recomputes in 14.3-14.4 ms
-        // against a 16.9-17.1 ms forward on an H200 and an H100 (FORMULAS.md §3.4).
+        // torch.utils.checkpoint's early stop (non-reentrant, PyTorch >= 2.1): the recompute ends when fc2
+        // saves its input, the last tensor the backward needs (autograd saves a GEMM's inputs before its
+        // kernel runs), so fc2 and the residual add after it, which saves nothing, are not rerun. With hidden
+        // dropout its mask is saved after fc2, and nothing is skipped. Measured: torchtitan's Llama 3 8B
+        // block recomputes in 14.3-14.4 ms against a 16.9-17.1 ms forward on an H200 and an H100 (FORMULAS.md
+        // §3.4). JAX's remat (jax.checkpoint) recomputes only the linearization points the backward consumes,
+        // so fc2, a linear map whose output nothing in the backward reads, is not rerun either; the same
+        // holds where selective recompute reruns the MLP.
         ops[ops.size() - 2].notRecomputed = true;
         ops.back().notRecomputed = true;
     }
@@ -648,7 +651,11 @@ double fsdpCollectiveCopySeconds(const ClusterConfig& cluster, const Plan& plan,
 }
 
 bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan) {
-    return plan.recompute == Recompute::Full && checkpointEarlyStopOf(plan.framework) && !model.moe && !(model.dropout > 0.0);
+    // Full recompute, or a selective one whose modules hold the dense MLP: both rerun the MLP up to fc2's
+    // input.
+    const bool rerunsMlp = plan.recompute == Recompute::Full ||
+                           (plan.recompute == Recompute::Selective && plan.recomputes(recompute_module::Mlp));
+    return rerunsMlp && checkpointEarlyStopOf(plan.framework) && !model.moe && !(model.dropout > 0.0);
 }
 
 RingAttentionStyle ringAttentionStyleOf(const Plan& plan) {

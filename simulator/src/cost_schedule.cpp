@@ -110,6 +110,7 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     InnerComm& fwdComm = lc.fwd;
     InnerComm& bwdComm = lc.bwd;
     double fc2Comm = 0.0; // the TP collective after fc2, which a recompute that stops early does not rerun
+    double fc2CommWhole = 0.0;             // the same before any overlap, in the units of fwdTpAll
     double cpA2aFwd = 0.0, cpA2aBwd = 0.0; // CP's all-to-alls (a2a, and a2a+p2p's first level)
     // The forward's TP collectives in all, and those inside the modules selective recompute reruns.
     double fwdTpAll = 0.0, fwdTpRerun = 0.0;
@@ -138,7 +139,8 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
                 fwdTpRerun += commScale * op.cost.seconds;
         }
         if (op.name.rfind("cp_a2a_", 0) == 0) (op.phase == CommPhase::Forward ? cpA2aFwd : cpA2aBwd) += commScale * op.cost.seconds;
-        if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp") fc2Comm = commScale * op.cost.seconds;
+        if (op.name == "tp_reduce_scatter_mlp" || op.name == "tp_all_reduce_mlp")
+            fc2Comm = fc2CommWhole = commScale * op.cost.seconds;
         if (op.group == GroupKind::Tp) tpOps.push_back({op.name, op.phase == CommPhase::Forward, commScale * op.cost.seconds});
     }
     // The CP ring's K/V steps run under its attention steps (FORMULAS.md §6.1): what they add in place of the
@@ -223,7 +225,9 @@ LayerCosts layerCosts(const ModelConfig& model, const ClusterConfig& cluster, co
     } else if (plan.recompute == Recompute::Selective) {
         if (plan.recomputes(recompute_module::CoreAttn)) lc.recompute.cp = fwdComm.cp;
         if (plan.recomputes(recompute_module::Moe)) lc.recompute.ep = fwdComm.ep;
-        if (fwdTpAll > 0.0) lc.recompute.tp = fwdComm.tp * fwdTpRerun / fwdTpAll;
+        // A dense MLP rerun that stops before fc2 leaves out fc2's collective too.
+        if (recomputeStopsBeforeFc2(model, plan)) fwdTpRerun -= fc2CommWhole;
+        if (fwdTpAll > 0.0) lc.recompute.tp = fwdComm.tp * std::max(0.0, fwdTpRerun) / fwdTpAll;
     }
     return lc;
 }

@@ -476,43 +476,59 @@ TEST(FrameworkOverlap, DualPipeVHidesTheAllToAllOfItsPairs) {
     }
 }
 
-// torch.utils.checkpoint's early stop (FORMULAS.md §3.4): a full recompute that stops before fc2 does not rerun the
-// tensor-parallel collective after it either, so the backward holds the forward's collectives less that one.
+// torch.utils.checkpoint's early stop and JAX's remat (FORMULAS.md §3.4): a recompute that stops before fc2
+// does not rerun the tensor-parallel collective after it either, so the backward holds the rerun collectives
+// less that one.
 TEST(FrameworkOverlap, ARecomputeThatStopsBeforeFc2SkipsItsCollective) {
     Case c;
     c.model.dropout = 0.0;
     c.plan.tp = 8;
     c.plan.dp = 2;
     c.plan.globalBatch = 8;
-    c.plan.recompute = Recompute::Full;
-    double fwdTp = 0.0, bwdTp = 0.0, fc2 = 0.0;
-    for (bool sp : {false, true}) {
-        c.plan.sequenceParallel = sp;
-        fwdTp = bwdTp = fc2 = 0.0;
-        for (const auto& op : layerCommOps(c.model, c.cluster, c.plan)) {
-            (op.phase == CommPhase::Forward ? fwdTp : bwdTp) += op.cost.seconds;
-            if (op.name == (sp ? "tp_reduce_scatter_mlp" : "tp_all_reduce_mlp")) fc2 = op.cost.seconds;
+    // Full recompute, and a selective one that reruns the dense MLP (JAX's remat of a layer, a non-reentrant
+    // torch checkpoint of the MLP): both stop before fc2.
+    for (bool selective : {false, true}) {
+        c.plan.recompute = selective ? Recompute::Selective : Recompute::Full;
+        c.plan.recomputeModules = recompute_module::CoreAttn | (selective ? recompute_module::Mlp : 0);
+        double fwdTp = 0.0, bwdTp = 0.0, fc2 = 0.0;
+        for (bool sp : {false, true}) {
+            c.plan.sequenceParallel = sp;
+            fwdTp = bwdTp = fc2 = 0.0;
+            for (const auto& op : layerCommOps(c.model, c.cluster, c.plan)) {
+                (op.phase == CommPhase::Forward ? fwdTp : bwdTp) += op.cost.seconds;
+                if (op.name == (sp ? "tp_reduce_scatter_mlp" : "tp_all_reduce_mlp")) fc2 = op.cost.seconds;
+            }
+            ASSERT_GT(fc2, 0.0);
+            auto backwardTp = [&](const Plan& p) {
+                const ActionSchedule s = buildSchedule(c.model, p);
+                const CostTable t = costSchedule(s, c.model, c.cluster);
+                for (size_t i = 0; i < s.stages[0].actions.size(); ++i)
+                    if (s.stages[0].actions[i].kind == ActionKind::Backward)
+                        return std::pair{t.perAction[0][i].tpSeconds, t.perAction[0][i].computeSeconds};
+                return std::pair{-1.0, -1.0};
+            };
+            Plan whole = c.plan;
+            whole.framework.checkpointEarlyStop = false;
+            Plan early = c.plan;
+            early.framework.checkpointEarlyStop = true;
+            ASSERT_TRUE(recomputeStopsBeforeFc2(c.model, early));
+            const auto [wholeTp, wholeCompute] = backwardTp(whole);
+            const auto [earlyTp, earlyCompute] = backwardTp(early);
+            const std::string label =
+                std::string(selective ? "selective" : "full") + (sp ? ", sp" : ", no sp");
+            // The layers' part (8 of them) moves by exactly fc2's collective each; the head's TP collectives
+            // are in both.
+            EXPECT_NEAR(wholeTp - earlyTp, 8.0 * fc2, 1e-12) << label;
+            EXPECT_LT(earlyCompute, wholeCompute)
+                << label; // fc2 (and, under full recompute, its residual) not rerun
+            if (!selective) EXPECT_GT(wholeTp, 8.0 * (bwdTp + fwdTp) - 1e-12);
         }
-        ASSERT_GT(fc2, 0.0);
-        auto backwardTp = [&](const Plan& p) {
-            const ActionSchedule s = buildSchedule(c.model, p);
-            const CostTable t = costSchedule(s, c.model, c.cluster);
-            for (size_t i = 0; i < s.stages[0].actions.size(); ++i)
-                if (s.stages[0].actions[i].kind == ActionKind::Backward) return std::pair{t.perAction[0][i].tpSeconds, t.perAction[0][i].computeSeconds};
-            return std::pair{-1.0, -1.0};
-        };
-        Plan whole = c.plan;
-        whole.framework.checkpointEarlyStop = false;
-        Plan early = c.plan;
-        early.framework.checkpointEarlyStop = true;
-        ASSERT_TRUE(recomputeStopsBeforeFc2(c.model, early));
-        const auto [wholeTp, wholeCompute] = backwardTp(whole);
-        const auto [earlyTp, earlyCompute] = backwardTp(early);
-        // The layers' part (8 of them) moves by exactly fc2's collective each; the head's TP collectives are in both.
-        EXPECT_NEAR(wholeTp - earlyTp, 8.0 * fc2, 1e-12) << (sp ? "sp" : "no sp");
-        EXPECT_LT(earlyCompute, wholeCompute); // fc2 and its residual are not rerun either
-        EXPECT_GT(wholeTp, 8.0 * (bwdTp + fwdTp) - 1e-12);
     }
+    // Selective recompute without the MLP never reran fc2: nothing to stop before.
+    c.plan.recompute = Recompute::Selective;
+    c.plan.recomputeModules = recompute_module::CoreAttn;
+    c.plan.framework.checkpointEarlyStop = true;
+    EXPECT_FALSE(recomputeStopsBeforeFc2(c.model, c.plan));
 }
 
 TEST(FrameworkOverlap, ParameterGatherMovesIntoTheNextForward) {

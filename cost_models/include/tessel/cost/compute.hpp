@@ -319,9 +319,10 @@ bool softcapKernelMissing(const ModelConfig& model, const Plan& plan, const GpuS
 // reduce-scatter of its input gradient under its weight-gradient GEMM.
 bool columnParallelInputGemm(const std::string& opName);
 
-// A full recompute that stops before fc2 (torch.utils.checkpoint's early stop, FORMULAS.md §3.4): a dense layer
-// without hidden dropout under a framework whose checkpoint stops early. fc2, the residual add after it and the
-// tensor-parallel collective between them are not rerun.
+// A recompute that stops before fc2 (torch.utils.checkpoint's early stop, JAX's remat; FORMULAS.md §3.4):
+// full recompute, or selective recompute of the dense MLP, of a layer without hidden dropout under a
+// framework whose checkpoint stops early. fc2, the residual add after it and the tensor-parallel collective
+// between them are not rerun.
 bool recomputeStopsBeforeFc2(const ModelConfig& model, const Plan& plan);
 // How the plan's framework runs context parallelism's ring (FORMULAS.md §3.2, §5): whose merges and gradient
 // accumulations (PyTorch's for torchtitan, Transformer Engine's otherwise), and whether K and V reach the ring at

@@ -49,7 +49,8 @@ struct FrameworkSettings {
     // 32 elements) or "blockwise" (Float8BlockScaling: per 1 x 128 / 128 x 128 block). Unset: fp8RecipeOf.
     std::optional<std::string> fp8Recipe;
     std::optional<bool> foreachOptimizer;        // AdamW as torch.optim's foreach ops, not one fused kernel
-    std::optional<bool> checkpointEarlyStop;     // full recompute stops once every saved tensor is back (torch non-reentrant)
+    std::optional<bool> checkpointEarlyStop;     // a recompute stops once every saved tensor is back (torch
+                                                 // non-reentrant, JAX remat)
     // ZeRO-2/3 and FSDP reduce-scatter each micro-batch's gradients (true); false: gradient accumulation without
     // synchronisation, FSDP's no_sync (Hugging Face Accelerate's accumulate, Lightning Fabric's no_backward_sync):
     // the unsharded gradients kept until the step's last micro-batch reduces them once (fsdpReducesOncePerStep).
