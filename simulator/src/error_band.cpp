@@ -37,13 +37,18 @@ std::string siblingGpuFamily(const std::string& family) {
     return "";
 }
 
-std::string frameworkFamily(const FrameworkSettings& f, int tp, int pp) {
-    if (f.name == "deepspeed" && (pp > 1 || tp > 1)) return "DeepSpeed pipeline";
-    return f.name == "fsdp" || f.name == "torchtitan" || f.name == "deepspeed" ? "sharded data parallel" : "Megatron-style";
+std::string frameworkFamily(const Plan& plan) {
+    const std::string& name = plan.framework.name;
+    const bool modelParallel = plan.tp > 1 || plan.pp > 1;
+    if (name == "deepspeed" && modelParallel) return "DeepSpeed pipeline";
+    const bool shardedOnly = name == "generic" && plan.zeroStage >= 3 && !modelParallel;
+    return name == "fsdp" || name == "torchtitan" || name == "deepspeed" || shardedOnly
+               ? "sharded data parallel"
+               : "Megatron-style";
 }
 
 std::string runKind(const ClusterConfig& cluster, const Plan& plan, bool moe) {
-    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan.framework, plan.tp, plan.pp) +
+    return gpuFamily(cluster.gpu.name) + " / " + frameworkFamily(plan) +
            (plan.cp > 1 ? " / context parallel" : "") + (moe ? " / mixture of experts" : "");
 }
 
@@ -200,21 +205,35 @@ std::vector<std::string> errorBandValidationFiles() {
     const std::string runs = defaultValidationFile();
     if (runs.empty()) return {};
     std::vector<std::string> files{runs};
-    for (const char* check : {"check_nemo_h100_fp8.json", "check_torchtitan_h100.json", "check_mpt_llm_foundry.json",
-                              "check_megatron_lm_h100.json", "check_megatron_bridge_b200_fp8.json",
-                              "check_megatron_bridge_gb200_fp8.json", "check_megatron_bridge_gb300_fp8.json",
+    for (const char* check : {"check_nemo_h100_fp8.json",
+                              "check_torchtitan_h100.json",
+                              "check_mpt_llm_foundry.json",
+                              "check_megatron_lm_h100.json",
+                              "check_megatron_bridge_b200_fp8.json",
+                              "check_megatron_bridge_gb200_fp8.json",
+                              "check_megatron_bridge_gb300_fp8.json",
                               "check_megatron_bridge_2026.json",
                               "check_dgxc_h100.json",
-                              "check_bigscience_bloom.json", "check_eleutherai_gpt_neox.json",
-                              "check_torchtitan_h200.json", "check_dgxc_405b_2505.json",
-                              "check_megatron_lm_2019_v100.json", "check_deepspeed_azure_zero3.json",
-                              "check_olmo_core_h100.json", "check_nemotron4_340b_h100.json",
-                              "check_bigscience_zero1.json", "check_nemo_long_context.json",
-                              "check_dgxc_grok1_moe.json", "check_lumi_megatron_mi250x.json",
-                              "check_megatron_functional_memory_speed.json", "check_automodel_h100.json",
-                              "check_kempnerforge_h200.json", "check_llama3_405b_paper.json",
-                              "check_megatron_bridge_moe_h100.json", "check_mlperf_training.json",
-                              "check_nvfp4_blackwell.json"}) {
+                              "check_bigscience_bloom.json",
+                              "check_eleutherai_gpt_neox.json",
+                              "check_torchtitan_h200.json",
+                              "check_dgxc_405b_2505.json",
+                              "check_megatron_lm_2019_v100.json",
+                              "check_deepspeed_azure_zero3.json",
+                              "check_olmo_core_h100.json",
+                              "check_nemotron4_340b_h100.json",
+                              "check_bigscience_zero1.json",
+                              "check_nemo_long_context.json",
+                              "check_dgxc_grok1_moe.json",
+                              "check_lumi_megatron_mi250x.json",
+                              "check_megatron_functional_memory_speed.json",
+                              "check_automodel_h100.json",
+                              "check_kempnerforge_h200.json",
+                              "check_llama3_405b_paper.json",
+                              "check_megatron_bridge_moe_h100.json",
+                              "check_mlperf_training.json",
+                              "check_nvfp4_blackwell.json",
+                              "check_dgxc_maxtext_h100.json"}) {
         const std::filesystem::path p = std::filesystem::path(runs).parent_path() / check;
         std::error_code ec;
         if (std::filesystem::is_regular_file(p, ec)) files.push_back(p.string());
@@ -269,7 +288,9 @@ bool tiedWithin(double stepSeconds, double bestStepSeconds, const ErrorBand& ban
     return stepSeconds <= bestStepSeconds * (1.0 + band.medianAbsError);
 }
 
-std::string memoryKind(const Plan& plan) { return frameworkFamily(plan.framework, plan.tp, plan.pp); }
+std::string memoryKind(const Plan& plan) {
+    return frameworkFamily(plan);
+}
 
 std::optional<ErrorBand> memoryBandFor(const Plan& plan, int minRecords) {
     // No fallback to other families: their peaks are other allocators' (BLOOM's nvidia-smi under DeepSpeed runs

@@ -65,6 +65,18 @@ TEST(ErrorBands, PerKindByHandAndTheTieRule) {
     EXPECT_EQ(runKind(a100, deepspeed, false), "A100 / sharded data parallel");
     deepspeed.tp = 8;
     EXPECT_EQ(runKind(a100, deepspeed, false), "A100 / DeepSpeed pipeline");
+    // A framework tessel has no defaults for (generic) is Megatron-style, but ZeRO-3 alone (MaxText's FSDP
+    // under XLA) is sharded data parallelism; with tensor or pipeline parallelism beside it, Megatron-style
+    // again.
+    Plan generic;
+    EXPECT_EQ(runKind(a100, generic, false), "A100 / Megatron-style");
+    generic.zeroStage = 3;
+    EXPECT_EQ(runKind(a100, generic, false), "A100 / sharded data parallel");
+    generic.tp = 2;
+    EXPECT_EQ(runKind(a100, generic, false), "A100 / Megatron-style");
+    generic.tp = 1;
+    generic.pp = 2;
+    EXPECT_EQ(runKind(a100, generic, false), "A100 / Megatron-style");
     // Round trip, and a broken file names the field.
     const ErrorBands back = parseErrorBands(toJson(b), "bands.json#");
     EXPECT_DOUBLE_EQ(back.kinds[1].medianAbsError, 0.30);
@@ -274,7 +286,7 @@ TEST(ErrorBands, TheShippedBandsAreWhatValidateMeasuresToday) {
     ASSERT_FALSE(file.empty());
     std::vector<LoadedRecord> records;
     const std::vector<std::string> files = errorBandValidationFiles();
-    ASSERT_EQ(files.size(), 29u); // the shared runs and tessel's twenty-eight check sets of published runs
+    ASSERT_EQ(files.size(), 30u); // the shared runs and tessel's twenty-nine check sets of published runs
     for (const auto& f : files) {
         auto more = loadValidationFile(f);
         records.insert(records.end(), more.begin(), more.end());

@@ -22,11 +22,12 @@ std::string gpuFamily(const std::string& gpuName);           // "A100", "H100", 
 // B300 and GB300 (the B200's and GB200's dense tensor rates and presets' figures), the MI250 (the MI250X GCD's
 // preset scaled); "" for any other.
 std::string siblingGpuFamily(const std::string& family);
-// "Megatron-style", "sharded data parallel" (FSDP, torchtitan, DeepSpeed ZeRO as pure data parallelism) or "DeepSpeed
-// pipeline" (Megatron-DeepSpeed: DeepSpeed's pipeline engine with Megatron's tensor parallelism, pp > 1 or tp > 1,
-// which runs its model through the engine whatever pp is: BLOOM's, MT-NLG's and BigScience's runs, whose errors are
-// their own, docs/validation.md).
-std::string frameworkFamily(const FrameworkSettings& f, int tp, int pp);
+// "Megatron-style", "sharded data parallel" (FSDP, torchtitan, DeepSpeed ZeRO as pure data parallelism, and a
+// framework tessel has no defaults for running ZeRO-3 without tensor or pipeline parallelism: MaxText's FSDP
+// under XLA) or "DeepSpeed pipeline" (Megatron-DeepSpeed: DeepSpeed's pipeline engine with Megatron's tensor
+// parallelism, pp > 1 or tp > 1, which runs its model through the engine whatever pp is: BLOOM's, MT-NLG's
+// and BigScience's runs, whose errors are their own, docs/validation.md).
+std::string frameworkFamily(const Plan& plan);
 // A run's kind: "H100 / Megatron-style", with " / context parallel" where cp > 1 and " / mixture of experts" for an
 // MoE model (`moe`), whose routing, permutation and expert all-to-all are errors of their own: a dense plan is not
 // shown them, nor an MoE plan the dense runs' band.
