@@ -22,6 +22,10 @@ RELEASES = {
         "gpus": [64, 128, 256, 512, 1024, 2048],
         "steps": {"bf16": [6.999, 7.072, 7.153, 7.091, 7.084, 7.066],
                   "fp8": [4.324, 4.556, 4.959, 5.043, 5.062, 4.93]},
+        "policy": {"bf16": {"remat_policy": "custom", "query_proj": "device", "value_proj": "device",
+                            "key_proj": "device", "qkv_proj": "device", "out_proj": "device", "mlpwo": "device"},
+                   "fp8": {"remat_policy": "custom", "query_proj": "device", "value_proj": "device",
+                           "key_proj": "device", "qkv_proj": "device", "out_proj": "device"}},
         "remat": {"bf16": "remat_policy custom: query_proj, key_proj, value_proj, qkv_proj, out_proj and mlpwo kept "
                           "on device, everything else rematerialised",
                   "fp8": "remat_policy custom: query_proj, key_proj, value_proj, qkv_proj and out_proj kept on device, "
@@ -32,6 +36,7 @@ RELEASES = {
         "gpus": [128, 256, 512, 1024, 2048],
         "steps": {"bf16": [15.563, 15.444, 15.519, 15.603, 15.898],
                   "fp8": [9.074, 9.488, 9.244, 9.483, 9.339]},
+        "policy": {"bf16": {"remat_policy": "save_qkv_proj"}, "fp8": {"remat_policy": "save_qkv_proj"}},
         "remat": {"bf16": "remat_policy save_qkv_proj: the query, key and value projections kept, everything else "
                           "rematerialised",
                   "fp8": "remat_policy save_qkv_proj: the query, key and value projections kept, everything else "
@@ -66,29 +71,23 @@ def record(release, dtype, gpus, step):
                  "zero": 3, "zero_replicas": replicas,
                  "sharding_note": f"MaxText's fsdp axis over {shard} GPUs (ici_fsdp 8 x dcn_fsdp {dcn_fsdp})" +
                  (f", its data axis over {replicas} replicas (dcn_data {replicas})" if replicas > 1 else ""),
-                 **({"recompute": "selective", "recompute_modules": ["core_attn", "mlp"]} if release == "v25.01"
-                    else {"recompute": "full"}),
+                 **rel["policy"][dtype],
                  "recompute_note": rel["remat"][dtype],
-                 "checkpoint_early_stop": True,
                  "framework": "MaxText (JAX/XLA)", "framework_version": rel["container"],
                  "attention": "cudnn (attention=cudnn_flash_te, NVTE_FUSED_ATTN=1)"},
         "measured": {"iteration_time_s": step},
         "inferred_fields": {
-            **({"plan.recompute_modules": "what XLA reruns that the policy does not keep: the attention core (its "
+            **({"plan.remat_policy": "configure.sh's CONFIG_OVERRIDES, the custom policy's named tensors as stated; what XLA reruns that the policy does not keep: the attention core (its "
                                           "output 'context' is rematerialised), the norm before the MLP, the MLP's gate "
                                           "and up projections and its activation (the input of its output projection): "
                                           "Megatron-core's core_attn and mlp modules"} if release == "v25.01" else
-               {"plan.recompute": "save_qkv_proj keeps the query, key and value projections and the layer's input and "
+               {"plan.remat_policy": "configure.sh's POLICY; save_qkv_proj keeps the query, key and value projections and the layer's input and "
                                   "reruns the rest: read as full recompute stopping before the MLP's output projection, "
                                   "which reruns the QKV GEMM XLA keeps (a tenth of the layer's forward GEMM FLOPs) and "
                                   "keeps only the layer's input (not q, k and v, 2.5 h bytes a token a layer in bf16); "
                                   "tessel's selective modules would keep what XLA drops (the norm outputs, the "
                                   "attention output and the residual beside q, k and v: 134 of 80 GiB predicted for "
                                   "runs that ran)"}),
-            "plan.checkpoint_early_stop": "jax.checkpoint recomputes only the linearization points the backward "
-                                          "consumes (JAX's documentation of jax.checkpoint / jax.remat): the MLP's "
-                                          "output projection, whose output no backward computation reads, is not "
-                                          "rerun, as torch's non-reentrant checkpoint stops before it",
             "plan.zero_replicas": "dcn_data_parallelism: nodes / 16 from 64 nodes on (configure.sh)",
             "plan.dp": "every GPU: no tensor, pipeline or context parallelism (ici_tensor and dcn_tensor 1)",
         },

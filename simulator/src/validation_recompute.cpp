@@ -62,6 +62,85 @@ bool readRecomputeAndCheck(Reading& r) {
             r.assume(std::string("recompute ") + toString(plan.recompute) + ", read from " + k.key + " " +
                      (v->is_string() ? "\"" + v->get<std::string>() + "\"" : v->dump()));
     }
+    // JAX's rematerialisation as MaxText names it (`remat_policy`, MaxText's base.yml): what a policy keeps
+    // decides what XLA reruns, the linearization points the backward consumes that the policy does not keep
+    // (jax.checkpoint), so a rerun MLP stops before fc2 (checkpoint_early_stop, FORMULAS.md §3.4). Each read
+    // as the nearest plan tessel costs, said.
+    if (!recomputeKnown && !member(pl, "recompute") && !text(pl, "remat_policy").empty()) {
+        namespace rm = recompute_module;
+        const std::string policy = lower(text(pl, "remat_policy"));
+        struct Remat {
+            const char* name;
+            Recompute recompute;
+            uint8_t modules;
+            const char* reading;
+        };
+        static const Remat policies[] = {
+            {"full", Recompute::Full, 0, "nothing kept but the layer's input: full recompute"},
+            {"minimal", Recompute::Selective, rm::CoreAttn,
+             "every weight GEMM's output kept, the attention core rerun"},
+            {"save_dot_with_context_except_mlp", Recompute::Selective, rm::Mlp,
+             "the attention's projections and output kept, the MLP rerun"},
+            {"save_dot_except_mlpwi", Recompute::Selective, rm::CoreAttn | rm::Mlp,
+             "the attention's projections and the MLP's output kept, the attention core and the MLP rerun"},
+            {"save_dot_except_mlp", Recompute::Selective, rm::CoreAttn | rm::Mlp,
+             "the attention's projections kept, the attention core and the MLP rerun"},
+            {"save_qkv_proj", Recompute::Full, 0,
+             "q, k and v kept, read as full recompute: the QKV GEMM rerun and q, k and v not counted in "
+             "memory"},
+            {"save_out_proj", Recompute::Full, 0,
+             "the attention's output projection kept, read as full recompute: that GEMM rerun"},
+        };
+        std::optional<Remat> found;
+        for (const Remat& p : policies)
+            if (policy == p.name) found = p;
+        std::string reading;
+        if (found) {
+            reading = found->reading;
+        } else if (policy == "custom") {
+            // MaxText's custom policy: each named tensor kept on the device, offloaded (kept on the host) or
+            // rematerialised, 'remat' where the record does not say (base.yml's defaults).
+            auto kept = [&](const char* name) {
+                const std::string v = lower(text(pl, name));
+                return v == "device" || v == "offload";
+            };
+            const bool qkvKept =
+                (kept("query_proj") && kept("key_proj") && kept("value_proj")) || kept("qkv_proj");
+            const bool mlpKept = kept("mlpwi") || (kept("mlpwi_0") && kept("mlpwi_1"));
+            found = Remat{"custom", Recompute::Full, 0, ""};
+            if (!qkvKept) {
+                reading = "q, k and v not kept: full recompute";
+            } else {
+                const uint8_t modules =
+                    static_cast<uint8_t>((kept("context") ? 0 : rm::CoreAttn) | (mlpKept ? 0 : rm::Mlp));
+                found->recompute = modules ? Recompute::Selective : Recompute::None;
+                found->modules = modules;
+                reading = std::string("q, k and v kept; ") +
+                          (modules ? "rerun: " + recomputeModulesString(modules, " and ")
+                                   : std::string("nothing rerun")) +
+                          (kept("out_proj") ? "" : "; the attention's output projection rerun, not counted");
+            }
+        }
+        if (found) {
+            plan.recompute = found->recompute;
+            if (plan.recompute == Recompute::Selective) plan.recomputeModules = found->modules;
+            recomputeKnown = true;
+            const bool stopStated = plan.framework.checkpointEarlyStop.has_value();
+            if (!stopStated) plan.framework.checkpointEarlyStop = true;
+            r.assume("recompute " + toString(plan.recompute) + " read from remat_policy \"" + policy +
+                     "\" (JAX's remat as MaxText " + "names it): " + reading +
+                     (stopStated
+                          ? ""
+                          : "; XLA reruns only what the backward consumes, so a rerun MLP stops before fc2 "
+                            "(checkpoint_early_stop)"));
+        } else {
+            r.unread("plan/remat_policy", text(pl, "remat_policy"),
+                     "remat policy MaxText names (full, minimal, save_dot_with_context_except_mlp, "
+                     "save_dot_except_mlpwi, "
+                     "save_dot_except_mlp, save_qkv_proj, save_out_proj, custom)",
+                     "recompute read as not stated");
+        }
+    }
     // Megatron-LM's block method recomputes only --recompute-num-layers layers of each chunk (plan
     // recompute_layers); its uniform method with n > 1 layers per checkpoint recomputes every layer and keeps
     // fewer inputs than tessel's one per layer. Both read from the config's names or the record's prose.

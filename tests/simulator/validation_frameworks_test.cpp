@@ -111,10 +111,75 @@ TEST(ValidationRecord, LightningsFsdpMixedPrecisionGathersFp32UnderAutocast) {
     EXPECT_EQ(load(r).scenario.plan.framework.gradSyncEachMicroBatch, std::nullopt);
 }
 
-// Hugging Face Transformers' model code runs its norms, rotary embedding and activations as separate PyTorch ops
-// under whichever engine shards it (Trainer + DeepSpeed here): eager, said; compiled or with a kernel library
-// (Liger, fused RMSNorm) it is fused, and a Megatron-DeepSpeed model keeps its fused kernels. A fused optimizer
-// fuses no model kernel.
+// Hugging Face Transformers' model code runs its norms, rotary embedding and activations as separate PyTorch
+// ops under whichever engine shards it (Trainer + DeepSpeed here): eager, said; compiled or with a kernel
+// library (Liger, fused RMSNorm) it is fused, and a Megatron-DeepSpeed model keeps its fused kernels. A fused
+// optimizer fuses no model kernel. JAX's rematerialisation as MaxText names it (remat_policy): what the
+// policy keeps decides what XLA reruns, and a rerun MLP stops before fc2 (checkpoint_early_stop), unless the
+// record says otherwise.
+TEST(ValidationRecord, MaxTextsRematPoliciesAreReadAsWhatXlaReruns) {
+    namespace rm = recompute_module;
+    auto read = [](const nlohmann::json& planKeys) {
+        nlohmann::json r = test::record();
+        r["plan"].erase("recompute");
+        r["plan"]["framework"] = "MaxText";
+        r["plan"]["tp"] = 1;
+        r["plan"]["pp"] = 1;
+        r["plan"]["dp"] = 32;
+        r["plan"]["zero"] = 3;
+        r["plan"]["sequence_parallel"] = false;
+        for (const auto& [k, v] : planKeys.items())
+            r["plan"][k] = v;
+        return test::load(r);
+    };
+    struct Expect {
+        const char* policy;
+        Recompute recompute;
+        uint8_t modules;
+    };
+    for (const Expect& e :
+         {Expect{"full", Recompute::Full, 0}, Expect{"minimal", Recompute::Selective, rm::CoreAttn},
+          Expect{"save_dot_with_context_except_mlp", Recompute::Selective, rm::Mlp},
+          Expect{"save_dot_except_mlpwi", Recompute::Selective, rm::CoreAttn | rm::Mlp},
+          Expect{"save_dot_except_mlp", Recompute::Selective, rm::CoreAttn | rm::Mlp},
+          Expect{"save_qkv_proj", Recompute::Full, 0}, Expect{"save_out_proj", Recompute::Full, 0}}) {
+        const ValidationCase c = read({{"remat_policy", e.policy}});
+        const Plan& p = c.scenario.plan;
+        EXPECT_EQ(p.recompute, e.recompute) << e.policy;
+        if (e.recompute == Recompute::Selective) EXPECT_EQ(p.recomputeModules, e.modules) << e.policy;
+        EXPECT_TRUE(p.framework.checkpointEarlyStop.value_or(false)) << e.policy;
+        EXPECT_TRUE(mentions(c.assumptions, std::string("read from remat_policy \"") + e.policy + "\""))
+            << e.policy;
+    }
+    // custom: the named tensors kept on the device (or offloaded) are kept, the rest rerun (base.yml's
+    // 'remat').
+    const ValidationCase custom = read({{"remat_policy", "custom"},
+                                        {"query_proj", "device"},
+                                        {"key_proj", "device"},
+                                        {"value_proj", "device"},
+                                        {"out_proj", "device"}});
+    EXPECT_EQ(custom.scenario.plan.recompute, Recompute::Selective);
+    EXPECT_EQ(custom.scenario.plan.recomputeModules, rm::CoreAttn | rm::Mlp);
+    const ValidationCase keepsMlp = read({{"remat_policy", "custom"},
+                                          {"qkv_proj", "offload"},
+                                          {"context", "device"},
+                                          {"mlpwi_0", "device"},
+                                          {"mlpwi_1", "device"}});
+    EXPECT_EQ(keepsMlp.scenario.plan.recompute, Recompute::None);
+    EXPECT_TRUE(mentions(keepsMlp.assumptions, "the attention's output projection rerun, not counted"));
+    const ValidationCase dropsQkv = read({{"remat_policy", "custom"}, {"out_proj", "device"}});
+    EXPECT_EQ(dropsQkv.scenario.plan.recompute, Recompute::Full);
+    // A stated early stop is the record's; a stated recompute is read before the policy; an unknown policy is
+    // said.
+    const ValidationCase stated = read({{"remat_policy", "minimal"}, {"checkpoint_early_stop", false}});
+    EXPECT_FALSE(stated.scenario.plan.framework.checkpointEarlyStop.value_or(true));
+    const ValidationCase explicitRecompute = read({{"remat_policy", "full"}, {"recompute", "selective"}});
+    EXPECT_EQ(explicitRecompute.scenario.plan.recompute, Recompute::Selective);
+    const ValidationCase unknown = read({{"remat_policy", "save_everything_twice"}});
+    EXPECT_TRUE(
+        mentions(unknown.assumptions, "plan/remat_policy \"save_everything_twice\" names no remat policy"));
+}
+
 TEST(ValidationRecord, HuggingFaceModelCodeRunsEager) {
     nlohmann::json r = shardedRecord("Hugging Face Trainer + DeepSpeed ZeRO-3");
     r["plan"]["techniques"] = "fused AdamW";
