@@ -1,19 +1,18 @@
 // Reads recompute and sequence parallelism of a published record's run (validation_reading.hpp), raised until the
 // plan fits as the published run did, the micro-batch where one a step does not fit, the framework defaults that
 // decided something, and the finished plan checked as tessel's plan format checks it.
-#include "validation_reading.hpp"
-
 #include "search_space.hpp"
-#include "validation_prose.hpp"
-
 #include "tessel/cost/compute.hpp"
 #include "tessel/cost/errors.hpp"
 #include "tessel/cost/json_reader.hpp"
 #include "tessel/cost/memory.hpp"
 #include "tessel/sim/simulate.hpp"
+#include "validation_prose.hpp"
+#include "validation_reading.hpp"
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <regex>
 
@@ -94,31 +93,36 @@ bool readRecomputeAndCheck(Reading& r) {
         std::optional<Remat> found;
         for (const Remat& p : policies)
             if (policy == p.name) found = p;
-        std::string reading;
-        if (found) {
-            reading = found->reading;
-        } else if (policy == "custom") {
+        std::string reading = found ? found->reading : "";
+        if (!found && policy == "custom") {
             // MaxText's custom policy: each named tensor kept on the device, offloaded (kept on the host) or
-            // rematerialised, 'remat' where the record does not say (base.yml's defaults).
-            auto kept = [&](const char* name) {
+            // rematerialised, 'remat' where the record does not say (base.yml's defaults); any other word is
+            // said and read as 'remat'.
+            std::map<std::string, bool> isKept;
+            for (const char* name : {"query_proj", "key_proj", "value_proj", "qkv_proj", "out_proj",
+                                     "context", "mlpwi", "mlpwi_0", "mlpwi_1", "mlpwo"}) {
                 const std::string v = lower(text(pl, name));
-                return v == "device" || v == "offload";
-            };
+                if (!v.empty() && v != "device" && v != "offload" && v != "remat")
+                    r.unread(std::string("plan/") + name, text(pl, name),
+                             "placement MaxText's custom policy takes (device, offload, remat)",
+                             "read as remat");
+                isKept[name] = v == "device" || v == "offload";
+            }
             const bool qkvKept =
-                (kept("query_proj") && kept("key_proj") && kept("value_proj")) || kept("qkv_proj");
-            const bool mlpKept = kept("mlpwi") || (kept("mlpwi_0") && kept("mlpwi_1"));
-            found = Remat{"custom", Recompute::Full, 0, ""};
+                (isKept["query_proj"] && isKept["key_proj"] && isKept["value_proj"]) || isKept["qkv_proj"];
+            const bool mlpKept = isKept["mlpwi"] || (isKept["mlpwi_0"] && isKept["mlpwi_1"]);
+            const bool contextKept = isKept["context"], outKept = isKept["out_proj"];
+            const uint8_t modules =
+                static_cast<uint8_t>((contextKept ? 0 : rm::CoreAttn) | (mlpKept ? 0 : rm::Mlp));
             if (!qkvKept) {
+                found = Remat{"custom", Recompute::Full, 0, ""};
                 reading = "q, k and v not kept: full recompute";
             } else {
-                const uint8_t modules =
-                    static_cast<uint8_t>((kept("context") ? 0 : rm::CoreAttn) | (mlpKept ? 0 : rm::Mlp));
-                found->recompute = modules ? Recompute::Selective : Recompute::None;
-                found->modules = modules;
+                found = Remat{"custom", modules ? Recompute::Selective : Recompute::None, modules, ""};
                 reading = std::string("q, k and v kept; ") +
                           (modules ? "rerun: " + recomputeModulesString(modules, " and ")
                                    : std::string("nothing rerun")) +
-                          (kept("out_proj") ? "" : "; the attention's output projection rerun, not counted");
+                          (outKept ? "" : "; the attention's output projection rerun, not counted");
             }
         }
         if (found) {
@@ -128,7 +132,7 @@ bool readRecomputeAndCheck(Reading& r) {
             const bool stopStated = plan.framework.checkpointEarlyStop.has_value();
             if (!stopStated) plan.framework.checkpointEarlyStop = true;
             r.assume("recompute " + toString(plan.recompute) + " read from remat_policy \"" + policy +
-                     "\" (JAX's remat as MaxText " + "names it): " + reading +
+                     "\" (JAX's remat as MaxText names it): " + reading +
                      (stopStated
                           ? ""
                           : "; XLA reruns only what the backward consumes, so a rerun MLP stops before fc2 "
@@ -136,8 +140,7 @@ bool readRecomputeAndCheck(Reading& r) {
         } else {
             r.unread("plan/remat_policy", text(pl, "remat_policy"),
                      "remat policy MaxText names (full, minimal, save_dot_with_context_except_mlp, "
-                     "save_dot_except_mlpwi, "
-                     "save_dot_except_mlp, save_qkv_proj, save_out_proj, custom)",
+                     "save_dot_except_mlpwi, save_dot_except_mlp, save_qkv_proj, save_out_proj, custom)",
                      "recompute read as not stated");
         }
     }

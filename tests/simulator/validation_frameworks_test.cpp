@@ -169,6 +169,10 @@ TEST(ValidationRecord, MaxTextsRematPoliciesAreReadAsWhatXlaReruns) {
     EXPECT_TRUE(mentions(keepsMlp.assumptions, "the attention's output projection rerun, not counted"));
     const ValidationCase dropsQkv = read({{"remat_policy", "custom"}, {"out_proj", "device"}});
     EXPECT_EQ(dropsQkv.scenario.plan.recompute, Recompute::Full);
+    // A placement MaxText does not take is said and read as remat, not silently.
+    const ValidationCase misspelt = read({{"remat_policy", "custom"}, {"qkv_proj", "devcie"}});
+    EXPECT_EQ(misspelt.scenario.plan.recompute, Recompute::Full);
+    EXPECT_TRUE(mentions(misspelt.assumptions, "plan/qkv_proj \"devcie\" names no placement"));
     // A stated early stop is the record's; a stated recompute is read before the policy; an unknown policy is
     // said.
     const ValidationCase stated = read({{"remat_policy", "minimal"}, {"checkpoint_early_stop", false}});
