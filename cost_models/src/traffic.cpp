@@ -128,14 +128,30 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
     SequenceParallelTraffic t;
     t.forwardGatherBytesPerElement = activationBytes;
     t.gradGatherBytesPerElement = activationBytes;
-    // Transformer Engine under NVFP4 quantizes before it gathers (distributed.py gather_along_first_dim ->
-    // _all_gather_nvfp4, release_v2.8 on): the QKV and fc1 inputs rowwise for the forward GEMM and again columnwise
-    // for dW (0.5625 B each), and the output gradients of the projection and fc2 both ways for dgrad and dW
-    // (module/base.py grad_output_preprocess: gather_along_first_dim(grad_output, quantizer=...)). FP8 takes the same
-    // path (_all_gather_fp8) and is still costed at the activation type: docs/validation.md, "NVFP4".
+    // Transformer Engine quantizes before it gathers. NVFP4 (distributed.py gather_along_first_dim ->
+    // _all_gather_nvfp4, release_v2.8 on): the QKV and fc1 inputs rowwise for the forward GEMM and again
+    // columnwise for dW (0.5625 B each), and the output gradients of the projection and fc2 both ways for
+    // dgrad and dW (module/base.py grad_output_preprocess: gather_along_first_dim(grad_output,
+    // quantizer=...)).
     if (recipe.fp4() && !dtensorTpOf(plan.framework)) {
         t.forwardGatherBytesPerElement = recipe.quantizedBytes();
         t.gradGatherBytesPerElement = 2.0 * recipe.quantizedBytes();
+    }
+    // FP8 since v0.5 (2023-01): the fused norm writes FP8 and the gather moves it (layernorm_linear.py, the
+    // backward re-gathering the saved FP8 shard for dW), and the output gradient is cast, gathered in FP8 and
+    // transposed after ("FP8 case with gather", grad_output_preprocess); v2's _all_gather_fp8 the same for
+    // delayed and current scaling, 1 B an element. MXFP8 (_all_gather_mxfp8) moves one E8M0 scale per 32
+    // elements with the data and gathers the output gradient rowwise for dgrad and columnwise for dW; 1D
+    // blockwise scaling
+    // (_all_gather_fp8_blockwise) an fp32 scale per 128, its gradient both ways too. Userbuffers' overlapped
+    // gathers take FP8 buffers (initialize_ub: fp8_buf for qkv/fc1 fprop and proj/fc2 dgrad), so the chunks
+    // move the same bytes. torchao's Float8 (fsdp_fp8) is PyTorch's TP, below.
+    if (recipe.fp8() && recipe.name != "fsdp_fp8" && !dtensorTpOf(plan.framework)) {
+        const std::string scaling = fp8RecipeOf(plan.framework);
+        const double scales = scaling == "mxfp8" ? 1.0 / 32.0 : scaling == "blockwise" ? 4.0 / 128.0 : 0.0;
+        const double copies = scales > 0.0 ? 2.0 : 1.0;
+        t.forwardGatherBytesPerElement = recipe.quantizedBytes() + scales;
+        t.gradGatherBytesPerElement = copies * (recipe.quantizedBytes() + scales);
     }
     if (!dtensorTpOf(plan.framework)) return t;
     // PyTorch's own TP (torchtitan's parallelize_llama.py, DTensor): the gathered input is what autograd saves, and

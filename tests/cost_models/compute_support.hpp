@@ -1,11 +1,13 @@
-// Shared by the compute tests: a block's forward op by name (it must be there), a small TP case, the FP8 and NVFP4
-// tests' layer, and the tp 2 plan the hand-counted layer tests share.
+// Shared by the compute tests: a block's forward op by name (it must be there), a layer's collectives' bytes
+// by name, a small TP case, the FP8 and NVFP4 tests' layer, and the tp 2 plan the hand-counted layer tests
+// share.
 #pragma once
 
+#include "tessel/cost/compute.hpp"
+#include "tessel/cost/traffic.hpp"
 #include "test_support.hpp"
 
-#include "tessel/cost/compute.hpp"
-
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +16,15 @@ namespace tessel::test {
 inline const OpCost& forwardOpNamed(const BlockCompute& b, const std::string& name) {
     if (const OpCost* op = findOp(b, name)) return *op;
     throw std::runtime_error("no op " + name);
+}
+
+// A layer's TP, CP and EP collectives by name: the bytes each moves.
+inline std::map<std::string, double> layerCommBytesByName(const ModelConfig& m, const ClusterConfig& c,
+                                                          const Plan& p) {
+    std::map<std::string, double> out;
+    for (const auto& op : layerCommOps(m, c, p))
+        out[op.name] = op.bytes;
+    return out;
 }
 
 // A 4-layer model of hidden 1024 (16 heads), sequence 2048, at tp 4 x dp 2 and micro-batch 2 on 8 GPUs.

@@ -103,18 +103,15 @@ TEST(NvFp4, SequenceParallelGathersMoveNvfp4AndTheirAmaxIsAllReducedFirst) {
     Nvfp4Case nc;
     Plan bf16 = nc.p;
     bf16.precision = "megatron";
-    auto byName = [&](const Plan& plan) {
-        std::map<std::string, CommOp> out;
-        for (const auto& op : layerCommOps(nc.m, nc.c, plan)) out[op.name] = op;
-        return out;
-    };
-    const auto a = byName(bf16), b = byName(nc.p);
+    const auto a = test::layerCommBytesByName(nc.m, nc.c, bf16),
+               b = test::layerCommBytesByName(nc.m, nc.c, nc.p);
     // The QKV and fc1 inputs gathered as one NVFP4 copy, the projection's and fc2's output gradients as both; the
     // reduce-scatters in bf16.
-    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_attn").bytes, a.at("tp_all_gather_attn").bytes * q / e);
-    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_mlp_input_regather").bytes, a.at("tp_all_gather_mlp_input_regather").bytes * q / e);
-    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_mlp_grad").bytes, a.at("tp_all_gather_mlp_grad").bytes * 2 * q / e);
-    EXPECT_DOUBLE_EQ(b.at("tp_reduce_scatter_mlp").bytes, a.at("tp_reduce_scatter_mlp").bytes);
+    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_attn"), a.at("tp_all_gather_attn") * q / e);
+    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_mlp_input_regather"),
+                     a.at("tp_all_gather_mlp_input_regather") * q / e);
+    EXPECT_DOUBLE_EQ(b.at("tp_all_gather_mlp_grad"), a.at("tp_all_gather_mlp_grad") * 2 * q / e);
+    EXPECT_DOUBLE_EQ(b.at("tp_reduce_scatter_mlp"), a.at("tp_reduce_scatter_mlp"));
     // Each gathered tensor's amax all-reduced over TP before its cast: four scalars a layer (none in bf16, none
     // without SP).
     int amax = 0;

@@ -679,6 +679,60 @@ TEST(Fp8, CurrentScalingReadsEveryCastInputAgainForItsAmaxAndReducesItOverTp) {
     EXPECT_TRUE(opOf(noSp));
 }
 
+// Transformer Engine casts before it gathers under sequence parallelism (FP8 since v0.5: the fused norm's FP8
+// output, grad_output_preprocess's "FP8 case with gather"; v2's _all_gather_fp8 / _all_gather_mxfp8 /
+// _all_gather_fp8_blockwise): per-tensor scaling moves 1 B an element both ways, MXFP8 an E8M0 scale per 32
+// with it and the output gradient both ways, 1D block scaling an fp32 scale per 128 the same way. The
+// reduce-scatters stay bf16; torchao's Float8 under PyTorch's TP is not Transformer Engine's (its own rule,
+// traffic.cpp).
+TEST(Fp8, SequenceParallelGathersMoveWhatTransformerEngineCasts) {
+    Fp8Case fc;
+    Plan bf16 = fc.p;
+    bf16.precision = "megatron";
+    auto byName = [&](const Plan& plan) { return test::layerCommBytesByName(fc.m, fc.c, plan); };
+    const auto a = byName(bf16);
+    const double e = 2.0;
+    const std::vector<std::tuple<std::optional<std::string>, double, double>> cases{
+        {std::nullopt, 1.0, 1.0},
+        {std::string("delayed"), 1.0, 1.0},
+        {std::string("tensorwise"), 1.0, 1.0},
+        {std::string("mxfp8"), 1.0 + 1.0 / 32.0, 2.0 * (1.0 + 1.0 / 32.0)},
+        {std::string("blockwise"), 1.0 + 4.0 / 128.0, 2.0 * (1.0 + 4.0 / 128.0)}};
+    for (const auto& [scaling, forward, grad] : cases) {
+        Plan q = fc.p;
+        q.precision = "fp8";
+        q.framework.fp8Recipe = scaling;
+        const auto b = byName(q);
+        const std::string name = scaling.value_or("unset");
+        for (const char* blk : {"attn", "mlp"}) {
+            const std::string k(blk);
+            EXPECT_DOUBLE_EQ(b.at("tp_all_gather_" + k), a.at("tp_all_gather_" + k) * forward / e)
+                << name << " " << k;
+            EXPECT_DOUBLE_EQ(b.at("tp_all_gather_" + k + "_input_regather"),
+                             a.at("tp_all_gather_" + k + "_input_regather") * forward / e)
+                << name << " " << k;
+            EXPECT_DOUBLE_EQ(b.at("tp_all_gather_" + k + "_grad"),
+                             a.at("tp_all_gather_" + k + "_grad") * grad / e)
+                << name << " " << k;
+            EXPECT_DOUBLE_EQ(b.at("tp_reduce_scatter_" + k), a.at("tp_reduce_scatter_" + k))
+                << name << " " << k;
+            EXPECT_DOUBLE_EQ(b.at("tp_reduce_scatter_" + k + "_grad"),
+                             a.at("tp_reduce_scatter_" + k + "_grad"))
+                << name << " " << k;
+        }
+    }
+    // torchao's Float8 (fsdp_fp8) under PyTorch's TP casts only the forward input (1 B), the gradients in
+    // bf16.
+    Plan torchao = fc.p;
+    torchao.framework.name = "torchtitan";
+    torchao.precision = "fsdp_fp8";
+    Plan torchaoBf16 = torchao;
+    torchaoBf16.precision = "fsdp";
+    const auto t8 = byName(torchao), tb = byName(torchaoBf16);
+    EXPECT_DOUBLE_EQ(t8.at("tp_all_gather_mlp"), tb.at("tp_all_gather_mlp") / e);
+    EXPECT_DOUBLE_EQ(t8.at("tp_all_gather_mlp_grad"), tb.at("tp_all_gather_mlp_grad"));
+}
+
 TEST(Comm, AScalarAllReduceCostsNcclsLowLatencyProtocol) {
     // NCCL's tuner (tuning.cc): ring LL base 6.6 us, 0.6 us a step over NVLink, 2.7 us a step between nodes; 2(n-1)
     // steps. 8 GPUs of one node: 15.0 us, where nccl-tests measured 12.5 us for 4 B on 8 Hopper GPUs of one node.
