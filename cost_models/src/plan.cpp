@@ -213,19 +213,25 @@ PrecisionRecipe precisionRecipeOf(const std::string& precision, const FrameworkS
         framework.gradReduceInFp32.value_or(false))
         r.reduceBytes = 4;
     // FP8 parameters (--fp8-param-gather, NeMo 2's fp8_params): the linear weights are kept in FP8 with their
-    // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings and
-    // norms stay bf16 and are gathered at 2 B; counting them at 1 B moves up to 13% too few bytes (Llama 3 8B,
-    // whose untied 128K-token embeddings are 1.05 of its 8.0 B parameters).
-    // NVFP4 parameters (--fp4-param-gather): the linear weights kept as their two NVFP4 copies alone, the
-    // distributed optimizer gathering the rowwise data, 0.5 B (Megatron-core fp4_utils.py
-    // modify_nvfp4_rowwise_storage maps only the packed rowwise bytes into the parameter buffer; the block scales
-    // are computed on every rank from amaxes all-reduced before the cast).
-    // torchao's FP8 all-gather (fsdp_fp8) casts the fp32 shards it keeps before each gather: 1 B moved, nothing
-    // kept quantized.
+    // transpose, 1 + 1 B in place of the 2 B bf16 weights and 2 B copies, and gathered at 1 B. The embeddings
+    // and norms stay bf16 and are gathered at 2 B; counting them at 1 B moves up to 13% too few bytes (Llama
+    // 3 8B, whose untied 128K-token embeddings are 1.05 of its 8.0 B parameters). NVFP4 parameters
+    // (--fp4-param-gather): the linear weights kept as their two NVFP4 copies alone, the distributed
+    // optimizer gathering the rowwise data, 0.5 B (Megatron-core fp4_utils.py modify_nvfp4_rowwise_storage
+    // maps only the packed rowwise bytes into the parameter buffer; the block scales are computed on every
+    // rank from amaxes all-reduced before the cast). torchao's FP8 all-gather (fsdp_fp8) casts the fp32
+    // shards it keeps before each gather: 1 B moved, nothing kept quantized. MXFP8 parameters are gathered in
+    // bf16 and quantized after: Megatron-core's distributed optimizer maps an MXFP8 model's parameter buffer
+    // onto the gradient buffer as bf16 ("For MXFP8 param: Create a shared buffer for param AG and grad RS",
+    // param_and_grad_buffer.py, core_r0.13 on; --reuse-grad-buf-for-mxfp8-param-ag copies each gathered bf16
+    // slice into the MXFP8 parameter, which quantizes it), since an MXFP8 weight needs its rowwise and
+    // columnwise blocks and a gathered rowwise copy cannot give the other. Megatron-Bridge's MXFP8 recipes
+    // set both (mixed_precision.py bf16_with_mxfp8_mixed).
     const bool quantizedParams = (r.fp8() && fp8ParamGatherOf(framework)) || (r.fp4() && fp4ParamGatherOf(framework));
     if (quantizedParams) {
         r.quantizedWeightCopyBytes = 0.0;
-        r.gatherBytes = bytesPerElement(r.gemmDtype);
+        const bool mxfp8 = r.fp8() && r.name != "fsdp_fp8" && fp8RecipeOf(framework) == "mxfp8";
+        r.gatherBytes = mxfp8 ? bytesPerElement(r.computeDtype) : bytesPerElement(r.gemmDtype);
         r.quantizedParams = r.name != "fsdp_fp8";
     }
     // The distributed optimizer's own state (ZeRO >= 1, bf16 weights beside an fp32 master). NeMo 1's Apex

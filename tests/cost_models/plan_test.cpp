@@ -59,6 +59,15 @@ TEST(PrecisionRecipes, MainGradientsFollowTheFramework) {
     EXPECT_EQ(precisionRecipeOf("fp8", nemo).quantizedWeightCopyBytes, 0);
     EXPECT_EQ(precisionRecipeOf("fp8", nemo).paramGatherBytes(), 1);
     EXPECT_EQ(precisionRecipeOf("megatron", nemo).paramGatherBytes(), 2); // bf16 runs are untouched
+    // MXFP8 parameters are gathered in bf16 through the gradient buffer and quantized after (Megatron-core's
+    // shared buffer), still kept as MXFP8 alone.
+    nemo.fp8Recipe = "mxfp8";
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).paramGatherBytes(), 2);
+    EXPECT_TRUE(precisionRecipeOf("fp8", nemo).quantizedParams);
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).quantizedWeightCopyBytes, 0);
+    nemo.fp8Recipe = "tensorwise";
+    EXPECT_EQ(precisionRecipeOf("fp8", nemo).paramGatherBytes(), 1);
+    nemo.fp8Recipe.reset();
     EXPECT_THROW(precisionRecipeOf("nope", megatron), InputError);
 }
 
