@@ -118,6 +118,8 @@ void printHuman(const Scenario& s, const CostPrediction& p, const sim::PlanSimul
                 out << ", NVFP4 " << (nvfp4RhtOf(pl.framework) ? "with" : "without") << " the Hadamard transform, gradients "
                     << (nvfp4StochasticRoundingOf(pl.framework) ? "stochastically rounded" : "rounded to nearest")
                     << (fp4ParamGatherOf(pl.framework) ? ", NVFP4 parameters" : "");
+            if (teOpFuserOf(pl.framework))
+                out << ", Transformer Engine's op fuser (the MLP's activation quantizes)";
             if (pl.bf16EndLayers())
                 out << ", the first " << pl.bf16LayersAtStart << " and last " << pl.bf16LayersAtEnd
                     << " layers in BF16 (first_last_layers_bf16)";

@@ -425,11 +425,28 @@ def llama8b_record(row):
     (result_dir, system, nodes, per_node, container, config_path, tp, cp, mbs, gbs, accum, blocks, step_time,
      memory_gib, extra, note) = row
     submitter = result_dir.split("/", 1)[0]
+    config = config_path.rsplit("/", 1)[-1]
+    fuser, why = te_op_fuser_8b(submitter, config)
     plan = {"pp": 1, "vpp": 1, "sequence_parallel": False, "tp_comm_overlap": False, "fp8_recipe": "tensorwise",
-            **extra}
-    return llama_common(LLAMA8B, "llama31_8b", "v5.1", result_dir, system, nodes, per_node, container,
-                        f"{submitter}/benchmarks/{config_path}", config_path.rsplit("/", 1)[-1], tp, cp, mbs, gbs,
-                        accum, blocks, step_time, memory_gib, plan, "", note)
+            "te_op_fuser": fuser, **extra}
+    record = llama_common(LLAMA8B, "llama31_8b", "v5.1", result_dir, system, nodes, per_node, container,
+                          f"{submitter}/benchmarks/{config_path}", config, tp, cp, mbs, gbs, accum, blocks, step_time,
+                          memory_gib, plan, "", note)
+    record["inferred_fields"]["plan.te_op_fuser"] = why
+    return record
+
+
+def te_op_fuser_8b(submitter, config):
+    """Megatron-core's use_transformer_engine_op_fuser as a v5.1 8B config leaves it (conf/custom.yaml reads USE_TE_OPS,
+    default False), with why: read by following each config's `source` lines in the submission's folder."""
+    if submitter == "Cisco":
+        return False, ("false: Cisco's fork (pytorch:25.01) has no use_transformer_engine_op_fuser in its conf and no "
+                       "USE_TE_OPS in its configs")
+    if "128x4x1xtp2" in config:
+        return False, "false: the config sets USE_TE_OPS=False after sourcing config_common_8b.sh"
+    return True, ("true: USE_TE_OPS=True from config_common_8b.sh, which the config sources (conf/custom.yaml: "
+                  "use_transformer_engine_op_fuser: ${oc.env:USE_TE_OPS,False}); Lambda's GB300 config sources NVIDIA's "
+                  "GB200 one, which sources it")
 
 
 def llama_common(model, bench, rnd, result_dir, system, nodes, per_node, container, config_source, config, tp, cp,

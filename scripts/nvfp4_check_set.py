@@ -320,10 +320,14 @@ def llama8b_record(row):
     (result_dir, system, nodes, per_node, config_path, tp, cp, mbs, gbs, accum, blocks, step_time, recipe, extra,
      note) = row
     submitter = result_dir.split("/", 1)[0]
-    plan = {"pp": 1, "vpp": 1, "sequence_parallel": False, **extra}
-    return mlperf_record(LLAMA8B, "llama31_8b", result_dir, system, nodes, per_node,
-                         f"{submitter}/benchmarks/{config_path}", config_path.rsplit("/", 1)[-1], tp, cp, mbs, gbs,
-                         accum, blocks, step_time, recipe, plan, "", note)
+    plan = {"pp": 1, "vpp": 1, "sequence_parallel": False, "te_op_fuser": True, **extra}
+    record = mlperf_record(LLAMA8B, "llama31_8b", result_dir, system, nodes, per_node,
+                           f"{submitter}/benchmarks/{config_path}", config_path.rsplit("/", 1)[-1], tp, cp, mbs, gbs,
+                           accum, blocks, step_time, recipe, plan, "", note)
+    record["inferred_fields"]["plan.te_op_fuser"] = (
+        "true: USE_TE_OPS=True from config_common_8b.sh, which every 8B NVFP4 config here sources (conf/custom.yaml: "
+        "use_transformer_engine_op_fuser: ${oc.env:USE_TE_OPS,False}); config_common_fp4.sh leaves it")
+    return record
 
 
 def llama405b_record(row):

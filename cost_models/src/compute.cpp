@@ -573,6 +573,34 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             if (te && !normFused) castInputs += d(op.m) * d(op.k) * d(op.batch);
         }
         if (!te) castInputs = T * d(s.oDimLocal);
+        // Transformer Engine's op fuser (te_op_fuser: Megatron-core's TEFusedMLP over te.ops): the dense
+        // MLP's activation kernel takes fc2's input quantizer forward and fc1's output-gradient quantizer
+        // backward (ops/basic/activation.py op_forward / op_backward; csrc/extensions/activation.cpp). Under
+        // delayed scaling and MXFP8 it writes the quantized copy itself (FULLY_FUSED): no cast kernel for
+        // fc2's input or fc1's output gradient, the activation writing q where it wrote e (2e bytes an
+        // element saved each way). Under current scaling and NVFP4 without the Hadamard transform it takes
+        // the amax in the activation (FUSED_ACTIVATION_AMAX_*) and quantizes after: their amax passes go.
+        // Block scaling and NVFP4 with the transform quantize unfused, as without the fuser.
+        const std::string scaling = recipe.fp8() ? fp8RecipeOf(plan.framework) : std::string();
+        double fc2In = 0.0, fc1Out = 0.0;
+        if (te && teOpFuserOf(plan.framework) && !model.moe)
+            for (const auto& op : ops) {
+                if (op.name == "fc2") fc2In = d(op.m) * d(op.k) * d(op.batch);
+                if (op.name == "fc1") fc1Out = d(op.m) * d(op.n) * d(op.batch);
+            }
+        const bool fullyFused = fc2In > 0.0 && recipe.fp8() && (scaling == "delayed" || scaling == "mxfp8");
+        const bool amaxFused = fc2In > 0.0 && ((recipe.fp8() && scaling == "tensorwise") ||
+                                               (recipe.fp4() && !nvfp4RhtOf(plan.framework)));
+        const bool transposes = fp8OnGpu(recipe, plan.framework, cluster.gpu).fp8Transposes;
+        if (fullyFused) {
+            const double q = recipe.quantizedBytes(), gradWrites = transposes ? 2.0 : 1.0;
+            for (auto& op : ops)
+                if (op.opClass == OpClass::Memory && op.name == toString(model.activation)) {
+                    const double backward = op.bytes * op.backwardByteFactor + (gradWrites - e) * fc1Out;
+                    op.bytes += (q - e) * fc2In;
+                    op.backwardByteFactor = backward / op.bytes;
+                }
+        }
         if (recipe.fp4()) {
             // NVFP4 (Transformer Engine's NVFP4BlockScaling, pytorch/csrc/quantizer.cpp NVFP4Quantizer::quantize_impl):
             // each GEMM input is quantized rowwise (forward) and columnwise (weight gradient) from 16 bits in one
@@ -583,29 +611,39 @@ BlockCompute layerComputeOps(const ModelConfig& model, const ClusterConfig& clus
             // each output gradient's amax pass and its two casts, stochastically rounded (FORMULAS.md §6.4).
             const double q = recipe.quantizedBytes();
             const bool rht = nvfp4RhtOf(plan.framework);
-            const double amaxInputs = rht ? inputs : castInputs;
+            const double amaxInputs = rht ? inputs : castInputs - (amaxFused ? fc2In : 0.0);
             OpCost cast = memoryOp("nvfp4_casts", "fp8_cast", kernel_cost::nvfp4CastForwardBytes(inputs, amaxInputs, e, q));
-            cast.backwardByteFactor =
-                kernel_cost::nvfp4CastBackwardBytes(outputs, e, q, nvfp4StochasticRoundingOf(plan.framework)) / cast.bytes;
+            const double backward = kernel_cost::nvfp4CastBackwardBytes(
+                                        outputs, e, q, nvfp4StochasticRoundingOf(plan.framework)) -
+                                    (amaxFused ? e * fc1Out : 0.0);
+            cast.backwardByteFactor = backward / cast.bytes;
             ops.push_back(cast);
         } else {
-            OpCost cast = memoryOp("fp8_casts", "fp8_cast", kernel_cost::fp8CastForwardBytes(castInputs, e));
             // Without transposes (fp8OnGpu: a GPU whose FP8 GEMMs take any layout) the backward casts each output
             // gradient once and transposes no saved input for its weight gradient.
-            const bool transposes = fp8OnGpu(recipe, plan.framework, cluster.gpu).fp8Transposes;
-            cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs, inputs, e, transposes) / cast.bytes;
+            OpCost cast =
+                memoryOp("fp8_casts", "fp8_cast",
+                         kernel_cost::fp8CastForwardBytes(castInputs - (fullyFused ? fc2In : 0.0), e));
+            cast.backwardByteFactor = kernel_cost::fp8CastBackwardBytes(outputs - (fullyFused ? fc1Out : 0.0),
+                                                                        inputs, e, transposes) /
+                                      cast.bytes;
             ops.push_back(cast);
-            if (te && fp8RecipeOf(plan.framework) == "tensorwise") {
-                // Current scaling (Float8CurrentScalingQuantizer::quantize_impl, Transformer Engine 2.2 on): the scale
-                // is each tensor's own amax, so a cast reads its input twice, once in nvte_compute_amax and once in
-                // nvte_quantize_v2. The norm before qkv and fc1 takes the amax in its own kernel
-                // (FUSED_NORM_AMAX_FP8, normalization.cpp) but writes its output in 16 bits for the cast to read
-                // again; the gradients of the four GEMMs' outputs are each read once more for their amax.
+            if (te && scaling == "tensorwise") {
+                // Current scaling (Float8CurrentScalingQuantizer::quantize_impl, Transformer Engine 2.2 on):
+                // the scale is each tensor's own amax, so a cast reads its input twice, once in
+                // nvte_compute_amax and once in nvte_quantize_v2. The norm before qkv and fc1 takes the amax
+                // in its own kernel (FUSED_NORM_AMAX_FP8, normalization.cpp) but writes its output in 16 bits
+                // for the cast to read again; the gradients of the four GEMMs' outputs are each read once
+                // more for their amax. Under the op fuser the activation takes fc2's input's amax and fc1's
+                // output gradient's.
                 const double normFusedInputs = inputs - castInputs;
-                OpCost scaling = memoryOp("fp8_current_scaling", "fp8_cast",
-                                          kernel_cost::fp8CurrentScalingForwardBytes(castInputs, normFusedInputs, e));
-                scaling.backwardByteFactor = kernel_cost::fp8CurrentScalingBackwardBytes(outputs, e) / scaling.bytes;
-                ops.push_back(scaling);
+                OpCost amax = memoryOp("fp8_current_scaling", "fp8_cast",
+                                       kernel_cost::fp8CurrentScalingForwardBytes(
+                                           castInputs - (amaxFused ? fc2In : 0.0), normFusedInputs, e));
+                amax.backwardByteFactor =
+                    kernel_cost::fp8CurrentScalingBackwardBytes(outputs - (amaxFused ? fc1Out : 0.0), e) /
+                    amax.bytes;
+                ops.push_back(amax);
             }
         }
     }

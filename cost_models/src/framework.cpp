@@ -466,6 +466,9 @@ std::string fp8RecipeOf(const FrameworkSettings& f) { return f.fp8Recipe.value_o
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
 bool fp4ParamGatherOf(const FrameworkSettings& f) { return f.fp4ParamGather.value_or(false); }
 bool nvfp4RhtOf(const FrameworkSettings& f) { return f.nvfp4Rht.value_or(true); }
+bool teOpFuserOf(const FrameworkSettings& f) {
+    return f.teOpFuser.value_or(false);
+}
 bool nvfp4StochasticRoundingOf(const FrameworkSettings& f) { return f.nvfp4StochasticRounding.value_or(true); }
 bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }
@@ -532,6 +535,7 @@ FrameworkSettings parseFrameworkSettings(ObjectReader& r) {
     if (r.has("fp4_param_gather")) f.fp4ParamGather = r.optBool("fp4_param_gather", false);
     if (r.has("nvfp4_rht")) f.nvfp4Rht = r.optBool("nvfp4_rht", true);
     if (r.has("nvfp4_stochastic_rounding")) f.nvfp4StochasticRounding = r.optBool("nvfp4_stochastic_rounding", true);
+    if (r.has("te_op_fuser")) f.teOpFuser = r.optBool("te_op_fuser", false);
     if (r.has("moe_shared_expert_overlap")) f.moeSharedExpertOverlap = r.optBool("moe_shared_expert_overlap", false);
     if (r.has("reduce_bucket_size")) f.reduceBucketSize = r.optInt("reduce_bucket_size", 500000000, 1, int64_t{1} << 40);
     for (const auto& [key, member] : stage3Keys())
@@ -568,6 +572,7 @@ void frameworkToJson(const FrameworkSettings& f, nlohmann::json& plan) {
     if (f.fp4ParamGather) plan["fp4_param_gather"] = *f.fp4ParamGather;
     if (f.nvfp4Rht) plan["nvfp4_rht"] = *f.nvfp4Rht;
     if (f.nvfp4StochasticRounding) plan["nvfp4_stochastic_rounding"] = *f.nvfp4StochasticRounding;
+    if (f.teOpFuser) plan["te_op_fuser"] = *f.teOpFuser;
     if (f.moeSharedExpertOverlap) plan["moe_shared_expert_overlap"] = *f.moeSharedExpertOverlap;
     if (f.reduceBucketSize) plan["reduce_bucket_size"] = *f.reduceBucketSize;
     for (const auto& [key, member] : stage3Keys())

@@ -569,6 +569,9 @@ std::string exportMegatron(const Scenario& s, ProblemList& problems) {
         arg("--fp4-recipe", "nvfp4");
         if (fp4ParamGatherOf(p.framework)) arg("--fp4-param-gather");
     }
+    // Transformer Engine's operation-based MLP (TransformerConfig.use_transformer_engine_op_fuser; the flag
+    // is the field's name, arguments.py's ArgumentGroupFactory over TransformerConfig).
+    if (teOpFuserOf(p.framework)) arg("--use-transformer-engine-op-fuser");
     if (p.bf16EndLayers()) {
         arg("--first-last-layers-bf16");
         arg("--num-layers-at-start-in-bf16", str(p.bf16LayersAtStart));

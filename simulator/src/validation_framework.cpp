@@ -101,6 +101,15 @@ bool readFramework(Reading& r) {
             r.assume(std::string(flag.key) + " \"" + text(pl, flag.key) + "\" is neither true nor false: the framework's "
                      "default taken");
     }
+    // Megatron-core's --use-transformer-engine-op-fuser (MLPerf's USE_TE_OPS), by either name.
+    for (const char* key : {"te_op_fuser", "use_transformer_engine_op_fuser"}) {
+        if (!member(pl, key)) continue;
+        if (auto v = boolean(pl, key))
+            plan.framework.teOpFuser = *v;
+        else
+            r.assume(std::string(key) + " \"" + text(pl, key) + "\" is neither true nor false: off taken");
+        break;
+    }
     // DeepSpeed's ZeRO config names the gradient reduction's overlap with the backward overlap_comm
     // (zero_optimization.overlap_comm, read as a plan key).
     if (!member(pl, "overlap_grad_reduce"))

@@ -171,9 +171,10 @@ TEST(Framework, AReleaseNumberIsReadAsThePlansFrameworksOwn) {
 }
 
 TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
-    nlohmann::json doc{{"framework", "megatron"}, {"framework_version", "core_r0.8.0"}, {"ddp_impl", "torch"},
-                       {"overlap_param_gather", true}, {"tp_comm_overlap", false}, {"attention_unpad", true},
-                       {"train_metric_losses", 2}};
+    nlohmann::json doc{{"framework", "megatron"},  {"framework_version", "core_r0.8.0"},
+                       {"ddp_impl", "torch"},      {"overlap_param_gather", true},
+                       {"tp_comm_overlap", false}, {"attention_unpad", true},
+                       {"train_metric_losses", 2}, {"te_op_fuser", true}};
     ProblemList problems;
     Plan p = parsePlan(doc, "/plan", problems);
     ASSERT_TRUE(problems.empty());
@@ -185,6 +186,8 @@ TEST(Framework, PlanKeysRoundTripAndBadValuesAreNamed) {
     EXPECT_TRUE(*p.framework.attentionUnpad);
     const nlohmann::json back = planToJson(p);
     EXPECT_EQ(back["attention_unpad"], true);
+    EXPECT_TRUE(teOpFuserOf(p.framework));
+    EXPECT_EQ(back["te_op_fuser"], true);
     EXPECT_EQ(trainMetricLossesOf(p.framework), 2);
     EXPECT_EQ(back["train_metric_losses"], 2);
     EXPECT_EQ(back["framework_version"], "core_r0.8.0");

@@ -242,6 +242,20 @@ TEST(ValidationRecord, NcclUserBuffersFromThePlanKey) {
     EXPECT_FALSE(ncclUbOf(load(zero1).scenario.plan.framework));
 }
 
+// Megatron-core's use_transformer_engine_op_fuser (MLPerf's USE_TE_OPS) read under either name; unstated,
+// off.
+TEST(ValidationRecord, TheTransformerEngineOpFuserIsReadUnderEitherName) {
+    nlohmann::json r = record();
+    EXPECT_FALSE(teOpFuserOf(load(r).scenario.plan.framework));
+    r["plan"]["use_transformer_engine_op_fuser"] = true;
+    EXPECT_TRUE(teOpFuserOf(load(r).scenario.plan.framework));
+    r["plan"].erase("use_transformer_engine_op_fuser");
+    r["plan"]["te_op_fuser"] = "maybe"; // not a boolean: said, off taken
+    const ValidationCase unclear = load(r);
+    EXPECT_FALSE(teOpFuserOf(unclear.scenario.plan.framework));
+    EXPECT_TRUE(mentions(unclear.assumptions, "te_op_fuser \"maybe\" is neither true nor false"));
+}
+
 // NVFP4 on Blackwell: Transformer Engine's NVFP4BlockScaling, its switches read from the plan as Megatron-core and
 // Transformer Engine name them, and said; MXFP4 on the same GPU is still refused.
 TEST(ValidationRecord, NvFp4IsTransformerEnginesRecipeOnBlackwell) {

@@ -84,6 +84,12 @@ struct FrameworkSettings {
     // and stochastic rounding of the gradients' casts. Unset: on, Transformer Engine's defaults (recipe/__init__.py).
     std::optional<bool> nvfp4Rht;
     std::optional<bool> nvfp4StochasticRounding;
+    // Megatron-core's --use-transformer-engine-op-fuser (TransformerConfig.use_transformer_engine_op_fuser):
+    // the dense MLP as Transformer Engine's operation sequence (TEFusedMLP), whose activation kernel
+    // quantizes its output for fc2 and its input gradient for fc1 itself (ops/basic/activation.py,
+    // FORMULAS.md §6.3). Unset: off, Megatron-core's default (MLPerf v5.1's Llama 3.1 8B configs set it:
+    // USE_TE_OPS=True).
+    std::optional<bool> teOpFuser;
     // Megatron-core's shared-expert overlap (--moe-shared-expert-overlap; token_dispatcher.py, shared_experts.py): the
     // shared experts run on a stream of their own, fc1 and the activation while the dispatch all-to-all runs, fc2
     // while the combine runs (FORMULAS.md §6.1). Unset: off, Megatron-core's default (Megatron-Bridge's DeepSeek-V2/V3
@@ -280,6 +286,7 @@ bool fp8ParamGatherOf(const FrameworkSettings& f);
 bool fp4ParamGatherOf(const FrameworkSettings& f);
 bool nvfp4RhtOf(const FrameworkSettings& f);
 bool nvfp4StochasticRoundingOf(const FrameworkSettings& f);
+bool teOpFuserOf(const FrameworkSettings& f);
 // The FP8 recipes Megatron-core names (--fp8-recipe), and the plan's: "delayed" unless stated (Megatron-core's
 // default, TransformerConfig.fp8_recipe, and Transformer Engine's DelayedScaling before Blackwell).
 const std::vector<std::string>& fp8RecipeKinds();
