@@ -466,9 +466,7 @@ std::string fp8RecipeOf(const FrameworkSettings& f) { return f.fp8Recipe.value_o
 bool moeA2aOverlapOf(const FrameworkSettings& f) { return f.moeA2aOverlap.value_or(false); }
 bool fp4ParamGatherOf(const FrameworkSettings& f) { return f.fp4ParamGather.value_or(false); }
 bool nvfp4RhtOf(const FrameworkSettings& f) { return f.nvfp4Rht.value_or(true); }
-bool teOpFuserOf(const FrameworkSettings& f) {
-    return f.teOpFuser.value_or(false);
-}
+bool teOpFuserOf(const FrameworkSettings& f) { return f.teOpFuser.value_or(false); }
 bool nvfp4StochasticRoundingOf(const FrameworkSettings& f) { return f.nvfp4StochasticRounding.value_or(true); }
 bool moeSharedExpertOverlapOf(const FrameworkSettings& f) { return f.moeSharedExpertOverlap.value_or(false); }
 bool torchAsyncTpOf(const FrameworkSettings& f) { return f.name == "torchtitan"; }

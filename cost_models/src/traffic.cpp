@@ -141,11 +141,10 @@ SequenceParallelTraffic sequenceParallelTraffic(const ModelConfig& model, const 
     // backward re-gathering the saved FP8 shard for dW), and the output gradient is cast, gathered in FP8 and
     // transposed after ("FP8 case with gather", grad_output_preprocess); v2's _all_gather_fp8 the same for
     // delayed and current scaling, 1 B an element. MXFP8 (_all_gather_mxfp8) moves one E8M0 scale per 32
-    // elements with the data and gathers the output gradient rowwise for dgrad and columnwise for dW; 1D
-    // blockwise scaling
-    // (_all_gather_fp8_blockwise) an fp32 scale per 128, its gradient both ways too. Userbuffers' overlapped
-    // gathers take FP8 buffers (initialize_ub: fp8_buf for qkv/fc1 fprop and proj/fc2 dgrad), so the chunks
-    // move the same bytes. torchao's Float8 (fsdp_fp8) is PyTorch's TP, below.
+    // elements with the data and gathers the output gradient rowwise for dgrad and columnwise for dW; 1D block
+    // scaling (_all_gather_fp8_blockwise) an fp32 scale per 128, its gradient both ways too. Userbuffers'
+    // overlapped gathers take FP8 buffers (initialize_ub: fp8_buf for qkv/fc1 fprop and proj/fc2 dgrad), so
+    // the chunks move the same bytes. torchao's Float8 (fsdp_fp8) is PyTorch's TP, below.
     if (recipe.fp8() && recipe.name != "fsdp_fp8" && !dtensorTpOf(plan.framework)) {
         const std::string scaling = fp8RecipeOf(plan.framework);
         const double scales = scaling == "mxfp8" ? 1.0 / 32.0 : scaling == "blockwise" ? 4.0 / 128.0 : 0.0;
